@@ -1,0 +1,22 @@
+# cython: language_level=3
+"""Wire primitives for the other native modules: big-endian integers and zigzag varints.
+
+All are `static inline` C (include/kb_wire.h); readers are bounds-checked against `end`.
+"""
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
+
+cdef extern from "kb_wire.h" nogil:
+    uint16_t kb_load_be16(const uint8_t *p)
+    uint32_t kb_load_be32(const uint8_t *p)
+    uint64_t kb_load_be64(const uint8_t *p)
+    void kb_store_be16(uint8_t *p, uint16_t v)
+    void kb_store_be32(uint8_t *p, uint32_t v)
+    void kb_store_be64(uint8_t *p, uint64_t v)
+    int kb_read_uvarint(const uint8_t *p, const uint8_t *end, int max_bytes, uint64_t *out)
+    int kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
+    int kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
+    int kb_write_uvarint(uint8_t *p, uint64_t v)
+    int kb_write_varint(uint8_t *p, int32_t v)
+    int kb_write_varlong(uint8_t *p, int64_t v)
+    int kb_varint_size(int32_t v)
+    int kb_varlong_size(int64_t v)

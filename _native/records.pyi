@@ -1,0 +1,93 @@
+from collections.abc import Iterator, Sequence
+from typing_extensions import Buffer
+
+COMPRESSION_NAMES: tuple[str, ...]
+DEFAULT_DECOMPRESS_LIMIT: int
+
+class CorruptRecordError(ValueError):
+    position: int | None
+    def __init__(self, message: str, position: int | None = ...) -> None: ...
+
+def compression_code(value: str | int | None) -> int: ...
+def decompress_block(codec: int, data: Buffer, limit: int = ...) -> bytes: ...
+def compress_block(codec: int, data: Buffer, level: int | None = ...) -> bytes: ...
+
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    attributes: int
+
+class RecordBatch:
+    position: int
+    def __init__(self, buffer: Buffer, position: int = 0) -> None: ...
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    compression: int
+    compression_name: str
+    timestamp_type: int
+    is_transactional: bool
+    is_control: bool
+    has_delete_horizon: bool
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    last_offset: int
+    next_offset: int
+    size: int
+    writable: bool
+    def __len__(self) -> int: ...
+    def compute_crc(self) -> int: ...
+    def is_valid(self) -> bool: ...
+    def validate(self) -> None: ...
+    def set_base_offset(self, base_offset: int) -> None: ...
+    def set_partition_leader_epoch(self, epoch: int) -> None: ...
+    def tobytes(self) -> bytes: ...
+    def memoryview(self) -> memoryview: ...
+    def records(self, decompress_limit: int = ...) -> list[Record]: ...
+    def __iter__(self) -> Iterator[Record]: ...
+
+class BatchIterator(Iterator[RecordBatch]):
+    position: int
+    validate: bool
+    partial: bool
+    bytes_consumed: int
+    def __init__(self, buffer: Buffer, position: int = 0, validate: bool = False) -> None: ...
+    def __next__(self) -> RecordBatch: ...
+
+def iter_batches(buffer: Buffer, position: int = 0, *, validate: bool = False) -> BatchIterator: ...
+def assign_offsets(buffer: Buffer, base_offset: int, partition_leader_epoch: int = -1,
+                   validate: bool = True) -> tuple[int, int, int, int, int]: ...
+
+class BatchBuilder:
+    compression: int
+    base_offset: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    is_control: bool
+    timestamp_type: int
+    record_count: int
+    size_in_bytes: int
+    def __init__(self, compression: str | int | None = None, *, base_offset: int = 0,
+                 partition_leader_epoch: int = -1, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1,
+                 is_transactional: bool = False, is_control: bool = False,
+                 timestamp_type: int = 0, compression_level: int | None = None) -> None: ...
+    def __len__(self) -> int: ...
+    def append(self, timestamp: int | None, key: Buffer | None, value: Buffer | None,
+               headers: Sequence[tuple[str | bytes, Buffer | None]] | None = None) -> int: ...
+    def build(self) -> bytes: ...
+    def reset(self) -> None: ...

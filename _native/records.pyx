@@ -1,0 +1,980 @@
+# cython: language_level=3
+"""Kafka RecordBatch v2: a zero-copy view, validation, in-place offset assignment,
+iteration over a buffer of batches, record decoding and a batch builder.
+
+The layout is drawn in records.pxd. Invariants:
+- A RecordBatch never copies the bytes it views; it holds the exporter's buffer (so a
+  bytearray under it cannot be resized) until it is garbage collected.
+- Nothing here reads outside the buffer it was given: every length is checked against
+  the end of the buffer before it is used. Corrupt or hostile input raises
+  CorruptRecordError (a ValueError) naming the byte position.
+- set_base_offset / set_partition_leader_epoch write only bytes before the CRC'd range.
+"""
+cimport cython
+from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+from libc.stdlib cimport malloc, realloc, free
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
+                             PyBUF_WRITABLE)
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+from broker._native.buffer cimport (kb_load_be16, kb_load_be32, kb_load_be64,
+                                    kb_store_be16, kb_store_be32, kb_store_be64,
+                                    kb_write_varint, kb_write_varlong, kb_varint_size,
+                                    kb_varlong_size)
+from broker._native.crc32c cimport crc32c_raw
+
+import time as _time
+
+cdef extern from "kb_utf8.h" nogil:
+    int kb_utf8_valid(const uint8_t *s, size_t n)
+
+
+class CorruptRecordError(ValueError):
+    """Bytes that are not a valid record batch. `position` is the byte offset (in the
+    buffer or file being read) where the problem was found, or None."""
+
+    def __init__(self, message, position=None):
+        super().__init__(message)
+        self.position = position
+
+
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+# Decompressed records block larger than this is refused (a decompression bomb guard).
+DEFAULT_DECOMPRESS_LIMIT = 1 << 30
+
+
+def compression_code(value):
+    """0..4 from a codec name ('none', 'gzip', 'snappy', 'lz4', 'zstd'), None or an int."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        if 0 <= value <= 4:
+            return value
+        raise ValueError(f"unknown compression codec {value}")
+    try:
+        return COMPRESSION_NAMES.index(str(value).lower())
+    except ValueError:
+        raise ValueError(f"unknown compression codec {value!r} "
+                         f"(expected one of {', '.join(COMPRESSION_NAMES)})") from None
+
+
+# ---------------------------------------------------------------- batch checks
+
+cdef int batch_check(const uint8_t *p, Py_ssize_t avail, bint check_crc,
+                     Py_ssize_t *size) noexcept nogil:
+    cdef int32_t batch_length
+    cdef uint32_t stored
+    if avail < LOG_OVERHEAD:
+        return CHECK_PARTIAL
+    batch_length = <int32_t>kb_load_be32(p + OFF_BATCH_LENGTH)
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        return CHECK_BAD_LENGTH
+    size[0] = LOG_OVERHEAD + <Py_ssize_t>batch_length
+    if avail > OFF_MAGIC and p[OFF_MAGIC] != 2:
+        return CHECK_BAD_MAGIC
+    if avail < size[0]:
+        return CHECK_PARTIAL
+    if <int32_t>kb_load_be32(p + OFF_RECORD_COUNT) < 0 or <int32_t>kb_load_be32(p + OFF_LAST_OFFSET_DELTA) < 0:
+        return CHECK_BAD_COUNT
+    if check_crc:
+        stored = kb_load_be32(p + OFF_CRC)
+        if crc32c_raw(0, p + OFF_ATTRIBUTES, size[0] - OFF_ATTRIBUTES) != stored:
+            return CHECK_BAD_CRC
+    return CHECK_OK
+
+
+cdef str check_message(int rc, const uint8_t *p, Py_ssize_t avail, Py_ssize_t size):
+    if rc == CHECK_PARTIAL:
+        if avail < LOG_OVERHEAD:
+            return f"only {avail} bytes, a batch needs at least {HEADER_SIZE}"
+        return f"batch of {size} bytes but only {avail} bytes remain"
+    if rc == CHECK_BAD_LENGTH:
+        return f"batchLength {<int32_t>kb_load_be32(p + OFF_BATCH_LENGTH)} is smaller than a batch header"
+    if rc == CHECK_BAD_MAGIC:
+        return f"magic {<int8_t>p[OFF_MAGIC]}, only RecordBatch v2 (magic 2) is supported"
+    if rc == CHECK_BAD_COUNT:
+        return (f"negative recordCount {<int32_t>kb_load_be32(p + OFF_RECORD_COUNT)} or "
+                f"lastOffsetDelta {<int32_t>kb_load_be32(p + OFF_LAST_OFFSET_DELTA)}")
+    if rc == CHECK_BAD_CRC:
+        return (f"CRC-32C mismatch: stored 0x{kb_load_be32(p + OFF_CRC):08x}, computed "
+                f"0x{crc32c_raw(0, p + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES):08x}")
+    return "ok"
+
+
+cdef str record_error(int rc):
+    if rc == REC_TRUNCATED:
+        return "truncated"
+    if rc == REC_BAD_VARINT:
+        return "varint too long"
+    if rc == REC_BAD_LENGTH:
+        return "invalid length"
+    return "ok"
+
+
+# ---------------------------------------------------------------- codecs
+# Called once per batch (never per record). The codec libraries are imported lazily so
+# that a project using only uncompressed batches does not pay for them.
+
+cdef object _zlib = None
+cdef object _cramjam = None
+cdef object _lz4frame = None
+cdef object _zstd = None
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+cdef object _gunzip(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
+    global _zlib
+    if _zlib is None:
+        import zlib
+        _zlib = zlib
+    out = []
+    total = 0
+    rest = PyBytes_FromStringAndSize(<const char *>data, length)
+    while rest:
+        d = _zlib.decompressobj(47)          # gzip or zlib header, auto-detected
+        chunk = d.decompress(rest, limit - total + 1)
+        total += len(chunk)
+        out.append(chunk)
+        if total > limit:
+            raise OverflowError
+        if not d.eof:
+            if d.unconsumed_tail:
+                raise OverflowError
+            raise ValueError("truncated gzip stream")
+        rest = d.unused_data                 # further gzip members, if any
+    return b"".join(out)
+
+
+cdef object _unsnappy(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
+    global _cramjam
+    if _cramjam is None:
+        import cramjam
+        _cramjam = cramjam
+    cdef Py_ssize_t pos
+    cdef int32_t block
+    raw = PyBytes_FromStringAndSize(<const char *>data, length)
+    if length >= 16 and raw[:8] == XERIAL_MAGIC:
+        # xerial (snappy-java) framing: 16-byte header, then [int32 length][raw block]...
+        out = []
+        total = 0
+        pos = 16
+        while pos < length:
+            if length - pos < 4:
+                raise ValueError("truncated xerial block length")
+            block = <int32_t>kb_load_be32(data + pos)
+            pos += 4
+            if block < 0 or block > length - pos:
+                raise ValueError("xerial block length out of range")
+            chunk = bytes(_cramjam.snappy.decompress_raw(raw[pos:pos + block]))
+            total += len(chunk)
+            if total > limit:
+                raise OverflowError
+            out.append(chunk)
+            pos += block
+        return b"".join(out)
+    return bytes(_cramjam.snappy.decompress_raw(raw))
+
+
+cdef object _unlz4(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
+    global _lz4frame
+    if _lz4frame is None:
+        import lz4.frame
+        _lz4frame = lz4.frame
+    d = _lz4frame.LZ4FrameDecompressor()
+    out = d.decompress(PyBytes_FromStringAndSize(<const char *>data, length), limit + 1)
+    if len(out) > limit:
+        raise OverflowError
+    if not d.eof:
+        raise ValueError("truncated lz4 frame")
+    return out
+
+
+cdef object _unzstd(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
+    global _zstd
+    if _zstd is None:
+        import zstandard
+        _zstd = zstandard
+    reader = _zstd.ZstdDecompressor().stream_reader(
+        PyBytes_FromStringAndSize(<const char *>data, length), read_across_frames=True)
+    out = reader.read(limit + 1)
+    parts = [out]
+    total = len(out)
+    while True:
+        more = reader.read(limit + 1 - total) if total <= limit else b""
+        if not more:
+            break
+        parts.append(more)
+        total += len(more)
+        if total > limit:
+            break
+    if total > limit:
+        raise OverflowError
+    return b"".join(parts) if len(parts) > 1 else out
+
+
+cdef object decompress(int codec, const uint8_t *data, Py_ssize_t length, Py_ssize_t limit,
+                       Py_ssize_t position):
+    """The records block of a compressed batch, decompressed (bytes). `position` is the
+    batch's byte offset, for the error message."""
+    try:
+        if codec == CODEC_GZIP:
+            return _gunzip(data, length, limit)
+        if codec == CODEC_SNAPPY:
+            return _unsnappy(data, length, limit)
+        if codec == CODEC_LZ4:
+            return _unlz4(data, length, limit)
+        if codec == CODEC_ZSTD:
+            return _unzstd(data, length, limit)
+    except OverflowError:
+        raise CorruptRecordError(
+            f"record batch at byte {position}: {COMPRESSION_NAMES[codec]} records block "
+            f"decompresses to more than {limit} bytes", position) from None
+    except CorruptRecordError:
+        raise
+    except Exception as exc:
+        raise CorruptRecordError(
+            f"record batch at byte {position}: cannot decompress "
+            f"{COMPRESSION_NAMES[codec]} records block: {exc}", position) from None
+    raise CorruptRecordError(f"record batch at byte {position}: unknown compression codec "
+                             f"{codec}", position)
+
+
+def decompress_block(int codec, data, Py_ssize_t limit=DEFAULT_DECOMPRESS_LIMIT):
+    """Decompresses a records block compressed with `codec` (1..4)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return decompress(codec, <const uint8_t *>view.buf, view.len, limit, 0)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _gzip_mod = None
+
+
+def compress_block(int codec, data, level=None):
+    """Compresses a records block as Kafka's clients do: gzip (one member), snappy in
+    xerial framing (what the Java client writes), lz4 frame with independent blocks, zstd
+    frame."""
+    global _gzip_mod, _cramjam, _lz4frame, _zstd
+    data = bytes(data)
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        if _gzip_mod is None:
+            import gzip
+            _gzip_mod = gzip
+        return _gzip_mod.compress(data, 6 if level is None else level, mtime=0)
+    if codec == CODEC_SNAPPY:
+        if _cramjam is None:
+            import cramjam
+            _cramjam = cramjam
+        parts = [XERIAL_MAGIC, b"\x00\x00\x00\x01\x00\x00\x00\x01"]
+        for start in range(0, len(data), 32768):
+            block = bytes(_cramjam.snappy.compress_raw(data[start:start + 32768]))
+            parts.append(len(block).to_bytes(4, "big"))
+            parts.append(block)
+        return b"".join(parts)
+    if codec == CODEC_LZ4:
+        if _lz4frame is None:
+            import lz4.frame
+            _lz4frame = lz4.frame
+        return _lz4frame.compress(data, block_linked=False,
+                                  compression_level=0 if level is None else level)
+    if codec == CODEC_ZSTD:
+        if _zstd is None:
+            import zstandard
+            _zstd = zstandard
+        return _zstd.ZstdCompressor(level=3 if level is None else level).compress(data)
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------- buffer holder
+
+@cython.final
+cdef class _BufferRef:
+    """Holds one Py_buffer for any number of RecordBatch views into it."""
+    cdef Py_buffer view
+    cdef bint writable
+    cdef bint held
+
+    def __cinit__(self, object obj):
+        try:
+            PyObject_GetBuffer(obj, &self.view, PyBUF_WRITABLE)
+            self.writable = True
+        except (BufferError, TypeError):
+            PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+            self.writable = False
+        self.held = True
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+            self.held = False
+
+
+# ---------------------------------------------------------------- records
+
+@cython.final
+cdef class Record:
+    """One decoded record: absolute offset and timestamp, key, value (bytes or None) and
+    headers as a list of (str, bytes | None)."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly list headers
+    cdef readonly int attributes
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        o = <Record>other
+        return (self.offset == o.offset and self.timestamp == o.timestamp and
+                self.key == o.key and self.value == o.value and self.headers == o.headers)
+
+
+cdef inline object _bytes_or_none(const uint8_t *p, int32_t n):
+    if p == NULL:
+        return None
+    return PyBytes_FromStringAndSize(<const char *>p, n)
+
+
+cdef list _decode_records(const uint8_t *p, const uint8_t *end, int32_t count,
+                          int64_t base_offset, int64_t base_timestamp, bint log_append_time,
+                          int64_t max_timestamp, Py_ssize_t batch_position,
+                          Py_ssize_t body_position):
+    """Decodes `count` records in [p, end). body_position is the byte offset of p in the
+    source (for uncompressed batches) or -1 (inside a decompressed block)."""
+    cdef RecordView rv
+    cdef HeaderView hv
+    cdef int rc
+    cdef int32_t i, j
+    cdef const uint8_t *start = p
+    cdef const uint8_t *hp
+    cdef Record rec
+    out = []
+    for i in range(count):
+        rc = parse_record(p, end, &rv)
+        if rc != REC_OK:
+            _raise_record(rc, i, batch_position, body_position, p - start)
+        rec = Record.__new__(Record)
+        rec.offset = base_offset + rv.offset_delta
+        rec.timestamp = max_timestamp if log_append_time else base_timestamp + rv.timestamp_delta
+        rec.attributes = rv.attributes
+        rec.key = _bytes_or_none(rv.key, rv.key_len)
+        rec.value = _bytes_or_none(rv.value, rv.value_len)
+        headers = []
+        hp = rv.headers
+        for j in range(rv.header_count):
+            rc = parse_header(&hp, rv.end, &hv)
+            if rc != REC_OK:
+                _raise_record(rc, i, batch_position, body_position, p - start)
+            if not kb_utf8_valid(hv.key, hv.key_len):
+                _raise_record(-1, i, batch_position, body_position, p - start)
+            headers.append((PyUnicode_DecodeUTF8(<const char *>hv.key, hv.key_len, NULL),
+                            _bytes_or_none(hv.value, hv.value_len)))
+        if hp != rv.end:
+            _raise_record(REC_BAD_LENGTH, i, batch_position, body_position, p - start)
+        rec.headers = headers
+        out.append(rec)
+        p = rv.end
+    if p != end:
+        raise CorruptRecordError(
+            f"record batch at byte {batch_position}: {end - p} bytes left after "
+            f"{count} records", batch_position)
+    return out
+
+
+cdef void _raise_record(int rc, int32_t index, Py_ssize_t batch_position,
+                        Py_ssize_t body_position, Py_ssize_t rel) except *:
+    what = "header key is not UTF-8" if rc == -1 else record_error(rc)
+    if body_position >= 0:
+        where = f"at byte {body_position + rel}"
+        pos = body_position + rel
+    else:
+        where = f"at byte {rel} of the decompressed records"
+        pos = batch_position
+    raise CorruptRecordError(
+        f"record {index} of the batch at byte {batch_position}: {what} ({where})", pos)
+
+
+# ---------------------------------------------------------------- the batch view
+
+@cython.final
+cdef class RecordBatch:
+    """A zero-copy view of the RecordBatch v2 at `position` in `buffer`.
+
+    Construction checks only that the buffer holds the whole batch (per its batchLength)
+    and that magic is 2; `validate()` also checks the CRC-32C.
+    """
+    cdef _BufferRef _ref
+    cdef const uint8_t *_p
+    cdef Py_ssize_t _size
+    cdef readonly Py_ssize_t position
+
+    def __init__(self, buffer, Py_ssize_t position=0):
+        ref = buffer if isinstance(buffer, _BufferRef) else _BufferRef(buffer)
+        self._init(ref, position)
+
+    cdef int _init(self, _BufferRef ref, Py_ssize_t position) except -1:
+        cdef Py_ssize_t size = 0
+        cdef const uint8_t *p
+        if position < 0 or position > ref.view.len:
+            raise ValueError(f"position {position} outside a buffer of {ref.view.len} bytes")
+        p = <const uint8_t *>ref.view.buf + position
+        rc = batch_check(p, ref.view.len - position, False, &size)
+        if rc != CHECK_OK:
+            raise CorruptRecordError(
+                f"record batch at byte {position}: {check_message(rc, p, ref.view.len - position, size)}",
+                position)
+        self._ref = ref
+        self._p = p
+        self._size = size
+        self.position = position
+        return 0
+
+    # -- header fields
+    @property
+    def base_offset(self):
+        return <int64_t>kb_load_be64(self._p + OFF_BASE_OFFSET)
+
+    @property
+    def batch_length(self):
+        return <int32_t>kb_load_be32(self._p + OFF_BATCH_LENGTH)
+
+    @property
+    def partition_leader_epoch(self):
+        return <int32_t>kb_load_be32(self._p + OFF_PARTITION_LEADER_EPOCH)
+
+    @property
+    def magic(self):
+        return <int8_t>self._p[OFF_MAGIC]
+
+    @property
+    def crc(self):
+        return kb_load_be32(self._p + OFF_CRC)
+
+    @property
+    def attributes(self):
+        return <int16_t>kb_load_be16(self._p + OFF_ATTRIBUTES)
+
+    @property
+    def compression(self):
+        """Codec number: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_COMPRESSION_MASK
+
+    @property
+    def compression_name(self):
+        c = kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_COMPRESSION_MASK
+        return COMPRESSION_NAMES[c] if c < 5 else f"unknown({c})"
+
+    @property
+    def timestamp_type(self):
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_TIMESTAMP_TYPE else 0
+
+    @property
+    def is_transactional(self):
+        return bool(kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self):
+        return bool(kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self):
+        return bool(kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_DELETE_HORIZON)
+
+    @property
+    def last_offset_delta(self):
+        return <int32_t>kb_load_be32(self._p + OFF_LAST_OFFSET_DELTA)
+
+    @property
+    def base_timestamp(self):
+        return <int64_t>kb_load_be64(self._p + OFF_BASE_TIMESTAMP)
+
+    @property
+    def max_timestamp(self):
+        return <int64_t>kb_load_be64(self._p + OFF_MAX_TIMESTAMP)
+
+    @property
+    def producer_id(self):
+        return <int64_t>kb_load_be64(self._p + OFF_PRODUCER_ID)
+
+    @property
+    def producer_epoch(self):
+        return <int16_t>kb_load_be16(self._p + OFF_PRODUCER_EPOCH)
+
+    @property
+    def base_sequence(self):
+        return <int32_t>kb_load_be32(self._p + OFF_BASE_SEQUENCE)
+
+    @property
+    def record_count(self):
+        return <int32_t>kb_load_be32(self._p + OFF_RECORD_COUNT)
+
+    # -- derived
+    @property
+    def last_offset(self):
+        return <int64_t>kb_load_be64(self._p) + <int32_t>kb_load_be32(self._p + OFF_LAST_OFFSET_DELTA)
+
+    @property
+    def next_offset(self):
+        return <int64_t>kb_load_be64(self._p) + <int32_t>kb_load_be32(self._p + OFF_LAST_OFFSET_DELTA) + 1
+
+    @property
+    def size(self):
+        """Total bytes of this batch (12 + batchLength)."""
+        return self._size
+
+    @property
+    def writable(self):
+        return self._ref.writable
+
+    def __len__(self):
+        return self._size
+
+    def __repr__(self):
+        return (f"RecordBatch(base_offset={self.base_offset}, last_offset_delta="
+                f"{self.last_offset_delta}, record_count={self.record_count}, size={self._size}, "
+                f"compression={self.compression_name}, position={self.position})")
+
+    # -- checks
+    def compute_crc(self):
+        """CRC-32C of the bytes the crc field covers (attributes to the end)."""
+        return crc32c_raw(0, self._p + OFF_ATTRIBUTES, self._size - OFF_ATTRIBUTES)
+
+    def is_valid(self):
+        cdef Py_ssize_t size = 0
+        return batch_check(self._p, self._size, True, &size) == CHECK_OK
+
+    def validate(self):
+        """Raises CorruptRecordError unless magic, lengths, counts and CRC-32C are right."""
+        cdef Py_ssize_t size = 0
+        rc = batch_check(self._p, self._size, True, &size)
+        if rc != CHECK_OK:
+            raise CorruptRecordError(
+                f"record batch at byte {self.position}: {check_message(rc, self._p, self._size, size)}",
+                self.position)
+
+    # -- in-place rewrites (before the CRC'd range: the CRC stays valid)
+    cdef uint8_t *_writable_ptr(self) except NULL:
+        if not self._ref.writable:
+            raise TypeError("the buffer under this RecordBatch is read-only")
+        return <uint8_t *>self._p
+
+    def set_base_offset(self, int64_t base_offset):
+        kb_store_be64(self._writable_ptr() + OFF_BASE_OFFSET, <uint64_t>base_offset)
+
+    def set_partition_leader_epoch(self, int32_t epoch):
+        kb_store_be32(self._writable_ptr() + OFF_PARTITION_LEADER_EPOCH, <uint32_t>epoch)
+
+    # -- bytes
+    def tobytes(self):
+        return PyBytes_FromStringAndSize(<const char *>self._p, self._size)
+
+    def memoryview(self):
+        """A memoryview of exactly this batch's bytes (no copy; read-only unless the
+        underlying buffer is writable)."""
+        return memoryview(_ExportView(self))
+
+    # -- records
+    def records(self, Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):
+        """Decodes every record (decompressing the block if needed) -> list[Record]."""
+        cdef int codec = kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_COMPRESSION_MASK
+        cdef int32_t count = <int32_t>kb_load_be32(self._p + OFF_RECORD_COUNT)
+        cdef int64_t base_offset = <int64_t>kb_load_be64(self._p)
+        cdef int64_t base_ts = <int64_t>kb_load_be64(self._p + OFF_BASE_TIMESTAMP)
+        cdef int64_t max_ts = <int64_t>kb_load_be64(self._p + OFF_MAX_TIMESTAMP)
+        cdef bint lat = (kb_load_be16(self._p + OFF_ATTRIBUTES) & ATTR_TIMESTAMP_TYPE) != 0
+        cdef const uint8_t *body = self._p + HEADER_SIZE
+        cdef Py_ssize_t body_len = self._size - HEADER_SIZE
+        if count < 0:
+            raise CorruptRecordError(f"record batch at byte {self.position}: negative recordCount",
+                                     self.position)
+        if codec == CODEC_NONE:
+            return _decode_records(body, body + body_len, count, base_offset, base_ts, lat,
+                                   max_ts, self.position, self.position + HEADER_SIZE)
+        block = decompress(codec, body, body_len, decompress_limit, self.position)
+        cdef const uint8_t *bp = <const uint8_t *>PyBytes_AS_STRING(block)
+        return _decode_records(bp, bp + len(block), count, base_offset, base_ts, lat, max_ts,
+                               self.position, -1)
+
+    def __iter__(self):
+        return iter(self.records())
+
+
+@cython.final
+cdef class _ExportView:
+    """Exports one batch's bytes through the buffer protocol (keeps the batch alive)."""
+    cdef RecordBatch batch
+
+    def __cinit__(self, RecordBatch batch):
+        self.batch = batch
+
+    def __getbuffer__(self, Py_buffer *buf, int flags):
+        cdef bint ro = not self.batch._ref.writable
+        if (flags & PyBUF_WRITABLE) and ro:
+            raise BufferError("read-only batch")
+        buf.buf = <void *>self.batch._p
+        buf.obj = self
+        buf.len = self.batch._size
+        buf.readonly = ro
+        buf.itemsize = 1
+        buf.format = NULL
+        buf.ndim = 1
+        buf.shape = NULL
+        buf.strides = NULL
+        buf.suboffsets = NULL
+        buf.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *buf):
+        pass
+
+
+# ---------------------------------------------------------------- iteration
+
+@cython.final
+cdef class BatchIterator:
+    """Iterates the batches in a buffer from `position`. Stops cleanly at a partial batch
+    (a torn tail); `bytes_consumed` is then the end of the last whole batch relative to
+    the start position, and `position` the absolute offset where iteration stopped.
+    Corrupt lengths or magic raise CorruptRecordError naming the byte offset; with
+    validate=True the CRC of each batch is checked too."""
+    cdef _BufferRef _ref
+    cdef Py_ssize_t _start
+    cdef readonly Py_ssize_t position
+    cdef readonly bint validate
+    cdef readonly bint partial
+
+    def __cinit__(self, buffer, Py_ssize_t position=0, bint validate=False):
+        self._ref = buffer if isinstance(buffer, _BufferRef) else _BufferRef(buffer)
+        if position < 0 or position > self._ref.view.len:
+            raise ValueError(f"position {position} outside a buffer of {self._ref.view.len} bytes")
+        self._start = position
+        self.position = position
+        self.validate = validate
+        self.partial = False
+
+    @property
+    def bytes_consumed(self):
+        return self.position - self._start
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Py_ssize_t avail = self._ref.view.len - self.position
+        cdef Py_ssize_t size = 0
+        cdef const uint8_t *p = <const uint8_t *>self._ref.view.buf + self.position
+        cdef RecordBatch b
+        if avail == 0:
+            raise StopIteration
+        rc = batch_check(p, avail, self.validate, &size)
+        if rc == CHECK_PARTIAL:
+            self.partial = True
+            raise StopIteration
+        if rc != CHECK_OK:
+            raise CorruptRecordError(
+                f"record batch at byte {self.position}: {check_message(rc, p, avail, size)}",
+                self.position)
+        b = RecordBatch.__new__(RecordBatch)
+        b._ref = self._ref
+        b._p = p
+        b._size = size
+        b.position = self.position
+        self.position += size
+        return b
+
+
+def iter_batches(buffer, Py_ssize_t position=0, *, bint validate=False):
+    """Batches in `buffer` from `position`, as RecordBatch views: see BatchIterator."""
+    return BatchIterator(buffer, position, validate)
+
+
+def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=-1,
+                   bint validate=True):
+    """Validates every batch in `buffer` (which must be writable and hold whole batches
+    only) and rewrites their base offsets densely from `base_offset` and their partition
+    leader epoch, in place. Returns (next_offset, batch_count, record_count,
+    max_timestamp, offset_of_max_timestamp).
+
+    This is the broker's append path: O(1) work per batch (CRC aside), never per record.
+    """
+    cdef _BufferRef ref = _BufferRef(buffer)
+    cdef Py_ssize_t pos = 0, size = 0, n = ref.view.len
+    cdef uint8_t *p
+    cdef int rc
+    cdef int64_t offset = base_offset
+    cdef int64_t max_ts = -1, max_ts_offset = -1, ts
+    cdef int32_t delta
+    cdef Py_ssize_t batches = 0
+    cdef int64_t records = 0
+    if not ref.writable:
+        raise TypeError("assign_offsets needs a writable buffer (bytearray, memoryview of one)")
+    p = <uint8_t *>ref.view.buf
+    with nogil:
+        while pos < n:
+            rc = batch_check(p + pos, n - pos, validate, &size)
+            if rc != CHECK_OK:
+                break
+            delta = <int32_t>kb_load_be32(p + pos + OFF_LAST_OFFSET_DELTA)
+            kb_store_be64(p + pos, <uint64_t>offset)
+            kb_store_be32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+            ts = <int64_t>kb_load_be64(p + pos + OFF_MAX_TIMESTAMP)
+            if ts > max_ts:
+                max_ts = ts
+                max_ts_offset = offset + delta
+            records += <int32_t>kb_load_be32(p + pos + OFF_RECORD_COUNT)
+            offset += <int64_t>delta + 1
+            batches += 1
+            pos += size
+    if pos < n:
+        raise CorruptRecordError(
+            f"record batch at byte {pos}: {check_message(rc, p + pos, n - pos, size)}", pos)
+    return offset, batches, records, max_ts, max_ts_offset
+
+
+# ---------------------------------------------------------------- builder
+
+@cython.final
+cdef class BatchBuilder:
+    """Encodes records into one RecordBatch v2.
+
+        b = BatchBuilder(compression="zstd")
+        b.append(timestamp_ms, b"key", b"value", [("h", b"v")])
+        data = b.build()          # bytes: a valid batch (CRC-32C set), base offset 0
+
+    Offsets deltas are 0, 1, 2 ... in append order; the broker assigns the base offset.
+    """
+    cdef uint8_t *_buf
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _cap
+    cdef int32_t _count
+    cdef int64_t _base_ts
+    cdef int64_t _max_ts
+    cdef readonly int compression
+    cdef readonly int64_t base_offset
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly bint is_transactional
+    cdef readonly bint is_control
+    cdef readonly int timestamp_type
+    cdef object _level
+
+    def __cinit__(self):
+        self._buf = NULL
+        self._len = 0
+        self._cap = 0
+
+    def __init__(self, compression=None, *, int64_t base_offset=0,
+                 int32_t partition_leader_epoch=-1, int64_t producer_id=-1,
+                 int16_t producer_epoch=-1, int32_t base_sequence=-1,
+                 bint is_transactional=False, bint is_control=False, int timestamp_type=0,
+                 compression_level=None):
+        self.compression = compression_code(compression)
+        self.base_offset = base_offset
+        self.partition_leader_epoch = partition_leader_epoch
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        if timestamp_type not in (0, 1):
+            raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime)")
+        self.timestamp_type = timestamp_type
+        self._level = compression_level
+        self._count = 0
+        self._base_ts = 0
+        self._max_ts = -1
+        self._reserve(HEADER_SIZE + 256)
+        self._len = HEADER_SIZE
+
+    def __dealloc__(self):
+        if self._buf != NULL:
+            free(self._buf)
+            self._buf = NULL
+
+    cdef int _reserve(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap
+        cdef uint8_t *nb
+        if need <= self._cap:
+            return 0
+        cap = self._cap * 2 if self._cap else 512
+        while cap < need:
+            cap *= 2
+        nb = <uint8_t *>realloc(self._buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    def __len__(self):
+        return self._count
+
+    @property
+    def record_count(self):
+        return self._count
+
+    @property
+    def size_in_bytes(self):
+        """Bytes so far, uncompressed (header included): a batch.size trigger."""
+        return self._len
+
+    cpdef int32_t append(self, timestamp, key, value, headers=None) except -1:
+        """Adds one record; `timestamp` in ms (None = now). Returns its offset delta."""
+        cdef int64_t ts
+        cdef const uint8_t *kp = NULL
+        cdef const uint8_t *vp = NULL
+        cdef Py_ssize_t klen = -1, vlen = -1, body, hsize = 0
+        cdef int64_t ts_delta
+        cdef Py_buffer kview, vview
+        cdef bint kheld = False, vheld = False
+        cdef uint8_t *w
+        cdef int32_t delta = self._count
+        if self._count == 0x7FFFFFFF:
+            raise OverflowError("a batch holds at most 2**31-1 records")
+        ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
+        if self._count == 0:
+            self._base_ts = ts
+        ts_delta = ts - self._base_ts
+        try:
+            if key is not None:
+                PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE)
+                kheld = True
+                kp = <const uint8_t *>kview.buf
+                klen = kview.len
+            if value is not None:
+                PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE)
+                vheld = True
+                vp = <const uint8_t *>vview.buf
+                vlen = vview.len
+            if klen > 0x7FFFFFFF or vlen > 0x7FFFFFFF:
+                raise OverflowError("key or value larger than 2 GiB")
+            encoded_headers = _encode_headers(headers) if headers else None
+            if encoded_headers is not None:
+                hsize = len(encoded_headers)
+            body = (1 + kb_varlong_size(ts_delta) + kb_varint_size(delta)
+                    + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
+                    + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0)
+                    + (hsize if hsize else 1))
+            if body > 0x7FFFFFFF:
+                raise OverflowError("record larger than 2 GiB")
+            self._reserve(self._len + body + 5)
+            w = self._buf + self._len
+            w += kb_write_varint(w, <int32_t>body)
+            w[0] = 0
+            w += 1
+            w += kb_write_varlong(w, ts_delta)
+            w += kb_write_varint(w, delta)
+            w += kb_write_varint(w, <int32_t>klen)
+            if klen > 0:
+                memcpy(w, kp, klen)
+                w += klen
+            w += kb_write_varint(w, <int32_t>vlen)
+            if vlen > 0:
+                memcpy(w, vp, vlen)
+                w += vlen
+            if hsize:
+                memcpy(w, PyBytes_AS_STRING(encoded_headers), hsize)
+                w += hsize
+            else:
+                w[0] = 0            # headerCount varint 0
+                w += 1
+            self._len = w - self._buf
+        finally:
+            if kheld:
+                PyBuffer_Release(&kview)
+            if vheld:
+                PyBuffer_Release(&vview)
+        if ts > self._max_ts or self._count == 0:
+            self._max_ts = ts
+        self._count += 1
+        return delta
+
+    def build(self):
+        """The finished batch as bytes. The builder may be reused after reset()."""
+        cdef int16_t attrs = self.compression
+        cdef Py_ssize_t body_len = self._len - HEADER_SIZE
+        cdef uint8_t *h
+        cdef const uint8_t *bp
+        cdef uint32_t crc
+        if self.timestamp_type:
+            attrs |= ATTR_TIMESTAMP_TYPE
+        if self.is_transactional:
+            attrs |= ATTR_TRANSACTIONAL
+        if self.is_control:
+            attrs |= ATTR_CONTROL
+        if self.compression != CODEC_NONE:
+            block = compress_block(self.compression,
+                                   PyBytes_FromStringAndSize(<const char *>self._buf + HEADER_SIZE, body_len),
+                                   self._level)
+            out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + len(block))
+            h = <uint8_t *>PyBytes_AS_STRING(out)
+            memcpy(h + HEADER_SIZE, PyBytes_AS_STRING(block), len(block))
+            body_len = len(block)
+        else:
+            out = PyBytes_FromStringAndSize(<const char *>self._buf, self._len)
+            h = <uint8_t *>PyBytes_AS_STRING(out)
+        if HEADER_SIZE - LOG_OVERHEAD + body_len > 0x7FFFFFFF:
+            raise OverflowError("batch larger than 2 GiB")
+        kb_store_be64(h + OFF_BASE_OFFSET, <uint64_t>self.base_offset)
+        kb_store_be32(h + OFF_BATCH_LENGTH, <uint32_t>(HEADER_SIZE - LOG_OVERHEAD + body_len))
+        kb_store_be32(h + OFF_PARTITION_LEADER_EPOCH, <uint32_t>self.partition_leader_epoch)
+        h[OFF_MAGIC] = 2
+        kb_store_be16(h + OFF_ATTRIBUTES, <uint16_t>attrs)
+        kb_store_be32(h + OFF_LAST_OFFSET_DELTA, <uint32_t>(self._count - 1 if self._count else 0))
+        kb_store_be64(h + OFF_BASE_TIMESTAMP, <uint64_t>(self._base_ts if self._count else -1))
+        kb_store_be64(h + OFF_MAX_TIMESTAMP, <uint64_t>(self._max_ts if self._count else -1))
+        kb_store_be64(h + OFF_PRODUCER_ID, <uint64_t>self.producer_id)
+        kb_store_be16(h + OFF_PRODUCER_EPOCH, <uint16_t>self.producer_epoch)
+        kb_store_be32(h + OFF_BASE_SEQUENCE, <uint32_t>self.base_sequence)
+        kb_store_be32(h + OFF_RECORD_COUNT, <uint32_t>self._count)
+        crc = crc32c_raw(0, h + OFF_ATTRIBUTES, HEADER_SIZE - OFF_ATTRIBUTES + body_len)
+        kb_store_be32(h + OFF_CRC, crc)
+        return out
+
+    def reset(self):
+        """Forgets the records appended so far (keeps the settings and the memory)."""
+        self._len = HEADER_SIZE
+        self._count = 0
+        self._max_ts = -1
+        self._base_ts = 0
+
+
+cdef bytes _encode_headers(headers):
+    """headerCount varint + headers, for a sequence of (key str|bytes, value bytes|None)."""
+    cdef uint8_t tmp[10]
+    cdef int n
+    parts = []
+    count = 0
+    for k, v in headers:
+        kb = k.encode("utf-8") if isinstance(k, str) else bytes(k)
+        if not kb_utf8_valid(<const uint8_t *><const char *>kb, len(kb)):
+            raise ValueError(f"header key {k!r} is not valid UTF-8")
+        n = kb_write_varint(tmp, <int32_t>len(kb))
+        parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
+        parts.append(kb)
+        if v is None:
+            n = kb_write_varint(tmp, -1)
+            parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
+        else:
+            vb = bytes(v)
+            n = kb_write_varint(tmp, <int32_t>len(vb))
+            parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
+            parts.append(vb)
+        count += 1
+    n = kb_write_varint(tmp, <int32_t>count)
+    return PyBytes_FromStringAndSize(<char *>tmp, n) + b"".join(parts)
