@@ -1,0 +1,641 @@
+# cython: language_level=3
+"""An append-only log segment with its offset and time indexes (Kafka's LogSegment).
+
+Files, named by the segment's base offset as 20 digits (Kafka's names):
+
+    00000000000000000000.log         record batches back to back (on disk = on the wire)
+    00000000000000000000.index       OffsetIndex: an entry every index_interval_bytes
+    00000000000000000000.timeindex   TimeIndex: max timestamp so far -> its offset
+
+Invariants:
+- `size` bytes of the .log are whole, valid batches with strictly increasing offsets,
+  all >= base_offset and within base_offset + 2**31 - 1 (relative offsets are int32).
+- An offset index entry (last offset of batch B, position of B) is added when more than
+  index_interval_bytes were appended since the previous entry, so a lookup followed by a
+  forward scan of batch headers finds any offset.
+- `recover()` re-validates every batch (lengths, magic, CRC-32C, offsets), truncates the
+  file at the first invalid or torn batch and rebuilds both indexes.
+
+Thread safety: a Segment is used by one thread at a time; its Log serializes appends,
+reads of positions, truncation and roll. The (fd, position, length) slices that read()
+returns stay valid while the segment is open and not truncated below them.
+"""
+cimport cython
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint32_t
+from libc.errno cimport errno, EINTR
+from libc.string cimport strerror, memcpy
+from posix.fcntl cimport open as c_open, O_RDWR, O_RDONLY, O_CREAT
+from posix.unistd cimport close as c_close, ftruncate, pread, pwrite, fsync
+from posix.stat cimport struct_stat, fstat
+from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+
+from broker._native.buffer cimport kb_load_be32, kb_load_be64
+from broker._native.records cimport (batch_check, CHECK_OK, CHECK_PARTIAL, HEADER_SIZE,
+                                     LOG_OVERHEAD, OFF_LAST_OFFSET_DELTA, OFF_MAX_TIMESTAMP,
+                                     OFF_BATCH_LENGTH)
+from broker._native.index cimport OffsetIndex, TimeIndex
+
+import os
+import time as _time
+
+from broker._native.records import CorruptRecordError, RecordBatch
+from broker._native.index import CorruptIndexError, DEFAULT_MAX_INDEX_SIZE
+
+cdef extern from "unistd.h" nogil:
+    int fdatasync(int fd)
+
+cdef extern from "sys/mman.h" nogil:
+    void *MAP_FAILED
+    int madvise(void *addr, size_t length, int advice)
+    int MADV_SEQUENTIAL
+
+cdef enum:
+    GIL_RELEASE_BYTES = 65536
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+
+
+def file_name(int64_t base_offset, str suffix=LOG_SUFFIX):
+    """Kafka's file name for a segment: the base offset as 20 digits, then the suffix."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(str name):
+    """Base offset from a segment file name ('00000000000000000042.log' -> 42), else None."""
+    stem, dot, _ = name.partition(".")
+    if len(stem) == 20 and stem.isdigit() and dot:
+        return int(stem)
+    return None
+
+
+cdef object _oserror(str what, str path):
+    cdef int e = errno
+    return OSError(e, f"{what}: {strerror(e).decode()}", path)
+
+
+@cython.final
+cdef class Segment:
+    """Segment(directory, base_offset, *, index_interval_bytes=4096,
+    max_index_size=10 MiB, writable=True)
+
+    Opens the segment's files in `directory`, creating them when missing (writable only).
+    An existing segment's end (next offset, max timestamp) is found from its last index
+    entries plus a scan of the batch headers after them; if that scan or the index sanity
+    check fails, the segment is recovered (see recover()) and `recovered_truncated_bytes`
+    says how many bytes were cut.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self._fd = -1
+        self._chunk_pos = 0
+        self._chunk_len = 0
+
+    def __init__(self, str directory, int64_t base_offset, *,
+                 int index_interval_bytes=DEFAULT_INDEX_INTERVAL_BYTES,
+                 Py_ssize_t max_index_size=DEFAULT_MAX_INDEX_SIZE, bint writable=True):
+        if base_offset < 0:
+            raise ValueError(f"negative base offset {base_offset}")
+        if index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.writable = writable
+        self.created = _time.time()
+        self.recovered_truncated_bytes = 0
+        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
+        bpath = os.fsencode(self.log_path)
+        self._fd = c_open(bpath, (O_RDWR | O_CREAT) if writable else O_RDONLY, 0o644)
+        if self._fd < 0:
+            raise _oserror("cannot open segment", self.log_path)
+        try:
+            self.offset_index = OffsetIndex(os.path.join(directory, file_name(base_offset, INDEX_SUFFIX)),
+                                            base_offset, max_index_size, writable)
+            self.time_index = TimeIndex(os.path.join(directory, file_name(base_offset, TIMEINDEX_SUFFIX)),
+                                        base_offset, max_index_size, writable)
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ internals
+
+    cdef int _check_open(self) except -1:
+        if self._fd < 0:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return 0
+
+    cdef const uint8_t *_header_at(self, Py_ssize_t pos, Py_ssize_t *avail) except? NULL:
+        """Pointer to the bytes at `pos` with avail[0] of them buffered (up to a batch
+        header's worth when the file has them); NULL with avail 0 at end of file."""
+        cdef Py_ssize_t n
+        if pos >= self._chunk_pos and pos + HEADER_SIZE <= self._chunk_pos + self._chunk_len:
+            avail[0] = self._chunk_pos + self._chunk_len - pos
+            return self._chunk + (pos - self._chunk_pos)
+        while True:
+            with nogil:
+                n = pread(self._fd, self._chunk, SCAN_CHUNK, pos)
+            if n >= 0:
+                break
+            if errno != EINTR:
+                raise _oserror("cannot read segment", self.log_path)
+        self._chunk_pos = pos
+        self._chunk_len = n
+        avail[0] = n
+        if n == 0:
+            return NULL
+        return self._chunk
+
+    cdef int _pwrite_all(self, const uint8_t *p, Py_ssize_t n, Py_ssize_t pos) except -1:
+        cdef Py_ssize_t done = 0, w
+        while done < n:
+            if n - done >= GIL_RELEASE_BYTES:
+                with nogil:
+                    w = pwrite(self._fd, p + done, n - done, pos + done)
+            else:
+                w = pwrite(self._fd, p + done, n - done, pos + done)
+            if w < 0:
+                if errno == EINTR:
+                    continue
+                err = _oserror("cannot write segment", self.log_path)
+                ftruncate(self._fd, pos)          # leave no partial batch behind
+                raise err
+            done += w
+        return 0
+
+    cdef int _load(self) except -1:
+        cdef struct_stat st
+        cdef Py_ssize_t start, avail
+        cdef int64_t off
+        cdef int32_t pos
+        cdef const uint8_t *h
+        if fstat(self._fd, &st) != 0:
+            raise _oserror("cannot stat segment", self.log_path)
+        self._size = st.st_size
+        self._next_offset = self.base_offset
+        self._max_ts = -1
+        self._max_ts_offset = self.base_offset
+        self._first_batch_ts = -1
+        self._since_index = 0
+        self._chunk_len = 0
+        try:
+            self.offset_index.sanity_check()
+            self.time_index.sanity_check()
+            if self.offset_index._entries:
+                off = self.offset_index.c_entry_offset(self.offset_index._entries - 1)
+                pos = <int32_t>kb_load_be32(self.offset_index.mm + (self.offset_index._entries - 1) * 8 + 4)
+                if pos >= self._size:
+                    raise CorruptIndexError(f"offset index {self.offset_index.path} points past the log")
+                start = pos
+            else:
+                start = 0
+            if self.time_index._entries:
+                self._max_ts, self._max_ts_offset = self.time_index.last_entry
+            if self._scan_tail(start) < 0:
+                raise CorruptRecordError(f"torn or corrupt batch in {self.log_path}")
+        except (CorruptIndexError, CorruptRecordError):
+            if not self.writable:
+                raise
+            self.recovered_truncated_bytes = self.recover()
+            return 0
+        if self._size > 0:
+            h = self._header_at(0, &avail)
+            if h != NULL and avail >= HEADER_SIZE:
+                self._first_batch_ts = <int64_t>kb_load_be64(h + OFF_MAX_TIMESTAMP)
+        return 0
+
+    cdef Py_ssize_t _scan_tail(self, Py_ssize_t pos) except -2:
+        """Walks batch headers from `pos` to the end of the log, updating next offset and
+        max timestamp. Returns 0, or -1 when a header is corrupt or the tail torn."""
+        cdef Py_ssize_t avail, size
+        cdef const uint8_t *h
+        cdef int64_t last, ts
+        cdef int rc
+        self._since_index = 0
+        while pos < self._size:
+            h = self._header_at(pos, &avail)
+            if h == NULL or avail < HEADER_SIZE:
+                return -1
+            rc = batch_check(h, HEADER_SIZE, False, &size)
+            if rc != CHECK_PARTIAL and rc != CHECK_OK:
+                return -1
+            if size < HEADER_SIZE or pos + size > self._size:
+                return -1
+            last = <int64_t>kb_load_be64(h) + <int32_t>kb_load_be32(h + OFF_LAST_OFFSET_DELTA)
+            ts = <int64_t>kb_load_be64(h + OFF_MAX_TIMESTAMP)
+            if <int64_t>kb_load_be64(h) < self._next_offset or last - self.base_offset > 0x7FFFFFFF:
+                return -1
+            if ts > self._max_ts:
+                self._max_ts = ts
+                self._max_ts_offset = last
+            self._next_offset = last + 1
+            self._since_index += size
+            pos += size
+        return 0
+
+    cdef Py_ssize_t c_translate(self, int64_t offset, Py_ssize_t starting_position,
+                                Py_ssize_t *size) except -2:
+        """Position of the first batch at or after starting_position whose last offset is
+        >= offset; -1 when there is none."""
+        cdef int64_t ioff
+        cdef int32_t ipos
+        cdef Py_ssize_t pos, avail, bsize
+        cdef const uint8_t *h
+        cdef int rc
+        self._check_open()
+        pos = 0
+        if self.offset_index.c_lookup(offset, &ioff, &ipos) >= 0:
+            pos = ipos
+        if starting_position > pos:
+            pos = starting_position
+        while pos < self._size:
+            h = self._header_at(pos, &avail)
+            if h == NULL or avail < HEADER_SIZE:
+                raise CorruptRecordError(f"{self.log_path}: truncated batch header at byte {pos}", pos)
+            rc = batch_check(h, HEADER_SIZE, False, &bsize)
+            if (rc != CHECK_OK and rc != CHECK_PARTIAL) or pos + bsize > self._size:
+                raise CorruptRecordError(f"{self.log_path}: corrupt batch header at byte {pos}", pos)
+            if <int64_t>kb_load_be64(h) + <int32_t>kb_load_be32(h + OFF_LAST_OFFSET_DELTA) >= offset:
+                size[0] = bsize
+                return pos
+            pos += bsize
+        return -1
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def size(self):
+        """Bytes in the .log."""
+        return self._size
+
+    @property
+    def next_offset(self):
+        """One past the last offset in this segment (base_offset when empty)."""
+        return self._next_offset
+
+    @property
+    def is_empty(self):
+        return self._size == 0
+
+    @property
+    def max_timestamp(self):
+        """Largest batch max timestamp appended so far (-1 when none)."""
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp(self):
+        return self._max_ts_offset
+
+    @property
+    def first_batch_timestamp(self):
+        """Max timestamp of the first batch (-1 when empty): what segment.ms rolls on."""
+        return self._first_batch_ts
+
+    @property
+    def fd(self):
+        return self._fd
+
+    @property
+    def closed(self):
+        return self._fd < 0
+
+    def __repr__(self):
+        return (f"Segment(base_offset={self.base_offset}, next_offset={self._next_offset}, "
+                f"size={self._size}, path={self.log_path!r})")
+
+    # ------------------------------------------------------------ append / read
+
+    def append(self, data):
+        """Appends whole batches (offsets already assigned, first base offset >= next
+        offset) and indexes them. Returns the position of the first appended byte."""
+        cdef Py_buffer view
+        cdef const uint8_t *p
+        cdef Py_ssize_t pos = 0, n, size = 0, start
+        cdef int rc
+        cdef int64_t base, last, ts, expect
+        cdef int64_t max_ts, max_ts_off, first_ts
+        cdef Py_ssize_t since
+        cdef list entries = []
+        self._check_open()
+        if not self.writable:
+            raise ValueError(f"segment {self.log_path} is read-only")
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            p = <const uint8_t *>view.buf
+            n = view.len
+            if n == 0:
+                return self._size
+            if self._size + n > 0x7FFFFFFF:
+                raise ValueError(f"segment {self.log_path} would exceed 2 GiB; roll first")
+            # pass 1: check every header and plan the index entries (no side effects)
+            expect = self._next_offset
+            max_ts = self._max_ts
+            max_ts_off = self._max_ts_offset
+            first_ts = self._first_batch_ts
+            since = self._since_index
+            while pos < n:
+                rc = batch_check(p + pos, n - pos, False, &size)
+                if rc != CHECK_OK:
+                    raise CorruptRecordError(
+                        f"append to {self.log_path}: invalid or partial batch at byte {pos} of the input",
+                        pos)
+                base = <int64_t>kb_load_be64(p + pos)
+                last = base + <int32_t>kb_load_be32(p + pos + OFF_LAST_OFFSET_DELTA)
+                ts = <int64_t>kb_load_be64(p + pos + OFF_MAX_TIMESTAMP)
+                if base < expect:
+                    raise ValueError(f"append to {self.log_path}: base offset {base} is below "
+                                     f"the next offset {expect}")
+                if last - self.base_offset > 0x7FFFFFFF:
+                    raise ValueError(f"append to {self.log_path}: offset {last} does not fit "
+                                     f"a segment based at {self.base_offset}; roll first")
+                if first_ts == -1 and self._size + pos == 0:
+                    first_ts = ts
+                if ts > max_ts:
+                    max_ts = ts
+                    max_ts_off = last
+                if since > self.index_interval_bytes:
+                    entries.append((last, self._size + pos, max_ts, max_ts_off))
+                    since = 0
+                since += size
+                expect = last + 1
+                pos += size
+            start = self._size
+            self._pwrite_all(p, n, start)
+        finally:
+            PyBuffer_Release(&view)
+        self._size = start + n
+        self._next_offset = expect
+        self._max_ts = max_ts
+        self._max_ts_offset = max_ts_off
+        self._first_batch_ts = first_ts
+        self._since_index = since
+        self._chunk_len = 0
+        for last, ipos, ts, tso in entries:
+            if not self.offset_index.is_full:
+                self.offset_index.c_append(last, ipos)
+            if not self.time_index.is_full:
+                self.time_index.c_maybe_append(ts, tso, False)
+        return start
+
+    def translate_offset(self, int64_t offset, Py_ssize_t starting_position=0):
+        """(position, size) of the first batch whose last offset is >= offset, or None."""
+        cdef Py_ssize_t size = 0
+        cdef Py_ssize_t pos = self.c_translate(offset, starting_position, &size)
+        if pos < 0:
+            return None
+        return (pos, size)
+
+    def read(self, Py_ssize_t position, Py_ssize_t max_bytes, Py_ssize_t max_position=-1):
+        """The slice (fd, position, length) of the .log from `position`: at most max_bytes,
+        never past max_position (when >= 0) nor the end of the log."""
+        cdef Py_ssize_t end
+        self._check_open()
+        if position < 0 or max_bytes < 0:
+            raise ValueError("negative position or max_bytes")
+        end = self._size if max_position < 0 or max_position > self._size else max_position
+        if position >= end:
+            return (self._fd, position, 0)
+        return (self._fd, position, min(max_bytes, end - position))
+
+    def read_from_offset(self, int64_t offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
+                         bint min_one_batch=True):
+        """The slice (fd, position, length) starting at the batch holding `offset`, at most
+        max_bytes (or the whole first batch when min_one_batch and it is larger), never past
+        max_position (when >= 0). None when no batch at or after `offset` lies below it."""
+        cdef Py_ssize_t size = 0, end, length
+        cdef Py_ssize_t pos = self.c_translate(offset, 0, &size)
+        if pos < 0:
+            return None
+        end = self._size if max_position < 0 or max_position > self._size else max_position
+        if pos >= end:
+            return None
+        length = max_bytes
+        if min_one_batch and size > length:
+            length = size
+        if length > end - pos:
+            length = end - pos
+        return (self._fd, pos, length)
+
+    def read_bytes(self, Py_ssize_t position, Py_ssize_t length):
+        """A copy of log bytes [position, position + length) (clamped to the log)."""
+        cdef Py_ssize_t n, done = 0
+        self._check_open()
+        if position < 0 or length < 0:
+            raise ValueError("negative position or length")
+        if position >= self._size:
+            return b""
+        if length > self._size - position:
+            length = self._size - position
+        out = PyBytes_FromStringAndSize(NULL, length)
+        cdef char *buf = PyBytes_AS_STRING(out)
+        while done < length:
+            with nogil:
+                n = pread(self._fd, buf + done, length - done, position + done)
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                raise _oserror("cannot read segment", self.log_path)
+            if n == 0:
+                raise CorruptRecordError(f"{self.log_path} shrank under a read at byte {position + done}",
+                                         position + done)
+            done += n
+        return out
+
+    def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=-1):
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` and
+        offset >= starting_offset, or None when there is none in this segment."""
+        cdef int64_t ts_entry, off_entry, ioff
+        cdef int32_t ipos
+        cdef Py_ssize_t pos = 0, size = 0, avail
+        cdef const uint8_t *h
+        self._check_open()
+        if self.time_index.c_lookup(timestamp, &ts_entry, &off_entry) >= 0:
+            if self.offset_index.c_lookup(off_entry, &ioff, &ipos) >= 0:
+                pos = ipos
+        if starting_offset > self.base_offset:
+            size = 0
+            start = self.c_translate(starting_offset, 0, &size)
+            if start < 0:
+                return None
+            if start > pos:
+                pos = start
+        while pos < self._size:
+            h = self._header_at(pos, &avail)
+            if h == NULL or avail < HEADER_SIZE:
+                raise CorruptRecordError(f"{self.log_path}: truncated batch header at byte {pos}", pos)
+            size = LOG_OVERHEAD + <int32_t>kb_load_be32(h + OFF_BATCH_LENGTH)
+            if size < HEADER_SIZE or pos + size > self._size:
+                raise CorruptRecordError(f"{self.log_path}: corrupt batch header at byte {pos}", pos)
+            if <int64_t>kb_load_be64(h + OFF_MAX_TIMESTAMP) >= timestamp:
+                batch = RecordBatch(self.read_bytes(pos, size))
+                for rec in batch.records():
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return (rec.offset, rec.timestamp)
+            pos += size
+        return None
+
+    # ------------------------------------------------------------ recovery
+
+    def recover(self):
+        """Re-validates every batch (lengths, magic 2, CRC-32C, increasing offsets within
+        this segment), truncates the log at the first invalid or torn batch and rebuilds
+        both indexes from scratch. Returns the number of bytes truncated."""
+        cdef struct_stat st
+        cdef void *m = NULL
+        cdef const uint8_t *p
+        cdef Py_ssize_t n, pos = 0, size = 0, since = 0
+        cdef int64_t expect, base, last, ts
+        cdef int rc
+        self._check_open()
+        if not self.writable:
+            raise ValueError(f"segment {self.log_path} is read-only")
+        if fstat(self._fd, &st) != 0:
+            raise _oserror("cannot stat segment", self.log_path)
+        n = st.st_size
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        self._next_offset = self.base_offset
+        self._max_ts = -1
+        self._max_ts_offset = self.base_offset
+        self._first_batch_ts = -1
+        expect = self.base_offset
+        if n > 0:
+            m = mmap(NULL, n, PROT_READ, MAP_SHARED, self._fd, 0)
+            if m == MAP_FAILED:
+                raise _oserror("cannot mmap segment", self.log_path)
+        try:
+            p = <const uint8_t *>m
+            if n > 0:
+                madvise(m, n, MADV_SEQUENTIAL)
+            while pos < n:
+                with nogil:
+                    rc = batch_check(p + pos, n - pos, True, &size)
+                if rc != CHECK_OK:
+                    break
+                base = <int64_t>kb_load_be64(p + pos)
+                last = base + <int32_t>kb_load_be32(p + pos + OFF_LAST_OFFSET_DELTA)
+                if base < expect or last - self.base_offset > 0x7FFFFFFF:
+                    break
+                ts = <int64_t>kb_load_be64(p + pos + OFF_MAX_TIMESTAMP)
+                if pos == 0:
+                    self._first_batch_ts = ts
+                if ts > self._max_ts:
+                    self._max_ts = ts
+                    self._max_ts_offset = last
+                if since > self.index_interval_bytes:
+                    if not self.offset_index.is_full:
+                        self.offset_index.c_append(last, <int32_t>pos)
+                    if not self.time_index.is_full:
+                        self.time_index.c_maybe_append(self._max_ts, self._max_ts_offset, False)
+                    since = 0
+                since += size
+                expect = last + 1
+                pos += size
+        finally:
+            if m != NULL:
+                munmap(m, n)
+        if pos < n:
+            if ftruncate(self._fd, pos) != 0:
+                raise _oserror("cannot truncate segment", self.log_path)
+        self._size = pos
+        self._next_offset = expect
+        self._since_index = since
+        self._chunk_len = 0
+        return n - pos
+
+    def truncate_to(self, int64_t offset):
+        """Removes every batch whose last offset is >= offset (so a batch holding `offset`
+        goes entirely, as in Kafka) and the index entries >= offset. Returns bytes removed."""
+        cdef Py_ssize_t size = 0, pos, removed
+        self._check_open()
+        pos = self.c_translate(offset, 0, &size)
+        if pos < 0:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if ftruncate(self._fd, pos) != 0:
+            raise _oserror("cannot truncate segment", self.log_path)
+        removed = self._size - pos
+        self._size = pos
+        self._chunk_len = 0
+        # recompute the end state from the remaining index entries and headers
+        self._next_offset = self.base_offset
+        self._max_ts, self._max_ts_offset = self.time_index.last_entry
+        if self._max_ts == -1:
+            self._max_ts_offset = self.base_offset
+        start = 0
+        if self.offset_index.entries:
+            start = self.offset_index.entry(self.offset_index.entries - 1)[1]
+        if self._scan_tail(start) < 0:
+            raise CorruptRecordError(f"{self.log_path}: corrupt batch while truncating", start)
+        if self._size == 0:
+            self._first_batch_ts = -1
+            self.created = _time.time()
+        return removed
+
+    # ------------------------------------------------------------ lifecycle
+
+    def roll(self):
+        """Makes this segment inactive: records the final max timestamp in the time index
+        and trims both index files to their entries (Kafka's onBecomeInactiveSegment)."""
+        self._check_open()
+        if self.writable and self._max_ts >= 0:
+            self.time_index.c_maybe_append(self._max_ts, self._max_ts_offset, True)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def resize_indexes(self, Py_ssize_t max_index_size):
+        """Grows the index files back to max_index_size (when a segment becomes active again)."""
+        self._check_open()
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    def flush(self):
+        """fdatasync(2)s the log and msyncs the indexes."""
+        cdef int rc
+        self._check_open()
+        with nogil:
+            rc = fdatasync(self._fd)
+        if rc != 0:
+            raise _oserror("cannot fsync segment", self.log_path)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self):
+        """Trims the indexes (when writable) and closes every file. Idempotent."""
+        if self.offset_index is not None:
+            self.offset_index.close()
+        if self.time_index is not None:
+            self.time_index.close()
+        if self._fd >= 0:
+            c_close(self._fd)
+            self._fd = -1
+
+    def delete(self):
+        """Closes and removes the .log, .index and .timeindex files."""
+        self.close()
+        for path in (self.log_path, self.offset_index.path if self.offset_index is not None else None,
+                     self.time_index.path if self.time_index is not None else None):
+            if path is not None:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+    def __dealloc__(self):
+        if self._fd >= 0:
+            c_close(self._fd)
+            self._fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

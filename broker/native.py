@@ -1,0 +1,76 @@
+"""The public, stable face of kbroker's native core.
+
+Other projects import this module, and only this module, to use the Cython core:
+
+    from broker.native import crc32c, BatchBuilder, RecordBatch, iter_batches, Segment
+
+It imports nothing but the compiled extension modules (pyarrow and the compression
+codecs load lazily, on first use): no asyncio server, ZooKeeper client or Spark.
+Documented with runnable examples in docs/native.md.
+"""
+from broker._native.crc32c import (
+    crc32c,
+    crc32c_hardware,
+    crc32c_software,
+    hardware_available as crc32c_hardware_available,
+    implementation as crc32c_implementation,
+)
+from broker._native.records import (
+    COMPRESSION_NAMES,
+    BatchBuilder,
+    BatchIterator,
+    CorruptRecordError,
+    Record,
+    RecordBatch,
+    assign_offsets,
+    compress_block,
+    compression_code,
+    decompress_block,
+    iter_batches,
+)
+from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
+from broker._native.segment import Segment, file_name as segment_file_name, parse_base_offset
+from broker._native.sendfile import sendfile
+from broker._native.arrow import arrow_schema, batches_to_arrow
+from broker._native.buffer import (
+    read_unsigned_varint,
+    read_varint,
+    read_varlong,
+    write_unsigned_varint,
+    write_varint,
+    write_varlong,
+)
+
+__all__ = [
+    "COMPRESSION_NAMES",
+    "BatchBuilder",
+    "BatchIterator",
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "OffsetIndex",
+    "Record",
+    "RecordBatch",
+    "Segment",
+    "TimeIndex",
+    "arrow_schema",
+    "assign_offsets",
+    "batches_to_arrow",
+    "compress_block",
+    "compression_code",
+    "crc32c",
+    "crc32c_hardware",
+    "crc32c_hardware_available",
+    "crc32c_implementation",
+    "crc32c_software",
+    "decompress_block",
+    "iter_batches",
+    "parse_base_offset",
+    "read_unsigned_varint",
+    "read_varint",
+    "read_varlong",
+    "segment_file_name",
+    "sendfile",
+    "write_unsigned_varint",
+    "write_varint",
+    "write_varlong",
+]
