@@ -101,3 +101,51 @@ def struct_strategy(cls, version: int, flexible_version, unknown_tags: bool = Tr
 @functools.lru_cache(maxsize=None)
 def message_strategy(cls, version: int, unknown_tags: bool = True):
     return struct_strategy(cls, version, cls.FLEXIBLE_VERSION, unknown_tags)
+
+
+# ---------------------------------------------------------------- fast non-hypothesis builder
+
+def random_instance(cls, version: int, rng, flexible_version=None, depth: int = 0):
+    """A random instance (plain ``random.Random``; for fuzzing loops that need speed)."""
+    if flexible_version is None and hasattr(cls, "FLEXIBLE_VERSION"):
+        flexible_version = cls.FLEXIBLE_VERSION
+    kwargs = {}
+    for f in cls._FIELDS:
+        if not in_range(f.versions, version):
+            continue
+        if in_range(f.nullable, version) and rng.random() < 0.2:
+            kwargs[f.name] = None
+            continue
+        if f.type.startswith("[]"):
+            n = rng.randint(0, 3 if depth < 2 else 1)
+            if f.struct is not None:
+                kwargs[f.name] = [random_instance(f.struct, version, rng, flexible_version, depth + 1)
+                                  for _ in range(n)]
+            else:
+                kwargs[f.name] = [_random_scalar(f.type[2:], rng) for _ in range(n)]
+        elif f.struct is not None:
+            kwargs[f.name] = random_instance(f.struct, version, rng, flexible_version, depth + 1)
+        else:
+            kwargs[f.name] = _random_scalar(f.type, rng)
+    if flexible_version is not None and version >= flexible_version and rng.random() < 0.3:
+        known = {f.tag for f in cls._FIELDS if in_range(f.tagged, version)}
+        tag = rng.choice([t for t in range(20, 40) if t not in known])
+        kwargs["unknown_tagged_fields"] = [(tag, rng.randbytes(rng.randint(0, 4)))]
+    return cls(**kwargs)
+
+
+def _random_scalar(t: str, rng):
+    if t in INT_RANGES:
+        lo, hi = INT_RANGES[t]
+        return rng.choice([lo, hi, 0, 1, rng.randint(lo, hi)])
+    if t == "float64":
+        return rng.uniform(-1e9, 1e9)
+    if t == "bool":
+        return rng.random() < 0.5
+    if t == "string":
+        return rng.choice(["", "a", "topic-1", "\u00e9\u4e2d", "x" * rng.randint(0, 200)])
+    if t in ("bytes", "records"):
+        return rng.randbytes(rng.choice([0, 1, 5, 130]))
+    if t == "uuid":
+        return uuid.UUID(int=rng.getrandbits(128))
+    raise AssertionError(t)
