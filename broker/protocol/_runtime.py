@@ -49,7 +49,7 @@ S_INT32 = _struct.Struct(">i")
 _DECODE_BUGS = (IndexError, KeyError, TypeError, ValueError, OverflowError, _struct.error,
                 MemoryError, RecursionError, AttributeError)
 _ENCODE_ERRORS = (TypeError, AttributeError, ValueError, OverflowError, _struct.error,
-                  UnicodeEncodeError, IndexError)
+                  UnicodeEncodeError, IndexError, BufferError)
 
 
 class Field(NamedTuple):

@@ -96,6 +96,25 @@ def _request_header_version(api_key: int, api_version: int) -> int:
     return 2 if ff is not None and api_version >= ff else 1
 
 
+# Request header, as read by decode_request / decode_request_header:
+#
+#   byte 0       2             4                 8                 10        10+n
+#   +------------+-------------+-----------------+-----------------+---------+---------------+
+#   | api_key    | api_version | correlation_id  | client_id len   | client_ | tagged fields |
+#   | int16      | int16       | int32           | int16, -1=null  | id (n)  | (v2 only)     |
+#   +------------+-------------+-----------------+-----------------+---------+---------------+
+#   v0 (ControlledShutdown v0 only) ends after correlation_id; v1 ends after client_id.
+#
+# Response frame, as written by encode_response:
+#
+#   byte 0             4                  8
+#   +------------------+------------------+--------------------------+------+
+#   | size int32       | correlation_id   | 0x00: no tagged fields   | body |
+#   |                  | int32            | (header v1 only)         |      |
+#   +------------------+------------------+--------------------------+------+
+#   size counts every byte after itself, file-region parts included.
+
+
 def _short_header(end: int) -> ProtocolDecodeError:
     return ProtocolDecodeError(f"need 4 bytes, {end} remain",
                                field="RequestHeader.request_api_key" if end < 2
