@@ -445,6 +445,10 @@ def isdefault_expr(f: FieldDef, var: str, gen: "ModuleGen") -> str:
     if isinstance(d, list):
         return f"({var} is not None and len({var}) == 0)"
     if isinstance(d, StructDef):
+        if all(f2.struct is None for f2 in d.fields):  # small struct: compare inline
+            conds = [isdefault_expr(f2, f"{var}.{f2.attr}", gen) for f2 in d.fields]
+            conds.append(f"not {var}.unknown_tagged_fields")
+            return f"({var} is not None and " + " and ".join(conds) + ")"
         return f"({var} is not None and {gen.isdef_func(d)}({var}))"
     if d == "ZERO_UUID":
         return f"{var} == _ZERO_UUID"
@@ -491,6 +495,7 @@ class ModuleGen:
         self.enc_names: dict[tuple, str] = {}
         self.isdef_names: dict[str, str] = {}
         self.known_tables: list[str] = []
+        self.array_codes: set[str] = set()
         self.counter = 0
 
     # ------------------------------------------------------------ helpers
@@ -508,6 +513,10 @@ class ModuleGen:
             self.bodies[key] = name
             self.funcs.append(f"def {name}({sig}):\n{body}\n")
         return name
+
+    def array_alias(self, code: str) -> str:
+        self.array_codes.add(code)
+        return "_A_" + {"?": "bool"}.get(code, code)
 
     def isdef_func(self, sd: StructDef) -> str:
         key = sd.alias
@@ -668,7 +677,9 @@ class ModuleGen:
             L.add(f"    raise _rt.overrun({where!r}, pos, {n}, {endv} - pos, 'array length')")
             if elem in FIXED and elem != "uuid":
                 code, size = FIXED[elem]
-                L.add(f"{target} = list(_unpack_from('>%d{code}' % {n}, buf, pos))")
+                arr = self.array_alias(code)
+                L.add(f"{target} = list(({arr}[{n}] if {n} < 32 else _rt.array_struct({code!r}, {n}))"
+                      f".unpack_from(buf, pos))")
                 L.add(f"pos += {n} * {size}" if size > 1 else f"pos += {n}")
             else:
                 a = L.tmp("a")
@@ -862,7 +873,10 @@ class ModuleGen:
                     L.add(f"    {outv} += {e}.bytes")
                 elif elem in FIXED:
                     code = FIXED[elem][0]
-                    L.add(f"{outv} += _pack('>%d{code}' % len({x}), *{x})")
+                    arr = self.array_alias(code)
+                    k = L.tmp("k")
+                    L.add(f"{k} = len({x})")
+                    L.add(f"{outv} += ({arr}[{k}] if {k} < 32 else _rt.array_struct({code!r}, {k})).pack(*{x})")
                 elif elem == "string":
                     e = L.tmp("e")
                     L.add(f"for {e} in {x}:")
@@ -1004,10 +1018,10 @@ class ModuleGen:
         out.append("_MISSING = _rt.MISSING")
         out.append("_ZERO_UUID = _rt.ZERO_UUID")
         out.append("_uuid = _rt.uuid_from")
-        out.append("_pack = _struct.pack")
-        out.append("_unpack_from = _struct.unpack_from")
         out.append("_S_I16 = _rt.S_INT16")
         out.append("_S_I32 = _rt.S_INT32")
+        for code in sorted(self.array_codes):
+            out.append(f"{self.array_alias(code)} = _rt.ARRAY_STRUCTS[{code!r}]")
         for fmt, name in sorted(self.structs_fmt.items(), key=lambda kv: int(kv[1][2:])):
             out.append(f"{name} = _struct.Struct({fmt!r})")
         out.append("")

@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import struct as _struct
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -45,6 +46,16 @@ ZERO_UUID = UUID(int=0)
 
 S_INT16 = _struct.Struct(">h")
 S_INT32 = _struct.Struct(">i")
+
+#: Precompiled ``Struct(">{n}{code}")`` for arrays of fixed-size primitives with n < 32
+#: elements (formatting a format string per call costs more than the packing itself).
+ARRAY_STRUCTS = {code: tuple(_struct.Struct(f">{n}{code}") for n in range(32)) for code in "bhHiqd?"}
+
+
+@functools.lru_cache(maxsize=256)
+def array_struct(code: str, n: int) -> _struct.Struct:
+    """``Struct(">{n}{code}")`` for longer arrays (cached)."""
+    return _struct.Struct(f">{n}{code}")
 
 _DECODE_BUGS = (IndexError, KeyError, TypeError, ValueError, OverflowError, _struct.error,
                 MemoryError, RecursionError, AttributeError)

@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>h')
 _S1 = _struct.Struct('>qh')
 _S2 = _struct.Struct('>i')
@@ -368,7 +367,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('AddPartitionsToTxnTopic.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -420,7 +419,8 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(o, out, sp):
     out += b2
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
 def _e_AddPartitionsToTxnRequest_4(o, out, sp):
@@ -466,7 +466,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_5(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('AddPartitionsToTxnTopic.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('AddPartitionsToTxnTopic._tagged_fields', pos, end, 1)
@@ -550,7 +550,8 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_7(o, out, sp):
         out.append(n5)
     else:
         _rt.put_uvarint(out, n5)
-    out += _pack('>%di' % len(v4), *v4)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)

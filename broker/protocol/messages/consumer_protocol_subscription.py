@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 
@@ -209,7 +208,7 @@ def _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('TopicPartition.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -282,7 +281,8 @@ def _e_ConsumerProtocolSubscription_TopicPartition_5(o, out, sp):
     out += b2
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
 def _e_ConsumerProtocolSubscription_6(o, out, sp):

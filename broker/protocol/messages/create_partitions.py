@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>i?')
@@ -251,7 +250,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('CreatePartitionsAssignment.broker_ids', pos, n1, end - pos, 'array length')
-        o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+        o.broker_ids = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -322,7 +321,8 @@ def _d_CreatePartitionsRequest_3(buf, pos, end):
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_4(o, out, sp):
     v1 = o.broker_ids
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsTopic_5(o, out, sp):
@@ -362,7 +362,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_7(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('CreatePartitionsAssignment.broker_ids', pos, n1, end - pos, 'array length')
-        o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+        o.broker_ids = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if pos >= end:
         raise _rt.eof('CreatePartitionsAssignment._tagged_fields', pos, end, 1)
@@ -473,7 +473,8 @@ def _e_CreatePartitionsRequest_CreatePartitionsAssignment_10(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)

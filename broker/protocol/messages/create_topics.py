@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>ih')
@@ -374,7 +373,7 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_1(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('CreatableReplicaAssignment.broker_ids', pos, n1, end - pos, 'array length')
-        o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+        o.broker_ids = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -495,7 +494,8 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_5(o, out, sp):
     out += _S0.pack(o.partition_index)
     v1 = o.broker_ids
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
 
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_6(o, out, sp):
@@ -586,7 +586,7 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_11(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('CreatableReplicaAssignment.broker_ids', pos, n1, end - pos, 'array length')
-        o.broker_ids = list(_unpack_from('>%di' % n1, buf, pos))
+        o.broker_ids = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if pos >= end:
         raise _rt.eof('CreatableReplicaAssignment._tagged_fields', pos, end, 1)
@@ -764,7 +764,8 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_15(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)

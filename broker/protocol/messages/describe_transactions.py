@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>iqqh')
@@ -316,7 +315,7 @@ def _d_DescribeTransactionsResponse_TopicData_3(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('TopicData._tagged_fields', pos, end, 1)
@@ -456,7 +455,8 @@ def _e_DescribeTransactionsResponse_TopicData_6(o, out, sp):
         out.append(n5)
     else:
         _rt.put_uvarint(out, n5)
-    out += _pack('>%di' % len(v4), *v4)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)

@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>iii')
 _S1 = _struct.Struct('>i')
 _S2 = _struct.Struct('>h')
@@ -985,7 +984,7 @@ def _d_FetchRequest_ForgottenTopic_17(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('ForgottenTopic.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -1039,7 +1038,8 @@ def _e_FetchRequest_ForgottenTopic_19(o, out, sp):
     out += b2
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
 def _e_FetchRequest_20(o, out, sp):
@@ -1341,7 +1341,7 @@ def _d_FetchRequest_ForgottenTopic_31(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('ForgottenTopic.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('ForgottenTopic._tagged_fields', pos, end, 1)
@@ -1497,7 +1497,8 @@ def _e_FetchRequest_ForgottenTopic_36(o, out, sp):
         out.append(n5)
     else:
         _rt.put_uvarint(out, n5)
-    out += _pack('>%di' % len(v4), *v4)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1611,7 +1612,7 @@ def _d_FetchRequest_ForgottenTopic_39(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('ForgottenTopic.partitions', pos, n2, end - pos, 'array length')
-        o.partitions = list(_unpack_from('>%di' % n2, buf, pos))
+        o.partitions = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('ForgottenTopic._tagged_fields', pos, end, 1)
@@ -1723,7 +1724,8 @@ def _e_FetchRequest_ForgottenTopic_42(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1876,12 +1878,6 @@ def _d_FetchRequest_46(buf, pos, end):
     return o, pos
 
 
-def _isdef_FetchRequest_ReplicaState(o):
-    return (o.replica_id == -1
-            and o.replica_epoch == -1
-            and not o.unknown_tagged_fields)
-
-
 def _e_FetchRequest_ReplicaState_47(o, out, sp):
     out += _S12.pack(o.replica_id, o.replica_epoch)
     u = o.unknown_tagged_fields
@@ -1933,7 +1929,7 @@ def _e_FetchRequest_48(o, out, sp):
             tb11 += b12
         t.append((0, tb11))
     v14 = o.replica_state
-    if not ((v14 is not None and _isdef_FetchRequest_ReplicaState(v14))):
+    if not ((v14 is not None and v14.replica_id == -1 and v14.replica_epoch == -1 and not v14.unknown_tagged_fields)):
         tb15 = bytearray()
         _e_FetchRequest_ReplicaState_47(v14, tb15, None)
         t.append((1, tb15))
@@ -2157,7 +2153,7 @@ def _e_FetchRequest_55(o, out, sp):
             tb11 += b12
         t.append((0, tb11))
     v14 = o.replica_state
-    if not ((v14 is not None and _isdef_FetchRequest_ReplicaState(v14))):
+    if not ((v14 is not None and v14.replica_id == -1 and v14.replica_epoch == -1 and not v14.unknown_tagged_fields)):
         tb15 = bytearray()
         _e_FetchRequest_ReplicaState_47(v14, tb15, None)
         t.append((1, tb15))
@@ -3003,12 +2999,6 @@ def _e_FetchResponse_AbortedTransaction_96(o, out, sp):
         out.append(0)
 
 
-def _isdef_FetchResponse_EpochEndOffset(o):
-    return (o.epoch == -1
-            and o.end_offset == -1
-            and not o.unknown_tagged_fields)
-
-
 def _e_FetchResponse_EpochEndOffset_97(o, out, sp):
     out += _S12.pack(o.epoch, o.end_offset)
     u = o.unknown_tagged_fields
@@ -3018,12 +3008,6 @@ def _e_FetchResponse_EpochEndOffset_97(o, out, sp):
         out.append(0)
 
 
-def _isdef_FetchResponse_LeaderIdAndEpoch(o):
-    return (o.leader_id == -1
-            and o.leader_epoch == -1
-            and not o.unknown_tagged_fields)
-
-
 def _e_FetchResponse_LeaderIdAndEpoch_98(o, out, sp):
     out += _S18.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
@@ -3031,12 +3015,6 @@ def _e_FetchResponse_LeaderIdAndEpoch_98(o, out, sp):
         _rt.put_tags(out, [], u)
     else:
         out.append(0)
-
-
-def _isdef_FetchResponse_SnapshotId(o):
-    return (o.end_offset == -1
-            and o.epoch == -1
-            and not o.unknown_tagged_fields)
 
 
 def _e_FetchResponse_SnapshotId_99(o, out, sp):
@@ -3065,17 +3043,17 @@ def _e_FetchResponse_PartitionData_100(o, out, sp):
     _rt.put_records(out, sp, o.records, True, True)
     t = []
     v4 = o.diverging_epoch
-    if not ((v4 is not None and _isdef_FetchResponse_EpochEndOffset(v4))):
+    if not ((v4 is not None and v4.epoch == -1 and v4.end_offset == -1 and not v4.unknown_tagged_fields)):
         tb5 = bytearray()
         _e_FetchResponse_EpochEndOffset_97(v4, tb5, None)
         t.append((0, tb5))
     v6 = o.current_leader
-    if not ((v6 is not None and _isdef_FetchResponse_LeaderIdAndEpoch(v6))):
+    if not ((v6 is not None and v6.leader_id == -1 and v6.leader_epoch == -1 and not v6.unknown_tagged_fields)):
         tb7 = bytearray()
         _e_FetchResponse_LeaderIdAndEpoch_98(v6, tb7, None)
         t.append((1, tb7))
     v8 = o.snapshot_id
-    if not ((v8 is not None and _isdef_FetchResponse_SnapshotId(v8))):
+    if not ((v8 is not None and v8.end_offset == -1 and v8.epoch == -1 and not v8.unknown_tagged_fields)):
         tb9 = bytearray()
         _e_FetchResponse_SnapshotId_99(v8, tb9, None)
         t.append((2, tb9))

@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>ii')
 _S1 = _struct.Struct('>i')
 _S2 = _struct.Struct('>h')
@@ -425,7 +424,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_1(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n2, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -440,7 +439,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_1(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n3, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -524,11 +523,13 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v3 = o.isr
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
     out += _S1.pack(o.partition_epoch)
-    v4 = o.replicas
-    out += _S_I32.pack(len(v4))
-    out += _pack('>%di' % len(v4), *v4)
+    v5 = o.replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(o, out, sp):
@@ -584,7 +585,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_7(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n2, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -599,7 +600,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_7(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n3, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if end - pos < 1:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('is_new', 1),), pos, end)
@@ -659,11 +660,13 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_9(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v3 = o.isr
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
     out += _S1.pack(o.partition_epoch)
-    v4 = o.replicas
-    out += _S_I32.pack(len(v4))
-    out += _pack('>%di' % len(v4), *v4)
+    v5 = o.replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
     out += _S4.pack(o.is_new)
 
 
@@ -698,7 +701,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_11(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -713,7 +716,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_11(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 1:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('is_new', 1),), pos, end)
@@ -803,11 +806,13 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_14(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
     out += _S1.pack(o.partition_epoch)
-    v2 = o.replicas
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
+    v3 = o.replicas
+    out += _S_I32.pack(len(v3))
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
     out += _S4.pack(o.is_new)
 
 
@@ -851,7 +856,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -866,7 +871,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.eof('LeaderAndIsrPartitionState.adding_replicas', pos, end, 4)
@@ -877,7 +882,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.adding_replicas', pos, n3, end - pos, 'array length')
-        o.adding_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.adding_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if end - pos < 4:
         raise _rt.eof('LeaderAndIsrPartitionState.removing_replicas', pos, end, 4)
@@ -888,7 +893,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
     else:
         if n4 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.removing_replicas', pos, n4, end - pos, 'array length')
-        o.removing_replicas = list(_unpack_from('>%di' % n4, buf, pos))
+        o.removing_replicas = list((_A_i[n4] if n4 < 32 else _rt.array_struct('i', n4)).unpack_from(buf, pos))
         pos += n4 * 4
     if end - pos < 1:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('is_new', 1),), pos, end)
@@ -978,17 +983,21 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_20(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
     out += _S1.pack(o.partition_epoch)
-    v2 = o.replicas
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
-    v3 = o.adding_replicas
+    v3 = o.replicas
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
-    v4 = o.removing_replicas
-    out += _S_I32.pack(len(v4))
-    out += _pack('>%di' % len(v4), *v4)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
+    v5 = o.adding_replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
+    v7 = o.removing_replicas
+    out += _S_I32.pack(len(v7))
+    k8 = len(v7)
+    out += (_A_i[k8] if k8 < 32 else _rt.array_struct('i', k8)).pack(*v7)
     out += _S4.pack(o.is_new)
 
 
@@ -1035,7 +1044,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -1053,7 +1062,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('LeaderAndIsrPartitionState.adding_replicas', pos, end, 1)
@@ -1067,7 +1076,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
         n3 -= 1
         if n3 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.adding_replicas', pos, n3, end - pos, 'array length')
-        o.adding_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.adding_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if pos >= end:
         raise _rt.eof('LeaderAndIsrPartitionState.removing_replicas', pos, end, 1)
@@ -1081,7 +1090,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
         n4 -= 1
         if n4 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.removing_replicas', pos, n4, end - pos, 'array length')
-        o.removing_replicas = list(_unpack_from('>%di' % n4, buf, pos))
+        o.removing_replicas = list((_A_i[n4] if n4 < 32 else _rt.array_struct('i', n4)).unpack_from(buf, pos))
         pos += n4 * 4
     if end - pos < 1:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('is_new', 1),), pos, end)
@@ -1254,29 +1263,33 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_27(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     out += _S1.pack(o.partition_epoch)
-    v3 = o.replicas
-    n4 = len(v3) + 1
-    if n4 < 128:
-        out.append(n4)
+    v4 = o.replicas
+    n5 = len(v4) + 1
+    if n5 < 128:
+        out.append(n5)
     else:
-        _rt.put_uvarint(out, n4)
-    out += _pack('>%di' % len(v3), *v3)
-    v5 = o.adding_replicas
-    n6 = len(v5) + 1
-    if n6 < 128:
-        out.append(n6)
-    else:
-        _rt.put_uvarint(out, n6)
-    out += _pack('>%di' % len(v5), *v5)
-    v7 = o.removing_replicas
+        _rt.put_uvarint(out, n5)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
+    v7 = o.adding_replicas
     n8 = len(v7) + 1
     if n8 < 128:
         out.append(n8)
     else:
         _rt.put_uvarint(out, n8)
-    out += _pack('>%di' % len(v7), *v7)
+    k9 = len(v7)
+    out += (_A_i[k9] if k9 < 32 else _rt.array_struct('i', k9)).pack(*v7)
+    v10 = o.removing_replicas
+    n11 = len(v10) + 1
+    if n11 < 128:
+        out.append(n11)
+    else:
+        _rt.put_uvarint(out, n11)
+    k12 = len(v10)
+    out += (_A_i[k12] if k12 < 32 else _rt.array_struct('i', k12)).pack(*v10)
     out += _S4.pack(o.is_new)
     u = o.unknown_tagged_fields
     if u:
@@ -1530,7 +1543,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('partition_epoch', 4),), pos, end)
@@ -1548,7 +1561,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('LeaderAndIsrPartitionState.adding_replicas', pos, end, 1)
@@ -1562,7 +1575,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
         n3 -= 1
         if n3 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.adding_replicas', pos, n3, end - pos, 'array length')
-        o.adding_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.adding_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if pos >= end:
         raise _rt.eof('LeaderAndIsrPartitionState.removing_replicas', pos, end, 1)
@@ -1576,7 +1589,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
         n4 -= 1
         if n4 * 4 > end - pos:
             raise _rt.overrun('LeaderAndIsrPartitionState.removing_replicas', pos, n4, end - pos, 'array length')
-        o.removing_replicas = list(_unpack_from('>%di' % n4, buf, pos))
+        o.removing_replicas = list((_A_i[n4] if n4 < 32 else _rt.array_struct('i', n4)).unpack_from(buf, pos))
         pos += n4 * 4
     if end - pos < 2:
         raise _rt.group_eof('LeaderAndIsrPartitionState', (('is_new', 1), ('leader_recovery_state', 1)), pos, end)
@@ -1712,29 +1725,33 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_38(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     out += _S1.pack(o.partition_epoch)
-    v3 = o.replicas
-    n4 = len(v3) + 1
-    if n4 < 128:
-        out.append(n4)
+    v4 = o.replicas
+    n5 = len(v4) + 1
+    if n5 < 128:
+        out.append(n5)
     else:
-        _rt.put_uvarint(out, n4)
-    out += _pack('>%di' % len(v3), *v3)
-    v5 = o.adding_replicas
-    n6 = len(v5) + 1
-    if n6 < 128:
-        out.append(n6)
-    else:
-        _rt.put_uvarint(out, n6)
-    out += _pack('>%di' % len(v5), *v5)
-    v7 = o.removing_replicas
+        _rt.put_uvarint(out, n5)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
+    v7 = o.adding_replicas
     n8 = len(v7) + 1
     if n8 < 128:
         out.append(n8)
     else:
         _rt.put_uvarint(out, n8)
-    out += _pack('>%di' % len(v7), *v7)
+    k9 = len(v7)
+    out += (_A_i[k9] if k9 < 32 else _rt.array_struct('i', k9)).pack(*v7)
+    v10 = o.removing_replicas
+    n11 = len(v10) + 1
+    if n11 < 128:
+        out.append(n11)
+    else:
+        _rt.put_uvarint(out, n11)
+    k12 = len(v10)
+    out += (_A_i[k12] if k12 < 32 else _rt.array_struct('i', k12)).pack(*v10)
     out += _S8.pack(o.is_new, o.leader_recovery_state)
     u = o.unknown_tagged_fields
     if u:

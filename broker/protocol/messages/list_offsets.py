@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_q = _rt.ARRAY_STRUCTS['q']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>iqi')
@@ -856,7 +855,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_29(buf, pos, end):
     else:
         if n1 * 8 > end - pos:
             raise _rt.overrun('ListOffsetsPartitionResponse.old_style_offsets', pos, n1, end - pos, 'array length')
-        o.old_style_offsets = list(_unpack_from('>%dq' % n1, buf, pos))
+        o.old_style_offsets = list((_A_q[n1] if n1 < 32 else _rt.array_struct('q', n1)).unpack_from(buf, pos))
         pos += n1 * 8
     o.unknown_tagged_fields = []
     return o, pos
@@ -921,7 +920,8 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_32(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
     v1 = o.old_style_offsets
     out += _S_I32.pack(len(v1))
-    out += _pack('>%dq' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_q[k2] if k2 < 32 else _rt.array_struct('q', k2)).pack(*v1)
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_33(o, out, sp):

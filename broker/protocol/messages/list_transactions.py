@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_q = _rt.ARRAY_STRUCTS['q']
 _S0 = _struct.Struct('>q')
 _S1 = _struct.Struct('>ih')
 
@@ -229,7 +228,7 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
         n5 -= 1
         if n5 * 8 > end - pos:
             raise _rt.overrun('ListTransactionsRequest.producer_id_filters', pos, n5, end - pos, 'array length')
-        o.producer_id_filters = list(_unpack_from('>%dq' % n5, buf, pos))
+        o.producer_id_filters = list((_A_q[n5] if n5 < 32 else _rt.array_struct('q', n5)).unpack_from(buf, pos))
         pos += n5 * 8
     if pos >= end:
         raise _rt.eof('ListTransactionsRequest._tagged_fields', pos, end, 1)
@@ -265,7 +264,8 @@ def _e_ListTransactionsRequest_2(o, out, sp):
         out.append(n7)
     else:
         _rt.put_uvarint(out, n7)
-    out += _pack('>%dq' % len(v6), *v6)
+    k8 = len(v6)
+    out += (_A_q[k8] if k8 < 32 else _rt.array_struct('q', k8)).pack(*v6)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -320,7 +320,7 @@ def _d_ListTransactionsRequest_3(buf, pos, end):
         n5 -= 1
         if n5 * 8 > end - pos:
             raise _rt.overrun('ListTransactionsRequest.producer_id_filters', pos, n5, end - pos, 'array length')
-        o.producer_id_filters = list(_unpack_from('>%dq' % n5, buf, pos))
+        o.producer_id_filters = list((_A_q[n5] if n5 < 32 else _rt.array_struct('q', n5)).unpack_from(buf, pos))
         pos += n5 * 8
     if end - pos < 8:
         raise _rt.group_eof('ListTransactionsRequest', (('duration_filter', 8),), pos, end)
@@ -360,7 +360,8 @@ def _e_ListTransactionsRequest_4(o, out, sp):
         out.append(n7)
     else:
         _rt.put_uvarint(out, n7)
-    out += _pack('>%dq' % len(v6), *v6)
+    k8 = len(v6)
+    out += (_A_q[k8] if k8 < 32 else _rt.array_struct('q', k8)).pack(*v6)
     out += _S0.pack(o.duration_filter)
     u = o.unknown_tagged_fields
     if u:

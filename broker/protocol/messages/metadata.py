@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>?')
@@ -835,7 +834,7 @@ def _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.replica_nodes', pos, n1, end - pos, 'array length')
-        o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+        o.replica_nodes = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.eof('MetadataResponsePartition.isr_nodes', pos, end, 4)
@@ -846,7 +845,7 @@ def _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.isr_nodes', pos, n2, end - pos, 'array length')
-        o.isr_nodes = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr_nodes = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -944,10 +943,12 @@ def _e_MetadataResponse_MetadataResponsePartition_26(o, out, sp):
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
-    v2 = o.isr_nodes
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
+    v3 = o.isr_nodes
+    out += _S_I32.pack(len(v3))
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
 def _e_MetadataResponse_MetadataResponseTopic_27(o, out, sp):
@@ -1307,7 +1308,7 @@ def _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.replica_nodes', pos, n1, end - pos, 'array length')
-        o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+        o.replica_nodes = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.eof('MetadataResponsePartition.isr_nodes', pos, end, 4)
@@ -1318,7 +1319,7 @@ def _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.isr_nodes', pos, n2, end - pos, 'array length')
-        o.isr_nodes = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr_nodes = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.eof('MetadataResponsePartition.offline_replicas', pos, end, 4)
@@ -1329,7 +1330,7 @@ def _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.offline_replicas', pos, n3, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.offline_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -1440,13 +1441,16 @@ def _e_MetadataResponse_MetadataResponsePartition_42(o, out, sp):
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
-    v2 = o.isr_nodes
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
-    v3 = o.offline_replicas
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
+    v3 = o.isr_nodes
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
+    v5 = o.offline_replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
 def _e_MetadataResponse_MetadataResponseTopic_43(o, out, sp):
@@ -1497,7 +1501,7 @@ def _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.replica_nodes', pos, n1, end - pos, 'array length')
-        o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+        o.replica_nodes = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.eof('MetadataResponsePartition.isr_nodes', pos, end, 4)
@@ -1508,7 +1512,7 @@ def _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.isr_nodes', pos, n2, end - pos, 'array length')
-        o.isr_nodes = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr_nodes = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.eof('MetadataResponsePartition.offline_replicas', pos, end, 4)
@@ -1519,7 +1523,7 @@ def _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.offline_replicas', pos, n3, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.offline_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -1630,13 +1634,16 @@ def _e_MetadataResponse_MetadataResponsePartition_48(o, out, sp):
     out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
-    v2 = o.isr_nodes
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
-    v3 = o.offline_replicas
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
+    v3 = o.isr_nodes
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
+    v5 = o.offline_replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
 def _e_MetadataResponse_MetadataResponseTopic_49(o, out, sp):
@@ -1889,7 +1896,7 @@ def _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.replica_nodes', pos, n1, end - pos, 'array length')
-        o.replica_nodes = list(_unpack_from('>%di' % n1, buf, pos))
+        o.replica_nodes = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if pos >= end:
         raise _rt.eof('MetadataResponsePartition.isr_nodes', pos, end, 1)
@@ -1903,7 +1910,7 @@ def _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.isr_nodes', pos, n2, end - pos, 'array length')
-        o.isr_nodes = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr_nodes = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('MetadataResponsePartition.offline_replicas', pos, end, 1)
@@ -1917,7 +1924,7 @@ def _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end):
         n3 -= 1
         if n3 * 4 > end - pos:
             raise _rt.overrun('MetadataResponsePartition.offline_replicas', pos, n3, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.offline_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if pos >= end:
         raise _rt.eof('MetadataResponsePartition._tagged_fields', pos, end, 1)
@@ -2109,21 +2116,24 @@ def _e_MetadataResponse_MetadataResponsePartition_60(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
-    v3 = o.isr_nodes
-    n4 = len(v3) + 1
-    if n4 < 128:
-        out.append(n4)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
+    v4 = o.isr_nodes
+    n5 = len(v4) + 1
+    if n5 < 128:
+        out.append(n5)
     else:
-        _rt.put_uvarint(out, n4)
-    out += _pack('>%di' % len(v3), *v3)
-    v5 = o.offline_replicas
-    n6 = len(v5) + 1
-    if n6 < 128:
-        out.append(n6)
+        _rt.put_uvarint(out, n5)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
+    v7 = o.offline_replicas
+    n8 = len(v7) + 1
+    if n8 < 128:
+        out.append(n8)
     else:
-        _rt.put_uvarint(out, n6)
-    out += _pack('>%di' % len(v5), *v5)
+        _rt.put_uvarint(out, n8)
+    k9 = len(v7)
+    out += (_A_i[k9] if k9 < 32 else _rt.array_struct('i', k9)).pack(*v7)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)

@@ -30,8 +30,6 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
 _S0 = _struct.Struct('>hi')
@@ -1771,12 +1769,6 @@ def _d_ProduceResponse_57(buf, pos, end):
     return o, pos
 
 
-def _isdef_ProduceResponse_LeaderIdAndEpoch(o):
-    return (o.leader_id == -1
-            and o.leader_epoch == -1
-            and not o.unknown_tagged_fields)
-
-
 def _e_ProduceResponse_LeaderIdAndEpoch_58(o, out, sp):
     out += _S6.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
@@ -1809,7 +1801,7 @@ def _e_ProduceResponse_PartitionProduceResponse_59(o, out, sp):
         out += b5
     t = []
     v7 = o.current_leader
-    if not ((v7 is not None and _isdef_ProduceResponse_LeaderIdAndEpoch(v7))):
+    if not ((v7 is not None and v7.leader_id == -1 and v7.leader_epoch == -1 and not v7.unknown_tagged_fields)):
         tb8 = bytearray()
         _e_ProduceResponse_LeaderIdAndEpoch_58(v7, tb8, None)
         t.append((0, tb8))

@@ -30,10 +30,9 @@ _new = object.__new__
 _MISSING = _rt.MISSING
 _ZERO_UUID = _rt.ZERO_UUID
 _uuid = _rt.uuid_from
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
 _S_I16 = _rt.S_INT16
 _S_I32 = _rt.S_INT32
+_A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>ii')
 _S1 = _struct.Struct('>i')
 _S2 = _struct.Struct('>h')
@@ -371,7 +370,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.isr', pos, n2, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataPartitionState', (('zk_version', 4),), pos, end)
@@ -386,7 +385,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.replicas', pos, n3, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -472,11 +471,13 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v3 = o.isr
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
     out += _S1.pack(o.zk_version)
-    v4 = o.replicas
-    out += _S_I32.pack(len(v4))
-    out += _pack('>%di' % len(v4), *v4)
+    v5 = o.replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_5(o, out, sp):
@@ -929,7 +930,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.isr', pos, n2, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n2, buf, pos))
+        o.isr = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataPartitionState', (('zk_version', 4),), pos, end)
@@ -944,7 +945,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.replicas', pos, n3, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if end - pos < 4:
         raise _rt.eof('UpdateMetadataPartitionState.offline_replicas', pos, end, 4)
@@ -955,7 +956,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end):
     else:
         if n4 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.offline_replicas', pos, n4, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n4, buf, pos))
+        o.offline_replicas = list((_A_i[n4] if n4 < 32 else _rt.array_struct('i', n4)).unpack_from(buf, pos))
         pos += n4 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -1011,14 +1012,17 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_25(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v3 = o.isr
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
     out += _S1.pack(o.zk_version)
-    v4 = o.replicas
-    out += _S_I32.pack(len(v4))
-    out += _pack('>%di' % len(v4), *v4)
-    v5 = o.offline_replicas
+    v5 = o.replicas
     out += _S_I32.pack(len(v5))
-    out += _pack('>%di' % len(v5), *v5)
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
+    v7 = o.offline_replicas
+    out += _S_I32.pack(len(v7))
+    k8 = len(v7)
+    out += (_A_i[k8] if k8 < 32 else _rt.array_struct('i', k8)).pack(*v7)
 
 
 def _e_UpdateMetadataRequest_26(o, out, sp):
@@ -1049,7 +1053,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end):
     else:
         if n1 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataPartitionState', (('zk_version', 4),), pos, end)
@@ -1064,7 +1068,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end):
     else:
         if n2 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if end - pos < 4:
         raise _rt.eof('UpdateMetadataPartitionState.offline_replicas', pos, end, 4)
@@ -1075,7 +1079,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end):
     else:
         if n3 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.offline_replicas', pos, n3, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.offline_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     o.unknown_tagged_fields = []
     return o, pos
@@ -1161,14 +1165,17 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_30(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
-    out += _pack('>%di' % len(v1), *v1)
+    k2 = len(v1)
+    out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
     out += _S1.pack(o.zk_version)
-    v2 = o.replicas
-    out += _S_I32.pack(len(v2))
-    out += _pack('>%di' % len(v2), *v2)
-    v3 = o.offline_replicas
+    v3 = o.replicas
     out += _S_I32.pack(len(v3))
-    out += _pack('>%di' % len(v3), *v3)
+    k4 = len(v3)
+    out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
+    v5 = o.offline_replicas
+    out += _S_I32.pack(len(v5))
+    k6 = len(v5)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_31(o, out, sp):
@@ -1213,7 +1220,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end):
         n1 -= 1
         if n1 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.isr', pos, n1, end - pos, 'array length')
-        o.isr = list(_unpack_from('>%di' % n1, buf, pos))
+        o.isr = list((_A_i[n1] if n1 < 32 else _rt.array_struct('i', n1)).unpack_from(buf, pos))
         pos += n1 * 4
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataPartitionState', (('zk_version', 4),), pos, end)
@@ -1231,7 +1238,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end):
         n2 -= 1
         if n2 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.replicas', pos, n2, end - pos, 'array length')
-        o.replicas = list(_unpack_from('>%di' % n2, buf, pos))
+        o.replicas = list((_A_i[n2] if n2 < 32 else _rt.array_struct('i', n2)).unpack_from(buf, pos))
         pos += n2 * 4
     if pos >= end:
         raise _rt.eof('UpdateMetadataPartitionState.offline_replicas', pos, end, 1)
@@ -1245,7 +1252,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end):
         n3 -= 1
         if n3 * 4 > end - pos:
             raise _rt.overrun('UpdateMetadataPartitionState.offline_replicas', pos, n3, end - pos, 'array length')
-        o.offline_replicas = list(_unpack_from('>%di' % n3, buf, pos))
+        o.offline_replicas = list((_A_i[n3] if n3 < 32 else _rt.array_struct('i', n3)).unpack_from(buf, pos))
         pos += n3 * 4
     if pos >= end:
         raise _rt.eof('UpdateMetadataPartitionState._tagged_fields', pos, end, 1)
@@ -1486,22 +1493,25 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_38(o, out, sp):
         out.append(n2)
     else:
         _rt.put_uvarint(out, n2)
-    out += _pack('>%di' % len(v1), *v1)
+    k3 = len(v1)
+    out += (_A_i[k3] if k3 < 32 else _rt.array_struct('i', k3)).pack(*v1)
     out += _S1.pack(o.zk_version)
-    v3 = o.replicas
-    n4 = len(v3) + 1
-    if n4 < 128:
-        out.append(n4)
+    v4 = o.replicas
+    n5 = len(v4) + 1
+    if n5 < 128:
+        out.append(n5)
     else:
-        _rt.put_uvarint(out, n4)
-    out += _pack('>%di' % len(v3), *v3)
-    v5 = o.offline_replicas
-    n6 = len(v5) + 1
-    if n6 < 128:
-        out.append(n6)
+        _rt.put_uvarint(out, n5)
+    k6 = len(v4)
+    out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v4)
+    v7 = o.offline_replicas
+    n8 = len(v7) + 1
+    if n8 < 128:
+        out.append(n8)
     else:
-        _rt.put_uvarint(out, n6)
-    out += _pack('>%di' % len(v5), *v5)
+        _rt.put_uvarint(out, n8)
+    k9 = len(v7)
+    out += (_A_i[k9] if k9 < 32 else _rt.array_struct('i', k9)).pack(*v7)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
