@@ -182,7 +182,7 @@ def _normalise(obj, version):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{o.NAME}-v{v}" for o, _, v in CASES])
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_differential(case, data):
     ours_cls, kcls, version = case
@@ -341,7 +341,7 @@ def test_old_oracle_has_cases():
 
 
 @pytest.mark.parametrize("case", OLD_CASES, ids=[f"{o.NAME}-v{v}" for o, _, v in OLD_CASES])
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_differential_hand_written(case, data):
     ours_cls, old_cls, version = case

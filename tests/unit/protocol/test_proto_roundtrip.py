@@ -24,7 +24,7 @@ def test_every_included_class_has_cases():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_roundtrip(case, data):
     cls, version = case
