@@ -1,0 +1,245 @@
+"""CLI commands that talk to a running broker: topics, produce, consume.
+
+Errors from the broker print as one line with the Kafka error name, e.g.
+`broker: TOPIC_ALREADY_EXISTS: create topic clicks: Topic 'clicks' already exists.`
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from broker.cli.main import CliError
+
+
+def _bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", "-b", default="127.0.0.1:9092", metavar="HOST:PORT",
+                   help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+
+
+def _kv(values, what: str) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise CliError(f"{what} {item!r}: expected key=value", 2)
+        out[k] = v
+    return out
+
+
+def _run(fn):
+    """Runs a client command, turning client/broker errors into one line."""
+    def wrapper(args):
+        from broker.client import ClientError
+        from broker.protocol.errors import KafkaProtocolError
+        try:
+            return fn(args)
+        except KafkaProtocolError as exc:
+            raise CliError(str(exc)) from None
+        except ClientError as exc:
+            raise CliError(str(exc)) from None
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+    return wrapper
+
+
+# ---------------------------------------------------------------------- topics
+
+@_run
+def topics_create(args) -> int:
+    from broker.client import Cluster
+    with Cluster(args.bootstrap) as c:
+        c.create_topic(args.topic, args.partitions, args.replication_factor, _kv(args.config, "--config"))
+    print(f"created topic {args.topic}")
+    return 0
+
+
+@_run
+def topics_list(args) -> int:
+    from broker.client import Cluster
+    with Cluster(args.bootstrap) as c:
+        for name in sorted(c.refresh()):
+            if args.include_internal or not name.startswith("__"):
+                print(name)
+    return 0
+
+
+@_run
+def topics_describe(args) -> int:
+    from broker.client import Cluster
+    from broker.client.cluster import RESOURCE_TOPIC
+    with Cluster(args.bootstrap) as c:
+        topics = c.refresh(args.topics or None)
+        for name in sorted(topics):
+            meta = topics[name]
+            if meta.error_code:
+                from broker.protocol.errors import KafkaProtocolError
+                raise KafkaProtocolError(meta.error_code, f"topic {name}")
+            if not args.topics and name.startswith("__") and not args.include_internal:
+                continue
+            rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
+            overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == 1]
+            cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
+            print(f"Topic: {name}\tTopicId: {meta.topic_id}\tPartitionCount: {len(meta.partitions)}\t"
+                  f"ReplicationFactor: {rf}\tConfigs: {cfg}")
+            for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
+                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    return 0
+
+
+@_run
+def topics_alter(args) -> int:
+    from broker.client import Cluster
+    with Cluster(args.bootstrap) as c:
+        if args.partitions is not None:
+            c.create_partitions(args.topic, args.partitions)
+        sets, deletes = _kv(args.config, "--config"), args.delete_config or []
+        if sets or deletes:
+            c.alter_topic_configs(args.topic, sets, deletes)
+        if args.partitions is None and not sets and not deletes:
+            raise CliError("topics alter: nothing to change (give --partitions, --config or --delete-config)", 2)
+    print(f"altered topic {args.topic}")
+    return 0
+
+
+@_run
+def topics_delete(args) -> int:
+    from broker.client import Cluster
+    with Cluster(args.bootstrap) as c:
+        c.delete_topic(args.topic)
+    print(f"deleted topic {args.topic}")
+    return 0
+
+
+# ---------------------------------------------------------------------- produce / consume
+
+def _acks(value: str) -> int:
+    if value == "all":
+        return -1
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("acks must be 0, 1, -1 or all") from None
+    if v not in (0, 1, -1):
+        raise argparse.ArgumentTypeError("acks must be 0, 1, -1 or all")
+    return v
+
+
+@_run
+def produce(args) -> int:
+    from broker.client import Producer
+    sep = args.key_separator.encode() if args.key_separator else None
+    count = 0
+    with Producer(args.bootstrap, acks=args.acks, compression=args.compression, linger_ms=args.linger_ms,
+                  batch_size=args.batch_size) as p:
+        p.partitions_of(args.topic)              # fail early on an unknown topic
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key = None
+            if sep is not None:
+                key, found, value = line.partition(sep)
+                if not found:
+                    raise CliError(f"line {count + 1}: no key separator {args.key_separator!r}", 2)
+            else:
+                value = line
+            p.send(args.topic, value, key=key, partition=args.partition)
+            count += 1
+            p.poll()
+    print(f"produced {count} messages to {args.topic}", file=sys.stderr)
+    return 0
+
+
+@_run
+def consume(args) -> int:
+    from broker.client import Consumer
+    if args.group:
+        from broker.cli.groups import consume_group
+        return consume_group(args)
+    out = sys.stdout.buffer
+    sep = args.key_separator.encode()
+    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+        partitions = [args.partition] if args.partition is not None else None
+        if args.offset is not None:
+            start = args.offset
+        else:
+            start = "earliest" if args.from_beginning else "latest"
+        c.assign(args.topic, partitions, start)
+        n = 0
+        deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
+        while args.max_messages is None or n < args.max_messages:
+            wait = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            records = c.poll(min(wait, 1.0))
+            for r in records:
+                if args.print_key:
+                    out.write((r.key or b"null") + sep)
+                out.write((r.value if r.value is not None else b"null") + b"\n")
+                n += 1
+                if args.max_messages is not None and n >= args.max_messages:
+                    break
+            out.flush()
+            if records:
+                if deadline is not None:
+                    deadline = time.monotonic() + args.timeout_ms / 1000
+            elif deadline is not None and time.monotonic() >= deadline:
+                break
+    print(f"consumed {n} messages", file=sys.stderr)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    t = sub.add_parser("topics", help="create, list, describe, alter and delete topics")
+    ts = t.add_subparsers(dest="topics_command", metavar="ACTION")
+    ts.required = True
+    p = ts.add_parser("create", help="create a topic")
+    _bootstrap(p)
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
+    p.add_argument("--replication-factor", type=int, default=-1, help="default: default.replication.factor")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.set_defaults(func=topics_create)
+    p = ts.add_parser("list", help="list topics")
+    _bootstrap(p)
+    p.add_argument("--include-internal", action="store_true")
+    p.set_defaults(func=topics_list)
+    p = ts.add_parser("describe", help="partitions, leaders, replicas, ISR and config overrides")
+    _bootstrap(p)
+    p.add_argument("topics", nargs="*")
+    p.add_argument("--include-internal", action="store_true")
+    p.set_defaults(func=topics_describe)
+    p = ts.add_parser("alter", help="add partitions or change configs")
+    _bootstrap(p)
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, help="new total partition count")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    p.add_argument("--delete-config", action="append", metavar="KEY", help="remove an override (repeatable)")
+    p.set_defaults(func=topics_alter)
+    p = ts.add_parser("delete", help="delete a topic")
+    _bootstrap(p)
+    p.add_argument("topic")
+    p.set_defaults(func=topics_delete)
+
+    p = sub.add_parser("produce", help="produce stdin lines as messages")
+    _bootstrap(p)
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--key-separator", metavar="S", help="split each line into KEY S VALUE")
+    p.add_argument("--acks", type=_acks, default=-1, help="0, 1 or all (default all)")
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--partition", type=int, help="send every message to this partition")
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=16384)
+    p.set_defaults(func=produce)
+
+    p = sub.add_parser("consume", help="print messages to stdout")
+    _bootstrap(p)
+    p.add_argument("--topic", "-t", required=True)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--from-beginning", action="store_true")
+    g.add_argument("--offset", type=int, metavar="N", help="start at offset N")
+    p.add_argument("--partition", type=int, metavar="P", help="only this partition")
+    p.add_argument("--group", metavar="G", help="join consumer group G (commits offsets)")
+    p.add_argument("--max-messages", type=int, metavar="N")
+    p.add_argument("--timeout-ms", type=int, metavar="N", help="exit after N ms without a message")
+    p.add_argument("--print-key", action="store_true")
+    p.add_argument("--key-separator", default="\t", metavar="S")
+    p.set_defaults(func=consume)

@@ -1,0 +1,107 @@
+"""`broker`: serve a broker, administer topics, produce and consume.
+
+    broker serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--broker-id N]
+                 [--set key=value ...]
+    broker topics create|list|describe|alter|delete --bootstrap HOST:PORT ...
+    broker produce --bootstrap HOST:PORT --topic T ...     (lines from stdin)
+    broker consume --bootstrap HOST:PORT --topic T ...
+
+Exit codes: 0 success; 1 the broker or the network reported an error (printed as one
+line, with the Kafka error name); 2 bad usage or configuration (one line naming the key
+or option).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from broker import __version__
+
+
+class CliError(Exception):
+    """One line for the user; exit code 1 (runtime) or 2 (usage/config)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+def _parse_set(values: list[str]) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set {item!r}: expected key=value", 2)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from broker.config import BrokerConfig, ConfigError
+
+    overrides = _parse_set(args.set)
+    if args.data_dir is not None:
+        overrides["log.dirs"] = args.data_dir
+    if args.listen is not None:
+        overrides["listeners"] = args.listen if "://" in args.listen else "PLAINTEXT://" + args.listen
+    if args.broker_id is not None:
+        overrides["broker.id"] = str(args.broker_id)
+    try:
+        config = BrokerConfig.from_sources(args.config, overrides)
+    except ConfigError as exc:
+        raise CliError(f"configuration error: {exc}", 2) from None
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for key in config.ignored:
+        logging.getLogger("broker").info("config key %s has no effect in kbroker (ignored)", key)
+    from broker.server.broker import run_broker
+    from broker.server.loop import run
+
+    try:
+        run(run_broker(config), args.event_loop)
+    except OSError as exc:
+        raise CliError(f"cannot serve: {exc}") from None
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="broker", description="kbroker: a Kafka-compatible log broker.")
+    p.add_argument("--version", action="version", version=f"kbroker {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    s = sub.add_parser("serve", help="run a broker (one broker needs nothing else: no ZooKeeper)",
+                       description="Run a broker. Settings come from --config (server.properties format), "
+                                   "then --set / the shortcuts below, over Kafka's defaults.")
+    s.add_argument("--config", metavar="FILE", help="server.properties-format file")
+    s.add_argument("--data-dir", metavar="DIR", help="log directory (log.dirs)")
+    s.add_argument("--listen", metavar="HOST:PORT", help="listener address (listeners), e.g. 127.0.0.1:9092")
+    s.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="any configuration key (repeatable)")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"],
+                   help="auto: uvloop when installed")
+    s.set_defaults(func=cmd_serve)
+
+    from broker.cli import clients
+    clients.add_parsers(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

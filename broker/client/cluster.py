@@ -1,0 +1,246 @@
+"""Cluster view for the client: bootstrap, metadata, leaders, one connection per broker,
+and the admin operations (topics, configs, offsets) the CLI and the tests use."""
+from __future__ import annotations
+
+import time
+
+from broker.client.connection import BrokerConnection, ClientError, parse_bootstrap
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.create_partitions import CreatePartitionsRequest
+from broker.protocol.messages.create_topics import CreateTopicsRequest
+from broker.protocol.messages.delete_records import DeleteRecordsRequest
+from broker.protocol.messages.delete_topics import DeleteTopicsRequest
+from broker.protocol.messages.describe_configs import DescribeConfigsRequest
+from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from broker.protocol.messages.list_offsets import ListOffsetsRequest
+from broker.protocol.messages.metadata import MetadataRequest
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+def check(code: int, what: str = "", message: str | None = None) -> None:
+    if code:
+        raise KafkaProtocolError(code, f"{what}: {message}" if message else (what or None))
+
+
+class PartitionMeta:
+    __slots__ = ("partition", "leader", "leader_epoch", "replicas", "isr", "error_code")
+
+    def __init__(self, p):
+        self.partition = p.partition_index
+        self.leader = p.leader_id
+        self.leader_epoch = p.leader_epoch
+        self.replicas = list(p.replica_nodes)
+        self.isr = list(p.isr_nodes)
+        self.error_code = p.error_code
+
+
+class TopicMeta:
+    __slots__ = ("name", "topic_id", "internal", "partitions", "error_code")
+
+    def __init__(self, t):
+        self.name = t.name
+        self.topic_id = t.topic_id
+        self.internal = t.is_internal
+        self.error_code = t.error_code
+        self.partitions = {p.partition_index: PartitionMeta(p) for p in t.partitions}
+
+
+class Cluster:
+    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-client", timeout: float = 30.0):
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.timeout = timeout
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicMeta] = {}
+        self.controller_id = -1
+        self.cluster_id: str | None = None
+        self._conns: dict[int, BrokerConnection] = {}
+        self._any: BrokerConnection | None = None
+
+    # ------------------------------------------------------------------ connections
+
+    def any_connection(self) -> BrokerConnection:
+        if self._any is not None:
+            return self._any
+        errors = []
+        for host, port in self.bootstrap:
+            try:
+                self._any = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+                return self._any
+            except ClientError as exc:
+                errors.append(str(exc))
+        raise ClientError("; ".join(errors))
+
+    def connection(self, broker_id: int) -> BrokerConnection:
+        conn = self._conns.get(broker_id)
+        if conn is None:
+            if broker_id not in self.brokers:
+                self.refresh()
+            if broker_id not in self.brokers:
+                raise ClientError(f"unknown broker {broker_id}")
+            host, port = self.brokers[broker_id]
+            conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+            self._conns[broker_id] = conn
+        return conn
+
+    def drop_connection(self, broker_id: int) -> None:
+        conn = self._conns.pop(broker_id, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        if self._any is not None:
+            self._any.close()
+            self._any = None
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ metadata
+
+    def refresh(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> dict[str, TopicMeta]:
+        req = MetadataRequest(topics=None if topics is None else
+                              [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                              allow_auto_topic_creation=allow_auto_create)
+        try:
+            resp = self.any_connection().request(req)
+        except ClientError:
+            self._any = None
+            resp = self.any_connection().request(req)
+        self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        self.controller_id = resp.controller_id
+        self.cluster_id = resp.cluster_id
+        out = {}
+        for t in resp.topics:
+            meta = TopicMeta(t)
+            out[t.name] = meta
+            if t.error_code == 0:
+                self.topics[t.name] = meta
+            else:
+                self.topics.pop(t.name, None)
+        return out
+
+    def topic(self, name: str, wait_s: float = 0.0) -> TopicMeta:
+        """Metadata of one topic; KafkaProtocolError (UNKNOWN_TOPIC_OR_PARTITION ...)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            meta = self.refresh([name]).get(name)
+            code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if code == 0 and all(p.leader >= 0 for p in meta.partitions.values()):
+                return meta
+            if time.monotonic() >= deadline or code not in (ErrorCode.LEADER_NOT_AVAILABLE,):
+                check(code, f"topic {name}")
+                return meta
+            time.sleep(0.1)
+
+    def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
+        meta = self.topics.get(topic) or self.topic(topic)
+        p = meta.partitions.get(partition)
+        if p is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
+        if p.leader < 0:
+            raise KafkaProtocolError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition}")
+        return self.connection(p.leader)
+
+    def controller(self) -> BrokerConnection:
+        if self.controller_id < 0:
+            self.refresh([])
+        if self.controller_id < 0:
+            return self.any_connection()
+        return self.connection(self.controller_id)
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                     configs: dict[str, str] | None = None, validate_only: bool = False) -> None:
+        C = CreateTopicsRequest
+        req = C(topics=[C.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                                         assignments=[],
+                                         configs=[C.CreatableTopicConfig(name=k, value=v)
+                                                  for k, v in (configs or {}).items()])],
+                timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
+        resp = self.controller().request(req)
+        r = resp.topics[0]
+        check(r.error_code, f"create topic {name}", r.error_message)
+
+    def delete_topic(self, name: str) -> None:
+        conn = self.controller()
+        version = conn.version_for(DeleteTopicsRequest.API_KEY)
+        if version >= 6:
+            req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name)],
+                                      timeout_ms=int(self.timeout * 1000))
+        else:
+            req = DeleteTopicsRequest(topic_names=[name], timeout_ms=int(self.timeout * 1000))
+        r = conn.request(req, version).responses[0]
+        check(r.error_code, f"delete topic {name}", r.error_message)
+
+    def create_partitions(self, name: str, count: int) -> None:
+        C = CreatePartitionsRequest
+        req = C(topics=[C.CreatePartitionsTopic(name=name, count=count, assignments=None)],
+                timeout_ms=int(self.timeout * 1000), validate_only=False)
+        r = self.controller().request(req).results[0]
+        check(r.error_code, f"create partitions of {name}", r.error_message)
+
+    def describe_configs(self, resource_type: int, name: str) -> list:
+        D = DescribeConfigsRequest
+        req = D(resources=[D.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
+                                                     configuration_keys=None)],
+                include_synonyms=False, include_documentation=False)
+        conn = self.controller() if resource_type == RESOURCE_TOPIC else self.any_connection()
+        r = conn.request(req).results[0]
+        check(r.error_code, f"describe configs of {name}", r.error_message)
+        return r.configs
+
+    def alter_topic_configs(self, name: str, set_: dict[str, str] | None = None,
+                            delete: list[str] | None = None) -> None:
+        I = IncrementalAlterConfigsRequest
+        ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in (set_ or {}).items()]
+        ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in (delete or [])]
+        req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=ops)],
+                validate_only=False)
+        r = self.controller().request(req).responses[0]
+        check(r.error_code, f"alter configs of {name}", r.error_message)
+
+    def list_offsets(self, topic: str, partitions: list[int], timestamp: int,
+                     isolation_level: int = 0) -> dict[int, tuple[int, int]]:
+        """partition -> (offset, timestamp) for a timestamp or -2 (earliest) / -1 (latest)."""
+        L = ListOffsetsRequest
+        meta = self.topics.get(topic) or self.topic(topic)
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            pm = meta.partitions.get(p)
+            if pm is None:
+                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{p}")
+            by_leader.setdefault(pm.leader, []).append(p)
+        out = {}
+        for leader, parts in by_leader.items():
+            req = L(replica_id=-1, isolation_level=isolation_level,
+                    topics=[L.ListOffsetsTopic(name=topic, partitions=[
+                        L.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in parts])])
+            resp = self.connection(leader).request(req)
+            for t in resp.topics:
+                for p in t.partitions:
+                    check(p.error_code, f"list offsets of {topic}-{p.partition_index}")
+                    out[p.partition_index] = (p.offset, p.timestamp)
+        return out
+
+    def delete_records(self, topic: str, offsets: dict[int, int]) -> dict[int, int]:
+        D = DeleteRecordsRequest
+        meta = self.topics.get(topic) or self.topic(topic)
+        out = {}
+        for p, off in offsets.items():
+            leader = meta.partitions[p].leader
+            req = D(topics=[D.DeleteRecordsTopic(name=topic, partitions=[
+                D.DeleteRecordsPartition(partition_index=p, offset=off)])], timeout_ms=int(self.timeout * 1000))
+            r = self.connection(leader).request(req).topics[0].partitions[0]
+            check(r.error_code, f"delete records of {topic}-{p}")
+            out[p] = r.low_watermark
+        return out

@@ -1,0 +1,169 @@
+"""A blocking connection to one broker, on broker.protocol (the project's own lean client).
+
+    conn = BrokerConnection("127.0.0.1", 9092)        # connects, negotiates ApiVersions
+    resp = conn.request(MetadataRequest(topics=None))  # highest version both sides speak
+    cid = conn.send(req); ...; resp = conn.receive()   # pipelining: answers come in order
+
+Used by the CLI, the tests, the perf tool and the Spark source's executors. Not
+thread-safe: one thread per connection.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+
+from broker.protocol import codec
+from broker.protocol.api import API_SPECS, ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.framing import FrameReader
+from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+from broker import __version__
+
+RECV_SIZE = 1 << 20
+
+
+class ClientError(Exception):
+    """A network or protocol failure on the client side (not a Kafka error code)."""
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, *, client_id: str = "kbroker-client", timeout: float = 30.0,
+                 max_frame_size: int = 1 << 30):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout = timeout
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._frames = FrameReader(max_frame_size)
+        self._next_cid = 1
+        self._inflight: deque = deque()      # (correlation id, api key, version)
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port})"
+
+    # ------------------------------------------------------------------ versions
+
+    def _negotiate(self) -> None:
+        for version in (3, 0):
+            req = ApiVersionsRequest(client_software_name="kbroker", client_software_version=__version__)
+            resp = self.request(req, version=version)
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION and version != 0:
+                continue
+            if resp.error_code != 0:
+                raise KafkaProtocolError(resp.error_code, "ApiVersions")
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of `api_key` both this client and the broker speak."""
+        spec = API_SPECS[api_key]
+        if api_key == ApiKey.API_VERSIONS and not self.versions:
+            return 3
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise ClientError(f"broker {self.host}:{self.port} does not support {ApiKey(api_key).name}")
+        lo = max(theirs[0], spec.versions[0])
+        hi = min(theirs[1], spec.versions[1])
+        if lo > hi:
+            raise ClientError(f"no common version of {ApiKey(api_key).name} (broker {theirs}, client {spec.versions})")
+        return hi
+
+    # ------------------------------------------------------------------ requests
+
+    def send(self, request, version: int | None = None, expect_response: bool = True) -> int:
+        api_key = request.API_KEY
+        if version is None:
+            version = self.version_for(api_key)
+        cid = self._next_cid
+        self._next_cid = (self._next_cid + 1) & 0x7FFFFFFF
+        data = codec.encode_request(api_key, version, cid, self.client_id, request)
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            self.close()
+            raise ClientError(f"send to {self.host}:{self.port} failed: {exc}") from None
+        if expect_response:
+            self._inflight.append((cid, api_key, version))
+        return cid
+
+    def receive(self, timeout: float | None = None):
+        """The response to the oldest request in flight."""
+        if not self._inflight:
+            raise ClientError("no request in flight")
+        cid, api_key, version = self._inflight[0]
+        frame = self._read_frame(self.timeout if timeout is None else timeout)
+        self._inflight.popleft()
+        got = codec.response_correlation_id(frame)
+        if got != cid:
+            self.close()
+            raise ClientError(f"correlation id {got} does not match the request's {cid}")
+        _, resp = codec.decode_response(api_key, version, frame)
+        return resp
+
+    def request(self, request, version: int | None = None, timeout: float | None = None):
+        self.send(request, version)
+        return self.receive(timeout)
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    def _read_frame(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self._frames.next_frame()
+            if frame is not None:
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise ClientError(f"timed out waiting for {self.host}:{self.port}")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(RECV_SIZE)
+            except socket.timeout:
+                self.close()
+                raise ClientError(f"timed out waiting for {self.host}:{self.port}") from None
+            except OSError as exc:
+                self.close()
+                raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
+            if not data:
+                self.close()
+                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
+            self._frames.feed(data)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> "BrokerConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """'host:port[,host:port...]' -> [(host, port)]; ValueError naming the bad entry."""
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap server given")
+    return out

@@ -1,0 +1,524 @@
+"""Broker and topic configuration: server.properties-compatible, typed, with Kafka's defaults.
+
+- `parse_properties(text)` reads the Java .properties format Kafka uses (`key=value`,
+  `key: value`, `#`/`!` comments, backslash line continuations and escapes).
+- `BrokerConfig.from_sources(file, overrides)` validates every key: an unknown key or a
+  bad value raises `ConfigError` naming the key. Keys Kafka has but that mean nothing
+  here (thread counts, socket buffers ...) are accepted and listed in `ignored`.
+- `LogConfig` is the effective per-topic view: the broker's log.* defaults overlaid with
+  the topic's own overrides (retention.ms, segment.bytes, cleanup.policy ...), as Kafka's
+  LogConfig does. Topic-level names and their broker-level synonyms are in TOPIC_CONFIGS.
+
+Values are stored as Python types (int, bool, str, float, list[str]); None means unset
+(for keys like log.retention.ms whose fallback is another key).
+"""
+from __future__ import annotations
+
+import enum
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+
+class ConfigError(ValueError):
+    """A configuration key that is unknown or has a bad value. `key` names it."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's DescribeConfigs ConfigType codes."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's DescribeConfigs ConfigSource codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_LOGGER_CONFIG = 2
+    DYNAMIC_BROKER_CONFIG = 3
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
+    STATIC_BROKER_CONFIG = 5
+    DEFAULT_CONFIG = 6
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    check: Callable[[Any], str | None] | None = None   # returns an error message or None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: Any) -> Any:
+        """Converts a raw (usually string) value to this key's type; ConfigError if bad."""
+        value = _convert(self, raw)
+        if value is not None:
+            if self.choices is not None:
+                items = value if isinstance(value, list) else [value]
+                for item in items:
+                    if item not in self.choices:
+                        raise ConfigError(self.name, f"invalid value {raw!r} (expected one of: {', '.join(self.choices)})")
+            if self.check is not None:
+                problem = self.check(value)
+                if problem:
+                    raise ConfigError(self.name, f"invalid value {raw!r}: {problem}")
+        return value
+
+
+def _convert(key: ConfigKey, raw: Any) -> Any:
+    if raw is None:
+        return None
+    t = key.type
+    if isinstance(raw, str):
+        text = raw.strip()
+    else:
+        text = raw
+    try:
+        if t is ConfigType.BOOLEAN:
+            if isinstance(text, bool):
+                return text
+            if str(text).lower() in ("true", "false"):
+                return str(text).lower() == "true"
+            raise ValueError
+        if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            if isinstance(text, bool):
+                raise ValueError
+            value = int(text)
+            limit = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 2**15 - 1, ConfigType.LONG: LONG_MAX}[t]
+            if not -limit - 1 <= value <= limit:
+                raise ConfigError(key.name, f"value {raw!r} out of range for a {t.name.lower()}")
+            return value
+        if t is ConfigType.DOUBLE:
+            return float(text)
+        if t is ConfigType.LIST:
+            if isinstance(text, (list, tuple)):
+                return [str(x).strip() for x in text if str(x).strip()]
+            return [x.strip() for x in str(text).split(",") if x.strip()]
+        return str(text)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError):
+        raise ConfigError(key.name, f"invalid value {raw!r} (expected {t.name.lower()})") from None
+
+
+def _at_least(n: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= n else f"must be at least {n}"
+
+
+def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}"
+
+
+def _listeners(v: list[str]) -> str | None:
+    for item in v:
+        if not re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]*://)?\[?[A-Za-z0-9_.:-]*\]?:\d{1,5}", item):
+            return f"{item!r} is not [PROTOCOL://]HOST:PORT"
+    return None
+
+
+_K = ConfigKey
+_B, _S, _I, _L, _D, _LS, _SH = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
+                                ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT)
+
+DAY_MS = 24 * 3600 * 1000
+
+#: Every broker-level key kbroker understands, with Kafka's defaults.
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _K("broker.id", _I, 0, "The id of this broker.", _at_least(0)),
+    _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
+    _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
+    _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
+    _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
+    _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
+    _K("default.replication.factor", _I, 1, "Default replication factor of new topics.", _at_least(1)),
+    _K("auto.create.topics.enable", _B, True, "Create a topic when a client asks metadata for it."),
+    _K("delete.topic.enable", _B, True, "Allow DeleteTopics."),
+    _K("message.max.bytes", _I, 1048588, "Largest record batch accepted (topic: max.message.bytes).", _at_least(0)),
+    _K("socket.request.max.bytes", _I, 104857600, "Largest request frame accepted.", _at_least(1)),
+    _K("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", _at_least(14)),
+    _K("log.roll.ms", _L, None, "Segment age before a roll (overrides log.roll.hours).", _at_least(1)),
+    _K("log.roll.hours", _I, 168, "Segment age in hours before a roll.", _at_least(1)),
+    _K("log.retention.ms", _L, None, "Retention time (overrides minutes and hours); -1: forever."),
+    _K("log.retention.minutes", _I, None, "Retention time in minutes (overrides hours)."),
+    _K("log.retention.hours", _I, 168, "Retention time in hours."),
+    _K("log.retention.bytes", _L, -1, "Retention size per partition; -1: unlimited."),
+    _K("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
+    _K("log.flush.interval.messages", _L, LONG_MAX, "Records appended before an fsync.", _at_least(1)),
+    _K("log.flush.interval.ms", _L, None, "Time a record may wait for an fsync (default: never by time)."),
+    _K("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the time-based flush check runs."),
+    _K("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", _at_least(0)),
+    _K("log.index.size.max.bytes", _I, 10485760, "Maximum size of an index file.", _at_least(4)),
+    _K("log.cleanup.policy", _LS, ["delete"], "Default cleanup policy: delete and/or compact.", None, ("delete", "compact")),
+    _K("log.cleaner.enable", _B, True, "Run the log cleaner for compacted topics."),
+    _K("log.cleaner.delete.retention.ms", _L, DAY_MS, "How long tombstones survive compaction.", _at_least(0)),
+    _K("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age of a record before compaction.", _at_least(0)),
+    _K("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum time a record stays uncompacted.", _at_least(1)),
+    _K("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction.", _between(0, 1)),
+    _K("log.cleaner.backoff.ms", _L, 15000, "Pause of the cleaner when there is nothing to clean.", _at_least(0)),
+    _K("log.segment.delete.delay.ms", _L, 60000, "Delay before a deleted segment's files go.", _at_least(0)),
+    _K("log.message.timestamp.type", _S, "CreateTime", "CreateTime or LogAppendTime.", None, ("CreateTime", "LogAppendTime")),
+    _K("compression.type", _S, "producer", "Topic compression: producer keeps what producers send.", None,
+       ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    _K("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", _at_least(1)),
+    _K("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to become leader."),
+    _K("replica.lag.time.max.ms", _L, 30000, "Time a follower may lag before leaving the ISR.", _at_least(1)),
+    _K("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
+    _K("offsets.topic.replication.factor", _SH, 1, "Replication factor of __consumer_offsets.", _at_least(1)),
+    _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
+    _K("offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)),
+    _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
+    _K("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", _at_least(0)),
+    _K("group.initial.rebalance.delay.ms", _I, 3000, "Wait for more members before the first rebalance.", _at_least(0)),
+    _K("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for.", _at_least(0)),
+    _K("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for.", _at_least(0)),
+    _K("group.max.size", _I, INT_MAX, "Largest number of members in a group.", _at_least(1)),
+    _K("zookeeper.connect", _S, None, "ZooKeeper connection string; unset: embedded metadata store."),
+    _K("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout.", _at_least(1)),
+    _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
+]}
+
+#: Kafka broker keys accepted for compatibility with existing server.properties files but
+#: without effect here (kbroker has one event loop and no such pools or buffers).
+IGNORED_KAFKA_KEYS = frozenset("""
+num.network.threads num.io.threads num.recovery.threads.per.data.dir num.replica.fetchers
+socket.send.buffer.bytes socket.receive.buffer.bytes queued.max.requests
+background.threads transaction.state.log.replication.factor transaction.state.log.min.isr
+transaction.state.log.num.partitions zookeeper.connection.timeout.ms log.preallocate
+log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size
+group.coordinator.rebalance.protocols inter.broker.listener.name listener.security.protocol.map
+confluent.support.metrics.enable
+""".split())
+
+
+@dataclass(frozen=True)
+class TopicKey:
+    """A topic-level key: its type, the broker key whose value is its default, and how
+    the broker value converts (e.g. log.roll.hours -> segment.ms)."""
+
+    name: str
+    type: ConfigType
+    doc: str
+    broker_key: str | None = None
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    check: Callable[[Any], str | None] | None = None
+
+    def key(self) -> ConfigKey:
+        return ConfigKey(self.name, self.type, self.default, self.doc, self.check, self.choices)
+
+
+_T = TopicKey
+#: Every topic-level key (CreateTopics configs, AlterConfigs on a TOPIC resource).
+TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
+    _T("cleanup.policy", _LS, "delete and/or compact.", "log.cleanup.policy", choices=("delete", "compact")),
+    _T("retention.ms", _L, "Retention time; -1: forever.", "log.retention.ms"),
+    _T("retention.bytes", _L, "Retention size per partition; -1: unlimited.", "log.retention.bytes"),
+    _T("segment.bytes", _I, "Segment size before a roll.", "log.segment.bytes", check=_at_least(14)),
+    _T("segment.ms", _L, "Segment age before a roll.", "log.roll.ms", check=_at_least(1)),
+    _T("segment.index.bytes", _I, "Maximum index file size.", "log.index.size.max.bytes", check=_at_least(4)),
+    _T("index.interval.bytes", _I, "Bytes between offset index entries.", "log.index.interval.bytes", check=_at_least(0)),
+    _T("max.message.bytes", _I, "Largest record batch accepted.", "message.max.bytes", check=_at_least(0)),
+    _T("flush.messages", _L, "Records appended before an fsync.", "log.flush.interval.messages", check=_at_least(1)),
+    _T("flush.ms", _L, "Time a record may wait for an fsync.", "log.flush.interval.ms", check=_at_least(0)),
+    _T("min.insync.replicas", _I, "Replicas that must acknowledge acks=all.", "min.insync.replicas", check=_at_least(1)),
+    _T("unclean.leader.election.enable", _B, "Allow out-of-sync leaders.", "unclean.leader.election.enable"),
+    _T("message.timestamp.type", _S, "CreateTime or LogAppendTime.", "log.message.timestamp.type",
+       choices=("CreateTime", "LogAppendTime")),
+    _T("compression.type", _S, "producer, uncompressed, gzip, snappy, lz4 or zstd.", "compression.type",
+       choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    _T("delete.retention.ms", _L, "How long tombstones survive compaction.", "log.cleaner.delete.retention.ms",
+       check=_at_least(0)),
+    _T("min.compaction.lag.ms", _L, "Minimum age before compaction.", "log.cleaner.min.compaction.lag.ms",
+       check=_at_least(0)),
+    _T("max.compaction.lag.ms", _L, "Maximum time uncompacted.", "log.cleaner.max.compaction.lag.ms",
+       check=_at_least(1)),
+    _T("min.cleanable.dirty.ratio", _D, "Dirty ratio that triggers compaction.", "log.cleaner.min.cleanable.ratio",
+       check=_between(0, 1)),
+    _T("file.delete.delay.ms", _L, "Delay before a deleted segment's files go.", "log.segment.delete.delay.ms",
+       check=_at_least(0)),
+]}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parses Java .properties text (the format of Kafka's server.properties)."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        # a line ending in an odd number of backslashes continues on the next one
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        m = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", entry)
+        if not m:
+            continue
+        out[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+    if logical:
+        entry = "".join(logical)
+        m = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", entry)
+        if m:
+            out[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+    return out
+
+
+def _unescape(s: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c.startswith("u"):
+            return chr(int(c[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
+
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", repl, s)
+
+
+class BrokerConfig:
+    """The validated broker configuration. Read values with `config["log.segment.bytes"]`
+    or the typed properties below; `ignored` lists accepted Kafka keys without effect."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None, sources: Mapping[str, ConfigSource] | None = None):
+        self._values: dict[str, Any] = {}
+        self._sources: dict[str, ConfigSource] = {}
+        self.ignored: list[str] = []
+        for name, key in BROKER_KEYS.items():
+            self._values[name] = key.default
+            self._sources[name] = ConfigSource.DEFAULT_CONFIG
+        for name, raw in (values or {}).items():
+            self.set(name, raw, (sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG))
+        self._check_relations()
+
+    def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
+        if name in IGNORED_KAFKA_KEYS:
+            self.ignored.append(name)
+            return
+        key = BROKER_KEYS.get(name)
+        if key is None:
+            raise ConfigError(name, "unknown configuration key")
+        self._values[name] = key.parse(raw)
+        self._sources[name] = source
+
+    def _check_relations(self) -> None:
+        if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
+            raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
+        self.listeners  # parses
+        if not self.log_dirs:
+            raise ConfigError("log.dirs", "no log directory configured")
+
+    @classmethod
+    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+        """File values (server.properties), then command-line overrides on top."""
+        values: dict[str, Any] = {}
+        sources: dict[str, ConfigSource] = {}
+        if config_file is not None:
+            try:
+                with open(config_file, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as exc:
+                raise ConfigError("--config", f"cannot read {config_file}: {exc.strerror}") from None
+            for k, v in parse_properties(text).items():
+                values[k] = v
+                sources[k] = ConfigSource.STATIC_BROKER_CONFIG
+        for k, v in (overrides or {}).items():
+            values[k] = v
+            sources[k] = ConfigSource.STATIC_BROKER_CONFIG
+        return cls(values, sources)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def source(self, name: str) -> ConfigSource:
+        return self._sources.get(name, ConfigSource.DEFAULT_CONFIG)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._values.items()
+
+    # -- derived values, with Kafka's precedence rules
+    @property
+    def broker_id(self) -> int:
+        return self["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self["log.dirs"] or [self["log.dir"]]
+        return [os.path.abspath(d) for d in dirs]
+
+    @property
+    def listeners(self) -> list[tuple[str, int]]:
+        return [parse_listener(x) for x in self["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[tuple[str, int]]:
+        adv = self["advertised.listeners"]
+        if adv:
+            return [parse_listener(x) for x in adv]
+        return self.listeners
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60000
+        return self["log.retention.hours"] * 3600000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3600000
+
+    @property
+    def flush_ms(self) -> int:
+        v = self["log.flush.interval.ms"]
+        return LONG_MAX if v is None else v
+
+    def topic_default(self, name: str) -> Any:
+        """The broker-derived default of a topic-level key."""
+        if name == "retention.ms":
+            return self.retention_ms
+        if name == "segment.ms":
+            return self.roll_ms
+        if name == "flush.ms":
+            return self.flush_ms
+        key = TOPIC_KEYS[name]
+        return self[key.broker_key] if key.broker_key else key.default
+
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+        return LogConfig(self, overrides or {})
+
+
+def parse_listener(text: str) -> tuple[str, int]:
+    """'PLAINTEXT://host:port' or 'host:port' -> (host, port). An empty host means all
+    interfaces, as in Kafka."""
+    rest = text.split("://", 1)[1] if "://" in text else text
+    host, sep, port = rest.rpartition(":")
+    if not sep:
+        raise ConfigError("listeners", f"{text!r} is not [PROTOCOL://]HOST:PORT")
+    host = host.strip("[]")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError("listeners", f"{text!r}: port {port!r} is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError("listeners", f"{text!r}: port {p} out of range")
+    return host, p
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Parses topic-level overrides; ConfigError for unknown keys or bad values."""
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise ConfigError(name, "unknown topic configuration key")
+        out[name] = key.key().parse(raw)
+    return out
+
+
+class LogConfig:
+    """Effective settings of one topic's logs: topic overrides over broker defaults."""
+
+    __slots__ = ("broker", "overrides", "_cache")
+
+    def __init__(self, broker: BrokerConfig, overrides: Mapping[str, Any]):
+        self.broker = broker
+        self.overrides = dict(overrides)
+        self._cache: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._cache[name]
+        except KeyError:
+            pass
+        value = self.overrides[name] if name in self.overrides else self.broker.topic_default(name)
+        self._cache[name] = value
+        return value
+
+    def source(self, name: str) -> ConfigSource:
+        if name in self.overrides:
+            return ConfigSource.DYNAMIC_TOPIC_CONFIG
+        key = TOPIC_KEYS[name]
+        if key.broker_key and self.broker.source(key.broker_key) != ConfigSource.DEFAULT_CONFIG:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
+
+    # typed shortcuts for the log's hot decisions
+    @property
+    def segment_bytes(self) -> int:
+        return self["segment.bytes"]
+
+    @property
+    def segment_ms(self) -> int:
+        return self["segment.ms"]
+
+    @property
+    def retention_ms(self) -> int:
+        return self["retention.ms"]
+
+    @property
+    def retention_bytes(self) -> int:
+        return self["retention.bytes"]
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return self["index.interval.bytes"]
+
+    @property
+    def max_index_size(self) -> int:
+        return self["segment.index.bytes"]
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self["max.message.bytes"]
+
+    @property
+    def flush_messages(self) -> int:
+        return self["flush.messages"]
+
+    @property
+    def flush_ms(self) -> int:
+        return self["flush.ms"]
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self["cleanup.policy"]
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self["cleanup.policy"]
+
+    @property
+    def log_append_time(self) -> bool:
+        return self["message.timestamp.type"] == "LogAppendTime"
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self["min.insync.replicas"]

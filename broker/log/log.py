@@ -1,0 +1,637 @@
+"""One partition's log (Kafka's UnifiedLog): segments, log start offset, high watermark,
+recovery point, leader epochs, flush policy and retention.
+
+Directory `<log.dir>/<topic>-<partition>/`:
+
+    00000000000000000000.log / .index / .timeindex     first segment
+    00000000000000001234.log / .index / .timeindex     next segment (base offset 1234)
+    leader-epoch-checkpoint
+    partition.metadata                                  topic id
+
+Invariants:
+- segments are sorted by base offset, contiguous in offsets; the last one is the active
+  segment, the only one appended to; its indexes are preallocated, the others trimmed.
+- log_start_offset <= high_watermark <= log_end_offset; consumers read below the
+  high watermark only; the recovery point is the offset below which data is fsynced.
+- Appends validate every batch (CRC-32C, sizes) and assign offsets in place, O(1) per
+  batch: no record is decoded (native assign_offsets).
+
+Threading: every method runs on the broker's event loop thread, except the blocking
+parts of flush() and segment deletion, which run in a worker thread on objects the loop
+no longer mutates (a flush syncs file descriptors; deleted segments are already out of
+the segment list). Reads hand out duplicated file descriptors (FileSlice), so closing or
+deleting a segment never pulls a file out from under a send in progress.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from broker.config import LogConfig
+from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
+from broker.native import (CorruptRecordError, RecordBatch, Segment, assign_offsets, iter_batches,
+                           parse_base_offset, segment_file_name)
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class OffsetOutOfRange(Exception):
+    """A read below the log start offset or above the log end offset."""
+
+
+class RecordTooLarge(Exception):
+    """A batch larger than max.message.bytes."""
+
+
+class FileSlice:
+    """A byte range of a segment file to send with sendfile(2). Owns a duplicate of the
+    segment's file descriptor; close() it once sent (the writer does)."""
+
+    __slots__ = ("fd", "offset", "length")
+
+    def __init__(self, fd: int, offset: int, length: int):
+        self.fd = os.dup(fd)
+        self.offset = offset
+        self.length = length
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def read(self) -> bytes:
+        """The bytes (a copy; for tests and non-socket consumers)."""
+        return os.pread(self.fd, self.length, self.offset)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileSlice(fd={self.fd}, offset={self.offset}, length={self.length})"
+
+
+@dataclass
+class LogAppendInfo:
+    base_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    log_append_time: int       # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    size: int
+
+
+class LeaderEpochCache:
+    """(leader epoch, start offset) pairs, as Kafka's LeaderEpochFileCache."""
+
+    def __init__(self, path: str):
+        self.checkpoint = LeaderEpochCheckpoint(path)
+        try:
+            self.entries: list[tuple[int, int]] = self.checkpoint.read()
+        except ValueError as exc:
+            log.warning("%s; leader epochs start afresh", exc)
+            self.entries = []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return
+        self.entries.append((epoch, start_offset))
+        self.checkpoint.write(self.entries)
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset): the largest epoch <= requested and where it ends (Kafka's
+        OffsetForLeaderEpoch answer); (-1, -1) when unknown."""
+        if not self.entries or requested_epoch < self.entries[0][0]:
+            return (-1, -1)
+        for i, (epoch, _start) in enumerate(self.entries):
+            if epoch > requested_epoch:
+                return (self.entries[i - 1][0], self.entries[i][1])
+        return (self.entries[-1][0], log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch that wrote `offset` (-1 when unknown)."""
+        found = -1
+        for epoch, start in self.entries:
+            if start > offset:
+                break
+            found = epoch
+        return found
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.checkpoint.write(self.entries)
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        if not self.entries:
+            return
+        kept = [(e, o) for e, o in self.entries if o > start_offset]
+        prior = [(e, o) for e, o in self.entries if o <= start_offset]
+        if prior:
+            kept.insert(0, (prior[-1][0], start_offset))
+        if kept != self.entries:
+            self.entries = kept
+            self.checkpoint.write(self.entries)
+
+
+def partition_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return TopicPartition(topic, int(part))
+
+
+class Log:
+    """Open with Log.load(); see the module docstring for the invariants."""
+
+    def __init__(self, directory: str, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None):
+        self.dir = directory
+        self.tp = tp
+        self.config = config
+        self.topic_id = topic_id
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
+        self._waiters: list[asyncio.Future] = []
+        self._listeners: list[Callable[["Log"], None]] = []
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
+        self._flush_task: asyncio.Future | None = None
+        self._flush_target = 0
+        self.closed = False
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, directory: str, tp: TopicPartition, config: LogConfig, *, topic_id: uuid.UUID | None = None,
+             recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int | None = None,
+             clean_shutdown: bool = False) -> "Log":
+        """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
+        every segment holding offsets at or above the recovery point is re-validated
+        (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go."""
+        os.makedirs(directory, exist_ok=True)
+        self = cls(directory, tp, config, topic_id)
+        self._read_or_write_partition_metadata()
+        for name in os.listdir(directory):
+            if name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
+                os.unlink(os.path.join(directory, name))
+        bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(directory) if n.endswith(".log"))
+                       if b is not None)
+        # index files without a log are leftovers of an interrupted delete
+        for name in os.listdir(directory):
+            b = parse_base_offset(name)
+            if b is not None and b not in bases and name.endswith((".index", ".timeindex")):
+                os.unlink(os.path.join(directory, name))
+        segments = []
+        for b in bases:
+            seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
+                          max_index_size=config.max_index_size)
+            if seg.recovered_truncated_bytes:
+                log.warning("%s: segment %d had an inconsistent tail or index: recovered, %d bytes cut",
+                            tp, b, seg.recovered_truncated_bytes)
+            segments.append(seg)
+        if not clean_shutdown and segments:
+            for i, seg in enumerate(segments):
+                if seg.next_offset <= recovery_point and i + 1 < len(segments):
+                    continue                     # wholly below the recovery point: flushed
+                cut = seg.recover()
+                if cut:
+                    log.warning("%s: recovery truncated %d bytes of segment %d at offset %d",
+                                tp, cut, seg.base_offset, seg.next_offset)
+                    for later in segments[i + 1:]:
+                        log.warning("%s: deleting segment %d after the corruption", tp, later.base_offset)
+                        later.delete()
+                    segments = segments[:i + 1]
+                    break
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        if not self.segments:
+            self._new_segment(max(log_start_offset, 0))
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.active.resize_indexes(config.max_index_size)
+        self.recovery_point = self.log_end_offset
+        hw = self.log_end_offset if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        return self
+
+    def _read_or_write_partition_metadata(self) -> None:
+        path = os.path.join(self.dir, "partition.metadata")
+        if os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    for line in f:
+                        k, _, v = line.partition(":")
+                        if k.strip() == "topic_id" and self.topic_id is None:
+                            self.topic_id = _uuid_from_kafka(v.strip())
+            except (OSError, ValueError) as exc:
+                log.warning("%s: unreadable partition.metadata (%s)", self.tp, exc)
+            return
+        if self.topic_id is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        seg = Segment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                      max_index_size=self.config.max_index_size)
+        self.segments.append(seg)
+        self._bases.append(base_offset)
+        return seg
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def name(self) -> str:
+        return str(self.tp)
+
+    def add_listener(self, fn: Callable[["Log"], None]) -> None:
+        """fn(log) runs after every append (replication, delayed fetches)."""
+        self._listeners.append(fn)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records, leader_epoch: int) -> LogAppendInfo:
+        """Validates the batches in `records` (a writable buffer: the request's bytes),
+        assigns offsets from the log end in place and appends them.
+
+        Raises CorruptRecordError (CRC, lengths, magic) or RecordTooLarge."""
+        mv = memoryview(records)
+        if mv.readonly:
+            mv = memoryview(bytearray(mv))
+        limit = self.config.max_message_bytes
+        it = iter_batches(mv)
+        for batch in it:
+            if batch.size > limit:
+                raise RecordTooLarge(f"batch of {batch.size} bytes exceeds max.message.bytes {limit}")
+        if it.partial:
+            raise CorruptRecordError(f"{self.tp}: produce request holds a partial batch at byte {it.position}",
+                                     it.position)
+        base = self.log_end_offset
+        next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch)
+        if batches == 0:
+            raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
+        append_time = -1
+        if self.config.log_append_time:
+            append_time = int(time.time() * 1000)
+            for batch in iter_batches(mv):
+                batch.set_log_append_time(append_time)
+            max_ts = append_time
+        self._append(mv, next_offset, max_ts)
+        self.leader_epochs.assign(leader_epoch, base)
+        return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
+
+    def append_as_follower(self, records) -> int:
+        """Appends batches that already carry offsets (replication). Returns the new log
+        end offset. Batches below the log end are refused with ValueError."""
+        mv = memoryview(records)
+        end = self.log_end_offset
+        last_end = end
+        for batch in iter_batches(mv, validate=True):
+            if batch.base_offset < last_end:
+                raise ValueError(f"{self.tp}: follower batch at offset {batch.base_offset} below {last_end}")
+            last_end = batch.next_offset
+            self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        if last_end == end:
+            return end
+        self._append(mv, last_end, -1)
+        return last_end
+
+    def _append(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
+        seg = self.active
+        size = len(mv)
+        if (seg.size > 0 and (seg.size + size > self.config.segment_bytes
+                              or next_offset - 1 - seg.base_offset > INT32_MAX
+                              or seg.offset_index.is_full or seg.time_index.is_full
+                              or self._segment_age_exceeded(seg, max_timestamp))):
+            seg = self.roll()
+        seg.append(mv)
+        self._unflushed += 1
+        for fn in self._listeners:
+            fn(self)
+
+    def _segment_age_exceeded(self, seg: Segment, incoming_timestamp: int = -1) -> bool:
+        """segment.ms as Kafka measures it: from the first batch's timestamp to the incoming
+        batch's, or — when either is unknown — from the segment's creation to now."""
+        first = seg.first_batch_timestamp
+        if first >= 0 and incoming_timestamp >= 0:
+            return incoming_timestamp - first > self.config.segment_ms
+        return (time.time() - seg.created) * 1000 > self.config.segment_ms
+
+    def roll(self) -> Segment:
+        """Closes the active segment for appends and starts a new one at the log end."""
+        old = self.active
+        old.roll()
+        seg = self._new_segment(self.log_end_offset)
+        log.debug("%s: rolled to segment %d", self.tp, seg.base_offset)
+        # Kafka flushes the finished segment in the background, moving the recovery point
+        self.schedule_flush(seg.base_offset)
+        return seg
+
+    def maybe_roll_by_time(self) -> None:
+        """Rolls a non-empty active segment older than segment.ms (the retention timer
+        calls this, so idle partitions roll too)."""
+        seg = self.active
+        if seg.size > 0 and self._segment_age_exceeded(seg):
+            self.roll()
+
+    # ------------------------------------------------------------------ high watermark
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Moves the high watermark (bounded by log start / log end). Wakes waiting
+        fetches when it advances."""
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if offset == self.high_watermark:
+            return False
+        advanced = offset > self.high_watermark
+        self.high_watermark = offset
+        if advanced:
+            self.wake_waiters()
+        return True
+
+    def wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def waiter(self) -> asyncio.Future:
+        """A future resolved at the next high watermark advance (or log change)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def discard_waiter(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    # ------------------------------------------------------------------ flush
+
+    def needs_flush(self) -> bool:
+        if self._unflushed == 0:
+            return False
+        if self._unflushed >= self.config.flush_messages:
+            return True
+        return (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
+
+    def schedule_flush(self, up_to: int | None = None) -> asyncio.Future | None:
+        """Group commit: fsyncs everything appended so far in a worker thread. A call while
+        a flush runs joins the next one, which covers every batch that arrived meanwhile.
+        Returns an awaitable that completes once data up to `up_to` (default: the current
+        log end) is durable. Outside an event loop it does nothing and returns None."""
+        target = self.log_end_offset if up_to is None else up_to
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if self.recovery_point >= target:
+            fut = loop.create_future()
+            fut.set_result(None)
+            return fut
+        self._flush_target = max(self._flush_target, target)
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = loop.create_task(self._flush_loop())
+        return asyncio.ensure_future(self._wait_recovery_point(target))
+
+    async def _wait_recovery_point(self, target: int) -> None:
+        while self.recovery_point < target and not self.closed:
+            task = self._flush_task
+            if task is None:
+                break
+            await asyncio.shield(task)
+            if self.recovery_point < target and (self._flush_task is None or self._flush_task.done()):
+                self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.recovery_point < self._flush_target and not self.closed:
+            end = self.log_end_offset
+            count = self._unflushed
+            segs = [s for s in self.segments if s.next_offset > self.recovery_point]
+            await loop.run_in_executor(None, _flush_segments, segs)
+            self.recovery_point = max(self.recovery_point, end)
+            self._unflushed = max(0, self._unflushed - count)
+            self._last_flush = time.monotonic()
+
+    def flush(self, up_to: int | None = None) -> None:
+        """Synchronous fsync of every segment with data at or above the recovery point."""
+        end = self.log_end_offset
+        _flush_segments([s for s in self.segments if s.next_offset > self.recovery_point and not s.closed])
+        self.recovery_point = max(self.recovery_point, end)
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
+
+    # ------------------------------------------------------------------ read
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileSlice | None:
+        """The file range holding batches from `offset`: at most max_bytes (or one whole
+        batch when min_one_batch), never past max_offset (default: the high watermark).
+        None when there is nothing to read yet. Raises OffsetOutOfRange."""
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRange(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
+        limit = self.high_watermark if max_offset is None else max_offset
+        if offset >= limit:
+            return None
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i < 0:
+            i = 0
+        while i < len(self.segments):
+            seg = self.segments[i]
+            max_position = -1
+            if seg.base_offset < limit < seg.next_offset:
+                t = seg.translate_offset(limit)
+                max_position = t[0] if t is not None else -1
+            elif limit <= seg.base_offset:
+                return None
+            r = seg.read_from_offset(offset, max_bytes, max_position, min_one_batch)
+            if r is not None:
+                fd, pos, length = r
+                if length > 0:
+                    return FileSlice(fd, pos, length)
+                return None
+            i += 1
+        return None
+
+    def read_bytes(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Like read() but returns a copy of the bytes (compaction, tests, internal topics)."""
+        s = self.read(offset, max_bytes, max_offset)
+        if s is None:
+            return b""
+        try:
+            return s.read()
+        finally:
+            s.close()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) for -2 (earliest), -1 (latest), -3 (max
+        timestamp) or the first record with timestamp >= `timestamp`; None if none."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return (self.log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return (self.high_watermark, -1)
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for seg in self.segments:
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+            return best
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None and found[0] < self.high_watermark:
+                return found
+        return None
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_old_segments(self, now_ms: int | None = None) -> list[Segment]:
+        """Retention: removes from the log (the caller deletes the files) whole segments
+        that are below the log start offset, older than retention.ms, or beyond
+        retention.bytes — oldest first, never the active segment, never above the high
+        watermark. Moves the log start offset."""
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        cfg = self.config
+        removable = 0
+        total = self.size
+        for i, seg in enumerate(self.segments[:-1]):
+            if seg.next_offset > self.high_watermark:
+                break
+            below_start = seg.next_offset <= self.log_start_offset
+            expired = False
+            if cfg.delete and cfg.retention_ms >= 0:
+                largest = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.path.getmtime(seg.log_path) * 1000)
+                expired = now_ms - largest > cfg.retention_ms
+            oversize = cfg.delete and cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if below_start or expired or oversize:
+                removable = i + 1
+                total -= seg.size
+            else:
+                break
+        if removable == 0:
+            return []
+        gone = self.segments[:removable]
+        self.segments = self.segments[removable:]
+        self._bases = self._bases[removable:]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if self.recovery_point < self.log_start_offset:
+            self.recovery_point = self.log_start_offset
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        return gone
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: moves the log start offset to `offset` (-1: the high watermark).
+        Returns the new low watermark. Raises OffsetOutOfRange above the high watermark."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(f"{self.tp}: offset {offset} above the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+        return self.log_start_offset
+
+    # ------------------------------------------------------------------ truncation (replication)
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes every offset >= `offset` (a follower diverged from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        keep = [s for s in self.segments if s.base_offset < offset] or []
+        for seg in self.segments[len(keep):]:
+            seg.delete()
+        if not keep:
+            self.segments, self._bases = [], []
+            self._new_segment(offset)
+        else:
+            self.segments = keep
+            self._bases = [s.base_offset for s in keep]
+            self.active.truncate_to(offset)
+            self.active.resize_indexes(self.config.max_index_size)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Closes every segment (trimming the active one's indexes). Does not fsync."""
+        self.closed = True
+        for seg in self.segments:
+            seg.close()
+        self.wake_waiters()
+
+    def delete_files(self) -> None:
+        """Removes the whole partition directory (the log must be closed)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def _flush_segments(segments: list[Segment]) -> None:
+    for seg in segments:
+        if not seg.closed:
+            seg.flush()
+
+
+def _uuid_to_kafka(u: uuid.UUID) -> str:
+    import base64
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def _uuid_from_kafka(s: str) -> uuid.UUID:
+    import base64
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def read_batches(data) -> list[RecordBatch]:
+    """Whole batches in a fetched byte range (a partial tail ignored)."""
+    return list(iter_batches(data))

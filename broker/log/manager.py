@@ -1,0 +1,277 @@
+"""All the partition logs of one broker, across its log directories (Kafka's LogManager).
+
+Per log directory:
+
+    meta.properties                       version=0, broker.id, cluster.id
+    recovery-point-offset-checkpoint      offsets below which data is fsynced
+    replication-offset-checkpoint         high watermarks
+    log-start-offset-checkpoint           log start offsets
+    .kafka_cleanshutdown                  present only after a clean shutdown
+    <topic>-<partition>/                  one Log each
+
+Startup: the clean-shutdown marker decides whether segments above the recovery point
+are re-validated; the marker is removed once the logs are loaded, so a crash at any
+later point is noticed on the next start. Shutdown: flush, checkpoints, close, marker.
+
+Background work (run() on the event loop): retention every
+log.retention.check.interval.ms, time/size flushes, checkpoints every few seconds.
+File deletion and fsync run in worker threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+import uuid
+from typing import Callable
+
+from broker.config import BrokerConfig, LogConfig
+from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition
+from broker.log.log import Log, parse_partition_dir, partition_dir_name
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+RECOVERY_POINT = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK = "replication-offset-checkpoint"
+LOG_START = "log-start-offset-checkpoint"
+META = "meta.properties"
+CHECKPOINT_INTERVAL_S = 5.0
+
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class LogDirError(RuntimeError):
+    """A log directory that cannot be used (other broker's, unwritable)."""
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's topic name rules; returns the problem or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > 249:
+        return f"topic name is longer than 249 characters ({len(name)})"
+    if not LEGAL_TOPIC.fullmatch(name):
+        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+class LogManager:
+    def __init__(self, config: BrokerConfig, config_for: Callable[[str], LogConfig]):
+        self.config = config
+        self.config_for = config_for
+        self.dirs = config.log_dirs
+        self.logs: dict[TopicPartition, Log] = {}
+        self.cluster_id: str | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._closed = False
+        self.loaded_cleanly: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ startup
+
+    def startup(self) -> None:
+        """Prepares the log dirs and loads every partition log found in them."""
+        for d in self.dirs:
+            os.makedirs(d, exist_ok=True)
+            self._check_meta(d)
+        for d in self.dirs:
+            clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
+            self.loaded_cleanly[d] = clean
+            recovery = self._read_checkpoint(d, RECOVERY_POINT)
+            hws = self._read_checkpoint(d, HIGH_WATERMARK)
+            starts = self._read_checkpoint(d, LOG_START)
+            t0 = time.monotonic()
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith("-delete"):
+                    self._remove_tree(path)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None:
+                    continue
+                if tp in self.logs:
+                    raise LogDirError(f"partition {tp} found in two log dirs ({self.logs[tp].dir}, {path})")
+                self.logs[tp] = Log.load(path, tp, self.config_for(tp.topic),
+                                         recovery_point=recovery.get(tp, 0),
+                                         log_start_offset=starts.get(tp, 0),
+                                         high_watermark=hws.get(tp),
+                                         clean_shutdown=clean)
+            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs), d,
+                     time.monotonic() - t0, "clean" if clean else "unclean")
+            # from now on a crash must be noticed at the next start
+            try:
+                os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
+            except FileNotFoundError:
+                pass
+
+    def _check_meta(self, d: str) -> None:
+        path = os.path.join(d, META)
+        if os.path.exists(path):
+            props = {}
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    k, sep, v = line.strip().partition("=")
+                    if sep and not k.startswith("#"):
+                        props[k] = v
+            bid = props.get("broker.id")
+            if bid is not None and bid != str(self.config.broker_id):
+                raise LogDirError(f"log dir {d} belongs to broker.id {bid}, this broker is {self.config.broker_id}")
+            self.cluster_id = self.cluster_id or props.get("cluster.id")
+            return
+        if self.cluster_id is None:
+            self.cluster_id = _new_cluster_id()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\ncluster.id={self.cluster_id}\n")
+
+    def _read_checkpoint(self, d: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpoint(os.path.join(d, name)).read()
+        except CheckpointError as exc:
+            log.warning("%s; ignoring it", exc)
+            return {}
+
+    # ------------------------------------------------------------------ logs
+
+    def get(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def get_or_create(self, tp: TopicPartition, topic_id: uuid.UUID | None = None) -> Log:
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        problem = validate_topic_name(tp.topic)
+        if problem:
+            raise ValueError(problem)
+        d = self._pick_dir()
+        lg = Log.load(os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic), topic_id=topic_id,
+                      clean_shutdown=True)
+        self.logs[tp] = lg
+        return lg
+
+    def _pick_dir(self) -> str:
+        counts = {d: 0 for d in self.dirs}
+        for lg in self.logs.values():
+            parent = os.path.dirname(lg.dir)
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.dirs, key=lambda d: counts[d])
+
+    def delete(self, tp: TopicPartition) -> None:
+        """Removes a partition's log: renamed to <dir>.<id>-delete at once (so a crash
+        cannot bring it back), its files deleted in a worker thread."""
+        lg = self.logs.pop(tp, None)
+        if lg is None:
+            return
+        lg.close()
+        target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
+        try:
+            os.rename(lg.dir, target)
+        except OSError:
+            target = lg.dir
+        self._background(self._remove_tree, target)
+
+    def update_config(self, topic: str) -> None:
+        cfg = self.config_for(topic)
+        for tp, lg in self.logs.items():
+            if tp.topic == topic:
+                lg.update_config(cfg)
+
+    @staticmethod
+    def _remove_tree(path: str) -> None:
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _background(self, fn, *args) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            fn(*args)
+            return
+        loop.run_in_executor(None, fn, *args)
+
+    # ------------------------------------------------------------------ periodic work
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log; returns the number of segments deleted."""
+        deleted = 0
+        for lg in list(self.logs.values()):
+            lg.maybe_roll_by_time()
+            gone = lg.delete_old_segments(now_ms)
+            for seg in gone:
+                log.info("%s: retention deletes segment %d (%d bytes)", lg.tp, seg.base_offset, seg.size)
+                self._background(seg.delete)
+            deleted += len(gone)
+        return deleted
+
+    def flush_dirty(self) -> None:
+        for lg in self.logs.values():
+            if lg.needs_flush():
+                lg.schedule_flush()
+
+    def checkpoint(self, fsync: bool = True) -> None:
+        """Writes the recovery points, high watermarks and log start offsets of each dir."""
+        for d in self.dirs:
+            logs = [lg for lg in self.logs.values() if os.path.dirname(lg.dir) == d]
+            OffsetCheckpoint(os.path.join(d, RECOVERY_POINT)).write(
+                {lg.tp: lg.recovery_point for lg in logs}, fsync)
+            OffsetCheckpoint(os.path.join(d, HIGH_WATERMARK)).write(
+                {lg.tp: lg.high_watermark for lg in logs}, fsync)
+            OffsetCheckpoint(os.path.join(d, LOG_START)).write(
+                {lg.tp: lg.log_start_offset for lg in logs}, fsync)
+
+    def start_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._every(self.config["log.retention.check.interval.ms"] / 1000,
+                                                        self.cleanup_logs)))
+        flush_s = min(self.config["log.flush.scheduler.interval.ms"], self.config.flush_ms, 3_600_000) / 1000
+        self._tasks.append(loop.create_task(self._every(max(flush_s, 0.01), self.flush_dirty)))
+        self._tasks.append(loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self._checkpoint_async)))
+
+    async def _checkpoint_async(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint)
+
+    async def _every(self, seconds: float, fn) -> None:
+        while not self._closed:
+            await asyncio.sleep(seconds)
+            try:
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            except Exception:
+                log.exception("background task %s failed", getattr(fn, "__name__", fn))
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def stop_background(self) -> None:
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    def shutdown(self) -> None:
+        """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker."""
+        self._closed = True
+        for lg in self.logs.values():
+            lg.flush()
+        self.checkpoint()
+        for lg in self.logs.values():
+            lg.close()
+        for d in self.dirs:
+            with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
+                pass
+
+
+def _new_cluster_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,30 @@
+"""AlterConfigs (33), the legacy form: a topic's overrides become exactly the given set.
+Dynamic broker configs are not supported (INVALID_REQUEST with a message)."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.alter_configs import AlterConfigsResponse
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
+
+API_KEY = ApiKey.ALTER_CONFIGS
+MIN_VERSION, MAX_VERSION = 0, 2
+
+
+async def handle(ctx, request):
+    out = []
+    for res in request.resources:
+        r = AlterConfigsResponse.AlterConfigsResourceResponse(error_code=0, error_message=None,
+                                                              resource_type=res.resource_type,
+                                                              resource_name=res.resource_name)
+        out.append(r)
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                configs = {c.name: c.value for c in res.configs if c.value is not None}
+                ctx.broker.set_topic_configs(res.resource_name, configs, request.validate_only)
+            elif res.resource_type == RESOURCE_BROKER:
+                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
+                                         "dynamic broker configuration is not supported; edit server.properties")
+            else:
+                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
+        except KafkaProtocolError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+    return AlterConfigsResponse(throttle_time_ms=0, responses=out)

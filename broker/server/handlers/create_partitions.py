@@ -1,0 +1,20 @@
+"""CreatePartitions (37): grow a topic to `count` partitions."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import KafkaProtocolError
+from broker.protocol.messages.create_partitions import CreatePartitionsResponse
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+MIN_VERSION, MAX_VERSION = 0, 3
+
+
+async def handle(ctx, request):
+    results = []
+    for t in request.topics:
+        r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+        results.append(r)
+        try:
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            ctx.broker.create_partitions(t.name, t.count, assignments, request.validate_only)
+        except KafkaProtocolError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

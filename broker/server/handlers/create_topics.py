@@ -1,0 +1,46 @@
+"""CreateTopics (19)."""
+from broker.config import TOPIC_KEYS
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.create_topics import CreateTopicsResponse
+from broker.server.handlers.describe_configs import format_value
+
+API_KEY = ApiKey.CREATE_TOPICS
+MIN_VERSION, MAX_VERSION = 0, 7
+
+_Result = CreateTopicsResponse.CreatableTopicResult
+_Config = CreateTopicsResponse.CreatableTopicConfigs
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    results = []
+    seen = set()
+    for t in request.topics:
+        r = _Result(name=t.name, error_code=0, error_message=None)
+        results.append(r)
+        if t.name in seen:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, f"topic {t.name} listed twice"
+            continue
+        seen.add(t.name)
+        configs = {}
+        try:
+            for c in t.configs:
+                if c.value is None:
+                    raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: null value")
+                configs[c.name] = c.value
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+            if request.validate_only:
+                broker.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+                r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+                continue
+            info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+            r.topic_id = info.topic_id
+            r.num_partitions = len(info.partitions)
+            r.replication_factor = info.replication_factor
+            cfg = broker.log_config(t.name)
+            r.configs = [_Config(name=k, value=format_value(cfg[k]), read_only=False,
+                                 config_source=cfg.source(k), is_sensitive=False) for k in sorted(TOPIC_KEYS)]
+        except KafkaProtocolError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

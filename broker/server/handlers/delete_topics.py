@@ -1,0 +1,35 @@
+"""DeleteTopics (20): by name (v0-5) or by name or topic id (v6)."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.delete_topics import DeleteTopicsResponse
+
+API_KEY = ApiKey.DELETE_TOPICS
+MIN_VERSION, MAX_VERSION = 0, 6
+
+_Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(n, None) for n in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        r = _Result(name=name, error_code=0, error_message=None)
+        results.append(r)
+        if name is None:
+            name = broker.topic_ids.get(topic_id)
+            r.name = name
+            if name is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+        info = broker.topic(name)
+        if info is not None:
+            r.topic_id = info.topic_id
+        try:
+            broker.delete_topic(name)
+        except KafkaProtocolError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,100 @@
+"""DescribeConfigs (32): topic configs (overrides over broker defaults, with their
+sources and synonyms) and the broker's static configs."""
+from broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigSource, ConfigType
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.describe_configs import DescribeConfigsResponse
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+MIN_VERSION, MAX_VERSION = 0, 4
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+_Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+_Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+def format_value(value) -> str | None:
+    """A config value as Kafka prints it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
+    cfg = broker.log_config(topic)
+    out = []
+    for name in sorted(TOPIC_KEYS):
+        if keys is not None and name not in keys:
+            continue
+        key = TOPIC_KEYS[name]
+        source = cfg.source(name)
+        syn = []
+        if synonyms:
+            if name in cfg.overrides:
+                syn.append(_Synonym(name=name, value=format_value(cfg.overrides[name]),
+                                    source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            if key.broker_key:
+                bsrc = broker.config.source(key.broker_key)
+                syn.append(_Synonym(name=key.broker_key, value=format_value(broker.config.topic_default(name)),
+                                    source=bsrc))
+        out.append(_Entry(name=name, value=format_value(cfg[name]), read_only=False,
+                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
+                          is_sensitive=False, synonyms=syn, config_type=key.type,
+                          documentation=key.doc if docs else None))
+    return out
+
+
+def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
+    out = []
+    for name, key in sorted(BROKER_KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        source = broker.config.source(name)
+        value = format_value(broker.config[name])
+        syn = [_Synonym(name=name, value=value, source=source)] if synonyms else []
+        out.append(_Entry(name=name, value=value, read_only=True, is_default=source == ConfigSource.DEFAULT_CONFIG,
+                          config_source=source, is_sensitive=False, synonyms=syn, config_type=key.type,
+                          documentation=key.doc if docs else None))
+    return out
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    version = ctx.api_version
+    synonyms = request.include_synonyms if version >= 1 else False
+    docs = request.include_documentation if version >= 3 else False
+    results = []
+    for res in request.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        r = _Result(error_code=0, error_message=None, resource_type=res.resource_type,
+                    resource_name=res.resource_name, configs=[])
+        results.append(r)
+        if res.resource_type == RESOURCE_TOPIC:
+            if broker.topic(res.resource_name) is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_message = f"Topic '{res.resource_name}' does not exist."
+                continue
+            r.configs = topic_entries(broker, res.resource_name, keys, synonyms, docs)
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.broker_id)):
+                r.error_code = ErrorCode.INVALID_REQUEST
+                r.error_message = f"broker {res.resource_name} is not this broker ({broker.broker_id})"
+                continue
+            r.configs = broker_entries(broker, keys, synonyms, docs)
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            r.configs = []
+        else:
+            r.error_code = ErrorCode.INVALID_REQUEST
+            r.error_message = f"unsupported resource type {res.resource_type}"
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+_ = ConfigType  # config_type values are ConfigType codes

@@ -1,0 +1,103 @@
+"""Fetch (1): read file ranges below the high watermark (consumers) or log end
+(followers) and send them with sendfile(2); long-poll until min_bytes or max_wait_ms.
+
+Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for the whole
+response, except that the first batch of the first partition with data is returned
+whole even when larger. Fetch sessions (KIP-227) are declined: the response's session
+id is always 0, so clients keep sending full fetch requests.
+"""
+import asyncio
+
+from broker.log import OffsetOutOfRange
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.fetch import FetchResponse
+
+API_KEY = ApiKey.FETCH
+MIN_VERSION, MAX_VERSION = 4, 16
+
+_TopicResp = FetchResponse.FetchableTopicResponse
+_PartData = FetchResponse.PartitionData
+
+
+def _read_all(ctx, request, version, replica_id):
+    broker = ctx.broker
+    remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    total = 0
+    first = True
+    responses = []
+    logs = []
+    errors = False
+    for t in request.topics:
+        if version >= 13:
+            name = broker.topic_ids.get(t.topic_id)
+        else:
+            name = t.topic
+        parts = []
+        for p in t.partitions:
+            d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                          log_start_offset=-1, aborted_transactions=None, records=b"")
+            parts.append(d)
+            if name is None:
+                d.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                errors = True
+                continue
+            try:
+                part = broker.leader_partition(name, p.partition, p.current_leader_epoch)
+                lg = part.log
+                logs.append(lg)
+                if replica_id >= 0:
+                    part.update_follower(replica_id, p.fetch_offset)
+                    limit = lg.log_end_offset
+                else:
+                    limit = lg.high_watermark          # read_committed: LSO == HW (no transactions)
+                d.high_watermark = lg.high_watermark
+                d.last_stable_offset = lg.high_watermark
+                d.log_start_offset = lg.log_start_offset
+                max_bytes = min(p.partition_max_bytes, remaining)
+                if max_bytes <= 0 and not first:
+                    continue
+                sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                if sl is not None:
+                    d.records = sl
+                    total += sl.length
+                    remaining -= sl.length
+                    first = False
+            except KafkaProtocolError as exc:
+                d.error_code = exc.code
+                errors = True
+            except OffsetOutOfRange:
+                d.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+        responses.append(_TopicResp(topic=name or "", topic_id=t.topic_id, partitions=parts))
+    return responses, total, logs, errors
+
+
+def _release(responses) -> None:
+    for t in responses:
+        for d in t.partitions:
+            close = getattr(d.records, "close", None)
+            if close is not None:
+                close()
+
+
+async def handle(ctx, request):
+    version = ctx.api_version
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    loop = asyncio.get_running_loop()
+    deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
+    while True:
+        responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or errors or remaining <= 0 or not logs or ctx.connection.closed:
+            break
+        _release(responses)
+        futs = [lg.waiter() for lg in logs]
+        try:
+            await asyncio.wait(futs, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for lg, fut in zip(logs, futs):
+                lg.discard_waiter(fut)
+                if not fut.done():
+                    fut.cancel()
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

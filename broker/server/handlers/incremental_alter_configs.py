@@ -1,0 +1,63 @@
+"""IncrementalAlterConfigs (44): SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) on a
+topic's overrides. Dynamic broker configs are not supported."""
+from broker.config import TOPIC_KEYS, ConfigType
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, format_value
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+MIN_VERSION, MAX_VERSION = 0, 1
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _apply(broker, topic: str, ops) -> dict[str, str]:
+    info = broker.topic(topic)
+    if info is None:
+        raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+    configs = dict(info.configs)
+    cfg = broker.log_config(topic)
+    for c in ops:
+        key = TOPIC_KEYS.get(c.name)
+        if key is None:
+            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: unknown topic configuration key")
+        if c.config_operation == SET:
+            if c.value is None:
+                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: null value")
+            configs[c.name] = c.value
+        elif c.config_operation == DELETE:
+            configs.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            if key.type != ConfigType.LIST:
+                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: APPEND/SUBTRACT need a list config")
+            current = [x for x in (format_value(cfg[c.name]) or "").split(",") if x]
+            items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+            if c.config_operation == APPEND:
+                current += [x for x in items if x not in current]
+            else:
+                current = [x for x in current if x not in items]
+            configs[c.name] = ",".join(current)
+        else:
+            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return configs
+
+
+async def handle(ctx, request):
+    out = []
+    for res in request.resources:
+        r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name)
+        out.append(r)
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                configs = _apply(ctx.broker, res.resource_name, res.configs)
+                ctx.broker.set_topic_configs(res.resource_name, configs, request.validate_only)
+            elif res.resource_type == RESOURCE_BROKER:
+                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
+                                         "dynamic broker configuration is not supported; edit server.properties")
+            else:
+                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
+        except KafkaProtocolError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -1,0 +1,35 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3) or the first offset
+whose timestamp is >= the one asked, per partition."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.list_offsets import ListOffsetsResponse
+
+API_KEY = ApiKey.LIST_OFFSETS
+MIN_VERSION, MAX_VERSION = 1, 8
+
+_TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
+_PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+            parts.append(r)
+            try:
+                part = broker.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+                lg = part.log
+                if p.timestamp == -1 and request.replica_id >= 0:
+                    found = (lg.log_end_offset, -1)        # a follower asks for the log end
+                else:
+                    found = lg.offset_for_timestamp(p.timestamp)
+                if found is not None:
+                    r.offset, r.timestamp = found
+                    r.leader_epoch = lg.leader_epochs.epoch_for_offset(r.offset)
+            except KafkaProtocolError as exc:
+                r.error_code = exc.code
+        topics.append(_TopicResp(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

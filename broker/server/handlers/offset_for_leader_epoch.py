@@ -1,0 +1,26 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends (KIP-101/KIP-320), so that
+consumers and followers can detect and cut a diverged log."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import KafkaProtocolError
+from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse
+
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+MIN_VERSION, MAX_VERSION = 0, 4
+
+
+async def handle(ctx, request):
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            r = OffsetForLeaderEpochResponse.EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1,
+                                                            end_offset=-1)
+            parts.append(r)
+            try:
+                part = ctx.broker.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+                lg = part.log
+                r.leader_epoch, r.end_offset = lg.leader_epochs.end_offset_for(p.leader_epoch, lg.log_end_offset)
+            except KafkaProtocolError as exc:
+                r.error_code = exc.code
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,105 @@
+"""Produce (0): validate each partition's batches, assign offsets in place, append.
+
+acks=0: no response at all; if any partition failed, the connection is closed (Kafka's
+way of telling an acks=0 producer). acks=1: answer after the leader's append. acks=-1:
+answer once the high watermark covers the batch (at once on a broker alone), or
+REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
+(flush.messages), the answer waits for the group commit that makes the batch durable.
+"""
+import asyncio
+import logging
+
+from broker.log import RecordTooLarge
+from broker.native import CorruptRecordError
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.produce import ProduceResponse
+
+API_KEY = ApiKey.PRODUCE
+MIN_VERSION, MAX_VERSION = 3, 11
+
+log = logging.getLogger(__name__)
+
+_TopicResp = ProduceResponse.TopicProduceResponse
+_PartResp = ProduceResponse.PartitionProduceResponse
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    acks = request.acks
+    responses = []
+    failed = False
+    waits = []          # (partition response, Partition, required end offset)
+    flushes = []
+    if acks not in (0, 1, -1):
+        code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
+    else:
+        code, message = None, None
+    for topic in request.topic_data:
+        presp = []
+        for p in topic.partition_data:
+            r = _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            presp.append(r)
+            if code is not None:
+                r.error_code, r.error_message = code, message
+                failed = True
+                continue
+            try:
+                if request.transactional_id is not None:
+                    raise KafkaProtocolError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                             "transactions are not supported by this broker yet")
+                if p.records is None or len(p.records) == 0:
+                    raise KafkaProtocolError(ErrorCode.INVALID_RECORD, "no records")
+                part = broker.leader_partition(topic.name, p.index)
+                info = part.append_as_leader(p.records, acks)
+                r.base_offset = info.base_offset
+                r.log_append_time_ms = info.log_append_time
+                r.log_start_offset = info.log_start_offset
+                if acks == -1 and part.log.high_watermark <= info.last_offset:
+                    waits.append((r, part, info.last_offset + 1))
+                if acks != 0 and part.log.needs_flush():
+                    flushes.append(part.log)
+            except KafkaProtocolError as exc:
+                r.error_code, r.error_message = exc.code, exc.message
+                failed = True
+            except CorruptRecordError as exc:
+                r.error_code, r.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
+                failed = True
+            except RecordTooLarge as exc:
+                r.error_code, r.error_message = ErrorCode.MESSAGE_TOO_LARGE, str(exc)
+                failed = True
+            except ValueError as exc:
+                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
+                failed = True
+        responses.append(_TopicResp(name=topic.name, partition_responses=presp))
+    if acks == 0:
+        if failed:
+            log.info("%s: failed acks=0 produce; closing the connection", ctx.connection)
+            ctx.connection.close()
+        return None
+    if flushes:
+        await asyncio.gather(*(lg.schedule_flush() for lg in set(flushes)))
+    if waits:
+        await _await_replication(waits, request.timeout_ms)
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+async def _await_replication(waits, timeout_ms: int) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    pending = list(waits)
+    while pending:
+        pending = [(r, part, end) for r, part, end in pending if part.log.high_watermark < end]
+        if not pending:
+            return
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        futs = [part.log.waiter() for _, part, _ in pending]
+        try:
+            await asyncio.wait(futs, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for (_, part, _), fut in zip(pending, futs):
+                part.log.discard_waiter(fut)
+    for r, _part, _end in pending:
+        r.error_code = ErrorCode.REQUEST_TIMED_OUT

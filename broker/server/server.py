@@ -1,0 +1,132 @@
+"""The listening socket and request dispatch.
+
+dispatch(connection, frame):
+    header  = decode_request_header(frame)        unreadable -> close the connection
+    handler = HANDLERS[api key]                   unknown key -> close (as Kafka does)
+    version outside the handler's range           ApiVersions -> v0 error 35 with our
+                                                  ranges; others -> close (as Kafka does)
+    request = decode body                         malformed -> close (as Kafka does)
+    response = await handler.handle(ctx, request) None -> no response (acks=0)
+    -> encode_response parts for the connection's output queue
+
+Kafka's own SocketServer closes connections on the same conditions; clients reconnect.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from broker.protocol import codec
+from broker.protocol.types import ProtocolDecodeError
+from broker.server.connection import Connection
+from broker.server.handlers import HANDLERS, unsupported_api_versions_response
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class RequestContext:
+    """What a handler sees besides its request."""
+
+    __slots__ = ("broker", "connection", "header", "api_version", "received")
+
+    def __init__(self, broker: "Broker", connection: Connection, header, received: float):
+        self.broker = broker
+        self.connection = connection
+        self.header = header
+        self.api_version = header.request_api_version
+        self.received = received
+
+
+class Server:
+    def __init__(self, broker: "Broker", host: str, port: int):
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.sock: socket.socket | None = None
+        self.connections: set[Connection] = set()
+        self.requests_handled = 0
+
+    def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, socktype, proto, _, addr = infos[0]
+        sock = socket.socket(family, socktype, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+        sock.setblocking(False)
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.loop.add_reader(sock.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                conn_sock, addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("accept failed: %s", exc)
+                return
+            self.connections.add(Connection(self, conn_sock, addr))
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    def stop_listening(self) -> None:
+        if self.sock is not None:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+
+    async def close_connections(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
+        tasks = [c.task for c in list(self.connections)]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def dispatch(self, conn: Connection, frame) -> list | None:
+        received = time.monotonic()
+        try:
+            header, body_offset = codec.decode_request_header(frame)
+        except ProtocolDecodeError as exc:
+            log.warning("%s: unreadable request header (%s); closing", conn, exc)
+            conn.close()
+            return None
+        api_key = header.request_api_key
+        version = header.request_api_version
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            log.warning("%s: unknown api key %d (client %r); closing", conn, api_key, header.client_id)
+            conn.close()
+            return None
+        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
+            if api_key == 18:
+                return codec.encode_response((header.correlation_id, 18, 0), unsupported_api_versions_response())
+            log.warning("%s: unsupported version %d of api %s (supported %d-%d); closing", conn, version,
+                        handler.__name__.rsplit(".", 1)[-1], handler.MIN_VERSION, handler.MAX_VERSION)
+            conn.close()
+            return None
+        try:
+            _, request = codec.decode_request(frame)
+        except ProtocolDecodeError as exc:
+            log.warning("%s: malformed %s v%d request: %s; closing", conn,
+                        handler.__name__.rsplit(".", 1)[-1], version, exc)
+            conn.close()
+            return None
+        if conn.client_id is None:
+            conn.client_id = header.client_id
+        ctx = RequestContext(self.broker, conn, header, received)
+        response = await handler.handle(ctx, request)
+        self.requests_handled += 1
+        if response is None:
+            return None
+        return codec.encode_response(header, response)

@@ -1,0 +1,123 @@
+"""A real broker process on a free loopback port, as `broker serve` runs it.
+
+    with BrokerProcess(tmp_path / "data", config={"num.partitions": 3}) as b:
+        b.bootstrap            # "127.0.0.1:PORT"
+        b.restart()            # SIGTERM (clean shutdown), start again on the same port
+        b.kill()               # SIGKILL, no clean shutdown
+        b.start()
+
+Every wait is bounded; the process is killed at exit whatever happens.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.ports import free_port
+
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+
+
+class BrokerProcess:
+    def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
+                 log_level: str = "info", env: dict | None = None):
+        self.data_dir = Path(data_dir)
+        self.config = dict(config or {})
+        self.port = port or free_port()
+        self.broker_id = broker_id
+        self.log_level = log_level
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}", "--broker-id", str(self.broker_id),
+               "--log-level", self.log_level]
+        for k, v in self.config.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+    def start(self, timeout: float = START_TIMEOUT) -> "BrokerProcess":
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.update(self.env or {})
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     stdin=subprocess.DEVNULL)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        from broker.client import BrokerConnection, ClientError
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with BrokerConnection("127.0.0.1", self.port, timeout=2):
+                    return
+            except (ClientError, OSError):
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker not ready after {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGTERM and wait: the broker shuts down cleanly. Returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise RuntimeError(f"broker did not stop within {timeout} s:\n{self.log_tail()}")
+        finally:
+            self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._close_log()
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        except RuntimeError:
+            self.kill()
