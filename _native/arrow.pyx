@@ -127,6 +127,10 @@ cdef class _OwnedBuffer:
 cdef object _take(GrowBuf *b):
     """Hands the block to a pyarrow.Buffer (no copy); b is left empty."""
     cdef _OwnedBuffer o = _OwnedBuffer.__new__(_OwnedBuffer)
+    # a column that never grew (no records) has no block yet; pyarrow aborts the process
+    # on a Py_buffer whose pointer is NULL, so give it an empty, aligned one
+    if b.data == NULL and gb_reserve(b, 1) != E_OK:
+        raise MemoryError()
     o.data = b.data
     o.length = b.length
     b.data = NULL
@@ -362,7 +366,11 @@ def batches_to_arrow(data, start_offset=None, end_offset=None, *, bint validate=
                     from broker._native.records import RecordBatch
                     RecordBatch(data, pos).validate()      # raises with the precise reason
                 raise CorruptRecordError(f"record batch at byte {pos}: invalid header", pos)
-            total_records += <int32_t>kb_load_be32(base + pos + OFF_RECORD_COUNT)
+            # an estimate for preallocation only (the buffers grow as needed): recordCount
+            # is not trusted beyond the batch's size, each record taking at least one byte
+            # of it, so a lying count cannot make us allocate gigabytes
+            count = <int32_t>kb_load_be32(base + pos + OFF_RECORD_COUNT)
+            total_records += count if count <= size - HEADER_SIZE else size - HEADER_SIZE
             total_bytes += size - HEADER_SIZE
             pos += size
         n = pos

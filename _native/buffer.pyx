@@ -16,6 +16,9 @@ cdef object _read(object data, Py_ssize_t pos, int kind):
     cdef int32_t v32
     cdef int64_t v64
     cdef uint64_t u
+    # a Python object: left untyped, Cython would infer one C type spanning int32, int64
+    # and uint64 (uint64), turning every negative value into a huge positive one
+    cdef object value
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         if pos < 0 or pos > view.len:

@@ -22,7 +22,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from broker._native.buffer cimport (kb_load_be16, kb_load_be32, kb_load_be64,
                                     kb_store_be16, kb_store_be32, kb_store_be64,
                                     kb_write_varint, kb_write_varlong, kb_varint_size,
-                                    kb_varlong_size)
+                                    kb_varlong_size, kb_read_uvarint)
 from broker._native.crc32c cimport crc32c_raw
 
 import time as _time
@@ -149,6 +149,22 @@ cdef object _gunzip(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
     return b"".join(out)
 
 
+cdef int _snappy_check(const uint8_t *p, Py_ssize_t n, Py_ssize_t room) except -1:
+    """Checks the preamble of a raw snappy block (its uncompressed length, a varint)
+    before cramjam allocates that many bytes: OverflowError when it exceeds `room`,
+    ValueError when `n` input bytes cannot expand to it (snappy's densest element, a copy
+    with a 2-byte offset, yields 64 bytes from 3)."""
+    cdef uint64_t declared = 0
+    cdef int k = kb_read_uvarint(p, p + n, 5, &declared)
+    if k <= 0 or declared > 0xFFFFFFFF:
+        raise ValueError("corrupt snappy preamble")
+    if <uint64_t>(n - k) * 22 < declared:
+        raise ValueError(f"snappy block of {n} bytes claims {declared} uncompressed bytes")
+    if declared > <uint64_t>room:
+        raise OverflowError
+    return 0
+
+
 cdef object _unsnappy(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
     global _cramjam
     if _cramjam is None:
@@ -169,6 +185,7 @@ cdef object _unsnappy(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
             pos += 4
             if block < 0 or block > length - pos:
                 raise ValueError("xerial block length out of range")
+            _snappy_check(data + pos, block, limit - total)
             chunk = bytes(_cramjam.snappy.decompress_raw(raw[pos:pos + block]))
             total += len(chunk)
             if total > limit:
@@ -176,6 +193,7 @@ cdef object _unsnappy(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
             out.append(chunk)
             pos += block
         return b"".join(out)
+    _snappy_check(data, length, limit)
     return bytes(_cramjam.snappy.decompress_raw(raw))
 
 
@@ -184,13 +202,28 @@ cdef object _unlz4(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
     if _lz4frame is None:
         import lz4.frame
         _lz4frame = lz4.frame
+    # The output is taken in growing steps: python-lz4 allocates max_length bytes up
+    # front, so asking for limit + 1 at once would reserve the whole limit (1 GiB by
+    # default) for every batch, and fail outright where address space is capped.
     d = _lz4frame.LZ4FrameDecompressor()
-    out = d.decompress(PyBytes_FromStringAndSize(<const char *>data, length), limit + 1)
-    if len(out) > limit:
-        raise OverflowError
+    src = PyBytes_FromStringAndSize(<const char *>data, length)
+    out = []
+    total = 0
+    step = max(65536, 4 * length)
+    while True:
+        want = min(step, limit + 1 - total)
+        chunk = d.decompress(src, want)
+        src = b""
+        total += len(chunk)
+        out.append(chunk)
+        if total > limit:
+            raise OverflowError
+        if d.eof or len(chunk) < want:
+            break
+        step *= 2
     if not d.eof:
         raise ValueError("truncated lz4 frame")
-    return out
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 cdef object _unzstd(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
@@ -198,28 +231,31 @@ cdef object _unzstd(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
     if _zstd is None:
         import zstandard
         _zstd = zstandard
+    # read(n) allocates n bytes up front: read in growing steps, never the whole limit
     reader = _zstd.ZstdDecompressor().stream_reader(
         PyBytes_FromStringAndSize(<const char *>data, length), read_across_frames=True)
-    out = reader.read(limit + 1)
-    parts = [out]
-    total = len(out)
+    parts = []
+    total = 0
+    step = max(65536, 4 * length)
     while True:
-        more = reader.read(limit + 1 - total) if total <= limit else b""
+        more = reader.read(min(step, limit + 1 - total))
         if not more:
             break
         parts.append(more)
         total += len(more)
         if total > limit:
-            break
-    if total > limit:
-        raise OverflowError
-    return b"".join(parts) if len(parts) > 1 else out
+            raise OverflowError
+        step *= 2
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 cdef object decompress(int codec, const uint8_t *data, Py_ssize_t length, Py_ssize_t limit,
                        Py_ssize_t position):
     """The records block of a compressed batch, decompressed (bytes). `position` is the
     batch's byte offset, for the error message."""
+    if limit < 0:
+        # the codecs take a negative output bound as "unbounded"
+        raise ValueError(f"negative decompress limit {limit}")
     try:
         if codec == CODEC_GZIP:
             return _gunzip(data, length, limit)
@@ -777,6 +813,10 @@ cdef class BatchBuilder:
         self._buf = NULL
         self._len = 0
         self._cap = 0
+        # room for the header from the start, so that a builder made with __new__ (no
+        # __init__) still builds within its buffer instead of writing past it
+        self._reserve(HEADER_SIZE + 256)
+        self._len = HEADER_SIZE
 
     def __init__(self, compression=None, *, int64_t base_offset=0,
                  int32_t partition_leader_epoch=-1, int64_t producer_id=-1,

@@ -408,6 +408,8 @@ cdef class Segment:
         max_bytes (or the whole first batch when min_one_batch and it is larger), never past
         max_position (when >= 0). None when no batch at or after `offset` lies below it."""
         cdef Py_ssize_t size = 0, end, length
+        if max_bytes < 0:
+            raise ValueError("negative max_bytes")
         cdef Py_ssize_t pos = self.c_translate(offset, 0, &size)
         if pos < 0:
             return None
