@@ -72,9 +72,10 @@ cdef class _MappedIndex:
             raise _oserror("cannot stat index", path)
         length = st.st_size
         self._entries = length // entry_size
-        if writable:
-            # preallocate: the file holds max_index_size bytes, entries at the front
-            length = max(length, max_index_size)
+        if writable and length == 0:
+            # a new index is preallocated (Kafka's rule): the file holds max_index_size
+            # bytes, entries at the front; an existing one keeps its length until resize()
+            length = max_index_size
             length -= length % entry_size
             if ftruncate(self.fd, length) != 0:
                 raise _oserror("cannot preallocate index", path)
@@ -301,14 +302,23 @@ cdef class OffsetIndex(_MappedIndex):
         self._entries = 0
         self._last_offset = self.base_offset
 
-    def sanity_check(self):
+    def sanity_check(self, bint full=True):
         """Raises CorruptIndexError unless entries increase strictly from base_offset and
-        positions never decrease (catches a crash's zero-filled tail)."""
+        positions never decrease (catches a crash's zero-filled tail). With full=False
+        only the first and last entries are compared: O(1), what opening a segment does."""
         cdef Py_ssize_t i
         cdef int64_t prev_off = -1
         cdef int32_t prev_pos = -1, pos
         cdef int64_t off
         self._check_open()
+        if not full and self._entries >= 2:
+            off = self.c_entry_offset(self._entries - 1)
+            pos = <int32_t>kb_load_be32(self.mm + (self._entries - 1) * OFFSET_ENTRY + 4)
+            if off <= self.c_entry_offset(0) or pos < <int32_t>kb_load_be32(self.mm + 4) or pos < 0:
+                raise CorruptIndexError(
+                    f"corrupt offset index {self.path}: last entry (offset {off}, position {pos}) does not "
+                    f"follow the first; a crash left a preallocated tail")
+            return
         for i in range(self._entries):
             off = self.c_entry_offset(i)
             pos = <int32_t>kb_load_be32(self.mm + i * OFFSET_ENTRY + 4)
@@ -425,12 +435,20 @@ cdef class TimeIndex(_MappedIndex):
         self._entries = 0
         self._set_last()
 
-    def sanity_check(self):
+    def sanity_check(self, bint full=True):
         """Raises CorruptIndexError unless timestamps increase strictly and offsets never
-        decrease nor fall below base_offset."""
+        decrease nor fall below base_offset. full=False compares first and last only."""
         cdef Py_ssize_t i
         cdef int64_t ts, off, prev_ts = -1, prev_off = -1
         self._check_open()
+        if not full and self._entries >= 2:
+            if self._ts(self._entries - 1) <= self._ts(0) or \
+                    <int32_t>kb_load_be32(self.mm + (self._entries - 1) * TIME_ENTRY + 8) < \
+                    <int32_t>kb_load_be32(self.mm + 8):
+                raise CorruptIndexError(
+                    f"corrupt time index {self.path}: last entry does not follow the first; a crash "
+                    f"left a preallocated tail")
+            return
         for i in range(self._entries):
             ts = self._ts(i)
             off = self.base_offset + <int32_t>kb_load_be32(self.mm + i * TIME_ENTRY + 8)

@@ -614,6 +614,16 @@ cdef class RecordBatch:
     def set_partition_leader_epoch(self, int32_t epoch):
         kb_store_be32(self._writable_ptr() + OFF_PARTITION_LEADER_EPOCH, <uint32_t>epoch)
 
+    def set_log_append_time(self, int64_t timestamp):
+        """Stamps the batch with the broker's time (topic message.timestamp.type =
+        LogAppendTime): sets the timestamp-type attribute and maxTimestamp, which every
+        record then reports, and recomputes the CRC-32C (these fields are CRC'd)."""
+        cdef uint8_t *p = self._writable_ptr()
+        cdef uint16_t attrs = kb_load_be16(p + OFF_ATTRIBUTES) | ATTR_TIMESTAMP_TYPE
+        kb_store_be16(p + OFF_ATTRIBUTES, attrs)
+        kb_store_be64(p + OFF_MAX_TIMESTAMP, <uint64_t>timestamp)
+        kb_store_be32(p + OFF_CRC, crc32c_raw(0, p + OFF_ATTRIBUTES, self._size - OFF_ATTRIBUTES))
+
     # -- bytes
     def tobytes(self):
         return PyBytes_FromStringAndSize(<const char *>self._p, self._size)

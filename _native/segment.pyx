@@ -184,8 +184,12 @@ cdef class Segment:
         self._since_index = 0
         self._chunk_len = 0
         try:
-            self.offset_index.sanity_check()
-            self.time_index.sanity_check()
+            self.offset_index.sanity_check(False)
+            self.time_index.sanity_check(False)
+            if self.offset_index._entries == 0 and self._size > 2 * self.index_interval_bytes + 65536:
+                # a log with data but no index entries lost its index (deleted or never
+                # written): rebuild it (a lone huge batch also lands here: harmless)
+                raise CorruptIndexError(f"offset index {self.offset_index.path} is empty")
             if self.offset_index._entries:
                 off = self.offset_index.c_entry_offset(self.offset_index._entries - 1)
                 pos = <int32_t>kb_load_be32(self.offset_index.mm + (self.offset_index._entries - 1) * 8 + 4)

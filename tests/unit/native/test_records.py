@@ -584,3 +584,20 @@ def test_negative_decompress_limit_is_refused():
         batch = RecordBatch(build([(0, None, b"x" * 1000, [])], COMPRESSION_NAMES[codec]))
         with pytest.raises(ValueError):
             batch.records(decompress_limit=-1)
+
+
+def test_set_log_append_time_stamps_every_record_and_keeps_crc_valid():
+    from broker.native import BatchBuilder, RecordBatch
+    b = BatchBuilder(compression="lz4")
+    for i in range(5):
+        b.append(1000 + i, b"k", b"v%d" % i)
+    data = bytearray(b.build())
+    batch = RecordBatch(data)
+    assert batch.timestamp_type == 0
+    batch.set_log_append_time(1_800_000_000_000)
+    batch.validate()
+    assert batch.timestamp_type == 1 and batch.max_timestamp == 1_800_000_000_000
+    assert batch.base_timestamp == 1000
+    assert [r.timestamp for r in batch.records()] == [1_800_000_000_000] * 5
+    with pytest.raises(TypeError):
+        RecordBatch(bytes(data)).set_log_append_time(1)

@@ -553,3 +553,36 @@ def test_full_indexes_stop_growing_but_lookups_stay_right(tmp_path):
     assert seg.recover() == 0
     check_against_oracle(seg, oracle, rng)
     seg.close()
+
+
+def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
+    """A crash leaves the active segment's preallocated index untrimmed (zeros after the
+    entries) and a lost .index leaves a big log without entries: opening notices both in
+    O(1) and rebuilds the indexes, so lookups stay exact."""
+    import os
+    from broker.native import BatchBuilder, Segment, assign_offsets
+    d = str(tmp_path)
+    seg = Segment(d, 0, index_interval_bytes=512)
+    off = 0
+    for i in range(400):
+        b = BatchBuilder()
+        b.append(i, b"k", b"x" * 300)
+        buf = bytearray(b.build())
+        off = assign_offsets(buf, off)[0]
+        seg.append(buf)
+    entries = seg.offset_index.entries
+    assert entries > 10
+    expected = [seg.translate_offset(o) for o in range(0, 400, 7)]
+    # simulate kill -9: nothing trimmed (the preallocated file stays), descriptors dropped
+    index_path = seg.offset_index.path
+    assert os.path.getsize(index_path) > entries * 8
+    del seg
+    crashed = Segment(d, 0, index_interval_bytes=512)
+    assert crashed.offset_index.entries == entries
+    assert [crashed.translate_offset(o) for o in range(0, 400, 7)] == expected
+    crashed.close()
+    os.unlink(index_path)
+    rebuilt = Segment(d, 0, index_interval_bytes=512)
+    assert rebuilt.offset_index.entries == entries
+    assert [rebuilt.translate_offset(o) for o in range(0, 400, 7)] == expected
+    rebuilt.close()
