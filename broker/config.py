@@ -103,6 +103,8 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
         if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
             if isinstance(text, bool):
                 raise ValueError
+            if isinstance(text, str) and not _INTEGER.fullmatch(text):
+                raise ValueError                  # as Java's parseLong: no "1_000", no "١٢"
             value = int(text)
             limit = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 2**15 - 1, ConfigType.LONG: LONG_MAX}[t]
             if not -limit - 1 <= value <= limit:
@@ -119,6 +121,9 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
         raise
     except (TypeError, ValueError):
         raise ConfigError(key.name, f"invalid value {raw!r} (expected {t.name.lower()})") from None
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _at_least(n: int) -> Callable[[Any], str | None]:
@@ -231,7 +236,7 @@ _T = TopicKey
 #: Every topic-level key (CreateTopics configs, AlterConfigs on a TOPIC resource).
 TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
     _T("cleanup.policy", _LS, "delete and/or compact.", "log.cleanup.policy", choices=("delete", "compact")),
-    _T("retention.ms", _L, "Retention time; -1: forever.", "log.retention.ms"),
+    _T("retention.ms", _L, "Retention time; -1: forever.", "log.retention.ms", check=_at_least(-1)),
     _T("retention.bytes", _L, "Retention size per partition; -1: unlimited.", "log.retention.bytes"),
     _T("segment.bytes", _I, "Segment size before a roll.", "log.segment.bytes", check=_at_least(14)),
     _T("segment.ms", _L, "Segment age before a roll.", "log.roll.ms", check=_at_least(1)),
@@ -259,6 +264,15 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
 ]}
 
 
+#: Broker keys a topic key's default is derived from, in Kafka's order of precedence
+#: (the synonyms DescribeConfigs lists), where there is more than one.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Parses Java .properties text (the format of Kafka's server.properties)."""
     out: dict[str, str] = {}
@@ -281,13 +295,22 @@ def parse_properties(text: str) -> dict[str, str]:
         m = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", entry)
         if not m:
             continue
-        out[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+        out[_unescape(m.group(1))] = _unescape(_rstrip_unescaped(m.group(2)))
     if logical:
         entry = "".join(logical)
         m = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", entry)
         if m:
-            out[_unescape(m.group(1))] = _unescape(m.group(2).rstrip())
+            out[_unescape(m.group(1))] = _unescape(_rstrip_unescaped(m.group(2)))
     return out
+
+
+def _rstrip_unescaped(s: str) -> str:
+    """Drops trailing whitespace, except a whitespace character escaped by a backslash
+    ('a\\ ' keeps its space, as in Java)."""
+    t = s.rstrip()
+    if len(t) < len(s) and (len(t) - len(t.rstrip("\\"))) % 2 == 1:
+        t = s[:len(t) + 1]
+    return t
 
 
 def _unescape(s: str) -> str:
@@ -329,6 +352,7 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
         self.listeners  # parses
+        self.advertised_listeners
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
 
@@ -378,16 +402,18 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[tuple[str, int]]:
         adv = self["advertised.listeners"]
         if adv:
-            return [parse_listener(x) for x in adv]
+            return [parse_listener(x, "advertised.listeners") for x in adv]
         return self.listeners
 
     @property
     def retention_ms(self) -> int:
         if self["log.retention.ms"] is not None:
-            return self["log.retention.ms"]
-        if self["log.retention.minutes"] is not None:
-            return self["log.retention.minutes"] * 60000
-        return self["log.retention.hours"] * 3600000
+            ms = self["log.retention.ms"]
+        elif self["log.retention.minutes"] is not None:
+            ms = self["log.retention.minutes"] * 60000
+        else:
+            ms = self["log.retention.hours"] * 3600000
+        return -1 if ms < 0 else ms               # Kafka: any negative value means unlimited
 
     @property
     def roll_ms(self) -> int:
@@ -397,8 +423,9 @@ class BrokerConfig:
 
     @property
     def flush_ms(self) -> int:
+        # Kafka: log.flush.interval.ms, else log.flush.scheduler.interval.ms
         v = self["log.flush.interval.ms"]
-        return LONG_MAX if v is None else v
+        return self["log.flush.scheduler.interval.ms"] if v is None else v
 
     def topic_default(self, name: str) -> Any:
         """The broker-derived default of a topic-level key."""
@@ -415,20 +442,20 @@ class BrokerConfig:
         return LogConfig(self, overrides or {})
 
 
-def parse_listener(text: str) -> tuple[str, int]:
+def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
     """'PLAINTEXT://host:port' or 'host:port' -> (host, port). An empty host means all
-    interfaces, as in Kafka."""
+    interfaces, as in Kafka. Errors name `key`."""
     rest = text.split("://", 1)[1] if "://" in text else text
     host, sep, port = rest.rpartition(":")
     if not sep:
-        raise ConfigError("listeners", f"{text!r} is not [PROTOCOL://]HOST:PORT")
+        raise ConfigError(key, f"{text!r} is not [PROTOCOL://]HOST:PORT")
     host = host.strip("[]")
     try:
         p = int(port)
     except ValueError:
-        raise ConfigError("listeners", f"{text!r}: port {port!r} is not a number") from None
+        raise ConfigError(key, f"{text!r}: port {port!r} is not a number") from None
     if not 0 <= p <= 65535:
-        raise ConfigError("listeners", f"{text!r}: port {p} out of range")
+        raise ConfigError(key, f"{text!r}: port {p} out of range")
     return host, p
 
 
@@ -466,8 +493,10 @@ class LogConfig:
         if name in self.overrides:
             return ConfigSource.DYNAMIC_TOPIC_CONFIG
         key = TOPIC_KEYS[name]
-        if key.broker_key and self.broker.source(key.broker_key) != ConfigSource.DEFAULT_CONFIG:
-            return ConfigSource.STATIC_BROKER_CONFIG
+        # the broker value may come from a synonym (log.retention.hours for retention.ms)
+        for broker_key in BROKER_SYNONYMS.get(name, (key.broker_key,) if key.broker_key else ()):
+            if self.broker.source(broker_key) != ConfigSource.DEFAULT_CONFIG:
+                return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
     # typed shortcuts for the log's hot decisions

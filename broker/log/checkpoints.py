@@ -66,8 +66,14 @@ def _header(path: str, lines: list[str]) -> int:
         count = int(lines[1])
     except ValueError:
         raise CheckpointError(f"{path}: line 2: expected an entry count") from None
-    if count < 0 or len(lines) - 2 < count:
-        raise CheckpointError(f"{path}: {count} entries announced, {len(lines) - 2} present")
+    if count < 0:
+        raise CheckpointError(f"{path}: line 2: negative entry count {count}")
+    if len(lines) - 2 < count:
+        raise CheckpointError(f"{path}: line 2: {count} entries announced, {len(lines) - 2} present")
+    # as Kafka's reader: lines beyond the announced entries make the file malformed
+    for i in range(2 + count, len(lines)):
+        if lines[i].strip():
+            raise CheckpointError(f"{path}: line {i + 1}: more entries than the {count} announced")
     return count
 
 

@@ -29,6 +29,7 @@ import bisect
 import logging
 import os
 import shutil
+import struct
 import time
 import uuid
 from dataclasses import dataclass
@@ -178,10 +179,10 @@ class Log:
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
         self._waiters: list[asyncio.Future] = []
         self._listeners: list[Callable[["Log"], None]] = []
-        self._unflushed = 0
         self._last_flush = time.monotonic()
         self._flush_task: asyncio.Future | None = None
         self._flush_target = 0
+        self._truncated_during_flush: int | None = None
         self.closed = False
 
     # ------------------------------------------------------------------ loading
@@ -235,7 +236,12 @@ class Log:
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.active.resize_indexes(config.max_index_size)
-        self.recovery_point = self.log_end_offset
+        # After a clean shutdown everything was flushed. After an unclean one, recovery
+        # validated bytes that may sit in the page cache only: the recovery point moves
+        # when the log is flushed, never here (Kafka's LogLoader), or a later crash would
+        # skip recovering them.
+        self.recovery_point = (self.log_end_offset if clean_shutdown
+                               else min(max(recovery_point, self.log_start_offset), self.log_end_offset))
         hw = self.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
@@ -327,26 +333,34 @@ class Log:
         mv = memoryview(records)
         end = self.log_end_offset
         last_end = end
+        epochs = []
+        valid = 0
         for batch in iter_batches(mv, validate=True):
             if batch.base_offset < last_end:
                 raise ValueError(f"{self.tp}: follower batch at offset {batch.base_offset} below {last_end}")
             last_end = batch.next_offset
-            self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            valid = batch.position + batch.size
+            epochs.append((batch.partition_leader_epoch, batch.base_offset))
         if last_end == end:
             return end
-        self._append(mv, last_end, -1)
+        # a fetch response may end in a partial batch (the leader cuts at max_bytes): only
+        # whole batches are appended, as Kafka's follower trims the invalid tail
+        self._append(mv[:valid], last_end, -1)
+        for epoch, start in epochs:
+            self.leader_epochs.assign(epoch, start)
         return last_end
 
     def _append(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
         seg = self.active
         size = len(mv)
-        if (seg.size > 0 and (seg.size + size > self.config.segment_bytes
-                              or next_offset - 1 - seg.base_offset > INT32_MAX
-                              or seg.offset_index.is_full or seg.time_index.is_full
-                              or self._segment_age_exceeded(seg, max_timestamp))):
-            seg = self.roll()
+        # offsets are int32 relative to the segment base: a batch beyond that range (a
+        # follower of a compacted topic) needs a new segment based at its own offset
+        if (next_offset - 1 - seg.base_offset > INT32_MAX
+                or (seg.size > 0 and (seg.size + size > self.config.segment_bytes
+                                      or seg.offset_index.is_full or seg.time_index.is_full
+                                      or self._segment_age_exceeded(seg, max_timestamp)))):
+            seg = self.roll(struct.unpack_from(">q", mv, 0)[0])
         seg.append(mv)
-        self._unflushed += 1
         for fn in self._listeners:
             fn(self)
 
@@ -358,11 +372,15 @@ class Log:
             return incoming_timestamp - first > self.config.segment_ms
         return (time.time() - seg.created) * 1000 > self.config.segment_ms
 
-    def roll(self) -> Segment:
-        """Closes the active segment for appends and starts a new one at the log end."""
+    def roll(self, base_offset: int | None = None) -> Segment:
+        """Closes the active segment for appends and starts a new one at the log end (or at
+        `base_offset`, the first offset of the batches to come, when that is beyond)."""
         old = self.active
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        if old.size == 0 and old.base_offset == base:
+            return old                           # a new segment would reopen the same files
         old.roll()
-        seg = self._new_segment(self.log_end_offset)
+        seg = self._new_segment(base)
         log.debug("%s: rolled to segment %d", self.tp, seg.base_offset)
         # Kafka flushes the finished segment in the background, moving the recovery point
         self.schedule_flush(seg.base_offset)
@@ -410,9 +428,12 @@ class Log:
     # ------------------------------------------------------------------ flush
 
     def needs_flush(self) -> bool:
-        if self._unflushed == 0:
+        # flush.messages counts messages not yet fsynced, as Kafka's unflushedMessages
+        # (log end - recovery point); recovered but unflushed data counts too
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
             return False
-        if self._unflushed >= self.config.flush_messages:
+        if unflushed >= self.config.flush_messages:
             return True
         return (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
 
@@ -436,23 +457,29 @@ class Log:
         return asyncio.ensure_future(self._wait_recovery_point(target))
 
     async def _wait_recovery_point(self, target: int) -> None:
-        while self.recovery_point < target and not self.closed:
+        # offsets truncated away (a follower diverging) are never coming: the log end bounds
+        while self.recovery_point < min(target, self.log_end_offset) and not self.closed:
             task = self._flush_task
             if task is None:
                 break
             await asyncio.shield(task)
-            if self.recovery_point < target and (self._flush_task is None or self._flush_task.done()):
+            if (self.recovery_point < min(target, self.log_end_offset)
+                    and (self._flush_task is None or self._flush_task.done())):
+                self._flush_target = max(self._flush_target, target)
                 self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.recovery_point < self._flush_target and not self.closed:
+        while self.recovery_point < min(self._flush_target, self.log_end_offset) and not self.closed:
             end = self.log_end_offset
-            count = self._unflushed
             segs = [s for s in self.segments if s.next_offset > self.recovery_point]
+            self._truncated_during_flush = None
             await loop.run_in_executor(None, _flush_segments, segs)
-            self.recovery_point = max(self.recovery_point, end)
-            self._unflushed = max(0, self._unflushed - count)
+            if self._truncated_during_flush is not None:
+                # offsets at and above the truncation point may have been rewritten
+                # after this fsync was planned: they are not known to be durable
+                end = min(end, self._truncated_during_flush)
+            self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
             self._last_flush = time.monotonic()
 
     def flush(self, up_to: int | None = None) -> None:
@@ -460,7 +487,6 @@ class Log:
         end = self.log_end_offset
         _flush_segments([s for s in self.segments if s.next_offset > self.recovery_point and not s.closed])
         self.recovery_point = max(self.recovery_point, end)
-        self._unflushed = 0
         self._last_flush = time.monotonic()
 
     # ------------------------------------------------------------------ read
@@ -595,6 +621,9 @@ class Log:
             self.active.resize_indexes(self.config.max_index_size)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._flush_target = min(self._flush_target, self.log_end_offset)
+        if self._truncated_during_flush is None or self.log_end_offset < self._truncated_during_flush:
+            self._truncated_during_flush = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
 

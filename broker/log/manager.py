@@ -28,7 +28,7 @@ import uuid
 from typing import Callable
 
 from broker.config import BrokerConfig, LogConfig
-from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition
+from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
 from broker.log.log import Log, parse_partition_dir, partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class LogManager:
         """Prepares the log dirs and loads every partition log found in them."""
         for d in self.dirs:
             os.makedirs(d, exist_ok=True)
-            self._check_meta(d)
+        self._check_meta()
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
@@ -110,9 +110,15 @@ class LogManager:
             except FileNotFoundError:
                 pass
 
-    def _check_meta(self, d: str) -> None:
-        path = os.path.join(d, META)
-        if os.path.exists(path):
+    def _check_meta(self) -> None:
+        """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
+        mixed dirs); dirs without one get it, once all existing ones were checked."""
+        missing = []
+        for d in self.dirs:
+            path = os.path.join(d, META)
+            if not os.path.exists(path):
+                missing.append(path)
+                continue
             props = {}
             with open(path, encoding="utf-8") as f:
                 for line in f:
@@ -122,12 +128,15 @@ class LogManager:
             bid = props.get("broker.id")
             if bid is not None and bid != str(self.config.broker_id):
                 raise LogDirError(f"log dir {d} belongs to broker.id {bid}, this broker is {self.config.broker_id}")
-            self.cluster_id = self.cluster_id or props.get("cluster.id")
-            return
+            cid = props.get("cluster.id")
+            if cid and self.cluster_id and cid != self.cluster_id:
+                raise LogDirError(f"log dir {d} belongs to cluster.id {cid}, other log dirs to {self.cluster_id}")
+            self.cluster_id = self.cluster_id or cid
         if self.cluster_id is None:
             self.cluster_id = _new_cluster_id()
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\ncluster.id={self.cluster_id}\n")
+        for path in missing:
+            write_atomically(path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\n"
+                                   f"cluster.id={self.cluster_id}\n")
 
     def _read_checkpoint(self, d: str, name: str) -> dict[TopicPartition, int]:
         try:

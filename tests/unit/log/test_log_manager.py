@@ -1,0 +1,459 @@
+"""LogManager: log dirs, meta.properties, checkpoints, clean-shutdown marker, startup
+recovery, deletion, placement over several dirs, the retention pass."""
+import asyncio
+import logging
+import os
+import re
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.log.checkpoints import OffsetCheckpoint, TopicPartition
+from broker.log.manager import (CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, META, RECOVERY_POINT, LogDirError,
+                                LogManager, validate_topic_name)
+
+from ._support import batch, batch_positions, read_all
+
+SIZE = len(batch(1))
+
+
+class Env:
+    """Builds LogManagers over the same dirs, as successive broker runs would."""
+
+    def __init__(self, tmp_path, n_dirs=1, broker_id=1, topic_overrides=None, broker_props=None):
+        self.dirs = [str(tmp_path / f"dir{i}") for i in range(n_dirs)]
+        self.broker_id = broker_id
+        self.topic_overrides = topic_overrides or {}
+        self.broker_props = broker_props or {}
+        self.managers = []
+
+    def manager(self, broker_id=None, start=True) -> LogManager:
+        bc = BrokerConfig({"log.dirs": ",".join(self.dirs),
+                           "broker.id": self.broker_id if broker_id is None else broker_id,
+                           **self.broker_props})
+        base = {"segment.bytes": 3 * SIZE}
+
+        def config_for(topic):
+            return bc.log_config({**base, **self.topic_overrides.get(topic, {})})
+
+        m = LogManager(bc, config_for)
+        self.managers.append(m)
+        if start:
+            m.startup()
+        return m
+
+    def close_all(self):
+        for m in self.managers:
+            for lg in m.logs.values():
+                if not lg.closed:
+                    lg.close()
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(tmp_path)
+    yield e
+    e.close_all()
+
+
+def _fill(lg, n):
+    for i in range(n):
+        lg.append_as_leader(batch(1, ts=1_000 + i), 0)
+
+
+def _read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _crash(m: LogManager):
+    """A kill -9: files stay as they are, no flush, no checkpoint, no marker."""
+    for lg in m.logs.values():
+        lg.close()
+
+
+# ---------------------------------------------------------------- dirs and meta.properties
+
+
+def test_startup_on_empty_dirs_writes_meta_properties(tmp_path):
+    e = Env(tmp_path, n_dirs=2, broker_id=7)
+    m = e.manager()
+    ids = set()
+    for d in e.dirs:
+        assert os.path.isdir(d)
+        props = dict(line.split("=", 1) for line in _read_text(os.path.join(d, META)).splitlines()
+                     if "=" in line and not line.startswith("#"))
+        assert props["version"] == "0"
+        assert props["broker.id"] == "7"
+        ids.add(props["cluster.id"])
+    assert len(ids) == 1 and m.cluster_id in ids
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", m.cluster_id)
+    assert m.logs == {}
+    # the next run keeps the cluster id
+    again = e.manager()
+    assert again.cluster_id == m.cluster_id
+    e.close_all()
+
+
+def test_a_dir_of_another_broker_is_refused(env):
+    env.manager(broker_id=1).shutdown()
+    with pytest.raises(LogDirError, match="broker.id 1"):
+        env.manager(broker_id=2)
+
+
+# ---------------------------------------------------------------- clean shutdown
+
+
+def test_clean_shutdown_writes_checkpoints_in_kafkas_format_and_the_marker(env):
+    m = env.manager()
+    a = m.get_or_create(TopicPartition("clicks", 0))
+    b = m.get_or_create(TopicPartition("clicks", 1))
+    c = m.get_or_create(TopicPartition("a.b_c-d", 12))
+    _fill(a, 7)
+    _fill(b, 4)
+    a.update_high_watermark(6)
+    b.update_high_watermark(4)
+    a.delete_records(2)
+    m.shutdown()
+    d = env.dirs[0]
+    assert os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
+    assert _read_text(os.path.join(d, RECOVERY_POINT)) == "0\n3\na.b_c-d 12 0\nclicks 0 7\nclicks 1 4\n"
+    assert _read_text(os.path.join(d, HIGH_WATERMARK)) == "0\n3\na.b_c-d 12 0\nclicks 0 6\nclicks 1 4\n"
+    assert _read_text(os.path.join(d, LOG_START)) == "0\n3\na.b_c-d 12 0\nclicks 0 2\nclicks 1 0\n"
+    assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
+    assert all(lg.closed for lg in (a, b, c))
+
+
+def test_startup_after_a_clean_shutdown_restores_state_and_removes_the_marker(env):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    _fill(lg, 8)
+    lg.update_high_watermark(5)
+    lg.delete_records(4)
+    m.shutdown()
+    m2 = env.manager()
+    d = env.dirs[0]
+    assert not os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
+    assert m2.loaded_cleanly[d] is True
+    lg2 = m2.get(TopicPartition("t", 0))
+    assert (lg2.log_start_offset, lg2.high_watermark, lg2.log_end_offset, lg2.recovery_point) == (4, 5, 8, 8)
+    assert read_all(lg2) == [4, 5, 6, 7]
+    assert m2.get_or_create(TopicPartition("t", 0)) is lg2
+
+
+# ---------------------------------------------------------------- unclean stop
+
+
+def test_unclean_stop_recovers_logs_above_the_recovery_point(env):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    _fill(lg, 5)                                        # segments 0 [0-2], 3 [3-4]
+    lg.flush()
+    m.checkpoint()                                      # recovery point 5 on disk
+    _fill(lg, 4)                                        # unflushed: 5 in segment 3, 6-8 in segment 6
+    active = lg.active.log_path
+    positions = batch_positions(active)
+    _crash(m)
+    with open(active, "r+b") as f:                      # a torn write in the last batch
+        f.truncate(positions[-1][0] + positions[-1][1] - 3)
+    m2 = env.manager()
+    assert m2.loaded_cleanly[env.dirs[0]] is False
+    lg2 = m2.get(TopicPartition("t", 0))
+    assert lg2.log_end_offset == 8
+    assert read_all(lg2) == list(range(8))
+    assert lg2.recovery_point == 5                      # recovered, not yet flushed
+    m2.shutdown()
+    assert _read_text(os.path.join(env.dirs[0], RECOVERY_POINT)) == "0\n1\nt 0 8\n"
+
+
+def test_unclean_stop_skips_segments_below_the_recovery_point(env):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    _fill(lg, 7)                                        # segments 0, 3, 6
+    lg.flush()
+    m.checkpoint()
+    first = lg.segments[0].log_path
+    second = lg.segments[1].log_path
+    _crash(m)
+    pos, size, _, _ = batch_positions(first)[1]
+    _flip(first, pos + size - 5)                        # below the recovery point: trusted
+    m2 = env.manager()
+    assert m2.get(TopicPartition("t", 0)).log_end_offset == 7
+    m2.checkpoint()
+    _crash(m2)
+    # the same damage when the checkpoint says nothing was flushed: found and cut
+    OffsetCheckpoint(os.path.join(env.dirs[0], RECOVERY_POINT)).write({TopicPartition("t", 0): 0})
+    m3 = env.manager()
+    lg3 = m3.get(TopicPartition("t", 0))
+    assert lg3.log_end_offset == 1
+    assert not os.path.exists(second)
+
+
+def _flip(path, pos):
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        b = f.read(1)
+        f.seek(pos)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_a_corrupt_checkpoint_is_tolerated_with_full_recovery(env, caplog):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    _fill(lg, 7)
+    lg.flush()
+    m.checkpoint()
+    first = lg.segments[0].log_path
+    _crash(m)
+    pos, size, _, _ = batch_positions(first)[2]
+    _flip(first, pos + size - 5)
+    rp_path = os.path.join(env.dirs[0], RECOVERY_POINT)
+    with open(rp_path, "w") as f:
+        f.write("0\n1\nt zero 7\n")
+    with caplog.at_level(logging.WARNING, logger="broker.log.manager"):
+        m2 = env.manager()
+    assert any(RECOVERY_POINT in r.getMessage() and "line 3" in r.getMessage() for r in caplog.records)
+    lg2 = m2.get(TopicPartition("t", 0))
+    assert lg2.log_end_offset == 2                       # everything re-validated: damage found
+    assert read_all(lg2) == [0, 1]
+
+
+@pytest.mark.parametrize("name", [HIGH_WATERMARK, LOG_START])
+def test_other_corrupt_checkpoints_are_tolerated(env, caplog, name):
+    m = env.manager()
+    _fill(m.get_or_create(TopicPartition("t", 0)), 4)
+    m.shutdown()
+    with open(os.path.join(env.dirs[0], name), "w") as f:
+        f.write("7\n")
+    with caplog.at_level(logging.WARNING, logger="broker.log.manager"):
+        m2 = env.manager()
+    assert any(name in r.getMessage() for r in caplog.records)
+    lg = m2.get(TopicPartition("t", 0))
+    assert lg.log_end_offset == 4
+    assert lg.log_start_offset == 0
+
+
+# ---------------------------------------------------------------- delete
+
+
+def test_delete_renames_the_partition_dir_then_removes_it(env, monkeypatch):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 3))
+    _fill(lg, 2)
+    original_dir = lg.dir
+    seen = []
+    remove = LogManager._remove_tree
+
+    def spy(path):
+        seen.append((path, os.path.isdir(path), os.path.exists(original_dir)))
+        remove(path)
+
+    monkeypatch.setattr(LogManager, "_remove_tree", staticmethod(spy))
+    m.delete(TopicPartition("t", 3))
+    assert len(seen) == 1
+    path, existed, original_existed = seen[0]
+    assert re.fullmatch(re.escape(original_dir) + r"\.[0-9a-f]{32}-delete", path)
+    assert existed and not original_existed             # renamed first, then removed
+    assert not os.path.exists(path)
+    assert lg.closed
+    assert m.get(TopicPartition("t", 3)) is None
+    m.delete(TopicPartition("t", 3))                    # deleting again: nothing to do
+    m.checkpoint()
+    assert _read_text(os.path.join(env.dirs[0], RECOVERY_POINT)) == "0\n0\n"
+
+
+def test_delete_under_an_event_loop_removes_in_a_worker_thread(env):
+    m = env.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    _fill(lg, 2)
+
+    async def main():
+        m.delete(TopicPartition("t", 0))
+        for _ in range(2_000):
+            if not [n for n in os.listdir(env.dirs[0]) if n.startswith("t-0")]:
+                return True
+            await asyncio.sleep(0.001)
+        return False
+
+    assert asyncio.run(main())
+
+
+def test_startup_removes_leftover_delete_dirs_and_ignores_other_entries(env):
+    m = env.manager()
+    _fill(m.get_or_create(TopicPartition("t", 0)), 2)
+    m.shutdown()
+    d = env.dirs[0]
+    leftover = os.path.join(d, "t-1.0123456789abcdef0123456789abcdef-delete")
+    os.makedirs(leftover)
+    with open(os.path.join(leftover, "00000000000000000000.log"), "wb") as f:
+        f.write(b"junk")
+    os.makedirs(os.path.join(d, "lost+found"))
+    os.makedirs(os.path.join(d, "not_a_partition"))
+    m2 = env.manager()
+    assert not os.path.exists(leftover)
+    assert set(m2.logs) == {TopicPartition("t", 0)}
+
+
+# ---------------------------------------------------------------- several log dirs
+
+
+def test_new_partitions_spread_over_log_dirs(tmp_path):
+    e = Env(tmp_path, n_dirs=2)
+    m = e.manager()
+    logs = [m.get_or_create(TopicPartition("t", p)) for p in range(6)]
+    parents = [os.path.dirname(lg.dir) for lg in logs]
+    assert parents.count(e.dirs[0]) == 3 and parents.count(e.dirs[1]) == 3
+    for p in range(1, 6):                               # the least loaded dir each time
+        assert parents[p] != parents[p - 1]
+    for lg in logs:
+        _fill(lg, lg.tp.partition + 1)
+    m.shutdown()
+    for d in e.dirs:
+        entries = OffsetCheckpoint(os.path.join(d, RECOVERY_POINT)).read()
+        mine = {lg.tp for lg in logs if os.path.dirname(lg.dir) == d}
+        assert set(entries) == mine
+        assert all(entries[tp] == tp.partition + 1 for tp in mine)
+    m2 = e.manager()
+    assert {tp: lg.log_end_offset for tp, lg in m2.logs.items()} == {
+        TopicPartition("t", p): p + 1 for p in range(6)}
+    e.close_all()
+
+
+def test_a_partition_in_two_dirs_is_refused(tmp_path):
+    e = Env(tmp_path, n_dirs=2)
+    m = e.manager()
+    m.shutdown()
+    for d in e.dirs:
+        os.makedirs(os.path.join(d, "t-0"))
+    with pytest.raises(LogDirError, match="t-0"):
+        e.manager()
+    e.close_all()
+
+
+# ---------------------------------------------------------------- retention pass
+
+
+def test_cleanup_logs_runs_retention_on_every_log(tmp_path):
+    e = Env(tmp_path, topic_overrides={"old": {"retention.ms": 1_000}, "big": {"retention.bytes": 3 * SIZE}})
+    m = e.manager()
+    old = m.get_or_create(TopicPartition("old", 0))
+    big = m.get_or_create(TopicPartition("big", 0))
+    keep = m.get_or_create(TopicPartition("keep", 0))
+    for lg in (old, big, keep):
+        _fill(lg, 10)                                   # segments 0, 3, 6, 9 (timestamps ~1_000)
+        lg.update_high_watermark(lg.log_end_offset)
+    old_files = [s.log_path for s in old.segments[:-1]]
+    deleted = m.cleanup_logs(now_ms=10_000)
+    assert deleted == 3 + 2
+    assert [s.base_offset for s in old.segments] == [9]
+    assert [s.base_offset for s in big.segments] == [6, 9]
+    assert [s.base_offset for s in keep.segments] == [0, 3, 6, 9]
+    for path in old_files:                              # no event loop: deleted at once
+        assert not os.path.exists(path)
+    assert (old.log_start_offset, big.log_start_offset, keep.log_start_offset) == (9, 6, 0)
+    assert m.cleanup_logs(now_ms=10_000) == 0
+    m.shutdown()
+    assert OffsetCheckpoint(os.path.join(e.dirs[0], LOG_START)).read() == {
+        TopicPartition("old", 0): 9, TopicPartition("big", 0): 6, TopicPartition("keep", 0): 0}
+    e.close_all()
+
+
+def test_update_config_reaches_existing_logs(tmp_path):
+    e = Env(tmp_path)
+    m = e.manager()
+    lg = m.get_or_create(TopicPartition("t", 0))
+    assert lg.config.retention_ms == 7 * 24 * 3600 * 1000
+    e.topic_overrides["t"] = {"retention.ms": 5}
+    m.update_config("t")
+    assert lg.config.retention_ms == 5
+    e.close_all()
+
+
+def test_flush_dirty_under_an_event_loop(tmp_path):
+    e = Env(tmp_path, topic_overrides={"f": {"flush.messages": 2}})
+    m = e.manager()
+    f = m.get_or_create(TopicPartition("f", 0))
+    other = m.get_or_create(TopicPartition("other", 0))
+    _fill(f, 3)
+    _fill(other, 3)
+
+    async def main():
+        m.flush_dirty()
+        await asyncio.wait_for(f.schedule_flush(), 30)
+
+    asyncio.run(main())
+    assert f.recovery_point == 3
+    assert other.recovery_point == 0                    # default policy: no flush by count
+    e.close_all()
+
+
+# ---------------------------------------------------------------- topic names
+
+
+@pytest.mark.parametrize("name, ok", [
+    ("clicks", True), ("a.b_c-D9", True), ("x" * 249, True),
+    ("", False), (".", False), ("..", False), ("x" * 250, False), ("bad name", False), ("é", False),
+    ("a/b", False),
+])
+def test_topic_name_rules(env, name, ok):
+    assert (validate_topic_name(name) is None) == ok
+    m = env.manager()
+    if ok:
+        assert m.get_or_create(TopicPartition(name, 0)).tp.topic == name
+    else:
+        with pytest.raises(ValueError):
+            m.get_or_create(TopicPartition(name, 0))
+
+
+def test_log_dirs_of_different_clusters_are_refused(tmp_path):
+    e = Env(tmp_path, n_dirs=2)
+    e.manager().shutdown()
+    meta1 = os.path.join(e.dirs[1], META)
+    text = _read_text(meta1)
+    with open(meta1, "w") as f:
+        f.write(re.sub(r"cluster.id=.*", "cluster.id=AAAAAAAAAAAAAAAAAAAAAA", text))
+    with pytest.raises(LogDirError, match="cluster.id"):
+        e.manager()
+
+
+def test_a_new_dir_joins_the_cluster_of_the_existing_ones(tmp_path):
+    one = Env(tmp_path, n_dirs=1)
+    m = one.manager()
+    cid = m.cluster_id
+    m.shutdown()
+    # a second, empty dir is added; the existing one is listed last
+    e = Env(tmp_path, n_dirs=1)
+    e.dirs = [str(tmp_path / "added"), one.dirs[0]]
+    m2 = e.manager()
+    assert m2.cluster_id == cid
+    assert f"cluster.id={cid}" in _read_text(os.path.join(e.dirs[0], META))
+    e.close_all()
+
+
+def test_background_tasks_run_retention_and_flushes(tmp_path):
+    e = Env(tmp_path, topic_overrides={"old": {"retention.ms": 1_000}, "f": {"flush.ms": 0}},
+            broker_props={"log.retention.check.interval.ms": 10, "log.flush.scheduler.interval.ms": 10})
+    m = e.manager()
+    old = m.get_or_create(TopicPartition("old", 0))
+    f = m.get_or_create(TopicPartition("f", 0))
+    _fill(old, 7)                                       # record timestamps ~1_000: long expired
+    old.update_high_watermark(7)
+    _fill(f, 2)
+    first = old.segments[0].log_path
+
+    async def main():
+        m.start_background()
+        assert len(m._tasks) == 3
+        for _ in range(3_000):
+            if old.log_start_offset == 6 and f.recovery_point == 2 and not os.path.exists(first):
+                break
+            await asyncio.sleep(0.005)
+        await m.stop_background()
+
+    asyncio.run(main())
+    assert old.log_start_offset == 6
+    assert [s.base_offset for s in old.segments] == [6]
+    assert not os.path.exists(first)
+    assert f.recovery_point == 2
+    assert m._tasks == []
+    e.close_all()
