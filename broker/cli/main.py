@@ -84,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients
+    from broker.cli import clients, groups
     clients.add_parsers(sub)
+    groups.add_parsers(sub)
     return p
 
 

@@ -197,8 +197,11 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, tp, config, topic_id)
         self._read_or_write_partition_metadata()
+        # a compaction swap a crash interrupted is completed first (cleaner.py)
+        from broker.log.cleaner import complete_swaps
+        complete_swaps(directory)
         for name in os.listdir(directory):
-            if name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
+            if name.endswith((".deleted", ".cleaned", ".tmp")):
                 os.unlink(os.path.join(directory, name))
         bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(directory) if n.endswith(".log"))
                        if b is not None)

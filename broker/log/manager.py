@@ -70,6 +70,8 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
+        from broker.log.cleaner import LogCleaner
+        self.cleaner = LogCleaner(self)
 
     # ------------------------------------------------------------------ startup
 
@@ -177,6 +179,7 @@ class LogManager:
         lg = self.logs.pop(tp, None)
         if lg is None:
             return
+        self.cleaner.forget(tp)
         lg.close()
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
@@ -241,6 +244,7 @@ class LogManager:
         flush_s = min(self.config["log.flush.scheduler.interval.ms"], self.config.flush_ms, 3_600_000) / 1000
         self._tasks.append(loop.create_task(self._every(max(flush_s, 0.01), self.flush_dirty)))
         self._tasks.append(loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self._checkpoint_async)))
+        self.cleaner.start()
 
     async def _checkpoint_async(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.checkpoint)
@@ -259,6 +263,7 @@ class LogManager:
 
     async def stop_background(self) -> None:
         self._closed = True
+        await self.cleaner.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

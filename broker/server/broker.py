@@ -70,11 +70,20 @@ class Broker:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
         self.logs.startup()
-        self.server.start()
+        try:
+            self.server.start()
+        except OSError:
+            # e.g. the port is taken: the logs are loaded (and recovered if need be) but
+            # nothing was served; close them cleanly so the next start is not a recovery
+            self.logs.shutdown()
+            raise
         if self._store is None:
             self._store = FileMetadataStore(self.config.log_dirs[0], self.broker_info())
         for topic in self.store.topics().values():
             self._materialize(topic)
+        from broker.group import GroupCoordinator
+        self.coordinator = GroupCoordinator(self)
+        await self.coordinator.startup()
         self.logs.start_background()
         self.started_at = time.time()
         log.info("broker %d listening on %s:%d (cluster %s), started in %.3f s", self.broker_id,
@@ -91,7 +100,12 @@ class Broker:
             lg = self.logs.get_or_create(tp, topic.topic_id)
             part = self.partitions.get(tp)
             if part is None:
-                self.partitions[tp] = Partition(tp, lg, state, self.broker_id)
+                part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id)
+                # After a crash the checkpointed high watermark is older than the log:
+                # a leader moves it up to what its ISR holds at once (Kafka does so on
+                # becoming leader), or acknowledged records stay invisible until the
+                # next append.
+                part.maybe_increment_high_watermark()
             else:
                 part.update_state(state)
 

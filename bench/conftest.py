@@ -1,0 +1,1 @@
+"""pytest-benchmark suite of the native core (`make bench`). Figures go to RESULTS.md."""

@@ -1,0 +1,204 @@
+"""`broker groups list|describe|reset-offsets|delete` and `broker consume --group`."""
+from __future__ import annotations
+
+import sys
+import time
+
+from broker.cli.main import CliError
+
+
+def _coordinator(cluster, group_id):
+    from broker.client.group import GroupConsumer
+    return GroupConsumer(cluster, group_id, [], enable_auto_commit=False).coordinator()
+
+
+def _describe(cluster, group_id):
+    from broker.protocol.errors import KafkaProtocolError
+    from broker.protocol.messages.describe_groups import DescribeGroupsRequest
+    r = _coordinator(cluster, group_id).request(DescribeGroupsRequest(groups=[group_id]))
+    g = r.groups[0]
+    if g.error_code:
+        raise KafkaProtocolError(g.error_code, f"describe group {group_id}")
+    return g
+
+
+def _committed(cluster, group_id):
+    from broker.protocol.errors import KafkaProtocolError
+    from broker.protocol.messages.offset_fetch import OffsetFetchRequest
+    conn = _coordinator(cluster, group_id)
+    version = min(conn.version_for(OffsetFetchRequest.API_KEY), 7)
+    r = conn.request(OffsetFetchRequest(group_id=group_id, topics=None), version)
+    if r.error_code:
+        raise KafkaProtocolError(r.error_code, f"fetch offsets of group {group_id}")
+    return {(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions
+            if p.committed_offset >= 0}
+
+
+def _wrap(fn):
+    from broker.cli.clients import _run
+    return _run(fn)
+
+
+def groups_list(args) -> int:
+    from broker.client import Cluster
+    from broker.protocol.messages.list_groups import ListGroupsRequest
+    with Cluster(args.bootstrap) as c:
+        c.refresh([])
+        seen = set()
+        for node in sorted(c.brokers):
+            r = c.connection(node).request(ListGroupsRequest(states_filter=[]))
+            for g in r.groups:
+                if g.group_id not in seen:
+                    seen.add(g.group_id)
+                    print(f"{g.group_id}\t{g.group_state or '-'}\t{g.protocol_type or '-'}")
+    return 0
+
+
+def groups_describe(args) -> int:
+    from broker.client import Cluster
+    from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+    with Cluster(args.bootstrap) as c:
+        g = _describe(c, args.group)
+        print(f"Group: {g.group_id}\tState: {g.group_state}\tProtocol: {g.protocol_type or '-'}/"
+              f"{g.protocol_data or '-'}\tMembers: {len(g.members)}")
+        owner = {}
+        for m in g.members:
+            assigned = []
+            if m.member_assignment:
+                try:
+                    a, _ = ConsumerProtocolAssignment.decode_versioned(m.member_assignment)
+                    for tp in a.assigned_partitions:
+                        for p in tp.partitions:
+                            owner[(tp.topic, p)] = m.member_id
+                            assigned.append(f"{tp.topic}-{p}")
+                except ValueError:
+                    assigned.append("(not a consumer assignment)")
+            print(f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host}\t"
+                  f"Assignment: {','.join(assigned) or '-'}")
+        committed = _committed(c, args.group)
+        tps = sorted(set(committed) | set(owner))
+        ends = {}
+        for topic in sorted({t for t, _ in tps}):
+            parts = [p for t, p in tps if t == topic]
+            try:
+                for p, (off, _) in c.list_offsets(topic, parts, -1).items():
+                    ends[(topic, p)] = off
+            except Exception:
+                pass
+        print("\tTOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER")
+        for tp in tps:
+            com = committed.get(tp)
+            end = ends.get(tp)
+            lag = end - com if com is not None and end is not None else "-"
+            print(f"\t{tp[0]}\t{tp[1]}\t{com if com is not None else '-'}\t{end if end is not None else '-'}\t"
+                  f"{lag}\t{owner.get(tp, '-')}")
+    return 0
+
+
+def groups_reset_offsets(args) -> int:
+    from broker.client import Cluster
+    from broker.protocol.errors import ErrorCode, KafkaProtocolError
+    from broker.protocol.messages.offset_commit import OffsetCommitRequest
+    with Cluster(args.bootstrap) as c:
+        try:
+            g = _describe(c, args.group)
+            state = g.group_state
+        except KafkaProtocolError as exc:
+            if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+            state = "Dead"
+        if state not in ("Empty", "Dead", ""):
+            raise CliError(f"group {args.group} is not empty (state {state}): stop its consumers first")
+        meta = c.topic(args.topic)
+        parts = sorted(meta.partitions)
+        if args.to_offset is not None:
+            targets = {p: args.to_offset for p in parts}
+            ends = c.list_offsets(args.topic, parts, -1)
+            starts = c.list_offsets(args.topic, parts, -2)
+            for p in parts:
+                targets[p] = max(starts[p][0], min(targets[p], ends[p][0]))
+        else:
+            ts = -2 if args.to_earliest else -1
+            targets = {p: off for p, (off, _) in c.list_offsets(args.topic, parts, ts).items()}
+        req = OffsetCommitRequest(group_id=args.group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name=args.topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                                                 committed_metadata="")
+                for p, o in sorted(targets.items())])])
+        r = _coordinator(c, args.group).request(req)
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise KafkaProtocolError(p.error_code, f"reset {t.name}-{p.partition_index}")
+        for p, o in sorted(targets.items()):
+            print(f"{args.topic}\t{p}\t{o}")
+    return 0
+
+
+def groups_delete(args) -> int:
+    from broker.client import Cluster
+    from broker.protocol.errors import KafkaProtocolError
+    from broker.protocol.messages.delete_groups import DeleteGroupsRequest
+    with Cluster(args.bootstrap) as c:
+        r = _coordinator(c, args.group).request(DeleteGroupsRequest(groups_names=[args.group]))
+        err = r.results[0].error_code
+        if err:
+            raise KafkaProtocolError(err, f"delete group {args.group}")
+    print(f"deleted group {args.group}")
+    return 0
+
+
+def consume_group(args) -> int:
+    """`broker consume --group G`: joins the group, prints messages, commits as it goes."""
+    from broker.client.group import GroupConsumer
+    out = sys.stdout.buffer
+    sep = args.key_separator.encode()
+    n = 0
+    with GroupConsumer(args.bootstrap, args.group, [args.topic],
+                       auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+        deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
+        while args.max_messages is None or n < args.max_messages:
+            records = c.poll(1.0)
+            for r in records:
+                if args.max_messages is not None and n >= args.max_messages:
+                    break
+                if args.print_key:
+                    out.write((r.key or b"null") + sep)
+                out.write((r.value if r.value is not None else b"null") + b"\n")
+                n += 1
+                c.consumer.positions[(r.topic, r.partition)] = r.offset + 1
+            out.flush()
+            if records and deadline is not None:
+                deadline = time.monotonic() + args.timeout_ms / 1000
+            elif not records and deadline is not None and time.monotonic() >= deadline:
+                break
+        c.commit()
+    print(f"consumed {n} messages", file=sys.stderr)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    from broker.cli.clients import _bootstrap
+    g = sub.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups")
+    gs = g.add_subparsers(dest="groups_command", metavar="ACTION")
+    gs.required = True
+    p = gs.add_parser("list", help="groups with their state")
+    _bootstrap(p)
+    p.set_defaults(func=_wrap(groups_list))
+    p = gs.add_parser("describe", help="members, assignments, committed offsets, log end and lag")
+    _bootstrap(p)
+    p.add_argument("group")
+    p.set_defaults(func=_wrap(groups_describe))
+    p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets")
+    _bootstrap(p)
+    p.add_argument("group")
+    p.add_argument("--topic", "-t", required=True)
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    p.set_defaults(func=_wrap(groups_reset_offsets))
+    p = gs.add_parser("delete", help="delete an empty group")
+    _bootstrap(p)
+    p.add_argument("group")
+    p.set_defaults(func=_wrap(groups_delete))

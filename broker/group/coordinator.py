@@ -1,0 +1,858 @@
+"""The group coordinator (Kafka's classic GroupCoordinator + GroupMetadataManager).
+
+Groups live in memory; every change that must survive a restart is first appended to the
+group's partition of __consumer_offsets (a compacted internal topic, Kafka's schema in
+records.py), and only then applied: offset commits, group metadata after each completed
+rebalance, tombstones for deleted groups and expired offsets. On start the coordinator
+replays the partitions it leads.
+
+The assignment itself is computed by the group leader (a client); the coordinator
+relays it. Timers (session expiry, rebalance timeout, initial rebalance delay) are
+asyncio TimerHandles on the broker's loop; everything runs on that loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from broker.group import records as R
+from broker.group.group import Group, GroupState, Member
+from broker.group.records import OffsetAndMetadata
+from broker.log import TopicPartition
+from broker.native import BatchBuilder, iter_batches
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+NO_GENERATION = -1
+LOAD_CHUNK = 8 * 1024 * 1024
+
+S = GroupState
+
+
+@dataclass
+class JoinResult:
+    error: int = 0
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass
+class SyncResult:
+    error: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(self, broker):
+        self.broker = broker
+        self.config = broker.config
+        self.groups: dict[str, Group] = {}
+        self.num_partitions = self.config["offsets.topic.num.partitions"]
+        self.loaded: set[int] = set()
+        self._expiry_task: asyncio.Task | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    async def startup(self) -> None:
+        if self.broker.topic(OFFSETS_TOPIC) is not None:
+            self.num_partitions = len(self.broker.topic(OFFSETS_TOPIC).partitions)
+            self.load_all()
+        interval = self.config["offsets.retention.check.interval.ms"] / 1000
+        self._expiry_task = self.loop.create_task(self._expire_loop(interval))
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            try:
+                await self._expiry_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for g in self.groups.values():
+            self._cancel_timers(g)
+            for m in g.members.values():
+                for fut in (m.join_future, m.sync_future):
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
+
+    def ensure_offsets_topic(self) -> None:
+        """Creates __consumer_offsets (compacted) on first use, as Kafka does."""
+        if self.broker.topic(OFFSETS_TOPIC) is not None:
+            return
+        rf = min(self.config["offsets.topic.replication.factor"], len(self.broker.store.brokers()))
+        try:
+            self.broker.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], rf, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            }, internal=True)
+        except KafkaProtocolError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        self.num_partitions = len(self.broker.topic(OFFSETS_TOPIC).partitions)
+        self.load_all()
+
+    def partition_for(self, group_id: str) -> int:
+        return R.partition_for(group_id, self.num_partitions)
+
+    def coordinator_node(self, group_id: str) -> int:
+        info = self.broker.topic(OFFSETS_TOPIC)
+        if info is None:
+            return -1
+        return info.partitions[self.partition_for(group_id)].leader
+
+    def check_coordinator(self, group_id: str) -> int:
+        """0, or the error a request for this group gets here."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self.broker.topic(OFFSETS_TOPIC) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(group_id)
+        part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+        if part is None or not part.is_leader:
+            return ErrorCode.NOT_COORDINATOR
+        if p not in self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return 0
+
+    # ------------------------------------------------------------------ loading
+
+    def load_all(self) -> None:
+        for p in range(self.num_partitions):
+            part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+            if part is not None and part.is_leader and p not in self.loaded:
+                self.load_partition(p)
+
+    def load_partition(self, p: int) -> None:
+        """Replays one partition of __consumer_offsets into the group cache."""
+        t0 = time.monotonic()
+        lg = self.broker.partitions[TopicPartition(OFFSETS_TOPIC, p)].log
+        offset = lg.log_start_offset
+        end = lg.high_watermark
+        loaded_groups: dict[str, Group] = {}
+        removed: set[str] = set()
+        count = 0
+        while offset < end:
+            data = lg.read_bytes(offset, LOAD_CHUNK, end)
+            if not data:
+                break
+            advanced = False
+            for batch in iter_batches(data):
+                if batch.next_offset <= offset:
+                    continue
+                advanced = True
+                offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                for rec in batch.records():
+                    count += 1
+                    if rec.key is None:
+                        continue
+                    try:
+                        key = R.decode_key(rec.key)
+                        self._replay(key, rec.value, loaded_groups, removed)
+                    except ValueError as exc:
+                        log.warning("%s-%d offset %d: skipping unreadable record (%s)", OFFSETS_TOPIC, p,
+                                    rec.offset, exc)
+            if not advanced:
+                break
+        for gid, g in loaded_groups.items():
+            if not g.members and not g.offsets and g.protocol_type is None:
+                continue
+            self.groups[gid] = g
+            self._after_load(g)
+        self.loaded.add(p)
+        if count:
+            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded_groups), OFFSETS_TOPIC, p,
+                     count, time.monotonic() - t0)
+
+    def _replay(self, key, value, groups: dict[str, Group], removed: set[str]) -> None:
+        if key[0] == "offset":
+            _, gid, topic, partition = key
+            g = groups.get(gid)
+            if g is None:
+                g = groups[gid] = Group(gid)
+            if value is None:
+                g.offsets.pop((topic, partition), None)
+            else:
+                g.offsets[(topic, partition)] = R.decode_offset_value(value)
+            return
+        _, gid = key
+        if value is None:
+            g = groups.get(gid)
+            if g is not None:
+                g.members.clear()
+                g.static_members.clear()
+                g.protocol_type = g.protocol_name = g.leader_id = None
+                g.generation_id = 0
+            return
+        meta = R.decode_group_value(value)
+        g = groups.get(gid)
+        if g is None:
+            g = groups[gid] = Group(gid)
+        g.protocol_type = meta.protocol_type
+        g.generation_id = meta.generation
+        g.protocol_name = meta.protocol
+        g.leader_id = meta.leader
+        g.state_timestamp = meta.current_state_timestamp
+        g.members = {}
+        g.static_members = {}
+        for mm in meta.members:
+            proto = [(meta.protocol, mm.subscription)] if meta.protocol else []
+            m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
+                       mm.rebalance_timeout, meta.protocol_type, proto, mm.assignment)
+            g.members[m.member_id] = m
+            if m.group_instance_id:
+                g.static_members[m.group_instance_id] = m.member_id
+
+    def _after_load(self, g: Group) -> None:
+        if g.members:
+            g.state = S.STABLE
+            for m in g.members.values():
+                self._schedule_heartbeat(g, m)
+        else:
+            g.state = S.EMPTY
+            if g.protocol_type is None:
+                g.protocol_type = ""
+
+    # ------------------------------------------------------------------ storage
+
+    async def _store(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> int:
+        """Appends records to the group's partition of __consumer_offsets; returns an
+        error code (0 when durable on the ISR)."""
+        p = self.partition_for(group_id)
+        part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+        if part is None or not part.is_leader:
+            return ErrorCode.NOT_COORDINATOR
+        b = BatchBuilder()
+        ts = now_ms()
+        for key, value in entries:
+            b.append(ts, key, value)
+        try:
+            info = part.append_as_leader(bytearray(b.build()), -1)
+        except KafkaProtocolError as exc:
+            log.warning("cannot store group %s: %s", group_id, exc)
+            return {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR}.get(exc.code, exc.code)
+        lg = part.log
+        deadline = self.loop.time() + self.config["request.timeout.ms"] / 1000
+        while lg.high_watermark <= info.last_offset:
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            fut = lg.waiter()
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                lg.discard_waiter(fut)
+        if lg.needs_flush():
+            await lg.schedule_flush()
+        return 0
+
+    def _group_record(self, g: Group) -> tuple[bytes, bytes]:
+        members = [R.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                    m.rebalance_timeout_ms, m.session_timeout_ms,
+                                    m.metadata_for(g.protocol_name) if g.protocol_name else b"", m.assignment)
+                   for m in g.members.values()]
+        meta = R.GroupMetadata(g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id,
+                               g.state_timestamp, members)
+        return R.group_key(g.group_id), R.group_value(meta)
+
+    # ------------------------------------------------------------------ timers
+
+    def _cancel_timers(self, g: Group) -> None:
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+            g.join_timer = None
+        for m in g.members.values():
+            if m.heartbeat_timer is not None:
+                m.heartbeat_timer.cancel()
+                m.heartbeat_timer = None
+        for h in g.pending_members.values():
+            if h is not None:
+                h.cancel()
+
+    def _schedule_heartbeat(self, g: Group, m: Member) -> None:
+        if m.heartbeat_timer is not None:
+            m.heartbeat_timer.cancel()
+        m.heartbeat_timer = self.loop.call_later(m.session_timeout_ms / 1000, self._member_expired, g, m)
+
+    def _member_expired(self, g: Group, m: Member) -> None:
+        if g.members.get(m.member_id) is not m or g.is_(S.DEAD):
+            return
+        if m.awaiting_join:
+            return          # the rebalance timeout governs members waiting in JoinGroup
+        log.info("group %s: member %s session expired (%d ms)", g.group_id, m.member_id, m.session_timeout_ms)
+        self._remove_member_and_update(g, m, "session timeout")
+
+    def _set_state(self, g: Group, state: GroupState) -> None:
+        g.state = state
+        g.state_timestamp = now_ms()
+
+    # ------------------------------------------------------------------ rebalance
+
+    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+        if g.is_(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(g, ErrorCode.REBALANCE_IN_PROGRESS)
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+        initial = g.is_(S.EMPTY)
+        rebalance_ms = max(g.max_rebalance_timeout_ms, 0)
+        self._set_state(g, S.PREPARING_REBALANCE)
+        log.info("group %s: preparing rebalance (generation %d): %s", g.group_id, g.generation_id, reason)
+        if initial:
+            delay_ms = min(self.config["group.initial.rebalance.delay.ms"], rebalance_ms)
+            g.initial_rebalance = True
+            g.new_member_added = False
+            self._schedule_initial_join(g, delay_ms, rebalance_ms - delay_ms)
+        else:
+            g.initial_rebalance = False
+            g.join_timer = self.loop.call_later(rebalance_ms / 1000, self._join_timeout, g)
+            self._try_complete_join(g)
+
+    def _schedule_initial_join(self, g: Group, delay_ms: int, remaining_ms: int) -> None:
+        def fire() -> None:
+            g.join_timer = None
+            if not g.is_(S.PREPARING_REBALANCE):
+                return
+            if g.new_member_added and remaining_ms > 0:
+                g.new_member_added = False
+                step = min(self.config["group.initial.rebalance.delay.ms"], remaining_ms)
+                self._schedule_initial_join(g, step, remaining_ms - step)
+                return
+            g.initial_rebalance = False
+            self._complete_join(g)
+
+        g.join_timer = self.loop.call_later(delay_ms / 1000, fire)
+
+    def _join_timeout(self, g: Group) -> None:
+        g.join_timer = None
+        if g.is_(S.PREPARING_REBALANCE):
+            self._complete_join(g)
+
+    def _try_complete_join(self, g: Group) -> None:
+        if g.is_(S.PREPARING_REBALANCE) and not g.initial_rebalance and g.all_joined():
+            if g.join_timer is not None:
+                g.join_timer.cancel()
+                g.join_timer = None
+            self._complete_join(g)
+
+    def _complete_join(self, g: Group) -> None:
+        # members that did not rejoin in time are out (static ones too, as in Kafka)
+        for m in [m for m in g.members.values() if not m.awaiting_join]:
+            log.info("group %s: removing member %s (did not rejoin)", g.group_id, m.member_id)
+            self._remove_member(g, m)
+        for mid, h in list(g.pending_members.items()):
+            if h is not None:
+                h.cancel()
+        g.pending_members.clear()
+        g.generation_id += 1
+        if not g.members:
+            g.protocol_name = None
+            g.leader_id = None
+            self._set_state(g, S.EMPTY)
+            log.info("group %s: empty at generation %d", g.group_id, g.generation_id)
+            self.loop.create_task(self._store_group(g))
+            return
+        g.protocol_name = g.select_protocol()
+        if g.leader_id not in g.members:
+            g.leader_id = next(iter(g.members))
+        self._set_state(g, S.COMPLETING_REBALANCE)
+        log.info("group %s: generation %d with %d members, protocol %s, leader %s", g.group_id, g.generation_id,
+                 len(g.members), g.protocol_name, g.leader_id)
+        members = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()]
+        for m in g.members.values():
+            res = JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id,
+                             members if m.member_id == g.leader_id else [])
+            if m.join_future is not None and not m.join_future.done():
+                m.join_future.set_result(res)
+            m.join_future = None
+            m.is_new = False
+            self._schedule_heartbeat(g, m)
+
+    def _reset_and_propagate_assignment_error(self, g: Group, error: int) -> None:
+        for m in g.members.values():
+            m.assignment = b""
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result(SyncResult(error))
+            m.sync_future = None
+
+    def _remove_member(self, g: Group, m: Member) -> None:
+        g.members.pop(m.member_id, None)
+        if m.group_instance_id and g.static_members.get(m.group_instance_id) == m.member_id:
+            del g.static_members[m.group_instance_id]
+        if m.heartbeat_timer is not None:
+            m.heartbeat_timer.cancel()
+            m.heartbeat_timer = None
+        for fut in (m.join_future, m.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id)
+                               if fut is m.join_future else SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+
+    def _remove_member_and_update(self, g: Group, m: Member, reason: str) -> None:
+        self._remove_member(g, m)
+        if g.is_(S.STABLE) or g.is_(S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(g, f"removing member {m.member_id}: {reason}")
+        elif g.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(g)
+
+    async def _store_group(self, g: Group) -> int:
+        return await self._store(g.group_id, [self._group_record(g)])
+
+    # ------------------------------------------------------------------ JoinGroup
+
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                         reason: str | None = None) -> JoinResult:
+        err = self.check_coordinator(group_id)
+        if err:
+            return JoinResult(err, member_id=member_id)
+        if not (self.config["group.min.session.timeout.ms"] <= session_timeout_ms
+                <= self.config["group.max.session.timeout.ms"]):
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        names = {n for n, _ in protocols}
+        g = self.groups.get(group_id)
+        if g is None:
+            if member_id:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            g = self.groups[group_id] = Group(group_id, state_timestamp=now_ms())
+        if g.is_(S.DEAD):
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+        if not g.supports_protocols(protocol_type, names):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        if member_id and member_id not in g.members and member_id not in g.pending_members:
+            # a static member may come back under its instance id with an old member id
+            if not (group_instance_id and g.static_members.get(group_instance_id) == member_id):
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        if group_instance_id:
+            known = g.static_members.get(group_instance_id)
+            if known is not None and member_id and member_id != known:
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
+        if not member_id or member_id in g.pending_members:
+            return await self._join_new_member(g, member_id, group_instance_id, client_id, client_host,
+                                               session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                                               require_known_member_id)
+        return await self._join_existing_member(g, g.members[member_id], protocols, session_timeout_ms,
+                                                rebalance_timeout_ms)
+
+    async def _join_new_member(self, g, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
+                               protocol_type, protocols, require_known) -> JoinResult:
+        if instance_id and instance_id in g.static_members:
+            return await self._rejoin_static(g, instance_id, client_id, client_host, session_ms, rebalance_ms,
+                                             protocols)
+        if len(g.members) >= self.config["group.max.size"]:
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id)
+        if not member_id:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known and not instance_id:
+                # KIP-394: hand out the id; the member rejoins with it within its session timeout
+                def expire_pending(mid=member_id) -> None:
+                    if g.pending_members.pop(mid, "gone") != "gone":
+                        self._try_complete_join(g)
+
+                g.pending_members[member_id] = self.loop.call_later(session_ms / 1000, expire_pending)
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
+        handle = g.pending_members.pop(member_id, None)
+        if handle is not None:
+            handle.cancel()
+        m = Member(member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, protocol_type,
+                   [(n, bytes(md)) for n, md in protocols], is_new=True)
+        if not g.members:
+            g.protocol_type = protocol_type
+        g.members[member_id] = m
+        if instance_id:
+            g.static_members[instance_id] = member_id
+        g.new_member_added = True
+        m.join_future = self.loop.create_future()
+        self._schedule_heartbeat(g, m)
+        if g.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(g)
+        else:
+            self._prepare_rebalance(g, f"adding new member {member_id}")
+        return await self._await_join(g, m)
+
+    async def _rejoin_static(self, g, instance_id, client_id, client_host, session_ms, rebalance_ms,
+                             protocols) -> JoinResult:
+        """A static member restarted (KIP-345): it takes over its old identity under a new
+        member id; a stable group with unchanged subscriptions does not rebalance."""
+        old = g.members[g.static_members[instance_id]]
+        new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        unchanged = old.matches(protocols)
+        for fut in (old.join_future, old.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID) if fut is old.join_future
+                               else SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        if old.heartbeat_timer is not None:
+            old.heartbeat_timer.cancel()
+        del g.members[old.member_id]
+        m = Member(new_id, instance_id, client_id, client_host, session_ms, rebalance_ms, old.protocol_type,
+                   [(n, bytes(md)) for n, md in protocols], old.assignment)
+        g.members[new_id] = m
+        g.static_members[instance_id] = new_id
+        if g.leader_id == old.member_id:
+            g.leader_id = new_id
+        self._schedule_heartbeat(g, m)
+        if g.is_(S.STABLE) and unchanged:
+            err = await self._store_group(g)
+            if err:
+                return JoinResult(err, member_id=new_id)
+            members = []
+            if new_id == g.leader_id:
+                members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
+                           for x in g.members.values()]
+            return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, new_id, members,
+                              skip_assignment=new_id == g.leader_id)
+        m.join_future = self.loop.create_future()
+        if g.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(g)
+        else:
+            self._prepare_rebalance(g, f"static member {instance_id} rejoined with new metadata")
+        return await self._await_join(g, m)
+
+    async def _join_existing_member(self, g, m, protocols, session_ms, rebalance_ms) -> JoinResult:
+        m.session_timeout_ms = session_ms
+        m.rebalance_timeout_ms = rebalance_ms
+        if g.is_(S.PREPARING_REBALANCE):
+            m.protocols = [(n, bytes(md)) for n, md in protocols]
+            if m.join_future is not None and not m.join_future.done():
+                m.join_future.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+            m.join_future = self.loop.create_future()
+            self._schedule_heartbeat(g, m)
+            self._try_complete_join(g)
+            return await self._await_join(g, m)
+        if g.is_(S.COMPLETING_REBALANCE) or g.is_(S.STABLE):
+            same = m.matches(protocols)
+            if same and (g.is_(S.COMPLETING_REBALANCE) or m.member_id != g.leader_id):
+                # nothing changed: the member gets the current generation again
+                self._schedule_heartbeat(g, m)
+                members = []
+                if m.member_id == g.leader_id:
+                    members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
+                               for x in g.members.values()]
+                return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id,
+                                  members)
+            m.protocols = [(n, bytes(md)) for n, md in protocols]
+            m.join_future = self.loop.create_future()
+            self._schedule_heartbeat(g, m)
+            self._prepare_rebalance(g, f"member {m.member_id} rejoined" + ("" if same else " with new metadata"))
+            return await self._await_join(g, m)
+        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id)
+
+    async def _await_join(self, g: Group, m: Member) -> JoinResult:
+        fut = m.join_future
+        res = await fut
+        if res is None:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=m.member_id)
+        return res
+
+    # ------------------------------------------------------------------ SyncGroup
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        err = self.check_coordinator(group_id)
+        if err:
+            return SyncResult(err)
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        m = g.members[member_id]
+        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
+            return SyncResult(ErrorCode.FENCED_INSTANCE_ID)
+        if generation_id != g.generation_id:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != g.protocol_type) or \
+                (protocol_name is not None and protocol_name != g.protocol_name):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if g.is_(S.PREPARING_REBALANCE) or g.is_(S.EMPTY):
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        self._schedule_heartbeat(g, m)
+        if g.is_(S.STABLE):
+            return SyncResult(0, g.protocol_type, g.protocol_name, m.assignment)
+        # CompletingRebalance
+        if m.sync_future is None or m.sync_future.done():
+            m.sync_future = self.loop.create_future()
+        fut = m.sync_future
+        if member_id == g.leader_id:
+            generation = g.generation_id
+            for mid, member in g.members.items():
+                member.assignment = bytes(assignments.get(mid, b""))
+            err = await self._store_group(g)
+            if g.generation_id != generation or not g.is_(S.COMPLETING_REBALANCE):
+                return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+            if err:
+                self._reset_and_propagate_assignment_error(g, err)
+                self._prepare_rebalance(g, f"cannot store the assignment ({ErrorCode(err).name})")
+                return SyncResult(err)
+            self._set_state(g, S.STABLE)
+            log.info("group %s: stable at generation %d", g.group_id, g.generation_id)
+            for member in g.members.values():
+                if member.sync_future is not None and not member.sync_future.done():
+                    member.sync_future.set_result(SyncResult(0, g.protocol_type, g.protocol_name, member.assignment))
+                member.sync_future = None
+        res = await fut
+        return res if res is not None else SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    # ------------------------------------------------------------------ Heartbeat / LeaveGroup
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err
+        g = self.groups.get(group_id)
+        if g is None or g.is_(S.EMPTY) or g.is_(S.DEAD) or member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id != g.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        m = g.members[member_id]
+        self._schedule_heartbeat(g, m)
+        if g.is_(S.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return 0
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err, [err] * len(members)
+        g = self.groups.get(group_id)
+        if g is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+        results = []
+        for member_id, instance_id in members:
+            if instance_id:
+                known = g.static_members.get(instance_id)
+                if known is None:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    results.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            m = g.members.get(member_id)
+            if m is None:
+                if member_id in g.pending_members:
+                    h = g.pending_members.pop(member_id)
+                    if h is not None:
+                        h.cancel()
+                    self._try_complete_join(g)
+                    results.append(0)
+                else:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("group %s: member %s leaves", g.group_id, member_id)
+            self._remove_member_and_update(g, m, "the member left the group")
+            results.append(0)
+        top = results[0] if len(results) == 1 else 0
+        return top, results
+
+    # ------------------------------------------------------------------ offsets
+
+    async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                             group_instance_id: str | None,
+                             offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return {tp: err for tp in offsets}
+        g = self.groups.get(group_id)
+        if generation_id < 0 and not member_id:
+            # a "simple" commit: the group must not be managed by a consumer group
+            if g is not None and not g.is_(S.EMPTY) and not g.is_(S.DEAD):
+                return {tp: ErrorCode.UNKNOWN_MEMBER_ID for tp in offsets}
+            if g is None:
+                g = self.groups[group_id] = Group(group_id, protocol_type="", state_timestamp=now_ms())
+        else:
+            if g is None or member_id not in g.members:
+                return {tp: ErrorCode.UNKNOWN_MEMBER_ID for tp in offsets}
+            if group_instance_id and g.static_members.get(group_instance_id) != member_id:
+                return {tp: ErrorCode.FENCED_INSTANCE_ID for tp in offsets}
+            if generation_id != g.generation_id:
+                return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
+            if g.is_(S.COMPLETING_REBALANCE):
+                return {tp: ErrorCode.REBALANCE_IN_PROGRESS for tp in offsets}
+            self._schedule_heartbeat(g, g.members[member_id])
+        result: dict[tuple[str, int], int] = {}
+        entries = []
+        good = {}
+        limit = self.config["offset.metadata.max.bytes"]
+        for (topic, partition), om in offsets.items():
+            info = self.broker.topic(topic)
+            if info is None or partition not in info.partitions:
+                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
+                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            om.metadata = om.metadata or ""
+            if om.commit_timestamp < 0:
+                om.commit_timestamp = now_ms()
+            good[(topic, partition)] = om
+            entries.append((R.offset_key(group_id, topic, partition), R.offset_value(om)))
+        if entries:
+            err = await self._store(group_id, entries)
+            for tp, om in good.items():
+                result[tp] = err
+                if not err:
+                    g.offsets[tp] = om
+        return result
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if partitions is None:
+            return 0, dict(g.offsets) if g is not None else {}
+        return 0, {tp: (g.offsets.get(tp) if g is not None else None) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[int, dict[tuple[str, int], int]]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if g is None or g.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed = g.subscribed_topics() if not g.is_(S.EMPTY) else set()
+        if subscribed is None and not g.is_(S.EMPTY):
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        result = {}
+        tombstones = []
+        for tp in partitions:
+            if tp[0] in (subscribed or set()):
+                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            result[tp] = 0
+            if tp in g.offsets:
+                tombstones.append((R.offset_key(group_id, tp[0], tp[1]), None))
+        if tombstones:
+            err = await self._store(group_id, tombstones)
+            if err:
+                return err, {}
+            for key, _ in tombstones:
+                _, _, topic, partition = R.decode_key(key)
+                g.offsets.pop((topic, partition), None)
+        return 0, result
+
+    # ------------------------------------------------------------------ describe / list / delete
+
+    def describe_group(self, group_id: str) -> tuple[int, Group | None]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err, None
+        return 0, self.groups.get(group_id)
+
+    def list_groups(self, states: set[str] | None = None) -> list[Group]:
+        out = []
+        for g in self.groups.values():
+            if g.is_(S.DEAD):
+                continue
+            if self.check_coordinator(g.group_id):
+                continue
+            if states and g.state.value.lower() not in {s.lower() for s in states}:
+                continue
+            out.append(g)
+        return sorted(out, key=lambda g: g.group_id)
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        out = {}
+        for gid in group_ids:
+            err = self.check_coordinator(gid)
+            if err:
+                out[gid] = err
+                continue
+            g = self.groups.get(gid)
+            if g is None or g.is_(S.DEAD):
+                out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
+                continue
+            if not g.is_(S.EMPTY):
+                out[gid] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            tombstones = [(R.offset_key(gid, t, p), None) for t, p in g.offsets]
+            tombstones.append((R.group_key(gid), None))
+            err = await self._store(gid, tombstones)
+            if err:
+                out[gid] = err
+                continue
+            self._cancel_timers(g)
+            g.state = S.DEAD
+            self.groups.pop(gid, None)
+            out[gid] = 0
+        return out
+
+    # ------------------------------------------------------------------ expiry
+
+    async def _expire_loop(self, interval: float) -> None:
+        while not self._closed:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                log.exception("offset expiration failed")
+
+    async def expire_offsets(self, now: int | None = None) -> int:
+        """Removes the committed offsets of empty groups older than offsets.retention.minutes
+        (KIP-211: counted from when the group became empty; for groups that only commit,
+        from each commit) and drops groups left with nothing. Returns offsets removed."""
+        now = now_ms() if now is None else now
+        retention = self.config["offsets.retention.minutes"] * 60_000
+        removed = 0
+        for g in list(self.groups.values()):
+            if not g.is_(S.EMPTY) or self.check_coordinator(g.group_id):
+                continue
+            consumer_group = bool(g.protocol_type)
+            expired = []
+            for tp, om in g.offsets.items():
+                if om.expire_timestamp >= 0:
+                    gone = now >= om.expire_timestamp
+                elif consumer_group and g.state_timestamp >= 0:
+                    gone = now - g.state_timestamp >= retention
+                else:
+                    gone = now - om.commit_timestamp >= retention
+                if gone:
+                    expired.append(tp)
+            if not expired:
+                continue
+            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in expired]
+            drop_group = len(expired) == len(g.offsets)
+            if drop_group:
+                entries.append((R.group_key(g.group_id), None))
+            if await self._store(g.group_id, entries):
+                continue
+            for tp in expired:
+                g.offsets.pop(tp, None)
+            removed += len(expired)
+            log.info("group %s: %d committed offsets expired", g.group_id, len(expired))
+            if drop_group and g.is_(S.EMPTY):
+                g.state = S.DEAD
+                self.groups.pop(g.group_id, None)
+        return removed

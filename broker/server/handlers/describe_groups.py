@@ -1,0 +1,35 @@
+"""DescribeGroups (15): state, protocol and members (with metadata and assignment)."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.describe_groups import DescribeGroupsResponse
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+MIN_VERSION, MAX_VERSION = 0, 5
+
+R = DescribeGroupsResponse
+
+
+async def handle(ctx, request):
+    coord = ctx.broker.coordinator
+    out = []
+    for gid in request.groups:
+        err, g = coord.describe_group(gid)
+        if err:
+            out.append(R.DescribedGroup(error_code=err, group_id=gid, group_state="", protocol_type="",
+                                        protocol_data="", members=[]))
+            continue
+        if g is None:
+            out.append(R.DescribedGroup(error_code=0 if ctx.api_version < 5 else ErrorCode.GROUP_ID_NOT_FOUND,
+                                        group_id=gid, group_state="Dead", protocol_type="", protocol_data="",
+                                        members=[]))
+            continue
+        stable = g.state.value == "Stable"
+        members = [R.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata_for(g.protocol_name) if (stable and g.protocol_name) else b"",
+            member_assignment=m.assignment if stable else b"") for m in g.members.values()]
+        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=g.state.value,
+                                    protocol_type=g.protocol_type or "",
+                                    protocol_data=g.protocol_name or "", members=members))
+    return R(throttle_time_ms=0, groups=out)

@@ -1,0 +1,45 @@
+"""FindCoordinator (10): the broker leading the group's __consumer_offsets partition.
+Creates __consumer_offsets on first use, as Kafka does. Transaction coordinators do not
+exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE with a message saying so."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.find_coordinator import FindCoordinatorResponse
+
+API_KEY = ApiKey.FIND_COORDINATOR
+MIN_VERSION, MAX_VERSION = 0, 4
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _find(ctx, key: str, key_type: int):
+    """(error, message, node id, host, port)."""
+    broker = ctx.broker
+    if key_type == TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
+    if key_type != GROUP:
+        return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "empty group id", -1, "", -1
+    coord = broker.coordinator
+    try:
+        coord.ensure_offsets_topic()
+    except KafkaProtocolError as exc:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1
+    node = coord.coordinator_node(key)
+    b = broker.store.brokers().get(node)
+    if b is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return 0, None, b.broker_id, b.host, b.port
+
+
+async def handle(ctx, request):
+    if ctx.api_version >= 4:
+        out = []
+        for key in request.coordinator_keys:
+            err, msg, node, host, port = _find(ctx, key, request.key_type)
+            out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port,
+                                                           error_code=err, error_message=msg))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
+    err, msg, node, host, port = _find(ctx, request.key, request.key_type if ctx.api_version >= 1 else GROUP)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
+                                   port=port)

@@ -1,0 +1,12 @@
+"""Heartbeat (12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+from broker.protocol.api import ApiKey
+from broker.protocol.messages.heartbeat import HeartbeatResponse
+
+API_KEY = ApiKey.HEARTBEAT
+MIN_VERSION, MAX_VERSION = 0, 4
+
+
+async def handle(ctx, request):
+    err = ctx.broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                           request.group_instance_id if ctx.api_version >= 3 else None)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=err)

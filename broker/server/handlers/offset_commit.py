@@ -1,0 +1,33 @@
+"""OffsetCommit (8): committed offsets (with metadata and leader epoch) go to
+__consumer_offsets before the answer."""
+from broker.group.records import OffsetAndMetadata
+from broker.protocol.api import ApiKey
+from broker.protocol.messages.offset_commit import OffsetCommitResponse
+
+API_KEY = ApiKey.OFFSET_COMMIT
+MIN_VERSION, MAX_VERSION = 0, 8
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    offsets = {}
+    for t in request.topics:
+        for p in t.partitions:
+            expire = -1
+            if 2 <= v <= 4 and request.retention_time_ms >= 0:
+                import time
+                expire = int(time.time() * 1000) + request.retention_time_ms
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1, expire)
+    generation = request.generation_id_or_member_epoch if v >= 1 else -1
+    member = request.member_id if v >= 1 else ""
+    result = await ctx.broker.coordinator.commit_offsets(request.group_id, generation, member,
+                                                         request.group_instance_id if v >= 7 else None, offsets)
+    topics = []
+    for t in request.topics:
+        topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                               error_code=result.get((t.name, p.partition_index), 0))
+            for p in t.partitions]))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

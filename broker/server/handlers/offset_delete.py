@@ -1,0 +1,19 @@
+"""OffsetDelete (47): removes committed offsets of topics the group does not consume."""
+from broker.protocol.api import ApiKey
+from broker.protocol.messages.offset_delete import OffsetDeleteResponse
+
+API_KEY = ApiKey.OFFSET_DELETE
+MIN_VERSION, MAX_VERSION = 0, 0
+
+R = OffsetDeleteResponse
+
+
+async def handle(ctx, request):
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    err, result = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
+    return R(error_code=err, throttle_time_ms=0, topics=[] if err else [
+        R.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            R.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                            error_code=result.get((t.name, p.partition_index), 0))
+            for p in t.partitions])
+        for t in request.topics])

@@ -1,0 +1,16 @@
+"""SyncGroup (14): the leader hands in the assignment; every member gets its own."""
+from broker.protocol.api import ApiKey
+from broker.protocol.messages.sync_group import SyncGroupResponse
+
+API_KEY = ApiKey.SYNC_GROUP
+MIN_VERSION, MAX_VERSION = 0, 5
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    res = await ctx.broker.coordinator.sync_group(
+        request.group_id, request.generation_id, request.member_id, request.group_instance_id if v >= 3 else None,
+        request.protocol_type if v >= 5 else None, request.protocol_name if v >= 5 else None,
+        {a.member_id: a.assignment for a in request.assignments})
+    return SyncGroupResponse(throttle_time_ms=0, error_code=res.error, protocol_type=res.protocol_type,
+                             protocol_name=res.protocol_name, assignment=res.assignment)
