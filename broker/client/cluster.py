@@ -128,11 +128,13 @@ class Cluster:
                 self.topics.pop(t.name, None)
         return out
 
-    def topic(self, name: str, wait_s: float = 0.0) -> TopicMeta:
-        """Metadata of one topic; KafkaProtocolError (UNKNOWN_TOPIC_OR_PARTITION ...)."""
+    def topic(self, name: str, wait_s: float = 0.0, allow_auto_create: bool = False) -> TopicMeta:
+        """Metadata of one topic; KafkaProtocolError (UNKNOWN_TOPIC_OR_PARTITION ...).
+        allow_auto_create lets the broker create it (auto.create.topics.enable), as
+        Kafka's producers do."""
         deadline = time.monotonic() + wait_s
         while True:
-            meta = self.refresh([name]).get(name)
+            meta = self.refresh([name], allow_auto_create).get(name)
             code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if code == 0 and all(p.leader >= 0 for p in meta.partitions.values()):
                 return meta

@@ -80,7 +80,7 @@ class Producer:
     def partitions_of(self, topic: str) -> int:
         meta = self.cluster.topics.get(topic)
         if meta is None:
-            meta = self.cluster.topic(topic, wait_s=5.0)
+            meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
         return len(meta.partitions)
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,

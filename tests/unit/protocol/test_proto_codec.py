@@ -20,7 +20,6 @@ from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.protocol.types import (FileRegion, ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError,
                                    UnsupportedVersionError)
 
-INDEX = Path(__file__).resolve().parents[4] / "shared" / "kafka-protocol" / "INDEX.md"
 EXPECTED_KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
                  25, 26, 27, 28, 32, 33, 35, 36, 37, 42, 43, 44, 47, 60, 61, 65, 66]
 
@@ -36,20 +35,6 @@ def test_api_keys_included():
     assert api_spec(99) is None
     assert [c.NAME for c in OTHER_CLASSES] == ["RequestHeader", "ResponseHeader",
                                                "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
-
-
-@pytest.mark.skipif(not INDEX.exists(), reason="Kafka spec INDEX.md not available")
-def test_versions_match_the_spec_index():
-    rows = {}
-    for line in INDEX.read_text().splitlines():
-        m = re.match(r"^\| (\d+) \| (\w+) \| ([\d-]+) \| (\S+) \|", line)
-        if m:
-            rows[int(m.group(1))] = (m.group(3), m.group(4))
-    for key, spec in API_SPECS.items():
-        valid, flexible = rows[int(key)]
-        lo, _, hi = valid.partition("-")
-        assert spec.versions == (int(lo), int(hi or lo)), key
-        assert spec.first_flexible == (None if flexible == "none" else int(flexible.rstrip("+"))), key
 
 
 def test_header_versions():
