@@ -84,9 +84,12 @@ class BrokerConnection:
             version = self.version_for(api_key)
         cid = self._next_cid
         self._next_cid = (self._next_cid + 1) & 0x7FFFFFFF
-        data = codec.encode_request(api_key, version, cid, self.client_id, request)
+        parts = codec.encode_request_parts(api_key, version, cid, self.client_id, request)
         try:
-            self.sock.sendall(data)
+            if len(parts) == 1:
+                self.sock.sendall(parts[0])
+            else:
+                _sendmsg_all(self.sock, parts)
         except OSError as exc:
             self.close()
             raise ClientError(f"send to {self.host}:{self.port} failed: {exc}") from None
@@ -151,6 +154,20 @@ class BrokerConnection:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _sendmsg_all(sock: socket.socket, parts: list) -> None:
+    """sendmsg(2) until every part is written (large records parts are not copied)."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        n = sock.sendmsg(views[:64])
+        while n:
+            if n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:

@@ -60,6 +60,7 @@ __all__ = [
     "decode_request",
     "encode_response",
     "encode_request",
+    "encode_request_parts",
     "decode_response",
     "response_correlation_id",
 ]
@@ -231,6 +232,27 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     _rt.encode_body(request, api_version, out, None)
     _S_I.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def encode_request_parts(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                         request) -> list:
+    """Like encode_request, but large records values are referenced, not copied: returns
+    the parts to write in order (e.g. with ``socket.sendmsg``), the first starting with
+    the size prefix that counts them all."""
+    spec = API_SPECS.get(api_key)
+    if spec is None:
+        raise ProtocolEncodeError(f"unknown api key {api_key}")
+    if request.__class__ is not spec.request:
+        raise ProtocolEncodeError(f"expected a {spec.request.NAME} for api key {api_key}, "
+                                  f"got {type(request).__name__}")
+    hv = _request_header_version(api_key, api_version)
+    header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
+                           correlation_id=correlation_id, client_id=client_id)
+    out = bytearray(4)
+    sp: list = []
+    _rt.encode_body(header, hv, out, None)
+    _rt.encode_body(request, api_version, out, sp)
+    return _rt.assemble(out, sp)
 
 
 def response_correlation_id(frame: BufferLike) -> int:

@@ -601,3 +601,29 @@ def test_set_log_append_time_stamps_every_record_and_keeps_crc_valid():
     assert [r.timestamp for r in batch.records()] == [1_800_000_000_000] * 5
     with pytest.raises(TypeError):
         RecordBatch(bytes(data)).set_log_append_time(1)
+
+
+def test_append_repeated_equals_appends_and_view_guards_the_builder():
+    from broker.native import BatchBuilder, RecordBatch
+    value = b"v" * 100
+    a = BatchBuilder()
+    a.append(5, b"k", b"first")
+    assert a.append_repeated(value, 300, 7, key=b"kk") == 1
+    b = BatchBuilder()
+    b.append(5, b"k", b"first")
+    for _ in range(300):
+        b.append(7, b"kk", value)
+    assert a.build() == b.build()
+    view = a.view()
+    assert bytes(view) == b.build() and view.readonly
+    RecordBatch(view).validate()
+    with pytest.raises(BufferError):
+        a.append(1, None, b"x")
+    with pytest.raises(BufferError):
+        a.reset()
+    view.release()
+    a.reset()
+    a.append_repeated(value, 2)
+    assert RecordBatch(a.view()).record_count == 2
+    with pytest.raises(ValueError):
+        BatchBuilder("zstd").view()

@@ -1,0 +1,1 @@
+"""Load generators and measurement for `broker perf` (produce, consume, e2e)."""

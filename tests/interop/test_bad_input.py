@@ -1,0 +1,652 @@
+"""Bad input never crashes the broker or damages stored data: the client gets the
+protocol's error code, or its connection is closed where Kafka closes it; everyone else
+carries on. Requests are built with broker.protocol and broker.native and, where a
+client would refuse to send them, written to a plain socket.
+
+Every test ends by reading back the messages acknowledged at the start (the "victim"
+topic): all still there, byte-identical, at the same offsets.
+"""
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from broker.client import BrokerConnection, ClientError, Cluster
+from broker.native import crc32c
+from broker.protocol import codec
+from broker.protocol.api import API_SPECS
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.create_topics import CreateTopicsRequest
+from broker.protocol.messages.fetch import FetchRequest
+from broker.protocol.messages.list_offsets import ListOffsetsRequest
+from broker.protocol.messages.metadata import MetadataRequest
+from broker.protocol.messages.produce import ProduceRequest
+from broker.protocol.types import ProtocolDecodeError
+from tests.interop.helpers import (RawConnection, batch, corrupt_crc, fetch_once, frame, offsets, raw_header,
+                                   raw_request, read_all, records_of)
+from tests.support.broker_proc import BrokerProcess
+from tests.support.deps import require_module
+
+pytestmark = pytest.mark.interop
+
+MAX_REQUEST = 1048576
+VICTIM = "victim-data"
+SCRATCH = "fuzz-scratch"
+PARTITIONS = 3
+PROBE_CID = 0x7ABCDEF0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("bad-input") / "data",
+                       config={"socket.request.max.bytes": MAX_REQUEST}) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def victim(broker):
+    """The acknowledged messages of the victim topic: {(partition, offset): (key, value, headers)}."""
+    ck = require_module("confluent_kafka")
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(VICTIM, PARTITIONS, 1)
+        c.create_topic(SCRATCH, 2, 1)
+    rnd = random.Random(2024)
+    sent, errors = {}, []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            sent[msg.value()] = (msg.partition(), msg.offset(), msg.key())
+
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
+                     "enable.idempotence": False, "compression.type": "zstd"})
+    for i in range(2000):
+        p.produce(VICTIM, value=b"victim-%d-" % i + rnd.randbytes(rnd.randrange(100)),
+                  key=b"k%d" % rnd.randrange(30), headers=[("n", b"%d" % i)], on_delivery=on_delivery)
+        p.poll(0)
+    assert p.flush(60) == 0 and not errors and len(sent) == 2000
+    want = {(p_, o): (k, v, [("n", v.split(b"-")[1])]) for v, (p_, o, k) in sent.items()}
+    assert_intact(broker, want)
+    return want
+
+
+def assert_intact(broker, want) -> None:
+    ends = offsets(broker.bootstrap, VICTIM, range(PARTITIONS))
+    assert sum(hi - lo for lo, hi in ends.values()) == len(want), ends
+    got = read_all(broker.bootstrap, VICTIM, range(PARTITIONS))
+    assert {k: (r.key, r.value, [(hk, bytes(hv)) for hk, hv in r.headers]) for k, r in got.items()} == want
+
+
+def connect(broker) -> BrokerConnection:
+    return BrokerConnection("127.0.0.1", broker.port, timeout=10)
+
+
+def api_versions_probe() -> bytes:
+    return raw_request(18, 3, PROBE_CID, ApiVersionsRequest(client_software_name="probe",
+                                                            client_software_version="1"))
+
+
+def produce_request(parts, acks=-1, topic=SCRATCH) -> ProduceRequest:
+    """parts: {partition: record bytes}."""
+    P = ProduceRequest
+    return P(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=i, records=r)
+                                                       for i, r in parts.items()])])
+
+
+def scratch_end(broker, partition: int) -> int:
+    return offsets(broker.bootstrap, SCRATCH, [partition])[partition][1]
+
+
+# ---------------------------------------------------------------------- random bytes
+
+def _expect_answer_or_close(broker, payload: bytes, framed: bool) -> str:
+    """Sends `payload` on a fresh connection. Framed (a correct size prefix): then an
+    ApiVersions probe, which the broker must answer unless it closes the connection; a
+    response before the probe's must carry the random frame's correlation id. Not framed
+    (any bytes, the size prefix included): then end of input; the broker must close,
+    after answering whatever whole frames it found."""
+    with RawConnection(broker.port) as rc:
+        if not framed:
+            if rc.send(payload):
+                rc.sock.shutdown(socket.SHUT_WR)
+            for _ in range(8):
+                if rc.read_frame(10.0) is None:
+                    return "closed"
+            raise AssertionError("more responses than frames sent")
+        if not rc.send(payload) or not rc.send(api_versions_probe()):
+            return "closed"
+        for _ in range(4):
+            f = rc.read_frame(10.0)
+            if f is None:
+                return "closed"
+            (cid,) = struct.unpack_from(">i", f)
+            if cid == PROBE_CID:
+                return "answered"
+            # an answer to the random frame: its correlation id, then the probe's
+            assert len(payload) >= 12 and cid == struct.unpack_from(">i", payload, 8)[0], (cid, payload[:16])
+        raise AssertionError("more responses than requests")
+
+
+def _held(payload: bytes) -> bool:
+    """True for a frame that decodes to a valid request the broker may rightly hold for
+    a while (a Fetch with a long max wait, a JoinGroup waiting for the rebalance): not
+    what this test is about."""
+    if len(payload) < 4:
+        return False
+    try:
+        header, req = codec.decode_request(memoryview(payload)[4:])
+    except (ProtocolDecodeError, ValueError):
+        return False
+    if isinstance(req, FetchRequest):
+        return req.max_wait_ms > 1000
+    return header.request_api_key in (11, 14)       # JoinGroup, SyncGroup
+
+
+def _supported(broker) -> list[tuple[int, int, int]]:
+    with connect(broker) as conn:
+        return sorted((k, lo, hi) for k, (lo, hi) in conn.versions.items())
+
+
+def _header_for(api_key: int, version: int, cid: int) -> bytes:
+    spec = API_SPECS[api_key]
+    h = raw_header(api_key, version, cid)
+    return h + b"\x00" if spec.is_flexible(version) else h
+
+
+def _mutated_valid_request(rnd: random.Random, supported) -> bytes:
+    """A real request with a few bytes changed, or cut short (size prefix fixed up)."""
+    choice = rnd.randrange(3)
+    if choice == 0:
+        data = bytearray(raw_request(0, rnd.randrange(3, 10), rnd.randrange(1 << 20),
+                                     produce_request({rnd.randrange(2): batch([b"fuzz-%d" % rnd.randrange(99)])})))
+    elif choice == 1:
+        data = bytearray(raw_request(3, rnd.randrange(1, 13), rnd.randrange(1 << 20),
+                                     MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=SCRATCH)])))
+    else:
+        data = bytearray(api_versions_probe())
+    body = data[4:]
+    if rnd.random() < 0.5:
+        for _ in range(rnd.randrange(1, 4)):
+            body[rnd.randrange(len(body))] ^= 1 << rnd.randrange(8)
+    else:
+        del body[rnd.randrange(len(body)):]
+    return frame(bytes(body))
+
+
+def _random_payload(rnd: random.Random, supported) -> tuple[bytes, bool]:
+    """(payload, framed)"""
+    kind = rnd.randrange(4)
+    if kind == 0:           # any bytes at all (the size prefix included)
+        return rnd.randbytes(rnd.randrange(1, 300)), False
+    if kind == 1:           # a well-framed random body
+        return frame(rnd.randbytes(rnd.randrange(0, 300))), True
+    if kind == 2:           # a real header of a supported API and version, random body
+        key, lo, hi = rnd.choice(supported)
+        return frame(_header_for(key, rnd.randint(lo, hi), rnd.randrange(1 << 30)) +
+                     rnd.randbytes(rnd.randrange(0, 200))), True
+    return _mutated_valid_request(rnd, supported), True
+
+
+def test_random_bytes_seeded(broker, victim):
+    supported = _supported(broker)
+    rnd = random.Random(20240607)
+    outcomes = {"answered": 0, "closed": 0}
+    for _ in range(150):
+        payload, framed = _random_payload(rnd, supported)
+        if _held(payload):
+            continue
+        outcomes[_expect_answer_or_close(broker, payload, framed)] += 1
+    assert outcomes["closed"] > 0 and outcomes["answered"] > 0, outcomes
+    _normal_clients_work(broker)
+    assert_intact(broker, victim)
+
+
+@st.composite
+def fuzz_frames(draw, supported):
+    """(payload, framed)"""
+    kind = draw(st.integers(0, 2))
+    if kind == 0:
+        return draw(st.binary(min_size=1, max_size=300)), False
+    if kind == 1:
+        return frame(draw(st.binary(max_size=300))), True
+    key, lo, hi = draw(st.sampled_from(supported))
+    return frame(_header_for(key, draw(st.integers(lo, hi)), draw(st.integers(0, 1 << 30))) +
+                 draw(st.binary(max_size=200))), True
+
+
+def test_random_bytes_hypothesis(broker, victim):
+    supported = _supported(broker)
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(case=fuzz_frames(supported))
+    def check(case):
+        payload, framed = case
+        assume(not _held(payload))
+        _expect_answer_or_close(broker, payload, framed)
+
+    check()
+    _normal_clients_work(broker)
+    assert_intact(broker, victim)
+
+
+def _normal_clients_work(broker) -> None:
+    """A real client (confluent-kafka) produces and reads back on the scratch topic."""
+    ck = require_module("confluent_kafka")
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": False})
+    delivered = []
+    p.produce(SCRATCH, value=b"still-alive", partition=1,
+              on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert p.flush(30) == 0
+    assert delivered and delivered[0][0] is None, delivered
+    got = read_all(broker.bootstrap, SCRATCH, [1])
+    assert got[(1, delivered[0][1])].value == b"still-alive"
+
+
+# ---------------------------------------------------------------------- framing
+
+def test_frame_larger_than_socket_request_max_bytes_is_closed(broker, victim):
+    with RawConnection(broker.port) as rc:
+        rc.send(struct.pack(">i", MAX_REQUEST + 1) + b"\x00\x12\x00\x00" + b"x" * 1000)
+        assert rc.closed_by_broker()
+    with RawConnection(broker.port) as rc:
+        rc.send(struct.pack(">i", 0x7FFFFFFF))
+        assert rc.closed_by_broker()
+    # a request just under the limit is served
+    data = batch([bytes(MAX_REQUEST - 300)])
+    req = produce_request({1: data})
+    assert MAX_REQUEST - 400 < len(raw_request(0, 9, 1, req)) - 4 <= MAX_REQUEST
+    end = scratch_end(broker, 1)
+    with connect(broker) as conn:
+        r = conn.request(req, 9).responses[0].partition_responses[0]
+    assert r.error_code == 0 and r.base_offset == end
+    assert_intact(broker, victim)
+
+
+def test_negative_and_zero_frame_sizes_are_closed(broker, victim):
+    for size in (-1, -2**31, 0):
+        with RawConnection(broker.port) as rc:
+            rc.send(struct.pack(">i", size) + b"\x00" * 16)
+            assert rc.closed_by_broker(), size
+    assert_intact(broker, victim)
+
+
+def test_frames_split_in_single_bytes_are_served(broker, victim):
+    """Not bad input, but hostile timing: a request arriving one byte at a time."""
+    with RawConnection(broker.port) as rc:
+        for b in api_versions_probe():
+            rc.send(bytes([b]))
+        f = rc.read_frame()
+        assert f is not None and struct.unpack_from(">i", f)[0] == PROBE_CID
+
+
+# ---------------------------------------------------------------------- api keys and versions
+
+@pytest.mark.parametrize("api_key", [1000, 32767, -1, -32768])
+def test_unknown_api_key_is_closed(broker, victim, api_key):
+    with RawConnection(broker.port) as rc:
+        rc.send(frame(raw_header(api_key, 0, 5) + b"\x00" * 8))
+        assert rc.closed_by_broker()
+
+
+def test_api_versions_of_an_unsupported_version_answers_v0_error_35(broker, victim):
+    with connect(broker) as conn:
+        ours = sorted((k, lo, hi) for k, (lo, hi) in conn.versions.items())
+    for version in (5, 99, 32767):
+        with RawConnection(broker.port) as rc:
+            rc.send(frame(raw_header(18, version, 77) + b"\x00\x00\x00"))
+            f = rc.read_frame()
+            assert f is not None, f"ApiVersions v{version}: connection closed instead of error 35"
+            _, resp = codec.decode_response(18, 0, f)
+            assert struct.unpack_from(">i", f)[0] == 77
+            assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+            assert sorted((k.api_key, k.min_version, k.max_version) for k in resp.api_keys) == ours
+            # the connection stays usable: the client retries with a version we speak
+            rc.send(api_versions_probe())
+            f = rc.read_frame()
+            assert f is not None and struct.unpack_from(">i", f)[0] == PROBE_CID
+            _, resp = codec.decode_response(18, 3, f)
+            assert resp.error_code == 0
+
+
+@pytest.mark.parametrize("api_key,version", [(3, 99), (0, 2), (0, 0), (1, 3), (1, 99), (19, 99), (2, 0)])
+def test_other_api_at_unsupported_version_is_closed(broker, victim, api_key, version):
+    spec = API_SPECS[api_key]
+    if spec.is_valid(version):      # the codec can write it: a well-formed request of that version
+        req = {0: produce_request({0: batch([b"old version"])}),
+               1: FetchRequest(max_wait_ms=0, min_bytes=1, topics=[]),
+               2: None}[api_key]
+        if req is None:
+            req = ListOffsetsRequest(replica_id=-1, topics=[])
+        data = raw_request(api_key, version, 9, req)
+    else:
+        data = frame(_header_for(api_key, version, 9) + b"\x00" * 16)
+    end = scratch_end(broker, 0)
+    with RawConnection(broker.port) as rc:
+        rc.send(data)
+        assert rc.closed_by_broker()
+    assert scratch_end(broker, 0) == end, "a refused old-version Produce was appended"
+
+
+# ---------------------------------------------------------------------- produce
+
+def test_crc_corrupt_batch_refused_good_partition_in_same_request_appended(broker, victim):
+    good = batch([b"good-1", b"good-2"])
+    bad = corrupt_crc(batch([b"bad-1", b"bad-2"]))
+    end0, end1 = scratch_end(broker, 0), scratch_end(broker, 1)
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({0: bad, 1: good}))
+    parts = {p.index: p for p in resp.responses[0].partition_responses}
+    assert parts[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    assert parts[1].error_code == 0 and parts[1].base_offset == end1
+    assert scratch_end(broker, 0) == end0
+    got = read_all(broker.bootstrap, SCRATCH, [1])
+    assert [got[(1, end1)].value, got[(1, end1 + 1)].value] == [b"good-1", b"good-2"]
+    assert_intact(broker, victim)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "length-too-big", "magic-1", "empty", "garbage-after"])
+def test_malformed_batches_are_refused(broker, victim, damage):
+    data = batch([b"m-1", b"m-2", b"m-3"])
+    if damage == "truncated":
+        data = data[:-7]
+    elif damage == "length-too-big":
+        struct.pack_into(">i", data, 8, struct.unpack_from(">i", data, 8)[0] + 100)
+    elif damage == "magic-1":
+        data[16] = 1
+    elif damage == "empty":
+        data = bytearray()
+    else:
+        data += b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    end = scratch_end(broker, 0)
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({0: data}))
+    code = resp.responses[0].partition_responses[0].error_code
+    assert code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD), ErrorCode(code).name
+    assert scratch_end(broker, 0) == end
+    assert_intact(broker, victim)
+
+
+def test_batch_larger_than_max_message_bytes(broker, victim, topic_name):
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic_name, 1, 1, {"max.message.bytes": "1000"})
+    small, big = batch([b"s" * 500]), batch([b"b" * 2000])
+    assert len(small) <= 1000 < len(big)
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({0: big}, topic=topic_name))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+        resp = conn.request(produce_request({0: small}, topic=topic_name))
+        assert resp.responses[0].partition_responses[0].error_code == 0
+    assert offsets(broker.bootstrap, topic_name, [0]) == {0: (0, 1)}
+    # a whole Produce request above socket.request.max.bytes is not read at all: closed
+    end = scratch_end(broker, 0)
+    with connect(broker) as conn:
+        with pytest.raises(ClientError):
+            conn.request(produce_request({0: batch([bytes(MAX_REQUEST)])}))
+    assert scratch_end(broker, 0) == end
+    assert_intact(broker, victim)
+
+
+def test_produce_to_unknown_topic_or_partition(broker, victim):
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({0: batch([b"x"])}, topic="no-such-topic"))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        resp = conn.request(produce_request({PARTITIONS + 5: batch([b"x"])}, topic=VICTIM))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # produce does not create topics
+        meta = conn.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")],
+                                            allow_auto_topic_creation=False))
+        assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert_intact(broker, victim)
+
+
+def test_invalid_required_acks(broker, victim):
+    end = scratch_end(broker, 0)
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({0: batch([b"acks 2"])}, acks=2))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert scratch_end(broker, 0) == end
+
+
+def test_acks_0_with_a_corrupt_batch_closes_the_connection(broker, victim):
+    end = scratch_end(broker, 0)
+    with connect(broker) as conn:
+        # a good acks=0 produce: no response, the connection stays open
+        conn.send(produce_request({0: batch([b"fire-and-forget"])}, acks=0), expect_response=False)
+        assert conn.request(MetadataRequest(topics=[])).topics == []
+        conn.send(produce_request({0: corrupt_crc(batch([b"corrupt"]))}, acks=0), expect_response=False)
+        with pytest.raises(ClientError):
+            conn.request(MetadataRequest(topics=[]))
+    assert scratch_end(broker, 0) == end + 1
+    got = read_all(broker.bootstrap, SCRATCH, [0])
+    assert got[(0, end)].value == b"fire-and-forget"
+    assert_intact(broker, victim)
+
+
+# ---------------------------------------------------------------------- topic names
+
+BAD_NAMES = ["bad name!", "", ".", "..", "a" * 250, "slash/name", "ünïcode", "tab\tname"]
+
+
+def test_create_topics_with_invalid_names(broker, victim):
+    C = CreateTopicsRequest
+    with connect(broker) as conn:
+        for name in BAD_NAMES:
+            resp = conn.request(C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
+                                                           assignments=[], configs=[])],
+                                  timeout_ms=5000, validate_only=False))
+            r = resp.topics[0]
+            assert r.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, (name, r.error_code)
+        # the longest legal name is fine
+        ok = "b" * 249
+        resp = conn.request(C(topics=[C.CreatableTopic(name=ok, num_partitions=1, replication_factor=1,
+                                                       assignments=[], configs=[])],
+                              timeout_ms=5000, validate_only=False))
+        assert resp.topics[0].error_code == 0
+    with Cluster(broker.bootstrap) as c:
+        names = set(c.refresh())
+    assert ok in names and not names & set(BAD_NAMES)
+    assert not any((broker.data_dir / f"{n}-0").exists() for n in BAD_NAMES if n not in ("", ".", ".."))
+    assert_intact(broker, victim)
+
+
+def test_metadata_for_invalid_topic_names(broker, victim):
+    M = MetadataRequest
+    with connect(broker) as conn:
+        resp = conn.request(M(topics=[M.MetadataRequestTopic(name=n) for n in BAD_NAMES] +
+                            [M.MetadataRequestTopic(name=VICTIM)], allow_auto_topic_creation=True))
+    by_name = {t.name: t for t in resp.topics}
+    for n in BAD_NAMES:
+        assert by_name[n].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, n
+    assert by_name[VICTIM].error_code == 0 and len(by_name[VICTIM].partitions) == PARTITIONS
+    with Cluster(broker.bootstrap) as c:
+        assert not set(c.refresh()) & set(BAD_NAMES)
+    assert_intact(broker, victim)
+
+
+# ---------------------------------------------------------------------- batch headers
+
+def _with_crc(data: bytearray) -> bytearray:
+    """Recomputes the CRC-32C after a header edit (the batch is otherwise well-formed)."""
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return data
+
+
+# byte offsets in the RecordBatch v2 header (DESIGN.md)
+_ATTRIBUTES, _LAST_OFFSET_DELTA, _PRODUCER_ID, _BASE_SEQUENCE, _RECORD_COUNT = 21, 23, 43, 53, 57
+
+_NATIVE_CHECK = ("batch_check() in _native/records.pyx (used by assign_offsets from Log.append_as_leader) checks "
+                 "sizes, magic, CRC and negative counts only; ")
+
+BAD_HEADERS = {
+    # Kafka's LogValidator.validateBatch refuses these with INVALID_RECORD, in O(1) per batch
+    "last-offset-delta-above-count": (lambda d: struct.pack_into(">i", d, _LAST_OFFSET_DELTA, 99),
+                                      "recordCount != lastOffsetDelta + 1 is accepted: the batch takes offsets "
+                                      "0..99 for 3 records, leaving a gap (offsets no longer dense)"),
+    "count-above-last-offset-delta": (lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 10),
+                                      "recordCount 10 with lastOffsetDelta 2 (3 records) is accepted"),
+    "zero-count": (lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 0),
+                   "recordCount 0 is accepted"),
+    "control-batch-from-client": (lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 0x20),
+                                  "a control batch (attributes bit 5) from a client is accepted; Kafka: "
+                                  "'Clients are not allowed to write control records'"),
+    "producer-id-without-sequence": (lambda d: (struct.pack_into(">q", d, _PRODUCER_ID, 5),
+                                                struct.pack_into(">i", d, _BASE_SEQUENCE, -1)),
+                                     "producerId >= 0 with baseSequence -1 is accepted"),
+    "unknown-codec": (lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 7),
+                      "compression codec 7 (attributes bits 0-2) is accepted and stored; every consumer of "
+                      "the partition then fails on it"),
+}
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=_NATIVE_CHECK + why))
+    for name, (_, why) in BAD_HEADERS.items()])
+def test_inconsistent_batch_headers_are_refused(broker, victim, topic_name, damage):
+    """A batch whose CRC is right but whose header lies (a buggy or hostile producer):
+    refused, nothing appended, the partition stays readable for everyone."""
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic_name, 1, 1)
+    data = batch([b"h-1", b"h-2", b"h-3"])
+    BAD_HEADERS[damage][0](data)
+    with connect(broker) as conn:
+        r = conn.request(produce_request({0: _with_crc(data)}, topic=topic_name)).responses[0]
+        code = r.partition_responses[0].error_code
+        # a good batch afterwards lands at offset 0 and is readable
+        ok = conn.request(produce_request({0: batch([b"fine"])}, topic=topic_name)).responses[0]
+    assert code in (ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), \
+        f"accepted at offset {r.partition_responses[0].base_offset}"
+    assert ok.partition_responses[0].error_code == 0 and ok.partition_responses[0].base_offset == 0
+    got = read_all(broker.bootstrap, topic_name, [0], deadline_s=10)
+    assert [(o, r.value) for (_, o), r in sorted(got.items())] == [(0, b"fine")]
+    assert_intact(broker, victim)
+
+
+def test_one_corrupt_batch_refuses_the_whole_partition_append(broker, victim, topic_name):
+    """Two batches for one partition, the second CRC-corrupt: neither is appended (Kafka
+    validates a partition's records as a whole before appending)."""
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic_name, 1, 1)
+    data = batch([b"first-ok"]) + corrupt_crc(batch([b"second-bad"]))
+    with connect(broker) as conn:
+        r = conn.request(produce_request({0: data}, topic=topic_name)).responses[0].partition_responses[0]
+    assert r.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert offsets(broker.bootstrap, topic_name, [0]) == {0: (0, 0)}
+    assert_intact(broker, victim)
+
+
+# ---------------------------------------------------------------------- other requests
+
+def test_bad_fetch_parameters_get_error_codes(broker, victim):
+    with Cluster(broker.bootstrap) as c:
+        topic_id = c.topic(VICTIM).topic_id
+    hi = offsets(broker.bootstrap, VICTIM, [0])[0][1]
+    with connect(broker) as conn:
+        for off in (-1, -100, hi + 1, 2**62):
+            d = fetch_once(conn, VICTIM, topic_id, 0, off)
+            assert d.error_code == ErrorCode.OFFSET_OUT_OF_RANGE, off
+            assert not d.records
+        d = fetch_once(conn, VICTIM, topic_id, PARTITIONS + 1, 0)
+        assert d.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        d = fetch_once(conn, "no-such-topic", uuid.uuid4(), 0, 0)
+        assert d.error_code in (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # zero or negative byte limits still return the first batch whole (KIP-74)
+        for limit in (0, -1):
+            d = fetch_once(conn, VICTIM, topic_id, 0, 0, max_bytes=limit)
+            assert d.error_code == 0 and records_of(d.records)[0][0] == 0
+        # a negative max wait is no wait
+        d = fetch_once(conn, VICTIM, topic_id, 0, hi, max_wait_ms=-5, timeout=5)
+        assert d.error_code == 0 and not d.records
+    assert_intact(broker, victim)
+
+
+def test_bad_create_topics_parameters(broker, victim, topic_name):
+    C = CreateTopicsRequest
+    cases = [
+        (dict(num_partitions=0, replication_factor=1), ErrorCode.INVALID_PARTITIONS),
+        (dict(num_partitions=-5, replication_factor=1), ErrorCode.INVALID_PARTITIONS),
+        (dict(num_partitions=1, replication_factor=0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (dict(num_partitions=1, replication_factor=3), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (dict(num_partitions=1, replication_factor=1,
+              configs=[C.CreatableTopicConfig(name="no.such.config", value="1")]), ErrorCode.INVALID_CONFIG),
+        (dict(num_partitions=1, replication_factor=1,
+              configs=[C.CreatableTopicConfig(name="retention.ms", value="soon")]), ErrorCode.INVALID_CONFIG),
+        (dict(num_partitions=1, replication_factor=1,
+              configs=[C.CreatableTopicConfig(name="segment.bytes", value="1")]), ErrorCode.INVALID_CONFIG),
+        (dict(num_partitions=1, replication_factor=1,
+              configs=[C.CreatableTopicConfig(name="cleanup.policy", value="shred")]), ErrorCode.INVALID_CONFIG),
+        (dict(num_partitions=-1, replication_factor=-1,
+              assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[7])]),
+         ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (dict(num_partitions=3, replication_factor=-1,
+              assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[0])]),
+         ErrorCode.INVALID_REQUEST),
+    ]
+    with connect(broker) as conn:
+        for kw, want in cases:
+            kw.setdefault("assignments", [])
+            kw.setdefault("configs", [])
+            r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, **kw)], timeout_ms=5000,
+                               validate_only=False)).topics[0]
+            assert r.error_code == want, (kw, ErrorCode(r.error_code).name, want.name)
+        # the same topic twice in one request
+        t = C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+        r = conn.request(C(topics=[t, t], timeout_ms=5000, validate_only=False))
+        assert [x.error_code for x in r.topics] == [0, ErrorCode.INVALID_REQUEST]
+    with Cluster(broker.bootstrap) as c:
+        assert len(c.topic(topic_name).partitions) == 1
+    assert_intact(broker, victim)
+
+
+def test_pipelined_requests_are_answered_in_order(broker, victim):
+    frames = b"".join(raw_request(3, 12, cid, MetadataRequest(topics=[])) if cid % 2 else
+                      raw_request(18, 3, cid, ApiVersionsRequest(client_software_name="p", client_software_version="1"))
+                      for cid in range(1, 201))
+    with RawConnection(broker.port) as rc:
+        rc.send(frames)
+        cids = []
+        for _ in range(200):
+            f = rc.read_frame()
+            assert f is not None
+            cids.append(struct.unpack_from(">i", f)[0])
+    assert cids == list(range(1, 201))
+
+
+def test_slow_and_vanishing_clients_do_not_block_others(broker, victim):
+    F = FetchRequest
+    with Cluster(broker.bootstrap) as c:
+        topic_id = c.topic(VICTIM).topic_id
+    hi = offsets(broker.bootstrap, VICTIM, [0])[0][1]
+    slow = [RawConnection(broker.port) for _ in range(5)]
+    try:
+        for i, rc in enumerate(slow):
+            data = raw_request(3, 12, 1, MetadataRequest(topics=None))
+            rc.send(data[:i + 3])                 # part of a frame, then nothing
+        # a long poll whose client goes away before the answer
+        gone = RawConnection(broker.port)
+        gone.send(raw_request(1, 12, 1, F(replica_id=-1, max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20,
+                                          isolation_level=0, session_id=0, session_epoch=-1,
+                                          forgotten_topics_data=[], topics=[F.FetchTopic(
+                                              topic=VICTIM, topic_id=topic_id, partitions=[F.FetchPartition(
+                                                  partition=0, fetch_offset=hi, partition_max_bytes=1000)])])))
+        gone.close()
+        assert_intact(broker, victim)
+        _normal_clients_work(broker)
+        # the slow ones finish their requests at last and are answered
+        for i, rc in enumerate(slow):
+            data = raw_request(3, 12, 1, MetadataRequest(topics=None))
+            rc.send(data[i + 3:])
+            f = rc.read_frame()
+            assert f is not None and struct.unpack_from(">i", f)[0] == 1
+    finally:
+        for rc in slow:
+            rc.close()
