@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, groups
+    from broker.cli import clients, groups, perf
     clients.add_parsers(sub)
     groups.add_parsers(sub)
+    perf.add_parsers(sub)
     return p
 
 
