@@ -19,7 +19,7 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
-from broker._native.buffer cimport (kb_load_be16, kb_load_be32, kb_load_be64,
+from broker._native.buffer cimport (kb_read_varint, kb_load_be16, kb_load_be32, kb_load_be64,
                                     kb_store_be16, kb_store_be32, kb_store_be64,
                                     kb_write_varint, kb_write_varlong, kb_varint_size,
                                     kb_varlong_size, kb_read_uvarint)
@@ -753,19 +753,81 @@ def iter_batches(buffer, Py_ssize_t position=0, *, bint validate=False):
     return BatchIterator(buffer, position, validate)
 
 
+cdef enum:
+    PRODUCER_OK = 0
+    PRODUCER_BAD_COUNT = 1         # recordCount <= 0 or != lastOffsetDelta + 1
+    PRODUCER_CONTROL = 2           # clients may not write control batches
+    PRODUCER_BAD_SEQUENCE = 3      # a producer id with a negative base sequence
+    PRODUCER_BAD_CODEC = 4         # compression codec > 4
+    PRODUCER_BAD_RECORDS = 5       # the records do not fill the batch exactly (uncompressed)
+
+
+cdef int producer_check(const uint8_t *p, Py_ssize_t size) noexcept nogil:
+    """Kafka's LogValidator.validateBatch, from the header only — plus, for uncompressed
+    batches, a walk over the record length varints (no decoding) that checks exactly
+    recordCount records fill the batch."""
+    cdef int32_t count = <int32_t>kb_load_be32(p + OFF_RECORD_COUNT)
+    cdef int32_t delta = <int32_t>kb_load_be32(p + OFF_LAST_OFFSET_DELTA)
+    cdef uint16_t attrs = kb_load_be16(p + OFF_ATTRIBUTES)
+    cdef const uint8_t *r
+    cdef const uint8_t *end
+    cdef int32_t i, length
+    cdef int k
+    if count <= 0 or <int64_t>delta + 1 != count:
+        return PRODUCER_BAD_COUNT
+    if attrs & ATTR_CONTROL:
+        return PRODUCER_CONTROL
+    if (attrs & ATTR_COMPRESSION_MASK) > CODEC_ZSTD:
+        return PRODUCER_BAD_CODEC
+    if <int64_t>kb_load_be64(p + OFF_PRODUCER_ID) >= 0 and <int32_t>kb_load_be32(p + OFF_BASE_SEQUENCE) < 0:
+        return PRODUCER_BAD_SEQUENCE
+    if attrs & ATTR_COMPRESSION_MASK == CODEC_NONE:
+        r = p + HEADER_SIZE
+        end = p + size
+        for i in range(count):
+            k = kb_read_varint(r, end, &length)
+            if k <= 0 or length < 0 or length > end - r - k:
+                return PRODUCER_BAD_RECORDS
+            r += k + length
+        if r != end:
+            return PRODUCER_BAD_RECORDS
+    return PRODUCER_OK
+
+
+_PRODUCER_PROBLEMS = {
+    PRODUCER_BAD_COUNT: "recordCount must be positive and equal lastOffsetDelta + 1",
+    PRODUCER_CONTROL: "clients may not write control batches",
+    PRODUCER_BAD_SEQUENCE: "a batch with a producer id needs a base sequence >= 0",
+    PRODUCER_BAD_CODEC: "unknown compression codec",
+    PRODUCER_BAD_RECORDS: "the records do not match recordCount or the batch length",
+}
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A batch whose bytes are intact (CRC good) but which a producer may not write
+    (Kafka's InvalidRecordException -> error INVALID_RECORD)."""
+
+
 def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=-1,
-                   bint validate=True):
+                   bint validate=True, bint producer_checks=False):
     """Validates every batch in `buffer` (which must be writable and hold whole batches
     only) and rewrites their base offsets densely from `base_offset` and their partition
     leader epoch, in place. Returns (next_offset, batch_count, record_count,
     max_timestamp, offset_of_max_timestamp).
 
-    This is the broker's append path: O(1) work per batch (CRC aside), never per record.
+    With producer_checks (batches straight from a client), also Kafka's batch rules:
+    recordCount == lastOffsetDelta + 1 > 0, no control batch, a known codec, a base
+    sequence with a producer id, and for uncompressed batches exactly recordCount
+    records — InvalidRecordError otherwise. Nothing is rewritten unless every batch
+    passes.
+
+    This is the broker's append path: O(1) work per batch (CRC aside), never per record
+    in Python.
     """
     cdef _BufferRef ref = _BufferRef(buffer)
     cdef Py_ssize_t pos = 0, size = 0, n = ref.view.len
     cdef uint8_t *p
-    cdef int rc
+    cdef int rc = CHECK_OK, prc = PRODUCER_OK
     cdef int64_t offset = base_offset
     cdef int64_t max_ts = -1, max_ts_offset = -1, ts
     cdef int32_t delta
@@ -775,10 +837,25 @@ def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=-
         raise TypeError("assign_offsets needs a writable buffer (bytearray, memoryview of one)")
     p = <uint8_t *>ref.view.buf
     with nogil:
+        # pass 1: check everything, change nothing
         while pos < n:
             rc = batch_check(p + pos, n - pos, validate, &size)
             if rc != CHECK_OK:
                 break
+            if producer_checks:
+                prc = producer_check(p + pos, size)
+                if prc != PRODUCER_OK:
+                    break
+            pos += size
+    if rc != CHECK_OK:
+        raise CorruptRecordError(
+            f"record batch at byte {pos}: {check_message(rc, p + pos, n - pos, size)}", pos)
+    if prc != PRODUCER_OK:
+        raise InvalidRecordError(f"record batch at byte {pos}: {_PRODUCER_PROBLEMS[prc]}", pos)
+    pos = 0
+    with nogil:
+        while pos < n:
+            size = LOG_OVERHEAD + <int32_t>kb_load_be32(p + pos + OFF_BATCH_LENGTH)
             delta = <int32_t>kb_load_be32(p + pos + OFF_LAST_OFFSET_DELTA)
             kb_store_be64(p + pos, <uint64_t>offset)
             kb_store_be32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
@@ -790,9 +867,6 @@ def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=-
             offset += <int64_t>delta + 1
             batches += 1
             pos += size
-    if pos < n:
-        raise CorruptRecordError(
-            f"record batch at byte {pos}: {check_message(rc, p + pos, n - pos, size)}", pos)
     return offset, batches, records, max_ts, max_ts_offset
 
 

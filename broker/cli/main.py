@@ -58,9 +58,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from broker.server.broker import run_broker
     from broker.server.loop import run
 
+    from broker.log.manager import LogDirError
     try:
         run(run_broker(config), args.event_loop)
-    except OSError as exc:
+    except (OSError, LogDirError) as exc:
         raise CliError(f"cannot serve: {exc}") from None
     return 0
 

@@ -317,7 +317,8 @@ class Log:
             raise CorruptRecordError(f"{self.tp}: produce request holds a partial batch at byte {it.position}",
                                      it.position)
         base = self.log_end_offset
-        next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch)
+        next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch,
+                                                                            producer_checks=True)
         if batches == 0:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
         append_time = -1

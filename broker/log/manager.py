@@ -38,6 +38,7 @@ RECOVERY_POINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK = "replication-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
 META = "meta.properties"
+LOCK_FILE = ".lock"
 CHECKPOINT_INTERVAL_S = 5.0
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -70,6 +71,7 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
+        self._locks: list[int] = []
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
@@ -79,6 +81,7 @@ class LogManager:
         """Prepares the log dirs and loads every partition log found in them."""
         for d in self.dirs:
             os.makedirs(d, exist_ok=True)
+            self._lock(d)
         self._check_meta()
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
@@ -284,6 +287,24 @@ class LogManager:
         for d in self.dirs:
             with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
                 pass
+        self.release_locks()
+
+    def _lock(self, d: str) -> None:
+        """Kafka's <log.dir>/.lock: one broker process per log dir."""
+        import fcntl
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirError(f"log dir {d} is in use by another broker process (it holds {d}/{LOCK_FILE})") \
+                from None
+        self._locks.append(fd)
+
+    def release_locks(self) -> None:
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
 
 
 def _new_cluster_id() -> str:

@@ -246,9 +246,6 @@ def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker
             assert "kept" in c.refresh()
 
 
-@pytest.mark.xfail(strict=True, reason="LogManager.startup (broker/log/manager.py) takes no lock on the log dirs "
-                                       "(Kafka holds <log.dir>/.lock): a second broker process on the same data "
-                                       "dir starts and both append to the same segment files")
 def test_second_broker_on_the_same_data_dir_is_refused(broker):
     port = free_port()
     p = subprocess.Popen(broker_cmd() + ["serve", "--data-dir", str(broker.data_dir), "--listen",

@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from broker.log import RecordTooLarge
-from broker.native import CorruptRecordError
+from broker.native import CorruptRecordError, InvalidRecordError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceResponse
@@ -61,6 +61,9 @@ async def handle(ctx, request):
                     flushes.append(part.log)
             except KafkaProtocolError as exc:
                 r.error_code, r.error_message = exc.code, exc.message
+                failed = True
+            except InvalidRecordError as exc:
+                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
                 failed = True
             except CorruptRecordError as exc:
                 r.error_code, r.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)

@@ -37,6 +37,10 @@ class Env:
             return bc.log_config({**base, **self.topic_overrides.get(topic, {})})
 
         m = LogManager(bc, config_for)
+        # an earlier manager left running stands for a crashed process: its log dir
+        # locks die with it (a live second process is refused: test_lock_* below)
+        for earlier in self.managers:
+            earlier.release_locks()
         self.managers.append(m)
         if start:
             m.startup()
@@ -457,3 +461,15 @@ def test_background_tasks_run_retention_and_flushes(tmp_path):
     assert f.recovery_point == 2
     assert m._tasks == []
     e.close_all()
+
+
+def test_lock_refuses_a_second_live_manager_on_the_same_dir(env):
+    first = env.manager()
+    from broker.config import BrokerConfig
+    second = LogManager(BrokerConfig({"log.dirs": ",".join(env.dirs), "broker.id": env.broker_id}),
+                        lambda topic: None)
+    with pytest.raises(LogDirError, match="in use by another broker process"):
+        second.startup()
+    first.shutdown()
+    second.startup()          # released by the clean shutdown
+    second.shutdown()
