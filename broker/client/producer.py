@@ -53,6 +53,14 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def _record_size(key, value, headers) -> int:
+    """An upper bound of a record's encoded size (its varints at their widest)."""
+    n = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    for k, v in headers or ():
+        n += 10 + len(k) * 4 + (len(v) if v is not None else 0)
+    return n
+
+
 def partition_for_key(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
@@ -85,8 +93,8 @@ class Producer:
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
              partition: int | None = None, timestamp: int | None = None) -> None:
+        n = self.partitions_of(topic)          # metadata first (may auto-create the topic)
         if partition is None:
-            n = self.partitions_of(topic)
             if key is not None:
                 partition = partition_for_key(key, n)
             else:
@@ -96,6 +104,11 @@ class Producer:
                     self._sticky[topic] = partition
         tp = (topic, partition)
         b = self._builders.get(tp)
+        if b is not None and len(b) and b.size_in_bytes + _record_size(key, value, headers) > self.batch_size:
+            # the record would push the batch past batch_size: send what we have first
+            self._sticky.pop(topic, None)
+            self._send_batches([tp])
+            b = None
         if b is None:
             b = self._builders[tp] = BatchBuilder(self.compression)
             self._first_append[tp] = time.monotonic()

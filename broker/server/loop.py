@@ -16,5 +16,8 @@ def loop_factory(choice: str = "auto"):
 
 
 def run(coro, choice: str = "auto"):
-    with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
+    import logging
+    factory = loop_factory(choice)
+    logging.getLogger("broker").info("event loop: %s", "uvloop" if factory is not asyncio.new_event_loop else "asyncio")
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)

@@ -25,12 +25,15 @@ STOP_TIMEOUT = 30.0
 
 class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
-                 log_level: str = "info", env: dict | None = None):
+                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio"):
         self.data_dir = Path(data_dir)
         self.config = dict(config or {})
         self.port = port or free_port()
         self.broker_id = broker_id
         self.log_level = log_level
+        # the suite runs on asyncio's own loop; tests/interop/test_uvloop.py repeats the
+        # core scenarios on uvloop (`broker serve` itself picks uvloop when installed)
+        self.event_loop = event_loop
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
@@ -43,7 +46,7 @@ class BrokerProcess:
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{self.port}", "--broker-id", str(self.broker_id),
-               "--log-level", self.log_level]
+               "--log-level", self.log_level, "--event-loop", self.event_loop]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
