@@ -29,8 +29,12 @@ serve: $(VENV)/.runtime
 test: $(VENV)/.test sysdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
-bench: $(VENV)/.test
+# the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
+# the native and end-to-end benchmarks in this environment (no downloads, no builds)
+bench: $(VENV)/.bench
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
+	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
+	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
 
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test
@@ -50,6 +54,10 @@ $(VENV)/.runtime: $(SRC_STAMPS) | $(VENV)/.tools
 $(VENV)/.test: $(SRC_STAMPS) | $(VENV)/.tools
 	$(VPY) -m pip install -q --no-build-isolation -e '.[test]'
 	touch $@ $(VENV)/.runtime
+
+$(VENV)/.bench: $(SRC_STAMPS) | $(VENV)/.tools
+	$(VPY) -m pip install -q --no-build-isolation -e '.[test,bench]'
+	touch $@ $(VENV)/.test $(VENV)/.runtime
 
 # System packages: installed with apt when running as root and missing; otherwise the
 # tests that need them fail under CI=true (and skip, saying why, on a developer machine).

@@ -1,0 +1,103 @@
+"""A throwaway local broker process for benchmarks (`broker serve` on a free loopback
+port, data in a temporary directory), so bench scripts need nothing from tests/.
+
+    with LocalBroker(config={"num.partitions": 3}) as b:
+        run_produce(ProduceOptions(b.bootstrap, ...))
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalBroker:
+    def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
+                 event_loop: str = "auto", log_path: str | None = None):
+        self.config = dict(config or {})
+        self._tmp = None
+        if data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="kbroker-local-")
+            data_dir = os.path.join(self._tmp, "data")
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.event_loop = event_loop
+        self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(data_dir)), f"broker-{self.port}.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Starts the broker; returns the seconds until it answered ApiVersions."""
+        from broker.client import BrokerConnection, ClientError
+        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
+               "--listen", f"127.0.0.1:{self.port}", "--event-loop", self.event_loop]
+        for k, v in self.config.items():
+            cmd += ["--set", f"{k}={v}"]
+        t0 = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                with BrokerConnection("127.0.0.1", self.port, timeout=2):
+                    return time.perf_counter() - t0
+            except (ClientError, OSError):
+                time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"broker not ready after {timeout} s; see {self.log_path}")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def cleanup(self) -> None:
+        self.kill()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "LocalBroker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.cleanup()
