@@ -9,7 +9,7 @@ import argparse
 import sys
 import time
 
-from broker.cli.main import CliError
+from broker.cli.errors import CliError
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:

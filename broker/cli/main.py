@@ -19,12 +19,7 @@ import sys
 from broker import __version__
 
 
-class CliError(Exception):
-    """One line for the user; exit code 1 (runtime) or 2 (usage/config)."""
-
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self.code = code
+from broker.cli.errors import CliError  # noqa: E402  (re-exported for the command modules)
 
 
 def _parse_set(values: list[str]) -> dict[str, str]:

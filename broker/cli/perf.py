@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from broker.cli.main import CliError
+from broker.cli.errors import CliError
 
 
 def _acks(value: str) -> int:
