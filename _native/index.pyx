@@ -3,7 +3,9 @@
 
 Lifecycle, as in Kafka's AbstractIndex:
 - A writable index is preallocated to max_index_size (rounded down to whole entries) and
-  mapped; entries are appended in place. `trim()` shrinks the file to its valid entries
+  mapped read-only; entries are appended with pwrite(2) into the same page cache the
+  mapping reads. (Writing through a shared mapping costs a page_mkwrite fault per fresh
+  page — measured at ~30 ms on this project's CI disk — while pwrite costs microseconds.) `trim()` shrinks the file to its valid entries
   (on roll and on close), `resize()` grows it again when a trimmed index becomes active.
 - Opening an existing file takes its length as the entry count (Kafka's rule: a cleanly
   closed index was trimmed). After a crash the preallocated tail is zeros; the log
@@ -40,6 +42,22 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 class CorruptIndexError(ValueError):
     """An index file whose contents cannot be right (rebuild it from the log)."""
+
+
+cdef extern from "unistd.h" nogil:
+    int fdatasync(int fd)
+    ssize_t pwrite(int fd, const void *buf, size_t count, long offset)
+
+
+cdef int _pwrite_entry(int fd, const uint8_t *entry, int size, Py_ssize_t pos, str path) except -1:
+    cdef ssize_t n
+    while True:
+        n = pwrite(fd, entry, size, pos)
+        if n == size:
+            return 0
+        if n < 0 and errno == EINTR:
+            continue
+        raise _oserror("cannot write index entry", path)
 
 
 cdef object _oserror(str what, str path):
@@ -88,8 +106,7 @@ cdef class _MappedIndex:
         self._max_entries = length // self.entry_size
         if length == 0:
             return 0
-        p = mmap(NULL, length, (PROT_READ | PROT_WRITE) if self.writable else PROT_READ,
-                 MAP_SHARED, self.fd, 0)
+        p = mmap(NULL, length, PROT_READ, MAP_SHARED, self.fd, 0)
         if p == MAP_FAILED:
             raise _oserror("cannot mmap index", self.path)
         self.mm = <uint8_t *>p
@@ -156,11 +173,11 @@ cdef class _MappedIndex:
         self._resize(self._entries * self.entry_size)
 
     def flush(self):
-        """msync(2)s the mapping."""
+        """fdatasync(2)s the index file (entries are written with pwrite)."""
         self._check_open()
         if self.mm != NULL and self.writable:
             with nogil:
-                msync(self.mm, self.mapped_len, MS_SYNC)
+                fdatasync(self.fd)
 
     def close(self):
         """Trims (when writable) and closes. Idempotent."""
@@ -231,8 +248,10 @@ cdef class OffsetIndex(_MappedIndex):
             raise ValueError(f"offset {offset} out of range for base offset {self.base_offset}")
         if position < 0:
             raise ValueError(f"negative position {position}")
-        kb_store_be32(self.mm + self._entries * OFFSET_ENTRY, <uint32_t>rel)
-        kb_store_be32(self.mm + self._entries * OFFSET_ENTRY + 4, <uint32_t>position)
+        cdef uint8_t entry[OFFSET_ENTRY]
+        kb_store_be32(entry, <uint32_t>rel)
+        kb_store_be32(entry + 4, <uint32_t>position)
+        _pwrite_entry(self.fd, entry, OFFSET_ENTRY, self._entries * OFFSET_ENTRY, self.path)
         self._entries += 1
         self._last_offset = offset
         return 0
@@ -370,8 +389,10 @@ cdef class TimeIndex(_MappedIndex):
             return 0                    # full: only reachable with skip_full_check
         if rel < 0 or rel > 0x7FFFFFFF:
             raise ValueError(f"offset {offset} out of range for base offset {self.base_offset}")
-        kb_store_be64(self.mm + self._entries * TIME_ENTRY, <uint64_t>timestamp)
-        kb_store_be32(self.mm + self._entries * TIME_ENTRY + 8, <uint32_t>rel)
+        cdef uint8_t entry[TIME_ENTRY]
+        kb_store_be64(entry, <uint64_t>timestamp)
+        kb_store_be32(entry + 8, <uint32_t>rel)
+        _pwrite_entry(self.fd, entry, TIME_ENTRY, self._entries * TIME_ENTRY, self.path)
         self._entries += 1
         self._last_timestamp = timestamp
         self._last_offset = offset

@@ -40,6 +40,7 @@ class ConsumeOptions:
     decode: str = "none"            # "none" | "arrow"
     timeout_s: float = 600.0
     progress: bool = True
+    start: str | int = "earliest"   # "earliest", "latest" or an offset for every partition
 
 
 class _Fetcher:
@@ -52,8 +53,12 @@ class _Fetcher:
         self.by_leader: dict[int, list[int]] = {}
         for p, pm in sorted(meta.partitions.items()):
             self.by_leader.setdefault(pm.leader, []).append(p)
-        ts = -2 if start == "earliest" else -1
-        self.positions = {p: off for p, (off, _) in cluster.list_offsets(topic, sorted(meta.partitions), ts).items()}
+        if isinstance(start, int):
+            self.positions = {p: start for p in meta.partitions}
+        else:
+            ts = -2 if start == "earliest" else -1
+            self.positions = {p: off for p, (off, _) in cluster.list_offsets(topic, sorted(meta.partitions),
+                                                                              ts).items()}
         self.conns = {leader: cluster.connection(leader) for leader in self.by_leader}
         self.versions = {leader: c.version_for(FetchRequest.API_KEY) for leader, c in self.conns.items()}
 
@@ -81,7 +86,7 @@ def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
     cluster = Cluster(opts.bootstrap, client_id="kbroker-perf")
     deadline = time.monotonic() + opts.timeout_s
     try:
-        f = _Fetcher(cluster, opts.topic, opts)
+        f = _Fetcher(cluster, opts.topic, opts, opts.start)
         start = time.perf_counter()
         stats.start = start
         sent_at = {leader: f.send(leader) for leader in f.by_leader}

@@ -32,6 +32,7 @@ from broker.protocol.messages.produce import ProduceRequest
 # per record: length, attributes, timestamp and offset deltas, key and value lengths and
 # the header count (varints): at most 12 bytes for the sizes a perf run uses
 RECORD_OVERHEAD = 12
+REQUEST_BYTES = 1 << 20        # aim for requests of about 1 MiB (never fewer than one batch)
 
 
 @dataclass
@@ -129,6 +130,10 @@ def run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
         inflight: dict[int, collections.deque] = {leader: collections.deque() for leader in by_leader}
         version = {leader: conns[leader].version_for(ProduceRequest.API_KEY) for leader in by_leader}
         leaders = list(by_leader)
+        # a request carries one batch for each of up to `per_request` partitions of its
+        # leader (about REQUEST_BYTES), rotating so every partition gets its share
+        per_request = max(1, REQUEST_BYTES // max(opts.batch_size, 1))
+        rotation = {leader: 0 for leader in leaders}
         sent = 0
         turn = 0
         start = time.perf_counter()
@@ -149,7 +154,8 @@ def run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
             leader = leaders[turn % len(leaders)]
             turn += 1
             parts = by_leader[leader]
-            want = min(per_batch * len(parts), opts.num_records - sent)
+            k = min(len(parts), per_request)
+            want = min(per_batch * k, opts.num_records - sent)
             first_due = None
             if opts.throughput > 0:
                 # records become due at the requested rate; send when a request's worth is
@@ -169,12 +175,15 @@ def run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
             now_ms = int(time.time() * 1000)
             data = []
             left = want
-            for p in parts:
+            first = rotation[leader]
+            for j in range(k):
                 if left <= 0:
                     break
+                p = parts[(first + j) % len(parts)]
                 n = min(per_batch, left)
                 data.append((p, build(n, now_ms), n))
                 left -= n
+            rotation[leader] = (first + len(data)) % len(parts)
             req = ProduceRequest(acks=opts.acks, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
                 name=opts.topic, partition_data=[ProduceRequest.PartitionProduceData(index=p, records=d)
                                                  for p, d, _ in data])])
