@@ -22,6 +22,12 @@ class Partition:
         # follower id -> (log end offset, last caught-up time)
         self.follower_leo: dict[int, int] = {}
         self.follower_caught_up: dict[int, float] = {}
+        self._become_leader_if_elected()
+
+    def _become_leader_if_elected(self) -> None:
+        """A new leader records where its epoch starts (Kafka's makeLeader)."""
+        if self.is_leader:
+            self.log.leader_epochs.assign(self.state.leader_epoch, self.log.log_end_offset)
 
     @property
     def is_leader(self) -> bool:
@@ -33,6 +39,7 @@ class Partition:
 
     def update_state(self, state: PartitionState) -> None:
         self.state = state
+        self._become_leader_if_elected()
         self.maybe_increment_high_watermark()
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:

@@ -95,7 +95,12 @@ class LogAppendInfo:
 
 
 class LeaderEpochCache:
-    """(leader epoch, start offset) pairs, as Kafka's LeaderEpochFileCache."""
+    """(leader epoch, start offset) pairs, as Kafka's LeaderEpochFileCache.
+
+    The checkpoint is rewritten atomically (temp file + rename) on every change, without
+    an fsync on the event loop: like the log data it describes, it reaches the disk with
+    the page cache (the log manager syncs everything at a clean shutdown). Epochs are
+    assigned when a replica becomes leader, not on the produce path."""
 
     def __init__(self, path: str):
         self.checkpoint = LeaderEpochCheckpoint(path)
@@ -113,7 +118,7 @@ class LeaderEpochCache:
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
         self.entries.append((epoch, start_offset))
-        self.checkpoint.write(self.entries)
+        self.checkpoint.write(self.entries, fsync=False)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset): the largest epoch <= requested and where it ends (Kafka's
@@ -138,7 +143,7 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self.checkpoint.write(self.entries)
+            self.checkpoint.write(self.entries, fsync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
         if not self.entries:
@@ -149,7 +154,7 @@ class LeaderEpochCache:
             kept.insert(0, (prior[-1][0], start_offset))
         if kept != self.entries:
             self.entries = kept
-            self.checkpoint.write(self.entries)
+            self.checkpoint.write(self.entries, fsync=False)
 
 
 def partition_dir_name(tp: TopicPartition) -> str:

@@ -284,6 +284,7 @@ class LogManager:
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
+        os.sync()           # checkpoints written without fsync (leader epochs) reach the disk
         for d in self.dirs:
             with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
                 pass
