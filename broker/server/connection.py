@@ -55,6 +55,7 @@ class Connection:
         self.closed = False
         self._reading = False
         self._writing = False
+        self._flush_scheduled = False
         self._wakeup = asyncio.Event()
         self._drained = asyncio.Event()
         self._drained.set()
@@ -150,7 +151,15 @@ class Connection:
         for p in parts:
             self.out.append(p)
             self.out_bytes += p.length if hasattr(p, "fd") else len(p)
-        if not self._writing:
+        if not self._writing and not self._flush_scheduled:
+            # coalesce: answers to pipelined requests handled in this loop iteration go
+            # out in one sendmsg(2) at its end
+            self._flush_scheduled = True
+            self.loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._writing and not self.closed:
             self._flush()
 
     def _flush(self) -> None:
