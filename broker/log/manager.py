@@ -72,6 +72,7 @@ class LogManager:
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
+        self._written: dict[str, dict] = {}          # checkpoint path -> content last written
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
@@ -230,15 +231,18 @@ class LogManager:
                 lg.schedule_flush()
 
     def checkpoint(self, fsync: bool = True) -> None:
-        """Writes the recovery points, high watermarks and log start offsets of each dir."""
+        """Writes the recovery points, high watermarks and log start offsets of each dir
+        (a file whose content has not changed since its last write is left alone)."""
         for d in self.dirs:
-            logs = [lg for lg in self.logs.values() if os.path.dirname(lg.dir) == d]
-            OffsetCheckpoint(os.path.join(d, RECOVERY_POINT)).write(
-                {lg.tp: lg.recovery_point for lg in logs}, fsync)
-            OffsetCheckpoint(os.path.join(d, HIGH_WATERMARK)).write(
-                {lg.tp: lg.high_watermark for lg in logs}, fsync)
-            OffsetCheckpoint(os.path.join(d, LOG_START)).write(
-                {lg.tp: lg.log_start_offset for lg in logs}, fsync)
+            logs = [lg for lg in list(self.logs.values()) if os.path.dirname(lg.dir) == d]
+            for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
+                               (LOG_START, "log_start_offset")):
+                values = {lg.tp: getattr(lg, attr) for lg in logs}
+                path = os.path.join(d, name)
+                if self._written.get(path) == values and os.path.exists(path):
+                    continue
+                OffsetCheckpoint(path).write(values, fsync)
+                self._written[path] = values
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
