@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from broker.cli.main import CliError
+from broker.cli.errors import CliError
 
 
 def _coordinator(cluster, group_id):
@@ -19,6 +19,9 @@ def _describe(cluster, group_id):
     g = r.groups[0]
     if g.error_code:
         raise KafkaProtocolError(g.error_code, f"describe group {group_id}")
+    if g.group_state == "Dead" and not g.members:
+        from broker.protocol.errors import ErrorCode
+        raise KafkaProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
     return g
 
 
@@ -159,14 +162,22 @@ def consume_group(args) -> int:
         deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
         while args.max_messages is None or n < args.max_messages:
             records = c.poll(1.0)
+            unprinted: dict[tuple[str, int], int] = {}
             for r in records:
+                tp = (r.topic, r.partition)
                 if args.max_messages is not None and n >= args.max_messages:
-                    break
+                    # poll() moved the position past this record: move it back, or the
+                    # final commit would skip messages nobody printed
+                    unprinted.setdefault(tp, r.offset)
+                    continue
                 if args.print_key:
                     out.write((r.key or b"null") + sep)
                 out.write((r.value if r.value is not None else b"null") + b"\n")
                 n += 1
-                c.consumer.positions[(r.topic, r.partition)] = r.offset + 1
+                c.consumer.positions[tp] = r.offset + 1
+            for tp, offset in unprinted.items():
+                if tp in c.consumer.positions:
+                    c.consumer.positions[tp] = offset
             out.flush()
             if records and deadline is not None:
                 deadline = time.monotonic() + args.timeout_ms / 1000

@@ -84,18 +84,29 @@ class GroupConsumer:
             return self._coordinator
         deadline = time.monotonic() + 30
         while True:
-            conn = self.cluster.any_connection()
-            version = conn.version_for(FindCoordinatorRequest.API_KEY)
-            if version >= 4:
-                r = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id]), version)
-                c = r.coordinators[0]
-                err, node, host, port = c.error_code, c.node_id, c.host, c.port
-            else:
-                r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
-                err, node, host, port = r.error_code, r.node_id, r.host, r.port
-            if err == 0:
-                self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id)
-                return self._coordinator
+            try:
+                conn = self.cluster.any_connection()
+                version = conn.version_for(FindCoordinatorRequest.API_KEY)
+                if version >= 4:
+                    r = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id]), version)
+                    c = r.coordinators[0]
+                    err, node, host, port = c.error_code, c.node_id, c.host, c.port
+                else:
+                    r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
+                    err, node, host, port = r.error_code, r.node_id, r.host, r.port
+                if err == 0:
+                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id)
+                    return self._coordinator
+            except ClientError:
+                # the bootstrap connection broke (a broker restart): refresh() replaces it
+                if time.monotonic() > deadline:
+                    raise
+                try:
+                    self.cluster.refresh([])
+                except ClientError:
+                    pass
+                time.sleep(0.2)
+                continue
             if err not in RETRY_COORDINATOR or time.monotonic() > deadline:
                 raise KafkaProtocolError(err, f"find coordinator of group {self.group_id}")
             time.sleep(0.2)
@@ -125,7 +136,11 @@ class GroupConsumer:
                                    group_instance_id=self.group_instance_id, protocol_type="consumer",
                                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
                                        name="range", metadata=self._subscription())])
-            r = self._request(req)
+            try:
+                r = self._request(req)
+            except ClientError:
+                time.sleep(0.2)          # the coordinator is looked up again
+                continue
             if r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = r.member_id
                 continue
@@ -145,17 +160,30 @@ class GroupConsumer:
             assignments = []
             if r.leader == r.member_id and not r.skip_assignment:
                 assignments = self._assign(r.members)
-            s = self._request(SyncGroupRequest(group_id=self.group_id, generation_id=self.generation_id,
-                                               member_id=self.member_id, group_instance_id=self.group_instance_id,
-                                               protocol_type="consumer", protocol_name=r.protocol_name,
-                                               assignments=assignments))
+            try:
+                s = self._request(SyncGroupRequest(group_id=self.group_id, generation_id=self.generation_id,
+                                                   member_id=self.member_id, group_instance_id=self.group_instance_id,
+                                                   protocol_type="consumer", protocol_name=r.protocol_name,
+                                                   assignments=assignments))
+            except ClientError:
+                time.sleep(0.2)
+                continue
+            if s.error_code in RETRY_COORDINATOR:
+                self._coordinator = None
+                time.sleep(0.2)
+                continue
             if s.error_code in REJOIN:
                 if s.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 continue
             if s.error_code:
                 raise KafkaProtocolError(s.error_code, f"sync group {self.group_id}")
-            self._take_assignment(s.assignment)
+            try:
+                self._take_assignment(s.assignment)
+            except ClientError:
+                self._coordinator = None
+                time.sleep(0.2)
+                continue
             self._joined = True
             self._last_heartbeat = time.monotonic()
             return
@@ -208,9 +236,15 @@ class GroupConsumer:
     def _heartbeat(self) -> None:
         if time.monotonic() - self._last_heartbeat < self.heartbeat_interval_ms / 1000:
             return
-        r = self._request(HeartbeatRequest(group_id=self.group_id, generation_id=self.generation_id,
-                                           member_id=self.member_id, group_instance_id=self.group_instance_id))
+        try:
+            r = self._request(HeartbeatRequest(group_id=self.group_id, generation_id=self.generation_id,
+                                               member_id=self.member_id, group_instance_id=self.group_instance_id))
+        except ClientError:
+            return          # coordinator gone: looked up again at the next heartbeat
         self._last_heartbeat = time.monotonic()
+        if r.error_code in RETRY_COORDINATOR:
+            self._coordinator = None
+            return
         if r.error_code in REJOIN:
             if self.enable_auto_commit and r.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
                 try:
@@ -231,14 +265,31 @@ class GroupConsumer:
         self._heartbeat()
         if not self._joined:
             self.join()
+        # auto-commit, as Kafka's consumer does it: at the start of a poll, the positions
+        # after the records earlier polls returned (never records not yet handed out)
+        if self.enable_auto_commit and self.consumer.positions and \
+                (time.monotonic() - self._last_commit) * 1000 >= self.auto_commit_interval_ms:
+            try:
+                self.commit()
+            except ClientError:
+                pass                     # the coordinator is looked up again; retried later
+            except KafkaProtocolError as exc:
+                if exc.code in RETRY_COORDINATOR:
+                    self._coordinator = None
+                elif exc.code in REJOIN:
+                    # out of the group (or mid-rebalance): rejoin; the positions restart
+                    # from the committed offsets (at-least-once)
+                    self.join()
+                else:
+                    raise
         if not self.consumer.positions:
             time.sleep(min(timeout_s, 0.2))
             return []
-        records = self.consumer.poll(min(timeout_s, self.heartbeat_interval_ms / 1000))
-        if self.enable_auto_commit and \
-                (time.monotonic() - self._last_commit) * 1000 >= self.auto_commit_interval_ms:
-            self.commit()
-        return records
+        try:
+            return self.consumer.poll(min(timeout_s, self.heartbeat_interval_ms / 1000))
+        except ClientError:
+            time.sleep(min(timeout_s, 0.2))       # the partition leader is unreachable for now
+            return []
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         """Commits `offsets` (default: the current positions) synchronously."""

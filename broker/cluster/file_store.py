@@ -55,6 +55,10 @@ class FileMetadataStore:
         }
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
+    def set_broker(self, broker: BrokerInfo) -> None:
+        """This broker's address (known once the server bound its port)."""
+        self._broker = broker
+
     # -- MetadataStore
     def brokers(self) -> dict[int, BrokerInfo]:
         return {self._broker.broker_id: self._broker}

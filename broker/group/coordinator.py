@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
-from broker.log import TopicPartition
+from broker.log import RecordTooLarge, TopicPartition
 from broker.native import BatchBuilder, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -238,30 +238,55 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ storage
 
-    async def _store(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> int:
+    async def _store(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
         """Appends records to the group's partition of __consumer_offsets; returns an
-        error code (0 when durable on the ISR)."""
+        error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
+        maps append errors for offset commits (offsets=True) or group metadata."""
+        err, lg, last_offset = self._append(group_id, entries, offsets)
+        if err:
+            return err
+        return await self._await_durable(lg, last_offset, offsets)
+
+    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool):
+        """The synchronous half of _store: (error, log, last offset) once the records are
+        in the local log (so they survive a crash of this process)."""
         p = self.partition_for(group_id)
         part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
         if part is None or not part.is_leader:
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR, None, -1
         b = BatchBuilder()
         ts = now_ms()
         for key, value in entries:
             b.append(ts, key, value)
+        too_large = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
         try:
             info = part.append_as_leader(bytearray(b.build()), -1)
         except KafkaProtocolError as exc:
             log.warning("cannot store group %s: %s", group_id, exc)
-            return {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR}.get(exc.code, exc.code)
-        lg = part.log
+            return ({ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.MESSAGE_TOO_LARGE: too_large,
+                     ErrorCode.RECORD_LIST_TOO_LARGE: too_large}.get(exc.code, exc.code), None, -1)
+        except RecordTooLarge as exc:
+            # e.g. a group whose members' metadata adds up beyond max.message.bytes
+            log.warning("cannot store group %s: %s", group_id, exc)
+            return too_large, None, -1
+        except OSError as exc:
+            log.error("cannot store group %s: %s", group_id, exc)
+            return ErrorCode.NOT_COORDINATOR, None, -1
+        return 0, part.log, info.last_offset
+
+    async def _await_durable(self, lg, last_offset: int, offsets: bool) -> int:
+        """The asynchronous half of _store: waits for the high watermark (the ISR) and
+        the flush policy."""
         deadline = self.loop.time() + self.config["request.timeout.ms"] / 1000
-        while lg.high_watermark <= info.last_offset:
+        while lg.high_watermark <= last_offset:
             remaining = deadline - self.loop.time()
             if remaining <= 0:
-                return ErrorCode.REQUEST_TIMED_OUT
+                return ErrorCode.REQUEST_TIMED_OUT if offsets else ErrorCode.REBALANCE_IN_PROGRESS
             fut = lg.waiter()
             try:
                 await asyncio.wait_for(asyncio.shield(fut), remaining)
@@ -376,7 +401,11 @@ class GroupCoordinator:
             g.leader_id = None
             self._set_state(g, S.EMPTY)
             log.info("group %s: empty at generation %d", g.group_id, g.generation_id)
-            self.loop.create_task(self._store_group(g))
+            # appended before whatever caused this (a LeaveGroup, an expiry) is answered,
+            # as Kafka does: a crash right after must not bring the old members back
+            err, lg, last = self._append(g.group_id, [self._group_record(g)], offsets=False)
+            if not err:
+                self.loop.create_task(self._await_durable(lg, last, False))
             return
         g.protocol_name = g.select_protocol()
         if g.leader_id not in g.members:
@@ -421,7 +450,7 @@ class GroupCoordinator:
             self._try_complete_join(g)
 
     async def _store_group(self, g: Group) -> int:
-        return await self._store(g.group_id, [self._group_record(g)])
+        return await self._store(g.group_id, [self._group_record(g)], offsets=False)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -442,19 +471,21 @@ class GroupCoordinator:
         if g is None:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-            g = self.groups[group_id] = Group(group_id, state_timestamp=now_ms())
+            g = Group(group_id, state_timestamp=now_ms())
         if g.is_(S.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not g.supports_protocols(protocol_type, names):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if member_id and member_id not in g.members and member_id not in g.pending_members:
-            # a static member may come back under its instance id with an old member id
-            if not (group_instance_id and g.static_members.get(group_instance_id) == member_id):
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-        if group_instance_id:
-            known = g.static_members.get(group_instance_id)
-            if known is not None and member_id and member_id != known:
-                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
+        # a new group exists only once a join was accepted (no empty leftovers of bad joins)
+        self.groups.setdefault(group_id, g)
+        if member_id and member_id not in g.pending_members:
+            # Kafka's order: a fenced static member first, then an unknown member id (or a
+            # static member whose instance id the group does not know)
+            err = self._validate_member(g, member_id, group_instance_id)
+            if not err and group_instance_id and group_instance_id not in g.static_members:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            if err:
+                return JoinResult(err, member_id=member_id)
         if not member_id or member_id in g.pending_members:
             return await self._join_new_member(g, member_id, group_instance_id, client_id, client_host,
                                                session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
@@ -490,13 +521,13 @@ class GroupCoordinator:
         if instance_id:
             g.static_members[instance_id] = member_id
         g.new_member_added = True
-        m.join_future = self.loop.create_future()
+        fut = m.join_future = self.loop.create_future()
         self._schedule_heartbeat(g, m)
         if g.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(g)
         else:
             self._prepare_rebalance(g, f"adding new member {member_id}")
-        return await self._await_join(g, m)
+        return await self._await_join(fut, m)
 
     async def _rejoin_static(self, g, instance_id, client_id, client_host, session_ms, rebalance_ms,
                              protocols) -> JoinResult:
@@ -529,12 +560,12 @@ class GroupCoordinator:
                            for x in g.members.values()]
             return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, new_id, members,
                               skip_assignment=new_id == g.leader_id)
-        m.join_future = self.loop.create_future()
+        fut = m.join_future = self.loop.create_future()
         if g.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(g)
         else:
             self._prepare_rebalance(g, f"static member {instance_id} rejoined with new metadata")
-        return await self._await_join(g, m)
+        return await self._await_join(fut, m)
 
     async def _join_existing_member(self, g, m, protocols, session_ms, rebalance_ms) -> JoinResult:
         m.session_timeout_ms = session_ms
@@ -543,10 +574,10 @@ class GroupCoordinator:
             m.protocols = [(n, bytes(md)) for n, md in protocols]
             if m.join_future is not None and not m.join_future.done():
                 m.join_future.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=m.member_id))
-            m.join_future = self.loop.create_future()
+            fut = m.join_future = self.loop.create_future()
             self._schedule_heartbeat(g, m)
             self._try_complete_join(g)
-            return await self._await_join(g, m)
+            return await self._await_join(fut, m)
         if g.is_(S.COMPLETING_REBALANCE) or g.is_(S.STABLE):
             same = m.matches(protocols)
             if same and (g.is_(S.COMPLETING_REBALANCE) or m.member_id != g.leader_id):
@@ -559,18 +590,32 @@ class GroupCoordinator:
                 return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id,
                                   members)
             m.protocols = [(n, bytes(md)) for n, md in protocols]
-            m.join_future = self.loop.create_future()
+            fut = m.join_future = self.loop.create_future()
             self._schedule_heartbeat(g, m)
             self._prepare_rebalance(g, f"member {m.member_id} rejoined" + ("" if same else " with new metadata"))
-            return await self._await_join(g, m)
+            return await self._await_join(fut, m)
         return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id)
 
-    async def _await_join(self, g: Group, m: Member) -> JoinResult:
-        fut = m.join_future
+    async def _await_join(self, fut: asyncio.Future, m: Member) -> JoinResult:
+        # `fut` is passed in, not read back from m.join_future: completing the join (which
+        # may happen synchronously, when this member is the last one the rebalance waited
+        # for) resets m.join_future to None
         res = await fut
         if res is None:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=m.member_id)
         return res
+
+    @staticmethod
+    def _validate_member(g: Group, member_id: str, group_instance_id: str | None) -> int:
+        """Kafka's validateCurrentMember: FENCED_INSTANCE_ID when the instance id belongs
+        to another member id, UNKNOWN_MEMBER_ID when the member is not in the group."""
+        if group_instance_id:
+            known = g.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return 0
 
     # ------------------------------------------------------------------ SyncGroup
 
@@ -581,11 +626,12 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         g = self.groups.get(group_id)
-        if g is None or member_id not in g.members:
+        if g is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        err = self._validate_member(g, member_id, group_instance_id)
+        if err:
+            return SyncResult(err)
         m = g.members[member_id]
-        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-            return SyncResult(ErrorCode.FENCED_INSTANCE_ID)
         if generation_id != g.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != g.protocol_type) or \
@@ -627,10 +673,11 @@ class GroupCoordinator:
         if err:
             return err
         g = self.groups.get(group_id)
-        if g is None or g.is_(S.EMPTY) or g.is_(S.DEAD) or member_id not in g.members:
+        if g is None or g.is_(S.EMPTY) or g.is_(S.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
+        err = self._validate_member(g, member_id, group_instance_id)
+        if err:
+            return err
         if generation_id != g.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         m = g.members[member_id]
@@ -690,10 +737,13 @@ class GroupCoordinator:
             if g is None:
                 g = self.groups[group_id] = Group(group_id, protocol_type="", state_timestamp=now_ms())
         else:
-            if g is None or member_id not in g.members:
-                return {tp: ErrorCode.UNKNOWN_MEMBER_ID for tp in offsets}
-            if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-                return {tp: ErrorCode.FENCED_INSTANCE_ID for tp in offsets}
+            if g is None:
+                # Kafka: a commit with a generation (or member id) for a group it does not
+                # know comes from an older generation
+                return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
+            err = self._validate_member(g, member_id, group_instance_id)
+            if err:
+                return {tp: err for tp in offsets}
             if generation_id != g.generation_id:
                 return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
             if g.is_(S.COMPLETING_REBALANCE):
@@ -840,19 +890,22 @@ class GroupCoordinator:
                     gone = now - om.commit_timestamp >= retention
                 if gone:
                     expired.append(tp)
-            if not expired:
+            if not expired and (g.offsets or g.pending_members):
                 continue
             entries = [(R.offset_key(g.group_id, t, p), None) for t, p in expired]
-            drop_group = len(expired) == len(g.offsets)
-            if drop_group:
+            # Kafka's cleanupGroupMetadata: an empty group left without offsets goes too
+            # (also one that never got further than a join: nothing of it was stored)
+            drop_group = len(expired) == len(g.offsets) and not g.pending_members
+            if drop_group and (expired or g.generation_id > 0 or g.protocol_type):
                 entries.append((R.group_key(g.group_id), None))
-            if await self._store(g.group_id, entries):
+            if entries and await self._store(g.group_id, entries):
                 continue
             for tp in expired:
                 g.offsets.pop(tp, None)
             removed += len(expired)
-            log.info("group %s: %d committed offsets expired", g.group_id, len(expired))
-            if drop_group and g.is_(S.EMPTY):
+            if expired:
+                log.info("group %s: %d committed offsets expired", g.group_id, len(expired))
+            if drop_group and g.is_(S.EMPTY) and not g.offsets and not g.pending_members:
                 g.state = S.DEAD
                 self.groups.pop(g.group_id, None)
         return removed

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 
@@ -69,6 +70,11 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
+        if self._store is None:
+            # topic configs must be known before the logs load (segment.bytes,
+            # cleanup.policy ... of every topic): the store opens first
+            os.makedirs(self.config.log_dirs[0], exist_ok=True)
+            self._store = FileMetadataStore(self.config.log_dirs[0], self.broker_info())
         self.logs.startup()
         try:
             self.server.start()
@@ -77,8 +83,8 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
-        if self._store is None:
-            self._store = FileMetadataStore(self.config.log_dirs[0], self.broker_info())
+        if isinstance(self._store, FileMetadataStore):
+            self._store.set_broker(self.broker_info())   # the port the server actually bound
         for topic in self.store.topics().values():
             self._materialize(topic)
         from broker.group import GroupCoordinator
@@ -98,6 +104,7 @@ class Broker:
                 continue
             tp = TopicPartition(topic.name, p)
             lg = self.logs.get_or_create(tp, topic.topic_id)
+            lg.update_config(self.log_config(topic.name))
             part = self.partitions.get(tp)
             if part is None:
                 part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id)

@@ -236,3 +236,24 @@ def test_kill_9_after_a_checkpoint_keeps_acknowledged_messages_visible(broker, t
     got = read_all(broker.bootstrap, topic_name, [0])
     assert [got[(0, o)].value for o in range(200)] == \
         [b"before-%d" % i for i in range(100)] + [b"after-%d" % i for i in range(100)]
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill -9"])
+def test_topic_configs_survive_a_restart(broker, topic_name, stop):
+    """Per-topic overrides apply to the logs after a restart too (they are read before the
+    logs load): segment.bytes keeps rolling segments, DescribeConfigs still shows it."""
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic_name, 1, 1, {"segment.bytes": "4096", "retention.ms": "86400000"})
+    if stop == "clean":
+        broker.restart()
+    else:
+        broker.kill()
+        broker.start()
+    with Producer(broker.bootstrap, acks=1, batch_size=1024, linger_ms=0) as p:
+        for i in range(200):
+            p.send(topic_name, b"v" * 100, partition=0)
+    segments = list((broker.data_dir / f"{topic_name}-0").glob("*.log"))
+    assert len(segments) >= 4, f"segment.bytes=4096 not applied after a {stop} restart: {len(segments)} segments"
+    with Cluster(broker.bootstrap) as c:
+        cfg = {e.name: e.value for e in c.describe_configs(2, topic_name)}
+    assert cfg["segment.bytes"] == "4096" and cfg["retention.ms"] == "86400000"

@@ -1,6 +1,5 @@
 """DescribeGroups (15): state, protocol and members (with metadata and assignment)."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_groups import DescribeGroupsResponse
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
@@ -19,9 +18,10 @@ async def handle(ctx, request):
                                         protocol_data="", members=[]))
             continue
         if g is None:
-            out.append(R.DescribedGroup(error_code=0 if ctx.api_version < 5 else ErrorCode.GROUP_ID_NOT_FOUND,
-                                        group_id=gid, group_state="Dead", protocol_type="", protocol_data="",
-                                        members=[]))
+            # Kafka answers an unknown group with state Dead and no error up to v5
+            # (GROUP_ID_NOT_FOUND only from v6, KIP-1043, which is not spoken here)
+            out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state="Dead", protocol_type="",
+                                        protocol_data="", members=[]))
             continue
         stable = g.state.value == "Stable"
         members = [R.DescribedGroupMember(
