@@ -298,6 +298,13 @@ class LogCleaner:
         new = Segment(d, base, index_interval_bytes=lg.config.index_interval_bytes,
                       max_index_size=lg.config.max_index_size)
         i = next(i for i, s in enumerate(lg.segments) if s is olds[0])
+        if new.size == 0 and i > 0:
+            # compacted to nothing: no need for an empty file (reads of its offsets go on
+            # to the next segment); the first segment stays, it anchors the log start
+            new.delete()
+            del lg.segments[i:i + len(olds)]
+            del lg._bases[i:i + len(olds)]
+            return 0
         lg.segments[i:i + len(olds)] = [new]
         lg._bases[i:i + len(olds)] = [base]
         return new.size

@@ -71,6 +71,8 @@ def test_compaction_keeps_latest_per_key_and_shrinks(tmp_path):
     result = run(go())
     assert result is not None and result.records_removed > 0
     assert lg.size < size_before and len(lg.segments) <= segments_before
+    # no empty segment file is left behind (the first one may stay to anchor the start)
+    assert all(s.size > 0 for s in lg.segments[1:-1])
     # the active segment is untouched, byte for byte
     assert lg.active is active and active.read_bytes(0, active.size) == active_bytes
     # the latest record of every key in the cleaned range survives at its offset; every
