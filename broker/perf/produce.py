@@ -170,7 +170,7 @@ def run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
                         want = due
                         break
                     next_due = start + (sent + max(due, 0) + 1) / opts.throughput
-                    time.sleep(max(0.0, min(next_due - now, 0.001)))
+                    time.sleep(max(0.0, min(next_due - now, 0.0002)))
                 first_due = start + (sent + 1) / opts.throughput
             now_ms = int(time.time() * 1000)
             data = []
