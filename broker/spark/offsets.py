@@ -1,0 +1,168 @@
+"""Topic partitions of a subscription and offsets of an OffsetSpec, against the broker.
+
+Offsets travel as Spark's Kafka source writes them in its checkpoints:
+{"topic": {"0": 23, "1": 42}} — topics sorted, partitions in numeric order, so that two
+equal positions always serialise to the same JSON (Spark compares offsets as JSON).
+Inside this package a position is a dict {(topic, partition): offset}.
+
+Only committed data is ever planned: "latest" is the high watermark (ListOffsets -1
+answers it), never the log end.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from broker.client import Cluster
+from broker.client.connection import ClientError
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.spark.options import BOOTSTRAP, EARLIEST, LATEST, KBrokerOptionError, OffsetSpec, Subscription
+
+log = logging.getLogger("broker.spark")
+
+TopicPartition = tuple  # (topic, partition)
+
+
+class KBrokerDataLossError(RuntimeError):
+    """Offsets a query still needed are gone (retention, DeleteRecords, a deleted topic)."""
+
+
+def data_loss_message(detail: str) -> str:
+    # Spark's Kafka source words it so; users search for it
+    return (f"kbroker: {detail}. Some data may have been lost because they are not available in the "
+            f"broker any more; either the data was aged out by the broker or the topic may have been "
+            f"deleted before all the data in the topic was processed. If you want your query to "
+            f"continue (skipping the lost data) in such cases, set the source option "
+            f"'failOnDataLoss' to 'false'.")
+
+
+def to_json(position: dict) -> dict:
+    """{(t, p): off} -> {"t": {"p": off}}, canonically ordered."""
+    out: dict[str, dict[str, int]] = {}
+    for t, p in sorted(position):
+        out.setdefault(t, {})[str(p)] = int(position[(t, p)])
+    return out
+
+
+def from_json(data: dict) -> dict:
+    return {(t, int(p)): int(off) for t, ps in (data or {}).items() for p, off in ps.items()}
+
+
+def connect(bootstrap: str, timeout_s: float, client_id: str = "kbroker-spark") -> Cluster:
+    cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout_s)
+    try:
+        cluster.any_connection()
+    except ClientError as exc:
+        cluster.close()
+        raise KBrokerOptionError(BOOTSTRAP, f"= {bootstrap!r}: no broker reachable ({exc})") from None
+    return cluster
+
+
+def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = True) -> list[TopicPartition]:
+    """The subscription's partitions now, sorted. A subscribed or assigned topic that does
+    not exist is an error naming the option (must_exist); a pattern may match nothing."""
+    if sub.kind == "pattern":
+        metas = cluster.refresh(None)
+        rx = re.compile(sub.pattern)
+        return sorted((name, p) for name, meta in metas.items()
+                      if meta.error_code == 0 and not meta.internal and rx.fullmatch(name)
+                      for p in meta.partitions)
+    topics = list(sub.topics) if sub.kind == "subscribe" else sorted(sub.assign)
+    metas = cluster.refresh(topics)
+    out = []
+    for t in topics:
+        meta = metas.get(t)
+        code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if code != 0:
+            if not must_exist and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
+            why = "does not exist" if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ErrorCode(code).name
+            servers = ",".join(f"{h}:{port}" for h, port in cluster.bootstrap)
+            raise KBrokerOptionError(sub.option, f"names topic {t!r}, which {why} on {servers}")
+        if sub.kind == "subscribe":
+            out += [(t, p) for p in meta.partitions]
+        else:
+            missing = [p for p in sub.assign[t] if p not in meta.partitions]
+            if missing and must_exist:
+                raise KBrokerOptionError(sub.option, f"names partition(s) {missing} of topic {t!r}, which has "
+                                                     f"{len(meta.partitions)} partition(s)")
+            out += [(t, p) for p in sub.assign[t] if p in meta.partitions]
+    return sorted(set(out))
+
+
+def list_offsets(cluster: Cluster, tps, timestamp: int) -> dict:
+    """{(t, p): offset} for -2 (earliest, the log start offset), -1 (latest, the high
+    watermark) or a timestamp (-1 when no record is that recent)."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    out = {}
+    for t, parts in by_topic.items():
+        for attempt in range(5):
+            try:
+                res = cluster.list_offsets(t, parts, timestamp)
+                break
+            except KafkaProtocolError as exc:
+                if exc.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+                                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) or attempt == 4:
+                    raise
+                cluster.refresh([t])
+        for p, (off, _ts) in res.items():
+            out[(t, p)] = off
+    return out
+
+
+def resolve(cluster: Cluster, spec: OffsetSpec, tps, *, starting: bool, strategy: str = "error") -> dict:
+    """The OffsetSpec's offsets for these partitions: {(t, p): offset}."""
+    tps = list(tps)
+    if not tps:
+        return {}
+    if spec.kind == "earliest":
+        return list_offsets(cluster, tps, EARLIEST)
+    if spec.kind == "latest":
+        return list_offsets(cluster, tps, LATEST)
+    if spec.kind == "timestamp":
+        wanted = {tp: spec.timestamp for tp in tps}
+    else:
+        given = {(t, p): v for t, ps in spec.offsets.items() for p, v in ps.items()}
+        missing = sorted(set(tps) - set(given))
+        unknown = sorted(set(given) - set(tps))
+        if missing or unknown:
+            parts = []
+            if missing:
+                parts.append("no entry for " + ", ".join(f"{t}-{p}" for t, p in missing[:10]))
+            if unknown:
+                parts.append("entries for partitions not subscribed: " +
+                             ", ".join(f"{t}-{p}" for t, p in unknown[:10]))
+            raise KBrokerOptionError(spec.option, "must give every partition of the subscription ("
+                                     + "; ".join(parts) + "); use -2 for earliest, -1 for latest"
+                                     if spec.kind == "offsets" else "must give every partition of the "
+                                     "subscription (" + "; ".join(parts) + ")")
+        wanted = given
+    if spec.kind == "offsets":
+        out = {tp: v for tp, v in wanted.items() if v >= 0}
+        for code in (EARLIEST, LATEST):
+            need = [tp for tp, v in wanted.items() if v == code]
+            if need:
+                out.update(list_offsets(cluster, need, code))
+        return out
+    # by timestamp: ListOffsets per distinct timestamp
+    out = {}
+    by_ts: dict[int, list] = {}
+    for tp, ts in wanted.items():
+        by_ts.setdefault(ts, []).append(tp)
+    latest = None
+    for ts, group in by_ts.items():
+        for tp, off in list_offsets(cluster, group, ts).items():
+            if off < 0:
+                # no record at or after the timestamp
+                if starting and strategy == "error":
+                    raise KBrokerDataLossError(
+                        f"kbroker: option '{spec.option}': no offset matched timestamp {ts} in "
+                        f"{tp[0]}-{tp[1]} (no record that recent); set "
+                        f"startingOffsetsByTimestampStrategy=latest to start at the latest offset instead")
+                if latest is None:
+                    latest = list_offsets(cluster, tps, LATEST)
+                off = latest[tp]
+            out[tp] = off
+    return out

@@ -1,0 +1,340 @@
+"""Batch reads: planning offset ranges into Spark input partitions, and reading one range.
+
+Planning (driver, once per query or micro-batch): one input partition per topic
+partition and offset range [start, end); a range longer than maxRecordsPerPartition
+(default 1,000,000) is cut into equal pieces, and minPartitions cuts the largest ranges
+further, as Spark's Kafka source does (KafkaOffsetRangeCalculator).
+
+Reading (executor, one Python worker per task): read_range() fetches the range from the
+partition's leader with the project's client, one Fetch in flight while the previous
+response is decoded (the next fetch offset comes from the batch headers, before any
+record is decoded). Record batches are decoded by broker.native.batches_to_arrow into
+Arrow columns in C — no Python object per record — and yielded as Spark's rows
+(schema.to_spark_batch). A Fetch never returns data above the high watermark, so only
+committed data is read; the range's end was itself a high watermark (or below one).
+
+Data loss while reading (the range starts below the log start offset because retention
+or DeleteRecords removed it, or the topic is gone): with failOnDataLoss=true the task
+fails with KBrokerDataLossError, saying which offsets are gone; with false it logs a
+warning and continues from the log start offset.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from broker.client import Cluster
+from broker.client.connection import ClientError
+from broker.native import batches_to_arrow, iter_batches
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.fetch import FetchRequest
+from broker.spark import offsets as _offsets
+from broker.spark.offsets import KBrokerDataLossError, data_loss_message
+from broker.spark.options import EARLIEST, LATEST, KBrokerOptionError, SourceOptions
+from broker.spark.schema import to_spark_batch
+
+log = logging.getLogger("broker.spark")
+
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+FETCH_MAX_WAIT_MS = 500
+RETRIABLE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+             ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+             ErrorCode.UNKNOWN_TOPIC_ID)
+
+
+class KBrokerInputPartition(InputPartition):
+    """Offsets [start, end) of one topic partition (picklable, sent to an executor)."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int):
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"KBrokerInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What a task needs (picklable, no Spark objects)."""
+    bootstrap: str
+    include_headers: bool
+    fail_on_data_loss: bool
+    fetch_max_bytes: int
+    poll_timeout_ms: int
+    client_timeout_s: float
+    validate_crc: bool
+
+    @classmethod
+    def of(cls, o: SourceOptions) -> "ReadSettings":
+        return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.poll_timeout_ms,
+                   o.client_timeout_s, o.validate_crc)
+
+
+# ---------------------------------------------------------------- planning
+
+
+def plan_partitions(ranges: dict, *, min_partitions: int | None = None,
+                    max_records: int | None = None) -> list[KBrokerInputPartition]:
+    """{(topic, partition): (start, end)} -> input partitions, empty ranges dropped."""
+    max_records = max_records or DEFAULT_MAX_RECORDS_PER_PARTITION
+    pieces: list[tuple[str, int, int, int]] = []
+    for (t, p), (start, end) in sorted(ranges.items()):
+        if end <= start:
+            continue
+        size = end - start
+        n = -(-size // max_records)
+        pieces += _cut(t, p, start, end, n)
+    if min_partitions and len(pieces) < min_partitions:
+        # cut the ranges in proportion to their size until there are enough pieces
+        total = sum(e - s for _, _, s, e in pieces)
+        if total > 0:
+            out = []
+            for t, p, s, e in pieces:
+                share = max(1, round((e - s) / total * min_partitions))
+                out += _cut(t, p, s, e, min(share, e - s))
+            pieces = out
+    return [KBrokerInputPartition(t, p, s, e) for t, p, s, e in pieces]
+
+
+def _cut(t, p, start, end, n):
+    size = end - start
+    bounds = [start + size * i // n for i in range(n)] + [end]
+    return [(t, p, bounds[i], bounds[i + 1]) for i in range(n) if bounds[i + 1] > bounds[i]]
+
+
+def check_start_not_lost(cluster: Cluster, ranges: dict, fail_on_data_loss: bool) -> dict:
+    """Ranges whose start lies below the log start offset: fail, or move the start up."""
+    if not ranges:
+        return ranges
+    earliest = _offsets.list_offsets(cluster, list(ranges), EARLIEST)
+    out = {}
+    for tp, (start, end) in ranges.items():
+        low = earliest.get(tp, start)
+        if start < low:
+            detail = (f"offsets {start}..{min(low, end) - 1} of {tp[0]}-{tp[1]} are gone "
+                      f"(the log start offset is now {low})")
+            if fail_on_data_loss:
+                raise KBrokerDataLossError(data_loss_message(detail))
+            log.warning("failOnDataLoss=false: %s; skipping them", detail)
+            start = min(low, end)
+        out[tp] = (start, end)
+    return out
+
+
+class KBrokerBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.settings = ReadSettings.of(options)
+
+    def partitions(self):
+        o = self.options
+        cluster = _offsets.connect(o.bootstrap, o.client_timeout_s)
+        try:
+            tps = _offsets.topic_partitions(cluster, o.subscription)
+            start = _offsets.resolve(cluster, o.starting, tps, starting=True,
+                                     strategy=o.starting_by_timestamp_strategy)
+            end = _offsets.resolve(cluster, o.ending, tps, starting=False)
+            latest = _offsets.list_offsets(cluster, tps, LATEST)
+            ranges = {}
+            for tp in tps:
+                s, e = start[tp], min(end[tp], latest[tp])
+                if s > e:
+                    option = o.starting.option if start[tp] > latest[tp] else o.ending.option
+                    raise KBrokerOptionError(option, f"puts the start of {tp[0]}-{tp[1]} ({s}) after its end "
+                                                      f"({e}; the high watermark is {latest[tp]})")
+                ranges[tp] = (s, e)
+            ranges = check_start_not_lost(cluster, ranges, o.fail_on_data_loss)
+        finally:
+            cluster.close()
+        return plan_partitions(ranges, min_partitions=o.min_partitions, max_records=o.max_records_per_partition)
+
+    def read(self, partition):
+        if not isinstance(partition, KBrokerInputPartition):
+            return iter(())             # Spark's stand-in when there is nothing to read
+        return read_range(self.settings, partition.topic, partition.partition, partition.start, partition.end)
+
+
+# ---------------------------------------------------------------- reading
+
+
+class _PartitionFetcher:
+    """Fetches one partition from its leader, one request in flight (pipelined)."""
+
+    def __init__(self, settings: ReadSettings, topic: str, partition: int):
+        self.s = settings
+        self.topic = topic
+        self.partition = partition
+        self.cluster = Cluster(settings.bootstrap, client_id="kbroker-spark-reader", timeout=settings.client_timeout_s)
+        self.conn = None
+        self.version = 0
+        self.inflight_offset: int | None = None
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def _connect(self) -> None:
+        self.cluster.refresh([self.topic])
+        self.conn = self.cluster.leader_connection(self.topic, self.partition)
+        self.version = self.conn.version_for(FetchRequest.API_KEY)
+
+    def send(self, offset: int) -> None:
+        if self.conn is None:
+            self._connect()
+        meta = self.cluster.topics[self.topic]
+        req = FetchRequest(replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=self.s.fetch_max_bytes,
+                           isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=meta.topic_id, partitions=[
+                               FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
+                                                           partition_max_bytes=self.s.fetch_max_bytes)])],
+                           forgotten_topics_data=[])
+        self.conn.send(req, self.version)
+        self.inflight_offset = offset
+
+    def receive(self):
+        """The partition's data of the request in flight (PartitionData)."""
+        resp = self.conn.receive(FETCH_MAX_WAIT_MS / 1000 + self.s.client_timeout_s)
+        self.inflight_offset = None
+        if resp.error_code:
+            raise KafkaProtocolError(resp.error_code, f"fetch {self.topic}-{self.partition}")
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index == self.partition:
+                    return p
+        raise ClientError(f"fetch response without {self.topic}-{self.partition}")
+
+    def resend(self, offset: int, deadline: float, what: str) -> None:
+        """Reconnects (to the leader now) and fetches at offset, retrying until deadline."""
+        while True:
+            self.reset()
+            try:
+                self.send(offset)
+                return
+            except (ClientError, OSError, KafkaProtocolError) as exc:
+                if time.monotonic() > deadline:
+                    raise ClientError(f"kbroker: {what}: {exc}") from None
+                time.sleep(0.2)
+
+    def reset(self) -> None:
+        """Drops the connection (after an error); the next send reconnects to the leader."""
+        if self.conn is not None:
+            self.conn.close()
+            self.cluster.close()
+            self.cluster = Cluster(self.s.bootstrap, client_id="kbroker-spark-reader", timeout=self.s.client_timeout_s)
+        self.conn = None
+        self.inflight_offset = None
+
+
+def _timestamp_types(batches_meta):
+    """batches_meta: [(last offset, timestamp type)] -> an int or (last offsets, types) arrays."""
+    types = {t for _, t in batches_meta}
+    if len(types) <= 1:
+        return types.pop() if types else 0
+    import numpy as np
+    return (np.array([o for o, _ in batches_meta], dtype=np.int64),
+            np.array([t for _, t in batches_meta], dtype=np.int32))
+
+
+def read_range(settings: ReadSettings, topic: str, partition: int, start: int, end: int):
+    """Yields Spark rows (pyarrow.RecordBatch) of offsets [start, end) of topic-partition."""
+    if end <= start:
+        return
+    f = _PartitionFetcher(settings, topic, partition)
+    tp_name = f"{topic}-{partition}"
+    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+    pos = start
+    try:
+        f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
+        while pos < end:
+            try:
+                data = f.receive()
+            except (ClientError, OSError) as exc:
+                if time.monotonic() > deadline:
+                    raise ClientError(f"kbroker: reading {tp_name} at offset {pos} failed for "
+                                      f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}") from None
+                time.sleep(0.2)
+                f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
+                continue
+            code = data.error_code
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                pos = _on_out_of_range(f, settings, topic, partition, pos, end, code)
+                if pos >= end:
+                    break
+                deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+                f.send(pos)
+                continue
+            if code in RETRIABLE:
+                if time.monotonic() > deadline:
+                    raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos}")
+                time.sleep(0.2)
+                f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
+                continue
+            if code:
+                raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos}")
+            records = data.records
+            if records is None or len(records) == 0:
+                # nothing at pos although pos < end <= an earlier high watermark: the
+                # high watermark went back (truncation) or the data is not there yet
+                if data.high_watermark <= pos and time.monotonic() > deadline:
+                    detail = (f"offsets {pos}..{end - 1} of {tp_name} are not in the log any more "
+                              f"(high watermark {data.high_watermark})")
+                    if settings.fail_on_data_loss:
+                        raise KBrokerDataLossError(data_loss_message(detail))
+                    log.warning("failOnDataLoss=false: %s; skipping them", detail)
+                    break
+                if time.monotonic() > deadline:
+                    raise ClientError(f"kbroker: no data at offset {pos} of {tp_name} within "
+                                      f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}")
+                f.send(pos)
+                continue
+            # the batch headers give the next fetch offset before any record is decoded
+            meta = []
+            next_pos = pos
+            for b in iter_batches(records):
+                next_pos = b.next_offset
+                if not b.is_control and b.next_offset > pos and b.base_offset < end:
+                    meta.append((b.last_offset, b.timestamp_type))
+            if next_pos <= pos:
+                raise ClientError(f"kbroker: fetch of {tp_name} at offset {pos} returned no complete "
+                                  f"record batch (a batch larger than kbroker.fetch.max.bytes="
+                                  f"{settings.fetch_max_bytes}?)")
+            if next_pos < end:
+                f.send(next_pos)
+            rb = batches_to_arrow(records, pos, end, validate=settings.validate_crc)
+            pos = next_pos
+            deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+            if rb.num_rows:
+                yield to_spark_batch(rb, topic, partition, _timestamp_types(meta), settings.include_headers)
+    finally:
+        f.close()
+
+
+def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, partition: int, pos: int,
+                     end: int, code: int) -> int:
+    """OFFSET_OUT_OF_RANGE (or the topic is gone) at pos: data loss. Returns where to go on."""
+    tp_name = f"{topic}-{partition}"
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        detail = f"{tp_name} does not exist any more (offsets {pos}..{end - 1} were still to be read)"
+        if settings.fail_on_data_loss:
+            raise KBrokerDataLossError(data_loss_message(detail))
+        log.warning("failOnDataLoss=false: %s; skipping them", detail)
+        return end
+    f.reset()
+    earliest = _offsets.list_offsets(f.cluster, [(topic, partition)], EARLIEST)[(topic, partition)]
+    latest = _offsets.list_offsets(f.cluster, [(topic, partition)], LATEST)[(topic, partition)]
+    if pos < earliest:
+        detail = (f"offsets {pos}..{min(earliest, end) - 1} of {tp_name} are gone (the log start offset "
+                  f"is now {earliest})")
+        new_pos = min(earliest, end)
+    else:
+        detail = f"offset {pos} of {tp_name} is above the high watermark {latest} (the log was truncated)"
+        new_pos = end
+    if settings.fail_on_data_loss:
+        raise KBrokerDataLossError(data_loss_message(detail))
+    log.warning("failOnDataLoss=false: %s; skipping them", detail)
+    return new_pos

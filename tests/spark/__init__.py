@@ -1,0 +1,1 @@
+"""Spark data source tests: real local Spark, real broker process."""

@@ -1,0 +1,309 @@
+"""The data source's parts without Spark: options, planning, admission control, the
+native sink encoder, discovery's precondition."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.support.deps import IN_CI
+
+try:
+    import pyspark  # noqa: F401
+except ImportError:
+    if IN_CI:       # under CI a missing dependency fails, never skips
+        raise
+    pytest.skip("Python module pyspark is not available (pip install -e '.[test]', make test does it)",
+                allow_module_level=True)
+
+from broker._native.spark_encode import assign_partitions, encode_batches, murmur2_hash  # noqa: E402
+from broker.client.producer import murmur2, partition_for_key  # noqa: E402
+from broker.native import batches_to_arrow, iter_batches  # noqa: E402
+from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions  # noqa: E402
+from broker.spark.reader import plan_partitions  # noqa: E402
+from broker.spark.stream import rate_limit  # noqa: E402
+from broker.spark.writer import _binary_desc, _headers_desc, _int32_desc  # noqa: E402
+
+BS = {"kbroker.bootstrap.servers": "127.0.0.1:9092"}
+
+
+# ---------------------------------------------------------------- options
+
+
+def parse(streaming=False, **opts):
+    return SourceOptions.parse({**BS, **opts}, streaming=streaming)
+
+
+def option_error(streaming=False, **opts) -> KBrokerOptionError:
+    with pytest.raises(KBrokerOptionError) as exc:
+        parse(streaming, **opts)
+    return exc.value
+
+
+def test_options_defaults_as_sparks_kafka_source():
+    b = parse(subscribe="a, b")
+    assert b.subscription.topics == ("a", "b")
+    assert (b.starting.kind, b.ending.kind) == ("earliest", "latest")
+    assert b.fail_on_data_loss and not b.include_headers
+    s = parse(True, subscribePattern="cl.*")
+    assert s.starting.kind == "latest" and s.ending is None and s.subscription.pattern == "cl.*"
+
+
+def test_options_arrive_lower_cased():
+    o = SourceOptions.parse({"KBROKER.BOOTSTRAP.SERVERS": "h:1", "SUBSCRIBE": "t", "startingoffsets": "latest",
+                             "maxoffsetspertrigger": "10"}, streaming=True)
+    assert o.bootstrap == "h:1" and o.starting.kind == "latest" and o.max_offsets_per_trigger == 10
+
+
+@pytest.mark.parametrize("opts, option, words", [
+    ({"subscribe": "t", "kbroker.bootstrap.servers": ""}, "kbroker.bootstrap.servers", "must be specified"),
+    ({"subscribe": "t", "kbroker.bootstrap.servers": "nohost"}, "kbroker.bootstrap.servers", "not valid"),
+    ({}, "subscribe", "must be specified"),
+    ({"subscribe": "t", "assign": '{"t":[0]}'}, "subscribe", "cannot be combined"),
+    ({"assign": '{"t":"0"}'}, "assign", "JSON like"),
+    ({"subscribePattern": "("}, "subscribePattern", "regular expression"),
+    ({"subscribe": "t", "startingOffsets": "{nope"}, "startingOffsets", "not valid JSON"),
+    ({"subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "startingOffsets", "not a number"),
+    ({"subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "startingOffsets", "offsets are >= 0"),
+    ({"subscribe": "t", "startingOffsets": "newest"}, "startingOffsets", "must be"),
+    ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets", "batch query"),
+    ({"subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets", "cannot be earliest"),
+    ({"subscribe": "t", "startingTimestamp": "yesterday"}, "startingTimestamp", "milliseconds"),
+    ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss", "true or false"),
+    ({"subscribe": "t", "maxOffsetsPerTrigger": "5"}, "maxOffsetsPerTrigger", "streaming queries only"),
+])
+def test_bad_source_options_name_the_option(opts, option, words):
+    err = option_error(**({**BS, **opts} if "kbroker.bootstrap.servers" not in opts else opts))
+    assert err.option == option
+    assert str(err).startswith(f"kbroker: option '{option}'") and words in str(err)
+
+
+def test_streaming_only_and_batch_only_options():
+    assert option_error(True, subscribe="t", endingOffsets="latest").option == "endingOffsets"
+    assert option_error(True, subscribe="t", maxOffsetsPerTrigger="0").option == "maxOffsetsPerTrigger"
+    err = option_error(True, subscribe="t", maxOffsetsPerTrigger="5", minOffsetsPerTrigger="6")
+    assert err.option == "minOffsetsPerTrigger"
+    assert parse(True, subscribe="t", maxTriggerDelay="2m").max_trigger_delay_ms == 120000
+
+
+def test_sink_options():
+    o = SinkOptions.parse({**BS, "topic": "out", "kbroker.acks": "1", "kbroker.compression.type": "lz4"})
+    assert (o.topic, o.acks, o.compression) == ("out", 1, "lz4")
+    with pytest.raises(KBrokerOptionError) as exc:
+        SinkOptions.parse({**BS, "kbroker.acks": "2"})
+    assert exc.value.option == "kbroker.acks"
+    with pytest.raises(KBrokerOptionError) as exc:
+        SinkOptions.parse({**BS, "deliveryGuarantee": "twice"})
+    assert exc.value.option == "deliveryGuarantee"
+
+
+# ---------------------------------------------------------------- planning and admission control
+
+
+def test_plan_partitions_one_per_topic_partition_and_splits_large_ranges():
+    parts = plan_partitions({("t", 0): (0, 10), ("t", 1): (5, 5), ("u", 0): (100, 350)}, max_records=100)
+    got = [(p.topic, p.partition, p.start, p.end) for p in parts]
+    assert got == [("t", 0, 0, 10), ("u", 0, 100, 183), ("u", 0, 183, 266), ("u", 0, 266, 350)]
+    # minPartitions cuts in proportion to the ranges' sizes; ranges stay contiguous
+    parts = plan_partitions({("t", 0): (0, 900), ("t", 1): (0, 100)}, min_partitions=10)
+    by_tp = {}
+    for p in parts:
+        by_tp.setdefault(p.partition, []).append((p.start, p.end))
+    assert len(parts) >= 10 and len(by_tp[0]) == 9 and len(by_tp[1]) == 1
+    for ranges in by_tp.values():
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def test_rate_limit_in_proportion_to_lag_never_starving():
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 10}
+    latest = {("t", 0): 900, ("t", 1): 100, ("t", 2): 11, ("t", 3): 50}
+    end = rate_limit(100, start, {("t", 3): 0}, latest)
+    lags = {tp: end[tp] - start.get(tp, 0) for tp in end}
+    # 1051 waiting; shares of 100: 85.6, 9.5, 0.095 (-> 1, not starved), 4.75
+    assert lags == {("t", 0): 85, ("t", 1): 9, ("t", 2): 1, ("t", 3): 4}
+    assert rate_limit(10_000, start, {("t", 3): 0}, latest) == latest
+
+
+# ---------------------------------------------------------------- the native sink encoder
+
+
+def test_murmur2_matches_kafkas():
+    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"key-12345", bytes(range(256))):
+        assert murmur2_hash(data) == murmur2(data)
+
+
+def test_encode_arrow_columns_into_batches():
+    n = 1000
+    keys = pa.array([None if i % 9 == 0 else f"k{i}".encode() for i in range(n + 3)], pa.binary()).slice(3)
+    values = pa.array([None if i % 17 == 0 else f"value-{i}" for i in range(n + 3)], pa.string()).slice(3)
+    htype = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    headers = pa.array([None if i % 5 == 0 else [{"key": "i", "value": str(i).encode()}, {"key": "z", "value": None}]
+                        for i in range(n + 3)], htype).slice(3)
+    explicit = pa.array([2 if i % 4 == 0 else None for i in range(n)], pa.int32())
+    parts = assign_partitions(n, 3, _binary_desc(keys), _int32_desc(explicit), 1)
+    batches = encode_batches(n, parts, _binary_desc(keys), _binary_desc(values), _headers_desc(headers), 1234,
+                             "lz4", 2048)
+    assert len(batches) > 3
+    got = {}
+    for p, data, count in batches:
+        (b,) = list(iter_batches(data, validate=True))
+        assert b.record_count == count and b.compression_name == "lz4" and b.base_timestamp == 1234
+        rb = batches_to_arrow(data)
+        got.setdefault(p, []).extend(zip(rb.column(2).to_pylist(), rb.column(3).to_pylist(),
+                                         rb.column(4).to_pylist()))
+    expected = {}
+    for i in range(n):
+        key = keys[i].as_py()
+        p = 2 if i % 4 == 0 else (partition_for_key(key, 3) if key is not None else 1)
+        v = values[i].as_py()
+        h = headers[i].as_py()
+        expected.setdefault(p, []).append((key, None if v is None else v.encode(),
+                                           [] if h is None else [{"key": "i", "value": str(i + 3).encode()},
+                                                                 {"key": "z", "value": None}]))
+    assert got == expected
+
+
+def test_explicit_partition_out_of_range_is_refused():
+    part = pa.array([0, 7], pa.int32())
+    with pytest.raises(ValueError, match="row 1: partition 7 is out of range"):
+        assign_partitions(2, 3, None, _int32_desc(part), 0)
+
+
+def test_sequences_for_an_idempotent_producer_advance_per_partition():
+    values = pa.array([b"x" * 100] * 50)
+    parts = assign_partitions(50, 2, None, _int32_desc(pa.array([i % 2 for i in range(50)], pa.int32())), 0)
+    seqs = {}
+    batches = encode_batches(50, parts, None, _binary_desc(values), None, 1, None, 1024, producer_id=42,
+                             producer_epoch=3, sequences=seqs, transactional=True)
+    by_p = {}
+    for p, data, count in batches:
+        (b,) = list(iter_batches(data, validate=True))
+        assert (b.producer_id, b.producer_epoch, b.is_transactional) == (42, 3, True)
+        by_p.setdefault(p, []).append((b.base_sequence, count))
+    for p, seq in by_p.items():
+        assert [s for s, _ in seq] == [sum(c for _, c in seq[:k]) for k in range(len(seq))]
+    assert seqs == {0: 25, 1: 25}
+
+
+# ---------------------------------------------------------------- discovery's precondition
+
+
+def test_discovery_precondition_iter_modules_lists_pyspark_kbroker():
+    """Spark lists top-level pyspark_* modules with pkgutil.iter_modules(). Where the
+    module's directory is a sys.path entry (a regular install: site-packages; or the
+    source tree on PYTHONPATH, as the session fixture gives the workers), it is listed;
+    with only the meson-python editable finder it is importable but not listed."""
+    import pyspark_kbroker
+    module_dir = str(Path(pyspark_kbroker.__file__).resolve().parent)
+    code = ("import pkgutil, pyspark_kbroker; "
+            "print(pyspark_kbroker.DefaultSource.name(), "
+            "'pyspark_kbroker' in {m.name for m in pkgutil.iter_modules()})")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    listed = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": module_dir}, cwd="/",
+                            capture_output=True, text=True, timeout=60)
+    assert listed.stdout.split() == ["kbroker", "True"], listed.stderr
+    alone = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True,
+                           timeout=60)
+    editable = "_kbroker_editable_loader" in sys.modules
+    # importable in both cases; listed without help only by a regular install
+    assert alone.stdout.split() == ["kbroker", "False" if editable else "True"], alone.stderr
+
+
+# ---------------------------------------------------------------- the stream reader's offsets
+
+
+class FakeBroker:
+    """Stands in for the broker behind broker.spark.offsets: partitions and their
+    log start / high watermark."""
+
+    def __init__(self, earliest: dict, latest: dict):
+        self.earliest, self.latest = earliest, latest
+
+    def install(self, monkeypatch):
+        from broker.spark import offsets as o
+        monkeypatch.setattr(o, "connect", lambda *a, **k: self)
+        monkeypatch.setattr(o, "topic_partitions", lambda c, sub, must_exist=True: sorted(self.latest))
+        monkeypatch.setattr(o, "list_offsets", lambda c, tps, ts: {
+            tp: (self.earliest if ts == -2 else self.latest)[tp] for tp in tps})
+
+    def close(self):
+        pass
+
+
+def stream_reader(**opts):
+    from broker.spark.stream import KBrokerStreamReader
+    return KBrokerStreamReader(SourceOptions.parse({**BS, "subscribe": "t", **opts}, streaming=True))
+
+
+def test_stream_offsets_admission_control_and_new_partitions(monkeypatch):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+    fake = FakeBroker({("t", 0): 0, ("t", 1): 0}, {("t", 0): 300, ("t", 1): 100})
+    fake.install(monkeypatch)
+    r = stream_reader(startingOffsets="earliest", maxOffsetsPerTrigger="100")
+    assert r.getDefaultReadLimit() == ReadMaxRows(100)
+    start = r.initialOffset()
+    assert start == {"t": {"0": 0, "1": 0}}
+    end = r.latestOffset(start, ReadMaxRows(100))
+    assert end == {"t": {"0": 75, "1": 25}}                     # in proportion to the lag
+    # a new partition appears: it starts at its log start offset (earliest)
+    fake.earliest[("t", 2)], fake.latest[("t", 2)] = 10, 20
+    end2 = r.latestOffset(end, ReadAllAvailable())
+    assert end2 == {"t": {"0": 300, "1": 100, "2": 20}}
+    parts = r.partitions(end, end2)
+    assert [(p.partition, p.start, p.end) for p in parts] == [(0, 75, 300), (1, 25, 100), (2, 10, 20)]
+    # JSON key order is canonical (Spark compares offsets as JSON)
+    assert json.dumps(r.latestOffset(end2, ReadAllAvailable())) == json.dumps(end2)
+
+
+def test_stream_available_now_stops_at_the_target(monkeypatch):
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+    fake = FakeBroker({("t", 0): 0}, {("t", 0): 250})
+    fake.install(monkeypatch)
+    r = stream_reader(startingOffsets="earliest", maxOffsetsPerTrigger="100", minOffsetsPerTrigger="50")
+    r.prepareForTriggerAvailableNow()
+    fake.latest[("t", 0)] = 1000                                   # arrives after the start: not read
+    pos, ends = r.initialOffset(), []
+    for _ in range(10):
+        nxt = r.latestOffset(pos, ReadMaxRows(100))
+        if nxt == pos:
+            break
+        ends.append(nxt["t"]["0"])
+        pos = nxt
+    # min offsets are ignored under availableNow (it must finish): 100, 200, then the 50 left
+    assert ends == [100, 200, 250]
+
+
+def test_stream_min_offsets_wait_for_data_or_delay(monkeypatch):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
+    fake.install(monkeypatch)
+    r = stream_reader(startingOffsets="earliest", minOffsetsPerTrigger="50", maxTriggerDelay="1h")
+    start = r.initialOffset()
+    assert r.latestOffset(start, ReadAllAvailable()) == start      # 10 < 50: wait
+    fake.latest[("t", 0)] = 60
+    assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 60}}
+    r._last_trigger_ms -= 2 * 3600 * 1000                           # the delay passed
+    fake.latest[("t", 0)] = 61
+    assert r.latestOffset({"t": {"0": 60}}, ReadAllAvailable()) == {"t": {"0": 61}}
+
+
+def test_stream_data_loss_when_the_high_watermark_goes_back(monkeypatch):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from broker.spark import KBrokerDataLossError
+    fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
+    fake.install(monkeypatch)
+    with pytest.raises(KBrokerDataLossError, match="went back from 50 to 10"):
+        stream_reader().latestOffset({"t": {"0": 50}}, ReadAllAvailable())
+    assert stream_reader(failOnDataLoss="false").latestOffset({"t": {"0": 50}}, ReadAllAvailable()) == \
+        {"t": {"0": 10}}
+    # planning a range that starts below the log start offset
+    fake.earliest[("t", 0)] = 5
+    with pytest.raises(KBrokerDataLossError, match="offsets 2..4 of t-0 are gone"):
+        stream_reader().partitions({"t": {"0": 2}}, {"t": {"0": 10}})
+    parts = stream_reader(failOnDataLoss="false").partitions({"t": {"0": 2}}, {"t": {"0": 10}})
+    assert [(p.start, p.end) for p in parts] == [(5, 10)]
