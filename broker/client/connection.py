@@ -9,6 +9,7 @@ thread-safe: one thread per connection.
 """
 from __future__ import annotations
 
+import select
 import socket
 import time
 from collections import deque
@@ -43,6 +44,7 @@ class BrokerConnection:
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
         self._inflight: deque = deque()      # (correlation id, api key, version)
+        self._early = None                   # a frame response_ready() read ahead
         self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
 
@@ -119,7 +121,37 @@ class BrokerConnection:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    def response_ready(self) -> bool:
+        """Whether the answer to the oldest request in flight is already here (never
+        blocks): lets a pipelining caller collect answers as they arrive."""
+        if not self._inflight:
+            return False
+        if self._early is not None:
+            return True
+        frame = self._frames.next_frame()
+        if frame is None:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            try:
+                data = self.sock.recv(RECV_SIZE)
+            except OSError as exc:
+                self.close()
+                raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
+            if not data:
+                self.close()
+                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
+            self._frames.feed(data)
+            frame = self._frames.next_frame()
+            if frame is None:
+                return False
+        self._early = frame
+        return True
+
     def _read_frame(self, timeout: float):
+        if self._early is not None:
+            frame, self._early = self._early, None
+            return frame
         deadline = time.monotonic() + timeout
         while True:
             frame = self._frames.next_frame()
