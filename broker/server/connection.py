@@ -5,8 +5,9 @@ then file ranges sent with sendfile(2) straight from the segment files, and a tr
 would not let us interleave that with its own buffer (uvloop has no sock_sendfile at
 all). So the connection owns its non-blocking socket:
 
-    recv -> FrameReader -> pending frames -> process() one at a time, in order
-         -> handler -> response parts [bytes, FileSlice, ...] -> output queue
+    recv -> FrameReader -> pending frames -> handled one at a time, in order, inside the
+         read callback (a handler that must wait continues in a task, and the frames
+         behind it wait their turn) -> response parts [bytes, FileSlice, ...] -> output
     output queue -> sendmsg(2) for bytes / sendfile(2) for file ranges; on EAGAIN the
                     loop's writer callback resumes where it stopped.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -56,9 +58,8 @@ class Connection:
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
-        self._wakeup = asyncio.Event()
-        self._drained = asyncio.Event()
-        self._drained.set()
+        self._waiting: asyncio.Task | None = None     # the request that had to wait, if any
+        self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         sock.setblocking(False)
@@ -67,7 +68,6 @@ class Connection:
         except OSError:
             pass
         self._resume_reading()
-        self.task = self.loop.create_task(self._process())
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
@@ -107,39 +107,55 @@ class Connection:
             log.warning("%s: %s; closing the connection", self, exc)
             self.close()
             return
-        if self.pending:
-            self._wakeup.set()
-            if len(self.pending) >= MAX_PENDING_FRAMES:
-                self._pause_reading()
+        if self.pending and self._waiting is None:
+            self._run_pending()
+        if len(self.pending) >= MAX_PENDING_FRAMES:
+            self._pause_reading()
 
-    async def _process(self) -> None:
+    def _run_pending(self) -> None:
+        """Handles queued requests in order, inside the current loop iteration, until one
+        must wait: that one continues in a task, and the rest stay queued behind it (a
+        connection's answers always go out in request order)."""
         dispatch = self.server.dispatch
         try:
-            while not self.closed:
-                if not self.pending:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
-                frame = self.pending.popleft()
-                if not self._reading and len(self.pending) < MAX_PENDING_FRAMES // 2 \
-                        and self.out_bytes < MAX_PENDING_OUTPUT:
-                    self._resume_reading()
-                parts = await dispatch(self, frame)
-                if self.closed:
+            while self.pending and not self.closed and self._waiting is None:
+                if self.out_bytes >= MAX_PENDING_OUTPUT:
+                    # backpressure: stop reading and handling until the output drains
+                    self._pause_reading()
+                    self._stalled = True
                     break
-                if parts:
-                    self.write(parts)
-                    if self.out_bytes >= MAX_PENDING_OUTPUT:
-                        self._pause_reading()
-                        self._drained.clear()
-                        await self._drained.wait()
-                        self._resume_reading()
-        except asyncio.CancelledError:
-            pass
+                result = dispatch(self, self.pending.popleft())
+                if self.closed:
+                    return
+                if result is None:
+                    continue
+                if inspect.isawaitable(result):
+                    self._waiting = self.loop.create_task(self._finish(result))
+                    break
+                self.write(result)
         except Exception:
             log.exception("%s: request processing failed; closing", self)
-        finally:
             self.close()
+            return
+        if not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
+            self._resume_reading()
+
+    async def _finish(self, awaitable) -> None:
+        try:
+            parts = await awaitable
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("%s: request processing failed; closing", self)
+            self.close()
+            return
+        self._waiting = None
+        if self.closed:
+            _close_parts(parts or ())
+            return
+        if parts:
+            self.write(parts)
+        self._run_pending()
 
     # ------------------------------------------------------------------ writing
 
@@ -207,7 +223,10 @@ class Connection:
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
-        self._drained.set()
+        if self._stalled and self.out_bytes < MAX_PENDING_OUTPUT:
+            self._stalled = False
+            self._resume_reading()
+            self.loop.call_soon(self._run_pending)
 
     def _want_write(self) -> None:
         if not self._writing and not self.closed:
@@ -229,8 +248,8 @@ class Connection:
         _close_parts(self.out)
         self.out.clear()
         self.pending.clear()
-        self._wakeup.set()
-        self._drained.set()
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()
         try:
             self.sock.close()
         except OSError:

@@ -14,6 +14,7 @@ Kafka's own SocketServer closes connections on the same conditions; clients reco
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
 import time
@@ -87,14 +88,19 @@ class Server:
             self.sock = None
 
     async def close_connections(self) -> None:
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        tasks = [c._waiting for c in conns if c._waiting is not None]
+        for conn in conns:
             conn.close()
-        tasks = [c.task for c in list(self.connections)]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def dispatch(self, conn: Connection, frame) -> list | None:
-        received = time.monotonic()
+    def dispatch(self, conn: Connection, frame):
+        """Handles one request frame. Returns the response parts, None (no response, or
+        the connection was closed), or an awaitable of either when the handler must wait
+        (long polls, acks=all, group rebalances). Handlers that can answer at once are
+        plain functions, so most requests complete inside the read callback."""
+        received = self.loop.time()          # the loop's clock: handlers compare deadlines with it
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:
@@ -125,7 +131,16 @@ class Server:
         if conn.client_id is None:
             conn.client_id = header.client_id
         ctx = RequestContext(self.broker, conn, header, received)
-        response = await handler.handle(ctx, request)
+        response = handler.handle(ctx, request)
+        if inspect.isawaitable(response):
+            return self._finish(header, response)
+        self.requests_handled += 1
+        if response is None:
+            return None
+        return codec.encode_response(header, response)
+
+    async def _finish(self, header, awaitable) -> list | None:
+        response = await awaitable
         self.requests_handled += 1
         if response is None:
             return None

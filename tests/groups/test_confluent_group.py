@@ -47,15 +47,18 @@ def test_three_members_share_the_topic_exactly_once_and_a_second_group_reads_it_
     total = 30_000
     topic = name
     create_topic(broker.bootstrap, topic, PARTITIONS)
-    delivered = produce(broker.bootstrap, topic, total, PARTITIONS)
-    ends = end_offsets(broker.bootstrap, topic, PARTITIONS)
-    assert sum(ends.values()) == total
-    by_position = {pos: value.decode() for value, pos in delivered.items()}
-
     group_a, group_b = f"{name}-a", f"{name}-b"
     a = [Member(tmp_path, f"a{i}", broker.bootstrap, group_a, topic) for i in range(3)]
     b = [Member(tmp_path, f"b{i}", broker.bootstrap, group_b, topic) for i in range(2)]
     try:
+        # the groups form first (the member processes start one after another, and a
+        # rebalance while records flow would legitimately re-deliver uncommitted ones)
+        wait_until(lambda: stable_assignment(broker.bootstrap, group_a, topic, 3), 60, "group a stable with 3 members")
+        wait_until(lambda: stable_assignment(broker.bootstrap, group_b, topic, 2), 60, "group b stable with 2 members")
+        delivered = produce(broker.bootstrap, topic, total, PARTITIONS)
+        ends = end_offsets(broker.bootstrap, topic, PARTITIONS)
+        assert sum(ends.values()) == total
+        by_position = {pos: value.decode() for value, pos in delivered.items()}
         wait_until(lambda: len(_union(a)) == total and len(_union(b)) == total, 120,
                    "both groups to consume every message")
         # the broker's view while everyone is still a member

@@ -9,7 +9,7 @@ API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     out = []
     for res in request.resources:
         r = AlterConfigsResponse.AlterConfigsResourceResponse(error_code=0, error_message=None,

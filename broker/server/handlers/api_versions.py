@@ -6,7 +6,7 @@ API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     from broker.server.handlers import supported_versions
 
     if ctx.api_version >= 3:

@@ -7,7 +7,7 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     results = []
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)

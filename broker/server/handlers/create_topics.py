@@ -12,7 +12,7 @@ _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     results = []
     seen = set()

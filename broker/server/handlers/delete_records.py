@@ -9,7 +9,7 @@ API_KEY = ApiKey.DELETE_RECORDS
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     topics = []
     for t in request.topics:
         parts = []

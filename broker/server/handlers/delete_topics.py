@@ -9,7 +9,7 @@ MIN_VERSION, MAX_VERSION = 0, 6
 _Result = DeleteTopicsResponse.DeletableTopicResult
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]

@@ -7,7 +7,7 @@ API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION, MAX_VERSION = 0, 1
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     if ctx.api_version >= 1 and request.endpoint_type != 1:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,

@@ -66,7 +66,7 @@ def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
     return out
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     synonyms = request.include_synonyms if version >= 1 else False

@@ -8,7 +8,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 R = DescribeGroupsResponse
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     coord = ctx.broker.coordinator
     out = []
     for gid in request.groups:

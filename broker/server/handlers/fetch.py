@@ -81,23 +81,35 @@ def _release(responses) -> None:
                 close()
 
 
-async def handle(ctx, request):
+def _done(ctx, request, total, logs, errors, deadline) -> bool:
+    return (total >= request.min_bytes or errors or not logs or ctx.connection.closed
+            or asyncio.get_running_loop().time() >= deadline)
+
+
+def handle(ctx, request):
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
-    loop = asyncio.get_running_loop()
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
+    responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
+    if _done(ctx, request, total, logs, errors, deadline):
+        return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    _release(responses)
+    return _long_poll(ctx, request, version, replica_id, logs, deadline)
+
+
+async def _long_poll(ctx, request, version, replica_id, logs, deadline):
+    """Waits for data on any requested partition (or max_wait_ms), then reads again."""
+    loop = asyncio.get_running_loop()
     while True:
-        responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
-        remaining = deadline - loop.time()
-        if total >= request.min_bytes or errors or remaining <= 0 or not logs or ctx.connection.closed:
-            break
-        _release(responses)
         futs = [lg.waiter() for lg in logs]
         try:
-            await asyncio.wait(futs, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(futs, timeout=max(deadline - loop.time(), 0), return_when=asyncio.FIRST_COMPLETED)
         finally:
             for lg, fut in zip(logs, futs):
                 lg.discard_waiter(fut)
                 if not fut.done():
                     fut.cancel()
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
+        if _done(ctx, request, total, logs, errors, deadline):
+            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        _release(responses)

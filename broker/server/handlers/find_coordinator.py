@@ -32,7 +32,7 @@ def _find(ctx, key: str, key_type: int):
     return 0, None, b.broker_id, b.host, b.port
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     if ctx.api_version >= 4:
         out = []
         for key in request.coordinator_keys:

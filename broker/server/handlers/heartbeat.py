@@ -6,7 +6,7 @@ API_KEY = ApiKey.HEARTBEAT
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     err = ctx.broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                            request.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=err)

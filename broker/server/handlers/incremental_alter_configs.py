@@ -43,7 +43,7 @@ def _apply(broker, topic: str, ops) -> dict[str, str]:
     return configs
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     out = []
     for res in request.resources:
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(

@@ -8,7 +8,7 @@ API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     coord = ctx.broker.coordinator
     if ctx.api_version < 3:
         _, errors = coord.leave_group(request.group_id, [(request.member_id, None)])

@@ -6,7 +6,7 @@ API_KEY = ApiKey.LIST_GROUPS
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     v = ctx.api_version
     states = set(request.states_filter) if v >= 4 and request.states_filter else None
     types = set(request.types_filter) if v >= 5 and request.types_filter else None

@@ -11,7 +11,7 @@ _TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     topics = []
     for t in request.topics:

@@ -27,7 +27,7 @@ def topic_entry(broker, info) -> "_Topic":
                   partitions=parts)
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     topics = []

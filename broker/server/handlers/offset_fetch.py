@@ -18,7 +18,7 @@ def _partitions(coord, group_id, topics):
     return err, by_topic
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     coord = ctx.broker.coordinator
     v = ctx.api_version
     if v >= 8:

@@ -8,7 +8,7 @@ API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     topics = []
     for t in request.topics:
         parts = []

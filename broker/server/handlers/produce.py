@@ -24,7 +24,7 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 
 
-async def handle(ctx, request):
+def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks
     responses = []
@@ -80,11 +80,19 @@ async def handle(ctx, request):
             log.info("%s: failed acks=0 produce; closing the connection", ctx.connection)
             ctx.connection.close()
         return None
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    if flushes or waits:
+        return _complete_later(response, flushes, waits, request.timeout_ms)
+    return response
+
+
+async def _complete_later(response, flushes, waits, timeout_ms: int):
+    """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:
         await asyncio.gather(*(lg.schedule_flush() for lg in set(flushes)))
     if waits:
-        await _await_replication(waits, request.timeout_ms)
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+        await _await_replication(waits, timeout_ms)
+    return response
 
 
 async def _await_replication(waits, timeout_ms: int) -> None:
