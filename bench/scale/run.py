@@ -65,6 +65,8 @@ def plot(path: str, title: str, xlabel: str, ylabel: str, series: dict[str, tupl
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     if len(series) > 1:
         ax.legend()
@@ -231,13 +233,45 @@ CURVES = {"partitions": curve_partitions, "connections": curve_connections, "lat
           "durable": curve_durable, "storage": curve_storage}
 
 
+def replot(out: str) -> None:
+    """Redraws every PNG from the CSVs already in `out` (no measurement)."""
+    def rows(name):
+        with open(os.path.join(out, name)) as f:
+            return [{k: float(v) if v.replace(".", "", 1).isdigit() else v for k, v in r.items()}
+                    for r in csv.DictReader(f)]
+    r = rows("scale_partitions.csv")
+    plot(os.path.join(out, "scale_partitions.png"), "Throughput vs partitions (acks=1, 16 KiB batches)", "partitions",
+         "messages/s", {"produce": ([x["partitions"] for x in r], [x["produce_msgs_per_s"] for x in r]),
+                        "consume": ([x["partitions"] for x in r], [x["consume_msgs_per_s"] for x in r])}, logx=True)
+    r = rows("scale_connections.csv")
+    plot(os.path.join(out, "scale_connections.png"), "Aggregate produce throughput vs producer connections",
+         "concurrent producer processes", "messages/s",
+         {"produce": ([x["connections"] for x in r], [x["produce_msgs_per_s"] for x in r])}, logx=True)
+    r = rows("scale_latency.csv")
+    xs = [x["offered_msgs_per_s"] for x in r]
+    plot(os.path.join(out, "scale_latency.png"), "Produce latency vs offered load (acks=1, 1 partition, linger.ms=1)",
+         "offered load (messages/s)", "latency (ms)", {k: (xs, [x[f"{k}_ms"] for x in r]) for k in ("p50", "p99", "p999")},
+         logx=True, logy=True)
+    r = rows("scale_storage.csv")
+    xs = [x["stored_gb"] for x in r]
+    plot(os.path.join(out, "scale_restart.png"), "Restart time vs stored size", "stored GB", "seconds to serve",
+         {"after clean stop": (xs, [x["clean_restart_s"] for x in r]),
+          "after kill -9": (xs, [x["kill9_restart_s"] for x in r])})
+    plot(os.path.join(out, "scale_rss.png"), "Broker RSS after restart vs stored size", "stored GB", "RSS (MB)",
+         {"RSS": (xs, [x["rss_mb_after_restart"] for x in r])})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--only", nargs="*", choices=list(CURVES), help="run only these curves")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the PNGs from the CSVs in --out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.replot:
+        replot(args.out)
+        return 0
     log(f"{os.cpu_count()} cores, shared by the clients and the broker")
     for name in args.only or list(CURVES):
         t0 = time.monotonic()
