@@ -46,7 +46,8 @@ class Broker:
         self._log_configs: dict[str, LogConfig] = {}
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
-        self.coordinator = None          # the group coordinator (broker.group), when present
+        from broker.group import GroupCoordinator
+        self.coordinator = GroupCoordinator(self)   # loads its partitions in start()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -88,8 +89,6 @@ class Broker:
             self._store.set_broker(self.broker_info())   # the port the server actually bound
         for topic in self.store.topics().values():
             self._materialize(topic)
-        from broker.group import GroupCoordinator
-        self.coordinator = GroupCoordinator(self)
         await self.coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
@@ -133,8 +132,7 @@ class Broker:
         every log, leave the clean-shutdown marker."""
         self.server.stop_listening()
         await self.server.close_connections()
-        if self.coordinator is not None:
-            await self.coordinator.shutdown()
+        await self.coordinator.shutdown()
         await self.logs.stop_background()
         self.logs.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)
