@@ -353,6 +353,9 @@ cdef class _BufferRef:
             self.held = False
 
 
+cdef _BufferRef _EMPTY_REF = _BufferRef(bytes(HEADER_SIZE))
+
+
 # ---------------------------------------------------------------- records
 
 @cython.final
@@ -457,6 +460,14 @@ cdef class RecordBatch:
     cdef const uint8_t *_p
     cdef Py_ssize_t _size
     cdef readonly Py_ssize_t position
+
+    def __cinit__(self, *args, **kwargs):
+        # until _init runs (e.g. RecordBatch.__new__ without __init__) the view points at
+        # an all-zero, read-only header: every method answers (validate() raises: batchLength 0)
+        # instead of dereferencing NULL
+        self._ref = _EMPTY_REF
+        self._p = <const uint8_t *>_EMPTY_REF.view.buf
+        self._size = HEADER_SIZE
 
     def __init__(self, buffer, Py_ssize_t position=0):
         ref = buffer if isinstance(buffer, _BufferRef) else _BufferRef(buffer)

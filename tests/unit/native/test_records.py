@@ -627,3 +627,17 @@ def test_append_repeated_equals_appends_and_view_guards_the_builder():
     assert RecordBatch(a.view()).record_count == 2
     with pytest.raises(ValueError):
         BatchBuilder("zstd").view()
+
+
+def test_batch_view_made_without_init_does_not_crash():
+    # RecordBatch.__new__ skips __init__: the view must not point at nothing (it sees an
+    # all-zero header, which validate() rejects)
+    v = RecordBatch.__new__(RecordBatch)
+    assert v.base_offset == 0 and v.record_count == 0 and v.magic == 0
+    with pytest.raises(CorruptRecordError, match="batchLength 0"):
+        v.validate()
+    assert not v.is_valid()
+    assert v.records() == []
+    assert v.tobytes() == bytes(61)
+    with pytest.raises(TypeError, match="read-only"):
+        v.set_base_offset(5)
