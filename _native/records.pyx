@@ -1230,3 +1230,53 @@ cdef bytes _encode_headers(headers):
         count += 1
     n = kb_write_varint(tmp, <int32_t>count)
     return PyBytes_FromStringAndSize(<char *>tmp, n) + b"".join(parts)
+
+
+def require_keys(buffer, Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):
+    """Raises InvalidRecordError naming the first record whose key is null: a compacted
+    topic refuses them, as Kafka does (compaction keeps the latest record per key).
+    Compressed batches are decompressed to look (Kafka does the same for compacted
+    topics). Batches must already have passed batch_check (assign_offsets)."""
+    cdef _BufferRef ref = _BufferRef(buffer)
+    cdef const uint8_t *p = <const uint8_t *>ref.view.buf
+    cdef Py_ssize_t n = ref.view.len, pos = 0, size = 0
+    cdef const uint8_t *q
+    cdef const uint8_t *start
+    cdef const uint8_t *end
+    cdef RecordView rv
+    cdef int rc, codec
+    cdef int32_t i = 0, count
+    cdef int32_t missing = -1
+    while pos < n:
+        rc = batch_check(p + pos, n - pos, False, &size)
+        if rc != CHECK_OK:
+            raise CorruptRecordError(
+                f"record batch at byte {pos}: {check_message(rc, p + pos, n - pos, size)}", pos)
+        codec = kb_load_be16(p + pos + OFF_ATTRIBUTES) & ATTR_COMPRESSION_MASK
+        count = <int32_t>kb_load_be32(p + pos + OFF_RECORD_COUNT)
+        block = None
+        if codec == CODEC_NONE:
+            q = p + pos + HEADER_SIZE
+            end = p + pos + size
+        else:
+            block = decompress(codec, p + pos + HEADER_SIZE, size - HEADER_SIZE, decompress_limit, pos)
+            q = <const uint8_t *>PyBytes_AS_STRING(block)
+            end = q + len(block)
+        start = q
+        with nogil:
+            rc = REC_OK
+            for i in range(count):
+                rc = parse_record(q, end, &rv)
+                if rc != REC_OK:
+                    break
+                if rv.key == NULL:
+                    missing = i
+                    break
+                q = rv.end
+        if rc != REC_OK:
+            _raise_record(rc, i, pos, pos + HEADER_SIZE if codec == CODEC_NONE else -1, q - start)
+        if missing >= 0:
+            raise InvalidRecordError(
+                f"record {missing} of the batch at byte {pos} has no key: a compacted topic "
+                f"needs a key on every record", pos)
+        pos += size

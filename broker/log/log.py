@@ -38,7 +38,7 @@ from typing import Callable
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
 from broker.native import (CorruptRecordError, RecordBatch, Segment, assign_offsets, iter_batches,
-                           parse_base_offset, segment_file_name)
+                           parse_base_offset, require_keys, segment_file_name)
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +309,8 @@ class Log:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
-        Raises CorruptRecordError (CRC, lengths, magic) or RecordTooLarge."""
+        Raises CorruptRecordError (CRC, lengths, magic), InvalidRecordError (Kafka's batch
+        rules; a record without a key on a compacted topic) or RecordTooLarge."""
         mv = memoryview(records)
         if mv.readonly:
             mv = memoryview(bytearray(mv))
@@ -326,6 +327,8 @@ class Log:
                                                                             producer_checks=True)
         if batches == 0:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
+        if self.config.compact:
+            require_keys(mv)       # InvalidRecordError: compaction needs a key per record
         append_time = -1
         if self.config.log_append_time:
             append_time = int(time.time() * 1000)

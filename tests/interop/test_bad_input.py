@@ -409,6 +409,41 @@ def test_produce_to_unknown_topic_or_partition(broker, victim):
     assert_intact(broker, victim)
 
 
+@pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
+def test_records_without_keys_are_refused_by_a_compacted_topic(broker, victim, compression):
+    topic = f"compacted-{compression}"
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic, 2, 1, configs={"cleanup.policy": "compact"})
+    with connect(broker) as conn:
+        resp = conn.request(produce_request({
+            0: batch([b"a", b"b", b"c"], keys=[b"k1", None, b"k3"], compression=compression),
+            1: batch([b"a", b"b"], keys=[b"k1", b""], compression=compression)}, topic=topic))
+    parts = {p.index: p for p in resp.responses[0].partition_responses}
+    assert parts[0].error_code == ErrorCode.INVALID_RECORD
+    assert "record 1 " in parts[0].error_message and "no key" in parts[0].error_message
+    assert parts[1].error_code == 0                    # an empty key is a key
+    ends = offsets(broker.bootstrap, topic, [0, 1])
+    assert ends[0] == (0, 0) and ends[1] == (0, 2)     # nothing of the refused batch landed
+    assert_intact(broker, victim)
+
+
+def test_confluent_producer_sees_invalid_record_on_a_compacted_topic(broker, victim):
+    ck = require_module("confluent_kafka")
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic("compacted-confluent", 2, 1, configs={"cleanup.policy": "compact"})
+    results = {}
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
+                     "message.send.max.retries": 0})
+    p.produce("compacted-confluent", value=b"no key", partition=0,
+              on_delivery=lambda err, msg: results.__setitem__("unkeyed", err))
+    p.produce("compacted-confluent", value=b"keyed", key=b"k", partition=1,
+              on_delivery=lambda err, msg: results.__setitem__("keyed", err))
+    assert p.flush(30) == 0
+    assert results["keyed"] is None
+    assert results["unkeyed"] is not None and results["unkeyed"].code() == ck.KafkaError.INVALID_RECORD
+    assert offsets(broker.bootstrap, "compacted-confluent", [0, 1]) == {0: (0, 0), 1: (0, 1)}
+
+
 def test_invalid_required_acks(broker, victim):
     end = scratch_end(broker, 0)
     with connect(broker) as conn:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from broker.native import (CorruptRecordError, RecordBatch, assign_offsets, batches_to_arrow,
                            compress_block, decompress_block, iter_batches, read_unsigned_varint,
-                           read_varint, read_varlong, write_unsigned_varint, write_varint,
-                           write_varlong)
+                           read_varint, read_varlong, require_keys, write_unsigned_varint,
+                           write_varint, write_varlong)
 
 from ._support import (CODECS, HEADER_SIZE, build, fix_crc, raw_batch, raw_record, records_st,
                        simple_batch, zigzag_varint)
@@ -70,6 +70,7 @@ def exercise(data, positions=(0,)):
         attempt(batches_to_arrow, data, validate=validate, decompress_limit=LIMIT)
         attempt(batches_to_arrow, data, 2, 4, validate=validate, decompress_limit=LIMIT,
                 skip_control=False, check_utf8=False)
+    attempt(require_keys, data, LIMIT)
 
 
 # ------------------------------------------------------------------ random input

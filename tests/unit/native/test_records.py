@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.native import (COMPRESSION_NAMES, BatchBuilder, BatchIterator, CorruptRecordError,
-                           Record, RecordBatch, assign_offsets, compress_block, compression_code,
-                           crc32c, decompress_block, iter_batches)
+                           InvalidRecordError, Record, RecordBatch, assign_offsets, compress_block,
+                           compression_code, crc32c, decompress_block, iter_batches, require_keys)
 
 from ._support import (CODECS, HEADER_SIZE, build, fix_crc, header_of, raw_batch, raw_record,
                        records_st, simple_batch)
@@ -464,6 +464,22 @@ def test_assign_offsets_errors():
     assign_offsets(memoryview(buf), 40)
     assert [b.partition_leader_epoch for b in iter_batches(buf)] == [-1, -1]
     assert [b.base_offset for b in iter_batches(buf)] == [40, 42]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_require_keys(codec):
+    keyed = simple_batch(3, codec) + simple_batch(4, codec)
+    require_keys(keyed)                    # every record has a key: nothing to say
+    require_keys(b"")
+    # an empty key is a key; only null is refused
+    require_keys(build([(1, b"", b"v", [])], codec))
+    holes = build([(1, b"a", b"v", []), (2, b"b", b"v", []), (3, None, b"v", [])], codec)
+    with pytest.raises(InvalidRecordError, match=f"record 2 of the batch at byte {len(keyed)} has no key") as exc:
+        require_keys(keyed + holes)
+    assert exc.value.position == len(keyed)
+    # a torn or corrupt buffer is a CorruptRecordError, not a pass
+    with pytest.raises(CorruptRecordError):
+        require_keys(keyed[:-1])
 
 
 # ------------------------------------------------------------------ codecs
