@@ -859,6 +859,39 @@ class GroupCoordinator:
             out[gid] = 0
         return out
 
+    def topic_deleted(self, topic: str) -> int:
+        """Kafka's handleDeletedPartitions: every group forgets its committed offsets for
+        a deleted topic (tombstones in __consumer_offsets, so a topic created again under
+        the same name starts without them, also after a restart); an empty group left with
+        nothing is removed. Synchronous: the tombstones are in the local log when this
+        returns. Returns the number of offsets removed."""
+        removed = 0
+        if topic == OFFSETS_TOPIC:
+            return 0
+        for g in list(self.groups.values()):
+            gone = [tp for tp in g.offsets if tp[0] == topic]
+            if not gone or self.check_coordinator(g.group_id):
+                continue
+            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in gone]
+            drop_group = (g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members)
+            if drop_group:
+                entries.append((R.group_key(g.group_id), None))
+            err, _, _ = self._append(g.group_id, entries, True)
+            if err:
+                log.warning("group %s: cannot remove the offsets of deleted topic %s: %s",
+                            g.group_id, topic, ErrorCode(err).name)
+                continue
+            for tp in gone:
+                g.offsets.pop(tp, None)
+            removed += len(gone)
+            if drop_group:
+                self._cancel_timers(g)
+                g.state = S.DEAD
+                self.groups.pop(g.group_id, None)
+        if removed:
+            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
+        return removed
+
     # ------------------------------------------------------------------ expiry
 
     async def _expire_loop(self, interval: float) -> None:

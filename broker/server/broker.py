@@ -257,6 +257,7 @@ class Broker:
             if part is not None:
                 part.log.wake_waiters()
             self.logs.delete(tp)
+        self.coordinator.topic_deleted(name)
         log.info("deleted topic %s", name)
 
     def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,

@@ -197,3 +197,26 @@ def _listed(broker):
     from broker.protocol.messages.list_groups import ListGroupsRequest
     with connect(broker.bootstrap) as conn:
         return {g.group_id for g in conn.request(ListGroupsRequest(states_filter=[])).groups}
+
+
+def test_offsets_of_a_deleted_topic_are_forgotten(broker, name):
+    # Kafka removes every group's committed offsets of a deleted topic: a topic created
+    # again under the same name must not inherit them (nor after a restart)
+    topic, other, busy, idle = name, f"{name}-other", f"{name}-busy", f"{name}-idle"
+    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap, other, 1)
+    assert simple_commit(broker.bootstrap, busy, topic, {0: 7, 1: 9}) == {0: 0, 1: 0}
+    assert simple_commit(broker.bootstrap, busy, other, {0: 3}) == {0: 0}
+    assert simple_commit(broker.bootstrap, idle, topic, {0: 1}) == {0: 0}
+    with connect(broker.bootstrap) as conn:
+        from broker.protocol.messages.delete_topics import DeleteTopicsRequest
+        r = conn.request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=10000), 5)
+    assert r.responses[0].error_code == 0
+    create_topic(broker.bootstrap, topic, 2)
+    # the group keeps what it committed elsewhere; the one that only had the topic is gone
+    assert committed(broker.bootstrap, busy, {topic: 2, other: 1}) == {(other, 0): 3}
+    assert idle not in _listed(broker) and committed(broker.bootstrap, idle, {topic: 2}) == {}
+    broker.restart()
+    assert committed(broker.bootstrap, busy, {topic: 2, other: 1}) == {(other, 0): 3}
+    assert committed(broker.bootstrap, idle, {topic: 2}) == {} and idle not in _listed(broker)
+    assert busy in _listed(broker)
