@@ -187,6 +187,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", _at_least(1)),
     _K("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to become leader."),
     _K("replica.lag.time.max.ms", _L, 30000, "Time a follower may lag before leaving the ISR.", _at_least(1)),
+    _K("producer.id.expiration.ms", _I, 86400000,
+       "Idempotent producers idle this long are forgotten by each partition.", _at_least(1)),
     _K("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
     _K("offsets.topic.replication.factor", _SH, 1, "Replication factor of __consumer_offsets.", _at_least(1)),
     _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
@@ -527,6 +529,10 @@ class LogConfig:
     @property
     def max_message_bytes(self) -> int:
         return self["max.message.bytes"]
+
+    @property
+    def producer_id_expiration_ms(self) -> int:
+        return self.broker["producer.id.expiration.ms"]
 
     @property
     def flush_messages(self) -> int:

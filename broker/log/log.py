@@ -37,6 +37,7 @@ from typing import Callable
 
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
+from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import (CorruptRecordError, RecordBatch, Segment, assign_offsets, iter_batches,
                            parse_base_offset, require_keys, segment_file_name)
 
@@ -92,6 +93,7 @@ class LogAppendInfo:
     log_append_time: int       # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     size: int
+    duplicate: bool = False    # a retried idempotent batch: written before, not again
 
 
 class LeaderEpochCache:
@@ -182,6 +184,7 @@ class Log:
         self.high_watermark = 0
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
+        self.producer_state = ProducerStateManager(directory, tp, config.producer_id_expiration_ms)
         self._waiters: list[asyncio.Future] = []
         self._listeners: list[Callable[["Log"], None]] = []
         self._last_flush = time.monotonic()
@@ -253,6 +256,8 @@ class Log:
         hw = self.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.load(self.segments, self.log_start_offset, self.log_end_offset,
+                                 int(time.time() * 1000))
         return self
 
     def _read_or_write_partition_metadata(self) -> None:
@@ -316,12 +321,22 @@ class Log:
             mv = memoryview(bytearray(mv))
         limit = self.config.max_message_bytes
         it = iter_batches(mv)
+        producer_batches = None
         for batch in it:
             if batch.size > limit:
                 raise RecordTooLarge(f"batch of {batch.size} bytes exceeds max.message.bytes {limit}")
+            if batch.producer_id >= 0:
+                if producer_batches is None:
+                    producer_batches = []
+                producer_batches.append(batch)
         if it.partial:
             raise CorruptRecordError(f"{self.tp}: produce request holds a partial batch at byte {it.position}",
                                      it.position)
+        if producer_batches is not None:
+            # OutOfOrderSequence / InvalidProducerEpoch, or the earlier write of a retry
+            dup = self.producer_state.check(producer_batches)
+            if dup is not None:
+                return self._duplicate_info(dup)
         base = self.log_end_offset
         next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch,
                                                                             producer_checks=True)
@@ -337,7 +352,14 @@ class Log:
             max_ts = append_time
         self._append(mv, next_offset, max_ts)
         self.leader_epochs.assign(leader_epoch, base)
+        if producer_batches is not None:
+            self.producer_state.update(producer_batches)      # the views show the assigned offsets
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
+
+    def _duplicate_info(self, dup: BatchMetadata) -> LogAppendInfo:
+        append_time = dup.timestamp if self.config.log_append_time else -1
+        return LogAppendInfo(dup.first_offset, dup.last_offset, dup.last_offset - dup.first_offset + 1,
+                             dup.timestamp, append_time, self.log_start_offset, 0, duplicate=True)
 
     def append_as_follower(self, records) -> int:
         """Appends batches that already carry offsets (replication). Returns the new log
@@ -346,6 +368,7 @@ class Log:
         end = self.log_end_offset
         last_end = end
         epochs = []
+        producer_batches = []
         valid = 0
         for batch in iter_batches(mv, validate=True):
             if batch.base_offset < last_end:
@@ -353,6 +376,8 @@ class Log:
             last_end = batch.next_offset
             valid = batch.position + batch.size
             epochs.append((batch.partition_leader_epoch, batch.base_offset))
+            if batch.producer_id >= 0 and not batch.is_control:
+                producer_batches.append(batch)
         if last_end == end:
             return end
         # a fetch response may end in a partial batch (the leader cuts at max_bytes): only
@@ -360,6 +385,7 @@ class Log:
         self._append(mv[:valid], last_end, -1)
         for epoch, start in epochs:
             self.leader_epochs.assign(epoch, start)
+        self.producer_state.update(producer_batches)     # a follower takes the leader's word
         return last_end
 
     def _append(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
@@ -392,6 +418,9 @@ class Log:
         if old.size == 0 and old.base_offset == base:
             return old                           # a new segment would reopen the same files
         old.roll()
+        # the producer state as of the end of the finished segment (Kafka snapshots here):
+        # an unclean restart replays only the batches after it
+        self.producer_state.take_snapshot(self.log_end_offset)
         seg = self._new_segment(base)
         log.debug("%s: rolled to segment %d", self.tp, seg.base_offset)
         # Kafka flushes the finished segment in the background, moving the recovery point
@@ -638,6 +667,8 @@ class Log:
             self._truncated_during_flush = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.load(self.segments, self.log_start_offset, self.log_end_offset,
+                                 int(time.time() * 1000))
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -216,7 +216,9 @@ class LogManager:
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the number of segments deleted."""
         deleted = 0
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         for lg in list(self.logs.values()):
+            lg.producer_state.remove_expired(now)
             lg.maybe_roll_by_time()
             gone = lg.delete_old_segments(now_ms)
             for seg in gone:
@@ -285,6 +287,7 @@ class LogManager:
         self._closed = True
         for lg in self.logs.values():
             lg.flush()
+            lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()

@@ -1,7 +1,9 @@
 """InitProducerId (22): producer ids for idempotent producers (kafka-python asks by
-default). Ids come from the metadata store and are never reused; an existing producer
-asking again (KIP-360) gets its epoch bumped. Transactional ids need the transaction
-coordinator, which this broker does not have yet: COORDINATOR_NOT_AVAILABLE."""
+default). Ids come from the metadata store and are never reused. Without a transactional
+id every request gets a fresh id at epoch 0, as Kafka answers (its partitions then dedup
+retried batches by id, epoch and sequence: broker/log/producer_state.py). Transactional
+ids need the transaction coordinator, which this broker does not have yet:
+COORDINATOR_NOT_AVAILABLE."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdResponse
@@ -14,9 +16,5 @@ def handle(ctx, request):
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)
-    pid, epoch = request.producer_id, request.producer_epoch
-    if pid >= 0 and 0 <= epoch < 32766:
-        epoch += 1
-    else:
-        pid, epoch = ctx.broker.store.next_producer_id(), 0
+    pid, epoch = ctx.broker.store.next_producer_id(), 0
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)

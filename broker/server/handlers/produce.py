@@ -5,11 +5,15 @@ way of telling an acks=0 producer). acks=1: answer after the leader's append. ac
 answer once the high watermark covers the batch (at once on a broker alone), or
 REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
 (flush.messages), the answer waits for the group commit that makes the batch durable.
+Idempotent producers: a retried batch already written is answered with the offsets of
+its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch
+INVALID_PRODUCER_EPOCH (broker/log/producer_state.py).
 """
 import asyncio
 import logging
 
 from broker.log import RecordTooLarge
+from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from broker.native import CorruptRecordError, InvalidRecordError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -70,6 +74,12 @@ def handle(ctx, request):
                 failed = True
             except RecordTooLarge as exc:
                 r.error_code, r.error_message = ErrorCode.MESSAGE_TOO_LARGE, str(exc)
+                failed = True
+            except OutOfOrderSequence as exc:
+                r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
+                failed = True
+            except InvalidProducerEpoch as exc:
+                r.error_code, r.error_message = ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)
                 failed = True
             except ValueError as exc:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
