@@ -156,3 +156,34 @@ def test_dedup_state_survives_kill_9(tmp_path):
         assert offsets(broker.bootstrap, "idem-raw", [0])[0] == (0, 32)
         snaps = sorted(p.name for p in (broker.data_dir / "idem-raw-0").glob("*.snapshot"))
         assert snaps and snaps[-1] == "00000000000000000032.snapshot"
+
+
+def test_aiokafka_idempotent_producer_writes_each_message_once_despite_lost_answers(cluster):
+    import asyncio
+    aiokafka = require_module("aiokafka")
+    broker, proxy = cluster
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    with Cluster(bootstrap) as c:
+        c.create_topic("idem-aio", PARTITIONS, 1)
+    n = 3000
+
+    async def run() -> dict:
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
+                                      retry_backoff_ms=50, request_timeout_ms=10000)
+        await p.start()
+        try:
+            futs = []
+            for i in range(n):
+                if i == 300:
+                    await asyncio.gather(*futs)
+                    proxy.drop_answers(PRODUCE, 2)
+                futs.append(await p.send("idem-aio", value=b"a-%05d" % i, key=b"k%d" % (i % 7)))
+            metas = await asyncio.wait_for(asyncio.gather(*futs), 120)
+        finally:
+            await p.stop()
+        return {b"a-%05d" % i: (m.partition, m.offset) for i, m in enumerate(metas)}
+
+    delivered = asyncio.run(run())
+    assert proxy.dropped.get(PRODUCE) == 2
+    counts = stored_values(bootstrap, "idem-aio")
+    assert set(counts) == set(delivered) and max(counts.values()) == 1
