@@ -126,6 +126,9 @@ cdef object _zstd = None
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
+cdef int MAX_GZIP_MEMBERS = 64
+
+
 cdef object _gunzip(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
     global _zlib
     if _zlib is None:
@@ -133,8 +136,15 @@ cdef object _gunzip(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
         _zlib = zlib
     out = []
     total = 0
+    members = 0
     rest = PyBytes_FromStringAndSize(<const char *>data, length)
     while rest:
+        # every further member costs a copy of the rest of the block (zlib's
+        # unused_data): a block of thousands of tiny members would take quadratic time.
+        # Kafka's clients write one member; a few concatenated ones are still read.
+        members += 1
+        if members > MAX_GZIP_MEMBERS:
+            raise ValueError(f"more than {MAX_GZIP_MEMBERS} gzip members in one records block")
         d = _zlib.decompressobj(47)          # gzip or zlib header, auto-detected
         chunk = d.decompress(rest, limit - total + 1)
         total += len(chunk)

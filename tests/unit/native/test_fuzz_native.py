@@ -461,3 +461,15 @@ def test_no_huge_allocations_under_a_capped_address_space(tmp_path):
                           env={**os.environ, "PYTHONHASHSEED": "0"})
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), (
         f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}")
+
+
+def test_gzip_members_are_bounded():
+    # concatenated gzip members are read (a few), but a block of thousands of tiny
+    # members is refused instead of taking quadratic time (each member copies the rest)
+    import gzip
+    a, b = gzip.compress(b"hello "), gzip.compress(b"world")
+    assert decompress_block(1, a + b) == b"hello world"
+    assert decompress_block(1, gzip.compress(b"x") * 64) == b"x" * 64
+    empty = gzip.compress(b"")
+    with pytest.raises(CorruptRecordError, match="more than 64 gzip members"):
+        decompress_block(1, empty * 60_000)
