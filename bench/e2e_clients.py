@@ -4,7 +4,9 @@
 
 Starts `broker serve` on a free port (data in a temp dir), then measures:
 - confluent-kafka produce (acks=1, linger.ms=5, batch.size=1 MiB, no compression,
-  3 partitions) and consume (fetch.wait.max.ms=100, 1 MiB per partition fetches);
+  3 partitions), the same with enable.idempotence (acks=all, the broker checks every
+  batch's producer sequence) and consume (fetch.wait.max.ms=100, 1 MiB per partition
+  fetches);
 - kcat produce from a file (-l) and consume to /dev/null;
 while sampling the broker process' CPU time and peak RSS from /proc. With --profile,
 py-spy records the broker during the confluent produce run and the top frames by own
@@ -79,11 +81,15 @@ def report(name, n, size, s: Sampler):
           f"{100 * s.cpu / s.elapsed:.0f}% | {s.peak:.0f} MB |", flush=True)
 
 
-def confluent_produce(bootstrap, topic, n, value):
+def confluent_produce(bootstrap, topic, n, value, idempotent=False):
     import confluent_kafka as ck
-    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
-                     "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 << 20,
-                     "compression.type": "none"})
+    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 << 20,
+            "compression.type": "none"}
+    if idempotent:
+        # what the idempotent producer implies: acks=all, at most 5 requests in flight
+        conf.update({"enable.idempotence": True, "acks": "all"})
+    p = ck.Producer(conf)
     for i in range(n):
         while True:
             try:
@@ -158,6 +164,9 @@ def main() -> int:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)         # py-spy writes its output on SIGINT
                 spy.wait(30)
+            with Sampler(pid) as s:
+                confluent_produce(b.bootstrap, "confluent-idempotent", n, value, idempotent=True)
+            report("confluent-kafka produce (enable.idempotence, acks=all)", n, size, s)
             with Sampler(pid) as s:
                 confluent_consume(b.bootstrap, "confluent", n, args.partitions)
             report("confluent-kafka consume", n, size, s)
