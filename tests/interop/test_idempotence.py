@@ -2,8 +2,9 @@
 
 A proxy between the client and the broker cuts the connection instead of delivering some
 Produce answers: the batch was written, the client never heard, and it sends the batch
-again. With enable.idempotence the broker recognises the retry (producer id, epoch,
-sequence) and every message is in the log exactly once; without it the same faults leave
+again. With idempotence (confluent-kafka, aiokafka, kafka-python — the last enables it
+by default) the broker recognises the retry (producer id, epoch, sequence) and every
+message is in the log exactly once; without it the same faults leave
 duplicates — the control that shows the faults bite. The dedup state also survives a
 kill -9 of the broker (its .snapshot files plus a replay of the log's tail).
 """
@@ -186,4 +187,31 @@ def test_aiokafka_idempotent_producer_writes_each_message_once_despite_lost_answ
     delivered = asyncio.run(run())
     assert proxy.dropped.get(PRODUCE) == 2
     counts = stored_values(bootstrap, "idem-aio")
+    assert set(counts) == set(delivered) and max(counts.values()) == 1
+
+
+def test_kafka_python_idempotent_producer_writes_each_message_once_despite_lost_answers(cluster):
+    kafka = require_module("kafka")
+    broker, proxy = cluster
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    with Cluster(bootstrap) as c:
+        c.create_topic("idem-kp", PARTITIONS, 1)
+    n = 3000
+    # kafka-python enables idempotence by default (acks=all)
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
+                            retry_backoff_ms=50, request_timeout_ms=10000)
+    try:
+        futs = []
+        for i in range(n):
+            if i == 300:
+                p.flush(30)
+                proxy.drop_answers(PRODUCE, 2)
+            futs.append(p.send("idem-kp", value=b"p-%05d" % i, key=b"k%d" % (i % 7)))
+        p.flush(120)
+        metas = [f.get(timeout=60) for f in futs]
+    finally:
+        p.close(10)
+    delivered = {b"p-%05d" % i: (m.partition, m.offset) for i, m in enumerate(metas)}
+    assert proxy.dropped.get(PRODUCE) == 2
+    counts = stored_values(bootstrap, "idem-kp")
     assert set(counts) == set(delivered) and max(counts.values()) == 1
