@@ -24,11 +24,11 @@ from broker._native.records import (
     Record,
     RecordBatch,
     assign_offsets,
-    require_keys,
     compress_block,
     compression_code,
     decompress_block,
     iter_batches,
+    require_keys,
 )
 from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
 from broker._native.segment import Segment, file_name as segment_file_name, parse_base_offset
@@ -57,7 +57,6 @@ __all__ = [
     "TimeIndex",
     "arrow_schema",
     "assign_offsets",
-    "require_keys",
     "batches_to_arrow",
     "compress_block",
     "compression_code",
@@ -72,6 +71,7 @@ __all__ = [
     "read_unsigned_varint",
     "read_varint",
     "read_varlong",
+    "require_keys",
     "segment_file_name",
     "sendfile",
     "write_unsigned_varint",

@@ -103,7 +103,6 @@ class ProducerStateManager:
         self.tp = tp
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
-        self.map_end_offset = 0          # the state covers the log below this offset
 
     # ------------------------------------------------------------------ appends
 
@@ -160,7 +159,6 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(base_seq, last_sequence(base_seq, last_offset_delta),
                                            base_offset, base_offset + last_offset_delta, max_timestamp))
         entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
-        self.map_end_offset = max(self.map_end_offset, base_offset + last_offset_delta + 1)
 
     def remove_expired(self, now_ms: int) -> int:
         gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
@@ -179,9 +177,10 @@ class ProducerStateManager:
                     out.append(int(stem))
         return sorted(out)
 
-    def take_snapshot(self, offset: int, fsync: bool = False) -> str:
+    def take_snapshot(self, offset: int) -> str:
         """Writes the state (each producer's last batch) as `<offset>.snapshot`; keeps
-        the two newest snapshots."""
+        the two newest snapshots. Not fsynced: at clean shutdown the log manager's
+        os.sync covers it; a snapshot lost in a crash only means a longer replay."""
         entries = []
         for e in self.producers.values():
             if not e.batches:
@@ -195,9 +194,6 @@ class ProducerStateManager:
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
         os.replace(tmp, path)
         for old in self.snapshot_offsets()[:-2]:
             self._delete_snapshot(old)
@@ -253,9 +249,7 @@ class ProducerStateManager:
                 self.producers[pid] = e
             start = max(off, log_start_offset)
             break
-        self.map_end_offset = start
         if start >= log_end_offset:
-            self.map_end_offset = log_end_offset
             return
         for seg in segments:
             if seg.next_offset <= start or seg.size == 0:
@@ -267,7 +261,6 @@ class ProducerStateManager:
             if pos < seg.size:
                 # mapped, not read: a segment can be a gigabyte (unmapped when dropped)
                 self._replay(mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ), pos, start)
-        self.map_end_offset = log_end_offset
 
     def _replay(self, data, pos: int, start: int) -> None:
         """Applies the producer batches of `data` from byte `pos` that end at or above
@@ -276,12 +269,3 @@ class ProducerStateManager:
             if b.next_offset > start and b.producer_id >= 0 and not b.is_control:
                 self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
                             b.base_offset, b.max_timestamp)
-
-    def truncate(self, segments, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
-        """After the log was cut back to `log_end_offset`: reload from the snapshots that
-        are still below it."""
-        self.load(segments, log_start_offset, log_end_offset, now_ms)
-
-    def delete_snapshots(self) -> None:
-        for off in self.snapshot_offsets():
-            self._delete_snapshot(off)
