@@ -287,13 +287,7 @@ class GroupCoordinator:
             remaining = deadline - self.loop.time()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT if offsets else ErrorCode.REBALANCE_IN_PROGRESS
-            fut = lg.waiter()
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), remaining)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                lg.discard_waiter(fut)
+            await self.broker.purgatory.wait_for_high_watermark(lg.tp, remaining)
         if lg.needs_flush():
             await lg.schedule_flush()
         return 0

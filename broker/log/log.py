@@ -33,12 +33,11 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
 
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.native import (CorruptRecordError, RecordBatch, Segment, assign_offsets, iter_batches,
+from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
                            parse_base_offset, require_keys, segment_file_name)
 
 log = logging.getLogger(__name__)
@@ -185,8 +184,6 @@ class Log:
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
         self.producer_state = ProducerStateManager(directory, tp, config.producer_id_expiration_ms)
-        self._waiters: list[asyncio.Future] = []
-        self._listeners: list[Callable[["Log"], None]] = []
         self._last_flush = time.monotonic()
         self._flush_task: asyncio.Future | None = None
         self._flush_target = 0
@@ -301,10 +298,6 @@ class Log:
     def name(self) -> str:
         return str(self.tp)
 
-    def add_listener(self, fn: Callable[["Log"], None]) -> None:
-        """fn(log) runs after every append (replication, delayed fetches)."""
-        self._listeners.append(fn)
-
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
@@ -399,8 +392,6 @@ class Log:
                                       or self._segment_age_exceeded(seg, max_timestamp)))):
             seg = self.roll(struct.unpack_from(">q", mv, 0)[0])
         seg.append(mv)
-        for fn in self._listeners:
-            fn(self)
 
     def _segment_age_exceeded(self, seg: Segment, incoming_timestamp: int = -1) -> bool:
         """segment.ms as Kafka measures it: from the first batch's timestamp to the incoming
@@ -437,34 +428,14 @@ class Log:
     # ------------------------------------------------------------------ high watermark
 
     def update_high_watermark(self, offset: int) -> bool:
-        """Moves the high watermark (bounded by log start / log end). Wakes waiting
-        fetches when it advances."""
+        """Moves the high watermark (bounded by log start / log end). True when it
+        advanced (the partition then wakes the requests waiting for it)."""
         offset = min(max(offset, self.log_start_offset), self.log_end_offset)
         if offset == self.high_watermark:
             return False
         advanced = offset > self.high_watermark
         self.high_watermark = offset
-        if advanced:
-            self.wake_waiters()
-        return True
-
-    def wake_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def waiter(self) -> asyncio.Future:
-        """A future resolved at the next high watermark advance (or log change)."""
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
-
-    def discard_waiter(self, fut: asyncio.Future) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
+        return advanced
 
     # ------------------------------------------------------------------ flush
 
@@ -677,7 +648,6 @@ class Log:
         self.closed = True
         for seg in self.segments:
             seg.close()
-        self.wake_waiters()
 
     def delete_files(self) -> None:
         """Removes the whole partition directory (the log must be closed)."""
@@ -703,7 +673,3 @@ def _uuid_from_kafka(s: str) -> uuid.UUID:
     import base64
     return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
 
-
-def read_batches(data) -> list[RecordBatch]:
-    """Whole batches in a fetched byte range (a partial tail ignored)."""
-    return list(iter_batches(data))

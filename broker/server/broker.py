@@ -19,11 +19,12 @@ import uuid
 
 from broker.cluster.file_store import FileMetadataStore
 from broker.cluster.metadata import BrokerInfo, MetadataStore, TopicInfo
-from broker.cluster.partition import Partition
+from broker.cluster.replica.partition import Partition
 from broker.config import BrokerConfig, ConfigError, LogConfig, validate_topic_configs
 from broker.log import LogManager, TopicPartition
 from broker.log.manager import validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.server.purgatory import Purgatory
 from broker.server.server import Server
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Broker:
         self.listen_host = listen_host
         self.listen_port = listen_port
         self.server = Server(self, listen_host, listen_port)
+        self.purgatory = Purgatory()
         self._store = store
         self.logs = LogManager(config, self.log_config)
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -111,7 +113,7 @@ class Broker:
             lg.update_config(self.log_config(topic.name))
             part = self.partitions.get(tp)
             if part is None:
-                part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id)
+                part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.purgatory)
                 # After a crash the checkpointed high watermark is older than the log:
                 # a leader moves it up to what its ISR holds at once (Kafka does so on
                 # becoming leader), or acknowledged records stay invisible until the
@@ -253,10 +255,9 @@ class Broker:
         self._log_configs.pop(name, None)
         for p in info.partitions:
             tp = TopicPartition(name, p)
-            part = self.partitions.pop(tp, None)
-            if part is not None:
-                part.log.wake_waiters()
+            self.partitions.pop(tp, None)
             self.logs.delete(tp)
+            self.purgatory.partition_changed(tp)
         self.coordinator.topic_deleted(name)
         log.info("deleted topic %s", name)
 

@@ -1,6 +1,10 @@
 """Fetch (1): read file ranges below the high watermark (consumers) or log end
 (followers) and send them with sendfile(2); long-poll until min_bytes or max_wait_ms.
 
+A long poll sleeps in the purgatory (broker/server/purgatory.py) until one of its
+partitions moves — its high watermark for a consumer, its log end for a follower — or
+max_wait_ms passes, then reads again.
+
 Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for the whole
 response, except that the first batch of the first partition with data is returned
 whole even when larger. Fetch sessions (KIP-227) are declined: the response's session
@@ -8,10 +12,11 @@ id is always 0, so clients keep sending full fetch requests.
 """
 import asyncio
 
-from broker.log import OffsetOutOfRange
+from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchResponse
+from broker.server.purgatory import HIGH_WATERMARK, LOG_END
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION, MAX_VERSION = 4, 16
@@ -26,7 +31,7 @@ def _read_all(ctx, request, version, replica_id):
     total = 0
     first = True
     responses = []
-    logs = []
+    watched = []        # the partitions whose moves end a long poll
     errors = False
     for t in request.topics:
         if version >= 13:
@@ -45,7 +50,7 @@ def _read_all(ctx, request, version, replica_id):
             try:
                 part = broker.leader_partition(name, p.partition, p.current_leader_epoch)
                 lg = part.log
-                logs.append(lg)
+                watched.append(part.tp)
                 if replica_id >= 0:
                     part.update_follower(replica_id, p.fetch_offset)
                     limit = lg.log_end_offset
@@ -70,7 +75,7 @@ def _read_all(ctx, request, version, replica_id):
                 d.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 errors = True
         responses.append(_TopicResp(topic=name or "", topic_id=t.topic_id, partitions=parts))
-    return responses, total, logs, errors
+    return responses, total, watched, errors
 
 
 def _release(responses) -> None:
@@ -81,8 +86,8 @@ def _release(responses) -> None:
                 close()
 
 
-def _done(ctx, request, total, logs, errors, deadline) -> bool:
-    return (total >= request.min_bytes or errors or not logs or ctx.connection.closed
+def _done(ctx, request, total, watched, errors, deadline) -> bool:
+    return (total >= request.min_bytes or errors or not watched or ctx.connection.closed
             or asyncio.get_running_loop().time() >= deadline)
 
 
@@ -90,26 +95,21 @@ def handle(ctx, request):
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
-    responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
-    if _done(ctx, request, total, logs, errors, deadline):
+    responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
+    if _done(ctx, request, total, watched, errors, deadline):
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     _release(responses)
-    return _long_poll(ctx, request, version, replica_id, logs, deadline)
+    return _long_poll(ctx, request, version, replica_id, watched, deadline)
 
 
-async def _long_poll(ctx, request, version, replica_id, logs, deadline):
+async def _long_poll(ctx, request, version, replica_id, watched: list[TopicPartition], deadline):
     """Waits for data on any requested partition (or max_wait_ms), then reads again."""
     loop = asyncio.get_running_loop()
+    purgatory = ctx.broker.purgatory
+    kind = LOG_END if replica_id >= 0 else HIGH_WATERMARK
     while True:
-        futs = [lg.waiter() for lg in logs]
-        try:
-            await asyncio.wait(futs, timeout=max(deadline - loop.time(), 0), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for lg, fut in zip(logs, futs):
-                lg.discard_waiter(fut)
-                if not fut.done():
-                    fut.cancel()
-        responses, total, logs, errors = _read_all(ctx, request, version, replica_id)
-        if _done(ctx, request, total, logs, errors, deadline):
+        await purgatory.wait([(tp, kind) for tp in watched], deadline - loop.time())
+        responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
+        if _done(ctx, request, total, watched, errors, deadline):
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
         _release(responses)

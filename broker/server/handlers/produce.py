@@ -18,6 +18,7 @@ from broker.native import CorruptRecordError, InvalidRecordError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceResponse
+from broker.server.purgatory import HIGH_WATERMARK
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION, MAX_VERSION = 3, 11
@@ -92,20 +93,22 @@ def handle(ctx, request):
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=0)
     if flushes or waits:
-        return _complete_later(response, flushes, waits, request.timeout_ms)
+        return _complete_later(ctx.broker.purgatory, response, flushes, waits, request.timeout_ms)
     return response
 
 
-async def _complete_later(response, flushes, waits, timeout_ms: int):
+async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
     """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:
         await asyncio.gather(*(lg.schedule_flush() for lg in set(flushes)))
     if waits:
-        await _await_replication(waits, timeout_ms)
+        await _await_replication(purgatory, waits, timeout_ms)
     return response
 
 
-async def _await_replication(waits, timeout_ms: int) -> None:
+async def _await_replication(purgatory, waits, timeout_ms: int) -> None:
+    """Kafka's DelayedProduce: sleeps in the purgatory until the high watermark of every
+    partition covers its batch (each follower fetch may move it), or the timeout."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
     pending = list(waits)
@@ -116,11 +119,6 @@ async def _await_replication(waits, timeout_ms: int) -> None:
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        futs = [part.log.waiter() for _, part, _ in pending]
-        try:
-            await asyncio.wait(futs, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for (_, part, _), fut in zip(pending, futs):
-                part.log.discard_waiter(fut)
+        await purgatory.wait([(part.tp, HIGH_WATERMARK) for _, part, _ in pending], remaining)
     for r, _part, _end in pending:
         r.error_code = ErrorCode.REQUEST_TIMED_OUT

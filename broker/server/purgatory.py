@@ -1,0 +1,92 @@
+"""Requests that wait for a partition to move (Kafka's DelayedOperationPurgatory).
+
+A long-polling fetch, an acks=all produce and a group commit each wait until something
+happens to a partition, or until their timeout. They register here, keyed by partition
+and by what they wait for:
+
+    high watermark moves   consumer fetches, acks=all produces (the ISR has the batch),
+                           group commits (their offsets are on the ISR)
+    log end moves          follower fetches (they read up to the log end), acks=all
+                           produces on a broker whose ISR is itself
+
+The partition (broker/cluster/replica/partition.py) reports both moves here; a topic's
+deletion or a change of leadership wakes everything watching its partitions, so each
+waiter re-checks and finds its answer (an error, or data). A waiter re-checks its own
+condition after every wake: waking is a hint, never a result.
+
+All methods run on the event loop thread. A wake costs one dict lookup when nobody
+waits, so the partition can report every append.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Iterable
+
+HIGH_WATERMARK = 0
+LOG_END = 1
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        # (partition key, HIGH_WATERMARK | LOG_END) -> futures of the requests watching it
+        self._watchers: dict[tuple[Hashable, int], list[asyncio.Future]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
+
+    # ------------------------------------------------------------------ wake
+
+    def high_watermark_moved(self, key: Hashable) -> None:
+        self._wake((key, HIGH_WATERMARK))
+
+    def log_end_moved(self, key: Hashable) -> None:
+        self._wake((key, LOG_END))
+
+    def partition_changed(self, key: Hashable) -> None:
+        """Leadership changed or the partition is gone: every waiter re-checks."""
+        self._wake((key, HIGH_WATERMARK))
+        self._wake((key, LOG_END))
+
+    def _wake(self, watch: tuple[Hashable, int]) -> None:
+        futs = self._watchers.pop(watch, None)
+        if futs:
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(True)
+
+    # ------------------------------------------------------------------ wait
+
+    async def wait(self, watches: Iterable[tuple[Hashable, int]], timeout: float) -> bool:
+        """Waits until any of `watches` ((key, HIGH_WATERMARK | LOG_END) pairs) moves, or
+        `timeout` seconds pass. True when woken, False on timeout. The caller re-checks
+        its condition either way."""
+        if timeout <= 0:
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        keys = list(dict.fromkeys(watches))
+        for w in keys:
+            self._watchers.setdefault(w, []).append(fut)
+        handle = fut.get_loop().call_later(timeout, _expire, fut)
+        try:
+            await fut
+            return fut.result()
+        finally:
+            handle.cancel()
+            for w in keys:
+                futs = self._watchers.get(w)
+                if futs is not None:
+                    try:
+                        futs.remove(fut)
+                    except ValueError:
+                        pass
+                    if not futs:
+                        del self._watchers[w]
+
+    async def wait_for_high_watermark(self, key: Hashable, timeout: float) -> bool:
+        return await self.wait([(key, HIGH_WATERMARK)], timeout)
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
