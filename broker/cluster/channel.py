@@ -1,0 +1,204 @@
+"""BrokerChannel: an asyncio connection from this broker to another one (Kafka's
+NetworkClient as the controller's channel manager and the replica fetchers use it).
+
+    ch = BrokerChannel(host, port, client_id="broker-1-fetcher")
+    resp = await ch.request(FetchRequest(...))         # connects (and negotiates) on first use
+    resps = await asyncio.gather(ch.request(a), ch.request(b))   # pipelined, answered in order
+    await ch.close()
+
+Built on the sans-I/O codec (broker/protocol/codec.py) and FrameReader, never blocking the
+event loop. Requests are pipelined on one connection and their answers matched by
+correlation id in order. Any failure — refused connection, closed socket, undecodable
+answer, a request not answered within its timeout — fails every request in flight with
+ChannelError and closes the connection; the next request connects again, after
+`reconnect_backoff` seconds when the previous attempt failed (so a dead peer is not
+hammered). Versions are negotiated with ApiVersions on each new connection: a request
+goes out at the highest version both sides speak, unless the caller names one.
+
+All methods run on the event loop thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+
+from broker.protocol import codec
+from broker.protocol.api import API_SPECS, ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.framing import FrameReader
+from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.types import ProtocolDecodeError
+
+log = logging.getLogger(__name__)
+
+RECV_SIZE = 256 * 1024
+
+
+class ChannelError(Exception):
+    """The peer could not be reached or did not answer (not a Kafka error code)."""
+
+
+class BrokerChannel:
+    def __init__(self, host: str, port: int, *, client_id: str = "kbroker", request_timeout: float = 30.0,
+                 connect_timeout: float = 5.0, reconnect_backoff: float = 0.05,
+                 max_frame_size: int = 1 << 30):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.reconnect_backoff = reconnect_backoff
+        self.max_frame_size = max_frame_size
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._connecting: asyncio.Future | None = None
+        self._inflight: collections.deque = collections.deque()   # (cid, api key, version, future)
+        self._next_cid = 1
+        self._read_task: asyncio.Task | None = None
+        self._last_failure = 0.0
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"BrokerChannel({self.host}:{self.port})"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(self, request, version: int | None = None, timeout: float | None = None):
+        """Sends `request` and returns the decoded response; ChannelError on failure."""
+        if self.closed:
+            raise ChannelError(f"{self} is closed")
+        if not self.connected:
+            await self._connect()
+        api_key = int(request.API_KEY)
+        if version is None:
+            version = self.version_for(api_key)
+        return await self._send(api_key, version, request, self.request_timeout if timeout is None else timeout)
+
+    def version_for(self, api_key: int) -> int:
+        spec = API_SPECS[api_key]
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise ChannelError(f"{self}: the broker does not support {ApiKey(api_key).name}")
+        lo, hi = max(theirs[0], spec.versions[0]), min(theirs[1], spec.versions[1])
+        if lo > hi:
+            raise ChannelError(f"{self}: no common version of {ApiKey(api_key).name}")
+        return hi
+
+    async def _send(self, api_key: int, version: int, request, timeout: float):
+        writer = self._writer
+        if writer is None:
+            raise ChannelError(f"{self}: not connected")
+        cid = self._next_cid
+        self._next_cid = (self._next_cid + 1) & 0x7FFFFFFF
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight.append((cid, api_key, version, fut))
+        try:
+            for part in codec.encode_request_parts(api_key, version, cid, self.client_id, request):
+                writer.write(part)
+        except Exception as exc:            # encoding a bad request: nothing was sent
+            self._fail(ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}"))
+            raise ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}") from exc
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            # answers come in order: a late answer would confuse every later request
+            self._fail(ChannelError(f"{self}: no answer to {ApiKey(api_key).name} within {timeout:.1f} s"))
+            raise ChannelError(f"{self}: no answer to {ApiKey(api_key).name} within {timeout:.1f} s") from None
+
+    # ------------------------------------------------------------------ connection
+
+    async def _connect(self) -> None:
+        if self._connecting is not None:
+            await asyncio.shield(self._connecting)
+            if not self.connected:
+                raise ChannelError(f"cannot connect to {self.host}:{self.port}")
+            return
+        loop = asyncio.get_running_loop()
+        self._connecting = loop.create_future()
+        try:
+            wait = self._last_failure + self.reconnect_backoff - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                self._reader, self._writer = await asyncio.wait_for(
+                    asyncio.open_connection(self.host, self.port, limit=RECV_SIZE), self.connect_timeout)
+            except (OSError, asyncio.TimeoutError) as exc:
+                self._last_failure = time.monotonic()
+                raise ChannelError(f"cannot connect to {self.host}:{self.port}: "
+                                   f"{getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
+            self._read_task = loop.create_task(self._read_loop(self._reader))
+            resp = await self._send(int(ApiKey.API_VERSIONS), 3,
+                                    ApiVersionsRequest(client_software_name="kbroker",
+                                                       client_software_version="1"),
+                                    self.connect_timeout)
+            if resp.error_code != ErrorCode.NONE:
+                raise ChannelError(f"{self}: ApiVersions failed with {ErrorCode(resp.error_code).name}")
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        except BaseException:
+            self._last_failure = time.monotonic()
+            self._drop_connection()
+            raise
+        finally:
+            fut, self._connecting = self._connecting, None
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        frames = FrameReader(self.max_frame_size)
+        try:
+            while True:
+                data = await reader.read(RECV_SIZE)
+                if not data:
+                    raise ChannelError(f"{self}: connection closed by the peer")
+                frames.feed(data)
+                while True:
+                    frame = frames.next_frame()
+                    if frame is None:
+                        break
+                    self._deliver(frame)
+        except asyncio.CancelledError:
+            raise
+        except (ChannelError, OSError, ValueError, ProtocolDecodeError) as exc:
+            if not self.closed:
+                log.debug("%s: %s", self, exc)
+            self._fail(exc if isinstance(exc, ChannelError) else ChannelError(f"{self}: {exc}"))
+
+    def _deliver(self, frame) -> None:
+        if not self._inflight:
+            raise ChannelError(f"{self}: an answer nobody asked for")
+        cid, api_key, version, fut = self._inflight.popleft()
+        got = codec.response_correlation_id(frame)
+        if got != cid:
+            raise ChannelError(f"{self}: correlation id {got} does not match the request's {cid}")
+        _, resp = codec.decode_response(api_key, version, frame)
+        if not fut.done():
+            fut.set_result(resp)
+
+    def _fail(self, exc: ChannelError) -> None:
+        """Fails every request in flight and drops the connection."""
+        self._last_failure = time.monotonic()
+        inflight, self._inflight = self._inflight, collections.deque()
+        for _, _, _, fut in inflight:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()          # retrieved: a caller that timed out is gone
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+        if writer is not None:
+            writer.close()
+
+    async def close(self) -> None:
+        self.closed = True
+        self._fail(ChannelError(f"{self} is closed"))

@@ -1,0 +1,86 @@
+"""The inter-broker channel (broker/cluster/channel.py) against a real broker process."""
+import asyncio
+import socket
+
+import pytest
+
+from broker.cluster.channel import BrokerChannel, ChannelError
+from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.metadata import MetadataRequest
+from tests.support.broker_proc import BrokerProcess
+from tests.support.ports import free_port
+
+
+def run(coro, timeout=60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def test_requests_are_pipelined_and_answered_in_order(broker):
+    host, port = broker.bootstrap.split(":")
+
+    async def main():
+        ch = BrokerChannel(host, int(port))
+        try:
+            resps = await asyncio.gather(*(ch.request(MetadataRequest(topics=[])) for _ in range(20)),
+                                         ch.request(ApiVersionsRequest()))
+            assert all(r.brokers and r.brokers[0].port == int(port) for r in resps[:20])
+            assert resps[20].error_code == 0 and resps[20].api_keys
+            assert ch.version_for(3) >= 9          # negotiated: the broker serves Metadata 0-12
+        finally:
+            await ch.close()
+    run(main())
+
+
+def test_connection_refused_is_a_channel_error_and_a_later_start_is_reached(tmp_path):
+    port = free_port()
+
+    async def refused():
+        ch = BrokerChannel("127.0.0.1", port, connect_timeout=2)
+        with pytest.raises(ChannelError, match="cannot connect"):
+            await ch.request(MetadataRequest(topics=[]))
+        return ch
+
+    ch = run(refused())
+    with BrokerProcess(tmp_path / "data", port=port):
+        async def reached():
+            resp = await ch.request(MetadataRequest(topics=[]))
+            assert resp.brokers[0].port == port
+            await ch.close()
+        run(reached())
+
+
+def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(tmp_path):
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        async def main():
+            ch = BrokerChannel("127.0.0.1", b.port, request_timeout=10)
+            await ch.request(MetadataRequest(topics=[]))
+            b.kill()
+            with pytest.raises(ChannelError):
+                await ch.request(MetadataRequest(topics=[]))
+            assert not ch.connected
+            await asyncio.get_running_loop().run_in_executor(None, b.start)
+            resp = await ch.request(MetadataRequest(topics=[]))
+            assert resp.brokers[0].port == b.port
+            await ch.close()
+        run(main())
+    finally:
+        b.kill()
+
+
+def test_a_peer_that_never_answers_times_out():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    try:
+        async def main():
+            ch = BrokerChannel("127.0.0.1", srv.getsockname()[1], connect_timeout=0.5)
+            with pytest.raises(ChannelError, match="no answer"):
+                await ch.request(MetadataRequest(topics=[]))
+            assert not ch.connected
+            await ch.close()
+            with pytest.raises(ChannelError, match="closed"):
+                await ch.request(MetadataRequest(topics=[]))
+        run(main())
+    finally:
+        srv.close()
