@@ -150,6 +150,7 @@ DAY_MS = 24 * 3600 * 1000
 #: Every broker-level key kbroker understands, with Kafka's defaults.
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("broker.id", _I, 0, "The id of this broker.", _at_least(0)),
+    _K("broker.rack", _S, None, "The rack of this broker (replica assignment spreads replicas over racks)."),
     _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
     _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
     _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),

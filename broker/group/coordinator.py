@@ -1,35 +1,31 @@
-"""The group coordinator (Kafka's classic GroupCoordinator + GroupMetadataManager).
+"""The group coordinator (Kafka's classic GroupCoordinator): group membership.
 
-Groups live in memory; every change that must survive a restart is first appended to the
-group's partition of __consumer_offsets (a compacted internal topic, Kafka's schema in
-records.py), and only then applied: offset commits, group metadata after each completed
-rebalance, tombstones for deleted groups and expired offsets. On start the coordinator
-replays the partitions it leads.
+Joins, syncs, heartbeats and leaves drive each group's state machine (group.py); the
+assignment itself is computed by the group leader (a client) and relayed here. Timers
+(session expiry, rebalance timeout, initial rebalance delay) are asyncio TimerHandles on
+the broker's loop; everything runs on that loop.
 
-The assignment itself is computed by the group leader (a client); the coordinator
-relays it. Timers (session expiry, rebalance timeout, initial rebalance delay) are
-asyncio TimerHandles on the broker's loop; everything runs on that loop.
+What is stored — committed offsets, group metadata after each rebalance, tombstones — and
+where (the group's partition of __consumer_offsets, loaded when this broker leads it) is
+the metadata manager's (metadata_manager.py); the coordinator asks it to store and is
+told when groups are loaded or unloaded.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
+from broker.group.metadata_manager import GroupMetadataManager, now_ms
 from broker.group.records import OffsetAndMetadata
-from broker.log import RecordTooLarge, TopicPartition
-from broker.native import BatchBuilder, iter_batches
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 NO_GENERATION = -1
-LOAD_CHUNK = 8 * 1024 * 1024
 
 S = GroupState
 
@@ -54,19 +50,13 @@ class SyncResult:
     assignment: bytes = b""
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class GroupCoordinator:
-    def __init__(self, broker):
-        self.broker = broker
-        self.config = broker.config
-        self.groups: dict[str, Group] = {}
-        self.num_partitions = self.config["offsets.topic.num.partitions"]
-        self.loaded: set[int] = set()
-        self._expiry_task: asyncio.Task | None = None
-        self._closed = False
+    def __init__(self, config, manager: GroupMetadataManager):
+        self.config = config
+        self.manager = manager
+        self.groups = manager.groups          # the manager's dict, shared
+        manager.on_group_loaded = self._after_load
+        manager.on_group_unloaded = self._unloaded
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -75,20 +65,10 @@ class GroupCoordinator:
         return asyncio.get_running_loop()
 
     async def startup(self) -> None:
-        if self.broker.topic(OFFSETS_TOPIC) is not None:
-            self.num_partitions = len(self.broker.topic(OFFSETS_TOPIC).partitions)
-            self.load_all()
-        interval = self.config["offsets.retention.check.interval.ms"] / 1000
-        self._expiry_task = self.loop.create_task(self._expire_loop(interval))
+        await self.manager.startup()
 
     async def shutdown(self) -> None:
-        self._closed = True
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            try:
-                await self._expiry_task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self.manager.shutdown()
         for g in self.groups.values():
             self._cancel_timers(g)
             for m in g.members.values():
@@ -96,135 +76,14 @@ class GroupCoordinator:
                     if fut is not None and not fut.done():
                         fut.set_result(None)
 
-    def ensure_offsets_topic(self) -> None:
-        """Creates __consumer_offsets (compacted) on first use, as Kafka does."""
-        if self.broker.topic(OFFSETS_TOPIC) is not None:
-            return
-        rf = min(self.config["offsets.topic.replication.factor"], len(self.broker.store.brokers()))
-        try:
-            self.broker.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], rf, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            }, internal=True)
-        except KafkaProtocolError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        self.num_partitions = len(self.broker.topic(OFFSETS_TOPIC).partitions)
-        self.load_all()
+    def check_coordinator(self, group_id: str) -> int:
+        return self.manager.check_coordinator(group_id)
 
-    def partition_for(self, group_id: str) -> int:
-        return R.partition_for(group_id, self.num_partitions)
+    def ensure_offsets_topic(self) -> None:
+        self.manager.ensure_offsets_topic()
 
     def coordinator_node(self, group_id: str) -> int:
-        info = self.broker.topic(OFFSETS_TOPIC)
-        if info is None:
-            return -1
-        return info.partitions[self.partition_for(group_id)].leader
-
-    def check_coordinator(self, group_id: str) -> int:
-        """0, or the error a request for this group gets here."""
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        if self.broker.topic(OFFSETS_TOPIC) is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(group_id)
-        part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-        if part is None or not part.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        if p not in self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return 0
-
-    # ------------------------------------------------------------------ loading
-
-    def load_all(self) -> None:
-        for p in range(self.num_partitions):
-            part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-            if part is not None and part.is_leader and p not in self.loaded:
-                self.load_partition(p)
-
-    def load_partition(self, p: int) -> None:
-        """Replays one partition of __consumer_offsets into the group cache."""
-        t0 = time.monotonic()
-        lg = self.broker.partitions[TopicPartition(OFFSETS_TOPIC, p)].log
-        offset = lg.log_start_offset
-        end = lg.high_watermark
-        loaded_groups: dict[str, Group] = {}
-        removed: set[str] = set()
-        count = 0
-        while offset < end:
-            data = lg.read_bytes(offset, LOAD_CHUNK, end)
-            if not data:
-                break
-            advanced = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
-                    continue
-                advanced = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    continue
-                for rec in batch.records():
-                    count += 1
-                    if rec.key is None:
-                        continue
-                    try:
-                        key = R.decode_key(rec.key)
-                        self._replay(key, rec.value, loaded_groups, removed)
-                    except ValueError as exc:
-                        log.warning("%s-%d offset %d: skipping unreadable record (%s)", OFFSETS_TOPIC, p,
-                                    rec.offset, exc)
-            if not advanced:
-                break
-        for gid, g in loaded_groups.items():
-            if not g.members and not g.offsets and g.protocol_type is None:
-                continue
-            self.groups[gid] = g
-            self._after_load(g)
-        self.loaded.add(p)
-        if count:
-            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded_groups), OFFSETS_TOPIC, p,
-                     count, time.monotonic() - t0)
-
-    def _replay(self, key, value, groups: dict[str, Group], removed: set[str]) -> None:
-        if key[0] == "offset":
-            _, gid, topic, partition = key
-            g = groups.get(gid)
-            if g is None:
-                g = groups[gid] = Group(gid)
-            if value is None:
-                g.offsets.pop((topic, partition), None)
-            else:
-                g.offsets[(topic, partition)] = R.decode_offset_value(value)
-            return
-        _, gid = key
-        if value is None:
-            g = groups.get(gid)
-            if g is not None:
-                g.members.clear()
-                g.static_members.clear()
-                g.protocol_type = g.protocol_name = g.leader_id = None
-                g.generation_id = 0
-            return
-        meta = R.decode_group_value(value)
-        g = groups.get(gid)
-        if g is None:
-            g = groups[gid] = Group(gid)
-        g.protocol_type = meta.protocol_type
-        g.generation_id = meta.generation
-        g.protocol_name = meta.protocol
-        g.leader_id = meta.leader
-        g.state_timestamp = meta.current_state_timestamp
-        g.members = {}
-        g.static_members = {}
-        for mm in meta.members:
-            proto = [(meta.protocol, mm.subscription)] if meta.protocol else []
-            m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
-                       mm.rebalance_timeout, meta.protocol_type, proto, mm.assignment)
-            g.members[m.member_id] = m
-            if m.group_instance_id:
-                g.static_members[m.group_instance_id] = m.member_id
+        return self.manager.coordinator_node(group_id)
 
     def _after_load(self, g: Group) -> None:
         if g.members:
@@ -236,70 +95,14 @@ class GroupCoordinator:
             if g.protocol_type is None:
                 g.protocol_type = ""
 
-    # ------------------------------------------------------------------ storage
-
-    async def _store(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
-        """Appends records to the group's partition of __consumer_offsets; returns an
-        error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
-        maps append errors for offset commits (offsets=True) or group metadata."""
-        err, lg, last_offset = self._append(group_id, entries, offsets)
-        if err:
-            return err
-        return await self._await_durable(lg, last_offset, offsets)
-
-    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool):
-        """The synchronous half of _store: (error, log, last offset) once the records are
-        in the local log (so they survive a crash of this process)."""
-        p = self.partition_for(group_id)
-        part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-        if part is None or not part.is_leader:
-            return ErrorCode.NOT_COORDINATOR, None, -1
-        b = BatchBuilder()
-        ts = now_ms()
-        for key, value in entries:
-            b.append(ts, key, value)
-        too_large = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
-        try:
-            info = part.append_as_leader(bytearray(b.build()), -1)
-        except KafkaProtocolError as exc:
-            log.warning("cannot store group %s: %s", group_id, exc)
-            return ({ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.MESSAGE_TOO_LARGE: too_large,
-                     ErrorCode.RECORD_LIST_TOO_LARGE: too_large}.get(exc.code, exc.code), None, -1)
-        except RecordTooLarge as exc:
-            # e.g. a group whose members' metadata adds up beyond max.message.bytes
-            log.warning("cannot store group %s: %s", group_id, exc)
-            return too_large, None, -1
-        except OSError as exc:
-            log.error("cannot store group %s: %s", group_id, exc)
-            return ErrorCode.NOT_COORDINATOR, None, -1
-        return 0, part.log, info.last_offset
-
-    async def _await_durable(self, lg, last_offset: int, offsets: bool) -> int:
-        """The asynchronous half of _store: waits for the high watermark (the ISR) and
-        the flush policy."""
-        deadline = self.loop.time() + self.config["request.timeout.ms"] / 1000
-        while lg.high_watermark <= last_offset:
-            remaining = deadline - self.loop.time()
-            if remaining <= 0:
-                return ErrorCode.REQUEST_TIMED_OUT if offsets else ErrorCode.REBALANCE_IN_PROGRESS
-            await self.broker.purgatory.wait_for_high_watermark(lg.tp, remaining)
-        if lg.needs_flush():
-            await lg.schedule_flush()
-        return 0
-
-    def _group_record(self, g: Group) -> tuple[bytes, bytes]:
-        members = [R.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                    m.rebalance_timeout_ms, m.session_timeout_ms,
-                                    m.metadata_for(g.protocol_name) if g.protocol_name else b"", m.assignment)
-                   for m in g.members.values()]
-        meta = R.GroupMetadata(g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id,
-                               g.state_timestamp, members)
-        return R.group_key(g.group_id), R.group_value(meta)
+    def _unloaded(self, g: Group) -> None:
+        """The group's partition moved away: its members find the new coordinator."""
+        self._cancel_timers(g)
+        for m in g.members.values():
+            for fut, res in ((m.join_future, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id)),
+                             (m.sync_future, SyncResult(ErrorCode.NOT_COORDINATOR))):
+                if fut is not None and not fut.done():
+                    fut.set_result(res)
 
     # ------------------------------------------------------------------ timers
 
@@ -397,9 +200,9 @@ class GroupCoordinator:
             log.info("group %s: empty at generation %d", g.group_id, g.generation_id)
             # appended before whatever caused this (a LeaveGroup, an expiry) is answered,
             # as Kafka does: a crash right after must not bring the old members back
-            err, lg, last = self._append(g.group_id, [self._group_record(g)], offsets=False)
+            err, tp, last = self.manager.append(g.group_id, [self.manager.group_record(g)], offsets=False)
             if not err:
-                self.loop.create_task(self._await_durable(lg, last, False))
+                self.loop.create_task(self.manager.await_durable(tp, last, False))
             return
         g.protocol_name = g.select_protocol()
         if g.leader_id not in g.members:
@@ -444,7 +247,7 @@ class GroupCoordinator:
             self._try_complete_join(g)
 
     async def _store_group(self, g: Group) -> int:
-        return await self._store(g.group_id, [self._group_record(g)], offsets=False)
+        return await self.manager.store(g.group_id, [self.manager.group_record(g)], offsets=False)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -743,40 +546,11 @@ class GroupCoordinator:
             if g.is_(S.COMPLETING_REBALANCE):
                 return {tp: ErrorCode.REBALANCE_IN_PROGRESS for tp in offsets}
             self._schedule_heartbeat(g, g.members[member_id])
-        result: dict[tuple[str, int], int] = {}
-        entries = []
-        good = {}
-        limit = self.config["offset.metadata.max.bytes"]
-        for (topic, partition), om in offsets.items():
-            info = self.broker.topic(topic)
-            if info is None or partition not in info.partitions:
-                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
-                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            om.metadata = om.metadata or ""
-            if om.commit_timestamp < 0:
-                om.commit_timestamp = now_ms()
-            good[(topic, partition)] = om
-            entries.append((R.offset_key(group_id, topic, partition), R.offset_value(om)))
-        if entries:
-            err = await self._store(group_id, entries)
-            for tp, om in good.items():
-                result[tp] = err
-                if not err:
-                    g.offsets[tp] = om
-        return result
+        return await self.manager.store_offsets(g, offsets)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        err = self.check_coordinator(group_id)
-        if err:
-            return err, {}
-        g = self.groups.get(group_id)
-        if partitions is None:
-            return 0, dict(g.offsets) if g is not None else {}
-        return 0, {tp: (g.offsets.get(tp) if g is not None else None) for tp in partitions}
+        return self.manager.fetch_offsets(group_id, partitions)
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[int, dict[tuple[str, int], int]]:
@@ -799,7 +573,7 @@ class GroupCoordinator:
             if tp in g.offsets:
                 tombstones.append((R.offset_key(group_id, tp[0], tp[1]), None))
         if tombstones:
-            err = await self._store(group_id, tombstones)
+            err = await self.manager.store(group_id, tombstones)
             if err:
                 return err, {}
             for key, _ in tombstones:
@@ -843,7 +617,7 @@ class GroupCoordinator:
                 continue
             tombstones = [(R.offset_key(gid, t, p), None) for t, p in g.offsets]
             tombstones.append((R.group_key(gid), None))
-            err = await self._store(gid, tombstones)
+            err = await self.manager.store(gid, tombstones)
             if err:
                 out[gid] = err
                 continue
@@ -854,85 +628,7 @@ class GroupCoordinator:
         return out
 
     def topic_deleted(self, topic: str) -> int:
-        """Kafka's handleDeletedPartitions: every group forgets its committed offsets for
-        a deleted topic (tombstones in __consumer_offsets, so a topic created again under
-        the same name starts without them, also after a restart); an empty group left with
-        nothing is removed. Synchronous: the tombstones are in the local log when this
-        returns. Returns the number of offsets removed."""
-        removed = 0
-        if topic == OFFSETS_TOPIC:
-            return 0
-        for g in list(self.groups.values()):
-            gone = [tp for tp in g.offsets if tp[0] == topic]
-            if not gone or self.check_coordinator(g.group_id):
-                continue
-            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in gone]
-            drop_group = (g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members)
-            if drop_group:
-                entries.append((R.group_key(g.group_id), None))
-            err, _, _ = self._append(g.group_id, entries, True)
-            if err:
-                log.warning("group %s: cannot remove the offsets of deleted topic %s: %s",
-                            g.group_id, topic, ErrorCode(err).name)
-                continue
-            for tp in gone:
-                g.offsets.pop(tp, None)
-            removed += len(gone)
-            if drop_group:
-                self._cancel_timers(g)
-                g.state = S.DEAD
-                self.groups.pop(g.group_id, None)
-        if removed:
-            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
-        return removed
-
-    # ------------------------------------------------------------------ expiry
-
-    async def _expire_loop(self, interval: float) -> None:
-        while not self._closed:
-            await asyncio.sleep(interval)
-            try:
-                await self.expire_offsets()
-            except Exception:
-                log.exception("offset expiration failed")
+        return self.manager.topic_deleted(topic)
 
     async def expire_offsets(self, now: int | None = None) -> int:
-        """Removes the committed offsets of empty groups older than offsets.retention.minutes
-        (KIP-211: counted from when the group became empty; for groups that only commit,
-        from each commit) and drops groups left with nothing. Returns offsets removed."""
-        now = now_ms() if now is None else now
-        retention = self.config["offsets.retention.minutes"] * 60_000
-        removed = 0
-        for g in list(self.groups.values()):
-            if not g.is_(S.EMPTY) or self.check_coordinator(g.group_id):
-                continue
-            consumer_group = bool(g.protocol_type)
-            expired = []
-            for tp, om in g.offsets.items():
-                if om.expire_timestamp >= 0:
-                    gone = now >= om.expire_timestamp
-                elif consumer_group and g.state_timestamp >= 0:
-                    gone = now - g.state_timestamp >= retention
-                else:
-                    gone = now - om.commit_timestamp >= retention
-                if gone:
-                    expired.append(tp)
-            if not expired and (g.offsets or g.pending_members):
-                continue
-            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in expired]
-            # Kafka's cleanupGroupMetadata: an empty group left without offsets goes too
-            # (also one that never got further than a join: nothing of it was stored)
-            drop_group = len(expired) == len(g.offsets) and not g.pending_members
-            if drop_group and (expired or g.generation_id > 0 or g.protocol_type):
-                entries.append((R.group_key(g.group_id), None))
-            if entries and await self._store(g.group_id, entries):
-                continue
-            for tp in expired:
-                g.offsets.pop(tp, None)
-            removed += len(expired)
-            if expired:
-                log.info("group %s: %d committed offsets expired", g.group_id, len(expired))
-            if drop_group and g.is_(S.EMPTY) and not g.offsets and not g.pending_members:
-                g.state = S.DEAD
-                self.groups.pop(g.group_id, None)
-        return removed
+        return await self.manager.expire_offsets(now)

@@ -38,7 +38,7 @@ from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
-                           parse_base_offset, require_keys, segment_file_name)
+                           parse_base_offset, require_keys)
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ def handle(ctx, request):
         results.append(r)
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            ctx.broker.create_partitions(t.name, t.count, assignments, request.validate_only)
+            ctx.broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only)
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -31,14 +31,14 @@ def handle(ctx, request):
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                broker.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+                broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
                 r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
                 continue
-            info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+            info = broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            cfg = broker.log_config(t.name)
+            cfg = broker.metadata.log_config(t.name)
             r.configs = [_Config(name=k, value=format_value(cfg[k]), read_only=False,
                                  config_source=cfg.source(k), is_sensitive=False) for k in sorted(TOPIC_KEYS)]
         except KafkaProtocolError as exc:

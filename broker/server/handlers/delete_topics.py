@@ -20,16 +20,16 @@ def handle(ctx, request):
         r = _Result(name=name, error_code=0, error_message=None)
         results.append(r)
         if name is None:
-            name = broker.topic_ids.get(topic_id)
+            name = broker.metadata.topic_name(topic_id)
             r.name = name
             if name is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-        info = broker.topic(name)
+        info = broker.metadata.topic(name)
         if info is not None:
             r.topic_id = info.topic_id
         try:
-            broker.delete_topic(name)
+            broker.admin.delete_topic(name)
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

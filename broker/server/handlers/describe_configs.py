@@ -29,7 +29,7 @@ def format_value(value) -> str | None:
 
 
 def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
-    cfg = broker.log_config(topic)
+    cfg = broker.metadata.log_config(topic)
     out = []
     for name in sorted(TOPIC_KEYS):
         if keys is not None and name not in keys:
@@ -78,7 +78,7 @@ def handle(ctx, request):
                     resource_name=res.resource_name, configs=[])
         results.append(r)
         if res.resource_type == RESOURCE_TOPIC:
-            if broker.topic(res.resource_name) is None:
+            if broker.metadata.topic(res.resource_name) is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 r.error_message = f"Topic '{res.resource_name}' does not exist."
                 continue

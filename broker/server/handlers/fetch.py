@@ -35,7 +35,7 @@ def _read_all(ctx, request, version, replica_id):
     errors = False
     for t in request.topics:
         if version >= 13:
-            name = broker.topic_ids.get(t.topic_id)
+            name = broker.metadata.topic_name(t.topic_id)
         else:
             name = t.topic
         parts = []
@@ -48,7 +48,7 @@ def _read_all(ctx, request, version, replica_id):
                 errors = True
                 continue
             try:
-                part = broker.leader_partition(name, p.partition, p.current_leader_epoch)
+                part = broker.replicas.leader_partition(name, p.partition, p.current_leader_epoch)
                 lg = part.log
                 watched.append(part.tp)
                 if replica_id >= 0:

@@ -26,7 +26,7 @@ def _find(ctx, key: str, key_type: int):
     except KafkaProtocolError as exc:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1
     node = coord.coordinator_node(key)
-    b = broker.store.brokers().get(node)
+    b = broker.metadata.brokers().get(node)
     if b is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return 0, None, b.broker_id, b.host, b.port

@@ -13,11 +13,11 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _apply(broker, topic: str, ops) -> dict[str, str]:
-    info = broker.topic(topic)
+    info = broker.metadata.topic(topic)
     if info is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
     configs = dict(info.configs)
-    cfg = broker.log_config(topic)
+    cfg = broker.metadata.log_config(topic)
     for c in ops:
         key = TOPIC_KEYS.get(c.name)
         if key is None:
@@ -52,7 +52,7 @@ def handle(ctx, request):
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = _apply(ctx.broker, res.resource_name, res.configs)
-                ctx.broker.set_topic_configs(res.resource_name, configs, request.validate_only)
+                ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "dynamic broker configuration is not supported; edit server.properties")

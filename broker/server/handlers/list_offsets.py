@@ -1,7 +1,7 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3) or the first offset
 whose timestamp is >= the one asked, per partition."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsResponse
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -20,7 +20,7 @@ def handle(ctx, request):
             r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(r)
             try:
-                part = broker.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+                part = broker.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
                 lg = part.log
                 if p.timestamp == -1 and request.replica_id >= 0:
                     found = (lg.log_end_offset, -1)        # a follower asks for the log end

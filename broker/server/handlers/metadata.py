@@ -14,7 +14,7 @@ _Broker = MetadataResponse.MetadataResponseBroker
 
 
 def topic_entry(broker, info) -> "_Topic":
-    live = broker.store.brokers()
+    live = broker.metadata.brokers()
     parts = []
     for p, s in sorted(info.partitions.items()):
         offline = [r for r in s.replicas if r not in live]
@@ -32,18 +32,18 @@ def handle(ctx, request):
     version = ctx.api_version
     topics = []
     if request.topics is None or (version == 0 and not request.topics):
-        for info in sorted(broker.store.topics().values(), key=lambda t: t.name):
+        for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name):
             topics.append(topic_entry(broker, info))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
             name = t.name
             if name is None:
-                name = broker.topic_ids.get(t.topic_id)
+                name = broker.metadata.topic_name(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
-            info = broker.topic(name)
+            info = broker.metadata.topic(name)
             if info is None:
                 problem = validate_topic_name(name)
                 if problem:
@@ -51,7 +51,7 @@ def handle(ctx, request):
                     continue
                 if allow_auto:
                     try:
-                        info = broker.auto_create_topic(name)
+                        info = broker.admin.auto_create_topic(name)
                     except KafkaProtocolError as exc:
                         topics.append(_Topic(error_code=exc.code, name=name))
                         continue
@@ -60,6 +60,6 @@ def handle(ctx, request):
                     continue
             topics.append(topic_entry(broker, info))
     brokers = [_Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-               for b in sorted(broker.store.brokers().values(), key=lambda b: b.broker_id)]
-    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                            controller_id=broker.controller_id(), topics=topics)
+               for b in sorted(broker.metadata.brokers().values(), key=lambda b: b.broker_id)]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.metadata.cluster_id,
+                            controller_id=broker.metadata.controller_id, topics=topics)

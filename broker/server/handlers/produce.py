@@ -55,7 +55,7 @@ def handle(ctx, request):
                                              "transactions are not supported by this broker yet")
                 if p.records is None or len(p.records) == 0:
                     raise KafkaProtocolError(ErrorCode.INVALID_RECORD, "no records")
-                part = broker.leader_partition(topic.name, p.index)
+                part = broker.replicas.leader_partition(topic.name, p.index)
                 info = part.append_as_leader(p.records, acks)
                 r.base_offset = info.base_offset
                 r.log_append_time_ms = info.log_append_time

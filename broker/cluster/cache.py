@@ -1,0 +1,123 @@
+"""MetadataCache: the read-only view of the cluster that request handlers read (Kafka's
+MetadataCache / ZkMetadataCache).
+
+It holds the live brokers with their endpoints, the controller, every topic with its
+topic id, configs and partition states (replicas, leader, leader epoch, ISR), and the
+effective LogConfig of each topic (its overrides over the broker's defaults). Handlers read it and never change it; only the broker's own metadata path
+writes it:
+
+    on a broker alone      the in-process controller, after each change it decides
+    in a cluster           UpdateMetadata requests from the controller (and the
+                           config-change notifications for topic configs)
+
+so that every broker answers Metadata with what the controller last told it, as in
+Kafka. Readers get the objects the cache holds: they must not mutate them. A writer
+replaces a TopicInfo or PartitionState rather than changing it in place, so a reader
+that took a reference keeps a consistent snapshot.
+
+All methods run on the event loop thread.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+
+from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from broker.config import BrokerConfig, LogConfig, validate_topic_configs
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int, config: BrokerConfig):
+        self.broker_id = broker_id
+        self.config = config
+        self._log_configs: dict[str, LogConfig] = {}
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._topic_ids: dict[uuid.UUID, str] = {}
+        self.controller_id: int = -1
+        self.controller_epoch: int = -1
+        self.cluster_id: str | None = None
+
+    # ------------------------------------------------------------------ reads
+
+    def brokers(self) -> Mapping[int, BrokerInfo]:
+        """The live brokers."""
+        return self._brokers
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self._brokers.get(broker_id)
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self._brokers
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_ids.get(topic_id)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        info = self._topics.get(topic)
+        return info.partitions.get(partition) if info is not None else None
+
+    def log_config(self, topic: str) -> LogConfig:
+        """The topic's effective log settings (the broker's defaults for an unknown topic)."""
+        cfg = self._log_configs.get(topic)
+        if cfg is None:
+            info = self._topics.get(topic)
+            overrides = validate_topic_configs(info.configs) if info is not None else {}
+            cfg = self.config.log_config(overrides)
+            if info is not None:
+                self._log_configs[topic] = cfg
+        return cfg
+
+    def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
+        """The live leader of a partition, None when it has none (or is unknown)."""
+        state = self.partition_state(topic, partition)
+        if state is None or state.leader < 0:
+            return None
+        return self._brokers.get(state.leader)
+
+    # ------------------------------------------------------------------ writes (metadata path only)
+
+    def set_brokers(self, brokers: Iterable[BrokerInfo]) -> None:
+        self._brokers = {b.broker_id: b for b in brokers}
+
+    def set_controller(self, controller_id: int, controller_epoch: int) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+
+    def put_topic(self, info: TopicInfo) -> None:
+        old = self._topics.get(info.name)
+        if old is not None and old.topic_id != info.topic_id:
+            self._topic_ids.pop(old.topic_id, None)
+        self._topics[info.name] = info
+        self._topic_ids[info.topic_id] = info.name
+        self._log_configs.pop(info.name, None)
+
+    def remove_topic(self, name: str) -> TopicInfo | None:
+        info = self._topics.pop(name, None)
+        self._log_configs.pop(name, None)
+        if info is not None:
+            self._topic_ids.pop(info.topic_id, None)
+        return info
+
+    def update_partitions(self, topic: str, states: Iterable[PartitionState]) -> None:
+        """New states for some partitions of a known topic (a new TopicInfo replaces the
+        old one, so a reader's reference stays consistent)."""
+        info = self._topics.get(topic)
+        if info is None:
+            return
+        parts = dict(info.partitions)
+        for s in states:
+            parts[s.partition] = s
+        self._topics[topic] = TopicInfo(info.name, info.topic_id, parts, info.configs, info.internal)
+
+    def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        info = self._topics.get(topic)
+        if info is not None:
+            self._topics[topic] = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs), info.internal)
+        self._log_configs.pop(topic, None)

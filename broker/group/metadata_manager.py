@@ -1,0 +1,459 @@
+"""The group metadata manager (Kafka's GroupMetadataManager): the groups this broker
+coordinates, as they are stored in __consumer_offsets.
+
+Groups live in memory; every change that must survive a restart is first appended to the
+group's partition of __consumer_offsets (a compacted internal topic, Kafka's schema in
+records.py) and only then applied: offset commits, group metadata after each completed
+rebalance, tombstones for deleted groups, expired offsets and offsets of deleted topics.
+A partition is loaded (replayed into the cache) when this broker becomes its leader and
+unloaded when it stops leading it: the coordinator of a group moves with the leadership
+of its offsets partition.
+
+It reaches the log through a narrow PartitionWriter (is this broker the leader, append,
+wait until the ISR has it, read the committed range) and the cluster through a
+TopicReader (the metadata cache); it never sees the broker. Membership (joins, syncs,
+heartbeats, timers) is the coordinator's (coordinator.py), which learns of loaded and
+unloaded groups through the two callbacks.
+
+Everything runs on the broker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from broker.cluster.metadata import BrokerInfo, TopicInfo
+from broker.group import records as R
+from broker.group.group import Group, GroupState, Member
+from broker.group.records import OffsetAndMetadata
+from broker.log import RecordTooLarge, TopicPartition
+from broker.native import BatchBuilder, iter_batches
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK = 8 * 1024 * 1024
+
+S = GroupState
+
+
+class PartitionWriter(Protocol):
+    """What the group coordinator needs of the partitions of __consumer_offsets."""
+
+    def is_leader(self, tp: TopicPartition) -> bool: ...
+
+    def append(self, tp: TopicPartition, records: bytearray) -> int:
+        """Appends as leader; returns the last offset. Raises KafkaProtocolError,
+        RecordTooLarge or OSError."""
+        ...
+
+    async def wait_committed(self, tp: TopicPartition, last_offset: int, timeout: float) -> int:
+        """0 once the high watermark is past `last_offset` (and the flush policy is
+        met), else an error code (REQUEST_TIMED_OUT, NOT_COORDINATOR ...)."""
+        ...
+
+    def committed_range(self, tp: TopicPartition) -> tuple[int, int]:
+        """(log start offset, high watermark)."""
+        ...
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
+
+
+class TopicReader(Protocol):
+    """What the group coordinator reads of the cluster (the metadata cache)."""
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+    def brokers(self) -> Mapping[int, BrokerInfo]: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupMetadataManager:
+    def __init__(self, config, writer: PartitionWriter, metadata: TopicReader,
+                 create_offsets_topic: Callable[[int, int, dict[str, str]], object],
+                 on_group_loaded: Callable[[Group], None] = lambda g: None,
+                 on_group_unloaded: Callable[[Group], None] = lambda g: None):
+        self.config = config
+        self.writer = writer
+        self.metadata = metadata
+        self.create_offsets_topic = create_offsets_topic
+        self.on_group_loaded = on_group_loaded
+        self.on_group_unloaded = on_group_unloaded
+        self.groups: dict[str, Group] = {}
+        self.num_partitions = config["offsets.topic.num.partitions"]
+        self.loaded: set[int] = set()
+        self._expiry_task: asyncio.Task | None = None
+        self._closed = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        info = self.metadata.topic(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+            self.load_all()
+        interval = self.config["offsets.retention.check.interval.ms"] / 1000
+        self._expiry_task = self.loop.create_task(self._expire_loop(interval))
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            try:
+                await self._expiry_task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    # ------------------------------------------------------------------ placement
+
+    def ensure_offsets_topic(self) -> None:
+        """Creates __consumer_offsets (compacted) on first use, as Kafka does, with
+        offsets.topic.replication.factor replicas (fewer, with a warning, while the
+        cluster has fewer live brokers)."""
+        if self.metadata.topic(OFFSETS_TOPIC) is not None:
+            return
+        wanted = self.config["offsets.topic.replication.factor"]
+        rf = min(wanted, max(len(self.metadata.brokers()), 1))
+        if rf < wanted:
+            log.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
+                        "only %d brokers are alive", OFFSETS_TOPIC, rf, wanted, len(self.metadata.brokers()))
+        try:
+            self.create_offsets_topic(self.config["offsets.topic.num.partitions"], rf, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            })
+        except KafkaProtocolError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        info = self.metadata.topic(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+            self.load_all()
+
+    def partition_for(self, group_id: str) -> int:
+        return R.partition_for(group_id, self.num_partitions)
+
+    def coordinator_node(self, group_id: str) -> int:
+        info = self.metadata.topic(OFFSETS_TOPIC)
+        if info is None:
+            return -1
+        return info.partitions[self.partition_for(group_id)].leader
+
+    def check_coordinator(self, group_id: str) -> int:
+        """0, or the error a request for this group gets here."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self.metadata.topic(OFFSETS_TOPIC) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(group_id)
+        if not self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
+            return ErrorCode.NOT_COORDINATOR
+        if p not in self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return 0
+
+    # ------------------------------------------------------------------ loading
+
+    def load_all(self) -> None:
+        for p in range(self.num_partitions):
+            if p not in self.loaded and self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
+                self.load_partition(p)
+
+    def load_partition(self, p: int) -> None:
+        """Replays one partition of __consumer_offsets into the group cache."""
+        t0 = time.monotonic()
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        offset, end = self.writer.committed_range(tp)
+        loaded_groups: dict[str, Group] = {}
+        removed: set[str] = set()
+        count = 0
+        while offset < end:
+            data = self.writer.read(tp, offset, LOAD_CHUNK, end)
+            if not data:
+                break
+            advanced = False
+            for batch in iter_batches(data):
+                if batch.next_offset <= offset:
+                    continue
+                advanced = True
+                offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                for rec in batch.records():
+                    count += 1
+                    if rec.key is None:
+                        continue
+                    try:
+                        key = R.decode_key(rec.key)
+                        self._replay(key, rec.value, loaded_groups, removed)
+                    except ValueError as exc:
+                        log.warning("%s-%d offset %d: skipping unreadable record (%s)", OFFSETS_TOPIC, p,
+                                    rec.offset, exc)
+            if not advanced:
+                break
+        for gid, g in loaded_groups.items():
+            if not g.members and not g.offsets and g.protocol_type is None:
+                continue
+            self.groups[gid] = g
+            self.on_group_loaded(g)
+        self.loaded.add(p)
+        if count:
+            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded_groups), OFFSETS_TOPIC, p,
+                     count, time.monotonic() - t0)
+
+    def _replay(self, key, value, groups: dict[str, Group], removed: set[str]) -> None:
+        if key[0] == "offset":
+            _, gid, topic, partition = key
+            g = groups.get(gid)
+            if g is None:
+                g = groups[gid] = Group(gid)
+            if value is None:
+                g.offsets.pop((topic, partition), None)
+            else:
+                g.offsets[(topic, partition)] = R.decode_offset_value(value)
+            return
+        _, gid = key
+        if value is None:
+            g = groups.get(gid)
+            if g is not None:
+                g.members.clear()
+                g.static_members.clear()
+                g.protocol_type = g.protocol_name = g.leader_id = None
+                g.generation_id = 0
+            return
+        meta = R.decode_group_value(value)
+        g = groups.get(gid)
+        if g is None:
+            g = groups[gid] = Group(gid)
+        g.protocol_type = meta.protocol_type
+        g.generation_id = meta.generation
+        g.protocol_name = meta.protocol
+        g.leader_id = meta.leader
+        g.state_timestamp = meta.current_state_timestamp
+        g.members = {}
+        g.static_members = {}
+        for mm in meta.members:
+            proto = [(meta.protocol, mm.subscription)] if meta.protocol else []
+            m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
+                       mm.rebalance_timeout, meta.protocol_type, proto, mm.assignment)
+            g.members[m.member_id] = m
+            if m.group_instance_id:
+                g.static_members[m.group_instance_id] = m.member_id
+
+    def unload_partition(self, p: int) -> None:
+        """This broker no longer leads partition p: its groups move to the new leader
+        (members get NOT_COORDINATOR and find it)."""
+        self.loaded.discard(p)
+        for gid, g in list(self.groups.items()):
+            if self.partition_for(gid) == p:
+                del self.groups[gid]
+                self.on_group_unloaded(g)
+                g.state = S.DEAD
+
+    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
+        """The replica manager's leadership listener."""
+        info = self.metadata.topic(OFFSETS_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+        for tp in became_follower:
+            if tp.topic == OFFSETS_TOPIC:
+                self.unload_partition(tp.partition)
+        for tp in became_leader:
+            if tp.topic == OFFSETS_TOPIC and tp.partition not in self.loaded:
+                self.load_partition(tp.partition)
+
+    # ------------------------------------------------------------------ storage
+
+    async def store(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
+        """Appends records to the group's partition of __consumer_offsets; returns an
+        error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
+        maps append errors for offset commits (offsets=True) or group metadata."""
+        err, tp, last_offset = self.append(group_id, entries, offsets)
+        if err:
+            return err
+        return await self.await_durable(tp, last_offset, offsets)
+
+    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool):
+        """The synchronous half of store: (error, partition, last offset) once the records
+        are in the local log (so they survive a crash of this process)."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if not self.writer.is_leader(tp):
+            return ErrorCode.NOT_COORDINATOR, None, -1
+        b = BatchBuilder()
+        ts = now_ms()
+        for key, value in entries:
+            b.append(ts, key, value)
+        too_large = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
+        try:
+            last_offset = self.writer.append(tp, bytearray(b.build()))
+        except KafkaProtocolError as exc:
+            log.warning("cannot store group %s: %s", group_id, exc)
+            return ({ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.MESSAGE_TOO_LARGE: too_large,
+                     ErrorCode.RECORD_LIST_TOO_LARGE: too_large}.get(exc.code, exc.code), None, -1)
+        except RecordTooLarge as exc:
+            # e.g. a group whose members' metadata adds up beyond max.message.bytes
+            log.warning("cannot store group %s: %s", group_id, exc)
+            return too_large, None, -1
+        except OSError as exc:
+            log.error("cannot store group %s: %s", group_id, exc)
+            return ErrorCode.NOT_COORDINATOR, None, -1
+        return 0, tp, last_offset
+
+    async def await_durable(self, tp: TopicPartition, last_offset: int, offsets: bool) -> int:
+        """The asynchronous half of store: waits for the high watermark (the ISR) and
+        the flush policy."""
+        err = await self.writer.wait_committed(tp, last_offset, self.config["request.timeout.ms"] / 1000)
+        if err:
+            if err == ErrorCode.REQUEST_TIMED_OUT and not offsets:
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return err
+        return 0
+
+    def group_record(self, g: Group) -> tuple[bytes, bytes]:
+        members = [R.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                    m.rebalance_timeout_ms, m.session_timeout_ms,
+                                    m.metadata_for(g.protocol_name) if g.protocol_name else b"", m.assignment)
+                   for m in g.members.values()]
+        meta = R.GroupMetadata(g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id,
+                               g.state_timestamp, members)
+        return R.group_key(g.group_id), R.group_value(meta)
+
+    # ------------------------------------------------------------------ offsets
+
+    async def store_offsets(self, g: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                            ) -> dict[tuple[str, int], int]:
+        """Validates and stores committed offsets (the member was validated already)."""
+        result: dict[tuple[str, int], int] = {}
+        entries = []
+        good = {}
+        limit = self.config["offset.metadata.max.bytes"]
+        for (topic, partition), om in offsets.items():
+            info = self.metadata.topic(topic)
+            if info is None or partition not in info.partitions:
+                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
+                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            om.metadata = om.metadata or ""
+            if om.commit_timestamp < 0:
+                om.commit_timestamp = now_ms()
+            good[(topic, partition)] = om
+            entries.append((R.offset_key(g.group_id, topic, partition), R.offset_value(om)))
+        if entries:
+            err = await self.store(g.group_id, entries)
+            for tp, om in good.items():
+                result[tp] = err
+                if not err:
+                    g.offsets[tp] = om
+        return result
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        err = self.check_coordinator(group_id)
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if partitions is None:
+            return 0, dict(g.offsets) if g is not None else {}
+        return 0, {tp: (g.offsets.get(tp) if g is not None else None) for tp in partitions}
+
+    # ------------------------------------------------------------------ deleted topics, expiry
+
+    def topic_deleted(self, topic: str) -> int:
+        """Kafka's handleDeletedPartitions: every group forgets its committed offsets for
+        a deleted topic (tombstones in __consumer_offsets, so a topic created again under
+        the same name starts without them, also after a restart); an empty group left with
+        nothing is removed. Synchronous: the tombstones are in the local log when this
+        returns. Returns the number of offsets removed."""
+        removed = 0
+        if topic == OFFSETS_TOPIC:
+            return 0
+        for g in list(self.groups.values()):
+            gone = [tp for tp in g.offsets if tp[0] == topic]
+            if not gone or self.check_coordinator(g.group_id):
+                continue
+            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in gone]
+            drop_group = (g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members)
+            if drop_group:
+                entries.append((R.group_key(g.group_id), None))
+            err, _, _ = self.append(g.group_id, entries, True)
+            if err:
+                log.warning("group %s: cannot remove the offsets of deleted topic %s: %s",
+                            g.group_id, topic, ErrorCode(err).name)
+                continue
+            for tp in gone:
+                g.offsets.pop(tp, None)
+            removed += len(gone)
+            if drop_group:
+                self.on_group_unloaded(g)
+                g.state = S.DEAD
+                self.groups.pop(g.group_id, None)
+        if removed:
+            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
+        return removed
+
+    async def _expire_loop(self, interval: float) -> None:
+        while not self._closed:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                log.exception("offset expiration failed")
+
+    async def expire_offsets(self, now: int | None = None) -> int:
+        """Removes the committed offsets of empty groups older than offsets.retention.minutes
+        (KIP-211: counted from when the group became empty; for groups that only commit,
+        from each commit) and drops groups left with nothing. Returns offsets removed."""
+        now = now_ms() if now is None else now
+        retention = self.config["offsets.retention.minutes"] * 60_000
+        removed = 0
+        for g in list(self.groups.values()):
+            if not g.is_(S.EMPTY) or self.check_coordinator(g.group_id):
+                continue
+            consumer_group = bool(g.protocol_type)
+            expired = []
+            for tp, om in g.offsets.items():
+                if om.expire_timestamp >= 0:
+                    gone = now >= om.expire_timestamp
+                elif consumer_group and g.state_timestamp >= 0:
+                    gone = now - g.state_timestamp >= retention
+                else:
+                    gone = now - om.commit_timestamp >= retention
+                if gone:
+                    expired.append(tp)
+            if not expired and (g.offsets or g.pending_members):
+                continue
+            entries = [(R.offset_key(g.group_id, t, p), None) for t, p in expired]
+            # Kafka's cleanupGroupMetadata: an empty group left without offsets goes too
+            # (also one that never got further than a join: nothing of it was stored)
+            drop_group = len(expired) == len(g.offsets) and not g.pending_members
+            if drop_group and (expired or g.generation_id > 0 or g.protocol_type):
+                entries.append((R.group_key(g.group_id), None))
+            if entries and await self.store(g.group_id, entries):
+                continue
+            for tp in expired:
+                g.offsets.pop(tp, None)
+            removed += len(expired)
+            if expired:
+                log.info("group %s: %d committed offsets expired", g.group_id, len(expired))
+            if drop_group and g.is_(S.EMPTY) and not g.offsets and not g.pending_members:
+                g.state = S.DEAD
+                self.groups.pop(g.group_id, None)
+        return removed

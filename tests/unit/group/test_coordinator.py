@@ -1,0 +1,181 @@
+"""The group coordinator and its metadata manager over an in-memory partition writer:
+membership, storage, loading and unloading, without a broker process or a disk."""
+import asyncio
+import uuid
+
+from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from broker.config import BrokerConfig
+from broker.group import OFFSETS_TOPIC, GroupCoordinator, GroupMetadataManager
+from broker.group.records import OffsetAndMetadata
+from broker.log import TopicPartition
+from broker.native import assign_offsets, iter_batches
+from broker.protocol.errors import ErrorCode
+
+GROUP = "g1"
+
+
+class MemoryWriter:
+    """An in-memory PartitionWriter: one byte log per partition; the high watermark
+    follows each append unless `hold` is set (a follower that does not fetch)."""
+
+    def __init__(self):
+        self.data: dict[TopicPartition, bytearray] = {}
+        self.end: dict[TopicPartition, int] = {}
+        self.hw: dict[TopicPartition, int] = {}
+        self.leading: set[TopicPartition] = set()
+        self.hold = False
+
+    def is_leader(self, tp):
+        return tp in self.leading
+
+    def append(self, tp, records):
+        base = self.end.get(tp, 0)
+        nxt = assign_offsets(records, base)[0]
+        self.data.setdefault(tp, bytearray()).extend(records)
+        self.end[tp] = nxt
+        if not self.hold:
+            self.hw[tp] = nxt
+        return nxt - 1
+
+    async def wait_committed(self, tp, last_offset, timeout):
+        if self.hw.get(tp, 0) > last_offset:
+            return 0
+        await asyncio.sleep(timeout)
+        return 0 if self.hw.get(tp, 0) > last_offset else ErrorCode.REQUEST_TIMED_OUT
+
+    def committed_range(self, tp):
+        return 0, self.hw.get(tp, 0)
+
+    def read(self, tp, offset, max_bytes, end):
+        out = bytearray()
+        for b in iter_batches(self.data.get(tp, b"")):
+            if b.next_offset > offset and b.base_offset < end:
+                out += bytes(memoryview(self.data[tp])[b.position:b.position + b.size])
+        return bytes(out)
+
+
+class Cluster:
+    """A TopicReader with __consumer_offsets (1 partition) and topic `t`."""
+
+    def __init__(self):
+        self.topics = {}
+        for name, n in ((OFFSETS_TOPIC, 1), ("t", 2)):
+            parts = {p: PartitionState(p, [1], 1, 0, [1]) for p in range(n)}
+            self.topics[name] = TopicInfo(name, uuid.uuid4(), parts)
+
+    def topic(self, name):
+        return self.topics.get(name)
+
+    def brokers(self):
+        return {1: BrokerInfo(1, "127.0.0.1", 9092)}
+
+
+def make(writer=None, **config):
+    cfg = BrokerConfig({"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
+                        "request.timeout.ms": 200, **config})
+    writer = writer or MemoryWriter()
+    writer.leading.add(TopicPartition(OFFSETS_TOPIC, 0))
+    manager = GroupMetadataManager(cfg, writer, Cluster(), lambda *a: None)
+    return GroupCoordinator(cfg, manager), manager, writer
+
+
+async def join(coord, member_id=""):
+    return await coord.join_group(GROUP, member_id, None, "client", "/127.0.0.1", 10_000, 10_000, "consumer",
+                                  [("range", b"meta")], False)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 10))
+
+
+def test_offsets_survive_a_reload_from_the_partition():
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        res = await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(42, -1, "m")})
+        assert res == {("t", 0): 0}
+        await coord.shutdown()
+        # a new coordinator (the partition's next leader) replays what was written
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        err, offsets = coord2.fetch_offsets(GROUP, [("t", 0), ("t", 1)])
+        assert err == 0
+        assert offsets[("t", 0)].offset == 42 and offsets[("t", 0)].metadata == "m"
+        assert offsets[("t", 1)] is None
+        await coord2.shutdown()
+    run(main())
+
+
+def test_a_commit_the_isr_does_not_acknowledge_times_out():
+    async def main():
+        coord, _, writer = make()
+        await coord.startup()
+        writer.hold = True
+        res = await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "")})
+        assert res == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
+        err, offsets = coord.fetch_offsets(GROUP, [("t", 0)])
+        assert offsets[("t", 0)] is None          # not applied: never acknowledged
+        await coord.shutdown()
+    run(main())
+
+
+def test_unknown_partition_and_oversized_metadata_are_refused_per_partition():
+    async def main():
+        coord, _, _ = make(**{"offset.metadata.max.bytes": 4})
+        await coord.startup()
+        res = await coord.commit_offsets(GROUP, -1, "", None, {
+            ("t", 0): OffsetAndMetadata(1, -1, "toolong"), ("t", 9): OffsetAndMetadata(1, -1, ""),
+            ("nope", 0): OffsetAndMetadata(1, -1, "")})
+        assert res == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        await coord.shutdown()
+    run(main())
+
+
+def test_a_member_joins_and_syncs_then_the_group_moves_away():
+    async def main():
+        coord, manager, _ = make()
+        await coord.startup()
+        j = await join(coord)
+        assert j.error == 0 and j.generation_id == 1 and j.leader == j.member_id
+        s = await coord.sync_group(GROUP, 1, j.member_id, None, "consumer", "range", {j.member_id: b"assign"})
+        assert s.error == 0 and s.assignment == b"assign"
+        assert coord.heartbeat(GROUP, 1, j.member_id, None) == 0
+        # this broker stops leading the group's offsets partition
+        manager.writer.leading.clear()
+        manager.leadership_changed([], [TopicPartition(OFFSETS_TOPIC, 0)])
+        assert coord.heartbeat(GROUP, 1, j.member_id, None) == ErrorCode.NOT_COORDINATOR
+        assert GROUP not in manager.groups
+        # and leads it again: the stored generation comes back, the member is known
+        manager.writer.leading.add(TopicPartition(OFFSETS_TOPIC, 0))
+        manager.leadership_changed([TopicPartition(OFFSETS_TOPIC, 0)], [])
+        assert coord.heartbeat(GROUP, 1, j.member_id, None) == 0
+        await coord.shutdown()
+    run(main())
+
+
+def test_not_leading_the_partition_is_not_coordinator():
+    async def main():
+        coord, manager, writer = make()
+        writer.leading.clear()
+        await coord.startup()
+        assert coord.check_coordinator(GROUP) == ErrorCode.NOT_COORDINATOR
+        j = await join(coord)
+        assert j.error == ErrorCode.NOT_COORDINATOR
+        await coord.shutdown()
+    run(main())
+
+
+def test_topic_deletion_drops_its_offsets_and_an_empty_group():
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(5, -1, "")})
+        assert coord.topic_deleted("t") == 1
+        assert GROUP not in manager.groups
+        coord2, _, _ = make(writer)
+        await coord2.startup()
+        assert coord2.fetch_offsets(GROUP, None) == (0, {})
+        await coord.shutdown()
+        await coord2.shutdown()
+    run(main())
