@@ -77,6 +77,7 @@ APIS = (
     "ElectLeaders",             # 43
     "IncrementalAlterConfigs",  # 44
     "OffsetDelete",             # 47
+    "AlterPartition",           # 56
     "DescribeCluster",          # 60
     "DescribeProducers",        # 61
     "DescribeTransactions",     # 65

@@ -21,7 +21,7 @@ from broker.protocol.types import (FileRegion, ProtocolDecodeError, ProtocolEnco
                                    UnsupportedVersionError)
 
 EXPECTED_KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-                 25, 26, 27, 28, 32, 33, 35, 36, 37, 42, 43, 44, 47, 60, 61, 65, 66]
+                 25, 26, 27, 28, 32, 33, 35, 36, 37, 42, 43, 44, 47, 56, 60, 61, 65, 66]
 
 
 def test_api_keys_included():
