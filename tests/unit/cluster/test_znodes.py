@@ -4,6 +4,9 @@ raise nothing but ZNodeDataError (whose message names the path and the problem).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tempfile
 import uuid
 
 import pytest
@@ -72,6 +75,15 @@ def test_sequence_number():
     for bad in ("config_change_", "config_change_12a", "isr_change_0000000001", "config_change_-1"):
         with pytest.raises(ValueError):
             sequence_number(bad, "config_change_")
+
+
+def test_a_single_broker_never_loads_kazoo():
+    """kazoo is for `zookeeper.connect` only: the broker, its CLI and these codecs do not import it."""
+    code = ("import sys, broker.cli.main, broker.server.server, broker.cluster.store.znodes; "
+            "assert 'kazoo' not in sys.modules, sorted(m for m in sys.modules if m.startswith('kazoo'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=tempfile.gettempdir())
+    assert proc.returncode == 0, proc.stderr
 
 
 # ---------------------------------------------------------------- topic ids
