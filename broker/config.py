@@ -188,10 +188,25 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", _at_least(1)),
     _K("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to become leader."),
     _K("replica.lag.time.max.ms", _L, 30000, "Time a follower may lag before leaving the ISR.", _at_least(1)),
+    _K("num.replica.fetchers", _I, 1, "Fetcher connections per leader a follower uses.", _at_least(1)),
+    _K("replica.fetch.wait.max.ms", _I, 500, "Longest a follower's fetch waits at its leader.", _at_least(0)),
+    _K("replica.fetch.min.bytes", _I, 1, "Bytes a follower's fetch waits for.", _at_least(1)),
+    _K("replica.fetch.max.bytes", _I, 1048576, "Bytes per partition a follower fetches at once.", _at_least(0)),
+    _K("replica.fetch.response.max.bytes", _I, 10485760, "Bytes a follower's fetch answer may hold.", _at_least(0)),
+    _K("replica.fetch.backoff.ms", _I, 1000, "A follower's pause after a fetch error.", _at_least(0)),
+    _K("controlled.shutdown.enable", _B, True, "Move leadership away before stopping (SIGTERM)."),
+    _K("controlled.shutdown.max.retries", _I, 3, "Attempts of a controlled shutdown.", _at_least(1)),
+    _K("controlled.shutdown.retry.backoff.ms", _L, 5000, "Pause between controlled shutdown attempts.", _at_least(0)),
+    _K("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
+    _K("leader.imbalance.check.interval.seconds", _L, 300, "How often the controller checks leader balance.",
+       _at_least(1)),
+    _K("leader.imbalance.per.broker.percentage", _I, 10, "Imbalance per broker that triggers a rebalance.",
+       _at_least(0)),
     _K("producer.id.expiration.ms", _I, 86400000,
        "Idempotent producers idle this long are forgotten by each partition.", _at_least(1)),
     _K("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
-    _K("offsets.topic.replication.factor", _SH, 1, "Replication factor of __consumer_offsets.", _at_least(1)),
+    _K("offsets.topic.replication.factor", _SH, 3,
+       "Replication factor of __consumer_offsets (fewer while fewer brokers are alive).", _at_least(1)),
     _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
     _K("offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)),
     _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
@@ -200,18 +215,21 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for.", _at_least(0)),
     _K("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for.", _at_least(0)),
     _K("group.max.size", _I, INT_MAX, "Largest number of members in a group.", _at_least(1)),
-    _K("zookeeper.connect", _S, None, "ZooKeeper connection string; unset: embedded metadata store."),
+    _K("zookeeper.connect", _S, None,
+       "ZooKeeper connection string (host:port[,host:port]/chroot); unset: a broker alone, embedded store."),
     _K("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout.", _at_least(1)),
+    _K("zookeeper.connection.timeout.ms", _I, None,
+       "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).", _at_least(1)),
     _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
 ]}
 
 #: Kafka broker keys accepted for compatibility with existing server.properties files but
 #: without effect here (kbroker has one event loop and no such pools or buffers).
 IGNORED_KAFKA_KEYS = frozenset("""
-num.network.threads num.io.threads num.recovery.threads.per.data.dir num.replica.fetchers
+num.network.threads num.io.threads num.recovery.threads.per.data.dir
 socket.send.buffer.bytes socket.receive.buffer.bytes queued.max.requests
 background.threads transaction.state.log.replication.factor transaction.state.log.min.isr
-transaction.state.log.num.partitions zookeeper.connection.timeout.ms log.preallocate
+transaction.state.log.num.partitions log.preallocate
 log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size
 group.coordinator.rebalance.protocols inter.broker.listener.name listener.security.protocol.map
 confluent.support.metrics.enable

@@ -68,6 +68,7 @@ def topics_list(args) -> int:
 def topics_describe(args) -> int:
     from broker.client import Cluster
     from broker.client.cluster import RESOURCE_TOPIC
+    from broker.cluster.store.znodes import encode_topic_id
     with Cluster(args.bootstrap) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
@@ -77,15 +78,90 @@ def topics_describe(args) -> int:
                 raise KafkaProtocolError(meta.error_code, f"topic {name}")
             if not args.topics and name.startswith("__") and not args.include_internal:
                 continue
-            rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
-            overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == 1]
-            cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
-            print(f"Topic: {name}\tTopicId: {meta.topic_id}\tPartitionCount: {len(meta.partitions)}\t"
-                  f"ReplicationFactor: {rf}\tConfigs: {cfg}")
-            for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
-                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+            parts = sorted(meta.partitions.values(), key=lambda p: p.partition)
+            filtered = args.under_replicated_partitions or args.unavailable_partitions
+            if args.under_replicated_partitions:
+                parts = [p for p in parts if len(p.isr) < len(p.replicas)]
+            if args.unavailable_partitions:
+                parts = [p for p in parts if p.leader < 0 or p.leader not in c.brokers]
+            if not filtered:
+                rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
+                overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == 1]
+                cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
+                print(f"Topic: {name}\tTopicId: {encode_topic_id(meta.topic_id)}\tPartitionCount: {len(meta.partitions)}\t"
+                      f"ReplicationFactor: {rf}\tConfigs: {cfg}")
+            for p in parts:
+                leader = p.leader if p.leader >= 0 else "none"
+                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
                       f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
     return 0
+
+
+@_run
+def topics_elect_leaders(args) -> int:
+    from broker.client import Cluster
+    from broker.protocol.errors import ErrorCode
+    if not args.all_topic_partitions and args.topic is None:
+        raise CliError("topics elect-leaders: give --topic (with --partition) or --all-topic-partitions", 2)
+    with Cluster(args.bootstrap) as c:
+        if args.all_topic_partitions:
+            partitions = None
+        else:
+            meta = c.topic(args.topic)
+            wanted = [args.partition] if args.partition is not None else sorted(meta.partitions)
+            partitions = [(args.topic, p) for p in wanted]
+        results = c.elect_leaders(args.election_type, partitions)
+    failed = 0
+    done = [f"{t}-{p}" for (t, p), (err, _) in sorted(results.items()) if err == ErrorCode.NONE]
+    if done:
+        print(f"Successfully completed leader election ({args.election_type.upper()}) for partitions "
+              f"{', '.join(done)}")
+    for (t, p), (err, msg) in sorted(results.items()):
+        if err == ErrorCode.ELECTION_NOT_NEEDED:
+            if not args.all_topic_partitions:
+                print(f"Valid replica already elected for partitions {t}-{p}")
+        elif err != ErrorCode.NONE:
+            failed += 1
+            print(f"Error completing leader election ({args.election_type.upper()}) for partition {t}-{p}: "
+                  f"{ErrorCode(err).name}{': ' + msg if msg else ''}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+@_run
+def cluster_describe(args) -> int:
+    from broker.client import Cluster
+    with Cluster(args.bootstrap) as c:
+        c.refresh([])
+        info = c.describe_cluster()
+    epoch = _controller_epoch(args.zookeeper) if args.zookeeper else None
+    print(f"ClusterId: {info.cluster_id}")
+    line = f"Controller: {info.controller_id}"
+    if epoch is not None:
+        line += f"\tControllerEpoch: {epoch}"
+    print(line)
+    for b in sorted(info.brokers, key=lambda b: b.broker_id):
+        print(f"Broker: {b.broker_id}\tEndpoint: PLAINTEXT://{b.host}:{b.port}\tRack: {b.rack or 'none'}")
+    return 0
+
+
+def _controller_epoch(connect: str) -> int | None:
+    """/controller_epoch, read from ZooKeeper (no Kafka request carries it)."""
+    import asyncio
+
+    from broker.cluster.store.zkclient import KafkaZkClient, ZkError
+
+    async def read():
+        zk = KafkaZkClient(connect, session_timeout_ms=10000, connection_timeout_ms=10000)
+        await zk.start()
+        try:
+            got = await zk.get_controller_epoch()
+            return got[0] if got else None
+        finally:
+            await zk.close()
+    try:
+        return asyncio.run(read())
+    except ZkError as exc:
+        raise CliError(f"cannot read the controller epoch: {exc}") from None
 
 
 @_run
@@ -204,8 +280,12 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=topics_list)
     p = ts.add_parser("describe", help="partitions, leaders, replicas, ISR and config overrides")
     _bootstrap(p)
-    p.add_argument("topics", nargs="*")
-    p.add_argument("--include-internal", action="store_true")
+    p.add_argument("topics", nargs="*", help="topics to describe (default: all)")
+    p.add_argument("--include-internal", action="store_true", help="list __consumer_offsets too")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica list")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a live leader")
     p.set_defaults(func=topics_describe)
     p = ts.add_parser("alter", help="add partitions or change configs")
     _bootstrap(p)
@@ -214,10 +294,30 @@ def add_parsers(sub) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="KEY", help="remove an override (repeatable)")
     p.set_defaults(func=topics_alter)
+    p = ts.add_parser("elect-leaders", help="move leadership to preferred replicas, or elect "
+                                          "out-of-sync leaders for offline partitions (unclean)")
+    _bootstrap(p)
+    p.add_argument("--election-type", choices=["preferred", "unclean"], required=True,
+                   help="preferred: the first replica leads again; unclean: an out-of-sync replica may lead "
+                        "(acknowledged records it lacks are lost)")
+    p.add_argument("--topic", help="the topic (with --partition: one partition)")
+    p.add_argument("--partition", type=int, help="one partition of --topic")
+    p.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
+    p.set_defaults(func=topics_elect_leaders)
+
     p = ts.add_parser("delete", help="delete a topic")
     _bootstrap(p)
     p.add_argument("topic")
     p.set_defaults(func=topics_delete)
+
+    c = sub.add_parser("cluster", help="the cluster: brokers and controller")
+    cs = c.add_subparsers(dest="cluster_command", metavar="ACTION")
+    cs.required = True
+    p = cs.add_parser("describe", help="cluster id, controller (and its epoch) and brokers with endpoints and racks")
+    _bootstrap(p)
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="also read the controller epoch from this ZooKeeper (no Kafka request carries it)")
+    p.set_defaults(func=cluster_describe)
 
     p = sub.add_parser("produce", help="produce stdin lines as messages")
     _bootstrap(p)

@@ -1,8 +1,9 @@
 """`broker`: serve a broker, administer topics, produce and consume.
 
     broker serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--broker-id N]
-                 [--set key=value ...]
-    broker topics create|list|describe|alter|delete --bootstrap HOST:PORT ...
+                 [--zookeeper HOST:PORT[/CHROOT]] [--set key=value ...]
+    broker topics create|list|describe|alter|elect-leaders|delete --bootstrap HOST:PORT ...
+    broker cluster describe --bootstrap HOST:PORT [--zookeeper HOST:PORT[/CHROOT]]
     broker produce --bootstrap HOST:PORT --topic T ...     (lines from stdin)
     broker consume --bootstrap HOST:PORT --topic T ...
 
@@ -42,6 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["listeners"] = args.listen if "://" in args.listen else "PLAINTEXT://" + args.listen
     if args.broker_id is not None:
         overrides["broker.id"] = str(args.broker_id)
+    if args.zookeeper is not None:
+        overrides["zookeeper.connect"] = args.zookeeper
     try:
         config = BrokerConfig.from_sources(args.config, overrides)
     except ConfigError as exc:
@@ -53,10 +56,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from broker.server.broker import run_broker
     from broker.server.loop import run
 
+    from broker.cluster.store.file import MetadataFileError
     from broker.log.manager import LogDirError
+    from broker.server.broker import BrokerStartupError
     try:
         run(run_broker(config), args.event_loop)
-    except (OSError, LogDirError) as exc:
+    except (OSError, LogDirError, BrokerStartupError, MetadataFileError) as exc:
         raise CliError(f"cannot serve: {exc}") from None
     return 0
 
@@ -74,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", metavar="DIR", help="log directory (log.dirs)")
     s.add_argument("--listen", metavar="HOST:PORT", help="listener address (listeners), e.g. 127.0.0.1:9092")
     s.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
+    s.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="join the cluster coordinated by this ZooKeeper (zookeeper.connect); "
+                        "without it the broker runs alone with an embedded metadata store")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="any configuration key (repeatable)")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     s.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"],

@@ -10,7 +10,9 @@ from broker.protocol.messages.create_partitions import CreatePartitionsRequest
 from broker.protocol.messages.create_topics import CreateTopicsRequest
 from broker.protocol.messages.delete_records import DeleteRecordsRequest
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest
+from broker.protocol.messages.describe_cluster import DescribeClusterRequest
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest
+from broker.protocol.messages.elect_leaders import ElectLeadersRequest
 from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.metadata import MetadataRequest
@@ -190,6 +192,32 @@ class Cluster:
                 timeout_ms=int(self.timeout * 1000), validate_only=False)
         r = self.controller().request(req).results[0]
         check(r.error_code, f"create partitions of {name}", r.error_message)
+
+    def describe_cluster(self):
+        """DescribeCluster: cluster id, controller, brokers with racks."""
+        resp = self.any_connection().request(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                                    endpoint_type=1))
+        check(resp.error_code, "describe cluster", resp.error_message)
+        return resp
+
+    def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders ('preferred' or 'unclean') on the controller; partitions None: all.
+        Returns {(topic, partition): (error code, message)}."""
+        E = ElectLeadersRequest
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            wanted = [E.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        req = E(election_type={"preferred": 0, "unclean": 1}[election_type], topic_partitions=wanted,
+                timeout_ms=int(self.timeout * 1000))
+        self.refresh([])
+        resp = self.controller().request(req)
+        check(resp.error_code, "elect leaders")
+        return {(r.topic, p.partition_id): (p.error_code, p.error_message)
+                for r in resp.replica_election_results for p in r.partition_result}
 
     def describe_configs(self, resource_type: int, name: str) -> list:
         D = DescribeConfigsRequest

@@ -19,8 +19,9 @@ All methods run on the event loop thread.
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from broker.config import BrokerConfig, LogConfig, validate_topic_configs
@@ -31,12 +32,15 @@ class MetadataCache:
         self.broker_id = broker_id
         self.config = config
         self._log_configs: dict[str, LogConfig] = {}
+        self._configs: dict[str, dict[str, str]] = {}     # topic -> its overrides (the store's)
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._topic_ids: dict[uuid.UUID, str] = {}
         self.controller_id: int = -1
         self.controller_epoch: int = -1
         self.cluster_id: str | None = None
+        self.initialized = False             # a controller has told this broker the cluster once
+        self._waiters: list[asyncio.Future] = []
 
     # ------------------------------------------------------------------ reads
 
@@ -67,10 +71,13 @@ class MetadataCache:
         """The topic's effective log settings (the broker's defaults for an unknown topic)."""
         cfg = self._log_configs.get(topic)
         if cfg is None:
-            info = self._topics.get(topic)
-            overrides = validate_topic_configs(info.configs) if info is not None else {}
+            raw = self._configs.get(topic)
+            try:
+                overrides = validate_topic_configs(raw) if raw else {}
+            except ValueError:
+                overrides = {}         # written by a newer or foreign broker: the defaults
             cfg = self.config.log_config(overrides)
-            if info is not None:
+            if raw is not None:
                 self._log_configs[topic] = cfg
         return cfg
 
@@ -81,6 +88,32 @@ class MetadataCache:
             return None
         return self._brokers.get(state.leader)
 
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Waits until predicate() holds after some update (or timeout); its last value."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            fut = loop.create_future()
+            self._waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                if fut in self._waiters:
+                    self._waiters.remove(fut)
+        return True
+
+    def changed(self) -> None:
+        """Wakes wait_for() callers (after a batch of updates)."""
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
     # ------------------------------------------------------------------ writes (metadata path only)
 
     def set_brokers(self, brokers: Iterable[BrokerInfo]) -> None:
@@ -90,7 +123,17 @@ class MetadataCache:
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
 
+    def has_topic_configs(self, topic: str) -> bool:
+        return topic in self._configs
+
+    def preset_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """A topic's overrides, known before the topic is (logs open with them)."""
+        self._configs[topic] = dict(configs)
+        self._log_configs.pop(topic, None)
+
     def put_topic(self, info: TopicInfo) -> None:
+        if info.name in self._configs:
+            info = TopicInfo(info.name, info.topic_id, info.partitions, dict(self._configs[info.name]), info.internal)
         old = self._topics.get(info.name)
         if old is not None and old.topic_id != info.topic_id:
             self._topic_ids.pop(old.topic_id, None)
@@ -101,6 +144,7 @@ class MetadataCache:
     def remove_topic(self, name: str) -> TopicInfo | None:
         info = self._topics.pop(name, None)
         self._log_configs.pop(name, None)
+        self._configs.pop(name, None)
         if info is not None:
             self._topic_ids.pop(info.topic_id, None)
         return info
@@ -117,6 +161,7 @@ class MetadataCache:
         self._topics[topic] = TopicInfo(info.name, info.topic_id, parts, info.configs, info.internal)
 
     def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        self._configs[topic] = dict(configs)
         info = self._topics.get(topic)
         if info is not None:
             self._topics[topic] = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs), info.internal)

@@ -79,8 +79,11 @@ class GroupCoordinator:
     def check_coordinator(self, group_id: str) -> int:
         return self.manager.check_coordinator(group_id)
 
-    def ensure_offsets_topic(self) -> None:
-        self.manager.ensure_offsets_topic()
+    def has_offsets_topic(self) -> bool:
+        return self.manager.has_offsets_topic()
+
+    async def ensure_offsets_topic(self) -> None:
+        await self.manager.ensure_offsets_topic()
 
     def coordinator_node(self, group_id: str) -> int:
         return self.manager.coordinator_node(group_id)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from broker.cluster.metadata import BrokerInfo, TopicInfo
@@ -68,6 +68,7 @@ class TopicReader(Protocol):
 
     def topic(self, name: str) -> TopicInfo | None: ...
     def brokers(self) -> Mapping[int, BrokerInfo]: ...
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool: ...
 
 
 def now_ms() -> int:
@@ -76,7 +77,7 @@ def now_ms() -> int:
 
 class GroupMetadataManager:
     def __init__(self, config, writer: PartitionWriter, metadata: TopicReader,
-                 create_offsets_topic: Callable[[int, int, dict[str, str]], object],
+                 create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
                  on_group_loaded: Callable[[Group], None] = lambda g: None,
                  on_group_unloaded: Callable[[Group], None] = lambda g: None):
         self.config = config
@@ -116,10 +117,13 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------------ placement
 
-    def ensure_offsets_topic(self) -> None:
+    def has_offsets_topic(self) -> bool:
+        return self.metadata.topic(OFFSETS_TOPIC) is not None
+
+    async def ensure_offsets_topic(self) -> None:
         """Creates __consumer_offsets (compacted) on first use, as Kafka does, with
         offsets.topic.replication.factor replicas (fewer, with a warning, while the
-        cluster has fewer live brokers)."""
+        cluster has fewer live brokers), and waits (bounded) for it to have leaders."""
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
         wanted = self.config["offsets.topic.replication.factor"]
@@ -128,7 +132,7 @@ class GroupMetadataManager:
             log.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
                         "only %d brokers are alive", OFFSETS_TOPIC, rf, wanted, len(self.metadata.brokers()))
         try:
-            self.create_offsets_topic(self.config["offsets.topic.num.partitions"], rf, {
+            await self.create_offsets_topic(self.config["offsets.topic.num.partitions"], rf, {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
                 "compression.type": "producer",
@@ -136,6 +140,7 @@ class GroupMetadataManager:
         except KafkaProtocolError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+        await self.metadata.wait_for(lambda: self.metadata.topic(OFFSETS_TOPIC) is not None, 5.0)
         info = self.metadata.topic(OFFSETS_TOPIC)
         if info is not None:
             self.num_partitions = len(info.partitions)

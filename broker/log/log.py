@@ -641,6 +641,27 @@ class Log:
         self.producer_state.load(self.segments, self.log_start_offset, self.log_end_offset,
                                  int(time.time() * 1000))
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drops every segment and starts empty at `offset` (a follower whose leader no
+        longer has what it would need to catch up)."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments, self._bases = [], []
+        self._new_segment(offset)
+        self.log_start_offset = self.high_watermark = self.recovery_point = offset
+        self._flush_target = min(self._flush_target, offset)
+        self._truncated_during_flush = offset
+        self.leader_epochs.truncate_from_end(0)
+        self.producer_state.load(self.segments, offset, offset, int(time.time() * 1000))
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """A follower learns that its leader's log start moved (retention, DeleteRecords):
+        never beyond its own high watermark."""
+        offset = min(offset, self.high_watermark)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:

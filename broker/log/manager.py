@@ -72,18 +72,40 @@ class LogManager:
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
+        self._locked: set[str] = set()
         self._written: dict[str, dict] = {}          # checkpoint path -> content last written
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
     # ------------------------------------------------------------------ startup
 
-    def startup(self) -> None:
-        """Prepares the log dirs and loads every partition log found in them."""
+    def lock_dirs(self) -> None:
+        """Creates the log dirs and takes their locks (one broker process per dir)."""
         for d in self.dirs:
-            os.makedirs(d, exist_ok=True)
-            self._lock(d)
-        self._check_meta()
+            if d not in self._locked:
+                os.makedirs(d, exist_ok=True)
+                self._lock(d)
+                self._locked.add(d)
+
+    def read_cluster_id(self) -> str | None:
+        """The cluster id the dirs' meta.properties name (None: none names one yet).
+        LogDirError for a dir of another broker or dirs of two clusters."""
+        self.lock_dirs()
+        self._check_meta(write=False)
+        return self.cluster_id
+
+    def startup(self, cluster_id: str | None = None) -> None:
+        """Prepares the log dirs and loads every partition log found in them. A dir
+        without meta.properties gets one naming `cluster_id` (default: the one the other
+        dirs name, else a new one)."""
+        self.lock_dirs()
+        self._check_meta(write=False)
+        if cluster_id is not None:
+            if self.cluster_id is not None and self.cluster_id != cluster_id:
+                raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
+                                  f"but this broker joins cluster {cluster_id}")
+            self.cluster_id = cluster_id
+        self._check_meta(write=True)
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
@@ -116,7 +138,7 @@ class LogManager:
             except FileNotFoundError:
                 pass
 
-    def _check_meta(self) -> None:
+    def _check_meta(self, write: bool = True) -> None:
         """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
         mixed dirs); dirs without one get it, once all existing ones were checked."""
         missing = []
@@ -138,8 +160,10 @@ class LogManager:
             if cid and self.cluster_id and cid != self.cluster_id:
                 raise LogDirError(f"log dir {d} belongs to cluster.id {cid}, other log dirs to {self.cluster_id}")
             self.cluster_id = self.cluster_id or cid
+        if not write:
+            return
         if self.cluster_id is None:
-            self.cluster_id = _new_cluster_id()
+            self.cluster_id = new_cluster_id()
         for path in missing:
             write_atomically(path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\n"
                                    f"cluster.id={self.cluster_id}\n")
@@ -313,8 +337,9 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+        self._locked.clear()
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     import base64
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

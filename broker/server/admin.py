@@ -1,64 +1,55 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, topic configs and
 Metadata's auto-creation (Kafka's ZkAdminManager / AdminZkClient).
 
-Every change is validated here, written to the metadata store, and then applied to this
-broker's metadata cache and replicas. Errors that clients must see are raised as
-KafkaProtocolError(code, message).
+Any broker takes these requests. Each is validated here and written to the metadata
+store — a topic's assignment, a deletion marker, a config — and the controller, wherever
+it runs, acts on what it finds there: it elects leaders, tells the replicas and updates
+every broker's metadata cache. The answer waits (up to the request's timeout) until this
+broker's cache shows the outcome, as Kafka's DelayedCreatePartitions and
+DelayedDeleteTopics do; past it the client gets REQUEST_TIMED_OUT while the work goes on.
+
+Errors that clients must see are raised as KafkaProtocolError(code, message).
 
 All methods run on the event loop thread.
 """
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
-from broker.cluster.metadata import MetadataStore, TopicInfo
+from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
+from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
 from broker.config import BrokerConfig, ConfigError, validate_topic_configs
-from broker.log import TopicPartition
 from broker.log.manager import validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 if TYPE_CHECKING:
     from broker.cluster.cache import MetadataCache
-    from broker.cluster.replica.manager import ReplicaManager
-    from broker.log import LogManager
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+AUTO_CREATE_WAIT_S = 5.0
 
 
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache,
-                 replicas: ReplicaManager, logs: LogManager):
+    def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache):
         self.config = config
         self.store = store
         self.metadata = metadata
-        self.replicas = replicas
-        self.logs = logs
-        self._topic_deleted_listeners: list = []
 
-    def on_topic_deleted(self, fn) -> None:
-        """fn(topic name) once a topic is gone (the group coordinator drops its offsets)."""
-        self._topic_deleted_listeners.append(fn)
+    def _timeout(self, timeout_ms: int | None) -> float:
+        if timeout_ms is None or timeout_ms <= 0:
+            return self.config["request.timeout.ms"] / 1000
+        return timeout_ms / 1000
 
-    def apply(self, info: TopicInfo) -> None:
-        """Makes the cache and the local replicas show `info` (as the store has it)."""
-        # the cache holds its own copy: the store may change its objects in place
-        info = TopicInfo(info.name, info.topic_id, dict(info.partitions), dict(info.configs), info.internal)
-        self.metadata.put_topic(info)
-        self.replicas.apply_states(info.name, info.topic_id, info.partitions.values())
+    def _brokers(self) -> dict[int, str | None]:
+        return {b.broker_id: b.rack for b in self.metadata.brokers().values()}
 
-    # ------------------------------------------------------------------ assignment
-
-    def _assign(self, num_partitions: int, replication_factor: int, first: int = 0) -> dict[int, list[int]]:
-        brokers = sorted(self.store.brokers())
-        if replication_factor > len(brokers):
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                     f"Replication factor: {replication_factor} larger than available "
-                                     f"brokers: {len(brokers)}.")
-        return {first + p: [brokers[(first + p + r) % len(brokers)] for r in range(replication_factor)]
-                for p in range(num_partitions)}
+    def _is_online(self, name: str, partitions: int) -> bool:
+        info = self.metadata.topic(name)
+        return (info is not None and len(info.partitions) >= partitions
+                and all(s.leader >= 0 for s in info.partitions.values()))
 
     # ------------------------------------------------------------------ create
 
@@ -69,7 +60,7 @@ class TopicAdmin:
         problem = validate_topic_name(name)
         if problem:
             raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self.store.topics():
+        if self.metadata.topic(name) is not None:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         try:
             validate_topic_configs(configs)
@@ -79,7 +70,7 @@ class TopicAdmin:
             if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "both replica assignments and partition count/replication factor given")
-            known = set(self.store.brokers())
+            known = set(self._brokers())
             for p, replicas in assignments.items():
                 if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= known:
                     raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -91,58 +82,76 @@ class TopicAdmin:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
-        if num_partitions <= 0:
-            raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                     "Replication factor must be larger than 0.")
-        return self._assign(num_partitions, replication_factor)
+        return assign_replicas(self._brokers(), num_partitions, replication_factor)
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None,
-                     internal: bool = False) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                           configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None,
+                           timeout_ms: int | None = None, wait: bool = True) -> TopicInfo | None:
+        """Writes the topic to the store; with `wait`, returns it once this broker's cache
+        shows every partition with a leader (REQUEST_TIMED_OUT past the timeout)."""
         configs = dict(configs or {})
         assignment = self.check_create_topic(name, num_partitions, replication_factor, configs, assignments)
-        info = self.store.create_topic(name, assignment, configs, internal or name in INTERNAL_TOPICS)
-        self.apply(info)
+        try:
+            await self.store.create_topic(name, uuid.uuid4(), assignment, configs)
+        except Exception as exc:
+            if type(exc).__name__ == "TopicExists":
+                raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+            raise
         log.info("created topic %s (%d partitions, replication factor %d)", name, len(assignment),
                  len(next(iter(assignment.values()))))
-        return info
+        if not wait:
+            return None
+        if not await self.metadata.wait_for(lambda: self._is_online(name, len(assignment)), self._timeout(timeout_ms)):
+            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
+                                     f"Topic '{name}' was created, but its partitions have no leader yet.")
+        return self.metadata.topic(name)
 
-    def auto_create_topic(self, name: str) -> TopicInfo | None:
-        """Metadata auto-creation (auto.create.topics.enable), with the broker defaults."""
+    async def auto_create_topic(self, name: str) -> TopicInfo | None:
+        """Metadata auto-creation (auto.create.topics.enable), with the broker defaults.
+        None when auto-creation is off or the topic is not ready yet (the client then
+        gets LEADER_NOT_AVAILABLE and asks again, as with Kafka)."""
         if not self.config["auto.create.topics.enable"] or validate_topic_name(name):
             return None
         try:
-            return self.create_topic(name)
+            await self.create_topic(name, wait=False)
         except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self.metadata.topic(name)
-            raise
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        if await self.metadata.wait_for(lambda: self._is_online(name, 1), AUTO_CREATE_WAIT_S):
+            return self.metadata.topic(name)
+        return None
 
     # ------------------------------------------------------------------ delete
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, timeout_ms: int | None = None) -> None:
         if not self.config["delete.topic.enable"]:
             raise KafkaProtocolError(ErrorCode.TOPIC_DELETION_DISABLED)
-        info = self.metadata.topic(name)
-        if info is None:
+        if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        self.store.delete_topic(name)
-        self.metadata.remove_topic(name)
-        self.replicas.stop_replicas([TopicPartition(name, p) for p in info.partitions], delete=True)
-        for fn in self._topic_deleted_listeners:
-            fn(name)
-        log.info("deleted topic %s", name)
+        try:
+            await self.store.mark_topic_for_deletion(name)
+        except Exception as exc:
+            if type(exc).__name__ == "NoSuchTopic":
+                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+            raise
+        log.info("topic %s marked for deletion", name)
+        if not await self.metadata.wait_for(lambda: self.metadata.topic(name) is None, self._timeout(timeout_ms)):
+            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
+                                     f"Topic '{name}' is marked for deletion, but not deleted yet.")
 
     # ------------------------------------------------------------------ partitions
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                          validate_only: bool = False) -> None:
-        info = self.metadata.topic(name)
-        if info is None:
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False, timeout_ms: int | None = None) -> None:
+        if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        current = len(info.partitions)
+        try:
+            topic_id, existing, version = await self.store.get_topic(name)
+        except Exception as exc:
+            if type(exc).__name__ == "NoSuchTopic":
+                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+            raise
+        current = len(existing)
         if count <= current:
             raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS,
                                      f"Topic currently has {current} partitions, {count} would not be an increase.")
@@ -151,15 +160,30 @@ class TopicAdmin:
                 raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                          f"{len(assignments)} assignments for {count - current} new partitions")
             new = {current + i: list(r) for i, r in enumerate(assignments)}
+            known = set(self._brokers())
+            for p, replicas in new.items():
+                if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= known:
+                    raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                             f"invalid replicas {replicas} for partition {p}")
         else:
-            new = self._assign(count - current, info.replication_factor, current)
+            new = assign_new_partitions(existing, self._brokers(), count)
         if validate_only:
             return
-        self.apply(self.store.add_partitions(name, new))
+        full = {**{p: list(r) for p, r in existing.items()}, **new}
+        try:
+            await self.store.set_topic_assignment(name, topic_id, full, version)
+        except Exception as exc:
+            if type(exc).__name__ == "BadVersion":
+                raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                         f"the assignment of '{name}' changed meanwhile; try again") from None
+            raise
+        if not await self.metadata.wait_for(lambda: self._is_online(name, count), self._timeout(timeout_ms)):
+            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
+                                     f"The new partitions of '{name}' have no leader yet.")
 
     # ------------------------------------------------------------------ configs
 
-    def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+    async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
         if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
@@ -168,6 +192,10 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if validate_only:
             return
-        self.store.set_topic_configs(name, configs)
-        self.metadata.set_topic_configs(name, configs)
-        self.logs.update_config(name)
+        await self.store.set_topic_configs(name, configs)
+        # every broker applies the change notification; this one does not wait for it
+        await self.metadata.wait_for(lambda: (self.metadata.topic(name) is None
+                                              or self.metadata.topic(name).configs == configs), 5.0)
+
+
+__all__ = ["INTERNAL_TOPICS", "TopicAdmin"]

@@ -6,14 +6,26 @@ Builds and wires the parts, and starts and stops them in order; it decides nothi
 itself:
 
     config          BrokerConfig (server.properties)
-    store           the metadata store (the embedded file store on a broker alone)
-    metadata        MetadataCache, the read-only view handlers read
+    store           the metadata store: ZooKeeper (zookeeper.connect) or, on a broker
+                    alone, the embedded file store
+    metadata        MetadataCache, the read-only view handlers read, kept current by the
+                    controller's UpdateMetadata requests
     logs            LogManager, every partition log on this broker's disks
     purgatory       requests waiting for partitions to move
-    replicas        ReplicaManager, the partitions hosted here
-    admin           TopicAdmin, topic administration
-    coordinator     the group coordinator
+    replicas        ReplicaManager, the partitions hosted here, their fetchers
+    controller      the controller: every broker runs one, the elected one acts
+    admin           TopicAdmin, topic administration through the store
+    coordinator     the group coordinator (and its metadata manager)
     server          the listening socket and request dispatch
+
+Start: the store (ZooKeeper unreachable: one line, exit 1), the cluster id (a data dir of
+another cluster: one line, exit 1), topic configs, the logs, the listener, the broker's
+registration (an id already registered: one line, exit 1), the controller; then it
+waits (bounded) for the controller's first word on the cluster.
+
+Stop (SIGTERM): controlled shutdown first — the controller moves every leadership away
+while this broker still serves — then the listener, fetchers, controller, groups, logs
+(flushed, checkpointed, clean-shutdown marker) and the store's session.
 
 Runs on one asyncio event loop; see docs/architecture.md.
 """
@@ -26,19 +38,33 @@ import os
 import time
 
 from broker.cluster.cache import MetadataCache
-from broker.cluster.file_store import FileMetadataStore
+from broker.cluster.controller.controller import Controller
+from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore
+from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.store.file import FileMetadataStore
+from broker.cluster.store.znodes import BrokerRegistration, EndPoint
 from broker.config import BrokerConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
+from broker.log.manager import new_cluster_id
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.purgatory import Purgatory
 from broker.server.server import Server
 
 log = logging.getLogger(__name__)
+
+METADATA_WAIT_S = 30.0
+PRODUCER_ID_BLOCK = 1000
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start; the message is one line for the operator."""
 
 
 class Broker:
@@ -52,20 +78,27 @@ class Broker:
         self.purgatory = Purgatory()
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, self.purgatory)
+        fetcher = FetcherConfig(
+            self.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.response.max.bytes"],
+            partition_max_bytes=config["replica.fetch.max.bytes"],
+            backoff_s=config["replica.fetch.backoff.ms"] / 1000,
+            request_timeout_s=config["request.timeout.ms"] / 1000, num_fetchers=config["num.replica.fetchers"])
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, self.purgatory, fetcher,
+                                       config["replica.lag.time.max.ms"])
         self._store = store
+        self.controller: Controller | None = None
+        self.controller_client: ControllerClient | None = None
         self.admin: TopicAdmin | None = None
+        self.broker_epoch = -1
+        self._pid_next = 0
+        self._pid_end = -1
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
         self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas, self.purgatory),
                                                   self.metadata, self._create_offsets_topic)
-        self.coordinator = GroupCoordinator(config, self.group_manager)   # loads its partitions in start()
+        self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
-
-    def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, internal=True)
-
-    # ------------------------------------------------------------------ lifecycle
 
     @property
     def store(self) -> MetadataStore:
@@ -74,7 +107,11 @@ class Broker:
 
     @property
     def cluster_id(self) -> str | None:
-        return self.logs.cluster_id
+        return self.metadata.cluster_id
+
+    @property
+    def in_cluster(self) -> bool:
+        return bool(self.config["zookeeper.connect"])
 
     def broker_info(self) -> BrokerInfo:
         hosts = self.config.advertised_listeners
@@ -85,20 +122,31 @@ class Broker:
             host = "127.0.0.1"
         return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
 
+    # ------------------------------------------------------------------ start
+
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
         if self._store is None:
-            # topic configs must be known before the logs load (segment.bytes,
-            # cleanup.policy ... of every topic): the store opens first
-            os.makedirs(self.config.log_dirs[0], exist_ok=True)
-            self._store = FileMetadataStore(self.config.log_dirs[0], self.broker_info())
-        self.admin = TopicAdmin(self.config, self.store, self.metadata, self.replicas, self.logs)
-        self.admin.on_topic_deleted(self.coordinator.topic_deleted)
-        for topic in self.store.topics().values():
-            self.metadata.put_topic(topic)
-        self.logs.startup()
-        self.metadata.cluster_id = self.logs.cluster_id
+            self._store = self._make_store()
+        try:
+            await self._store.start()
+        except Exception as exc:
+            if type(exc).__name__ == "ZkUnavailable":
+                raise BrokerStartupError(str(exc)) from None
+            raise
+        self._store.add_session_listener(self._session_event)
+        # the cluster id: ZooKeeper's (or the embedded store's) and the data dirs' must agree
+        local = self.logs.read_cluster_id()
+        cluster_id = await self._store.get_or_create_cluster_id(local or new_cluster_id())
+        if local is not None and local != cluster_id:
+            where = self.config["zookeeper.connect"] or self.config.log_dirs[0]
+            raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
+                                     f"but {where} holds cluster {cluster_id}; refusing to start")
+        self.metadata.cluster_id = cluster_id
+        # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...)
+        await self._load_topic_configs()
+        self.logs.startup(cluster_id)
         try:
             self.server.start()
         except OSError:
@@ -106,12 +154,18 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
-        if isinstance(self._store, FileMetadataStore):
-            self._store.set_broker(self.broker_info())   # the port the server actually bound
-        self.metadata.set_brokers(self.store.brokers().values())
-        self.metadata.set_controller(self.broker_id, 0)
-        for topic in list(self.store.topics().values()):
-            self.admin.apply(topic)
+        self.admin = TopicAdmin(self.config, self.store, self.metadata)
+        await self._store.watch_config_changes(self._config_changed)
+        self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
+                                                  self.config["request.timeout.ms"] / 1000)
+        self.replicas.controller = self.controller_client
+        self.controller = Controller(self.broker_id, self.config, self._store, self._deliver_locally)
+        await self._register()
+        self.replicas.start()
+        await self.controller.startup()
+        if not await self.metadata.wait_for(lambda: self.metadata.initialized, METADATA_WAIT_S):
+            log.warning("broker %d: no word from a controller after %.0f s; serving what it knows",
+                        self.broker_id, METADATA_WAIT_S)
         await self.coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
@@ -119,8 +173,104 @@ class Broker:
         # event loop for milliseconds (tail latency)
         gc.freeze()
         self.started_at = time.time()
-        log.info("broker %d listening on %s:%d (cluster %s), started in %.3f s", self.broker_id,
-                 self.listen_host or "*", self.server.port, self.cluster_id, time.monotonic() - t0)
+        log.info("broker %d listening on %s:%d (cluster %s%s), started in %.3f s", self.broker_id,
+                 self.listen_host or "*", self.server.port, self.cluster_id,
+                 f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
+                 time.monotonic() - t0)
+
+    def _make_store(self) -> MetadataStore:
+        connect = self.config["zookeeper.connect"]
+        if connect:
+            from broker.cluster.store.zkclient import KafkaZkClient
+            return KafkaZkClient(connect, session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                                 connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"])
+        os.makedirs(self.config.log_dirs[0], exist_ok=True)
+        return FileMetadataStore(self.config.log_dirs[0])
+
+    async def _load_topic_configs(self) -> None:
+        names = await self.store.get_topic_names()
+        for name in names:
+            self.metadata.preset_topic_configs(name, await self.store.get_topic_configs(name))
+
+    def _registration(self) -> BrokerRegistration:
+        info = self.broker_info()
+        return BrokerRegistration(self.broker_id, (EndPoint("PLAINTEXT", info.host, info.port),), info.rack,
+                                  timestamp=int(time.time() * 1000))
+
+    async def _register(self) -> None:
+        try:
+            self.broker_epoch = await self.store.register_broker(self._registration())
+        except Exception as exc:
+            if type(exc).__name__ == "BrokerIdInUse":
+                self.server.stop_listening()
+                self.logs.shutdown()
+                raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by a running broker "
+                                         f"({exc}); refusing to start") from None
+            raise
+        self.replicas.broker_epoch = self.broker_epoch
+
+    def _session_event(self, event) -> None:
+        name = getattr(event, "name", str(event))
+        if name == "EXPIRED":
+            log.warning("broker %d: the ZooKeeper session expired: this broker is gone from the cluster until "
+                        "a new session registers it again", self.broker_id)
+        elif name == "NEW_SESSION":
+            log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
+            asyncio.get_running_loop().create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except Exception:
+            log.exception("broker %d: registering again failed", self.broker_id)
+
+    # ------------------------------------------------------------------ wiring
+
+    async def _deliver_locally(self, request):
+        """The controller's requests to this broker, without a socket."""
+        from broker.server.handlers import HANDLERS
+        return await HANDLERS[int(request.API_KEY)].apply(self, request)
+
+    async def _to_local_controller(self, request):
+        """This broker's requests to its own controller, without a socket."""
+        from broker.server.handlers import HANDLERS
+        return await HANDLERS[int(request.API_KEY)].apply(self, request)
+
+    def _config_changed(self, paths: list[str]) -> None:
+        topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
+        if topics:
+            asyncio.get_running_loop().create_task(self._reload_configs(topics))
+
+    async def _reload_configs(self, topics: set[str]) -> None:
+        for topic in topics:
+            try:
+                configs = await self.store.get_topic_configs(topic)
+            except Exception:
+                log.exception("cannot read the configs of %s", topic)
+                continue
+            self.metadata.set_topic_configs(topic, configs)
+            self.logs.update_config(topic)
+            log.info("topic %s: configs now %s", topic, configs)
+        self.metadata.changed()
+
+    async def ensure_topic_configs(self, topics) -> None:
+        """Reads the configs of topics this broker has not seen yet (before their logs open)."""
+        for topic in set(topics):
+            if not self.metadata.has_topic_configs(topic):
+                self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
+
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+        await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
+
+    async def next_producer_id(self) -> int:
+        if self._pid_next > self._pid_end:
+            self._pid_next, self._pid_end = await self.store.allocate_producer_id_block(self.broker_id,
+                                                                                         PRODUCER_ID_BLOCK)
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    # ------------------------------------------------------------------ stop
 
     def stop(self) -> None:
         if self._stopped is not None:
@@ -129,14 +279,52 @@ class Broker:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
+    async def controlled_shutdown(self) -> bool:
+        """Asks the controller to move every leadership away (Kafka's controlled shutdown,
+        controlled.shutdown.max.retries tries). True when nothing is left led here."""
+        if not self.in_cluster or not self.config["controlled.shutdown.enable"] or self.controller_client is None:
+            return True
+        others = [b for b in self.metadata.brokers() if b != self.broker_id]
+        if not others:
+            return True
+        req = ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+        backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        for attempt in range(1, self.config["controlled.shutdown.max.retries"] + 1):
+            try:
+                resp = await self.controller_client.request(req, timeout=self.config["request.timeout.ms"] / 1000)
+            except Exception as exc:
+                log.warning("broker %d: controlled shutdown attempt %d failed: %s", self.broker_id, attempt, exc)
+                await asyncio.sleep(backoff)
+                continue
+            if resp.error_code == ErrorCode.NONE and not resp.remaining_partitions:
+                # wait (bounded) for the LeaderAndIsr that makes this broker a follower
+                await self.metadata.wait_for(lambda: self.replicas.leader_count() == 0
+                                             or all(len(p.state.replicas) < 2 for p in self.replicas.partitions.values()
+                                                    if p.is_leader), 5.0)
+                log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                return True
+            log.info("broker %d: controlled shutdown attempt %d: %s, %d partitions still led here", self.broker_id,
+                     attempt, ErrorCode(resp.error_code).name, len(resp.remaining_partitions))
+            await asyncio.sleep(backoff)
+        log.warning("broker %d: controlled shutdown did not complete; stopping anyway", self.broker_id)
+        return False
+
     async def shutdown(self) -> None:
-        """Clean shutdown: no new connections, close the open ones, flush and checkpoint
-        every log, leave the clean-shutdown marker."""
+        """Clean shutdown: controlled shutdown, no new connections, close the open ones,
+        flush and checkpoint every log, leave the clean-shutdown marker, end the session."""
+        await self.controlled_shutdown()
         self.server.stop_listening()
         await self.server.close_connections()
+        await self.replicas.shutdown()
+        if self.controller is not None:
+            await self.controller.shutdown()
+        if self.controller_client is not None:
+            await self.controller_client.close()
         await self.coordinator.shutdown()
         await self.logs.stop_background()
         self.logs.shutdown()
+        if self._store is not None:
+            await self._store.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
 
@@ -145,7 +333,15 @@ async def run_broker(config: BrokerConfig, ready=None) -> None:
     import signal
 
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        if broker._store is not None:
+            try:
+                await broker._store.close()
+            except Exception:
+                pass
+        raise
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -158,3 +354,5 @@ async def run_broker(config: BrokerConfig, ready=None) -> None:
         await broker.wait_stopped()
     finally:
         await broker.shutdown()
+
+

@@ -124,7 +124,8 @@ group.initial.rebalance.delay.ms=0
     assert sorted(c.ignored) == sorted([
         "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr", "zookeeper.connection.timeout.ms"])
+        "transaction.state.log.min.isr"])
+    assert c["zookeeper.connection.timeout.ms"] == 18000
 
 
 # ---------------------------------------------------------------- defaults

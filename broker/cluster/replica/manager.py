@@ -1,8 +1,18 @@
 """ReplicaManager: the partitions this broker hosts (Kafka's ReplicaManager).
 
-It owns the partition map, creates each partition's log when the broker learns it is a
-replica, applies leadership changes (become leader / become follower) and stops and
-deletes replicas. Request handlers look partitions up here:
+It owns the partition map and applies what the controller decides:
+
+    LeaderAndIsr     become leader or follower of each partition listed (creating its
+                     log on first sight); a follower's fetcher is (re)started, truncating
+                     first, whenever its leader or leader epoch changes
+    StopReplica      stop following (and delete the log when the topic is deleted)
+
+Requests stamped with a controller epoch older than the newest seen are refused
+(STALE_CONTROLLER_EPOCH), as are partition states older than the local one. As leader
+each partition sends its ISR changes to the controller (AlterPartition, batched per loop
+turn); a timer shrinks the ISR of partitions whose followers lag.
+
+Request handlers look partitions up here:
 
     partition(topic, p)                 the local replica or UNKNOWN_TOPIC_OR_PARTITION /
                                         NOT_LEADER_OR_FOLLOWER (known topic, not hosted here)
@@ -16,34 +26,59 @@ All methods run on the event loop thread.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
 
 from broker.cluster.cache import MetadataCache
-from broker.cluster.metadata import PartitionState
+from broker.cluster.metadata import BrokerInfo, PartitionState
+from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import NO_LISTENER, Partition, PartitionListener
 from broker.log import LogManager, TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.alter_partition import AlterPartitionRequest
 
 log = logging.getLogger(__name__)
 
 LeadershipListener = Callable[[list[TopicPartition], list[TopicPartition]], None]
+EPOCH_DURING_DELETE = -2
+ALTER_PARTITION_VERSION = 2
 
 
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
-                 listener: PartitionListener = NO_LISTENER):
+                 listener: PartitionListener = NO_LISTENER, fetcher_config: FetcherConfig | None = None,
+                 replica_lag_ms: int = 30000):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
         self.listener = listener
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = -1
+        self.broker_epoch = -1
+        self.replica_lag_ms = replica_lag_ms
+        self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get)
+        self.controller: object | None = None      # a ControllerClient, once the broker has one
         self._leadership_listeners: list[LeadershipListener] = []
+        self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
+        self._isr_timer: asyncio.Task | None = None
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
         """fn(became_leader, became_follower) after every change of local leadership."""
         self._leadership_listeners.append(fn)
+
+    def start(self) -> None:
+        self._isr_timer = asyncio.get_running_loop().create_task(self._shrink_loop())
+
+    async def shutdown(self) -> None:
+        if self._isr_timer is not None:
+            self._isr_timer.cancel()
+            try:
+                await self._isr_timer
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.fetchers.shutdown()
 
     # ------------------------------------------------------------------ lookups
 
@@ -69,47 +104,100 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         return part is not None and part.is_leader
 
-    # ------------------------------------------------------------------ state changes
+    def leader_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_leader)
 
-    def apply_states(self, topic: str, topic_id: uuid.UUID, states: Iterable[PartitionState]) -> None:
-        """Makes this broker a replica of each partition it is assigned (creating or
-        opening its log) in the role the state gives it."""
+    # ------------------------------------------------------------------ LeaderAndIsr
+
+    def check_controller_epoch(self, controller_epoch: int) -> bool:
+        """False for a request from an older controller; records a newer epoch."""
+        if controller_epoch < self.controller_epoch:
+            log.warning("ignoring a request of controller epoch %d: the newest seen is %d", controller_epoch,
+                        self.controller_epoch)
+            return False
+        self.controller_epoch = controller_epoch
+        return True
+
+    def become_leader_or_follower(self, states: Iterable[tuple[str, uuid.UUID, PartitionState]],
+                                  live_leaders: dict[int, BrokerInfo]) -> dict[TopicPartition, int]:
+        """Applies LeaderAndIsr partition states (the caller checked the controller
+        epoch); returns each partition's error code."""
+        errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
-        for state in states:
-            if self.broker_id not in state.replicas:
-                continue
+        for topic, topic_id, state in states:
             tp = TopicPartition(topic, state.partition)
+            if self.broker_id not in state.replicas:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
             part = self.partitions.get(tp)
-            was_leader = part is not None and part.is_leader
-            if part is None:
-                lg = self.logs.get_or_create(tp, topic_id)
-                lg.update_config(self.metadata.log_config(topic))
-                part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.listener)
-                # After a crash the checkpointed high watermark is older than the log:
-                # a leader moves it up to what its ISR holds at once (Kafka does so on
-                # becoming leader), or acknowledged records stay invisible until the
-                # next append.
-                part.maybe_increment_high_watermark()
+            if part is not None:
+                cur = part.state
+                if state.leader_epoch < cur.leader_epoch:
+                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                    continue
+                if state.leader_epoch == cur.leader_epoch and state.partition_epoch <= cur.partition_epoch:
+                    # nothing newer than what this replica has (a full resend after a
+                    # failover): a follower that was not fetching starts now if it can
+                    errors[tp] = ErrorCode.NONE
+                    leader = live_leaders.get(state.leader)
+                    if not part.is_leader and leader is not None and self.fetchers.leader_of(tp) != state.leader:
+                        self.fetchers.add(tp, leader, state.leader_epoch)
+                    continue
+            try:
+                was_leader = part is not None and part.is_leader
+                if part is None:
+                    lg = self.logs.get_or_create(tp, topic_id)
+                    lg.update_config(self.metadata.log_config(topic))
+                    part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.listener,
+                                                           self._submit_isr_change)
+                    changed = True
+                    part.maybe_increment_high_watermark()
+                else:
+                    changed = part.update_state(state)
+            except OSError as exc:
+                log.error("%s: cannot open the log: %s", tp, exc)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            errors[tp] = ErrorCode.NONE
+            if part.is_leader:
+                self.fetchers.remove([tp])
+                if not was_leader:
+                    became_leader.append(tp)
+                    log.info("%s: leader at epoch %d, ISR %s", tp, state.leader_epoch, state.isr)
             else:
-                part.update_state(state)
-            if part.is_leader and not was_leader:
-                became_leader.append(tp)
-            elif was_leader and not part.is_leader:
-                became_follower.append(tp)
+                if was_leader:
+                    became_follower.append(tp)
+                leader = live_leaders.get(state.leader)
+                if leader is None:
+                    self.fetchers.remove([tp])
+                    log.info("%s: follower of %d, which is not alive: not fetching", tp, state.leader)
+                elif changed or self.fetchers.leader_of(tp) != state.leader:
+                    self.fetchers.add(tp, leader, state.leader_epoch)
+                    log.info("%s: follower of %d at epoch %d", tp, state.leader, state.leader_epoch)
         self._tell(became_leader, became_follower)
+        return errors
 
-    def stop_replicas(self, tps: Iterable[TopicPartition], delete: bool) -> None:
-        """No longer a replica of these partitions (deleting their logs when `delete`)."""
+    def stop_replicas(self, tps: Iterable[tuple[TopicPartition, int, bool]]) -> dict[TopicPartition, int]:
+        """StopReplica: [(partition, leader epoch, delete)] -> error codes."""
+        errors: dict[TopicPartition, int] = {}
         stopped_leading = []
-        for tp in tps:
-            part = self.partitions.pop(tp, None)
-            if part is not None and part.is_leader:
-                stopped_leading.append(tp)
+        for tp, leader_epoch, delete in tps:
+            part = self.partitions.get(tp)
+            if part is not None and leader_epoch not in (-1, EPOCH_DURING_DELETE) \
+                    and leader_epoch < part.leader_epoch:
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            self.fetchers.remove([tp])
             if delete:
+                part = self.partitions.pop(tp, None)
+                if part is not None and part.is_leader:
+                    stopped_leading.append(tp)
                 self.logs.delete(tp)
             self.listener.partition_changed(tp)
+            errors[tp] = ErrorCode.NONE
         self._tell([], stopped_leading)
+        return errors
 
     def _tell(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
         if not (became_leader or became_follower):
@@ -119,3 +207,75 @@ class ReplicaManager:
                 fn(became_leader, became_follower)
             except Exception:
                 log.exception("leadership listener %r failed", fn)
+
+    # ------------------------------------------------------------------ follower fetches (leader side)
+
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's Fetch; NOT_LEADER_OR_FOLLOWER for a broker that is not a replica."""
+        if not part.update_follower(replica_id, fetch_offset):
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                     f"broker {replica_id} is not a replica of {part.tp}")
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def _submit_isr_change(self, part: Partition, new_isr: list[int]) -> None:
+        first = not self._isr_batch
+        self._isr_batch[part.tp] = (part, new_isr)
+        if first:
+            asyncio.get_running_loop().call_soon(self._send_isr_changes)
+
+    def _send_isr_changes(self) -> None:
+        batch, self._isr_batch = self._isr_batch, {}
+        if not batch:
+            return
+        asyncio.get_running_loop().create_task(self._alter_partition(batch))
+
+    async def _alter_partition(self, batch: dict[TopicPartition, tuple[Partition, list[int]]]) -> None:
+        R = AlterPartitionRequest
+        topics: dict[str, list] = {}
+        ids = {}
+        for tp, (part, isr) in batch.items():
+            ids[tp.topic] = part.log.topic_id
+            # new_isr up to v2, new_isr_with_epochs from v3: both filled, any version goes
+            topics.setdefault(tp.topic, []).append(R.PartitionData(
+                partition_index=tp.partition, leader_epoch=part.state.leader_epoch, new_isr=list(isr),
+                new_isr_with_epochs=[R.BrokerState(broker_id=r, broker_epoch=-1) for r in isr],
+                leader_recovery_state=0, partition_epoch=part.state.partition_epoch))
+        req = R(broker_id=self.broker_id, broker_epoch=self.broker_epoch,
+                topics=[R.TopicData(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()])
+        try:
+            if self.controller is None:
+                raise RuntimeError("no controller client")
+            resp = await self.controller.request(req, timeout=self.replica_lag_ms / 1000)
+        except Exception as exc:
+            log.warning("cannot record ISR changes of %s: %s; the ISR stays as it is",
+                        sorted(str(tp) for tp in batch), exc)
+            for tp, (part, isr) in batch.items():
+                part.isr_change_completed(isr, ErrorCode.REQUEST_TIMED_OUT)
+            return
+        answered = set()
+        for t in resp.topics:
+            name = t.topic_name or self.metadata.topic_name(t.topic_id) or ""
+            for p in t.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                entry = batch.get(tp)
+                if entry is None:
+                    continue
+                answered.add(tp)
+                part, isr = entry
+                err = resp.error_code or p.error_code
+                part.isr_change_completed(isr, err, p.leader_epoch, list(p.isr), p.partition_epoch)
+        for tp, (part, isr) in batch.items():
+            if tp not in answered:
+                part.isr_change_completed(isr, resp.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    async def _shrink_loop(self) -> None:
+        interval = max(self.replica_lag_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            for part in list(self.partitions.values()):
+                if part.is_leader and len(part.state.replicas) > 1:
+                    try:
+                        part.maybe_shrink_isr(self.replica_lag_ms)
+                    except Exception:
+                        log.exception("%s: ISR check failed", part.tp)

@@ -1,21 +1,43 @@
 """A partition as this broker sees it: its log plus leadership, ISR and high watermark
-(Kafka's Partition). The high watermark is the smallest log end offset among the ISR;
-on a broker alone (ISR = itself) it follows the log end at once.
+(Kafka's Partition).
+
+As leader it tracks each follower's log end offset (the offset of its last fetch) and
+when it last caught up, and from those:
+
+- the high watermark: the smallest log end offset of the maximal ISR (the committed
+  ISR plus a replica whose addition is being recorded: KIP-497's "maximal ISR", so an
+  ISR change never lets the high watermark get ahead of what the new ISR holds);
+- ISR expansion: a follower outside the ISR whose log end offset reached the high
+  watermark and the start of this leader's epoch is added;
+- ISR shrink: a follower that has not caught up with the log end for
+  replica.lag.time.max.ms is removed (the replica manager's timer asks).
+
+The leader decides, the controller records: an ISR change is an AlterPartition request
+(through `isr_changes`, one in flight per partition); the ISR changes here only when the
+controller answers with the new state. When it cannot answer (ZooKeeper unreachable), the
+ISR stays as it is.
+
+A follower appends the leader's batches as they are and takes the leader's high
+watermark (bounded by its own log end); it serves no consumer.
 
 Every move of the log end or of the high watermark is reported to the listener (the
-server's purgatory, where waiting fetches and produces sleep), so nothing that waits
-polls.
+server's purgatory, where waiting fetches and produces sleep).
 
 All methods run on the event loop thread.
 """
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from broker.cluster.metadata import PartitionState
 from broker.log import Log, LogAppendInfo, TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+
+log = logging.getLogger(__name__)
 
 
 class PartitionListener(Protocol):
@@ -38,25 +60,42 @@ class _NoListener:
 
 
 NO_LISTENER: PartitionListener = _NoListener()
+ISR_RETRY_BACKOFF_S = 1.0
+
+#: isr_changes(partition, new ISR): sends an AlterPartition; the answer comes back
+#: through Partition.isr_change_completed.
+IsrChanger = Callable[["Partition", list[int]], None]
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica)."""
+
+    log_end_offset: int = -1
+    last_caught_up: float = 0.0          # monotonic time it last had everything
+    last_fetch_leader_leo: int = -1      # the leader's log end at its previous fetch
+    last_fetch_time: float = 0.0
 
 
 class Partition:
     def __init__(self, tp: TopicPartition, log: Log, state: PartitionState, broker_id: int,
-                 listener: PartitionListener = NO_LISTENER):
+                 listener: PartitionListener = NO_LISTENER, isr_changes: IsrChanger | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.tp = tp
         self.log = log
         self.broker_id = broker_id
-        self.state = state
         self.listener = listener
-        # follower id -> (log end offset, last caught-up time)
-        self.follower_leo: dict[int, int] = {}
-        self.follower_caught_up: dict[int, float] = {}
-        self._become_leader_if_elected()
-
-    def _become_leader_if_elected(self) -> None:
-        """A new leader records where its epoch starts (Kafka's makeLeader)."""
+        self.isr_changes = isr_changes
+        self.clock = clock
+        self.state = state
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: list[int] | None = None       # an AlterPartition in flight
+        self._isr_retry_at = 0.0                         # after a refusal, not before this
+        self.leader_epoch_start_offset = -1
         if self.is_leader:
-            self.log.leader_epochs.assign(self.state.leader_epoch, self.log.log_end_offset)
+            self._become_leader()
+
+    # ------------------------------------------------------------------ state
 
     @property
     def is_leader(self) -> bool:
@@ -66,11 +105,54 @@ class Partition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
-    def update_state(self, state: PartitionState) -> None:
+    @property
+    def isr(self) -> list[int]:
+        return self.state.isr
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus a replica being added (Kafka's maximalIsr)."""
+        if self.pending_isr is None:
+            return self.state.isr
+        return sorted(set(self.state.isr) | set(self.pending_isr))
+
+    @property
+    def follower_leo(self) -> dict[int, int]:
+        return {r: f.log_end_offset for r, f in self.followers.items()}
+
+    def _become_leader(self) -> None:
+        """Kafka's makeLeader: the epoch starts at the log end; every follower's position
+        is unknown, those in the ISR count as caught up now (not shrunk at once)."""
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.log.leader_epochs.assign(self.state.leader_epoch, self.log.log_end_offset)
+        now = self.clock()
+        self.followers = {r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
+                          for r in self.state.replicas if r != self.broker_id}
+        self.pending_isr = None
+
+    def update_state(self, state: PartitionState) -> bool:
+        """A new state from the controller (LeaderAndIsr). Returns whether this broker's
+        role or the leader epoch changed (a follower then truncates and fetches anew)."""
+        old = self.state
         self.state = state
-        self._become_leader_if_elected()
-        self.maybe_increment_high_watermark()
+        changed = state.leader != old.leader or state.leader_epoch != old.leader_epoch
+        self._isr_retry_at = 0.0
+        if self.is_leader and changed:
+            self._become_leader()
+        elif self.is_leader:
+            self.pending_isr = None
+            for r in state.replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState()
+        elif changed:
+            self.followers = {}
+            self.pending_isr = None
+        if self.is_leader:
+            self.maybe_increment_high_watermark()
+        else:
+            self.log.update_high_watermark(min(self.log.high_watermark, self.log.log_end_offset))
         self.listener.partition_changed(self.tp)
+        return changed
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raises NOT_LEADER_OR_FOLLOWER / FENCED / UNKNOWN leader epoch as Kafka does."""
@@ -82,33 +164,123 @@ class Partition:
             if current_leader_epoch > self.state.leader_epoch:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
+    # ------------------------------------------------------------------ leader: appends
+
     def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
         """Validates, assigns offsets and appends; advances the high watermark when the
         ISR allows. acks=-1 below min.insync.replicas -> NOT_ENOUGH_REPLICAS."""
         self.check_leader()
         if required_acks == -1 and len(self.state.isr) < self.log.config.min_insync_replicas:
             raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                     f"ISR {self.state.isr} is smaller than min.insync.replicas "
-                                     f"{self.log.config.min_insync_replicas}")
+                                     f"The size of the current ISR {self.state.isr} is insufficient to satisfy "
+                                     f"the min.isr requirement of {self.log.config.min_insync_replicas} for "
+                                     f"partition {self.tp}")
         info = self.log.append_as_leader(records, self.state.leader_epoch)
         if not info.duplicate:
             self.listener.log_end_moved(self.tp)
             self.maybe_increment_high_watermark()
         return info
 
+    def enough_replicas(self) -> bool:
+        """After an acks=all wait: is the ISR still at least min.insync.replicas?"""
+        return len(self.state.isr) >= self.log.config.min_insync_replicas
+
     def maybe_increment_high_watermark(self) -> None:
         if not self.is_leader:
             return
-        leo = self.log.log_end_offset
-        for replica in self.state.isr:
+        hw = self.log.log_end_offset
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
-                leo = min(leo, self.follower_leo.get(replica, 0))
-        if leo > self.log.high_watermark and self.log.update_high_watermark(leo):
+                f = self.followers.get(replica)
+                hw = min(hw, f.log_end_offset if f is not None and f.log_end_offset >= 0 else 0)
+        if hw > self.log.high_watermark and self.log.update_high_watermark(hw):
             self.listener.high_watermark_moved(self.tp)
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from `fetch_offset`: everything below is on its log."""
-        self.follower_leo[replica_id] = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
-            self.follower_caught_up[replica_id] = time.monotonic()
+    # ------------------------------------------------------------------ leader: followers
+
+    def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched from `fetch_offset`: everything below is on its log (Kafka's
+        updateFollowerFetchState). False for a broker that is not a replica."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            if replica_id not in self.state.replicas or replica_id == self.broker_id:
+                return False
+            f = self.followers[replica_id] = FollowerState()
+        now = self.clock()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            f.last_caught_up = max(f.last_caught_up, now)
+        elif fetch_offset >= f.last_fetch_leader_leo >= 0:
+            f.last_caught_up = max(f.last_caught_up, f.last_fetch_time)
+        f.last_fetch_leader_leo = leo
+        f.last_fetch_time = now
+        f.log_end_offset = fetch_offset
+        if self.is_leader:
+            self._maybe_expand_isr(replica_id, f)
+            self.maybe_increment_high_watermark()
+        return True
+
+    def _maybe_expand_isr(self, replica_id: int, f: FollowerState) -> None:
+        if (replica_id in self.state.isr or self.pending_isr is not None or self.isr_changes is None
+                or self.clock() < self._isr_retry_at or f.log_end_offset < self.log.high_watermark
+                or f.log_end_offset < self.leader_epoch_start_offset):
+            return
+        self._request_isr(sorted(set(self.state.isr) | {replica_id}), f"{replica_id} caught up")
+
+    def maybe_shrink_isr(self, lag_ms: int) -> None:
+        """Drops followers that have not caught up for lag_ms (the replica manager's timer)."""
+        now = self.clock()
+        if not self.is_leader or self.pending_isr is not None or self.isr_changes is None or now < self._isr_retry_at:
+            return
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.state.isr:
+            if r == self.broker_id:
+                continue
+            f = self.followers.get(r)
+            caught_up = f is not None and f.log_end_offset >= leo
+            if not caught_up and (f is None or (now - f.last_caught_up) * 1000 > lag_ms):
+                out.append(r)
+        if out:
+            self._request_isr([r for r in self.state.isr if r not in out],
+                              f"{out} did not catch up for {lag_ms} ms")
+
+    def _request_isr(self, new_isr: list[int], why: str) -> None:
+        log.info("%s: ISR %s -> %s (%s)", self.tp, self.state.isr, new_isr, why)
+        self.pending_isr = new_isr
+        self.isr_changes(self, new_isr)
         self.maybe_increment_high_watermark()
+
+    def isr_change_completed(self, asked: list[int], error: int, leader_epoch: int = -1,
+                             isr: list[int] | None = None, partition_epoch: int = -1) -> None:
+        """The controller's answer to an AlterPartition this partition sent."""
+        if self.pending_isr is not asked:
+            return                           # a newer state replaced what was asked
+        self.pending_isr = None
+        if error:
+            log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
+            self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
+        elif leader_epoch == self.state.leader_epoch and isr is not None:
+            self.state = PartitionState(self.state.partition, self.state.replicas, self.state.leader,
+                                        self.state.leader_epoch, list(isr), self.state.controller_epoch,
+                                        partition_epoch, self.state.leader_recovery_state)
+        self.maybe_increment_high_watermark()
+        self.listener.partition_changed(self.tp)
+
+    # ------------------------------------------------------------------ follower
+
+    def append_as_follower(self, records) -> int:
+        end = self.log.append_as_follower(records)
+        self.listener.log_end_moved(self.tp)
+        return end
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw > self.log.high_watermark and self.log.update_high_watermark(hw):
+            self.listener.high_watermark_moved(self.tp)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log.log_end_offset:
+            log.info("%s: truncating from %d to %d", self.tp, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+            self.listener.partition_changed(self.tp)

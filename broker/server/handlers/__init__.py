@@ -1,16 +1,22 @@
 """The explicit handler registry: one module per API. ApiVersions is derived from it, so
 what the broker advertises is exactly what it implements.
 
-Each module exports API_KEY, MIN_VERSION, MAX_VERSION and `async def handle(ctx, request)`
-returning the response object, or None for no response (Produce with acks=0).
+Each module exports API_KEY, MIN_VERSION, MAX_VERSION and `handle(ctx, request)`
+returning the response object, None for no response (Produce with acks=0), or an
+awaitable of either when it must wait. The inter-broker APIs (LeaderAndIsr,
+UpdateMetadata, StopReplica, AlterPartition, ControlledShutdown) also export
+`apply(broker, request)`, which the controller and the broker call directly for their
+own broker, without a socket.
 """
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.protocol.errors import ErrorCode
 
 from broker.server.handlers import (
     alter_configs,
+    alter_partition,
     api_versions,
     create_partitions,
+    controlled_shutdown,
     create_topics,
     delete_groups,
     delete_records,
@@ -18,12 +24,14 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -33,7 +41,9 @@ from broker.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
 
 _MODULES = [
@@ -41,15 +51,11 @@ _MODULES = [
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster,
+    describe_cluster, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
+    elect_leaders,
 ]
 
 HANDLERS = {int(m.API_KEY): m for m in _MODULES}
-
-
-def register(module) -> None:
-    """Adds a handler module (the group coordinator registers its APIs this way)."""
-    HANDLERS[int(module.API_KEY)] = module
 
 
 def supported_versions() -> list[tuple[int, int, int]]:

@@ -10,6 +10,10 @@ MIN_VERSION, MAX_VERSION = 0, 2
 
 
 def handle(ctx, request):
+    return _handle(ctx, request)
+
+
+async def _handle(ctx, request):
     out = []
     for res in request.resources:
         r = AlterConfigsResponse.AlterConfigsResourceResponse(error_code=0, error_message=None,
@@ -19,7 +23,7 @@ def handle(ctx, request):
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = {c.name: c.value for c in res.configs if c.value is not None}
-                ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
+                await ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "dynamic broker configuration is not supported; edit server.properties")

@@ -8,13 +8,18 @@ MIN_VERSION, MAX_VERSION = 0, 3
 
 
 def handle(ctx, request):
+    return _handle(ctx, request)
+
+
+async def _handle(ctx, request):
     results = []
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(r)
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            ctx.broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only)
+            await ctx.broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only,
+                                                     request.timeout_ms)
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -13,6 +13,10 @@ _Config = CreateTopicsResponse.CreatableTopicConfigs
 
 
 def handle(ctx, request):
+    return _handle(ctx, request)
+
+
+async def _handle(ctx, request):
     broker = ctx.broker
     results = []
     seen = set()
@@ -34,7 +38,8 @@ def handle(ctx, request):
                 broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
                 r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
                 continue
-            info = broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+            info = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                                   assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor

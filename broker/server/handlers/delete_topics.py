@@ -10,6 +10,10 @@ _Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 def handle(ctx, request):
+    return _handle(ctx, request)
+
+
+async def _handle(ctx, request):
     broker = ctx.broker
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -29,7 +33,7 @@ def handle(ctx, request):
         if info is not None:
             r.topic_id = info.topic_id
         try:
-            broker.admin.delete_topic(name)
+            await broker.admin.delete_topic(name, request.timeout_ms)
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -52,7 +52,7 @@ def _read_all(ctx, request, version, replica_id):
                 lg = part.log
                 watched.append(part.tp)
                 if replica_id >= 0:
-                    part.update_follower(replica_id, p.fetch_offset)
+                    broker.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
                     limit = lg.log_end_offset
                 else:
                     limit = lg.high_watermark          # read_committed: LSO == HW (no transactions)

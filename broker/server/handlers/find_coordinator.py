@@ -12,7 +12,8 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _find(ctx, key: str, key_type: int):
-    """(error, message, node id, host, port)."""
+    """(error, message, node id, host, port), or None when __consumer_offsets must be
+    created first."""
     broker = ctx.broker
     if key_type == TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
@@ -21,10 +22,8 @@ def _find(ctx, key: str, key_type: int):
     if not key:
         return ErrorCode.INVALID_REQUEST, "empty group id", -1, "", -1
     coord = broker.coordinator
-    try:
-        coord.ensure_offsets_topic()
-    except KafkaProtocolError as exc:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1
+    if not coord.has_offsets_topic():
+        return None
     node = coord.coordinator_node(key)
     b = broker.metadata.brokers().get(node)
     if b is None:
@@ -34,12 +33,33 @@ def _find(ctx, key: str, key_type: int):
 
 def handle(ctx, request):
     if ctx.api_version >= 4:
-        out = []
-        for key in request.coordinator_keys:
-            err, msg, node, host, port = _find(ctx, key, request.key_type)
-            out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port,
-                                                           error_code=err, error_message=msg))
-        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
-    err, msg, node, host, port = _find(ctx, request.key, request.key_type if ctx.api_version >= 1 else GROUP)
+        keys = list(request.coordinator_keys)
+        key_type = request.key_type
+    else:
+        keys = [request.key]
+        key_type = request.key_type if ctx.api_version >= 1 else GROUP
+    found = [_find(ctx, k, key_type) for k in keys]
+    if any(f is None for f in found):
+        return _create_then_find(ctx, request, keys, key_type)
+    return _response(ctx, request, keys, found)
+
+
+async def _create_then_find(ctx, request, keys, key_type):
+    try:
+        await ctx.broker.coordinator.ensure_offsets_topic()
+    except KafkaProtocolError as exc:
+        failed = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1)
+        return _response(ctx, request, keys, [failed] * len(keys))
+    found = [_find(ctx, k, key_type) or (ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1) for k in keys]
+    return _response(ctx, request, keys, found)
+
+
+def _response(ctx, request, keys, found):
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,
+                                                error_message=msg)
+            for key, (err, msg, node, host, port) in zip(keys, found)])
+    err, msg, node, host, port = found[0]
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
                                    port=port)

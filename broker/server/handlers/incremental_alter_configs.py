@@ -44,6 +44,10 @@ def _apply(broker, topic: str, ops) -> dict[str, str]:
 
 
 def handle(ctx, request):
+    return _handle(ctx, request)
+
+
+async def _handle(ctx, request):
     out = []
     for res in request.resources:
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
@@ -52,7 +56,7 @@ def handle(ctx, request):
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = _apply(ctx.broker, res.resource_name, res.configs)
-                ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
+                await ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "dynamic broker configuration is not supported; edit server.properties")

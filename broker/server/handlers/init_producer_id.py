@@ -3,7 +3,8 @@ default). Ids come from the metadata store and are never reused. Without a trans
 id every request gets a fresh id at epoch 0, as Kafka answers (its partitions then dedup
 retried batches by id, epoch and sequence: broker/log/producer_state.py). Transactional
 ids need the transaction coordinator, which this broker does not have yet:
-COORDINATOR_NOT_AVAILABLE."""
+COORDINATOR_NOT_AVAILABLE. Ids come in blocks of 1000 claimed from the metadata store
+(/latest_producer_id_block), so brokers of a cluster never hand out the same id."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdResponse
@@ -16,5 +17,13 @@ def handle(ctx, request):
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)
-    pid, epoch = ctx.broker.store.next_producer_id(), 0
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
+    return _fresh_id(ctx)
+
+
+async def _fresh_id(ctx):
+    try:
+        pid = await ctx.broker.next_producer_id()
+    except Exception:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)

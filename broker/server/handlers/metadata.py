@@ -1,5 +1,9 @@
-"""Metadata (3): brokers, controller, topics with their partitions' leaders and ISR.
-Unknown topics are created when auto.create.topics.enable and the request allows it."""
+"""Metadata (3): brokers, controller, topics with their partitions' leaders and ISR, as
+this broker's metadata cache has them (what the controller last told it).
+
+Unknown topics are created when auto.create.topics.enable and the request allows it:
+the answer then waits (briefly) for the new topic's leaders, or says
+LEADER_NOT_AVAILABLE so that the client asks again, as with Kafka."""
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -30,7 +34,8 @@ def topic_entry(broker, info) -> "_Topic":
 def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
-    topics = []
+    topics: list = []
+    to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
         for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name):
             topics.append(topic_entry(broker, info))
@@ -44,21 +49,36 @@ def handle(ctx, request):
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
             info = broker.metadata.topic(name)
-            if info is None:
-                problem = validate_topic_name(name)
-                if problem:
-                    topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
-                    continue
-                if allow_auto:
-                    try:
-                        info = broker.admin.auto_create_topic(name)
-                    except KafkaProtocolError as exc:
-                        topics.append(_Topic(error_code=exc.code, name=name))
-                        continue
-                if info is None:
-                    topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
-                    continue
-            topics.append(topic_entry(broker, info))
+            if info is not None:
+                topics.append(topic_entry(broker, info))
+                continue
+            problem = validate_topic_name(name)
+            if problem:
+                topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
+            elif allow_auto and broker.config["auto.create.topics.enable"]:
+                to_create.append((len(topics), name))
+                topics.append(None)
+            else:
+                topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+    if to_create:
+        return _after_creation(ctx, topics, to_create)
+    return _response(broker, topics)
+
+
+async def _after_creation(ctx, topics: list, to_create: list[tuple[int, str]]):
+    broker = ctx.broker
+    for index, name in to_create:
+        try:
+            info = await broker.admin.auto_create_topic(name)
+        except KafkaProtocolError as exc:
+            topics[index] = _Topic(error_code=exc.code, name=name)
+            continue
+        topics[index] = (topic_entry(broker, info) if info is not None
+                         else _Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name))
+    return _response(broker, topics)
+
+
+def _response(broker, topics) -> MetadataResponse:
     brokers = [_Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in sorted(broker.metadata.brokers().values(), key=lambda b: b.broker_id)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.metadata.cluster_id,

@@ -2,8 +2,10 @@
 
 acks=0: no response at all; if any partition failed, the connection is closed (Kafka's
 way of telling an acks=0 producer). acks=1: answer after the leader's append. acks=-1:
-answer once the high watermark covers the batch (at once on a broker alone), or
-REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
+NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas before the append;
+else answer once the high watermark covers the batch (the whole ISR has it; at once on a
+broker alone) — NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+meanwhile — or REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
 (flush.messages), the answer waits for the group commit that makes the batch durable.
 Idempotent producers: a retried batch already written is answered with the offsets of
 its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch
@@ -122,3 +124,9 @@ async def _await_replication(purgatory, waits, timeout_ms: int) -> None:
         await purgatory.wait([(part.tp, HIGH_WATERMARK) for _, part, _ in pending], remaining)
     for r, _part, _end in pending:
         r.error_code = ErrorCode.REQUEST_TIMED_OUT
+    # Kafka's checkEnoughReplicasReachOffset: the ISR may have shrunk while waiting
+    for r, part, _end in waits:
+        if r.error_code == 0 and not part.enough_replicas():
+            r.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            r.error_message = (f"the ISR {part.isr} of {part.tp} shrank below min.insync.replicas "
+                               f"{part.log.config.min_insync_replicas} while waiting")

@@ -70,3 +70,114 @@ def test_a_state_change_is_reported(tmp_path):
     part.update_state(PartitionState(0, [1, 2, 3], 2, 1, [1, 2, 3]))
     assert not part.is_leader
     assert rec.events[-1] == ("changed", TP)
+
+
+# ---------------------------------------------------------------- ISR changes, with a fake clock
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def leader(tmp_path, isr=(1, 2, 3), lag_ms=100):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+    clock = Clock()
+    asked = []
+    state = PartitionState(0, [1, 2, 3], 1, 5, list(isr), 1, 7)
+    part = Partition(TP, lg, state, 1, Recorder(), lambda p, isr: asked.append(list(isr)), clock)
+    return part, clock, asked
+
+
+def test_a_lagging_follower_is_dropped_after_the_lag_time_and_the_controller_decides(tmp_path):
+    part, clock, asked = leader(tmp_path)
+    part.append_as_leader(batch(10), 1)
+    part.update_follower(2, 10)                 # 2 caught up, 3 never fetched
+    clock.now += 0.05
+    part.maybe_shrink_isr(100)
+    assert asked == []                          # within the lag time: nothing yet
+    clock.now += 0.1
+    part.maybe_shrink_isr(100)
+    assert asked == [[1, 2]]
+    assert part.isr == [1, 2, 3]                # the leader asks; the ISR changes on the answer
+    assert part.maximal_isr == [1, 2, 3]        # a shrink in flight still counts the replica
+    part.maybe_shrink_isr(100)
+    assert asked == [[1, 2]]                    # one change in flight at a time
+    part.isr_change_completed(part.pending_isr, 0, 5, [1, 2], 8)
+    assert part.isr == [1, 2] and part.state.partition_epoch == 8
+    assert part.log.high_watermark == 10        # no longer held back by replica 3
+
+
+def test_a_follower_that_keeps_up_under_load_is_not_dropped(tmp_path):
+    part, clock, asked = leader(tmp_path)
+    for i in range(20):
+        part.append_as_leader(batch(1), 1)
+        clock.now += 0.03
+        # each fetch reaches where the log ended at the previous fetch, never the log end
+        end_before = part.log.log_end_offset - 1
+        part.update_follower(2, end_before)
+        part.update_follower(3, end_before)
+    part.maybe_shrink_isr(100)
+    assert asked == []
+
+
+def test_a_caught_up_follower_rejoins_when_it_reaches_the_high_watermark(tmp_path):
+    part, clock, asked = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(6), 1)
+    part.update_follower(2, 6)
+    assert part.log.high_watermark == 6
+    part.update_follower(3, 4)
+    assert asked == []                          # behind the high watermark
+    part.update_follower(3, 6)
+    assert asked == [[1, 2, 3]]
+    assert part.maximal_isr == [1, 2, 3]        # an addition in flight counts at once
+    part.append_as_leader(batch(2), 1)
+    part.update_follower(2, 8)
+    assert part.log.high_watermark == 6         # replica 3 holds it: it is (becoming) in sync
+    part.isr_change_completed(part.pending_isr, 0, 5, [1, 2, 3], 8)
+    part.update_follower(3, 8)
+    assert part.log.high_watermark == 8
+
+
+def test_a_refused_change_keeps_the_isr_and_waits_before_asking_again(tmp_path):
+    part, clock, asked = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(3), 1)
+    part.update_follower(2, 3)
+    part.update_follower(3, 3)
+    part.isr_change_completed(part.pending_isr, 73)        # INVALID_UPDATE_VERSION
+    assert part.isr == [1, 2] and part.pending_isr is None
+    part.update_follower(3, 3)
+    assert len(asked) == 1                      # backing off
+    clock.now += 2
+    part.update_follower(3, 3)
+    assert len(asked) == 2
+
+
+def test_min_insync_replicas_is_checked_against_the_isr(tmp_path):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 2}))
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 0, [1]), 1)
+    import pytest
+    from broker.protocol.errors import ErrorCode, KafkaProtocolError
+    with pytest.raises(KafkaProtocolError) as e:
+        part.append_as_leader(batch(1), -1)
+    assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert part.log.log_end_offset == 0
+    part.append_as_leader(batch(1), 1)          # acks=1 does not care
+    assert not part.enough_replicas()
+
+
+def test_a_follower_takes_the_leaders_high_watermark_bounded_by_its_log(tmp_path):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+    part = Partition(TP, lg, PartitionState(0, [1, 2], 2, 3, [1, 2]), 1, Recorder())
+    assert not part.is_leader
+    src = Log.load(str(tmp_path / "src"), TP, log_config(tmp_path))
+    for _ in range(4):
+        src.append_as_leader(batch(1), 3)
+    part.append_as_follower(src.read_bytes(0, 1 << 20, 4))
+    part.update_follower_high_watermark(10)
+    assert lg.log_end_offset == 4 and lg.high_watermark == 4
+    part.truncate_to(2)
+    assert lg.log_end_offset == 2 and lg.high_watermark == 2

@@ -1,0 +1,254 @@
+"""The controller's channels to the brokers (Kafka's ControllerChannelManager and
+ControllerBrokerRequestBatch).
+
+One queue and one sender task per live broker: requests to a broker go out one at a
+time, in the order the controller made them (a LeaderAndIsr must never overtake the
+UpdateMetadata sent before it). A request that fails on the network is sent again,
+after a backoff, until it is answered or the broker is removed (it died: the
+controller's next decisions replace what it would have been told). The controller's
+own broker is reached without a socket: `local(request)` hands the request to the
+same code a network request would reach.
+
+`RequestBatch` collects what one controller event decided — LeaderAndIsr per broker,
+UpdateMetadata for a set of brokers, StopReplica per broker — and turns it into at most
+one request of each kind per broker, stamped with the controller's id and epoch and the
+recipient's broker epoch.
+
+All methods run on the event loop thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from broker.cluster.channel import BrokerChannel, ChannelError
+from broker.cluster.controller.decisions import LeaderAndIsr
+from broker.log import TopicPartition
+from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from broker.protocol.messages.stop_replica import StopReplicaRequest
+from broker.protocol.messages.update_metadata import UpdateMetadataRequest
+
+log = logging.getLogger(__name__)
+
+LEADER_AND_ISR_VERSION = 7
+UPDATE_METADATA_VERSION = 8
+STOP_REPLICA_VERSION = 4
+PLAINTEXT = 0                       # SecurityProtocol id
+LEADER_DURING_DELETE = -2           # Kafka's LeaderAndIsr.LeaderDuringDelete
+RETRY_BACKOFF_S = 0.1
+
+LocalDelivery = Callable[[object], Awaitable[object]]
+ResponseCallback = Callable[[int, object, object], None]       # (broker id, request, response)
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int
+
+
+class _BrokerQueue:
+    def __init__(self, manager: "ControllerChannelManager", broker: BrokerEndpoint):
+        self.manager = manager
+        self.broker = broker
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.channel: BrokerChannel | None = None
+        if broker.broker_id != manager.broker_id:
+            self.channel = BrokerChannel(broker.host, broker.port, client_id=f"controller-{manager.broker_id}",
+                                         request_timeout=manager.request_timeout)
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            request, version, callback = await self.queue.get()
+            response = await self._deliver(request, version)
+            if callback is not None:
+                try:
+                    callback(self.broker.broker_id, request, response)
+                except Exception:
+                    log.exception("controller: handling the answer of broker %d failed", self.broker.broker_id)
+
+    async def _deliver(self, request, version: int):
+        if self.channel is None:
+            try:
+                return await self.manager.local(request)
+            except Exception:
+                log.exception("controller: %s to this broker failed", type(request).__name__)
+                return None
+        while True:
+            try:
+                return await self.channel.request(request, version)
+            except ChannelError as exc:
+                log.debug("controller: broker %d unreachable (%s); retrying", self.broker.broker_id, exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self.channel is not None:
+            await self.channel.close()
+
+
+class ControllerChannelManager:
+    def __init__(self, broker_id: int, local: LocalDelivery, request_timeout: float = 30.0):
+        self.broker_id = broker_id
+        self.local = local
+        self.request_timeout = request_timeout
+        self._queues: dict[int, _BrokerQueue] = {}
+
+    def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:
+        """Opens queues to new brokers, closes those of brokers gone or re-registered
+        (a new broker epoch: a new process behind the same id)."""
+        wanted = {b.broker_id: b for b in brokers}
+        for bid in list(self._queues):
+            q = self._queues[bid]
+            if bid not in wanted or wanted[bid] != q.broker:
+                del self._queues[bid]
+                asyncio.get_running_loop().create_task(q.close())
+        for bid, b in wanted.items():
+            if bid not in self._queues:
+                self._queues[bid] = _BrokerQueue(self, b)
+
+    def send(self, broker_id: int, request, version: int, callback: ResponseCallback | None = None) -> bool:
+        q = self._queues.get(broker_id)
+        if q is None:
+            return False
+        q.queue.put_nowait((request, version, callback))
+        return True
+
+    async def close(self) -> None:
+        queues, self._queues = list(self._queues.values()), {}
+        for q in queues:
+            await q.close()
+
+
+@dataclass
+class PartitionInfo:
+    """What the batch needs to know of a partition to describe it."""
+
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    state: LeaderAndIsr
+    controller_epoch: int
+
+
+@dataclass
+class RequestBatch:
+    """What one controller event tells the brokers."""
+
+    leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)   # broker -> tp -> is_new
+    update_metadata: set[int] = field(default_factory=set)
+    update_partitions: set[TopicPartition] | None = field(default_factory=set)     # None: every partition
+    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)     # broker -> tp -> delete
+    deleting: set[str] = field(default_factory=set)
+    full: set[int] = field(default_factory=set)            # brokers getting the full LeaderAndIsr
+
+    def add_leader_and_isr(self, brokers: Iterable[int], tp: TopicPartition, is_new: bool = False) -> None:
+        for b in brokers:
+            self.leader_and_isr.setdefault(b, {})[tp] = is_new
+
+    def add_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition] | None) -> None:
+        self.update_metadata.update(brokers)
+        if tps is None:
+            self.update_partitions = None
+        elif self.update_partitions is not None:
+            self.update_partitions.update(tps)
+
+    def add_stop_replica(self, broker: int, tp: TopicPartition, delete: bool) -> None:
+        self.stop_replica.setdefault(broker, {})[tp] = delete
+
+    # ------------------------------------------------------------------ building
+
+    def build(self, controller_id: int, controller_epoch: int, brokers: dict[int, BrokerEndpoint],
+              partitions: dict[TopicPartition, PartitionInfo]):
+        """[(broker id, request, version)] in the order they must go out."""
+        out = []
+        for bid in sorted(self.update_metadata):
+            b = brokers.get(bid)
+            if b is not None:
+                tps = partitions.keys() if self.update_partitions is None else self.update_partitions
+                out.append((bid, self._update_metadata(controller_id, controller_epoch, b, brokers, partitions, tps),
+                            UPDATE_METADATA_VERSION))
+        for bid, tps in sorted(self.leader_and_isr.items()):
+            b = brokers.get(bid)
+            if b is not None:
+                req = self._leader_and_isr(controller_id, controller_epoch, b, brokers, partitions, tps,
+                                           full=bid in self.full)
+                if req is not None:
+                    out.append((bid, req, LEADER_AND_ISR_VERSION))
+        for bid, tps in sorted(self.stop_replica.items()):
+            b = brokers.get(bid)
+            if b is not None:
+                out.append((bid, self._stop_replica(controller_id, controller_epoch, b, partitions, tps),
+                            STOP_REPLICA_VERSION))
+        return out
+
+    def _leader_and_isr(self, controller_id, controller_epoch, b, brokers, partitions, tps, full):
+        R = LeaderAndIsrRequest
+        topics: dict[str, list] = {}
+        leaders = set()
+        for tp, is_new in sorted(tps.items()):
+            p = partitions.get(tp)
+            if p is None:
+                continue
+            s = p.state
+            topics.setdefault(tp.topic, []).append(R.LeaderAndIsrPartitionState(
+                partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=s.leader,
+                leader_epoch=s.leader_epoch, isr=list(s.isr), partition_epoch=s.partition_epoch,
+                replicas=list(p.replicas), adding_replicas=[], removing_replicas=[], is_new=is_new,
+                leader_recovery_state=s.leader_recovery_state))
+            if s.leader >= 0:
+                leaders.add(s.leader)
+        if not topics and not full:
+            return None
+        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
+                 broker_epoch=b.epoch, type=1 if full else 0,
+                 topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
+                                                        partition_states=ps) for t, ps in sorted(topics.items())],
+                 live_leaders=[R.LeaderAndIsrLiveLeader(broker_id=lb, host_name=brokers[lb].host, port=brokers[lb].port)
+                               for lb in sorted(leaders) if lb in brokers])
+
+    def _update_metadata(self, controller_id, controller_epoch, b, brokers, partitions, tps):
+        R = UpdateMetadataRequest
+        topics: dict[str, list] = {}
+        for tp in sorted(tps):
+            p = partitions.get(tp)
+            if p is None:
+                continue
+            s = p.state
+            leader = LEADER_DURING_DELETE if tp.topic in self.deleting else s.leader
+            topics.setdefault(tp.topic, []).append(R.UpdateMetadataPartitionState(
+                partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=leader,
+                leader_epoch=s.leader_epoch, isr=list(s.isr), zk_version=s.partition_epoch,
+                replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in brokers]))
+        live = [R.UpdateMetadataBroker(id=x.broker_id, endpoints=[R.UpdateMetadataEndpoint(
+                    port=x.port, host=x.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)], rack=x.rack)
+                for x in sorted(brokers.values(), key=lambda x: x.broker_id)]
+        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
+                 broker_epoch=b.epoch, type=1 if self.update_partitions is None else 0,
+                 topic_states=[R.UpdateMetadataTopicState(
+                     topic_name=t, topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
+                     partition_states=ps) for t, ps in sorted(topics.items())],
+                 live_brokers=live)
+
+    def _stop_replica(self, controller_id, controller_epoch, b, partitions, tps):
+        R = StopReplicaRequest
+        topics: dict[str, list] = {}
+        for tp, delete in sorted(tps.items()):
+            p = partitions.get(tp)
+            epoch = -2 if delete else (p.state.leader_epoch if p is not None else -1)
+            topics.setdefault(tp.topic, []).append(R.StopReplicaPartitionState(
+                partition_index=tp.partition, leader_epoch=epoch, delete_partition=delete))
+        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
+                 broker_epoch=b.epoch,
+                 topic_states=[R.StopReplicaTopicState(topic_name=t, partition_states=ps)
+                               for t, ps in sorted(topics.items())])

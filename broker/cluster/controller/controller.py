@@ -1,0 +1,624 @@
+"""The controller (Kafka's KafkaController, ZooKeeper mode): one per cluster, elected.
+
+Every broker runs one. It tries to win the ephemeral /controller node (each win bumps
+/controller_epoch); the winner is active until it loses the node (its session expired,
+it shut down) and the others watch /controller to try again when it disappears. On a
+broker alone the embedded store makes it active at once.
+
+One task handles events one at a time, so the controller's state (ControllerContext)
+needs no lock: store watches (brokers, topics, partitions added, deletions, config
+changes) and broker requests (AlterPartition, ControlledShutdown, ElectLeaders) only
+enqueue. Each event:
+
+    1. builds a ClusterView of the context and calls a pure decision (decisions.py);
+    2. writes the new partition states to the store, each conditional on its znode
+       version and fenced by the controller epoch's (a controller that lost the
+       election writes nothing: ControllerMoved, and it resigns);
+    3. tells the brokers concerned with Kafka's own requests — LeaderAndIsr to the
+       replicas, UpdateMetadata to every live broker, StopReplica — batched per broker
+       and stamped with the controller epoch (channel_manager.py).
+
+Brokers refuse requests stamped with an epoch older than the newest they have seen.
+
+Topic deletion (Kafka's TopicDeletionManager): a marked topic is deleted once every
+replica is alive: brokers first learn it is being deleted (UpdateMetadata with leader
+-2), then each replica gets StopReplica(delete) and, once all answered, the topic's
+znodes go and every broker forgets it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from broker.cluster.controller import decisions as D
+from broker.cluster.controller.channel_manager import (BrokerEndpoint, ControllerChannelManager, LocalDelivery,
+                                                       PartitionInfo, RequestBatch)
+from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
+from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
+from broker.config import BrokerConfig, validate_topic_configs
+from broker.log import TopicPartition
+from broker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
+
+
+class ControllerMovedError(Exception):
+    """This controller is no longer the active one."""
+
+
+@dataclass
+class ControllerContext:
+    """What the active controller knows of the cluster (Kafka's ControllerContext)."""
+
+    epoch: int
+    epoch_zk_version: int
+    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)     # live, with their epochs
+    shutting_down: set[int] = field(default_factory=set)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    state_epochs: dict[TopicPartition, int] = field(default_factory=dict)   # controller epoch of each state
+    unclean: dict[str, bool] = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)
+
+    def partitions(self) -> dict[TopicPartition, PartitionInfo]:
+        out = {}
+        for topic, parts in self.assignments.items():
+            tid = self.topic_ids[topic]
+            for p, replicas in parts.items():
+                tp = TopicPartition(topic, p)
+                state = self.states.get(tp)
+                if state is not None:
+                    out[tp] = PartitionInfo(tid, replicas, state, self.state_epochs.get(tp, self.epoch))
+        return out
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+
+
+class Controller:
+    def __init__(self, broker_id: int, config: BrokerConfig, store, local: LocalDelivery,
+                 on_resign: Callable[[], None] | None = None):
+        self.broker_id = broker_id
+        self.config = config
+        self.store = store
+        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000)
+        self.ctx: ControllerContext | None = None
+        self.on_resign = on_resign
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._rebalance: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._watching = False
+        self._watched_topics: set[str] = set()
+        self.failovers = 0
+
+    @property
+    def active(self) -> bool:
+        return self.ctx is not None
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch if self.ctx is not None else -1
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        await self.store.watch_controller(lambda _cid: self._enqueue(self._maybe_elect))
+        self._enqueue(self._maybe_elect)
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self._resign()
+        await self.channels.close()
+
+    def _enqueue(self, fn, *args) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        if self._closed:
+            fut.set_exception(ControllerMovedError("the controller is shutting down"))
+            fut.exception()
+        else:
+            self._events.put_nowait((fn, args, fut))
+        return fut
+
+    async def _run(self) -> None:
+        while True:
+            fn, args, fut = await self._events.get()
+            try:
+                result = await fn(*args)
+            except ControllerMovedError as exc:
+                if self.ctx is not None:
+                    log.info("controller %d: %s; resigning", self.broker_id, exc)
+                await self._resign()
+                if not fut.done():
+                    fut.set_exception(exc)
+                    fut.exception()
+                self._enqueue(self._maybe_elect)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if _is_controller_moved(exc):
+                    log.info("controller %d: another controller was elected; resigning", self.broker_id)
+                    await self._resign()
+                    self._enqueue(self._maybe_elect)
+                else:
+                    log.exception("controller %d: event %s failed", self.broker_id, getattr(fn, "__name__", fn))
+                if not fut.done():
+                    fut.set_exception(ControllerMovedError(str(exc)))
+                    fut.exception()
+                continue
+            if not fut.done():
+                fut.set_result(result)
+
+    # ------------------------------------------------------------------ election
+
+    async def _maybe_elect(self) -> None:
+        current = await self.store.get_controller_id()
+        if self.ctx is not None:
+            if current == self.broker_id:
+                return
+            await self._resign()
+        if current is not None and current != self.broker_id:
+            return
+        won = await self.store.try_elect_controller(self.broker_id)
+        if won is None:
+            return
+        epoch, epoch_zk_version = won
+        await self._on_failover(epoch, epoch_zk_version)
+
+    async def _resign(self) -> None:
+        if self.ctx is None:
+            return
+        log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.ctx = None
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+            self._rebalance = None
+        self.channels.set_brokers([])
+        if self.on_resign is not None:
+            self.on_resign()
+
+    async def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        t0 = time.monotonic()
+        self.failovers += 1
+        ctx = ControllerContext(epoch, epoch_zk_version)
+        self.ctx = ctx
+        await self._read_brokers(ctx)
+        for topic in await self.store.get_topic_names():
+            await self._read_topic(ctx, topic)
+        ctx.deleting = set(await self.store.get_topics_marked_for_deletion()) & set(ctx.assignments)
+        await self._arm_watches()
+        for topic in list(ctx.assignments):
+            await self._watch_topic(topic)
+        self.channels.set_brokers(ctx.brokers.values())
+        log.info("controller %d: active with epoch %d (%d brokers, %d topics)", self.broker_id, epoch,
+                 len(ctx.brokers), len(ctx.assignments))
+        batch = RequestBatch()
+        batch.add_update_metadata(ctx.brokers, None)
+        decision = D.on_broker_startup(self._view(), ())
+        await self._apply(decision, batch)
+        # every live broker learns the state of all its replicas (the full LeaderAndIsr)
+        for tp, info in ctx.partitions().items():
+            batch.add_leader_and_isr([r for r in info.replicas if r in ctx.brokers], tp)
+        batch.full.update(ctx.brokers)
+        self._send(batch)
+        await self._resume_deletions()
+        self._schedule_rebalance()
+        log.info("controller %d: failover done in %.3f s", self.broker_id, time.monotonic() - t0)
+
+    async def _arm_watches(self) -> None:
+        """Once per process (the store re-arms them): they only enqueue, and only while
+        this controller is active; what changed is read again when the event runs."""
+        if self._watching:
+            return
+        self._watching = True
+        await self.store.watch_broker_ids(lambda _ids: self._enqueue_if_active(self._on_broker_change))
+        await self.store.watch_topics(lambda _names: self._enqueue_if_active(self._on_topic_change))
+        await self.store.watch_topic_deletions(lambda _names: self._enqueue_if_active(self._on_deletion_change))
+        await self.store.watch_config_changes(lambda paths: self._enqueue_if_active(self._on_config_change, paths))
+
+    def _enqueue_if_active(self, fn, *args) -> None:
+        if self.ctx is not None:
+            self._enqueue(fn, *args)
+
+    # ------------------------------------------------------------------ reading the store
+
+    async def _read_brokers(self, ctx: ControllerContext) -> None:
+        regs = await self.store.get_brokers_and_epochs()
+        ctx.brokers = {bid: _endpoint(reg, epoch) for bid, (reg, epoch) in regs.items()}
+
+    async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
+        topic_id, assignment, _version = await self.store.get_topic(topic)
+        if topic_id is None:
+            topic_id = uuid.uuid4()
+        ctx.topic_ids[topic] = topic_id
+        ctx.assignments[topic] = {p: tuple(r) for p, r in assignment.items()}
+        for p, (state, version) in (await self.store.get_partition_states(topic)).items():
+            tp = TopicPartition(topic, p)
+            ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
+                                          state.leader_recovery_state)
+            ctx.state_epochs[tp] = state.controller_epoch
+        await self._read_topic_config(ctx, topic)
+
+    async def _read_topic_config(self, ctx: ControllerContext, topic: str) -> None:
+        try:
+            overrides = validate_topic_configs(await self.store.get_topic_configs(topic))
+        except ValueError:
+            overrides = {}
+        ctx.unclean[topic] = overrides.get("unclean.leader.election.enable",
+                                           self.config["unclean.leader.election.enable"])
+
+    async def _watch_topic(self, topic: str) -> None:
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
+        await self.store.watch_topic(topic, lambda *_a, t=topic: self._enqueue_if_active(self._on_partition_change, t))
+
+    def _require(self) -> ControllerContext:
+        if self.ctx is None:
+            raise ControllerMovedError("not the active controller")
+        return self.ctx
+
+    def _view(self, shutting_down: Iterable[int] = ()) -> ClusterView:
+        ctx = self._require()
+        parts = {}
+        for topic, assignment in ctx.assignments.items():
+            for p, replicas in assignment.items():
+                tp = TopicPartition(topic, p)
+                parts[tp] = PartitionView(topic, p, replicas, ctx.states.get(tp))
+        return ClusterView(frozenset(ctx.brokers), {b: e.rack for b, e in ctx.brokers.items()},
+                           frozenset(ctx.shutting_down) | frozenset(shutting_down), parts,
+                           lambda t: ctx.unclean.get(t, False))
+
+    # ------------------------------------------------------------------ writing
+
+    async def _write(self, states: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, LeaderAndIsr]:
+        """Writes new states (creating those of new partitions); returns those written,
+        with their new znode versions. A state someone else changed first is read again
+        (and left out)."""
+        ctx = self._require()
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        creates: dict[str, dict[int, LeaderIsrState]] = {}
+        updates = {}
+        for tp, s in states.items():
+            zs = LeaderIsrState(s.leader, s.leader_epoch, tuple(s.isr), ctx.epoch, s.leader_recovery_state)
+            if tp in ctx.states:
+                updates[(tp.topic, tp.partition)] = (zs, ctx.states[tp].partition_epoch)
+            else:
+                creates.setdefault(tp.topic, {})[tp.partition] = zs
+        stale_topics = set()
+        for topic, new in creates.items():
+            results = await self.store.create_partition_states(topic, new, ctx.epoch_zk_version)
+            for p, res in results.items():
+                tp = TopicPartition(topic, p)
+                if isinstance(res, int):
+                    written[tp] = _with_version(states[tp], res)
+                else:
+                    stale_topics.add(topic)
+        if updates:
+            results = await self.store.update_partition_states(updates, ctx.epoch_zk_version)
+            for (topic, p), res in results.items():
+                tp = TopicPartition(topic, p)
+                if isinstance(res, int):
+                    written[tp] = _with_version(states[tp], res)
+                else:
+                    stale_topics.add(topic)
+        for tp, s in written.items():
+            ctx.states[tp] = s
+            ctx.state_epochs[tp] = ctx.epoch
+        for topic in stale_topics:
+            log.warning("controller %d: partition states of %s changed under it; reading them again",
+                        self.broker_id, topic)
+            for p, (state, version) in (await self.store.get_partition_states(topic)).items():
+                tp = TopicPartition(topic, p)
+                ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
+                                              state.leader_recovery_state)
+                ctx.state_epochs[tp] = state.controller_epoch
+        return written
+
+    async def _apply(self, decision: Decision, batch: RequestBatch, is_new: bool = False
+                     ) -> dict[TopicPartition, LeaderAndIsr]:
+        """Writes a decision and adds what the brokers must hear of it to `batch`."""
+        ctx = self._require()
+        written = await self._write(dict(decision.states))
+        for tp in written:
+            replicas = ctx.replicas(tp)
+            batch.add_leader_and_isr([r for r in replicas if r in ctx.brokers], tp, is_new)
+        batch.add_update_metadata(ctx.brokers, written)
+        for tp, failure in decision.failed.items():
+            if failure.error not in (ErrorCode.ELECTION_NOT_NEEDED,):
+                log.warning("controller %d: %s has no leader: %s", self.broker_id, tp, failure.message)
+        return written
+
+    def _send(self, batch: RequestBatch, callback=None) -> None:
+        ctx = self._require()
+        batch.deleting = set(ctx.deleting)
+        for bid, request, version in batch.build(self.broker_id, ctx.epoch, ctx.brokers, ctx.partitions()):
+            self.channels.send(bid, request, version, callback)
+
+    # ------------------------------------------------------------------ brokers
+
+    async def _on_broker_change(self) -> None:
+        ctx = self._require()
+        old = dict(ctx.brokers)
+        await self._read_brokers(ctx)
+        bounced = {b for b in ctx.brokers if b in old and old[b].epoch != ctx.brokers[b].epoch}
+        dead = (set(old) - set(ctx.brokers)) | bounced
+        new = (set(ctx.brokers) - set(old)) | bounced
+        if not dead and not new:
+            return
+        log.info("controller %d: brokers %s (new %s, gone %s)", self.broker_id, sorted(ctx.brokers),
+                 sorted(new), sorted(dead))
+        ctx.shutting_down -= dead
+        self.channels.set_brokers(ctx.brokers.values())
+        batch = RequestBatch()
+        if dead:
+            # the decision removes the dead (and the bounced) from the live brokers itself
+            await self._apply(D.on_broker_failure(self._view(), dead), batch)
+        batch.add_update_metadata(ctx.brokers, None)
+        if new:
+            decision = D.on_broker_startup(self._view(), new)
+            await self._apply(decision, batch)
+            for tp, info in ctx.partitions().items():
+                on_new = [r for r in info.replicas if r in new]
+                if on_new:
+                    batch.add_leader_and_isr(on_new, tp)
+            batch.full.update(new)
+        self._send(batch)
+        if new:
+            await self._resume_deletions()
+
+    # ------------------------------------------------------------------ topics
+
+    async def _on_topic_change(self) -> None:
+        ctx = self._require()
+        names = set(await self.store.get_topic_names())
+        added = sorted(names - set(ctx.assignments))
+        if not added:
+            return
+        batch = RequestBatch()
+        for topic in added:
+            await self._read_topic(ctx, topic)
+            await self._watch_topic(topic)
+            log.info("controller %d: new topic %s with %d partitions", self.broker_id, topic,
+                     len(ctx.assignments[topic]))
+        new_tps = [tp for tp in self._view().partitions if tp.topic in added and tp not in ctx.states]
+        await self._apply(D.initial_states(self._view(), new_tps), batch, is_new=True)
+        # partitions that already had a state (a controller that died half-way) are told too
+        for topic in added:
+            for p, replicas in ctx.assignments[topic].items():
+                tp = TopicPartition(topic, p)
+                if tp in ctx.states:
+                    batch.add_leader_and_isr([r for r in replicas if r in ctx.brokers], tp, True)
+                    batch.add_update_metadata(ctx.brokers, [tp])
+        self._send(batch)
+
+    async def _on_partition_change(self, topic: str) -> None:
+        ctx = self._require()
+        if topic not in ctx.assignments or topic in ctx.deleting:
+            return
+        topic_id, assignment, _ = await self.store.get_topic(topic)
+        known = ctx.assignments[topic]
+        added = {p: tuple(r) for p, r in assignment.items() if p not in known}
+        if not added:
+            return
+        known.update(added)
+        log.info("controller %d: topic %s grows to %d partitions", self.broker_id, topic, len(known))
+        batch = RequestBatch()
+        await self._apply(D.initial_states(self._view(), [TopicPartition(topic, p) for p in added]), batch,
+                          is_new=True)
+        self._send(batch)
+
+    async def _on_config_change(self, paths: list[str]) -> None:
+        ctx = self._require()
+        topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
+        changed = False
+        for topic in topics:
+            if topic in ctx.assignments:
+                before = ctx.unclean.get(topic, False)
+                await self._read_topic_config(ctx, topic)
+                changed |= ctx.unclean[topic] and not before
+        if changed:
+            batch = RequestBatch()
+            await self._apply(D.on_broker_startup(self._view(), ()), batch)
+            self._send(batch)
+
+    # ------------------------------------------------------------------ deletion
+
+    async def _on_deletion_change(self) -> None:
+        ctx = self._require()
+        marked = set(await self.store.get_topics_marked_for_deletion())
+        for topic in marked - set(ctx.assignments):
+            # a marker for a topic that does not exist (any more): clean it up
+            await self.store.delete_topic_znodes(topic, ctx.epoch_zk_version)
+        ctx.deleting |= marked & set(ctx.assignments)
+        await self._resume_deletions()
+
+    async def _resume_deletions(self) -> None:
+        ctx = self._require()
+        for topic in sorted(ctx.deleting):
+            replicas = {r for rs in ctx.assignments.get(topic, {}).values() for r in rs}
+            if not replicas <= set(ctx.brokers):
+                log.info("controller %d: deletion of %s waits for replicas %s", self.broker_id, topic,
+                         sorted(replicas - set(ctx.brokers)))
+                continue
+            tps = [TopicPartition(topic, p) for p in ctx.assignments[topic]]
+            batch = RequestBatch()
+            batch.add_update_metadata(ctx.brokers, [tp for tp in tps if tp in ctx.states])
+            for tp in tps:
+                for r in ctx.replicas(tp):
+                    batch.add_stop_replica(r, tp, delete=True)
+            pending = {r for r in replicas}
+            done = asyncio.get_running_loop().create_future()
+
+            def answered(broker_id, _request, response, pending=pending, done=done):
+                if response is not None and getattr(response, "error_code", 0) == 0:
+                    pending.discard(broker_id)
+                if not pending and not done.done():
+                    done.set_result(None)
+            self._send(batch, answered)
+            asyncio.get_running_loop().create_task(self._finish_deletion(topic, done))
+
+    async def _finish_deletion(self, topic: str, done: asyncio.Future) -> None:
+        try:
+            await asyncio.wait_for(done, self.config["request.timeout.ms"] / 1000)
+        except asyncio.TimeoutError:
+            log.warning("controller %d: not every replica of %s confirmed its deletion; retrying",
+                        self.broker_id, topic)
+            self._enqueue(self._resume_deletions)
+            return
+        self._enqueue(self._complete_deletion, topic)
+
+    async def _complete_deletion(self, topic: str) -> None:
+        ctx = self._require()
+        if topic not in ctx.deleting:
+            return
+        await self.store.delete_topic_znodes(topic, ctx.epoch_zk_version)
+        tps = [TopicPartition(topic, p) for p in ctx.assignments.get(topic, {})]
+        batch = RequestBatch()
+        batch.add_update_metadata(ctx.brokers, [tp for tp in tps if tp in ctx.states])
+        batch.deleting = {topic}
+        self._send(batch)     # brokers drop the topic (leader -2) from their caches
+        ctx.deleting.discard(topic)
+        ctx.assignments.pop(topic, None)
+        ctx.topic_ids.pop(topic, None)
+        ctx.unclean.pop(topic, None)
+        for tp in tps:
+            ctx.states.pop(tp, None)
+            ctx.state_epochs.pop(tp, None)
+        self._watched_topics.discard(topic)
+        self.store.unwatch_topic(topic)
+        log.info("controller %d: deleted topic %s", self.broker_id, topic)
+
+    # ------------------------------------------------------------------ requests from brokers
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int,
+                              changes: list[tuple[str, int, int, list[int], int, int]]):
+        """AlterPartition: [(topic, partition, leader epoch, new ISR, partition epoch,
+        leader recovery state)] -> (top error, {(topic, partition): LeaderAndIsr | error})."""
+        return await self._enqueue(self._alter_partition, broker_id, broker_epoch, changes)
+
+    async def _alter_partition(self, broker_id, broker_epoch, changes):
+        ctx = self._require()
+        b = ctx.brokers.get(broker_id)
+        if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
+            return ErrorCode.STALE_BROKER_EPOCH, {}
+        view = self._view()
+        out: dict[tuple[str, int], object] = {}
+        to_write = {}
+        for topic, p, leader_epoch, isr, partition_epoch, recovery in changes:
+            res = D.alter_partition(view, topic, p, broker_id, leader_epoch, isr, partition_epoch,
+                                    leader_recovery_state=recovery)
+            tp = TopicPartition(topic, p)
+            if isinstance(res, LeaderAndIsr) and res != ctx.states.get(tp):
+                to_write[tp] = res
+            out[(topic, p)] = res
+        if to_write:
+            written = await self._write(to_write)
+            batch = RequestBatch()
+            batch.add_update_metadata(ctx.brokers, written)
+            self._send(batch)
+            for tp in to_write:
+                out[(tp.topic, tp.partition)] = written.get(tp, ErrorCode.INVALID_UPDATE_VERSION)
+                if tp in written:
+                    log.info("controller %d: ISR of %s is now %s", self.broker_id, tp, list(written[tp].isr))
+        return ErrorCode.NONE, out
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        """ControlledShutdown -> (error, [remaining partitions])."""
+        return await self._enqueue(self._controlled_shutdown, broker_id, broker_epoch)
+
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        ctx = self._require()
+        b = ctx.brokers.get(broker_id)
+        if b is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch >= 0 and b.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        log.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker_id)
+        ctx.shutting_down.add(broker_id)
+        decision = D.controlled_shutdown(self._view(), broker_id)
+        batch = RequestBatch()
+        written = await self._apply(decision, batch)
+        # it stops following the partitions it no longer leads or is in the ISR of
+        for tp in written:
+            if broker_id in ctx.replicas(tp) and written[tp].leader != broker_id:
+                batch.add_stop_replica(broker_id, tp, delete=False)
+        self._send(batch)
+        remaining = sorted(decision.failed)
+        return ErrorCode.NONE, remaining
+
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None):
+        """ElectLeaders -> {tp: (error, message)}; partitions None: every partition."""
+        return await self._enqueue(self._elect_leaders, election_type, partitions)
+
+    async def _elect_leaders(self, election_type: int, partitions):
+        view = self._view()
+        if partitions is None:
+            partitions = sorted(view.partitions)
+        if election_type == PREFERRED:
+            decision = D.preferred_election(view, partitions)
+        else:
+            decision = D.unclean_election(view, partitions)
+        batch = RequestBatch()
+        written = await self._apply(decision, batch)
+        self._send(batch)
+        out = {}
+        for tp in partitions:
+            if tp in written:
+                out[tp] = (ErrorCode.NONE, None)
+            elif tp in decision.failed:
+                f = decision.failed[tp]
+                out[tp] = (f.error, f.message)
+            else:
+                out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state changed during the election")
+        return out
+
+    # ------------------------------------------------------------------ preferred leaders
+
+    def _schedule_rebalance(self) -> None:
+        if not self.config["auto.leader.rebalance.enable"]:
+            return
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        self._rebalance = asyncio.get_running_loop().call_later(
+            interval, lambda: self._enqueue(self._auto_rebalance))
+
+    async def _auto_rebalance(self) -> None:
+        self._rebalance = None
+        if self.ctx is None:
+            return
+        view = self._view()
+        tps = D.preferred_leader_imbalance(view, self.config["leader.imbalance.per.broker.percentage"])
+        if tps:
+            log.info("controller %d: moving %d partitions back to their preferred leader", self.broker_id, len(tps))
+            batch = RequestBatch()
+            await self._apply(D.preferred_election(view, tps), batch)
+            self._send(batch)
+        self._schedule_rebalance()
+
+
+def _endpoint(reg: BrokerRegistration, epoch: int) -> BrokerEndpoint:
+    ep = reg.endpoints[0]
+    return BrokerEndpoint(reg.broker_id, ep.host, ep.port, reg.rack, epoch)
+
+
+def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(s.leader, s.leader_epoch, tuple(s.isr), version, s.leader_recovery_state)
+
+
+def _is_controller_moved(exc: Exception) -> bool:
+    return type(exc).__name__ == "ControllerMoved"

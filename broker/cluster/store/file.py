@@ -1,0 +1,364 @@
+"""The embedded metadata store: what ZooKeeper holds for a cluster, kept in one JSON file
+in the first log dir, for a broker that runs alone (no ZooKeeper, nothing else to start).
+
+It offers the same coroutines as KafkaZkClient (zkclient.py) — the controller, the
+topic administration and the broker use either through one interface — with the same
+model: a registry of live brokers (this one), a controller election this broker always
+wins (each start bumps the controller epoch), topic assignments, partition states with
+versions (written only if the version is still the expected one), topic configs with
+change notifications, deletion markers and producer id blocks. Watches call back on the
+event loop (call_soon), after the change, as ZooKeeper's do.
+
+    <log.dir>/__kbroker_metadata.json
+    {"version": 2, "cluster_id": "...", "controller_epoch": 3, "broker_epoch": 3,
+     "producer_id_block_end": 999,
+     "topics": {"clicks": {"id": "<uuid>", "configs": {...},
+                           "partitions": {"0": [0]},
+                           "states": {"0": {"leader": 0, "leader_epoch": 2, "isr": [0],
+                                            "controller_epoch": 3, "version": 4,
+                                            "leader_recovery_state": 0}}}},
+     "deleting": []}
+
+Every change is written atomically (temp file + rename) before it is visible. The
+version 1 file of earlier releases (partition states holding the replicas) is read and
+rewritten as version 2.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+
+from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
+from broker.log.checkpoints import write_atomically
+
+FILE_NAME = "__kbroker_metadata.json"
+
+
+class StoreError(Exception):
+    """Base of the store's errors (named as KafkaZkClient's)."""
+
+
+class TopicExists(StoreError):
+    pass
+
+
+class NoSuchTopic(StoreError):
+    pass
+
+
+class BadVersion(StoreError):
+    pass
+
+
+class MetadataFileError(StoreError):
+    """The metadata file cannot be read (the message names it)."""
+
+
+class FileMetadataStore:
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, FILE_NAME)
+        self._cluster_id: str | None = None
+        self._controller_epoch = 0
+        self._broker_epoch = 0
+        self._pid_block_end = -1
+        self._topics: dict[str, dict] = {}
+        self._deleting: set[str] = set()
+        self._broker: BrokerRegistration | None = None
+        self._controller: int | None = None
+        self._watchers: dict[str, list[Callable]] = {}
+        self._topic_watchers: dict[str, list[Callable]] = {}
+        self._load()
+
+    # ------------------------------------------------------------------ file
+
+    def _load(self) -> None:
+        if not os.path.exists(self.path):
+            return
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+            self._cluster_id = data.get("cluster_id")
+            self._controller_epoch = int(data.get("controller_epoch", 0))
+            self._broker_epoch = int(data.get("broker_epoch", 0))
+            if "producer_id_block_end" in data:
+                self._pid_block_end = int(data["producer_id_block_end"])
+            else:                     # version 1: the next id to hand out
+                self._pid_block_end = int(data.get("producer_id_next", 0)) - 1
+            for name, t in data.get("topics", {}).items():
+                if "states" in t:
+                    parts = {int(p): [int(r) for r in rs] for p, rs in t["partitions"].items()}
+                    states = {int(p): dict(s) for p, s in t["states"].items()}
+                else:                 # version 1: {"0": {"replicas", "leader", "leader_epoch", "isr", ...}}
+                    parts = {int(p): [int(r) for r in s["replicas"]] for p, s in t["partitions"].items()}
+                    states = {int(p): {"leader": s["leader"], "leader_epoch": s.get("leader_epoch", 0),
+                                       "isr": s.get("isr", s["replicas"]),
+                                       "controller_epoch": s.get("controller_epoch", 0), "version": 0,
+                                       "leader_recovery_state": 0}
+                              for p, s in t["partitions"].items()}
+                self._topics[name] = {"id": t["id"], "configs": dict(t.get("configs", {})), "partitions": parts,
+                                      "states": states, "version": int(t.get("version", 0))}
+            self._deleting = set(data.get("deleting", [])) & set(self._topics)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise MetadataFileError(f"cannot read the metadata file {self.path}: {exc}") from None
+
+    def _save(self) -> None:
+        data = {
+            "version": 2,
+            "cluster_id": self._cluster_id,
+            "controller_epoch": self._controller_epoch,
+            "broker_epoch": self._broker_epoch,
+            "producer_id_block_end": self._pid_block_end,
+            "topics": {
+                name: {"id": t["id"], "configs": t["configs"], "version": t["version"],
+                       "partitions": {str(p): r for p, r in sorted(t["partitions"].items())},
+                       "states": {str(p): s for p, s in sorted(t["states"].items())}}
+                for name, t in sorted(self._topics.items())
+            },
+            "deleting": sorted(self._deleting),
+        }
+        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+    def _notify(self, kind: str, *args) -> None:
+        loop = asyncio.get_running_loop()
+        for cb in list(self._watchers.get(kind, ())):
+            loop.call_soon(cb, *args)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self._watchers.clear()
+        self._topic_watchers.clear()
+
+    def add_session_listener(self, callback) -> None:
+        """A file has no session to lose."""
+
+    # ------------------------------------------------------------------ cluster id
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = proposed
+            self._save()
+        return self._cluster_id
+
+    # ------------------------------------------------------------------ brokers
+
+    async def register_broker(self, registration: BrokerRegistration) -> int:
+        self._broker_epoch += 1
+        self._save()
+        self._broker = registration
+        self._notify("brokers", frozenset([registration.broker_id]))
+        return self._broker_epoch
+
+    async def get_brokers(self) -> dict[int, BrokerRegistration]:
+        return {} if self._broker is None else {self._broker.broker_id: self._broker}
+
+    async def get_brokers_and_epochs(self) -> dict[int, tuple[BrokerRegistration, int]]:
+        return {} if self._broker is None else {self._broker.broker_id: (self._broker, self._broker_epoch)}
+
+    async def watch_broker_ids(self, callback) -> frozenset[int]:
+        self._watchers.setdefault("brokers", []).append(callback)
+        return frozenset(await self.get_brokers())
+
+    # ------------------------------------------------------------------ controller
+
+    async def try_elect_controller(self, broker_id: int) -> tuple[int, int] | None:
+        if self._controller is not None and self._controller != broker_id:
+            return None
+        self._controller_epoch += 1
+        self._save()
+        self._controller = broker_id
+        self._notify("controller", broker_id)
+        return self._controller_epoch, self._controller_epoch
+
+    async def get_controller_id(self) -> int | None:
+        return self._controller
+
+    async def watch_controller(self, callback) -> int | None:
+        self._watchers.setdefault("controller", []).append(callback)
+        return self._controller
+
+    async def get_controller_epoch(self) -> tuple[int, int] | None:
+        return (self._controller_epoch, self._controller_epoch) if self._controller_epoch else None
+
+    def _fence(self, controller_epoch_zk_version: int) -> None:
+        if controller_epoch_zk_version != self._controller_epoch:
+            raise ControllerMoved(f"controller epoch {controller_epoch_zk_version} is not the current "
+                                  f"{self._controller_epoch}")
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topic(self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]],
+                           configs: Mapping[str, str]) -> None:
+        if name in self._topics:
+            raise TopicExists(f"topic {name!r} already exists")
+        self._topics[name] = {"id": str(topic_id), "configs": dict(configs), "version": 0,
+                              "partitions": {int(p): [int(r) for r in rs] for p, rs in assignment.items()},
+                              "states": {}}
+        try:
+            self._save()
+        except BaseException:
+            del self._topics[name]
+            raise
+        self._notify("topics", frozenset(self._topics))
+
+    async def get_topic_names(self) -> frozenset[str]:
+        return frozenset(self._topics)
+
+    async def watch_topics(self, callback) -> frozenset[str]:
+        self._watchers.setdefault("topics", []).append(callback)
+        return frozenset(self._topics)
+
+    async def get_topic(self, name: str) -> tuple[uuid.UUID | None, dict[int, list[int]], int]:
+        t = self._topics.get(name)
+        if t is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        return uuid.UUID(t["id"]), {p: list(r) for p, r in sorted(t["partitions"].items())}, t["version"]
+
+    async def watch_topic(self, name: str, callback):
+        self._topic_watchers.setdefault(name, []).append(callback)
+        try:
+            return await self.get_topic(name)
+        except NoSuchTopic:
+            return None
+
+    def unwatch_topic(self, name: str) -> None:
+        self._topic_watchers.pop(name, None)
+
+    async def set_topic_assignment(self, name: str, topic_id: uuid.UUID | None,
+                                   assignment: Mapping[int, Iterable[int]], expected_version: int) -> int:
+        t = self._topics.get(name)
+        if t is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        if t["version"] != expected_version:
+            raise BadVersion(f"topic {name!r} is at version {t['version']}, not {expected_version}")
+        old = (t["partitions"], t["version"])
+        t["partitions"] = {int(p): [int(r) for r in rs] for p, rs in assignment.items()}
+        t["version"] += 1
+        try:
+            self._save()
+        except BaseException:
+            t["partitions"], t["version"] = old
+            raise
+        loop = asyncio.get_running_loop()
+        value = await self.get_topic(name)
+        for cb in list(self._topic_watchers.get(name, ())):
+            loop.call_soon(cb, value)
+        return t["version"]
+
+    # ------------------------------------------------------------------ partition states
+
+    async def get_partition_states(self, topic: str) -> dict[int, tuple[LeaderIsrState, int]]:
+        t = self._topics.get(topic)
+        if t is None:
+            return {}
+        return {p: (_state(s), s["version"]) for p, s in sorted(t["states"].items())}
+
+    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderIsrState],
+                                      controller_epoch_zk_version: int) -> dict[int, int | BadVersion]:
+        self._fence(controller_epoch_zk_version)
+        t = self._topics.get(topic)
+        if t is None:
+            raise NoSuchTopic(f"topic {topic!r} does not exist")
+        out: dict[int, int | BadVersion] = {}
+        for p, s in states.items():
+            if p in t["states"]:
+                out[p] = BadVersion(f"the state of {topic}-{p} exists")
+            else:
+                t["states"][p] = _json(s, 0)
+                out[p] = 0
+        self._save()
+        return out
+
+    async def update_partition_states(self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]],
+                                      controller_epoch_zk_version: int) -> dict[tuple[str, int], object]:
+        self._fence(controller_epoch_zk_version)
+        out: dict[tuple[str, int], object] = {}
+        for (topic, p), (s, expected) in updates.items():
+            t = self._topics.get(topic)
+            current = t["states"].get(p) if t is not None else None
+            if current is None:
+                out[(topic, p)] = NoSuchTopic(f"{topic}-{p} has no state")
+            elif current["version"] != expected:
+                out[(topic, p)] = BadVersion(f"{topic}-{p} is at version {current['version']}, not {expected}")
+            else:
+                t["states"][p] = _json(s, expected + 1)
+                out[(topic, p)] = expected + 1
+        self._save()
+        return out
+
+    # ------------------------------------------------------------------ configs
+
+    async def get_topic_configs(self, name: str) -> dict[str, str]:
+        t = self._topics.get(name)
+        return dict(t["configs"]) if t is not None else {}
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        t = self._topics.get(name)
+        if t is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        old = t["configs"]
+        t["configs"] = dict(configs)
+        try:
+            self._save()
+        except BaseException:
+            t["configs"] = old
+            raise
+        self._notify("configs", [f"topics/{name}"])
+
+    async def watch_config_changes(self, callback) -> None:
+        self._watchers.setdefault("configs", []).append(callback)
+
+    # ------------------------------------------------------------------ deletion
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        if name not in self._topics:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        if name not in self._deleting:
+            self._deleting.add(name)
+            self._save()
+            self._notify("deletions", frozenset(self._deleting))
+
+    async def get_topics_marked_for_deletion(self) -> frozenset[str]:
+        return frozenset(self._deleting)
+
+    async def watch_topic_deletions(self, callback) -> frozenset[str]:
+        self._watchers.setdefault("deletions", []).append(callback)
+        return frozenset(self._deleting)
+
+    async def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None:
+        self._fence(controller_epoch_zk_version)
+        if self._topics.pop(name, None) is None and name not in self._deleting:
+            return
+        self._deleting.discard(name)
+        self._save()
+        self._notify("topics", frozenset(self._topics))
+        self._notify("deletions", frozenset(self._deleting))
+
+    # ------------------------------------------------------------------ producer ids
+
+    async def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        start = self._pid_block_end + 1
+        self._pid_block_end = start + size - 1
+        self._save()
+        return start, self._pid_block_end
+
+
+class ControllerMoved(StoreError):
+    """A write fenced by a controller epoch that is no longer the current one."""
+
+
+def _json(s: LeaderIsrState, version: int) -> dict:
+    return {"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
+            "controller_epoch": s.controller_epoch, "version": version,
+            "leader_recovery_state": s.leader_recovery_state}
+
+
+def _state(d: dict) -> LeaderIsrState:
+    return LeaderIsrState(int(d["leader"]), int(d["leader_epoch"]), tuple(int(r) for r in d["isr"]),
+                          int(d.get("controller_epoch", 0)), int(d.get("leader_recovery_state", 0)))

@@ -1,0 +1,26 @@
+"""ControlledShutdown (7), on the controller: a broker about to stop asks that every
+partition it leads move to another ISR member first; the answer lists those that could
+not move yet (the broker asks again)."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.controlled_shutdown import ControlledShutdownResponse
+
+API_KEY = ApiKey.CONTROLLED_SHUTDOWN
+MIN_VERSION, MAX_VERSION = 0, 3
+
+
+async def apply(broker, request) -> ControlledShutdownResponse:
+    controller = broker.controller
+    if controller is None or not controller.active:
+        return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    try:
+        error, remaining = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    except Exception:
+        return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    return ControlledShutdownResponse(error_code=error, remaining_partitions=[
+        ControlledShutdownResponse.RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+        for tp in remaining])
+
+
+def handle(ctx, request):
+    return apply(ctx.broker, request)

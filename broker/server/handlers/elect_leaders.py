@@ -1,0 +1,46 @@
+"""ElectLeaders (43), on the controller: move partitions back to their preferred leader
+(type 0) or give offline partitions an out-of-sync leader (type 1, unclean), as Kafka's
+kafka-leader-election tool asks."""
+from broker.log import TopicPartition
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.elect_leaders import ElectLeadersResponse
+
+API_KEY = ApiKey.ELECT_LEADERS
+MIN_VERSION, MAX_VERSION = 0, 2
+
+_Result = ElectLeadersResponse.ReplicaElectionResult
+_Part = ElectLeadersResponse.PartitionResult
+
+
+async def apply(broker, request, version: int = 2) -> ElectLeadersResponse:
+    election_type = request.election_type if version >= 1 else 0
+    wanted = None
+    if request.topic_partitions is not None:
+        wanted = [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    controller = broker.controller
+    if controller is None or not controller.active:
+        return _all(wanted, ErrorCode.NOT_CONTROLLER)
+    try:
+        results = await controller.elect_leaders(election_type, wanted)
+    except Exception:
+        return _all(wanted, ErrorCode.NOT_CONTROLLER)
+    by_topic: dict[str, list] = {}
+    for tp, (err, msg) in sorted(results.items()):
+        by_topic.setdefault(tp.topic, []).append(_Part(partition_id=tp.partition, error_code=err, error_message=msg))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
+        _Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+def _all(wanted, error) -> ElectLeadersResponse:
+    if wanted is None:
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=error, replica_election_results=[])
+    by_topic: dict[str, list] = {}
+    for tp in wanted:
+        by_topic.setdefault(tp.topic, []).append(_Part(partition_id=tp.partition, error_code=error, error_message=None))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=error, replica_election_results=[
+        _Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+def handle(ctx, request):
+    return apply(ctx.broker, request, ctx.api_version)

@@ -1,0 +1,47 @@
+"""LeaderAndIsr (4): the controller tells this broker the leader, leader epoch, ISR and
+replicas of partitions it hosts; it becomes leader or follower of each (the replica
+manager). Stamped with the controller epoch: an older one is refused whole
+(STALE_CONTROLLER_EPOCH); so is a request for an older broker epoch (STALE_BROKER_EPOCH,
+a request meant for this broker id's previous life)."""
+from broker.cluster.metadata import BrokerInfo, PartitionState
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.leader_and_isr import LeaderAndIsrResponse
+
+API_KEY = ApiKey.LEADER_AND_ISR
+MIN_VERSION, MAX_VERSION = 5, 7
+
+_TopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
+_PartError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
+
+
+def _answer(request, error: int, errors: dict | None = None) -> LeaderAndIsrResponse:
+    topics = []
+    for t in request.topic_states:
+        parts = [_PartError(partition_index=ps.partition_index,
+                            error_code=(errors or {}).get((t.topic_name, ps.partition_index), error))
+                 for ps in t.partition_states]
+        topics.append(_TopicError(topic_id=t.topic_id, partition_errors=parts))
+    return LeaderAndIsrResponse(error_code=error, topics=topics)
+
+
+async def apply(broker, request) -> LeaderAndIsrResponse:
+    replicas = broker.replicas
+    if not replicas.check_controller_epoch(request.controller_epoch):
+        return _answer(request, ErrorCode.STALE_CONTROLLER_EPOCH)
+    if 0 <= request.broker_epoch < broker.broker_epoch:
+        return _answer(request, ErrorCode.STALE_BROKER_EPOCH)
+    await broker.ensure_topic_configs(t.topic_name for t in request.topic_states)
+    live = {x.broker_id: BrokerInfo(x.broker_id, x.host_name, x.port) for x in request.live_leaders}
+    states = []
+    for t in request.topic_states:
+        for ps in t.partition_states:
+            states.append((t.topic_name, t.topic_id, PartitionState(
+                ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch, list(ps.isr), ps.controller_epoch,
+                ps.partition_epoch, ps.leader_recovery_state)))
+    errors = replicas.become_leader_or_follower(states, live)
+    return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
+
+
+def handle(ctx, request):
+    return apply(ctx.broker, request)

@@ -1,0 +1,55 @@
+"""UpdateMetadata (6): the controller tells this broker the live brokers, the controller
+and the state of partitions; the metadata cache takes it (what every Metadata answer
+shows). A partition with leader -2 belongs to a topic being deleted: the topic leaves the
+cache, and the group coordinator forgets its committed offsets (Kafka's
+handleUpdateMetadataRequest -> onPartitionsDeleted). Topic configs of topics seen for the
+first time are read from the store first."""
+from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState, TopicInfo
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.update_metadata import UpdateMetadataResponse
+
+API_KEY = ApiKey.UPDATE_METADATA
+MIN_VERSION, MAX_VERSION = 7, 8
+
+LEADER_DURING_DELETE = -2
+
+
+async def apply(broker, request) -> UpdateMetadataResponse:
+    if not broker.replicas.check_controller_epoch(request.controller_epoch):
+        return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    if 0 <= request.broker_epoch < broker.broker_epoch:
+        return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+    cache = broker.metadata
+    deleted = set()
+    updates: dict[str, tuple] = {}
+    for t in request.topic_states:
+        states = []
+        for ps in t.partition_states:
+            if ps.leader == LEADER_DURING_DELETE:
+                deleted.add(t.topic_name)
+                continue
+            states.append(PartitionState(ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch,
+                                         list(ps.isr), ps.controller_epoch, ps.zk_version))
+        if states and t.topic_name not in deleted:
+            updates[t.topic_name] = (t.topic_id, states)
+    await broker.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
+    cache.set_brokers(BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+                      for b in request.live_brokers if b.endpoints)
+    cache.set_controller(request.controller_id, request.controller_epoch)
+    for name, (topic_id, states) in updates.items():
+        old = cache.topic(name)
+        if old is None or old.topic_id != topic_id:
+            cache.put_topic(TopicInfo(name, topic_id, {s.partition: s for s in states}, {}, name in INTERNAL_TOPICS))
+        else:
+            cache.update_partitions(name, states)
+    for name in deleted:
+        if cache.remove_topic(name) is not None:
+            broker.coordinator.topic_deleted(name)
+    cache.initialized = True
+    cache.changed()
+    return UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+
+def handle(ctx, request):
+    return apply(ctx.broker, request)

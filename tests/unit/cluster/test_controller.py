@@ -1,0 +1,259 @@
+"""The controller (broker/cluster/controller/controller.py) over an in-memory store with
+several brokers, its requests to brokers captured: what it writes and what it tells,
+without ZooKeeper, sockets or processes."""
+import asyncio
+
+import pytest
+
+from broker.cluster.controller.controller import Controller, ControllerMovedError
+from broker.cluster.store.file import FileMetadataStore
+from broker.cluster.store.znodes import BrokerRegistration, EndPoint
+from broker.config import BrokerConfig
+from broker.log import TopicPartition
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from broker.protocol.messages.stop_replica import StopReplicaRequest
+from broker.protocol.messages.update_metadata import UpdateMetadataRequest
+
+
+class ClusterStore(FileMetadataStore):
+    """The embedded store with a registry of several brokers (register / unregister)."""
+
+    def __init__(self, directory):
+        super().__init__(directory)
+        self.regs: dict[int, BrokerRegistration] = {}
+        self.epochs: dict[int, int] = {}
+        self._next_epoch = 100
+
+    async def register_broker(self, registration):
+        self._next_epoch += 1
+        self.regs[registration.broker_id] = registration
+        self.epochs[registration.broker_id] = self._next_epoch
+        self._notify("brokers", frozenset(self.regs))
+        return self._next_epoch
+
+    def unregister(self, broker_id):
+        del self.regs[broker_id]
+        del self.epochs[broker_id]
+        self._notify("brokers", frozenset(self.regs))
+
+    async def get_brokers(self):
+        return dict(self.regs)
+
+    async def get_brokers_and_epochs(self):
+        return {b: (r, self.epochs[b]) for b, r in self.regs.items()}
+
+
+class Channels:
+    """Captures what the controller sends."""
+
+    def __init__(self):
+        self.sent = []
+        self.brokers = []
+
+    def set_brokers(self, brokers):
+        self.brokers = sorted(b.broker_id for b in brokers)
+
+    def send(self, broker_id, request, version, callback=None):
+        self.sent.append((broker_id, request))
+        if callback is not None:
+            asyncio.get_running_loop().call_soon(callback, broker_id, request, type("R", (), {"error_code": 0})())
+        return True
+
+    async def close(self):
+        pass
+
+    def take(self, kind):
+        out = [(b, r) for b, r in self.sent if isinstance(r, kind)]
+        self.sent = [(b, r) for b, r in self.sent if not isinstance(r, kind)]
+        return out
+
+
+def reg(b):
+    return BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),))
+
+
+async def settle(controller):
+    """Lets the controller's event queue drain."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if controller._events.empty():
+            await asyncio.sleep(0.01)
+            if controller._events.empty():
+                return
+
+
+async def start(tmp_path, brokers=(1, 2, 3), **config):
+    store = ClusterStore(str(tmp_path))
+    for b in brokers:
+        await store.register_broker(reg(b))
+    cfg = BrokerConfig({"log.dirs": str(tmp_path), "auto.leader.rebalance.enable": False, **config})
+    c = Controller(1, cfg, store, local=None)
+    c.channels = Channels()
+    await c.startup()
+    await settle(c)
+    return c, store
+
+
+def states(c, topic):
+    return {tp.partition: s for tp, s in c.ctx.states.items() if tp.topic == topic}
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def test_a_new_topic_gets_leaders_and_every_replica_and_broker_hears_of_it(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        assert c.active and c.epoch == 1
+        c.channels.sent.clear()
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3], 1: [2, 3, 1]}, {})
+        await settle(c)
+        s = states(c, "t")
+        assert (s[0].leader, s[0].isr, s[0].leader_epoch) == (1, (1, 2, 3), 0)
+        assert (s[1].leader, s[1].isr) == (2, (2, 3, 1))
+        stored = await store.get_partition_states("t")
+        assert stored[0][0].leader == 1 and stored[0][0].controller_epoch == 1
+        lai = c.channels.take(LeaderAndIsrRequest)
+        assert sorted(b for b, _ in lai) == [1, 2, 3]
+        for _, r in lai:
+            assert r.controller_epoch == 1 and all(p.is_new for t in r.topic_states for p in t.partition_states)
+        assert sorted(b for b, _ in c.channels.take(UpdateMetadataRequest)) == [1, 2, 3]
+        await c.shutdown()
+    run(main())
+
+
+def test_a_dead_leader_is_replaced_from_the_isr_with_a_new_epoch(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3], 1: [1, 2, 3]}, {})
+        await settle(c)
+        v0 = await store.get_partition_states("t")
+        c.channels.sent.clear()
+        store.unregister(2)
+        await settle(c)
+        s = states(c, "t")
+        assert s[0].leader == 1 and s[0].leader_epoch == 1 and 2 not in s[0].isr
+        assert s[1].leader == 1 and s[1].isr == (1, 3) and s[1].leader_epoch == 1   # a dead follower leaves too
+        after = await store.get_partition_states("t")
+        assert after[0][1] == v0[0][1] + 1                  # one conditional write each
+        told = {b for b, _ in c.channels.take(LeaderAndIsrRequest)}
+        assert told == {1, 3}                               # the dead broker is not told
+        assert c.channels.brokers == [1, 3]
+        await c.shutdown()
+    run(main())
+
+
+def test_with_every_isr_member_dead_the_partition_stays_offline_unless_unclean(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        tid = __import__("uuid").uuid4()
+        await store.create_topic("t", tid, {0: [1, 2, 3]}, {})
+        await settle(c)
+        # the ISR shrank to 2 (the leader asked; the controller recorded it)
+        err, res = await c.alter_partition(1, store.epochs[1], [("t", 0, 0, [1, 2], 0, 0)])
+        assert err == 0 and res[("t", 0)].isr == (1, 2)
+        store.unregister(2)
+        store.unregister(1)
+        await settle(c)
+        s = states(c, "t")[0]
+        assert s.leader == -1 and s.isr in ((1,), (2,))    # offline; the last ISR member is kept
+        await store.set_topic_configs("t", {"unclean.leader.election.enable": "true"})
+        await settle(c)
+        s = states(c, "t")[0]
+        assert s.leader == 3 and s.isr == (3,) and s.leader_recovery_state == 1
+        await c.shutdown()
+    run(main())
+
+
+def test_alter_partition_is_conditional_on_the_partition_epoch(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3]}, {})
+        await settle(c)
+        e1 = store.epochs[1]
+        err, res = await c.alter_partition(1, e1, [("t", 0, 0, [1, 2], 0, 0)])
+        assert res[("t", 0)].partition_epoch == 1
+        err, res = await c.alter_partition(1, e1, [("t", 0, 0, [1], 0, 0)])       # stale version
+        assert res[("t", 0)] == ErrorCode.INVALID_UPDATE_VERSION
+        err, res = await c.alter_partition(2, store.epochs[2], [("t", 0, 0, [1, 2], 1, 0)])   # not the leader
+        assert res[("t", 0)] == ErrorCode.INVALID_REQUEST
+        err, res = await c.alter_partition(1, e1 - 1, [("t", 0, 0, [1, 2], 1, 0)])
+        assert err == ErrorCode.STALE_BROKER_EPOCH
+        assert states(c, "t")[0].isr == (1, 2)
+        await c.shutdown()
+    run(main())
+
+
+def test_controlled_shutdown_moves_leadership_and_reports_what_cannot_move(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3], 1: [1, 2, 3]}, {})
+        await store.create_topic("solo", __import__("uuid").uuid4(), {0: [2]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        err, remaining = await c.controlled_shutdown(2, store.epochs[2])
+        assert err == 0 and remaining == []                 # an RF=1 partition is not acted on
+        s = states(c, "t")
+        assert s[0].leader == 1 and 2 not in s[0].isr
+        assert 2 not in s[1].isr
+        stops = c.channels.take(StopReplicaRequest)
+        assert [b for b, _ in stops] == [2]                 # it stops following what it left
+        err, _ = await c.controlled_shutdown(2, store.epochs[2] - 1)
+        assert err == ErrorCode.STALE_BROKER_EPOCH
+        await c.shutdown()
+    run(main())
+
+
+def test_a_controller_whose_epoch_moved_on_writes_nothing_and_resigns_then_is_elected_again(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3]}, {})
+        await settle(c)
+        before = await store.get_partition_states("t")
+        store._controller_epoch += 1                        # another controller won meanwhile
+        with pytest.raises(ControllerMovedError):
+            await c.alter_partition(1, store.epochs[1], [("t", 0, 0, [1, 2], 0, 0)])
+        assert await store.get_partition_states("t") == before
+        await settle(c)
+        # it resigned; the embedded store lets the same broker win again, with a new epoch
+        assert c.failovers == 2 and c.epoch == 3 == store._controller_epoch
+        await c.shutdown()
+    run(main())
+
+
+def test_topic_deletion_stops_and_deletes_replicas_then_forgets_the_topic(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        await store.mark_topic_for_deletion("t")
+        await settle(c)
+        await asyncio.sleep(0.05)
+        await settle(c)
+        stops = c.channels.take(StopReplicaRequest)
+        assert sorted(b for b, _ in stops) == [1, 2]
+        assert all(p.delete_partition for _, r in stops for t in r.topic_states for p in t.partition_states)
+        assert "t" not in await store.get_topic_names()
+        assert TopicPartition("t", 0) not in c.ctx.states
+        await c.shutdown()
+    run(main())
+
+
+def test_a_returning_broker_gets_the_full_state_of_its_replicas(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3]}, {})
+        await settle(c)
+        store.unregister(3)
+        await settle(c)
+        c.channels.sent.clear()
+        await store.register_broker(reg(3))
+        await settle(c)
+        lai = [r for b, r in c.channels.take(LeaderAndIsrRequest) if b == 3]
+        assert lai and lai[-1].type == 1                    # the full set for the new broker
+        assert [p.leader for t in lai[-1].topic_states for p in t.partition_states] == [1]
+        await c.shutdown()
+    run(main())
