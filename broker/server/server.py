@@ -5,7 +5,9 @@ dispatch(connection, frame):
     handler = HANDLERS[api key]                   unknown key -> close (as Kafka does)
     version outside the handler's range           ApiVersions -> v0 error 35 with our
                                                   ranges; others -> close (as Kafka does)
-    request = decode body                         malformed -> close (as Kafka does)
+    request = decode body                         malformed -> close (as Kafka does);
+                                                  bytes after the body are ignored (as
+                                                  Kafka does: librdkafka sends some)
     response = await handler.handle(ctx, request) None -> no response (acks=0)
     -> encode_response parts for the connection's output queue
 
