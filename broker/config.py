@@ -45,15 +45,16 @@ class ConfigType(enum.IntEnum):
 
 
 class ConfigSource(enum.IntEnum):
-    """Kafka's DescribeConfigs ConfigSource codes."""
+    """Kafka's DescribeConfigs ConfigSource codes (DescribeConfigsResponse.ConfigSource; clients
+    map them with their own enums, so the numbers are the protocol, not ours to choose)."""
 
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_LOGGER_CONFIG = 2
-    DYNAMIC_BROKER_CONFIG = 3
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
-    STATIC_BROKER_CONFIG = 5
-    DEFAULT_CONFIG = 6
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 INT_MAX = 2**31 - 1

@@ -68,6 +68,7 @@ def topics_list(args) -> int:
 def topics_describe(args) -> int:
     from broker.client import Cluster
     from broker.client.cluster import RESOURCE_TOPIC
+    from broker.config import ConfigSource
     with Cluster(args.bootstrap) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
@@ -78,7 +79,8 @@ def topics_describe(args) -> int:
             if not args.topics and name.startswith("__") and not args.include_internal:
                 continue
             rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
-            overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == 1]
+            overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name)
+                         if e.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG]
             cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
             print(f"Topic: {name}\tTopicId: {meta.topic_id}\tPartitionCount: {len(meta.partitions)}\t"
                   f"ReplicationFactor: {rf}\tConfigs: {cfg}")
