@@ -3,6 +3,12 @@ what the broker advertises is exactly what it implements.
 
 Each module exports API_KEY, MIN_VERSION, MAX_VERSION and `async def handle(ctx, request)`
 returning the response object, or None for no response (Produce with acks=0).
+
+A module whose API has versions below MIN_VERSION that the protocol still defines (Produce
+v0-2, Fetch v0-3, ListOffsets v0) also exports `error_response(request, error_code)`: the
+response of the request's version with every error code set, or None to close the
+connection instead. The server answers such old requests with UNSUPPORTED_VERSION through
+it, as Kafka answers a request it can read but does not serve.
 """
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.protocol.errors import ErrorCode
