@@ -45,15 +45,16 @@ class ConfigType(enum.IntEnum):
 
 
 class ConfigSource(enum.IntEnum):
-    """Kafka's DescribeConfigs ConfigSource codes."""
+    """Kafka's DescribeConfigs ConfigSource codes (DescribeConfigsResponse.ConfigSource; clients
+    map them with their own enums, so the numbers are the protocol, not ours to choose)."""
 
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_LOGGER_CONFIG = 2
-    DYNAMIC_BROKER_CONFIG = 3
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
-    STATIC_BROKER_CONFIG = 5
-    DEFAULT_CONFIG = 6
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 INT_MAX = 2**31 - 1
@@ -141,6 +142,20 @@ def _listeners(v: list[str]) -> str | None:
     return None
 
 
+#: Kafka's security protocols; kbroker implements PLAINTEXT only.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _protocol_map(v: list[str]) -> str | None:
+    for item in v:
+        name, sep, protocol = item.partition(":")
+        if not sep or not name:
+            return f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL"
+        if protocol.upper() not in SECURITY_PROTOCOLS:
+            return f"{item!r}: unknown security protocol {protocol!r} (one of {', '.join(SECURITY_PROTOCOLS)})"
+    return None
+
+
 _K = ConfigKey
 _B, _S, _I, _L, _D, _LS, _SH = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                                 ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT)
@@ -153,6 +168,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("broker.rack", _S, None, "The rack of this broker (replica assignment spreads replicas over racks)."),
     _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
     _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
+    _K("listener.security.protocol.map", _LS, [f"{p}:{p}" for p in SECURITY_PROTOCOLS],
+       "Listener name -> security protocol, as NAME:PROTOCOL; kbroker serves PLAINTEXT only.", _protocol_map),
     _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
     _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
     _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
@@ -231,7 +248,7 @@ socket.send.buffer.bytes socket.receive.buffer.bytes queued.max.requests
 background.threads transaction.state.log.replication.factor transaction.state.log.min.isr
 transaction.state.log.num.partitions log.preallocate
 log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size
-group.coordinator.rebalance.protocols inter.broker.listener.name listener.security.protocol.map
+group.coordinator.rebalance.protocols inter.broker.listener.name
 confluent.support.metrics.enable
 """.split())
 
@@ -372,8 +389,9 @@ class BrokerConfig:
     def _check_relations(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
-        self.listeners  # parses
-        self.advertised_listeners
+        self._check_listeners("listeners")
+        if self["advertised.listeners"]:
+            self._check_listeners("advertised.listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
 
@@ -395,6 +413,30 @@ class BrokerConfig:
             values[k] = v
             sources[k] = ConfigSource.STATIC_BROKER_CONFIG
         return cls(values, sources)
+
+    def _check_listeners(self, key: str) -> None:
+        """One PLAINTEXT listener: kbroker binds the first listener only and has no TLS or
+        SASL, so anything else would serve plaintext on a port the operator believes
+        encrypted, or leave a listener silently unbound."""
+        items = self[key]
+        protocols = {name.upper(): protocol.upper() for name, _, protocol in
+                     (item.partition(":") for item in self["listener.security.protocol.map"])}
+        for item in items:
+            parse_listener(item, key)
+            name = item.split("://", 1)[0].upper() if "://" in item else "PLAINTEXT"
+            if name == "CONTROLLER":
+                raise ConfigError(key, f"{item}: kbroker has no KRaft controller; a controller listener would "
+                                       "not be bound (remove it)")
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise ConfigError(key, f"{item}: no security protocol for listener {name} "
+                                       "(listener.security.protocol.map)")
+            if protocol != "PLAINTEXT":
+                raise ConfigError(key, f"{item}: security protocol {protocol} is not implemented (kbroker "
+                                       "serves PLAINTEXT only); refusing to serve plaintext there")
+        if len(items) > 1:
+            verb = "bound" if key == "listeners" else "advertised"
+            raise ConfigError(key, f"kbroker serves one listener; {', '.join(items[1:])} would not be {verb}")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -69,6 +69,7 @@ def topics_describe(args) -> int:
     from broker.client import Cluster
     from broker.client.cluster import RESOURCE_TOPIC
     from broker.cluster.store.znodes import encode_topic_id
+    from broker.config import ConfigSource
     with Cluster(args.bootstrap) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
@@ -86,7 +87,7 @@ def topics_describe(args) -> int:
                 parts = [p for p in parts if p.leader < 0 or p.leader not in c.brokers]
             if not filtered:
                 rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
-                overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == 1]
+                overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG]
                 cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
                 print(f"Topic: {name}\tTopicId: {encode_topic_id(meta.topic_id)}\tPartitionCount: {len(meta.partitions)}\t"
                       f"ReplicationFactor: {rf}\tConfigs: {cfg}")

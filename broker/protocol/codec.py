@@ -31,9 +31,12 @@ Invariants:
   memoryview) and never copy it: ``records`` fields of the result are
   ``memoryview`` slices of the frame (writable if the frame is).
 * Every malformation raises ``ProtocolDecodeError`` naming message, version, field
-  and byte offset (offsets are relative to the start of the frame).  A request
-  whose body does not end exactly at the end of the frame is rejected: Kafka
-  tolerates no trailing bytes either.
+  and byte offset (offsets are relative to the start of the frame).
+* ``decode_request`` reads what the schema of the request's version says and ignores
+  any bytes after the body, as Kafka's broker does (real clients send such requests:
+  librdkafka leaves an unfinalized 4-byte array count in some of them).  Tests that
+  check an encoder writes exactly one body pass ``strict=True``, which rejects them.
+  Responses, and ``Message.decode`` of a whole body, stay strict.
 * ``encode_response`` returns a list of parts to be written in order (e.g. with
   ``socket.sendmsg``/``writelines`` for bytes-like parts and ``os.sendfile`` for
   ``FileRegion`` parts); the first part starts with the int32 size prefix, which
@@ -138,8 +141,10 @@ def decode_request_header(frame: BufferLike) -> tuple[RequestHeader, int]:
     return _rt.decode_body(RequestHeader, buf, 0, end, hv)
 
 
-def decode_request(frame: BufferLike):
+def decode_request(frame: BufferLike, strict: bool = False):
     """Decode one request frame (without size prefix); returns ``(header, request)``.
+
+    Bytes after the body are ignored unless ``strict`` (then a ``ProtocolDecodeError``).
 
     Raises ``UnknownApiKeyError`` / ``UnsupportedVersionError`` (subclasses of
     ``ProtocolDecodeError`` carrying ``.header``) when the header is readable but
@@ -177,7 +182,7 @@ def decode_request(frame: BufferLike):
     except _DECODE_BUGS as exc:  # pragma: no cover - safety net; the decoders check explicitly
         raise ProtocolDecodeError(f"malformed input ({type(exc).__name__}: {exc})",
                                   message_name=cls.NAME, version=version) from exc
-    if pos != end:
+    if strict and pos != end:
         raise _rt.trailing_error(cls.NAME, version, pos, end)
     return header, request
 

@@ -4,8 +4,14 @@ dispatch(connection, frame):
     header  = decode_request_header(frame)        unreadable -> close the connection
     handler = HANDLERS[api key]                   unknown key -> close (as Kafka does)
     version outside the handler's range           ApiVersions -> v0 error 35 with our
-                                                  ranges; others -> close (as Kafka does)
-    request = decode body                         malformed -> close (as Kafka does)
+                                                  ranges; below the range, where the
+                                                  protocol defines the version and the
+                                                  handler has error_response -> error 35
+                                                  in every error code (as Kafka does);
+                                                  others -> close (as Kafka does)
+    request = decode body                         malformed -> close (as Kafka does);
+                                                  bytes after the body are ignored (as
+                                                  Kafka does: librdkafka sends some)
     response = await handler.handle(ctx, request) None -> no response (acks=0)
     -> encode_response parts for the connection's output queue
 
@@ -21,6 +27,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.protocol import codec
+from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.server.connection import Connection
 from broker.server.handlers import HANDLERS, unsupported_api_versions_response
@@ -117,10 +124,7 @@ class Server:
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
             if api_key == 18:
                 return codec.encode_response((header.correlation_id, 18, 0), unsupported_api_versions_response())
-            log.warning("%s: unsupported version %d of api %s (supported %d-%d); closing", conn, version,
-                        handler.__name__.rsplit(".", 1)[-1], handler.MIN_VERSION, handler.MAX_VERSION)
-            conn.close()
-            return None
+            return self._unsupported_version(conn, handler, header, frame)
         try:
             _, request = codec.decode_request(frame)
         except ProtocolDecodeError as exc:
@@ -138,6 +142,28 @@ class Server:
         if response is None:
             return None
         return codec.encode_response(header, response)
+
+    def _unsupported_version(self, conn: Connection, handler, header, frame):
+        """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
+        when it is older than the range and readable (a client that skipped ApiVersions),
+        else the connection is closed (newer than advertised, or nothing to answer in)."""
+        version = header.request_api_version
+        name = handler.__name__.rsplit(".", 1)[-1]
+        error_response = getattr(handler, "error_response", None)
+        if error_response is not None and version < handler.MIN_VERSION:
+            try:
+                _, request = codec.decode_request(frame)
+            except ProtocolDecodeError:
+                request = None
+            response = None if request is None else error_response(request, ErrorCode.UNSUPPORTED_VERSION)
+            if response is not None:
+                log.info("%s: %s v%d is older than this broker serves (%d-%d); answered UNSUPPORTED_VERSION",
+                         conn, name, version, handler.MIN_VERSION, handler.MAX_VERSION)
+                return codec.encode_response(header, response)
+        log.warning("%s: unsupported version %d of api %s (supported %d-%d); closing", conn, version, name,
+                    handler.MIN_VERSION, handler.MAX_VERSION)
+        conn.close()
+        return None
 
     async def _finish(self, header, awaitable) -> list | None:
         response = await awaitable

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 from broker.client import Cluster
 from broker.client.connection import ClientError
@@ -48,14 +49,29 @@ def from_json(data: dict) -> dict:
     return {(t, int(p)): int(off) for t, ps in (data or {}).items() for p, off in ps.items()}
 
 
-def connect(bootstrap: str, timeout_s: float, client_id: str = "kbroker-spark") -> Cluster:
+def connect(bootstrap: str, timeout_s: float, client_id: str = "kbroker-spark", option: str = BOOTSTRAP) -> Cluster:
+    """A Cluster with one live connection; none reachable is an error naming the option
+    (the source and the sink say it alike)."""
     cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout_s)
     try:
         cluster.any_connection()
     except ClientError as exc:
         cluster.close()
-        raise KBrokerOptionError(BOOTSTRAP, f"= {bootstrap!r}: no broker reachable ({exc})") from None
+        raise KBrokerOptionError(option, f"= {bootstrap!r}: no broker reachable ({exc})") from None
     return cluster
+
+
+def with_retries(options, fn):
+    """fn() again after a network failure, fetchOffset.numRetries times at most,
+    fetchOffset.retryIntervalMs apart (Spark's Kafka source retries its offset fetches so)."""
+    for attempt in range(options.fetch_offset_retries + 1):
+        try:
+            return fn()
+        except ClientError as exc:
+            if attempt == options.fetch_offset_retries:
+                raise
+            log.info("kbroker: fetching offsets failed (%s); retrying", exc)
+            time.sleep(options.fetch_offset_retry_interval_ms / 1000)
 
 
 def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = True) -> list[TopicPartition]:

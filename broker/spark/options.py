@@ -1,11 +1,20 @@
 """The source and sink options, parsed and checked once, with the names (and defaults) of
-Spark's own Kafka connector; only the client prefix differs: `kbroker.` instead of `kafka.`
-(kbroker.bootstrap.servers, kbroker.fetch.max.bytes, ...).
+Spark's own Kafka connector. Kafka client settings take the prefix `kbroker.` or, as in
+Spark's connector, `kafka.` (kafka.bootstrap.servers = kbroker.bootstrap.servers).
 
 Spark hands options over lower-cased (a case-insensitive map), so every lookup here is
-by the lower-cased name while messages use the documented spelling. A bad option raises
-KBrokerOptionError: one line that names the option, says what was wrong and what is
-expected.
+by the lower-cased name while messages use the documented spelling (a client setting is
+named with the prefix it was given). A bad option raises KBrokerOptionError: one line that
+names the option, says what was wrong and what is expected. Every option is checked,
+none is passed over in silence:
+
+    Spark's options of the side (source or sink)    parsed; the other side's refused
+    client settings the side honours                parsed (CONSUMER_HONOURED, PRODUCER_HONOURED)
+    client settings that cannot apply               refused with the reason (REFUSED; ssl.*,
+                                                    sasl.*, a security.protocol but PLAINTEXT)
+    Kafka settings without meaning here             accepted, as Spark's connector would pass
+                                                    them on, with one warning naming them
+    anything else (a typo)                          refused, with the nearest known name
 
 Offsets specifications, as Spark's Kafka source takes them:
 
@@ -18,14 +27,19 @@ Precedence (Spark's): timestamp > offsets by timestamp > offsets.
 """
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.client.connection import parse_bootstrap
 
+log = logging.getLogger("broker.spark")
+
 EARLIEST, LATEST = -2, -1
 PREFIX = "kbroker."
+KAFKA_PREFIX = "kafka."
 BOOTSTRAP = "kbroker.bootstrap.servers"
 
 
@@ -37,8 +51,30 @@ class KBrokerOptionError(ValueError):
         super().__init__(f"kbroker: option '{option}' {problem}")
 
 
-def _lower(options) -> dict[str, str]:
-    return {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(options or {}).items()}
+class _Options(dict):
+    """Options by lower-cased name, `kafka.X` folded into `kbroker.X`; `spelling` maps
+    each to the name as given, `spell(name)` is the name to put in a message (a client
+    setting with the prefix it was given, else the documented spelling passed in)."""
+
+    def __init__(self, options):
+        super().__init__()
+        self.spelling: dict[str, str] = {}
+        for k, v in dict(options or {}).items():
+            given, value = str(k), ("" if v is None else str(v))
+            key = given.lower()
+            if key.startswith(KAFKA_PREFIX):
+                key = PREFIX + key[len(KAFKA_PREFIX):]
+                if key in self and self[key] != value:
+                    raise KBrokerOptionError(given, f"= {value!r} conflicts with '{self.spell(key)}' = "
+                                                    f"{self[key]!r}: give one of them")
+            elif key.startswith(PREFIX) and key in self and self[key] != value:
+                raise KBrokerOptionError(given, f"= {value!r} conflicts with '{self.spell(key)}' = "
+                                              f"{self[key]!r}: give one of them")
+            self[key] = value
+            self.spelling.setdefault(key, given)
+
+    def spell(self, name: str) -> str:
+        return self.spelling.get(name, name) if name.startswith(PREFIX) else name
 
 
 # ---------------------------------------------------------------- offset specifications
@@ -93,8 +129,8 @@ def _parse_partition_json(option: str, text: str, what: str) -> dict[str, dict[i
     return out
 
 
-def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool) -> OffsetSpec:
-    """prefix: "starting" or "ending"."""
+def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool | None) -> OffsetSpec:
+    """prefix: "starting" or "ending"; streaming None: not known yet (no batch-only rule)."""
     ts_opt, by_ts_opt, off_opt = f"{prefix}Timestamp", f"{prefix}OffsetsByTimestamp", f"{prefix}Offsets"
     if ts_opt.lower() in opts:
         text = opts[ts_opt.lower()].strip()
@@ -118,7 +154,7 @@ def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool) -> Of
         raise KBrokerOptionError(off_opt, f"must be \"earliest\", \"latest\" or JSON like "
                                           f"{{\"topic\":{{\"0\":23,\"1\":-2}}}}, not {text!r}")
     # Spark's rules: a batch query cannot start at latest nor end at earliest
-    if not streaming and prefix == "starting":
+    if streaming is False and prefix == "starting":
         if spec.kind == "latest" or (spec.offsets and any(v == LATEST for ps in spec.offsets.values()
                                                           for v in ps.values())):
             raise KBrokerOptionError(off_opt, "cannot be latest (-1) for a batch query")
@@ -132,7 +168,7 @@ def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool) -> Of
 # ---------------------------------------------------------------- helpers
 
 
-def _bool(opts: dict, name: str, default: bool) -> bool:
+def _bool(opts: _Options, name: str, default: bool) -> bool:
     text = opts.get(name.lower())
     if text is None or text == "":
         return default
@@ -141,20 +177,25 @@ def _bool(opts: dict, name: str, default: bool) -> bool:
         return True
     if low in ("false", "0", "no"):
         return False
-    raise KBrokerOptionError(name, f"must be true or false, not {text!r}")
+    raise KBrokerOptionError(opts.spell(name), f"must be true or false, not {text!r}")
 
 
-def _int(opts: dict, name: str, default: int | None, minimum: int = 0) -> int | None:
+def _int(opts: _Options, name: str, default: int | None, minimum: int = 0) -> int | None:
     text = opts.get(name.lower())
     if text is None or text.strip() == "":
         return default
     try:
         value = int(text.strip())
     except ValueError:
-        raise KBrokerOptionError(name, f"must be an integer, not {text!r}") from None
+        raise KBrokerOptionError(opts.spell(name), f"must be an integer, not {text!r}") from None
     if value < minimum:
-        raise KBrokerOptionError(name, f"must be >= {minimum}, not {value}")
+        raise KBrokerOptionError(opts.spell(name), f"must be >= {minimum}, not {value}")
     return value
+
+
+def _str(opts: _Options, name: str, default: str | None) -> str | None:
+    text = opts.get(name.lower(), "").strip()
+    return text or default
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.I)
@@ -171,22 +212,127 @@ def _duration_ms(opts: dict, name: str, default_ms: int) -> int:
     return n * {"ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}[unit]
 
 
-def bootstrap_servers(opts: dict) -> str:
+def bootstrap_servers(opts: _Options) -> str:
     text = opts.get(BOOTSTRAP, "").strip()
     if not text:
-        hint = (" (this source's name for kafka.bootstrap.servers)" if "kafka.bootstrap.servers" in opts
-                else "")
-        raise KBrokerOptionError(BOOTSTRAP, f"must be specified: host:port[,host:port...]{hint}")
+        raise KBrokerOptionError(BOOTSTRAP, "must be specified: host:port[,host:port...] (or "
+                                            "kafka.bootstrap.servers, as in Spark's Kafka connector)")
     try:
         parse_bootstrap(text)
     except ValueError as exc:
-        raise KBrokerOptionError(BOOTSTRAP, f"is not valid: {exc}") from None
+        raise KBrokerOptionError(opts.spell(BOOTSTRAP), f"is not valid: {exc}") from None
     return text
 
 
-def client_settings(opts: dict) -> dict[str, str]:
-    """Every kbroker.* option but the bootstrap servers, prefix stripped."""
-    return {k[len(PREFIX):]: v for k, v in opts.items() if k.startswith(PREFIX) and k != BOOTSTRAP}
+# ---------------------------------------------------------------- which options exist
+
+
+#: Spark's Kafka source options (and this source's own), as documented.
+SOURCE_OPTIONS = (
+    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets", "startingTimestamp",
+    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix",
+)
+#: the sink's; Spark itself passes checkpointLocation to a streaming sink
+SINK_OPTIONS = ("topic", "deliveryGuarantee", "checkpointLocation")
+#: Spark options accepted without effect: the source joins no consumer group
+SOURCE_NO_EFFECT = ("groupIdPrefix",)
+
+#: Kafka client settings (after the prefix) the source and the sink read
+CONSUMER_HONOURED = frozenset("""
+bootstrap.servers fetch.max.bytes max.partition.fetch.bytes fetch.max.wait.ms request.timeout.ms check.crcs
+client.id isolation.level security.protocol""".split())
+PRODUCER_HONOURED = frozenset("""
+bootstrap.servers acks compression.type batch.size max.in.flight.requests.per.connection retries
+request.timeout.ms client.id security.protocol""".split())
+
+#: Kafka client settings that mean nothing for kbroker's clients (no consumer group, no
+#: linger, no client metrics ...): accepted with a warning
+_COMMON_NO_EFFECT = """
+client.dns.lookup metadata.max.age.ms send.buffer.bytes receive.buffer.bytes client.rack reconnect.backoff.ms
+reconnect.backoff.max.ms retry.backoff.ms retry.backoff.max.ms enable.metrics.push metrics.sample.window.ms
+metrics.num.samples metrics.recording.level metric.reporters auto.include.jmx.reporter
+socket.connection.setup.timeout.ms socket.connection.setup.timeout.max.ms connections.max.idle.ms
+metadata.recovery.strategy default.api.timeout.ms"""
+CONSUMER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
+group.id group.instance.id group.protocol group.remote.assignor max.poll.records auto.commit.interval.ms
+partition.assignment.strategy fetch.min.bytes exclude.internal.topics internal.leave.group.on.close
+allow.auto.create.topics max.poll.interval.ms rebalance.timeout.ms session.timeout.ms
+heartbeat.interval.ms""").split())
+PRODUCER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
+linger.ms delivery.timeout.ms max.request.size max.block.ms buffer.memory compression.gzip.level
+compression.lz4.level compression.zstd.level enable.idempotence transaction.timeout.ms
+partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms partitioner.ignore.keys
+metadata.max.idle.ms""").split())
+
+#: Kafka client settings refused, with the reason (as Spark's connector refuses most of them)
+REFUSED = {
+    "auto.offset.reset": "is not used: say where to start with startingOffsets (as Spark's Kafka source)",
+    "enable.auto.commit": "is not used: the source commits no offsets, a query's positions are in its "
+                          "checkpoint (as Spark's Kafka source)",
+    "key.deserializer": "is not used: keys are binary columns; cast them in the query",
+    "value.deserializer": "is not used: values are binary columns; cast them in the query",
+    "key.serializer": "is not used: the key column is written as it is (string or binary)",
+    "value.serializer": "is not used: the value column is written as it is (string or binary)",
+    "interceptor.classes": "is not supported: kbroker's client has no interceptors",
+    "partitioner.class": "is not supported: rows go by the partition column or Kafka's default partitioner",
+    "transactional.id": "is not used: ask for transactions with deliveryGuarantee",
+}
+
+
+def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
+    """Refuses what the side does not know; returns the options accepted without effect."""
+    own, other = (SOURCE_OPTIONS, SINK_OPTIONS) if side == "source" else (SINK_OPTIONS, SOURCE_OPTIONS)
+    honoured, no_effect = ((CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source"
+                           else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT))
+    by_lower = {name.lower(): name for name in own}
+    ignored = []
+    for key in sorted(opts):
+        given = opts.spelling[key]
+        if key.startswith(PREFIX):
+            setting = key[len(PREFIX):]
+            prefix = given[:len(given) - len(setting)]
+            if setting in REFUSED:
+                raise KBrokerOptionError(given, REFUSED[setting])
+            if setting.startswith("ssl."):
+                raise KBrokerOptionError(given, "is not supported: kbroker has no TLS (PLAINTEXT only)")
+            if setting.startswith("sasl."):
+                raise KBrokerOptionError(given, "is not supported: kbroker has no SASL (PLAINTEXT only)")
+            if setting in no_effect:
+                ignored.append(given)
+            elif setting not in honoured:
+                known = sorted(honoured | no_effect)
+                near = difflib.get_close_matches(setting, known, n=1, cutoff=0.8)
+                hint = f" (did you mean '{prefix}{near[0]}'?)" if near else ""
+                role = "consumer" if side == "source" else "producer"
+                raise KBrokerOptionError(given, f"is not a Kafka {role} setting the kbroker {side} knows{hint}")
+            continue
+        name = by_lower.get(key)
+        if name is None:
+            if key in {o.lower() for o in other}:
+                raise KBrokerOptionError(given, "is a sink option: a read names its topics with subscribe, "
+                                                "subscribePattern or assign" if side == "source" else
+                                         "is a source option: the sink writes to the 'topic' option or column")
+            near = difflib.get_close_matches(key, list(by_lower), n=1, cutoff=0.75)
+            hint = f" (did you mean '{by_lower[near[0]]}'?)" if near else ""
+            raise KBrokerOptionError(given, f"is not an option of the kbroker {side}{hint}")
+        if side == "source" and name in SOURCE_NO_EFFECT:
+            ignored.append(name)
+    protocol = opts.get(PREFIX + "security.protocol", "PLAINTEXT").strip().upper()
+    if protocol != "PLAINTEXT":
+        raise KBrokerOptionError(opts.spell(PREFIX + "security.protocol"),
+                                 f"= {protocol} is not supported: kbroker serves PLAINTEXT only (no TLS or SASL)")
+    ignored = tuple(sorted(ignored))
+    if ignored and ignored not in _warned:
+        _warned.add(ignored)
+        log.warning("kbroker: option(s) %s have no effect on the kbroker %s (accepted as Spark's Kafka "
+                    "connector accepts them)", ", ".join(f"'{o}'" for o in ignored), side)
+    return ignored
+
+
+_warned: set = set()
 
 
 # ---------------------------------------------------------------- the source
@@ -245,7 +391,8 @@ class SourceOptions:
     subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec | None
-    streaming: bool
+    streaming: bool | None
+    bootstrap_option: str = BOOTSTRAP
     fail_on_data_loss: bool = True
     include_headers: bool = False
     starting_by_timestamp_strategy: str = "error"
@@ -255,14 +402,21 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     poll_timeout_ms: int = 120000
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
     fetch_max_bytes: int = 16 << 20
+    partition_max_bytes: int = 16 << 20
+    fetch_max_wait_ms: int = 500
     client_timeout_s: float = 30.0
     validate_crc: bool = True
-    client: dict = field(default_factory=dict)
+    client_id: str = "kbroker-spark"
+    no_effect: tuple = ()
 
     @classmethod
-    def parse(cls, options, *, streaming: bool) -> "SourceOptions":
-        opts = _lower(options)
+    def parse(cls, options, *, streaming: bool | None) -> "SourceOptions":
+        """streaming None: at load(), before Spark says which (the rules of one mode wait)."""
+        opts = _Options(options)
+        no_effect = _check_known(opts, "source")
         bootstrap = bootstrap_servers(opts)
         subscription = _subscription(opts)
         starting = _parse_offsets(opts, "starting", "latest" if streaming else "earliest", streaming)
@@ -273,18 +427,23 @@ class SourceOptions:
                     raise KBrokerOptionError(name, "is for batch queries only: a streaming query has no end")
         else:
             ending = _parse_offsets(opts, "ending", "latest", streaming)
+        if streaming is False:
             for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
                 if name.lower() in opts:
                     raise KBrokerOptionError(name, "is for streaming queries only")
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
         if strategy not in ("error", "latest"):
             raise KBrokerOptionError("startingOffsetsByTimestampStrategy", f"must be error or latest, not {strategy!r}")
+        isolation = opts.get(PREFIX + "isolation.level", "read_uncommitted").strip().lower()
+        if isolation not in ("read_uncommitted", "read_committed"):
+            # the same here: without transactions everything below the high watermark is committed
+            raise KBrokerOptionError(opts.spell(PREFIX + "isolation.level"),
+                                     f"must be read_committed or read_uncommitted, not {isolation!r}")
         max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, 1)
         min_per_trigger = _int(opts, "minOffsetsPerTrigger", None, 1)
         if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
             raise KBrokerOptionError("minOffsetsPerTrigger", f"({min_per_trigger}) must not exceed "
                                                              f"maxOffsetsPerTrigger ({max_per_trigger})")
-        client = client_settings(opts)
         fetch_max = _int(opts, "kbroker.fetch.max.bytes", 16 << 20, 1024)
         timeout_ms = _int(opts, "kbroker.request.timeout.ms", 30000, 100)
         return cls(
@@ -293,6 +452,7 @@ class SourceOptions:
             starting=starting,
             ending=ending,
             streaming=streaming,
+            bootstrap_option=opts.spell(BOOTSTRAP),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", False),
             starting_by_timestamp_strategy=strategy,
@@ -302,10 +462,16 @@ class SourceOptions:
             min_partitions=_int(opts, "minPartitions", None, 1),
             max_records_per_partition=_int(opts, "maxRecordsPerPartition", None, 1),
             poll_timeout_ms=_int(opts, "kafkaConsumer.pollTimeoutMs", 120000, 1),
+            fetch_offset_retries=_int(opts, "fetchOffset.numRetries", 3, 0),
+            fetch_offset_retry_interval_ms=_int(opts, "fetchOffset.retryIntervalMs", 10, 0),
             fetch_max_bytes=fetch_max,
+            # Kafka's default is 1 MiB; one partition per Fetch here, so the whole fetch.max.bytes
+            partition_max_bytes=_int(opts, "kbroker.max.partition.fetch.bytes", fetch_max, 1024),
+            fetch_max_wait_ms=_int(opts, "kbroker.fetch.max.wait.ms", 500, 0),
             client_timeout_s=timeout_ms / 1000,
             validate_crc=_bool(opts, "kbroker.check.crcs", True),
-            client=client,
+            client_id=_str(opts, "kbroker.client.id", "kbroker-spark"),
+            no_effect=no_effect,
         )
 
 
@@ -319,6 +485,7 @@ DELIVERY_EXACTLY_ONCE = "exactly-once"
 class SinkOptions:
     bootstrap: str
     topic: str | None
+    bootstrap_option: str = BOOTSTRAP
     acks: int = -1
     compression: str | None = None
     batch_bytes: int = 1 << 20
@@ -326,21 +493,22 @@ class SinkOptions:
     retries: int = 5
     timeout_ms: int = 30000
     delivery: str = DELIVERY_AT_LEAST_ONCE
-    client: dict = field(default_factory=dict)
+    client_id: str = "kbroker-spark-writer"
+    no_effect: tuple = ()
 
     @classmethod
     def parse(cls, options) -> "SinkOptions":
-        opts = _lower(options)
+        opts = _Options(options)
+        no_effect = _check_known(opts, "sink")
         bootstrap = bootstrap_servers(opts)
         topic = opts.get("topic", "").strip() or None
-        client = client_settings(opts)
-        acks_text = client.get("acks", "all").strip().lower()
+        acks_text = opts.get(PREFIX + "acks", "all").strip().lower()
         acks = {"all": -1, "-1": -1, "1": 1, "0": 0}.get(acks_text)
         if acks is None:
-            raise KBrokerOptionError("kbroker.acks", f"must be all, -1, 1 or 0, not {acks_text!r}")
-        compression = client.get("compression.type", "none").strip().lower()
+            raise KBrokerOptionError(opts.spell(PREFIX + "acks"), f"must be all, -1, 1 or 0, not {acks_text!r}")
+        compression = opts.get(PREFIX + "compression.type", "none").strip().lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise KBrokerOptionError("kbroker.compression.type",
+            raise KBrokerOptionError(opts.spell(PREFIX + "compression.type"),
                                      f"must be none, gzip, snappy, lz4 or zstd, not {compression!r}")
         delivery = opts.get("deliveryguarantee", DELIVERY_AT_LEAST_ONCE).strip().lower()
         if delivery not in (DELIVERY_AT_LEAST_ONCE, DELIVERY_EXACTLY_ONCE):
@@ -349,13 +517,15 @@ class SinkOptions:
         return cls(
             bootstrap=bootstrap,
             topic=topic,
+            bootstrap_option=opts.spell(BOOTSTRAP),
             acks=acks,
             compression=None if compression == "none" else compression,
-            # kbroker.batch.size: the producer's batch.size, bytes of one record batch
+            # batch.size: the producer's batch.size, bytes of one record batch
             batch_bytes=_int(opts, "kbroker.batch.size", 1 << 20, 1024),
             max_in_flight=_int(opts, "kbroker.max.in.flight.requests.per.connection", 5, 1),
             retries=_int(opts, "kbroker.retries", 5, 0),
             timeout_ms=_int(opts, "kbroker.request.timeout.ms", 30000, 100),
             delivery=delivery,
-            client=client,
+            client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
+            no_effect=no_effect,
         )

@@ -39,7 +39,6 @@ from broker.spark.schema import to_spark_batch
 log = logging.getLogger("broker.spark")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-FETCH_MAX_WAIT_MS = 500
 RETRIABLE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
              ErrorCode.UNKNOWN_TOPIC_ID)
@@ -66,14 +65,17 @@ class ReadSettings:
     include_headers: bool
     fail_on_data_loss: bool
     fetch_max_bytes: int
+    partition_max_bytes: int
+    fetch_max_wait_ms: int
     poll_timeout_ms: int
     client_timeout_s: float
     validate_crc: bool
+    client_id: str
 
     @classmethod
     def of(cls, o: SourceOptions) -> "ReadSettings":
-        return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.poll_timeout_ms,
-                   o.client_timeout_s, o.validate_crc)
+        return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.partition_max_bytes,
+                   o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id)
 
 
 # ---------------------------------------------------------------- planning
@@ -133,8 +135,11 @@ class KBrokerBatchReader(DataSourceReader):
         self.settings = ReadSettings.of(options)
 
     def partitions(self):
+        return _offsets.with_retries(self.options, self._plan)
+
+    def _plan(self):
         o = self.options
-        cluster = _offsets.connect(o.bootstrap, o.client_timeout_s)
+        cluster = _offsets.connect(o.bootstrap, o.client_timeout_s, o.client_id, o.bootstrap_option)
         try:
             tps = _offsets.topic_partitions(cluster, o.subscription)
             start = _offsets.resolve(cluster, o.starting, tps, starting=True,
@@ -170,7 +175,7 @@ class _PartitionFetcher:
         self.s = settings
         self.topic = topic
         self.partition = partition
-        self.cluster = Cluster(settings.bootstrap, client_id="kbroker-spark-reader", timeout=settings.client_timeout_s)
+        self.cluster = Cluster(settings.bootstrap, client_id=settings.client_id, timeout=settings.client_timeout_s)
         self.conn = None
         self.version = 0
         self.inflight_offset: int | None = None
@@ -187,18 +192,19 @@ class _PartitionFetcher:
         if self.conn is None:
             self._connect()
         meta = self.cluster.topics[self.topic]
-        req = FetchRequest(replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=self.s.fetch_max_bytes,
+        req = FetchRequest(replica_id=-1, max_wait_ms=self.s.fetch_max_wait_ms, min_bytes=1,
+                           max_bytes=self.s.fetch_max_bytes,
                            isolation_level=0, session_id=0, session_epoch=-1,
                            topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=meta.topic_id, partitions=[
                                FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
-                                                           partition_max_bytes=self.s.fetch_max_bytes)])],
+                                                           partition_max_bytes=self.s.partition_max_bytes)])],
                            forgotten_topics_data=[])
         self.conn.send(req, self.version)
         self.inflight_offset = offset
 
     def receive(self):
         """The partition's data of the request in flight (PartitionData)."""
-        resp = self.conn.receive(FETCH_MAX_WAIT_MS / 1000 + self.s.client_timeout_s)
+        resp = self.conn.receive(self.s.fetch_max_wait_ms / 1000 + self.s.client_timeout_s)
         self.inflight_offset = None
         if resp.error_code:
             raise KafkaProtocolError(resp.error_code, f"fetch {self.topic}-{self.partition}")
@@ -225,7 +231,7 @@ class _PartitionFetcher:
         if self.conn is not None:
             self.conn.close()
             self.cluster.close()
-            self.cluster = Cluster(self.s.bootstrap, client_id="kbroker-spark-reader", timeout=self.s.client_timeout_s)
+            self.cluster = Cluster(self.s.bootstrap, client_id=self.s.client_id, timeout=self.s.client_timeout_s)
         self.conn = None
         self.inflight_offset = None
 

@@ -6,14 +6,28 @@
 
 Options and rows are those of Spark's Kafka connector (options.py, schema.py). The
 DataSource object is pickled to Spark's Python workers: it holds only the options.
-Options are checked when the reader or writer is created, on the driver, so a bad one
-fails the query before any task runs, with one line naming it.
+
+When options are checked (on the driver, before any task runs, one line naming the
+option), as early as Spark's Python data source API lets a source know:
+
+    read, readStream .load()   schema(): every option, except the rules of one mode
+                               (Spark does not tell schema() batch from streaming)
+    batch read, first action   reader(): the batch rules (no maxOffsetsPerTrigger ...)
+    readStream .start()        streamReader(), in the query's thread: the streaming rules
+                               (no endingOffsets ...); the query fails with the message
+    write .save()              writer(): every option, the bootstrap servers reachable
+    writeStream .start()       streamWriter(), per micro-batch: the same, failing the query
+
+A stream reader that cannot be created is replaced by one that raises the error on its
+first use: PySpark's streaming runner, when streamReader() itself raises, buries the
+message under an UnboundLocalError of its own.
 """
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions, _lower
+from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions
 from broker.spark.schema import spark_schema
 
 
@@ -23,7 +37,7 @@ class KBrokerDataSource(DataSource):
         return "kbroker"
 
     def schema(self):
-        return spark_schema(_include_headers(self.options))
+        return spark_schema(SourceOptions.parse(self.options, streaming=None).include_headers)
 
     def reader(self, schema):
         from broker.spark.reader import KBrokerBatchReader
@@ -31,7 +45,10 @@ class KBrokerDataSource(DataSource):
 
     def streamReader(self, schema):
         from broker.spark.stream import KBrokerStreamReader
-        return KBrokerStreamReader(SourceOptions.parse(self.options, streaming=True))
+        try:
+            return KBrokerStreamReader(SourceOptions.parse(self.options, streaming=True))
+        except Exception as exc:  # noqa: BLE001 - reported on first use, see the module docstring
+            return _RefusedStreamReader(exc)
 
     def writer(self, schema, overwrite: bool):
         from broker.spark.writer import KBrokerBatchWriter
@@ -43,11 +60,20 @@ class KBrokerDataSource(DataSource):
         return KBrokerStreamWriter(SinkOptions.parse(self.options), schema)
 
 
-def _include_headers(options) -> bool:
-    text = _lower(options).get("includeheaders", "false").strip().lower()
-    if text not in ("true", "false", "1", "0", "yes", "no", ""):
-        raise KBrokerOptionError("includeHeaders", f"must be true or false, not {text!r}")
-    return text in ("true", "1", "yes")
+class _RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Stands for a stream reader whose options were refused: every call raises the error."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def _raise(self, *_args, **_kw):
+        raise self.error
+
+    initialOffset = latestOffset = partitions = read = commit = _raise
+    getDefaultReadLimit = reportLatestOffset = prepareForTriggerAvailableNow = _raise
+
+    def stop(self) -> None:
+        pass
 
 
 def _no_overwrite(overwrite: bool) -> None:

@@ -85,17 +85,19 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ broker access
 
     def _call(self, fn):
-        """fn(cluster), reconnecting once after a network failure."""
-        for attempt in (0, 1):
+        """fn(cluster), reconnecting after a network failure (fetchOffset.numRetries)."""
+        def attempt():
+            o = self.options
             if self._cluster is None:
-                self._cluster = _offsets.connect(self.options.bootstrap, self.options.client_timeout_s)
+                self._cluster = _offsets.connect(o.bootstrap, o.client_timeout_s, o.client_id, o.bootstrap_option)
             try:
                 return fn(self._cluster)
             except ClientError:
                 self._cluster.close()
                 self._cluster = None
-                if attempt:
-                    raise
+                raise
+
+        return _offsets.with_retries(self.options, attempt)
 
     def _partitions_now(self, cluster, *, first: bool) -> list:
         return _offsets.topic_partitions(cluster, self.options.subscription, must_exist=first)

@@ -42,6 +42,7 @@ from broker.client.connection import ClientError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.protocol.messages.produce import ProduceRequest
+from broker.spark import offsets as _offsets
 from broker.spark.options import DELIVERY_EXACTLY_ONCE, KBrokerOptionError, SinkOptions
 
 log = logging.getLogger("broker.spark")
@@ -338,7 +339,7 @@ class TaskWriter:
 
     def __init__(self, opts: SinkOptions, transactional_id: str | None = None):
         self.o = opts
-        self.cluster = Cluster(opts.bootstrap, client_id="kbroker-spark-writer", timeout=opts.timeout_ms / 1000)
+        self.cluster = _connect(opts)
         self.sender = _Sender(self.cluster, opts, transactional_id)
         self._partitions: dict[str, int] = {}
         self._sticky = int.from_bytes(os.urandom(2), "little")
@@ -429,7 +430,7 @@ class Delivery:
 def transactions_supported(opts: SinkOptions) -> tuple[bool, str]:
     """Asks the broker for a transactional producer id (what the exactly-once delivery
     needs). (supported, why not)."""
-    with Cluster(opts.bootstrap, client_id="kbroker-spark-writer", timeout=opts.timeout_ms / 1000) as c:
+    with _connect(opts) as c:
         try:
             resp = c.any_connection().request(InitProducerIdRequest(
                 transactional_id="kbroker-spark-probe", transaction_timeout_ms=60000, producer_id=-1,
@@ -441,7 +442,15 @@ def transactions_supported(opts: SinkOptions) -> tuple[bool, str]:
     return True, ""
 
 
+def _connect(opts: SinkOptions) -> Cluster:
+    """As the source connects: no broker reachable is the same one-line error."""
+    return _offsets.connect(opts.bootstrap, opts.timeout_ms / 1000, opts.client_id, opts.bootstrap_option)
+
+
 def delivery_for(opts: SinkOptions) -> Delivery:
+    """The delivery of the query, once the broker answered (a bad bootstrap fails here, on
+    the driver, before any task)."""
+    _connect(opts).close()
     if opts.delivery == DELIVERY_EXACTLY_ONCE:
         ok, why = transactions_supported(opts)
         raise KBrokerOptionError("deliveryGuarantee", "= exactly-once needs broker transactions, which "

@@ -37,7 +37,7 @@ def spark_session(app: str = "clickstream") -> SparkSession:
 def build_queries(spark, bootstrap: str, clicks: str, counts_topic: str, parquet_dir: str, checkpoints: str,
                   trigger_s: float = 2.0, starting_offsets: str = "latest"):
     clicks_df = (spark.readStream.format("kbroker")
-                 .option("kbroker.bootstrap.servers", bootstrap)
+                 .option("kafka.bootstrap.servers", bootstrap)
                  .option("subscribe", clicks)
                  .option("startingOffsets", starting_offsets)
                  .option("maxOffsetsPerTrigger", 100000)
@@ -55,7 +55,7 @@ def build_queries(spark, bootstrap: str, clicks: str, counts_topic: str, parquet
                 .select(F.concat_ws("|", "minute", "page").alias("key"),
                         F.to_json(F.struct("minute", "page", "count")).alias("value"))
                 .writeStream.format("kbroker")
-                .option("kbroker.bootstrap.servers", bootstrap)
+                .option("kafka.bootstrap.servers", bootstrap)
                 .option("topic", counts_topic)
                 .option("checkpointLocation", f"{checkpoints}/to-topic")
                 .outputMode("append")

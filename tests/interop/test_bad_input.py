@@ -318,23 +318,89 @@ def test_api_versions_of_an_unsupported_version_answers_v0_error_35(broker, vict
             assert resp.error_code == 0
 
 
-@pytest.mark.parametrize("api_key,version", [(3, 99), (0, 2), (0, 0), (1, 3), (1, 99), (19, 99), (2, 0)])
-def test_other_api_at_unsupported_version_is_closed(broker, victim, api_key, version):
-    spec = API_SPECS[api_key]
-    if spec.is_valid(version):      # the codec can write it: a well-formed request of that version
-        req = {0: produce_request({0: batch([b"old version"])}),
-               1: FetchRequest(max_wait_ms=0, min_bytes=1, topics=[]),
-               2: None}[api_key]
-        if req is None:
-            req = ListOffsetsRequest(replica_id=-1, topics=[])
-        data = raw_request(api_key, version, 9, req)
-    else:
-        data = frame(_header_for(api_key, version, 9) + b"\x00" * 16)
+@pytest.mark.parametrize("api_key,version", [(3, 99), (0, 12), (1, 99), (19, 99), (0, -1), (2, 32767)])
+def test_api_at_a_version_the_broker_cannot_read_is_closed(broker, victim, api_key, version):
+    """Above the advertised range (a client must not send it) or unknown to the protocol
+    definitions: nothing to answer in, so the connection is closed, as Kafka does."""
     end = scratch_end(broker, 0)
     with RawConnection(broker.port) as rc:
-        rc.send(data)
+        rc.send(frame(_header_for(api_key, version, 9) + b"\x00" * 16))
         assert rc.closed_by_broker()
-    assert scratch_end(broker, 0) == end, "a refused old-version Produce was appended"
+    assert scratch_end(broker, 0) == end
+
+
+def _old_version_requests():
+    """Versions below the broker's range that the protocol still defines (a client that
+    skips ApiVersions, e.g. one configured for an old broker, sends them)."""
+    F, L = FetchRequest, ListOffsetsRequest
+    fetch = F(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[F.FetchTopic(topic=SCRATCH, partitions=[
+        F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=65536),
+        F.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=65536)])])
+    list_offsets = L(replica_id=-1, topics=[L.ListOffsetsTopic(name=SCRATCH, partitions=[
+        L.ListOffsetsPartition(partition_index=1, timestamp=-1, max_num_offsets=1)])])
+    cases = [(0, v, produce_request({0: batch([b"old version"]), 1: batch([b"old version"])}, acks=1))
+             for v in range(3)]
+    cases += [(1, v, fetch) for v in range(4)]
+    cases.append((2, 0, list_offsets))
+    return cases
+
+
+@pytest.mark.parametrize("api_key,version,req", _old_version_requests(),
+                         ids=lambda x: x if isinstance(x, int) else type(x).__name__)
+def test_a_version_below_the_supported_range_gets_unsupported_version(broker, victim, api_key, version, req):
+    """Kafka answers a request it can read but no longer serves with UNSUPPORTED_VERSION
+    in every error code of the response of that version; the connection stays usable."""
+    ends = {p: scratch_end(broker, p) for p in (0, 1)}
+    with RawConnection(broker.port) as rc:
+        rc.send(raw_request(api_key, version, 31, req))
+        f = rc.read_frame()
+        assert f is not None, f"api {api_key} v{version}: connection closed instead of UNSUPPORTED_VERSION"
+        header, resp = codec.decode_response(api_key, version, f)
+        assert header.correlation_id == 31
+        if api_key == 0:
+            got = [(t.name, p.index, p.error_code, p.base_offset) for t in resp.responses
+                   for p in t.partition_responses]
+            assert got == [(SCRATCH, 0, ErrorCode.UNSUPPORTED_VERSION, -1), (SCRATCH, 1, ErrorCode.UNSUPPORTED_VERSION, -1)]
+        elif api_key == 1:
+            got = [(t.topic, p.partition_index, p.error_code, p.high_watermark, p.records) for t in resp.responses
+                   for p in t.partitions]
+            assert got == [(SCRATCH, i, ErrorCode.UNSUPPORTED_VERSION, -1, b"") for i in (0, 1)]
+        else:
+            got = [(t.name, p.partition_index, p.error_code, p.old_style_offsets) for t in resp.topics
+                   for p in t.partitions]
+            assert got == [(SCRATCH, 1, ErrorCode.UNSUPPORTED_VERSION, [])]
+        rc.send(api_versions_probe())
+        f = rc.read_frame()
+        assert f is not None and struct.unpack_from(">i", f)[0] == PROBE_CID
+    assert {p: scratch_end(broker, p) for p in (0, 1)} == ends, "an old-version Produce was appended"
+
+
+def test_an_old_acks_0_produce_closes_the_connection(broker, victim):
+    """acks=0 has no response to carry the error: the connection is closed (Kafka's way of
+    telling an acks=0 producer), and nothing is appended."""
+    end = scratch_end(broker, 0)
+    with RawConnection(broker.port) as rc:
+        rc.send(raw_request(0, 2, 32, produce_request({0: batch([b"old acks 0"])}, acks=0)))
+        assert rc.closed_by_broker()
+    assert scratch_end(broker, 0) == end
+
+
+def test_kafka_python_configured_for_an_old_broker_gets_an_error(broker, victim):
+    """A real client that skips ApiVersions (api_version pinned to 0.10.0) produces with
+    Produce v2: it gets UnsupportedVersionError, not an endless reconnect loop."""
+    require_module("kafka")
+    from kafka import KafkaProducer
+    from kafka.errors import UnsupportedVersionError
+    end = scratch_end(broker, 0)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0), retries=0,
+                             request_timeout_ms=10000, max_block_ms=10000)
+    try:
+        future = producer.send(SCRATCH, b"from 0.10", partition=0)
+        with pytest.raises(UnsupportedVersionError):
+            future.get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    assert scratch_end(broker, 0) == end
 
 
 # ---------------------------------------------------------------------- produce

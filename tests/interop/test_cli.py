@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -225,6 +226,26 @@ def test_serve_refuses_a_bad_config_file(tmp_path):
             timeout=30)
     one_line_error(r, 2, "log.retention.hours")
     one_line_error(run("serve", "--config", tmp_path / "missing.properties", timeout=30), 2, "missing.properties")
+
+
+@pytest.mark.parametrize("listeners,words", [
+    ("SSL://127.0.0.1:{port}", ["SSL is not implemented"]),
+    ("SASL_SSL://127.0.0.1:{port}", ["SASL_SSL is not implemented"]),
+    ("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{other}", ["CONTROLLER://", "would not be bound"]),
+])
+def test_serve_refuses_listeners_it_would_not_serve_as_configured(tmp_path, listeners, words):
+    """Never plaintext on a port the operator believes encrypted, never a listener silently
+    left unbound: one line, exit 2, nothing listening."""
+    port, other = free_port(), free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners={listeners.format(port=port, other=other)}\n")
+    r = run("serve", "--config", props, "--data-dir", tmp_path / "data", timeout=30)
+    one_line_error(r, 2, "configuration error: listeners", *words)
+    for p in (port, other):
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", p), timeout=2).close()
+    r = run("serve", "--listen", f"SSL://127.0.0.1:{port}", "--data-dir", tmp_path / "data", timeout=30)
+    one_line_error(r, 2, "listeners", "SSL is not implemented")
 
 
 def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker, tmp_path):

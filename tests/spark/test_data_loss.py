@@ -92,6 +92,7 @@ def test_data_lost_between_planning_and_reading(broker, topic_name):
     """A task whose range retention removed after planning (OFFSET_OUT_OF_RANGE on its
     first Fetch): fails, or goes on from the log start offset."""
     from broker.spark import KBrokerDataLossError
+    from broker.spark.options import SourceOptions
     from broker.spark.reader import ReadSettings, read_range
     create_topic(broker.bootstrap, topic_name, 1, {"segment.bytes": "2048"})
     produce(broker.bootstrap, topic_name, 0, 500, 1, batch_size=1024)
@@ -99,7 +100,10 @@ def test_data_lost_between_planning_and_reading(broker, topic_name):
     start = retain_only_the_tail(broker, topic_name)
 
     def read(fail: bool) -> list[int]:
-        settings = ReadSettings(broker.bootstrap, False, fail, 1 << 20, 10_000, 10.0, True)
+        settings = ReadSettings.of(SourceOptions.parse({
+            "kbroker.bootstrap.servers": broker.bootstrap, "subscribe": topic_name, "failOnDataLoss": str(fail),
+            "kbroker.fetch.max.bytes": 1 << 20, "kafkaConsumer.pollTimeoutMs": 10_000,
+            "kbroker.request.timeout.ms": 10_000}, streaming=False))
         return [o for rb in read_range(settings, topic_name, 0, *planned) for o in rb.column("offset").to_pylist()]
 
     with pytest.raises(KBrokerDataLossError, match=f"offsets 0..{start - 1} of {topic_name}-0 are gone"):

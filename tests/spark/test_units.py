@@ -102,6 +102,99 @@ def test_sink_options():
     assert exc.value.option == "deliveryGuarantee"
 
 
+def sink_error(**opts) -> KBrokerOptionError:
+    with pytest.raises(KBrokerOptionError) as exc:
+        SinkOptions.parse({**BS, "topic": "out", **opts})
+    return exc.value
+
+
+def test_kafka_prefix_is_a_synonym_of_kbroker():
+    """A job ported from Spark's Kafka connector keeps its kafka.* options."""
+    o = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.fetch.max.bytes": "4096",
+                             "kafka.max.partition.fetch.bytes": "2048", "kafka.check.crcs": "false",
+                             "kafka.client.id": "etl"}, streaming=False)
+    assert (o.bootstrap, o.fetch_max_bytes, o.partition_max_bytes, o.validate_crc, o.client_id) == \
+        ("h:1", 4096, 2048, False, "etl")
+    s = SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1", "kafka.compression.type": "zstd",
+                           "kafka.batch.size": "65536", "kafka.client.id": "etl"})
+    assert (s.bootstrap, s.acks, s.compression, s.batch_bytes, s.client_id) == ("h:1", 1, "zstd", 65536, "etl")
+    # the same value under both prefixes is fine; two different ones are refused
+    assert parse(subscribe="t", **{"kafka.bootstrap.servers": BS["kbroker.bootstrap.servers"]}).bootstrap
+    err = option_error(subscribe="t", **{"kafka.bootstrap.servers": "other:2"})
+    assert err.option == "kafka.bootstrap.servers" and "kbroker.bootstrap.servers" in str(err)
+
+
+@pytest.mark.parametrize("opts, option, words", [
+    ({"startingOffset": "earliest"}, "startingOffset", "did you mean 'startingOffsets'"),
+    ({"failOnDataLos": "false"}, "failOnDataLos", "did you mean 'failOnDataLoss'"),
+    ({"topic": "t"}, "topic", "sink option"),
+    ({"kafka.fetch.max.byte": "1"}, "kafka.fetch.max.byte", "did you mean 'kafka.fetch.max.bytes'"),
+    ({"kbroker.no.such.setting": "1"}, "kbroker.no.such.setting", "not a Kafka consumer setting"),
+    ({"kafka.linger.ms": "5"}, "kafka.linger.ms", "not a Kafka consumer setting"),
+    ({"kafka.fetch.max.bytes": "lots"}, "kafka.fetch.max.bytes", "must be an integer"),
+    ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset", "startingOffsets"),
+    ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit", "checkpoint"),
+    ({"kafka.value.deserializer": "x"}, "kafka.value.deserializer", "binary"),
+    ({"kafka.security.protocol": "SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
+    ({"kafka.ssl.truststore.location": "/x"}, "kafka.ssl.truststore.location", "no TLS"),
+    ({"kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism", "no SASL"),
+    ({"kafka.isolation.level": "serializable"}, "kafka.isolation.level", "read_committed"),
+    ({"fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries", ">= 0"),
+    ({"fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs", "integer"),
+])
+def test_unknown_and_invalid_source_options_are_refused(opts, option, words):
+    err = option_error(subscribe="t", **opts)
+    assert err.option == option
+    assert str(err).startswith(f"kbroker: option '{option}'") and words in str(err), str(err)
+
+
+@pytest.mark.parametrize("opts, option, words", [
+    ({"kafka.acks": "banana"}, "kafka.acks", "must be all, -1, 1 or 0"),
+    ({"kafka.compression.type": "brotli"}, "kafka.compression.type", "gzip"),
+    ({"kafka.batch.size": "big"}, "kafka.batch.size", "integer"),
+    ({"kafka.retries": "-2"}, "kafka.retries", ">= 0"),
+    ({"subscribe": "t"}, "subscribe", "source option"),
+    ({"startingOffsets": "earliest"}, "startingOffsets", "source option"),
+    ({"kafka.fetch.max.bytes": "1"}, "kafka.fetch.max.bytes", "not a Kafka producer setting"),
+    ({"kafka.value.serializer": "x"}, "kafka.value.serializer", "as it is"),
+    ({"kafka.transactional.id": "x"}, "kafka.transactional.id", "deliveryGuarantee"),
+    ({"kafka.security.protocol": "SASL_SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
+    ({"tpoic": "x"}, "tpoic", "did you mean 'topic'"),
+])
+def test_unknown_and_invalid_sink_options_are_refused(opts, option, words):
+    err = sink_error(**opts)
+    assert err.option == option
+    assert str(err).startswith(f"kbroker: option '{option}'") and words in str(err), str(err)
+
+
+def test_settings_without_effect_are_accepted_and_said(caplog):
+    """Kafka client settings that mean nothing here (no consumer group, no linger) and
+    Spark's groupIdPrefix are accepted, as Spark's connector accepts them, with one
+    warning naming them."""
+    caplog.set_level("WARNING", logger="broker.spark")
+    o = parse(subscribe="t", groupIdPrefix="etl", **{"kafka.group.id": "g", "kafka.session.timeout.ms": "10000",
+                                                      "kafka.security.protocol": "PLAINTEXT"})
+    assert o.no_effect == ("groupIdPrefix", "kafka.group.id", "kafka.session.timeout.ms")
+    s = SinkOptions.parse({**BS, "topic": "t", "kafka.linger.ms": "5", "kafka.enable.idempotence": "true",
+                           "checkpointLocation": "/tmp/ck"})
+    assert s.no_effect == ("kafka.enable.idempotence", "kafka.linger.ms")
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("'kafka.group.id'" in m and "no effect" in m for m in warned), warned
+    assert any("'kafka.linger.ms'" in m and "no effect" in m for m in warned), warned
+
+
+def test_fetch_offset_retries_and_mode_free_parsing():
+    o = parse(subscribe="t", **{"fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "50"})
+    assert (o.fetch_offset_retries, o.fetch_offset_retry_interval_ms) == (5, 50)
+    assert (parse(subscribe="t").fetch_offset_retries, parse(subscribe="t").fetch_offset_retry_interval_ms) == (3, 10)
+    # at load() the source does not know batch from streaming: only the rules of one mode wait
+    o = SourceOptions.parse({**BS, "subscribe": "t", "endingOffsets": "latest", "maxOffsetsPerTrigger": "5"},
+                            streaming=None)
+    assert o.max_offsets_per_trigger == 5
+    with pytest.raises(KBrokerOptionError):
+        SourceOptions.parse({**BS, "subscribe": "t", "startingOffset": "x"}, streaming=None)
+
+
 # ---------------------------------------------------------------- planning and admission control
 
 

@@ -246,6 +246,40 @@ def test_advertised_listeners_default_to_listeners():
     assert c.advertised_listeners == [("broker1", 19092)]
 
 
+@pytest.mark.parametrize("values,words", [
+    # a security protocol kbroker does not implement: never plaintext on that port
+    ({"listeners": "SSL://:9093"}, ["listeners", "SSL://:9093", "SSL is not implemented"]),
+    ({"listeners": "SASL_SSL://h:9093"}, ["SASL_SSL is not implemented"]),
+    ({"listeners": "SASL_PLAINTEXT://h:9093"}, ["SASL_PLAINTEXT is not implemented"]),
+    ({"listeners": "ssl://h:9093"}, ["SSL is not implemented"]),
+    ({"listeners": "INTERNAL://h:9093", "listener.security.protocol.map": "INTERNAL:SSL"},
+     ["INTERNAL://h:9093", "SSL is not implemented"]),
+    ({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "SSL://h:9093"},
+     ["advertised.listeners", "SSL is not implemented"]),
+    # a listener that would not be bound
+    ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
+    ({"listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092"}, ["CONTROLLER://h:9093", "controller"]),
+    ({"listeners": "PLAINTEXT://h:9092,OTHER://h:9094", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
+     ["OTHER://h:9094", "would not be bound"]),
+    # a name with no security protocol, as Kafka refuses it
+    ({"listeners": "INTERNAL://h:9092"}, ["INTERNAL", "listener.security.protocol.map"]),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, ["listener.security.protocol.map", "TLS"]),
+])
+def test_listeners_kbroker_cannot_serve_as_configured_are_refused(values, words):
+    with pytest.raises(ConfigError) as info:
+        cfg(**{k.replace(".", "__"): v for k, v in values.items()})
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_plaintext_listeners_by_any_name():
+    assert cfg(listeners="h:9092").listeners == [("h", 9092)]
+    assert cfg(listeners="plaintext://h:9092").listeners == [("h", 9092)]
+    c = cfg(listeners="INTERNAL://h:9092", listener__security__protocol__map="INTERNAL:PLAINTEXT")
+    assert c.listeners == [("h", 9092)]
+    assert c.source("listener.security.protocol.map") == ConfigSource.STATIC_BROKER_CONFIG
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -302,14 +336,15 @@ def test_bad_values_are_errors_naming_the_key(key, value):
 def test_good_edge_values_are_accepted():
     c = cfg(num__partitions=" 12 ", log__segment__bytes="14", broker__id="+3",
             log__cleaner__min__cleanable__ratio="1", auto__create__topics__enable="FALSE",
-            log__cleanup__policy="compact, delete", listeners="PLAINTEXT://[::1]:9092,SSL://:0")
+            log__cleanup__policy="compact, delete", listeners="PLAINTEXT://[::1]:9092",
+            advertised__listeners="PLAINTEXT://:0")
     assert c["num.partitions"] == 12
     assert c["log.segment.bytes"] == 14
     assert c.broker_id == 3
     assert c["log.cleaner.min.cleanable.ratio"] == 1.0
     assert c["auto.create.topics.enable"] is False
     assert c["log.cleanup.policy"] == ["compact", "delete"]
-    assert c.listeners == [("::1", 9092), ("", 0)]
+    assert c.listeners == [("::1", 9092)] and c.advertised_listeners == [("", 0)]
     assert cfg(num__partitions=str(INT_MAX))["num.partitions"] == INT_MAX
     assert cfg(log__retention__ms=str(2**63 - 1)).retention_ms == LONG_MAX
 

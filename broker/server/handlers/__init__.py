@@ -7,6 +7,12 @@ awaitable of either when it must wait. The inter-broker APIs (LeaderAndIsr,
 UpdateMetadata, StopReplica, AlterPartition, ControlledShutdown) also export
 `apply(broker, request)`, which the controller and the broker call directly for their
 own broker, without a socket.
+
+A module whose API has versions below MIN_VERSION that the protocol still defines (Produce
+v0-2, Fetch v0-3, ListOffsets v0) also exports `error_response(request, error_code)`: the
+response of the request's version with every error code set, or None to close the
+connection instead. The server answers such old requests with UNSUPPORTED_VERSION through
+it, as Kafka answers a request it can read but does not serve.
 """
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.protocol.errors import ErrorCode

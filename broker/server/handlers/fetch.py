@@ -25,6 +25,16 @@ _TopicResp = FetchResponse.FetchableTopicResponse
 _PartData = FetchResponse.PartitionData
 
 
+def error_response(request, code: int) -> FetchResponse:
+    """Every partition answered with `code` and no records (an old version the broker no
+    longer serves), as Kafka's FetchRequest.getErrorResponse."""
+    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
+        _TopicResp(topic=t.topic, topic_id=t.topic_id, partitions=[
+            _PartData(partition_index=p.partition, error_code=code, high_watermark=-1, records=b"")
+            for p in t.partitions])
+        for t in request.topics])
+
+
 def _read_all(ctx, request, version, replica_id):
     broker = ctx.broker
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF

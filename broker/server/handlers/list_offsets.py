@@ -11,6 +11,15 @@ _TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
+def error_response(request, code: int) -> ListOffsetsResponse:
+    """Every partition answered with `code` (an old version the broker no longer serves)."""
+    return ListOffsetsResponse(throttle_time_ms=0, topics=[
+        _TopicResp(name=t.name, partitions=[
+            _PartResp(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+            for p in t.partitions])
+        for t in request.topics])
+
+
 def handle(ctx, request):
     broker = ctx.broker
     topics = []

@@ -99,6 +99,18 @@ def handle(ctx, request):
     return response
 
 
+def error_response(request, code: int):
+    """Every partition answered with `code` (an old version the broker no longer serves);
+    None for acks=0, whose connection is then closed, as Kafka does."""
+    if request.acks == 0:
+        return None
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        _TopicResp(name=t.name, partition_responses=[
+            _PartResp(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            for p in t.partition_data])
+        for t in request.topic_data])
+
+
 async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
     """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:

@@ -100,11 +100,29 @@ def test_api_versions_response_falls_back_to_v0_when_it_does_not_parse():
     assert decoded == resp
 
 
-def test_request_trailing_bytes_rejected():
-    frame = codec.encode_request(18, 3, 1, "c", ApiVersionsRequest())[4:] + b"\x00"
-    with pytest.raises(ProtocolDecodeError, match="trailing") as info:
-        codec.decode_request(frame)
+def test_request_trailing_bytes_ignored_unless_strict():
+    """Kafka's broker reads what the schema says and ignores the rest; strict=True (for
+    tests of the encoders) refuses bytes after the body."""
+    req = ApiVersionsRequest(client_software_name="c", client_software_version="1")
+    frame = codec.encode_request(18, 3, 1, "c", req)[4:] + b"\x00\xff\x01"
+    header, decoded = codec.decode_request(frame)
+    assert header.correlation_id == 1 and decoded == req
+    with pytest.raises(ProtocolDecodeError, match="3 trailing bytes") as info:
+        codec.decode_request(frame, strict=True)
     assert info.value.message_name == "ApiVersionsRequest" and info.value.version == 3
+
+
+def test_metadata_v12_all_topics_as_librdkafka_2_16_sends_it():
+    """librdkafka leaves its 4-byte array-count placeholder where the 1-byte compact count
+    belongs: the first byte reads as a null array (all topics), the next ones as the two
+    booleans and the tagged fields, and the real booleans and tags are left over."""
+    frame = (struct.pack(">hhih", 3, 12, 4, 7) + b"rdkafka" + b"\x00"
+             + b"\x00\x00\x00\x00" + b"\x01\x00" + b"\x00")
+    header, req = codec.decode_request(frame)
+    assert header.correlation_id == 4 and req.topics is None
+    assert req.allow_auto_topic_creation is False and req.include_topic_authorized_operations is False
+    with pytest.raises(ProtocolDecodeError, match="3 trailing bytes"):
+        codec.decode_request(frame, strict=True)
 
 
 def test_encode_response_parts_with_file_regions_and_large_buffers():

@@ -217,7 +217,7 @@ def test_framed_request_and_response_match_kafka_python(api_key, version, data):
     kp_frame = bytes(kreq.encode(version=version, header=True, framed=True))
     ours = codec.encode_request(api_key, version, 77, "kp-client", req)
     assert ours == kp_frame
-    header, decoded = codec.decode_request(kp_frame[4:])
+    header, decoded = codec.decode_request(kp_frame[4:], strict=True)
     assert (header.request_api_key, header.request_api_version, header.correlation_id,
             header.client_id) == (api_key, version, 77, "kp-client")
     assert decoded == req
