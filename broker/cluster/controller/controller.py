@@ -515,7 +515,9 @@ class Controller:
     async def _alter_partition(self, broker_id, broker_epoch, changes):
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
-        if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
+        if b is None or b.epoch != broker_epoch:
+            # the sender must prove it is the live registration of that broker id (Kafka
+            # accepts -1 from old versions; nothing here sends it)
             return ErrorCode.STALE_BROKER_EPOCH, {}
         view = self._view()
         out: dict[tuple[str, int], object] = {}
@@ -547,7 +549,7 @@ class Controller:
         b = ctx.brokers.get(broker_id)
         if b is None:
             return ErrorCode.BROKER_NOT_AVAILABLE, []
-        if broker_epoch >= 0 and b.epoch != broker_epoch:
+        if b.epoch != broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH, []
         log.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker_id)
         ctx.shutting_down.add(broker_id)
