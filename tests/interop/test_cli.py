@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.client import BrokerConnection, Cluster
+from broker.cluster.store.znodes import encode_topic_id
 from broker.native import iter_batches
 from tests.interop.helpers import confluent_read_all, fetch_once, offsets
 from tests.support.broker_proc import BrokerProcess
@@ -94,7 +95,8 @@ def test_topics_create_list_describe_alter_delete(broker, topic_name):
     head, parts = describe(broker, topic_name)
     assert head["PartitionCount"] == "3" and head["ReplicationFactor"] == "1"
     with Cluster(broker.bootstrap) as c:
-        assert head["TopicId"] == str(c.topic(topic_name).topic_id)
+        # Kafka prints topic ids as URL-safe base64 (its Uuid.toString)
+        assert head["TopicId"] == encode_topic_id(c.topic(topic_name).topic_id)
     assert set(head["Configs"].split(",")) == {"retention.ms=123456", "cleanup.policy=delete"}
     assert [(p["Partition"], p["Leader"], p["Replicas"], p["Isr"]) for p in parts] == \
         [(str(i), "0", "0", "0") for i in range(3)]
