@@ -56,34 +56,68 @@ class Purgatory:
 
     # ------------------------------------------------------------------ wait
 
+    def watch(self, watches: Iterable[tuple[Hashable, int]]) -> Watch:
+        """Registers at once (synchronously) for the next move of any of `watches`. Check
+        the condition, then watch, in one synchronous step — or watch, then check — so
+        that no move between the check and the registration is missed; then await
+        Watch.wait()."""
+        return Watch(self, watches)
+
     async def wait(self, watches: Iterable[tuple[Hashable, int]], timeout: float) -> bool:
         """Waits until any of `watches` ((key, HIGH_WATERMARK | LOG_END) pairs) moves, or
         `timeout` seconds pass. True when woken, False on timeout. The caller re-checks
-        its condition either way."""
-        if timeout <= 0:
-            return False
-        fut = asyncio.get_running_loop().create_future()
-        keys = list(dict.fromkeys(watches))
+        its condition either way (and must have checked it in the same synchronous step
+        as this call: registration happens before the first suspension)."""
+        return await self.watch(watches).wait(timeout)
+
+    async def wait_for_high_watermark(self, key: Hashable, timeout: float) -> bool:
+        return await self.wait([(key, HIGH_WATERMARK)], timeout)
+
+    def _unregister(self, keys: list, fut: asyncio.Future) -> None:
         for w in keys:
-            self._watchers.setdefault(w, []).append(fut)
-        handle = fut.get_loop().call_later(timeout, _expire, fut)
+            futs = self._watchers.get(w)
+            if futs is not None:
+                try:
+                    futs.remove(fut)
+                except ValueError:
+                    pass
+                if not futs:
+                    del self._watchers[w]
+
+
+class Watch:
+    """One registration in the purgatory: woken by the first move of any of its keys."""
+
+    __slots__ = ("purgatory", "keys", "fut")
+
+    def __init__(self, purgatory: Purgatory, watches: Iterable[tuple[Hashable, int]]):
+        self.purgatory = purgatory
+        self.keys = list(dict.fromkeys(watches))
+        self.fut = asyncio.get_running_loop().create_future()
+        for w in self.keys:
+            purgatory._watchers.setdefault(w, []).append(self.fut)
+
+    async def wait(self, timeout: float) -> bool:
+        """True when a move woke it (maybe before this call), False after `timeout`."""
+        fut = self.fut
+        handle = None
+        if not fut.done():
+            if timeout <= 0:
+                self.cancel()
+                return False
+            handle = fut.get_loop().call_later(timeout, _expire, fut)
         try:
             await fut
             return fut.result()
         finally:
-            handle.cancel()
-            for w in keys:
-                futs = self._watchers.get(w)
-                if futs is not None:
-                    try:
-                        futs.remove(fut)
-                    except ValueError:
-                        pass
-                    if not futs:
-                        del self._watchers[w]
+            if handle is not None:
+                handle.cancel()
+            self.cancel()
 
-    async def wait_for_high_watermark(self, key: Hashable, timeout: float) -> bool:
-        return await self.wait([(key, HIGH_WATERMARK)], timeout)
+    def cancel(self) -> None:
+        self.purgatory._unregister(self.keys, self.fut)
+        if not self.fut.done():
+            self.fut.set_result(False)
 
 
 def _expire(fut: asyncio.Future) -> None:

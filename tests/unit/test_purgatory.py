@@ -74,3 +74,26 @@ def test_cancelled_waiter_leaves_nothing_behind():
         assert len(p) == 0
         p.high_watermark_moved(TP)            # nothing to wake, nothing raised
     run(main())
+
+
+def test_a_move_between_watch_and_wait_is_not_lost():
+    """Check-then-watch in one step, then await later (the fetch handler's long poll
+    starts in a task): a move in between still wakes it."""
+    async def main():
+        p = Purgatory()
+        w = p.watch([(TP, LOG_END)])
+        p.log_end_moved(TP)                 # before anybody awaits
+        assert await asyncio.wait_for(w.wait(5), 1) is True
+        assert len(p) == 0
+    run(main())
+
+
+def test_an_abandoned_watch_is_released_by_cancel():
+    async def main():
+        p = Purgatory()
+        w = p.watch([(TP, LOG_END), (OTHER, HIGH_WATERMARK)])
+        assert len(p) == 2
+        w.cancel()
+        assert len(p) == 0
+        assert await w.wait(1) is False
+    run(main())

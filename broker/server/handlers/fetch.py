@@ -109,17 +109,24 @@ def handle(ctx, request):
     if _done(ctx, request, total, watched, errors, deadline):
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     _release(responses)
-    return _long_poll(ctx, request, version, replica_id, watched, deadline)
+    # watch now, in the same step as the read that found too little: a move before the
+    # long poll's task first runs must not be missed
+    watch = _watch(ctx, watched, replica_id)
+    return _long_poll(ctx, request, version, replica_id, watch, deadline)
 
 
-async def _long_poll(ctx, request, version, replica_id, watched: list[TopicPartition], deadline):
+def _watch(ctx, watched: list[TopicPartition], replica_id: int):
+    kind = LOG_END if replica_id >= 0 else HIGH_WATERMARK
+    return ctx.broker.purgatory.watch([(tp, kind) for tp in watched])
+
+
+async def _long_poll(ctx, request, version, replica_id, watch, deadline):
     """Waits for data on any requested partition (or max_wait_ms), then reads again."""
     loop = asyncio.get_running_loop()
-    purgatory = ctx.broker.purgatory
-    kind = LOG_END if replica_id >= 0 else HIGH_WATERMARK
     while True:
-        await purgatory.wait([(tp, kind) for tp in watched], deadline - loop.time())
+        await watch.wait(deadline - loop.time())
         responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
         if _done(ctx, request, total, watched, errors, deadline):
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
         _release(responses)
+        watch = _watch(ctx, watched, replica_id)
