@@ -40,6 +40,7 @@ install: $(VENV)/.runtime
 install-test: $(VENV)/.test
 
 $(VPY):
+	@echo "make: first use: creating $(VENV), then building the native core into it (a few minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 
@@ -48,6 +49,7 @@ $(VENV)/.tools: | $(VPY)
 	touch $@
 
 $(VENV)/.runtime: $(SRC_STAMPS) | $(VENV)/.tools
+	@echo "make: building the native core and installing kbroker into $(VENV) (a minute or more)"
 	$(VPY) -m pip install -q --no-build-isolation -e .
 	touch $@
 

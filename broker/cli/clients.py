@@ -270,14 +270,14 @@ def add_parsers(sub) -> None:
     ts.required = True
     p = ts.add_parser("create", help="create a topic")
     _bootstrap(p)
-    p.add_argument("topic")
+    p.add_argument("topic", help="the topic name")
     p.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     p.add_argument("--replication-factor", type=int, default=-1, help="default: default.replication.factor")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     p.set_defaults(func=topics_create)
     p = ts.add_parser("list", help="list topics")
     _bootstrap(p)
-    p.add_argument("--include-internal", action="store_true")
+    p.add_argument("--include-internal", action="store_true", help="also __consumer_offsets and the like")
     p.set_defaults(func=topics_list)
     p = ts.add_parser("describe", help="partitions, leaders, replicas, ISR and config overrides")
     _bootstrap(p)
@@ -290,7 +290,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=topics_describe)
     p = ts.add_parser("alter", help="add partitions or change configs")
     _bootstrap(p)
-    p.add_argument("topic")
+    p.add_argument("topic", help="the topic name")
     p.add_argument("--partitions", type=int, help="new total partition count")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="KEY", help="remove an override (repeatable)")
@@ -308,7 +308,7 @@ def add_parsers(sub) -> None:
 
     p = ts.add_parser("delete", help="delete a topic")
     _bootstrap(p)
-    p.add_argument("topic")
+    p.add_argument("topic", help="the topic name")
     p.set_defaults(func=topics_delete)
 
     c = sub.add_parser("cluster", help="the cluster: brokers and controller")
@@ -322,25 +322,31 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("produce", help="produce stdin lines as messages")
     _bootstrap(p)
-    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--topic", "-t", required=True, help="the topic to produce to")
     p.add_argument("--key-separator", metavar="S", help="split each line into KEY S VALUE")
     p.add_argument("--acks", type=_acks, default=-1, help="0, 1 or all (default all)")
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                   help="record batch compression (default none)")
     p.add_argument("--partition", type=int, help="send every message to this partition")
-    p.add_argument("--linger-ms", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=16384)
+    p.add_argument("--linger-ms", type=int, default=5, metavar="MS",
+                   help="how long a batch waits for more messages (default 5)")
+    p.add_argument("--batch-size", type=int, default=16384, metavar="BYTES",
+                   help="largest record batch per partition (default 16384)")
     p.set_defaults(func=produce)
 
     p = sub.add_parser("consume", help="print messages to stdout")
     _bootstrap(p)
-    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--topic", "-t", required=True, help="the topic to read")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-beginning", action="store_true")
+    g.add_argument("--from-beginning", action="store_true",
+                   help="start at the earliest offset (default: the latest; with --group, where the group has "
+                        "no committed offset)")
     g.add_argument("--offset", type=int, metavar="N", help="start at offset N")
     p.add_argument("--partition", type=int, metavar="P", help="only this partition")
     p.add_argument("--group", metavar="G", help="join consumer group G (commits offsets)")
-    p.add_argument("--max-messages", type=int, metavar="N")
+    p.add_argument("--max-messages", type=int, metavar="N", help="exit after printing N messages")
     p.add_argument("--timeout-ms", type=int, metavar="N", help="exit after N ms without a message")
-    p.add_argument("--print-key", action="store_true")
-    p.add_argument("--key-separator", default="\t", metavar="S")
+    p.add_argument("--print-key", action="store_true", help="print KEY S VALUE (a null key as 'null')")
+    p.add_argument("--key-separator", default="\t", metavar="S",
+                   help="what separates key and value with --print-key (default a tab)")
     p.set_defaults(func=consume)

@@ -1,4 +1,9 @@
-"""`broker groups list|describe|reset-offsets|delete` and `broker consume --group`."""
+"""`broker groups list|describe|reset-offsets|delete` and `broker consume --group`.
+
+reset-offsets works as Kafka's kafka-consumer-groups --reset-offsets: it prints the plan
+(TOPIC PARTITION NEW-OFFSET) and commits it only with --execute; --to-offset outside
+[log start, log end] is clamped, one line per partition saying so.
+"""
 from __future__ import annotations
 
 import sys
@@ -115,14 +120,15 @@ def groups_reset_offsets(args) -> int:
         meta = c.topic(args.topic)
         parts = sorted(meta.partitions)
         if args.to_offset is not None:
-            targets = {p: args.to_offset for p in parts}
-            ends = c.list_offsets(args.topic, parts, -1)
-            starts = c.list_offsets(args.topic, parts, -2)
-            for p in parts:
-                targets[p] = max(starts[p][0], min(targets[p], ends[p][0]))
+            targets = _clamped(c, args.topic, parts, args.to_offset)
         else:
             ts = -2 if args.to_earliest else -1
             targets = {p: off for p, (off, _) in c.list_offsets(args.topic, parts, ts).items()}
+        if not args.execute:
+            for p, o in sorted(targets.items()):
+                print(f"{args.topic}\t{p}\t{o}")
+            print("dry run: nothing changed; add --execute to commit these offsets", file=sys.stderr)
+            return 0
         req = OffsetCommitRequest(group_id=args.group, generation_id_or_member_epoch=-1, member_id="", topics=[
             OffsetCommitRequest.OffsetCommitRequestTopic(name=args.topic, partitions=[
                 OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
@@ -136,6 +142,20 @@ def groups_reset_offsets(args) -> int:
         for p, o in sorted(targets.items()):
             print(f"{args.topic}\t{p}\t{o}")
     return 0
+
+
+def _clamped(cluster, topic: str, parts: list[int], offset: int) -> dict[int, int]:
+    """`offset` for every partition, within [log start, log end], saying where it is not."""
+    ends = cluster.list_offsets(topic, parts, -1)
+    starts = cluster.list_offsets(topic, parts, -2)
+    targets = {}
+    for p in parts:
+        lo, hi = starts[p][0], ends[p][0]
+        targets[p] = min(max(offset, lo), hi)
+        if targets[p] != offset:
+            where = f"above the log end ({hi})" if offset > hi else f"below the log start ({lo})"
+            print(f"offset {offset} is {where} of {topic}-{p}: using {targets[p]}", file=sys.stderr)
+    return targets
 
 
 def groups_delete(args) -> int:
@@ -198,18 +218,26 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_wrap(groups_list))
     p = gs.add_parser("describe", help="members, assignments, committed offsets, log end and lag")
     _bootstrap(p)
-    p.add_argument("group")
+    p.add_argument("group", help="the group id")
     p.set_defaults(func=_wrap(groups_describe))
-    p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets")
+    p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets (prints the plan; "
+                                            "--execute commits it)",
+                      description="Move an empty group's committed offsets on one topic, as Kafka's "
+                                  "kafka-consumer-groups --reset-offsets: prints TOPIC PARTITION NEW-OFFSET "
+                                  "and changes nothing unless --execute is given.")
     _bootstrap(p)
-    p.add_argument("group")
-    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("group", help="the group id (its members must be stopped)")
+    p.add_argument("--topic", "-t", required=True, help="the topic whose offsets move (every partition)")
     to = p.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--to-earliest", action="store_true", help="to each partition's log start offset")
+    to.add_argument("--to-latest", action="store_true", help="to each partition's log end offset")
+    to.add_argument("--to-offset", type=int, metavar="N",
+                    help="to offset N, clamped to [log start, log end] (saying so)")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    run.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     p.set_defaults(func=_wrap(groups_reset_offsets))
     p = gs.add_parser("delete", help="delete an empty group")
     _bootstrap(p)
-    p.add_argument("group")
+    p.add_argument("group", help="the group id")
     p.set_defaults(func=_wrap(groups_delete))

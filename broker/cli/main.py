@@ -9,12 +9,15 @@
 
 Exit codes: 0 success; 1 the broker or the network reported an error (printed as one
 line, with the Kafka error name); 2 bad usage or configuration (one line naming the key
-or option).
+or option); 130 / 143 stopped by SIGINT / SIGTERM. The client commands take SIGTERM as
+Ctrl-C: they unwind, so `consume --group` commits what it printed and leaves its group
+(`serve` has its own clean shutdown on both).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from broker import __version__
@@ -83,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="join the cluster coordinated by this ZooKeeper (zookeeper.connect); "
                         "without it the broker runs alone with an embedded metadata store")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="any configuration key (repeatable)")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="least severe log lines written to stderr (default info)")
     s.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
@@ -95,16 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it unwinds as after Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except CliError as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except BrokenPipeError:
         return 0
 

@@ -23,9 +23,10 @@ def _acks(value: str) -> int:
 def _common(p) -> None:
     from broker.cli.clients import _bootstrap
     _bootstrap(p)
-    p.add_argument("--topic", "-t", required=True)
-    p.add_argument("--num-records", type=int, required=True, metavar="N")
-    p.add_argument("--record-size", type=int, default=100, metavar="B")
+    p.add_argument("--topic", "-t", required=True, help="the topic to write or read")
+    p.add_argument("--num-records", type=int, required=True, metavar="N", help="how many records")
+    p.add_argument("--record-size", type=int, default=100, metavar="B",
+                   help="bytes per record value (default 100; consume counts MB/sec with it)")
     p.add_argument("--json", action="store_true", help="one JSON line instead of the text summary")
     p.add_argument("--timeout-s", type=float, default=600.0, help="give up after this long")
 
@@ -33,9 +34,11 @@ def _common(p) -> None:
 def _producer_args(p) -> None:
     p.add_argument("--throughput", type=float, default=-1, metavar="MSGS_PER_S", help="-1: as fast as possible")
     p.add_argument("--acks", type=_acks, default=1, help="0, 1 or all (default 1)")
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                   help="record batch compression (default none)")
     p.add_argument("--batch-size", type=int, default=16384, metavar="BYTES", help="per-partition batch bytes")
-    p.add_argument("--linger-ms", type=float, default=0.0, metavar="MS")
+    p.add_argument("--linger-ms", type=float, default=0.0, metavar="MS",
+                   help="how long a batch waits for more records (default 0)")
     p.add_argument("--partitions", type=int, metavar="P", help="create the topic with P partitions if missing")
     p.add_argument("--max-inflight", type=int, default=5, help="requests in flight per connection")
 

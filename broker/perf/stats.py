@@ -81,11 +81,18 @@ class Stats:
         }
 
 
-def print_summary(s: dict, as_json: bool, out=sys.stdout, **extra) -> None:
+# what each command counts and which latency it measures, for the text summary
+_WORDS = {"produce": ("records sent", "latency"),
+          "consume": ("records consumed", "fetch latency"),
+          "e2e": ("records sent and consumed", "end-to-end latency")}
+
+
+def print_summary(s: dict, as_json: bool, out=sys.stdout, command: str = "produce") -> None:
     if as_json:
-        print(json.dumps({**s, **extra}, sort_keys=True), file=out, flush=True)
+        print(json.dumps({**s, "command": command}, sort_keys=True), file=out, flush=True)
         return
-    print(f"{s['records']} records sent, {s['records_per_sec']:.1f} records/sec ({s['mb_per_sec']:.2f} MB/sec), "
-          f"{s['avg_ms']:.2f} ms avg latency, {s['max_ms']:.2f} ms max latency, {s['p50_ms']:.2f} ms 50th, "
+    what, latency = _WORDS[command]
+    print(f"{s['records']} {what}, {s['records_per_sec']:.1f} records/sec ({s['mb_per_sec']:.2f} MB/sec), "
+          f"{s['avg_ms']:.2f} ms avg {latency}, {s['max_ms']:.2f} ms max {latency}, {s['p50_ms']:.2f} ms 50th, "
           f"{s['p95_ms']:.2f} ms 95th, {s['p99_ms']:.2f} ms 99th, {s['p999_ms']:.2f} ms 99.9th.", file=out,
           flush=True)

@@ -2,6 +2,9 @@
 (the project's own group member, broker/client/group.py) against a real broker."""
 from __future__ import annotations
 
+import os
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -108,21 +111,39 @@ def test_list_describe_and_what_a_live_group_refuses(broker, name, live_member):
 
 
 def test_reset_offsets_of_an_empty_group(broker, name):
+    """As Kafka's kafka-consumer-groups --reset-offsets: the plan is printed, and applied only
+    with --execute; an offset outside the log is clamped, saying so."""
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, 100, 2)
     assert simple_commit(broker.bootstrap, group, topic, {0: 7, 1: 9}) == {0: 0, 1: 0}
-    cases = [(["--to-earliest"], {0: 0, 1: 0}),
-             (["--to-latest"], {0: 50, 1: 50}),
-             (["--to-offset", "12"], {0: 12, 1: 12}),
-             (["--to-offset", "1000"], {0: 50, 1: 50})]            # clamped to the log end
-    for how, want in cases:
-        _, out, _ = cli(broker, "groups", "reset-offsets", group, "--topic", topic, *how, check=0)
+    before = committed(broker.bootstrap, group, {topic: 2})
+    for dry in ([], ["--dry-run"]):
+        _, out, err = cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", *dry, check=0)
+        assert out.splitlines() == [f"{topic}\t0\t0", f"{topic}\t1\t0"]
+        assert "dry run" in err and "--execute" in err
+        assert committed(broker.bootstrap, group, {topic: 2}) == before, "a dry run changed the offsets"
+    cases = [(["--to-earliest"], {0: 0, 1: 0}, None),
+             (["--to-latest"], {0: 50, 1: 50}, None),
+             (["--to-offset", "12"], {0: 12, 1: 12}, None),
+             (["--to-offset", "1000"], {0: 50, 1: 50}, "above the log end")]
+    for how, want, note in cases:
+        _, out, err = cli(broker, "groups", "reset-offsets", group, "--topic", topic, *how, "--execute", check=0)
         assert out.splitlines() == [f"{topic}\t{p}\t{o}" for p, o in sorted(want.items())]
         assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, p): o for p, o in want.items()}
+        assert "dry run" not in err
+        if note:
+            # one line per clamped partition, naming the offset asked and the one used
+            lines = [line for line in err.splitlines() if note in line]
+            assert len(lines) == 2 and all("1000" in line and "50" in line for line in lines), err
+        else:
+            assert err.strip() == "", err
     # a group that does not exist yet gets its first offsets
-    _, out, _ = cli(broker, "groups", "reset-offsets", f"{group}-new", "--topic", topic, "--to-offset", "3", check=0)
+    _, out, _ = cli(broker, "groups", "reset-offsets", f"{group}-new", "--topic", topic, "--to-offset", "3",
+                    "--execute", check=0)
     assert committed(broker.bootstrap, f"{group}-new", {topic: 2}) == {(topic, 0): 3, (topic, 1): 3}
+    assert cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-latest", "--dry-run",
+               "--execute")[0] == 2
     # the flags are exclusive and one is required
     assert cli(broker, "groups", "reset-offsets", group, "--topic", topic)[0] == 2
     assert cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--to-latest")[0] == 2
@@ -161,6 +182,44 @@ def test_consume_group_resumes_where_it_stopped(broker, name):
     assert len(second) == 70
     assert sorted(first + second) == sorted(v.decode() for v in delivered)
     assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, 0): 50, (topic, 1): 50}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_consume_group_leaves_the_group_when_stopped_by_a_signal(broker, name, sig):
+    """Ctrl-C and a service manager's SIGTERM alike: the member leaves the group at once
+    (the group is Empty when the process has exited, not a session timeout later) and
+    what it printed is committed."""
+    topic, group = name, name
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 20, 1)
+    p = subprocess.Popen([sys.executable, "-m", "broker.cli.main", "consume", "--bootstrap", broker.bootstrap,
+                          "--topic", topic, "--group", group, "--from-beginning"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
+    try:
+        wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 1), 30, "the member in the group")
+        wait_until(lambda: _printed(p, 20), 30, "20 messages printed")
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert b"Traceback" not in err, err
+    d = describe(broker.bootstrap, group)
+    assert (d["state"], d["members"]) == ("Empty", {}), "the member did not leave the group"
+    assert committed(broker.bootstrap, group, {topic: 1}) == {(topic, 0): 20}
+
+
+def _printed(p: subprocess.Popen, n: int) -> bool:
+    """True once the process printed n lines (reads what is there, never blocks)."""
+    fd = p.stdout.fileno()
+    while select.select([fd], [], [], 0)[0]:
+        data = os.read(fd, 65536)
+        if not data:
+            break
+        p.printed = getattr(p, "printed", b"") + data
+    return getattr(p, "printed", b"").count(b"\n") >= n
 
 
 def test_two_consume_group_processes_share_the_partitions(broker, name):

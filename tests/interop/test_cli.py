@@ -17,6 +17,7 @@ from broker.cluster.store.znodes import encode_topic_id
 from broker.native import iter_batches
 from tests.interop.helpers import confluent_read_all, fetch_once, offsets
 from tests.support.broker_proc import BrokerProcess
+from tests.support.deps import require_binary
 from tests.support.ports import free_port
 
 
@@ -321,6 +322,41 @@ def test_help(args):
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().startswith("usage: broker")
     assert r.stderr == b""
+
+
+def _arguments_without_help() -> list[str]:
+    import argparse
+
+    from broker.cli.main import build_parser
+
+    missing = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, path + [name])
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)) and not action.help:
+                missing.append(" ".join(path + [action.option_strings[0] if action.option_strings else action.dest]))
+
+    walk(build_parser(), ["broker"])
+    return missing
+
+
+def test_every_flag_and_argument_has_help_text():
+    assert _arguments_without_help() == []
+
+
+def test_make_serve_says_it_builds_the_native_core_on_first_use(tmp_path):
+    """`make serve` on a fresh checkout builds .venv and the native core first (minutes):
+    what make would run says so before it starts."""
+    make = require_binary("make")
+    r = subprocess.run([make, "-n", "serve", f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True,
+                       timeout=60)
+    out = r.stdout.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    first_build = out.index("pip install")
+    assert "building the native core" in out[:first_build], out
 
 
 def test_no_arguments_is_a_usage_error():

@@ -51,6 +51,22 @@ def test_throttled_compressed_produce_and_e2e(broker):
     assert e["records"] == 50_000 and e["p50_ms"] > 0 and e["p99_ms"] < 10_000
 
 
+def test_text_summaries_say_what_was_measured(broker):
+    """The last line names what the command did: sent (produce), consumed (consume), sent
+    and consumed (e2e), with the latency it measured."""
+    def text(*args):
+        out = subprocess.run([sys.executable, "-m", "broker.cli.main", "perf", *args, "-b", broker.bootstrap],
+                             capture_output=True, timeout=120, check=True).stdout.decode()
+        return out.strip().splitlines()[-1]
+
+    line = text("produce", "-t", "perf-text", "--num-records", "2000", "--partitions", "1")
+    assert line.startswith("2000 records sent, ") and "ms avg latency" in line
+    line = text("consume", "-t", "perf-text", "--num-records", "2000")
+    assert line.startswith("2000 records consumed, ") and "ms avg fetch latency" in line and "sent" not in line
+    line = text("e2e", "-t", "perf-text-e2e", "--num-records", "2000", "--partitions", "1")
+    assert line.startswith("2000 records sent and consumed, ") and "ms avg end-to-end latency" in line
+
+
 def test_discard_needs_no_broker():
     r = perf("produce", "--discard", "-t", "x", "--num-records", "500000", "--batch-size", "1048576",
              "-b", "127.0.0.1:1")
