@@ -135,15 +135,33 @@ class BrokerProcess:
         return code
 
     def pause(self) -> None:
-        """SIGSTOP: the process stays, its sockets stay open, nothing answers."""
+        """SIGSTOP: the process stays, its sockets stay open, nothing answers. Returns
+        once the kernel has stopped it (the signal is delivered asynchronously)."""
         if self.running:
             self.proc.send_signal(signal.SIGSTOP)
             self.paused = True
+            self._wait_state(lambda state: state in "Tt", "stopped")
 
     def resume(self) -> None:
+        """SIGCONT; returns once the process runs again."""
         if self.running and self.paused:
             self.proc.send_signal(signal.SIGCONT)
+            self._wait_state(lambda state: state not in "Tt", "resumed")
         self.paused = False
+
+    def process_state(self) -> str:
+        """The state letter of /proc/<pid>/stat: R, S, D, T (stopped), Z ...; '' when gone."""
+        try:
+            return Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return ""
+
+    def _wait_state(self, ok, what: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ok(state := self.process_state()) and state not in ("", "Z"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {self.broker_id} not {what} after {timeout} s (state {state})")
+            time.sleep(0.01)
 
     def restart(self) -> "BrokerProcess":
         self.stop()
