@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from broker.client import BrokerConnection, ClientError
 from broker.client import Cluster as Client
-from tests.support.cluster import ClusterTimeout, NoLiveBroker, speaks_zookeeper
+from tests.support.cluster import Cluster, ClusterTimeout, NoLiveBroker, speaks_zookeeper
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).with_name("harness_probe.py")
@@ -40,12 +41,6 @@ def answers(port: int, timeout: float = 2.0) -> bool:
             return True
     except (ClientError, OSError):
         return False
-
-
-def process_state(pid: int) -> str:
-    """The one-letter state of /proc/<pid>/stat (R, S, T stopped, Z ...)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -123,12 +118,12 @@ def test_kill_start_stop_restart_keep_port_and_data_dir(cluster3):
 def test_pause_silences_a_broker_until_resumed(cluster3):
     b2 = cluster3.broker(2)
     cluster3.pause(2)
-    assert process_state(b2.pid) == "T"
+    assert b2.process_state() == "T"                   # pause() returns once it is stopped
     assert cluster3.state(2) == "paused" and cluster3.live_ids() == [1, 3]
     assert not answers(b2.port, timeout=1.0)           # the kernel accepts, nobody answers
     assert cluster3.metadata([])[0] == 1               # questions go to live brokers only
     cluster3.resume(2)
-    assert process_state(b2.pid) != "T"
+    assert b2.process_state() not in ("T", "t")
     assert answers(b2.port) and cluster3.live_ids() == [1, 2, 3]
 
     cluster3.pause(3)
@@ -167,6 +162,28 @@ def test_describe_leader_isr_controller_and_bounded_waits(cluster3):
         cluster3.metadata([])
     with pytest.raises(ClusterTimeout, match="no live broker"):
         cluster3.wait_for_controller(timeout=1)
+
+
+def test_registrations_are_read_from_zookeeper_until_they_go(tmp_path, zookeeper):
+    """What start(id) waits on before restarting a killed broker: its /brokers/ids/<id>
+    gone from ZooKeeper (here a registration written by hand, then deleted)."""
+    cluster = Cluster(tmp_path, n=1, zookeeper=zookeeper)     # not started: no process
+    assert cluster.registered_in_zookeeper() == []            # the chroot does not exist yet
+    zk = KazooClient(hosts=zookeeper.connect, timeout=5)
+    registration = f"/{cluster.chroot}/brokers/ids/7"
+    zk.start(timeout=10)
+    try:
+        zk.create(registration, b"{}", makepath=True)
+        assert cluster.registered_in_zookeeper() == [7]
+        cluster.wait_for_unregistered([1], timeout=1)
+        with pytest.raises(ClusterTimeout, match=r"still registered: \[7\]"):
+            cluster.wait_for_unregistered([7], timeout=1)
+        zk.delete(registration)
+        cluster.wait_for_unregistered([7], timeout=5)
+    finally:
+        zk.stop()
+        zk.close()
+        cluster.close()
 
 
 # ---------------------------------------------------------------------- cleanup
@@ -208,14 +225,13 @@ def test_processes_die_with_the_harness_owner_even_killed_9(tmp_path):
         ready, _, _ = select.select([owner.stdout], [], [], 60)
         line = owner.stdout.readline() if ready else ""
         assert line.startswith("up "), line + (owner.stdout.read() if owner.poll() is not None else "")
-        pids = [int(p) for p in line.split()[1:]]
-        assert len(processes_mentioning(str(tmp_path))) >= 3  # ZooKeeper and two brokers
+        pids = {p for p in line.split()[1:]}                 # ZooKeeper and two brokers
+        assert len(pids) == 3
+        assert pids <= {entry.split(":")[0] for entry in processes_mentioning(str(tmp_path))}
     finally:
         owner.kill()
         owner.wait(10)
     assert wait_gone(str(tmp_path)) == []
-    for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or process_state(pid) == "Z"
 
 
 # ---------------------------------------------------------------------- once the brokers form a cluster

@@ -18,7 +18,12 @@ Invariants:
   this Cluster (the broker creates it). Without a ZooKeeper, the Cluster starts its own
   in DIR/zookeeper and stops it in close().
 - What the cluster looks like is asked of a live broker (running, not paused) with the
-  project's own client: a Metadata request, nothing read from ZooKeeper or from files.
+  project's own client: a Metadata request, nothing read from files. ZooKeeper is read
+  for one thing only, which no broker can answer when all are down: whether a killed
+  broker's registration (/brokers/ids/<id>) is still there. start(id) waits until it
+  has expired, since a broker refuses to start while its id is registered (kill(id)
+  then start(id) takes about zookeeper.session.timeout.ms; broker(id).start() does not
+  wait, for a test of that refusal).
 - Every wait is bounded (ClusterTimeout, an AssertionError naming what was awaited and
   the last answer seen). Every process dies at close(), at interpreter exit and with
   the thread that started it (see broker_proc.py and broker.perf.zookeeper).
@@ -34,6 +39,10 @@ import functools
 import time
 import uuid
 from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.client import BrokerConnection, ClientError
 from broker.client.cluster import PartitionMeta, TopicMeta
@@ -55,6 +64,10 @@ class NoLiveBroker(RuntimeError):
     """No live broker answered."""
 
 
+class ZooKeeperUnavailable(RuntimeError):
+    """The cluster's ZooKeeper did not answer."""
+
+
 @functools.cache
 def speaks_zookeeper() -> bool:
     """Whether this build's `broker serve` accepts --zookeeper (the cluster mode)."""
@@ -70,7 +83,7 @@ class Cluster:
         self.dir = Path(directory)
         self.own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(self.dir / "zookeeper")
-        self.chroot = chroot or f"kb_{uuid.uuid4().hex[:12]}"
+        self.chroot = (chroot or f"kb_{uuid.uuid4().hex[:12]}").strip("/")
         self.zk_connect = self.zookeeper.chroot(self.chroot)
         self.coordinated = speaks_zookeeper()
         self.config = {**(config or {}), "zookeeper.connect": self.zk_connect}
@@ -116,6 +129,8 @@ class Cluster:
         ids = self.ids if broker_id is None else [broker_id]
         if broker_id is None and self.own_zookeeper and not self.zookeeper.running:
             self.zookeeper.start()
+        if self.coordinated:
+            self.wait_for_unregistered(ids, timeout=timeout)
         for i in ids:
             self.brokers[i].start(wait=False)
         for i in ids:
@@ -223,6 +238,20 @@ class Cluster:
         """The brokers a live broker lists in Metadata."""
         return sorted(b.node_id for b in self.metadata([], via)[1].brokers)
 
+    def registered_in_zookeeper(self) -> list[int]:
+        """The ids under /brokers/ids of this cluster's chroot: ZooKeeper's own answer,
+        there even when every broker is down (until their sessions expire)."""
+        path = f"/{self.chroot}/brokers/ids"             # outside the chroot, which may not exist yet
+        zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
+        try:
+            zk.start(timeout=REQUEST_TIMEOUT)
+            return sorted(int(i) for i in zk.get_children(path)) if zk.exists(path) else []
+        except (KazooException, KazooTimeoutError) as exc:
+            raise ZooKeeperUnavailable(f"{self.zk_connect}: {exc!r}") from None
+        finally:
+            zk.stop()
+            zk.close()
+
     # ------------------------------------------------------------------ bounded waits
 
     def _until(self, what: str, probe, timeout: float | None):
@@ -236,10 +265,10 @@ class Cluster:
                 done, value, seen = probe()
                 if done:
                     return value
-            except (NoLiveBroker, ClientError, KafkaProtocolError, OSError) as exc:
+            except (NoLiveBroker, ZooKeeperUnavailable, ClientError, KafkaProtocolError, OSError) as exc:
                 seen = f"{type(exc).__name__}: {exc}"
             if time.monotonic() >= deadline:
-                raise ClusterTimeout(f"{what}: not within {timeout:.0f} s; last seen: {seen}; {self!r}")
+                raise ClusterTimeout(f"{what}: not within {timeout:g} s; last seen: {seen}; {self!r}")
             time.sleep(POLL_INTERVAL)
 
     def _asked(self, everywhere: bool) -> list[int | None]:
@@ -280,6 +309,15 @@ class Cluster:
             controller = found.pop() if len(found) == 1 else -1
             return controller in self.live_ids() and controller not in set(not_in), controller, f"controller {ids}"
         return self._until(f"a controller not in {set(not_in) or '{}'}", probe, timeout)
+
+    def wait_for_unregistered(self, ids, timeout: float | None = None) -> None:
+        """None of `ids` (brokers not running) is registered in ZooKeeper any more."""
+        ids = set(ids)
+
+        def probe():
+            left = ids & set(self.registered_in_zookeeper())
+            return not left, None, f"still registered: {sorted(left)}"
+        self._until(f"registrations of brokers {sorted(ids)} gone", probe, timeout)
 
     def wait_for_brokers(self, ids=None, timeout: float | None = None) -> None:
         """Every live broker lists `ids` (default: the live brokers) and names a
