@@ -3,6 +3,11 @@ port, data in a temporary directory), so bench scripts need nothing from tests/.
 
     with LocalBroker(config={"num.partitions": 3}) as b:
         run_produce(ProduceOptions(b.bootstrap, ...))
+
+`own_session=True` (bench/cluster/run.py) starts it in a session of its own, so a
+Ctrl-C at the terminal reaches only the script, which stops the brokers before the
+ZooKeeper they use; it then dies with the thread that started it (PR_SET_PDEATHSIG,
+through util-linux's setpriv), so it never outlives the script.
 """
 from __future__ import annotations
 
@@ -24,8 +29,9 @@ def free_port() -> int:
 
 class LocalBroker:
     def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
-                 event_loop: str = "auto", log_path: str | None = None):
+                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False):
         self.config = dict(config or {})
+        self.own_session = own_session
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="kbroker-local-")
@@ -47,13 +53,15 @@ class LocalBroker:
     def start(self, timeout: float = 60.0) -> float:
         """Starts the broker; returns the seconds until it answered ApiVersions."""
         from broker.client import BrokerConnection, ClientError
-        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
+        die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if self.own_session and shutil.which("setpriv") else []
+        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
                "--listen", f"127.0.0.1:{self.port}", "--event-loop", self.event_loop]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=self.own_session)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -5,22 +5,31 @@
         b.restart()            # SIGTERM (clean shutdown), start again on the same port
         b.kill()               # SIGKILL, no clean shutdown
         b.start()
+        b.pause(); b.resume()  # SIGSTOP / SIGCONT: alive, silent (its sockets stay open)
+        b.terminate(); b.wait()  # SIGTERM without waiting, then wait for the exit
 
-Every wait is bounded; the process is killed at exit whatever happens.
+Every wait is bounded. The process dies with the thread that started it
+(PR_SET_PDEATHSIG through util-linux's setpriv, so start brokers from the main thread)
+and is killed at interpreter exit, whatever happens.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 from tests.support.ports import free_port
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
+
+_running: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
 
 
 class BrokerProcess:
@@ -36,6 +45,7 @@ class BrokerProcess:
         self.event_loop = event_loop
         self.env = env
         self.proc: subprocess.Popen | None = None
+        self.paused = False
         self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
         self._log = None
 
@@ -43,26 +53,38 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
+        # SIGKILL when the thread that started it ends, even if this process is killed -9
+        die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
                "--listen", f"127.0.0.1:{self.port}", "--broker-id", str(self.broker_id),
                "--log-level", self.log_level, "--event-loop", self.event_loop]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = START_TIMEOUT) -> "BrokerProcess":
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "BrokerProcess":
+        """Starts the process; with wait, returns once it answers ApiVersions (else call
+        wait_ready(), e.g. after starting several brokers at once)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._close_log()
         self._log = open(self.log_path, "ab")
         env = dict(os.environ)
         env.update(self.env or {})
+        self.paused = False
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      stdin=subprocess.DEVNULL)
-        self._wait_ready(timeout)
+        _running.add(self)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         from broker.client import BrokerConnection, ClientError
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -79,8 +101,9 @@ class BrokerProcess:
     def stop(self, timeout: float = STOP_TIMEOUT) -> int:
         """SIGTERM and wait: the broker shuts down cleanly. Returns the exit code."""
         if self.proc is None or self.proc.poll() is not None:
+            self._close_log()
             return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
+        self.terminate()
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -91,11 +114,54 @@ class BrokerProcess:
             self._close_log()
 
     def kill(self) -> None:
-        """SIGKILL: no clean shutdown."""
+        """SIGKILL: no clean shutdown (a paused broker dies too)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self.paused = False
         self._close_log()
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting (a paused broker is resumed first, or it would never
+        see the signal); wait() collects the exit."""
+        if self.running:
+            self.resume()
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float = STOP_TIMEOUT) -> int:
+        """Waits for the exit after terminate(); subprocess.TimeoutExpired if it lingers."""
+        code = self.proc.wait(timeout)
+        self._close_log()
+        return code
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, its sockets stay open, nothing answers. Returns
+        once the kernel has stopped it (the signal is delivered asynchronously)."""
+        if self.running:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+            self._wait_state(lambda state: state in "Tt", "stopped")
+
+    def resume(self) -> None:
+        """SIGCONT; returns once the process runs again."""
+        if self.running and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+            self._wait_state(lambda state: state not in "Tt", "resumed")
+        self.paused = False
+
+    def process_state(self) -> str:
+        """The state letter of /proc/<pid>/stat: R, S, D, T (stopped), Z ...; '' when gone."""
+        try:
+            return Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return ""
+
+    def _wait_state(self, ok, what: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ok(state := self.process_state()) and state not in ("", "Z"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {self.broker_id} not {what} after {timeout} s (state {state})")
+            time.sleep(0.01)
 
     def restart(self) -> "BrokerProcess":
         self.stop()
@@ -124,3 +190,9 @@ class BrokerProcess:
             self.stop()
         except RuntimeError:
             self.kill()
+
+
+@atexit.register
+def _kill_all() -> None:
+    for broker in list(_running):
+        broker.kill()

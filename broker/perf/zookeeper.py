@@ -1,0 +1,195 @@
+"""A throwaway local ZooKeeper: Debian's `zookeeper` package (3.8), started directly
+with java (no systemd, no service scripts), standalone on a free loopback port with its
+own data dir. The tests (tests/support/zookeeper.py) and bench/cluster/run.py share it,
+as they share broker.perf.local, so scripts need nothing from tests/.
+
+    zk = ZooKeeperServer(tmp_path / "zk").start()
+    zk.connect                 # "127.0.0.1:PORT"
+    zk.chroot("t1")            # "127.0.0.1:PORT/t1"
+    zk.kill(); zk.start()      # SIGKILL, then again on the same port and data dir
+    zk.pause(); zk.resume()    # SIGSTOP / SIGCONT
+    zk.stop()
+
+Settings are made for fast, bounded tests: tickTime=500 ms so sessions may be as short
+as 1 s (minSessionTimeout=1000), no fsync, no admin server, loopback only, a small heap.
+Every wait is bounded. The JVM dies with the thread that started it (PR_SET_PDEATHSIG,
+through util-linux's setpriv) and at interpreter exit, whatever happens; its log stays
+in the data dir for failures (`log_tail()`). `own_session=True` puts it in a session of
+its own, so a Ctrl-C at the terminal does not reach it: the script that started it
+stops it last, after the brokers that use it.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+
+from broker.perf.local import free_port
+
+ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
+CLASSPATH_JARS = (ZOOKEEPER_JAR, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
+JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Dzookeeper.jmx.log4j.disable=true")
+FOUR_LETTER_WORDS = "ruok,srvr,stat,mntr,cons,dump"
+TICK_TIME_MS = 500
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+ZOO_CFG = """\
+tickTime={tick}
+initLimit=10
+syncLimit=5
+dataDir={data_dir}
+clientPort={port}
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist={words}
+minSessionTimeout={min_session}
+maxSessionTimeout=60000
+forceSync=no
+"""
+
+LOG4J_PROPERTIES = """\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+"""
+
+_running: "weakref.WeakSet[ZooKeeperServer]" = weakref.WeakSet()
+
+
+def available() -> str | None:
+    """None when a ZooKeeper can be started here, else what is missing."""
+    if not os.path.exists(ZOOKEEPER_JAR):
+        return "ZooKeeper (Debian's zookeeper package)"
+    if shutil.which("java") is None:
+        return "java"
+    return None
+
+
+def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
+    """Sends one of ZooKeeper's four-letter commands; '' when nothing answers."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(word.encode("ascii"))
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    def __init__(self, directory, port: int | None = None, own_session: bool = False):
+        self.dir = Path(directory)
+        self.port = port or free_port()
+        self.own_session = own_session
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.dir / "zookeeper.log"
+        self._log = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def chroot(self, name: str) -> str:
+        return f"{self.connect}/{name}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _write_config(self) -> Path:
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.dir / "zoo.cfg"
+        cfg.write_text(ZOO_CFG.format(tick=TICK_TIME_MS, data_dir=self.dir / "data", port=self.port,
+                                      words=FOUR_LETTER_WORDS, min_session=2 * TICK_TIME_MS))
+        (self.dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
+        return cfg
+
+    def command(self) -> list[str]:
+        classpath = ":".join((str(self.dir),) + CLASSPATH_JARS)   # the dir holds log4j.properties
+        # util-linux's setpriv sets PR_SET_PDEATHSIG before exec: the JVM gets SIGKILL when
+        # the thread that started it ends (so start it from the main thread), even if this
+        # process is killed -9 and atexit never runs. No preexec_fn: kazoo's threads run here.
+        die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+        return [*die_with_parent, "java", *JVM_OPTIONS, f"-Dzookeeper.log.dir={self.dir}", "-cp", classpath,
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self._write_config())]
+
+    def start(self, timeout: float = START_TIMEOUT) -> "ZooKeeperServer":
+        assert not self.running, "ZooKeeper already running"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=self.own_session)
+        _running.add(self)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n{self.log_tail()}")
+            # 'ruok' answers as soon as the socket is open; 'srvr' proves it serves
+            if "Mode: standalone" in four_letter_word(self.port, "srvr", timeout=1.0):
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"ZooKeeper not serving on {self.connect} after {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM (SIGKILL if it lingers) and wait."""
+        if self.running:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL: ZooKeeper gets no chance to close its sessions."""
+        if self.running:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+        self._close_log()
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open, nothing answers."""
+        if self.running:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.running:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@atexit.register
+def _kill_all() -> None:
+    for server in list(_running):
+        server.kill()
