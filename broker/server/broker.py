@@ -60,6 +60,7 @@ from broker.server.server import Server
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 30.0
+SHUTDOWN_STEP_S = 10.0
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -314,18 +315,28 @@ class Broker:
         flush and checkpoint every log, leave the clean-shutdown marker, end the session."""
         await self.controlled_shutdown()
         self.server.stop_listening()
-        await self.server.close_connections()
-        await self.replicas.shutdown()
+        await self._step("closing connections", self.server.close_connections())
+        await self._step("stopping the fetchers", self.replicas.shutdown())
         if self.controller is not None:
-            await self.controller.shutdown()
+            await self._step("stopping the controller", self.controller.shutdown())
         if self.controller_client is not None:
-            await self.controller_client.close()
-        await self.coordinator.shutdown()
-        await self.logs.stop_background()
+            await self._step("closing the controller channel", self.controller_client.close())
+        await self._step("stopping the group coordinator", self.coordinator.shutdown())
+        await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self._store is not None:
-            await self._store.close()
+            await self._step("closing the metadata store", self._store.close())
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _step(self, what: str, coro, timeout: float = SHUTDOWN_STEP_S) -> None:
+        """One step of the shutdown, bounded: a step that hangs is logged and left behind
+        (the logs are still flushed and closed cleanly)."""
+        try:
+            await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError:
+            log.error("broker %d: %s did not finish within %.0f s; going on", self.broker_id, what, timeout)
+        except Exception:
+            log.exception("broker %d: %s failed", self.broker_id, what)
 
 
 async def run_broker(config: BrokerConfig, ready=None) -> None:

@@ -197,13 +197,14 @@ class Controller:
         self.failovers += 1
         ctx = ControllerContext(epoch, epoch_zk_version)
         self.ctx = ctx
+        # watches first, then reads: a change in between is an event queued behind this
+        # one (the events compare with what was read, so a change already read is a no-op)
+        await self._arm_watches()
         await self._read_brokers(ctx)
         for topic in await self.store.get_topic_names():
+            await self._watch_topic(topic)
             await self._read_topic(ctx, topic)
         ctx.deleting = set(await self.store.get_topics_marked_for_deletion()) & set(ctx.assignments)
-        await self._arm_watches()
-        for topic in list(ctx.assignments):
-            await self._watch_topic(topic)
         self.channels.set_brokers(ctx.brokers.values())
         log.info("controller %d: active with epoch %d (%d brokers, %d topics)", self.broker_id, epoch,
                  len(ctx.brokers), len(ctx.assignments))
@@ -392,8 +393,8 @@ class Controller:
             return
         batch = RequestBatch()
         for topic in added:
-            await self._read_topic(ctx, topic)
             await self._watch_topic(topic)
+            await self._read_topic(ctx, topic)
             log.info("controller %d: new topic %s with %d partitions", self.broker_id, topic,
                      len(ctx.assignments[topic]))
         new_tps = [tp for tp in self._view().partitions if tp.topic in added and tp not in ctx.states]
