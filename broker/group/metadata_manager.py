@@ -56,8 +56,10 @@ class PartitionWriter(Protocol):
         met), else an error code (REQUEST_TIMED_OUT, NOT_COORDINATOR ...)."""
         ...
 
-    def committed_range(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, high watermark)."""
+    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
+        """(log start offset, log end offset): a new leader loads up to its log end, as
+        Kafka's GroupMetadataManager does — its high watermark may still lag behind
+        commits the previous leader acknowledged (they are in its log: it was in the ISR)."""
         ...
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
@@ -179,7 +181,7 @@ class GroupMetadataManager:
         """Replays one partition of __consumer_offsets into the group cache."""
         t0 = time.monotonic()
         tp = TopicPartition(OFFSETS_TOPIC, p)
-        offset, end = self.writer.committed_range(tp)
+        offset, end = self.writer.loadable_range(tp)
         loaded_groups: dict[str, Group] = {}
         removed: set[str] = set()
         count = 0

@@ -81,6 +81,7 @@ class ReplicaFetcher:
                                      client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
                                      request_timeout=self.cfg.request_timeout_s)
         self._wake = asyncio.Event()
+        self._last_error: str | None = None
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.fetches = 0
 
@@ -119,8 +120,13 @@ class ReplicaFetcher:
                     await self._sleep_until_ready()
                     continue
                 await self._fetch(fetchable)
+                self._last_error = None
             except ChannelError as exc:
-                log.info("%s: %s; retrying in %.1f s", self, exc, self.cfg.backoff_s)
+                # once per kind of failure, not once per retry
+                text = str(exc)
+                (log.debug if text == self._last_error else log.info)("%s: %s; retrying every %.1f s", self,
+                                                                       text, self.cfg.backoff_s)
+                self._last_error = text
                 await asyncio.sleep(self.cfg.backoff_s)
             except asyncio.CancelledError:
                 raise
