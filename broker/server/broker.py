@@ -130,6 +130,10 @@ class Broker:
         self._stopped = asyncio.Event()
         if self._store is None:
             self._store = self._make_store()
+        if self.in_cluster:
+            timeout_ms = self.config["zookeeper.connection.timeout.ms"] or self.config["zookeeper.session.timeout.ms"]
+            log.info("broker %d: connecting to ZooKeeper at %s (retrying for up to %d ms)", self.broker_id,
+                     self.config["zookeeper.connect"], timeout_ms)
         try:
             await self._store.start()
         except Exception as exc:
@@ -139,7 +143,10 @@ class Broker:
         self._store.add_session_listener(self._session_event)
         # the cluster id: ZooKeeper's (or the embedded store's) and the data dirs' must agree
         local = self.logs.read_cluster_id()
-        cluster_id = await self._store.get_or_create_cluster_id(local or new_cluster_id())
+        # ZooKeeper without a cluster id gets a fresh one, as Kafka's: a data dir of
+        # another cluster is never adopted (the embedded store adopts its own dir's)
+        proposed = new_cluster_id() if self.in_cluster or local is None else local
+        cluster_id = await self._store.get_or_create_cluster_id(proposed)
         if local is not None and local != cluster_id:
             where = self.config["zookeeper.connect"] or self.config.log_dirs[0]
             raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
