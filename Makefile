@@ -1,7 +1,8 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
-#   make test    the whole suite (installs what the tests need; system packages when root)
+#   make test    the whole suite (installs what the tests need; system packages when root;
+#                the pinned JVM/Go/Node test dependencies once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
@@ -17,16 +18,22 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # build tools the editable install needs at import time (meson-python rebuilds on import)
 BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" "setuptools>=65" wheel
-# what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper (Java is preinstalled)
-SYS_PACKAGES := kcat zookeeper
+# what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper, Maven (it fetches the
+# JVM test dependencies; a JDK 17 is preinstalled)
+SYS_PACKAGES := kcat zookeeper maven
+# Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
+# tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
+JVM_DIR := tests/jvm
+JVM_STAMP := $(JVM_DIR)/target/.fetched
+JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
-.PHONY: serve test bench install install-test sysdeps clean distclean
+.PHONY: serve test bench install install-test sysdeps testdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
 
-test: $(VENV)/.test sysdeps
+test: $(VENV)/.test sysdeps testdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 # the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
@@ -65,6 +72,7 @@ sysdeps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \
@@ -73,6 +81,20 @@ sysdeps:
 	  else \
 	    echo "warning: missing system packages:$$missing (run 'make test' as root, or apt-get install them)"; \
 	  fi; \
+	fi
+
+# Pinned test dependencies from Maven Central: fetched once, offline afterwards (the stamp
+# is rebuilt only when the pom or the Java sources change). A failed fetch warns: the tests
+# that need the jars then fail under CI=true (and skip, saying why, on a developer machine).
+testdeps: $(JVM_STAMP)
+
+$(JVM_STAMP): $(JVM_SOURCES) | sysdeps
+	@if command -v mvn >/dev/null 2>&1; then \
+	  echo "fetching the pinned JVM test dependencies (tests/jvm/pom.xml)"; \
+	  (cd $(JVM_DIR) && mvn -q -B package) && touch $@ || \
+	    echo "warning: mvn package in $(JVM_DIR) failed: the Kafka/JVM tests will not run"; \
+	else \
+	  echo "warning: mvn is missing (apt-get install maven, or run 'make test' as root)"; \
 	fi
 
 clean:
