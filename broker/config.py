@@ -45,15 +45,16 @@ class ConfigType(enum.IntEnum):
 
 
 class ConfigSource(enum.IntEnum):
-    """Kafka's DescribeConfigs ConfigSource codes."""
+    """Kafka's DescribeConfigs ConfigSource codes, as they go on the wire (Kafka's
+    DescribeConfigsResponse.ConfigSource ids; the Admin client's enum has another order)."""
 
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_LOGGER_CONFIG = 2
-    DYNAMIC_BROKER_CONFIG = 3
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
-    STATIC_BROKER_CONFIG = 5
-    DEFAULT_CONFIG = 6
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 INT_MAX = 2**31 - 1
