@@ -18,6 +18,7 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -41,7 +42,7 @@ _MODULES = [
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster,
+    describe_cluster, describe_log_dirs,
 ]
 
 HANDLERS = {int(m.API_KEY): m for m in _MODULES}
