@@ -1,5 +1,7 @@
 """Metadata (3): brokers, controller, topics with their partitions' leaders and ISR.
-Unknown topics are created when auto.create.topics.enable and the request allows it."""
+Unknown topics are created when auto.create.topics.enable and the request allows it.
+A requested topic with a topic id (v10+) is looked up by that id whatever its name says:
+the Java client sends the name "" (the field's default) beside the id."""
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -38,7 +40,7 @@ def handle(ctx, request):
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
             name = t.name
-            if name is None:
+            if t.topic_id is not None and t.topic_id.int:             # not the zero uuid
                 name = broker.topic_ids.get(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
