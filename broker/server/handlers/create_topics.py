@@ -1,5 +1,10 @@
-"""CreateTopics (19)."""
-from broker.config import TOPIC_KEYS
+"""CreateTopics (19). As Kafka answers: a name listed more than once gets one result,
+INVALID_REQUEST, and nothing is created for it; validate_only answers what creating would
+give (a topic id, partitions, replication factor and the configs) without creating."""
+import uuid
+from collections import Counter
+
+from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsResponse
@@ -15,14 +20,18 @@ _Config = CreateTopicsResponse.CreatableTopicConfigs
 def handle(ctx, request):
     broker = ctx.broker
     results = []
+    counts = Counter(t.name for t in request.topics)
     seen = set()
     for t in request.topics:
-        r = _Result(name=t.name, error_code=0, error_message=None)
-        results.append(r)
         if t.name in seen:
-            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, f"topic {t.name} listed twice"
             continue
         seen.add(t.name)
+        r = _Result(name=t.name, error_code=0, error_message=None)
+        results.append(r)
+        if counts[t.name] > 1:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            r.num_partitions = r.replication_factor = -1
+            continue
         configs = {}
         try:
             for c in t.configs:
@@ -31,16 +40,23 @@ def handle(ctx, request):
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                broker.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
-                r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+                assignment = broker.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                                       assignments)
+                r.topic_id = uuid.uuid4()
+                r.num_partitions = len(assignment)
+                r.replication_factor = len(next(iter(assignment.values())))
+                r.configs = _configs(broker.config.log_config(validate_topic_configs(configs)))
                 continue
             info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            cfg = broker.log_config(t.name)
-            r.configs = [_Config(name=k, value=format_value(cfg[k]), read_only=False,
-                                 config_source=cfg.source(k), is_sensitive=False) for k in sorted(TOPIC_KEYS)]
+            r.configs = _configs(broker.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _configs(cfg) -> list:
+    return [_Config(name=k, value=format_value(cfg[k]), read_only=False, config_source=cfg.source(k),
+                    is_sensitive=False) for k in sorted(TOPIC_KEYS)]

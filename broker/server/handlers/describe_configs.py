@@ -1,5 +1,6 @@
 """DescribeConfigs (32): topic configs (overrides over broker defaults, with their
-sources and synonyms) and the broker's static configs."""
+sources and synonyms) and the broker's static configs. A result without error carries the
+error message "" (Kafka leaves the field at its default)."""
 from broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -74,7 +75,7 @@ def handle(ctx, request):
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        r = _Result(error_code=0, error_message=None, resource_type=res.resource_type,
+        r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
                     resource_name=res.resource_name, configs=[])
         results.append(r)
         if res.resource_type == RESOURCE_TOPIC:
