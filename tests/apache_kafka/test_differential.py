@@ -1,6 +1,6 @@
 """The same raw request sequences to Apache Kafka 4.x and to kbroker, answers compared
-field by field after normalisation (tests/kafka/differential.py); accepted differences,
-each with its reason, are in tests/kafka/differences.txt.
+field by field after normalisation (tests/apache_kafka/differential.py); accepted differences,
+each with its reason, are in tests/apache_kafka/differences.txt.
 
 Each scenario runs first against Kafka, then against kbroker, with the same topic names
 (two separate clusters) and records with explicit timestamps, so offsets and timestamps
@@ -37,7 +37,7 @@ from broker.server.handlers import supported_versions
 from tests.interop.helpers import batch, corrupt_crc
 from tests.support.kafka_broker import DEFAULTS as KAFKA_DEFAULTS
 from tests.support.broker_proc import BrokerProcess
-from tests.kafka.differential import Peer, common_versions, compare, plain
+from tests.apache_kafka.differential import Peer, common_versions, compare, plain
 
 pytestmark = pytest.mark.interop
 
