@@ -26,6 +26,12 @@ SYS_PACKAGES := kcat zookeeper maven
 JVM_DIR := tests/jvm
 JVM_STAMP := $(JVM_DIR)/target/.fetched
 JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
+# franz-go and sarama (Go module proxy, pinned in tests/go/go.mod + go.sum), KafkaJS (npm,
+# pinned by tests/node/package-lock.json)
+GO_DIR := tests/go
+GO_BIN := $(GO_DIR)/bin/goclients
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
 .PHONY: serve test bench install install-test sysdeps testdeps clean distclean
@@ -83,10 +89,10 @@ sysdeps:
 	  fi; \
 	fi
 
-# Pinned test dependencies from Maven Central: fetched once, offline afterwards (the stamp
-# is rebuilt only when the pom or the Java sources change). A failed fetch warns: the tests
-# that need the jars then fail under CI=true (and skip, saying why, on a developer machine).
-testdeps: $(JVM_STAMP)
+# Pinned test dependencies from Maven Central, the Go module proxy and npm: fetched once,
+# offline afterwards (each is rebuilt only when its pins or sources change). A failed fetch
+# warns: the tests that need it then fail under CI=true (and skip, saying why, elsewhere).
+testdeps: $(JVM_STAMP) $(GO_BIN) $(NODE_STAMP)
 
 $(JVM_STAMP): $(JVM_SOURCES) | sysdeps
 	@if command -v mvn >/dev/null 2>&1; then \
@@ -96,6 +102,24 @@ $(JVM_STAMP): $(JVM_SOURCES) | sysdeps
 	    echo "warning: mvn package in $(JVM_DIR) failed: the Kafka/JVM tests will not run"; \
 	else \
 	  echo "warning: mvn is missing (apt-get install maven, or run 'make test' as root)"; \
+	fi
+
+$(GO_BIN): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
+	@if command -v go >/dev/null 2>&1; then \
+	  echo "building the Go client checks ($(GO_DIR))"; \
+	  (cd $(GO_DIR) && go build -o bin/goclients .) || \
+	    echo "warning: go build in $(GO_DIR) failed: the franz-go and sarama tests will not run"; \
+	else \
+	  echo "warning: go is missing: the franz-go and sarama tests will not run"; \
+	fi
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "installing KafkaJS ($(NODE_DIR))"; \
+	  (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error) || \
+	    echo "warning: npm ci in $(NODE_DIR) failed: the KafkaJS tests will not run"; \
+	else \
+	  echo "warning: npm is missing: the KafkaJS tests will not run"; \
 	fi
 
 clean:
