@@ -43,6 +43,7 @@ pytestmark = pytest.mark.interop
 
 TS = 1_795_000_000_000          # record timestamps: fixed, so both brokers answer the same
 RETENTION = {"retention.ms": "-1"}     # ... and neither deletes them by time
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 @pytest.fixture(scope="module")
@@ -269,8 +270,14 @@ def group_sequence(peer: Peer, topic: str):
     protocols = [JG.JoinGroupRequestProtocol(name="range", metadata=subscription)]
 
     def join(member_id: str):
-        return peer.request(JG(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                               member_id=member_id, protocol_type="consumer", protocols=protocols), timeout=40)
+        """JoinGroup, again while the coordinator loads its partition (as clients retry)."""
+        deadline = time.monotonic() + 30
+        while True:
+            r = peer.request(JG(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                member_id=member_id, protocol_type="consumer", protocols=protocols), timeout=40)
+            if r.error_code != COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                return r
+            time.sleep(0.2)
     first = join("")
     out.append(("join_member_id_required", first))
     joined = join(first.member_id)
