@@ -8,7 +8,7 @@ loopback ports, a small heap.
         k.stop(); k.start()  # clean shutdown and start again, same ports and data
 
 Every wait is bounded; the JVM is killed at exit whatever happens. `jvm_flags` replaces
-the quick-start flags (benchmarks give the broker Kafka's own: a full JIT, G1).
+the quick-start flags (benchmarks give the broker Kafka's own, KAFKA_JVM_FLAGS: a full JIT, G1).
 """
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ DEFAULTS = {
     "auto.create.topics.enable": "true",
 }
 QUICK_JVM_FLAGS = ("-Xms256m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# what bin/kafka-server-start.sh gives the broker (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS)
+KAFKA_JVM_FLAGS = ("-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent")
 
 _LOG4J = """status = error
 appender.file.type = File
@@ -106,7 +109,7 @@ class KafkaBroker:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.format()
         self._write_config()
-        cmd = java_command("kafka.Kafka", self.config_path, heap=self._heap(),
+        cmd = java_command("kafka.Kafka", self.config_path, heap=self._heap(), quick=False,
                            jvm_args=(*self._other_flags(), f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
                                      f"-Dkafka.logs.dir={self.dir}"))
         self._out = open(self.dir / "stdout.log", "ab")

@@ -94,9 +94,12 @@ def require_spark_libs() -> list[Path]:
     return jars
 
 
-def java_command(main_class: str, *args: str, heap: str = DEFAULT_HEAP, jvm_args: tuple = ()) -> list[str]:
+def java_command(main_class: str, *args: str, heap: str = DEFAULT_HEAP, jvm_args: tuple = (),
+                 quick: bool = True) -> list[str]:
+    """quick=False leaves JIT and GC to jvm_args (benchmarks, where the JVM runs long)."""
     libs = require_kafka_libs()
-    return ["java", f"-Xmx{heap}", *JVM_FLAGS, *_cds_flags(main_class), *jvm_args, "-cp", f"{libs}/*",
+    flags = JVM_FLAGS if quick else ("-Djava.awt.headless=true",)
+    return ["java", f"-Xmx{heap}", *flags, *_cds_flags(main_class), *jvm_args, "-cp", f"{libs}/*",
             main_class, *map(str, args)]
 
 
@@ -120,6 +123,7 @@ def _adopt_archives(cmd: list[str]) -> None:
 
 
 def tool_command(name: str, *args: str, **kw) -> list[str]:
+    """kw: heap, jvm_args, quick (as java_command)."""
     return java_command(TOOLS[name], *args, **kw)
 
 
@@ -140,10 +144,10 @@ def run_java(cmd: list[str], input: str | None = None, timeout: float = DEFAULT_
 
 
 def kafka_tool(name: str, *args, input: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-               check: bool = True, heap: str = DEFAULT_HEAP, jvm_args: tuple = ()) -> ToolRun:
+               check: bool = True, heap: str = DEFAULT_HEAP, jvm_args: tuple = (), quick: bool = True) -> ToolRun:
     """Runs Kafka's bin/<name>.sh with ARGS to its end; check=True raises on a non-zero exit."""
-    return run_java(tool_command(name, *args, heap=heap, jvm_args=jvm_args), input=input, timeout=timeout,
-                    check=check)
+    return run_java(tool_command(name, *args, heap=heap, jvm_args=jvm_args, quick=quick), input=input,
+                    timeout=timeout, check=check)
 
 
 def java_program(main: str, *args, input: str | None = None, timeout: float = DEFAULT_TIMEOUT,
