@@ -228,8 +228,10 @@ def test_configs_describe_and_alter_topics_and_brokers(kbroker, topic):
     assert f"Completed updating config for topic {topic}." in out
     got = topic_configs()
     assert got["retention.ms"] == "3600000" and got["segment.bytes"] == "1048576"
-    assert got["synonyms:retention.ms"] == "DYNAMIC_TOPIC_CONFIG:retention.ms=3600000, " \
-                                          "DEFAULT_CONFIG:log.retention.ms=604800000"
+    # as Kafka lists them: log.retention.ms has no default (the hours have), so no broker synonym
+    assert got["synonyms:retention.ms"] == "DYNAMIC_TOPIC_CONFIG:retention.ms=3600000"
+    assert got["synonyms:segment.bytes"] == "DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, " \
+                                           "DEFAULT_CONFIG:log.segment.bytes=1073741824"
     every = topic_configs("--all")
     assert every["cleanup.policy"] == "delete" and every["retention.ms"] == "3600000"
     assert every["synonyms:max.message.bytes"] == "DEFAULT_CONFIG:message.max.bytes=1048588"
@@ -245,8 +247,9 @@ def test_configs_describe_and_alter_topics_and_brokers(kbroker, topic):
 
     out = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
                      "--entity-name", 0, "--all").stdout
-    assert "  group.initial.rebalance.delay.ms=0 sensitive=false " \
-           "synonyms={STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0}" in out
+    assert "  group.initial.rebalance.delay.ms=0 sensitive=false synonyms={STATIC_BROKER_CONFIG:" \
+           "group.initial.rebalance.delay.ms=0, DEFAULT_CONFIG:group.initial.rebalance.delay.ms=3000}" in out
+    assert "  advertised.listeners=null sensitive=false synonyms={}" in out
     assert "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}" in out
     dynamic = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
                          "--entity-name", 0).stdout

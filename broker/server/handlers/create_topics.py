@@ -8,7 +8,7 @@ from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsResponse
-from broker.server.handlers.describe_configs import format_value
+from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 
 API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -45,18 +45,19 @@ def handle(ctx, request):
                 r.topic_id = uuid.uuid4()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                r.configs = _configs(broker.config.log_config(validate_topic_configs(configs)))
+                r.configs = _configs(broker, broker.config.log_config(validate_topic_configs(configs)))
                 continue
             info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            r.configs = _configs(broker.log_config(t.name))
+            r.configs = _configs(broker, broker.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _configs(cfg) -> list:
-    return [_Config(name=k, value=format_value(cfg[k]), read_only=False, config_source=cfg.source(k),
-                    is_sensitive=False) for k in sorted(TOPIC_KEYS)]
+def _configs(broker, cfg) -> list:
+    return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
+                    config_source=source_of(topic_synonyms(broker, cfg, k)), is_sensitive=False)
+            for k in sorted(TOPIC_KEYS)]
