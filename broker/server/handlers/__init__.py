@@ -30,6 +30,7 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -57,7 +58,7 @@ _MODULES = [
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
+    describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
     elect_leaders,
 ]
 

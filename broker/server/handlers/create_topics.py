@@ -1,9 +1,14 @@
-"""CreateTopics (19)."""
-from broker.config import TOPIC_KEYS
+"""CreateTopics (19). As Kafka answers: a name listed more than once gets one result,
+INVALID_REQUEST, and nothing is created for it; validate_only answers what creating would
+give (a topic id, partitions, replication factor and the configs) without creating."""
+import uuid
+from collections import Counter
+
+from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsResponse
-from broker.server.handlers.describe_configs import format_value
+from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 
 API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -19,14 +24,18 @@ def handle(ctx, request):
 async def _handle(ctx, request):
     broker = ctx.broker
     results = []
+    counts = Counter(t.name for t in request.topics)
     seen = set()
     for t in request.topics:
-        r = _Result(name=t.name, error_code=0, error_message=None)
-        results.append(r)
         if t.name in seen:
-            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, f"topic {t.name} listed twice"
             continue
         seen.add(t.name)
+        r = _Result(name=t.name, error_code=0, error_message=None)
+        results.append(r)
+        if counts[t.name] > 1:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            r.num_partitions = r.replication_factor = -1
+            continue
         configs = {}
         try:
             for c in t.configs:
@@ -35,17 +44,25 @@ async def _handle(ctx, request):
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
-                r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+                assignment = broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                                             assignments)
+                r.topic_id = uuid.uuid4()
+                r.num_partitions = len(assignment)
+                r.replication_factor = len(next(iter(assignment.values())))
+                r.configs = _configs(broker, broker.config.log_config(validate_topic_configs(configs)))
                 continue
             info = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            cfg = broker.metadata.log_config(t.name)
-            r.configs = [_Config(name=k, value=format_value(cfg[k]), read_only=False,
-                                 config_source=cfg.source(k), is_sensitive=False) for k in sorted(TOPIC_KEYS)]
+            r.configs = _configs(broker, broker.metadata.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _configs(broker, cfg) -> list:
+    return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
+                    config_source=source_of(topic_synonyms(broker, cfg, k)), is_sensitive=False)
+            for k in sorted(TOPIC_KEYS)]

@@ -9,6 +9,11 @@ Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for th
 response, except that the first batch of the first partition with data is returned
 whole even when larger. Fetch sessions (KIP-227) are declined: the response's session
 id is always 0, so clients keep sending full fetch requests.
+
+As Kafka answers: a partition in error carries -1 for its high watermark, last stable
+offset and log start offset; aborted transactions are null for read_uncommitted and for a
+failed read, an empty list for read_committed (no transaction was aborted) and for a topic
+the broker does not know.
 """
 import asyncio
 
@@ -43,6 +48,7 @@ def _read_all(ctx, request, version, replica_id):
     responses = []
     watched = []        # the partitions whose moves end a long poll
     errors = False
+    aborted = [] if request.isolation_level == 1 else None
     for t in request.topics:
         if version >= 13:
             name = broker.metadata.topic_name(t.topic_id)
@@ -51,10 +57,10 @@ def _read_all(ctx, request, version, replica_id):
         parts = []
         for p in t.partitions:
             d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=None, records=b"")
+                          log_start_offset=-1, aborted_transactions=aborted, records=b"")
             parts.append(d)
             if name is None:
-                d.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
                 errors = True
                 continue
             try:
@@ -79,13 +85,22 @@ def _read_all(ctx, request, version, replica_id):
                     remaining -= sl.length
                     first = False
             except KafkaProtocolError as exc:
-                d.error_code = exc.code
+                _error(d, exc.code)
                 errors = True
             except OffsetOutOfRange:
-                d.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                _error(d, ErrorCode.OFFSET_OUT_OF_RANGE)
                 errors = True
         responses.append(_TopicResp(topic=name or "", topic_id=t.topic_id, partitions=parts))
     return responses, total, watched, errors
+
+
+_UNKNOWN_TOPIC = (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _error(d, code: int) -> None:
+    d.error_code = code
+    d.high_watermark = d.last_stable_offset = d.log_start_offset = -1
+    d.aborted_transactions = [] if code in _UNKNOWN_TOPIC else None
 
 
 def _release(responses) -> None:
