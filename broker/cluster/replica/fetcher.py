@@ -56,6 +56,7 @@ class FetchState:
     truncating: bool = True
     delay_until: float = 0.0
     epoch_to_ask: int | None = None       # the next OffsetForLeaderEpoch round's epoch
+    rounds: int = 0                       # OffsetForLeaderEpoch rounds so far
 
 
 @dataclass
@@ -202,10 +203,9 @@ class ReplicaFetcher:
                 offset = min(end_offset, lg.log_end_offset if our_epoch == UNDEFINED else our_end)
             else:
                 # the leader's answer names an epoch we do not have: ask again with ours
-                rounds = getattr(s, "_rounds", 0) + 1
-                if rounds < MAX_TRUNCATION_ROUNDS:
+                s.rounds += 1
+                if s.rounds < MAX_TRUNCATION_ROUNDS:
                     s.epoch_to_ask = our_epoch
-                    s._rounds = rounds                      # type: ignore[attr-defined]
                     return
                 offset = min(end_offset, our_end)
         part.truncate_to(offset)
@@ -214,6 +214,7 @@ class ReplicaFetcher:
     def _done_truncating(self, tp: TopicPartition, s: FetchState) -> None:
         s.truncating = False
         s.epoch_to_ask = None
+        s.rounds = 0
 
     # ------------------------------------------------------------------ fetch
 
