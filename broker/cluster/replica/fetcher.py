@@ -192,22 +192,13 @@ class ReplicaFetcher:
 
     def _apply_epoch_answer(self, tp, s: FetchState, part, asked_epoch: int, leader_epoch: int,
                             end_offset: int) -> None:
-        """Kafka's getOffsetTruncationState."""
         lg = part.log
-        if end_offset == UNDEFINED or leader_epoch == UNDEFINED:
-            # the leader knows no epoch this old: keep only what is committed
-            offset = min(lg.high_watermark, lg.log_end_offset)
-        else:
-            our_epoch, our_end = lg.leader_epochs.end_offset_for(leader_epoch, lg.log_end_offset)
-            if our_epoch == leader_epoch or our_epoch == UNDEFINED:
-                offset = min(end_offset, lg.log_end_offset if our_epoch == UNDEFINED else our_end)
-            else:
-                # the leader's answer names an epoch we do not have: ask again with ours
-                s.rounds += 1
-                if s.rounds < MAX_TRUNCATION_ROUNDS:
-                    s.epoch_to_ask = our_epoch
-                    return
-                offset = min(end_offset, our_end)
+        offset, ask_again = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
+                                             leader_epoch, end_offset)
+        if ask_again is not None and s.rounds + 1 < MAX_TRUNCATION_ROUNDS:
+            s.rounds += 1
+            s.epoch_to_ask = ask_again
+            return
         part.truncate_to(offset)
         self._done_truncating(tp, s)
 
@@ -304,6 +295,28 @@ class ReplicaFetcher:
             log.warning("%s: %s: log end %d is before the leader's log start %d: starting over there", self, tp,
                         lg.log_end_offset, offsets[EARLIEST])
             lg.truncate_fully_and_start_at(offsets[EARLIEST])
+
+
+def truncation_point(epochs, log_end: int, high_watermark: int, leader_epoch: int,
+                     leader_end: int) -> tuple[int, int | None]:
+    """Where a follower's log stops agreeing with its leader's (Kafka's
+    getOffsetTruncationState, KIP-279), from the leader's OffsetForLeaderEpoch answer
+    (leader_epoch, leader_end) to the follower's latest epoch: (offset to truncate to,
+    None) — or (a fallback offset, an older epoch of ours to ask about next) when the
+    leader's answer names an epoch we do not have (both logs diverged earlier).
+
+    - the leader knows no epoch this old: keep only what is committed (the high watermark);
+    - we have the epoch the leader answered with: truncate to where it ends on the leader
+      or on our side, whichever is first;
+    - we do not: our largest epoch below it is where to look next."""
+    if leader_end == UNDEFINED or leader_epoch == UNDEFINED:
+        return min(high_watermark, log_end), None
+    our_epoch, our_end = epochs.end_offset_for(leader_epoch, log_end)
+    if our_epoch == leader_epoch:
+        return min(leader_end, our_end), None
+    if our_epoch == UNDEFINED:
+        return min(leader_end, log_end), None
+    return min(leader_end, our_end), our_epoch
 
 
 class ReplicaFetcherManager:
