@@ -301,7 +301,11 @@ def test_broker_api_versions_lists_what_kbroker_implements(kbroker):
     out = kafka_tool("kafka-broker-api-versions", "--bootstrap-server", kbroker.bootstrap).stdout
     usable = {int(m.group(1)): (int(m.group(2)), int(m.group(3) or m.group(2)))
               for m in re.finditer(r"\((\d+)\): (\d+)(?: to (\d+))? \[usable", out)}
-    assert usable == {k: (lo, hi) for k, lo, hi in supported_versions()}
+    # LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown are ZooKeeper-era
+    # inter-broker APIs that Kafka 4.x's client library no longer knows: the tool cannot
+    # call them usable
+    zk_era = {4, 5, 6, 7}
+    assert usable == {k: (lo, hi) for k, lo, hi in supported_versions() if k not in zk_era}
     assert "Produce(0): 3 to 11 [usable: 11]" in out
 
 
