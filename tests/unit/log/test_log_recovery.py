@@ -140,8 +140,8 @@ def test_corruption_in_an_earlier_segment_above_the_recovery_point_deletes_later
         assert not os.path.exists(paths[later][:-4] + ".index")
         assert not os.path.exists(paths[later][:-4] + ".timeindex")
     assert os.path.getsize(paths[target]) == pos
-    # the truncated segment is the active one again, with preallocated indexes
-    assert os.path.getsize(lg.active.offset_index.path) == 10 * 1024 * 1024
+    # the truncated segment is the active one again: its indexes may grow again
+    assert lg.active.active and lg.active.offset_index.max_entries == 10 * 1024 * 1024 // 8
     info = lg.append_as_leader(batch(1), 5)
     assert info.base_offset == lg.log_end_offset - 1
     assert read_all(lg)[-1] == info.base_offset
