@@ -19,8 +19,11 @@ Invariants:
 Threading: every method runs on the broker's event loop thread, except the blocking
 parts of flush() and segment deletion, which run in a worker thread on objects the loop
 no longer mutates (a flush syncs file descriptors; deleted segments are already out of
-the segment list). Reads hand out duplicated file descriptors (FileSlice), so closing or
-deleting a segment never pulls a file out from under a send in progress.
+the segment list). Reads hand out FileSlices that pin their segment, so releasing,
+closing or deleting it never pulls a file out from under a send in progress.
+
+Open files: the active segment keeps its .log open; the others open on demand and are
+released when idle (broker/_native/segment.pyx), so a log costs one descriptor.
 """
 from __future__ import annotations
 
@@ -57,20 +60,23 @@ class RecordTooLarge(Exception):
 
 
 class FileSlice:
-    """A byte range of a segment file to send with sendfile(2). Owns a duplicate of the
-    segment's file descriptor; close() it once sent (the writer does)."""
+    """A byte range of a segment file to send with sendfile(2). Pins the segment, whose
+    descriptor `fd` stays open until close() (the writer calls it once sent), whatever
+    happens to the segment meanwhile; it costs no descriptor of its own."""
 
-    __slots__ = ("fd", "offset", "length")
+    __slots__ = ("fd", "offset", "length", "_segment")
 
-    def __init__(self, fd: int, offset: int, length: int):
-        self.fd = os.dup(fd)
+    def __init__(self, segment: Segment, offset: int, length: int):
+        self.fd = segment.pin()
+        self._segment = segment
         self.offset = offset
         self.length = length
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
+        seg, self._segment = self._segment, None
+        if seg is not None:
             self.fd = -1
+            seg.unpin()
 
     def read(self) -> bytes:
         """The bytes (a copy; for tests and non-socket consumers)."""
@@ -222,6 +228,8 @@ class Log:
             if seg.recovered_truncated_bytes:
                 log.warning("%s: segment %d had an inconsistent tail or index: recovered, %d bytes cut",
                             tp, b, seg.recovered_truncated_bytes)
+            if segments:
+                segments[-1].release()           # inactive: its files reopen on demand
             segments.append(seg)
         if not clean_shutdown and segments:
             for i, seg in enumerate(segments):
@@ -236,6 +244,8 @@ class Log:
                         later.delete()
                     segments = segments[:i + 1]
                     break
+                if i + 1 < len(segments):
+                    seg.release()
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
         if not self.segments:
@@ -507,7 +517,9 @@ class Log:
              min_one_batch: bool = True) -> FileSlice | None:
         """The file range holding batches from `offset`: at most max_bytes (or one whole
         batch when min_one_batch), never past max_offset (default: the high watermark).
-        None when there is nothing to read yet. Raises OffsetOutOfRange."""
+        None when there is nothing to read yet. Raises OffsetOutOfRange, and OSError
+        (EMFILE) when the segment is closed and the open-file limit allows no more open
+        segments now (every open one is being sent): read it later."""
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRange(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
@@ -527,9 +539,9 @@ class Log:
                 return None
             r = seg.read_from_offset(offset, max_bytes, max_position, min_one_batch)
             if r is not None:
-                fd, pos, length = r
+                _fd, pos, length = r
                 if length > 0:
-                    return FileSlice(fd, pos, length)
+                    return FileSlice(seg, pos, length)
                 return None
             i += 1
         return None

@@ -11,7 +11,15 @@ Per log directory:
 
 Startup: the clean-shutdown marker decides whether segments above the recovery point
 are re-validated; the marker is removed once the logs are loaded, so a crash at any
-later point is noticed on the next start. Shutdown: flush, checkpoints, close, marker.
+later point is noticed on the next start. Each dir's logs load in
+num.recovery.threads.per.data.dir threads (recovery validates only what lies above each
+log's recovery point). Shutdown: flush, checkpoints, close, marker.
+
+Open files: a log holds one descriptor (its active segment's .log); inactive segments
+open on demand, at most as many at once as the open-file limit leaves room for (the
+native set_open_segment_limit). Startup refuses, in one line, log dirs holding more
+partitions than the limit fits; create_logs() refuses new partitions beyond it, and
+creates the others all or none.
 
 Background work (run() on the event loop): retention every
 log.retention.check.interval.ms, time/size flushes, checkpoints every few seconds.
@@ -23,13 +31,16 @@ import asyncio
 import logging
 import os
 import re
+import resource
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
 from broker.log.log import Log, parse_partition_dir, partition_dir_name
+from broker.native import set_open_segment_limit
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +54,77 @@ CHECKPOINT_INTERVAL_S = 5.0
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
+# descriptors kept for everything but partitions (connections, checkpoints, files in
+# use for a moment): a share of the limit, at least MIN_RESERVED_FDS
+MIN_RESERVED_FDS = 64
+RESERVED_FDS_SHARE = 8
+MIN_OPEN_INACTIVE_SEGMENTS = 16
+MAPS_RESERVED = 1024                      # mappings of the interpreter and its libraries
+
 
 class LogDirError(RuntimeError):
     """A log directory that cannot be used (other broker's, unwritable)."""
+
+
+class LogCapacityError(LogDirError):
+    """More partitions than the open-file limit fits (one descriptor each)."""
+
+
+class LogCreationError(LogDirError):
+    """Creating partition logs failed (disk full, too many open files ...); none of the
+    logs asked for were left behind."""
+
+
+def open_file_limit() -> int:
+    """The process' open-file limit (RLIMIT_NOFILE, soft)."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def raise_open_file_limit() -> None:
+    """Raises the soft open-file limit to the hard one (as servers commonly do: the soft
+    default, often 1024, is far below what a broker with many partitions needs)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                hard = int(f.read())
+        except (OSError, ValueError):
+            return
+    if soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        except (OSError, ValueError):
+            return
+        log.info("open-file limit raised from %d to %d (the hard limit)", soft, hard)
+
+
+def max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+def reserved_fds(limit: int) -> int:
+    return max(MIN_RESERVED_FDS, limit // RESERVED_FDS_SHARE)
+
+
+def partition_capacity(limit: int) -> int:
+    """How many partition logs an open-file limit fits."""
+    return limit - reserved_fds(limit) - MIN_OPEN_INACTIVE_SEGMENTS
+
+
+def capacity_problem(partitions: int, limit: int) -> str | None:
+    """Why `partitions` logs do not fit the open-file limit, or None."""
+    if partitions <= partition_capacity(limit):
+        return None
+    need = partitions + MIN_OPEN_INACTIVE_SEGMENTS + MIN_RESERVED_FDS
+    while partition_capacity(need) < partitions:
+        need += 1
+    return (f"{partitions} partitions need about {need} open files (one per partition, plus "
+            f"{need - partitions} for connections and files in use), but the open-file limit "
+            f"(ulimit -n, RLIMIT_NOFILE) is {limit}: raise it to at least {need}")
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -79,42 +158,97 @@ class LogManager:
     # ------------------------------------------------------------------ startup
 
     def startup(self) -> None:
-        """Prepares the log dirs and loads every partition log found in them."""
+        """Prepares the log dirs and loads every partition log found in them. Raises
+        LogDirError (one line) when the open-file limit cannot fit them."""
         for d in self.dirs:
             os.makedirs(d, exist_ok=True)
             self._lock(d)
         self._check_meta()
+        raise_open_file_limit()
+        found = {d: self._partition_dirs(d) for d in self.dirs}
+        problem = capacity_problem(sum(len(v) for v in found.values()), open_file_limit())
+        if problem:
+            raise LogCapacityError(f"the logs in {', '.join(self.dirs)} do not fit: {problem}")
+        threads = self.config["num.recovery.threads.per.data.dir"]
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
-            recovery = self._read_checkpoint(d, RECOVERY_POINT)
-            hws = self._read_checkpoint(d, HIGH_WATERMARK)
-            starts = self._read_checkpoint(d, LOG_START)
             t0 = time.monotonic()
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith("-delete"):
-                    self._remove_tree(path)
-                    continue
-                tp = parse_partition_dir(name)
-                if tp is None:
-                    continue
-                if tp in self.logs:
-                    raise LogDirError(f"partition {tp} found in two log dirs ({self.logs[tp].dir}, {path})")
-                self.logs[tp] = Log.load(path, tp, self.config_for(tp.topic),
-                                         recovery_point=recovery.get(tp, 0),
-                                         log_start_offset=starts.get(tp, 0),
-                                         high_watermark=hws.get(tp),
-                                         clean_shutdown=clean)
-            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs), d,
+            before = len(self.logs)
+            self._load_dir(d, found[d], clean, threads)
+            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs) - before, d,
                      time.monotonic() - t0, "clean" if clean else "unclean")
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
             except FileNotFoundError:
                 pass
+        self._apply_open_limit()
+
+    def _partition_dirs(self, d: str) -> list[tuple[TopicPartition, str]]:
+        """The partition directories of log dir `d` (directories being deleted go)."""
+        out = []
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                self._remove_tree(path)
+                continue
+            tp = parse_partition_dir(name)
+            if tp is not None:
+                out.append((tp, path))
+        return out
+
+    def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool, threads: int) -> None:
+        """Loads (and after an unclean shutdown recovers) the logs of one dir, with
+        `threads` threads (Kafka's num.recovery.threads.per.data.dir)."""
+        recovery = self._read_checkpoint(d, RECOVERY_POINT)
+        hws = self._read_checkpoint(d, HIGH_WATERMARK)
+        starts = self._read_checkpoint(d, LOG_START)
+        for tp, path in partitions:
+            if tp in self.logs:
+                raise LogDirError(f"partition {tp} found in two log dirs ({self.logs[tp].dir}, {path})")
+
+        def load(item: tuple[TopicPartition, str]) -> Log:
+            tp, path = item
+            return Log.load(path, tp, self.config_for(tp.topic), recovery_point=recovery.get(tp, 0),
+                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp),
+                            clean_shutdown=clean)
+
+        if threads <= 1 or len(partitions) <= 1:
+            loaded = map(load, partitions)
+            for (tp, _), lg in zip(partitions, loaded):
+                self.logs[tp] = lg
+            return
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            futures = [pool.submit(load, item) for item in partitions]
+            try:
+                for (tp, _), fut in zip(partitions, futures):
+                    self.logs[tp] = fut.result()
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                raise
+
+    # ------------------------------------------------------------------ open files
+
+    def _apply_open_limit(self) -> None:
+        """Inactive segments may keep their files open within what the open-file limit
+        leaves after one descriptor per log and the reserve (and within vm.max_map_count:
+        an open segment maps two indexes)."""
+        limit = open_file_limit()
+        by_fds = limit - reserved_fds(limit) - len(self.logs)
+        by_maps = (max_map_count() - MAPS_RESERVED) // 2 - len(self.logs)
+        set_open_segment_limit(max(MIN_OPEN_INACTIVE_SEGMENTS, min(by_fds, by_maps)))
+
+    def check_capacity(self, new_partitions: int) -> None:
+        """Raises LogCapacityError unless `new_partitions` more logs fit the open-file
+        limit beside the existing ones."""
+        problem = capacity_problem(len(self.logs) + new_partitions, open_file_limit())
+        if problem:
+            raise LogCapacityError(f"{new_partitions} new partitions do not fit beside the {len(self.logs)} this "
+                                   f"broker hosts: {problem}")
 
     def _check_meta(self) -> None:
         """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
@@ -157,17 +291,49 @@ class LogManager:
         return self.logs.get(tp)
 
     def get_or_create(self, tp: TopicPartition, topic_id: uuid.UUID | None = None) -> Log:
+        """The partition's log, created when missing. Raises ValueError for a bad topic
+        name, LogCapacityError beyond the open-file limit, OSError when the files
+        cannot be created."""
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
         problem = validate_topic_name(tp.topic)
         if problem:
             raise ValueError(problem)
+        self.check_capacity(1)
         d = self._pick_dir()
         lg = Log.load(os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic), topic_id=topic_id,
                       clean_shutdown=True)
         self.logs[tp] = lg
+        self._apply_open_limit()
         return lg
+
+    def create_logs(self, tps: list[TopicPartition], topic_id: uuid.UUID | None = None) -> list[Log]:
+        """The logs of `tps`, creating the missing ones all or none (topic creation):
+        ValueError for a bad topic name and LogCapacityError beyond the open-file limit
+        before anything is created; LogCreationError when creating one fails (disk
+        full, ...), after removing the logs this call created."""
+        new = [tp for tp in dict.fromkeys(tps) if tp not in self.logs]
+        for tp in new:
+            problem = validate_topic_name(tp.topic)
+            if problem:
+                raise ValueError(problem)
+        self.check_capacity(len(new))
+        created: list[TopicPartition] = []
+        try:
+            for tp in new:
+                self.get_or_create(tp, topic_id)
+                created.append(tp)
+        except (OSError, LogDirError) as exc:
+            for tp in created:
+                lg = self.logs.pop(tp)
+                lg.close()
+                lg.delete_files()
+            self._apply_open_limit()
+            failed = new[len(created)]
+            raise LogCreationError(f"cannot create the log of {failed} ({exc}); none of the {len(new)} "
+                                   f"new logs were kept") from exc
+        return [self.logs[tp] for tp in tps]
 
     def _pick_dir(self) -> str:
         counts = {d: 0 for d in self.dirs}
@@ -185,6 +351,7 @@ class LogManager:
             return
         self.cleaner.forget(tp)
         lg.close()
+        self._apply_open_limit()
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
             os.rename(lg.dir, target)

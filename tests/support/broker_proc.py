@@ -6,6 +6,8 @@
         b.kill()               # SIGKILL, no clean shutdown
         b.start()
 
+`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard).
+
 Every wait is bounded; the process is killed at exit whatever happens.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ STOP_TIMEOUT = 30.0
 
 class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
-                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio"):
+                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
+                 nofile: int | None = None):
         self.data_dir = Path(data_dir)
         self.config = dict(config or {})
         self.port = port or free_port()
@@ -35,6 +38,7 @@ class BrokerProcess:
         # core scenarios on uvloop (`broker serve` itself picks uvloop when installed)
         self.event_loop = event_loop
         self.env = env
+        self.nofile = nofile
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
         self._log = None
@@ -58,9 +62,19 @@ class BrokerProcess:
         env = dict(os.environ)
         env.update(self.env or {})
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec)
         self._wait_ready(timeout)
         return self
+
+    def preexec(self) -> None:
+        """Runs in the child before exec: applies `nofile`."""
+        if self.nofile is not None:
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def open_fds(self) -> int:
+        """File descriptors the broker process holds now."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def _wait_ready(self, timeout: float) -> None:
         from broker.client import BrokerConnection, ClientError
