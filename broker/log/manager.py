@@ -24,6 +24,11 @@ creates the others all or none.
 Background work (run() on the event loop): retention every
 log.retention.check.interval.ms, time/size flushes, checkpoints every few seconds.
 File deletion and fsync run in worker threads.
+
+Write failures (disk full ...): each dir has one LogDirHealth shared by its logs; the
+first failure is logged once, appends answer LogStorageError (KAFKA_STORAGE_ERROR) while
+reads go on, and writes resume when they succeed again. A dir where an fsync failed is
+not marked as cleanly shut down.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ from typing import Callable
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
-from broker.log.log import Log, parse_partition_dir, partition_dir_name
+from broker.log.log import Log, LogDirHealth, LogStorageError, parse_partition_dir, partition_dir_name
 from broker.native import set_open_segment_limit
 
 log = logging.getLogger(__name__)
@@ -152,6 +157,9 @@ class LogManager:
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
         self._written: dict[str, dict] = {}          # checkpoint path -> content last written
+        self.health = {d: LogDirHealth(d) for d in self.dirs}
+        self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
+        self._max_map_count = max_map_count()
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
@@ -217,19 +225,31 @@ class LogManager:
                             clean_shutdown=clean)
 
         if threads <= 1 or len(partitions) <= 1:
-            loaded = map(load, partitions)
-            for (tp, _), lg in zip(partitions, loaded):
-                self.logs[tp] = lg
+            for item in partitions:
+                self._adopt(load(item))
             return
         with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
             futures = [pool.submit(load, item) for item in partitions]
             try:
-                for (tp, _), fut in zip(partitions, futures):
-                    self.logs[tp] = fut.result()
+                for fut in futures:
+                    self._adopt(fut.result())
             except BaseException:
                 for fut in futures:
                     fut.cancel()
                 raise
+
+    def _adopt(self, lg: Log) -> Log:
+        d = os.path.dirname(lg.dir)
+        lg.dir_health = self.health[d]
+        self.logs[lg.tp] = lg
+        self._per_dir[d] += 1
+        return lg
+
+    def _drop(self, tp: TopicPartition) -> Log | None:
+        lg = self.logs.pop(tp, None)
+        if lg is not None:
+            self._per_dir[os.path.dirname(lg.dir)] -= 1
+        return lg
 
     # ------------------------------------------------------------------ open files
 
@@ -239,7 +259,7 @@ class LogManager:
         an open segment maps two indexes)."""
         limit = open_file_limit()
         by_fds = limit - reserved_fds(limit) - len(self.logs)
-        by_maps = (max_map_count() - MAPS_RESERVED) // 2 - len(self.logs)
+        by_maps = (self._max_map_count - MAPS_RESERVED) // 2 - len(self.logs)
         set_open_segment_limit(max(MIN_OPEN_INACTIVE_SEGMENTS, min(by_fds, by_maps)))
 
     def check_capacity(self, new_partitions: int) -> None:
@@ -304,7 +324,7 @@ class LogManager:
         d = self._pick_dir()
         lg = Log.load(os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic), topic_id=topic_id,
                       clean_shutdown=True)
-        self.logs[tp] = lg
+        self._adopt(lg)
         self._apply_open_limit()
         return lg
 
@@ -326,7 +346,7 @@ class LogManager:
                 created.append(tp)
         except (OSError, LogDirError) as exc:
             for tp in created:
-                lg = self.logs.pop(tp)
+                lg = self._drop(tp)
                 lg.close()
                 lg.delete_files()
             self._apply_open_limit()
@@ -336,17 +356,12 @@ class LogManager:
         return [self.logs[tp] for tp in tps]
 
     def _pick_dir(self) -> str:
-        counts = {d: 0 for d in self.dirs}
-        for lg in self.logs.values():
-            parent = os.path.dirname(lg.dir)
-            if parent in counts:
-                counts[parent] += 1
-        return min(self.dirs, key=lambda d: counts[d])
+        return min(self.dirs, key=lambda d: self._per_dir[d])
 
     def delete(self, tp: TopicPartition) -> None:
         """Removes a partition's log: renamed to <dir>.<id>-delete at once (so a crash
         cannot bring it back), its files deleted in a worker thread."""
-        lg = self.logs.pop(tp, None)
+        lg = self._drop(tp)
         if lg is None:
             return
         self.cleaner.forget(tp)
@@ -386,7 +401,10 @@ class LogManager:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         for lg in list(self.logs.values()):
             lg.producer_state.remove_expired(now)
-            lg.maybe_roll_by_time()
+            try:
+                lg.maybe_roll_by_time()
+            except LogStorageError:
+                pass                                    # reported once by the dir's health
             gone = lg.delete_old_segments(now_ms)
             for seg in gone:
                 log.info("%s: retention deletes segment %d (%d bytes)", lg.tp, seg.base_offset, seg.size)
@@ -396,22 +414,30 @@ class LogManager:
 
     def flush_dirty(self) -> None:
         for lg in self.logs.values():
-            if lg.needs_flush():
+            if lg.needs_flush() and not lg.flush_failed:
                 lg.schedule_flush()
 
     def checkpoint(self, fsync: bool = True) -> None:
         """Writes the recovery points, high watermarks and log start offsets of each dir
-        (a file whose content has not changed since its last write is left alone)."""
+        (a file whose content has not changed since its last write is left alone). A
+        dir whose files cannot be written is reported to its health; the others go on."""
         for d in self.dirs:
             logs = [lg for lg in list(self.logs.values()) if os.path.dirname(lg.dir) == d]
-            for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
-                               (LOG_START, "log_start_offset")):
-                values = {lg.tp: getattr(lg, attr) for lg in logs}
-                path = os.path.join(d, name)
-                if self._written.get(path) == values and os.path.exists(path):
-                    continue
-                OffsetCheckpoint(path).write(values, fsync)
-                self._written[path] = values
+            try:
+                self._checkpoint_dir(d, logs, fsync)
+            except OSError as exc:
+                self.health[d].failed(exc, "writing checkpoints")
+
+    def _checkpoint_dir(self, d: str, logs: list[Log], fsync: bool) -> None:
+        for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
+                           (LOG_START, "log_start_offset")):
+            values = {lg.tp: getattr(lg, attr) for lg in logs}
+            path = os.path.join(d, name)
+            if self._written.get(path) == values and os.path.exists(path):
+                continue
+            OffsetCheckpoint(path).write(values, fsync)
+            self._written[path] = values
+            self.health[d].succeeded()
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
@@ -450,18 +476,35 @@ class LogManager:
         self._tasks.clear()
 
     def shutdown(self) -> None:
-        """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker."""
+        """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker
+        (not in a dir where an fsync failed: its next start recovers it)."""
         self._closed = True
         for lg in self.logs.values():
-            lg.flush()
-            lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
+            health = self.health[os.path.dirname(lg.dir)]
+            try:
+                lg.flush()
+            except OSError as exc:
+                health.failed(exc, f"fsync of {lg.tp}", sync=True)
+            try:
+                lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
+            except OSError as exc:
+                health.failed(exc, f"the producer snapshot of {lg.tp}")   # a longer replay at start
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
         os.sync()           # checkpoints written without fsync (leader epochs) reach the disk
         for d in self.dirs:
-            with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
-                pass
+            if self.health[d].sync_failed or any(lg.flush_failed for lg in self.logs.values()
+                                                 if os.path.dirname(lg.dir) == d):
+                log.error("log dir %s: an fsync failed; not marked as cleanly shut down, so the next start "
+                          "recovers it", d)
+                continue
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
+                    pass
+            except OSError as exc:
+                log.error("log dir %s: cannot write %s (%s); the next start recovers it", d, CLEAN_SHUTDOWN,
+                          exc.strerror or exc)
         self.release_locks()
 
     def _lock(self, d: str) -> None:

@@ -3,8 +3,10 @@
 - open files: more partitions and segments than three descriptors each would allow are
   created, written, read and restarted (after SIGTERM and kill -9) within a lowered
   RLIMIT_NOFILE; a data dir the limit cannot fit is refused at start in one line;
-- restart after kill -9 costs what lies above the recovery point, not what indexes
-  were once preallocated to.
+- a full disk (a small tmpfs of the test's own): produce requests are answered with
+  KAFKA_STORAGE_ERROR on a connection that stays open, reads go on, the broker says so
+  once, and writes resume when space returns; a restart after kill -9 on the full disk
+  serves instead of dying of SIGBUS.
 """
 from __future__ import annotations
 
@@ -14,8 +16,12 @@ import time
 
 import pytest
 
-from broker.client import Cluster, Consumer, Producer
+from broker.client import BrokerConnection, Cluster, Consumer, Producer
+from broker.native import BatchBuilder
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.produce import ProduceRequest
 from tests.support.broker_proc import BrokerProcess
+from tests.support.small_fs import small_tmpfs
 
 pytestmark = pytest.mark.interop
 
@@ -94,3 +100,89 @@ def test_start_refuses_a_data_dir_the_limit_cannot_fit_in_one_line(tmp_path):
     with BrokerProcess(tmp_path / "data", port=b.port, nofile=need) as fits:   # the advice is right
         with Cluster(fits.bootstrap) as c:
             assert len(c.topic(topic).partitions) == PARTITIONS
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+def produce_codes(conn: BrokerConnection, topic: str, partitions, value_size: int) -> dict[int, int]:
+    """One Produce (acks=1) of a batch per partition on `conn`: {partition: error code}."""
+    P = ProduceRequest
+    data = []
+    for p in partitions:
+        b = BatchBuilder()
+        b.append(None, None, os.urandom(value_size))
+        data.append(P.PartitionProduceData(index=p, records=bytearray(b.build())))
+    resp = conn.request(P(transactional_id=None, acks=1, timeout_ms=10_000,
+                          topic_data=[P.TopicProduceData(name=topic, partition_data=data)]))
+    return {r.index: r.error_code for t in resp.responses for r in t.partition_responses}
+
+
+def storage_lines(b: BrokerProcess) -> tuple[list[str], list[str]]:
+    """(the broker's lines about a failing log dir, about it writing again)."""
+    text = b.log_path.read_text(errors="replace").splitlines()
+    return ([x for x in text if "produce requests to its partitions are answered with KAFKA_STORAGE_ERROR" in x],
+            [x for x in text if "writes work again" in x])
+
+
+def on_small_disk(tmp_path, fs_path, **kw) -> BrokerProcess:
+    b = BrokerProcess(fs_path / "data", **kw)
+    b.log_path = tmp_path / "broker.log"              # the broker's own log stays off the small disk
+    return b
+
+
+def test_a_full_disk_answers_produce_with_storage_error_and_writes_resume(tmp_path):
+    """Before: every produce raised OSError ENOSPC with a traceback and the connection
+    was closed. Kafka answers KAFKA_STORAGE_ERROR; kbroker also resumes by itself."""
+    topic = "full"
+    with small_tmpfs(tmp_path / "fs", mib=24) as fs:
+        with on_small_disk(tmp_path, fs.path) as b:
+            with Cluster(b.bootstrap) as c:
+                c.create_topic(topic, 3, 1)
+            write_round(b.bootstrap, topic, 3, b"before")
+            with BrokerConnection("127.0.0.1", b.port) as conn:
+                assert produce_codes(conn, topic, [0, 1, 2], 1000) == {0: 0, 1: 0, 2: 0}
+                fs.fill()
+                for _ in range(5):                    # each needs fresh pages: refused
+                    assert produce_codes(conn, topic, [0, 1, 2], 200_000) == \
+                        {p: ErrorCode.KAFKA_STORAGE_ERROR for p in range(3)}
+                # the same connection still serves, and reads go on
+                assert produce_codes(conn, topic, [1], 200_000) == {1: ErrorCode.KAFKA_STORAGE_ERROR}
+                got = read_everything(b.bootstrap, topic, 6)
+                assert sorted(v for vs in got.values() for v in vs if v.startswith(b"before")) == \
+                    sorted(b"before-%d" % i for i in range(3))
+                failing, again = storage_lines(b)
+                assert len(failing) == 1 and again == []
+                assert "No space left on device" in failing[0]
+                fs.free()
+                assert produce_codes(conn, topic, [0, 1, 2], 200_000) == {0: 0, 1: 0, 2: 0}
+            failing, again = storage_lines(b)
+            assert len(failing) == 1 and len(again) == 1
+            write_round(b.bootstrap, topic, 3, b"after")
+            got = read_everything(b.bootstrap, topic, 3 * 4)
+            assert all(vs[0] == b"before-%d" % p and vs[-1] == b"after-%d" % p for p, vs in got.items())
+            assert "Traceback" not in b.log_tail(10_000)
+
+
+def test_restart_after_kill9_on_a_full_disk_serves_what_it_can(tmp_path):
+    """Before: 51 partitions, kill -9, disk full, restart: "Fatal Python error: Bus error"
+    in Log.load (an index mapped over a sparse preallocated file), every time."""
+    topic = "sigbus"
+    parts = 51
+    with small_tmpfs(tmp_path / "fs", mib=32) as fs:
+        b = on_small_disk(tmp_path, fs.path, config={"log.index.interval.bytes": 256})
+        with b:
+            with Cluster(b.bootstrap) as c:
+                c.create_topic(topic, parts, 1)
+            for r in range(4):                        # index entries in every partition
+                write_round(b.bootstrap, topic, parts, b"r%d" % r + b"x" * 500)
+            b.kill()
+            fs.fill()
+            b.start()                                 # serves (a signal death raises here)
+            got = read_everything(b.bootstrap, topic, parts * 4)
+            assert {p: len(vs) for p, vs in got.items()} == {p: 4 for p in range(parts)}
+            with BrokerConnection("127.0.0.1", b.port) as conn:
+                assert set(produce_codes(conn, topic, range(parts), 200_000).values()) == \
+                    {ErrorCode.KAFKA_STORAGE_ERROR}
+                fs.free()
+                assert set(produce_codes(conn, topic, range(parts), 1000).values()) == {0}
