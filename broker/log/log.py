@@ -246,18 +246,22 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, tp, config, topic_id)
         self._read_or_write_partition_metadata()
-        # a compaction swap a crash interrupted is completed first (cleaner.py)
-        from broker.log.cleaner import complete_swaps
-        complete_swaps(directory)
-        for name in os.listdir(directory):
+        # a compaction swap a crash interrupted is completed first (cleaner.py); the
+        # directory is listed once otherwise (thousands of logs load at startup)
+        from broker.log.cleaner import SWAP, TMP_DIR, complete_swaps
+        names = os.listdir(directory)
+        if TMP_DIR in names or any(n.endswith(SWAP) for n in names):
+            complete_swaps(directory)
+            names = os.listdir(directory)
+        for name in names:
             if name.endswith((".deleted", ".cleaned", ".tmp")):
                 os.unlink(os.path.join(directory, name))
-        bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(directory) if n.endswith(".log"))
-                       if b is not None)
+        bases = sorted(b for b in (parse_base_offset(n) for n in names if n.endswith(".log")) if b is not None)
         # index files without a log are leftovers of an interrupted delete
-        for name in os.listdir(directory):
+        known = set(bases)
+        for name in names:
             b = parse_base_offset(name)
-            if b is not None and b not in bases and name.endswith((".index", ".timeindex")):
+            if b is not None and b not in known and name.endswith((".index", ".timeindex")):
                 os.unlink(os.path.join(directory, name))
         segments = []
         for b in bases:
