@@ -232,6 +232,7 @@ class Log:
         self._truncated_during_flush: int | None = None
         self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
         self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
+        self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
         self.closed = False
 
     # ------------------------------------------------------------------ loading
@@ -242,7 +243,9 @@ class Log:
              clean_shutdown: bool = False) -> "Log":
         """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
-        (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go."""
+        (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.
+        Segments wholly below it were fsynced: opening one checks its tail's batch
+        headers and its indexes in O(1), as after a clean shutdown."""
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, tp, config, topic_id)
         self._read_or_write_partition_metadata()
@@ -275,8 +278,9 @@ class Log:
             segments.append(seg)
         if not clean_shutdown and segments:
             for i, seg in enumerate(segments):
-                if seg.next_offset <= recovery_point and i + 1 < len(segments):
+                if seg.next_offset <= recovery_point:
                     continue                     # wholly below the recovery point: flushed
+                self.recovered = (self.recovered[0] + 1, self.recovered[1] + seg.size)
                 cut = seg.recover()
                 if cut:
                     log.warning("%s: recovery truncated %d bytes of segment %d at offset %d",

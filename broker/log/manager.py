@@ -182,10 +182,12 @@ class LogManager:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
             t0 = time.monotonic()
-            before = len(self.logs)
-            self._load_dir(d, found[d], clean, threads)
-            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs) - before, d,
-                     time.monotonic() - t0, "clean" if clean else "unclean")
+            loaded = self._load_dir(d, found[d], clean, threads)
+            segments = sum(lg.recovered[0] for lg in loaded)
+            size = sum(lg.recovered[1] for lg in loaded)
+            log.info("loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
+                     "validated (%s shutdown)", len(loaded), d, time.monotonic() - t0, segments, size,
+                     "clean" if clean else "unclean")
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
@@ -208,7 +210,8 @@ class LogManager:
                 out.append((tp, path))
         return out
 
-    def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool, threads: int) -> None:
+    def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool,
+                  threads: int) -> list[Log]:
         """Loads (and after an unclean shutdown recovers) the logs of one dir, with
         `threads` threads (Kafka's num.recovery.threads.per.data.dir)."""
         recovery = self._read_checkpoint(d, RECOVERY_POINT)
@@ -225,14 +228,11 @@ class LogManager:
                             clean_shutdown=clean)
 
         if threads <= 1 or len(partitions) <= 1:
-            for item in partitions:
-                self._adopt(load(item))
-            return
+            return [self._adopt(load(item)) for item in partitions]
         with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
             futures = [pool.submit(load, item) for item in partitions]
             try:
-                for fut in futures:
-                    self._adopt(fut.result())
+                return [self._adopt(fut.result()) for fut in futures]
             except BaseException:
                 for fut in futures:
                     fut.cancel()

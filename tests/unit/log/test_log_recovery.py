@@ -203,6 +203,28 @@ def test_the_same_corruption_above_the_recovery_point_is_detected(make_log, wher
         assert not os.path.exists(paths[later])
 
 
+@pytest.mark.parametrize("recovery_point_at", ["end", "inside the last segment"])
+def test_recovery_costs_only_what_lies_above_the_recovery_point(make_log, recovery_point_at):
+    """The active segment too: wholly below the recovery point (a kill -9 of a broker
+    whose logs were all flushed) it is not re-validated; `recovered` says what was.
+    Restart time after kill -9 followed what was once preallocated, not what was
+    unflushed (issue 11 item 9)."""
+    layout, paths, end, _ = _build(make_log, 6)
+    last_seg = max(layout)
+    pos, size, first, last = _middle_batch(layout, last_seg)
+    _flip(paths[last_seg], pos + size // 2 + 10)
+    rp = end if recovery_point_at == "end" else first
+    last_size = os.path.getsize(paths[last_seg])
+    lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=rp)
+    if recovery_point_at == "end":
+        assert lg.recovered == (0, 0)                  # trusted, as earlier segments are
+        assert lg.log_end_offset == end
+    else:
+        assert lg.recovered == (1, last_size)          # the last segment only: damage found
+        assert lg.log_end_offset == first
+    lg.close()
+
+
 def test_recovery_point_after_load(make_log):
     """After a clean shutdown the whole log is flushed: the recovery point is the log end.
     After an unclean one, recovery validated data that may still sit in the page cache
