@@ -31,6 +31,7 @@ cdef class _MappedIndex:
     cdef bint _closed
     cdef readonly int64_t base_offset
     cdef readonly str path
+    cdef bytes _bpath                # path, encoded once: opening runs no Python code
     cdef readonly bint writable
     cdef readonly Py_ssize_t max_index_size
 

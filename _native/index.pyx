@@ -28,9 +28,10 @@ a batch of pending entries, a failure keeps the entries in memory and a later wr
 retries; once PENDING_ENTRIES wait, further entries are dropped (a sparser index).
 
 Thread safety: one thread at a time (the owning segment serializes appends, lookups and
-trims); every method runs with the GIL held, so a write of pending entries from another
-thread (a flush) is atomic with respect to them. No Python buffer is ever exported over
-the mapping, so remapping is safe.
+trims), except that flush() may run in a worker thread: every method holds the GIL and
+runs no Python code between reading and updating the entry counts (paths are encoded
+once), so a write of pending entries is atomic with respect to appends and lookups. No
+Python buffer is ever exported over the mapping, so remapping is safe.
 """
 cimport cython
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
@@ -74,10 +75,10 @@ cdef object _oserror(str what, str path):
     return OSError(e, f"{what}: {strerror(e).decode()}", path)
 
 
-cdef int _open(str path, int flags, str what) except -1:
-    cdef int fd = c_open(os.fsencode(path), flags | O_CLOEXEC, 0o644)
+cdef int _open(_MappedIndex idx, int flags, str what) except -1:
+    cdef int fd = c_open(idx._bpath, flags | O_CLOEXEC, 0o644)
     if fd < 0:
-        raise _oserror(what, path)
+        raise _oserror(what, idx.path)
     return fd
 
 
@@ -94,13 +95,14 @@ cdef class _MappedIndex:
         cdef off_t hole
         cdef int fd
         self.path = path
+        self._bpath = os.fsencode(path)
         self.base_offset = base_offset
         self.writable = writable
         self.entry_size = entry_size
         if max_index_size < entry_size:
             raise ValueError(f"max_index_size {max_index_size} is smaller than one entry")
         self.max_index_size = max_index_size
-        fd = _open(path, (O_RDWR | O_CREAT) if writable else O_RDONLY, "cannot open index")
+        fd = _open(self, (O_RDWR | O_CREAT) if writable else O_RDONLY, "cannot open index")
         try:
             if fstat(fd, &st) != 0:
                 raise _oserror("cannot stat index", path)
@@ -142,7 +144,7 @@ cdef class _MappedIndex:
         if self.mm != NULL or self._persisted == 0:
             return 0
         self._check_open()
-        fd = _open(self.path, O_RDONLY, "cannot open index")
+        fd = _open(self, O_RDONLY, "cannot open index")
         try:
             self._map_fd(fd)
         finally:
@@ -183,7 +185,7 @@ cdef class _MappedIndex:
         cdef int fd
         if n == 0:
             return 0
-        fd = _open(self.path, O_WRONLY, "cannot open index")
+        fd = _open(self, O_WRONLY, "cannot open index")
         try:
             while done < n:
                 w = pwrite(fd, self._pending + done, n - done, pos + done)
@@ -213,7 +215,7 @@ cdef class _MappedIndex:
         cdef int fd
         if not self.writable or self._file_len == length:
             return 0
-        fd = _open(self.path, O_WRONLY, "cannot open index")
+        fd = _open(self, O_WRONLY, "cannot open index")
         try:
             if ftruncate(fd, length) != 0:
                 raise _oserror("cannot truncate index", self.path)
@@ -318,7 +320,7 @@ cdef class _MappedIndex:
         if not self.writable:
             return
         self._persist()
-        fd = _open(self.path, O_RDONLY, "cannot open index")
+        fd = _open(self, O_RDONLY, "cannot open index")
         try:
             with nogil:
                 rc = fdatasync(fd)
@@ -349,6 +351,7 @@ cdef class _MappedIndex:
         """Renames the file (the mapping stays valid)."""
         os.rename(self.path, new_path)
         self.path = new_path
+        self._bpath = os.fsencode(new_path)
 
     def delete(self):
         """Closes, dropping pending entries, and removes the file."""

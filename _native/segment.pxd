@@ -27,6 +27,7 @@ cdef class Segment:
     cdef readonly int64_t base_offset
     cdef readonly str directory
     cdef readonly str log_path
+    cdef bytes _blog_path            # log_path, encoded once
     cdef readonly OffsetIndex offset_index
     cdef readonly TimeIndex time_index
     cdef readonly int index_interval_bytes

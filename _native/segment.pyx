@@ -213,8 +213,8 @@ cdef class Segment:
         self.created = _time.time()
         self.recovered_truncated_bytes = 0
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
-        bpath = os.fsencode(self.log_path)
-        self._fd = c_open(bpath, ((O_RDWR | O_CREAT) if writable else O_RDONLY) | O_CLOEXEC, 0o644)
+        self._blog_path = os.fsencode(self.log_path)
+        self._fd = c_open(self._blog_path, ((O_RDWR | O_CREAT) if writable else O_RDONLY) | O_CLOEXEC, 0o644)
         if self._fd < 0:
             raise _oserror("cannot open segment", self.log_path)
         self._pins = 1
@@ -271,7 +271,7 @@ cdef class Segment:
         """Opens the .log again. On the releasing thread, an inactive segment that finds
         the open set full of pinned segments (reads in flight) is refused with EMFILE:
         the descriptors beyond the limit belong to connections."""
-        cdef int fd = c_open(os.fsencode(self.log_path), (O_RDWR if self.writable else O_RDONLY) | O_CLOEXEC)
+        cdef int fd = c_open(self._blog_path, (O_RDWR if self.writable else O_RDONLY) | O_CLOEXEC)
         if fd < 0:
             raise _oserror("cannot open segment", self.log_path)
         self._fd = fd
