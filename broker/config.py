@@ -238,12 +238,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("zookeeper.connection.timeout.ms", _I, None,
        "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).", _at_least(1)),
     _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
+    _K("num.recovery.threads.per.data.dir", _I, 1,
+       "Threads per log dir that load (and after a crash recover) the logs at startup.", _at_least(1)),
 ]}
 
 #: Kafka broker keys accepted for compatibility with existing server.properties files but
 #: without effect here (kbroker has one event loop and no such pools or buffers).
 IGNORED_KAFKA_KEYS = frozenset("""
-num.network.threads num.io.threads num.recovery.threads.per.data.dir
+num.network.threads num.io.threads
 socket.send.buffer.bytes socket.receive.buffer.bytes queued.max.requests
 background.threads transaction.state.log.replication.factor transaction.state.log.min.isr
 transaction.state.log.num.partitions log.preallocate

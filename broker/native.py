@@ -31,7 +31,14 @@ from broker._native.records import (
     require_keys,
 )
 from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
-from broker._native.segment import Segment, file_name as segment_file_name, parse_base_offset
+from broker._native.segment import (
+    Segment,
+    file_name as segment_file_name,
+    open_inactive_segments,
+    open_segment_limit,
+    parse_base_offset,
+    set_open_segment_limit,
+)
 from broker._native.sendfile import sendfile
 from broker._native.arrow import arrow_schema, batches_to_arrow
 from broker._native.buffer import (
@@ -67,6 +74,8 @@ __all__ = [
     "crc32c_software",
     "decompress_block",
     "iter_batches",
+    "open_inactive_segments",
+    "open_segment_limit",
     "parse_base_offset",
     "read_unsigned_varint",
     "read_varint",
@@ -74,6 +83,7 @@ __all__ = [
     "require_keys",
     "segment_file_name",
     "sendfile",
+    "set_open_segment_limit",
     "write_unsigned_varint",
     "write_varint",
     "write_varlong",

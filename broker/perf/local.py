@@ -8,6 +8,8 @@ port, data in a temporary directory), so bench scripts need nothing from tests/.
 Ctrl-C at the terminal reaches only the script, which stops the brokers before the
 ZooKeeper they use; it then dies with the thread that started it (PR_SET_PDEATHSIG,
 through util-linux's setpriv), so it never outlives the script.
+
+`nofile` sets the broker process' open-file limit (RLIMIT_NOFILE, soft and hard).
 """
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ def free_port() -> int:
 
 class LocalBroker:
     def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
-                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False):
+                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False,
+                 nofile: int | None = None):
         self.config = dict(config or {})
         self.own_session = own_session
+        self.nofile = nofile
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="kbroker-local-")
@@ -61,7 +65,8 @@ class LocalBroker:
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.own_session)
+                                         start_new_session=self.own_session,
+                                         preexec_fn=None if self.nofile is None else self._limit_nofile)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -73,6 +78,14 @@ class LocalBroker:
                 time.sleep(0.02)
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout} s; see {self.log_path}")
+
+    def _limit_nofile(self) -> None:
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def open_fds(self) -> int:
+        """File descriptors the broker process holds now."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is not None and self.proc.poll() is None:

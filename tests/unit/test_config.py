@@ -121,9 +121,10 @@ group.initial.rebalance.delay.ms=0
     assert c.log_dirs == ["/tmp/kafka-logs"]
     assert c["zookeeper.connect"] == "localhost:2181"
     assert c["group.initial.rebalance.delay.ms"] == 0
+    assert c["num.recovery.threads.per.data.dir"] == 1
     assert sorted(c.ignored) == sorted([
         "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-        "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
+        "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr"])
     assert c["zookeeper.connection.timeout.ms"] == 18000
 
@@ -133,6 +134,7 @@ group.initial.rebalance.delay.ms=0
 
 KAFKA_DEFAULTS = {
     "num.partitions": 1,
+    "num.recovery.threads.per.data.dir": 1,
     "default.replication.factor": 1,
     "auto.create.topics.enable": True,
     "delete.topic.enable": True,

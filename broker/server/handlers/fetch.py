@@ -14,8 +14,14 @@ As Kafka answers: a partition in error carries -1 for its high watermark, last s
 offset and log start offset; aborted transactions are null for read_uncommitted and for a
 failed read, an empty list for read_committed (no transaction was aborted) and for a topic
 the broker does not know.
+
+Open files: each partition read from an old segment keeps that segment open until the
+response is sent. When the open-file limit allows no more (Log.read raises EMFILE), the
+response stops there: the partitions left get no records this time, as when max_bytes
+is reached, and the client's next fetch reads them.
 """
 import asyncio
+import errno
 
 from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
@@ -49,6 +55,7 @@ def _read_all(ctx, request, version, replica_id):
     watched = []        # the partitions whose moves end a long poll
     errors = False
     aborted = [] if request.isolation_level == 1 else None
+    starved = False     # out of open segments: the remaining partitions get no records
     for t in request.topics:
         if version >= 13:
             name = broker.metadata.topic_name(t.topic_id)
@@ -76,9 +83,15 @@ def _read_all(ctx, request, version, replica_id):
                 d.last_stable_offset = lg.high_watermark
                 d.log_start_offset = lg.log_start_offset
                 max_bytes = min(p.partition_max_bytes, remaining)
-                if max_bytes <= 0 and not first:
+                if (max_bytes <= 0 and not first) or starved:
                     continue
-                sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                try:
+                    sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                except OSError as exc:
+                    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                        raise
+                    starved = True
+                    continue
                 if sl is not None:
                     d.records = sl
                     total += sl.length

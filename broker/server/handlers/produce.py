@@ -10,11 +10,13 @@ meanwhile — or REQUEST_TIMED_OUT after timeout_ms. When the topic's flush poli
 Idempotent producers: a retried batch already written is answered with the offsets of
 its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch
 INVALID_PRODUCER_EPOCH (broker/log/producer_state.py).
+A write the disk refuses (full, I/O error), or an fsync that fails, is
+KAFKA_STORAGE_ERROR for that partition; the log dir reports it once (broker/log).
 """
 import asyncio
 import logging
 
-from broker.log import RecordTooLarge
+from broker.log import LogStorageError, RecordTooLarge
 from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from broker.native import CorruptRecordError, InvalidRecordError
 from broker.protocol.api import ApiKey
@@ -65,7 +67,7 @@ def handle(ctx, request):
                 if acks == -1 and part.log.high_watermark <= info.last_offset:
                     waits.append((r, part, info.last_offset + 1))
                 if acks != 0 and part.log.needs_flush():
-                    flushes.append(part.log)
+                    flushes.append((r, part.log))
             except KafkaProtocolError as exc:
                 r.error_code, r.error_message = exc.code, exc.message
                 failed = True
@@ -77,6 +79,9 @@ def handle(ctx, request):
                 failed = True
             except RecordTooLarge as exc:
                 r.error_code, r.error_message = ErrorCode.MESSAGE_TOO_LARGE, str(exc)
+                failed = True
+            except LogStorageError as exc:
+                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
                 failed = True
             except OutOfOrderSequence as exc:
                 r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
@@ -114,7 +119,15 @@ def error_response(request, code: int):
 async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
     """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:
-        await asyncio.gather(*(lg.schedule_flush() for lg in set(flushes)))
+        logs = list({lg: None for _, lg in flushes})
+        results = await asyncio.gather(*(lg.schedule_flush() for lg in logs), return_exceptions=True)
+        failed = {lg: exc for lg, exc in zip(logs, results) if isinstance(exc, LogStorageError)}
+        for lg, exc in zip(logs, results):
+            if isinstance(exc, BaseException) and lg not in failed:
+                raise exc
+        for r, lg in flushes:
+            if lg in failed:
+                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(failed[lg])
     if waits:
         await _await_replication(purgatory, waits, timeout_ms)
     return response

@@ -9,8 +9,8 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.log.checkpoints import OffsetCheckpoint, TopicPartition
-from broker.log.manager import (CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, META, RECOVERY_POINT, LogDirError,
-                                LogManager, validate_topic_name)
+from broker.log.manager import (CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, META, RECOVERY_POINT, LogCapacityError,
+                                LogCreationError, LogDirError, LogManager, validate_topic_name)
 
 from ._support import batch, batch_positions, read_all
 
@@ -473,3 +473,111 @@ def test_lock_refuses_a_second_live_manager_on_the_same_dir(env):
     first.shutdown()
     second.startup()          # released by the clean shutdown
     second.shutdown()
+
+
+# ---------------------------------------------------------------- open files and creation
+
+
+@pytest.fixture
+def nofile(monkeypatch):
+    """Sets the open-file limit the manager sees; undoes the segment limit it sets."""
+    from broker.log import manager as manager_mod
+    from broker.native import set_open_segment_limit
+
+    def set_(limit):
+        monkeypatch.setattr(manager_mod, "open_file_limit", lambda: limit)
+
+    yield set_
+    set_open_segment_limit(-1)
+
+
+def _partition_dirs(d):
+    return sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+
+
+def test_create_logs_is_all_or_none(env):
+    """The 6th of 10 new logs cannot be created: the 5 made before it go too, and the
+    error says which one failed (before, CreateTopics left half a topic on disk)."""
+    m = env.manager()
+    m.get_or_create(TopicPartition("old", 0))
+    with open(os.path.join(env.dirs[0], "t-5"), "w"):
+        pass                                            # a file where the dir must go
+    tps = [TopicPartition("t", p) for p in range(10)]
+    with pytest.raises(LogCreationError, match="t-5.*none of the 10 new logs were kept"):
+        m.create_logs(tps)
+    assert sorted(m.logs) == [TopicPartition("old", 0)]
+    assert _partition_dirs(env.dirs[0]) == ["old-0"]
+    os.unlink(os.path.join(env.dirs[0], "t-5"))
+    logs = m.create_logs(tps + [TopicPartition("old", 0)])
+    assert [lg.tp for lg in logs] == tps + [TopicPartition("old", 0)]
+    assert len(_partition_dirs(env.dirs[0])) == 11
+    with pytest.raises(ValueError):
+        m.create_logs([TopicPartition("ok", 0), TopicPartition("bad name", 0)])
+    assert len(m.logs) == 11
+
+
+def test_create_logs_refuses_what_the_open_file_limit_cannot_fit(env, nofile):
+    """One descriptor per log, plus a reserve: 200 fits 120 logs."""
+    nofile(200)
+    m = env.manager()
+    with pytest.raises(LogCapacityError, match="121 partitions need about 201 open files.*is 200"):
+        m.create_logs([TopicPartition("t", p) for p in range(121)])
+    assert m.logs == {} and _partition_dirs(env.dirs[0]) == []
+    m.create_logs([TopicPartition("t", p) for p in range(100)])
+    with pytest.raises(LogCapacityError, match="30 new partitions do not fit beside the 100"):
+        m.create_logs([TopicPartition("u", p) for p in range(30)])
+    m.create_logs([TopicPartition("u", p) for p in range(20)])
+    with pytest.raises(LogCapacityError):
+        m.get_or_create(TopicPartition("v", 0))
+    assert len(m.logs) == 120
+
+
+def test_startup_refuses_log_dirs_the_open_file_limit_cannot_fit(env, nofile):
+    nofile(400)
+    m = env.manager()
+    m.create_logs([TopicPartition("t", p) for p in range(130)])
+    m.shutdown()
+    nofile(200)
+    with pytest.raises(LogCapacityError) as exc:
+        env.manager()
+    msg = str(exc.value)
+    assert "\n" not in msg and env.dirs[0] in msg
+    assert msg.endswith("130 partitions need about 210 open files (one per partition, plus 80 for connections "
+                        "and files in use), but the open-file limit (ulimit -n, RLIMIT_NOFILE) is 200: raise it "
+                        "to at least 210")
+    nofile(210)
+    assert len(env.manager().logs) == 130
+
+
+def test_inactive_segments_open_within_the_limit_left_by_the_logs(env, nofile):
+    from broker.native import open_inactive_segments, open_segment_limit
+    nofile(400)                                         # reserve 64: 336 - logs for old segments
+    m = env.manager()
+    for p in range(20):
+        _fill(m.get_or_create(TopicPartition("t", p)), 9)   # 3 segments each
+    assert open_segment_limit() == 400 - 64 - 20
+    m.shutdown()
+    before = open_inactive_segments()
+    m2 = env.manager()
+    assert open_inactive_segments() == before           # loaded, then released
+    assert all(lg.active.active and not any(s.active for s in lg.segments[:-1]) for lg in m2.logs.values())
+    for lg in m2.logs.values():
+        assert read_all(lg) == list(range(9))
+    assert open_inactive_segments() - before == 40       # read: reopened, within the limit
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_recovery_threads_load_every_log(tmp_path, threads):
+    env = Env(tmp_path, broker_props={"num.recovery.threads.per.data.dir": threads})
+    try:
+        m = env.manager()
+        for p in range(12):
+            _fill(m.get_or_create(TopicPartition("t", p)), p % 5 + 1)
+        _crash(m)
+        m2 = env.manager()
+        assert m2.loaded_cleanly[env.dirs[0]] is False
+        assert sorted(m2.logs) == [TopicPartition("t", p) for p in range(12)]
+        for p in range(12):
+            assert read_all(m2.get(TopicPartition("t", p))) == list(range(p % 5 + 1))
+    finally:
+        env.close_all()
