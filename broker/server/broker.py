@@ -162,7 +162,7 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
-        self.admin = TopicAdmin(self.config, self.store, self.metadata)
+        self.admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         await self._store.watch_config_changes(self._config_changed)
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)

@@ -36,6 +36,7 @@ from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import NO_LISTENER, Partition, PartitionListener
 from broker.log import LogManager, TopicPartition
+from broker.log.manager import LogDirError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 
@@ -125,8 +126,25 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
+        states = list(states)
+        # the logs of a topic's new partitions are created all or none (a topic is never
+        # left half on disk: open-file limit, disk full)
+        new_logs: dict[tuple[str, uuid.UUID], list[TopicPartition]] = {}
         for topic, topic_id, state in states:
             tp = TopicPartition(topic, state.partition)
+            if self.broker_id in state.replicas and tp not in self.partitions and self.logs.get(tp) is None:
+                new_logs.setdefault((topic, topic_id), []).append(tp)
+        for (topic, topic_id), tps in new_logs.items():
+            try:
+                for lg in self.logs.create_logs(tps, topic_id):
+                    lg.update_config(self.metadata.log_config(topic))
+            except (LogDirError, ValueError) as exc:
+                log.error("cannot create the logs of %s: %s", topic, exc)
+                errors.update((tp, ErrorCode.KAFKA_STORAGE_ERROR) for tp in tps)
+        for topic, topic_id, state in states:
+            tp = TopicPartition(topic, state.partition)
+            if tp in errors:
+                continue
             if self.broker_id not in state.replicas:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
