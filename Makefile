@@ -129,4 +129,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data $(JVM_DIR)/target $(GO_DIR)/bin $(NODE_DIR)/node_modules

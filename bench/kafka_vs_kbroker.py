@@ -147,7 +147,9 @@ def consumer_perf(broker, topic: str, records: int) -> dict:
     out = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", topic,
                      "--num-records", records, "--timeout", 60000, "--group", f"{topic}-perf",
                      heap="1g", quick=False, jvm_args=CLIENT_JVM, timeout=PHASE_TIMEOUT).lines
-    stats = dict(zip(out[-2].split(", "), out[-1].split(", ")))
+    head = next((i for i, line in enumerate(out) if line.startswith("start.time")), None)
+    assert head is not None and head + 1 < len(out), out[-5:]
+    stats = dict(zip(out[head].split(", "), out[head + 1].split(", ")))
     assert int(stats["data.consumed.in.nMsg"]) >= records, stats
     return {"msgs": float(stats["fetch.nMsg.sec"]), "mb_s": float(stats["fetch.MB.sec"])}
 

@@ -3,8 +3,9 @@ Java client against a real kbroker process, its broker as a test peer.
 
 One kbroker per module (groups rebalance at once: group.initial.rebalance.delay.ms=0, so a
 tool's consumer does not wait 3 s for company), one Apache Kafka broker for the whole session
-(its start costs ten seconds). The jars come from `make testdeps`; without them (or without
-Java) every test here fails under CI=true and skips elsewhere.
+(its start costs ten seconds). The jars, the Go binary and KafkaJS come from `make testdeps`;
+a test whose dependency is missing fails under CI=true and skips elsewhere (the helpers in
+tests/support/kafka_tools.py check before they run anything).
 """
 from __future__ import annotations
 
@@ -21,13 +22,7 @@ _counter = itertools.count()
 KBROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 4,
-    "log.retention.check.interval.ms": 500,
 }
-
-
-@pytest.fixture(autouse=True)
-def kafka_libs():
-    return require_kafka_libs()
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,18 @@ A tool's name is that of Kafka's bin/ script without `.sh`; it runs the main cla
 runs, as `java -cp tests/jvm/target/kafka-libs/* <main class> ARGS`, with stdin closed unless
 `input` is given. Every run is bounded by a timeout. A JVM start costs about a second on two
 cores, so the flags keep it small (short-lived client JVMs: C1 only, serial GC, small heap),
-each main class gets a class-data-sharing archive made by its first run (target/cds/, about
-halves the next starts), and tests group many checks per launch.
+each main class gets a class-data-sharing archive made by its first quick run (target/cds/,
+about halves the next starts), and tests group many checks per launch.
 
 When Java or the jars are missing the test fails under CI=true and skips elsewhere, saying
 how to get them (tests/support/deps.py).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +96,11 @@ def require_spark_libs() -> list[Path]:
 
 def java_command(main_class: str, *args: str, heap: str = DEFAULT_HEAP, jvm_args: tuple = (),
                  quick: bool = True) -> list[str]:
-    """quick=False leaves JIT and GC to jvm_args (benchmarks, where the JVM runs long)."""
+    """quick=False leaves JIT and GC to jvm_args, without a CDS archive (the Apache Kafka
+    broker, benchmarks: JVMs that run long)."""
     libs = require_kafka_libs()
-    flags = JVM_FLAGS if quick else ("-Djava.awt.headless=true",)
-    return ["java", f"-Xmx{heap}", *flags, *_cds_flags(main_class), *jvm_args, "-cp", f"{libs}/*",
-            main_class, *map(str, args)]
+    flags = [*JVM_FLAGS, *_cds_flags(main_class)] if quick else ["-Djava.awt.headless=true"]
+    return ["java", f"-Xmx{heap}", *flags, *jvm_args, "-cp", f"{libs}/*", main_class, *map(str, args)]
 
 
 def _cds_flags(main_class: str) -> list[str]:
