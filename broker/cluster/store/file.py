@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +36,8 @@ from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.log.checkpoints import write_atomically
 
 FILE_NAME = "__kbroker_metadata.json"
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
@@ -121,6 +124,15 @@ class FileMetadataStore:
         }
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
+    def _save_epochs(self) -> None:
+        """The broker and controller epochs a start bumps. A broker alone needs them only
+        to grow while it runs: when the disk is full they stay in memory (the next start
+        counts from the last saved ones) and the broker still serves what it can."""
+        try:
+            self._save()
+        except OSError as exc:
+            log.warning("cannot save %s (%s): the new epochs are kept in memory", self.path, exc)
+
     def _notify(self, kind: str, *args) -> None:
         loop = asyncio.get_running_loop()
         for cb in list(self._watchers.get(kind, ())):
@@ -150,7 +162,7 @@ class FileMetadataStore:
 
     async def register_broker(self, registration: BrokerRegistration) -> int:
         self._broker_epoch += 1
-        self._save()
+        self._save_epochs()
         self._broker = registration
         self._notify("brokers", frozenset([registration.broker_id]))
         return self._broker_epoch
@@ -171,7 +183,7 @@ class FileMetadataStore:
         if self._controller is not None and self._controller != broker_id:
             return None
         self._controller_epoch += 1
-        self._save()
+        self._save_epochs()
         self._controller = broker_id
         self._notify("controller", broker_id)
         return self._controller_epoch, self._controller_epoch
