@@ -660,7 +660,9 @@ class Log:
             for seg in self.segments:
                 if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
                     best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+            if best is None:
+                return None
+            return self._first_record_with_timestamp(*best)
         for seg in self.segments:
             if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
@@ -668,6 +670,21 @@ class Log:
             if found is not None and found[0] < self.high_watermark:
                 return found
         return None
+
+    def _first_record_with_timestamp(self, batch_offset: int, timestamp: int) -> tuple[int, int]:
+        """The first record of the batch holding `batch_offset` whose timestamp is
+        `timestamp` (Kafka's RecordBatch.offsetOfMaxTimestamp): segments track the batch;
+        ListOffsets MAX_TIMESTAMP answers the record. One batch, decoded on demand."""
+        try:
+            data = self.read_bytes(batch_offset, 1, self.log_end_offset)
+            for batch in iter_batches(data):
+                if batch.base_offset <= batch_offset <= batch.last_offset:
+                    for rec in batch.records():
+                        if rec.timestamp == timestamp:
+                            return (rec.offset, timestamp)
+        except (OffsetOutOfRange, CorruptRecordError, OSError):
+            pass
+        return (batch_offset, timestamp)
 
     # ------------------------------------------------------------------ retention
 

@@ -324,6 +324,12 @@ def test_offset_for_timestamp(make_log):
     assert lg.offset_for_timestamp(502) == (12, 600)
     assert lg.offset_for_timestamp(10_000) is None
     assert lg.offset_for_timestamp(MAX_TIMESTAMP) == (15, 701)
+    # the first record carrying the largest timestamp, not its batch's last offset (Kafka)
+    b = BatchBuilder()
+    for ts in (900, 950, 950, 940):
+        b.append(ts, b"k", b"v")
+    lg.append_as_leader(bytearray(b.build()), 0)         # offsets 16..19
+    assert lg.offset_for_timestamp(MAX_TIMESTAMP) == (17, 950)
     lg.delete_records(5)
     assert lg.offset_for_timestamp(EARLIEST_TIMESTAMP) == (5, -1)
     assert lg.offset_for_timestamp(0) == (5, 201)       # never below the log start offset
