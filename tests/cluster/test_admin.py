@@ -156,7 +156,10 @@ def test_replicas_spread_over_racks(make_cluster):
         assert {rack[r] for r in p.replicas} == {"a", "b"}, p.replicas
 
 
-def test_a_broker_refuses_to_start_on_a_registered_id_or_another_clusters_data(cluster3, tmp_path, zookeeper):
+def test_a_broker_refuses_to_start_on_a_registered_id_or_another_clusters_data(make_cluster, tmp_path, zookeeper):
+    # sessions that survive a busy machine: broker 1 must stay registered throughout
+    cluster3 = make_cluster(3, config={"zookeeper.session.timeout.ms": 20000})
+    cluster3.wait_for_brokers([1, 2, 3])
     # the same broker id as a running broker
     twin = BrokerProcess(tmp_path / "twin", config=dict(cluster3.config), broker_id=1)
     with pytest.raises(RuntimeError) as e:
