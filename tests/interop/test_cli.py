@@ -313,6 +313,24 @@ def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker
             assert "kept" in c.refresh()
 
 
+@pytest.mark.parametrize("name", ["meta.properties", "partition.metadata"])
+def test_serve_refuses_a_damaged_metadata_file_naming_it(tmp_path, name):
+    """Not a new cluster id on every start, not a log served under an unknown topic id:
+    exit 1, the last line names the file, and the file is left as it was."""
+    data = tmp_path / "data"
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            c.create_topic("kept", 1, 1)
+    path = data / "meta.properties" if name == "meta.properties" else data / "kept-0" / "partition.metadata"
+    path.write_bytes(b"\0" * 32)
+    r = run("serve", "--data-dir", data, "--listen", f"127.0.0.1:{free_port()}", timeout=30)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("broker: cannot serve:") and str(path) in last and "refusing to start" in last, err
+    assert path.read_bytes() == b"\0" * 32
+
+
 def test_second_broker_on_the_same_data_dir_is_refused(broker):
     port = free_port()
     p = subprocess.Popen(broker_cmd() + ["serve", "--data-dir", str(broker.data_dir), "--listen",
