@@ -86,8 +86,9 @@ cdef class Segment:
     Opens the segment's files in `directory`, creating them when missing (writable only).
     An existing segment's end (next offset, max timestamp) is found from its last index
     entries plus a scan of the batch headers after them; if that scan or the index sanity
-    check fails, the segment is recovered (see recover()) and `recovered_truncated_bytes`
-    says how many bytes were cut.
+    check fails, the segment is recovered (see recover()): `recovery_reason` says what
+    was wrong (None when nothing was) and `recovered_truncated_bytes` how many bytes were
+    cut.
     """
 
     def __cinit__(self, *args, **kwargs):
@@ -108,6 +109,7 @@ cdef class Segment:
         self.writable = writable
         self.created = _time.time()
         self.recovered_truncated_bytes = 0
+        self.recovery_reason = None
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
         bpath = os.fsencode(self.log_path)
         self._fd = c_open(bpath, (O_RDWR | O_CREAT) if writable else O_RDONLY, 0o644)
@@ -202,9 +204,10 @@ cdef class Segment:
                 self._max_ts, self._max_ts_offset = self.time_index.last_entry
             if self._scan_tail(start) < 0:
                 raise CorruptRecordError(f"torn or corrupt batch in {self.log_path}")
-        except (CorruptIndexError, CorruptRecordError):
+        except (CorruptIndexError, CorruptRecordError) as exc:
             if not self.writable:
                 raise
+            self.recovery_reason = str(exc)
             self.recovered_truncated_bytes = self.recover()
             return 0
         if self._size > 0:

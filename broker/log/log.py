@@ -226,9 +226,10 @@ class Log:
         for b in bases:
             seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
                           max_index_size=config.max_index_size)
-            if seg.recovered_truncated_bytes:
-                log.warning("%s: segment %d had an inconsistent tail or index: recovered, %d bytes cut",
-                            tp, b, seg.recovered_truncated_bytes)
+            if seg.recovery_reason is not None:
+                cut = seg.recovered_truncated_bytes
+                log.warning("%s: segment %d: %s; indexes rebuilt from the log%s", tp, b, seg.recovery_reason,
+                            f", {cut} bytes of torn or corrupt tail cut" if cut else "")
             segments.append(seg)
         if not clean_shutdown and segments:
             for i, seg in enumerate(segments):

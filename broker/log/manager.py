@@ -110,6 +110,7 @@ class LogManager:
                 raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
                                   f"but this broker joins cluster {cluster_id}")
             self.cluster_id = cluster_id
+        new_dirs = {d for d in self.dirs if not os.path.lexists(os.path.join(d, META))}
         self._check_meta(write=True)
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
@@ -139,8 +140,8 @@ class LogManager:
                                              clean_shutdown=clean)
                 except PartitionMetadataError as exc:
                     raise LogDirError(str(exc)) from None
-            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs), d,
-                     time.monotonic() - t0, "clean" if clean else "unclean")
+            log.info("loaded %d logs from %s in %.3f s (%s)", len(self.logs), d, time.monotonic() - t0,
+                     "new log dir" if d in new_dirs else "clean shutdown" if clean else "unclean shutdown")
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))

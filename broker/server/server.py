@@ -62,17 +62,32 @@ class Server:
         self.requests_handled = 0
 
     def start(self) -> None:
+        """Binds the listener; OSError saying which address could not be listened on."""
         self.loop = asyncio.get_running_loop()
-        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, socktype, proto, _, addr = infos[0]
-        sock = socket.socket(family, socktype, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(1024)
+        try:
+            infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+            family, socktype, proto, _, addr = infos[0]
+            sock = socket.socket(family, socktype, proto)
+        except OSError as exc:
+            raise self._listen_error(exc) from None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise self._listen_error(exc) from None
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
         self.loop.add_reader(sock.fileno(), self._accept)
+
+    def _listen_error(self, exc: OSError) -> OSError:
+        host = f"[{self.host}]" if ":" in self.host else self.host or "*"
+        error = OSError(f"cannot listen on {host}:{self.port}: {exc.strerror or exc}")
+        error.errno = exc.errno
+        return error
 
     def _accept(self) -> None:
         for _ in range(64):

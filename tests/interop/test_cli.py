@@ -304,7 +304,8 @@ def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1 and "Traceback" not in err, err
     # the broker's own log lines go to stderr too; the error is the last line
-    assert err.strip().splitlines()[-1].startswith("broker: cannot serve:") and "Address already in use" in err
+    last = err.strip().splitlines()[-1]
+    assert last == f"broker: cannot serve: cannot listen on 127.0.0.1:{broker.port}: Address already in use", err
     # the failed start must not turn the next start into a crash recovery
     assert (data / ".kafka_cleanshutdown").exists(), "a failed start removed the clean-shutdown marker"
     with BrokerProcess(data) as b:

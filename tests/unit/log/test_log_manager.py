@@ -583,3 +583,22 @@ def test_a_missing_partition_metadata_is_written_when_the_topic_id_arrives(env):
     assert "topic_id: " in _read_text(path)
     m2.shutdown()
     assert env.manager().logs[tp].topic_id == tid
+
+
+def test_the_shutdown_state_logged_at_load_is_accurate(env, caplog):
+    def loaded_line():
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded ")]
+        assert len(lines) == 1, caplog.text
+        caplog.clear()
+        return lines[0]
+
+    with caplog.at_level(logging.INFO, logger="broker.log"):
+        m = env.manager()
+        assert loaded_line().endswith("(new log dir)")
+        m.get_or_create(TopicPartition("t", 0))
+        m.shutdown()
+        m = env.manager()
+        assert loaded_line().endswith("(clean shutdown)")
+        _crash(m)
+        env.manager()
+        assert loaded_line().endswith("(unclean shutdown)")
