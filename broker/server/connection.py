@@ -62,6 +62,7 @@ class Connection:
         self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
+        self.last_active = self.loop.time()        # last bytes received or answer sent
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -96,6 +97,7 @@ class Connection:
         if not data:
             self.close()
             return
+        self.last_active = self.loop.time()
         try:
             self.frames.feed(data)
             while True:
@@ -156,6 +158,11 @@ class Connection:
         if parts:
             self.write(parts)
         self._run_pending()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in progress: no request waiting or queued, nothing left to send."""
+        return self._waiting is None and not self.pending and not self.out
 
     # ------------------------------------------------------------------ writing
 
@@ -220,6 +227,7 @@ class Connection:
             log.debug("%s: send failed: %s", self, exc)
             self.close()
             return
+        self.last_active = self.loop.time()
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
