@@ -44,6 +44,11 @@ def handle(ctx, request):
         for t in request.topics:
             name = t.name
             if name is None:
+                if version < 12:
+                    # v10 and v11 carry topic ids but no lookup by them (Kafka: "Topic name
+                    # can not be null"), and their answers have no null names
+                    topics.append(_Topic(error_code=ErrorCode.INVALID_REQUEST, name="", topic_id=t.topic_id))
+                    continue
                 name = broker.metadata.topic_name(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
