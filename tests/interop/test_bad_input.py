@@ -720,6 +720,34 @@ def test_bad_create_topics_parameters(broker, victim, topic_name):
     assert_intact(broker, victim)
 
 
+def test_absurd_partition_counts_are_refused_before_anything_is_assigned(broker, victim, topic_name):
+    """Found by bench/fuzz/run.py: 2**31 - 1 partitions had the broker build an assignment
+    until it ran out of memory, its event loop stalled for tens of seconds."""
+    from broker.protocol.messages.create_partitions import CreatePartitionsRequest as CP
+    C = CreateTopicsRequest
+    with connect(broker) as conn:
+        for n in (2**31 - 1, 100_001):
+            r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=n, replication_factor=1,
+                                                        assignments=[], configs=[])],
+                               timeout_ms=5000, validate_only=False), timeout=10).topics[0]
+            assert r.error_code == ErrorCode.POLICY_VIOLATION, ErrorCode(r.error_code).name
+        # many topics whose counts add up beyond the bound: the ones beyond it are refused
+        topics = [C.CreatableTopic(name=f"{topic_name}-{i}", num_partitions=60_000, replication_factor=1,
+                                   assignments=[], configs=[]) for i in range(2)]
+        r = conn.request(C(topics=topics, timeout_ms=5000, validate_only=True), timeout=30)
+        assert [x.error_code for x in r.topics] == [0, ErrorCode.POLICY_VIOLATION]
+        r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1,
+                                                    assignments=[], configs=[])],
+                           timeout_ms=5000, validate_only=False)).topics[0]
+        assert r.error_code == 0
+        r = conn.request(CP(topics=[CP.CreatePartitionsTopic(name=topic_name, count=2**31 - 1, assignments=None)],
+                            timeout_ms=5000, validate_only=False), timeout=10).results[0]
+        assert r.error_code == ErrorCode.POLICY_VIOLATION
+    with Cluster(broker.bootstrap) as c:
+        assert len(c.topic(topic_name).partitions) == 1
+    assert_intact(broker, victim)
+
+
 def test_pipelined_requests_are_answered_in_order(broker, victim):
     frames = b"".join(raw_request(3, 12, cid, MetadataRequest(topics=[])) if cid % 2 else
                       raw_request(18, 3, cid, ApiVersionsRequest(client_software_name="p", client_software_version="1"))

@@ -1,4 +1,9 @@
-"""CreateTopics (19)."""
+"""CreateTopics (19).
+
+A request may create at most MAX_PARTITIONS_PER_REQUEST partitions: beyond that a topic
+is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 - 1 would
+otherwise have the broker build an assignment until it runs out of memory). Kafka's
+controller likewise refuses operations larger than a bound (10,000 records)."""
 from broker.config import TOPIC_KEYS
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -11,6 +16,9 @@ MIN_VERSION, MAX_VERSION = 0, 7
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
+#: an allocation bound, far above what one broker serves (the scale goal is 10,000)
+MAX_PARTITIONS_PER_REQUEST = 100_000
+
 
 def handle(ctx, request):
     return _handle(ctx, request)
@@ -20,6 +28,7 @@ async def _handle(ctx, request):
     broker = ctx.broker
     results = []
     seen = set()
+    partitions = 0
     for t in request.topics:
         r = _Result(name=t.name, error_code=0, error_message=None)
         results.append(r)
@@ -27,6 +36,11 @@ async def _handle(ctx, request):
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, f"topic {t.name} listed twice"
             continue
         seen.add(t.name)
+        partitions += max(t.num_partitions, len(t.assignments))
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
+            continue
         configs = {}
         try:
             for c in t.configs:
