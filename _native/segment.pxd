@@ -34,6 +34,7 @@ cdef class Segment:
     cdef readonly bint writable
     cdef readonly double created
     cdef readonly Py_ssize_t recovered_truncated_bytes
+    cdef readonly str recovery_reason
     cdef Py_ssize_t _size
     cdef int64_t _next_offset
     cdef Py_ssize_t _since_index

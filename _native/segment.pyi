@@ -23,6 +23,7 @@ class Segment:
     writable: bool
     created: float
     recovered_truncated_bytes: int
+    recovery_reason: str | None
     size: int
     next_offset: int
     is_empty: bool

@@ -188,9 +188,10 @@ cdef class Segment:
     Opens the segment's files in `directory`, creating them when missing (writable only).
     An existing segment's end (next offset, max timestamp) is found from its last index
     entries plus a scan of the batch headers after them; if that scan or the index sanity
-    check fails, the segment is recovered (see recover()) and `recovered_truncated_bytes`
-    says how many bytes were cut. A writable segment whose .log is empty is the active
-    one; any other is inactive (see the module docstring).
+    check fails, the segment is recovered (see recover()): `recovery_reason` says what
+    was wrong (None when nothing was) and `recovered_truncated_bytes` how many bytes were
+    cut. A writable segment whose .log is empty is the active one; any other is inactive
+    (see the module docstring).
     """
 
     def __cinit__(self, *args, **kwargs):
@@ -212,6 +213,7 @@ cdef class Segment:
         self.writable = writable
         self.created = _time.time()
         self.recovered_truncated_bytes = 0
+        self.recovery_reason = None
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
         self._blog_path = os.fsencode(self.log_path)
         self._fd = c_open(self._blog_path, ((O_RDWR | O_CREAT) if writable else O_RDONLY) | O_CLOEXEC, 0o644)
@@ -383,9 +385,10 @@ cdef class Segment:
                 self._max_ts, self._max_ts_offset = self.time_index.last_entry
             if self._scan_tail(start) < 0:
                 raise CorruptRecordError(f"torn or corrupt batch in {self.log_path}")
-        except (CorruptIndexError, CorruptRecordError):
+        except (CorruptIndexError, CorruptRecordError) as exc:
             if not self.writable:
                 raise
+            self.recovery_reason = str(exc)
             self.recovered_truncated_bytes = self.recover()
             return 0
         if self._size > 0:

@@ -54,8 +54,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"configuration error: {exc}", 2) from None
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for key in config.ignored:
-        logging.getLogger("broker").info("config key %s has no effect in kbroker (ignored)", key)
+    for line in config.warnings:
+        logging.getLogger("broker").warning("%s", line)
     from broker.server.broker import run_broker
     from broker.server.loop import run
 

@@ -31,6 +31,7 @@ import asyncio
 import bisect
 import logging
 import os
+import re
 import shutil
 import struct
 import time
@@ -38,7 +39,7 @@ import uuid
 from dataclasses import dataclass
 
 from broker.config import LogConfig
-from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
+from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
                            parse_base_offset, require_keys)
@@ -46,6 +47,7 @@ from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_bat
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -93,6 +95,11 @@ class LogDirHealth:
             log.warning("log dir %s: writes work again (%d failed meanwhile)", self.path, self.failures)
             self.error = None
             self.failures = 0
+
+
+class PartitionMetadataError(Exception):
+    """A damaged partition.metadata whose topic id is not known to rebuild it (the message
+    is one line naming the file)."""
 
 
 class FileSlice:
@@ -270,9 +277,10 @@ class Log:
         for b in bases:
             seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
                           max_index_size=config.max_index_size)
-            if seg.recovered_truncated_bytes:
-                log.warning("%s: segment %d had an inconsistent tail or index: recovered, %d bytes cut",
-                            tp, b, seg.recovered_truncated_bytes)
+            if seg.recovery_reason is not None:
+                cut = seg.recovered_truncated_bytes
+                log.warning("%s: segment %d: %s; indexes rebuilt from the log%s", tp, b, seg.recovery_reason,
+                            f", {cut} bytes of torn or corrupt tail cut" if cut else "")
             if segments:
                 segments[-1].release()           # inactive: its files reopen on demand
             segments.append(seg)
@@ -314,20 +322,37 @@ class Log:
         return self
 
     def _read_or_write_partition_metadata(self) -> None:
-        path = os.path.join(self.dir, "partition.metadata")
-        if os.path.exists(path):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    for line in f:
-                        k, _, v = line.partition(":")
-                        if k.strip() == "topic_id" and self.topic_id is None:
-                            self.topic_id = _uuid_from_kafka(v.strip())
-            except (OSError, ValueError) as exc:
-                log.warning("%s: unreadable partition.metadata (%s)", self.tp, exc)
+        """partition.metadata holds the topic id, in Kafka's format. A damaged one is
+        rewritten when the caller knows the id (the metadata store's), else refused: the
+        log must not be served under an identity nobody can vouch for."""
+        path = os.path.join(self.dir, PARTITION_METADATA)
+        if not os.path.lexists(path):
+            if self.topic_id is not None:
+                self._write_partition_metadata()
             return
-        if self.topic_id is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
+        try:
+            found = _read_partition_metadata(path)
+        except ValueError as exc:
+            if self.topic_id is None:
+                raise PartitionMetadataError(
+                    f"{path} is damaged ({exc}) and the topic id to rebuild it is not known; refusing to start: "
+                    "restore it, or remove it to have it rewritten from the cluster metadata") from None
+            log.warning("%s: %s was damaged (%s); rebuilt with topic id %s from the metadata store", self.tp, path,
+                        exc, _uuid_to_kafka(self.topic_id))
+            self._write_partition_metadata()
+            return
+        if self.topic_id is None:
+            self.topic_id = found
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Names the topic id of a log that had none on disk (its partition.metadata was
+        missing) once the controller gives it."""
+        self.topic_id = topic_id
+        self._write_partition_metadata()
+
+    def _write_partition_metadata(self) -> None:
+        write_atomically(os.path.join(self.dir, PARTITION_METADATA),
+                         f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
 
     def _new_segment(self, base_offset: int) -> Segment:
         seg = Segment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
@@ -817,6 +842,41 @@ def _uuid_to_kafka(u: uuid.UUID) -> str:
 
 
 def _uuid_from_kafka(s: str) -> uuid.UUID:
+    """Kafka's Uuid text (22 characters of URL-safe base64); ValueError otherwise."""
     import base64
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+    if not re.fullmatch(r"[A-Za-z0-9_-]{21}[AQgw]", s):
+        raise ValueError(f"{s!r} is not a topic id")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=="))
+
+
+def _read_partition_metadata(path: str) -> uuid.UUID:
+    """The topic id of a partition.metadata ('version: 0', 'topic_id: <id>'); ValueError
+    saying what is wrong with a damaged one."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror}") from None
+    if not raw.strip():
+        raise ValueError("empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    fields = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            fields[k.strip()] = v.strip()
+    version = fields.get("version")
+    if version is None:
+        raise ValueError("no version")
+    if version != "0":
+        raise ValueError(f"version {version}, where 0 was expected")
+    if "topic_id" not in fields:
+        raise ValueError("no topic_id")
+    try:
+        return _uuid_from_kafka(fields["topic_id"])
+    except ValueError as exc:
+        raise ValueError(f"topic_id: {exc}") from None
 

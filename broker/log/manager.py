@@ -9,6 +9,10 @@ Per log directory:
     .kafka_cleanshutdown                  present only after a clean shutdown
     <topic>-<partition>/                  one Log each
 
+A damaged meta.properties (or a partition.metadata that cannot be rebuilt from the
+metadata store's topic ids) stops the start with one line naming the file: never a fresh
+cluster id on old data, never a log under an identity nobody vouches for.
+
 Startup: the clean-shutdown marker decides whether segments above the recovery point
 are re-validated; the marker is removed once the logs are loaded, so a crash at any
 later point is noticed on the next start. Each dir's logs load in
@@ -40,11 +44,12 @@ import resource
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Mapping
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
-from broker.log.log import Log, LogDirHealth, LogStorageError, parse_partition_dir, partition_dir_name
+from broker.log.log import (Log, LogDirHealth, LogStorageError, PartitionMetadataError, parse_partition_dir,
+                            partition_dir_name)
 from broker.native import set_open_segment_limit
 
 log = logging.getLogger(__name__)
@@ -181,11 +186,12 @@ class LogManager:
         self._check_meta(write=False)
         return self.cluster_id
 
-    def startup(self, cluster_id: str | None = None) -> None:
+    def startup(self, cluster_id: str | None = None, topic_ids: Mapping[str, uuid.UUID] | None = None) -> None:
         """Prepares the log dirs and loads every partition log found in them. A dir
         without meta.properties gets one naming `cluster_id` (default: the one the other
-        dirs name, else a new one). Raises LogDirError (one line) when the open-file
-        limit cannot fit the logs."""
+        dirs name, else a new one). `topic_ids` (the metadata store's, by topic name)
+        rebuild a damaged partition.metadata; without them it stops the start. Raises
+        LogDirError (one line) when the open-file limit cannot fit the logs."""
         self.lock_dirs()
         self._check_meta(write=False)
         if cluster_id is not None:
@@ -193,6 +199,7 @@ class LogManager:
                 raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
                                   f"but this broker joins cluster {cluster_id}")
             self.cluster_id = cluster_id
+        new_dirs = {d for d in self.dirs if not os.path.lexists(os.path.join(d, META))}
         self._check_meta(write=True)
         raise_open_file_limit()
         found = {d: self._partition_dirs(d) for d in self.dirs}
@@ -204,12 +211,12 @@ class LogManager:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
             t0 = time.monotonic()
-            loaded = self._load_dir(d, found[d], clean, threads)
+            loaded = self._load_dir(d, found[d], clean, threads, topic_ids or {})
             segments = sum(lg.recovered[0] for lg in loaded)
             size = sum(lg.recovered[1] for lg in loaded)
             log.info("loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
-                     "validated (%s shutdown)", len(loaded), d, time.monotonic() - t0, segments, size,
-                     "clean" if clean else "unclean")
+                     "validated (%s)", len(loaded), d, time.monotonic() - t0, segments, size,
+                     "new log dir" if d in new_dirs else "clean shutdown" if clean else "unclean shutdown")
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
@@ -233,7 +240,7 @@ class LogManager:
         return out
 
     def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool,
-                  threads: int) -> list[Log]:
+                  threads: int, topic_ids: Mapping[str, uuid.UUID]) -> list[Log]:
         """Loads (and after an unclean shutdown recovers) the logs of one dir, with
         `threads` threads (Kafka's num.recovery.threads.per.data.dir)."""
         recovery = self._read_checkpoint(d, RECOVERY_POINT)
@@ -245,9 +252,12 @@ class LogManager:
 
         def load(item: tuple[TopicPartition, str]) -> Log:
             tp, path = item
-            return Log.load(path, tp, self.config_for(tp.topic), recovery_point=recovery.get(tp, 0),
-                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp),
-                            clean_shutdown=clean)
+            try:
+                return Log.load(path, tp, self.config_for(tp.topic), topic_id=topic_ids.get(tp.topic),
+                                recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                                high_watermark=hws.get(tp), clean_shutdown=clean)
+            except PartitionMetadataError as exc:
+                raise LogDirError(str(exc)) from None
 
         if threads <= 1 or len(partitions) <= 1:
             return [self._adopt(load(item)) for item in partitions]
@@ -298,20 +308,13 @@ class LogManager:
         missing = []
         for d in self.dirs:
             path = os.path.join(d, META)
-            if not os.path.exists(path):
+            if not os.path.lexists(path):
                 missing.append(path)
                 continue
-            props = {}
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    k, sep, v = line.strip().partition("=")
-                    if sep and not k.startswith("#"):
-                        props[k] = v
-            bid = props.get("broker.id")
-            if bid is not None and bid != str(self.config.broker_id):
-                raise LogDirError(f"log dir {d} belongs to broker.id {bid}, this broker is {self.config.broker_id}")
-            cid = props.get("cluster.id")
-            if cid and self.cluster_id and cid != self.cluster_id:
+            id_key, bid, cid = _read_meta(path)
+            if bid != self.config.broker_id:
+                raise LogDirError(f"log dir {d} belongs to {id_key} {bid}, this broker is {self.config.broker_id}")
+            if self.cluster_id and cid != self.cluster_id:
                 raise LogDirError(f"log dir {d} belongs to cluster.id {cid}, other log dirs to {self.cluster_id}")
             self.cluster_id = self.cluster_id or cid
         if not write:
@@ -340,6 +343,8 @@ class LogManager:
         cannot be created."""
         existing = self.logs.get(tp)
         if existing is not None:
+            if existing.topic_id is None and topic_id is not None:
+                existing.assign_topic_id(topic_id)
             return existing
         problem = validate_topic_name(tp.topic)
         if problem:
@@ -548,6 +553,44 @@ class LogManager:
             os.close(fd)
         self._locks.clear()
         self._locked.clear()
+
+
+def _read_meta(path: str) -> tuple[str, int, str]:
+    """A dir's meta.properties -> (the key naming the broker, its id, the cluster id).
+    Kafka's version 0 (broker.id) or 1 (node.id, KRaft), cluster.id in both. Anything else
+    is a damaged file, refused with one line naming it: taken for a fresh dir, it would
+    have the broker start a new cluster on the data of another."""
+    from broker.config import parse_properties
+
+    def damaged(why: str) -> LogDirError:
+        return LogDirError(f"{path} is damaged ({why}); refusing to start: restore it (version=0, "
+                           f"broker.id=N, cluster.id=ID), or move the log dir aside")
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise damaged(f"cannot read it: {exc.strerror}") from None
+    if not raw.strip():
+        raise damaged("empty")
+    try:
+        props = parse_properties(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise damaged("not UTF-8 text") from None
+    version = props.get("version")
+    if version is None:
+        raise damaged("no version")
+    if version not in ("0", "1"):
+        raise damaged(f"version {version}, where 0 or 1 was expected")
+    id_key = "broker.id" if version == "0" else "node.id"
+    if id_key not in props:
+        raise damaged(f"no {id_key}")
+    if not re.fullmatch(r"[0-9]+", props[id_key]):
+        raise damaged(f"{id_key} {props[id_key]!r} is not a broker id")
+    cluster_id = props.get("cluster.id", "")
+    if not cluster_id:
+        raise damaged("no cluster.id")
+    return id_key, int(props[id_key]), cluster_id
 
 
 def new_cluster_id() -> str:

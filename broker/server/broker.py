@@ -152,9 +152,10 @@ class Broker:
             raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
                                      f"but {where} holds cluster {cluster_id}; refusing to start")
         self.metadata.cluster_id = cluster_id
-        # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...)
-        await self._load_topic_configs()
-        self.logs.startup(cluster_id)
+        # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...),
+        # and topic ids rebuild a damaged partition.metadata
+        topic_ids = await self._load_topics()
+        self.logs.startup(cluster_id, topic_ids)
         try:
             self.server.start()
         except OSError:
@@ -195,10 +196,20 @@ class Broker:
         os.makedirs(self.config.log_dirs[0], exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
-    async def _load_topic_configs(self) -> None:
-        names = await self.store.get_topic_names()
-        for name in names:
+    async def _load_topics(self) -> dict:
+        """Every topic's configs (into the cache) and id, from the store."""
+        ids = {}
+        for name in await self.store.get_topic_names():
             self.metadata.preset_topic_configs(name, await self.store.get_topic_configs(name))
+            try:
+                topic_id, _assignment, _version = await self.store.get_topic(name)
+            except Exception as exc:
+                if type(exc).__name__ != "NoSuchTopic":
+                    raise
+                continue
+            if topic_id is not None:
+                ids[name] = topic_id
+        return ids
 
     def _registration(self) -> BrokerRegistration:
         info = self.broker_info()

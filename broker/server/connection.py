@@ -6,14 +6,20 @@ would not let us interleave that with its own buffer (uvloop has no sock_sendfil
 all). So the connection owns its non-blocking socket:
 
     recv -> FrameReader -> pending frames -> handled one at a time, in order, inside the
-         read callback (a handler that must wait continues in a task, and the frames
-         behind it wait their turn) -> response parts [bytes, FileSlice, ...] -> output
+         read callback, for at most TURN_BUDGET_S per event loop turn (the rest in a
+         later turn, after the other connections had theirs; a handler that must wait
+         continues in a task, and the frames behind it wait their turn)
+         -> response parts [bytes, FileSlice, ...] -> output
     output queue -> sendmsg(2) for bytes / sendfile(2) for file ranges; on EAGAIN the
                     loop's writer callback resumes where it stopped.
 
 Invariants:
 - Requests on one connection are handled one at a time and answered in order (Kafka
   does the same: a connection is muted while its request is in flight).
+- One connection takes at most TURN_BUDGET_S of handling per event loop turn (at least
+  one request): a client pipelining thousands of requests cannot stall the others (Kafka
+  polls its connections in turn, one request each; cheap requests are taken in batches
+  here, so that their answers still go out together).
 - Reading pauses while too many frames wait or too much output is queued
   (backpressure), and resumes as they drain.
 - Every FileSlice handed to the output queue is closed exactly once: after it is sent
@@ -41,6 +47,7 @@ RECV_SIZE = 256 * 1024
 MAX_PENDING_FRAMES = 64
 MAX_PENDING_OUTPUT = 8 * 1024 * 1024
 SENDMSG_MAX_PARTS = 64
+TURN_BUDGET_S = 0.0005
 
 
 class Connection:
@@ -58,10 +65,12 @@ class Connection:
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
+        self._run_scheduled = False                    # handling continues in a later loop turn
         self._waiting: asyncio.Task | None = None     # the request that had to wait, if any
         self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
+        self.last_active = self.loop.time()        # last bytes received or answer sent
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -96,6 +105,7 @@ class Connection:
         if not data:
             self.close()
             return
+        self.last_active = self.loop.time()
         try:
             self.frames.feed(data)
             while True:
@@ -107,18 +117,24 @@ class Connection:
             log.warning("%s: %s; closing the connection", self, exc)
             self.close()
             return
-        if self.pending and self._waiting is None:
+        if self.pending and self._waiting is None and not self._run_scheduled:
             self._run_pending()
         if len(self.pending) >= MAX_PENDING_FRAMES:
             self._pause_reading()
 
     def _run_pending(self) -> None:
         """Handles queued requests in order, inside the current loop iteration, until one
-        must wait: that one continues in a task, and the rest stay queued behind it (a
-        connection's answers always go out in request order)."""
+        must wait (that one continues in a task, and the rest stay queued behind it: a
+        connection's answers always go out in request order) or this turn's share is
+        used (the rest continue in a later turn)."""
         dispatch = self.server.dispatch
+        clock = self.loop.time
+        turn_ends = clock() + TURN_BUDGET_S
         try:
             while self.pending and not self.closed and self._waiting is None:
+                if clock() >= turn_ends:
+                    self._schedule_run()
+                    break
                 if self.out_bytes >= MAX_PENDING_OUTPUT:
                     # backpressure: stop reading and handling until the output drains
                     self._pause_reading()
@@ -140,6 +156,18 @@ class Connection:
         if not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
             self._resume_reading()
 
+    def _schedule_run(self) -> None:
+        """Continues handling in a later loop turn: behind the I/O callbacks of every
+        other connection that is ready."""
+        if not self._run_scheduled:
+            self._run_scheduled = True
+            self.loop.call_soon(self._scheduled_run)
+
+    def _scheduled_run(self) -> None:
+        self._run_scheduled = False
+        if not self.closed and self._waiting is None:
+            self._run_pending()
+
     async def _finish(self, awaitable) -> None:
         try:
             parts = await awaitable
@@ -156,6 +184,11 @@ class Connection:
         if parts:
             self.write(parts)
         self._run_pending()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in progress: no request waiting or queued, nothing left to send."""
+        return self._waiting is None and not self.pending and not self.out
 
     # ------------------------------------------------------------------ writing
 
@@ -220,13 +253,14 @@ class Connection:
             log.debug("%s: send failed: %s", self, exc)
             self.close()
             return
+        self.last_active = self.loop.time()
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
         if self._stalled and self.out_bytes < MAX_PENDING_OUTPUT:
             self._stalled = False
             self._resume_reading()
-            self.loop.call_soon(self._run_pending)
+            self._schedule_run()
 
     def _want_write(self) -> None:
         if not self._writing and not self.closed:

@@ -1,6 +1,11 @@
 """CreateTopics (19). As Kafka answers: a name listed more than once gets one result,
 INVALID_REQUEST, and nothing is created for it; validate_only answers what creating would
-give (a topic id, partitions, replication factor and the configs) without creating."""
+give (a topic id, partitions, replication factor and the configs) without creating.
+
+A request may create at most MAX_PARTITIONS_PER_REQUEST partitions: beyond that a topic
+is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 - 1 would
+otherwise have the broker build an assignment until it runs out of memory). Kafka's
+controller likewise refuses operations larger than a bound (10,000 records)."""
 import uuid
 from collections import Counter
 
@@ -16,6 +21,9 @@ MIN_VERSION, MAX_VERSION = 0, 7
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
+#: an allocation bound, far above what one broker serves (the scale goal is 10,000)
+MAX_PARTITIONS_PER_REQUEST = 100_000
+
 
 def handle(ctx, request):
     return _handle(ctx, request)
@@ -26,6 +34,7 @@ async def _handle(ctx, request):
     results = []
     counts = Counter(t.name for t in request.topics)
     seen = set()
+    partitions = 0
     for t in request.topics:
         if t.name in seen:
             continue
@@ -35,6 +44,11 @@ async def _handle(ctx, request):
         if counts[t.name] > 1:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             r.num_partitions = r.replication_factor = -1
+            continue
+        partitions += max(t.num_partitions, len(t.assignments))
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
             continue
         configs = {}
         try:

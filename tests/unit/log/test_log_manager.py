@@ -581,3 +581,132 @@ def test_recovery_threads_load_every_log(tmp_path, threads):
             assert read_all(m2.get(TopicPartition("t", p))) == list(range(p % 5 + 1))
     finally:
         env.close_all()
+
+
+# ---------------------------------------------------------------- damaged meta.properties / partition.metadata
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "empty"),
+    (b"\0" * 64, "no version"),                              # a crash left zeros where the text was
+    (b"\xff\xfe\x00garbage\n", "not UTF-8 text"),
+    (b"version=0\nbroker.id=1\n", "no cluster.id"),
+    (b"broker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no version"),
+    (b"version=7\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "version 7"),
+    (b"version=0\nbroker.id=one\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "broker.id"),
+    (b"version=0\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no broker.id"),
+    (b"version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no node.id"),
+    (b"version=0\nbroker.id=1\ncluster.id=\n", "no cluster.id"),
+])
+def test_a_damaged_meta_properties_is_refused_naming_the_file(env, content, why):
+    env.manager().shutdown()
+    path = os.path.join(env.dirs[0], META)
+    with open(path, "wb") as f:
+        f.write(content)
+    for attempt in (lambda m: m.read_cluster_id(), lambda m: m.startup()):
+        with pytest.raises(LogDirError) as exc:
+            attempt(env.manager(start=False))
+        text = str(exc.value)
+        assert "\n" not in text and path in text and why in text and "refusing to start" in text
+    with open(path, "rb") as f:
+        assert f.read() == content, "a damaged meta.properties was rewritten"
+
+
+def test_meta_properties_as_a_directory_is_refused(env):
+    os.makedirs(os.path.join(env.dirs[0], META))
+    with pytest.raises(LogDirError, match=re.escape(os.path.join(env.dirs[0], META))):
+        env.manager()
+
+
+def test_kafkas_version_1_meta_properties_is_read(env):
+    os.makedirs(env.dirs[0])
+    with open(os.path.join(env.dirs[0], META), "w") as f:
+        f.write("#\nversion=1\nnode.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\ndirectory.id=BBBBBBBBBBBBBBBBBBBBBB\n")
+    assert env.manager().cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    with pytest.raises(LogDirError, match="node.id 1"):
+        env.manager(broker_id=2)
+
+
+def _partition_metadata(m, tp):
+    return os.path.join(m.logs[tp].dir, "partition.metadata")
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "empty"),
+    (b"\0" * 40, "no version"),
+    (b"version: 0\n", "no topic_id"),
+    (b"version: 0\ntopic_id: not-base64!\n", "topic_id"),
+    (b"version: 0\ntopic_id: AAAA\n", "topic_id"),             # base64, but not 16 bytes
+    (b"version: 3\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version 3"),
+    (b"\xff\xfeversion", "not UTF-8 text"),
+])
+def test_a_damaged_partition_metadata_is_refused_naming_the_file(env, content, why):
+    import uuid
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    _fill(m.get_or_create(tp, uuid.uuid4()), 3)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    with open(path, "wb") as f:
+        f.write(content)
+    with pytest.raises(LogDirError) as exc:
+        env.manager()
+    text = str(exc.value)
+    assert "\n" not in text and path in text and why in text and "refusing to start" in text
+    with open(path, "rb") as f:
+        assert f.read() == content
+
+
+def test_a_damaged_partition_metadata_is_rebuilt_from_the_topic_ids_of_the_store(env, caplog):
+    import uuid
+    tid = uuid.uuid4()
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    _fill(m.get_or_create(tp, tid), 3)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    with open(path, "wb") as f:
+        f.write(b"\0" * 40)
+    m2 = env.manager(start=False)
+    with caplog.at_level(logging.WARNING, logger="broker.log"):
+        m2.startup(topic_ids={"t": tid, "other": uuid.uuid4()})
+    assert m2.logs[tp].topic_id == tid and m2.logs[tp].log_end_offset == 3
+    assert [r.getMessage() for r in caplog.records if path in r.getMessage() and "rebuilt" in r.getMessage()]
+    m2.shutdown()
+    assert env.manager().logs[tp].topic_id == tid
+
+
+def test_a_missing_partition_metadata_is_written_when_the_topic_id_arrives(env):
+    import uuid
+    tid = uuid.uuid4()
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    m.get_or_create(tp, tid)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    os.unlink(path)
+    m2 = env.manager()
+    assert m2.logs[tp].topic_id is None
+    assert m2.get_or_create(tp, tid).topic_id == tid       # the controller's word (LeaderAndIsr)
+    assert "topic_id: " in _read_text(path)
+    m2.shutdown()
+    assert env.manager().logs[tp].topic_id == tid
+
+
+def test_the_shutdown_state_logged_at_load_is_accurate(env, caplog):
+    def loaded_line():
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded ")]
+        assert len(lines) == 1, caplog.text
+        caplog.clear()
+        return lines[0]
+
+    with caplog.at_level(logging.INFO, logger="broker.log"):
+        m = env.manager()
+        assert loaded_line().endswith("(new log dir)")
+        m.get_or_create(TopicPartition("t", 0))
+        m.shutdown()
+        m = env.manager()
+        assert loaded_line().endswith("(clean shutdown)")
+        _crash(m)
+        env.manager()
+        assert loaded_line().endswith("(unclean shutdown)")

@@ -1,5 +1,6 @@
 """Log.load: recovery after an unclean stop (torn tails, corrupt batches, segments after
 a corruption), the recovery point contract, leftovers, epoch cache truncation."""
+import logging
 import os
 import random
 import uuid
@@ -310,6 +311,27 @@ def test_garbage_index_is_rebuilt(make_log):
     assert read_all(lg) == list(range(end))
     for first in (b[2] for b in layout[active]):
         assert lg.active.translate_offset(first)[0] == next(p for p, _, f, _ in layout[active] if f == first)
+
+
+@pytest.mark.parametrize("suffix, entry, why", [(".index", 8, "offset index"), (".timeindex", 12, "time index")])
+def test_a_rebuilt_index_is_logged_once_naming_the_file(make_log, caplog, suffix, entry, why):
+    layout, paths, end, _ = _build(make_log, 12)
+    lg = make_log(OVERRIDES, clean_shutdown=True)           # an intact log: no word of rebuilding
+    lg.close()
+    base = min(layout)
+    index_path = paths[base][:-4] + suffix
+    size = os.path.getsize(index_path)
+    assert size >= 2 * entry
+    with open(index_path, "r+b") as f:
+        f.seek(size - entry)
+        f.write(b"\0" * entry)                          # a last entry a crash left unwritten
+    with caplog.at_level(logging.INFO, logger="broker.log"):
+        lg = make_log(OVERRIDES, clean_shutdown=True)
+    assert lg.log_end_offset == end
+    lines = [r.getMessage() for r in caplog.records if "rebuilt" in r.getMessage()]
+    assert len(lines) == 1, caplog.text
+    assert index_path in lines[0] and why in lines[0] and f"segment {base}" in lines[0]
+    assert "bytes cut" not in lines[0]                   # the log itself was whole
 
 
 def test_leftover_files_are_removed_at_load(make_log):
