@@ -5,7 +5,8 @@ The .log holds RecordBatch v2 bytes back to back, exactly as producers sent them
 base offsets assigned): on disk = on the wire.
 
 Open files: see segment.pyx (an active segment keeps its .log open; inactive ones open
-on demand, in a least-recently-used set of bounded size).
+on demand, in a least-recently-used set of bounded size managed by one thread; other
+threads borrow what they need).
 """
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t, int32_t, int64_t
@@ -24,6 +25,7 @@ cdef class Segment:
     cdef PyObject *_lru_prev         # neighbours in the LRU set (borrowed references)
     cdef PyObject *_lru_next
     cdef bint _in_lru
+    cdef bint _held                  # closed, its descriptor kept open by pins and counted
     cdef readonly int64_t base_offset
     cdef readonly str directory
     cdef readonly str log_path
@@ -51,6 +53,9 @@ cdef class Segment:
     cdef int _acquire(self) except -1
     cdef void _unpin(self) noexcept
     cdef int _reopen(self) except -1
+    cdef int _admit(self) except -1
+    cdef void _join_open_set(self) noexcept
+    cdef void _mark_closed(self) noexcept
     cdef void _release_files(self) noexcept
     cdef int _deactivate(self) except -1
     cdef const uint8_t *_header_at(self, Py_ssize_t pos, Py_ssize_t *avail) except? NULL

@@ -22,15 +22,23 @@ not need 300,000 file descriptors:
 - Indexes hold no descriptor (index.pyx), only mappings.
 - The active segment (a new, empty one, or one given resize_indexes()) keeps its .log
   open. A segment becomes inactive with roll(); one opened with data is inactive.
-- An inactive segment opens its .log (and maps its indexes) on demand and joins a
-  least-recently-used set. When the set holds more than the limit given to
-  `set_open_segment_limit()`, the least recently used are released (the .log closed,
-  the index mappings and the scan buffer dropped); they reopen on their next use.
-  Releases happen only on the thread that set the limit (the broker's event loop), so a
+- An inactive segment opens its .log (and maps its indexes) on demand and joins the
+  open set, least recently used last. The set holds at most the limit given to
+  `set_open_segment_limit()`: the least recently used unpinned members are released
+  (the .log closed, the index mappings and the scan buffer dropped) as soon as a member
+  joins, and they reopen on their next use. The set is managed by the thread that set
+  the limit (the broker's event loop), and only there are members released, so a
   descriptor that thread got from a segment stays valid until it returns to its loop.
+  When every member is pinned, that thread's reopens are refused with EMFILE.
+- Other threads (fsync, compaction) never add to the set: a segment they need open is
+  borrowed, its .log opened for as long as they pin it and closed by the last unpin
+  (unless the event loop took it into the set meanwhile). What they hold is bounded by
+  how many of them run, which the broker budgets apart from the set.
 - `pin()` keeps a segment's files open until `unpin()` (a read in flight, as a FileSlice
   sent with sendfile(2)); close() and delete() of a pinned segment close its .log only
-  when the last pin goes, so no descriptor is ever closed under a send.
+  when the last pin goes, so no descriptor is ever closed under a send. Until then a
+  descriptor that was the set's (or an active segment's) still counts against the
+  limit, and the unpin() that ends a send applies the limit again at once.
 
 Thread safety: a Segment is used by one thread at a time, except that flush() and
 read_bytes() may run in worker threads (fsync, compaction) beside the event loop; every
@@ -98,15 +106,26 @@ cdef object _oserror(str what, str path):
 
 
 # ---------------------------------------------------------------- open inactive segments
-# A doubly linked list of the inactive segments whose files are open, most recently used
-# first. Its links are borrowed references: a segment leaves the list when released,
-# closed, deleted or deallocated. Only touched with the GIL held.
+# The open set: a doubly linked list of the inactive segments whose files are open, most
+# recently used first. Its links are borrowed references: a segment leaves the list when
+# released, closed, deleted or deallocated. Only touched with the GIL held.
 
 cdef PyObject *_lru_head = NULL
 cdef PyObject *_lru_tail = NULL
 cdef Py_ssize_t _lru_count = 0
+cdef Py_ssize_t _lru_held = 0            # descriptors of closed segments kept open by pins
 cdef Py_ssize_t _lru_limit = -1          # no limit
-cdef long _lru_owner = 0                 # the thread that may release (set with the limit)
+cdef long _lru_owner = 0                 # the thread that manages the set (set with the limit)
+
+
+cdef inline bint _manages() noexcept:
+    """Whether the calling thread manages the open set: the one that set the limit, or
+    any thread while there is no limit (nothing is released then)."""
+    return _lru_limit < 0 or PyThread_get_thread_ident() == _lru_owner
+
+
+cdef inline bint _over_limit() noexcept:
+    return _lru_limit >= 0 and _lru_count + _lru_held > _lru_limit
 
 
 cdef void _lru_unlink(Segment s) noexcept:
@@ -128,6 +147,7 @@ cdef void _lru_unlink(Segment s) noexcept:
 
 cdef void _lru_push_front(Segment s) noexcept:
     global _lru_head, _lru_tail, _lru_count
+    _lru_unlink(s)
     s._lru_prev = NULL
     s._lru_next = _lru_head
     if _lru_head != NULL:
@@ -149,10 +169,10 @@ cdef void _lru_trim() noexcept:
     """Releases the least recently used unpinned segments beyond the limit (owner only)."""
     cdef PyObject *cur
     cdef Segment s
-    if _lru_limit < 0 or _lru_count <= _lru_limit or PyThread_get_thread_ident() != _lru_owner:
+    if not _over_limit() or PyThread_get_thread_ident() != _lru_owner:
         return
     cur = _lru_tail
-    while cur != NULL and _lru_count > _lru_limit:
+    while cur != NULL and _over_limit():
         s = <Segment>cur
         cur = s._lru_prev
         if s._pins == 0:
@@ -176,8 +196,9 @@ def open_segment_limit():
 
 
 def open_inactive_segments():
-    """How many inactive segments hold open files now."""
-    return _lru_count
+    """The descriptors counted against the limit now: inactive segments whose files are
+    open in the set, and closed segments whose files pins keep open."""
+    return _lru_count + _lru_held
 
 
 @cython.final
@@ -230,14 +251,13 @@ cdef class Segment:
             self._pins = 0
             self.close()
             raise
-        self._pins = 0
         self._active = writable and self._size == 0
         if self._active:
             self.offset_index.resize(max_index_size)
             self.time_index.resize(max_index_size)
         else:
-            _lru_push_front(self)
-            _lru_trim()
+            self._join_open_set()
+        self._unpin()                   # borrowed (another thread opened it): released here
 
     # ------------------------------------------------------------ internals
 
@@ -256,36 +276,77 @@ cdef class Segment:
                 self._reopen()
             elif self._in_lru:
                 _lru_touch(self)
-                if _lru_count > _lru_limit >= 0:
-                    _lru_trim()                 # over the limit after another thread's reopen
+                if _over_limit():
+                    _lru_trim()                 # members pinned when it last grew are free now
+            elif not self._active and _manages():
+                self._admit()                   # borrowed by another thread: it joins the set
         except BaseException:
             self._unpin()
             raise
         return 0
 
     cdef void _unpin(self) noexcept:
+        global _lru_held
         self._pins -= 1
-        if self._pins == 0 and self._closed and self._fd >= 0:
+        if self._pins or self._fd < 0:
+            return
+        if self._closed:
             c_close(self._fd)               # closed while pinned: the last user closes
             self._fd = -1
+            if self._held:
+                self._held = False
+                _lru_held -= 1
+        elif not self._active and not self._in_lru:
+            self._release_files()           # borrowed: the last user closes
 
     cdef int _reopen(self) except -1:
-        """Opens the .log again. On the releasing thread, an inactive segment that finds
-        the open set full of pinned segments (reads in flight) is refused with EMFILE:
-        the descriptors beyond the limit belong to connections."""
+        """Opens the .log again: an inactive segment joins the open set (on the thread
+        that manages it) or is borrowed (any other thread)."""
         cdef int fd = c_open(self._blog_path, (O_RDWR if self.writable else O_RDONLY) | O_CLOEXEC)
         if fd < 0:
             raise _oserror("cannot open segment", self.log_path)
         self._fd = fd
         self._chunk_len = 0
-        if not self._active:
+        if not self._active and _manages():
+            try:
+                self._admit()
+            except OSError:
+                self._release_files()
+                raise
+        return 0
+
+    cdef int _admit(self) except -1:
+        """Puts an inactive segment with its .log open into the open set (managing thread),
+        releasing the least recently used beyond the limit. When every other member is
+        pinned (reads in flight) it is refused with EMFILE and stays out of the set: the
+        descriptors beyond the limit belong to connections."""
+        _lru_push_front(self)
+        _lru_trim()
+        if _over_limit():
+            _lru_unlink(self)
+            raise OSError(EMFILE, f"cannot open segment: {_lru_limit} inactive segments are open and in "
+                                  f"use (the open-file limit allows no more)", self.log_path)
+        return 0
+
+    cdef void _join_open_set(self) noexcept:
+        """An open segment that just became inactive joins the open set on the managing
+        thread, even beyond the limit when every member is pinned (the next use there
+        trims); on other threads it is borrowed, closed by its last unpin."""
+        if _manages():
             _lru_push_front(self)
             _lru_trim()
-            if _lru_count > _lru_limit >= 0 and PyThread_get_thread_ident() == _lru_owner:
-                self._release_files()
-                raise OSError(EMFILE, f"cannot open segment: {_lru_limit} inactive segments are open and in "
-                                      f"use (the open-file limit allows no more)", self.log_path)
-        return 0
+
+    cdef void _mark_closed(self) noexcept:
+        """close()/delete(): leaves the set; a descriptor the set or the active segment
+        held stays counted against the limit while pins keep it open."""
+        global _lru_held
+        if self._closed:
+            return
+        if self._fd >= 0 and self._pins and (self._in_lru or self._active) and not self._held:
+            self._held = True
+            _lru_held += 1
+        self._closed = True
+        _lru_unlink(self)
 
     cdef void _release_files(self) noexcept:
         if self._fd >= 0:
@@ -306,8 +367,7 @@ cdef class Segment:
         if self._active:
             self._active = False
             if self._fd >= 0 and not self._in_lru:
-                _lru_push_front(self)
-                _lru_trim()
+                self._join_open_set()
         return 0
 
     cdef const uint8_t *_header_at(self, Py_ssize_t pos, Py_ssize_t *avail) except? NULL:
@@ -487,7 +547,9 @@ cdef class Segment:
     @property
     def fd(self):
         """The .log's descriptor (opened again if the segment was released). Valid until
-        the calling thread lets another release happen: pin() to hold it longer."""
+        the calling thread lets another release happen: pin() to hold it longer. On a
+        thread that does not manage the open set an inactive segment is borrowed and
+        closed again at once (-1): pin() there."""
         self._acquire()
         self._unpin()
         return self._fd
@@ -523,9 +585,13 @@ cdef class Segment:
         return self._fd
 
     def unpin(self):
+        """Ends a pin; on the managing thread, the end of the last pins that held the open
+        set beyond its limit releases what is over it at once."""
         if self._pins <= 0:
             raise ValueError(f"segment {self.log_path} is not pinned")
         self._unpin()
+        if _over_limit():
+            _lru_trim()
 
     def release(self):
         """Closes the files of an idle segment now (an active one becomes inactive
@@ -899,8 +965,7 @@ cdef class Segment:
         .log closes with its last unpin(). Idempotent."""
         if self._closed:
             return
-        self._closed = True
-        _lru_unlink(self)
+        self._mark_closed()
         try:
             if self.offset_index is not None:
                 self.offset_index.close()
@@ -918,8 +983,7 @@ cdef class Segment:
     def delete(self):
         """Closes and removes the .log, .index and .timeindex files (unwritten index
         entries are dropped; a pinned .log stays readable until its last unpin())."""
-        self._closed = True
-        _lru_unlink(self)
+        self._mark_closed()
         if self.offset_index is not None:
             self.offset_index.delete()
         if self.time_index is not None:
@@ -936,7 +1000,10 @@ cdef class Segment:
                 pass
 
     def __dealloc__(self):
+        global _lru_held
         _lru_unlink(self)
+        if self._held:
+            _lru_held -= 1
         PyMem_Free(self._chunk)
         self._chunk = NULL
         if self._fd >= 0:

@@ -23,7 +23,8 @@ the segment list). Reads hand out FileSlices that pin their segment, so releasin
 closing or deleting it never pulls a file out from under a send in progress.
 
 Open files: the active segment keeps its .log open; the others open on demand and are
-released when idle (broker/_native/segment.pyx), so a log costs one descriptor.
+released when idle (broker/_native/segment.pyx), so a log costs one descriptor. A flush
+in a worker thread borrows a released segment's .log for the fsync only.
 """
 from __future__ import annotations
 
@@ -239,6 +240,7 @@ class Log:
         self._truncated_during_flush: int | None = None
         self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
         self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
+        self.io_executor = None          # where fsyncs run: the manager's log-io threads (None: the loop's)
         self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
         self.closed = False
 
@@ -603,7 +605,7 @@ class Log:
             segs = [s for s in self.segments if s.next_offset > self.recovery_point]
             self._truncated_during_flush = None
             try:
-                await loop.run_in_executor(None, _flush_segments, segs)
+                await loop.run_in_executor(self.io_executor, _flush_segments, segs)
             except OSError as exc:
                 self._flush_error = exc
                 self.dir_health.failed(exc, f"fsync of {self.tp}", sync=True)

@@ -19,15 +19,26 @@ later point is noticed on the next start. Each dir's logs load in
 num.recovery.threads.per.data.dir threads (recovery validates only what lies above each
 log's recovery point). Shutdown: flush, checkpoints, close, marker.
 
-Open files: a log holds one descriptor (its active segment's .log); inactive segments
-open on demand, at most as many at once as the open-file limit leaves room for (the
-native set_open_segment_limit). Startup refuses, in one line, log dirs holding more
-partitions than the limit fits; create_logs() refuses new partitions beyond it, and
-creates the others all or none.
+Open files: the open-file limit is shared out as
+
+    one per log              its active segment's .log
+    inactive segments        open on demand, in the native open set, at most
+                             limit - reserve - logs (set_open_segment_limit)
+    the reserve              max(64, an eighth of the limit): files in use for a
+                             moment (below), the process' own files, connections
+
+Files in use for a moment are bounded by who may hold them: the LOG_IO_THREADS log-io
+threads (fsync of segments, checkpoints, deletions), the event loop (a new segment's .log
+and an index, a snapshot or a checkpoint file) and the log cleaner's one pass; together
+at most 21. Worker threads never add to the open set: a segment they need is borrowed
+for the moment (segment.pyx), so fsyncs of many segments at once cannot take the open
+set past its limit. Startup refuses, in one line, log dirs holding more partitions than
+the limit fits; create_logs() refuses new partitions beyond it, and creates the others
+all or none.
 
 Background work (run() on the event loop): retention every
 log.retention.check.interval.ms, time/size flushes, checkpoints every few seconds.
-File deletion and fsync run in worker threads.
+File deletion, checkpoints and fsync run on the log-io threads.
 
 Write failures (disk full ...): each dir has one LogDirHealth shared by its logs; the
 first failure is logged once, appends answer LogStorageError (KAFKA_STORAGE_ERROR) while
@@ -68,6 +79,12 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 # use for a moment): a share of the limit, at least MIN_RESERVED_FDS
 MIN_RESERVED_FDS = 64
 RESERVED_FDS_SHARE = 8
+# threads for file work off the event loop (fsyncs, checkpoints, deletions). Each holds
+# at most 4 descriptors at once (a borrowed .log and an index, or two directory levels of
+# a partition being deleted); with the event loop's 2 and the log cleaner's 3 (a borrowed
+# .log, the cleaned segment's .log, an index), files in use for a moment take at most 21
+# descriptors of the reserve
+LOG_IO_THREADS = 4
 MIN_OPEN_INACTIVE_SEGMENTS = 16
 MAPS_RESERVED = 1024                      # mappings of the interpreter and its libraries
 
@@ -166,6 +183,8 @@ class LogManager:
         self.health = {d: LogDirHealth(d) for d in self.dirs}
         self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
         self._max_map_count = max_map_count()
+        # file work off the event loop, on LOG_IO_THREADS threads (what they hold open is budgeted)
+        self._io = ThreadPoolExecutor(LOG_IO_THREADS, thread_name_prefix="log-io")
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
@@ -273,6 +292,7 @@ class LogManager:
     def _adopt(self, lg: Log) -> Log:
         d = os.path.dirname(lg.dir)
         lg.dir_health = self.health[d]
+        lg.io_executor = self._io
         self.logs[lg.tp] = lg
         self._per_dir[d] += 1
         return lg
@@ -420,7 +440,7 @@ class LogManager:
         except RuntimeError:
             fn(*args)
             return
-        loop.run_in_executor(None, fn, *args)
+        loop.run_in_executor(self._io, fn, *args)
 
     # ------------------------------------------------------------------ periodic work
 
@@ -478,7 +498,7 @@ class LogManager:
         self.cleaner.start()
 
     async def _checkpoint_async(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint)
+        await asyncio.get_running_loop().run_in_executor(self._io, self.checkpoint)
 
     async def _every(self, seconds: float, fn) -> None:
         while not self._closed:
@@ -508,6 +528,7 @@ class LogManager:
         """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker
         (not in a dir where an fsync failed: its next start recovers it)."""
         self._closed = True
+        self._io.shutdown(wait=True)          # deletions, checkpoints and fsyncs under way end
         for lg in self.logs.values():
             health = self.health[os.path.dirname(lg.dir)]
             try:

@@ -259,8 +259,13 @@ class ProducerStateManager:
                 found = seg.translate_offset(start)
                 pos = found[0] if found is not None else seg.size
             if pos < seg.size:
-                # mapped, not read: a segment can be a gigabyte (unmapped when dropped)
-                self._replay(mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ), pos, start)
+                # mapped, not read: a segment can be a gigabyte (unmapped when dropped);
+                # pinned while mapped (a recovery thread's descriptor is a borrowed one)
+                fd = seg.pin()
+                try:
+                    self._replay(mmap.mmap(fd, seg.size, access=mmap.ACCESS_READ), pos, start)
+                finally:
+                    seg.unpin()
 
     def _replay(self, data, pos: int, start: int) -> None:
         """Applies the producer batches of `data` from byte `pos` that end at or above

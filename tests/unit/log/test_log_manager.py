@@ -566,6 +566,87 @@ def test_inactive_segments_open_within_the_limit_left_by_the_logs(env, nofile):
     assert open_inactive_segments() - before == 40       # read: reopened, within the limit
 
 
+CHILD_NOFILE = 256
+CHILD_LOGS = 150                # the limit leaves 256 - 64 - 150 = 42 inactive segments open
+CHILD_ROUNDS = 3
+
+
+def rolls_and_flushes_within_the_limit(root: str) -> None:
+    """Runs in a child process whose open-file limit is CHILD_NOFILE: CHILD_LOGS logs of
+    one batch a segment, each appended to CHILD_ROUNDS times over, every log in turn as
+    one produce to every partition does (each append after the first rolls: the fsync of
+    the finished segment runs on the log-io threads beside the next round), then read
+    from its start; again after a restart. Prints a JSON report for the parent."""
+    import json
+    from pathlib import Path
+
+    from broker.native import open_inactive_segments, open_segment_limit
+    errors = []
+    logging.basicConfig(level=logging.ERROR, handlers=[_ListHandler(errors)])
+    e = Env(Path(root), topic_overrides={"t": {"segment.bytes": SIZE}})
+    report = {}
+
+    async def rounds():
+        baseline = len(os.listdir("/proc/self/fd"))
+        m = e.manager()
+        logs = m.create_logs([TopicPartition("t", p) for p in range(CHILD_LOGS)])
+        for r in range(CHILD_ROUNDS):
+            for lg in logs:
+                lg.append_as_leader(batch(1, ts=1_000 + r), 0)
+                lg.update_high_watermark(lg.log_end_offset)
+            await asyncio.sleep(0)
+        deadline = asyncio.get_running_loop().time() + 60
+        while any(lg.recovery_point < lg.log_end_offset - 1 and not lg.flush_failed for lg in logs):
+            assert asyncio.get_running_loop().time() < deadline, "the flushes of the rolls never ended"
+            await asyncio.sleep(0.01)
+        report["flush_failed"] = sum(lg.flush_failed for lg in logs)
+        report["read"] = all(read_all(lg) == list(range(CHILD_ROUNDS)) for lg in logs)
+        report["fds"] = len(os.listdir("/proc/self/fd")) - baseline
+        report["inactive"], report["limit"] = open_inactive_segments(), open_segment_limit()
+        m.shutdown()
+
+    asyncio.run(rounds())
+    m2 = e.manager()
+    report["read_after_restart"] = all(read_all(lg) == list(range(CHILD_ROUNDS)) for lg in m2.logs.values())
+    report["errors"] = errors
+    print(json.dumps(report))
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, out: list):
+        super().__init__()
+        self.out = out
+
+    def emit(self, record):
+        self.out.append(record.getMessage())
+
+
+def test_rolls_and_flushes_of_many_logs_stay_within_a_low_open_file_limit(tmp_path):
+    """A real RLIMIT_NOFILE: before, each fsync of a finished segment that the open set
+    had released reopened it for good from its worker thread (only the event loop's
+    next use trimmed the set): 150 rolls at once went past the limit, fsyncs failed with
+    EMFILE ("cannot open index: Too many open files") and so would have accepts."""
+    import json
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (CHILD_NOFILE, CHILD_NOFILE))
+
+    code = ("import sys; from tests.unit.log.test_log_manager import rolls_and_flushes_within_the_limit as f; "
+            "f(sys.argv[1])")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=Path(__file__).resolve().parents[3],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["errors"] == [] and report["flush_failed"] == 0
+    assert report["read"] and report["read_after_restart"]
+    assert report["limit"] == CHILD_NOFILE - 64 - CHILD_LOGS and report["inactive"] <= report["limit"]
+    assert report["fds"] <= CHILD_NOFILE - 64 + 1         # logs, open set, the dir's lock
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_recovery_threads_load_every_log(tmp_path, threads):
     env = Env(tmp_path, broker_props={"num.recovery.threads.per.data.dir": threads})

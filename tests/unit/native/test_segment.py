@@ -709,9 +709,14 @@ def test_a_pinned_segment_keeps_its_descriptor(tmp_path, open_limit):
     assert not any(other.files_open for other, _ in segs)
 
 
-def test_only_the_thread_that_set_the_limit_releases(tmp_path, open_limit):
-    """A descriptor the event loop got from a segment must stay valid while it runs:
-    reads from another thread (compaction) reopen what they need but release nothing."""
+def test_other_threads_borrow_segments_and_leave_the_set_alone(tmp_path, open_limit):
+    """A descriptor the event loop got from a segment stays valid while it runs, and the
+    open set stays within its limit whatever other threads do: reads and fsyncs from
+    worker threads borrow the segments they reopen, for the moment only. (Before, they
+    added each to the set, trimmed by the loop's next use only: after a produce rolled
+    300 partitions, the flushes of their finished segments took a broker past its
+    open-file limit, and with nothing left to accept a connection it never used a
+    segment again.)"""
     import threading
     from broker.native import open_inactive_segments
     rng = random.Random(12)
@@ -719,16 +724,82 @@ def test_only_the_thread_that_set_the_limit_releases(tmp_path, open_limit):
     open_limit(3)
     kept = [s for s, _ in segs if s.files_open]
     fds = [s.fd for s in kept]
-    worker = threading.Thread(target=lambda: [s.read_bytes(0, s.size) for s, _ in segs])
+    before = open_fds()
+    worker = threading.Thread(target=lambda: [(s.read_bytes(0, s.size), s.flush()) for s, _ in segs])
     worker.start()
     worker.join(30)
     assert not worker.is_alive()
-    assert open_inactive_segments() == 10            # reopened by the worker, not released
-    assert all(s.files_open for s in kept)
-    assert [s.fd for s in kept] == fds               # the next use on this thread trims
-    assert open_inactive_segments() == 3
+    assert open_inactive_segments() == 3 and open_fds() == before
+    assert all(s.files_open for s in kept) and [s.fd for s in kept] == fds
+    assert sum(s.files_open for s, _ in segs) == 3
+
+
+def test_a_segment_a_worker_borrowed_joins_the_set_when_the_loop_uses_it(tmp_path, open_limit):
+    import threading
+    from broker.native import open_inactive_segments
+    rng = random.Random(13)
+    segs = make_inactive(str(tmp_path), 6, rng)
+    open_limit(3)
+    seg, oracle = segs[0]
+    assert not seg.files_open
+    pinned, done = threading.Event(), threading.Event()
+    got = []
+
+    def borrow():
+        got.append(seg.pin())
+        pinned.set()
+        done.wait(30)
+        seg.unpin()
+
+    worker = threading.Thread(target=borrow)
+    worker.start()
+    assert pinned.wait(30)
+    before = open_fds()
+    assert seg.files_open and open_inactive_segments() == 3        # borrowed: not in the set
+    assert seg.fd == got[0]                                        # the loop's use: it joins
+    assert open_inactive_segments() == 3 and open_fds() == before - 1   # and an older one goes
+    done.set()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert seg.files_open and os.pread(seg.fd, oracle.size, 0) == oracle.bytes()
     for s, _ in segs:
         s.close()
+
+
+def test_descriptors_pins_keep_open_count_against_the_limit(tmp_path, open_limit):
+    """A send in flight keeps a deleted segment's descriptor open: it still counts, so the
+    set makes room for it, and with every member pinned a reopen is refused (EMFILE);
+    the unpin() that ends a send applies the limit at once."""
+    import errno
+    from broker.native import open_inactive_segments
+    rng = random.Random(16)
+    segs = [s for s, _ in make_inactive(str(tmp_path), 6, rng)]
+    open_limit(2)
+    before = open_fds()
+    sent = segs[0]
+    sent.pin()
+    sent.delete()
+    assert open_inactive_segments() == 2                 # the deleted one and one member
+    segs[1].pin()                                        # the other member goes for it
+    assert open_inactive_segments() == 2 and open_fds() == before
+    with pytest.raises(OSError) as exc:
+        segs[2].read_bytes(0, 10)
+    assert exc.value.errno == errno.EMFILE
+    assert open_inactive_segments() == 2 and open_fds() == before
+    sent.unpin()                                         # the send is over: room again
+    assert segs[2].read_bytes(0, 10) and open_inactive_segments() == 2
+    # every member pinned while a segment rolls: beyond the limit until a send ends
+    segs[2].pin()
+    rolled = Segment(str(tmp_path), 10**8, index_interval_bytes=100)
+    fill(rolled, LogOracle(10**8), rng, 3, gaps=False)
+    rolled.roll()
+    assert open_inactive_segments() == 3
+    segs[1].unpin()
+    assert open_inactive_segments() == 2 and not segs[1].files_open
+    segs[2].unpin()
+    for s in segs[1:] + [rolled]:
+        s.close()
+    assert open_fds() == before - 2
 
 
 def test_release_and_reactivate(tmp_path):
