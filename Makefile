@@ -45,10 +45,10 @@ serve: $(VENV)/.runtime
 test: $(VENV)/.test sysdeps testdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
-# ruff's settings and mypy's are in pyproject.toml; cython-lint's line length matches ruff's
+# the settings of ruff, cython-lint and mypy are in pyproject.toml
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/cython-lint --max-line-length 120 _native/*.pyx _native/*.pxd
+	$(VENV)/bin/cython-lint _native/*.pyx _native/*.pxd
 
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy

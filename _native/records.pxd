@@ -188,8 +188,8 @@ cdef inline int skip_headers(const RecordView *r) noexcept nogil:
     cdef const uint8_t *p = r.headers
     cdef HeaderView h
     cdef int rc
-    cdef int32_t i
-    for i in range(r.header_count):
+    cdef int32_t _i
+    for _i in range(r.header_count):
         rc = parse_header(&p, r.end, &h)
         if rc != REC_OK:
             return rc

@@ -1,4 +1,5 @@
 from collections.abc import Iterator, Sequence
+
 from typing_extensions import Buffer
 
 COMPRESSION_NAMES: tuple[str, ...]

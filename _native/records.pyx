@@ -13,7 +13,7 @@ The layout is drawn in records.pxd. Invariants:
 cimport cython
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport realloc, free
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
                              PyBUF_WRITABLE)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
@@ -407,7 +407,7 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, int32_t count,
     cdef RecordView rv
     cdef HeaderView hv
     cdef int rc
-    cdef int32_t i, j
+    cdef int32_t i, _j
     cdef const uint8_t *start = p
     cdef const uint8_t *hp
     cdef Record rec
@@ -424,7 +424,7 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, int32_t count,
         rec.value = _bytes_or_none(rv.value, rv.value_len)
         headers = []
         hp = rv.headers
-        for j in range(rv.header_count):
+        for _j in range(rv.header_count):
             rc = parse_header(&hp, rv.end, &hv)
             if rc != REC_OK:
                 _raise_record(rc, i, batch_position, body_position, p - start)
@@ -792,7 +792,7 @@ cdef int producer_check(const uint8_t *p, Py_ssize_t size) noexcept nogil:
     cdef uint16_t attrs = kb_load_be16(p + OFF_ATTRIBUTES)
     cdef const uint8_t *r
     cdef const uint8_t *end
-    cdef int32_t i, length
+    cdef int32_t _i, length
     cdef int k
     if count <= 0 or <int64_t>delta + 1 != count:
         return PRODUCER_BAD_COUNT
@@ -805,7 +805,7 @@ cdef int producer_check(const uint8_t *p, Py_ssize_t size) noexcept nogil:
     if attrs & ATTR_COMPRESSION_MASK == CODEC_NONE:
         r = p + HEADER_SIZE
         end = p + size
-        for i in range(count):
+        for _i in range(count):
             k = kb_read_varint(r, end, &length)
             if k <= 0 or length < 0 or length > end - r - k:
                 return PRODUCER_BAD_RECORDS

@@ -38,7 +38,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
-                                    kb_write_varlong, kb_varint_size, kb_varlong_size)
+                                    kb_varint_size)
 from broker._native.crc32c cimport crc32c_raw
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
                                      OFF_PARTITION_LEADER_EPOCH, OFF_MAGIC, OFF_CRC, OFF_ATTRIBUTES,
@@ -395,7 +395,7 @@ def encode_batches(Py_ssize_t n, partitions, key, value, headers=None, int64_t t
     cdef BinCol *vp = NULL
     cdef const uint8_t *hvalid = NULL
     cdef const int32_t *hoffs = NULL
-    cdef Py_ssize_t hoff = 0, plen, hvlen, holen, i, r, start, nparts = 0, base_len
+    cdef Py_ssize_t hoff = 0, plen, hvlen, holen, i, start, base_len
     cdef bint has_headers = headers is not None
     cdef const int32_t *parts
     cdef int32_t p, maxp = -1, count

@@ -17,8 +17,9 @@ from __future__ import annotations
 import enum
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -398,7 +399,7 @@ class BrokerConfig:
             raise ConfigError("log.dirs", "no log directory configured")
 
     @classmethod
-    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
         """File values (server.properties), then command-line overrides on top."""
         values: dict[str, Any] = {}
         sources: dict[str, ConfigSource] = {}
@@ -503,7 +504,7 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
-    def log_config(self, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
 
 

@@ -8,6 +8,15 @@ It imports nothing but the compiled extension modules (pyarrow and the compressi
 codecs load lazily, on first use): no asyncio server, ZooKeeper client or Spark.
 Documented with runnable examples in docs/native.md.
 """
+from broker._native.arrow import arrow_schema, batches_to_arrow
+from broker._native.buffer import (
+    read_unsigned_varint,
+    read_varint,
+    read_varlong,
+    write_unsigned_varint,
+    write_varint,
+    write_varlong,
+)
 from broker._native.crc32c import (
     crc32c,
     crc32c_hardware,
@@ -15,6 +24,7 @@ from broker._native.crc32c import (
     hardware_available as crc32c_hardware_available,
     implementation as crc32c_implementation,
 )
+from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
 from broker._native.records import (
     COMPRESSION_NAMES,
     BatchBuilder,
@@ -30,7 +40,6 @@ from broker._native.records import (
     iter_batches,
     require_keys,
 )
-from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
 from broker._native.segment import (
     Segment,
     file_name as segment_file_name,
@@ -40,15 +49,6 @@ from broker._native.segment import (
     set_open_segment_limit,
 )
 from broker._native.sendfile import sendfile
-from broker._native.arrow import arrow_schema, batches_to_arrow
-from broker._native.buffer import (
-    read_unsigned_varint,
-    read_varint,
-    read_varlong,
-    write_unsigned_varint,
-    write_varint,
-    write_varlong,
-)
 
 __all__ = [
     "COMPRESSION_NAMES",

@@ -246,7 +246,7 @@ class FieldDef:
     flex_override: tuple | None
     default_raw: object
     about: str
-    struct: "StructDef | None" = None
+    struct: StructDef | None = None
 
     @property
     def is_array(self) -> bool:
@@ -265,7 +265,7 @@ class FieldDef:
 class StructDef:
     name: str
     fields: list
-    msg: "MessageDef"
+    msg: MessageDef
     is_top: bool = False
     versions: set = dc_field(default_factory=set)
 
@@ -439,7 +439,7 @@ def default_is_mutable(f: FieldDef) -> bool:
     return isinstance(d, (list, StructDef))
 
 
-def isdefault_expr(f: FieldDef, var: str, gen: "ModuleGen") -> str:
+def isdefault_expr(f: FieldDef, var: str, gen: ModuleGen) -> str:
     d = default_value(f)
     if d is None:
         return f"{var} is None"
@@ -473,7 +473,7 @@ class Lines:
         self.counter += 1
         return f"{base}{self.counter}"
 
-    def indent(self) -> "Lines":
+    def indent(self) -> Lines:
         self.level += 1
         return self
 
@@ -1134,15 +1134,15 @@ def registry_source(registry: list) -> str:
 version or None, latest version unstable)``.  Import these through
 ``broker.protocol.api``, which adds the header-version rules.
 """''', "", "from enum import IntEnum", ""]
-    for key, api, mod, req, resp in registry:
+    for _key, _api, mod, req, resp in registry:
         out.append(f"from .{mod} import {req.name}, {resp.name}")
     for name in DATA_FILES:
         out.append(f"from .{module_name(name)} import {name}")
     out += ["", "", "class ApiKey(IntEnum):", '    """The api keys of the included APIs (Kafka\'s ApiKeys names)."""', ""]
-    for key, api, mod, req, resp in registry:
+    for key, api, _mod, _req, _resp in registry:
         out.append(f"    {upper_snake(api)} = {key}")
     out += ["", "", "API_MESSAGES = {"]
-    for key, api, mod, req, resp in registry:
+    for _key, api, _mod, req, resp in registry:
         out.append(f"    ApiKey.{upper_snake(api)}: ({req.name}, {resp.name}, ({req.valid[0]}, {req.valid[1]}), "
                    f"{req.first_flexible!r}, {req.latest_unstable!r}),")
     out.append("}")

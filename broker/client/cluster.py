@@ -100,7 +100,7 @@ class Cluster:
             self._any.close()
             self._any = None
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:

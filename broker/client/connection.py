@@ -14,13 +14,12 @@ import socket
 import time
 from collections import deque
 
+from broker import __version__
 from broker.protocol import codec
 from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.framing import FrameReader
-from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-
-from broker import __version__
+from broker.protocol.messages.api_versions import ApiVersionsRequest
 
 RECV_SIZE = 1 << 20
 
@@ -164,7 +163,7 @@ class BrokerConnection:
             self.sock.settimeout(remaining)
             try:
                 data = self.sock.recv(RECV_SIZE)
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise ClientError(f"timed out waiting for {self.host}:{self.port}") from None
             except OSError as exc:
@@ -181,7 +180,7 @@ class BrokerConnection:
         except OSError:
             pass
 
-    def __enter__(self) -> "BrokerConnection":
+    def __enter__(self) -> BrokerConnection:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -171,7 +171,7 @@ class Consumer:
         if self._own_cluster:
             self.cluster.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc) -> None:

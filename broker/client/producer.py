@@ -202,7 +202,7 @@ class Producer:
             if self._own_cluster:
                 self.cluster.close()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:

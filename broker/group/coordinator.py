@@ -191,7 +191,7 @@ class GroupCoordinator:
         for m in [m for m in g.members.values() if not m.awaiting_join]:
             log.info("group %s: removing member %s (did not rejoin)", g.group_id, m.member_id)
             self._remove_member(g, m)
-        for mid, h in list(g.pending_members.items()):
+        for _mid, h in list(g.pending_members.items()):
             if h is not None:
                 h.cancel()
         g.pending_members.clear()

@@ -33,10 +33,10 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from broker._native.compaction import OffsetMap, filter_batches
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition
 from broker.log.log import INT32_MAX, Log
 from broker.native import Segment, iter_batches, segment_file_name
-from broker._native.compaction import OffsetMap, filter_batches
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
-                           parse_base_offset, require_keys)
+from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +239,7 @@ class Log:
     @classmethod
     def load(cls, directory: str, tp: TopicPartition, config: LogConfig, *, topic_id: uuid.UUID | None = None,
              recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int | None = None,
-             clean_shutdown: bool = False) -> "Log":
+             clean_shutdown: bool = False) -> Log:
         """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
         (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.

@@ -62,7 +62,7 @@ log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
 """
 
-_running: "weakref.WeakSet[ZooKeeperServer]" = weakref.WeakSet()
+_running: weakref.WeakSet[ZooKeeperServer] = weakref.WeakSet()
 
 
 def available() -> str | None:
@@ -125,7 +125,7 @@ class ZooKeeperServer:
         return [*die_with_parent, "java", *JVM_OPTIONS, f"-Dzookeeper.log.dir={self.dir}", "-cp", classpath,
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self._write_config())]
 
-    def start(self, timeout: float = START_TIMEOUT) -> "ZooKeeperServer":
+    def start(self, timeout: float = START_TIMEOUT) -> ZooKeeperServer:
         assert not self.running, "ZooKeeper already running"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
@@ -182,7 +182,7 @@ class ZooKeeperServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -49,14 +49,12 @@ Invariants:
 from __future__ import annotations
 
 import struct as _struct
-from typing import Union
 
 from . import _runtime as _rt
 from .api import API_SPECS, ApiKey
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
-from .types import (ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError,
-                    UnsupportedVersionError)
+from .types import ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError, UnsupportedVersionError
 
 __all__ = [
     "decode_request_header",
@@ -68,7 +66,7 @@ __all__ = [
     "response_correlation_id",
 ]
 
-BufferLike = Union[bytes, bytearray, memoryview]
+BufferLike = bytes | bytearray | memoryview
 
 _S_HH = _struct.Struct(">hh")
 _S_II = _struct.Struct(">ii")

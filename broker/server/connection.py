@@ -44,7 +44,7 @@ SENDMSG_MAX_PARTS = 64
 
 
 class Connection:
-    def __init__(self, server: "Server", sock: socket.socket, address):
+    def __init__(self, server: Server, sock: socket.socket, address):
         self.server = server
         self.loop = server.loop
         self.sock = sock

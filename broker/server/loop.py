@@ -11,7 +11,7 @@ def loop_factory(choice: str = "auto"):
             return uvloop.new_event_loop
         except ImportError:
             if choice == "uvloop":
-                raise SystemExit("broker: --event-loop uvloop: uvloop is not installed")
+                raise SystemExit("broker: --event-loop uvloop: uvloop is not installed") from None
     return asyncio.new_event_loop
 
 

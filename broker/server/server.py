@@ -23,7 +23,6 @@ import asyncio
 import inspect
 import logging
 import socket
-import time
 from typing import TYPE_CHECKING
 
 from broker.protocol import codec
@@ -43,7 +42,7 @@ class RequestContext:
 
     __slots__ = ("broker", "connection", "header", "api_version", "received")
 
-    def __init__(self, broker: "Broker", connection: Connection, header, received: float):
+    def __init__(self, broker: Broker, connection: Connection, header, received: float):
         self.broker = broker
         self.connection = connection
         self.header = header
@@ -52,7 +51,7 @@ class RequestContext:
 
 
 class Server:
-    def __init__(self, broker: "Broker", host: str, port: int):
+    def __init__(self, broker: Broker, host: str, port: int):
         self.broker = broker
         self.host = host
         self.port = port

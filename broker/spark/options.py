@@ -413,7 +413,7 @@ class SourceOptions:
     no_effect: tuple = ()
 
     @classmethod
-    def parse(cls, options, *, streaming: bool | None) -> "SourceOptions":
+    def parse(cls, options, *, streaming: bool | None) -> SourceOptions:
         """streaming None: at load(), before Spark says which (the rules of one mode wait)."""
         opts = _Options(options)
         no_effect = _check_known(opts, "source")
@@ -497,7 +497,7 @@ class SinkOptions:
     no_effect: tuple = ()
 
     @classmethod
-    def parse(cls, options) -> "SinkOptions":
+    def parse(cls, options) -> SinkOptions:
         opts = _Options(options)
         no_effect = _check_known(opts, "sink")
         bootstrap = bootstrap_servers(opts)

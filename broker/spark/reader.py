@@ -73,7 +73,7 @@ class ReadSettings:
     client_id: str
 
     @classmethod
-    def of(cls, o: SourceOptions) -> "ReadSettings":
+    def of(cls, o: SourceOptions) -> ReadSettings:
         return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.partition_max_bytes,
                    o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id)
 

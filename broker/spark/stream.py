@@ -39,8 +39,7 @@ from broker.client.connection import ClientError
 from broker.spark import offsets as _offsets
 from broker.spark.offsets import KBrokerDataLossError, data_loss_message, from_json, to_json
 from broker.spark.options import EARLIEST, LATEST, SourceOptions
-from broker.spark.reader import (KBrokerInputPartition, ReadSettings, check_start_not_lost, plan_partitions,
-                                 read_range)
+from broker.spark.reader import KBrokerInputPartition, ReadSettings, check_start_not_lost, plan_partitions, read_range
 
 log = logging.getLogger("broker.spark")
 

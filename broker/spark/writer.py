@@ -34,7 +34,7 @@ import time
 from collections import deque
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from broker._native.spark_encode import assign_partitions, encode_batches
 from broker.client import Cluster

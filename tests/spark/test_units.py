@@ -278,7 +278,7 @@ def test_sequences_for_an_idempotent_producer_advance_per_partition():
         (b,) = list(iter_batches(data, validate=True))
         assert (b.producer_id, b.producer_epoch, b.is_transactional) == (42, 3, True)
         by_p.setdefault(p, []).append((b.base_sequence, count))
-    for p, seq in by_p.items():
+    for seq in by_p.values():
         assert [s for s, _ in seq] == [sum(c for _, c in seq[:k]) for k in range(len(seq))]
     assert seqs == {0: 25, 1: 25}
 
@@ -387,6 +387,7 @@ def test_stream_min_offsets_wait_for_data_or_delay(monkeypatch):
 
 def test_stream_data_loss_when_the_high_watermark_goes_back(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
+
     from broker.spark import KBrokerDataLossError
     fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
     fake.install(monkeypatch)

@@ -81,6 +81,7 @@ def test_streaming_write_at_least_once_through_a_task_failure(spark, broker, top
         # written its 300 results: the restart replays a batch whose output is partly there
         if partition == 1 and offset == 299 and not os.path.exists(marker):
             import time as _t
+
             from broker.client import Cluster
             deadline = _t.monotonic() + 60
             while _t.monotonic() < deadline:

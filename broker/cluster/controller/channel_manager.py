@@ -54,7 +54,7 @@ class BrokerEndpoint:
 
 
 class _BrokerQueue:
-    def __init__(self, manager: "ControllerChannelManager", broker: BrokerEndpoint):
+    def __init__(self, manager: ControllerChannelManager, broker: BrokerEndpoint):
         self.manager = manager
         self.broker = broker
         self.queue: asyncio.Queue = asyncio.Queue()

@@ -33,8 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from broker.cluster.controller.election import (controlled_shutdown_leader, offline_partition_leader,
-                                                preferred_replica_leader)
+from broker.cluster.controller.election import (
+    controlled_shutdown_leader,
+    offline_partition_leader,
+    preferred_replica_leader,
+)
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 

@@ -72,7 +72,7 @@ class FetcherConfig:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: "ReplicaFetcherManager", leader: BrokerInfo, index: int):
+    def __init__(self, manager: ReplicaFetcherManager, leader: BrokerInfo, index: int):
         self.manager = manager
         self.cfg = manager.cfg
         self.leader = leader

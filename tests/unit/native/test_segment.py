@@ -5,11 +5,17 @@ import random
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (BatchBuilder, CorruptRecordError, RecordBatch, Segment,
-                           iter_batches, parse_base_offset, segment_file_name)
+from broker.native import (
+    BatchBuilder,
+    CorruptRecordError,
+    RecordBatch,
+    Segment,
+    iter_batches,
+    parse_base_offset,
+    segment_file_name,
+)
 
 from ._support import HEADER_SIZE
 
@@ -579,6 +585,7 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
     entries: opening notices both in O(1) and rebuilds the indexes, so lookups stay
     exact."""
     import os
+
     from broker.native import BatchBuilder, Segment, assign_offsets
     d = str(tmp_path)
     seg = Segment(d, 0, index_interval_bytes=512)
@@ -713,6 +720,7 @@ def test_only_the_thread_that_set_the_limit_releases(tmp_path, open_limit):
     """A descriptor the event loop got from a segment must stay valid while it runs:
     reads from another thread (compaction) reopen what they need but release nothing."""
     import threading
+
     from broker.native import open_inactive_segments
     rng = random.Random(12)
     segs = make_inactive(str(tmp_path), 10, rng)
