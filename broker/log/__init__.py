@@ -1,5 +1,6 @@
 """The storage layer: partition logs of segments, their checkpoints, recovery, retention
 and compaction. Knows nothing about sockets or the wire protocol (see DESIGN.md)."""
+from broker.log.checkpoints import TopicPartition
 from broker.log.log import (
                             FileSlice,
                             Log,
@@ -7,7 +8,6 @@ from broker.log.log import (
                             LogStorageError,
                             OffsetOutOfRange,
                             RecordTooLarge,
-                            TopicPartition,
 )
 from broker.log.manager import LogManager
 

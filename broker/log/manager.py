@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
@@ -152,12 +153,12 @@ class LogManager:
         self.dirs = config.log_dirs
         self.logs: dict[TopicPartition, Log] = {}
         self.cluster_id: str | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
         self._locked: set[str] = set()
-        self._written: dict[str, dict] = {}          # checkpoint path -> content last written
+        self._written: dict[str, dict[TopicPartition, int]] = {}          # checkpoint path -> content last written
         self.health = {d: LogDirHealth(d) for d in self.dirs}
         self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
         self._max_map_count = max_map_count()
@@ -371,8 +372,9 @@ class LogManager:
         except (OSError, LogDirError) as exc:
             for tp in created:
                 lg = self._drop(tp)
-                lg.close()
-                lg.delete_files()
+                if lg is not None:
+                    lg.close()
+                    lg.delete_files()
             self._apply_open_limit()
             failed = new[len(created)]
             raise LogCreationError(f"cannot create the log of {failed} ({exc}); none of the {len(new)} "
@@ -409,7 +411,7 @@ class LogManager:
         import shutil
         shutil.rmtree(path, ignore_errors=True)
 
-    def _background(self, fn, *args) -> None:
+    def _background(self, fn: Callable[..., object], *args: Any) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -475,7 +477,7 @@ class LogManager:
     async def _checkpoint_async(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.checkpoint)
 
-    async def _every(self, seconds: float, fn) -> None:
+    async def _every(self, seconds: float, fn: Callable[[], object]) -> None:
         while not self._closed:
             await asyncio.sleep(seconds)
             try:
