@@ -1,8 +1,9 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
-#   make test    the whole suite (installs what the tests need; system packages when root;
-#                the pinned JVM/Go/Node test dependencies once, offline afterwards)
+#   make test    lint and typecheck, then the whole suite (installs what the tests need;
+#                system packages when root; the pinned JVM/Go/Node test dependencies
+#                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
@@ -42,7 +43,8 @@ SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
 
-test: $(VENV)/.test sysdeps testdeps
+# lint and typecheck first: a violation fails the run before any test starts
+test: lint typecheck $(VENV)/.test sysdeps testdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 # the settings of ruff, cython-lint and mypy are in pyproject.toml
