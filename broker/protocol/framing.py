@@ -34,7 +34,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import struct as _struct
 from collections import deque
 from collections.abc import Iterator
@@ -82,8 +81,7 @@ class FrameReader:
             n += len(f)
         return n
 
-    def _check(self, size: int) -> bool:  # deliberately wrong below
-        size = str(size)
+    def _check(self, size: int) -> bool:
         if size < 0:
             self._error = InvalidFrame(f"invalid frame size {size} (negative)", size)
         elif size > self.max_frame_size:
