@@ -40,6 +40,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
                                     kb_varint_size)
 from broker._native.crc32c cimport crc32c_raw
+from broker._native.partitioner cimport c_partition_of
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
                                      OFF_PARTITION_LEADER_EPOCH, OFF_MAGIC, OFF_CRC, OFF_ATTRIBUTES,
                                      OFF_LAST_OFFSET_DELTA, OFF_BASE_TIMESTAMP, OFF_MAX_TIMESTAMP,
@@ -127,45 +128,6 @@ cdef inline int bin_get(const BinCol *c, Py_ssize_t i, const uint8_t **p, int32_
 
 # ---------------------------------------------------------------- partitioning
 
-cdef inline int32_t murmur2(const uint8_t *data, int32_t length) noexcept nogil:
-    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2)."""
-    cdef uint32_t m = 0x5BD1E995U
-    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
-    cdef int32_t n4 = length // 4
-    cdef int32_t i
-    cdef uint32_t k
-    for i in range(n4):
-        k = (<uint32_t>data[4 * i] | (<uint32_t>data[4 * i + 1] << 8) | (<uint32_t>data[4 * i + 2] << 16)
-             | (<uint32_t>data[4 * i + 3] << 24))
-        k *= m
-        k ^= k >> 24
-        k *= m
-        h *= m
-        h ^= k
-    i = n4 * 4
-    if (length & 3) == 3:
-        h ^= <uint32_t>data[i + 2] << 16
-    if (length & 3) >= 2:
-        h ^= <uint32_t>data[i + 1] << 8
-    if (length & 3) >= 1:
-        h ^= <uint32_t>data[i]
-        h *= m
-    h ^= h >> 13
-    h *= m
-    h ^= h >> 15
-    return <int32_t>h
-
-
-def murmur2_hash(data):
-    """Kafka's murmur2 of a bytes-like object, as a signed int32 (for tests)."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return murmur2(<const uint8_t *>view.buf, <int32_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-
-
 def assign_partitions(Py_ssize_t n, int32_t num_partitions, key=None, explicit=None, int32_t sticky=0):
     """The partition of each of n rows, as bytes of n native int32.
 
@@ -213,7 +175,7 @@ def assign_partitions(Py_ssize_t n, int32_t num_partitions, key=None, explicit=N
                     bad = -2 - i
                     break
                 if rc == 1:
-                    out[i] = (murmur2(kp, kn) & 0x7FFFFFFF) % num_partitions
+                    out[i] = c_partition_of(kp, kn, num_partitions)
                     continue
             out[i] = sticky
     if bad >= 0:

@@ -25,6 +25,7 @@ from broker._native.crc32c import (
     implementation as crc32c_implementation,
 )
 from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
+from broker._native.partitioner import murmur2, partition_for_key
 from broker._native.records import (
     COMPRESSION_NAMES,
     BatchBuilder,
@@ -75,8 +76,10 @@ __all__ = [
     "decompress_block",
     "iter_batches",
     "open_inactive_segments",
+    "murmur2",
     "open_segment_limit",
     "parse_base_offset",
+    "partition_for_key",
     "read_unsigned_varint",
     "read_varint",
     "read_varlong",

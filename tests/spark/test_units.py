@@ -21,9 +21,8 @@ except ImportError:
     pytest.skip("Python module pyspark is not available (pip install -e '.[test]', make test does it)",
                 allow_module_level=True)
 
-from broker._native.spark_encode import assign_partitions, encode_batches, murmur2_hash  # noqa: E402
-from broker.client.producer import murmur2, partition_for_key  # noqa: E402
-from broker.native import batches_to_arrow, iter_batches  # noqa: E402
+from broker._native.spark_encode import assign_partitions, encode_batches  # noqa: E402
+from broker.native import batches_to_arrow, iter_batches, partition_for_key  # noqa: E402
 from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions  # noqa: E402
 from broker.spark.reader import plan_partitions  # noqa: E402
 from broker.spark.stream import rate_limit  # noqa: E402
@@ -223,11 +222,6 @@ def test_rate_limit_in_proportion_to_lag_never_starving():
 
 
 # ---------------------------------------------------------------- the native sink encoder
-
-
-def test_murmur2_matches_kafkas():
-    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"key-12345", bytes(range(256))):
-        assert murmur2_hash(data) == murmur2(data)
 
 
 def test_encode_arrow_columns_into_batches():

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from broker.client.producer import partition_for_key
+from broker.native import partition_for_key
 from tests.spark.helpers import create_topic, produce, read_topic, record
 
 QUERY_TIMEOUT_S = 120
