@@ -20,6 +20,7 @@ from broker.client.connection import ClientError
 from broker.native import iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest
+from broker.protocol.retriable import RETRIABLE
 
 EARLIEST, LATEST = -2, -1
 
@@ -125,9 +126,7 @@ class Consumer:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         self._reset(tp)
                         continue
-                    if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                        ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-                                        ErrorCode.UNKNOWN_TOPIC_ID):
+                    if p.error_code in RETRIABLE:
                         refresh = True
                         continue
                     if p.error_code:

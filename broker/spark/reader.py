@@ -31,6 +31,7 @@ from broker.client.connection import ClientError
 from broker.native import batches_to_arrow, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest
+from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets
 from broker.spark.offsets import KBrokerDataLossError, data_loss_message
 from broker.spark.options import EARLIEST, LATEST, KBrokerOptionError, SourceOptions
@@ -39,9 +40,6 @@ from broker.spark.schema import to_spark_batch
 log = logging.getLogger("broker.spark")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-RETRIABLE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-             ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
-             ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 class KBrokerInputPartition(InputPartition):
