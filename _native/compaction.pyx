@@ -31,7 +31,8 @@ from broker._native.records cimport (batch_check, decompress, parse_record, Reco
                                      OFF_LAST_OFFSET_DELTA, ATTR_COMPRESSION_MASK, ATTR_CONTROL,
                                      CODEC_NONE, record_error)
 
-from broker._native.records import CorruptRecordError, DEFAULT_DECOMPRESS_LIMIT, compress_block
+from broker._native.codecs import compress_block
+from broker._native.records import CorruptRecordError, DEFAULT_DECOMPRESS_LIMIT
 
 cdef extern from "kb_hash.h" nogil:
     uint64_t kb_hash64(const uint8_t *p, size_t n, uint64_t seed)

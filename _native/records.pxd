@@ -31,6 +31,7 @@ in place without recomputing the CRC.
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint32_t
 
 from broker._native.buffer cimport kb_read_varint, kb_read_varlong
+from broker._native.codecs cimport CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD
 
 cdef enum:
     HEADER_SIZE = 61
@@ -54,12 +55,6 @@ cdef enum:
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
     ATTR_DELETE_HORIZON = 0x40
-
-    CODEC_NONE = 0
-    CODEC_GZIP = 1
-    CODEC_SNAPPY = 2
-    CODEC_LZ4 = 3
-    CODEC_ZSTD = 4
 
 # batch_check results
 cdef enum:

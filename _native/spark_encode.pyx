@@ -47,7 +47,7 @@ from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET,
                                      OFF_PRODUCER_ID, OFF_PRODUCER_EPOCH, OFF_BASE_SEQUENCE,
                                      OFF_RECORD_COUNT, ATTR_TRANSACTIONAL, CODEC_NONE)
 
-from broker._native.records import compress_block, compression_code
+from broker._native.codecs import compress_block, compression_code
 
 cdef uint8_t _EMPTY[1]
 

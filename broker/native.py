@@ -17,6 +17,8 @@ from broker._native.buffer import (
     write_varint,
     write_varlong,
 )
+from broker._native.builder import BatchBuilder
+from broker._native.codecs import COMPRESSION_NAMES, compress_block, compression_code
 from broker._native.crc32c import (
     crc32c,
     crc32c_hardware,
@@ -27,16 +29,12 @@ from broker._native.crc32c import (
 from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
 from broker._native.partitioner import murmur2, partition_for_key
 from broker._native.records import (
-    COMPRESSION_NAMES,
-    BatchBuilder,
     BatchIterator,
     CorruptRecordError,
     InvalidRecordError,
     Record,
     RecordBatch,
     assign_offsets,
-    compress_block,
-    compression_code,
     decompress_block,
     iter_batches,
     require_keys,
