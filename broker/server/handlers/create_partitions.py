@@ -1,13 +1,14 @@
 """CreatePartitions (37): grow a topic to `count` partitions."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
-from broker.protocol.messages.create_partitions import CreatePartitionsResponse
+from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 

@@ -20,7 +20,8 @@ from broker.errors import APPEND_ERRORS, append_error
 from broker.log import LogStorageError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.produce import ProduceResponse
+from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.purgatory import HIGH_WATERMARK
 
 API_KEY = ApiKey.PRODUCE
@@ -32,7 +33,7 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     broker = ctx.broker
     acks = request.acks
     responses = []
