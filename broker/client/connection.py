@@ -43,7 +43,7 @@ class BrokerConnection:
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
         self._inflight: deque = deque()      # (correlation id, api key, version)
-        self._early = None                   # a frame response_ready() read ahead
+        self._early: bytes | bytearray | memoryview | None = None   # a frame response_ready() read ahead
         self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
 
@@ -148,9 +148,10 @@ class BrokerConnection:
         return True
 
     def _read_frame(self, timeout: float):
-        if self._early is not None:
-            frame, self._early = self._early, None
-            return frame
+        early = self._early
+        if early is not None:
+            self._early = None
+            return early
         deadline = time.monotonic() + timeout
         while True:
             frame = self._frames.next_frame()

@@ -73,7 +73,12 @@ class Consumer:
             for p in partitions:
                 self.positions[(topic, p)] = offsets
             return
-        ts = {"earliest": EARLIEST, "latest": LATEST}.get(offsets, offsets)
+        if isinstance(offsets, str):
+            if offsets not in ("earliest", "latest"):
+                raise ValueError(f"offsets must be 'earliest', 'latest', an offset or a dict, not {offsets!r}")
+            ts = EARLIEST if offsets == "earliest" else LATEST
+        else:
+            ts = offsets
         for p, (off, _) in self.cluster.list_offsets(topic, partitions, ts, self.isolation_level).items():
             self.positions[(topic, p)] = off
 

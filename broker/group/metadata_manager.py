@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from broker.cluster.metadata import BrokerInfo, TopicInfo
@@ -42,7 +42,7 @@ LOAD_CHUNK = 8 * 1024 * 1024
 S = GroupState
 
 # how Kafka's GroupMetadataManager answers an append to __consumer_offsets that failed
-_COORDINATOR_ERRORS = {
+_COORDINATOR_ERRORS: dict[int, int] = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -294,7 +294,7 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------------ storage
 
-    async def store(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
+    async def store(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
         """Appends records to the group's partition of __consumer_offsets; returns an
         error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
         maps append errors for offset commits (offsets=True) or group metadata."""
@@ -303,7 +303,7 @@ class GroupMetadataManager:
             return err
         return await self.await_durable(tp, last_offset, offsets)
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool):
+    def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool):
         """The synchronous half of store: (error, partition, last offset) once the records
         are in the local log (so they survive a crash of this process)."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
