@@ -396,7 +396,7 @@ def unclean_election(view: ClusterView, partitions: Iterable[TopicPartition]) ->
 # ---------------------------------------------------------------- helpers
 
 
-def _tp(tp) -> TopicPartition:
+def _tp(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
