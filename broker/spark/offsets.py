@@ -90,7 +90,7 @@ def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = 
     for t in topics:
         meta = metas.get(t)
         code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if code != 0:
+        if meta is None or code != 0:
             if not must_exist and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue
             why = "does not exist" if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ErrorCode(code).name

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from broker.client import Cluster
-from broker.client.connection import ClientError
+from broker.client.connection import BrokerConnection, ClientError
 from broker.native import batches_to_arrow, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest
@@ -174,21 +174,21 @@ class _PartitionFetcher:
         self.topic = topic
         self.partition = partition
         self.cluster = Cluster(settings.bootstrap, client_id=settings.client_id, timeout=settings.client_timeout_s)
-        self.conn = None
+        self.conn: BrokerConnection | None = None
         self.version = 0
         self.inflight_offset: int | None = None
 
     def close(self) -> None:
         self.cluster.close()
 
-    def _connect(self) -> None:
+    def _connect(self) -> BrokerConnection:
         self.cluster.refresh([self.topic])
-        self.conn = self.cluster.leader_connection(self.topic, self.partition)
-        self.version = self.conn.version_for(FetchRequest.API_KEY)
+        self.conn = conn = self.cluster.leader_connection(self.topic, self.partition)
+        self.version = conn.version_for(FetchRequest.API_KEY)
+        return conn
 
     def send(self, offset: int) -> None:
-        if self.conn is None:
-            self._connect()
+        conn = self.conn if self.conn is not None else self._connect()
         meta = self.cluster.topics[self.topic]
         req = FetchRequest(replica_id=-1, max_wait_ms=self.s.fetch_max_wait_ms, min_bytes=1,
                            max_bytes=self.s.fetch_max_bytes,
@@ -197,7 +197,7 @@ class _PartitionFetcher:
                                FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
                                                            partition_max_bytes=self.s.partition_max_bytes)])],
                            forgotten_topics_data=[])
-        self.conn.send(req, self.version)
+        conn.send(req, self.version)
         self.inflight_offset = offset
 
     def receive(self):

@@ -60,7 +60,7 @@ def rate_limit(limit: int, start: dict, new_starts: dict, latest: dict) -> dict:
         if tp not in sizes:
             out[tp] = end
             continue
-        begin = start.get(tp, new_starts.get(tp))
+        begin = start[tp] if tp in start else new_starts[tp]     # in sizes: known
         prorate = limit * (sizes[tp] / total)
         n = int(-(-prorate // 1)) if prorate < 1 else int(prorate)
         out[tp] = min(end, begin + n)
