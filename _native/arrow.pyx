@@ -20,7 +20,7 @@ from libc.stdlib cimport free
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
-from broker._native.buffer cimport kb_load_be16, kb_load_be32, kb_load_be64
+from broker._native.buffer cimport kb_export_bytes, kb_load_be16, kb_load_be32, kb_load_be64
 from broker._native.records cimport (batch_check, decompress, record_error, parse_record,
                                      parse_header, RecordView, HeaderView, CHECK_OK,
                                      CHECK_PARTIAL, REC_OK, HEADER_SIZE, OFF_ATTRIBUTES,
@@ -104,17 +104,8 @@ cdef class _OwnedBuffer:
     cdef Py_ssize_t length
 
     def __getbuffer__(self, Py_buffer *buf, int flags):
-        buf.buf = <void *>self.data
+        kb_export_bytes(buf, <void *>self.data, self.length, True)
         buf.obj = self
-        buf.len = self.length
-        buf.readonly = 1
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *buf):
         pass

@@ -20,3 +20,18 @@ cdef extern from "kb_wire.h" nogil:
     int kb_write_varlong(uint8_t *p, int64_t v)
     int kb_varint_size(int32_t v)
     int kb_varlong_size(int64_t v)
+
+
+cdef inline void kb_export_bytes(Py_buffer *buf, void *data, Py_ssize_t length, bint readonly) noexcept:
+    """Fills a __getbuffer__ request for `length` contiguous bytes at `data`; the caller
+    sets buf.obj (Cython keeps its reference)."""
+    buf.buf = data
+    buf.len = length
+    buf.readonly = readonly
+    buf.itemsize = 1
+    buf.format = NULL
+    buf.ndim = 1
+    buf.shape = NULL
+    buf.strides = NULL
+    buf.suboffsets = NULL
+    buf.internal = NULL

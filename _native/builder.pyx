@@ -15,7 +15,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
-                                    kb_write_varlong, kb_varint_size, kb_varlong_size)
+                                    kb_write_varlong, kb_varint_size, kb_varlong_size, kb_export_bytes)
 from broker._native.crc32c cimport crc32c_raw
 from broker._native.codecs cimport CODEC_NONE
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
@@ -325,17 +325,8 @@ cdef class BatchBuilder:
     def __getbuffer__(self, Py_buffer *buf, int flags):
         if flags & PyBUF_WRITABLE:
             raise BufferError("a batch builder's view is read-only")
-        buf.buf = <void *>self._buf
+        kb_export_bytes(buf, <void *>self._buf, self._len, True)
         buf.obj = self
-        buf.len = self._len
-        buf.readonly = 1
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
         self._exports += 1
 
     def __releasebuffer__(self, Py_buffer *buf):

@@ -19,7 +19,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 from broker._native.buffer cimport (kb_read_varint, kb_load_be16, kb_load_be32, kb_load_be64,
-                                    kb_store_be16, kb_store_be32, kb_store_be64)
+                                    kb_store_be16, kb_store_be32, kb_store_be64, kb_export_bytes)
 from broker._native.crc32c cimport crc32c_raw
 from broker._native.codecs cimport inflate
 
@@ -487,17 +487,8 @@ cdef class _ExportView:
         cdef bint ro = not self.batch._ref.writable
         if (flags & PyBUF_WRITABLE) and ro:
             raise BufferError("read-only batch")
-        buf.buf = <void *>self.batch._p
+        kb_export_bytes(buf, <void *>self.batch._p, self.batch._size, ro)
         buf.obj = self
-        buf.len = self.batch._size
-        buf.readonly = ro
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *buf):
         pass
