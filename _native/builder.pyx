@@ -10,12 +10,12 @@ Invariants:
 cimport cython
 from libc.stdint cimport uint8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
-from libc.stdlib cimport realloc, free
+from libc.stdlib cimport free
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
-                                    kb_write_varlong, kb_varint_size, kb_varlong_size, kb_export_bytes)
+                                    kb_write_varlong, kb_varint_size, kb_varlong_size, kb_export_bytes, kb_reserve)
 from broker._native.crc32c cimport crc32c_raw
 from broker._native.codecs cimport CODEC_NONE
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
@@ -98,19 +98,7 @@ cdef class BatchBuilder:
             self._buf = NULL
 
     cdef int _reserve(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap
-        cdef uint8_t *nb
-        if need <= self._cap:
-            return 0
-        cap = self._cap * 2 if self._cap else 512
-        while cap < need:
-            cap *= 2
-        nb = <uint8_t *>realloc(self._buf, cap)
-        if nb == NULL:
-            raise MemoryError()
-        self._buf = nb
-        self._cap = cap
-        return 0
+        return kb_reserve(&self._buf, &self._cap, need, 512)
 
     def __len__(self):
         return self._count

@@ -38,7 +38,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
-                                    kb_varint_size)
+                                    kb_varint_size, kb_reserve)
 from broker._native.crc32c cimport crc32c_raw
 from broker._native.partitioner cimport c_partition_of
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
@@ -195,20 +195,7 @@ cdef struct Out:
 
 
 cdef int out_reserve(Out *o, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t need = o.length + extra
-    cdef Py_ssize_t cap
-    cdef uint8_t *nb
-    if need <= o.cap:
-        return 0
-    cap = o.cap * 2 if o.cap else 1 << 16
-    while cap < need:
-        cap *= 2
-    nb = <uint8_t *>realloc(o.buf, cap)
-    if nb == NULL:
-        raise MemoryError()
-    o.buf = nb
-    o.cap = cap
-    return 0
+    return kb_reserve(&o.buf, &o.cap, o.length + extra, 1 << 16)
 
 
 cdef object finish_batch(Out *o, int32_t count, int64_t ts, int codec, object level, int64_t producer_id,
