@@ -1,9 +1,13 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
-#   make test    the whole suite (installs what the tests need; system packages when root;
-#                the pinned JVM/Go/Node test dependencies once, offline afterwards)
+#   make test    lint and typecheck, then the whole suite (installs what the tests need;
+#                system packages when root; the pinned JVM/Go/Node test dependencies
+#                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
+#   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
+#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
+#   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
 # editing a .pyx rebuilds the native core on the next import.
@@ -34,13 +38,27 @@ NODE_DIR := tests/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
-.PHONY: serve test bench install install-test sysdeps testdeps clean distclean
+.PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
 
-test: $(VENV)/.test sysdeps testdeps
+# lint and typecheck first: a violation fails the run before any test starts
+test: lint typecheck $(VENV)/.test sysdeps testdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# the settings of ruff, cython-lint and mypy are in pyproject.toml
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/cython-lint _native/*.pyx _native/*.pxd
+
+typecheck: $(VENV)/.test
+	$(VENV)/bin/mypy
+
+# the codecs from the checked-in JSON (tools/gen_protocol.py SPEC_DIR first refreshes the JSON
+# from Kafka's own definitions)
+protocol: | $(VPY)
+	$(VPY) tools/gen_protocol.py --from-schema
 
 # the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
 # the native and end-to-end benchmarks in this environment (no downloads, no builds)

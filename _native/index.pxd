@@ -50,6 +50,8 @@ cdef class _MappedIndex:
     cdef int _deactivate(self) except -1
     cdef const uint8_t *_at(self, Py_ssize_t n) noexcept nogil
     cdef Py_ssize_t _warm_first(self) noexcept nogil
+    cdef int64_t _key(self, Py_ssize_t n) noexcept nogil
+    cdef Py_ssize_t _search(self, int64_t target) noexcept nogil
 
 
 cdef class OffsetIndex(_MappedIndex):

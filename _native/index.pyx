@@ -266,6 +266,34 @@ cdef class _MappedIndex:
         cdef Py_ssize_t first = self._entries - 1 - warm
         return first if first > 0 else 0
 
+    cdef int64_t _key(self, Py_ssize_t n) noexcept nogil:
+        """What lookups search by: entry n's offset (offset index) or timestamp (time index)."""
+        if self.entry_size == OFFSET_ENTRY:
+            return self.base_offset + <int32_t>kb_load_be32(self._at(n))
+        return <int64_t>kb_load_be64(self._at(n))
+
+    cdef Py_ssize_t _search(self, int64_t target) noexcept nogil:
+        """The one binary search of both indexes: the position of the greatest entry whose
+        key is <= target, or -1; the warm tail first, then the cold rest (the caller made
+        sure of _ready())."""
+        cdef Py_ssize_t lo, hi, mid, n = self._entries
+        if n == 0 or (self.mm == NULL and self._persisted > 0) or target < self._key(0):
+            return -1
+        lo = self._warm_first()
+        if target < self._key(lo):
+            hi = lo
+            lo = 0
+        else:
+            hi = n - 1
+        # invariant: key(lo) <= target; find the last such entry in [lo, hi]
+        while lo < hi:
+            mid = lo + (hi - lo + 1) // 2
+            if self._key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
     # -- Python API shared by both indexes
     @property
     def entries(self):
@@ -423,25 +451,11 @@ cdef class OffsetIndex(_MappedIndex):
 
     cdef Py_ssize_t c_lookup(self, int64_t target, int64_t *offset, int32_t *position) noexcept nogil:
         """Index of the greatest entry <= target, or -1 (the caller made sure of _ready())."""
-        cdef Py_ssize_t lo, hi, mid, n = self._entries
-        if n == 0 or (self.mm == NULL and self._persisted > 0) or target < self.c_entry_offset(0):
-            return -1
-        lo = self._warm_first()
-        if target < self.c_entry_offset(lo):
-            hi = lo
-            lo = 0
-        else:
-            hi = n - 1
-        # invariant: entry(lo) <= target; find the last such entry in [lo, hi]
-        while lo < hi:
-            mid = lo + (hi - lo + 1) // 2
-            if self.c_entry_offset(mid) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        offset[0] = self.c_entry_offset(lo)
-        position[0] = self.c_entry_position(lo)
-        return lo
+        cdef Py_ssize_t i = self._search(target)
+        if i >= 0:
+            offset[0] = self.c_entry_offset(i)
+            position[0] = self.c_entry_position(i)
+        return i
 
     def lookup(self, int64_t target_offset):
         """(offset, position) of the greatest entry <= target_offset, else (base_offset, 0)."""
@@ -569,24 +583,12 @@ cdef class TimeIndex(_MappedIndex):
         return bool(self.c_maybe_append(timestamp, offset, skip_full_check))
 
     cdef Py_ssize_t c_lookup(self, int64_t target, int64_t *timestamp, int64_t *offset) noexcept nogil:
-        cdef Py_ssize_t lo, hi, mid, n = self._entries
-        if n == 0 or (self.mm == NULL and self._persisted > 0) or target < self._ts(0):
-            return -1
-        lo = self._warm_first()
-        if target < self._ts(lo):
-            hi = lo
-            lo = 0
-        else:
-            hi = n - 1
-        while lo < hi:
-            mid = lo + (hi - lo + 1) // 2
-            if self._ts(mid) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        timestamp[0] = self._ts(lo)
-        offset[0] = self.base_offset + <int32_t>kb_load_be32(self._at(lo) + 8)
-        return lo
+        """Index of the greatest entry with timestamp <= target, or -1."""
+        cdef Py_ssize_t i = self._search(target)
+        if i >= 0:
+            timestamp[0] = self._ts(i)
+            offset[0] = self.base_offset + <int32_t>kb_load_be32(self._at(i) + 8)
+        return i
 
     def lookup(self, int64_t target_timestamp):
         """(timestamp, offset) of the greatest entry with timestamp <= target, else

@@ -48,11 +48,11 @@ cimport cython
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.ref cimport PyObject
-from libc.stdint cimport uint8_t, int32_t, int64_t, uint32_t
+from libc.stdint cimport uint8_t, int32_t, int64_t
 from libc.errno cimport errno, EINTR, EMFILE
-from libc.string cimport strerror, memcpy
+from libc.string cimport strerror
 from posix.fcntl cimport open as c_open, O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC
-from posix.unistd cimport close as c_close, ftruncate, pread, pwrite, fsync
+from posix.unistd cimport close as c_close, ftruncate, pread, pwrite
 from posix.stat cimport struct_stat, fstat
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -415,7 +415,6 @@ cdef class Segment:
     cdef int _load(self) except -1:
         cdef struct_stat st
         cdef Py_ssize_t start, avail
-        cdef int64_t off
         cdef int32_t pos
         cdef const uint8_t *h
         if fstat(self._fd, &st) != 0:

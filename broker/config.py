@@ -21,8 +21,9 @@ import difflib
 import enum
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -563,7 +564,7 @@ class BrokerConfig:
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
         errors: list[ConfigError] = []
-        unknown: list[str] = []
+        unknown: list[ConfigError] = []
         for name, raw in (values or {}).items():
             try:
                 self.set(name, raw, (sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG))
@@ -621,7 +622,7 @@ class BrokerConfig:
         self.warnings.append(f"config key node.id={node_id} is taken as broker.id; {_NO_KRAFT}")
 
     @classmethod
-    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
         """File values (server.properties), then command-line overrides on top."""
         values: dict[str, Any] = {}
         sources: dict[str, ConfigSource] = {}
@@ -743,7 +744,7 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
-    def log_config(self, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
 
 

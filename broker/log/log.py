@@ -37,15 +37,21 @@ import shutil
 import struct
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
-                           parse_base_offset, require_keys)
+from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: a batch buffer: appends as leader need it writable (offsets are assigned in place)
+Buffer = bytes | bytearray | memoryview
 
 INT32_MAX = 2**31 - 1
 PARTITION_METADATA = "partition.metadata"
@@ -235,12 +241,12 @@ class Log:
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
         self.producer_state = ProducerStateManager(directory, tp, config.producer_id_expiration_ms)
         self._last_flush = time.monotonic()
-        self._flush_task: asyncio.Future | None = None
+        self._flush_task: asyncio.Future[None] | None = None
         self._flush_target = 0
         self._truncated_during_flush: int | None = None
         self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
         self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
-        self.io_executor = None          # where fsyncs run: the manager's log-io threads (None: the loop's)
+        self.io_executor: Executor | None = None     # fsyncs run here: the manager's log-io threads (None: the loop's)
         self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
         self.closed = False
 
@@ -249,7 +255,7 @@ class Log:
     @classmethod
     def load(cls, directory: str, tp: TopicPartition, config: LogConfig, *, topic_id: uuid.UUID | None = None,
              recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int | None = None,
-             clean_shutdown: bool = False) -> "Log":
+             clean_shutdown: bool = False) -> Log:
         """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
         (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.
@@ -275,7 +281,7 @@ class Log:
             b = parse_base_offset(name)
             if b is not None and b not in known and name.endswith((".index", ".timeindex")):
                 os.unlink(os.path.join(directory, name))
-        segments = []
+        segments: list[Segment] = []
         for b in bases:
             seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
                           max_index_size=config.max_index_size)
@@ -353,6 +359,7 @@ class Log:
         self._write_partition_metadata()
 
     def _write_partition_metadata(self) -> None:
+        assert self.topic_id is not None
         write_atomically(os.path.join(self.dir, PARTITION_METADATA),
                          f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
 
@@ -371,7 +378,8 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.segments[-1].next_offset
+        end: int = self.segments[-1].next_offset
+        return end
 
     @property
     def size(self) -> int:
@@ -386,7 +394,7 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
@@ -437,7 +445,7 @@ class Log:
         return LogAppendInfo(dup.first_offset, dup.last_offset, dup.last_offset - dup.first_offset + 1,
                              dup.timestamp, append_time, self.log_start_offset, 0, duplicate=True)
 
-    def append_as_follower(self, records) -> int:
+    def append_as_follower(self, records: Buffer) -> int:
         """Appends batches that already carry offsets (replication). Returns the new log
         end offset. Batches below the log end are refused with ValueError."""
         mv = memoryview(records)
@@ -479,7 +487,7 @@ class Log:
             seg = self.roll(struct.unpack_from(">q", mv, 0)[0])
         seg.append(mv)
 
-    def _write(self, what: str, fn, *args):
+    def _write(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """fn(*args), a write: an OSError becomes LogStorageError, reported to the dir's
         health; a success after failures tells it writes work again."""
         try:
@@ -496,8 +504,8 @@ class Log:
         batch's, or — when either is unknown — from the segment's creation to now."""
         first = seg.first_batch_timestamp
         if first >= 0 and incoming_timestamp >= 0:
-            return incoming_timestamp - first > self.config.segment_ms
-        return (time.time() - seg.created) * 1000 > self.config.segment_ms
+            return bool(incoming_timestamp - first > self.config.segment_ms)
+        return bool((time.time() - seg.created) * 1000 > self.config.segment_ms)
 
     def roll(self, base_offset: int | None = None) -> Segment:
         """Closes the active segment for appends and starts a new one at the log end (or at
@@ -551,7 +559,7 @@ class Log:
             return True
         return (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
 
-    def schedule_flush(self, up_to: int | None = None) -> asyncio.Future | None:
+    def schedule_flush(self, up_to: int | None = None) -> asyncio.Future[None] | None:
         """Group commit: fsyncs everything appended so far in a worker thread. A call while
         a flush runs joins the next one, which covers every batch that arrived meanwhile.
         Returns an awaitable that completes once data up to `up_to` (default: the current
@@ -572,7 +580,7 @@ class Log:
             self._flush_task = loop.create_task(self._flush_loop())
         return self._waiter(target)
 
-    def _waiter(self, target: int) -> asyncio.Future:
+    def _waiter(self, target: int) -> asyncio.Future[None]:
         fut = asyncio.ensure_future(self._wait_recovery_point(target))
         # a failed fsync was reported to the dir's health: a caller that does not await
         # (a roll, the flush timer) needs no "exception never retrieved" traceback
@@ -695,7 +703,7 @@ class Log:
                 continue
             found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
             if found is not None and found[0] < self.high_watermark:
-                return found
+                return (found[0], found[1])
         return None
 
     def _first_record_with_timestamp(self, batch_offset: int, timestamp: int) -> tuple[int, int]:
@@ -827,7 +835,7 @@ class Log:
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
 
 
-def _retrieve(fut: asyncio.Future) -> None:
+def _retrieve(fut: asyncio.Future[None]) -> None:
     if not fut.cancelled():
         fut.exception()
 

@@ -54,13 +54,20 @@ import re
 import resource
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping
+from typing import Any
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
-from broker.log.log import (Log, LogDirHealth, LogStorageError, PartitionMetadataError, parse_partition_dir,
-                            partition_dir_name)
+from broker.log.log import (
+    Log,
+    LogDirHealth,
+    LogStorageError,
+    PartitionMetadataError,
+    parse_partition_dir,
+    partition_dir_name,
+)
 from broker.native import set_open_segment_limit
 
 log = logging.getLogger(__name__)
@@ -174,12 +181,12 @@ class LogManager:
         self.dirs = config.log_dirs
         self.logs: dict[TopicPartition, Log] = {}
         self.cluster_id: str | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
         self._locked: set[str] = set()
-        self._written: dict[str, dict] = {}          # checkpoint path -> content last written
+        self._written: dict[str, dict[TopicPartition, int]] = {}          # checkpoint path -> content last written
         self.health = {d: LogDirHealth(d) for d in self.dirs}
         self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
         self._max_map_count = max_map_count()
@@ -396,8 +403,9 @@ class LogManager:
         except (OSError, LogDirError) as exc:
             for tp in created:
                 lg = self._drop(tp)
-                lg.close()
-                lg.delete_files()
+                if lg is not None:
+                    lg.close()
+                    lg.delete_files()
             self._apply_open_limit()
             failed = new[len(created)]
             raise LogCreationError(f"cannot create the log of {failed} ({exc}); none of the {len(new)} "
@@ -434,7 +442,7 @@ class LogManager:
         import shutil
         shutil.rmtree(path, ignore_errors=True)
 
-    def _background(self, fn, *args) -> None:
+    def _background(self, fn: Callable[..., object], *args: Any) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -500,7 +508,7 @@ class LogManager:
     async def _checkpoint_async(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.checkpoint)
 
-    async def _every(self, seconds: float, fn) -> None:
+    async def _every(self, seconds: float, fn: Callable[[], object]) -> None:
         while not self._closed:
             await asyncio.sleep(seconds)
             try:

@@ -44,7 +44,7 @@ class LocalBroker:
         self.port = port or free_port()
         self.event_loop = event_loop
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(data_dir)), f"broker-{self.port}.log")
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -52,7 +52,12 @@ class LocalBroker:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self._started().pid
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise RuntimeError("the broker has not been started")
+        return self.proc
 
     def start(self, timeout: float = 60.0) -> float:
         """Starts the broker; returns the seconds until it answered ApiVersions."""
@@ -64,13 +69,13 @@ class LocalBroker:
             cmd += ["--set", f"{k}={v}"]
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            self.proc = proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=self.own_session,
                                          preexec_fn=None if self.nofile is None else self._limit_nofile)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}; see {self.log_path}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode}; see {self.log_path}")
             try:
                 with BrokerConnection("127.0.0.1", self.port, timeout=2):
                     return time.perf_counter() - t0
@@ -81,11 +86,12 @@ class LocalBroker:
 
     def _limit_nofile(self) -> None:
         import resource
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+        if self.nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def open_fds(self) -> int:
         """File descriptors the broker process holds now."""
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -102,7 +108,7 @@ class LocalBroker:
             self.proc.wait(10)
 
     def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
+        with open(f"/proc/{self.pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
@@ -113,7 +119,7 @@ class LocalBroker:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "LocalBroker":
+    def __enter__(self) -> LocalBroker:
         self.start()
         return self
 

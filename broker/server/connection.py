@@ -51,7 +51,7 @@ TURN_BUDGET_S = 0.0005
 
 
 class Connection:
-    def __init__(self, server: "Server", sock: socket.socket, address):
+    def __init__(self, server: Server, sock: socket.socket, address):
         self.server = server
         self.loop = server.loop
         self.sock = sock

@@ -42,7 +42,9 @@ class ReplicaPartitionWriter:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.purgatory.wait_for_high_watermark(tp, remaining)
         if part.log.needs_flush():
-            await part.log.schedule_flush()
+            flushed = part.log.schedule_flush()
+            if flushed is not None:
+                await flushed
         return 0
 
     def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:

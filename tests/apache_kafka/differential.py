@@ -62,7 +62,7 @@ def common_versions(kafka_bootstrap: str, kbroker_bootstrap: str) -> dict[int, i
     """api key -> the highest version kbroker implements that Kafka and the codec speak too."""
     out = {}
     with BrokerConnection(*_hp(kafka_bootstrap)) as k:
-        for api_key, lo, hi in supported_versions():
+        for api_key, _lo, hi in supported_versions():
             try:
                 out[api_key] = min(hi, k.version_for(api_key))
             except Exception:           # an API Kafka no longer has: not compared

@@ -17,8 +17,7 @@ import sys
 
 
 def main(bootstrap: str, in_topic: str, out_topic: str, stream_out: str, checkpoints: str, jars: str) -> None:
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    from pyspark.sql import SparkSession, functions as F
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (SparkSession.builder.master("local[2]").appName("kafka-connector-vs-kbroker")

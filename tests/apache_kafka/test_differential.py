@@ -34,10 +34,10 @@ from broker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from broker.protocol.messages.produce import ProduceRequest as P
 from broker.protocol.messages.sync_group import SyncGroupRequest as SG
 from broker.server.handlers import supported_versions
-from tests.interop.helpers import batch, corrupt_crc
-from tests.support.kafka_broker import DEFAULTS as KAFKA_DEFAULTS
-from tests.support.broker_proc import BrokerProcess
 from tests.apache_kafka.differential import Peer, common_versions, compare, plain
+from tests.interop.helpers import batch, corrupt_crc
+from tests.support.broker_proc import BrokerProcess
+from tests.support.kafka_broker import DEFAULTS as KAFKA_DEFAULTS
 
 pytestmark = pytest.mark.interop
 

@@ -52,7 +52,7 @@ def test_producer_every_acks_and_codec_with_headers(kbroker, topic):
     got = checks("producer", kbroker.bootstrap, topic)
     produced = {(f["acks"], f["codec"]): f for f in got["produced"]}
     assert set(produced) == {(a, c) for a in ACKS for c in CODECS}
-    for (acks, codec), f in produced.items():
+    for (acks, _codec), f in produced.items():
         assert f["count"] == 300
         if acks == "0":
             assert f["first_offset"] == f["last_offset"] == -1        # no answer, no offset

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from broker.client import Cluster, Producer
-from broker.client.producer import partition_for_key
+from broker.native import partition_for_key
 from broker.server.handlers import supported_versions
 from tests.groups.helpers import committed, describe, wait_until
 from tests.support.broker_proc import BrokerProcess

@@ -36,7 +36,7 @@ class ProducerThread:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
 
-    def start(self) -> "ProducerThread":
+    def start(self) -> ProducerThread:
         self._thread.start()
         return self
 

@@ -56,8 +56,7 @@ def test_a_former_leader_truncates_what_nobody_copied_and_replicas_end_byte_iden
     followers = [b for b in (1, 2, 3) if b != leader]
     create(cluster, "div", assignment=[[leader, *followers]] * 3, **{"min.insync.replicas": "1"})
     assert produce(cluster, leader, "div", 0, [b"committed-%d" % i for i in range(20)]) == 0
-    for b in followers:
-        cluster.wait_for_isr("div", 0, {1, 2, 3})
+    cluster.wait_for_isr("div", 0, {1, 2, 3})
     # the followers stop copying; the leader takes acks=1 writes nobody else has
     for b in followers:
         cluster.pause(b)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.cluster.test_durability import create
 from broker.client import BrokerConnection, Cluster as Client
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest
+from tests.cluster.test_durability import create
 from tests.groups.helpers import Member, offsets_partition, produce, wait_until
 
 PARTITIONS = 3

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from broker.client import BrokerConnection, ClientError
-from broker.client import Cluster as Client
+from broker.client import BrokerConnection, ClientError, Cluster as Client
 from tests.support.cluster import Cluster, ClusterTimeout, NoLiveBroker, speaks_zookeeper
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,7 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from broker.client import BrokerConnection, ClientError, Cluster
 from broker.native import crc32c
@@ -29,8 +28,18 @@ from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.metadata import MetadataRequest
 from broker.protocol.messages.produce import ProduceRequest
 from broker.protocol.types import ProtocolDecodeError
-from tests.interop.helpers import (RawConnection, batch, corrupt_crc, fetch_once, frame, offsets, raw_header,
-                                   raw_request, read_all, records_of)
+from tests.interop.helpers import (
+    RawConnection,
+    batch,
+    corrupt_crc,
+    fetch_once,
+    frame,
+    offsets,
+    raw_header,
+    raw_request,
+    read_all,
+    records_of,
+)
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_module
 

@@ -31,7 +31,7 @@ from tests.support.ports import free_port
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 
-_running: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
+_running: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
 
 class BrokerProcess:
@@ -71,7 +71,7 @@ class BrokerProcess:
             cmd += ["--set", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "BrokerProcess":
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> BrokerProcess:
         """Starts the process; with wait, returns once it answers ApiVersions (else call
         wait_ready(), e.g. after starting several brokers at once)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
@@ -123,7 +123,7 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-            raise RuntimeError(f"broker did not stop within {timeout} s:\n{self.log_tail()}")
+            raise RuntimeError(f"broker did not stop within {timeout} s:\n{self.log_tail()}") from None
         finally:
             self._close_log()
 
@@ -177,7 +177,7 @@ class BrokerProcess:
                 raise RuntimeError(f"broker {self.broker_id} not {what} after {timeout} s (state {state})")
             time.sleep(0.01)
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 
@@ -196,7 +196,7 @@ class BrokerProcess:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

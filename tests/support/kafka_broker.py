@@ -105,7 +105,7 @@ class KafkaBroker:
         self._write_config()
         kafka_tool("kafka-storage", "format", "-t", self.cluster_id, "-c", self.config_path, timeout=120)
 
-    def start(self, timeout: float = START_TIMEOUT) -> "KafkaBroker":
+    def start(self, timeout: float = START_TIMEOUT) -> KafkaBroker:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.format()
         self._write_config()
@@ -154,7 +154,7 @@ class KafkaBroker:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise RuntimeError(f"Apache Kafka did not stop within {timeout} s:\n{self.log_tail()}")
+            raise RuntimeError(f"Apache Kafka did not stop within {timeout} s:\n{self.log_tail()}") from None
         finally:
             self._close()
 
@@ -178,7 +178,7 @@ class KafkaBroker:
                 pass
         return "\n".join(out[-lines:]) or "(no log)"
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

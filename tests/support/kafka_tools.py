@@ -199,7 +199,7 @@ class StartedTool:
         _adopt_archives(self.cmd)
         return self.proc.returncode, self.output()
 
-    def __enter__(self) -> "StartedTool":
+    def __enter__(self) -> StartedTool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -4,9 +4,21 @@ import os
 
 import pytest
 
-from broker.config import (BROKER_KEYS, IGNORED_KAFKA_KEYS, LONG_MAX, TOPIC_KEYS, BrokerConfig, ConfigError,
-                           ConfigSource, ConfigType, LogConfig, parse_ip_overrides, parse_listener,
-                           parse_properties, validate_topic_configs)
+from broker.config import (
+    BROKER_KEYS,
+    IGNORED_KAFKA_KEYS,
+    LONG_MAX,
+    TOPIC_KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    LogConfig,
+    parse_ip_overrides,
+    parse_listener,
+    parse_properties,
+    validate_topic_configs,
+)
 
 INT_MAX = 2**31 - 1
 

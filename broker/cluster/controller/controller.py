@@ -35,8 +35,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.cluster.controller import decisions as D
-from broker.cluster.controller.channel_manager import (BrokerEndpoint, ControllerChannelManager, LocalDelivery,
-                                                       PartitionInfo, RequestBatch)
+from broker.cluster.controller.channel_manager import (
+    BrokerEndpoint,
+    ControllerChannelManager,
+    LocalDelivery,
+    PartitionInfo,
+    RequestBatch,
+)
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs

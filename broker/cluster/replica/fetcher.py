@@ -30,8 +30,9 @@ import asyncio
 import logging
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.metadata import BrokerInfo
@@ -42,6 +43,10 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+
+if TYPE_CHECKING:
+    from broker.cluster.replica.partition import Partition
+    from broker.log.log import LeaderEpochCache
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +77,7 @@ class FetcherConfig:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: "ReplicaFetcherManager", leader: BrokerInfo, index: int):
+    def __init__(self, manager: ReplicaFetcherManager, leader: BrokerInfo, index: int):
         self.manager = manager
         self.cfg = manager.cfg
         self.leader = leader
@@ -157,7 +162,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
         R = OffsetForLeaderEpochRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         asked = {}
         for tp in tps:
             part = self.manager.partition(tp)
@@ -190,8 +195,8 @@ class ReplicaFetcher:
                     continue
                 self._apply_epoch_answer(tp, s, part, asked[tp], p.leader_epoch, p.end_offset)
 
-    def _apply_epoch_answer(self, tp, s: FetchState, part, asked_epoch: int, leader_epoch: int,
-                            end_offset: int) -> None:
+    def _apply_epoch_answer(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
+                            leader_epoch: int, end_offset: int) -> None:
         lg = part.log
         offset, ask_again = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
                                              leader_epoch, end_offset)
@@ -212,7 +217,7 @@ class ReplicaFetcher:
     async def _fetch(self, tps: list[TopicPartition]) -> None:
         F = FetchRequest
         version = self.channel.version_for(ApiKey.FETCH) if self.channel.connected else None
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         ids = {}
         for tp in tps:
             part = self.manager.partition(tp)
@@ -246,7 +251,7 @@ class ReplicaFetcher:
                 if tp in self.partitions:
                     await self._process(tp, d)
 
-    async def _process(self, tp: TopicPartition, d) -> None:
+    async def _process(self, tp: TopicPartition, d: Any) -> None:
         part = self.manager.partition(tp)
         if part is None:
             self.partitions.pop(tp, None)
@@ -269,7 +274,7 @@ class ReplicaFetcher:
         else:
             self._delay(tp, ErrorCode(err).name)
 
-    async def _handle_out_of_range(self, tp: TopicPartition, part) -> None:
+    async def _handle_out_of_range(self, tp: TopicPartition, part: Partition) -> None:
         """Kafka's handleOutOfRangeError: our log end is past the leader's (an unclean
         election) or before its log start (it deleted what we would need)."""
         R = ListOffsetsRequest
@@ -297,7 +302,7 @@ class ReplicaFetcher:
             lg.truncate_fully_and_start_at(offsets[EARLIEST])
 
 
-def truncation_point(epochs, log_end: int, high_watermark: int, leader_epoch: int,
+def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int, leader_epoch: int,
                      leader_end: int) -> tuple[int, int | None]:
     """Where a follower's log stops agreeing with its leader's (Kafka's
     getOffsetTruncationState, KIP-279), from the leader's OffsetForLeaderEpoch answer
@@ -320,7 +325,7 @@ def truncation_point(epochs, log_end: int, high_watermark: int, leader_epoch: in
 
 
 class ReplicaFetcherManager:
-    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], object]):
+    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], Partition | None]):
         self.cfg = cfg
         self.partition = partition        # tp -> the local Partition (None: no longer a replica)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -342,7 +347,7 @@ class ReplicaFetcherManager:
         f.add(tp, leader_epoch)
         self._where[tp] = key
 
-    def remove(self, tps) -> None:
+    def remove(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             key = self._where.pop(tp, None)
             if key is not None and key in self.fetchers:

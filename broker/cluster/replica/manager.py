@@ -30,6 +30,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.metadata import BrokerInfo, PartitionState
@@ -39,6 +40,9 @@ from broker.log import LogManager, TopicPartition
 from broker.log.manager import LogDirError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
+
+if TYPE_CHECKING:
+    from broker.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +64,10 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.replica_lag_ms = replica_lag_ms
         self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get)
-        self.controller: object | None = None      # a ControllerClient, once the broker has one
+        self.controller: ControllerClient | None = None      # once the broker has one
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
-        self._isr_timer: asyncio.Task | None = None
+        self._isr_timer: asyncio.Task[None] | None = None
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
         """fn(became_leader, became_follower) after every change of local leadership."""
@@ -250,7 +254,7 @@ class ReplicaManager:
 
     async def _alter_partition(self, batch: dict[TopicPartition, tuple[Partition, list[int]]]) -> None:
         R = AlterPartitionRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         ids = {}
         for tp, (part, isr) in batch.items():
             ids[tp.topic] = part.log.topic_id

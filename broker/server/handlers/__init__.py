@@ -14,15 +14,14 @@ response of the request's version with every error code set, or None to close th
 connection instead. The server answers such old requests with UNSUPPORTED_VERSION through
 it, as Kafka answers a request it can read but does not serve.
 """
-from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.protocol.errors import ErrorCode
-
+from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
     alter_configs,
     alter_partition,
     api_versions,
-    create_partitions,
     controlled_shutdown,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_records,

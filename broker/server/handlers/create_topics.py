@@ -12,7 +12,8 @@ from collections import Counter
 from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.create_topics import CreateTopicsResponse
+from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -25,7 +26,7 @@ _Config = CreateTopicsResponse.CreatableTopicConfigs
 MAX_PARTITIONS_PER_REQUEST = 100_000
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 

@@ -2,7 +2,8 @@
 error carries the error's own description as its message, as Kafka's does."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.delete_topics import DeleteTopicsResponse
+from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -14,7 +15,7 @@ _DESCRIPTIONS = {
 }
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 

@@ -12,7 +12,8 @@ config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
 from broker.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.describe_configs import DescribeConfigsResponse
+from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -101,7 +102,7 @@ def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
     return out
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResult:
     broker = ctx.broker
     version = ctx.api_version
     synonyms = request.include_synonyms if version >= 1 else False

@@ -8,7 +8,8 @@ from collections import defaultdict
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.describe_log_dirs import DescribeLogDirsResponse
+from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 MIN_VERSION, MAX_VERSION = 1, 4
@@ -28,7 +29,7 @@ def _wanted(request):
     return wanted
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResult:
     logs = ctx.broker.logs
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list]] = {d: defaultdict(list) for d in logs.dirs}

@@ -26,7 +26,8 @@ import errno
 from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.fetch import FetchResponse
+from broker.protocol.messages.fetch import FetchRequest, FetchResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.purgatory import HIGH_WATERMARK, LOG_END
 
 API_KEY = ApiKey.FETCH
@@ -129,7 +130,7 @@ def _done(ctx, request, total, watched, errors, deadline) -> bool:
             or asyncio.get_running_loop().time() >= deadline)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000

@@ -4,7 +4,8 @@ exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE with a message saying so. A
 coordinator comes with the message "NONE", as Kafka words it (Errors.NONE.message())."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.find_coordinator import FindCoordinatorResponse
+from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -32,7 +33,7 @@ def _find(ctx, key: str, key_type: int):
     return 0, "NONE", b.broker_id, b.host, b.port
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:
     if ctx.api_version >= 4:
         keys = list(request.coordinator_keys)
         key_type = request.key_type

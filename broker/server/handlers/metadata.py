@@ -9,7 +9,8 @@ the Java client sends the name "" (the field's default) beside the id."""
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.metadata import MetadataResponse
+from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION, MAX_VERSION = 0, 12
@@ -33,7 +34,7 @@ def topic_entry(broker, info) -> "_Topic":
                   partitions=parts)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     broker = ctx.broker
     version = ctx.api_version
     topics: list = []

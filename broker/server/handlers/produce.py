@@ -16,12 +16,12 @@ KAFKA_STORAGE_ERROR for that partition; the log dir reports it once (broker/log)
 import asyncio
 import logging
 
-from broker.log import LogStorageError, RecordTooLarge
-from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
-from broker.native import CorruptRecordError, InvalidRecordError
+from broker.errors import APPEND_ERRORS, append_error
+from broker.log import LogStorageError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.produce import ProduceResponse
+from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.purgatory import HIGH_WATERMARK
 
 API_KEY = ApiKey.PRODUCE
@@ -33,7 +33,7 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     broker = ctx.broker
     acks = request.acks
     responses = []
@@ -68,29 +68,8 @@ def handle(ctx, request):
                     waits.append((r, part, info.last_offset + 1))
                 if acks != 0 and part.log.needs_flush():
                     flushes.append((r, part.log))
-            except KafkaProtocolError as exc:
-                r.error_code, r.error_message = exc.code, exc.message
-                failed = True
-            except InvalidRecordError as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
-                failed = True
-            except CorruptRecordError as exc:
-                r.error_code, r.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-                failed = True
-            except RecordTooLarge as exc:
-                r.error_code, r.error_message = ErrorCode.MESSAGE_TOO_LARGE, str(exc)
-                failed = True
-            except LogStorageError as exc:
-                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
-                failed = True
-            except OutOfOrderSequence as exc:
-                r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
-                failed = True
-            except InvalidProducerEpoch as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)
-                failed = True
-            except ValueError as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
+            except APPEND_ERRORS as exc:
+                r.error_code, r.error_message = append_error(exc)
                 failed = True
         responses.append(_TopicResp(name=topic.name, partition_responses=presp))
     if acks == 0:

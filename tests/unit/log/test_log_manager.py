@@ -9,8 +9,18 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.log.checkpoints import OffsetCheckpoint, TopicPartition
-from broker.log.manager import (CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, META, RECOVERY_POINT, LogCapacityError,
-                                LogCreationError, LogDirError, LogManager, validate_topic_name)
+from broker.log.manager import (
+    CLEAN_SHUTDOWN,
+    HIGH_WATERMARK,
+    LOG_START,
+    META,
+    RECOVERY_POINT,
+    LogCapacityError,
+    LogCreationError,
+    LogDirError,
+    LogManager,
+    validate_topic_name,
+)
 
 from ._support import batch, batch_positions, read_all
 

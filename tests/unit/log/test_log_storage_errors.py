@@ -14,8 +14,7 @@ import signal
 
 import pytest
 
-from broker.log import LogStorageError, TopicPartition
-from broker.log import log as log_mod
+from broker.log import LogStorageError, TopicPartition, log as log_mod
 from broker.log.manager import CLEAN_SHUTDOWN
 
 from ._support import batch, read_all

@@ -3,11 +3,9 @@ import struct
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (BatchBuilder, CorruptRecordError, arrow_schema, assign_offsets,
-                           batches_to_arrow, iter_batches)
+from broker.native import BatchBuilder, CorruptRecordError, arrow_schema, assign_offsets, batches_to_arrow, iter_batches
 
 from ._support import CODECS, HEADER_SIZE, fix_crc, raw_batch, raw_record, records_st
 

@@ -6,8 +6,7 @@ import struct
 import tempfile
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from broker.native import CorruptIndexError, OffsetIndex, TimeIndex
 

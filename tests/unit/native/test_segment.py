@@ -5,11 +5,17 @@ import random
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (BatchBuilder, CorruptRecordError, RecordBatch, Segment,
-                           iter_batches, parse_base_offset, segment_file_name)
+from broker.native import (
+    BatchBuilder,
+    CorruptRecordError,
+    RecordBatch,
+    Segment,
+    iter_batches,
+    parse_base_offset,
+    segment_file_name,
+)
 
 from ._support import HEADER_SIZE
 
@@ -579,6 +585,7 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
     entries: opening notices both in O(1) and rebuilds the indexes, so lookups stay
     exact."""
     import os
+
     from broker.native import BatchBuilder, Segment, assign_offsets
     d = str(tmp_path)
     seg = Segment(d, 0, index_interval_bytes=512)
@@ -718,6 +725,7 @@ def test_other_threads_borrow_segments_and_leave_the_set_alone(tmp_path, open_li
     open-file limit, and with nothing left to accept a connection it never used a
     segment again.)"""
     import threading
+
     from broker.native import open_inactive_segments
     rng = random.Random(12)
     segs = make_inactive(str(tmp_path), 10, rng)
@@ -736,6 +744,7 @@ def test_other_threads_borrow_segments_and_leave_the_set_alone(tmp_path, open_li
 
 def test_a_segment_a_worker_borrowed_joins_the_set_when_the_loop_uses_it(tmp_path, open_limit):
     import threading
+
     from broker.native import open_inactive_segments
     rng = random.Random(13)
     segs = make_inactive(str(tmp_path), 6, rng)
@@ -771,6 +780,7 @@ def test_descriptors_pins_keep_open_count_against_the_limit(tmp_path, open_limit
     set makes room for it, and with every member pinned a reopen is refused (EMFILE);
     the unpin() that ends a send applies the limit at once."""
     import errno
+
     from broker.native import open_inactive_segments
     rng = random.Random(16)
     segs = [s for s, _ in make_inactive(str(tmp_path), 6, rng)]
