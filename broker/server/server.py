@@ -238,7 +238,7 @@ class Server:
 
     async def close_connections(self) -> None:
         conns = list(self.connections)
-        tasks = [c._waiting for c in conns if c._waiting is not None]
+        tasks = [t for c in conns for t in c.waiting_tasks()]
         for conn in conns:
             conn.close()
         if tasks:
