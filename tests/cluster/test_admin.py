@@ -118,8 +118,17 @@ def test_cli_describes_the_cluster_and_partitions_in_kafkas_layout(cluster3, zoo
     cluster3.kill(victim)
     cluster3.wait_for_leader("orders", 0, not_in={victim})
     alive = next(b for b in cluster3.ids if b != victim)
-    r = cli("topics", "describe", "orders", "--under-replicated-partitions", "-b", cluster3.broker(alive).bootstrap)
-    assert r.returncode == 0 and r.stdout.decode().count("Partition:") == 6
+    # the controller elects new leaders for the victim's partitions first, then takes the victim
+    # out of every other ISR (two metadata updates, as Kafka's controller): wait for the second
+    deadline = time.monotonic() + 30
+    while True:
+        r = cli("topics", "describe", "orders", "--under-replicated-partitions", "-b",
+                cluster3.broker(alive).bootstrap)
+        assert r.returncode == 0, r.stderr
+        if r.stdout.decode().count("Partition:") == 6:
+            break
+        assert time.monotonic() < deadline, f"not every partition under-replicated:\n{r.stdout.decode()}"
+        time.sleep(0.2)
     assert cli("topics", "describe", "orders", "--unavailable-partitions", "-b",
                cluster3.broker(alive).bootstrap).stdout == b""
 

@@ -215,7 +215,17 @@ class Controller:
                  len(ctx.brokers), len(ctx.assignments))
         batch = RequestBatch()
         batch.add_update_metadata(ctx.brokers, None)
-        decision = D.on_broker_startup(self._view(), ())
+        # brokers that died while no controller was watching (the old controller among them,
+        # or before this one read the registry) still sit in ISRs: they leave them now, as if
+        # their failure had been seen. Kafka's controller leaves that to the leaders' lag
+        # check (replica.lag.time.max.ms later); a dead broker is not in sync either way.
+        absent = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        if absent:
+            log.info("controller %d: brokers %s are in ISRs but not registered: taken out", self.broker_id,
+                     sorted(absent))
+            decision = D.on_broker_failure(self._view(), absent)
+        else:
+            decision = D.on_broker_startup(self._view(), ())
         await self._apply(decision, batch)
         # every live broker learns the state of all its replicas (the full LeaderAndIsr)
         for tp, info in ctx.partitions().items():
