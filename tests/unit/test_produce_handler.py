@@ -103,3 +103,55 @@ def test_an_acks_0_produce_gets_no_answer_and_a_failure_closes_the_connection():
 def test_a_bug_is_not_turned_into_an_answer():
     with pytest.raises(KeyError):
         produce.handle(context({0: KeyError("bug")}), request([0]))
+
+
+class WaitingPartition:
+    """A leader whose high watermark is behind the batch: an acks=all produce waits."""
+
+    def __init__(self, tp):
+        self.tp = tp
+        self.is_leader = True
+        self.leader_epoch = 3
+        self.log = SimpleNamespace(high_watermark=0, needs_flush=lambda: False)
+
+    def append_as_leader(self, records, acks):
+        return ok(0)
+
+    def enough_replicas(self):
+        return True
+
+
+def _acks_all(change):
+    """Produces with acks=all (a 60 s timeout) into a WaitingPartition, lets it wait, then
+    `change(partition)` and wakes the purgatory; returns the answer's error code."""
+    import asyncio
+
+    from broker.server.purgatory import Purgatory
+
+    async def main():
+        tp = TopicPartition("t", 0)
+        part = WaitingPartition(tp)
+        purgatory = Purgatory()
+        replicas = SimpleNamespace(leader_partition=lambda topic, p: part, get=lambda key: part)
+        ctx = SimpleNamespace(broker=SimpleNamespace(replicas=replicas, purgatory=purgatory),
+                              connection=FakeConnection(), header=None, api_version=9, received=0.0)
+        req = request([0], acks=-1)
+        req.timeout_ms = 60000
+        answer = asyncio.ensure_future(produce.handle(ctx, req))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not answer.done() and len(purgatory) == 1
+        change(part)
+        purgatory.partition_changed(tp)
+        return codes(await asyncio.wait_for(answer, 10))[0]
+    return asyncio.run(main())
+
+
+def test_an_acks_all_produce_is_answered_when_the_high_watermark_covers_it():
+    assert _acks_all(lambda part: setattr(part.log, "high_watermark", 1)) == 0
+
+
+def test_an_acks_all_produce_waiting_at_a_leader_that_loses_leadership_is_told_at_once():
+    assert _acks_all(lambda part: setattr(part, "is_leader", False)) == E.NOT_LEADER_OR_FOLLOWER
+    # leading again in a later epoch: the batch may have been truncated in between
+    assert _acks_all(lambda part: setattr(part, "leader_epoch", 4)) == E.NOT_LEADER_OR_FOLLOWER

@@ -65,7 +65,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 r.log_append_time_ms = info.log_append_time
                 r.log_start_offset = info.log_start_offset
                 if acks == -1 and part.log.high_watermark <= info.last_offset:
-                    waits.append((r, part, info.last_offset + 1))
+                    waits.append((r, part, info.last_offset + 1, part.leader_epoch))
                 if acks != 0 and part.log.needs_flush():
                     flushes.append((r, part.log))
             except APPEND_ERRORS as exc:
@@ -79,7 +79,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=0)
     if flushes or waits:
-        return _complete_later(ctx.broker.purgatory, response, flushes, waits, request.timeout_ms)
+        return _complete_later(ctx.broker.purgatory, ctx.broker.replicas, response, flushes, waits,
+                               request.timeout_ms)
     return response
 
 
@@ -95,7 +96,7 @@ def error_response(request, code: int):
         for t in request.topic_data])
 
 
-async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
+async def _complete_later(purgatory, replicas, response, flushes, waits, timeout_ms: int):
     """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:
         logs = list({lg: None for _, lg in flushes})
@@ -108,28 +109,40 @@ async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
             if lg in failed:
                 r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(failed[lg])
     if waits:
-        await _await_replication(purgatory, waits, timeout_ms)
+        await _await_replication(purgatory, replicas, waits, timeout_ms)
     return response
 
 
-async def _await_replication(purgatory, waits, timeout_ms: int) -> None:
+async def _await_replication(purgatory, replicas, waits, timeout_ms: int) -> None:
     """Kafka's DelayedProduce: sleeps in the purgatory until the high watermark of every
-    partition covers its batch (each follower fetch may move it), or the timeout."""
+    partition covers its batch (each follower fetch may move it), or the timeout. A
+    partition this broker no longer leads (or leads in a later epoch: the batch may have
+    been truncated meanwhile) answers NOT_LEADER_OR_FOLLOWER at once, as Kafka's
+    checkEnoughReplicasReachOffset: the producer finds the new leader and retries (an
+    idempotent one without duplicating), instead of waiting out its timeout here."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
     pending = list(waits)
     while pending:
-        pending = [(r, part, end) for r, part, end in pending if part.log.high_watermark < end]
+        still = []
+        for w in pending:
+            r, part, end, epoch = w
+            if not part.is_leader or part.leader_epoch != epoch or replicas.get(part.tp) is not part:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                r.error_message = f"this broker stopped leading {part.tp} while the batch waited for the ISR"
+            elif part.log.high_watermark < end:
+                still.append(w)
+        pending = still
         if not pending:
-            return
+            break
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        await purgatory.wait([(part.tp, HIGH_WATERMARK) for _, part, _ in pending], remaining)
-    for r, _part, _end in pending:
+        await purgatory.wait([(part.tp, HIGH_WATERMARK) for _, part, _, _ in pending], remaining)
+    for r, _part, _end, _epoch in pending:
         r.error_code = ErrorCode.REQUEST_TIMED_OUT
     # Kafka's checkEnoughReplicasReachOffset: the ISR may have shrunk while waiting
-    for r, part, _end in waits:
+    for r, part, _end, _epoch in waits:
         if r.error_code == 0 and not part.enough_replicas():
             r.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             r.error_message = (f"the ISR {part.isr} of {part.tp} shrank below min.insync.replicas "
