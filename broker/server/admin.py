@@ -14,10 +14,11 @@ All methods run on the event loop thread.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
@@ -32,6 +33,25 @@ log = logging.getLogger(__name__)
 
 AUTO_CREATE_WAIT_S = 5.0
 
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _store_unavailable_times_out(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+    """ZooKeeper unreachable (beyond its connection timeout) answers REQUEST_TIMED_OUT, a
+    retriable error the client's admin retries, naming the store; never a closed
+    connection (Kafka answers UNKNOWN_SERVER_ERROR for its ZooKeeperClientTimeoutException)."""
+    @functools.wraps(fn)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await fn(*args, **kwargs)
+        except Exception as exc:
+            if type(exc).__name__ == "ZkUnavailable":      # without importing kazoo on a broker alone
+                raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+            raise
+    return wrapper
 
 class TopicAdmin:
     def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache,
@@ -96,6 +116,7 @@ class TopicAdmin:
             replication_factor = self.config["default.replication.factor"]
         return assign_replicas(self._brokers(), num_partitions, replication_factor)
 
+    @_store_unavailable_times_out
     async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                            configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None,
                            timeout_ms: int | None = None, wait: bool = True) -> TopicInfo | None:
@@ -136,6 +157,7 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ delete
 
+    @_store_unavailable_times_out
     async def delete_topic(self, name: str, timeout_ms: int | None = None) -> None:
         if not self.config["delete.topic.enable"]:
             raise KafkaProtocolError(ErrorCode.TOPIC_DELETION_DISABLED)
@@ -154,6 +176,7 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ partitions
 
+    @_store_unavailable_times_out
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                                 validate_only: bool = False, timeout_ms: int | None = None) -> None:
         if self.metadata.topic(name) is None:
@@ -197,6 +220,7 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ configs
 
+    @_store_unavailable_times_out
     async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
         if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
