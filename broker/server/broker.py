@@ -55,12 +55,13 @@ from broker.protocol.messages.controlled_shutdown import ControlledShutdownReque
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.purgatory import Purgatory
-from broker.server.server import Server
+from broker.server.server import Server, ThrottledLog
 
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 30.0
 SHUTDOWN_STEP_S = 10.0
+CONTROLLED_SHUTDOWN_WAIT_S = 5.0     # for the LeaderAndIsr that makes this broker a follower
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -92,6 +93,8 @@ class Broker:
         self.controller_client: ControllerClient | None = None
         self.admin: TopicAdmin | None = None
         self.broker_epoch = -1
+        self._verified_controller: tuple[int, int] = (-1, -1)
+        self._control_refused = ThrottledLog()
         self._pid_next = 0
         self._pid_end = -1
         self._stopped: asyncio.Event | None = None
@@ -100,6 +103,9 @@ class Broker:
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
+        # what waits on the metadata for leadership to move (the controlled shutdown) is
+        # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
+        self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
 
     @property
     def store(self) -> MetadataStore:
@@ -255,6 +261,46 @@ class Broker:
         from broker.server.handlers import HANDLERS
         return await HANDLERS[int(request.API_KEY)].apply(self, request)
 
+    async def check_control_request(self, api: str, controller_id: int, controller_epoch: int,
+                                    broker_epoch: int) -> int:
+        """LeaderAndIsr, UpdateMetadata and StopReplica arriving over the network must come
+        from the controller ZooKeeper names, at the epoch it names, for this broker's own
+        registration (its broker epoch). Kafka takes any controller epoch at least the
+        newest seen and any broker epoch not older than its own, so that one request with
+        epoch 2**31 - 1 from any client would have the broker ignore its real controller
+        from then on; here a claim newer than what is known is checked against ZooKeeper
+        (one read, once per controller change) and refused unless it holds. A broker
+        without ZooKeeper has no controller but itself, which never uses the network:
+        those requests are refused outright. NONE, or the error code to answer."""
+        if not self.in_cluster:
+            self._control_refused(logging.WARNING, "refused a %s from the network: this broker runs without "
+                                  "ZooKeeper and its only controller is itself", api)
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if controller_epoch < self.replicas.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if (controller_id, controller_epoch) != self._verified_controller:
+            zk_id = await self.store.get_controller_id()
+            zk_epoch = await self.store.get_controller_epoch()
+            if zk_epoch is not None and controller_epoch < zk_epoch[0]:
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+            if zk_id != controller_id or zk_epoch is None or zk_epoch[0] != controller_epoch:
+                self._control_refused(logging.WARNING, "refused a %s claiming controller %d epoch %d: ZooKeeper "
+                                      "names controller %s epoch %s", api, controller_id, controller_epoch, zk_id,
+                                      None if zk_epoch is None else zk_epoch[0])
+                return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            self._verified_controller = (controller_id, controller_epoch)
+        if broker_epoch != self.broker_epoch:
+            if 0 <= broker_epoch < self.broker_epoch:
+                return ErrorCode.STALE_BROKER_EPOCH
+            # the controller may see this broker's (re)registration before the broker itself
+            # hears that its create succeeded: ZooKeeper has the last word
+            mine = (await self.store.get_brokers_and_epochs()).get(self.broker_id)
+            if mine is None or mine[1] != broker_epoch:
+                self._control_refused(logging.WARNING, "refused a %s for broker epoch %d: this broker's is %d",
+                                      api, broker_epoch, self.broker_epoch if mine is None else mine[1])
+                return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
     def _config_changed(self, paths: list[str]) -> None:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
         if topics:
@@ -317,9 +363,13 @@ class Broker:
                 continue
             if resp.error_code == ErrorCode.NONE and not resp.remaining_partitions:
                 # wait (bounded) for the LeaderAndIsr that makes this broker a follower
-                await self.metadata.wait_for(lambda: self.replicas.leader_count() == 0
-                                             or all(len(p.state.replicas) < 2 for p in self.replicas.partitions.values()
-                                                    if p.is_leader), 5.0)
+                if not await self.metadata.wait_for(
+                        lambda: self.replicas.leader_count() == 0
+                        or all(len(p.state.replicas) < 2 for p in self.replicas.partitions.values() if p.is_leader),
+                        CONTROLLED_SHUTDOWN_WAIT_S):
+                    log.warning("broker %d: the controller moved every leadership, but %d partitions were still "
+                                "led here after %.0f s; stopping anyway", self.broker_id,
+                                self.replicas.leader_count(), CONTROLLED_SHUTDOWN_WAIT_S)
                 log.info("broker %d: controlled shutdown succeeded", self.broker_id)
                 return True
             log.info("broker %d: controlled shutdown attempt %d: %s, %d partitions still led here", self.broker_id,

@@ -64,6 +64,10 @@ def test_a_rolling_restart_with_controlled_shutdowns_shows_clients_no_error(clus
             assert cluster3.stop(b) == 0              # SIGTERM: controlled shutdown first
             for p in led:                             # leadership had moved before it stopped
                 assert cluster3.leader_of(TOPIC, p) != b
+            text = cluster3.broker(b).log_path.read_text(errors="replace")
+            assert "controlled shutdown succeeded" in text
+            # the LeaderAndIsr that made it a follower ended its wait (not the 5 s bound)
+            assert "were still led here" not in text
             cluster3.start(b)
             for p in range(PARTITIONS):
                 cluster3.wait_for_isr(TOPIC, p, {1, 2, 3})

@@ -113,7 +113,26 @@ def test_controller_failover_bumps_the_epoch_and_old_epochs_are_refused(make_clu
                                                  leader_epoch=999, isr=[old], partition_epoch=999,
                                                  replicas=[1, 2, 3])])], live_leaders=[]))
             assert r.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+            # a forged controller epoch ahead of ZooKeeper's, or the real controller's epoch
+            # for a broker epoch this broker never had, is refused too (Kafka would take the
+            # first and from then on ignore its real controller)
+            epoch = _controller_epoch(zookeeper, cluster)
+            for controller_epoch, broker_epoch, error in ((2**31 - 1, 2**62, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                                         (epoch + 1, -1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                                         (epoch, 2**62, ErrorCode.STALE_BROKER_EPOCH)):
+                r = conn.request(L(controller_id=new, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+                                   type=0, live_leaders=[], topic_states=[L.LeaderAndIsrTopicState(
+                                       topic_name="cf", topic_id=uuid.uuid4(), partition_states=[
+                                           L.LeaderAndIsrPartitionState(partition_index=0, leader=b, isr=[b],
+                                                                        controller_epoch=controller_epoch,
+                                                                        leader_epoch=999, partition_epoch=999,
+                                                                        replicas=[1, 2, 3])])]))
+                assert r.error_code == error, (controller_epoch, broker_epoch)
     assert cluster.leader_of("cf", 0) != old
+    # the brokers still follow their real controller: a new topic gets its leaders
+    with Client(cluster.bootstrap) as c:
+        c.create_topic("cf2", 1, 1)
+    cluster.wait_for_leader("cf2", 0, everywhere=True)
 
 
 def _controller_epoch(zookeeper, cluster) -> int:

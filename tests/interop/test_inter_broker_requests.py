@@ -17,26 +17,29 @@ def conn(broker):
     return BrokerConnection(host, int(port))
 
 
-def test_requests_stamped_with_an_old_controller_epoch_are_refused(broker, topic_name):
+def test_controller_requests_from_the_network_are_refused_by_a_broker_without_zookeeper(broker, topic_name):
+    """Its only controller is itself, which does not use the network: whatever epochs a
+    request claims (2**31 - 1 included), it changes nothing."""
     with Cluster(broker.bootstrap) as c:
         c.create_topic(topic_name, 1, 1)
         before = c.topic(topic_name).partitions[0]
     with conn(broker) as k:
         L = LeaderAndIsrRequest
-        r = k.request(L(controller_id=0, controller_epoch=0, broker_epoch=-1, type=0, topic_states=[
-            L.LeaderAndIsrTopicState(topic_name=topic_name, topic_id=uuid.uuid4(), partition_states=[
-                L.LeaderAndIsrPartitionState(partition_index=0, controller_epoch=0, leader=7, leader_epoch=99,
-                                             isr=[7], partition_epoch=99, replicas=[0, 7])])],
-            live_leaders=[]))
-        assert r.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-        U = UpdateMetadataRequest
-        assert k.request(U(controller_id=7, controller_epoch=0, broker_epoch=-1, topic_states=[],
-                           live_brokers=[])).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-        S = StopReplicaRequest
-        assert k.request(S(controller_id=7, controller_epoch=0, broker_epoch=-1, topic_states=[
-            S.StopReplicaTopicState(topic_name=topic_name, partition_states=[
-                S.StopReplicaPartitionState(partition_index=0, leader_epoch=-2, delete_partition=True)])])
-                         ).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+        for epoch in (0, 2**31 - 1):
+            r = k.request(L(controller_id=0, controller_epoch=epoch, broker_epoch=-1, type=0, topic_states=[
+                L.LeaderAndIsrTopicState(topic_name=topic_name, topic_id=uuid.uuid4(), partition_states=[
+                    L.LeaderAndIsrPartitionState(partition_index=0, controller_epoch=epoch, leader=7,
+                                                 leader_epoch=99, isr=[7], partition_epoch=99, replicas=[0, 7])])],
+                live_leaders=[]))
+            assert r.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            U = UpdateMetadataRequest
+            assert k.request(U(controller_id=7, controller_epoch=epoch, broker_epoch=-1, topic_states=[],
+                               live_brokers=[])).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            S = StopReplicaRequest
+            assert k.request(S(controller_id=7, controller_epoch=epoch, broker_epoch=-1, topic_states=[
+                S.StopReplicaTopicState(topic_name=topic_name, partition_states=[
+                    S.StopReplicaPartitionState(partition_index=0, leader_epoch=-2, delete_partition=True)])])
+                             ).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     with Cluster(broker.bootstrap) as c:
         after = c.topic(topic_name).partitions[0]
         assert (after.leader, after.leader_epoch, after.replicas) == (before.leader, before.leader_epoch,

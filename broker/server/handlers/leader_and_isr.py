@@ -44,5 +44,13 @@ async def apply(broker, request) -> LeaderAndIsrResponse:
     return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
 
 
+async def _from_network(broker, request):
+    err = await broker.check_control_request("LeaderAndIsr", request.controller_id, request.controller_epoch,
+                                             request.broker_epoch)
+    if err != ErrorCode.NONE:
+        return _answer(request, err)
+    return await apply(broker, request)
+
+
 def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
-    return apply(ctx.broker, request)
+    return _from_network(ctx.broker, request)

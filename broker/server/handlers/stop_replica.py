@@ -24,5 +24,13 @@ async def apply(broker, request) -> StopReplicaResponse:
         _PartError(topic_name=tp.topic, partition_index=tp.partition, error_code=e) for tp, e in errors.items()])
 
 
+async def _from_network(broker, request):
+    err = await broker.check_control_request("StopReplica", request.controller_id, request.controller_epoch,
+                                             request.broker_epoch)
+    if err != ErrorCode.NONE:
+        return StopReplicaResponse(error_code=err, partition_errors=[])
+    return await apply(broker, request)
+
+
 def handle(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
-    return apply(ctx.broker, request)
+    return _from_network(ctx.broker, request)

@@ -52,5 +52,13 @@ async def apply(broker, request) -> UpdateMetadataResponse:
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 
+async def _from_network(broker, request):
+    err = await broker.check_control_request("UpdateMetadata", request.controller_id, request.controller_epoch,
+                                             request.broker_epoch)
+    if err != ErrorCode.NONE:
+        return UpdateMetadataResponse(error_code=err)
+    return await apply(broker, request)
+
+
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
-    return apply(ctx.broker, request)
+    return _from_network(ctx.broker, request)
