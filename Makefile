@@ -3,6 +3,7 @@
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
 #   make test    the whole suite (installs what the tests need; system packages when root)
 #   make bench   the quick benchmark set (pytest-benchmark)
+#   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
 # editing a .pyx rebuilds the native core on the next import.
@@ -21,7 +22,7 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 SYS_PACKAGES := kcat zookeeper
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
-.PHONY: serve test bench install install-test sysdeps clean distclean
+.PHONY: serve test bench fuzz install install-test sysdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
@@ -35,6 +36,11 @@ bench: $(VENV)/.bench
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
+
+# fuzzing at scale (not in CI; tens of minutes): a million mutated requests, a canary
+# client beside; figures in bench/RESULTS.md
+fuzz: $(VENV)/.bench
+	$(VPY) bench/fuzz/run.py $(FUZZ_ARGS)
 
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test
