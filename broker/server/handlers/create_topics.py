@@ -2,8 +2,9 @@
 
 A request may create at most MAX_PARTITIONS_PER_REQUEST partitions: beyond that a topic
 is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 - 1 would
-otherwise have the broker build an assignment until it runs out of memory). Kafka's
-controller likewise refuses operations larger than a bound (10,000 records)."""
+otherwise have the broker build an assignment until it runs out of memory, and 65,536
+stalled its event loop for seconds). Kafka's controller bounds an operation the same way
+(10,000 records: "Unable to perform excessively large batch operation")."""
 from broker.config import TOPIC_KEYS
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -16,8 +17,7 @@ MIN_VERSION, MAX_VERSION = 0, 7
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
-#: an allocation bound, far above what one broker serves (the scale goal is 10,000)
-MAX_PARTITIONS_PER_REQUEST = 100_000
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 def handle(ctx, request):
