@@ -283,7 +283,10 @@ class Connection:
         self.out.clear()
         self.pending.clear()
         if self._waiting is not None and not self._waiting.done():
-            self._waiting.cancel()
+            # cancelled from the next loop turn: a task created in this one has not run its
+            # first step yet, and cancelling it now would drop the request's coroutines
+            # unawaited (Python then warns, from wherever the garbage collector runs)
+            self.loop.call_soon(self._waiting.cancel)
         try:
             self.sock.close()
         except OSError:

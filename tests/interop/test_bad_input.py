@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -792,3 +793,29 @@ def test_slow_and_vanishing_clients_do_not_block_others(broker, victim):
     finally:
         for rc in slow:
             rc.close()
+
+
+def test_clients_leaving_with_a_request_just_dispatched_leave_no_unawaited_work(broker, victim):
+    """A client that sends requests and goes away at once: its connection may close in the
+    loop turn that dispatched its long poll. Found by bench/fuzz/run.py: the request's
+    coroutines were dropped unawaited ('coroutine ... was never awaited')."""
+    F = FetchRequest
+    hi = offsets(broker.bootstrap, VICTIM, [0])[0][1]
+    cheap = raw_request(18, 3, 1, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+    poll = raw_request(1, 12, 2, F(replica_id=-1, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1 << 20,
+                                   isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                                   topics=[F.FetchTopic(topic=VICTIM, partitions=[F.FetchPartition(
+                                       partition=0, fetch_offset=hi, partition_max_bytes=1 << 20)])]))
+    before = broker.log_path.stat().st_size
+    for i in range(400):          # the moment of leaving varies around the long poll's dispatch
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+            s.sendall(cheap * (20 + i % 60) + poll)
+            time.sleep((i % 20) / 4000)
+            s.shutdown(socket.SHUT_WR)
+            time.sleep(0.01)
+    _normal_clients_work(broker)
+    with open(broker.log_path, "rb") as f:
+        f.seek(before)
+        log = f.read().decode(errors="replace")
+    assert "never awaited" not in log and "Exception ignored" not in log, log[-3000:]
+    assert_intact(broker, victim)
