@@ -19,7 +19,7 @@ With --client-apis-only the inter-broker APIs are left out: without ACLs any cli
 may send them (as with Kafka without an authorizer), and what they do to the broker's
 view of the cluster is a question of its own.
 
-Load. WORKERS processes (at nice 19), each with CONNECTIONS concurrent connections; a connection
+Load. WORKERS processes (at nice 10), each with CONNECTIONS concurrent connections; a connection
 sends PIPELINE requests at once, then a valid ApiVersions request as a sentinel, and
 reads answers until the sentinel's (everything before it was handled: answered, or
 without an answer such as acks=0), until the broker closes the connection (the first
@@ -27,8 +27,9 @@ request not answered made it close), or for at most WAIT_S (a request may legiti
 wait: a long poll, a rebalance); then it opens a new connection. The run ends when the
 broker has handled REQUESTS requests.
 
-Canary. Meanwhile the main process produces one record at a time (acks=1) to a topic of
-its own and times each round trip: first alone (the baseline), then during the fuzzing.
+Canary. Meanwhile the main process produces one record at a time (acks=1, one every 2 ms
+at most) to a topic of its own and times each round trip: first alone (the baseline),
+then during the fuzzing.
 Every record it was acknowledged is read back at the end.
 
 Report (stdout and --out as JSON): requests sent and handled; connections closed by the
@@ -77,6 +78,8 @@ WAIT_S = 0.5
 SENTINEL_CID = -7
 BROKER_DATA_LIMIT = 4 << 30
 CANARY_TOPIC = "fuzz-canary"
+CANARY_INTERVAL_S = 0.002                 # at most 500 round trips a second: a probe, not a load
+WORKER_NICE = 10
 
 #: what the broker logs when it closes a connection, by reason (broker/server/server.py
 #: and connection.py)
@@ -226,8 +229,8 @@ def worker_main(port: int, seed: int, client_apis_only: bool, connections: int, 
                 out) -> None:
     # the attackers yield the CPU to the broker and the canary: on a real network they
     # would not share the broker's cores, and here the canary should see the broker's
-    # effects, not the scheduler's
-    os.nice(19)
+    # effects more than the scheduler's
+    os.nice(WORKER_NICE)
     out.put(dict(asyncio.run(_worker(port, seed, client_apis_only, connections, pipeline, requests))))
 
 
@@ -264,6 +267,7 @@ class Canary(threading.Thread):
                 resp = conn.request(req, version=9)
                 took = time.perf_counter() - t0
                 self.latencies[self.phase].append(took)
+                time.sleep(max(CANARY_INTERVAL_S - took, 0))
                 if took > 0.1:
                     self.slow.append((round(took * 1e3, 1), time.strftime("%H:%M:%S")))
                 code = resp.responses[0].partition_responses[0].error_code
