@@ -21,8 +21,9 @@ import difflib
 import enum
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -267,6 +268,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("zookeeper.connection.timeout.ms", _I, None,
        "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).", _at_least(1)),
     _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
+    _K("num.recovery.threads.per.data.dir", _I, 1,
+       "Threads per log dir that load (and after a crash recover) the logs at startup.", _at_least(1)),
     _K("max.connections", _I, INT_MAX, "Most client connections open at once; beyond it new ones wait in the "
                                        "listen backlog.", _at_least(0)),
     _K("max.connections.per.ip", _I, INT_MAX, "Most connections open at once from one address; beyond it new "
@@ -287,7 +290,7 @@ _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cl
 #: reason: each one a configuration sets is named in one warning line with its reason.
 _NO_EFFECT: dict[str, str] = {
     "kbroker runs one event loop (no thread pools, request queues or socket buffers to size)": """
-        num.network.threads num.io.threads num.recovery.threads.per.data.dir background.threads
+        num.network.threads num.io.threads background.threads
         num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
         socket.send.buffer.bytes socket.receive.buffer.bytes replica.socket.receive.buffer.bytes
         queued.max.requests queued.max.request.bytes socket.listen.backlog.size
@@ -561,7 +564,7 @@ class BrokerConfig:
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
         errors: list[ConfigError] = []
-        unknown: list[str] = []
+        unknown: list[ConfigError] = []
         for name, raw in (values or {}).items():
             try:
                 self.set(name, raw, (sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG))
@@ -619,7 +622,7 @@ class BrokerConfig:
         self.warnings.append(f"config key node.id={node_id} is taken as broker.id; {_NO_KRAFT}")
 
     @classmethod
-    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
         """File values (server.properties), then command-line overrides on top."""
         values: dict[str, Any] = {}
         sources: dict[str, ConfigSource] = {}
@@ -741,7 +744,7 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
-    def log_config(self, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
 
 

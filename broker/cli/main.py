@@ -21,8 +21,6 @@ import signal
 import sys
 
 from broker import __version__
-
-
 from broker.cli.errors import CliError  # noqa: E402  (re-exported for the command modules)
 
 
@@ -56,12 +54,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for line in config.warnings:
         logging.getLogger("broker").warning("%s", line)
-    from broker.server.broker import run_broker
-    from broker.server.loop import run
-
     from broker.cluster.store.file import MetadataFileError
     from broker.log.manager import LogDirError
-    from broker.server.broker import BrokerStartupError
+    from broker.server.broker import BrokerStartupError, run_broker
+    from broker.server.loop import run
     try:
         run(run_broker(config), args.event_loop)
     except (OSError, LogDirError, BrokerStartupError, MetadataFileError) as exc:

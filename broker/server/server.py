@@ -42,7 +42,6 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.config import parse_ip_overrides
-
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
@@ -87,7 +86,7 @@ class RequestContext:
 
     __slots__ = ("broker", "connection", "header", "api_version", "received")
 
-    def __init__(self, broker: "Broker", connection: Connection, header, received: float):
+    def __init__(self, broker: Broker, connection: Connection, header, received: float):
         self.broker = broker
         self.connection = connection
         self.header = header
@@ -96,7 +95,7 @@ class RequestContext:
 
 
 class Server:
-    def __init__(self, broker: "Broker", host: str, port: int):
+    def __init__(self, broker: Broker, host: str, port: int):
         self.broker = broker
         self.host = host
         self.port = port
@@ -239,7 +238,7 @@ class Server:
 
     async def close_connections(self) -> None:
         conns = list(self.connections)
-        tasks = [c._waiting for c in conns if c._waiting is not None]
+        tasks = [t for c in conns for t in c.waiting_tasks()]
         for conn in conns:
             conn.close()
         if tasks:

@@ -32,7 +32,7 @@ def main(port: int, count: int, max_seconds: float) -> int:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
             data = sock.recv(1 << 20)
-        except (socket.timeout, ConnectionError):
+        except (TimeoutError, ConnectionError):
             data = b""
         if not data:
             print(f"answered {answered} of {count}", flush=True)

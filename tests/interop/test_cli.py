@@ -317,12 +317,18 @@ def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker
 @pytest.mark.parametrize("name", ["meta.properties", "partition.metadata"])
 def test_serve_refuses_a_damaged_metadata_file_naming_it(tmp_path, name):
     """Not a new cluster id on every start, not a log served under an unknown topic id:
-    exit 1, the last line names the file, and the file is left as it was."""
+    exit 1, the last line names the file, and the file is left as it was. (A damaged
+    partition.metadata of a topic the metadata store knows is rebuilt from it: see
+    test_a_damaged_partition_metadata_of_a_known_topic_is_rebuilt.)"""
     data = tmp_path / "data"
     with BrokerProcess(data) as b:
         with Cluster(b.bootstrap) as c:
             c.create_topic("kept", 1, 1)
-    path = data / "meta.properties" if name == "meta.properties" else data / "kept-0" / "partition.metadata"
+    if name == "meta.properties":
+        path = data / "meta.properties"
+    else:                                  # a partition dir of a topic nobody knows
+        shutil.copytree(data / "kept-0", data / "ghost-0")
+        path = data / "ghost-0" / "partition.metadata"
     path.write_bytes(b"\0" * 32)
     r = run("serve", "--data-dir", data, "--listen", f"127.0.0.1:{free_port()}", timeout=30)
     err = r.stderr.decode(errors="replace")
@@ -330,6 +336,21 @@ def test_serve_refuses_a_damaged_metadata_file_naming_it(tmp_path, name):
     last = err.strip().splitlines()[-1]
     assert last.startswith("broker: cannot serve:") and str(path) in last and "refusing to start" in last, err
     assert path.read_bytes() == b"\0" * 32
+
+
+def test_a_damaged_partition_metadata_of_a_known_topic_is_rebuilt(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            c.create_topic("kept", 1, 1)
+            topic_id = c.topic("kept").topic_id
+    path = data / "kept-0" / "partition.metadata"
+    good = path.read_bytes()
+    path.write_bytes(b"\0" * 32)
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            assert c.topic("kept").topic_id == topic_id
+    assert path.read_bytes() == good
 
 
 def test_second_broker_on_the_same_data_dir_is_refused(broker):

@@ -48,7 +48,7 @@ def silent_for(rc: RawConnection, seconds: float) -> bool:
     rc.sock.settimeout(seconds)
     try:
         rc.sock.recv(1, socket.MSG_PEEK)        # an answer's first byte, or b"" when closed
-    except socket.timeout:
+    except TimeoutError:
         return True
     except ConnectionResetError:
         pass

@@ -65,7 +65,8 @@ def test_a_pipelining_client_does_not_stall_another(tmp_path):
             c.create_topic("canary", 1, 1)
         request = produce_request("canary")
         with BrokerConnection("127.0.0.1", b.port) as conn:
-            round_trips(conn, request, lambda n=iter(range(200)): next(n, None) is None)   # warm up
+            warm_up = iter(range(200))
+            round_trips(conn, request, lambda: next(warm_up, None) is None)
             count = iter(range(1000))
             alone = round_trips(conn, request, lambda: next(count, None) is None)
             flood = subprocess.Popen([sys.executable, "-m", "tests.interop.flood_client", str(b.port),

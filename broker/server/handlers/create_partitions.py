@@ -2,14 +2,15 @@
 MAX_PARTITIONS_PER_REQUEST, as CreateTopics)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.create_partitions import CreatePartitionsResponse
+from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
