@@ -8,6 +8,7 @@
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
+#   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
 # editing a .pyx rebuilds the native core on the next import.
@@ -39,6 +40,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
 .PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
+.PHONY: serve test bench fuzz install install-test sysdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
@@ -66,6 +68,11 @@ bench: $(VENV)/.bench
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
+
+# fuzzing at scale (not in CI; tens of minutes): a million mutated requests, a canary
+# client beside; figures in bench/RESULTS.md
+fuzz: $(VENV)/.bench
+	$(VPY) bench/fuzz/run.py $(FUZZ_ARGS)
 
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test

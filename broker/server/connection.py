@@ -337,7 +337,10 @@ class Connection:
         self.pending.clear()
         for slot in self.inflight:
             if slot.task is not None and not slot.task.done():
-                slot.task.cancel()
+                # cancelled from the next loop turn: a task created in this one has not run its
+                # first step yet, and cancelling it now would drop the request's coroutines
+                # unawaited (Python then warns, from wherever the garbage collector runs)
+                self.loop.call_soon(slot.task.cancel)
             elif slot.done:
                 _close_parts(slot.parts or ())
         self.inflight.clear()

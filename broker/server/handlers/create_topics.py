@@ -4,8 +4,9 @@ give (a topic id, partitions, replication factor and the configs) without creati
 
 A request may create at most MAX_PARTITIONS_PER_REQUEST partitions: beyond that a topic
 is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 - 1 would
-otherwise have the broker build an assignment until it runs out of memory). Kafka's
-controller likewise refuses operations larger than a bound (10,000 records)."""
+otherwise have the broker build an assignment until it runs out of memory, and 65,536
+stalled its event loop for seconds). Kafka's controller bounds an operation the same way
+(10,000 records: "Unable to perform excessively large batch operation")."""
 import uuid
 from collections import Counter
 
@@ -22,8 +23,7 @@ MIN_VERSION, MAX_VERSION = 0, 7
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
-#: an allocation bound, far above what one broker serves (the scale goal is 10,000)
-MAX_PARTITIONS_PER_REQUEST = 100_000
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
