@@ -76,6 +76,10 @@ REQUEST_TIMEOUT = 5.0          # one request to one broker
 STEP_TIMEOUT = 600.0           # one produce run
 CLK = os.sysconf("SC_CLK_TCK")
 SPY_RATE = 100                 # py-spy samples per second
+#: frames every sample of a broker's main thread goes through (start-up and the event loop)
+ROOT_FRAMES = ("<frozen runpy>", "broker/cli/main.py", "asyncio/runners.py", "asyncio/base_events.py",
+               "asyncio/events.py", "(loop.py)")
+SIGTERM_STOP_S = 60.0          # a broker sent SIGTERM has stopped by then (else: reported, killed)
 
 
 class MeasureTimeout(AssertionError):
@@ -526,7 +530,13 @@ def failover_trial(c: BenchCluster, topic: str, how: str) -> dict:
     row["new_leader"] = producer.acks[-1][1]
     row["errors"] = dict(producer.errors)
     if how == "SIGTERM":
-        row["exit_code"] = c.brokers[victim].proc.wait(120)
+        try:
+            row["exit_code"] = c.brokers[victim].proc.wait(SIGTERM_STOP_S)
+        except subprocess.TimeoutExpired:
+            row["exit_code"] = "hung"
+            print(f"  !! broker {victim} still running {SIGTERM_STOP_S:.0f} s after SIGTERM: killed -9 "
+                  f"(log {c.brokers[victim].log_path})", flush=True)
+            c.kill(victim)
         row["stopped_after_s"] = round(time.monotonic() - t, 3)
     # nothing acknowledged is missing: the high watermark covers every acknowledged record
     hw = until("the high watermark", lambda: (True, c.high_watermarks(topic, len(parts)), ""), 30)
@@ -706,7 +716,7 @@ def step_profile(c: BenchCluster, args) -> dict:
             print(f"  no py-spy output for the {role}", flush=True)
             continue
         own, total, samples = collapse(raw)
-        ours = collections.Counter({fr: n for fr, n in total.items() if "broker/" in fr and "cli/main.py" not in fr})
+        ours = collections.Counter({fr: n for fr, n in total.items() if not any(r in fr for r in ROOT_FRAMES)})
         out[role] = {"samples": samples, "busy_pct": round(100 * samples / (SPY_RATE * spied_s)),
                      "own": [(round(100 * n / samples, 1), fr) for fr, n in own.most_common(args.top)],
                      "total": [(round(100 * n / samples, 1), fr) for fr, n in ours.most_common(args.top)]}
@@ -714,7 +724,7 @@ def step_profile(c: BenchCluster, args) -> dict:
               f"thread busy {out[role]['busy_pct']}% of {spied_s:.1f} s; own time:", flush=True)
         for pct, fr in out[role]["own"]:
             print(f"    {pct:5.1f}%  {fr}")
-        print("  total time of kbroker's functions (the function and what it calls):")
+        print("  total time (the function and what it calls), below the event loop:")
         for pct, fr in out[role]["total"]:
             print(f"    {pct:5.1f}%  {fr}")
     c.delete_topic(topic)
@@ -783,9 +793,13 @@ def main(argv=None) -> int:
             t0 = time.monotonic()
             results[step] = RUNNERS[step](c, args)
             print(f"   ({time.monotonic() - t0:.0f} s)\n", flush=True)
-    except (RuntimeError, OSError, MeasureTimeout, KafkaProtocolError, ClientError) as exc:
+    except (RuntimeError, OSError, MeasureTimeout, KafkaProtocolError, ClientError, subprocess.TimeoutExpired) as exc:
         failed = True
         print(f"measure: {type(exc).__name__}: {exc}\n(logs kept in {root})", file=sys.stderr, flush=True)
+    except BaseException:
+        failed = True
+        print(f"(logs kept in {root})", file=sys.stderr, flush=True)
+        raise
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
