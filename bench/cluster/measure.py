@@ -283,8 +283,18 @@ class BenchCluster:
         return self.wait_full_isr(topic)
 
     def delete_topic(self, topic: str) -> None:
+        """Deletes it and waits until no broker has its files any more (their removal in
+        the brokers' background threads would otherwise run into the next figure)."""
         with self.admin() as a:
             a.delete_topic(topic)
+
+        mine = re.compile(rf"{re.escape(topic)}-\d+(\.\w+-delete)?$")      # topic-3, topic-3.<id>-delete
+
+        def probe():
+            left = [f"broker-{i}/{d}" for i, b in self.brokers.items() if os.path.isdir(b.data_dir)
+                    for d in os.listdir(b.data_dir) if mine.match(d)]
+            return not left, None, f"left: {left}"
+        until(f"{topic}'s files removed", probe, STEP_TIMEOUT, interval=0.1)
 
     def high_watermarks(self, topic: str, partitions: int) -> int:
         """The sum of the partitions' high watermarks (ListOffsets latest at the leaders)."""
@@ -655,23 +665,29 @@ def step_rejoin(c: BenchCluster, args) -> dict:
     return {"trials": rows, "median_rejoin_s": median([r["rejoin_s"] for r in rows])}
 
 
-def collapse(raw_path: str) -> tuple[collections.Counter, collections.Counter, int]:
-    """py-spy's raw (collapsed) stacks -> (own samples per function, total samples per
-    function, samples). Line numbers are dropped, so a function is one entry."""
-    own, total, samples = collections.Counter(), collections.Counter(), 0
+def collapse(raw_path: str) -> tuple[collections.Counter, collections.Counter, int, int]:
+    """py-spy's raw stacks (recorded with --threads) -> (own samples per function, total
+    samples per function, samples) of the main thread — the event loop, where a broker
+    does its work — and the samples of every other thread. Line numbers are dropped, so
+    a function is one entry."""
+    own, total, samples, others = collections.Counter(), collections.Counter(), 0, 0
     with open(raw_path) as f:
         for line in f:
             stack, _, count = line.rstrip().rpartition(" ")
             if not count.isdigit():
                 continue
-            frames = [re.sub(r":\d+\)$", ")", fr) for fr in stack.split(";")[1:]]   # [0] is the thread
+            thread, *frames = stack.split(";")
+            if not thread.endswith("MainThread"):
+                others += int(count)
+                continue
+            frames = [re.sub(r":\d+\)$", ")", fr) for fr in frames]
             if not frames:
                 continue
             own[frames[-1]] += int(count)
             for fr in set(frames):
                 total[fr] += int(count)
             samples += int(count)
-    return own, total, samples
+    return own, total, samples, others
 
 
 def step_profile(c: BenchCluster, args) -> dict:
@@ -685,12 +701,11 @@ def step_profile(c: BenchCluster, args) -> dict:
     out = {"leader": leader, "follower": follower}
     raws = {role: os.path.join(c.root, f"profile-{role}.raw") for role in ("leader", "follower")}
     spies = {role: subprocess.Popen([spy_bin, "record", "--pid", str(c.pid(b)), "--format", "raw", "--output",
-                                     raws[role], "--rate", str(SPY_RATE), "--nonblocking"],
+                                     raws[role], "--rate", str(SPY_RATE), "--threads", "--nonblocking"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for role, b in (("leader", leader), ("follower", follower))}
-    t_spy = time.monotonic()
     try:
-        time.sleep(1)
+        time.sleep(1)                             # py-spy attached
         cmd = perf_produce_cmd(c.bootstrap, topic, args.messages, "all", args.batch_size)
         out["command"] = quote(cmd)
         out["load1"] = load1()
@@ -708,20 +723,25 @@ def step_profile(c: BenchCluster, args) -> dict:
             except subprocess.TimeoutExpired:
                 spy.kill()
                 spy.wait(10)
-    spied_s = time.monotonic() - t_spy
+    run_s = out["perf"]["elapsed_s"]             # the main threads are idle outside the run
     print(f"  `{out['command']}` with py-spy on leader {leader} and follower {follower}: "
           f"{out['perf']['records_per_sec']:,.0f} msg/s, brokers CPU {out['broker_cpu_pct']}", flush=True)
     for role, raw in raws.items():
         if not os.path.exists(raw):
             print(f"  no py-spy output for the {role}", flush=True)
             continue
-        own, total, samples = collapse(raw)
+        own, total, samples, others = collapse(raw)
+        if not samples:
+            print(f"  no py-spy samples of the {role}'s main thread", flush=True)
+            continue
         ours = collections.Counter({fr: n for fr, n in total.items() if not any(r in fr for r in ROOT_FRAMES)})
-        out[role] = {"samples": samples, "busy_pct": round(100 * samples / (SPY_RATE * spied_s)),
+        out[role] = {"samples": samples, "other_threads_samples": others,
+                     "busy_pct": round(100 * samples / (SPY_RATE * run_s)),
                      "own": [(round(100 * n / samples, 1), fr) for fr, n in own.most_common(args.top)],
                      "total": [(round(100 * n / samples, 1), fr) for fr, n in ours.most_common(args.top)]}
-        print(f"\n  {role} (broker {leader if role == 'leader' else follower}): {samples} samples, the main "
-              f"thread busy {out[role]['busy_pct']}% of {spied_s:.1f} s; own time:", flush=True)
+        print(f"\n  {role} (broker {leader if role == 'leader' else follower}): main thread busy "
+              f"{out[role]['busy_pct']}% of the {run_s:.1f} s run ({samples} samples; other threads {others}); "
+              f"own time:", flush=True)
         for pct, fr in out[role]["own"]:
             print(f"    {pct:5.1f}%  {fr}")
         print("  total time (the function and what it calls), below the event loop:")
