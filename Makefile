@@ -1,8 +1,13 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
-#   make test    the whole suite (installs what the tests need; system packages when root)
+#   make test    lint and typecheck, then the whole suite (installs what the tests need;
+#                system packages when root; the pinned JVM/Go/Node test dependencies
+#                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
+#   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
+#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
+#   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
 # editing a .pyx rebuilds the native core on the next import.
@@ -17,17 +22,43 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # build tools the editable install needs at import time (meson-python rebuilds on import)
 BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" "setuptools>=65" wheel
-# what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper (Java is preinstalled)
-SYS_PACKAGES := kcat zookeeper
+# what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper, Maven (it fetches the
+# JVM test dependencies; a JDK 17 is preinstalled)
+SYS_PACKAGES := kcat zookeeper maven
+# Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
+# tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
+JVM_DIR := tests/jvm
+JVM_STAMP := $(JVM_DIR)/target/.fetched
+JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
+# franz-go and sarama (Go module proxy, pinned in tests/go/go.mod + go.sum), KafkaJS (npm,
+# pinned by tests/node/package-lock.json)
+GO_DIR := tests/go
+GO_BIN := $(GO_DIR)/bin/goclients
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
-.PHONY: serve test bench install install-test sysdeps clean distclean
+.PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
 
-test: $(VENV)/.test sysdeps
+# lint and typecheck first: a violation fails the run before any test starts
+test: lint typecheck $(VENV)/.test sysdeps testdeps
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# the settings of ruff, cython-lint and mypy are in pyproject.toml
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/cython-lint _native/*.pyx _native/*.pxd
+
+typecheck: $(VENV)/.test
+	$(VENV)/bin/mypy
+
+# the codecs from the checked-in JSON (tools/gen_protocol.py SPEC_DIR first refreshes the JSON
+# from Kafka's own definitions)
+protocol: | $(VPY)
+	$(VPY) tools/gen_protocol.py --from-schema
 
 # the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
 # the native and end-to-end benchmarks in this environment (no downloads, no builds)
@@ -67,6 +98,7 @@ sysdeps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \
@@ -77,9 +109,42 @@ sysdeps:
 	  fi; \
 	fi
 
+# Pinned test dependencies from Maven Central, the Go module proxy and npm: fetched once,
+# offline afterwards (each is rebuilt only when its pins or sources change). A failed fetch
+# warns: the tests that need it then fail under CI=true (and skip, saying why, elsewhere).
+testdeps: $(JVM_STAMP) $(GO_BIN) $(NODE_STAMP)
+
+$(JVM_STAMP): $(JVM_SOURCES) | sysdeps
+	@if command -v mvn >/dev/null 2>&1; then \
+	  echo "fetching the pinned JVM test dependencies (tests/jvm/pom.xml)"; \
+	  rm -rf $(JVM_DIR)/target/cds; \
+	  (cd $(JVM_DIR) && mvn -q -B package) && touch $@ || \
+	    echo "warning: mvn package in $(JVM_DIR) failed: the Kafka/JVM tests will not run"; \
+	else \
+	  echo "warning: mvn is missing (apt-get install maven, or run 'make test' as root)"; \
+	fi
+
+$(GO_BIN): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
+	@if command -v go >/dev/null 2>&1; then \
+	  echo "building the Go client checks ($(GO_DIR))"; \
+	  (cd $(GO_DIR) && go build -o bin/goclients .) || \
+	    echo "warning: go build in $(GO_DIR) failed: the franz-go and sarama tests will not run"; \
+	else \
+	  echo "warning: go is missing: the franz-go and sarama tests will not run"; \
+	fi
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "installing KafkaJS ($(NODE_DIR))"; \
+	  (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error) || \
+	    echo "warning: npm ci in $(NODE_DIR) failed: the KafkaJS tests will not run"; \
+	else \
+	  echo "warning: npm is missing: the KafkaJS tests will not run"; \
+	fi
+
 clean:
 	rm -rf build .pytest_cache .hypothesis .benchmarks
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data $(JVM_DIR)/target $(GO_DIR)/bin $(NODE_DIR)/node_modules

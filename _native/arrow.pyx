@@ -14,13 +14,13 @@ bytes by C loops (with the GIL released for uncompressed batches) and handed to 
 without a copy. Compressed batches are decompressed once per batch.
 """
 cimport cython
-from libc.stdint cimport uint8_t, int8_t, int32_t, int64_t, uint32_t
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint32_t
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport free
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
-from broker._native.buffer cimport kb_load_be16, kb_load_be32, kb_load_be64
+from broker._native.buffer cimport kb_export_bytes, kb_load_be16, kb_load_be32, kb_load_be64
 from broker._native.records cimport (batch_check, decompress, record_error, parse_record,
                                      parse_header, RecordView, HeaderView, CHECK_OK,
                                      CHECK_PARTIAL, REC_OK, HEADER_SIZE, OFF_ATTRIBUTES,
@@ -104,17 +104,8 @@ cdef class _OwnedBuffer:
     cdef Py_ssize_t length
 
     def __getbuffer__(self, Py_buffer *buf, int flags):
-        buf.buf = <void *>self.data
+        kb_export_bytes(buf, <void *>self.data, self.length, True)
         buf.obj = self
-        buf.len = self.length
-        buf.readonly = 1
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *buf):
         pass
@@ -220,9 +211,9 @@ cdef int decode_run(Columns *c, const uint8_t *p, const uint8_t *end, int32_t co
     cdef const uint8_t *start = p
     cdef const uint8_t *hp
     cdef int rc
-    cdef int32_t i, j
+    cdef int32_t _i, _j
     cdef int64_t offset
-    for i in range(count):
+    for _i in range(count):
         rc = parse_record(p, end, &rv)
         if rc != REC_OK:
             bad_at[0] = p - start
@@ -232,7 +223,7 @@ cdef int decode_run(Columns *c, const uint8_t *p, const uint8_t *end, int32_t co
         if offset < c.start_offset or offset >= c.end_offset:
             # outside the requested range: still check its headers' framing
             hp = rv.headers
-            for j in range(rv.header_count):
+            for _j in range(rv.header_count):
                 rc = parse_header(&hp, rv.end, &hv)
                 if rc != REC_OK:
                     bad_at[0] = p - start
@@ -251,7 +242,7 @@ cdef int decode_run(Columns *c, const uint8_t *p, const uint8_t *end, int32_t co
         if rc != E_OK:
             return rc
         hp = rv.headers
-        for j in range(rv.header_count):
+        for _j in range(rv.header_count):
             rc = parse_header(&hp, rv.end, &hv)
             if rc != REC_OK:
                 bad_at[0] = p - start
@@ -433,7 +424,6 @@ def batches_to_arrow(data, start_offset=None, end_offset=None, *, bint validate=
         timestamps = pa.Array.from_buffers(pa.timestamp("ms"), rows, [None, _take(&c.timestamps)])
         keys = _bin_array(pa.binary(), &c.key)
         values = _bin_array(pa.binary(), &c.value)
-        hcount = c.hkey.count
         hkeys = _bin_array(pa.string(), &c.hkey)
         hvalues = _bin_array(pa.binary(), &c.hvalue)
         struct_type = _HEADER_TYPE.value_type

@@ -17,7 +17,7 @@ kept records' bytes verbatim (recompressed with its codec when it was compressed
 new CRC-32C; a batch that loses all its records disappears. Control batches stay.
 """
 cimport cython
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -31,7 +31,8 @@ from broker._native.records cimport (batch_check, decompress, parse_record, Reco
                                      OFF_LAST_OFFSET_DELTA, ATTR_COMPRESSION_MASK, ATTR_CONTROL,
                                      CODEC_NONE, record_error)
 
-from broker._native.records import CorruptRecordError, DEFAULT_DECOMPRESS_LIMIT, compress_block
+from broker._native.codecs import compress_block
+from broker._native.records import CorruptRecordError, DEFAULT_DECOMPRESS_LIMIT
 
 cdef extern from "kb_hash.h" nogil:
     uint64_t kb_hash64(const uint8_t *p, size_t n, uint64_t seed)
@@ -170,7 +171,6 @@ cdef class OffsetMap:
         cdef RecordView rv
         cdef int32_t i
         cdef int rc
-        cdef Py_ssize_t new_keys = 0
         if codec == CODEC_NONE:
             r = b + HEADER_SIZE
             end = b + size

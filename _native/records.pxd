@@ -31,6 +31,7 @@ in place without recomputing the CRC.
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint32_t
 
 from broker._native.buffer cimport kb_read_varint, kb_read_varlong
+from broker._native.codecs cimport CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD
 
 cdef enum:
     HEADER_SIZE = 61
@@ -54,12 +55,6 @@ cdef enum:
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
     ATTR_DELETE_HORIZON = 0x40
-
-    CODEC_NONE = 0
-    CODEC_GZIP = 1
-    CODEC_SNAPPY = 2
-    CODEC_LZ4 = 3
-    CODEC_ZSTD = 4
 
 # batch_check results
 cdef enum:
@@ -188,8 +183,8 @@ cdef inline int skip_headers(const RecordView *r) noexcept nogil:
     cdef const uint8_t *p = r.headers
     cdef HeaderView h
     cdef int rc
-    cdef int32_t i
-    for i in range(r.header_count):
+    cdef int32_t _i
+    for _i in range(r.header_count):
         rc = parse_header(&p, r.end, &h)
         if rc != REC_OK:
             return rc

@@ -1,16 +1,14 @@
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+
 from typing_extensions import Buffer
 
-COMPRESSION_NAMES: tuple[str, ...]
 DEFAULT_DECOMPRESS_LIMIT: int
 
 class CorruptRecordError(ValueError):
     position: int | None
     def __init__(self, message: str, position: int | None = ...) -> None: ...
 
-def compression_code(value: str | int | None) -> int: ...
 def decompress_block(codec: int, data: Buffer, limit: int = ...) -> bytes: ...
-def compress_block(codec: int, data: Buffer, level: int | None = ...) -> bytes: ...
 
 class Record:
     offset: int
@@ -72,29 +70,3 @@ class InvalidRecordError(CorruptRecordError): ...
 def require_keys(buffer: Buffer, decompress_limit: int = ...) -> None: ...
 def assign_offsets(buffer: Buffer, base_offset: int, partition_leader_epoch: int = -1,
                    validate: bool = True, producer_checks: bool = False) -> tuple[int, int, int, int, int]: ...
-
-class BatchBuilder:
-    compression: int
-    base_offset: int
-    partition_leader_epoch: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_transactional: bool
-    is_control: bool
-    timestamp_type: int
-    record_count: int
-    size_in_bytes: int
-    def __init__(self, compression: str | int | None = None, *, base_offset: int = 0,
-                 partition_leader_epoch: int = -1, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1,
-                 is_transactional: bool = False, is_control: bool = False,
-                 timestamp_type: int = 0, compression_level: int | None = None) -> None: ...
-    def __len__(self) -> int: ...
-    def append(self, timestamp: int | None, key: Buffer | None, value: Buffer | None,
-               headers: Sequence[tuple[str | bytes, Buffer | None]] | None = None) -> int: ...
-    def append_repeated(self, value: Buffer, count: int, timestamp: int | None = None,
-                        key: Buffer | None = None) -> int: ...
-    def build(self) -> bytes: ...
-    def view(self) -> memoryview: ...
-    def reset(self) -> None: ...

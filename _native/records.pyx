@@ -1,6 +1,7 @@
 # cython: language_level=3
 """Kafka RecordBatch v2: a zero-copy view, validation, in-place offset assignment,
-iteration over a buffer of batches, record decoding and a batch builder.
+iteration over a buffer of batches and record decoding. The compression codecs are in
+codecs.pyx, the batch builder in builder.pyx.
 
 The layout is drawn in records.pxd. Invariants:
 - A RecordBatch never copies the bytes it views; it holds the exporter's buffer (so a
@@ -12,20 +13,17 @@ The layout is drawn in records.pxd. Invariants:
 """
 cimport cython
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
-from libc.stdlib cimport malloc, realloc, free
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
                              PyBUF_WRITABLE)
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 from broker._native.buffer cimport (kb_read_varint, kb_load_be16, kb_load_be32, kb_load_be64,
-                                    kb_store_be16, kb_store_be32, kb_store_be64,
-                                    kb_write_varint, kb_write_varlong, kb_varint_size,
-                                    kb_varlong_size, kb_read_uvarint)
+                                    kb_store_be16, kb_store_be32, kb_store_be64, kb_export_bytes)
 from broker._native.crc32c cimport crc32c_raw
+from broker._native.codecs cimport inflate
 
-import time as _time
+from broker._native.codecs import COMPRESSION_NAMES
 
 cdef extern from "kb_utf8.h" nogil:
     int kb_utf8_valid(const uint8_t *s, size_t n)
@@ -40,25 +38,8 @@ class CorruptRecordError(ValueError):
         self.position = position
 
 
-COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
-
 # Decompressed records block larger than this is refused (a decompression bomb guard).
 DEFAULT_DECOMPRESS_LIMIT = 1 << 30
-
-
-def compression_code(value):
-    """0..4 from a codec name ('none', 'gzip', 'snappy', 'lz4', 'zstd'), None or an int."""
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        if 0 <= value <= 4:
-            return value
-        raise ValueError(f"unknown compression codec {value}")
-    try:
-        return COMPRESSION_NAMES.index(str(value).lower())
-    except ValueError:
-        raise ValueError(f"unknown compression codec {value!r} "
-                         f"(expected one of {', '.join(COMPRESSION_NAMES)})") from None
 
 
 # ---------------------------------------------------------------- batch checks
@@ -114,151 +95,6 @@ cdef str record_error(int rc):
     return "ok"
 
 
-# ---------------------------------------------------------------- codecs
-# Called once per batch (never per record). The codec libraries are imported lazily so
-# that a project using only uncompressed batches does not pay for them.
-
-cdef object _zlib = None
-cdef object _cramjam = None
-cdef object _lz4frame = None
-cdef object _zstd = None
-
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-cdef int MAX_GZIP_MEMBERS = 64
-
-
-cdef object _gunzip(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
-    global _zlib
-    if _zlib is None:
-        import zlib
-        _zlib = zlib
-    out = []
-    total = 0
-    members = 0
-    rest = PyBytes_FromStringAndSize(<const char *>data, length)
-    while rest:
-        # every further member costs a copy of the rest of the block (zlib's
-        # unused_data): a block of thousands of tiny members would take quadratic time.
-        # Kafka's clients write one member; a few concatenated ones are still read.
-        members += 1
-        if members > MAX_GZIP_MEMBERS:
-            raise ValueError(f"more than {MAX_GZIP_MEMBERS} gzip members in one records block")
-        d = _zlib.decompressobj(47)          # gzip or zlib header, auto-detected
-        chunk = d.decompress(rest, limit - total + 1)
-        total += len(chunk)
-        out.append(chunk)
-        if total > limit:
-            raise OverflowError
-        if not d.eof:
-            if d.unconsumed_tail:
-                raise OverflowError
-            raise ValueError("truncated gzip stream")
-        rest = d.unused_data                 # further gzip members, if any
-    return b"".join(out)
-
-
-cdef int _snappy_check(const uint8_t *p, Py_ssize_t n, Py_ssize_t room) except -1:
-    """Checks the preamble of a raw snappy block (its uncompressed length, a varint)
-    before cramjam allocates that many bytes: OverflowError when it exceeds `room`,
-    ValueError when `n` input bytes cannot expand to it (snappy's densest element, a copy
-    with a 2-byte offset, yields 64 bytes from 3)."""
-    cdef uint64_t declared = 0
-    cdef int k = kb_read_uvarint(p, p + n, 5, &declared)
-    if k <= 0 or declared > 0xFFFFFFFF:
-        raise ValueError("corrupt snappy preamble")
-    if <uint64_t>(n - k) * 22 < declared:
-        raise ValueError(f"snappy block of {n} bytes claims {declared} uncompressed bytes")
-    if declared > <uint64_t>room:
-        raise OverflowError
-    return 0
-
-
-cdef object _unsnappy(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
-    global _cramjam
-    if _cramjam is None:
-        import cramjam
-        _cramjam = cramjam
-    cdef Py_ssize_t pos
-    cdef int32_t block
-    raw = PyBytes_FromStringAndSize(<const char *>data, length)
-    if length >= 16 and raw[:8] == XERIAL_MAGIC:
-        # xerial (snappy-java) framing: 16-byte header, then [int32 length][raw block]...
-        out = []
-        total = 0
-        pos = 16
-        while pos < length:
-            if length - pos < 4:
-                raise ValueError("truncated xerial block length")
-            block = <int32_t>kb_load_be32(data + pos)
-            pos += 4
-            if block < 0 or block > length - pos:
-                raise ValueError("xerial block length out of range")
-            _snappy_check(data + pos, block, limit - total)
-            chunk = bytes(_cramjam.snappy.decompress_raw(raw[pos:pos + block]))
-            total += len(chunk)
-            if total > limit:
-                raise OverflowError
-            out.append(chunk)
-            pos += block
-        return b"".join(out)
-    _snappy_check(data, length, limit)
-    return bytes(_cramjam.snappy.decompress_raw(raw))
-
-
-cdef object _unlz4(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
-    global _lz4frame
-    if _lz4frame is None:
-        import lz4.frame
-        _lz4frame = lz4.frame
-    # The output is taken in growing steps: python-lz4 allocates max_length bytes up
-    # front, so asking for limit + 1 at once would reserve the whole limit (1 GiB by
-    # default) for every batch, and fail outright where address space is capped.
-    d = _lz4frame.LZ4FrameDecompressor()
-    src = PyBytes_FromStringAndSize(<const char *>data, length)
-    out = []
-    total = 0
-    step = max(65536, 4 * length)
-    while True:
-        want = min(step, limit + 1 - total)
-        chunk = d.decompress(src, want)
-        src = b""
-        total += len(chunk)
-        out.append(chunk)
-        if total > limit:
-            raise OverflowError
-        if d.eof or len(chunk) < want:
-            break
-        step *= 2
-    if not d.eof:
-        raise ValueError("truncated lz4 frame")
-    return out[0] if len(out) == 1 else b"".join(out)
-
-
-cdef object _unzstd(const uint8_t *data, Py_ssize_t length, Py_ssize_t limit):
-    global _zstd
-    if _zstd is None:
-        import zstandard
-        _zstd = zstandard
-    # read(n) allocates n bytes up front: read in growing steps, never the whole limit
-    reader = _zstd.ZstdDecompressor().stream_reader(
-        PyBytes_FromStringAndSize(<const char *>data, length), read_across_frames=True)
-    parts = []
-    total = 0
-    step = max(65536, 4 * length)
-    while True:
-        more = reader.read(min(step, limit + 1 - total))
-        if not more:
-            break
-        parts.append(more)
-        total += len(more)
-        if total > limit:
-            raise OverflowError
-        step *= 2
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 cdef object decompress(int codec, const uint8_t *data, Py_ssize_t length, Py_ssize_t limit,
                        Py_ssize_t position):
     """The records block of a compressed batch, decompressed (bytes). `position` is the
@@ -267,26 +103,19 @@ cdef object decompress(int codec, const uint8_t *data, Py_ssize_t length, Py_ssi
         # the codecs take a negative output bound as "unbounded"
         raise ValueError(f"negative decompress limit {limit}")
     try:
-        if codec == CODEC_GZIP:
-            return _gunzip(data, length, limit)
-        if codec == CODEC_SNAPPY:
-            return _unsnappy(data, length, limit)
-        if codec == CODEC_LZ4:
-            return _unlz4(data, length, limit)
-        if codec == CODEC_ZSTD:
-            return _unzstd(data, length, limit)
+        out = inflate(codec, data, length, limit)
     except OverflowError:
         raise CorruptRecordError(
             f"record batch at byte {position}: {COMPRESSION_NAMES[codec]} records block "
             f"decompresses to more than {limit} bytes", position) from None
-    except CorruptRecordError:
-        raise
     except Exception as exc:
         raise CorruptRecordError(
             f"record batch at byte {position}: cannot decompress "
             f"{COMPRESSION_NAMES[codec]} records block: {exc}", position) from None
-    raise CorruptRecordError(f"record batch at byte {position}: unknown compression codec "
-                             f"{codec}", position)
+    if out is None:
+        raise CorruptRecordError(f"record batch at byte {position}: unknown compression codec "
+                                 f"{codec}", position)
+    return out
 
 
 def decompress_block(int codec, data, Py_ssize_t limit=DEFAULT_DECOMPRESS_LIMIT):
@@ -297,46 +126,6 @@ def decompress_block(int codec, data, Py_ssize_t limit=DEFAULT_DECOMPRESS_LIMIT)
         return decompress(codec, <const uint8_t *>view.buf, view.len, limit, 0)
     finally:
         PyBuffer_Release(&view)
-
-
-cdef object _gzip_mod = None
-
-
-def compress_block(int codec, data, level=None):
-    """Compresses a records block as Kafka's clients do: gzip (one member), snappy in
-    xerial framing (what the Java client writes), lz4 frame with independent blocks, zstd
-    frame."""
-    global _gzip_mod, _cramjam, _lz4frame, _zstd
-    data = bytes(data)
-    if codec == CODEC_NONE:
-        return data
-    if codec == CODEC_GZIP:
-        if _gzip_mod is None:
-            import gzip
-            _gzip_mod = gzip
-        return _gzip_mod.compress(data, 6 if level is None else level, mtime=0)
-    if codec == CODEC_SNAPPY:
-        if _cramjam is None:
-            import cramjam
-            _cramjam = cramjam
-        parts = [XERIAL_MAGIC, b"\x00\x00\x00\x01\x00\x00\x00\x01"]
-        for start in range(0, len(data), 32768):
-            block = bytes(_cramjam.snappy.compress_raw(data[start:start + 32768]))
-            parts.append(len(block).to_bytes(4, "big"))
-            parts.append(block)
-        return b"".join(parts)
-    if codec == CODEC_LZ4:
-        if _lz4frame is None:
-            import lz4.frame
-            _lz4frame = lz4.frame
-        return _lz4frame.compress(data, block_linked=False,
-                                  compression_level=0 if level is None else level)
-    if codec == CODEC_ZSTD:
-        if _zstd is None:
-            import zstandard
-            _zstd = zstandard
-        return _zstd.ZstdCompressor(level=3 if level is None else level).compress(data)
-    raise ValueError(f"unknown compression codec {codec}")
 
 
 # ---------------------------------------------------------------- buffer holder
@@ -407,7 +196,7 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, int32_t count,
     cdef RecordView rv
     cdef HeaderView hv
     cdef int rc
-    cdef int32_t i, j
+    cdef int32_t i, _j
     cdef const uint8_t *start = p
     cdef const uint8_t *hp
     cdef Record rec
@@ -424,7 +213,7 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, int32_t count,
         rec.value = _bytes_or_none(rv.value, rv.value_len)
         headers = []
         hp = rv.headers
-        for j in range(rv.header_count):
+        for _j in range(rv.header_count):
             rc = parse_header(&hp, rv.end, &hv)
             if rc != REC_OK:
                 _raise_record(rc, i, batch_position, body_position, p - start)
@@ -698,17 +487,8 @@ cdef class _ExportView:
         cdef bint ro = not self.batch._ref.writable
         if (flags & PyBUF_WRITABLE) and ro:
             raise BufferError("read-only batch")
-        buf.buf = <void *>self.batch._p
+        kb_export_bytes(buf, <void *>self.batch._p, self.batch._size, ro)
         buf.obj = self
-        buf.len = self.batch._size
-        buf.readonly = ro
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *buf):
         pass
@@ -792,7 +572,7 @@ cdef int producer_check(const uint8_t *p, Py_ssize_t size) noexcept nogil:
     cdef uint16_t attrs = kb_load_be16(p + OFF_ATTRIBUTES)
     cdef const uint8_t *r
     cdef const uint8_t *end
-    cdef int32_t i, length
+    cdef int32_t _i, length
     cdef int k
     if count <= 0 or <int64_t>delta + 1 != count:
         return PRODUCER_BAD_COUNT
@@ -805,7 +585,7 @@ cdef int producer_check(const uint8_t *p, Py_ssize_t size) noexcept nogil:
     if attrs & ATTR_COMPRESSION_MASK == CODEC_NONE:
         r = p + HEADER_SIZE
         end = p + size
-        for i in range(count):
+        for _i in range(count):
             k = kb_read_varint(r, end, &length)
             if k <= 0 or length < 0 or length > end - r - k:
                 return PRODUCER_BAD_RECORDS
@@ -889,357 +669,6 @@ def assign_offsets(buffer, int64_t base_offset, int32_t partition_leader_epoch=-
             batches += 1
             pos += size
     return offset, batches, records, max_ts, max_ts_offset
-
-
-# ---------------------------------------------------------------- builder
-
-@cython.final
-cdef class BatchBuilder:
-    """Encodes records into one RecordBatch v2.
-
-        b = BatchBuilder(compression="zstd")
-        b.append(timestamp_ms, b"key", b"value", [("h", b"v")])
-        data = b.build()          # bytes: a valid batch (CRC-32C set), base offset 0
-
-    Offsets deltas are 0, 1, 2 ... in append order; the broker assigns the base offset.
-    """
-    cdef uint8_t *_buf
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
-    cdef int32_t _count
-    cdef int64_t _base_ts
-    cdef int64_t _max_ts
-    cdef readonly int compression
-    cdef readonly int64_t base_offset
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly bint is_transactional
-    cdef readonly bint is_control
-    cdef readonly int timestamp_type
-    cdef object _level
-    cdef Py_ssize_t _exports
-
-    def __cinit__(self):
-        self._buf = NULL
-        self._len = 0
-        self._cap = 0
-        # room for the header from the start, so that a builder made with __new__ (no
-        # __init__) still builds within its buffer instead of writing past it
-        self._reserve(HEADER_SIZE + 256)
-        self._len = HEADER_SIZE
-
-    def __init__(self, compression=None, *, int64_t base_offset=0,
-                 int32_t partition_leader_epoch=-1, int64_t producer_id=-1,
-                 int16_t producer_epoch=-1, int32_t base_sequence=-1,
-                 bint is_transactional=False, bint is_control=False, int timestamp_type=0,
-                 compression_level=None):
-        self.compression = compression_code(compression)
-        self.base_offset = base_offset
-        self.partition_leader_epoch = partition_leader_epoch
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.is_transactional = is_transactional
-        self.is_control = is_control
-        if timestamp_type not in (0, 1):
-            raise ValueError("timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime)")
-        self.timestamp_type = timestamp_type
-        self._level = compression_level
-        self._count = 0
-        self._base_ts = 0
-        self._max_ts = -1
-        self._reserve(HEADER_SIZE + 256)
-        self._len = HEADER_SIZE
-
-    def __dealloc__(self):
-        if self._buf != NULL:
-            free(self._buf)
-            self._buf = NULL
-
-    cdef int _reserve(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap
-        cdef uint8_t *nb
-        if need <= self._cap:
-            return 0
-        cap = self._cap * 2 if self._cap else 512
-        while cap < need:
-            cap *= 2
-        nb = <uint8_t *>realloc(self._buf, cap)
-        if nb == NULL:
-            raise MemoryError()
-        self._buf = nb
-        self._cap = cap
-        return 0
-
-    def __len__(self):
-        return self._count
-
-    @property
-    def record_count(self):
-        return self._count
-
-    @property
-    def size_in_bytes(self):
-        """Bytes so far, uncompressed (header included): a batch.size trigger."""
-        return self._len
-
-    cpdef int32_t append(self, timestamp, key, value, headers=None) except -1:
-        """Adds one record; `timestamp` in ms (None = now). Returns its offset delta."""
-        cdef int64_t ts
-        cdef const uint8_t *kp = NULL
-        cdef const uint8_t *vp = NULL
-        cdef Py_ssize_t klen = -1, vlen = -1, body, hsize = 0
-        cdef int64_t ts_delta
-        cdef Py_buffer kview, vview
-        cdef bint kheld = False, vheld = False
-        cdef uint8_t *w
-        cdef int32_t delta = self._count
-        self._check_mutable()
-        if self._count == 0x7FFFFFFF:
-            raise OverflowError("a batch holds at most 2**31-1 records")
-        ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
-        if self._count == 0:
-            self._base_ts = ts
-        ts_delta = ts - self._base_ts
-        try:
-            if key is not None:
-                PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE)
-                kheld = True
-                kp = <const uint8_t *>kview.buf
-                klen = kview.len
-            if value is not None:
-                PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE)
-                vheld = True
-                vp = <const uint8_t *>vview.buf
-                vlen = vview.len
-            if klen > 0x7FFFFFFF or vlen > 0x7FFFFFFF:
-                raise OverflowError("key or value larger than 2 GiB")
-            encoded_headers = _encode_headers(headers) if headers else None
-            if encoded_headers is not None:
-                hsize = len(encoded_headers)
-            body = (1 + kb_varlong_size(ts_delta) + kb_varint_size(delta)
-                    + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
-                    + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0)
-                    + (hsize if hsize else 1))
-            if body > 0x7FFFFFFF:
-                raise OverflowError("record larger than 2 GiB")
-            self._reserve(self._len + body + 5)
-            w = self._buf + self._len
-            w += kb_write_varint(w, <int32_t>body)
-            w[0] = 0
-            w += 1
-            w += kb_write_varlong(w, ts_delta)
-            w += kb_write_varint(w, delta)
-            w += kb_write_varint(w, <int32_t>klen)
-            if klen > 0:
-                memcpy(w, kp, klen)
-                w += klen
-            w += kb_write_varint(w, <int32_t>vlen)
-            if vlen > 0:
-                memcpy(w, vp, vlen)
-                w += vlen
-            if hsize:
-                memcpy(w, PyBytes_AS_STRING(encoded_headers), hsize)
-                w += hsize
-            else:
-                w[0] = 0            # headerCount varint 0
-                w += 1
-            self._len = w - self._buf
-        finally:
-            if kheld:
-                PyBuffer_Release(&kview)
-            if vheld:
-                PyBuffer_Release(&vview)
-        if ts > self._max_ts or self._count == 0:
-            self._max_ts = ts
-        self._count += 1
-        return delta
-
-    def append_repeated(self, value, Py_ssize_t count, timestamp=None, key=None):
-        """Appends `count` records with the same key, value and timestamp (no headers):
-        the load generator's fast path, one C loop instead of `count` Python calls.
-        Returns the offset delta of the first one."""
-        cdef Py_buffer vview, kview
-        cdef bint kheld = False
-        cdef const uint8_t *vp
-        cdef const uint8_t *kp = NULL
-        cdef Py_ssize_t vlen, klen = -1, body, rec_max, i
-        cdef int64_t ts, ts_delta
-        cdef int32_t first = self._count
-        cdef uint8_t *w
-        if count < 0:
-            raise ValueError("negative count")
-        self._check_mutable()
-        if count == 0:
-            return first
-        if <int64_t>self._count + count > 0x7FFFFFFF:
-            raise OverflowError("a batch holds at most 2**31-1 records")
-        ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
-        if self._count == 0:
-            self._base_ts = ts
-        ts_delta = ts - self._base_ts
-        PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE)
-        try:
-            if key is not None:
-                PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE)
-                kheld = True
-                kp = <const uint8_t *>kview.buf
-                klen = kview.len
-            vp = <const uint8_t *>vview.buf
-            vlen = vview.len
-            if klen > 0x7FFFFFFF or vlen > 0x7FFFFFFF:
-                raise OverflowError("key or value larger than 2 GiB")
-            # the largest record body (offset delta varint of the last record)
-            rec_max = (1 + kb_varlong_size(ts_delta) + 5 + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
-                       + kb_varint_size(<int32_t>vlen) + vlen + 1)
-            self._reserve(self._len + count * (rec_max + 5))
-            w = self._buf + self._len
-            with nogil:
-                for i in range(count):
-                    body = (1 + kb_varlong_size(ts_delta) + kb_varint_size(<int32_t>(first + i))
-                            + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
-                            + kb_varint_size(<int32_t>vlen) + vlen + 1)
-                    w += kb_write_varint(w, <int32_t>body)
-                    w[0] = 0
-                    w += 1
-                    w += kb_write_varlong(w, ts_delta)
-                    w += kb_write_varint(w, <int32_t>(first + i))
-                    w += kb_write_varint(w, <int32_t>klen)
-                    if klen > 0:
-                        memcpy(w, kp, klen)
-                        w += klen
-                    w += kb_write_varint(w, <int32_t>vlen)
-                    memcpy(w, vp, vlen)
-                    w += vlen
-                    w[0] = 0
-                    w += 1
-            self._len = w - self._buf
-        finally:
-            PyBuffer_Release(&vview)
-            if kheld:
-                PyBuffer_Release(&kview)
-        if ts > self._max_ts or first == 0:
-            self._max_ts = ts
-        self._count += <int32_t>count
-        return first
-
-    cdef int16_t _attrs(self):
-        cdef int16_t attrs = self.compression
-        if self.timestamp_type:
-            attrs |= ATTR_TIMESTAMP_TYPE
-        if self.is_transactional:
-            attrs |= ATTR_TRANSACTIONAL
-        if self.is_control:
-            attrs |= ATTR_CONTROL
-        return attrs
-
-    cdef int _write_header(self, uint8_t *h, Py_ssize_t body_len, int16_t attrs) except -1:
-        """Fills the 61-byte header at h (records block of body_len bytes follows) and its CRC."""
-        if HEADER_SIZE - LOG_OVERHEAD + body_len > 0x7FFFFFFF:
-            raise OverflowError("batch larger than 2 GiB")
-        kb_store_be64(h + OFF_BASE_OFFSET, <uint64_t>self.base_offset)
-        kb_store_be32(h + OFF_BATCH_LENGTH, <uint32_t>(HEADER_SIZE - LOG_OVERHEAD + body_len))
-        kb_store_be32(h + OFF_PARTITION_LEADER_EPOCH, <uint32_t>self.partition_leader_epoch)
-        h[OFF_MAGIC] = 2
-        kb_store_be16(h + OFF_ATTRIBUTES, <uint16_t>attrs)
-        kb_store_be32(h + OFF_LAST_OFFSET_DELTA, <uint32_t>(self._count - 1 if self._count else 0))
-        kb_store_be64(h + OFF_BASE_TIMESTAMP, <uint64_t>(self._base_ts if self._count else -1))
-        kb_store_be64(h + OFF_MAX_TIMESTAMP, <uint64_t>(self._max_ts if self._count else -1))
-        kb_store_be64(h + OFF_PRODUCER_ID, <uint64_t>self.producer_id)
-        kb_store_be16(h + OFF_PRODUCER_EPOCH, <uint16_t>self.producer_epoch)
-        kb_store_be32(h + OFF_BASE_SEQUENCE, <uint32_t>self.base_sequence)
-        kb_store_be32(h + OFF_RECORD_COUNT, <uint32_t>self._count)
-        kb_store_be32(h + OFF_CRC, crc32c_raw(0, h + OFF_ATTRIBUTES, HEADER_SIZE - OFF_ATTRIBUTES + body_len))
-        return 0
-
-    def build(self):
-        """The finished batch as bytes. The builder may be reused after reset()."""
-        cdef int16_t attrs = self._attrs()
-        cdef Py_ssize_t body_len = self._len - HEADER_SIZE
-        cdef uint8_t *h
-        if self.compression != CODEC_NONE:
-            block = compress_block(self.compression,
-                                   PyBytes_FromStringAndSize(<const char *>self._buf + HEADER_SIZE, body_len),
-                                   self._level)
-            out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + len(block))
-            h = <uint8_t *>PyBytes_AS_STRING(out)
-            memcpy(h + HEADER_SIZE, PyBytes_AS_STRING(block), len(block))
-            body_len = len(block)
-        else:
-            out = PyBytes_FromStringAndSize(<const char *>self._buf, self._len)
-            h = <uint8_t *>PyBytes_AS_STRING(out)
-        self._write_header(h, body_len, attrs)
-        return out
-
-    def view(self):
-        """The finished batch as a read-only memoryview of the builder's own memory (no
-        copy). Uncompressed batches only (a compressed one is a new block anyway: use
-        build()). While a view is alive the builder refuses to change (BufferError)."""
-        if self.compression != CODEC_NONE:
-            raise ValueError("view() is for uncompressed batches; use build()")
-        self._check_mutable()
-        self._write_header(self._buf, self._len - HEADER_SIZE, self._attrs())
-        return memoryview(self)
-
-    def __getbuffer__(self, Py_buffer *buf, int flags):
-        if flags & PyBUF_WRITABLE:
-            raise BufferError("a batch builder's view is read-only")
-        buf.buf = <void *>self._buf
-        buf.obj = self
-        buf.len = self._len
-        buf.readonly = 1
-        buf.itemsize = 1
-        buf.format = NULL
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
-        self._exports += 1
-
-    def __releasebuffer__(self, Py_buffer *buf):
-        self._exports -= 1
-
-    cdef int _check_mutable(self) except -1:
-        if self._exports:
-            raise BufferError("the batch builder has a live view(); release it before changing the builder")
-        return 0
-
-    def reset(self):
-        """Forgets the records appended so far (keeps the settings and the memory)."""
-        self._check_mutable()
-        self._len = HEADER_SIZE
-        self._count = 0
-        self._max_ts = -1
-        self._base_ts = 0
-
-
-cdef bytes _encode_headers(headers):
-    """headerCount varint + headers, for a sequence of (key str|bytes, value bytes|None)."""
-    cdef uint8_t tmp[10]
-    cdef int n
-    parts = []
-    count = 0
-    for k, v in headers:
-        kb = k.encode("utf-8") if isinstance(k, str) else bytes(k)
-        if not kb_utf8_valid(<const uint8_t *><const char *>kb, len(kb)):
-            raise ValueError(f"header key {k!r} is not valid UTF-8")
-        n = kb_write_varint(tmp, <int32_t>len(kb))
-        parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
-        parts.append(kb)
-        if v is None:
-            n = kb_write_varint(tmp, -1)
-            parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
-        else:
-            vb = bytes(v)
-            n = kb_write_varint(tmp, <int32_t>len(vb))
-            parts.append(PyBytes_FromStringAndSize(<char *>tmp, n))
-            parts.append(vb)
-        count += 1
-    n = kb_write_varint(tmp, <int32_t>count)
-    return PyBytes_FromStringAndSize(<char *>tmp, n) + b"".join(parts)
 
 
 def require_keys(buffer, Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):

@@ -6,7 +6,6 @@ BinaryColumn = tuple[Buffer | None, Buffer, Buffer | None, int]
 # list array offset, key column, value column)
 HeadersColumn = tuple[Buffer | None, Buffer, int, BinaryColumn, BinaryColumn]
 
-def murmur2_hash(data: Buffer) -> int: ...
 def assign_partitions(n: int, num_partitions: int, key: BinaryColumn | None = None,
                       explicit: tuple[Buffer | None, Buffer, int] | None = None, sticky: int = 0) -> bytes: ...
 def encode_batches(n: int, partitions: Buffer, key: BinaryColumn | None, value: BinaryColumn | None,

@@ -38,15 +38,16 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
 from broker._native.buffer cimport (kb_store_be16, kb_store_be32, kb_store_be64, kb_write_varint,
-                                    kb_write_varlong, kb_varint_size, kb_varlong_size)
+                                    kb_varint_size, kb_reserve)
 from broker._native.crc32c cimport crc32c_raw
+from broker._native.partitioner cimport c_partition_of
 from broker._native.records cimport (HEADER_SIZE, LOG_OVERHEAD, OFF_BASE_OFFSET, OFF_BATCH_LENGTH,
                                      OFF_PARTITION_LEADER_EPOCH, OFF_MAGIC, OFF_CRC, OFF_ATTRIBUTES,
                                      OFF_LAST_OFFSET_DELTA, OFF_BASE_TIMESTAMP, OFF_MAX_TIMESTAMP,
                                      OFF_PRODUCER_ID, OFF_PRODUCER_EPOCH, OFF_BASE_SEQUENCE,
                                      OFF_RECORD_COUNT, ATTR_TRANSACTIONAL, CODEC_NONE)
 
-from broker._native.records import compress_block, compression_code
+from broker._native.codecs import compress_block, compression_code
 
 cdef uint8_t _EMPTY[1]
 
@@ -127,45 +128,6 @@ cdef inline int bin_get(const BinCol *c, Py_ssize_t i, const uint8_t **p, int32_
 
 # ---------------------------------------------------------------- partitioning
 
-cdef inline int32_t murmur2(const uint8_t *data, int32_t length) noexcept nogil:
-    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2)."""
-    cdef uint32_t m = 0x5BD1E995U
-    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
-    cdef int32_t n4 = length // 4
-    cdef int32_t i
-    cdef uint32_t k
-    for i in range(n4):
-        k = (<uint32_t>data[4 * i] | (<uint32_t>data[4 * i + 1] << 8) | (<uint32_t>data[4 * i + 2] << 16)
-             | (<uint32_t>data[4 * i + 3] << 24))
-        k *= m
-        k ^= k >> 24
-        k *= m
-        h *= m
-        h ^= k
-    i = n4 * 4
-    if (length & 3) == 3:
-        h ^= <uint32_t>data[i + 2] << 16
-    if (length & 3) >= 2:
-        h ^= <uint32_t>data[i + 1] << 8
-    if (length & 3) >= 1:
-        h ^= <uint32_t>data[i]
-        h *= m
-    h ^= h >> 13
-    h *= m
-    h ^= h >> 15
-    return <int32_t>h
-
-
-def murmur2_hash(data):
-    """Kafka's murmur2 of a bytes-like object, as a signed int32 (for tests)."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return murmur2(<const uint8_t *>view.buf, <int32_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-
-
 def assign_partitions(Py_ssize_t n, int32_t num_partitions, key=None, explicit=None, int32_t sticky=0):
     """The partition of each of n rows, as bytes of n native int32.
 
@@ -213,7 +175,7 @@ def assign_partitions(Py_ssize_t n, int32_t num_partitions, key=None, explicit=N
                     bad = -2 - i
                     break
                 if rc == 1:
-                    out[i] = (murmur2(kp, kn) & 0x7FFFFFFF) % num_partitions
+                    out[i] = c_partition_of(kp, kn, num_partitions)
                     continue
             out[i] = sticky
     if bad >= 0:
@@ -233,20 +195,7 @@ cdef struct Out:
 
 
 cdef int out_reserve(Out *o, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t need = o.length + extra
-    cdef Py_ssize_t cap
-    cdef uint8_t *nb
-    if need <= o.cap:
-        return 0
-    cap = o.cap * 2 if o.cap else 1 << 16
-    while cap < need:
-        cap *= 2
-    nb = <uint8_t *>realloc(o.buf, cap)
-    if nb == NULL:
-        raise MemoryError()
-    o.buf = nb
-    o.cap = cap
-    return 0
+    return kb_reserve(&o.buf, &o.cap, o.length + extra, 1 << 16)
 
 
 cdef object finish_batch(Out *o, int32_t count, int64_t ts, int codec, object level, int64_t producer_id,
@@ -395,7 +344,7 @@ def encode_batches(Py_ssize_t n, partitions, key, value, headers=None, int64_t t
     cdef BinCol *vp = NULL
     cdef const uint8_t *hvalid = NULL
     cdef const int32_t *hoffs = NULL
-    cdef Py_ssize_t hoff = 0, plen, hvlen, holen, i, r, start, nparts = 0, base_len
+    cdef Py_ssize_t hoff = 0, plen, hvlen, holen, i, start, base_len
     cdef bint has_headers = headers is not None
     cdef const int32_t *parts
     cdef int32_t p, maxp = -1, count

@@ -196,8 +196,9 @@ def main() -> int:
                     help="members' max.poll.interval.ms (= their rebalance timeout)")
     ap.add_argument("--initial-delay-ms", type=int, default=100, help="broker's group.initial.rebalance.delay.ms")
     args = ap.parse_args()
-    from broker.client import BrokerConnection, Cluster
     import confluent_kafka
+
+    from broker.client import BrokerConnection, Cluster
     data = tempfile.mkdtemp(prefix="kbroker-rebalance-")
     config = {"group.initial.rebalance.delay.ms": args.initial_delay_ms,
               "group.min.session.timeout.ms": min(1000, args.session_ms), "offsets.topic.num.partitions": 1}

@@ -2,7 +2,7 @@
 same rows from a Parquet file on local disk, in the same run and Spark session.
 
     .venv/bin/python bench/spark_read.py [--messages 1000000] [--size 100] [--partitions 4]
-                                         [--rounds 3] [--write]
+                                         [--rounds 3] [--write] [--kafka-connector]
 
 Starts `broker serve` on a free port (data in a temp dir); produces the messages (random,
 incompressible values of --size bytes, 8-byte keys) with the sink's native encoder; starts
@@ -12,6 +12,11 @@ Parquet file (snappy, Spark's default) once; then, after one warm-up of each, al
 
     kbroker:  spark.read.format("kbroker")...load().write.format("noop").save()
     parquet:  spark.read.parquet(path).write.format("noop").save()
+
+With --kafka-connector, Spark's own (JVM) Kafka connector reads the same topic from kbroker
+too (the jars `make testdeps` fetched, tests/jvm/target/spark-libs):
+
+    kafka:    spark.read.format("kafka")...load().write.format("noop").save()
 
 The noop sink materialises every column of every row, so both sides decode everything
 (a count() would let Parquet answer from its footers). Reports rows/s (best and median
@@ -80,6 +85,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--write", action="store_true", help="also time a Spark batch write through the data source")
+    ap.add_argument("--kafka-connector", action="store_true", help="also Spark's JVM Kafka connector")
     ap.add_argument("--timeout-s", type=int, default=1800, help="give up after this long")
     args = ap.parse_args()
 
@@ -102,10 +108,13 @@ def main() -> int:
             from pyspark.sql import SparkSession
 
             from broker.spark import KBrokerDataSource
-            spark = (SparkSession.builder.master("local[2]").appName("kbroker-spark-bench")
-                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                     .config("spark.driver.memory", "2g").config("spark.sql.session.timeZone", "UTC")
-                     .getOrCreate())
+            builder = (SparkSession.builder.master("local[2]").appName("kbroker-spark-bench")
+                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.driver.memory", "2g").config("spark.sql.session.timeZone", "UTC"))
+            if args.kafka_connector:
+                from tests.support.kafka_tools import SPARK_LIBS
+                builder = builder.config("spark.jars", ",".join(str(j) for j in sorted(SPARK_LIBS.glob("*.jar"))))
+            spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             spark.dataSource.register(KBrokerDataSource)
 
@@ -126,13 +135,20 @@ def main() -> int:
             def read_parquet():
                 spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
 
-            read_kbroker()
-            read_parquet()          # warm-up: Python workers, JIT, page cache
-            times = {"kbroker": [], "parquet": []}
+            def read_kafka_connector():
+                (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                 .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+
+            readers = {"kbroker": read_kbroker, "parquet": read_parquet}
+            if args.kafka_connector:
+                readers["kafka connector"] = read_kafka_connector
+            for read in readers.values():
+                read()              # warm-up: Python workers, JIT, page cache
+            times = {name: [] for name in readers}
             for r in range(args.rounds):
-                times["kbroker"].append(timed(read_kbroker))
-                times["parquet"].append(timed(read_parquet))
-                print(f"round {r + 1}: kbroker {times['kbroker'][-1]:.2f} s, parquet {times['parquet'][-1]:.2f} s",
+                for name, read in readers.items():
+                    times[name].append(timed(read))
+                print(f"round {r + 1}: " + ", ".join(f"{name} {ts[-1]:.2f} s" for name, ts in times.items()),
                       flush=True)
 
             n = args.messages

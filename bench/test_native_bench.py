@@ -11,8 +11,7 @@ import zlib
 
 import pytest
 
-from broker.native import (BatchBuilder, OffsetIndex, Segment, assign_offsets, batches_to_arrow, crc32c,
-                           crc32c_software)
+from broker.native import BatchBuilder, OffsetIndex, Segment, assign_offsets, batches_to_arrow, crc32c, crc32c_software
 
 MIB = 1 << 20
 

@@ -2,9 +2,12 @@
 
 - `parse_properties(text)` reads the Java .properties format Kafka uses (`key=value`,
   `key: value`, `#`/`!` comments, backslash line continuations and escapes).
-- `BrokerConfig.from_sources(file, overrides)` validates every key: an unknown key or a
-  bad value raises `ConfigError` naming the key. Keys Kafka has but that mean nothing
-  here (thread counts, socket buffers ...) are accepted and listed in `ignored`.
+- `BrokerConfig.from_sources(file, overrides)` validates every key: unknown keys and bad
+  values raise one `ConfigError` naming every one of them. Keys of Kafka 3.x/4.x brokers
+  that mean nothing here (thread counts, KRaft, TLS settings of listeners kbroker does not
+  have ...) are accepted, listed in `ignored` and each explained by one line of
+  `warnings`, so a real Kafka server.properties starts; a value kbroker cannot honour as
+  meant (an authorizer, encrypted inter-broker traffic ...) is refused instead.
 - `LogConfig` is the effective per-topic view: the broker's log.* defaults overlaid with
   the topic's own overrides (retention.ms, segment.bytes, cleanup.policy ...), as Kafka's
   LogConfig does. Topic-level names and their broker-level synonyms are in TOPIC_CONFIGS.
@@ -14,19 +17,23 @@ Values are stored as Python types (int, bool, str, float, list[str]); None means
 """
 from __future__ import annotations
 
+import difflib
 import enum
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 class ConfigError(ValueError):
-    """A configuration key that is unknown or has a bad value. `key` names it."""
+    """Configuration keys that are unknown or have bad values. `key` names the first,
+    `keys` all of them; the message is one line."""
 
-    def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
+    def __init__(self, key: str, message: str, keys: list[str] | None = None):
+        super().__init__(f"{key}: {message}" if keys is None else message)
         self.key = key
+        self.keys = keys or [key]
 
 
 class ConfigType(enum.IntEnum):
@@ -146,6 +153,29 @@ def _listeners(v: list[str]) -> str | None:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+def _ip_overrides(v: str) -> str | None:
+    try:
+        parse_ip_overrides(v)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: 'host:N,host:N' -> {host: N} (hosts as written,
+    names or addresses; ValueError for a malformed entry)."""
+    out = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not _INTEGER.fullmatch(count.strip()) or int(count) < 0:
+            raise ValueError(f"{item!r} is not HOST:COUNT")
+        out[host] = int(count)
+    return out
+
+
 def _protocol_map(v: list[str]) -> str | None:
     for item in v:
         name, sep, protocol = item.partition(":")
@@ -238,19 +268,178 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("zookeeper.connection.timeout.ms", _I, None,
        "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).", _at_least(1)),
     _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
+    _K("num.recovery.threads.per.data.dir", _I, 1,
+       "Threads per log dir that load (and after a crash recover) the logs at startup.", _at_least(1)),
+    _K("max.connections", _I, INT_MAX, "Most client connections open at once; beyond it new ones wait in the "
+                                       "listen backlog.", _at_least(0)),
+    _K("max.connections.per.ip", _I, INT_MAX, "Most connections open at once from one address; beyond it new "
+                                              "ones are closed at once.", _at_least(0)),
+    _K("max.connections.per.ip.overrides", _S, "",
+       "Per-address exceptions to max.connections.per.ip, as HOST:COUNT[,HOST:COUNT] (names or addresses).",
+       _ip_overrides),
+    _K("connections.max.idle.ms", _L, 600000,
+       "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
+    _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+    _K("controller.listener.names", _LS, None,
+       "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}
 
-#: Kafka broker keys accepted for compatibility with existing server.properties files but
-#: without effect here (kbroker has one event loop and no such pools or buffers).
-IGNORED_KAFKA_KEYS = frozenset("""
-num.network.threads num.io.threads num.recovery.threads.per.data.dir
-socket.send.buffer.bytes socket.receive.buffer.bytes queued.max.requests
-background.threads transaction.state.log.replication.factor transaction.state.log.min.isr
-transaction.state.log.num.partitions log.preallocate
-log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size
-group.coordinator.rebalance.protocols inter.broker.listener.name
-confluent.support.metrics.enable
-""".split())
+_NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cluster of zookeeper.connect"
+
+#: Keys of Kafka 3.x/4.x brokers (KafkaConfig) that kbroker accepts and does not act on, by
+#: reason: each one a configuration sets is named in one warning line with its reason.
+_NO_EFFECT: dict[str, str] = {
+    "kbroker runs one event loop (no thread pools, request queues or socket buffers to size)": """
+        num.network.threads num.io.threads background.threads
+        num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
+        socket.send.buffer.bytes socket.receive.buffer.bytes replica.socket.receive.buffer.bytes
+        queued.max.requests queued.max.request.bytes socket.listen.backlog.size
+        log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor
+        log.cleaner.io.max.bytes.per.second offsets.load.buffer.size
+        fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
+        delete.records.purgatory.purge.interval.requests""",
+    _NO_KRAFT: """
+        process.roles controller.quorum.voters controller.quorum.bootstrap.servers
+        controller.quorum.append.linger.ms controller.quorum.election.backoff.max.ms
+        controller.quorum.election.timeout.ms controller.quorum.fetch.timeout.ms
+        controller.quorum.request.timeout.ms controller.quorum.retry.backoff.ms
+        metadata.log.dir metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
+        metadata.log.segment.bytes metadata.log.segment.min.bytes metadata.log.segment.ms
+        metadata.max.idle.interval.ms metadata.max.retention.bytes metadata.max.retention.ms
+        broker.heartbeat.interval.ms broker.session.timeout.ms initial.broker.registration.timeout.ms
+        server.max.startup.time.ms sasl.mechanism.controller.protocol
+        controller.performance.always.log.threshold.ms controller.performance.sample.period.ms
+        eligible.leader.replicas.enable unstable.feature.versions.enable
+        zookeeper.metadata.migration.enable zookeeper.metadata.migration.min.batch.size""",
+    "kbroker serves PLAINTEXT only (no TLS, SASL or delegation tokens)": """
+        security.inter.broker.protocol sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
+        sasl.jaas.config sasl.client.callback.handler.class sasl.server.callback.handler.class
+        sasl.server.max.receive.size sasl.login.class sasl.login.callback.handler.class
+        sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
+        sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor sasl.login.refresh.window.jitter
+        sasl.login.retry.backoff.max.ms sasl.login.retry.backoff.ms sasl.kerberos.kinit.cmd
+        sasl.kerberos.min.time.before.relogin sasl.kerberos.principal.to.local.rules sasl.kerberos.service.name
+        sasl.kerberos.ticket.renew.jitter sasl.kerberos.ticket.renew.window.factor
+        sasl.oauthbearer.clock.skew.seconds sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer
+        sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
+        sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
+        sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name sasl.oauthbearer.token.endpoint.url
+        ssl.allow.dn.changes ssl.allow.san.changes ssl.cipher.suites ssl.client.auth ssl.enabled.protocols
+        ssl.endpoint.identification.algorithm ssl.engine.factory.class ssl.key.password ssl.keymanager.algorithm
+        ssl.keystore.certificate.chain ssl.keystore.key ssl.keystore.location ssl.keystore.password
+        ssl.keystore.type ssl.principal.mapping.rules ssl.protocol ssl.provider ssl.secure.random.implementation
+        ssl.trustmanager.algorithm ssl.truststore.certificates ssl.truststore.location ssl.truststore.password
+        ssl.truststore.type principal.builder.class connections.max.reauth.ms
+        connection.failed.authentication.delay.ms security.providers authorizer.class.name
+        delegation.token.master.key delegation.token.secret.key delegation.token.max.lifetime.ms
+        delegation.token.expiry.time.ms delegation.token.expiry.check.interval.ms
+        password.encoder.secret password.encoder.old.secret password.encoder.keyfactory.algorithm
+        password.encoder.cipher.algorithm password.encoder.key.length password.encoder.iterations
+        zookeeper.set.acl zookeeper.clientCnxnSocket zookeeper.ssl.client.enable zookeeper.ssl.cipher.suites
+        zookeeper.ssl.crl.enable zookeeper.ssl.enabled.protocols zookeeper.ssl.endpoint.identification.algorithm
+        zookeeper.ssl.keystore.location zookeeper.ssl.keystore.password zookeeper.ssl.keystore.type
+        zookeeper.ssl.ocsp.enable zookeeper.ssl.protocol zookeeper.ssl.truststore.location
+        zookeeper.ssl.truststore.password zookeeper.ssl.truststore.type""",
+    "kbroker has no transactions": """
+        transaction.state.log.replication.factor transaction.state.log.min.isr
+        transaction.state.log.num.partitions transaction.state.log.segment.bytes
+        transaction.state.log.load.buffer.size transaction.max.timeout.ms transactional.id.expiration.ms
+        transaction.abort.timed.out.transaction.cleanup.interval.ms
+        transaction.remove.expired.transaction.cleanup.interval.ms transaction.partition.verification.enable
+        add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
+    "kbroker's groups speak the classic protocol only (no KIP-848 consumer groups, no share groups)": """
+        group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
+        group.consumer.assignors group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms
+        group.consumer.max.session.timeout.ms group.consumer.max.size group.consumer.migration.policy
+        group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
+        group.consumer.session.timeout.ms group.share.enable group.share.delivery.count.limit
+        group.share.heartbeat.interval.ms group.share.max.groups group.share.max.heartbeat.interval.ms
+        group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms group.share.max.size
+        group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms
+        group.share.min.session.timeout.ms group.share.partition.max.record.locks group.share.persister.class.name
+        group.share.record.lock.duration.ms group.share.session.timeout.ms share.coordinator.append.linger.ms
+        share.coordinator.load.buffer.size share.coordinator.snapshot.update.records.per.snapshot
+        share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
+        share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms
+        share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
+        share.coordinator.threads share.coordinator.write.timeout.ms share.fetch.max.fetch.records
+        share.fetch.purgatory.purge.interval.requests""",
+    "kbroker has no tiered storage": """
+        remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
+        remote.log.index.file.cache.total.size.bytes remote.log.manager.copier.thread.pool.size
+        remote.log.manager.copy.max.bytes.per.second remote.log.manager.copy.quota.window.num
+        remote.log.manager.copy.quota.window.size.seconds remote.log.manager.expiration.thread.pool.size
+        remote.log.manager.fetch.max.bytes.per.second remote.log.manager.fetch.quota.window.num
+        remote.log.manager.fetch.quota.window.size.seconds remote.log.manager.task.interval.ms
+        remote.log.manager.task.retry.backoff.max.ms remote.log.manager.task.retry.backoff.ms
+        remote.log.manager.task.retry.jitter remote.log.manager.thread.pool.size
+        remote.log.metadata.custom.metadata.max.bytes remote.log.metadata.manager.class.name
+        remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
+        remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
+        remote.log.storage.manager.class.name remote.log.storage.manager.class.path
+        remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
+    "kbroker enforces no quotas": """
+        quota.window.num quota.window.size.seconds replication.quota.window.num
+        replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
+        alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
+        controller.quota.window.size.seconds client.quota.callback.class max.connection.creation.rate""",
+    "kbroker has no metrics reporters": """
+        metric.reporters metrics.num.samples metrics.recording.level metrics.sample.window.ms
+        kafka.metrics.polling.interval.secs kafka.metrics.reporters auto.include.jmx.reporter
+        telemetry.max.bytes""",
+    "kbroker loads no Java plugins": """
+        alter.config.policy.class.name create.topic.policy.class.name replica.selector.class""",
+    "kbroker serves one listener with the latest record format": """
+        inter.broker.listener.name control.plane.listener.name early.start.listeners
+        inter.broker.protocol.version log.message.format.version log.message.downconversion.enable""",
+    "kbroker does not implement it": """
+        broker.id.generation.enable reserved.broker.max.id log.preallocate log.roll.jitter.hours log.roll.jitter.ms
+        log.flush.offset.checkpoint.interval.ms log.flush.start.offset.checkpoint.interval.ms
+        log.initial.task.delay.ms log.dir.failure.timeout.ms log.message.timestamp.difference.max.ms
+        log.message.timestamp.before.max.ms log.message.timestamp.after.max.ms
+        compression.gzip.level compression.lz4.level compression.zstd.level fetch.max.bytes
+        max.incremental.fetch.session.cache.slots max.request.partition.size.limit
+        offsets.commit.required.acks offsets.commit.timeout.ms offsets.topic.compression.codec
+        producer.id.expiration.check.interval.ms replica.high.watermark.checkpoint.interval.ms
+        replica.socket.timeout.ms controller.socket.timeout.ms socket.connection.setup.timeout.ms
+        socket.connection.setup.timeout.max.ms unclean.leader.election.interval.ms unstable.api.versions.enable
+        zookeeper.max.in.flight.requests""",
+}
+
+#: Kafka broker key -> why it has no effect in kbroker.
+IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
+
+#: Key prefixes of settings handed to parts kbroker does not have (per-listener security
+#: settings, Confluent Server's own keys), accepted with a warning as above.
+IGNORED_KAFKA_PREFIXES: dict[str, str] = {
+    "listener.name.": "per-listener settings configure TLS/SASL, which kbroker does not have",
+    "confluent.": "a Confluent Server setting",
+}
+
+
+def _flag_off(raw: str) -> bool:
+    return raw.lower() != "true"
+
+
+#: Ignored keys whose value would promise what kbroker does not do (encryption, ACLs, a
+#: controller): accepted when the value asks nothing kbroker lacks, refused otherwise,
+#: never silently weaker than configured. key -> (value acceptable?, why refused, as a
+#: format of {value})
+REFUSED_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "security.inter.broker.protocol": (
+        lambda v: v.upper() in ("", "PLAINTEXT"),
+        "{value} is not implemented (kbroker serves PLAINTEXT only); brokers would talk plaintext"),
+    "authorizer.class.name": (
+        lambda v: not v, "{value}: kbroker has no authorizer; ACLs would not be enforced"),
+    "zookeeper.ssl.client.enable": (
+        _flag_off, "{value}: kbroker's ZooKeeper client has no TLS; ZooKeeper traffic would be plaintext"),
+    "zookeeper.set.acl": (
+        _flag_off, "{value}: kbroker sets no ZooKeeper ACLs; its znodes would be writable by anyone"),
+    "process.roles": (
+        lambda v: "broker" in [x.strip().lower() for x in v.split(",")],
+        "{value} names no broker role: this is a KRaft controller's configuration, and kbroker has no KRaft "
+        "controller"),
+}
 
 
 @dataclass(frozen=True)
@@ -363,22 +552,42 @@ def _unescape(s: str) -> str:
 
 class BrokerConfig:
     """The validated broker configuration. Read values with `config["log.segment.bytes"]`
-    or the typed properties below; `ignored` lists accepted Kafka keys without effect."""
+    or the typed properties below; `ignored` lists accepted Kafka keys without effect and
+    `warnings` says, one line each, what the configuration asks that kbroker does not do."""
 
     def __init__(self, values: Mapping[str, Any] | None = None, sources: Mapping[str, ConfigSource] | None = None):
         self._values: dict[str, Any] = {}
         self._sources: dict[str, ConfigSource] = {}
         self.ignored: list[str] = []
+        self.warnings: list[str] = []
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
+        errors: list[ConfigError] = []
+        unknown: list[ConfigError] = []
         for name, raw in (values or {}).items():
-            self.set(name, raw, (sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG))
+            try:
+                self.set(name, raw, (sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG))
+            except ConfigError as exc:
+                (errors if name in BROKER_KEYS or name in IGNORED_KAFKA_KEYS else unknown).append(exc)
+        if unknown:
+            errors.append(_unknown_keys_error([e.key for e in unknown]))
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ConfigError(errors[0].key, "; ".join(map(str, errors)), [k for e in errors for k in e.keys])
         self._check_relations()
 
     def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
-        if name in IGNORED_KAFKA_KEYS:
+        reason = IGNORED_KAFKA_KEYS.get(name) or next(
+            (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None)
+        if reason is not None:
+            refused = REFUSED_VALUES.get(name)
+            text = "" if raw is None else str(raw).strip()
+            if refused is not None and not refused[0](text):
+                raise ConfigError(name, refused[1].format(value=text))
             self.ignored.append(name)
+            self.warnings.append(f"config key {name} has no effect: {reason}")
             return
         key = BROKER_KEYS.get(name)
         if key is None:
@@ -389,14 +598,31 @@ class BrokerConfig:
     def _check_relations(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
+        self._check_node_id()
         self._check_listeners("listeners")
         if self["advertised.listeners"]:
             self._check_listeners("advertised.listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
+        if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
+            raise ConfigError("max.connections.per.ip", "0 refuses every address; name the allowed ones in "
+                                                        "max.connections.per.ip.overrides")
+
+    def _check_node_id(self) -> None:
+        """node.id is KRaft's broker.id: one taken for the other, as Kafka does."""
+        node_id = self["node.id"]
+        if node_id is None:
+            return
+        if self.source("broker.id") == ConfigSource.DEFAULT_CONFIG:
+            self._values["broker.id"] = node_id
+            self._sources["broker.id"] = self.source("node.id")
+        elif node_id != self.broker_id:
+            raise ConfigError("node.id", f"{node_id} differs from broker.id {self.broker_id} (the same setting "
+                                         "in Kafka; set one, or both alike)")
+        self.warnings.append(f"config key node.id={node_id} is taken as broker.id; {_NO_KRAFT}")
 
     @classmethod
-    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+    def from_sources(cls, config_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
         """File values (server.properties), then command-line overrides on top."""
         values: dict[str, Any] = {}
         sources: dict[str, ConfigSource] = {}
@@ -414,15 +640,29 @@ class BrokerConfig:
             sources[k] = ConfigSource.STATIC_BROKER_CONFIG
         return cls(values, sources)
 
+    def _controller_listener(self, item: str) -> bool:
+        names = {n.upper() for n in self["controller.listener.names"] or ()}
+        return "://" in item and item.split("://", 1)[0].upper() in names
+
+    def _served(self, key: str) -> list[str]:
+        """The listeners of `key` kbroker serves: all but KRaft controller listeners."""
+        return [item for item in self[key] if not self._controller_listener(item)]
+
     def _check_listeners(self, key: str) -> None:
         """One PLAINTEXT listener: kbroker binds the first listener only and has no TLS or
         SASL, so anything else would serve plaintext on a port the operator believes
-        encrypted, or leave a listener silently unbound."""
+        encrypted, or leave a listener silently unbound. KRaft controller listeners
+        (controller.listener.names) are left out, and said so."""
         items = self[key]
         protocols = {name.upper(): protocol.upper() for name, _, protocol in
                      (item.partition(":") for item in self["listener.security.protocol.map"])}
         for item in items:
             parse_listener(item, key)
+            if self._controller_listener(item):
+                if key == "listeners":
+                    self.warnings.append(f"listener {item} is a KRaft controller listener (controller.listener.names) "
+                                         f"and is not bound; {_NO_KRAFT}")
+                continue
             name = item.split("://", 1)[0].upper() if "://" in item else "PLAINTEXT"
             if name == "CONTROLLER":
                 raise ConfigError(key, f"{item}: kbroker has no KRaft controller; a controller listener would "
@@ -434,9 +674,13 @@ class BrokerConfig:
             if protocol != "PLAINTEXT":
                 raise ConfigError(key, f"{item}: security protocol {protocol} is not implemented (kbroker "
                                        "serves PLAINTEXT only); refusing to serve plaintext there")
-        if len(items) > 1:
+        served = self._served(key)
+        if not served:
+            raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "
+                                   "kbroker needs one to serve clients on")
+        if len(served) > 1:
             verb = "bound" if key == "listeners" else "advertised"
-            raise ConfigError(key, f"kbroker serves one listener; {', '.join(items[1:])} would not be {verb}")
+            raise ConfigError(key, f"kbroker serves one listener; {', '.join(served[1:])} would not be {verb}")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -459,13 +703,12 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[tuple[str, int]]:
-        return [parse_listener(x) for x in self["listeners"]]
+        return [parse_listener(x) for x in self._served("listeners")]
 
     @property
     def advertised_listeners(self) -> list[tuple[str, int]]:
-        adv = self["advertised.listeners"]
-        if adv:
-            return [parse_listener(x, "advertised.listeners") for x in adv]
+        if self["advertised.listeners"]:
+            return [parse_listener(x, "advertised.listeners") for x in self._served("advertised.listeners")]
         return self.listeners
 
     @property
@@ -501,8 +744,21 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
-    def log_config(self, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
+
+
+def _unknown_keys_error(names: list[str]) -> ConfigError:
+    """One error naming every unknown key, with the nearest known key where one is close
+    (a typo such as log.retention.hour)."""
+    known = [*BROKER_KEYS, *IGNORED_KAFKA_KEYS]
+    described = []
+    for name in names:
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        described.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    if len(names) == 1:
+        return ConfigError(names[0], f"unknown configuration key{described[0][len(names[0]):]}")
+    return ConfigError(names[0], f"unknown configuration keys: {', '.join(described)}", names)
 
 
 def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:

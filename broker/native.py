@@ -8,31 +8,6 @@ It imports nothing but the compiled extension modules (pyarrow and the compressi
 codecs load lazily, on first use): no asyncio server, ZooKeeper client or Spark.
 Documented with runnable examples in docs/native.md.
 """
-from broker._native.crc32c import (
-    crc32c,
-    crc32c_hardware,
-    crc32c_software,
-    hardware_available as crc32c_hardware_available,
-    implementation as crc32c_implementation,
-)
-from broker._native.records import (
-    COMPRESSION_NAMES,
-    BatchBuilder,
-    BatchIterator,
-    CorruptRecordError,
-    InvalidRecordError,
-    Record,
-    RecordBatch,
-    assign_offsets,
-    compress_block,
-    compression_code,
-    decompress_block,
-    iter_batches,
-    require_keys,
-)
-from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
-from broker._native.segment import Segment, file_name as segment_file_name, parse_base_offset
-from broker._native.sendfile import sendfile
 from broker._native.arrow import arrow_schema, batches_to_arrow
 from broker._native.buffer import (
     read_unsigned_varint,
@@ -42,6 +17,37 @@ from broker._native.buffer import (
     write_varint,
     write_varlong,
 )
+from broker._native.builder import BatchBuilder
+from broker._native.codecs import COMPRESSION_NAMES, compress_block, compression_code
+from broker._native.crc32c import (
+    crc32c,
+    crc32c_hardware,
+    crc32c_software,
+    hardware_available as crc32c_hardware_available,
+    implementation as crc32c_implementation,
+)
+from broker._native.index import CorruptIndexError, OffsetIndex, TimeIndex
+from broker._native.partitioner import murmur2, partition_for_key
+from broker._native.records import (
+    BatchIterator,
+    CorruptRecordError,
+    InvalidRecordError,
+    Record,
+    RecordBatch,
+    assign_offsets,
+    decompress_block,
+    iter_batches,
+    require_keys,
+)
+from broker._native.segment import (
+    Segment,
+    file_name as segment_file_name,
+    open_inactive_segments,
+    open_segment_limit,
+    parse_base_offset,
+    set_open_segment_limit,
+)
+from broker._native.sendfile import sendfile
 
 __all__ = [
     "COMPRESSION_NAMES",
@@ -67,13 +73,18 @@ __all__ = [
     "crc32c_software",
     "decompress_block",
     "iter_batches",
+    "open_inactive_segments",
+    "murmur2",
+    "open_segment_limit",
     "parse_base_offset",
+    "partition_for_key",
     "read_unsigned_varint",
     "read_varint",
     "read_varlong",
     "require_keys",
     "segment_file_name",
     "sendfile",
+    "set_open_segment_limit",
     "write_unsigned_varint",
     "write_varint",
     "write_varlong",

@@ -246,7 +246,7 @@ class FieldDef:
     flex_override: tuple | None
     default_raw: object
     about: str
-    struct: "StructDef | None" = None
+    struct: StructDef | None = None
 
     @property
     def is_array(self) -> bool:
@@ -265,7 +265,7 @@ class FieldDef:
 class StructDef:
     name: str
     fields: list
-    msg: "MessageDef"
+    msg: MessageDef
     is_top: bool = False
     versions: set = dc_field(default_factory=set)
 
@@ -439,7 +439,7 @@ def default_is_mutable(f: FieldDef) -> bool:
     return isinstance(d, (list, StructDef))
 
 
-def isdefault_expr(f: FieldDef, var: str, gen: "ModuleGen") -> str:
+def isdefault_expr(f: FieldDef, var: str, gen: ModuleGen) -> str:
     d = default_value(f)
     if d is None:
         return f"{var} is None"
@@ -473,7 +473,7 @@ class Lines:
         self.counter += 1
         return f"{base}{self.counter}"
 
-    def indent(self) -> "Lines":
+    def indent(self) -> Lines:
         self.level += 1
         return self
 
@@ -492,6 +492,9 @@ class ModuleGen:
         self.structs_fmt: dict[str, str] = {}
         self.funcs: list[str] = []
         self.bodies: dict[tuple, str] = {}
+        # codec functions are named after the versions they serve, known only once every
+        # version is generated: until then a placeholder stands for each name
+        self.func_names: dict[str, tuple[str, set[int]]] = {}
         self.dec_names: dict[tuple, str] = {}
         self.enc_names: dict[tuple, str] = {}
         self.isdef_names: dict[str, str] = {}
@@ -505,15 +508,34 @@ class ModuleGen:
             self.structs_fmt[fmt] = f"_S{len(self.structs_fmt)}"
         return self.structs_fmt[fmt]
 
-    def add_func(self, kind: str, prefix: str, sig: str, body: str) -> str:
+    def add_func(self, kind: str, prefix: str, sig: str, body: str, v: int) -> str:
+        """The function with this body (one per distinct body, shared by the versions
+        whose wire format is the same); its name is a placeholder until `resolve_names`."""
         key = (kind, sig, body)
         name = self.bodies.get(key)
         if name is None:
             self.counter += 1
-            name = f"_{kind}_{prefix}_{self.counter}"
+            name = f"\x00F{self.counter}\x00"
             self.bodies[key] = name
+            self.func_names[name] = (f"_{kind}_{prefix}", set())
             self.funcs.append(f"def {name}({sig}):\n{body}\n")
+        self.func_names[name][1].add(v)
         return name
+
+    def resolve_names(self, text: str) -> str:
+        """`text` with each placeholder replaced by its function's name: the kind, the
+        struct and the versions it serves (`_d_FetchRequest_v4_to_11`), so a traceback
+        says which version failed."""
+        names: dict[str, str] = {}
+        taken: set[str] = set()
+        for ph, (base, versions) in self.func_names.items():
+            name = f"{base}_{version_label(versions)}"
+            n = 2
+            while name in taken:
+                name, n = f"{base}_{version_label(versions)}_{n}", n + 1
+            taken.add(name)
+            names[ph] = name
+        return re.sub("\x00F\\d+\x00", lambda m: names[m.group(0)], text)
 
     def array_alias(self, code: str) -> str:
         self.array_codes.add(code)
@@ -580,7 +602,7 @@ class ModuleGen:
                     TL = Lines()
                     self.dec_value(TL, sd, f, v, f"o.{f.attr}", "end")
                     TL.add("return pos")
-                    fname = self.add_func("dt", self.prefix(sd), "o, buf, pos, end", TL.text())
+                    fname = self.add_func("dt", f"{self.prefix(sd)}_{f.attr}", "o, buf, pos, end", TL.text(), v)
                     entries.append(f"{f.tag}: {fname}")
                 table = "{" + ", ".join(entries) + "}"
                 tname = self.add_table(table)
@@ -592,7 +614,7 @@ class ModuleGen:
         else:
             L.add("o.unknown_tagged_fields = []")
         L.add("return o, pos")
-        name = self.add_func("d", self.prefix(sd), "buf, pos, end", L.text())
+        name = self.add_func("d", self.prefix(sd), "buf, pos, end", L.text(), v)
         self.dec_names[key] = name
         return name
 
@@ -812,7 +834,7 @@ class ModuleGen:
                 L.add("    out.append(0)")
         if not L.lines:
             L.add("pass")
-        name = self.add_func("e", self.prefix(sd), "o, out, sp", L.text())
+        name = self.add_func("e", self.prefix(sd), "o, out, sp", L.text(), v)
         self.enc_names[key] = name
         return name
 
@@ -1048,7 +1070,18 @@ class ModuleGen:
         out += tables
         out.append("")
         out.append(f"__all__ = {[m.name for m in self.messages]!r}")
-        return "\n".join(out) + "\n"
+        return self.resolve_names("\n".join(out) + "\n")
+
+
+def version_label(versions: set[int]) -> str:
+    """{4, 5, 6} -> 'v4_to_6'; {0, 1, 3} -> 'v0_to_1_v3'; {2} -> 'v2'."""
+    runs: list[list[int]] = []
+    for v in sorted(versions):
+        if runs and runs[-1][1] == v - 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return "_".join(f"v{lo}" if lo == hi else f"v{lo}_to_{hi}" for lo, hi in runs)
 
 
 def fmt_range(r: tuple | None) -> str:
@@ -1076,7 +1109,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -1134,15 +1168,15 @@ def registry_source(registry: list) -> str:
 version or None, latest version unstable)``.  Import these through
 ``broker.protocol.api``, which adds the header-version rules.
 """''', "", "from enum import IntEnum", ""]
-    for key, api, mod, req, resp in registry:
+    for _key, _api, mod, req, resp in registry:
         out.append(f"from .{mod} import {req.name}, {resp.name}")
     for name in DATA_FILES:
         out.append(f"from .{module_name(name)} import {name}")
     out += ["", "", "class ApiKey(IntEnum):", '    """The api keys of the included APIs (Kafka\'s ApiKeys names)."""', ""]
-    for key, api, mod, req, resp in registry:
+    for key, api, _mod, _req, _resp in registry:
         out.append(f"    {upper_snake(api)} = {key}")
     out += ["", "", "API_MESSAGES = {"]
-    for key, api, mod, req, resp in registry:
+    for _key, api, _mod, req, resp in registry:
         out.append(f"    ApiKey.{upper_snake(api)}: ({req.name}, {resp.name}, ({req.valid[0]}, {req.valid[1]}), "
                    f"{req.first_flexible!r}, {req.latest_unstable!r}),")
     out.append("}")
@@ -1170,18 +1204,17 @@ broker code that wants to answer a request with an error code.
     out += ["", "", '''class KafkaProtocolError(Exception):
     """An error to be reported to the client as a Kafka error code."""
 
-    def __init__(self, code, message=None):
+    def __init__(self, code: int, message: str | None = None) -> None:
         try:
-            code = ErrorCode(code)
+            self.code: int = ErrorCode(code)
         except ValueError:
-            code = int(code)
-        self.code = code
+            self.code = int(code)
         self.message = message
-        name = code.name if isinstance(code, ErrorCode) else f"error {code}"
+        name = self.code.name if isinstance(self.code, ErrorCode) else f"error {self.code}"
         super().__init__(f"{name}: {message}" if message else name)
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         return self.code.name if isinstance(self.code, ErrorCode) else None
 ''', "", "__all__ = ['ErrorCode', 'KafkaProtocolError']"]
     return "\n".join(out) + "\n"

@@ -4,7 +4,7 @@ import tempfile
 import time
 import zlib
 
-from broker.native import (BatchBuilder, OffsetIndex, Segment, assign_offsets, batches_to_arrow, crc32c)
+from broker.native import BatchBuilder, OffsetIndex, Segment, assign_offsets, batches_to_arrow, crc32c
 
 MIB = 1 << 20
 

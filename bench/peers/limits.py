@@ -95,7 +95,7 @@ def loopback(seconds: int, timeout: float, log_dir: str) -> dict:
         return {"tool": version, "mb_s": end["sum_received"]["bits_per_second"] / 8 / 1e6,
                 "elapsed": end["sum_received"]["seconds"],
                 "client_frac": cpu.get("host_total", 0) / 100, "server_frac": cpu.get("remote_total", 0) / 100,
-                "cmd": "iperf3 -s -B 127.0.0.1 -1; iperf3 -c 127.0.0.1 -t %d" % seconds}
+                "cmd": f"iperf3 -s -B 127.0.0.1 -1; iperf3 -c 127.0.0.1 -t {seconds}"}
     finally:
         server.stop(10)
 

@@ -37,7 +37,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, ROOT)
 
 from common import RssSampler, machine_info  # noqa: E402
-from servers import NatsServer, RabbitServer, RedisServer, StartError  # noqa: E402
+from servers import NatsServer, RabbitServer, RedisServer  # noqa: E402
 
 NOT_RUN = {"ok": False, "count": 0, "error": "not run (produce failed)"}
 
@@ -424,11 +424,11 @@ def render(rows: list[dict], args, info: dict, started: str, wall: float) -> str
                f"(nothing is pinned), so a side that uses a whole core leaves one core for the other and "
                f"for everything else on the machine.")
     out.append("")
-    out.append("MB/s = message payload only (msg/s × {0} bytes). Ratios are MB/s over kbroker's perf-tool row "
+    out.append(f"MB/s = message payload only (msg/s × {args.size} bytes). Ratios are MB/s over kbroker's perf-tool row "
                "(acks=1). CPU-bound: which of client and server used more of a core over the phase (CPU time from "
                "/proc/<pid>/stat: the worker process for the client, the server's process tree for the server, "
                "divided by the phase's wall time); \"neither near a core\" means both stayed under 60%, i.e. the "
-               "phase waited (disk sync, round trips, the other tenants of the machine).".format(args.size))
+               "phase waited (disk sync, round trips, the other tenants of the machine).")
     notes = [r for r in rows if r.get("note") and not r["unavailable"]]
     for r in notes:
         out.append(f"- {r['system']}: {r['note']}")

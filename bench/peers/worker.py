@@ -107,6 +107,7 @@ def kbroker_perf_consume(s: dict, m: Meter, deadline: float) -> None:
 
 def confluent_produce(s: dict, m: Meter, deadline: float) -> None:
     import confluent_kafka as ck
+
     from broker.client import Cluster
     from broker.perf.produce import ensure_topic
     c = Cluster(s["bootstrap"], client_id="peers-setup")
@@ -130,7 +131,7 @@ def confluent_produce(s: dict, m: Meter, deadline: float) -> None:
             except BufferError:
                 p.poll(0.01)
                 if time.monotonic() > deadline:
-                    raise PhaseTimeout(f"{i} queued")
+                    raise PhaseTimeout(f"{i} queued") from None
         if i & 0xFFFF == 0:
             p.poll(0)
             if time.monotonic() > deadline:

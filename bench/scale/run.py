@@ -10,6 +10,9 @@ Curves (each starts its own broker on a free port, data in a temp dir, removed a
   storage      restart time after a clean stop and after kill -9, and broker RSS, vs
                stored size (1, 5, 10 GB); then consume from offset 0 vs from the tail of
                the 10 GB log (the O(1) claim)
+  limits       10,000 partitions, then 100,000 segments (10,000 x 10), under a
+               20,000-descriptor limit (RLIMIT_NOFILE), and 6,000 one-record partitions
+               restarted after kill -9 (bench/many_partitions.py; issue 11)
 All runs use the project's perf tool (100-byte records, native batches); client and
 broker share this machine's cores. Every phase is bounded in time.
 """
@@ -229,8 +232,24 @@ def curve_storage(out: str, quick: bool) -> None:
          {"RSS": (xs, [r["rss_mb_after_restart"] for r in rows])})
 
 
+def curve_limits(out: str, quick: bool) -> None:
+    sys.path.insert(0, os.path.dirname(HERE))
+    from many_partitions import run as run_many
+    cases = ((1000, 1, 2000), (1000, 10, 2000), (600, 1, None)) if quick else \
+        ((10_000, 1, 20_000), (10_000, 10, 20_000), (6_000, 1, None))
+    rows = []
+    for partitions, segments, nofile in cases:
+        r = run_many(partitions, segments, nofile, timeout=1800)
+        rows.append(r)
+        log(f"{partitions} partitions x {segments} segments, RLIMIT_NOFILE {nofile}: create {r['create']} in "
+            f"{r['create_s']} s; {r.get('fds_after_writes')} fds; restart {r.get('restart_clean_s')} s clean, "
+            f"{r.get('restart_kill9_s')} s after kill -9")
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    write_csv(os.path.join(out, "scale_limits.csv"), [{k: r.get(k, "") for k in keys} for r in rows])
+
+
 CURVES = {"partitions": curve_partitions, "connections": curve_connections, "latency": curve_latency,
-          "durable": curve_durable, "storage": curve_storage}
+          "durable": curve_durable, "storage": curve_storage, "limits": curve_limits}
 
 
 def replot(out: str) -> None:

@@ -21,8 +21,6 @@ import signal
 import sys
 
 from broker import __version__
-
-
 from broker.cli.errors import CliError  # noqa: E402  (re-exported for the command modules)
 
 
@@ -54,14 +52,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"configuration error: {exc}", 2) from None
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for key in config.ignored:
-        logging.getLogger("broker").info("config key %s has no effect in kbroker (ignored)", key)
-    from broker.server.broker import run_broker
-    from broker.server.loop import run
-
+    for line in config.warnings:
+        logging.getLogger("broker").warning("%s", line)
     from broker.cluster.store.file import MetadataFileError
     from broker.log.manager import LogDirError
-    from broker.server.broker import BrokerStartupError
+    from broker.server.broker import BrokerStartupError, run_broker
+    from broker.server.loop import run
     try:
         run(run_broker(config), args.event_loop)
     except (OSError, LogDirError, BrokerStartupError, MetadataFileError) as exc:

@@ -3,7 +3,8 @@ metadata and admin, a batching producer, an assigning consumer."""
 from broker.client.cluster import Cluster
 from broker.client.connection import BrokerConnection, ClientError, parse_bootstrap
 from broker.client.consumer import Consumer, ConsumerRecord
-from broker.client.producer import Producer, murmur2, partition_for_key
+from broker.client.producer import Producer
+from broker.client.sender import Sender
 
-__all__ = ["BrokerConnection", "ClientError", "Cluster", "Consumer", "ConsumerRecord", "Producer", "murmur2",
-           "parse_bootstrap", "partition_for_key"]
+__all__ = ["BrokerConnection", "ClientError", "Cluster", "Consumer", "ConsumerRecord", "Producer", "Sender",
+           "parse_bootstrap"]

@@ -100,7 +100,7 @@ class Cluster:
             self._any.close()
             self._any = None
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -138,10 +138,11 @@ class Cluster:
         while True:
             meta = self.refresh([name], allow_auto_create).get(name)
             code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if code == 0 and all(p.leader >= 0 for p in meta.partitions.values()):
+            if meta is not None and code == 0 and all(p.leader >= 0 for p in meta.partitions.values()):
                 return meta
             if time.monotonic() >= deadline or code not in (ErrorCode.LEADER_NOT_AVAILABLE,):
                 check(code, f"topic {name}")
+                assert meta is not None            # check() raised for a missing topic
                 return meta
             time.sleep(0.1)
 

@@ -14,13 +14,12 @@ import socket
 import time
 from collections import deque
 
+from broker import __version__
 from broker.protocol import codec
 from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.framing import FrameReader
-from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-
-from broker import __version__
+from broker.protocol.messages.api_versions import ApiVersionsRequest
 
 RECV_SIZE = 1 << 20
 
@@ -44,7 +43,7 @@ class BrokerConnection:
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
         self._inflight: deque = deque()      # (correlation id, api key, version)
-        self._early = None                   # a frame response_ready() read ahead
+        self._early: bytes | bytearray | memoryview | None = None   # a frame response_ready() read ahead
         self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
 
@@ -149,9 +148,10 @@ class BrokerConnection:
         return True
 
     def _read_frame(self, timeout: float):
-        if self._early is not None:
-            frame, self._early = self._early, None
-            return frame
+        early = self._early
+        if early is not None:
+            self._early = None
+            return early
         deadline = time.monotonic() + timeout
         while True:
             frame = self._frames.next_frame()
@@ -164,7 +164,7 @@ class BrokerConnection:
             self.sock.settimeout(remaining)
             try:
                 data = self.sock.recv(RECV_SIZE)
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise ClientError(f"timed out waiting for {self.host}:{self.port}") from None
             except OSError as exc:
@@ -181,7 +181,7 @@ class BrokerConnection:
         except OSError:
             pass
 
-    def __enter__(self) -> "BrokerConnection":
+    def __enter__(self) -> BrokerConnection:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -20,6 +20,7 @@ from broker.client.connection import ClientError
 from broker.native import iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest
+from broker.protocol.retriable import RETRIABLE
 
 EARLIEST, LATEST = -2, -1
 
@@ -72,7 +73,12 @@ class Consumer:
             for p in partitions:
                 self.positions[(topic, p)] = offsets
             return
-        ts = {"earliest": EARLIEST, "latest": LATEST}.get(offsets, offsets)
+        if isinstance(offsets, str):
+            if offsets not in ("earliest", "latest"):
+                raise ValueError(f"offsets must be 'earliest', 'latest', an offset or a dict, not {offsets!r}")
+            ts = EARLIEST if offsets == "earliest" else LATEST
+        else:
+            ts = offsets
         for p, (off, _) in self.cluster.list_offsets(topic, partitions, ts, self.isolation_level).items():
             self.positions[(topic, p)] = off
 
@@ -125,9 +131,7 @@ class Consumer:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         self._reset(tp)
                         continue
-                    if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                        ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-                                        ErrorCode.UNKNOWN_TOPIC_ID):
+                    if p.error_code in RETRIABLE:
                         refresh = True
                         continue
                     if p.error_code:
@@ -171,7 +175,7 @@ class Consumer:
         if self._own_cluster:
             self.cluster.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc) -> None:

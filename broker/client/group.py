@@ -90,10 +90,10 @@ class GroupConsumer:
                 if version >= 4:
                     r = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id]), version)
                     c = r.coordinators[0]
-                    err, node, host, port = c.error_code, c.node_id, c.host, c.port
+                    err, host, port = c.error_code, c.host, c.port
                 else:
                     r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
-                    err, node, host, port = r.error_code, r.node_id, r.host, r.port
+                    err, host, port = r.error_code, r.host, r.port
                 if err == 0:
                     self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id)
                     return self._coordinator
@@ -330,7 +330,7 @@ class GroupConsumer:
             if self._own_cluster:
                 self.cluster.close()
 
-    def __enter__(self) -> "GroupConsumer":
+    def __enter__(self) -> GroupConsumer:
         return self
 
     def __exit__(self, *exc) -> None:

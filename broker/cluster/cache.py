@@ -40,7 +40,7 @@ class MetadataCache:
         self.controller_epoch: int = -1
         self.cluster_id: str | None = None
         self.initialized = False             # a controller has told this broker the cluster once
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[asyncio.Future[None]] = []
 
     # ------------------------------------------------------------------ reads
 

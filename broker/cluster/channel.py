@@ -23,8 +23,10 @@ import asyncio
 import collections
 import logging
 import time
+from typing import Any
 
 from broker.protocol import codec
+from broker.protocol._runtime import Message
 from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
@@ -54,10 +56,10 @@ class BrokerChannel:
         self.versions: dict[int, tuple[int, int]] = {}
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._connecting: asyncio.Future | None = None
-        self._inflight: collections.deque = collections.deque()   # (cid, api key, version, future)
+        self._connecting: asyncio.Future[None] | None = None
+        self._inflight: collections.deque[tuple[int, int, int, asyncio.Future[Any]]] = collections.deque()
         self._next_cid = 1
-        self._read_task: asyncio.Task | None = None
+        self._read_task: asyncio.Task[None] | None = None
         self._last_failure = 0.0
         self.closed = False
 
@@ -70,7 +72,7 @@ class BrokerChannel:
 
     # ------------------------------------------------------------------ requests
 
-    async def request(self, request, version: int | None = None, timeout: float | None = None):
+    async def request(self, request: Any, version: int | None = None, timeout: float | None = None) -> Any:
         """Sends `request` and returns the decoded response; ChannelError on failure."""
         if self.closed:
             raise ChannelError(f"{self} is closed")
@@ -91,7 +93,7 @@ class BrokerChannel:
             raise ChannelError(f"{self}: no common version of {ApiKey(api_key).name}")
         return hi
 
-    async def _send(self, api_key: int, version: int, request, timeout: float):
+    async def _send(self, api_key: int, version: int, request: Message, timeout: float) -> Any:
         writer = self._writer
         if writer is None:
             raise ChannelError(f"{self}: not connected")
@@ -170,7 +172,7 @@ class BrokerChannel:
                 log.debug("%s: %s", self, exc)
             self._fail(exc if isinstance(exc, ChannelError) else ChannelError(f"{self}: {exc}"))
 
-    def _deliver(self, frame) -> None:
+    def _deliver(self, frame: bytes | bytearray | memoryview) -> None:
         if not self._inflight:
             raise ChannelError(f"{self}: an answer nobody asked for")
         cid, api_key, version, fut = self._inflight.popleft()

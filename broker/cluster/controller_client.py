@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import BrokerChannel, ChannelError
+from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ class ControllerClient:
         self._channel: BrokerChannel | None = None
         self._channel_to: tuple[int, str, int] | None = None
 
-    async def request(self, request, timeout: float | None = None):
+    async def request(self, request: Message, timeout: float | None = None) -> Any:
         """The controller's answer; ControllerUnavailable after `timeout` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.request_timeout if timeout is None else timeout)
@@ -61,7 +63,7 @@ class ControllerClient:
                                             f"{self.request_timeout if timeout is None else timeout:.1f} s")
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _remote(self, cid: int, request, timeout: float):
+    async def _remote(self, cid: int, request: Message, timeout: float) -> Any:
         b = self.metadata.broker(cid)
         to = (cid, b.host, b.port)
         if self._channel is None or self._channel_to != to:

@@ -191,7 +191,7 @@ class GroupCoordinator:
         for m in [m for m in g.members.values() if not m.awaiting_join]:
             log.info("group %s: removing member %s (did not rejoin)", g.group_id, m.member_id)
             self._remove_member(g, m)
-        for mid, h in list(g.pending_members.items()):
+        for _mid, h in list(g.pending_members.items()):
             if h is not None:
                 h.cancel()
         g.pending_members.clear()
@@ -493,7 +493,7 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
-        results = []
+        results: list[int] = []
         for member_id, instance_id in members:
             if instance_id:
                 known = g.static_members.get(instance_id)
@@ -566,8 +566,8 @@ class GroupCoordinator:
         subscribed = g.subscribed_topics() if not g.is_(S.EMPTY) else set()
         if subscribed is None and not g.is_(S.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP, {}
-        result = {}
-        tombstones = []
+        result: dict[tuple[str, int], int] = {}
+        tombstones: list[tuple[bytes, bytes | None]] = []
         for tp in partitions:
             if tp[0] in (subscribed or set()):
                 result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC

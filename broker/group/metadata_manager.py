@@ -22,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from broker.cluster.metadata import BrokerInfo, TopicInfo
+from broker.errors import APPEND_ERRORS, append_error
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
-from broker.log import RecordTooLarge, TopicPartition
+from broker.log import TopicPartition
 from broker.native import BatchBuilder, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -39,6 +40,17 @@ OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK = 8 * 1024 * 1024
 
 S = GroupState
+
+# how Kafka's GroupMetadataManager answers an append to __consumer_offsets that failed
+_COORDINATOR_ERRORS: dict[int, int] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+# ... too large: INVALID_COMMIT_OFFSET_SIZE for offsets, UNKNOWN_SERVER_ERROR for group metadata
+_TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
 
 
 class PartitionWriter(Protocol):
@@ -56,8 +68,10 @@ class PartitionWriter(Protocol):
         met), else an error code (REQUEST_TIMED_OUT, NOT_COORDINATOR ...)."""
         ...
 
-    def committed_range(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, high watermark)."""
+    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
+        """(log start offset, log end offset): a new leader loads up to its log end, as
+        Kafka's GroupMetadataManager does — its high watermark may still lag behind
+        commits the previous leader acknowledged (they are in its log: it was in the ISR)."""
         ...
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
@@ -179,7 +193,7 @@ class GroupMetadataManager:
         """Replays one partition of __consumer_offsets into the group cache."""
         t0 = time.monotonic()
         tp = TopicPartition(OFFSETS_TOPIC, p)
-        offset, end = self.writer.committed_range(tp)
+        offset, end = self.writer.loadable_range(tp)
         loaded_groups: dict[str, Group] = {}
         removed: set[str] = set()
         count = 0
@@ -280,7 +294,7 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------------ storage
 
-    async def store(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
+    async def store(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool = True) -> int:
         """Appends records to the group's partition of __consumer_offsets; returns an
         error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
         maps append errors for offset commits (offsets=True) or group metadata."""
@@ -289,7 +303,7 @@ class GroupMetadataManager:
             return err
         return await self.await_durable(tp, last_offset, offsets)
 
-    def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], offsets: bool):
+    def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool):
         """The synchronous half of store: (error, partition, last offset) once the records
         are in the local log (so they survive a crash of this process)."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
@@ -299,25 +313,14 @@ class GroupMetadataManager:
         ts = now_ms()
         for key, value in entries:
             b.append(ts, key, value)
-        too_large = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
         try:
             last_offset = self.writer.append(tp, bytearray(b.build()))
-        except KafkaProtocolError as exc:
+        except APPEND_ERRORS as exc:
+            code, _ = append_error(exc)
             log.warning("cannot store group %s: %s", group_id, exc)
-            return ({ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     ErrorCode.MESSAGE_TOO_LARGE: too_large,
-                     ErrorCode.RECORD_LIST_TOO_LARGE: too_large}.get(exc.code, exc.code), None, -1)
-        except RecordTooLarge as exc:
-            # e.g. a group whose members' metadata adds up beyond max.message.bytes
-            log.warning("cannot store group %s: %s", group_id, exc)
-            return too_large, None, -1
-        except OSError as exc:
-            log.error("cannot store group %s: %s", group_id, exc)
-            return ErrorCode.NOT_COORDINATOR, None, -1
+            if code in _TOO_LARGE:      # e.g. members' metadata beyond max.message.bytes
+                return (ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR), None, -1
+            return _COORDINATOR_ERRORS.get(code, code), None, -1
         return 0, tp, last_offset
 
     async def await_durable(self, tp: TopicPartition, last_offset: int, offsets: bool) -> int:

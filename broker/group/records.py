@@ -140,12 +140,16 @@ class _Reader:
         self.pos += 8
         return v
 
-    def string(self, name: str, nullable: bool = False) -> str | None:
+    def string(self, name: str) -> str:
+        s = self.nullable_string(name)
+        if s is None:
+            raise ValueError(f"{self.what}: {name} is null at byte {self.pos - 2}")
+        return s
+
+    def nullable_string(self, name: str) -> str | None:
         n = self.i16(name)
         if n < 0:
-            if nullable:
-                return None
-            raise ValueError(f"{self.what}: {name} is null at byte {self.pos - 2}")
+            return None
         self._need(n, name)
         try:
             s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8")
@@ -195,8 +199,8 @@ def decode_group_value(value: bytes) -> GroupMetadata:
         raise ValueError(f"GroupMetadataValue: unknown version {version}")
     protocol_type = r.string("protocol_type")
     generation = r.i32("generation")
-    protocol = r.string("protocol", nullable=True)
-    leader = r.string("leader", nullable=True)
+    protocol = r.nullable_string("protocol")
+    leader = r.nullable_string("leader")
     state_ts = r.i64("current_state_timestamp") if version >= 2 else -1
     n = r.i32("members")
     if n < 0 or n > len(value):
@@ -204,7 +208,7 @@ def decode_group_value(value: bytes) -> GroupMetadata:
     members = []
     for _ in range(n):
         member_id = r.string("member_id")
-        instance = r.string("group_instance_id", nullable=True) if version >= 3 else None
+        instance = r.nullable_string("group_instance_id") if version >= 3 else None
         client_id = r.string("client_id")
         client_host = r.string("client_host")
         rebalance_timeout = r.i32("rebalance_timeout") if version >= 1 else -1

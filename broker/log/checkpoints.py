@@ -20,7 +20,8 @@ decide (the log manager falls back to recovering everything).
 from __future__ import annotations
 
 import os
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 
 class CheckpointError(ValueError):

@@ -31,12 +31,17 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from broker._native.compaction import OffsetMap, filter_batches
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition
 from broker.log.log import INT32_MAX, Log
 from broker.native import Segment, iter_batches, segment_file_name
-from broker._native.compaction import OffsetMap, filter_batches
+
+if TYPE_CHECKING:
+    from broker.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,12 @@ class CleanResult:
     next_dirty: int
 
 
-def read_batches_in_chunks(seg: Segment):
+#: what a compaction pass built in its worker thread: ([(old segments, new .log path)],
+#: next dirty offset, records kept, records removed)
+_Built = tuple[list[tuple[list[Segment], str]], int, int, int]
+
+
+def read_batches_in_chunks(seg: Segment) -> Iterator[tuple[bytes, int]]:
     """Yields (bytes of whole batches, offset after the last of them) over a segment, in
     chunks (a batch larger than the chunk size comes on its own)."""
     pos = 0
@@ -112,7 +122,7 @@ def complete_swaps(directory: str) -> None:
 
 
 class LogCleaner:
-    def __init__(self, manager, map_entries: int = DEFAULT_MAP_ENTRIES):
+    def __init__(self, manager: LogManager, map_entries: int = DEFAULT_MAP_ENTRIES) -> None:
         self.manager = manager
         self.config = manager.config
         self.map_entries = map_entries
@@ -122,7 +132,7 @@ class LogCleaner:
                 self.first_dirty.update(OffsetCheckpoint(os.path.join(d, CHECKPOINT)).read())
             except CheckpointError as exc:
                 log.warning("%s; compaction restarts from each log start", exc)
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.passes = 0
 
@@ -170,7 +180,7 @@ class LogCleaner:
             return 0.0
         first_dirty = self.first_dirty.get(lg.tp, 0)
         dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
-        return dirty / total
+        return float(dirty / total)
 
     async def clean_once(self, now_ms: int | None = None, force: bool = False) -> CleanResult | None:
         """Cleans the log with the highest dirty ratio above its min.cleanable.dirty.ratio
@@ -224,7 +234,7 @@ class LogCleaner:
                  before, after, kept, removed)
         return CleanResult(lg.tp, before, after, kept, removed, first_dirty, stop)
 
-    def _build(self, lg: Log, segments: list[Segment], first_dirty: int, horizon: int):
+    def _build(self, lg: Log, segments: list[Segment], first_dirty: int, horizon: int) -> _Built | None:
         """Worker thread: offset map over the dirty section, then the rewritten groups in
         the temp dir. Returns ([(old segments, new .log path)], next dirty offset, kept,
         removed) or None when there is nothing to do."""
@@ -307,7 +317,8 @@ class LogCleaner:
             return 0
         lg.segments[i:i + len(olds)] = [new]
         lg._bases[i:i + len(olds)] = [base]
-        return new.size
+        size: int = new.size
+        return size
 
     def _write_checkpoints(self) -> None:
         for d in self.manager.dirs:

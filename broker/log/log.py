@@ -19,8 +19,12 @@ Invariants:
 Threading: every method runs on the broker's event loop thread, except the blocking
 parts of flush() and segment deletion, which run in a worker thread on objects the loop
 no longer mutates (a flush syncs file descriptors; deleted segments are already out of
-the segment list). Reads hand out duplicated file descriptors (FileSlice), so closing or
-deleting a segment never pulls a file out from under a send in progress.
+the segment list). Reads hand out FileSlices that pin their segment, so releasing,
+closing or deleting it never pulls a file out from under a send in progress.
+
+Open files: the active segment keeps its .log open; the others open on demand and are
+released when idle (broker/_native/segment.pyx), so a log costs one descriptor. A flush
+in a worker thread borrows a released segment's .log for the fsync only.
 """
 from __future__ import annotations
 
@@ -28,21 +32,29 @@ import asyncio
 import bisect
 import logging
 import os
+import re
 import shutil
 import struct
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from broker.config import LogConfig
-from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition
+from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.native import (CorruptRecordError, Segment, assign_offsets, iter_batches,
-                           parse_base_offset, require_keys)
+from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+#: a batch buffer: appends as leader need it writable (offsets are assigned in place)
+Buffer = bytes | bytearray | memoryview
+
 INT32_MAX = 2**31 - 1
+PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -56,21 +68,65 @@ class RecordTooLarge(Exception):
     """A batch larger than max.message.bytes."""
 
 
+class LogStorageError(Exception):
+    """Writing the log failed (disk full, I/O error, too many open files): Kafka's
+    KAFKA_STORAGE_ERROR. A failed append leaves nothing behind; the log stays readable
+    and the next append tries again."""
+
+
+class LogDirHealth:
+    """Whether writes to one log dir fail. The first failure logs one line (not one per
+    request), the first success after it another: writes resume by themselves once the
+    cause goes (Kafka takes the dir offline until a restart). A failed fsync is
+    remembered (`sync_failed`): data may be lost, so the dir is not marked as cleanly shut
+    down, and the next start recovers it. Updated from the event loop and from worker
+    threads (checkpoints): a race costs at most a second log line."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.error: OSError | None = None
+        self.failures = 0
+        self.sync_failed = False
+
+    def failed(self, exc: OSError, what: str, sync: bool = False) -> None:
+        self.failures += 1
+        self.sync_failed = self.sync_failed or sync
+        if self.error is None:
+            log.error("log dir %s: %s failed: %s; produce requests to its partitions are answered with "
+                      "KAFKA_STORAGE_ERROR until writes succeed again (reads go on)", self.path, what,
+                      exc.strerror or exc)
+        self.error = exc
+
+    def succeeded(self) -> None:
+        if self.error is not None:
+            log.warning("log dir %s: writes work again (%d failed meanwhile)", self.path, self.failures)
+            self.error = None
+            self.failures = 0
+
+
+class PartitionMetadataError(Exception):
+    """A damaged partition.metadata whose topic id is not known to rebuild it (the message
+    is one line naming the file)."""
+
+
 class FileSlice:
-    """A byte range of a segment file to send with sendfile(2). Owns a duplicate of the
-    segment's file descriptor; close() it once sent (the writer does)."""
+    """A byte range of a segment file to send with sendfile(2). Pins the segment, whose
+    descriptor `fd` stays open until close() (the writer calls it once sent), whatever
+    happens to the segment meanwhile; it costs no descriptor of its own."""
 
-    __slots__ = ("fd", "offset", "length")
+    __slots__ = ("fd", "offset", "length", "_segment")
 
-    def __init__(self, fd: int, offset: int, length: int):
-        self.fd = os.dup(fd)
+    def __init__(self, segment: Segment, offset: int, length: int):
+        self.fd = segment.pin()
+        self._segment = segment
         self.offset = offset
         self.length = length
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
+        seg, self._segment = self._segment, None
+        if seg is not None:
             self.fd = -1
+            seg.unpin()
 
     def read(self) -> bytes:
         """The bytes (a copy; for tests and non-socket consumers)."""
@@ -185,9 +241,13 @@ class Log:
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
         self.producer_state = ProducerStateManager(directory, tp, config.producer_id_expiration_ms)
         self._last_flush = time.monotonic()
-        self._flush_task: asyncio.Future | None = None
+        self._flush_task: asyncio.Future[None] | None = None
         self._flush_target = 0
         self._truncated_during_flush: int | None = None
+        self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
+        self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
+        self.io_executor: Executor | None = None     # fsyncs run here: the manager's log-io threads (None: the loop's)
+        self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
         self.closed = False
 
     # ------------------------------------------------------------------ loading
@@ -195,38 +255,48 @@ class Log:
     @classmethod
     def load(cls, directory: str, tp: TopicPartition, config: LogConfig, *, topic_id: uuid.UUID | None = None,
              recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int | None = None,
-             clean_shutdown: bool = False) -> "Log":
+             clean_shutdown: bool = False) -> Log:
         """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
-        (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go."""
+        (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.
+        Segments wholly below it were fsynced: opening one checks its tail's batch
+        headers and its indexes in O(1), as after a clean shutdown."""
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, tp, config, topic_id)
         self._read_or_write_partition_metadata()
-        # a compaction swap a crash interrupted is completed first (cleaner.py)
-        from broker.log.cleaner import complete_swaps
-        complete_swaps(directory)
-        for name in os.listdir(directory):
+        # a compaction swap a crash interrupted is completed first (cleaner.py); the
+        # directory is listed once otherwise (thousands of logs load at startup)
+        from broker.log.cleaner import SWAP, TMP_DIR, complete_swaps
+        names = os.listdir(directory)
+        if TMP_DIR in names or any(n.endswith(SWAP) for n in names):
+            complete_swaps(directory)
+            names = os.listdir(directory)
+        for name in names:
             if name.endswith((".deleted", ".cleaned", ".tmp")):
                 os.unlink(os.path.join(directory, name))
-        bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(directory) if n.endswith(".log"))
-                       if b is not None)
+        bases = sorted(b for b in (parse_base_offset(n) for n in names if n.endswith(".log")) if b is not None)
         # index files without a log are leftovers of an interrupted delete
-        for name in os.listdir(directory):
+        known = set(bases)
+        for name in names:
             b = parse_base_offset(name)
-            if b is not None and b not in bases and name.endswith((".index", ".timeindex")):
+            if b is not None and b not in known and name.endswith((".index", ".timeindex")):
                 os.unlink(os.path.join(directory, name))
-        segments = []
+        segments: list[Segment] = []
         for b in bases:
             seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
                           max_index_size=config.max_index_size)
-            if seg.recovered_truncated_bytes:
-                log.warning("%s: segment %d had an inconsistent tail or index: recovered, %d bytes cut",
-                            tp, b, seg.recovered_truncated_bytes)
+            if seg.recovery_reason is not None:
+                cut = seg.recovered_truncated_bytes
+                log.warning("%s: segment %d: %s; indexes rebuilt from the log%s", tp, b, seg.recovery_reason,
+                            f", {cut} bytes of torn or corrupt tail cut" if cut else "")
+            if segments:
+                segments[-1].release()           # inactive: its files reopen on demand
             segments.append(seg)
         if not clean_shutdown and segments:
             for i, seg in enumerate(segments):
-                if seg.next_offset <= recovery_point and i + 1 < len(segments):
+                if seg.next_offset <= recovery_point:
                     continue                     # wholly below the recovery point: flushed
+                self.recovered = (self.recovered[0] + 1, self.recovered[1] + seg.size)
                 cut = seg.recover()
                 if cut:
                     log.warning("%s: recovery truncated %d bytes of segment %d at offset %d",
@@ -236,6 +306,8 @@ class Log:
                         later.delete()
                     segments = segments[:i + 1]
                     break
+                if i + 1 < len(segments):
+                    seg.release()
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
         if not self.segments:
@@ -258,20 +330,38 @@ class Log:
         return self
 
     def _read_or_write_partition_metadata(self) -> None:
-        path = os.path.join(self.dir, "partition.metadata")
-        if os.path.exists(path):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    for line in f:
-                        k, _, v = line.partition(":")
-                        if k.strip() == "topic_id" and self.topic_id is None:
-                            self.topic_id = _uuid_from_kafka(v.strip())
-            except (OSError, ValueError) as exc:
-                log.warning("%s: unreadable partition.metadata (%s)", self.tp, exc)
+        """partition.metadata holds the topic id, in Kafka's format. A damaged one is
+        rewritten when the caller knows the id (the metadata store's), else refused: the
+        log must not be served under an identity nobody can vouch for."""
+        path = os.path.join(self.dir, PARTITION_METADATA)
+        if not os.path.lexists(path):
+            if self.topic_id is not None:
+                self._write_partition_metadata()
             return
-        if self.topic_id is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
+        try:
+            found = _read_partition_metadata(path)
+        except ValueError as exc:
+            if self.topic_id is None:
+                raise PartitionMetadataError(
+                    f"{path} is damaged ({exc}) and the topic id to rebuild it is not known; refusing to start: "
+                    "restore it, or remove it to have it rewritten from the cluster metadata") from None
+            log.warning("%s: %s was damaged (%s); rebuilt with topic id %s from the metadata store", self.tp, path,
+                        exc, _uuid_to_kafka(self.topic_id))
+            self._write_partition_metadata()
+            return
+        if self.topic_id is None:
+            self.topic_id = found
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Names the topic id of a log that had none on disk (its partition.metadata was
+        missing) once the controller gives it."""
+        self.topic_id = topic_id
+        self._write_partition_metadata()
+
+    def _write_partition_metadata(self) -> None:
+        assert self.topic_id is not None
+        write_atomically(os.path.join(self.dir, PARTITION_METADATA),
+                         f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
 
     def _new_segment(self, base_offset: int) -> Segment:
         seg = Segment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
@@ -288,7 +378,8 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.segments[-1].next_offset
+        end: int = self.segments[-1].next_offset
+        return end
 
     @property
     def size(self) -> int:
@@ -303,7 +394,7 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
@@ -344,7 +435,7 @@ class Log:
                 batch.set_log_append_time(append_time)
             max_ts = append_time
         self._append(mv, next_offset, max_ts)
-        self.leader_epochs.assign(leader_epoch, base)
+        self._write("writing the leader epochs of", self.leader_epochs.assign, leader_epoch, base)
         if producer_batches is not None:
             self.producer_state.update(producer_batches)      # the views show the assigned offsets
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
@@ -354,7 +445,7 @@ class Log:
         return LogAppendInfo(dup.first_offset, dup.last_offset, dup.last_offset - dup.first_offset + 1,
                              dup.timestamp, append_time, self.log_start_offset, 0, duplicate=True)
 
-    def append_as_follower(self, records) -> int:
+    def append_as_follower(self, records: Buffer) -> int:
         """Appends batches that already carry offsets (replication). Returns the new log
         end offset. Batches below the log end are refused with ValueError."""
         mv = memoryview(records)
@@ -377,11 +468,14 @@ class Log:
         # whole batches are appended, as Kafka's follower trims the invalid tail
         self._append(mv[:valid], last_end, -1)
         for epoch, start in epochs:
-            self.leader_epochs.assign(epoch, start)
+            self._write("writing the leader epochs of", self.leader_epochs.assign, epoch, start)
         self.producer_state.update(producer_batches)     # a follower takes the leader's word
         return last_end
 
     def _append(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
+        self._write("appending to", self._append_unchecked, mv, next_offset, max_timestamp)
+
+    def _append_unchecked(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
         seg = self.active
         size = len(mv)
         # offsets are int32 relative to the segment base: a batch beyond that range (a
@@ -393,13 +487,25 @@ class Log:
             seg = self.roll(struct.unpack_from(">q", mv, 0)[0])
         seg.append(mv)
 
+    def _write(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args), a write: an OSError becomes LogStorageError, reported to the dir's
+        health; a success after failures tells it writes work again."""
+        try:
+            result = fn(*args)
+        except OSError as exc:
+            self.dir_health.failed(exc, f"{what} {self.tp}")
+            raise LogStorageError(f"{self.tp}: {what.split()[0]} failed: {exc.strerror or exc}") from exc
+        if self.dir_health.error is not None:
+            self.dir_health.succeeded()
+        return result
+
     def _segment_age_exceeded(self, seg: Segment, incoming_timestamp: int = -1) -> bool:
         """segment.ms as Kafka measures it: from the first batch's timestamp to the incoming
         batch's, or — when either is unknown — from the segment's creation to now."""
         first = seg.first_batch_timestamp
         if first >= 0 and incoming_timestamp >= 0:
-            return incoming_timestamp - first > self.config.segment_ms
-        return (time.time() - seg.created) * 1000 > self.config.segment_ms
+            return bool(incoming_timestamp - first > self.config.segment_ms)
+        return bool((time.time() - seg.created) * 1000 > self.config.segment_ms)
 
     def roll(self, base_offset: int | None = None) -> Segment:
         """Closes the active segment for appends and starts a new one at the log end (or at
@@ -408,11 +514,15 @@ class Log:
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         if old.size == 0 and old.base_offset == base:
             return old                           # a new segment would reopen the same files
-        old.roll()
         # the producer state as of the end of the finished segment (Kafka snapshots here):
         # an unclean restart replays only the batches after it
         self.producer_state.take_snapshot(self.log_end_offset)
-        seg = self._new_segment(base)
+        old.roll()
+        try:
+            seg = self._new_segment(base)
+        except OSError:
+            old.resize_indexes(self.config.max_index_size)     # still the active segment
+            raise
         log.debug("%s: rolled to segment %d", self.tp, seg.base_offset)
         # Kafka flushes the finished segment in the background, moving the recovery point
         self.schedule_flush(seg.base_offset)
@@ -423,7 +533,7 @@ class Log:
         calls this, so idle partitions roll too)."""
         seg = self.active
         if seg.size > 0 and self._segment_age_exceeded(seg):
-            self.roll()
+            self._write("rolling", self.roll)
 
     # ------------------------------------------------------------------ high watermark
 
@@ -449,7 +559,7 @@ class Log:
             return True
         return (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
 
-    def schedule_flush(self, up_to: int | None = None) -> asyncio.Future | None:
+    def schedule_flush(self, up_to: int | None = None) -> asyncio.Future[None] | None:
         """Group commit: fsyncs everything appended so far in a worker thread. A call while
         a flush runs joins the next one, which covers every batch that arrived meanwhile.
         Returns an awaitable that completes once data up to `up_to` (default: the current
@@ -459,6 +569,8 @@ class Log:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
+        if self._flush_error is not None and self.recovery_point < target:
+            return self._waiter(target)
         if self.recovery_point >= target:
             fut = loop.create_future()
             fut.set_result(None)
@@ -466,15 +578,28 @@ class Log:
         self._flush_target = max(self._flush_target, target)
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = loop.create_task(self._flush_loop())
-        return asyncio.ensure_future(self._wait_recovery_point(target))
+        return self._waiter(target)
+
+    def _waiter(self, target: int) -> asyncio.Future[None]:
+        fut = asyncio.ensure_future(self._wait_recovery_point(target))
+        # a failed fsync was reported to the dir's health: a caller that does not await
+        # (a roll, the flush timer) needs no "exception never retrieved" traceback
+        fut.add_done_callback(_retrieve)
+        return fut
 
     async def _wait_recovery_point(self, target: int) -> None:
+        """Raises LogStorageError when an fsync failed (until a restart, no data above the
+        recovery point is known to be durable)."""
         # offsets truncated away (a follower diverging) are never coming: the log end bounds
         while self.recovery_point < min(target, self.log_end_offset) and not self.closed:
+            if self._flush_error is not None:
+                raise LogStorageError(f"{self.tp}: fsync failed: {self._flush_error.strerror or self._flush_error}")
             task = self._flush_task
             if task is None:
                 break
             await asyncio.shield(task)
+            if self._flush_error is not None:
+                continue
             if (self.recovery_point < min(target, self.log_end_offset)
                     and (self._flush_task is None or self._flush_task.done())):
                 self._flush_target = max(self._flush_target, target)
@@ -482,17 +607,29 @@ class Log:
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.recovery_point < min(self._flush_target, self.log_end_offset) and not self.closed:
+        while (self.recovery_point < min(self._flush_target, self.log_end_offset) and not self.closed
+               and self._flush_error is None):
             end = self.log_end_offset
             segs = [s for s in self.segments if s.next_offset > self.recovery_point]
             self._truncated_during_flush = None
-            await loop.run_in_executor(None, _flush_segments, segs)
+            try:
+                await loop.run_in_executor(self.io_executor, _flush_segments, segs)
+            except OSError as exc:
+                self._flush_error = exc
+                self.dir_health.failed(exc, f"fsync of {self.tp}", sync=True)
+                return
             if self._truncated_during_flush is not None:
                 # offsets at and above the truncation point may have been rewritten
                 # after this fsync was planned: they are not known to be durable
                 end = min(end, self._truncated_during_flush)
             self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
             self._last_flush = time.monotonic()
+
+    @property
+    def flush_failed(self) -> bool:
+        """Whether an fsync failed (nothing above the recovery point is durable any more
+        until a restart recovers the log)."""
+        return self._flush_error is not None
 
     def flush(self, up_to: int | None = None) -> None:
         """Synchronous fsync of every segment with data at or above the recovery point."""
@@ -507,7 +644,9 @@ class Log:
              min_one_batch: bool = True) -> FileSlice | None:
         """The file range holding batches from `offset`: at most max_bytes (or one whole
         batch when min_one_batch), never past max_offset (default: the high watermark).
-        None when there is nothing to read yet. Raises OffsetOutOfRange."""
+        None when there is nothing to read yet. Raises OffsetOutOfRange, and OSError
+        (EMFILE) when the segment is closed and the open-file limit allows no more open
+        segments now (every open one is being sent): read it later."""
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRange(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
@@ -527,9 +666,9 @@ class Log:
                 return None
             r = seg.read_from_offset(offset, max_bytes, max_position, min_one_batch)
             if r is not None:
-                fd, pos, length = r
+                _fd, pos, length = r
                 if length > 0:
-                    return FileSlice(fd, pos, length)
+                    return FileSlice(seg, pos, length)
                 return None
             i += 1
         return None
@@ -556,14 +695,31 @@ class Log:
             for seg in self.segments:
                 if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
                     best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+            if best is None:
+                return None
+            return self._first_record_with_timestamp(*best)
         for seg in self.segments:
             if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
             found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
             if found is not None and found[0] < self.high_watermark:
-                return found
+                return (found[0], found[1])
         return None
+
+    def _first_record_with_timestamp(self, batch_offset: int, timestamp: int) -> tuple[int, int]:
+        """The first record of the batch holding `batch_offset` whose timestamp is
+        `timestamp` (Kafka's RecordBatch.offsetOfMaxTimestamp): segments track the batch;
+        ListOffsets MAX_TIMESTAMP answers the record. One batch, decoded on demand."""
+        try:
+            data = self.read_bytes(batch_offset, 1, self.log_end_offset)
+            for batch in iter_batches(data):
+                if batch.base_offset <= batch_offset <= batch.last_offset:
+                    for rec in batch.records():
+                        if rec.timestamp == timestamp:
+                            return (rec.offset, timestamp)
+        except (OffsetOutOfRange, CorruptRecordError, OSError):
+            pass
+        return (batch_offset, timestamp)
 
     # ------------------------------------------------------------------ retention
 
@@ -679,6 +835,11 @@ class Log:
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
 
 
+def _retrieve(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _flush_segments(segments: list[Segment]) -> None:
     for seg in segments:
         if not seg.closed:
@@ -691,6 +852,41 @@ def _uuid_to_kafka(u: uuid.UUID) -> str:
 
 
 def _uuid_from_kafka(s: str) -> uuid.UUID:
+    """Kafka's Uuid text (22 characters of URL-safe base64); ValueError otherwise."""
     import base64
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+    if not re.fullmatch(r"[A-Za-z0-9_-]{21}[AQgw]", s):
+        raise ValueError(f"{s!r} is not a topic id")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=="))
+
+
+def _read_partition_metadata(path: str) -> uuid.UUID:
+    """The topic id of a partition.metadata ('version: 0', 'topic_id: <id>'); ValueError
+    saying what is wrong with a damaged one."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror}") from None
+    if not raw.strip():
+        raise ValueError("empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    fields = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            fields[k.strip()] = v.strip()
+    version = fields.get("version")
+    if version is None:
+        raise ValueError("no version")
+    if version != "0":
+        raise ValueError(f"version {version}, where 0 was expected")
+    if "topic_id" not in fields:
+        raise ValueError("no topic_id")
+    try:
+        return _uuid_from_kafka(fields["topic_id"])
+    except ValueError as exc:
+        raise ValueError(f"topic_id: {exc}") from None
 

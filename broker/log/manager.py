@@ -9,13 +9,41 @@ Per log directory:
     .kafka_cleanshutdown                  present only after a clean shutdown
     <topic>-<partition>/                  one Log each
 
+A damaged meta.properties (or a partition.metadata that cannot be rebuilt from the
+metadata store's topic ids) stops the start with one line naming the file: never a fresh
+cluster id on old data, never a log under an identity nobody vouches for.
+
 Startup: the clean-shutdown marker decides whether segments above the recovery point
 are re-validated; the marker is removed once the logs are loaded, so a crash at any
-later point is noticed on the next start. Shutdown: flush, checkpoints, close, marker.
+later point is noticed on the next start. Each dir's logs load in
+num.recovery.threads.per.data.dir threads (recovery validates only what lies above each
+log's recovery point). Shutdown: flush, checkpoints, close, marker.
+
+Open files: the open-file limit is shared out as
+
+    one per log              its active segment's .log
+    inactive segments        open on demand, in the native open set, at most
+                             limit - reserve - logs (set_open_segment_limit)
+    the reserve              max(64, an eighth of the limit): files in use for a
+                             moment (below), the process' own files, connections
+
+Files in use for a moment are bounded by who may hold them: the LOG_IO_THREADS log-io
+threads (fsync of segments, checkpoints, deletions), the event loop (a new segment's .log
+and an index, a snapshot or a checkpoint file) and the log cleaner's one pass; together
+at most 21. Worker threads never add to the open set: a segment they need is borrowed
+for the moment (segment.pyx), so fsyncs of many segments at once cannot take the open
+set past its limit. Startup refuses, in one line, log dirs holding more partitions than
+the limit fits; create_logs() refuses new partitions beyond it, and creates the others
+all or none.
 
 Background work (run() on the event loop): retention every
 log.retention.check.interval.ms, time/size flushes, checkpoints every few seconds.
-File deletion and fsync run in worker threads.
+File deletion, checkpoints and fsync run on the log-io threads.
+
+Write failures (disk full ...): each dir has one LogDirHealth shared by its logs; the
+first failure is logged once, appends answer LogStorageError (KAFKA_STORAGE_ERROR) while
+reads go on, and writes resume when they succeed again. A dir where an fsync failed is
+not marked as cleanly shut down.
 """
 from __future__ import annotations
 
@@ -23,13 +51,24 @@ import asyncio
 import logging
 import os
 import re
+import resource
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from broker.config import BrokerConfig, LogConfig
 from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
-from broker.log.log import Log, parse_partition_dir, partition_dir_name
+from broker.log.log import (
+    Log,
+    LogDirHealth,
+    LogStorageError,
+    PartitionMetadataError,
+    parse_partition_dir,
+    partition_dir_name,
+)
+from broker.native import set_open_segment_limit
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +82,83 @@ CHECKPOINT_INTERVAL_S = 5.0
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
+# descriptors kept for everything but partitions (connections, checkpoints, files in
+# use for a moment): a share of the limit, at least MIN_RESERVED_FDS
+MIN_RESERVED_FDS = 64
+RESERVED_FDS_SHARE = 8
+# threads for file work off the event loop (fsyncs, checkpoints, deletions). Each holds
+# at most 4 descriptors at once (a borrowed .log and an index, or two directory levels of
+# a partition being deleted); with the event loop's 2 and the log cleaner's 3 (a borrowed
+# .log, the cleaned segment's .log, an index), files in use for a moment take at most 21
+# descriptors of the reserve
+LOG_IO_THREADS = 4
+MIN_OPEN_INACTIVE_SEGMENTS = 16
+MAPS_RESERVED = 1024                      # mappings of the interpreter and its libraries
+
 
 class LogDirError(RuntimeError):
     """A log directory that cannot be used (other broker's, unwritable)."""
+
+
+class LogCapacityError(LogDirError):
+    """More partitions than the open-file limit fits (one descriptor each)."""
+
+
+class LogCreationError(LogDirError):
+    """Creating partition logs failed (disk full, too many open files ...); none of the
+    logs asked for were left behind."""
+
+
+def open_file_limit() -> int:
+    """The process' open-file limit (RLIMIT_NOFILE, soft)."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def raise_open_file_limit() -> None:
+    """Raises the soft open-file limit to the hard one (as servers commonly do: the soft
+    default, often 1024, is far below what a broker with many partitions needs)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                hard = int(f.read())
+        except (OSError, ValueError):
+            return
+    if soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        except (OSError, ValueError):
+            return
+        log.info("open-file limit raised from %d to %d (the hard limit)", soft, hard)
+
+
+def max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+def reserved_fds(limit: int) -> int:
+    return max(MIN_RESERVED_FDS, limit // RESERVED_FDS_SHARE)
+
+
+def partition_capacity(limit: int) -> int:
+    """How many partition logs an open-file limit fits."""
+    return limit - reserved_fds(limit) - MIN_OPEN_INACTIVE_SEGMENTS
+
+
+def capacity_problem(partitions: int, limit: int) -> str | None:
+    """Why `partitions` logs do not fit the open-file limit, or None."""
+    if partitions <= partition_capacity(limit):
+        return None
+    need = partitions + MIN_OPEN_INACTIVE_SEGMENTS + MIN_RESERVED_FDS
+    while partition_capacity(need) < partitions:
+        need += 1
+    return (f"{partitions} partitions need about {need} open files (one per partition, plus "
+            f"{need - partitions} for connections and files in use), but the open-file limit "
+            f"(ulimit -n, RLIMIT_NOFILE) is {limit}: raise it to at least {need}")
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -68,12 +181,17 @@ class LogManager:
         self.dirs = config.log_dirs
         self.logs: dict[TopicPartition, Log] = {}
         self.cluster_id: str | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
         self._locked: set[str] = set()
-        self._written: dict[str, dict] = {}          # checkpoint path -> content last written
+        self._written: dict[str, dict[TopicPartition, int]] = {}          # checkpoint path -> content last written
+        self.health = {d: LogDirHealth(d) for d in self.dirs}
+        self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
+        self._max_map_count = max_map_count()
+        # file work off the event loop, on LOG_IO_THREADS threads (what they hold open is budgeted)
+        self._io = ThreadPoolExecutor(LOG_IO_THREADS, thread_name_prefix="log-io")
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
@@ -94,10 +212,12 @@ class LogManager:
         self._check_meta(write=False)
         return self.cluster_id
 
-    def startup(self, cluster_id: str | None = None) -> None:
+    def startup(self, cluster_id: str | None = None, topic_ids: Mapping[str, uuid.UUID] | None = None) -> None:
         """Prepares the log dirs and loads every partition log found in them. A dir
         without meta.properties gets one naming `cluster_id` (default: the one the other
-        dirs name, else a new one)."""
+        dirs name, else a new one). `topic_ids` (the metadata store's, by topic name)
+        rebuild a damaged partition.metadata; without them it stops the start. Raises
+        LogDirError (one line) when the open-file limit cannot fit the logs."""
         self.lock_dirs()
         self._check_meta(write=False)
         if cluster_id is not None:
@@ -105,38 +225,109 @@ class LogManager:
                 raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
                                   f"but this broker joins cluster {cluster_id}")
             self.cluster_id = cluster_id
+        new_dirs = {d for d in self.dirs if not os.path.lexists(os.path.join(d, META))}
         self._check_meta(write=True)
+        raise_open_file_limit()
+        found = {d: self._partition_dirs(d) for d in self.dirs}
+        problem = capacity_problem(sum(len(v) for v in found.values()), open_file_limit())
+        if problem:
+            raise LogCapacityError(f"the logs in {', '.join(self.dirs)} do not fit: {problem}")
+        threads = self.config["num.recovery.threads.per.data.dir"]
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
-            recovery = self._read_checkpoint(d, RECOVERY_POINT)
-            hws = self._read_checkpoint(d, HIGH_WATERMARK)
-            starts = self._read_checkpoint(d, LOG_START)
             t0 = time.monotonic()
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith("-delete"):
-                    self._remove_tree(path)
-                    continue
-                tp = parse_partition_dir(name)
-                if tp is None:
-                    continue
-                if tp in self.logs:
-                    raise LogDirError(f"partition {tp} found in two log dirs ({self.logs[tp].dir}, {path})")
-                self.logs[tp] = Log.load(path, tp, self.config_for(tp.topic),
-                                         recovery_point=recovery.get(tp, 0),
-                                         log_start_offset=starts.get(tp, 0),
-                                         high_watermark=hws.get(tp),
-                                         clean_shutdown=clean)
-            log.info("loaded %d logs from %s in %.3f s (%s shutdown)", len(self.logs), d,
-                     time.monotonic() - t0, "clean" if clean else "unclean")
+            loaded = self._load_dir(d, found[d], clean, threads, topic_ids or {})
+            segments = sum(lg.recovered[0] for lg in loaded)
+            size = sum(lg.recovered[1] for lg in loaded)
+            log.info("loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
+                     "validated (%s)", len(loaded), d, time.monotonic() - t0, segments, size,
+                     "new log dir" if d in new_dirs else "clean shutdown" if clean else "unclean shutdown")
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
             except FileNotFoundError:
                 pass
+        self._apply_open_limit()
+
+    def _partition_dirs(self, d: str) -> list[tuple[TopicPartition, str]]:
+        """The partition directories of log dir `d` (directories being deleted go)."""
+        out = []
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                self._remove_tree(path)
+                continue
+            tp = parse_partition_dir(name)
+            if tp is not None:
+                out.append((tp, path))
+        return out
+
+    def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool,
+                  threads: int, topic_ids: Mapping[str, uuid.UUID]) -> list[Log]:
+        """Loads (and after an unclean shutdown recovers) the logs of one dir, with
+        `threads` threads (Kafka's num.recovery.threads.per.data.dir)."""
+        recovery = self._read_checkpoint(d, RECOVERY_POINT)
+        hws = self._read_checkpoint(d, HIGH_WATERMARK)
+        starts = self._read_checkpoint(d, LOG_START)
+        for tp, path in partitions:
+            if tp in self.logs:
+                raise LogDirError(f"partition {tp} found in two log dirs ({self.logs[tp].dir}, {path})")
+
+        def load(item: tuple[TopicPartition, str]) -> Log:
+            tp, path = item
+            try:
+                return Log.load(path, tp, self.config_for(tp.topic), topic_id=topic_ids.get(tp.topic),
+                                recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                                high_watermark=hws.get(tp), clean_shutdown=clean)
+            except PartitionMetadataError as exc:
+                raise LogDirError(str(exc)) from None
+
+        if threads <= 1 or len(partitions) <= 1:
+            return [self._adopt(load(item)) for item in partitions]
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            futures = [pool.submit(load, item) for item in partitions]
+            try:
+                return [self._adopt(fut.result()) for fut in futures]
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                raise
+
+    def _adopt(self, lg: Log) -> Log:
+        d = os.path.dirname(lg.dir)
+        lg.dir_health = self.health[d]
+        lg.io_executor = self._io
+        self.logs[lg.tp] = lg
+        self._per_dir[d] += 1
+        return lg
+
+    def _drop(self, tp: TopicPartition) -> Log | None:
+        lg = self.logs.pop(tp, None)
+        if lg is not None:
+            self._per_dir[os.path.dirname(lg.dir)] -= 1
+        return lg
+
+    # ------------------------------------------------------------------ open files
+
+    def _apply_open_limit(self) -> None:
+        """Inactive segments may keep their files open within what the open-file limit
+        leaves after one descriptor per log and the reserve (and within vm.max_map_count:
+        an open segment maps two indexes)."""
+        limit = open_file_limit()
+        by_fds = limit - reserved_fds(limit) - len(self.logs)
+        by_maps = (self._max_map_count - MAPS_RESERVED) // 2 - len(self.logs)
+        set_open_segment_limit(max(MIN_OPEN_INACTIVE_SEGMENTS, min(by_fds, by_maps)))
+
+    def check_capacity(self, new_partitions: int) -> None:
+        """Raises LogCapacityError unless `new_partitions` more logs fit the open-file
+        limit beside the existing ones."""
+        problem = capacity_problem(len(self.logs) + new_partitions, open_file_limit())
+        if problem:
+            raise LogCapacityError(f"{new_partitions} new partitions do not fit beside the {len(self.logs)} this "
+                                   f"broker hosts: {problem}")
 
     def _check_meta(self, write: bool = True) -> None:
         """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
@@ -144,20 +335,13 @@ class LogManager:
         missing = []
         for d in self.dirs:
             path = os.path.join(d, META)
-            if not os.path.exists(path):
+            if not os.path.lexists(path):
                 missing.append(path)
                 continue
-            props = {}
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    k, sep, v = line.strip().partition("=")
-                    if sep and not k.startswith("#"):
-                        props[k] = v
-            bid = props.get("broker.id")
-            if bid is not None and bid != str(self.config.broker_id):
-                raise LogDirError(f"log dir {d} belongs to broker.id {bid}, this broker is {self.config.broker_id}")
-            cid = props.get("cluster.id")
-            if cid and self.cluster_id and cid != self.cluster_id:
+            id_key, bid, cid = _read_meta(path)
+            if bid != self.config.broker_id:
+                raise LogDirError(f"log dir {d} belongs to {id_key} {bid}, this broker is {self.config.broker_id}")
+            if self.cluster_id and cid != self.cluster_id:
                 raise LogDirError(f"log dir {d} belongs to cluster.id {cid}, other log dirs to {self.cluster_id}")
             self.cluster_id = self.cluster_id or cid
         if not write:
@@ -181,34 +365,65 @@ class LogManager:
         return self.logs.get(tp)
 
     def get_or_create(self, tp: TopicPartition, topic_id: uuid.UUID | None = None) -> Log:
+        """The partition's log, created when missing. Raises ValueError for a bad topic
+        name, LogCapacityError beyond the open-file limit, OSError when the files
+        cannot be created."""
         existing = self.logs.get(tp)
         if existing is not None:
+            if existing.topic_id is None and topic_id is not None:
+                existing.assign_topic_id(topic_id)
             return existing
         problem = validate_topic_name(tp.topic)
         if problem:
             raise ValueError(problem)
+        self.check_capacity(1)
         d = self._pick_dir()
         lg = Log.load(os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic), topic_id=topic_id,
                       clean_shutdown=True)
-        self.logs[tp] = lg
+        self._adopt(lg)
+        self._apply_open_limit()
         return lg
 
+    def create_logs(self, tps: list[TopicPartition], topic_id: uuid.UUID | None = None) -> list[Log]:
+        """The logs of `tps`, creating the missing ones all or none (topic creation):
+        ValueError for a bad topic name and LogCapacityError beyond the open-file limit
+        before anything is created; LogCreationError when creating one fails (disk
+        full, ...), after removing the logs this call created."""
+        new = [tp for tp in dict.fromkeys(tps) if tp not in self.logs]
+        for tp in new:
+            problem = validate_topic_name(tp.topic)
+            if problem:
+                raise ValueError(problem)
+        self.check_capacity(len(new))
+        created: list[TopicPartition] = []
+        try:
+            for tp in new:
+                self.get_or_create(tp, topic_id)
+                created.append(tp)
+        except (OSError, LogDirError) as exc:
+            for tp in created:
+                lg = self._drop(tp)
+                if lg is not None:
+                    lg.close()
+                    lg.delete_files()
+            self._apply_open_limit()
+            failed = new[len(created)]
+            raise LogCreationError(f"cannot create the log of {failed} ({exc}); none of the {len(new)} "
+                                   f"new logs were kept") from exc
+        return [self.logs[tp] for tp in tps]
+
     def _pick_dir(self) -> str:
-        counts = {d: 0 for d in self.dirs}
-        for lg in self.logs.values():
-            parent = os.path.dirname(lg.dir)
-            if parent in counts:
-                counts[parent] += 1
-        return min(self.dirs, key=lambda d: counts[d])
+        return min(self.dirs, key=lambda d: self._per_dir[d])
 
     def delete(self, tp: TopicPartition) -> None:
         """Removes a partition's log: renamed to <dir>.<id>-delete at once (so a crash
         cannot bring it back), its files deleted in a worker thread."""
-        lg = self.logs.pop(tp, None)
+        lg = self._drop(tp)
         if lg is None:
             return
         self.cleaner.forget(tp)
         lg.close()
+        self._apply_open_limit()
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
             os.rename(lg.dir, target)
@@ -227,13 +442,13 @@ class LogManager:
         import shutil
         shutil.rmtree(path, ignore_errors=True)
 
-    def _background(self, fn, *args) -> None:
+    def _background(self, fn: Callable[..., object], *args: Any) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             fn(*args)
             return
-        loop.run_in_executor(None, fn, *args)
+        loop.run_in_executor(self._io, fn, *args)
 
     # ------------------------------------------------------------------ periodic work
 
@@ -243,7 +458,10 @@ class LogManager:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         for lg in list(self.logs.values()):
             lg.producer_state.remove_expired(now)
-            lg.maybe_roll_by_time()
+            try:
+                lg.maybe_roll_by_time()
+            except LogStorageError:
+                pass                                    # reported once by the dir's health
             gone = lg.delete_old_segments(now_ms)
             for seg in gone:
                 log.info("%s: retention deletes segment %d (%d bytes)", lg.tp, seg.base_offset, seg.size)
@@ -253,22 +471,30 @@ class LogManager:
 
     def flush_dirty(self) -> None:
         for lg in self.logs.values():
-            if lg.needs_flush():
+            if lg.needs_flush() and not lg.flush_failed:
                 lg.schedule_flush()
 
     def checkpoint(self, fsync: bool = True) -> None:
         """Writes the recovery points, high watermarks and log start offsets of each dir
-        (a file whose content has not changed since its last write is left alone)."""
+        (a file whose content has not changed since its last write is left alone). A
+        dir whose files cannot be written is reported to its health; the others go on."""
         for d in self.dirs:
             logs = [lg for lg in list(self.logs.values()) if os.path.dirname(lg.dir) == d]
-            for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
-                               (LOG_START, "log_start_offset")):
-                values = {lg.tp: getattr(lg, attr) for lg in logs}
-                path = os.path.join(d, name)
-                if self._written.get(path) == values and os.path.exists(path):
-                    continue
-                OffsetCheckpoint(path).write(values, fsync)
-                self._written[path] = values
+            try:
+                self._checkpoint_dir(d, logs, fsync)
+            except OSError as exc:
+                self.health[d].failed(exc, "writing checkpoints")
+
+    def _checkpoint_dir(self, d: str, logs: list[Log], fsync: bool) -> None:
+        for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
+                           (LOG_START, "log_start_offset")):
+            values = {lg.tp: getattr(lg, attr) for lg in logs}
+            path = os.path.join(d, name)
+            if self._written.get(path) == values and os.path.exists(path):
+                continue
+            OffsetCheckpoint(path).write(values, fsync)
+            self._written[path] = values
+            self.health[d].succeeded()
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
@@ -280,9 +506,9 @@ class LogManager:
         self.cleaner.start()
 
     async def _checkpoint_async(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint)
+        await asyncio.get_running_loop().run_in_executor(self._io, self.checkpoint)
 
-    async def _every(self, seconds: float, fn) -> None:
+    async def _every(self, seconds: float, fn: Callable[[], object]) -> None:
         while not self._closed:
             await asyncio.sleep(seconds)
             try:
@@ -307,18 +533,36 @@ class LogManager:
         self._tasks.clear()
 
     def shutdown(self) -> None:
-        """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker."""
+        """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker
+        (not in a dir where an fsync failed: its next start recovers it)."""
         self._closed = True
+        self._io.shutdown(wait=True)          # deletions, checkpoints and fsyncs under way end
         for lg in self.logs.values():
-            lg.flush()
-            lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
+            health = self.health[os.path.dirname(lg.dir)]
+            try:
+                lg.flush()
+            except OSError as exc:
+                health.failed(exc, f"fsync of {lg.tp}", sync=True)
+            try:
+                lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
+            except OSError as exc:
+                health.failed(exc, f"the producer snapshot of {lg.tp}")   # a longer replay at start
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
         os.sync()           # checkpoints written without fsync (leader epochs) reach the disk
         for d in self.dirs:
-            with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
-                pass
+            if self.health[d].sync_failed or any(lg.flush_failed for lg in self.logs.values()
+                                                 if os.path.dirname(lg.dir) == d):
+                log.error("log dir %s: an fsync failed; not marked as cleanly shut down, so the next start "
+                          "recovers it", d)
+                continue
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
+                    pass
+            except OSError as exc:
+                log.error("log dir %s: cannot write %s (%s); the next start recovers it", d, CLEAN_SHUTDOWN,
+                          exc.strerror or exc)
         self.release_locks()
 
     def _lock(self, d: str) -> None:
@@ -338,6 +582,44 @@ class LogManager:
             os.close(fd)
         self._locks.clear()
         self._locked.clear()
+
+
+def _read_meta(path: str) -> tuple[str, int, str]:
+    """A dir's meta.properties -> (the key naming the broker, its id, the cluster id).
+    Kafka's version 0 (broker.id) or 1 (node.id, KRaft), cluster.id in both. Anything else
+    is a damaged file, refused with one line naming it: taken for a fresh dir, it would
+    have the broker start a new cluster on the data of another."""
+    from broker.config import parse_properties
+
+    def damaged(why: str) -> LogDirError:
+        return LogDirError(f"{path} is damaged ({why}); refusing to start: restore it (version=0, "
+                           f"broker.id=N, cluster.id=ID), or move the log dir aside")
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise damaged(f"cannot read it: {exc.strerror}") from None
+    if not raw.strip():
+        raise damaged("empty")
+    try:
+        props = parse_properties(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise damaged("not UTF-8 text") from None
+    version = props.get("version")
+    if version is None:
+        raise damaged("no version")
+    if version not in ("0", "1"):
+        raise damaged(f"version {version}, where 0 or 1 was expected")
+    id_key = "broker.id" if version == "0" else "node.id"
+    if id_key not in props:
+        raise damaged(f"no {id_key}")
+    if not re.fullmatch(r"[0-9]+", props[id_key]):
+        raise damaged(f"{id_key} {props[id_key]!r} is not a broker id")
+    cluster_id = props.get("cluster.id", "")
+    if not cluster_id:
+        raise damaged("no cluster.id")
+    return id_key, int(props[id_key]), cluster_id
 
 
 def new_cluster_id() -> str:

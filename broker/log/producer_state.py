@@ -24,9 +24,13 @@ import mmap
 import os
 import struct
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from broker.native import crc32c, iter_batches
+from broker.log.checkpoints import TopicPartition
+from broker.native import RecordBatch, Segment, crc32c, iter_batches
+
+Buffer = bytes | bytearray | memoryview
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +69,7 @@ class BatchMetadata:
 class ProducerEntry:
     producer_id: int
     epoch: int = -1
-    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
 
     @property
@@ -98,7 +102,7 @@ def snapshot_name(offset: int) -> str:
 class ProducerStateManager:
     """The producer state of one partition; `directory` holds its snapshot files."""
 
-    def __init__(self, directory: str, tp, expiration_ms: int = 86_400_000):
+    def __init__(self, directory: str, tp: TopicPartition, expiration_ms: int = 86_400_000) -> None:
         self.dir = directory
         self.tp = tp
         self.expiration_ms = expiration_ms
@@ -106,7 +110,7 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ appends
 
-    def check(self, batches) -> BatchMetadata | None:
+    def check(self, batches: Iterable[RecordBatch]) -> BatchMetadata | None:
         """Validates the producer batches of one append (RecordBatch views with a
         producer id, in order) against the state, changing nothing. Returns the metadata
         of the earlier write when the append is a retry of a batch already written
@@ -142,7 +146,7 @@ class ProducerStateManager:
             pending[pid] = (epoch, last)
         return None
 
-    def update(self, batches) -> None:
+    def update(self, batches: Iterable[RecordBatch]) -> None:
         """Records appended producer batches (views showing their assigned offsets)."""
         for b in batches:
             self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
@@ -206,7 +210,7 @@ class ProducerStateManager:
             pass
 
     @staticmethod
-    def read_snapshot(path: str) -> list[tuple]:
+    def read_snapshot(path: str) -> list[tuple[int, ...]]:
         """The entries of a snapshot file; CorruptSnapshot naming the byte offset."""
         with open(path, "rb") as f:
             data = f.read()
@@ -221,7 +225,7 @@ class ProducerStateManager:
             raise CorruptSnapshot(f"{path}: {count} entries at byte 6 do not fill the {len(data)} bytes")
         return [_ENTRY.unpack_from(data, _HEAD.size + i * _ENTRY.size) for i in range(count)]
 
-    def load(self, segments, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+    def load(self, segments: Sequence[Segment], log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         """Rebuilds the state for a log opened at load time: snapshots above the log end
         are dropped (their offsets no longer exist), the newest remaining one is read
         (a corrupt one is deleted and the next tried) and the batches after it are
@@ -259,10 +263,15 @@ class ProducerStateManager:
                 found = seg.translate_offset(start)
                 pos = found[0] if found is not None else seg.size
             if pos < seg.size:
-                # mapped, not read: a segment can be a gigabyte (unmapped when dropped)
-                self._replay(mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ), pos, start)
+                # mapped, not read: a segment can be a gigabyte (unmapped when dropped);
+                # pinned while mapped (a recovery thread's descriptor is a borrowed one)
+                fd = seg.pin()
+                try:
+                    self._replay(mmap.mmap(fd, seg.size, access=mmap.ACCESS_READ), pos, start)
+                finally:
+                    seg.unpin()
 
-    def _replay(self, data, pos: int, start: int) -> None:
+    def _replay(self, data: Buffer | mmap.mmap, pos: int, start: int) -> None:
         """Applies the producer batches of `data` from byte `pos` that end at or above
         `start` (headers only)."""
         for b in iter_batches(data, pos):

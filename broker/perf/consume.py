@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from broker.client import Cluster
+from broker.client import BrokerConnection, Cluster
 from broker.native import BatchBuilder, batches_to_arrow, iter_batches
 from broker.perf.produce import ProduceOptions, ensure_topic, payload
 from broker.perf.stats import Stats
@@ -44,7 +44,7 @@ class ConsumeOptions:
 
 
 class _Fetcher:
-    def __init__(self, cluster: Cluster, topic: str, opts: ConsumeOptions, start: str = "earliest"):
+    def __init__(self, cluster: Cluster, topic: str, opts: ConsumeOptions, start: str | int = "earliest"):
         self.cluster = cluster
         self.topic = topic
         self.opts = opts
@@ -53,6 +53,7 @@ class _Fetcher:
         self.by_leader: dict[int, list[int]] = {}
         for p, pm in sorted(meta.partitions.items()):
             self.by_leader.setdefault(pm.leader, []).append(p)
+        self.positions: dict[int, int]
         if isinstance(start, int):
             self.positions = {p: start for p in meta.partitions}
         else:
@@ -147,7 +148,7 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
     def produce() -> None:
         pc = Cluster(popts.bootstrap, client_id="kbroker-perf-producer")
         try:
-            conns = {}
+            conns: dict[int, BrokerConnection] = {}
             sent = 0
             turn = 0
             start = time.perf_counter()

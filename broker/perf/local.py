@@ -8,6 +8,8 @@ port, data in a temporary directory), so bench scripts need nothing from tests/.
 Ctrl-C at the terminal reaches only the script, which stops the brokers before the
 ZooKeeper they use; it then dies with the thread that started it (PR_SET_PDEATHSIG,
 through util-linux's setpriv), so it never outlives the script.
+
+`nofile` sets the broker process' open-file limit (RLIMIT_NOFILE, soft and hard).
 """
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ def free_port() -> int:
 
 class LocalBroker:
     def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
-                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False):
+                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False,
+                 nofile: int | None = None):
         self.config = dict(config or {})
         self.own_session = own_session
+        self.nofile = nofile
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="kbroker-local-")
@@ -40,7 +44,7 @@ class LocalBroker:
         self.port = port or free_port()
         self.event_loop = event_loop
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(data_dir)), f"broker-{self.port}.log")
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -48,7 +52,12 @@ class LocalBroker:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self._started().pid
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise RuntimeError("the broker has not been started")
+        return self.proc
 
     def start(self, timeout: float = 60.0) -> float:
         """Starts the broker; returns the seconds until it answered ApiVersions."""
@@ -60,12 +69,13 @@ class LocalBroker:
             cmd += ["--set", f"{k}={v}"]
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.own_session)
+            self.proc = proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=self.own_session,
+                                         preexec_fn=None if self.nofile is None else self._limit_nofile)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}; see {self.log_path}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode}; see {self.log_path}")
             try:
                 with BrokerConnection("127.0.0.1", self.port, timeout=2):
                     return time.perf_counter() - t0
@@ -73,6 +83,15 @@ class LocalBroker:
                 time.sleep(0.02)
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout} s; see {self.log_path}")
+
+    def _limit_nofile(self) -> None:
+        import resource
+        if self.nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def open_fds(self) -> int:
+        """File descriptors the broker process holds now."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -89,7 +108,7 @@ class LocalBroker:
             self.proc.wait(10)
 
     def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
+        with open(f"/proc/{self.pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
@@ -100,7 +119,7 @@ class LocalBroker:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "LocalBroker":
+    def __enter__(self) -> LocalBroker:
         self.start()
         return self
 

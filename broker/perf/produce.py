@@ -119,16 +119,13 @@ def _run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
     deadline = time.monotonic() + opts.timeout_s
     builder = BatchBuilder(None if opts.compression == "none" else opts.compression)
 
-    def build(n: int, ts_ms: int) -> bytes:
+    # discarded uncompressed batches go as a zero-copy view, one batch at a time
+    zero_copy = opts.compression == "none" and opts.discard
+
+    def build(n: int, ts_ms: int) -> bytes | memoryview:
         builder.reset()
         builder.append_repeated(value, n, ts_ms)
-        return builder.build()
-
-    if opts.compression == "none" and opts.discard:
-        def build(n: int, ts_ms: int, _b=builder):     # noqa: F811 — zero-copy view, one batch at a time
-            _b.reset()
-            _b.append_repeated(value, n, ts_ms)
-            return _b.view()
+        return builder.view() if zero_copy else builder.build()
 
     if opts.discard:
         return _run_discard(opts, build, per_batch, stats)

@@ -29,6 +29,7 @@ import subprocess
 import time
 import weakref
 from pathlib import Path
+from typing import BinaryIO
 
 from broker.perf.local import free_port
 
@@ -62,7 +63,7 @@ log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
 """
 
-_running: "weakref.WeakSet[ZooKeeperServer]" = weakref.WeakSet()
+_running: weakref.WeakSet[ZooKeeperServer] = weakref.WeakSet()
 
 
 def available() -> str | None:
@@ -93,9 +94,9 @@ class ZooKeeperServer:
         self.dir = Path(directory)
         self.port = port or free_port()
         self.own_session = own_session
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.dir / "zookeeper.log"
-        self._log = None
+        self._log: BinaryIO | None = None
 
     @property
     def connect(self) -> str:
@@ -125,17 +126,17 @@ class ZooKeeperServer:
         return [*die_with_parent, "java", *JVM_OPTIONS, f"-Dzookeeper.log.dir={self.dir}", "-cp", classpath,
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self._write_config())]
 
-    def start(self, timeout: float = START_TIMEOUT) -> "ZooKeeperServer":
+    def start(self, timeout: float = START_TIMEOUT) -> ZooKeeperServer:
         assert not self.running, "ZooKeeper already running"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=self.own_session)
+        self.proc = proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=self.own_session)
         _running.add(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {proc.returncode}:\n{self.log_tail()}")
             # 'ruok' answers as soon as the socket is open; 'srvr' proves it serves
             if "Mode: standalone" in four_letter_word(self.port, "srvr", timeout=1.0):
                 return self
@@ -145,30 +146,32 @@ class ZooKeeperServer:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM (SIGKILL if it lingers) and wait."""
-        if self.running:
+        proc = self.proc
+        if proc is not None and self.running:
             self.resume()
-            self.proc.terminate()
+            proc.terminate()
             try:
-                self.proc.wait(timeout)
+                proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+                proc.kill()
+                proc.wait(timeout)
         self._close_log()
 
     def kill(self) -> None:
         """SIGKILL: ZooKeeper gets no chance to close its sessions."""
-        if self.running:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
+        proc = self.proc
+        if proc is not None and self.running:
+            proc.kill()
+            proc.wait(STOP_TIMEOUT)
         self._close_log()
 
     def pause(self) -> None:
         """SIGSTOP: connections stay open, nothing answers."""
-        if self.running:
+        if self.proc is not None and self.running:
             self.proc.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self.running:
+        if self.proc is not None and self.running:
             self.proc.send_signal(signal.SIGCONT)
 
     def log_tail(self, lines: int = 60) -> str:
@@ -182,7 +185,7 @@ class ZooKeeperServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -18,12 +18,24 @@ selectors or file APIs; it only transforms bytes and objects.
 """
 
 from .api import API_SPECS, ApiKey, ApiSpec, api_spec, request_header_version, response_header_version
-from .codec import (decode_request, decode_request_header, decode_response, encode_request,
-                    encode_response, response_correlation_id)
+from .codec import (
+                    decode_request,
+                    decode_request_header,
+                    decode_response,
+                    encode_request,
+                    encode_response,
+                    response_correlation_id,
+)
 from .errors import ErrorCode, KafkaProtocolError
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameReader, FrameTooLarge, InvalidFrame
-from .types import (FileRegion, ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError,
-                    UnsupportedRequestError, UnsupportedVersionError)
+from .types import (
+                    FileRegion,
+                    ProtocolDecodeError,
+                    ProtocolEncodeError,
+                    UnknownApiKeyError,
+                    UnsupportedRequestError,
+                    UnsupportedVersionError,
+)
 
 __all__ = [
     "API_SPECS", "ApiKey", "ApiSpec", "api_spec", "request_header_version", "response_header_version",

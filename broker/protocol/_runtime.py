@@ -30,10 +30,20 @@ from __future__ import annotations
 
 import functools
 import struct as _struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from .types import ProtocolDecodeError, ProtocolEncodeError
+
+#: what a decoder reads: any contiguous bytes
+Buffer = bytes | bytearray | memoryview
+#: a generated decoder: (buffer, position, end) -> (object, position after it)
+Decoder = Callable[[memoryview, int, int], tuple[Any, int]]
+#: a generated encoder: (object, output, splice list) -> None
+Encoder = Callable[[Any, bytearray, list[Any] | None], None]
+#: a generated decoder of one tagged field: (object, buffer, position, end) -> position
+TagDecoder = Callable[[Any, memoryview, int, int], int]
 
 __all__ = ["Struct", "Message", "DataMessage", "Field", "as_buffer", "decode_body", "encode_body"]
 
@@ -76,12 +86,12 @@ class Field(NamedTuple):
     name: str
     kafka_name: str
     type: str
-    versions: tuple
-    nullable: tuple | None
-    tagged: tuple | None
+    versions: tuple[int, int]
+    nullable: tuple[int, int] | None
+    tagged: tuple[int, int] | None
     tag: int | None
     struct: Any
-    flexible: tuple | None = None  # per-field "flexibleVersions" override (RequestHeader.ClientId)
+    flexible: tuple[int, int] | None = None  # per-field "flexibleVersions" override (RequestHeader.ClientId)
 
 
 class Struct:
@@ -89,7 +99,7 @@ class Struct:
 
     __slots__ = ()
     __hash__ = None  # type: ignore[assignment]
-    _FIELDS: tuple = ()
+    _FIELDS: tuple[Field, ...] = ()
 
 
 class Message(Struct):
@@ -101,15 +111,15 @@ class Message(Struct):
     MIN_VERSION: int = 0
     MAX_VERSION: int = 0
     FLEXIBLE_VERSION: int | None = None
-    _DECODERS: tuple = ()
-    _ENCODERS: tuple = ()
+    _DECODERS: tuple[Decoder | None, ...] = ()
+    _ENCODERS: tuple[Encoder | None, ...] = ()
 
     @classmethod
     def is_flexible(cls, version: int) -> bool:
         return cls.FLEXIBLE_VERSION is not None and version >= cls.FLEXIBLE_VERSION
 
     @classmethod
-    def decode(cls, data, version: int):
+    def decode(cls, data: Buffer, version: int) -> Any:
         """Decode a whole body (no size prefix, no header); trailing bytes are an error."""
         buf = as_buffer(data)
         end = len(buf)
@@ -142,7 +152,7 @@ class DataMessage(Message):
         return bytes(out)
 
     @classmethod
-    def decode_versioned(cls, data):
+    def decode_versioned(cls, data: Buffer) -> tuple[Any, int]:
         """Decode ``int16 version`` + body; returns ``(obj, version)``.
 
         As in Kafka's ConsumerProtocol, a version newer than ``MAX_VERSION`` is
@@ -164,7 +174,7 @@ class DataMessage(Message):
         return obj, version
 
 
-def as_buffer(data) -> memoryview:
+def as_buffer(data: Buffer) -> memoryview:
     """A one-dimensional byte memoryview of ``data`` (no copy)."""
     buf = memoryview(data)
     if buf.format != "B" or buf.ndim != 1:
@@ -172,14 +182,14 @@ def as_buffer(data) -> memoryview:
     return buf
 
 
-def decode_body(cls, buf: memoryview, pos: int, end: int, version: int):
+def decode_body(cls: type[Message], buf: memoryview, pos: int, end: int, version: int) -> tuple[Any, int]:
     """Run ``cls``'s decoder for ``version`` on ``buf[pos:end]``; returns ``(obj, pos)``."""
     decs = cls._DECODERS
     if not (cls.MIN_VERSION <= version <= cls.MAX_VERSION) or decs[version] is None:
         raise ProtocolDecodeError(f"unsupported version {version} (valid {cls.MIN_VERSION}-{cls.MAX_VERSION})",
                                   field=None, offset=pos, message_name=cls.NAME, version=version)
     try:
-        return decs[version](buf, pos, end)
+        return decs[version](buf, pos, end)  # type: ignore[misc]  # checked above
     except ProtocolDecodeError as exc:
         exc.set_context(cls.NAME, version)
         raise
@@ -188,7 +198,7 @@ def decode_body(cls, buf: memoryview, pos: int, end: int, version: int):
                                   message_name=cls.NAME, version=version) from exc
 
 
-def encode_body(obj, version: int, out: bytearray, sp: list | None) -> None:
+def encode_body(obj: Message, version: int, out: bytearray, sp: list[Any] | None) -> None:
     """Append ``obj`` encoded at ``version`` to ``out`` (see module docstring for ``sp``)."""
     cls = type(obj)
     encs = cls._ENCODERS
@@ -196,7 +206,7 @@ def encode_body(obj, version: int, out: bytearray, sp: list | None) -> None:
         raise ProtocolEncodeError(f"{cls.NAME}: unsupported version {version} "
                                   f"(valid {cls.MIN_VERSION}-{cls.MAX_VERSION})")
     try:
-        encs[version](obj, out, sp)
+        encs[version](obj, out, sp)  # type: ignore[misc]  # checked above
     except ProtocolEncodeError as exc:
         raise ProtocolEncodeError(f"{cls.NAME} v{version}: {exc}") from exc
     except _ENCODE_ERRORS as exc:
@@ -211,7 +221,7 @@ def eof(where: str, pos: int, end: int, need: int) -> ProtocolDecodeError:
     return ProtocolDecodeError(f"need {need} bytes, {max(end - pos, 0)} remain", field=where, offset=pos)
 
 
-def group_eof(struct_name: str, fields: tuple, pos: int, end: int) -> ProtocolDecodeError:
+def group_eof(struct_name: str, fields: tuple[tuple[str, int], ...], pos: int, end: int) -> ProtocolDecodeError:
     """Truncation inside a group of fixed-size fields: name the first field cut off."""
     p = pos
     for name, size in fields:
@@ -247,7 +257,7 @@ def trailing_error(name: str, version: int, pos: int, end: int) -> ProtocolDecod
 
 # --------------------------------------------------------------------------- varints
 
-def uvarint_tail(buf, pos: int, end: int, value: int, where: str):
+def uvarint_tail(buf: memoryview, pos: int, end: int, value: int, where: str) -> tuple[int, int]:
     """Finish an unsigned varint whose first byte ``value`` (>= 0x80) was at ``pos - 1``.
 
     Kafka's varints are at most 5 bytes (32 bits); unrolled for speed.
@@ -280,7 +290,7 @@ def uvarint_tail(buf, pos: int, end: int, value: int, where: str):
     raise ProtocolDecodeError("truncated unsigned varint", field=where, offset=pos - 1)
 
 
-def read_uvarint(buf, pos: int, end: int, where: str):
+def read_uvarint(buf: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
     if pos >= end:
         raise eof(where, pos, end, 1)
     b = buf[pos]
@@ -300,7 +310,7 @@ def put_uvarint(out: bytearray, n: int) -> None:
 
 # --------------------------------------------------------------------------- uuids
 
-_UUID_CACHE: dict = {}
+_UUID_CACHE: dict[bytes, UUID] = {}
 
 
 def uuid_from(raw: bytes) -> UUID:
@@ -315,7 +325,8 @@ def uuid_from(raw: bytes) -> UUID:
 
 # --------------------------------------------------------------------------- tagged fields
 
-def read_tags(o, buf, pos: int, end: int, n: int, where: str, known=None) -> int:
+def read_tags(o: Any, buf: memoryview, pos: int, end: int, n: int, where: str,
+              known: dict[int, TagDecoder] | None = None) -> int:
     """Read ``n`` tagged fields; ``known`` maps tag -> decoder(o, buf, pos, stop) -> pos.
 
     Unknown tags are kept in ``o.unknown_tagged_fields`` as ``(tag, bytes)``.
@@ -341,7 +352,7 @@ def read_tags(o, buf, pos: int, end: int, n: int, where: str, known=None) -> int
     return pos
 
 
-def put_tags(out: bytearray, known: list, unknown) -> None:
+def put_tags(out: bytearray, known: list[tuple[int, bytes]], unknown: list[tuple[int, bytes]]) -> None:
     """Write a tagged-field section: known ``(tag, bytes)`` (ascending) merged with unknown ones."""
     if unknown:
         items = sorted([*known, *unknown], key=_tag_key)
@@ -354,13 +365,13 @@ def put_tags(out: bytearray, known: list, unknown) -> None:
         out += data
 
 
-def _tag_key(item) -> int:
+def _tag_key(item: tuple[int, bytes]) -> int:
     return item[0]
 
 
 # --------------------------------------------------------------------------- bytes and records
 
-def put_bytes(out: bytearray, v, compact: bool, nullable: bool) -> None:
+def put_bytes(out: bytearray, v: Buffer | None, compact: bool, nullable: bool) -> None:
     if v is None:
         if not nullable:
             raise ProtocolEncodeError("None in a non-nullable bytes field")
@@ -377,7 +388,7 @@ def put_bytes(out: bytearray, v, compact: bool, nullable: bool) -> None:
     out += v
 
 
-def put_records(out: bytearray, sp: list | None, v, compact: bool, nullable: bool) -> None:
+def put_records(out: bytearray, sp: list[Any] | None, v: Any, compact: bool, nullable: bool) -> None:
     """Write a records value: bytes-like, None, or a file region (``fd``/``offset``/``length``)."""
     if v is None:
         if not nullable:
@@ -417,7 +428,7 @@ def put_records(out: bytearray, sp: list | None, v, compact: bool, nullable: boo
         out += v
 
 
-def assemble(out: bytearray, sp: list) -> list:
+def assemble(out: bytearray, sp: list[Any]) -> list[Any]:
     """Split ``out`` at the splice points; returns the list of parts.
 
     ``out`` must start with a 4-byte placeholder, which receives the int32 size of
@@ -432,7 +443,7 @@ def assemble(out: bytearray, sp: list) -> list:
     if not sp:
         return [out]
     mv = memoryview(out)
-    parts: list = []
+    parts: list[Any] = []
     prev = 0
     for at, v, n in sp:
         if at > prev:
@@ -456,11 +467,11 @@ _INT_RANGES = {
 }
 
 
-def _in(rng, v) -> bool:
+def _in(rng: tuple[int, int] | None, v: int) -> bool:
     return rng is not None and rng[0] <= v <= rng[1]
 
 
-def _check_value(t: str, f: Field, v, version: int, compact: bool) -> str | None:
+def _check_value(t: str, f: Field, v: Any, version: int, compact: bool) -> str | None:
     if v is None:
         return None if _in(f.nullable, version) else "None in a non-nullable field"
     if t in _INT_RANGES:
@@ -490,7 +501,7 @@ def _check_value(t: str, f: Field, v, version: int, compact: bool) -> str | None
     return None
 
 
-def explain_encode_failure(obj, version: int, flexible_version: int | None, path: str = "") -> str | None:
+def explain_encode_failure(obj: Any, version: int, flexible_version: int | None, path: str = "") -> str | None:
     """Find the first field of ``obj`` that cannot be encoded at ``version`` (slow path)."""
     flexible = flexible_version is not None and version >= flexible_version
     prefix = path or type(obj).__qualname__

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ._runtime import Message
 from .messages import API_MESSAGES, ApiKey
 
 __all__ = ["ApiKey", "ApiSpec", "API_SPECS", "api_spec", "request_header_version",
@@ -35,9 +36,9 @@ class ApiSpec(NamedTuple):
     """What the package knows about one api key."""
 
     api_key: ApiKey
-    request: type
-    response: type
-    versions: tuple  # (min, max) valid versions, inclusive
+    request: type[Message]
+    response: type[Message]
+    versions: tuple[int, int]  # (min, max) valid versions, inclusive
     first_flexible: int | None  # first flexible version, None if never flexible
     latest_version_unstable: bool  # Kafka's "latestVersionUnstable" for the max version
 

@@ -49,14 +49,14 @@ Invariants:
 from __future__ import annotations
 
 import struct as _struct
-from typing import Union
+from typing import Any
 
 from . import _runtime as _rt
+from ._runtime import Message
 from .api import API_SPECS, ApiKey
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
-from .types import (ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError,
-                    UnsupportedVersionError)
+from .types import ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError, UnsupportedVersionError
 
 __all__ = [
     "decode_request_header",
@@ -68,7 +68,7 @@ __all__ = [
     "response_correlation_id",
 ]
 
-BufferLike = Union[bytes, bytearray, memoryview]
+BufferLike = bytes | bytearray | memoryview
 
 _S_HH = _struct.Struct(">hh")
 _S_II = _struct.Struct(">ii")
@@ -141,7 +141,7 @@ def decode_request_header(frame: BufferLike) -> tuple[RequestHeader, int]:
     return _rt.decode_body(RequestHeader, buf, 0, end, hv)
 
 
-def decode_request(frame: BufferLike, strict: bool = False):
+def decode_request(frame: BufferLike, strict: bool = False) -> tuple[Any, Any]:
     """Decode one request frame (without size prefix); returns ``(header, request)``.
 
     Bytes after the body are ignored unless ``strict`` (then a ``ProtocolDecodeError``).
@@ -187,7 +187,7 @@ def decode_request(frame: BufferLike, strict: bool = False):
     return header, request
 
 
-def encode_response(header, response) -> list:
+def encode_response(header: Any, response: Message) -> list[Any]:
     """Encode ``response`` with its response header and size prefix; returns the parts.
 
     ``header`` is the request's ``RequestHeader`` or a tuple ``(correlation_id,
@@ -215,13 +215,13 @@ def encode_response(header, response) -> list:
     ff = spec.first_flexible
     if api_key != _API_VERSIONS and ff is not None and api_version >= ff:
         out.append(0)  # response header v1: empty tagged-field section
-    sp: list = []
+    sp: list[Any] = []
     _rt.encode_body(response, api_version, out, sp)
     return _rt.assemble(out, sp)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                   request) -> bytes:
+                   request: Message) -> bytes:
     """Encode a request with its header and size prefix (for the project's own client)."""
     spec = API_SPECS.get(api_key)
     if spec is None:
@@ -240,7 +240,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 
 
 def encode_request_parts(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                         request) -> list:
+                         request: Message) -> list[Any]:
     """Like encode_request, but large records values are referenced, not copied: returns
     the parts to write in order (e.g. with ``socket.sendmsg``), the first starting with
     the size prefix that counts them all."""
@@ -254,7 +254,7 @@ def encode_request_parts(api_key: int, api_version: int, correlation_id: int, cl
     header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
                            correlation_id=correlation_id, client_id=client_id)
     out = bytearray(4)
-    sp: list = []
+    sp: list[Any] = []
     _rt.encode_body(header, hv, out, None)
     _rt.encode_body(request, api_version, out, sp)
     return _rt.assemble(out, sp)
@@ -266,10 +266,11 @@ def response_correlation_id(frame: BufferLike) -> int:
     if len(buf) < 4:
         raise ProtocolDecodeError(f"need 4 bytes, {len(buf)} remain", field="ResponseHeader.correlation_id",
                                   offset=0, message_name="ResponseHeader")
-    return _S_I.unpack_from(buf, 0)[0]
+    correlation_id: int = _S_I.unpack_from(buf, 0)[0]
+    return correlation_id
 
 
-def decode_response(api_key: int, api_version: int, frame: BufferLike):
+def decode_response(api_key: int, api_version: int, frame: BufferLike) -> tuple[Any, Any]:
     """Decode a response frame (without size prefix); returns ``(header, response)``.
 
     An ApiVersions response to a version the broker does not support comes back as
@@ -298,7 +299,7 @@ def decode_response(api_key: int, api_version: int, frame: BufferLike):
     return header, _decode_whole(spec.response, buf, pos, end, api_version)
 
 
-def _decode_whole(cls, buf, pos: int, end: int, version: int):
+def _decode_whole(cls: type[Message], buf: memoryview, pos: int, end: int, version: int) -> Any:
     obj, pos = _rt.decode_body(cls, buf, pos, end, version)
     if pos != end:
         raise _rt.trailing_error(cls.NAME, version, pos, end)

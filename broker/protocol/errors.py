@@ -146,18 +146,17 @@ class ErrorCode(IntEnum):
 class KafkaProtocolError(Exception):
     """An error to be reported to the client as a Kafka error code."""
 
-    def __init__(self, code, message=None):
+    def __init__(self, code: int, message: str | None = None) -> None:
         try:
-            code = ErrorCode(code)
+            self.code: int = ErrorCode(code)
         except ValueError:
-            code = int(code)
-        self.code = code
+            self.code = int(code)
         self.message = message
-        name = code.name if isinstance(code, ErrorCode) else f"error {code}"
+        name = self.code.name if isinstance(self.code, ErrorCode) else f"error {self.code}"
         super().__init__(f"{name}: {message}" if message else name)
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         return self.code.name if isinstance(self.code, ErrorCode) else None
 
 

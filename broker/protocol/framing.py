@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import struct as _struct
 from collections import deque
+from collections.abc import Iterator
 
 __all__ = ["FrameReader", "InvalidFrame", "FrameTooLarge", "DEFAULT_MAX_FRAME_SIZE"]
 
@@ -66,7 +67,7 @@ class FrameReader:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
-        self._ready: deque = deque()           # complete frames not yet returned
+        self._ready: deque[bytes | bytearray | memoryview] = deque()           # complete frames not yet returned
         self._partial: bytearray | None = None  # body of a frame whose size is known
         self._partial_size = 0
         self._prefix = bytearray()             # 0-3 bytes of a size prefix
@@ -92,7 +93,7 @@ class FrameReader:
         self._prefix = bytearray()
         return False
 
-    def feed(self, data) -> None:
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes received from the stream (any bytes-like object)."""
         if self._error is not None:
             return
@@ -163,7 +164,7 @@ class FrameReader:
         elif rest:
             self._prefix = bytearray(mv[i:n])
 
-    def next_frame(self):
+    def next_frame(self) -> bytes | bytearray | memoryview | None:
         """The next complete frame (without size prefix) or ``None``.
 
         Raises ``InvalidFrame``/``FrameTooLarge`` once every frame before an invalid
@@ -175,7 +176,7 @@ class FrameReader:
             raise self._error
         return None
 
-    def frames(self):
+    def frames(self) -> Iterator[bytes | bytearray | memoryview]:
         """Iterate over the complete frames available now."""
         while True:
             f = self.next_frame()

@@ -17,7 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "FileRegion",
@@ -88,7 +88,7 @@ class UnsupportedRequestError(ProtocolDecodeError):
     where the body starts in the frame.
     """
 
-    def __init__(self, reason: str, header, body_offset: int) -> None:  # noqa: ANN001
+    def __init__(self, reason: str, header: Any, body_offset: int) -> None:
         super().__init__(reason, field="RequestHeader.request_api_key", offset=0,
                          message_name="RequestHeader")
         self.header = header
@@ -107,7 +107,7 @@ class UnsupportedVersionError(UnsupportedRequestError):
     the connection for every other api.
     """
 
-    def __init__(self, reason: str, header, body_offset: int) -> None:  # noqa: ANN001
+    def __init__(self, reason: str, header: Any, body_offset: int) -> None:
         super().__init__(reason, header, body_offset)
         self.field = "RequestHeader.request_api_version"
         self.offset = 2

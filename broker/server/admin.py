@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
 from broker.config import BrokerConfig, ConfigError, validate_topic_configs
-from broker.log.manager import validate_topic_name
+from broker.log.manager import LogDirError, validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 if TYPE_CHECKING:
@@ -33,10 +34,12 @@ AUTO_CREATE_WAIT_S = 5.0
 
 
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache):
+    def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache,
+                 check_capacity: Callable[[int], None] = lambda n: None):
         self.config = config
         self.store = store
         self.metadata = metadata
+        self.check_capacity = check_capacity       # LogDirError when n more logs do not fit here
 
     def _timeout(self, timeout_ms: int | None) -> float:
         if timeout_ms is None or timeout_ms <= 0:
@@ -45,6 +48,15 @@ class TopicAdmin:
 
     def _brokers(self) -> dict[int, str | None]:
         return {b.broker_id: b.rack for b in self.metadata.brokers().values()}
+
+    def _fits(self, assignment: dict[int, list[int]]) -> None:
+        """The partitions this broker would host fit its open-file limit, or nothing is
+        created (POLICY_VIOLATION): a topic is created whole or not at all."""
+        here = sum(1 for replicas in assignment.values() if self.config.broker_id in replicas)
+        try:
+            self.check_capacity(here)
+        except LogDirError as exc:
+            raise KafkaProtocolError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
 
     def _is_online(self, name: str, partitions: int) -> bool:
         info = self.metadata.topic(name)
@@ -91,6 +103,7 @@ class TopicAdmin:
         shows every partition with a leader (REQUEST_TIMED_OUT past the timeout)."""
         configs = dict(configs or {})
         assignment = self.check_create_topic(name, num_partitions, replication_factor, configs, assignments)
+        self._fits(assignment)
         try:
             await self.store.create_topic(name, uuid.uuid4(), assignment, configs)
         except Exception as exc:
@@ -167,6 +180,7 @@ class TopicAdmin:
                                              f"invalid replicas {replicas} for partition {p}")
         else:
             new = assign_new_partitions(existing, self._brokers(), count)
+        self._fits(new)
         if validate_only:
             return
         full = {**{p: list(r) for p, r in existing.items()}, **new}

@@ -60,6 +60,7 @@ from broker.server.server import Server
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 30.0
+SHUTDOWN_STEP_S = 10.0
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -129,6 +130,10 @@ class Broker:
         self._stopped = asyncio.Event()
         if self._store is None:
             self._store = self._make_store()
+        if self.in_cluster:
+            timeout_ms = self.config["zookeeper.connection.timeout.ms"] or self.config["zookeeper.session.timeout.ms"]
+            log.info("broker %d: connecting to ZooKeeper at %s (retrying for up to %d ms)", self.broker_id,
+                     self.config["zookeeper.connect"], timeout_ms)
         try:
             await self._store.start()
         except Exception as exc:
@@ -138,15 +143,19 @@ class Broker:
         self._store.add_session_listener(self._session_event)
         # the cluster id: ZooKeeper's (or the embedded store's) and the data dirs' must agree
         local = self.logs.read_cluster_id()
-        cluster_id = await self._store.get_or_create_cluster_id(local or new_cluster_id())
+        # ZooKeeper without a cluster id gets a fresh one, as Kafka's: a data dir of
+        # another cluster is never adopted (the embedded store adopts its own dir's)
+        proposed = new_cluster_id() if self.in_cluster or local is None else local
+        cluster_id = await self._store.get_or_create_cluster_id(proposed)
         if local is not None and local != cluster_id:
             where = self.config["zookeeper.connect"] or self.config.log_dirs[0]
             raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
                                      f"but {where} holds cluster {cluster_id}; refusing to start")
         self.metadata.cluster_id = cluster_id
-        # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...)
-        await self._load_topic_configs()
-        self.logs.startup(cluster_id)
+        # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...),
+        # and topic ids rebuild a damaged partition.metadata
+        topic_ids = await self._load_topics()
+        self.logs.startup(cluster_id, topic_ids)
         try:
             self.server.start()
         except OSError:
@@ -154,7 +163,7 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
-        self.admin = TopicAdmin(self.config, self.store, self.metadata)
+        self.admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         await self._store.watch_config_changes(self._config_changed)
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
@@ -187,10 +196,20 @@ class Broker:
         os.makedirs(self.config.log_dirs[0], exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
-    async def _load_topic_configs(self) -> None:
-        names = await self.store.get_topic_names()
-        for name in names:
+    async def _load_topics(self) -> dict:
+        """Every topic's configs (into the cache) and id, from the store."""
+        ids = {}
+        for name in await self.store.get_topic_names():
             self.metadata.preset_topic_configs(name, await self.store.get_topic_configs(name))
+            try:
+                topic_id, _assignment, _version = await self.store.get_topic(name)
+            except Exception as exc:
+                if type(exc).__name__ != "NoSuchTopic":
+                    raise
+                continue
+            if topic_id is not None:
+                ids[name] = topic_id
+        return ids
 
     def _registration(self) -> BrokerRegistration:
         info = self.broker_info()
@@ -314,18 +333,28 @@ class Broker:
         flush and checkpoint every log, leave the clean-shutdown marker, end the session."""
         await self.controlled_shutdown()
         self.server.stop_listening()
-        await self.server.close_connections()
-        await self.replicas.shutdown()
+        await self._step("closing connections", self.server.close_connections())
+        await self._step("stopping the fetchers", self.replicas.shutdown())
         if self.controller is not None:
-            await self.controller.shutdown()
+            await self._step("stopping the controller", self.controller.shutdown())
         if self.controller_client is not None:
-            await self.controller_client.close()
-        await self.coordinator.shutdown()
-        await self.logs.stop_background()
+            await self._step("closing the controller channel", self.controller_client.close())
+        await self._step("stopping the group coordinator", self.coordinator.shutdown())
+        await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self._store is not None:
-            await self._store.close()
+            await self._step("closing the metadata store", self._store.close())
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _step(self, what: str, coro, timeout: float = SHUTDOWN_STEP_S) -> None:
+        """One step of the shutdown, bounded: a step that hangs is logged and left behind
+        (the logs are still flushed and closed cleanly)."""
+        try:
+            await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError:
+            log.error("broker %d: %s did not finish within %.0f s; going on", self.broker_id, what, timeout)
+        except Exception:
+            log.exception("broker %d: %s failed", self.broker_id, what)
 
 
 async def run_broker(config: BrokerConfig, ready=None) -> None:

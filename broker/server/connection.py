@@ -5,15 +5,30 @@ then file ranges sent with sendfile(2) straight from the segment files, and a tr
 would not let us interleave that with its own buffer (uvloop has no sock_sendfile at
 all). So the connection owns its non-blocking socket:
 
-    recv -> FrameReader -> pending frames -> handled one at a time, in order, inside the
-         read callback (a handler that must wait continues in a task, and the frames
-         behind it wait their turn) -> response parts [bytes, FileSlice, ...] -> output
+    recv -> FrameReader -> pending frames -> handled in order, inside the read
+         callback, for at most TURN_BUDGET_S per event loop turn (the rest in a later
+         turn, after the other connections had theirs; a handler that must wait
+         continues in a task, and the frames behind it wait their turn — except
+         Produce behind Produce, see below)
+         -> response parts [bytes, FileSlice, ...] -> in-flight slots, in request
+         order -> output
     output queue -> sendmsg(2) for bytes / sendfile(2) for file ranges; on EAGAIN the
                     loop's writer callback resumes where it stopped.
 
 Invariants:
-- Requests on one connection are handled one at a time and answered in order (Kafka
-  does the same: a connection is muted while its request is in flight).
+- Requests on one connection are handled in order and answered in order. A request
+  that must wait holds back the requests behind it (Kafka mutes a connection while its
+  request is in flight), with one exception: Produce requests behind a waiting Produce
+  (acks=all waiting for the ISR, or for an fsync) are appended at once, up to
+  MAX_INFLIGHT_PRODUCE of them, and wait together; their answers still go out in
+  request order. Appends happen in arrival order either way — a Produce handler appends
+  before it returns its awaitable — so what this changes is only that a producer with
+  several requests in flight (librdkafka's and the Java client's default is 5) gets its
+  batches replicated together instead of one round trip of the followers each.
+- One connection takes at most TURN_BUDGET_S of handling per event loop turn (at least
+  one request): a client pipelining thousands of requests cannot stall the others (Kafka
+  polls its connections in turn, one request each; cheap requests are taken in batches
+  here, so that their answers still go out together).
 - Reading pauses while too many frames wait or too much output is queued
   (backpressure), and resumes as they drain.
 - Every FileSlice handed to the output queue is closed exactly once: after it is sent
@@ -41,10 +56,27 @@ RECV_SIZE = 256 * 1024
 MAX_PENDING_FRAMES = 64
 MAX_PENDING_OUTPUT = 8 * 1024 * 1024
 SENDMSG_MAX_PARTS = 64
+TURN_BUDGET_S = 0.0005
+MAX_INFLIGHT_PRODUCE = 8
+_PRODUCE = 0
+
+
+class _Slot:
+    """One answer to come, in request order: its parts once known."""
+    __slots__ = ("parts", "done", "task")
+
+    def __init__(self, parts=None, done: bool = False):
+        self.parts = parts
+        self.done = done
+        self.task: asyncio.Task | None = None
+
+
+def _api_key(frame) -> int:
+    return (frame[0] << 8) | frame[1] if len(frame) >= 2 else -1
 
 
 class Connection:
-    def __init__(self, server: "Server", sock: socket.socket, address):
+    def __init__(self, server: Server, sock: socket.socket, address):
         self.server = server
         self.loop = server.loop
         self.sock = sock
@@ -58,10 +90,13 @@ class Connection:
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
-        self._waiting: asyncio.Task | None = None     # the request that had to wait, if any
+        self._run_scheduled = False                    # handling continues in a later loop turn
+        self.inflight: collections.deque[_Slot] = collections.deque()  # answers to come, in order
+        self._inflight_produce = False                 # every in-flight request is a Produce
         self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
+        self.last_active = self.loop.time()        # last bytes received or answer sent
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -96,6 +131,7 @@ class Connection:
         if not data:
             self.close()
             return
+        self.last_active = self.loop.time()
         try:
             self.frames.feed(data)
             while True:
@@ -107,32 +143,57 @@ class Connection:
             log.warning("%s: %s; closing the connection", self, exc)
             self.close()
             return
-        if self.pending and self._waiting is None:
+        if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
         if len(self.pending) >= MAX_PENDING_FRAMES:
             self._pause_reading()
 
+    def _may_dispatch(self) -> bool:
+        """Whether the next pending request may be handled now: nothing in flight, or
+        a Produce behind Produces only, within MAX_INFLIGHT_PRODUCE."""
+        inflight = self.inflight
+        if not inflight:
+            return True
+        return (self._inflight_produce and len(inflight) < MAX_INFLIGHT_PRODUCE
+                and _api_key(self.pending[0]) == _PRODUCE)
+
     def _run_pending(self) -> None:
         """Handles queued requests in order, inside the current loop iteration, until one
-        must wait: that one continues in a task, and the rest stay queued behind it (a
-        connection's answers always go out in request order)."""
+        must wait (that one continues in a task, and the rest stay queued behind it,
+        unless they are Produce requests behind a Produce: see the module docstring) or
+        this turn's share is used (the rest continue in a later turn). Answers go out
+        in request order."""
         dispatch = self.server.dispatch
+        clock = self.loop.time
+        inflight = self.inflight
+        turn_ends = clock() + TURN_BUDGET_S
         try:
-            while self.pending and not self.closed and self._waiting is None:
+            while self.pending and not self.closed and self._may_dispatch():
+                if clock() >= turn_ends:
+                    self._schedule_run()
+                    break
                 if self.out_bytes >= MAX_PENDING_OUTPUT:
                     # backpressure: stop reading and handling until the output drains
                     self._pause_reading()
                     self._stalled = True
                     break
-                result = dispatch(self, self.pending.popleft())
+                frame = self.pending.popleft()
+                is_produce = _api_key(frame) == _PRODUCE
+                result = dispatch(self, frame)
                 if self.closed:
                     return
                 if result is None:
                     continue
                 if inspect.isawaitable(result):
-                    self._waiting = self.loop.create_task(self._finish(result))
-                    break
-                self.write(result)
+                    if not inflight:
+                        self._inflight_produce = is_produce
+                    slot = _Slot()
+                    inflight.append(slot)
+                    slot.task = self.loop.create_task(self._finish(slot, result))
+                elif inflight:
+                    inflight.append(_Slot(result, True))     # answered behind the ones waiting
+                else:
+                    self.write(result)
         except Exception:
             log.exception("%s: request processing failed; closing", self)
             self.close()
@@ -140,7 +201,19 @@ class Connection:
         if not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
             self._resume_reading()
 
-    async def _finish(self, awaitable) -> None:
+    def _schedule_run(self) -> None:
+        """Continues handling in a later loop turn: behind the I/O callbacks of every
+        other connection that is ready."""
+        if not self._run_scheduled:
+            self._run_scheduled = True
+            self.loop.call_soon(self._scheduled_run)
+
+    def _scheduled_run(self) -> None:
+        self._run_scheduled = False
+        if not self.closed and self.pending and self._may_dispatch():
+            self._run_pending()
+
+    async def _finish(self, slot: _Slot, awaitable) -> None:
         try:
             parts = await awaitable
         except asyncio.CancelledError:
@@ -149,13 +222,26 @@ class Connection:
             log.exception("%s: request processing failed; closing", self)
             self.close()
             return
-        self._waiting = None
+        slot.parts, slot.done, slot.task = parts, True, None
         if self.closed:
             _close_parts(parts or ())
             return
-        if parts:
-            self.write(parts)
-        self._run_pending()
+        inflight = self.inflight
+        while inflight and inflight[0].done:
+            parts = inflight.popleft().parts
+            if parts:
+                self.write(parts)
+        if self.pending and self._may_dispatch():
+            self._run_pending()
+
+    def waiting_tasks(self) -> list[asyncio.Task]:
+        """The tasks of the requests still waiting (for a clean shutdown to await)."""
+        return [s.task for s in self.inflight if s.task is not None]
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in progress: no request waiting or queued, nothing left to send."""
+        return not self.inflight and not self.pending and not self.out
 
     # ------------------------------------------------------------------ writing
 
@@ -220,13 +306,14 @@ class Connection:
             log.debug("%s: send failed: %s", self, exc)
             self.close()
             return
+        self.last_active = self.loop.time()
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
         if self._stalled and self.out_bytes < MAX_PENDING_OUTPUT:
             self._stalled = False
             self._resume_reading()
-            self.loop.call_soon(self._run_pending)
+            self._schedule_run()
 
     def _want_write(self) -> None:
         if not self._writing and not self.closed:
@@ -248,8 +335,12 @@ class Connection:
         _close_parts(self.out)
         self.out.clear()
         self.pending.clear()
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.cancel()
+        for slot in self.inflight:
+            if slot.task is not None and not slot.task.done():
+                slot.task.cancel()
+            elif slot.done:
+                _close_parts(slot.parts or ())
+        self.inflight.clear()
         try:
             self.sock.close()
         except OSError:

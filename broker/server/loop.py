@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 
 def loop_factory(choice: str = "auto"):
@@ -11,7 +12,7 @@ def loop_factory(choice: str = "auto"):
             return uvloop.new_event_loop
         except ImportError:
             if choice == "uvloop":
-                raise SystemExit("broker: --event-loop uvloop: uvloop is not installed")
+                raise SystemExit("broker: --event-loop uvloop: uvloop is not installed") from None
     return asyncio.new_event_loop
 
 
@@ -19,5 +20,16 @@ def run(coro, choice: str = "auto"):
     import logging
     factory = loop_factory(choice)
     logging.getLogger("broker").info("event loop: %s", "uvloop" if factory is not asyncio.new_event_loop else "asyncio")
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+    loop = factory()                    # Python 3.10: asyncio.Runner's essentials
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()

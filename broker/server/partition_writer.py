@@ -42,12 +42,14 @@ class ReplicaPartitionWriter:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.purgatory.wait_for_high_watermark(tp, remaining)
         if part.log.needs_flush():
-            await part.log.schedule_flush()
+            flushed = part.log.schedule_flush()
+            if flushed is not None:
+                await flushed
         return 0
 
-    def committed_range(self, tp: TopicPartition) -> tuple[int, int]:
+    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
         lg = self.replicas.partitions[tp].log
-        return lg.log_start_offset, lg.high_watermark
+        return lg.log_start_offset, lg.log_end_offset
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes:
         return self.replicas.partitions[tp].log.read_bytes(offset, max_bytes, end)

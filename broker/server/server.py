@@ -16,16 +16,32 @@ dispatch(connection, frame):
     -> encode_response parts for the connection's output queue
 
 Kafka's own SocketServer closes connections on the same conditions; clients reconnect.
+
+Accepting (Kafka's Acceptor and ConnectionQuotas):
+- at max.connections open, the listening socket is not read: new clients wait in the
+  listen backlog until a connection closes;
+- beyond max.connections.per.ip (or its override for the address) a new connection is
+  closed at once;
+- when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
+  listening socket is left alone for a backoff that doubles up to ACCEPT_BACKOFF_MAX_S,
+  and the failure is logged once per LOG_INTERVAL_S: never a loop spinning on it;
+- a connection idle for connections.max.idle.ms (nothing received, nothing in progress,
+  nothing to send) is closed, as a truncated frame left open would otherwise be held
+  forever.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
+import errno
 import inspect
+import ipaddress
 import logging
 import socket
 import time
 from typing import TYPE_CHECKING
 
+from broker.config import parse_ip_overrides
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
@@ -37,13 +53,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ACCEPT_BATCH = 64
+ACCEPT_BACKOFF_MIN_S = 0.05
+ACCEPT_BACKOFF_MAX_S = 1.0
+LOG_INTERVAL_S = 10.0
+#: accept(2) failures that mean "no resources now", not "this client went away"
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class ThrottledLog:
+    """A log line that repeats at most once per interval, saying how many were held back."""
+
+    def __init__(self, interval_s: float = LOG_INTERVAL_S):
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._held = 0
+
+    def __call__(self, level: int, msg: str, *args) -> None:
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            self._held += 1
+            return
+        if self._held:
+            msg += f" ({self._held} more in the last {now - self._last:.0f} s)"
+        log.log(level, msg, *args)
+        self._last = now
+        self._held = 0
+
 
 class RequestContext:
     """What a handler sees besides its request."""
 
     __slots__ = ("broker", "connection", "header", "api_version", "received")
 
-    def __init__(self, broker: "Broker", connection: Connection, header, received: float):
+    def __init__(self, broker: Broker, connection: Connection, header, received: float):
         self.broker = broker
         self.connection = connection
         self.header = header
@@ -52,7 +95,7 @@ class RequestContext:
 
 
 class Server:
-    def __init__(self, broker: "Broker", host: str, port: int):
+    def __init__(self, broker: Broker, host: str, port: int):
         self.broker = broker
         self.host = host
         self.port = port
@@ -60,43 +103,142 @@ class Server:
         self.sock: socket.socket | None = None
         self.connections: set[Connection] = set()
         self.requests_handled = 0
+        config = broker.config
+        self.max_connections = config["max.connections"]
+        self.max_connections_per_ip = config["max.connections.per.ip"]
+        self.ip_limits: dict[str, int] = {}
+        self.per_ip: collections.Counter[str] = collections.Counter()
+        idle_ms = config["connections.max.idle.ms"]
+        self.idle_s = None if idle_ms < 0 else idle_ms / 1000
+        self._accepting = False
+        self._backoff: asyncio.TimerHandle | None = None
+        self._backoff_s = 0.0
+        self._idle_sweep: asyncio.TimerHandle | None = None
+        self._log_accept_failure = ThrottledLog()
+        self._log_at_max = ThrottledLog()
+        self._log_per_ip = ThrottledLog()
 
     def start(self) -> None:
+        """Binds the listener; OSError saying which address could not be listened on (or
+        which host of max.connections.per.ip.overrides does not resolve)."""
         self.loop = asyncio.get_running_loop()
-        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, socktype, proto, _, addr = infos[0]
-        sock = socket.socket(family, socktype, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(1024)
+        self.ip_limits = _resolve_ip_overrides(self.broker.config["max.connections.per.ip.overrides"])
+        try:
+            infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+            family, socktype, proto, _, addr = infos[0]
+            sock = socket.socket(family, socktype, proto)
+        except OSError as exc:
+            raise self._listen_error(exc) from None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise self._listen_error(exc) from None
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
-        self.loop.add_reader(sock.fileno(), self._accept)
+        self._update_accepting()
+        if self.idle_s is not None:
+            self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
+
+    def _listen_error(self, exc: OSError) -> OSError:
+        host = f"[{self.host}]" if ":" in self.host else self.host or "*"
+        error = OSError(f"cannot listen on {host}:{self.port}: {exc.strerror or exc}")
+        error.errno = exc.errno
+        return error
+
+    # ------------------------------------------------------------------ accepting
+
+    def _update_accepting(self) -> None:
+        """Reads the listening socket exactly while a connection may be accepted."""
+        want = (self.sock is not None and self._backoff is None
+                and len(self.connections) < self.max_connections)
+        if want and not self._accepting:
+            self.loop.add_reader(self.sock.fileno(), self._accept)
+        elif not want and self._accepting:
+            self.loop.remove_reader(self.sock.fileno())
+        self._accepting = want
 
     def _accept(self) -> None:
-        for _ in range(64):
+        for _ in range(ACCEPT_BATCH):
+            if len(self.connections) >= self.max_connections:
+                self._log_at_max(logging.WARNING, "max.connections (%d) reached: new connections wait in the "
+                                                  "listen backlog until one closes", self.max_connections)
+                self._update_accepting()
+                return
             try:
                 conn_sock, addr = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                if exc.errno in RESOURCE_ERRNOS:
+                    self._back_off(exc)
+                else:                                   # e.g. ECONNABORTED: that client gave up
+                    log.debug("accept failed: %s", exc)
                 return
+            self._backoff_s = 0.0
+            ip = peer_ip(addr)
+            limit = self.ip_limits.get(ip, self.max_connections_per_ip)
+            if self.per_ip[ip] >= limit:
+                self._log_per_ip(logging.WARNING, "%s: max.connections.per.ip (%d) reached; connection closed",
+                                 ip, limit)
+                conn_sock.close()
+                continue
+            self.per_ip[ip] += 1
             self.connections.add(Connection(self, conn_sock, addr))
 
+    def _back_off(self, exc: OSError) -> None:
+        self._backoff_s = min(max(2 * self._backoff_s, ACCEPT_BACKOFF_MIN_S), ACCEPT_BACKOFF_MAX_S)
+        self._log_accept_failure(logging.WARNING, "accept failed: %s (%d connections open); new connections "
+                                                  "wait, accepting again in %.2f s", exc.strerror or exc,
+                                 len(self.connections), self._backoff_s)
+        self._backoff = self.loop.call_later(self._backoff_s, self._end_backoff)
+        self._update_accepting()
+
+    def _end_backoff(self) -> None:
+        self._backoff = None
+        self._update_accepting()
+
     def connection_closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            ip = peer_ip(conn.address)
+            self.per_ip[ip] -= 1
+            if self.per_ip[ip] <= 0:
+                del self.per_ip[ip]
+        self._update_accepting()
+
+    # ------------------------------------------------------------------ idle connections
+
+    @property
+    def _idle_sweep_s(self) -> float:
+        return min(max(self.idle_s / 10, 0.01), 10.0)
+
+    def _close_idle(self) -> None:
+        oldest = self.loop.time() - self.idle_s
+        for conn in [c for c in self.connections if c.last_active < oldest and c.idle]:
+            log.debug("%s: idle for longer than connections.max.idle.ms; closing", conn)
+            conn.close()
+        self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
 
     def stop_listening(self) -> None:
+        for handle in (self._backoff, self._idle_sweep):
+            if handle is not None:
+                handle.cancel()
+        self._backoff = self._idle_sweep = None
         if self.sock is not None:
-            self.loop.remove_reader(self.sock.fileno())
+            if self._accepting:
+                self.loop.remove_reader(self.sock.fileno())
+                self._accepting = False
             self.sock.close()
             self.sock = None
 
     async def close_connections(self) -> None:
         conns = list(self.connections)
-        tasks = [c._waiting for c in conns if c._waiting is not None]
+        tasks = [t for c in conns for t in c.waiting_tasks()]
         for conn in conns:
             conn.close()
         if tasks:
@@ -171,3 +313,30 @@ class Server:
         if response is None:
             return None
         return codec.encode_response(header, response)
+
+
+def peer_ip(address) -> str:
+    """A peer's address as max.connections.per.ip counts it (IPv4 on a dual-stack socket
+    as IPv4)."""
+    ip = address[0] if isinstance(address, tuple) else str(address)
+    return ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
+
+
+def _resolve_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides by address: names resolve to every address they
+    have (as Kafka resolves them once, at start)."""
+    out: dict[str, int] = {}
+    for host, count in parse_ip_overrides(text).items():
+        try:
+            out[ipaddress.ip_address(host).compressed] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc.strerror or exc}") \
+                from None
+        for info in infos:
+            out[peer_ip(info[4])] = count
+    return out

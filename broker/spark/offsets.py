@@ -17,6 +17,7 @@ import time
 from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.retriable import RETRIABLE
 from broker.spark.options import BOOTSTRAP, EARLIEST, LATEST, KBrokerOptionError, OffsetSpec, Subscription
 
 log = logging.getLogger("broker.spark")
@@ -89,7 +90,7 @@ def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = 
     for t in topics:
         meta = metas.get(t)
         code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if code != 0:
+        if meta is None or code != 0:
             if not must_exist and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue
             why = "does not exist" if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ErrorCode(code).name
@@ -119,8 +120,7 @@ def list_offsets(cluster: Cluster, tps, timestamp: int) -> dict:
                 res = cluster.list_offsets(t, parts, timestamp)
                 break
             except KafkaProtocolError as exc:
-                if exc.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-                                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) or attempt == 4:
+                if exc.code not in RETRIABLE or attempt == 4:
                     raise
                 cluster.refresh([t])
         for p, (off, _ts) in res.items():

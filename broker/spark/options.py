@@ -31,7 +31,8 @@ import difflib
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import overload
 
 from broker.client.connection import parse_bootstrap
 
@@ -90,8 +91,8 @@ class OffsetSpec:
     """
     kind: str
     option: str
-    offsets: dict | None = None
-    timestamp: int | None = None
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)   # "offsets", "timestamps"
+    timestamp: int = -1                                                 # "timestamp"
 
 
 def _parse_partition_json(option: str, text: str, what: str) -> dict[str, dict[int, int]]:
@@ -180,6 +181,12 @@ def _bool(opts: _Options, name: str, default: bool) -> bool:
     raise KBrokerOptionError(opts.spell(name), f"must be true or false, not {text!r}")
 
 
+@overload
+def _int(opts: _Options, name: str, default: int, minimum: int = 0) -> int: ...
+@overload
+def _int(opts: _Options, name: str, default: None, minimum: int = 0) -> int | None: ...
+
+
 def _int(opts: _Options, name: str, default: int | None, minimum: int = 0) -> int | None:
     text = opts.get(name.lower())
     if text is None or text.strip() == "":
@@ -191,6 +198,12 @@ def _int(opts: _Options, name: str, default: int | None, minimum: int = 0) -> in
     if value < minimum:
         raise KBrokerOptionError(opts.spell(name), f"must be >= {minimum}, not {value}")
     return value
+
+
+@overload
+def _str(opts: _Options, name: str, default: str) -> str: ...
+@overload
+def _str(opts: _Options, name: str, default: None) -> str | None: ...
 
 
 def _str(opts: _Options, name: str, default: str | None) -> str | None:
@@ -288,7 +301,7 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
     honoured, no_effect = ((CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source"
                            else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT))
     by_lower = {name.lower(): name for name in own}
-    ignored = []
+    ignored: list[str] = []
     for key in sorted(opts):
         given = opts.spelling[key]
         if key.startswith(PREFIX):
@@ -324,15 +337,15 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
     if protocol != "PLAINTEXT":
         raise KBrokerOptionError(opts.spell(PREFIX + "security.protocol"),
                                  f"= {protocol} is not supported: kbroker serves PLAINTEXT only (no TLS or SASL)")
-    ignored = tuple(sorted(ignored))
-    if ignored and ignored not in _warned:
-        _warned.add(ignored)
+    without_effect = tuple(sorted(ignored))
+    if without_effect and without_effect not in _warned:
+        _warned.add(without_effect)
         log.warning("kbroker: option(s) %s have no effect on the kbroker %s (accepted as Spark's Kafka "
-                    "connector accepts them)", ", ".join(f"'{o}'" for o in ignored), side)
-    return ignored
+                    "connector accepts them)", ", ".join(f"'{o}'" for o in without_effect), side)
+    return without_effect
 
 
-_warned: set = set()
+_warned: set[tuple[str, ...]] = set()
 
 
 # ---------------------------------------------------------------- the source
@@ -342,9 +355,9 @@ _warned: set = set()
 class Subscription:
     """subscribe (topics), subscribePattern (regex) or assign ({topic: [partitions]})."""
     kind: str
-    topics: tuple = ()
-    pattern: str | None = None
-    assign: dict | None = None
+    topics: tuple[str, ...] = ()                                        # subscribe
+    pattern: str = ""                                                   # pattern
+    assign: dict[str, tuple[int, ...]] = field(default_factory=dict)    # assign
 
     @property
     def option(self) -> str:
@@ -410,10 +423,10 @@ class SourceOptions:
     client_timeout_s: float = 30.0
     validate_crc: bool = True
     client_id: str = "kbroker-spark"
-    no_effect: tuple = ()
+    no_effect: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, options, *, streaming: bool | None) -> "SourceOptions":
+    def parse(cls, options, *, streaming: bool | None) -> SourceOptions:
         """streaming None: at load(), before Spark says which (the rules of one mode wait)."""
         opts = _Options(options)
         no_effect = _check_known(opts, "source")
@@ -497,7 +510,7 @@ class SinkOptions:
     no_effect: tuple = ()
 
     @classmethod
-    def parse(cls, options) -> "SinkOptions":
+    def parse(cls, options) -> SinkOptions:
         opts = _Options(options)
         no_effect = _check_known(opts, "sink")
         bootstrap = bootstrap_servers(opts)

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from broker.client import Cluster
-from broker.client.connection import ClientError
+from broker.client.connection import BrokerConnection, ClientError
 from broker.native import batches_to_arrow, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest
+from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets
 from broker.spark.offsets import KBrokerDataLossError, data_loss_message
 from broker.spark.options import EARLIEST, LATEST, KBrokerOptionError, SourceOptions
@@ -39,9 +40,6 @@ from broker.spark.schema import to_spark_batch
 log = logging.getLogger("broker.spark")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
-RETRIABLE = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-             ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
-             ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 class KBrokerInputPartition(InputPartition):
@@ -73,7 +71,7 @@ class ReadSettings:
     client_id: str
 
     @classmethod
-    def of(cls, o: SourceOptions) -> "ReadSettings":
+    def of(cls, o: SourceOptions) -> ReadSettings:
         return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.partition_max_bytes,
                    o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id)
 
@@ -176,21 +174,21 @@ class _PartitionFetcher:
         self.topic = topic
         self.partition = partition
         self.cluster = Cluster(settings.bootstrap, client_id=settings.client_id, timeout=settings.client_timeout_s)
-        self.conn = None
+        self.conn: BrokerConnection | None = None
         self.version = 0
         self.inflight_offset: int | None = None
 
     def close(self) -> None:
         self.cluster.close()
 
-    def _connect(self) -> None:
+    def _connect(self) -> BrokerConnection:
         self.cluster.refresh([self.topic])
-        self.conn = self.cluster.leader_connection(self.topic, self.partition)
-        self.version = self.conn.version_for(FetchRequest.API_KEY)
+        self.conn = conn = self.cluster.leader_connection(self.topic, self.partition)
+        self.version = conn.version_for(FetchRequest.API_KEY)
+        return conn
 
     def send(self, offset: int) -> None:
-        if self.conn is None:
-            self._connect()
+        conn = self.conn if self.conn is not None else self._connect()
         meta = self.cluster.topics[self.topic]
         req = FetchRequest(replica_id=-1, max_wait_ms=self.s.fetch_max_wait_ms, min_bytes=1,
                            max_bytes=self.s.fetch_max_bytes,
@@ -199,7 +197,7 @@ class _PartitionFetcher:
                                FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
                                                            partition_max_bytes=self.s.partition_max_bytes)])],
                            forgotten_topics_data=[])
-        self.conn.send(req, self.version)
+        conn.send(req, self.version)
         self.inflight_offset = offset
 
     def receive(self):

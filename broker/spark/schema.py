@@ -28,8 +28,16 @@ HEADER_STRUCT_FIELDS = (("key", pa.string()), ("value", pa.binary()))
 
 
 def spark_schema(include_headers: bool):
-    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
-                                   StructType, TimestampType)
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),

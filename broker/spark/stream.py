@@ -39,8 +39,7 @@ from broker.client.connection import ClientError
 from broker.spark import offsets as _offsets
 from broker.spark.offsets import KBrokerDataLossError, data_loss_message, from_json, to_json
 from broker.spark.options import EARLIEST, LATEST, SourceOptions
-from broker.spark.reader import (KBrokerInputPartition, ReadSettings, check_start_not_lost, plan_partitions,
-                                 read_range)
+from broker.spark.reader import KBrokerInputPartition, ReadSettings, check_start_not_lost, plan_partitions, read_range
 
 log = logging.getLogger("broker.spark")
 
@@ -61,7 +60,7 @@ def rate_limit(limit: int, start: dict, new_starts: dict, latest: dict) -> dict:
         if tp not in sizes:
             out[tp] = end
             continue
-        begin = start.get(tp, new_starts.get(tp))
+        begin = start[tp] if tp in start else new_starts[tp]     # in sizes: known
         prorate = limit * (sizes[tp] / total)
         n = int(-(-prorate // 1)) if prorate < 1 else int(prorate)
         out[tp] = min(end, begin + n)

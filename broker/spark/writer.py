@@ -21,8 +21,8 @@ Delivery guarantee: at-least-once, as Spark's own Kafka sink. A task that fails 
 some of its batches were acknowledged, or a micro-batch replayed after a crash, writes
 those rows again. The delivery is a seam (class Delivery): a task's writes go through
 Delivery.task_writer(), and the driver's commit(messages, batchId) through
-Delivery.commit(); exactly-once plugs in there with broker transactions (see
-TRANSACTIONAL_DESIGN below). Asking for deliveryGuarantee=exactly-once today fails at
+Delivery.commit(); exactly-once plugs in there with broker transactions (the design:
+docs/spark-transactions.md). Asking for deliveryGuarantee=exactly-once today fails at
 query start with a message saying why, after probing the broker (InitProducerId with a
 transactional id).
 """
@@ -31,68 +31,20 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage)
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from broker._native.spark_encode import assign_partitions, encode_batches
 from broker.client import Cluster
 from broker.client.connection import ClientError
+from broker.client.sender import Sender
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
-from broker.protocol.messages.produce import ProduceRequest
 from broker.spark import offsets as _offsets
 from broker.spark.options import DELIVERY_EXACTLY_ONCE, KBrokerOptionError, SinkOptions
 
 log = logging.getLogger("broker.spark")
-
-RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT,
-             ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION, ErrorCode.KAFKA_STORAGE_ERROR}
-
-TRANSACTIONAL_DESIGN = """
-Exactly-once per batchId, with broker transactions (Kafka's KIP-98 protocol). The sink
-switches to it once the broker has a transaction coordinator (InitProducerId with a
-transactional id, AddPartitionsToTxn, EndTxn, transaction markers, the last stable
-offset); everything on the sink's side is in place or named here.
-
-Why transactions: a replayed micro-batch is a new run of Spark tasks that may cut the
-rows into different record batches and partitions, so neither offsets nor idempotent
-sequence numbers can tell "already written" rows apart; what makes a batch's rows
-visible has to be one atomic decision, taken once per batchId.
-
-task (executor) of micro-batch B (task_identity(): the "streaming.sql.batchId" local
-property), Spark partition i:
-  transactional.id = "<query id>-<i>" (query id: the "sql.streaming.queryId" local
-  property); InitProducerId bumps the epoch, which fences and aborts whatever an earlier
-  attempt of task i left open; AddPartitionsToTxn for the partitions it writes; produce
-  with producer id, epoch, per-partition sequences and the transactional bit
-  (spark_encode.encode_batches(producer_id=, producer_epoch=, sequences=,
-  transactional=True) already writes them); flush, but do not commit. The commit message
-  carries (transactional.id, producer id, epoch) and B (KBrokerCommitMessage.transaction,
-  .batch_id).
-driver, commit(messages, B):
-  1. append "B: [(transactional.id, producer id, epoch), ...]" to the sink log, a
-     compacted topic keyed by query id (acks=all), then
-  2. EndTxn(commit) for each recorded transaction. Committing a transaction that is
-     already committed with the same producer id and epoch answers success (as Kafka's
-     coordinator does for a retried EndTxn), so step 2 can be repeated.
-abort(messages, B): EndTxn(abort) for each transaction in the messages.
-replay of B after a crash (Spark's commit log lacks B):
-  - crash before step 1: the replayed tasks' InitProducerId aborts the old open
-    transactions and B is written afresh. (Transactional ids of the old run that the
-    replay does not reuse, e.g. after a change of partition count, are aborted by the
-    driver at query start from the ids it finds prepared, or by transaction.timeout.ms.)
-  - crash after step 1: the sink log has B, so the replay's tasks write nothing (they
-    read the sink log and return an empty message) and the driver re-does step 2 with
-    the recorded ids.
-Readers see B's rows exactly once when they read committed data only: Kafka consumers
-with isolation.level=read_committed, and the kbroker source, which then fetches with
-isolation_level=1 up to the last stable offset and drops aborted transactions' batches
-(the Fetch response's aborted_transactions: producer id and first offset).
-"""
-
 
 class KBrokerCommitMessage(WriterCommitMessage):
     """What a task wrote: per (topic, partition) [records, first base offset, last base
@@ -186,161 +138,17 @@ def _int32_desc(arr):
 # ---------------------------------------------------------------- producing
 
 
-class _Sender:
-    """Produce requests to the partition leaders, pipelined: at most max_in_flight per
-    connection, one batch per partition per request; retriable errors are retried."""
-
-    def __init__(self, cluster: Cluster, opts: SinkOptions, transactional_id: str | None = None):
-        self.cluster = cluster
-        self.o = opts
-        self.transactional_id = transactional_id
-        self.queues: dict[tuple[str, int], deque] = {}      # tp -> deque[(data, count, attempts)]
-        self.inflight: dict[int, deque] = {}                 # leader -> deque[(conn, [(tp, data, count, attempts)])]
-        self.written: dict[tuple[str, int], list] = {}       # tp -> [records, first base, last base]
-        self.records = 0
-
-    def add(self, topic: str, partition: int, data: bytes, count: int) -> None:
-        self.queues.setdefault((topic, partition), deque()).append((data, count, 0))
-        self._pump(block=False)
-
-    def flush(self) -> None:
-        deadline = time.monotonic() + self.o.timeout_ms / 1000 * (self.o.retries + 2)
-        while any(self.queues.values()) or any(self.inflight.values()):
-            self._pump(block=True)
-            if time.monotonic() > deadline:
-                raise ClientError("kbroker sink: records not acknowledged within "
-                                  "kbroker.request.timeout.ms x (kbroker.retries + 2)")
-
-    def _leader(self, tp) -> int:
-        meta = self.cluster.topics.get(tp[0]) or self.cluster.topic(tp[0], wait_s=5.0)
-        pm = meta.partitions.get(tp[1])
-        if pm is None:
-            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]}")
-        return pm.leader
-
-    def _pump(self, block: bool) -> None:
-        """Sends what the in-flight limits allow. Non-blocking: receives only while a
-        leader with queued batches is saturated (so add() bounds the memory held);
-        blocking: also waits for one response."""
-        while True:
-            waiting_leaders = self._send_ready()
-            if block:
-                for leader, flight in self.inflight.items():
-                    if flight:
-                        self._receive(leader)
-                        break
-                return
-            saturated = [leader for leader in waiting_leaders
-                         if len(self.inflight.get(leader, ())) >= self.o.max_in_flight]
-            if not saturated:
-                return
-            self._receive(saturated[0])
-
-    def _send_ready(self) -> set:
-        """One request per leader and free in-flight slot; the leaders still with queued
-        batches afterwards."""
-        by_leader: dict[int, list] = {}
-        for tp, q in self.queues.items():
-            if q:
-                by_leader.setdefault(self._leader(tp), []).append(tp)
-        waiting = set()
-        for leader, tps in by_leader.items():
-            flight = self.inflight.setdefault(leader, deque())
-            while len(flight) < self.o.max_in_flight:
-                parts = []
-                for tp in tps:
-                    q = self.queues[tp]
-                    if q:
-                        data, count, attempts = q.popleft()
-                        parts.append((tp, data, count, attempts))
-                if not parts:
-                    break
-                self._send(leader, parts)
-            if any(self.queues[tp] for tp in tps):
-                waiting.add(leader)
-        return waiting
-
-    def _send(self, leader: int, parts: list) -> None:
-        topics: dict[str, list] = {}
-        for (t, p), data, _, _ in parts:
-            topics.setdefault(t, []).append(ProduceRequest.PartitionProduceData(index=p, records=data))
-        req = ProduceRequest(transactional_id=self.transactional_id, acks=self.o.acks, timeout_ms=self.o.timeout_ms,
-                             topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps)
-                                         for t, ps in topics.items()])
-        try:
-            conn = self.cluster.connection(leader)
-            conn.send(req, expect_response=self.o.acks != 0)
-        except ClientError as exc:
-            self.cluster.drop_connection(leader)
-            self._requeue(parts, ErrorCode.NETWORK_EXCEPTION, str(exc))
-            return
-        if self.o.acks == 0:
-            for tp, _, count, _ in parts:
-                self._done(tp, count, -1)
-            return
-        self.inflight.setdefault(leader, deque()).append((conn, parts))
-
-    def _receive(self, leader: int) -> None:
-        conn, parts = self.inflight[leader].popleft()
-        try:
-            resp = conn.receive(self.o.timeout_ms / 1000 + 5)
-        except ClientError as exc:
-            # the connection is gone: everything in flight on it goes again
-            self.cluster.drop_connection(leader)
-            rest = list(self.inflight[leader])
-            self.inflight[leader].clear()
-            self._requeue(parts + [x for _, ps in rest for x in ps], ErrorCode.NETWORK_EXCEPTION, str(exc))
-            return
-        results = {(t.name, pr.index): pr for t in resp.responses for pr in t.partition_responses}
-        failed = []
-        for tp, data, count, attempts in parts:
-            pr = results.get(tp)
-            if pr is None:
-                failed.append((tp, data, count, attempts))
-            elif pr.error_code:
-                if pr.error_code not in RETRIABLE:
-                    raise KafkaProtocolError(pr.error_code, f"kbroker sink: produce to {tp[0]}-{tp[1]}"
-                                             + (f": {pr.error_message}" if pr.error_message else ""))
-                failed.append((tp, data, count, attempts))
-            else:
-                self._done(tp, count, pr.base_offset)
-        if failed:
-            self._requeue(failed, ErrorCode.NOT_LEADER_OR_FOLLOWER, "retriable error")
-
-    def _requeue(self, parts, code, why) -> None:
-        topics = set()
-        for tp, data, count, attempts in reversed(parts):
-            if attempts >= self.o.retries:
-                raise KafkaProtocolError(code, f"kbroker sink: produce to {tp[0]}-{tp[1]} failed after "
-                                               f"{attempts + 1} attempts ({why})")
-            self.queues.setdefault(tp, deque()).appendleft((data, count, attempts + 1))
-            topics.add(tp[0])
-        log.info("kbroker sink: retrying %d batch(es): %s", len(parts), why)
-        time.sleep(0.1)
-        try:
-            self.cluster.refresh(sorted(topics))
-        except ClientError:
-            pass
-
-    def _done(self, tp, count: int, base_offset: int) -> None:
-        w = self.written.get(tp)
-        if w is None:
-            self.written[tp] = [count, base_offset, base_offset]
-        else:
-            w[0] += count
-            w[2] = max(w[2], base_offset)
-            if w[1] < 0 or 0 <= base_offset < w[1]:
-                w[1] = base_offset
-        self.records += count
-
-
 class TaskWriter:
     """Writes one task's Arrow batches (at-least-once)."""
 
     def __init__(self, opts: SinkOptions, transactional_id: str | None = None):
         self.o = opts
         self.cluster = _connect(opts)
-        self.sender = _Sender(self.cluster, opts, transactional_id)
+        self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
+                             max_in_flight=opts.max_in_flight, on_ack=self._done,
+                             transactional_id=transactional_id, what="kbroker sink: produce")
+        self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
+        self.records = 0
         self._partitions: dict[str, int] = {}
         self._sticky = int.from_bytes(os.urandom(2), "little")
 
@@ -384,13 +192,23 @@ class TaskWriter:
         for p, data, count in batches:
             self.sender.add(topic, p, data, count)
 
+    def _done(self, tp: tuple[str, int], count: int, base_offset: int) -> None:
+        w = self.written.get(tp)
+        if w is None:
+            self.written[tp] = [count, base_offset, base_offset]
+        else:
+            w[0] += count
+            w[2] = max(w[2], base_offset)
+            if w[1] < 0 or 0 <= base_offset < w[1]:
+                w[1] = base_offset
+        self.records += count
+
     def finish(self) -> KBrokerCommitMessage:
         try:
             self.sender.flush()
         finally:
             self.cluster.close()
-        return KBrokerCommitMessage(self.sender.records,
-                                    {tp: tuple(w) for tp, w in sorted(self.sender.written.items())})
+        return KBrokerCommitMessage(self.records, {tp: tuple(w) for tp, w in sorted(self.written.items())})
 
     def close(self) -> None:
         self.cluster.close()

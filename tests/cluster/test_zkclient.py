@@ -18,10 +18,25 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cluster.store.zkclient import (BadVersion, BrokerIdInUse, ControllerMoved, KafkaZkClient, NoSuchTopic,
-                                           SessionEvent, TopicExists, ZkError, ZkUnavailable)
-from broker.cluster.store.znodes import (BrokerIdZNode, BrokerRegistration, EndPoint,
-                                         LeaderIsrState, TopicPartition, TopicZNode)
+from broker.cluster.store.zkclient import (
+    BadVersion,
+    BrokerIdInUse,
+    ControllerMoved,
+    KafkaZkClient,
+    NoSuchTopic,
+    SessionEvent,
+    TopicExists,
+    ZkError,
+    ZkUnavailable,
+)
+from broker.cluster.store.znodes import (
+    BrokerIdZNode,
+    BrokerRegistration,
+    EndPoint,
+    LeaderIsrState,
+    TopicPartition,
+    TopicZNode,
+)
 from tests.support.ports import free_port
 
 SESSION_TIMEOUT_MS = 2000
@@ -179,7 +194,7 @@ async def test_controller_race_one_winner_and_epochs_increase(zk_connect):
     async with client(zk_connect) as observer:
         changes: list = []
         assert await observer.watch_controller(changes.append) is None
-        for round_ in range(3):
+        for _round in range(3):
             async with client(zk_connect) as a, client(zk_connect) as b:
                 results = await asyncio.gather(a.try_elect_controller(1), b.try_elect_controller(2))
                 winners = [r for r in results if r is not None]
@@ -189,7 +204,7 @@ async def test_controller_race_one_winner_and_epochs_increase(zk_connect):
                 epoch, zk_version = winners[0]
                 assert await observer.get_controller_epoch() == (epoch, zk_version)
                 epochs.append(epoch)
-                await until(lambda: changes and changes[-1] == winner_id, "the watch sees the winner")
+                await until(lambda w=winner_id: changes and changes[-1] == w, "the watch sees the winner")
                 # the loser cannot take over while the winner lives
                 loser = b if winner_id == 1 else a
                 assert await loser.try_elect_controller(3 - winner_id) is None

@@ -12,8 +12,18 @@ import time
 import pytest
 
 from broker.client.group import GroupConsumer
-from tests.groups.helpers import (HEARTBEAT_MS, SESSION_MS, child_env, committed, create_topic, describe, produce,
-                                  simple_commit, stable_assignment, wait_until)
+from tests.groups.helpers import (
+    HEARTBEAT_MS,
+    SESSION_MS,
+    child_env,
+    committed,
+    create_topic,
+    describe,
+    produce,
+    simple_commit,
+    stable_assignment,
+    wait_until,
+)
 from tests.support.deps import require_module
 
 BROKER_CONFIG = {}

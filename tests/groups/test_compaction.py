@@ -11,7 +11,6 @@ from broker.group import records as R
 from broker.native import iter_batches
 from broker.protocol.messages.offset_commit import OffsetCommitRequest as O
 from tests.groups.helpers import committed, connect, create_topic, find_coordinator, wait_until
-import pytest
 
 SEGMENT_BYTES = 16384
 BROKER_CONFIG = {

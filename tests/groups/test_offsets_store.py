@@ -13,8 +13,19 @@ import pytest
 from broker.group import records as R
 from broker.native import iter_batches
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
-from tests.groups.helpers import (HEARTBEAT_MS, SESSION_MS, committed, connect, create_topic, describe,
-                                  find_coordinator, java_string_hash, offsets_partition, produce, simple_commit)
+from tests.groups.helpers import (
+    HEARTBEAT_MS,
+    SESSION_MS,
+    committed,
+    connect,
+    create_topic,
+    describe,
+    find_coordinator,
+    java_string_hash,
+    offsets_partition,
+    produce,
+    simple_commit,
+)
 from tests.support.deps import require_module
 
 BROKER_CONFIG = {"offsets.topic.num.partitions": 50}       # Kafka's default, stated for clarity

@@ -12,8 +12,17 @@ from collections import Counter
 
 import pytest
 
-from tests.groups.helpers import (HEARTBEAT_MS, SESSION_MS, committed, create_topic, describe, end_offsets,
-                                  produce, stable_assignment, wait_until)
+from tests.groups.helpers import (
+    HEARTBEAT_MS,
+    SESSION_MS,
+    committed,
+    create_topic,
+    describe,
+    end_offsets,
+    produce,
+    stable_assignment,
+    wait_until,
+)
 from tests.support.deps import require_binary, require_module
 
 BROKER_CONFIG = {}

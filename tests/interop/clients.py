@@ -135,7 +135,7 @@ def kafka_python_consume(bootstrap, topic, count, partitions):
         while len(got) < count:
             if time.monotonic() > deadline:
                 raise Timeout(f"kafka-python consumed {len(got)} of {count}")
-            for tp, msgs in c.poll(500).items():
+            for _tp, msgs in c.poll(500).items():
                 for m in msgs:
                     got.append((m.partition, m.offset, m.key, m.value, list(m.headers)))
         return got
@@ -176,7 +176,7 @@ def aiokafka_consume(bootstrap, topic, count, partitions):
             got = []
             while len(got) < count:
                 batch = await c.getmany(timeout_ms=500)
-                for tp, msgs in batch.items():
+                for _tp, msgs in batch.items():
                     for m in msgs:
                         got.append((m.partition, m.offset, m.key, m.value, list(m.headers)))
             return got

@@ -142,7 +142,7 @@ class RawConnection:
             self.sock.settimeout(remaining)
             try:
                 data = self.sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except ConnectionResetError:
                 return None
@@ -157,7 +157,7 @@ class RawConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawConnection":
+    def __enter__(self) -> RawConnection:
         return self
 
     def __exit__(self, *exc) -> None:

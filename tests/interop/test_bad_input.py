@@ -14,8 +14,7 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from broker.client import BrokerConnection, ClientError, Cluster
 from broker.native import crc32c
@@ -29,8 +28,18 @@ from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.metadata import MetadataRequest
 from broker.protocol.messages.produce import ProduceRequest
 from broker.protocol.types import ProtocolDecodeError
-from tests.interop.helpers import (RawConnection, batch, corrupt_crc, fetch_once, frame, offsets, raw_header,
-                                   raw_request, read_all, records_of)
+from tests.interop.helpers import (
+    RawConnection,
+    batch,
+    corrupt_crc,
+    fetch_once,
+    frame,
+    offsets,
+    raw_header,
+    raw_request,
+    read_all,
+    records_of,
+)
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_module
 
@@ -574,6 +583,23 @@ def test_metadata_for_invalid_topic_names(broker, victim):
     assert_intact(broker, victim)
 
 
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_by_topic_id_without_a_name(broker, victim, version):
+    """Versions 10 and 11 carry topic ids but cannot look topics up by them (Kafka:
+    INVALID_REQUEST), and their answers have no null names; v12 answers UNKNOWN_TOPIC_ID.
+    Found by bench/fuzz/run.py: the answer could not be encoded and the connection closed."""
+    M = MetadataRequest
+    with RawConnection(broker.port) as rc:
+        rc.send(raw_request(3, version, 5, M(topics=[M.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None)],
+                                            allow_auto_topic_creation=False)))
+        f = rc.read_frame()
+        assert f is not None, "the connection was closed instead of answered"
+        _, resp = codec.decode_response(3, version, f)
+        want = ErrorCode.INVALID_REQUEST if version < 12 else ErrorCode.UNKNOWN_TOPIC_ID
+        assert [t.error_code for t in resp.topics] == [want]
+    assert_intact(broker, victim)
+
+
 # ---------------------------------------------------------------------- batch headers
 
 def _with_crc(data: bytearray) -> bytearray:
@@ -694,10 +720,40 @@ def test_bad_create_topics_parameters(broker, victim, topic_name):
             r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, **kw)], timeout_ms=5000,
                                validate_only=False)).topics[0]
             assert r.error_code == want, (kw, ErrorCode(r.error_code).name, want.name)
-        # the same topic twice in one request
+        # the same topic twice in one request: one INVALID_REQUEST result, nothing created (as Kafka)
         t = C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
         r = conn.request(C(topics=[t, t], timeout_ms=5000, validate_only=False))
-        assert [x.error_code for x in r.topics] == [0, ErrorCode.INVALID_REQUEST]
+        assert [x.error_code for x in r.topics] == [ErrorCode.INVALID_REQUEST]
+        r = conn.request(C(topics=[t], timeout_ms=5000, validate_only=False))
+        assert [x.error_code for x in r.topics] == [0]
+    with Cluster(broker.bootstrap) as c:
+        assert len(c.topic(topic_name).partitions) == 1
+    assert_intact(broker, victim)
+
+
+def test_absurd_partition_counts_are_refused_before_anything_is_assigned(broker, victim, topic_name):
+    """Found by bench/fuzz/run.py: 2**31 - 1 partitions had the broker build an assignment
+    until it ran out of memory, its event loop stalled for tens of seconds."""
+    from broker.protocol.messages.create_partitions import CreatePartitionsRequest as CP
+    C = CreateTopicsRequest
+    with connect(broker) as conn:
+        for n in (2**31 - 1, 100_001):
+            r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=n, replication_factor=1,
+                                                        assignments=[], configs=[])],
+                               timeout_ms=5000, validate_only=False), timeout=10).topics[0]
+            assert r.error_code == ErrorCode.POLICY_VIOLATION, ErrorCode(r.error_code).name
+        # many topics whose counts add up beyond the bound: the ones beyond it are refused
+        topics = [C.CreatableTopic(name=f"{topic_name}-{i}", num_partitions=60_000, replication_factor=1,
+                                   assignments=[], configs=[]) for i in range(2)]
+        r = conn.request(C(topics=topics, timeout_ms=5000, validate_only=True), timeout=30)
+        assert [x.error_code for x in r.topics] == [0, ErrorCode.POLICY_VIOLATION]
+        r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1,
+                                                    assignments=[], configs=[])],
+                           timeout_ms=5000, validate_only=False)).topics[0]
+        assert r.error_code == 0
+        r = conn.request(CP(topics=[CP.CreatePartitionsTopic(name=topic_name, count=2**31 - 1, assignments=None)],
+                            timeout_ms=5000, validate_only=False), timeout=10).results[0]
+        assert r.error_code == ErrorCode.POLICY_VIOLATION
     with Cluster(broker.bootstrap) as c:
         assert len(c.topic(topic_name).partitions) == 1
     assert_intact(broker, victim)

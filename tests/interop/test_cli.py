@@ -231,6 +231,49 @@ def test_serve_refuses_a_bad_config_file(tmp_path):
     one_line_error(run("serve", "--config", tmp_path / "missing.properties", timeout=30), 2, "missing.properties")
 
 
+def test_serve_reports_every_unknown_key_at_once(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("broker.id=0\nprocess.rolez=broker\nlog.retention.hour=5\nno.such.key=1\n")
+    r = run("serve", "--config", props, "--data-dir", tmp_path / "data", "--listen", f"127.0.0.1:{free_port()}",
+            timeout=30)
+    one_line_error(r, 2, "configuration error: unknown configuration keys:", "process.rolez", "no.such.key",
+                   "log.retention.hour (did you mean log.retention.hours?)")
+
+
+def test_serve_starts_with_a_kafka_4_kraft_server_properties(tmp_path):
+    """Kafka 4's sample combined-mode server.properties: kbroker serves its PLAINTEXT
+    listener as broker node.id, and says once per key what it does not do."""
+    from tests.unit.test_config import KAFKA_4_KRAFT_PROPERTIES
+    port, controller_port = free_port(), free_port()
+    text = (KAFKA_4_KRAFT_PROPERTIES.replace(":9092", f":{port}").replace(":9093", f":{controller_port}")
+            .replace("/tmp/kraft-combined-logs", str(tmp_path / "data")).replace("listeners=PLAINTEXT://:",
+                                                                                  "listeners=PLAINTEXT://127.0.0.1:"))
+    props = tmp_path / "server.properties"
+    props.write_text(text)
+    err_path = tmp_path / "stderr"
+    with open(err_path, "wb") as err:
+        p = subprocess.Popen(broker_cmd() + ["serve", "--config", str(props)], stdout=subprocess.DEVNULL,
+                             stderr=err, cwd=REPO)
+    try:
+        assert wait_port("127.0.0.1", port, 30, until=lambda: p.poll() is not None), err_path.read_text()
+        with BrokerConnection("127.0.0.1", port) as conn:
+            from broker.protocol.messages.metadata import MetadataRequest
+            brokers = conn.request(MetadataRequest(topics=[]), version=12).brokers
+        assert [(b.node_id, b.port) for b in brokers] == [(1, port)]
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", controller_port), timeout=2).close()
+    finally:
+        p.terminate()
+        p.wait(30)
+    assert p.returncode == 0
+    log = err_path.read_text()
+    for key in ("process.roles", "controller.quorum.voters", "num.io.threads", "transaction.state.log.min.isr"):
+        lines = [line for line in log.splitlines() if f"config key {key} has no effect" in line]
+        assert len(lines) == 1 and " WARNING " in lines[0], (key, log)
+    assert "node.id=1 is taken as broker.id" in log and "is not bound" in log
+    assert "Traceback" not in log
+
+
 @pytest.mark.parametrize("listeners,words", [
     ("SSL://127.0.0.1:{port}", ["SSL is not implemented"]),
     ("SASL_SSL://127.0.0.1:{port}", ["SASL_SSL is not implemented"]),
@@ -261,13 +304,53 @@ def test_serve_on_a_busy_port_fails_cleanly_and_leaves_the_data_dir_clean(broker
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1 and "Traceback" not in err, err
     # the broker's own log lines go to stderr too; the error is the last line
-    assert err.strip().splitlines()[-1].startswith("broker: cannot serve:") and "Address already in use" in err
+    last = err.strip().splitlines()[-1]
+    assert last == f"broker: cannot serve: cannot listen on 127.0.0.1:{broker.port}: Address already in use", err
     # the failed start must not turn the next start into a crash recovery
     assert (data / ".kafka_cleanshutdown").exists(), "a failed start removed the clean-shutdown marker"
     with BrokerProcess(data) as b:
         assert "(clean shutdown)" in b.log_tail(50)
         with Cluster(b.bootstrap) as c:
             assert "kept" in c.refresh()
+
+
+@pytest.mark.parametrize("name", ["meta.properties", "partition.metadata"])
+def test_serve_refuses_a_damaged_metadata_file_naming_it(tmp_path, name):
+    """Not a new cluster id on every start, not a log served under an unknown topic id:
+    exit 1, the last line names the file, and the file is left as it was. (A damaged
+    partition.metadata of a topic the metadata store knows is rebuilt from it: see
+    test_a_damaged_partition_metadata_of_a_known_topic_is_rebuilt.)"""
+    data = tmp_path / "data"
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            c.create_topic("kept", 1, 1)
+    if name == "meta.properties":
+        path = data / "meta.properties"
+    else:                                  # a partition dir of a topic nobody knows
+        shutil.copytree(data / "kept-0", data / "ghost-0")
+        path = data / "ghost-0" / "partition.metadata"
+    path.write_bytes(b"\0" * 32)
+    r = run("serve", "--data-dir", data, "--listen", f"127.0.0.1:{free_port()}", timeout=30)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("broker: cannot serve:") and str(path) in last and "refusing to start" in last, err
+    assert path.read_bytes() == b"\0" * 32
+
+
+def test_a_damaged_partition_metadata_of_a_known_topic_is_rebuilt(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            c.create_topic("kept", 1, 1)
+            topic_id = c.topic("kept").topic_id
+    path = data / "kept-0" / "partition.metadata"
+    good = path.read_bytes()
+    path.write_bytes(b"\0" * 32)
+    with BrokerProcess(data) as b:
+        with Cluster(b.bootstrap) as c:
+            assert c.topic("kept").topic_id == topic_id
+    assert path.read_bytes() == good
 
 
 def test_second_broker_on_the_same_data_dir_is_refused(broker):

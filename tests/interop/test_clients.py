@@ -47,7 +47,7 @@ def verify(produced, got, check_headers=True):
     want = {m[1]: m for m in produced}
     assert len(want) == len(produced)
     key_partition = {}
-    for p, o, k, v, h in got:
+    for p, _o, k, v, h in got:
         m = want.pop(v, None)
         assert m is not None, f"unexpected or duplicated value {v[:20]!r}"
         assert k == m[0], f"key mismatch for {v[:20]!r}: {k!r} != {m[0]!r}"

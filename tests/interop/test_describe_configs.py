@@ -84,8 +84,10 @@ def test_config_sources_through_kafka_python(broker):
     assert brk["log.retention.ms"]["config_source"] == ConfigSourceType.STATIC_BROKER_CONFIG.name
     assert brk["log.segment.bytes"]["config_source"] == ConfigSourceType.DEFAULT_CONFIG.name
     # synonyms name their source too: the override over the server.properties value
+    # (as Kafka lists them: every broker key the value could come from, defaults too)
     syn = {s["name"]: s["source"] for s in topic["retention.ms"]["synonyms"]}
-    assert syn == {"log.retention.ms": ConfigSourceType.STATIC_BROKER_CONFIG.name}
+    assert syn == {"log.retention.ms": ConfigSourceType.STATIC_BROKER_CONFIG.name,
+                   "log.retention.hours": ConfigSourceType.DEFAULT_CONFIG.name}
     syn = {s["name"]: s["source"] for s in topic["cleanup.policy"]["synonyms"]}
     assert syn == {"cleanup.policy": ConfigSourceType.DYNAMIC_TOPIC_CONFIG.name,
                    "log.cleanup.policy": ConfigSourceType.DEFAULT_CONFIG.name}

@@ -250,7 +250,7 @@ def test_topic_configs_survive_a_restart(broker, topic_name, stop):
         broker.kill()
         broker.start()
     with Producer(broker.bootstrap, acks=1, batch_size=1024, linger_ms=0) as p:
-        for i in range(200):
+        for _i in range(200):
             p.send(topic_name, b"v" * 100, partition=0)
     segments = list((broker.data_dir / f"{topic_name}-0").glob("*.log"))
     assert len(segments) >= 4, f"segment.bytes=4096 not applied after a {stop} restart: {len(segments)} segments"

@@ -57,6 +57,7 @@ def produce_one_per_batch(bootstrap, topic, partition, n, tag=b"r", timestamp=No
     with Producer(bootstrap, acks=-1, linger_ms=0) as p:
         for i in range(n):
             p.send(topic, value(i, tag), key=b"k%d" % i, partition=partition, timestamp=timestamp)
+        p.flush()                   # every batch acknowledged: results complete
         offs = [base for _, part, base in p.results if part == partition]
     assert offs == list(range(n))
 

@@ -42,7 +42,7 @@ def test_big_fetch_and_long_poll_on_uvloop(uv_broker):
     waits for max_wait_ms."""
     from broker.client import Producer
     with Producer(uv_broker.bootstrap, acks=1, batch_size=1 << 20) as p:
-        for i in range(40_000):
+        for _i in range(40_000):
             p.send("uv-big", b"x" * 200, partition=0)
     with Cluster(uv_broker.bootstrap) as c:
         meta = c.topic("uv-big")

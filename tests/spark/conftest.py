@@ -42,8 +42,9 @@ SPARK_INFO = SparkContextInfo()
 def spark(tmp_path_factory):
     require_module("pyspark")
     require_binary("java", "openjdk-17-jre-headless")
-    import pyspark_kbroker
     from pyspark.sql import SparkSession
+
+    import pyspark_kbroker
 
     module_dir = str(Path(pyspark_kbroker.__file__).resolve().parent)
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}

@@ -45,7 +45,7 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int,
         p.flush()
         # batches of a partition are acknowledged in order: offsets follow the send order
         bases = {}
-        for t, part, base in p.results:
+        for _t, part, base in p.results:
             bases.setdefault(part, []).append(base)
     with Cluster(bootstrap) as c:
         ends = {part: off for part, (off, _) in c.list_offsets(topic, sorted(order), -1).items()}

@@ -58,11 +58,11 @@ def test_unknown_and_invalid_options_fail_at_load(spark, broker, topic_name):
         return r.load()
 
     for stream in (False, True):
-        text = error_of(lambda: load(stream, startingOffset="earliest"))
+        text = error_of(lambda s=stream: load(s, startingOffset="earliest"))
         assert "did you mean 'startingOffsets'" in one_clear_line(text, "startingoffset")
-        text = error_of(lambda: load(stream, **{"kafka.fetch.max.bytes": "lots"}))
+        text = error_of(lambda s=stream: load(s, **{"kafka.fetch.max.bytes": "lots"}))
         assert "must be an integer" in one_clear_line(text, "kafka.fetch.max.bytes")
-        text = error_of(lambda: load(stream, **{"kafka.security.protocol": "SSL"}))
+        text = error_of(lambda s=stream: load(s, **{"kafka.security.protocol": "SSL"}))
         assert "PLAINTEXT only" in one_clear_line(text, "kafka.security.protocol")
 
 

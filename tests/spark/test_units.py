@@ -21,9 +21,8 @@ except ImportError:
     pytest.skip("Python module pyspark is not available (pip install -e '.[test]', make test does it)",
                 allow_module_level=True)
 
-from broker._native.spark_encode import assign_partitions, encode_batches, murmur2_hash  # noqa: E402
-from broker.client.producer import murmur2, partition_for_key  # noqa: E402
-from broker.native import batches_to_arrow, iter_batches  # noqa: E402
+from broker._native.spark_encode import assign_partitions, encode_batches  # noqa: E402
+from broker.native import batches_to_arrow, iter_batches, partition_for_key  # noqa: E402
 from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions  # noqa: E402
 from broker.spark.reader import plan_partitions  # noqa: E402
 from broker.spark.stream import rate_limit  # noqa: E402
@@ -225,11 +224,6 @@ def test_rate_limit_in_proportion_to_lag_never_starving():
 # ---------------------------------------------------------------- the native sink encoder
 
 
-def test_murmur2_matches_kafkas():
-    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"key-12345", bytes(range(256))):
-        assert murmur2_hash(data) == murmur2(data)
-
-
 def test_encode_arrow_columns_into_batches():
     n = 1000
     keys = pa.array([None if i % 9 == 0 else f"k{i}".encode() for i in range(n + 3)], pa.binary()).slice(3)
@@ -278,7 +272,7 @@ def test_sequences_for_an_idempotent_producer_advance_per_partition():
         (b,) = list(iter_batches(data, validate=True))
         assert (b.producer_id, b.producer_epoch, b.is_transactional) == (42, 3, True)
         by_p.setdefault(p, []).append((b.base_sequence, count))
-    for p, seq in by_p.items():
+    for seq in by_p.values():
         assert [s for s, _ in seq] == [sum(c for _, c in seq[:k]) for k in range(len(seq))]
     assert seqs == {0: 25, 1: 25}
 
@@ -387,6 +381,7 @@ def test_stream_min_offsets_wait_for_data_or_delay(monkeypatch):
 
 def test_stream_data_loss_when_the_high_watermark_goes_back(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
+
     from broker.spark import KBrokerDataLossError
     fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
     fake.install(monkeypatch)

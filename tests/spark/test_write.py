@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from broker.client.producer import partition_for_key
+from broker.native import partition_for_key
 from tests.spark.helpers import create_topic, produce, read_topic, record
 
 QUERY_TIMEOUT_S = 120
@@ -81,6 +81,7 @@ def test_streaming_write_at_least_once_through_a_task_failure(spark, broker, top
         # written its 300 results: the restart replays a batch whose output is partly there
         if partition == 1 and offset == 299 and not os.path.exists(marker):
             import time as _t
+
             from broker.client import Cluster
             deadline = _t.monotonic() + 60
             while _t.monotonic() < deadline:

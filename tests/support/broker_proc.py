@@ -8,6 +8,8 @@
         b.pause(); b.resume()  # SIGSTOP / SIGCONT: alive, silent (its sockets stay open)
         b.terminate(); b.wait()  # SIGTERM without waiting, then wait for the exit
 
+`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard).
+
 Every wait is bounded. The process dies with the thread that started it
 (PR_SET_PDEATHSIG through util-linux's setpriv, so start brokers from the main thread)
 and is killed at interpreter exit, whatever happens.
@@ -29,12 +31,13 @@ from tests.support.ports import free_port
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 
-_running: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
+_running: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
 
 class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
-                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio"):
+                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
+                 nofile: int | None = None):
         self.data_dir = Path(data_dir)
         self.config = dict(config or {})
         self.port = port or free_port()
@@ -44,6 +47,7 @@ class BrokerProcess:
         # core scenarios on uvloop (`broker serve` itself picks uvloop when installed)
         self.event_loop = event_loop
         self.env = env
+        self.nofile = nofile
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
@@ -67,7 +71,7 @@ class BrokerProcess:
             cmd += ["--set", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "BrokerProcess":
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> BrokerProcess:
         """Starts the process; with wait, returns once it answers ApiVersions (else call
         wait_ready(), e.g. after starting several brokers at once)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
@@ -78,11 +82,21 @@ class BrokerProcess:
         env.update(self.env or {})
         self.paused = False
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec)
         _running.add(self)
         if wait:
             self.wait_ready(timeout)
         return self
+
+    def preexec(self) -> None:
+        """Runs in the child before exec: applies `nofile`."""
+        if self.nofile is not None:
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def open_fds(self) -> int:
+        """File descriptors the broker process holds now."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         from broker.client import BrokerConnection, ClientError
@@ -109,7 +123,7 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-            raise RuntimeError(f"broker did not stop within {timeout} s:\n{self.log_tail()}")
+            raise RuntimeError(f"broker did not stop within {timeout} s:\n{self.log_tail()}") from None
         finally:
             self._close_log()
 
@@ -163,7 +177,7 @@ class BrokerProcess:
                 raise RuntimeError(f"broker {self.broker_id} not {what} after {timeout} s (state {state})")
             time.sleep(0.01)
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 
@@ -182,7 +196,7 @@ class BrokerProcess:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

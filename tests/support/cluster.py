@@ -122,7 +122,7 @@ class Cluster:
             return "paused" if b.paused else "running"
         return "not started" if b.proc is None else f"exited {b.proc.returncode}"
 
-    def start(self, broker_id: int | None = None, timeout: float = START_TIMEOUT) -> "Cluster":
+    def start(self, broker_id: int | None = None, timeout: float = START_TIMEOUT) -> Cluster:
         """Starts one broker, or (no id) the ZooKeeper it owns and every broker at once.
         Returns once they answer, and when they can form a cluster, once every live
         broker lists them."""
@@ -171,7 +171,7 @@ class Cluster:
         if self.own_zookeeper:
             self.zookeeper.stop()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         try:
             return self.start()
         except BaseException:

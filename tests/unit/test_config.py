@@ -4,9 +4,21 @@ import os
 
 import pytest
 
-from broker.config import (BROKER_KEYS, IGNORED_KAFKA_KEYS, LONG_MAX, TOPIC_KEYS, BrokerConfig, ConfigError,
-                           ConfigSource, ConfigType, LogConfig, parse_listener, parse_properties,
-                           validate_topic_configs)
+from broker.config import (
+    BROKER_KEYS,
+    IGNORED_KAFKA_KEYS,
+    LONG_MAX,
+    TOPIC_KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    LogConfig,
+    parse_ip_overrides,
+    parse_listener,
+    parse_properties,
+    validate_topic_configs,
+)
 
 INT_MAX = 2**31 - 1
 
@@ -121,9 +133,10 @@ group.initial.rebalance.delay.ms=0
     assert c.log_dirs == ["/tmp/kafka-logs"]
     assert c["zookeeper.connect"] == "localhost:2181"
     assert c["group.initial.rebalance.delay.ms"] == 0
+    assert c["num.recovery.threads.per.data.dir"] == 1
     assert sorted(c.ignored) == sorted([
         "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-        "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
+        "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr"])
     assert c["zookeeper.connection.timeout.ms"] == 18000
 
@@ -133,6 +146,7 @@ group.initial.rebalance.delay.ms=0
 
 KAFKA_DEFAULTS = {
     "num.partitions": 1,
+    "num.recovery.threads.per.data.dir": 1,
     "default.replication.factor": 1,
     "auto.create.topics.enable": True,
     "delete.topic.enable": True,
@@ -178,6 +192,10 @@ KAFKA_DEFAULTS = {
     "request.timeout.ms": 30000,
     "advertised.listeners": None,
     "log.dirs": None,
+    "max.connections": INT_MAX,
+    "max.connections.per.ip": INT_MAX,
+    "max.connections.per.ip.overrides": "",
+    "connections.max.idle.ms": 600000,
 }
 
 
@@ -381,7 +399,199 @@ def test_ignored_kafka_keys_are_accepted_and_listed():
     for name in ("num.io.threads", "log.preallocate"):
         with pytest.raises(KeyError):
             c[name]
-    assert not IGNORED_KAFKA_KEYS & set(BROKER_KEYS)
+    assert not set(IGNORED_KAFKA_KEYS) & set(BROKER_KEYS)
+
+
+def _kafka_broker_keys() -> list[str]:
+    path = os.path.join(os.path.dirname(__file__), "kafka_broker_keys.txt")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+
+
+def test_every_key_of_kafka_3_and_4_brokers_is_known():
+    """A real Kafka server.properties never meets 'unknown configuration key'."""
+    keys = _kafka_broker_keys()
+    assert len(keys) > 300 and "process.roles" in keys and "zookeeper.connect" in keys
+    assert [k for k in keys if k not in BROKER_KEYS and k not in IGNORED_KAFKA_KEYS] == []
+    # and nothing is listed as Kafka's that Kafka does not have
+    assert sorted(set(IGNORED_KAFKA_KEYS) - set(keys)) == []
+
+
+def test_each_ignored_key_gets_one_warning_line_with_its_reason():
+    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__keystore__location="/k.jks",
+            listener__name__internal__ssl__keystore__location="/k.jks", confluent__balancer__enable="true",
+            controller__quorum__voters="1@localhost:9093")
+    assert len(c.warnings) == 6
+    for line in c.warnings:
+        assert "\n" not in line and "has no effect" in line
+    by_key = {line.split()[2]: line for line in c.warnings}
+    assert "one event loop" in by_key["num.io.threads"]
+    for kraft in ("process.roles", "controller.quorum.voters"):
+        assert "no KRaft mode" in by_key[kraft] and "ZooKeeper" in by_key[kraft] and "alone" in by_key[kraft]
+    assert "PLAINTEXT only" in by_key["ssl.keystore.location"]
+    assert "TLS/SASL" in by_key["listener.name.internal.ssl.keystore.location"]
+    assert "Confluent" in by_key["confluent.balancer.enable"]
+    assert cfg().warnings == [] and cfg().ignored == []
+
+
+def test_every_unknown_key_is_reported_in_one_error():
+    e = _error(process__rolez="broker", log__retention__hour="5", foo__bar="1")
+    assert e.keys == ["process.rolez", "log.retention.hour", "foo.bar"]
+    text = str(e)
+    assert "\n" not in text and text.startswith("unknown configuration keys: ")
+    assert "log.retention.hour (did you mean log.retention.hours?)" in text
+    assert "process.rolez (did you mean process.roles?)" in text and "foo.bar" in text
+    one = _error(num__partitons="2")
+    assert str(one) == "num.partitons: unknown configuration key (did you mean num.partitions?)"
+
+
+def test_unknown_keys_and_bad_values_are_reported_together():
+    e = _error(num__partitions="abc", no__such__key="1", log__segment__bytes="-5")
+    assert sorted(e.keys) == ["log.segment.bytes", "no.such.key", "num.partitions"]
+    for key in e.keys:
+        assert key in str(e)
+    assert "\n" not in str(e)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("security.inter.broker.protocol", "SSL", ["SSL is not implemented", "plaintext"]),
+    ("security.inter.broker.protocol", "SASL_PLAINTEXT", ["SASL_PLAINTEXT is not implemented"]),
+    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", ["ACLs would not"]),
+    ("zookeeper.ssl.client.enable", "true", ["no TLS"]),
+    ("zookeeper.set.acl", "true", ["no ZooKeeper ACLs"]),
+    ("process.roles", "controller", ["KRaft controller"]),
+])
+def test_settings_kbroker_cannot_honour_are_refused(key, value, words):
+    e = _error(**{key.replace(".", "__"): value})
+    assert e.key == key and str(e).startswith(f"{key}: ")
+    for w in words:
+        assert w in str(e)
+
+
+@pytest.mark.parametrize("key, value", [("security.inter.broker.protocol", "PLAINTEXT"),
+                                        ("authorizer.class.name", ""), ("zookeeper.set.acl", "false"),
+                                        ("zookeeper.ssl.client.enable", "false"), ("process.roles", "broker")])
+def test_the_same_settings_at_values_kbroker_honours_are_accepted(key, value):
+    assert cfg(**{key.replace(".", "__"): value}).ignored == [key]
+
+
+def test_node_id_is_broker_id():
+    assert cfg(node__id="3").broker_id == 3
+    assert cfg(node__id="3", broker__id="3").broker_id == 3
+    e = _error(node__id="3", broker__id="4")
+    assert e.key == "node.id" and "broker.id" in str(e)
+    assert any(w.startswith("config key node.id=3 is taken as broker.id") for w in cfg(node__id="3").warnings)
+
+
+def test_kraft_controller_listeners_are_left_out_and_said_so():
+    c = cfg(listeners="PLAINTEXT://:9092,CONTROLLER://:9093", controller__listener__names="CONTROLLER",
+            advertised__listeners="PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093")
+    assert c.listeners == [("", 9092)]
+    assert c.advertised_listeners == [("localhost", 9092)]
+    notes = [w for w in c.warnings if "CONTROLLER://:9093" in w]
+    assert len(notes) == 1 and "not bound" in notes[0] and "no KRaft mode" in notes[0]
+    # a controller listener listed first is still not the one served
+    assert cfg(listeners="CONTROLLER://:9093,PLAINTEXT://:9092", controller__listener__names="CONTROLLER"
+               ).listeners == [("", 9092)]
+    e = _error(listeners="CONTROLLER://:9093", controller__listener__names="CONTROLLER")
+    assert e.key == "listeners" and "every listener" in str(e)
+    # without controller.listener.names a CONTROLLER listener is refused, never silently unbound
+    assert _error(listeners="PLAINTEXT://:9092,CONTROLLER://:9093").key == "listeners"
+
+
+KAFKA_3_ZOOKEEPER_PROPERTIES = """
+broker.id=0
+listeners=PLAINTEXT://:9092
+advertised.listeners=PLAINTEXT://broker0.example:9092
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+inter.broker.listener.name=PLAINTEXT
+security.inter.broker.protocol=PLAINTEXT
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+auto.leader.rebalance.enable=true
+inter.broker.protocol.version=3.7
+log.message.format.version=3.0
+"""
+
+KAFKA_4_KRAFT_PROPERTIES = """
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,\
+SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_a_kafka_3_zookeeper_server_properties_is_accepted():
+    c = BrokerConfig(parse_properties(KAFKA_3_ZOOKEEPER_PROPERTIES))
+    assert c["zookeeper.connect"] == "localhost:2181" and c["auto.leader.rebalance.enable"] is True
+    assert c.advertised_listeners == [("broker0.example", 9092)]
+    # (num.recovery.threads.per.data.dir is a setting of kbroker's, not ignored)
+    assert len(c.warnings) == len(c.ignored) == 10
+    assert c["num.recovery.threads.per.data.dir"] == 1
+    assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" in c.ignored
+
+
+def test_a_kafka_4_kraft_server_properties_is_accepted():
+    c = BrokerConfig(parse_properties(KAFKA_4_KRAFT_PROPERTIES))
+    assert c.broker_id == 1
+    assert c.listeners == [("", 9092)] and c.advertised_listeners == [("localhost", 9092)]
+    assert c.log_dirs == ["/tmp/kraft-combined-logs"]
+    assert sorted(c.ignored) == sorted([
+        "process.roles", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
+        "inter.broker.listener.name", "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+        "transaction.state.log.replication.factor", "transaction.state.log.min.isr"])
+    # one line per ignored key, one for node.id, one for the controller listener
+    assert len(c.warnings) == len(c.ignored) + 2
+
+
+def test_max_connections_per_ip_overrides():
+    assert parse_ip_overrides("host1:10, 127.0.0.1:200,[::1]:3") == {"host1": 10, "127.0.0.1": 200, "::1": 3}
+    assert parse_ip_overrides("") == {}
+    for bad in ("host1", "host1:x", ":5", "h:-1"):
+        e = _error(max__connections__per__ip__overrides=bad)
+        assert e.key == "max.connections.per.ip.overrides"
+    assert cfg(max__connections__per__ip="0", max__connections__per__ip__overrides="10.0.0.1:5")[
+        "max.connections.per.ip"] == 0
+    assert _error(max__connections__per__ip="0").key == "max.connections.per.ip"
 
 
 # ---------------------------------------------------------------- from_sources

@@ -31,7 +31,7 @@ from `brokers`; partitions numbered start_partition_id, start_partition_id + 1, 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -207,5 +207,5 @@ def _check_each_partition(assignment: Mapping[int, Sequence[int]]) -> None:
                                      f"{_ids(replicas)} for partition id {partition}.")
 
 
-def _ids(ids) -> str:
+def _ids(ids: Iterable[int]) -> str:
     return ", ".join(map(str, ids))

@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.controller.decisions import LeaderAndIsr
@@ -54,10 +55,10 @@ class BrokerEndpoint:
 
 
 class _BrokerQueue:
-    def __init__(self, manager: "ControllerChannelManager", broker: BrokerEndpoint):
+    def __init__(self, manager: ControllerChannelManager, broker: BrokerEndpoint):
         self.manager = manager
         self.broker = broker
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[Any, int, ResponseCallback | None]] = asyncio.Queue()
         self.channel: BrokerChannel | None = None
         if broker.broker_id != manager.broker_id:
             self.channel = BrokerChannel(broker.host, broker.port, client_id=f"controller-{manager.broker_id}",
@@ -74,7 +75,7 @@ class _BrokerQueue:
                 except Exception:
                     log.exception("controller: handling the answer of broker %d failed", self.broker.broker_id)
 
-    async def _deliver(self, request, version: int):
+    async def _deliver(self, request: Any, version: int) -> Any:
         if self.channel is None:
             try:
                 return await self.manager.local(request)
@@ -118,7 +119,7 @@ class ControllerChannelManager:
             if bid not in self._queues:
                 self._queues[bid] = _BrokerQueue(self, b)
 
-    def send(self, broker_id: int, request, version: int, callback: ResponseCallback | None = None) -> bool:
+    def send(self, broker_id: int, request: Any, version: int, callback: ResponseCallback | None = None) -> bool:
         q = self._queues.get(broker_id)
         if q is None:
             return False
@@ -169,9 +170,9 @@ class RequestBatch:
     # ------------------------------------------------------------------ building
 
     def build(self, controller_id: int, controller_epoch: int, brokers: dict[int, BrokerEndpoint],
-              partitions: dict[TopicPartition, PartitionInfo]):
+              partitions: dict[TopicPartition, PartitionInfo]) -> list[tuple[int, Any, int]]:
         """[(broker id, request, version)] in the order they must go out."""
-        out = []
+        out: list[tuple[int, Any, int]] = []
         for bid in sorted(self.update_metadata):
             b = brokers.get(bid)
             if b is not None:
@@ -192,9 +193,11 @@ class RequestBatch:
                             STOP_REPLICA_VERSION))
         return out
 
-    def _leader_and_isr(self, controller_id, controller_epoch, b, brokers, partitions, tps, full):
+    def _leader_and_isr(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
+                        brokers: dict[int, BrokerEndpoint], partitions: dict[TopicPartition, PartitionInfo],
+                        tps: dict[TopicPartition, bool], full: bool) -> LeaderAndIsrRequest | None:
         R = LeaderAndIsrRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         leaders = set()
         for tp, is_new in sorted(tps.items()):
             p = partitions.get(tp)
@@ -217,9 +220,11 @@ class RequestBatch:
                  live_leaders=[R.LeaderAndIsrLiveLeader(broker_id=lb, host_name=brokers[lb].host, port=brokers[lb].port)
                                for lb in sorted(leaders) if lb in brokers])
 
-    def _update_metadata(self, controller_id, controller_epoch, b, brokers, partitions, tps):
+    def _update_metadata(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
+                         brokers: dict[int, BrokerEndpoint], partitions: dict[TopicPartition, PartitionInfo],
+                         tps: Iterable[TopicPartition]) -> UpdateMetadataRequest:
         R = UpdateMetadataRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         for tp in sorted(tps):
             p = partitions.get(tp)
             if p is None:
@@ -240,9 +245,11 @@ class RequestBatch:
                      partition_states=ps) for t, ps in sorted(topics.items())],
                  live_brokers=live)
 
-    def _stop_replica(self, controller_id, controller_epoch, b, partitions, tps):
+    def _stop_replica(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
+                      partitions: dict[TopicPartition, PartitionInfo], tps: dict[TopicPartition, bool]
+                      ) -> StopReplicaRequest:
         R = StopReplicaRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         for tp, delete in sorted(tps.items()):
             p = partitions.get(tp)
             epoch = -2 if delete else (p.state.leader_epoch if p is not None else -1)

@@ -35,8 +35,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.cluster.controller import decisions as D
-from broker.cluster.controller.channel_manager import (BrokerEndpoint, ControllerChannelManager, LocalDelivery,
-                                                       PartitionInfo, RequestBatch)
+from broker.cluster.controller.channel_manager import (
+    BrokerEndpoint,
+    ControllerChannelManager,
+    LocalDelivery,
+    PartitionInfo,
+    RequestBatch,
+)
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
@@ -197,19 +202,30 @@ class Controller:
         self.failovers += 1
         ctx = ControllerContext(epoch, epoch_zk_version)
         self.ctx = ctx
+        # watches first, then reads: a change in between is an event queued behind this
+        # one (the events compare with what was read, so a change already read is a no-op)
+        await self._arm_watches()
         await self._read_brokers(ctx)
         for topic in await self.store.get_topic_names():
+            await self._watch_topic(topic)
             await self._read_topic(ctx, topic)
         ctx.deleting = set(await self.store.get_topics_marked_for_deletion()) & set(ctx.assignments)
-        await self._arm_watches()
-        for topic in list(ctx.assignments):
-            await self._watch_topic(topic)
         self.channels.set_brokers(ctx.brokers.values())
         log.info("controller %d: active with epoch %d (%d brokers, %d topics)", self.broker_id, epoch,
                  len(ctx.brokers), len(ctx.assignments))
         batch = RequestBatch()
         batch.add_update_metadata(ctx.brokers, None)
-        decision = D.on_broker_startup(self._view(), ())
+        # brokers that died while no controller was watching (the old controller among them,
+        # or before this one read the registry) still sit in ISRs: they leave them now, as if
+        # their failure had been seen. Kafka's controller leaves that to the leaders' lag
+        # check (replica.lag.time.max.ms later); a dead broker is not in sync either way.
+        absent = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        if absent:
+            log.info("controller %d: brokers %s are in ISRs but not registered: taken out", self.broker_id,
+                     sorted(absent))
+            decision = D.on_broker_failure(self._view(), absent)
+        else:
+            decision = D.on_broker_startup(self._view(), ())
         await self._apply(decision, batch)
         # every live broker learns the state of all its replicas (the full LeaderAndIsr)
         for tp, info in ctx.partitions().items():
@@ -392,8 +408,8 @@ class Controller:
             return
         batch = RequestBatch()
         for topic in added:
-            await self._read_topic(ctx, topic)
             await self._watch_topic(topic)
+            await self._read_topic(ctx, topic)
             log.info("controller %d: new topic %s with %d partitions", self.broker_id, topic,
                      len(ctx.assignments[topic]))
         new_tps = [tp for tp in self._view().partitions if tp.topic in added and tp not in ctx.states]

@@ -33,8 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from broker.cluster.controller.election import (controlled_shutdown_leader, offline_partition_leader,
-                                                preferred_replica_leader)
+from broker.cluster.controller.election import (
+    controlled_shutdown_leader,
+    offline_partition_leader,
+    preferred_replica_leader,
+)
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -393,7 +396,7 @@ def unclean_election(view: ClusterView, partitions: Iterable[TopicPartition]) ->
 # ---------------------------------------------------------------- helpers
 
 
-def _tp(tp) -> TopicPartition:
+def _tp(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 

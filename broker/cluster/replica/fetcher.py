@@ -30,8 +30,9 @@ import asyncio
 import logging
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.metadata import BrokerInfo
@@ -42,6 +43,10 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+
+if TYPE_CHECKING:
+    from broker.cluster.replica.partition import Partition
+    from broker.log.log import LeaderEpochCache
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class FetchState:
     truncating: bool = True
     delay_until: float = 0.0
     epoch_to_ask: int | None = None       # the next OffsetForLeaderEpoch round's epoch
+    rounds: int = 0                       # OffsetForLeaderEpoch rounds so far
 
 
 @dataclass
@@ -71,7 +77,7 @@ class FetcherConfig:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: "ReplicaFetcherManager", leader: BrokerInfo, index: int):
+    def __init__(self, manager: ReplicaFetcherManager, leader: BrokerInfo, index: int):
         self.manager = manager
         self.cfg = manager.cfg
         self.leader = leader
@@ -81,6 +87,7 @@ class ReplicaFetcher:
                                      client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
                                      request_timeout=self.cfg.request_timeout_s)
         self._wake = asyncio.Event()
+        self._last_error: str | None = None
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.fetches = 0
 
@@ -119,8 +126,13 @@ class ReplicaFetcher:
                     await self._sleep_until_ready()
                     continue
                 await self._fetch(fetchable)
+                self._last_error = None
             except ChannelError as exc:
-                log.info("%s: %s; retrying in %.1f s", self, exc, self.cfg.backoff_s)
+                # once per kind of failure, not once per retry
+                text = str(exc)
+                (log.debug if text == self._last_error else log.info)("%s: %s; retrying every %.1f s", self,
+                                                                       text, self.cfg.backoff_s)
+                self._last_error = text
                 await asyncio.sleep(self.cfg.backoff_s)
             except asyncio.CancelledError:
                 raise
@@ -150,7 +162,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
         R = OffsetForLeaderEpochRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         asked = {}
         for tp in tps:
             part = self.manager.partition(tp)
@@ -183,38 +195,29 @@ class ReplicaFetcher:
                     continue
                 self._apply_epoch_answer(tp, s, part, asked[tp], p.leader_epoch, p.end_offset)
 
-    def _apply_epoch_answer(self, tp, s: FetchState, part, asked_epoch: int, leader_epoch: int,
-                            end_offset: int) -> None:
-        """Kafka's getOffsetTruncationState."""
+    def _apply_epoch_answer(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
+                            leader_epoch: int, end_offset: int) -> None:
         lg = part.log
-        if end_offset == UNDEFINED or leader_epoch == UNDEFINED:
-            # the leader knows no epoch this old: keep only what is committed
-            offset = min(lg.high_watermark, lg.log_end_offset)
-        else:
-            our_epoch, our_end = lg.leader_epochs.end_offset_for(leader_epoch, lg.log_end_offset)
-            if our_epoch == leader_epoch or our_epoch == UNDEFINED:
-                offset = min(end_offset, lg.log_end_offset if our_epoch == UNDEFINED else our_end)
-            else:
-                # the leader's answer names an epoch we do not have: ask again with ours
-                rounds = getattr(s, "_rounds", 0) + 1
-                if rounds < MAX_TRUNCATION_ROUNDS:
-                    s.epoch_to_ask = our_epoch
-                    s._rounds = rounds                      # type: ignore[attr-defined]
-                    return
-                offset = min(end_offset, our_end)
+        offset, ask_again = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
+                                             leader_epoch, end_offset)
+        if ask_again is not None and s.rounds + 1 < MAX_TRUNCATION_ROUNDS:
+            s.rounds += 1
+            s.epoch_to_ask = ask_again
+            return
         part.truncate_to(offset)
         self._done_truncating(tp, s)
 
     def _done_truncating(self, tp: TopicPartition, s: FetchState) -> None:
         s.truncating = False
         s.epoch_to_ask = None
+        s.rounds = 0
 
     # ------------------------------------------------------------------ fetch
 
     async def _fetch(self, tps: list[TopicPartition]) -> None:
         F = FetchRequest
         version = self.channel.version_for(ApiKey.FETCH) if self.channel.connected else None
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         ids = {}
         for tp in tps:
             part = self.manager.partition(tp)
@@ -248,7 +251,7 @@ class ReplicaFetcher:
                 if tp in self.partitions:
                     await self._process(tp, d)
 
-    async def _process(self, tp: TopicPartition, d) -> None:
+    async def _process(self, tp: TopicPartition, d: Any) -> None:
         part = self.manager.partition(tp)
         if part is None:
             self.partitions.pop(tp, None)
@@ -271,7 +274,7 @@ class ReplicaFetcher:
         else:
             self._delay(tp, ErrorCode(err).name)
 
-    async def _handle_out_of_range(self, tp: TopicPartition, part) -> None:
+    async def _handle_out_of_range(self, tp: TopicPartition, part: Partition) -> None:
         """Kafka's handleOutOfRangeError: our log end is past the leader's (an unclean
         election) or before its log start (it deleted what we would need)."""
         R = ListOffsetsRequest
@@ -299,8 +302,30 @@ class ReplicaFetcher:
             lg.truncate_fully_and_start_at(offsets[EARLIEST])
 
 
+def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int, leader_epoch: int,
+                     leader_end: int) -> tuple[int, int | None]:
+    """Where a follower's log stops agreeing with its leader's (Kafka's
+    getOffsetTruncationState, KIP-279), from the leader's OffsetForLeaderEpoch answer
+    (leader_epoch, leader_end) to the follower's latest epoch: (offset to truncate to,
+    None) — or (a fallback offset, an older epoch of ours to ask about next) when the
+    leader's answer names an epoch we do not have (both logs diverged earlier).
+
+    - the leader knows no epoch this old: keep only what is committed (the high watermark);
+    - we have the epoch the leader answered with: truncate to where it ends on the leader
+      or on our side, whichever is first;
+    - we do not: our largest epoch below it is where to look next."""
+    if leader_end == UNDEFINED or leader_epoch == UNDEFINED:
+        return min(high_watermark, log_end), None
+    our_epoch, our_end = epochs.end_offset_for(leader_epoch, log_end)
+    if our_epoch == leader_epoch:
+        return min(leader_end, our_end), None
+    if our_epoch == UNDEFINED:
+        return min(leader_end, log_end), None
+    return min(leader_end, our_end), our_epoch
+
+
 class ReplicaFetcherManager:
-    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], object]):
+    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], Partition | None]):
         self.cfg = cfg
         self.partition = partition        # tp -> the local Partition (None: no longer a replica)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -322,7 +347,7 @@ class ReplicaFetcherManager:
         f.add(tp, leader_epoch)
         self._where[tp] = key
 
-    def remove(self, tps) -> None:
+    def remove(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             key = self._where.pop(tp, None)
             if key is not None and key in self.fetchers:

@@ -30,14 +30,19 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import NO_LISTENER, Partition, PartitionListener
 from broker.log import LogManager, TopicPartition
+from broker.log.manager import LogDirError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
+
+if TYPE_CHECKING:
+    from broker.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +64,10 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.replica_lag_ms = replica_lag_ms
         self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get)
-        self.controller: object | None = None      # a ControllerClient, once the broker has one
+        self.controller: ControllerClient | None = None      # once the broker has one
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
-        self._isr_timer: asyncio.Task | None = None
+        self._isr_timer: asyncio.Task[None] | None = None
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
         """fn(became_leader, became_follower) after every change of local leadership."""
@@ -125,8 +130,25 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
+        states = list(states)
+        # the logs of a topic's new partitions are created all or none (a topic is never
+        # left half on disk: open-file limit, disk full)
+        new_logs: dict[tuple[str, uuid.UUID], list[TopicPartition]] = {}
         for topic, topic_id, state in states:
             tp = TopicPartition(topic, state.partition)
+            if self.broker_id in state.replicas and tp not in self.partitions and self.logs.get(tp) is None:
+                new_logs.setdefault((topic, topic_id), []).append(tp)
+        for (topic, topic_id), tps in new_logs.items():
+            try:
+                for lg in self.logs.create_logs(tps, topic_id):
+                    lg.update_config(self.metadata.log_config(topic))
+            except (LogDirError, ValueError) as exc:
+                log.error("cannot create the logs of %s: %s", topic, exc)
+                errors.update((tp, ErrorCode.KAFKA_STORAGE_ERROR) for tp in tps)
+        for topic, topic_id, state in states:
+            tp = TopicPartition(topic, state.partition)
+            if tp in errors:
+                continue
             if self.broker_id not in state.replicas:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -232,7 +254,7 @@ class ReplicaManager:
 
     async def _alter_partition(self, batch: dict[TopicPartition, tuple[Partition, list[int]]]) -> None:
         R = AlterPartitionRequest
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         ids = {}
         for tp, (part, isr) in batch.items():
             ids[tp.topic] = part.log.topic_id

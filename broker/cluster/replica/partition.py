@@ -166,7 +166,7 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: appends
 
-    def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int) -> LogAppendInfo:
         """Validates, assigns offsets and appends; advances the high watermark when the
         ISR allows. acks=-1 below min.insync.replicas -> NOT_ENOUGH_REPLICAS."""
         self.check_leader()
@@ -269,7 +269,7 @@ class Partition:
 
     # ------------------------------------------------------------------ follower
 
-    def append_as_follower(self, records) -> int:
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
         end = self.log.append_as_follower(records)
         self.listener.log_end_moved(self.tp)
         return end

@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.log.checkpoints import write_atomically
 
 FILE_NAME = "__kbroker_metadata.json"
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
@@ -64,12 +68,12 @@ class FileMetadataStore:
         self._controller_epoch = 0
         self._broker_epoch = 0
         self._pid_block_end = -1
-        self._topics: dict[str, dict] = {}
+        self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
-        self._watchers: dict[str, list[Callable]] = {}
-        self._topic_watchers: dict[str, list[Callable]] = {}
+        self._watchers: dict[str, list[Callable[..., None]]] = {}
+        self._topic_watchers: dict[str, list[Callable[..., None]]] = {}
         self._load()
 
     # ------------------------------------------------------------------ file
@@ -121,7 +125,16 @@ class FileMetadataStore:
         }
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
-    def _notify(self, kind: str, *args) -> None:
+    def _save_epochs(self) -> None:
+        """The broker and controller epochs a start bumps. A broker alone needs them only
+        to grow while it runs: when the disk is full they stay in memory (the next start
+        counts from the last saved ones) and the broker still serves what it can."""
+        try:
+            self._save()
+        except OSError as exc:
+            log.warning("cannot save %s (%s): the new epochs are kept in memory", self.path, exc)
+
+    def _notify(self, kind: str, *args: Any) -> None:
         loop = asyncio.get_running_loop()
         for cb in list(self._watchers.get(kind, ())):
             loop.call_soon(cb, *args)
@@ -135,7 +148,7 @@ class FileMetadataStore:
         self._watchers.clear()
         self._topic_watchers.clear()
 
-    def add_session_listener(self, callback) -> None:
+    def add_session_listener(self, callback: Callable[[Any], None]) -> None:
         """A file has no session to lose."""
 
     # ------------------------------------------------------------------ cluster id
@@ -150,7 +163,7 @@ class FileMetadataStore:
 
     async def register_broker(self, registration: BrokerRegistration) -> int:
         self._broker_epoch += 1
-        self._save()
+        self._save_epochs()
         self._broker = registration
         self._notify("brokers", frozenset([registration.broker_id]))
         return self._broker_epoch
@@ -161,7 +174,7 @@ class FileMetadataStore:
     async def get_brokers_and_epochs(self) -> dict[int, tuple[BrokerRegistration, int]]:
         return {} if self._broker is None else {self._broker.broker_id: (self._broker, self._broker_epoch)}
 
-    async def watch_broker_ids(self, callback) -> frozenset[int]:
+    async def watch_broker_ids(self, callback: Callable[[frozenset[int]], None]) -> frozenset[int]:
         self._watchers.setdefault("brokers", []).append(callback)
         return frozenset(await self.get_brokers())
 
@@ -171,7 +184,7 @@ class FileMetadataStore:
         if self._controller is not None and self._controller != broker_id:
             return None
         self._controller_epoch += 1
-        self._save()
+        self._save_epochs()
         self._controller = broker_id
         self._notify("controller", broker_id)
         return self._controller_epoch, self._controller_epoch
@@ -179,7 +192,7 @@ class FileMetadataStore:
     async def get_controller_id(self) -> int | None:
         return self._controller
 
-    async def watch_controller(self, callback) -> int | None:
+    async def watch_controller(self, callback: Callable[[int | None], None]) -> int | None:
         self._watchers.setdefault("controller", []).append(callback)
         return self._controller
 
@@ -210,7 +223,7 @@ class FileMetadataStore:
     async def get_topic_names(self) -> frozenset[str]:
         return frozenset(self._topics)
 
-    async def watch_topics(self, callback) -> frozenset[str]:
+    async def watch_topics(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         self._watchers.setdefault("topics", []).append(callback)
         return frozenset(self._topics)
 
@@ -220,7 +233,8 @@ class FileMetadataStore:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         return uuid.UUID(t["id"]), {p: list(r) for p, r in sorted(t["partitions"].items())}, t["version"]
 
-    async def watch_topic(self, name: str, callback):
+    async def watch_topic(self, name: str, callback: Callable[[Any], None]
+                          ) -> tuple[uuid.UUID | None, dict[int, list[int]], int] | None:
         self._topic_watchers.setdefault(name, []).append(callback)
         try:
             return await self.get_topic(name)
@@ -311,7 +325,7 @@ class FileMetadataStore:
             raise
         self._notify("configs", [f"topics/{name}"])
 
-    async def watch_config_changes(self, callback) -> None:
+    async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
 
     # ------------------------------------------------------------------ deletion
@@ -327,7 +341,7 @@ class FileMetadataStore:
     async def get_topics_marked_for_deletion(self) -> frozenset[str]:
         return frozenset(self._deleting)
 
-    async def watch_topic_deletions(self, callback) -> frozenset[str]:
+    async def watch_topic_deletions(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         self._watchers.setdefault("deletions", []).append(callback)
         return frozenset(self._deleting)
 
@@ -353,12 +367,12 @@ class ControllerMoved(StoreError):
     """A write fenced by a controller epoch that is no longer the current one."""
 
 
-def _json(s: LeaderIsrState, version: int) -> dict:
+def _json(s: LeaderIsrState, version: int) -> dict[str, Any]:
     return {"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
             "controller_epoch": s.controller_epoch, "version": version,
             "leader_recovery_state": s.leader_recovery_state}
 
 
-def _state(d: dict) -> LeaderIsrState:
+def _state(d: dict[str, Any]) -> LeaderIsrState:
     return LeaderIsrState(int(d["leader"]), int(d["leader_epoch"]), tuple(int(r) for r in d["isr"]),
                           int(d.get("controller_epoch", 0)), int(d.get("leader_recovery_state", 0)))

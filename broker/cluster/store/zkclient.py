@@ -43,23 +43,53 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, KazooException,
-                              NodeExistsError, NoNodeError, NotEmptyError, RolledBackError,
-                              RuntimeInconsistency, SessionExpiredError)
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
 
-from broker.cluster.store.znodes import (INT64_MAX, PERSISTENT_PATHS, BrokerIdsZNode, BrokerIdZNode,
-                                         BrokerRegistration, ClusterIdZNode,
-                                         ConfigEntityChangeNotificationSequenceZNode,
-                                         ConfigEntityChangeNotificationZNode, ConfigEntityTypeZNode,
-                                         ConfigEntityZNode, ControllerEpochZNode, ControllerRegistration,
-                                         ControllerZNode, DeleteTopicsTopicZNode, DeleteTopicsZNode,
-                                         LeaderIsrState, PreferredReplicaElectionZNode, ProducerIdBlock,
-                                         ProducerIdBlockZNode, TopicAssignment, TopicPartition,
-                                         TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode,
-                                         TopicsZNode, TopicZNode, parse_connect_string, sequence_number)
+from broker.cluster.store.znodes import (
+    INT64_MAX,
+    PERSISTENT_PATHS,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerRegistration,
+    ClusterIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityTypeZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    ControllerRegistration,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    LeaderIsrState,
+    PreferredReplicaElectionZNode,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
+    TopicAssignment,
+    TopicPartition,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+    parse_connect_string,
+    sequence_number,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +165,7 @@ class _Watch:
     one-shot kazoo watch; each firing re-reads (re-arming) on the loop, one read at a
     time, and hands new values to `callback`."""
 
-    def __init__(self, zk: "KafkaZkClient", read: Callable[[Callable], Awaitable[Any]],
+    def __init__(self, zk: KafkaZkClient, read: Callable[[Callable], Awaitable[Any]],
                  callback: Callable[[Any], None], deliver_equal: bool = False):
         self._zk = zk
         self._read = read

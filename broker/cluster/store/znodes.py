@@ -48,8 +48,9 @@ import binascii
 import json
 import re
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from broker.log.checkpoints import TopicPartition
 
@@ -117,7 +118,7 @@ class _Obj:
         self.obj = obj
 
     @classmethod
-    def parse(cls, path: str, data: bytes | None) -> "_Obj":
+    def parse(cls, path: str, data: bytes | None) -> _Obj:
         return cls(path, data, _parse(path, data))
 
     def _at(self, key: str | None = None) -> str:
@@ -157,10 +158,10 @@ class _Obj:
             self.fail(f"'{key}'{self._at()} is not a list: {v!r}")
         return tuple(_check_int(self, x, key, lo, hi) for x in v)
 
-    def child(self, key: str) -> "_Obj":
+    def child(self, key: str) -> _Obj:
         return _Obj(self.path, self.data, self.get(key), f"{self.where}.{key}" if self.where else key)
 
-    def objects(self, key: str) -> list["_Obj"]:
+    def objects(self, key: str) -> list[_Obj]:
         v = self.get(key)
         if not isinstance(v, list):
             self.fail(f"'{key}'{self._at()} is not a list: {v!r}")

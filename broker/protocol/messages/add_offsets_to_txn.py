@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -133,7 +134,7 @@ _C_AddOffsetsToTxnResponse._FIELDS = (
 )
 
 
-def _d_AddOffsetsToTxnRequest_1(buf, pos, end):
+def _d_AddOffsetsToTxnRequest_v0_to_2(buf, pos, end):
     o = _new(_C_AddOffsetsToTxnRequest)
     if end - pos < 2:
         raise _rt.eof('AddOffsetsToTxnRequest.transactional_id', pos, end, 2)
@@ -171,7 +172,7 @@ def _d_AddOffsetsToTxnRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_AddOffsetsToTxnRequest_2(o, out, sp):
+def _e_AddOffsetsToTxnRequest_v0_to_2(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -183,7 +184,7 @@ def _e_AddOffsetsToTxnRequest_2(o, out, sp):
     out += b4
 
 
-def _d_AddOffsetsToTxnRequest_3(buf, pos, end):
+def _d_AddOffsetsToTxnRequest_v3_to_4(buf, pos, end):
     o = _new(_C_AddOffsetsToTxnRequest)
     if pos >= end:
         raise _rt.eof('AddOffsetsToTxnRequest.transactional_id', pos, end, 1)
@@ -236,7 +237,7 @@ def _d_AddOffsetsToTxnRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_AddOffsetsToTxnRequest_4(o, out, sp):
+def _e_AddOffsetsToTxnRequest_v3_to_4(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -261,7 +262,7 @@ def _e_AddOffsetsToTxnRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_AddOffsetsToTxnResponse_5(buf, pos, end):
+def _d_AddOffsetsToTxnResponse_v0_to_2(buf, pos, end):
     o = _new(_C_AddOffsetsToTxnResponse)
     if end - pos < 6:
         raise _rt.group_eof('AddOffsetsToTxnResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -271,11 +272,11 @@ def _d_AddOffsetsToTxnResponse_5(buf, pos, end):
     return o, pos
 
 
-def _e_AddOffsetsToTxnResponse_6(o, out, sp):
+def _e_AddOffsetsToTxnResponse_v0_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
 
 
-def _d_AddOffsetsToTxnResponse_7(buf, pos, end):
+def _d_AddOffsetsToTxnResponse_v3_to_4(buf, pos, end):
     o = _new(_C_AddOffsetsToTxnResponse)
     if end - pos < 6:
         raise _rt.group_eof('AddOffsetsToTxnResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -294,7 +295,7 @@ def _d_AddOffsetsToTxnResponse_7(buf, pos, end):
     return o, pos
 
 
-def _e_AddOffsetsToTxnResponse_8(o, out, sp):
+def _e_AddOffsetsToTxnResponse_v3_to_4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -304,9 +305,9 @@ def _e_AddOffsetsToTxnResponse_8(o, out, sp):
 
 
 
-AddOffsetsToTxnRequest._DECODERS = (_d_AddOffsetsToTxnRequest_1, _d_AddOffsetsToTxnRequest_1, _d_AddOffsetsToTxnRequest_1, _d_AddOffsetsToTxnRequest_3, _d_AddOffsetsToTxnRequest_3,)
-AddOffsetsToTxnRequest._ENCODERS = (_e_AddOffsetsToTxnRequest_2, _e_AddOffsetsToTxnRequest_2, _e_AddOffsetsToTxnRequest_2, _e_AddOffsetsToTxnRequest_4, _e_AddOffsetsToTxnRequest_4,)
-AddOffsetsToTxnResponse._DECODERS = (_d_AddOffsetsToTxnResponse_5, _d_AddOffsetsToTxnResponse_5, _d_AddOffsetsToTxnResponse_5, _d_AddOffsetsToTxnResponse_7, _d_AddOffsetsToTxnResponse_7,)
-AddOffsetsToTxnResponse._ENCODERS = (_e_AddOffsetsToTxnResponse_6, _e_AddOffsetsToTxnResponse_6, _e_AddOffsetsToTxnResponse_6, _e_AddOffsetsToTxnResponse_8, _e_AddOffsetsToTxnResponse_8,)
+AddOffsetsToTxnRequest._DECODERS = (_d_AddOffsetsToTxnRequest_v0_to_2, _d_AddOffsetsToTxnRequest_v0_to_2, _d_AddOffsetsToTxnRequest_v0_to_2, _d_AddOffsetsToTxnRequest_v3_to_4, _d_AddOffsetsToTxnRequest_v3_to_4,)
+AddOffsetsToTxnRequest._ENCODERS = (_e_AddOffsetsToTxnRequest_v0_to_2, _e_AddOffsetsToTxnRequest_v0_to_2, _e_AddOffsetsToTxnRequest_v0_to_2, _e_AddOffsetsToTxnRequest_v3_to_4, _e_AddOffsetsToTxnRequest_v3_to_4,)
+AddOffsetsToTxnResponse._DECODERS = (_d_AddOffsetsToTxnResponse_v0_to_2, _d_AddOffsetsToTxnResponse_v0_to_2, _d_AddOffsetsToTxnResponse_v0_to_2, _d_AddOffsetsToTxnResponse_v3_to_4, _d_AddOffsetsToTxnResponse_v3_to_4,)
+AddOffsetsToTxnResponse._ENCODERS = (_e_AddOffsetsToTxnResponse_v0_to_2, _e_AddOffsetsToTxnResponse_v0_to_2, _e_AddOffsetsToTxnResponse_v0_to_2, _e_AddOffsetsToTxnResponse_v3_to_4, _e_AddOffsetsToTxnResponse_v3_to_4,)
 
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -342,7 +343,7 @@ _C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult._FIELDS = (
 )
 
 
-def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0_to_2(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     if end - pos < 2:
         raise _rt.eof('AddPartitionsToTxnTopic.name', pos, end, 2)
@@ -373,7 +374,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf, pos, end):
     return o, pos
 
 
-def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_v0_to_2(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest)
     o.transactions = []
     if end - pos < 2:
@@ -405,14 +406,14 @@ def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnRequest.v3_and_below_topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0_to_2(buf, pos, end)
             a3.append(x4)
         o.v3_and_below_topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(o, out, sp):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -423,7 +424,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_AddPartitionsToTxnRequest_4(o, out, sp):
+def _e_AddPartitionsToTxnRequest_v0_to_2(o, out, sp):
     v1 = o.v3_and_below_transactional_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -432,10 +433,10 @@ def _e_AddPartitionsToTxnRequest_4(o, out, sp):
     v3 = o.v3_and_below_topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(e4, out, sp)
+        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0_to_2(e4, out, sp)
 
 
-def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_5(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     if pos >= end:
         raise _rt.eof('AddPartitionsToTxnTopic.name', pos, end, 1)
@@ -481,7 +482,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_5(buf, pos, end):
     return o, pos
 
 
-def _d_AddPartitionsToTxnRequest_6(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_v3(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest)
     o.transactions = []
     if pos >= end:
@@ -519,7 +520,7 @@ def _d_AddPartitionsToTxnRequest_6(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnRequest.v3_and_below_topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_5(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.v3_and_below_topics = a3
     if pos >= end:
@@ -535,7 +536,7 @@ def _d_AddPartitionsToTxnRequest_6(buf, pos, end):
     return o, pos
 
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_7(o, out, sp):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -559,7 +560,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_7(o, out, sp):
         out.append(0)
 
 
-def _e_AddPartitionsToTxnRequest_8(o, out, sp):
+def _e_AddPartitionsToTxnRequest_v3(o, out, sp):
     v1 = o.v3_and_below_transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -576,7 +577,7 @@ def _e_AddPartitionsToTxnRequest_8(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_7(e6, out, sp)
+        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -584,7 +585,7 @@ def _e_AddPartitionsToTxnRequest_8(o, out, sp):
         out.append(0)
 
 
-def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_9(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
     if pos >= end:
         raise _rt.eof('AddPartitionsToTxnTransaction.transactional_id', pos, end, 1)
@@ -621,7 +622,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_9(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnTransaction.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_5(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if pos >= end:
@@ -637,7 +638,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_9(buf, pos, end):
     return o, pos
 
 
-def _d_AddPartitionsToTxnRequest_10(buf, pos, end):
+def _d_AddPartitionsToTxnRequest_v4_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnRequest)
     o.v3_and_below_transactional_id = ''
     o.v3_and_below_producer_id = 0
@@ -657,7 +658,7 @@ def _d_AddPartitionsToTxnRequest_10(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnRequest.transactions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_9(buf, pos, end)
+            x3, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4_to_5(buf, pos, end)
             a2.append(x3)
         o.transactions = a2
     if pos >= end:
@@ -673,7 +674,7 @@ def _d_AddPartitionsToTxnRequest_10(buf, pos, end):
     return o, pos
 
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_11(o, out, sp):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4_to_5(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -690,7 +691,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_7(e6, out, sp)
+        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -698,7 +699,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_11(o, out, sp):
         out.append(0)
 
 
-def _e_AddPartitionsToTxnRequest_12(o, out, sp):
+def _e_AddPartitionsToTxnRequest_v4_to_5(o, out, sp):
     v1 = o.transactions
     n2 = len(v1) + 1
     if n2 < 128:
@@ -706,7 +707,7 @@ def _e_AddPartitionsToTxnRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_11(e3, out, sp)
+        _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4_to_5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -714,7 +715,7 @@ def _e_AddPartitionsToTxnRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_13(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0_to_2(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('AddPartitionsToTxnPartitionResult', (('partition_index', 4), ('partition_error_code', 2)), pos, end)
@@ -724,7 +725,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_13(buf, pos,
     return o, pos
 
 
-def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_14(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0_to_2(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     if end - pos < 2:
         raise _rt.eof('AddPartitionsToTxnTopicResult.name', pos, end, 2)
@@ -751,14 +752,14 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_14(buf, pos, end
             raise _rt.overrun('AddPartitionsToTxnTopicResult.results_by_partition', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_13(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0_to_2(buf, pos, end)
             a3.append(x4)
         o.results_by_partition = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_AddPartitionsToTxnResponse_15(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_v0_to_2(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse)
     o.error_code = 0
     o.results_by_transaction = []
@@ -777,18 +778,18 @@ def _d_AddPartitionsToTxnResponse_15(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnResponse.results_by_topic_v3_and_below', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_14(buf, pos, end)
+            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.results_by_topic_v3_and_below = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_16(o, out, sp):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0_to_2(o, out, sp):
     out += _S4.pack(o.partition_index, o.partition_error_code)
 
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_17(o, out, sp):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -796,18 +797,18 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_17(o, out, sp):
     v3 = o.results_by_partition
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_16(e4, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0_to_2(e4, out, sp)
 
 
-def _e_AddPartitionsToTxnResponse_18(o, out, sp):
+def _e_AddPartitionsToTxnResponse_v0_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms)
     v1 = o.results_by_topic_v3_and_below
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_17(e2, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0_to_2(e2, out, sp)
 
 
-def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_19(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('AddPartitionsToTxnPartitionResult', (('partition_index', 4), ('partition_error_code', 2)), pos, end)
@@ -826,7 +827,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_19(buf, pos,
     return o, pos
 
 
-def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_20(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     if pos >= end:
         raise _rt.eof('AddPartitionsToTxnTopicResult.name', pos, end, 1)
@@ -859,7 +860,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_20(buf, pos, end
             raise _rt.overrun('AddPartitionsToTxnTopicResult.results_by_partition', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_19(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.results_by_partition = a3
     if pos >= end:
@@ -875,7 +876,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_20(buf, pos, end
     return o, pos
 
 
-def _d_AddPartitionsToTxnResponse_21(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_v3(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse)
     o.error_code = 0
     o.results_by_transaction = []
@@ -897,7 +898,7 @@ def _d_AddPartitionsToTxnResponse_21(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnResponse.results_by_topic_v3_and_below', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_20(buf, pos, end)
+            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(buf, pos, end)
             a2.append(x3)
         o.results_by_topic_v3_and_below = a2
     if pos >= end:
@@ -913,7 +914,7 @@ def _d_AddPartitionsToTxnResponse_21(buf, pos, end):
     return o, pos
 
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_22(o, out, sp):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3_to_5(o, out, sp):
     out += _S4.pack(o.partition_index, o.partition_error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -922,7 +923,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_22(o, out, s
         out.append(0)
 
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_23(o, out, sp):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -938,7 +939,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_23(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_22(e6, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -946,7 +947,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_23(o, out, sp):
         out.append(0)
 
 
-def _e_AddPartitionsToTxnResponse_24(o, out, sp):
+def _e_AddPartitionsToTxnResponse_v3(o, out, sp):
     out += _S2.pack(o.throttle_time_ms)
     v1 = o.results_by_topic_v3_and_below
     n2 = len(v1) + 1
@@ -955,7 +956,7 @@ def _e_AddPartitionsToTxnResponse_24(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_23(e3, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -963,7 +964,7 @@ def _e_AddPartitionsToTxnResponse_24(o, out, sp):
         out.append(0)
 
 
-def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_25(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
     if pos >= end:
         raise _rt.eof('AddPartitionsToTxnResult.transactional_id', pos, end, 1)
@@ -996,7 +997,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_25(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnResult.topic_results', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_20(buf, pos, end)
+            x4, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.topic_results = a3
     if pos >= end:
@@ -1012,7 +1013,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_25(buf, pos, end):
     return o, pos
 
 
-def _d_AddPartitionsToTxnResponse_26(buf, pos, end):
+def _d_AddPartitionsToTxnResponse_v4_to_5(buf, pos, end):
     o = _new(_C_AddPartitionsToTxnResponse)
     o.results_by_topic_v3_and_below = []
     if end - pos < 6:
@@ -1033,7 +1034,7 @@ def _d_AddPartitionsToTxnResponse_26(buf, pos, end):
             raise _rt.overrun('AddPartitionsToTxnResponse.results_by_transaction', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_25(buf, pos, end)
+            x3, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4_to_5(buf, pos, end)
             a2.append(x3)
         o.results_by_transaction = a2
     if pos >= end:
@@ -1049,7 +1050,7 @@ def _d_AddPartitionsToTxnResponse_26(buf, pos, end):
     return o, pos
 
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_27(o, out, sp):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4_to_5(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1065,7 +1066,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_27(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_23(e6, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1073,7 +1074,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_27(o, out, sp):
         out.append(0)
 
 
-def _e_AddPartitionsToTxnResponse_28(o, out, sp):
+def _e_AddPartitionsToTxnResponse_v4_to_5(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code)
     v1 = o.results_by_transaction
     n2 = len(v1) + 1
@@ -1082,7 +1083,7 @@ def _e_AddPartitionsToTxnResponse_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_27(e3, out, sp)
+        _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4_to_5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1091,9 +1092,9 @@ def _e_AddPartitionsToTxnResponse_28(o, out, sp):
 
 
 
-AddPartitionsToTxnRequest._DECODERS = (_d_AddPartitionsToTxnRequest_2, _d_AddPartitionsToTxnRequest_2, _d_AddPartitionsToTxnRequest_2, _d_AddPartitionsToTxnRequest_6, _d_AddPartitionsToTxnRequest_10, _d_AddPartitionsToTxnRequest_10,)
-AddPartitionsToTxnRequest._ENCODERS = (_e_AddPartitionsToTxnRequest_4, _e_AddPartitionsToTxnRequest_4, _e_AddPartitionsToTxnRequest_4, _e_AddPartitionsToTxnRequest_8, _e_AddPartitionsToTxnRequest_12, _e_AddPartitionsToTxnRequest_12,)
-AddPartitionsToTxnResponse._DECODERS = (_d_AddPartitionsToTxnResponse_15, _d_AddPartitionsToTxnResponse_15, _d_AddPartitionsToTxnResponse_15, _d_AddPartitionsToTxnResponse_21, _d_AddPartitionsToTxnResponse_26, _d_AddPartitionsToTxnResponse_26,)
-AddPartitionsToTxnResponse._ENCODERS = (_e_AddPartitionsToTxnResponse_18, _e_AddPartitionsToTxnResponse_18, _e_AddPartitionsToTxnResponse_18, _e_AddPartitionsToTxnResponse_24, _e_AddPartitionsToTxnResponse_28, _e_AddPartitionsToTxnResponse_28,)
+AddPartitionsToTxnRequest._DECODERS = (_d_AddPartitionsToTxnRequest_v0_to_2, _d_AddPartitionsToTxnRequest_v0_to_2, _d_AddPartitionsToTxnRequest_v0_to_2, _d_AddPartitionsToTxnRequest_v3, _d_AddPartitionsToTxnRequest_v4_to_5, _d_AddPartitionsToTxnRequest_v4_to_5,)
+AddPartitionsToTxnRequest._ENCODERS = (_e_AddPartitionsToTxnRequest_v0_to_2, _e_AddPartitionsToTxnRequest_v0_to_2, _e_AddPartitionsToTxnRequest_v0_to_2, _e_AddPartitionsToTxnRequest_v3, _e_AddPartitionsToTxnRequest_v4_to_5, _e_AddPartitionsToTxnRequest_v4_to_5,)
+AddPartitionsToTxnResponse._DECODERS = (_d_AddPartitionsToTxnResponse_v0_to_2, _d_AddPartitionsToTxnResponse_v0_to_2, _d_AddPartitionsToTxnResponse_v0_to_2, _d_AddPartitionsToTxnResponse_v3, _d_AddPartitionsToTxnResponse_v4_to_5, _d_AddPartitionsToTxnResponse_v4_to_5,)
+AddPartitionsToTxnResponse._ENCODERS = (_e_AddPartitionsToTxnResponse_v0_to_2, _e_AddPartitionsToTxnResponse_v0_to_2, _e_AddPartitionsToTxnResponse_v0_to_2, _e_AddPartitionsToTxnResponse_v3, _e_AddPartitionsToTxnResponse_v4_to_5, _e_AddPartitionsToTxnResponse_v4_to_5,)
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']

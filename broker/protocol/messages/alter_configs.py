@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -240,7 +241,7 @@ _C_AlterConfigsResponse_AlterConfigsResourceResponse._FIELDS = (
 )
 
 
-def _d_AlterConfigsRequest_AlterableConfig_1(buf, pos, end):
+def _d_AlterConfigsRequest_AlterableConfig_v0_to_1(buf, pos, end):
     o = _new(_C_AlterConfigsRequest_AlterableConfig)
     if end - pos < 2:
         raise _rt.eof('AlterableConfig.name', pos, end, 2)
@@ -274,7 +275,7 @@ def _d_AlterConfigsRequest_AlterableConfig_1(buf, pos, end):
     return o, pos
 
 
-def _d_AlterConfigsRequest_AlterConfigsResource_2(buf, pos, end):
+def _d_AlterConfigsRequest_AlterConfigsResource_v0_to_1(buf, pos, end):
     o = _new(_C_AlterConfigsRequest_AlterConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('AlterConfigsResource', (('resource_type', 1),), pos, end)
@@ -305,14 +306,14 @@ def _d_AlterConfigsRequest_AlterConfigsResource_2(buf, pos, end):
             raise _rt.overrun('AlterConfigsResource.configs', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterConfigsRequest_AlterableConfig_1(buf, pos, end)
+            x4, pos = _d_AlterConfigsRequest_AlterableConfig_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.configs = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_AlterConfigsRequest_3(buf, pos, end):
+def _d_AlterConfigsRequest_v0_to_1(buf, pos, end):
     o = _new(_C_AlterConfigsRequest)
     if end - pos < 4:
         raise _rt.eof('AlterConfigsRequest.resources', pos, end, 4)
@@ -325,7 +326,7 @@ def _d_AlterConfigsRequest_3(buf, pos, end):
             raise _rt.overrun('AlterConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterConfigsRequest_AlterConfigsResource_2(buf, pos, end)
+            x3, pos = _d_AlterConfigsRequest_AlterConfigsResource_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 1:
@@ -336,7 +337,7 @@ def _d_AlterConfigsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_AlterConfigsRequest_AlterableConfig_4(o, out, sp):
+def _e_AlterConfigsRequest_AlterableConfig_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -350,7 +351,7 @@ def _e_AlterConfigsRequest_AlterableConfig_4(o, out, sp):
         out += b4
 
 
-def _e_AlterConfigsRequest_AlterConfigsResource_5(o, out, sp):
+def _e_AlterConfigsRequest_AlterConfigsResource_v0_to_1(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -359,18 +360,18 @@ def _e_AlterConfigsRequest_AlterConfigsResource_5(o, out, sp):
     v3 = o.configs
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_AlterConfigsRequest_AlterableConfig_4(e4, out, sp)
+        _e_AlterConfigsRequest_AlterableConfig_v0_to_1(e4, out, sp)
 
 
-def _e_AlterConfigsRequest_6(o, out, sp):
+def _e_AlterConfigsRequest_v0_to_1(o, out, sp):
     v1 = o.resources
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_AlterConfigsRequest_AlterConfigsResource_5(e2, out, sp)
+        _e_AlterConfigsRequest_AlterConfigsResource_v0_to_1(e2, out, sp)
     out += _S3.pack(o.validate_only)
 
 
-def _d_AlterConfigsRequest_AlterableConfig_7(buf, pos, end):
+def _d_AlterConfigsRequest_AlterableConfig_v2(buf, pos, end):
     o = _new(_C_AlterConfigsRequest_AlterableConfig)
     if pos >= end:
         raise _rt.eof('AlterableConfig.name', pos, end, 1)
@@ -419,7 +420,7 @@ def _d_AlterConfigsRequest_AlterableConfig_7(buf, pos, end):
     return o, pos
 
 
-def _d_AlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
+def _d_AlterConfigsRequest_AlterConfigsResource_v2(buf, pos, end):
     o = _new(_C_AlterConfigsRequest_AlterConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('AlterConfigsResource', (('resource_type', 1),), pos, end)
@@ -456,7 +457,7 @@ def _d_AlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
             raise _rt.overrun('AlterConfigsResource.configs', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterConfigsRequest_AlterableConfig_7(buf, pos, end)
+            x4, pos = _d_AlterConfigsRequest_AlterableConfig_v2(buf, pos, end)
             a3.append(x4)
         o.configs = a3
     if pos >= end:
@@ -472,7 +473,7 @@ def _d_AlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
     return o, pos
 
 
-def _d_AlterConfigsRequest_9(buf, pos, end):
+def _d_AlterConfigsRequest_v2(buf, pos, end):
     o = _new(_C_AlterConfigsRequest)
     if pos >= end:
         raise _rt.eof('AlterConfigsRequest.resources', pos, end, 1)
@@ -488,7 +489,7 @@ def _d_AlterConfigsRequest_9(buf, pos, end):
             raise _rt.overrun('AlterConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterConfigsRequest_AlterConfigsResource_8(buf, pos, end)
+            x3, pos = _d_AlterConfigsRequest_AlterConfigsResource_v2(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 1:
@@ -508,7 +509,7 @@ def _d_AlterConfigsRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_AlterConfigsRequest_AlterableConfig_10(o, out, sp):
+def _e_AlterConfigsRequest_AlterableConfig_v2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -535,7 +536,7 @@ def _e_AlterConfigsRequest_AlterableConfig_10(o, out, sp):
         out.append(0)
 
 
-def _e_AlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
+def _e_AlterConfigsRequest_AlterConfigsResource_v2(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -552,7 +553,7 @@ def _e_AlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AlterConfigsRequest_AlterableConfig_10(e6, out, sp)
+        _e_AlterConfigsRequest_AlterableConfig_v2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -560,7 +561,7 @@ def _e_AlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
         out.append(0)
 
 
-def _e_AlterConfigsRequest_12(o, out, sp):
+def _e_AlterConfigsRequest_v2(o, out, sp):
     v1 = o.resources
     n2 = len(v1) + 1
     if n2 < 128:
@@ -568,7 +569,7 @@ def _e_AlterConfigsRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterConfigsRequest_AlterConfigsResource_11(e3, out, sp)
+        _e_AlterConfigsRequest_AlterConfigsResource_v2(e3, out, sp)
     out += _S3.pack(o.validate_only)
     u = o.unknown_tagged_fields
     if u:
@@ -577,7 +578,7 @@ def _e_AlterConfigsRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_AlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos, end):
+def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v0_to_1(buf, pos, end):
     o = _new(_C_AlterConfigsResponse_AlterConfigsResourceResponse)
     if end - pos < 2:
         raise _rt.group_eof('AlterConfigsResourceResponse', (('error_code', 2),), pos, end)
@@ -619,7 +620,7 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos, end):
     return o, pos
 
 
-def _d_AlterConfigsResponse_14(buf, pos, end):
+def _d_AlterConfigsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_AlterConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('AlterConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -636,14 +637,14 @@ def _d_AlterConfigsResponse_14(buf, pos, end):
             raise _rt.overrun('AlterConfigsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos, end)
+            x3, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_AlterConfigsResponse_AlterConfigsResourceResponse_15(o, out, sp):
+def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0_to_1(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -659,15 +660,15 @@ def _e_AlterConfigsResponse_AlterConfigsResourceResponse_15(o, out, sp):
     out += b4
 
 
-def _e_AlterConfigsResponse_16(o, out, sp):
+def _e_AlterConfigsResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_AlterConfigsResponse_AlterConfigsResourceResponse_15(e2, out, sp)
+        _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0_to_1(e2, out, sp)
 
 
-def _d_AlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos, end):
+def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, pos, end):
     o = _new(_C_AlterConfigsResponse_AlterConfigsResourceResponse)
     if end - pos < 2:
         raise _rt.group_eof('AlterConfigsResourceResponse', (('error_code', 2),), pos, end)
@@ -724,7 +725,7 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos, end):
     return o, pos
 
 
-def _d_AlterConfigsResponse_18(buf, pos, end):
+def _d_AlterConfigsResponse_v2(buf, pos, end):
     o = _new(_C_AlterConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('AlterConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -744,7 +745,7 @@ def _d_AlterConfigsResponse_18(buf, pos, end):
             raise _rt.overrun('AlterConfigsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos, end)
+            x3, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -760,7 +761,7 @@ def _d_AlterConfigsResponse_18(buf, pos, end):
     return o, pos
 
 
-def _e_AlterConfigsResponse_AlterConfigsResourceResponse_19(o, out, sp):
+def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -789,7 +790,7 @@ def _e_AlterConfigsResponse_AlterConfigsResourceResponse_19(o, out, sp):
         out.append(0)
 
 
-def _e_AlterConfigsResponse_20(o, out, sp):
+def _e_AlterConfigsResponse_v2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -798,7 +799,7 @@ def _e_AlterConfigsResponse_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterConfigsResponse_AlterConfigsResourceResponse_19(e3, out, sp)
+        _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -807,9 +808,9 @@ def _e_AlterConfigsResponse_20(o, out, sp):
 
 
 
-AlterConfigsRequest._DECODERS = (_d_AlterConfigsRequest_3, _d_AlterConfigsRequest_3, _d_AlterConfigsRequest_9,)
-AlterConfigsRequest._ENCODERS = (_e_AlterConfigsRequest_6, _e_AlterConfigsRequest_6, _e_AlterConfigsRequest_12,)
-AlterConfigsResponse._DECODERS = (_d_AlterConfigsResponse_14, _d_AlterConfigsResponse_14, _d_AlterConfigsResponse_18,)
-AlterConfigsResponse._ENCODERS = (_e_AlterConfigsResponse_16, _e_AlterConfigsResponse_16, _e_AlterConfigsResponse_20,)
+AlterConfigsRequest._DECODERS = (_d_AlterConfigsRequest_v0_to_1, _d_AlterConfigsRequest_v0_to_1, _d_AlterConfigsRequest_v2,)
+AlterConfigsRequest._ENCODERS = (_e_AlterConfigsRequest_v0_to_1, _e_AlterConfigsRequest_v0_to_1, _e_AlterConfigsRequest_v2,)
+AlterConfigsResponse._DECODERS = (_d_AlterConfigsResponse_v0_to_1, _d_AlterConfigsResponse_v0_to_1, _d_AlterConfigsResponse_v2,)
+AlterConfigsResponse._ENCODERS = (_e_AlterConfigsResponse_v0_to_1, _e_AlterConfigsResponse_v0_to_1, _e_AlterConfigsResponse_v2,)
 
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResponse']

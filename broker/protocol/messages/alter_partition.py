@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -355,7 +356,7 @@ _C_AlterPartitionResponse_TopicData._FIELDS = (
 )
 
 
-def _d_AlterPartitionRequest_PartitionData_1(buf, pos, end):
+def _d_AlterPartitionRequest_PartitionData_v0(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_PartitionData)
     o.new_isr_with_epochs = []
     o.leader_recovery_state = 0
@@ -394,7 +395,7 @@ def _d_AlterPartitionRequest_PartitionData_1(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_TopicData_2(buf, pos, end):
+def _d_AlterPartitionRequest_TopicData_v0(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_TopicData)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -428,7 +429,7 @@ def _d_AlterPartitionRequest_TopicData_2(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionRequest_PartitionData_1(buf, pos, end)
+            x4, pos = _d_AlterPartitionRequest_PartitionData_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -444,7 +445,7 @@ def _d_AlterPartitionRequest_TopicData_2(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_3(buf, pos, end):
+def _d_AlterPartitionRequest_v0(buf, pos, end):
     o = _new(_C_AlterPartitionRequest)
     if end - pos < 12:
         raise _rt.group_eof('AlterPartitionRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -464,7 +465,7 @@ def _d_AlterPartitionRequest_3(buf, pos, end):
             raise _rt.overrun('AlterPartitionRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionRequest_TopicData_2(buf, pos, end)
+            x3, pos = _d_AlterPartitionRequest_TopicData_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -480,7 +481,7 @@ def _d_AlterPartitionRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionRequest_PartitionData_4(o, out, sp):
+def _e_AlterPartitionRequest_PartitionData_v0(o, out, sp):
     out += _S1.pack(o.partition_index, o.leader_epoch)
     v1 = o.new_isr
     n2 = len(v1) + 1
@@ -498,7 +499,7 @@ def _e_AlterPartitionRequest_PartitionData_4(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_TopicData_5(o, out, sp):
+def _e_AlterPartitionRequest_TopicData_v0(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -514,7 +515,7 @@ def _e_AlterPartitionRequest_TopicData_5(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AlterPartitionRequest_PartitionData_4(e6, out, sp)
+        _e_AlterPartitionRequest_PartitionData_v0(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -522,7 +523,7 @@ def _e_AlterPartitionRequest_TopicData_5(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_6(o, out, sp):
+def _e_AlterPartitionRequest_v0(o, out, sp):
     out += _S0.pack(o.broker_id, o.broker_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -531,7 +532,7 @@ def _e_AlterPartitionRequest_6(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_TopicData_5(e3, out, sp)
+        _e_AlterPartitionRequest_TopicData_v0(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -539,7 +540,7 @@ def _e_AlterPartitionRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionRequest_PartitionData_7(buf, pos, end):
+def _d_AlterPartitionRequest_PartitionData_v1_to_2(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_PartitionData)
     o.new_isr_with_epochs = []
     if end - pos < 8:
@@ -577,7 +578,7 @@ def _d_AlterPartitionRequest_PartitionData_7(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_TopicData_8(buf, pos, end):
+def _d_AlterPartitionRequest_TopicData_v1(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_TopicData)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -611,7 +612,7 @@ def _d_AlterPartitionRequest_TopicData_8(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionRequest_PartitionData_7(buf, pos, end)
+            x4, pos = _d_AlterPartitionRequest_PartitionData_v1_to_2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -627,7 +628,7 @@ def _d_AlterPartitionRequest_TopicData_8(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_9(buf, pos, end):
+def _d_AlterPartitionRequest_v1(buf, pos, end):
     o = _new(_C_AlterPartitionRequest)
     if end - pos < 12:
         raise _rt.group_eof('AlterPartitionRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -647,7 +648,7 @@ def _d_AlterPartitionRequest_9(buf, pos, end):
             raise _rt.overrun('AlterPartitionRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionRequest_TopicData_8(buf, pos, end)
+            x3, pos = _d_AlterPartitionRequest_TopicData_v1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -663,7 +664,7 @@ def _d_AlterPartitionRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionRequest_PartitionData_10(o, out, sp):
+def _e_AlterPartitionRequest_PartitionData_v1_to_2(o, out, sp):
     out += _S1.pack(o.partition_index, o.leader_epoch)
     v1 = o.new_isr
     n2 = len(v1) + 1
@@ -681,7 +682,7 @@ def _e_AlterPartitionRequest_PartitionData_10(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_TopicData_11(o, out, sp):
+def _e_AlterPartitionRequest_TopicData_v1(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -697,7 +698,7 @@ def _e_AlterPartitionRequest_TopicData_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AlterPartitionRequest_PartitionData_10(e6, out, sp)
+        _e_AlterPartitionRequest_PartitionData_v1_to_2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -705,7 +706,7 @@ def _e_AlterPartitionRequest_TopicData_11(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_12(o, out, sp):
+def _e_AlterPartitionRequest_v1(o, out, sp):
     out += _S0.pack(o.broker_id, o.broker_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -714,7 +715,7 @@ def _e_AlterPartitionRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_TopicData_11(e3, out, sp)
+        _e_AlterPartitionRequest_TopicData_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -722,7 +723,7 @@ def _e_AlterPartitionRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionRequest_TopicData_13(buf, pos, end):
+def _d_AlterPartitionRequest_TopicData_v2(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_TopicData)
     o.topic_name = ''
     if end - pos < 16:
@@ -744,7 +745,7 @@ def _d_AlterPartitionRequest_TopicData_13(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionRequest_PartitionData_7(buf, pos, end)
+            x4, pos = _d_AlterPartitionRequest_PartitionData_v1_to_2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -760,7 +761,7 @@ def _d_AlterPartitionRequest_TopicData_13(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_14(buf, pos, end):
+def _d_AlterPartitionRequest_v2(buf, pos, end):
     o = _new(_C_AlterPartitionRequest)
     if end - pos < 12:
         raise _rt.group_eof('AlterPartitionRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -780,7 +781,7 @@ def _d_AlterPartitionRequest_14(buf, pos, end):
             raise _rt.overrun('AlterPartitionRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionRequest_TopicData_13(buf, pos, end)
+            x3, pos = _d_AlterPartitionRequest_TopicData_v2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -796,7 +797,7 @@ def _d_AlterPartitionRequest_14(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionRequest_TopicData_15(o, out, sp):
+def _e_AlterPartitionRequest_TopicData_v2(o, out, sp):
     out += _S4.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -805,7 +806,7 @@ def _e_AlterPartitionRequest_TopicData_15(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_PartitionData_10(e3, out, sp)
+        _e_AlterPartitionRequest_PartitionData_v1_to_2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -813,7 +814,7 @@ def _e_AlterPartitionRequest_TopicData_15(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_16(o, out, sp):
+def _e_AlterPartitionRequest_v2(o, out, sp):
     out += _S0.pack(o.broker_id, o.broker_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -822,7 +823,7 @@ def _e_AlterPartitionRequest_16(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_TopicData_15(e3, out, sp)
+        _e_AlterPartitionRequest_TopicData_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -830,7 +831,7 @@ def _e_AlterPartitionRequest_16(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionRequest_BrokerState_17(buf, pos, end):
+def _d_AlterPartitionRequest_BrokerState_v3(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_BrokerState)
     if end - pos < 12:
         raise _rt.group_eof('BrokerState', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -849,7 +850,7 @@ def _d_AlterPartitionRequest_BrokerState_17(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_PartitionData_18(buf, pos, end):
+def _d_AlterPartitionRequest_PartitionData_v3(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_PartitionData)
     o.new_isr = []
     if end - pos < 8:
@@ -870,7 +871,7 @@ def _d_AlterPartitionRequest_PartitionData_18(buf, pos, end):
             raise _rt.overrun('PartitionData.new_isr_with_epochs', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionRequest_BrokerState_17(buf, pos, end)
+            x3, pos = _d_AlterPartitionRequest_BrokerState_v3(buf, pos, end)
             a2.append(x3)
         o.new_isr_with_epochs = a2
     if end - pos < 5:
@@ -890,7 +891,7 @@ def _d_AlterPartitionRequest_PartitionData_18(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_TopicData_19(buf, pos, end):
+def _d_AlterPartitionRequest_TopicData_v3(buf, pos, end):
     o = _new(_C_AlterPartitionRequest_TopicData)
     o.topic_name = ''
     if end - pos < 16:
@@ -912,7 +913,7 @@ def _d_AlterPartitionRequest_TopicData_19(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionRequest_PartitionData_18(buf, pos, end)
+            x4, pos = _d_AlterPartitionRequest_PartitionData_v3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -928,7 +929,7 @@ def _d_AlterPartitionRequest_TopicData_19(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionRequest_20(buf, pos, end):
+def _d_AlterPartitionRequest_v3(buf, pos, end):
     o = _new(_C_AlterPartitionRequest)
     if end - pos < 12:
         raise _rt.group_eof('AlterPartitionRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -948,7 +949,7 @@ def _d_AlterPartitionRequest_20(buf, pos, end):
             raise _rt.overrun('AlterPartitionRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionRequest_TopicData_19(buf, pos, end)
+            x3, pos = _d_AlterPartitionRequest_TopicData_v3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -964,7 +965,7 @@ def _d_AlterPartitionRequest_20(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionRequest_BrokerState_21(o, out, sp):
+def _e_AlterPartitionRequest_BrokerState_v3(o, out, sp):
     out += _S0.pack(o.broker_id, o.broker_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -973,7 +974,7 @@ def _e_AlterPartitionRequest_BrokerState_21(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_PartitionData_22(o, out, sp):
+def _e_AlterPartitionRequest_PartitionData_v3(o, out, sp):
     out += _S1.pack(o.partition_index, o.leader_epoch)
     v1 = o.new_isr_with_epochs
     n2 = len(v1) + 1
@@ -982,7 +983,7 @@ def _e_AlterPartitionRequest_PartitionData_22(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_BrokerState_21(e3, out, sp)
+        _e_AlterPartitionRequest_BrokerState_v3(e3, out, sp)
     out += _S3.pack(o.leader_recovery_state, o.partition_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -991,7 +992,7 @@ def _e_AlterPartitionRequest_PartitionData_22(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_TopicData_23(o, out, sp):
+def _e_AlterPartitionRequest_TopicData_v3(o, out, sp):
     out += _S4.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -1000,7 +1001,7 @@ def _e_AlterPartitionRequest_TopicData_23(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_PartitionData_22(e3, out, sp)
+        _e_AlterPartitionRequest_PartitionData_v3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1008,7 +1009,7 @@ def _e_AlterPartitionRequest_TopicData_23(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionRequest_24(o, out, sp):
+def _e_AlterPartitionRequest_v3(o, out, sp):
     out += _S0.pack(o.broker_id, o.broker_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1017,7 +1018,7 @@ def _e_AlterPartitionRequest_24(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionRequest_TopicData_23(e3, out, sp)
+        _e_AlterPartitionRequest_TopicData_v3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1025,7 +1026,7 @@ def _e_AlterPartitionRequest_24(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionResponse_PartitionData_25(buf, pos, end):
+def _d_AlterPartitionResponse_PartitionData_v0(buf, pos, end):
     o = _new(_C_AlterPartitionResponse_PartitionData)
     o.leader_recovery_state = 0
     if end - pos < 14:
@@ -1063,7 +1064,7 @@ def _d_AlterPartitionResponse_PartitionData_25(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionResponse_TopicData_26(buf, pos, end):
+def _d_AlterPartitionResponse_TopicData_v0(buf, pos, end):
     o = _new(_C_AlterPartitionResponse_TopicData)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1097,7 +1098,7 @@ def _d_AlterPartitionResponse_TopicData_26(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionResponse_PartitionData_25(buf, pos, end)
+            x4, pos = _d_AlterPartitionResponse_PartitionData_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1113,7 +1114,7 @@ def _d_AlterPartitionResponse_TopicData_26(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionResponse_27(buf, pos, end):
+def _d_AlterPartitionResponse_v0(buf, pos, end):
     o = _new(_C_AlterPartitionResponse)
     if end - pos < 6:
         raise _rt.group_eof('AlterPartitionResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -1133,7 +1134,7 @@ def _d_AlterPartitionResponse_27(buf, pos, end):
             raise _rt.overrun('AlterPartitionResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionResponse_TopicData_26(buf, pos, end)
+            x3, pos = _d_AlterPartitionResponse_TopicData_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1149,7 +1150,7 @@ def _d_AlterPartitionResponse_27(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionResponse_PartitionData_28(o, out, sp):
+def _e_AlterPartitionResponse_PartitionData_v0(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     v1 = o.isr
     n2 = len(v1) + 1
@@ -1167,7 +1168,7 @@ def _e_AlterPartitionResponse_PartitionData_28(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionResponse_TopicData_29(o, out, sp):
+def _e_AlterPartitionResponse_TopicData_v0(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1183,7 +1184,7 @@ def _e_AlterPartitionResponse_TopicData_29(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AlterPartitionResponse_PartitionData_28(e6, out, sp)
+        _e_AlterPartitionResponse_PartitionData_v0(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1191,7 +1192,7 @@ def _e_AlterPartitionResponse_TopicData_29(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionResponse_30(o, out, sp):
+def _e_AlterPartitionResponse_v0(o, out, sp):
     out += _S5.pack(o.throttle_time_ms, o.error_code)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1200,7 +1201,7 @@ def _e_AlterPartitionResponse_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionResponse_TopicData_29(e3, out, sp)
+        _e_AlterPartitionResponse_TopicData_v0(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1208,7 +1209,7 @@ def _e_AlterPartitionResponse_30(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionResponse_PartitionData_31(buf, pos, end):
+def _d_AlterPartitionResponse_PartitionData_v1_to_3(buf, pos, end):
     o = _new(_C_AlterPartitionResponse_PartitionData)
     if end - pos < 14:
         raise _rt.group_eof('PartitionData', (('partition_index', 4), ('error_code', 2), ('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -1245,7 +1246,7 @@ def _d_AlterPartitionResponse_PartitionData_31(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionResponse_TopicData_32(buf, pos, end):
+def _d_AlterPartitionResponse_TopicData_v1(buf, pos, end):
     o = _new(_C_AlterPartitionResponse_TopicData)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1279,7 +1280,7 @@ def _d_AlterPartitionResponse_TopicData_32(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionResponse_PartitionData_31(buf, pos, end)
+            x4, pos = _d_AlterPartitionResponse_PartitionData_v1_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1295,7 +1296,7 @@ def _d_AlterPartitionResponse_TopicData_32(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionResponse_33(buf, pos, end):
+def _d_AlterPartitionResponse_v1(buf, pos, end):
     o = _new(_C_AlterPartitionResponse)
     if end - pos < 6:
         raise _rt.group_eof('AlterPartitionResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -1315,7 +1316,7 @@ def _d_AlterPartitionResponse_33(buf, pos, end):
             raise _rt.overrun('AlterPartitionResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionResponse_TopicData_32(buf, pos, end)
+            x3, pos = _d_AlterPartitionResponse_TopicData_v1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1331,7 +1332,7 @@ def _d_AlterPartitionResponse_33(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionResponse_PartitionData_34(o, out, sp):
+def _e_AlterPartitionResponse_PartitionData_v1_to_3(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     v1 = o.isr
     n2 = len(v1) + 1
@@ -1349,7 +1350,7 @@ def _e_AlterPartitionResponse_PartitionData_34(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionResponse_TopicData_35(o, out, sp):
+def _e_AlterPartitionResponse_TopicData_v1(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1365,7 +1366,7 @@ def _e_AlterPartitionResponse_TopicData_35(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_AlterPartitionResponse_PartitionData_34(e6, out, sp)
+        _e_AlterPartitionResponse_PartitionData_v1_to_3(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1373,7 +1374,7 @@ def _e_AlterPartitionResponse_TopicData_35(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionResponse_36(o, out, sp):
+def _e_AlterPartitionResponse_v1(o, out, sp):
     out += _S5.pack(o.throttle_time_ms, o.error_code)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1382,7 +1383,7 @@ def _e_AlterPartitionResponse_36(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionResponse_TopicData_35(e3, out, sp)
+        _e_AlterPartitionResponse_TopicData_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1390,7 +1391,7 @@ def _e_AlterPartitionResponse_36(o, out, sp):
         out.append(0)
 
 
-def _d_AlterPartitionResponse_TopicData_37(buf, pos, end):
+def _d_AlterPartitionResponse_TopicData_v2_to_3(buf, pos, end):
     o = _new(_C_AlterPartitionResponse_TopicData)
     o.topic_name = ''
     if end - pos < 16:
@@ -1412,7 +1413,7 @@ def _d_AlterPartitionResponse_TopicData_37(buf, pos, end):
             raise _rt.overrun('TopicData.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_AlterPartitionResponse_PartitionData_31(buf, pos, end)
+            x4, pos = _d_AlterPartitionResponse_PartitionData_v1_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1428,7 +1429,7 @@ def _d_AlterPartitionResponse_TopicData_37(buf, pos, end):
     return o, pos
 
 
-def _d_AlterPartitionResponse_38(buf, pos, end):
+def _d_AlterPartitionResponse_v2_to_3(buf, pos, end):
     o = _new(_C_AlterPartitionResponse)
     if end - pos < 6:
         raise _rt.group_eof('AlterPartitionResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -1448,7 +1449,7 @@ def _d_AlterPartitionResponse_38(buf, pos, end):
             raise _rt.overrun('AlterPartitionResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_AlterPartitionResponse_TopicData_37(buf, pos, end)
+            x3, pos = _d_AlterPartitionResponse_TopicData_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1464,7 +1465,7 @@ def _d_AlterPartitionResponse_38(buf, pos, end):
     return o, pos
 
 
-def _e_AlterPartitionResponse_TopicData_39(o, out, sp):
+def _e_AlterPartitionResponse_TopicData_v2_to_3(o, out, sp):
     out += _S4.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -1473,7 +1474,7 @@ def _e_AlterPartitionResponse_TopicData_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionResponse_PartitionData_34(e3, out, sp)
+        _e_AlterPartitionResponse_PartitionData_v1_to_3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1481,7 +1482,7 @@ def _e_AlterPartitionResponse_TopicData_39(o, out, sp):
         out.append(0)
 
 
-def _e_AlterPartitionResponse_40(o, out, sp):
+def _e_AlterPartitionResponse_v2_to_3(o, out, sp):
     out += _S5.pack(o.throttle_time_ms, o.error_code)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1490,7 +1491,7 @@ def _e_AlterPartitionResponse_40(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_AlterPartitionResponse_TopicData_39(e3, out, sp)
+        _e_AlterPartitionResponse_TopicData_v2_to_3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1499,9 +1500,9 @@ def _e_AlterPartitionResponse_40(o, out, sp):
 
 
 
-AlterPartitionRequest._DECODERS = (_d_AlterPartitionRequest_3, _d_AlterPartitionRequest_9, _d_AlterPartitionRequest_14, _d_AlterPartitionRequest_20,)
-AlterPartitionRequest._ENCODERS = (_e_AlterPartitionRequest_6, _e_AlterPartitionRequest_12, _e_AlterPartitionRequest_16, _e_AlterPartitionRequest_24,)
-AlterPartitionResponse._DECODERS = (_d_AlterPartitionResponse_27, _d_AlterPartitionResponse_33, _d_AlterPartitionResponse_38, _d_AlterPartitionResponse_38,)
-AlterPartitionResponse._ENCODERS = (_e_AlterPartitionResponse_30, _e_AlterPartitionResponse_36, _e_AlterPartitionResponse_40, _e_AlterPartitionResponse_40,)
+AlterPartitionRequest._DECODERS = (_d_AlterPartitionRequest_v0, _d_AlterPartitionRequest_v1, _d_AlterPartitionRequest_v2, _d_AlterPartitionRequest_v3,)
+AlterPartitionRequest._ENCODERS = (_e_AlterPartitionRequest_v0, _e_AlterPartitionRequest_v1, _e_AlterPartitionRequest_v2, _e_AlterPartitionRequest_v3,)
+AlterPartitionResponse._DECODERS = (_d_AlterPartitionResponse_v0, _d_AlterPartitionResponse_v1, _d_AlterPartitionResponse_v2_to_3, _d_AlterPartitionResponse_v2_to_3,)
+AlterPartitionResponse._ENCODERS = (_e_AlterPartitionResponse_v0, _e_AlterPartitionResponse_v1, _e_AlterPartitionResponse_v2_to_3, _e_AlterPartitionResponse_v2_to_3,)
 
 __all__ = ['AlterPartitionRequest', 'AlterPartitionResponse']

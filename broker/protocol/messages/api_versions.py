@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -268,7 +269,7 @@ _C_ApiVersionsResponse_SupportedFeatureKey._FIELDS = (
 )
 
 
-def _d_ApiVersionsRequest_1(buf, pos, end):
+def _d_ApiVersionsRequest_v0_to_2(buf, pos, end):
     o = _new(_C_ApiVersionsRequest)
     o.client_software_name = ''
     o.client_software_version = ''
@@ -276,11 +277,11 @@ def _d_ApiVersionsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_ApiVersionsRequest_2(o, out, sp):
+def _e_ApiVersionsRequest_v0_to_2(o, out, sp):
     pass
 
 
-def _d_ApiVersionsRequest_3(buf, pos, end):
+def _d_ApiVersionsRequest_v3_to_4(buf, pos, end):
     o = _new(_C_ApiVersionsRequest)
     if pos >= end:
         raise _rt.eof('ApiVersionsRequest.client_software_name', pos, end, 1)
@@ -329,7 +330,7 @@ def _d_ApiVersionsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_ApiVersionsRequest_4(o, out, sp):
+def _e_ApiVersionsRequest_v3_to_4(o, out, sp):
     v1 = o.client_software_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -353,7 +354,7 @@ def _e_ApiVersionsRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_ApiVersionsResponse_ApiVersion_5(buf, pos, end):
+def _d_ApiVersionsResponse_ApiVersion_v0_to_2(buf, pos, end):
     o = _new(_C_ApiVersionsResponse_ApiVersion)
     if end - pos < 6:
         raise _rt.group_eof('ApiVersion', (('api_key', 2), ('min_version', 2), ('max_version', 2)), pos, end)
@@ -363,7 +364,7 @@ def _d_ApiVersionsResponse_ApiVersion_5(buf, pos, end):
     return o, pos
 
 
-def _d_ApiVersionsResponse_6(buf, pos, end):
+def _d_ApiVersionsResponse_v0(buf, pos, end):
     o = _new(_C_ApiVersionsResponse)
     o.throttle_time_ms = 0
     o.supported_features = []
@@ -385,26 +386,26 @@ def _d_ApiVersionsResponse_6(buf, pos, end):
             raise _rt.overrun('ApiVersionsResponse.api_keys', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ApiVersionsResponse_ApiVersion_5(buf, pos, end)
+            x3, pos = _d_ApiVersionsResponse_ApiVersion_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.api_keys = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ApiVersionsResponse_ApiVersion_7(o, out, sp):
+def _e_ApiVersionsResponse_ApiVersion_v0_to_2(o, out, sp):
     out += _S2.pack(o.api_key, o.min_version, o.max_version)
 
 
-def _e_ApiVersionsResponse_8(o, out, sp):
+def _e_ApiVersionsResponse_v0(o, out, sp):
     out += _S0.pack(o.error_code)
     v1 = o.api_keys
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ApiVersionsResponse_ApiVersion_7(e2, out, sp)
+        _e_ApiVersionsResponse_ApiVersion_v0_to_2(e2, out, sp)
 
 
-def _d_ApiVersionsResponse_9(buf, pos, end):
+def _d_ApiVersionsResponse_v1_to_2(buf, pos, end):
     o = _new(_C_ApiVersionsResponse)
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -425,7 +426,7 @@ def _d_ApiVersionsResponse_9(buf, pos, end):
             raise _rt.overrun('ApiVersionsResponse.api_keys', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ApiVersionsResponse_ApiVersion_5(buf, pos, end)
+            x3, pos = _d_ApiVersionsResponse_ApiVersion_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.api_keys = a2
     if end - pos < 4:
@@ -436,16 +437,16 @@ def _d_ApiVersionsResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_ApiVersionsResponse_10(o, out, sp):
+def _e_ApiVersionsResponse_v1_to_2(o, out, sp):
     out += _S0.pack(o.error_code)
     v1 = o.api_keys
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ApiVersionsResponse_ApiVersion_7(e2, out, sp)
+        _e_ApiVersionsResponse_ApiVersion_v0_to_2(e2, out, sp)
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ApiVersionsResponse_ApiVersion_11(buf, pos, end):
+def _d_ApiVersionsResponse_ApiVersion_v3_to_4(buf, pos, end):
     o = _new(_C_ApiVersionsResponse_ApiVersion)
     if end - pos < 6:
         raise _rt.group_eof('ApiVersion', (('api_key', 2), ('min_version', 2), ('max_version', 2)), pos, end)
@@ -464,7 +465,7 @@ def _d_ApiVersionsResponse_ApiVersion_11(buf, pos, end):
     return o, pos
 
 
-def _d_ApiVersionsResponse_SupportedFeatureKey_12(buf, pos, end):
+def _d_ApiVersionsResponse_SupportedFeatureKey_v3_to_4(buf, pos, end):
     o = _new(_C_ApiVersionsResponse_SupportedFeatureKey)
     if pos >= end:
         raise _rt.eof('SupportedFeatureKey.name', pos, end, 1)
@@ -500,7 +501,7 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_12(buf, pos, end):
     return o, pos
 
 
-def _dt_ApiVersionsResponse_13(o, buf, pos, end):
+def _dt_ApiVersionsResponse_supported_features_v3_to_4(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('ApiVersionsResponse.supported_features', pos, end, 1)
     n1 = buf[pos]
@@ -515,13 +516,13 @@ def _dt_ApiVersionsResponse_13(o, buf, pos, end):
             raise _rt.overrun('ApiVersionsResponse.supported_features', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ApiVersionsResponse_SupportedFeatureKey_12(buf, pos, end)
+            x3, pos = _d_ApiVersionsResponse_SupportedFeatureKey_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.supported_features = a2
     return pos
 
 
-def _dt_ApiVersionsResponse_14(o, buf, pos, end):
+def _dt_ApiVersionsResponse_finalized_features_epoch_v3_to_4(o, buf, pos, end):
     if end - pos < 8:
         raise _rt.eof('ApiVersionsResponse.finalized_features_epoch', pos, end, 8)
     o.finalized_features_epoch, = _S4.unpack_from(buf, pos)
@@ -529,7 +530,7 @@ def _dt_ApiVersionsResponse_14(o, buf, pos, end):
     return pos
 
 
-def _d_ApiVersionsResponse_FinalizedFeatureKey_15(buf, pos, end):
+def _d_ApiVersionsResponse_FinalizedFeatureKey_v3_to_4(buf, pos, end):
     o = _new(_C_ApiVersionsResponse_FinalizedFeatureKey)
     if pos >= end:
         raise _rt.eof('FinalizedFeatureKey.name', pos, end, 1)
@@ -565,7 +566,7 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_15(buf, pos, end):
     return o, pos
 
 
-def _dt_ApiVersionsResponse_16(o, buf, pos, end):
+def _dt_ApiVersionsResponse_finalized_features_v3_to_4(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('ApiVersionsResponse.finalized_features', pos, end, 1)
     n1 = buf[pos]
@@ -580,13 +581,13 @@ def _dt_ApiVersionsResponse_16(o, buf, pos, end):
             raise _rt.overrun('ApiVersionsResponse.finalized_features', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ApiVersionsResponse_FinalizedFeatureKey_15(buf, pos, end)
+            x3, pos = _d_ApiVersionsResponse_FinalizedFeatureKey_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.finalized_features = a2
     return pos
 
 
-def _dt_ApiVersionsResponse_17(o, buf, pos, end):
+def _dt_ApiVersionsResponse_zk_migration_ready_v3_to_4(o, buf, pos, end):
     if end - pos < 1:
         raise _rt.eof('ApiVersionsResponse.zk_migration_ready', pos, end, 1)
     o.zk_migration_ready, = _S5.unpack_from(buf, pos)
@@ -594,7 +595,7 @@ def _dt_ApiVersionsResponse_17(o, buf, pos, end):
     return pos
 
 
-def _d_ApiVersionsResponse_18(buf, pos, end):
+def _d_ApiVersionsResponse_v3_to_4(buf, pos, end):
     o = _new(_C_ApiVersionsResponse)
     if end - pos < 2:
         raise _rt.group_eof('ApiVersionsResponse', (('error_code', 2),), pos, end)
@@ -614,7 +615,7 @@ def _d_ApiVersionsResponse_18(buf, pos, end):
             raise _rt.overrun('ApiVersionsResponse.api_keys', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ApiVersionsResponse_ApiVersion_11(buf, pos, end)
+            x3, pos = _d_ApiVersionsResponse_ApiVersion_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.api_keys = a2
     if end - pos < 4:
@@ -638,7 +639,7 @@ def _d_ApiVersionsResponse_18(buf, pos, end):
     return o, pos
 
 
-def _e_ApiVersionsResponse_ApiVersion_19(o, out, sp):
+def _e_ApiVersionsResponse_ApiVersion_v3_to_4(o, out, sp):
     out += _S2.pack(o.api_key, o.min_version, o.max_version)
     u = o.unknown_tagged_fields
     if u:
@@ -647,7 +648,7 @@ def _e_ApiVersionsResponse_ApiVersion_19(o, out, sp):
         out.append(0)
 
 
-def _e_ApiVersionsResponse_SupportedFeatureKey_20(o, out, sp):
+def _e_ApiVersionsResponse_SupportedFeatureKey_v3_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -664,7 +665,7 @@ def _e_ApiVersionsResponse_SupportedFeatureKey_20(o, out, sp):
         out.append(0)
 
 
-def _e_ApiVersionsResponse_FinalizedFeatureKey_21(o, out, sp):
+def _e_ApiVersionsResponse_FinalizedFeatureKey_v3_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -681,7 +682,7 @@ def _e_ApiVersionsResponse_FinalizedFeatureKey_21(o, out, sp):
         out.append(0)
 
 
-def _e_ApiVersionsResponse_22(o, out, sp):
+def _e_ApiVersionsResponse_v3_to_4(o, out, sp):
     out += _S0.pack(o.error_code)
     v1 = o.api_keys
     n2 = len(v1) + 1
@@ -690,7 +691,7 @@ def _e_ApiVersionsResponse_22(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ApiVersionsResponse_ApiVersion_19(e3, out, sp)
+        _e_ApiVersionsResponse_ApiVersion_v3_to_4(e3, out, sp)
     out += _S1.pack(o.throttle_time_ms)
     t = []
     v4 = o.supported_features
@@ -702,7 +703,7 @@ def _e_ApiVersionsResponse_22(o, out, sp):
         else:
             _rt.put_uvarint(tb5, n6)
         for e7 in v4:
-            _e_ApiVersionsResponse_SupportedFeatureKey_20(e7, tb5, None)
+            _e_ApiVersionsResponse_SupportedFeatureKey_v3_to_4(e7, tb5, None)
         t.append((0, tb5))
     v8 = o.finalized_features_epoch
     if not (v8 == -1):
@@ -718,7 +719,7 @@ def _e_ApiVersionsResponse_22(o, out, sp):
         else:
             _rt.put_uvarint(tb11, n12)
         for e13 in v10:
-            _e_ApiVersionsResponse_FinalizedFeatureKey_21(e13, tb11, None)
+            _e_ApiVersionsResponse_FinalizedFeatureKey_v3_to_4(e13, tb11, None)
         t.append((2, tb11))
     v14 = o.zk_migration_ready
     if not (v14 == False):
@@ -732,11 +733,11 @@ def _e_ApiVersionsResponse_22(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_ApiVersionsResponse_13, 1: _dt_ApiVersionsResponse_14, 2: _dt_ApiVersionsResponse_16, 3: _dt_ApiVersionsResponse_17}
+_K0 = {0: _dt_ApiVersionsResponse_supported_features_v3_to_4, 1: _dt_ApiVersionsResponse_finalized_features_epoch_v3_to_4, 2: _dt_ApiVersionsResponse_finalized_features_v3_to_4, 3: _dt_ApiVersionsResponse_zk_migration_ready_v3_to_4}
 
-ApiVersionsRequest._DECODERS = (_d_ApiVersionsRequest_1, _d_ApiVersionsRequest_1, _d_ApiVersionsRequest_1, _d_ApiVersionsRequest_3, _d_ApiVersionsRequest_3,)
-ApiVersionsRequest._ENCODERS = (_e_ApiVersionsRequest_2, _e_ApiVersionsRequest_2, _e_ApiVersionsRequest_2, _e_ApiVersionsRequest_4, _e_ApiVersionsRequest_4,)
-ApiVersionsResponse._DECODERS = (_d_ApiVersionsResponse_6, _d_ApiVersionsResponse_9, _d_ApiVersionsResponse_9, _d_ApiVersionsResponse_18, _d_ApiVersionsResponse_18,)
-ApiVersionsResponse._ENCODERS = (_e_ApiVersionsResponse_8, _e_ApiVersionsResponse_10, _e_ApiVersionsResponse_10, _e_ApiVersionsResponse_22, _e_ApiVersionsResponse_22,)
+ApiVersionsRequest._DECODERS = (_d_ApiVersionsRequest_v0_to_2, _d_ApiVersionsRequest_v0_to_2, _d_ApiVersionsRequest_v0_to_2, _d_ApiVersionsRequest_v3_to_4, _d_ApiVersionsRequest_v3_to_4,)
+ApiVersionsRequest._ENCODERS = (_e_ApiVersionsRequest_v0_to_2, _e_ApiVersionsRequest_v0_to_2, _e_ApiVersionsRequest_v0_to_2, _e_ApiVersionsRequest_v3_to_4, _e_ApiVersionsRequest_v3_to_4,)
+ApiVersionsResponse._DECODERS = (_d_ApiVersionsResponse_v0, _d_ApiVersionsResponse_v1_to_2, _d_ApiVersionsResponse_v1_to_2, _d_ApiVersionsResponse_v3_to_4, _d_ApiVersionsResponse_v3_to_4,)
+ApiVersionsResponse._ENCODERS = (_e_ApiVersionsResponse_v0, _e_ApiVersionsResponse_v1_to_2, _e_ApiVersionsResponse_v1_to_2, _e_ApiVersionsResponse_v3_to_4, _e_ApiVersionsResponse_v3_to_4,)
 
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -114,7 +115,7 @@ _C_ConsumerProtocolAssignment_TopicPartition._FIELDS = (
 )
 
 
-def _d_ConsumerProtocolAssignment_TopicPartition_1(buf, pos, end):
+def _d_ConsumerProtocolAssignment_TopicPartition_v0_to_3(buf, pos, end):
     o = _new(_C_ConsumerProtocolAssignment_TopicPartition)
     if end - pos < 2:
         raise _rt.eof('TopicPartition.topic', pos, end, 2)
@@ -145,7 +146,7 @@ def _d_ConsumerProtocolAssignment_TopicPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_ConsumerProtocolAssignment_2(buf, pos, end):
+def _d_ConsumerProtocolAssignment_v0_to_3(buf, pos, end):
     o = _new(_C_ConsumerProtocolAssignment)
     if end - pos < 4:
         raise _rt.eof('ConsumerProtocolAssignment.assigned_partitions', pos, end, 4)
@@ -158,7 +159,7 @@ def _d_ConsumerProtocolAssignment_2(buf, pos, end):
             raise _rt.overrun('ConsumerProtocolAssignment.assigned_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ConsumerProtocolAssignment_TopicPartition_1(buf, pos, end)
+            x3, pos = _d_ConsumerProtocolAssignment_TopicPartition_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.assigned_partitions = a2
     if end - pos < 4:
@@ -176,7 +177,7 @@ def _d_ConsumerProtocolAssignment_2(buf, pos, end):
     return o, pos
 
 
-def _e_ConsumerProtocolAssignment_TopicPartition_3(o, out, sp):
+def _e_ConsumerProtocolAssignment_TopicPartition_v0_to_3(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -187,16 +188,16 @@ def _e_ConsumerProtocolAssignment_TopicPartition_3(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_ConsumerProtocolAssignment_4(o, out, sp):
+def _e_ConsumerProtocolAssignment_v0_to_3(o, out, sp):
     v1 = o.assigned_partitions
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ConsumerProtocolAssignment_TopicPartition_3(e2, out, sp)
+        _e_ConsumerProtocolAssignment_TopicPartition_v0_to_3(e2, out, sp)
     _rt.put_bytes(out, o.user_data, False, True)
 
 
 
-ConsumerProtocolAssignment._DECODERS = (_d_ConsumerProtocolAssignment_2, _d_ConsumerProtocolAssignment_2, _d_ConsumerProtocolAssignment_2, _d_ConsumerProtocolAssignment_2,)
-ConsumerProtocolAssignment._ENCODERS = (_e_ConsumerProtocolAssignment_4, _e_ConsumerProtocolAssignment_4, _e_ConsumerProtocolAssignment_4, _e_ConsumerProtocolAssignment_4,)
+ConsumerProtocolAssignment._DECODERS = (_d_ConsumerProtocolAssignment_v0_to_3, _d_ConsumerProtocolAssignment_v0_to_3, _d_ConsumerProtocolAssignment_v0_to_3, _d_ConsumerProtocolAssignment_v0_to_3,)
+ConsumerProtocolAssignment._ENCODERS = (_e_ConsumerProtocolAssignment_v0_to_3, _e_ConsumerProtocolAssignment_v0_to_3, _e_ConsumerProtocolAssignment_v0_to_3, _e_ConsumerProtocolAssignment_v0_to_3,)
 
 __all__ = ['ConsumerProtocolAssignment']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -126,7 +127,7 @@ _C_ConsumerProtocolSubscription_TopicPartition._FIELDS = (
 )
 
 
-def _d_ConsumerProtocolSubscription_1(buf, pos, end):
+def _d_ConsumerProtocolSubscription_v0(buf, pos, end):
     o = _new(_C_ConsumerProtocolSubscription)
     o.owned_partitions = []
     o.generation_id = -1
@@ -173,7 +174,7 @@ def _d_ConsumerProtocolSubscription_1(buf, pos, end):
     return o, pos
 
 
-def _e_ConsumerProtocolSubscription_2(o, out, sp):
+def _e_ConsumerProtocolSubscription_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -183,7 +184,7 @@ def _e_ConsumerProtocolSubscription_2(o, out, sp):
     _rt.put_bytes(out, o.user_data, False, True)
 
 
-def _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end):
+def _d_ConsumerProtocolSubscription_TopicPartition_v1_to_3(buf, pos, end):
     o = _new(_C_ConsumerProtocolSubscription_TopicPartition)
     if end - pos < 2:
         raise _rt.eof('TopicPartition.topic', pos, end, 2)
@@ -214,7 +215,7 @@ def _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end):
     return o, pos
 
 
-def _d_ConsumerProtocolSubscription_4(buf, pos, end):
+def _d_ConsumerProtocolSubscription_v1(buf, pos, end):
     o = _new(_C_ConsumerProtocolSubscription)
     o.generation_id = -1
     o.rack_id = None
@@ -267,14 +268,14 @@ def _d_ConsumerProtocolSubscription_4(buf, pos, end):
             raise _rt.overrun('ConsumerProtocolSubscription.owned_partitions', pos, n6, end - pos, 'array length')
         a7 = []
         for _ in range(n6):
-            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end)
+            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1_to_3(buf, pos, end)
             a7.append(x8)
         o.owned_partitions = a7
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ConsumerProtocolSubscription_TopicPartition_5(o, out, sp):
+def _e_ConsumerProtocolSubscription_TopicPartition_v1_to_3(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -285,7 +286,7 @@ def _e_ConsumerProtocolSubscription_TopicPartition_5(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_ConsumerProtocolSubscription_6(o, out, sp):
+def _e_ConsumerProtocolSubscription_v1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -296,10 +297,10 @@ def _e_ConsumerProtocolSubscription_6(o, out, sp):
     v4 = o.owned_partitions
     out += _S_I32.pack(len(v4))
     for e5 in v4:
-        _e_ConsumerProtocolSubscription_TopicPartition_5(e5, out, sp)
+        _e_ConsumerProtocolSubscription_TopicPartition_v1_to_3(e5, out, sp)
 
 
-def _d_ConsumerProtocolSubscription_7(buf, pos, end):
+def _d_ConsumerProtocolSubscription_v2(buf, pos, end):
     o = _new(_C_ConsumerProtocolSubscription)
     o.rack_id = None
     if end - pos < 4:
@@ -351,7 +352,7 @@ def _d_ConsumerProtocolSubscription_7(buf, pos, end):
             raise _rt.overrun('ConsumerProtocolSubscription.owned_partitions', pos, n6, end - pos, 'array length')
         a7 = []
         for _ in range(n6):
-            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end)
+            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1_to_3(buf, pos, end)
             a7.append(x8)
         o.owned_partitions = a7
     if end - pos < 4:
@@ -362,7 +363,7 @@ def _d_ConsumerProtocolSubscription_7(buf, pos, end):
     return o, pos
 
 
-def _e_ConsumerProtocolSubscription_8(o, out, sp):
+def _e_ConsumerProtocolSubscription_v2(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -373,11 +374,11 @@ def _e_ConsumerProtocolSubscription_8(o, out, sp):
     v4 = o.owned_partitions
     out += _S_I32.pack(len(v4))
     for e5 in v4:
-        _e_ConsumerProtocolSubscription_TopicPartition_5(e5, out, sp)
+        _e_ConsumerProtocolSubscription_TopicPartition_v1_to_3(e5, out, sp)
     out += _S0.pack(o.generation_id)
 
 
-def _d_ConsumerProtocolSubscription_9(buf, pos, end):
+def _d_ConsumerProtocolSubscription_v3(buf, pos, end):
     o = _new(_C_ConsumerProtocolSubscription)
     if end - pos < 4:
         raise _rt.eof('ConsumerProtocolSubscription.topics', pos, end, 4)
@@ -428,7 +429,7 @@ def _d_ConsumerProtocolSubscription_9(buf, pos, end):
             raise _rt.overrun('ConsumerProtocolSubscription.owned_partitions', pos, n6, end - pos, 'array length')
         a7 = []
         for _ in range(n6):
-            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_3(buf, pos, end)
+            x8, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1_to_3(buf, pos, end)
             a7.append(x8)
         o.owned_partitions = a7
     if end - pos < 4:
@@ -453,7 +454,7 @@ def _d_ConsumerProtocolSubscription_9(buf, pos, end):
     return o, pos
 
 
-def _e_ConsumerProtocolSubscription_10(o, out, sp):
+def _e_ConsumerProtocolSubscription_v3(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -464,7 +465,7 @@ def _e_ConsumerProtocolSubscription_10(o, out, sp):
     v4 = o.owned_partitions
     out += _S_I32.pack(len(v4))
     for e5 in v4:
-        _e_ConsumerProtocolSubscription_TopicPartition_5(e5, out, sp)
+        _e_ConsumerProtocolSubscription_TopicPartition_v1_to_3(e5, out, sp)
     out += _S0.pack(o.generation_id)
     v6 = o.rack_id
     if v6 is None:
@@ -476,7 +477,7 @@ def _e_ConsumerProtocolSubscription_10(o, out, sp):
 
 
 
-ConsumerProtocolSubscription._DECODERS = (_d_ConsumerProtocolSubscription_1, _d_ConsumerProtocolSubscription_4, _d_ConsumerProtocolSubscription_7, _d_ConsumerProtocolSubscription_9,)
-ConsumerProtocolSubscription._ENCODERS = (_e_ConsumerProtocolSubscription_2, _e_ConsumerProtocolSubscription_6, _e_ConsumerProtocolSubscription_8, _e_ConsumerProtocolSubscription_10,)
+ConsumerProtocolSubscription._DECODERS = (_d_ConsumerProtocolSubscription_v0, _d_ConsumerProtocolSubscription_v1, _d_ConsumerProtocolSubscription_v2, _d_ConsumerProtocolSubscription_v3,)
+ConsumerProtocolSubscription._ENCODERS = (_e_ConsumerProtocolSubscription_v0, _e_ConsumerProtocolSubscription_v1, _e_ConsumerProtocolSubscription_v2, _e_ConsumerProtocolSubscription_v3,)
 
 __all__ = ['ConsumerProtocolSubscription']

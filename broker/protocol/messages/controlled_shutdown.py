@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -156,7 +157,7 @@ _C_ControlledShutdownResponse_RemainingPartition._FIELDS = (
 )
 
 
-def _d_ControlledShutdownRequest_1(buf, pos, end):
+def _d_ControlledShutdownRequest_v0_to_1(buf, pos, end):
     o = _new(_C_ControlledShutdownRequest)
     o.broker_epoch = -1
     if end - pos < 4:
@@ -167,11 +168,11 @@ def _d_ControlledShutdownRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_ControlledShutdownRequest_2(o, out, sp):
+def _e_ControlledShutdownRequest_v0_to_1(o, out, sp):
     out += _S0.pack(o.broker_id)
 
 
-def _d_ControlledShutdownRequest_3(buf, pos, end):
+def _d_ControlledShutdownRequest_v2(buf, pos, end):
     o = _new(_C_ControlledShutdownRequest)
     if end - pos < 12:
         raise _rt.group_eof('ControlledShutdownRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -181,11 +182,11 @@ def _d_ControlledShutdownRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_ControlledShutdownRequest_4(o, out, sp):
+def _e_ControlledShutdownRequest_v2(o, out, sp):
     out += _S1.pack(o.broker_id, o.broker_epoch)
 
 
-def _d_ControlledShutdownRequest_5(buf, pos, end):
+def _d_ControlledShutdownRequest_v3(buf, pos, end):
     o = _new(_C_ControlledShutdownRequest)
     if end - pos < 12:
         raise _rt.group_eof('ControlledShutdownRequest', (('broker_id', 4), ('broker_epoch', 8)), pos, end)
@@ -204,7 +205,7 @@ def _d_ControlledShutdownRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_ControlledShutdownRequest_6(o, out, sp):
+def _e_ControlledShutdownRequest_v3(o, out, sp):
     out += _S1.pack(o.broker_id, o.broker_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -213,7 +214,7 @@ def _e_ControlledShutdownRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_ControlledShutdownResponse_RemainingPartition_7(buf, pos, end):
+def _d_ControlledShutdownResponse_RemainingPartition_v0_to_2(buf, pos, end):
     o = _new(_C_ControlledShutdownResponse_RemainingPartition)
     if end - pos < 2:
         raise _rt.eof('RemainingPartition.topic_name', pos, end, 2)
@@ -237,7 +238,7 @@ def _d_ControlledShutdownResponse_RemainingPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_ControlledShutdownResponse_8(buf, pos, end):
+def _d_ControlledShutdownResponse_v0_to_2(buf, pos, end):
     o = _new(_C_ControlledShutdownResponse)
     if end - pos < 2:
         raise _rt.group_eof('ControlledShutdownResponse', (('error_code', 2),), pos, end)
@@ -254,14 +255,14 @@ def _d_ControlledShutdownResponse_8(buf, pos, end):
             raise _rt.overrun('ControlledShutdownResponse.remaining_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ControlledShutdownResponse_RemainingPartition_7(buf, pos, end)
+            x3, pos = _d_ControlledShutdownResponse_RemainingPartition_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.remaining_partitions = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ControlledShutdownResponse_RemainingPartition_9(o, out, sp):
+def _e_ControlledShutdownResponse_RemainingPartition_v0_to_2(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -269,15 +270,15 @@ def _e_ControlledShutdownResponse_RemainingPartition_9(o, out, sp):
     out += _S0.pack(o.partition_index)
 
 
-def _e_ControlledShutdownResponse_10(o, out, sp):
+def _e_ControlledShutdownResponse_v0_to_2(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.remaining_partitions
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ControlledShutdownResponse_RemainingPartition_9(e2, out, sp)
+        _e_ControlledShutdownResponse_RemainingPartition_v0_to_2(e2, out, sp)
 
 
-def _d_ControlledShutdownResponse_RemainingPartition_11(buf, pos, end):
+def _d_ControlledShutdownResponse_RemainingPartition_v3(buf, pos, end):
     o = _new(_C_ControlledShutdownResponse_RemainingPartition)
     if pos >= end:
         raise _rt.eof('RemainingPartition.topic_name', pos, end, 1)
@@ -313,7 +314,7 @@ def _d_ControlledShutdownResponse_RemainingPartition_11(buf, pos, end):
     return o, pos
 
 
-def _d_ControlledShutdownResponse_12(buf, pos, end):
+def _d_ControlledShutdownResponse_v3(buf, pos, end):
     o = _new(_C_ControlledShutdownResponse)
     if end - pos < 2:
         raise _rt.group_eof('ControlledShutdownResponse', (('error_code', 2),), pos, end)
@@ -333,7 +334,7 @@ def _d_ControlledShutdownResponse_12(buf, pos, end):
             raise _rt.overrun('ControlledShutdownResponse.remaining_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ControlledShutdownResponse_RemainingPartition_11(buf, pos, end)
+            x3, pos = _d_ControlledShutdownResponse_RemainingPartition_v3(buf, pos, end)
             a2.append(x3)
         o.remaining_partitions = a2
     if pos >= end:
@@ -349,7 +350,7 @@ def _d_ControlledShutdownResponse_12(buf, pos, end):
     return o, pos
 
 
-def _e_ControlledShutdownResponse_RemainingPartition_13(o, out, sp):
+def _e_ControlledShutdownResponse_RemainingPartition_v3(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -366,7 +367,7 @@ def _e_ControlledShutdownResponse_RemainingPartition_13(o, out, sp):
         out.append(0)
 
 
-def _e_ControlledShutdownResponse_14(o, out, sp):
+def _e_ControlledShutdownResponse_v3(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.remaining_partitions
     n2 = len(v1) + 1
@@ -375,7 +376,7 @@ def _e_ControlledShutdownResponse_14(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ControlledShutdownResponse_RemainingPartition_13(e3, out, sp)
+        _e_ControlledShutdownResponse_RemainingPartition_v3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -384,9 +385,9 @@ def _e_ControlledShutdownResponse_14(o, out, sp):
 
 
 
-ControlledShutdownRequest._DECODERS = (_d_ControlledShutdownRequest_1, _d_ControlledShutdownRequest_1, _d_ControlledShutdownRequest_3, _d_ControlledShutdownRequest_5,)
-ControlledShutdownRequest._ENCODERS = (_e_ControlledShutdownRequest_2, _e_ControlledShutdownRequest_2, _e_ControlledShutdownRequest_4, _e_ControlledShutdownRequest_6,)
-ControlledShutdownResponse._DECODERS = (_d_ControlledShutdownResponse_8, _d_ControlledShutdownResponse_8, _d_ControlledShutdownResponse_8, _d_ControlledShutdownResponse_12,)
-ControlledShutdownResponse._ENCODERS = (_e_ControlledShutdownResponse_10, _e_ControlledShutdownResponse_10, _e_ControlledShutdownResponse_10, _e_ControlledShutdownResponse_14,)
+ControlledShutdownRequest._DECODERS = (_d_ControlledShutdownRequest_v0_to_1, _d_ControlledShutdownRequest_v0_to_1, _d_ControlledShutdownRequest_v2, _d_ControlledShutdownRequest_v3,)
+ControlledShutdownRequest._ENCODERS = (_e_ControlledShutdownRequest_v0_to_1, _e_ControlledShutdownRequest_v0_to_1, _e_ControlledShutdownRequest_v2, _e_ControlledShutdownRequest_v3,)
+ControlledShutdownResponse._DECODERS = (_d_ControlledShutdownResponse_v0_to_2, _d_ControlledShutdownResponse_v0_to_2, _d_ControlledShutdownResponse_v0_to_2, _d_ControlledShutdownResponse_v3,)
+ControlledShutdownResponse._ENCODERS = (_e_ControlledShutdownResponse_v0_to_2, _e_ControlledShutdownResponse_v0_to_2, _e_ControlledShutdownResponse_v0_to_2, _e_ControlledShutdownResponse_v3,)
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -239,7 +240,7 @@ _C_CreatePartitionsResponse_CreatePartitionsTopicResult._FIELDS = (
 )
 
 
-def _d_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf, pos, end):
+def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v0_to_1(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest_CreatePartitionsAssignment)
     if end - pos < 4:
         raise _rt.eof('CreatePartitionsAssignment.broker_ids', pos, end, 4)
@@ -256,7 +257,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf, pos, end):
     return o, pos
 
 
-def _d_CreatePartitionsRequest_CreatePartitionsTopic_2(buf, pos, end):
+def _d_CreatePartitionsRequest_CreatePartitionsTopic_v0_to_1(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest_CreatePartitionsTopic)
     if end - pos < 2:
         raise _rt.eof('CreatePartitionsTopic.name', pos, end, 2)
@@ -287,14 +288,14 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_2(buf, pos, end):
             raise _rt.overrun('CreatePartitionsTopic.assignments', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf, pos, end)
+            x4, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.assignments = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_CreatePartitionsRequest_3(buf, pos, end):
+def _d_CreatePartitionsRequest_v0_to_1(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest)
     if end - pos < 4:
         raise _rt.eof('CreatePartitionsRequest.topics', pos, end, 4)
@@ -307,7 +308,7 @@ def _d_CreatePartitionsRequest_3(buf, pos, end):
             raise _rt.overrun('CreatePartitionsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreatePartitionsRequest_CreatePartitionsTopic_2(buf, pos, end)
+            x3, pos = _d_CreatePartitionsRequest_CreatePartitionsTopic_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 5:
@@ -318,14 +319,14 @@ def _d_CreatePartitionsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_CreatePartitionsRequest_CreatePartitionsAssignment_4(o, out, sp):
+def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0_to_1(o, out, sp):
     v1 = o.broker_ids
     out += _S_I32.pack(len(v1))
     k2 = len(v1)
     out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
 
 
-def _e_CreatePartitionsRequest_CreatePartitionsTopic_5(o, out, sp):
+def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -337,18 +338,18 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_5(o, out, sp):
     else:
         out += _S_I32.pack(len(v3))
         for e4 in v3:
-            _e_CreatePartitionsRequest_CreatePartitionsAssignment_4(e4, out, sp)
+            _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0_to_1(e4, out, sp)
 
 
-def _e_CreatePartitionsRequest_6(o, out, sp):
+def _e_CreatePartitionsRequest_v0_to_1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreatePartitionsRequest_CreatePartitionsTopic_5(e2, out, sp)
+        _e_CreatePartitionsRequest_CreatePartitionsTopic_v0_to_1(e2, out, sp)
     out += _S2.pack(o.timeout_ms, o.validate_only)
 
 
-def _d_CreatePartitionsRequest_CreatePartitionsAssignment_7(buf, pos, end):
+def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2_to_3(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest_CreatePartitionsAssignment)
     if pos >= end:
         raise _rt.eof('CreatePartitionsAssignment.broker_ids', pos, end, 1)
@@ -377,7 +378,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_7(buf, pos, end):
     return o, pos
 
 
-def _d_CreatePartitionsRequest_CreatePartitionsTopic_8(buf, pos, end):
+def _d_CreatePartitionsRequest_CreatePartitionsTopic_v2_to_3(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest_CreatePartitionsTopic)
     if pos >= end:
         raise _rt.eof('CreatePartitionsTopic.name', pos, end, 1)
@@ -414,7 +415,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_8(buf, pos, end):
             raise _rt.overrun('CreatePartitionsTopic.assignments', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_7(buf, pos, end)
+            x4, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2_to_3(buf, pos, end)
             a3.append(x4)
         o.assignments = a3
     if pos >= end:
@@ -430,7 +431,7 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_8(buf, pos, end):
     return o, pos
 
 
-def _d_CreatePartitionsRequest_9(buf, pos, end):
+def _d_CreatePartitionsRequest_v2_to_3(buf, pos, end):
     o = _new(_C_CreatePartitionsRequest)
     if pos >= end:
         raise _rt.eof('CreatePartitionsRequest.topics', pos, end, 1)
@@ -446,7 +447,7 @@ def _d_CreatePartitionsRequest_9(buf, pos, end):
             raise _rt.overrun('CreatePartitionsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreatePartitionsRequest_CreatePartitionsTopic_8(buf, pos, end)
+            x3, pos = _d_CreatePartitionsRequest_CreatePartitionsTopic_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 5:
@@ -466,7 +467,7 @@ def _d_CreatePartitionsRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_CreatePartitionsRequest_CreatePartitionsAssignment_10(o, out, sp):
+def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2_to_3(o, out, sp):
     v1 = o.broker_ids
     n2 = len(v1) + 1
     if n2 < 128:
@@ -482,7 +483,7 @@ def _e_CreatePartitionsRequest_CreatePartitionsAssignment_10(o, out, sp):
         out.append(0)
 
 
-def _e_CreatePartitionsRequest_CreatePartitionsTopic_11(o, out, sp):
+def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -502,7 +503,7 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_11(o, out, sp):
         else:
             _rt.put_uvarint(out, n5)
         for e6 in v4:
-            _e_CreatePartitionsRequest_CreatePartitionsAssignment_10(e6, out, sp)
+            _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2_to_3(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -510,7 +511,7 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_11(o, out, sp):
         out.append(0)
 
 
-def _e_CreatePartitionsRequest_12(o, out, sp):
+def _e_CreatePartitionsRequest_v2_to_3(o, out, sp):
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -518,7 +519,7 @@ def _e_CreatePartitionsRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_CreatePartitionsRequest_CreatePartitionsTopic_11(e3, out, sp)
+        _e_CreatePartitionsRequest_CreatePartitionsTopic_v2_to_3(e3, out, sp)
     out += _S2.pack(o.timeout_ms, o.validate_only)
     u = o.unknown_tagged_fields
     if u:
@@ -527,7 +528,7 @@ def _e_CreatePartitionsRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_13(buf, pos, end):
+def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v0_to_1(buf, pos, end):
     o = _new(_C_CreatePartitionsResponse_CreatePartitionsTopicResult)
     if end - pos < 2:
         raise _rt.eof('CreatePartitionsTopicResult.name', pos, end, 2)
@@ -565,7 +566,7 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_13(buf, pos, end):
     return o, pos
 
 
-def _d_CreatePartitionsResponse_14(buf, pos, end):
+def _d_CreatePartitionsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_CreatePartitionsResponse)
     if end - pos < 4:
         raise _rt.group_eof('CreatePartitionsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -582,14 +583,14 @@ def _d_CreatePartitionsResponse_14(buf, pos, end):
             raise _rt.overrun('CreatePartitionsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_13(buf, pos, end)
+            x3, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_15(o, out, sp):
+def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -604,15 +605,15 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_15(o, out, sp):
         out += b4
 
 
-def _e_CreatePartitionsResponse_16(o, out, sp):
+def _e_CreatePartitionsResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreatePartitionsResponse_CreatePartitionsTopicResult_15(e2, out, sp)
+        _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0_to_1(e2, out, sp)
 
 
-def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_17(buf, pos, end):
+def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2_to_3(buf, pos, end):
     o = _new(_C_CreatePartitionsResponse_CreatePartitionsTopicResult)
     if pos >= end:
         raise _rt.eof('CreatePartitionsTopicResult.name', pos, end, 1)
@@ -665,7 +666,7 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_17(buf, pos, end):
     return o, pos
 
 
-def _d_CreatePartitionsResponse_18(buf, pos, end):
+def _d_CreatePartitionsResponse_v2_to_3(buf, pos, end):
     o = _new(_C_CreatePartitionsResponse)
     if end - pos < 4:
         raise _rt.group_eof('CreatePartitionsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -685,7 +686,7 @@ def _d_CreatePartitionsResponse_18(buf, pos, end):
             raise _rt.overrun('CreatePartitionsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_17(buf, pos, end)
+            x3, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -701,7 +702,7 @@ def _d_CreatePartitionsResponse_18(buf, pos, end):
     return o, pos
 
 
-def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_19(o, out, sp):
+def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -729,7 +730,7 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_19(o, out, sp):
         out.append(0)
 
 
-def _e_CreatePartitionsResponse_20(o, out, sp):
+def _e_CreatePartitionsResponse_v2_to_3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     n2 = len(v1) + 1
@@ -738,7 +739,7 @@ def _e_CreatePartitionsResponse_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_CreatePartitionsResponse_CreatePartitionsTopicResult_19(e3, out, sp)
+        _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2_to_3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -747,9 +748,9 @@ def _e_CreatePartitionsResponse_20(o, out, sp):
 
 
 
-CreatePartitionsRequest._DECODERS = (_d_CreatePartitionsRequest_3, _d_CreatePartitionsRequest_3, _d_CreatePartitionsRequest_9, _d_CreatePartitionsRequest_9,)
-CreatePartitionsRequest._ENCODERS = (_e_CreatePartitionsRequest_6, _e_CreatePartitionsRequest_6, _e_CreatePartitionsRequest_12, _e_CreatePartitionsRequest_12,)
-CreatePartitionsResponse._DECODERS = (_d_CreatePartitionsResponse_14, _d_CreatePartitionsResponse_14, _d_CreatePartitionsResponse_18, _d_CreatePartitionsResponse_18,)
-CreatePartitionsResponse._ENCODERS = (_e_CreatePartitionsResponse_16, _e_CreatePartitionsResponse_16, _e_CreatePartitionsResponse_20, _e_CreatePartitionsResponse_20,)
+CreatePartitionsRequest._DECODERS = (_d_CreatePartitionsRequest_v0_to_1, _d_CreatePartitionsRequest_v0_to_1, _d_CreatePartitionsRequest_v2_to_3, _d_CreatePartitionsRequest_v2_to_3,)
+CreatePartitionsRequest._ENCODERS = (_e_CreatePartitionsRequest_v0_to_1, _e_CreatePartitionsRequest_v0_to_1, _e_CreatePartitionsRequest_v2_to_3, _e_CreatePartitionsRequest_v2_to_3,)
+CreatePartitionsResponse._DECODERS = (_d_CreatePartitionsResponse_v0_to_1, _d_CreatePartitionsResponse_v0_to_1, _d_CreatePartitionsResponse_v2_to_3, _d_CreatePartitionsResponse_v2_to_3,)
+CreatePartitionsResponse._ENCODERS = (_e_CreatePartitionsResponse_v0_to_1, _e_CreatePartitionsResponse_v0_to_1, _e_CreatePartitionsResponse_v2_to_3, _e_CreatePartitionsResponse_v2_to_3,)
 
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -358,7 +359,7 @@ _C_CreateTopicsResponse_CreatableTopicResult._FIELDS = (
 )
 
 
-def _d_CreateTopicsRequest_CreatableReplicaAssignment_1(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableReplicaAssignment_v0_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableReplicaAssignment)
     if end - pos < 4:
         raise _rt.group_eof('CreatableReplicaAssignment', (('partition_index', 4),), pos, end)
@@ -379,7 +380,7 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_1(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsRequest_CreatableTopicConfig_2(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableTopicConfig_v0_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableTopicConfig)
     if end - pos < 2:
         raise _rt.eof('CreatableTopicConfig.name', pos, end, 2)
@@ -413,7 +414,7 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_2(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsRequest_CreatableTopic_3(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableTopic_v0_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableTopic)
     if end - pos < 2:
         raise _rt.eof('CreatableTopic.name', pos, end, 2)
@@ -444,7 +445,7 @@ def _d_CreateTopicsRequest_CreatableTopic_3(buf, pos, end):
             raise _rt.overrun('CreatableTopic.assignments', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_1(buf, pos, end)
+            x4, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_v0_to_4(buf, pos, end)
             a3.append(x4)
         o.assignments = a3
     if end - pos < 4:
@@ -458,14 +459,14 @@ def _d_CreateTopicsRequest_CreatableTopic_3(buf, pos, end):
             raise _rt.overrun('CreatableTopic.configs', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_CreateTopicsRequest_CreatableTopicConfig_2(buf, pos, end)
+            x7, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v0_to_4(buf, pos, end)
             a6.append(x7)
         o.configs = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_CreateTopicsRequest_4(buf, pos, end):
+def _d_CreateTopicsRequest_v0(buf, pos, end):
     o = _new(_C_CreateTopicsRequest)
     o.validate_only = False
     if end - pos < 4:
@@ -479,7 +480,7 @@ def _d_CreateTopicsRequest_4(buf, pos, end):
             raise _rt.overrun('CreateTopicsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsRequest_CreatableTopic_3(buf, pos, end)
+            x3, pos = _d_CreateTopicsRequest_CreatableTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -490,7 +491,7 @@ def _d_CreateTopicsRequest_4(buf, pos, end):
     return o, pos
 
 
-def _e_CreateTopicsRequest_CreatableReplicaAssignment_5(o, out, sp):
+def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0_to_4(o, out, sp):
     out += _S0.pack(o.partition_index)
     v1 = o.broker_ids
     out += _S_I32.pack(len(v1))
@@ -498,7 +499,7 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_5(o, out, sp):
     out += (_A_i[k2] if k2 < 32 else _rt.array_struct('i', k2)).pack(*v1)
 
 
-def _e_CreateTopicsRequest_CreatableTopicConfig_6(o, out, sp):
+def _e_CreateTopicsRequest_CreatableTopicConfig_v0_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -512,7 +513,7 @@ def _e_CreateTopicsRequest_CreatableTopicConfig_6(o, out, sp):
         out += b4
 
 
-def _e_CreateTopicsRequest_CreatableTopic_7(o, out, sp):
+def _e_CreateTopicsRequest_CreatableTopic_v0_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -521,22 +522,22 @@ def _e_CreateTopicsRequest_CreatableTopic_7(o, out, sp):
     v3 = o.assignments
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_CreateTopicsRequest_CreatableReplicaAssignment_5(e4, out, sp)
+        _e_CreateTopicsRequest_CreatableReplicaAssignment_v0_to_4(e4, out, sp)
     v5 = o.configs
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_CreateTopicsRequest_CreatableTopicConfig_6(e6, out, sp)
+        _e_CreateTopicsRequest_CreatableTopicConfig_v0_to_4(e6, out, sp)
 
 
-def _e_CreateTopicsRequest_8(o, out, sp):
+def _e_CreateTopicsRequest_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreateTopicsRequest_CreatableTopic_7(e2, out, sp)
+        _e_CreateTopicsRequest_CreatableTopic_v0_to_4(e2, out, sp)
     out += _S0.pack(o.timeout_ms)
 
 
-def _d_CreateTopicsRequest_9(buf, pos, end):
+def _d_CreateTopicsRequest_v1_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsRequest)
     if end - pos < 4:
         raise _rt.eof('CreateTopicsRequest.topics', pos, end, 4)
@@ -549,7 +550,7 @@ def _d_CreateTopicsRequest_9(buf, pos, end):
             raise _rt.overrun('CreateTopicsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsRequest_CreatableTopic_3(buf, pos, end)
+            x3, pos = _d_CreateTopicsRequest_CreatableTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 5:
@@ -560,15 +561,15 @@ def _d_CreateTopicsRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_CreateTopicsRequest_10(o, out, sp):
+def _e_CreateTopicsRequest_v1_to_4(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreateTopicsRequest_CreatableTopic_7(e2, out, sp)
+        _e_CreateTopicsRequest_CreatableTopic_v0_to_4(e2, out, sp)
     out += _S3.pack(o.timeout_ms, o.validate_only)
 
 
-def _d_CreateTopicsRequest_CreatableReplicaAssignment_11(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableReplicaAssignment_v5_to_7(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableReplicaAssignment)
     if end - pos < 4:
         raise _rt.group_eof('CreatableReplicaAssignment', (('partition_index', 4),), pos, end)
@@ -601,7 +602,7 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_11(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsRequest_CreatableTopicConfig_12(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableTopicConfig_v5_to_7(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableTopicConfig)
     if pos >= end:
         raise _rt.eof('CreatableTopicConfig.name', pos, end, 1)
@@ -650,7 +651,7 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_12(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsRequest_CreatableTopic_13(buf, pos, end):
+def _d_CreateTopicsRequest_CreatableTopic_v5_to_7(buf, pos, end):
     o = _new(_C_CreateTopicsRequest_CreatableTopic)
     if pos >= end:
         raise _rt.eof('CreatableTopic.name', pos, end, 1)
@@ -687,7 +688,7 @@ def _d_CreateTopicsRequest_CreatableTopic_13(buf, pos, end):
             raise _rt.overrun('CreatableTopic.assignments', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_11(buf, pos, end)
+            x4, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_v5_to_7(buf, pos, end)
             a3.append(x4)
         o.assignments = a3
     if pos >= end:
@@ -704,7 +705,7 @@ def _d_CreateTopicsRequest_CreatableTopic_13(buf, pos, end):
             raise _rt.overrun('CreatableTopic.configs', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_CreateTopicsRequest_CreatableTopicConfig_12(buf, pos, end)
+            x7, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v5_to_7(buf, pos, end)
             a6.append(x7)
         o.configs = a6
     if pos >= end:
@@ -720,7 +721,7 @@ def _d_CreateTopicsRequest_CreatableTopic_13(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsRequest_14(buf, pos, end):
+def _d_CreateTopicsRequest_v5_to_7(buf, pos, end):
     o = _new(_C_CreateTopicsRequest)
     if pos >= end:
         raise _rt.eof('CreateTopicsRequest.topics', pos, end, 1)
@@ -736,7 +737,7 @@ def _d_CreateTopicsRequest_14(buf, pos, end):
             raise _rt.overrun('CreateTopicsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsRequest_CreatableTopic_13(buf, pos, end)
+            x3, pos = _d_CreateTopicsRequest_CreatableTopic_v5_to_7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 5:
@@ -756,7 +757,7 @@ def _d_CreateTopicsRequest_14(buf, pos, end):
     return o, pos
 
 
-def _e_CreateTopicsRequest_CreatableReplicaAssignment_15(o, out, sp):
+def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5_to_7(o, out, sp):
     out += _S0.pack(o.partition_index)
     v1 = o.broker_ids
     n2 = len(v1) + 1
@@ -773,7 +774,7 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_15(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsRequest_CreatableTopicConfig_16(o, out, sp):
+def _e_CreateTopicsRequest_CreatableTopicConfig_v5_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -800,7 +801,7 @@ def _e_CreateTopicsRequest_CreatableTopicConfig_16(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsRequest_CreatableTopic_17(o, out, sp):
+def _e_CreateTopicsRequest_CreatableTopic_v5_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -817,7 +818,7 @@ def _e_CreateTopicsRequest_CreatableTopic_17(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_CreateTopicsRequest_CreatableReplicaAssignment_15(e6, out, sp)
+        _e_CreateTopicsRequest_CreatableReplicaAssignment_v5_to_7(e6, out, sp)
     v7 = o.configs
     n8 = len(v7) + 1
     if n8 < 128:
@@ -825,7 +826,7 @@ def _e_CreateTopicsRequest_CreatableTopic_17(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_CreateTopicsRequest_CreatableTopicConfig_16(e9, out, sp)
+        _e_CreateTopicsRequest_CreatableTopicConfig_v5_to_7(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -833,7 +834,7 @@ def _e_CreateTopicsRequest_CreatableTopic_17(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsRequest_18(o, out, sp):
+def _e_CreateTopicsRequest_v5_to_7(o, out, sp):
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -841,7 +842,7 @@ def _e_CreateTopicsRequest_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_CreateTopicsRequest_CreatableTopic_17(e3, out, sp)
+        _e_CreateTopicsRequest_CreatableTopic_v5_to_7(e3, out, sp)
     out += _S3.pack(o.timeout_ms, o.validate_only)
     u = o.unknown_tagged_fields
     if u:
@@ -850,7 +851,7 @@ def _e_CreateTopicsRequest_18(o, out, sp):
         out.append(0)
 
 
-def _d_CreateTopicsResponse_CreatableTopicResult_19(buf, pos, end):
+def _d_CreateTopicsResponse_CreatableTopicResult_v0(buf, pos, end):
     o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     o.error_message = ''
@@ -880,7 +881,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_19(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsResponse_20(buf, pos, end):
+def _d_CreateTopicsResponse_v0(buf, pos, end):
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -894,14 +895,14 @@ def _d_CreateTopicsResponse_20(buf, pos, end):
             raise _rt.overrun('CreateTopicsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_19(buf, pos, end)
+            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_CreateTopicsResponse_CreatableTopicResult_21(o, out, sp):
+def _e_CreateTopicsResponse_CreatableTopicResult_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -909,14 +910,14 @@ def _e_CreateTopicsResponse_CreatableTopicResult_21(o, out, sp):
     out += _S1.pack(o.error_code)
 
 
-def _e_CreateTopicsResponse_22(o, out, sp):
+def _e_CreateTopicsResponse_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreateTopicsResponse_CreatableTopicResult_21(e2, out, sp)
+        _e_CreateTopicsResponse_CreatableTopicResult_v0(e2, out, sp)
 
 
-def _d_CreateTopicsResponse_CreatableTopicResult_23(buf, pos, end):
+def _d_CreateTopicsResponse_CreatableTopicResult_v1_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
@@ -959,7 +960,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_23(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsResponse_24(buf, pos, end):
+def _d_CreateTopicsResponse_v1(buf, pos, end):
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -973,14 +974,14 @@ def _d_CreateTopicsResponse_24(buf, pos, end):
             raise _rt.overrun('CreateTopicsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_23(buf, pos, end)
+            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_CreateTopicsResponse_CreatableTopicResult_25(o, out, sp):
+def _e_CreateTopicsResponse_CreatableTopicResult_v1_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -995,14 +996,14 @@ def _e_CreateTopicsResponse_CreatableTopicResult_25(o, out, sp):
         out += b4
 
 
-def _e_CreateTopicsResponse_26(o, out, sp):
+def _e_CreateTopicsResponse_v1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreateTopicsResponse_CreatableTopicResult_25(e2, out, sp)
+        _e_CreateTopicsResponse_CreatableTopicResult_v1_to_4(e2, out, sp)
 
 
-def _d_CreateTopicsResponse_27(buf, pos, end):
+def _d_CreateTopicsResponse_v2_to_4(buf, pos, end):
     o = _new(_C_CreateTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('CreateTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1019,22 +1020,22 @@ def _d_CreateTopicsResponse_27(buf, pos, end):
             raise _rt.overrun('CreateTopicsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_23(buf, pos, end)
+            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_CreateTopicsResponse_28(o, out, sp):
+def _e_CreateTopicsResponse_v2_to_4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_CreateTopicsResponse_CreatableTopicResult_25(e2, out, sp)
+        _e_CreateTopicsResponse_CreatableTopicResult_v1_to_4(e2, out, sp)
 
 
-def _d_CreateTopicsResponse_CreatableTopicConfigs_29(buf, pos, end):
+def _d_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(buf, pos, end):
     o = _new(_C_CreateTopicsResponse_CreatableTopicConfigs)
     if pos >= end:
         raise _rt.eof('CreatableTopicConfigs.name', pos, end, 1)
@@ -1087,7 +1088,7 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_29(buf, pos, end):
     return o, pos
 
 
-def _dt_CreateTopicsResponse_CreatableTopicResult_30(o, buf, pos, end):
+def _dt_CreateTopicsResponse_CreatableTopicResult_topic_config_error_code_v5_to_7(o, buf, pos, end):
     if end - pos < 2:
         raise _rt.eof('CreatableTopicResult.topic_config_error_code', pos, end, 2)
     o.topic_config_error_code, = _S1.unpack_from(buf, pos)
@@ -1095,7 +1096,7 @@ def _dt_CreateTopicsResponse_CreatableTopicResult_30(o, buf, pos, end):
     return pos
 
 
-def _d_CreateTopicsResponse_CreatableTopicResult_31(buf, pos, end):
+def _d_CreateTopicsResponse_CreatableTopicResult_v5_to_6(buf, pos, end):
     o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1154,7 +1155,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_31(buf, pos, end):
             raise _rt.overrun('CreatableTopicResult.configs', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_29(buf, pos, end)
+            x5, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(buf, pos, end)
             a4.append(x5)
         o.configs = a4
     o.topic_config_error_code = 0
@@ -1171,7 +1172,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_31(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsResponse_32(buf, pos, end):
+def _d_CreateTopicsResponse_v5_to_6(buf, pos, end):
     o = _new(_C_CreateTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('CreateTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1191,7 +1192,7 @@ def _d_CreateTopicsResponse_32(buf, pos, end):
             raise _rt.overrun('CreateTopicsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_31(buf, pos, end)
+            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_v5_to_6(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1207,7 +1208,7 @@ def _d_CreateTopicsResponse_32(buf, pos, end):
     return o, pos
 
 
-def _e_CreateTopicsResponse_CreatableTopicConfigs_33(o, out, sp):
+def _e_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1235,7 +1236,7 @@ def _e_CreateTopicsResponse_CreatableTopicConfigs_33(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsResponse_CreatableTopicResult_34(o, out, sp):
+def _e_CreateTopicsResponse_CreatableTopicResult_v5_to_6(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1267,7 +1268,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_34(o, out, sp):
         else:
             _rt.put_uvarint(out, n8)
         for e9 in v7:
-            _e_CreateTopicsResponse_CreatableTopicConfigs_33(e9, out, sp)
+            _e_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(e9, out, sp)
     t = []
     v10 = o.topic_config_error_code
     if not (v10 == 0):
@@ -1281,7 +1282,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_34(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsResponse_35(o, out, sp):
+def _e_CreateTopicsResponse_v5_to_6(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1290,7 +1291,7 @@ def _e_CreateTopicsResponse_35(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_CreateTopicsResponse_CreatableTopicResult_34(e3, out, sp)
+        _e_CreateTopicsResponse_CreatableTopicResult_v5_to_6(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1298,7 +1299,7 @@ def _e_CreateTopicsResponse_35(o, out, sp):
         out.append(0)
 
 
-def _d_CreateTopicsResponse_CreatableTopicResult_36(buf, pos, end):
+def _d_CreateTopicsResponse_CreatableTopicResult_v7(buf, pos, end):
     o = _new(_C_CreateTopicsResponse_CreatableTopicResult)
     if pos >= end:
         raise _rt.eof('CreatableTopicResult.name', pos, end, 1)
@@ -1357,7 +1358,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_36(buf, pos, end):
             raise _rt.overrun('CreatableTopicResult.configs', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_29(buf, pos, end)
+            x6, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(buf, pos, end)
             a5.append(x6)
         o.configs = a5
     o.topic_config_error_code = 0
@@ -1374,7 +1375,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_36(buf, pos, end):
     return o, pos
 
 
-def _d_CreateTopicsResponse_37(buf, pos, end):
+def _d_CreateTopicsResponse_v7(buf, pos, end):
     o = _new(_C_CreateTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('CreateTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1394,7 +1395,7 @@ def _d_CreateTopicsResponse_37(buf, pos, end):
             raise _rt.overrun('CreateTopicsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_36(buf, pos, end)
+            x3, pos = _d_CreateTopicsResponse_CreatableTopicResult_v7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1410,7 +1411,7 @@ def _d_CreateTopicsResponse_37(buf, pos, end):
     return o, pos
 
 
-def _e_CreateTopicsResponse_CreatableTopicResult_38(o, out, sp):
+def _e_CreateTopicsResponse_CreatableTopicResult_v7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1442,7 +1443,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_38(o, out, sp):
         else:
             _rt.put_uvarint(out, n8)
         for e9 in v7:
-            _e_CreateTopicsResponse_CreatableTopicConfigs_33(e9, out, sp)
+            _e_CreateTopicsResponse_CreatableTopicConfigs_v5_to_7(e9, out, sp)
     t = []
     v10 = o.topic_config_error_code
     if not (v10 == 0):
@@ -1456,7 +1457,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_38(o, out, sp):
         out.append(0)
 
 
-def _e_CreateTopicsResponse_39(o, out, sp):
+def _e_CreateTopicsResponse_v7(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1465,7 +1466,7 @@ def _e_CreateTopicsResponse_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_CreateTopicsResponse_CreatableTopicResult_38(e3, out, sp)
+        _e_CreateTopicsResponse_CreatableTopicResult_v7(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1473,11 +1474,11 @@ def _e_CreateTopicsResponse_39(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_CreateTopicsResponse_CreatableTopicResult_30}
+_K0 = {0: _dt_CreateTopicsResponse_CreatableTopicResult_topic_config_error_code_v5_to_7}
 
-CreateTopicsRequest._DECODERS = (_d_CreateTopicsRequest_4, _d_CreateTopicsRequest_9, _d_CreateTopicsRequest_9, _d_CreateTopicsRequest_9, _d_CreateTopicsRequest_9, _d_CreateTopicsRequest_14, _d_CreateTopicsRequest_14, _d_CreateTopicsRequest_14,)
-CreateTopicsRequest._ENCODERS = (_e_CreateTopicsRequest_8, _e_CreateTopicsRequest_10, _e_CreateTopicsRequest_10, _e_CreateTopicsRequest_10, _e_CreateTopicsRequest_10, _e_CreateTopicsRequest_18, _e_CreateTopicsRequest_18, _e_CreateTopicsRequest_18,)
-CreateTopicsResponse._DECODERS = (_d_CreateTopicsResponse_20, _d_CreateTopicsResponse_24, _d_CreateTopicsResponse_27, _d_CreateTopicsResponse_27, _d_CreateTopicsResponse_27, _d_CreateTopicsResponse_32, _d_CreateTopicsResponse_32, _d_CreateTopicsResponse_37,)
-CreateTopicsResponse._ENCODERS = (_e_CreateTopicsResponse_22, _e_CreateTopicsResponse_26, _e_CreateTopicsResponse_28, _e_CreateTopicsResponse_28, _e_CreateTopicsResponse_28, _e_CreateTopicsResponse_35, _e_CreateTopicsResponse_35, _e_CreateTopicsResponse_39,)
+CreateTopicsRequest._DECODERS = (_d_CreateTopicsRequest_v0, _d_CreateTopicsRequest_v1_to_4, _d_CreateTopicsRequest_v1_to_4, _d_CreateTopicsRequest_v1_to_4, _d_CreateTopicsRequest_v1_to_4, _d_CreateTopicsRequest_v5_to_7, _d_CreateTopicsRequest_v5_to_7, _d_CreateTopicsRequest_v5_to_7,)
+CreateTopicsRequest._ENCODERS = (_e_CreateTopicsRequest_v0, _e_CreateTopicsRequest_v1_to_4, _e_CreateTopicsRequest_v1_to_4, _e_CreateTopicsRequest_v1_to_4, _e_CreateTopicsRequest_v1_to_4, _e_CreateTopicsRequest_v5_to_7, _e_CreateTopicsRequest_v5_to_7, _e_CreateTopicsRequest_v5_to_7,)
+CreateTopicsResponse._DECODERS = (_d_CreateTopicsResponse_v0, _d_CreateTopicsResponse_v1, _d_CreateTopicsResponse_v2_to_4, _d_CreateTopicsResponse_v2_to_4, _d_CreateTopicsResponse_v2_to_4, _d_CreateTopicsResponse_v5_to_6, _d_CreateTopicsResponse_v5_to_6, _d_CreateTopicsResponse_v7,)
+CreateTopicsResponse._ENCODERS = (_e_CreateTopicsResponse_v0, _e_CreateTopicsResponse_v1, _e_CreateTopicsResponse_v2_to_4, _e_CreateTopicsResponse_v2_to_4, _e_CreateTopicsResponse_v2_to_4, _e_CreateTopicsResponse_v5_to_6, _e_CreateTopicsResponse_v5_to_6, _e_CreateTopicsResponse_v7,)
 
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -151,7 +152,7 @@ _C_DeleteGroupsResponse_DeletableGroupResult._FIELDS = (
 )
 
 
-def _d_DeleteGroupsRequest_1(buf, pos, end):
+def _d_DeleteGroupsRequest_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteGroupsRequest)
     if end - pos < 4:
         raise _rt.eof('DeleteGroupsRequest.groups_names', pos, end, 4)
@@ -184,7 +185,7 @@ def _d_DeleteGroupsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteGroupsRequest_2(o, out, sp):
+def _e_DeleteGroupsRequest_v0_to_1(o, out, sp):
     v1 = o.groups_names
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -193,7 +194,7 @@ def _e_DeleteGroupsRequest_2(o, out, sp):
         out += b3
 
 
-def _d_DeleteGroupsRequest_3(buf, pos, end):
+def _d_DeleteGroupsRequest_v2(buf, pos, end):
     o = _new(_C_DeleteGroupsRequest)
     if pos >= end:
         raise _rt.eof('DeleteGroupsRequest.groups_names', pos, end, 1)
@@ -241,7 +242,7 @@ def _d_DeleteGroupsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteGroupsRequest_4(o, out, sp):
+def _e_DeleteGroupsRequest_v2(o, out, sp):
     v1 = o.groups_names
     n2 = len(v1) + 1
     if n2 < 128:
@@ -263,7 +264,7 @@ def _e_DeleteGroupsRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteGroupsResponse_DeletableGroupResult_5(buf, pos, end):
+def _d_DeleteGroupsResponse_DeletableGroupResult_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteGroupsResponse_DeletableGroupResult)
     if end - pos < 2:
         raise _rt.eof('DeletableGroupResult.group_id', pos, end, 2)
@@ -287,7 +288,7 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_5(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteGroupsResponse_6(buf, pos, end):
+def _d_DeleteGroupsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -304,14 +305,14 @@ def _d_DeleteGroupsResponse_6(buf, pos, end):
             raise _rt.overrun('DeleteGroupsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteGroupsResponse_DeletableGroupResult_5(buf, pos, end)
+            x3, pos = _d_DeleteGroupsResponse_DeletableGroupResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DeleteGroupsResponse_DeletableGroupResult_7(o, out, sp):
+def _e_DeleteGroupsResponse_DeletableGroupResult_v0_to_1(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -319,15 +320,15 @@ def _e_DeleteGroupsResponse_DeletableGroupResult_7(o, out, sp):
     out += _S1.pack(o.error_code)
 
 
-def _e_DeleteGroupsResponse_8(o, out, sp):
+def _e_DeleteGroupsResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DeleteGroupsResponse_DeletableGroupResult_7(e2, out, sp)
+        _e_DeleteGroupsResponse_DeletableGroupResult_v0_to_1(e2, out, sp)
 
 
-def _d_DeleteGroupsResponse_DeletableGroupResult_9(buf, pos, end):
+def _d_DeleteGroupsResponse_DeletableGroupResult_v2(buf, pos, end):
     o = _new(_C_DeleteGroupsResponse_DeletableGroupResult)
     if pos >= end:
         raise _rt.eof('DeletableGroupResult.group_id', pos, end, 1)
@@ -363,7 +364,7 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_9(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteGroupsResponse_10(buf, pos, end):
+def _d_DeleteGroupsResponse_v2(buf, pos, end):
     o = _new(_C_DeleteGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -383,7 +384,7 @@ def _d_DeleteGroupsResponse_10(buf, pos, end):
             raise _rt.overrun('DeleteGroupsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteGroupsResponse_DeletableGroupResult_9(buf, pos, end)
+            x3, pos = _d_DeleteGroupsResponse_DeletableGroupResult_v2(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -399,7 +400,7 @@ def _d_DeleteGroupsResponse_10(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteGroupsResponse_DeletableGroupResult_11(o, out, sp):
+def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -416,7 +417,7 @@ def _e_DeleteGroupsResponse_DeletableGroupResult_11(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteGroupsResponse_12(o, out, sp):
+def _e_DeleteGroupsResponse_v2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     n2 = len(v1) + 1
@@ -425,7 +426,7 @@ def _e_DeleteGroupsResponse_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteGroupsResponse_DeletableGroupResult_11(e3, out, sp)
+        _e_DeleteGroupsResponse_DeletableGroupResult_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -434,9 +435,9 @@ def _e_DeleteGroupsResponse_12(o, out, sp):
 
 
 
-DeleteGroupsRequest._DECODERS = (_d_DeleteGroupsRequest_1, _d_DeleteGroupsRequest_1, _d_DeleteGroupsRequest_3,)
-DeleteGroupsRequest._ENCODERS = (_e_DeleteGroupsRequest_2, _e_DeleteGroupsRequest_2, _e_DeleteGroupsRequest_4,)
-DeleteGroupsResponse._DECODERS = (_d_DeleteGroupsResponse_6, _d_DeleteGroupsResponse_6, _d_DeleteGroupsResponse_10,)
-DeleteGroupsResponse._ENCODERS = (_e_DeleteGroupsResponse_8, _e_DeleteGroupsResponse_8, _e_DeleteGroupsResponse_12,)
+DeleteGroupsRequest._DECODERS = (_d_DeleteGroupsRequest_v0_to_1, _d_DeleteGroupsRequest_v0_to_1, _d_DeleteGroupsRequest_v2,)
+DeleteGroupsRequest._ENCODERS = (_e_DeleteGroupsRequest_v0_to_1, _e_DeleteGroupsRequest_v0_to_1, _e_DeleteGroupsRequest_v2,)
+DeleteGroupsResponse._DECODERS = (_d_DeleteGroupsResponse_v0_to_1, _d_DeleteGroupsResponse_v0_to_1, _d_DeleteGroupsResponse_v2,)
+DeleteGroupsResponse._ENCODERS = (_e_DeleteGroupsResponse_v0_to_1, _e_DeleteGroupsResponse_v0_to_1, _e_DeleteGroupsResponse_v2,)
 
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -269,7 +270,7 @@ _C_DeleteRecordsResponse_DeleteRecordsTopicResult._FIELDS = (
 )
 
 
-def _d_DeleteRecordsRequest_DeleteRecordsPartition_1(buf, pos, end):
+def _d_DeleteRecordsRequest_DeleteRecordsPartition_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest_DeleteRecordsPartition)
     if end - pos < 12:
         raise _rt.group_eof('DeleteRecordsPartition', (('partition_index', 4), ('offset', 8)), pos, end)
@@ -279,7 +280,7 @@ def _d_DeleteRecordsRequest_DeleteRecordsPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsRequest_DeleteRecordsTopic_2(buf, pos, end):
+def _d_DeleteRecordsRequest_DeleteRecordsTopic_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest_DeleteRecordsTopic)
     if end - pos < 2:
         raise _rt.eof('DeleteRecordsTopic.name', pos, end, 2)
@@ -306,14 +307,14 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_2(buf, pos, end):
             raise _rt.overrun('DeleteRecordsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_1(buf, pos, end)
+            x4, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DeleteRecordsRequest_3(buf, pos, end):
+def _d_DeleteRecordsRequest_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest)
     if end - pos < 4:
         raise _rt.eof('DeleteRecordsRequest.topics', pos, end, 4)
@@ -326,7 +327,7 @@ def _d_DeleteRecordsRequest_3(buf, pos, end):
             raise _rt.overrun('DeleteRecordsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteRecordsRequest_DeleteRecordsTopic_2(buf, pos, end)
+            x3, pos = _d_DeleteRecordsRequest_DeleteRecordsTopic_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -337,11 +338,11 @@ def _d_DeleteRecordsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteRecordsRequest_DeleteRecordsPartition_4(o, out, sp):
+def _e_DeleteRecordsRequest_DeleteRecordsPartition_v0_to_1(o, out, sp):
     out += _S2.pack(o.partition_index, o.offset)
 
 
-def _e_DeleteRecordsRequest_DeleteRecordsTopic_5(o, out, sp):
+def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -349,18 +350,18 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_DeleteRecordsRequest_DeleteRecordsPartition_4(e4, out, sp)
+        _e_DeleteRecordsRequest_DeleteRecordsPartition_v0_to_1(e4, out, sp)
 
 
-def _e_DeleteRecordsRequest_6(o, out, sp):
+def _e_DeleteRecordsRequest_v0_to_1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DeleteRecordsRequest_DeleteRecordsTopic_5(e2, out, sp)
+        _e_DeleteRecordsRequest_DeleteRecordsTopic_v0_to_1(e2, out, sp)
     out += _S0.pack(o.timeout_ms)
 
 
-def _d_DeleteRecordsRequest_DeleteRecordsPartition_7(buf, pos, end):
+def _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest_DeleteRecordsPartition)
     if end - pos < 12:
         raise _rt.group_eof('DeleteRecordsPartition', (('partition_index', 4), ('offset', 8)), pos, end)
@@ -379,7 +380,7 @@ def _d_DeleteRecordsRequest_DeleteRecordsPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsRequest_DeleteRecordsTopic_8(buf, pos, end):
+def _d_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest_DeleteRecordsTopic)
     if pos >= end:
         raise _rt.eof('DeleteRecordsTopic.name', pos, end, 1)
@@ -412,7 +413,7 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_8(buf, pos, end):
             raise _rt.overrun('DeleteRecordsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_7(buf, pos, end)
+            x4, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -428,7 +429,7 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_8(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsRequest_9(buf, pos, end):
+def _d_DeleteRecordsRequest_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsRequest)
     if pos >= end:
         raise _rt.eof('DeleteRecordsRequest.topics', pos, end, 1)
@@ -444,7 +445,7 @@ def _d_DeleteRecordsRequest_9(buf, pos, end):
             raise _rt.overrun('DeleteRecordsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteRecordsRequest_DeleteRecordsTopic_8(buf, pos, end)
+            x3, pos = _d_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -464,7 +465,7 @@ def _d_DeleteRecordsRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteRecordsRequest_DeleteRecordsPartition_10(o, out, sp):
+def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o, out, sp):
     out += _S2.pack(o.partition_index, o.offset)
     u = o.unknown_tagged_fields
     if u:
@@ -473,7 +474,7 @@ def _e_DeleteRecordsRequest_DeleteRecordsPartition_10(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteRecordsRequest_DeleteRecordsTopic_11(o, out, sp):
+def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -489,7 +490,7 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DeleteRecordsRequest_DeleteRecordsPartition_10(e6, out, sp)
+        _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -497,7 +498,7 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_11(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteRecordsRequest_12(o, out, sp):
+def _e_DeleteRecordsRequest_v2(o, out, sp):
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -505,7 +506,7 @@ def _e_DeleteRecordsRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteRecordsRequest_DeleteRecordsTopic_11(e3, out, sp)
+        _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(e3, out, sp)
     out += _S0.pack(o.timeout_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -514,7 +515,7 @@ def _e_DeleteRecordsRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_13(buf, pos, end):
+def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse_DeleteRecordsPartitionResult)
     if end - pos < 14:
         raise _rt.group_eof('DeleteRecordsPartitionResult', (('partition_index', 4), ('low_watermark', 8), ('error_code', 2)), pos, end)
@@ -524,7 +525,7 @@ def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_13(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_14(buf, pos, end):
+def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse_DeleteRecordsTopicResult)
     if end - pos < 2:
         raise _rt.eof('DeleteRecordsTopicResult.name', pos, end, 2)
@@ -551,14 +552,14 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_14(buf, pos, end):
             raise _rt.overrun('DeleteRecordsTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_13(buf, pos, end)
+            x4, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DeleteRecordsResponse_15(buf, pos, end):
+def _d_DeleteRecordsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteRecordsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -575,18 +576,18 @@ def _d_DeleteRecordsResponse_15(buf, pos, end):
             raise _rt.overrun('DeleteRecordsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_14(buf, pos, end)
+            x3, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_16(o, out, sp):
+def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0_to_1(o, out, sp):
     out += _S3.pack(o.partition_index, o.low_watermark, o.error_code)
 
 
-def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_17(o, out, sp):
+def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -594,18 +595,18 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_17(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_16(e4, out, sp)
+        _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0_to_1(e4, out, sp)
 
 
-def _e_DeleteRecordsResponse_18(o, out, sp):
+def _e_DeleteRecordsResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DeleteRecordsResponse_DeleteRecordsTopicResult_17(e2, out, sp)
+        _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0_to_1(e2, out, sp)
 
 
-def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_19(buf, pos, end):
+def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse_DeleteRecordsPartitionResult)
     if end - pos < 14:
         raise _rt.group_eof('DeleteRecordsPartitionResult', (('partition_index', 4), ('low_watermark', 8), ('error_code', 2)), pos, end)
@@ -624,7 +625,7 @@ def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_19(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_20(buf, pos, end):
+def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse_DeleteRecordsTopicResult)
     if pos >= end:
         raise _rt.eof('DeleteRecordsTopicResult.name', pos, end, 1)
@@ -657,7 +658,7 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_20(buf, pos, end):
             raise _rt.overrun('DeleteRecordsTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_19(buf, pos, end)
+            x4, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -673,7 +674,7 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_20(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteRecordsResponse_21(buf, pos, end):
+def _d_DeleteRecordsResponse_v2(buf, pos, end):
     o = _new(_C_DeleteRecordsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteRecordsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -693,7 +694,7 @@ def _d_DeleteRecordsResponse_21(buf, pos, end):
             raise _rt.overrun('DeleteRecordsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_20(buf, pos, end)
+            x3, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -709,7 +710,7 @@ def _d_DeleteRecordsResponse_21(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_22(o, out, sp):
+def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o, out, sp):
     out += _S3.pack(o.partition_index, o.low_watermark, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -718,7 +719,7 @@ def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_22(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_23(o, out, sp):
+def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -734,7 +735,7 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_23(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_22(e6, out, sp)
+        _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -742,7 +743,7 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_23(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteRecordsResponse_24(o, out, sp):
+def _e_DeleteRecordsResponse_v2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -751,7 +752,7 @@ def _e_DeleteRecordsResponse_24(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteRecordsResponse_DeleteRecordsTopicResult_23(e3, out, sp)
+        _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -760,9 +761,9 @@ def _e_DeleteRecordsResponse_24(o, out, sp):
 
 
 
-DeleteRecordsRequest._DECODERS = (_d_DeleteRecordsRequest_3, _d_DeleteRecordsRequest_3, _d_DeleteRecordsRequest_9,)
-DeleteRecordsRequest._ENCODERS = (_e_DeleteRecordsRequest_6, _e_DeleteRecordsRequest_6, _e_DeleteRecordsRequest_12,)
-DeleteRecordsResponse._DECODERS = (_d_DeleteRecordsResponse_15, _d_DeleteRecordsResponse_15, _d_DeleteRecordsResponse_21,)
-DeleteRecordsResponse._ENCODERS = (_e_DeleteRecordsResponse_18, _e_DeleteRecordsResponse_18, _e_DeleteRecordsResponse_24,)
+DeleteRecordsRequest._DECODERS = (_d_DeleteRecordsRequest_v0_to_1, _d_DeleteRecordsRequest_v0_to_1, _d_DeleteRecordsRequest_v2,)
+DeleteRecordsRequest._ENCODERS = (_e_DeleteRecordsRequest_v0_to_1, _e_DeleteRecordsRequest_v0_to_1, _e_DeleteRecordsRequest_v2,)
+DeleteRecordsResponse._DECODERS = (_d_DeleteRecordsResponse_v0_to_1, _d_DeleteRecordsResponse_v0_to_1, _d_DeleteRecordsResponse_v2,)
+DeleteRecordsResponse._ENCODERS = (_e_DeleteRecordsResponse_v0_to_1, _e_DeleteRecordsResponse_v0_to_1, _e_DeleteRecordsResponse_v2,)
 
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -206,7 +207,7 @@ _C_DeleteTopicsResponse_DeletableTopicResult._FIELDS = (
 )
 
 
-def _d_DeleteTopicsRequest_1(buf, pos, end):
+def _d_DeleteTopicsRequest_v0_to_3(buf, pos, end):
     o = _new(_C_DeleteTopicsRequest)
     o.topics = []
     if end - pos < 4:
@@ -244,7 +245,7 @@ def _d_DeleteTopicsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsRequest_2(o, out, sp):
+def _e_DeleteTopicsRequest_v0_to_3(o, out, sp):
     v1 = o.topic_names
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -254,7 +255,7 @@ def _e_DeleteTopicsRequest_2(o, out, sp):
     out += _S0.pack(o.timeout_ms)
 
 
-def _d_DeleteTopicsRequest_3(buf, pos, end):
+def _d_DeleteTopicsRequest_v4_to_5(buf, pos, end):
     o = _new(_C_DeleteTopicsRequest)
     o.topics = []
     if pos >= end:
@@ -307,7 +308,7 @@ def _d_DeleteTopicsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsRequest_4(o, out, sp):
+def _e_DeleteTopicsRequest_v4_to_5(o, out, sp):
     v1 = o.topic_names
     n2 = len(v1) + 1
     if n2 < 128:
@@ -330,7 +331,7 @@ def _e_DeleteTopicsRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteTopicsRequest_DeleteTopicState_5(buf, pos, end):
+def _d_DeleteTopicsRequest_DeleteTopicState_v6(buf, pos, end):
     o = _new(_C_DeleteTopicsRequest_DeleteTopicState)
     if pos >= end:
         raise _rt.eof('DeleteTopicState.name', pos, end, 1)
@@ -367,7 +368,7 @@ def _d_DeleteTopicsRequest_DeleteTopicState_5(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteTopicsRequest_6(buf, pos, end):
+def _d_DeleteTopicsRequest_v6(buf, pos, end):
     o = _new(_C_DeleteTopicsRequest)
     o.topic_names = []
     if pos >= end:
@@ -384,7 +385,7 @@ def _d_DeleteTopicsRequest_6(buf, pos, end):
             raise _rt.overrun('DeleteTopicsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsRequest_DeleteTopicState_5(buf, pos, end)
+            x3, pos = _d_DeleteTopicsRequest_DeleteTopicState_v6(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -404,7 +405,7 @@ def _d_DeleteTopicsRequest_6(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsRequest_DeleteTopicState_7(o, out, sp):
+def _e_DeleteTopicsRequest_DeleteTopicState_v6(o, out, sp):
     v1 = o.name
     if v1 is None:
         out.append(0)
@@ -424,7 +425,7 @@ def _e_DeleteTopicsRequest_DeleteTopicState_7(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteTopicsRequest_8(o, out, sp):
+def _e_DeleteTopicsRequest_v6(o, out, sp):
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -432,7 +433,7 @@ def _e_DeleteTopicsRequest_8(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteTopicsRequest_DeleteTopicState_7(e3, out, sp)
+        _e_DeleteTopicsRequest_DeleteTopicState_v6(e3, out, sp)
     out += _S0.pack(o.timeout_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -441,7 +442,7 @@ def _e_DeleteTopicsRequest_8(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_9(buf, pos, end):
+def _d_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.error_message = None
@@ -467,7 +468,7 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_9(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteTopicsResponse_10(buf, pos, end):
+def _d_DeleteTopicsResponse_v0(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -481,14 +482,14 @@ def _d_DeleteTopicsResponse_10(buf, pos, end):
             raise _rt.overrun('DeleteTopicsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_9(buf, pos, end)
+            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_11(o, out, sp):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -496,14 +497,14 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_11(o, out, sp):
     out += _S1.pack(o.error_code)
 
 
-def _e_DeleteTopicsResponse_12(o, out, sp):
+def _e_DeleteTopicsResponse_v0(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DeleteTopicsResponse_DeletableTopicResult_11(e2, out, sp)
+        _e_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(e2, out, sp)
 
 
-def _d_DeleteTopicsResponse_13(buf, pos, end):
+def _d_DeleteTopicsResponse_v1_to_3(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -520,22 +521,22 @@ def _d_DeleteTopicsResponse_13(buf, pos, end):
             raise _rt.overrun('DeleteTopicsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_9(buf, pos, end)
+            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DeleteTopicsResponse_14(o, out, sp):
+def _e_DeleteTopicsResponse_v1_to_3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DeleteTopicsResponse_DeletableTopicResult_11(e2, out, sp)
+        _e_DeleteTopicsResponse_DeletableTopicResult_v0_to_3(e2, out, sp)
 
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_15(buf, pos, end):
+def _d_DeleteTopicsResponse_DeletableTopicResult_v4(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.error_message = None
@@ -573,7 +574,7 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_15(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteTopicsResponse_16(buf, pos, end):
+def _d_DeleteTopicsResponse_v4(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -593,7 +594,7 @@ def _d_DeleteTopicsResponse_16(buf, pos, end):
             raise _rt.overrun('DeleteTopicsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_15(buf, pos, end)
+            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v4(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -609,7 +610,7 @@ def _d_DeleteTopicsResponse_16(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_17(o, out, sp):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -626,7 +627,7 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_17(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteTopicsResponse_18(o, out, sp):
+def _e_DeleteTopicsResponse_v4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -635,7 +636,7 @@ def _e_DeleteTopicsResponse_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteTopicsResponse_DeletableTopicResult_17(e3, out, sp)
+        _e_DeleteTopicsResponse_DeletableTopicResult_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -643,7 +644,7 @@ def _e_DeleteTopicsResponse_18(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_19(buf, pos, end):
+def _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -697,7 +698,7 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_19(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteTopicsResponse_20(buf, pos, end):
+def _d_DeleteTopicsResponse_v5(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -717,7 +718,7 @@ def _d_DeleteTopicsResponse_20(buf, pos, end):
             raise _rt.overrun('DeleteTopicsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_19(buf, pos, end)
+            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v5(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -733,7 +734,7 @@ def _d_DeleteTopicsResponse_20(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_21(o, out, sp):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -761,7 +762,7 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_21(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteTopicsResponse_22(o, out, sp):
+def _e_DeleteTopicsResponse_v5(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -770,7 +771,7 @@ def _e_DeleteTopicsResponse_22(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteTopicsResponse_DeletableTopicResult_21(e3, out, sp)
+        _e_DeleteTopicsResponse_DeletableTopicResult_v5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -778,7 +779,7 @@ def _e_DeleteTopicsResponse_22(o, out, sp):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_23(buf, pos, end):
+def _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse_DeletableTopicResult)
     if pos >= end:
         raise _rt.eof('DeletableTopicResult.name', pos, end, 1)
@@ -832,7 +833,7 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_23(buf, pos, end):
     return o, pos
 
 
-def _d_DeleteTopicsResponse_24(buf, pos, end):
+def _d_DeleteTopicsResponse_v6(buf, pos, end):
     o = _new(_C_DeleteTopicsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DeleteTopicsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -852,7 +853,7 @@ def _d_DeleteTopicsResponse_24(buf, pos, end):
             raise _rt.overrun('DeleteTopicsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_23(buf, pos, end)
+            x3, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v6(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -868,7 +869,7 @@ def _d_DeleteTopicsResponse_24(buf, pos, end):
     return o, pos
 
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_25(o, out, sp):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o, out, sp):
     v1 = o.name
     if v1 is None:
         out.append(0)
@@ -899,7 +900,7 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_25(o, out, sp):
         out.append(0)
 
 
-def _e_DeleteTopicsResponse_26(o, out, sp):
+def _e_DeleteTopicsResponse_v6(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -908,7 +909,7 @@ def _e_DeleteTopicsResponse_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DeleteTopicsResponse_DeletableTopicResult_25(e3, out, sp)
+        _e_DeleteTopicsResponse_DeletableTopicResult_v6(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -917,9 +918,9 @@ def _e_DeleteTopicsResponse_26(o, out, sp):
 
 
 
-DeleteTopicsRequest._DECODERS = (_d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_3, _d_DeleteTopicsRequest_3, _d_DeleteTopicsRequest_6,)
-DeleteTopicsRequest._ENCODERS = (_e_DeleteTopicsRequest_2, _e_DeleteTopicsRequest_2, _e_DeleteTopicsRequest_2, _e_DeleteTopicsRequest_2, _e_DeleteTopicsRequest_4, _e_DeleteTopicsRequest_4, _e_DeleteTopicsRequest_8,)
-DeleteTopicsResponse._DECODERS = (_d_DeleteTopicsResponse_10, _d_DeleteTopicsResponse_13, _d_DeleteTopicsResponse_13, _d_DeleteTopicsResponse_13, _d_DeleteTopicsResponse_16, _d_DeleteTopicsResponse_20, _d_DeleteTopicsResponse_24,)
-DeleteTopicsResponse._ENCODERS = (_e_DeleteTopicsResponse_12, _e_DeleteTopicsResponse_14, _e_DeleteTopicsResponse_14, _e_DeleteTopicsResponse_14, _e_DeleteTopicsResponse_18, _e_DeleteTopicsResponse_22, _e_DeleteTopicsResponse_26,)
+DeleteTopicsRequest._DECODERS = (_d_DeleteTopicsRequest_v0_to_3, _d_DeleteTopicsRequest_v0_to_3, _d_DeleteTopicsRequest_v0_to_3, _d_DeleteTopicsRequest_v0_to_3, _d_DeleteTopicsRequest_v4_to_5, _d_DeleteTopicsRequest_v4_to_5, _d_DeleteTopicsRequest_v6,)
+DeleteTopicsRequest._ENCODERS = (_e_DeleteTopicsRequest_v0_to_3, _e_DeleteTopicsRequest_v0_to_3, _e_DeleteTopicsRequest_v0_to_3, _e_DeleteTopicsRequest_v0_to_3, _e_DeleteTopicsRequest_v4_to_5, _e_DeleteTopicsRequest_v4_to_5, _e_DeleteTopicsRequest_v6,)
+DeleteTopicsResponse._DECODERS = (_d_DeleteTopicsResponse_v0, _d_DeleteTopicsResponse_v1_to_3, _d_DeleteTopicsResponse_v1_to_3, _d_DeleteTopicsResponse_v1_to_3, _d_DeleteTopicsResponse_v4, _d_DeleteTopicsResponse_v5, _d_DeleteTopicsResponse_v6,)
+DeleteTopicsResponse._ENCODERS = (_e_DeleteTopicsResponse_v0, _e_DeleteTopicsResponse_v1_to_3, _e_DeleteTopicsResponse_v1_to_3, _e_DeleteTopicsResponse_v1_to_3, _e_DeleteTopicsResponse_v4, _e_DeleteTopicsResponse_v5, _e_DeleteTopicsResponse_v6,)
 
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -196,7 +197,7 @@ _C_DescribeClusterResponse_DescribeClusterBroker._FIELDS = (
 )
 
 
-def _d_DescribeClusterRequest_1(buf, pos, end):
+def _d_DescribeClusterRequest_v0(buf, pos, end):
     o = _new(_C_DescribeClusterRequest)
     o.endpoint_type = 1
     if end - pos < 1:
@@ -216,7 +217,7 @@ def _d_DescribeClusterRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeClusterRequest_2(o, out, sp):
+def _e_DescribeClusterRequest_v0(o, out, sp):
     out += _S0.pack(o.include_cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -225,7 +226,7 @@ def _e_DescribeClusterRequest_2(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeClusterRequest_3(buf, pos, end):
+def _d_DescribeClusterRequest_v1(buf, pos, end):
     o = _new(_C_DescribeClusterRequest)
     if end - pos < 2:
         raise _rt.group_eof('DescribeClusterRequest', (('include_cluster_authorized_operations', 1), ('endpoint_type', 1)), pos, end)
@@ -244,7 +245,7 @@ def _d_DescribeClusterRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeClusterRequest_4(o, out, sp):
+def _e_DescribeClusterRequest_v1(o, out, sp):
     out += _S1.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     u = o.unknown_tagged_fields
     if u:
@@ -253,7 +254,7 @@ def _e_DescribeClusterRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeClusterResponse_DescribeClusterBroker_5(buf, pos, end):
+def _d_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeClusterResponse_DescribeClusterBroker)
     if end - pos < 4:
         raise _rt.group_eof('DescribeClusterBroker', (('broker_id', 4),), pos, end)
@@ -310,7 +311,7 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_5(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeClusterResponse_6(buf, pos, end):
+def _d_DescribeClusterResponse_v0(buf, pos, end):
     o = _new(_C_DescribeClusterResponse)
     o.endpoint_type = 1
     if end - pos < 6:
@@ -369,7 +370,7 @@ def _d_DescribeClusterResponse_6(buf, pos, end):
             raise _rt.overrun('DescribeClusterResponse.brokers', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeClusterResponse_DescribeClusterBroker_5(buf, pos, end)
+            x5, pos = _d_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(buf, pos, end)
             a4.append(x5)
         o.brokers = a4
     if end - pos < 4:
@@ -389,7 +390,7 @@ def _d_DescribeClusterResponse_6(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeClusterResponse_DescribeClusterBroker_7(o, out, sp):
+def _e_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(o, out, sp):
     out += _S3.pack(o.broker_id)
     v1 = o.host
     b2 = v1.encode()
@@ -418,7 +419,7 @@ def _e_DescribeClusterResponse_DescribeClusterBroker_7(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeClusterResponse_8(o, out, sp):
+def _e_DescribeClusterResponse_v0(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -447,7 +448,7 @@ def _e_DescribeClusterResponse_8(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_DescribeClusterResponse_DescribeClusterBroker_7(e9, out, sp)
+        _e_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(e9, out, sp)
     out += _S3.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -456,7 +457,7 @@ def _e_DescribeClusterResponse_8(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeClusterResponse_9(buf, pos, end):
+def _d_DescribeClusterResponse_v1(buf, pos, end):
     o = _new(_C_DescribeClusterResponse)
     if end - pos < 6:
         raise _rt.group_eof('DescribeClusterResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -518,7 +519,7 @@ def _d_DescribeClusterResponse_9(buf, pos, end):
             raise _rt.overrun('DescribeClusterResponse.brokers', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeClusterResponse_DescribeClusterBroker_5(buf, pos, end)
+            x5, pos = _d_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(buf, pos, end)
             a4.append(x5)
         o.brokers = a4
     if end - pos < 4:
@@ -538,7 +539,7 @@ def _d_DescribeClusterResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeClusterResponse_10(o, out, sp):
+def _e_DescribeClusterResponse_v1(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -568,7 +569,7 @@ def _e_DescribeClusterResponse_10(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_DescribeClusterResponse_DescribeClusterBroker_7(e9, out, sp)
+        _e_DescribeClusterResponse_DescribeClusterBroker_v0_to_1(e9, out, sp)
     out += _S3.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -578,9 +579,9 @@ def _e_DescribeClusterResponse_10(o, out, sp):
 
 
 
-DescribeClusterRequest._DECODERS = (_d_DescribeClusterRequest_1, _d_DescribeClusterRequest_3,)
-DescribeClusterRequest._ENCODERS = (_e_DescribeClusterRequest_2, _e_DescribeClusterRequest_4,)
-DescribeClusterResponse._DECODERS = (_d_DescribeClusterResponse_6, _d_DescribeClusterResponse_9,)
-DescribeClusterResponse._ENCODERS = (_e_DescribeClusterResponse_8, _e_DescribeClusterResponse_10,)
+DescribeClusterRequest._DECODERS = (_d_DescribeClusterRequest_v0, _d_DescribeClusterRequest_v1,)
+DescribeClusterRequest._ENCODERS = (_e_DescribeClusterRequest_v0, _e_DescribeClusterRequest_v1,)
+DescribeClusterResponse._DECODERS = (_d_DescribeClusterResponse_v0, _d_DescribeClusterResponse_v1,)
+DescribeClusterResponse._ENCODERS = (_e_DescribeClusterResponse_v0, _e_DescribeClusterResponse_v1,)
 
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']

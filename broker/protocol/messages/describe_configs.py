@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -322,7 +323,7 @@ _C_DescribeConfigsResponse_DescribeConfigsSynonym._FIELDS = (
 )
 
 
-def _d_DescribeConfigsRequest_DescribeConfigsResource_1(buf, pos, end):
+def _d_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest_DescribeConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('DescribeConfigsResource', (('resource_type', 1),), pos, end)
@@ -373,7 +374,7 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_1(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsRequest_2(buf, pos, end):
+def _d_DescribeConfigsRequest_v0(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest)
     o.include_synonyms = False
     o.include_documentation = False
@@ -388,14 +389,14 @@ def _d_DescribeConfigsRequest_2(buf, pos, end):
             raise _rt.overrun('DescribeConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_1(buf, pos, end)
+            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeConfigsRequest_DescribeConfigsResource_3(o, out, sp):
+def _e_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -412,14 +413,14 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_3(o, out, sp):
             out += b5
 
 
-def _e_DescribeConfigsRequest_4(o, out, sp):
+def _e_DescribeConfigsRequest_v0(o, out, sp):
     v1 = o.resources
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsRequest_DescribeConfigsResource_3(e2, out, sp)
+        _e_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(e2, out, sp)
 
 
-def _d_DescribeConfigsRequest_5(buf, pos, end):
+def _d_DescribeConfigsRequest_v1_to_2(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest)
     o.include_documentation = False
     if end - pos < 4:
@@ -433,7 +434,7 @@ def _d_DescribeConfigsRequest_5(buf, pos, end):
             raise _rt.overrun('DescribeConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_1(buf, pos, end)
+            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 1:
@@ -444,15 +445,15 @@ def _d_DescribeConfigsRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeConfigsRequest_6(o, out, sp):
+def _e_DescribeConfigsRequest_v1_to_2(o, out, sp):
     v1 = o.resources
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsRequest_DescribeConfigsResource_3(e2, out, sp)
+        _e_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(e2, out, sp)
     out += _S3.pack(o.include_synonyms)
 
 
-def _d_DescribeConfigsRequest_7(buf, pos, end):
+def _d_DescribeConfigsRequest_v3(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest)
     if end - pos < 4:
         raise _rt.eof('DescribeConfigsRequest.resources', pos, end, 4)
@@ -465,7 +466,7 @@ def _d_DescribeConfigsRequest_7(buf, pos, end):
             raise _rt.overrun('DescribeConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_1(buf, pos, end)
+            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 2:
@@ -476,15 +477,15 @@ def _d_DescribeConfigsRequest_7(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeConfigsRequest_8(o, out, sp):
+def _e_DescribeConfigsRequest_v3(o, out, sp):
     v1 = o.resources
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsRequest_DescribeConfigsResource_3(e2, out, sp)
+        _e_DescribeConfigsRequest_DescribeConfigsResource_v0_to_3(e2, out, sp)
     out += _S4.pack(o.include_synonyms, o.include_documentation)
 
 
-def _d_DescribeConfigsRequest_DescribeConfigsResource_9(buf, pos, end):
+def _d_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest_DescribeConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('DescribeConfigsResource', (('resource_type', 1),), pos, end)
@@ -553,7 +554,7 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_9(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsRequest_10(buf, pos, end):
+def _d_DescribeConfigsRequest_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsRequest)
     if pos >= end:
         raise _rt.eof('DescribeConfigsRequest.resources', pos, end, 1)
@@ -569,7 +570,7 @@ def _d_DescribeConfigsRequest_10(buf, pos, end):
             raise _rt.overrun('DescribeConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_9(buf, pos, end)
+            x3, pos = _d_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 2:
@@ -589,7 +590,7 @@ def _d_DescribeConfigsRequest_10(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeConfigsRequest_DescribeConfigsResource_11(o, out, sp):
+def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -623,7 +624,7 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_11(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeConfigsRequest_12(o, out, sp):
+def _e_DescribeConfigsRequest_v4(o, out, sp):
     v1 = o.resources
     n2 = len(v1) + 1
     if n2 < 128:
@@ -631,7 +632,7 @@ def _e_DescribeConfigsRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeConfigsRequest_DescribeConfigsResource_11(e3, out, sp)
+        _e_DescribeConfigsRequest_DescribeConfigsResource_v4(e3, out, sp)
     out += _S4.pack(o.include_synonyms, o.include_documentation)
     u = o.unknown_tagged_fields
     if u:
@@ -640,7 +641,7 @@ def _e_DescribeConfigsRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_13(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.config_source = -1
     o.synonyms = []
@@ -682,7 +683,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_13(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResult_14(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
     if end - pos < 2:
         raise _rt.group_eof('DescribeConfigsResult', (('error_code', 2),), pos, end)
@@ -731,14 +732,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_14(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResult.configs', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_13(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, pos, end)
             a4.append(x5)
         o.configs = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeConfigsResponse_15(buf, pos, end):
+def _d_DescribeConfigsResponse_v0(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -755,14 +756,14 @@ def _d_DescribeConfigsResponse_15(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_14(buf, pos, end)
+            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_16(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -777,7 +778,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_16(o, out, sp):
     out += _S5.pack(o.read_only, o.is_default, o.is_sensitive)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_17(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -794,18 +795,18 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_17(o, out, sp):
     v5 = o.configs
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_16(e6, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(e6, out, sp)
 
 
-def _e_DescribeConfigsResponse_18(o, out, sp):
+def _e_DescribeConfigsResponse_v0(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsResponse_DescribeConfigsResult_17(e2, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResult_v0(e2, out, sp)
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsSynonym_19(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsSynonym)
     if end - pos < 2:
         raise _rt.eof('DescribeConfigsSynonym.name', pos, end, 2)
@@ -843,7 +844,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_19(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_20(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1_to_2(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.is_default = False
     o.config_type = 0
@@ -891,14 +892,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_20(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResourceResult.synonyms', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_19(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(buf, pos, end)
             a4.append(x5)
         o.synonyms = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResult_21(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResult_v1_to_2(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
     if end - pos < 2:
         raise _rt.group_eof('DescribeConfigsResult', (('error_code', 2),), pos, end)
@@ -947,14 +948,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_21(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResult.configs', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_20(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v1_to_2(buf, pos, end)
             a4.append(x5)
         o.configs = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeConfigsResponse_22(buf, pos, end):
+def _d_DescribeConfigsResponse_v1_to_2(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -971,14 +972,14 @@ def _d_DescribeConfigsResponse_22(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_21(buf, pos, end)
+            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsSynonym_23(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -993,7 +994,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsSynonym_23(o, out, sp):
     out += _S1.pack(o.source)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_24(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1009,10 +1010,10 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_24(o, out, sp):
     v5 = o.synonyms
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_DescribeConfigsResponse_DescribeConfigsSynonym_23(e6, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(e6, out, sp)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_25(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v1_to_2(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -1029,18 +1030,18 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_25(o, out, sp):
     v5 = o.configs
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_24(e6, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1_to_2(e6, out, sp)
 
 
-def _e_DescribeConfigsResponse_26(o, out, sp):
+def _e_DescribeConfigsResponse_v1_to_2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsResponse_DescribeConfigsResult_25(e2, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResult_v1_to_2(e2, out, sp)
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_27(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.is_default = False
     if end - pos < 2:
@@ -1086,7 +1087,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_27(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResourceResult.synonyms', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_19(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(buf, pos, end)
             a4.append(x5)
         o.synonyms = a4
     if end - pos < 1:
@@ -1111,7 +1112,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_27(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResult_28(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
     if end - pos < 2:
         raise _rt.group_eof('DescribeConfigsResult', (('error_code', 2),), pos, end)
@@ -1160,14 +1161,14 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_28(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResult.configs', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_27(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, pos, end)
             a4.append(x5)
         o.configs = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeConfigsResponse_29(buf, pos, end):
+def _d_DescribeConfigsResponse_v3(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1184,14 +1185,14 @@ def _d_DescribeConfigsResponse_29(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_28(buf, pos, end)
+            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_30(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1207,7 +1208,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_30(o, out, sp):
     v5 = o.synonyms
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_DescribeConfigsResponse_DescribeConfigsSynonym_23(e6, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1_to_3(e6, out, sp)
     out += _S1.pack(o.config_type)
     v7 = o.documentation
     if v7 is None:
@@ -1218,7 +1219,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_30(o, out, sp):
         out += b8
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_31(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -1235,18 +1236,18 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_31(o, out, sp):
     v5 = o.configs
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_30(e6, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(e6, out, sp)
 
 
-def _e_DescribeConfigsResponse_32(o, out, sp):
+def _e_DescribeConfigsResponse_v3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeConfigsResponse_DescribeConfigsResult_31(e2, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResult_v3(e2, out, sp)
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsSynonym_33(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsSynonym)
     if pos >= end:
         raise _rt.eof('DescribeConfigsSynonym.name', pos, end, 1)
@@ -1299,7 +1300,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_33(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_34(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.is_default = False
     if pos >= end:
@@ -1354,7 +1355,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_34(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResourceResult.synonyms', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_33(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, pos, end)
             a4.append(x5)
         o.synonyms = a4
     if end - pos < 1:
@@ -1391,7 +1392,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_34(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_DescribeConfigsResult_35(buf, pos, end):
+def _d_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse_DescribeConfigsResult)
     if end - pos < 2:
         raise _rt.group_eof('DescribeConfigsResult', (('error_code', 2),), pos, end)
@@ -1449,7 +1450,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_35(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResult.configs', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_34(buf, pos, end)
+            x5, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, pos, end)
             a4.append(x5)
         o.configs = a4
     if pos >= end:
@@ -1465,7 +1466,7 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_35(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeConfigsResponse_36(buf, pos, end):
+def _d_DescribeConfigsResponse_v4(buf, pos, end):
     o = _new(_C_DescribeConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1485,7 +1486,7 @@ def _d_DescribeConfigsResponse_36(buf, pos, end):
             raise _rt.overrun('DescribeConfigsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_35(buf, pos, end)
+            x3, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -1501,7 +1502,7 @@ def _d_DescribeConfigsResponse_36(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsSynonym_37(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1529,7 +1530,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsSynonym_37(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_38(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1557,7 +1558,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_38(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_DescribeConfigsResponse_DescribeConfigsSynonym_37(e9, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(e9, out, sp)
     out += _S1.pack(o.config_type)
     v10 = o.documentation
     if v10 is None:
@@ -1577,7 +1578,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_38(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_39(o, out, sp):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -1606,7 +1607,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_38(e9, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1614,7 +1615,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_39(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeConfigsResponse_40(o, out, sp):
+def _e_DescribeConfigsResponse_v4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     n2 = len(v1) + 1
@@ -1623,7 +1624,7 @@ def _e_DescribeConfigsResponse_40(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeConfigsResponse_DescribeConfigsResult_39(e3, out, sp)
+        _e_DescribeConfigsResponse_DescribeConfigsResult_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1632,9 +1633,9 @@ def _e_DescribeConfigsResponse_40(o, out, sp):
 
 
 
-DescribeConfigsRequest._DECODERS = (_d_DescribeConfigsRequest_2, _d_DescribeConfigsRequest_5, _d_DescribeConfigsRequest_5, _d_DescribeConfigsRequest_7, _d_DescribeConfigsRequest_10,)
-DescribeConfigsRequest._ENCODERS = (_e_DescribeConfigsRequest_4, _e_DescribeConfigsRequest_6, _e_DescribeConfigsRequest_6, _e_DescribeConfigsRequest_8, _e_DescribeConfigsRequest_12,)
-DescribeConfigsResponse._DECODERS = (_d_DescribeConfigsResponse_15, _d_DescribeConfigsResponse_22, _d_DescribeConfigsResponse_22, _d_DescribeConfigsResponse_29, _d_DescribeConfigsResponse_36,)
-DescribeConfigsResponse._ENCODERS = (_e_DescribeConfigsResponse_18, _e_DescribeConfigsResponse_26, _e_DescribeConfigsResponse_26, _e_DescribeConfigsResponse_32, _e_DescribeConfigsResponse_40,)
+DescribeConfigsRequest._DECODERS = (_d_DescribeConfigsRequest_v0, _d_DescribeConfigsRequest_v1_to_2, _d_DescribeConfigsRequest_v1_to_2, _d_DescribeConfigsRequest_v3, _d_DescribeConfigsRequest_v4,)
+DescribeConfigsRequest._ENCODERS = (_e_DescribeConfigsRequest_v0, _e_DescribeConfigsRequest_v1_to_2, _e_DescribeConfigsRequest_v1_to_2, _e_DescribeConfigsRequest_v3, _e_DescribeConfigsRequest_v4,)
+DescribeConfigsResponse._DECODERS = (_d_DescribeConfigsResponse_v0, _d_DescribeConfigsResponse_v1_to_2, _d_DescribeConfigsResponse_v1_to_2, _d_DescribeConfigsResponse_v3, _d_DescribeConfigsResponse_v4,)
+DescribeConfigsResponse._ENCODERS = (_e_DescribeConfigsResponse_v0, _e_DescribeConfigsResponse_v1_to_2, _e_DescribeConfigsResponse_v1_to_2, _e_DescribeConfigsResponse_v3, _e_DescribeConfigsResponse_v4,)
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -232,7 +233,7 @@ _C_DescribeGroupsResponse_DescribedGroupMember._FIELDS = (
 )
 
 
-def _d_DescribeGroupsRequest_1(buf, pos, end):
+def _d_DescribeGroupsRequest_v0_to_2(buf, pos, end):
     o = _new(_C_DescribeGroupsRequest)
     o.include_authorized_operations = False
     if end - pos < 4:
@@ -266,7 +267,7 @@ def _d_DescribeGroupsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeGroupsRequest_2(o, out, sp):
+def _e_DescribeGroupsRequest_v0_to_2(o, out, sp):
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -275,7 +276,7 @@ def _e_DescribeGroupsRequest_2(o, out, sp):
         out += b3
 
 
-def _d_DescribeGroupsRequest_3(buf, pos, end):
+def _d_DescribeGroupsRequest_v3_to_4(buf, pos, end):
     o = _new(_C_DescribeGroupsRequest)
     if end - pos < 4:
         raise _rt.eof('DescribeGroupsRequest.groups', pos, end, 4)
@@ -312,7 +313,7 @@ def _d_DescribeGroupsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeGroupsRequest_4(o, out, sp):
+def _e_DescribeGroupsRequest_v3_to_4(o, out, sp):
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -322,7 +323,7 @@ def _e_DescribeGroupsRequest_4(o, out, sp):
     out += _S2.pack(o.include_authorized_operations)
 
 
-def _d_DescribeGroupsRequest_5(buf, pos, end):
+def _d_DescribeGroupsRequest_v5(buf, pos, end):
     o = _new(_C_DescribeGroupsRequest)
     if pos >= end:
         raise _rt.eof('DescribeGroupsRequest.groups', pos, end, 1)
@@ -374,7 +375,7 @@ def _d_DescribeGroupsRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeGroupsRequest_6(o, out, sp):
+def _e_DescribeGroupsRequest_v5(o, out, sp):
     v1 = o.groups
     n2 = len(v1) + 1
     if n2 < 128:
@@ -397,7 +398,7 @@ def _e_DescribeGroupsRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_7(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
     o.group_instance_id = None
     if end - pos < 2:
@@ -468,7 +469,7 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_7(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_DescribedGroup_8(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroup_v0_to_2(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroup)
     o.authorized_operations = -2147483648
     if end - pos < 2:
@@ -542,14 +543,14 @@ def _d_DescribeGroupsResponse_DescribedGroup_8(buf, pos, end):
             raise _rt.overrun('DescribedGroup.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_7(buf, pos, end)
+            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(buf, pos, end)
             a6.append(x7)
         o.members = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeGroupsResponse_9(buf, pos, end):
+def _d_DescribeGroupsResponse_v0(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -563,14 +564,14 @@ def _d_DescribeGroupsResponse_9(buf, pos, end):
             raise _rt.overrun('DescribeGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_8(buf, pos, end)
+            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_10(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -587,7 +588,7 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_10(o, out, sp):
     _rt.put_bytes(out, o.member_assignment, False, False)
 
 
-def _e_DescribeGroupsResponse_DescribedGroup_11(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroup_v0_to_2(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.group_id
     b2 = v1.encode()
@@ -608,17 +609,17 @@ def _e_DescribeGroupsResponse_DescribedGroup_11(o, out, sp):
     v9 = o.members
     out += _S_I32.pack(len(v9))
     for e10 in v9:
-        _e_DescribeGroupsResponse_DescribedGroupMember_10(e10, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(e10, out, sp)
 
 
-def _e_DescribeGroupsResponse_12(o, out, sp):
+def _e_DescribeGroupsResponse_v0(o, out, sp):
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeGroupsResponse_DescribedGroup_11(e2, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroup_v0_to_2(e2, out, sp)
 
 
-def _d_DescribeGroupsResponse_13(buf, pos, end):
+def _d_DescribeGroupsResponse_v1_to_2(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -635,22 +636,22 @@ def _d_DescribeGroupsResponse_13(buf, pos, end):
             raise _rt.overrun('DescribeGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_8(buf, pos, end)
+            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeGroupsResponse_14(o, out, sp):
+def _e_DescribeGroupsResponse_v1_to_2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeGroupsResponse_DescribedGroup_11(e2, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroup_v0_to_2(e2, out, sp)
 
 
-def _d_DescribeGroupsResponse_DescribedGroup_15(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroup_v3(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroup)
     if end - pos < 2:
         raise _rt.group_eof('DescribedGroup', (('error_code', 2),), pos, end)
@@ -723,7 +724,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_15(buf, pos, end):
             raise _rt.overrun('DescribedGroup.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_7(buf, pos, end)
+            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(buf, pos, end)
             a6.append(x7)
         o.members = a6
     if end - pos < 4:
@@ -734,7 +735,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_15(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_16(buf, pos, end):
+def _d_DescribeGroupsResponse_v3(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -751,14 +752,14 @@ def _d_DescribeGroupsResponse_16(buf, pos, end):
             raise _rt.overrun('DescribeGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_15(buf, pos, end)
+            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_v3(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeGroupsResponse_DescribedGroup_17(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.group_id
     b2 = v1.encode()
@@ -779,19 +780,19 @@ def _e_DescribeGroupsResponse_DescribedGroup_17(o, out, sp):
     v9 = o.members
     out += _S_I32.pack(len(v9))
     for e10 in v9:
-        _e_DescribeGroupsResponse_DescribedGroupMember_10(e10, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroupMember_v0_to_3(e10, out, sp)
     out += _S0.pack(o.authorized_operations)
 
 
-def _e_DescribeGroupsResponse_18(o, out, sp):
+def _e_DescribeGroupsResponse_v3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeGroupsResponse_DescribedGroup_17(e2, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroup_v3(e2, out, sp)
 
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_19(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroupMember_v4(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
     if end - pos < 2:
         raise _rt.eof('DescribedGroupMember.member_id', pos, end, 2)
@@ -875,7 +876,7 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_19(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_DescribedGroup_20(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroup_v4(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroup)
     if end - pos < 2:
         raise _rt.group_eof('DescribedGroup', (('error_code', 2),), pos, end)
@@ -948,7 +949,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_20(buf, pos, end):
             raise _rt.overrun('DescribedGroup.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_19(buf, pos, end)
+            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v4(buf, pos, end)
             a6.append(x7)
         o.members = a6
     if end - pos < 4:
@@ -959,7 +960,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_20(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_21(buf, pos, end):
+def _d_DescribeGroupsResponse_v4(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -976,14 +977,14 @@ def _d_DescribeGroupsResponse_21(buf, pos, end):
             raise _rt.overrun('DescribeGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_20(buf, pos, end)
+            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_v4(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_22(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1007,7 +1008,7 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_22(o, out, sp):
     _rt.put_bytes(out, o.member_assignment, False, False)
 
 
-def _e_DescribeGroupsResponse_DescribedGroup_23(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroup_v4(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.group_id
     b2 = v1.encode()
@@ -1028,19 +1029,19 @@ def _e_DescribeGroupsResponse_DescribedGroup_23(o, out, sp):
     v9 = o.members
     out += _S_I32.pack(len(v9))
     for e10 in v9:
-        _e_DescribeGroupsResponse_DescribedGroupMember_22(e10, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroupMember_v4(e10, out, sp)
     out += _S0.pack(o.authorized_operations)
 
 
-def _e_DescribeGroupsResponse_24(o, out, sp):
+def _e_DescribeGroupsResponse_v4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeGroupsResponse_DescribedGroup_23(e2, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroup_v4(e2, out, sp)
 
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_25(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroupMember_v5(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroupMember)
     if pos >= end:
         raise _rt.eof('DescribedGroupMember.member_id', pos, end, 1)
@@ -1151,7 +1152,7 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_25(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_DescribedGroup_26(buf, pos, end):
+def _d_DescribeGroupsResponse_DescribedGroup_v5(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse_DescribedGroup)
     if end - pos < 2:
         raise _rt.group_eof('DescribedGroup', (('error_code', 2),), pos, end)
@@ -1239,7 +1240,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_26(buf, pos, end):
             raise _rt.overrun('DescribedGroup.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_25(buf, pos, end)
+            x7, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v5(buf, pos, end)
             a6.append(x7)
         o.members = a6
     if end - pos < 4:
@@ -1259,7 +1260,7 @@ def _d_DescribeGroupsResponse_DescribedGroup_26(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeGroupsResponse_27(buf, pos, end):
+def _d_DescribeGroupsResponse_v5(buf, pos, end):
     o = _new(_C_DescribeGroupsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeGroupsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1279,7 +1280,7 @@ def _d_DescribeGroupsResponse_27(buf, pos, end):
             raise _rt.overrun('DescribeGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_26(buf, pos, end)
+            x3, pos = _d_DescribeGroupsResponse_DescribedGroup_v5(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if pos >= end:
@@ -1295,7 +1296,7 @@ def _d_DescribeGroupsResponse_27(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_28(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1340,7 +1341,7 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_28(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeGroupsResponse_DescribedGroup_29(o, out, sp):
+def _e_DescribeGroupsResponse_DescribedGroup_v5(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.group_id
     b2 = v1.encode()
@@ -1381,7 +1382,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_29(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_DescribeGroupsResponse_DescribedGroupMember_28(e15, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroupMember_v5(e15, out, sp)
     out += _S0.pack(o.authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -1390,7 +1391,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_29(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeGroupsResponse_30(o, out, sp):
+def _e_DescribeGroupsResponse_v5(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.groups
     n2 = len(v1) + 1
@@ -1399,7 +1400,7 @@ def _e_DescribeGroupsResponse_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeGroupsResponse_DescribedGroup_29(e3, out, sp)
+        _e_DescribeGroupsResponse_DescribedGroup_v5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1408,9 +1409,9 @@ def _e_DescribeGroupsResponse_30(o, out, sp):
 
 
 
-DescribeGroupsRequest._DECODERS = (_d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_3, _d_DescribeGroupsRequest_3, _d_DescribeGroupsRequest_5,)
-DescribeGroupsRequest._ENCODERS = (_e_DescribeGroupsRequest_2, _e_DescribeGroupsRequest_2, _e_DescribeGroupsRequest_2, _e_DescribeGroupsRequest_4, _e_DescribeGroupsRequest_4, _e_DescribeGroupsRequest_6,)
-DescribeGroupsResponse._DECODERS = (_d_DescribeGroupsResponse_9, _d_DescribeGroupsResponse_13, _d_DescribeGroupsResponse_13, _d_DescribeGroupsResponse_16, _d_DescribeGroupsResponse_21, _d_DescribeGroupsResponse_27,)
-DescribeGroupsResponse._ENCODERS = (_e_DescribeGroupsResponse_12, _e_DescribeGroupsResponse_14, _e_DescribeGroupsResponse_14, _e_DescribeGroupsResponse_18, _e_DescribeGroupsResponse_24, _e_DescribeGroupsResponse_30,)
+DescribeGroupsRequest._DECODERS = (_d_DescribeGroupsRequest_v0_to_2, _d_DescribeGroupsRequest_v0_to_2, _d_DescribeGroupsRequest_v0_to_2, _d_DescribeGroupsRequest_v3_to_4, _d_DescribeGroupsRequest_v3_to_4, _d_DescribeGroupsRequest_v5,)
+DescribeGroupsRequest._ENCODERS = (_e_DescribeGroupsRequest_v0_to_2, _e_DescribeGroupsRequest_v0_to_2, _e_DescribeGroupsRequest_v0_to_2, _e_DescribeGroupsRequest_v3_to_4, _e_DescribeGroupsRequest_v3_to_4, _e_DescribeGroupsRequest_v5,)
+DescribeGroupsResponse._DECODERS = (_d_DescribeGroupsResponse_v0, _d_DescribeGroupsResponse_v1_to_2, _d_DescribeGroupsResponse_v1_to_2, _d_DescribeGroupsResponse_v3, _d_DescribeGroupsResponse_v4, _d_DescribeGroupsResponse_v5,)
+DescribeGroupsResponse._ENCODERS = (_e_DescribeGroupsResponse_v0, _e_DescribeGroupsResponse_v1_to_2, _e_DescribeGroupsResponse_v1_to_2, _e_DescribeGroupsResponse_v3, _e_DescribeGroupsResponse_v4, _e_DescribeGroupsResponse_v5,)
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']

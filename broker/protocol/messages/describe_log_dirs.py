@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -289,7 +290,7 @@ _C_DescribeLogDirsResponse_DescribeLogDirsTopic._FIELDS = (
 )
 
 
-def _d_DescribeLogDirsRequest_DescribableLogDirTopic_1(buf, pos, end):
+def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsRequest_DescribableLogDirTopic)
     if end - pos < 2:
         raise _rt.eof('DescribableLogDirTopic.topic', pos, end, 2)
@@ -320,7 +321,7 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_1(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsRequest_2(buf, pos, end):
+def _d_DescribeLogDirsRequest_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsRequest)
     if end - pos < 4:
         raise _rt.eof('DescribeLogDirsRequest.topics', pos, end, 4)
@@ -333,14 +334,14 @@ def _d_DescribeLogDirsRequest_2(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_1(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeLogDirsRequest_DescribableLogDirTopic_3(o, out, sp):
+def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0_to_1(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -351,17 +352,17 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_3(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_DescribeLogDirsRequest_4(o, out, sp):
+def _e_DescribeLogDirsRequest_v0_to_1(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_DescribeLogDirsRequest_DescribableLogDirTopic_3(e2, out, sp)
+            _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0_to_1(e2, out, sp)
 
 
-def _d_DescribeLogDirsRequest_DescribableLogDirTopic_5(buf, pos, end):
+def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2_to_4(buf, pos, end):
     o = _new(_C_DescribeLogDirsRequest_DescribableLogDirTopic)
     if pos >= end:
         raise _rt.eof('DescribableLogDirTopic.topic', pos, end, 1)
@@ -407,7 +408,7 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_5(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsRequest_6(buf, pos, end):
+def _d_DescribeLogDirsRequest_v2_to_4(buf, pos, end):
     o = _new(_C_DescribeLogDirsRequest)
     if pos >= end:
         raise _rt.eof('DescribeLogDirsRequest.topics', pos, end, 1)
@@ -423,7 +424,7 @@ def _d_DescribeLogDirsRequest_6(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_5(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -439,7 +440,7 @@ def _d_DescribeLogDirsRequest_6(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeLogDirsRequest_DescribableLogDirTopic_7(o, out, sp):
+def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2_to_4(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -463,7 +464,7 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_7(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeLogDirsRequest_8(o, out, sp):
+def _e_DescribeLogDirsRequest_v2_to_4(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out.append(0)
@@ -474,7 +475,7 @@ def _e_DescribeLogDirsRequest_8(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_DescribeLogDirsRequest_DescribableLogDirTopic_7(e3, out, sp)
+            _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2_to_4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -482,7 +483,7 @@ def _e_DescribeLogDirsRequest_8(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_9(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsPartition)
     if end - pos < 21:
         raise _rt.group_eof('DescribeLogDirsPartition', (('partition_index', 4), ('partition_size', 8), ('offset_lag', 8), ('is_future_key', 1)), pos, end)
@@ -492,7 +493,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_9(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_10(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsTopic)
     if end - pos < 2:
         raise _rt.eof('DescribeLogDirsTopic.name', pos, end, 2)
@@ -519,14 +520,14 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_10(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_9(buf, pos, end)
+            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsResult_11(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
     o.total_bytes = -1
     o.usable_bytes = -1
@@ -559,14 +560,14 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_11(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResult.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_10(buf, pos, end)
+            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_12(buf, pos, end):
+def _d_DescribeLogDirsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse)
     o.error_code = 0
     if end - pos < 4:
@@ -584,18 +585,18 @@ def _d_DescribeLogDirsResponse_12(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_11(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_13(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0_to_1(o, out, sp):
     out += _S2.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_14(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -603,10 +604,10 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_14(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_DescribeLogDirsResponse_DescribeLogDirsPartition_13(e4, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0_to_1(e4, out, sp)
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_15(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0_to_1(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.log_dir
     b2 = v1.encode()
@@ -615,18 +616,18 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_15(o, out, sp):
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_14(e4, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0_to_1(e4, out, sp)
 
 
-def _e_DescribeLogDirsResponse_16(o, out, sp):
+def _e_DescribeLogDirsResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_DescribeLogDirsResponse_DescribeLogDirsResult_15(e2, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0_to_1(e2, out, sp)
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_17(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2_to_4(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsPartition)
     if end - pos < 21:
         raise _rt.group_eof('DescribeLogDirsPartition', (('partition_index', 4), ('partition_size', 8), ('offset_lag', 8), ('is_future_key', 1)), pos, end)
@@ -645,7 +646,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_17(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_18(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsTopic)
     if pos >= end:
         raise _rt.eof('DescribeLogDirsTopic.name', pos, end, 1)
@@ -678,7 +679,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_18(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_17(buf, pos, end)
+            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -694,7 +695,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_18(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsResult_19(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
     o.total_bytes = -1
     o.usable_bytes = -1
@@ -733,7 +734,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_19(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResult.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_18(buf, pos, end)
+            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if pos >= end:
@@ -749,7 +750,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_19(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_20(buf, pos, end):
+def _d_DescribeLogDirsResponse_v2(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse)
     o.error_code = 0
     if end - pos < 4:
@@ -770,7 +771,7 @@ def _d_DescribeLogDirsResponse_20(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_19(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -786,7 +787,7 @@ def _d_DescribeLogDirsResponse_20(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_21(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2_to_4(o, out, sp):
     out += _S2.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     u = o.unknown_tagged_fields
     if u:
@@ -795,7 +796,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_21(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_22(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -811,7 +812,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_22(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DescribeLogDirsResponse_DescribeLogDirsPartition_21(e6, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2_to_4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -819,7 +820,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_22(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_23(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.log_dir
     b2 = v1.encode()
@@ -836,7 +837,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_23(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_22(e6, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -844,7 +845,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_23(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeLogDirsResponse_24(o, out, sp):
+def _e_DescribeLogDirsResponse_v2(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.results
     n2 = len(v1) + 1
@@ -853,7 +854,7 @@ def _e_DescribeLogDirsResponse_24(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeLogDirsResponse_DescribeLogDirsResult_23(e3, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -861,7 +862,7 @@ def _e_DescribeLogDirsResponse_24(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeLogDirsResponse_25(buf, pos, end):
+def _d_DescribeLogDirsResponse_v3(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse)
     if end - pos < 6:
         raise _rt.group_eof('DescribeLogDirsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -881,7 +882,7 @@ def _d_DescribeLogDirsResponse_25(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_19(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -897,7 +898,7 @@ def _d_DescribeLogDirsResponse_25(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeLogDirsResponse_26(o, out, sp):
+def _e_DescribeLogDirsResponse_v3(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     v1 = o.results
     n2 = len(v1) + 1
@@ -906,7 +907,7 @@ def _e_DescribeLogDirsResponse_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeLogDirsResponse_DescribeLogDirsResult_23(e3, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2_to_3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -914,7 +915,7 @@ def _e_DescribeLogDirsResponse_26(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeLogDirsResponse_DescribeLogDirsResult_27(buf, pos, end):
+def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse_DescribeLogDirsResult)
     if end - pos < 2:
         raise _rt.group_eof('DescribeLogDirsResult', (('error_code', 2),), pos, end)
@@ -951,7 +952,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_27(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResult.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_18(buf, pos, end)
+            x4, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if end - pos < 16:
@@ -971,7 +972,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_27(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_28(buf, pos, end):
+def _d_DescribeLogDirsResponse_v4(buf, pos, end):
     o = _new(_C_DescribeLogDirsResponse)
     if end - pos < 6:
         raise _rt.group_eof('DescribeLogDirsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -991,7 +992,7 @@ def _d_DescribeLogDirsResponse_28(buf, pos, end):
             raise _rt.overrun('DescribeLogDirsResponse.results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_27(buf, pos, end)
+            x3, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, pos, end)
             a2.append(x3)
         o.results = a2
     if pos >= end:
@@ -1007,7 +1008,7 @@ def _d_DescribeLogDirsResponse_28(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_29(o, out, sp):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.log_dir
     b2 = v1.encode()
@@ -1024,7 +1025,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_29(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_22(e6, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2_to_4(e6, out, sp)
     out += _S4.pack(o.total_bytes, o.usable_bytes)
     u = o.unknown_tagged_fields
     if u:
@@ -1033,7 +1034,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_29(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeLogDirsResponse_30(o, out, sp):
+def _e_DescribeLogDirsResponse_v4(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     v1 = o.results
     n2 = len(v1) + 1
@@ -1042,7 +1043,7 @@ def _e_DescribeLogDirsResponse_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeLogDirsResponse_DescribeLogDirsResult_29(e3, out, sp)
+        _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1051,9 +1052,9 @@ def _e_DescribeLogDirsResponse_30(o, out, sp):
 
 
 
-DescribeLogDirsRequest._DECODERS = (_d_DescribeLogDirsRequest_2, _d_DescribeLogDirsRequest_2, _d_DescribeLogDirsRequest_6, _d_DescribeLogDirsRequest_6, _d_DescribeLogDirsRequest_6,)
-DescribeLogDirsRequest._ENCODERS = (_e_DescribeLogDirsRequest_4, _e_DescribeLogDirsRequest_4, _e_DescribeLogDirsRequest_8, _e_DescribeLogDirsRequest_8, _e_DescribeLogDirsRequest_8,)
-DescribeLogDirsResponse._DECODERS = (_d_DescribeLogDirsResponse_12, _d_DescribeLogDirsResponse_12, _d_DescribeLogDirsResponse_20, _d_DescribeLogDirsResponse_25, _d_DescribeLogDirsResponse_28,)
-DescribeLogDirsResponse._ENCODERS = (_e_DescribeLogDirsResponse_16, _e_DescribeLogDirsResponse_16, _e_DescribeLogDirsResponse_24, _e_DescribeLogDirsResponse_26, _e_DescribeLogDirsResponse_30,)
+DescribeLogDirsRequest._DECODERS = (_d_DescribeLogDirsRequest_v0_to_1, _d_DescribeLogDirsRequest_v0_to_1, _d_DescribeLogDirsRequest_v2_to_4, _d_DescribeLogDirsRequest_v2_to_4, _d_DescribeLogDirsRequest_v2_to_4,)
+DescribeLogDirsRequest._ENCODERS = (_e_DescribeLogDirsRequest_v0_to_1, _e_DescribeLogDirsRequest_v0_to_1, _e_DescribeLogDirsRequest_v2_to_4, _e_DescribeLogDirsRequest_v2_to_4, _e_DescribeLogDirsRequest_v2_to_4,)
+DescribeLogDirsResponse._DECODERS = (_d_DescribeLogDirsResponse_v0_to_1, _d_DescribeLogDirsResponse_v0_to_1, _d_DescribeLogDirsResponse_v2, _d_DescribeLogDirsResponse_v3, _d_DescribeLogDirsResponse_v4,)
+DescribeLogDirsResponse._ENCODERS = (_e_DescribeLogDirsResponse_v0_to_1, _e_DescribeLogDirsResponse_v0_to_1, _e_DescribeLogDirsResponse_v2, _e_DescribeLogDirsResponse_v3, _e_DescribeLogDirsResponse_v4,)
 
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']

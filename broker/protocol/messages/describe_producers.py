@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -282,7 +283,7 @@ _C_DescribeProducersResponse_TopicResponse._FIELDS = (
 )
 
 
-def _d_DescribeProducersRequest_TopicRequest_1(buf, pos, end):
+def _d_DescribeProducersRequest_TopicRequest_v0(buf, pos, end):
     o = _new(_C_DescribeProducersRequest_TopicRequest)
     if pos >= end:
         raise _rt.eof('TopicRequest.name', pos, end, 1)
@@ -328,7 +329,7 @@ def _d_DescribeProducersRequest_TopicRequest_1(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeProducersRequest_2(buf, pos, end):
+def _d_DescribeProducersRequest_v0(buf, pos, end):
     o = _new(_C_DescribeProducersRequest)
     if pos >= end:
         raise _rt.eof('DescribeProducersRequest.topics', pos, end, 1)
@@ -344,7 +345,7 @@ def _d_DescribeProducersRequest_2(buf, pos, end):
             raise _rt.overrun('DescribeProducersRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeProducersRequest_TopicRequest_1(buf, pos, end)
+            x3, pos = _d_DescribeProducersRequest_TopicRequest_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -360,7 +361,7 @@ def _d_DescribeProducersRequest_2(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeProducersRequest_TopicRequest_3(o, out, sp):
+def _e_DescribeProducersRequest_TopicRequest_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -384,7 +385,7 @@ def _e_DescribeProducersRequest_TopicRequest_3(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeProducersRequest_4(o, out, sp):
+def _e_DescribeProducersRequest_v0(o, out, sp):
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -392,7 +393,7 @@ def _e_DescribeProducersRequest_4(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeProducersRequest_TopicRequest_3(e3, out, sp)
+        _e_DescribeProducersRequest_TopicRequest_v0(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -400,7 +401,7 @@ def _e_DescribeProducersRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeProducersResponse_ProducerState_5(buf, pos, end):
+def _d_DescribeProducersResponse_ProducerState_v0(buf, pos, end):
     o = _new(_C_DescribeProducersResponse_ProducerState)
     if end - pos < 36:
         raise _rt.group_eof('ProducerState', (('producer_id', 8), ('producer_epoch', 4), ('last_sequence', 4), ('last_timestamp', 8), ('coordinator_epoch', 4), ('current_txn_start_offset', 8)), pos, end)
@@ -419,7 +420,7 @@ def _d_DescribeProducersResponse_ProducerState_5(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeProducersResponse_PartitionResponse_6(buf, pos, end):
+def _d_DescribeProducersResponse_PartitionResponse_v0(buf, pos, end):
     o = _new(_C_DescribeProducersResponse_PartitionResponse)
     if end - pos < 6:
         raise _rt.group_eof('PartitionResponse', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -456,7 +457,7 @@ def _d_DescribeProducersResponse_PartitionResponse_6(buf, pos, end):
             raise _rt.overrun('PartitionResponse.active_producers', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeProducersResponse_ProducerState_5(buf, pos, end)
+            x4, pos = _d_DescribeProducersResponse_ProducerState_v0(buf, pos, end)
             a3.append(x4)
         o.active_producers = a3
     if pos >= end:
@@ -472,7 +473,7 @@ def _d_DescribeProducersResponse_PartitionResponse_6(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeProducersResponse_TopicResponse_7(buf, pos, end):
+def _d_DescribeProducersResponse_TopicResponse_v0(buf, pos, end):
     o = _new(_C_DescribeProducersResponse_TopicResponse)
     if pos >= end:
         raise _rt.eof('TopicResponse.name', pos, end, 1)
@@ -505,7 +506,7 @@ def _d_DescribeProducersResponse_TopicResponse_7(buf, pos, end):
             raise _rt.overrun('TopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_DescribeProducersResponse_PartitionResponse_6(buf, pos, end)
+            x4, pos = _d_DescribeProducersResponse_PartitionResponse_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -521,7 +522,7 @@ def _d_DescribeProducersResponse_TopicResponse_7(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeProducersResponse_8(buf, pos, end):
+def _d_DescribeProducersResponse_v0(buf, pos, end):
     o = _new(_C_DescribeProducersResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeProducersResponse', (('throttle_time_ms', 4),), pos, end)
@@ -541,7 +542,7 @@ def _d_DescribeProducersResponse_8(buf, pos, end):
             raise _rt.overrun('DescribeProducersResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeProducersResponse_TopicResponse_7(buf, pos, end)
+            x3, pos = _d_DescribeProducersResponse_TopicResponse_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -557,7 +558,7 @@ def _d_DescribeProducersResponse_8(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeProducersResponse_ProducerState_9(o, out, sp):
+def _e_DescribeProducersResponse_ProducerState_v0(o, out, sp):
     out += _S2.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
     u = o.unknown_tagged_fields
     if u:
@@ -566,7 +567,7 @@ def _e_DescribeProducersResponse_ProducerState_9(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeProducersResponse_PartitionResponse_10(o, out, sp):
+def _e_DescribeProducersResponse_PartitionResponse_v0(o, out, sp):
     out += _S1.pack(o.partition_index, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -586,7 +587,7 @@ def _e_DescribeProducersResponse_PartitionResponse_10(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DescribeProducersResponse_ProducerState_9(e6, out, sp)
+        _e_DescribeProducersResponse_ProducerState_v0(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -594,7 +595,7 @@ def _e_DescribeProducersResponse_PartitionResponse_10(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeProducersResponse_TopicResponse_11(o, out, sp):
+def _e_DescribeProducersResponse_TopicResponse_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -610,7 +611,7 @@ def _e_DescribeProducersResponse_TopicResponse_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_DescribeProducersResponse_PartitionResponse_10(e6, out, sp)
+        _e_DescribeProducersResponse_PartitionResponse_v0(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -618,7 +619,7 @@ def _e_DescribeProducersResponse_TopicResponse_11(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeProducersResponse_12(o, out, sp):
+def _e_DescribeProducersResponse_v0(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -627,7 +628,7 @@ def _e_DescribeProducersResponse_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeProducersResponse_TopicResponse_11(e3, out, sp)
+        _e_DescribeProducersResponse_TopicResponse_v0(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -636,9 +637,9 @@ def _e_DescribeProducersResponse_12(o, out, sp):
 
 
 
-DescribeProducersRequest._DECODERS = (_d_DescribeProducersRequest_2,)
-DescribeProducersRequest._ENCODERS = (_e_DescribeProducersRequest_4,)
-DescribeProducersResponse._DECODERS = (_d_DescribeProducersResponse_8,)
-DescribeProducersResponse._ENCODERS = (_e_DescribeProducersResponse_12,)
+DescribeProducersRequest._DECODERS = (_d_DescribeProducersRequest_v0,)
+DescribeProducersRequest._ENCODERS = (_e_DescribeProducersRequest_v0,)
+DescribeProducersResponse._DECODERS = (_d_DescribeProducersResponse_v0,)
+DescribeProducersResponse._ENCODERS = (_e_DescribeProducersResponse_v0,)
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -214,7 +215,7 @@ _C_DescribeTransactionsResponse_TransactionState._FIELDS = (
 )
 
 
-def _d_DescribeTransactionsRequest_1(buf, pos, end):
+def _d_DescribeTransactionsRequest_v0(buf, pos, end):
     o = _new(_C_DescribeTransactionsRequest)
     if pos >= end:
         raise _rt.eof('DescribeTransactionsRequest.transactional_ids', pos, end, 1)
@@ -262,7 +263,7 @@ def _d_DescribeTransactionsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeTransactionsRequest_2(o, out, sp):
+def _e_DescribeTransactionsRequest_v0(o, out, sp):
     v1 = o.transactional_ids
     n2 = len(v1) + 1
     if n2 < 128:
@@ -284,7 +285,7 @@ def _e_DescribeTransactionsRequest_2(o, out, sp):
         out.append(0)
 
 
-def _d_DescribeTransactionsResponse_TopicData_3(buf, pos, end):
+def _d_DescribeTransactionsResponse_TopicData_v0(buf, pos, end):
     o = _new(_C_DescribeTransactionsResponse_TopicData)
     if pos >= end:
         raise _rt.eof('TopicData.topic', pos, end, 1)
@@ -330,7 +331,7 @@ def _d_DescribeTransactionsResponse_TopicData_3(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeTransactionsResponse_TransactionState_4(buf, pos, end):
+def _d_DescribeTransactionsResponse_TransactionState_v0(buf, pos, end):
     o = _new(_C_DescribeTransactionsResponse_TransactionState)
     if end - pos < 2:
         raise _rt.group_eof('TransactionState', (('error_code', 2),), pos, end)
@@ -388,7 +389,7 @@ def _d_DescribeTransactionsResponse_TransactionState_4(buf, pos, end):
             raise _rt.overrun('TransactionState.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_DescribeTransactionsResponse_TopicData_3(buf, pos, end)
+            x5, pos = _d_DescribeTransactionsResponse_TopicData_v0(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     if pos >= end:
@@ -404,7 +405,7 @@ def _d_DescribeTransactionsResponse_TransactionState_4(buf, pos, end):
     return o, pos
 
 
-def _d_DescribeTransactionsResponse_5(buf, pos, end):
+def _d_DescribeTransactionsResponse_v0(buf, pos, end):
     o = _new(_C_DescribeTransactionsResponse)
     if end - pos < 4:
         raise _rt.group_eof('DescribeTransactionsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -424,7 +425,7 @@ def _d_DescribeTransactionsResponse_5(buf, pos, end):
             raise _rt.overrun('DescribeTransactionsResponse.transaction_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_DescribeTransactionsResponse_TransactionState_4(buf, pos, end)
+            x3, pos = _d_DescribeTransactionsResponse_TransactionState_v0(buf, pos, end)
             a2.append(x3)
         o.transaction_states = a2
     if pos >= end:
@@ -440,7 +441,7 @@ def _d_DescribeTransactionsResponse_5(buf, pos, end):
     return o, pos
 
 
-def _e_DescribeTransactionsResponse_TopicData_6(o, out, sp):
+def _e_DescribeTransactionsResponse_TopicData_v0(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -464,7 +465,7 @@ def _e_DescribeTransactionsResponse_TopicData_6(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeTransactionsResponse_TransactionState_7(o, out, sp):
+def _e_DescribeTransactionsResponse_TransactionState_v0(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.transactional_id
     b2 = v1.encode()
@@ -490,7 +491,7 @@ def _e_DescribeTransactionsResponse_TransactionState_7(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_DescribeTransactionsResponse_TopicData_6(e9, out, sp)
+        _e_DescribeTransactionsResponse_TopicData_v0(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -498,7 +499,7 @@ def _e_DescribeTransactionsResponse_TransactionState_7(o, out, sp):
         out.append(0)
 
 
-def _e_DescribeTransactionsResponse_8(o, out, sp):
+def _e_DescribeTransactionsResponse_v0(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.transaction_states
     n2 = len(v1) + 1
@@ -507,7 +508,7 @@ def _e_DescribeTransactionsResponse_8(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_DescribeTransactionsResponse_TransactionState_7(e3, out, sp)
+        _e_DescribeTransactionsResponse_TransactionState_v0(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -516,9 +517,9 @@ def _e_DescribeTransactionsResponse_8(o, out, sp):
 
 
 
-DescribeTransactionsRequest._DECODERS = (_d_DescribeTransactionsRequest_1,)
-DescribeTransactionsRequest._ENCODERS = (_e_DescribeTransactionsRequest_2,)
-DescribeTransactionsResponse._DECODERS = (_d_DescribeTransactionsResponse_5,)
-DescribeTransactionsResponse._ENCODERS = (_e_DescribeTransactionsResponse_8,)
+DescribeTransactionsRequest._DECODERS = (_d_DescribeTransactionsRequest_v0,)
+DescribeTransactionsRequest._ENCODERS = (_e_DescribeTransactionsRequest_v0,)
+DescribeTransactionsResponse._DECODERS = (_d_DescribeTransactionsResponse_v0,)
+DescribeTransactionsResponse._ENCODERS = (_e_DescribeTransactionsResponse_v0,)
 
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -246,7 +247,7 @@ _C_ElectLeadersResponse_ReplicaElectionResult._FIELDS = (
 )
 
 
-def _d_ElectLeadersRequest_TopicPartitions_1(buf, pos, end):
+def _d_ElectLeadersRequest_TopicPartitions_v0_to_1(buf, pos, end):
     o = _new(_C_ElectLeadersRequest_TopicPartitions)
     if end - pos < 2:
         raise _rt.eof('TopicPartitions.topic', pos, end, 2)
@@ -277,7 +278,7 @@ def _d_ElectLeadersRequest_TopicPartitions_1(buf, pos, end):
     return o, pos
 
 
-def _d_ElectLeadersRequest_2(buf, pos, end):
+def _d_ElectLeadersRequest_v0(buf, pos, end):
     o = _new(_C_ElectLeadersRequest)
     o.election_type = 0
     if end - pos < 4:
@@ -291,7 +292,7 @@ def _d_ElectLeadersRequest_2(buf, pos, end):
             raise _rt.overrun('ElectLeadersRequest.topic_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersRequest_TopicPartitions_1(buf, pos, end)
+            x3, pos = _d_ElectLeadersRequest_TopicPartitions_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topic_partitions = a2
     if end - pos < 4:
@@ -302,7 +303,7 @@ def _d_ElectLeadersRequest_2(buf, pos, end):
     return o, pos
 
 
-def _e_ElectLeadersRequest_TopicPartitions_3(o, out, sp):
+def _e_ElectLeadersRequest_TopicPartitions_v0_to_1(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -313,18 +314,18 @@ def _e_ElectLeadersRequest_TopicPartitions_3(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_ElectLeadersRequest_4(o, out, sp):
+def _e_ElectLeadersRequest_v0(o, out, sp):
     v1 = o.topic_partitions
     if v1 is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_ElectLeadersRequest_TopicPartitions_3(e2, out, sp)
+            _e_ElectLeadersRequest_TopicPartitions_v0_to_1(e2, out, sp)
     out += _S0.pack(o.timeout_ms)
 
 
-def _d_ElectLeadersRequest_5(buf, pos, end):
+def _d_ElectLeadersRequest_v1(buf, pos, end):
     o = _new(_C_ElectLeadersRequest)
     if end - pos < 1:
         raise _rt.group_eof('ElectLeadersRequest', (('election_type', 1),), pos, end)
@@ -341,7 +342,7 @@ def _d_ElectLeadersRequest_5(buf, pos, end):
             raise _rt.overrun('ElectLeadersRequest.topic_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersRequest_TopicPartitions_1(buf, pos, end)
+            x3, pos = _d_ElectLeadersRequest_TopicPartitions_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topic_partitions = a2
     if end - pos < 4:
@@ -352,7 +353,7 @@ def _d_ElectLeadersRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_ElectLeadersRequest_6(o, out, sp):
+def _e_ElectLeadersRequest_v1(o, out, sp):
     out += _S2.pack(o.election_type)
     v1 = o.topic_partitions
     if v1 is None:
@@ -360,11 +361,11 @@ def _e_ElectLeadersRequest_6(o, out, sp):
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_ElectLeadersRequest_TopicPartitions_3(e2, out, sp)
+            _e_ElectLeadersRequest_TopicPartitions_v0_to_1(e2, out, sp)
     out += _S0.pack(o.timeout_ms)
 
 
-def _d_ElectLeadersRequest_TopicPartitions_7(buf, pos, end):
+def _d_ElectLeadersRequest_TopicPartitions_v2(buf, pos, end):
     o = _new(_C_ElectLeadersRequest_TopicPartitions)
     if pos >= end:
         raise _rt.eof('TopicPartitions.topic', pos, end, 1)
@@ -410,7 +411,7 @@ def _d_ElectLeadersRequest_TopicPartitions_7(buf, pos, end):
     return o, pos
 
 
-def _d_ElectLeadersRequest_8(buf, pos, end):
+def _d_ElectLeadersRequest_v2(buf, pos, end):
     o = _new(_C_ElectLeadersRequest)
     if end - pos < 1:
         raise _rt.group_eof('ElectLeadersRequest', (('election_type', 1),), pos, end)
@@ -430,7 +431,7 @@ def _d_ElectLeadersRequest_8(buf, pos, end):
             raise _rt.overrun('ElectLeadersRequest.topic_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersRequest_TopicPartitions_7(buf, pos, end)
+            x3, pos = _d_ElectLeadersRequest_TopicPartitions_v2(buf, pos, end)
             a2.append(x3)
         o.topic_partitions = a2
     if end - pos < 4:
@@ -450,7 +451,7 @@ def _d_ElectLeadersRequest_8(buf, pos, end):
     return o, pos
 
 
-def _e_ElectLeadersRequest_TopicPartitions_9(o, out, sp):
+def _e_ElectLeadersRequest_TopicPartitions_v2(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -474,7 +475,7 @@ def _e_ElectLeadersRequest_TopicPartitions_9(o, out, sp):
         out.append(0)
 
 
-def _e_ElectLeadersRequest_10(o, out, sp):
+def _e_ElectLeadersRequest_v2(o, out, sp):
     out += _S2.pack(o.election_type)
     v1 = o.topic_partitions
     if v1 is None:
@@ -486,7 +487,7 @@ def _e_ElectLeadersRequest_10(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_ElectLeadersRequest_TopicPartitions_9(e3, out, sp)
+            _e_ElectLeadersRequest_TopicPartitions_v2(e3, out, sp)
     out += _S0.pack(o.timeout_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -495,7 +496,7 @@ def _e_ElectLeadersRequest_10(o, out, sp):
         out.append(0)
 
 
-def _d_ElectLeadersResponse_PartitionResult_11(buf, pos, end):
+def _d_ElectLeadersResponse_PartitionResult_v0_to_1(buf, pos, end):
     o = _new(_C_ElectLeadersResponse_PartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('PartitionResult', (('partition_id', 4), ('error_code', 2)), pos, end)
@@ -519,7 +520,7 @@ def _d_ElectLeadersResponse_PartitionResult_11(buf, pos, end):
     return o, pos
 
 
-def _d_ElectLeadersResponse_ReplicaElectionResult_12(buf, pos, end):
+def _d_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(buf, pos, end):
     o = _new(_C_ElectLeadersResponse_ReplicaElectionResult)
     if end - pos < 2:
         raise _rt.eof('ReplicaElectionResult.topic', pos, end, 2)
@@ -546,14 +547,14 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_12(buf, pos, end):
             raise _rt.overrun('ReplicaElectionResult.partition_result', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ElectLeadersResponse_PartitionResult_11(buf, pos, end)
+            x4, pos = _d_ElectLeadersResponse_PartitionResult_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partition_result = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ElectLeadersResponse_13(buf, pos, end):
+def _d_ElectLeadersResponse_v0(buf, pos, end):
     o = _new(_C_ElectLeadersResponse)
     o.error_code = 0
     if end - pos < 4:
@@ -571,14 +572,14 @@ def _d_ElectLeadersResponse_13(buf, pos, end):
             raise _rt.overrun('ElectLeadersResponse.replica_election_results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_12(buf, pos, end)
+            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.replica_election_results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ElectLeadersResponse_PartitionResult_14(o, out, sp):
+def _e_ElectLeadersResponse_PartitionResult_v0_to_1(o, out, sp):
     out += _S3.pack(o.partition_id, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -589,7 +590,7 @@ def _e_ElectLeadersResponse_PartitionResult_14(o, out, sp):
         out += b2
 
 
-def _e_ElectLeadersResponse_ReplicaElectionResult_15(o, out, sp):
+def _e_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -597,18 +598,18 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_15(o, out, sp):
     v3 = o.partition_result
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ElectLeadersResponse_PartitionResult_14(e4, out, sp)
+        _e_ElectLeadersResponse_PartitionResult_v0_to_1(e4, out, sp)
 
 
-def _e_ElectLeadersResponse_16(o, out, sp):
+def _e_ElectLeadersResponse_v0(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.replica_election_results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ElectLeadersResponse_ReplicaElectionResult_15(e2, out, sp)
+        _e_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(e2, out, sp)
 
 
-def _d_ElectLeadersResponse_17(buf, pos, end):
+def _d_ElectLeadersResponse_v1(buf, pos, end):
     o = _new(_C_ElectLeadersResponse)
     if end - pos < 6:
         raise _rt.group_eof('ElectLeadersResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -625,22 +626,22 @@ def _d_ElectLeadersResponse_17(buf, pos, end):
             raise _rt.overrun('ElectLeadersResponse.replica_election_results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_12(buf, pos, end)
+            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.replica_election_results = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ElectLeadersResponse_18(o, out, sp):
+def _e_ElectLeadersResponse_v1(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     v1 = o.replica_election_results
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ElectLeadersResponse_ReplicaElectionResult_15(e2, out, sp)
+        _e_ElectLeadersResponse_ReplicaElectionResult_v0_to_1(e2, out, sp)
 
 
-def _d_ElectLeadersResponse_PartitionResult_19(buf, pos, end):
+def _d_ElectLeadersResponse_PartitionResult_v2(buf, pos, end):
     o = _new(_C_ElectLeadersResponse_PartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('PartitionResult', (('partition_id', 4), ('error_code', 2)), pos, end)
@@ -676,7 +677,7 @@ def _d_ElectLeadersResponse_PartitionResult_19(buf, pos, end):
     return o, pos
 
 
-def _d_ElectLeadersResponse_ReplicaElectionResult_20(buf, pos, end):
+def _d_ElectLeadersResponse_ReplicaElectionResult_v2(buf, pos, end):
     o = _new(_C_ElectLeadersResponse_ReplicaElectionResult)
     if pos >= end:
         raise _rt.eof('ReplicaElectionResult.topic', pos, end, 1)
@@ -709,7 +710,7 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_20(buf, pos, end):
             raise _rt.overrun('ReplicaElectionResult.partition_result', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ElectLeadersResponse_PartitionResult_19(buf, pos, end)
+            x4, pos = _d_ElectLeadersResponse_PartitionResult_v2(buf, pos, end)
             a3.append(x4)
         o.partition_result = a3
     if pos >= end:
@@ -725,7 +726,7 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_20(buf, pos, end):
     return o, pos
 
 
-def _d_ElectLeadersResponse_21(buf, pos, end):
+def _d_ElectLeadersResponse_v2(buf, pos, end):
     o = _new(_C_ElectLeadersResponse)
     if end - pos < 6:
         raise _rt.group_eof('ElectLeadersResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -745,7 +746,7 @@ def _d_ElectLeadersResponse_21(buf, pos, end):
             raise _rt.overrun('ElectLeadersResponse.replica_election_results', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_20(buf, pos, end)
+            x3, pos = _d_ElectLeadersResponse_ReplicaElectionResult_v2(buf, pos, end)
             a2.append(x3)
         o.replica_election_results = a2
     if pos >= end:
@@ -761,7 +762,7 @@ def _d_ElectLeadersResponse_21(buf, pos, end):
     return o, pos
 
 
-def _e_ElectLeadersResponse_PartitionResult_22(o, out, sp):
+def _e_ElectLeadersResponse_PartitionResult_v2(o, out, sp):
     out += _S3.pack(o.partition_id, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -781,7 +782,7 @@ def _e_ElectLeadersResponse_PartitionResult_22(o, out, sp):
         out.append(0)
 
 
-def _e_ElectLeadersResponse_ReplicaElectionResult_23(o, out, sp):
+def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -797,7 +798,7 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_23(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ElectLeadersResponse_PartitionResult_22(e6, out, sp)
+        _e_ElectLeadersResponse_PartitionResult_v2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -805,7 +806,7 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_23(o, out, sp):
         out.append(0)
 
 
-def _e_ElectLeadersResponse_24(o, out, sp):
+def _e_ElectLeadersResponse_v2(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code)
     v1 = o.replica_election_results
     n2 = len(v1) + 1
@@ -814,7 +815,7 @@ def _e_ElectLeadersResponse_24(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ElectLeadersResponse_ReplicaElectionResult_23(e3, out, sp)
+        _e_ElectLeadersResponse_ReplicaElectionResult_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -823,9 +824,9 @@ def _e_ElectLeadersResponse_24(o, out, sp):
 
 
 
-ElectLeadersRequest._DECODERS = (_d_ElectLeadersRequest_2, _d_ElectLeadersRequest_5, _d_ElectLeadersRequest_8,)
-ElectLeadersRequest._ENCODERS = (_e_ElectLeadersRequest_4, _e_ElectLeadersRequest_6, _e_ElectLeadersRequest_10,)
-ElectLeadersResponse._DECODERS = (_d_ElectLeadersResponse_13, _d_ElectLeadersResponse_17, _d_ElectLeadersResponse_21,)
-ElectLeadersResponse._ENCODERS = (_e_ElectLeadersResponse_16, _e_ElectLeadersResponse_18, _e_ElectLeadersResponse_24,)
+ElectLeadersRequest._DECODERS = (_d_ElectLeadersRequest_v0, _d_ElectLeadersRequest_v1, _d_ElectLeadersRequest_v2,)
+ElectLeadersRequest._ENCODERS = (_e_ElectLeadersRequest_v0, _e_ElectLeadersRequest_v1, _e_ElectLeadersRequest_v2,)
+ElectLeadersResponse._DECODERS = (_d_ElectLeadersResponse_v0, _d_ElectLeadersResponse_v1, _d_ElectLeadersResponse_v2,)
+ElectLeadersResponse._ENCODERS = (_e_ElectLeadersResponse_v0, _e_ElectLeadersResponse_v1, _e_ElectLeadersResponse_v2,)
 
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']

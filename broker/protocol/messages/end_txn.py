@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -142,7 +143,7 @@ _C_EndTxnResponse._FIELDS = (
 )
 
 
-def _d_EndTxnRequest_1(buf, pos, end):
+def _d_EndTxnRequest_v0_to_2(buf, pos, end):
     o = _new(_C_EndTxnRequest)
     if end - pos < 2:
         raise _rt.eof('EndTxnRequest.transactional_id', pos, end, 2)
@@ -166,7 +167,7 @@ def _d_EndTxnRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_EndTxnRequest_2(o, out, sp):
+def _e_EndTxnRequest_v0_to_2(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -174,7 +175,7 @@ def _e_EndTxnRequest_2(o, out, sp):
     out += _S1.pack(o.producer_id, o.producer_epoch, o.committed)
 
 
-def _d_EndTxnRequest_3(buf, pos, end):
+def _d_EndTxnRequest_v3_to_5(buf, pos, end):
     o = _new(_C_EndTxnRequest)
     if pos >= end:
         raise _rt.eof('EndTxnRequest.transactional_id', pos, end, 1)
@@ -210,7 +211,7 @@ def _d_EndTxnRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_EndTxnRequest_4(o, out, sp):
+def _e_EndTxnRequest_v3_to_5(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -227,7 +228,7 @@ def _e_EndTxnRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_EndTxnResponse_5(buf, pos, end):
+def _d_EndTxnResponse_v0_to_2(buf, pos, end):
     o = _new(_C_EndTxnResponse)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -239,11 +240,11 @@ def _d_EndTxnResponse_5(buf, pos, end):
     return o, pos
 
 
-def _e_EndTxnResponse_6(o, out, sp):
+def _e_EndTxnResponse_v0_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
 
 
-def _d_EndTxnResponse_7(buf, pos, end):
+def _d_EndTxnResponse_v3_to_4(buf, pos, end):
     o = _new(_C_EndTxnResponse)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -264,7 +265,7 @@ def _d_EndTxnResponse_7(buf, pos, end):
     return o, pos
 
 
-def _e_EndTxnResponse_8(o, out, sp):
+def _e_EndTxnResponse_v3_to_4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -273,7 +274,7 @@ def _e_EndTxnResponse_8(o, out, sp):
         out.append(0)
 
 
-def _d_EndTxnResponse_9(buf, pos, end):
+def _d_EndTxnResponse_v5(buf, pos, end):
     o = _new(_C_EndTxnResponse)
     if end - pos < 16:
         raise _rt.group_eof('EndTxnResponse', (('throttle_time_ms', 4), ('error_code', 2), ('producer_id', 8), ('producer_epoch', 2)), pos, end)
@@ -292,7 +293,7 @@ def _d_EndTxnResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_EndTxnResponse_10(o, out, sp):
+def _e_EndTxnResponse_v5(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -302,9 +303,9 @@ def _e_EndTxnResponse_10(o, out, sp):
 
 
 
-EndTxnRequest._DECODERS = (_d_EndTxnRequest_1, _d_EndTxnRequest_1, _d_EndTxnRequest_1, _d_EndTxnRequest_3, _d_EndTxnRequest_3, _d_EndTxnRequest_3,)
-EndTxnRequest._ENCODERS = (_e_EndTxnRequest_2, _e_EndTxnRequest_2, _e_EndTxnRequest_2, _e_EndTxnRequest_4, _e_EndTxnRequest_4, _e_EndTxnRequest_4,)
-EndTxnResponse._DECODERS = (_d_EndTxnResponse_5, _d_EndTxnResponse_5, _d_EndTxnResponse_5, _d_EndTxnResponse_7, _d_EndTxnResponse_7, _d_EndTxnResponse_9,)
-EndTxnResponse._ENCODERS = (_e_EndTxnResponse_6, _e_EndTxnResponse_6, _e_EndTxnResponse_6, _e_EndTxnResponse_8, _e_EndTxnResponse_8, _e_EndTxnResponse_10,)
+EndTxnRequest._DECODERS = (_d_EndTxnRequest_v0_to_2, _d_EndTxnRequest_v0_to_2, _d_EndTxnRequest_v0_to_2, _d_EndTxnRequest_v3_to_5, _d_EndTxnRequest_v3_to_5, _d_EndTxnRequest_v3_to_5,)
+EndTxnRequest._ENCODERS = (_e_EndTxnRequest_v0_to_2, _e_EndTxnRequest_v0_to_2, _e_EndTxnRequest_v0_to_2, _e_EndTxnRequest_v3_to_5, _e_EndTxnRequest_v3_to_5, _e_EndTxnRequest_v3_to_5,)
+EndTxnResponse._DECODERS = (_d_EndTxnResponse_v0_to_2, _d_EndTxnResponse_v0_to_2, _d_EndTxnResponse_v0_to_2, _d_EndTxnResponse_v3_to_4, _d_EndTxnResponse_v3_to_4, _d_EndTxnResponse_v5,)
+EndTxnResponse._ENCODERS = (_e_EndTxnResponse_v0_to_2, _e_EndTxnResponse_v0_to_2, _e_EndTxnResponse_v0_to_2, _e_EndTxnResponse_v3_to_4, _e_EndTxnResponse_v3_to_4, _e_EndTxnResponse_v5,)
 
 __all__ = ['EndTxnRequest', 'EndTxnResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -676,7 +677,7 @@ _C_FetchResponse_SnapshotId._FIELDS = (
 )
 
 
-def _d_FetchRequest_FetchPartition_1(buf, pos, end):
+def _d_FetchRequest_FetchPartition_v0_to_4(buf, pos, end):
     o = _new(_C_FetchRequest_FetchPartition)
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
@@ -690,7 +691,7 @@ def _d_FetchRequest_FetchPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_FetchTopic_2(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v0_to_4(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -718,14 +719,14 @@ def _d_FetchRequest_FetchTopic_2(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_1(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v0_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchRequest_3(buf, pos, end):
+def _d_FetchRequest_v0_to_2(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -750,18 +751,18 @@ def _d_FetchRequest_3(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_2(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_FetchPartition_4(o, out, sp):
+def _e_FetchRequest_FetchPartition_v0_to_4(o, out, sp):
     out += _S3.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
 
 
-def _e_FetchRequest_FetchTopic_5(o, out, sp):
+def _e_FetchRequest_FetchTopic_v0_to_4(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -769,18 +770,18 @@ def _e_FetchRequest_FetchTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_FetchPartition_4(e4, out, sp)
+        _e_FetchRequest_FetchPartition_v0_to_4(e4, out, sp)
 
 
-def _e_FetchRequest_6(o, out, sp):
+def _e_FetchRequest_v0_to_2(o, out, sp):
     out += _S0.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_5(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v0_to_4(e2, out, sp)
 
 
-def _d_FetchRequest_7(buf, pos, end):
+def _d_FetchRequest_v3(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -804,22 +805,22 @@ def _d_FetchRequest_7(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_2(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_8(o, out, sp):
+def _e_FetchRequest_v3(o, out, sp):
     out += _S4.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_5(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v0_to_4(e2, out, sp)
 
 
-def _d_FetchRequest_9(buf, pos, end):
+def _d_FetchRequest_v4(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -842,22 +843,22 @@ def _d_FetchRequest_9(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_2(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_10(o, out, sp):
+def _e_FetchRequest_v4(o, out, sp):
     out += _S5.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_5(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v0_to_4(e2, out, sp)
 
 
-def _d_FetchRequest_FetchPartition_11(buf, pos, end):
+def _d_FetchRequest_FetchPartition_v5_to_8(buf, pos, end):
     o = _new(_C_FetchRequest_FetchPartition)
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
@@ -870,7 +871,7 @@ def _d_FetchRequest_FetchPartition_11(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_FetchTopic_12(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v5_to_8(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -898,14 +899,14 @@ def _d_FetchRequest_FetchTopic_12(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_11(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v5_to_8(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchRequest_13(buf, pos, end):
+def _d_FetchRequest_v5_to_6(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -928,18 +929,18 @@ def _d_FetchRequest_13(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_12(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v5_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_FetchPartition_14(o, out, sp):
+def _e_FetchRequest_FetchPartition_v5_to_8(o, out, sp):
     out += _S6.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
-def _e_FetchRequest_FetchTopic_15(o, out, sp):
+def _e_FetchRequest_FetchTopic_v5_to_8(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -947,18 +948,18 @@ def _e_FetchRequest_FetchTopic_15(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_FetchPartition_14(e4, out, sp)
+        _e_FetchRequest_FetchPartition_v5_to_8(e4, out, sp)
 
 
-def _e_FetchRequest_16(o, out, sp):
+def _e_FetchRequest_v5_to_6(o, out, sp):
     out += _S5.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_15(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v5_to_8(e2, out, sp)
 
 
-def _d_FetchRequest_ForgottenTopic_17(buf, pos, end):
+def _d_FetchRequest_ForgottenTopic_v7_to_11(buf, pos, end):
     o = _new(_C_FetchRequest_ForgottenTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -990,7 +991,7 @@ def _d_FetchRequest_ForgottenTopic_17(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_18(buf, pos, end):
+def _d_FetchRequest_v7_to_8(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -1010,7 +1011,7 @@ def _d_FetchRequest_18(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_12(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v5_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -1024,14 +1025,14 @@ def _d_FetchRequest_18(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_17(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v7_to_11(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_ForgottenTopic_19(o, out, sp):
+def _e_FetchRequest_ForgottenTopic_v7_to_11(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1042,19 +1043,19 @@ def _e_FetchRequest_ForgottenTopic_19(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_FetchRequest_20(o, out, sp):
+def _e_FetchRequest_v7_to_8(o, out, sp):
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_15(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v5_to_8(e2, out, sp)
     v3 = o.forgotten_topics_data
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_ForgottenTopic_19(e4, out, sp)
+        _e_FetchRequest_ForgottenTopic_v7_to_11(e4, out, sp)
 
 
-def _d_FetchRequest_FetchPartition_21(buf, pos, end):
+def _d_FetchRequest_FetchPartition_v9_to_11(buf, pos, end):
     o = _new(_C_FetchRequest_FetchPartition)
     o.last_fetched_epoch = -1
     o.replica_directory_id = _ZERO_UUID
@@ -1066,7 +1067,7 @@ def _d_FetchRequest_FetchPartition_21(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_FetchTopic_22(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v9_to_11(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -1094,14 +1095,14 @@ def _d_FetchRequest_FetchTopic_22(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_21(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v9_to_11(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchRequest_23(buf, pos, end):
+def _d_FetchRequest_v9_to_10(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -1121,7 +1122,7 @@ def _d_FetchRequest_23(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_22(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v9_to_11(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -1135,18 +1136,18 @@ def _d_FetchRequest_23(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_17(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v7_to_11(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchRequest_FetchPartition_24(o, out, sp):
+def _e_FetchRequest_FetchPartition_v9_to_11(o, out, sp):
     out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
-def _e_FetchRequest_FetchTopic_25(o, out, sp):
+def _e_FetchRequest_FetchTopic_v9_to_11(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1154,22 +1155,22 @@ def _e_FetchRequest_FetchTopic_25(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_FetchPartition_24(e4, out, sp)
+        _e_FetchRequest_FetchPartition_v9_to_11(e4, out, sp)
 
 
-def _e_FetchRequest_26(o, out, sp):
+def _e_FetchRequest_v9_to_10(o, out, sp):
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_25(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v9_to_11(e2, out, sp)
     v3 = o.forgotten_topics_data
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_ForgottenTopic_19(e4, out, sp)
+        _e_FetchRequest_ForgottenTopic_v7_to_11(e4, out, sp)
 
 
-def _d_FetchRequest_27(buf, pos, end):
+def _d_FetchRequest_v11(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.cluster_id = None
     o.replica_state = _C_FetchRequest_ReplicaState()
@@ -1188,7 +1189,7 @@ def _d_FetchRequest_27(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_22(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v9_to_11(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -1202,7 +1203,7 @@ def _d_FetchRequest_27(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_17(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v7_to_11(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     if end - pos < 2:
@@ -1223,23 +1224,23 @@ def _d_FetchRequest_27(buf, pos, end):
     return o, pos
 
 
-def _e_FetchRequest_28(o, out, sp):
+def _e_FetchRequest_v11(o, out, sp):
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchRequest_FetchTopic_25(e2, out, sp)
+        _e_FetchRequest_FetchTopic_v9_to_11(e2, out, sp)
     v3 = o.forgotten_topics_data
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchRequest_ForgottenTopic_19(e4, out, sp)
+        _e_FetchRequest_ForgottenTopic_v7_to_11(e4, out, sp)
     v5 = o.rack_id
     b6 = v5.encode()
     out += _S_I16.pack(len(b6))
     out += b6
 
 
-def _d_FetchRequest_FetchPartition_29(buf, pos, end):
+def _d_FetchRequest_FetchPartition_v12_to_16(buf, pos, end):
     o = _new(_C_FetchRequest_FetchPartition)
     o.replica_directory_id = _ZERO_UUID
     if end - pos < 32:
@@ -1259,7 +1260,7 @@ def _d_FetchRequest_FetchPartition_29(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_FetchTopic_30(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v12(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1293,7 +1294,7 @@ def _d_FetchRequest_FetchTopic_30(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_29(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v12_to_16(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1309,7 +1310,7 @@ def _d_FetchRequest_FetchTopic_30(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_ForgottenTopic_31(buf, pos, end):
+def _d_FetchRequest_ForgottenTopic_v12(buf, pos, end):
     o = _new(_C_FetchRequest_ForgottenTopic)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1356,7 +1357,7 @@ def _d_FetchRequest_ForgottenTopic_31(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchRequest_32(o, buf, pos, end):
+def _dt_FetchRequest_cluster_id_v12_to_17(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('FetchRequest.cluster_id', pos, end, 1)
     n1 = buf[pos]
@@ -1377,7 +1378,7 @@ def _dt_FetchRequest_32(o, buf, pos, end):
     return pos
 
 
-def _d_FetchRequest_33(buf, pos, end):
+def _d_FetchRequest_v12(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.replica_state = _C_FetchRequest_ReplicaState()
     if end - pos < 25:
@@ -1398,7 +1399,7 @@ def _d_FetchRequest_33(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_30(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v12(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1415,7 +1416,7 @@ def _d_FetchRequest_33(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_31(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v12(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     if pos >= end:
@@ -1449,7 +1450,7 @@ def _d_FetchRequest_33(buf, pos, end):
     return o, pos
 
 
-def _e_FetchRequest_FetchPartition_34(o, out, sp):
+def _e_FetchRequest_FetchPartition_v12_to_16(o, out, sp):
     out += _S9.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     u = o.unknown_tagged_fields
     if u:
@@ -1458,7 +1459,7 @@ def _e_FetchRequest_FetchPartition_34(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_FetchTopic_35(o, out, sp):
+def _e_FetchRequest_FetchTopic_v12(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1474,7 +1475,7 @@ def _e_FetchRequest_FetchTopic_35(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchRequest_FetchPartition_34(e6, out, sp)
+        _e_FetchRequest_FetchPartition_v12_to_16(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1482,7 +1483,7 @@ def _e_FetchRequest_FetchTopic_35(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_ForgottenTopic_36(o, out, sp):
+def _e_FetchRequest_ForgottenTopic_v12(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1506,7 +1507,7 @@ def _e_FetchRequest_ForgottenTopic_36(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_37(o, out, sp):
+def _e_FetchRequest_v12(o, out, sp):
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1515,7 +1516,7 @@ def _e_FetchRequest_37(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchTopic_35(e3, out, sp)
+        _e_FetchRequest_FetchTopic_v12(e3, out, sp)
     v4 = o.forgotten_topics_data
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1523,7 +1524,7 @@ def _e_FetchRequest_37(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchRequest_ForgottenTopic_36(e6, out, sp)
+        _e_FetchRequest_ForgottenTopic_v12(e6, out, sp)
     v7 = o.rack_id
     b8 = v7.encode()
     n9 = len(b8) + 1
@@ -1554,7 +1555,7 @@ def _e_FetchRequest_37(o, out, sp):
         out.append(0)
 
 
-def _d_FetchRequest_FetchTopic_38(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v13_to_16(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic = ''
     if end - pos < 16:
@@ -1576,7 +1577,7 @@ def _d_FetchRequest_FetchTopic_38(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_29(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v12_to_16(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1592,7 +1593,7 @@ def _d_FetchRequest_FetchTopic_38(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_ForgottenTopic_39(buf, pos, end):
+def _d_FetchRequest_ForgottenTopic_v13_to_17(buf, pos, end):
     o = _new(_C_FetchRequest_ForgottenTopic)
     o.topic = ''
     if end - pos < 16:
@@ -1627,7 +1628,7 @@ def _d_FetchRequest_ForgottenTopic_39(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_40(buf, pos, end):
+def _d_FetchRequest_v13_to_14(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.replica_state = _C_FetchRequest_ReplicaState()
     if end - pos < 25:
@@ -1648,7 +1649,7 @@ def _d_FetchRequest_40(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_38(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v13_to_16(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1665,7 +1666,7 @@ def _d_FetchRequest_40(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_39(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v13_to_17(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     if pos >= end:
@@ -1699,7 +1700,7 @@ def _d_FetchRequest_40(buf, pos, end):
     return o, pos
 
 
-def _e_FetchRequest_FetchTopic_41(o, out, sp):
+def _e_FetchRequest_FetchTopic_v13_to_16(o, out, sp):
     out += _S10.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -1708,7 +1709,7 @@ def _e_FetchRequest_FetchTopic_41(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchPartition_34(e3, out, sp)
+        _e_FetchRequest_FetchPartition_v12_to_16(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1716,7 +1717,7 @@ def _e_FetchRequest_FetchTopic_41(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_ForgottenTopic_42(o, out, sp):
+def _e_FetchRequest_ForgottenTopic_v13_to_17(o, out, sp):
     out += _S10.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -1733,7 +1734,7 @@ def _e_FetchRequest_ForgottenTopic_42(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_43(o, out, sp):
+def _e_FetchRequest_v13_to_14(o, out, sp):
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1742,7 +1743,7 @@ def _e_FetchRequest_43(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchTopic_41(e3, out, sp)
+        _e_FetchRequest_FetchTopic_v13_to_16(e3, out, sp)
     v4 = o.forgotten_topics_data
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1750,7 +1751,7 @@ def _e_FetchRequest_43(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchRequest_ForgottenTopic_42(e6, out, sp)
+        _e_FetchRequest_ForgottenTopic_v13_to_17(e6, out, sp)
     v7 = o.rack_id
     b8 = v7.encode()
     n9 = len(b8) + 1
@@ -1781,7 +1782,7 @@ def _e_FetchRequest_43(o, out, sp):
         out.append(0)
 
 
-def _d_FetchRequest_ReplicaState_44(buf, pos, end):
+def _d_FetchRequest_ReplicaState_v15_to_17(buf, pos, end):
     o = _new(_C_FetchRequest_ReplicaState)
     if end - pos < 12:
         raise _rt.group_eof('ReplicaState', (('replica_id', 4), ('replica_epoch', 8)), pos, end)
@@ -1800,12 +1801,12 @@ def _d_FetchRequest_ReplicaState_44(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchRequest_45(o, buf, pos, end):
-    o.replica_state, pos = _d_FetchRequest_ReplicaState_44(buf, pos, end)
+def _dt_FetchRequest_replica_state_v15_to_17(o, buf, pos, end):
+    o.replica_state, pos = _d_FetchRequest_ReplicaState_v15_to_17(buf, pos, end)
     return pos
 
 
-def _d_FetchRequest_46(buf, pos, end):
+def _d_FetchRequest_v15_to_16(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.replica_id = -1
     if end - pos < 21:
@@ -1826,7 +1827,7 @@ def _d_FetchRequest_46(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_38(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v13_to_16(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1843,7 +1844,7 @@ def _d_FetchRequest_46(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_39(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v13_to_17(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     if pos >= end:
@@ -1878,7 +1879,7 @@ def _d_FetchRequest_46(buf, pos, end):
     return o, pos
 
 
-def _e_FetchRequest_ReplicaState_47(o, out, sp):
+def _e_FetchRequest_ReplicaState_v15_to_17(o, out, sp):
     out += _S12.pack(o.replica_id, o.replica_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -1887,7 +1888,7 @@ def _e_FetchRequest_ReplicaState_47(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_48(o, out, sp):
+def _e_FetchRequest_v15_to_16(o, out, sp):
     out += _S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1896,7 +1897,7 @@ def _e_FetchRequest_48(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchTopic_41(e3, out, sp)
+        _e_FetchRequest_FetchTopic_v13_to_16(e3, out, sp)
     v4 = o.forgotten_topics_data
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1904,7 +1905,7 @@ def _e_FetchRequest_48(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchRequest_ForgottenTopic_42(e6, out, sp)
+        _e_FetchRequest_ForgottenTopic_v13_to_17(e6, out, sp)
     v7 = o.rack_id
     b8 = v7.encode()
     n9 = len(b8) + 1
@@ -1931,7 +1932,7 @@ def _e_FetchRequest_48(o, out, sp):
     v14 = o.replica_state
     if not ((v14 is not None and v14.replica_id == -1 and v14.replica_epoch == -1 and not v14.unknown_tagged_fields)):
         tb15 = bytearray()
-        _e_FetchRequest_ReplicaState_47(v14, tb15, None)
+        _e_FetchRequest_ReplicaState_v15_to_17(v14, tb15, None)
         t.append((1, tb15))
     u = o.unknown_tagged_fields
     if t or u:
@@ -1940,7 +1941,7 @@ def _e_FetchRequest_48(o, out, sp):
         out.append(0)
 
 
-def _dt_FetchRequest_FetchPartition_49(o, buf, pos, end):
+def _dt_FetchRequest_FetchPartition_replica_directory_id_v17(o, buf, pos, end):
     if end - pos < 16:
         raise _rt.eof('FetchPartition.replica_directory_id', pos, end, 16)
     o.replica_directory_id = _uuid(bytes(buf[pos:pos + 16]))
@@ -1948,7 +1949,7 @@ def _dt_FetchRequest_FetchPartition_49(o, buf, pos, end):
     return pos
 
 
-def _d_FetchRequest_FetchPartition_50(buf, pos, end):
+def _d_FetchRequest_FetchPartition_v17(buf, pos, end):
     o = _new(_C_FetchRequest_FetchPartition)
     if end - pos < 32:
         raise _rt.group_eof('FetchPartition', (('partition', 4), ('current_leader_epoch', 4), ('fetch_offset', 8), ('last_fetched_epoch', 4), ('log_start_offset', 8), ('partition_max_bytes', 4)), pos, end)
@@ -1968,7 +1969,7 @@ def _d_FetchRequest_FetchPartition_50(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_FetchTopic_51(buf, pos, end):
+def _d_FetchRequest_FetchTopic_v17(buf, pos, end):
     o = _new(_C_FetchRequest_FetchTopic)
     o.topic = ''
     if end - pos < 16:
@@ -1990,7 +1991,7 @@ def _d_FetchRequest_FetchTopic_51(buf, pos, end):
             raise _rt.overrun('FetchTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchRequest_FetchPartition_50(buf, pos, end)
+            x4, pos = _d_FetchRequest_FetchPartition_v17(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -2006,7 +2007,7 @@ def _d_FetchRequest_FetchTopic_51(buf, pos, end):
     return o, pos
 
 
-def _d_FetchRequest_52(buf, pos, end):
+def _d_FetchRequest_v17(buf, pos, end):
     o = _new(_C_FetchRequest)
     o.replica_id = -1
     if end - pos < 21:
@@ -2027,7 +2028,7 @@ def _d_FetchRequest_52(buf, pos, end):
             raise _rt.overrun('FetchRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchRequest_FetchTopic_51(buf, pos, end)
+            x3, pos = _d_FetchRequest_FetchTopic_v17(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -2044,7 +2045,7 @@ def _d_FetchRequest_52(buf, pos, end):
             raise _rt.overrun('FetchRequest.forgotten_topics_data', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_FetchRequest_ForgottenTopic_39(buf, pos, end)
+            x6, pos = _d_FetchRequest_ForgottenTopic_v13_to_17(buf, pos, end)
             a5.append(x6)
         o.forgotten_topics_data = a5
     if pos >= end:
@@ -2079,7 +2080,7 @@ def _d_FetchRequest_52(buf, pos, end):
     return o, pos
 
 
-def _e_FetchRequest_FetchPartition_53(o, out, sp):
+def _e_FetchRequest_FetchPartition_v17(o, out, sp):
     out += _S9.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     t = []
     v1 = o.replica_directory_id
@@ -2094,7 +2095,7 @@ def _e_FetchRequest_FetchPartition_53(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_FetchTopic_54(o, out, sp):
+def _e_FetchRequest_FetchTopic_v17(o, out, sp):
     out += _S10.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -2103,7 +2104,7 @@ def _e_FetchRequest_FetchTopic_54(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchPartition_53(e3, out, sp)
+        _e_FetchRequest_FetchPartition_v17(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2111,7 +2112,7 @@ def _e_FetchRequest_FetchTopic_54(o, out, sp):
         out.append(0)
 
 
-def _e_FetchRequest_55(o, out, sp):
+def _e_FetchRequest_v17(o, out, sp):
     out += _S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -2120,7 +2121,7 @@ def _e_FetchRequest_55(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchRequest_FetchTopic_54(e3, out, sp)
+        _e_FetchRequest_FetchTopic_v17(e3, out, sp)
     v4 = o.forgotten_topics_data
     n5 = len(v4) + 1
     if n5 < 128:
@@ -2128,7 +2129,7 @@ def _e_FetchRequest_55(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchRequest_ForgottenTopic_42(e6, out, sp)
+        _e_FetchRequest_ForgottenTopic_v13_to_17(e6, out, sp)
     v7 = o.rack_id
     b8 = v7.encode()
     n9 = len(b8) + 1
@@ -2155,7 +2156,7 @@ def _e_FetchRequest_55(o, out, sp):
     v14 = o.replica_state
     if not ((v14 is not None and v14.replica_id == -1 and v14.replica_epoch == -1 and not v14.unknown_tagged_fields)):
         tb15 = bytearray()
-        _e_FetchRequest_ReplicaState_47(v14, tb15, None)
+        _e_FetchRequest_ReplicaState_v15_to_17(v14, tb15, None)
         t.append((1, tb15))
     u = o.unknown_tagged_fields
     if t or u:
@@ -2164,7 +2165,7 @@ def _e_FetchRequest_55(o, out, sp):
         out.append(0)
 
 
-def _d_FetchResponse_PartitionData_56(buf, pos, end):
+def _d_FetchResponse_PartitionData_v0_to_3(buf, pos, end):
     o = _new(_C_FetchResponse_PartitionData)
     o.last_stable_offset = -1
     o.log_start_offset = -1
@@ -2192,7 +2193,7 @@ def _d_FetchResponse_PartitionData_56(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_FetchableTopicResponse_57(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v0_to_3(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -2220,14 +2221,14 @@ def _d_FetchResponse_FetchableTopicResponse_57(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_56(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v0_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchResponse_58(buf, pos, end):
+def _d_FetchResponse_v0(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.throttle_time_ms = 0
     o.error_code = 0
@@ -2244,19 +2245,19 @@ def _d_FetchResponse_58(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_57(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_PartitionData_59(o, out, sp):
+def _e_FetchResponse_PartitionData_v0_to_3(o, out, sp):
     out += _S13.pack(o.partition_index, o.error_code, o.high_watermark)
     _rt.put_records(out, sp, o.records, False, True)
 
 
-def _e_FetchResponse_FetchableTopicResponse_60(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v0_to_3(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -2264,17 +2265,17 @@ def _e_FetchResponse_FetchableTopicResponse_60(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchResponse_PartitionData_59(e4, out, sp)
+        _e_FetchResponse_PartitionData_v0_to_3(e4, out, sp)
 
 
-def _e_FetchResponse_61(o, out, sp):
+def _e_FetchResponse_v0(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_60(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v0_to_3(e2, out, sp)
 
 
-def _d_FetchResponse_62(buf, pos, end):
+def _d_FetchResponse_v1_to_3(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.error_code = 0
     o.session_id = 0
@@ -2294,22 +2295,22 @@ def _d_FetchResponse_62(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_57(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_63(o, out, sp):
+def _e_FetchResponse_v1_to_3(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_60(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v0_to_3(e2, out, sp)
 
 
-def _d_FetchResponse_AbortedTransaction_64(buf, pos, end):
+def _d_FetchResponse_AbortedTransaction_v4_to_11(buf, pos, end):
     o = _new(_C_FetchResponse_AbortedTransaction)
     if end - pos < 16:
         raise _rt.group_eof('AbortedTransaction', (('producer_id', 8), ('first_offset', 8)), pos, end)
@@ -2319,7 +2320,7 @@ def _d_FetchResponse_AbortedTransaction_64(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_PartitionData_65(buf, pos, end):
+def _d_FetchResponse_PartitionData_v4(buf, pos, end):
     o = _new(_C_FetchResponse_PartitionData)
     o.log_start_offset = -1
     o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
@@ -2341,7 +2342,7 @@ def _d_FetchResponse_PartitionData_65(buf, pos, end):
             raise _rt.overrun('PartitionData.aborted_transactions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_AbortedTransaction_64(buf, pos, end)
+            x3, pos = _d_FetchResponse_AbortedTransaction_v4_to_11(buf, pos, end)
             a2.append(x3)
         o.aborted_transactions = a2
     if end - pos < 4:
@@ -2359,7 +2360,7 @@ def _d_FetchResponse_PartitionData_65(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_FetchableTopicResponse_66(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v4(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -2387,14 +2388,14 @@ def _d_FetchResponse_FetchableTopicResponse_66(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_65(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchResponse_67(buf, pos, end):
+def _d_FetchResponse_v4(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.error_code = 0
     o.session_id = 0
@@ -2414,18 +2415,18 @@ def _d_FetchResponse_67(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_66(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v4(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_AbortedTransaction_68(o, out, sp):
+def _e_FetchResponse_AbortedTransaction_v4_to_11(o, out, sp):
     out += _S15.pack(o.producer_id, o.first_offset)
 
 
-def _e_FetchResponse_PartitionData_69(o, out, sp):
+def _e_FetchResponse_PartitionData_v4(o, out, sp):
     out += _S14.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     v1 = o.aborted_transactions
     if v1 is None:
@@ -2433,11 +2434,11 @@ def _e_FetchResponse_PartitionData_69(o, out, sp):
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_FetchResponse_AbortedTransaction_68(e2, out, sp)
+            _e_FetchResponse_AbortedTransaction_v4_to_11(e2, out, sp)
     _rt.put_records(out, sp, o.records, False, True)
 
 
-def _e_FetchResponse_FetchableTopicResponse_70(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v4(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -2445,18 +2446,18 @@ def _e_FetchResponse_FetchableTopicResponse_70(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchResponse_PartitionData_69(e4, out, sp)
+        _e_FetchResponse_PartitionData_v4(e4, out, sp)
 
 
-def _e_FetchResponse_71(o, out, sp):
+def _e_FetchResponse_v4(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_70(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v4(e2, out, sp)
 
 
-def _d_FetchResponse_PartitionData_72(buf, pos, end):
+def _d_FetchResponse_PartitionData_v5_to_10(buf, pos, end):
     o = _new(_C_FetchResponse_PartitionData)
     o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
     o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
@@ -2477,7 +2478,7 @@ def _d_FetchResponse_PartitionData_72(buf, pos, end):
             raise _rt.overrun('PartitionData.aborted_transactions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_AbortedTransaction_64(buf, pos, end)
+            x3, pos = _d_FetchResponse_AbortedTransaction_v4_to_11(buf, pos, end)
             a2.append(x3)
         o.aborted_transactions = a2
     if end - pos < 4:
@@ -2495,7 +2496,7 @@ def _d_FetchResponse_PartitionData_72(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_FetchableTopicResponse_73(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v5_to_10(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -2523,14 +2524,14 @@ def _d_FetchResponse_FetchableTopicResponse_73(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_72(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v5_to_10(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchResponse_74(buf, pos, end):
+def _d_FetchResponse_v5_to_6(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.error_code = 0
     o.session_id = 0
@@ -2550,14 +2551,14 @@ def _d_FetchResponse_74(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_73(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v5_to_10(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_PartitionData_75(o, out, sp):
+def _e_FetchResponse_PartitionData_v5_to_10(o, out, sp):
     out += _S16.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     v1 = o.aborted_transactions
     if v1 is None:
@@ -2565,11 +2566,11 @@ def _e_FetchResponse_PartitionData_75(o, out, sp):
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_FetchResponse_AbortedTransaction_68(e2, out, sp)
+            _e_FetchResponse_AbortedTransaction_v4_to_11(e2, out, sp)
     _rt.put_records(out, sp, o.records, False, True)
 
 
-def _e_FetchResponse_FetchableTopicResponse_76(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v5_to_10(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -2577,18 +2578,18 @@ def _e_FetchResponse_FetchableTopicResponse_76(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchResponse_PartitionData_75(e4, out, sp)
+        _e_FetchResponse_PartitionData_v5_to_10(e4, out, sp)
 
 
-def _e_FetchResponse_77(o, out, sp):
+def _e_FetchResponse_v5_to_6(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_76(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v5_to_10(e2, out, sp)
 
 
-def _d_FetchResponse_78(buf, pos, end):
+def _d_FetchResponse_v7_to_10(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.node_endpoints = []
     if end - pos < 10:
@@ -2606,22 +2607,22 @@ def _d_FetchResponse_78(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_73(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v5_to_10(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_79(o, out, sp):
+def _e_FetchResponse_v7_to_10(o, out, sp):
     out += _S17.pack(o.throttle_time_ms, o.error_code, o.session_id)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_76(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v5_to_10(e2, out, sp)
 
 
-def _d_FetchResponse_PartitionData_80(buf, pos, end):
+def _d_FetchResponse_PartitionData_v11(buf, pos, end):
     o = _new(_C_FetchResponse_PartitionData)
     o.diverging_epoch = _C_FetchResponse_EpochEndOffset()
     o.current_leader = _C_FetchResponse_LeaderIdAndEpoch()
@@ -2641,7 +2642,7 @@ def _d_FetchResponse_PartitionData_80(buf, pos, end):
             raise _rt.overrun('PartitionData.aborted_transactions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_AbortedTransaction_64(buf, pos, end)
+            x3, pos = _d_FetchResponse_AbortedTransaction_v4_to_11(buf, pos, end)
             a2.append(x3)
         o.aborted_transactions = a2
     if end - pos < 4:
@@ -2663,7 +2664,7 @@ def _d_FetchResponse_PartitionData_80(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_FetchableTopicResponse_81(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v11(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -2691,14 +2692,14 @@ def _d_FetchResponse_FetchableTopicResponse_81(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_80(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v11(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_FetchResponse_82(buf, pos, end):
+def _d_FetchResponse_v11(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.node_endpoints = []
     if end - pos < 10:
@@ -2716,14 +2717,14 @@ def _d_FetchResponse_82(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_81(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v11(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_FetchResponse_PartitionData_83(o, out, sp):
+def _e_FetchResponse_PartitionData_v11(o, out, sp):
     out += _S16.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     v1 = o.aborted_transactions
     if v1 is None:
@@ -2731,12 +2732,12 @@ def _e_FetchResponse_PartitionData_83(o, out, sp):
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_FetchResponse_AbortedTransaction_68(e2, out, sp)
+            _e_FetchResponse_AbortedTransaction_v4_to_11(e2, out, sp)
     out += _S1.pack(o.preferred_read_replica)
     _rt.put_records(out, sp, o.records, False, True)
 
 
-def _e_FetchResponse_FetchableTopicResponse_84(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v11(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -2744,18 +2745,18 @@ def _e_FetchResponse_FetchableTopicResponse_84(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_FetchResponse_PartitionData_83(e4, out, sp)
+        _e_FetchResponse_PartitionData_v11(e4, out, sp)
 
 
-def _e_FetchResponse_85(o, out, sp):
+def _e_FetchResponse_v11(o, out, sp):
     out += _S17.pack(o.throttle_time_ms, o.error_code, o.session_id)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_FetchResponse_FetchableTopicResponse_84(e2, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v11(e2, out, sp)
 
 
-def _d_FetchResponse_AbortedTransaction_86(buf, pos, end):
+def _d_FetchResponse_AbortedTransaction_v12_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_AbortedTransaction)
     if end - pos < 16:
         raise _rt.group_eof('AbortedTransaction', (('producer_id', 8), ('first_offset', 8)), pos, end)
@@ -2774,7 +2775,7 @@ def _d_FetchResponse_AbortedTransaction_86(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_EpochEndOffset_87(buf, pos, end):
+def _d_FetchResponse_EpochEndOffset_v12_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_EpochEndOffset)
     if end - pos < 12:
         raise _rt.group_eof('EpochEndOffset', (('epoch', 4), ('end_offset', 8)), pos, end)
@@ -2793,12 +2794,12 @@ def _d_FetchResponse_EpochEndOffset_87(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchResponse_PartitionData_88(o, buf, pos, end):
-    o.diverging_epoch, pos = _d_FetchResponse_EpochEndOffset_87(buf, pos, end)
+def _dt_FetchResponse_PartitionData_diverging_epoch_v12_to_17(o, buf, pos, end):
+    o.diverging_epoch, pos = _d_FetchResponse_EpochEndOffset_v12_to_17(buf, pos, end)
     return pos
 
 
-def _d_FetchResponse_LeaderIdAndEpoch_89(buf, pos, end):
+def _d_FetchResponse_LeaderIdAndEpoch_v12_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_LeaderIdAndEpoch)
     if end - pos < 8:
         raise _rt.group_eof('LeaderIdAndEpoch', (('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -2817,12 +2818,12 @@ def _d_FetchResponse_LeaderIdAndEpoch_89(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchResponse_PartitionData_90(o, buf, pos, end):
-    o.current_leader, pos = _d_FetchResponse_LeaderIdAndEpoch_89(buf, pos, end)
+def _dt_FetchResponse_PartitionData_current_leader_v12_to_17(o, buf, pos, end):
+    o.current_leader, pos = _d_FetchResponse_LeaderIdAndEpoch_v12_to_17(buf, pos, end)
     return pos
 
 
-def _d_FetchResponse_SnapshotId_91(buf, pos, end):
+def _d_FetchResponse_SnapshotId_v12_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_SnapshotId)
     if end - pos < 12:
         raise _rt.group_eof('SnapshotId', (('end_offset', 8), ('epoch', 4)), pos, end)
@@ -2841,12 +2842,12 @@ def _d_FetchResponse_SnapshotId_91(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchResponse_PartitionData_92(o, buf, pos, end):
-    o.snapshot_id, pos = _d_FetchResponse_SnapshotId_91(buf, pos, end)
+def _dt_FetchResponse_PartitionData_snapshot_id_v12_to_17(o, buf, pos, end):
+    o.snapshot_id, pos = _d_FetchResponse_SnapshotId_v12_to_17(buf, pos, end)
     return pos
 
 
-def _d_FetchResponse_PartitionData_93(buf, pos, end):
+def _d_FetchResponse_PartitionData_v12_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_PartitionData)
     if end - pos < 30:
         raise _rt.group_eof('PartitionData', (('partition_index', 4), ('error_code', 2), ('high_watermark', 8), ('last_stable_offset', 8), ('log_start_offset', 8)), pos, end)
@@ -2866,7 +2867,7 @@ def _d_FetchResponse_PartitionData_93(buf, pos, end):
             raise _rt.overrun('PartitionData.aborted_transactions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_AbortedTransaction_86(buf, pos, end)
+            x3, pos = _d_FetchResponse_AbortedTransaction_v12_to_17(buf, pos, end)
             a2.append(x3)
         o.aborted_transactions = a2
     if end - pos < 4:
@@ -2903,7 +2904,7 @@ def _d_FetchResponse_PartitionData_93(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_FetchableTopicResponse_94(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v12(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -2937,7 +2938,7 @@ def _d_FetchResponse_FetchableTopicResponse_94(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_93(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v12_to_17(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -2953,7 +2954,7 @@ def _d_FetchResponse_FetchableTopicResponse_94(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_95(buf, pos, end):
+def _d_FetchResponse_v12(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.node_endpoints = []
     if end - pos < 10:
@@ -2974,7 +2975,7 @@ def _d_FetchResponse_95(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_94(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v12(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -2990,7 +2991,7 @@ def _d_FetchResponse_95(buf, pos, end):
     return o, pos
 
 
-def _e_FetchResponse_AbortedTransaction_96(o, out, sp):
+def _e_FetchResponse_AbortedTransaction_v12_to_17(o, out, sp):
     out += _S15.pack(o.producer_id, o.first_offset)
     u = o.unknown_tagged_fields
     if u:
@@ -2999,7 +3000,7 @@ def _e_FetchResponse_AbortedTransaction_96(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_EpochEndOffset_97(o, out, sp):
+def _e_FetchResponse_EpochEndOffset_v12_to_17(o, out, sp):
     out += _S12.pack(o.epoch, o.end_offset)
     u = o.unknown_tagged_fields
     if u:
@@ -3008,7 +3009,7 @@ def _e_FetchResponse_EpochEndOffset_97(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_LeaderIdAndEpoch_98(o, out, sp):
+def _e_FetchResponse_LeaderIdAndEpoch_v12_to_17(o, out, sp):
     out += _S18.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -3017,7 +3018,7 @@ def _e_FetchResponse_LeaderIdAndEpoch_98(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_SnapshotId_99(o, out, sp):
+def _e_FetchResponse_SnapshotId_v12_to_17(o, out, sp):
     out += _S19.pack(o.end_offset, o.epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -3026,7 +3027,7 @@ def _e_FetchResponse_SnapshotId_99(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_PartitionData_100(o, out, sp):
+def _e_FetchResponse_PartitionData_v12_to_17(o, out, sp):
     out += _S16.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     v1 = o.aborted_transactions
     if v1 is None:
@@ -3038,24 +3039,24 @@ def _e_FetchResponse_PartitionData_100(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_FetchResponse_AbortedTransaction_96(e3, out, sp)
+            _e_FetchResponse_AbortedTransaction_v12_to_17(e3, out, sp)
     out += _S1.pack(o.preferred_read_replica)
     _rt.put_records(out, sp, o.records, True, True)
     t = []
     v4 = o.diverging_epoch
     if not ((v4 is not None and v4.epoch == -1 and v4.end_offset == -1 and not v4.unknown_tagged_fields)):
         tb5 = bytearray()
-        _e_FetchResponse_EpochEndOffset_97(v4, tb5, None)
+        _e_FetchResponse_EpochEndOffset_v12_to_17(v4, tb5, None)
         t.append((0, tb5))
     v6 = o.current_leader
     if not ((v6 is not None and v6.leader_id == -1 and v6.leader_epoch == -1 and not v6.unknown_tagged_fields)):
         tb7 = bytearray()
-        _e_FetchResponse_LeaderIdAndEpoch_98(v6, tb7, None)
+        _e_FetchResponse_LeaderIdAndEpoch_v12_to_17(v6, tb7, None)
         t.append((1, tb7))
     v8 = o.snapshot_id
     if not ((v8 is not None and v8.end_offset == -1 and v8.epoch == -1 and not v8.unknown_tagged_fields)):
         tb9 = bytearray()
-        _e_FetchResponse_SnapshotId_99(v8, tb9, None)
+        _e_FetchResponse_SnapshotId_v12_to_17(v8, tb9, None)
         t.append((2, tb9))
     u = o.unknown_tagged_fields
     if t or u:
@@ -3064,7 +3065,7 @@ def _e_FetchResponse_PartitionData_100(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_FetchableTopicResponse_101(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v12(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -3080,7 +3081,7 @@ def _e_FetchResponse_FetchableTopicResponse_101(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_FetchResponse_PartitionData_100(e6, out, sp)
+        _e_FetchResponse_PartitionData_v12_to_17(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -3088,7 +3089,7 @@ def _e_FetchResponse_FetchableTopicResponse_101(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_102(o, out, sp):
+def _e_FetchResponse_v12(o, out, sp):
     out += _S17.pack(o.throttle_time_ms, o.error_code, o.session_id)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -3097,7 +3098,7 @@ def _e_FetchResponse_102(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchResponse_FetchableTopicResponse_101(e3, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v12(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -3105,7 +3106,7 @@ def _e_FetchResponse_102(o, out, sp):
         out.append(0)
 
 
-def _d_FetchResponse_FetchableTopicResponse_103(buf, pos, end):
+def _d_FetchResponse_FetchableTopicResponse_v13_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_FetchableTopicResponse)
     o.topic = ''
     if end - pos < 16:
@@ -3127,7 +3128,7 @@ def _d_FetchResponse_FetchableTopicResponse_103(buf, pos, end):
             raise _rt.overrun('FetchableTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_FetchResponse_PartitionData_93(buf, pos, end)
+            x4, pos = _d_FetchResponse_PartitionData_v12_to_17(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -3143,7 +3144,7 @@ def _d_FetchResponse_FetchableTopicResponse_103(buf, pos, end):
     return o, pos
 
 
-def _d_FetchResponse_104(buf, pos, end):
+def _d_FetchResponse_v13_to_15(buf, pos, end):
     o = _new(_C_FetchResponse)
     o.node_endpoints = []
     if end - pos < 10:
@@ -3164,7 +3165,7 @@ def _d_FetchResponse_104(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_103(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v13_to_17(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -3180,7 +3181,7 @@ def _d_FetchResponse_104(buf, pos, end):
     return o, pos
 
 
-def _e_FetchResponse_FetchableTopicResponse_105(o, out, sp):
+def _e_FetchResponse_FetchableTopicResponse_v13_to_17(o, out, sp):
     out += _S10.pack(o.topic_id.bytes)
     v1 = o.partitions
     n2 = len(v1) + 1
@@ -3189,7 +3190,7 @@ def _e_FetchResponse_FetchableTopicResponse_105(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchResponse_PartitionData_100(e3, out, sp)
+        _e_FetchResponse_PartitionData_v12_to_17(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -3197,7 +3198,7 @@ def _e_FetchResponse_FetchableTopicResponse_105(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_106(o, out, sp):
+def _e_FetchResponse_v13_to_15(o, out, sp):
     out += _S17.pack(o.throttle_time_ms, o.error_code, o.session_id)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -3206,7 +3207,7 @@ def _e_FetchResponse_106(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchResponse_FetchableTopicResponse_105(e3, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v13_to_17(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -3214,7 +3215,7 @@ def _e_FetchResponse_106(o, out, sp):
         out.append(0)
 
 
-def _d_FetchResponse_NodeEndpoint_107(buf, pos, end):
+def _d_FetchResponse_NodeEndpoint_v16_to_17(buf, pos, end):
     o = _new(_C_FetchResponse_NodeEndpoint)
     if end - pos < 4:
         raise _rt.group_eof('NodeEndpoint', (('node_id', 4),), pos, end)
@@ -3271,7 +3272,7 @@ def _d_FetchResponse_NodeEndpoint_107(buf, pos, end):
     return o, pos
 
 
-def _dt_FetchResponse_108(o, buf, pos, end):
+def _dt_FetchResponse_node_endpoints_v16_to_17(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('FetchResponse.node_endpoints', pos, end, 1)
     n1 = buf[pos]
@@ -3286,13 +3287,13 @@ def _dt_FetchResponse_108(o, buf, pos, end):
             raise _rt.overrun('FetchResponse.node_endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_NodeEndpoint_107(buf, pos, end)
+            x3, pos = _d_FetchResponse_NodeEndpoint_v16_to_17(buf, pos, end)
             a2.append(x3)
         o.node_endpoints = a2
     return pos
 
 
-def _d_FetchResponse_109(buf, pos, end):
+def _d_FetchResponse_v16_to_17(buf, pos, end):
     o = _new(_C_FetchResponse)
     if end - pos < 10:
         raise _rt.group_eof('FetchResponse', (('throttle_time_ms', 4), ('error_code', 2), ('session_id', 4)), pos, end)
@@ -3312,7 +3313,7 @@ def _d_FetchResponse_109(buf, pos, end):
             raise _rt.overrun('FetchResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FetchResponse_FetchableTopicResponse_103(buf, pos, end)
+            x3, pos = _d_FetchResponse_FetchableTopicResponse_v13_to_17(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.node_endpoints = []
@@ -3329,7 +3330,7 @@ def _d_FetchResponse_109(buf, pos, end):
     return o, pos
 
 
-def _e_FetchResponse_NodeEndpoint_110(o, out, sp):
+def _e_FetchResponse_NodeEndpoint_v16_to_17(o, out, sp):
     out += _S1.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -3358,7 +3359,7 @@ def _e_FetchResponse_NodeEndpoint_110(o, out, sp):
         out.append(0)
 
 
-def _e_FetchResponse_111(o, out, sp):
+def _e_FetchResponse_v16_to_17(o, out, sp):
     out += _S17.pack(o.throttle_time_ms, o.error_code, o.session_id)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -3367,7 +3368,7 @@ def _e_FetchResponse_111(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FetchResponse_FetchableTopicResponse_105(e3, out, sp)
+        _e_FetchResponse_FetchableTopicResponse_v13_to_17(e3, out, sp)
     t = []
     v4 = o.node_endpoints
     if not ((v4 is not None and len(v4) == 0)):
@@ -3378,7 +3379,7 @@ def _e_FetchResponse_111(o, out, sp):
         else:
             _rt.put_uvarint(tb5, n6)
         for e7 in v4:
-            _e_FetchResponse_NodeEndpoint_110(e7, tb5, None)
+            _e_FetchResponse_NodeEndpoint_v16_to_17(e7, tb5, None)
         t.append((0, tb5))
     u = o.unknown_tagged_fields
     if t or u:
@@ -3387,15 +3388,15 @@ def _e_FetchResponse_111(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_FetchRequest_32}
-_K1 = {0: _dt_FetchRequest_32, 1: _dt_FetchRequest_45}
-_K2 = {0: _dt_FetchRequest_FetchPartition_49}
-_K3 = {0: _dt_FetchResponse_PartitionData_88, 1: _dt_FetchResponse_PartitionData_90, 2: _dt_FetchResponse_PartitionData_92}
-_K4 = {0: _dt_FetchResponse_108}
+_K0 = {0: _dt_FetchRequest_cluster_id_v12_to_17}
+_K1 = {0: _dt_FetchRequest_cluster_id_v12_to_17, 1: _dt_FetchRequest_replica_state_v15_to_17}
+_K2 = {0: _dt_FetchRequest_FetchPartition_replica_directory_id_v17}
+_K3 = {0: _dt_FetchResponse_PartitionData_diverging_epoch_v12_to_17, 1: _dt_FetchResponse_PartitionData_current_leader_v12_to_17, 2: _dt_FetchResponse_PartitionData_snapshot_id_v12_to_17}
+_K4 = {0: _dt_FetchResponse_node_endpoints_v16_to_17}
 
-FetchRequest._DECODERS = (_d_FetchRequest_3, _d_FetchRequest_3, _d_FetchRequest_3, _d_FetchRequest_7, _d_FetchRequest_9, _d_FetchRequest_13, _d_FetchRequest_13, _d_FetchRequest_18, _d_FetchRequest_18, _d_FetchRequest_23, _d_FetchRequest_23, _d_FetchRequest_27, _d_FetchRequest_33, _d_FetchRequest_40, _d_FetchRequest_40, _d_FetchRequest_46, _d_FetchRequest_46, _d_FetchRequest_52,)
-FetchRequest._ENCODERS = (_e_FetchRequest_6, _e_FetchRequest_6, _e_FetchRequest_6, _e_FetchRequest_8, _e_FetchRequest_10, _e_FetchRequest_16, _e_FetchRequest_16, _e_FetchRequest_20, _e_FetchRequest_20, _e_FetchRequest_26, _e_FetchRequest_26, _e_FetchRequest_28, _e_FetchRequest_37, _e_FetchRequest_43, _e_FetchRequest_43, _e_FetchRequest_48, _e_FetchRequest_48, _e_FetchRequest_55,)
-FetchResponse._DECODERS = (_d_FetchResponse_58, _d_FetchResponse_62, _d_FetchResponse_62, _d_FetchResponse_62, _d_FetchResponse_67, _d_FetchResponse_74, _d_FetchResponse_74, _d_FetchResponse_78, _d_FetchResponse_78, _d_FetchResponse_78, _d_FetchResponse_78, _d_FetchResponse_82, _d_FetchResponse_95, _d_FetchResponse_104, _d_FetchResponse_104, _d_FetchResponse_104, _d_FetchResponse_109, _d_FetchResponse_109,)
-FetchResponse._ENCODERS = (_e_FetchResponse_61, _e_FetchResponse_63, _e_FetchResponse_63, _e_FetchResponse_63, _e_FetchResponse_71, _e_FetchResponse_77, _e_FetchResponse_77, _e_FetchResponse_79, _e_FetchResponse_79, _e_FetchResponse_79, _e_FetchResponse_79, _e_FetchResponse_85, _e_FetchResponse_102, _e_FetchResponse_106, _e_FetchResponse_106, _e_FetchResponse_106, _e_FetchResponse_111, _e_FetchResponse_111,)
+FetchRequest._DECODERS = (_d_FetchRequest_v0_to_2, _d_FetchRequest_v0_to_2, _d_FetchRequest_v0_to_2, _d_FetchRequest_v3, _d_FetchRequest_v4, _d_FetchRequest_v5_to_6, _d_FetchRequest_v5_to_6, _d_FetchRequest_v7_to_8, _d_FetchRequest_v7_to_8, _d_FetchRequest_v9_to_10, _d_FetchRequest_v9_to_10, _d_FetchRequest_v11, _d_FetchRequest_v12, _d_FetchRequest_v13_to_14, _d_FetchRequest_v13_to_14, _d_FetchRequest_v15_to_16, _d_FetchRequest_v15_to_16, _d_FetchRequest_v17,)
+FetchRequest._ENCODERS = (_e_FetchRequest_v0_to_2, _e_FetchRequest_v0_to_2, _e_FetchRequest_v0_to_2, _e_FetchRequest_v3, _e_FetchRequest_v4, _e_FetchRequest_v5_to_6, _e_FetchRequest_v5_to_6, _e_FetchRequest_v7_to_8, _e_FetchRequest_v7_to_8, _e_FetchRequest_v9_to_10, _e_FetchRequest_v9_to_10, _e_FetchRequest_v11, _e_FetchRequest_v12, _e_FetchRequest_v13_to_14, _e_FetchRequest_v13_to_14, _e_FetchRequest_v15_to_16, _e_FetchRequest_v15_to_16, _e_FetchRequest_v17,)
+FetchResponse._DECODERS = (_d_FetchResponse_v0, _d_FetchResponse_v1_to_3, _d_FetchResponse_v1_to_3, _d_FetchResponse_v1_to_3, _d_FetchResponse_v4, _d_FetchResponse_v5_to_6, _d_FetchResponse_v5_to_6, _d_FetchResponse_v7_to_10, _d_FetchResponse_v7_to_10, _d_FetchResponse_v7_to_10, _d_FetchResponse_v7_to_10, _d_FetchResponse_v11, _d_FetchResponse_v12, _d_FetchResponse_v13_to_15, _d_FetchResponse_v13_to_15, _d_FetchResponse_v13_to_15, _d_FetchResponse_v16_to_17, _d_FetchResponse_v16_to_17,)
+FetchResponse._ENCODERS = (_e_FetchResponse_v0, _e_FetchResponse_v1_to_3, _e_FetchResponse_v1_to_3, _e_FetchResponse_v1_to_3, _e_FetchResponse_v4, _e_FetchResponse_v5_to_6, _e_FetchResponse_v5_to_6, _e_FetchResponse_v7_to_10, _e_FetchResponse_v7_to_10, _e_FetchResponse_v7_to_10, _e_FetchResponse_v7_to_10, _e_FetchResponse_v11, _e_FetchResponse_v12, _e_FetchResponse_v13_to_15, _e_FetchResponse_v13_to_15, _e_FetchResponse_v13_to_15, _e_FetchResponse_v16_to_17, _e_FetchResponse_v16_to_17,)
 
 __all__ = ['FetchRequest', 'FetchResponse']

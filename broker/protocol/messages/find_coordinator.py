@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -200,7 +201,7 @@ _C_FindCoordinatorResponse_Coordinator._FIELDS = (
 )
 
 
-def _d_FindCoordinatorRequest_1(buf, pos, end):
+def _d_FindCoordinatorRequest_v0(buf, pos, end):
     o = _new(_C_FindCoordinatorRequest)
     o.key_type = 0
     o.coordinator_keys = []
@@ -222,14 +223,14 @@ def _d_FindCoordinatorRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorRequest_2(o, out, sp):
+def _e_FindCoordinatorRequest_v0(o, out, sp):
     v1 = o.key
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
     out += b2
 
 
-def _d_FindCoordinatorRequest_3(buf, pos, end):
+def _d_FindCoordinatorRequest_v1_to_2(buf, pos, end):
     o = _new(_C_FindCoordinatorRequest)
     o.coordinator_keys = []
     if end - pos < 2:
@@ -254,7 +255,7 @@ def _d_FindCoordinatorRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorRequest_4(o, out, sp):
+def _e_FindCoordinatorRequest_v1_to_2(o, out, sp):
     v1 = o.key
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -262,7 +263,7 @@ def _e_FindCoordinatorRequest_4(o, out, sp):
     out += _S1.pack(o.key_type)
 
 
-def _d_FindCoordinatorRequest_5(buf, pos, end):
+def _d_FindCoordinatorRequest_v3(buf, pos, end):
     o = _new(_C_FindCoordinatorRequest)
     o.coordinator_keys = []
     if pos >= end:
@@ -299,7 +300,7 @@ def _d_FindCoordinatorRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorRequest_6(o, out, sp):
+def _e_FindCoordinatorRequest_v3(o, out, sp):
     v1 = o.key
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -316,7 +317,7 @@ def _e_FindCoordinatorRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_FindCoordinatorRequest_7(buf, pos, end):
+def _d_FindCoordinatorRequest_v4_to_6(buf, pos, end):
     o = _new(_C_FindCoordinatorRequest)
     o.key = ''
     if end - pos < 1:
@@ -369,7 +370,7 @@ def _d_FindCoordinatorRequest_7(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorRequest_8(o, out, sp):
+def _e_FindCoordinatorRequest_v4_to_6(o, out, sp):
     out += _S1.pack(o.key_type)
     v1 = o.coordinator_keys
     n2 = len(v1) + 1
@@ -392,7 +393,7 @@ def _e_FindCoordinatorRequest_8(o, out, sp):
         out.append(0)
 
 
-def _d_FindCoordinatorResponse_9(buf, pos, end):
+def _d_FindCoordinatorResponse_v0(buf, pos, end):
     o = _new(_C_FindCoordinatorResponse)
     o.throttle_time_ms = 0
     o.error_message = ''
@@ -423,7 +424,7 @@ def _d_FindCoordinatorResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorResponse_10(o, out, sp):
+def _e_FindCoordinatorResponse_v0(o, out, sp):
     out += _S2.pack(o.error_code, o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -432,7 +433,7 @@ def _e_FindCoordinatorResponse_10(o, out, sp):
     out += _S3.pack(o.port)
 
 
-def _d_FindCoordinatorResponse_11(buf, pos, end):
+def _d_FindCoordinatorResponse_v1_to_2(buf, pos, end):
     o = _new(_C_FindCoordinatorResponse)
     o.coordinators = []
     if end - pos < 6:
@@ -479,7 +480,7 @@ def _d_FindCoordinatorResponse_11(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorResponse_12(o, out, sp):
+def _e_FindCoordinatorResponse_v1_to_2(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -496,7 +497,7 @@ def _e_FindCoordinatorResponse_12(o, out, sp):
     out += _S3.pack(o.port)
 
 
-def _d_FindCoordinatorResponse_13(buf, pos, end):
+def _d_FindCoordinatorResponse_v3(buf, pos, end):
     o = _new(_C_FindCoordinatorResponse)
     o.coordinators = []
     if end - pos < 6:
@@ -558,7 +559,7 @@ def _d_FindCoordinatorResponse_13(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorResponse_14(o, out, sp):
+def _e_FindCoordinatorResponse_v3(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -588,7 +589,7 @@ def _e_FindCoordinatorResponse_14(o, out, sp):
         out.append(0)
 
 
-def _d_FindCoordinatorResponse_Coordinator_15(buf, pos, end):
+def _d_FindCoordinatorResponse_Coordinator_v4_to_6(buf, pos, end):
     o = _new(_C_FindCoordinatorResponse_Coordinator)
     if pos >= end:
         raise _rt.eof('Coordinator.key', pos, end, 1)
@@ -662,7 +663,7 @@ def _d_FindCoordinatorResponse_Coordinator_15(buf, pos, end):
     return o, pos
 
 
-def _d_FindCoordinatorResponse_16(buf, pos, end):
+def _d_FindCoordinatorResponse_v4_to_6(buf, pos, end):
     o = _new(_C_FindCoordinatorResponse)
     o.error_code = 0
     o.error_message = ''
@@ -687,7 +688,7 @@ def _d_FindCoordinatorResponse_16(buf, pos, end):
             raise _rt.overrun('FindCoordinatorResponse.coordinators', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_FindCoordinatorResponse_Coordinator_15(buf, pos, end)
+            x3, pos = _d_FindCoordinatorResponse_Coordinator_v4_to_6(buf, pos, end)
             a2.append(x3)
         o.coordinators = a2
     if pos >= end:
@@ -703,7 +704,7 @@ def _d_FindCoordinatorResponse_16(buf, pos, end):
     return o, pos
 
 
-def _e_FindCoordinatorResponse_Coordinator_17(o, out, sp):
+def _e_FindCoordinatorResponse_Coordinator_v4_to_6(o, out, sp):
     v1 = o.key
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -740,7 +741,7 @@ def _e_FindCoordinatorResponse_Coordinator_17(o, out, sp):
         out.append(0)
 
 
-def _e_FindCoordinatorResponse_18(o, out, sp):
+def _e_FindCoordinatorResponse_v4_to_6(o, out, sp):
     out += _S3.pack(o.throttle_time_ms)
     v1 = o.coordinators
     n2 = len(v1) + 1
@@ -749,7 +750,7 @@ def _e_FindCoordinatorResponse_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_FindCoordinatorResponse_Coordinator_17(e3, out, sp)
+        _e_FindCoordinatorResponse_Coordinator_v4_to_6(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -758,9 +759,9 @@ def _e_FindCoordinatorResponse_18(o, out, sp):
 
 
 
-FindCoordinatorRequest._DECODERS = (_d_FindCoordinatorRequest_1, _d_FindCoordinatorRequest_3, _d_FindCoordinatorRequest_3, _d_FindCoordinatorRequest_5, _d_FindCoordinatorRequest_7, _d_FindCoordinatorRequest_7, _d_FindCoordinatorRequest_7,)
-FindCoordinatorRequest._ENCODERS = (_e_FindCoordinatorRequest_2, _e_FindCoordinatorRequest_4, _e_FindCoordinatorRequest_4, _e_FindCoordinatorRequest_6, _e_FindCoordinatorRequest_8, _e_FindCoordinatorRequest_8, _e_FindCoordinatorRequest_8,)
-FindCoordinatorResponse._DECODERS = (_d_FindCoordinatorResponse_9, _d_FindCoordinatorResponse_11, _d_FindCoordinatorResponse_11, _d_FindCoordinatorResponse_13, _d_FindCoordinatorResponse_16, _d_FindCoordinatorResponse_16, _d_FindCoordinatorResponse_16,)
-FindCoordinatorResponse._ENCODERS = (_e_FindCoordinatorResponse_10, _e_FindCoordinatorResponse_12, _e_FindCoordinatorResponse_12, _e_FindCoordinatorResponse_14, _e_FindCoordinatorResponse_18, _e_FindCoordinatorResponse_18, _e_FindCoordinatorResponse_18,)
+FindCoordinatorRequest._DECODERS = (_d_FindCoordinatorRequest_v0, _d_FindCoordinatorRequest_v1_to_2, _d_FindCoordinatorRequest_v1_to_2, _d_FindCoordinatorRequest_v3, _d_FindCoordinatorRequest_v4_to_6, _d_FindCoordinatorRequest_v4_to_6, _d_FindCoordinatorRequest_v4_to_6,)
+FindCoordinatorRequest._ENCODERS = (_e_FindCoordinatorRequest_v0, _e_FindCoordinatorRequest_v1_to_2, _e_FindCoordinatorRequest_v1_to_2, _e_FindCoordinatorRequest_v3, _e_FindCoordinatorRequest_v4_to_6, _e_FindCoordinatorRequest_v4_to_6, _e_FindCoordinatorRequest_v4_to_6,)
+FindCoordinatorResponse._DECODERS = (_d_FindCoordinatorResponse_v0, _d_FindCoordinatorResponse_v1_to_2, _d_FindCoordinatorResponse_v1_to_2, _d_FindCoordinatorResponse_v3, _d_FindCoordinatorResponse_v4_to_6, _d_FindCoordinatorResponse_v4_to_6, _d_FindCoordinatorResponse_v4_to_6,)
+FindCoordinatorResponse._ENCODERS = (_e_FindCoordinatorResponse_v0, _e_FindCoordinatorResponse_v1_to_2, _e_FindCoordinatorResponse_v1_to_2, _e_FindCoordinatorResponse_v3, _e_FindCoordinatorResponse_v4_to_6, _e_FindCoordinatorResponse_v4_to_6, _e_FindCoordinatorResponse_v4_to_6,)
 
 __all__ = ['FindCoordinatorRequest', 'FindCoordinatorResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -131,7 +132,7 @@ _C_HeartbeatResponse._FIELDS = (
 )
 
 
-def _d_HeartbeatRequest_1(buf, pos, end):
+def _d_HeartbeatRequest_v0_to_2(buf, pos, end):
     o = _new(_C_HeartbeatRequest)
     o.group_instance_id = None
     if end - pos < 2:
@@ -170,7 +171,7 @@ def _d_HeartbeatRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatRequest_2(o, out, sp):
+def _e_HeartbeatRequest_v0_to_2(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -182,7 +183,7 @@ def _e_HeartbeatRequest_2(o, out, sp):
     out += b4
 
 
-def _d_HeartbeatRequest_3(buf, pos, end):
+def _d_HeartbeatRequest_v3(buf, pos, end):
     o = _new(_C_HeartbeatRequest)
     if end - pos < 2:
         raise _rt.eof('HeartbeatRequest.group_id', pos, end, 2)
@@ -234,7 +235,7 @@ def _d_HeartbeatRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatRequest_4(o, out, sp):
+def _e_HeartbeatRequest_v3(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -253,7 +254,7 @@ def _e_HeartbeatRequest_4(o, out, sp):
         out += b6
 
 
-def _d_HeartbeatRequest_5(buf, pos, end):
+def _d_HeartbeatRequest_v4(buf, pos, end):
     o = _new(_C_HeartbeatRequest)
     if pos >= end:
         raise _rt.eof('HeartbeatRequest.group_id', pos, end, 1)
@@ -323,7 +324,7 @@ def _d_HeartbeatRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatRequest_6(o, out, sp):
+def _e_HeartbeatRequest_v4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -359,7 +360,7 @@ def _e_HeartbeatRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_HeartbeatResponse_7(buf, pos, end):
+def _d_HeartbeatResponse_v0(buf, pos, end):
     o = _new(_C_HeartbeatResponse)
     o.throttle_time_ms = 0
     if end - pos < 2:
@@ -370,11 +371,11 @@ def _d_HeartbeatResponse_7(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatResponse_8(o, out, sp):
+def _e_HeartbeatResponse_v0(o, out, sp):
     out += _S0.pack(o.error_code)
 
 
-def _d_HeartbeatResponse_9(buf, pos, end):
+def _d_HeartbeatResponse_v1_to_3(buf, pos, end):
     o = _new(_C_HeartbeatResponse)
     if end - pos < 6:
         raise _rt.group_eof('HeartbeatResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -384,11 +385,11 @@ def _d_HeartbeatResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatResponse_10(o, out, sp):
+def _e_HeartbeatResponse_v1_to_3(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
 
 
-def _d_HeartbeatResponse_11(buf, pos, end):
+def _d_HeartbeatResponse_v4(buf, pos, end):
     o = _new(_C_HeartbeatResponse)
     if end - pos < 6:
         raise _rt.group_eof('HeartbeatResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -407,7 +408,7 @@ def _d_HeartbeatResponse_11(buf, pos, end):
     return o, pos
 
 
-def _e_HeartbeatResponse_12(o, out, sp):
+def _e_HeartbeatResponse_v4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -417,9 +418,9 @@ def _e_HeartbeatResponse_12(o, out, sp):
 
 
 
-HeartbeatRequest._DECODERS = (_d_HeartbeatRequest_1, _d_HeartbeatRequest_1, _d_HeartbeatRequest_1, _d_HeartbeatRequest_3, _d_HeartbeatRequest_5,)
-HeartbeatRequest._ENCODERS = (_e_HeartbeatRequest_2, _e_HeartbeatRequest_2, _e_HeartbeatRequest_2, _e_HeartbeatRequest_4, _e_HeartbeatRequest_6,)
-HeartbeatResponse._DECODERS = (_d_HeartbeatResponse_7, _d_HeartbeatResponse_9, _d_HeartbeatResponse_9, _d_HeartbeatResponse_9, _d_HeartbeatResponse_11,)
-HeartbeatResponse._ENCODERS = (_e_HeartbeatResponse_8, _e_HeartbeatResponse_10, _e_HeartbeatResponse_10, _e_HeartbeatResponse_10, _e_HeartbeatResponse_12,)
+HeartbeatRequest._DECODERS = (_d_HeartbeatRequest_v0_to_2, _d_HeartbeatRequest_v0_to_2, _d_HeartbeatRequest_v0_to_2, _d_HeartbeatRequest_v3, _d_HeartbeatRequest_v4,)
+HeartbeatRequest._ENCODERS = (_e_HeartbeatRequest_v0_to_2, _e_HeartbeatRequest_v0_to_2, _e_HeartbeatRequest_v0_to_2, _e_HeartbeatRequest_v3, _e_HeartbeatRequest_v4,)
+HeartbeatResponse._DECODERS = (_d_HeartbeatResponse_v0, _d_HeartbeatResponse_v1_to_3, _d_HeartbeatResponse_v1_to_3, _d_HeartbeatResponse_v1_to_3, _d_HeartbeatResponse_v4,)
+HeartbeatResponse._ENCODERS = (_e_HeartbeatResponse_v0, _e_HeartbeatResponse_v1_to_3, _e_HeartbeatResponse_v1_to_3, _e_HeartbeatResponse_v1_to_3, _e_HeartbeatResponse_v4,)
 
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']

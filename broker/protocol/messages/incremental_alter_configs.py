@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -246,7 +247,7 @@ _C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse._FIELDS = (
 )
 
 
-def _d_IncrementalAlterConfigsRequest_AlterableConfig_1(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest_AlterableConfig)
     if end - pos < 2:
         raise _rt.eof('AlterableConfig.name', pos, end, 2)
@@ -284,7 +285,7 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_1(buf, pos, end):
     return o, pos
 
 
-def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_2(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest_AlterConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('AlterConfigsResource', (('resource_type', 1),), pos, end)
@@ -315,14 +316,14 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_2(buf, pos, end):
             raise _rt.overrun('AlterConfigsResource.configs', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_1(buf, pos, end)
+            x4, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, pos, end)
             a3.append(x4)
         o.configs = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_IncrementalAlterConfigsRequest_3(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_v0(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest)
     if end - pos < 4:
         raise _rt.eof('IncrementalAlterConfigsRequest.resources', pos, end, 4)
@@ -335,7 +336,7 @@ def _d_IncrementalAlterConfigsRequest_3(buf, pos, end):
             raise _rt.overrun('IncrementalAlterConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_IncrementalAlterConfigsRequest_AlterConfigsResource_2(buf, pos, end)
+            x3, pos = _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 1:
@@ -346,7 +347,7 @@ def _d_IncrementalAlterConfigsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_IncrementalAlterConfigsRequest_AlterableConfig_4(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -361,7 +362,7 @@ def _e_IncrementalAlterConfigsRequest_AlterableConfig_4(o, out, sp):
         out += b4
 
 
-def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_5(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -370,18 +371,18 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_5(o, out, sp):
     v3 = o.configs
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_IncrementalAlterConfigsRequest_AlterableConfig_4(e4, out, sp)
+        _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(e4, out, sp)
 
 
-def _e_IncrementalAlterConfigsRequest_6(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_v0(o, out, sp):
     v1 = o.resources
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_IncrementalAlterConfigsRequest_AlterConfigsResource_5(e2, out, sp)
+        _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(e2, out, sp)
     out += _S3.pack(o.validate_only)
 
 
-def _d_IncrementalAlterConfigsRequest_AlterableConfig_7(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest_AlterableConfig)
     if pos >= end:
         raise _rt.eof('AlterableConfig.name', pos, end, 1)
@@ -434,7 +435,7 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_7(buf, pos, end):
     return o, pos
 
 
-def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest_AlterConfigsResource)
     if end - pos < 1:
         raise _rt.group_eof('AlterConfigsResource', (('resource_type', 1),), pos, end)
@@ -471,7 +472,7 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
             raise _rt.overrun('AlterConfigsResource.configs', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_7(buf, pos, end)
+            x4, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, pos, end)
             a3.append(x4)
         o.configs = a3
     if pos >= end:
@@ -487,7 +488,7 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_8(buf, pos, end):
     return o, pos
 
 
-def _d_IncrementalAlterConfigsRequest_9(buf, pos, end):
+def _d_IncrementalAlterConfigsRequest_v1(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsRequest)
     if pos >= end:
         raise _rt.eof('IncrementalAlterConfigsRequest.resources', pos, end, 1)
@@ -503,7 +504,7 @@ def _d_IncrementalAlterConfigsRequest_9(buf, pos, end):
             raise _rt.overrun('IncrementalAlterConfigsRequest.resources', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_IncrementalAlterConfigsRequest_AlterConfigsResource_8(buf, pos, end)
+            x3, pos = _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, pos, end)
             a2.append(x3)
         o.resources = a2
     if end - pos < 1:
@@ -523,7 +524,7 @@ def _d_IncrementalAlterConfigsRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_IncrementalAlterConfigsRequest_AlterableConfig_10(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -551,7 +552,7 @@ def _e_IncrementalAlterConfigsRequest_AlterableConfig_10(o, out, sp):
         out.append(0)
 
 
-def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o, out, sp):
     out += _S1.pack(o.resource_type)
     v1 = o.resource_name
     b2 = v1.encode()
@@ -568,7 +569,7 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_IncrementalAlterConfigsRequest_AlterableConfig_10(e6, out, sp)
+        _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -576,7 +577,7 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_11(o, out, sp):
         out.append(0)
 
 
-def _e_IncrementalAlterConfigsRequest_12(o, out, sp):
+def _e_IncrementalAlterConfigsRequest_v1(o, out, sp):
     v1 = o.resources
     n2 = len(v1) + 1
     if n2 < 128:
@@ -584,7 +585,7 @@ def _e_IncrementalAlterConfigsRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_IncrementalAlterConfigsRequest_AlterConfigsResource_11(e3, out, sp)
+        _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(e3, out, sp)
     out += _S3.pack(o.validate_only)
     u = o.unknown_tagged_fields
     if u:
@@ -593,7 +594,7 @@ def _e_IncrementalAlterConfigsRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos, end):
+def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     if end - pos < 2:
         raise _rt.group_eof('AlterConfigsResourceResponse', (('error_code', 2),), pos, end)
@@ -635,7 +636,7 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos,
     return o, pos
 
 
-def _d_IncrementalAlterConfigsResponse_14(buf, pos, end):
+def _d_IncrementalAlterConfigsResponse_v0(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('IncrementalAlterConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -652,14 +653,14 @@ def _d_IncrementalAlterConfigsResponse_14(buf, pos, end):
             raise _rt.overrun('IncrementalAlterConfigsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_13(buf, pos, end)
+            x3, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_15(o, out, sp):
+def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -675,15 +676,15 @@ def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_15(o, out, s
     out += b4
 
 
-def _e_IncrementalAlterConfigsResponse_16(o, out, sp):
+def _e_IncrementalAlterConfigsResponse_v0(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_15(e2, out, sp)
+        _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(e2, out, sp)
 
 
-def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos, end):
+def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     if end - pos < 2:
         raise _rt.group_eof('AlterConfigsResourceResponse', (('error_code', 2),), pos, end)
@@ -740,7 +741,7 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos,
     return o, pos
 
 
-def _d_IncrementalAlterConfigsResponse_18(buf, pos, end):
+def _d_IncrementalAlterConfigsResponse_v1(buf, pos, end):
     o = _new(_C_IncrementalAlterConfigsResponse)
     if end - pos < 4:
         raise _rt.group_eof('IncrementalAlterConfigsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -760,7 +761,7 @@ def _d_IncrementalAlterConfigsResponse_18(buf, pos, end):
             raise _rt.overrun('IncrementalAlterConfigsResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_17(buf, pos, end)
+            x3, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if pos >= end:
@@ -776,7 +777,7 @@ def _d_IncrementalAlterConfigsResponse_18(buf, pos, end):
     return o, pos
 
 
-def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_19(o, out, sp):
+def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -805,7 +806,7 @@ def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_19(o, out, s
         out.append(0)
 
 
-def _e_IncrementalAlterConfigsResponse_20(o, out, sp):
+def _e_IncrementalAlterConfigsResponse_v1(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.responses
     n2 = len(v1) + 1
@@ -814,7 +815,7 @@ def _e_IncrementalAlterConfigsResponse_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_19(e3, out, sp)
+        _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -823,9 +824,9 @@ def _e_IncrementalAlterConfigsResponse_20(o, out, sp):
 
 
 
-IncrementalAlterConfigsRequest._DECODERS = (_d_IncrementalAlterConfigsRequest_3, _d_IncrementalAlterConfigsRequest_9,)
-IncrementalAlterConfigsRequest._ENCODERS = (_e_IncrementalAlterConfigsRequest_6, _e_IncrementalAlterConfigsRequest_12,)
-IncrementalAlterConfigsResponse._DECODERS = (_d_IncrementalAlterConfigsResponse_14, _d_IncrementalAlterConfigsResponse_18,)
-IncrementalAlterConfigsResponse._ENCODERS = (_e_IncrementalAlterConfigsResponse_16, _e_IncrementalAlterConfigsResponse_20,)
+IncrementalAlterConfigsRequest._DECODERS = (_d_IncrementalAlterConfigsRequest_v0, _d_IncrementalAlterConfigsRequest_v1,)
+IncrementalAlterConfigsRequest._ENCODERS = (_e_IncrementalAlterConfigsRequest_v0, _e_IncrementalAlterConfigsRequest_v1,)
+IncrementalAlterConfigsResponse._DECODERS = (_d_IncrementalAlterConfigsResponse_v0, _d_IncrementalAlterConfigsResponse_v1,)
+IncrementalAlterConfigsResponse._ENCODERS = (_e_IncrementalAlterConfigsResponse_v0, _e_IncrementalAlterConfigsResponse_v1,)
 
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']

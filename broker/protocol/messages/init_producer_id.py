@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -146,7 +147,7 @@ _C_InitProducerIdResponse._FIELDS = (
 )
 
 
-def _d_InitProducerIdRequest_1(buf, pos, end):
+def _d_InitProducerIdRequest_v0_to_1(buf, pos, end):
     o = _new(_C_InitProducerIdRequest)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -172,7 +173,7 @@ def _d_InitProducerIdRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_InitProducerIdRequest_2(o, out, sp):
+def _e_InitProducerIdRequest_v0_to_1(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out += b'\xff\xff'
@@ -183,7 +184,7 @@ def _e_InitProducerIdRequest_2(o, out, sp):
     out += _S1.pack(o.transaction_timeout_ms)
 
 
-def _d_InitProducerIdRequest_3(buf, pos, end):
+def _d_InitProducerIdRequest_v2(buf, pos, end):
     o = _new(_C_InitProducerIdRequest)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -221,7 +222,7 @@ def _d_InitProducerIdRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_InitProducerIdRequest_4(o, out, sp):
+def _e_InitProducerIdRequest_v2(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out.append(0)
@@ -241,7 +242,7 @@ def _e_InitProducerIdRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_InitProducerIdRequest_5(buf, pos, end):
+def _d_InitProducerIdRequest_v3_to_5(buf, pos, end):
     o = _new(_C_InitProducerIdRequest)
     if pos >= end:
         raise _rt.eof('InitProducerIdRequest.transactional_id', pos, end, 1)
@@ -277,7 +278,7 @@ def _d_InitProducerIdRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_InitProducerIdRequest_6(o, out, sp):
+def _e_InitProducerIdRequest_v3_to_5(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out.append(0)
@@ -297,7 +298,7 @@ def _e_InitProducerIdRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_InitProducerIdResponse_7(buf, pos, end):
+def _d_InitProducerIdResponse_v0_to_1(buf, pos, end):
     o = _new(_C_InitProducerIdResponse)
     if end - pos < 16:
         raise _rt.group_eof('InitProducerIdResponse', (('throttle_time_ms', 4), ('error_code', 2), ('producer_id', 8), ('producer_epoch', 2)), pos, end)
@@ -307,11 +308,11 @@ def _d_InitProducerIdResponse_7(buf, pos, end):
     return o, pos
 
 
-def _e_InitProducerIdResponse_8(o, out, sp):
+def _e_InitProducerIdResponse_v0_to_1(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 
-def _d_InitProducerIdResponse_9(buf, pos, end):
+def _d_InitProducerIdResponse_v2_to_5(buf, pos, end):
     o = _new(_C_InitProducerIdResponse)
     if end - pos < 16:
         raise _rt.group_eof('InitProducerIdResponse', (('throttle_time_ms', 4), ('error_code', 2), ('producer_id', 8), ('producer_epoch', 2)), pos, end)
@@ -330,7 +331,7 @@ def _d_InitProducerIdResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_InitProducerIdResponse_10(o, out, sp):
+def _e_InitProducerIdResponse_v2_to_5(o, out, sp):
     out += _S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -340,9 +341,9 @@ def _e_InitProducerIdResponse_10(o, out, sp):
 
 
 
-InitProducerIdRequest._DECODERS = (_d_InitProducerIdRequest_1, _d_InitProducerIdRequest_1, _d_InitProducerIdRequest_3, _d_InitProducerIdRequest_5, _d_InitProducerIdRequest_5, _d_InitProducerIdRequest_5,)
-InitProducerIdRequest._ENCODERS = (_e_InitProducerIdRequest_2, _e_InitProducerIdRequest_2, _e_InitProducerIdRequest_4, _e_InitProducerIdRequest_6, _e_InitProducerIdRequest_6, _e_InitProducerIdRequest_6,)
-InitProducerIdResponse._DECODERS = (_d_InitProducerIdResponse_7, _d_InitProducerIdResponse_7, _d_InitProducerIdResponse_9, _d_InitProducerIdResponse_9, _d_InitProducerIdResponse_9, _d_InitProducerIdResponse_9,)
-InitProducerIdResponse._ENCODERS = (_e_InitProducerIdResponse_8, _e_InitProducerIdResponse_8, _e_InitProducerIdResponse_10, _e_InitProducerIdResponse_10, _e_InitProducerIdResponse_10, _e_InitProducerIdResponse_10,)
+InitProducerIdRequest._DECODERS = (_d_InitProducerIdRequest_v0_to_1, _d_InitProducerIdRequest_v0_to_1, _d_InitProducerIdRequest_v2, _d_InitProducerIdRequest_v3_to_5, _d_InitProducerIdRequest_v3_to_5, _d_InitProducerIdRequest_v3_to_5,)
+InitProducerIdRequest._ENCODERS = (_e_InitProducerIdRequest_v0_to_1, _e_InitProducerIdRequest_v0_to_1, _e_InitProducerIdRequest_v2, _e_InitProducerIdRequest_v3_to_5, _e_InitProducerIdRequest_v3_to_5, _e_InitProducerIdRequest_v3_to_5,)
+InitProducerIdResponse._DECODERS = (_d_InitProducerIdResponse_v0_to_1, _d_InitProducerIdResponse_v0_to_1, _d_InitProducerIdResponse_v2_to_5, _d_InitProducerIdResponse_v2_to_5, _d_InitProducerIdResponse_v2_to_5, _d_InitProducerIdResponse_v2_to_5,)
+InitProducerIdResponse._ENCODERS = (_e_InitProducerIdResponse_v0_to_1, _e_InitProducerIdResponse_v0_to_1, _e_InitProducerIdResponse_v2_to_5, _e_InitProducerIdResponse_v2_to_5, _e_InitProducerIdResponse_v2_to_5, _e_InitProducerIdResponse_v2_to_5,)
 
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -258,7 +259,7 @@ _C_JoinGroupResponse_JoinGroupResponseMember._FIELDS = (
 )
 
 
-def _d_JoinGroupRequest_JoinGroupRequestProtocol_1(buf, pos, end):
+def _d_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(buf, pos, end):
     o = _new(_C_JoinGroupRequest_JoinGroupRequestProtocol)
     if end - pos < 2:
         raise _rt.eof('JoinGroupRequestProtocol.name', pos, end, 2)
@@ -289,7 +290,7 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_1(buf, pos, end):
     return o, pos
 
 
-def _d_JoinGroupRequest_2(buf, pos, end):
+def _d_JoinGroupRequest_v0(buf, pos, end):
     o = _new(_C_JoinGroupRequest)
     o.rebalance_timeout_ms = -1
     o.group_instance_id = None
@@ -351,14 +352,14 @@ def _d_JoinGroupRequest_2(buf, pos, end):
             raise _rt.overrun('JoinGroupRequest.protocols', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_1(buf, pos, end)
+            x6, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(buf, pos, end)
             a5.append(x6)
         o.protocols = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupRequest_JoinGroupRequestProtocol_3(o, out, sp):
+def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -366,7 +367,7 @@ def _e_JoinGroupRequest_JoinGroupRequestProtocol_3(o, out, sp):
     _rt.put_bytes(out, o.metadata, False, False)
 
 
-def _e_JoinGroupRequest_4(o, out, sp):
+def _e_JoinGroupRequest_v0(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -383,10 +384,10 @@ def _e_JoinGroupRequest_4(o, out, sp):
     v7 = o.protocols
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_JoinGroupRequest_JoinGroupRequestProtocol_3(e8, out, sp)
+        _e_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(e8, out, sp)
 
 
-def _d_JoinGroupRequest_5(buf, pos, end):
+def _d_JoinGroupRequest_v1_to_4(buf, pos, end):
     o = _new(_C_JoinGroupRequest)
     o.group_instance_id = None
     o.reason = None
@@ -447,14 +448,14 @@ def _d_JoinGroupRequest_5(buf, pos, end):
             raise _rt.overrun('JoinGroupRequest.protocols', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_1(buf, pos, end)
+            x6, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(buf, pos, end)
             a5.append(x6)
         o.protocols = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupRequest_6(o, out, sp):
+def _e_JoinGroupRequest_v1_to_4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -471,10 +472,10 @@ def _e_JoinGroupRequest_6(o, out, sp):
     v7 = o.protocols
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_JoinGroupRequest_JoinGroupRequestProtocol_3(e8, out, sp)
+        _e_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(e8, out, sp)
 
 
-def _d_JoinGroupRequest_7(buf, pos, end):
+def _d_JoinGroupRequest_v5(buf, pos, end):
     o = _new(_C_JoinGroupRequest)
     o.reason = None
     if end - pos < 2:
@@ -548,14 +549,14 @@ def _d_JoinGroupRequest_7(buf, pos, end):
             raise _rt.overrun('JoinGroupRequest.protocols', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_1(buf, pos, end)
+            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(buf, pos, end)
             a6.append(x7)
         o.protocols = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupRequest_8(o, out, sp):
+def _e_JoinGroupRequest_v5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -579,10 +580,10 @@ def _e_JoinGroupRequest_8(o, out, sp):
     v9 = o.protocols
     out += _S_I32.pack(len(v9))
     for e10 in v9:
-        _e_JoinGroupRequest_JoinGroupRequestProtocol_3(e10, out, sp)
+        _e_JoinGroupRequest_JoinGroupRequestProtocol_v0_to_5(e10, out, sp)
 
 
-def _d_JoinGroupRequest_JoinGroupRequestProtocol_9(buf, pos, end):
+def _d_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(buf, pos, end):
     o = _new(_C_JoinGroupRequest_JoinGroupRequestProtocol)
     if pos >= end:
         raise _rt.eof('JoinGroupRequestProtocol.name', pos, end, 1)
@@ -628,7 +629,7 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_9(buf, pos, end):
     return o, pos
 
 
-def _d_JoinGroupRequest_10(buf, pos, end):
+def _d_JoinGroupRequest_v6_to_7(buf, pos, end):
     o = _new(_C_JoinGroupRequest)
     o.reason = None
     if pos >= end:
@@ -717,7 +718,7 @@ def _d_JoinGroupRequest_10(buf, pos, end):
             raise _rt.overrun('JoinGroupRequest.protocols', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_9(buf, pos, end)
+            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(buf, pos, end)
             a6.append(x7)
         o.protocols = a6
     if pos >= end:
@@ -733,7 +734,7 @@ def _d_JoinGroupRequest_10(buf, pos, end):
     return o, pos
 
 
-def _e_JoinGroupRequest_JoinGroupRequestProtocol_11(o, out, sp):
+def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -750,7 +751,7 @@ def _e_JoinGroupRequest_JoinGroupRequestProtocol_11(o, out, sp):
         out.append(0)
 
 
-def _e_JoinGroupRequest_12(o, out, sp):
+def _e_JoinGroupRequest_v6_to_7(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -794,7 +795,7 @@ def _e_JoinGroupRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_JoinGroupRequest_JoinGroupRequestProtocol_11(e15, out, sp)
+        _e_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(e15, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -802,7 +803,7 @@ def _e_JoinGroupRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_JoinGroupRequest_13(buf, pos, end):
+def _d_JoinGroupRequest_v8_to_9(buf, pos, end):
     o = _new(_C_JoinGroupRequest)
     if pos >= end:
         raise _rt.eof('JoinGroupRequest.group_id', pos, end, 1)
@@ -890,7 +891,7 @@ def _d_JoinGroupRequest_13(buf, pos, end):
             raise _rt.overrun('JoinGroupRequest.protocols', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_9(buf, pos, end)
+            x7, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(buf, pos, end)
             a6.append(x7)
         o.protocols = a6
     if pos >= end:
@@ -923,7 +924,7 @@ def _d_JoinGroupRequest_13(buf, pos, end):
     return o, pos
 
 
-def _e_JoinGroupRequest_14(o, out, sp):
+def _e_JoinGroupRequest_v8_to_9(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -967,7 +968,7 @@ def _e_JoinGroupRequest_14(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_JoinGroupRequest_JoinGroupRequestProtocol_11(e15, out, sp)
+        _e_JoinGroupRequest_JoinGroupRequestProtocol_v6_to_9(e15, out, sp)
     v16 = o.reason
     if v16 is None:
         out.append(0)
@@ -986,7 +987,7 @@ def _e_JoinGroupRequest_14(o, out, sp):
         out.append(0)
 
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_15(buf, pos, end):
+def _d_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(buf, pos, end):
     o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
     o.group_instance_id = None
     if end - pos < 2:
@@ -1018,7 +1019,7 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_15(buf, pos, end):
     return o, pos
 
 
-def _d_JoinGroupResponse_16(buf, pos, end):
+def _d_JoinGroupResponse_v0_to_1(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms = 0
     o.protocol_type = None
@@ -1080,14 +1081,14 @@ def _d_JoinGroupResponse_16(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_15(buf, pos, end)
+            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(buf, pos, end)
             a5.append(x6)
         o.members = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_17(o, out, sp):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1095,7 +1096,7 @@ def _e_JoinGroupResponse_JoinGroupResponseMember_17(o, out, sp):
     _rt.put_bytes(out, o.metadata, False, False)
 
 
-def _e_JoinGroupResponse_18(o, out, sp):
+def _e_JoinGroupResponse_v0_to_1(o, out, sp):
     out += _S3.pack(o.error_code, o.generation_id)
     v1 = o.protocol_name
     b2 = v1.encode()
@@ -1112,10 +1113,10 @@ def _e_JoinGroupResponse_18(o, out, sp):
     v7 = o.members
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_JoinGroupResponse_JoinGroupResponseMember_17(e8, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(e8, out, sp)
 
 
-def _d_JoinGroupResponse_19(buf, pos, end):
+def _d_JoinGroupResponse_v2_to_4(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
@@ -1176,14 +1177,14 @@ def _d_JoinGroupResponse_19(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_15(buf, pos, end)
+            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(buf, pos, end)
             a5.append(x6)
         o.members = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupResponse_20(o, out, sp):
+def _e_JoinGroupResponse_v2_to_4(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     v1 = o.protocol_name
     b2 = v1.encode()
@@ -1200,10 +1201,10 @@ def _e_JoinGroupResponse_20(o, out, sp):
     v7 = o.members
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_JoinGroupResponse_JoinGroupResponseMember_17(e8, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v0_to_4(e8, out, sp)
 
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_21(buf, pos, end):
+def _d_JoinGroupResponse_JoinGroupResponseMember_v5(buf, pos, end):
     o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
     if end - pos < 2:
         raise _rt.eof('JoinGroupResponseMember.member_id', pos, end, 2)
@@ -1248,7 +1249,7 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_21(buf, pos, end):
     return o, pos
 
 
-def _d_JoinGroupResponse_22(buf, pos, end):
+def _d_JoinGroupResponse_v5(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
@@ -1309,14 +1310,14 @@ def _d_JoinGroupResponse_22(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_21(buf, pos, end)
+            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v5(buf, pos, end)
             a5.append(x6)
         o.members = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_23(o, out, sp):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1331,7 +1332,7 @@ def _e_JoinGroupResponse_JoinGroupResponseMember_23(o, out, sp):
     _rt.put_bytes(out, o.metadata, False, False)
 
 
-def _e_JoinGroupResponse_24(o, out, sp):
+def _e_JoinGroupResponse_v5(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     v1 = o.protocol_name
     b2 = v1.encode()
@@ -1348,10 +1349,10 @@ def _e_JoinGroupResponse_24(o, out, sp):
     v7 = o.members
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_JoinGroupResponse_JoinGroupResponseMember_23(e8, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v5(e8, out, sp)
 
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_25(buf, pos, end):
+def _d_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(buf, pos, end):
     o = _new(_C_JoinGroupResponse_JoinGroupResponseMember)
     if pos >= end:
         raise _rt.eof('JoinGroupResponseMember.member_id', pos, end, 1)
@@ -1414,7 +1415,7 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_25(buf, pos, end):
     return o, pos
 
 
-def _d_JoinGroupResponse_26(buf, pos, end):
+def _d_JoinGroupResponse_v6(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
@@ -1487,7 +1488,7 @@ def _d_JoinGroupResponse_26(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_25(buf, pos, end)
+            x6, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(buf, pos, end)
             a5.append(x6)
         o.members = a5
     if pos >= end:
@@ -1503,7 +1504,7 @@ def _d_JoinGroupResponse_26(buf, pos, end):
     return o, pos
 
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_27(o, out, sp):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1531,7 +1532,7 @@ def _e_JoinGroupResponse_JoinGroupResponseMember_27(o, out, sp):
         out.append(0)
 
 
-def _e_JoinGroupResponse_28(o, out, sp):
+def _e_JoinGroupResponse_v6(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     v1 = o.protocol_name
     b2 = v1.encode()
@@ -1564,7 +1565,7 @@ def _e_JoinGroupResponse_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n11)
     for e12 in v10:
-        _e_JoinGroupResponse_JoinGroupResponseMember_27(e12, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(e12, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1572,7 +1573,7 @@ def _e_JoinGroupResponse_28(o, out, sp):
         out.append(0)
 
 
-def _d_JoinGroupResponse_29(buf, pos, end):
+def _d_JoinGroupResponse_v7_to_8(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     o.skip_assignment = False
     if end - pos < 10:
@@ -1661,7 +1662,7 @@ def _d_JoinGroupResponse_29(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_JoinGroupResponse_JoinGroupResponseMember_25(buf, pos, end)
+            x7, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(buf, pos, end)
             a6.append(x7)
         o.members = a6
     if pos >= end:
@@ -1677,7 +1678,7 @@ def _d_JoinGroupResponse_29(buf, pos, end):
     return o, pos
 
 
-def _e_JoinGroupResponse_30(o, out, sp):
+def _e_JoinGroupResponse_v7_to_8(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     v1 = o.protocol_type
     if v1 is None:
@@ -1724,7 +1725,7 @@ def _e_JoinGroupResponse_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_JoinGroupResponse_JoinGroupResponseMember_27(e15, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(e15, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1732,7 +1733,7 @@ def _e_JoinGroupResponse_30(o, out, sp):
         out.append(0)
 
 
-def _d_JoinGroupResponse_31(buf, pos, end):
+def _d_JoinGroupResponse_v9(buf, pos, end):
     o = _new(_C_JoinGroupResponse)
     if end - pos < 10:
         raise _rt.group_eof('JoinGroupResponse', (('throttle_time_ms', 4), ('error_code', 2), ('generation_id', 4)), pos, end)
@@ -1824,7 +1825,7 @@ def _d_JoinGroupResponse_31(buf, pos, end):
             raise _rt.overrun('JoinGroupResponse.members', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_JoinGroupResponse_JoinGroupResponseMember_25(buf, pos, end)
+            x7, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(buf, pos, end)
             a6.append(x7)
         o.members = a6
     if pos >= end:
@@ -1840,7 +1841,7 @@ def _d_JoinGroupResponse_31(buf, pos, end):
     return o, pos
 
 
-def _e_JoinGroupResponse_32(o, out, sp):
+def _e_JoinGroupResponse_v9(o, out, sp):
     out += _S4.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     v1 = o.protocol_type
     if v1 is None:
@@ -1888,7 +1889,7 @@ def _e_JoinGroupResponse_32(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_JoinGroupResponse_JoinGroupResponseMember_27(e15, out, sp)
+        _e_JoinGroupResponse_JoinGroupResponseMember_v6_to_9(e15, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1897,9 +1898,9 @@ def _e_JoinGroupResponse_32(o, out, sp):
 
 
 
-JoinGroupRequest._DECODERS = (_d_JoinGroupRequest_2, _d_JoinGroupRequest_5, _d_JoinGroupRequest_5, _d_JoinGroupRequest_5, _d_JoinGroupRequest_5, _d_JoinGroupRequest_7, _d_JoinGroupRequest_10, _d_JoinGroupRequest_10, _d_JoinGroupRequest_13, _d_JoinGroupRequest_13,)
-JoinGroupRequest._ENCODERS = (_e_JoinGroupRequest_4, _e_JoinGroupRequest_6, _e_JoinGroupRequest_6, _e_JoinGroupRequest_6, _e_JoinGroupRequest_6, _e_JoinGroupRequest_8, _e_JoinGroupRequest_12, _e_JoinGroupRequest_12, _e_JoinGroupRequest_14, _e_JoinGroupRequest_14,)
-JoinGroupResponse._DECODERS = (_d_JoinGroupResponse_16, _d_JoinGroupResponse_16, _d_JoinGroupResponse_19, _d_JoinGroupResponse_19, _d_JoinGroupResponse_19, _d_JoinGroupResponse_22, _d_JoinGroupResponse_26, _d_JoinGroupResponse_29, _d_JoinGroupResponse_29, _d_JoinGroupResponse_31,)
-JoinGroupResponse._ENCODERS = (_e_JoinGroupResponse_18, _e_JoinGroupResponse_18, _e_JoinGroupResponse_20, _e_JoinGroupResponse_20, _e_JoinGroupResponse_20, _e_JoinGroupResponse_24, _e_JoinGroupResponse_28, _e_JoinGroupResponse_30, _e_JoinGroupResponse_30, _e_JoinGroupResponse_32,)
+JoinGroupRequest._DECODERS = (_d_JoinGroupRequest_v0, _d_JoinGroupRequest_v1_to_4, _d_JoinGroupRequest_v1_to_4, _d_JoinGroupRequest_v1_to_4, _d_JoinGroupRequest_v1_to_4, _d_JoinGroupRequest_v5, _d_JoinGroupRequest_v6_to_7, _d_JoinGroupRequest_v6_to_7, _d_JoinGroupRequest_v8_to_9, _d_JoinGroupRequest_v8_to_9,)
+JoinGroupRequest._ENCODERS = (_e_JoinGroupRequest_v0, _e_JoinGroupRequest_v1_to_4, _e_JoinGroupRequest_v1_to_4, _e_JoinGroupRequest_v1_to_4, _e_JoinGroupRequest_v1_to_4, _e_JoinGroupRequest_v5, _e_JoinGroupRequest_v6_to_7, _e_JoinGroupRequest_v6_to_7, _e_JoinGroupRequest_v8_to_9, _e_JoinGroupRequest_v8_to_9,)
+JoinGroupResponse._DECODERS = (_d_JoinGroupResponse_v0_to_1, _d_JoinGroupResponse_v0_to_1, _d_JoinGroupResponse_v2_to_4, _d_JoinGroupResponse_v2_to_4, _d_JoinGroupResponse_v2_to_4, _d_JoinGroupResponse_v5, _d_JoinGroupResponse_v6, _d_JoinGroupResponse_v7_to_8, _d_JoinGroupResponse_v7_to_8, _d_JoinGroupResponse_v9,)
+JoinGroupResponse._ENCODERS = (_e_JoinGroupResponse_v0_to_1, _e_JoinGroupResponse_v0_to_1, _e_JoinGroupResponse_v2_to_4, _e_JoinGroupResponse_v2_to_4, _e_JoinGroupResponse_v2_to_4, _e_JoinGroupResponse_v5, _e_JoinGroupResponse_v6, _e_JoinGroupResponse_v7_to_8, _e_JoinGroupResponse_v7_to_8, _e_JoinGroupResponse_v9,)
 
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']

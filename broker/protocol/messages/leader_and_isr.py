@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -391,7 +392,7 @@ _C_LeaderAndIsrResponse_LeaderAndIsrTopicError._FIELDS = (
 )
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_1(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.adding_replicas = []
     o.removing_replicas = []
@@ -445,7 +446,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_1(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrLiveLeader', (('broker_id', 4),), pos, end)
@@ -473,7 +474,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_3(buf, pos, end):
+def _d_LeaderAndIsrRequest_v0(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.broker_epoch = -1
@@ -494,7 +495,7 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_1(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -508,14 +509,14 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -532,7 +533,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(o, out, sp):
     out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(o, out, sp):
     out += _S1.pack(o.broker_id)
     v1 = o.host_name
     b2 = v1.encode()
@@ -541,19 +542,19 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(o, out, sp):
     out += _S1.pack(o.port)
 
 
-def _e_LeaderAndIsrRequest_6(o, out, sp):
+def _e_LeaderAndIsrRequest_v0(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(e2, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(e2, out, sp)
     v3 = o.live_leaders
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(e4, out, sp)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_7(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.adding_replicas = []
     o.removing_replicas = []
@@ -610,7 +611,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_7(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_8(buf, pos, end):
+def _d_LeaderAndIsrRequest_v1(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.broker_epoch = -1
@@ -631,7 +632,7 @@ def _d_LeaderAndIsrRequest_8(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_7(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -645,14 +646,14 @@ def _d_LeaderAndIsrRequest_8(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_9(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -670,19 +671,19 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_9(o, out, sp):
     out += _S4.pack(o.is_new)
 
 
-def _e_LeaderAndIsrRequest_10(o, out, sp):
+def _e_LeaderAndIsrRequest_v1(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_9(e2, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(e2, out, sp)
     v3 = o.live_leaders
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(e4, out, sp)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_11(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.topic_name = ''
     o.adding_replicas = []
@@ -726,7 +727,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_11(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_12(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -754,14 +755,14 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_12(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_11(buf, pos, end)
+            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_13(buf, pos, end):
+def _d_LeaderAndIsrRequest_v2(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -781,7 +782,7 @@ def _d_LeaderAndIsrRequest_13(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_12(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if end - pos < 4:
@@ -795,14 +796,14 @@ def _d_LeaderAndIsrRequest_13(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_14(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
@@ -816,7 +817,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_14(o, out, sp):
     out += _S4.pack(o.is_new)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_15(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -824,22 +825,22 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_15(o, out, sp):
     v3 = o.partition_states
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_14(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(e4, out, sp)
 
 
-def _e_LeaderAndIsrRequest_16(o, out, sp):
+def _e_LeaderAndIsrRequest_v2(o, out, sp):
     out += _S5.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_15(e2, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(e2, out, sp)
     v3 = o.live_leaders
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(e4, out, sp)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.topic_name = ''
     o.leader_recovery_state = 0
@@ -903,7 +904,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_18(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -931,14 +932,14 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_18(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_17(buf, pos, end)
+            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_19(buf, pos, end):
+def _d_LeaderAndIsrRequest_v3(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -958,7 +959,7 @@ def _d_LeaderAndIsrRequest_19(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_18(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if end - pos < 4:
@@ -972,14 +973,14 @@ def _d_LeaderAndIsrRequest_19(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_2(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_20(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
@@ -1001,7 +1002,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_20(o, out, sp):
     out += _S4.pack(o.is_new)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_21(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1009,22 +1010,22 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_21(o, out, sp):
     v3 = o.partition_states
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_20(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(e4, out, sp)
 
 
-def _e_LeaderAndIsrRequest_22(o, out, sp):
+def _e_LeaderAndIsrRequest_v3(o, out, sp):
     out += _S5.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_21(e2, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(e2, out, sp)
     v3 = o.live_leaders
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_5(e4, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0_to_3(e4, out, sp)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.topic_name = ''
     o.leader_recovery_state = 0
@@ -1109,7 +1110,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_24(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1143,7 +1144,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_24(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end)
+            x4, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     if pos >= end:
@@ -1159,7 +1160,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_24(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     if end - pos < 4:
         raise _rt.group_eof('LeaderAndIsrLiveLeader', (('broker_id', 4),), pos, end)
@@ -1199,7 +1200,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_26(buf, pos, end):
+def _d_LeaderAndIsrRequest_v4(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -1222,7 +1223,7 @@ def _d_LeaderAndIsrRequest_26(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_24(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1239,7 +1240,7 @@ def _d_LeaderAndIsrRequest_26(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     if pos >= end:
@@ -1255,7 +1256,7 @@ def _d_LeaderAndIsrRequest_26(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_27(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     n2 = len(v1) + 1
@@ -1298,7 +1299,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_27(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_28(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1314,7 +1315,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_27(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1322,7 +1323,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_28(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(o, out, sp):
     out += _S1.pack(o.broker_id)
     v1 = o.host_name
     b2 = v1.encode()
@@ -1340,7 +1341,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_30(o, out, sp):
+def _e_LeaderAndIsrRequest_v4(o, out, sp):
     out += _S5.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1349,7 +1350,7 @@ def _e_LeaderAndIsrRequest_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_28(e3, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(e3, out, sp)
     v4 = o.live_leaders
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1357,7 +1358,7 @@ def _e_LeaderAndIsrRequest_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1365,7 +1366,7 @@ def _e_LeaderAndIsrRequest_30(o, out, sp):
         out.append(0)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_31(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
     if pos >= end:
         raise _rt.eof('LeaderAndIsrTopicState.topic_name', pos, end, 1)
@@ -1403,7 +1404,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_31(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicState.partition_states', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_23(buf, pos, end)
+            x5, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(buf, pos, end)
             a4.append(x5)
         o.partition_states = a4
     if pos >= end:
@@ -1419,7 +1420,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_31(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_32(buf, pos, end):
+def _d_LeaderAndIsrRequest_v5(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.ungrouped_partition_states = []
@@ -1441,7 +1442,7 @@ def _d_LeaderAndIsrRequest_32(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_31(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1458,7 +1459,7 @@ def _d_LeaderAndIsrRequest_32(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     if pos >= end:
@@ -1474,7 +1475,7 @@ def _d_LeaderAndIsrRequest_32(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_33(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1491,7 +1492,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_33(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_27(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1499,7 +1500,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_33(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_34(o, out, sp):
+def _e_LeaderAndIsrRequest_v5(o, out, sp):
     out += _S6.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1508,7 +1509,7 @@ def _e_LeaderAndIsrRequest_34(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_33(e3, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(e3, out, sp)
     v4 = o.live_leaders
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1516,7 +1517,7 @@ def _e_LeaderAndIsrRequest_34(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1524,7 +1525,7 @@ def _e_LeaderAndIsrRequest_34(o, out, sp):
         out.append(0)
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     o.topic_name = ''
     if end - pos < 16:
@@ -1608,7 +1609,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_36(buf, pos, end):
+def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest_LeaderAndIsrTopicState)
     if pos >= end:
         raise _rt.eof('LeaderAndIsrTopicState.topic_name', pos, end, 1)
@@ -1646,7 +1647,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_36(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicState.partition_states', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_35(buf, pos, end)
+            x5, pos = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6_to_7(buf, pos, end)
             a4.append(x5)
         o.partition_states = a4
     if pos >= end:
@@ -1662,7 +1663,7 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_36(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrRequest_37(buf, pos, end):
+def _d_LeaderAndIsrRequest_v6(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.is_k_raft_controller = False
     o.ungrouped_partition_states = []
@@ -1684,7 +1685,7 @@ def _d_LeaderAndIsrRequest_37(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_36(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1701,7 +1702,7 @@ def _d_LeaderAndIsrRequest_37(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     if pos >= end:
@@ -1717,7 +1718,7 @@ def _d_LeaderAndIsrRequest_37(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_38(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6_to_7(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     n2 = len(v1) + 1
@@ -1760,7 +1761,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_38(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_39(o, out, sp):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1777,7 +1778,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_38(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6_to_7(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1785,7 +1786,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_39(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrRequest_40(o, out, sp):
+def _e_LeaderAndIsrRequest_v6(o, out, sp):
     out += _S6.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1794,7 +1795,7 @@ def _e_LeaderAndIsrRequest_40(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_39(e3, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(e3, out, sp)
     v4 = o.live_leaders
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1802,7 +1803,7 @@ def _e_LeaderAndIsrRequest_40(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1810,7 +1811,7 @@ def _e_LeaderAndIsrRequest_40(o, out, sp):
         out.append(0)
 
 
-def _d_LeaderAndIsrRequest_41(buf, pos, end):
+def _d_LeaderAndIsrRequest_v7(buf, pos, end):
     o = _new(_C_LeaderAndIsrRequest)
     o.ungrouped_partition_states = []
     if end - pos < 18:
@@ -1831,7 +1832,7 @@ def _d_LeaderAndIsrRequest_41(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_36(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1848,7 +1849,7 @@ def _d_LeaderAndIsrRequest_41(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrRequest.live_leaders', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_25(buf, pos, end)
+            x6, pos = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(buf, pos, end)
             a5.append(x6)
         o.live_leaders = a5
     if pos >= end:
@@ -1864,7 +1865,7 @@ def _d_LeaderAndIsrRequest_41(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrRequest_42(o, out, sp):
+def _e_LeaderAndIsrRequest_v7(o, out, sp):
     out += _S9.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1873,7 +1874,7 @@ def _e_LeaderAndIsrRequest_42(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_39(e3, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6_to_7(e3, out, sp)
     v4 = o.live_leaders
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1881,7 +1882,7 @@ def _e_LeaderAndIsrRequest_42(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_29(e6, out, sp)
+        _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4_to_7(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1889,7 +1890,7 @@ def _e_LeaderAndIsrRequest_42(o, out, sp):
         out.append(0)
 
 
-def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_43(buf, pos, end):
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0_to_3(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     if end - pos < 2:
         raise _rt.eof('LeaderAndIsrPartitionError.topic_name', pos, end, 2)
@@ -1913,7 +1914,7 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_43(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrResponse_44(buf, pos, end):
+def _d_LeaderAndIsrResponse_v0_to_3(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse)
     o.topics = []
     if end - pos < 2:
@@ -1931,14 +1932,14 @@ def _d_LeaderAndIsrResponse_44(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrResponse.partition_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_43(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.partition_errors = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_45(o, out, sp):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0_to_3(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1946,15 +1947,15 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_45(o, out, sp):
     out += _S10.pack(o.partition_index, o.error_code)
 
 
-def _e_LeaderAndIsrResponse_46(o, out, sp):
+def _e_LeaderAndIsrResponse_v0_to_3(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.partition_errors
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_45(e2, out, sp)
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0_to_3(e2, out, sp)
 
 
-def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_47(buf, pos, end):
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     if pos >= end:
         raise _rt.eof('LeaderAndIsrPartitionError.topic_name', pos, end, 1)
@@ -1990,7 +1991,7 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_47(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrResponse_48(buf, pos, end):
+def _d_LeaderAndIsrResponse_v4(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse)
     o.topics = []
     if end - pos < 2:
@@ -2011,7 +2012,7 @@ def _d_LeaderAndIsrResponse_48(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrResponse.partition_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_47(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, pos, end)
             a2.append(x3)
         o.partition_errors = a2
     if pos >= end:
@@ -2027,7 +2028,7 @@ def _d_LeaderAndIsrResponse_48(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_49(o, out, sp):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -2044,7 +2045,7 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_49(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrResponse_50(o, out, sp):
+def _e_LeaderAndIsrResponse_v4(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.partition_errors
     n2 = len(v1) + 1
@@ -2053,7 +2054,7 @@ def _e_LeaderAndIsrResponse_50(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_49(e3, out, sp)
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2061,7 +2062,7 @@ def _e_LeaderAndIsrResponse_50(o, out, sp):
         out.append(0)
 
 
-def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_51(buf, pos, end):
+def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     o.topic_name = ''
     if end - pos < 6:
@@ -2081,7 +2082,7 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_51(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_52(buf, pos, end):
+def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse_LeaderAndIsrTopicError)
     if end - pos < 16:
         raise _rt.group_eof('LeaderAndIsrTopicError', (('topic_id', 16),), pos, end)
@@ -2102,7 +2103,7 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_52(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrTopicError.partition_errors', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_51(buf, pos, end)
+            x4, pos = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5_to_7(buf, pos, end)
             a3.append(x4)
         o.partition_errors = a3
     if pos >= end:
@@ -2118,7 +2119,7 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_52(buf, pos, end):
     return o, pos
 
 
-def _d_LeaderAndIsrResponse_53(buf, pos, end):
+def _d_LeaderAndIsrResponse_v5_to_7(buf, pos, end):
     o = _new(_C_LeaderAndIsrResponse)
     o.partition_errors = []
     if end - pos < 2:
@@ -2139,7 +2140,7 @@ def _d_LeaderAndIsrResponse_53(buf, pos, end):
             raise _rt.overrun('LeaderAndIsrResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_52(buf, pos, end)
+            x3, pos = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5_to_7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -2155,7 +2156,7 @@ def _d_LeaderAndIsrResponse_53(buf, pos, end):
     return o, pos
 
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_54(o, out, sp):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5_to_7(o, out, sp):
     out += _S10.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -2164,7 +2165,7 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_54(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_55(o, out, sp):
+def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5_to_7(o, out, sp):
     out += _S7.pack(o.topic_id.bytes)
     v1 = o.partition_errors
     n2 = len(v1) + 1
@@ -2173,7 +2174,7 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_55(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_54(e3, out, sp)
+        _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5_to_7(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2181,7 +2182,7 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_55(o, out, sp):
         out.append(0)
 
 
-def _e_LeaderAndIsrResponse_56(o, out, sp):
+def _e_LeaderAndIsrResponse_v5_to_7(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -2190,7 +2191,7 @@ def _e_LeaderAndIsrResponse_56(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_55(e3, out, sp)
+        _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5_to_7(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2199,9 +2200,9 @@ def _e_LeaderAndIsrResponse_56(o, out, sp):
 
 
 
-LeaderAndIsrRequest._DECODERS = (_d_LeaderAndIsrRequest_3, _d_LeaderAndIsrRequest_8, _d_LeaderAndIsrRequest_13, _d_LeaderAndIsrRequest_19, _d_LeaderAndIsrRequest_26, _d_LeaderAndIsrRequest_32, _d_LeaderAndIsrRequest_37, _d_LeaderAndIsrRequest_41,)
-LeaderAndIsrRequest._ENCODERS = (_e_LeaderAndIsrRequest_6, _e_LeaderAndIsrRequest_10, _e_LeaderAndIsrRequest_16, _e_LeaderAndIsrRequest_22, _e_LeaderAndIsrRequest_30, _e_LeaderAndIsrRequest_34, _e_LeaderAndIsrRequest_40, _e_LeaderAndIsrRequest_42,)
-LeaderAndIsrResponse._DECODERS = (_d_LeaderAndIsrResponse_44, _d_LeaderAndIsrResponse_44, _d_LeaderAndIsrResponse_44, _d_LeaderAndIsrResponse_44, _d_LeaderAndIsrResponse_48, _d_LeaderAndIsrResponse_53, _d_LeaderAndIsrResponse_53, _d_LeaderAndIsrResponse_53,)
-LeaderAndIsrResponse._ENCODERS = (_e_LeaderAndIsrResponse_46, _e_LeaderAndIsrResponse_46, _e_LeaderAndIsrResponse_46, _e_LeaderAndIsrResponse_46, _e_LeaderAndIsrResponse_50, _e_LeaderAndIsrResponse_56, _e_LeaderAndIsrResponse_56, _e_LeaderAndIsrResponse_56,)
+LeaderAndIsrRequest._DECODERS = (_d_LeaderAndIsrRequest_v0, _d_LeaderAndIsrRequest_v1, _d_LeaderAndIsrRequest_v2, _d_LeaderAndIsrRequest_v3, _d_LeaderAndIsrRequest_v4, _d_LeaderAndIsrRequest_v5, _d_LeaderAndIsrRequest_v6, _d_LeaderAndIsrRequest_v7,)
+LeaderAndIsrRequest._ENCODERS = (_e_LeaderAndIsrRequest_v0, _e_LeaderAndIsrRequest_v1, _e_LeaderAndIsrRequest_v2, _e_LeaderAndIsrRequest_v3, _e_LeaderAndIsrRequest_v4, _e_LeaderAndIsrRequest_v5, _e_LeaderAndIsrRequest_v6, _e_LeaderAndIsrRequest_v7,)
+LeaderAndIsrResponse._DECODERS = (_d_LeaderAndIsrResponse_v0_to_3, _d_LeaderAndIsrResponse_v0_to_3, _d_LeaderAndIsrResponse_v0_to_3, _d_LeaderAndIsrResponse_v0_to_3, _d_LeaderAndIsrResponse_v4, _d_LeaderAndIsrResponse_v5_to_7, _d_LeaderAndIsrResponse_v5_to_7, _d_LeaderAndIsrResponse_v5_to_7,)
+LeaderAndIsrResponse._ENCODERS = (_e_LeaderAndIsrResponse_v0_to_3, _e_LeaderAndIsrResponse_v0_to_3, _e_LeaderAndIsrResponse_v0_to_3, _e_LeaderAndIsrResponse_v0_to_3, _e_LeaderAndIsrResponse_v4, _e_LeaderAndIsrResponse_v5_to_7, _e_LeaderAndIsrResponse_v5_to_7, _e_LeaderAndIsrResponse_v5_to_7,)
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -208,7 +209,7 @@ _C_LeaveGroupResponse_MemberResponse._FIELDS = (
 )
 
 
-def _d_LeaveGroupRequest_1(buf, pos, end):
+def _d_LeaveGroupRequest_v0_to_2(buf, pos, end):
     o = _new(_C_LeaveGroupRequest)
     o.members = []
     if end - pos < 2:
@@ -243,7 +244,7 @@ def _d_LeaveGroupRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupRequest_2(o, out, sp):
+def _e_LeaveGroupRequest_v0_to_2(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -254,7 +255,7 @@ def _e_LeaveGroupRequest_2(o, out, sp):
     out += b4
 
 
-def _d_LeaveGroupRequest_MemberIdentity_3(buf, pos, end):
+def _d_LeaveGroupRequest_MemberIdentity_v3(buf, pos, end):
     o = _new(_C_LeaveGroupRequest_MemberIdentity)
     o.reason = None
     if end - pos < 2:
@@ -289,7 +290,7 @@ def _d_LeaveGroupRequest_MemberIdentity_3(buf, pos, end):
     return o, pos
 
 
-def _d_LeaveGroupRequest_4(buf, pos, end):
+def _d_LeaveGroupRequest_v3(buf, pos, end):
     o = _new(_C_LeaveGroupRequest)
     o.member_id = ''
     if end - pos < 2:
@@ -317,14 +318,14 @@ def _d_LeaveGroupRequest_4(buf, pos, end):
             raise _rt.overrun('LeaveGroupRequest.members', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaveGroupRequest_MemberIdentity_3(buf, pos, end)
+            x4, pos = _d_LeaveGroupRequest_MemberIdentity_v3(buf, pos, end)
             a3.append(x4)
         o.members = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaveGroupRequest_MemberIdentity_5(o, out, sp):
+def _e_LeaveGroupRequest_MemberIdentity_v3(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -338,7 +339,7 @@ def _e_LeaveGroupRequest_MemberIdentity_5(o, out, sp):
         out += b4
 
 
-def _e_LeaveGroupRequest_6(o, out, sp):
+def _e_LeaveGroupRequest_v3(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -346,10 +347,10 @@ def _e_LeaveGroupRequest_6(o, out, sp):
     v3 = o.members
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_LeaveGroupRequest_MemberIdentity_5(e4, out, sp)
+        _e_LeaveGroupRequest_MemberIdentity_v3(e4, out, sp)
 
 
-def _d_LeaveGroupRequest_MemberIdentity_7(buf, pos, end):
+def _d_LeaveGroupRequest_MemberIdentity_v4(buf, pos, end):
     o = _new(_C_LeaveGroupRequest_MemberIdentity)
     o.reason = None
     if pos >= end:
@@ -399,7 +400,7 @@ def _d_LeaveGroupRequest_MemberIdentity_7(buf, pos, end):
     return o, pos
 
 
-def _d_LeaveGroupRequest_8(buf, pos, end):
+def _d_LeaveGroupRequest_v4(buf, pos, end):
     o = _new(_C_LeaveGroupRequest)
     o.member_id = ''
     if pos >= end:
@@ -433,7 +434,7 @@ def _d_LeaveGroupRequest_8(buf, pos, end):
             raise _rt.overrun('LeaveGroupRequest.members', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaveGroupRequest_MemberIdentity_7(buf, pos, end)
+            x4, pos = _d_LeaveGroupRequest_MemberIdentity_v4(buf, pos, end)
             a3.append(x4)
         o.members = a3
     if pos >= end:
@@ -449,7 +450,7 @@ def _d_LeaveGroupRequest_8(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupRequest_MemberIdentity_9(o, out, sp):
+def _e_LeaveGroupRequest_MemberIdentity_v4(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -476,7 +477,7 @@ def _e_LeaveGroupRequest_MemberIdentity_9(o, out, sp):
         out.append(0)
 
 
-def _e_LeaveGroupRequest_10(o, out, sp):
+def _e_LeaveGroupRequest_v4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -492,7 +493,7 @@ def _e_LeaveGroupRequest_10(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaveGroupRequest_MemberIdentity_9(e6, out, sp)
+        _e_LeaveGroupRequest_MemberIdentity_v4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -500,7 +501,7 @@ def _e_LeaveGroupRequest_10(o, out, sp):
         out.append(0)
 
 
-def _d_LeaveGroupRequest_MemberIdentity_11(buf, pos, end):
+def _d_LeaveGroupRequest_MemberIdentity_v5(buf, pos, end):
     o = _new(_C_LeaveGroupRequest_MemberIdentity)
     if pos >= end:
         raise _rt.eof('MemberIdentity.member_id', pos, end, 1)
@@ -566,7 +567,7 @@ def _d_LeaveGroupRequest_MemberIdentity_11(buf, pos, end):
     return o, pos
 
 
-def _d_LeaveGroupRequest_12(buf, pos, end):
+def _d_LeaveGroupRequest_v5(buf, pos, end):
     o = _new(_C_LeaveGroupRequest)
     o.member_id = ''
     if pos >= end:
@@ -600,7 +601,7 @@ def _d_LeaveGroupRequest_12(buf, pos, end):
             raise _rt.overrun('LeaveGroupRequest.members', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_LeaveGroupRequest_MemberIdentity_11(buf, pos, end)
+            x4, pos = _d_LeaveGroupRequest_MemberIdentity_v5(buf, pos, end)
             a3.append(x4)
         o.members = a3
     if pos >= end:
@@ -616,7 +617,7 @@ def _d_LeaveGroupRequest_12(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupRequest_MemberIdentity_13(o, out, sp):
+def _e_LeaveGroupRequest_MemberIdentity_v5(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -654,7 +655,7 @@ def _e_LeaveGroupRequest_MemberIdentity_13(o, out, sp):
         out.append(0)
 
 
-def _e_LeaveGroupRequest_14(o, out, sp):
+def _e_LeaveGroupRequest_v5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -670,7 +671,7 @@ def _e_LeaveGroupRequest_14(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_LeaveGroupRequest_MemberIdentity_13(e6, out, sp)
+        _e_LeaveGroupRequest_MemberIdentity_v5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -678,7 +679,7 @@ def _e_LeaveGroupRequest_14(o, out, sp):
         out.append(0)
 
 
-def _d_LeaveGroupResponse_15(buf, pos, end):
+def _d_LeaveGroupResponse_v0(buf, pos, end):
     o = _new(_C_LeaveGroupResponse)
     o.throttle_time_ms = 0
     o.members = []
@@ -690,11 +691,11 @@ def _d_LeaveGroupResponse_15(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupResponse_16(o, out, sp):
+def _e_LeaveGroupResponse_v0(o, out, sp):
     out += _S0.pack(o.error_code)
 
 
-def _d_LeaveGroupResponse_17(buf, pos, end):
+def _d_LeaveGroupResponse_v1_to_2(buf, pos, end):
     o = _new(_C_LeaveGroupResponse)
     o.members = []
     if end - pos < 6:
@@ -705,11 +706,11 @@ def _d_LeaveGroupResponse_17(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupResponse_18(o, out, sp):
+def _e_LeaveGroupResponse_v1_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
 
 
-def _d_LeaveGroupResponse_MemberResponse_19(buf, pos, end):
+def _d_LeaveGroupResponse_MemberResponse_v3(buf, pos, end):
     o = _new(_C_LeaveGroupResponse_MemberResponse)
     if end - pos < 2:
         raise _rt.eof('MemberResponse.member_id', pos, end, 2)
@@ -747,7 +748,7 @@ def _d_LeaveGroupResponse_MemberResponse_19(buf, pos, end):
     return o, pos
 
 
-def _d_LeaveGroupResponse_20(buf, pos, end):
+def _d_LeaveGroupResponse_v3(buf, pos, end):
     o = _new(_C_LeaveGroupResponse)
     if end - pos < 6:
         raise _rt.group_eof('LeaveGroupResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -764,14 +765,14 @@ def _d_LeaveGroupResponse_20(buf, pos, end):
             raise _rt.overrun('LeaveGroupResponse.members', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaveGroupResponse_MemberResponse_19(buf, pos, end)
+            x3, pos = _d_LeaveGroupResponse_MemberResponse_v3(buf, pos, end)
             a2.append(x3)
         o.members = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_LeaveGroupResponse_MemberResponse_21(o, out, sp):
+def _e_LeaveGroupResponse_MemberResponse_v3(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -786,15 +787,15 @@ def _e_LeaveGroupResponse_MemberResponse_21(o, out, sp):
     out += _S0.pack(o.error_code)
 
 
-def _e_LeaveGroupResponse_22(o, out, sp):
+def _e_LeaveGroupResponse_v3(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.members
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_LeaveGroupResponse_MemberResponse_21(e2, out, sp)
+        _e_LeaveGroupResponse_MemberResponse_v3(e2, out, sp)
 
 
-def _d_LeaveGroupResponse_MemberResponse_23(buf, pos, end):
+def _d_LeaveGroupResponse_MemberResponse_v4_to_5(buf, pos, end):
     o = _new(_C_LeaveGroupResponse_MemberResponse)
     if pos >= end:
         raise _rt.eof('MemberResponse.member_id', pos, end, 1)
@@ -847,7 +848,7 @@ def _d_LeaveGroupResponse_MemberResponse_23(buf, pos, end):
     return o, pos
 
 
-def _d_LeaveGroupResponse_24(buf, pos, end):
+def _d_LeaveGroupResponse_v4_to_5(buf, pos, end):
     o = _new(_C_LeaveGroupResponse)
     if end - pos < 6:
         raise _rt.group_eof('LeaveGroupResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -867,7 +868,7 @@ def _d_LeaveGroupResponse_24(buf, pos, end):
             raise _rt.overrun('LeaveGroupResponse.members', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_LeaveGroupResponse_MemberResponse_23(buf, pos, end)
+            x3, pos = _d_LeaveGroupResponse_MemberResponse_v4_to_5(buf, pos, end)
             a2.append(x3)
         o.members = a2
     if pos >= end:
@@ -883,7 +884,7 @@ def _d_LeaveGroupResponse_24(buf, pos, end):
     return o, pos
 
 
-def _e_LeaveGroupResponse_MemberResponse_25(o, out, sp):
+def _e_LeaveGroupResponse_MemberResponse_v4_to_5(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -911,7 +912,7 @@ def _e_LeaveGroupResponse_MemberResponse_25(o, out, sp):
         out.append(0)
 
 
-def _e_LeaveGroupResponse_26(o, out, sp):
+def _e_LeaveGroupResponse_v4_to_5(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.members
     n2 = len(v1) + 1
@@ -920,7 +921,7 @@ def _e_LeaveGroupResponse_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_LeaveGroupResponse_MemberResponse_25(e3, out, sp)
+        _e_LeaveGroupResponse_MemberResponse_v4_to_5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -929,9 +930,9 @@ def _e_LeaveGroupResponse_26(o, out, sp):
 
 
 
-LeaveGroupRequest._DECODERS = (_d_LeaveGroupRequest_1, _d_LeaveGroupRequest_1, _d_LeaveGroupRequest_1, _d_LeaveGroupRequest_4, _d_LeaveGroupRequest_8, _d_LeaveGroupRequest_12,)
-LeaveGroupRequest._ENCODERS = (_e_LeaveGroupRequest_2, _e_LeaveGroupRequest_2, _e_LeaveGroupRequest_2, _e_LeaveGroupRequest_6, _e_LeaveGroupRequest_10, _e_LeaveGroupRequest_14,)
-LeaveGroupResponse._DECODERS = (_d_LeaveGroupResponse_15, _d_LeaveGroupResponse_17, _d_LeaveGroupResponse_17, _d_LeaveGroupResponse_20, _d_LeaveGroupResponse_24, _d_LeaveGroupResponse_24,)
-LeaveGroupResponse._ENCODERS = (_e_LeaveGroupResponse_16, _e_LeaveGroupResponse_18, _e_LeaveGroupResponse_18, _e_LeaveGroupResponse_22, _e_LeaveGroupResponse_26, _e_LeaveGroupResponse_26,)
+LeaveGroupRequest._DECODERS = (_d_LeaveGroupRequest_v0_to_2, _d_LeaveGroupRequest_v0_to_2, _d_LeaveGroupRequest_v0_to_2, _d_LeaveGroupRequest_v3, _d_LeaveGroupRequest_v4, _d_LeaveGroupRequest_v5,)
+LeaveGroupRequest._ENCODERS = (_e_LeaveGroupRequest_v0_to_2, _e_LeaveGroupRequest_v0_to_2, _e_LeaveGroupRequest_v0_to_2, _e_LeaveGroupRequest_v3, _e_LeaveGroupRequest_v4, _e_LeaveGroupRequest_v5,)
+LeaveGroupResponse._DECODERS = (_d_LeaveGroupResponse_v0, _d_LeaveGroupResponse_v1_to_2, _d_LeaveGroupResponse_v1_to_2, _d_LeaveGroupResponse_v3, _d_LeaveGroupResponse_v4_to_5, _d_LeaveGroupResponse_v4_to_5,)
+LeaveGroupResponse._ENCODERS = (_e_LeaveGroupResponse_v0, _e_LeaveGroupResponse_v1_to_2, _e_LeaveGroupResponse_v1_to_2, _e_LeaveGroupResponse_v3, _e_LeaveGroupResponse_v4_to_5, _e_LeaveGroupResponse_v4_to_5,)
 
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -170,7 +171,7 @@ _C_ListGroupsResponse_ListedGroup._FIELDS = (
 )
 
 
-def _d_ListGroupsRequest_1(buf, pos, end):
+def _d_ListGroupsRequest_v0_to_2(buf, pos, end):
     o = _new(_C_ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
@@ -178,11 +179,11 @@ def _d_ListGroupsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsRequest_2(o, out, sp):
+def _e_ListGroupsRequest_v0_to_2(o, out, sp):
     pass
 
 
-def _d_ListGroupsRequest_3(buf, pos, end):
+def _d_ListGroupsRequest_v3(buf, pos, end):
     o = _new(_C_ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
@@ -199,7 +200,7 @@ def _d_ListGroupsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsRequest_4(o, out, sp):
+def _e_ListGroupsRequest_v3(o, out, sp):
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -207,7 +208,7 @@ def _e_ListGroupsRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_ListGroupsRequest_5(buf, pos, end):
+def _d_ListGroupsRequest_v4(buf, pos, end):
     o = _new(_C_ListGroupsRequest)
     o.types_filter = []
     if pos >= end:
@@ -256,7 +257,7 @@ def _d_ListGroupsRequest_5(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsRequest_6(o, out, sp):
+def _e_ListGroupsRequest_v4(o, out, sp):
     v1 = o.states_filter
     n2 = len(v1) + 1
     if n2 < 128:
@@ -278,7 +279,7 @@ def _e_ListGroupsRequest_6(o, out, sp):
         out.append(0)
 
 
-def _d_ListGroupsRequest_7(buf, pos, end):
+def _d_ListGroupsRequest_v5(buf, pos, end):
     o = _new(_C_ListGroupsRequest)
     if pos >= end:
         raise _rt.eof('ListGroupsRequest.states_filter', pos, end, 1)
@@ -359,7 +360,7 @@ def _d_ListGroupsRequest_7(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsRequest_8(o, out, sp):
+def _e_ListGroupsRequest_v5(o, out, sp):
     v1 = o.states_filter
     n2 = len(v1) + 1
     if n2 < 128:
@@ -395,7 +396,7 @@ def _e_ListGroupsRequest_8(o, out, sp):
         out.append(0)
 
 
-def _d_ListGroupsResponse_ListedGroup_9(buf, pos, end):
+def _d_ListGroupsResponse_ListedGroup_v0_to_2(buf, pos, end):
     o = _new(_C_ListGroupsResponse_ListedGroup)
     o.group_state = ''
     o.group_type = ''
@@ -431,7 +432,7 @@ def _d_ListGroupsResponse_ListedGroup_9(buf, pos, end):
     return o, pos
 
 
-def _d_ListGroupsResponse_10(buf, pos, end):
+def _d_ListGroupsResponse_v0(buf, pos, end):
     o = _new(_C_ListGroupsResponse)
     o.throttle_time_ms = 0
     if end - pos < 2:
@@ -449,14 +450,14 @@ def _d_ListGroupsResponse_10(buf, pos, end):
             raise _rt.overrun('ListGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListGroupsResponse_ListedGroup_9(buf, pos, end)
+            x3, pos = _d_ListGroupsResponse_ListedGroup_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListGroupsResponse_ListedGroup_11(o, out, sp):
+def _e_ListGroupsResponse_ListedGroup_v0_to_2(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -467,15 +468,15 @@ def _e_ListGroupsResponse_ListedGroup_11(o, out, sp):
     out += b4
 
 
-def _e_ListGroupsResponse_12(o, out, sp):
+def _e_ListGroupsResponse_v0(o, out, sp):
     out += _S0.pack(o.error_code)
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListGroupsResponse_ListedGroup_11(e2, out, sp)
+        _e_ListGroupsResponse_ListedGroup_v0_to_2(e2, out, sp)
 
 
-def _d_ListGroupsResponse_13(buf, pos, end):
+def _d_ListGroupsResponse_v1_to_2(buf, pos, end):
     o = _new(_C_ListGroupsResponse)
     if end - pos < 6:
         raise _rt.group_eof('ListGroupsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -492,22 +493,22 @@ def _d_ListGroupsResponse_13(buf, pos, end):
             raise _rt.overrun('ListGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListGroupsResponse_ListedGroup_9(buf, pos, end)
+            x3, pos = _d_ListGroupsResponse_ListedGroup_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListGroupsResponse_14(o, out, sp):
+def _e_ListGroupsResponse_v1_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.groups
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListGroupsResponse_ListedGroup_11(e2, out, sp)
+        _e_ListGroupsResponse_ListedGroup_v0_to_2(e2, out, sp)
 
 
-def _d_ListGroupsResponse_ListedGroup_15(buf, pos, end):
+def _d_ListGroupsResponse_ListedGroup_v3(buf, pos, end):
     o = _new(_C_ListGroupsResponse_ListedGroup)
     o.group_state = ''
     o.group_type = ''
@@ -558,7 +559,7 @@ def _d_ListGroupsResponse_ListedGroup_15(buf, pos, end):
     return o, pos
 
 
-def _d_ListGroupsResponse_16(buf, pos, end):
+def _d_ListGroupsResponse_v3(buf, pos, end):
     o = _new(_C_ListGroupsResponse)
     if end - pos < 6:
         raise _rt.group_eof('ListGroupsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -578,7 +579,7 @@ def _d_ListGroupsResponse_16(buf, pos, end):
             raise _rt.overrun('ListGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListGroupsResponse_ListedGroup_15(buf, pos, end)
+            x3, pos = _d_ListGroupsResponse_ListedGroup_v3(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if pos >= end:
@@ -594,7 +595,7 @@ def _d_ListGroupsResponse_16(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsResponse_ListedGroup_17(o, out, sp):
+def _e_ListGroupsResponse_ListedGroup_v3(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -618,7 +619,7 @@ def _e_ListGroupsResponse_ListedGroup_17(o, out, sp):
         out.append(0)
 
 
-def _e_ListGroupsResponse_18(o, out, sp):
+def _e_ListGroupsResponse_v3(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.groups
     n2 = len(v1) + 1
@@ -627,7 +628,7 @@ def _e_ListGroupsResponse_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListGroupsResponse_ListedGroup_17(e3, out, sp)
+        _e_ListGroupsResponse_ListedGroup_v3(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -635,7 +636,7 @@ def _e_ListGroupsResponse_18(o, out, sp):
         out.append(0)
 
 
-def _d_ListGroupsResponse_ListedGroup_19(buf, pos, end):
+def _d_ListGroupsResponse_ListedGroup_v4(buf, pos, end):
     o = _new(_C_ListGroupsResponse_ListedGroup)
     o.group_type = ''
     if pos >= end:
@@ -702,7 +703,7 @@ def _d_ListGroupsResponse_ListedGroup_19(buf, pos, end):
     return o, pos
 
 
-def _d_ListGroupsResponse_20(buf, pos, end):
+def _d_ListGroupsResponse_v4(buf, pos, end):
     o = _new(_C_ListGroupsResponse)
     if end - pos < 6:
         raise _rt.group_eof('ListGroupsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -722,7 +723,7 @@ def _d_ListGroupsResponse_20(buf, pos, end):
             raise _rt.overrun('ListGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListGroupsResponse_ListedGroup_19(buf, pos, end)
+            x3, pos = _d_ListGroupsResponse_ListedGroup_v4(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if pos >= end:
@@ -738,7 +739,7 @@ def _d_ListGroupsResponse_20(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsResponse_ListedGroup_21(o, out, sp):
+def _e_ListGroupsResponse_ListedGroup_v4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -770,7 +771,7 @@ def _e_ListGroupsResponse_ListedGroup_21(o, out, sp):
         out.append(0)
 
 
-def _e_ListGroupsResponse_22(o, out, sp):
+def _e_ListGroupsResponse_v4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.groups
     n2 = len(v1) + 1
@@ -779,7 +780,7 @@ def _e_ListGroupsResponse_22(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListGroupsResponse_ListedGroup_21(e3, out, sp)
+        _e_ListGroupsResponse_ListedGroup_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -787,7 +788,7 @@ def _e_ListGroupsResponse_22(o, out, sp):
         out.append(0)
 
 
-def _d_ListGroupsResponse_ListedGroup_23(buf, pos, end):
+def _d_ListGroupsResponse_ListedGroup_v5(buf, pos, end):
     o = _new(_C_ListGroupsResponse_ListedGroup)
     if pos >= end:
         raise _rt.eof('ListedGroup.group_id', pos, end, 1)
@@ -870,7 +871,7 @@ def _d_ListGroupsResponse_ListedGroup_23(buf, pos, end):
     return o, pos
 
 
-def _d_ListGroupsResponse_24(buf, pos, end):
+def _d_ListGroupsResponse_v5(buf, pos, end):
     o = _new(_C_ListGroupsResponse)
     if end - pos < 6:
         raise _rt.group_eof('ListGroupsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -890,7 +891,7 @@ def _d_ListGroupsResponse_24(buf, pos, end):
             raise _rt.overrun('ListGroupsResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListGroupsResponse_ListedGroup_23(buf, pos, end)
+            x3, pos = _d_ListGroupsResponse_ListedGroup_v5(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if pos >= end:
@@ -906,7 +907,7 @@ def _d_ListGroupsResponse_24(buf, pos, end):
     return o, pos
 
 
-def _e_ListGroupsResponse_ListedGroup_25(o, out, sp):
+def _e_ListGroupsResponse_ListedGroup_v5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -946,7 +947,7 @@ def _e_ListGroupsResponse_ListedGroup_25(o, out, sp):
         out.append(0)
 
 
-def _e_ListGroupsResponse_26(o, out, sp):
+def _e_ListGroupsResponse_v5(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.groups
     n2 = len(v1) + 1
@@ -955,7 +956,7 @@ def _e_ListGroupsResponse_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListGroupsResponse_ListedGroup_25(e3, out, sp)
+        _e_ListGroupsResponse_ListedGroup_v5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -964,9 +965,9 @@ def _e_ListGroupsResponse_26(o, out, sp):
 
 
 
-ListGroupsRequest._DECODERS = (_d_ListGroupsRequest_1, _d_ListGroupsRequest_1, _d_ListGroupsRequest_1, _d_ListGroupsRequest_3, _d_ListGroupsRequest_5, _d_ListGroupsRequest_7,)
-ListGroupsRequest._ENCODERS = (_e_ListGroupsRequest_2, _e_ListGroupsRequest_2, _e_ListGroupsRequest_2, _e_ListGroupsRequest_4, _e_ListGroupsRequest_6, _e_ListGroupsRequest_8,)
-ListGroupsResponse._DECODERS = (_d_ListGroupsResponse_10, _d_ListGroupsResponse_13, _d_ListGroupsResponse_13, _d_ListGroupsResponse_16, _d_ListGroupsResponse_20, _d_ListGroupsResponse_24,)
-ListGroupsResponse._ENCODERS = (_e_ListGroupsResponse_12, _e_ListGroupsResponse_14, _e_ListGroupsResponse_14, _e_ListGroupsResponse_18, _e_ListGroupsResponse_22, _e_ListGroupsResponse_26,)
+ListGroupsRequest._DECODERS = (_d_ListGroupsRequest_v0_to_2, _d_ListGroupsRequest_v0_to_2, _d_ListGroupsRequest_v0_to_2, _d_ListGroupsRequest_v3, _d_ListGroupsRequest_v4, _d_ListGroupsRequest_v5,)
+ListGroupsRequest._ENCODERS = (_e_ListGroupsRequest_v0_to_2, _e_ListGroupsRequest_v0_to_2, _e_ListGroupsRequest_v0_to_2, _e_ListGroupsRequest_v3, _e_ListGroupsRequest_v4, _e_ListGroupsRequest_v5,)
+ListGroupsResponse._DECODERS = (_d_ListGroupsResponse_v0, _d_ListGroupsResponse_v1_to_2, _d_ListGroupsResponse_v1_to_2, _d_ListGroupsResponse_v3, _d_ListGroupsResponse_v4, _d_ListGroupsResponse_v5,)
+ListGroupsResponse._ENCODERS = (_e_ListGroupsResponse_v0, _e_ListGroupsResponse_v1_to_2, _e_ListGroupsResponse_v1_to_2, _e_ListGroupsResponse_v3, _e_ListGroupsResponse_v4, _e_ListGroupsResponse_v5,)
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -308,7 +309,7 @@ _C_ListOffsetsResponse_ListOffsetsTopicResponse._FIELDS = (
 )
 
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_1(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
     o.current_leader_epoch = -1
     if end - pos < 16:
@@ -319,7 +320,7 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsRequest_ListOffsetsTopic_2(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopic.name', pos, end, 2)
@@ -346,14 +347,14 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_2(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_1(buf, pos, end)
+            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsRequest_3(buf, pos, end):
+def _d_ListOffsetsRequest_v0(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     o.isolation_level = 0
     o.timeout_ms = 0
@@ -372,18 +373,18 @@ def _d_ListOffsetsRequest_3(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_2(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_4(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o, out, sp):
     out += _S2.pack(o.partition_index, o.timestamp, o.max_num_offsets)
 
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_5(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -391,18 +392,18 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsRequest_ListOffsetsPartition_4(e4, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsPartition_v0(e4, out, sp)
 
 
-def _e_ListOffsetsRequest_6(o, out, sp):
+def _e_ListOffsetsRequest_v0(o, out, sp):
     out += _S0.pack(o.replica_id)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_5(e2, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v0(e2, out, sp)
 
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_7(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsPartition_v1_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
     o.current_leader_epoch = -1
     o.max_num_offsets = 1
@@ -414,7 +415,7 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsRequest_ListOffsetsTopic_8(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopic.name', pos, end, 2)
@@ -441,14 +442,14 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_8(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_7(buf, pos, end)
+            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v1_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsRequest_9(buf, pos, end):
+def _d_ListOffsetsRequest_v1(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     o.isolation_level = 0
     o.timeout_ms = 0
@@ -467,18 +468,18 @@ def _d_ListOffsetsRequest_9(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_8(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_10(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v1_to_3(o, out, sp):
     out += _S3.pack(o.partition_index, o.timestamp)
 
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_11(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -486,18 +487,18 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_11(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsRequest_ListOffsetsPartition_10(e4, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsPartition_v1_to_3(e4, out, sp)
 
 
-def _e_ListOffsetsRequest_12(o, out, sp):
+def _e_ListOffsetsRequest_v1(o, out, sp):
     out += _S0.pack(o.replica_id)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_11(e2, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(e2, out, sp)
 
 
-def _d_ListOffsetsRequest_13(buf, pos, end):
+def _d_ListOffsetsRequest_v2_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     o.timeout_ms = 0
     if end - pos < 5:
@@ -515,22 +516,22 @@ def _d_ListOffsetsRequest_13(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_8(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsRequest_14(o, out, sp):
+def _e_ListOffsetsRequest_v2_to_3(o, out, sp):
     out += _S4.pack(o.replica_id, o.isolation_level)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_11(e2, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v1_to_3(e2, out, sp)
 
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_15(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsPartition_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
     o.max_num_offsets = 1
     if end - pos < 16:
@@ -541,7 +542,7 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_15(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsRequest_ListOffsetsTopic_16(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsTopic_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopic.name', pos, end, 2)
@@ -568,14 +569,14 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_16(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_15(buf, pos, end)
+            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v4_to_5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsRequest_17(buf, pos, end):
+def _d_ListOffsetsRequest_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     o.timeout_ms = 0
     if end - pos < 5:
@@ -593,18 +594,18 @@ def _d_ListOffsetsRequest_17(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_16(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v4_to_5(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_18(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v4_to_5(o, out, sp):
     out += _S5.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_19(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v4_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -612,18 +613,18 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_19(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsRequest_ListOffsetsPartition_18(e4, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsPartition_v4_to_5(e4, out, sp)
 
 
-def _e_ListOffsetsRequest_20(o, out, sp):
+def _e_ListOffsetsRequest_v4_to_5(o, out, sp):
     out += _S4.pack(o.replica_id, o.isolation_level)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_19(e2, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v4_to_5(e2, out, sp)
 
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_21(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsPartition_v6_to_10(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsPartition)
     o.max_num_offsets = 1
     if end - pos < 16:
@@ -643,7 +644,7 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_21(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsRequest_ListOffsetsTopic_22(buf, pos, end):
+def _d_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(buf, pos, end):
     o = _new(_C_ListOffsetsRequest_ListOffsetsTopic)
     if pos >= end:
         raise _rt.eof('ListOffsetsTopic.name', pos, end, 1)
@@ -676,7 +677,7 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_22(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_21(buf, pos, end)
+            x4, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v6_to_10(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -692,7 +693,7 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_22(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsRequest_23(buf, pos, end):
+def _d_ListOffsetsRequest_v6_to_9(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     o.timeout_ms = 0
     if end - pos < 5:
@@ -713,7 +714,7 @@ def _d_ListOffsetsRequest_23(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_22(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -729,7 +730,7 @@ def _d_ListOffsetsRequest_23(buf, pos, end):
     return o, pos
 
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_24(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v6_to_10(o, out, sp):
     out += _S5.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     u = o.unknown_tagged_fields
     if u:
@@ -738,7 +739,7 @@ def _e_ListOffsetsRequest_ListOffsetsPartition_24(o, out, sp):
         out.append(0)
 
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_25(o, out, sp):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -754,7 +755,7 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_25(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ListOffsetsRequest_ListOffsetsPartition_24(e6, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsPartition_v6_to_10(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -762,7 +763,7 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_25(o, out, sp):
         out.append(0)
 
 
-def _e_ListOffsetsRequest_26(o, out, sp):
+def _e_ListOffsetsRequest_v6_to_9(o, out, sp):
     out += _S4.pack(o.replica_id, o.isolation_level)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -771,7 +772,7 @@ def _e_ListOffsetsRequest_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_25(e3, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -779,7 +780,7 @@ def _e_ListOffsetsRequest_26(o, out, sp):
         out.append(0)
 
 
-def _d_ListOffsetsRequest_27(buf, pos, end):
+def _d_ListOffsetsRequest_v10(buf, pos, end):
     o = _new(_C_ListOffsetsRequest)
     if end - pos < 5:
         raise _rt.group_eof('ListOffsetsRequest', (('replica_id', 4), ('isolation_level', 1)), pos, end)
@@ -799,7 +800,7 @@ def _d_ListOffsetsRequest_27(buf, pos, end):
             raise _rt.overrun('ListOffsetsRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_22(buf, pos, end)
+            x3, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -819,7 +820,7 @@ def _d_ListOffsetsRequest_27(buf, pos, end):
     return o, pos
 
 
-def _e_ListOffsetsRequest_28(o, out, sp):
+def _e_ListOffsetsRequest_v10(o, out, sp):
     out += _S4.pack(o.replica_id, o.isolation_level)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -828,7 +829,7 @@ def _e_ListOffsetsRequest_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListOffsetsRequest_ListOffsetsTopic_25(e3, out, sp)
+        _e_ListOffsetsRequest_ListOffsetsTopic_v6_to_10(e3, out, sp)
     out += _S0.pack(o.timeout_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -837,7 +838,7 @@ def _e_ListOffsetsRequest_28(o, out, sp):
         out.append(0)
 
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_29(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
     o.timestamp = -1
     o.offset = -1
@@ -861,7 +862,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_29(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_30(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopicResponse.name', pos, end, 2)
@@ -888,14 +889,14 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_30(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_29(buf, pos, end)
+            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsResponse_31(buf, pos, end):
+def _d_ListOffsetsResponse_v0(buf, pos, end):
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -909,14 +910,14 @@ def _d_ListOffsetsResponse_31(buf, pos, end):
             raise _rt.overrun('ListOffsetsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_30(buf, pos, end)
+            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_32(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
     v1 = o.old_style_offsets
     out += _S_I32.pack(len(v1))
@@ -924,7 +925,7 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_32(o, out, sp):
     out += (_A_q[k2] if k2 < 32 else _rt.array_struct('q', k2)).pack(*v1)
 
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_33(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -932,17 +933,17 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_33(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_32(e4, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(e4, out, sp)
 
 
-def _e_ListOffsetsResponse_34(o, out, sp):
+def _e_ListOffsetsResponse_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsResponse_ListOffsetsTopicResponse_33(e2, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(e2, out, sp)
 
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_35(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     o.leader_epoch = -1
@@ -954,7 +955,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_35(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_36(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopicResponse.name', pos, end, 2)
@@ -981,14 +982,14 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_36(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_35(buf, pos, end)
+            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsResponse_37(buf, pos, end):
+def _d_ListOffsetsResponse_v1(buf, pos, end):
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -1002,18 +1003,18 @@ def _d_ListOffsetsResponse_37(buf, pos, end):
             raise _rt.overrun('ListOffsetsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_36(buf, pos, end)
+            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_38(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1_to_3(o, out, sp):
     out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_39(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1021,17 +1022,17 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_39(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_38(e4, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1_to_3(e4, out, sp)
 
 
-def _e_ListOffsetsResponse_40(o, out, sp):
+def _e_ListOffsetsResponse_v1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsResponse_ListOffsetsTopicResponse_39(e2, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(e2, out, sp)
 
 
-def _d_ListOffsetsResponse_41(buf, pos, end):
+def _d_ListOffsetsResponse_v2_to_3(buf, pos, end):
     o = _new(_C_ListOffsetsResponse)
     if end - pos < 4:
         raise _rt.group_eof('ListOffsetsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1048,22 +1049,22 @@ def _d_ListOffsetsResponse_41(buf, pos, end):
             raise _rt.overrun('ListOffsetsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_36(buf, pos, end)
+            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsResponse_42(o, out, sp):
+def _e_ListOffsetsResponse_v2_to_3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsResponse_ListOffsetsTopicResponse_39(e2, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1_to_3(e2, out, sp)
 
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_43(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     if end - pos < 26:
@@ -1074,7 +1075,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_43(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_44(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
     if end - pos < 2:
         raise _rt.eof('ListOffsetsTopicResponse.name', pos, end, 2)
@@ -1101,14 +1102,14 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_44(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_43(buf, pos, end)
+            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4_to_5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ListOffsetsResponse_45(buf, pos, end):
+def _d_ListOffsetsResponse_v4_to_5(buf, pos, end):
     o = _new(_C_ListOffsetsResponse)
     if end - pos < 4:
         raise _rt.group_eof('ListOffsetsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1125,18 +1126,18 @@ def _d_ListOffsetsResponse_45(buf, pos, end):
             raise _rt.overrun('ListOffsetsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_44(buf, pos, end)
+            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4_to_5(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_46(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4_to_5(o, out, sp):
     out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_47(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1144,18 +1145,18 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_47(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_46(e4, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4_to_5(e4, out, sp)
 
 
-def _e_ListOffsetsResponse_48(o, out, sp):
+def _e_ListOffsetsResponse_v4_to_5(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ListOffsetsResponse_ListOffsetsTopicResponse_47(e2, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4_to_5(e2, out, sp)
 
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_49(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6_to_10(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     if end - pos < 26:
@@ -1175,7 +1176,7 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_49(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_50(buf, pos, end):
+def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6_to_10(buf, pos, end):
     o = _new(_C_ListOffsetsResponse_ListOffsetsTopicResponse)
     if pos >= end:
         raise _rt.eof('ListOffsetsTopicResponse.name', pos, end, 1)
@@ -1208,7 +1209,7 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_50(buf, pos, end):
             raise _rt.overrun('ListOffsetsTopicResponse.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_49(buf, pos, end)
+            x4, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6_to_10(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1224,7 +1225,7 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_50(buf, pos, end):
     return o, pos
 
 
-def _d_ListOffsetsResponse_51(buf, pos, end):
+def _d_ListOffsetsResponse_v6_to_10(buf, pos, end):
     o = _new(_C_ListOffsetsResponse)
     if end - pos < 4:
         raise _rt.group_eof('ListOffsetsResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1244,7 +1245,7 @@ def _d_ListOffsetsResponse_51(buf, pos, end):
             raise _rt.overrun('ListOffsetsResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_50(buf, pos, end)
+            x3, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6_to_10(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1260,7 +1261,7 @@ def _d_ListOffsetsResponse_51(buf, pos, end):
     return o, pos
 
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_52(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6_to_10(o, out, sp):
     out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -1269,7 +1270,7 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_52(o, out, sp):
         out.append(0)
 
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_53(o, out, sp):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6_to_10(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1285,7 +1286,7 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_53(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_52(e6, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6_to_10(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1293,7 +1294,7 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_53(o, out, sp):
         out.append(0)
 
 
-def _e_ListOffsetsResponse_54(o, out, sp):
+def _e_ListOffsetsResponse_v6_to_10(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1302,7 +1303,7 @@ def _e_ListOffsetsResponse_54(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ListOffsetsResponse_ListOffsetsTopicResponse_53(e3, out, sp)
+        _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6_to_10(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1311,9 +1312,9 @@ def _e_ListOffsetsResponse_54(o, out, sp):
 
 
 
-ListOffsetsRequest._DECODERS = (_d_ListOffsetsRequest_3, _d_ListOffsetsRequest_9, _d_ListOffsetsRequest_13, _d_ListOffsetsRequest_13, _d_ListOffsetsRequest_17, _d_ListOffsetsRequest_17, _d_ListOffsetsRequest_23, _d_ListOffsetsRequest_23, _d_ListOffsetsRequest_23, _d_ListOffsetsRequest_23, _d_ListOffsetsRequest_27,)
-ListOffsetsRequest._ENCODERS = (_e_ListOffsetsRequest_6, _e_ListOffsetsRequest_12, _e_ListOffsetsRequest_14, _e_ListOffsetsRequest_14, _e_ListOffsetsRequest_20, _e_ListOffsetsRequest_20, _e_ListOffsetsRequest_26, _e_ListOffsetsRequest_26, _e_ListOffsetsRequest_26, _e_ListOffsetsRequest_26, _e_ListOffsetsRequest_28,)
-ListOffsetsResponse._DECODERS = (_d_ListOffsetsResponse_31, _d_ListOffsetsResponse_37, _d_ListOffsetsResponse_41, _d_ListOffsetsResponse_41, _d_ListOffsetsResponse_45, _d_ListOffsetsResponse_45, _d_ListOffsetsResponse_51, _d_ListOffsetsResponse_51, _d_ListOffsetsResponse_51, _d_ListOffsetsResponse_51, _d_ListOffsetsResponse_51,)
-ListOffsetsResponse._ENCODERS = (_e_ListOffsetsResponse_34, _e_ListOffsetsResponse_40, _e_ListOffsetsResponse_42, _e_ListOffsetsResponse_42, _e_ListOffsetsResponse_48, _e_ListOffsetsResponse_48, _e_ListOffsetsResponse_54, _e_ListOffsetsResponse_54, _e_ListOffsetsResponse_54, _e_ListOffsetsResponse_54, _e_ListOffsetsResponse_54,)
+ListOffsetsRequest._DECODERS = (_d_ListOffsetsRequest_v0, _d_ListOffsetsRequest_v1, _d_ListOffsetsRequest_v2_to_3, _d_ListOffsetsRequest_v2_to_3, _d_ListOffsetsRequest_v4_to_5, _d_ListOffsetsRequest_v4_to_5, _d_ListOffsetsRequest_v6_to_9, _d_ListOffsetsRequest_v6_to_9, _d_ListOffsetsRequest_v6_to_9, _d_ListOffsetsRequest_v6_to_9, _d_ListOffsetsRequest_v10,)
+ListOffsetsRequest._ENCODERS = (_e_ListOffsetsRequest_v0, _e_ListOffsetsRequest_v1, _e_ListOffsetsRequest_v2_to_3, _e_ListOffsetsRequest_v2_to_3, _e_ListOffsetsRequest_v4_to_5, _e_ListOffsetsRequest_v4_to_5, _e_ListOffsetsRequest_v6_to_9, _e_ListOffsetsRequest_v6_to_9, _e_ListOffsetsRequest_v6_to_9, _e_ListOffsetsRequest_v6_to_9, _e_ListOffsetsRequest_v10,)
+ListOffsetsResponse._DECODERS = (_d_ListOffsetsResponse_v0, _d_ListOffsetsResponse_v1, _d_ListOffsetsResponse_v2_to_3, _d_ListOffsetsResponse_v2_to_3, _d_ListOffsetsResponse_v4_to_5, _d_ListOffsetsResponse_v4_to_5, _d_ListOffsetsResponse_v6_to_10, _d_ListOffsetsResponse_v6_to_10, _d_ListOffsetsResponse_v6_to_10, _d_ListOffsetsResponse_v6_to_10, _d_ListOffsetsResponse_v6_to_10,)
+ListOffsetsResponse._ENCODERS = (_e_ListOffsetsResponse_v0, _e_ListOffsetsResponse_v1, _e_ListOffsetsResponse_v2_to_3, _e_ListOffsetsResponse_v2_to_3, _e_ListOffsetsResponse_v4_to_5, _e_ListOffsetsResponse_v4_to_5, _e_ListOffsetsResponse_v6_to_10, _e_ListOffsetsResponse_v6_to_10, _e_ListOffsetsResponse_v6_to_10, _e_ListOffsetsResponse_v6_to_10, _e_ListOffsetsResponse_v6_to_10,)
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']

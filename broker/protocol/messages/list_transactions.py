@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -180,7 +181,7 @@ _C_ListTransactionsResponse_TransactionState._FIELDS = (
 )
 
 
-def _d_ListTransactionsRequest_1(buf, pos, end):
+def _d_ListTransactionsRequest_v0(buf, pos, end):
     o = _new(_C_ListTransactionsRequest)
     o.duration_filter = -1
     if pos >= end:
@@ -243,7 +244,7 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_ListTransactionsRequest_2(o, out, sp):
+def _e_ListTransactionsRequest_v0(o, out, sp):
     v1 = o.state_filters
     n2 = len(v1) + 1
     if n2 < 128:
@@ -273,7 +274,7 @@ def _e_ListTransactionsRequest_2(o, out, sp):
         out.append(0)
 
 
-def _d_ListTransactionsRequest_3(buf, pos, end):
+def _d_ListTransactionsRequest_v1(buf, pos, end):
     o = _new(_C_ListTransactionsRequest)
     if pos >= end:
         raise _rt.eof('ListTransactionsRequest.state_filters', pos, end, 1)
@@ -339,7 +340,7 @@ def _d_ListTransactionsRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_ListTransactionsRequest_4(o, out, sp):
+def _e_ListTransactionsRequest_v1(o, out, sp):
     v1 = o.state_filters
     n2 = len(v1) + 1
     if n2 < 128:
@@ -370,7 +371,7 @@ def _e_ListTransactionsRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_ListTransactionsResponse_TransactionState_5(buf, pos, end):
+def _d_ListTransactionsResponse_TransactionState_v0_to_1(buf, pos, end):
     o = _new(_C_ListTransactionsResponse_TransactionState)
     if pos >= end:
         raise _rt.eof('TransactionState.transactional_id', pos, end, 1)
@@ -423,7 +424,7 @@ def _d_ListTransactionsResponse_TransactionState_5(buf, pos, end):
     return o, pos
 
 
-def _d_ListTransactionsResponse_6(buf, pos, end):
+def _d_ListTransactionsResponse_v0_to_1(buf, pos, end):
     o = _new(_C_ListTransactionsResponse)
     if end - pos < 6:
         raise _rt.group_eof('ListTransactionsResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -476,7 +477,7 @@ def _d_ListTransactionsResponse_6(buf, pos, end):
             raise _rt.overrun('ListTransactionsResponse.transaction_states', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_ListTransactionsResponse_TransactionState_5(buf, pos, end)
+            x7, pos = _d_ListTransactionsResponse_TransactionState_v0_to_1(buf, pos, end)
             a6.append(x7)
         o.transaction_states = a6
     if pos >= end:
@@ -492,7 +493,7 @@ def _d_ListTransactionsResponse_6(buf, pos, end):
     return o, pos
 
 
-def _e_ListTransactionsResponse_TransactionState_7(o, out, sp):
+def _e_ListTransactionsResponse_TransactionState_v0_to_1(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -517,7 +518,7 @@ def _e_ListTransactionsResponse_TransactionState_7(o, out, sp):
         out.append(0)
 
 
-def _e_ListTransactionsResponse_8(o, out, sp):
+def _e_ListTransactionsResponse_v0_to_1(o, out, sp):
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     v1 = o.unknown_state_filters
     n2 = len(v1) + 1
@@ -540,7 +541,7 @@ def _e_ListTransactionsResponse_8(o, out, sp):
     else:
         _rt.put_uvarint(out, n7)
     for e8 in v6:
-        _e_ListTransactionsResponse_TransactionState_7(e8, out, sp)
+        _e_ListTransactionsResponse_TransactionState_v0_to_1(e8, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -549,9 +550,9 @@ def _e_ListTransactionsResponse_8(o, out, sp):
 
 
 
-ListTransactionsRequest._DECODERS = (_d_ListTransactionsRequest_1, _d_ListTransactionsRequest_3,)
-ListTransactionsRequest._ENCODERS = (_e_ListTransactionsRequest_2, _e_ListTransactionsRequest_4,)
-ListTransactionsResponse._DECODERS = (_d_ListTransactionsResponse_6, _d_ListTransactionsResponse_6,)
-ListTransactionsResponse._ENCODERS = (_e_ListTransactionsResponse_8, _e_ListTransactionsResponse_8,)
+ListTransactionsRequest._DECODERS = (_d_ListTransactionsRequest_v0, _d_ListTransactionsRequest_v1,)
+ListTransactionsRequest._ENCODERS = (_e_ListTransactionsRequest_v0, _e_ListTransactionsRequest_v1,)
+ListTransactionsResponse._DECODERS = (_d_ListTransactionsResponse_v0_to_1, _d_ListTransactionsResponse_v0_to_1,)
+ListTransactionsResponse._ENCODERS = (_e_ListTransactionsResponse_v0_to_1, _e_ListTransactionsResponse_v0_to_1,)
 
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']

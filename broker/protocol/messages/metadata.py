@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -350,7 +351,7 @@ _C_MetadataResponse_MetadataResponseTopic._FIELDS = (
 )
 
 
-def _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end):
+def _d_MetadataRequest_MetadataRequestTopic_v0_to_8(buf, pos, end):
     o = _new(_C_MetadataRequest_MetadataRequestTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -371,7 +372,7 @@ def _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataRequest_2(buf, pos, end):
+def _d_MetadataRequest_v0(buf, pos, end):
     o = _new(_C_MetadataRequest)
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
@@ -387,28 +388,28 @@ def _d_MetadataRequest_2(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v0_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataRequest_MetadataRequestTopic_3(o, out, sp):
+def _e_MetadataRequest_MetadataRequestTopic_v0_to_8(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
     out += b2
 
 
-def _e_MetadataRequest_4(o, out, sp):
+def _e_MetadataRequest_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataRequest_MetadataRequestTopic_3(e2, out, sp)
+        _e_MetadataRequest_MetadataRequestTopic_v0_to_8(e2, out, sp)
 
 
-def _d_MetadataRequest_5(buf, pos, end):
+def _d_MetadataRequest_v1_to_3(buf, pos, end):
     o = _new(_C_MetadataRequest)
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
@@ -424,24 +425,24 @@ def _d_MetadataRequest_5(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v0_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataRequest_6(o, out, sp):
+def _e_MetadataRequest_v1_to_3(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_3(e2, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v0_to_8(e2, out, sp)
 
 
-def _d_MetadataRequest_7(buf, pos, end):
+def _d_MetadataRequest_v4_to_7(buf, pos, end):
     o = _new(_C_MetadataRequest)
     o.include_cluster_authorized_operations = False
     o.include_topic_authorized_operations = False
@@ -456,7 +457,7 @@ def _d_MetadataRequest_7(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v0_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 1:
@@ -467,18 +468,18 @@ def _d_MetadataRequest_7(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataRequest_8(o, out, sp):
+def _e_MetadataRequest_v4_to_7(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_3(e2, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v0_to_8(e2, out, sp)
     out += _S2.pack(o.allow_auto_topic_creation)
 
 
-def _d_MetadataRequest_9(buf, pos, end):
+def _d_MetadataRequest_v8(buf, pos, end):
     o = _new(_C_MetadataRequest)
     if end - pos < 4:
         raise _rt.eof('MetadataRequest.topics', pos, end, 4)
@@ -491,7 +492,7 @@ def _d_MetadataRequest_9(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_1(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v0_to_8(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 3:
@@ -502,18 +503,18 @@ def _d_MetadataRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataRequest_10(o, out, sp):
+def _e_MetadataRequest_v8(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += _S_I32.pack(len(v1))
         for e2 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_3(e2, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v0_to_8(e2, out, sp)
     out += _S3.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
-def _d_MetadataRequest_MetadataRequestTopic_11(buf, pos, end):
+def _d_MetadataRequest_MetadataRequestTopic_v9(buf, pos, end):
     o = _new(_C_MetadataRequest_MetadataRequestTopic)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -546,7 +547,7 @@ def _d_MetadataRequest_MetadataRequestTopic_11(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataRequest_12(buf, pos, end):
+def _d_MetadataRequest_v9(buf, pos, end):
     o = _new(_C_MetadataRequest)
     if pos >= end:
         raise _rt.eof('MetadataRequest.topics', pos, end, 1)
@@ -562,7 +563,7 @@ def _d_MetadataRequest_12(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_11(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v9(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 3:
@@ -582,7 +583,7 @@ def _d_MetadataRequest_12(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataRequest_MetadataRequestTopic_13(o, out, sp):
+def _e_MetadataRequest_MetadataRequestTopic_v9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -598,7 +599,7 @@ def _e_MetadataRequest_MetadataRequestTopic_13(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataRequest_14(o, out, sp):
+def _e_MetadataRequest_v9(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out.append(0)
@@ -609,7 +610,7 @@ def _e_MetadataRequest_14(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_13(e3, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v9(e3, out, sp)
     out += _S3.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -618,7 +619,7 @@ def _e_MetadataRequest_14(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataRequest_MetadataRequestTopic_15(buf, pos, end):
+def _d_MetadataRequest_MetadataRequestTopic_v10_to_12(buf, pos, end):
     o = _new(_C_MetadataRequest_MetadataRequestTopic)
     if end - pos < 16:
         raise _rt.group_eof('MetadataRequestTopic', (('topic_id', 16),), pos, end)
@@ -655,7 +656,7 @@ def _d_MetadataRequest_MetadataRequestTopic_15(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataRequest_16(buf, pos, end):
+def _d_MetadataRequest_v10(buf, pos, end):
     o = _new(_C_MetadataRequest)
     if pos >= end:
         raise _rt.eof('MetadataRequest.topics', pos, end, 1)
@@ -671,7 +672,7 @@ def _d_MetadataRequest_16(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_15(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v10_to_12(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 3:
@@ -691,7 +692,7 @@ def _d_MetadataRequest_16(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataRequest_MetadataRequestTopic_17(o, out, sp):
+def _e_MetadataRequest_MetadataRequestTopic_v10_to_12(o, out, sp):
     out += _S4.pack(o.topic_id.bytes)
     v1 = o.name
     if v1 is None:
@@ -711,7 +712,7 @@ def _e_MetadataRequest_MetadataRequestTopic_17(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataRequest_18(o, out, sp):
+def _e_MetadataRequest_v10(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out.append(0)
@@ -722,7 +723,7 @@ def _e_MetadataRequest_18(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_17(e3, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v10_to_12(e3, out, sp)
     out += _S3.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -731,7 +732,7 @@ def _e_MetadataRequest_18(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataRequest_19(buf, pos, end):
+def _d_MetadataRequest_v11_to_12(buf, pos, end):
     o = _new(_C_MetadataRequest)
     o.include_cluster_authorized_operations = False
     if pos >= end:
@@ -748,7 +749,7 @@ def _d_MetadataRequest_19(buf, pos, end):
             raise _rt.overrun('MetadataRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataRequest_MetadataRequestTopic_15(buf, pos, end)
+            x3, pos = _d_MetadataRequest_MetadataRequestTopic_v10_to_12(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 2:
@@ -768,7 +769,7 @@ def _d_MetadataRequest_19(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataRequest_20(o, out, sp):
+def _e_MetadataRequest_v11_to_12(o, out, sp):
     v1 = o.topics
     if v1 is None:
         out.append(0)
@@ -779,7 +780,7 @@ def _e_MetadataRequest_20(o, out, sp):
         else:
             _rt.put_uvarint(out, n2)
         for e3 in v1:
-            _e_MetadataRequest_MetadataRequestTopic_17(e3, out, sp)
+            _e_MetadataRequest_MetadataRequestTopic_v10_to_12(e3, out, sp)
     out += _S5.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -788,7 +789,7 @@ def _e_MetadataRequest_20(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataResponse_MetadataResponseBroker_21(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseBroker)
     o.rack = None
     if end - pos < 4:
@@ -817,7 +818,7 @@ def _d_MetadataResponse_MetadataResponseBroker_21(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end):
+def _d_MetadataResponse_MetadataResponsePartition_v0_to_4(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponsePartition)
     o.leader_epoch = -1
     o.offline_replicas = []
@@ -851,7 +852,7 @@ def _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponseTopic_23(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.is_internal = False
@@ -885,14 +886,14 @@ def _d_MetadataResponse_MetadataResponseTopic_23(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v0_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_MetadataResponse_24(buf, pos, end):
+def _d_MetadataResponse_v0(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms = 0
     o.cluster_id = None
@@ -909,7 +910,7 @@ def _d_MetadataResponse_24(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_21(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 4:
@@ -923,14 +924,14 @@ def _d_MetadataResponse_24(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_MetadataResponse_MetadataResponseTopic_23(buf, pos, end)
+            x6, pos = _d_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end)
             a5.append(x6)
         o.topics = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseBroker_25(o, out, sp):
+def _e_MetadataResponse_MetadataResponseBroker_v0(o, out, sp):
     out += _S0.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -939,7 +940,7 @@ def _e_MetadataResponse_MetadataResponseBroker_25(o, out, sp):
     out += _S0.pack(o.port)
 
 
-def _e_MetadataResponse_MetadataResponsePartition_26(o, out, sp):
+def _e_MetadataResponse_MetadataResponsePartition_v0_to_4(o, out, sp):
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
@@ -951,7 +952,7 @@ def _e_MetadataResponse_MetadataResponsePartition_26(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_MetadataResponse_MetadataResponseTopic_27(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v0(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -960,21 +961,21 @@ def _e_MetadataResponse_MetadataResponseTopic_27(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponsePartition_26(e4, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v0_to_4(e4, out, sp)
 
 
-def _e_MetadataResponse_28(o, out, sp):
+def _e_MetadataResponse_v0(o, out, sp):
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_25(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v0(e2, out, sp)
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponseTopic_27(e4, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v0(e4, out, sp)
 
 
-def _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseBroker)
     if end - pos < 4:
         raise _rt.group_eof('MetadataResponseBroker', (('node_id', 4),), pos, end)
@@ -1016,7 +1017,7 @@ def _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponseTopic_30(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v1_to_4(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -1053,14 +1054,14 @@ def _d_MetadataResponse_MetadataResponseTopic_30(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_22(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v0_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_MetadataResponse_31(buf, pos, end):
+def _d_MetadataResponse_v1(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms = 0
     o.cluster_id = None
@@ -1076,7 +1077,7 @@ def _d_MetadataResponse_31(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 4:
@@ -1094,14 +1095,14 @@ def _d_MetadataResponse_31(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_MetadataResponse_MetadataResponseTopic_30(buf, pos, end)
+            x6, pos = _d_MetadataResponse_MetadataResponseTopic_v1_to_4(buf, pos, end)
             a5.append(x6)
         o.topics = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseBroker_32(o, out, sp):
+def _e_MetadataResponse_MetadataResponseBroker_v1_to_8(o, out, sp):
     out += _S0.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -1117,7 +1118,7 @@ def _e_MetadataResponse_MetadataResponseBroker_32(o, out, sp):
         out += b4
 
 
-def _e_MetadataResponse_MetadataResponseTopic_33(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v1_to_4(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -1127,22 +1128,22 @@ def _e_MetadataResponse_MetadataResponseTopic_33(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponsePartition_26(e4, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v0_to_4(e4, out, sp)
 
 
-def _e_MetadataResponse_34(o, out, sp):
+def _e_MetadataResponse_v1(o, out, sp):
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     out += _S0.pack(o.controller_id)
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponseTopic_33(e4, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v1_to_4(e4, out, sp)
 
 
-def _d_MetadataResponse_35(buf, pos, end):
+def _d_MetadataResponse_v2(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms = 0
     o.cluster_authorized_operations = -2147483648
@@ -1157,7 +1158,7 @@ def _d_MetadataResponse_35(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 2:
@@ -1189,18 +1190,18 @@ def _d_MetadataResponse_35(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_30(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v1_to_4(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_36(o, out, sp):
+def _e_MetadataResponse_v2(o, out, sp):
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     v3 = o.cluster_id
     if v3 is None:
         out += b'\xff\xff'
@@ -1212,10 +1213,10 @@ def _e_MetadataResponse_36(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_MetadataResponse_MetadataResponseTopic_33(e6, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v1_to_4(e6, out, sp)
 
 
-def _d_MetadataResponse_37(buf, pos, end):
+def _d_MetadataResponse_v3_to_4(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     if end - pos < 4:
@@ -1233,7 +1234,7 @@ def _d_MetadataResponse_37(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 2:
@@ -1265,19 +1266,19 @@ def _d_MetadataResponse_37(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_30(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v1_to_4(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_38(o, out, sp):
+def _e_MetadataResponse_v3_to_4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     v3 = o.cluster_id
     if v3 is None:
         out += b'\xff\xff'
@@ -1289,10 +1290,10 @@ def _e_MetadataResponse_38(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_MetadataResponse_MetadataResponseTopic_33(e6, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v1_to_4(e6, out, sp)
 
 
-def _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end):
+def _d_MetadataResponse_MetadataResponsePartition_v5_to_6(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponsePartition)
     o.leader_epoch = -1
     if end - pos < 10:
@@ -1336,7 +1337,7 @@ def _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponseTopic_40(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v5_to_6(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -1373,14 +1374,14 @@ def _d_MetadataResponse_MetadataResponseTopic_40(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_39(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v5_to_6(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_MetadataResponse_41(buf, pos, end):
+def _d_MetadataResponse_v5_to_6(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     if end - pos < 4:
@@ -1398,7 +1399,7 @@ def _d_MetadataResponse_41(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 2:
@@ -1430,14 +1431,14 @@ def _d_MetadataResponse_41(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_40(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v5_to_6(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponsePartition_42(o, out, sp):
+def _e_MetadataResponse_MetadataResponsePartition_v5_to_6(o, out, sp):
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
@@ -1453,7 +1454,7 @@ def _e_MetadataResponse_MetadataResponsePartition_42(o, out, sp):
     out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
-def _e_MetadataResponse_MetadataResponseTopic_43(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v5_to_6(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -1463,15 +1464,15 @@ def _e_MetadataResponse_MetadataResponseTopic_43(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponsePartition_42(e4, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v5_to_6(e4, out, sp)
 
 
-def _e_MetadataResponse_44(o, out, sp):
+def _e_MetadataResponse_v5_to_6(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     v3 = o.cluster_id
     if v3 is None:
         out += b'\xff\xff'
@@ -1483,10 +1484,10 @@ def _e_MetadataResponse_44(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_MetadataResponse_MetadataResponseTopic_43(e6, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v5_to_6(e6, out, sp)
 
 
-def _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end):
+def _d_MetadataResponse_MetadataResponsePartition_v7_to_8(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponsePartition)
     if end - pos < 14:
         raise _rt.group_eof('MetadataResponsePartition', (('error_code', 2), ('partition_index', 4), ('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -1529,7 +1530,7 @@ def _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponseTopic_46(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v7(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -1566,14 +1567,14 @@ def _d_MetadataResponse_MetadataResponseTopic_46(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v7_to_8(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_MetadataResponse_47(buf, pos, end):
+def _d_MetadataResponse_v7(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     if end - pos < 4:
@@ -1591,7 +1592,7 @@ def _d_MetadataResponse_47(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 2:
@@ -1623,14 +1624,14 @@ def _d_MetadataResponse_47(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_46(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v7(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponsePartition_48(o, out, sp):
+def _e_MetadataResponse_MetadataResponsePartition_v7_to_8(o, out, sp):
     out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     v1 = o.replica_nodes
     out += _S_I32.pack(len(v1))
@@ -1646,7 +1647,7 @@ def _e_MetadataResponse_MetadataResponsePartition_48(o, out, sp):
     out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
-def _e_MetadataResponse_MetadataResponseTopic_49(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v7(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -1656,15 +1657,15 @@ def _e_MetadataResponse_MetadataResponseTopic_49(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponsePartition_48(e4, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v7_to_8(e4, out, sp)
 
 
-def _e_MetadataResponse_50(o, out, sp):
+def _e_MetadataResponse_v7(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     v3 = o.cluster_id
     if v3 is None:
         out += b'\xff\xff'
@@ -1676,10 +1677,10 @@ def _e_MetadataResponse_50(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_MetadataResponse_MetadataResponseTopic_49(e6, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v7(e6, out, sp)
 
 
-def _d_MetadataResponse_MetadataResponseTopic_51(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v8(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -1715,7 +1716,7 @@ def _d_MetadataResponse_MetadataResponseTopic_51(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_45(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v7_to_8(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if end - pos < 4:
@@ -1726,7 +1727,7 @@ def _d_MetadataResponse_MetadataResponseTopic_51(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_52(buf, pos, end):
+def _d_MetadataResponse_v8(buf, pos, end):
     o = _new(_C_MetadataResponse)
     if end - pos < 4:
         raise _rt.group_eof('MetadataResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1743,7 +1744,7 @@ def _d_MetadataResponse_52(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_29(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v1_to_8(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if end - pos < 2:
@@ -1775,7 +1776,7 @@ def _d_MetadataResponse_52(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_51(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v8(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if end - pos < 4:
@@ -1786,7 +1787,7 @@ def _d_MetadataResponse_52(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseTopic_53(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v8(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -1796,16 +1797,16 @@ def _e_MetadataResponse_MetadataResponseTopic_53(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_MetadataResponse_MetadataResponsePartition_48(e4, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v7_to_8(e4, out, sp)
     out += _S0.pack(o.topic_authorized_operations)
 
 
-def _e_MetadataResponse_54(o, out, sp):
+def _e_MetadataResponse_v8(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_32(e2, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v1_to_8(e2, out, sp)
     v3 = o.cluster_id
     if v3 is None:
         out += b'\xff\xff'
@@ -1817,11 +1818,11 @@ def _e_MetadataResponse_54(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_MetadataResponse_MetadataResponseTopic_53(e6, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v8(e6, out, sp)
     out += _S0.pack(o.cluster_authorized_operations)
 
 
-def _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseBroker_v9_to_12(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseBroker)
     if end - pos < 4:
         raise _rt.group_eof('MetadataResponseBroker', (('node_id', 4),), pos, end)
@@ -1878,7 +1879,7 @@ def _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end):
+def _d_MetadataResponse_MetadataResponsePartition_v9_to_12(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponsePartition)
     if end - pos < 14:
         raise _rt.group_eof('MetadataResponsePartition', (('error_code', 2), ('partition_index', 4), ('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -1939,7 +1940,7 @@ def _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_MetadataResponseTopic_57(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v9(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -1981,7 +1982,7 @@ def _d_MetadataResponse_MetadataResponseTopic_57(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end)
+            x4, pos = _d_MetadataResponse_MetadataResponsePartition_v9_to_12(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if end - pos < 4:
@@ -2001,7 +2002,7 @@ def _d_MetadataResponse_MetadataResponseTopic_57(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_58(buf, pos, end):
+def _d_MetadataResponse_v9(buf, pos, end):
     o = _new(_C_MetadataResponse)
     if end - pos < 4:
         raise _rt.group_eof('MetadataResponse', (('throttle_time_ms', 4),), pos, end)
@@ -2021,7 +2022,7 @@ def _d_MetadataResponse_58(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if pos >= end:
@@ -2059,7 +2060,7 @@ def _d_MetadataResponse_58(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_57(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v9(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if end - pos < 4:
@@ -2079,7 +2080,7 @@ def _d_MetadataResponse_58(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseBroker_59(o, out, sp):
+def _e_MetadataResponse_MetadataResponseBroker_v9_to_12(o, out, sp):
     out += _S0.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -2108,7 +2109,7 @@ def _e_MetadataResponse_MetadataResponseBroker_59(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataResponse_MetadataResponsePartition_60(o, out, sp):
+def _e_MetadataResponse_MetadataResponsePartition_v9_to_12(o, out, sp):
     out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     v1 = o.replica_nodes
     n2 = len(v1) + 1
@@ -2141,7 +2142,7 @@ def _e_MetadataResponse_MetadataResponsePartition_60(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataResponse_MetadataResponseTopic_61(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v9(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -2159,7 +2160,7 @@ def _e_MetadataResponse_MetadataResponseTopic_61(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_MetadataResponse_MetadataResponsePartition_60(e6, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v9_to_12(e6, out, sp)
     out += _S0.pack(o.topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -2168,7 +2169,7 @@ def _e_MetadataResponse_MetadataResponseTopic_61(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataResponse_62(o, out, sp):
+def _e_MetadataResponse_v9(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     n2 = len(v1) + 1
@@ -2177,7 +2178,7 @@ def _e_MetadataResponse_62(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_59(e3, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v9_to_12(e3, out, sp)
     v4 = o.cluster_id
     if v4 is None:
         out.append(0)
@@ -2197,7 +2198,7 @@ def _e_MetadataResponse_62(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_MetadataResponse_MetadataResponseTopic_61(e9, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v9(e9, out, sp)
     out += _S0.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -2206,7 +2207,7 @@ def _e_MetadataResponse_62(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataResponse_MetadataResponseTopic_63(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v10_to_11(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     if end - pos < 2:
         raise _rt.group_eof('MetadataResponseTopic', (('error_code', 2),), pos, end)
@@ -2248,7 +2249,7 @@ def _d_MetadataResponse_MetadataResponseTopic_63(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end)
+            x5, pos = _d_MetadataResponse_MetadataResponsePartition_v9_to_12(buf, pos, end)
             a4.append(x5)
         o.partitions = a4
     if end - pos < 4:
@@ -2268,7 +2269,7 @@ def _d_MetadataResponse_MetadataResponseTopic_63(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_64(buf, pos, end):
+def _d_MetadataResponse_v10(buf, pos, end):
     o = _new(_C_MetadataResponse)
     if end - pos < 4:
         raise _rt.group_eof('MetadataResponse', (('throttle_time_ms', 4),), pos, end)
@@ -2288,7 +2289,7 @@ def _d_MetadataResponse_64(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if pos >= end:
@@ -2326,7 +2327,7 @@ def _d_MetadataResponse_64(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_63(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v10_to_11(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if end - pos < 4:
@@ -2346,7 +2347,7 @@ def _d_MetadataResponse_64(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseTopic_65(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v10_to_11(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     b2 = v1.encode()
@@ -2364,7 +2365,7 @@ def _e_MetadataResponse_MetadataResponseTopic_65(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_MetadataResponse_MetadataResponsePartition_60(e6, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v9_to_12(e6, out, sp)
     out += _S0.pack(o.topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -2373,7 +2374,7 @@ def _e_MetadataResponse_MetadataResponseTopic_65(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataResponse_66(o, out, sp):
+def _e_MetadataResponse_v10(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     n2 = len(v1) + 1
@@ -2382,7 +2383,7 @@ def _e_MetadataResponse_66(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_59(e3, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v9_to_12(e3, out, sp)
     v4 = o.cluster_id
     if v4 is None:
         out.append(0)
@@ -2402,7 +2403,7 @@ def _e_MetadataResponse_66(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_MetadataResponse_MetadataResponseTopic_65(e9, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v10_to_11(e9, out, sp)
     out += _S0.pack(o.cluster_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -2411,7 +2412,7 @@ def _e_MetadataResponse_66(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataResponse_67(buf, pos, end):
+def _d_MetadataResponse_v11(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     if end - pos < 4:
@@ -2432,7 +2433,7 @@ def _d_MetadataResponse_67(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if pos >= end:
@@ -2470,7 +2471,7 @@ def _d_MetadataResponse_67(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_63(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v10_to_11(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if pos >= end:
@@ -2486,7 +2487,7 @@ def _d_MetadataResponse_67(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataResponse_68(o, out, sp):
+def _e_MetadataResponse_v11(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     n2 = len(v1) + 1
@@ -2495,7 +2496,7 @@ def _e_MetadataResponse_68(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_59(e3, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v9_to_12(e3, out, sp)
     v4 = o.cluster_id
     if v4 is None:
         out.append(0)
@@ -2515,7 +2516,7 @@ def _e_MetadataResponse_68(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_MetadataResponse_MetadataResponseTopic_65(e9, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v10_to_11(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2523,7 +2524,7 @@ def _e_MetadataResponse_68(o, out, sp):
         out.append(0)
 
 
-def _d_MetadataResponse_MetadataResponseTopic_69(buf, pos, end):
+def _d_MetadataResponse_MetadataResponseTopic_v12(buf, pos, end):
     o = _new(_C_MetadataResponse_MetadataResponseTopic)
     if end - pos < 2:
         raise _rt.group_eof('MetadataResponseTopic', (('error_code', 2),), pos, end)
@@ -2565,7 +2566,7 @@ def _d_MetadataResponse_MetadataResponseTopic_69(buf, pos, end):
             raise _rt.overrun('MetadataResponseTopic.partitions', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_MetadataResponse_MetadataResponsePartition_56(buf, pos, end)
+            x5, pos = _d_MetadataResponse_MetadataResponsePartition_v9_to_12(buf, pos, end)
             a4.append(x5)
         o.partitions = a4
     if end - pos < 4:
@@ -2585,7 +2586,7 @@ def _d_MetadataResponse_MetadataResponseTopic_69(buf, pos, end):
     return o, pos
 
 
-def _d_MetadataResponse_70(buf, pos, end):
+def _d_MetadataResponse_v12(buf, pos, end):
     o = _new(_C_MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     if end - pos < 4:
@@ -2606,7 +2607,7 @@ def _d_MetadataResponse_70(buf, pos, end):
             raise _rt.overrun('MetadataResponse.brokers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_MetadataResponse_MetadataResponseBroker_55(buf, pos, end)
+            x3, pos = _d_MetadataResponse_MetadataResponseBroker_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.brokers = a2
     if pos >= end:
@@ -2644,7 +2645,7 @@ def _d_MetadataResponse_70(buf, pos, end):
             raise _rt.overrun('MetadataResponse.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_MetadataResponse_MetadataResponseTopic_69(buf, pos, end)
+            x7, pos = _d_MetadataResponse_MetadataResponseTopic_v12(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if pos >= end:
@@ -2660,7 +2661,7 @@ def _d_MetadataResponse_70(buf, pos, end):
     return o, pos
 
 
-def _e_MetadataResponse_MetadataResponseTopic_71(o, out, sp):
+def _e_MetadataResponse_MetadataResponseTopic_v12(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.name
     if v1 is None:
@@ -2681,7 +2682,7 @@ def _e_MetadataResponse_MetadataResponseTopic_71(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_MetadataResponse_MetadataResponsePartition_60(e6, out, sp)
+        _e_MetadataResponse_MetadataResponsePartition_v9_to_12(e6, out, sp)
     out += _S0.pack(o.topic_authorized_operations)
     u = o.unknown_tagged_fields
     if u:
@@ -2690,7 +2691,7 @@ def _e_MetadataResponse_MetadataResponseTopic_71(o, out, sp):
         out.append(0)
 
 
-def _e_MetadataResponse_72(o, out, sp):
+def _e_MetadataResponse_v12(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.brokers
     n2 = len(v1) + 1
@@ -2699,7 +2700,7 @@ def _e_MetadataResponse_72(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_MetadataResponse_MetadataResponseBroker_59(e3, out, sp)
+        _e_MetadataResponse_MetadataResponseBroker_v9_to_12(e3, out, sp)
     v4 = o.cluster_id
     if v4 is None:
         out.append(0)
@@ -2719,7 +2720,7 @@ def _e_MetadataResponse_72(o, out, sp):
     else:
         _rt.put_uvarint(out, n8)
     for e9 in v7:
-        _e_MetadataResponse_MetadataResponseTopic_71(e9, out, sp)
+        _e_MetadataResponse_MetadataResponseTopic_v12(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -2728,9 +2729,9 @@ def _e_MetadataResponse_72(o, out, sp):
 
 
 
-MetadataRequest._DECODERS = (_d_MetadataRequest_2, _d_MetadataRequest_5, _d_MetadataRequest_5, _d_MetadataRequest_5, _d_MetadataRequest_7, _d_MetadataRequest_7, _d_MetadataRequest_7, _d_MetadataRequest_7, _d_MetadataRequest_9, _d_MetadataRequest_12, _d_MetadataRequest_16, _d_MetadataRequest_19, _d_MetadataRequest_19,)
-MetadataRequest._ENCODERS = (_e_MetadataRequest_4, _e_MetadataRequest_6, _e_MetadataRequest_6, _e_MetadataRequest_6, _e_MetadataRequest_8, _e_MetadataRequest_8, _e_MetadataRequest_8, _e_MetadataRequest_8, _e_MetadataRequest_10, _e_MetadataRequest_14, _e_MetadataRequest_18, _e_MetadataRequest_20, _e_MetadataRequest_20,)
-MetadataResponse._DECODERS = (_d_MetadataResponse_24, _d_MetadataResponse_31, _d_MetadataResponse_35, _d_MetadataResponse_37, _d_MetadataResponse_37, _d_MetadataResponse_41, _d_MetadataResponse_41, _d_MetadataResponse_47, _d_MetadataResponse_52, _d_MetadataResponse_58, _d_MetadataResponse_64, _d_MetadataResponse_67, _d_MetadataResponse_70,)
-MetadataResponse._ENCODERS = (_e_MetadataResponse_28, _e_MetadataResponse_34, _e_MetadataResponse_36, _e_MetadataResponse_38, _e_MetadataResponse_38, _e_MetadataResponse_44, _e_MetadataResponse_44, _e_MetadataResponse_50, _e_MetadataResponse_54, _e_MetadataResponse_62, _e_MetadataResponse_66, _e_MetadataResponse_68, _e_MetadataResponse_72,)
+MetadataRequest._DECODERS = (_d_MetadataRequest_v0, _d_MetadataRequest_v1_to_3, _d_MetadataRequest_v1_to_3, _d_MetadataRequest_v1_to_3, _d_MetadataRequest_v4_to_7, _d_MetadataRequest_v4_to_7, _d_MetadataRequest_v4_to_7, _d_MetadataRequest_v4_to_7, _d_MetadataRequest_v8, _d_MetadataRequest_v9, _d_MetadataRequest_v10, _d_MetadataRequest_v11_to_12, _d_MetadataRequest_v11_to_12,)
+MetadataRequest._ENCODERS = (_e_MetadataRequest_v0, _e_MetadataRequest_v1_to_3, _e_MetadataRequest_v1_to_3, _e_MetadataRequest_v1_to_3, _e_MetadataRequest_v4_to_7, _e_MetadataRequest_v4_to_7, _e_MetadataRequest_v4_to_7, _e_MetadataRequest_v4_to_7, _e_MetadataRequest_v8, _e_MetadataRequest_v9, _e_MetadataRequest_v10, _e_MetadataRequest_v11_to_12, _e_MetadataRequest_v11_to_12,)
+MetadataResponse._DECODERS = (_d_MetadataResponse_v0, _d_MetadataResponse_v1, _d_MetadataResponse_v2, _d_MetadataResponse_v3_to_4, _d_MetadataResponse_v3_to_4, _d_MetadataResponse_v5_to_6, _d_MetadataResponse_v5_to_6, _d_MetadataResponse_v7, _d_MetadataResponse_v8, _d_MetadataResponse_v9, _d_MetadataResponse_v10, _d_MetadataResponse_v11, _d_MetadataResponse_v12,)
+MetadataResponse._ENCODERS = (_e_MetadataResponse_v0, _e_MetadataResponse_v1, _e_MetadataResponse_v2, _e_MetadataResponse_v3_to_4, _e_MetadataResponse_v3_to_4, _e_MetadataResponse_v5_to_6, _e_MetadataResponse_v5_to_6, _e_MetadataResponse_v7, _e_MetadataResponse_v8, _e_MetadataResponse_v9, _e_MetadataResponse_v10, _e_MetadataResponse_v11, _e_MetadataResponse_v12,)
 
 __all__ = ['MetadataRequest', 'MetadataResponse']

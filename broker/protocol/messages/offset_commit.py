@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -298,7 +299,7 @@ _C_OffsetCommitResponse_OffsetCommitResponseTopic._FIELDS = (
 )
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0_v2_to_5(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
     o.commit_timestamp = -1
@@ -324,7 +325,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetCommitRequestTopic.name', pos, end, 2)
@@ -351,14 +352,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf, pos, end)
+            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0_v2_to_5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetCommitRequest_3(buf, pos, end):
+def _d_OffsetCommitRequest_v0(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.generation_id_or_member_epoch = -1
     o.member_id = ''
@@ -389,14 +390,14 @@ def _d_OffsetCommitRequest_3(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf, pos, end)
+            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_4(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0_v2_to_5(o, out, sp):
     out += _S2.pack(o.partition_index, o.committed_offset)
     v1 = o.committed_metadata
     if v1 is None:
@@ -407,7 +408,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestPartition_4(o, out, sp):
         out += b2
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_5(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -415,10 +416,10 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetCommitRequest_OffsetCommitRequestPartition_4(e4, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0_v2_to_5(e4, out, sp)
 
 
-def _e_OffsetCommitRequest_6(o, out, sp):
+def _e_OffsetCommitRequest_v0(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -426,10 +427,10 @@ def _e_OffsetCommitRequest_6(o, out, sp):
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_5(e4, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(e4, out, sp)
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_7(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
     if end - pos < 20:
@@ -454,7 +455,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_8(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetCommitRequestTopic.name', pos, end, 2)
@@ -481,14 +482,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_8(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_7(buf, pos, end)
+            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetCommitRequest_9(buf, pos, end):
+def _d_OffsetCommitRequest_v1(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -535,14 +536,14 @@ def _d_OffsetCommitRequest_9(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_8(buf, pos, end)
+            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_10(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(o, out, sp):
     out += _S3.pack(o.partition_index, o.committed_offset, o.commit_timestamp)
     v1 = o.committed_metadata
     if v1 is None:
@@ -553,7 +554,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestPartition_10(o, out, sp):
         out += b2
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_11(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -561,10 +562,10 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_11(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetCommitRequest_OffsetCommitRequestPartition_10(e4, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(e4, out, sp)
 
 
-def _e_OffsetCommitRequest_12(o, out, sp):
+def _e_OffsetCommitRequest_v1(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -577,10 +578,10 @@ def _e_OffsetCommitRequest_12(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_11(e6, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(e6, out, sp)
 
 
-def _d_OffsetCommitRequest_13(buf, pos, end):
+def _d_OffsetCommitRequest_v2_to_4(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.group_instance_id = None
     if end - pos < 2:
@@ -630,14 +631,14 @@ def _d_OffsetCommitRequest_13(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf, pos, end)
+            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_14(o, out, sp):
+def _e_OffsetCommitRequest_v2_to_4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -651,10 +652,10 @@ def _e_OffsetCommitRequest_14(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_5(e6, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(e6, out, sp)
 
 
-def _d_OffsetCommitRequest_15(buf, pos, end):
+def _d_OffsetCommitRequest_v5(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -701,14 +702,14 @@ def _d_OffsetCommitRequest_15(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf, pos, end)
+            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_16(o, out, sp):
+def _e_OffsetCommitRequest_v5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -721,10 +722,10 @@ def _e_OffsetCommitRequest_16(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_5(e6, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0_v2_to_5(e6, out, sp)
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_17(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.commit_timestamp = -1
     if end - pos < 16:
@@ -749,7 +750,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_17(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_18(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetCommitRequestTopic.name', pos, end, 2)
@@ -776,14 +777,14 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_18(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_17(buf, pos, end)
+            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6_to_7(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetCommitRequest_19(buf, pos, end):
+def _d_OffsetCommitRequest_v6(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -830,14 +831,14 @@ def _d_OffsetCommitRequest_19(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_18(buf, pos, end)
+            x5, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_20(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6_to_7(o, out, sp):
     out += _S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.committed_metadata
     if v1 is None:
@@ -848,7 +849,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestPartition_20(o, out, sp):
         out += b2
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_21(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -856,10 +857,10 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_21(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetCommitRequest_OffsetCommitRequestPartition_20(e4, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6_to_7(e4, out, sp)
 
 
-def _e_OffsetCommitRequest_22(o, out, sp):
+def _e_OffsetCommitRequest_v6(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -872,10 +873,10 @@ def _e_OffsetCommitRequest_22(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_21(e6, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(e6, out, sp)
 
 
-def _d_OffsetCommitRequest_23(buf, pos, end):
+def _d_OffsetCommitRequest_v7(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.retention_time_ms = -1
     if end - pos < 2:
@@ -935,14 +936,14 @@ def _d_OffsetCommitRequest_23(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_18(buf, pos, end)
+            x6, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(buf, pos, end)
             a5.append(x6)
         o.topics = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitRequest_24(o, out, sp):
+def _e_OffsetCommitRequest_v7(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -962,10 +963,10 @@ def _e_OffsetCommitRequest_24(o, out, sp):
     v7 = o.topics
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_21(e8, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6_to_7(e8, out, sp)
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_25(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.commit_timestamp = -1
     if end - pos < 16:
@@ -1002,7 +1003,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_25(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_26(buf, pos, end):
+def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitRequest_OffsetCommitRequestTopic)
     if pos >= end:
         raise _rt.eof('OffsetCommitRequestTopic.name', pos, end, 1)
@@ -1035,7 +1036,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_26(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_25(buf, pos, end)
+            x4, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8_to_9(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1051,7 +1052,7 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_26(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitRequest_27(buf, pos, end):
+def _d_OffsetCommitRequest_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitRequest)
     o.retention_time_ms = -1
     if pos >= end:
@@ -1123,7 +1124,7 @@ def _d_OffsetCommitRequest_27(buf, pos, end):
             raise _rt.overrun('OffsetCommitRequest.topics', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_26(buf, pos, end)
+            x6, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8_to_9(buf, pos, end)
             a5.append(x6)
         o.topics = a5
     if pos >= end:
@@ -1139,7 +1140,7 @@ def _d_OffsetCommitRequest_27(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_28(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8_to_9(o, out, sp):
     out += _S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.committed_metadata
     if v1 is None:
@@ -1159,7 +1160,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestPartition_28(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_29(o, out, sp):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8_to_9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1175,7 +1176,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_29(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetCommitRequest_OffsetCommitRequestPartition_28(e6, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8_to_9(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1183,7 +1184,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_29(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetCommitRequest_30(o, out, sp):
+def _e_OffsetCommitRequest_v8_to_9(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1219,7 +1220,7 @@ def _e_OffsetCommitRequest_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n11)
     for e12 in v10:
-        _e_OffsetCommitRequest_OffsetCommitRequestTopic_29(e12, out, sp)
+        _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8_to_9(e12, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1227,7 +1228,7 @@ def _e_OffsetCommitRequest_30(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetCommitResponse_OffsetCommitResponsePartition_31(buf, pos, end):
+def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0_to_7(buf, pos, end):
     o = _new(_C_OffsetCommitResponse_OffsetCommitResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('OffsetCommitResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -1237,7 +1238,7 @@ def _d_OffsetCommitResponse_OffsetCommitResponsePartition_31(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitResponse_OffsetCommitResponseTopic_32(buf, pos, end):
+def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(buf, pos, end):
     o = _new(_C_OffsetCommitResponse_OffsetCommitResponseTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetCommitResponseTopic.name', pos, end, 2)
@@ -1264,14 +1265,14 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_32(buf, pos, end):
             raise _rt.overrun('OffsetCommitResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_31(buf, pos, end)
+            x4, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0_to_7(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetCommitResponse_33(buf, pos, end):
+def _d_OffsetCommitResponse_v0_to_2(buf, pos, end):
     o = _new(_C_OffsetCommitResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -1285,18 +1286,18 @@ def _d_OffsetCommitResponse_33(buf, pos, end):
             raise _rt.overrun('OffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_32(buf, pos, end)
+            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitResponse_OffsetCommitResponsePartition_34(o, out, sp):
+def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0_to_7(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
 
 
-def _e_OffsetCommitResponse_OffsetCommitResponseTopic_35(o, out, sp):
+def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1304,17 +1305,17 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_35(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetCommitResponse_OffsetCommitResponsePartition_34(e4, out, sp)
+        _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0_to_7(e4, out, sp)
 
 
-def _e_OffsetCommitResponse_36(o, out, sp):
+def _e_OffsetCommitResponse_v0_to_2(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetCommitResponse_OffsetCommitResponseTopic_35(e2, out, sp)
+        _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(e2, out, sp)
 
 
-def _d_OffsetCommitResponse_37(buf, pos, end):
+def _d_OffsetCommitResponse_v3_to_7(buf, pos, end):
     o = _new(_C_OffsetCommitResponse)
     if end - pos < 4:
         raise _rt.group_eof('OffsetCommitResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1331,22 +1332,22 @@ def _d_OffsetCommitResponse_37(buf, pos, end):
             raise _rt.overrun('OffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_32(buf, pos, end)
+            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetCommitResponse_38(o, out, sp):
+def _e_OffsetCommitResponse_v3_to_7(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetCommitResponse_OffsetCommitResponseTopic_35(e2, out, sp)
+        _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0_to_7(e2, out, sp)
 
 
-def _d_OffsetCommitResponse_OffsetCommitResponsePartition_39(buf, pos, end):
+def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitResponse_OffsetCommitResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('OffsetCommitResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -1365,7 +1366,7 @@ def _d_OffsetCommitResponse_OffsetCommitResponsePartition_39(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitResponse_OffsetCommitResponseTopic_40(buf, pos, end):
+def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitResponse_OffsetCommitResponseTopic)
     if pos >= end:
         raise _rt.eof('OffsetCommitResponseTopic.name', pos, end, 1)
@@ -1398,7 +1399,7 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_40(buf, pos, end):
             raise _rt.overrun('OffsetCommitResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_39(buf, pos, end)
+            x4, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8_to_9(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1414,7 +1415,7 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_40(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetCommitResponse_41(buf, pos, end):
+def _d_OffsetCommitResponse_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetCommitResponse)
     if end - pos < 4:
         raise _rt.group_eof('OffsetCommitResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1434,7 +1435,7 @@ def _d_OffsetCommitResponse_41(buf, pos, end):
             raise _rt.overrun('OffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_40(buf, pos, end)
+            x3, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8_to_9(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1450,7 +1451,7 @@ def _d_OffsetCommitResponse_41(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetCommitResponse_OffsetCommitResponsePartition_42(o, out, sp):
+def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8_to_9(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1459,7 +1460,7 @@ def _e_OffsetCommitResponse_OffsetCommitResponsePartition_42(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetCommitResponse_OffsetCommitResponseTopic_43(o, out, sp):
+def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8_to_9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1475,7 +1476,7 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_43(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetCommitResponse_OffsetCommitResponsePartition_42(e6, out, sp)
+        _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8_to_9(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1483,7 +1484,7 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_43(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetCommitResponse_44(o, out, sp):
+def _e_OffsetCommitResponse_v8_to_9(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1492,7 +1493,7 @@ def _e_OffsetCommitResponse_44(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetCommitResponse_OffsetCommitResponseTopic_43(e3, out, sp)
+        _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8_to_9(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1501,9 +1502,9 @@ def _e_OffsetCommitResponse_44(o, out, sp):
 
 
 
-OffsetCommitRequest._DECODERS = (_d_OffsetCommitRequest_3, _d_OffsetCommitRequest_9, _d_OffsetCommitRequest_13, _d_OffsetCommitRequest_13, _d_OffsetCommitRequest_13, _d_OffsetCommitRequest_15, _d_OffsetCommitRequest_19, _d_OffsetCommitRequest_23, _d_OffsetCommitRequest_27, _d_OffsetCommitRequest_27,)
-OffsetCommitRequest._ENCODERS = (_e_OffsetCommitRequest_6, _e_OffsetCommitRequest_12, _e_OffsetCommitRequest_14, _e_OffsetCommitRequest_14, _e_OffsetCommitRequest_14, _e_OffsetCommitRequest_16, _e_OffsetCommitRequest_22, _e_OffsetCommitRequest_24, _e_OffsetCommitRequest_30, _e_OffsetCommitRequest_30,)
-OffsetCommitResponse._DECODERS = (_d_OffsetCommitResponse_33, _d_OffsetCommitResponse_33, _d_OffsetCommitResponse_33, _d_OffsetCommitResponse_37, _d_OffsetCommitResponse_37, _d_OffsetCommitResponse_37, _d_OffsetCommitResponse_37, _d_OffsetCommitResponse_37, _d_OffsetCommitResponse_41, _d_OffsetCommitResponse_41,)
-OffsetCommitResponse._ENCODERS = (_e_OffsetCommitResponse_36, _e_OffsetCommitResponse_36, _e_OffsetCommitResponse_36, _e_OffsetCommitResponse_38, _e_OffsetCommitResponse_38, _e_OffsetCommitResponse_38, _e_OffsetCommitResponse_38, _e_OffsetCommitResponse_38, _e_OffsetCommitResponse_44, _e_OffsetCommitResponse_44,)
+OffsetCommitRequest._DECODERS = (_d_OffsetCommitRequest_v0, _d_OffsetCommitRequest_v1, _d_OffsetCommitRequest_v2_to_4, _d_OffsetCommitRequest_v2_to_4, _d_OffsetCommitRequest_v2_to_4, _d_OffsetCommitRequest_v5, _d_OffsetCommitRequest_v6, _d_OffsetCommitRequest_v7, _d_OffsetCommitRequest_v8_to_9, _d_OffsetCommitRequest_v8_to_9,)
+OffsetCommitRequest._ENCODERS = (_e_OffsetCommitRequest_v0, _e_OffsetCommitRequest_v1, _e_OffsetCommitRequest_v2_to_4, _e_OffsetCommitRequest_v2_to_4, _e_OffsetCommitRequest_v2_to_4, _e_OffsetCommitRequest_v5, _e_OffsetCommitRequest_v6, _e_OffsetCommitRequest_v7, _e_OffsetCommitRequest_v8_to_9, _e_OffsetCommitRequest_v8_to_9,)
+OffsetCommitResponse._DECODERS = (_d_OffsetCommitResponse_v0_to_2, _d_OffsetCommitResponse_v0_to_2, _d_OffsetCommitResponse_v0_to_2, _d_OffsetCommitResponse_v3_to_7, _d_OffsetCommitResponse_v3_to_7, _d_OffsetCommitResponse_v3_to_7, _d_OffsetCommitResponse_v3_to_7, _d_OffsetCommitResponse_v3_to_7, _d_OffsetCommitResponse_v8_to_9, _d_OffsetCommitResponse_v8_to_9,)
+OffsetCommitResponse._ENCODERS = (_e_OffsetCommitResponse_v0_to_2, _e_OffsetCommitResponse_v0_to_2, _e_OffsetCommitResponse_v0_to_2, _e_OffsetCommitResponse_v3_to_7, _e_OffsetCommitResponse_v3_to_7, _e_OffsetCommitResponse_v3_to_7, _e_OffsetCommitResponse_v3_to_7, _e_OffsetCommitResponse_v3_to_7, _e_OffsetCommitResponse_v8_to_9, _e_OffsetCommitResponse_v8_to_9,)
 
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']

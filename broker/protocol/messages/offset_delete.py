@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -262,7 +263,7 @@ _C_OffsetDeleteResponse_OffsetDeleteResponseTopic._FIELDS = (
 )
 
 
-def _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_1(buf, pos, end):
+def _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteRequest_OffsetDeleteRequestPartition)
     if end - pos < 4:
         raise _rt.group_eof('OffsetDeleteRequestPartition', (('partition_index', 4),), pos, end)
@@ -272,7 +273,7 @@ def _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_2(buf, pos, end):
+def _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteRequest_OffsetDeleteRequestTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetDeleteRequestTopic.name', pos, end, 2)
@@ -299,14 +300,14 @@ def _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_2(buf, pos, end):
             raise _rt.overrun('OffsetDeleteRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_1(buf, pos, end)
+            x4, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetDeleteRequest_3(buf, pos, end):
+def _d_OffsetDeleteRequest_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteRequest)
     if end - pos < 2:
         raise _rt.eof('OffsetDeleteRequest.group_id', pos, end, 2)
@@ -333,18 +334,18 @@ def _d_OffsetDeleteRequest_3(buf, pos, end):
             raise _rt.overrun('OffsetDeleteRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_2(buf, pos, end)
+            x4, pos = _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_4(o, out, sp):
+def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(o, out, sp):
     out += _S1.pack(o.partition_index)
 
 
-def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_5(o, out, sp):
+def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -352,10 +353,10 @@ def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_4(e4, out, sp)
+        _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(e4, out, sp)
 
 
-def _e_OffsetDeleteRequest_6(o, out, sp):
+def _e_OffsetDeleteRequest_v0(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -363,10 +364,10 @@ def _e_OffsetDeleteRequest_6(o, out, sp):
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_5(e4, out, sp)
+        _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(e4, out, sp)
 
 
-def _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_7(buf, pos, end):
+def _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteResponse_OffsetDeleteResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('OffsetDeleteResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -376,7 +377,7 @@ def _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_8(buf, pos, end):
+def _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteResponse_OffsetDeleteResponseTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetDeleteResponseTopic.name', pos, end, 2)
@@ -403,14 +404,14 @@ def _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_8(buf, pos, end):
             raise _rt.overrun('OffsetDeleteResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_7(buf, pos, end)
+            x4, pos = _d_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetDeleteResponse_9(buf, pos, end):
+def _d_OffsetDeleteResponse_v0(buf, pos, end):
     o = _new(_C_OffsetDeleteResponse)
     if end - pos < 6:
         raise _rt.group_eof('OffsetDeleteResponse', (('error_code', 2), ('throttle_time_ms', 4)), pos, end)
@@ -427,18 +428,18 @@ def _d_OffsetDeleteResponse_9(buf, pos, end):
             raise _rt.overrun('OffsetDeleteResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_8(buf, pos, end)
+            x3, pos = _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_10(o, out, sp):
+def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(o, out, sp):
     out += _S3.pack(o.partition_index, o.error_code)
 
 
-def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_11(o, out, sp):
+def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -446,21 +447,21 @@ def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_11(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_10(e4, out, sp)
+        _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(e4, out, sp)
 
 
-def _e_OffsetDeleteResponse_12(o, out, sp):
+def _e_OffsetDeleteResponse_v0(o, out, sp):
     out += _S2.pack(o.error_code, o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_11(e2, out, sp)
+        _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(e2, out, sp)
 
 
 
-OffsetDeleteRequest._DECODERS = (_d_OffsetDeleteRequest_3,)
-OffsetDeleteRequest._ENCODERS = (_e_OffsetDeleteRequest_6,)
-OffsetDeleteResponse._DECODERS = (_d_OffsetDeleteResponse_9,)
-OffsetDeleteResponse._ENCODERS = (_e_OffsetDeleteResponse_12,)
+OffsetDeleteRequest._DECODERS = (_d_OffsetDeleteRequest_v0,)
+OffsetDeleteRequest._ENCODERS = (_e_OffsetDeleteRequest_v0,)
+OffsetDeleteResponse._DECODERS = (_d_OffsetDeleteResponse_v0,)
+OffsetDeleteResponse._ENCODERS = (_e_OffsetDeleteResponse_v0,)
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -462,7 +463,7 @@ _C_OffsetFetchResponse_OffsetFetchResponseTopics._FIELDS = (
 )
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf, pos, end):
+def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(buf, pos, end):
     o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetFetchRequestTopic.name', pos, end, 2)
@@ -493,7 +494,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchRequest_2(buf, pos, end):
+def _d_OffsetFetchRequest_v0_to_1(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.groups = []
     o.require_stable = False
@@ -522,14 +523,14 @@ def _d_OffsetFetchRequest_2(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf, pos, end)
+            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopic_3(o, out, sp):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -540,7 +541,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_3(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_OffsetFetchRequest_4(o, out, sp):
+def _e_OffsetFetchRequest_v0_to_1(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -548,10 +549,10 @@ def _e_OffsetFetchRequest_4(o, out, sp):
     v3 = o.topics
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetFetchRequest_OffsetFetchRequestTopic_3(e4, out, sp)
+        _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(e4, out, sp)
 
 
-def _d_OffsetFetchRequest_5(buf, pos, end):
+def _d_OffsetFetchRequest_v2_to_5(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.groups = []
     o.require_stable = False
@@ -580,14 +581,14 @@ def _d_OffsetFetchRequest_5(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf, pos, end)
+            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetFetchRequest_6(o, out, sp):
+def _e_OffsetFetchRequest_v2_to_5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -598,10 +599,10 @@ def _e_OffsetFetchRequest_6(o, out, sp):
     else:
         out += _S_I32.pack(len(v3))
         for e4 in v3:
-            _e_OffsetFetchRequest_OffsetFetchRequestTopic_3(e4, out, sp)
+            _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0_to_5(e4, out, sp)
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopic_7(buf, pos, end):
+def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopic)
     if pos >= end:
         raise _rt.eof('OffsetFetchRequestTopic.name', pos, end, 1)
@@ -647,7 +648,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_7(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchRequest_8(buf, pos, end):
+def _d_OffsetFetchRequest_v6(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.groups = []
     o.require_stable = False
@@ -682,7 +683,7 @@ def _d_OffsetFetchRequest_8(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_7(buf, pos, end)
+            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_7(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if pos >= end:
@@ -698,7 +699,7 @@ def _d_OffsetFetchRequest_8(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopic_9(o, out, sp):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -722,7 +723,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_9(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetFetchRequest_10(o, out, sp):
+def _e_OffsetFetchRequest_v6_v8(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -741,7 +742,7 @@ def _e_OffsetFetchRequest_10(o, out, sp):
         else:
             _rt.put_uvarint(out, n5)
         for e6 in v4:
-            _e_OffsetFetchRequest_OffsetFetchRequestTopic_9(e6, out, sp)
+            _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_9(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -749,7 +750,7 @@ def _e_OffsetFetchRequest_10(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetFetchRequest_11(buf, pos, end):
+def _d_OffsetFetchRequest_v7(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.groups = []
     if pos >= end:
@@ -783,7 +784,7 @@ def _d_OffsetFetchRequest_11(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_7(buf, pos, end)
+            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_7(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if end - pos < 1:
@@ -803,7 +804,7 @@ def _d_OffsetFetchRequest_11(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchRequest_12(o, out, sp):
+def _e_OffsetFetchRequest_v7(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -822,7 +823,7 @@ def _e_OffsetFetchRequest_12(o, out, sp):
         else:
             _rt.put_uvarint(out, n5)
         for e6 in v4:
-            _e_OffsetFetchRequest_OffsetFetchRequestTopic_9(e6, out, sp)
+            _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_9(e6, out, sp)
     out += _S2.pack(o.require_stable)
     u = o.unknown_tagged_fields
     if u:
@@ -831,7 +832,7 @@ def _e_OffsetFetchRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopics_13(buf, pos, end):
+def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetFetchRequest_OffsetFetchRequestTopics)
     if pos >= end:
         raise _rt.eof('OffsetFetchRequestTopics.name', pos, end, 1)
@@ -877,7 +878,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_13(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestGroup_14(buf, pos, end):
+def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, pos, end):
     o = _new(_C_OffsetFetchRequest_OffsetFetchRequestGroup)
     o.member_id = None
     o.member_epoch = -1
@@ -912,7 +913,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_14(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequestGroup.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_13(buf, pos, end)
+            x4, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8_to_9(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if pos >= end:
@@ -928,7 +929,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_14(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchRequest_15(buf, pos, end):
+def _d_OffsetFetchRequest_v8(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.group_id = ''
     o.topics = []
@@ -946,7 +947,7 @@ def _d_OffsetFetchRequest_15(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_14(buf, pos, end)
+            x3, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if end - pos < 1:
@@ -966,7 +967,7 @@ def _d_OffsetFetchRequest_15(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchRequest_16(o, out, sp):
+def _e_OffsetFetchRequest_v8(o, out, sp):
     v1 = o.groups
     n2 = len(v1) + 1
     if n2 < 128:
@@ -974,7 +975,7 @@ def _e_OffsetFetchRequest_16(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetFetchRequest_10(e3, out, sp)
+        _e_OffsetFetchRequest_v6_v8(e3, out, sp)
     out += _S2.pack(o.require_stable)
     u = o.unknown_tagged_fields
     if u:
@@ -983,7 +984,7 @@ def _e_OffsetFetchRequest_16(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestGroup_17(buf, pos, end):
+def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, pos, end):
     o = _new(_C_OffsetFetchRequest_OffsetFetchRequestGroup)
     if pos >= end:
         raise _rt.eof('OffsetFetchRequestGroup.group_id', pos, end, 1)
@@ -1037,7 +1038,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_17(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequestGroup.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_13(buf, pos, end)
+            x5, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8_to_9(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     if pos >= end:
@@ -1053,7 +1054,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_17(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchRequest_18(buf, pos, end):
+def _d_OffsetFetchRequest_v9(buf, pos, end):
     o = _new(_C_OffsetFetchRequest)
     o.group_id = ''
     o.topics = []
@@ -1071,7 +1072,7 @@ def _d_OffsetFetchRequest_18(buf, pos, end):
             raise _rt.overrun('OffsetFetchRequest.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_17(buf, pos, end)
+            x3, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if end - pos < 1:
@@ -1091,7 +1092,7 @@ def _d_OffsetFetchRequest_18(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchRequest_OffsetFetchRequestGroup_19(o, out, sp):
+def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1122,7 +1123,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_19(o, out, sp):
         else:
             _rt.put_uvarint(out, n8)
         for e9 in v7:
-            _e_OffsetFetchRequest_OffsetFetchRequestTopic_9(e9, out, sp)
+            _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6_to_9(e9, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1130,7 +1131,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_19(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetFetchRequest_20(o, out, sp):
+def _e_OffsetFetchRequest_v9(o, out, sp):
     v1 = o.groups
     n2 = len(v1) + 1
     if n2 < 128:
@@ -1138,7 +1139,7 @@ def _e_OffsetFetchRequest_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetFetchRequest_OffsetFetchRequestGroup_19(e3, out, sp)
+        _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(e3, out, sp)
     out += _S2.pack(o.require_stable)
     u = o.unknown_tagged_fields
     if u:
@@ -1147,7 +1148,7 @@ def _e_OffsetFetchRequest_20(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_21(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0_to_4(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
     o.committed_leader_epoch = -1
     if end - pos < 12:
@@ -1176,7 +1177,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_21(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_22(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetFetchResponseTopic.name', pos, end, 2)
@@ -1203,14 +1204,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_22(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_21(buf, pos, end)
+            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetFetchResponse_23(buf, pos, end):
+def _d_OffsetFetchResponse_v0_to_1(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms = 0
     o.error_code = 0
@@ -1226,14 +1227,14 @@ def _d_OffsetFetchResponse_23(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_22(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_24(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0_to_4(o, out, sp):
     out += _S3.pack(o.partition_index, o.committed_offset)
     v1 = o.metadata
     if v1 is None:
@@ -1245,7 +1246,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_24(o, out, sp):
     out += _S0.pack(o.error_code)
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_25(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1253,17 +1254,17 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_25(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetFetchResponse_OffsetFetchResponsePartition_24(e4, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0_to_4(e4, out, sp)
 
 
-def _e_OffsetFetchResponse_26(o, out, sp):
+def _e_OffsetFetchResponse_v0_to_1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_25(e2, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(e2, out, sp)
 
 
-def _d_OffsetFetchResponse_27(buf, pos, end):
+def _d_OffsetFetchResponse_v2(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms = 0
     o.groups = []
@@ -1278,7 +1279,7 @@ def _d_OffsetFetchResponse_27(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_22(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 2:
@@ -1289,15 +1290,15 @@ def _d_OffsetFetchResponse_27(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchResponse_28(o, out, sp):
+def _e_OffsetFetchResponse_v2(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_25(e2, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(e2, out, sp)
     out += _S0.pack(o.error_code)
 
 
-def _d_OffsetFetchResponse_29(buf, pos, end):
+def _d_OffsetFetchResponse_v3_to_4(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.groups = []
     if end - pos < 4:
@@ -1315,7 +1316,7 @@ def _d_OffsetFetchResponse_29(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_22(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 2:
@@ -1326,16 +1327,16 @@ def _d_OffsetFetchResponse_29(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchResponse_30(o, out, sp):
+def _e_OffsetFetchResponse_v3_to_4(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_25(e2, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0_to_4(e2, out, sp)
     out += _S0.pack(o.error_code)
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_31(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
     if end - pos < 16:
         raise _rt.group_eof('OffsetFetchResponsePartition', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -1363,7 +1364,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_31(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_32(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetFetchResponseTopic.name', pos, end, 2)
@@ -1390,14 +1391,14 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_32(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_31(buf, pos, end)
+            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetFetchResponse_33(buf, pos, end):
+def _d_OffsetFetchResponse_v5(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.groups = []
     if end - pos < 4:
@@ -1415,7 +1416,7 @@ def _d_OffsetFetchResponse_33(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_32(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 2:
@@ -1426,7 +1427,7 @@ def _d_OffsetFetchResponse_33(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_34(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(o, out, sp):
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.metadata
     if v1 is None:
@@ -1438,7 +1439,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_34(o, out, sp):
     out += _S0.pack(o.error_code)
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_35(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1446,19 +1447,19 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_35(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetFetchResponse_OffsetFetchResponsePartition_34(e4, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(e4, out, sp)
 
 
-def _e_OffsetFetchResponse_36(o, out, sp):
+def _e_OffsetFetchResponse_v5(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_35(e2, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(e2, out, sp)
     out += _S0.pack(o.error_code)
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_37(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartition)
     if end - pos < 16:
         raise _rt.group_eof('OffsetFetchResponsePartition', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -1498,7 +1499,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_37(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_38(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopic)
     if pos >= end:
         raise _rt.eof('OffsetFetchResponseTopic.name', pos, end, 1)
@@ -1531,7 +1532,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_38(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_37(buf, pos, end)
+            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6_to_7(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1547,7 +1548,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_38(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_39(buf, pos, end):
+def _d_OffsetFetchResponse_v6_to_7(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.groups = []
     if end - pos < 4:
@@ -1568,7 +1569,7 @@ def _d_OffsetFetchResponse_39(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_38(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6_to_7(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 2:
@@ -1588,7 +1589,7 @@ def _d_OffsetFetchResponse_39(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_40(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6_to_9(o, out, sp):
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.metadata
     if v1 is None:
@@ -1609,7 +1610,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_40(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_41(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6_to_9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1625,7 +1626,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_41(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetFetchResponse_OffsetFetchResponsePartition_40(e6, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6_to_9(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1633,7 +1634,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_41(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetFetchResponse_42(o, out, sp):
+def _e_OffsetFetchResponse_v6_to_7(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1642,7 +1643,7 @@ def _e_OffsetFetchResponse_42(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_41(e3, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6_to_9(e3, out, sp)
     out += _S0.pack(o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1651,7 +1652,7 @@ def _e_OffsetFetchResponse_42(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_43(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponsePartitions)
     if end - pos < 16:
         raise _rt.group_eof('OffsetFetchResponsePartitions', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -1691,7 +1692,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_43(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponseTopics_44(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponseTopics)
     if pos >= end:
         raise _rt.eof('OffsetFetchResponseTopics.name', pos, end, 1)
@@ -1724,7 +1725,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_44(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponseTopics.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_43(buf, pos, end)
+            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8_to_9(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1740,7 +1741,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_44(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_OffsetFetchResponseGroup_45(buf, pos, end):
+def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetFetchResponse_OffsetFetchResponseGroup)
     if pos >= end:
         raise _rt.eof('OffsetFetchResponseGroup.group_id', pos, end, 1)
@@ -1773,7 +1774,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_45(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponseGroup.topics', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopics_44(buf, pos, end)
+            x4, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8_to_9(buf, pos, end)
             a3.append(x4)
         o.topics = a3
     if end - pos < 2:
@@ -1793,7 +1794,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_45(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetFetchResponse_46(buf, pos, end):
+def _d_OffsetFetchResponse_v8_to_9(buf, pos, end):
     o = _new(_C_OffsetFetchResponse)
     o.topics = []
     o.error_code = 0
@@ -1815,7 +1816,7 @@ def _d_OffsetFetchResponse_46(buf, pos, end):
             raise _rt.overrun('OffsetFetchResponse.groups', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_45(buf, pos, end)
+            x3, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8_to_9(buf, pos, end)
             a2.append(x3)
         o.groups = a2
     if pos >= end:
@@ -1831,7 +1832,7 @@ def _d_OffsetFetchResponse_46(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetFetchResponse_OffsetFetchResponseGroup_47(o, out, sp):
+def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8_to_9(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1847,7 +1848,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_47(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetFetchResponse_OffsetFetchResponseTopic_41(e6, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6_to_9(e6, out, sp)
     out += _S0.pack(o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1856,7 +1857,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_47(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetFetchResponse_48(o, out, sp):
+def _e_OffsetFetchResponse_v8_to_9(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
     v1 = o.groups
     n2 = len(v1) + 1
@@ -1865,7 +1866,7 @@ def _e_OffsetFetchResponse_48(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetFetchResponse_OffsetFetchResponseGroup_47(e3, out, sp)
+        _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8_to_9(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1874,9 +1875,9 @@ def _e_OffsetFetchResponse_48(o, out, sp):
 
 
 
-OffsetFetchRequest._DECODERS = (_d_OffsetFetchRequest_2, _d_OffsetFetchRequest_2, _d_OffsetFetchRequest_5, _d_OffsetFetchRequest_5, _d_OffsetFetchRequest_5, _d_OffsetFetchRequest_5, _d_OffsetFetchRequest_8, _d_OffsetFetchRequest_11, _d_OffsetFetchRequest_15, _d_OffsetFetchRequest_18,)
-OffsetFetchRequest._ENCODERS = (_e_OffsetFetchRequest_4, _e_OffsetFetchRequest_4, _e_OffsetFetchRequest_6, _e_OffsetFetchRequest_6, _e_OffsetFetchRequest_6, _e_OffsetFetchRequest_6, _e_OffsetFetchRequest_10, _e_OffsetFetchRequest_12, _e_OffsetFetchRequest_16, _e_OffsetFetchRequest_20,)
-OffsetFetchResponse._DECODERS = (_d_OffsetFetchResponse_23, _d_OffsetFetchResponse_23, _d_OffsetFetchResponse_27, _d_OffsetFetchResponse_29, _d_OffsetFetchResponse_29, _d_OffsetFetchResponse_33, _d_OffsetFetchResponse_39, _d_OffsetFetchResponse_39, _d_OffsetFetchResponse_46, _d_OffsetFetchResponse_46,)
-OffsetFetchResponse._ENCODERS = (_e_OffsetFetchResponse_26, _e_OffsetFetchResponse_26, _e_OffsetFetchResponse_28, _e_OffsetFetchResponse_30, _e_OffsetFetchResponse_30, _e_OffsetFetchResponse_36, _e_OffsetFetchResponse_42, _e_OffsetFetchResponse_42, _e_OffsetFetchResponse_48, _e_OffsetFetchResponse_48,)
+OffsetFetchRequest._DECODERS = (_d_OffsetFetchRequest_v0_to_1, _d_OffsetFetchRequest_v0_to_1, _d_OffsetFetchRequest_v2_to_5, _d_OffsetFetchRequest_v2_to_5, _d_OffsetFetchRequest_v2_to_5, _d_OffsetFetchRequest_v2_to_5, _d_OffsetFetchRequest_v6, _d_OffsetFetchRequest_v7, _d_OffsetFetchRequest_v8, _d_OffsetFetchRequest_v9,)
+OffsetFetchRequest._ENCODERS = (_e_OffsetFetchRequest_v0_to_1, _e_OffsetFetchRequest_v0_to_1, _e_OffsetFetchRequest_v2_to_5, _e_OffsetFetchRequest_v2_to_5, _e_OffsetFetchRequest_v2_to_5, _e_OffsetFetchRequest_v2_to_5, _e_OffsetFetchRequest_v6_v8, _e_OffsetFetchRequest_v7, _e_OffsetFetchRequest_v8, _e_OffsetFetchRequest_v9,)
+OffsetFetchResponse._DECODERS = (_d_OffsetFetchResponse_v0_to_1, _d_OffsetFetchResponse_v0_to_1, _d_OffsetFetchResponse_v2, _d_OffsetFetchResponse_v3_to_4, _d_OffsetFetchResponse_v3_to_4, _d_OffsetFetchResponse_v5, _d_OffsetFetchResponse_v6_to_7, _d_OffsetFetchResponse_v6_to_7, _d_OffsetFetchResponse_v8_to_9, _d_OffsetFetchResponse_v8_to_9,)
+OffsetFetchResponse._ENCODERS = (_e_OffsetFetchResponse_v0_to_1, _e_OffsetFetchResponse_v0_to_1, _e_OffsetFetchResponse_v2, _e_OffsetFetchResponse_v3_to_4, _e_OffsetFetchResponse_v3_to_4, _e_OffsetFetchResponse_v5, _e_OffsetFetchResponse_v6_to_7, _e_OffsetFetchResponse_v6_to_7, _e_OffsetFetchResponse_v8_to_9, _e_OffsetFetchResponse_v8_to_9,)
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -280,7 +281,7 @@ _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult._FIELDS = (
 )
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_1(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0_to_1(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     o.current_leader_epoch = -1
     if end - pos < 8:
@@ -291,7 +292,7 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_2(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0_to_1(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetForLeaderTopic.topic', pos, end, 2)
@@ -318,14 +319,14 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_2(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_1(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_3(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_v0_to_1(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest)
     o.replica_id = -2
     if end - pos < 4:
@@ -339,18 +340,18 @@ def _d_OffsetForLeaderEpochRequest_3(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_2(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0_to_1(o, out, sp):
     out += _S2.pack(o.partition, o.leader_epoch)
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_5(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0_to_1(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -358,17 +359,17 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(e4, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0_to_1(e4, out, sp)
 
 
-def _e_OffsetForLeaderEpochRequest_6(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_v0_to_1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_5(e2, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0_to_1(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_7(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2_to_3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     if end - pos < 12:
         raise _rt.group_eof('OffsetForLeaderPartition', (('partition', 4), ('current_leader_epoch', 4), ('leader_epoch', 4)), pos, end)
@@ -378,7 +379,7 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     if end - pos < 2:
         raise _rt.eof('OffsetForLeaderTopic.topic', pos, end, 2)
@@ -405,14 +406,14 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_7(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_9(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_v2(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest)
     o.replica_id = -2
     if end - pos < 4:
@@ -426,18 +427,18 @@ def _d_OffsetForLeaderEpochRequest_9(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_10(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2_to_3(o, out, sp):
     out += _S3.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_11(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -445,17 +446,17 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_11(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_10(e4, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2_to_3(e4, out, sp)
 
 
-def _e_OffsetForLeaderEpochRequest_12(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_v2(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_11(e2, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochRequest_13(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_v3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest)
     if end - pos < 4:
         raise _rt.group_eof('OffsetForLeaderEpochRequest', (('replica_id', 4),), pos, end)
@@ -472,22 +473,22 @@ def _d_OffsetForLeaderEpochRequest_13(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochRequest_14(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_v3(o, out, sp):
     out += _S0.pack(o.replica_id)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_11(e2, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2_to_3(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_15(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     if end - pos < 12:
         raise _rt.group_eof('OffsetForLeaderPartition', (('partition', 4), ('current_leader_epoch', 4), ('leader_epoch', 4)), pos, end)
@@ -506,7 +507,7 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_15(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_16(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     if pos >= end:
         raise _rt.eof('OffsetForLeaderTopic.topic', pos, end, 1)
@@ -539,7 +540,7 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_16(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_15(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -555,7 +556,7 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_16(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochRequest_17(buf, pos, end):
+def _d_OffsetForLeaderEpochRequest_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochRequest)
     if end - pos < 4:
         raise _rt.group_eof('OffsetForLeaderEpochRequest', (('replica_id', 4),), pos, end)
@@ -575,7 +576,7 @@ def _d_OffsetForLeaderEpochRequest_17(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_16(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -591,7 +592,7 @@ def _d_OffsetForLeaderEpochRequest_17(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_18(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o, out, sp):
     out += _S3.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -600,7 +601,7 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_18(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_19(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -616,7 +617,7 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_19(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_18(e6, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -624,7 +625,7 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_19(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetForLeaderEpochRequest_20(o, out, sp):
+def _e_OffsetForLeaderEpochRequest_v4(o, out, sp):
     out += _S0.pack(o.replica_id)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -633,7 +634,7 @@ def _e_OffsetForLeaderEpochRequest_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_19(e3, out, sp)
+        _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -641,7 +642,7 @@ def _e_OffsetForLeaderEpochRequest_20(o, out, sp):
         out.append(0)
 
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_21(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
     o.leader_epoch = -1
     if end - pos < 14:
@@ -652,7 +653,7 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_21(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_22(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     if end - pos < 2:
         raise _rt.eof('OffsetForLeaderTopicResult.topic', pos, end, 2)
@@ -679,14 +680,14 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_22(buf, pos, end)
             raise _rt.overrun('OffsetForLeaderTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_21(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_23(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_v0(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -700,18 +701,18 @@ def _d_OffsetForLeaderEpochResponse_23(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_22(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_24(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o, out, sp):
     out += _S4.pack(o.error_code, o.partition, o.end_offset)
 
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_25(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -719,17 +720,17 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_25(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetForLeaderEpochResponse_EpochEndOffset_24(e4, out, sp)
+        _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(e4, out, sp)
 
 
-def _e_OffsetForLeaderEpochResponse_26(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_v0(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_25(e2, out, sp)
+        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_27(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1_to_3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
     if end - pos < 18:
         raise _rt.group_eof('EpochEndOffset', (('error_code', 2), ('partition', 4), ('leader_epoch', 4), ('end_offset', 8)), pos, end)
@@ -739,7 +740,7 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_27(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_28(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     if end - pos < 2:
         raise _rt.eof('OffsetForLeaderTopicResult.topic', pos, end, 2)
@@ -766,14 +767,14 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_28(buf, pos, end)
             raise _rt.overrun('OffsetForLeaderTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_27(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1_to_3(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_29(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_v1(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse)
     o.throttle_time_ms = 0
     if end - pos < 4:
@@ -787,18 +788,18 @@ def _d_OffsetForLeaderEpochResponse_29(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_28(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_30(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1_to_3(o, out, sp):
     out += _S5.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
 
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_31(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -806,17 +807,17 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_31(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_OffsetForLeaderEpochResponse_EpochEndOffset_30(e4, out, sp)
+        _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1_to_3(e4, out, sp)
 
 
-def _e_OffsetForLeaderEpochResponse_32(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_v1(o, out, sp):
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_31(e2, out, sp)
+        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochResponse_33(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_v2_to_3(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse)
     if end - pos < 4:
         raise _rt.group_eof('OffsetForLeaderEpochResponse', (('throttle_time_ms', 4),), pos, end)
@@ -833,22 +834,22 @@ def _d_OffsetForLeaderEpochResponse_33(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_28(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_OffsetForLeaderEpochResponse_34(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_v2_to_3(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_31(e2, out, sp)
+        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1_to_3(e2, out, sp)
 
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_35(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_EpochEndOffset)
     if end - pos < 18:
         raise _rt.group_eof('EpochEndOffset', (('error_code', 2), ('partition', 4), ('leader_epoch', 4), ('end_offset', 8)), pos, end)
@@ -867,7 +868,7 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_35(buf, pos, end):
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_36(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     if pos >= end:
         raise _rt.eof('OffsetForLeaderTopicResult.topic', pos, end, 1)
@@ -900,7 +901,7 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_36(buf, pos, end)
             raise _rt.overrun('OffsetForLeaderTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_35(buf, pos, end)
+            x4, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -916,7 +917,7 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_36(buf, pos, end)
     return o, pos
 
 
-def _d_OffsetForLeaderEpochResponse_37(buf, pos, end):
+def _d_OffsetForLeaderEpochResponse_v4(buf, pos, end):
     o = _new(_C_OffsetForLeaderEpochResponse)
     if end - pos < 4:
         raise _rt.group_eof('OffsetForLeaderEpochResponse', (('throttle_time_ms', 4),), pos, end)
@@ -936,7 +937,7 @@ def _d_OffsetForLeaderEpochResponse_37(buf, pos, end):
             raise _rt.overrun('OffsetForLeaderEpochResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_36(buf, pos, end)
+            x3, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -952,7 +953,7 @@ def _d_OffsetForLeaderEpochResponse_37(buf, pos, end):
     return o, pos
 
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_38(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o, out, sp):
     out += _S5.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
     u = o.unknown_tagged_fields
     if u:
@@ -961,7 +962,7 @@ def _e_OffsetForLeaderEpochResponse_EpochEndOffset_38(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_39(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o, out, sp):
     v1 = o.topic
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -977,7 +978,7 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_OffsetForLeaderEpochResponse_EpochEndOffset_38(e6, out, sp)
+        _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -985,7 +986,7 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_39(o, out, sp):
         out.append(0)
 
 
-def _e_OffsetForLeaderEpochResponse_40(o, out, sp):
+def _e_OffsetForLeaderEpochResponse_v4(o, out, sp):
     out += _S0.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -994,7 +995,7 @@ def _e_OffsetForLeaderEpochResponse_40(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_39(e3, out, sp)
+        _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1003,9 +1004,9 @@ def _e_OffsetForLeaderEpochResponse_40(o, out, sp):
 
 
 
-OffsetForLeaderEpochRequest._DECODERS = (_d_OffsetForLeaderEpochRequest_3, _d_OffsetForLeaderEpochRequest_3, _d_OffsetForLeaderEpochRequest_9, _d_OffsetForLeaderEpochRequest_13, _d_OffsetForLeaderEpochRequest_17,)
-OffsetForLeaderEpochRequest._ENCODERS = (_e_OffsetForLeaderEpochRequest_6, _e_OffsetForLeaderEpochRequest_6, _e_OffsetForLeaderEpochRequest_12, _e_OffsetForLeaderEpochRequest_14, _e_OffsetForLeaderEpochRequest_20,)
-OffsetForLeaderEpochResponse._DECODERS = (_d_OffsetForLeaderEpochResponse_23, _d_OffsetForLeaderEpochResponse_29, _d_OffsetForLeaderEpochResponse_33, _d_OffsetForLeaderEpochResponse_33, _d_OffsetForLeaderEpochResponse_37,)
-OffsetForLeaderEpochResponse._ENCODERS = (_e_OffsetForLeaderEpochResponse_26, _e_OffsetForLeaderEpochResponse_32, _e_OffsetForLeaderEpochResponse_34, _e_OffsetForLeaderEpochResponse_34, _e_OffsetForLeaderEpochResponse_40,)
+OffsetForLeaderEpochRequest._DECODERS = (_d_OffsetForLeaderEpochRequest_v0_to_1, _d_OffsetForLeaderEpochRequest_v0_to_1, _d_OffsetForLeaderEpochRequest_v2, _d_OffsetForLeaderEpochRequest_v3, _d_OffsetForLeaderEpochRequest_v4,)
+OffsetForLeaderEpochRequest._ENCODERS = (_e_OffsetForLeaderEpochRequest_v0_to_1, _e_OffsetForLeaderEpochRequest_v0_to_1, _e_OffsetForLeaderEpochRequest_v2, _e_OffsetForLeaderEpochRequest_v3, _e_OffsetForLeaderEpochRequest_v4,)
+OffsetForLeaderEpochResponse._DECODERS = (_d_OffsetForLeaderEpochResponse_v0, _d_OffsetForLeaderEpochResponse_v1, _d_OffsetForLeaderEpochResponse_v2_to_3, _d_OffsetForLeaderEpochResponse_v2_to_3, _d_OffsetForLeaderEpochResponse_v4,)
+OffsetForLeaderEpochResponse._ENCODERS = (_e_OffsetForLeaderEpochResponse_v0, _e_OffsetForLeaderEpochResponse_v1, _e_OffsetForLeaderEpochResponse_v2_to_3, _e_OffsetForLeaderEpochResponse_v2_to_3, _e_OffsetForLeaderEpochResponse_v4,)
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -424,7 +425,7 @@ _C_ProduceResponse_TopicProduceResponse._FIELDS = (
 )
 
 
-def _d_ProduceRequest_PartitionProduceData_1(buf, pos, end):
+def _d_ProduceRequest_PartitionProduceData_v0_to_8(buf, pos, end):
     o = _new(_C_ProduceRequest_PartitionProduceData)
     if end - pos < 4:
         raise _rt.group_eof('PartitionProduceData', (('index', 4),), pos, end)
@@ -445,7 +446,7 @@ def _d_ProduceRequest_PartitionProduceData_1(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceRequest_TopicProduceData_2(buf, pos, end):
+def _d_ProduceRequest_TopicProduceData_v0_to_8(buf, pos, end):
     o = _new(_C_ProduceRequest_TopicProduceData)
     if end - pos < 2:
         raise _rt.eof('TopicProduceData.name', pos, end, 2)
@@ -472,14 +473,14 @@ def _d_ProduceRequest_TopicProduceData_2(buf, pos, end):
             raise _rt.overrun('TopicProduceData.partition_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_PartitionProduceData_1(buf, pos, end)
+            x4, pos = _d_ProduceRequest_PartitionProduceData_v0_to_8(buf, pos, end)
             a3.append(x4)
         o.partition_data = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ProduceRequest_3(buf, pos, end):
+def _d_ProduceRequest_v0_to_2(buf, pos, end):
     o = _new(_C_ProduceRequest)
     o.transactional_id = None
     if end - pos < 6:
@@ -497,19 +498,19 @@ def _d_ProduceRequest_3(buf, pos, end):
             raise _rt.overrun('ProduceRequest.topic_data', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceRequest_TopicProduceData_2(buf, pos, end)
+            x3, pos = _d_ProduceRequest_TopicProduceData_v0_to_8(buf, pos, end)
             a2.append(x3)
         o.topic_data = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ProduceRequest_PartitionProduceData_4(o, out, sp):
+def _e_ProduceRequest_PartitionProduceData_v0_to_8(o, out, sp):
     out += _S1.pack(o.index)
     _rt.put_records(out, sp, o.records, False, True)
 
 
-def _e_ProduceRequest_TopicProduceData_5(o, out, sp):
+def _e_ProduceRequest_TopicProduceData_v0_to_8(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -517,18 +518,18 @@ def _e_ProduceRequest_TopicProduceData_5(o, out, sp):
     v3 = o.partition_data
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceRequest_PartitionProduceData_4(e4, out, sp)
+        _e_ProduceRequest_PartitionProduceData_v0_to_8(e4, out, sp)
 
 
-def _e_ProduceRequest_6(o, out, sp):
+def _e_ProduceRequest_v0_to_2(o, out, sp):
     out += _S0.pack(o.acks, o.timeout_ms)
     v1 = o.topic_data
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceRequest_TopicProduceData_5(e2, out, sp)
+        _e_ProduceRequest_TopicProduceData_v0_to_8(e2, out, sp)
 
 
-def _d_ProduceRequest_7(buf, pos, end):
+def _d_ProduceRequest_v3_to_8(buf, pos, end):
     o = _new(_C_ProduceRequest)
     if end - pos < 2:
         raise _rt.eof('ProduceRequest.transactional_id', pos, end, 2)
@@ -559,14 +560,14 @@ def _d_ProduceRequest_7(buf, pos, end):
             raise _rt.overrun('ProduceRequest.topic_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_TopicProduceData_2(buf, pos, end)
+            x4, pos = _d_ProduceRequest_TopicProduceData_v0_to_8(buf, pos, end)
             a3.append(x4)
         o.topic_data = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ProduceRequest_8(o, out, sp):
+def _e_ProduceRequest_v3_to_8(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out += b'\xff\xff'
@@ -578,10 +579,10 @@ def _e_ProduceRequest_8(o, out, sp):
     v3 = o.topic_data
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceRequest_TopicProduceData_5(e4, out, sp)
+        _e_ProduceRequest_TopicProduceData_v0_to_8(e4, out, sp)
 
 
-def _d_ProduceRequest_PartitionProduceData_9(buf, pos, end):
+def _d_ProduceRequest_PartitionProduceData_v9_to_11(buf, pos, end):
     o = _new(_C_ProduceRequest_PartitionProduceData)
     if end - pos < 4:
         raise _rt.group_eof('PartitionProduceData', (('index', 4),), pos, end)
@@ -614,7 +615,7 @@ def _d_ProduceRequest_PartitionProduceData_9(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceRequest_TopicProduceData_10(buf, pos, end):
+def _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end):
     o = _new(_C_ProduceRequest_TopicProduceData)
     if pos >= end:
         raise _rt.eof('TopicProduceData.name', pos, end, 1)
@@ -647,7 +648,7 @@ def _d_ProduceRequest_TopicProduceData_10(buf, pos, end):
             raise _rt.overrun('TopicProduceData.partition_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_PartitionProduceData_9(buf, pos, end)
+            x4, pos = _d_ProduceRequest_PartitionProduceData_v9_to_11(buf, pos, end)
             a3.append(x4)
         o.partition_data = a3
     if pos >= end:
@@ -663,7 +664,7 @@ def _d_ProduceRequest_TopicProduceData_10(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceRequest_11(buf, pos, end):
+def _d_ProduceRequest_v9_to_11(buf, pos, end):
     o = _new(_C_ProduceRequest)
     if pos >= end:
         raise _rt.eof('ProduceRequest.transactional_id', pos, end, 1)
@@ -700,7 +701,7 @@ def _d_ProduceRequest_11(buf, pos, end):
             raise _rt.overrun('ProduceRequest.topic_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_TopicProduceData_10(buf, pos, end)
+            x4, pos = _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end)
             a3.append(x4)
         o.topic_data = a3
     if pos >= end:
@@ -716,7 +717,7 @@ def _d_ProduceRequest_11(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceRequest_PartitionProduceData_12(o, out, sp):
+def _e_ProduceRequest_PartitionProduceData_v9_to_11(o, out, sp):
     out += _S1.pack(o.index)
     _rt.put_records(out, sp, o.records, True, True)
     u = o.unknown_tagged_fields
@@ -726,7 +727,7 @@ def _e_ProduceRequest_PartitionProduceData_12(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceRequest_TopicProduceData_13(o, out, sp):
+def _e_ProduceRequest_TopicProduceData_v9_to_11(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -742,7 +743,7 @@ def _e_ProduceRequest_TopicProduceData_13(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceRequest_PartitionProduceData_12(e6, out, sp)
+        _e_ProduceRequest_PartitionProduceData_v9_to_11(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -750,7 +751,7 @@ def _e_ProduceRequest_TopicProduceData_13(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceRequest_14(o, out, sp):
+def _e_ProduceRequest_v9_to_11(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out.append(0)
@@ -770,7 +771,7 @@ def _e_ProduceRequest_14(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceRequest_TopicProduceData_13(e6, out, sp)
+        _e_ProduceRequest_TopicProduceData_v9_to_11(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -778,7 +779,7 @@ def _e_ProduceRequest_14(o, out, sp):
         out.append(0)
 
 
-def _d_ProduceResponse_PartitionProduceResponse_15(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v0_to_1(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     o.log_append_time_ms = -1
     o.log_start_offset = -1
@@ -793,7 +794,7 @@ def _d_ProduceResponse_PartitionProduceResponse_15(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_16(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v0_to_1(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if end - pos < 2:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 2)
@@ -820,14 +821,14 @@ def _d_ProduceResponse_TopicProduceResponse_16(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_15(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ProduceResponse_17(buf, pos, end):
+def _d_ProduceResponse_v0(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.throttle_time_ms = 0
     o.node_endpoints = []
@@ -842,18 +843,18 @@ def _d_ProduceResponse_17(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_16(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_ProduceResponse_PartitionProduceResponse_18(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v0_to_1(o, out, sp):
     out += _S3.pack(o.index, o.error_code, o.base_offset)
 
 
-def _e_ProduceResponse_TopicProduceResponse_19(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -861,17 +862,17 @@ def _e_ProduceResponse_TopicProduceResponse_19(o, out, sp):
     v3 = o.partition_responses
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceResponse_PartitionProduceResponse_18(e4, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v0_to_1(e4, out, sp)
 
 
-def _e_ProduceResponse_20(o, out, sp):
+def _e_ProduceResponse_v0(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_TopicProduceResponse_19(e2, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v0_to_1(e2, out, sp)
 
 
-def _d_ProduceResponse_21(buf, pos, end):
+def _d_ProduceResponse_v1(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.node_endpoints = []
     if end - pos < 4:
@@ -885,7 +886,7 @@ def _d_ProduceResponse_21(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_16(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -896,15 +897,15 @@ def _d_ProduceResponse_21(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_22(o, out, sp):
+def _e_ProduceResponse_v1(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_TopicProduceResponse_19(e2, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v0_to_1(e2, out, sp)
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ProduceResponse_PartitionProduceResponse_23(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v2_to_4(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     o.log_start_offset = -1
     o.record_errors = []
@@ -918,7 +919,7 @@ def _d_ProduceResponse_PartitionProduceResponse_23(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_24(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v2_to_4(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if end - pos < 2:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 2)
@@ -945,14 +946,14 @@ def _d_ProduceResponse_TopicProduceResponse_24(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_23(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v2_to_4(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ProduceResponse_25(buf, pos, end):
+def _d_ProduceResponse_v2_to_4(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.node_endpoints = []
     if end - pos < 4:
@@ -966,7 +967,7 @@ def _d_ProduceResponse_25(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_24(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v2_to_4(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -977,11 +978,11 @@ def _d_ProduceResponse_25(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_PartitionProduceResponse_26(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v2_to_4(o, out, sp):
     out += _S4.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
 
 
-def _e_ProduceResponse_TopicProduceResponse_27(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v2_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -989,18 +990,18 @@ def _e_ProduceResponse_TopicProduceResponse_27(o, out, sp):
     v3 = o.partition_responses
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceResponse_PartitionProduceResponse_26(e4, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v2_to_4(e4, out, sp)
 
 
-def _e_ProduceResponse_28(o, out, sp):
+def _e_ProduceResponse_v2_to_4(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_TopicProduceResponse_27(e2, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v2_to_4(e2, out, sp)
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ProduceResponse_PartitionProduceResponse_29(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v5_to_7(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     o.record_errors = []
     o.error_message = None
@@ -1013,7 +1014,7 @@ def _d_ProduceResponse_PartitionProduceResponse_29(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_30(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v5_to_7(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if end - pos < 2:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 2)
@@ -1040,14 +1041,14 @@ def _d_ProduceResponse_TopicProduceResponse_30(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_29(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v5_to_7(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ProduceResponse_31(buf, pos, end):
+def _d_ProduceResponse_v5_to_7(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.node_endpoints = []
     if end - pos < 4:
@@ -1061,7 +1062,7 @@ def _d_ProduceResponse_31(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_30(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v5_to_7(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -1072,11 +1073,11 @@ def _d_ProduceResponse_31(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_PartitionProduceResponse_32(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v5_to_7(o, out, sp):
     out += _S5.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
 
 
-def _e_ProduceResponse_TopicProduceResponse_33(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v5_to_7(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1084,18 +1085,18 @@ def _e_ProduceResponse_TopicProduceResponse_33(o, out, sp):
     v3 = o.partition_responses
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceResponse_PartitionProduceResponse_32(e4, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v5_to_7(e4, out, sp)
 
 
-def _e_ProduceResponse_34(o, out, sp):
+def _e_ProduceResponse_v5_to_7(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_TopicProduceResponse_33(e2, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v5_to_7(e2, out, sp)
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ProduceResponse_BatchIndexAndErrorMessage_35(buf, pos, end):
+def _d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, pos, end):
     o = _new(_C_ProduceResponse_BatchIndexAndErrorMessage)
     if end - pos < 4:
         raise _rt.group_eof('BatchIndexAndErrorMessage', (('batch_index', 4),), pos, end)
@@ -1119,7 +1120,7 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_35(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_PartitionProduceResponse_36(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v8(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
     if end - pos < 30:
@@ -1137,7 +1138,7 @@ def _d_ProduceResponse_PartitionProduceResponse_36(buf, pos, end):
             raise _rt.overrun('PartitionProduceResponse.record_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_35(buf, pos, end)
+            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, pos, end)
             a2.append(x3)
         o.record_errors = a2
     if end - pos < 2:
@@ -1158,7 +1159,7 @@ def _d_ProduceResponse_PartitionProduceResponse_36(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_37(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v8(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if end - pos < 2:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 2)
@@ -1185,14 +1186,14 @@ def _d_ProduceResponse_TopicProduceResponse_37(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_36(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v8(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_ProduceResponse_38(buf, pos, end):
+def _d_ProduceResponse_v8(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.node_endpoints = []
     if end - pos < 4:
@@ -1206,7 +1207,7 @@ def _d_ProduceResponse_38(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_37(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v8(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -1217,7 +1218,7 @@ def _d_ProduceResponse_38(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_BatchIndexAndErrorMessage_39(o, out, sp):
+def _e_ProduceResponse_BatchIndexAndErrorMessage_v8(o, out, sp):
     out += _S1.pack(o.batch_index)
     v1 = o.batch_index_error_message
     if v1 is None:
@@ -1228,12 +1229,12 @@ def _e_ProduceResponse_BatchIndexAndErrorMessage_39(o, out, sp):
         out += b2
 
 
-def _e_ProduceResponse_PartitionProduceResponse_40(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v8(o, out, sp):
     out += _S5.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     v1 = o.record_errors
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_BatchIndexAndErrorMessage_39(e2, out, sp)
+        _e_ProduceResponse_BatchIndexAndErrorMessage_v8(e2, out, sp)
     v3 = o.error_message
     if v3 is None:
         out += b'\xff\xff'
@@ -1243,7 +1244,7 @@ def _e_ProduceResponse_PartitionProduceResponse_40(o, out, sp):
         out += b4
 
 
-def _e_ProduceResponse_TopicProduceResponse_41(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v8(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1251,18 +1252,18 @@ def _e_ProduceResponse_TopicProduceResponse_41(o, out, sp):
     v3 = o.partition_responses
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_ProduceResponse_PartitionProduceResponse_40(e4, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v8(e4, out, sp)
 
 
-def _e_ProduceResponse_42(o, out, sp):
+def _e_ProduceResponse_v8(o, out, sp):
     v1 = o.responses
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_ProduceResponse_TopicProduceResponse_41(e2, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v8(e2, out, sp)
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ProduceResponse_BatchIndexAndErrorMessage_43(buf, pos, end):
+def _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse_BatchIndexAndErrorMessage)
     if end - pos < 4:
         raise _rt.group_eof('BatchIndexAndErrorMessage', (('batch_index', 4),), pos, end)
@@ -1298,7 +1299,7 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_43(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_PartitionProduceResponse_44(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     o.current_leader = _C_ProduceResponse_LeaderIdAndEpoch()
     if end - pos < 30:
@@ -1319,7 +1320,7 @@ def _d_ProduceResponse_PartitionProduceResponse_44(buf, pos, end):
             raise _rt.overrun('PartitionProduceResponse.record_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_43(buf, pos, end)
+            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end)
             a2.append(x3)
         o.record_errors = a2
     if pos >= end:
@@ -1352,7 +1353,7 @@ def _d_ProduceResponse_PartitionProduceResponse_44(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_45(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v9(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if pos >= end:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 1)
@@ -1385,7 +1386,7 @@ def _d_ProduceResponse_TopicProduceResponse_45(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_44(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     if pos >= end:
@@ -1401,7 +1402,7 @@ def _d_ProduceResponse_TopicProduceResponse_45(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_46(buf, pos, end):
+def _d_ProduceResponse_v9(buf, pos, end):
     o = _new(_C_ProduceResponse)
     o.node_endpoints = []
     if pos >= end:
@@ -1418,7 +1419,7 @@ def _d_ProduceResponse_46(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_45(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v9(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -1438,7 +1439,7 @@ def _d_ProduceResponse_46(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_BatchIndexAndErrorMessage_47(o, out, sp):
+def _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(o, out, sp):
     out += _S1.pack(o.batch_index)
     v1 = o.batch_index_error_message
     if v1 is None:
@@ -1458,7 +1459,7 @@ def _e_ProduceResponse_BatchIndexAndErrorMessage_47(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_PartitionProduceResponse_48(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v9(o, out, sp):
     out += _S5.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     v1 = o.record_errors
     n2 = len(v1) + 1
@@ -1467,7 +1468,7 @@ def _e_ProduceResponse_PartitionProduceResponse_48(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_BatchIndexAndErrorMessage_47(e3, out, sp)
+        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(e3, out, sp)
     v4 = o.error_message
     if v4 is None:
         out.append(0)
@@ -1486,7 +1487,7 @@ def _e_ProduceResponse_PartitionProduceResponse_48(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_TopicProduceResponse_49(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v9(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1502,7 +1503,7 @@ def _e_ProduceResponse_TopicProduceResponse_49(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceResponse_PartitionProduceResponse_48(e6, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v9(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1510,7 +1511,7 @@ def _e_ProduceResponse_TopicProduceResponse_49(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_50(o, out, sp):
+def _e_ProduceResponse_v9(o, out, sp):
     v1 = o.responses
     n2 = len(v1) + 1
     if n2 < 128:
@@ -1518,7 +1519,7 @@ def _e_ProduceResponse_50(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_TopicProduceResponse_49(e3, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v9(e3, out, sp)
     out += _S1.pack(o.throttle_time_ms)
     u = o.unknown_tagged_fields
     if u:
@@ -1527,7 +1528,7 @@ def _e_ProduceResponse_50(o, out, sp):
         out.append(0)
 
 
-def _d_ProduceResponse_LeaderIdAndEpoch_51(buf, pos, end):
+def _d_ProduceResponse_LeaderIdAndEpoch_v10_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse_LeaderIdAndEpoch)
     if end - pos < 8:
         raise _rt.group_eof('LeaderIdAndEpoch', (('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -1546,12 +1547,12 @@ def _d_ProduceResponse_LeaderIdAndEpoch_51(buf, pos, end):
     return o, pos
 
 
-def _dt_ProduceResponse_PartitionProduceResponse_52(o, buf, pos, end):
-    o.current_leader, pos = _d_ProduceResponse_LeaderIdAndEpoch_51(buf, pos, end)
+def _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_11(o, buf, pos, end):
+    o.current_leader, pos = _d_ProduceResponse_LeaderIdAndEpoch_v10_to_11(buf, pos, end)
     return pos
 
 
-def _d_ProduceResponse_PartitionProduceResponse_53(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     if end - pos < 30:
         raise _rt.group_eof('PartitionProduceResponse', (('index', 4), ('error_code', 2), ('base_offset', 8), ('log_append_time_ms', 8), ('log_start_offset', 8)), pos, end)
@@ -1571,7 +1572,7 @@ def _d_ProduceResponse_PartitionProduceResponse_53(buf, pos, end):
             raise _rt.overrun('PartitionProduceResponse.record_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_43(buf, pos, end)
+            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end)
             a2.append(x3)
         o.record_errors = a2
     if pos >= end:
@@ -1605,7 +1606,7 @@ def _d_ProduceResponse_PartitionProduceResponse_53(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_54(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if pos >= end:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 1)
@@ -1638,7 +1639,7 @@ def _d_ProduceResponse_TopicProduceResponse_54(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_53(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     if pos >= end:
@@ -1654,7 +1655,7 @@ def _d_ProduceResponse_TopicProduceResponse_54(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_NodeEndpoint_55(buf, pos, end):
+def _d_ProduceResponse_NodeEndpoint_v10_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse_NodeEndpoint)
     if end - pos < 4:
         raise _rt.group_eof('NodeEndpoint', (('node_id', 4),), pos, end)
@@ -1711,7 +1712,7 @@ def _d_ProduceResponse_NodeEndpoint_55(buf, pos, end):
     return o, pos
 
 
-def _dt_ProduceResponse_56(o, buf, pos, end):
+def _dt_ProduceResponse_node_endpoints_v10_to_11(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('ProduceResponse.node_endpoints', pos, end, 1)
     n1 = buf[pos]
@@ -1726,13 +1727,13 @@ def _dt_ProduceResponse_56(o, buf, pos, end):
             raise _rt.overrun('ProduceResponse.node_endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_NodeEndpoint_55(buf, pos, end)
+            x3, pos = _d_ProduceResponse_NodeEndpoint_v10_to_11(buf, pos, end)
             a2.append(x3)
         o.node_endpoints = a2
     return pos
 
 
-def _d_ProduceResponse_57(buf, pos, end):
+def _d_ProduceResponse_v10_to_11(buf, pos, end):
     o = _new(_C_ProduceResponse)
     if pos >= end:
         raise _rt.eof('ProduceResponse.responses', pos, end, 1)
@@ -1748,7 +1749,7 @@ def _d_ProduceResponse_57(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_54(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -1769,7 +1770,7 @@ def _d_ProduceResponse_57(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_LeaderIdAndEpoch_58(o, out, sp):
+def _e_ProduceResponse_LeaderIdAndEpoch_v10_to_11(o, out, sp):
     out += _S6.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -1778,7 +1779,7 @@ def _e_ProduceResponse_LeaderIdAndEpoch_58(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_PartitionProduceResponse_59(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v10_to_11(o, out, sp):
     out += _S5.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     v1 = o.record_errors
     n2 = len(v1) + 1
@@ -1787,7 +1788,7 @@ def _e_ProduceResponse_PartitionProduceResponse_59(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_BatchIndexAndErrorMessage_47(e3, out, sp)
+        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(e3, out, sp)
     v4 = o.error_message
     if v4 is None:
         out.append(0)
@@ -1803,7 +1804,7 @@ def _e_ProduceResponse_PartitionProduceResponse_59(o, out, sp):
     v7 = o.current_leader
     if not ((v7 is not None and v7.leader_id == -1 and v7.leader_epoch == -1 and not v7.unknown_tagged_fields)):
         tb8 = bytearray()
-        _e_ProduceResponse_LeaderIdAndEpoch_58(v7, tb8, None)
+        _e_ProduceResponse_LeaderIdAndEpoch_v10_to_11(v7, tb8, None)
         t.append((0, tb8))
     u = o.unknown_tagged_fields
     if t or u:
@@ -1812,7 +1813,7 @@ def _e_ProduceResponse_PartitionProduceResponse_59(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_TopicProduceResponse_60(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v10_to_11(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1828,7 +1829,7 @@ def _e_ProduceResponse_TopicProduceResponse_60(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceResponse_PartitionProduceResponse_59(e6, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v10_to_11(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1836,7 +1837,7 @@ def _e_ProduceResponse_TopicProduceResponse_60(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_NodeEndpoint_61(o, out, sp):
+def _e_ProduceResponse_NodeEndpoint_v10_to_11(o, out, sp):
     out += _S1.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -1865,7 +1866,7 @@ def _e_ProduceResponse_NodeEndpoint_61(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_62(o, out, sp):
+def _e_ProduceResponse_v10_to_11(o, out, sp):
     v1 = o.responses
     n2 = len(v1) + 1
     if n2 < 128:
@@ -1873,7 +1874,7 @@ def _e_ProduceResponse_62(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_TopicProduceResponse_60(e3, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v10_to_11(e3, out, sp)
     out += _S1.pack(o.throttle_time_ms)
     t = []
     v4 = o.node_endpoints
@@ -1885,7 +1886,7 @@ def _e_ProduceResponse_62(o, out, sp):
         else:
             _rt.put_uvarint(tb5, n6)
         for e7 in v4:
-            _e_ProduceResponse_NodeEndpoint_61(e7, tb5, None)
+            _e_ProduceResponse_NodeEndpoint_v10_to_11(e7, tb5, None)
         t.append((0, tb5))
     u = o.unknown_tagged_fields
     if t or u:
@@ -1894,12 +1895,12 @@ def _e_ProduceResponse_62(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_ProduceResponse_PartitionProduceResponse_52}
-_K1 = {0: _dt_ProduceResponse_56}
+_K0 = {0: _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_11}
+_K1 = {0: _dt_ProduceResponse_node_endpoints_v10_to_11}
 
-ProduceRequest._DECODERS = (_d_ProduceRequest_3, _d_ProduceRequest_3, _d_ProduceRequest_3, _d_ProduceRequest_7, _d_ProduceRequest_7, _d_ProduceRequest_7, _d_ProduceRequest_7, _d_ProduceRequest_7, _d_ProduceRequest_7, _d_ProduceRequest_11, _d_ProduceRequest_11, _d_ProduceRequest_11,)
-ProduceRequest._ENCODERS = (_e_ProduceRequest_6, _e_ProduceRequest_6, _e_ProduceRequest_6, _e_ProduceRequest_8, _e_ProduceRequest_8, _e_ProduceRequest_8, _e_ProduceRequest_8, _e_ProduceRequest_8, _e_ProduceRequest_8, _e_ProduceRequest_14, _e_ProduceRequest_14, _e_ProduceRequest_14,)
-ProduceResponse._DECODERS = (_d_ProduceResponse_17, _d_ProduceResponse_21, _d_ProduceResponse_25, _d_ProduceResponse_25, _d_ProduceResponse_25, _d_ProduceResponse_31, _d_ProduceResponse_31, _d_ProduceResponse_31, _d_ProduceResponse_38, _d_ProduceResponse_46, _d_ProduceResponse_57, _d_ProduceResponse_57,)
-ProduceResponse._ENCODERS = (_e_ProduceResponse_20, _e_ProduceResponse_22, _e_ProduceResponse_28, _e_ProduceResponse_28, _e_ProduceResponse_28, _e_ProduceResponse_34, _e_ProduceResponse_34, _e_ProduceResponse_34, _e_ProduceResponse_42, _e_ProduceResponse_50, _e_ProduceResponse_62, _e_ProduceResponse_62,)
+ProduceRequest._DECODERS = (_d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v9_to_11, _d_ProduceRequest_v9_to_11, _d_ProduceRequest_v9_to_11,)
+ProduceRequest._ENCODERS = (_e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v9_to_11, _e_ProduceRequest_v9_to_11, _e_ProduceRequest_v9_to_11,)
+ProduceResponse._DECODERS = (_d_ProduceResponse_v0, _d_ProduceResponse_v1, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v8, _d_ProduceResponse_v9, _d_ProduceResponse_v10_to_11, _d_ProduceResponse_v10_to_11,)
+ProduceResponse._ENCODERS = (_e_ProduceResponse_v0, _e_ProduceResponse_v1, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v8, _e_ProduceResponse_v9, _e_ProduceResponse_v10_to_11, _e_ProduceResponse_v10_to_11,)
 
 __all__ = ['ProduceRequest', 'ProduceResponse']

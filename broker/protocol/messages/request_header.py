@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -87,7 +88,7 @@ _C_RequestHeader._FIELDS = (
 )
 
 
-def _d_RequestHeader_1(buf, pos, end):
+def _d_RequestHeader_v0(buf, pos, end):
     o = _new(_C_RequestHeader)
     o.client_id = ''
     if end - pos < 8:
@@ -98,11 +99,11 @@ def _d_RequestHeader_1(buf, pos, end):
     return o, pos
 
 
-def _e_RequestHeader_2(o, out, sp):
+def _e_RequestHeader_v0(o, out, sp):
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
 
 
-def _d_RequestHeader_3(buf, pos, end):
+def _d_RequestHeader_v1(buf, pos, end):
     o = _new(_C_RequestHeader)
     if end - pos < 8:
         raise _rt.group_eof('RequestHeader', (('request_api_key', 2), ('request_api_version', 2), ('correlation_id', 4)), pos, end)
@@ -126,7 +127,7 @@ def _d_RequestHeader_3(buf, pos, end):
     return o, pos
 
 
-def _e_RequestHeader_4(o, out, sp):
+def _e_RequestHeader_v1(o, out, sp):
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     v1 = o.client_id
     if v1 is None:
@@ -137,7 +138,7 @@ def _e_RequestHeader_4(o, out, sp):
         out += b2
 
 
-def _d_RequestHeader_5(buf, pos, end):
+def _d_RequestHeader_v2(buf, pos, end):
     o = _new(_C_RequestHeader)
     if end - pos < 8:
         raise _rt.group_eof('RequestHeader', (('request_api_key', 2), ('request_api_version', 2), ('correlation_id', 4)), pos, end)
@@ -170,7 +171,7 @@ def _d_RequestHeader_5(buf, pos, end):
     return o, pos
 
 
-def _e_RequestHeader_6(o, out, sp):
+def _e_RequestHeader_v2(o, out, sp):
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     v1 = o.client_id
     if v1 is None:
@@ -187,7 +188,7 @@ def _e_RequestHeader_6(o, out, sp):
 
 
 
-RequestHeader._DECODERS = (_d_RequestHeader_1, _d_RequestHeader_3, _d_RequestHeader_5,)
-RequestHeader._ENCODERS = (_e_RequestHeader_2, _e_RequestHeader_4, _e_RequestHeader_6,)
+RequestHeader._DECODERS = (_d_RequestHeader_v0, _d_RequestHeader_v1, _d_RequestHeader_v2,)
+RequestHeader._ENCODERS = (_e_RequestHeader_v0, _e_RequestHeader_v1, _e_RequestHeader_v2,)
 
 __all__ = ['RequestHeader']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -74,7 +75,7 @@ _C_ResponseHeader._FIELDS = (
 )
 
 
-def _d_ResponseHeader_1(buf, pos, end):
+def _d_ResponseHeader_v0(buf, pos, end):
     o = _new(_C_ResponseHeader)
     if end - pos < 4:
         raise _rt.group_eof('ResponseHeader', (('correlation_id', 4),), pos, end)
@@ -84,11 +85,11 @@ def _d_ResponseHeader_1(buf, pos, end):
     return o, pos
 
 
-def _e_ResponseHeader_2(o, out, sp):
+def _e_ResponseHeader_v0(o, out, sp):
     out += _S0.pack(o.correlation_id)
 
 
-def _d_ResponseHeader_3(buf, pos, end):
+def _d_ResponseHeader_v1(buf, pos, end):
     o = _new(_C_ResponseHeader)
     if end - pos < 4:
         raise _rt.group_eof('ResponseHeader', (('correlation_id', 4),), pos, end)
@@ -107,7 +108,7 @@ def _d_ResponseHeader_3(buf, pos, end):
     return o, pos
 
 
-def _e_ResponseHeader_4(o, out, sp):
+def _e_ResponseHeader_v1(o, out, sp):
     out += _S0.pack(o.correlation_id)
     u = o.unknown_tagged_fields
     if u:
@@ -117,7 +118,7 @@ def _e_ResponseHeader_4(o, out, sp):
 
 
 
-ResponseHeader._DECODERS = (_d_ResponseHeader_1, _d_ResponseHeader_3,)
-ResponseHeader._ENCODERS = (_e_ResponseHeader_2, _e_ResponseHeader_4,)
+ResponseHeader._DECODERS = (_d_ResponseHeader_v0, _d_ResponseHeader_v1,)
+ResponseHeader._ENCODERS = (_e_ResponseHeader_v0, _e_ResponseHeader_v1,)
 
 __all__ = ['ResponseHeader']

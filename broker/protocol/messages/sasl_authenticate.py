@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -129,7 +130,7 @@ _C_SaslAuthenticateResponse._FIELDS = (
 )
 
 
-def _d_SaslAuthenticateRequest_1(buf, pos, end):
+def _d_SaslAuthenticateRequest_v0_to_1(buf, pos, end):
     o = _new(_C_SaslAuthenticateRequest)
     if end - pos < 4:
         raise _rt.eof('SaslAuthenticateRequest.auth_bytes', pos, end, 4)
@@ -146,11 +147,11 @@ def _d_SaslAuthenticateRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_SaslAuthenticateRequest_2(o, out, sp):
+def _e_SaslAuthenticateRequest_v0_to_1(o, out, sp):
     _rt.put_bytes(out, o.auth_bytes, False, False)
 
 
-def _d_SaslAuthenticateRequest_3(buf, pos, end):
+def _d_SaslAuthenticateRequest_v2(buf, pos, end):
     o = _new(_C_SaslAuthenticateRequest)
     if pos >= end:
         raise _rt.eof('SaslAuthenticateRequest.auth_bytes', pos, end, 1)
@@ -179,7 +180,7 @@ def _d_SaslAuthenticateRequest_3(buf, pos, end):
     return o, pos
 
 
-def _e_SaslAuthenticateRequest_4(o, out, sp):
+def _e_SaslAuthenticateRequest_v2(o, out, sp):
     _rt.put_bytes(out, o.auth_bytes, True, False)
     u = o.unknown_tagged_fields
     if u:
@@ -188,7 +189,7 @@ def _e_SaslAuthenticateRequest_4(o, out, sp):
         out.append(0)
 
 
-def _d_SaslAuthenticateResponse_5(buf, pos, end):
+def _d_SaslAuthenticateResponse_v0(buf, pos, end):
     o = _new(_C_SaslAuthenticateResponse)
     o.session_lifetime_ms = 0
     if end - pos < 2:
@@ -224,7 +225,7 @@ def _d_SaslAuthenticateResponse_5(buf, pos, end):
     return o, pos
 
 
-def _e_SaslAuthenticateResponse_6(o, out, sp):
+def _e_SaslAuthenticateResponse_v0(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -236,7 +237,7 @@ def _e_SaslAuthenticateResponse_6(o, out, sp):
     _rt.put_bytes(out, o.auth_bytes, False, False)
 
 
-def _d_SaslAuthenticateResponse_7(buf, pos, end):
+def _d_SaslAuthenticateResponse_v1(buf, pos, end):
     o = _new(_C_SaslAuthenticateResponse)
     if end - pos < 2:
         raise _rt.group_eof('SaslAuthenticateResponse', (('error_code', 2),), pos, end)
@@ -275,7 +276,7 @@ def _d_SaslAuthenticateResponse_7(buf, pos, end):
     return o, pos
 
 
-def _e_SaslAuthenticateResponse_8(o, out, sp):
+def _e_SaslAuthenticateResponse_v1(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -288,7 +289,7 @@ def _e_SaslAuthenticateResponse_8(o, out, sp):
     out += _S2.pack(o.session_lifetime_ms)
 
 
-def _d_SaslAuthenticateResponse_9(buf, pos, end):
+def _d_SaslAuthenticateResponse_v2(buf, pos, end):
     o = _new(_C_SaslAuthenticateResponse)
     if end - pos < 2:
         raise _rt.group_eof('SaslAuthenticateResponse', (('error_code', 2),), pos, end)
@@ -342,7 +343,7 @@ def _d_SaslAuthenticateResponse_9(buf, pos, end):
     return o, pos
 
 
-def _e_SaslAuthenticateResponse_10(o, out, sp):
+def _e_SaslAuthenticateResponse_v2(o, out, sp):
     out += _S1.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -365,9 +366,9 @@ def _e_SaslAuthenticateResponse_10(o, out, sp):
 
 
 
-SaslAuthenticateRequest._DECODERS = (_d_SaslAuthenticateRequest_1, _d_SaslAuthenticateRequest_1, _d_SaslAuthenticateRequest_3,)
-SaslAuthenticateRequest._ENCODERS = (_e_SaslAuthenticateRequest_2, _e_SaslAuthenticateRequest_2, _e_SaslAuthenticateRequest_4,)
-SaslAuthenticateResponse._DECODERS = (_d_SaslAuthenticateResponse_5, _d_SaslAuthenticateResponse_7, _d_SaslAuthenticateResponse_9,)
-SaslAuthenticateResponse._ENCODERS = (_e_SaslAuthenticateResponse_6, _e_SaslAuthenticateResponse_8, _e_SaslAuthenticateResponse_10,)
+SaslAuthenticateRequest._DECODERS = (_d_SaslAuthenticateRequest_v0_to_1, _d_SaslAuthenticateRequest_v0_to_1, _d_SaslAuthenticateRequest_v2,)
+SaslAuthenticateRequest._ENCODERS = (_e_SaslAuthenticateRequest_v0_to_1, _e_SaslAuthenticateRequest_v0_to_1, _e_SaslAuthenticateRequest_v2,)
+SaslAuthenticateResponse._DECODERS = (_d_SaslAuthenticateResponse_v0, _d_SaslAuthenticateResponse_v1, _d_SaslAuthenticateResponse_v2,)
+SaslAuthenticateResponse._ENCODERS = (_e_SaslAuthenticateResponse_v0, _e_SaslAuthenticateResponse_v1, _e_SaslAuthenticateResponse_v2,)
 
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -115,7 +116,7 @@ _C_SaslHandshakeResponse._FIELDS = (
 )
 
 
-def _d_SaslHandshakeRequest_1(buf, pos, end):
+def _d_SaslHandshakeRequest_v0_to_1(buf, pos, end):
     o = _new(_C_SaslHandshakeRequest)
     if end - pos < 2:
         raise _rt.eof('SaslHandshakeRequest.mechanism', pos, end, 2)
@@ -135,14 +136,14 @@ def _d_SaslHandshakeRequest_1(buf, pos, end):
     return o, pos
 
 
-def _e_SaslHandshakeRequest_2(o, out, sp):
+def _e_SaslHandshakeRequest_v0_to_1(o, out, sp):
     v1 = o.mechanism
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
     out += b2
 
 
-def _d_SaslHandshakeResponse_3(buf, pos, end):
+def _d_SaslHandshakeResponse_v0_to_1(buf, pos, end):
     o = _new(_C_SaslHandshakeResponse)
     if end - pos < 2:
         raise _rt.group_eof('SaslHandshakeResponse', (('error_code', 2),), pos, end)
@@ -179,7 +180,7 @@ def _d_SaslHandshakeResponse_3(buf, pos, end):
     return o, pos
 
 
-def _e_SaslHandshakeResponse_4(o, out, sp):
+def _e_SaslHandshakeResponse_v0_to_1(o, out, sp):
     out += _S0.pack(o.error_code)
     v1 = o.mechanisms
     out += _S_I32.pack(len(v1))
@@ -190,9 +191,9 @@ def _e_SaslHandshakeResponse_4(o, out, sp):
 
 
 
-SaslHandshakeRequest._DECODERS = (_d_SaslHandshakeRequest_1, _d_SaslHandshakeRequest_1,)
-SaslHandshakeRequest._ENCODERS = (_e_SaslHandshakeRequest_2, _e_SaslHandshakeRequest_2,)
-SaslHandshakeResponse._DECODERS = (_d_SaslHandshakeResponse_3, _d_SaslHandshakeResponse_3,)
-SaslHandshakeResponse._ENCODERS = (_e_SaslHandshakeResponse_4, _e_SaslHandshakeResponse_4,)
+SaslHandshakeRequest._DECODERS = (_d_SaslHandshakeRequest_v0_to_1, _d_SaslHandshakeRequest_v0_to_1,)
+SaslHandshakeRequest._ENCODERS = (_e_SaslHandshakeRequest_v0_to_1, _e_SaslHandshakeRequest_v0_to_1,)
+SaslHandshakeResponse._DECODERS = (_d_SaslHandshakeResponse_v0_to_1, _d_SaslHandshakeResponse_v0_to_1,)
+SaslHandshakeResponse._ENCODERS = (_e_SaslHandshakeResponse_v0_to_1, _e_SaslHandshakeResponse_v0_to_1,)
 
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']

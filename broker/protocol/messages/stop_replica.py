@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -334,7 +335,7 @@ _C_StopReplicaResponse_StopReplicaPartitionError._FIELDS = (
 )
 
 
-def _d_StopReplicaRequest_StopReplicaPartitionV0_1(buf, pos, end):
+def _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
     o = _new(_C_StopReplicaRequest_StopReplicaPartitionV0)
     if end - pos < 2:
         raise _rt.eof('StopReplicaPartitionV0.topic_name', pos, end, 2)
@@ -358,7 +359,7 @@ def _d_StopReplicaRequest_StopReplicaPartitionV0_1(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaRequest_2(buf, pos, end):
+def _d_StopReplicaRequest_v0(buf, pos, end):
     o = _new(_C_StopReplicaRequest)
     o.is_k_raft_controller = False
     o.broker_epoch = -1
@@ -379,14 +380,14 @@ def _d_StopReplicaRequest_2(buf, pos, end):
             raise _rt.overrun('StopReplicaRequest.ungrouped_partitions', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaRequest_StopReplicaPartitionV0_1(buf, pos, end)
+            x3, pos = _d_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partitions = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_StopReplicaRequest_StopReplicaPartitionV0_3(o, out, sp):
+def _e_StopReplicaRequest_StopReplicaPartitionV0_v0(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -394,15 +395,15 @@ def _e_StopReplicaRequest_StopReplicaPartitionV0_3(o, out, sp):
     out += _S1.pack(o.partition_index)
 
 
-def _e_StopReplicaRequest_4(o, out, sp):
+def _e_StopReplicaRequest_v0(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch, o.delete_partitions)
     v1 = o.ungrouped_partitions
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_StopReplicaRequest_StopReplicaPartitionV0_3(e2, out, sp)
+        _e_StopReplicaRequest_StopReplicaPartitionV0_v0(e2, out, sp)
 
 
-def _d_StopReplicaRequest_StopReplicaTopicV1_5(buf, pos, end):
+def _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf, pos, end):
     o = _new(_C_StopReplicaRequest_StopReplicaTopicV1)
     if end - pos < 2:
         raise _rt.eof('StopReplicaTopicV1.name', pos, end, 2)
@@ -433,7 +434,7 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_5(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaRequest_6(buf, pos, end):
+def _d_StopReplicaRequest_v1(buf, pos, end):
     o = _new(_C_StopReplicaRequest)
     o.is_k_raft_controller = False
     o.ungrouped_partitions = []
@@ -453,14 +454,14 @@ def _d_StopReplicaRequest_6(buf, pos, end):
             raise _rt.overrun('StopReplicaRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaRequest_StopReplicaTopicV1_5(buf, pos, end)
+            x3, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_StopReplicaRequest_StopReplicaTopicV1_7(o, out, sp):
+def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -471,15 +472,15 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_7(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_StopReplicaRequest_8(o, out, sp):
+def _e_StopReplicaRequest_v1(o, out, sp):
     out += _S3.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_StopReplicaRequest_StopReplicaTopicV1_7(e2, out, sp)
+        _e_StopReplicaRequest_StopReplicaTopicV1_v1(e2, out, sp)
 
 
-def _d_StopReplicaRequest_StopReplicaTopicV1_9(buf, pos, end):
+def _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf, pos, end):
     o = _new(_C_StopReplicaRequest_StopReplicaTopicV1)
     if pos >= end:
         raise _rt.eof('StopReplicaTopicV1.name', pos, end, 1)
@@ -525,7 +526,7 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_9(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaRequest_10(buf, pos, end):
+def _d_StopReplicaRequest_v2(buf, pos, end):
     o = _new(_C_StopReplicaRequest)
     o.is_k_raft_controller = False
     o.ungrouped_partitions = []
@@ -548,7 +549,7 @@ def _d_StopReplicaRequest_10(buf, pos, end):
             raise _rt.overrun('StopReplicaRequest.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaRequest_StopReplicaTopicV1_9(buf, pos, end)
+            x3, pos = _d_StopReplicaRequest_StopReplicaTopicV1_v2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -564,7 +565,7 @@ def _d_StopReplicaRequest_10(buf, pos, end):
     return o, pos
 
 
-def _e_StopReplicaRequest_StopReplicaTopicV1_11(o, out, sp):
+def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -588,7 +589,7 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_11(o, out, sp):
         out.append(0)
 
 
-def _e_StopReplicaRequest_12(o, out, sp):
+def _e_StopReplicaRequest_v2(o, out, sp):
     out += _S3.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -597,7 +598,7 @@ def _e_StopReplicaRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_StopReplicaRequest_StopReplicaTopicV1_11(e3, out, sp)
+        _e_StopReplicaRequest_StopReplicaTopicV1_v2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -605,7 +606,7 @@ def _e_StopReplicaRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_StopReplicaRequest_StopReplicaPartitionState_13(buf, pos, end):
+def _d_StopReplicaRequest_StopReplicaPartitionState_v3_to_4(buf, pos, end):
     o = _new(_C_StopReplicaRequest_StopReplicaPartitionState)
     if end - pos < 9:
         raise _rt.group_eof('StopReplicaPartitionState', (('partition_index', 4), ('leader_epoch', 4), ('delete_partition', 1)), pos, end)
@@ -624,7 +625,7 @@ def _d_StopReplicaRequest_StopReplicaPartitionState_13(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaRequest_StopReplicaTopicState_14(buf, pos, end):
+def _d_StopReplicaRequest_StopReplicaTopicState_v3_to_4(buf, pos, end):
     o = _new(_C_StopReplicaRequest_StopReplicaTopicState)
     if pos >= end:
         raise _rt.eof('StopReplicaTopicState.topic_name', pos, end, 1)
@@ -657,7 +658,7 @@ def _d_StopReplicaRequest_StopReplicaTopicState_14(buf, pos, end):
             raise _rt.overrun('StopReplicaTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_StopReplicaRequest_StopReplicaPartitionState_13(buf, pos, end)
+            x4, pos = _d_StopReplicaRequest_StopReplicaPartitionState_v3_to_4(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     if pos >= end:
@@ -673,7 +674,7 @@ def _d_StopReplicaRequest_StopReplicaTopicState_14(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaRequest_15(buf, pos, end):
+def _d_StopReplicaRequest_v3(buf, pos, end):
     o = _new(_C_StopReplicaRequest)
     o.is_k_raft_controller = False
     o.delete_partitions = False
@@ -697,7 +698,7 @@ def _d_StopReplicaRequest_15(buf, pos, end):
             raise _rt.overrun('StopReplicaRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaRequest_StopReplicaTopicState_14(buf, pos, end)
+            x3, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -713,7 +714,7 @@ def _d_StopReplicaRequest_15(buf, pos, end):
     return o, pos
 
 
-def _e_StopReplicaRequest_StopReplicaPartitionState_16(o, out, sp):
+def _e_StopReplicaRequest_StopReplicaPartitionState_v3_to_4(o, out, sp):
     out += _S0.pack(o.partition_index, o.leader_epoch, o.delete_partition)
     u = o.unknown_tagged_fields
     if u:
@@ -722,7 +723,7 @@ def _e_StopReplicaRequest_StopReplicaPartitionState_16(o, out, sp):
         out.append(0)
 
 
-def _e_StopReplicaRequest_StopReplicaTopicState_17(o, out, sp):
+def _e_StopReplicaRequest_StopReplicaTopicState_v3_to_4(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -738,7 +739,7 @@ def _e_StopReplicaRequest_StopReplicaTopicState_17(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_StopReplicaRequest_StopReplicaPartitionState_16(e6, out, sp)
+        _e_StopReplicaRequest_StopReplicaPartitionState_v3_to_4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -746,7 +747,7 @@ def _e_StopReplicaRequest_StopReplicaTopicState_17(o, out, sp):
         out.append(0)
 
 
-def _e_StopReplicaRequest_18(o, out, sp):
+def _e_StopReplicaRequest_v3(o, out, sp):
     out += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -755,7 +756,7 @@ def _e_StopReplicaRequest_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_StopReplicaRequest_StopReplicaTopicState_17(e3, out, sp)
+        _e_StopReplicaRequest_StopReplicaTopicState_v3_to_4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -763,7 +764,7 @@ def _e_StopReplicaRequest_18(o, out, sp):
         out.append(0)
 
 
-def _d_StopReplicaRequest_19(buf, pos, end):
+def _d_StopReplicaRequest_v4(buf, pos, end):
     o = _new(_C_StopReplicaRequest)
     o.delete_partitions = False
     o.ungrouped_partitions = []
@@ -786,7 +787,7 @@ def _d_StopReplicaRequest_19(buf, pos, end):
             raise _rt.overrun('StopReplicaRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaRequest_StopReplicaTopicState_14(buf, pos, end)
+            x3, pos = _d_StopReplicaRequest_StopReplicaTopicState_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -802,7 +803,7 @@ def _d_StopReplicaRequest_19(buf, pos, end):
     return o, pos
 
 
-def _e_StopReplicaRequest_20(o, out, sp):
+def _e_StopReplicaRequest_v4(o, out, sp):
     out += _S5.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -811,7 +812,7 @@ def _e_StopReplicaRequest_20(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_StopReplicaRequest_StopReplicaTopicState_17(e3, out, sp)
+        _e_StopReplicaRequest_StopReplicaTopicState_v3_to_4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -819,7 +820,7 @@ def _e_StopReplicaRequest_20(o, out, sp):
         out.append(0)
 
 
-def _d_StopReplicaResponse_StopReplicaPartitionError_21(buf, pos, end):
+def _d_StopReplicaResponse_StopReplicaPartitionError_v0_to_1(buf, pos, end):
     o = _new(_C_StopReplicaResponse_StopReplicaPartitionError)
     if end - pos < 2:
         raise _rt.eof('StopReplicaPartitionError.topic_name', pos, end, 2)
@@ -843,7 +844,7 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_21(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaResponse_22(buf, pos, end):
+def _d_StopReplicaResponse_v0_to_1(buf, pos, end):
     o = _new(_C_StopReplicaResponse)
     if end - pos < 2:
         raise _rt.group_eof('StopReplicaResponse', (('error_code', 2),), pos, end)
@@ -860,14 +861,14 @@ def _d_StopReplicaResponse_22(buf, pos, end):
             raise _rt.overrun('StopReplicaResponse.partition_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaResponse_StopReplicaPartitionError_21(buf, pos, end)
+            x3, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v0_to_1(buf, pos, end)
             a2.append(x3)
         o.partition_errors = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_StopReplicaResponse_StopReplicaPartitionError_23(o, out, sp):
+def _e_StopReplicaResponse_StopReplicaPartitionError_v0_to_1(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -875,15 +876,15 @@ def _e_StopReplicaResponse_StopReplicaPartitionError_23(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
 
 
-def _e_StopReplicaResponse_24(o, out, sp):
+def _e_StopReplicaResponse_v0_to_1(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.partition_errors
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_StopReplicaResponse_StopReplicaPartitionError_23(e2, out, sp)
+        _e_StopReplicaResponse_StopReplicaPartitionError_v0_to_1(e2, out, sp)
 
 
-def _d_StopReplicaResponse_StopReplicaPartitionError_25(buf, pos, end):
+def _d_StopReplicaResponse_StopReplicaPartitionError_v2_to_4(buf, pos, end):
     o = _new(_C_StopReplicaResponse_StopReplicaPartitionError)
     if pos >= end:
         raise _rt.eof('StopReplicaPartitionError.topic_name', pos, end, 1)
@@ -919,7 +920,7 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_25(buf, pos, end):
     return o, pos
 
 
-def _d_StopReplicaResponse_26(buf, pos, end):
+def _d_StopReplicaResponse_v2_to_4(buf, pos, end):
     o = _new(_C_StopReplicaResponse)
     if end - pos < 2:
         raise _rt.group_eof('StopReplicaResponse', (('error_code', 2),), pos, end)
@@ -939,7 +940,7 @@ def _d_StopReplicaResponse_26(buf, pos, end):
             raise _rt.overrun('StopReplicaResponse.partition_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_StopReplicaResponse_StopReplicaPartitionError_25(buf, pos, end)
+            x3, pos = _d_StopReplicaResponse_StopReplicaPartitionError_v2_to_4(buf, pos, end)
             a2.append(x3)
         o.partition_errors = a2
     if pos >= end:
@@ -955,7 +956,7 @@ def _d_StopReplicaResponse_26(buf, pos, end):
     return o, pos
 
 
-def _e_StopReplicaResponse_StopReplicaPartitionError_27(o, out, sp):
+def _e_StopReplicaResponse_StopReplicaPartitionError_v2_to_4(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -972,7 +973,7 @@ def _e_StopReplicaResponse_StopReplicaPartitionError_27(o, out, sp):
         out.append(0)
 
 
-def _e_StopReplicaResponse_28(o, out, sp):
+def _e_StopReplicaResponse_v2_to_4(o, out, sp):
     out += _S2.pack(o.error_code)
     v1 = o.partition_errors
     n2 = len(v1) + 1
@@ -981,7 +982,7 @@ def _e_StopReplicaResponse_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_StopReplicaResponse_StopReplicaPartitionError_27(e3, out, sp)
+        _e_StopReplicaResponse_StopReplicaPartitionError_v2_to_4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -990,9 +991,9 @@ def _e_StopReplicaResponse_28(o, out, sp):
 
 
 
-StopReplicaRequest._DECODERS = (_d_StopReplicaRequest_2, _d_StopReplicaRequest_6, _d_StopReplicaRequest_10, _d_StopReplicaRequest_15, _d_StopReplicaRequest_19,)
-StopReplicaRequest._ENCODERS = (_e_StopReplicaRequest_4, _e_StopReplicaRequest_8, _e_StopReplicaRequest_12, _e_StopReplicaRequest_18, _e_StopReplicaRequest_20,)
-StopReplicaResponse._DECODERS = (_d_StopReplicaResponse_22, _d_StopReplicaResponse_22, _d_StopReplicaResponse_26, _d_StopReplicaResponse_26, _d_StopReplicaResponse_26,)
-StopReplicaResponse._ENCODERS = (_e_StopReplicaResponse_24, _e_StopReplicaResponse_24, _e_StopReplicaResponse_28, _e_StopReplicaResponse_28, _e_StopReplicaResponse_28,)
+StopReplicaRequest._DECODERS = (_d_StopReplicaRequest_v0, _d_StopReplicaRequest_v1, _d_StopReplicaRequest_v2, _d_StopReplicaRequest_v3, _d_StopReplicaRequest_v4,)
+StopReplicaRequest._ENCODERS = (_e_StopReplicaRequest_v0, _e_StopReplicaRequest_v1, _e_StopReplicaRequest_v2, _e_StopReplicaRequest_v3, _e_StopReplicaRequest_v4,)
+StopReplicaResponse._DECODERS = (_d_StopReplicaResponse_v0_to_1, _d_StopReplicaResponse_v0_to_1, _d_StopReplicaResponse_v2_to_4, _d_StopReplicaResponse_v2_to_4, _d_StopReplicaResponse_v2_to_4,)
+StopReplicaResponse._ENCODERS = (_e_StopReplicaResponse_v0_to_1, _e_StopReplicaResponse_v0_to_1, _e_StopReplicaResponse_v2_to_4, _e_StopReplicaResponse_v2_to_4, _e_StopReplicaResponse_v2_to_4,)
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -189,7 +190,7 @@ _C_SyncGroupResponse._FIELDS = (
 )
 
 
-def _d_SyncGroupRequest_SyncGroupRequestAssignment_1(buf, pos, end):
+def _d_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(buf, pos, end):
     o = _new(_C_SyncGroupRequest_SyncGroupRequestAssignment)
     if end - pos < 2:
         raise _rt.eof('SyncGroupRequestAssignment.member_id', pos, end, 2)
@@ -220,7 +221,7 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_1(buf, pos, end):
     return o, pos
 
 
-def _d_SyncGroupRequest_2(buf, pos, end):
+def _d_SyncGroupRequest_v0_to_2(buf, pos, end):
     o = _new(_C_SyncGroupRequest)
     o.group_instance_id = None
     o.protocol_type = None
@@ -268,14 +269,14 @@ def _d_SyncGroupRequest_2(buf, pos, end):
             raise _rt.overrun('SyncGroupRequest.assignments', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_1(buf, pos, end)
+            x5, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(buf, pos, end)
             a4.append(x5)
         o.assignments = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_SyncGroupRequest_SyncGroupRequestAssignment_3(o, out, sp):
+def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -283,7 +284,7 @@ def _e_SyncGroupRequest_SyncGroupRequestAssignment_3(o, out, sp):
     _rt.put_bytes(out, o.assignment, False, False)
 
 
-def _e_SyncGroupRequest_4(o, out, sp):
+def _e_SyncGroupRequest_v0_to_2(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -296,10 +297,10 @@ def _e_SyncGroupRequest_4(o, out, sp):
     v5 = o.assignments
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_SyncGroupRequest_SyncGroupRequestAssignment_3(e6, out, sp)
+        _e_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(e6, out, sp)
 
 
-def _d_SyncGroupRequest_5(buf, pos, end):
+def _d_SyncGroupRequest_v3(buf, pos, end):
     o = _new(_C_SyncGroupRequest)
     o.protocol_type = None
     o.protocol_name = None
@@ -360,14 +361,14 @@ def _d_SyncGroupRequest_5(buf, pos, end):
             raise _rt.overrun('SyncGroupRequest.assignments', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_1(buf, pos, end)
+            x6, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(buf, pos, end)
             a5.append(x6)
         o.assignments = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_SyncGroupRequest_6(o, out, sp):
+def _e_SyncGroupRequest_v3(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -387,10 +388,10 @@ def _e_SyncGroupRequest_6(o, out, sp):
     v7 = o.assignments
     out += _S_I32.pack(len(v7))
     for e8 in v7:
-        _e_SyncGroupRequest_SyncGroupRequestAssignment_3(e8, out, sp)
+        _e_SyncGroupRequest_SyncGroupRequestAssignment_v0_to_3(e8, out, sp)
 
 
-def _d_SyncGroupRequest_SyncGroupRequestAssignment_7(buf, pos, end):
+def _d_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(buf, pos, end):
     o = _new(_C_SyncGroupRequest_SyncGroupRequestAssignment)
     if pos >= end:
         raise _rt.eof('SyncGroupRequestAssignment.member_id', pos, end, 1)
@@ -436,7 +437,7 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_7(buf, pos, end):
     return o, pos
 
 
-def _d_SyncGroupRequest_8(buf, pos, end):
+def _d_SyncGroupRequest_v4(buf, pos, end):
     o = _new(_C_SyncGroupRequest)
     o.protocol_type = None
     o.protocol_name = None
@@ -509,7 +510,7 @@ def _d_SyncGroupRequest_8(buf, pos, end):
             raise _rt.overrun('SyncGroupRequest.assignments', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_7(buf, pos, end)
+            x6, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(buf, pos, end)
             a5.append(x6)
         o.assignments = a5
     if pos >= end:
@@ -525,7 +526,7 @@ def _d_SyncGroupRequest_8(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupRequest_SyncGroupRequestAssignment_9(o, out, sp):
+def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(o, out, sp):
     v1 = o.member_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -542,7 +543,7 @@ def _e_SyncGroupRequest_SyncGroupRequestAssignment_9(o, out, sp):
         out.append(0)
 
 
-def _e_SyncGroupRequest_10(o, out, sp):
+def _e_SyncGroupRequest_v4(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -578,7 +579,7 @@ def _e_SyncGroupRequest_10(o, out, sp):
     else:
         _rt.put_uvarint(out, n11)
     for e12 in v10:
-        _e_SyncGroupRequest_SyncGroupRequestAssignment_9(e12, out, sp)
+        _e_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(e12, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -586,7 +587,7 @@ def _e_SyncGroupRequest_10(o, out, sp):
         out.append(0)
 
 
-def _d_SyncGroupRequest_11(buf, pos, end):
+def _d_SyncGroupRequest_v5(buf, pos, end):
     o = _new(_C_SyncGroupRequest)
     if pos >= end:
         raise _rt.eof('SyncGroupRequest.group_id', pos, end, 1)
@@ -691,7 +692,7 @@ def _d_SyncGroupRequest_11(buf, pos, end):
             raise _rt.overrun('SyncGroupRequest.assignments', pos, n6, end - pos, 'array length')
         a7 = []
         for _ in range(n6):
-            x8, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_7(buf, pos, end)
+            x8, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(buf, pos, end)
             a7.append(x8)
         o.assignments = a7
     if pos >= end:
@@ -707,7 +708,7 @@ def _d_SyncGroupRequest_11(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupRequest_12(o, out, sp):
+def _e_SyncGroupRequest_v5(o, out, sp):
     v1 = o.group_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -765,7 +766,7 @@ def _e_SyncGroupRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n17)
     for e18 in v16:
-        _e_SyncGroupRequest_SyncGroupRequestAssignment_9(e18, out, sp)
+        _e_SyncGroupRequest_SyncGroupRequestAssignment_v4_to_5(e18, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -773,7 +774,7 @@ def _e_SyncGroupRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_SyncGroupResponse_13(buf, pos, end):
+def _d_SyncGroupResponse_v0(buf, pos, end):
     o = _new(_C_SyncGroupResponse)
     o.throttle_time_ms = 0
     o.protocol_type = None
@@ -797,12 +798,12 @@ def _d_SyncGroupResponse_13(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupResponse_14(o, out, sp):
+def _e_SyncGroupResponse_v0(o, out, sp):
     out += _S0.pack(o.error_code)
     _rt.put_bytes(out, o.assignment, False, False)
 
 
-def _d_SyncGroupResponse_15(buf, pos, end):
+def _d_SyncGroupResponse_v1_to_3(buf, pos, end):
     o = _new(_C_SyncGroupResponse)
     o.protocol_type = None
     o.protocol_name = None
@@ -825,12 +826,12 @@ def _d_SyncGroupResponse_15(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupResponse_16(o, out, sp):
+def _e_SyncGroupResponse_v1_to_3(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     _rt.put_bytes(out, o.assignment, False, False)
 
 
-def _d_SyncGroupResponse_17(buf, pos, end):
+def _d_SyncGroupResponse_v4(buf, pos, end):
     o = _new(_C_SyncGroupResponse)
     o.protocol_type = None
     o.protocol_name = None
@@ -865,7 +866,7 @@ def _d_SyncGroupResponse_17(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupResponse_18(o, out, sp):
+def _e_SyncGroupResponse_v4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     _rt.put_bytes(out, o.assignment, True, False)
     u = o.unknown_tagged_fields
@@ -875,7 +876,7 @@ def _e_SyncGroupResponse_18(o, out, sp):
         out.append(0)
 
 
-def _d_SyncGroupResponse_19(buf, pos, end):
+def _d_SyncGroupResponse_v5(buf, pos, end):
     o = _new(_C_SyncGroupResponse)
     if end - pos < 6:
         raise _rt.group_eof('SyncGroupResponse', (('throttle_time_ms', 4), ('error_code', 2)), pos, end)
@@ -942,7 +943,7 @@ def _d_SyncGroupResponse_19(buf, pos, end):
     return o, pos
 
 
-def _e_SyncGroupResponse_20(o, out, sp):
+def _e_SyncGroupResponse_v5(o, out, sp):
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     v1 = o.protocol_type
     if v1 is None:
@@ -975,9 +976,9 @@ def _e_SyncGroupResponse_20(o, out, sp):
 
 
 
-SyncGroupRequest._DECODERS = (_d_SyncGroupRequest_2, _d_SyncGroupRequest_2, _d_SyncGroupRequest_2, _d_SyncGroupRequest_5, _d_SyncGroupRequest_8, _d_SyncGroupRequest_11,)
-SyncGroupRequest._ENCODERS = (_e_SyncGroupRequest_4, _e_SyncGroupRequest_4, _e_SyncGroupRequest_4, _e_SyncGroupRequest_6, _e_SyncGroupRequest_10, _e_SyncGroupRequest_12,)
-SyncGroupResponse._DECODERS = (_d_SyncGroupResponse_13, _d_SyncGroupResponse_15, _d_SyncGroupResponse_15, _d_SyncGroupResponse_15, _d_SyncGroupResponse_17, _d_SyncGroupResponse_19,)
-SyncGroupResponse._ENCODERS = (_e_SyncGroupResponse_14, _e_SyncGroupResponse_16, _e_SyncGroupResponse_16, _e_SyncGroupResponse_16, _e_SyncGroupResponse_18, _e_SyncGroupResponse_20,)
+SyncGroupRequest._DECODERS = (_d_SyncGroupRequest_v0_to_2, _d_SyncGroupRequest_v0_to_2, _d_SyncGroupRequest_v0_to_2, _d_SyncGroupRequest_v3, _d_SyncGroupRequest_v4, _d_SyncGroupRequest_v5,)
+SyncGroupRequest._ENCODERS = (_e_SyncGroupRequest_v0_to_2, _e_SyncGroupRequest_v0_to_2, _e_SyncGroupRequest_v0_to_2, _e_SyncGroupRequest_v3, _e_SyncGroupRequest_v4, _e_SyncGroupRequest_v5,)
+SyncGroupResponse._DECODERS = (_d_SyncGroupResponse_v0, _d_SyncGroupResponse_v1_to_3, _d_SyncGroupResponse_v1_to_3, _d_SyncGroupResponse_v1_to_3, _d_SyncGroupResponse_v4, _d_SyncGroupResponse_v5,)
+SyncGroupResponse._ENCODERS = (_e_SyncGroupResponse_v0, _e_SyncGroupResponse_v1_to_3, _e_SyncGroupResponse_v1_to_3, _e_SyncGroupResponse_v1_to_3, _e_SyncGroupResponse_v4, _e_SyncGroupResponse_v5,)
 
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']

@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -303,7 +304,7 @@ _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._FIELDS = (
 )
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0_to_1(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
     if end - pos < 12:
@@ -328,7 +329,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1(buf, pos, end):
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0_to_1(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     if end - pos < 2:
         raise _rt.eof('TxnOffsetCommitRequestTopic.name', pos, end, 2)
@@ -355,14 +356,14 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0_to_1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_3(buf, pos, end):
+def _d_TxnOffsetCommitRequest_v0_to_1(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest)
     o.generation_id = -1
     o.member_id = ''
@@ -410,14 +411,14 @@ def _d_TxnOffsetCommitRequest_3(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2(buf, pos, end)
+            x5, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0_to_1(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_4(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0_to_1(o, out, sp):
     out += _S3.pack(o.partition_index, o.committed_offset)
     v1 = o.committed_metadata
     if v1 is None:
@@ -428,7 +429,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_4(o, out, sp):
         out += b2
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_5(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0_to_1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -436,10 +437,10 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_5(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_4(e4, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0_to_1(e4, out, sp)
 
 
-def _e_TxnOffsetCommitRequest_6(o, out, sp):
+def _e_TxnOffsetCommitRequest_v0_to_1(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -452,10 +453,10 @@ def _e_TxnOffsetCommitRequest_6(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_5(e6, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0_to_1(e6, out, sp)
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_7(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     if end - pos < 16:
         raise _rt.group_eof('TxnOffsetCommitRequestPartition', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -479,7 +480,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_7(buf, pos, end):
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_8(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     if end - pos < 2:
         raise _rt.eof('TxnOffsetCommitRequestTopic.name', pos, end, 2)
@@ -506,14 +507,14 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_8(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_7(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_9(buf, pos, end):
+def _d_TxnOffsetCommitRequest_v2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest)
     o.generation_id = -1
     o.member_id = ''
@@ -561,14 +562,14 @@ def _d_TxnOffsetCommitRequest_9(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequest.topics', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_8(buf, pos, end)
+            x5, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, pos, end)
             a4.append(x5)
         o.topics = a4
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_10(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(o, out, sp):
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.committed_metadata
     if v1 is None:
@@ -579,7 +580,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_10(o, out, sp):
         out += b2
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_11(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -587,10 +588,10 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_11(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_10(e4, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(e4, out, sp)
 
 
-def _e_TxnOffsetCommitRequest_12(o, out, sp):
+def _e_TxnOffsetCommitRequest_v2(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -603,10 +604,10 @@ def _e_TxnOffsetCommitRequest_12(o, out, sp):
     v5 = o.topics
     out += _S_I32.pack(len(v5))
     for e6 in v5:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_11(e6, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(e6, out, sp)
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_13(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     if end - pos < 16:
         raise _rt.group_eof('TxnOffsetCommitRequestPartition', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -642,7 +643,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_13(buf, pos, end):
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_14(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitRequestTopic.name', pos, end, 1)
@@ -675,7 +676,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_14(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_13(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -691,7 +692,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_14(buf, pos, end):
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_15(buf, pos, end):
+def _d_TxnOffsetCommitRequest_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitRequest.transactional_id', pos, end, 1)
@@ -779,7 +780,7 @@ def _d_TxnOffsetCommitRequest_15(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequest.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_14(buf, pos, end)
+            x7, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if pos >= end:
@@ -795,7 +796,7 @@ def _d_TxnOffsetCommitRequest_15(buf, pos, end):
     return o, pos
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_16(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(o, out, sp):
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.committed_metadata
     if v1 is None:
@@ -815,7 +816,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_16(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_17(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -831,7 +832,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_17(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_16(e6, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -839,7 +840,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_17(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitRequest_18(o, out, sp):
+def _e_TxnOffsetCommitRequest_v3_to_4(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -883,7 +884,7 @@ def _e_TxnOffsetCommitRequest_18(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_17(e15, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(e15, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -891,7 +892,7 @@ def _e_TxnOffsetCommitRequest_18(o, out, sp):
         out.append(0)
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_19(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0_to_2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('TxnOffsetCommitResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -901,7 +902,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_19(buf, pos, end
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_20(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0_to_2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     if end - pos < 2:
         raise _rt.eof('TxnOffsetCommitResponseTopic.name', pos, end, 2)
@@ -928,14 +929,14 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_20(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_19(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0_to_2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_21(buf, pos, end):
+def _d_TxnOffsetCommitResponse_v0_to_2(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse)
     if end - pos < 4:
         raise _rt.group_eof('TxnOffsetCommitResponse', (('throttle_time_ms', 4),), pos, end)
@@ -952,18 +953,18 @@ def _d_TxnOffsetCommitResponse_21(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_20(buf, pos, end)
+            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0_to_2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_22(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0_to_2(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_23(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -971,18 +972,18 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_23(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_22(e4, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0_to_2(e4, out, sp)
 
 
-def _e_TxnOffsetCommitResponse_24(o, out, sp):
+def _e_TxnOffsetCommitResponse_v0_to_2(o, out, sp):
     out += _S2.pack(o.throttle_time_ms)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_23(e2, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0_to_2(e2, out, sp)
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_25(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('TxnOffsetCommitResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -1001,7 +1002,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_25(buf, pos, end
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_26(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitResponseTopic.name', pos, end, 1)
@@ -1034,7 +1035,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_26(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_25(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1050,7 +1051,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_26(buf, pos, end):
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_27(buf, pos, end):
+def _d_TxnOffsetCommitResponse_v3_to_4(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse)
     if end - pos < 4:
         raise _rt.group_eof('TxnOffsetCommitResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1070,7 +1071,7 @@ def _d_TxnOffsetCommitResponse_27(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_26(buf, pos, end)
+            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1086,7 +1087,7 @@ def _d_TxnOffsetCommitResponse_27(buf, pos, end):
     return o, pos
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_28(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1095,7 +1096,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_28(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_29(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1111,7 +1112,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_29(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_28(e6, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1119,7 +1120,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_29(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitResponse_30(o, out, sp):
+def _e_TxnOffsetCommitResponse_v3_to_4(o, out, sp):
     out += _S2.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1128,7 +1129,7 @@ def _e_TxnOffsetCommitResponse_30(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_29(e3, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1137,9 +1138,9 @@ def _e_TxnOffsetCommitResponse_30(o, out, sp):
 
 
 
-TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_3, _d_TxnOffsetCommitRequest_3, _d_TxnOffsetCommitRequest_9, _d_TxnOffsetCommitRequest_15, _d_TxnOffsetCommitRequest_15,)
-TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_6, _e_TxnOffsetCommitRequest_6, _e_TxnOffsetCommitRequest_12, _e_TxnOffsetCommitRequest_18, _e_TxnOffsetCommitRequest_18,)
-TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_21, _d_TxnOffsetCommitResponse_21, _d_TxnOffsetCommitResponse_21, _d_TxnOffsetCommitResponse_27, _d_TxnOffsetCommitResponse_27,)
-TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_24, _e_TxnOffsetCommitResponse_24, _e_TxnOffsetCommitResponse_24, _e_TxnOffsetCommitResponse_30, _e_TxnOffsetCommitResponse_30,)
+TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v2, _d_TxnOffsetCommitRequest_v3_to_4, _d_TxnOffsetCommitRequest_v3_to_4,)
+TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v2, _e_TxnOffsetCommitRequest_v3_to_4, _e_TxnOffsetCommitRequest_v3_to_4,)
+TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v3_to_4, _d_TxnOffsetCommitResponse_v3_to_4,)
+TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v3_to_4, _e_TxnOffsetCommitResponse_v3_to_4,)
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']

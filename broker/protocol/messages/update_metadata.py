@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -340,7 +341,7 @@ _C_UpdateMetadataResponse._FIELDS = (
 )
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
     o.offline_replicas = []
     if end - pos < 2:
@@ -391,7 +392,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataBroker_2(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
     o.endpoints = []
     o.rack = ''
@@ -421,7 +422,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_2(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_3(buf, pos, end):
+def _d_UpdateMetadataRequest_v0(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -442,7 +443,7 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -456,14 +457,14 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_2(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -480,7 +481,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(o, out, sp):
     out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_5(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o, out, sp):
     out += _S1.pack(o.id)
     v1 = o.v0_host
     b2 = v1.encode()
@@ -489,19 +490,19 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_5(o, out, sp):
     out += _S1.pack(o.v0_port)
 
 
-def _e_UpdateMetadataRequest_6(o, out, sp):
+def _e_UpdateMetadataRequest_v0(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_5(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_7(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
     o.listener = ''
     if end - pos < 4:
@@ -530,7 +531,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_7(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataBroker_8(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
     o.v0_host = ''
     o.v0_port = 0
@@ -550,14 +551,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_8(buf, pos, end):
             raise _rt.overrun('UpdateMetadataBroker.endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_7(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.endpoints = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_UpdateMetadataRequest_9(buf, pos, end):
+def _d_UpdateMetadataRequest_v1(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -578,7 +579,7 @@ def _d_UpdateMetadataRequest_9(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -592,14 +593,14 @@ def _d_UpdateMetadataRequest_9(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_8(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_10(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(o, out, sp):
     out += _S1.pack(o.port)
     v1 = o.host
     b2 = v1.encode()
@@ -608,27 +609,27 @@ def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_10(o, out, sp):
     out += _S2.pack(o.security_protocol)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_11(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o, out, sp):
     out += _S1.pack(o.id)
     v1 = o.endpoints
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_10(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(e2, out, sp)
 
 
-def _e_UpdateMetadataRequest_12(o, out, sp):
+def _e_UpdateMetadataRequest_v1(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_11(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataBroker_13(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
     o.v0_host = ''
     o.v0_port = 0
@@ -647,7 +648,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_13(buf, pos, end):
             raise _rt.overrun('UpdateMetadataBroker.endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_7(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.endpoints = a2
     if end - pos < 2:
@@ -668,7 +669,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_13(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_14(buf, pos, end):
+def _d_UpdateMetadataRequest_v2(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -689,7 +690,7 @@ def _d_UpdateMetadataRequest_14(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -703,19 +704,19 @@ def _d_UpdateMetadataRequest_14(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_13(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_15(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o, out, sp):
     out += _S1.pack(o.id)
     v1 = o.endpoints
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_10(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1_to_2(e2, out, sp)
     v3 = o.rack
     if v3 is None:
         out += b'\xff\xff'
@@ -725,19 +726,19 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_15(o, out, sp):
         out += b4
 
 
-def _e_UpdateMetadataRequest_16(o, out, sp):
+def _e_UpdateMetadataRequest_v2(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_15(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_17(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3_to_5(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataEndpoint', (('port', 4),), pos, end)
@@ -779,7 +780,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_17(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
     o.v0_host = ''
     o.v0_port = 0
@@ -798,7 +799,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end):
             raise _rt.overrun('UpdateMetadataBroker.endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_17(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v3_to_5(buf, pos, end)
             a2.append(x3)
         o.endpoints = a2
     if end - pos < 2:
@@ -819,7 +820,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_19(buf, pos, end):
+def _d_UpdateMetadataRequest_v3(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -840,7 +841,7 @@ def _d_UpdateMetadataRequest_19(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_1(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -854,14 +855,14 @@ def _d_UpdateMetadataRequest_19(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_20(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3_to_5(o, out, sp):
     out += _S1.pack(o.port)
     v1 = o.host
     b2 = v1.encode()
@@ -874,12 +875,12 @@ def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_20(o, out, sp):
     out += _S2.pack(o.security_protocol)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_21(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(o, out, sp):
     out += _S1.pack(o.id)
     v1 = o.endpoints
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_20(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3_to_5(e2, out, sp)
     v3 = o.rack
     if v3 is None:
         out += b'\xff\xff'
@@ -889,19 +890,19 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_21(o, out, sp):
         out += b4
 
 
-def _e_UpdateMetadataRequest_22(o, out, sp):
+def _e_UpdateMetadataRequest_v3(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_4(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0_to_3(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_21(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
     if end - pos < 2:
         raise _rt.eof('UpdateMetadataPartitionState.topic_name', pos, end, 2)
@@ -962,7 +963,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_24(buf, pos, end):
+def _d_UpdateMetadataRequest_v4(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -983,7 +984,7 @@ def _d_UpdateMetadataRequest_24(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.ungrouped_partition_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_23(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, pos, end)
             a2.append(x3)
         o.ungrouped_partition_states = a2
     if end - pos < 4:
@@ -997,14 +998,14 @@ def _d_UpdateMetadataRequest_24(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_25(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1025,19 +1026,19 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_25(o, out, sp):
     out += (_A_i[k8] if k8 < 32 else _rt.array_struct('i', k8)).pack(*v7)
 
 
-def _e_UpdateMetadataRequest_26(o, out, sp):
+def _e_UpdateMetadataRequest_v4(o, out, sp):
     out += _S0.pack(o.controller_id, o.controller_epoch)
     v1 = o.ungrouped_partition_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_25(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_21(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
     o.topic_name = ''
     if end - pos < 16:
@@ -1085,7 +1086,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataTopicState_28(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
     o.topic_id = _ZERO_UUID
     if end - pos < 2:
@@ -1113,14 +1114,14 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_28(buf, pos, end):
             raise _rt.overrun('UpdateMetadataTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_27(buf, pos, end)
+            x4, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_UpdateMetadataRequest_29(buf, pos, end):
+def _d_UpdateMetadataRequest_v5(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -1140,7 +1141,7 @@ def _d_UpdateMetadataRequest_29(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_28(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if end - pos < 4:
@@ -1154,14 +1155,14 @@ def _d_UpdateMetadataRequest_29(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_18(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_30(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     out += _S_I32.pack(len(v1))
@@ -1178,7 +1179,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_30(o, out, sp):
     out += (_A_i[k6] if k6 < 32 else _rt.array_struct('i', k6)).pack(*v5)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_31(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -1186,22 +1187,22 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_31(o, out, sp):
     v3 = o.partition_states
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_30(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(e4, out, sp)
 
 
-def _e_UpdateMetadataRequest_32(o, out, sp):
+def _e_UpdateMetadataRequest_v5(o, out, sp):
     out += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataTopicState_31(e2, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(e2, out, sp)
     v3 = o.live_brokers
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_21(e4, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v3_to_5(e4, out, sp)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataPartitionState)
     o.topic_name = ''
     if end - pos < 16:
@@ -1267,7 +1268,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataTopicState_34(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
     o.topic_id = _ZERO_UUID
     if pos >= end:
@@ -1301,7 +1302,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_34(buf, pos, end):
             raise _rt.overrun('UpdateMetadataTopicState.partition_states', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end)
+            x4, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(buf, pos, end)
             a3.append(x4)
         o.partition_states = a3
     if pos >= end:
@@ -1317,7 +1318,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_34(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_35(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6_to_8(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataEndpoint)
     if end - pos < 4:
         raise _rt.group_eof('UpdateMetadataEndpoint', (('port', 4),), pos, end)
@@ -1374,7 +1375,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_35(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataBroker)
     o.v0_host = ''
     o.v0_port = 0
@@ -1396,7 +1397,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end):
             raise _rt.overrun('UpdateMetadataBroker.endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_35(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6_to_8(buf, pos, end)
             a2.append(x3)
         o.endpoints = a2
     if pos >= end:
@@ -1429,7 +1430,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_37(buf, pos, end):
+def _d_UpdateMetadataRequest_v6(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -1452,7 +1453,7 @@ def _d_UpdateMetadataRequest_37(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_34(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1469,7 +1470,7 @@ def _d_UpdateMetadataRequest_37(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     if pos >= end:
@@ -1485,7 +1486,7 @@ def _d_UpdateMetadataRequest_37(buf, pos, end):
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_38(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(o, out, sp):
     out += _S3.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v1 = o.isr
     n2 = len(v1) + 1
@@ -1519,7 +1520,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_38(o, out, sp):
         out.append(0)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_39(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1535,7 +1536,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_39(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_38(e6, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1543,7 +1544,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_39(o, out, sp):
         out.append(0)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_40(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6_to_8(o, out, sp):
     out += _S1.pack(o.port)
     v1 = o.host
     b2 = v1.encode()
@@ -1569,7 +1570,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_40(o, out, sp):
         out.append(0)
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_41(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(o, out, sp):
     out += _S1.pack(o.id)
     v1 = o.endpoints
     n2 = len(v1) + 1
@@ -1578,7 +1579,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_41(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_40(e3, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6_to_8(e3, out, sp)
     v4 = o.rack
     if v4 is None:
         out.append(0)
@@ -1597,7 +1598,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_41(o, out, sp):
         out.append(0)
 
 
-def _e_UpdateMetadataRequest_42(o, out, sp):
+def _e_UpdateMetadataRequest_v6(o, out, sp):
     out += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1606,7 +1607,7 @@ def _e_UpdateMetadataRequest_42(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataTopicState_39(e3, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(e3, out, sp)
     v4 = o.live_brokers
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1614,7 +1615,7 @@ def _e_UpdateMetadataRequest_42(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_41(e6, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1622,7 +1623,7 @@ def _e_UpdateMetadataRequest_42(o, out, sp):
         out.append(0)
 
 
-def _d_UpdateMetadataRequest_UpdateMetadataTopicState_43(buf, pos, end):
+def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest_UpdateMetadataTopicState)
     if pos >= end:
         raise _rt.eof('UpdateMetadataTopicState.topic_name', pos, end, 1)
@@ -1660,7 +1661,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_43(buf, pos, end):
             raise _rt.overrun('UpdateMetadataTopicState.partition_states', pos, n3, end - pos, 'array length')
         a4 = []
         for _ in range(n3):
-            x5, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_33(buf, pos, end)
+            x5, pos = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(buf, pos, end)
             a4.append(x5)
         o.partition_states = a4
     if pos >= end:
@@ -1676,7 +1677,7 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_43(buf, pos, end):
     return o, pos
 
 
-def _d_UpdateMetadataRequest_44(buf, pos, end):
+def _d_UpdateMetadataRequest_v7(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.is_k_raft_controller = False
     o.type = 0
@@ -1699,7 +1700,7 @@ def _d_UpdateMetadataRequest_44(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_43(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1716,7 +1717,7 @@ def _d_UpdateMetadataRequest_44(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     if pos >= end:
@@ -1732,7 +1733,7 @@ def _d_UpdateMetadataRequest_44(buf, pos, end):
     return o, pos
 
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_45(o, out, sp):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(o, out, sp):
     v1 = o.topic_name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1749,7 +1750,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_45(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_38(e6, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6_to_8(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1757,7 +1758,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_45(o, out, sp):
         out.append(0)
 
 
-def _e_UpdateMetadataRequest_46(o, out, sp):
+def _e_UpdateMetadataRequest_v7(o, out, sp):
     out += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1766,7 +1767,7 @@ def _e_UpdateMetadataRequest_46(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataTopicState_45(e3, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(e3, out, sp)
     v4 = o.live_brokers
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1774,7 +1775,7 @@ def _e_UpdateMetadataRequest_46(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_41(e6, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1782,7 +1783,7 @@ def _e_UpdateMetadataRequest_46(o, out, sp):
         out.append(0)
 
 
-def _dt_UpdateMetadataRequest_47(o, buf, pos, end):
+def _dt_UpdateMetadataRequest_type_v8(o, buf, pos, end):
     if end - pos < 1:
         raise _rt.eof('UpdateMetadataRequest.type', pos, end, 1)
     o.type, = _S7.unpack_from(buf, pos)
@@ -1790,7 +1791,7 @@ def _dt_UpdateMetadataRequest_47(o, buf, pos, end):
     return pos
 
 
-def _d_UpdateMetadataRequest_48(buf, pos, end):
+def _d_UpdateMetadataRequest_v8(buf, pos, end):
     o = _new(_C_UpdateMetadataRequest)
     o.ungrouped_partition_states = []
     if end - pos < 17:
@@ -1811,7 +1812,7 @@ def _d_UpdateMetadataRequest_48(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.topic_states', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_43(buf, pos, end)
+            x3, pos = _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(buf, pos, end)
             a2.append(x3)
         o.topic_states = a2
     if pos >= end:
@@ -1828,7 +1829,7 @@ def _d_UpdateMetadataRequest_48(buf, pos, end):
             raise _rt.overrun('UpdateMetadataRequest.live_brokers', pos, n4, end - pos, 'array length')
         a5 = []
         for _ in range(n4):
-            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_36(buf, pos, end)
+            x6, pos = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(buf, pos, end)
             a5.append(x6)
         o.live_brokers = a5
     o.type = 0
@@ -1845,7 +1846,7 @@ def _d_UpdateMetadataRequest_48(buf, pos, end):
     return o, pos
 
 
-def _e_UpdateMetadataRequest_49(o, out, sp):
+def _e_UpdateMetadataRequest_v8(o, out, sp):
     out += _S6.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     v1 = o.topic_states
     n2 = len(v1) + 1
@@ -1854,7 +1855,7 @@ def _e_UpdateMetadataRequest_49(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_UpdateMetadataRequest_UpdateMetadataTopicState_45(e3, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7_to_8(e3, out, sp)
     v4 = o.live_brokers
     n5 = len(v4) + 1
     if n5 < 128:
@@ -1862,7 +1863,7 @@ def _e_UpdateMetadataRequest_49(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_UpdateMetadataRequest_UpdateMetadataBroker_41(e6, out, sp)
+        _e_UpdateMetadataRequest_UpdateMetadataBroker_v6_to_8(e6, out, sp)
     t = []
     v7 = o.type
     if not (v7 == 0):
@@ -1876,7 +1877,7 @@ def _e_UpdateMetadataRequest_49(o, out, sp):
         out.append(0)
 
 
-def _d_UpdateMetadataResponse_50(buf, pos, end):
+def _d_UpdateMetadataResponse_v0_to_5(buf, pos, end):
     o = _new(_C_UpdateMetadataResponse)
     if end - pos < 2:
         raise _rt.group_eof('UpdateMetadataResponse', (('error_code', 2),), pos, end)
@@ -1886,11 +1887,11 @@ def _d_UpdateMetadataResponse_50(buf, pos, end):
     return o, pos
 
 
-def _e_UpdateMetadataResponse_51(o, out, sp):
+def _e_UpdateMetadataResponse_v0_to_5(o, out, sp):
     out += _S2.pack(o.error_code)
 
 
-def _d_UpdateMetadataResponse_52(buf, pos, end):
+def _d_UpdateMetadataResponse_v6_to_8(buf, pos, end):
     o = _new(_C_UpdateMetadataResponse)
     if end - pos < 2:
         raise _rt.group_eof('UpdateMetadataResponse', (('error_code', 2),), pos, end)
@@ -1909,7 +1910,7 @@ def _d_UpdateMetadataResponse_52(buf, pos, end):
     return o, pos
 
 
-def _e_UpdateMetadataResponse_53(o, out, sp):
+def _e_UpdateMetadataResponse_v6_to_8(o, out, sp):
     out += _S2.pack(o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1918,11 +1919,11 @@ def _e_UpdateMetadataResponse_53(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_UpdateMetadataRequest_47}
+_K0 = {0: _dt_UpdateMetadataRequest_type_v8}
 
-UpdateMetadataRequest._DECODERS = (_d_UpdateMetadataRequest_3, _d_UpdateMetadataRequest_9, _d_UpdateMetadataRequest_14, _d_UpdateMetadataRequest_19, _d_UpdateMetadataRequest_24, _d_UpdateMetadataRequest_29, _d_UpdateMetadataRequest_37, _d_UpdateMetadataRequest_44, _d_UpdateMetadataRequest_48,)
-UpdateMetadataRequest._ENCODERS = (_e_UpdateMetadataRequest_6, _e_UpdateMetadataRequest_12, _e_UpdateMetadataRequest_16, _e_UpdateMetadataRequest_22, _e_UpdateMetadataRequest_26, _e_UpdateMetadataRequest_32, _e_UpdateMetadataRequest_42, _e_UpdateMetadataRequest_46, _e_UpdateMetadataRequest_49,)
-UpdateMetadataResponse._DECODERS = (_d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_50, _d_UpdateMetadataResponse_52, _d_UpdateMetadataResponse_52, _d_UpdateMetadataResponse_52,)
-UpdateMetadataResponse._ENCODERS = (_e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_51, _e_UpdateMetadataResponse_53, _e_UpdateMetadataResponse_53, _e_UpdateMetadataResponse_53,)
+UpdateMetadataRequest._DECODERS = (_d_UpdateMetadataRequest_v0, _d_UpdateMetadataRequest_v1, _d_UpdateMetadataRequest_v2, _d_UpdateMetadataRequest_v3, _d_UpdateMetadataRequest_v4, _d_UpdateMetadataRequest_v5, _d_UpdateMetadataRequest_v6, _d_UpdateMetadataRequest_v7, _d_UpdateMetadataRequest_v8,)
+UpdateMetadataRequest._ENCODERS = (_e_UpdateMetadataRequest_v0, _e_UpdateMetadataRequest_v1, _e_UpdateMetadataRequest_v2, _e_UpdateMetadataRequest_v3, _e_UpdateMetadataRequest_v4, _e_UpdateMetadataRequest_v5, _e_UpdateMetadataRequest_v6, _e_UpdateMetadataRequest_v7, _e_UpdateMetadataRequest_v8,)
+UpdateMetadataResponse._DECODERS = (_d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v0_to_5, _d_UpdateMetadataResponse_v6_to_8, _d_UpdateMetadataResponse_v6_to_8, _d_UpdateMetadataResponse_v6_to_8,)
+UpdateMetadataResponse._ENCODERS = (_e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v0_to_5, _e_UpdateMetadataResponse_v6_to_8, _e_UpdateMetadataResponse_v6_to_8, _e_UpdateMetadataResponse_v6_to_8,)
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']

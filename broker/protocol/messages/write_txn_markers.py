@@ -7,7 +7,8 @@ and ``__repr__``.  Field names are Kafka's in snake_case; nested structs are
 nested classes of the message class, as in Kafka's generated Java.
 
 Codecs (one straight-line function per struct and version, shared between
-versions whose wire format is identical):
+versions whose wire format is identical, named after the versions it serves:
+``_d_<Struct>_v3_to_5`` decodes, ``_e_...`` encodes):
 
 * ``Cls.decode(data, version)`` / ``obj.encode(version)`` work on a body without
   header or size prefix; ``broker.protocol.codec`` frames requests/responses.
@@ -304,7 +305,7 @@ _C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult._FIELDS = (
 )
 
 
-def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(buf, pos, end):
+def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     if end - pos < 2:
         raise _rt.eof('WritableTxnMarkerTopic.name', pos, end, 2)
@@ -335,7 +336,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersRequest_WritableTxnMarker_2(buf, pos, end):
+def _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
     if end - pos < 11:
         raise _rt.group_eof('WritableTxnMarker', (('producer_id', 8), ('producer_epoch', 2), ('transaction_result', 1)), pos, end)
@@ -352,7 +353,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_2(buf, pos, end):
             raise _rt.overrun('WritableTxnMarker.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -363,7 +364,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_2(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersRequest_3(buf, pos, end):
+def _d_WriteTxnMarkersRequest_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest)
     if end - pos < 4:
         raise _rt.eof('WriteTxnMarkersRequest.markers', pos, end, 4)
@@ -376,14 +377,14 @@ def _d_WriteTxnMarkersRequest_3(buf, pos, end):
             raise _rt.overrun('WriteTxnMarkersRequest.markers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_2(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, pos, end)
             a2.append(x3)
         o.markers = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_4(o, out, sp):
+def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -394,23 +395,23 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_4(o, out, sp):
     out += (_A_i[k4] if k4 < 32 else _rt.array_struct('i', k4)).pack(*v3)
 
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarker_5(o, out, sp):
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o, out, sp):
     out += _S1.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_4(e2, out, sp)
+        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(e2, out, sp)
     out += _S0.pack(o.coordinator_epoch)
 
 
-def _e_WriteTxnMarkersRequest_6(o, out, sp):
+def _e_WriteTxnMarkersRequest_v0(o, out, sp):
     v1 = o.markers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_WriteTxnMarkersRequest_WritableTxnMarker_5(e2, out, sp)
+        _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(e2, out, sp)
 
 
-def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_7(buf, pos, end):
+def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerTopic.name', pos, end, 1)
@@ -456,7 +457,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_7(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersRequest_WritableTxnMarker_8(buf, pos, end):
+def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
     if end - pos < 11:
         raise _rt.group_eof('WritableTxnMarker', (('producer_id', 8), ('producer_epoch', 2), ('transaction_result', 1)), pos, end)
@@ -476,7 +477,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_8(buf, pos, end):
             raise _rt.overrun('WritableTxnMarker.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_7(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -496,7 +497,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_8(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersRequest_9(buf, pos, end):
+def _d_WriteTxnMarkersRequest_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest)
     if pos >= end:
         raise _rt.eof('WriteTxnMarkersRequest.markers', pos, end, 1)
@@ -512,7 +513,7 @@ def _d_WriteTxnMarkersRequest_9(buf, pos, end):
             raise _rt.overrun('WriteTxnMarkersRequest.markers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_8(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, pos, end)
             a2.append(x3)
         o.markers = a2
     if pos >= end:
@@ -528,7 +529,7 @@ def _d_WriteTxnMarkersRequest_9(buf, pos, end):
     return o, pos
 
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_10(o, out, sp):
+def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -552,7 +553,7 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_10(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarker_11(o, out, sp):
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o, out, sp):
     out += _S1.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -561,7 +562,7 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_10(e3, out, sp)
+        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(e3, out, sp)
     out += _S0.pack(o.coordinator_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -570,7 +571,7 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_11(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersRequest_12(o, out, sp):
+def _e_WriteTxnMarkersRequest_v1(o, out, sp):
     v1 = o.markers
     n2 = len(v1) + 1
     if n2 < 128:
@@ -578,7 +579,7 @@ def _e_WriteTxnMarkersRequest_12(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersRequest_WritableTxnMarker_11(e3, out, sp)
+        _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -586,7 +587,7 @@ def _e_WriteTxnMarkersRequest_12(o, out, sp):
         out.append(0)
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_13(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('WritableTxnMarkerPartitionResult', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -596,7 +597,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_13(buf, pos, end
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_14(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     if end - pos < 2:
         raise _rt.eof('WritableTxnMarkerTopicResult.name', pos, end, 2)
@@ -623,14 +624,14 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_14(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_13(buf, pos, end)
+            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_15(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
     if end - pos < 8:
         raise _rt.group_eof('WritableTxnMarkerResult', (('producer_id', 8),), pos, end)
@@ -647,14 +648,14 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_15(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerResult.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_14(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_16(buf, pos, end):
+def _d_WriteTxnMarkersResponse_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse)
     if end - pos < 4:
         raise _rt.eof('WriteTxnMarkersResponse.markers', pos, end, 4)
@@ -667,18 +668,18 @@ def _d_WriteTxnMarkersResponse_16(buf, pos, end):
             raise _rt.overrun('WriteTxnMarkersResponse.markers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_15(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, pos, end)
             a2.append(x3)
         o.markers = a2
     o.unknown_tagged_fields = []
     return o, pos
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_17(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(o, out, sp):
     out += _S4.pack(o.partition_index, o.error_code)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_18(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     out += _S_I16.pack(len(b2))
@@ -686,25 +687,25 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_18(o, out, sp):
     v3 = o.partitions
     out += _S_I32.pack(len(v3))
     for e4 in v3:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_17(e4, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(e4, out, sp)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_19(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o, out, sp):
     out += _S3.pack(o.producer_id)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_18(e2, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(e2, out, sp)
 
 
-def _e_WriteTxnMarkersResponse_20(o, out, sp):
+def _e_WriteTxnMarkersResponse_v0(o, out, sp):
     v1 = o.markers
     out += _S_I32.pack(len(v1))
     for e2 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_19(e2, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(e2, out, sp)
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_21(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('WritableTxnMarkerPartitionResult', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -723,7 +724,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_21(buf, pos, end
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_22(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerTopicResult.name', pos, end, 1)
@@ -756,7 +757,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_22(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_21(buf, pos, end)
+            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -772,7 +773,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_22(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_23(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
     if end - pos < 8:
         raise _rt.group_eof('WritableTxnMarkerResult', (('producer_id', 8),), pos, end)
@@ -792,7 +793,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_23(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerResult.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_22(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -808,7 +809,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_23(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_24(buf, pos, end):
+def _d_WriteTxnMarkersResponse_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse)
     if pos >= end:
         raise _rt.eof('WriteTxnMarkersResponse.markers', pos, end, 1)
@@ -824,7 +825,7 @@ def _d_WriteTxnMarkersResponse_24(buf, pos, end):
             raise _rt.overrun('WriteTxnMarkersResponse.markers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_23(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end)
             a2.append(x3)
         o.markers = a2
     if pos >= end:
@@ -840,7 +841,7 @@ def _d_WriteTxnMarkersResponse_24(buf, pos, end):
     return o, pos
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_25(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o, out, sp):
     out += _S4.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -849,7 +850,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_25(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_26(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -865,7 +866,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_26(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_25(e6, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -873,7 +874,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_26(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_27(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out, sp):
     out += _S3.pack(o.producer_id)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -882,7 +883,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_27(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_26(e3, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -890,7 +891,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_27(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_28(o, out, sp):
+def _e_WriteTxnMarkersResponse_v1(o, out, sp):
     v1 = o.markers
     n2 = len(v1) + 1
     if n2 < 128:
@@ -898,7 +899,7 @@ def _e_WriteTxnMarkersResponse_28(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_27(e3, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -907,9 +908,9 @@ def _e_WriteTxnMarkersResponse_28(o, out, sp):
 
 
 
-WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_3, _d_WriteTxnMarkersRequest_9,)
-WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_6, _e_WriteTxnMarkersRequest_12,)
-WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_16, _d_WriteTxnMarkersResponse_24,)
-WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_20, _e_WriteTxnMarkersResponse_28,)
+WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_v0, _d_WriteTxnMarkersRequest_v1,)
+WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_v0, _e_WriteTxnMarkersRequest_v1,)
+WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_v0, _d_WriteTxnMarkersResponse_v1,)
+WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_v0, _e_WriteTxnMarkersResponse_v1,)
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']

@@ -14,15 +14,14 @@ response of the request's version with every error code set, or None to close th
 connection instead. The server answers such old requests with UNSUPPORTED_VERSION through
 it, as Kafka answers a request it can read but does not serve.
 """
-from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.protocol.errors import ErrorCode
-
+from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
     alter_configs,
     alter_partition,
     api_versions,
-    create_partitions,
     controlled_shutdown,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_records,
@@ -30,6 +29,7 @@ from broker.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -57,7 +57,7 @@ _MODULES = [
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
+    describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
     elect_leaders,
 ]
 

@@ -2,14 +2,15 @@
 Dynamic broker configs are not supported (INVALID_REQUEST with a message)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.alter_configs import AlterConfigsResponse
+from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: AlterConfigsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 

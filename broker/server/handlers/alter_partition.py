@@ -4,7 +4,8 @@ replicas alive), records it in the store and answers with the new state."""
 from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.alter_partition import AlterPartitionResponse
+from broker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ALTER_PARTITION
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -50,5 +51,5 @@ async def apply(broker, request) -> AlterPartitionResponse:
     return AlterPartitionResponse(throttle_time_ms=0, error_code=error, topics=topics)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: AlterPartitionRequest) -> HandlerResult:
     return apply(ctx.broker, request)

@@ -1,12 +1,13 @@
 """ApiVersions (18): the API ranges this broker implements, from the handler registry."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.api_versions import ApiVersionsResponse
+from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ApiVersionsRequest) -> HandlerResult:
     from broker.server.handlers import supported_versions
 
     if ctx.api_version >= 3:

@@ -3,7 +3,8 @@ partition it leads move to another ISR member first; the answer lists those that
 not move yet (the broker asks again)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.controlled_shutdown import ControlledShutdownResponse
+from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -22,5 +23,5 @@ async def apply(broker, request) -> ControlledShutdownResponse:
         for tp in remaining])
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> HandlerResult:
     return apply(ctx.broker, request)

@@ -1,13 +1,16 @@
-"""CreatePartitions (37): grow a topic to `count` partitions."""
+"""CreatePartitions (37): grow a topic to `count` partitions (at most
+MAX_PARTITIONS_PER_REQUEST, as CreateTopics)."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import KafkaProtocolError
-from broker.protocol.messages.create_partitions import CreatePartitionsResponse
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from broker.server.context import HandlerResult, RequestContext
+from broker.server.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
@@ -16,6 +19,10 @@ async def _handle(ctx, request):
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(r)
+        if t.count > MAX_PARTITIONS_PER_REQUEST:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
+            continue
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             await ctx.broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only,

@@ -1,9 +1,20 @@
-"""CreateTopics (19)."""
-from broker.config import TOPIC_KEYS
+"""CreateTopics (19). As Kafka answers: a name listed more than once gets one result,
+INVALID_REQUEST, and nothing is created for it; validate_only answers what creating would
+give (a topic id, partitions, replication factor and the configs) without creating.
+
+A request may create at most MAX_PARTITIONS_PER_REQUEST partitions: beyond that a topic
+is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 - 1 would
+otherwise have the broker build an assignment until it runs out of memory). Kafka's
+controller likewise refuses operations larger than a bound (10,000 records)."""
+import uuid
+from collections import Counter
+
+from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.create_topics import CreateTopicsResponse
-from broker.server.handlers.describe_configs import format_value
+from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from broker.server.context import HandlerResult, RequestContext
+from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 
 API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -11,22 +22,35 @@ MIN_VERSION, MAX_VERSION = 0, 7
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicConfigs
 
+#: an allocation bound, far above what one broker serves (the scale goal is 10,000)
+MAX_PARTITIONS_PER_REQUEST = 100_000
 
-def handle(ctx, request):
+
+def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
 async def _handle(ctx, request):
     broker = ctx.broker
     results = []
+    counts = Counter(t.name for t in request.topics)
     seen = set()
+    partitions = 0
     for t in request.topics:
-        r = _Result(name=t.name, error_code=0, error_message=None)
-        results.append(r)
         if t.name in seen:
-            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, f"topic {t.name} listed twice"
             continue
         seen.add(t.name)
+        r = _Result(name=t.name, error_code=0, error_message=None)
+        results.append(r)
+        if counts[t.name] > 1:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            r.num_partitions = r.replication_factor = -1
+            continue
+        partitions += max(t.num_partitions, len(t.assignments))
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
+            continue
         configs = {}
         try:
             for c in t.configs:
@@ -35,17 +59,25 @@ async def _handle(ctx, request):
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
-                r.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+                assignment = broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                                             assignments)
+                r.topic_id = uuid.uuid4()
+                r.num_partitions = len(assignment)
+                r.replication_factor = len(next(iter(assignment.values())))
+                r.configs = _configs(broker, broker.config.log_config(validate_topic_configs(configs)))
                 continue
             info = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            cfg = broker.metadata.log_config(t.name)
-            r.configs = [_Config(name=k, value=format_value(cfg[k]), read_only=False,
-                                 config_source=cfg.source(k), is_sensitive=False) for k in sorted(TOPIC_KEYS)]
+            r.configs = _configs(broker, broker.metadata.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _configs(broker, cfg) -> list:
+    return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
+                    config_source=source_of(topic_synonyms(broker, cfg, k)), is_sensitive=False)
+            for k in sorted(TOPIC_KEYS)]

@@ -3,13 +3,14 @@ watermark); whole segments below it go at the next retention pass."""
 from broker.log import OffsetOutOfRange
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.delete_records import DeleteRecordsResponse
+from broker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> HandlerResult:
     topics = []
     for t in request.topics:
         parts = []

@@ -1,15 +1,21 @@
-"""DeleteTopics (20): by name (v0-5) or by name or topic id (v6)."""
+"""DeleteTopics (20): by name (v0-5) or by name or topic id (v6). An unknown topic's
+error carries the error's own description as its message, as Kafka's does."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.delete_topics import DeleteTopicsResponse
+from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 6
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
+_DESCRIPTIONS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
+}
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
@@ -35,5 +41,6 @@ async def _handle(ctx, request):
         try:
             await broker.admin.delete_topic(name, request.timeout_ms)
         except KafkaProtocolError as exc:
-            r.error_code, r.error_message = exc.code, exc.message
+            r.error_code = exc.code
+            r.error_message = exc.message or _DESCRIPTIONS.get(exc.code)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

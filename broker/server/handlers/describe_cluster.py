@@ -1,13 +1,14 @@
 """DescribeCluster (60): cluster id, controller and brokers."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.describe_cluster import DescribeClusterResponse
+from broker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION, MAX_VERSION = 0, 1
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DescribeClusterRequest) -> HandlerResult:
     broker = ctx.broker
     if ctx.api_version >= 1 and request.endpoint_type != 1:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,

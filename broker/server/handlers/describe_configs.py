@@ -1,9 +1,19 @@
 """DescribeConfigs (32): topic configs (overrides over broker defaults, with their
-sources and synonyms) and the broker's static configs."""
-from broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigSource, ConfigType
+sources and synonyms) and the broker's static configs. A result without error carries the
+error message "" (Kafka leaves the field at its default).
+
+Synonyms as Kafka lists them: for a broker key, the keys of its synonym chain (log.retention
+ms / minutes / hours, log.roll ms / hours, log.flush.interval.ms then the scheduler interval)
+that are set in server.properties, then those with a default, each in chain order; entries
+before the key itself are left out (so log.retention.ms lists nothing while only the hours
+are set). A topic config lists its override first, then its broker key's synonyms. The
+config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
+"""
+from broker.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.describe_configs import DescribeConfigsResponse
+from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -28,6 +38,40 @@ def format_value(value) -> str | None:
     return str(value)
 
 
+def _chain(broker_key: str) -> tuple[str, ...]:
+    for chain in BROKER_SYNONYMS.values():
+        if broker_key in chain:
+            return chain
+    return (broker_key,)
+
+
+def broker_synonyms(broker, name: str) -> list:
+    cfg = broker.config
+    chain = _chain(name)
+    out = [_Synonym(name=k, value=format_value(cfg[k]), source=ConfigSource.STATIC_BROKER_CONFIG)
+           for k in chain if cfg.source(k) == ConfigSource.STATIC_BROKER_CONFIG]
+    out += [_Synonym(name=k, value=format_value(BROKER_KEYS[k].default), source=ConfigSource.DEFAULT_CONFIG)
+            for k in chain if BROKER_KEYS[k].default is not None]
+    while out and out[0].name != name:
+        out.pop(0)
+    return out
+
+
+def topic_synonyms(broker, cfg, name: str) -> list:
+    key = TOPIC_KEYS[name]
+    out = []
+    if name in cfg.overrides:
+        out.append(_Synonym(name=name, value=format_value(cfg.overrides[name]),
+                            source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
+    if key.broker_key:
+        out += broker_synonyms(broker, key.broker_key)
+    return out
+
+
+def source_of(synonyms: list) -> ConfigSource:
+    return ConfigSource(synonyms[0].source) if synonyms else ConfigSource.DEFAULT_CONFIG
+
+
 def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
     cfg = broker.metadata.log_config(topic)
     out = []
@@ -35,19 +79,11 @@ def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
         if keys is not None and name not in keys:
             continue
         key = TOPIC_KEYS[name]
-        source = cfg.source(name)
-        syn = []
-        if synonyms:
-            if name in cfg.overrides:
-                syn.append(_Synonym(name=name, value=format_value(cfg.overrides[name]),
-                                    source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            if key.broker_key:
-                bsrc = broker.config.source(key.broker_key)
-                syn.append(_Synonym(name=key.broker_key, value=format_value(broker.config.topic_default(name)),
-                                    source=bsrc))
+        syn = topic_synonyms(broker, cfg, name)
+        source = source_of(syn)
         out.append(_Entry(name=name, value=format_value(cfg[name]), read_only=False,
                           is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
-                          is_sensitive=False, synonyms=syn, config_type=key.type,
+                          is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
                           documentation=key.doc if docs else None))
     return out
 
@@ -57,16 +93,16 @@ def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
     for name, key in sorted(BROKER_KEYS.items()):
         if keys is not None and name not in keys:
             continue
-        source = broker.config.source(name)
-        value = format_value(broker.config[name])
-        syn = [_Synonym(name=name, value=value, source=source)] if synonyms else []
-        out.append(_Entry(name=name, value=value, read_only=True, is_default=source == ConfigSource.DEFAULT_CONFIG,
-                          config_source=source, is_sensitive=False, synonyms=syn, config_type=key.type,
+        syn = broker_synonyms(broker, name)
+        source = source_of(syn)
+        out.append(_Entry(name=name, value=format_value(broker.config[name]), read_only=True,
+                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
+                          is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
                           documentation=key.doc if docs else None))
     return out
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResult:
     broker = ctx.broker
     version = ctx.api_version
     synonyms = request.include_synonyms if version >= 1 else False
@@ -74,7 +110,7 @@ def handle(ctx, request):
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        r = _Result(error_code=0, error_message=None, resource_type=res.resource_type,
+        r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
                     resource_name=res.resource_name, configs=[])
         results.append(r)
         if res.resource_type == RESOURCE_TOPIC:

@@ -1,6 +1,7 @@
 """DescribeGroups (15): state, protocol and members (with metadata and assignment)."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.describe_groups import DescribeGroupsResponse
+from broker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION, MAX_VERSION = 0, 5
@@ -8,7 +9,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 R = DescribeGroupsResponse
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> HandlerResult:
     coord = ctx.broker.coordinator
     out = []
     for gid in request.groups:

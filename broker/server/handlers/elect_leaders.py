@@ -4,7 +4,8 @@ kafka-leader-election tool asks."""
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.elect_leaders import ElectLeadersResponse
+from broker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -42,5 +43,5 @@ def _all(wanted, error) -> ElectLeadersResponse:
         _Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
     return apply(ctx.broker, request, ctx.api_version)

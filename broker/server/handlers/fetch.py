@@ -9,13 +9,25 @@ Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for th
 response, except that the first batch of the first partition with data is returned
 whole even when larger. Fetch sessions (KIP-227) are declined: the response's session
 id is always 0, so clients keep sending full fetch requests.
+
+As Kafka answers: a partition in error carries -1 for its high watermark, last stable
+offset and log start offset; aborted transactions are null for read_uncommitted and for a
+failed read, an empty list for read_committed (no transaction was aborted) and for a topic
+the broker does not know.
+
+Open files: each partition read from an old segment keeps that segment open until the
+response is sent. When the open-file limit allows no more (Log.read raises EMFILE), the
+response stops there: the partitions left get no records this time, as when max_bytes
+is reached, and the client's next fetch reads them.
 """
 import asyncio
+import errno
 
 from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.fetch import FetchResponse
+from broker.protocol.messages.fetch import FetchRequest, FetchResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.purgatory import HIGH_WATERMARK, LOG_END
 
 API_KEY = ApiKey.FETCH
@@ -43,6 +55,8 @@ def _read_all(ctx, request, version, replica_id):
     responses = []
     watched = []        # the partitions whose moves end a long poll
     errors = False
+    aborted = [] if request.isolation_level == 1 else None
+    starved = False     # out of open segments: the remaining partitions get no records
     for t in request.topics:
         if version >= 13:
             name = broker.metadata.topic_name(t.topic_id)
@@ -51,10 +65,10 @@ def _read_all(ctx, request, version, replica_id):
         parts = []
         for p in t.partitions:
             d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=None, records=b"")
+                          log_start_offset=-1, aborted_transactions=aborted, records=b"")
             parts.append(d)
             if name is None:
-                d.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
                 errors = True
                 continue
             try:
@@ -70,22 +84,37 @@ def _read_all(ctx, request, version, replica_id):
                 d.last_stable_offset = lg.high_watermark
                 d.log_start_offset = lg.log_start_offset
                 max_bytes = min(p.partition_max_bytes, remaining)
-                if max_bytes <= 0 and not first:
+                if (max_bytes <= 0 and not first) or starved:
                     continue
-                sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                try:
+                    sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                except OSError as exc:
+                    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                        raise
+                    starved = True
+                    continue
                 if sl is not None:
                     d.records = sl
                     total += sl.length
                     remaining -= sl.length
                     first = False
             except KafkaProtocolError as exc:
-                d.error_code = exc.code
+                _error(d, exc.code)
                 errors = True
             except OffsetOutOfRange:
-                d.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                _error(d, ErrorCode.OFFSET_OUT_OF_RANGE)
                 errors = True
         responses.append(_TopicResp(topic=name or "", topic_id=t.topic_id, partitions=parts))
     return responses, total, watched, errors
+
+
+_UNKNOWN_TOPIC = (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _error(d, code: int) -> None:
+    d.error_code = code
+    d.high_watermark = d.last_stable_offset = d.log_start_offset = -1
+    d.aborted_transactions = [] if code in _UNKNOWN_TOPIC else None
 
 
 def _release(responses) -> None:
@@ -101,7 +130,7 @@ def _done(ctx, request, total, watched, errors, deadline) -> bool:
             or asyncio.get_running_loop().time() >= deadline)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000

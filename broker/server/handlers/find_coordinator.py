@@ -1,9 +1,11 @@
 """FindCoordinator (10): the broker leading the group's __consumer_offsets partition.
 Creates __consumer_offsets on first use, as Kafka does. Transaction coordinators do not
-exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE with a message saying so."""
+exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE with a message saying so. A found
+coordinator comes with the message "NONE", as Kafka words it (Errors.NONE.message())."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.find_coordinator import FindCoordinatorResponse
+from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -28,10 +30,10 @@ def _find(ctx, key: str, key_type: int):
     b = broker.metadata.brokers().get(node)
     if b is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return 0, None, b.broker_id, b.host, b.port
+    return 0, "NONE", b.broker_id, b.host, b.port
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:
     if ctx.api_version >= 4:
         keys = list(request.coordinator_keys)
         key_type = request.key_type

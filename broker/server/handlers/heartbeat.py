@@ -1,12 +1,13 @@
 """Heartbeat (12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.heartbeat import HeartbeatResponse
+from broker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: HeartbeatRequest) -> HandlerResult:
     err = ctx.broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                            request.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=err)

@@ -3,7 +3,11 @@ topic's overrides. Dynamic broker configs are not supported."""
 from broker.config import TOPIC_KEYS, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+from broker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, format_value
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -43,7 +47,7 @@ def _apply(broker, topic: str, ops) -> dict[str, str]:
     return configs
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 

@@ -7,13 +7,14 @@ COORDINATOR_NOT_AVAILABLE. Ids come in blocks of 1000 claimed from the metadata 
 (/latest_producer_id_block), so brokers of a cluster never hand out the same id."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.init_producer_id import InitProducerIdResponse
+from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult:
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)

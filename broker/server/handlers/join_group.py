@@ -1,13 +1,14 @@
 """JoinGroup (11): waits until the rebalance completes, then returns the generation; the
 leader also gets every member's protocol metadata to compute the assignment."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.join_group import JoinGroupResponse
+from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
 MIN_VERSION, MAX_VERSION = 0, 9
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
     host = ctx.connection.address[0] if ctx.connection.address else ""
     res = await ctx.broker.coordinator.join_group(

@@ -6,7 +6,8 @@ a request meant for this broker id's previous life)."""
 from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.leader_and_isr import LeaderAndIsrResponse
+from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LEADER_AND_ISR
 MIN_VERSION, MAX_VERSION = 5, 7
@@ -43,5 +44,5 @@ async def apply(broker, request) -> LeaderAndIsrResponse:
     return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
     return apply(ctx.broker, request)

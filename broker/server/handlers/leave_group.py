@@ -2,13 +2,14 @@
 the top-level error is for the request (coordinator errors), per-member errors go with
 each member."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.leave_group import LeaveGroupResponse
+from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: LeaveGroupRequest) -> HandlerResult:
     coord = ctx.broker.coordinator
     if ctx.api_version < 3:
         _, errors = coord.leave_group(request.group_id, [(request.member_id, None)])

@@ -1,12 +1,13 @@
 """ListGroups (16): groups this broker coordinates (optionally filtered by state)."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.list_groups import ListGroupsResponse
+from broker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ListGroupsRequest) -> HandlerResult:
     v = ctx.api_version
     states = set(request.states_filter) if v >= 4 and request.states_filter else None
     types = set(request.types_filter) if v >= 5 and request.types_filter else None

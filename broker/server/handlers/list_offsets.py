@@ -2,7 +2,8 @@
 whose timestamp is >= the one asked, per partition."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
-from broker.protocol.messages.list_offsets import ListOffsetsResponse
+from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION, MAX_VERSION = 1, 8
@@ -20,7 +21,7 @@ def error_response(request, code: int) -> ListOffsetsResponse:
         for t in request.topics])
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
     broker = ctx.broker
     topics = []
     for t in request.topics:

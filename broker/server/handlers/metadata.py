@@ -3,11 +3,14 @@ this broker's metadata cache has them (what the controller last told it).
 
 Unknown topics are created when auto.create.topics.enable and the request allows it:
 the answer then waits (briefly) for the new topic's leaders, or says
-LEADER_NOT_AVAILABLE so that the client asks again, as with Kafka."""
+LEADER_NOT_AVAILABLE so that the client asks again, as with Kafka.
+A requested topic with a topic id (v10+) is looked up by that id whatever its name says:
+the Java client sends the name "" (the field's default) beside the id."""
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.metadata import MetadataResponse
+from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION, MAX_VERSION = 0, 12
@@ -31,7 +34,7 @@ def topic_entry(broker, info) -> "_Topic":
                   partitions=parts)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     broker = ctx.broker
     version = ctx.api_version
     topics: list = []
@@ -43,7 +46,12 @@ def handle(ctx, request):
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
             name = t.name
-            if name is None:
+            if name is None and version < 12:
+                # v10 and v11 carry topic ids but no lookup by them (Kafka: "Topic name
+                # can not be null"), and their answers have no null names
+                topics.append(_Topic(error_code=ErrorCode.INVALID_REQUEST, name="", topic_id=t.topic_id))
+                continue
+            if name is None or (t.topic_id is not None and t.topic_id.int):     # not the zero uuid
                 name = broker.metadata.topic_name(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))

@@ -2,13 +2,14 @@
 __consumer_offsets before the answer."""
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.offset_commit import OffsetCommitResponse
+from broker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION, MAX_VERSION = 0, 8
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     v = ctx.api_version
     offsets = {}
     for t in request.topics:

@@ -1,6 +1,7 @@
 """OffsetDelete (47): removes committed offsets of topics the group does not consume."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.offset_delete import OffsetDeleteResponse
+from broker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -8,7 +9,7 @@ MIN_VERSION, MAX_VERSION = 0, 0
 R = OffsetDeleteResponse
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     err, result = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
     return R(error_code=err, throttle_time_ms=0, topics=[] if err else [

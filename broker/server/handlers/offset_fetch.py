@@ -1,7 +1,8 @@
 """OffsetFetch (9): committed offsets of a group (or of several groups from v8); -1 and no
 error for partitions without a commit; topics null = every committed partition."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.offset_fetch import OffsetFetchResponse
+from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION, MAX_VERSION = 0, 8
@@ -18,7 +19,7 @@ def _partitions(coord, group_id, topics):
     return err, by_topic
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
     coord = ctx.broker.coordinator
     v = ctx.api_version
     if v >= 8:

@@ -2,13 +2,14 @@
 consumers and followers can detect and cut a diverged log."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
-from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse
+from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> HandlerResult:
     topics = []
     for t in request.topics:
         parts = []

@@ -10,16 +10,18 @@ meanwhile — or REQUEST_TIMED_OUT after timeout_ms. When the topic's flush poli
 Idempotent producers: a retried batch already written is answered with the offsets of
 its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch
 INVALID_PRODUCER_EPOCH (broker/log/producer_state.py).
+A write the disk refuses (full, I/O error), or an fsync that fails, is
+KAFKA_STORAGE_ERROR for that partition; the log dir reports it once (broker/log).
 """
 import asyncio
 import logging
 
-from broker.log import RecordTooLarge
-from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
-from broker.native import CorruptRecordError, InvalidRecordError
+from broker.errors import APPEND_ERRORS, append_error
+from broker.log import LogStorageError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.produce import ProduceResponse
+from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from broker.server.context import HandlerResult, RequestContext
 from broker.server.purgatory import HIGH_WATERMARK
 
 API_KEY = ApiKey.PRODUCE
@@ -31,7 +33,7 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     broker = ctx.broker
     acks = request.acks
     responses = []
@@ -65,27 +67,9 @@ def handle(ctx, request):
                 if acks == -1 and part.log.high_watermark <= info.last_offset:
                     waits.append((r, part, info.last_offset + 1))
                 if acks != 0 and part.log.needs_flush():
-                    flushes.append(part.log)
-            except KafkaProtocolError as exc:
-                r.error_code, r.error_message = exc.code, exc.message
-                failed = True
-            except InvalidRecordError as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
-                failed = True
-            except CorruptRecordError as exc:
-                r.error_code, r.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-                failed = True
-            except RecordTooLarge as exc:
-                r.error_code, r.error_message = ErrorCode.MESSAGE_TOO_LARGE, str(exc)
-                failed = True
-            except OutOfOrderSequence as exc:
-                r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
-                failed = True
-            except InvalidProducerEpoch as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)
-                failed = True
-            except ValueError as exc:
-                r.error_code, r.error_message = ErrorCode.INVALID_RECORD, str(exc)
+                    flushes.append((r, part.log))
+            except APPEND_ERRORS as exc:
+                r.error_code, r.error_message = append_error(exc)
                 failed = True
         responses.append(_TopicResp(name=topic.name, partition_responses=presp))
     if acks == 0:
@@ -114,7 +98,15 @@ def error_response(request, code: int):
 async def _complete_later(purgatory, response, flushes, waits, timeout_ms: int):
     """The answer once the group commit made the batches durable and/or the ISR has them."""
     if flushes:
-        await asyncio.gather(*(lg.schedule_flush() for lg in set(flushes)))
+        logs = list({lg: None for _, lg in flushes})
+        results = await asyncio.gather(*(lg.schedule_flush() for lg in logs), return_exceptions=True)
+        failed = {lg: exc for lg, exc in zip(logs, results) if isinstance(exc, LogStorageError)}
+        for lg, exc in zip(logs, results):
+            if isinstance(exc, BaseException) and lg not in failed:
+                raise exc
+        for r, lg in flushes:
+            if lg in failed:
+                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(failed[lg])
     if waits:
         await _await_replication(purgatory, waits, timeout_ms)
     return response

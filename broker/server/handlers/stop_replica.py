@@ -3,7 +3,8 @@ delete their logs when their topic is being deleted, or when they moved away."""
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.stop_replica import StopReplicaResponse
+from broker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.STOP_REPLICA
 MIN_VERSION, MAX_VERSION = 3, 4
@@ -23,5 +24,5 @@ async def apply(broker, request) -> StopReplicaResponse:
         _PartError(topic_name=tp.topic, partition_index=tp.partition, error_code=e) for tp, e in errors.items()])
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
     return apply(ctx.broker, request)

@@ -1,12 +1,13 @@
 """SyncGroup (14): the leader hands in the assignment; every member gets its own."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.sync_group import SyncGroupResponse
+from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
     res = await ctx.broker.coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id if v >= 3 else None,

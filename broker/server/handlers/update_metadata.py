@@ -7,7 +7,8 @@ first time are read from the store first."""
 from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState, TopicInfo
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.update_metadata import UpdateMetadataResponse
+from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.UPDATE_METADATA
 MIN_VERSION, MAX_VERSION = 7, 8
@@ -51,5 +52,5 @@ async def apply(broker, request) -> UpdateMetadataResponse:
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
     return apply(ctx.broker, request)

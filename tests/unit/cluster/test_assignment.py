@@ -5,11 +5,14 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from broker.cluster.controller.assignment import (assign_new_partitions, assign_replicas, rack_alternated_broker_list,
-                                                  validate_manual_assignment)
+from broker.cluster.controller.assignment import (
+    assign_new_partitions,
+    assign_replicas,
+    rack_alternated_broker_list,
+    validate_manual_assignment,
+)
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 

@@ -257,3 +257,24 @@ def test_a_returning_broker_gets_the_full_state_of_its_replicas(tmp_path):
         assert [p.leader for t in lai[-1].topic_states for p in t.partition_states] == [1]
         await c.shutdown()
     run(main())
+
+
+def test_a_new_controller_takes_brokers_that_died_unwatched_out_of_every_isr(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3], 1: [1, 2, 3], 2: [3, 1, 2]}, {})
+        await settle(c)
+        await c.shutdown()                                  # no controller watches now
+        store.unregister(2)
+        c2 = Controller(1, c.config, store, local=None)
+        c2.channels = Channels()
+        await c2.startup()
+        await settle(c2)
+        s = states(c2, "t")
+        assert s[0].leader == 1 and s[0].isr == (1, 3)      # it led: replaced
+        assert s[1].leader == 1 and s[1].isr == (1, 3)      # it followed: out of the ISR at once
+        assert s[2].leader == 3 and s[2].isr == (3, 1)
+        stored = await store.get_partition_states("t")
+        assert all(2 not in stored[p][0].isr for p in (0, 1, 2))
+        await c2.shutdown()
+    run(main())

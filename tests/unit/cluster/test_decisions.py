@@ -4,13 +4,26 @@ then hypothesis properties over any cluster: no dead or shutting-down leader, th
 non-empty set of replicas holding the leader, epochs moving up by one, unclean elections
 only where enabled."""
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from broker.cluster.controller.decisions import (NO_LEADER, RECOVERED, RECOVERING, ClusterView, Decision, Failure,
-                                                 LeaderAndIsr, PartitionView, alter_partition, controlled_shutdown,
-                                                 initial_states, on_broker_failure, on_broker_startup,
-                                                 preferred_election, preferred_leader_imbalance, unclean_election)
+from broker.cluster.controller.decisions import (
+    NO_LEADER,
+    RECOVERED,
+    RECOVERING,
+    ClusterView,
+    Decision,
+    Failure,
+    LeaderAndIsr,
+    PartitionView,
+    alter_partition,
+    controlled_shutdown,
+    initial_states,
+    on_broker_failure,
+    on_broker_startup,
+    preferred_election,
+    preferred_leader_imbalance,
+    unclean_election,
+)
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 

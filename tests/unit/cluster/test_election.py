@@ -1,11 +1,14 @@
 """Leader selection tables (the shape of Kafka's PartitionLeaderElectionAlgorithmsTest),
 plus properties: the leader is always a live replica, in the ISR unless unclean."""
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from broker.cluster.controller.election import (controlled_shutdown_leader, offline_partition_leader,
-                                                preferred_replica_leader, reassign_partition_leader)
+from broker.cluster.controller.election import (
+    controlled_shutdown_leader,
+    offline_partition_leader,
+    preferred_replica_leader,
+    reassign_partition_leader,
+)
 
 
 @pytest.mark.parametrize("replicas, isr, live, unclean_enabled, expected", [

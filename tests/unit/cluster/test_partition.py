@@ -113,7 +113,7 @@ def test_a_lagging_follower_is_dropped_after_the_lag_time_and_the_controller_dec
 
 def test_a_follower_that_keeps_up_under_load_is_not_dropped(tmp_path):
     part, clock, asked = leader(tmp_path)
-    for i in range(20):
+    for _i in range(20):
         part.append_as_leader(batch(1), 1)
         clock.now += 0.03
         # each fetch reaches where the log ended at the previous fetch, never the log end
@@ -160,6 +160,7 @@ def test_min_insync_replicas_is_checked_against_the_isr(tmp_path):
     lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 2}))
     part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 0, [1]), 1)
     import pytest
+
     from broker.protocol.errors import ErrorCode, KafkaProtocolError
     with pytest.raises(KafkaProtocolError) as e:
         part.append_as_leader(batch(1), -1)

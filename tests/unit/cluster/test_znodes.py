@@ -10,17 +10,36 @@ import tempfile
 import uuid
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.cluster.store.znodes import (PERSISTENT_PATHS, BrokerIdZNode, BrokerRegistration, ClusterIdZNode,
-                                         ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode,
-                                         ControllerEpochZNode, ControllerRegistration, ControllerZNode,
-                                         DeleteTopicsTopicZNode, EndPoint, IsrChangeNotificationSequenceZNode,
-                                         LeaderIsrState, PreferredReplicaElectionZNode, ProducerIdBlock,
-                                         ProducerIdBlockZNode, ReassignPartitionsZNode, TopicAssignment,
-                                         TopicPartition, TopicPartitionStateZNode, TopicZNode, ZNodeDataError,
-                                         decode_topic_id, encode_topic_id, parse_connect_string, sequence_number)
+from broker.cluster.store.znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdZNode,
+    BrokerRegistration,
+    ClusterIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    ControllerRegistration,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    EndPoint,
+    IsrChangeNotificationSequenceZNode,
+    LeaderIsrState,
+    PreferredReplicaElectionZNode,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
+    ReassignPartitionsZNode,
+    TopicAssignment,
+    TopicPartition,
+    TopicPartitionStateZNode,
+    TopicZNode,
+    ZNodeDataError,
+    decode_topic_id,
+    encode_topic_id,
+    parse_connect_string,
+    sequence_number,
+)
 
 TOPIC_ID = "1bZHrMZnQE-06y4OclvK4A"
 

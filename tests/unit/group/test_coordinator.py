@@ -43,8 +43,8 @@ class MemoryWriter:
         await asyncio.sleep(timeout)
         return 0 if self.hw.get(tp, 0) > last_offset else ErrorCode.REQUEST_TIMED_OUT
 
-    def committed_range(self, tp):
-        return 0, self.hw.get(tp, 0)
+    def loadable_range(self, tp):
+        return 0, self.end.get(tp, 0)
 
     def read(self, tp, offset, max_bytes, end):
         out = bytearray()
@@ -177,5 +177,21 @@ def test_topic_deletion_drops_its_offsets_and_an_empty_group():
         await coord2.startup()
         assert coord2.fetch_offsets(GROUP, None) == (0, {})
         await coord.shutdown()
+        await coord2.shutdown()
+    run(main())
+
+
+def test_a_new_leader_loads_up_to_its_log_end_not_its_lagging_high_watermark():
+    """A follower's high watermark trails the leader's by a fetch: the commits the old
+    leader acknowledged are in the new leader's log above its high watermark."""
+    async def main():
+        coord, _, writer = make()
+        await coord.startup()
+        await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(7, -1, "")})
+        writer.hw[TopicPartition(OFFSETS_TOPIC, 0)] = 0        # as a follower that just took over
+        await coord.shutdown()
+        coord2, _, _ = make(writer)
+        await coord2.startup()
+        assert coord2.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 7
         await coord2.shutdown()
     run(main())

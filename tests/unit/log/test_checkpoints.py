@@ -4,8 +4,13 @@ import re
 
 import pytest
 
-from broker.log.checkpoints import (CheckpointError, LeaderEpochCheckpoint, OffsetCheckpoint, TopicPartition,
-                                    write_atomically)
+from broker.log.checkpoints import (
+    CheckpointError,
+    LeaderEpochCheckpoint,
+    OffsetCheckpoint,
+    TopicPartition,
+    write_atomically,
+)
 
 
 def test_offset_checkpoint_round_trip_in_kafkas_format(tmp_path):

@@ -265,8 +265,9 @@ def test_file_slice_survives_closing_and_deleting_the_log(make_log):
     lg, size = _one_record_log(make_log, n=3)
     lg.update_high_watermark(lg.log_end_offset)
     s = lg.read(0, 1 << 20)
-    expected = lg.active.read_bytes(0, 3 * size)
-    assert s.fd != lg.active.fd                         # a duplicate, owned by the slice
+    seg = lg.active
+    expected = seg.read_bytes(0, 3 * size)
+    assert s.fd == seg.fd and seg.pins == 1             # the segment's own, pinned
     lg.close()
     assert s.read() == expected
     lg.delete_files()
@@ -274,10 +275,10 @@ def test_file_slice_survives_closing_and_deleting_the_log(make_log):
     assert s.read() == expected
     fd = s.fd
     s.close()
-    assert s.fd == -1
+    assert s.fd == -1 and seg.pins == 0
     s.close()                                           # idempotent
     with pytest.raises(OSError):
-        os.fstat(fd)                                    # the duplicate really is closed
+        os.fstat(fd)                                    # the last unpin closed it
 
 
 def test_closing_a_slice_does_not_close_the_segment(make_log):
@@ -323,6 +324,12 @@ def test_offset_for_timestamp(make_log):
     assert lg.offset_for_timestamp(502) == (12, 600)
     assert lg.offset_for_timestamp(10_000) is None
     assert lg.offset_for_timestamp(MAX_TIMESTAMP) == (15, 701)
+    # the first record carrying the largest timestamp, not its batch's last offset (Kafka)
+    b = BatchBuilder()
+    for ts in (900, 950, 950, 940):
+        b.append(ts, b"k", b"v")
+    lg.append_as_leader(bytearray(b.build()), 0)         # offsets 16..19
+    assert lg.offset_for_timestamp(MAX_TIMESTAMP) == (17, 950)
     lg.delete_records(5)
     assert lg.offset_for_timestamp(EARLIEST_TIMESTAMP) == (5, -1)
     assert lg.offset_for_timestamp(0) == (5, 201)       # never below the log start offset

@@ -9,8 +9,18 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.log.checkpoints import OffsetCheckpoint, TopicPartition
-from broker.log.manager import (CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, META, RECOVERY_POINT, LogDirError,
-                                LogManager, validate_topic_name)
+from broker.log.manager import (
+    CLEAN_SHUTDOWN,
+    HIGH_WATERMARK,
+    LOG_START,
+    META,
+    RECOVERY_POINT,
+    LogCapacityError,
+    LogCreationError,
+    LogDirError,
+    LogManager,
+    validate_topic_name,
+)
 
 from ._support import batch, batch_positions, read_all
 
@@ -473,3 +483,321 @@ def test_lock_refuses_a_second_live_manager_on_the_same_dir(env):
     first.shutdown()
     second.startup()          # released by the clean shutdown
     second.shutdown()
+
+
+# ---------------------------------------------------------------- open files and creation
+
+
+@pytest.fixture
+def nofile(monkeypatch):
+    """Sets the open-file limit the manager sees; undoes the segment limit it sets."""
+    from broker.log import manager as manager_mod
+    from broker.native import set_open_segment_limit
+
+    def set_(limit):
+        monkeypatch.setattr(manager_mod, "open_file_limit", lambda: limit)
+
+    yield set_
+    set_open_segment_limit(-1)
+
+
+def _partition_dirs(d):
+    return sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+
+
+def test_create_logs_is_all_or_none(env):
+    """The 6th of 10 new logs cannot be created: the 5 made before it go too, and the
+    error says which one failed (before, CreateTopics left half a topic on disk)."""
+    m = env.manager()
+    m.get_or_create(TopicPartition("old", 0))
+    with open(os.path.join(env.dirs[0], "t-5"), "w"):
+        pass                                            # a file where the dir must go
+    tps = [TopicPartition("t", p) for p in range(10)]
+    with pytest.raises(LogCreationError, match="t-5.*none of the 10 new logs were kept"):
+        m.create_logs(tps)
+    assert sorted(m.logs) == [TopicPartition("old", 0)]
+    assert _partition_dirs(env.dirs[0]) == ["old-0"]
+    os.unlink(os.path.join(env.dirs[0], "t-5"))
+    logs = m.create_logs(tps + [TopicPartition("old", 0)])
+    assert [lg.tp for lg in logs] == tps + [TopicPartition("old", 0)]
+    assert len(_partition_dirs(env.dirs[0])) == 11
+    with pytest.raises(ValueError):
+        m.create_logs([TopicPartition("ok", 0), TopicPartition("bad name", 0)])
+    assert len(m.logs) == 11
+
+
+def test_create_logs_refuses_what_the_open_file_limit_cannot_fit(env, nofile):
+    """One descriptor per log, plus a reserve: 200 fits 120 logs."""
+    nofile(200)
+    m = env.manager()
+    with pytest.raises(LogCapacityError, match="121 partitions need about 201 open files.*is 200"):
+        m.create_logs([TopicPartition("t", p) for p in range(121)])
+    assert m.logs == {} and _partition_dirs(env.dirs[0]) == []
+    m.create_logs([TopicPartition("t", p) for p in range(100)])
+    with pytest.raises(LogCapacityError, match="30 new partitions do not fit beside the 100"):
+        m.create_logs([TopicPartition("u", p) for p in range(30)])
+    m.create_logs([TopicPartition("u", p) for p in range(20)])
+    with pytest.raises(LogCapacityError):
+        m.get_or_create(TopicPartition("v", 0))
+    assert len(m.logs) == 120
+
+
+def test_startup_refuses_log_dirs_the_open_file_limit_cannot_fit(env, nofile):
+    nofile(400)
+    m = env.manager()
+    m.create_logs([TopicPartition("t", p) for p in range(130)])
+    m.shutdown()
+    nofile(200)
+    with pytest.raises(LogCapacityError) as exc:
+        env.manager()
+    msg = str(exc.value)
+    assert "\n" not in msg and env.dirs[0] in msg
+    assert msg.endswith("130 partitions need about 210 open files (one per partition, plus 80 for connections "
+                        "and files in use), but the open-file limit (ulimit -n, RLIMIT_NOFILE) is 200: raise it "
+                        "to at least 210")
+    nofile(210)
+    assert len(env.manager().logs) == 130
+
+
+def test_inactive_segments_open_within_the_limit_left_by_the_logs(env, nofile):
+    from broker.native import open_inactive_segments, open_segment_limit
+    nofile(400)                                         # reserve 64: 336 - logs for old segments
+    m = env.manager()
+    for p in range(20):
+        _fill(m.get_or_create(TopicPartition("t", p)), 9)   # 3 segments each
+    assert open_segment_limit() == 400 - 64 - 20
+    m.shutdown()
+    before = open_inactive_segments()
+    m2 = env.manager()
+    assert open_inactive_segments() == before           # loaded, then released
+    assert all(lg.active.active and not any(s.active for s in lg.segments[:-1]) for lg in m2.logs.values())
+    for lg in m2.logs.values():
+        assert read_all(lg) == list(range(9))
+    assert open_inactive_segments() - before == 40       # read: reopened, within the limit
+
+
+CHILD_NOFILE = 256
+CHILD_LOGS = 150                # the limit leaves 256 - 64 - 150 = 42 inactive segments open
+CHILD_ROUNDS = 3
+
+
+def rolls_and_flushes_within_the_limit(root: str) -> None:
+    """Runs in a child process whose open-file limit is CHILD_NOFILE: CHILD_LOGS logs of
+    one batch a segment, each appended to CHILD_ROUNDS times over, every log in turn as
+    one produce to every partition does (each append after the first rolls: the fsync of
+    the finished segment runs on the log-io threads beside the next round), then read
+    from its start; again after a restart. Prints a JSON report for the parent."""
+    import json
+    from pathlib import Path
+
+    from broker.native import open_inactive_segments, open_segment_limit
+    errors = []
+    logging.basicConfig(level=logging.ERROR, handlers=[_ListHandler(errors)])
+    e = Env(Path(root), topic_overrides={"t": {"segment.bytes": SIZE}})
+    report = {}
+
+    async def rounds():
+        baseline = len(os.listdir("/proc/self/fd"))
+        m = e.manager()
+        logs = m.create_logs([TopicPartition("t", p) for p in range(CHILD_LOGS)])
+        for r in range(CHILD_ROUNDS):
+            for lg in logs:
+                lg.append_as_leader(batch(1, ts=1_000 + r), 0)
+                lg.update_high_watermark(lg.log_end_offset)
+            await asyncio.sleep(0)
+        deadline = asyncio.get_running_loop().time() + 60
+        while any(lg.recovery_point < lg.log_end_offset - 1 and not lg.flush_failed for lg in logs):
+            assert asyncio.get_running_loop().time() < deadline, "the flushes of the rolls never ended"
+            await asyncio.sleep(0.01)
+        report["flush_failed"] = sum(lg.flush_failed for lg in logs)
+        report["read"] = all(read_all(lg) == list(range(CHILD_ROUNDS)) for lg in logs)
+        report["fds"] = len(os.listdir("/proc/self/fd")) - baseline
+        report["inactive"], report["limit"] = open_inactive_segments(), open_segment_limit()
+        m.shutdown()
+
+    asyncio.run(rounds())
+    m2 = e.manager()
+    report["read_after_restart"] = all(read_all(lg) == list(range(CHILD_ROUNDS)) for lg in m2.logs.values())
+    report["errors"] = errors
+    print(json.dumps(report))
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, out: list):
+        super().__init__()
+        self.out = out
+
+    def emit(self, record):
+        self.out.append(record.getMessage())
+
+
+def test_rolls_and_flushes_of_many_logs_stay_within_a_low_open_file_limit(tmp_path):
+    """A real RLIMIT_NOFILE: before, each fsync of a finished segment that the open set
+    had released reopened it for good from its worker thread (only the event loop's
+    next use trimmed the set): 150 rolls at once went past the limit, fsyncs failed with
+    EMFILE ("cannot open index: Too many open files") and so would have accepts."""
+    import json
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (CHILD_NOFILE, CHILD_NOFILE))
+
+    code = ("import sys; from tests.unit.log.test_log_manager import rolls_and_flushes_within_the_limit as f; "
+            "f(sys.argv[1])")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=Path(__file__).resolve().parents[3],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["errors"] == [] and report["flush_failed"] == 0
+    assert report["read"] and report["read_after_restart"]
+    assert report["limit"] == CHILD_NOFILE - 64 - CHILD_LOGS and report["inactive"] <= report["limit"]
+    assert report["fds"] <= CHILD_NOFILE - 64 + 1         # logs, open set, the dir's lock
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_recovery_threads_load_every_log(tmp_path, threads):
+    env = Env(tmp_path, broker_props={"num.recovery.threads.per.data.dir": threads})
+    try:
+        m = env.manager()
+        for p in range(12):
+            _fill(m.get_or_create(TopicPartition("t", p)), p % 5 + 1)
+        _crash(m)
+        m2 = env.manager()
+        assert m2.loaded_cleanly[env.dirs[0]] is False
+        assert sorted(m2.logs) == [TopicPartition("t", p) for p in range(12)]
+        for p in range(12):
+            assert read_all(m2.get(TopicPartition("t", p))) == list(range(p % 5 + 1))
+    finally:
+        env.close_all()
+
+
+# ---------------------------------------------------------------- damaged meta.properties / partition.metadata
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "empty"),
+    (b"\0" * 64, "no version"),                              # a crash left zeros where the text was
+    (b"\xff\xfe\x00garbage\n", "not UTF-8 text"),
+    (b"version=0\nbroker.id=1\n", "no cluster.id"),
+    (b"broker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no version"),
+    (b"version=7\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "version 7"),
+    (b"version=0\nbroker.id=one\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "broker.id"),
+    (b"version=0\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no broker.id"),
+    (b"version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no node.id"),
+    (b"version=0\nbroker.id=1\ncluster.id=\n", "no cluster.id"),
+])
+def test_a_damaged_meta_properties_is_refused_naming_the_file(env, content, why):
+    env.manager().shutdown()
+    path = os.path.join(env.dirs[0], META)
+    with open(path, "wb") as f:
+        f.write(content)
+    for attempt in (lambda m: m.read_cluster_id(), lambda m: m.startup()):
+        with pytest.raises(LogDirError) as exc:
+            attempt(env.manager(start=False))
+        text = str(exc.value)
+        assert "\n" not in text and path in text and why in text and "refusing to start" in text
+    with open(path, "rb") as f:
+        assert f.read() == content, "a damaged meta.properties was rewritten"
+
+
+def test_meta_properties_as_a_directory_is_refused(env):
+    os.makedirs(os.path.join(env.dirs[0], META))
+    with pytest.raises(LogDirError, match=re.escape(os.path.join(env.dirs[0], META))):
+        env.manager()
+
+
+def test_kafkas_version_1_meta_properties_is_read(env):
+    os.makedirs(env.dirs[0])
+    with open(os.path.join(env.dirs[0], META), "w") as f:
+        f.write("#\nversion=1\nnode.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\ndirectory.id=BBBBBBBBBBBBBBBBBBBBBB\n")
+    assert env.manager().cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    with pytest.raises(LogDirError, match="node.id 1"):
+        env.manager(broker_id=2)
+
+
+def _partition_metadata(m, tp):
+    return os.path.join(m.logs[tp].dir, "partition.metadata")
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "empty"),
+    (b"\0" * 40, "no version"),
+    (b"version: 0\n", "no topic_id"),
+    (b"version: 0\ntopic_id: not-base64!\n", "topic_id"),
+    (b"version: 0\ntopic_id: AAAA\n", "topic_id"),             # base64, but not 16 bytes
+    (b"version: 3\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version 3"),
+    (b"\xff\xfeversion", "not UTF-8 text"),
+])
+def test_a_damaged_partition_metadata_is_refused_naming_the_file(env, content, why):
+    import uuid
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    _fill(m.get_or_create(tp, uuid.uuid4()), 3)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    with open(path, "wb") as f:
+        f.write(content)
+    with pytest.raises(LogDirError) as exc:
+        env.manager()
+    text = str(exc.value)
+    assert "\n" not in text and path in text and why in text and "refusing to start" in text
+    with open(path, "rb") as f:
+        assert f.read() == content
+
+
+def test_a_damaged_partition_metadata_is_rebuilt_from_the_topic_ids_of_the_store(env, caplog):
+    import uuid
+    tid = uuid.uuid4()
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    _fill(m.get_or_create(tp, tid), 3)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    with open(path, "wb") as f:
+        f.write(b"\0" * 40)
+    m2 = env.manager(start=False)
+    with caplog.at_level(logging.WARNING, logger="broker.log"):
+        m2.startup(topic_ids={"t": tid, "other": uuid.uuid4()})
+    assert m2.logs[tp].topic_id == tid and m2.logs[tp].log_end_offset == 3
+    assert [r.getMessage() for r in caplog.records if path in r.getMessage() and "rebuilt" in r.getMessage()]
+    m2.shutdown()
+    assert env.manager().logs[tp].topic_id == tid
+
+
+def test_a_missing_partition_metadata_is_written_when_the_topic_id_arrives(env):
+    import uuid
+    tid = uuid.uuid4()
+    m = env.manager()
+    tp = TopicPartition("t", 0)
+    m.get_or_create(tp, tid)
+    m.shutdown()
+    path = _partition_metadata(m, tp)
+    os.unlink(path)
+    m2 = env.manager()
+    assert m2.logs[tp].topic_id is None
+    assert m2.get_or_create(tp, tid).topic_id == tid       # the controller's word (LeaderAndIsr)
+    assert "topic_id: " in _read_text(path)
+    m2.shutdown()
+    assert env.manager().logs[tp].topic_id == tid
+
+
+def test_the_shutdown_state_logged_at_load_is_accurate(env, caplog):
+    def loaded_line():
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded ")]
+        assert len(lines) == 1, caplog.text
+        caplog.clear()
+        return lines[0]
+
+    with caplog.at_level(logging.INFO, logger="broker.log"):
+        m = env.manager()
+        assert loaded_line().endswith("(new log dir)")
+        m.get_or_create(TopicPartition("t", 0))
+        m.shutdown()
+        m = env.manager()
+        assert loaded_line().endswith("(clean shutdown)")
+        _crash(m)
+        env.manager()
+        assert loaded_line().endswith("(unclean shutdown)")

@@ -150,7 +150,7 @@ def test_roll_when_the_time_index_is_full(make_log):
 # ---------------------------------------------------------------- file layout
 
 
-def test_rolled_indexes_are_trimmed_and_the_active_ones_preallocated(make_log):
+def test_rolled_indexes_are_trimmed_and_the_active_ones_may_grow(make_log):
     lg = make_log({"segment.bytes": 6 * SIZE, "segment.index.bytes": 4096, "index.interval.bytes": 100})
     fill(lg, 20, ts_step=5)
     assert len(lg.segments) == 4
@@ -160,15 +160,19 @@ def test_rolled_indexes_are_trimmed_and_the_active_ones_preallocated(make_log):
         assert os.path.getsize(seg.time_index.path) == 12 * seg.time_index.entries
         # the rolled segment's last time entry is its max timestamp (Kafka's onBecomeInactive)
         assert seg.time_index.last_entry == (seg.max_timestamp, seg.offset_of_max_timestamp)
+    # the active segment's indexes hold their entries only (nothing preallocated), and
+    # may grow to segment.index.bytes
     active = lg.active
-    assert os.path.getsize(active.offset_index.path) == 4096
-    assert os.path.getsize(active.time_index.path) == 4096 - 4096 % 12
+    assert (active.offset_index.max_entries, active.time_index.max_entries) == (4096 // 8, 4096 // 12)
+    written = active.offset_index.entries - active.offset_index.pending_entries
+    assert os.path.getsize(active.offset_index.path) == 8 * written
 
 
-def test_default_active_index_preallocation_is_segment_index_bytes(make_log):
+def test_default_active_index_capacity_is_segment_index_bytes(make_log):
     lg = make_log()
     fill(lg, 1)
-    assert os.path.getsize(lg.active.offset_index.path) == 10 * 1024 * 1024
+    assert lg.active.offset_index.max_entries == 10 * 1024 * 1024 // 8
+    assert os.path.getsize(lg.active.offset_index.path) == 0
 
 
 def test_segment_files_are_named_by_20_digit_base_offsets(make_log):
@@ -190,8 +194,9 @@ def test_roll_then_reopen_keeps_every_segment(make_log):
     assert [s.base_offset for s in again.segments] == [0, 2, 4, 6]
     assert again.log_end_offset == 7
     assert read_all(again) == list(range(7))
-    # the reopened active segment has its preallocated indexes back
-    assert os.path.getsize(again.active.offset_index.path) == 10 * 1024 * 1024
+    # the reopened active segment is active again: its indexes may grow
+    assert again.active.active and again.active.offset_index.max_entries == 10 * 1024 * 1024 // 8
+    assert all(not s.active for s in again.segments[:-1])
 
 
 # ---------------------------------------------------------------- offset overflow

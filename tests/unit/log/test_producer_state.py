@@ -9,8 +9,15 @@ import time
 
 import pytest
 
-from broker.log.producer_state import (INT32_MAX, CorruptSnapshot, InvalidProducerEpoch, OutOfOrderSequence,
-                                       ProducerStateManager, last_sequence, snapshot_name)
+from broker.log.producer_state import (
+    INT32_MAX,
+    CorruptSnapshot,
+    InvalidProducerEpoch,
+    OutOfOrderSequence,
+    ProducerStateManager,
+    last_sequence,
+    snapshot_name,
+)
 from broker.native import crc32c
 
 from ._support import batch, read_all

@@ -3,11 +3,9 @@ import struct
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (BatchBuilder, CorruptRecordError, arrow_schema, assign_offsets,
-                           batches_to_arrow, iter_batches)
+from broker.native import BatchBuilder, CorruptRecordError, arrow_schema, assign_offsets, batches_to_arrow, iter_batches
 
 from ._support import CODECS, HEADER_SIZE, fix_crc, raw_batch, raw_record, records_st
 
@@ -69,7 +67,8 @@ def test_matches_record_decode(batches, codecs, ts_types, base, data):
     end = data.draw(st.one_of(st.none(), st.integers(base - 2, base + total + 2)))
     assert rows_of(batches_to_arrow(stream, start, end)) == oracle_rows(stream, start, end)
     # a torn tail is ignored, in any buffer type
-    cut = data.draw(st.integers(1, HEADER_SIZE + 20))
+    # (shorter than the stream: a copy of its first batch whole is no torn tail)
+    cut = data.draw(st.integers(1, min(HEADER_SIZE + 20, len(stream) - 1)))
     torn = stream + stream[:cut]
     for buf in (torn, bytearray(torn), memoryview(torn), pa.py_buffer(torn)):
         assert rows_of(batches_to_arrow(buf, validate=False)) == oracle_rows(stream)

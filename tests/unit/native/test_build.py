@@ -76,7 +76,8 @@ SMOKE = textwrap.dedent("""
         mod = importlib.import_module("broker._native." + name)
         assert os.path.realpath(mod.__file__).startswith(os.path.realpath(build_lib)), mod.__file__
     from broker._native.crc32c import crc32c
-    from broker._native.records import BatchBuilder, RecordBatch
+    from broker._native.builder import BatchBuilder
+    from broker._native.records import RecordBatch
     from broker._native.buffer import read_varint, write_varint
     assert crc32c(b"123456789") == 0xE3069283
     b = BatchBuilder("gzip", base_offset=7)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from broker._native.compaction import OffsetMap, filter_batches
 from broker.native import BatchBuilder, CorruptRecordError, assign_offsets, iter_batches
@@ -52,7 +51,7 @@ def test_filter_matches_oracle(seed):
     m = OffsetMap(10_000)
     assert m.add_batches(data) == written[-1][0] + 1
     latest = {}
-    for off, k, v, _ in written:
+    for off, k, _v, _ in written:
         if k is not None:
             latest[k] = off
     for k, off in latest.items():

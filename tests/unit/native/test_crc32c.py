@@ -5,12 +5,10 @@ import mmap
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from broker.native import (crc32c, crc32c_hardware, crc32c_hardware_available,
-                           crc32c_implementation, crc32c_software)
+from hypothesis import given, settings, strategies as st
 from kafka.record import _crc32c as kafka_crc32c
+
+from broker.native import crc32c, crc32c_hardware, crc32c_hardware_available, crc32c_implementation, crc32c_software
 
 HW = crc32c_hardware_available()
 

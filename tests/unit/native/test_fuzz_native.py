@@ -13,16 +13,36 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from broker.native import (CorruptRecordError, RecordBatch, assign_offsets, batches_to_arrow,
-                           compress_block, decompress_block, iter_batches, read_unsigned_varint,
-                           read_varint, read_varlong, require_keys, write_unsigned_varint,
-                           write_varint, write_varlong)
+from broker.native import (
+    CorruptRecordError,
+    RecordBatch,
+    assign_offsets,
+    batches_to_arrow,
+    compress_block,
+    decompress_block,
+    iter_batches,
+    read_unsigned_varint,
+    read_varint,
+    read_varlong,
+    require_keys,
+    write_unsigned_varint,
+    write_varint,
+    write_varlong,
+)
 
-from ._support import (CODECS, HEADER_SIZE, build, fix_crc, raw_batch, raw_record, records_st,
-                       simple_batch, zigzag_varint)
+from ._support import (
+    CODECS,
+    HEADER_SIZE,
+    build,
+    fix_crc,
+    raw_batch,
+    raw_record,
+    records_st,
+    simple_batch,
+    zigzag_varint,
+)
 
 ALLOWED = (ValueError, StopIteration)          # CorruptRecordError is a ValueError
 LIMIT = 1 << 20                                # decompression limit used while fuzzing

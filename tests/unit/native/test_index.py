@@ -6,8 +6,7 @@ import struct
 import tempfile
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from broker.native import CorruptIndexError, OffsetIndex, TimeIndex
 
@@ -126,19 +125,23 @@ def test_offset_index_against_oracle(seed, n, base):
             assert again.entries == len(oracle.entries)
             assert again.last_offset == oracle.entries[-1][0]
             again.sanity_check()
-            # an existing index keeps its length (Kafka's rule); resize() preallocates it
-            # again when its segment becomes the active one
-            assert file_size(path) == len(oracle.entries) * OFFSET_ENTRY
+            # an existing index keeps its entries as its capacity (Kafka's rule) until
+            # resize(), when its segment becomes the active one; the file never grows
+            # beyond its entries
+            assert again.is_full
             again.resize((n + 10) * OFFSET_ENTRY)
-            assert file_size(path) == (n + 10) * OFFSET_ENTRY
-        assert file_size(path) == len(oracle.entries) * OFFSET_ENTRY  # close trims
+            assert not again.is_full
+            assert file_size(path) == len(oracle.entries) * OFFSET_ENTRY
+            again.append(nxt + 1, npos + 1)
+            assert again.lookup(nxt + 1) == (nxt + 1, npos + 1)
+        assert file_size(path) == (len(oracle.entries) + 1) * OFFSET_ENTRY   # close writes
 
 
-def test_offset_index_preallocation_full_and_resize(tmp_path):
+def test_offset_index_capacity_full_and_resize(tmp_path):
     path = str(tmp_path / "a.index")
     idx = OffsetIndex(path, 100, max_index_size=100)       # rounded down to 12 entries
     assert idx.max_index_size == 100
-    assert file_size(path) == 96
+    assert file_size(path) == 0                            # nothing preallocated
     assert (idx.entries, idx.max_entries, idx.is_full) == (0, 12, False)
     assert idx.lookup(500) == (100, 0)
     for i in range(12):
@@ -147,13 +150,14 @@ def test_offset_index_preallocation_full_and_resize(tmp_path):
     with pytest.raises(ValueError, match="full"):
         idx.append(200, 500)
     idx.resize(200)
-    assert (idx.max_entries, file_size(path)) == (25, 200)
+    assert idx.max_entries == 25
     idx.append(200, 500)
     assert idx.lookup(10**9) == (200, 500)
     idx.resize(8)                                          # never below the entries
-    assert file_size(path) == 13 * OFFSET_ENTRY and idx.is_full
+    assert idx.max_entries == 13 and idx.is_full
+    assert file_size(path) == 0 and idx.pending_entries == 13
     idx.trim()
-    assert file_size(path) == 13 * OFFSET_ENTRY
+    assert file_size(path) == 13 * OFFSET_ENTRY and idx.pending_entries == 0
     idx.flush()
     idx.close()
     idx.close()                                            # idempotent
@@ -192,18 +196,33 @@ def test_offset_index_rejects_bad_appends(tmp_path):
         OffsetIndex(str(tmp_path / "c.index"), 0, max_index_size=7)
 
 
+def _legacy_crash_file(path, entries, preallocated):
+    """An index file as versions that preallocated left it after a crash: the entries
+    written, then a sparse zero tail up to the preallocated size."""
+    with open(path, "wb") as f:
+        f.write(entries)
+        f.truncate(preallocated)
+
+
+def _data_end(path):
+    """Where the file's data ends as the filesystem reports it (SEEK_HOLE)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    finally:
+        os.close(fd)
+
+
 def test_offset_index_sanity_check_catches_zero_filled_tail(tmp_path):
-    """A crash leaves the preallocated file untrimmed: valid entries, then zeros. Opened
-    again, its length is taken as the entry count and sanity_check must refuse it."""
+    """A crash of a version that preallocated left the file untrimmed: valid entries,
+    then zeros. Opened again, the hole is not counted as entries (SEEK_HOLE), the zeros
+    within the last page of data are, and sanity_check must refuse them."""
     path = str(tmp_path / "crash.index")
-    idx = OffsetIndex(path, 50, max_index_size=4096)
-    for i in range(10):
-        idx.append(51 + 3 * i, 100 * i)
-    idx.flush()
-    del idx                                                # no close(): no trim
-    assert file_size(path) == 4096
-    reopened = OffsetIndex(path, 50, max_index_size=4096)
-    assert reopened.entries == 4096 // OFFSET_ENTRY
+    entries = b"".join(struct.pack(">II", 1 + 3 * i, 100 * i) for i in range(10))
+    _legacy_crash_file(path, entries, 10 * 1024 * 1024)
+    reopened = OffsetIndex(path, 50, max_index_size=10 * 1024 * 1024)
+    assert reopened.entries == _data_end(path) // OFFSET_ENTRY
+    assert 10 < reopened.entries < 10 * 1024 * 1024 // OFFSET_ENTRY
     with pytest.raises(CorruptIndexError) as exc:
         reopened.sanity_check()
     assert isinstance(exc.value, ValueError)
@@ -211,6 +230,7 @@ def test_offset_index_sanity_check_catches_zero_filled_tail(tmp_path):
     reopened.truncate()
     reopened.sanity_check()
     reopened.close()
+    assert file_size(path) == 0                            # the tail is gone for good
     # other corruptions: decreasing positions, and an offset below the base offset
     for entries in ([(1, 10), (2, 5)], [(-1 & 0xFFFFFFFF, 0)]):
         with open(path, "wb") as f:
@@ -315,7 +335,7 @@ def test_time_index_against_oracle(seed, n, base):
 def test_time_index_rules(tmp_path):
     path = str(tmp_path / "t.timeindex")
     idx = TimeIndex(path, 10, max_index_size=3 * TIME_ENTRY + 5)
-    assert idx.max_entries == 3 and file_size(path) == 36
+    assert idx.max_entries == 3 and file_size(path) == 0
     assert idx.last_entry == (-1, 10)
     assert idx.lookup(0) == (-1, 10)
     assert idx.maybe_append(100, 12)
@@ -348,14 +368,11 @@ def test_time_index_rules(tmp_path):
 
 def test_time_index_sanity_check_catches_zero_filled_tail(tmp_path):
     path = str(tmp_path / "crash.timeindex")
-    idx = TimeIndex(path, 0, max_index_size=1200)
-    for i in range(7):
-        idx.maybe_append(1_700_000_000_000 + i, i * 3)
-    idx.flush()
-    del idx
-    assert file_size(path) == 1200
+    entries = b"".join(struct.pack(">qI", 1_700_000_000_000 + i, i * 3) for i in range(7))
+    _legacy_crash_file(path, entries, 1200)
     reopened = TimeIndex(path, 0, max_index_size=1200)
-    assert reopened.entries == 100
+    assert reopened.entries == _data_end(path) // TIME_ENTRY
+    assert reopened.entries > 7
     with pytest.raises(CorruptIndexError):
         reopened.sanity_check()
     reopened.truncate()
@@ -380,3 +397,95 @@ def test_partial_trailing_entry_is_ignored(tmp_path):
         assert rw.entries == 2
         rw.sanity_check()
     assert file_size(path) == 16
+
+
+# ------------------------------------------------------------------ files and descriptors
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_indexes_hold_no_file_descriptor(tmp_path):
+    """Kafka closes an index file once mapped: 300 indexes with entries, written and
+    pending, looked up and appended to, hold no descriptor."""
+    before = open_fds()
+    indexes = []
+    for i in range(150):
+        off = OffsetIndex(str(tmp_path / f"{i}.index"), 0, max_index_size=4096)
+        tim = TimeIndex(str(tmp_path / f"{i}.timeindex"), 0, max_index_size=4096)
+        for j in range(i % 100):
+            off.append(j + 1, j * 10)
+            tim.maybe_append(1000 + j, j)
+        indexes += [off, tim]
+    for idx in indexes:
+        idx.lookup(50)
+        idx.entry(0) if idx.entries else None
+    assert open_fds() == before
+    for idx in indexes:
+        idx.close()
+    assert open_fds() == before
+
+
+def test_entries_are_written_in_batches_and_seen_at_once(tmp_path):
+    path = str(tmp_path / "w.index")
+    idx = OffsetIndex(path, 0, max_index_size=4096)
+    for i in range(63):
+        idx.append(i + 1, i)
+        assert idx.lookup(i + 1) == (i + 1, i)           # pending entries are found
+    assert (file_size(path), idx.pending_entries) == (0, 63)
+    idx.append(64, 63)                                    # the 64th writes them all
+    assert (file_size(path), idx.pending_entries) == (64 * OFFSET_ENTRY, 0)
+    assert idx.mapped is False                            # mapped on demand
+    for i in range(64, 100):
+        idx.append(i + 1, i)
+    for target in (1, 30, 64, 65, 80, 100, 10**6):
+        assert idx.lookup(target) == (min(target, 100), min(target, 100) - 1)
+    assert idx.mapped
+    idx.truncate_to(50)                                   # cuts written entries from the file
+    assert (idx.entries, file_size(path)) == (49, 49 * OFFSET_ENTRY)
+    assert idx.lookup(10**6) == (49, 48)
+    idx.append(70, 69)
+    assert idx.lookup(10**6) == (70, 69) and idx.pending_entries == 1
+    del idx                                               # a crash: the pending entry is lost
+    with OffsetIndex(path, 0, writable=False) as ro:
+        assert ro.entries == 49 and ro.lookup(10**6) == (49, 48)
+        ro.sanity_check()
+
+
+def test_release_drops_the_mapping_and_lookups_map_again(tmp_path):
+    path = str(tmp_path / "r.timeindex")
+    with TimeIndex(path, 0, max_index_size=4096) as idx:
+        for i in range(200):
+            idx.maybe_append(10 * i, i)
+        assert idx.lookup(555) == (550, 55) and idx.mapped
+        idx.release()
+        assert not idx.mapped and idx.entries == 200
+        assert idx.lookup(555) == (550, 55) and idx.mapped
+        assert idx.last_entry == (1990, 199)
+
+
+def test_a_failed_write_keeps_entries_pending(tmp_path):
+    """A write that fails (here: the file is gone for a moment, as writes fail on a full
+    disk) keeps the entries in memory: lookups stay right, flush() raises, and the next
+    write puts them in the file. Beyond the pending limit, entries are dropped."""
+    path = str(tmp_path / "f.index")
+    away = str(tmp_path / "away.index")
+    idx = OffsetIndex(path, 0, max_index_size=4096)
+    idx.append(1, 0)
+    idx.flush()
+    assert idx.lookup(1) == (1, 0)                        # mapped while the file is there
+    os.rename(path, away)
+    for i in range(2, 200):
+        idx.append(i, i)
+    assert idx.entries == 65 and idx.pending_entries == 64   # 1 written, 64 kept, rest dropped
+    assert idx.lookup(10**6) == (65, 65) and idx.lookup(30) == (30, 30)
+    with pytest.raises(OSError):
+        idx.flush()
+    os.rename(away, path)
+    idx.append(300, 300)
+    assert idx.pending_entries == 1 and file_size(path) == 65 * OFFSET_ENTRY
+    idx.close()
+    with OffsetIndex(path, 0, writable=False) as ro:
+        assert ro.entries == 66
+        ro.sanity_check()
+        assert ro.lookup(299) == (65, 65)

@@ -1,13 +1,11 @@
 """Interop with an encoder and a decoder we did not write: kafka-python's pure-Python
 DefaultRecordBatchBuilder / DefaultRecordBatch (RecordBatch v2, magic 2)."""
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from broker.native import (COMPRESSION_NAMES, BatchBuilder, RecordBatch, assign_offsets,
-                           batches_to_arrow, iter_batches)
+from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+
+from broker.native import COMPRESSION_NAMES, BatchBuilder, RecordBatch, assign_offsets, batches_to_arrow, iter_batches
 
 from ._support import CODECS
 

@@ -7,7 +7,6 @@ import sys
 import tempfile
 import textwrap
 
-
 import broker.native
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -7,15 +7,26 @@ import time
 
 import cramjam
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (COMPRESSION_NAMES, BatchBuilder, BatchIterator, CorruptRecordError,
-                           InvalidRecordError, Record, RecordBatch, assign_offsets, compress_block,
-                           compression_code, crc32c, decompress_block, iter_batches, require_keys)
+from broker.native import (
+    COMPRESSION_NAMES,
+    BatchBuilder,
+    BatchIterator,
+    CorruptRecordError,
+    InvalidRecordError,
+    Record,
+    RecordBatch,
+    assign_offsets,
+    compress_block,
+    compression_code,
+    crc32c,
+    decompress_block,
+    iter_batches,
+    require_keys,
+)
 
-from ._support import (CODECS, HEADER_SIZE, build, fix_crc, header_of, raw_batch, raw_record,
-                       records_st, simple_batch)
+from ._support import CODECS, HEADER_SIZE, build, fix_crc, header_of, raw_batch, raw_record, records_st, simple_batch
 
 
 def expected_records(records, base_offset=0, log_append_time=False):
@@ -58,7 +69,7 @@ def test_many_records(codec):
     rng = random.Random(3)
     records = [(1000 + rng.randint(-500, 500), rng.choice([None, b"", b"k%d" % i]),
                 rng.choice([None, b"", rng.randbytes(rng.randint(0, 50)), b"x" * 1000]),
-                [("h%d" % j, rng.choice([None, b"v"])) for j in range(i % 3)])
+                [(f"h{j}", rng.choice([None, b"v"])) for j in range(i % 3)])
                for i in range(5000)]
     data = build(records, codec)
     batch = RecordBatch(data)
@@ -194,6 +205,7 @@ def test_builder_validation_and_reuse():
 
 def test_builder_accepts_buffers_and_default_timestamp():
     import array
+
     import pyarrow as pa
     b = BatchBuilder()
     before = int(time.time() * 1000)

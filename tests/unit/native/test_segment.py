@@ -5,11 +5,17 @@ import random
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from broker.native import (BatchBuilder, CorruptRecordError, RecordBatch, Segment,
-                           iter_batches, parse_base_offset, segment_file_name)
+from broker.native import (
+    BatchBuilder,
+    CorruptRecordError,
+    RecordBatch,
+    Segment,
+    iter_batches,
+    parse_base_offset,
+    segment_file_name,
+)
 
 from ._support import HEADER_SIZE
 
@@ -389,17 +395,23 @@ def test_recovery_keeps_exactly_the_valid_prefix(tmp_path_factory, seed, damage,
     seg.close()
 
 
-def test_crash_with_intact_log_recovers_nothing_but_rebuilds_indexes(tmp_path):
+def test_crash_loses_at_most_the_unwritten_index_entries(tmp_path):
+    """kill -9 (no close): the index files hold the entries written so far, never a
+    preallocated tail; the reopened segment needs no recovery and answers exactly."""
     rng = random.Random(11)
     seg = Segment(str(tmp_path), 0, index_interval_bytes=100, max_index_size=4096)
     oracle = LogOracle(0)
     fill(seg, oracle, rng, 30)
     entries = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
+    written = seg.offset_index.entries - seg.offset_index.pending_entries
     assert entries
-    del seg                                          # untrimmed, zero-filled indexes
-    assert file_sizes(str(tmp_path), 0)[1:] == [4096, 4092]
+    del seg                                          # pending index entries are lost
+    assert file_sizes(str(tmp_path), 0)[1] == written * 8
     seg = Segment(str(tmp_path), 0, index_interval_bytes=100, max_index_size=4096)
     assert seg.recovered_truncated_bytes == 0
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == entries[:written]
+    check_against_oracle(seg, oracle, rng)
+    assert seg.recover() == 0                        # recovery rebuilds every entry
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == entries
     check_against_oracle(seg, oracle, rng)
     seg.close()
@@ -480,16 +492,20 @@ def test_roll_trims_indexes_and_reopen_is_clean(tmp_path):
     seg = Segment(d, 0, index_interval_bytes=150)
     oracle = LogOracle(0)
     fill(seg, oracle, rng, 40)
-    assert file_sizes(d, 0)[1:] == [10 * 1024 * 1024, 10 * 1024 * 1024 - 10 * 1024 * 1024 % 12]
+    # nothing preallocated: the files hold the entries written so far
     n_off = seg.offset_index.entries
+    assert file_sizes(d, 0)[1] == (n_off - seg.offset_index.pending_entries) * 8
+    assert seg.active and not seg.offset_index.is_full
     seg.roll()
     n_time = seg.time_index.entries
     assert file_sizes(d, 0) == [oracle.size, n_off * 8, n_time * 12]
+    assert not seg.active and seg.offset_index.is_full
     # the final max timestamp is in the time index after roll
     assert seg.time_index.last_entry == oracle.max_timestamp
     check_against_oracle(seg, oracle, rng)
     seg.resize_indexes(4096)
-    assert file_sizes(d, 0)[1:] == [4096, 4092]
+    assert seg.active and (seg.offset_index.max_entries, seg.time_index.max_entries) == (512, 341)
+    assert file_sizes(d, 0)[1:] == [n_off * 8, n_time * 12]
     fill(seg, oracle, rng, 5)
     check_against_oracle(seg, oracle, rng)
     seg.close()
@@ -564,10 +580,12 @@ def test_full_indexes_stop_growing_but_lookups_stay_right(tmp_path):
 
 
 def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
-    """A crash leaves the active segment's preallocated index untrimmed (zeros after the
-    entries) and a lost .index leaves a big log without entries: opening notices both in
-    O(1) and rebuilds the indexes, so lookups stay exact."""
+    """A crash of a version that preallocated indexes left the active segment's index
+    untrimmed (zeros after the entries) and a lost .index leaves a big log without
+    entries: opening notices both in O(1) and rebuilds the indexes, so lookups stay
+    exact."""
     import os
+
     from broker.native import BatchBuilder, Segment, assign_offsets
     d = str(tmp_path)
     seg = Segment(d, 0, index_interval_bytes=512)
@@ -581,16 +599,251 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
     entries = seg.offset_index.entries
     assert entries > 10
     expected = [seg.translate_offset(o) for o in range(0, 400, 7)]
-    # simulate kill -9: nothing trimmed (the preallocated file stays), descriptors dropped
     index_path = seg.offset_index.path
-    assert os.path.getsize(index_path) > entries * 8
-    del seg
+    seg.close()
+    with open(index_path, "r+b") as f:                # as preallocated, with zeros written
+        f.seek(0, os.SEEK_END)
+        f.write(b"\x00" * 4096)
+        f.truncate(10 * 1024 * 1024)
     crashed = Segment(d, 0, index_interval_bytes=512)
     assert crashed.offset_index.entries == entries
     assert [crashed.translate_offset(o) for o in range(0, 400, 7)] == expected
     crashed.close()
+    assert os.path.getsize(index_path) == entries * 8
     os.unlink(index_path)
     rebuilt = Segment(d, 0, index_interval_bytes=512)
     assert rebuilt.offset_index.entries == entries
     assert [rebuilt.translate_offset(o) for o in range(0, 400, 7)] == expected
     rebuilt.close()
+
+
+# ------------------------------------------------------------------ open files
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture
+def open_limit():
+    """Sets the open-segment limit for a test (this thread releases); restores none."""
+    from broker.native import set_open_segment_limit
+    yield set_open_segment_limit
+    set_open_segment_limit(-1)
+
+
+def make_inactive(d, n, rng):
+    """n rolled segments with data, each with its oracle."""
+    segs = []
+    for i in range(n):
+        seg = Segment(d, i * 10**6, index_interval_bytes=100)
+        oracle = LogOracle(i * 10**6)
+        fill(seg, oracle, rng, 8, gaps=False)
+        seg.roll()
+        segs.append((seg, oracle))
+    return segs
+
+
+def test_an_active_segment_holds_one_descriptor(tmp_path):
+    """The .log only: indexes are mapped, not open (three descriptors per partition made
+    6,600 partitions exhaust a 20,000-descriptor limit)."""
+    rng = random.Random(5)
+    before = open_fds()
+    segs = []
+    for i in range(60):
+        seg = Segment(str(tmp_path), i * 1000, index_interval_bytes=50)
+        fill(seg, LogOracle(i * 1000), rng, 20, gaps=False)
+        seg.translate_offset(i * 1000 + 5)
+        segs.append(seg)
+    assert all(s.active for s in segs)
+    assert open_fds() - before == 60
+    for s in segs:
+        s.close()
+    assert open_fds() == before
+
+
+def test_inactive_segments_beyond_the_limit_release_their_files(tmp_path, open_limit):
+    from broker.native import open_inactive_segments
+    rng = random.Random(9)
+    d = str(tmp_path)
+    before, base = open_fds(), open_inactive_segments()
+    segs = make_inactive(d, 40, rng)
+    assert open_inactive_segments() - base == 40 and open_fds() - before == 40
+    open_limit(5)
+    assert open_inactive_segments() == 5 and open_fds() - before == 5
+    assert sum(s.files_open for s, _ in segs) == 5
+    # every segment still answers exactly: it reopens, and an older one goes
+    for _ in range(3):
+        for seg, oracle in rng.sample(segs, len(segs)):
+            check_against_oracle(seg, oracle, rng, full=False)
+            assert open_inactive_segments() <= 5 and open_fds() - before <= 5
+    # the most recently used stay open
+    recent = [s for s, _ in segs[-5:]]
+    for s in recent:
+        s.translate_offset(s.base_offset)
+    assert all(s.files_open for s in recent)
+    for s, _ in segs:
+        s.close()
+    assert open_fds() == before
+
+
+def test_a_pinned_segment_keeps_its_descriptor(tmp_path, open_limit):
+    """A pin (a read in flight) outlives releases, close() and delete(): the descriptor
+    handed out stays valid and shows the same bytes until unpin()."""
+    rng = random.Random(10)
+    d = str(tmp_path)
+    segs = make_inactive(d, 6, rng)
+    open_limit(2)
+    seg, oracle = segs[0]
+    fd = seg.pin()
+    for other, _ in segs[1:]:
+        other.read_bytes(0, 10)                       # would release segs[0] if unpinned
+    assert seg.files_open and os.pread(fd, oracle.size, 0) == oracle.bytes()
+    seg.delete()
+    assert not os.path.exists(seg.log_path)
+    for other, _ in segs[1:]:
+        other.read_bytes(0, 10)
+    assert os.pread(fd, oracle.size, 0) == oracle.bytes()    # still the segment's bytes
+    seg.unpin()
+    assert not seg.files_open
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    with pytest.raises(ValueError, match="not pinned"):
+        seg.unpin()
+    with pytest.raises(ValueError, match="closed"):
+        seg.pin()
+    for other, _ in segs[1:]:
+        other.close()
+    assert not any(other.files_open for other, _ in segs)
+
+
+def test_other_threads_borrow_segments_and_leave_the_set_alone(tmp_path, open_limit):
+    """A descriptor the event loop got from a segment stays valid while it runs, and the
+    open set stays within its limit whatever other threads do: reads and fsyncs from
+    worker threads borrow the segments they reopen, for the moment only. (Before, they
+    added each to the set, trimmed by the loop's next use only: after a produce rolled
+    300 partitions, the flushes of their finished segments took a broker past its
+    open-file limit, and with nothing left to accept a connection it never used a
+    segment again.)"""
+    import threading
+
+    from broker.native import open_inactive_segments
+    rng = random.Random(12)
+    segs = make_inactive(str(tmp_path), 10, rng)
+    open_limit(3)
+    kept = [s for s, _ in segs if s.files_open]
+    fds = [s.fd for s in kept]
+    before = open_fds()
+    worker = threading.Thread(target=lambda: [(s.read_bytes(0, s.size), s.flush()) for s, _ in segs])
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert open_inactive_segments() == 3 and open_fds() == before
+    assert all(s.files_open for s in kept) and [s.fd for s in kept] == fds
+    assert sum(s.files_open for s, _ in segs) == 3
+
+
+def test_a_segment_a_worker_borrowed_joins_the_set_when_the_loop_uses_it(tmp_path, open_limit):
+    import threading
+
+    from broker.native import open_inactive_segments
+    rng = random.Random(13)
+    segs = make_inactive(str(tmp_path), 6, rng)
+    open_limit(3)
+    seg, oracle = segs[0]
+    assert not seg.files_open
+    pinned, done = threading.Event(), threading.Event()
+    got = []
+
+    def borrow():
+        got.append(seg.pin())
+        pinned.set()
+        done.wait(30)
+        seg.unpin()
+
+    worker = threading.Thread(target=borrow)
+    worker.start()
+    assert pinned.wait(30)
+    before = open_fds()
+    assert seg.files_open and open_inactive_segments() == 3        # borrowed: not in the set
+    assert seg.fd == got[0]                                        # the loop's use: it joins
+    assert open_inactive_segments() == 3 and open_fds() == before - 1   # and an older one goes
+    done.set()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert seg.files_open and os.pread(seg.fd, oracle.size, 0) == oracle.bytes()
+    for s, _ in segs:
+        s.close()
+
+
+def test_descriptors_pins_keep_open_count_against_the_limit(tmp_path, open_limit):
+    """A send in flight keeps a deleted segment's descriptor open: it still counts, so the
+    set makes room for it, and with every member pinned a reopen is refused (EMFILE);
+    the unpin() that ends a send applies the limit at once."""
+    import errno
+
+    from broker.native import open_inactive_segments
+    rng = random.Random(16)
+    segs = [s for s, _ in make_inactive(str(tmp_path), 6, rng)]
+    open_limit(2)
+    before = open_fds()
+    sent = segs[0]
+    sent.pin()
+    sent.delete()
+    assert open_inactive_segments() == 2                 # the deleted one and one member
+    segs[1].pin()                                        # the other member goes for it
+    assert open_inactive_segments() == 2 and open_fds() == before
+    with pytest.raises(OSError) as exc:
+        segs[2].read_bytes(0, 10)
+    assert exc.value.errno == errno.EMFILE
+    assert open_inactive_segments() == 2 and open_fds() == before
+    sent.unpin()                                         # the send is over: room again
+    assert segs[2].read_bytes(0, 10) and open_inactive_segments() == 2
+    # every member pinned while a segment rolls: beyond the limit until a send ends
+    segs[2].pin()
+    rolled = Segment(str(tmp_path), 10**8, index_interval_bytes=100)
+    fill(rolled, LogOracle(10**8), rng, 3, gaps=False)
+    rolled.roll()
+    assert open_inactive_segments() == 3
+    segs[1].unpin()
+    assert open_inactive_segments() == 2 and not segs[1].files_open
+    segs[2].unpin()
+    for s in segs[1:] + [rolled]:
+        s.close()
+    assert open_fds() == before - 2
+
+
+def test_release_and_reactivate(tmp_path):
+    rng = random.Random(14)
+    d = str(tmp_path)
+    seg = Segment(d, 0, index_interval_bytes=100)
+    oracle = LogOracle(0)
+    fill(seg, oracle, rng, 30)
+    seg.release()                                    # an active segment: rolled first
+    assert not seg.active and not seg.files_open and not seg.offset_index.mapped
+    assert seg.offset_index.pending_entries == 0 and seg.offset_index.is_full
+    check_against_oracle(seg, oracle, rng)
+    seg.resize_indexes(1 << 20)
+    assert seg.active and seg.files_open
+    fill(seg, oracle, rng, 10)
+    check_against_oracle(seg, oracle, rng)
+    seg.close()
+    seg = Segment(d, 0, index_interval_bytes=100)
+    assert not seg.active and seg.recovered_truncated_bytes == 0
+    check_against_oracle(seg, oracle, rng)
+    seg.close()
+
+
+def test_rolling_past_the_limit_releases_older_segments(tmp_path, open_limit):
+    from broker.native import open_inactive_segments
+    rng = random.Random(15)
+    open_limit(4)
+    before = open_fds()
+    segs = []
+    for i in range(20):
+        seg = Segment(str(tmp_path), i * 1000, index_interval_bytes=100)
+        fill(seg, LogOracle(i * 1000), rng, 3, gaps=False)
+        seg.roll()
+        segs.append(seg)
+        assert open_inactive_segments() <= 4 and open_fds() - before <= 4
+    for s in segs:
+        s.close()

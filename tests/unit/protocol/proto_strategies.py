@@ -85,7 +85,7 @@ def unknown_tags_strategy(known: set):
                                                for t in sorted(ts)]).map(list))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def struct_strategy(cls, version: int, flexible_version, unknown_tags: bool = True, depth: int = 0):
     kwargs = {}
     for f in cls._FIELDS:
@@ -98,7 +98,7 @@ def struct_strategy(cls, version: int, flexible_version, unknown_tags: bool = Tr
     return st.builds(cls, **kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def message_strategy(cls, version: int, unknown_tags: bool = True):
     return struct_strategy(cls, version, cls.FLEXIBLE_VERSION, unknown_tags)
 

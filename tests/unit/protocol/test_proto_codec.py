@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import struct
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,13 @@ from broker.protocol.messages.consumer_protocol_subscription import ConsumerProt
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
 from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from broker.protocol.types import (FileRegion, ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError,
-                                   UnsupportedVersionError)
+from broker.protocol.types import (
+    FileRegion,
+    ProtocolDecodeError,
+    ProtocolEncodeError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
 
 EXPECTED_KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
                  25, 26, 27, 28, 32, 33, 35, 36, 37, 42, 43, 44, 47, 56, 60, 61, 65, 66]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from broker.protocol.framing import FrameReader, FrameTooLarge, InvalidFrame
 

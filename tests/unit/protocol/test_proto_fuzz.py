@@ -10,8 +10,8 @@ import time
 import tracemalloc
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from proto_strategies import all_message_versions, message_strategy, random_instance
 
 from broker.protocol import codec
 from broker.protocol.api import API_SPECS
@@ -19,7 +19,6 @@ from broker.protocol.messages.create_topics import CreateTopicsRequest
 from broker.protocol.messages.metadata import MetadataResponse
 from broker.protocol.messages.produce import ProduceRequest
 from broker.protocol.types import ProtocolDecodeError, UnsupportedRequestError
-from proto_strategies import all_message_versions, message_strategy, random_instance
 
 CASES = all_message_versions()
 REQUEST_CASES = [(s.request, v) for _, s in sorted(API_SPECS.items())

@@ -120,3 +120,21 @@ def test_no_io_imports_under_broker_protocol():
                 assert node.func.id not in FORBIDDEN_CALLS, f"{path}:{node.lineno}: calls {node.func.id}()"
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 assert node.value.id not in FORBIDDEN_MODULES, f"{path}:{node.lineno}: uses {node.value.id}"
+
+
+def test_codec_functions_are_named_after_their_versions():
+    """A decoder's name says the versions it serves, so a traceback says which failed."""
+    from broker.protocol.messages.fetch import FetchRequest
+    from broker.protocol.types import ProtocolDecodeError
+
+    data = FetchRequest(topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+        FetchRequest.FetchPartition(partition=0)])]).encode(11)
+    with pytest.raises(ProtocolDecodeError) as info:
+        FetchRequest.decode(data[:-6], 11)
+    frames = [entry.name for entry in info.traceback]
+    assert "_d_FetchRequest_v11" in frames, frames
+
+
+@pytest.mark.parametrize("versions, label", [({2}, "v2"), ({4, 5, 6}, "v4_to_6"), ({0, 1, 3}, "v0_to_1_v3")])
+def test_version_labels(versions, label):
+    assert gen.version_label(versions) == label

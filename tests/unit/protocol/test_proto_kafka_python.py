@@ -21,20 +21,17 @@ import uuid
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from proto_strategies import in_range, message_strategy
 
 from broker.protocol import codec
 from broker.protocol.api import API_SPECS, ApiKey
-from proto_strategies import in_range, message_strategy
 
 with warnings.catch_warnings():
     # kafka-python loads its schemas with the deprecated importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka.protocol as kp
-    from kafka.protocol.old.types import Array as OldArray
-    from kafka.protocol.old.types import BitField as OldBitField
-    from kafka.protocol.old.types import Schema as OldSchema
+    from kafka.protocol.old.types import Array as OldArray, BitField as OldBitField, Schema as OldSchema
     from kafka.protocol.schemas.fields.codecs.types import BitField
 
 

@@ -4,9 +4,7 @@ and encoding is deterministic (re-encoding the decoded object gives the same byt
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
+from hypothesis import HealthCheck, given, settings, strategies as st
 from proto_strategies import all_message_versions, message_strategy
 
 CASES = all_message_versions()

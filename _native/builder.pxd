@@ -1,0 +1,3 @@
+# cython: language_level=3
+"""The batch builder (builder.pyx); its state is private: use the Python API
+(BatchBuilder)."""

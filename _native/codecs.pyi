@@ -1,0 +1,6 @@
+from typing_extensions import Buffer
+
+COMPRESSION_NAMES: tuple[str, ...]
+
+def compression_code(value: str | int | None) -> int: ...
+def compress_block(codec: int, data: Buffer, level: int | None = ...) -> bytes: ...

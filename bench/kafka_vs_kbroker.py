@@ -1,0 +1,305 @@
+"""kbroker against Apache Kafka 4.x on this machine, one broker each, the same disk and the
+same load generators:
+
+    .venv/bin/python bench/kafka_vs_kbroker.py [--rounds 3] [--partitions 1,10,100,1000]
+        [--sizes 100,1024] [--acks 1,all] [--mb-per-run 30] [--latency-loads 10000,100000]
+        [--latency-seconds 5] [--broker-perf] [--fsync] [--restart-gb 0] [--json results.json]
+
+The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
+Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
+partition counts, Kafka's default segment size (1 GiB) and page-cache durability (Kafka's
+default; --fsync runs both with an fsync after every batch instead:
+log.flush.interval.messages=1). Kafka runs with the flags of bin/kafka-server-start.sh
+(1 GiB heap, G1) and gets a warm-up load after each start (its JIT), kbroker the same;
+the load generators are Kafka's own ProducerPerformance and ConsumerPerformance (full
+JIT), and `broker perf produce` as a second producer (--broker-perf).
+
+Each case (partitions x record size x acks) produces --mb-per-run MB with
+ProducerPerformance then reads it back with ConsumerPerformance; the broker's CPU time
+(/proc) over both gives CPU seconds per GB moved (produced + consumed). Latency runs
+offer fixed loads (msg/s, 100-byte records, acks=1, 10 partitions) and report
+ProducerPerformance's p50/p99/p99.9. --restart-gb stores that much (1 KiB records) and
+times a start after a clean stop and after kill -9. Output: medians over rounds and the
+kbroker/Kafka ratios, as a Markdown table (and --json with every run). Every phase is
+bounded in time; brokers and tools are stopped at the end whatever happens.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.support.broker_proc import BrokerProcess  # noqa: E402
+from tests.support.kafka_broker import KAFKA_JVM_FLAGS, KafkaBroker  # noqa: E402
+from tests.support.kafka_tools import kafka_tool  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+PHASE_TIMEOUT = 600
+CLIENT_JVM = ("-XX:+UseG1GC",)          # load generators: full JIT, as bin/ scripts run them
+SETTINGS = {"num.partitions": 1, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
+            "auto.create.topics.enable": "false"}
+
+
+def proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / CLK
+
+
+def proc_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# ---------------------------------------------------------------------- brokers
+
+class Kafka:
+    name = "kafka"
+
+    def __init__(self, root: Path, fsync: bool):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+        self.b = KafkaBroker(root / "kafka", config=cfg, jvm_flags=KAFKA_JVM_FLAGS)
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        self.b.start(timeout=PHASE_TIMEOUT)
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        self.b.stop()
+
+    def kill(self) -> None:
+        self.b.kill()
+
+    @property
+    def pid(self) -> int:
+        return self.b.proc.pid
+
+    @property
+    def bootstrap(self) -> str:
+        return self.b.bootstrap
+
+
+class KBroker:
+    name = "kbroker"
+
+    def __init__(self, root: Path, fsync: bool):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+        self.b = BrokerProcess(root / "kbroker" / "data", config=cfg, log_level="warning")
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        self.b.start(timeout=PHASE_TIMEOUT)
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        self.b.stop(timeout=PHASE_TIMEOUT)
+
+    def kill(self) -> None:
+        self.b.kill()
+
+    @property
+    def pid(self) -> int:
+        return self.b.proc.pid
+
+    @property
+    def bootstrap(self) -> str:
+        return self.b.bootstrap
+
+
+# ---------------------------------------------------------------------- load
+
+def create_topic(broker, topic: str, partitions: int) -> None:
+    kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
+               "--partitions", partitions, "--replication-factor", 1, timeout=PHASE_TIMEOUT)
+
+
+_PRODUCED = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                       r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def producer_perf(broker, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
+    out = kafka_tool("kafka-producer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                     "--num-records", records, "--record-size", size, "--throughput", throughput,
+                     "--command-property", f"acks={acks}", "linger.ms=5", "batch.size=131072",
+                     "--reporting-interval", 3_600_000, heap="1g", quick=False, jvm_args=CLIENT_JVM,
+                     timeout=PHASE_TIMEOUT).lines
+    m = _PRODUCED.match(out[-1])
+    assert m, out[-3:]
+    return {"msgs": float(m.group(2)), "mb_s": float(m.group(3)), "p50": int(m.group(6)),
+            "p99": int(m.group(8)), "p999": int(m.group(9))}
+
+
+def consumer_perf(broker, topic: str, records: int) -> dict:
+    out = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                     "--num-records", records, "--timeout", 60000, "--group", f"{topic}-perf",
+                     heap="1g", quick=False, jvm_args=CLIENT_JVM, timeout=PHASE_TIMEOUT).lines
+    head = next((i for i, line in enumerate(out) if line.startswith("start.time")), None)
+    assert head is not None and head + 1 < len(out), out[-5:]
+    stats = dict(zip(out[head].split(", "), out[head + 1].split(", ")))
+    assert int(stats["data.consumed.in.nMsg"]) >= records, stats
+    return {"msgs": float(stats["fetch.nMsg.sec"]), "mb_s": float(stats["fetch.MB.sec"])}
+
+
+def broker_perf(broker, topic: str, records: int, size: int, acks: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "broker.cli.main", "perf", "produce", "-b", broker.bootstrap,
+                        "--topic", topic, "--num-records", str(records), "--record-size", str(size),
+                        "--acks", acks, "--json", "--timeout-s", str(PHASE_TIMEOUT)],
+                       capture_output=True, text=True, timeout=PHASE_TIMEOUT + 30)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"msgs": r["records_per_sec"]}
+
+
+# ---------------------------------------------------------------------- one broker run
+
+def run_broker(broker, args, round_no: int) -> list[dict]:
+    rows = []
+    broker.start()
+    try:
+        create_topic(broker, "bench-warmup", 10)
+        warm = int(args.mb_per_run * 1_000_000 / 100)
+        producer_perf(broker, "bench-warmup", warm, 100, "1")
+        consumer_perf(broker, "bench-warmup", warm)
+        for parts in args.partitions:
+            for size in args.sizes:
+                for acks in args.acks:
+                    records = int(args.mb_per_run * 1_000_000 / size)
+                    topic = f"bench-{parts}-{size}-{acks}-{round_no}"
+                    create_topic(broker, topic, parts)
+                    cpu0 = proc_cpu(broker.pid)
+                    prod = producer_perf(broker, topic, records, size, acks)
+                    cons = consumer_perf(broker, topic, records)
+                    cpu = proc_cpu(broker.pid) - cpu0
+                    row = {"broker": broker.name, "round": round_no, "case": f"{parts}p {size}B acks={acks}",
+                           "produce_msgs": prod["msgs"], "consume_msgs": cons["msgs"],
+                           "cpu_s_per_gb": cpu / (2 * records * size / 1e9), "rss_mb": proc_rss_mb(broker.pid)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        for load in args.latency_loads:
+            topic = f"bench-latency-{load}-{round_no}"
+            create_topic(broker, topic, 10)
+            lat = producer_perf(broker, topic, load * args.latency_seconds, 100, "1", throughput=load)
+            row = {"broker": broker.name, "round": round_no, "case": f"latency {load} msg/s",
+                   "p50": lat["p50"], "p99": lat["p99"], "p999": lat["p999"], "achieved": lat["msgs"]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if args.broker_perf:
+            topic = f"bench-brokerperf-{round_no}"
+            create_topic(broker, topic, 10)
+            records = int(args.mb_per_run * 1_000_000 / 100)
+            row = {"broker": broker.name, "round": round_no, "case": "broker perf 10p 100B acks=1",
+                   "produce_msgs": broker_perf(broker, topic, records, 100, "1")["msgs"]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        broker.stop()
+    return rows
+
+
+def restart_times(broker, gb: float) -> dict:
+    """Stores `gb` GB in 1 KiB records, then times starts after a clean stop and a kill -9."""
+    broker.start()
+    try:
+        topic = "bench-restart"
+        create_topic(broker, topic, 10)
+        producer_perf(broker, topic, int(gb * 1_000_000), 1000, "1")
+    except BaseException:
+        broker.stop()
+        raise
+    broker.stop()
+    clean = broker.start()
+    broker.kill()
+    unclean = broker.start()
+    broker.stop()
+    return {"broker": broker.name, "case": f"restart {gb} GB", "clean_s": clean, "kill9_s": unclean}
+
+
+# ---------------------------------------------------------------------- report
+
+def medians(rows: list[dict]) -> dict:
+    out: dict[tuple, dict] = {}
+    keys = ("produce_msgs", "consume_msgs", "cpu_s_per_gb", "rss_mb", "p50", "p99", "p999", "clean_s", "kill9_s")
+    for (case, broker) in {(r["case"], r["broker"]) for r in rows}:
+        mine = [r for r in rows if r["case"] == case and r["broker"] == broker]
+        out[(case, broker)] = {k: statistics.median(r[k] for r in mine) for k in keys if k in mine[0]}
+    return out
+
+
+def table(rows: list[dict], title: str) -> str:
+    med = medians(rows)
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    lines = [f"#### {title}", "",
+             "| case | metric | Apache Kafka | kbroker | kbroker / Kafka |", "|---|---|---:|---:|---:|"]
+    for case in cases:
+        k, o = med.get((case, "kafka"), {}), med.get((case, "kbroker"), {})
+        for metric in ("produce_msgs", "consume_msgs", "cpu_s_per_gb", "rss_mb", "p50", "p99", "p999",
+                       "clean_s", "kill9_s"):
+            if metric in k and metric in o:
+                ratio = o[metric] / k[metric] if k[metric] else float("nan")
+                lines.append(f"| {case} | {metric} | {k[metric]:,.2f} | {o[metric]:,.2f} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--partitions", default="1,10,100,1000")
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--acks", default="1,all")
+    ap.add_argument("--mb-per-run", type=float, default=30.0)
+    ap.add_argument("--latency-loads", default="10000,100000")
+    ap.add_argument("--latency-seconds", type=int, default=5)
+    ap.add_argument("--broker-perf", action="store_true", help="also `broker perf produce` against both")
+    ap.add_argument("--fsync", action="store_true", help="an fsync after every batch on both brokers")
+    ap.add_argument("--restart-gb", type=float, default=0.0)
+    ap.add_argument("--dir", default=None, help="where the brokers keep their data (default: a temp dir)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    args.partitions = [int(x) for x in args.partitions.split(",") if x]
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    args.acks = [x for x in args.acks.split(",") if x]
+    args.latency_loads = [int(x) for x in args.latency_loads.split(",") if x]
+
+    root = Path(args.dir or tempfile.mkdtemp(prefix="kafka-vs-kbroker-"))
+    report, everything = [], []
+    try:
+        rows = []
+        for r in range(args.rounds):         # --rounds 0: only the restart times
+            for cls in (Kafka, KBroker):
+                shutil.rmtree(root, ignore_errors=True)
+                rows += run_broker(cls(root, args.fsync), args, r)
+        everything += rows
+        if rows:
+            report.append(table(rows, "fsync after every batch" if args.fsync else "page-cache durability (default)"))
+        if args.restart_gb:
+            rows = []
+            for cls in (Kafka, KBroker):
+                shutil.rmtree(root, ignore_errors=True)
+                rows.append(restart_times(cls(root, False), args.restart_gb))
+                print(json.dumps(rows[-1]), flush=True)
+            everything += rows
+            report.append(table(rows, f"restart with {args.restart_gb} GB stored"))
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(everything, indent=1))
+    print("\n\n".join(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""What a request handler sees besides its request: the RequestContext protocol that
+every handler's signature names (`handle(ctx: RequestContext, request: XRequest)`).
+server.RequestContext is its one implementation; a test may pass any object with these
+attributes.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker.protocol._runtime import Message
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+    from broker.server.connection import Connection
+
+
+class RequestContext(Protocol):
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def connection(self) -> Connection: ...
+
+    @property
+    def header(self) -> Any:
+        """The request's decoded RequestHeader (correlation id, client id ...)."""
+        ...
+
+    @property
+    def api_version(self) -> int: ...
+
+    @property
+    def received(self) -> float:
+        """When the request's frame was read (the event loop's clock)."""
+        ...
+
+
+#: what handle() returns: the response, None for no response (Produce with acks=0), or an
+#: awaitable of either when the answer must wait (long poll, acks=all, group commit)
+HandlerResult = Message | None | Awaitable[Message | None]

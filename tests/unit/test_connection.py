@@ -1,0 +1,171 @@
+"""Connection's request ordering, on a real socket pair with a fake dispatcher: Produce
+requests behind a waiting Produce are handled at once (bounded), anything else waits for
+what is in flight, and answers always go out in request order."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import pytest
+
+from broker.server import connection as connection_mod
+from broker.server.connection import MAX_INFLIGHT_PRODUCE, Connection
+
+PRODUCE, FETCH, METADATA = 0, 1, 3
+
+
+class FakeServer:
+    """What Connection uses of the server: the loop, a config, dispatch, and the close
+    notification. dispatch answers each frame according to `plan`: a future (the
+    request waits until the test resolves it) or an immediate answer."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.broker = type("B", (), {"config": {"socket.request.max.bytes": 1 << 20}})()
+        self.dispatched: list[bytes] = []
+        self.waiting: dict[bytes, asyncio.Future] = {}
+        self.closed = []
+
+    def dispatch(self, conn, frame):
+        frame = bytes(frame)
+        self.dispatched.append(frame)
+        tag = frame[2:]
+        if tag.startswith(b"wait"):
+            fut = self.loop.create_future()
+            self.waiting[tag] = fut
+            return fut
+        return [b"ans:" + tag + b";"]
+
+    def connection_closed(self, conn):
+        self.closed.append(conn)
+
+
+def frame(api_key: int, tag: bytes) -> bytes:
+    body = struct.pack(">h", api_key) + tag
+    return struct.pack(">i", len(body)) + body
+
+
+async def _until(pred, timeout=5.0):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        assert loop.time() < end, "condition not reached"
+        await asyncio.sleep(0.001)
+
+
+class Harness:
+    def __init__(self):
+        self.loop = asyncio.get_running_loop()
+        self.server = FakeServer(self.loop)
+        a, self.peer = socket.socketpair()
+        self.peer.setblocking(False)
+        self.conn = Connection(self.server, a, "test")
+        self.received = b""
+
+    async def send(self, *frames):
+        self.peer.sendall(b"".join(frames))
+        await asyncio.sleep(0.02)
+
+    async def read_until(self, expected: bytes):
+        def got():
+            try:
+                self.received += self.peer.recv(65536)
+            except BlockingIOError:
+                pass
+            return len(self.received) >= len(expected)
+        await _until(got)
+        assert self.received == expected
+        self.received = b""
+
+    def tags(self):
+        return [f[2:] for f in self.server.dispatched]
+
+    def close(self):
+        self.conn.close()
+        self.peer.close()
+
+
+def run(coro_fn):
+    async def main():
+        h = Harness()
+        try:
+            await coro_fn(h)
+        finally:
+            h.close()
+    asyncio.run(main())
+
+
+def test_produce_behind_a_waiting_produce_is_handled_at_once_and_answered_in_order():
+    async def body(h: Harness):
+        await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"wait2"), frame(PRODUCE, b"now3"))
+        assert h.tags() == [b"wait1", b"wait2", b"now3"]      # all appended, none answered
+        h.server.waiting[b"wait2"].set_result([b"ans:wait2;"])
+        await asyncio.sleep(0.02)
+        with pytest.raises(BlockingIOError):
+            h.peer.recv(100)                                   # wait1 still holds the answers back
+        h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+        await h.read_until(b"ans:wait1;ans:wait2;ans:now3;")
+        assert h.conn.idle
+    run(body)
+
+
+def test_other_requests_wait_for_the_produces_in_flight():
+    async def body(h: Harness):
+        await h.send(frame(PRODUCE, b"wait1"), frame(METADATA, b"meta"), frame(PRODUCE, b"now2"))
+        assert h.tags() == [b"wait1"]
+        h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+        await h.read_until(b"ans:wait1;ans:meta;ans:now2;")
+        assert h.tags() == [b"wait1", b"meta", b"now2"]
+    run(body)
+
+
+def test_produce_waits_behind_another_kind_of_waiting_request():
+    async def body(h: Harness):
+        await h.send(frame(FETCH, b"wait-fetch"), frame(PRODUCE, b"now1"))
+        assert h.tags() == [b"wait-fetch"]
+        h.server.waiting[b"wait-fetch"].set_result([b"ans:fetch;"])
+        await h.read_until(b"ans:fetch;ans:now1;")
+    run(body)
+
+
+def test_produces_in_flight_are_bounded():
+    async def body(h: Harness):
+        n = MAX_INFLIGHT_PRODUCE + 3
+        await h.send(*(frame(PRODUCE, b"wait%02d" % i) for i in range(n)))
+        assert len(h.tags()) == MAX_INFLIGHT_PRODUCE
+        for i in range(n):
+            await _until(lambda i=i: b"wait%02d" % i in h.server.waiting)
+            h.server.waiting[b"wait%02d" % i].set_result([b"ans:%02d;" % i])
+        await h.read_until(b"".join(b"ans:%02d;" % i for i in range(n)))
+        assert len(h.tags()) == n
+    run(body)
+
+
+def test_a_failed_wait_closes_the_connection_and_nothing_behind_it_is_answered():
+    async def body(h: Harness):
+        await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"now2"))
+        h.server.waiting[b"wait1"].set_exception(RuntimeError("boom"))
+        await _until(lambda: h.conn.closed)
+        assert h.server.closed == [h.conn]
+        data = h.peer.recv(100)
+        assert data == b""                                     # closed without an answer
+        assert not h.conn.inflight
+    run(body)
+
+
+def test_close_cancels_the_requests_in_flight():
+    async def body(h: Harness):
+        await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"wait2"))
+        tasks = h.conn.waiting_tasks()
+        assert len(tasks) == 2
+        h.conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(t.done() for t in tasks)
+        assert h.server.waiting[b"wait1"].cancelled()
+    run(body)
+
+
+def test_api_key_of_a_short_frame_is_not_produce():
+    assert connection_mod._api_key(b"\x00") == -1
+    assert connection_mod._api_key(b"\x00\x00") == PRODUCE
