@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.support.broker_proc import BrokerProcess  # noqa: E402
+from tests.support.load import produce_n  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
 PHASE_TIMEOUT = 300
@@ -90,15 +91,7 @@ def confluent_produce(bootstrap, topic, n, value, idempotent=False):
         # what the idempotent producer implies: acks=all, at most 5 requests in flight
         conf.update({"enable.idempotence": True, "acks": "all"})
     p = ck.Producer(conf)
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i & 0xFFFF == 0:
-            p.poll(0)
+    produce_n(p, topic, value, n)
     left = p.flush(PHASE_TIMEOUT)
     assert left == 0, f"{left} messages not delivered"
 

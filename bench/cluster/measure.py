@@ -66,6 +66,7 @@ from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
 from broker.protocol.errors import ErrorCode, KafkaProtocolError  # noqa: E402
 from broker.protocol.messages.metadata import MetadataRequest  # noqa: E402
 from broker.protocol.messages.produce import ProduceRequest  # noqa: E402
+from tests.support.load import produce_n  # noqa: E402
 
 STEPS = ("throughput", "latency", "leader", "controller", "rejoin", "profile")
 BROKERS = 3
@@ -349,15 +350,7 @@ def confluent_produce(conf: dict, topic: str, n: int) -> float:
     p = ck.Producer({**conf, "on_delivery": on_delivery})
     p.list_topics(topic, timeout=10)
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i & 0xFFFF == 0:
-            p.poll(0)
+    produce_n(p, topic, value, n)
     left = p.flush(STEP_TIMEOUT)
     elapsed = time.perf_counter() - t0
     if left or errors:

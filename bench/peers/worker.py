@@ -26,6 +26,8 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(HERE)))      # the project ro
 
 from common import cpu_delta, proc_cpu, tree_cpu  # noqa: E402
 
+from tests.support.load import produce_n  # noqa: E402
+
 
 class PhaseTimeout(Exception):
     pass
@@ -123,19 +125,10 @@ def confluent_produce(s: dict, m: Meter, deadline: float) -> None:
     p.list_topics(s["topic"], timeout=30)                         # connected before the clock starts
     value, topic, n = payload(s["size"]), s["topic"], s["n"]
     m.start()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.01)
-                if time.monotonic() > deadline:
-                    raise PhaseTimeout(f"{i} queued") from None
-        if i & 0xFFFF == 0:
-            p.poll(0)
-            if time.monotonic() > deadline:
-                raise PhaseTimeout(f"{i} queued")
+    try:
+        produce_n(p, topic, value, n, deadline)
+    except TimeoutError as exc:
+        raise PhaseTimeout(str(exc)) from None
     left = p.flush(max(0.1, deadline - time.monotonic()))
     m.stop()
     m.count = n - left - len(errors)
