@@ -585,13 +585,15 @@ def test_metadata_for_invalid_topic_names(broker, victim):
 
 
 @pytest.mark.parametrize("version", [10, 11, 12])
-def test_metadata_by_topic_id_without_a_name(broker, victim, version):
+@pytest.mark.parametrize("name", [None, "some-name"])
+def test_metadata_by_topic_id(broker, victim, version, name):
     """Versions 10 and 11 carry topic ids but cannot look topics up by them (Kafka:
-    INVALID_REQUEST), and their answers have no null names; v12 answers UNKNOWN_TOPIC_ID.
-    Found by bench/fuzz/run.py: the answer could not be encoded and the connection closed."""
+    INVALID_REQUEST, with or without a name beside the id), and their answers have no null
+    names; v12 answers UNKNOWN_TOPIC_ID. Found by bench/fuzz/run.py: the answer could not
+    be encoded and the connection closed."""
     M = MetadataRequest
     with RawConnection(broker.port) as rc:
-        rc.send(raw_request(3, version, 5, M(topics=[M.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None)],
+        rc.send(raw_request(3, version, 5, M(topics=[M.MetadataRequestTopic(topic_id=uuid.uuid4(), name=name)],
                                             allow_auto_topic_creation=False)))
         f = rc.read_frame()
         assert f is not None, "the connection was closed instead of answered"

@@ -46,12 +46,14 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
             name = t.name
-            if name is None and version < 12:
-                # v10 and v11 carry topic ids but no lookup by them (Kafka: "Topic name
-                # can not be null"), and their answers have no null names
-                topics.append(_Topic(error_code=ErrorCode.INVALID_REQUEST, name="", topic_id=t.topic_id))
+            by_id = t.topic_id is not None and t.topic_id.int != 0           # not the zero uuid
+            if version < 12 and (name is None or by_id):
+                # v10 and v11 carry topic ids but no lookup by them (Kafka: "Topic name can
+                # not be null", "Topic IDs are not supported in requests for version ..."),
+                # and their answers have no null names
+                topics.append(_Topic(error_code=ErrorCode.INVALID_REQUEST, name=name or "", topic_id=t.topic_id))
                 continue
-            if name is None or (t.topic_id is not None and t.topic_id.int):     # not the zero uuid
+            if name is None or by_id:
                 name = broker.metadata.topic_name(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
