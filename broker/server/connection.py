@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -184,7 +183,7 @@ class Connection:
                     return
                 if result is None:
                     continue
-                if inspect.isawaitable(result):
+                if type(result) is not list:         # the parts, or an awaitable of them
                     if not inflight:
                         self._inflight_produce = is_produce
                     slot = _Slot()
