@@ -21,9 +21,10 @@ Per cluster and round, after a warm-up load (Kafka's JIT, kbroker the same):
               -> the survivors name a new one; -> a topic created through a survivor has a
               leader.
 
-    .venv/bin/python bench/cluster/kafka_peers.py                       # 3 rounds, ~30 min
+    .venv/bin/python bench/cluster/kafka_peers.py                       # 3 rounds, ~5 min each
     .venv/bin/python bench/cluster/kafka_peers.py --rounds 1 --systems kafka39,kbroker
     .venv/bin/python bench/cluster/kafka_peers.py --json bench/results/cluster_peers.json
+    .venv/bin/python bench/cluster/kafka_peers.py --table-from bench/results/cluster_peers.json
 
 Kafka 3.9's jars come from bench/cluster/kafka39/pom.xml (`mvn -q -B package` there on the
 first run, never by `make test`); Kafka 4.x's are the tests' (`make testdeps`).
@@ -258,6 +259,17 @@ class PeerCluster(BenchCluster):
             return done, ctrls.pop() if done else -1, f"(brokers, controller) {seen}"
         return until("every broker registered with one controller", probe, self.timeout)
 
+    def spread_leaders(self) -> None:
+        """Preferred leaders back, until every broker's Metadata shows each partition led by
+        its first replica: Kafka answers ElectLeaders before every broker has heard, and a
+        trial that picked its victim from a stale view would time a broker nobody produced to."""
+        def probe():
+            super(PeerCluster, self).spread_leaders()
+            stray = {i: [(t.name, p.partition_index, p.leader_id) for t in self.metadata(i, None).topics
+                         for p in t.partitions if p.leader_id != p.replica_nodes[0]] for i in self.brokers}
+            return not any(stray.values()), None, f"not led by their first replica: {stray}"
+        until("preferred leaders everywhere", probe, self.timeout, interval=0.2)
+
     def registered_in_zookeeper(self) -> list[int]:
         from kazoo.client import KazooClient
         zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
@@ -390,6 +402,13 @@ def throughput_run(c: PeerCluster, tool: str, n: int, tag: str) -> dict:
     return row
 
 
+def on_victim(row: dict) -> bool:
+    """Whether a leader failover trial's producer was on the victim at the signal: its first
+    error after it came from the victim (it changes brokers only after an error). Else the
+    figure times nothing."""
+    return any(broker == row["victim"] for _, broker, _ in row["first_errors"])
+
+
 def controller_trial(c: PeerCluster, topic: str, tag: str) -> dict:
     """kill -9 of the controller; the victim restarts and the topic's ISRs fill afterwards."""
     c.spread_leaders()
@@ -453,6 +472,9 @@ def measure_cluster(c: PeerCluster, args, rnd: int, label: str) -> dict:
         for _ in range(args.trials):
             row = failover_trial(c, topic, how, acked)
             out.setdefault(f"leader {how}", []).append(row)
+            if not on_victim(row):
+                print(f"  !! {label}: the producer had no ack from the victim {row['victim']}: trial not counted",
+                      flush=True)
             print(f"  {label}: {how:7} leader {row['victim']} (controller {row['controller']}): first ack from "
                   f"{row['new_leader']} after {row['failover_s']:.3f} s; producer errors {row['errors']}; "
                   f"load {row['load1']}", flush=True)
@@ -471,16 +493,16 @@ def measure_cluster(c: PeerCluster, args, rnd: int, label: str) -> dict:
 
 # ---------------------------------------------------------------------------- summary
 
-#: (row label, how a round's figure is read, higher is better)
+#: (row label, how a round's figure is read, whether it is a rate: higher is better)
 FIGURES = (
     ("ProducerPerformance acks=all, msg/s", lambda r: r["ProducerPerformance"]["msgs_per_s"], True),
     ("`broker perf produce` acks=all, msg/s", lambda r: r["broker perf"]["msgs_per_s"], True),
     ("brokers' CPU s per M records (ProducerPerformance)",
      lambda r: r["ProducerPerformance"]["broker_cpu_s_per_m"], False),
     ("leader kill -9 → first ack by the new leader, s",
-     lambda r: median([t["failover_s"] for t in r["leader kill -9"]]), False),
+     lambda r: median([t["failover_s"] for t in r["leader kill -9"] if on_victim(t)]), False),
     ("leader SIGTERM → first ack by the new leader, s",
-     lambda r: median([t["failover_s"] for t in r["leader SIGTERM"]]), False),
+     lambda r: median([t["failover_s"] for t in r["leader SIGTERM"] if on_victim(t)]), False),
     ("controller kill -9 → a new controller named, s",
      lambda r: median([t["controller_s"] for t in r["controller kill -9"]]), False),
     ("controller kill -9 → a new topic has a leader, s",
@@ -490,15 +512,16 @@ FIGURES = (
 
 
 def summary(results: dict, systems: list[str], labels: dict) -> str:
-    """Medians over rounds, and kbroker / peer for each peer, as a Markdown table."""
+    """Medians over rounds, and kbroker / peer for each peer, as a Markdown table; each
+    cell also gives the rounds' figures (throughputs: their range)."""
     systems = [s for s in SYSTEMS if s in systems]          # kbroker first, whatever the round order
     peers = [s for s in systems if s != "kbroker"]
     head = ["figure (median over rounds)", *(labels[s] for s in systems)]
     if "kbroker" in systems:
         head += [f"kbroker / {labels[p]}" for p in peers]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, read, _ in FIGURES:
-        meds = {}
+    for name, read, higher in FIGURES:
+        meds, cells_of = {}, {}
         for s in systems:
             vals = []
             for r in results[s]:
@@ -506,8 +529,11 @@ def summary(results: dict, systems: list[str], labels: dict) -> str:
                     vals.append(read(r))
                 except (KeyError, TypeError):
                     pass
-            meds[s] = median([v for v in vals if v is not None])
-        cells = [name] + [_fmt(meds[s]) for s in systems]
+            vals = [v for v in vals if v is not None]
+            meds[s] = median(vals)
+            spread = (f"{_fmt(min(vals))}–{_fmt(max(vals))}" if higher else ", ".join(map(_fmt, vals))) if vals else ""
+            cells_of[s] = f"**{_fmt(meds[s])}** ({spread})" if vals else "–"
+        cells = [name] + [cells_of[s] for s in systems]
         if "kbroker" in systems:
             cells += [f"{meds['kbroker'] / meds[p]:.2f}" if meds["kbroker"] and meds[p] else "–" for p in peers]
         lines.append("| " + " | ".join(cells) + " |")
@@ -545,6 +571,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup-records", type=int, default=300_000, help="warm-up records after a start (300k)")
     p.add_argument("--dir", help="data dirs and logs here, kept (default: a temporary dir, removed)")
     p.add_argument("--json", metavar="PATH", help="write every figure here as JSON")
+    p.add_argument("--table-from", metavar="PATH", help="print the table of an earlier run's --json, run nothing")
     args = p.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if unknown := [s for s in args.systems if s not in SYSTEMS]:
@@ -568,6 +595,11 @@ def make_cluster(system: str, root: Path, args, zookeeper: ZooKeeperServer, rnd:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.table_from:
+        with open(args.table_from) as f:
+            earlier = json.load(f)
+        print(summary(earlier, earlier["systems"], earlier["labels"]))
+        return 0
     if (what := available()) is not None:
         raise SystemExit(f"kafka_peers: {what} is not installed (apt-get install zookeeper default-jre-headless)")
     labels = {s: LABELS[s].format(v=kraft_version()) for s in SYSTEMS}
