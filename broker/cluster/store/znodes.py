@@ -50,7 +50,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from broker.log.checkpoints import TopicPartition
 
@@ -90,7 +90,7 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")
 
 
@@ -125,7 +125,7 @@ class _Obj:
         name = f"{self.where}.{key}" if self.where and key else (key or self.where)
         return f" at '{name}'" if name else ""
 
-    def fail(self, problem: str):
+    def fail(self, problem: str) -> NoReturn:
         raise ZNodeDataError(self.path, problem, self.data)
 
     def has(self, key: str) -> bool:
@@ -135,15 +135,6 @@ class _Obj:
         if key not in self.obj:
             self.fail(f"'{key}' is missing{self._at()}")
         return self.obj[key]
-
-    def int(self, key: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
-        return _check_int(self, self.get(key), key, lo, hi)
-
-    def str(self, key: str) -> str:
-        v = self.get(key)
-        if not isinstance(v, str):
-            self.fail(f"'{key}'{self._at()} is not a string: {v!r}")
-        return v
 
     def decimal(self, key: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
         """A number Kafka writes as a decimal string ("timestamp", "block_start")."""
@@ -166,6 +157,17 @@ class _Obj:
         if not isinstance(v, list):
             self.fail(f"'{key}'{self._at()} is not a list: {v!r}")
         return [_Obj(self.path, self.data, x, f"{key}[{i}]") for i, x in enumerate(v)]
+
+    # last: these names would shadow the builtins in the annotations of the methods below them
+
+    def int(self, key: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+        return _check_int(self, self.get(key), key, lo, hi)
+
+    def str(self, key: str) -> str:
+        v = self.get(key)
+        if not isinstance(v, str):
+            self.fail(f"'{key}'{self._at()} is not a string: {v!r}")
+        return v
 
 
 def _check_int(o: _Obj, v: Any, key: str, lo: int, hi: int) -> int:
@@ -199,7 +201,7 @@ def _topic_partitions(o: _Obj, key: str) -> frozenset[TopicPartition]:
     return frozenset(out)
 
 
-def _encode_topic_partitions(partitions: Iterable[TopicPartition]) -> list[dict]:
+def _encode_topic_partitions(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
     return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(partitions)]
 
 
@@ -419,6 +421,7 @@ class BrokerIdZNode:
         o = _Obj.parse(BrokerIdZNode.path(broker_id), data)
         version = o.int("version", 1)
         jmx_port = o.int("jmx_port")
+        endpoints: tuple[EndPoint, ...]
         if version == 1:
             endpoints = (EndPoint("PLAINTEXT", o.str("host"), o.int("port", 0, 65535)),)
         else:
