@@ -110,6 +110,7 @@ class ZnodeStat(Protocol):
     version: int
     ephemeralOwner: int
 
+
 DEFAULT_SESSION_TIMEOUT_MS = 18000          # zookeeper.session.timeout.ms
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka purges config change notifications this old
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -281,7 +282,7 @@ class KafkaZkClient:
         self._kazoo = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000,
                                   connection_retry=dict(_CONNECTION_RETRY))
         self._kazoo.add_listener(self._kazoo_state)
-        self._zk.start_async()
+        self._kazoo.start_async()
         try:
             await asyncio.wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
         except asyncio.TimeoutError:
@@ -753,7 +754,7 @@ class KafkaZkClient:
         together). Returns the new zk version, or BadVersion (someone wrote first: read
         and decide again), or NoSuchTopic (no state node). ControllerMoved if the epoch
         changed: then nothing was written by this controller."""
-        async def update(tp: tuple[str, int], state: LeaderIsrState, expected: int) -> int | ZkError:
+        async def update(tp: tuple[str, int], state: LeaderIsrState, expected: int) -> int | BadVersion | NoSuchTopic:
             path = TopicPartitionStateZNode.path(*tp)
 
             def build(tx: Any) -> None:
