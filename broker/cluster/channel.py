@@ -129,13 +129,14 @@ class BrokerChannel:
             if wait > 0:
                 await asyncio.sleep(wait)
             try:
-                self._reader, self._writer = await asyncio.wait_for(
+                reader, self._writer = await asyncio.wait_for(
                     asyncio.open_connection(self.host, self.port, limit=RECV_SIZE), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 self._last_failure = time.monotonic()
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: "
                                    f"{getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
-            self._read_task = loop.create_task(self._read_loop(self._reader))
+            self._reader = reader
+            self._read_task = loop.create_task(self._read_loop(reader))
             resp = await self._send(int(ApiKey.API_VERSIONS), 3,
                                     ApiVersionsRequest(client_software_name="kbroker",
                                                        client_software_version="1"),

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import BrokerChannel, ChannelError
+from broker.cluster.metadata import BrokerInfo
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 
@@ -49,8 +50,8 @@ class ControllerClient:
             try:
                 if cid == self.broker_id:
                     resp = await self.local(request)
-                elif cid >= 0 and self.metadata.broker(cid) is not None:
-                    resp = await self._remote(cid, request, max(deadline - loop.time(), 0.1))
+                elif cid >= 0 and (b := self.metadata.broker(cid)) is not None:
+                    resp = await self._remote(cid, b, request, max(deadline - loop.time(), 0.1))
                 else:
                     resp = None
             except ChannelError as exc:
@@ -63,8 +64,7 @@ class ControllerClient:
                                             f"{self.request_timeout if timeout is None else timeout:.1f} s")
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _remote(self, cid: int, request: Message, timeout: float) -> Any:
-        b = self.metadata.broker(cid)
+    async def _remote(self, cid: int, b: BrokerInfo, request: Message, timeout: float) -> Any:
         to = (cid, b.host, b.port)
         if self._channel is None or self._channel_to != to:
             if self._channel is not None:

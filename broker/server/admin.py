@@ -232,8 +232,10 @@ class TopicAdmin:
             return
         await self.store.set_topic_configs(name, configs)
         # every broker applies the change notification; this one does not wait for it
-        await self.metadata.wait_for(lambda: (self.metadata.topic(name) is None
-                                              or self.metadata.topic(name).configs == configs), 5.0)
+        def applied() -> bool:
+            info = self.metadata.topic(name)
+            return info is None or info.configs == configs
+        await self.metadata.wait_for(applied, 5.0)
 
 
 __all__ = ["INTERNAL_TOPICS", "TopicAdmin"]

@@ -325,6 +325,7 @@ class Broker:
                 self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+        assert self.admin is not None, "broker not started"
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
     async def next_producer_id(self) -> int:
@@ -342,6 +343,7 @@ class Broker:
             self._stopped.set()
 
     async def wait_stopped(self) -> None:
+        assert self._stopped is not None, "broker not started"
         await self._stopped.wait()
 
     async def controlled_shutdown(self) -> bool:

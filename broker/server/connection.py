@@ -280,7 +280,7 @@ class Connection:
                     _close_part(head)
                     continue
                 # gather consecutive byte parts into one sendmsg(2)
-                bufs = []
+                bufs: list[bytes | bytearray | memoryview] = []
                 for p in out:
                     if hasattr(p, "fd") or len(bufs) >= SENDMSG_MAX_PARTS:
                         break

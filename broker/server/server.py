@@ -98,7 +98,7 @@ class Server:
         self.broker = broker
         self.host = host
         self.port = port
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop            # start() binds it
         self.sock: socket.socket | None = None
         self.connections: set[Connection] = set()
         self.requests_handled = 0
@@ -108,7 +108,7 @@ class Server:
         self.ip_limits: dict[str, int] = {}
         self.per_ip: collections.Counter[str] = collections.Counter()
         idle_ms = config["connections.max.idle.ms"]
-        self.idle_s = None if idle_ms < 0 else idle_ms / 1000
+        self.idle_s: float | None = None if idle_ms < 0 else idle_ms / 1000
         self._accepting = False
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
@@ -153,15 +153,20 @@ class Server:
 
     def _update_accepting(self) -> None:
         """Reads the listening socket exactly while a connection may be accepted."""
-        want = (self.sock is not None and self._backoff is None
+        sock = self.sock
+        want = (sock is not None and self._backoff is None
                 and len(self.connections) < self.max_connections)
         if want and not self._accepting:
-            self.loop.add_reader(self.sock.fileno(), self._accept)
+            assert sock is not None
+            self.loop.add_reader(sock.fileno(), self._accept)
         elif not want and self._accepting:
-            self.loop.remove_reader(self.sock.fileno())
+            assert sock is not None         # stop_listening stops accepting before it drops the socket
+            self.loop.remove_reader(sock.fileno())
         self._accepting = want
 
     def _accept(self) -> None:
+        sock = self.sock
+        assert sock is not None             # read only while listening
         for _ in range(ACCEPT_BATCH):
             if len(self.connections) >= self.max_connections:
                 self._log_at_max(logging.WARNING, "max.connections (%d) reached: new connections wait in the "
@@ -169,7 +174,7 @@ class Server:
                 self._update_accepting()
                 return
             try:
-                conn_sock, addr = self.sock.accept()
+                conn_sock, addr = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -214,9 +219,11 @@ class Server:
 
     @property
     def _idle_sweep_s(self) -> float:
+        assert self.idle_s is not None      # no sweep without connections.max.idle.ms
         return min(max(self.idle_s / 10, 0.01), 10.0)
 
     def _close_idle(self) -> None:
+        assert self.idle_s is not None
         oldest = self.loop.time() - self.idle_s
         for conn in [c for c in self.connections if c.last_active < oldest and c.idle]:
             log.debug("%s: idle for longer than connections.max.idle.ms; closing", conn)

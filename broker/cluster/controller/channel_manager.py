@@ -176,8 +176,9 @@ class RequestBatch:
         for bid in sorted(self.update_metadata):
             b = brokers.get(bid)
             if b is not None:
-                tps = partitions.keys() if self.update_partitions is None else self.update_partitions
-                out.append((bid, self._update_metadata(controller_id, controller_epoch, b, brokers, partitions, tps),
+                updated = partitions.keys() if self.update_partitions is None else self.update_partitions
+                out.append((bid, self._update_metadata(controller_id, controller_epoch, b, brokers, partitions,
+                                                       updated),
                             UPDATE_METADATA_VERSION))
         for bid, tps in sorted(self.leader_and_isr.items()):
             b = brokers.get(bid)

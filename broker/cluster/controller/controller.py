@@ -31,8 +31,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from broker.cluster.controller import decisions as D
 from broker.cluster.controller.channel_manager import (
@@ -41,8 +42,10 @@ from broker.cluster.controller.channel_manager import (
     LocalDelivery,
     PartitionInfo,
     RequestBatch,
+    ResponseCallback,
 )
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
+from broker.cluster.metadata import MetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
 from broker.log import TopicPartition
@@ -51,6 +54,13 @@ from broker.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
+
+T = TypeVar("T")
+#: an event of the controller's queue: a coroutine function, its arguments, the future of its result
+_Event = tuple[Callable[..., Awaitable[Any]], tuple[Any, ...], asyncio.Future[Any]]
+#: AlterPartition's change of one partition: (topic, partition, leader epoch, new ISR,
+#: partition epoch, leader recovery state)
+AlterIsrChange = tuple[str, int, int, list[int], int, int]
 
 
 class ControllerMovedError(Exception):
@@ -88,7 +98,7 @@ class ControllerContext:
 
 
 class Controller:
-    def __init__(self, broker_id: int, config: BrokerConfig, store, local: LocalDelivery,
+    def __init__(self, broker_id: int, config: BrokerConfig, store: MetadataStore, local: LocalDelivery,
                  on_resign: Callable[[], None] | None = None):
         self.broker_id = broker_id
         self.config = config
@@ -96,8 +106,8 @@ class Controller:
         self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000)
         self.ctx: ControllerContext | None = None
         self.on_resign = on_resign
-        self._events: asyncio.Queue = asyncio.Queue()
-        self._task: asyncio.Task | None = None
+        self._events: asyncio.Queue[_Event] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
         self._rebalance: asyncio.TimerHandle | None = None
         self._closed = False
         self._watching = False
@@ -116,7 +126,7 @@ class Controller:
 
     async def startup(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
-        await self.store.watch_controller(lambda _cid: self._enqueue(self._maybe_elect))
+        await self.store.watch_controller(self._on_controller_change)
         self._enqueue(self._maybe_elect)
 
     async def shutdown(self) -> None:
@@ -130,8 +140,8 @@ class Controller:
         await self._resign()
         await self.channels.close()
 
-    def _enqueue(self, fn, *args) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+    def _enqueue(self, fn: Callable[..., Awaitable[T]], *args: Any) -> asyncio.Future[T]:
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._closed:
             fut.set_exception(ControllerMovedError("the controller is shutting down"))
             fut.exception()
@@ -247,7 +257,10 @@ class Controller:
         await self.store.watch_topic_deletions(lambda _names: self._enqueue_if_active(self._on_deletion_change))
         await self.store.watch_config_changes(lambda paths: self._enqueue_if_active(self._on_config_change, paths))
 
-    def _enqueue_if_active(self, fn, *args) -> None:
+    def _on_controller_change(self, _controller_id: int | None) -> None:
+        self._enqueue(self._maybe_elect)
+
+    def _enqueue_if_active(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
         if self.ctx is not None:
             self._enqueue(fn, *args)
 
@@ -326,8 +339,8 @@ class Controller:
                 else:
                     stale_topics.add(topic)
         if updates:
-            results = await self.store.update_partition_states(updates, ctx.epoch_zk_version)
-            for (topic, p), res in results.items():
+            updated = await self.store.update_partition_states(updates, ctx.epoch_zk_version)
+            for (topic, p), res in updated.items():
                 tp = TopicPartition(topic, p)
                 if isinstance(res, int):
                     written[tp] = _with_version(states[tp], res)
@@ -360,7 +373,7 @@ class Controller:
                 log.warning("controller %d: %s has no leader: %s", self.broker_id, tp, failure.message)
         return written
 
-    def _send(self, batch: RequestBatch, callback=None) -> None:
+    def _send(self, batch: RequestBatch, callback: ResponseCallback | None = None) -> None:
         ctx = self._require()
         batch.deleting = set(ctx.deleting)
         for bid, request, version in batch.build(self.broker_id, ctx.epoch, ctx.brokers, ctx.partitions()):
@@ -481,7 +494,8 @@ class Controller:
             pending = {r for r in replicas}
             done = asyncio.get_running_loop().create_future()
 
-            def answered(broker_id, _request, response, pending=pending, done=done):
+            def answered(broker_id: int, _request: object, response: object,
+                         pending: set[int] = pending, done: asyncio.Future[None] = done) -> None:
                 if response is not None and getattr(response, "error_code", 0) == 0:
                     pending.discard(broker_id)
                 if not pending and not done.done():
@@ -489,7 +503,7 @@ class Controller:
             self._send(batch, answered)
             asyncio.get_running_loop().create_task(self._finish_deletion(topic, done))
 
-    async def _finish_deletion(self, topic: str, done: asyncio.Future) -> None:
+    async def _finish_deletion(self, topic: str, done: asyncio.Future[None]) -> None:
         try:
             await asyncio.wait_for(done, self.config["request.timeout.ms"] / 1000)
         except asyncio.TimeoutError:
@@ -523,12 +537,13 @@ class Controller:
     # ------------------------------------------------------------------ requests from brokers
 
     async def alter_partition(self, broker_id: int, broker_epoch: int,
-                              changes: list[tuple[str, int, int, list[int], int, int]]):
+                              changes: list[AlterIsrChange]) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
         """AlterPartition: [(topic, partition, leader epoch, new ISR, partition epoch,
         leader recovery state)] -> (top error, {(topic, partition): LeaderAndIsr | error})."""
         return await self._enqueue(self._alter_partition, broker_id, broker_epoch, changes)
 
-    async def _alter_partition(self, broker_id, broker_epoch, changes):
+    async def _alter_partition(self, broker_id: int, broker_epoch: int, changes: list[AlterIsrChange]
+                               ) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
         if b is None or b.epoch != broker_epoch:
@@ -556,11 +571,12 @@ class Controller:
                     log.info("controller %d: ISR of %s is now %s", self.broker_id, tp, list(written[tp].isr))
         return ErrorCode.NONE, out
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """ControlledShutdown -> (error, [remaining partitions])."""
         return await self._enqueue(self._controlled_shutdown, broker_id, broker_epoch)
 
-    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int):
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int
+                                   ) -> tuple[ErrorCode, list[TopicPartition]]:
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
         if b is None:
@@ -580,11 +596,13 @@ class Controller:
         remaining = sorted(decision.failed)
         return ErrorCode.NONE, remaining
 
-    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None):
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         """ElectLeaders -> {tp: (error, message)}; partitions None: every partition."""
         return await self._enqueue(self._elect_leaders, election_type, partitions)
 
-    async def _elect_leaders(self, election_type: int, partitions):
+    async def _elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                             ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         view = self._view()
         if partitions is None:
             partitions = sorted(view.partitions)
@@ -595,7 +613,7 @@ class Controller:
         batch = RequestBatch()
         written = await self._apply(decision, batch)
         self._send(batch)
-        out = {}
+        out: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         for tp in partitions:
             if tp in written:
                 out[tp] = (ErrorCode.NONE, None)

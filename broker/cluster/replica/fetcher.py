@@ -186,14 +186,14 @@ class ReplicaFetcher:
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition)
-                s = self.partitions.get(tp)
+                state = self.partitions.get(tp)
                 part = self.manager.partition(tp)
-                if s is None or part is None or tp not in asked:
+                if state is None or part is None or tp not in asked:
                     continue
                 if p.error_code:
                     self._delay(tp, ErrorCode(p.error_code).name)
                     continue
-                self._apply_epoch_answer(tp, s, part, asked[tp], p.leader_epoch, p.end_offset)
+                self._apply_epoch_answer(tp, state, part, asked[tp], p.leader_epoch, p.end_offset)
 
     def _apply_epoch_answer(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
                             leader_epoch: int, end_offset: int) -> None:
@@ -246,6 +246,8 @@ class ReplicaFetcher:
         by_id = {v: k for k, v in ids.items()}
         for t in resp.responses:
             name = t.topic or by_id.get(t.topic_id)
+            if name is None:
+                continue  # a topic id this fetch did not name
             for d in t.partitions:
                 tp = TopicPartition(name, d.partition_index)
                 if tp in self.partitions:

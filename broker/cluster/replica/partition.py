@@ -225,7 +225,7 @@ class Partition:
                 or self.clock() < self._isr_retry_at or f.log_end_offset < self.log.high_watermark
                 or f.log_end_offset < self.leader_epoch_start_offset):
             return
-        self._request_isr(sorted(set(self.state.isr) | {replica_id}), f"{replica_id} caught up")
+        self._request_isr(self.isr_changes, sorted(set(self.state.isr) | {replica_id}), f"{replica_id} caught up")
 
     def maybe_shrink_isr(self, lag_ms: int) -> None:
         """Drops followers that have not caught up for lag_ms (the replica manager's timer)."""
@@ -242,13 +242,13 @@ class Partition:
             if not caught_up and (f is None or (now - f.last_caught_up) * 1000 > lag_ms):
                 out.append(r)
         if out:
-            self._request_isr([r for r in self.state.isr if r not in out],
+            self._request_isr(self.isr_changes, [r for r in self.state.isr if r not in out],
                               f"{out} did not catch up for {lag_ms} ms")
 
-    def _request_isr(self, new_isr: list[int], why: str) -> None:
+    def _request_isr(self, isr_changes: IsrChanger, new_isr: list[int], why: str) -> None:
         log.info("%s: ISR %s -> %s (%s)", self.tp, self.state.isr, new_isr, why)
         self.pending_isr = new_isr
-        self.isr_changes(self, new_isr)
+        isr_changes(self, new_isr)
         self.maybe_increment_high_watermark()
 
     def isr_change_completed(self, asked: list[int], error: int, leader_epoch: int = -1,

@@ -263,7 +263,8 @@ class FileMetadataStore:
         value = await self.get_topic(name)
         for cb in list(self._topic_watchers.get(name, ())):
             loop.call_soon(cb, value)
-        return t["version"]
+        version: int = t["version"]
+        return version
 
     # ------------------------------------------------------------------ partition states
 
@@ -296,7 +297,7 @@ class FileMetadataStore:
         for (topic, p), (s, expected) in updates.items():
             t = self._topics.get(topic)
             current = t["states"].get(p) if t is not None else None
-            if current is None:
+            if t is None or current is None:
                 out[(topic, p)] = NoSuchTopic(f"{topic}-{p} has no state")
             elif current["version"] != expected:
                 out[(topic, p)] = BadVersion(f"{topic}-{p} is at version {current['version']}, not {expected}")

@@ -43,8 +43,8 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -81,7 +81,6 @@ from broker.cluster.store.znodes import (
     ProducerIdBlock,
     ProducerIdBlockZNode,
     TopicAssignment,
-    TopicPartition,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -90,10 +89,27 @@ from broker.cluster.store.znodes import (
     parse_connect_string,
     sequence_number,
 )
+from broker.log import TopicPartition
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
+K = TypeVar("K")
+#: a kazoo watch function (called with a WatchedEvent on kazoo's thread)
+KazooWatcher = Callable[[Any], None]
+#: get_topic's value: (topic id, {partition: replicas}, zk version)
+TopicValue = tuple[uuid.UUID | None, dict[int, list[int]], int]
+
+
+class ZnodeStat(Protocol):
+    """What this client reads of kazoo's ZnodeStat (kazoo has no type stubs)."""
+
+    czxid: int
+    ctime: int
+    version: int
+    ephemeralOwner: int
+
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000          # zookeeper.session.timeout.ms
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka purges config change notifications this old
@@ -140,10 +156,11 @@ class SessionEvent(enum.Enum):
     NEW_SESSION = "new session"
 
 
-def _public(fn):
+def _public(fn: Callable[Concatenate[KafkaZkClient, P], Awaitable[T]]
+            ) -> Callable[Concatenate[KafkaZkClient, P], Coroutine[Any, Any, T]]:
     """Any kazoo error that a method does not translate itself leaves as a ZkError."""
     @functools.wraps(fn)
-    async def wrapper(self, *args, **kwargs):
+    async def wrapper(self: KafkaZkClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await fn(self, *args, **kwargs)
         except KazooException as e:
@@ -151,7 +168,7 @@ def _public(fn):
     return wrapper
 
 
-def _multi_error(results: list) -> tuple[int, Exception] | None:
+def _multi_error(results: list[Any]) -> tuple[int, Exception] | None:
     """The failed op of a multi-op (index, error), or None if it succeeded. The ops that
     did not fail themselves report RolledBackError / RuntimeInconsistency."""
     for i, r in enumerate(results):
@@ -165,7 +182,7 @@ class _Watch:
     one-shot kazoo watch; each firing re-reads (re-arming) on the loop, one read at a
     time, and hands new values to `callback`."""
 
-    def __init__(self, zk: KafkaZkClient, read: Callable[[Callable], Awaitable[Any]],
+    def __init__(self, zk: KafkaZkClient, read: Callable[[KazooWatcher], Awaitable[Any]],
                  callback: Callable[[Any], None], deliver_equal: bool = False):
         self._zk = zk
         self._read = read
@@ -174,7 +191,7 @@ class _Watch:
         self._watcher = zk._watcher(self.fired)
         self._dirty = False
         self._armed = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.active = True
         self.last: Any = None
 
@@ -228,12 +245,12 @@ class KafkaZkClient:
         self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None \
             else session_timeout_ms
         self._kazoo: KazooClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop        # start() binds it
         self._connected = asyncio.Event()
         self._expired = False
         self._disconnected = False
         self._closing = False
-        self._inflight: set[asyncio.Future] = set()
+        self._inflight: set[asyncio.Future[Any]] = set()
         self._give_up: asyncio.TimerHandle | None = None
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._watches: list[_Watch] = []
@@ -274,10 +291,15 @@ class KafkaZkClient:
             raise ZkUnavailable(self._unavailable()) from None
         log.info("connected to ZooKeeper at %s (session 0x%x, timeout %d ms)", self.connect,
                  self.session_id or 0, self.session_timeout_ms)
-        if self.chroot and await self._op(lambda: self._kazoo.exists_async("/")) is None:
+        if self.chroot and await self._op(lambda: self._zk.exists_async("/")) is None:
             await self._create_chroot()
-        await asyncio.gather(*(self._op(lambda path=path: self._kazoo.ensure_path_async(path))
-                               for path in PERSISTENT_PATHS))
+        await asyncio.gather(*(self._ensure_path(path) for path in PERSISTENT_PATHS))
+
+    async def _ensure_path(self, path: str) -> None:
+        await self._op(lambda: self._zk.ensure_path_async(path))
+
+    async def _exists(self, path: str) -> bool:
+        return await self._op(lambda: self._zk.exists_async(path)) is not None
 
     async def close(self) -> None:
         """Closes the session: ZooKeeper deletes this client's ephemeral nodes at once."""
@@ -386,14 +408,15 @@ class KafkaZkClient:
 
     # ------------------------------------------------------------ kazoo -> asyncio
 
-    def _bridge(self, result) -> asyncio.Future:
-        """An asyncio future settled on the loop when kazoo's async result is."""
+    def _bridge(self, result: Any) -> asyncio.Future[Any]:
+        """An asyncio future settled on the loop when kazoo's async result (an
+        IAsyncResult) is."""
         loop = self._loop
-        fut = loop.create_future()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._inflight.add(fut)
         fut.add_done_callback(self._inflight.discard)
 
-        def settle(r) -> None:
+        def settle(r: Any) -> None:
             if fut.done():
                 return
             if r.successful():
@@ -401,7 +424,7 @@ class KafkaZkClient:
             else:
                 fut.set_exception(r.exception)
 
-        def done(r) -> None:        # kazoo's callback thread
+        def done(r: Any) -> None:        # kazoo's callback thread
             try:
                 loop.call_soon_threadsafe(settle, r)
             except RuntimeError:
@@ -409,16 +432,23 @@ class KafkaZkClient:
         result.rawlink(done)
         return fut
 
-    def _watcher(self, fired: Callable[[], None]) -> Callable:
+    def _watcher(self, fired: Callable[[], None]) -> KazooWatcher:
         """A kazoo watch function that calls `fired` on the loop."""
         loop = self._loop
 
-        def watch(event) -> None:   # kazoo's callback thread
+        def watch(event: Any) -> None:   # kazoo's callback thread
             try:
                 loop.call_soon_threadsafe(fired)
             except RuntimeError:
                 pass
         return watch
+
+    @property
+    def _zk(self) -> Any:
+        """The kazoo client (kazoo has no type stubs); _op runs requests only while it is started."""
+        if self._kazoo is None:
+            raise ZkError("ZooKeeper client is not started")
+        return self._kazoo
 
     async def _op(self, request: Callable[[], Any]) -> Any:
         """Runs `request()` (a kazoo *_async call) until it gets an answer from ZooKeeper;
@@ -439,38 +469,38 @@ class KafkaZkClient:
             except _RETRIABLE:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _get(self, path: str, watch: Callable | None = None) -> tuple[bytes, Any] | None:
+    async def _get(self, path: str, watch: KazooWatcher | None = None) -> tuple[bytes, ZnodeStat] | None:
         """(data, stat), or None if the node does not exist."""
         try:
-            return await self._op(lambda: self._kazoo.get_async(path, watch=watch))
+            return cast("tuple[bytes, ZnodeStat]", await self._op(lambda: self._zk.get_async(path, watch=watch)))
         except NoNodeError:
             return None
 
-    async def _get_watched(self, path: str, watch: Callable) -> tuple[bytes, Any] | None:
+    async def _get_watched(self, path: str, watch: KazooWatcher) -> tuple[bytes, ZnodeStat] | None:
         """A data watch that also sees the node being created: getData leaves no watch on
         a missing node, exists does."""
         while True:
             got = await self._get(path, watch)
             if got is not None:
                 return got
-            if await self._op(lambda: self._kazoo.exists_async(path, watch=watch)) is None:
+            if await self._op(lambda: self._zk.exists_async(path, watch=watch)) is None:
                 return None
 
-    async def _children(self, path: str, watch: Callable | None = None) -> list[str]:
+    async def _children(self, path: str, watch: KazooWatcher | None = None) -> list[str]:
         try:
-            return await self._op(lambda: self._kazoo.get_children_async(path, watch=watch))
+            return cast("list[str]", await self._op(lambda: self._zk.get_children_async(path, watch=watch)))
         except NoNodeError:
             return []
 
-    async def _commit(self, build: Callable[[Any], None]) -> list:
+    async def _commit(self, build: Callable[[Any], None]) -> list[Any]:
         """One multi-op; `build(transaction)` adds its ops (again on a retry)."""
-        def request():
-            tx = self._kazoo.transaction()
+        def request() -> Any:
+            tx = self._zk.transaction()
             build(tx)
             return tx.commit_async()
-        return await self._op(request)
+        return cast("list[Any]", await self._op(request))
 
-    async def _watch(self, read: Callable[[Callable], Awaitable[T]], callback: Callable[[T], None],
+    async def _watch(self, read: Callable[[KazooWatcher], Awaitable[T]], callback: Callable[[T], None],
                      deliver_equal: bool = False) -> tuple[_Watch, T]:
         w = _Watch(self, read, callback, deliver_equal)
         self._watches.append(w)
@@ -487,7 +517,7 @@ class KafkaZkClient:
         """The cluster id in /cluster/id, created as `proposed` if there is none."""
         while True:
             try:
-                await self._op(lambda: self._kazoo.create_async(
+                await self._op(lambda: self._zk.create_async(
                     ClusterIdZNode.PATH, ClusterIdZNode.encode(proposed), makepath=True))
                 return proposed
             except NodeExistsError:
@@ -506,8 +536,8 @@ class KafkaZkClient:
         data = BrokerIdZNode.encode(registration)
         while True:
             try:
-                _, stat = await self._op(lambda: self._kazoo.create_async(
-                    path, data, ephemeral=True, include_data=True))
+                _, stat = cast("tuple[str, ZnodeStat]", await self._op(lambda: self._zk.create_async(
+                    path, data, ephemeral=True, include_data=True)))
                 log.info("registered broker %d at %s, broker epoch %d", registration.broker_id, path, stat.czxid)
                 return stat.czxid
             except NodeExistsError:
@@ -522,7 +552,7 @@ class KafkaZkClient:
                 raise BrokerIdInUse(f"broker id {registration.broker_id} is already registered in ZooKeeper "
                                     f"at {self.connect} (by session 0x{owner:x})")
             try:
-                await self._op(lambda: self._kazoo.delete_async(path, version=got[1].version))
+                await self._op(lambda: self._zk.delete_async(path, version=got[1].version))
             except (NoNodeError, BadVersionError):
                 pass
 
@@ -540,7 +570,7 @@ class KafkaZkClient:
     @_public
     async def watch_broker_ids(self, callback: Callable[[frozenset[int]], None]) -> frozenset[int]:
         """The registered broker ids now; callback(ids) on each change."""
-        async def read(watcher) -> frozenset[int]:
+        async def read(watcher: KazooWatcher) -> frozenset[int]:
             return frozenset(_broker_ids(await self._children(BrokerIdsZNode.PATH, watcher)))
         return (await self._watch(read, callback))[1]
 
@@ -556,7 +586,7 @@ class KafkaZkClient:
         epoch, zk_version = current[0] + 1, current[1]
         registration = ControllerZNode.encode(ControllerRegistration(broker_id, int(time.time() * 1000)))
 
-        def build(tx) -> None:
+        def build(tx: Any) -> None:
             tx.create(ControllerZNode.PATH, registration, ephemeral=True)
             tx.set_data(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(epoch), version=zk_version)
         results = await self._commit(build)
@@ -579,7 +609,7 @@ class KafkaZkClient:
             if got is not None:
                 return got
             try:
-                await self._op(lambda: self._kazoo.create_async(
+                await self._op(lambda: self._zk.create_async(
                     ControllerEpochZNode.PATH, ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL_EPOCH)))
                 return ControllerEpochZNode.INITIAL_EPOCH, ControllerEpochZNode.INITIAL_EPOCH_ZK_VERSION
             except NodeExistsError:
@@ -593,7 +623,7 @@ class KafkaZkClient:
     @_public
     async def watch_controller(self, callback: Callable[[int | None], None]) -> int | None:
         """The controller's broker id now (None: no controller); callback on each change."""
-        async def read(watcher) -> int | None:
+        async def read(watcher: KazooWatcher) -> int | None:
             got = await self._get_watched(ControllerZNode.PATH, watcher)
             return None if got is None else ControllerZNode.decode(got[0]).broker_id
         return (await self._watch(read, callback))[1]
@@ -614,12 +644,12 @@ class KafkaZkClient:
         controller watches. TopicExists if the topic node exists (also while it is being
         deleted)."""
         path = TopicZNode.path(name)
-        if await self._op(lambda: self._kazoo.exists_async(path)) is not None:
+        if await self._op(lambda: self._zk.exists_async(path)) is not None:
             raise TopicExists(f"topic {name!r} already exists")
         await self._write_entity_config(ConfigEntityTypeZNode.TOPIC, name, configs)
         data = TopicZNode.encode(TopicAssignment(topic_id, _assignment(assignment)))
         try:
-            await self._op(lambda: self._kazoo.create_async(path, data))
+            await self._op(lambda: self._zk.create_async(path, data))
         except NodeExistsError:
             raise TopicExists(f"topic {name!r} already exists") from None
 
@@ -630,7 +660,7 @@ class KafkaZkClient:
     @_public
     async def watch_topics(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         """The topic names now; callback(names) on each creation or deletion."""
-        async def read(watcher) -> frozenset[str]:
+        async def read(watcher: KazooWatcher) -> frozenset[str]:
             return frozenset(await self._children(TopicsZNode.PATH, watcher))
         return (await self._watch(read, callback))[1]
 
@@ -643,12 +673,12 @@ class KafkaZkClient:
         return _topic_value(name, got)
 
     @_public
-    async def watch_topic(self, name: str, callback) -> tuple[uuid.UUID | None, dict[int, list[int]], int] | None:
+    async def watch_topic(self, name: str, callback: Callable[[TopicValue | None], None]) -> TopicValue | None:
         """get_topic's value now (None: no such topic); callback(value or None) on each
         change of the topic node (partitions added, the topic deleted). unwatch_topic ends it."""
         path = TopicZNode.path(name)
 
-        async def read(watcher):
+        async def read(watcher: KazooWatcher) -> TopicValue | None:
             got = await self._get_watched(path, watcher)
             return None if got is None else _topic_value(name, got)
         w, value = await self._watch(read, callback)
@@ -669,7 +699,7 @@ class KafkaZkClient:
         path = TopicZNode.path(name)
         data = TopicZNode.encode(TopicAssignment(topic_id, _assignment(assignment)))
         try:
-            stat = await self._op(lambda: self._kazoo.set_async(path, data, version=expected_version))
+            stat = cast(ZnodeStat, await self._op(lambda: self._zk.set_async(path, data, version=expected_version)))
         except BadVersionError:
             raise BadVersion(f"{path} is no longer at zk version {expected_version}") from None
         except NoNodeError:
@@ -693,8 +723,8 @@ class KafkaZkClient:
         controller epoch. partition -> zk version of the new node (0), or BadVersion if the
         state node already exists. ControllerMoved if the epoch changed."""
         parent = TopicPartitionsZNode.path(topic)
-        if await self._op(lambda: self._kazoo.exists_async(parent)) is None:
-            def build_parent(tx) -> None:
+        if await self._op(lambda: self._zk.exists_async(parent)) is None:
+            def build_parent(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 tx.create(parent)
             results = await self._commit(build_parent)
@@ -702,7 +732,7 @@ class KafkaZkClient:
         partition_nodes = set(await self._children(parent))
 
         async def create(p: int, state: LeaderIsrState) -> int | BadVersion:
-            def build(tx) -> None:
+            def build(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 if str(p) not in partition_nodes:
                     tx.create(TopicPartitionZNode.path(topic, p))
@@ -724,17 +754,17 @@ class KafkaZkClient:
         together). Returns the new zk version, or BadVersion (someone wrote first: read
         and decide again), or NoSuchTopic (no state node). ControllerMoved if the epoch
         changed: then nothing was written by this controller."""
-        async def update(tp: tuple[str, int], state: LeaderIsrState, expected: int):
+        async def update(tp: tuple[str, int], state: LeaderIsrState, expected: int) -> int | BadVersion | NoSuchTopic:
             path = TopicPartitionStateZNode.path(*tp)
 
-            def build(tx) -> None:
+            def build(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 tx.set_data(path, TopicPartitionStateZNode.encode(state), version=expected)
             results = await self._commit(build)
             failed = self._check_fence(results, controller_epoch_zk_version,
                                        tolerate=(BadVersionError, NoNodeError))
             if failed is None:
-                return results[1].version
+                return cast(ZnodeStat, results[1]).version
             if isinstance(failed, NoNodeError):
                 return NoSuchTopic(f"{path} does not exist")
             return BadVersion(f"{path} is no longer at zk version {expected}")
@@ -742,11 +772,12 @@ class KafkaZkClient:
         return _gathered(dict(zip(updates, done)))
 
     @staticmethod
-    def _fence(tx, controller_epoch_zk_version: int) -> None:
+    def _fence(tx: Any, controller_epoch_zk_version: int) -> None:
         tx.check(ControllerEpochZNode.PATH, controller_epoch_zk_version)
 
     @staticmethod
-    def _check_fence(results: list, controller_epoch_zk_version: int, tolerate) -> Exception | None:
+    def _check_fence(results: list[Any], controller_epoch_zk_version: int,
+                     tolerate: tuple[type[Exception], ...]) -> Exception | None:
         """None if the fenced multi-op succeeded; the error of a later op if it is one of
         `tolerate`; ControllerMoved if the fence failed; any other error raises."""
         failed = _multi_error(results)
@@ -772,11 +803,11 @@ class KafkaZkClient:
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replaces the topic's overrides, then notifies every broker through a sequential
         /config/changes/config_change_ node (Kafka's AdminZkClient.changeTopicConfig)."""
-        if await self._op(lambda: self._kazoo.exists_async(TopicZNode.path(name))) is None:
+        if await self._op(lambda: self._zk.exists_async(TopicZNode.path(name))) is None:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         await self._write_entity_config(ConfigEntityTypeZNode.TOPIC, name, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.TOPIC}/{name}")
-        await self._op(lambda: self._kazoo.create_async(
+        await self._op(lambda: self._zk.create_async(
             ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
 
     async def _write_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
@@ -784,12 +815,12 @@ class KafkaZkClient:
         data = ConfigEntityZNode.encode(configs)
         while True:
             try:
-                await self._op(lambda: self._kazoo.set_async(path, data))
+                await self._op(lambda: self._zk.set_async(path, data))
                 return
             except NoNodeError:
                 pass
             try:
-                await self._op(lambda: self._kazoo.create_async(path, data, makepath=True))
+                await self._op(lambda: self._zk.create_async(path, data, makepath=True))
                 return
             except NodeExistsError:
                 pass
@@ -804,7 +835,7 @@ class KafkaZkClient:
         last: list[int | None] = [None]      # the last sequence number handled (None: arming)
         ctimes: dict[str, int] = {}          # handled notifications not yet purged
 
-        async def read(watcher) -> list[str]:
+        async def read(watcher: KazooWatcher) -> list[str]:
             names = await self._children(parent, watcher)
             numbered = sorted((sequence_number(n, prefix), n) for n in names if _is_sequence(n, prefix))
             if last[0] is None:              # arming: only what comes after this call
@@ -832,7 +863,7 @@ class KafkaZkClient:
         for name in [n for n, ctime in ctimes.items() if ctime < horizon]:
             del ctimes[name]
             try:
-                await self._op(lambda: self._kazoo.delete_async(f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"))
+                await self._op(lambda: self._zk.delete_async(f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"))
             except NoNodeError:
                 pass
 
@@ -842,10 +873,10 @@ class KafkaZkClient:
     async def mark_topic_for_deletion(self, name: str) -> None:
         """Creates /admin/delete_topics/<t> for the controller; NoSuchTopic. Marking a
         topic twice is not an error (Kafka's admin manager swallows it too)."""
-        if await self._op(lambda: self._kazoo.exists_async(TopicZNode.path(name))) is None:
+        if await self._op(lambda: self._zk.exists_async(TopicZNode.path(name))) is None:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         try:
-            await self._op(lambda: self._kazoo.create_async(DeleteTopicsTopicZNode.path(name), makepath=True))
+            await self._op(lambda: self._zk.create_async(DeleteTopicsTopicZNode.path(name), makepath=True))
         except NodeExistsError:
             pass
 
@@ -856,7 +887,7 @@ class KafkaZkClient:
     @_public
     async def watch_topic_deletions(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         """The topics marked for deletion now; callback(topics) on each change."""
-        async def read(watcher) -> frozenset[str]:
+        async def read(watcher: KazooWatcher) -> frozenset[str]:
             return frozenset(await self._children(DeleteTopicsZNode.PATH, watcher))
         return (await self._watch(read, callback))[1]
 
@@ -870,7 +901,7 @@ class KafkaZkClient:
             if not paths:
                 return
 
-            def build(tx) -> None:
+            def build(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 for path in paths:
                     tx.delete(path)
@@ -884,16 +915,16 @@ class KafkaZkClient:
         """The existing znodes of a topic, children before parents."""
         out = []
         topic = TopicZNode.path(name)
-        if await self._op(lambda: self._kazoo.exists_async(topic)) is not None:
+        if await self._op(lambda: self._zk.exists_async(topic)) is not None:
             partitions = TopicPartitionsZNode.path(name)
             for p in await self._children(partitions):
                 out += [f"{partitions}/{p}/{c}" for c in await self._children(f"{partitions}/{p}")]
                 out.append(f"{partitions}/{p}")
-            if await self._op(lambda: self._kazoo.exists_async(partitions)) is not None:
+            if await self._op(lambda: self._zk.exists_async(partitions)) is not None:
                 out.append(partitions)
             out.append(topic)
         for path in (ConfigEntityZNode.path(ConfigEntityTypeZNode.TOPIC, name), DeleteTopicsTopicZNode.path(name)):
-            if await self._op(lambda path=path: self._kazoo.exists_async(path)) is not None:
+            if await self._exists(path):
                 out.append(path)
         return out
 
@@ -904,7 +935,7 @@ class KafkaZkClient:
         """What Kafka's old preferred-replica-election tool writes; NodeExists is a
         ZkError (an election is already pending)."""
         try:
-            await self._op(lambda: self._kazoo.create_async(
+            await self._op(lambda: self._zk.create_async(
                 PreferredReplicaElectionZNode.PATH, PreferredReplicaElectionZNode.encode(partitions), makepath=True))
         except NodeExistsError:
             raise ZkError("a preferred replica election is already in progress") from None
@@ -915,16 +946,17 @@ class KafkaZkClient:
         return frozenset() if got is None else PreferredReplicaElectionZNode.decode(got[0])
 
     @_public
-    async def watch_preferred_replica_election(self, callback) -> frozenset[TopicPartition]:
+    async def watch_preferred_replica_election(self, callback: Callable[[frozenset[TopicPartition]], None]
+                                               ) -> frozenset[TopicPartition]:
         """The partitions asked for now (empty: none); callback(partitions) on each change."""
-        async def read(watcher) -> frozenset[TopicPartition]:
+        async def read(watcher: KazooWatcher) -> frozenset[TopicPartition]:
             got = await self._get_watched(PreferredReplicaElectionZNode.PATH, watcher)
             return frozenset() if got is None else PreferredReplicaElectionZNode.decode(got[0])
         return (await self._watch(read, callback))[1]
 
     @_public
     async def delete_preferred_replica_election(self, controller_epoch_zk_version: int) -> None:
-        def build(tx) -> None:
+        def build(tx: Any) -> None:
             self._fence(tx, controller_epoch_zk_version)
             tx.delete(PreferredReplicaElectionZNode.PATH)
         results = await self._commit(build)
@@ -941,7 +973,7 @@ class KafkaZkClient:
         while True:
             got = await self._get(path)
             if got is None:
-                await self._op(lambda: self._kazoo.ensure_path_async(path))
+                await self._op(lambda: self._zk.ensure_path_async(path))
                 continue
             data, stat = got
             start = ProducerIdBlockZNode.decode(data).block_end + 1 if data else 0
@@ -949,7 +981,7 @@ class KafkaZkClient:
                 raise ZkError("every producer id has been allocated")
             block = ProducerIdBlock(broker_id, start, start + size - 1)
             try:
-                await self._op(lambda: self._kazoo.set_async(path, ProducerIdBlockZNode.encode(block),
+                await self._op(lambda: self._zk.set_async(path, ProducerIdBlockZNode.encode(block),
                                                              version=stat.version))
             except BadVersionError:
                 continue
@@ -973,7 +1005,7 @@ def _assignment(assignment: Mapping[int, Iterable[int]]) -> dict[int, tuple[int,
     return {int(p): tuple(replicas) for p, replicas in assignment.items()}
 
 
-def _topic_value(name: str, got: tuple[bytes, Any]) -> tuple[uuid.UUID | None, dict[int, list[int]], int]:
+def _topic_value(name: str, got: tuple[bytes, ZnodeStat]) -> TopicValue:
     a = TopicZNode.decode(name, got[0])
     return a.topic_id, {p: list(r) for p, r in sorted(a.partitions.items())}, got[1].version
 
@@ -986,7 +1018,7 @@ def _is_sequence(name: str, prefix: str) -> bool:
         return False
 
 
-def _gathered(results: dict) -> dict:
+def _gathered(results: dict[K, Any]) -> dict[K, Any]:
     """Results of gather(return_exceptions=True) over per-partition writes, which return
     BadVersion / NoSuchTopic as values: anything else that was raised (ControllerMoved
     first) propagates."""

@@ -50,7 +50,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from broker.log.checkpoints import TopicPartition
 
@@ -90,7 +90,7 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")
 
 
@@ -123,9 +123,9 @@ class _Obj:
 
     def _at(self, key: str | None = None) -> str:
         name = f"{self.where}.{key}" if self.where and key else (key or self.where)
-        return f" at '{name}'" if name else ""
+        return f" at {name!r}" if name else ""
 
-    def fail(self, problem: str):
+    def fail(self, problem: str) -> NoReturn:
         raise ZNodeDataError(self.path, problem, self.data)
 
     def has(self, key: str) -> bool:
@@ -133,29 +133,20 @@ class _Obj:
 
     def get(self, key: str) -> Any:
         if key not in self.obj:
-            self.fail(f"'{key}' is missing{self._at()}")
+            self.fail(f"{key!r} is missing{self._at()}")
         return self.obj[key]
-
-    def int(self, key: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
-        return _check_int(self, self.get(key), key, lo, hi)
-
-    def str(self, key: str) -> str:
-        v = self.get(key)
-        if not isinstance(v, str):
-            self.fail(f"'{key}'{self._at()} is not a string: {v!r}")
-        return v
 
     def decimal(self, key: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
         """A number Kafka writes as a decimal string ("timestamp", "block_start")."""
         v = self.str(key)
         if not _DECIMAL.fullmatch(v) or len(v) > 20:
-            self.fail(f"'{key}'{self._at()} is not a decimal number: {v!r}")
+            self.fail(f"{key!r}{self._at()} is not a decimal number: {v!r}")
         return _check_int(self, int(v), key, lo, hi)
 
     def int_list(self, key: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> tuple[int, ...]:
         v = self.get(key)
         if not isinstance(v, list):
-            self.fail(f"'{key}'{self._at()} is not a list: {v!r}")
+            self.fail(f"{key!r}{self._at()} is not a list: {v!r}")
         return tuple(_check_int(self, x, key, lo, hi) for x in v)
 
     def child(self, key: str) -> _Obj:
@@ -164,15 +155,26 @@ class _Obj:
     def objects(self, key: str) -> list[_Obj]:
         v = self.get(key)
         if not isinstance(v, list):
-            self.fail(f"'{key}'{self._at()} is not a list: {v!r}")
+            self.fail(f"{key!r}{self._at()} is not a list: {v!r}")
         return [_Obj(self.path, self.data, x, f"{key}[{i}]") for i, x in enumerate(v)]
+
+    # last: these names would shadow the builtins in the annotations of the methods below them
+
+    def int(self, key: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+        return _check_int(self, self.get(key), key, lo, hi)
+
+    def str(self, key: str) -> str:
+        v = self.get(key)
+        if not isinstance(v, str):
+            self.fail(f"{key!r}{self._at()} is not a string: {v!r}")
+        return v
 
 
 def _check_int(o: _Obj, v: Any, key: str, lo: int, hi: int) -> int:
     if type(v) is not int:
-        o.fail(f"'{key}'{o._at()} is not an integer: {v!r}")
+        o.fail(f"{key!r}{o._at()} is not an integer: {v!r}")
     if not lo <= v <= hi:
-        o.fail(f"'{key}'{o._at()} is out of range [{lo}, {hi}]: {v}")
+        o.fail(f"{key!r}{o._at()} is out of range [{lo}, {hi}]: {v}")
     return v
 
 
@@ -199,7 +201,7 @@ def _topic_partitions(o: _Obj, key: str) -> frozenset[TopicPartition]:
     return frozenset(out)
 
 
-def _encode_topic_partitions(partitions: Iterable[TopicPartition]) -> list[dict]:
+def _encode_topic_partitions(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
     return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(partitions)]
 
 
@@ -419,6 +421,7 @@ class BrokerIdZNode:
         o = _Obj.parse(BrokerIdZNode.path(broker_id), data)
         version = o.int("version", 1)
         jmx_port = o.int("jmx_port")
+        endpoints: tuple[EndPoint, ...]
         if version == 1:
             endpoints = (EndPoint("PLAINTEXT", o.str("host"), o.int("port", 0, 65535)),)
         else:

@@ -32,6 +32,7 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
             try:
                 part = broker.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
                 lg = part.log
+                found: tuple[int, int] | None
                 if p.timestamp == -1 and request.replica_id >= 0:
                     found = (lg.log_end_offset, -1)        # a follower asks for the log end
                 else:

@@ -6,6 +6,8 @@ the answer then waits (briefly) for the new topic's leaders, or says
 LEADER_NOT_AVAILABLE so that the client asks again, as with Kafka.
 A requested topic with a topic id (v10+) is looked up by that id whatever its name says:
 the Java client sends the name "" (the field's default) beside the id."""
+from typing import Any
+
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -20,7 +22,7 @@ _Partition = MetadataResponse.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-def topic_entry(broker, info) -> "_Topic":
+def topic_entry(broker, info) -> Any:         # a MetadataResponseTopic
     live = broker.metadata.brokers()
     parts = []
     for p, s in sorted(info.partitions.items()):
@@ -40,8 +42,8 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     topics: list = []
     to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
-        for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name):
-            topics.append(topic_entry(broker, info))
+        for each in sorted(broker.metadata.topics().values(), key=lambda t: t.name):
+            topics.append(topic_entry(broker, each))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:

@@ -265,6 +265,13 @@ def test_topic_config():
         ConfigEntityZNode.decode("topics", "t", b'{"version":1,"config":{"retention.ms":1000}}')
 
 
+def test_a_key_from_the_data_is_quoted_on_one_line():
+    # a key comes from the znode: its control characters must not break the message's line
+    with pytest.raises(ZNodeDataError) as info:
+        ConfigEntityZNode.decode("topics", "t", b'{"version":1,"config":{"a\\nb":null}}')
+    assert "\n" not in str(info.value) and "'a\\nb' at 'config' is not a string" in str(info.value)
+
+
 def test_config_change_notification_v2_and_v1():
     golden = b'{"version":2,"entity_path":"topics/clicks"}'
     assert ConfigEntityChangeNotificationSequenceZNode.encode("topics/clicks") == golden
