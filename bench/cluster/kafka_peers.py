@@ -83,7 +83,7 @@ from broker.perf.local import LocalBroker, free_port  # noqa: E402
 from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
 from broker.protocol.errors import ErrorCode, KafkaProtocolError  # noqa: E402
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest  # noqa: E402
-from tests.support.kafka_broker import kafka_uuid  # noqa: E402
+from tests.support.kafka_broker import LOG4J2_PROPERTIES, kafka_uuid  # noqa: E402
 from tests.support.kafka_tools import KAFKA_LIBS, kafka_tool  # noqa: E402
 
 SYSTEMS = ("kbroker", "kafka39", "kraft")
@@ -111,17 +111,6 @@ log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.state.change.logger=WARN
 log4j.logger.kafka.request.logger=WARN
-"""
-LOG4J2 = """status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {path}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = FILE
-logger.state.name = state.change.logger
-logger.state.level = warn
 """
 
 
@@ -173,7 +162,7 @@ class KafkaNode:
     def write_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
-        (self.dir / "log4j.properties").write_text((LOG4J2 if self.log4j2 else LOG4J1).format(path=self.log_path))
+        (self.dir / "log4j.properties").write_text((LOG4J2_PROPERTIES if self.log4j2 else LOG4J1).format(path=self.log_path))
 
     def launch(self) -> None:
         """Starts the JVM (in a session of its own, dying with this script); not waited for."""
@@ -269,17 +258,6 @@ class PeerCluster(BenchCluster):
                          for p in t.partitions if p.leader_id != p.replica_nodes[0]] for i in self.brokers}
             return not any(stray.values()), None, f"not led by their first replica: {stray}"
         until("preferred leaders everywhere", probe, self.timeout, interval=0.2)
-
-    def registered_in_zookeeper(self) -> list[int]:
-        from kazoo.client import KazooClient
-        zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
-        zk.start(timeout=REQUEST_TIMEOUT)
-        try:
-            path = f"/{self.chroot}/brokers/ids"
-            return sorted(int(c) for c in zk.get_children(path)) if zk.exists(path) else []
-        finally:
-            zk.stop()
-            zk.close()
 
     def prepare(self) -> None:
         """What comes before the first start and is not timed (KRaft: formatting storage)."""

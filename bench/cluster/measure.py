@@ -136,11 +136,13 @@ class BenchCluster:
     """ZooKeeper and brokers 1..n as run.py starts them, plus what the steps need: kill,
     SIGTERM, restart on the same port and data dir, and questions asked of live brokers."""
 
+    chroot = CHROOT
+
     def __init__(self, root: str, session_ms: int, extra: dict[str, str], n: int = BROKERS):
         self.root = root
         self.session_ms = session_ms
         self.zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), own_session=True)
-        self.connect = f"{self.zookeeper.connect}/{CHROOT}"
+        self.connect = f"{self.zookeeper.connect}/{self.chroot}"
         self.brokers: dict[int, LocalBroker] = {}
         for i in range(1, n + 1):
             data = os.path.join(root, f"broker-{i}")
@@ -223,7 +225,7 @@ class BenchCluster:
         zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
         zk.start(timeout=REQUEST_TIMEOUT)
         try:
-            path = f"/{CHROOT}/brokers/ids"
+            path = f"/{self.chroot}/brokers/ids"
             return sorted(int(c) for c in zk.get_children(path)) if zk.exists(path) else []
         finally:
             zk.stop()

@@ -43,7 +43,7 @@ QUICK_JVM_FLAGS = ("-Xms256m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseS
 KAFKA_JVM_FLAGS = ("-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent")
 
-_LOG4J = """status = error
+LOG4J2_PROPERTIES = """status = error
 appender.file.type = File
 appender.file.name = FILE
 appender.file.fileName = {path}
@@ -96,7 +96,7 @@ class KafkaBroker:
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (self.dir / "log4j2.properties").write_text(_LOG4J.format(path=self.log_path))
+        (self.dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES.format(path=self.log_path))
 
     def format(self) -> None:
         """`kafka-storage format` once (a formatted log dir is kept across restarts)."""
