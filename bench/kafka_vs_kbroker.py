@@ -3,7 +3,8 @@ same load generators:
 
     .venv/bin/python bench/kafka_vs_kbroker.py [--rounds 3] [--partitions 1,10,100,1000]
         [--sizes 100,1024] [--acks 1,all] [--mb-per-run 30] [--latency-loads 10000,100000]
-        [--latency-seconds 5] [--broker-perf] [--fsync] [--restart-gb 0] [--json results.json]
+        [--latency-seconds 5] [--broker-perf] [--other-clients] [--fsync] [--restart-gb 0]
+        [--json results.json]
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -12,7 +13,8 @@ default; --fsync runs both with an fsync after every batch instead:
 log.flush.interval.messages=1). Kafka runs with the flags of bin/kafka-server-start.sh
 (1 GiB heap, G1) and gets a warm-up load after each start (its JIT), kbroker the same;
 the load generators are Kafka's own ProducerPerformance and ConsumerPerformance (full
-JIT), and `broker perf produce` as a second producer (--broker-perf).
+JIT), and `broker perf produce` as a second producer (--broker-perf); --other-clients adds
+confluent-kafka and kcat producing and consuming (10 partitions, 100 B, acks=1).
 
 Each case (partitions x record size x acks) produces --mb-per-run MB with
 ProducerPerformance then reads it back with ConsumerPerformance; the broker's CPU time
@@ -164,6 +166,37 @@ def broker_perf(broker, topic: str, records: int, size: int, acks: str) -> dict:
     return {"msgs": r["records_per_sec"]}
 
 
+def other_clients(broker, topic: str, records: int, size: int, parts: int) -> list[dict]:
+    """confluent-kafka (librdkafka through Python) and kcat (librdkafka's CLI) producing
+    `records` records of `size` bytes with acks=1 and reading them back; msg/s from the
+    first record to the last acknowledged (confluent) or over the whole process (kcat)."""
+    from e2e_clients import confluent_consume, confluent_produce
+    value = os.urandom(size // 2).hex().encode()[:size]
+    rows = []
+    t0 = time.perf_counter()
+    confluent_produce(broker.bootstrap, topic, records, value)
+    produce = records / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    confluent_consume(broker.bootstrap, topic, records, parts)
+    rows.append({"client": "confluent-kafka", "produce_msgs": produce,
+                 "consume_msgs": records / (time.perf_counter() - t0)})
+    if shutil.which("kcat"):
+        with tempfile.TemporaryDirectory(prefix="kcat-lines-") as tmp:
+            lines = Path(tmp) / "lines.txt"
+            lines.write_bytes((value.replace(b"\n", b"x") + b"\n") * records)
+            t0 = time.perf_counter()
+            subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic + "-kcat", "-l", str(lines),
+                            "-X", "acks=1", "-X", "linger.ms=5", "-X", "batch.size=1048576"],
+                           check=True, timeout=PHASE_TIMEOUT)
+            produce = records / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic + "-kcat", "-o", "beginning",
+                        "-c", str(records), "-q", "-f", "%s\n"], check=True, timeout=PHASE_TIMEOUT,
+                       stdout=subprocess.DEVNULL)
+        rows.append({"client": "kcat", "produce_msgs": produce, "consume_msgs": records / (time.perf_counter() - t0)})
+    return rows
+
+
 # ---------------------------------------------------------------------- one broker run
 
 def run_broker(broker, args, round_no: int) -> list[dict]:
@@ -205,6 +238,16 @@ def run_broker(broker, args, round_no: int) -> list[dict]:
                    "produce_msgs": broker_perf(broker, topic, records, 100, "1")["msgs"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
+        if args.other_clients:
+            records = int(args.mb_per_run * 1_000_000 / 100)
+            topic = f"bench-clients-{round_no}"
+            create_topic(broker, topic, 10)
+            create_topic(broker, topic + "-kcat", 10)
+            for r in other_clients(broker, topic, records, 100, 10):
+                row = {"broker": broker.name, "round": round_no, "case": f"{r['client']} 10p 100B acks=1",
+                       "produce_msgs": r["produce_msgs"], "consume_msgs": r["consume_msgs"]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     finally:
         broker.stop()
     return rows
@@ -264,6 +307,8 @@ def main() -> None:
     ap.add_argument("--latency-loads", default="10000,100000")
     ap.add_argument("--latency-seconds", type=int, default=5)
     ap.add_argument("--broker-perf", action="store_true", help="also `broker perf produce` against both")
+    ap.add_argument("--other-clients", action="store_true",
+                    help="also confluent-kafka and kcat (10 partitions, 100 B, acks=1) against both")
     ap.add_argument("--fsync", action="store_true", help="an fsync after every batch on both brokers")
     ap.add_argument("--restart-gb", type=float, default=0.0)
     ap.add_argument("--dir", default=None, help="where the brokers keep their data (default: a temp dir)")
