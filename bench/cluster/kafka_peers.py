@@ -414,15 +414,7 @@ def controller_trial(c: PeerCluster, topic: str, tag: str) -> dict:
         return True, None, "created"
     until(f"{created} created through broker {survivors[0]}", create, c.timeout, interval=POLL_S)
 
-    def has_leader():
-        p = c.partitions(survivors[0], created).get(0)
-        return p is not None and p.leader_id in survivors, None, f"leader {p and p.leader_id}"
-    until(f"{created} has a leader", has_leader, c.timeout, interval=POLL_S)
-    row["created_s"] = round(time.monotonic() - t, 3)
-    c.restart(victim)
-    c.wait_whole()
-    c.wait_full_isr(topic)
-    c.delete_topic(created)
+    row["created_s"] = c.led_then_restored(created, survivors, victim, topic, t)
     return row
 
 

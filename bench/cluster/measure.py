@@ -285,6 +285,21 @@ class BenchCluster:
             a.create_topic(topic, partitions, rf, configs)
         return self.wait_full_isr(topic)
 
+    def led_then_restored(self, created: str, survivors: list[int], victim: int, topic: str, t0: float) -> float:
+        """After a controller failover: waits until the new topic `created` has a leader
+        among `survivors` (returns the seconds since t0), then brings the victim back,
+        waits for a whole cluster with `topic`'s ISRs full, and deletes `created`."""
+        def has_leader():
+            p = self.partitions(survivors[0], created).get(0)
+            return p is not None and p.leader_id in survivors, None, f"leader {p and p.leader_id}"
+        until(f"{created} has a leader", has_leader, self.timeout, interval=POLL_S)
+        took = round(time.monotonic() - t0, 3)
+        self.restart(victim)
+        self.wait_whole()
+        self.wait_full_isr(topic)
+        self.delete_topic(created)
+        return took
+
     def delete_topic(self, topic: str) -> None:
         """Deletes it and waits until no broker has its files any more (their removal in
         the brokers' background threads would otherwise run into the next figure)."""
@@ -606,15 +621,7 @@ def controller_trial(c: BenchCluster, topic: str, trial: int) -> dict:
     with Cluster(c.brokers[survivors[0]].bootstrap, client_id="cluster-measure", timeout=30) as a:
         a.create_topic(created, 1, 2)
 
-    def has_leader():
-        p = c.partitions(survivors[0], created).get(0)
-        return p is not None and p.leader_id in survivors, None, f"{p and p.leader_id}"
-    until(f"{created} has a leader", has_leader, c.timeout, interval=POLL_S)
-    row["created_s"] = round(time.monotonic() - t, 3)
-    c.restart(victim)
-    c.wait_whole()
-    c.wait_full_isr(topic)
-    c.delete_topic(created)
+    row["created_s"] = c.led_then_restored(created, survivors, victim, topic, t)
     return row
 
 
