@@ -19,9 +19,10 @@ itself:
     server          the listening socket and request dispatch
 
 Start: the store (ZooKeeper unreachable: one line, exit 1), the cluster id (a data dir of
-another cluster: one line, exit 1), topic configs, the logs, the listener, the broker's
-registration (an id already registered: one line, exit 1), the controller; then it
-waits (bounded) for the controller's first word on the cluster.
+another cluster: one line, exit 1), topic configs, the logs, the listener (bound: a
+taken port is one line, exit 1), the broker's registration (an id already registered:
+one line, exit 1), then the listener serves (connections made earlier waited in its
+backlog), the controller; then it waits (bounded) for the controller's first word.
 
 Stop (SIGTERM): controlled shutdown first — the controller moves every leadership away
 while this broker still serves — then the listener, fetchers, controller, groups, logs
@@ -163,7 +164,7 @@ class Broker:
         topic_ids = await self._load_topics()
         self.logs.startup(cluster_id, topic_ids)
         try:
-            self.server.start()
+            self.server.start(serve=False)         # bound now, serving once registered
         except OSError:
             # e.g. the port is taken: the logs are loaded (and recovered if need be) but
             # nothing was served; close them cleanly so the next start is not a recovery
@@ -176,6 +177,7 @@ class Broker:
         self.replicas.controller = self.controller_client
         self.controller = Controller(self.broker_id, self.config, self._store, self._deliver_locally)
         await self._register()
+        self.server.serve()
         self.replicas.start()
         await self.controller.startup()
         if not await self.metadata.wait_for(lambda: self.metadata.initialized, METADATA_WAIT_S):

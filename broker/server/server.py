@@ -110,6 +110,7 @@ class Server:
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s: float | None = None if idle_ms < 0 else idle_ms / 1000
         self._accepting = False
+        self._serving = False                          # serve() opens the door
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
         self._idle_sweep: asyncio.TimerHandle | None = None
@@ -117,9 +118,12 @@ class Server:
         self._log_at_max = ThrottledLog()
         self._log_per_ip = ThrottledLog()
 
-    def start(self) -> None:
+    def start(self, serve: bool = True) -> None:
         """Binds the listener; OSError saying which address could not be listened on (or
-        which host of max.connections.per.ip.overrides does not resolve)."""
+        which host of max.connections.per.ip.overrides does not resolve). Without
+        `serve`, connections wait in the listen backlog until serve(): the broker binds
+        its port first (a taken port stops it before it registers anywhere) but answers
+        nobody before it has registered (Kafka's startProcessingRequests)."""
         self.loop = asyncio.get_running_loop()
         self.ip_limits = _resolve_ip_overrides(self.broker.config["max.connections.per.ip.overrides"])
         try:
@@ -139,7 +143,8 @@ class Server:
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
-        self._update_accepting()
+        if serve:
+            self.serve()
         if self.idle_s is not None:
             self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
 
@@ -151,10 +156,15 @@ class Server:
 
     # ------------------------------------------------------------------ accepting
 
+    def serve(self) -> None:
+        """Starts accepting the connections waiting in the listen backlog and new ones."""
+        self._serving = True
+        self._update_accepting()
+
     def _update_accepting(self) -> None:
         """Reads the listening socket exactly while a connection may be accepted."""
         sock = self.sock
-        want = (sock is not None and self._backoff is None
+        want = (sock is not None and self._serving and self._backoff is None
                 and len(self.connections) < self.max_connections)
         if want and not self._accepting:
             assert sock is not None
