@@ -139,7 +139,7 @@ class Connection:
                     break
                 self.pending.append(frame)
         except ValueError as exc:        # FrameTooLarge / InvalidFrame
-            log.warning("%s: %s; closing the connection", self, exc)
+            self.server.log_bad_request(logging.WARNING, "%s: %s; closing the connection", self, exc)
             self.close()
             return
         if self.pending and not self._run_scheduled and self._may_dispatch():

@@ -117,6 +117,9 @@ class Server:
         self._log_accept_failure = ThrottledLog()
         self._log_at_max = ThrottledLog()
         self._log_per_ip = ThrottledLog()
+        # requests that close their connection: at most one line per interval, however
+        # many a broken or hostile client sends (the rest are counted in the next line)
+        self.log_bad_request = ThrottledLog()
 
     def start(self, serve: bool = True) -> None:
         """Binds the listener; OSError saying which address could not be listened on (or
@@ -269,14 +272,15 @@ class Server:
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:
-            log.warning("%s: unreadable request header (%s); closing", conn, exc)
+            self.log_bad_request(logging.WARNING, "%s: unreadable request header (%s); closing", conn, exc)
             conn.close()
             return None
         api_key = header.request_api_key
         version = header.request_api_version
         handler = HANDLERS.get(api_key)
         if handler is None:
-            log.warning("%s: unknown api key %d (client %r); closing", conn, api_key, header.client_id)
+            self.log_bad_request(logging.WARNING, "%s: unknown api key %d (client %r); closing", conn, api_key,
+                                 header.client_id)
             conn.close()
             return None
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
@@ -286,8 +290,8 @@ class Server:
         try:
             _, request = codec.decode_request(frame)
         except ProtocolDecodeError as exc:
-            log.warning("%s: malformed %s v%d request: %s; closing", conn,
-                        handler.__name__.rsplit(".", 1)[-1], version, exc)
+            self.log_bad_request(logging.WARNING, "%s: malformed %s v%d request: %s; closing", conn,
+                                 handler.__name__.rsplit(".", 1)[-1], version, exc)
             conn.close()
             return None
         if conn.client_id is None:
@@ -318,8 +322,8 @@ class Server:
                 log.info("%s: %s v%d is older than this broker serves (%d-%d); answered UNSUPPORTED_VERSION",
                          conn, name, version, handler.MIN_VERSION, handler.MAX_VERSION)
                 return codec.encode_response(header, response)
-        log.warning("%s: unsupported version %d of api %s (supported %d-%d); closing", conn, version, name,
-                    handler.MIN_VERSION, handler.MAX_VERSION)
+        self.log_bad_request(logging.WARNING, "%s: unsupported version %d of api %s (supported %d-%d); closing",
+                             conn, version, name, handler.MIN_VERSION, handler.MAX_VERSION)
         conn.close()
         return None
 

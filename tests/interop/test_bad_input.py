@@ -832,3 +832,23 @@ def test_clients_leaving_with_a_request_just_dispatched_leave_no_unawaited_work(
         log = f.read().decode(errors="replace")
     assert "never awaited" not in log and "Exception ignored" not in log, log[-3000:]
     assert_intact(broker, victim)
+
+
+def test_a_flood_of_bad_requests_is_a_log_line_per_interval_not_per_request(tmp_path):
+    # a broken or hostile client must not fill the broker's disk with its log: requests
+    # that close their connection are logged at most once per interval, with a count
+    with BrokerProcess(tmp_path / "data") as b:
+        for i in range(200):
+            with RawConnection(b.port) as rc:
+                kind = i % 3
+                if kind == 0:                                  # an API nobody has
+                    rc.send(frame(raw_header(999, 0, i) + b"\x00" * 8))
+                elif kind == 1:                                # a frame larger than allowed
+                    rc.send(struct.pack(">i", 1 << 30))
+                else:                                          # a version far past Metadata's
+                    rc.send(frame(raw_header(3, 99, i) + b"\x00" * 8))
+                assert rc.closed_by_broker()
+        with BrokerConnection("127.0.0.1", b.port) as conn:   # everyone else is still served
+            assert conn.request(MetadataRequest(topics=[])).brokers
+        closing = [line for line in b.log_path.read_text().splitlines() if "closing" in line]
+    assert 1 <= len(closing) <= 3, closing
