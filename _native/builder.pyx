@@ -32,6 +32,17 @@ cdef extern from "kb_utf8.h" nogil:
     int kb_utf8_valid(const uint8_t *s, size_t n)
 
 
+cdef inline bint _key_buffer(key, Py_buffer *view, const uint8_t **p, Py_ssize_t *n) except -1:
+    """Holds the buffer of a record key (None: a null key, nothing held); True when the
+    caller must release `view`."""
+    if key is None:
+        return False
+    PyObject_GetBuffer(key, view, PyBUF_SIMPLE)
+    p[0] = <const uint8_t *>view.buf
+    n[0] = view.len
+    return True
+
+
 @cython.final
 cdef class BatchBuilder:
     """Encodes records into one RecordBatch v2.
@@ -100,6 +111,14 @@ cdef class BatchBuilder:
     cdef int _reserve(self, Py_ssize_t need) except -1:
         return kb_reserve(&self._buf, &self._cap, need, 512)
 
+    cdef int64_t _timestamp_delta(self, timestamp) except? -1:
+        """The delta of a record's timestamp (ms, None = now) to the batch's first one,
+        which the batch's first record sets."""
+        cdef int64_t ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
+        if self._count == 0:
+            self._base_ts = ts
+        return ts - self._base_ts
+
     def __len__(self):
         return self._count
 
@@ -126,16 +145,10 @@ cdef class BatchBuilder:
         self._check_mutable()
         if self._count == 0x7FFFFFFF:
             raise OverflowError("a batch holds at most 2**31-1 records")
-        ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
-        if self._count == 0:
-            self._base_ts = ts
-        ts_delta = ts - self._base_ts
+        ts_delta = self._timestamp_delta(timestamp)
+        ts = self._base_ts + ts_delta
         try:
-            if key is not None:
-                PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE)
-                kheld = True
-                kp = <const uint8_t *>kview.buf
-                klen = kview.len
+            kheld = _key_buffer(key, &kview, &kp, &klen)
             if value is not None:
                 PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE)
                 vheld = True
@@ -203,17 +216,11 @@ cdef class BatchBuilder:
             return first
         if <int64_t>self._count + count > 0x7FFFFFFF:
             raise OverflowError("a batch holds at most 2**31-1 records")
-        ts = <int64_t>(_time.time() * 1000) if timestamp is None else <int64_t>timestamp
-        if self._count == 0:
-            self._base_ts = ts
-        ts_delta = ts - self._base_ts
+        ts_delta = self._timestamp_delta(timestamp)
+        ts = self._base_ts + ts_delta
         PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE)
         try:
-            if key is not None:
-                PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE)
-                kheld = True
-                kp = <const uint8_t *>kview.buf
-                klen = kview.len
+            kheld = _key_buffer(key, &kview, &kp, &klen)
             vp = <const uint8_t *>vview.buf
             vlen = vview.len
             if klen > 0x7FFFFFFF or vlen > 0x7FFFFFFF:

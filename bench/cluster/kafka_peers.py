@@ -79,7 +79,7 @@ from measure import (  # noqa: E402
 from run import start_broker  # noqa: E402
 
 from broker.client import BrokerConnection, ClientError, Cluster  # noqa: E402
-from broker.perf.local import LocalBroker, free_port  # noqa: E402
+from broker.perf.local import LocalBroker, free_port, terminate  # noqa: E402
 from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
 from broker.protocol.errors import ErrorCode, KafkaProtocolError  # noqa: E402
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest  # noqa: E402
@@ -201,14 +201,7 @@ class KafkaNode:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM (controlled shutdown), bounded; SIGKILL past the bound."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        terminate(self.proc, timeout)
 
     def last_words(self) -> str:
         for path in (self.log_path, self.dir / "stdout.log"):

@@ -66,6 +66,10 @@ from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
 from broker.protocol.errors import ErrorCode, KafkaProtocolError  # noqa: E402
 from broker.protocol.messages.metadata import MetadataRequest  # noqa: E402
 from broker.protocol.messages.produce import ProduceRequest  # noqa: E402
+from tests.support.cluster import (
+    ClusterTimeout as MeasureTimeout,  # noqa: E402
+    poll_until,  # noqa: E402
+)
 from tests.support.load import produce_n  # noqa: E402
 
 STEPS = ("throughput", "latency", "leader", "controller", "rejoin", "profile")
@@ -81,10 +85,6 @@ SPY_RATE = 100                 # py-spy samples per second
 ROOT_FRAMES = ("<frozen runpy>", "broker/cli/main.py", "asyncio/runners.py", "asyncio/base_events.py",
                "asyncio/events.py", "(loop.py)")
 SIGTERM_STOP_S = 60.0          # a broker sent SIGTERM has stopped by then (else: reported, killed)
-
-
-class MeasureTimeout(AssertionError):
-    """A bounded wait ran out."""
 
 
 def load1() -> float:
@@ -104,18 +104,7 @@ def cpu_seconds(pid: int) -> float:
 def until(what: str, probe, timeout: float, interval: float = 0.05):
     """Calls probe() -> (done, value, seen) until done; a probe that raises counts as not
     done. Returns value; MeasureTimeout after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    seen = "nothing yet"
-    while True:
-        try:
-            done, value, seen = probe()
-            if done:
-                return value
-        except (ClientError, KafkaProtocolError, OSError) as exc:
-            seen = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() >= deadline:
-            raise MeasureTimeout(f"{what}: not within {timeout:g} s; last seen: {seen}")
-        time.sleep(interval)
+    return poll_until(what, probe, timeout, interval)
 
 
 def median(values):

@@ -36,6 +36,22 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+def read_small_text(path: str) -> str:
+    """The whole of a small metadata file as text; ValueError saying what is wrong with it
+    (unreadable, empty, not UTF-8) for the caller to name the file and its remedy."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror}") from None
+    if not raw.strip():
+        raise ValueError("empty")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+
+
 def write_atomically(path: str, text: str, fsync: bool = True) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from broker.config import LogConfig
-from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, write_atomically
+from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, read_small_text, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
 
@@ -862,17 +862,7 @@ def _uuid_from_kafka(s: str) -> uuid.UUID:
 def _read_partition_metadata(path: str) -> uuid.UUID:
     """The topic id of a partition.metadata ('version: 0', 'topic_id: <id>'); ValueError
     saying what is wrong with a damaged one."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read it: {exc.strerror}") from None
-    if not raw.strip():
-        raise ValueError("empty")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
+    text = read_small_text(path)
     fields = {}
     for line in text.splitlines():
         k, sep, v = line.partition(":")

@@ -59,7 +59,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.config import BrokerConfig, LogConfig
-from broker.log.checkpoints import CheckpointError, OffsetCheckpoint, TopicPartition, write_atomically
+from broker.log.checkpoints import (
+    CheckpointError,
+    OffsetCheckpoint,
+    TopicPartition,
+    read_small_text,
+    write_atomically,
+)
 from broker.log.log import (
     Log,
     LogDirHealth,
@@ -596,16 +602,10 @@ def _read_meta(path: str) -> tuple[str, int, str]:
                            f"broker.id=N, cluster.id=ID), or move the log dir aside")
 
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise damaged(f"cannot read it: {exc.strerror}") from None
-    if not raw.strip():
-        raise damaged("empty")
-    try:
-        props = parse_properties(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise damaged("not UTF-8 text") from None
+        text = read_small_text(path)
+    except ValueError as exc:
+        raise damaged(str(exc)) from None
+    props = parse_properties(text)
     version = props.get("version")
     if version is None:
         raise damaged("no version")

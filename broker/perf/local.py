@@ -29,6 +29,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: subprocess.Popen | None, timeout: float) -> None:
+    """SIGTERM (a clean shutdown) and wait, bounded; SIGKILL past the bound."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 class LocalBroker:
     def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
                  event_loop: str = "auto", log_path: str | None = None, own_session: bool = False,
@@ -94,13 +106,7 @@ class LocalBroker:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def stop(self, timeout: float = 60.0) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, timeout)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

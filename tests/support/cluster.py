@@ -68,6 +68,25 @@ class ZooKeeperUnavailable(RuntimeError):
     """The cluster's ZooKeeper did not answer."""
 
 
+def poll_until(what: str, probe, timeout: float, interval: float = POLL_INTERVAL, context: object = None):
+    """Polls probe() -> (done, value, seen) until done; returns value. A probe that raises
+    (no live broker, a connection refused) counts as not done. ClusterTimeout naming what
+    was awaited, the last thing seen (and `context`'s repr) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    seen = "nothing yet"
+    while True:
+        try:
+            done, value, seen = probe()
+            if done:
+                return value
+        except (NoLiveBroker, ZooKeeperUnavailable, ClientError, KafkaProtocolError, OSError) as exc:
+            seen = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            where = "" if context is None else f"; {context!r}"
+            raise ClusterTimeout(f"{what}: not within {timeout:g} s; last seen: {seen}{where}")
+        time.sleep(interval)
+
+
 @functools.cache
 def speaks_zookeeper() -> bool:
     """Whether this build's `broker serve` accepts --zookeeper (the cluster mode)."""
@@ -255,21 +274,8 @@ class Cluster:
     # ------------------------------------------------------------------ bounded waits
 
     def _until(self, what: str, probe, timeout: float | None):
-        """Polls probe() -> (done, value, seen) until done; returns value. A probe that
-        raises (no live broker, a connection refused) counts as not done."""
-        timeout = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        seen = "nothing yet"
-        while True:
-            try:
-                done, value, seen = probe()
-                if done:
-                    return value
-            except (NoLiveBroker, ZooKeeperUnavailable, ClientError, KafkaProtocolError, OSError) as exc:
-                seen = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() >= deadline:
-                raise ClusterTimeout(f"{what}: not within {timeout:g} s; last seen: {seen}; {self!r}")
-            time.sleep(POLL_INTERVAL)
+        """poll_until() with the cluster's default timeout and its state in the error."""
+        return poll_until(what, probe, self.timeout if timeout is None else timeout, context=self)
 
     def _asked(self, everywhere: bool) -> list[int | None]:
         """Whom a wait asks: every live broker (everywhere: their metadata caches agree),
