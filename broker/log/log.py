@@ -46,6 +46,7 @@ from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, read_small_text, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
+from broker.uuids import uuid_text
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +347,7 @@ class Log:
                     f"{path} is damaged ({exc}) and the topic id to rebuild it is not known; refusing to start: "
                     "restore it, or remove it to have it rewritten from the cluster metadata") from None
             log.warning("%s: %s was damaged (%s); rebuilt with topic id %s from the metadata store", self.tp, path,
-                        exc, _uuid_to_kafka(self.topic_id))
+                        exc, uuid_text(self.topic_id))
             self._write_partition_metadata()
             return
         if self.topic_id is None:
@@ -361,7 +362,7 @@ class Log:
     def _write_partition_metadata(self) -> None:
         assert self.topic_id is not None
         write_atomically(os.path.join(self.dir, PARTITION_METADATA),
-                         f"version: 0\ntopic_id: {_uuid_to_kafka(self.topic_id)}\n")
+                         f"version: 0\ntopic_id: {uuid_text(self.topic_id)}\n")
 
     def _new_segment(self, base_offset: int) -> Segment:
         seg = Segment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
@@ -844,11 +845,6 @@ def _flush_segments(segments: list[Segment]) -> None:
     for seg in segments:
         if not seg.closed:
             seg.flush()
-
-
-def _uuid_to_kafka(u: uuid.UUID) -> str:
-    import base64
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def _uuid_from_kafka(s: str) -> uuid.UUID:

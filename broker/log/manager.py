@@ -75,6 +75,7 @@ from broker.log.log import (
     partition_dir_name,
 )
 from broker.native import set_open_segment_limit
+from broker.uuids import random_uuid, uuid_text
 
 log = logging.getLogger(__name__)
 
@@ -623,5 +624,4 @@ def _read_meta(path: str) -> tuple[str, int, str]:
 
 
 def new_cluster_id() -> str:
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return uuid_text(random_uuid())

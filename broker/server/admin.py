@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -25,6 +24,7 @@ from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
 from broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from broker.log.manager import LogDirError, validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.uuids import random_uuid
 
 if TYPE_CHECKING:
     from broker.cluster.cache import MetadataCache
@@ -126,7 +126,7 @@ class TopicAdmin:
         assignment = self.check_create_topic(name, num_partitions, replication_factor, configs, assignments)
         self._fits(assignment)
         try:
-            await self.store.create_topic(name, uuid.uuid4(), assignment, configs)
+            await self.store.create_topic(name, random_uuid(), assignment, configs)
         except Exception as exc:
             if type(exc).__name__ == "TopicExists":
                 raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None

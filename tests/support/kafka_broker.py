@@ -12,14 +12,13 @@ the quick-start flags (benchmarks give the broker Kafka's own, KAFKA_JVM_FLAGS: 
 """
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
+from broker.uuids import random_uuid, uuid_text
 from tests.support.kafka_tools import java_command, kafka_tool
 from tests.support.ports import free_port
 
@@ -58,7 +57,7 @@ logger.state.level = warn
 
 def kafka_uuid() -> str:
     """A Kafka Uuid as Kafka prints it: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return uuid_text(random_uuid())
 
 
 class KafkaBroker:

@@ -50,6 +50,7 @@ from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode
+from broker.uuids import random_uuid
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +274,7 @@ class Controller:
     async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
         topic_id, assignment, _version = await self.store.get_topic(topic)
         if topic_id is None:
-            topic_id = uuid.uuid4()
+            topic_id = random_uuid()
         ctx.topic_ids[topic] = topic_id
         ctx.assignments[topic] = {p: tuple(r) for p, r in assignment.items()}
         for p, (state, version) in (await self.store.get_partition_states(topic)).items():

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from broker.log.checkpoints import TopicPartition
+from broker.uuids import uuid_text
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -312,7 +313,7 @@ class ProducerIdBlock:
 
 def encode_topic_id(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+    return uuid_text(topic_id)
 
 
 def decode_topic_id(text: str) -> uuid.UUID:

@@ -7,7 +7,6 @@ is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 -
 otherwise have the broker build an assignment until it runs out of memory, and 65,536
 stalled its event loop for seconds). Kafka's controller bounds an operation the same way
 (10,000 records: "Unable to perform excessively large batch operation")."""
-import uuid
 from collections import Counter
 
 from broker.config import TOPIC_KEYS, validate_topic_configs
@@ -16,6 +15,7 @@ from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
+from broker.uuids import random_uuid
 
 API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -61,7 +61,7 @@ async def _handle(ctx, request):
             if request.validate_only:
                 assignment = broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                              assignments)
-                r.topic_id = uuid.uuid4()
+                r.topic_id = random_uuid()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
                 r.configs = _configs(broker, broker.config.log_config(validate_topic_configs(configs)))
