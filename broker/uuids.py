@@ -7,7 +7,10 @@ an option. One in 64 random ids would."""
 from __future__ import annotations
 
 import base64
+import re
 import uuid
+
+_TEXT = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")     # 16 bytes: the last character's low bits are 0
 
 
 def uuid_text(u: uuid.UUID) -> str:
@@ -22,3 +25,11 @@ def random_uuid() -> uuid.UUID:
         u = uuid.uuid4()
         if not uuid_text(u).startswith("-"):
             return u
+
+
+def parse_uuid(text: object, what: str = "Kafka Uuid") -> uuid.UUID:
+    """Inverse of uuid_text; ValueError naming `what` for anything else (padding, other
+    alphabets, another length, bits past the 16 bytes, not a string)."""
+    if not isinstance(text, str) or not _TEXT.fullmatch(text):
+        raise ValueError(f"{text!r} is not a {what} (22 characters of URL-safe base64)")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))

@@ -32,7 +32,6 @@ import asyncio
 import bisect
 import logging
 import os
-import re
 import shutil
 import struct
 import time
@@ -46,7 +45,7 @@ from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, read_small_text, write_atomically
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
-from broker.uuids import uuid_text
+from broker.uuids import parse_uuid, uuid_text
 
 log = logging.getLogger(__name__)
 
@@ -847,14 +846,6 @@ def _flush_segments(segments: list[Segment]) -> None:
             seg.flush()
 
 
-def _uuid_from_kafka(s: str) -> uuid.UUID:
-    """Kafka's Uuid text (22 characters of URL-safe base64); ValueError otherwise."""
-    import base64
-    if not re.fullmatch(r"[A-Za-z0-9_-]{21}[AQgw]", s):
-        raise ValueError(f"{s!r} is not a topic id")
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=="))
-
-
 def _read_partition_metadata(path: str) -> uuid.UUID:
     """The topic id of a partition.metadata ('version: 0', 'topic_id: <id>'); ValueError
     saying what is wrong with a damaged one."""
@@ -872,7 +863,7 @@ def _read_partition_metadata(path: str) -> uuid.UUID:
     if "topic_id" not in fields:
         raise ValueError("no topic_id")
     try:
-        return _uuid_from_kafka(fields["topic_id"])
+        return parse_uuid(fields["topic_id"], "topic id")
     except ValueError as exc:
         raise ValueError(f"topic_id: {exc}") from None
 

@@ -43,8 +43,6 @@ leaders write it only with conditional updates (see zkclient.py).
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 import uuid
@@ -53,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from broker.log.checkpoints import TopicPartition
-from broker.uuids import uuid_text
+from broker.uuids import parse_uuid, uuid_text
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -318,15 +316,7 @@ def encode_topic_id(topic_id: uuid.UUID) -> str:
 
 def decode_topic_id(text: str) -> uuid.UUID:
     """Inverse of encode_topic_id; ValueError for anything that is not 16 bytes of base64."""
-    if not isinstance(text, str) or len(text) != 22 or not re.fullmatch(r"[A-Za-z0-9_-]+", text):
-        raise ValueError(f"{text!r} is not a base64 topic id")
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (binascii.Error, ValueError):
-        raise ValueError(f"{text!r} is not a base64 topic id") from None
-    if len(raw) != 16 or encode_topic_id(uuid.UUID(bytes=raw)) != text:
-        raise ValueError(f"{text!r} is not a base64 topic id")
-    return uuid.UUID(bytes=raw)
+    return parse_uuid(text, "base64 topic id")
 
 
 # ---------------------------------------------------------------- znodes
