@@ -66,10 +66,7 @@ from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
 from broker.protocol.errors import ErrorCode, KafkaProtocolError  # noqa: E402
 from broker.protocol.messages.metadata import MetadataRequest  # noqa: E402
 from broker.protocol.messages.produce import ProduceRequest  # noqa: E402
-from tests.support.cluster import (
-    ClusterTimeout as MeasureTimeout,  # noqa: E402
-    poll_until,  # noqa: E402
-)
+from tests.support.cluster import ClusterTimeout as MeasureTimeout, poll_until  # noqa: E402
 from tests.support.load import produce_n  # noqa: E402
 
 STEPS = ("throughput", "latency", "leader", "controller", "rejoin", "profile")
