@@ -12,6 +12,12 @@ when it last caught up, and from those:
 - ISR shrink: a follower that has not caught up with the log end for
   replica.lag.time.max.ms is removed (the replica manager's timer asks).
 
+A follower's fetch counts only once its read succeeded (Kafka's fetchRecords): it must
+come from a replica of the partition (`check_follower`), an offset outside the log is
+OFFSET_OUT_OF_RANGE and moves nothing, and a fetch whose last fetched epoch disagrees with
+this leader's epoch cache is answered with where that epoch ends here (`diverging_epoch`,
+KIP-320) instead of records.
+
 The leader decides, the controller records: an ISR change is an AlterPartition request
 (through `isr_changes`, one in flight per partition); the ISR changes here only when the
 controller answers with the new state. When it cannot answer (ZooKeeper unreachable), the
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.cluster.metadata import PartitionState
-from broker.log import Log, LogAppendInfo, TopicPartition
+from broker.log import Log, LogAppendInfo, OffsetOutOfRange, TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 log = logging.getLogger(__name__)
@@ -198,16 +204,44 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: followers
 
+    def check_follower(self, replica_id: int, current_leader_epoch: int = -1) -> None:
+        """A fetch as follower `replica_id` must come from a replica of this partition other
+        than this broker (Kafka's followerReplicaOrThrow): UNKNOWN_LEADER_EPOCH when the
+        fetch names a leader epoch (the follower retries), else NOT_LEADER_OR_FOLLOWER."""
+        if replica_id == self.broker_id or replica_id not in self.state.replicas:
+            code = ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch >= 0 else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            raise KafkaProtocolError(code, f"broker {replica_id} is not a replica of {self.tp}")
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """A follower's fetch (v12+) names the epoch of its last record: (epoch, end offset)
+        of this leader's log when the follower's log cannot be a prefix of it (that epoch
+        ends here before the fetch offset, or this leader has no such epoch), None when it
+        can (or no epoch was named). Raises OffsetOutOfRange when the epoch is unknown here
+        or the offset is below the log start. As Kafka's Partition.readRecords."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = epoch_end_offset(self.log.leader_epochs.entries, last_fetched_epoch, self.log.log_end_offset)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRange(f"{self.tp}: no end offset for the last fetched epoch {last_fetched_epoch}")
+        if fetch_offset < self.log.log_start_offset:
+            raise OffsetOutOfRange(f"{self.tp}: offset {fetch_offset} is below the log start {self.log.log_start_offset}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched from `fetch_offset`: everything below is on its log (Kafka's
-        updateFollowerFetchState). False for a broker that is not a replica."""
+        """A follower fetched from `fetch_offset` and the read succeeded: everything below is
+        on its log (Kafka's updateFollowerFetchState). False, and nothing changes, for a
+        broker that is not a replica or an offset outside this log (it proves nothing)."""
+        if replica_id == self.broker_id or replica_id not in self.state.replicas:
+            return False
+        leo = self.log.log_end_offset
+        if not self.log.log_start_offset <= fetch_offset <= leo:
+            return False
         f = self.followers.get(replica_id)
         if f is None:
-            if replica_id not in self.state.replicas or replica_id == self.broker_id:
-                return False
             f = self.followers[replica_id] = FollowerState()
         now = self.clock()
-        leo = self.log.log_end_offset
         if fetch_offset >= leo:
             f.last_caught_up = max(f.last_caught_up, now)
         elif fetch_offset >= f.last_fetch_leader_leo >= 0:
@@ -284,3 +318,25 @@ class Partition:
             log.info("%s: truncating from %d to %d", self.tp, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)
             self.listener.partition_changed(self.tp)
+        else:
+            # nothing to cut, but an epoch this replica started as leader without appending
+            # anything may end the cache; the leader never had it, so the next fetch's last
+            # fetched epoch would diverge (Kafka's UnifiedLog.truncateTo drops it likewise)
+            self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
+
+
+def epoch_end_offset(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
+    """Kafka's LeaderEpochFileCache.endOffsetFor over (epoch, start offset) entries: the
+    latest epoch ends at the log end; an epoch older than every entry ends where the
+    first entry starts; another, at the start of the next larger epoch, with the largest
+    epoch not above it; (-1, -1) for an epoch beyond the latest (or no entries)."""
+    if requested < 0 or not entries:
+        return -1, -1
+    if entries[-1][0] == requested:
+        return requested, log_end_offset
+    floor = -1
+    for epoch, start in entries:
+        if epoch > requested:
+            return (requested if floor < 0 else floor), start
+        floor = epoch
+    return -1, -1
