@@ -273,8 +273,8 @@ class ReplicaManager:
                 raise RuntimeError("no controller client")
             resp = await self.controller.request(req, timeout=self.replica_lag_ms / 1000)
         except Exception as exc:
-            log.warning("cannot record ISR changes of %s: %s; the ISR stays as it is",
-                        sorted(str(tp) for tp in batch), exc)
+            log.warning("cannot record ISR changes of %s: %s; they stay pending (the controller may have "
+                        "written them) and are asked again", sorted(str(tp) for tp in batch), exc)
             for tp, (part, isr) in batch.items():
                 part.isr_change_completed(isr, ErrorCode.REQUEST_TIMED_OUT)
             return

@@ -20,8 +20,13 @@ KIP-320) instead of records.
 
 The leader decides, the controller records: an ISR change is an AlterPartition request
 (through `isr_changes`, one in flight per partition); the ISR changes here only when the
-controller answers with the new state. When it cannot answer (ZooKeeper unreachable), the
-ISR stays as it is.
+controller answers with the new state. Until then the change is pending and counts in
+the maximal ISR. An answer that proves nothing was written (INELIGIBLE_REPLICA,
+OPERATION_NOT_ATTEMPTED) drops it; any other failure (a timeout, a lost connection,
+INVALID_UPDATE_VERSION, a fenced epoch...) may hide a write the controller did make, so
+the change stays pending and is sent again after a backoff, until the controller answers
+it or a LeaderAndIsr with a newer leader or partition epoch replaces it (Kafka's
+handleAlterPartitionError keeps the pending state the same way).
 
 A follower appends the leader's batches as they are and takes the leader's high
 watermark (bounded by its own log end); it serves no consumer.
@@ -68,6 +73,10 @@ class _NoListener:
 NO_LISTENER: PartitionListener = _NoListener()
 ISR_RETRY_BACKOFF_S = 1.0
 
+#: the controller's answers that prove the change was not written, by no controller
+#: (Kafka's handleAlterPartitionError): only these drop a pending ISR change
+ISR_CHANGE_NOT_APPLIED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
+
 #: isr_changes(partition, new ISR): sends an AlterPartition; the answer comes back
 #: through Partition.isr_change_completed.
 IsrChanger = Callable[["Partition", list[int]], None]
@@ -97,6 +106,7 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: list[int] | None = None       # an AlterPartition in flight
         self._isr_retry_at = 0.0                         # after a refusal, not before this
+        self._isr_resend_at: float | None = None         # a pending change is asked again then
         self.leader_epoch_start_offset = -1
         if self.is_leader:
             self._become_leader()
@@ -135,6 +145,7 @@ class Partition:
         self.followers = {r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
                           for r in self.state.replicas if r != self.broker_id}
         self.pending_isr = None
+        self._isr_resend_at = None
 
     def update_state(self, state: PartitionState) -> bool:
         """A new state from the controller (LeaderAndIsr). Returns whether this broker's
@@ -146,13 +157,16 @@ class Partition:
         if self.is_leader and changed:
             self._become_leader()
         elif self.is_leader:
-            self.pending_isr = None
+            if state.partition_epoch > old.partition_epoch:
+                self.pending_isr = None      # the controller's newer state settles what was asked
+                self._isr_resend_at = None
             for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerState()
         elif changed:
             self.followers = {}
             self.pending_isr = None
+            self._isr_resend_at = None
         if self.is_leader:
             self.maybe_increment_high_watermark()
         else:
@@ -250,6 +264,7 @@ class Partition:
         f.last_fetch_time = now
         f.log_end_offset = fetch_offset
         if self.is_leader:
+            self._maybe_resend_isr_change()
             self._maybe_expand_isr(replica_id, f)
             self.maybe_increment_high_watermark()
         return True
@@ -264,6 +279,8 @@ class Partition:
     def maybe_shrink_isr(self, lag_ms: int) -> None:
         """Drops followers that have not caught up for lag_ms (the replica manager's timer)."""
         now = self.clock()
+        if self.is_leader:
+            self._maybe_resend_isr_change()
         if not self.is_leader or self.pending_isr is not None or self.isr_changes is None or now < self._isr_retry_at:
             return
         leo = self.log.log_end_offset
@@ -285,19 +302,42 @@ class Partition:
         isr_changes(self, new_isr)
         self.maybe_increment_high_watermark()
 
+    def _maybe_resend_isr_change(self) -> None:
+        """Sends again a pending change whose answer proved nothing, once the backoff is over."""
+        if (self.pending_isr is not None and self._isr_resend_at is not None and self.clock() >= self._isr_resend_at
+                and self.isr_changes is not None):
+            self._isr_resend_at = None
+            log.info("%s: asking again for ISR %s", self.tp, self.pending_isr)
+            self.isr_changes(self, self.pending_isr)
+
     def isr_change_completed(self, asked: list[int], error: int, leader_epoch: int = -1,
                              isr: list[int] | None = None, partition_epoch: int = -1) -> None:
-        """The controller's answer to an AlterPartition this partition sent."""
+        """The controller's answer to an AlterPartition this partition sent (Kafka's
+        handleAlterPartitionUpdate / handleAlterPartitionError)."""
         if self.pending_isr is not asked:
             return                           # a newer state replaced what was asked
-        self.pending_isr = None
-        if error:
-            log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
-            self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
-        elif leader_epoch == self.state.leader_epoch and isr is not None:
+        if not error and (leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch
+                          or isr is None):
+            # an answer about another state than ours: ours is stale and a LeaderAndIsr is
+            # on its way; until it comes nothing is known of what the controller holds
+            error = ErrorCode.FENCED_LEADER_EPOCH if leader_epoch > self.state.leader_epoch \
+                else ErrorCode.INVALID_UPDATE_VERSION
+        self._isr_resend_at = None
+        if not error:
+            assert isr is not None
+            self.pending_isr = None
             self.state = PartitionState(self.state.partition, self.state.replicas, self.state.leader,
                                         self.state.leader_epoch, list(isr), self.state.controller_epoch,
                                         partition_epoch, self.state.leader_recovery_state)
+        elif error in ISR_CHANGE_NOT_APPLIED:
+            log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
+            self.pending_isr = None
+            self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
+        else:
+            # the controller may have written it: keep counting the maximal ISR, ask again
+            log.warning("%s: no answer for ISR %s (%s); it stays pending, asking again in %.1f s", self.tp,
+                        asked, _name(error), ISR_RETRY_BACKOFF_S)
+            self._isr_resend_at = self.clock() + ISR_RETRY_BACKOFF_S
         self.maybe_increment_high_watermark()
         self.listener.partition_changed(self.tp)
 
@@ -323,6 +363,13 @@ class Partition:
             # anything may end the cache; the leader never had it, so the next fetch's last
             # fetched epoch would diverge (Kafka's UnifiedLog.truncateTo drops it likewise)
             self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def epoch_end_offset(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:

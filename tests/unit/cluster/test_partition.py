@@ -151,7 +151,7 @@ def test_a_refused_change_keeps_the_isr_and_waits_before_asking_again(tmp_path):
     part.append_as_leader(batch(3), 1)
     part.update_follower(2, 3)
     part.update_follower(3, 3)
-    part.isr_change_completed(part.pending_isr, 73)        # INVALID_UPDATE_VERSION
+    part.isr_change_completed(part.pending_isr, ErrorCode.INELIGIBLE_REPLICA)   # nothing was written
     assert part.isr == [1, 2] and part.pending_isr is None
     part.update_follower(3, 3)
     assert len(asked) == 1                      # backing off
@@ -274,6 +274,82 @@ def test_epoch_end_offsets_as_kafkas_leader_epoch_cache():
     assert epoch_end_offset(entries, 6, 12) == (-1, -1)
     assert epoch_end_offset(entries, -1, 12) == (-1, -1)
     assert epoch_end_offset([], 1, 12) == (-1, -1)
+
+
+# ---------------------------------------------------------------- ambiguous ISR answers (issue 16, defect 2)
+
+
+def expanding(tmp_path):
+    """A leader with ISR [1, 2] that asked to add 3, its log at 6 on every replica."""
+    part, clock, asked = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(6), -1)
+    part.update_follower(2, 6)
+    part.update_follower(3, 6)
+    assert asked == [[1, 2, 3]]
+    return part, clock, asked
+
+
+@pytest.mark.parametrize("error", [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.INVALID_UPDATE_VERSION,
+                                   ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.FENCED_LEADER_EPOCH])
+def test_an_ambiguous_answer_keeps_the_expansion_pending_and_asks_again(tmp_path, error):
+    # the controller may have written ISR [1, 2, 3] (its ZooKeeper multi-op retried after a
+    # connection loss): replica 3 must keep holding the high watermark back
+    part, clock, asked = expanding(tmp_path)
+    pending = part.pending_isr
+    part.isr_change_completed(pending, error)
+    assert part.pending_isr is pending and part.maximal_isr == [1, 2, 3]
+    part.append_as_leader(batch(4), -1)
+    part.update_follower(2, 10)
+    assert part.log.high_watermark == 6          # replica 3 does not have 6..9
+    part.maybe_shrink_isr(100_000)
+    assert len(asked) == 1                       # backing off
+    clock.now += 1.5
+    part.update_follower(2, 10)
+    assert asked == [[1, 2, 3], [1, 2, 3]]       # the same change asked again
+    part.update_follower(2, 10)
+    assert len(asked) == 2                       # once
+    part.isr_change_completed(pending, 0, 5, [1, 2, 3], 8)
+    assert part.isr == [1, 2, 3] and part.pending_isr is None and part.state.partition_epoch == 8
+    part.update_follower(3, 10)
+    assert part.log.high_watermark == 10
+
+
+def test_an_answer_about_another_state_keeps_the_change_pending(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3], 9)     # a newer leader epoch
+    assert part.pending_isr == [1, 2, 3] and part.isr == [1, 2]
+    assert part.maximal_isr == [1, 2, 3]
+
+
+def test_the_shrink_timer_asks_again_too(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, ErrorCode.REQUEST_TIMED_OUT)
+    clock.now += 1.5
+    part.maybe_shrink_isr(100_000)
+    assert asked == [[1, 2, 3], [1, 2, 3]]
+
+
+def test_a_newer_partition_epoch_from_the_controller_settles_a_pending_change(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, ErrorCode.INVALID_UPDATE_VERSION)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2], 1, 7))        # the same state again
+    assert part.pending_isr == [1, 2, 3]
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 8))     # what ZooKeeper holds
+    assert part.pending_isr is None and part.isr == [1, 2, 3]
+    clock.now += 5
+    part.update_follower(3, 6)
+    assert len(asked) == 1                       # nothing left to ask
+
+
+@pytest.mark.parametrize("error", [ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED])
+def test_an_answer_proving_nothing_was_written_drops_the_change(tmp_path, error):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, error)
+    assert part.pending_isr is None and part.maximal_isr == [1, 2]
+    part.append_as_leader(batch(4), -1)
+    part.update_follower(2, 10)
+    assert part.log.high_watermark == 10
 
 
 def test_a_former_leader_that_appended_nothing_in_its_epoch_does_not_diverge_after_truncating(tmp_path):
