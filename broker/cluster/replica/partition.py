@@ -201,9 +201,23 @@ class Partition:
             self.maybe_increment_high_watermark()
         return info
 
+    def holds(self, leader_epoch: int, end_offset: int) -> bool:
+        """Does the log still hold what this broker appended as leader in `leader_epoch`
+        below `end_offset`? Always while it has led since; after following another leader
+        (and maybe truncating), only if that epoch still reaches end_offset in the epoch
+        cache (a truncation below it drops or shortens the epoch's entry)."""
+        entries = self.log.leader_epochs.entries
+        for i, (epoch, _start) in enumerate(entries):
+            if epoch == leader_epoch:
+                end = entries[i + 1][1] if i + 1 < len(entries) else self.log.log_end_offset
+                return end >= end_offset
+        return False
+
     def enough_replicas(self) -> bool:
-        """After an acks=all wait: is the ISR still at least min.insync.replicas?"""
-        return len(self.state.isr) >= self.log.config.min_insync_replicas
+        """After an acks=all wait: is the ISR still at least min.insync.replicas? The
+        maximal ISR, as Kafka's checkEnoughReplicasReachOffset: the high watermark was
+        computed over it, so each of its members has the records."""
+        return len(self.maximal_isr) >= self.log.config.min_insync_replicas
 
     def maybe_increment_high_watermark(self) -> None:
         if not self.is_leader:

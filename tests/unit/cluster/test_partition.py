@@ -352,6 +352,36 @@ def test_an_answer_proving_nothing_was_written_drops_the_change(tmp_path, error)
     assert part.log.high_watermark == 10
 
 
+def test_enough_replicas_counts_a_shrink_in_flight(tmp_path):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 3}))
+    clock = Clock()
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(),
+                     lambda p, isr: None, clock)
+    part.append_as_leader(batch(1), -1)
+    part.update_follower(2, 1)
+    clock.now += 1
+    part.maybe_shrink_isr(100)
+    assert part.pending_isr == [1, 2]
+    assert part.enough_replicas()                # the high watermark still counts replica 3
+    part.isr_change_completed(part.pending_isr, 0, 5, [1, 2], 8)
+    assert not part.enough_replicas()
+
+
+def test_holds_tells_whether_a_batch_survived_a_change_of_leadership(tmp_path):
+    part, _, _ = leader(tmp_path, isr=(1,))
+    part.append_as_leader(batch(1), -1)          # epoch 5, offset 0
+    part.append_as_leader(batch(3), -1)          # epoch 5, offsets 1..3
+    assert part.holds(5, 4)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1], 1, 8))         # a new epoch, still leading
+    assert part.holds(5, 4) and not part.holds(4, 1)
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 7, [2], 1, 9))         # following 2
+    part.truncate_to(1)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 8, [1], 1, 10))        # leading again
+    part.append_as_leader(batch(5), -1)
+    assert part.log.high_watermark == 6
+    assert not part.holds(5, 4) and part.holds(5, 1)
+
+
 def test_a_former_leader_that_appended_nothing_in_its_epoch_does_not_diverge_after_truncating(tmp_path):
     # A led epoch 7 without appending (its cache ends with (7, 4)), B leads 8 and never
     # saw epoch 7: A's truncation to its own log end must drop (7, 4), else every fetch
