@@ -1,5 +1,6 @@
-"""What waits for the ISR on a leader — an acks=all produce (handlers/produce.py) — on a
-real Partition, Log and Purgatory, while the leadership moves under it (issue 16, defect 6)."""
+"""What waits for the ISR on a leader — an acks=all produce (handlers/produce.py) and a group
+commit (server/partition_writer.py) — on a real Partition, Log and Purgatory, while the
+leadership moves under it (issue 16, defects 6 and 8)."""
 import asyncio
 
 from broker.cluster.metadata import PartitionState
@@ -8,6 +9,7 @@ from broker.log.log import Log
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceResponse
 from broker.server.handlers.produce import _await_replication
+from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.purgatory import Purgatory
 from tests.unit.log._support import TP, batch, log_config
 
@@ -87,4 +89,50 @@ def test_an_acks_all_produce_fails_when_its_batch_was_truncated_while_leading_ag
         assert part.log.high_watermark == 5
         await asyncio.wait_for(task, 2)
         assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    asyncio.run(main())
+
+
+def test_a_group_commit_fails_when_the_isr_shrank_below_min_insync_replicas_meanwhile(tmp_path):
+    # as an acks=all produce answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, which Kafka's
+    # GroupMetadataManager turns into COORDINATOR_NOT_AVAILABLE
+    async def main():
+        part, purgatory, replicas = setup(tmp_path)
+        writer = ReplicaPartitionWriter(replicas, purgatory)
+        last = writer.append(TP, batch(2))
+        task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
+        await asyncio.sleep(0.01)
+        part.update_state(state(1, 6, (1,), 8))               # 2 and 3 dropped: the leader alone
+        assert part.log.high_watermark == 2
+        assert await asyncio.wait_for(task, 2) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    asyncio.run(main())
+
+
+def test_a_group_commit_keeps_waiting_across_a_new_leader_epoch(tmp_path):
+    async def main():
+        part, purgatory, replicas = setup(tmp_path)
+        writer = ReplicaPartitionWriter(replicas, purgatory)
+        last = writer.append(TP, batch(2))
+        task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
+        await asyncio.sleep(0.01)
+        part.update_state(state(1, 6, (1, 2), 8))
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        part.update_follower(2, 2)
+        assert await asyncio.wait_for(task, 2) == 0
+    asyncio.run(main())
+
+
+def test_a_group_commit_fails_when_its_records_were_truncated_while_leading_again(tmp_path):
+    async def main():
+        part, purgatory, replicas = setup(tmp_path)
+        writer = ReplicaPartitionWriter(replicas, purgatory)
+        last = writer.append(TP, batch(2))
+        task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
+        await asyncio.sleep(0.01)
+        part.update_state(state(2, 6, (1, 2), 8))
+        part.truncate_to(0)
+        part.update_state(state(1, 7, (1, 2), 9))
+        part.append_as_leader(batch(4), -1)
+        part.update_follower(2, 4)
+        assert await asyncio.wait_for(task, 2) == ErrorCode.NOT_COORDINATOR
     asyncio.run(main())
