@@ -112,7 +112,11 @@ class WaitingPartition:
         self.tp = tp
         self.is_leader = True
         self.leader_epoch = 3
+        self.held = True                # the log still holds the batch
         self.log = SimpleNamespace(high_watermark=0, needs_flush=lambda: False)
+
+    def holds(self, leader_epoch, end_offset):
+        return self.held
 
     def append_as_leader(self, records, acks):
         return ok(0)
@@ -153,5 +157,17 @@ def test_an_acks_all_produce_is_answered_when_the_high_watermark_covers_it():
 
 def test_an_acks_all_produce_waiting_at_a_leader_that_loses_leadership_is_told_at_once():
     assert _acks_all(lambda part: setattr(part, "is_leader", False)) == E.NOT_LEADER_OR_FOLLOWER
-    # leading again in a later epoch: the batch may have been truncated in between
-    assert _acks_all(lambda part: setattr(part, "leader_epoch", 4)) == E.NOT_LEADER_OR_FOLLOWER
+
+    # leading again in a later epoch, the batch truncated in between (A -> B -> A)
+    def truncated(part):
+        part.leader_epoch, part.held = 4, False
+        part.log.high_watermark = 1
+    assert _acks_all(truncated) == E.NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_acks_all_produce_keeps_waiting_when_only_the_leader_epoch_changed():
+    # the controller bumps the leader epoch at every ISR shrink: the batch is still here
+    def new_epoch(part):
+        part.leader_epoch = 4
+        part.log.high_watermark = 1
+    assert _acks_all(new_epoch) == 0

@@ -233,10 +233,13 @@ class ReplicaManager:
     # ------------------------------------------------------------------ follower fetches (leader side)
 
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's Fetch; NOT_LEADER_OR_FOLLOWER for a broker that is not a replica."""
+        """A follower's Fetch whose read succeeded (the fetch handler checked the replica
+        with Partition.check_follower and the offset before reading);
+        NOT_LEADER_OR_FOLLOWER if it still proves nothing (not a replica, an offset
+        outside the log)."""
         if not part.update_follower(replica_id, fetch_offset):
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                     f"broker {replica_id} is not a replica of {part.tp}")
+                                     f"broker {replica_id} fetching {fetch_offset}: not a follower's position of {part.tp}")
 
     # ------------------------------------------------------------------ ISR changes
 
@@ -270,8 +273,8 @@ class ReplicaManager:
                 raise RuntimeError("no controller client")
             resp = await self.controller.request(req, timeout=self.replica_lag_ms / 1000)
         except Exception as exc:
-            log.warning("cannot record ISR changes of %s: %s; the ISR stays as it is",
-                        sorted(str(tp) for tp in batch), exc)
+            log.warning("cannot record ISR changes of %s: %s; they stay pending (the controller may have "
+                        "written them) and are asked again", sorted(str(tp) for tp in batch), exc)
             for tp, (part, isr) in batch.items():
                 part.isr_change_completed(isr, ErrorCode.REQUEST_TIMED_OUT)
             return

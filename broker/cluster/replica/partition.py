@@ -12,10 +12,21 @@ when it last caught up, and from those:
 - ISR shrink: a follower that has not caught up with the log end for
   replica.lag.time.max.ms is removed (the replica manager's timer asks).
 
+A follower's fetch counts only once its read succeeded (Kafka's fetchRecords): it must
+come from a replica of the partition (`check_follower`), an offset outside the log is
+OFFSET_OUT_OF_RANGE and moves nothing, and a fetch whose last fetched epoch disagrees with
+this leader's epoch cache is answered with where that epoch ends here (`diverging_epoch`,
+KIP-320) instead of records.
+
 The leader decides, the controller records: an ISR change is an AlterPartition request
 (through `isr_changes`, one in flight per partition); the ISR changes here only when the
-controller answers with the new state. When it cannot answer (ZooKeeper unreachable), the
-ISR stays as it is.
+controller answers with the new state. Until then the change is pending and counts in
+the maximal ISR. An answer that proves nothing was written (INELIGIBLE_REPLICA,
+OPERATION_NOT_ATTEMPTED) drops it; any other failure (a timeout, a lost connection,
+INVALID_UPDATE_VERSION, a fenced epoch...) may hide a write the controller did make, so
+the change stays pending and is sent again after a backoff, until the controller answers
+it or a LeaderAndIsr with a newer leader or partition epoch replaces it (Kafka's
+handleAlterPartitionError keeps the pending state the same way).
 
 A follower appends the leader's batches as they are and takes the leader's high
 watermark (bounded by its own log end); it serves no consumer.
@@ -34,7 +45,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.cluster.metadata import PartitionState
-from broker.log import Log, LogAppendInfo, TopicPartition
+from broker.log import Log, LogAppendInfo, OffsetOutOfRange, TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 log = logging.getLogger(__name__)
@@ -61,6 +72,10 @@ class _NoListener:
 
 NO_LISTENER: PartitionListener = _NoListener()
 ISR_RETRY_BACKOFF_S = 1.0
+
+#: the controller's answers that prove the change was not written, by no controller
+#: (Kafka's handleAlterPartitionError): only these drop a pending ISR change
+ISR_CHANGE_NOT_APPLIED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
 
 #: isr_changes(partition, new ISR): sends an AlterPartition; the answer comes back
 #: through Partition.isr_change_completed.
@@ -91,6 +106,7 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: list[int] | None = None       # an AlterPartition in flight
         self._isr_retry_at = 0.0                         # after a refusal, not before this
+        self._isr_resend_at: float | None = None         # a pending change is asked again then
         self.leader_epoch_start_offset = -1
         if self.is_leader:
             self._become_leader()
@@ -129,6 +145,7 @@ class Partition:
         self.followers = {r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
                           for r in self.state.replicas if r != self.broker_id}
         self.pending_isr = None
+        self._isr_resend_at = None
 
     def update_state(self, state: PartitionState) -> bool:
         """A new state from the controller (LeaderAndIsr). Returns whether this broker's
@@ -140,13 +157,16 @@ class Partition:
         if self.is_leader and changed:
             self._become_leader()
         elif self.is_leader:
-            self.pending_isr = None
+            if state.partition_epoch > old.partition_epoch:
+                self.pending_isr = None      # the controller's newer state settles what was asked
+                self._isr_resend_at = None
             for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerState()
         elif changed:
             self.followers = {}
             self.pending_isr = None
+            self._isr_resend_at = None
         if self.is_leader:
             self.maybe_increment_high_watermark()
         else:
@@ -181,9 +201,23 @@ class Partition:
             self.maybe_increment_high_watermark()
         return info
 
+    def holds(self, leader_epoch: int, end_offset: int) -> bool:
+        """Does the log still hold what this broker appended as leader in `leader_epoch`
+        below `end_offset`? Always while it has led since; after following another leader
+        (and maybe truncating), only if that epoch still reaches end_offset in the epoch
+        cache (a truncation below it drops or shortens the epoch's entry)."""
+        entries = self.log.leader_epochs.entries
+        for i, (epoch, _start) in enumerate(entries):
+            if epoch == leader_epoch:
+                end = entries[i + 1][1] if i + 1 < len(entries) else self.log.log_end_offset
+                return end >= end_offset
+        return False
+
     def enough_replicas(self) -> bool:
-        """After an acks=all wait: is the ISR still at least min.insync.replicas?"""
-        return len(self.state.isr) >= self.log.config.min_insync_replicas
+        """After an acks=all wait: is the ISR still at least min.insync.replicas? The
+        maximal ISR, as Kafka's checkEnoughReplicasReachOffset: the high watermark was
+        computed over it, so each of its members has the records."""
+        return len(self.maximal_isr) >= self.log.config.min_insync_replicas
 
     def maybe_increment_high_watermark(self) -> None:
         if not self.is_leader:
@@ -198,16 +232,44 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: followers
 
+    def check_follower(self, replica_id: int, current_leader_epoch: int = -1) -> None:
+        """A fetch as follower `replica_id` must come from a replica of this partition other
+        than this broker (Kafka's followerReplicaOrThrow): UNKNOWN_LEADER_EPOCH when the
+        fetch names a leader epoch (the follower retries), else NOT_LEADER_OR_FOLLOWER."""
+        if replica_id == self.broker_id or replica_id not in self.state.replicas:
+            code = ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch >= 0 else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            raise KafkaProtocolError(code, f"broker {replica_id} is not a replica of {self.tp}")
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """A follower's fetch (v12+) names the epoch of its last record: (epoch, end offset)
+        of this leader's log when the follower's log cannot be a prefix of it (that epoch
+        ends here before the fetch offset, or this leader has no such epoch), None when it
+        can (or no epoch was named). Raises OffsetOutOfRange when the epoch is unknown here
+        or the offset is below the log start. As Kafka's Partition.readRecords."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = epoch_end_offset(self.log.leader_epochs.entries, last_fetched_epoch, self.log.log_end_offset)
+        if epoch < 0 or end < 0:
+            raise OffsetOutOfRange(f"{self.tp}: no end offset for the last fetched epoch {last_fetched_epoch}")
+        if fetch_offset < self.log.log_start_offset:
+            raise OffsetOutOfRange(f"{self.tp}: offset {fetch_offset} is below the log start {self.log.log_start_offset}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched from `fetch_offset`: everything below is on its log (Kafka's
-        updateFollowerFetchState). False for a broker that is not a replica."""
+        """A follower fetched from `fetch_offset` and the read succeeded: everything below is
+        on its log (Kafka's updateFollowerFetchState). False, and nothing changes, for a
+        broker that is not a replica or an offset outside this log (it proves nothing)."""
+        if replica_id == self.broker_id or replica_id not in self.state.replicas:
+            return False
+        leo = self.log.log_end_offset
+        if not self.log.log_start_offset <= fetch_offset <= leo:
+            return False
         f = self.followers.get(replica_id)
         if f is None:
-            if replica_id not in self.state.replicas or replica_id == self.broker_id:
-                return False
             f = self.followers[replica_id] = FollowerState()
         now = self.clock()
-        leo = self.log.log_end_offset
         if fetch_offset >= leo:
             f.last_caught_up = max(f.last_caught_up, now)
         elif fetch_offset >= f.last_fetch_leader_leo >= 0:
@@ -216,6 +278,7 @@ class Partition:
         f.last_fetch_time = now
         f.log_end_offset = fetch_offset
         if self.is_leader:
+            self._maybe_resend_isr_change()
             self._maybe_expand_isr(replica_id, f)
             self.maybe_increment_high_watermark()
         return True
@@ -230,6 +293,8 @@ class Partition:
     def maybe_shrink_isr(self, lag_ms: int) -> None:
         """Drops followers that have not caught up for lag_ms (the replica manager's timer)."""
         now = self.clock()
+        if self.is_leader:
+            self._maybe_resend_isr_change()
         if not self.is_leader or self.pending_isr is not None or self.isr_changes is None or now < self._isr_retry_at:
             return
         leo = self.log.log_end_offset
@@ -251,19 +316,42 @@ class Partition:
         isr_changes(self, new_isr)
         self.maybe_increment_high_watermark()
 
+    def _maybe_resend_isr_change(self) -> None:
+        """Sends again a pending change whose answer proved nothing, once the backoff is over."""
+        if (self.pending_isr is not None and self._isr_resend_at is not None and self.clock() >= self._isr_resend_at
+                and self.isr_changes is not None):
+            self._isr_resend_at = None
+            log.info("%s: asking again for ISR %s", self.tp, self.pending_isr)
+            self.isr_changes(self, self.pending_isr)
+
     def isr_change_completed(self, asked: list[int], error: int, leader_epoch: int = -1,
                              isr: list[int] | None = None, partition_epoch: int = -1) -> None:
-        """The controller's answer to an AlterPartition this partition sent."""
+        """The controller's answer to an AlterPartition this partition sent (Kafka's
+        handleAlterPartitionUpdate / handleAlterPartitionError)."""
         if self.pending_isr is not asked:
             return                           # a newer state replaced what was asked
-        self.pending_isr = None
-        if error:
-            log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
-            self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
-        elif leader_epoch == self.state.leader_epoch and isr is not None:
+        if not error and (leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch
+                          or isr is None):
+            # an answer about another state than ours: ours is stale and a LeaderAndIsr is
+            # on its way; until it comes nothing is known of what the controller holds
+            error = ErrorCode.FENCED_LEADER_EPOCH if leader_epoch > self.state.leader_epoch \
+                else ErrorCode.INVALID_UPDATE_VERSION
+        self._isr_resend_at = None
+        if not error:
+            assert isr is not None
+            self.pending_isr = None
             self.state = PartitionState(self.state.partition, self.state.replicas, self.state.leader,
                                         self.state.leader_epoch, list(isr), self.state.controller_epoch,
                                         partition_epoch, self.state.leader_recovery_state)
+        elif error in ISR_CHANGE_NOT_APPLIED:
+            log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
+            self.pending_isr = None
+            self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
+        else:
+            # the controller may have written it: keep counting the maximal ISR, ask again
+            log.warning("%s: no answer for ISR %s (%s); it stays pending, asking again in %.1f s", self.tp,
+                        asked, _name(error), ISR_RETRY_BACKOFF_S)
+            self._isr_resend_at = self.clock() + ISR_RETRY_BACKOFF_S
         self.maybe_increment_high_watermark()
         self.listener.partition_changed(self.tp)
 
@@ -284,3 +372,32 @@ class Partition:
             log.info("%s: truncating from %d to %d", self.tp, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)
             self.listener.partition_changed(self.tp)
+        else:
+            # nothing to cut, but an epoch this replica started as leader without appending
+            # anything may end the cache; the leader never had it, so the next fetch's last
+            # fetched epoch would diverge (Kafka's UnifiedLog.truncateTo drops it likewise)
+            self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def epoch_end_offset(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
+    """Kafka's LeaderEpochFileCache.endOffsetFor over (epoch, start offset) entries: the
+    latest epoch ends at the log end; an epoch older than every entry ends where the
+    first entry starts; another, at the start of the next larger epoch, with the largest
+    epoch not above it; (-1, -1) for an epoch beyond the latest (or no entries)."""
+    if requested < 0 or not entries:
+        return -1, -1
+    if entries[-1][0] == requested:
+        return requested, log_end_offset
+    floor = -1
+    for epoch, start in entries:
+        if epoch > requested:
+            return (requested if floor < 0 else floor), start
+        floor = epoch
+    return -1, -1

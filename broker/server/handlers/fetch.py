@@ -15,6 +15,13 @@ offset and log start offset; aborted transactions are null for read_uncommitted 
 failed read, an empty list for read_committed (no transaction was aborted) and for a topic
 the broker does not know.
 
+A follower's fetch (a replica id) counts as its position only after its read succeeded:
+the replica id must be one of the partition's replicas (else UNKNOWN_LEADER_EPOCH, or
+NOT_LEADER_OR_FOLLOWER without a leader epoch, as Kafka), an offset outside the log is
+OFFSET_OUT_OF_RANGE and moves nothing, and from version 12 a last fetched epoch that
+diverges from this leader's epochs is answered with `diverging_epoch` (where that epoch
+ends here), no records and no update, at once (Kafka's Partition.fetchRecords).
+
 Open files: each partition read from an old segment keeps that segment open until the
 response is sent. When the open-file limit allows no more (Log.read raises EMFILE), the
 response stops there: the partitions left get no records this time, as when max_bytes
@@ -35,6 +42,7 @@ MIN_VERSION, MAX_VERSION = 4, 16
 
 _TopicResp = FetchResponse.FetchableTopicResponse
 _PartData = FetchResponse.PartitionData
+_EpochEnd = FetchResponse.EpochEndOffset
 
 
 def error_response(request, code: int) -> FetchResponse:
@@ -75,24 +83,41 @@ def _read_all(ctx, request, version, replica_id):
                 part = broker.replicas.leader_partition(name, p.partition, p.current_leader_epoch)
                 lg = part.log
                 watched.append(part.tp)
-                if replica_id >= 0:
-                    broker.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
+                follower = replica_id >= 0
+                if follower:
+                    part.check_follower(replica_id, p.current_leader_epoch)
                     limit = lg.log_end_offset
                 else:
                     limit = lg.high_watermark          # read_committed: LSO == HW (no transactions)
                 d.high_watermark = lg.high_watermark
                 d.last_stable_offset = lg.high_watermark
                 d.log_start_offset = lg.log_start_offset
+                if follower and version >= 12:
+                    diverging = part.diverging_epoch(p.fetch_offset, p.last_fetched_epoch)
+                    if diverging is not None:
+                        # no records, no follower update: it truncates first (answered at once)
+                        d.diverging_epoch = _EpochEnd(epoch=diverging[0], end_offset=diverging[1])
+                        errors = True
+                        continue
                 max_bytes = min(p.partition_max_bytes, remaining)
-                if (max_bytes <= 0 and not first) or starved:
+                sl = None
+                if starved:
                     continue
-                try:
-                    sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
-                except OSError as exc:
-                    if exc.errno not in (errno.EMFILE, errno.ENFILE):
-                        raise
-                    starved = True
-                    continue
+                if max_bytes <= 0 and not first:
+                    # out of room: no records this time, but a follower's position is known
+                    if follower and not lg.log_start_offset <= p.fetch_offset <= lg.log_end_offset:
+                        raise OffsetOutOfRange(f"{part.tp}: offset {p.fetch_offset} outside the log")
+                else:
+                    try:
+                        sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                    except OSError as exc:
+                        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                            raise
+                        starved = True
+                        continue
+                if follower:
+                    # only now: an offset the read refused proves nothing (Kafka's fetchRecords)
+                    broker.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
                 if sl is not None:
                     d.records = sl
                     total += sl.length

@@ -5,7 +5,8 @@ way of telling an acks=0 producer). acks=1: answer after the leader's append. ac
 NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas before the append;
 else answer once the high watermark covers the batch (the whole ISR has it; at once on a
 broker alone) — NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
-meanwhile — or REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
+meanwhile, NOT_LEADER_OR_FOLLOWER if this broker stopped leading (a new leader epoch alone
+keeps it waiting) — or REQUEST_TIMED_OUT after timeout_ms. When the topic's flush policy asks for an fsync
 (flush.messages), the answer waits for the group commit that makes the batch durable.
 Idempotent producers: a retried batch already written is answered with the offsets of
 its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch
@@ -115,11 +116,15 @@ async def _complete_later(purgatory, replicas, response, flushes, waits, timeout
 
 async def _await_replication(purgatory, replicas, waits, timeout_ms: int) -> None:
     """Kafka's DelayedProduce: sleeps in the purgatory until the high watermark of every
-    partition covers its batch (each follower fetch may move it), or the timeout. A
-    partition this broker no longer leads (or leads in a later epoch: the batch may have
-    been truncated meanwhile) answers NOT_LEADER_OR_FOLLOWER at once, as Kafka's
-    checkEnoughReplicasReachOffset: the producer finds the new leader and retries (an
-    idempotent one without duplicating), instead of waiting out its timeout here."""
+    partition covers its batch (each follower fetch may move it), or the timeout. While
+    this broker leads the partition it keeps waiting, whatever its leader epoch (the
+    controller bumps it on every ISR shrink; the batch is still here and will commit). A
+    partition this broker no longer leads answers NOT_LEADER_OR_FOLLOWER at once, as
+    Kafka's checkEnoughReplicasReachOffset: the producer finds the new leader and retries
+    (an idempotent one without duplicating), instead of waiting out its timeout here. So
+    does one it leads again after following another leader (A -> B -> A) whose log no
+    longer holds the batch (truncated as a follower): its epoch no longer reaches the
+    batch's end in the epoch cache, and the offsets may now hold other records."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
     pending = list(waits)
@@ -127,9 +132,12 @@ async def _await_replication(purgatory, replicas, waits, timeout_ms: int) -> Non
         still = []
         for w in pending:
             r, part, end, epoch = w
-            if not part.is_leader or part.leader_epoch != epoch or replicas.get(part.tp) is not part:
+            if not part.is_leader or replicas.get(part.tp) is not part:
                 r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 r.error_message = f"this broker stopped leading {part.tp} while the batch waited for the ISR"
+            elif part.leader_epoch != epoch and not part.holds(epoch, end):
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                r.error_message = f"the batch of {part.tp} was truncated while it waited for the ISR"
             elif part.log.high_watermark < end:
                 still.append(w)
         pending = still

@@ -1,7 +1,11 @@
 """Partition (leadership, ISR, high watermark) on a real Log, with a recording listener."""
+import pytest
+
 from broker.cluster.metadata import PartitionState
-from broker.cluster.replica.partition import Partition
+from broker.cluster.replica.partition import Partition, epoch_end_offset
+from broker.log import OffsetOutOfRange
 from broker.log.log import Log
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from tests.unit.log._support import TP, batch, log_config
 
 
@@ -147,7 +151,7 @@ def test_a_refused_change_keeps_the_isr_and_waits_before_asking_again(tmp_path):
     part.append_as_leader(batch(3), 1)
     part.update_follower(2, 3)
     part.update_follower(3, 3)
-    part.isr_change_completed(part.pending_isr, 73)        # INVALID_UPDATE_VERSION
+    part.isr_change_completed(part.pending_isr, ErrorCode.INELIGIBLE_REPLICA)   # nothing was written
     assert part.isr == [1, 2] and part.pending_isr is None
     part.update_follower(3, 3)
     assert len(asked) == 1                      # backing off
@@ -159,9 +163,6 @@ def test_a_refused_change_keeps_the_isr_and_waits_before_asking_again(tmp_path):
 def test_min_insync_replicas_is_checked_against_the_isr(tmp_path):
     lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 2}))
     part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 0, [1]), 1)
-    import pytest
-
-    from broker.protocol.errors import ErrorCode, KafkaProtocolError
     with pytest.raises(KafkaProtocolError) as e:
         part.append_as_leader(batch(1), -1)
     assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
@@ -182,3 +183,223 @@ def test_a_follower_takes_the_leaders_high_watermark_bounded_by_its_log(tmp_path
     assert lg.log_end_offset == 4 and lg.high_watermark == 4
     part.truncate_to(2)
     assert lg.log_end_offset == 2 and lg.high_watermark == 2
+
+
+# ---------------------------------------------------------------- follower fetches (issue 16, defect 1)
+
+
+def test_a_fetch_beyond_the_log_end_counts_for_nothing(tmp_path):
+    # the issue's reproduction: fetches as the (paused) followers from a huge offset must
+    # neither move the high watermark nor bring a replica back into the ISR
+    part, clock, asked = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(5), -1)
+    assert not part.update_follower(2, 10**9)
+    assert not part.update_follower(3, 10**9)
+    assert part.log.high_watermark == 0 and asked == []
+    assert part.follower_leo == {2: -1, 3: -1}
+    part.append_as_leader(batch(1), -1)
+    assert part.log.high_watermark == 0          # nothing acknowledges an acks=all produce
+    assert part.update_follower(2, 6)
+    assert part.log.high_watermark == 6
+
+
+def test_a_fetch_below_the_log_start_counts_for_nothing(tmp_path):
+    part, _, _ = leader(tmp_path)
+    part.append_as_leader(batch(5), -1)
+    part.update_follower(2, 5)
+    part.update_follower(3, 5)
+    part.log.advance_log_start_offset(4)
+    assert not part.update_follower(2, 2)
+    assert part.follower_leo[2] == 5
+
+
+def test_only_a_replica_may_fetch_as_a_follower(tmp_path):
+    part, _, _ = leader(tmp_path)
+    part.check_follower(2, 5)
+    part.check_follower(3)
+    for replica_id, epoch, code in ((4, 5, ErrorCode.UNKNOWN_LEADER_EPOCH), (4, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                    (1, 5, ErrorCode.UNKNOWN_LEADER_EPOCH)):     # 1: this broker itself
+        with pytest.raises(KafkaProtocolError) as e:
+            part.check_follower(replica_id, epoch)
+        assert e.value.code == code
+        assert not part.update_follower(replica_id, 0)
+
+
+def epochs_leader(tmp_path):
+    """A leader at epoch 5 whose log holds epoch 1 at [0, 4), epoch 3 at [4, 8)."""
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+    lg.leader_epochs.assign(1, 0)
+    lg.append_as_leader(batch(4), 1)
+    lg.leader_epochs.assign(3, 4)
+    lg.append_as_leader(batch(4), 3)
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder())
+    assert lg.leader_epochs.entries == [(1, 0), (3, 4), (5, 8)]
+    return part
+
+
+@pytest.mark.parametrize("fetch_offset, last_fetched_epoch, expected", [
+    (6, 3, None),           # a prefix of this log: read on
+    (8, 3, None),
+    (8, 5, None),
+    (3, -1, None),          # no epoch named (before v12, or nothing fetched yet)
+    (5, 1, (1, 4)),         # epoch 1 ends here at 4: the follower has more of it
+    (6, 2, (1, 4)),         # epoch 2 never was here: the largest below it ends at 4
+    (9, 5, (5, 8)),         # the current epoch ends at the log end
+    (10**9, 5, (5, 8)),
+    (3, 0, (0, 0)),         # older than every epoch here: it ends where the first starts
+])
+def test_a_diverging_last_fetched_epoch_is_answered_with_where_it_ends_here(tmp_path, fetch_offset,
+                                                                              last_fetched_epoch, expected):
+    part = epochs_leader(tmp_path)
+    assert part.diverging_epoch(fetch_offset, last_fetched_epoch) == expected
+
+
+def test_an_epoch_unknown_here_or_an_offset_below_the_log_start_is_out_of_range(tmp_path):
+    part = epochs_leader(tmp_path)
+    with pytest.raises(OffsetOutOfRange):
+        part.diverging_epoch(8, 6)              # newer than any epoch of this leader
+    part.update_follower(2, 8)
+    part.update_follower(3, 8)
+    part.log.advance_log_start_offset(6)
+    with pytest.raises(OffsetOutOfRange):
+        part.diverging_epoch(5, 3)
+
+
+def test_epoch_end_offsets_as_kafkas_leader_epoch_cache():
+    entries = [(1, 0), (3, 4), (5, 8)]
+    assert epoch_end_offset(entries, 5, 12) == (5, 12)
+    assert epoch_end_offset(entries, 4, 12) == (3, 8)
+    assert epoch_end_offset(entries, 1, 12) == (1, 4)
+    assert epoch_end_offset(entries, 0, 12) == (0, 0)
+    assert epoch_end_offset(entries, 6, 12) == (-1, -1)
+    assert epoch_end_offset(entries, -1, 12) == (-1, -1)
+    assert epoch_end_offset([], 1, 12) == (-1, -1)
+
+
+# ---------------------------------------------------------------- ambiguous ISR answers (issue 16, defect 2)
+
+
+def expanding(tmp_path):
+    """A leader with ISR [1, 2] that asked to add 3, its log at 6 on every replica."""
+    part, clock, asked = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(6), -1)
+    part.update_follower(2, 6)
+    part.update_follower(3, 6)
+    assert asked == [[1, 2, 3]]
+    return part, clock, asked
+
+
+@pytest.mark.parametrize("error", [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.INVALID_UPDATE_VERSION,
+                                   ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.FENCED_LEADER_EPOCH])
+def test_an_ambiguous_answer_keeps_the_expansion_pending_and_asks_again(tmp_path, error):
+    # the controller may have written ISR [1, 2, 3] (its ZooKeeper multi-op retried after a
+    # connection loss): replica 3 must keep holding the high watermark back
+    part, clock, asked = expanding(tmp_path)
+    pending = part.pending_isr
+    part.isr_change_completed(pending, error)
+    assert part.pending_isr is pending and part.maximal_isr == [1, 2, 3]
+    part.append_as_leader(batch(4), -1)
+    part.update_follower(2, 10)
+    assert part.log.high_watermark == 6          # replica 3 does not have 6..9
+    part.maybe_shrink_isr(100_000)
+    assert len(asked) == 1                       # backing off
+    clock.now += 1.5
+    part.update_follower(2, 10)
+    assert asked == [[1, 2, 3], [1, 2, 3]]       # the same change asked again
+    part.update_follower(2, 10)
+    assert len(asked) == 2                       # once
+    part.isr_change_completed(pending, 0, 5, [1, 2, 3], 8)
+    assert part.isr == [1, 2, 3] and part.pending_isr is None and part.state.partition_epoch == 8
+    part.update_follower(3, 10)
+    assert part.log.high_watermark == 10
+
+
+def test_an_answer_about_another_state_keeps_the_change_pending(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3], 9)     # a newer leader epoch
+    assert part.pending_isr == [1, 2, 3] and part.isr == [1, 2]
+    assert part.maximal_isr == [1, 2, 3]
+
+
+def test_the_shrink_timer_asks_again_too(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, ErrorCode.REQUEST_TIMED_OUT)
+    clock.now += 1.5
+    part.maybe_shrink_isr(100_000)
+    assert asked == [[1, 2, 3], [1, 2, 3]]
+
+
+def test_a_newer_partition_epoch_from_the_controller_settles_a_pending_change(tmp_path):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, ErrorCode.INVALID_UPDATE_VERSION)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2], 1, 7))        # the same state again
+    assert part.pending_isr == [1, 2, 3]
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 8))     # what ZooKeeper holds
+    assert part.pending_isr is None and part.isr == [1, 2, 3]
+    clock.now += 5
+    part.update_follower(3, 6)
+    assert len(asked) == 1                       # nothing left to ask
+
+
+@pytest.mark.parametrize("error", [ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED])
+def test_an_answer_proving_nothing_was_written_drops_the_change(tmp_path, error):
+    part, clock, asked = expanding(tmp_path)
+    part.isr_change_completed(part.pending_isr, error)
+    assert part.pending_isr is None and part.maximal_isr == [1, 2]
+    part.append_as_leader(batch(4), -1)
+    part.update_follower(2, 10)
+    assert part.log.high_watermark == 10
+
+
+def test_enough_replicas_counts_a_shrink_in_flight(tmp_path):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 3}))
+    clock = Clock()
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(),
+                     lambda p, isr: None, clock)
+    part.append_as_leader(batch(1), -1)
+    part.update_follower(2, 1)
+    clock.now += 1
+    part.maybe_shrink_isr(100)
+    assert part.pending_isr == [1, 2]
+    assert part.enough_replicas()                # the high watermark still counts replica 3
+    part.isr_change_completed(part.pending_isr, 0, 5, [1, 2], 8)
+    assert not part.enough_replicas()
+
+
+def test_holds_tells_whether_a_batch_survived_a_change_of_leadership(tmp_path):
+    part, _, _ = leader(tmp_path, isr=(1,))
+    part.append_as_leader(batch(1), -1)          # epoch 5, offset 0
+    part.append_as_leader(batch(3), -1)          # epoch 5, offsets 1..3
+    assert part.holds(5, 4)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1], 1, 8))         # a new epoch, still leading
+    assert part.holds(5, 4) and not part.holds(4, 1)
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 7, [2], 1, 9))         # following 2
+    part.truncate_to(1)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 8, [1], 1, 10))        # leading again
+    part.append_as_leader(batch(5), -1)
+    assert part.log.high_watermark == 6
+    assert not part.holds(5, 4) and part.holds(5, 1)
+
+
+def test_a_former_leader_that_appended_nothing_in_its_epoch_does_not_diverge_after_truncating(tmp_path):
+    # A led epoch 7 without appending (its cache ends with (7, 4)), B leads 8 and never
+    # saw epoch 7: A's truncation to its own log end must drop (7, 4), else every fetch
+    # naming epoch 7 diverges at B (Kafka's UnifiedLog.truncateTo does the same)
+    src = Log.load(str(tmp_path / "src"), TP, log_config(tmp_path))
+    src.leader_epochs.assign(1, 0)
+    src.append_as_leader(batch(4), 1)
+    data = src.read_bytes(0, 1 << 20, 4)
+    b_log = Log.load(str(tmp_path / "b"), TP, log_config(tmp_path))
+    b_log.append_as_follower(data)
+    b = Partition(TP, b_log, PartitionState(0, [1, 2], 2, 8, [1, 2], 1, 9), 2, Recorder())
+    a_log = Log.load(str(tmp_path / "a"), TP, log_config(tmp_path))
+    a_log.append_as_follower(data)
+    a = Partition(TP, a_log, PartitionState(0, [1, 2], 1, 7, [1, 2], 1, 8), 1, Recorder())
+    a.update_state(PartitionState(0, [1, 2], 2, 8, [1, 2], 1, 9))
+    assert a_log.leader_epochs.entries == [(1, 0), (7, 4)] and b_log.leader_epochs.entries == [(1, 0), (8, 4)]
+    assert b.diverging_epoch(4, a_log.leader_epochs.latest_epoch) == (1, 4)
+    # OffsetForLeaderEpoch(7) at B: epoch 1 ends at 4; A truncates to min(4, its end of 1) = 4
+    a.truncate_to(4)
+    assert a_log.leader_epochs.entries == [(1, 0)]
+    assert b.diverging_epoch(4, a_log.leader_epochs.latest_epoch) is None

@@ -1,0 +1,86 @@
+"""The fetch handler (broker/server/handlers/fetch.py) answering follower fetches from a
+real leader Partition and Log, through a fake request context: a follower's position
+moves only after a successful read (issue 16, defect 1)."""
+from types import SimpleNamespace
+
+import pytest
+
+from broker.cluster.metadata import PartitionState
+from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.replica.partition import Partition
+from broker.log.log import Log
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.fetch import FetchRequest as F
+from broker.server.handlers import fetch
+from tests.unit.log._support import TP, batch, log_config
+
+
+class Replicas:
+    record_follower_fetch = ReplicaManager.record_follower_fetch
+
+    def __init__(self, part):
+        self.part = part
+
+    def leader_partition(self, topic, partition, current_leader_epoch=-1):
+        self.part.check_leader(current_leader_epoch)
+        return self.part
+
+
+@pytest.fixture
+def leader(tmp_path):
+    """Broker 1 leads t-0 at epoch 5 (replicas 1, 2, 3, all in sync); 4 records, none committed."""
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1)
+    part.append_as_leader(batch(4), -1)
+    return part
+
+
+def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5):
+    ctx = SimpleNamespace(broker=SimpleNamespace(replicas=Replicas(part)), api_version=version, received=0.0,
+                          connection=SimpleNamespace(closed=False))
+    req = F(replica_id=replica_id, replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
+            max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[F.FetchTopic(topic=TP.topic, partitions=[F.FetchPartition(
+                partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=last_fetched_epoch, log_start_offset=0, partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[], rack_id="")
+    d = fetch.handle(ctx, req).responses[0].partitions[0]
+    if hasattr(d.records, "close"):
+        d.records.close()
+    return d
+
+
+def test_fetches_from_beyond_the_log_end_are_out_of_range_and_move_nothing(leader):
+    for replica_id in (2, 3):
+        d = follower_fetch(leader, replica_id, 10**9, version=11)
+        assert d.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert leader.log.high_watermark == 0 and leader.follower_leo == {2: -1, 3: -1}
+    leader.append_as_leader(batch(1), -1)
+    assert leader.log.high_watermark == 0        # an acks=all produce is not acknowledged
+
+
+def test_a_successful_follower_read_moves_the_high_watermark(leader):
+    d = follower_fetch(leader, 2, 4)
+    assert d.error_code == 0 and d.high_watermark == 0
+    d = follower_fetch(leader, 3, 2)
+    assert d.error_code == 0 and d.records
+    assert leader.log.high_watermark == 2 and leader.follower_leo == {2: 4, 3: 2}
+
+
+def test_a_diverging_last_fetched_epoch_gets_where_it_ends_and_no_records(leader):
+    d = follower_fetch(leader, 2, 10**9, last_fetched_epoch=5)
+    assert d.error_code == 0 and not d.records
+    assert (d.diverging_epoch.epoch, d.diverging_epoch.end_offset) == (5, 4)
+    d = follower_fetch(leader, 3, 3, last_fetched_epoch=6)                 # newer than any epoch here
+    assert d.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert leader.follower_leo == {2: -1, 3: -1} and leader.log.high_watermark == 0
+    d = follower_fetch(leader, 2, 4, last_fetched_epoch=5)                 # a prefix: read on
+    assert d.error_code == 0 and d.diverging_epoch.epoch == -1
+    assert leader.follower_leo[2] == 4
+
+
+def test_a_broker_that_is_not_a_replica_is_refused(leader):
+    assert follower_fetch(leader, 7, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert follower_fetch(leader, 7, 4, leader_epoch=-1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert follower_fetch(leader, 1, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH       # itself
+    assert leader.follower_leo == {2: -1, 3: -1}
