@@ -111,7 +111,8 @@ class Controller:
         self.broker_id = broker_id
         self.config = config
         self.store = store
-        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000)
+        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000,
+                                                 on_stale=self._on_stale_epoch)
         self.ctx: ControllerContext | None = None
         self.on_resign = on_resign
         self._events: asyncio.Queue[_Event] = asyncio.Queue()
@@ -121,6 +122,7 @@ class Controller:
         self._watching = False
         self._watched_topics: set[str] = set()
         self._uncertain: set[str] = set()       # topics with a state write of unknown outcome
+        self._checking_epoch = False
         self.failovers = 0
 
     @property
@@ -265,6 +267,23 @@ class Controller:
 
     def _on_controller_change(self, _controller_id: int | None) -> None:
         self._enqueue(self._maybe_elect)
+
+    def _on_stale_epoch(self, broker_id: int) -> None:
+        """A broker refused a request with STALE_CONTROLLER_EPOCH: it knows a newer
+        controller. Once per burst, the controller checks ZooKeeper (synced first)."""
+        if not self._checking_epoch and self.ctx is not None:
+            self._checking_epoch = True
+            self._enqueue_if_active(self._check_epoch)
+
+    async def _check_epoch(self) -> None:
+        self._checking_epoch = False
+        ctx = self._require()
+        sync = getattr(self.store, "sync", None)
+        if sync is not None:
+            await sync()
+        now = await self.store.get_controller_epoch()
+        if now is not None and now[0] > ctx.epoch:
+            raise ControllerMovedError(f"controller epoch {now[0]} is newer than this controller's {ctx.epoch}")
 
     def _enqueue_if_active(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
         if self.ctx is not None:

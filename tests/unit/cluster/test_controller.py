@@ -436,3 +436,122 @@ def test_an_isr_change_of_unknown_outcome_is_not_answered_as_not_applied(tmp_pat
         assert res[("t", 0)].isr == (1, 2) and res[("t", 0)].partition_epoch == 1
         await c.shutdown()
     run(main())
+
+
+# ---------------------------------------------------------------- refused control requests (issue 16, defect 8)
+
+
+class Answer:
+    def __init__(self, error_code):
+        self.error_code = error_code
+
+
+def test_a_request_refused_for_a_reason_that_passes_is_sent_again_in_order(monkeypatch):
+    from broker.cluster.controller import channel_manager as cm
+    monkeypatch.setattr(cm, "RETRY_BACKOFF_S", 0.001)
+
+    async def main():
+        delivered = []
+        refusals = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH]
+
+        async def local(request):          # this broker's ZooKeeper server lags: it refuses twice
+            delivered.append(request)
+            return Answer(refusals.pop(0) if refusals else ErrorCode.NONE)
+        m = cm.ControllerChannelManager(1, local)
+        m.set_brokers([cm.BrokerEndpoint(1, "127.0.0.1", 9001, None, 7)])
+        answers = []
+        m.send(1, "LeaderAndIsr", 7, lambda b, req, resp: answers.append((req, resp.error_code)))
+        m.send(1, "UpdateMetadata", 8, lambda b, req, resp: answers.append((req, resp.error_code)))
+        for _ in range(200):
+            if len(answers) == 2:
+                break
+            await asyncio.sleep(0.005)
+        assert answers == [("LeaderAndIsr", 0), ("UpdateMetadata", 0)]
+        assert delivered == ["LeaderAndIsr"] * 3 + ["UpdateMetadata"]    # nothing overtook it
+        await m.close()
+    run(main())
+
+
+def test_refusals_are_sent_again_a_bounded_number_of_times_and_a_stale_epoch_not_at_all(monkeypatch):
+    from broker.cluster.controller import channel_manager as cm
+    monkeypatch.setattr(cm, "RETRY_BACKOFF_S", 0.001)
+    monkeypatch.setattr(cm, "REFUSED_BACKOFF_MAX_S", 0.001)
+
+    async def main():
+        delivered = []
+        answer = {"LeaderAndIsr": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                  "StopReplica": ErrorCode.STALE_CONTROLLER_EPOCH, "UpdateMetadata": ErrorCode.NONE}
+
+        async def local(request):
+            delivered.append(request)
+            return Answer(answer[request])
+        stale = []
+        m = cm.ControllerChannelManager(1, local, on_stale=stale.append)
+        m.set_brokers([cm.BrokerEndpoint(1, "127.0.0.1", 9001, None, 7)])
+        answers = []
+        for req in ("LeaderAndIsr", "StopReplica", "UpdateMetadata"):
+            m.send(1, req, 0, lambda b, req, resp: answers.append((req, resp.error_code)))
+        for _ in range(400):
+            if len(answers) == 3:
+                break
+            await asyncio.sleep(0.005)
+        assert [a for a, _ in answers] == ["LeaderAndIsr", "StopReplica", "UpdateMetadata"]
+        assert delivered.count("LeaderAndIsr") == cm.REFUSED_RETRIES + 1
+        assert delivered.count("StopReplica") == 1 and stale == [1]
+        await m.close()
+    run(main())
+
+
+def test_a_broker_that_knows_a_newer_controller_epoch_makes_the_controller_check_and_resign(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        assert c.epoch == 1
+        store._controller_epoch += 1                        # another controller won meanwhile
+        store._controller = 2
+        c._on_stale_epoch(3)
+        await settle(c)
+        assert not c.active
+        await c.shutdown()
+    run(main())
+
+
+class LaggingStore:
+    """The ZooKeeper server a broker is connected to, behind the leader: its reads show the
+    previous controller until a sync() makes it catch up."""
+
+    def __init__(self):
+        self.synced = False
+        self.syncs = 0
+
+    async def sync(self, path="/"):
+        self.syncs += 1
+        self.synced = True
+
+    async def get_controller_id(self):
+        return 1 if self.synced else 3
+
+    async def get_controller_epoch(self):
+        return (2, 2) if self.synced else (1, 1)
+
+    async def get_brokers_and_epochs(self):
+        return {2: (reg(2), 12 if self.synced else 11)}
+
+
+def test_a_broker_checks_a_new_controller_against_a_synced_zookeeper(tmp_path):
+    from broker.server.broker import Broker
+
+    async def main():
+        store = LaggingStore()
+        b = Broker(BrokerConfig({"log.dirs": str(tmp_path), "broker.id": 2,
+                                 "zookeeper.connect": "127.0.0.1:2181"}), store=store)
+        b.broker_epoch = 11
+        # controller 1 was elected with epoch 2; this broker's ZooKeeper server had not seen it
+        assert await b.check_control_request("LeaderAndIsr", 1, 2, 11) == ErrorCode.NONE
+        assert store.syncs == 1
+        assert await b.check_control_request("UpdateMetadata", 1, 2, 11) == ErrorCode.NONE
+        assert store.syncs == 1                             # once per controller change
+        # this broker re-registered (epoch 12) and the controller saw it first
+        store.synced = False
+        assert await b.check_control_request("LeaderAndIsr", 1, 2, 12) == ErrorCode.NONE
+        assert store.syncs == 2
+    run(main())
