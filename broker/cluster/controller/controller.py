@@ -122,6 +122,7 @@ class Controller:
         self._watching = False
         self._watched_topics: set[str] = set()
         self._uncertain: set[str] = set()       # topics with a state write of unknown outcome
+        self._reconcile_pending = False
         self._checking_epoch = False
         self.failovers = 0
 
@@ -211,6 +212,7 @@ class Controller:
             return
         log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        self._uncertain.clear()
         if self._rebalance is not None:
             self._rebalance.cancel()
             self._rebalance = None
@@ -399,7 +401,7 @@ class Controller:
                                     self.broker_id, tp, now)
                         conflicts.add(tp)
         except Exception as exc:
-            if not _is_controller_moved(exc):
+            if not _moved(exc):
                 # ZooKeeper did not answer (the connection stayed lost): each write may or
                 # may not have been applied, and the context may be behind. What was
                 # written is recorded; the rest is read again later and announced
@@ -463,16 +465,24 @@ class Controller:
 
     def _schedule_reconcile(self, topics: set[str]) -> None:
         """After a write whose outcome is unknown: read those topics' states again once the
-        event is over, announce what changed, and give leaders to what needs one."""
-        first = not self._uncertain
+        event is over, announce them, and give leaders to what needs one."""
         self._uncertain |= topics
-        if first:
-            asyncio.get_running_loop().call_later(RECONCILE_BACKOFF_S, self._enqueue_if_active, self._reconcile)
+        if not self._reconcile_pending:
+            self._reconcile_pending = True
+            asyncio.get_running_loop().call_later(RECONCILE_BACKOFF_S, self._fire_reconcile)
+
+    def _fire_reconcile(self) -> None:
+        self._reconcile_pending = False
+        if self.ctx is None:
+            self._uncertain.clear()         # a new controller reads everything anyway
+        else:
+            self._enqueue(self._reconcile)
 
     async def _reconcile(self) -> None:
         ctx = self._require()
-        topics, self._uncertain = self._uncertain, set()
-        topics &= set(ctx.assignments)
+        topics, self._uncertain = self._uncertain & set(ctx.assignments), set()
+        if not topics:
+            return
         batch = RequestBatch()
         try:
             for topic in sorted(topics):
@@ -481,7 +491,7 @@ class Controller:
                     batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.brokers], tp)
                     batch.add_update_metadata(ctx.brokers, [tp])
         except Exception as exc:
-            if not _is_controller_moved(exc):
+            if not _moved(exc):
                 self._schedule_reconcile(topics)
             raise
         log.info("controller %d: partition states of %s read again after a write of unknown outcome",
@@ -693,7 +703,7 @@ class Controller:
         try:
             decision = await self._apply(decide, batch, tell_replicas=False)
         except Exception as exc:
-            if _is_controller_moved(exc):
+            if _moved(exc):
                 raise
             # the store did not answer: a write may have been applied or not. The leader
             # must not take this for "not applied" (it would forget an ISR ZooKeeper may
@@ -811,3 +821,8 @@ def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
 
 def _is_controller_moved(exc: Exception) -> bool:
     return type(exc).__name__ == "ControllerMoved"
+
+
+def _moved(exc: Exception) -> bool:
+    """This controller was replaced (the store's fence, or it resigned): nothing to repair."""
+    return isinstance(exc, ControllerMovedError) or _is_controller_moved(exc)

@@ -438,6 +438,26 @@ def test_an_isr_change_of_unknown_outcome_is_not_answered_as_not_applied(tmp_pat
     run(main())
 
 
+
+def test_an_election_of_unknown_outcome_is_read_again_and_announced(tmp_path, monkeypatch):
+    from broker.cluster.controller import controller as ctl
+    monkeypatch.setattr(ctl, "RECONCILE_BACKOFF_S", 0.01, raising=False)
+
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        store.raise_after = 1                               # applied, then the connection stays lost
+        store.unregister(2)                                 # the leader dies
+        await settle(c)
+        await asyncio.sleep(0.05)
+        await settle(c)
+        assert states(c, "t")[0].leader == 1
+        assert told(c, ("t", 0)) == {1: (1, 1, (1, 3)), 3: (1, 1, (1, 3))}   # the new leader hears it leads
+        await c.shutdown()
+    run(main())
+
 # ---------------------------------------------------------------- refused control requests (issue 16, defect 8)
 
 
