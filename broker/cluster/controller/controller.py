@@ -438,7 +438,12 @@ class Controller:
         rounds = 0
         while todo:
             rounds += 1
-            done, conflicts = await self._write(todo)
+            try:
+                done, conflicts = await self._write(todo)
+            except Exception as exc:
+                if not _moved(exc):       # what earlier rounds wrote is announced with the rest
+                    self._schedule_reconcile({tp.topic for tp in written})
+                raise
             written.update(done)
             changed -= set(done)
             changed |= conflicts
