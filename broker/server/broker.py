@@ -273,7 +273,12 @@ class Broker:
         from then on; here a claim newer than what is known is checked against ZooKeeper
         (one read, once per controller change) and refused unless it holds. A broker
         without ZooKeeper has no controller but itself, which never uses the network:
-        those requests are refused outright. NONE, or the error code to answer."""
+        those requests are refused outright. NONE, or the error code to answer.
+
+        Each check against ZooKeeper syncs first: the ZooKeeper server this broker is
+        connected to may not yet have seen the new controller's election (or this broker's
+        registration), and a refusal for that would be wrong; the controller also sends
+        refused requests again (channel_manager.py)."""
         if not self.in_cluster:
             self._control_refused(logging.WARNING, "refused a %s from the network: this broker runs without "
                                   "ZooKeeper and its only controller is itself", api)
@@ -281,6 +286,7 @@ class Broker:
         if controller_epoch < self.replicas.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if (controller_id, controller_epoch) != self._verified_controller:
+            await self._sync_store()
             zk_id = await self.store.get_controller_id()
             zk_epoch = await self.store.get_controller_epoch()
             if zk_epoch is not None and controller_epoch < zk_epoch[0]:
@@ -296,12 +302,19 @@ class Broker:
                 return ErrorCode.STALE_BROKER_EPOCH
             # the controller may see this broker's (re)registration before the broker itself
             # hears that its create succeeded: ZooKeeper has the last word
+            await self._sync_store()
             mine = (await self.store.get_brokers_and_epochs()).get(self.broker_id)
             if mine is None or mine[1] != broker_epoch:
                 self._control_refused(logging.WARNING, "refused a %s for broker epoch %d: this broker's is %d",
                                       api, broker_epoch, self.broker_epoch if mine is None else mine[1])
                 return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE
+
+    async def _sync_store(self) -> None:
+        """Reads sent after this see every write ZooKeeper had committed (ZooKeeper's sync)."""
+        sync = getattr(self.store, "sync", None)      # not part of MetadataStore (cluster/metadata.py)
+        if sync is not None:
+            await sync()
 
     def _config_changed(self, paths: list[str]) -> None:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}

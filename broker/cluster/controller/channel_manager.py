@@ -3,11 +3,21 @@ ControllerBrokerRequestBatch).
 
 One queue and one sender task per live broker: requests to a broker go out one at a
 time, in the order the controller made them (a LeaderAndIsr must never overtake the
-UpdateMetadata sent before it). A request that fails on the network is sent again,
-after a backoff, until it is answered or the broker is removed (it died: the
-controller's next decisions replace what it would have been told). The controller's
+UpdateMetadata sent before it). A request that fails on the network (no connection, no
+answer within the request timeout) is sent again, after a backoff, until it is answered
+or the broker is removed (it died: the controller's next decisions replace what it
+would have been told) or the controller resigns (every queue closes). The controller's
 own broker is reached without a socket: `local(request)` hands the request to the
 same code a network request would reach.
+
+A broker checks a control request against ZooKeeper (server/broker.py,
+check_control_request) and may refuse it for a while: its ZooKeeper server had not yet
+seen this controller's election or the broker's own registration. Such a refusal
+(CLUSTER_AUTHORIZATION_FAILED, STALE_BROKER_EPOCH, REQUEST_TIMED_OUT) is sent again
+after a growing backoff, REFUSED_RETRIES times at most, the queue waiting behind it to
+keep the order (Kafka's controller keeps a request in the broker's queue until it is
+answered). STALE_CONTROLLER_EPOCH says this controller has been replaced: it is not
+sent again, and `on_stale(broker id)` lets the controller check its election.
 
 `RequestBatch` collects what one controller event decided — LeaderAndIsr per broker,
 UpdateMetadata for a set of brokers, StopReplica per broker — and turns it into at most
@@ -28,6 +38,7 @@ from typing import Any
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.log import TopicPartition
+from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest
@@ -40,6 +51,10 @@ STOP_REPLICA_VERSION = 4
 PLAINTEXT = 0                       # SecurityProtocol id
 LEADER_DURING_DELETE = -2           # Kafka's LeaderAndIsr.LeaderDuringDelete
 RETRY_BACKOFF_S = 0.1
+REFUSED_RETRIES = 8                 # sends again of a request refused for a reason that may pass
+REFUSED_BACKOFF_MAX_S = 2.0         # the backoff doubles from RETRY_BACKOFF_S up to this
+RETRIABLE_REFUSALS = frozenset((ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH,
+                                ErrorCode.REQUEST_TIMED_OUT))
 
 LocalDelivery = Callable[[object], Awaitable[object]]
 ResponseCallback = Callable[[int, object, object], None]       # (broker id, request, response)
@@ -69,6 +84,24 @@ class _BrokerQueue:
         while True:
             request, version, callback = await self.queue.get()
             response = await self._deliver(request, version)
+            backoff = RETRY_BACKOFF_S
+            for _ in range(REFUSED_RETRIES):
+                error = getattr(response, "error_code", ErrorCode.NONE)
+                if error == ErrorCode.STALE_CONTROLLER_EPOCH and self.manager.on_stale is not None:
+                    log.info("controller: broker %d refused a %s: it knows a newer controller epoch",
+                             self.broker.broker_id, type(request).__name__)
+                    self.manager.on_stale(self.broker.broker_id)
+                if error not in RETRIABLE_REFUSALS:
+                    break
+                log.info("controller: broker %d refused a %s (%s); sending it again in %.1f s",
+                         self.broker.broker_id, type(request).__name__, ErrorCode(error).name, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, REFUSED_BACKOFF_MAX_S)
+                response = await self._deliver(request, version)
+            else:
+                if getattr(response, "error_code", ErrorCode.NONE) in RETRIABLE_REFUSALS:
+                    log.warning("controller: broker %d still refuses a %s after %d tries; given up",
+                                self.broker.broker_id, type(request).__name__, REFUSED_RETRIES + 1)
             if callback is not None:
                 try:
                     callback(self.broker.broker_id, request, response)
@@ -100,10 +133,12 @@ class _BrokerQueue:
 
 
 class ControllerChannelManager:
-    def __init__(self, broker_id: int, local: LocalDelivery, request_timeout: float = 30.0):
+    def __init__(self, broker_id: int, local: LocalDelivery, request_timeout: float = 30.0,
+                 on_stale: Callable[[int], None] | None = None):
         self.broker_id = broker_id
         self.local = local
         self.request_timeout = request_timeout
+        self.on_stale = on_stale
         self._queues: dict[int, _BrokerQueue] = {}
 
     def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:

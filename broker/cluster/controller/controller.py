@@ -13,7 +13,12 @@ enqueue. Each event:
     1. builds a ClusterView of the context and calls a pure decision (decisions.py);
     2. writes the new partition states to the store, each conditional on its znode
        version and fenced by the controller epoch's (a controller that lost the
-       election writes nothing: ControllerMoved, and it resigns);
+       election writes nothing: ControllerMoved, and it resigns). A write that finds
+       another version is read again: ZooKeeper holding what was meant (a multi-op sent
+       again after a connection loss had been applied) counts as written; anything else
+       is decided again from what was read, WRITE_ROUNDS times at most. A write of
+       unknown outcome (no answer from ZooKeeper) has its topics read again and
+       announced shortly after (_reconcile);
     3. tells the brokers concerned with Kafka's own requests — LeaderAndIsr to the
        replicas, UpdateMetadata to every live broker, StopReplica — batched per broker
        and stamped with the controller epoch (channel_manager.py).
@@ -55,6 +60,8 @@ from broker.uuids import random_uuid
 log = logging.getLogger(__name__)
 
 PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
+WRITE_ROUNDS = 5                  # writes of one event's decision, deciding again after each conflict
+RECONCILE_BACKOFF_S = 0.5         # before reading again the states of a write of unknown outcome
 
 T = TypeVar("T")
 #: an event of the controller's queue: a coroutine function, its arguments, the future of its result
@@ -104,7 +111,8 @@ class Controller:
         self.broker_id = broker_id
         self.config = config
         self.store = store
-        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000)
+        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000,
+                                                 on_stale=self._on_stale_epoch)
         self.ctx: ControllerContext | None = None
         self.on_resign = on_resign
         self._events: asyncio.Queue[_Event] = asyncio.Queue()
@@ -113,6 +121,9 @@ class Controller:
         self._closed = False
         self._watching = False
         self._watched_topics: set[str] = set()
+        self._uncertain: set[str] = set()       # topics with a state write of unknown outcome
+        self._reconcile_pending = False
+        self._checking_epoch = False
         self.failovers = 0
 
     @property
@@ -201,6 +212,7 @@ class Controller:
             return
         log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        self._uncertain.clear()
         if self._rebalance is not None:
             self._rebalance.cancel()
             self._rebalance = None
@@ -234,10 +246,7 @@ class Controller:
         if absent:
             log.info("controller %d: brokers %s are in ISRs but not registered: taken out", self.broker_id,
                      sorted(absent))
-            decision = D.on_broker_failure(self._view(), absent)
-        else:
-            decision = D.on_broker_startup(self._view(), ())
-        await self._apply(decision, batch)
+        await self._apply(self._repair, batch)
         # every live broker learns the state of all its replicas (the full LeaderAndIsr)
         for tp, info in ctx.partitions().items():
             batch.add_leader_and_isr([r for r in info.replicas if r in ctx.brokers], tp)
@@ -260,6 +269,23 @@ class Controller:
 
     def _on_controller_change(self, _controller_id: int | None) -> None:
         self._enqueue(self._maybe_elect)
+
+    def _on_stale_epoch(self, broker_id: int) -> None:
+        """A broker refused a request with STALE_CONTROLLER_EPOCH: it knows a newer
+        controller. Once per burst, the controller checks ZooKeeper (synced first)."""
+        if not self._checking_epoch and self.ctx is not None:
+            self._checking_epoch = True
+            self._enqueue_if_active(self._check_epoch)
+
+    async def _check_epoch(self) -> None:
+        self._checking_epoch = False
+        ctx = self._require()
+        sync = getattr(self.store, "sync", None)
+        if sync is not None:
+            await sync()
+        now = await self.store.get_controller_epoch()
+        if now is not None and now[0] > ctx.epoch:
+            raise ControllerMovedError(f"controller epoch {now[0]} is newer than this controller's {ctx.epoch}")
 
     def _enqueue_if_active(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
         if self.ctx is not None:
@@ -316,63 +342,174 @@ class Controller:
 
     # ------------------------------------------------------------------ writing
 
-    async def _write(self, states: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, LeaderAndIsr]:
-        """Writes new states (creating those of new partitions); returns those written,
-        with their new znode versions. A state someone else changed first is read again
-        (and left out)."""
+    async def _write(self, states: dict[TopicPartition, LeaderAndIsr]
+                     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
+        """Writes new states (creating those of new partitions), each conditional on the
+        znode version the context has. Returns (written, conflicts): the states written,
+        with their new znode versions, and the partitions whose write found another
+        version. Those are read again into the context, and one that holds what was meant
+        (same leader, leader epoch, ISR and recovery state, at a newer version: a multi-op
+        sent again after a connection loss had been applied the first time) counts as
+        written. A conflict is for the caller to decide again (_apply)."""
         ctx = self._require()
         written: dict[TopicPartition, LeaderAndIsr] = {}
         creates: dict[str, dict[int, LeaderIsrState]] = {}
         updates = {}
+        expected: dict[TopicPartition, int] = {}
         for tp, s in states.items():
             zs = LeaderIsrState(s.leader, s.leader_epoch, tuple(s.isr), ctx.epoch, s.leader_recovery_state)
             if tp in ctx.states:
-                updates[(tp.topic, tp.partition)] = (zs, ctx.states[tp].partition_epoch)
+                expected[tp] = ctx.states[tp].partition_epoch
+                updates[(tp.topic, tp.partition)] = (zs, expected[tp])
             else:
+                expected[tp] = -1
                 creates.setdefault(tp.topic, {})[tp.partition] = zs
-        stale_topics = set()
-        for topic, new in creates.items():
-            results = await self.store.create_partition_states(topic, new, ctx.epoch_zk_version)
-            for p, res in results.items():
-                tp = TopicPartition(topic, p)
-                if isinstance(res, int):
-                    written[tp] = _with_version(states[tp], res)
-                else:
-                    stale_topics.add(topic)
-        if updates:
-            updated = await self.store.update_partition_states(updates, ctx.epoch_zk_version)
-            for (topic, p), res in updated.items():
-                tp = TopicPartition(topic, p)
-                if isinstance(res, int):
-                    written[tp] = _with_version(states[tp], res)
-                else:
-                    stale_topics.add(topic)
-        for tp, s in written.items():
-            ctx.states[tp] = s
-            ctx.state_epochs[tp] = ctx.epoch
-        for topic in stale_topics:
-            log.warning("controller %d: partition states of %s changed under it; reading them again",
-                        self.broker_id, topic)
-            for p, (state, version) in (await self.store.get_partition_states(topic)).items():
-                tp = TopicPartition(topic, p)
-                ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
-                                              state.leader_recovery_state)
-                ctx.state_epochs[tp] = state.controller_epoch
-        return written
+        failed: set[TopicPartition] = set()
+        try:
+            try:
+                for topic, new in creates.items():
+                    results = await self.store.create_partition_states(topic, new, ctx.epoch_zk_version)
+                    for p, res in results.items():
+                        tp = TopicPartition(topic, p)
+                        if isinstance(res, int):
+                            written[tp] = _with_version(states[tp], res)
+                        else:
+                            failed.add(tp)
+                if updates:
+                    updated = await self.store.update_partition_states(updates, ctx.epoch_zk_version)
+                    for (topic, p), res in updated.items():
+                        tp = TopicPartition(topic, p)
+                        if isinstance(res, int):
+                            written[tp] = _with_version(states[tp], res)
+                        else:
+                            failed.add(tp)
+            finally:
+                for tp, s in written.items():
+                    ctx.states[tp] = s
+                    ctx.state_epochs[tp] = ctx.epoch
+            conflicts: set[TopicPartition] = set()
+            for topic in sorted({tp.topic for tp in failed}):
+                fresh = await self._reread_states(ctx, topic)
+                for tp in sorted(t for t in failed if t.topic == topic):
+                    meant, now = states[tp], fresh.get(tp)
+                    if now is not None and now.partition_epoch > expected[tp] and _same_state(now, meant):
+                        log.info("controller %d: %s already holds the state it meant to write (a write "
+                                 "sent again after a connection loss)", self.broker_id, tp)
+                        written[tp] = now
+                    else:
+                        log.warning("controller %d: the state of %s changed under it (now %s); deciding again",
+                                    self.broker_id, tp, now)
+                        conflicts.add(tp)
+        except Exception as exc:
+            if not _moved(exc):
+                # ZooKeeper did not answer (the connection stayed lost): each write may or
+                # may not have been applied, and the context may be behind. What was
+                # written is recorded; the rest is read again later and announced
+                self._schedule_reconcile({tp.topic for tp in states})
+            raise
+        return written, conflicts
 
-    async def _apply(self, decision: Decision, batch: RequestBatch, is_new: bool = False
-                     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """Writes a decision and adds what the brokers must hear of it to `batch`."""
+    async def _reread_states(self, ctx: ControllerContext, topic: str) -> dict[TopicPartition, LeaderAndIsr]:
+        """Reads the partition states of `topic` into the context (and returns them)."""
+        fresh = {}
+        for p, (state, version) in (await self.store.get_partition_states(topic)).items():
+            tp = TopicPartition(topic, p)
+            fresh[tp] = ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
+                                                      state.leader_recovery_state)
+            ctx.state_epochs[tp] = state.controller_epoch
+        return fresh
+
+    async def _apply(self, decide: Callable[[ClusterView], Decision], batch: RequestBatch, is_new: bool = False,
+                     tell_replicas: bool = True) -> Decision:
+        """Decides (`decide(view)`), writes the decision and adds what the brokers must hear
+        of it to `batch`. A partition whose write conflicted is decided again from the state
+        read again (decisions.py: "read again and decide again"), at most WRITE_ROUNDS
+        times, then left for the next event. Every partition whose state is new to the
+        brokers — written, or found changed — is announced: LeaderAndIsr to its live
+        replicas (unless not `tell_replicas`: an AlterPartition's leader hears its answer)
+        and UpdateMetadata to every live broker. Returns Decision(the states written,
+        the failures of the last decision of each partition)."""
         ctx = self._require()
-        written = await self._write(dict(decision.states))
-        for tp in written:
-            replicas = ctx.replicas(tp)
-            batch.add_leader_and_isr([r for r in replicas if r in ctx.brokers], tp, is_new)
-        batch.add_update_metadata(ctx.brokers, written)
-        for tp, failure in decision.failed.items():
+        decision = decide(self._view())
+        todo = dict(decision.states)
+        failed = dict(decision.failed)
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        changed: set[TopicPartition] = set()        # read again, different from what the brokers were told
+        rounds = 0
+        while todo:
+            rounds += 1
+            try:
+                done, conflicts = await self._write(todo)
+            except Exception as exc:
+                if not _moved(exc):       # what earlier rounds wrote is announced with the rest
+                    self._schedule_reconcile({tp.topic for tp in written})
+                raise
+            written.update(done)
+            changed -= set(done)
+            changed |= conflicts
+            if not conflicts:
+                break
+            again = decide(self._view())
+            for tp in conflicts:
+                failed.pop(tp, None)
+                if tp in again.failed:
+                    failed[tp] = again.failed[tp]
+            todo = {tp: s for tp, s in again.states.items() if tp in conflicts}
+            if todo and rounds >= WRITE_ROUNDS:
+                log.warning("controller %d: the states of %s kept changing under it; left for the next event",
+                            self.broker_id, sorted(map(str, todo)))
+                break
+        for tp in sorted(set(written) | changed):
+            if tell_replicas or tp in changed:
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.brokers], tp, is_new)
+        batch.add_update_metadata(ctx.brokers, set(written) | changed)
+        for tp, failure in failed.items():
             if failure.error not in (ErrorCode.ELECTION_NOT_NEEDED,):
                 log.warning("controller %d: %s has no leader: %s", self.broker_id, tp, failure.message)
-        return written
+        return Decision(written, failed)
+
+    def _schedule_reconcile(self, topics: set[str]) -> None:
+        """After a write whose outcome is unknown: read those topics' states again once the
+        event is over, announce them, and give leaders to what needs one."""
+        self._uncertain |= topics
+        if not self._reconcile_pending:
+            self._reconcile_pending = True
+            asyncio.get_running_loop().call_later(RECONCILE_BACKOFF_S, self._fire_reconcile)
+
+    def _fire_reconcile(self) -> None:
+        self._reconcile_pending = False
+        if self.ctx is None:
+            self._uncertain.clear()         # a new controller reads everything anyway
+        else:
+            self._enqueue(self._reconcile)
+
+    async def _reconcile(self) -> None:
+        ctx = self._require()
+        topics, self._uncertain = self._uncertain & set(ctx.assignments), set()
+        if not topics:
+            return
+        batch = RequestBatch()
+        try:
+            for topic in sorted(topics):
+                # every partition of the topic is announced: a replica ignores a state it has
+                for tp in await self._reread_states(ctx, topic):
+                    batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.brokers], tp)
+                    batch.add_update_metadata(ctx.brokers, [tp])
+        except Exception as exc:
+            if not _moved(exc):
+                self._schedule_reconcile(topics)
+            raise
+        log.info("controller %d: partition states of %s read again after a write of unknown outcome",
+                 self.broker_id, sorted(topics))
+        await self._apply(self._repair, batch)
+        self._send(batch)
+
+    def _repair(self, view: ClusterView) -> Decision:
+        """What a new controller decides first: offline partitions get a leader, brokers
+        not registered leave the ISRs."""
+        ctx = self._require()
+        absent = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        return D.on_broker_failure(view, absent) if absent else D.on_broker_startup(view, ())
 
     def _send(self, batch: RequestBatch, callback: ResponseCallback | None = None) -> None:
         ctx = self._require()
@@ -398,11 +535,10 @@ class Controller:
         batch = RequestBatch()
         if dead:
             # the decision removes the dead (and the bounced) from the live brokers itself
-            await self._apply(D.on_broker_failure(self._view(), dead), batch)
+            await self._apply(lambda view: D.on_broker_failure(view, dead), batch)
         batch.add_update_metadata(ctx.brokers, None)
         if new:
-            decision = D.on_broker_startup(self._view(), new)
-            await self._apply(decision, batch)
+            await self._apply(lambda view: D.on_broker_startup(view, new), batch)
             for tp, info in ctx.partitions().items():
                 on_new = [r for r in info.replicas if r in new]
                 if on_new:
@@ -427,7 +563,7 @@ class Controller:
             log.info("controller %d: new topic %s with %d partitions", self.broker_id, topic,
                      len(ctx.assignments[topic]))
         new_tps = [tp for tp in self._view().partitions if tp.topic in added and tp not in ctx.states]
-        await self._apply(D.initial_states(self._view(), new_tps), batch, is_new=True)
+        await self._apply(lambda view: D.initial_states(view, new_tps), batch, is_new=True)
         # partitions that already had a state (a controller that died half-way) are told too
         for topic in added:
             for p, replicas in ctx.assignments[topic].items():
@@ -449,8 +585,8 @@ class Controller:
         known.update(added)
         log.info("controller %d: topic %s grows to %d partitions", self.broker_id, topic, len(known))
         batch = RequestBatch()
-        await self._apply(D.initial_states(self._view(), [TopicPartition(topic, p) for p in added]), batch,
-                          is_new=True)
+        new_tps = [TopicPartition(topic, p) for p in added]
+        await self._apply(lambda view: D.initial_states(view, new_tps), batch, is_new=True)
         self._send(batch)
 
     async def _on_config_change(self, paths: list[str]) -> None:
@@ -464,7 +600,7 @@ class Controller:
                 changed |= ctx.unclean[topic] and not before
         if changed:
             batch = RequestBatch()
-            await self._apply(D.on_broker_startup(self._view(), ()), batch)
+            await self._apply(lambda view: D.on_broker_startup(view, ()), batch)
             self._send(batch)
 
     # ------------------------------------------------------------------ deletion
@@ -551,25 +687,52 @@ class Controller:
             # the sender must prove it is the live registration of that broker id (Kafka
             # accepts -1 from old versions; nothing here sends it)
             return ErrorCode.STALE_BROKER_EPOCH, {}
-        view = self._view()
+        asked = {TopicPartition(c[0], c[1]): c for c in changes}
+
+        def decide(view: ClusterView) -> Decision:
+            states: dict[TopicPartition, LeaderAndIsr] = {}
+            failed: dict[TopicPartition, D.Failure] = {}
+            for tp, (topic, p, leader_epoch, isr, partition_epoch, recovery) in asked.items():
+                res = D.alter_partition(view, topic, p, broker_id, leader_epoch, isr, partition_epoch,
+                                        leader_recovery_state=recovery)
+                if isinstance(res, LeaderAndIsr):
+                    if res != ctx.states.get(tp):
+                        states[tp] = res
+                else:
+                    failed[tp] = D.Failure(res)
+            return Decision(states, failed)
+
+        first = decide(self._view())
+        before = {tp: ctx.states.get(tp) for tp in asked}
+        batch = RequestBatch()
+        try:
+            decision = await self._apply(decide, batch, tell_replicas=False)
+        except Exception as exc:
+            if _moved(exc):
+                raise
+            # the store did not answer: a write may have been applied or not. The leader
+            # must not take this for "not applied" (it would forget an ISR ZooKeeper may
+            # hold): REQUEST_TIMED_OUT, on which it keeps the larger ISR and asks again
+            log.warning("controller %d: recording the ISR changes of %s failed (%s); their outcome is "
+                        "unknown", self.broker_id, sorted(map(str, first.states)), exc)
+            decision = Decision({tp: s for tp, s in ctx.states.items() if tp in asked and s != before[tp]},
+                                {tp: D.Failure(ErrorCode.REQUEST_TIMED_OUT) for tp in first.states}
+                                | dict(first.failed))
+            batch.add_update_metadata(ctx.brokers, decision.states)
+        self._send(batch)
         out: dict[tuple[str, int], object] = {}
-        to_write = {}
-        for topic, p, leader_epoch, isr, partition_epoch, recovery in changes:
-            res = D.alter_partition(view, topic, p, broker_id, leader_epoch, isr, partition_epoch,
-                                    leader_recovery_state=recovery)
-            tp = TopicPartition(topic, p)
-            if isinstance(res, LeaderAndIsr) and res != ctx.states.get(tp):
-                to_write[tp] = res
-            out[(topic, p)] = res
-        if to_write:
-            written = await self._write(to_write)
-            batch = RequestBatch()
-            batch.add_update_metadata(ctx.brokers, written)
-            self._send(batch)
-            for tp in to_write:
-                out[(tp.topic, tp.partition)] = written.get(tp, ErrorCode.INVALID_UPDATE_VERSION)
-                if tp in written:
-                    log.info("controller %d: ISR of %s is now %s", self.broker_id, tp, list(written[tp].isr))
+        for tp, (_t, _p, leader_epoch, isr, _pe, recovery) in asked.items():
+            current = ctx.states.get(tp)
+            if tp in decision.states:
+                out[(tp.topic, tp.partition)] = decision.states[tp]
+                log.info("controller %d: ISR of %s is now %s", self.broker_id, tp, list(decision.states[tp].isr))
+            elif tp in decision.failed:
+                out[(tp.topic, tp.partition)] = decision.failed[tp].error
+            elif current is not None and _same_state(current, LeaderAndIsr(broker_id, leader_epoch, tuple(isr),
+                                                                          0, recovery)):
+                out[(tp.topic, tp.partition)] = current       # it already is as asked
+            else:
+                out[(tp.topic, tp.partition)] = ErrorCode.INVALID_UPDATE_VERSION    # kept changing: ask again
         return ErrorCode.NONE, out
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
@@ -586,9 +749,9 @@ class Controller:
             return ErrorCode.STALE_BROKER_EPOCH, []
         log.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker_id)
         ctx.shutting_down.add(broker_id)
-        decision = D.controlled_shutdown(self._view(), broker_id)
         batch = RequestBatch()
-        written = await self._apply(decision, batch)
+        decision = await self._apply(lambda view: D.controlled_shutdown(view, broker_id), batch)
+        written = decision.states
         # it stops following the partitions it no longer leads or is in the ISR of
         for tp in written:
             if broker_id in ctx.replicas(tp) and written[tp].leader != broker_id:
@@ -604,15 +767,13 @@ class Controller:
 
     async def _elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
                              ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        view = self._view()
         if partitions is None:
-            partitions = sorted(view.partitions)
-        if election_type == PREFERRED:
-            decision = D.preferred_election(view, partitions)
-        else:
-            decision = D.unclean_election(view, partitions)
+            partitions = sorted(self._view().partitions)
+        tps = partitions
+        elect = D.preferred_election if election_type == PREFERRED else D.unclean_election
         batch = RequestBatch()
-        written = await self._apply(decision, batch)
+        decision = await self._apply(lambda view: elect(view, tps), batch)
+        written = decision.states
         self._send(batch)
         out: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         for tp in partitions:
@@ -643,7 +804,7 @@ class Controller:
         if tps:
             log.info("controller %d: moving %d partitions back to their preferred leader", self.broker_id, len(tps))
             batch = RequestBatch()
-            await self._apply(D.preferred_election(view, tps), batch)
+            await self._apply(lambda v: D.preferred_election(v, tps), batch)
             self._send(batch)
         self._schedule_rebalance()
 
@@ -657,5 +818,16 @@ def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:
     return LeaderAndIsr(s.leader, s.leader_epoch, tuple(s.isr), version, s.leader_recovery_state)
 
 
+def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
+    """The same partition state but for the znode version."""
+    return (a.leader, a.leader_epoch, tuple(a.isr), a.leader_recovery_state) == \
+        (b.leader, b.leader_epoch, tuple(b.isr), b.leader_recovery_state)
+
+
 def _is_controller_moved(exc: Exception) -> bool:
     return type(exc).__name__ == "ControllerMoved"
+
+
+def _moved(exc: Exception) -> bool:
+    """This controller was replaced (the store's fence, or it resigned): nothing to repair."""
+    return isinstance(exc, ControllerMovedError) or _is_controller_moved(exc)

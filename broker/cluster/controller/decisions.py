@@ -7,7 +7,8 @@ code and why. It writes nothing. The caller writes each new state to
 /brokers/topics/<t>/partitions/<p>/state on condition that the znode is still at the
 version the view had (new.partition_epoch - 1; a created znode starts at version 0),
 then sends LeaderAndIsr / UpdateMetadata; a failed conditional write means the view was
-stale: read again and decide again. Several changes Kafka makes to one partition in one
+stale: read again and decide again (controller._apply calls the same decision again on
+the view read again). Several changes Kafka makes to one partition in one
 event (an election, then one ISR shrink per dead replica) are one state here, one write.
 
 Vocabulary (Kafka's ControllerContext):

@@ -189,6 +189,9 @@ class FileMetadataStore:
         self._notify("controller", broker_id)
         return self._controller_epoch, self._controller_epoch
 
+    async def sync(self, path: str = "/") -> None:
+        """One process, one copy: always current."""
+
     async def get_controller_id(self) -> int | None:
         return self._controller
 

@@ -616,6 +616,13 @@ class KafkaZkClient:
                 pass
 
     @_public
+    async def sync(self, path: str = "/") -> None:
+        """ZooKeeper's sync: the server this client is connected to catches up with the
+        leader, so that the reads sent after it see every write committed before it, by any
+        client (a server answers reads from its own copy, which may lag behind)."""
+        await self._op(lambda: self._zk.sync_async(path))
+
+    @_public
     async def get_controller_id(self) -> int | None:
         got = await self._get(ControllerZNode.PATH)
         return None if got is None else ControllerZNode.decode(got[0]).broker_id

@@ -278,3 +278,300 @@ def test_a_new_controller_takes_brokers_that_died_unwatched_out_of_every_isr(tmp
         assert all(2 not in stored[p][0].isr for p in (0, 1, 2))
         await c2.shutdown()
     run(main())
+
+
+# ---------------------------------------------------------------- writes of uncertain outcome (issue 16, defect 3)
+
+
+class LostAnswerStore(ClusterStore):
+    """A store whose next conditional writes are applied but answered as a version
+    conflict: what ZooKeeper answers a multi-op sent again after a connection loss when
+    the first send had been applied. `lose` counts them down; `raise_after` raises
+    instead (the connection stayed lost: outcome unknown) after applying."""
+
+    def __init__(self, directory):
+        super().__init__(directory)
+        self.lose = 0
+        self.raise_after = 0
+        self.writes = 0
+
+    async def update_partition_states(self, updates, controller_epoch_zk_version):
+        self.writes += 1
+        out = await super().update_partition_states(updates, controller_epoch_zk_version)
+        if self.raise_after > 0:
+            self.raise_after -= 1
+            raise ConnectionError("ZooKeeper connection lost")
+        if self.lose > 0:
+            self.lose -= 1
+            from broker.cluster.store.file import BadVersion
+            return {tp: BadVersion("applied, answered as a conflict") if isinstance(v, int) else v
+                    for tp, v in out.items()}
+        return out
+
+    def bump(self, topic, p, leader, isr, leader_epoch):
+        """Someone else changes a state (the controller's context does not know)."""
+        s = self._topics[topic]["states"][p]
+        s.update(leader=leader, isr=list(isr), leader_epoch=leader_epoch)
+        s["version"] += 1
+
+
+async def start_lost(tmp_path, brokers=(1, 2, 3)):
+    store = LostAnswerStore(str(tmp_path))
+    for b in brokers:
+        await store.register_broker(reg(b))
+    cfg = BrokerConfig({"log.dirs": str(tmp_path), "auto.leader.rebalance.enable": False})
+    c = Controller(1, cfg, store, local=None)
+    c.channels = Channels()
+    await c.startup()
+    await settle(c)
+    return c, store
+
+
+def told(c, tp):
+    """{broker: (leader, leader epoch, isr)} of the LeaderAndIsr requests sent for tp."""
+    out = {}
+    for b, r in c.channels.take(LeaderAndIsrRequest):
+        for t in r.topic_states:
+            for p in t.partition_states:
+                if (t.topic_name, p.partition_index) == tp:
+                    out[b] = (p.leader, p.leader_epoch, tuple(p.isr))
+    return out
+
+
+def test_an_election_applied_but_answered_as_a_conflict_is_announced(tmp_path):
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        store.lose = 1
+        store.unregister(2)                                 # the leader dies
+        await settle(c)
+        stored = (await store.get_partition_states("t"))[0]
+        assert (stored[0].leader, stored[0].isr) == (1, (1, 3)) and stored[1] == 1
+        s = states(c, "t")[0]
+        assert (s.leader, s.isr, s.partition_epoch) == (1, (1, 3), 1)
+        assert told(c, ("t", 0)) == {1: (1, 1, (1, 3)), 3: (1, 1, (1, 3))}   # the new leader hears it leads
+        assert store.writes == 1                            # recognised, not written again
+        await c.shutdown()
+    run(main())
+
+
+def test_an_isr_change_applied_but_answered_as_a_conflict_is_answered_as_applied(tmp_path):
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3]}, {})
+        await settle(c)
+        store.lose = 1
+        err, res = await c.alter_partition(1, store.epochs[1], [("t", 0, 0, [1, 2, 3][:2], 0, 0)])
+        assert err == 0
+        got = res[("t", 0)]
+        assert not isinstance(got, int), got               # not INVALID_UPDATE_VERSION: it was applied
+        assert (got.leader, got.isr, got.leader_epoch, got.partition_epoch) == (1, (1, 2), 0, 1)
+        assert (await store.get_partition_states("t"))[0][1] == 1
+        await c.shutdown()
+    run(main())
+
+
+def test_a_state_changed_under_the_controller_is_decided_again_and_announced(tmp_path):
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3]}, {})
+        await settle(c)
+        store.bump("t", 0, leader=2, isr=[2, 3], leader_epoch=0)    # 1 left the ISR behind its back
+        c.channels.sent.clear()
+        store.unregister(2)
+        await settle(c)
+        stored = (await store.get_partition_states("t"))[0]
+        # decided again from what ZooKeeper holds: 1 is not in the ISR, 3 is
+        assert (stored[0].leader, stored[0].isr, stored[0].leader_epoch, stored[1]) == (3, (3,), 1, 2)
+        assert states(c, "t")[0].leader == 3
+        assert told(c, ("t", 0)) == {1: (3, 1, (3,)), 3: (3, 1, (3,))}
+        await c.shutdown()
+    run(main())
+
+
+def test_a_state_that_keeps_changing_is_given_up_after_bounded_rounds(tmp_path):
+    from broker.cluster.controller import controller as ctl
+
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3]}, {})
+        await settle(c)
+        real = store.update_partition_states
+
+        async def racing(updates, epoch_version):
+            for (topic, p) in updates:
+                store.bump(topic, p, leader=2, isr=[2, 1, 3], leader_epoch=0)
+            return await real(updates, epoch_version)
+        store.update_partition_states = racing
+        store.unregister(2)
+        await settle(c)
+        assert store.writes == ctl.WRITE_ROUNDS
+        assert c.active                                     # the event ended; the controller goes on
+        await c.shutdown()
+    run(main())
+
+
+def test_an_isr_change_of_unknown_outcome_is_not_answered_as_not_applied(tmp_path, monkeypatch):
+    from broker.cluster.controller import controller as ctl
+    monkeypatch.setattr(ctl, "RECONCILE_BACKOFF_S", 0.01, raising=False)
+
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [1, 2, 3]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        store.raise_after = 1                               # applied, then the connection stays lost
+        err, res = await c.alter_partition(1, store.epochs[1], [("t", 0, 0, [1, 2], 0, 0)])
+        assert err == 0 and res[("t", 0)] == ErrorCode.REQUEST_TIMED_OUT   # the leader keeps [1,2,3], asks again
+        await asyncio.sleep(0.05)
+        await settle(c)
+        # the controller read the state again and announced what ZooKeeper holds
+        s = states(c, "t")[0]
+        assert (s.isr, s.partition_epoch) == ((1, 2), 1)
+        assert told(c, ("t", 0)) == {b: (1, 0, (1, 2)) for b in (1, 2, 3)}
+        # the leader's retry is answered with the applied state
+        err, res = await c.alter_partition(1, store.epochs[1], [("t", 0, 0, [1, 2], 0, 0)])
+        assert res[("t", 0)].isr == (1, 2) and res[("t", 0)].partition_epoch == 1
+        await c.shutdown()
+    run(main())
+
+
+
+def test_an_election_of_unknown_outcome_is_read_again_and_announced(tmp_path, monkeypatch):
+    from broker.cluster.controller import controller as ctl
+    monkeypatch.setattr(ctl, "RECONCILE_BACKOFF_S", 0.01, raising=False)
+
+    async def main():
+        c, store = await start_lost(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [2, 1, 3]}, {})
+        await settle(c)
+        c.channels.sent.clear()
+        store.raise_after = 1                               # applied, then the connection stays lost
+        store.unregister(2)                                 # the leader dies
+        await settle(c)
+        await asyncio.sleep(0.05)
+        await settle(c)
+        assert states(c, "t")[0].leader == 1
+        assert told(c, ("t", 0)) == {1: (1, 1, (1, 3)), 3: (1, 1, (1, 3))}   # the new leader hears it leads
+        await c.shutdown()
+    run(main())
+
+# ---------------------------------------------------------------- refused control requests (issue 16, defect 8)
+
+
+class Answer:
+    def __init__(self, error_code):
+        self.error_code = error_code
+
+
+def test_a_request_refused_for_a_reason_that_passes_is_sent_again_in_order(monkeypatch):
+    from broker.cluster.controller import channel_manager as cm
+    monkeypatch.setattr(cm, "RETRY_BACKOFF_S", 0.001)
+
+    async def main():
+        delivered = []
+        refusals = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH]
+
+        async def local(request):          # this broker's ZooKeeper server lags: it refuses twice
+            delivered.append(request)
+            return Answer(refusals.pop(0) if refusals else ErrorCode.NONE)
+        m = cm.ControllerChannelManager(1, local)
+        m.set_brokers([cm.BrokerEndpoint(1, "127.0.0.1", 9001, None, 7)])
+        answers = []
+        m.send(1, "LeaderAndIsr", 7, lambda b, req, resp: answers.append((req, resp.error_code)))
+        m.send(1, "UpdateMetadata", 8, lambda b, req, resp: answers.append((req, resp.error_code)))
+        for _ in range(200):
+            if len(answers) == 2:
+                break
+            await asyncio.sleep(0.005)
+        assert answers == [("LeaderAndIsr", 0), ("UpdateMetadata", 0)]
+        assert delivered == ["LeaderAndIsr"] * 3 + ["UpdateMetadata"]    # nothing overtook it
+        await m.close()
+    run(main())
+
+
+def test_refusals_are_sent_again_a_bounded_number_of_times_and_a_stale_epoch_not_at_all(monkeypatch):
+    from broker.cluster.controller import channel_manager as cm
+    monkeypatch.setattr(cm, "RETRY_BACKOFF_S", 0.001)
+    monkeypatch.setattr(cm, "REFUSED_BACKOFF_MAX_S", 0.001)
+
+    async def main():
+        delivered = []
+        answer = {"LeaderAndIsr": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                  "StopReplica": ErrorCode.STALE_CONTROLLER_EPOCH, "UpdateMetadata": ErrorCode.NONE}
+
+        async def local(request):
+            delivered.append(request)
+            return Answer(answer[request])
+        stale = []
+        m = cm.ControllerChannelManager(1, local, on_stale=stale.append)
+        m.set_brokers([cm.BrokerEndpoint(1, "127.0.0.1", 9001, None, 7)])
+        answers = []
+        for req in ("LeaderAndIsr", "StopReplica", "UpdateMetadata"):
+            m.send(1, req, 0, lambda b, req, resp: answers.append((req, resp.error_code)))
+        for _ in range(400):
+            if len(answers) == 3:
+                break
+            await asyncio.sleep(0.005)
+        assert [a for a, _ in answers] == ["LeaderAndIsr", "StopReplica", "UpdateMetadata"]
+        assert delivered.count("LeaderAndIsr") == cm.REFUSED_RETRIES + 1
+        assert delivered.count("StopReplica") == 1 and stale == [1]
+        await m.close()
+    run(main())
+
+
+def test_a_broker_that_knows_a_newer_controller_epoch_makes_the_controller_check_and_resign(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        assert c.epoch == 1
+        store._controller_epoch += 1                        # another controller won meanwhile
+        store._controller = 2
+        c._on_stale_epoch(3)
+        await settle(c)
+        assert not c.active
+        await c.shutdown()
+    run(main())
+
+
+class LaggingStore:
+    """The ZooKeeper server a broker is connected to, behind the leader: its reads show the
+    previous controller until a sync() makes it catch up."""
+
+    def __init__(self):
+        self.synced = False
+        self.syncs = 0
+
+    async def sync(self, path="/"):
+        self.syncs += 1
+        self.synced = True
+
+    async def get_controller_id(self):
+        return 1 if self.synced else 3
+
+    async def get_controller_epoch(self):
+        return (2, 2) if self.synced else (1, 1)
+
+    async def get_brokers_and_epochs(self):
+        return {2: (reg(2), 12 if self.synced else 11)}
+
+
+def test_a_broker_checks_a_new_controller_against_a_synced_zookeeper(tmp_path):
+    from broker.server.broker import Broker
+
+    async def main():
+        store = LaggingStore()
+        b = Broker(BrokerConfig({"log.dirs": str(tmp_path), "broker.id": 2,
+                                 "zookeeper.connect": "127.0.0.1:2181"}), store=store)
+        b.broker_epoch = 11
+        # controller 1 was elected with epoch 2; this broker's ZooKeeper server had not seen it
+        assert await b.check_control_request("LeaderAndIsr", 1, 2, 11) == ErrorCode.NONE
+        assert store.syncs == 1
+        assert await b.check_control_request("UpdateMetadata", 1, 2, 11) == ErrorCode.NONE
+        assert store.syncs == 1                             # once per controller change
+        # this broker re-registered (epoch 12) and the controller saw it first
+        store.synced = False
+        assert await b.check_control_request("LeaderAndIsr", 1, 2, 12) == ErrorCode.NONE
+        assert store.syncs == 2
+    run(main())
