@@ -312,9 +312,7 @@ class Broker:
 
     async def _sync_store(self) -> None:
         """Reads sent after this see every write ZooKeeper had committed (ZooKeeper's sync)."""
-        sync = getattr(self.store, "sync", None)      # not part of MetadataStore (cluster/metadata.py)
-        if sync is not None:
-            await sync()
+        await self.store.sync()
 
     def _config_changed(self, paths: list[str]) -> None:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}

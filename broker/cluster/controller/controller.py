@@ -280,9 +280,7 @@ class Controller:
     async def _check_epoch(self) -> None:
         self._checking_epoch = False
         ctx = self._require()
-        sync = getattr(self.store, "sync", None)
-        if sync is not None:
-            await sync()
+        await self.store.sync()
         now = await self.store.get_controller_epoch()
         if now is not None and now[0] > ctx.epoch:
             raise ControllerMovedError(f"controller epoch {now[0]} is newer than this controller's {ctx.epoch}")
