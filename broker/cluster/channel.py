@@ -202,6 +202,12 @@ class BrokerChannel:
         if writer is not None:
             writer.close()
 
+    def reset(self, reason: str) -> None:
+        """Fails every request in flight with ChannelError(reason) and drops the
+        connection (its owner found it stalled); the next request connects again."""
+        if self._writer is not None or self._inflight:
+            self._fail(ChannelError(reason))
+
     async def close(self) -> None:
         self.closed = True
         self._fail(ChannelError(f"{self} is closed"))

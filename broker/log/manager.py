@@ -557,7 +557,7 @@ class LogManager:
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
-        os.sync()           # checkpoints written without fsync (leader epochs) reach the disk
+        os.sync()           # checkpoints written without fsync (epoch truncations) reach the disk
         for d in self.dirs:
             if self.health[d].sync_failed or any(lg.flush_failed for lg in self.logs.values()
                                                  if os.path.dirname(lg.dir) == d):

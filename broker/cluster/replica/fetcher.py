@@ -8,19 +8,29 @@ asyncio task with its own BrokerChannel to the leader, looping:
 
     1. partitions that just became followers (or whose leader epoch changed) first find
        where their log diverges from the leader's: OffsetForLeaderEpoch with their latest
-       epoch (KIP-101/279), repeated with an older epoch while the leader does not know
-       ours; they truncate there. A former leader's records nobody copied go this way;
+       epoch (KIP-101/279); an answer naming an epoch we never had truncates to where our
+       older epoch ends and asks again about it, round after round until done (each
+       round's epoch is lower: the rounds end). A former leader's records nobody copied
+       go this way. A partition without any epoch keeps only its high watermark;
     2. one Fetch for all the other partitions, carrying this broker's replica id, each
-       from its log end offset at the current leader epoch; the leader answers from its
-       log end (not its high watermark) and long-polls replica.fetch.wait.max.ms;
-    3. each partition appends the leader's batches as they are (offsets, epochs, CRCs
-       untouched, validated natively) and takes the leader's high watermark.
+       from its log end offset at the current leader epoch with its latest epoch as
+       last_fetched_epoch; the leader answers from its log end (not its high watermark)
+       and long-polls replica.fetch.wait.max.ms;
+    3. each partition's answer is used only if the request still matches the partition's
+       fetch state — same state (leader epoch, not removed and added again), same log, no
+       truncation since, log end where the request started — as Kafka's
+       processFetchRequest; a stale one is dropped. A diverging epoch (KIP-320) truncates
+       as step 1; otherwise the leader's batches are appended as they are (offsets,
+       epochs, CRCs untouched, validated natively) and the leader's high watermark taken.
 
 Errors: a partition the leader no longer leads (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_*) waits replica.fetch.backoff.ms and tries again until the controller moves it;
 OFFSET_OUT_OF_RANGE asks the leader for its log start and end and truncates to fit (all of
 it, starting at the leader's log start, when the leader deleted what we would need); a
-broken connection backs off and reconnects.
+broken connection backs off and reconnects. A request unanswered for
+replica.fetch.wait.max.ms plus stall_margin_s drops the connection and reconnects at once,
+and so does a LeaderAndIsr naming the leader of a fetcher whose request has waited past
+its long poll (a network cut healed: TCP alone would take many seconds to notice).
 
 All methods run on the event loop thread.
 """
@@ -46,22 +56,38 @@ from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 
 if TYPE_CHECKING:
     from broker.cluster.replica.partition import Partition
-    from broker.log.log import LeaderEpochCache
+    from broker.log.log import LeaderEpochCache, Log
 
 log = logging.getLogger(__name__)
 
 UNDEFINED = -1
 EARLIEST, LATEST = -2, -1
-MAX_TRUNCATION_ROUNDS = 8
+#: a request unanswered this long past replica.fetch.wait.max.ms makes a LeaderAndIsr
+#: naming the fetcher's leader reset its connection (it is stalled, not long-polling)
+STALLED_AFTER_S = 1.0
 
 
-@dataclass
+@dataclass(eq=False)
 class FetchState:
+    """One partition's place in its fetcher; replaced (never mutated in its epoch) when
+    the partition is added again, so an answer to a request made under an older state
+    is recognised by identity."""
     leader_epoch: int
     truncating: bool = True
     delay_until: float = 0.0
-    epoch_to_ask: int | None = None       # the next OffsetForLeaderEpoch round's epoch
-    rounds: int = 0                       # OffsetForLeaderEpoch rounds so far
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What a request was made from, for its answer to be checked against (Kafka's
+    processFetchRequest compares the fetch offset and the fetch state): the same state
+    (same leader epoch, not removed and added again), the same log, no truncation since,
+    and the log end still where the request started."""
+    state: FetchState
+    log: Log
+    truncations: int
+    log_end: int
+    epoch: int                 # our latest leader epoch then (last_fetched_epoch / the epoch asked)
 
 
 @dataclass
@@ -72,8 +98,12 @@ class FetcherConfig:
     max_bytes: int = 10 * 1024 * 1024
     partition_max_bytes: int = 1024 * 1024
     backoff_s: float = 1.0
-    request_timeout_s: float = 30.0
+    request_timeout_s: float = 30.0       # not used by the fetchers: see stall_margin_s
     num_fetchers: int = 1
+    #: a fetcher's request unanswered for replica.fetch.wait.max.ms plus this resets its
+    #: connection (Kafka waits replica.socket.timeout.ms, 30 s: a connection stalled on
+    #: dropped packets kept a healed follower out of the ISR until TCP gave up)
+    stall_margin_s: float = 5.0
 
 
 class ReplicaFetcher:
@@ -83,13 +113,18 @@ class ReplicaFetcher:
         self.leader = leader
         self.index = index
         self.partitions: dict[TopicPartition, FetchState] = {}
+        self.timeout_s = self.cfg.max_wait_ms / 1000 + self.cfg.stall_margin_s
         self.channel = BrokerChannel(leader.host, leader.port,
                                      client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
-                                     request_timeout=self.cfg.request_timeout_s)
+                                     request_timeout=self.timeout_s)
         self._wake = asyncio.Event()
         self._last_error: str | None = None
+        self._request_since: float | None = None    # when the request in flight was sent
+        self._retry_at_once = False                 # the last failure was a stall: reconnect now
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.fetches = 0
+        self.stale_answers = 0                      # partition answers dropped as stale
+        self.resets = 0                             # stalled connections reset
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader {self.leader.broker_id} at {self.leader.host}:{self.leader.port}, #{self.index})"
@@ -109,6 +144,38 @@ class ReplicaFetcher:
             pass
         await self.channel.close()
 
+    def stalled(self, now: float | None = None) -> bool:
+        """A request has been in flight longer than the leader's long poll explains."""
+        since = self._request_since
+        return since is not None and (now or time.monotonic()) - since > self.cfg.max_wait_ms / 1000 + min(
+            STALLED_AFTER_S, self.cfg.stall_margin_s)
+
+    def reset_if_stalled(self) -> bool:
+        """Drops a stalled connection (its request fails; the next round reconnects at
+        once): a LeaderAndIsr naming this fetcher's leader, as after a network cut heals."""
+        if not self.stalled():
+            return False
+        log.info("%s: no answer for %.1f s: resetting the connection", self,
+                 time.monotonic() - (self._request_since or 0.0))
+        self.resets += 1
+        self._retry_at_once = True
+        self.channel.reset(f"{self}: connection reset: stalled")
+        return True
+
+    async def _request(self, request: Any, version: int | None = None) -> Any:
+        """channel.request bounded by max wait + stall margin; a request that times out
+        (the connection is dropped) is retried on a new connection without backing off."""
+        self._request_since = since = time.monotonic()
+        try:
+            return await self.channel.request(request, version, timeout=self.timeout_s)
+        except ChannelError:
+            if time.monotonic() - since >= self.timeout_s:
+                self.resets += 1
+                self._retry_at_once = True
+            raise
+        finally:
+            self._request_since = None
+
     # ------------------------------------------------------------------ loop
 
     async def _run(self) -> None:
@@ -123,17 +190,20 @@ class ReplicaFetcher:
                     await self._truncate(truncating)
                 fetchable = [tp for tp, s in self.partitions.items() if not s.truncating and self._ready(s)]
                 if not fetchable:
-                    await self._sleep_until_ready()
+                    if not any(s.truncating and self._ready(s) for s in self.partitions.values()):
+                        await self._sleep_until_ready()
                     continue
                 await self._fetch(fetchable)
                 self._last_error = None
             except ChannelError as exc:
                 # once per kind of failure, not once per retry
                 text = str(exc)
-                (log.debug if text == self._last_error else log.info)("%s: %s; retrying every %.1f s", self,
-                                                                       text, self.cfg.backoff_s)
+                at_once, self._retry_at_once = self._retry_at_once, False
+                (log.debug if text == self._last_error else log.info)(
+                    "%s: %s; %s", self, text, "reconnecting" if at_once else f"retrying every {self.cfg.backoff_s:.1f} s")
                 self._last_error = text
-                await asyncio.sleep(self.cfg.backoff_s)
+                if not at_once:
+                    await asyncio.sleep(self.cfg.backoff_s)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -158,59 +228,82 @@ class ReplicaFetcher:
             log.debug("%s: %s: %s; backing off", self, tp, why)
             s.delay_until = time.monotonic() + self.cfg.backoff_s
 
+    def _sent(self, tp: TopicPartition, part: Partition) -> _Sent:
+        lg = part.log
+        return _Sent(self.partitions[tp], lg, lg.truncations, lg.log_end_offset, lg.leader_epochs.latest_epoch)
+
+    def _current(self, tp: TopicPartition, sent: _Sent, truncating: bool) -> Partition | None:
+        """The partition, when an answer to a request made from `sent` still applies to it;
+        None (the answer is dropped) when the partition was removed or added again, its
+        log was truncated or replaced, or its log end moved since (AbstractFetcherThread
+        processes an answer only when the fetch offset and state still match)."""
+        part = self.manager.partition(tp)
+        s = self.partitions.get(tp)
+        if part is None:
+            if s is sent.state:
+                self.partitions.pop(tp, None)
+            return None
+        lg = part.log
+        if (s is not sent.state or s.truncating != truncating or lg is not sent.log
+                or lg.truncations != sent.truncations or lg.log_end_offset != sent.log_end):
+            self.stale_answers += 1
+            log.debug("%s: %s: dropping an answer to a request made before the partition's state changed", self, tp)
+            return None
+        return part
+
     # ------------------------------------------------------------------ truncation
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
+        """One OffsetForLeaderEpoch round for the partitions still truncating: each asks
+        about its latest epoch and truncates; an answer naming an epoch we never had
+        truncates to where our older epoch ends and leaves the partition truncating, to
+        ask about that (lower) epoch next round — until done, as Kafka."""
         R = OffsetForLeaderEpochRequest
         topics: dict[str, list[Any]] = {}
-        asked = {}
+        asked: dict[TopicPartition, _Sent] = {}
         for tp in tps:
             part = self.manager.partition(tp)
             s = self.partitions[tp]
             if part is None:
                 self.partitions.pop(tp, None)
                 continue
-            epoch = s.epoch_to_ask if s.epoch_to_ask is not None else part.log.leader_epochs.latest_epoch
-            if epoch < 0:
-                # nothing written under any epoch: nothing can diverge
-                self._done_truncating(tp, s)
+            sent = self._sent(tp, part)
+            if sent.epoch < 0:
+                # no epoch to ask about: keep what is committed, as Kafka's
+                # truncateToHighWatermark for a partition without epochs
+                part.truncate_to(part.log.high_watermark)
+                s.truncating = False
                 continue
-            asked[tp] = epoch
+            asked[tp] = sent
             topics.setdefault(tp.topic, []).append(R.OffsetForLeaderPartition(
-                partition=tp.partition, current_leader_epoch=s.leader_epoch, leader_epoch=epoch))
+                partition=tp.partition, current_leader_epoch=s.leader_epoch, leader_epoch=sent.epoch))
         if not topics:
             return
         req = R(replica_id=self.cfg.broker_id,
                 topics=[R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await self.channel.request(req)
+        resp = await self._request(req)
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition)
-                state = self.partitions.get(tp)
-                part = self.manager.partition(tp)
-                if state is None or part is None or tp not in asked:
+                was = asked.get(tp)
+                part = self._current(tp, was, truncating=True) if was is not None else None
+                if was is None or part is None:
                     continue
                 if p.error_code:
                     self._delay(tp, ErrorCode(p.error_code).name)
                     continue
-                self._apply_epoch_answer(tp, state, part, asked[tp], p.leader_epoch, p.end_offset)
+                self._truncate_to_epoch_end(tp, was.state, part, was.epoch, p.leader_epoch, p.end_offset)
 
-    def _apply_epoch_answer(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
-                            leader_epoch: int, end_offset: int) -> None:
+    def _truncate_to_epoch_end(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
+                               leader_epoch: int, end_offset: int) -> None:
         lg = part.log
-        offset, ask_again = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
-                                             leader_epoch, end_offset)
-        if ask_again is not None and s.rounds + 1 < MAX_TRUNCATION_ROUNDS:
-            s.rounds += 1
-            s.epoch_to_ask = ask_again
-            return
+        offset, done = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
+                                        asked_epoch, leader_epoch, end_offset)
         part.truncate_to(offset)
-        self._done_truncating(tp, s)
-
-    def _done_truncating(self, tp: TopicPartition, s: FetchState) -> None:
-        s.truncating = False
-        s.epoch_to_ask = None
-        s.rounds = 0
+        s.truncating = not done
+        if not done:
+            log.info("%s: %s: the leader lacks our epoch %d: truncated to %d, asking about epoch %d next", self,
+                     tp, asked_epoch, lg.log_end_offset, lg.leader_epochs.latest_epoch)
 
     # ------------------------------------------------------------------ fetch
 
@@ -219,6 +312,7 @@ class ReplicaFetcher:
         version = self.channel.version_for(ApiKey.FETCH) if self.channel.connected else None
         topics: dict[str, list[Any]] = {}
         ids = {}
+        sent: dict[TopicPartition, _Sent] = {}
         for tp in tps:
             part = self.manager.partition(tp)
             if part is None:
@@ -226,9 +320,10 @@ class ReplicaFetcher:
                 continue
             lg = part.log
             ids[tp.topic] = lg.topic_id
+            s = sent[tp] = self._sent(tp, part)
             topics.setdefault(tp.topic, []).append(F.FetchPartition(
-                partition=tp.partition, current_leader_epoch=self.partitions[tp].leader_epoch,
-                fetch_offset=lg.log_end_offset, last_fetched_epoch=lg.leader_epochs.latest_epoch,
+                partition=tp.partition, current_leader_epoch=s.state.leader_epoch,
+                fetch_offset=s.log_end, last_fetched_epoch=s.epoch,
                 log_start_offset=lg.log_start_offset, partition_max_bytes=self.cfg.partition_max_bytes))
         if not topics:
             return
@@ -237,7 +332,7 @@ class ReplicaFetcher:
                 isolation_level=0, session_id=0, session_epoch=-1,
                 topics=[F.FetchTopic(topic=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[], rack_id="")
-        resp = await self.channel.request(req, version, timeout=self.cfg.max_wait_ms / 1000 + self.cfg.request_timeout_s)
+        resp = await self._request(req, version)
         self.fetches += 1
         if resp.error_code:
             log.info("%s: fetch failed: %s", self, ErrorCode(resp.error_code).name)
@@ -250,49 +345,56 @@ class ReplicaFetcher:
                 continue  # a topic id this fetch did not name
             for d in t.partitions:
                 tp = TopicPartition(name, d.partition_index)
-                if tp in self.partitions:
-                    await self._process(tp, d)
+                if tp in sent:
+                    await self._process(tp, d, sent[tp])
 
-    async def _process(self, tp: TopicPartition, d: Any) -> None:
-        part = self.manager.partition(tp)
+    async def _process(self, tp: TopicPartition, d: Any, sent: _Sent) -> None:
+        part = self._current(tp, sent, truncating=False)
         if part is None:
-            self.partitions.pop(tp, None)
             return
         err = d.error_code
         if err == ErrorCode.NONE:
+            div = d.diverging_epoch
+            if div is not None and div.epoch >= 0 and div.end_offset >= 0:
+                # KIP-320: our log diverges from the leader's; truncate (no append, no high
+                # watermark: the next fetch brings them), as truncateOnFetchResponse
+                self._truncate_to_epoch_end(tp, sent.state, part, sent.epoch, div.epoch, div.end_offset)
+                return
             records = d.records
             if records is not None and len(records):
                 try:
                     part.append_as_follower(records)
                 except (ValueError, CorruptRecordError) as exc:
                     log.warning("%s: %s: cannot append the leader's batches (%s); truncating again", self, tp, exc)
-                    self.partitions[tp].truncating = True
+                    sent.state.truncating = True
                     return
             part.update_follower_high_watermark(d.high_watermark)
             if d.log_start_offset > part.log.log_start_offset:
                 part.log.advance_log_start_offset(d.log_start_offset)
         elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
-            await self._handle_out_of_range(tp, part)
+            await self._handle_out_of_range(tp, sent)
         else:
             self._delay(tp, ErrorCode(err).name)
 
-    async def _handle_out_of_range(self, tp: TopicPartition, part: Partition) -> None:
+    async def _handle_out_of_range(self, tp: TopicPartition, sent: _Sent) -> None:
         """Kafka's handleOutOfRangeError: our log end is past the leader's (an unclean
         election) or before its log start (it deleted what we would need)."""
         R = ListOffsetsRequest
-        s = self.partitions[tp]
         offsets = {}
         for ts in (EARLIEST, LATEST):
             req = R(replica_id=self.cfg.broker_id, isolation_level=0, timeout_ms=0, topics=[R.ListOffsetsTopic(
                 name=tp.topic, partitions=[R.ListOffsetsPartition(partition_index=tp.partition,
-                                                                   current_leader_epoch=s.leader_epoch,
+                                                                   current_leader_epoch=sent.state.leader_epoch,
                                                                    timestamp=ts, max_num_offsets=1)])])
-            resp = await self.channel.request(req)
+            resp = await self._request(req)
             p = resp.topics[0].partitions[0]
             if p.error_code:
                 self._delay(tp, ErrorCode(p.error_code).name)
                 return
             offsets[ts] = p.offset
+        part = self._current(tp, sent, truncating=False)     # the state may have changed meanwhile
+        if part is None:
+            return
         lg = part.log
         if lg.log_end_offset > offsets[LATEST]:
             log.warning("%s: %s: log end %d is past the leader's %d: truncating", self, tp, lg.log_end_offset,
@@ -304,26 +406,28 @@ class ReplicaFetcher:
             lg.truncate_fully_and_start_at(offsets[EARLIEST])
 
 
-def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int, leader_epoch: int,
-                     leader_end: int) -> tuple[int, int | None]:
+def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int, asked_epoch: int,
+                     leader_epoch: int, leader_end: int) -> tuple[int, bool]:
     """Where a follower's log stops agreeing with its leader's (Kafka's
-    getOffsetTruncationState, KIP-279), from the leader's OffsetForLeaderEpoch answer
-    (leader_epoch, leader_end) to the follower's latest epoch: (offset to truncate to,
-    None) — or (a fallback offset, an older epoch of ours to ask about next) when the
-    leader's answer names an epoch we do not have (both logs diverged earlier).
+    getOffsetTruncationState, KIP-101/279), from the leader's answer (leader_epoch,
+    leader_end) about our epoch `asked_epoch` — an OffsetForLeaderEpoch answer or a
+    Fetch answer's diverging epoch: (offset to truncate to, whether that is the end).
 
     - the leader knows no epoch this old: keep only what is committed (the high watermark);
     - we have the epoch the leader answered with: truncate to where it ends on the leader
-      or on our side, whichever is first;
-    - we do not: our largest epoch below it is where to look next."""
-    if leader_end == UNDEFINED or leader_epoch == UNDEFINED:
-        return min(high_watermark, log_end), None
+      or on our side, whichever is first; done;
+    - we do not: truncate to where our largest epoch below it ends, and ask again about
+      that epoch (not done). The epoch asked about next is below `asked_epoch`, so the
+      rounds end; an answer naming an epoch above the one asked (a confused leader)
+      keeps only what is committed."""
+    if leader_end == UNDEFINED or leader_epoch == UNDEFINED or leader_epoch > asked_epoch:
+        return min(high_watermark, log_end), True
     our_epoch, our_end = epochs.end_offset_for(leader_epoch, log_end)
     if our_epoch == leader_epoch:
-        return min(leader_end, our_end), None
+        return min(leader_end, our_end, log_end), True
     if our_epoch == UNDEFINED:
-        return min(leader_end, log_end), None
-    return min(leader_end, our_end), our_epoch
+        return min(leader_end, log_end), True
+    return min(our_end, log_end), False
 
 
 class ReplicaFetcherManager:
@@ -354,6 +458,12 @@ class ReplicaFetcherManager:
             key = self._where.pop(tp, None)
             if key is not None and key in self.fetchers:
                 self.fetchers[key].remove(tp)
+
+    def reset_stalled(self, leader_ids: Iterable[int]) -> int:
+        """Resets the stalled connections of the fetchers from these leaders (a
+        LeaderAndIsr named them: a network cut may have healed); returns how many."""
+        ids = set(leader_ids)
+        return sum(f.reset_if_stalled() for (leader, _), f in list(self.fetchers.items()) if leader in ids)
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         key = self._where.get(tp)

@@ -130,6 +130,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
+        followed: set[int] = set()          # live leaders this request names for our follower partitions
         states = list(states)
         # the logs of a topic's new partitions are created all or none (a topic is never
         # left half on disk: open-file limit, disk full)
@@ -163,8 +164,10 @@ class ReplicaManager:
                     # failover): a follower that was not fetching starts now if it can
                     errors[tp] = ErrorCode.NONE
                     leader = live_leaders.get(state.leader)
-                    if not part.is_leader and leader is not None and self.fetchers.leader_of(tp) != state.leader:
-                        self.fetchers.add(tp, leader, state.leader_epoch)
+                    if not part.is_leader and leader is not None:
+                        followed.add(state.leader)
+                        if self.fetchers.leader_of(tp) != state.leader:
+                            self.fetchers.add(tp, leader, state.leader_epoch)
                     continue
             try:
                 was_leader = part is not None and part.is_leader
@@ -194,9 +197,15 @@ class ReplicaManager:
                 if leader is None:
                     self.fetchers.remove([tp])
                     log.info("%s: follower of %d, which is not alive: not fetching", tp, state.leader)
-                elif changed or self.fetchers.leader_of(tp) != state.leader:
-                    self.fetchers.add(tp, leader, state.leader_epoch)
-                    log.info("%s: follower of %d at epoch %d", tp, state.leader, state.leader_epoch)
+                else:
+                    followed.add(state.leader)
+                    if changed or self.fetchers.leader_of(tp) != state.leader:
+                        self.fetchers.add(tp, leader, state.leader_epoch)
+                        log.info("%s: follower of %d at epoch %d", tp, state.leader, state.leader_epoch)
+        # a fetch connection to a leader named here that has been waiting past its long
+        # poll is stalled (packets dropped by a network cut now healed): reset it, not
+        # wait for TCP to give up
+        self.fetchers.reset_stalled(followed)
         self._tell(became_leader, became_follower)
         return errors
 
