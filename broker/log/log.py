@@ -193,14 +193,22 @@ class LeaderEpochCache:
         self.checkpoint.write(self.entries, fsync=True)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset): the largest epoch <= requested and where it ends (Kafka's
-        OffsetForLeaderEpoch answer); (-1, -1) when unknown."""
-        if not self.entries or requested_epoch < self.entries[0][0]:
+        """(epoch, end offset) as Kafka's LeaderEpochFileCache.endOffsetFor (the
+        OffsetForLeaderEpoch answer, and a Fetch's diverging-epoch check): the latest epoch
+        ends at the log end; another ends where the next larger epoch starts, named by the
+        largest epoch not above it (the requested one itself when older than every entry);
+        (-1, -1) for an epoch beyond the latest, for -1, or with no entries."""
+        entries = self.entries
+        if requested_epoch < 0 or not entries:
             return (-1, -1)
-        for i, (epoch, _start) in enumerate(self.entries):
+        if entries[-1][0] == requested_epoch:
+            return (requested_epoch, log_end_offset)
+        floor = -1
+        for epoch, start in entries:
             if epoch > requested_epoch:
-                return (self.entries[i - 1][0], self.entries[i][1])
-        return (self.entries[-1][0], log_end_offset)
+                return (requested_epoch if floor < 0 else floor, start)
+            floor = epoch
+        return (-1, -1)
 
     def epoch_for_offset(self, offset: int) -> int:
         """The leader epoch that wrote `offset` (-1 when unknown)."""

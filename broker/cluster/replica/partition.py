@@ -248,7 +248,7 @@ class Partition:
         or the offset is below the log start. As Kafka's Partition.readRecords."""
         if last_fetched_epoch < 0:
             return None
-        epoch, end = epoch_end_offset(self.log.leader_epochs.entries, last_fetched_epoch, self.log.log_end_offset)
+        epoch, end = self.log.leader_epochs.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
         if epoch < 0 or end < 0:
             raise OffsetOutOfRange(f"{self.tp}: no end offset for the last fetched epoch {last_fetched_epoch}")
         if fetch_offset < self.log.log_start_offset:
@@ -385,19 +385,3 @@ def _name(code: int) -> str:
     except ValueError:
         return str(code)
 
-
-def epoch_end_offset(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
-    """Kafka's LeaderEpochFileCache.endOffsetFor over (epoch, start offset) entries: the
-    latest epoch ends at the log end; an epoch older than every entry ends where the
-    first entry starts; another, at the start of the next larger epoch, with the largest
-    epoch not above it; (-1, -1) for an epoch beyond the latest (or no entries)."""
-    if requested < 0 or not entries:
-        return -1, -1
-    if entries[-1][0] == requested:
-        return requested, log_end_offset
-    floor = -1
-    for epoch, start in entries:
-        if epoch > requested:
-            return (requested if floor < 0 else floor), start
-        floor = epoch
-    return -1, -1

@@ -2,7 +2,7 @@
 import pytest
 
 from broker.cluster.metadata import PartitionState
-from broker.cluster.replica.partition import Partition, epoch_end_offset
+from broker.cluster.replica.partition import Partition
 from broker.log import OffsetOutOfRange
 from broker.log.log import Log
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -263,17 +263,6 @@ def test_an_epoch_unknown_here_or_an_offset_below_the_log_start_is_out_of_range(
     part.log.advance_log_start_offset(6)
     with pytest.raises(OffsetOutOfRange):
         part.diverging_epoch(5, 3)
-
-
-def test_epoch_end_offsets_as_kafkas_leader_epoch_cache():
-    entries = [(1, 0), (3, 4), (5, 8)]
-    assert epoch_end_offset(entries, 5, 12) == (5, 12)
-    assert epoch_end_offset(entries, 4, 12) == (3, 8)
-    assert epoch_end_offset(entries, 1, 12) == (1, 4)
-    assert epoch_end_offset(entries, 0, 12) == (0, 0)
-    assert epoch_end_offset(entries, 6, 12) == (-1, -1)
-    assert epoch_end_offset(entries, -1, 12) == (-1, -1)
-    assert epoch_end_offset([], 1, 12) == (-1, -1)
 
 
 # ---------------------------------------------------------------- ambiguous ISR answers (issue 16, defect 2)

@@ -65,7 +65,7 @@ def test_rounds_end_with_many_epochs_each_unknown_to_the_other(tmp_path):
     # ours the even epochs, the leader's the odd ones (each from offset 10 * epoch):
     # 20 rounds, each about a lower epoch, ending where epoch 0 ends on the leader
     our = cache(tmp_path, "ours", [(0, 0)] + [(e, 10 * e) for e in range(2, 41, 2)])
-    their = cache(tmp_path, "theirs", [(0, 0)] + [(e, 10 * e) for e in range(1, 40, 2)])
+    their = cache(tmp_path, "theirs", [(0, 0)] + [(e, 10 * e) for e in range(1, 40, 2)] + [(41, 400)])
     end, rounds, done = 410, 0, False
     while not done:
         rounds += 1

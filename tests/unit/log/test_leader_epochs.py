@@ -101,3 +101,15 @@ def test_the_log_manager_opens_a_partition_missing_from_the_checkpoint_at_zero(t
     assert m.get(tp).high_watermark == 0 and m.get(other).high_watermark == 0
     m.shutdown()
 
+
+
+def test_epoch_end_offsets_as_kafkas_leader_epoch_cache(tmp_path):
+    cache = LeaderEpochCache(str(tmp_path / "leader-epoch-checkpoint"))
+    assert cache.end_offset_for(1, 12) == (-1, -1)
+    cache.entries = [(1, 0), (3, 4), (5, 8)]
+    assert cache.end_offset_for(5, 12) == (5, 12)       # the latest ends at the log end
+    assert cache.end_offset_for(4, 12) == (3, 8)        # the largest below, where the next starts
+    assert cache.end_offset_for(1, 12) == (1, 4)
+    assert cache.end_offset_for(0, 12) == (0, 0)        # older than all: itself, at the first start
+    assert cache.end_offset_for(6, 12) == (-1, -1)      # beyond the latest: unknown
+    assert cache.end_offset_for(-1, 12) == (-1, -1)
