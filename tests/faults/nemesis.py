@@ -114,8 +114,10 @@ class Nemesis:
         name = self.rng.choice(self.FAULTS)
         fault = getattr(self, name)
         if name in ("cut_controller_from_zookeeper", "random_partition"):
-            return fault()
-        return fault(self.rng.choice(topics), self.rng.randrange(partitions))
+            fault()
+        else:
+            fault(self.rng.choice(topics), self.rng.randrange(partitions))
+        return self.applied[-1]
 
     # ------------------------------------------------------------------ healing
 
