@@ -3,7 +3,7 @@ checked (Jepsen's Kafka queue workload is the model; the bounded set is tests/fa
 
     .venv/bin/python bench/faults/run.py [--schedules 100] [--seed S] [--duration 30]
                                          [--min-gap 1] [--max-gap 4] [--min-hold 2] [--max-hold 8]
-                                         [--recycle 25] [--out bench/results/faults.json]
+                                         [--overlap 0.3] [--recycle 25] [--out bench/results/faults.json]
     .venv/bin/python bench/faults/run.py --schedule-seed 7003     # one schedule again
 
 (`make faults`, FAULTS_ARGS="..."; root (iptables), ZooKeeper and java; not in CI: tens of
@@ -16,8 +16,8 @@ min.insync.replicas 2), an idempotent and a plain acks=all confluent-kafka produ
 committing consumer running throughout (tests/faults/workload.py); for DURATION seconds a
 random fault every few seconds (tests/faults/nemesis.py: the leader isolated from
 brokers and ZooKeeper, the leader or the controller cut from ZooKeeper, a follower
-isolated, a random split of brokers and ZooKeeper, kill -9 or SIGSTOP of a leader), held
-for a random while, then healed; at the end everything healed, the cluster back to full
+isolated, a random split of brokers and ZooKeeper, kill -9 or SIGSTOP of a leader; with
+chance OVERLAP a second one on top), held for a random while, then healed; at the end everything healed, the cluster back to full
 ISRs, the producers flushed, a fresh consumer reads everything and the checker
 (tests/faults/checker.py) judges the history.
 
@@ -64,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-gap", type=float, default=4.0)
     ap.add_argument("--min-hold", type=float, default=2.0)
     ap.add_argument("--max-hold", type=float, default=8.0)
+    ap.add_argument("--overlap", type=float, default=0.3, help="chance of a second fault before healing")
     ap.add_argument("--rate", type=float, default=100.0, help="records/s of each producer")
     ap.add_argument("--recycle", type=int, default=25, help="schedules per cluster")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed)")
@@ -99,6 +100,9 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args) -> dict:
         while time.monotonic() < end:
             time.sleep(rng.uniform(args.min_gap, args.max_gap))
             faults.append(nem.random_fault([topic], PARTITIONS))
+            if rng.random() < args.overlap:        # a second fault on top of the first
+                time.sleep(rng.uniform(0, args.min_hold))
+                faults.append("+ " + nem.random_fault([topic], PARTITIONS))
             time.sleep(rng.uniform(args.min_hold, args.max_hold))
             nem.heal()
         nem.heal()
