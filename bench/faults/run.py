@@ -19,7 +19,7 @@ brokers and ZooKeeper, the leader or the controller cut from ZooKeeper, a follow
 isolated, a random split of brokers and ZooKeeper, kill -9 or SIGSTOP of a leader; with
 chance OVERLAP a second one on top), held for a random while, then healed; at the end everything healed, the cluster back to full
 ISRs, the producers flushed, a fresh consumer reads everything and the checker
-(tests/faults/checker.py) judges the history.
+(tests/faults/checker.py) judges the history and the replicas' logs (byte-identical).
 
 Each schedule's seed is printed (`--schedule-seed` reruns the same choices; timings vary).
 A schedule whose cluster does not recover (a liveness failure, not a safety anomaly) is
@@ -45,7 +45,7 @@ sys.path.insert(0, ROOT)
 
 from broker.client import Cluster as Client  # noqa: E402
 from tests.faults.nemesis import Nemesis  # noqa: E402
-from tests.faults.workload import FAULT_CONFIG, Workload  # noqa: E402
+from tests.faults.workload import FAULT_CONFIG, Workload, replica_logs  # noqa: E402
 from tests.support import netfault  # noqa: E402
 from tests.support.cluster import Cluster  # noqa: E402
 from tests.support.netfault import NetFaults  # noqa: E402
@@ -113,7 +113,7 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args) -> dict:
             nem.heal()
         finally:
             w.stop()
-    result = w.check()
+    result = w.check(replica_logs(c, topic, PARTITIONS))
     return {"seed": seed, "topic": topic, "faults": faults, "seconds": round(time.monotonic() - t0, 1),
             "recovered_s": round(recovered, 1), "counts": result.counts, "ok": result.ok,
             "anomalies": {k: v for k, v in result.anomalies.items() if v},

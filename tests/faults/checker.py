@@ -28,6 +28,9 @@ beginning up to its log end: `check(h, final, log_end, committed)` returns a `Re
 - truncated_read: a consumer saw value v at offset o, and the final read has not (a
   record below the high watermark, hence visible, that later disappeared).
 - commit_ahead: a committed group offset beyond the partition's final log end.
+- replica_divergence: at the end, with every replica in sync, two replicas' logs of a
+  partition differ (not one a prefix of the other): `diverged(...)`, given the bytes of
+  each replica's segments (tests/faults/workload.py reads them), says where.
 
 Failed sends are indeterminate (a request timeout may still have been written): the
 Result counts those that turned up (`failed_present`), never flags them. Values are
@@ -40,7 +43,7 @@ import threading
 from collections import defaultdict
 
 ANOMALIES = ("lost", "wrong_offset", "duplicate", "unexpected", "offset_gap", "offset_order",
-             "nonmonotonic_poll", "poll_skip", "truncated_read", "commit_ahead")
+             "nonmonotonic_poll", "poll_skip", "truncated_read", "commit_ahead", "replica_divergence")
 MAX_EXAMPLES = 10
 
 
@@ -133,12 +136,28 @@ class Result:
         return "\n".join(lines)
 
 
+def diverged(logs: dict[int, bytes]) -> str | None:
+    """None when every replica's log (broker -> its segments' bytes, concatenated) is a
+    prefix of the longest one (a follower may be a fetch behind); else where they part."""
+    if not logs:
+        return None
+    longest_id, longest = max(logs.items(), key=lambda kv: len(kv[1]))
+    for broker, data in sorted(logs.items()):
+        if longest[:len(data)] != data:
+            at = next(i for i, (a, b) in enumerate(zip(data, longest)) if a != b)
+            return (f"broker {broker}'s log ({len(data)} bytes) differs from broker {longest_id}'s "
+                    f"({len(longest)} bytes) at byte {at}")
+    return None
+
+
 def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: dict[int, int] | None = None,
-          committed: dict[tuple[str, int], int] | None = None) -> Result:
+          committed: dict[tuple[str, int], int] | None = None,
+          replica_logs: dict[int, dict[int, bytes]] | None = None) -> Result:
     """Checks the history against the final read (partition -> [(offset, value)] in the
     order read, from the beginning), the partitions' log end offsets then (default: one
     past the last offset read) and the group offsets committed then ((group, partition)
-    -> offset; default: the last commit the history recorded for each)."""
+    -> offset; default: the last commit the history recorded for each) and, if given, the
+    replicas' logs (partition -> broker -> bytes; see `diverged`)."""
     anomalies: dict[str, list[str]] = {k: [] for k in ANOMALIES}
     sends = history.sends
 
@@ -215,6 +234,10 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
     for (group, p), offset in sorted(committed.items()):
         if offset > ends.get(p, 0):
             anomalies["commit_ahead"].append(f"group {group} p{p}: committed {offset} > log end {ends.get(p, 0)}")
+
+    for p, logs in sorted((replica_logs or {}).items()):
+        if (where_ := diverged(logs)) is not None:
+            anomalies["replica_divergence"].append(f"p{p}: {where_}")
 
     counts = history.counts()
     counts["final"] = sum(len(r) for r in final.values())

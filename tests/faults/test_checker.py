@@ -180,3 +180,12 @@ def test_committed_offsets_are_checked_against_the_given_log_end():
     h, final = clean()
     assert kinds(check(h, final, log_end={0: 4, 1: 5})) >= {"commit_ahead"}
 
+
+
+def test_replicas_that_diverged():
+    h, final = clean()
+    same = {1: b"abcdef", 2: b"abcdef", 3: b"abcd"}            # 3 is a fetch behind: fine
+    assert check(h, final, replica_logs={0: same}).ok
+    r = check(h, final, replica_logs={0: same, 1: {1: b"abcdef", 2: b"abcxef", 3: b"ab"}})
+    assert kinds(r) == {"replica_divergence"}, r.summary()
+    assert "broker 2" in r.anomalies["replica_divergence"][0] and "byte 3" in r.anomalies["replica_divergence"][0]

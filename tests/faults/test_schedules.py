@@ -1,7 +1,7 @@
 """Nemesis schedules under load, each checked by the Jepsen-style checker: no acknowledged
 record lost, no record at two offsets (an idempotent producer) or duplicates counted (a
 plain one), offsets dense, polls monotonic, no read later truncated, no commit beyond
-the log.
+the log, and at the end every replica's log byte-identical.
 
 One 3-broker cluster on distinct loopback addresses (its own ZooKeeper) serves the module;
 each schedule has its own topic (2 partitions, replication 3, min.insync.replicas 2), an
@@ -18,7 +18,7 @@ import pytest
 
 from broker.client import Cluster as Client
 from tests.faults.nemesis import Nemesis
-from tests.faults.workload import FAULT_CONFIG, Workload
+from tests.faults.workload import FAULT_CONFIG, Workload, replica_logs
 from tests.support import netfault
 from tests.support.cluster import Cluster, poll_until
 from tests.support.deps import missing
@@ -72,7 +72,7 @@ def run_schedule(c: Cluster, net, name: str, seed: int, fault, hold_s: float) ->
     finally:
         nem.heal()
         w.stop()
-    result = w.check()
+    result = w.check(replica_logs(c, topic, PARTITIONS))
     print(f"{name} (seed {seed}, {time.monotonic() - t0:.0f} s): {result.summary()}")
     return result
 

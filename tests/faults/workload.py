@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from tests.faults.checker import History, Result, check
+from tests.support.cluster import Cluster
 from tests.support.deps import require_module
 
 #: cluster settings for the fault schedules: a silent broker's session expires in 6 s, a
@@ -259,11 +261,31 @@ class Workload:
         finally:
             c.close()
 
-    def check(self) -> Result:
+    def check(self, replica_logs: dict[int, dict[int, bytes]] | None = None) -> Result:
+        """The final read, the group's offsets, and the checker's verdict (replica_logs:
+        see `replica_logs()`)."""
         final, ends = self.final_read()
         committed = self.committed() if self.consumer is not None else {}
-        result = check(self.history, final, ends, committed)
+        result = check(self.history, final, ends, committed, replica_logs)
         result.counts["undelivered"] = self.undelivered
         if self.consumer is not None:
             result.counts["consumer_errors"] = len(self.consumer.errors)
         return result
+
+
+def replica_logs(cluster: Cluster, topic: str, partitions: int, timeout: float = 20.0) -> dict[int, dict[int, bytes]]:
+    """Each replica's log of each partition (partition -> broker -> its segments' bytes,
+    concatenated), once every replica holds the same bytes or after `timeout` seconds (the
+    checker then tells a follower still a fetch behind from a divergent one). Call it once
+    the producers stopped and every ISR is full."""
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = {p: {i: _segments(cluster.broker(i).data_dir / f"{topic}-{p}") for i in cluster.replicas_of(topic, p)}
+                for p in range(partitions)}
+        if all(len(set(by_broker.values())) <= 1 for by_broker in logs.values()) or time.monotonic() > deadline:
+            return logs
+        time.sleep(0.5)
+
+
+def _segments(directory: Path) -> bytes:
+    return b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
