@@ -128,6 +128,8 @@ class Result:
         head = (f"sends {c['sends']} (acked {c['acked']}, failed {c['failed']}, failed but present "
                 f"{self.failed_present}), polls {c['polls']}, final records {c['final']}, "
                 f"allowed duplicates {self.allowed_duplicates}, anomalies {self.anomaly_count()}")
+        if c.get("producer_fatal"):
+            head += f", producer fatal errors {c['producer_fatal']}"
         lines = [head]
         for kind, found in self.anomalies.items():
             if found:

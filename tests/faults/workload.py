@@ -58,12 +58,20 @@ class _Producer:
                 "socket.timeout.ms": 5000, "client.id": f"faults-{name}"}
         if not idempotent:
             conf.update({"max.in.flight.requests.per.connection": 5, "retries": 1000000})
+        conf["error_cb"] = self._error
+        #: librdkafka's fatal errors (an idempotent producer that lost its sequence: never
+        #: expected from a correct broker; the producer fails every record afterwards)
+        self.fatal: list[str] = []
         self.producer = ck.Producer(conf)
         self.topic, self.partitions, self.name, self.idempotent = topic, partitions, name, idempotent
         self.history, self.rate = history, rate
         self.seq = 0
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+
+    def _error(self, err) -> None:
+        if err.fatal():
+            self.fatal.append(str(err))
 
     def _report(self, err, msg) -> None:
         value = msg.value().decode()
@@ -268,6 +276,7 @@ class Workload:
         committed = self.committed() if self.consumer is not None else {}
         result = check(self.history, final, ends, committed, replica_logs)
         result.counts["undelivered"] = self.undelivered
+        result.counts["producer_fatal"] = sum(len(p.fatal) for p in self.producers)
         if self.consumer is not None:
             result.counts["consumer_errors"] = len(self.consumer.errors)
         return result
