@@ -82,6 +82,13 @@ class Nemesis:
         self.net.cut(self.host(controller), self.c.zk_host)
         return self._did(f"controller {controller} cut from ZooKeeper")
 
+    def deafen_controller(self) -> str:
+        """ZooKeeper's answers to the controller dropped, its requests delivered: a write
+        applied whose answer never comes (the connection is lost, the request retried)."""
+        controller = self.c.wait_for_controller(timeout=30)
+        self.net.cut(self.c.zk_host, self.host(controller), both=False)
+        return self._did(f"controller {controller} deaf to ZooKeeper (its answers dropped)")
+
     def kill_leader(self, topic: str, partition: int) -> str:
         leader = self.leader(topic, partition)
         self.c.kill(leader)
@@ -108,12 +115,12 @@ class Nemesis:
         return "{" + ",".join(sorted(names[h] for h in hosts)) + "}"
 
     FAULTS = ("isolate_leader", "cut_leader_from_zookeeper", "isolate_follower", "cut_controller_from_zookeeper",
-              "kill_leader", "pause_leader", "random_partition")
+              "deafen_controller", "kill_leader", "pause_leader", "random_partition")
 
     def random_fault(self, topics: list[str], partitions: int = 1) -> str:
         name = self.rng.choice(self.FAULTS)
         fault = getattr(self, name)
-        if name in ("cut_controller_from_zookeeper", "random_partition"):
+        if name in ("cut_controller_from_zookeeper", "deafen_controller", "random_partition"):
             fault()
         else:
             fault(self.rng.choice(topics), self.rng.randrange(partitions))
