@@ -137,9 +137,8 @@ class _BoundSockets:
         return getattr(socket, name)
 
     @staticmethod
-    def create_connection(address: tuple[str, int], timeout: float | None = None,
-                          source: tuple[str, int] | None = None) -> socket.socket:
-        return socket.create_connection(address, timeout, source_address=source or source_address(address[0]))
+    def create_connection(address: tuple[str, int], timeout: float | None = None) -> socket.socket:
+        return socket.create_connection(address, timeout, source_address=source_address(address[0]))
 
 
 class _BoundHandler(SequentialThreadingHandler):  # type: ignore[misc]
