@@ -17,6 +17,7 @@ import time
 import pytest
 
 from broker.client import Cluster as Client
+from broker.protocol.messages.create_topics import CreateTopicsRequest
 from tests.faults.nemesis import Nemesis
 from tests.faults.workload import FAULT_CONFIG, Workload, replica_logs
 from tests.support import netfault
@@ -50,13 +51,32 @@ def cluster(request, schedule_cluster):
     return schedule_cluster
 
 
-def run_schedule(c: Cluster, net, name: str, seed: int, fault, hold_s: float) -> object:
-    """Load, `fault(nemesis, topic)` held for hold_s, heal, recover, check."""
+def create_topic(c: Cluster, topic: str, assignment: list[list[int]] | None = None) -> None:
+    """PARTITIONS partitions, 3 replicas (or the given replicas of each, the first leading),
+    min.insync.replicas 2."""
+    configs = {"min.insync.replicas": "2"}
+    with Client(c.bootstrap) as client:
+        if assignment is None:
+            client.create_topic(topic, PARTITIONS, 3, configs)
+            return
+        C = CreateTopicsRequest
+        req = C(topics=[C.CreatableTopic(
+            name=topic, num_partitions=-1, replication_factor=-1,
+            assignments=[C.CreatableReplicaAssignment(partition_index=p, broker_ids=r) for p, r in enumerate(assignment)],
+            configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
+            timeout_ms=30000, validate_only=False)
+        r = client.controller().request(req).topics[0]
+        assert r.error_code == 0, r
+
+
+def run_schedule(c: Cluster, net, name: str, seed: int, fault, hold_s: float,
+                 assignment: list[list[int]] | None = None, heal=None) -> object:
+    """Load, `fault(nemesis, topic)` held for hold_s, heal (the nemesis, then `heal()`),
+    recover, check."""
     print(f"\nschedule {name}: seed {seed}")
     rng = random.Random(seed)
     topic = f"{name}-{seed}"
-    with Client(c.bootstrap) as client:
-        client.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    create_topic(c, topic, assignment)
     nem = Nemesis(c, net, rng)
     nem.wait_healthy({topic: PARTITIONS})
     w = Workload(c.bootstrap, topic, PARTITIONS).start()
@@ -66,10 +86,14 @@ def run_schedule(c: Cluster, net, name: str, seed: int, fault, hold_s: float) ->
         fault(nem, topic)
         time.sleep(hold_s)
         print(f"before healing: {views(c, topic)}")
+        if heal is not None:
+            heal()
         nem.heal()
         print(f"recovered in {nem.wait_healthy({topic: PARTITIONS}):.1f} s")
         w.wait_for_acks(AFTER_ACKS)
     finally:
+        if heal is not None:
+            heal()
         nem.heal()
         w.stop()
     result = w.check(replica_logs(c, topic, PARTITIONS))
