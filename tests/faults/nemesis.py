@@ -1,5 +1,6 @@
 """Faults for a distinct-host Cluster (tests/support/cluster.py): network partitions by
-iptables (tests/support/netfault.py), SIGSTOP, kill -9; and healing all of them.
+iptables (tests/support/netfault.py), SIGSTOP, kill -9, a full disk (when the brokers'
+data dirs are small tmpfs mounts, tests/support/small_fs.py); and healing all of them.
 
     nem = Nemesis(cluster, net, random.Random(seed))
     what = nem.isolate_leader("t", 0)      # a line saying what was done (to print)
@@ -17,10 +18,12 @@ import time
 
 from tests.support.cluster import Cluster
 from tests.support.netfault import NetFaults
+from tests.support.small_fs import SmallFs
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, net: NetFaults, rng: random.Random | None = None, log=print):
+    def __init__(self, cluster: Cluster, net: NetFaults, rng: random.Random | None = None, log=print,
+                 disks: dict[int, SmallFs] | None = None):
         if cluster.block is None:
             raise ValueError("the nemesis needs a Cluster(distinct_hosts=True)")
         self.c, self.net = cluster, net
@@ -29,6 +32,9 @@ class Nemesis:
         self.paused: set[int] = set()
         self.killed: set[int] = set()
         self.applied: list[str] = []
+        #: each broker's data file system, when on a small tmpfs of its own (disk faults)
+        self.disks = disks or {}
+        self.filled: set[int] = set()
 
     # ------------------------------------------------------------------ who is who
 
@@ -89,6 +95,16 @@ class Nemesis:
         self.net.cut(self.c.zk_host, self.host(controller), both=False)
         return self._did(f"controller {controller} deaf to ZooKeeper (its answers dropped)")
 
+    def fill_disk(self, topic: str, partition: int, leader: bool = True) -> str:
+        """The leader's (or a follower's) data file system filled up: ENOSPC."""
+        broker = self.leader(topic, partition) if leader else self.follower(topic, partition)
+        self.disks[broker].fill()
+        self.filled.add(broker)
+        return self._did(f"{'leader' if leader else 'follower'} {broker} of {topic}-{partition}: disk full")
+
+    def fill_follower_disk(self, topic: str, partition: int) -> str:
+        return self.fill_disk(topic, partition, leader=False)
+
     def kill_leader(self, topic: str, partition: int) -> str:
         leader = self.leader(topic, partition)
         self.c.kill(leader)
@@ -117,8 +133,10 @@ class Nemesis:
     FAULTS = ("isolate_leader", "cut_leader_from_zookeeper", "isolate_follower", "cut_controller_from_zookeeper",
               "deafen_controller", "kill_leader", "pause_leader", "random_partition")
 
+    DISK_FAULTS = ("fill_disk", "fill_follower_disk")
+
     def random_fault(self, topics: list[str], partitions: int = 1) -> str:
-        name = self.rng.choice(self.FAULTS)
+        name = self.rng.choice(self.FAULTS + (self.DISK_FAULTS if self.disks else ()))
         fault = getattr(self, name)
         if name in ("cut_controller_from_zookeeper", "deafen_controller", "random_partition"):
             fault()
@@ -132,12 +150,15 @@ class Nemesis:
         """Every fault undone: rules removed, paused brokers resumed, killed ones started
         (which waits until their old sessions expired)."""
         self.net.heal()
+        for i in sorted(self.filled):
+            self.disks[i].free()
         for i in sorted(self.paused):
             self.c.resume(i)
         for i in sorted(self.killed):
             self.c.start(i)
         self.paused.clear()
         self.killed.clear()
+        self.filled.clear()
         self.applied.clear()
         self.log("nemesis: healed")
         return "healed"
