@@ -4,7 +4,8 @@ A `History` records, from any thread, what the clients did and saw:
 
     h = History()
     h.send(value, producer="p0", idempotent=True)     # before produce(): values are unique
-    h.acked(value, partition, offset)                  # the delivery report said so
+    h.acked(value, partition, offset)                  # the delivery report said so (offset None:
+                                                       # librdkafka's report of a duplicate)
     h.failed(value, error)                             # an error: indeterminate (it may be in)
     h.polled(consumer, partition, offset, value)       # a record a consumer got
     h.reset(consumer)                                  # its positions moved on purpose (assign, seek)
@@ -15,7 +16,8 @@ beginning up to its log end: `check(h, final, log_end, committed)` returns a `Re
 
 - lost: an acknowledged value missing from the final read.
 - wrong_offset: an acknowledged value found, but not at the offset its ack gave (or
-  another value at that offset).
+  another value at that offset). An ack without an offset (librdkafka reports a batch
+  the broker called a duplicate as delivered, offset unknown) is checked for loss only.
 - duplicate: a value at two offsets. Allowed (and counted, not an anomaly) for a
   non-idempotent producer, whose retries may write twice; an anomaly for an idempotent one.
 - unexpected: a value read (polled or in the final read) that was never sent.
@@ -75,7 +77,7 @@ class History:
                 raise ValueError(f"value {value!r} sent twice: values must be unique")
             self.sends[value] = Send(value, producer, idempotent)
 
-    def acked(self, value: str, partition: int, offset: int) -> None:
+    def acked(self, value: str, partition: int, offset: int | None) -> None:
         with self._lock:
             s = self.sends[value]
             s.status, s.partition, s.offset = "ok", partition, offset
@@ -103,8 +105,10 @@ class History:
             statuses = defaultdict(int)
             for s in self.sends.values():
                 statuses[s.status] += 1
+            no_offset = sum(1 for s in self.sends.values() if s.status == "ok" and s.offset is None)
             return {"sends": len(self.sends), "acked": statuses["ok"], "failed": statuses["failed"],
-                    "pending": statuses["invoked"], "polls": len(self.polls), "commits": len(self.commits)}
+                    "pending": statuses["invoked"], "polls": len(self.polls), "commits": len(self.commits),
+                    "acked_without_offset": no_offset}
 
 
 @dataclasses.dataclass
@@ -128,6 +132,8 @@ class Result:
         head = (f"sends {c['sends']} (acked {c['acked']}, failed {c['failed']}, failed but present "
                 f"{self.failed_present}), polls {c['polls']}, final records {c['final']}, "
                 f"allowed duplicates {self.allowed_duplicates}, anomalies {self.anomaly_count()}")
+        if c.get("acked_without_offset"):
+            head += f", acked without offset {c['acked_without_offset']}"
         if c.get("producer_fatal"):
             head += f", producer fatal errors {c['producer_fatal']}"
         lines = [head]
@@ -203,7 +209,7 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
         places = where.get(s.value)
         if not places:
             anomalies["lost"].append(f"{s.value!r} ({s.producer}) acked at p{s.partition}@{s.offset}")
-        elif (s.partition, s.offset) not in places:
+        elif s.offset is not None and (s.partition, s.offset) not in places:
             there = at.get((s.partition, s.offset))  # type: ignore[arg-type]
             anomalies["wrong_offset"].append(f"{s.value!r} acked at p{s.partition}@{s.offset}, found at {places}"
                                              f"; there: {there!r}")

@@ -189,3 +189,13 @@ def test_replicas_that_diverged():
     r = check(h, final, replica_logs={0: same, 1: {1: b"abcdef", 2: b"abcxef", 3: b"ab"}})
     assert kinds(r) == {"replica_divergence"}, r.summary()
     assert "broker 2" in r.anomalies["replica_divergence"][0] and "byte 3" in r.anomalies["replica_divergence"][0]
+
+
+def test_an_ack_without_offset_is_checked_for_loss_only():
+    h, final = clean()
+    h.send("dup", "idem", True)
+    h.acked("dup", 0, None)
+    assert kinds(check(h, final)) == {"lost"}
+    final[0].append((5, "dup"))
+    r = check(h, final)
+    assert r.ok and r.counts["acked_without_offset"] == 1, r.summary()

@@ -200,7 +200,8 @@ class Workload:
             self.consumer.stop()
 
     def _wait_consumer_caught_up(self, timeout: float) -> None:
-        acked = {(s.partition, s.offset) for s in self.history.sends.values() if s.status == "ok"}
+        acked = {(s.partition, s.offset) for s in list(self.history.sends.values())
+                 if s.status == "ok" and s.offset is not None}
         ends: dict[int, int] = {}
         for p, o in acked:
             ends[p] = max(ends.get(p, -1), o)
