@@ -9,6 +9,7 @@
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
+#   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)
 #
 # Everything lives in .venv; the project is installed editable (meson-python), so
 # editing a .pyx rebuilds the native core on the next import.
@@ -24,8 +25,9 @@ unexport PYTHONDONTWRITEBYTECODE
 # build tools the editable install needs at import time (meson-python rebuilds on import)
 BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" "setuptools>=65" wheel
 # what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper, Maven (it fetches the
-# JVM test dependencies; a JDK 17 is preinstalled)
-SYS_PACKAGES := kcat zookeeper maven
+# JVM test dependencies; a JDK 17 is preinstalled), iptables (the fault tests cut loopback
+# addresses apart: tests/support/netfault.py)
+SYS_PACKAGES := kcat zookeeper maven iptables
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -40,7 +42,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
 .PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
-.PHONY: serve test bench fuzz install install-test sysdeps clean distclean
+.PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean
 
 serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
@@ -74,6 +76,12 @@ bench: $(VENV)/.bench
 fuzz: $(VENV)/.bench
 	$(VPY) bench/fuzz/run.py $(FUZZ_ARGS)
 
+# the long randomized fault run (not in CI; tens of minutes): random network partitions,
+# kill -9, SIGSTOP under load, every history checked (bench/faults/run.py; root, iptables);
+# figures in bench/RESULTS.md. FAULTS_ARGS e.g. "--schedules 100 --seed 7"
+faults: $(VENV)/.test sysdeps
+	$(VPY) bench/faults/run.py $(FAULTS_ARGS)
+
 install: $(VENV)/.runtime
 install-test: $(VENV)/.test
 
@@ -106,6 +114,7 @@ sysdeps:
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

@@ -15,13 +15,21 @@ ChannelError and closes the connection; the next request connects again, after
 hammered). Versions are negotiated with ApiVersions on each new connection: a request
 goes out at the highest version both sides speak, unless the caller names one.
 
+Outgoing connections leave from the address this broker listens on when its listener
+names a specific IP address (`bind_outgoing`, called once at startup; the ZooKeeper client
+uses the same source, see `source_address`): peers and firewalls then see one address per
+broker (useful on multi-homed machines; the fault tests cut brokers apart by address on
+loopback). A wildcard or a host name binds nothing: the kernel chooses, as before.
+
 All methods run on the event loop thread.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
+import socket
 import time
 from typing import Any
 
@@ -36,6 +44,53 @@ from broker.protocol.types import ProtocolDecodeError
 log = logging.getLogger(__name__)
 
 RECV_SIZE = 256 * 1024
+
+
+#: the specific IP address outgoing connections leave from (None: the kernel chooses)
+_source_ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+
+
+def bind_outgoing(listen_host: str | None) -> None:
+    """Outgoing connections of this process (BrokerChannel, the ZooKeeper client) leave
+    from `listen_host` when it is a specific IP address; a wildcard ('', 0.0.0.0, ::),
+    a host name or None binds nothing."""
+    global _source_ip
+    try:
+        ip = ipaddress.ip_address((listen_host or "").strip("[]"))
+    except ValueError:
+        ip = None
+    _source_ip = None if ip is None or ip.is_unspecified else ip
+
+
+def source_address(dest_ip: str) -> tuple[str, int] | None:
+    """(source ip, 0) for a connection to `dest_ip` (an IP address), or None: unbound,
+    also when the source could not reach it (another family, or a loopback source to a
+    destination off this machine)."""
+    src = _source_ip
+    if src is None:
+        return None
+    try:
+        dest = ipaddress.ip_address(dest_ip.split("%", 1)[0])
+    except ValueError:
+        return None
+    if dest.version != src.version or (src.is_loopback and not dest.is_loopback):
+        return None
+    return str(src), 0
+
+
+async def _local_addr(host: str, port: int) -> tuple[str, int] | None:
+    """The source address for a connection to host:port (resolved when a name)."""
+    if _source_ip is None:
+        return None
+    try:
+        return source_address(str(ipaddress.ip_address(host.strip("[]"))))
+    except ValueError:
+        pass
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    for family, *_, sockaddr in infos:
+        if family in (socket.AF_INET, socket.AF_INET6) and (local := source_address(str(sockaddr[0]))):
+            return local
+    return None
 
 
 class ChannelError(Exception):
@@ -129,8 +184,7 @@ class BrokerChannel:
             if wait > 0:
                 await asyncio.sleep(wait)
             try:
-                reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, limit=RECV_SIZE), self.connect_timeout)
+                reader, self._writer = await asyncio.wait_for(self._open(), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 self._last_failure = time.monotonic()
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: "
@@ -152,6 +206,10 @@ class BrokerChannel:
             fut, self._connecting = self._connecting, None
             if not fut.done():
                 fut.set_result(None)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        local = await _local_addr(self.host, self.port)
+        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader(self.max_frame_size)

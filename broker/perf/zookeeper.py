@@ -4,14 +4,15 @@ own data dir. The tests (tests/support/zookeeper.py) and bench/cluster/run.py sh
 as they share broker.perf.local, so scripts need nothing from tests/.
 
     zk = ZooKeeperServer(tmp_path / "zk").start()
-    zk.connect                 # "127.0.0.1:PORT"
+    zk.connect                 # "127.0.0.1:PORT" (host="127.0.0.2": on that address)
     zk.chroot("t1")            # "127.0.0.1:PORT/t1"
     zk.kill(); zk.start()      # SIGKILL, then again on the same port and data dir
     zk.pause(); zk.resume()    # SIGSTOP / SIGCONT
     zk.stop()
 
 Settings are made for fast, bounded tests: tickTime=500 ms so sessions may be as short
-as 1 s (minSessionTimeout=1000), no fsync, no admin server, loopback only, a small heap.
+as 1 s (minSessionTimeout=1000), no fsync, no admin server, loopback only (127.0.0.1, or
+the loopback address `host` names), a small heap.
 Every wait is bounded. The JVM dies with the thread that started it (PR_SET_PDEATHSIG,
 through util-linux's setpriv) and at interpreter exit, whatever happens; its log stays
 in the data dir for failures (`log_tail()`). `own_session=True` puts it in a session of
@@ -48,7 +49,7 @@ initLimit=10
 syncLimit=5
 dataDir={data_dir}
 clientPort={port}
-clientPortAddress=127.0.0.1
+clientPortAddress={host}
 admin.enableServer=false
 4lw.commands.whitelist={words}
 minSessionTimeout={min_session}
@@ -75,10 +76,10 @@ def available() -> str | None:
     return None
 
 
-def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
+def four_letter_word(port: int, word: str, timeout: float = 2.0, host: str = "127.0.0.1") -> str:
     """Sends one of ZooKeeper's four-letter commands; '' when nothing answers."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
             s.sendall(word.encode("ascii"))
             chunks = []
@@ -90,8 +91,9 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
 
 
 class ZooKeeperServer:
-    def __init__(self, directory, port: int | None = None, own_session: bool = False):
+    def __init__(self, directory, port: int | None = None, own_session: bool = False, host: str = "127.0.0.1"):
         self.dir = Path(directory)
+        self.host = host
         self.port = port or free_port()
         self.own_session = own_session
         self.proc: subprocess.Popen[bytes] | None = None
@@ -100,7 +102,7 @@ class ZooKeeperServer:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def chroot(self, name: str) -> str:
         return f"{self.connect}/{name}"
@@ -112,7 +114,7 @@ class ZooKeeperServer:
     def _write_config(self) -> Path:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
-        cfg.write_text(ZOO_CFG.format(tick=TICK_TIME_MS, data_dir=self.dir / "data", port=self.port,
+        cfg.write_text(ZOO_CFG.format(tick=TICK_TIME_MS, data_dir=self.dir / "data", port=self.port, host=self.host,
                                       words=FOUR_LETTER_WORDS, min_session=2 * TICK_TIME_MS))
         (self.dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
         return cfg
@@ -138,7 +140,7 @@ class ZooKeeperServer:
             if proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {proc.returncode}:\n{self.log_tail()}")
             # 'ruok' answers as soon as the socket is open; 'srvr' proves it serves
-            if "Mode: standalone" in four_letter_word(self.port, "srvr", timeout=1.0):
+            if "Mode: standalone" in four_letter_word(self.port, "srvr", timeout=1.0, host=self.host):
                 return self
             time.sleep(0.1)
         self.kill()

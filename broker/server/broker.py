@@ -39,6 +39,7 @@ import os
 import time
 
 from broker.cluster.cache import MetadataCache
+from broker.cluster.channel import bind_outgoing
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore
@@ -77,6 +78,7 @@ class Broker:
         listen_host, listen_port = config.listeners[0]
         self.listen_host = listen_host
         self.listen_port = listen_port
+        bind_outgoing(listen_host)     # to brokers and ZooKeeper: from the listener's address
         self.server = Server(self, listen_host, listen_port)
         self.purgatory = Purgatory()
         self.metadata = MetadataCache(self.broker_id, config)

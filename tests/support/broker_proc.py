@@ -8,7 +8,9 @@
         b.pause(); b.resume()  # SIGSTOP / SIGCONT: alive, silent (its sockets stay open)
         b.terminate(); b.wait()  # SIGTERM without waiting, then wait for the exit
 
-`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard).
+`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard). `host` is the
+loopback address it listens on (default 127.0.0.1; the fault tests give each broker its
+own, from which its connections to other brokers and ZooKeeper then leave too).
 
 Every wait is bounded. The process dies with the thread that started it
 (PR_SET_PDEATHSIG through util-linux's setpriv, so start brokers from the main thread)
@@ -37,8 +39,9 @@ _running: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
                  log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
-                 nofile: int | None = None):
+                 nofile: int | None = None, host: str = "127.0.0.1"):
         self.data_dir = Path(data_dir)
+        self.host = host
         self.config = dict(config or {})
         self.port = port or free_port()
         self.broker_id = broker_id
@@ -55,7 +58,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -65,7 +68,7 @@ class BrokerProcess:
         # SIGKILL when the thread that started it ends, even if this process is killed -9
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}", "--broker-id", str(self.broker_id),
+               "--listen", f"{self.host}:{self.port}", "--broker-id", str(self.broker_id),
                "--log-level", self.log_level, "--event-loop", self.event_loop]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
@@ -105,7 +108,7 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                with BrokerConnection("127.0.0.1", self.port, timeout=2):
+                with BrokerConnection(self.host, self.port, timeout=2):
                     return
             except (ClientError, OSError):
                 time.sleep(0.05)

@@ -28,6 +28,16 @@ Invariants:
   the last answer seen). Every process dies at close(), at interpreter exit and with
   the thread that started it (see broker_proc.py and broker.perf.zookeeper).
 
+Distinct hosts (`distinct_hosts=True`, the fault tests): each broker and ZooKeeper listen
+on an address of their own in 127.0.0.0/8 — ZooKeeper on B.2, broker i on B.(10+i), where
+the block B is `address_block()`, 127.A.C from this process's pid, so that two test runs on
+one machine never share addresses (a string names the block instead, e.g. "127.0.0"). The
+brokers' connections to each other and to ZooKeeper leave from their own address
+(broker.cluster.channel.bind_outgoing), so an iptables rule between two addresses
+(tests/support/netfault.py) cuts exactly that pair. Clients, this harness included,
+connect from 127.0.0.1, which is never cut. Such a cluster starts its own ZooKeeper (or
+takes one on an address of that block). One distinct-host cluster at a time per process.
+
 Until the broker speaks ZooKeeper (`broker serve --zookeeper`, issue 10), every broker
 runs alone with its embedded store: the processes, ports and signals work, but the
 brokers do not see each other. `speaks_zookeeper()` says which; `start()` waits for the
@@ -36,6 +46,7 @@ brokers to register with each other only when they can.
 from __future__ import annotations
 
 import functools
+import os
 import time
 import uuid
 from pathlib import Path
@@ -87,6 +98,17 @@ def poll_until(what: str, probe, timeout: float, interval: float = POLL_INTERVAL
         time.sleep(interval)
 
 
+def address_block(pid: int | None = None) -> str:
+    """'127.A.C': the loopback block of this process's distinct-host clusters (never
+    127.0.0, where 127.0.0.1, the clients' address, lives)."""
+    pid = os.getpid() if pid is None else pid
+    return f"127.{1 + (pid >> 8) % 254}.{pid & 255}"
+
+
+ZOOKEEPER_HOST_SUFFIX = 2
+BROKER_HOST_BASE = 10
+
+
 @functools.cache
 def speaks_zookeeper() -> bool:
     """Whether this build's `broker serve` accepts --zookeeper (the cluster mode)."""
@@ -98,10 +120,16 @@ def speaks_zookeeper() -> bool:
 class Cluster:
     def __init__(self, directory, n: int = 3, zookeeper: ZooKeeperServer | None = None,
                  config: dict | None = None, per_broker: dict[int, dict] | None = None,
-                 chroot: str | None = None, log_level: str = "info"):
+                 chroot: str | None = None, log_level: str = "info", distinct_hosts: bool | str = False):
         self.dir = Path(directory)
+        #: '127.A.C' when each process has its own address (see the module docstring), else None
+        self.block = (distinct_hosts if isinstance(distinct_hosts, str) else address_block()) \
+            if distinct_hosts else None
         self.own_zookeeper = zookeeper is None
-        self.zookeeper = zookeeper or ZooKeeperServer(self.dir / "zookeeper")
+        if self.block is not None and zookeeper is not None and not zookeeper.host.startswith(self.block + "."):
+            raise ValueError(f"distinct hosts: ZooKeeper must listen in {self.block}.0/24, not on {zookeeper.host}")
+        self.zookeeper = zookeeper or ZooKeeperServer(
+            self.dir / "zookeeper", host="127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX}")
         self.chroot = (chroot or f"kb_{uuid.uuid4().hex[:12]}").strip("/")
         self.zk_connect = self.zookeeper.chroot(self.chroot)
         self.coordinated = speaks_zookeeper()
@@ -113,7 +141,8 @@ class Cluster:
         for broker_id in range(1, n + 1):
             cfg = {**self.config, **(per_broker or {}).get(broker_id, {})}
             self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data", config=cfg,
-                                                    broker_id=broker_id, log_level=log_level)
+                                                    broker_id=broker_id, log_level=log_level,
+                                                    host=self.host_of(broker_id))
 
     def __repr__(self) -> str:
         return f"Cluster({self.zk_connect}, {', '.join(f'{i}={self.state(i)}' for i in self.ids)})"
@@ -127,6 +156,14 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def host_of(self, broker_id: int) -> str:
+        """The address broker `broker_id` listens on (and, distinct hosts, connects from)."""
+        return "127.0.0.1" if self.block is None else f"{self.block}.{BROKER_HOST_BASE + broker_id}"
+
+    @property
+    def zk_host(self) -> str:
+        return self.zookeeper.host
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
@@ -221,7 +258,7 @@ class Cluster:
         errors = []
         for i in candidates:
             try:
-                with BrokerConnection("127.0.0.1", self.brokers[i].port, client_id="cluster-harness",
+                with BrokerConnection(self.brokers[i].host, self.brokers[i].port, client_id="cluster-harness",
                                       timeout=timeout) as conn:
                     return i, conn.request(request)
             except (ClientError, KafkaProtocolError, OSError) as exc:

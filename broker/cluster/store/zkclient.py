@@ -30,6 +30,10 @@ multi-op whose first op checks /controller_epoch's zk version, so the writes of 
 controller that lost the election fail with ControllerMoved. Partition states are also
 conditional on their own zk version (the partition epoch): BadVersion.
 
+Source address: kazoo's connections leave from the address the broker listens on when
+it names a specific IP (broker.cluster.channel.bind_outgoing; `_kazoo_client` gives kazoo
+a connection handler that binds), like the broker's connections to other brokers.
+
 Errors: every method raises ZkError subclasses (ZkUnavailable, BrokerIdInUse,
 TopicExists, NoSuchTopic, BadVersion, ControllerMoved), or znodes.ZNodeDataError for a
 znode whose data cannot be decoded. kazoo is imported only here, and only a broker with
@@ -41,6 +45,7 @@ import asyncio
 import enum
 import functools
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -59,7 +64,10 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
+from kazoo.handlers import utils as kazoo_utils
+from kazoo.handlers.threading import SequentialThreadingHandler
 
+from broker.cluster.channel import source_address
 from broker.cluster.store.znodes import (
     INT64_MAX,
     PERSISTENT_PATHS,
@@ -119,6 +127,30 @@ RETRY_BACKOFF_S = 0.02
 # kazoo's own reconnection: at once, then backing off to at most a second between tries
 _CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 _RETRIABLE = (ConnectionLoss, SessionExpiredError)
+
+
+class _BoundSockets:
+    """The `socket` module as kazoo's connection code uses it, except that
+    create_connection leaves from the source address for the destination."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+    @staticmethod
+    def create_connection(address: tuple[str, int], timeout: float | None = None) -> socket.socket:
+        return socket.create_connection(address, timeout, source_address=source_address(address[0]))
+
+
+class _BoundHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, its connections bound to the broker's address."""
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        return cast(socket.socket, kazoo_utils.create_tcp_connection(_BoundSockets(), *args, **kwargs))
+
+
+def _kazoo_client(hosts: str, timeout_s: float, **kwargs: Any) -> KazooClient:
+    """A KazooClient whose connections leave from this broker's address (see above)."""
+    return KazooClient(hosts=hosts, timeout=timeout_s, handler=_BoundHandler(), **kwargs)
 
 
 class ZkError(Exception):
@@ -279,8 +311,8 @@ class KafkaZkClient:
         the chroot if missing, then Kafka's persistent paths."""
         self._loop = asyncio.get_running_loop()
         self._closing = False
-        self._kazoo = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000,
-                                  connection_retry=dict(_CONNECTION_RETRY))
+        self._kazoo = _kazoo_client(self.connect, self.session_timeout_ms / 1000,
+                                    connection_retry=dict(_CONNECTION_RETRY))
         self._kazoo.add_listener(self._kazoo_state)
         self._kazoo.start_async()
         try:
@@ -335,7 +367,7 @@ class KafkaZkClient:
     async def _create_chroot(self) -> None:
         """Kafka creates a missing chroot with a client outside it, then uses it."""
         def create() -> None:
-            outside = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+            outside = _kazoo_client(self.hosts, self.session_timeout_ms / 1000)
             try:
                 outside.start(timeout=self.connection_timeout_ms / 1000)
                 outside.ensure_path(self.chroot)
