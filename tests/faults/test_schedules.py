@@ -124,16 +124,23 @@ def test_leader_cut_from_zookeeper_only(cluster, net):
 
 
 def test_follower_isolated_past_the_lag_time_then_healed(cluster, net):
+    # the follower leads nothing of the topic and is not the controller: it is isolated as
+    # a follower only (an isolated leader is the first schedule)
+    controller = cluster.wait_for_controller(timeout=30)
+    follower = next(i for i in cluster.ids if i != controller)
+    leader = next(i for i in cluster.ids if i not in (controller, follower))
+
     def fault(n: Nemesis, topic: str) -> None:
-        leader = n.leader(topic, 0)
-        follower = n.isolate_follower(topic, 0, not_controller=True)
+        n.net.isolate(n.host(follower), n.others(follower))
+        n._did(f"follower {follower} of {topic} isolated from the brokers")
 
         def shrunk():
             isr = cluster.isr_of(topic, 0, via=leader)
             return follower not in isr, isr, f"ISR {isr} at leader {leader}"
         isr = poll_until(f"follower {follower} out of the ISR", shrunk, timeout=20)
         print(f"ISR without follower {follower}: {isr}")
-    r = run_schedule(cluster, net, "isolated-follower", 1603, fault, hold_s=2)
+    r = run_schedule(cluster, net, "isolated-follower", 1603, fault, hold_s=2,
+                     assignment=[[leader, controller, follower], [controller, leader, follower]])
     assert r.ok, r.summary()
 
 
@@ -194,3 +201,4 @@ def test_isr_expansion_whose_zookeeper_answer_is_lost(cluster, net):
         print(f"with {follower} alone: {views(c, topic)}")
     r = run_schedule(c, net, "lost-isr-answer", 1607, fault, hold_s=0)
     assert r.ok, r.summary()
+

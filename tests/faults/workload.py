@@ -105,7 +105,11 @@ class _Producer:
         """Stops sending and waits for every delivery report; how many never came."""
         self.stopping.set()
         self.thread.join(10)
-        return self.producer.flush(flush_s)
+        left = self.producer.flush(flush_s)
+        # librdkafka's client goes when its last reference does (no reconnecting to
+        # brokers of a cluster long gone): the callbacks it holds point back here
+        self.producer = None
+        return left
 
 
 class _Consumer:
