@@ -4,8 +4,10 @@ checker (tests/faults/checker.py) and asserted.
 - acks=1: the leader acknowledges a record once it alone has it. Cut from its followers
   and ZooKeeper (clients still reach it), it goes on acknowledging; the controller elects
   a follower once its session expires; healed, it truncates to the new leader's log. Lost:
-  records it acknowledged after the cut, and only those (everything acknowledged before
-  the cut was below the high watermark, hence on every ISR member). A consumer never sees
+  records it acknowledged after the cut began (until, healed, it learned of the new
+  leader), and only those: everything acknowledged before the cut was below the high
+  watermark, hence on every ISR member, and nothing once it follows again. (A producer
+  keeps writing to it during the cut: its own metadata names itself.) A consumer never sees
   a lost record (the isolated leader's high watermark cannot move: its ISR cannot shrink
   without the controller), and at the end every replica holds the same log.
 - Unclean election: with min.insync.replicas=1, a leader whose follower fell out of the
