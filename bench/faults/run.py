@@ -130,6 +130,7 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args, disks: dict) -> di
             "recovered_s": round(recovered, 1), "counts": result.counts, "ok": result.ok,
             "anomalies": {k: v for k, v in result.anomalies.items() if v},
             "allowed_duplicates": result.allowed_duplicates, "failed_present": result.failed_present,
+            "epoch_bump_duplicates": result.epoch_bump_duplicates,
             "summary": result.summary(), "log": lines}
 
 
@@ -205,6 +206,7 @@ def main(argv=None) -> int:
         "faults": sum(len(r["faults"]) for r in results),
         "anomalies": sum(kinds.values()), "anomalies_by_kind": dict(kinds),
         "allowed_duplicates": sum(r["allowed_duplicates"] for r in results),
+        "epoch_bump_duplicates": sum(r.get("epoch_bump_duplicates", 0) for r in results),
         "failed_seeds": failed, "minutes": round((time.monotonic() - t_start) / 60, 1),
     }
     print("\nsummary: " + json.dumps(summary, indent=1), flush=True)

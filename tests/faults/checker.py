@@ -19,7 +19,13 @@ beginning up to its log end: `check(h, final, log_end, committed)` returns a `Re
   another value at that offset). An ack without an offset (librdkafka reports a batch
   the broker called a duplicate as delivered, offset unknown) is checked for loss only.
 - duplicate: a value at two offsets. Allowed (and counted, not an anomaly) for a
-  non-idempotent producer, whose retries may write twice; an anomaly for an idempotent one.
+  non-idempotent producer, whose retries may write twice; an anomaly for an idempotent one,
+  unless its copies carry different producer epochs (read from the replicas' batches): a
+  broker deduplicates within one (producer id, epoch) only, and librdkafka bumps its
+  idempotent producer's epoch itself after some errors (KIP-360; librdkafka issue 4953),
+  re-sending what may already be written under the new epoch. Those are counted apart
+  (`epoch_bump_duplicates`); without the replicas' logs every idempotent duplicate is an
+  anomaly.
 - unexpected: a value read (polled or in the final read) that was never sent.
 - offset_gap / offset_order: the final read of a partition is not dense from its first
   offset (no transactions, no compaction here: every offset holds a record), or an
@@ -43,6 +49,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import defaultdict
+
+from broker.native import CorruptRecordError, iter_batches
 
 ANOMALIES = ("lost", "wrong_offset", "duplicate", "unexpected", "offset_gap", "offset_order",
              "nonmonotonic_poll", "poll_skip", "truncated_read", "commit_ahead", "replica_divergence")
@@ -119,6 +127,8 @@ class Result:
     allowed_duplicates: int = 0
     #: failed (indeterminate) sends found in the final read
     failed_present: int = 0
+    #: values an idempotent producer wrote twice, each copy under another producer epoch
+    epoch_bump_duplicates: int = 0
 
     @property
     def ok(self) -> bool:
@@ -132,6 +142,8 @@ class Result:
         head = (f"sends {c['sends']} (acked {c['acked']}, failed {c['failed']}, failed but present "
                 f"{self.failed_present}), polls {c['polls']}, final records {c['final']}, "
                 f"allowed duplicates {self.allowed_duplicates}, anomalies {self.anomaly_count()}")
+        if self.epoch_bump_duplicates:
+            head += f", idempotent duplicates across producer epochs {self.epoch_bump_duplicates}"
         if c.get("acked_without_offset"):
             head += f", acked without offset {c['acked_without_offset']}"
         if c.get("producer_fatal"):
@@ -187,8 +199,9 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
     for p, records in final.items():
         ends.setdefault(p, records[-1][0] + 1 if records else 0)
 
-    failed_present = allowed_dups = 0
+    failed_present = allowed_dups = bump_dups = 0
     unexpected: set[str] = set()
+    epochs = producer_epochs(replica_logs)
     for value, places in where.items():
         s = sends.get(value)
         if s is None:
@@ -199,7 +212,12 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
             failed_present += 1
         if len(places) > 1:
             if s.idempotent:
-                anomalies["duplicate"].append(f"{value!r} ({s.producer}, idempotent) at {places}")
+                copies = [epochs.get(place) for place in places]
+                if None not in copies and len(set(copies)) == len(copies):
+                    bump_dups += 1
+                else:
+                    anomalies["duplicate"].append(f"{value!r} ({s.producer}, idempotent) at {places}, "
+                                                  f"producer epochs {copies}")
             else:
                 allowed_dups += 1
 
@@ -249,4 +267,24 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
 
     counts = history.counts()
     counts["final"] = sum(len(r) for r in final.values())
-    return Result(counts, anomalies, allowed_duplicates=allowed_dups, failed_present=failed_present)
+    return Result(counts, anomalies, allowed_duplicates=allowed_dups, failed_present=failed_present,
+                  epoch_bump_duplicates=bump_dups)
+
+
+def producer_epochs(replica_logs: dict[int, dict[int, bytes]] | None) -> dict[tuple[int, int], int]:
+    """(partition, offset) -> the producer epoch of its batch, from one replica's log of
+    each partition (records of no producer id left out). A log that does not parse as
+    record batches gives nothing: its duplicates stay anomalies."""
+    out: dict[tuple[int, int], int] = {}
+    for p, logs in (replica_logs or {}).items():
+        if not logs:
+            continue
+        data = max(logs.values(), key=len)
+        try:
+            for b in iter_batches(memoryview(data)):
+                if b.producer_id >= 0:
+                    for offset in range(b.base_offset, b.next_offset):
+                        out[(p, offset)] = b.producer_epoch
+        except (ValueError, CorruptRecordError):
+            continue
+    return out

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.native import BatchBuilder
 from tests.faults.checker import History, check
 
 
@@ -199,3 +200,26 @@ def test_an_ack_without_offset_is_checked_for_loss_only():
     final[0].append((5, "dup"))
     r = check(h, final)
     assert r.ok and r.counts["acked_without_offset"] == 1, r.summary()
+
+
+def _log(*batches: tuple[int, int, int, str]) -> bytes:
+    """Batches of one record each: (offset, producer id, producer epoch, value)."""
+    out = bytearray()
+    for offset, pid, epoch, value in batches:
+        b = BatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=epoch, base_sequence=0 if pid >= 0 else -1)
+        b.append(1000, None, value.encode())
+        out += b.build()
+    return bytes(out)
+
+
+def test_an_idempotent_duplicate_across_producer_epochs_is_counted_not_flagged():
+    h, final = clean()
+    final[0].append((5, "v0"))                   # v0 (idempotent, offset 0) written again at 5
+    assert kinds(check(h, final)) == {"duplicate"}             # epochs unknown: an anomaly
+    p0 = [(o, 7, 0, v) for o, v in final[0][:5]]
+    bumped = _log(*p0, (5, 7, 1, "v0"))          # the copy under epoch 1: a client's epoch bump
+    r = check(h, final, replica_logs={0: {1: bumped, 2: bumped}})
+    assert r.ok and r.epoch_bump_duplicates == 1, r.summary()
+    same = _log(*p0, (5, 7, 0, "v0"))            # the same epoch: the broker should have known
+    r = check(h, final, replica_logs={0: {1: same, 2: same}})
+    assert kinds(r) == {"duplicate"} and r.epoch_bump_duplicates == 0, r.summary()
