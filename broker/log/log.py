@@ -169,6 +169,7 @@ class LeaderEpochCache:
     def __init__(self, path: str):
         self.checkpoint = LeaderEpochCheckpoint(path)
         self.unreadable = False
+        self.dirty = False           # the entries in memory are not all in the checkpoint
         try:
             self.entries: list[tuple[int, int]] = self.checkpoint.read()
         except (ValueError, OSError) as exc:
@@ -181,16 +182,33 @@ class LeaderEpochCache:
         return self.entries[-1][0] if self.entries else -1
 
     def assign(self, epoch: int, start_offset: int) -> None:
+        """A new latest epoch starting at start_offset (older or equal epochs: nothing).
+        The entry is in memory whatever happens; a failed checkpoint write raises OSError
+        and leaves the cache `dirty`, to be written before anything is appended
+        (`store_if_dirty`)."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
         self.entries.append((epoch, start_offset))
-        self.checkpoint.write(self.entries, fsync=True)
+        self._store(fsync=True)
+
+    def store_if_dirty(self) -> None:
+        """Writes (fsynced) the entries an earlier write failed to store."""
+        if self.dirty:
+            self._store(fsync=True)
+
+    def _store(self, fsync: bool) -> None:
+        try:
+            self.checkpoint.write(self.entries, fsync=fsync)
+        except OSError:
+            self.dirty = True
+            raise
+        self.dirty = False
 
     def rebuild(self, entries: list[tuple[int, int]]) -> None:
         """Replaces the entries (Log.load, from the batches) and writes them, fsynced."""
         self.entries = entries
         self.unreadable = False
-        self.checkpoint.write(self.entries, fsync=True)
+        self._store(fsync=True)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka's LeaderEpochFileCache.endOffsetFor (the
@@ -223,7 +241,7 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self.checkpoint.write(self.entries, fsync=False)
+            self._store(fsync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
         if not self.entries:
@@ -234,7 +252,7 @@ class LeaderEpochCache:
             kept.insert(0, (prior[-1][0], start_offset))
         if kept != self.entries:
             self.entries = kept
-            self.checkpoint.write(self.entries, fsync=False)
+            self._store(fsync=False)
 
 
 def epochs_from_batches(segments: list[Segment], entries: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -507,8 +525,11 @@ class Log:
             for batch in iter_batches(mv):
                 batch.set_log_append_time(append_time)
             max_ts = append_time
+        # the epoch is in the checkpoint before any record of it is on disk (Kafka's
+        # maybeAssignEpochStartOffset precedes the append)
+        if self._epoch_to_store(leader_epoch):
+            self._write("writing the leader epochs of", self._store_epoch, leader_epoch, base)
         self._append(mv, next_offset, max_ts)
-        self._write("writing the leader epochs of", self.leader_epochs.assign, leader_epoch, base)
         if producer_batches is not None:
             self.producer_state.update(producer_batches)      # the views show the assigned offsets
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
@@ -539,9 +560,10 @@ class Log:
             return end
         # a fetch response may end in a partial batch (the leader cuts at max_bytes): only
         # whole batches are appended, as Kafka's follower trims the invalid tail
-        self._append(mv[:valid], last_end, -1)
         for epoch, start in epochs:
-            self._write("writing the leader epochs of", self.leader_epochs.assign, epoch, start)
+            if self._epoch_to_store(epoch):
+                self._write("writing the leader epochs of", self._store_epoch, epoch, start)
+        self._append(mv[:valid], last_end, -1)
         self.producer_state.update(producer_batches)     # a follower takes the leader's word
         return last_end
 
@@ -571,6 +593,27 @@ class Log:
         if self.dir_health.error is not None:
             self.dir_health.succeeded()
         return result
+
+    def _epoch_to_store(self, epoch: int) -> bool:
+        return self.leader_epochs.dirty or epoch > self.leader_epochs.latest_epoch
+
+    def _store_epoch(self, epoch: int, start_offset: int) -> None:
+        self.leader_epochs.store_if_dirty()
+        self.leader_epochs.assign(epoch, start_offset)
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
+        """A replica becoming leader starts its epoch at its log end (Kafka's makeLeader).
+        The epoch is taken in memory even when its checkpoint cannot be written (a full
+        disk): the write is reported to the dir's health and tried again before the next
+        append, which fails (KAFKA_STORAGE_ERROR) while it cannot be written — no record
+        of the epoch reaches the disk before the epoch does. False when the write failed."""
+        if not self._epoch_to_store(epoch):
+            return True
+        try:
+            self._write("writing the leader epochs of", self._store_epoch, epoch, start_offset)
+        except LogStorageError:
+            return False
+        return True
 
     def _segment_age_exceeded(self, seg: Segment, incoming_timestamp: int = -1) -> bool:
         """segment.ms as Kafka measures it: from the first batch's timestamp to the incoming

@@ -140,7 +140,7 @@ class Partition:
         """Kafka's makeLeader: the epoch starts at the log end; every follower's position
         is unknown, those in the ISR count as caught up now (not shrunk at once)."""
         self.leader_epoch_start_offset = self.log.log_end_offset
-        self.log.leader_epochs.assign(self.state.leader_epoch, self.log.log_end_offset)
+        self.log.assign_leader_epoch(self.state.leader_epoch, self.log.log_end_offset)
         now = self.clock()
         self.followers = {r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
                           for r in self.state.replicas if r != self.broker_id}

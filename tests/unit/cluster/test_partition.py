@@ -392,3 +392,38 @@ def test_a_former_leader_that_appended_nothing_in_its_epoch_does_not_diverge_aft
     a.truncate_to(4)
     assert a_log.leader_epochs.entries == [(1, 0)]
     assert b.diverging_epoch(4, a_log.leader_epochs.latest_epoch) is None
+
+
+# ---------------------------------------------------------------- a full disk at a leadership change
+
+
+def test_a_replica_becomes_leader_whole_when_its_epoch_checkpoint_cannot_be_written(tmp_path, monkeypatch):
+    # found by the long fault run: a full disk made the epoch checkpoint's write raise in
+    # the middle of becoming leader, the LeaderAndIsr was answered KAFKA_STORAGE_ERROR, the
+    # group coordinator never loaded its partition and offset fetches timed out for good
+    import errno
+
+    from broker.log.checkpoints import LeaderEpochCheckpoint
+    from broker.log.log import LogStorageError
+    real = LeaderEpochCheckpoint.write
+    full = [True]
+
+    def write(self, entries, fsync=True):
+        if full[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, entries, fsync=fsync)
+
+    part, _ = make(tmp_path, leader=2)
+    part.log.append_as_follower(batch(3, partition_leader_epoch=0))
+    monkeypatch.setattr(LeaderEpochCheckpoint, "write", write)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 1, [1, 2, 3]))      # now it leads, epoch 1
+    assert part.is_leader and set(part.followers) == {2, 3} and part.leader_epoch_start_offset == 3
+    assert part.log.leader_epochs.entries[-1] == (1, 3) and part.log.dir_health.error is not None
+    # no record of epoch 1 reaches the disk before epoch 1 does
+    with pytest.raises(LogStorageError):
+        part.append_as_leader(batch(2), 1)
+    assert part.log.log_end_offset == 3
+    full[0] = False                                   # space again: the next append stores the epoch first
+    part.append_as_leader(batch(2), 1)
+    assert part.log.log_end_offset == 5 and part.log.dir_health.error is None
+    assert LeaderEpochCheckpoint(str(tmp_path / "t-0" / "leader-epoch-checkpoint")).read() == [(0, 0), (1, 3)]
