@@ -36,6 +36,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -136,6 +137,8 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args, disks: dict) -> di
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # SIGTERM (a timeout, kill) ends the run through its finally: rules removed, brokers stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for what in (netfault.available(), zookeeper_available()):
         if what is not None:
             print(f"cannot run: {what} is missing", file=sys.stderr)
