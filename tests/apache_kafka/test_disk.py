@@ -40,16 +40,21 @@ BASE_TS = int(time.time()) // 60 * 60_000 - 600_000
 
 
 def produce_idempotent(bootstrap: str, topic: str, partitions: int, per_partition: int, value_bytes: int,
-                       compression: str) -> dict[int, list[tuple]]:
+                       compression: str, compressible: bool = False) -> dict[int, list[tuple]]:
     """confluent-kafka, idempotent, small batches: partition -> [(key, value, timestamp, header)].
-    A value is half random hex, half a run of dots: compression shrinks a batch of several."""
+    A value is random hex (compression shrinks it to about half), or with `compressible`
+    half random hex and half a run of dots (a batch of several shrinks for sure)."""
     import confluent_kafka as ck
     p = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": compression,
                      "linger.ms": 5, "batch.num.messages": 20})
     sent: dict[int, list[tuple]] = {q: [] for q in range(partitions)}
     for i in range(partitions * per_partition):
         part = i % partitions
-        key, value, ts, header = f"k{i}".encode(), (os.urandom(value_bytes // 4).hex() + "." * (value_bytes - value_bytes // 4 * 2)).encode(), BASE_TS + i, str(i)
+        if compressible:
+            value = (os.urandom(value_bytes // 4).hex() + "." * (value_bytes - value_bytes // 4 * 2)).encode()
+        else:
+            value = os.urandom(value_bytes // 2).hex().encode()
+        key, ts, header = f"k{i}".encode(), BASE_TS + i, str(i)
         p.produce(topic, key=key, value=value, partition=part, timestamp=ts, headers=[("h", header.encode())])
         sent[part].append((key, value, ts, header))
         p.poll(0)
@@ -66,7 +71,7 @@ def test_kafka_reads_the_files_kbroker_wrote(tmp_path, topic):
         with Cluster(kb.bootstrap) as c:
             c.create_topic(topic, 2, 1, {"segment.bytes": "16384", "index.interval.bytes": "512"})
             topic_id = c.topic(topic, wait_s=10).topic_id
-        sent = produce_idempotent(kb.bootstrap, topic, 2, PER_PARTITION, 80, "lz4")
+        sent = produce_idempotent(kb.bootstrap, topic, 2, PER_PARTITION, 80, "lz4", compressible=True)
         assert simple_commit(kb.bootstrap, f"{topic}-g", topic, {0: 123}, metadata="m") == {0: 0}
     data = tmp_path / "data"
     parts = [data / f"{topic}-{p}" for p in (0, 1)]
