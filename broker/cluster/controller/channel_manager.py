@@ -18,6 +18,8 @@ after a growing backoff, REFUSED_RETRIES times at most, the queue waiting behind
 keep the order (Kafka's controller keeps a request in the broker's queue until it is
 answered). STALE_CONTROLLER_EPOCH says this controller has been replaced: it is not
 sent again, and `on_stale(broker id)` lets the controller check its election.
+STALE_BROKER_EPOCH says the broker registered again since the controller read its
+registration: `on_stale_broker(broker id)` has the controller read the registrations again.
 
 `RequestBatch` collects what one controller event decided — LeaderAndIsr per broker,
 UpdateMetadata for a set of brokers, StopReplica per broker — and turns it into at most
@@ -91,6 +93,9 @@ class _BrokerQueue:
                     log.info("controller: broker %d refused a %s: it knows a newer controller epoch",
                              self.broker.broker_id, type(request).__name__)
                     self.manager.on_stale(self.broker.broker_id)
+                if error == ErrorCode.STALE_BROKER_EPOCH and self.manager.on_stale_broker is not None:
+                    # it registered again (a new broker epoch) and the controller missed it
+                    self.manager.on_stale_broker(self.broker.broker_id)
                 if error not in RETRIABLE_REFUSALS:
                     break
                 log.info("controller: broker %d refused a %s (%s); sending it again in %.1f s",
@@ -134,11 +139,13 @@ class _BrokerQueue:
 
 class ControllerChannelManager:
     def __init__(self, broker_id: int, local: LocalDelivery, request_timeout: float = 30.0,
-                 on_stale: Callable[[int], None] | None = None):
+                 on_stale: Callable[[int], None] | None = None,
+                 on_stale_broker: Callable[[int], None] | None = None):
         self.broker_id = broker_id
         self.local = local
         self.request_timeout = request_timeout
         self.on_stale = on_stale
+        self.on_stale_broker = on_stale_broker
         self._queues: dict[int, _BrokerQueue] = {}
 
     def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:

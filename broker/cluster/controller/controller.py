@@ -112,7 +112,8 @@ class Controller:
         self.config = config
         self.store = store
         self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000,
-                                                 on_stale=self._on_stale_epoch)
+                                                 on_stale=self._on_stale_epoch,
+                                                 on_stale_broker=self._on_stale_broker_epoch)
         self.ctx: ControllerContext | None = None
         self.on_resign = on_resign
         self._events: asyncio.Queue[_Event] = asyncio.Queue()
@@ -124,6 +125,7 @@ class Controller:
         self._uncertain: set[str] = set()       # topics with a state write of unknown outcome
         self._reconcile_pending = False
         self._checking_epoch = False
+        self._rereading_brokers = False
         self.failovers = 0
 
     @property
@@ -269,6 +271,20 @@ class Controller:
 
     def _on_controller_change(self, _controller_id: int | None) -> None:
         self._enqueue(self._maybe_elect)
+
+    def _on_stale_broker_epoch(self, broker_id: int) -> None:
+        """A broker refused a request for a broker epoch older than its own, or claimed a
+        newer one: it registered again and this controller missed the change. The
+        registrations are read again (a bounced broker is then handled as one)."""
+        if not self._rereading_brokers and self.ctx is not None:
+            log.info("controller %d: broker %d has a newer registration than known; reading the brokers again",
+                     self.broker_id, broker_id)
+            self._rereading_brokers = True
+            self._enqueue_if_active(self._reread_brokers)
+
+    async def _reread_brokers(self) -> None:
+        self._rereading_brokers = False
+        await self._on_broker_change()
 
     def _on_stale_epoch(self, broker_id: int) -> None:
         """A broker refused a request with STALE_CONTROLLER_EPOCH: it knows a newer
@@ -684,6 +700,8 @@ class Controller:
         if b is None or b.epoch != broker_epoch:
             # the sender must prove it is the live registration of that broker id (Kafka
             # accepts -1 from old versions; nothing here sends it)
+            if b is not None and broker_epoch > b.epoch:
+                self._on_stale_broker_epoch(broker_id)
             return ErrorCode.STALE_BROKER_EPOCH, {}
         asked = {TopicPartition(c[0], c[1]): c for c in changes}
 

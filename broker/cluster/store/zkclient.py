@@ -601,10 +601,12 @@ class KafkaZkClient:
 
     @_public
     async def watch_broker_ids(self, callback: Callable[[frozenset[int]], None]) -> frozenset[int]:
-        """The registered broker ids now; callback(ids) on each change."""
+        """The registered broker ids now; callback(ids) each time the registrations change,
+        also when the ids read are the same: a broker whose session expired and that
+        registered again before the read (its broker epoch changed; the caller compares)."""
         async def read(watcher: KazooWatcher) -> frozenset[int]:
             return frozenset(_broker_ids(await self._children(BrokerIdsZNode.PATH, watcher)))
-        return (await self._watch(read, callback))[1]
+        return (await self._watch(read, callback, deliver_equal=True))[1]
 
     # ------------------------------------------------------------ controller
 

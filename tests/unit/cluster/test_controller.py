@@ -535,6 +535,33 @@ def test_a_broker_that_knows_a_newer_controller_epoch_makes_the_controller_check
     run(main())
 
 
+def test_a_broker_refusing_a_stale_broker_epoch_has_the_controller_read_the_brokers_again(tmp_path):
+    # found by the long fault run: broker 3's session expired while the controller was cut
+    # from ZooKeeper; it registered again under a new broker epoch and the controller never
+    # learned it: every LeaderAndIsr it sent was refused STALE_BROKER_EPOCH, every
+    # AlterPartition of broker 3 too, and broker 3 never rejoined an ISR
+    async def main():
+        c, store = await start(tmp_path)
+        await store.create_topic("t", __import__("uuid").uuid4(), {0: [3, 1, 2]}, {})
+        await settle(c)
+        old = c.ctx.brokers[3].epoch
+        store.epochs[3] = old + 50                           # re-registered, no watch event seen
+        c.channels.sent.clear()
+        c._on_stale_broker_epoch(3)                          # its refusal of a request
+        await settle(c)
+        assert c.ctx.brokers[3].epoch == old + 50
+        to_3 = [r for b, r in c.channels.take(LeaderAndIsrRequest) if b == 3]
+        assert to_3 and all(r.broker_epoch == old + 50 for r in to_3)
+        # an AlterPartition claiming the newer registration has the same effect
+        store.epochs[3] = old + 60
+        err, _ = await c.alter_partition(3, old + 60, [])
+        assert err == ErrorCode.STALE_BROKER_EPOCH
+        await settle(c)
+        assert c.ctx.brokers[3].epoch == old + 60
+        await c.shutdown()
+    run(main())
+
+
 class LaggingStore:
     """The ZooKeeper server a broker is connected to, behind the leader: its reads show the
     previous controller until a sync() makes it catch up."""
