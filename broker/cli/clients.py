@@ -149,7 +149,8 @@ def _controller_epoch(connect: str) -> int | None:
     """/controller_epoch, read from ZooKeeper (no Kafka request carries it)."""
     import asyncio
 
-    from broker.cluster.store.zkclient import KafkaZkClient, ZkError
+    from broker.cluster.store.errors import StoreError
+    from broker.cluster.store.zkclient import KafkaZkClient
 
     async def read():
         zk = KafkaZkClient(connect, session_timeout_ms=10000, connection_timeout_ms=10000)
@@ -161,7 +162,7 @@ def _controller_epoch(connect: str) -> int | None:
             await zk.close()
     try:
         return asyncio.run(read())
-    except ZkError as exc:
+    except StoreError as exc:
         raise CliError(f"cannot read the controller epoch: {exc}") from None
 
 

@@ -54,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for line in config.warnings:
         logging.getLogger("broker").warning("%s", line)
-    from broker.cluster.store.file import MetadataFileError
+    from broker.cluster.store.errors import MetadataFileError
     from broker.log.manager import LogDirError
     from broker.server.broker import BrokerStartupError, run_broker
     from broker.server.loop import run

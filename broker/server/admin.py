@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
+from broker.cluster.store.errors import BadVersion, NoSuchTopic, StoreUnavailable, TopicExists
 from broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from broker.log.manager import LogDirError, validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -47,10 +48,8 @@ def _store_unavailable_times_out(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return await fn(*args, **kwargs)
-        except Exception as exc:
-            if type(exc).__name__ == "ZkUnavailable":      # without importing kazoo on a broker alone
-                raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
-            raise
+        except StoreUnavailable as exc:
+            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
     return wrapper
 
 class TopicAdmin:
@@ -127,10 +126,8 @@ class TopicAdmin:
         self._fits(assignment)
         try:
             await self.store.create_topic(name, random_uuid(), assignment, configs)
-        except Exception as exc:
-            if type(exc).__name__ == "TopicExists":
-                raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
-            raise
+        except TopicExists:
+            raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
         log.info("created topic %s (%d partitions, replication factor %d)", name, len(assignment),
                  len(next(iter(assignment.values()))))
         if not wait:
@@ -165,10 +162,8 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             await self.store.mark_topic_for_deletion(name)
-        except Exception as exc:
-            if type(exc).__name__ == "NoSuchTopic":
-                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
-            raise
+        except NoSuchTopic:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         log.info("topic %s marked for deletion", name)
         if not await self.metadata.wait_for(lambda: self.metadata.topic(name) is None, self._timeout(timeout_ms)):
             raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
@@ -183,10 +178,8 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             topic_id, existing, version = await self.store.get_topic(name)
-        except Exception as exc:
-            if type(exc).__name__ == "NoSuchTopic":
-                raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
-            raise
+        except NoSuchTopic:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         current = len(existing)
         if count <= current:
             raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS,
@@ -209,11 +202,9 @@ class TopicAdmin:
         full = {**{p: list(r) for p, r in existing.items()}, **new}
         try:
             await self.store.set_topic_assignment(name, topic_id, full, version)
-        except Exception as exc:
-            if type(exc).__name__ == "BadVersion":
-                raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                                         f"the assignment of '{name}' changed meanwhile; try again") from None
-            raise
+        except BadVersion:
+            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"the assignment of '{name}' changed meanwhile; try again") from None
         if not await self.metadata.wait_for(lambda: self._is_online(name, count), self._timeout(timeout_ms)):
             raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
                                      f"The new partitions of '{name}' have no leader yet.")

@@ -45,6 +45,7 @@ from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore
 from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, EndPoint
 from broker.config import BrokerConfig
@@ -145,10 +146,8 @@ class Broker:
                      self.config["zookeeper.connect"], timeout_ms)
         try:
             await self._store.start()
-        except Exception as exc:
-            if type(exc).__name__ == "ZkUnavailable":
-                raise BrokerStartupError(str(exc)) from None
-            raise
+        except StoreUnavailable as exc:
+            raise BrokerStartupError(str(exc)) from None
         self._store.add_session_listener(self._session_event)
         # the cluster id: ZooKeeper's (or the embedded store's) and the data dirs' must agree
         local = self.logs.read_cluster_id()
@@ -213,9 +212,7 @@ class Broker:
             self.metadata.preset_topic_configs(name, await self.store.get_topic_configs(name))
             try:
                 topic_id, _assignment, _version = await self.store.get_topic(name)
-            except Exception as exc:
-                if type(exc).__name__ != "NoSuchTopic":
-                    raise
+            except NoSuchTopic:
                 continue
             if topic_id is not None:
                 ids[name] = topic_id
@@ -229,13 +226,11 @@ class Broker:
     async def _register(self) -> None:
         try:
             self.broker_epoch = await self.store.register_broker(self._registration())
-        except Exception as exc:
-            if type(exc).__name__ == "BrokerIdInUse":
-                self.server.stop_listening()
-                self.logs.shutdown()
-                raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by a running broker "
-                                         f"({exc}); refusing to start") from None
-            raise
+        except BrokerIdInUse as exc:
+            self.server.stop_listening()
+            self.logs.shutdown()
+            raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by a running broker "
+                                     f"({exc}); refusing to start") from None
         self.replicas.broker_epoch = self.broker_epoch
 
     def _session_event(self, event) -> None:

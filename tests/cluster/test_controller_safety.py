@@ -17,7 +17,8 @@ import uuid
 
 import pytest
 
-from broker.cluster.store.zkclient import BadVersion, KafkaZkClient
+from broker.cluster.store.errors import BadVersion
+from broker.cluster.store.zkclient import KafkaZkClient
 from broker.cluster.store.znodes import LeaderIsrState
 
 pytestmark = pytest.mark.timeout(60)

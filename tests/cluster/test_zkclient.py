@@ -18,17 +18,16 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cluster.store.zkclient import (
+from broker.cluster.store.errors import (
     BadVersion,
     BrokerIdInUse,
     ControllerMoved,
-    KafkaZkClient,
     NoSuchTopic,
-    SessionEvent,
+    StoreError,
+    StoreUnavailable,
     TopicExists,
-    ZkError,
-    ZkUnavailable,
 )
+from broker.cluster.store.zkclient import KafkaZkClient, SessionEvent
 from broker.cluster.store.znodes import (
     BrokerIdZNode,
     BrokerRegistration,
@@ -127,11 +126,11 @@ async def test_unreachable_zookeeper_raises_after_the_connection_timeout():
     connect = f"127.0.0.1:{free_port()}/kb"       # nothing listens there
     zk = KafkaZkClient(connect, connection_timeout_ms=1500)
     started = time.monotonic()
-    with pytest.raises(ZkUnavailable) as e:
+    with pytest.raises(StoreUnavailable) as e:
         await zk.start()
     assert time.monotonic() - started >= 1.4      # it kept trying until the timeout
     assert str(e.value) == f"ZooKeeper at {connect} is unreachable: no connection within 1500 ms"
-    assert isinstance(e.value, ZkError)
+    assert isinstance(e.value, StoreError)
 
 
 def test_malformed_connect_string_is_refused_at_once():
@@ -374,7 +373,7 @@ async def test_preferred_replica_election_node(zk_connect):
         seen: list = []
         assert await zk.watch_preferred_replica_election(seen.append) == frozenset()
         await zk.create_preferred_replica_election([TopicPartition("t", 0), TopicPartition("t", 1)])
-        with pytest.raises(ZkError, match="already in progress"):
+        with pytest.raises(StoreError, match="already in progress"):
             await zk.create_preferred_replica_election([TopicPartition("t", 2)])
         await until(lambda: seen and seen[-1] == {TopicPartition("t", 0), TopicPartition("t", 1)}, "the request")
         assert await zk.get_preferred_replica_election() == seen[-1]
@@ -463,7 +462,7 @@ async def test_zookeeper_down_longer_than_the_connection_timeout(own_zookeeper):
     async with client(server.connect, connection_timeout_ms=1000) as zk:
         server.kill()
         started = time.monotonic()
-        with pytest.raises(ZkUnavailable, match=f"ZooKeeper at {server.connect} is unreachable"):
+        with pytest.raises(StoreUnavailable, match=f"ZooKeeper at {server.connect} is unreachable"):
             await zk.get_brokers()
         assert time.monotonic() - started < 10
         server.start()

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
-from broker.cluster.store.file import BadVersion, NoSuchTopic, TopicExists
+from broker.cluster.store.errors import BadVersion, NoSuchTopic, TopicExists
 from broker.config import BrokerConfig
 from broker.log.manager import LogCapacityError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError

@@ -51,6 +51,7 @@ from broker.cluster.controller.channel_manager import (
 )
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
 from broker.cluster.metadata import MetadataStore
+from broker.cluster.store.errors import ControllerMoved
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
 from broker.log import TopicPartition
@@ -180,7 +181,7 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if _is_controller_moved(exc):
+                if isinstance(exc, ControllerMoved):
                     log.info("controller %d: another controller was elected; resigning", self.broker_id)
                     await self._resign()
                     self._enqueue(self._maybe_elect)
@@ -840,10 +841,6 @@ def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
         (b.leader, b.leader_epoch, tuple(b.isr), b.leader_recovery_state)
 
 
-def _is_controller_moved(exc: Exception) -> bool:
-    return type(exc).__name__ == "ControllerMoved"
-
-
 def _moved(exc: Exception) -> bool:
     """This controller was replaced (the store's fence, or it resigned): nothing to repair."""
-    return isinstance(exc, ControllerMovedError) or _is_controller_moved(exc)
+    return isinstance(exc, (ControllerMovedError, ControllerMoved))

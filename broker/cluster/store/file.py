@@ -22,6 +22,10 @@ event loop (call_soon), after the change, as ZooKeeper's do.
 Every change is written atomically (temp file + rename) before it is visible. The
 version 1 file of earlier releases (partition states holding the replicas) is read and
 rewritten as version 2.
+
+Errors are errors.py's, raised for the same situations as KafkaZkClient raises them
+(TopicExists, NoSuchTopic, BadVersion, ControllerMoved), and MetadataFileError when the
+file cannot be read; a file that cannot be written raises its OSError.
 """
 from __future__ import annotations
 
@@ -33,32 +37,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.log.checkpoints import write_atomically
 
 FILE_NAME = "__kbroker_metadata.json"
 
 log = logging.getLogger(__name__)
-
-
-class StoreError(Exception):
-    """Base of the store's errors (named as KafkaZkClient's)."""
-
-
-class TopicExists(StoreError):
-    pass
-
-
-class NoSuchTopic(StoreError):
-    pass
-
-
-class BadVersion(StoreError):
-    pass
-
-
-class MetadataFileError(StoreError):
-    """The metadata file cannot be read (the message names it)."""
 
 
 class FileMetadataStore:
@@ -294,9 +279,10 @@ class FileMetadataStore:
         return out
 
     async def update_partition_states(self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]],
-                                      controller_epoch_zk_version: int) -> dict[tuple[str, int], object]:
+                                      controller_epoch_zk_version: int
+                                      ) -> dict[tuple[str, int], int | BadVersion | NoSuchTopic]:
         self._fence(controller_epoch_zk_version)
-        out: dict[tuple[str, int], object] = {}
+        out: dict[tuple[str, int], int | BadVersion | NoSuchTopic] = {}
         for (topic, p), (s, expected) in updates.items():
             t = self._topics.get(topic)
             current = t["states"].get(p) if t is not None else None
@@ -365,10 +351,6 @@ class FileMetadataStore:
         self._pid_block_end = start + size - 1
         self._save()
         return start, self._pid_block_end
-
-
-class ControllerMoved(StoreError):
-    """A write fenced by a controller epoch that is no longer the current one."""
 
 
 def _json(s: LeaderIsrState, version: int) -> dict[str, Any]:

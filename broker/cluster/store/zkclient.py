@@ -17,7 +17,7 @@ one asyncio loop. The bridge between them:
   session or a new one) and runs then; in flight during a loss, it is sent again (as
   Kafka's retryRequestUntilConnected does; creates and multi-ops are written so a
   repeat is recognised). If no connection comes back within `connection_timeout_ms`
-  the operation raises ZkUnavailable.
+  the operation raises StoreUnavailable.
 
 Session events (SessionEvent), delivered on the loop to `add_session_listener`
 callbacks: DISCONNECTED (the session may still live: ephemerals stay), RECONNECTED
@@ -34,7 +34,7 @@ Source address: kazoo's connections leave from the address the broker listens on
 it names a specific IP (broker.cluster.channel.bind_outgoing; `_kazoo_client` gives kazoo
 a connection handler that binds), like the broker's connections to other brokers.
 
-Errors: every method raises ZkError subclasses (ZkUnavailable, BrokerIdInUse,
+Errors: every method raises StoreError subclasses (StoreUnavailable, BrokerIdInUse,
 TopicExists, NoSuchTopic, BadVersion, ControllerMoved), or znodes.ZNodeDataError for a
 znode whose data cannot be decoded. kazoo is imported only here, and only a broker with
 `zookeeper.connect` imports this module.
@@ -68,6 +68,15 @@ from kazoo.handlers import utils as kazoo_utils
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from broker.cluster.channel import source_address
+from broker.cluster.store.errors import (
+    BadVersion,
+    BrokerIdInUse,
+    ControllerMoved,
+    NoSuchTopic,
+    StoreError,
+    StoreUnavailable,
+    TopicExists,
+)
 from broker.cluster.store.znodes import (
     INT64_MAX,
     PERSISTENT_PATHS,
@@ -153,34 +162,6 @@ def _kazoo_client(hosts: str, timeout_s: float, **kwargs: Any) -> KazooClient:
     return KazooClient(hosts=hosts, timeout=timeout_s, handler=_BoundHandler(), **kwargs)
 
 
-class ZkError(Exception):
-    """Base of every error of the ZooKeeper store."""
-
-
-class ZkUnavailable(ZkError):
-    """No connection to ZooKeeper within the connection timeout."""
-
-
-class BrokerIdInUse(ZkError):
-    pass
-
-
-class TopicExists(ZkError):
-    pass
-
-
-class NoSuchTopic(ZkError):
-    pass
-
-
-class BadVersion(ZkError):
-    """A conditional write found another zk version (someone else wrote first)."""
-
-
-class ControllerMoved(ZkError):
-    """/controller_epoch changed: this controller has been replaced."""
-
-
 class SessionEvent(enum.Enum):
     DISCONNECTED = "disconnected"
     RECONNECTED = "reconnected"
@@ -190,13 +171,13 @@ class SessionEvent(enum.Enum):
 
 def _public(fn: Callable[Concatenate[KafkaZkClient, P], Awaitable[T]]
             ) -> Callable[Concatenate[KafkaZkClient, P], Coroutine[Any, Any, T]]:
-    """Any kazoo error that a method does not translate itself leaves as a ZkError."""
+    """Any kazoo error that a method does not translate itself leaves as a StoreError."""
     @functools.wraps(fn)
     async def wrapper(self: KafkaZkClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await fn(self, *args, **kwargs)
         except KazooException as e:
-            raise ZkError(f"ZooKeeper {fn.__name__} failed: {type(e).__name__} {e}".rstrip()) from e
+            raise StoreError(f"ZooKeeper {fn.__name__} failed: {type(e).__name__} {e}".rstrip()) from e
     return wrapper
 
 
@@ -251,7 +232,7 @@ class _Watch:
             self._dirty = False
             try:
                 value = await self._read(self._watcher)
-            except ZkUnavailable:
+            except StoreUnavailable:
                 return              # re-armed by the next (re)connection
             except Exception:
                 log.exception("ZooKeeper watch: reading the new value failed")
@@ -307,7 +288,7 @@ class KafkaZkClient:
         return self._kazoo.client_id if self._kazoo is not None else None
 
     async def start(self) -> None:
-        """Connects (retrying until connection_timeout_ms, then ZkUnavailable), creates
+        """Connects (retrying until connection_timeout_ms, then StoreUnavailable), creates
         the chroot if missing, then Kafka's persistent paths."""
         self._loop = asyncio.get_running_loop()
         self._closing = False
@@ -320,7 +301,7 @@ class KafkaZkClient:
         except asyncio.TimeoutError:
             self._closing = True
             await self._stop_kazoo()
-            raise ZkUnavailable(self._unavailable()) from None
+            raise StoreUnavailable(self._unavailable()) from None
         log.info("connected to ZooKeeper at %s (session 0x%x, timeout %d ms)", self.connect,
                  self.session_id or 0, self.session_timeout_ms)
         if self.chroot and await self._op(lambda: self._zk.exists_async("/")) is None:
@@ -345,7 +326,7 @@ class KafkaZkClient:
         await self._stop_kazoo()
         for fut in list(self._inflight):
             if not fut.done():
-                fut.set_exception(ZkError("ZooKeeper client closed"))
+                fut.set_exception(StoreError("ZooKeeper client closed"))
 
     def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
         self._session_listeners.append(callback)
@@ -377,7 +358,7 @@ class KafkaZkClient:
         try:
             await self._loop.run_in_executor(None, create)
         except Exception as e:          # kazoo's timeout is not a KazooException
-            raise ZkUnavailable(f"{self._unavailable()} (creating chroot {self.chroot}: {e!r})") from e
+            raise StoreUnavailable(f"{self._unavailable()} (creating chroot {self.chroot}: {e!r})") from e
         log.info("created ZooKeeper chroot %s", self.chroot)
 
     def _kazoo_state(self, state: str) -> None:
@@ -429,7 +410,7 @@ class KafkaZkClient:
         self._give_up = None
         for fut in list(self._inflight):
             if not fut.done():
-                fut.set_exception(ZkUnavailable(self._unavailable()))
+                fut.set_exception(StoreUnavailable(self._unavailable()))
 
     def _emit(self, event: SessionEvent) -> None:
         for cb in list(self._session_listeners):
@@ -479,25 +460,25 @@ class KafkaZkClient:
     def _zk(self) -> Any:
         """The kazoo client (kazoo has no type stubs); _op runs requests only while it is started."""
         if self._kazoo is None:
-            raise ZkError("ZooKeeper client is not started")
+            raise StoreError("ZooKeeper client is not started")
         return self._kazoo
 
     async def _op(self, request: Callable[[], Any]) -> Any:
         """Runs `request()` (a kazoo *_async call) until it gets an answer from ZooKeeper;
-        again after a connection loss or session expiry; ZkUnavailable if the connection
+        again after a connection loss or session expiry; StoreUnavailable if the connection
         stays away for connection_timeout_ms. ZooKeeper's own answers (NoNode...) raise."""
         while True:
             if self._kazoo is None or self._closing:
-                raise ZkError("ZooKeeper client is not started")
+                raise StoreError("ZooKeeper client is not started")
             if not self._connected.is_set():
                 try:
                     await asyncio.wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
                 except asyncio.TimeoutError:
-                    raise ZkUnavailable(self._unavailable()) from None
+                    raise StoreUnavailable(self._unavailable()) from None
             try:
                 return await self._bridge(request())
             except ConnectionClosedError:
-                raise ZkError("ZooKeeper client closed") from None
+                raise StoreError("ZooKeeper client closed") from None
             except _RETRIABLE:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
@@ -974,12 +955,12 @@ class KafkaZkClient:
     @_public
     async def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
         """What Kafka's old preferred-replica-election tool writes; NodeExists is a
-        ZkError (an election is already pending)."""
+        StoreError (an election is already pending)."""
         try:
             await self._op(lambda: self._zk.create_async(
                 PreferredReplicaElectionZNode.PATH, PreferredReplicaElectionZNode.encode(partitions), makepath=True))
         except NodeExistsError:
-            raise ZkError("a preferred replica election is already in progress") from None
+            raise StoreError("a preferred replica election is already in progress") from None
 
     @_public
     async def get_preferred_replica_election(self) -> frozenset[TopicPartition]:
@@ -1019,7 +1000,7 @@ class KafkaZkClient:
             data, stat = got
             start = ProducerIdBlockZNode.decode(data).block_end + 1 if data else 0
             if start > INT64_MAX - size:
-                raise ZkError("every producer id has been allocated")
+                raise StoreError("every producer id has been allocated")
             block = ProducerIdBlock(broker_id, start, start + size - 1)
             try:
                 await self._op(lambda: self._zk.set_async(path, ProducerIdBlockZNode.encode(block),

@@ -303,7 +303,7 @@ class LostAnswerStore(ClusterStore):
             raise ConnectionError("ZooKeeper connection lost")
         if self.lose > 0:
             self.lose -= 1
-            from broker.cluster.store.file import BadVersion
+            from broker.cluster.store.errors import BadVersion
             return {tp: BadVersion("applied, answered as a conflict") if isinstance(v, int) else v
                     for tp, v in out.items()}
         return out

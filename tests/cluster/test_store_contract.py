@@ -1,0 +1,179 @@
+"""Both metadata stores, KafkaZkClient on a real ZooKeeper and the embedded FileMetadataStore,
+raise the same classes of broker/cluster/store/errors.py for the same situations: a topic
+that exists, a topic (or partition state) that does not, a conditional write at a stale
+version, a write fenced by a controller epoch that a newer controller has replaced. The
+callers (topic administration, the broker, the controller) catch these classes whichever
+store is configured. The file store's runs need no ZooKeeper."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.cluster.store import errors
+from broker.cluster.store.file import FileMetadataStore
+from broker.cluster.store.zkclient import KafkaZkClient
+from broker.cluster.store.znodes import ControllerZNode, LeaderIsrState
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FileBackend:
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    @contextlib.asynccontextmanager
+    async def open(self):
+        store = FileMetadataStore(self.directory)
+        await store.start()
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    async def elect_another_controller(self, store) -> None:
+        """A broker alone wins every election: each one is a new controller epoch."""
+        assert await store.try_elect_controller(1) is not None
+
+
+class ZooKeeperBackend:
+    def __init__(self, connect: str):
+        self.connect = connect
+        self.others: list[KafkaZkClient] = []
+
+    @contextlib.asynccontextmanager
+    async def open(self):
+        store = KafkaZkClient(self.connect, session_timeout_ms=4000)
+        await store.start()
+        try:
+            yield store
+        finally:
+            await store.close()
+            for other in self.others:
+                await other.close()
+
+    async def elect_another_controller(self, store) -> None:
+        """The controller's /controller is gone (as when its session expires) and another
+        broker is elected: the old controller does not know yet."""
+        def delete_controller() -> None:
+            raw = KazooClient(self.connect, timeout=4)
+            raw.start(timeout=10)
+            try:
+                raw.delete(ControllerZNode.PATH)
+            finally:
+                raw.stop()
+                raw.close()
+        await asyncio.to_thread(delete_controller)
+        other = KafkaZkClient(self.connect, session_timeout_ms=4000)
+        self.others.append(other)
+        await other.start()
+        assert await other.try_elect_controller(2) is not None
+
+
+@pytest.fixture(params=["file", "zookeeper"])
+def backend(request, tmp_path):
+    if request.param == "file":
+        return FileBackend(str(tmp_path))
+    return ZooKeeperBackend(request.getfixturevalue("zk_connect"))
+
+
+def run(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 30))
+    return wrapper
+
+
+def raises(cls):
+    """pytest.raises, and the error is exactly errors.py's class (not a look-alike)."""
+    class Exactly(contextlib.AbstractContextManager):
+        def __enter__(self):
+            self.ctx = pytest.raises(cls)
+            self.info = self.ctx.__enter__()
+            return self.info
+
+        def __exit__(self, *exc):
+            suppressed = self.ctx.__exit__(*exc)
+            assert type(self.info.value) is cls, type(self.info.value)
+            return suppressed
+    return Exactly()
+
+
+STATE = LeaderIsrState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1)
+
+
+@run
+async def test_topic_exists(backend):
+    async with backend.open() as store:
+        await store.create_topic("t", uuid.uuid4(), {0: [1]}, {})
+        with raises(errors.TopicExists):
+            await store.create_topic("t", uuid.uuid4(), {0: [1]}, {})
+        await store.mark_topic_for_deletion("t")
+        with raises(errors.TopicExists):                # until the controller has deleted it
+            await store.create_topic("t", uuid.uuid4(), {0: [1]}, {})
+
+
+@run
+async def test_no_such_topic(backend):
+    async with backend.open() as store:
+        with raises(errors.NoSuchTopic):
+            await store.get_topic("nope")
+        with raises(errors.NoSuchTopic):
+            await store.set_topic_assignment("nope", None, {0: [1]}, 0)
+        with raises(errors.NoSuchTopic):
+            await store.set_topic_configs("nope", {"retention.ms": "1"})
+        with raises(errors.NoSuchTopic):
+            await store.mark_topic_for_deletion("nope")
+        assert await store.get_topic_names() == frozenset()    # none of them created it
+
+
+@run
+async def test_bad_version(backend):
+    async with backend.open() as store:
+        topic_id = uuid.uuid4()
+        await store.create_topic("t", topic_id, {0: [1]}, {})
+        assert await store.set_topic_assignment("t", topic_id, {0: [1], 1: [1]}, 0) == 1
+        with raises(errors.BadVersion):                 # written at version 0 by someone else first
+            await store.set_topic_assignment("t", topic_id, {0: [1], 1: [1], 2: [1]}, 0)
+        assert (await store.get_topic("t"))[1] == {0: [1], 1: [1]}
+
+
+@run
+async def test_partition_state_results_are_the_same_classes(backend):
+    async with backend.open() as store:
+        _, fence = await store.try_elect_controller(1)
+        await store.create_topic("t", uuid.uuid4(), {0: [1], 1: [1]}, {})
+        assert await store.create_partition_states("t", {0: STATE}, fence) == {0: 0}
+        again = await store.create_partition_states("t", {0: STATE, 1: STATE}, fence)
+        assert type(again[0]) is errors.BadVersion and again[1] == 0
+        moved = LeaderIsrState(1, 1, (1,), 1)
+        result = await store.update_partition_states(
+            {("t", 0): (moved, 0), ("t", 1): (moved, 5), ("t", 2): (moved, 0), ("nope", 0): (moved, 0)}, fence)
+        assert result[("t", 0)] == 1
+        assert type(result[("t", 1)]) is errors.BadVersion
+        assert type(result[("t", 2)]) is errors.NoSuchTopic
+        assert type(result[("nope", 0)]) is errors.NoSuchTopic
+        assert await store.get_partition_states("t") == {0: (moved, 1), 1: (STATE, 0)}
+
+
+@run
+async def test_controller_moved(backend):
+    async with backend.open() as store:
+        _, fence = await store.try_elect_controller(1)
+        await store.create_topic("t", uuid.uuid4(), {0: [1], 1: [1]}, {})
+        assert await store.create_partition_states("t", {0: STATE}, fence) == {0: 0}
+        await backend.elect_another_controller(store)
+        moved = LeaderIsrState(1, 1, (1,), 1)
+        with raises(errors.ControllerMoved):
+            await store.update_partition_states({("t", 0): (moved, 0)}, fence)
+        with raises(errors.ControllerMoved):
+            await store.create_partition_states("t", {1: STATE}, fence)
+        with raises(errors.ControllerMoved):
+            await store.delete_topic_znodes("t", fence)
+        # nothing written by the replaced controller
+        assert await store.get_partition_states("t") == {0: (STATE, 0)}
+        assert await store.get_topic_names() == {"t"}
