@@ -27,8 +27,10 @@ from broker.cluster.store.errors import (
     StoreUnavailable,
     TopicExists,
 )
-from broker.cluster.store.zkclient import KafkaZkClient, SessionEvent
+from broker.cluster.store.zkclient import KafkaZkClient
+from broker.cluster.store.zksession import SessionEvent, ZkSession
 from broker.cluster.store.znodes import (
+    PERSISTENT_PATHS,
     BrokerIdZNode,
     BrokerRegistration,
     EndPoint,
@@ -107,6 +109,30 @@ async def test_start_creates_a_nested_chroot_and_kafkas_persistent_paths(zk_conn
                      "/admin/delete_topics", "/latest_producer_id_block"):
             assert r.exists(chroot + path) is not None, path
         assert r.exists("/brokers") is None          # nothing outside the chroot
+    finally:
+        r.stop()
+        r.close()
+
+
+@run
+async def test_a_session_alone_creates_its_chroot_and_none_of_kafkas_znodes(zk_connect):
+    """The split: ZkSession is the connection (and its chroot); Kafka's paths are KafkaZkClient's."""
+    session = ZkSession(zk_connect, session_timeout_ms=SESSION_TIMEOUT_MS)
+    await session.start()
+    try:
+        assert session.connected and session.is_own_session(session.session_id)
+        assert await session.exists("/") and await session.children("/") == []
+        await session.ensure_path("/a/b")
+        assert await session.children("/a") == ["b"] and await session.get("/nope") is None
+    finally:
+        await session.close()
+    with pytest.raises(StoreError, match="not started"):
+        await session.get("/a")
+    async with client(zk_connect) as zk:
+        assert zk.connected
+    r = raw(zk_connect)
+    try:
+        assert set(r.get_children("/")) == {"a"} | {path.split("/")[1] for path in PERSISTENT_PATHS}
     finally:
         r.stop()
         r.close()
