@@ -4,8 +4,10 @@ the metadata store.
 The store holds what Kafka keeps in ZooKeeper (Kafka's znode layout, znodes.py) and has
 two implementations with the same coroutines: ZooKeeper itself (store/zkclient.py,
 KafkaZkClient, for a cluster) and the embedded file store (store/file.py, for a broker
-alone). The controller and the topic administration write it; request handlers never
-read it: they read the MetadataCache (cache.py), which the controller keeps current.
+alone). Both raise the errors of store/errors.py (StoreError and its subclasses) for
+the same situations. The controller and the topic administration write it; request
+handlers never read it: they read the MetadataCache (cache.py), which the controller
+keeps current.
 """
 from __future__ import annotations
 
