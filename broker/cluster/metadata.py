@@ -11,6 +11,7 @@ keeps current.
 """
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,17 @@ class TopicInfo:
         return len(next(iter(self.partitions.values())).replicas) if self.partitions else 0
 
 
+class SessionEvent(enum.Enum):
+    """What a store's session listeners are told, on the loop: the ZooKeeper store's
+    connection was lost, came back within the session, or the session expired and a new
+    one began (the broker registers again). The embedded file store has no session."""
+
+    DISCONNECTED = "disconnected"
+    RECONNECTED = "reconnected"
+    EXPIRED = "expired"
+    NEW_SESSION = "new session"
+
+
 class MetadataStore(Protocol):
     """What the broker, the controller and the topic administration need of the store
     (KafkaZkClient's coroutines; the embedded file store offers the same). Watches call
@@ -62,7 +74,7 @@ class MetadataStore(Protocol):
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
-    def add_session_listener(self, callback: Callable[[Any], None]) -> None: ...
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def get_or_create_cluster_id(self, proposed: str) -> str: ...
     async def sync(self, path: str = "/") -> None: ...
     # brokers

@@ -42,7 +42,7 @@ from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
-from broker.cluster.metadata import BrokerInfo, MetadataStore
+from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
 from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
@@ -233,12 +233,11 @@ class Broker:
                                      f"({exc}); refusing to start") from None
         self.replicas.broker_epoch = self.broker_epoch
 
-    def _session_event(self, event) -> None:
-        name = getattr(event, "name", str(event))
-        if name == "EXPIRED":
+    def _session_event(self, event: SessionEvent) -> None:
+        if event is SessionEvent.EXPIRED:
             log.warning("broker %d: the ZooKeeper session expired: this broker is gone from the cluster until "
                         "a new session registers it again", self.broker_id)
-        elif name == "NEW_SESSION":
+        elif event is SessionEvent.NEW_SESSION:
             log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
             asyncio.get_running_loop().create_task(self._reregister())
 

@@ -18,6 +18,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
+from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import (
     BadVersion,
     BrokerIdInUse,
@@ -28,7 +29,7 @@ from broker.cluster.store.errors import (
     TopicExists,
 )
 from broker.cluster.store.zkclient import KafkaZkClient
-from broker.cluster.store.zksession import SessionEvent, ZkSession
+from broker.cluster.store.zksession import ZkSession
 from broker.cluster.store.znodes import (
     PERSISTENT_PATHS,
     BrokerIdZNode,

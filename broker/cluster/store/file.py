@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.log.checkpoints import write_atomically
@@ -133,7 +134,7 @@ class FileMetadataStore:
         self._watchers.clear()
         self._topic_watchers.clear()
 
-    def add_session_listener(self, callback: Callable[[Any], None]) -> None:
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
         """A file has no session to lose."""
 
     # ------------------------------------------------------------------ cluster id

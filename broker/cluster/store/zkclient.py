@@ -44,6 +44,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
+from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import (
     BadVersion,
     BrokerIdInUse,
@@ -55,7 +56,6 @@ from broker.cluster.store.errors import (
 from broker.cluster.store.zksession import (
     DEFAULT_SESSION_TIMEOUT_MS,
     KazooWatcher,
-    SessionEvent,
     Watch,
     ZkSession,
     ZnodeStat,

@@ -45,7 +45,6 @@ broker with `zookeeper.connect` imports them.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -62,6 +61,7 @@ from kazoo.handlers import utils as kazoo_utils
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from broker.cluster.channel import source_address
+from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import StoreError, StoreUnavailable
 from broker.cluster.store.znodes import parse_connect_string
 
@@ -111,15 +111,6 @@ class _BoundHandler(SequentialThreadingHandler):  # type: ignore[misc]
 def _kazoo_client(hosts: str, timeout_s: float, **kwargs: Any) -> KazooClient:
     """A KazooClient whose connections leave from this broker's address (see above)."""
     return KazooClient(hosts=hosts, timeout=timeout_s, handler=_BoundHandler(), **kwargs)
-
-
-class SessionEvent(enum.Enum):
-    """What add_session_listener callbacks are told, on the loop (module docstring)."""
-
-    DISCONNECTED = "disconnected"
-    RECONNECTED = "reconnected"
-    EXPIRED = "expired"
-    NEW_SESSION = "new session"
 
 
 class Watch:
