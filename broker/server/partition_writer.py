@@ -12,13 +12,12 @@ import asyncio
 from broker.cluster.replica.manager import ReplicaManager
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.server.purgatory import Purgatory
 
 
 class ReplicaPartitionWriter:
-    def __init__(self, replicas: ReplicaManager, purgatory: Purgatory):
+    def __init__(self, replicas: ReplicaManager):
         self.replicas = replicas
-        self.purgatory = purgatory
+        self.purgatory = replicas.purgatory
 
     def is_leader(self, tp: TopicPartition) -> bool:
         return self.replicas.is_leader(tp)

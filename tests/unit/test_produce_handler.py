@@ -47,7 +47,7 @@ class FakeConnection:
 
 
 def context(outcomes):
-    return SimpleNamespace(broker=SimpleNamespace(replicas=FakeReplicas(outcomes), purgatory=None),
+    return SimpleNamespace(broker=SimpleNamespace(replicas=FakeReplicas(outcomes)),
                            connection=FakeConnection(), header=None, api_version=9, received=0.0)
 
 
@@ -130,14 +130,14 @@ def _acks_all(change):
     `change(partition)` and wakes the purgatory; returns the answer's error code."""
     import asyncio
 
-    from broker.server.purgatory import Purgatory
+    from broker.cluster.replica.purgatory import Purgatory
 
     async def main():
         tp = TopicPartition("t", 0)
         part = WaitingPartition(tp)
         purgatory = Purgatory()
-        replicas = SimpleNamespace(leader_partition=lambda topic, p: part, get=lambda key: part)
-        ctx = SimpleNamespace(broker=SimpleNamespace(replicas=replicas, purgatory=purgatory),
+        replicas = SimpleNamespace(leader_partition=lambda topic, p: part, get=lambda key: part, purgatory=purgatory)
+        ctx = SimpleNamespace(broker=SimpleNamespace(replicas=replicas),
                               connection=FakeConnection(), header=None, api_version=9, received=0.0)
         req = request([0], acks=-1)
         req.timeout_ms = 60000

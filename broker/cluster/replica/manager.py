@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from broker.cluster.cache import MetadataCache
 from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
-from broker.cluster.replica.partition import NO_LISTENER, Partition, PartitionListener
+from broker.cluster.replica.partition import Partition
+from broker.cluster.replica.purgatory import Purgatory
 from broker.log import LogManager, TopicPartition
 from broker.log.manager import LogDirError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -53,12 +54,12 @@ ALTER_PARTITION_VERSION = 2
 
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
-                 listener: PartitionListener = NO_LISTENER, fetcher_config: FetcherConfig | None = None,
-                 replica_lag_ms: int = 30000):
+                 fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
-        self.listener = listener
+        # every partition reports its moves here; waiting appends and fetches sleep here
+        self.purgatory = Purgatory()
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.broker_epoch = -1
@@ -174,7 +175,7 @@ class ReplicaManager:
                 if part is None:
                     lg = self.logs.get_or_create(tp, topic_id)
                     lg.update_config(self.metadata.log_config(topic))
-                    part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.listener,
+                    part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.purgatory,
                                                            self._submit_isr_change)
                     changed = True
                     part.maybe_increment_high_watermark()
@@ -225,7 +226,7 @@ class ReplicaManager:
                 if part is not None and part.is_leader:
                     stopped_leading.append(tp)
                 self.logs.delete(tp)
-            self.listener.partition_changed(tp)
+            self.purgatory.partition_changed(tp)
             errors[tp] = ErrorCode.NONE
         self._tell([], stopped_leading)
         return errors

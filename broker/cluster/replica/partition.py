@@ -32,7 +32,7 @@ A follower appends the leader's batches as they are and takes the leader's high
 watermark (bounded by its own log end); it serves no consumer.
 
 Every move of the log end or of the high watermark is reported to the listener (the
-server's purgatory, where waiting fetches and produces sleep).
+ReplicaManager's purgatory, where waiting fetches and appends sleep).
 
 All methods run on the event loop thread.
 """
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 
 class PartitionListener(Protocol):
-    """Told when a partition moves (the server's purgatory implements it)."""
+    """Told when a partition moves (the ReplicaManager's purgatory implements it)."""
 
     def high_watermark_moved(self, tp: TopicPartition) -> None: ...
     def log_end_moved(self, tp: TopicPartition) -> None: ...

@@ -17,13 +17,13 @@ KAFKA_STORAGE_ERROR for that partition; the log dir reports it once (broker/log)
 import asyncio
 import logging
 
+from broker.cluster.replica.purgatory import HIGH_WATERMARK
 from broker.errors import APPEND_ERRORS, append_error
 from broker.log import LogStorageError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.purgatory import HIGH_WATERMARK
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION, MAX_VERSION = 3, 11
@@ -80,7 +80,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=0)
     if flushes or waits:
-        return _complete_later(ctx.broker.purgatory, ctx.broker.replicas, response, flushes, waits,
+        return _complete_later(ctx.broker.replicas.purgatory, ctx.broker.replicas, response, flushes, waits,
                                request.timeout_ms)
     return response
 

@@ -5,20 +5,21 @@ import asyncio
 
 from broker.cluster.metadata import PartitionState
 from broker.cluster.replica.partition import Partition
+from broker.cluster.replica.purgatory import Purgatory
 from broker.log.log import Log
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceResponse
 from broker.server.handlers.produce import _await_replication
 from broker.server.partition_writer import ReplicaPartitionWriter
-from broker.server.purgatory import Purgatory
 from tests.unit.log._support import TP, batch, log_config
 
 
 class Replicas:
     """The part of the ReplicaManager the waiters use."""
 
-    def __init__(self, part):
+    def __init__(self, part, purgatory):
         self.partitions = {part.tp: part}
+        self.purgatory = purgatory
 
     def get(self, tp):
         return self.partitions.get(tp)
@@ -35,7 +36,7 @@ def setup(tmp_path, min_isr=2):
     lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": min_isr}))
     purgatory = Purgatory()
     part = Partition(TP, lg, state(1, 5, (1, 2, 3), 7), 1, purgatory, lambda p, isr: None)
-    return part, purgatory, Replicas(part)
+    return part, purgatory, Replicas(part, purgatory)
 
 
 def waiting_produce(part, purgatory, replicas, n=3, timeout_ms=5000):
@@ -97,7 +98,7 @@ def test_a_group_commit_fails_when_the_isr_shrank_below_min_insync_replicas_mean
     # GroupMetadataManager turns into COORDINATOR_NOT_AVAILABLE
     async def main():
         part, purgatory, replicas = setup(tmp_path)
-        writer = ReplicaPartitionWriter(replicas, purgatory)
+        writer = ReplicaPartitionWriter(replicas)
         last = writer.append(TP, batch(2))
         task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
         await asyncio.sleep(0.01)
@@ -110,7 +111,7 @@ def test_a_group_commit_fails_when_the_isr_shrank_below_min_insync_replicas_mean
 def test_a_group_commit_keeps_waiting_across_a_new_leader_epoch(tmp_path):
     async def main():
         part, purgatory, replicas = setup(tmp_path)
-        writer = ReplicaPartitionWriter(replicas, purgatory)
+        writer = ReplicaPartitionWriter(replicas)
         last = writer.append(TP, batch(2))
         task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
         await asyncio.sleep(0.01)
@@ -125,7 +126,7 @@ def test_a_group_commit_keeps_waiting_across_a_new_leader_epoch(tmp_path):
 def test_a_group_commit_fails_when_its_records_were_truncated_while_leading_again(tmp_path):
     async def main():
         part, purgatory, replicas = setup(tmp_path)
-        writer = ReplicaPartitionWriter(replicas, purgatory)
+        writer = ReplicaPartitionWriter(replicas)
         last = writer.append(TP, batch(2))
         task = asyncio.ensure_future(writer.wait_committed(TP, last, 5))
         await asyncio.sleep(0.01)
