@@ -11,8 +11,8 @@ itself:
     metadata        MetadataCache, the read-only view handlers read, kept current by the
                     controller's UpdateMetadata requests
     logs            LogManager, every partition log on this broker's disks
-    purgatory       requests waiting for partitions to move
-    replicas        ReplicaManager, the partitions hosted here, their fetchers
+    replicas        ReplicaManager, the partitions hosted here, their fetchers, the
+                    purgatory where appends and fetches wait for partitions to move
     controller      the controller: every broker runs one, the elected one acts
     admin           TopicAdmin, topic administration through the store
     coordinator     the group coordinator (and its metadata manager)
@@ -57,7 +57,6 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
-from broker.server.purgatory import Purgatory
 from broker.server.server import Server, ThrottledLog
 
 log = logging.getLogger(__name__)
@@ -81,7 +80,6 @@ class Broker:
         self.listen_port = listen_port
         bind_outgoing(listen_host)     # to brokers and ZooKeeper: from the listener's address
         self.server = Server(self, listen_host, listen_port)
-        self.purgatory = Purgatory()
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -90,7 +88,7 @@ class Broker:
             partition_max_bytes=config["replica.fetch.max.bytes"],
             backoff_s=config["replica.fetch.backoff.ms"] / 1000,
             request_timeout_s=config["request.timeout.ms"] / 1000, num_fetchers=config["num.replica.fetchers"])
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, self.purgatory, fetcher,
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
                                        config["replica.lag.time.max.ms"])
         self._store = store
         self.controller: Controller | None = None
@@ -103,7 +101,7 @@ class Broker:
         self._pid_end = -1
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
-        self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas, self.purgatory),
+        self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)

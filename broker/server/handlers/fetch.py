@@ -1,9 +1,9 @@
 """Fetch (1): read file ranges below the high watermark (consumers) or log end
 (followers) and send them with sendfile(2); long-poll until min_bytes or max_wait_ms.
 
-A long poll sleeps in the purgatory (broker/server/purgatory.py) until one of its
-partitions moves — its high watermark for a consumer, its log end for a follower — or
-max_wait_ms passes, then reads again.
+A long poll sleeps in the ReplicaManager's purgatory (broker/cluster/replica/purgatory.py)
+until one of its partitions moves — its high watermark for a consumer, its log end for a
+follower — or max_wait_ms passes, then reads again.
 
 Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for the whole
 response, except that the first batch of the first partition with data is returned
@@ -30,12 +30,12 @@ is reached, and the client's next fetch reads them.
 import asyncio
 import errno
 
+from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END
 from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.purgatory import HIGH_WATERMARK, LOG_END
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION, MAX_VERSION = 4, 16
@@ -171,7 +171,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
 
 def _watch(ctx, watched: list[TopicPartition], replica_id: int):
     kind = LOG_END if replica_id >= 0 else HIGH_WATERMARK
-    return ctx.broker.purgatory.watch([(tp, kind) for tp in watched])
+    return ctx.broker.replicas.purgatory.watch([(tp, kind) for tp in watched])
 
 
 async def _long_poll(ctx, request, version, replica_id, watch, deadline):
