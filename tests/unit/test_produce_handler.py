@@ -71,7 +71,7 @@ class FakeConnection:
 
 def context(outcomes=None, replicas=None, topic="t"):
     replicas = replicas if replicas is not None else replicas_with(outcomes, topic)
-    return SimpleNamespace(broker=SimpleNamespace(replicas=replicas),
+    return SimpleNamespace(services=SimpleNamespace(replicas=replicas),
                            connection=FakeConnection(), header=None, api_version=9, received=0.0)
 
 
@@ -116,7 +116,7 @@ def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
 def test_requests_the_broker_refuses_whole(req, code):
     ctx = context({0: ok(0)})
     assert codes(produce.handle(ctx, req)) == {0: code}
-    assert ctx.broker.replicas.partitions[TopicPartition("t", 0)].appended == 0
+    assert ctx.services.replicas.partitions[TopicPartition("t", 0)].appended == 0
 
 
 def test_an_acks_0_produce_gets_no_answer_and_a_failure_closes_the_connection():
@@ -139,7 +139,7 @@ def test_a_client_cannot_produce_into_an_internal_topic():
     p = resp.responses[0].partition_responses[0]
     assert (p.error_code, p.base_offset) == (E.INVALID_TOPIC_EXCEPTION, -1)
     assert p.error_message == f"Cannot append to internal topic {OFFSETS_TOPIC}"
-    assert ctx.broker.replicas.partitions[TopicPartition(OFFSETS_TOPIC, 0)].appended == 0
+    assert ctx.services.replicas.partitions[TopicPartition(OFFSETS_TOPIC, 0)].appended == 0
 
 
 def test_an_acks_all_produce_is_answered_once_the_isr_has_the_batch(tmp_path):

@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 answers.append(r)
         responses.append(_TopicResp(name=topic.name, partition_responses=presp))
     if entries:
-        result = ctx.broker.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
+        result = ctx.services.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
         if result.pending:
             return _answer_later(result, answers, ProduceResponse(responses=responses, throttle_time_ms=0))
         failed = _fill(answers, result.partitions) or failed
