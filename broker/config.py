@@ -149,8 +149,21 @@ def _listeners(v: list[str]) -> str | None:
     return None
 
 
-#: Kafka's security protocols; kbroker implements PLAINTEXT only.
+#: Kafka's security protocols
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: those kbroker serves
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT",)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One listener of `listeners` (or `advertised.listeners`): its name (upper case, as
+    Kafka's ListenerName), address and security protocol."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
 
 
 def _ip_overrides(v: str) -> str | None:
@@ -199,7 +212,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
     _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
     _K("listener.security.protocol.map", _LS, [f"{p}:{p}" for p in SECURITY_PROTOCOLS],
-       "Listener name -> security protocol, as NAME:PROTOCOL; kbroker serves PLAINTEXT only.", _protocol_map),
+       "Listener name -> security protocol, as NAME:PROTOCOL.", _protocol_map),
+    _K("inter.broker.listener.name", _S, None,
+       "The listener brokers use to reach each other (default: the one named security.inter.broker.protocol)."),
+    _K("security.inter.broker.protocol", _S, "PLAINTEXT",
+       "The security protocol between brokers, when inter.broker.listener.name is not set.",
+       lambda v: None if v.upper() in SECURITY_PROTOCOLS else f"one of {', '.join(SECURITY_PROTOCOLS)}"),
     _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
     _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
     _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
@@ -312,7 +330,7 @@ _NO_EFFECT: dict[str, str] = {
         eligible.leader.replicas.enable unstable.feature.versions.enable
         zookeeper.metadata.migration.enable zookeeper.metadata.migration.min.batch.size""",
     "kbroker serves PLAINTEXT only (no TLS, SASL or delegation tokens)": """
-        security.inter.broker.protocol sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
+        sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
         sasl.jaas.config sasl.client.callback.handler.class sasl.server.callback.handler.class
         sasl.server.max.receive.size sasl.login.class sasl.login.callback.handler.class
         sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
@@ -389,8 +407,8 @@ _NO_EFFECT: dict[str, str] = {
         telemetry.max.bytes""",
     "kbroker loads no Java plugins": """
         alter.config.policy.class.name create.topic.policy.class.name replica.selector.class""",
-    "kbroker serves one listener with the latest record format": """
-        inter.broker.listener.name control.plane.listener.name early.start.listeners
+    "kbroker serves its listeners with the latest record format (no separate control plane)": """
+        control.plane.listener.name early.start.listeners
         inter.broker.protocol.version log.message.format.version log.message.downconversion.enable""",
     "kbroker does not implement it": """
         broker.id.generation.enable reserved.broker.max.id log.preallocate log.roll.jitter.hours log.roll.jitter.ms
@@ -426,9 +444,6 @@ def _flag_off(raw: str) -> bool:
 #: never silently weaker than configured. key -> (value acceptable?, why refused, as a
 #: format of {value})
 REFUSED_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
-    "security.inter.broker.protocol": (
-        lambda v: v.upper() in ("", "PLAINTEXT"),
-        "{value} is not implemented (kbroker serves PLAINTEXT only); brokers would talk plaintext"),
     "authorizer.class.name": (
         lambda v: not v, "{value}: kbroker has no authorizer; ACLs would not be enforced"),
     "zookeeper.ssl.client.enable": (
@@ -560,6 +575,9 @@ class BrokerConfig:
         self._sources: dict[str, ConfigSource] = {}
         self.ignored: list[str] = []
         self.warnings: list[str] = []
+        self._endpoints: list[Listener] = []
+        self._advertised: list[Listener] = []
+        self._inter_broker_listener = "PLAINTEXT"
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
@@ -599,9 +617,16 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
         self._check_node_id()
-        self._check_listeners("listeners")
+        self._endpoints = self._check_listeners("listeners")
+        self._advertised = self._endpoints
         if self["advertised.listeners"]:
-            self._check_listeners("advertised.listeners")
+            self._advertised = self._check_listeners("advertised.listeners")
+            bound = {x.name for x in self._endpoints}
+            for x in self._advertised:
+                if x.name not in bound:
+                    raise ConfigError("advertised.listeners", f"{x.name} is not a listener of listeners (advertised "
+                                                              "listener names must be among the bound ones)")
+        self._check_inter_broker_listener()
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
@@ -648,16 +673,19 @@ class BrokerConfig:
         """The listeners of `key` kbroker serves: all but KRaft controller listeners."""
         return [item for item in self[key] if not self._controller_listener(item)]
 
-    def _check_listeners(self, key: str) -> None:
-        """One PLAINTEXT listener: kbroker binds the first listener only and has no TLS or
-        SASL, so anything else would serve plaintext on a port the operator believes
-        encrypted, or leave a listener silently unbound. KRaft controller listeners
-        (controller.listener.names) are left out, and said so."""
-        items = self[key]
-        protocols = {name.upper(): protocol.upper() for name, _, protocol in
-                     (item.partition(":") for item in self["listener.security.protocol.map"])}
-        for item in items:
-            parse_listener(item, key)
+    def _protocols(self) -> dict[str, str]:
+        return {name.upper(): protocol.upper() for name, _, protocol in
+                (item.partition(":") for item in self["listener.security.protocol.map"])}
+
+    def _check_listeners(self, key: str) -> list[Listener]:
+        """Kafka's rules: every listener's name has a security protocol
+        (listener.security.protocol.map), names and ports differ, and kbroker implements
+        the protocol (never plaintext on a port meant to be encrypted). KRaft controller
+        listeners (controller.listener.names) are left out, and said so."""
+        protocols = self._protocols()
+        out: list[Listener] = []
+        for item in self[key]:
+            host, port = parse_listener(item, key)
             if self._controller_listener(item):
                 if key == "listeners":
                     self.warnings.append(f"listener {item} is a KRaft controller listener (controller.listener.names) "
@@ -671,16 +699,65 @@ class BrokerConfig:
             if protocol is None:
                 raise ConfigError(key, f"{item}: no security protocol for listener {name} "
                                        "(listener.security.protocol.map)")
-            if protocol != "PLAINTEXT":
+            if protocol not in IMPLEMENTED_PROTOCOLS:
                 raise ConfigError(key, f"{item}: security protocol {protocol} is not implemented (kbroker "
-                                       "serves PLAINTEXT only); refusing to serve plaintext there")
-        served = self._served(key)
-        if not served:
+                                       f"serves {', '.join(IMPLEMENTED_PROTOCOLS)}); refusing to serve plaintext there")
+            if any(x.name == name for x in out):
+                raise ConfigError(key, f"{item}: each listener must have a different name ({name} twice)")
+            if key == "listeners" and port != 0 and any(x.port == port for x in out):
+                raise ConfigError(key, f"{item}: each listener must have a different port ({port} twice)")
+            out.append(Listener(name, host, port, protocol))
+        if not out:
             raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "
                                    "kbroker needs one to serve clients on")
-        if len(served) > 1:
-            verb = "bound" if key == "listeners" else "advertised"
-            raise ConfigError(key, f"kbroker serves one listener; {', '.join(served[1:])} would not be {verb}")
+        return out
+
+    def _check_inter_broker_listener(self) -> None:
+        """inter.broker.listener.name, or else the listener named as
+        security.inter.broker.protocol (or the first with that protocol): one of the
+        advertised listeners, as Kafka requires."""
+        advertised = self.advertised_endpoints
+        name = self["inter.broker.listener.name"]
+        if name is not None:
+            name = name.strip().upper()
+            found = next((x for x in advertised if x.name == name), None)
+            if found is None:
+                raise ConfigError("inter.broker.listener.name", f"{name} is not a listener of advertised.listeners "
+                                                                f"({', '.join(x.name for x in advertised)})")
+            # Kafka refuses both keys at once; both saying the same thing is taken
+            protocol = self["security.inter.broker.protocol"].upper()
+            if (self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG
+                    and protocol != found.security_protocol):
+                raise ConfigError("inter.broker.listener.name", f"only one of inter.broker.listener.name and "
+                                  f"security.inter.broker.protocol may be set ({name} is {found.security_protocol}, "
+                                  f"not {protocol})")
+        else:
+            protocol = self["security.inter.broker.protocol"].upper()
+            found = next((x for x in advertised if x.name == protocol), None) or \
+                next((x for x in advertised if x.security_protocol == protocol), None)
+            if found is None:
+                raise ConfigError("security.inter.broker.protocol", f"{protocol}: no listener of advertised.listeners "
+                                                                    "has it (set inter.broker.listener.name)")
+            name = found.name
+        self._inter_broker_listener = name
+
+    @property
+    def endpoints(self) -> list[Listener]:
+        """The listeners to bind, with their names and security protocols."""
+        return self._endpoints
+
+    @property
+    def advertised_endpoints(self) -> list[Listener]:
+        """What clients and other brokers are told (default: the listeners)."""
+        return self._advertised
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The name of the listener brokers use to reach each other."""
+        return self._inter_broker_listener
+
+    def listener(self, name: str) -> Listener:
+        return next(x for x in self._endpoints if x.name == name)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -703,13 +780,11 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[tuple[str, int]]:
-        return [parse_listener(x) for x in self._served("listeners")]
+        return [(x.host, x.port) for x in self._endpoints]
 
     @property
     def advertised_listeners(self) -> list[tuple[str, int]]:
-        if self["advertised.listeners"]:
-            return [parse_listener(x, "advertised.listeners") for x in self._served("advertised.listeners")]
-        return self.listeners
+        return [(x.host, x.port) for x in self._advertised]
 
     @property
     def retention_ms(self) -> int:

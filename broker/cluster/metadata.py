@@ -22,11 +22,22 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 @dataclass
 class BrokerInfo:
+    """A live broker. host and port are its inter-broker listener's (what brokers use to
+    reach it); `endpoints` has every listener's, by listener name (Metadata answers each
+    client with the listener it came in on)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1                     # the broker epoch (its registration's czxid), when known
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) of the listener, None if the broker has none of that name."""
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener_name)
 
 
 @dataclass

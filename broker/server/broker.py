@@ -80,11 +80,11 @@ class Broker:
     def __init__(self, config: BrokerConfig, store: MetadataStore | None = None):
         self.config = config
         self.broker_id = config.broker_id
-        listen_host, listen_port = config.listeners[0]
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        bind_outgoing(listen_host)     # to brokers and ZooKeeper: from the listener's address
-        self.server = Server(self, listen_host, listen_port)      # self: the handlers' BrokerServices
+        inter = config.listener(config.inter_broker_listener) if any(
+            x.name == config.inter_broker_listener for x in config.endpoints) else config.endpoints[0]
+        self.listen_host = inter.host
+        bind_outgoing(inter.host)      # to brokers and ZooKeeper: from the inter-broker listener's address
+        self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -136,14 +136,25 @@ class Broker:
     def in_cluster(self) -> bool:
         return bool(self.config["zookeeper.connect"])
 
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        """Every advertised listener; without advertised.listeners, the bound ports (listen
+        on :0 in tests) and 127.0.0.1 for a wildcard address."""
+        out = []
+        for x in self.config.advertised_endpoints:
+            host, port = x.host, x.port
+            if self.config["advertised.listeners"] is None:
+                port = self.server.bound_port(x.name)
+            if host in ("", "0.0.0.0", "::"):
+                host = "127.0.0.1"
+            out.append(EndPoint(x.name, host, port, x.security_protocol))
+        return tuple(out)
+
     def broker_info(self) -> BrokerInfo:
-        hosts = self.config.advertised_listeners
-        host, port = hosts[0]
-        if self.config["advertised.listeners"] is None:
-            port = self.server.port            # the bound port (listen on :0 in tests)
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        """This broker as others reach it: the inter-broker listener's endpoint."""
+        endpoints = self.advertised_endpoints()
+        ep = next((e for e in endpoints if e.listener_name == self.config.inter_broker_listener), endpoints[0])
+        return BrokerInfo(self.broker_id, ep.host, ep.port, self.config["broker.rack"],
+                          endpoints={e.listener_name: (e.host, e.port) for e in endpoints})
 
     # ------------------------------------------------------------------ start
 
@@ -204,8 +215,8 @@ class Broker:
         # event loop for milliseconds (tail latency)
         gc.freeze()
         self.started_at = time.time()
-        log.info("broker %d listening on %s:%d (cluster %s%s), started in %.3f s", self.broker_id,
-                 self.listen_host or "*", self.server.port, self.cluster_id,
+        log.info("broker %d listening on %s (cluster %s%s), started in %.3f s", self.broker_id,
+                 ", ".join(f"{a.name}://{a.host or '*'}:{a.port}" for a in self.server.acceptors), self.cluster_id,
                  f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
                  time.monotonic() - t0)
 
@@ -232,8 +243,7 @@ class Broker:
         return ids
 
     def _registration(self) -> BrokerRegistration:
-        info = self.broker_info()
-        return BrokerRegistration(self.broker_id, (EndPoint("PLAINTEXT", info.host, info.port),), info.rack,
+        return BrokerRegistration(self.broker_id, self.advertised_endpoints(), self.config["broker.rack"],
                                   timestamp=int(time.time() * 1000))
 
     async def _register(self) -> None:

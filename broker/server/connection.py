@@ -47,7 +47,7 @@ from broker.native import sendfile
 from broker.protocol.framing import FrameReader
 
 if TYPE_CHECKING:
-    from broker.server.server import Server
+    from broker.server.server import Acceptor, Server
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,11 @@ def _api_key(frame) -> int:
 
 
 class Connection:
-    def __init__(self, server: Server, sock: socket.socket, address):
+    def __init__(self, server: Server, sock: socket.socket, address, acceptor: Acceptor | None = None):
         self.server = server
+        self.acceptor = acceptor
+        #: the listener the client came in on (Metadata answers with its endpoints)
+        self.listener_name = acceptor.name if acceptor is not None else "PLAINTEXT"
         self.loop = server.loop
         self.sock = sock
         self.fd = sock.fileno()

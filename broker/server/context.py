@@ -32,6 +32,11 @@ class RequestContext(Protocol):
     def api_version(self) -> int: ...
 
     @property
+    def listener_name(self) -> str:
+        """The listener the request came in on (Metadata answers with its endpoints)."""
+        ...
+
+    @property
     def received(self) -> float:
         """When the request's frame was read (the event loop's clock)."""
         ...

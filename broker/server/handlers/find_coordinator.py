@@ -28,9 +28,10 @@ def _find(ctx, key: str, key_type: int):
         return None
     node = coord.coordinator_node(key)
     b = services.metadata.brokers().get(node)
-    if b is None:
+    ep = None if b is None else b.endpoint(ctx.listener_name)
+    if b is None or ep is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return 0, "NONE", b.broker_id, b.host, b.port
+    return 0, "NONE", b.broker_id, ep[0], ep[1]
 
 
 def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:

@@ -36,8 +36,7 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
         if states and t.topic_name not in deleted:
             updates[t.topic_name] = (t.topic_id, states)
     await services.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
-    cache.set_brokers(BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
-                      for b in request.live_brokers if b.endpoints)
+    cache.set_brokers(_broker(b, services.config.inter_broker_listener) for b in request.live_brokers if b.endpoints)
     cache.set_controller(request.controller_id, request.controller_epoch)
     for name, (topic_id, states) in updates.items():
         old = cache.topic(name)
@@ -51,6 +50,13 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
     cache.initialized = True
     cache.changed()
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+
+def _broker(b, inter_broker_listener: str) -> BrokerInfo:
+    """host and port: the inter-broker listener's (the first endpoint without one)."""
+    endpoints = {e.listener: (e.host, e.port) for e in b.endpoints}
+    host, port = endpoints.get(inter_broker_listener) or (b.endpoints[0].host, b.endpoints[0].port)
+    return BrokerInfo(b.id, host, port, b.rack, endpoints=endpoints)
 
 
 async def _from_network(services: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
