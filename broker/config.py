@@ -152,7 +152,7 @@ def _listeners(v: list[str]) -> str | None:
 #: Kafka's security protocols
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: those kbroker serves
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT",)
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,8 @@ def _protocol_map(v: list[str]) -> str | None:
 
 
 _K = ConfigKey
-_B, _S, _I, _L, _D, _LS, _SH = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
-                                ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT)
+_B, _S, _I, _L, _D, _LS, _SH, _P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
+                                    ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT, ConfigType.PASSWORD)
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -298,6 +298,29 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("connections.max.idle.ms", _L, 600000,
        "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+    # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
+    _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
+       ("JKS", "PEM", "PKCS12")),
+    _K("ssl.keystore.location", _S, None, "The key store file: PEM (certificate chain and private key) or PKCS12."),
+    _K("ssl.keystore.password", _P, None, "The PKCS12 key store's password."),
+    _K("ssl.key.password", _P, None, "The password of the private key (an encrypted PEM key)."),
+    _K("ssl.keystore.certificate.chain", _P, None, "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
+    _K("ssl.keystore.key", _P, None, "The private key in PEM, inline (ssl.keystore.type=PEM)."),
+    _K("ssl.truststore.type", _S, "JKS", "PEM or PKCS12.", None, ("JKS", "PEM", "PKCS12")),
+    _K("ssl.truststore.location", _S, None, "The trusted certificates: a PEM file or a PKCS12 store."),
+    _K("ssl.truststore.password", _P, None, "The PKCS12 trust store's password."),
+    _K("ssl.truststore.certificates", _P, None, "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
+    _K("ssl.client.auth", _S, "none", "Client certificates: required, requested or none.", None,
+       ("required", "requested", "none")),
+    _K("ssl.enabled.protocols", _LS, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", None,
+       ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _K("ssl.protocol", _S, "TLSv1.3", "The highest TLS version (Java's SSLContext protocol).", None,
+       ("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _K("ssl.cipher.suites", _LS, None, "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
+    _K("ssl.endpoint.identification.algorithm", _S, "https",
+       "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
+    _K("ssl.principal.mapping.rules", _S, "DEFAULT",
+       "Client certificate subject -> principal name, as Kafka's RULE:pattern/replacement/[LU],...,DEFAULT."),
     _K("controller.listener.names", _LS, None,
        "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}
@@ -329,7 +352,8 @@ _NO_EFFECT: dict[str, str] = {
         controller.performance.always.log.threshold.ms controller.performance.sample.period.ms
         eligible.leader.replicas.enable unstable.feature.versions.enable
         zookeeper.metadata.migration.enable zookeeper.metadata.migration.min.batch.size""",
-    "kbroker serves PLAINTEXT only (no TLS, SASL or delegation tokens)": """
+    "kbroker has no such security plumbing (Java security providers, Kerberos, delegation tokens; SASL not "
+    "yet)": """
         sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
         sasl.jaas.config sasl.client.callback.handler.class sasl.server.callback.handler.class
         sasl.server.max.receive.size sasl.login.class sasl.login.callback.handler.class
@@ -342,12 +366,9 @@ _NO_EFFECT: dict[str, str] = {
         sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
         sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
         sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name sasl.oauthbearer.token.endpoint.url
-        ssl.allow.dn.changes ssl.allow.san.changes ssl.cipher.suites ssl.client.auth ssl.enabled.protocols
-        ssl.endpoint.identification.algorithm ssl.engine.factory.class ssl.key.password ssl.keymanager.algorithm
-        ssl.keystore.certificate.chain ssl.keystore.key ssl.keystore.location ssl.keystore.password
-        ssl.keystore.type ssl.principal.mapping.rules ssl.protocol ssl.provider ssl.secure.random.implementation
-        ssl.trustmanager.algorithm ssl.truststore.certificates ssl.truststore.location ssl.truststore.password
-        ssl.truststore.type principal.builder.class connections.max.reauth.ms
+        ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
+        ssl.provider ssl.secure.random.implementation
+        ssl.trustmanager.algorithm principal.builder.class connections.max.reauth.ms
         connection.failed.authentication.delay.ms security.providers authorizer.class.name
         delegation.token.master.key delegation.token.secret.key delegation.token.max.lifetime.ms
         delegation.token.expiry.time.ms delegation.token.expiry.check.interval.ms
@@ -427,10 +448,14 @@ _NO_EFFECT: dict[str, str] = {
 #: Kafka broker key -> why it has no effect in kbroker.
 IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
 
+LISTENER_PREFIX = "listener.name."
+#: Keys a listener may set for itself (listener.name.<name>.<key>, Kafka's prefix)
+LISTENER_KEYS = frozenset(k for k in BROKER_KEYS if k.startswith("ssl."))
+
 #: Key prefixes of settings handed to parts kbroker does not have (per-listener security
 #: settings, Confluent Server's own keys), accepted with a warning as above.
 IGNORED_KAFKA_PREFIXES: dict[str, str] = {
-    "listener.name.": "per-listener settings configure TLS/SASL, which kbroker does not have",
+    "listener.name.": "kbroker has no use for this per-listener setting",
     "confluent.": "a Confluent Server setting",
 }
 
@@ -578,6 +603,7 @@ class BrokerConfig:
         self._endpoints: list[Listener] = []
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
+        self._listener_values: dict[str, dict[str, Any]] = {}     # LISTENER NAME -> key -> value
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
@@ -597,6 +623,11 @@ class BrokerConfig:
         self._check_relations()
 
     def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
+        if name.startswith(LISTENER_PREFIX):
+            listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+            if listener and suffix in LISTENER_KEYS:
+                self._listener_values.setdefault(listener.upper(), {})[suffix] = BROKER_KEYS[suffix].parse(raw)
+                return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
             (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None)
         if reason is not None:
@@ -735,6 +766,9 @@ class BrokerConfig:
             protocol = self["security.inter.broker.protocol"].upper()
             found = next((x for x in advertised if x.name == protocol), None) or \
                 next((x for x in advertised if x.security_protocol == protocol), None)
+            if (found is None and not self["zookeeper.connect"]
+                    and self.source("security.inter.broker.protocol") == ConfigSource.DEFAULT_CONFIG):
+                found = advertised[0]           # a broker alone talks to no other broker
             if found is None:
                 raise ConfigError("security.inter.broker.protocol", f"{protocol}: no listener of advertised.listeners "
                                                                     "has it (set inter.broker.listener.name)")
@@ -758,6 +792,18 @@ class BrokerConfig:
 
     def listener(self, name: str) -> Listener:
         return next(x for x in self._endpoints if x.name == name)
+
+    def listener_value(self, listener_name: str, key: str) -> Any:
+        """A per-listener setting: listener.name.<name>.<key> when set, else <key>."""
+        values = self._listener_values.get(listener_name.upper())
+        if values is not None and key in values:
+            return values[key]
+        return self[key]
+
+    def listener_has(self, listener_name: str, key: str) -> bool:
+        """Whether <key> is set for the listener (with its prefix, or without)."""
+        values = self._listener_values.get(listener_name.upper(), {})
+        return key in values or self.source(key) != ConfigSource.DEFAULT_CONFIG
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import time
 from collections import deque
 
@@ -20,6 +21,7 @@ from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.security.listener import ClientSecurity
 
 RECV_SIZE = 1 << 20
 
@@ -30,16 +32,23 @@ class ClientError(Exception):
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker-client", timeout: float = 30.0,
-                 max_frame_size: int = 1 << 30):
+                 max_frame_size: int = 1 << 30, security: ClientSecurity | None = None):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security is not None and security.ssl_context is not None:
+            try:
+                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            except (ssl.SSLError, OSError) as exc:
+                self.sock.close()
+                raise ClientError(f"TLS with {host}:{port} failed: {getattr(exc, 'reason', None) or exc}") from None
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
         self._inflight: deque = deque()      # (correlation id, api key, version)
@@ -129,7 +138,8 @@ class BrokerConnection:
             return True
         frame = self._frames.next_frame()
         if frame is None:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
+            readable, _, _ = ([self.sock], None, None) if pending else select.select([self.sock], [], [], 0)
             if not readable:
                 return False
             try:

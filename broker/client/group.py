@@ -95,7 +95,8 @@ class GroupConsumer:
                     r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
                     err, host, port = r.error_code, r.host, r.port
                 if err == 0:
-                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id)
+                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id,
+                                                         security=self.cluster.security)
                     return self._coordinator
             except ClientError:
                 # the bootstrap connection broke (a broker restart): refresh() replaces it

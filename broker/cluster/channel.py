@@ -40,6 +40,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.types import ProtocolDecodeError
+from broker.security.listener import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,16 @@ def bind_outgoing(listen_host: str | None) -> None:
     except ValueError:
         ip = None
     _source_ip = None if ip is None or ip.is_unspecified else ip
+
+
+#: how this process's channels reach other brokers (the inter-broker listener's security)
+_client_security: ClientSecurity | None = None
+
+
+def set_client_security(security: ClientSecurity | None) -> None:
+    """TLS (and SASL) for every BrokerChannel made after this call; None: plaintext."""
+    global _client_security
+    _client_security = security
 
 
 def source_address(dest_ip: str) -> tuple[str, int] | None:
@@ -117,6 +128,7 @@ class BrokerChannel:
         self._read_task: asyncio.Task[None] | None = None
         self._last_failure = 0.0
         self.closed = False
+        self.security = _client_security
 
     def __repr__(self) -> str:
         return f"BrokerChannel({self.host}:{self.port})"
@@ -209,7 +221,10 @@ class BrokerChannel:
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         local = await _local_addr(self.host, self.port)
-        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local)
+        security = self.security
+        ctx = security.ssl_context if security is not None else None
+        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local, ssl=ctx,
+                                             ssl_handshake_timeout=self.connect_timeout if ctx else None)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader(self.max_frame_size)

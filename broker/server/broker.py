@@ -43,7 +43,7 @@ import os
 import time
 
 from broker.cluster.cache import MetadataCache
-from broker.cluster.channel import bind_outgoing
+from broker.cluster.channel import bind_outgoing, set_client_security
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
@@ -61,6 +61,8 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from broker.security.listener import inter_broker_security, listener_securities
+from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.server import Server, ThrottledLog
@@ -161,6 +163,12 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
+        # TLS stores first: one that cannot be read stops the broker before anything else
+        try:
+            self.server.set_securities(listener_securities(self.config))
+            set_client_security(inter_broker_security(self.config))
+        except TlsConfigError as exc:
+            raise BrokerStartupError(str(exc)) from None
         if self._store is None:
             self._store = self._make_store()
         if self.in_cluster:

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
+#: failed logins and TLS handshakes, refused requests, ACL changes: one line each with the
+#: principal and the client's address, held to one line per interval like the bad-request
+#: warnings (a guessing client cannot fill the disk)
+audit = logging.getLogger("broker.audit")
 
 ACCEPT_BATCH = 64
 ACCEPT_BACKOFF_MIN_S = 0.05
@@ -64,7 +68,8 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EN
 class ThrottledLog:
     """A log line that repeats at most once per interval, saying how many were held back."""
 
-    def __init__(self, interval_s: float = LOG_INTERVAL_S):
+    def __init__(self, interval_s: float = LOG_INTERVAL_S, logger: logging.Logger | None = None):
+        self.log = logger or log
         self.interval_s = interval_s
         self._last = -interval_s
         self._held = 0
@@ -76,7 +81,7 @@ class ThrottledLog:
             return
         if self._held:
             msg += f" ({self._held} more in the last {now - self._last:.0f} s)"
-        log.log(level, msg, *args)
+        self.log.log(level, msg, *args)
         self._last = now
         self._held = 0
 
@@ -144,6 +149,18 @@ class Server:
         # requests that close their connection: at most one line per interval, however
         # many a broken or hostile client sends (the rest are counted in the next line)
         self.log_bad_request = ThrottledLog()
+        self._audit_failures = ThrottledLog(logger=audit)
+
+    def set_securities(self, securities) -> None:
+        """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
+        for acceptor in self.acceptors:
+            sec = securities.get(acceptor.name)
+            acceptor.security = sec if sec is not None and sec.ssl_context is not None else None
+
+    def audit_failure(self, conn: Connection, what: str) -> None:
+        """A failed authentication (TLS or SASL): one audit line, held as above."""
+        self._audit_failures(logging.WARNING, "%s from %s on %s (principal %s)", what, peer_ip(conn.address),
+                             conn.listener_name, conn.principal)
 
     @property
     def port(self) -> int:

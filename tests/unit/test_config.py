@@ -229,14 +229,13 @@ def test_advertised_listeners_default_to_listeners():
 
 @pytest.mark.parametrize("values,words", [
     # a security protocol kbroker does not implement: never plaintext on that port
-    ({"listeners": "SSL://:9093"}, ["listeners", "SSL://:9093", "SSL is not implemented"]),
     ({"listeners": "SASL_SSL://h:9093"}, ["SASL_SSL is not implemented"]),
     ({"listeners": "SASL_PLAINTEXT://h:9093"}, ["SASL_PLAINTEXT is not implemented"]),
-    ({"listeners": "ssl://h:9093"}, ["SSL is not implemented"]),
-    ({"listeners": "INTERNAL://h:9093", "listener.security.protocol.map": "INTERNAL:SSL"},
-     ["INTERNAL://h:9093", "SSL is not implemented"]),
-    ({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "SSL://h:9093"},
-     ["advertised.listeners", "SSL is not implemented"]),
+    ({"listeners": "INTERNAL://h:9093", "listener.security.protocol.map": "INTERNAL:SASL_SSL"},
+     ["INTERNAL://h:9093", "SASL_SSL is not implemented"]),
+    # in a cluster, Kafka's rule: the inter-broker listener must exist
+    ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181"}, ["security.inter.broker.protocol",
+                                                                     "PLAINTEXT: no listener"]),
     # a listener that would not be bound
     ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
     ({"listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092"}, ["CONTROLLER://h:9093", "controller"]),
@@ -407,8 +406,8 @@ def test_every_key_of_kafka_3_and_4_brokers_is_known():
 
 
 def test_each_ignored_key_gets_one_warning_line_with_its_reason():
-    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__keystore__location="/k.jks",
-            listener__name__internal__ssl__keystore__location="/k.jks", confluent__balancer__enable="true",
+    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__provider="SunJSSE",
+            listener__name__internal__ssl__keymanager__algorithm="PKIX", confluent__balancer__enable="true",
             controller__quorum__voters="1@localhost:9093")
     assert len(c.warnings) == 6
     for line in c.warnings:
@@ -417,8 +416,8 @@ def test_each_ignored_key_gets_one_warning_line_with_its_reason():
     assert "one event loop" in by_key["num.io.threads"]
     for kraft in ("process.roles", "controller.quorum.voters"):
         assert "no KRaft mode" in by_key[kraft] and "ZooKeeper" in by_key[kraft] and "alone" in by_key[kraft]
-    assert "PLAINTEXT only" in by_key["ssl.keystore.location"]
-    assert "TLS/SASL" in by_key["listener.name.internal.ssl.keystore.location"]
+    assert "security plumbing" in by_key["ssl.provider"]
+    assert "per-listener" in by_key["listener.name.internal.ssl.keymanager.algorithm"]
     assert "Confluent" in by_key["confluent.balancer.enable"]
     assert cfg().warnings == [] and cfg().ignored == []
 

@@ -95,9 +95,14 @@ def broker_entries(services, keys, synonyms: bool, docs: bool) -> list:
             continue
         syn = broker_synonyms(services, name)
         source = source_of(syn)
-        out.append(_Entry(name=name, value=format_value(services.config[name]), read_only=True,
-                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
-                          is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
+        # passwords (ssl.keystore.password ...) are never told, as Kafka's: null and sensitive
+        sensitive = key.type == ConfigType.PASSWORD
+        if sensitive:
+            for s in syn:
+                s.value = None
+        out.append(_Entry(name=name, value=None if sensitive else format_value(services.config[name]),
+                          read_only=True, is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
+                          is_sensitive=sensitive, synonyms=syn if synonyms else [], config_type=key.type,
                           documentation=key.doc if docs else None))
     return out
 
