@@ -149,10 +149,12 @@ def _listeners(v: list[str]) -> str | None:
     return None
 
 
+#: Kafka's SASL mechanisms (GSSAPI accepted as a name, refused where a listener would use it)
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 #: Kafka's security protocols
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: those kbroker serves
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
     _K("ssl.principal.mapping.rules", _S, "DEFAULT",
        "Client certificate subject -> principal name, as Kafka's RULE:pattern/replacement/[LU],...,DEFAULT."),
+    # SASL (per listener with listener.name.<name>.; JAAS per mechanism: <mechanism>.sasl.jaas.config)
+    _K("sasl.enabled.mechanisms", _LS, ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
+                                                   "SCRAM-SHA-512, OAUTHBEARER (GSSAPI, Kafka's default, is not "
+                                                   "implemented).", None, SASL_MECHANISMS),
+    _K("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "The mechanism brokers authenticate to each other with.",
+       None, SASL_MECHANISMS),
+    _K("sasl.server.max.receive.size", _I, 524288, "Largest SASL token accepted before authentication.", _at_least(1)),
+    _K("connections.max.reauth.ms", _L, 0, "Longest a SASL session lasts before the client must re-authenticate "
+                                           "(KIP-368); 0: for ever (an OAUTHBEARER token's expiry still ends it).",
+       _at_least(0)),
+    _K("connection.failed.authentication.delay.ms", _I, 100, "Delay of the answer to a failed authentication, "
+                                                              "before the connection closes.", _at_least(0)),
+    _K("sasl.oauthbearer.jwks.endpoint.url", _S, None, "OAUTHBEARER: the JWKS of the keys that sign tokens, as a "
+                                                       "file: URL (KIP-768)."),
+    _K("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "How often the JWKS file is read again.", _at_least(1)),
+    _K("sasl.oauthbearer.expected.audience", _LS, None, "OAUTHBEARER: a token's aud must name one of these."),
+    _K("sasl.oauthbearer.expected.issuer", _S, None, "OAUTHBEARER: a token's iss must be this."),
+    _K("sasl.oauthbearer.scope.claim.name", _S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
+    _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
+    _K("sasl.oauthbearer.clock.skew.seconds", _I, 30, "OAUTHBEARER: clock skew allowed on exp, nbf, iat.",
+       _at_least(0)),
     _K("controller.listener.names", _LS, None,
        "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}
@@ -352,24 +375,20 @@ _NO_EFFECT: dict[str, str] = {
         controller.performance.always.log.threshold.ms controller.performance.sample.period.ms
         eligible.leader.replicas.enable unstable.feature.versions.enable
         zookeeper.metadata.migration.enable zookeeper.metadata.migration.min.batch.size""",
-    "kbroker has no such security plumbing (Java security providers, Kerberos, delegation tokens; SASL not "
-    "yet)": """
-        sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
+    "kbroker has no such security plumbing (Java security providers and callback classes, Kerberos, "
+    "delegation tokens)": """
         sasl.jaas.config sasl.client.callback.handler.class sasl.server.callback.handler.class
-        sasl.server.max.receive.size sasl.login.class sasl.login.callback.handler.class
+        sasl.login.class sasl.login.callback.handler.class
         sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
         sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor sasl.login.refresh.window.jitter
         sasl.login.retry.backoff.max.ms sasl.login.retry.backoff.ms sasl.kerberos.kinit.cmd
         sasl.kerberos.min.time.before.relogin sasl.kerberos.principal.to.local.rules sasl.kerberos.service.name
         sasl.kerberos.ticket.renew.jitter sasl.kerberos.ticket.renew.window.factor
-        sasl.oauthbearer.clock.skew.seconds sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer
-        sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
-        sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
-        sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name sasl.oauthbearer.token.endpoint.url
+        sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
+        sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.token.endpoint.url
         ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
         ssl.provider ssl.secure.random.implementation
-        ssl.trustmanager.algorithm principal.builder.class connections.max.reauth.ms
-        connection.failed.authentication.delay.ms security.providers authorizer.class.name
+        ssl.trustmanager.algorithm principal.builder.class security.providers authorizer.class.name
         delegation.token.master.key delegation.token.secret.key delegation.token.max.lifetime.ms
         delegation.token.expiry.time.ms delegation.token.expiry.check.interval.ms
         password.encoder.secret password.encoder.old.secret password.encoder.keyfactory.algorithm
@@ -450,7 +469,9 @@ IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT
 
 LISTENER_PREFIX = "listener.name."
 #: Keys a listener may set for itself (listener.name.<name>.<key>, Kafka's prefix)
-LISTENER_KEYS = frozenset(k for k in BROKER_KEYS if k.startswith("ssl."))
+LISTENER_KEYS = frozenset(k for k in BROKER_KEYS if k.startswith(("ssl.", "sasl.", "connections.max.reauth.ms")))
+#: per mechanism, per listener: listener.name.<name>.<mechanism>.<key> (JAAS, Kafka's callback classes)
+MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms")
 
 #: Key prefixes of settings handed to parts kbroker does not have (per-listener security
 #: settings, Confluent Server's own keys), accepted with a warning as above.
@@ -628,6 +649,12 @@ class BrokerConfig:
             if listener and suffix in LISTENER_KEYS:
                 self._listener_values.setdefault(listener.upper(), {})[suffix] = BROKER_KEYS[suffix].parse(raw)
                 return
+            mechanism, _, mkey = suffix.partition(".")
+            if listener and mechanism.upper() in SASL_MECHANISMS and mkey in MECHANISM_KEYS:
+                value = _convert(BROKER_KEYS["connections.max.reauth.ms"], raw) if mkey.startswith("connections") \
+                    else str(raw).strip()
+                self._listener_values.setdefault(listener.upper(), {})[f"{mechanism.upper()}.{mkey}"] = value
+                return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
             (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None)
         if reason is not None:
@@ -737,11 +764,24 @@ class BrokerConfig:
                 raise ConfigError(key, f"{item}: each listener must have a different name ({name} twice)")
             if key == "listeners" and port != 0 and any(x.port == port for x in out):
                 raise ConfigError(key, f"{item}: each listener must have a different port ({port} twice)")
+            if protocol.startswith("SASL_") and key == "listeners":
+                self._check_sasl_listener(name)
             out.append(Listener(name, host, port, protocol))
         if not out:
             raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "
                                    "kbroker needs one to serve clients on")
         return out
+
+    def _check_sasl_listener(self, name: str) -> None:
+        mechanisms = self.listener_value(name, "sasl.enabled.mechanisms")
+        if not mechanisms:
+            raise ConfigError("sasl.enabled.mechanisms", f"listener {name} is a SASL listener with no mechanism")
+        if "GSSAPI" in mechanisms:
+            key = "sasl.enabled.mechanisms" if name.upper() not in self._listener_values or \
+                "sasl.enabled.mechanisms" not in self._listener_values[name.upper()] \
+                else f"listener.name.{name.lower()}.sasl.enabled.mechanisms"
+            raise ConfigError(key, f"GSSAPI (Kerberos, Kafka's default) is not implemented; listener {name} needs "
+                                   "sasl.enabled.mechanisms among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
 
     def _check_inter_broker_listener(self) -> None:
         """inter.broker.listener.name, or else the listener named as
@@ -774,6 +814,12 @@ class BrokerConfig:
                                                                     "has it (set inter.broker.listener.name)")
             name = found.name
         self._inter_broker_listener = name
+        ib = next(x for x in advertised if x.name == name)
+        if ib.security_protocol.startswith("SASL_") and self["zookeeper.connect"]:
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            if mechanism not in self.listener_value(name, "sasl.enabled.mechanisms"):
+                raise ConfigError("sasl.mechanism.inter.broker.protocol", f"{mechanism} is not enabled on the "
+                                  f"inter-broker listener {name} (sasl.enabled.mechanisms)")
 
     @property
     def endpoints(self) -> list[Listener]:
@@ -799,6 +845,11 @@ class BrokerConfig:
         if values is not None and key in values:
             return values[key]
         return self[key]
+
+    def mechanism_value(self, listener_name: str, mechanism: str, key: str) -> Any:
+        """listener.name.<name>.<mechanism>.<key> (the JAAS config of a mechanism ...), None
+        when not set."""
+        return self._listener_values.get(listener_name.upper(), {}).get(f"{mechanism.upper()}.{key}")
 
     def listener_has(self, listener_name: str, key: str) -> bool:
         """Whether <key> is set for the listener (with its prefix, or without)."""

@@ -70,7 +70,35 @@ class BrokerConnection:
             if resp.error_code != 0:
                 raise KafkaProtocolError(resp.error_code, "ApiVersions")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            if self.security is not None and self.security.sasl_mechanism is not None:
+                self._authenticate()
             return
+
+    def _authenticate(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the exchange is over; ClientError
+        (the broker's message) when refused."""
+        from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+        from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+        from broker.security.sasl import SaslClient
+        from broker.security.scram import ScramError
+        security = self.security
+        assert security is not None and security.sasl_mechanism is not None
+        resp = self.request(SaslHandshakeRequest(mechanism=security.sasl_mechanism), version=1)
+        if resp.error_code != 0:
+            raise ClientError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                              f"({ErrorCode(resp.error_code).name}; the broker offers {', '.join(resp.mechanisms)})")
+        client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
+        token = client.step(None)
+        while token is not None:
+            resp = self.request(SaslAuthenticateRequest(auth_bytes=token), version=min(
+                self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2))
+            if resp.error_code != 0:
+                self.close()
+                raise ClientError(f"{self}: {ErrorCode(resp.error_code).name}: {resp.error_message}")
+            try:
+                token = client.step(bytes(resp.auth_bytes))
+            except ScramError as exc:
+                raise ClientError(f"{self}: SASL authentication failed: {exc}") from None
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` both this client and the broker speak."""

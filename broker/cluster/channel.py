@@ -39,8 +39,12 @@ from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.types import ProtocolDecodeError
 from broker.security.listener import ClientSecurity
+from broker.security.sasl import SaslClient
+from broker.security.scram import ScramError
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +214,9 @@ class BrokerChannel:
             if resp.error_code != ErrorCode.NONE:
                 raise ChannelError(f"{self}: ApiVersions failed with {ErrorCode(resp.error_code).name}")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            security = self.security
+            if security is not None and security.sasl_mechanism is not None:
+                await self._authenticate(security)
         except BaseException:
             self._last_failure = time.monotonic()
             self._drop_connection()
@@ -218,6 +225,28 @@ class BrokerChannel:
             fut, self._connecting = self._connecting, None
             if not fut.done():
                 fut.set_result(None)
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism's exchange is over
+        (PLAIN, SCRAM); ChannelError when the peer refuses."""
+        assert security.sasl_mechanism is not None
+        resp = await self._send(int(ApiKey.SASL_HANDSHAKE), 1, SaslHandshakeRequest(
+            mechanism=security.sasl_mechanism), self.connect_timeout)
+        if resp.error_code != ErrorCode.NONE:
+            raise ChannelError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                               f"({ErrorCode(resp.error_code).name}; the broker offers {resp.mechanisms})")
+        client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
+        version = min(self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2)
+        token = client.step(None)
+        while token is not None:
+            resp = await self._send(int(ApiKey.SASL_AUTHENTICATE), version,
+                                    SaslAuthenticateRequest(auth_bytes=token), self.connect_timeout)
+            if resp.error_code != ErrorCode.NONE:
+                raise ChannelError(f"{self}: SASL authentication failed: {resp.error_message}")
+            try:
+                token = client.step(bytes(resp.auth_bytes))
+            except ScramError as exc:
+                raise ChannelError(f"{self}: SASL authentication failed: {exc}") from None
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         local = await _local_addr(self.host, self.port)

@@ -41,6 +41,7 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Mapping
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing, set_client_security
@@ -52,7 +53,7 @@ from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
-from broker.cluster.store.znodes import BrokerRegistration, EndPoint
+from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
 from broker.config import BrokerConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
@@ -61,6 +62,7 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from broker.security.credentials import CredentialCache
 from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
@@ -107,6 +109,8 @@ class Broker:
         self._control_refused = ThrottledLog()
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
+        #: SCRAM credentials, from the store's /config/users, kept current by notifications
+        self.credentials = CredentialCache()
         self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
@@ -163,9 +167,9 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
-        # TLS stores first: one that cannot be read stops the broker before anything else
+        # TLS stores and SASL settings first: one that cannot be used stops the broker at once
         try:
-            self.server.set_securities(listener_securities(self.config))
+            self.server.set_securities(listener_securities(self.config, self.credentials.get))
             set_client_security(inter_broker_security(self.config))
         except TlsConfigError as exc:
             raise BrokerStartupError(str(exc)) from None
@@ -205,6 +209,7 @@ class Broker:
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
+        self.credentials.load(await self._store.get_user_configs())
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
         self.replicas.controller = self.controller_client
@@ -347,6 +352,25 @@ class Broker:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
         if topics:
             asyncio.get_running_loop().create_task(self._reload_configs(topics))
+        users = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("users/")}
+        if users:
+            asyncio.get_running_loop().create_task(self._reload_users(users))
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        return await self.store.get_user_config(user)
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        """Writes a user's credentials to the store (every broker's cache follows its
+        notification), and this broker's cache at once."""
+        await self.store.set_user_config(user, configs)
+        self.credentials.update(user, configs)
+
+    async def _reload_users(self, users: set[str]) -> None:
+        for user in users:
+            try:
+                self.credentials.update(user, await self.store.get_user_config(user))
+            except Exception:
+                log.exception("cannot read the credentials of user %s", user)
 
     async def _reload_configs(self, topics: set[str]) -> None:
         for topic in topics:

@@ -114,6 +114,9 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        #: SASL listeners: the connection's authentication (broker/security/sasl.py)
+        self.authenticator = security.new_authenticator() if security is not None else None
+        self.closing = False                       # closes once what is queued has been sent
         if security is not None and security.ssl_context is not None:
             self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
                                                                      do_handshake_on_connect=False)
@@ -480,8 +483,24 @@ class Connection:
             return
         self._sent()
 
+    def close_when_sent(self) -> None:
+        """Closes the connection once the answers queued so far (and the one being
+        handled) are sent; nothing more is read or handled meanwhile."""
+        self.closing = True
+        self._pause_reading()
+        self.pending.clear()
+        if not self.out and self._chunk is None and not self._flush_scheduled:
+            self.loop.call_soon(self._close_if_sent)
+
+    def _close_if_sent(self) -> None:
+        if not self.out and self._chunk is None:
+            self.close()
+
     def _sent(self) -> None:
         """Everything queued is out."""
+        if self.closing:
+            self.close()
+            return
         self.last_active = self.loop.time()
         if self._writing:
             self.loop.remove_writer(self.fd)

@@ -150,12 +150,18 @@ class Server:
         # many a broken or hostile client sends (the rest are counted in the next line)
         self.log_bad_request = ThrottledLog()
         self._audit_failures = ThrottledLog(logger=audit)
+        self._audit_refused = ThrottledLog(logger=audit)
 
     def set_securities(self, securities) -> None:
         """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
         for acceptor in self.acceptors:
             sec = securities.get(acceptor.name)
-            acceptor.security = sec if sec is not None and sec.ssl_context is not None else None
+            acceptor.security = sec if sec is not None and (sec.ssl_context or sec.sasl) else None
+
+    def audit_refused(self, conn: Connection, what: str) -> None:
+        """A refused request: one audit line, held as the rest."""
+        self._audit_refused(logging.WARNING, "refused %s from %s on %s: %s", conn.principal, peer_ip(conn.address),
+                            conn.listener_name, what)
 
     def audit_failure(self, conn: Connection, what: str) -> None:
         """A failed authentication (TLS or SASL): one audit line, held as above."""
@@ -330,6 +336,13 @@ class Server:
             return None
         api_key = header.request_api_key
         version = header.request_api_version
+        auth = conn.authenticator
+        if auth is not None and not auth.allows(api_key, received):
+            if not conn.closing:
+                why = "session expired" if auth.authenticated else "before authentication completed"
+                self.audit_refused(conn, f"api key {api_key} {why}; closing")
+                conn.close()
+            return None
         handler = HANDLERS.get(api_key)
         if handler is None:
             self.log_bad_request(logging.WARNING, "%s: unknown api key %d (client %r); closing", conn, api_key,

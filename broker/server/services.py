@@ -24,13 +24,19 @@ AlterPartition, ControlledShutdown, ElectLeaders):
                                names, for this broker's registration?
     ensure_topic_configs       read the configs of topics not seen yet before their logs open
 
+and for security:
+
+    credentials                SCRAM credentials (the store's /config/users, cached)
+    get/set_user_config        a user's entry in the store (SCRAM credentials), written
+                               with a change notification every broker follows
+
 The transaction coordinator joins here when it exists (issue 17).
 
 Everything runs on the broker's event loop.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
     from broker.cluster.replica.manager import ReplicaManager
     from broker.config import BrokerConfig
     from broker.group.coordinator import GroupCoordinator
+    from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
 
 
@@ -77,3 +84,12 @@ class BrokerServices(Protocol):
                                     broker_epoch: int) -> int: ...
 
     async def ensure_topic_configs(self, topics: Iterable[str]) -> None: ...
+
+    # ------------------------------------------------------------------ security
+
+    @property
+    def credentials(self) -> CredentialCache: ...
+
+    async def get_user_config(self, user: str) -> Mapping[str, str]: ...
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None: ...

@@ -229,10 +229,13 @@ def test_advertised_listeners_default_to_listeners():
 
 @pytest.mark.parametrize("values,words", [
     # a security protocol kbroker does not implement: never plaintext on that port
-    ({"listeners": "SASL_SSL://h:9093"}, ["SASL_SSL is not implemented"]),
-    ({"listeners": "SASL_PLAINTEXT://h:9093"}, ["SASL_PLAINTEXT is not implemented"]),
-    ({"listeners": "INTERNAL://h:9093", "listener.security.protocol.map": "INTERNAL:SASL_SSL"},
-     ["INTERNAL://h:9093", "SASL_SSL is not implemented"]),
+    # Kafka's default mechanism is Kerberos, which kbroker does not implement
+    ({"listeners": "SASL_SSL://h:9093"}, ["sasl.enabled.mechanisms", "GSSAPI", "not implemented"]),
+    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
+     ["listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"]),
+    ({"listeners": "SASL_SSL://h:9093", "sasl.enabled.mechanisms": "PLAIN", "zookeeper.connect": "zk:2181",
+      "security.inter.broker.protocol": "SASL_SSL"}, ["sasl.mechanism.inter.broker.protocol", "GSSAPI"]),
     # in a cluster, Kafka's rule: the inter-broker listener must exist
     ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181"}, ["security.inter.broker.protocol",
                                                                      "PLAINTEXT: no listener"]),

@@ -39,7 +39,7 @@ from typing import Any
 
 from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
-from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
+from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, sanitize
 from broker.log.checkpoints import write_atomically
 
 FILE_NAME = "__kbroker_metadata.json"
@@ -56,6 +56,7 @@ class FileMetadataStore:
         self._pid_block_end = -1
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
+        self._users: dict[str, dict[str, str]] = {}
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
         self._watchers: dict[str, list[Callable[..., None]]] = {}
@@ -91,6 +92,7 @@ class FileMetadataStore:
                 self._topics[name] = {"id": t["id"], "configs": dict(t.get("configs", {})), "partitions": parts,
                                       "states": states, "version": int(t.get("version", 0))}
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
+            self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MetadataFileError(f"cannot read the metadata file {self.path}: {exc}") from None
 
@@ -109,6 +111,8 @@ class FileMetadataStore:
             },
             "deleting": sorted(self._deleting),
         }
+        if self._users:
+            data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
     def _save_epochs(self) -> None:
@@ -318,6 +322,30 @@ class FileMetadataStore:
 
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
+
+    # ------------------------------------------------------------------ users
+
+    async def get_user_configs(self) -> dict[str, dict[str, str]]:
+        return {u: dict(c) for u, c in self._users.items()}
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        return dict(self._users.get(user, {}))
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        old = self._users.get(user)
+        if configs:
+            self._users[user] = dict(configs)
+        else:
+            self._users.pop(user, None)
+        try:
+            self._save()
+        except BaseException:
+            if old is None:
+                self._users.pop(user, None)
+            else:
+                self._users[user] = old
+            raise
+        self._notify("configs", [f"users/{sanitize(user)}"])
 
     # ------------------------------------------------------------------ deletion
 

@@ -86,6 +86,8 @@ from broker.cluster.store.znodes import (
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
+    desanitize,
+    sanitize,
     sequence_number,
 )
 from broker.log import TopicPartition
@@ -475,6 +477,33 @@ class KafkaZkClient:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         await self._write_entity_config(ConfigEntityTypeZNode.TOPIC, name, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.TOPIC}/{name}")
+        await self._session.op(lambda: self._zk.create_async(
+            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+
+    @_public
+    async def get_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config (/config/users/<sanitized user>), by user name."""
+        names = await self._session.children(ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.USER))
+        out = {}
+        for n in names:
+            got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.USER, n))
+            if got is not None:
+                out[desanitize(n)] = ConfigEntityZNode.decode(ConfigEntityTypeZNode.USER, n, got[0])
+        return out
+
+    @_public
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        n = sanitize(user)
+        got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.USER, n))
+        return {} if got is None else ConfigEntityZNode.decode(ConfigEntityTypeZNode.USER, n, got[0])
+
+    @_public
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        """Replaces the user's config (Kafka's AdminZkClient.changeUserOrUserClientIdConfig:
+        the node, then a users/<sanitized user> change notification every broker follows)."""
+        n = sanitize(user)
+        await self._write_entity_config(ConfigEntityTypeZNode.USER, n, configs)
+        data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.USER}/{n}")
         await self._session.op(lambda: self._zk.create_async(
             ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
 

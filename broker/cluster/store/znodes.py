@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -541,11 +542,22 @@ class TopicPartitionStateZNode:
 
 class ConfigEntityTypeZNode:
     TOPIC = "topics"
+    USER = "users"
     ALL = ("topics", "clients", "users", "brokers", "ips")
 
     @staticmethod
     def path(entity_type: str) -> str:
         return f"/config/{entity_type}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user (or client id) as a znode name — URL-encoded
+    in UTF-8 as Java's URLEncoder, with a space as %20 and '*' as %2A."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
 
 
 class ConfigEntityZNode:

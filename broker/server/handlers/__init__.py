@@ -31,6 +31,7 @@ from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
     alter_configs,
     alter_partition,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -42,6 +43,7 @@ from broker.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -59,6 +61,8 @@ from broker.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     update_metadata,
@@ -104,7 +108,8 @@ _MODULES: list[Handler] = [
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
     describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
-    alter_partition, elect_leaders,
+    alter_partition, elect_leaders, sasl_handshake, sasl_authenticate, describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]
 
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
