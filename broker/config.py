@@ -168,6 +168,17 @@ class Listener:
     security_protocol: str
 
 
+_KAFKA_AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer(v: str) -> str | None:
+    if v and v not in _KAFKA_AUTHORIZERS:
+        return (f"kbroker enforces ACLs with its own authorizer, taken for Kafka's ({', '.join(_KAFKA_AUTHORIZERS)}); "
+                "it loads no other class, and ACLs would not be enforced as meant")
+    return None
+
+
 def _ip_overrides(v: str) -> str | None:
     try:
         parse_ip_overrides(v)
@@ -344,6 +355,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
     _K("sasl.oauthbearer.clock.skew.seconds", _I, 30, "OAUTHBEARER: clock skew allowed on exp, nbf, iat.",
        _at_least(0)),
+    # ACLs
+    _K("authorizer.class.name", _S, "", "The ACL authorizer: Kafka's class names (AclAuthorizer, "
+                                        "StandardAuthorizer) select kbroker's; empty: no authorization.", _authorizer),
+    _K("super.users", _S, "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    _K("allow.everyone.if.no.acl.found", _B, False, "Allow a request on a resource that no ACL names."),
     _K("controller.listener.names", _LS, None,
        "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}
@@ -388,7 +404,7 @@ _NO_EFFECT: dict[str, str] = {
         sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.token.endpoint.url
         ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
         ssl.provider ssl.secure.random.implementation
-        ssl.trustmanager.algorithm principal.builder.class security.providers authorizer.class.name
+        ssl.trustmanager.algorithm principal.builder.class security.providers
         delegation.token.master.key delegation.token.secret.key delegation.token.max.lifetime.ms
         delegation.token.expiry.time.ms delegation.token.expiry.check.interval.ms
         password.encoder.secret password.encoder.old.secret password.encoder.keyfactory.algorithm
@@ -490,8 +506,6 @@ def _flag_off(raw: str) -> bool:
 #: never silently weaker than configured. key -> (value acceptable?, why refused, as a
 #: format of {value})
 REFUSED_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
-    "authorizer.class.name": (
-        lambda v: not v, "{value}: kbroker has no authorizer; ACLs would not be enforced"),
     "zookeeper.ssl.client.enable": (
         _flag_off, "{value}: kbroker's ZooKeeper client has no TLS; ZooKeeper traffic would be plaintext"),
     "zookeeper.set.acl": (
@@ -766,6 +780,12 @@ class BrokerConfig:
                 raise ConfigError(key, f"{item}: each listener must have a different port ({port} twice)")
             if protocol.startswith("SASL_") and key == "listeners":
                 self._check_sasl_listener(name)
+            if protocol in ("SSL", "SASL_SSL") and key == "listeners" and \
+                    self.listener_value(name, "ssl.keystore.location") is None and \
+                    self.listener_value(name, "ssl.keystore.certificate.chain") is None:
+                raise ConfigError("ssl.keystore.location", f"listener {name} ({protocol}) needs a key store "
+                                  "(ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key; "
+                                  f"per listener with listener.name.{name.lower()}.)")
             out.append(Listener(name, host, port, protocol))
         if not out:
             raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "

@@ -15,6 +15,33 @@ from broker.cli.errors import CliError
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", "-b", default="127.0.0.1:9092", metavar="HOST:PORT",
                    help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties for TLS and SASL, as Kafka's tools take them (security.protocol, "
+                        "ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config)")
+
+
+def client_security(args):
+    """The ClientSecurity of --command-config (None without it); CliError (exit 2) for a
+    file or setting that cannot be used."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return None
+    from broker.config import parse_properties
+    from broker.security.listener import ClientSecurity
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+        return ClientSecurity.from_properties(props)
+    except OSError as exc:
+        raise CliError(f"--command-config: cannot read {path}: {exc.strerror or exc}", 2) from None
+    except ValueError as exc:
+        raise CliError(f"--command-config {path}: {exc}", 2) from None
+
+
+def connect(args):
+    """A Cluster client for --bootstrap, with --command-config's security."""
+    from broker.client import Cluster
+    return Cluster(args.bootstrap, security=client_security(args))
 
 
 def _kv(values, what: str) -> dict[str, str]:
@@ -47,8 +74,7 @@ def _run(fn):
 
 @_run
 def topics_create(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.create_topic(args.topic, args.partitions, args.replication_factor, _kv(args.config, "--config"))
     print(f"created topic {args.topic}")
     return 0
@@ -56,8 +82,7 @@ def topics_create(args) -> int:
 
 @_run
 def topics_list(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         for name in sorted(c.refresh()):
             if args.include_internal or not name.startswith("__"):
                 print(name)
@@ -66,11 +91,10 @@ def topics_list(args) -> int:
 
 @_run
 def topics_describe(args) -> int:
-    from broker.client import Cluster
     from broker.client.cluster import RESOURCE_TOPIC
     from broker.cluster.store.znodes import encode_topic_id
     from broker.config import ConfigSource
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
             meta = topics[name]
@@ -100,11 +124,10 @@ def topics_describe(args) -> int:
 
 @_run
 def topics_elect_leaders(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import ErrorCode
     if not args.all_topic_partitions and args.topic is None:
         raise CliError("topics elect-leaders: give --topic (with --partition) or --all-topic-partitions", 2)
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         if args.all_topic_partitions:
             partitions = None
         else:
@@ -130,8 +153,7 @@ def topics_elect_leaders(args) -> int:
 
 @_run
 def cluster_describe(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.refresh([])
         info = c.describe_cluster()
     epoch = _controller_epoch(args.zookeeper) if args.zookeeper else None
@@ -168,8 +190,7 @@ def _controller_epoch(connect: str) -> int | None:
 
 @_run
 def topics_alter(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         if args.partitions is not None:
             c.create_partitions(args.topic, args.partitions)
         sets, deletes = _kv(args.config, "--config"), args.delete_config or []
@@ -183,8 +204,7 @@ def topics_alter(args) -> int:
 
 @_run
 def topics_delete(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.delete_topic(args.topic)
     print(f"deleted topic {args.topic}")
     return 0

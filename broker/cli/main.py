@@ -88,10 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, groups, perf
+    from broker.cli import clients, groups, perf, security
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     perf.add_parsers(sub)
+    security.add_parsers(sub)
+    security.add_acl_parsers(sub)
     return p
 
 

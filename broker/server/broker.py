@@ -62,6 +62,7 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from broker.security.acl import Authorizer
 from broker.security.credentials import CredentialCache
 from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
@@ -111,6 +112,11 @@ class Broker:
         self.started_at = 0.0
         #: SCRAM credentials, from the store's /config/users, kept current by notifications
         self.credentials = CredentialCache()
+        #: the ACL authorizer (authorizer.class.name), None without one: every request allowed
+        self.authorizer: Authorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = Authorizer([p.strip() for p in config["super.users"].split(";") if p.strip()],
+                                         config["allow.everyone.if.no.acl.found"])
         self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
@@ -210,6 +216,11 @@ class Broker:
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
         self.credentials.load(await self._store.get_user_configs())
+        if self.authorizer is not None:
+            # watch first, then load: a change made in between is read again, never missed
+            await self._store.watch_acl_changes(self._acls_changed)
+            self.authorizer.load(await self._store.get_acls())
+            log.info("broker %d: %d ACLs loaded", self.broker_id, len(self.authorizer.acls()))
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
         self.replicas.controller = self.controller_client
@@ -364,6 +375,25 @@ class Broker:
         notification), and this broker's cache at once."""
         await self.store.set_user_config(user, configs)
         self.credentials.update(user, configs)
+
+    def _acls_changed(self, resources: list) -> None:
+        asyncio.get_running_loop().create_task(self._reload_acls(set(resources)))
+
+    async def _reload_acls(self, resources: set) -> None:
+        assert self.authorizer is not None
+        for resource in resources:
+            try:
+                self.authorizer.set_acls(resource, await self.store.get_resource_acls(resource))
+            except Exception:
+                log.exception("cannot read the ACLs of %s", resource)
+
+    async def update_acls(self, resource, change) -> set:
+        """Changes one resource pattern's ACLs in the store (every broker's authorizer follows
+        the notification) and in this broker's authorizer at once."""
+        assert self.authorizer is not None
+        new = await self.store.update_resource_acls(resource, change)
+        self.authorizer.set_acls(resource, new)
+        return new
 
     async def _reload_users(self, users: set[str]) -> None:
         for user in users:

@@ -87,6 +87,9 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.address = address
+        #: the client's IP address, as ACLs name hosts
+        ip = address[0] if isinstance(address, tuple) else str(address)
+        self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
         self.pending: collections.deque = collections.deque()
         self.out: collections.deque = collections.deque()

@@ -45,6 +45,7 @@ from broker.protocol import codec
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
+from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection
 from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
 
@@ -101,6 +102,32 @@ class RequestContext:
     @property
     def listener_name(self) -> str:
         return self.connection.listener_name
+
+    @property
+    def principal(self) -> str:
+        return self.connection.principal
+
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
+        """Whether the client may do `operation` on the resource: always without an
+        authorizer; a refusal is written to the audit log (rate-held) unless `audit` is
+        False (Metadata filtering topics out is not a refused request)."""
+        authz = self.services.authorizer
+        if authz is None:
+            return True
+        conn = self.connection
+        if authz.authorize(conn.principal, conn.host, operation, resource_type, name):
+            return True
+        if audit:
+            conn.server.audit_refused(conn, f"{operation.name} on {resource_type.name} {name!r} (api key "
+                                            f"{self.header.request_api_key})")
+        return False
+
+    def authorize_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the client may do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType)."""
+        authz = self.services.authorizer
+        conn = self.connection
+        return authz is None or authz.authorized_any(conn.principal, conn.host, operation, resource_type)
 
 
 class Acceptor:

@@ -234,10 +234,12 @@ def test_advertised_listeners_default_to_listeners():
     ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN",
       "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
      ["listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"]),
-    ({"listeners": "SASL_SSL://h:9093", "sasl.enabled.mechanisms": "PLAIN", "zookeeper.connect": "zk:2181",
-      "security.inter.broker.protocol": "SASL_SSL"}, ["sasl.mechanism.inter.broker.protocol", "GSSAPI"]),
+    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN", "zookeeper.connect": "zk:2181",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"}, ["sasl.mechanism.inter.broker.protocol", "GSSAPI"]),
+    ({"listeners": "SSL://h:9093"}, ["ssl.keystore.location", "needs a key store"]),
     # in a cluster, Kafka's rule: the inter-broker listener must exist
-    ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181"}, ["security.inter.broker.protocol",
+    ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181", "ssl.keystore.location": "/k.pem"},
+     ["security.inter.broker.protocol",
                                                                      "PLAINTEXT: no listener"]),
     # a listener that would not be bound
     ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
@@ -447,7 +449,7 @@ def test_unknown_keys_and_bad_values_are_reported_together():
 @pytest.mark.parametrize("key, value, words", [
     ("security.inter.broker.protocol", "SSL", ["SSL: no listener", "inter.broker.listener.name"]),
     ("security.inter.broker.protocol", "KERBEROS", ["one of PLAINTEXT"]),
-    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", ["ACLs would not"]),
+    ("authorizer.class.name", "com.example.MyAuthorizer", ["loads no other class", "StandardAuthorizer"]),
     ("zookeeper.ssl.client.enable", "true", ["no TLS"]),
     ("zookeeper.set.acl", "true", ["no ZooKeeper ACLs"]),
     ("process.roles", "controller", ["KRaft controller"]),
@@ -459,10 +461,17 @@ def test_settings_kbroker_cannot_honour_are_refused(key, value, words):
         assert w in str(e)
 
 
-@pytest.mark.parametrize("key, value", [("authorizer.class.name", ""), ("zookeeper.set.acl", "false"),
+@pytest.mark.parametrize("key, value", [ ("zookeeper.set.acl", "false"),
                                         ("zookeeper.ssl.client.enable", "false"), ("process.roles", "broker")])
 def test_the_same_settings_at_values_kbroker_honours_are_accepted(key, value):
     assert cfg(**{key.replace(".", "__"): value}).ignored == [key]
+
+
+def test_kafkas_authorizer_classes_select_kbrokers():
+    for name in ("kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"):
+        c = cfg(authorizer__class__name=name, super__users="User:admin;User:broker")
+        assert c["authorizer.class.name"] == name and c.ignored == []
+    assert cfg()["authorizer.class.name"] == ""
 
 
 def test_node_id_is_broker_id():

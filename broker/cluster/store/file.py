@@ -38,9 +38,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from broker.cluster.metadata import SessionEvent
+from broker.cluster.store import acls as acl_store
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, sanitize
 from broker.log.checkpoints import write_atomically
+from broker.security.acl import AclBinding, PatternType
 
 FILE_NAME = "__kbroker_metadata.json"
 
@@ -57,6 +59,7 @@ class FileMetadataStore:
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
         self._users: dict[str, dict[str, str]] = {}
+        self._acls: dict[acl_store.Resource, set[AclBinding]] = {}
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
         self._watchers: dict[str, list[Callable[..., None]]] = {}
@@ -93,11 +96,16 @@ class FileMetadataStore:
                                       "states": states, "version": int(t.get("version", 0))}
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
+            for r in data.get("acls", []):
+                rtype = acl_store.type_from_name(r["resource_type"])
+                if rtype is not None:
+                    resource = (rtype, str(r["name"]), PatternType[r["pattern_type"]])
+                    self._acls[resource] = set(acl_store.bindings(resource, r["acls"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MetadataFileError(f"cannot read the metadata file {self.path}: {exc}") from None
 
     def _save(self) -> None:
-        data = {
+        data: dict[str, Any] = {
             "version": 2,
             "cluster_id": self._cluster_id,
             "controller_epoch": self._controller_epoch,
@@ -113,6 +121,10 @@ class FileMetadataStore:
         }
         if self._users:
             data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
+        if self._acls:
+            data["acls"] = [{"resource_type": acl_store.type_name(t), "name": n, "pattern_type": p.name,
+                             "acls": [acl_store.entry(b) for b in sorted(bs, key=str)]}
+                            for (t, n, p), bs in sorted(self._acls.items())]
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
     def _save_epochs(self) -> None:
@@ -346,6 +358,38 @@ class FileMetadataStore:
                 self._users[user] = old
             raise
         self._notify("configs", [f"users/{sanitize(user)}"])
+
+    # ------------------------------------------------------------------ ACLs
+
+    async def get_acls(self) -> list[AclBinding]:
+        return [b for bs in self._acls.values() for b in bs]
+
+    async def get_resource_acls(self, resource: acl_store.Resource) -> list[AclBinding]:
+        return list(self._acls.get(resource, ()))
+
+    async def update_resource_acls(self, resource: acl_store.Resource,
+                                   change: Callable[[set[AclBinding]], set[AclBinding]]) -> set[AclBinding]:
+        current = set(self._acls.get(resource, ()))
+        new = change(set(current))
+        if new == current:
+            return new
+        if new:
+            self._acls[resource] = new
+        else:
+            self._acls.pop(resource, None)
+        try:
+            self._save()
+        except BaseException:
+            if current:
+                self._acls[resource] = current
+            else:
+                self._acls.pop(resource, None)
+            raise
+        self._notify("acls", [resource])
+        return new
+
+    async def watch_acl_changes(self, callback: Callable[[list[acl_store.Resource]], None]) -> None:
+        self._watchers.setdefault("acls", []).append(callback)
 
     # ------------------------------------------------------------------ deletion
 

@@ -34,11 +34,14 @@ from broker.server.handlers import (
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -109,7 +112,7 @@ _MODULES: list[Handler] = [
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
     describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
     alter_partition, elect_leaders, sasl_handshake, sasl_authenticate, describe_user_scram_credentials,
-    alter_user_scram_credentials,
+    alter_user_scram_credentials, describe_acls, create_acls, delete_acls,
 ]
 
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,

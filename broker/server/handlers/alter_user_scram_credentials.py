@@ -14,6 +14,7 @@ from broker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
 from broker.server.context import HandlerResult, RequestContext
 
@@ -62,6 +63,8 @@ def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Ha
 async def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     services = ctx.services
     errors, order = _check(request)
+    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        errors = {u: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.") for u in order}
     for user in order:
         if user in errors:
             continue

@@ -13,6 +13,7 @@ from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 from broker.uuids import random_uuid
@@ -36,6 +37,7 @@ async def _handle(ctx, request):
     counts = Counter(t.name for t in request.topics)
     seen = set()
     partitions = 0
+    cluster_create = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
     for t in request.topics:
         if t.name in seen:
             continue
@@ -44,6 +46,10 @@ async def _handle(ctx, request):
         results.append(r)
         if counts[t.name] > 1:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            r.num_partitions = r.replication_factor = -1
+            continue
+        if not cluster_create and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t.name):
+            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
             r.num_partitions = r.replication_factor = -1
             continue
         partitions += max(t.num_partitions, len(t.assignments))

@@ -9,6 +9,7 @@ from broker.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.scram import MECHANISM_NUMBERS
 from broker.server.context import HandlerResult, RequestContext
 
@@ -20,6 +21,9 @@ _Result = _R.DescribeUserScramCredentialsResult
 
 
 def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                  error_message="Authorization failed.", results=[])
     users = ctx.services.credentials.users()
     names = [u.name for u in request.users] if request.users else sorted(users)
     seen: dict[str, int] = {}

@@ -5,13 +5,18 @@ Unknown topics are created when auto.create.topics.enable and the request allows
 the answer then waits (briefly) for the new topic's leaders, or says
 LEADER_NOT_AVAILABLE so that the client asks again, as with Kafka.
 A requested topic with a topic id (v10+) is looked up by that id whatever its name says:
-the Java client sends the name "" (the field's default) beside the id."""
+the Java client sends the name "" (the field's default) beside the id.
+
+With an authorizer (Kafka's rules): topics the principal may not DESCRIBE are left out of
+an all-topics answer and TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
+CREATE on the cluster or the topic."""
 from typing import Any
 
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.METADATA
@@ -49,7 +54,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
         for each in sorted(services.metadata.topics().values(), key=lambda t: t.name):
-            topics.append(topic_entry(ctx, each))
+            # topics the principal may not describe are left out, as Kafka's
+            if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, each.name, audit=False):
+                topics.append(topic_entry(ctx, each))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
@@ -66,6 +73,11 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
+            if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                # existing or not, said alike (by id: without its name)
+                topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
+                                     topic_id=t.topic_id if by_id else None))
+                continue
             info = services.metadata.topic(name)
             if info is not None:
                 topics.append(topic_entry(ctx, info))
@@ -74,6 +86,10 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
             if problem:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
             elif allow_auto and services.config["auto.create.topics.enable"]:
+                if not (ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+                        or ctx.authorize(Operation.CREATE, ResourceType.TOPIC, name)):
+                    topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name))
+                    continue
                 to_create.append((len(topics), name))
                 topics.append(None)
             else:

@@ -8,6 +8,7 @@ from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState,
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -68,4 +69,6 @@ async def _from_network(services: BrokerServices, request: UpdateMetadataRequest
 
 
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return _from_network(ctx.services, request)

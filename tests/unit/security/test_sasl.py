@@ -181,6 +181,7 @@ class Services:
         self.config = config
         self.credentials = CredentialCache()
         self.users = {}
+        self.authorizer = None
 
     async def get_user_config(self, user):
         return dict(self.users.get(user, {}))
