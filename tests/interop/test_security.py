@@ -115,8 +115,9 @@ def secure(tmp_path_factory):
             cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal", principal,
                 "--operation", "Read", "--operation", "Write", "--operation", "Create", "--topic", "sec-",
                 "--resource-pattern-type", "prefixed")
-            cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal", principal,
-                "--operation", "Read", "--group", "g-", "--resource-pattern-type", "prefixed")
+            for group_prefix in ("g-", "sec-"):
+                cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal", principal,
+                    "--operation", "Read", "--group", group_prefix, "--resource-pattern-type", "prefixed")
         # bob may describe the topics, nothing more
         cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal", "User:bob",
             "--operation", "Describe", "--topic", "sec-", "--resource-pattern-type", "prefixed")
@@ -264,6 +265,44 @@ def test_the_java_client_over_sasl_ssl_ssl_and_oauthbearer(secure, tmp_path):
                          "--from-beginning", "--max-messages", 2, "--group", f"g-java-{name}",
                          "--consumer.config", cfg, jvm_args=jvm, timeout=90).lines
         assert [line for line in out if line.startswith(name)] == [f"{name}-1", f"{name}-2"], out
+
+
+def test_franz_go_and_kafkajs_over_sasl_ssl_scram(secure):
+    """The Go and Node checks of tests/apache_kafka/test_go_node_clients.py (codecs, keys,
+    headers, a two-member group), with TLS and SCRAM-SHA-512 from the environment."""
+    from tests.apache_kafka.test_go_node_clients import GO_BIN, GROUP_RECORDS, NODE_DIR
+    from tests.support.deps import missing
+    node = shutil.which("node")
+    if not GO_BIN.exists() or node is None or not (NODE_DIR / "node_modules" / "kafkajs").exists():
+        missing("the Go client checks and KafkaJS", "run 'make testdeps' (needs go, node and npm)")
+    from broker.client import Cluster, Producer
+    ctx = ssl.create_default_context(cafile=str(secure.certs.ca))
+    admin = ClientSecurity("SASL_SSL", ctx, "PLAIN", "admin", PASSWORDS["admin"])
+    env = {**os.environ, "KBROKER_SECURITY_PROTOCOL": "SASL_SSL", "KBROKER_CA_FILE": str(secure.certs.ca),
+           "KBROKER_SASL_MECHANISM": "SCRAM-SHA-512", "KBROKER_SASL_USER": "alice",
+           "KBROKER_SASL_PASSWORD": PASSWORDS["alice"]}
+    for client, partitions in (("franz", 5), ("kafkajs", 2)):
+        topic, group_topic = f"sec-{client}", f"sec-{client}-g"
+        with Cluster(secure.boot, security=admin) as c:
+            for name, n in ((topic, partitions), (group_topic, 4)):
+                c.create_topic(name, n, 1)
+                c.topic(name, wait_s=10)
+        with Cluster(secure.boot, security=admin) as c, Producer(c, acks=-1) as p:
+            for i in range(GROUP_RECORDS):
+                p.send(group_topic, f"g{i}".encode(), partition=i % 4)
+            p.flush()
+        cmd = [str(GO_BIN), "franz"] if client == "franz" else [node, str(NODE_DIR / "check.js")]
+        p = subprocess.run(cmd + [secure.boot, topic, group_topic], capture_output=True, text=True, timeout=180,
+                           env=env, stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, (client, p.stderr[-3000:])
+        got: dict = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                facts = json.loads(line)
+                got.setdefault(facts.pop("check"), []).append(facts)
+        assert got["read_back"][0]["mismatches"] == 0 and got["read_back"][0]["matched"] == partitions * 200
+        (g,) = got["group"]
+        assert (g["read"], g["duplicates"]) == (GROUP_RECORDS, 0)
 
 
 # ---------------------------------------------------------------------------- refused

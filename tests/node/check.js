@@ -14,7 +14,23 @@ const DEADLINE_MS = 60000;
 const BASE_TS = 1795000000000;
 
 const [bootstrap, topic, groupTopic] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'kbroker-kafkajs', brokers: [bootstrap], logLevel: logLevel.ERROR });
+// TLS and SASL from the environment (tests/interop/test_security.py): KBROKER_SECURITY_PROTOCOL
+// SSL or SASL_SSL trusts the CA of KBROKER_CA_FILE; KBROKER_SASL_MECHANISM with
+// KBROKER_SASL_USER and KBROKER_SASL_PASSWORD authenticates.
+function security() {
+  const env = process.env;
+  const out = {};
+  if (env.KBROKER_SECURITY_PROTOCOL === 'SSL' || env.KBROKER_SECURITY_PROTOCOL === 'SASL_SSL') {
+    out.ssl = { ca: [require('fs').readFileSync(env.KBROKER_CA_FILE, 'utf-8')], servername: 'localhost' };
+  }
+  if (env.KBROKER_SASL_MECHANISM) {
+    out.sasl = { mechanism: env.KBROKER_SASL_MECHANISM.toLowerCase(), username: env.KBROKER_SASL_USER,
+                 password: env.KBROKER_SASL_PASSWORD };
+  }
+  return out;
+}
+const kafka = new Kafka({ clientId: 'kbroker-kafkajs', brokers: [bootstrap], logLevel: logLevel.ERROR,
+                          ...security() });
 
 function expected(partition, i) {
   return { key: `key-${partition}-${i}`, value: `value-${partition}-${i} payload payload`,
