@@ -329,7 +329,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
     _K("ssl.protocol", _S, "TLSv1.3", "The highest TLS version (Java's SSLContext protocol).", None,
        ("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
-    _K("ssl.cipher.suites", _LS, None, "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
+    _K("ssl.cipher.suites", _LS, [], "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
     _K("ssl.endpoint.identification.algorithm", _S, "https",
        "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
     _K("ssl.principal.mapping.rules", _S, "DEFAULT",
@@ -349,7 +349,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("sasl.oauthbearer.jwks.endpoint.url", _S, None, "OAUTHBEARER: the JWKS of the keys that sign tokens, as a "
                                                        "file: URL (KIP-768)."),
     _K("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "How often the JWKS file is read again.", _at_least(1)),
-    _K("sasl.oauthbearer.expected.audience", _LS, None, "OAUTHBEARER: a token's aud must name one of these."),
+    _K("sasl.oauthbearer.expected.audience", _LS, [], "OAUTHBEARER: a token's aud must name one of these."),
     _K("sasl.oauthbearer.expected.issuer", _S, None, "OAUTHBEARER: a token's iss must be this."),
     _K("sasl.oauthbearer.scope.claim.name", _S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
     _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
@@ -482,6 +482,10 @@ _NO_EFFECT: dict[str, str] = {
 
 #: Kafka broker key -> why it has no effect in kbroker.
 IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
+
+#: the authorizer's own settings: Kafka's authorizer reads them, its KafkaConfig does not
+#: describe them (DescribeConfigs leaves them out, as Kafka's)
+NOT_DESCRIBED = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 
 LISTENER_PREFIX = "listener.name."
 #: Keys a listener may set for itself (listener.name.<name>.<key>, Kafka's prefix)

@@ -267,26 +267,27 @@ def add_acl_parsers(sub) -> None:
 
     def resource(p: argparse.ArgumentParser, default_pattern: str) -> None:
         _bootstrap(p)
-        p.add_argument("--topic")
-        p.add_argument("--group")
-        p.add_argument("--transactional-id")
+        p.add_argument("--topic", help="a TOPIC resource (a name, or a prefix with --resource-pattern-type prefixed)")
+        p.add_argument("--group", help="a GROUP resource")
+        p.add_argument("--transactional-id", help="a TRANSACTIONAL_ID resource")
         p.add_argument("--user", help="a USER resource (for delegation-token and quota rights)")
         p.add_argument("--cluster", action="store_true", help="the CLUSTER resource")
         p.add_argument("--resource-pattern-type", default=default_pattern,
-                       choices=["literal", "prefixed"] + (["match", "any"] if default_pattern == "any" else []))
+                       choices=["literal", "prefixed"] + (["match", "any"] if default_pattern == "any" else []),
+                       help=f"how the name matches (default {default_pattern})")
         p.add_argument("--operation", action="append", metavar="OP",
                        help=f"repeatable: {', '.join(_OPERATIONS)} (default All)")
 
     p = acts.add_parser("add", help="add ALLOW/DENY ACLs")
     resource(p, "literal")
     p.add_argument("--allow-principal", action="append", metavar="TYPE:NAME", help="e.g. User:alice (repeatable)")
-    p.add_argument("--deny-principal", action="append", metavar="TYPE:NAME")
+    p.add_argument("--deny-principal", action="append", metavar="TYPE:NAME", help="e.g. User:bob (repeatable)")
     p.add_argument("--allow-host", action="append", help="address or CIDR block (default *)")
-    p.add_argument("--deny-host", action="append")
+    p.add_argument("--deny-host", action="append", help="address or CIDR block (default *)")
     p.set_defaults(func=acls_add)
     for name, fn, what in (("list", acls_list, "list ACLs (all, or those matching the options)"),
                            ("remove", acls_remove, "remove the ACLs matching the options")):
         p = acts.add_parser(name, help=what)
         resource(p, "any")
-        p.add_argument("--principal", metavar="TYPE:NAME")
+        p.add_argument("--principal", metavar="TYPE:NAME", help="only this principal's ACLs")
         p.set_defaults(func=fn)

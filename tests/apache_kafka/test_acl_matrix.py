@@ -255,7 +255,9 @@ def decision(code: int) -> str:
 
 def variants(rtype, name, prefix, op):
     """(label, ACLs) per pattern, allowed and denied, and none at all."""
-    patterns = [("literal", name, PT.LITERAL), ("wildcard", "*", PT.LITERAL)]
+    patterns = [("literal", name, PT.LITERAL)]
+    if rtype != R.CLUSTER:               # the CLUSTER resource has one name, kafka-cluster (both refuse others)
+        patterns.append(("wildcard", "*", PT.LITERAL))
     if prefix is not None:
         patterns.append(("prefixed", prefix, PT.PREFIXED))
     out = [("no ACL", [])]
@@ -267,7 +269,7 @@ def variants(rtype, name, prefix, op):
 
 def test_the_acl_matrix_decides_as_kafkas_standard_authorizer(brokers):
     mismatches = []
-    checked = 0
+    checked = denied = 0
     for rtype, name, prefix, op, probe in CASES:
         for label, acls in variants(rtype, name, prefix, op):
             got = {}
@@ -279,10 +281,9 @@ def test_the_acl_matrix_decides_as_kafkas_standard_authorizer(brokers):
             if got["kafka"] != got["kbroker"]:
                 mismatches.append(f"{rtype.name} {op.name} via {probe.__name__} ({label}): Kafka {got['kafka']}, "
                                   f"kbroker {got['kbroker']}")
-            # the matrix means something: allowed and denied both happen
-            if label.startswith("DENY"):
-                assert got["kafka"] != "allowed", (rtype, op, label)
-    assert checked > 80
+            denied += got["kafka"] != "allowed"
+    # the matrix means something: most cases are refused (DescribeCluster needs no ACL)
+    assert checked > 75 and denied > 45, (checked, denied)
     assert not mismatches, "\n".join(mismatches)
 
 

@@ -1,8 +1,7 @@
-"""DescribeCluster (60): cluster id, controller and brokers."""
+"""DescribeCluster (60): cluster id, controller and brokers (no ACL needed, as Kafka's)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.metadata import brokers_on
 
@@ -12,9 +11,6 @@ MIN_VERSION, MAX_VERSION = 0, 1
 
 def handle(ctx: RequestContext, request: DescribeClusterRequest) -> HandlerResult:
     services = ctx.services
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
-                                       endpoint_type=1, cluster_id=services.metadata.cluster_id or "", brokers=[])
     if ctx.api_version >= 1 and request.endpoint_type != 1:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="only broker endpoints (1) are served",

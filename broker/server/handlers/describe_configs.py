@@ -9,7 +9,7 @@ before the key itself are left out (so log.retention.ms lists nothing while only
 are set). A topic config lists its override first, then its broker key's synonyms. The
 config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
 """
-from broker.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, ConfigSource, ConfigType
+from broker.config import BROKER_KEYS, BROKER_SYNONYMS, NOT_DESCRIBED, TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -92,7 +92,7 @@ def topic_entries(services, topic: str, keys, synonyms: bool, docs: bool) -> lis
 def broker_entries(services, keys, synonyms: bool, docs: bool) -> list:
     out = []
     for name, key in sorted(BROKER_KEYS.items()):
-        if keys is not None and name not in keys:
+        if keys is not None and name not in keys or name in NOT_DESCRIBED:
             continue
         syn = broker_synonyms(services, name)
         source = source_of(syn)
