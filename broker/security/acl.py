@@ -218,7 +218,7 @@ class Authorizer:
         self._literal: dict[tuple[ResourceType, str], frozenset[AclBinding]] = {}
         self._prefixed: dict[tuple[ResourceType, str], frozenset[AclBinding]] = {}
         self._prefix_lengths: dict[ResourceType, set[int]] = {}
-        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
+        self._decisions: dict[tuple[str, str, int, str], bool] = {}
         self.version = 0
 
     # ------------------------------------------------------------------ the ACLs
@@ -265,7 +265,8 @@ class Authorizer:
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
                   name: str) -> bool:
-        key = (principal, host, operation, resource_type, name)
+        # plain ints in the key: hashing an enum member is a Python call, int arithmetic is not
+        key = (principal, host, operation * 32 + resource_type, name)
         decision = self._decisions.get(key)
         if decision is None:
             decision = self._decide(principal, host, operation, resource_type, name)

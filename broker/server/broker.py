@@ -387,12 +387,13 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
-    async def update_acls(self, resource, change) -> set:
-        """Changes one resource pattern's ACLs in the store (every broker's authorizer follows
-        the notification) and in this broker's authorizer at once."""
+    async def update_acls(self, changes) -> dict:
+        """Changes resource patterns' ACLs in the store (every broker's authorizer follows
+        the notifications) and in this broker's authorizer at once."""
         assert self.authorizer is not None
-        new = await self.store.update_resource_acls(resource, change)
-        self.authorizer.set_acls(resource, new)
+        new = await self.store.update_acls(changes)
+        for resource, acls in new.items():
+            self.authorizer.set_acls(resource, acls)
         return new
 
     async def _reload_users(self, users: set[str]) -> None:

@@ -178,6 +178,7 @@ class Server:
         self.log_bad_request = ThrottledLog()
         self._audit_failures = ThrottledLog(logger=audit)
         self._audit_refused = ThrottledLog(logger=audit)
+        self._audit_changes = ThrottledLog(1.0, logger=audit)
 
     def set_securities(self, securities) -> None:
         """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
@@ -189,6 +190,12 @@ class Server:
         """A refused request: one audit line, held as the rest."""
         self._audit_refused(logging.WARNING, "refused %s from %s on %s: %s", conn.principal, peer_ip(conn.address),
                             conn.listener_name, what)
+
+    def audit_change(self, conn: Connection, what: str) -> None:
+        """An ACL change (one line per request, naming the first ACLs and the count), held
+        as the rest."""
+        self._audit_changes(logging.INFO, "%s by %s from %s on %s", what, conn.principal, peer_ip(conn.address),
+                            conn.listener_name)
 
     def audit_failure(self, conn: Connection, what: str) -> None:
         """A failed authentication (TLS or SASL): one audit line, held as above."""

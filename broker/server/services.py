@@ -31,7 +31,7 @@ and for security:
                                with a change notification every broker follows
     authorizer                 the ACL authorizer (None: none configured, all allowed);
                                handlers check through ctx.authorize
-    update_acls                change one resource pattern's ACLs in the store
+    update_acls                change resource patterns' ACLs in the store
 
 The transaction coordinator joins here when it exists (issue 17).
 
@@ -101,4 +101,4 @@ class BrokerServices(Protocol):
     @property
     def authorizer(self) -> Authorizer | None: ...
 
-    async def update_acls(self, resource: Any, change: Callable[[set[Any]], set[Any]]) -> set[Any]: ...
+    async def update_acls(self, changes: Mapping[Any, Callable[[set[Any]], set[Any]]]) -> dict[Any, set[Any]]: ...

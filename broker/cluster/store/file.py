@@ -367,26 +367,27 @@ class FileMetadataStore:
     async def get_resource_acls(self, resource: acl_store.Resource) -> list[AclBinding]:
         return list(self._acls.get(resource, ()))
 
-    async def update_resource_acls(self, resource: acl_store.Resource,
-                                   change: Callable[[set[AclBinding]], set[AclBinding]]) -> set[AclBinding]:
-        current = set(self._acls.get(resource, ()))
-        new = change(set(current))
-        if new == current:
-            return new
-        if new:
-            self._acls[resource] = new
-        else:
-            self._acls.pop(resource, None)
-        try:
-            self._save()
-        except BaseException:
-            if current:
-                self._acls[resource] = current
+    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+        """Every change at once: one write of the file."""
+        old = dict(self._acls)
+        out = {}
+        for resource, change in changes.items():
+            new = change(set(self._acls.get(resource, ())))
+            if new:
+                self._acls[resource] = new
             else:
                 self._acls.pop(resource, None)
-            raise
-        self._notify("acls", [resource])
-        return new
+            out[resource] = new
+        changed = [r for r in out if old.get(r, set()) != out[r]]
+        if changed:
+            try:
+                self._save()
+            except BaseException:
+                self._acls = old
+                raise
+            self._notify("acls", changed)
+        return out
 
     async def watch_acl_changes(self, callback: Callable[[list[acl_store.Resource]], None]) -> None:
         self._watchers.setdefault("acls", []).append(callback)

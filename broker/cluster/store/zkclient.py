@@ -537,6 +537,13 @@ class KafkaZkClient:
         return [] if got is None else acl_store.bindings(resource, AclZNodes.decode(path, got[0]))
 
     @_public
+    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+        """update_resource_acls for each resource, together; the new ACLs of each."""
+        resources = list(changes)
+        done = await asyncio.gather(*(self.update_resource_acls(r, changes[r]) for r in resources))
+        return dict(zip(resources, done))
+
     async def update_resource_acls(self, resource: acl_store.Resource,
                                    change: Callable[[set[AclBinding]], set[AclBinding]]) -> set[AclBinding]:
         """Applies `change` to a resource's ACLs with a conditional write (retried when

@@ -6,7 +6,6 @@ CLUSTER_AUTHORIZATION_FAILED for each; an ACL Kafka would not accept (unknown ty
 operation or permission, a pattern other than LITERAL/PREFIXED, a bad principal or host,
 a CLUSTER resource not named kafka-cluster) INVALID_REQUEST with the reason. Each change
 goes to the audit log."""
-import logging
 from collections.abc import Callable
 
 from broker.protocol.api import ApiKey
@@ -27,7 +26,7 @@ from broker.server.context import HandlerResult, RequestContext
 API_KEY = ApiKey.CREATE_ACLS
 MIN_VERSION, MAX_VERSION = 0, 3
 
-audit = logging.getLogger("broker.audit")
+AUDIT_SHOWN = 5                 # ACLs named in an audit line (with the count of all)
 _Result = CreateAclsResponse.AclCreationResult
 
 
@@ -71,13 +70,17 @@ async def _create(ctx: RequestContext, request: CreateAclsRequest) -> CreateAcls
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, str(exc)
             continue
         valid.setdefault(b.resource, []).append((b, r))
-    for resource, items in valid.items():
+    if valid:
         try:
-            await ctx.services.update_acls(resource, _adding({b for b, _ in items}))
-        except Exception as exc:           # the store: these results only
-            for _, r in items:
-                r.error_code, r.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACL: {exc}"
-            continue
-        for b, _ in items:
-            audit.info("ACL added by %s from %s: %s", ctx.principal, ctx.connection.host, b)
+            await ctx.services.update_acls({resource: _adding({b for b, _ in items})
+                                            for resource, items in valid.items()})
+        except Exception as exc:           # the store: the valid ones fail
+            for items in valid.values():
+                for _, r in items:
+                    r.error_code, r.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACL: {exc}"
+        else:
+            added = [b for items in valid.values() for b, _ in items]
+            ctx.connection.server.audit_change(ctx.connection, f"{len(added)} ACL(s) added: "
+                                                               f"{'; '.join(map(str, added[:AUDIT_SHOWN]))}"
+                                                               f"{' ...' if len(added) > AUDIT_SHOWN else ''}")
     return CreateAclsResponse(throttle_time_ms=0, results=results)

@@ -2,7 +2,6 @@
 authorizer follows), answering per filter with the ACLs it removed. Without an
 authorizer SECURITY_DISABLED; ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED;
 a filter with an unknown value INVALID_REQUEST. Each removal goes to the audit log."""
-import logging
 from collections.abc import Callable
 
 from broker.protocol.api import ApiKey
@@ -14,7 +13,6 @@ from broker.server.context import HandlerResult, RequestContext
 API_KEY = ApiKey.DELETE_ACLS
 MIN_VERSION, MAX_VERSION = 0, 3
 
-audit = logging.getLogger("broker.audit")
 _R = DeleteAclsResponse
 
 
@@ -53,17 +51,18 @@ async def _delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAcls
         by_resource: dict[tuple, set] = {}
         for b in matching:
             by_resource.setdefault(b.resource, set()).add(b)
-        removed = []
+        removed: list[AclBinding] = []
         error = None
-        for resource, doomed in by_resource.items():
+        if by_resource:
             try:
-                await ctx.services.update_acls(resource, _removing(doomed))
+                await ctx.services.update_acls({r: _removing(doomed) for r, doomed in by_resource.items()})
+                removed = matching
             except Exception as exc:
                 error = f"cannot update the ACLs: {exc}"
-                continue
-            removed += sorted(doomed, key=str)
-        for b in removed:
-            audit.info("ACL removed by %s from %s: %s", ctx.principal, ctx.connection.host, b)
+        if removed:
+            ctx.connection.server.audit_change(ctx.connection, f"{len(removed)} ACL(s) removed: "
+                                                               f"{'; '.join(map(str, removed[:5]))}"
+                                                               f"{' ...' if len(removed) > 5 else ''}")
         results.append(_R.DeleteAclsFilterResult(
             error_code=ErrorCode.UNKNOWN_SERVER_ERROR if error else 0, error_message=error, matching_acls=[
                 _R.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,

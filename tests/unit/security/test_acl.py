@@ -161,13 +161,13 @@ def test_the_embedded_store_keeps_acls_and_notifies(tmp_path):
         changed = []
         await store.watch_acl_changes(changed.extend)
         resource = (R.TOPIC, "t", P.PREFIXED)
-        new = await store.update_resource_acls(resource, lambda s: s | {acl(R.TOPIC, "t", O.READ, pattern=P.PREFIXED)})
-        assert len(new) == 1
+        new = await store.update_acls({resource: lambda s: s | {acl(R.TOPIC, "t", O.READ, pattern=P.PREFIXED)}})
+        assert len(new[resource]) == 1
         await asyncio.sleep(0)
         assert changed == [resource]
         again = FileMetadataStore(str(tmp_path))               # read back from the file
         assert await again.get_acls() == [acl(R.TOPIC, "t", O.READ, pattern=P.PREFIXED)]
-        await store.update_resource_acls(resource, lambda s: set())
+        await store.update_acls({resource: lambda s: set()})
         assert await FileMetadataStore(str(tmp_path)).get_acls() == []
     asyncio.run(run())
 
@@ -198,9 +198,10 @@ def secured(tmp_path):
             self.credentials = CredentialCache()
             self.authorizer = Authorizer(["User:admin"])
 
-        async def update_acls(self, resource, change):
-            new = await store.update_resource_acls(resource, change)
-            self.authorizer.set_acls(resource, new)
+        async def update_acls(self, changes):
+            new = await store.update_acls(changes)
+            for resource, acls in new.items():
+                self.authorizer.set_acls(resource, acls)
             return new
 
     services = Services()
