@@ -95,6 +95,8 @@ def secure(tmp_path_factory):
         "listener.name.sasl_ssl.sasl.oauthbearer.expected.audience": "kbroker",
         "listener.name.sasl_ssl.sasl.oauthbearer.expected.issuer": "test-idp",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        # KIP-368: sessions there last 2 s; clients authenticate again on their connections
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": 2000,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
         "num.partitions": 1, "offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0,
@@ -303,6 +305,26 @@ def test_franz_go_and_kafkajs_over_sasl_ssl_scram(secure):
         assert got["read_back"][0]["mismatches"] == 0 and got["read_back"][0]["matched"] == partitions * 200
         (g,) = got["group"]
         assert (g["read"], g["duplicates"]) == (GROUP_RECORDS, 0)
+
+
+def test_clients_re_authenticate_before_their_session_ends(secure):
+    """connections.max.reauth.ms=2000 on the SASL_PLAINTEXT listener: librdkafka (KIP-368)
+    authenticates again on its connection; no request ever arrives after a session ended
+    (the broker would close the connection and say so in its audit log)."""
+    ck = require_module("confluent_kafka")
+    topic = "sec-reauth"
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{secure.ports.sasl_plain}", "security.protocol": "SASL_PLAINTEXT",
+                     "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                     "sasl.password": PASSWORDS["alice"], "linger.ms": 0})
+    errors, sent = [], 0
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        p.produce(topic, f"r-{sent}".encode(), on_delivery=lambda e, m: errors.append(e) if e else None)
+        sent += 1
+        p.poll(0.05)
+    assert p.flush(TIMEOUT) == 0 and errors == []
+    assert end_offset(secure, topic) == sent
+    assert "session expired" not in secure.broker.log_path.read_text()
 
 
 # ---------------------------------------------------------------------------- refused
