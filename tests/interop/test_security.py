@@ -27,6 +27,7 @@ import pytest
 
 from broker.client.connection import BrokerConnection, ClientError
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest
@@ -395,7 +396,8 @@ def test_bad_client_certificates_are_refused(secure, pem):
 
 
 def test_clients_may_not_send_inter_broker_requests(secure):
-    """Not even authenticated: LeaderAndIsr, StopReplica, UpdateMetadata need CLUSTER_ACTION."""
+    """Not even authenticated: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+    need CLUSTER_ACTION."""
     ctx = ssl.create_default_context(cafile=str(secure.certs.ca))
     for who, security in (("anonymous", None), ("alice", ClientSecurity("SASL_SSL", ctx, "SCRAM-SHA-512", "alice",
                                                                          PASSWORDS["alice"]))):
@@ -403,7 +405,8 @@ def test_clients_may_not_send_inter_broker_requests(secure):
         with BrokerConnection("127.0.0.1", port, security=security) as c:
             for req in (LeaderAndIsrRequest(controller_id=0, controller_epoch=1, broker_epoch=1),
                         StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=1),
-                        UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=1)):
+                        UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=1),
+                        ControlledShutdownRequest(broker_id=0, broker_epoch=1)):
                 assert c.request(req).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, (who, req)
 
 
@@ -473,6 +476,13 @@ def test_users_without_the_acls_are_refused_and_nothing_is_written(secure):
 def test_the_cli_lists_users_and_acls(secure):
     out = cli("users", "list", "--bootstrap", secure.boot, "--command-config", secure.admin).stdout.decode()
     assert "alice\t" in out and "SCRAM-SHA-512 iterations=4096" in out
+    # a password from stdin (kept out of ps), then deleted
+    cli("users", "add", "carol", "--bootstrap", secure.boot, "--command-config", secure.admin, stdin=b"carol-pw\n")
+    assert "carol\t" in cli("users", "list", "--bootstrap", secure.boot, "--command-config",
+                            secure.admin).stdout.decode()
+    cli("users", "delete", "carol", "--bootstrap", secure.boot, "--command-config", secure.admin)
+    assert "carol\t" not in cli("users", "list", "--bootstrap", secure.boot, "--command-config",
+                                secure.admin).stdout.decode()
     out = cli("acls", "list", "--bootstrap", secure.boot, "--command-config", secure.admin).stdout.decode()
     assert "TOPIC:PREFIXED:sec-" in out and "ALLOW User:alice READ from *" in out
     cli("acls", "add", "--bootstrap", secure.boot, "--command-config", secure.admin, "--allow-principal",
