@@ -119,6 +119,11 @@ class Producer:
             if b is not None and len(b):
                 self._sender.add(tp[0], tp[1], b.build(), len(b))
 
+    @property
+    def retried(self) -> int:
+        """Batches sent again so far (after a retriable error or a failed connection)."""
+        return self._sender.retried
+
     def _acked(self, tp: TopicPartition, count: int, base_offset: int) -> None:
         if base_offset >= 0:
             self.results.append((tp[0], tp[1], base_offset))

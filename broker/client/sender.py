@@ -35,9 +35,10 @@ Invariants:
   land after a later one, as with Kafka's producer without idempotence).
 - answers are taken from whichever connection has one (select), so a paused or dead
   leader delays only its own partitions.
-- add() blocks only while a leader with batches due has every slot taken, so the memory
-  held stays bounded by what is added for partitions whose leader is down; flush()
-  returns once every batch is acknowledged (acks=0: once sent) or raises.
+- add() takes the answers already there and sends what it can, and blocks only while
+  more than `buffer_memory` bytes (Kafka's buffer.memory, 32 MiB) wait to be sent, so a
+  leader that is down or slow holds up only its own partitions and the memory held stays
+  bounded; flush() returns once every batch is acknowledged (acks=0: once sent) or raises.
 
 Not thread-safe: one thread per sender (its connections are the cluster's).
 """
@@ -67,6 +68,7 @@ DELIVERY_TIMEOUT_MS = 120_000
 RETRIES_MAX = 2**31 - 1
 RETRY_BACKOFF_MS = 100
 RETRY_BACKOFF_MAX_MS = 1000
+BUFFER_MEMORY = 32 << 20
 #: how much longer than the request timeout an answer may take before the connection
 #: counts as failed (the broker answers REQUEST_TIMED_OUT itself at the request timeout)
 ANSWER_GRACE_S = 5.0
@@ -76,7 +78,7 @@ MAX_WAIT_S = 0.5
 
 class _Batch:
     """One encoded record batch on its way."""
-    __slots__ = ("tp", "data", "count", "attempts", "created", "retry_at", "error")
+    __slots__ = ("tp", "data", "count", "attempts", "created", "retry_at", "error", "failed_on")
 
     def __init__(self, tp: TopicPartition, data: bytes, count: int, created: float):
         self.tp = tp
@@ -86,13 +88,19 @@ class _Batch:
         self.created = created        # monotonic; the delivery timeout runs from here
         self.retry_at = 0.0           # monotonic; not sent again before
         self.error = ""               # the last failure, for the message when it expires
+        self.failed_on = -1           # the leader it last failed on (-1: none)
+
+    def due(self, leader: int, now: float) -> bool:
+        """Its backoff has passed, or the metadata names another leader than the one it
+        failed on (re-routed at once, as Kafka's producer does since KIP-951)."""
+        return self.retry_at <= now or (self.failed_on >= 0 and leader != self.failed_on)
 
 
 class Sender:
     def __init__(self, cluster: Cluster, *, acks: int, timeout_ms: int, max_in_flight: int, on_ack: OnAck,
                  retries: int = RETRIES_MAX, delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
                  retry_backoff_ms: int = RETRY_BACKOFF_MS, retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
-                 transactional_id: str | None = None, what: str = "produce"):
+                 buffer_memory: int = BUFFER_MEMORY, transactional_id: str | None = None, what: str = "produce"):
         self.cluster = cluster
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -101,6 +109,7 @@ class Sender:
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         self.max_in_flight = max_in_flight
+        self.buffer_memory = buffer_memory
         self.on_ack = on_ack
         self.transactional_id = transactional_id
         self.what = what                                     # how errors name the producer
@@ -111,12 +120,14 @@ class Sender:
         self._refresh_at = 0.0              # monotonic: no metadata refresh before
         self._refresh_error = ""
         self.retried = 0                    # batches sent again (a figure for tests and benchmarks)
+        self._queued_bytes = 0              # of the batches in self.queues
 
     # ------------------------------------------------------------------ the API
 
     def add(self, topic: str, partition: int, data: bytes, count: int) -> None:
         tp = (topic, partition)
         self.queues.setdefault(tp, deque()).append(_Batch(tp, data, count, time.monotonic()))
+        self._queued_bytes += len(data)
         self._pump(block=False)
 
     def flush(self) -> None:
@@ -163,12 +174,16 @@ class Sender:
         self._refresh(now)
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp, q in self.queues.items():
-            if q and q[0].retry_at <= now:
-                leader = self._leader(tp)
-                if leader >= 0:
-                    by_leader.setdefault(leader, []).append(tp)
-                elif not q[0].error:
-                    q[0].error = self._refresh_error or "no leader known"
+            if not q:
+                continue
+            leader = self._leader(tp)
+            if leader < 0:
+                q[0].error = self._refresh_error or q[0].error or "no leader known"
+                continue
+            if q[0].due(leader, now):
+                by_leader.setdefault(leader, []).append(tp)
+            elif q[0].failed_on == leader:
+                self._stale.add(tp[0])        # watch the metadata for the new leader meanwhile
         return by_leader
 
     def _expire(self, now: float) -> None:
@@ -186,18 +201,19 @@ class Sender:
     # ------------------------------------------------------------------ sending
 
     def _pump(self, block: bool) -> None:
-        """Sends what the in-flight limits allow. Non-blocking: waits for answers only
-        while a leader with batches due is saturated; blocking: also waits for the next
+        """Takes the answers already there, sends what the in-flight limits allow.
+        Non-blocking: waits for answers only while more than buffer_memory bytes wait to
+        be sent (Kafka's producer blocks send() so); blocking: also waits for the next
         answer, retry or metadata refresh (bounded by MAX_WAIT_S)."""
         while True:
-            waiting = self._send_ready()
-            saturated = {leader for leader in waiting if len(self.inflight.get(leader, ())) >= self.max_in_flight}
+            self._wait(0)
+            self._send_ready()
             if block:
                 self._wait(self._next_event())
                 return
-            if not saturated:
+            if self._queued_bytes <= self.buffer_memory:
                 return
-            self._wait(MAX_WAIT_S, only=saturated)
+            self._wait(self._next_event())
 
     def _send_ready(self) -> set[int]:
         """One request per leader and free in-flight slot; the leaders still with batches
@@ -210,11 +226,13 @@ class Sender:
                 parts = []
                 for tp in tps:
                     q = self.queues[tp]
-                    if q and q[0].retry_at <= now:
-                        parts.append(q.popleft())
+                    if q and q[0].due(leader, now):
+                        b = q.popleft()
+                        self._queued_bytes -= len(b.data)
+                        parts.append(b)
                 if not parts or not self._send(leader, parts):
                     break
-            if any(self.queues[tp] and self.queues[tp][0].retry_at <= now for tp in tps):
+            if any(self.queues[tp] and self.queues[tp][0].due(leader, now) for tp in tps):
                 waiting.add(leader)
         return waiting
 
@@ -253,10 +271,10 @@ class Sender:
             wait = min(wait, self._refresh_at - now)
         return max(0.001, wait)
 
-    def _wait(self, timeout: float, only: set[int] | None = None) -> None:
-        """Takes the answers that arrive within `timeout` (from `only`'s leaders, else any);
-        a request unanswered past its timeout fails its connection."""
-        flights = {leader: f for leader, f in self.inflight.items() if f and (only is None or leader in only)}
+    def _wait(self, timeout: float) -> None:
+        """Takes the answers there or arriving within `timeout`; a request unanswered
+        past its timeout fails its connection."""
+        flights = {leader: f for leader, f in self.inflight.items() if f}
         if not flights:
             if timeout > 0:
                 time.sleep(timeout)
@@ -268,7 +286,7 @@ class Sender:
                     ready.append(leader)
             except ClientError as exc:
                 self._connection_failed(leader, str(exc))
-        if not ready:
+        if not ready and timeout > 0:
             # the leaders whose connection is still there (one may have failed just now)
             socks = {flight[0][0].sock: leader for leader, flight in self.inflight.items()
                      if flight and leader in flights}
@@ -318,7 +336,7 @@ class Sender:
             else:
                 self.on_ack(b.tp, b.count, pr.base_offset)
         if failed:
-            self._requeue(failed, code, f"{ErrorCode(code).name} from broker {leader}")
+            self._requeue(failed, code, f"{ErrorCode(code).name} from broker {leader}", leader)
 
     def _connection_failed(self, leader: int, why: str, parts: list[_Batch] | None = None) -> None:
         """The connection to `leader` is gone: `parts` and everything in flight on it go again."""
@@ -326,20 +344,23 @@ class Sender:
         flight = self.inflight.pop(leader, None) or ()
         batches = list(parts or []) + [b for _, ps, _ in flight for b in ps]
         if batches:
-            self._requeue(batches, ErrorCode.NETWORK_EXCEPTION, why)
+            self._requeue(batches, ErrorCode.NETWORK_EXCEPTION, why, leader)
 
-    def _requeue(self, batches: list[_Batch], code: int, why: str) -> None:
+    def _requeue(self, batches: list[_Batch], code: int, why: str, leader: int) -> None:
         """Back to the front of their partitions' queues, in the order they were sent,
-        each after its backoff; their topics' metadata is refreshed first."""
+        each after its backoff (or as soon as the metadata names another leader than
+        `leader`, where they failed); their topics' metadata is refreshed first."""
         now = time.monotonic()
         for b in reversed(batches):
             b.attempts += 1
             b.error = why
+            b.failed_on = leader
             if b.attempts > self.retries:
                 raise KafkaProtocolError(code, f"{self.what} to {b.tp[0]}-{b.tp[1]} failed after "
                                                f"{b.attempts} attempts ({why})")
             b.retry_at = now + self._backoff(b.attempts)
             self.queues.setdefault(b.tp, deque()).appendleft(b)
+            self._queued_bytes += len(b.data)
             self._stale.add(b.tp[0])
         self.retried += len(batches)
         log.info("%s: retrying %d batch(es): %s", self.what, len(batches), why)
