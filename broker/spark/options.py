@@ -5,8 +5,7 @@ Spark's connector, `kafka.` (kafka.bootstrap.servers = kbroker.bootstrap.servers
 Spark hands options over lower-cased (a case-insensitive map), so every lookup here is
 by the lower-cased name while messages use the documented spelling (a client setting is
 named with the prefix it was given). A bad option raises KBrokerOptionError: one line that
-names the option, says what was wrong and what is expected. Every option is checked,
-none is passed over in silence:
+names the option, says what was wrong and what is expected. Every option is checked:
 
     Spark's options of the side (source or sink)    parsed; the other side's refused
     client settings the side honours                parsed (CONSUMER_HONOURED, PRODUCER_HONOURED)
@@ -41,7 +40,13 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from broker.client.connection import parse_bootstrap
-from broker.client.sender import DELIVERY_TIMEOUT_MS, RETRIES_MAX, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
+from broker.client.sender import (
+    BUFFER_MEMORY,
+    DELIVERY_TIMEOUT_MS,
+    RETRIES_MAX,
+    RETRY_BACKOFF_MAX_MS,
+    RETRY_BACKOFF_MS,
+)
 
 log = logging.getLogger("broker.spark")
 
@@ -271,7 +276,8 @@ bootstrap.servers fetch.max.bytes max.partition.fetch.bytes fetch.max.wait.ms re
 client.id isolation.level security.protocol""".split())
 PRODUCER_HONOURED = frozenset("""
 bootstrap.servers acks compression.type batch.size max.in.flight.requests.per.connection retries
-delivery.timeout.ms retry.backoff.ms retry.backoff.max.ms request.timeout.ms client.id security.protocol""".split())
+delivery.timeout.ms retry.backoff.ms retry.backoff.max.ms buffer.memory max.block.ms request.timeout.ms
+client.id security.protocol""".split())
 
 #: Kafka client settings that mean nothing for kbroker's clients (no consumer group, no
 #: linger, no client metrics ...): accepted with a warning
@@ -287,7 +293,7 @@ partition.assignment.strategy fetch.min.bytes exclude.internal.topics internal.l
 allow.auto.create.topics max.poll.interval.ms rebalance.timeout.ms session.timeout.ms
 heartbeat.interval.ms retry.backoff.ms retry.backoff.max.ms""").split())
 PRODUCER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
-linger.ms max.request.size max.block.ms buffer.memory compression.gzip.level
+linger.ms max.request.size compression.gzip.level
 compression.lz4.level compression.zstd.level enable.idempotence transaction.timeout.ms
 partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms partitioner.ignore.keys
 metadata.max.idle.ms""").split())
@@ -535,6 +541,8 @@ class SinkOptions:
     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
     retry_backoff_ms: int = RETRY_BACKOFF_MS
     retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS
+    buffer_memory: int = BUFFER_MEMORY
+    max_block_ms: int = 60000
     delivery: str = DELIVERY_AT_LEAST_ONCE
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
@@ -578,6 +586,8 @@ class SinkOptions:
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=backoff_ms,
             retry_backoff_max_ms=_int(opts, "kbroker.retry.backoff.max.ms", max(backoff_ms, RETRY_BACKOFF_MAX_MS), 0),
+            buffer_memory=_int(opts, "kbroker.buffer.memory", BUFFER_MEMORY, 1024),
+            max_block_ms=_int(opts, "kbroker.max.block.ms", 60000, 0),
             delivery=delivery,
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
             no_effect=no_effect,

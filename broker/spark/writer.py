@@ -147,7 +147,7 @@ class TaskWriter:
         self.cluster = _connect(opts)
         self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
                              delivery_timeout_ms=opts.delivery_timeout_ms, retry_backoff_ms=opts.retry_backoff_ms,
-                             retry_backoff_max_ms=opts.retry_backoff_max_ms,
+                             retry_backoff_max_ms=opts.retry_backoff_max_ms, buffer_memory=opts.buffer_memory,
                              max_in_flight=opts.max_in_flight, on_ack=self._done,
                              transactional_id=transactional_id, what="kbroker sink: produce")
         self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
@@ -156,12 +156,12 @@ class TaskWriter:
         self._sticky = int.from_bytes(os.urandom(2), "little")
 
     def _num_partitions(self, topic: str) -> int:
-        """The topic's partition count, asked once per task; a broker down or an election
-        under way is retried (within kafka.delivery.timeout.ms), as Kafka's producer waits
-        for metadata."""
+        """The topic's partition count, asked once per task; a broker down, an election
+        under way or a topic not there (yet) is retried for kafka.max.block.ms (60 s), as
+        Kafka's producer waits for a topic's metadata."""
         n = self._partitions.get(topic)
         if n is None:
-            deadline = time.monotonic() + self.o.delivery_timeout_ms / 1000
+            deadline = time.monotonic() + self.o.max_block_ms / 1000
             backoff = self.o.retry_backoff_ms / 1000
             while True:
                 try:

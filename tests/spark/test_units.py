@@ -114,6 +114,7 @@ def test_sink_retries_as_kafkas_producer_defaults():
     o = SinkOptions.parse({**BS, "topic": "out"})
     assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == \
         (2**31 - 1, 120000, 100, 1000)
+    assert (o.buffer_memory, o.max_block_ms) == (32 << 20, 60000)
     o = SinkOptions.parse({**BS, "topic": "out", "kafka.retries": "3", "kafka.delivery.timeout.ms": "40000",
                            "kafka.retry.backoff.ms": "50", "kafka.retry.backoff.max.ms": "400"})
     assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == (3, 40000, 50, 400)
