@@ -262,11 +262,10 @@ SOURCE_OPTIONS = (
 )
 #: the sink's own
 SINK_OPTIONS = ("topic", "deliveryGuarantee")
-#: what Spark's DataFrameWriter / DataStreamWriter hand a sink beside the user's options
-#: (checkpointLocation, queryName(), save(path) / start(path), partitionBy() ...): they pass,
-#: as Spark's Kafka sink lets them pass
-SPARK_WRITER_OPTIONS = ("checkpointLocation", "queryName", "path", "paths", "__partition_columns",
-                        "__clustering_columns")
+#: what Spark's DataFrameWriter / DataStreamWriter hand a Python sink beside the user's
+#: options (seen with Spark 4.3: checkpointLocation, queryName(), save(path) / start(path)):
+#: they pass, as Spark's Kafka sink lets them pass
+SPARK_WRITER_OPTIONS = ("checkpointLocation", "queryName", "path")
 #: Spark options accepted without effect: the source joins no consumer group
 SOURCE_NO_EFFECT = ("groupIdPrefix",)
 

@@ -124,11 +124,11 @@ def test_sink_retries_as_kafkas_producer_defaults():
 
 def test_sparks_own_writer_options_pass_the_sink():
     """What Spark's writers hand the sink beside the user's options (queryName(),
-    checkpointLocation, start(path) / save(path), partitionBy()) passes, lower-cased as Spark
-    hands it over; so does another key far from every sink option. A misspelt sink or
-    Spark option is still refused."""
+    checkpointLocation, start(path) / save(path)) passes, lower-cased as Spark hands it
+    over; so does another key far from every sink option. A misspelt sink or Spark option
+    is still refused."""
     o = SinkOptions.parse({**BS, "topic": "out", "queryname": "copy", "checkpointlocation": "/tmp/ck",
-                           "path": "/somewhere", "__partition_columns": "[]", "mergeSchema": "true"})
+                           "path": "/somewhere", "mergeSchema": "true"})
     assert o.topic == "out" and o.no_effect == ()
     for given, near in [("tpoic", "topic"), ("deliveryGuarantees", "deliveryGuarantee"),
                         ("queryNmae", "queryName"), ("checkpointLocaton", "checkpointLocation")]:
