@@ -28,7 +28,7 @@ from tests.pipelines.helpers import (
 
 SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60"}
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 class Foreground:

@@ -17,7 +17,7 @@ README = ROOT / "examples" / "README.md"
 #: small data: 5 s of clicks at 200/s, 5 minutes of event time
 SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60"}
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def test_every_example_runs_as_its_readme_shows_against_one_broker(single_broker, tmp_path):

@@ -37,7 +37,7 @@ RESTART_AFTER_S = 15
 PAUSE_S = 20
 HEAL_TIMEOUT = 90.0
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 #: a Spark driver's start and first batches take minutes on a busy 2-core machine
 JOB_TIMEOUT = 600.0
 
