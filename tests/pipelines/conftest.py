@@ -3,7 +3,7 @@
 clusters with ZooKeeper (tests/support/cluster.py), the examples under examples/ run as
 their own processes (a driver is a process the tests can kill -9).
 
-Fixtures: `spark_standalone` (a master and two workers, for the whole session),
+Fixtures: `spark_standalone` (a master and two workers, for the tests of this package),
 `kcluster` (brokers 1..3 on their own ZooKeeper, for a module: the fault tests heal it
 before they end), `single_broker`. Under CI=true a missing pyspark, java, spark-class or
 ZooKeeper fails the tests. A failed test's report carries the brokers', ZooKeeper's and
@@ -54,7 +54,7 @@ def doc_environment(commands: list[str]) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_standalone(tmp_path_factory):
     """The master and the two workers of docs/pipelines.md, started with its own command
     lines (its exports applied) on free ports, logs and work dir in a temporary directory."""
