@@ -77,6 +77,7 @@ BACKOFF_MAX_S = 1.0
 _Encoded = tuple[bytes | None, bytes, list[tuple[str, bytes | None]], int]
 
 _handlers: weakref.WeakSet[KafkaLogHandler] = weakref.WeakSet()
+_get_ident = threading.get_ident
 
 
 def _after_fork_in_child() -> None:
@@ -222,12 +223,10 @@ class KafkaLogHandler(logging.Handler):
             name = record.name
             if name in self._excluded_names or name.startswith(self._excluded_prefixes):
                 return
-            if self._thread is None:
-                if threading.get_ident() == self._sender_ident:
-                    return
-                self._start()
-            elif threading.get_ident() == self._sender_ident:
+            if _get_ident() == self._sender_ident:
                 return
+            if self._thread is None:
+                self._start()
             q = self._queue
             if len(q) >= self.queue_size:
                 try:
@@ -352,7 +351,7 @@ class KafkaLogHandler(logging.Handler):
             pass
 
     def _run(self) -> None:
-        self._sender_ident = threading.get_ident()
+        self._sender_ident = _get_ident()
         producer: Producer | None = None
         backoff = BACKOFF_MIN_S
         down_since: float | None = None
