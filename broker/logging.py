@@ -193,7 +193,8 @@ class KafkaLogHandler(logging.Handler):
         self._sent = 0
         self._dropped_sender = 0         # the oldest again, when a failed chunk came back
         self._refused = 0                # refused by the broker, too large, unformattable
-        self._reported = 0
+        self._reported_full = 0          # of the drops above, those the topic was told of
+        self._reported_refused = 0
         self._inflight = 0
         self._idle = False
         self._closing = False
@@ -358,18 +359,21 @@ class KafkaLogHandler(logging.Handler):
         last_report = 0.0
         try:
             while True:
-                if not self._queue:
+                now = time.monotonic()
+                unreported = self.dropped > self._reported_full + self._reported_refused
+                report_due = unreported and (self._closing or now - last_report >= REPORT_INTERVAL_S)
+                if not self._queue and not report_due:
                     if self._closing:
                         break
                     self._idle = True
                     if not self._queue and not self._closing:
-                        self._wake.wait(1.0)
+                        self._wake.wait(last_report + REPORT_INTERVAL_S - now if unreported else 1.0)
                     self._wake.clear()
                     self._idle = False
                     if self.linger_s > 0 and not self._closing:
                         self._stop.wait(self.linger_s)
                     continue
-                if self._closing and time.monotonic() > self._deadline:
+                if self._closing and now > self._deadline:
                     break
                 if producer is None:
                     try:
@@ -377,49 +381,38 @@ class KafkaLogHandler(logging.Handler):
                     except _Unreachable as exc:
                         if down_since is None:
                             down_since = time.monotonic()
-                            self._say(f"cannot deliver to topic {self.topic} at {self.bootstrap_servers} "
-                                      f"({exc}); keeping the newest {self.queue_size} records, dropping older ones")
+                            self._say_down(exc)
                         self._pause(backoff)
                         backoff = min(backoff * 2, BACKOFF_MAX_S)
                         continue
-                now = time.monotonic()
-                report = None
-                if now - last_report >= REPORT_INTERVAL_S or self._closing:
-                    report = self._loss_report()
-                    if report is not None:
-                        last_report = now
+                report = self._loss_report() if report_due else None
                 chunk = self._take()
                 try:
                     self._send(producer, report, chunk)
-                except _Unreachable as exc:
+                except Exception as exc:
                     self._disconnect(producer)
                     producer = None
-                    self._put_back(chunk)
-                    if report is not None:
-                        self._reported -= report[1]
-                    if down_since is None:
-                        down_since = time.monotonic()
-                        self._say(f"cannot deliver to topic {self.topic} at {self.bootstrap_servers} "
-                                  f"({exc}); keeping the newest {self.queue_size} records, dropping older ones")
-                    continue
-                except _Refused as exc:
-                    self._disconnect(producer)
-                    producer = None
-                    self._refused += len(chunk)
-                    self._inflight = 0
-                    self._say(f"the broker refused {len(chunk)} log record(s) for topic {self.topic}: {exc}")
-                    continue
-                except Exception:
-                    self._disconnect(producer)
-                    producer = None
-                    self._refused += len(chunk)
-                    self._inflight = 0
-                    self._say(f"{len(chunk)} log record(s) dropped, the producer failed:\n"
-                              + traceback.format_exc().rstrip())
+                    if report is not None:              # to be reported again
+                        self._reported_full -= report[1][0]
+                        self._reported_refused -= report[1][1]
+                    if isinstance(exc, _Unreachable):
+                        self._put_back(chunk)
+                        if down_since is None:
+                            down_since = time.monotonic()
+                            self._say_down(exc)
+                    else:
+                        self._refused += len(chunk)
+                        self._inflight = 0
+                        why = str(exc) if isinstance(exc, _Refused) else traceback.format_exc().rstrip()
+                        self._say(f"{len(chunk)} log record(s) dropped, refused by the broker or failing "
+                                  f"to send: {why}")
                     continue
                 if down_since is not None:
                     self._say(f"delivering to topic {self.topic} again after {time.monotonic() - down_since:.1f} s")
                     down_since = None
+                if report is not None:
+                    last_report = time.monotonic()
+                    self._say(report[2])
                 backoff = BACKOFF_MIN_S
         except Exception:
             self._say("the sender thread failed:\n" + traceback.format_exc().rstrip())
@@ -427,6 +420,10 @@ class KafkaLogHandler(logging.Handler):
             self._inflight = 0
             self._disconnect(producer)
             self._progress.set()
+
+    def _say_down(self, exc: Exception) -> None:
+        self._say(f"cannot deliver to topic {self.topic} at {self.bootstrap_servers} ({exc}); "
+                  f"keeping the newest {self.queue_size} records, dropping older ones")
 
     def _connect(self) -> Producer:
         from broker.client.cluster import Cluster
@@ -490,25 +487,32 @@ class KafkaLogHandler(logging.Handler):
         self._progress.set()
         return chunk
 
-    def _loss_report(self) -> tuple[_Encoded, int] | None:
+    def _loss_report(self) -> tuple[_Encoded, tuple[int, int], str] | None:
         """The WARNING record that tells the topic how many records were lost since the
-        last report, with the count it covers."""
-        lost = self.dropped - self._reported
-        if lost <= 0:
+        last report, with the counts it covers (queue full, refused) and its message (for
+        stderr once it is sent)."""
+        full = self._dropped_full + self._dropped_sender - self._reported_full
+        refused = self._refused - self._reported_refused
+        if full + refused <= 0:
             return None
-        self._reported += lost
-        msg = (f"{lost} log record(s) dropped: the queue (queue_size={self.queue_size}) was full while the "
-               f"brokers were unreachable or slower than the application")
-        if self._refused:
-            msg += f" ({self._refused} in all refused by the broker, too large or unformattable)"
-        self._say(msg)
+        self._reported_full += full
+        self._reported_refused += refused
+        why_full = (f"the queue (queue_size={self.queue_size}) was full while the brokers were unreachable or "
+                    f"slower than the application")
+        why_refused = "refused by the broker, larger than max_record_bytes or failing to format"
+        if full and refused:
+            why = f"{full} because {why_full}, {refused} {why_refused}"
+        else:
+            why = why_full if full else why_refused
+        msg = f"{full + refused} log record(s) dropped: {why}"
         rec = logging.LogRecord("broker.logging", logging.WARNING, __file__, 0, msg, (), None)
-        rec.__dict__["dropped"] = lost
-        return self.encode(rec), lost
+        rec.__dict__["dropped"] = full + refused
+        return self.encode(rec), (full, refused), msg
 
-    def _send(self, producer: Producer, report: tuple[_Encoded, int] | None, chunk: list[_Encoded]) -> None:
-        """Sends a chunk and waits for its acknowledgements: _Unreachable when the brokers
-        cannot take it now, KafkaProtocolError when they refuse it."""
+    def _send(self, producer: Producer, report: tuple[_Encoded, tuple[int, int], str] | None,
+              chunk: list[_Encoded]) -> None:
+        """Sends a chunk (after the loss report, if any) and waits for its acknowledgements:
+        _Unreachable when the brokers cannot take it now, _Refused when they refuse it."""
         from broker.client.connection import ClientError
         from broker.protocol.errors import KafkaProtocolError
         from broker.protocol.retriable import RETRIABLE

@@ -203,3 +203,17 @@ def test_flush_and_close_are_bounded_with_the_broker_down(handlers):
     assert (h.queued, h.sent) == (1, 0)
     h.close()
     assert not h._thread.is_alive()
+
+
+def test_tail_renders_json_records_as_lines_and_text_as_is():
+    from broker.cli.logs import render
+    d = {"timestamp": "2026-11-22T10:15:42.123Z", "level": "ERROR", "logger": "shop", "message": "failed",
+         "exception": "Traceback (most recent call last):\nKeyError: 'x'\n", "user": "u 1", "n": 3, "ok": True}
+    assert render(json.dumps(d).encode()) == (
+        "2026-11-22T10:15:42.123Z ERROR shop: failed  user=\"u 1\" n=3 ok=true\n"
+        "Traceback (most recent call last):\nKeyError: 'x'")
+    assert render(json.dumps(d).encode(), raw=True) == json.dumps(d)
+    assert render(b"2026-11-22 10:15:42,123 INFO app: plain") == "2026-11-22 10:15:42,123 INFO app: plain"
+    assert render(b'{"no": "message field"}') == '{"no": "message field"}'
+    assert render(b"{not json") == "{not json"
+    assert render(None) == "null"
