@@ -70,6 +70,7 @@ _STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict
 CHUNK_RECORDS = 10000            # records formatted and sent before waiting for their acks
 CHUNK_BYTES = 1 << 20
 REPORT_INTERVAL_S = 1.0          # at most one loss report a second
+IDLE_POLL_S = 1.0                # the sender looks at the queue every linger_ms for this long after its last record
 BACKOFF_MIN_S = 0.1              # between connection attempts, doubling up to the max
 BACKOFF_MAX_S = 1.0
 
@@ -138,7 +139,8 @@ class KafkaLogHandler(logging.Handler):
     acks               0, 1 (default) or -1 / "all"
     compression        None, "gzip", "snappy", "lz4" or "zstd"
     batch_size         largest record batch per partition, bytes (default 65536)
-    linger_ms          how long the sender, woken from idle, waits for more records
+    linger_ms          how often the sender thread looks at the queue while records come
+                       (after a second without any, the next record wakes it)
     headers            static headers added to every record, e.g. {"app": "billing"}
     exclude_loggers    more logger names (with their children) to ignore
     request_timeout    seconds: connecting and waiting for an acknowledgement
@@ -368,6 +370,7 @@ class KafkaLogHandler(logging.Handler):
         backoff = BACKOFF_MIN_S
         down_since: float | None = None
         last_report = 0.0
+        idle_since: float | None = None
         try:
             while True:
                 now = time.monotonic()
@@ -376,7 +379,14 @@ class KafkaLogHandler(logging.Handler):
                 if not self._queue and not report_due:
                     if self._closing:
                         break
-                    self._idle = True
+                    if idle_since is None:
+                        idle_since = now
+                    if self.linger_s > 0 and now - idle_since < IDLE_POLL_S:
+                        # lately busy: look again after linger_ms, so that a logging call
+                        # need not wake this thread (a wake-up costs the caller a switch)
+                        self._stop.wait(self.linger_s)
+                        continue
+                    self._idle = True           # idle for a while: the next record wakes it
                     if not self._queue and not self._closing:
                         self._wake.wait(last_report + REPORT_INTERVAL_S - now if unreported else 1.0)
                     self._wake.clear()
@@ -384,6 +394,7 @@ class KafkaLogHandler(logging.Handler):
                     if self.linger_s > 0 and not self._closing:
                         self._stop.wait(self.linger_s)
                     continue
+                idle_since = None
                 if self._closing and now > self._deadline:
                     break
                 if producer is None:
