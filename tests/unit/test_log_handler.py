@@ -217,3 +217,13 @@ def test_tail_renders_json_records_as_lines_and_text_as_is():
     assert render(b'{"no": "message field"}') == '{"no": "message field"}'
     assert render(b"{not json") == "{not json"
     assert render(None) == "null"
+
+
+def test_default_text_line_is_what_logging_formatter_writes(handlers):
+    """The default formatter formats each second's time once: the lines stay logging's own."""
+    h = handlers()
+    plain = logging.Formatter(DEFAULT_TEXT_FORMAT)
+    for created in (1795730778.001, 1795730778.999, 1795730779.5, 1795730778.25, 1795730900.0):
+        rec = record()
+        rec.created, rec.msecs = created, (created - int(created)) * 1000
+        assert h.encode(rec)[1].decode() == plain.format(rec)
