@@ -92,6 +92,29 @@ def test_broker_down_the_newest_records_wait_and_the_loss_is_reported(tmp_path, 
     assert re.search(r"delivering to topic down again after \d+\.\d s", err), err
 
 
+def test_a_topic_that_does_not_exist_yet_is_waited_for(tmp_path, capfd):
+    with BrokerProcess(tmp_path / "data", config={"auto.create.topics.enable": "false"}) as b:
+        h = KafkaLogHandler(b.bootstrap, "later", close_timeout=30)
+        h.setFormatter(logging.Formatter("%(message)s"))
+        lg = logger_with(h, "app.later")
+        try:
+            for i in range(5):
+                lg.info("line %d", i)
+            deadline = time.monotonic() + 30
+            err = ""
+            while "UNKNOWN_TOPIC_OR_PARTITION" not in err and time.monotonic() < deadline:
+                time.sleep(0.1)
+                err += capfd.readouterr().err
+            assert "cannot deliver to topic later" in err and "UNKNOWN_TOPIC_OR_PARTITION" in err, err
+            assert (h.queued, h.sent) == (5, 0)
+            create(b.bootstrap, "later", 1)
+            h.flush()
+            assert (h.sent, h.dropped) == (5, 0)
+        finally:
+            h.close()
+        assert [r.value for r in read_topic(b.bootstrap, "later", 5)] == [f"line {i}".encode() for i in range(5)]
+
+
 def test_a_chunk_in_flight_when_the_broker_is_killed_is_sent_again(tmp_path):
     topic = "killed"
     n = 30_000
