@@ -6,7 +6,7 @@
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
-#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
+#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)

@@ -1,7 +1,8 @@
 """The one mapping from the exceptions of the append path to Kafka error codes (what
-Kafka's Errors.forException does): the error a produce answers for a partition, and the
-error the group coordinator starts from when its append to __consumer_offsets fails
-(it then maps that code as Kafka's GroupMetadataManager does).
+Kafka's Errors.forException does), applied by ReplicaManager.append_records: the error a
+produce answers for a partition, and the error the group coordinator starts from when its
+append to __consumer_offsets fails (it then maps that code as Kafka's
+GroupMetadataManager does).
 
 Invariants:
 - the most specific class wins: an InvalidRecordError (a CorruptRecordError) is

@@ -6,6 +6,7 @@
     broker cluster describe --bootstrap HOST:PORT [--zookeeper HOST:PORT[/CHROOT]]
     broker produce --bootstrap HOST:PORT --topic T ...     (lines from stdin)
     broker consume --bootstrap HOST:PORT --topic T ...
+    broker logs tail --bootstrap-server HOST:PORT --topic T [--from-beginning] [--no-follow] [--raw]
 
 Exit codes: 0 success; 1 the broker or the network reported an error (printed as one
 line, with the Kafka error name); 2 bad usage or configuration (one line naming the key
@@ -88,10 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, groups, perf
+    from broker.cli import clients, groups, logs, perf
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     perf.add_parsers(sub)
+    logs.add_parsers(sub)
     return p
 
 

@@ -33,7 +33,7 @@ class ControllerUnavailable(Exception):
 
 class ControllerClient:
     def __init__(self, broker_id: int, metadata: MetadataCache,
-                 local: Callable[[object], Awaitable[object]], request_timeout: float = 30.0):
+                 local: Callable[[Message], Awaitable[Message]], request_timeout: float = 30.0):
         self.broker_id = broker_id
         self.metadata = metadata
         self.local = local

@@ -203,9 +203,9 @@ class GroupCoordinator:
             log.info("group %s: empty at generation %d", g.group_id, g.generation_id)
             # appended before whatever caused this (a LeaveGroup, an expiry) is answered,
             # as Kafka does: a crash right after must not bring the old members back
-            err, tp, last = self.manager.append(g.group_id, [self.manager.group_record(g)], offsets=False)
-            if not err:
-                self.loop.create_task(self.manager.await_durable(tp, last, False))
+            _, write = self.manager.append(g.group_id, [self.manager.group_record(g)], offsets=False)
+            if write is not None:
+                self.loop.create_task(self.manager.await_durable(write, False))
             return
         g.protocol_name = g.select_protocol()
         if g.leader_id not in g.members:

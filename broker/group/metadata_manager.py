@@ -9,8 +9,8 @@ A partition is loaded (replayed into the cache) when this broker becomes its lea
 unloaded when it stops leading it: the coordinator of a group moves with the leadership
 of its offsets partition.
 
-It reaches the log through a narrow PartitionWriter (is this broker the leader, append,
-wait until the ISR has it, read the committed range) and the cluster through a
+It reaches the log through a narrow PartitionWriter (is this broker the leader, append
+and then wait until the ISR has it, read the committed range) and the cluster through a
 TopicReader (the metadata cache); it never sees the broker. Membership (joins, syncs,
 heartbeats, timers) is the coordinator's (coordinator.py), which learns of loaded and
 unloaded groups through the two callbacks.
@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from broker.cluster.metadata import BrokerInfo, TopicInfo
-from broker.errors import APPEND_ERRORS, append_error
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
@@ -41,7 +40,8 @@ LOAD_CHUNK = 8 * 1024 * 1024
 
 S = GroupState
 
-# how Kafka's GroupMetadataManager answers an append to __consumer_offsets that failed
+# how Kafka's GroupMetadataManager answers an append to __consumer_offsets that failed,
+# or whose wait for the ISR did (_coordinator_error)
 _COORDINATOR_ERRORS: dict[int, int] = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -53,19 +53,41 @@ _COORDINATOR_ERRORS: dict[int, int] = {
 _TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
 
 
+class PartitionWrite(Protocol):
+    """One append to a partition of __consumer_offsets (PartitionWriter.append). Its
+    codes are Kafka's append errors, before the manager maps them (_coordinator_error)."""
+
+    @property
+    def error(self) -> int:
+        """0 when the records are in the local log; else why the append failed
+        (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE,
+        KAFKA_STORAGE_ERROR ...)."""
+        ...
+
+    @property
+    def error_message(self) -> str | None: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    async def wait(self) -> int:
+        """0 once the high watermark covers the records (with the ISR still at least
+        min.insync.replicas) and the flush policy is met; else NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER (no longer leading, or the records lost meanwhile),
+        KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT — or the append's own error."""
+        ...
+
+
 class PartitionWriter(Protocol):
     """What the group coordinator needs of the partitions of __consumer_offsets."""
 
     def is_leader(self, tp: TopicPartition) -> bool: ...
 
-    def append(self, tp: TopicPartition, records: bytearray) -> int:
-        """Appends as leader; returns the last offset. Raises KafkaProtocolError,
-        RecordTooLarge or OSError."""
-        ...
-
-    async def wait_committed(self, tp: TopicPartition, last_offset: int, timeout: float) -> int:
-        """0 once the high watermark is past `last_offset` (and the flush policy is
-        met), else an error code (REQUEST_TIMED_OUT, NOT_COORDINATOR ...)."""
+    def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> PartitionWrite:
+        """Appends as leader with acks=all, synchronously: when it returns without an
+        error the records are in the local log (whatever happens next, a crash of this
+        process included, they are there); `wait()` on the result waits, at most
+        timeout_ms, for the ISR."""
         ...
 
     def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
@@ -87,6 +109,26 @@ class TopicReader(Protocol):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _coordinator_error(code: int, offsets: bool) -> int:
+    """The answer to an offset commit (offsets=True) or a group metadata write whose append
+    to __consumer_offsets, or whose wait for the ISR, failed with `code` (Kafka's
+    GroupMetadataManager): too large is INVALID_COMMIT_OFFSET_SIZE (offsets) or
+    UNKNOWN_SERVER_ERROR (e.g. members' metadata beyond max.message.bytes); a timeout
+    REBALANCE_IN_PROGRESS for group metadata; the rest as _COORDINATOR_ERRORS."""
+    if code in _TOO_LARGE:
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
+    if code == ErrorCode.REQUEST_TIMED_OUT and not offsets:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return _COORDINATOR_ERRORS.get(code, code)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 class GroupMetadataManager:
@@ -298,40 +340,33 @@ class GroupMetadataManager:
         """Appends records to the group's partition of __consumer_offsets; returns an
         error code (0 when durable on the ISR), mapped as Kafka's GroupMetadataManager
         maps append errors for offset commits (offsets=True) or group metadata."""
-        err, tp, last_offset = self.append(group_id, entries, offsets)
-        if err:
+        err, write = self.append(group_id, entries, offsets)
+        if write is None:
             return err
-        return await self.await_durable(tp, last_offset, offsets)
+        return await self.await_durable(write, offsets)
 
-    def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool):
-        """The synchronous half of store: (error, partition, last offset) once the records
-        are in the local log (so they survive a crash of this process)."""
+    def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
+               offsets: bool) -> tuple[int, PartitionWrite | None]:
+        """The synchronous half of store: (0, the write) once the records are in the local
+        log (so they survive a crash of this process), or (mapped error, None)."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
         if not self.writer.is_leader(tp):
-            return ErrorCode.NOT_COORDINATOR, None, -1
+            return ErrorCode.NOT_COORDINATOR, None
         b = BatchBuilder()
         ts = now_ms()
         for key, value in entries:
             b.append(ts, key, value)
-        try:
-            last_offset = self.writer.append(tp, bytearray(b.build()))
-        except APPEND_ERRORS as exc:
-            code, _ = append_error(exc)
-            log.warning("cannot store group %s: %s", group_id, exc)
-            if code in _TOO_LARGE:      # e.g. members' metadata beyond max.message.bytes
-                return (ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR), None, -1
-            return _COORDINATOR_ERRORS.get(code, code), None, -1
-        return 0, tp, last_offset
+        write = self.writer.append(tp, bytearray(b.build()), self.config["request.timeout.ms"])
+        if write.error:
+            log.warning("cannot store group %s: %s (%s)", group_id, _name(write.error), write.error_message)
+            return _coordinator_error(write.error, offsets), None
+        return 0, write
 
-    async def await_durable(self, tp: TopicPartition, last_offset: int, offsets: bool) -> int:
+    async def await_durable(self, write: PartitionWrite, offsets: bool) -> int:
         """The asynchronous half of store: waits for the high watermark (the ISR) and
         the flush policy."""
-        err = await self.writer.wait_committed(tp, last_offset, self.config["request.timeout.ms"] / 1000)
-        if err:
-            if err == ErrorCode.REQUEST_TIMED_OUT and not offsets:
-                return ErrorCode.REBALANCE_IN_PROGRESS
-            return err
-        return 0
+        err = await write.wait()
+        return _coordinator_error(err, offsets) if err else 0
 
     def group_record(self, g: Group) -> tuple[bytes, bytes]:
         members = [R.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -401,7 +436,7 @@ class GroupMetadataManager:
             drop_group = (g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members)
             if drop_group:
                 entries.append((R.group_key(g.group_id), None))
-            err, _, _ = self.append(g.group_id, entries, True)
+            err, _ = self.append(g.group_id, entries, True)
             if err:
                 log.warning("group %s: cannot remove the offsets of deleted topic %s: %s",
                             g.group_id, topic, ErrorCode(err).name)

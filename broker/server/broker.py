@@ -11,12 +11,16 @@ itself:
     metadata        MetadataCache, the read-only view handlers read, kept current by the
                     controller's UpdateMetadata requests
     logs            LogManager, every partition log on this broker's disks
-    purgatory       requests waiting for partitions to move
-    replicas        ReplicaManager, the partitions hosted here, their fetchers
+    replicas        ReplicaManager, the partitions hosted here, their fetchers, the
+                    purgatory where appends and fetches wait for partitions to move
     controller      the controller: every broker runs one, the elected one acts
     admin           TopicAdmin, topic administration through the store
     coordinator     the group coordinator (and its metadata manager)
+    producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
+
+Request handlers see it through the BrokerServices protocol (server/services.py), which
+it implements: the parts above that serve requests, never its lifecycle.
 
 Start: the store (ZooKeeper unreachable: one line, exit 1), the cluster id (a data dir of
 another cluster: one line, exit 1), topic configs, the logs, the listener (bound: a
@@ -43,6 +47,7 @@ from broker.cluster.channel import bind_outgoing
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
+from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.registration import holder_gone
 from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
@@ -54,11 +59,11 @@ from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
 from broker.log.manager import new_cluster_id
+from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
-from broker.server.purgatory import Purgatory
 from broker.server.server import Server, ThrottledLog
 
 log = logging.getLogger(__name__)
@@ -66,7 +71,6 @@ log = logging.getLogger(__name__)
 METADATA_WAIT_S = 30.0
 SHUTDOWN_STEP_S = 10.0
 CONTROLLED_SHUTDOWN_WAIT_S = 5.0     # for the LeaderAndIsr that makes this broker a follower
-PRODUCER_ID_BLOCK = 1000
 
 
 class BrokerStartupError(Exception):
@@ -81,8 +85,7 @@ class Broker:
         self.listen_host = listen_host
         self.listen_port = listen_port
         bind_outgoing(listen_host)     # to brokers and ZooKeeper: from the listener's address
-        self.server = Server(self, listen_host, listen_port)
-        self.purgatory = Purgatory()
+        self.server = Server(self, listen_host, listen_port)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -91,20 +94,19 @@ class Broker:
             partition_max_bytes=config["replica.fetch.max.bytes"],
             backoff_s=config["replica.fetch.backoff.ms"] / 1000,
             request_timeout_s=config["request.timeout.ms"] / 1000, num_fetchers=config["num.replica.fetchers"])
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, self.purgatory, fetcher,
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
                                        config["replica.lag.time.max.ms"])
         self._store = store
         self.controller: Controller | None = None
         self.controller_client: ControllerClient | None = None
-        self.admin: TopicAdmin | None = None
+        self._admin: TopicAdmin | None = None
+        self._producer_ids: ProducerIdManager | None = None
         self.broker_epoch = -1
         self._verified_controller: tuple[int, int] = (-1, -1)
         self._control_refused = ThrottledLog()
-        self._pid_next = 0
-        self._pid_end = -1
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
-        self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas, self.purgatory),
+        self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
@@ -116,6 +118,16 @@ class Broker:
     def store(self) -> MetadataStore:
         assert self._store is not None, "broker not started"
         return self._store
+
+    @property
+    def admin(self) -> TopicAdmin:
+        assert self._admin is not None, "broker not started"
+        return self._admin
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        assert self._producer_ids is not None, "broker not started"
+        return self._producer_ids
 
     @property
     def cluster_id(self) -> str | None:
@@ -172,7 +184,8 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
-        self.admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
+        self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
+        self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
@@ -253,15 +266,17 @@ class Broker:
 
     # ------------------------------------------------------------------ wiring
 
-    async def _deliver_locally(self, request):
+    async def _deliver_locally(self, request: Message) -> Message:
         """The controller's requests to this broker, without a socket."""
-        from broker.server.handlers import HANDLERS
-        return await HANDLERS[int(request.API_KEY)].apply(self, request)
+        from broker.server.handlers import CONTROL_APIS
+        assert request.API_KEY is not None, request
+        return await CONTROL_APIS[request.API_KEY].apply(self, request)
 
-    async def _to_local_controller(self, request):
+    async def _to_local_controller(self, request: Message) -> Message:
         """This broker's requests to its own controller, without a socket."""
-        from broker.server.handlers import HANDLERS
-        return await HANDLERS[int(request.API_KEY)].apply(self, request)
+        from broker.server.handlers import CONTROL_APIS
+        assert request.API_KEY is not None, request
+        return await CONTROL_APIS[request.API_KEY].apply(self, request)
 
     async def check_control_request(self, api: str, controller_id: int, controller_epoch: int,
                                     broker_epoch: int) -> int:
@@ -338,16 +353,7 @@ class Broker:
                 self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
-        assert self.admin is not None, "broker not started"
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
-
-    async def next_producer_id(self) -> int:
-        if self._pid_next > self._pid_end:
-            self._pid_next, self._pid_end = await self.store.allocate_producer_id_block(self.broker_id,
-                                                                                         PRODUCER_ID_BLOCK)
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
 
     # ------------------------------------------------------------------ stop
 

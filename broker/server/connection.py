@@ -81,7 +81,7 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.address = address
-        self.frames = FrameReader(server.broker.config["socket.request.max.bytes"])
+        self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
         self.pending: collections.deque = collections.deque()
         self.out: collections.deque = collections.deque()
         self.out_bytes = 0

@@ -1,7 +1,8 @@
 """What a request handler sees besides its request: the RequestContext protocol that
 every handler's signature names (`handle(ctx: RequestContext, request: XRequest)`).
 server.RequestContext is its one implementation; a test may pass any object with these
-attributes.
+attributes. The broker itself is out of reach: `ctx.services` is the narrow
+BrokerServices protocol (server/services.py).
 """
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.protocol._runtime import Message
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
     from broker.server.connection import Connection
+    from broker.server.services import BrokerServices
 
 
 class RequestContext(Protocol):
     @property
-    def broker(self) -> Broker: ...
+    def services(self) -> BrokerServices: ...
 
     @property
     def connection(self) -> Connection: ...

@@ -1,64 +1,56 @@
 """The group coordinator's PartitionWriter (broker/group/metadata_manager.py) on this
-broker's replicas: appends as leader with acks=all, waits in the purgatory until the
-high watermark covers the records (as an acks=all produce: then checks the ISR against
-min.insync.replicas), applies the topic's flush policy.
+broker's replicas: every write is one ReplicaManager.append_records with acks=-1 and
+origin COORDINATOR (so __consumer_offsets, an internal topic, accepts it), appended
+synchronously; its wait — the high watermark covering the records, the topic's flush
+policy — is the replication layer's, the same as an acks=all produce's.
+
+The codes are the replication layer's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR ...); the
+metadata manager maps them as Kafka's GroupMetadataManager does.
 
 Kafka's CoordinatorPartitionWriter plays the same part for its new group coordinator.
 """
 from __future__ import annotations
 
-import asyncio
-
-from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.replica.delayed_produce import AppendResult
+from broker.cluster.replica.manager import AppendOrigin, ReplicaManager
 from broker.log import TopicPartition
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.server.purgatory import Purgatory
+
+
+class CoordinatorWrite:
+    """One write of the coordinator (the metadata manager's PartitionWrite)."""
+
+    __slots__ = ("_result",)
+
+    def __init__(self, result: AppendResult) -> None:
+        self._result = result
+
+    @property
+    def error(self) -> int:
+        return self._result.partitions[0].error
+
+    @property
+    def error_message(self) -> str | None:
+        return self._result.partitions[0].error_message
+
+    @property
+    def last_offset(self) -> int:
+        return self._result.partitions[0].last_offset
+
+    async def wait(self) -> int:
+        return (await self._result.wait())[0].error
 
 
 class ReplicaPartitionWriter:
-    def __init__(self, replicas: ReplicaManager, purgatory: Purgatory):
+    def __init__(self, replicas: ReplicaManager):
         self.replicas = replicas
-        self.purgatory = purgatory
 
     def is_leader(self, tp: TopicPartition) -> bool:
         return self.replicas.is_leader(tp)
 
-    def append(self, tp: TopicPartition, records: bytearray) -> int:
-        part = self.replicas.get(tp)
-        if part is None:
-            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return part.append_as_leader(records, -1).last_offset
-
-    async def wait_committed(self, tp: TopicPartition, last_offset: int, timeout: float) -> int:
-        """As a produce with acks=all waits (handlers/produce.py): 0 once the high watermark
-        is past `last_offset` and the ISR is still at least min.insync.replicas (else
-        COORDINATOR_NOT_AVAILABLE, Kafka's answer to NOT_ENOUGH_REPLICAS_AFTER_APPEND);
-        NOT_COORDINATOR when this broker stopped leading, or leads again but lost the
-        records meanwhile; REQUEST_TIMED_OUT."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        epoch: int | None = None
-        while True:
-            part = self.replicas.get(tp)
-            if part is None or not part.is_leader:
-                return ErrorCode.NOT_COORDINATOR
-            if epoch is None:
-                epoch = part.log.leader_epochs.epoch_for_offset(last_offset)
-            elif part.leader_epoch != epoch and not part.holds(epoch, last_offset + 1):
-                return ErrorCode.NOT_COORDINATOR
-            if part.log.high_watermark > last_offset:
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return ErrorCode.REQUEST_TIMED_OUT
-            await self.purgatory.wait_for_high_watermark(tp, remaining)
-        if not part.enough_replicas():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if part.log.needs_flush():
-            flushed = part.log.schedule_flush()
-            if flushed is not None:
-                await flushed
-        return 0
+    def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> CoordinatorWrite:
+        return CoordinatorWrite(self.replicas.append_records([(tp, records)], -1, timeout_ms,
+                                                             AppendOrigin.COORDINATOR))
 
     def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
         lg = self.replicas.partitions[tp].log

@@ -38,17 +38,18 @@ import ipaddress
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.config import parse_ip_overrides
 from broker.protocol import codec
+from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.server.connection import Connection
-from broker.server.handlers import HANDLERS, unsupported_api_versions_response
+from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
 
 if TYPE_CHECKING:
-    from broker.server.broker import Broker
+    from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +82,12 @@ class ThrottledLog:
 
 
 class RequestContext:
-    """What a handler sees besides its request."""
+    """What a handler sees besides its request (server/context.py's protocol)."""
 
-    __slots__ = ("broker", "connection", "header", "api_version", "received")
+    __slots__ = ("services", "connection", "header", "api_version", "received")
 
-    def __init__(self, broker: Broker, connection: Connection, header, received: float):
-        self.broker = broker
+    def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
+        self.services = services
         self.connection = connection
         self.header = header
         self.api_version = header.request_api_version
@@ -94,15 +95,15 @@ class RequestContext:
 
 
 class Server:
-    def __init__(self, broker: Broker, host: str, port: int):
-        self.broker = broker
+    def __init__(self, services: BrokerServices, host: str, port: int):
+        self.services = services
         self.host = host
         self.port = port
         self.loop: asyncio.AbstractEventLoop            # start() binds it
         self.sock: socket.socket | None = None
         self.connections: set[Connection] = set()
         self.requests_handled = 0
-        config = broker.config
+        config = services.config
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -128,7 +129,7 @@ class Server:
         its port first (a taken port stops it before it registers anywhere) but answers
         nobody before it has registered (Kafka's startProcessingRequests)."""
         self.loop = asyncio.get_running_loop()
-        self.ip_limits = _resolve_ip_overrides(self.broker.config["max.connections.per.ip.overrides"])
+        self.ip_limits = _resolve_ip_overrides(self.services.config["max.connections.per.ip.overrides"])
         try:
             infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
@@ -296,14 +297,14 @@ class Server:
             return None
         if conn.client_id is None:
             conn.client_id = header.client_id
-        ctx = RequestContext(self.broker, conn, header, received)
+        ctx = RequestContext(self.services, conn, header, received)
         response = handler.handle(ctx, request)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
             return self._finish(header, response)
         self.requests_handled += 1
         if response is None:
             return None
-        return codec.encode_response(header, response)
+        return codec.encode_response(header, cast(Message, response))
 
     def _unsupported_version(self, conn: Connection, handler, header, frame):
         """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
@@ -311,7 +312,8 @@ class Server:
         else the connection is closed (newer than advertised, or nothing to answer in)."""
         version = header.request_api_version
         name = handler.__name__.rsplit(".", 1)[-1]
-        error_response = getattr(handler, "error_response", None)
+        old = ERROR_RESPONSES.get(header.request_api_key)
+        error_response = None if old is None else old.error_response
         if error_response is not None and version < handler.MIN_VERSION:
             try:
                 _, request = codec.decode_request(frame)

@@ -22,7 +22,7 @@ class FakeServer:
 
     def __init__(self, loop):
         self.loop = loop
-        self.broker = type("B", (), {"config": {"socket.request.max.bytes": 1 << 20}})()
+        self.services = type("B", (), {"config": {"socket.request.max.bytes": 1 << 20}})()
         self.dispatched: list[bytes] = []
         self.waiting: dict[bytes, asyncio.Future] = {}
         self.closed = []

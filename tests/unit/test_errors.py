@@ -12,7 +12,7 @@ from broker.log import LogStorageError, RecordTooLarge
 from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from broker.native import BatchBuilder, CorruptRecordError, InvalidRecordError, assign_offsets
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from tests.unit.group.test_coordinator import GROUP, MemoryWriter, make
+from tests.unit.group.test_coordinator import GROUP, MemoryWrite, MemoryWriter, make
 
 E = ErrorCode
 
@@ -53,17 +53,30 @@ def test_anything_else_is_not_an_answer():
 
 
 class FailingWriter(MemoryWriter):
-    def __init__(self, exc):
+    """Its append fails with `exc` (as ReplicaManager.append_records reports it: the code of
+    broker/errors.py), or its wait with the code `wait_error`."""
+
+    def __init__(self, exc=None, wait_error=0):
         super().__init__()
         self.exc = exc
+        self.wait_error = wait_error
 
-    def append(self, tp, records):
-        raise self.exc
+    def append(self, tp, records, timeout_ms):
+        if self.exc is not None:
+            code, message = append_error(self.exc)
+            return MemoryWrite(self, tp, -1, timeout_ms, code, message)
+        write = super().append(tp, records, timeout_ms)
+        if self.wait_error:
+            async def wait():
+                return self.wait_error
+            write.wait = wait
+        return write
 
 
 @pytest.mark.parametrize("exc, offsets, code", [
     (KafkaProtocolError(E.NOT_LEADER_OR_FOLLOWER), True, E.NOT_COORDINATOR),
     (KafkaProtocolError(E.NOT_ENOUGH_REPLICAS), True, E.COORDINATOR_NOT_AVAILABLE),
+    (KafkaProtocolError(E.UNKNOWN_TOPIC_OR_PARTITION), False, E.COORDINATOR_NOT_AVAILABLE),
     (LogStorageError("disk"), True, E.NOT_COORDINATOR),
     (OSError(errno.EIO, "io"), False, E.NOT_COORDINATOR),
     (RecordTooLarge("big"), True, E.INVALID_COMMIT_OFFSET_SIZE),
@@ -73,8 +86,23 @@ class FailingWriter(MemoryWriter):
 def test_the_coordinator_maps_append_errors_as_kafka_does(exc, offsets, code):
     _, manager, _ = make(FailingWriter(exc))
     manager.load_all()
-    err, tp, last = manager.append(GROUP, [(b"k", b"v")], offsets)
-    assert (err, tp, last) == (code, None, -1)
+    assert manager.append(GROUP, [(b"k", b"v")], offsets) == (code, None)
+
+
+@pytest.mark.parametrize("wait_error, offsets, code", [
+    (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, True, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, False, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_LEADER_OR_FOLLOWER, True, E.NOT_COORDINATOR),
+    (E.KAFKA_STORAGE_ERROR, False, E.NOT_COORDINATOR),
+    (E.REQUEST_TIMED_OUT, True, E.REQUEST_TIMED_OUT),
+    (E.REQUEST_TIMED_OUT, False, E.REBALANCE_IN_PROGRESS),
+])
+def test_the_coordinator_maps_errors_of_the_wait_for_the_isr_as_kafka_does(wait_error, offsets, code):
+    _, manager, _ = make(FailingWriter(wait_error=wait_error))
+    manager.load_all()
+    err, write = manager.append(GROUP, [(b"k", b"v")], offsets)
+    assert err == 0 and write is not None
+    assert asyncio.run(manager.await_durable(write, offsets)) == code
 
 
 def test_a_failed_commit_is_answered_per_partition_and_not_applied():

@@ -1,42 +1,65 @@
 """The produce handler's rules (broker/server/handlers/produce.py) through a fake request
-context (broker/server/context.py): acks, per-partition errors from the one exception
-mapping, acks=0 failures closing the connection — without a broker process."""
+context (broker/server/context.py) over a real ReplicaManager.append_records: acks,
+per-partition errors from the one exception mapping, acks=0 failures closing the
+connection, internal topics refused — without a broker process."""
+import asyncio
 import errno
 from types import SimpleNamespace
 
 import pytest
 
+from broker.cluster.metadata import PartitionState
+from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.replica.partition import Partition
+from broker.group.metadata_manager import OFFSETS_TOPIC
 from broker.log import LogAppendInfo, LogStorageError, RecordTooLarge, TopicPartition
+from broker.log.log import Log
 from broker.log.producer_state import OutOfOrderSequence
 from broker.native import BatchBuilder, InvalidRecordError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.produce import ProduceRequest
+from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.server.handlers import produce
+from tests.unit.log._support import TP, log_config
 
 E = ErrorCode
 
 
 class FakePartition:
+    """A leader whose append has a given outcome (a LogAppendInfo or an exception)."""
+
     def __init__(self, tp, outcome):
         self.tp = tp
         self.outcome = outcome
-        self.log = SimpleNamespace(high_watermark=1 << 62, needs_flush=lambda: False)
+        self.appended = 0
+
+    def check_leader(self, current_leader_epoch=-1):
+        pass
 
     def append_as_leader(self, records, acks):
+        self.appended += 1
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
 
+    def needs_flush(self):
+        return False
 
-class FakeReplicas:
-    def __init__(self, outcomes):
-        self.outcomes = outcomes            # partition -> LogAppendInfo or exception
 
-    def leader_partition(self, topic, partition):
-        outcome = self.outcomes.get(partition)
-        if outcome is None:
-            raise KafkaProtocolError(E.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition}")
-        return FakePartition(TopicPartition(topic, partition), outcome)
+class KnownTopics:
+    """The MetadataCache as the ReplicaManager's lookup sees it: every partition exists
+    (one not hosted here is NOT_LEADER_OR_FOLLOWER)."""
+
+    def partition_state(self, topic, partition):
+        return object()
+
+
+def replicas_with(outcomes, topic="t"):
+    """A real ReplicaManager (its append_records) over fake partitions."""
+    replicas = ReplicaManager(1, None, KnownTopics())
+    for p, outcome in outcomes.items():
+        tp = TopicPartition(topic, p)
+        replicas.partitions[tp] = FakePartition(tp, outcome)
+    return replicas
 
 
 class FakeConnection:
@@ -46,8 +69,9 @@ class FakeConnection:
         self.closed = True
 
 
-def context(outcomes):
-    return SimpleNamespace(broker=SimpleNamespace(replicas=FakeReplicas(outcomes), purgatory=None),
+def context(outcomes=None, replicas=None, topic="t"):
+    replicas = replicas if replicas is not None else replicas_with(outcomes, topic)
+    return SimpleNamespace(services=SimpleNamespace(replicas=replicas),
                            connection=FakeConnection(), header=None, api_version=9, received=0.0)
 
 
@@ -57,9 +81,9 @@ def batch():
     return bytearray(b.build())
 
 
-def request(partitions, acks=1, transactional_id=None, records=batch):
-    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=1000, topic_data=[
-        ProduceRequest.TopicProduceData(name="t", partition_data=[
+def request(partitions, acks=1, transactional_id=None, records=batch, topic="t", timeout_ms=1000):
+    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=p, records=records()) for p in partitions])])
 
 
@@ -73,11 +97,13 @@ def ok(base):
 
 def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
     outcomes = {0: ok(5), 1: InvalidRecordError("null key"), 2: RecordTooLarge("big"),
-                3: LogStorageError("disk"), 4: OutOfOrderSequence("gap"), 5: OSError(errno.EIO, "io")}
+                3: LogStorageError("disk"), 4: OutOfOrderSequence("gap"), 5: OSError(errno.EIO, "io"),
+                6: KafkaProtocolError(E.NOT_ENOUGH_REPLICAS, "isr")}
     ctx = context(outcomes)
-    resp = produce.handle(ctx, request(range(7)))
+    resp = produce.handle(ctx, request(range(8)))
     assert codes(resp) == {0: 0, 1: E.INVALID_RECORD, 2: E.MESSAGE_TOO_LARGE, 3: E.KAFKA_STORAGE_ERROR,
-                           4: E.OUT_OF_ORDER_SEQUENCE_NUMBER, 5: E.KAFKA_STORAGE_ERROR, 6: E.NOT_LEADER_OR_FOLLOWER}
+                           4: E.OUT_OF_ORDER_SEQUENCE_NUMBER, 5: E.KAFKA_STORAGE_ERROR, 6: E.NOT_ENOUGH_REPLICAS,
+                           7: E.NOT_LEADER_OR_FOLLOWER}
     assert resp.responses[0].partition_responses[0].base_offset == 5
     assert not ctx.connection.closed
 
@@ -88,7 +114,9 @@ def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
     (request([0], records=lambda: None), E.INVALID_RECORD),
 ])
 def test_requests_the_broker_refuses_whole(req, code):
-    assert codes(produce.handle(context({0: ok(0)}), req)) == {0: code}
+    ctx = context({0: ok(0)})
+    assert codes(produce.handle(ctx, req)) == {0: code}
+    assert ctx.services.replicas.partitions[TopicPartition("t", 0)].appended == 0
 
 
 def test_an_acks_0_produce_gets_no_answer_and_a_failure_closes_the_connection():
@@ -105,69 +133,31 @@ def test_a_bug_is_not_turned_into_an_answer():
         produce.handle(context({0: KeyError("bug")}), request([0]))
 
 
-class WaitingPartition:
-    """A leader whose high watermark is behind the batch: an acks=all produce waits."""
-
-    def __init__(self, tp):
-        self.tp = tp
-        self.is_leader = True
-        self.leader_epoch = 3
-        self.held = True                # the log still holds the batch
-        self.log = SimpleNamespace(high_watermark=0, needs_flush=lambda: False)
-
-    def holds(self, leader_epoch, end_offset):
-        return self.held
-
-    def append_as_leader(self, records, acks):
-        return ok(0)
-
-    def enough_replicas(self):
-        return True
+def test_a_client_cannot_produce_into_an_internal_topic():
+    ctx = context({0: ok(0)}, topic=OFFSETS_TOPIC)
+    resp = produce.handle(ctx, request([0], topic=OFFSETS_TOPIC))
+    p = resp.responses[0].partition_responses[0]
+    assert (p.error_code, p.base_offset) == (E.INVALID_TOPIC_EXCEPTION, -1)
+    assert p.error_message == f"Cannot append to internal topic {OFFSETS_TOPIC}"
+    assert ctx.services.replicas.partitions[TopicPartition(OFFSETS_TOPIC, 0)].appended == 0
 
 
-def _acks_all(change):
-    """Produces with acks=all (a 60 s timeout) into a WaitingPartition, lets it wait, then
-    `change(partition)` and wakes the purgatory; returns the answer's error code."""
-    import asyncio
-
-    from broker.server.purgatory import Purgatory
-
+def test_an_acks_all_produce_is_answered_once_the_isr_has_the_batch(tmp_path):
+    """On a real Partition: the handler returns an awaitable, answered with the append's
+    offsets when a follower's fetch moves the high watermark past the batch."""
     async def main():
-        tp = TopicPartition("t", 0)
-        part = WaitingPartition(tp)
-        purgatory = Purgatory()
-        replicas = SimpleNamespace(leader_partition=lambda topic, p: part, get=lambda key: part)
-        ctx = SimpleNamespace(broker=SimpleNamespace(replicas=replicas, purgatory=purgatory),
-                              connection=FakeConnection(), header=None, api_version=9, received=0.0)
-        req = request([0], acks=-1)
-        req.timeout_ms = 60000
-        answer = asyncio.ensure_future(produce.handle(ctx, req))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not answer.done() and len(purgatory) == 1
-        change(part)
-        purgatory.partition_changed(tp)
-        return codes(await asyncio.wait_for(answer, 10))[0]
-    return asyncio.run(main())
-
-
-def test_an_acks_all_produce_is_answered_when_the_high_watermark_covers_it():
-    assert _acks_all(lambda part: setattr(part.log, "high_watermark", 1)) == 0
-
-
-def test_an_acks_all_produce_waiting_at_a_leader_that_loses_leadership_is_told_at_once():
-    assert _acks_all(lambda part: setattr(part, "is_leader", False)) == E.NOT_LEADER_OR_FOLLOWER
-
-    # leading again in a later epoch, the batch truncated in between (A -> B -> A)
-    def truncated(part):
-        part.leader_epoch, part.held = 4, False
-        part.log.high_watermark = 1
-    assert _acks_all(truncated) == E.NOT_LEADER_OR_FOLLOWER
-
-
-def test_an_acks_all_produce_keeps_waiting_when_only_the_leader_epoch_changed():
-    # the controller bumps the leader epoch at every ISR shrink: the batch is still here
-    def new_epoch(part):
-        part.leader_epoch = 4
-        part.log.high_watermark = 1
-    assert _acks_all(new_epoch) == 0
+        replicas = ReplicaManager(1, None, KnownTopics())
+        lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+        part = replicas.partitions[TP] = Partition(TP, lg, PartitionState(0, [1, 2], 1, 0, [1, 2]), 1,
+                                                   replicas.purgatory)
+        lg.append_as_leader(batch(), 0)                          # offset 0: the batch lands at 1
+        answer = produce.handle(context(replicas=replicas), request([0], acks=-1, timeout_ms=60000))
+        assert not isinstance(answer, ProduceResponse)
+        task = asyncio.ensure_future(answer)
+        await asyncio.sleep(0.01)
+        assert not task.done() and len(replicas.purgatory) == 1
+        part.update_follower(2, 2)
+        resp = await asyncio.wait_for(task, 5)
+        p = resp.responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset, p.log_start_offset) == (0, 1, 0)
+    asyncio.run(main())

@@ -1,8 +1,8 @@
 """The purgatory: waiters keyed by partition and by what they wait for."""
 import asyncio
 
+from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END, Purgatory
 from broker.log import TopicPartition
-from broker.server.purgatory import HIGH_WATERMARK, LOG_END, Purgatory
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

@@ -40,6 +40,7 @@ from typing import Any
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.log import TopicPartition
+from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.stop_replica import StopReplicaRequest
@@ -58,7 +59,7 @@ REFUSED_BACKOFF_MAX_S = 2.0         # the backoff doubles from RETRY_BACKOFF_S u
 RETRIABLE_REFUSALS = frozenset((ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH,
                                 ErrorCode.REQUEST_TIMED_OUT))
 
-LocalDelivery = Callable[[object], Awaitable[object]]
+LocalDelivery = Callable[[Message], Awaitable[Message]]
 ResponseCallback = Callable[[int, object, object], None]       # (broker id, request, response)
 
 

@@ -32,12 +32,13 @@ A follower appends the leader's batches as they are and takes the leader's high
 watermark (bounded by its own log end); it serves no consumer.
 
 Every move of the log end or of the high watermark is reported to the listener (the
-server's purgatory, where waiting fetches and produces sleep).
+ReplicaManager's purgatory, where waiting fetches and appends sleep).
 
 All methods run on the event loop thread.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 class PartitionListener(Protocol):
-    """Told when a partition moves (the server's purgatory implements it)."""
+    """Told when a partition moves (the ReplicaManager's purgatory implements it)."""
 
     def high_watermark_moved(self, tp: TopicPartition) -> None: ...
     def log_end_moved(self, tp: TopicPartition) -> None: ...
@@ -218,6 +219,51 @@ class Partition:
         maximal ISR, as Kafka's checkEnoughReplicasReachOffset: the high watermark was
         computed over it, so each of its members has the records."""
         return len(self.maximal_isr) >= self.log.config.min_insync_replicas
+
+    def check_enough_replicas_reach_offset(self, required_offset: int, leader_epoch: int) -> tuple[bool, int]:
+        """Is an acks=all append that this broker made as leader in `leader_epoch`, ending
+        below `required_offset` (its last offset + 1), done waiting, and with which error
+        (Kafka's checkEnoughReplicasReachOffset)?
+
+            (False, NONE)         the high watermark is still below it: keep waiting
+            (True, NONE)          the high watermark covers it, over a maximal ISR of at
+                                  least min.insync.replicas: every member has it
+            (True, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                                  the high watermark covers it, but the maximal ISR shrank
+                                  below min.insync.replicas meanwhile
+            (True, NOT_LEADER_OR_FOLLOWER)
+                                  this broker no longer leads; or it leads again after
+                                  following another leader (A -> B -> A) and its log no
+                                  longer holds the batch (truncated as a follower: the
+                                  offsets may now hold other records, which the high
+                                  watermark passing must not acknowledge)
+
+        A new leader epoch alone keeps it waiting: the controller bumps the epoch at every
+        ISR shrink, and the batch is still here and will commit. The producer told
+        NOT_LEADER_OR_FOLLOWER finds the new leader and retries (an idempotent one
+        without duplicating) instead of waiting out its timeout here."""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if leader_epoch != self.state.leader_epoch and not self.holds(leader_epoch, required_offset):
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < required_offset:
+            return False, ErrorCode.NONE
+        if not self.enough_replicas():
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, ErrorCode.NONE
+
+    # ------------------------------------------------------------------ leader: the flush policy
+
+    def needs_flush(self) -> bool:
+        """Does the topic's flush policy (flush.messages, flush.ms) want an fsync before
+        an append is answered? (Kafka flushes inline; here the answer waits for flush().)"""
+        return self.log.needs_flush()
+
+    def flush(self) -> asyncio.Future[None] | None:
+        """The group commit: fsyncs, in a worker thread, everything appended so far (a
+        call while one runs joins the next). The future completes once it is durable, or
+        raises LogStorageError when an fsync failed; None outside an event loop."""
+        return self.log.schedule_flush()
 
     def maybe_increment_high_watermark(self) -> None:
         if not self.is_leader:

@@ -1,19 +1,31 @@
 """The explicit handler registry: one module per API. ApiVersions is derived from it, so
 what the broker advertises is exactly what it implements.
 
-Each module exports API_KEY, MIN_VERSION, MAX_VERSION and `handle(ctx, request)`
-returning the response object, None for no response (Produce with acks=0), or an
-awaitable of either when it must wait. The inter-broker APIs (LeaderAndIsr,
-UpdateMetadata, StopReplica, AlterPartition, ControlledShutdown) also export
-`apply(broker, request)`, which the controller and the broker call directly for their
-own broker, without a socket.
+Each module is a `Handler` (checked by mypy over the registry below): it exports
+API_KEY, MIN_VERSION, MAX_VERSION and `handle(ctx, request)` returning the response
+object, None for no response (Produce with acks=0), or an awaitable of either when it
+must wait. A handler sees the broker only through `ctx.services`, the BrokerServices
+protocol (server/services.py).
+
+The inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica, AlterPartition,
+ControlledShutdown, ElectLeaders) are also `ControlApi`s: `apply(services, request)`,
+which the controller and the broker call directly for their own broker, without a
+socket (CONTROL_APIS).
 
 A module whose API has versions below MIN_VERSION that the protocol still defines (Produce
-v0-2, Fetch v0-3, ListOffsets v0) also exports `error_response(request, error_code)`: the
-response of the request's version with every error code set, or None to close the
-connection instead. The server answers such old requests with UNSUPPORTED_VERSION through
-it, as Kafka answers a request it can read but does not serve.
+v0-2, Fetch v0-3, ListOffsets v0) is also an `OldVersionAnswer`: `error_response(request,
+error_code)` is the response of the request's version with every error code set, or None
+to close the connection instead. The server answers such old requests with
+UNSUPPORTED_VERSION through it (ERROR_RESPONSES), as Kafka answers a request it can read
+but does not serve.
 """
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker.protocol._runtime import Message
+from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
@@ -52,16 +64,59 @@ from broker.server.handlers import (
     update_metadata,
 )
 
-_MODULES = [
+if TYPE_CHECKING:
+    from broker.server.context import HandlerResult, RequestContext
+    from broker.server.services import BrokerServices
+
+
+class Handler(Protocol):
+    """One API: a module of this package."""
+
+    __name__: str
+
+    @property
+    def API_KEY(self) -> ApiKey: ...
+
+    @property
+    def MIN_VERSION(self) -> int: ...
+
+    @property
+    def MAX_VERSION(self) -> int: ...
+
+    def handle(self, ctx: RequestContext, request: Any) -> HandlerResult: ...
+
+
+class ControlApi(Handler, Protocol):
+    """An inter-broker API the broker and its controller also call without a socket."""
+
+    def apply(self, services: BrokerServices, request: Any) -> Awaitable[Message]: ...
+
+
+class OldVersionAnswer(Handler, Protocol):
+    """An API whose versions below MIN_VERSION are answered UNSUPPORTED_VERSION."""
+
+    def error_response(self, request: Any, code: int) -> Message | None: ...
+
+
+_MODULES: list[Handler] = [
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
-    elect_leaders,
+    describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
+    alter_partition, elect_leaders,
 ]
 
-HANDLERS = {int(m.API_KEY): m for m in _MODULES}
+_CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
+                              elect_leaders]
+_OLD_VERSIONS: list[OldVersionAnswer] = [produce, fetch, list_offsets]
+
+HANDLERS: dict[int, Handler] = {int(m.API_KEY): m for m in _MODULES}
+#: api key -> apply(services, request), for the controller's requests to its own broker
+#: and the broker's to its own controller
+CONTROL_APIS: dict[int, ControlApi] = {int(m.API_KEY): m for m in _CONTROL}
+#: api key -> error_response(request, code), for requests older than MIN_VERSION
+ERROR_RESPONSES: dict[int, OldVersionAnswer] = {int(m.API_KEY): m for m in _OLD_VERSIONS}
 
 
 def supported_versions() -> list[tuple[int, int, int]]:

@@ -24,7 +24,7 @@ async def _handle(ctx, request):
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = {c.name: c.value for c in res.configs if c.value is not None}
-                await ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
+                await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "dynamic broker configuration is not supported; edit server.properties")

@@ -1,11 +1,14 @@
 """AlterPartition (56), on the controller: a partition leader asks to change its ISR. The
 controller validates it against the partition's state (leader epoch, partition epoch,
 replicas alive), records it in the store and answers with the new state."""
+from typing import cast
+
 from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ALTER_PARTITION
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -14,14 +17,14 @@ _Topic = AlterPartitionResponse.TopicData
 _Part = AlterPartitionResponse.PartitionData
 
 
-async def apply(broker, request) -> AlterPartitionResponse:
-    controller = broker.controller
+async def apply(services: BrokerServices, request: AlterPartitionRequest) -> AlterPartitionResponse:
+    controller = services.controller
     if controller is None or not controller.active:
         return AlterPartitionResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     changes = []
     names = {}
     for t in request.topics:
-        name = t.topic_name or broker.metadata.topic_name(t.topic_id)
+        name = t.topic_name or services.metadata.topic_name(t.topic_id)
         names[id(t)] = name
         if name is None:
             continue
@@ -38,18 +41,19 @@ async def apply(broker, request) -> AlterPartitionResponse:
         name = names[id(t)]
         parts = []
         for p in t.partitions:
-            res = results.get((name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            res = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None else \
+                results.get((name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if isinstance(res, LeaderAndIsr):
                 parts.append(_Part(partition_index=p.partition_index, error_code=0, leader_id=res.leader,
                                    leader_epoch=res.leader_epoch, isr=list(res.isr),
                                    leader_recovery_state=res.leader_recovery_state,
                                    partition_epoch=res.partition_epoch))
             else:
-                parts.append(_Part(partition_index=p.partition_index, error_code=int(res), leader_id=-1,
+                parts.append(_Part(partition_index=p.partition_index, error_code=int(cast(int, res)), leader_id=-1,
                                    leader_epoch=-1, isr=[], leader_recovery_state=0, partition_epoch=-1))
         topics.append(_Topic(topic_name=name or "", topic_id=t.topic_id, partitions=parts))
     return AlterPartitionResponse(throttle_time_ms=0, error_code=error, topics=topics)
 
 
 def handle(ctx: RequestContext, request: AlterPartitionRequest) -> HandlerResult:
-    return apply(ctx.broker, request)
+    return apply(ctx.services, request)

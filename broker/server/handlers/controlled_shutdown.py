@@ -5,13 +5,14 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-async def apply(broker, request) -> ControlledShutdownResponse:
-    controller = broker.controller
+async def apply(services: BrokerServices, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    controller = services.controller
     if controller is None or not controller.active:
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
     try:
@@ -24,4 +25,4 @@ async def apply(broker, request) -> ControlledShutdownResponse:
 
 
 def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> HandlerResult:
-    return apply(ctx.broker, request)
+    return apply(ctx.services, request)

@@ -25,7 +25,7 @@ async def _handle(ctx, request):
             continue
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            await ctx.broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only,
+            await ctx.services.admin.create_partitions(t.name, t.count, assignments, request.validate_only,
                                                      request.timeout_ms)
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message

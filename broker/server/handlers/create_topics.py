@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
 
 
 async def _handle(ctx, request):
-    broker = ctx.broker
+    services = ctx.services
     results = []
     counts = Counter(t.name for t in request.topics)
     seen = set()
@@ -59,25 +59,25 @@ async def _handle(ctx, request):
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                assignment = broker.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                assignment = services.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                              assignments)
                 r.topic_id = random_uuid()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                r.configs = _configs(broker, broker.config.log_config(validate_topic_configs(configs)))
+                r.configs = _configs(services, services.config.log_config(validate_topic_configs(configs)))
                 continue
-            info = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+            info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            r.configs = _configs(broker, broker.metadata.log_config(t.name))
+            r.configs = _configs(services, services.metadata.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _configs(broker, cfg) -> list:
+def _configs(services, cfg) -> list:
     return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
-                    config_source=source_of(topic_synonyms(broker, cfg, k)), is_sensitive=False)
+                    config_source=source_of(topic_synonyms(services, cfg, k)), is_sensitive=False)
             for k in sorted(TOPIC_KEYS)]

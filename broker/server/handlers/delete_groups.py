@@ -9,6 +9,6 @@ MIN_VERSION, MAX_VERSION = 0, 2
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    result = await ctx.broker.coordinator.delete_groups(list(request.groups_names))
+    result = await ctx.services.coordinator.delete_groups(list(request.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=result[g]) for g in request.groups_names])

@@ -19,7 +19,7 @@ def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> HandlerResult:
                                                                    low_watermark=-1, error_code=0)
             parts.append(r)
             try:
-                part = ctx.broker.replicas.leader_partition(t.name, p.partition_index)
+                part = ctx.services.replicas.leader_partition(t.name, p.partition_index)
                 r.low_watermark = part.log.delete_records(p.offset)
             except KafkaProtocolError as exc:
                 r.error_code = exc.code

@@ -20,7 +20,7 @@ def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
 
 
 async def _handle(ctx, request):
-    broker = ctx.broker
+    services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -30,16 +30,16 @@ async def _handle(ctx, request):
         r = _Result(name=name, error_code=0, error_message=None)
         results.append(r)
         if name is None:
-            name = broker.metadata.topic_name(topic_id)
+            name = services.metadata.topic_name(topic_id)
             r.name = name
             if name is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-        info = broker.metadata.topic(name)
+        info = services.metadata.topic(name)
         if info is not None:
             r.topic_id = info.topic_id
         try:
-            await broker.admin.delete_topic(name, request.timeout_ms)
+            await services.admin.delete_topic(name, request.timeout_ms)
         except KafkaProtocolError as exc:
             r.error_code = exc.code
             r.error_message = exc.message or _DESCRIPTIONS.get(exc.code)

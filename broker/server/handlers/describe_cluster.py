@@ -9,14 +9,14 @@ MIN_VERSION, MAX_VERSION = 0, 1
 
 
 def handle(ctx: RequestContext, request: DescribeClusterRequest) -> HandlerResult:
-    broker = ctx.broker
+    services = ctx.services
     if ctx.api_version >= 1 and request.endpoint_type != 1:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="only broker endpoints (1) are served",
-                                       endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id or "")
+                                       endpoint_type=request.endpoint_type, cluster_id=services.metadata.cluster_id or "")
     brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
                                                              rack=b.rack)
-               for b in sorted(broker.metadata.brokers().values(), key=lambda b: b.broker_id)]
+               for b in sorted(services.metadata.brokers().values(), key=lambda b: b.broker_id)]
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-                                   cluster_id=broker.metadata.cluster_id or "", controller_id=broker.metadata.controller_id,
+                                   cluster_id=services.metadata.cluster_id or "", controller_id=services.metadata.controller_id,
                                    brokers=brokers)

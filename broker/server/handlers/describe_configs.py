@@ -45,8 +45,8 @@ def _chain(broker_key: str) -> tuple[str, ...]:
     return (broker_key,)
 
 
-def broker_synonyms(broker, name: str) -> list:
-    cfg = broker.config
+def broker_synonyms(services, name: str) -> list:
+    cfg = services.config
     chain = _chain(name)
     out = [_Synonym(name=k, value=format_value(cfg[k]), source=ConfigSource.STATIC_BROKER_CONFIG)
            for k in chain if cfg.source(k) == ConfigSource.STATIC_BROKER_CONFIG]
@@ -57,14 +57,14 @@ def broker_synonyms(broker, name: str) -> list:
     return out
 
 
-def topic_synonyms(broker, cfg, name: str) -> list:
+def topic_synonyms(services, cfg, name: str) -> list:
     key = TOPIC_KEYS[name]
     out = []
     if name in cfg.overrides:
         out.append(_Synonym(name=name, value=format_value(cfg.overrides[name]),
                             source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
     if key.broker_key:
-        out += broker_synonyms(broker, key.broker_key)
+        out += broker_synonyms(services, key.broker_key)
     return out
 
 
@@ -72,14 +72,14 @@ def source_of(synonyms: list) -> ConfigSource:
     return ConfigSource(synonyms[0].source) if synonyms else ConfigSource.DEFAULT_CONFIG
 
 
-def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
-    cfg = broker.metadata.log_config(topic)
+def topic_entries(services, topic: str, keys, synonyms: bool, docs: bool) -> list:
+    cfg = services.metadata.log_config(topic)
     out = []
     for name in sorted(TOPIC_KEYS):
         if keys is not None and name not in keys:
             continue
         key = TOPIC_KEYS[name]
-        syn = topic_synonyms(broker, cfg, name)
+        syn = topic_synonyms(services, cfg, name)
         source = source_of(syn)
         out.append(_Entry(name=name, value=format_value(cfg[name]), read_only=False,
                           is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
@@ -88,14 +88,14 @@ def topic_entries(broker, topic: str, keys, synonyms: bool, docs: bool) -> list:
     return out
 
 
-def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
+def broker_entries(services, keys, synonyms: bool, docs: bool) -> list:
     out = []
     for name, key in sorted(BROKER_KEYS.items()):
         if keys is not None and name not in keys:
             continue
-        syn = broker_synonyms(broker, name)
+        syn = broker_synonyms(services, name)
         source = source_of(syn)
-        out.append(_Entry(name=name, value=format_value(broker.config[name]), read_only=True,
+        out.append(_Entry(name=name, value=format_value(services.config[name]), read_only=True,
                           is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
                           is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
                           documentation=key.doc if docs else None))
@@ -103,7 +103,7 @@ def broker_entries(broker, keys, synonyms: bool, docs: bool) -> list:
 
 
 def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResult:
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     synonyms = request.include_synonyms if version >= 1 else False
     docs = request.include_documentation if version >= 3 else False
@@ -114,17 +114,17 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
                     resource_name=res.resource_name, configs=[])
         results.append(r)
         if res.resource_type == RESOURCE_TOPIC:
-            if broker.metadata.topic(res.resource_name) is None:
+            if services.metadata.topic(res.resource_name) is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 r.error_message = f"Topic '{res.resource_name}' does not exist."
                 continue
-            r.configs = topic_entries(broker, res.resource_name, keys, synonyms, docs)
+            r.configs = topic_entries(services, res.resource_name, keys, synonyms, docs)
         elif res.resource_type == RESOURCE_BROKER:
-            if res.resource_name not in ("", str(broker.broker_id)):
+            if res.resource_name not in ("", str(services.broker_id)):
                 r.error_code = ErrorCode.INVALID_REQUEST
-                r.error_message = f"broker {res.resource_name} is not this broker ({broker.broker_id})"
+                r.error_message = f"broker {res.resource_name} is not this broker ({services.broker_id})"
                 continue
-            r.configs = broker_entries(broker, keys, synonyms, docs)
+            r.configs = broker_entries(services, keys, synonyms, docs)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             r.configs = []
         else:

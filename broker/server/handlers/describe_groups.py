@@ -10,7 +10,7 @@ R = DescribeGroupsResponse
 
 
 def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> HandlerResult:
-    coord = ctx.broker.coordinator
+    coord = ctx.services.coordinator
     out = []
     for gid in request.groups:
         err, g = coord.describe_group(gid)

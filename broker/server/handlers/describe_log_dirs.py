@@ -30,7 +30,7 @@ def _wanted(request):
 
 
 def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResult:
-    logs = ctx.broker.logs
+    logs = ctx.services.replicas.logs
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list]] = {d: defaultdict(list) for d in logs.dirs}
     for tp, lg in sorted(logs.logs.items()):

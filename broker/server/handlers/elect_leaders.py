@@ -6,6 +6,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -14,12 +15,12 @@ _Result = ElectLeadersResponse.ReplicaElectionResult
 _Part = ElectLeadersResponse.PartitionResult
 
 
-async def apply(broker, request, version: int = 2) -> ElectLeadersResponse:
+async def apply(services: BrokerServices, request: ElectLeadersRequest, version: int = 2) -> ElectLeadersResponse:
     election_type = request.election_type if version >= 1 else 0
     wanted = None
     if request.topic_partitions is not None:
         wanted = [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    controller = broker.controller
+    controller = services.controller
     if controller is None or not controller.active:
         return _all(wanted, ErrorCode.NOT_CONTROLLER)
     try:
@@ -44,4 +45,4 @@ def _all(wanted, error) -> ElectLeadersResponse:
 
 
 def handle(ctx: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
-    return apply(ctx.broker, request, ctx.api_version)
+    return apply(ctx.services, request, ctx.api_version)

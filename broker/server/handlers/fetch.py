@@ -1,9 +1,9 @@
 """Fetch (1): read file ranges below the high watermark (consumers) or log end
 (followers) and send them with sendfile(2); long-poll until min_bytes or max_wait_ms.
 
-A long poll sleeps in the purgatory (broker/server/purgatory.py) until one of its
-partitions moves — its high watermark for a consumer, its log end for a follower — or
-max_wait_ms passes, then reads again.
+A long poll sleeps in the ReplicaManager's purgatory (broker/cluster/replica/purgatory.py)
+until one of its partitions moves — its high watermark for a consumer, its log end for a
+follower — or max_wait_ms passes, then reads again.
 
 Limits as in Kafka (KIP-74): partition_max_bytes per partition, max_bytes for the whole
 response, except that the first batch of the first partition with data is returned
@@ -30,12 +30,12 @@ is reached, and the client's next fetch reads them.
 import asyncio
 import errno
 
+from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END
 from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.purgatory import HIGH_WATERMARK, LOG_END
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION, MAX_VERSION = 4, 16
@@ -56,7 +56,7 @@ def error_response(request, code: int) -> FetchResponse:
 
 
 def _read_all(ctx, request, version, replica_id):
-    broker = ctx.broker
+    services = ctx.services
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
     total = 0
     first = True
@@ -67,7 +67,7 @@ def _read_all(ctx, request, version, replica_id):
     starved = False     # out of open segments: the remaining partitions get no records
     for t in request.topics:
         if version >= 13:
-            name = broker.metadata.topic_name(t.topic_id)
+            name = services.metadata.topic_name(t.topic_id)
         else:
             name = t.topic
         parts = []
@@ -80,7 +80,7 @@ def _read_all(ctx, request, version, replica_id):
                 errors = True
                 continue
             try:
-                part = broker.replicas.leader_partition(name, p.partition, p.current_leader_epoch)
+                part = services.replicas.leader_partition(name, p.partition, p.current_leader_epoch)
                 lg = part.log
                 watched.append(part.tp)
                 follower = replica_id >= 0
@@ -117,7 +117,7 @@ def _read_all(ctx, request, version, replica_id):
                         continue
                 if follower:
                     # only now: an offset the read refused proves nothing (Kafka's fetchRecords)
-                    broker.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
+                    services.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
                 if sl is not None:
                     d.records = sl
                     total += sl.length
@@ -171,7 +171,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
 
 def _watch(ctx, watched: list[TopicPartition], replica_id: int):
     kind = LOG_END if replica_id >= 0 else HIGH_WATERMARK
-    return ctx.broker.purgatory.watch([(tp, kind) for tp in watched])
+    return ctx.services.replicas.purgatory.watch([(tp, kind) for tp in watched])
 
 
 async def _long_poll(ctx, request, version, replica_id, watch, deadline):

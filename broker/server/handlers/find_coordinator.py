@@ -16,18 +16,18 @@ GROUP, TRANSACTION = 0, 1
 def _find(ctx, key: str, key_type: int):
     """(error, message, node id, host, port), or None when __consumer_offsets must be
     created first."""
-    broker = ctx.broker
+    services = ctx.services
     if key_type == TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:
         return ErrorCode.INVALID_REQUEST, "empty group id", -1, "", -1
-    coord = broker.coordinator
+    coord = services.coordinator
     if not coord.has_offsets_topic():
         return None
     node = coord.coordinator_node(key)
-    b = broker.metadata.brokers().get(node)
+    b = services.metadata.brokers().get(node)
     if b is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return 0, "NONE", b.broker_id, b.host, b.port
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResul
 
 async def _create_then_find(ctx, request, keys, key_type):
     try:
-        await ctx.broker.coordinator.ensure_offsets_topic()
+        await ctx.services.coordinator.ensure_offsets_topic()
     except KafkaProtocolError as exc:
         failed = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1)
         return _response(ctx, request, keys, [failed] * len(keys))

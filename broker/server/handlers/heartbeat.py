@@ -8,6 +8,6 @@ MIN_VERSION, MAX_VERSION = 0, 4
 
 
 def handle(ctx: RequestContext, request: HeartbeatRequest) -> HandlerResult:
-    err = ctx.broker.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+    err = ctx.services.coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                            request.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=err)

@@ -16,12 +16,12 @@ MIN_VERSION, MAX_VERSION = 0, 1
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply(broker, topic: str, ops) -> dict[str, str]:
-    info = broker.metadata.topic(topic)
+def _apply(services, topic: str, ops) -> dict[str, str]:
+    info = services.metadata.topic(topic)
     if info is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
     configs = dict(info.configs)
-    cfg = broker.metadata.log_config(topic)
+    cfg = services.metadata.log_config(topic)
     for c in ops:
         key = TOPIC_KEYS.get(c.name)
         if key is None:
@@ -59,8 +59,8 @@ async def _handle(ctx, request):
         out.append(r)
         try:
             if res.resource_type == RESOURCE_TOPIC:
-                configs = _apply(ctx.broker, res.resource_name, res.configs)
-                await ctx.broker.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
+                configs = _apply(ctx.services, res.resource_name, res.configs)
+                await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
                                          "dynamic broker configuration is not supported; edit server.properties")

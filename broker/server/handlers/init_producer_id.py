@@ -23,7 +23,7 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult
 
 async def _fresh_id(ctx):
     try:
-        pid = await ctx.broker.next_producer_id()
+        pid = await ctx.services.producer_ids.generate()
     except Exception:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)

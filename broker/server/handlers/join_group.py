@@ -11,7 +11,7 @@ MIN_VERSION, MAX_VERSION = 0, 9
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
     host = ctx.connection.address[0] if ctx.connection.address else ""
-    res = await ctx.broker.coordinator.join_group(
+    res = await ctx.services.coordinator.join_group(
         request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
         ctx.header.client_id or "", f"/{host}", request.session_timeout_ms,
         request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms, request.protocol_type,

@@ -8,6 +8,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LEADER_AND_ISR
 MIN_VERSION, MAX_VERSION = 5, 7
@@ -26,13 +27,13 @@ def _answer(request, error: int, errors: dict | None = None) -> LeaderAndIsrResp
     return LeaderAndIsrResponse(error_code=error, topics=topics)
 
 
-async def apply(broker, request) -> LeaderAndIsrResponse:
-    replicas = broker.replicas
+async def apply(services: BrokerServices, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    replicas = services.replicas
     if not replicas.check_controller_epoch(request.controller_epoch):
         return _answer(request, ErrorCode.STALE_CONTROLLER_EPOCH)
-    if 0 <= request.broker_epoch < broker.broker_epoch:
+    if 0 <= request.broker_epoch < services.broker_epoch:
         return _answer(request, ErrorCode.STALE_BROKER_EPOCH)
-    await broker.ensure_topic_configs(t.topic_name for t in request.topic_states)
+    await services.ensure_topic_configs(t.topic_name for t in request.topic_states)
     live = {x.broker_id: BrokerInfo(x.broker_id, x.host_name, x.port) for x in request.live_leaders}
     states = []
     for t in request.topic_states:
@@ -44,13 +45,13 @@ async def apply(broker, request) -> LeaderAndIsrResponse:
     return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
 
 
-async def _from_network(broker, request):
-    err = await broker.check_control_request("LeaderAndIsr", request.controller_id, request.controller_epoch,
+async def _from_network(services: BrokerServices, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    err = await services.check_control_request("LeaderAndIsr", request.controller_id, request.controller_epoch,
                                              request.broker_epoch)
     if err != ErrorCode.NONE:
         return _answer(request, err)
-    return await apply(broker, request)
+    return await apply(services, request)
 
 
 def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
-    return _from_network(ctx.broker, request)
+    return _from_network(ctx.services, request)

@@ -10,7 +10,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 
 
 def handle(ctx: RequestContext, request: LeaveGroupRequest) -> HandlerResult:
-    coord = ctx.broker.coordinator
+    coord = ctx.services.coordinator
     if ctx.api_version < 3:
         _, errors = coord.leave_group(request.group_id, [(request.member_id, None)])
         return LeaveGroupResponse(throttle_time_ms=0, error_code=errors[0])

@@ -14,7 +14,7 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> HandlerResult:
     if types is not None and "classic" not in {t.lower() for t in types}:
         groups = []
     else:
-        groups = ctx.broker.coordinator.list_groups(states)
+        groups = ctx.services.coordinator.list_groups(states)
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
         ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
                                        group_state=g.state.value, group_type="classic")

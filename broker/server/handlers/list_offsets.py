@@ -22,7 +22,7 @@ def error_response(request, code: int) -> ListOffsetsResponse:
 
 
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
-    broker = ctx.broker
+    services = ctx.services
     topics = []
     for t in request.topics:
         parts = []
@@ -30,7 +30,7 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
             r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(r)
             try:
-                part = broker.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
+                part = services.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
                 lg = part.log
                 found: tuple[int, int] | None
                 if p.timestamp == -1 and request.replica_id >= 0:

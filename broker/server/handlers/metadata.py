@@ -22,8 +22,8 @@ _Partition = MetadataResponse.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-def topic_entry(broker, info) -> Any:         # a MetadataResponseTopic
-    live = broker.metadata.brokers()
+def topic_entry(services, info) -> Any:         # a MetadataResponseTopic
+    live = services.metadata.brokers()
     parts = []
     for p, s in sorted(info.partitions.items()):
         offline = [r for r in s.replicas if r not in live]
@@ -37,13 +37,13 @@ def topic_entry(broker, info) -> Any:         # a MetadataResponseTopic
 
 
 def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     topics: list = []
     to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
-        for each in sorted(broker.metadata.topics().values(), key=lambda t: t.name):
-            topics.append(topic_entry(broker, each))
+        for each in sorted(services.metadata.topics().values(), key=lambda t: t.name):
+            topics.append(topic_entry(services, each))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
@@ -56,42 +56,42 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_REQUEST, name=name or "", topic_id=t.topic_id))
                 continue
             if name is None or by_id:
-                name = broker.metadata.topic_name(t.topic_id)
+                name = services.metadata.topic_name(t.topic_id)
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
-            info = broker.metadata.topic(name)
+            info = services.metadata.topic(name)
             if info is not None:
-                topics.append(topic_entry(broker, info))
+                topics.append(topic_entry(services, info))
                 continue
             problem = validate_topic_name(name)
             if problem:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
-            elif allow_auto and broker.config["auto.create.topics.enable"]:
+            elif allow_auto and services.config["auto.create.topics.enable"]:
                 to_create.append((len(topics), name))
                 topics.append(None)
             else:
                 topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
     if to_create:
         return _after_creation(ctx, topics, to_create)
-    return _response(broker, topics)
+    return _response(services, topics)
 
 
 async def _after_creation(ctx, topics: list, to_create: list[tuple[int, str]]):
-    broker = ctx.broker
+    services = ctx.services
     for index, name in to_create:
         try:
-            info = await broker.admin.auto_create_topic(name)
+            info = await services.admin.auto_create_topic(name)
         except KafkaProtocolError as exc:
             topics[index] = _Topic(error_code=exc.code, name=name)
             continue
-        topics[index] = (topic_entry(broker, info) if info is not None
+        topics[index] = (topic_entry(services, info) if info is not None
                          else _Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name))
-    return _response(broker, topics)
+    return _response(services, topics)
 
 
-def _response(broker, topics) -> MetadataResponse:
+def _response(services, topics) -> MetadataResponse:
     brokers = [_Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-               for b in sorted(broker.metadata.brokers().values(), key=lambda b: b.broker_id)]
-    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.metadata.cluster_id,
-                            controller_id=broker.metadata.controller_id, topics=topics)
+               for b in sorted(services.metadata.brokers().values(), key=lambda b: b.broker_id)]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=services.metadata.cluster_id,
+                            controller_id=services.metadata.controller_id, topics=topics)

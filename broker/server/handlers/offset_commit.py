@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 p.commit_timestamp if v == 1 else -1, expire)
     generation = request.generation_id_or_member_epoch if v >= 1 else -1
     member = request.member_id if v >= 1 else ""
-    result = await ctx.broker.coordinator.commit_offsets(request.group_id, generation, member,
+    result = await ctx.services.coordinator.commit_offsets(request.group_id, generation, member,
                                                          request.group_instance_id if v >= 7 else None, offsets)
     topics = []
     for t in request.topics:

@@ -11,7 +11,7 @@ R = OffsetDeleteResponse
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    err, result = await ctx.broker.coordinator.delete_offsets(request.group_id, wanted)
+    err, result = await ctx.services.coordinator.delete_offsets(request.group_id, wanted)
     return R(error_code=err, throttle_time_ms=0, topics=[] if err else [
         R.OffsetDeleteResponseTopic(name=t.name, partitions=[
             R.OffsetDeleteResponsePartition(partition_index=p.partition_index,

@@ -20,7 +20,7 @@ def _partitions(coord, group_id, topics):
 
 
 def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
-    coord = ctx.broker.coordinator
+    coord = ctx.services.coordinator
     v = ctx.api_version
     if v >= 8:
         groups = []

@@ -18,7 +18,7 @@ def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> Handler
                                                             end_offset=-1)
             parts.append(r)
             try:
-                part = ctx.broker.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+                part = ctx.services.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
                 lg = part.log
                 r.leader_epoch, r.end_offset = lg.leader_epochs.end_offset_for(p.leader_epoch, lg.log_end_offset)
             except KafkaProtocolError as exc:

@@ -5,6 +5,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.STOP_REPLICA
 MIN_VERSION, MAX_VERSION = 3, 4
@@ -12,25 +13,25 @@ MIN_VERSION, MAX_VERSION = 3, 4
 _PartError = StopReplicaResponse.StopReplicaPartitionError
 
 
-async def apply(broker, request) -> StopReplicaResponse:
+async def apply(services: BrokerServices, request: StopReplicaRequest) -> StopReplicaResponse:
     wanted = [(TopicPartition(t.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
               for t in request.topic_states for p in t.partition_states]
-    if not broker.replicas.check_controller_epoch(request.controller_epoch):
+    if not services.replicas.check_controller_epoch(request.controller_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[])
-    if 0 <= request.broker_epoch < broker.broker_epoch:
+    if 0 <= request.broker_epoch < services.broker_epoch:
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, partition_errors=[])
-    errors = broker.replicas.stop_replicas(wanted)
+    errors = services.replicas.stop_replicas(wanted)
     return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=[
         _PartError(topic_name=tp.topic, partition_index=tp.partition, error_code=e) for tp, e in errors.items()])
 
 
-async def _from_network(broker, request):
-    err = await broker.check_control_request("StopReplica", request.controller_id, request.controller_epoch,
+async def _from_network(services: BrokerServices, request: StopReplicaRequest) -> StopReplicaResponse:
+    err = await services.check_control_request("StopReplica", request.controller_id, request.controller_epoch,
                                              request.broker_epoch)
     if err != ErrorCode.NONE:
         return StopReplicaResponse(error_code=err, partition_errors=[])
-    return await apply(broker, request)
+    return await apply(services, request)
 
 
 def handle(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
-    return _from_network(ctx.broker, request)
+    return _from_network(ctx.services, request)

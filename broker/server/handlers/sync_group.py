@@ -9,7 +9,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
-    res = await ctx.broker.coordinator.sync_group(
+    res = await ctx.services.coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id if v >= 3 else None,
         request.protocol_type if v >= 5 else None, request.protocol_name if v >= 5 else None,
         {a.member_id: a.assignment for a in request.assignments})

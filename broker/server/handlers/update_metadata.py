@@ -9,6 +9,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.UPDATE_METADATA
 MIN_VERSION, MAX_VERSION = 7, 8
@@ -16,12 +17,12 @@ MIN_VERSION, MAX_VERSION = 7, 8
 LEADER_DURING_DELETE = -2
 
 
-async def apply(broker, request) -> UpdateMetadataResponse:
-    if not broker.replicas.check_controller_epoch(request.controller_epoch):
+async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    if not services.replicas.check_controller_epoch(request.controller_epoch):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    if 0 <= request.broker_epoch < broker.broker_epoch:
+    if 0 <= request.broker_epoch < services.broker_epoch:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    cache = broker.metadata
+    cache = services.metadata
     deleted = set()
     updates: dict[str, tuple] = {}
     for t in request.topic_states:
@@ -34,7 +35,7 @@ async def apply(broker, request) -> UpdateMetadataResponse:
                                          list(ps.isr), ps.controller_epoch, ps.zk_version))
         if states and t.topic_name not in deleted:
             updates[t.topic_name] = (t.topic_id, states)
-    await broker.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
+    await services.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
     cache.set_brokers(BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
                       for b in request.live_brokers if b.endpoints)
     cache.set_controller(request.controller_id, request.controller_epoch)
@@ -46,19 +47,19 @@ async def apply(broker, request) -> UpdateMetadataResponse:
             cache.update_partitions(name, states)
     for name in deleted:
         if cache.remove_topic(name) is not None:
-            broker.coordinator.topic_deleted(name)
+            services.coordinator.topic_deleted(name)
     cache.initialized = True
     cache.changed()
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 
-async def _from_network(broker, request):
-    err = await broker.check_control_request("UpdateMetadata", request.controller_id, request.controller_epoch,
+async def _from_network(services: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    err = await services.check_control_request("UpdateMetadata", request.controller_id, request.controller_epoch,
                                              request.broker_epoch)
     if err != ErrorCode.NONE:
         return UpdateMetadataResponse(error_code=err)
-    return await apply(broker, request)
+    return await apply(services, request)
 
 
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
-    return _from_network(ctx.broker, request)
+    return _from_network(ctx.services, request)

@@ -356,6 +356,44 @@ def test_enough_replicas_counts_a_shrink_in_flight(tmp_path):
     assert not part.enough_replicas()
 
 
+def test_check_enough_replicas_reach_offset_decides_a_waiting_acks_all_append(tmp_path):
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 2}))
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(),
+                     lambda p, isr: None)
+    part.append_as_leader(batch(3), -1)                                      # epoch 5, offsets 0..2
+    assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)
+    part.update_follower(2, 3)
+    part.update_follower(3, 2)
+    assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)     # 3 lacks offset 2
+    assert part.check_enough_replicas_reach_offset(2, 5) == (True, ErrorCode.NONE)
+    # a new epoch alone (an ISR shrink) keeps it waiting, then the remaining ISR commits it
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1, 2], 1, 8))
+    assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)
+    part.update_follower(2, 3)
+    assert part.log.high_watermark == 3
+    assert part.check_enough_replicas_reach_offset(3, 5) == (True, ErrorCode.NONE)
+    # the high watermark covers it, but over fewer replicas than min.insync.replicas
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 7, [1], 1, 9))
+    assert part.check_enough_replicas_reach_offset(3, 5) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    # no longer leading
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 8, [1, 2], 1, 10))
+    assert part.check_enough_replicas_reach_offset(3, 5) == (True, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_check_enough_replicas_reach_offset_refuses_a_batch_lost_while_following(tmp_path):
+    part, _, _ = leader(tmp_path, isr=(1, 2))
+    part.append_as_leader(batch(1), -1)                                      # epoch 5, offset 0
+    part.append_as_leader(batch(2), -1)                                      # epoch 5, offsets 1..2
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 6, [1, 2], 1, 8))     # following 2
+    part.truncate_to(1)
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 7, [1, 2], 1, 9))     # leading again
+    part.append_as_leader(batch(4), -1)                                      # other records at 1..4
+    part.update_follower(2, 5)
+    assert part.log.high_watermark == 5
+    assert part.check_enough_replicas_reach_offset(3, 5) == (True, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert part.check_enough_replicas_reach_offset(1, 5) == (True, ErrorCode.NONE)   # what survived
+
+
 def test_holds_tells_whether_a_batch_survived_a_change_of_leadership(tmp_path):
     part, _, _ = leader(tmp_path, isr=(1,))
     part.append_as_leader(batch(1), -1)          # epoch 5, offset 0

@@ -14,6 +14,22 @@ from broker.protocol.errors import ErrorCode
 GROUP = "g1"
 
 
+class MemoryWrite:
+    """One write of the MemoryWriter (a PartitionWrite)."""
+
+    def __init__(self, writer, tp, last_offset, timeout_ms, error=0, error_message=None):
+        self.writer, self.tp, self.timeout_ms = writer, tp, timeout_ms
+        self.last_offset, self.error, self.error_message = last_offset, error, error_message
+
+    async def wait(self):
+        if self.error:
+            return self.error
+        if self.writer.hw.get(self.tp, 0) > self.last_offset:
+            return 0
+        await asyncio.sleep(self.timeout_ms / 1000)
+        return 0 if self.writer.hw.get(self.tp, 0) > self.last_offset else ErrorCode.REQUEST_TIMED_OUT
+
+
 class MemoryWriter:
     """An in-memory PartitionWriter: one byte log per partition; the high watermark
     follows each append unless `hold` is set (a follower that does not fetch)."""
@@ -28,20 +44,14 @@ class MemoryWriter:
     def is_leader(self, tp):
         return tp in self.leading
 
-    def append(self, tp, records):
+    def append(self, tp, records, timeout_ms):
         base = self.end.get(tp, 0)
         nxt = assign_offsets(records, base)[0]
         self.data.setdefault(tp, bytearray()).extend(records)
         self.end[tp] = nxt
         if not self.hold:
             self.hw[tp] = nxt
-        return nxt - 1
-
-    async def wait_committed(self, tp, last_offset, timeout):
-        if self.hw.get(tp, 0) > last_offset:
-            return 0
-        await asyncio.sleep(timeout)
-        return 0 if self.hw.get(tp, 0) > last_offset else ErrorCode.REQUEST_TIMED_OUT
+        return MemoryWrite(self, tp, nxt - 1, timeout_ms)
 
     def loadable_range(self, tp):
         return 0, self.end.get(tp, 0)

@@ -4,15 +4,18 @@ A long-polling fetch, an acks=all produce and a group commit each wait until som
 happens to a partition, or until their timeout. They register here, keyed by partition
 and by what they wait for:
 
-    high watermark moves   consumer fetches, acks=all produces (the ISR has the batch),
-                           group commits (their offsets are on the ISR)
-    log end moves          follower fetches (they read up to the log end), acks=all
-                           produces on a broker whose ISR is itself
+    high watermark moves   consumer fetches, acks=all appends (the ISR has the batch:
+                           client produces and the group coordinator's writes, through
+                           ReplicaManager.append_records and delayed_produce.py)
+    log end moves          follower fetches (they read up to the log end)
 
-The partition (broker/cluster/replica/partition.py) reports both moves here; a topic's
-deletion or a change of leadership wakes everything watching its partitions, so each
-waiter re-checks and finds its answer (an error, or data). A waiter re-checks its own
-condition after every wake: waking is a hint, never a result.
+The ReplicaManager owns the one purgatory of a broker (`ReplicaManager.purgatory`) and
+hands it to each Partition as its listener: the partition reports both moves here; a
+topic's deletion or a change of leadership wakes everything watching its partitions, so
+each waiter re-checks and finds its answer (an error, or data). A waiter re-checks its
+own condition after every wake: waking is a hint, never a result. The fetch handler's
+long poll watches through `broker.replicas.purgatory`; waits for appends stay inside the
+replication layer.
 
 All methods run on the event loop thread. A wake costs one dict lookup when nobody
 waits, so the partition can report every append.
@@ -29,7 +32,7 @@ LOG_END = 1
 class Purgatory:
     def __init__(self) -> None:
         # (partition key, HIGH_WATERMARK | LOG_END) -> futures of the requests watching it
-        self._watchers: dict[tuple[Hashable, int], list[asyncio.Future]] = {}
+        self._watchers: dict[tuple[Hashable, int], list[asyncio.Future[bool]]] = {}
 
     def __len__(self) -> int:
         return sum(len(w) for w in self._watchers.values())
@@ -73,7 +76,7 @@ class Purgatory:
     async def wait_for_high_watermark(self, key: Hashable, timeout: float) -> bool:
         return await self.wait([(key, HIGH_WATERMARK)], timeout)
 
-    def _unregister(self, keys: list, fut: asyncio.Future) -> None:
+    def _unregister(self, keys: list[tuple[Hashable, int]], fut: asyncio.Future[bool]) -> None:
         for w in keys:
             futs = self._watchers.get(w)
             if futs is not None:
@@ -90,10 +93,10 @@ class Watch:
 
     __slots__ = ("purgatory", "keys", "fut")
 
-    def __init__(self, purgatory: Purgatory, watches: Iterable[tuple[Hashable, int]]):
+    def __init__(self, purgatory: Purgatory, watches: Iterable[tuple[Hashable, int]]) -> None:
         self.purgatory = purgatory
         self.keys = list(dict.fromkeys(watches))
-        self.fut = asyncio.get_running_loop().create_future()
+        self.fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         for w in self.keys:
             purgatory._watchers.setdefault(w, []).append(self.fut)
 
@@ -120,7 +123,7 @@ class Watch:
             self.fut.set_result(False)
 
 
-def _expire(fut: asyncio.Future) -> None:
+def _expire(fut: asyncio.Future[bool]) -> None:
     if not fut.done():
         fut.set_result(False)
 

@@ -1,0 +1,79 @@
+"""What request handlers see of the broker: the BrokerServices protocol (Kafka's
+KafkaApis gets its collaborators one by one in the same spirit).
+
+A handler reaches the broker only through `ctx.services`, never through the Broker
+itself: the process's lifecycle (start, stop, registration, the store's session, the
+listener) stays out of its reach, and a test can hand a handler any object with these
+members. `Broker` (server/broker.py) is the one implementation; mypy checks that it is one
+(`Server` takes a BrokerServices and is given the Broker).
+
+    config            the broker's settings (server.properties)
+    metadata          the MetadataCache: brokers, topics, partition states, topic configs
+    replicas          the ReplicaManager: this broker's partitions, append_records (every
+                      append as leader, and its waits), the purgatory, the log manager
+    coordinator       the group coordinator
+    admin             topic administration (create, delete, partitions, configs)
+    producer_ids      producer ids (InitProducerId)
+
+and, for the inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica,
+AlterPartition, ControlledShutdown, ElectLeaders):
+
+    broker_id, broker_epoch    this broker's id and its registration's epoch
+    controller                 this broker's controller (active or not), None before start
+    check_control_request      does a control request come from the controller ZooKeeper
+                               names, for this broker's registration?
+    ensure_topic_configs       read the configs of topics not seen yet before their logs open
+
+The transaction coordinator joins here when it exists (issue 17).
+
+Everything runs on the broker's event loop.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.cluster.cache import MetadataCache
+    from broker.cluster.controller.controller import Controller
+    from broker.cluster.producer_ids import ProducerIdManager
+    from broker.cluster.replica.manager import ReplicaManager
+    from broker.config import BrokerConfig
+    from broker.group.coordinator import GroupCoordinator
+    from broker.server.admin import TopicAdmin
+
+
+class BrokerServices(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def metadata(self) -> MetadataCache: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def admin(self) -> TopicAdmin: ...
+
+    @property
+    def producer_ids(self) -> ProducerIdManager: ...
+
+    # ------------------------------------------------------------------ the inter-broker APIs
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    @property
+    def controller(self) -> Controller | None: ...
+
+    async def check_control_request(self, api: str, controller_id: int, controller_epoch: int,
+                                    broker_epoch: int) -> int: ...
+
+    async def ensure_topic_configs(self, topics: Iterable[str]) -> None: ...
