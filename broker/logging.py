@@ -472,8 +472,12 @@ class KafkaLogHandler(logging.Handler):
 
         cluster = Cluster(self.bootstrap_servers, client_id=self.client_id, timeout=self.request_timeout)
         try:
+            # a chunk waits for its acknowledgements request_timeout at most (the producer's
+            # own default would retry for Kafka's delivery.timeout.ms, 120 s): then this
+            # handler's reconnection and queue take over
             producer = Producer(cluster, acks=self.acks, compression=self.compression, batch_size=self.batch_size,
-                                linger_ms=3600_000, timeout_ms=int(self.request_timeout * 1000))
+                                linger_ms=3600_000, timeout_ms=int(self.request_timeout * 1000),
+                                delivery_timeout_ms=int(self.request_timeout * 1000))
             producer.partitions_of(self.topic)      # metadata (auto-creates where the broker does)
             return producer
         except (ClientError, OSError, KafkaProtocolError) as exc:

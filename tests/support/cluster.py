@@ -21,9 +21,10 @@ Invariants:
   project's own client: a Metadata request, nothing read from files. ZooKeeper is read
   for one thing only, which no broker can answer when all are down: whether a killed
   broker's registration (/brokers/ids/<id>) is still there. start(id) waits until it
-  has expired, since a broker refuses to start while its id is registered (kill(id)
-  then start(id) takes about zookeeper.session.timeout.ms; broker(id).start() does not
-  wait, for a test of that refusal).
+  has expired before it starts the broker (kill(id) then start(id) takes about
+  zookeeper.session.timeout.ms); broker(id).start() does not wait: a broker started
+  while its dead session's registration is there waits for it itself, and one started
+  with a live broker's id is refused (tests/cluster/test_registration.py).
 - Every wait is bounded (ClusterTimeout, an AssertionError naming what was awaited and
   the last answer seen). Every process dies at close(), at interpreter exit and with
   the thread that started it (see broker_proc.py and broker.perf.zookeeper).
