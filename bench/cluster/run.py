@@ -6,6 +6,7 @@ Ctrl-C, which stops the brokers (SIGTERM: a clean shutdown), then ZooKeeper.
     .venv/bin/python bench/cluster/run.py --port 0           # free ports
     .venv/bin/python bench/cluster/run.py --brokers 5 --dir /tmp/kb --set min.insync.replicas=2
     .venv/bin/python bench/cluster/run.py --zookeeper 127.0.0.1:2181   # a ZooKeeper already running
+    .venv/bin/python bench/cluster/run.py --zookeeper-ensemble 3       # a quorum of three ZooKeepers
 
 The brokers listen on 9093.. so that a `make serve` broker (9092, the README's default)
 can run beside them: point clients at the printed bootstrap string. Each broker's exact
@@ -33,7 +34,7 @@ import threading
 import time
 
 from broker.perf.local import LocalBroker
-from broker.perf.zookeeper import ZooKeeperServer, available
+from broker.perf.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, available
 
 JOIN_TIMEOUT = 30.0      # for the brokers to list each other once they answer
 STOP_TIMEOUT = 60.0      # per broker, for a clean shutdown
@@ -49,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=9093,
                    help="port of broker 1; broker i listens on PORT+i-1 (default 9093; 0: free ports)")
     p.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
+    p.add_argument("--zookeeper-ensemble", type=int, default=0, metavar="N",
+                   help="start a ZooKeeper ensemble of N servers (3, 5...) on 127.0.0.1 instead of one standalone")
     p.add_argument("--chroot", default="kbroker", help="ZooKeeper chroot of the cluster (default kbroker)")
     p.add_argument("--dir", help="data dirs and logs here, kept at exit (default: a temporary dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary dir at exit")
@@ -117,7 +120,7 @@ def start_broker(broker_id: int, b: LocalBroker) -> None:
         raise RuntimeError(f"broker {broker_id}: {last[0] if last else exc}") from None
 
 
-def stop_all(brokers: dict[int, LocalBroker], zookeeper: ZooKeeperServer | None) -> None:
+def stop_all(brokers: dict[int, LocalBroker], zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None) -> None:
     """SIGTERM to every broker at once, wait for each, then stop ZooKeeper."""
     for b in brokers.values():
         if b.proc is not None and b.proc.poll() is None:
@@ -213,7 +216,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    zookeeper = None if args.zookeeper else ZooKeeperServer(os.path.join(root, "zookeeper"), own_session=True)
+    zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None
+    if args.zookeeper_ensemble and not args.zookeeper:
+        zookeeper = ZooKeeperEnsemble(os.path.join(root, "zookeeper"), size=args.zookeeper_ensemble, own_session=True)
+    elif not args.zookeeper:
+        zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), own_session=True)
     brokers: dict[int, LocalBroker] = {}
     try:
         if zookeeper is not None:
