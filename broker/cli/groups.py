@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from broker.cli.clients import connect
+from broker.cli.clients import client_security, connect
 from broker.cli.errors import CliError
 
 
@@ -175,7 +175,8 @@ def consume_group(args) -> int:
     sep = args.key_separator.encode()
     n = 0
     with GroupConsumer(args.bootstrap, args.group, [args.topic],
-                       auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+                       auto_offset_reset="earliest" if args.from_beginning else "latest",
+                       security=client_security(args)) as c:
         deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
         while args.max_messages is None or n < args.max_messages:
             records = c.poll(1.0)
@@ -206,7 +207,7 @@ def consume_group(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    from broker.cli.clients import _bootstrap
+    from broker.cli.clients import _bootstrap, _named
     g = sub.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups")
     gs = g.add_subparsers(dest="groups_command", metavar="ACTION")
     gs.required = True
@@ -215,7 +216,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_wrap(groups_list))
     p = gs.add_parser("describe", help="members, assignments, committed offsets, log end and lag")
     _bootstrap(p)
-    p.add_argument("group", help="the group id")
+    _named(p, "group", "the group id")
     p.set_defaults(func=_wrap(groups_describe))
     p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets (prints the plan; "
                                             "--execute commits it)",
@@ -223,7 +224,7 @@ def add_parsers(sub) -> None:
                                   "kafka-consumer-groups --reset-offsets: prints TOPIC PARTITION NEW-OFFSET "
                                   "and changes nothing unless --execute is given.")
     _bootstrap(p)
-    p.add_argument("group", help="the group id (its members must be stopped)")
+    _named(p, "group", "the group id (its members must be stopped)")
     p.add_argument("--topic", "-t", required=True, help="the topic whose offsets move (every partition)")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="to each partition's log start offset")
@@ -236,5 +237,5 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_wrap(groups_reset_offsets))
     p = gs.add_parser("delete", help="delete an empty group")
     _bootstrap(p)
-    p.add_argument("group", help="the group id")
+    _named(p, "group", "the group id")
     p.set_defaults(func=_wrap(groups_delete))

@@ -57,8 +57,10 @@ class GroupConsumer:
                  session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000,
                  heartbeat_interval_ms: int = 3000, auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
-                 group_instance_id: str | None = None, client_id: str = "kbroker-consumer"):
-        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id)
+                 group_instance_id: str | None = None, client_id: str = "kbroker-consumer",
+                 security=None):
+        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
+                        else Cluster(bootstrap, client_id=client_id, security=security))
         self._own_cluster = not isinstance(bootstrap, Cluster)
         self.group_id = group_id
         self.topics = list(topics)

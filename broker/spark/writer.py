@@ -41,6 +41,7 @@ from broker.client.connection import ClientError
 from broker.client.sender import Sender
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
+from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets
 from broker.spark.options import DELIVERY_EXACTLY_ONCE, KBrokerOptionError, SinkOptions
 
@@ -145,6 +146,8 @@ class TaskWriter:
         self.o = opts
         self.cluster = _connect(opts)
         self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
+                             delivery_timeout_ms=opts.delivery_timeout_ms, retry_backoff_ms=opts.retry_backoff_ms,
+                             retry_backoff_max_ms=opts.retry_backoff_max_ms, buffer_memory=opts.buffer_memory,
                              max_in_flight=opts.max_in_flight, on_ack=self._done,
                              transactional_id=transactional_id, what="kbroker sink: produce")
         self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
@@ -153,12 +156,25 @@ class TaskWriter:
         self._sticky = int.from_bytes(os.urandom(2), "little")
 
     def _num_partitions(self, topic: str) -> int:
+        """The topic's partition count, asked once per task; a broker down, an election
+        under way or a topic not there (yet) is retried for kafka.max.block.ms (60 s), as
+        Kafka's producer waits for a topic's metadata."""
         n = self._partitions.get(topic)
         if n is None:
-            try:
-                meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
-            except KafkaProtocolError as exc:
-                raise KafkaProtocolError(exc.code, f"kbroker sink: topic {topic!r}") from None
+            deadline = time.monotonic() + self.o.max_block_ms / 1000
+            backoff = self.o.retry_backoff_ms / 1000
+            while True:
+                try:
+                    meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
+                    break
+                except (ClientError, KafkaProtocolError) as exc:
+                    retriable = isinstance(exc, ClientError) or exc.code in RETRIABLE
+                    if not retriable or time.monotonic() > deadline:
+                        code = exc.code if isinstance(exc, KafkaProtocolError) else ErrorCode.NETWORK_EXCEPTION
+                        raise KafkaProtocolError(code, f"kbroker sink: topic {topic!r}: {exc}") from None
+                    log.info("kbroker sink: metadata of %s: %s; retrying", topic, exc)
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, max(self.o.retry_backoff_max_ms / 1000, backoff))
             n = self._partitions[topic] = len(meta.partitions)
         return n
 

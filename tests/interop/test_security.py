@@ -521,3 +521,30 @@ def test_kafkas_kafka_acls_and_kafka_configs(secure, tmp_path):
     out = kafka_tool("kafka-acls", "--bootstrap-server", b, "--command-config", admin, "--list", "--topic",
                      "dave-topic").stdout
     assert "User:dave" not in out
+
+
+def test_every_client_command_takes_command_config(secure):
+    """produce, consume, logs tail and the Kafka-shaped tools (configs, log-dirs, offsets)
+    reach a SASL_SSL listener with --command-config, as topics/groups/users/acls do."""
+    b, admin, topic = secure.boot, secure.admin, "sec-cli-tools"
+    cli("topics", "create", topic, "--partitions", "1", "--bootstrap", b, "--command-config", admin)
+    r = cli("produce", "--bootstrap-server", b, "--command-config", admin, "--topic", topic, stdin=b"one\ntwo\n")
+    assert b"produced 2 messages" in r.stderr
+    out = cli("consume", "--bootstrap-server", b, "--command-config", admin, "--topic", topic, "--from-beginning",
+              "--max-messages", "2", "--timeout-ms", "15000").stdout
+    assert out.split() == [b"one", b"two"]
+    out = cli("logs", "tail", "--bootstrap-server", b, "--command-config", admin, "--topic", topic,
+              "--from-beginning", "--no-follow").stdout
+    assert out.split() == [b"one", b"two"]
+    out = cli("offsets", "--bootstrap-server", b, "--command-config", admin, "--topic", topic).stdout.decode()
+    assert out.strip() == f"{topic}:0:2"
+    out = cli("configs", "describe", "--bootstrap-server", b, "--command-config", admin, "--topic",
+              topic).stdout.decode()
+    assert topic in out
+    out = cli("log-dirs", "describe", "--bootstrap-server", b, "--command-config", admin, "--topic-list",
+              topic).stdout.decode()
+    assert f'"partition":"{topic}-0"' in out
+    # without it the TLS listener is not spoken to: one line, no traceback
+    r = cli("offsets", "--bootstrap-server", b, "--topic", topic, check=False)
+    assert r.returncode != 0 and b"Traceback" not in r.stderr
+
