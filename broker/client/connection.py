@@ -227,8 +227,13 @@ class BrokerConnection:
 
 
 def _sendmsg_all(sock: socket.socket, parts: list) -> None:
-    """sendmsg(2) until every part is written (large records parts are not copied)."""
+    """sendmsg(2) until every part is written (large records parts are not copied). A TLS
+    socket has no sendmsg: each part goes through sendall, still without joining them."""
     views = [memoryview(p).cast("B") for p in parts]
+    if isinstance(sock, ssl.SSLSocket):
+        for v in views:
+            sock.sendall(v)
+        return
     while views:
         n = sock.sendmsg(views[:64])
         while n:

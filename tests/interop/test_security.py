@@ -548,3 +548,15 @@ def test_every_client_command_takes_command_config(secure):
     r = cli("offsets", "--bootstrap-server", b, "--topic", topic, check=False)
     assert r.returncode != 0 and b"Traceback" not in r.stderr
 
+
+def test_the_projects_client_sends_large_batches_over_tls(secure):
+    """Batches above the splice threshold go out in parts (sendmsg on plain sockets); a TLS
+    socket has no sendmsg. broker perf over SASL_SSL, 16 KiB batches of 1 KB records."""
+    b, admin, topic = secure.boot, secure.admin, "sec-perf-tls"
+    out = cli("perf", "produce", "--bootstrap", b, "--command-config", admin, "--topic", topic, "--num-records",
+              3000, "--record-size", 1000, "--partitions", 1, "--json").stdout
+    assert json.loads(out)["records"] == 3000
+    out = cli("perf", "consume", "--bootstrap", b, "--command-config", admin, "--topic", topic, "--num-records",
+              3000, "--json").stdout
+    assert json.loads(out)["records"] == 3000
+    assert end_offset(secure, topic) == 3000
