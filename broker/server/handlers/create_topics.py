@@ -70,17 +70,26 @@ async def _handle(ctx, request):
                 r.topic_id = random_uuid()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                r.configs = _configs(services, services.config.log_config(validate_topic_configs(configs)))
+                _answer_configs(ctx, r, services.config.log_config(validate_topic_configs(configs)))
                 continue
             info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            r.configs = _configs(services, services.metadata.log_config(t.name))
+            _answer_configs(ctx, r, services.metadata.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _answer_configs(ctx, r, cfg) -> None:
+    """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
+    the topic, else none and topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
+    if ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name, audit=False):
+        r.configs = _configs(ctx.services, cfg)
+    else:
+        r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _configs(services, cfg) -> list:

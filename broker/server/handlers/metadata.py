@@ -75,8 +75,10 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
                     continue
             if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 # existing or not, said alike (by id: without its name)
-                topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
-                                     topic_id=t.topic_id if by_id else None))
+                refused = _Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name)
+                if by_id:           # by name: the zero uuid (a null in a non-nullable field broke v10+)
+                    refused.topic_id = t.topic_id
+                topics.append(refused)
                 continue
             info = services.metadata.topic(name)
             if info is not None:
