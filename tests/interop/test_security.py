@@ -2,7 +2,9 @@
 an SSL (client certificates requested), a SASL_SSL (PLAIN, SCRAM-SHA-512, OAUTHBEARER),
 a SASL_PLAINTEXT (SCRAM-SHA-256) and an mTLS listener (certificates required), ACLs on
 (kafka.security.authorizer.AclAuthorizer, super user User:admin), driven by real clients
-— confluent-kafka, kafka-python, aiokafka, and the Java client through Kafka's own tools —
+— confluent-kafka, kafka-python, aiokafka, franz-go, KafkaJS and the Java client through
+Kafka's own tools, each over SASL_SSL (SCRAM-SHA-512, PLAIN) and SSL (without and with a
+client certificate) —
 and the `broker users` / `broker acls` commands docs/security.md shows.
 
 Refused, with nothing written and the broker still serving: wrong passwords, unknown
@@ -182,39 +184,57 @@ def test_confluent_kafka_with_oauthbearer(secure):
                          **{"sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb})
 
 
-def test_kafka_python_and_aiokafka_over_sasl_ssl_scram_and_ssl(secure):
-    kafka = require_module("kafka")
+#: (listener, TLS client certificate, SASL mechanism) of each client's round
+KINDS = {"scram": ("sasl_ssl", False, "SCRAM-SHA-512"), "plain": ("sasl_ssl", False, "PLAIN"),
+         "ssl": ("ssl", False, None), "ssl-cert": ("mtls", True, None)}
+
+
+def python_client_settings(secure, kind: str) -> dict:
+    """kafka-python's / aiokafka's settings for one of KINDS."""
+    listener, cert, mechanism = KINDS[kind]
     ctx = ssl.create_default_context(cafile=str(secure.certs.ca))
-    scram = dict(bootstrap_servers=secure.boot, security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
-                 sasl_plain_username="alice", sasl_plain_password=PASSWORDS["alice"], ssl_context=ctx)
-    tls = dict(bootstrap_servers=f"127.0.0.1:{secure.ports.ssl}", security_protocol="SSL", ssl_context=ctx)
-    for name, settings in (("scram", scram), ("ssl", tls)):
-        topic = f"sec-kafka-python-{name}"
-        p = kafka.KafkaProducer(**settings, request_timeout_ms=10000)
-        for i in range(3):
-            p.send(topic, f"kp-{i}".encode()).get(timeout=TIMEOUT)
-        p.close()
-        c = kafka.KafkaConsumer(topic, **settings, group_id=f"g-kp-{name}", auto_offset_reset="earliest",
-                                consumer_timeout_ms=10000)
-        assert [m.value for m in c][:3] == [b"kp-0", b"kp-1", b"kp-2"]
-        c.close()
+    if cert:
+        ctx.load_cert_chain(str(secure.certs.client_cert), str(secure.certs.client_key))
+    out = dict(bootstrap_servers=f"127.0.0.1:{getattr(secure.ports, listener)}", ssl_context=ctx,
+               security_protocol="SASL_SSL" if mechanism else "SSL")
+    if mechanism:
+        out.update(sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=PASSWORDS["alice"])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["scram", "plain", "ssl", "ssl-cert"])
+def test_kafka_python_and_aiokafka(secure, kind):
+    """Both produce and consume (in a group) over SASL_SSL with SCRAM-SHA-512 and PLAIN, and
+    over SSL without and with a client certificate."""
+    kafka = require_module("kafka")
+    settings = python_client_settings(secure, kind)
+    topic = f"sec-kafka-python-{kind}"
+    p = kafka.KafkaProducer(**settings, request_timeout_ms=10000)
+    for i in range(3):
+        p.send(topic, f"kp-{i}".encode()).get(timeout=TIMEOUT)
+    p.close()
+    c = kafka.KafkaConsumer(topic, **settings, group_id=f"g-kp-{kind}", auto_offset_reset="earliest",
+                            consumer_timeout_ms=10000)
+    got = []
+    for m in c:                     # stops after consumer_timeout_ms without records
+        got.append(m.value)
+        if len(got) == 3:
+            break
+    c.close()
+    assert got == [b"kp-0", b"kp-1", b"kp-2"]
     aiokafka = require_module("aiokafka")
     import asyncio
 
     async def run():
-        topic = "sec-aiokafka"
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=secure.boot, security_protocol="SASL_SSL",
-                                      sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
-                                      sasl_plain_password=PASSWORDS["alice"], ssl_context=ctx)
+        topic = f"sec-aiokafka-{kind}"
+        p = aiokafka.AIOKafkaProducer(**settings)
         await p.start()
         try:
             for i in range(3):
                 await p.send_and_wait(topic, f"ai-{i}".encode())
         finally:
             await p.stop()
-        c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{secure.ports.ssl}",
-                                      security_protocol="SSL", ssl_context=ctx, auto_offset_reset="earliest",
-                                      group_id="g-aiokafka")
+        c = aiokafka.AIOKafkaConsumer(topic, **settings, auto_offset_reset="earliest", group_id=f"g-aiokafka-{kind}")
         await c.start()
         try:
             got = []
@@ -239,7 +259,9 @@ def test_kafka_python_over_sasl_plaintext_scram_sha_256(secure):
 
 
 def test_the_java_client_over_sasl_ssl_ssl_and_oauthbearer(secure, tmp_path):
-    """Kafka's console producer and consumer (the Java client) with client properties."""
+    """Kafka's console producer and consumer (the Java client) with client properties:
+    SASL_SSL with SCRAM-SHA-512, PLAIN and OAUTHBEARER, SSL without and with a client
+    certificate."""
     from tests.support.kafka_tools import kafka_tool
     c, p = secure.certs, secure.ports
     # the Java client reads PEM stores too
@@ -250,6 +272,10 @@ def test_the_java_client_over_sasl_ssl_ssl_and_oauthbearer(secure, tmp_path):
         "scram": (p.sasl_ssl, "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
                   f'username="alice" password="{PASSWORDS["alice"]}";\n'),
+        "plain": (p.sasl_ssl, "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+                  "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                  f'username="alice" password="{PASSWORDS["alice"]}";\n'),
+        "ssl": (p.ssl, "security.protocol=SSL\n"),
         "mtls": (p.mtls, f"security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location={c.client_pem}\n"),
         "oauth": (p.sasl_ssl, "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
                   "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n"
@@ -270,22 +296,30 @@ def test_the_java_client_over_sasl_ssl_ssl_and_oauthbearer(secure, tmp_path):
         assert [line for line in out if line.startswith(name)] == [f"{name}-1", f"{name}-2"], out
 
 
-def test_franz_go_and_kafkajs_over_sasl_ssl_scram(secure):
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_franz_go_and_kafkajs(secure, kind):
     """The Go and Node checks of tests/apache_kafka/test_go_node_clients.py (codecs, keys,
-    headers, a two-member group), with TLS and SCRAM-SHA-512 from the environment."""
+    headers, a two-member group) over SASL_SSL with SCRAM-SHA-512 and PLAIN, and over SSL
+    without and with a client certificate (User:alice by ssl.principal.mapping.rules),
+    TLS and SASL from the environment."""
     from tests.apache_kafka.test_go_node_clients import GO_BIN, GROUP_RECORDS, NODE_DIR
     from tests.support.deps import missing
     node = shutil.which("node")
     if not GO_BIN.exists() or node is None or not (NODE_DIR / "node_modules" / "kafkajs").exists():
         missing("the Go client checks and KafkaJS", "run 'make testdeps' (needs go, node and npm)")
     from broker.client import Cluster, Producer
+    listener, cert, mechanism = KINDS[kind]
+    port = getattr(secure.ports, listener)
     ctx = ssl.create_default_context(cafile=str(secure.certs.ca))
     admin = ClientSecurity("SASL_SSL", ctx, "PLAIN", "admin", PASSWORDS["admin"])
-    env = {**os.environ, "KBROKER_SECURITY_PROTOCOL": "SASL_SSL", "KBROKER_CA_FILE": str(secure.certs.ca),
-           "KBROKER_SASL_MECHANISM": "SCRAM-SHA-512", "KBROKER_SASL_USER": "alice",
-           "KBROKER_SASL_PASSWORD": PASSWORDS["alice"]}
+    env = {**os.environ, "KBROKER_SECURITY_PROTOCOL": "SASL_SSL" if mechanism else "SSL",
+           "KBROKER_CA_FILE": str(secure.certs.ca)}
+    if mechanism:
+        env.update(KBROKER_SASL_MECHANISM=mechanism, KBROKER_SASL_USER="alice", KBROKER_SASL_PASSWORD=PASSWORDS["alice"])
+    if cert:
+        env.update(KBROKER_CERT_FILE=str(secure.certs.client_cert), KBROKER_KEY_FILE=str(secure.certs.client_key))
     for client, partitions in (("franz", 5), ("kafkajs", 2)):
-        topic, group_topic = f"sec-{client}", f"sec-{client}-g"
+        topic, group_topic = f"sec-{client}-{kind}", f"sec-{client}-{kind}-g"
         with Cluster(secure.boot, security=admin) as c:
             for name, n in ((topic, partitions), (group_topic, 4)):
                 c.create_topic(name, n, 1)
@@ -295,8 +329,8 @@ def test_franz_go_and_kafkajs_over_sasl_ssl_scram(secure):
                 p.send(group_topic, f"g{i}".encode(), partition=i % 4)
             p.flush()
         cmd = [str(GO_BIN), "franz"] if client == "franz" else [node, str(NODE_DIR / "check.js")]
-        p = subprocess.run(cmd + [secure.boot, topic, group_topic], capture_output=True, text=True, timeout=180,
-                           env=env, stdin=subprocess.DEVNULL)
+        p = subprocess.run(cmd + [f"127.0.0.1:{port}", topic, group_topic], capture_output=True, text=True,
+                           timeout=180, env=env, stdin=subprocess.DEVNULL)
         assert p.returncode == 0, (client, p.stderr[-3000:])
         got: dict = {}
         for line in p.stdout.splitlines():
