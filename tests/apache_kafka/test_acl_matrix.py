@@ -316,3 +316,23 @@ def test_acl_listings_match_for_every_resource_type_and_pattern(brokers):
         listed[peer] = out
         set_acls(conns, [])
     assert listed["kbroker"] == listed["kafka"]
+
+
+def test_created_topics_configs_need_describe_configs_as_in_kafka(brokers):
+    """CreateTopics (validate_only) with CREATE alone and with CREATE and DESCRIBE_CONFIGS
+    on the topic: the same topic_config_error_code, configs present or not, partitions,
+    replication factor and topic id given or not in both brokers' answers."""
+    answers = {}
+    for peer, conns in brokers.items():
+        out = []
+        for ops in ((O.CREATE,), (O.CREATE, O.DESCRIBE_CONFIGS)):
+            set_acls(conns, [(R.TOPIC, "acl-", PT.PREFIXED, op, Permission.ALLOW) for op in ops])
+            r = conns["alice"].request(CT(topics=[CT.CreatableTopic(name=TOPIC + "-cfg", num_partitions=1,
+                                                                    replication_factor=1)],
+                                          timeout_ms=10000, validate_only=True)).topics[0]
+            out.append((r.error_code, r.topic_config_error_code, bool(r.configs), r.num_partitions,
+                        r.replication_factor, r.topic_id.int != 0))
+        answers[peer] = out
+        set_acls(conns, [])
+    assert answers["kbroker"] == answers["kafka"]
+    assert answers["kafka"][0][1] == 29 and answers["kafka"][1][1] == 0      # the check is there to see

@@ -300,15 +300,17 @@ def test_the_rights_of_its_row_are_enough_for_every_api(broker):
 
 
 def test_created_topics_configs_need_describe_configs(broker):
-    """As Kafka's: CREATE alone creates; the configs come back only with DESCRIBE_CONFIGS
-    (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED, no configs)."""
+    """As Kafka's (tests/apache_kafka/test_acl_matrix.py compares): CREATE alone creates;
+    the configs, partitions and replication factor come back only with DESCRIBE_CONFIGS
+    (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED)."""
     _, conns = broker
     admin, bob = conns["admin"], conns["bob"]
     create = next(r for c, _, r, _, _ in REQUESTS if c == "create topics")
     only_create = [r for r in API_RIGHTS[ApiKey.CREATE_TOPICS] if r.operation.name == "CREATE"]
     set_bobs_acls(admin, only_create)
     r = bob.request(create).topics[0]
-    assert (r.error_code, r.topic_config_error_code, r.configs) == (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])
+    assert (r.error_code, r.topic_config_error_code, r.configs, r.num_partitions) == \
+        (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [], -1)
     set_bobs_acls(admin, API_RIGHTS[ApiKey.CREATE_TOPICS])
     r = bob.request(create).topics[0]
     assert (r.error_code, r.topic_config_error_code) == (0, 0) and any(c.name == "retention.ms" for c in r.configs)

@@ -85,11 +85,13 @@ async def _handle(ctx, request):
 
 def _answer_configs(ctx, r, cfg) -> None:
     """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
-    the topic, else none and topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
+    the topic; else no configs, partitions and replication factor -1, and
+    topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
     if ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name, audit=False):
         r.configs = _configs(ctx.services, cfg)
     else:
         r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        r.num_partitions = r.replication_factor = -1
 
 
 def _configs(services, cfg) -> list:
