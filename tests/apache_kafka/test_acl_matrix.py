@@ -33,6 +33,7 @@ from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IAC
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest as LO
+from broker.protocol.messages.metadata import MetadataRequest as MD
 from broker.protocol.messages.offset_commit import OffsetCommitRequest as OC
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from broker.protocol.messages.produce import ProduceRequest as P
@@ -187,6 +188,12 @@ def probe_txn_write(c):
     return c.request(InitProducerIdRequest(transactional_id=TXN, transaction_timeout_ms=60000), version=4).error_code
 
 
+def probe_metadata(c):
+    """A named topic, v12 (topic ids in the answer): refused as TOPIC_AUTHORIZATION_FAILED."""
+    req = MD(topics=[MD.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False)
+    return _first_error(c.request(req, version=12), "topics", "error_code")
+
+
 def probe_txn_describe(c):
     return c.request(FindCoordinatorRequest(key=TXN, key_type=1), version=3).error_code
 
@@ -197,6 +204,7 @@ CASES = [
     (R.TOPIC, TOPIC, "acl-", O.READ, probe_fetch),
     (R.TOPIC, TOPIC, "acl-", O.WRITE, probe_produce),
     (R.TOPIC, TOPIC, "acl-", O.DESCRIBE, probe_list_offsets),
+    (R.TOPIC, TOPIC, "acl-", O.DESCRIBE, probe_metadata),
     (R.TOPIC, TOPIC + "-new", "acl-", O.CREATE, probe_create_topic),
     (R.TOPIC, TOPIC, "acl-", O.DELETE, probe_delete_records),
     (R.TOPIC, TOPIC, "acl-", O.ALTER, probe_create_partitions),
