@@ -154,8 +154,34 @@ def _listeners(v: list[str]) -> str | None:
     return None
 
 
-#: Kafka's security protocols; kbroker implements PLAINTEXT only.
+#: Kafka's SASL mechanisms (GSSAPI accepted as a name, refused where a listener would use it)
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: Kafka's security protocols
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: those kbroker serves
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One listener of `listeners` (or `advertised.listeners`): its name (upper case, as
+    Kafka's ListenerName), address and security protocol."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
+_KAFKA_AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer(v: str) -> str | None:
+    if v and v not in _KAFKA_AUTHORIZERS:
+        return (f"kbroker enforces ACLs with its own authorizer, taken for Kafka's ({', '.join(_KAFKA_AUTHORIZERS)}); "
+                "it loads no other class, and ACLs would not be enforced as meant")
+    return None
 
 
 def _ip_overrides(v: str) -> str | None:
@@ -192,8 +218,8 @@ def _protocol_map(v: list[str]) -> str | None:
 
 
 _K = ConfigKey
-_B, _S, _I, _L, _D, _LS, _SH = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
-                                ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT)
+_B, _S, _I, _L, _D, _LS, _SH, _P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
+                                    ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT, ConfigType.PASSWORD)
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -204,7 +230,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
     _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
     _K("listener.security.protocol.map", _LS, [f"{p}:{p}" for p in SECURITY_PROTOCOLS],
-       "Listener name -> security protocol, as NAME:PROTOCOL; kbroker serves PLAINTEXT only.", _protocol_map),
+       "Listener name -> security protocol, as NAME:PROTOCOL.", _protocol_map),
+    _K("inter.broker.listener.name", _S, None,
+       "The listener brokers use to reach each other (default: the one named security.inter.broker.protocol)."),
+    _K("security.inter.broker.protocol", _S, "PLAINTEXT",
+       "The security protocol between brokers, when inter.broker.listener.name is not set.",
+       lambda v: None if v.upper() in SECURITY_PROTOCOLS else f"one of {', '.join(SECURITY_PROTOCOLS)}"),
     _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
     _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
     _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
@@ -285,6 +316,55 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("connections.max.idle.ms", _L, 600000,
        "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+    # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
+    _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
+       ("JKS", "PEM", "PKCS12")),
+    _K("ssl.keystore.location", _S, None, "The key store file: PEM (certificate chain and private key) or PKCS12."),
+    _K("ssl.keystore.password", _P, None, "The PKCS12 key store's password."),
+    _K("ssl.key.password", _P, None, "The password of the private key (an encrypted PEM key)."),
+    _K("ssl.keystore.certificate.chain", _P, None, "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
+    _K("ssl.keystore.key", _P, None, "The private key in PEM, inline (ssl.keystore.type=PEM)."),
+    _K("ssl.truststore.type", _S, "JKS", "PEM or PKCS12.", None, ("JKS", "PEM", "PKCS12")),
+    _K("ssl.truststore.location", _S, None, "The trusted certificates: a PEM file or a PKCS12 store."),
+    _K("ssl.truststore.password", _P, None, "The PKCS12 trust store's password."),
+    _K("ssl.truststore.certificates", _P, None, "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
+    _K("ssl.client.auth", _S, "none", "Client certificates: required, requested or none.", None,
+       ("required", "requested", "none")),
+    _K("ssl.enabled.protocols", _LS, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", None,
+       ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _K("ssl.protocol", _S, "TLSv1.3", "The highest TLS version (Java's SSLContext protocol).", None,
+       ("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _K("ssl.cipher.suites", _LS, [], "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
+    _K("ssl.endpoint.identification.algorithm", _S, "https",
+       "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
+    _K("ssl.principal.mapping.rules", _S, "DEFAULT",
+       "Client certificate subject -> principal name, as Kafka's RULE:pattern/replacement/[LU],...,DEFAULT."),
+    # SASL (per listener with listener.name.<name>.; JAAS per mechanism: <mechanism>.sasl.jaas.config)
+    _K("sasl.enabled.mechanisms", _LS, ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
+                                                   "SCRAM-SHA-512, OAUTHBEARER (GSSAPI, Kafka's default, is not "
+                                                   "implemented).", None, SASL_MECHANISMS),
+    _K("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "The mechanism brokers authenticate to each other with.",
+       None, SASL_MECHANISMS),
+    _K("sasl.server.max.receive.size", _I, 524288, "Largest SASL token accepted before authentication.", _at_least(1)),
+    _K("connections.max.reauth.ms", _L, 0, "Longest a SASL session lasts before the client must re-authenticate "
+                                           "(KIP-368); 0: for ever (an OAUTHBEARER token's expiry still ends it).",
+       _at_least(0)),
+    _K("connection.failed.authentication.delay.ms", _I, 100, "Delay of the answer to a failed authentication, "
+                                                              "before the connection closes.", _at_least(0)),
+    _K("sasl.oauthbearer.jwks.endpoint.url", _S, None, "OAUTHBEARER: the JWKS of the keys that sign tokens, as a "
+                                                       "file: URL (KIP-768)."),
+    _K("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "How often the JWKS file is read again.", _at_least(1)),
+    _K("sasl.oauthbearer.expected.audience", _LS, [], "OAUTHBEARER: a token's aud must name one of these."),
+    _K("sasl.oauthbearer.expected.issuer", _S, None, "OAUTHBEARER: a token's iss must be this."),
+    _K("sasl.oauthbearer.scope.claim.name", _S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
+    _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
+    _K("sasl.oauthbearer.clock.skew.seconds", _I, 30, "OAUTHBEARER: clock skew allowed on exp, nbf, iat.",
+       _at_least(0)),
+    # ACLs
+    _K("authorizer.class.name", _S, "", "The ACL authorizer: Kafka's class names (AclAuthorizer, "
+                                        "StandardAuthorizer) select kbroker's; empty: no authorization.", _authorizer),
+    _K("super.users", _S, "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    _K("allow.everyone.if.no.acl.found", _B, False, "Allow a request on a resource that no ACL names."),
     _K("controller.listener.names", _LS, None,
        "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}
@@ -316,26 +396,20 @@ _NO_EFFECT: dict[str, str] = {
         controller.performance.always.log.threshold.ms controller.performance.sample.period.ms
         eligible.leader.replicas.enable unstable.feature.versions.enable
         zookeeper.metadata.migration.enable zookeeper.metadata.migration.min.batch.size""",
-    "kbroker serves PLAINTEXT only (no TLS, SASL or delegation tokens)": """
-        security.inter.broker.protocol sasl.mechanism.inter.broker.protocol sasl.enabled.mechanisms
+    "kbroker has no such security plumbing (Java security providers and callback classes, Kerberos, "
+    "delegation tokens)": """
         sasl.jaas.config sasl.client.callback.handler.class sasl.server.callback.handler.class
-        sasl.server.max.receive.size sasl.login.class sasl.login.callback.handler.class
+        sasl.login.class sasl.login.callback.handler.class
         sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
         sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor sasl.login.refresh.window.jitter
         sasl.login.retry.backoff.max.ms sasl.login.retry.backoff.ms sasl.kerberos.kinit.cmd
         sasl.kerberos.min.time.before.relogin sasl.kerberos.principal.to.local.rules sasl.kerberos.service.name
         sasl.kerberos.ticket.renew.jitter sasl.kerberos.ticket.renew.window.factor
-        sasl.oauthbearer.clock.skew.seconds sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer
-        sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
-        sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
-        sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name sasl.oauthbearer.token.endpoint.url
-        ssl.allow.dn.changes ssl.allow.san.changes ssl.cipher.suites ssl.client.auth ssl.enabled.protocols
-        ssl.endpoint.identification.algorithm ssl.engine.factory.class ssl.key.password ssl.keymanager.algorithm
-        ssl.keystore.certificate.chain ssl.keystore.key ssl.keystore.location ssl.keystore.password
-        ssl.keystore.type ssl.principal.mapping.rules ssl.protocol ssl.provider ssl.secure.random.implementation
-        ssl.trustmanager.algorithm ssl.truststore.certificates ssl.truststore.location ssl.truststore.password
-        ssl.truststore.type principal.builder.class connections.max.reauth.ms
-        connection.failed.authentication.delay.ms security.providers authorizer.class.name
+        sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
+        sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.token.endpoint.url
+        ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
+        ssl.provider ssl.secure.random.implementation
+        ssl.trustmanager.algorithm principal.builder.class security.providers
         delegation.token.master.key delegation.token.secret.key delegation.token.max.lifetime.ms
         delegation.token.expiry.time.ms delegation.token.expiry.check.interval.ms
         password.encoder.secret password.encoder.old.secret password.encoder.keyfactory.algorithm
@@ -394,8 +468,8 @@ _NO_EFFECT: dict[str, str] = {
         telemetry.max.bytes""",
     "kbroker loads no Java plugins": """
         alter.config.policy.class.name create.topic.policy.class.name replica.selector.class""",
-    "kbroker serves one listener with the latest record format": """
-        inter.broker.listener.name control.plane.listener.name early.start.listeners
+    "kbroker serves its listeners with the latest record format (no separate control plane)": """
+        control.plane.listener.name early.start.listeners
         inter.broker.protocol.version log.message.format.version log.message.downconversion.enable""",
     "kbroker does not implement it": """
         broker.id.generation.enable reserved.broker.max.id log.preallocate log.roll.jitter.hours log.roll.jitter.ms
@@ -414,10 +488,20 @@ _NO_EFFECT: dict[str, str] = {
 #: Kafka broker key -> why it has no effect in kbroker.
 IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
 
+#: the authorizer's own settings: Kafka's authorizer reads them, its KafkaConfig does not
+#: describe them (DescribeConfigs leaves them out, as Kafka's)
+NOT_DESCRIBED = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+
+LISTENER_PREFIX = "listener.name."
+#: Keys a listener may set for itself (listener.name.<name>.<key>, Kafka's prefix)
+LISTENER_KEYS = frozenset(k for k in BROKER_KEYS if k.startswith(("ssl.", "sasl.", "connections.max.reauth.ms")))
+#: per mechanism, per listener: listener.name.<name>.<mechanism>.<key> (JAAS, Kafka's callback classes)
+MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+
 #: Key prefixes of settings handed to parts kbroker does not have (per-listener security
 #: settings, Confluent Server's own keys), accepted with a warning as above.
 IGNORED_KAFKA_PREFIXES: dict[str, str] = {
-    "listener.name.": "per-listener settings configure TLS/SASL, which kbroker does not have",
+    "listener.name.": "kbroker has no use for this per-listener setting",
     "confluent.": "a Confluent Server setting",
 }
 
@@ -431,11 +515,6 @@ def _flag_off(raw: str) -> bool:
 #: never silently weaker than configured. key -> (value acceptable?, why refused, as a
 #: format of {value})
 REFUSED_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
-    "security.inter.broker.protocol": (
-        lambda v: v.upper() in ("", "PLAINTEXT"),
-        "{value} is not implemented (kbroker serves PLAINTEXT only); brokers would talk plaintext"),
-    "authorizer.class.name": (
-        lambda v: not v, "{value}: kbroker has no authorizer; ACLs would not be enforced"),
     "zookeeper.ssl.client.enable": (
         _flag_off, "{value}: kbroker's ZooKeeper client has no TLS; ZooKeeper traffic would be plaintext"),
     "zookeeper.set.acl": (
@@ -595,6 +674,10 @@ class BrokerConfig:
         self._sources: dict[str, ConfigSource] = {}
         self.ignored: list[str] = []
         self.warnings: list[str] = []
+        self._endpoints: list[Listener] = []
+        self._advertised: list[Listener] = []
+        self._inter_broker_listener = "PLAINTEXT"
+        self._listener_values: dict[str, dict[str, Any]] = {}     # LISTENER NAME -> key -> value
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
@@ -614,6 +697,17 @@ class BrokerConfig:
         self._check_relations()
 
     def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
+        if name.startswith(LISTENER_PREFIX):
+            listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+            if listener and suffix in LISTENER_KEYS:
+                self._listener_values.setdefault(listener.upper(), {})[suffix] = BROKER_KEYS[suffix].parse(raw)
+                return
+            mechanism, _, mkey = suffix.partition(".")
+            if listener and mechanism.upper() in SASL_MECHANISMS and mkey in MECHANISM_KEYS:
+                value = _convert(BROKER_KEYS["connections.max.reauth.ms"], raw) if mkey.startswith("connections") \
+                    else str(raw).strip()
+                self._listener_values.setdefault(listener.upper(), {})[f"{mechanism.upper()}.{mkey}"] = value
+                return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
             (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None)
         if reason is not None:
@@ -634,9 +728,16 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
         self._check_node_id()
-        self._check_listeners("listeners")
+        self._endpoints = self._check_listeners("listeners")
+        self._advertised = self._endpoints
         if self["advertised.listeners"]:
-            self._check_listeners("advertised.listeners")
+            self._advertised = self._check_listeners("advertised.listeners")
+            bound = {x.name for x in self._endpoints}
+            for x in self._advertised:
+                if x.name not in bound:
+                    raise ConfigError("advertised.listeners", f"{x.name} is not a listener of listeners (advertised "
+                                                              "listener names must be among the bound ones)")
+        self._check_inter_broker_listener()
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
@@ -683,16 +784,19 @@ class BrokerConfig:
         """The listeners of `key` kbroker serves: all but KRaft controller listeners."""
         return [item for item in self[key] if not self._controller_listener(item)]
 
-    def _check_listeners(self, key: str) -> None:
-        """One PLAINTEXT listener: kbroker binds the first listener only and has no TLS or
-        SASL, so anything else would serve plaintext on a port the operator believes
-        encrypted, or leave a listener silently unbound. KRaft controller listeners
-        (controller.listener.names) are left out, and said so."""
-        items = self[key]
-        protocols = {name.upper(): protocol.upper() for name, _, protocol in
-                     (item.partition(":") for item in self["listener.security.protocol.map"])}
-        for item in items:
-            parse_listener(item, key)
+    def _protocols(self) -> dict[str, str]:
+        return {name.upper(): protocol.upper() for name, _, protocol in
+                (item.partition(":") for item in self["listener.security.protocol.map"])}
+
+    def _check_listeners(self, key: str) -> list[Listener]:
+        """Kafka's rules: every listener's name has a security protocol
+        (listener.security.protocol.map), names and ports differ, and kbroker implements
+        the protocol (never plaintext on a port meant to be encrypted). KRaft controller
+        listeners (controller.listener.names) are left out, and said so."""
+        protocols = self._protocols()
+        out: list[Listener] = []
+        for item in self[key]:
+            host, port = parse_listener(item, key)
             if self._controller_listener(item):
                 if key == "listeners":
                     self.warnings.append(f"listener {item} is a KRaft controller listener (controller.listener.names) "
@@ -706,16 +810,110 @@ class BrokerConfig:
             if protocol is None:
                 raise ConfigError(key, f"{item}: no security protocol for listener {name} "
                                        "(listener.security.protocol.map)")
-            if protocol != "PLAINTEXT":
+            if protocol not in IMPLEMENTED_PROTOCOLS:
                 raise ConfigError(key, f"{item}: security protocol {protocol} is not implemented (kbroker "
-                                       "serves PLAINTEXT only); refusing to serve plaintext there")
-        served = self._served(key)
-        if not served:
+                                       f"serves {', '.join(IMPLEMENTED_PROTOCOLS)}); refusing to serve plaintext there")
+            if any(x.name == name for x in out):
+                raise ConfigError(key, f"{item}: each listener must have a different name ({name} twice)")
+            if key == "listeners" and port != 0 and any(x.port == port for x in out):
+                raise ConfigError(key, f"{item}: each listener must have a different port ({port} twice)")
+            if protocol.startswith("SASL_") and key == "listeners":
+                self._check_sasl_listener(name)
+            if protocol in ("SSL", "SASL_SSL") and key == "listeners" and \
+                    self.listener_value(name, "ssl.keystore.location") is None and \
+                    self.listener_value(name, "ssl.keystore.certificate.chain") is None:
+                raise ConfigError("ssl.keystore.location", f"listener {name} ({protocol}) needs a key store "
+                                  "(ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key; "
+                                  f"per listener with listener.name.{name.lower()}.)")
+            out.append(Listener(name, host, port, protocol))
+        if not out:
             raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "
                                    "kbroker needs one to serve clients on")
-        if len(served) > 1:
-            verb = "bound" if key == "listeners" else "advertised"
-            raise ConfigError(key, f"kbroker serves one listener; {', '.join(served[1:])} would not be {verb}")
+        return out
+
+    def _check_sasl_listener(self, name: str) -> None:
+        mechanisms = self.listener_value(name, "sasl.enabled.mechanisms")
+        if not mechanisms:
+            raise ConfigError("sasl.enabled.mechanisms", f"listener {name} is a SASL listener with no mechanism")
+        if "GSSAPI" in mechanisms:
+            key = "sasl.enabled.mechanisms" if name.upper() not in self._listener_values or \
+                "sasl.enabled.mechanisms" not in self._listener_values[name.upper()] \
+                else f"listener.name.{name.lower()}.sasl.enabled.mechanisms"
+            raise ConfigError(key, f"GSSAPI (Kerberos, Kafka's default) is not implemented; listener {name} needs "
+                                   "sasl.enabled.mechanisms among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
+
+    def _check_inter_broker_listener(self) -> None:
+        """inter.broker.listener.name, or else the listener named as
+        security.inter.broker.protocol (or the first with that protocol): one of the
+        advertised listeners, as Kafka requires."""
+        advertised = self.advertised_endpoints
+        name = self["inter.broker.listener.name"]
+        if name is not None:
+            name = name.strip().upper()
+            found = next((x for x in advertised if x.name == name), None)
+            if found is None:
+                raise ConfigError("inter.broker.listener.name", f"{name} is not a listener of advertised.listeners "
+                                                                f"({', '.join(x.name for x in advertised)})")
+            # Kafka refuses both keys at once; both saying the same thing is taken
+            protocol = self["security.inter.broker.protocol"].upper()
+            if (self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG
+                    and protocol != found.security_protocol):
+                raise ConfigError("inter.broker.listener.name", f"only one of inter.broker.listener.name and "
+                                  f"security.inter.broker.protocol may be set ({name} is {found.security_protocol}, "
+                                  f"not {protocol})")
+        else:
+            protocol = self["security.inter.broker.protocol"].upper()
+            found = next((x for x in advertised if x.name == protocol), None) or \
+                next((x for x in advertised if x.security_protocol == protocol), None)
+            if (found is None and not self["zookeeper.connect"]
+                    and self.source("security.inter.broker.protocol") == ConfigSource.DEFAULT_CONFIG):
+                found = advertised[0]           # a broker alone talks to no other broker
+            if found is None:
+                raise ConfigError("security.inter.broker.protocol", f"{protocol}: no listener of advertised.listeners "
+                                                                    "has it (set inter.broker.listener.name)")
+            name = found.name
+        self._inter_broker_listener = name
+        ib = next(x for x in advertised if x.name == name)
+        if ib.security_protocol.startswith("SASL_") and self["zookeeper.connect"]:
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            if mechanism not in self.listener_value(name, "sasl.enabled.mechanisms"):
+                raise ConfigError("sasl.mechanism.inter.broker.protocol", f"{mechanism} is not enabled on the "
+                                  f"inter-broker listener {name} (sasl.enabled.mechanisms)")
+
+    @property
+    def endpoints(self) -> list[Listener]:
+        """The listeners to bind, with their names and security protocols."""
+        return self._endpoints
+
+    @property
+    def advertised_endpoints(self) -> list[Listener]:
+        """What clients and other brokers are told (default: the listeners)."""
+        return self._advertised
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The name of the listener brokers use to reach each other."""
+        return self._inter_broker_listener
+
+    def listener(self, name: str) -> Listener:
+        return next(x for x in self._endpoints if x.name == name)
+
+    def listener_value(self, listener_name: str, key: str) -> Any:
+        """A per-listener setting: listener.name.<name>.<key> when set, else <key>."""
+        values = self._listener_values.get(listener_name.upper())
+        if values is not None and key in values:
+            return values[key]
+        return self[key]
+
+    def mechanism_value(self, listener_name: str, mechanism: str, key: str) -> Any:
+        """listener.name.<name>.<mechanism>.<key> (the JAAS config of a mechanism ...), None
+        when not set."""
+        return self._listener_values.get(listener_name.upper(), {}).get(f"{mechanism.upper()}.{key}")
+
+    def listener_has(self, listener_name: str, key: str) -> bool:
+        """Whether <key> is set for the listener (with its prefix, or without)."""
+        values = self._listener_values.get(listener_name.upper(), {})
+        return key in values or self.source(key) != ConfigSource.DEFAULT_CONFIG
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -738,13 +936,11 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[tuple[str, int]]:
-        return [parse_listener(x) for x in self._served("listeners")]
+        return [(x.host, x.port) for x in self._endpoints]
 
     @property
     def advertised_listeners(self) -> list[tuple[str, int]]:
-        if self["advertised.listeners"]:
-            return [parse_listener(x, "advertised.listeners") for x in self._served("advertised.listeners")]
-        return self.listeners
+        return [(x.host, x.port) for x in self._advertised]
 
     @property
     def retention_ms(self) -> int:

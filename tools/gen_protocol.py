@@ -68,6 +68,9 @@ APIS = (
     "EndTxn",                   # 26
     "WriteTxnMarkers",          # 27
     "TxnOffsetCommit",          # 28
+    "DescribeAcls",             # 29
+    "CreateAcls",               # 30
+    "DeleteAcls",               # 31
     "DescribeConfigs",          # 32
     "AlterConfigs",             # 33
     "DescribeLogDirs",          # 35
@@ -77,6 +80,8 @@ APIS = (
     "ElectLeaders",             # 43
     "IncrementalAlterConfigs",  # 44
     "OffsetDelete",             # 47
+    "DescribeUserScramCredentials",  # 50
+    "AlterUserScramCredentials",     # 51
     "AlterPartition",           # 56
     "DescribeCluster",          # 60
     "DescribeProducers",        # 61

@@ -15,6 +15,37 @@ from broker.cli.errors import CliError
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", "--bootstrap-server", "-b", dest="bootstrap", default="127.0.0.1:9092",
                    metavar="HOST:PORT", help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+    command_config(p)
+
+
+def command_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties for TLS and SASL, as Kafka's tools take them (security.protocol, "
+                        "ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config)")
+
+
+def client_security(args):
+    """The ClientSecurity of --command-config (None without it); CliError (exit 2) for a
+    file or setting that cannot be used."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return None
+    from broker.config import parse_properties
+    from broker.security.listener import ClientSecurity
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+        return ClientSecurity.from_properties(props)
+    except OSError as exc:
+        raise CliError(f"--command-config: cannot read {path}: {exc.strerror or exc}", 2) from None
+    except ValueError as exc:
+        raise CliError(f"--command-config {path}: {exc}", 2) from None
+
+
+def connect(args):
+    """A Cluster client for --bootstrap, with --command-config's security."""
+    from broker.client import Cluster
+    return Cluster(args.bootstrap, security=client_security(args))
 
 
 def _named(p: argparse.ArgumentParser, name: str, help: str, many: bool = False) -> None:
@@ -78,8 +109,7 @@ def _run(fn):
 
 @_run
 def topics_create(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.create_topic(args.topic, args.partitions, args.replication_factor, _kv(args.config, "--config"))
     print(f"created topic {args.topic}")
     return 0
@@ -87,8 +117,7 @@ def topics_create(args) -> int:
 
 @_run
 def topics_list(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         for name in sorted(c.refresh()):
             if args.include_internal or not name.startswith("__"):
                 print(name)
@@ -97,11 +126,10 @@ def topics_list(args) -> int:
 
 @_run
 def topics_describe(args) -> int:
-    from broker.client import Cluster
     from broker.client.cluster import RESOURCE_TOPIC
     from broker.cluster.store.znodes import encode_topic_id
     from broker.config import ConfigSource
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
             meta = topics[name]
@@ -131,11 +159,10 @@ def topics_describe(args) -> int:
 
 @_run
 def topics_elect_leaders(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import ErrorCode
     if not args.all_topic_partitions and args.topic is None:
         raise CliError("topics elect-leaders: give --topic (with --partition) or --all-topic-partitions", 2)
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         if args.all_topic_partitions:
             partitions = None
         else:
@@ -161,8 +188,7 @@ def topics_elect_leaders(args) -> int:
 
 @_run
 def cluster_describe(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.refresh([])
         info = c.describe_cluster()
     epoch = _controller_epoch(args.zookeeper) if args.zookeeper else None
@@ -199,8 +225,7 @@ def _controller_epoch(connect: str) -> int | None:
 
 @_run
 def topics_alter(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         if args.partitions is not None:
             c.create_partitions(args.topic, args.partitions)
         sets, deletes = _kv(args.config, "--config"), args.delete_config or []
@@ -214,8 +239,7 @@ def topics_alter(args) -> int:
 
 @_run
 def topics_delete(args) -> int:
-    from broker.client import Cluster
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.delete_topic(args.topic)
     print(f"deleted topic {args.topic}")
     return 0
@@ -241,7 +265,7 @@ def produce(args) -> int:
     sep = args.key_separator.encode() if args.key_separator else None
     count = 0
     with Producer(args.bootstrap, acks=args.acks, compression=args.compression, linger_ms=args.linger_ms,
-                  batch_size=args.batch_size) as p:
+                  batch_size=args.batch_size, security=client_security(args)) as p:
         p.partitions_of(args.topic)              # fail early on an unknown topic
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
@@ -267,7 +291,8 @@ def consume(args) -> int:
         return consume_group(args)
     out = sys.stdout.buffer
     sep = args.key_separator.encode()
-    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
+                  security=client_security(args)) as c:
         partitions = [args.partition] if args.partition is not None else None
         if args.offset is not None:
             start = args.offset

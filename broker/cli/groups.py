@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
+from broker.cli.clients import client_security, connect
 from broker.cli.errors import CliError
 
 
@@ -48,9 +49,8 @@ def _wrap(fn):
 
 
 def groups_list(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.messages.list_groups import ListGroupsRequest
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.refresh([])
         seen = set()
         for node in sorted(c.brokers):
@@ -63,9 +63,8 @@ def groups_list(args) -> int:
 
 
 def groups_describe(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         g = _describe(c, args.group)
         print(f"Group: {g.group_id}\tState: {g.group_state}\tProtocol: {g.protocol_type or '-'}/"
               f"{g.protocol_data or '-'}\tMembers: {len(g.members)}")
@@ -104,10 +103,9 @@ def groups_describe(args) -> int:
 
 
 def groups_reset_offsets(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import ErrorCode, KafkaProtocolError
     from broker.protocol.messages.offset_commit import OffsetCommitRequest
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         try:
             g = _describe(c, args.group)
             state = g.group_state
@@ -159,10 +157,9 @@ def _clamped(cluster, topic: str, parts: list[int], offset: int) -> dict[int, in
 
 
 def groups_delete(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.delete_groups import DeleteGroupsRequest
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         r = _coordinator(c, args.group).request(DeleteGroupsRequest(groups_names=[args.group]))
         err = r.results[0].error_code
         if err:
@@ -178,7 +175,8 @@ def consume_group(args) -> int:
     sep = args.key_separator.encode()
     n = 0
     with GroupConsumer(args.bootstrap, args.group, [args.topic],
-                       auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+                       auto_offset_reset="earliest" if args.from_beginning else "latest",
+                       security=client_security(args)) as c:
         deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
         while args.max_messages is None or n < args.max_messages:
             records = c.poll(1.0)

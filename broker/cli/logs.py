@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from broker.cli.clients import _run
+from broker.cli.clients import _run, client_security, command_config
 
 _FIXED = ("timestamp", "level", "logger", "message", "exception", "stack")
 
@@ -46,7 +46,8 @@ def render(value: bytes | None, raw: bool = False) -> str:
 def tail(args) -> int:
     from broker.client import Consumer
     out = sys.stdout
-    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest") as c:
+    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
+                  security=client_security(args)) as c:
         c.assign(args.topic, None, "earliest" if args.from_beginning else "latest")
         partitions = sorted(p for t, p in c.positions if t == args.topic)
         ends = None
@@ -74,6 +75,7 @@ def add_parsers(sub) -> None:
                                   "Ctrl-C unless --no-follow.")
     p.add_argument("--bootstrap-server", "--bootstrap", "-b", dest="bootstrap", default="127.0.0.1:9092",
                    metavar="HOST:PORT", help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+    command_config(p)
     p.add_argument("--topic", "-t", required=True, help="the topic to read")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest record (default: print only records logged from now on)")

@@ -98,10 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf
+    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, security
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     perf.add_parsers(sub)
+    security.add_parsers(sub)
+    security.add_acl_parsers(sub)
     logs.add_parsers(sub)
     ops.add_parsers(sub)
     dumplog.add_parsers(sub)

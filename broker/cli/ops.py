@@ -19,7 +19,7 @@ import argparse
 import json
 import re
 
-from broker.cli.clients import _bootstrap, _run
+from broker.cli.clients import _bootstrap, _run, connect
 from broker.cli.errors import CliError
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -64,9 +64,8 @@ def _describe(c, rtype: int, name: str) -> list:
 
 @_run
 def configs_describe(args) -> int:
-    from broker.client import Cluster
     rtype, name = _entity(args)
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         if rtype == RESOURCE_TOPIC:
             c.topic(name)                       # UNKNOWN_TOPIC_OR_PARTITION, said as such
         entries = _describe(c, rtype, name)
@@ -97,7 +96,6 @@ def parse_config_list(text: str) -> dict[str, str]:
 
 @_run
 def configs_alter(args) -> int:
-    from broker.client import Cluster
     rtype, name = _entity(args)
     if rtype == RESOURCE_BROKER:
         raise CliError(f"configs alter: broker {name}'s configs are read-only here (server.properties, static); "
@@ -108,7 +106,7 @@ def configs_alter(args) -> int:
     deletes = [k.strip() for item in args.delete_config or [] for k in item.split(",") if k.strip()]
     if not sets and not deletes:
         raise CliError("configs alter: nothing to change (give --add-config or --delete-config)", 2)
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.topic(name)
         c.alter_topic_configs(name, sets, deletes)
     print(f"Completed updating config for topic {name}.")
@@ -128,12 +126,11 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 
 @_run
 def log_dirs_describe(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest as D
     topics = [t for t in (args.topic_list or "").split(",") if t]
     print("Querying brokers for log directories information")
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         c.refresh([])
         wanted = _ints(args.broker_list, "--broker-list") or sorted(c.brokers)
         unknown = [b for b in wanted if b not in c.brokers]
@@ -195,12 +192,11 @@ def read_offsets_json(path: str) -> list[tuple[str, int, int]]:
 
 @_run
 def records_delete(args) -> int:
-    from broker.client import Cluster
     from broker.protocol.errors import KafkaProtocolError
     plan = read_offsets_json(args.offset_json_file)
     print("Executing records delete operation")
     lines, failed = [], 0
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         for topic, partition, offset in plan:
             try:
                 meta = c.topic(topic)
@@ -235,9 +231,8 @@ def _time(value: str) -> int:
 
 @_run
 def offsets(args) -> int:
-    from broker.client import Cluster
     partitions = _ints(args.partitions, "--partitions")
-    with Cluster(args.bootstrap) as c:
+    with connect(args) as c:
         every = c.refresh(None)
         if args.topic is None:
             names = sorted(every)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from broker.cli.clients import client_security
 from broker.cli.errors import CliError
 
 
@@ -63,13 +64,15 @@ def _popts(args):
     from broker.perf.produce import ProduceOptions
     return ProduceOptions(args.bootstrap, args.topic, args.num_records, args.record_size, args.throughput, args.acks,
                           args.compression, args.batch_size, args.linger_ms, args.partitions, args.max_inflight,
-                          getattr(args, "discard", False), args.timeout_s, progress=not args.json)
+                          getattr(args, "discard", False), args.timeout_s, progress=not args.json,
+                          security=client_security(args))
 
 
 def _copts(args):
     from broker.perf.consume import ConsumeOptions
     return ConsumeOptions(args.bootstrap, args.topic, args.num_records, args.record_size,
-                          decode=getattr(args, "decode", "none"), timeout_s=args.timeout_s, progress=not args.json)
+                          decode=getattr(args, "decode", "none"), timeout_s=args.timeout_s, progress=not args.json,
+                          security=client_security(args))
 
 
 def perf_produce(args) -> dict:

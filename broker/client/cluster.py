@@ -51,10 +51,12 @@ class TopicMeta:
 
 
 class Cluster:
-    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-client", timeout: float = 30.0):
+    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-client", timeout: float = 30.0,
+                 security=None):
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security          # a ClientSecurity (TLS, SASL) for every connection
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicMeta] = {}
         self.controller_id = -1
@@ -76,7 +78,8 @@ class Cluster:
         candidates += [addr for addr in self.brokers.values() if addr not in candidates]
         for host, port in candidates:
             try:
-                self._any = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+                self._any = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
+                                    security=self.security)
                 return self._any
             except ClientError as exc:
                 errors.append(str(exc))
@@ -90,7 +93,8 @@ class Cluster:
             if broker_id not in self.brokers:
                 raise ClientError(f"unknown broker {broker_id}")
             host, port = self.brokers[broker_id]
-            conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
+            conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
+                                    security=self.security)
             self._conns[broker_id] = conn
         return conn
 

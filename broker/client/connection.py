@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import time
 from collections import deque
 
@@ -20,6 +21,7 @@ from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.security.listener import ClientSecurity
 
 RECV_SIZE = 1 << 20
 
@@ -30,16 +32,23 @@ class ClientError(Exception):
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker-client", timeout: float = 30.0,
-                 max_frame_size: int = 1 << 30):
+                 max_frame_size: int = 1 << 30, security: ClientSecurity | None = None):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security is not None and security.ssl_context is not None:
+            try:
+                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            except (ssl.SSLError, OSError) as exc:
+                self.sock.close()
+                raise ClientError(f"TLS with {host}:{port} failed: {getattr(exc, 'reason', None) or exc}") from None
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
         self._inflight: deque = deque()      # (correlation id, api key, version)
@@ -61,7 +70,35 @@ class BrokerConnection:
             if resp.error_code != 0:
                 raise KafkaProtocolError(resp.error_code, "ApiVersions")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            if self.security is not None and self.security.sasl_mechanism is not None:
+                self._authenticate()
             return
+
+    def _authenticate(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the exchange is over; ClientError
+        (the broker's message) when refused."""
+        from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+        from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+        from broker.security.sasl import SaslClient
+        from broker.security.scram import ScramError
+        security = self.security
+        assert security is not None and security.sasl_mechanism is not None
+        resp = self.request(SaslHandshakeRequest(mechanism=security.sasl_mechanism), version=1)
+        if resp.error_code != 0:
+            raise ClientError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                              f"({ErrorCode(resp.error_code).name}; the broker offers {', '.join(resp.mechanisms)})")
+        client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
+        token = client.step(None)
+        while token is not None:
+            resp = self.request(SaslAuthenticateRequest(auth_bytes=token), version=min(
+                self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2))
+            if resp.error_code != 0:
+                self.close()
+                raise ClientError(f"{self}: {ErrorCode(resp.error_code).name}: {resp.error_message}")
+            try:
+                token = client.step(bytes(resp.auth_bytes))
+            except ScramError as exc:
+                raise ClientError(f"{self}: SASL authentication failed: {exc}") from None
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` both this client and the broker speak."""
@@ -129,7 +166,8 @@ class BrokerConnection:
             return True
         frame = self._frames.next_frame()
         if frame is None:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
+            readable, _, _ = ([self.sock], None, None) if pending else select.select([self.sock], [], [], 0)
             if not readable:
                 return False
             try:
@@ -189,8 +227,13 @@ class BrokerConnection:
 
 
 def _sendmsg_all(sock: socket.socket, parts: list) -> None:
-    """sendmsg(2) until every part is written (large records parts are not copied)."""
+    """sendmsg(2) until every part is written (large records parts are not copied). A TLS
+    socket has no sendmsg: each part goes through sendall, still without joining them."""
     views = [memoryview(p).cast("B") for p in parts]
+    if isinstance(sock, ssl.SSLSocket):
+        for v in views:
+            sock.sendall(v)
+        return
     while views:
         n = sock.sendmsg(views[:64])
         while n:

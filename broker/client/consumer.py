@@ -40,8 +40,10 @@ class ConsumerRecord:
 class Consumer:
     def __init__(self, bootstrap: str | Cluster, *, max_wait_ms: int = 500, min_bytes: int = 1,
                  max_bytes: int = 52428800, partition_max_bytes: int = 1048576, isolation_level: int = 0,
-                 auto_offset_reset: str = "latest", client_id: str = "kbroker-consumer"):
-        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id)
+                 auto_offset_reset: str = "latest", client_id: str = "kbroker-consumer",
+                 security=None):
+        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
+                        else Cluster(bootstrap, client_id=client_id, security=security))
         self._own_cluster = not isinstance(bootstrap, Cluster)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes

@@ -57,8 +57,10 @@ class GroupConsumer:
                  session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000,
                  heartbeat_interval_ms: int = 3000, auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
-                 group_instance_id: str | None = None, client_id: str = "kbroker-consumer"):
-        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id)
+                 group_instance_id: str | None = None, client_id: str = "kbroker-consumer",
+                 security=None):
+        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
+                        else Cluster(bootstrap, client_id=client_id, security=security))
         self._own_cluster = not isinstance(bootstrap, Cluster)
         self.group_id = group_id
         self.topics = list(topics)
@@ -95,7 +97,8 @@ class GroupConsumer:
                     r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
                     err, host, port = r.error_code, r.host, r.port
                 if err == 0:
-                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id)
+                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id,
+                                                         security=self.cluster.security)
                     return self._coordinator
             except ClientError:
                 # the bootstrap connection broke (a broker restart): refresh() replaces it

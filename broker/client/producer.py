@@ -39,8 +39,10 @@ class Producer:
     def __init__(self, bootstrap: str | Cluster, *, acks: int = -1, compression: str | None = None,
                  batch_size: int = 16384, linger_ms: int = 5, timeout_ms: int = 30000, retries: int = RETRIES_MAX,
                  delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS, retry_backoff_ms: int = RETRY_BACKOFF_MS,
-                 max_in_flight: int = 1, client_id: str = "kbroker-producer"):
-        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id)
+                 max_in_flight: int = 1, client_id: str = "kbroker-producer",
+                 security=None):
+        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
+                        else Cluster(bootstrap, client_id=client_id, security=security))
         self._own_cluster = not isinstance(bootstrap, Cluster)
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1 (all), not {acks}")

@@ -39,7 +39,12 @@ from broker.protocol.api import API_SPECS, ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.types import ProtocolDecodeError
+from broker.security.listener import ClientSecurity
+from broker.security.sasl import SaslClient
+from broker.security.scram import ScramError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,16 @@ def bind_outgoing(listen_host: str | None) -> None:
     except ValueError:
         ip = None
     _source_ip = None if ip is None or ip.is_unspecified else ip
+
+
+#: how this process's channels reach other brokers (the inter-broker listener's security)
+_client_security: ClientSecurity | None = None
+
+
+def set_client_security(security: ClientSecurity | None) -> None:
+    """TLS (and SASL) for every BrokerChannel made after this call; None: plaintext."""
+    global _client_security
+    _client_security = security
 
 
 def source_address(dest_ip: str) -> tuple[str, int] | None:
@@ -117,6 +132,7 @@ class BrokerChannel:
         self._read_task: asyncio.Task[None] | None = None
         self._last_failure = 0.0
         self.closed = False
+        self.security = _client_security
 
     def __repr__(self) -> str:
         return f"BrokerChannel({self.host}:{self.port})"
@@ -198,6 +214,9 @@ class BrokerChannel:
             if resp.error_code != ErrorCode.NONE:
                 raise ChannelError(f"{self}: ApiVersions failed with {ErrorCode(resp.error_code).name}")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            security = self.security
+            if security is not None and security.sasl_mechanism is not None:
+                await self._authenticate(security)
         except BaseException:
             self._last_failure = time.monotonic()
             self._drop_connection()
@@ -207,9 +226,34 @@ class BrokerChannel:
             if not fut.done():
                 fut.set_result(None)
 
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism's exchange is over
+        (PLAIN, SCRAM); ChannelError when the peer refuses."""
+        assert security.sasl_mechanism is not None
+        resp = await self._send(int(ApiKey.SASL_HANDSHAKE), 1, SaslHandshakeRequest(
+            mechanism=security.sasl_mechanism), self.connect_timeout)
+        if resp.error_code != ErrorCode.NONE:
+            raise ChannelError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                               f"({ErrorCode(resp.error_code).name}; the broker offers {resp.mechanisms})")
+        client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
+        version = min(self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2)
+        token = client.step(None)
+        while token is not None:
+            resp = await self._send(int(ApiKey.SASL_AUTHENTICATE), version,
+                                    SaslAuthenticateRequest(auth_bytes=token), self.connect_timeout)
+            if resp.error_code != ErrorCode.NONE:
+                raise ChannelError(f"{self}: SASL authentication failed: {resp.error_message}")
+            try:
+                token = client.step(bytes(resp.auth_bytes))
+            except ScramError as exc:
+                raise ChannelError(f"{self}: SASL authentication failed: {exc}") from None
+
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         local = await _local_addr(self.host, self.port)
-        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local)
+        security = self.security
+        ctx = security.ssl_context if security is not None else None
+        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local, ssl=ctx,
+                                             ssl_handshake_timeout=self.connect_timeout if ctx else None)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader(self.max_frame_size)

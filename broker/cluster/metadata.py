@@ -22,11 +22,22 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 @dataclass
 class BrokerInfo:
+    """A live broker. host and port are its inter-broker listener's (what brokers use to
+    reach it); `endpoints` has every listener's, by listener name (Metadata answers each
+    client with the listener it came in on)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1                     # the broker epoch (its registration's czxid), when known
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) of the listener, None if the broker has none of that name."""
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener_name)
 
 
 @dataclass
@@ -112,5 +123,14 @@ class MetadataStore(Protocol):
     async def get_topics_marked_for_deletion(self) -> frozenset[str]: ...
     async def watch_topic_deletions(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]: ...
     async def delete_topic_znodes(self, name: str, controller_epoch_zk_version: int) -> None: ...
+    # users (SCRAM credentials as Kafka stores them: mechanism -> "salt=...,iterations=N")
+    async def get_user_configs(self) -> dict[str, dict[str, str]]: ...
+    async def get_user_config(self, user: str) -> dict[str, str]: ...
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None: ...
+    # ACLs (Kafka's /kafka-acl layout; every broker's authorizer follows the notifications)
+    async def get_acls(self) -> list[Any]: ...
+    async def get_resource_acls(self, resource: Any) -> list[Any]: ...
+    async def update_acls(self, changes: Mapping[Any, Callable[[set[Any]], set[Any]]]) -> dict[Any, set[Any]]: ...
+    async def watch_acl_changes(self, callback: Callable[[list[Any]], None]) -> None: ...
     # producer ids
     async def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]: ...

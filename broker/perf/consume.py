@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from broker.client import BrokerConnection, Cluster
 from broker.native import BatchBuilder, batches_to_arrow, iter_batches
@@ -41,6 +42,7 @@ class ConsumeOptions:
     timeout_s: float = 600.0
     progress: bool = True
     start: str | int = "earliest"   # "earliest", "latest" or an offset for every partition
+    security: Any = None            # a ClientSecurity (TLS, SASL), None for PLAINTEXT
 
 
 class _Fetcher:
@@ -84,7 +86,7 @@ class _Fetcher:
 
 def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
     stats = Stats(opts.record_size, out=out, progress=opts.progress)
-    cluster = Cluster(opts.bootstrap, client_id="kbroker-perf")
+    cluster = Cluster(opts.bootstrap, client_id="kbroker-perf", security=opts.security)
     deadline = time.monotonic() + opts.timeout_s
     try:
         f = _Fetcher(cluster, opts.topic, opts, opts.start)
@@ -132,7 +134,7 @@ def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
 
 def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dict:
     """Produces and consumes at once; latency = consume time - send time per batch."""
-    cluster = Cluster(popts.bootstrap, client_id="kbroker-perf")
+    cluster = Cluster(popts.bootstrap, client_id="kbroker-perf", security=copts.security)
     errors: list[BaseException] = []
     try:
         meta = ensure_topic(cluster, popts.topic, popts.partitions)
@@ -146,7 +148,7 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
     parts = sorted(meta.partitions)
 
     def produce() -> None:
-        pc = Cluster(popts.bootstrap, client_id="kbroker-perf-producer")
+        pc = Cluster(popts.bootstrap, client_id="kbroker-perf-producer", security=popts.security)
         try:
             conns: dict[int, BrokerConnection] = {}
             sent = 0

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from broker.client import Cluster
 from broker.client.connection import _sendmsg_all
@@ -52,6 +53,7 @@ class ProduceOptions:
     discard: bool = False
     timeout_s: float = 600.0
     progress: bool = True
+    security: Any = None            # a ClientSecurity (TLS, SASL), None for PLAINTEXT
 
 
 def payload(size: int, seed: int = 42) -> bytes:
@@ -130,7 +132,7 @@ def _run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
     if opts.discard:
         return _run_discard(opts, build, per_batch, stats)
 
-    cluster = Cluster(opts.bootstrap, client_id="kbroker-perf")
+    cluster = Cluster(opts.bootstrap, client_id="kbroker-perf", security=opts.security)
     try:
         meta = ensure_topic(cluster, opts.topic, opts.partitions)
         by_leader: dict[int, list[int]] = {}

@@ -41,9 +41,10 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Mapping
 
 from broker.cluster.cache import MetadataCache
-from broker.cluster.channel import bind_outgoing
+from broker.cluster.channel import bind_outgoing, set_client_security
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
@@ -53,7 +54,7 @@ from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
-from broker.cluster.store.znodes import BrokerRegistration, EndPoint
+from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
 from broker.config import BrokerConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
@@ -62,6 +63,10 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from broker.security.acl import Authorizer
+from broker.security.credentials import CredentialCache
+from broker.security.listener import inter_broker_security, listener_securities
+from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.server import Server, ThrottledLog
@@ -81,11 +86,11 @@ class Broker:
     def __init__(self, config: BrokerConfig, store: MetadataStore | None = None):
         self.config = config
         self.broker_id = config.broker_id
-        listen_host, listen_port = config.listeners[0]
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        bind_outgoing(listen_host)     # to brokers and ZooKeeper: from the listener's address
-        self.server = Server(self, listen_host, listen_port)      # self: the handlers' BrokerServices
+        inter = config.listener(config.inter_broker_listener) if any(
+            x.name == config.inter_broker_listener for x in config.endpoints) else config.endpoints[0]
+        self.listen_host = inter.host
+        bind_outgoing(inter.host)      # to brokers and ZooKeeper: from the inter-broker listener's address
+        self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -106,6 +111,13 @@ class Broker:
         self._control_refused = ThrottledLog()
         self._stopped: asyncio.Event | None = None
         self.started_at = 0.0
+        #: SCRAM credentials, from the store's /config/users, kept current by notifications
+        self.credentials = CredentialCache()
+        #: the ACL authorizer (authorizer.class.name), None without one: every request allowed
+        self.authorizer: Authorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = Authorizer([p.strip() for p in config["super.users"].split(";") if p.strip()],
+                                         config["allow.everyone.if.no.acl.found"])
         self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
@@ -137,20 +149,37 @@ class Broker:
     def in_cluster(self) -> bool:
         return bool(self.config["zookeeper.connect"])
 
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        """Every advertised listener; without advertised.listeners, the bound ports (listen
+        on :0 in tests) and 127.0.0.1 for a wildcard address."""
+        out = []
+        for x in self.config.advertised_endpoints:
+            host, port = x.host, x.port
+            if self.config["advertised.listeners"] is None:
+                port = self.server.bound_port(x.name)
+            if host in ("", "0.0.0.0", "::"):
+                host = "127.0.0.1"
+            out.append(EndPoint(x.name, host, port, x.security_protocol))
+        return tuple(out)
+
     def broker_info(self) -> BrokerInfo:
-        hosts = self.config.advertised_listeners
-        host, port = hosts[0]
-        if self.config["advertised.listeners"] is None:
-            port = self.server.port            # the bound port (listen on :0 in tests)
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        """This broker as others reach it: the inter-broker listener's endpoint."""
+        endpoints = self.advertised_endpoints()
+        ep = next((e for e in endpoints if e.listener_name == self.config.inter_broker_listener), endpoints[0])
+        return BrokerInfo(self.broker_id, ep.host, ep.port, self.config["broker.rack"],
+                          endpoints={e.listener_name: (e.host, e.port) for e in endpoints})
 
     # ------------------------------------------------------------------ start
 
     async def start(self) -> None:
         t0 = time.monotonic()
         self._stopped = asyncio.Event()
+        # TLS stores and SASL settings first: one that cannot be used stops the broker at once
+        try:
+            self.server.set_securities(listener_securities(self.config, self.credentials.get))
+            set_client_security(inter_broker_security(self.config))
+        except TlsConfigError as exc:
+            raise BrokerStartupError(str(exc)) from None
         if self._store is None:
             self._store = self._make_store()
         if self.in_cluster:
@@ -187,6 +216,12 @@ class Broker:
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
+        self.credentials.load(await self._store.get_user_configs())
+        if self.authorizer is not None:
+            # watch first, then load: a change made in between is read again, never missed
+            await self._store.watch_acl_changes(self._acls_changed)
+            self.authorizer.load(await self._store.get_acls())
+            log.info("broker %d: %d ACLs loaded", self.broker_id, len(self.authorizer.acls()))
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
         self.replicas.controller = self.controller_client
@@ -205,8 +240,8 @@ class Broker:
         # event loop for milliseconds (tail latency)
         gc.freeze()
         self.started_at = time.time()
-        log.info("broker %d listening on %s:%d (cluster %s%s), started in %.3f s", self.broker_id,
-                 self.listen_host or "*", self.server.port, self.cluster_id,
+        log.info("broker %d listening on %s (cluster %s%s), started in %.3f s", self.broker_id,
+                 ", ".join(f"{a.name}://{a.host or '*'}:{a.port}" for a in self.server.acceptors), self.cluster_id,
                  f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
                  time.monotonic() - t0)
 
@@ -233,8 +268,7 @@ class Broker:
         return ids
 
     def _registration(self) -> BrokerRegistration:
-        info = self.broker_info()
-        return BrokerRegistration(self.broker_id, (EndPoint("PLAINTEXT", info.host, info.port),), info.rack,
+        return BrokerRegistration(self.broker_id, self.advertised_endpoints(), self.config["broker.rack"],
                                   timestamp=int(time.time() * 1000))
 
     async def _register(self) -> None:
@@ -333,6 +367,45 @@ class Broker:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
         if topics:
             asyncio.get_running_loop().create_task(self._reload_configs(topics))
+        users = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("users/")}
+        if users:
+            asyncio.get_running_loop().create_task(self._reload_users(users))
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        return await self.store.get_user_config(user)
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        """Writes a user's credentials to the store (every broker's cache follows its
+        notification), and this broker's cache at once."""
+        await self.store.set_user_config(user, configs)
+        self.credentials.update(user, configs)
+
+    def _acls_changed(self, resources: list) -> None:
+        asyncio.get_running_loop().create_task(self._reload_acls(set(resources)))
+
+    async def _reload_acls(self, resources: set) -> None:
+        assert self.authorizer is not None
+        for resource in resources:
+            try:
+                self.authorizer.set_acls(resource, await self.store.get_resource_acls(resource))
+            except Exception:
+                log.exception("cannot read the ACLs of %s", resource)
+
+    async def update_acls(self, changes) -> dict:
+        """Changes resource patterns' ACLs in the store (every broker's authorizer follows
+        the notifications) and in this broker's authorizer at once."""
+        assert self.authorizer is not None
+        new = await self.store.update_acls(changes)
+        for resource, acls in new.items():
+            self.authorizer.set_acls(resource, acls)
+        return new
+
+    async def _reload_users(self, users: set[str]) -> None:
+        for user in users:
+            try:
+                self.credentials.update(user, await self.store.get_user_config(user))
+            except Exception:
+                log.exception("cannot read the credentials of user %s", user)
 
     async def _reload_configs(self, topics: set[str]) -> None:
         for topic in topics:

@@ -40,14 +40,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from broker.native import sendfile
 from broker.protocol.framing import FrameReader
 
 if TYPE_CHECKING:
-    from broker.server.server import Server
+    from broker.server.server import Acceptor, Server
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ MAX_PENDING_FRAMES = 64
 MAX_PENDING_OUTPUT = 8 * 1024 * 1024
 SENDMSG_MAX_PARTS = 64
 TURN_BUDGET_S = 0.0005
+TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16 KiB records)
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
 
@@ -75,12 +78,18 @@ def _api_key(frame) -> int:
 
 
 class Connection:
-    def __init__(self, server: Server, sock: socket.socket, address):
+    def __init__(self, server: Server, sock: socket.socket, address, acceptor: Acceptor | None = None):
         self.server = server
+        self.acceptor = acceptor
+        #: the listener the client came in on (Metadata answers with its endpoints)
+        self.listener_name = acceptor.name if acceptor is not None else "PLAINTEXT"
         self.loop = server.loop
         self.sock = sock
         self.fd = sock.fileno()
         self.address = address
+        #: the client's IP address, as ACLs name hosts
+        ip = address[0] if isinstance(address, tuple) else str(address)
+        self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
         self.pending: collections.deque = collections.deque()
         self.out: collections.deque = collections.deque()
@@ -96,11 +105,25 @@ class Connection:
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self.last_active = self.loop.time()        # last bytes received or answer sent
+        #: who the client is: "User:ANONYMOUS" until TLS or SASL says otherwise
+        self.principal = "User:ANONYMOUS"
+        security = acceptor.security if acceptor is not None else None
+        self.security = security
+        self._tls: ssl.SSLSocket | None = None     # the TLS layer, on SSL and SASL_SSL listeners
+        self._handshaking = False
+        self._chunk: memoryview | None = None      # TLS: the bytes being written (a retry resends them)
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        #: SASL listeners: the connection's authentication (broker/security/sasl.py)
+        self.authenticator = security.new_authenticator() if security is not None else None
+        self.closing = False                       # closes once what is queued has been sent
+        if security is not None and security.ssl_context is not None:
+            self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
+                                                                     do_handshake_on_connect=False)
+            self._handshaking = True
         self._resume_reading()
 
     def __repr__(self) -> str:
@@ -119,14 +142,21 @@ class Connection:
             self._reading = False
 
     def _on_readable(self) -> None:
-        try:
-            data = self.sock.recv(RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            log.debug("%s: recv failed: %s", self, exc)
-            self.close()
-            return
+        if self._tls is not None:
+            if self._handshaking and not self._handshake():
+                return
+            data = self._tls_read()
+            if data is None:
+                return
+        else:
+            try:
+                data = self.sock.recv(RECV_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("%s: recv failed: %s", self, exc)
+                self.close()
+                return
         if not data:
             self.close()
             return
@@ -146,6 +176,149 @@ class Connection:
             self._run_pending()
         if len(self.pending) >= MAX_PENDING_FRAMES:
             self._pause_reading()
+
+    # ------------------------------------------------------------------ TLS
+
+    def _handshake(self) -> bool:
+        """Drives the TLS handshake; True once it is done (then the client's principal is
+        known from its certificate). A failed handshake (plaintext bytes, an untrusted,
+        expired or missing client certificate ...) is audited and closes the connection."""
+        tls = self._tls
+        assert tls is not None
+        try:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._handshake_wants_write(False)
+            return False
+        except ssl.SSLWantWriteError:
+            self._handshake_wants_write(True)
+            return False
+        except (ssl.SSLError, OSError) as exc:
+            self.server.audit_failure(self, f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}")
+            self.close()
+            return False
+        self._handshake_wants_write(False)
+        self._handshaking = False
+        self.last_active = self.loop.time()
+        security = self.security
+        try:
+            der = tls.getpeercert(binary_form=True)
+            if der and security is not None:
+                self.principal = "User:" + security.principal_from_certificate(der)
+        except ValueError as exc:               # no ssl.principal.mapping.rules rule applies
+            self.server.audit_failure(self, f"TLS client refused: {exc}")
+            self.close()
+            return False
+        return True
+
+    def _handshake_wants_write(self, want: bool) -> None:
+        if want and not self._writing:
+            self.loop.add_writer(self.fd, self._on_readable)
+            self._writing = True
+        elif not want and self._writing and not self.out:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+
+    def _tls_read(self) -> bytes | None:
+        """Decrypted bytes: what OpenSSL has, up to RECV_SIZE (it hands out one TLS record
+        per read); b"" at the end, None when nothing is there yet."""
+        tls = self._tls
+        assert tls is not None
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while size < RECV_SIZE:
+                data = tls.recv(RECV_SIZE - size)
+                if not data:
+                    if not parts:
+                        return b""
+                    break
+                parts.append(data)
+                size += len(data)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+            pass
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("%s: TLS recv failed: %s", self, exc)
+            if not parts:
+                return b""
+        if size >= RECV_SIZE and tls.pending():
+            # more is decrypted than read: the socket will not say readable for it
+            self.loop.call_soon(self._read_more)
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _read_more(self) -> None:
+        if self._reading and not self.closed:
+            self._on_readable()
+
+    def _flush_tls(self) -> None:
+        """Writes the output queue through TLS: the parts, bytes and file ranges alike, go
+        into one buffer of up to TLS_CHUNK bytes (a file range with one pread(2), from the
+        page cache), which OpenSSL encrypts and writes in TLS records; sendfile(2) cannot
+        pass through user-space TLS. A write that would block is retried with the same
+        bytes, as OpenSSL requires."""
+        tls = self._tls
+        assert tls is not None
+        out = self.out
+        try:
+            while True:
+                if self._chunk is None:
+                    if not out:
+                        break
+                    self._chunk = self._fill_chunk()
+                chunk = self._chunk
+                try:
+                    n = tls.send(chunk)
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+                    self._want_write()
+                    return
+                self.out_bytes -= n
+                if n < len(chunk):
+                    self._chunk = chunk[n:]
+                else:
+                    self._chunk = None
+        except (ssl.SSLError, ConnectionError, OSError) as exc:
+            log.debug("%s: TLS send failed: %s", self, exc)
+            self.close()
+            return
+        self._sent()
+
+    def _fill_chunk(self) -> memoryview:
+        """Takes up to TLS_CHUNK bytes off the output queue into one buffer: byte parts
+        copied, file ranges read with one pread(2) each (a range longer than the room
+        left is read in part and stays queued for the rest; one read whole is released)."""
+        out = self.out
+        size = 0
+        for p in out:
+            size += p.length if hasattr(p, "fd") else len(p)
+            if size >= TLS_CHUNK:
+                size = TLS_CHUNK
+                break
+        buf = bytearray(size)
+        view = memoryview(buf)
+        pos = 0
+        while pos < size:
+            p = out[0]
+            if hasattr(p, "fd"):
+                n = os.preadv(p.fd, [view[pos:pos + min(p.length, size - pos)]], p.offset)
+                if n <= 0:
+                    raise OSError(f"short read of {p}")
+                pos += n
+                p.offset += n
+                p.length -= n
+                if p.length == 0:
+                    out.popleft()
+                    _close_part(p)
+            else:
+                n = min(len(p), size - pos)
+                view[pos:pos + n] = p[:n] if n < len(p) else p
+                pos += n
+                if n < len(p):
+                    out[0] = memoryview(p)[n:]
+                else:
+                    out.popleft()
+        return view
 
     def _may_dispatch(self) -> bool:
         """Whether the next pending request may be handled now: nothing in flight, or
@@ -240,7 +413,7 @@ class Connection:
     @property
     def idle(self) -> bool:
         """Nothing in progress: no request waiting or queued, nothing left to send."""
-        return not self.inflight and not self.pending and not self.out
+        return not self.inflight and not self.pending and not self.out and self._chunk is None
 
     # ------------------------------------------------------------------ writing
 
@@ -264,6 +437,12 @@ class Connection:
             self._flush()
 
     def _flush(self) -> None:
+        if self._tls is not None:
+            if self._handshaking:
+                self._on_readable()
+            else:
+                self._flush_tls()
+            return
         out = self.out
         try:
             while out:
@@ -305,6 +484,26 @@ class Connection:
             log.debug("%s: send failed: %s", self, exc)
             self.close()
             return
+        self._sent()
+
+    def close_when_sent(self) -> None:
+        """Closes the connection once the answers queued so far (and the one being
+        handled) are sent; nothing more is read or handled meanwhile."""
+        self.closing = True
+        self._pause_reading()
+        self.pending.clear()
+        if not self.out and self._chunk is None and not self._flush_scheduled:
+            self.loop.call_soon(self._close_if_sent)
+
+    def _close_if_sent(self) -> None:
+        if not self.out and self._chunk is None:
+            self.close()
+
+    def _sent(self) -> None:
+        """Everything queued is out."""
+        if self.closing:
+            self.close()
+            return
         self.last_active = self.loop.time()
         if self._writing:
             self.loop.remove_writer(self.fd)
@@ -333,6 +532,7 @@ class Connection:
             self._writing = False
         _close_parts(self.out)
         self.out.clear()
+        self._chunk = None
         self.pending.clear()
         for slot in self.inflight:
             if slot.task is not None and not slot.task.done():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.protocol._runtime import Message
 
 if TYPE_CHECKING:
+    from broker.security.acl import Operation, ResourceType
     from broker.server.connection import Connection
     from broker.server.services import BrokerServices
 
@@ -30,6 +31,25 @@ class RequestContext(Protocol):
 
     @property
     def api_version(self) -> int: ...
+
+    @property
+    def listener_name(self) -> str:
+        """The listener the request came in on (Metadata answers with its endpoints)."""
+        ...
+
+    @property
+    def principal(self) -> str:
+        """Who the client is: "User:<name>" (SASL, a TLS certificate) or "User:ANONYMOUS"."""
+        ...
+
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
+        """Whether the ACLs allow the request's principal the operation on the resource
+        (always, without an authorizer); a refusal is audited."""
+        ...
+
+    def authorize_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the ACLs allow the operation on some resource of the type."""
+        ...
 
     @property
     def received(self) -> float:

@@ -40,11 +40,12 @@ import socket
 import time
 from typing import TYPE_CHECKING, cast
 
-from broker.config import parse_ip_overrides
+from broker.config import Listener, parse_ip_overrides
 from broker.protocol import codec
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
+from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection
 from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
 
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
+#: failed logins and TLS handshakes, refused requests, ACL changes: one line each with the
+#: principal and the client's address, held to one line per interval like the bad-request
+#: warnings (a guessing client cannot fill the disk)
+audit = logging.getLogger("broker.audit")
 
 ACCEPT_BATCH = 64
 ACCEPT_BACKOFF_MIN_S = 0.05
@@ -64,7 +69,8 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EN
 class ThrottledLog:
     """A log line that repeats at most once per interval, saying how many were held back."""
 
-    def __init__(self, interval_s: float = LOG_INTERVAL_S):
+    def __init__(self, interval_s: float = LOG_INTERVAL_S, logger: logging.Logger | None = None):
+        self.log = logger or log
         self.interval_s = interval_s
         self._last = -interval_s
         self._held = 0
@@ -76,7 +82,7 @@ class ThrottledLog:
             return
         if self._held:
             msg += f" ({self._held} more in the last {now - self._last:.0f} s)"
-        log.log(level, msg, *args)
+        self.log.log(level, msg, *args)
         self._last = now
         self._held = 0
 
@@ -93,24 +99,73 @@ class RequestContext:
         self.api_version = header.request_api_version
         self.received = received
 
+    @property
+    def listener_name(self) -> str:
+        return self.connection.listener_name
+
+    @property
+    def principal(self) -> str:
+        return self.connection.principal
+
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
+        """Whether the client may do `operation` on the resource: always without an
+        authorizer; a refusal is written to the audit log (rate-held) unless `audit` is
+        False (Metadata filtering topics out is not a refused request)."""
+        authz = self.services.authorizer
+        if authz is None:
+            return True
+        conn = self.connection
+        if authz.authorize(conn.principal, conn.host, operation, resource_type, name):
+            return True
+        if audit:
+            conn.server.audit_refused(conn, f"{operation.name} on {resource_type.name} {name!r} (api key "
+                                            f"{self.header.request_api_key})")
+        return False
+
+    def authorize_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the client may do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType)."""
+        authz = self.services.authorizer
+        conn = self.connection
+        return authz is None or authz.authorized_any(conn.principal, conn.host, operation, resource_type)
+
+
+class Acceptor:
+    """One listener's socket (Kafka's Acceptor): its address, name and security protocol."""
+
+    __slots__ = ("listener", "host", "port", "sock", "accepting", "security")
+
+    def __init__(self, listener: Listener, security=None):
+        self.listener = listener
+        self.host = listener.host
+        self.port = listener.port
+        self.sock: socket.socket | None = None
+        self.accepting = False
+        #: what a connection of this listener needs beyond plaintext (TLS, SASL); None: plaintext
+        self.security = security
+
+    @property
+    def name(self) -> str:
+        return self.listener.name
+
+    def __repr__(self) -> str:
+        return f"{self.listener.name}://{self.host}:{self.port}"
+
 
 class Server:
-    def __init__(self, services: BrokerServices, host: str, port: int):
+    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None, securities=None):
         self.services = services
-        self.host = host
-        self.port = port
+        config = services.config
+        self.acceptors = [Acceptor(x, (securities or {}).get(x.name)) for x in (listeners or config.endpoints)]
         self.loop: asyncio.AbstractEventLoop            # start() binds it
-        self.sock: socket.socket | None = None
         self.connections: set[Connection] = set()
         self.requests_handled = 0
-        config = services.config
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
         self.per_ip: collections.Counter[str] = collections.Counter()
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s: float | None = None if idle_ms < 0 else idle_ms / 1000
-        self._accepting = False
         self._serving = False                          # serve() opens the door
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
@@ -121,65 +176,101 @@ class Server:
         # requests that close their connection: at most one line per interval, however
         # many a broken or hostile client sends (the rest are counted in the next line)
         self.log_bad_request = ThrottledLog()
+        self._audit_failures = ThrottledLog(logger=audit)
+        self._audit_refused = ThrottledLog(logger=audit)
+        self._audit_changes = ThrottledLog(1.0, logger=audit)
+
+    def set_securities(self, securities) -> None:
+        """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
+        for acceptor in self.acceptors:
+            sec = securities.get(acceptor.name)
+            acceptor.security = sec if sec is not None and (sec.ssl_context or sec.sasl) else None
+
+    def audit_refused(self, conn: Connection, what: str) -> None:
+        """A refused request: one audit line, held as the rest."""
+        self._audit_refused(logging.WARNING, "refused %s from %s on %s: %s", conn.principal, peer_ip(conn.address),
+                            conn.listener_name, what)
+
+    def audit_change(self, conn: Connection, what: str) -> None:
+        """An ACL change (one line per request, naming the first ACLs and the count), held
+        as the rest."""
+        self._audit_changes(logging.INFO, "%s by %s from %s on %s", what, conn.principal, peer_ip(conn.address),
+                            conn.listener_name)
+
+    def audit_failure(self, conn: Connection, what: str) -> None:
+        """A failed authentication (TLS or SASL): one audit line, held as above."""
+        self._audit_failures(logging.WARNING, "%s from %s on %s (principal %s)", what, peer_ip(conn.address),
+                             conn.listener_name, conn.principal)
+
+    @property
+    def port(self) -> int:
+        """The bound port of the first listener."""
+        return self.acceptors[0].port
+
+    def bound_port(self, listener_name: str) -> int:
+        return next(a.port for a in self.acceptors if a.name == listener_name)
 
     def start(self, serve: bool = True) -> None:
-        """Binds the listener; OSError saying which address could not be listened on (or
+        """Binds every listener; OSError saying which address could not be listened on (or
         which host of max.connections.per.ip.overrides does not resolve). Without
         `serve`, connections wait in the listen backlog until serve(): the broker binds
-        its port first (a taken port stops it before it registers anywhere) but answers
+        its ports first (a taken port stops it before it registers anywhere) but answers
         nobody before it has registered (Kafka's startProcessingRequests)."""
         self.loop = asyncio.get_running_loop()
         self.ip_limits = _resolve_ip_overrides(self.services.config["max.connections.per.ip.overrides"])
         try:
-            infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+            for acceptor in self.acceptors:
+                self._bind(acceptor)
+        except OSError:
+            self.stop_listening()
+            raise
+        if serve:
+            self.serve()
+        if self.idle_s is not None:
+            self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
+
+    def _bind(self, acceptor: Acceptor) -> None:
+        try:
+            infos = socket.getaddrinfo(acceptor.host or None, acceptor.port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
             family, socktype, proto, _, addr = infos[0]
             sock = socket.socket(family, socktype, proto)
         except OSError as exc:
-            raise self._listen_error(exc) from None
+            raise _listen_error(acceptor, exc) from None
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
             sock.listen(1024)
         except OSError as exc:
             sock.close()
-            raise self._listen_error(exc) from None
+            raise _listen_error(acceptor, exc) from None
         sock.setblocking(False)
-        self.sock = sock
-        self.port = sock.getsockname()[1]
-        if serve:
-            self.serve()
-        if self.idle_s is not None:
-            self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
-
-    def _listen_error(self, exc: OSError) -> OSError:
-        host = f"[{self.host}]" if ":" in self.host else self.host or "*"
-        error = OSError(f"cannot listen on {host}:{self.port}: {exc.strerror or exc}")
-        error.errno = exc.errno
-        return error
+        acceptor.sock = sock
+        acceptor.port = sock.getsockname()[1]
 
     # ------------------------------------------------------------------ accepting
 
     def serve(self) -> None:
-        """Starts accepting the connections waiting in the listen backlog and new ones."""
+        """Starts accepting the connections waiting in the listen backlogs and new ones."""
         self._serving = True
         self._update_accepting()
 
     def _update_accepting(self) -> None:
-        """Reads the listening socket exactly while a connection may be accepted."""
-        sock = self.sock
-        want = (sock is not None and self._serving and self._backoff is None
-                and len(self.connections) < self.max_connections)
-        if want and not self._accepting:
-            assert sock is not None
-            self.loop.add_reader(sock.fileno(), self._accept)
-        elif not want and self._accepting:
-            assert sock is not None         # stop_listening stops accepting before it drops the socket
-            self.loop.remove_reader(sock.fileno())
-        self._accepting = want
+        """Reads the listening sockets exactly while a connection may be accepted."""
+        want_any = self._serving and self._backoff is None and len(self.connections) < self.max_connections
+        for acceptor in self.acceptors:
+            sock = acceptor.sock
+            want = want_any and sock is not None
+            if want and not acceptor.accepting:
+                assert sock is not None
+                self.loop.add_reader(sock.fileno(), self._accept, acceptor)
+            elif not want and acceptor.accepting:
+                assert sock is not None     # stop_listening stops accepting before it drops the socket
+                self.loop.remove_reader(sock.fileno())
+            acceptor.accepting = want
 
-    def _accept(self) -> None:
-        sock = self.sock
+    def _accept(self, acceptor: Acceptor) -> None:
+        sock = acceptor.sock
         assert sock is not None             # read only while listening
         for _ in range(ACCEPT_BATCH):
             if len(self.connections) >= self.max_connections:
@@ -206,7 +297,7 @@ class Server:
                 conn_sock.close()
                 continue
             self.per_ip[ip] += 1
-            self.connections.add(Connection(self, conn_sock, addr))
+            self.connections.add(Connection(self, conn_sock, addr, acceptor))
 
     def _back_off(self, exc: OSError) -> None:
         self._backoff_s = min(max(2 * self._backoff_s, ACCEPT_BACKOFF_MIN_S), ACCEPT_BACKOFF_MAX_S)
@@ -249,12 +340,13 @@ class Server:
             if handle is not None:
                 handle.cancel()
         self._backoff = self._idle_sweep = None
-        if self.sock is not None:
-            if self._accepting:
-                self.loop.remove_reader(self.sock.fileno())
-                self._accepting = False
-            self.sock.close()
-            self.sock = None
+        for acceptor in self.acceptors:
+            if acceptor.sock is not None:
+                if acceptor.accepting:
+                    self.loop.remove_reader(acceptor.sock.fileno())
+                    acceptor.accepting = False
+                acceptor.sock.close()
+                acceptor.sock = None
 
     async def close_connections(self) -> None:
         conns = list(self.connections)
@@ -278,6 +370,13 @@ class Server:
             return None
         api_key = header.request_api_key
         version = header.request_api_version
+        auth = conn.authenticator
+        if auth is not None and not auth.allows(api_key, received):
+            if not conn.closing:
+                why = "session expired" if auth.authenticated else "before authentication completed"
+                self.audit_refused(conn, f"api key {api_key} {why}; closing")
+                conn.close()
+            return None
         handler = HANDLERS.get(api_key)
         if handler is None:
             self.log_bad_request(logging.WARNING, "%s: unknown api key %d (client %r); closing", conn, api_key,
@@ -335,6 +434,13 @@ class Server:
         if response is None:
             return None
         return codec.encode_response(header, response)
+
+
+def _listen_error(acceptor: Acceptor, exc: OSError) -> OSError:
+    host = f"[{acceptor.host}]" if ":" in acceptor.host else acceptor.host or "*"
+    error = OSError(f"cannot listen on {host}:{acceptor.port}: {exc.strerror or exc}")
+    error.errno = exc.errno
+    return error
 
 
 def peer_ip(address) -> str:

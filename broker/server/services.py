@@ -24,14 +24,23 @@ AlterPartition, ControlledShutdown, ElectLeaders):
                                names, for this broker's registration?
     ensure_topic_configs       read the configs of topics not seen yet before their logs open
 
+and for security:
+
+    credentials                SCRAM credentials (the store's /config/users, cached)
+    get/set_user_config        a user's entry in the store (SCRAM credentials), written
+                               with a change notification every broker follows
+    authorizer                 the ACL authorizer (None: none configured, all allowed);
+                               handlers check through ctx.authorize
+    update_acls                change resource patterns' ACLs in the store
+
 The transaction coordinator joins here when it exists (issue 17).
 
 Everything runs on the broker's event loop.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from broker.cluster.cache import MetadataCache
@@ -40,6 +49,8 @@ if TYPE_CHECKING:
     from broker.cluster.replica.manager import ReplicaManager
     from broker.config import BrokerConfig
     from broker.group.coordinator import GroupCoordinator
+    from broker.security.acl import Authorizer
+    from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
 
 
@@ -77,3 +88,17 @@ class BrokerServices(Protocol):
                                     broker_epoch: int) -> int: ...
 
     async def ensure_topic_configs(self, topics: Iterable[str]) -> None: ...
+
+    # ------------------------------------------------------------------ security
+
+    @property
+    def credentials(self) -> CredentialCache: ...
+
+    async def get_user_config(self, user: str) -> Mapping[str, str]: ...
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None: ...
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+
+    async def update_acls(self, changes: Mapping[Any, Callable[[set[Any]], set[Any]]]) -> dict[Any, set[Any]]: ...

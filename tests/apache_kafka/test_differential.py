@@ -52,6 +52,7 @@ def kbroker(tmp_path_factory):
     and with Kafka's node id (1), so ids that are not node ids never look like one."""
     from broker.config import BROKER_KEYS
     config = {k: v for k, v in KAFKA_DEFAULTS.items() if k in BROKER_KEYS}
+    config["inter.broker.listener.name"] = "PLAINTEXT"        # as the Kafka fixture's server.properties
     with BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", config=config, broker_id=1) as b:
         yield b
 
@@ -418,8 +419,12 @@ def test_config_names_kbroker_implements_exist_in_kafka(peers, topic):
                                                                    configuration_keys=None)]))
         names[rtype] = {c.name for c in r.results[0].configs}
     assert set(TOPIC_KEYS) - names[2] == set()
-    assert set(BROKER_KEYS) - names[4] == ZOOKEEPER_KEYS
+    assert set(BROKER_KEYS) - names[4] == ZOOKEEPER_KEYS | AUTHORIZER_KEYS
 
+
+# the ACL authorizer's settings: Kafka's authorizer reads them, its broker configuration
+# does not describe them (kbroker's DescribeConfigs leaves them out too)
+AUTHORIZER_KEYS = {"super.users", "allow.everyone.if.no.acl.found"}
 
 # kbroker's cluster mode runs on ZooKeeper (Kafka 3.x's keys, with the ZooKeeper-era
 # controller's); Kafka 4.x has KRaft only and dropped them

@@ -177,3 +177,41 @@ async def test_controller_moved(backend):
         # nothing written by the replaced controller
         assert await store.get_partition_states("t") == {0: (STATE, 0)}
         assert await store.get_topic_names() == {"t"}
+
+
+@run
+async def test_user_credentials_and_acls_with_their_notifications(backend):
+    """SCRAM credentials under /config/users and ACLs under /kafka-acl (Kafka's layout in
+    ZooKeeper), read back alike from both stores; a change is announced to a watcher (on
+    ZooKeeper: another client's write, seen through /config/changes and /kafka-acl-changes
+    within a second)."""
+    from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    async with backend.open() as store:
+        users: list = []
+        acls: list = []
+        await store.watch_config_changes(users.extend)
+        await store.watch_acl_changes(acls.extend)
+        writer = store
+        if isinstance(backend, ZooKeeperBackend):
+            writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
+            backend.others.append(writer)
+            await writer.start()
+        await writer.set_user_config("alice smith*", {"SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,"
+                                                                       "iterations=4096"})
+        literal = (ResourceType.TOPIC, "t", PatternType.LITERAL)
+        prefixed = (ResourceType.GROUP, "g-", PatternType.PREFIXED)
+        read = AclBinding(*literal, "User:alice", "*", Operation.READ, Permission.ALLOW)
+        deny = AclBinding(*prefixed, "User:*", "10.0.0.0/8", Operation.ALL, Permission.DENY)
+        new = await writer.update_acls({literal: lambda s: s | {read}, prefixed: lambda s: s | {deny}})
+        assert new == {literal: {read}, prefixed: {deny}}
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while (not users or len(acls) < 2) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert users == ["users/alice%20smith%2A"]
+        assert sorted(acls) == sorted([literal, prefixed])
+        assert (await store.get_user_configs()) == {"alice smith*": {
+            "SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,iterations=4096"}}
+        assert sorted(await store.get_acls(), key=str) == sorted([read, deny], key=str)
+        assert await store.get_resource_acls(prefixed) == [deny]
+        await writer.update_acls({literal: lambda s: set()})
+        assert await store.get_acls() == [deny]

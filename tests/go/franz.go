@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 func franzCodec(name string) kgo.CompressionCodec {
@@ -27,8 +30,8 @@ func franz(bootstrap, topic, groupTopic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*deadline)
 	defer cancel()
 	for p, codec := range codecs {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerBatchCompression(franzCodec(codec)),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		cl, err := kgo.NewClient(franzOpts(bootstrap, kgo.ProducerBatchCompression(franzCodec(codec)),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 		if err != nil {
 			fail("franz client: %v", err)
 		}
@@ -50,7 +53,7 @@ func franz(bootstrap, topic, groupTopic string) {
 	for p := range codecs {
 		offsets[topic][int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(offsets))
+	cl, err := kgo.NewClient(franzOpts(bootstrap, kgo.ConsumePartitions(offsets))...)
 	if err != nil {
 		fail("franz consumer: %v", err)
 	}
@@ -84,7 +87,7 @@ func franzGroup(ctx context.Context, bootstrap, topic string) {
 	for m := 0; m < 2; m++ {
 		m := m
 		assigned[m] = map[int32]bool{}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		cl, err := kgo.NewClient(franzOpts(bootstrap, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
 				mu.Lock()
@@ -100,7 +103,7 @@ func franzGroup(ctx context.Context, bootstrap, topic string) {
 				for _, p := range r[topic] {
 					delete(assigned[m], p)
 				}
-			}))
+			}))...)
 		if err != nil {
 			fail("franz group member: %v", err)
 		}
@@ -140,4 +143,25 @@ func franzGroup(ctx context.Context, bootstrap, topic string) {
 	}
 	emit(map[string]any{"client": "franz", "check": "group", "group": group, "read": len(seen),
 		"duplicates": duplicates, "assigned": sizes})
+}
+
+// franzOpts: the seed broker, TLS and SASL from the environment (security.go), then opts.
+func franzOpts(bootstrap string, opts ...kgo.Opt) []kgo.Opt {
+	out := []kgo.Opt{kgo.SeedBrokers(bootstrap)}
+	if tlsCfg := tlsFromEnv(); tlsCfg != nil {
+		out = append(out, kgo.DialTLSConfig(tlsCfg))
+	}
+	user, pass := os.Getenv("KBROKER_SASL_USER"), os.Getenv("KBROKER_SASL_PASSWORD")
+	switch os.Getenv("KBROKER_SASL_MECHANISM") {
+	case "":
+	case "PLAIN":
+		out = append(out, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		out = append(out, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		out = append(out, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+	default:
+		fail("unknown KBROKER_SASL_MECHANISM %q", os.Getenv("KBROKER_SASL_MECHANISM"))
+	}
+	return append(out, opts...)
 }

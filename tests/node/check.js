@@ -14,7 +14,29 @@ const DEADLINE_MS = 60000;
 const BASE_TS = 1795000000000;
 
 const [bootstrap, topic, groupTopic] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'kbroker-kafkajs', brokers: [bootstrap], logLevel: logLevel.ERROR });
+// TLS and SASL from the environment (tests/interop/test_security.py): KBROKER_SECURITY_PROTOCOL
+// SSL or SASL_SSL trusts the CA of KBROKER_CA_FILE (with KBROKER_CERT_FILE and KBROKER_KEY_FILE:
+// a client certificate); KBROKER_SASL_MECHANISM with
+// KBROKER_SASL_USER and KBROKER_SASL_PASSWORD authenticates.
+function security() {
+  const env = process.env;
+  const out = {};
+  if (env.KBROKER_SECURITY_PROTOCOL === 'SSL' || env.KBROKER_SECURITY_PROTOCOL === 'SASL_SSL') {
+    const fs = require('fs');
+    out.ssl = { ca: [fs.readFileSync(env.KBROKER_CA_FILE, 'utf-8')], servername: 'localhost' };
+    if (env.KBROKER_CERT_FILE) {          // a client certificate (the broker's ssl.client.auth)
+      out.ssl.cert = fs.readFileSync(env.KBROKER_CERT_FILE, 'utf-8');
+      out.ssl.key = fs.readFileSync(env.KBROKER_KEY_FILE, 'utf-8');
+    }
+  }
+  if (env.KBROKER_SASL_MECHANISM) {
+    out.sasl = { mechanism: env.KBROKER_SASL_MECHANISM.toLowerCase(), username: env.KBROKER_SASL_USER,
+                 password: env.KBROKER_SASL_PASSWORD };
+  }
+  return out;
+}
+const kafka = new Kafka({ clientId: 'kbroker-kafkajs', brokers: [bootstrap], logLevel: logLevel.ERROR,
+                          ...security() });
 
 function expected(partition, i) {
   return { key: `key-${partition}-${i}`, value: `value-${partition}-${i} payload payload`,

@@ -68,8 +68,9 @@ class BrokerProcess:
         # SIGKILL when the thread that started it ends, even if this process is killed -9
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
-               "--listen", f"{self.host}:{self.port}", "--broker-id", str(self.broker_id),
-               "--log-level", self.log_level, "--event-loop", self.event_loop]
+               "--broker-id", str(self.broker_id), "--log-level", self.log_level, "--event-loop", self.event_loop]
+        if "listeners" not in self.config:      # else the test names its listeners (one of them on self.port)
+            cmd += ["--listen", f"{self.host}:{self.port}"]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd

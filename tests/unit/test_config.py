@@ -230,19 +230,34 @@ def test_advertised_listeners_default_to_listeners():
 
 @pytest.mark.parametrize("values,words", [
     # a security protocol kbroker does not implement: never plaintext on that port
-    ({"listeners": "SSL://:9093"}, ["listeners", "SSL://:9093", "SSL is not implemented"]),
-    ({"listeners": "SASL_SSL://h:9093"}, ["SASL_SSL is not implemented"]),
-    ({"listeners": "SASL_PLAINTEXT://h:9093"}, ["SASL_PLAINTEXT is not implemented"]),
-    ({"listeners": "ssl://h:9093"}, ["SSL is not implemented"]),
-    ({"listeners": "INTERNAL://h:9093", "listener.security.protocol.map": "INTERNAL:SSL"},
-     ["INTERNAL://h:9093", "SSL is not implemented"]),
-    ({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "SSL://h:9093"},
-     ["advertised.listeners", "SSL is not implemented"]),
+    # Kafka's default mechanism is Kerberos, which kbroker does not implement
+    ({"listeners": "SASL_SSL://h:9093"}, ["sasl.enabled.mechanisms", "GSSAPI", "not implemented"]),
+    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
+     ["listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"]),
+    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN", "zookeeper.connect": "zk:2181",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"}, ["sasl.mechanism.inter.broker.protocol", "GSSAPI"]),
+    ({"listeners": "SSL://h:9093"}, ["ssl.keystore.location", "needs a key store"]),
+    # in a cluster, Kafka's rule: the inter-broker listener must exist
+    ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181", "ssl.keystore.location": "/k.pem"},
+     ["security.inter.broker.protocol",
+                                                                     "PLAINTEXT: no listener"]),
     # a listener that would not be bound
     ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
     ({"listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092"}, ["CONTROLLER://h:9093", "controller"]),
-    ({"listeners": "PLAINTEXT://h:9092,OTHER://h:9094", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
-     ["OTHER://h:9094", "would not be bound"]),
+    # Kafka's rules: names and ports differ, advertised names are bound ones
+    ({"listeners": "PLAINTEXT://h:9092,plaintext://h:9094"}, ["different name", "PLAINTEXT twice"]),
+    ({"listeners": "PLAINTEXT://h:9092,OTHER://h:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
+     ["OTHER://h:9092", "different port"]),
+    ({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "OTHER://h:9092",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}, ["advertised.listeners", "OTHER"]),
+    # the listener brokers use to reach each other must be advertised
+    ({"listeners": "A://h:1,B://h:2", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+      "inter.broker.listener.name": "C"}, ["inter.broker.listener.name", "C is not a listener"]),
+    ({"listeners": "A://h:1,B://h:2", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+      "advertised.listeners": "A://h:1", "inter.broker.listener.name": "b"}, ["B is not a listener"]),
+    ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
+      "inter.broker.listener.name": "A", "security.inter.broker.protocol": "SSL"}, ["only one of"]),
     # a name with no security protocol, as Kafka refuses it
     ({"listeners": "INTERNAL://h:9092"}, ["INTERNAL", "listener.security.protocol.map"]),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, ["listener.security.protocol.map", "TLS"]),
@@ -252,6 +267,21 @@ def test_listeners_kbroker_cannot_serve_as_configured_are_refused(values, words)
         cfg(**{k.replace(".", "__"): v for k, v in values.items()})
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def test_several_named_listeners():
+    c = cfg(listeners="PLAINTEXT://:9092,internal://127.0.0.2:9093", advertised__listeners=
+            "PLAINTEXT://broker1:9092,INTERNAL://127.0.0.2:9093", listener__security__protocol__map=
+            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT", inter__broker__listener__name="internal")
+    assert [(x.name, x.host, x.port, x.security_protocol) for x in c.endpoints] == [
+        ("PLAINTEXT", "", 9092, "PLAINTEXT"), ("INTERNAL", "127.0.0.2", 9093, "PLAINTEXT")]
+    assert [x.host for x in c.advertised_endpoints] == ["broker1", "127.0.0.2"]
+    assert c.inter_broker_listener == "INTERNAL"
+    # without inter.broker.listener.name: the listener named as the protocol, else the first with it
+    assert cfg(listeners="A://:1,PLAINTEXT://:2", listener__security__protocol__map="A:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+               ).inter_broker_listener == "PLAINTEXT"
+    assert cfg(listeners="A://:1,B://:2", listener__security__protocol__map="A:PLAINTEXT,B:PLAINTEXT"
+               ).inter_broker_listener == "A"
 
 
 def test_plaintext_listeners_by_any_name():
@@ -382,8 +412,8 @@ def test_every_key_of_kafka_3_and_4_brokers_is_known():
 
 
 def test_each_ignored_key_gets_one_warning_line_with_its_reason():
-    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__keystore__location="/k.jks",
-            listener__name__internal__ssl__keystore__location="/k.jks", confluent__balancer__enable="true",
+    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__provider="SunJSSE",
+            listener__name__internal__ssl__keymanager__algorithm="PKIX", confluent__balancer__enable="true",
             controller__quorum__voters="1@localhost:9093")
     assert len(c.warnings) == 6
     for line in c.warnings:
@@ -392,8 +422,8 @@ def test_each_ignored_key_gets_one_warning_line_with_its_reason():
     assert "one event loop" in by_key["num.io.threads"]
     for kraft in ("process.roles", "controller.quorum.voters"):
         assert "no KRaft mode" in by_key[kraft] and "ZooKeeper" in by_key[kraft] and "alone" in by_key[kraft]
-    assert "PLAINTEXT only" in by_key["ssl.keystore.location"]
-    assert "TLS/SASL" in by_key["listener.name.internal.ssl.keystore.location"]
+    assert "security plumbing" in by_key["ssl.provider"]
+    assert "per-listener" in by_key["listener.name.internal.ssl.keymanager.algorithm"]
     assert "Confluent" in by_key["confluent.balancer.enable"]
     assert cfg().warnings == [] and cfg().ignored == []
 
@@ -418,9 +448,9 @@ def test_unknown_keys_and_bad_values_are_reported_together():
 
 
 @pytest.mark.parametrize("key, value, words", [
-    ("security.inter.broker.protocol", "SSL", ["SSL is not implemented", "plaintext"]),
-    ("security.inter.broker.protocol", "SASL_PLAINTEXT", ["SASL_PLAINTEXT is not implemented"]),
-    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", ["ACLs would not"]),
+    ("security.inter.broker.protocol", "SSL", ["SSL: no listener", "inter.broker.listener.name"]),
+    ("security.inter.broker.protocol", "KERBEROS", ["one of PLAINTEXT"]),
+    ("authorizer.class.name", "com.example.MyAuthorizer", ["loads no other class", "StandardAuthorizer"]),
     ("zookeeper.ssl.client.enable", "true", ["no TLS"]),
     ("zookeeper.set.acl", "true", ["no ZooKeeper ACLs"]),
     ("process.roles", "controller", ["KRaft controller"]),
@@ -432,11 +462,17 @@ def test_settings_kbroker_cannot_honour_are_refused(key, value, words):
         assert w in str(e)
 
 
-@pytest.mark.parametrize("key, value", [("security.inter.broker.protocol", "PLAINTEXT"),
-                                        ("authorizer.class.name", ""), ("zookeeper.set.acl", "false"),
+@pytest.mark.parametrize("key, value", [ ("zookeeper.set.acl", "false"),
                                         ("zookeeper.ssl.client.enable", "false"), ("process.roles", "broker")])
 def test_the_same_settings_at_values_kbroker_honours_are_accepted(key, value):
     assert cfg(**{key.replace(".", "__"): value}).ignored == [key]
+
+
+def test_kafkas_authorizer_classes_select_kbrokers():
+    for name in ("kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"):
+        c = cfg(authorizer__class__name=name, super__users="User:admin;User:broker")
+        assert c["authorizer.class.name"] == name and c.ignored == []
+    assert cfg()["authorizer.class.name"] == ""
 
 
 def test_node_id_is_broker_id():
@@ -529,9 +565,10 @@ def test_a_kafka_3_zookeeper_server_properties_is_accepted():
     assert c["zookeeper.connection.timeout.ms"] == 18000 and c["group.initial.rebalance.delay.ms"] == 0
     assert c.advertised_listeners == [("broker0.example", 9092)]
     # (num.recovery.threads.per.data.dir is a setting of kbroker's, not ignored)
-    assert len(c.warnings) == len(c.ignored) == 10
+    assert len(c.warnings) == len(c.ignored) == 8
     assert c["num.recovery.threads.per.data.dir"] == 1
-    assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" in c.ignored
+    assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" not in c.ignored
+    assert c.inter_broker_listener == "PLAINTEXT"
 
 
 def test_a_kafka_4_kraft_server_properties_is_accepted():
@@ -541,7 +578,7 @@ def test_a_kafka_4_kraft_server_properties_is_accepted():
     assert c.log_dirs == ["/tmp/kraft-combined-logs"]
     assert sorted(c.ignored) == sorted([
         "process.roles", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
-        "inter.broker.listener.name", "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+        "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
         "transaction.state.log.replication.factor", "transaction.state.log.min.isr"])

@@ -1,4 +1,5 @@
-"""The layers' import direction: server -> cluster / group -> log -> native.
+"""The layers' import direction: server -> cluster / group -> log -> native; security/
+below server and cluster.
 
 Nothing in log/ knows the cluster, groups or the server; nothing in cluster/ or group/
 knows the server; group/ sees the cluster only through its value types (metadata.py).
@@ -17,6 +18,9 @@ FORBIDDEN = {
     "cluster": ("broker.server", "broker.group", "broker.client", "broker.cli", "broker.spark"),
     "group": ("broker.server", "broker.client", "broker.cli", "broker.spark"),
     "protocol": ("broker.server", "broker.cluster", "broker.group", "broker.log", "broker.client", "broker.cli",
+                 "broker.spark", "broker.security"),
+    # TLS, SASL, ACLs: used by the listeners, the inter-broker channels and the client alike
+    "security": ("broker.server", "broker.cluster", "broker.group", "broker.log", "broker.client", "broker.cli",
                  "broker.spark"),
 }
 #: what group/ may use of cluster/: value types only

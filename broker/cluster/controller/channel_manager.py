@@ -39,6 +39,7 @@ from typing import Any
 
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.controller.decisions import LeaderAndIsr
+from broker.cluster.store.znodes import EndPoint
 from broker.log import TopicPartition
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
@@ -51,7 +52,8 @@ log = logging.getLogger(__name__)
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 4
-PLAINTEXT = 0                       # SecurityProtocol id
+#: Kafka's SecurityProtocol ids
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 LEADER_DURING_DELETE = -2           # Kafka's LeaderAndIsr.LeaderDuringDelete
 RETRY_BACKOFF_S = 0.1
 REFUSED_RETRIES = 8                 # sends again of a request refused for a reason that may pass
@@ -65,11 +67,15 @@ ResponseCallback = Callable[[int, object, object], None]       # (broker id, req
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
+    """A live broker as the controller sees it: host and port of the inter-broker
+    listener, and every endpoint of its registration (for UpdateMetadata)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
     epoch: int
+    endpoints: tuple[EndPoint, ...] = ()
 
 
 class _BrokerQueue:
@@ -280,7 +286,9 @@ class RequestBatch:
                 leader_epoch=s.leader_epoch, isr=list(s.isr), zk_version=s.partition_epoch,
                 replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in brokers]))
         live = [R.UpdateMetadataBroker(id=x.broker_id, endpoints=[R.UpdateMetadataEndpoint(
-                    port=x.port, host=x.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)], rack=x.rack)
+                    port=e.port, host=e.host, listener=e.listener_name,
+                    security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
+                    for e in x.endpoints or (EndPoint("PLAINTEXT", x.host, x.port),)], rack=x.rack)
                 for x in sorted(brokers.values(), key=lambda x: x.broker_id)]
         return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
                  broker_epoch=b.epoch, type=1 if self.update_partitions is None else 0,

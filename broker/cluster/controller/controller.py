@@ -310,7 +310,8 @@ class Controller:
 
     async def _read_brokers(self, ctx: ControllerContext) -> None:
         regs = await self.store.get_brokers_and_epochs()
-        ctx.brokers = {bid: _endpoint(reg, epoch) for bid, (reg, epoch) in regs.items()}
+        listener = self.config.inter_broker_listener
+        ctx.brokers = {bid: _endpoint(reg, epoch, listener) for bid, (reg, epoch) in regs.items()}
 
     async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
         topic_id, assignment, _version = await self.store.get_topic(topic)
@@ -826,9 +827,11 @@ class Controller:
         self._schedule_rebalance()
 
 
-def _endpoint(reg: BrokerRegistration, epoch: int) -> BrokerEndpoint:
-    ep = reg.endpoints[0]
-    return BrokerEndpoint(reg.broker_id, ep.host, ep.port, reg.rack, epoch)
+def _endpoint(reg: BrokerRegistration, epoch: int, listener_name: str) -> BrokerEndpoint:
+    """The controller reaches a broker on the inter-broker listener (its first endpoint
+    when it has no listener of that name)."""
+    ep = reg.endpoint(listener_name) or reg.endpoints[0]
+    return BrokerEndpoint(reg.broker_id, ep.host, ep.port, reg.rack, epoch, tuple(reg.endpoints))
 
 
 def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:

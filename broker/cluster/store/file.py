@@ -38,9 +38,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from broker.cluster.metadata import SessionEvent
+from broker.cluster.store import acls as acl_store
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
-from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
+from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, sanitize
 from broker.log.checkpoints import write_atomically
+from broker.security.acl import AclBinding, PatternType
 
 FILE_NAME = "__kbroker_metadata.json"
 
@@ -56,6 +58,8 @@ class FileMetadataStore:
         self._pid_block_end = -1
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
+        self._users: dict[str, dict[str, str]] = {}
+        self._acls: dict[acl_store.Resource, set[AclBinding]] = {}
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
         self._watchers: dict[str, list[Callable[..., None]]] = {}
@@ -91,11 +95,17 @@ class FileMetadataStore:
                 self._topics[name] = {"id": t["id"], "configs": dict(t.get("configs", {})), "partitions": parts,
                                       "states": states, "version": int(t.get("version", 0))}
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
+            self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
+            for r in data.get("acls", []):
+                rtype = acl_store.type_from_name(r["resource_type"])
+                if rtype is not None:
+                    resource = (rtype, str(r["name"]), PatternType[r["pattern_type"]])
+                    self._acls[resource] = set(acl_store.bindings(resource, r["acls"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MetadataFileError(f"cannot read the metadata file {self.path}: {exc}") from None
 
     def _save(self) -> None:
-        data = {
+        data: dict[str, Any] = {
             "version": 2,
             "cluster_id": self._cluster_id,
             "controller_epoch": self._controller_epoch,
@@ -109,6 +119,12 @@ class FileMetadataStore:
             },
             "deleting": sorted(self._deleting),
         }
+        if self._users:
+            data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
+        if self._acls:
+            data["acls"] = [{"resource_type": acl_store.type_name(t), "name": n, "pattern_type": p.name,
+                             "acls": [acl_store.entry(b) for b in sorted(bs, key=str)]}
+                            for (t, n, p), bs in sorted(self._acls.items())]
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
     def _save_epochs(self) -> None:
@@ -321,6 +337,63 @@ class FileMetadataStore:
 
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
+
+    # ------------------------------------------------------------------ users
+
+    async def get_user_configs(self) -> dict[str, dict[str, str]]:
+        return {u: dict(c) for u, c in self._users.items()}
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        return dict(self._users.get(user, {}))
+
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        old = self._users.get(user)
+        if configs:
+            self._users[user] = dict(configs)
+        else:
+            self._users.pop(user, None)
+        try:
+            self._save()
+        except BaseException:
+            if old is None:
+                self._users.pop(user, None)
+            else:
+                self._users[user] = old
+            raise
+        self._notify("configs", [f"users/{sanitize(user)}"])
+
+    # ------------------------------------------------------------------ ACLs
+
+    async def get_acls(self) -> list[AclBinding]:
+        return [b for bs in self._acls.values() for b in bs]
+
+    async def get_resource_acls(self, resource: acl_store.Resource) -> list[AclBinding]:
+        return list(self._acls.get(resource, ()))
+
+    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+        """Every change at once: one write of the file."""
+        old = dict(self._acls)
+        out = {}
+        for resource, change in changes.items():
+            new = change(set(self._acls.get(resource, ())))
+            if new:
+                self._acls[resource] = new
+            else:
+                self._acls.pop(resource, None)
+            out[resource] = new
+        changed = [r for r in out if old.get(r, set()) != out[r]]
+        if changed:
+            try:
+                self._save()
+            except BaseException:
+                self._acls = old
+                raise
+            self._notify("acls", changed)
+        return out
+
+    async def watch_acl_changes(self, callback: Callable[[list[acl_store.Resource]], None]) -> None:
+        self._watchers.setdefault("acls", []).append(callback)
 
     # ------------------------------------------------------------------ deletion
 

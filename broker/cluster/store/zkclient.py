@@ -45,6 +45,7 @@ from kazoo.exceptions import (
 )
 
 from broker.cluster.metadata import SessionEvent
+from broker.cluster.store import acls as acl_store
 from broker.cluster.store.errors import (
     BadVersion,
     BrokerIdInUse,
@@ -63,6 +64,7 @@ from broker.cluster.store.zksession import (
 from broker.cluster.store.znodes import (
     INT64_MAX,
     PERSISTENT_PATHS,
+    AclZNodes,
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerRegistration,
@@ -87,9 +89,12 @@ from broker.cluster.store.znodes import (
     TopicsZNode,
     TopicZNode,
     ZNodeDataError,
+    desanitize,
+    sanitize,
     sequence_number,
 )
 from broker.log import TopicPartition
+from broker.security.acl import AclBinding, PatternType, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -513,6 +518,142 @@ class KafkaZkClient:
         await self._session.op(lambda: self._zk.create_async(
             ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
 
+    @_public
+    async def get_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config (/config/users/<sanitized user>), by user name."""
+        names = await self._session.children(ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.USER))
+        out = {}
+        for n in names:
+            got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.USER, n))
+            if got is not None:
+                out[desanitize(n)] = ConfigEntityZNode.decode(ConfigEntityTypeZNode.USER, n, got[0])
+        return out
+
+    @_public
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        n = sanitize(user)
+        got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.USER, n))
+        return {} if got is None else ConfigEntityZNode.decode(ConfigEntityTypeZNode.USER, n, got[0])
+
+    @_public
+    async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
+        """Replaces the user's config (Kafka's AdminZkClient.changeUserOrUserClientIdConfig:
+        the node, then a users/<sanitized user> change notification every broker follows)."""
+        n = sanitize(user)
+        await self._write_entity_config(ConfigEntityTypeZNode.USER, n, configs)
+        data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.USER}/{n}")
+        await self._session.op(lambda: self._zk.create_async(
+            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+
+    # ------------------------------------------------------------ ACLs
+
+    @_public
+    async def get_acls(self) -> list[AclBinding]:
+        """Every ACL under /kafka-acl and /kafka-acl-extended/prefixed."""
+        out: list[AclBinding] = []
+        for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
+            root = AclZNodes.root(pattern.name)
+            for tname in await self._session.children(root):
+                rtype = acl_store.type_from_name(tname)
+                if rtype is None:
+                    continue
+                for name in await self._session.children(f"{root}/{tname}"):
+                    path = f"{root}/{tname}/{name}"
+                    got = await self._session.get(path)
+                    if got is not None:
+                        out += acl_store.bindings((rtype, name, pattern), AclZNodes.decode(path, got[0]))
+        return out
+
+    @_public
+    async def get_resource_acls(self, resource: acl_store.Resource) -> list[AclBinding]:
+        rtype, name, pattern = resource
+        path = AclZNodes.path(pattern.name, acl_store.type_name(rtype), name)
+        got = await self._session.get(path)
+        return [] if got is None else acl_store.bindings(resource, AclZNodes.decode(path, got[0]))
+
+    @_public
+    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+        """update_resource_acls for each resource, together; the new ACLs of each."""
+        resources = list(changes)
+        done = await asyncio.gather(*(self.update_resource_acls(r, changes[r]) for r in resources))
+        return dict(zip(resources, done))
+
+    async def update_resource_acls(self, resource: acl_store.Resource,
+                                   change: Callable[[set[AclBinding]], set[AclBinding]]) -> set[AclBinding]:
+        """Applies `change` to a resource's ACLs with a conditional write (retried when
+        another broker wrote first, as Kafka's AclAuthorizer), then announces it on
+        /kafka-acl-changes (or -extended-changes). Returns the new ACLs."""
+        rtype, name, pattern = resource
+        path = AclZNodes.path(pattern.name, acl_store.type_name(rtype), name)
+        while True:
+            got = await self._session.get(path)
+            current = set() if got is None else set(acl_store.bindings(resource, AclZNodes.decode(path, got[0])))
+            new = change(set(current))
+            if new == current:
+                return new
+            data = AclZNodes.encode(acl_store.entry(b) for b in sorted(new, key=str))
+            try:
+                if got is None:
+                    await self._session.op(lambda: self._zk.create_async(path, data, makepath=True))
+                elif not new:
+                    await self._session.op(lambda: self._zk.delete_async(path, version=got[1].version))
+                else:
+                    await self._session.op(lambda: self._zk.set_async(path, data, version=got[1].version))
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
+            change_data = AclZNodes.encode_change(pattern.name, rtype.name, name)
+            await self._session.op(lambda: self._zk.create_async(
+                AclZNodes.change_path(pattern.name), change_data, sequence=True, makepath=True))
+            return new
+
+    @_public
+    async def watch_acl_changes(self, callback: Callable[[list[acl_store.Resource]], None]) -> None:
+        """callback(resources whose ACLs changed) for each batch of ACL change
+        notifications (literal and prefixed) created after this call."""
+        for root, literal in ((AclZNodes.LITERAL_CHANGES, True), (AclZNodes.EXTENDED_CHANGES, False)):
+            await self._watch_sequence(root, AclZNodes.CHANGE_PREFIX, _acl_change_decoder(literal), callback)
+
+    async def _watch_sequence(self, parent: str, prefix: str, decode: Callable[[str, bytes], Any],
+                              callback: Callable[[list[Any]], None]) -> None:
+        last: list[int | None] = [None]
+        ctimes: dict[str, int] = {}
+
+        async def read(watcher: KazooWatcher) -> list[Any]:
+            names = await self._session.children(parent, watcher)
+            numbered = sorted((sequence_number(n, prefix), n) for n in names if _is_sequence(n, prefix))
+            if last[0] is None:
+                last[0] = numbered[-1][0] if numbered else -1
+                return []
+            out = []
+            for seq, n in numbered:
+                if seq <= last[0]:
+                    continue
+                got = await self._session.get(f"{parent}/{n}")
+                last[0] = seq
+                if got is not None:
+                    ctimes[n] = got[1].ctime
+                    try:
+                        item = decode(f"{parent}/{n}", got[0])
+                    except ValueError as exc:
+                        log.warning("ignoring %s/%s: %s", parent, n, exc)
+                        continue
+                    if item is not None:
+                        out.append(item)
+            horizon = time.time() * 1000 - CONFIG_CHANGE_EXPIRATION_MS
+            for n in [n for n, ctime in ctimes.items() if ctime < horizon]:
+                del ctimes[n]
+                try:
+                    await self._session.op(lambda: self._zk.delete_async(f"{parent}/{n}"))
+                except NoNodeError:
+                    pass
+            return out
+
+        def deliver(items: list[Any]) -> None:
+            if items:
+                callback(items)
+        await self._session.watch(read, deliver, deliver_equal=True)
+
     async def _write_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         path = ConfigEntityZNode.path(entity_type, name)
         data = ConfigEntityZNode.encode(configs)
@@ -712,6 +853,16 @@ def _assignment(assignment: Mapping[int, Iterable[int]]) -> dict[int, tuple[int,
 def _topic_value(name: str, got: tuple[bytes, ZnodeStat]) -> TopicValue:
     a = TopicZNode.decode(name, got[0])
     return a.topic_id, {p: list(r) for p, r in sorted(a.partitions.items())}, got[1].version
+
+
+def _acl_change_decoder(literal: bool) -> Callable[[str, bytes], acl_store.Resource | None]:
+    def decode(path: str, data: bytes) -> acl_store.Resource | None:
+        pattern, kind, name = AclZNodes.decode_change(path, data, literal)
+        try:
+            return ResourceType[kind], name, PatternType[pattern]
+        except KeyError:
+            return None
+    return decode
 
 
 def _is_sequence(name: str, prefix: str) -> bool:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -541,11 +542,22 @@ class TopicPartitionStateZNode:
 
 class ConfigEntityTypeZNode:
     TOPIC = "topics"
+    USER = "users"
     ALL = ("topics", "clients", "users", "brokers", "ips")
 
     @staticmethod
     def path(entity_type: str) -> str:
         return f"/config/{entity_type}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user (or client id) as a znode name — URL-encoded
+    in UTF-8 as Java's URLEncoder, with a space as %20 and '*' as %2A."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
 
 
 class ConfigEntityZNode:
@@ -680,6 +692,68 @@ class ProducerIdBlockZNode:
         return ProducerIdBlock(o.int("broker"), start, end)
 
 
+# ---------------------------------------------------------------- ACLs (Kafka's AclAuthorizer in ZooKeeper)
+
+class AclZNodes:
+    """/kafka-acl/<Type>/<name> (LITERAL) and /kafka-acl-extended/prefixed/<Type>/<name>
+    (PREFIXED): {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+    "operation":"Read","host":"*"}]}. A change to a resource's ACLs is announced by a
+    sequential node: /kafka-acl-changes/acl_changes_N holding "TOPIC:<name>" (LITERAL), and
+    /kafka-acl-extended-changes/acl_changes_N holding {"version":1,"resourceType":"TOPIC",
+    "name":"<name>","patternType":"PREFIXED"}."""
+
+    LITERAL = "/kafka-acl"
+    PREFIXED = "/kafka-acl-extended/prefixed"
+    LITERAL_CHANGES = "/kafka-acl-changes"
+    EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+    CHANGE_PREFIX = "acl_changes_"
+
+    @staticmethod
+    def root(pattern: str) -> str:
+        return AclZNodes.LITERAL if pattern == "LITERAL" else AclZNodes.PREFIXED
+
+    @staticmethod
+    def path(pattern: str, type_name: str, name: str) -> str:
+        return f"{AclZNodes.root(pattern)}/{type_name}/{_check_name('resource', name)}"
+
+    @staticmethod
+    def encode(entries: Iterable[Mapping[str, str]]) -> bytes:
+        return _dumps({"version": 1, "acls": [
+            {"principal": e["principal"], "permissionType": e["permissionType"], "operation": e["operation"],
+             "host": e["host"]} for e in entries]})
+
+    @staticmethod
+    def decode(path: str, data: bytes | None) -> list[dict[str, str]]:
+        if not data:
+            return []
+        o = _Obj.parse(path, data)
+        return [{k: e.str(k) for k in ("principal", "permissionType", "operation", "host")}
+                for e in o.objects("acls")]
+
+    @staticmethod
+    def change_path(pattern: str) -> str:
+        root = AclZNodes.LITERAL_CHANGES if pattern == "LITERAL" else AclZNodes.EXTENDED_CHANGES
+        return f"{root}/{AclZNodes.CHANGE_PREFIX}"
+
+    @staticmethod
+    def encode_change(pattern: str, type_enum_name: str, name: str) -> bytes:
+        if pattern == "LITERAL":
+            return f"{type_enum_name}:{name}".encode()
+        return _dumps({"version": 1, "resourceType": type_enum_name, "name": name, "patternType": pattern})
+
+    @staticmethod
+    def decode_change(path: str, data: bytes | None, literal: bool) -> tuple[str, str, str]:
+        """(pattern type, resource type enum name, name) of a change node."""
+        if literal:
+            text = bytes(data or b"").decode("utf-8", "replace")
+            kind, sep, name = text.partition(":")
+            if not sep:
+                raise ZNodeDataError(path, "expected ResourceType:ResourceName", data)
+            return "LITERAL", kind.upper(), name
+        o = _Obj.parse(path, data)
+        return o.str("patternType").upper(), o.str("resourceType").upper(), o.str("name")
+
+
 # Persistent paths every broker makes sure exist at startup (Kafka's ZkData.PersistentZkPaths).
 PERSISTENT_PATHS = (
     BrokerIdsZNode.PATH,
@@ -689,6 +763,8 @@ PERSISTENT_PATHS = (
     BrokerSequenceIdZNode.PATH,
     IsrChangeNotificationZNode.PATH,
     ProducerIdBlockZNode.PATH,
+    AclZNodes.LITERAL_CHANGES,
+    AclZNodes.EXTENDED_CHANGES,
 ) + tuple(ConfigEntityTypeZNode.path(t) for t in ConfigEntityTypeZNode.ALL)
 
 

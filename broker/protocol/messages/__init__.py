@@ -38,6 +38,9 @@ from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .end_txn import EndTxnRequest, EndTxnResponse
 from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from .create_acls import CreateAclsRequest, CreateAclsResponse
+from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -47,6 +50,8 @@ from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from .describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_producers import DescribeProducersRequest, DescribeProducersResponse
@@ -90,6 +95,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -99,6 +107,8 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -136,6 +146,9 @@ API_MESSAGES = {
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse, (0, 5), 3, True),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse, (0, 1), 1, False),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 4), 3, False),
+    ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse, (0, 3), 2, False),
+    ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse, (0, 3), 2, False),
+    ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse, (0, 3), 2, False),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse, (0, 4), 4, False),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse, (0, 2), 2, False),
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse, (0, 4), 2, False),
@@ -145,6 +158,8 @@ API_MESSAGES = {
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse, (0, 2), 2, False),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, (0, 1), 1, False),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse, (0, 0), None, False),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, (0, 0), 0, False),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, (0, 0), 0, False),
     ApiKey.ALTER_PARTITION: (AlterPartitionRequest, AlterPartitionResponse, (0, 3), 0, False),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse, (0, 1), 0, False),
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse, (0, 0), 0, False),
@@ -155,4 +170,4 @@ API_MESSAGES = {
 #: The header and data classes (no api key).
 OTHER_CLASSES = (RequestHeader, ResponseHeader, ConsumerProtocolSubscription, ConsumerProtocolAssignment,)
 
-__all__ = ['ApiKey', 'API_MESSAGES', 'OTHER_CLASSES', 'ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 'StopReplicaRequest', 'StopReplicaResponse', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'ElectLeadersRequest', 'ElectLeadersResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'AlterPartitionRequest', 'AlterPartitionResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'RequestHeader', 'ResponseHeader', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment']
+__all__ = ['ApiKey', 'API_MESSAGES', 'OTHER_CLASSES', 'ProduceRequest', 'ProduceResponse', 'FetchRequest', 'FetchResponse', 'ListOffsetsRequest', 'ListOffsetsResponse', 'MetadataRequest', 'MetadataResponse', 'LeaderAndIsrRequest', 'LeaderAndIsrResponse', 'StopReplicaRequest', 'StopReplicaResponse', 'UpdateMetadataRequest', 'UpdateMetadataResponse', 'ControlledShutdownRequest', 'ControlledShutdownResponse', 'OffsetCommitRequest', 'OffsetCommitResponse', 'OffsetFetchRequest', 'OffsetFetchResponse', 'FindCoordinatorRequest', 'FindCoordinatorResponse', 'JoinGroupRequest', 'JoinGroupResponse', 'HeartbeatRequest', 'HeartbeatResponse', 'LeaveGroupRequest', 'LeaveGroupResponse', 'SyncGroupRequest', 'SyncGroupResponse', 'DescribeGroupsRequest', 'DescribeGroupsResponse', 'ListGroupsRequest', 'ListGroupsResponse', 'SaslHandshakeRequest', 'SaslHandshakeResponse', 'ApiVersionsRequest', 'ApiVersionsResponse', 'CreateTopicsRequest', 'CreateTopicsResponse', 'DeleteTopicsRequest', 'DeleteTopicsResponse', 'DeleteRecordsRequest', 'DeleteRecordsResponse', 'InitProducerIdRequest', 'InitProducerIdResponse', 'OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse', 'AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', 'EndTxnRequest', 'EndTxnResponse', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', 'DescribeAclsRequest', 'DescribeAclsResponse', 'CreateAclsRequest', 'CreateAclsResponse', 'DeleteAclsRequest', 'DeleteAclsResponse', 'DescribeConfigsRequest', 'DescribeConfigsResponse', 'AlterConfigsRequest', 'AlterConfigsResponse', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', 'CreatePartitionsRequest', 'CreatePartitionsResponse', 'DeleteGroupsRequest', 'DeleteGroupsResponse', 'ElectLeadersRequest', 'ElectLeadersResponse', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', 'OffsetDeleteRequest', 'OffsetDeleteResponse', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', 'AlterPartitionRequest', 'AlterPartitionResponse', 'DescribeClusterRequest', 'DescribeClusterResponse', 'DescribeProducersRequest', 'DescribeProducersResponse', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 'ListTransactionsRequest', 'ListTransactionsResponse', 'RequestHeader', 'ResponseHeader', 'ConsumerProtocolSubscription', 'ConsumerProtocolAssignment']

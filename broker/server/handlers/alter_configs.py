@@ -3,8 +3,9 @@ Dynamic broker configs are not supported (INVALID_REQUEST with a message)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from broker.security.acl import Operation
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -21,6 +22,10 @@ async def _handle(ctx, request):
                                                               resource_type=res.resource_type,
                                                               resource_name=res.resource_name)
         out.append(r)
+        denied = _denied(ctx, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        if denied:
+            r.error_code, r.error_message = denied, "Authorization failed."
+            continue
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = {c.name: c.value for c in res.configs if c.value is not None}

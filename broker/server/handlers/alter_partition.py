@@ -7,6 +7,7 @@ from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -56,4 +57,6 @@ async def apply(services: BrokerServices, request: AlterPartitionRequest) -> Alt
 
 
 def handle(ctx: RequestContext, request: AlterPartitionRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
     return apply(ctx.services, request)

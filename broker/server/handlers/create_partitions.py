@@ -3,6 +3,7 @@ MAX_PARTITIONS_PER_REQUEST, as CreateTopics)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 
@@ -19,6 +20,9 @@ async def _handle(ctx, request):
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(r)
+        if not ctx.authorize(Operation.ALTER, ResourceType.TOPIC, t.name):
+            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         if t.count > MAX_PARTITIONS_PER_REQUEST:
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
                 f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"

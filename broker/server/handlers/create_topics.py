@@ -13,6 +13,7 @@ from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 from broker.uuids import random_uuid
@@ -36,6 +37,7 @@ async def _handle(ctx, request):
     counts = Counter(t.name for t in request.topics)
     seen = set()
     partitions = 0
+    cluster_create = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
     for t in request.topics:
         if t.name in seen:
             continue
@@ -44,6 +46,10 @@ async def _handle(ctx, request):
         results.append(r)
         if counts[t.name] > 1:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            r.num_partitions = r.replication_factor = -1
+            continue
+        if not cluster_create and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t.name):
+            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
             r.num_partitions = r.replication_factor = -1
             continue
         partitions += max(t.num_partitions, len(t.assignments))
@@ -64,17 +70,28 @@ async def _handle(ctx, request):
                 r.topic_id = random_uuid()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
-                r.configs = _configs(services, services.config.log_config(validate_topic_configs(configs)))
+                _answer_configs(ctx, r, services.config.log_config(validate_topic_configs(configs)))
                 continue
             info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
-            r.configs = _configs(services, services.metadata.log_config(t.name))
+            _answer_configs(ctx, r, services.metadata.log_config(t.name))
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _answer_configs(ctx, r, cfg) -> None:
+    """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
+    the topic; else no configs, partitions and replication factor -1, and
+    topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
+    if ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name, audit=False):
+        r.configs = _configs(ctx.services, cfg)
+    else:
+        r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        r.num_partitions = r.replication_factor = -1
 
 
 def _configs(services, cfg) -> list:

@@ -4,6 +4,7 @@ from broker.log import OffsetOutOfRange
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -14,10 +15,14 @@ def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> HandlerResult:
     topics = []
     for t in request.topics:
         parts = []
+        allowed = ctx.authorize(Operation.DELETE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             r = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                                    low_watermark=-1, error_code=0)
             parts.append(r)
+            if not allowed:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 part = ctx.services.replicas.leader_partition(t.name, p.partition_index)
                 r.low_watermark = part.log.delete_records(p.offset)

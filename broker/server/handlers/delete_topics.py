@@ -3,6 +3,7 @@ error carries the error's own description as its message, as Kafka's does."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -35,6 +36,9 @@ async def _handle(ctx, request):
             if name is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
+        if not ctx.authorize(Operation.DELETE, ResourceType.TOPIC, name):
+            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         info = services.metadata.topic(name)
         if info is not None:
             r.topic_id = info.topic_id

@@ -1,8 +1,9 @@
-"""DescribeCluster (60): cluster id, controller and brokers."""
+"""DescribeCluster (60): cluster id, controller and brokers (no ACL needed, as Kafka's)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from broker.server.context import HandlerResult, RequestContext
+from broker.server.handlers.metadata import brokers_on
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -14,9 +15,8 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> HandlerResul
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message="only broker endpoints (1) are served",
                                        endpoint_type=request.endpoint_type, cluster_id=services.metadata.cluster_id or "")
-    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
-                                                             rack=b.rack)
-               for b in sorted(services.metadata.brokers().values(), key=lambda b: b.broker_id)]
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
+               for b, host, port in brokers_on(ctx)]
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                                    cluster_id=services.metadata.cluster_id or "", controller_id=services.metadata.controller_id,
                                    brokers=brokers)

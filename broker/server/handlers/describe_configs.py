@@ -9,10 +9,11 @@ before the key itself are left out (so log.retention.ms lists nothing while only
 are set). A topic config lists its override first, then its broker key's synonyms. The
 config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
 """
-from broker.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, ConfigSource, ConfigType
+from broker.config import BROKER_KEYS, BROKER_SYNONYMS, NOT_DESCRIBED, TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -91,13 +92,18 @@ def topic_entries(services, topic: str, keys, synonyms: bool, docs: bool) -> lis
 def broker_entries(services, keys, synonyms: bool, docs: bool) -> list:
     out = []
     for name, key in sorted(BROKER_KEYS.items()):
-        if keys is not None and name not in keys:
+        if keys is not None and name not in keys or name in NOT_DESCRIBED:
             continue
         syn = broker_synonyms(services, name)
         source = source_of(syn)
-        out.append(_Entry(name=name, value=format_value(services.config[name]), read_only=True,
-                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
-                          is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
+        # passwords (ssl.keystore.password ...) are never told, as Kafka's: null and sensitive
+        sensitive = key.type == ConfigType.PASSWORD
+        if sensitive:
+            for s in syn:
+                s.value = None
+        out.append(_Entry(name=name, value=None if sensitive else format_value(services.config[name]),
+                          read_only=True, is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
+                          is_sensitive=sensitive, synonyms=syn if synonyms else [], config_type=key.type,
                           documentation=key.doc if docs else None))
     return out
 
@@ -113,6 +119,10 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
         r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
                     resource_name=res.resource_name, configs=[])
         results.append(r)
+        denied = _denied(ctx, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if denied:
+            r.error_code, r.error_message = denied, "Authorization failed."
+            continue
         if res.resource_type == RESOURCE_TOPIC:
             if services.metadata.topic(res.resource_name) is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -131,6 +141,17 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
             r.error_code = ErrorCode.INVALID_REQUEST
             r.error_message = f"unsupported resource type {res.resource_type}"
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _denied(ctx, operation: Operation, resource_type: int, name: str) -> int:
+    """As Kafka's: a topic's configs need the operation on the topic, a broker's (and its
+    loggers') on the cluster; the error code, or 0."""
+    if resource_type == RESOURCE_TOPIC:
+        return 0 if ctx.authorize(operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        return 0 if ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME) else \
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return 0
 
 
 _ = ConfigType  # config_type values are ConfigType codes

@@ -9,6 +9,7 @@ from collections import defaultdict
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
@@ -30,6 +31,9 @@ def _wanted(request):
 
 
 def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       results=[])
     logs = ctx.services.replicas.logs
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list]] = {d: defaultdict(list) for d in logs.dirs}

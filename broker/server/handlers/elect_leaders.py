@@ -5,6 +5,7 @@ from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -45,4 +46,8 @@ def _all(wanted, error) -> ElectLeadersResponse:
 
 
 def handle(ctx: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _all(None if request.topic_partitions is None else [
+            TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions],
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return apply(ctx.services, request, ctx.api_version)

@@ -35,6 +35,7 @@ from broker.log import OffsetOutOfRange, TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -65,11 +66,15 @@ def _read_all(ctx, request, version, replica_id):
     errors = False
     aborted = [] if request.isolation_level == 1 else None
     starved = False     # out of open segments: the remaining partitions get no records
+    # as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
+    cluster_ok = replica_id < 0 or ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     for t in request.topics:
         if version >= 13:
             name = services.metadata.topic_name(t.topic_id)
         else:
             name = t.topic
+        allowed = cluster_ok and (replica_id >= 0 or name is None
+                                  or ctx.authorize(Operation.READ, ResourceType.TOPIC, name))
         parts = []
         for p in t.partitions:
             d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
@@ -77,6 +82,10 @@ def _read_all(ctx, request, version, replica_id):
             parts.append(d)
             if name is None:
                 _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
+                errors = True
+                continue
+            if not allowed:
+                _error(d, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 errors = True
                 continue
             try:

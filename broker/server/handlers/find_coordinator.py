@@ -5,6 +5,7 @@ coordinator comes with the message "NONE", as Kafka words it (Errors.NONE.messag
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -17,6 +18,10 @@ def _find(ctx, key: str, key_type: int):
     """(error, message, node id, host, port), or None when __consumer_offsets must be
     created first."""
     services = ctx.services
+    if key_type == GROUP and not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == TRANSACTION and not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
     if key_type != GROUP:
@@ -28,9 +33,10 @@ def _find(ctx, key: str, key_type: int):
         return None
     node = coord.coordinator_node(key)
     b = services.metadata.brokers().get(node)
-    if b is None:
+    ep = None if b is None else b.endpoint(ctx.listener_name)
+    if b is None or ep is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    return 0, "NONE", b.broker_id, b.host, b.port
+    return 0, "NONE", b.broker_id, ep[0], ep[1]
 
 
 def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:

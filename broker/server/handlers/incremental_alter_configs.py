@@ -7,8 +7,9 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from broker.security.acl import Operation
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, format_value
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied, format_value
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -57,6 +58,10 @@ async def _handle(ctx, request):
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name)
         out.append(r)
+        denied = _denied(ctx, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        if denied:
+            r.error_code, r.error_message = denied, "Authorization failed."
+            continue
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 configs = _apply(ctx.services, res.resource_name, res.configs)

@@ -8,6 +8,7 @@ COORDINATOR_NOT_AVAILABLE. Ids come in blocks of 1000 claimed from the metadata 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -15,6 +16,16 @@ MIN_VERSION, MAX_VERSION = 0, 5
 
 
 def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult:
+    # as Kafka's: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
+    # cluster or WRITE on some topic
+    if request.transactional_id is not None:
+        if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (ctx.authorize(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+              or ctx.authorize_any(Operation.WRITE, ResourceType.TOPIC)):
+        return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)

@@ -7,6 +7,7 @@ from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -54,4 +55,6 @@ async def _from_network(services: BrokerServices, request: LeaderAndIsrRequest) 
 
 
 def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return LeaderAndIsrResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return _from_network(ctx.services, request)

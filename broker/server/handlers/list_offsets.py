@@ -1,8 +1,9 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3) or the first offset
 whose timestamp is >= the one asked, per partition."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import KafkaProtocolError
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -26,9 +27,13 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
     topics = []
     for t in request.topics:
         parts = []
+        allowed = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(r)
+            if not allowed:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 part = services.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)
                 lg = part.log

@@ -2,7 +2,9 @@
 __consumer_offsets before the answer."""
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -12,8 +14,15 @@ MIN_VERSION, MAX_VERSION = 0, 8
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     v = ctx.api_version
     offsets = {}
+    group_ok = ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id)
+    refused = {}
     for t in request.topics:
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok else \
+            None if ctx.authorize(Operation.READ, ResourceType.TOPIC, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for p in t.partitions:
+            if denied is not None:
+                refused[(t.name, p.partition_index)] = denied
+                continue
             expire = -1
             if 2 <= v <= 4 and request.retention_time_ms >= 0:
                 import time
@@ -23,8 +32,9 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 p.commit_timestamp if v == 1 else -1, expire)
     generation = request.generation_id_or_member_epoch if v >= 1 else -1
     member = request.member_id if v >= 1 else ""
-    result = await ctx.services.coordinator.commit_offsets(request.group_id, generation, member,
-                                                         request.group_instance_id if v >= 7 else None, offsets)
+    result = {} if not offsets else await ctx.services.coordinator.commit_offsets(
+        request.group_id, generation, member, request.group_instance_id if v >= 7 else None, offsets)
+    result = {**result, **refused}
     topics = []
     for t in request.topics:
         topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[

@@ -1,7 +1,9 @@
 """OffsetFetch (9): committed offsets of a group (or of several groups from v8); -1 and no
 error for partitions without a commit; topics null = every committed partition."""
 from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -10,12 +12,26 @@ MIN_VERSION, MAX_VERSION = 0, 8
 R = OffsetFetchResponse
 
 
-def _partitions(coord, group_id, topics):
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    err, found = coord.fetch_offsets(group_id, wanted)
+def _partitions(ctx, coord, group_id, topics):
+    """(group error, {topic: [(partition, offset and metadata, error)]}): as Kafka's,
+    DESCRIBE on the group, and on each topic — requested topics the client may not
+    describe are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer."""
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {t.name: [(p, None, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                                                               for p in t.partition_indexes] for t in topics or ()}
+    denied = set() if topics is None else {
+        t.name for t in topics if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)}
+    wanted = None if topics is None else [(t.name, p) for t in topics if t.name not in denied
+                                          for p in t.partition_indexes]
+    err, found = coord.fetch_offsets(group_id, wanted) if wanted != [] else (ErrorCode.NONE, {})
     by_topic: dict[str, list] = {}
     for (topic, p), om in sorted(found.items()):
-        by_topic.setdefault(topic, []).append((p, om))
+        if topics is None and not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, topic, audit=False):
+            continue
+        by_topic.setdefault(topic, []).append((p, om, 0))
+    for t in topics or ():
+        if t.name in denied:
+            by_topic[t.name] = [(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]
     return err, by_topic
 
 
@@ -25,24 +41,28 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
     if v >= 8:
         groups = []
         for g in request.groups:
-            err, by_topic = _partitions(coord, g.group_id, g.topics)
+            err, by_topic = _partitions(ctx, coord, g.group_id, g.topics)
+            if err == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+                by_topic = {}
             groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[
                 R.OffsetFetchResponseTopics(name=t, partitions=[
                     R.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=om.offset if om else -1,
                         committed_leader_epoch=om.leader_epoch if om else -1,
-                        metadata=om.metadata if om else "", error_code=0)
-                    for p, om in parts])
+                        metadata=om.metadata if om else "", error_code=e)
+                    for p, om, e in parts])
                 for t, parts in by_topic.items()]))
         return R(throttle_time_ms=0, groups=groups)
     topics = request.topics if v >= 2 else (request.topics or [])
-    err, by_topic = _partitions(coord, request.group_id, topics)
+    err, by_topic = _partitions(ctx, coord, request.group_id, topics)
+    if err == ErrorCode.GROUP_AUTHORIZATION_FAILED and v >= 2:
+        by_topic = {}
     resp = R(throttle_time_ms=0, error_code=err, topics=[
         R.OffsetFetchResponseTopic(name=t, partitions=[
             R.OffsetFetchResponsePartition(partition_index=p, committed_offset=om.offset if om else -1,
                                            committed_leader_epoch=om.leader_epoch if om else -1,
                                            metadata=om.metadata if om else "",
-                                           error_code=err if v < 2 else 0)
-            for p, om in parts])
+                                           error_code=e or (err if v < 2 else 0))
+            for p, om, e in parts])
         for t, parts in by_topic.items()])
     return resp

@@ -31,6 +31,7 @@ from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.PRODUCE
@@ -51,17 +52,24 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     failed = False
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
+    elif request.transactional_id is not None and \
+            not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     elif request.transactional_id is not None:
         code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet"
     else:
         code, message = None, None
     for topic in request.topic_data:
         presp = []
+        allowed = ctx.authorize(Operation.WRITE, ResourceType.TOPIC, topic.name)     # WRITE on the topic
         for p in topic.partition_data:
             r = _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             presp.append(r)
             if code is not None:
                 r.error_code, r.error_message = code, message
+                failed = True
+            elif not allowed:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 failed = True
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"

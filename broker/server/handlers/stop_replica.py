@@ -4,6 +4,7 @@ from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -34,4 +35,6 @@ async def _from_network(services: BrokerServices, request: StopReplicaRequest) -
 
 
 def handle(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return _from_network(ctx.services, request)

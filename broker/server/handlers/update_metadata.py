@@ -8,6 +8,7 @@ from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState,
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
@@ -36,8 +37,7 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
         if states and t.topic_name not in deleted:
             updates[t.topic_name] = (t.topic_id, states)
     await services.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
-    cache.set_brokers(BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
-                      for b in request.live_brokers if b.endpoints)
+    cache.set_brokers(_broker(b, services.config.inter_broker_listener) for b in request.live_brokers if b.endpoints)
     cache.set_controller(request.controller_id, request.controller_epoch)
     for name, (topic_id, states) in updates.items():
         old = cache.topic(name)
@@ -53,6 +53,13 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 
+def _broker(b, inter_broker_listener: str) -> BrokerInfo:
+    """host and port: the inter-broker listener's (the first endpoint without one)."""
+    endpoints = {e.listener: (e.host, e.port) for e in b.endpoints}
+    host, port = endpoints.get(inter_broker_listener) or (b.endpoints[0].host, b.endpoints[0].port)
+    return BrokerInfo(b.id, host, port, b.rack, endpoints=endpoints)
+
+
 async def _from_network(services: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     err = await services.check_control_request("UpdateMetadata", request.controller_id, request.controller_epoch,
                                              request.broker_epoch)
@@ -62,4 +69,6 @@ async def _from_network(services: BrokerServices, request: UpdateMetadataRequest
 
 
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return _from_network(ctx.services, request)
