@@ -314,9 +314,14 @@ class LogCleaner:
             new.delete()
             del lg.segments[i:i + len(olds)]
             del lg._bases[i:i + len(olds)]
+            if lg.txn_index.entries:
+                lg.txn_index.rewrite(lg._bases)
             return 0
         lg.segments[i:i + len(olds)] = [new]
         lg._bases[i:i + len(olds)] = [base]
+        if lg.txn_index.entries:
+            # the merged segments' aborted transactions move into the new one's file
+            lg.txn_index.rewrite(lg._bases)
         size: int = new.size
         return size
 
