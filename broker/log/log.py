@@ -55,6 +55,7 @@ from broker.log.txn_index import AbortedTxn, AbortedTxnIndex
 from broker.native import (
     BatchBuilder,
     CorruptRecordError,
+    InvalidRecordError,
     Segment,
     assign_offsets,
     iter_batches,
@@ -542,15 +543,20 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records: Buffer, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
+
+        `control`: the batches are transaction markers the transaction coordinator asked
+        for (WriteTxnMarkers), and nothing else may be (append_markers).
 
         Raises CorruptRecordError (CRC, lengths, magic), InvalidRecordError (Kafka's batch
         rules; a record without a key on a compacted topic) or RecordTooLarge."""
         mv = memoryview(records)
         if mv.readonly:
             mv = memoryview(bytearray(mv))
+        if control:
+            return self._append_markers(mv, leader_epoch)
         limit = self.config.max_message_bytes
         it = iter_batches(mv)
         producer_batches = None
@@ -593,19 +599,29 @@ class Log:
 
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                                 commit: bool, leader_epoch: int, timestamp: int | None = None) -> LogAppendInfo:
-        """Appends a transaction marker (a control batch of one COMMIT or ABORT record,
-        Kafka's EndTransactionMarker) for the producer's transaction, as the transaction
-        coordinator's WriteTxnMarkers asks. Raises InvalidProducerEpoch (a fenced epoch)
-        or CoordinatorFenced (an older coordinator epoch than the last marker's)."""
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        """Appends one transaction marker (see marker_batch) for the producer's transaction."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
-        b = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
-                         is_transactional=True, is_control=True)
-        key, value = control_record(commit, coordinator_epoch)
-        b.append(ts, key, value)
-        mv = memoryview(bytearray(b.build()))
+        return self.append_as_leader(marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, ts),
+                                     leader_epoch, control=True)
+
+    def _append_markers(self, mv: memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Markers (control batches of one COMMIT or ABORT record, Kafka's
+        EndTransactionMarker). Raises InvalidRecordError for a batch that is no marker,
+        InvalidProducerEpoch (a fenced epoch) or CoordinatorFenced (an older coordinator
+        epoch than the producer's last marker's)."""
+        from broker.log.producer_state import read_marker
+        it = iter_batches(mv, validate=True)
+        for b in it:
+            if not b.is_control or b.producer_id < 0:
+                raise InvalidRecordError(f"{self.tp}: a marker append holds a batch that is no marker")
+            _commit, coordinator_epoch = read_marker(b)
+            self.producer_state.check_marker(b.producer_id, b.producer_epoch, coordinator_epoch)
+        if it.partial:
+            raise CorruptRecordError(f"{self.tp}: partial marker batch at byte {it.position}", it.position)
         base = self.log_end_offset
-        next_offset, _n, count, max_ts, _off = assign_offsets(mv, base, leader_epoch)
+        next_offset, batches, count, max_ts, _off = assign_offsets(mv, base, leader_epoch)
+        if batches == 0:
+            raise CorruptRecordError(f"{self.tp}: no marker to append", 0)
         if self._epoch_to_store(leader_epoch):
             self._write("writing the leader epochs of", self._store_epoch, leader_epoch, base)
         self._append(mv, next_offset, max_ts)
@@ -1044,6 +1060,18 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                 timestamp: int) -> bytearray:
+    """A transaction marker as Kafka writes it: a transactional control batch of the
+    producer (base sequence -1) holding one control record (key: version 0, type 1 commit
+    or 0 abort; value: version 0, the coordinator epoch)."""
+    b = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                     is_transactional=True, is_control=True)
+    key, value = control_record(commit, coordinator_epoch)
+    b.append(timestamp, key, value)
+    return bytearray(b.build())
 
 
 def _retrieve(fut: asyncio.Future[None]) -> None:

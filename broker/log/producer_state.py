@@ -174,6 +174,7 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         # completed transactions whose marker is at or above the high watermark
         self.unreplicated: deque[CompletedTxn] = deque()
+        self.verifying: dict[int, object] = {}     # pid -> the guard of a verification in flight
         # what the last load() replayed: the offset it replayed from, and the transactions
         # the markers it met completed (the log rebuilds its aborted index from them)
         self.replayed_from = 0
@@ -197,6 +198,14 @@ class ProducerStateManager:
                                           "expected a transactional write")
             last = last_sequence(first, b.last_offset_delta)
             entry = self.producers.get(pid)
+            if first == NO_SEQUENCE:
+                # a coordinator's write (a transactional offset commit): no sequence, only
+                # the epoch counts (Kafka checks sequences of client appends only)
+                if entry is not None and epoch < entry.epoch:
+                    raise InvalidProducerEpoch(
+                        f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}")
+                pending[pid] = (epoch, NO_SEQUENCE)
+                continue
             if pid in pending:
                 cur_epoch, cur_last = pending[pid]
             elif entry is not None:
@@ -221,6 +230,21 @@ class ProducerStateManager:
                     f"(expected {0 if cur_last == INT32_MAX else cur_last + 1})")
             pending[pid] = (epoch, last)
         return None
+
+    def start_verification(self, pid: int) -> object:
+        """A produce asks the coordinator whether this partition is in the producer's
+        transaction (KIP-890 part 1): the guard returned stays valid until a marker of
+        the producer is appended (Kafka's VerificationGuard)."""
+        guard = object()
+        self.verifying[pid] = guard
+        return guard
+
+    def verified(self, pid: int, guard: object) -> bool:
+        """Is the guard still valid (no marker since)? Consumes it."""
+        if self.verifying.get(pid) is guard:
+            del self.verifying[pid]
+            return True
+        return self.has_open_transaction(pid)
 
     def has_open_transaction(self, pid: int) -> bool:
         e = self.producers.get(pid)
@@ -290,6 +314,7 @@ class ProducerStateManager:
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = -1
         self.ongoing.pop(pid, None)
+        self.verifying.pop(pid, None)
         done = CompletedTxn(pid, first if first >= 0 else b.base_offset, b.base_offset, not commit)
         self.unreplicated.append(done)
         return done

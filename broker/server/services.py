@@ -12,6 +12,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     replicas          the ReplicaManager: this broker's partitions, append_records (every
                       append as leader, and its waits), the purgatory, the log manager
     coordinator       the group coordinator
+    txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
 
@@ -23,8 +24,6 @@ AlterPartition, ControlledShutdown, ElectLeaders):
     check_control_request      does a control request come from the controller ZooKeeper
                                names, for this broker's registration?
     ensure_topic_configs       read the configs of topics not seen yet before their logs open
-
-The transaction coordinator joins here when it exists (issue 17).
 
 Everything runs on the broker's event loop.
 """
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.group.coordinator import GroupCoordinator
     from broker.server.admin import TopicAdmin
+    from broker.txn.coordinator import TransactionCoordinator
 
 
 class BrokerServices(Protocol):
@@ -55,6 +55,9 @@ class BrokerServices(Protocol):
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator: ...
 
     @property
     def admin(self) -> TopicAdmin: ...

@@ -35,7 +35,7 @@ class FakePartition:
     def check_leader(self, current_leader_epoch=-1):
         pass
 
-    def append_as_leader(self, records, acks):
+    def append_as_leader(self, records, acks, control=False):
         self.appended += 1
         if isinstance(self.outcome, BaseException):
             raise self.outcome
@@ -110,7 +110,6 @@ def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
 
 @pytest.mark.parametrize("req, code", [
     (request([0], acks=2), E.INVALID_REQUIRED_ACKS),
-    (request([0], transactional_id="tx"), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     (request([0], records=lambda: None), E.INVALID_RECORD),
 ])
 def test_requests_the_broker_refuses_whole(req, code):

@@ -29,6 +29,8 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     api_versions,
@@ -42,7 +44,10 @@ from broker.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -53,6 +58,7 @@ from broker.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -61,7 +67,9 @@ from broker.server.handlers import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +112,8 @@ _MODULES: list[Handler] = [
     delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
     describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
-    alter_partition, elect_leaders,
+    alter_partition, elect_leaders, add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers,
+    txn_offset_commit, describe_producers, describe_transactions, list_transactions,
 ]
 
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,

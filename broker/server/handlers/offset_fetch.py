@@ -1,6 +1,9 @@
 """OffsetFetch (9): committed offsets of a group (or of several groups from v8); -1 and no
-error for partitions without a commit; topics null = every committed partition."""
+error for partitions without a commit; topics null = every committed partition. With
+require_stable (v7+, KIP-447) a partition with a transactional commit still awaiting its
+transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
 from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from broker.server.context import HandlerResult, RequestContext
 
@@ -10,12 +13,14 @@ MIN_VERSION, MAX_VERSION = 0, 8
 R = OffsetFetchResponse
 
 
-def _partitions(coord, group_id, topics):
+def _partitions(coord, group_id, topics, stable=False):
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     err, found = coord.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, p), om in sorted(found.items()):
-        by_topic.setdefault(topic, []).append((p, om))
+        unstable = stable and not err and coord.has_pending_txn_offset(group_id, (topic, p))
+        by_topic.setdefault(topic, []).append((p, None if unstable else om,
+                                               ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0))
     return err, by_topic
 
 
@@ -25,24 +30,24 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
     if v >= 8:
         groups = []
         for g in request.groups:
-            err, by_topic = _partitions(coord, g.group_id, g.topics)
+            err, by_topic = _partitions(coord, g.group_id, g.topics, request.require_stable)
             groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[
                 R.OffsetFetchResponseTopics(name=t, partitions=[
                     R.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=om.offset if om else -1,
                         committed_leader_epoch=om.leader_epoch if om else -1,
-                        metadata=om.metadata if om else "", error_code=0)
-                    for p, om in parts])
+                        metadata=om.metadata if om else "", error_code=perr)
+                    for p, om, perr in parts])
                 for t, parts in by_topic.items()]))
         return R(throttle_time_ms=0, groups=groups)
     topics = request.topics if v >= 2 else (request.topics or [])
-    err, by_topic = _partitions(coord, request.group_id, topics)
+    err, by_topic = _partitions(coord, request.group_id, topics, v >= 7 and request.require_stable)
     resp = R(throttle_time_ms=0, error_code=err, topics=[
         R.OffsetFetchResponseTopic(name=t, partitions=[
             R.OffsetFetchResponsePartition(partition_index=p, committed_offset=om.offset if om else -1,
                                            committed_leader_epoch=om.leader_epoch if om else -1,
                                            metadata=om.metadata if om else "",
-                                           error_code=err if v < 2 else 0)
-            for p, om in parts])
+                                           error_code=err if v < 2 else perr)
+            for p, om, perr in parts])
         for t, parts in by_topic.items()])
     return resp
