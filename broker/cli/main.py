@@ -88,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, groups, perf
+    from broker.cli import clients, groups, perf, transactions
     clients.add_parsers(sub)
     groups.add_parsers(sub)
+    transactions.add_parsers(sub)
     perf.add_parsers(sub)
     return p
 

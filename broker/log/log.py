@@ -543,12 +543,16 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False) -> LogAppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False,
+                         client: bool = True) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
         `control`: the batches are transaction markers the transaction coordinator asked
-        for (WriteTxnMarkers), and nothing else may be (append_markers).
+        for (WriteTxnMarkers), and nothing else may be (append_markers). `client`: the
+        batches come from a client, so Kafka's producer batch rules apply
+        (assign_offsets' producer_checks); a coordinator's own batches (a transactional
+        offset commit: a producer id without a sequence) skip them, as in Kafka.
 
         Raises CorruptRecordError (CRC, lengths, magic), InvalidRecordError (Kafka's batch
         rules; a record without a key on a compacted topic) or RecordTooLarge."""
@@ -577,7 +581,7 @@ class Log:
                 return self._duplicate_info(dup)
         base = self.log_end_offset
         next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch,
-                                                                            producer_checks=True)
+                                                                            producer_checks=client)
         if batches == 0:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
         if self.config.compact:

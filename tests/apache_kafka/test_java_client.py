@@ -159,8 +159,9 @@ def test_admin_client_every_api_kbroker_implements(kbroker, topic):
     assert got["group_admin"] == [{"offsets_left": 1, "static_members_before": 1, "static_members_after": 0,
                                    "deleted_state": "Dead", "delete_again": "GroupIdNotFoundException"}]
     # not implemented by kbroker (README): each fails cleanly, as against a broker without
-    # them; ElectLeaders is implemented: the partition's preferred replica leads already
+    # them; ElectLeaders is implemented: the partition's preferred replica leads already;
+    # DescribeProducers is implemented (issue 17)
     assert got["unsupported"] == [{"errors": {
         "describe_acls": "UnsupportedVersionException", "describe_features": "none",
-        "describe_producers": "UnsupportedVersionException", "elect_leaders": "ElectionNotNeededException"}}]
+        "describe_producers": "none", "elect_leaders": "ElectionNotNeededException"}}]
     assert got["deleted"] == [{"describe_after": "UnknownTopicOrPartitionException", "listed": False}]

@@ -173,7 +173,8 @@ class ReplicaManager:
                 part = self.partitions.get(tp)
                 if part is None:
                     part = self.partition(tp.topic, tp.partition)      # raises: unknown, or not hosted
-                info = part.append_as_leader(records, acks, origin is _MARKER)   # NOT_LEADER_OR_FOLLOWER if not leading
+                # NOT_LEADER_OR_FOLLOWER if not leading
+                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT)
             except APPEND_ERRORS as exc:
                 results.append(PartitionResult(*append_error(exc)))
                 continue
