@@ -233,18 +233,18 @@ class ProducerStateManager:
 
     def start_verification(self, pid: int) -> object:
         """A produce asks the coordinator whether this partition is in the producer's
-        transaction (KIP-890 part 1): the guard returned stays valid until a marker of
-        the producer is appended (Kafka's VerificationGuard)."""
-        guard = object()
-        self.verifying[pid] = guard
+        transaction (KIP-890 part 1): the guard returned (shared by the producer's
+        requests in flight meanwhile) stays valid until a marker of the producer is
+        appended or its transaction opens here (Kafka's VerificationGuard)."""
+        guard = self.verifying.get(pid)
+        if guard is None:
+            guard = self.verifying[pid] = object()
         return guard
 
     def verified(self, pid: int, guard: object) -> bool:
-        """Is the guard still valid (no marker since)? Consumes it."""
-        if self.verifying.get(pid) is guard:
-            del self.verifying[pid]
-            return True
-        return self.has_open_transaction(pid)
+        """May a batch verified under `guard` be appended: the guard is still valid (no
+        marker since), or the producer's transaction is open here already?"""
+        return self.verifying.get(pid) is guard or self.has_open_transaction(pid)
 
     def has_open_transaction(self, pid: int) -> bool:
         e = self.producers.get(pid)
@@ -292,6 +292,7 @@ class ProducerStateManager:
         if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing[pid] = base_offset
+            self.verifying.pop(pid, None)
 
     def _apply_marker(self, b: RecordBatch) -> CompletedTxn | None:
         """A COMMIT or ABORT marker at b.base_offset closes the producer's transaction; a

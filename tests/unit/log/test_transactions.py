@@ -193,3 +193,16 @@ def test_expiry_keeps_producers_with_open_transactions(make_log):
     lg.append_as_leader(tbatch(0, pid=P2, transactional=False), 0)
     assert lg.producer_state.remove_expired(NOW + 10 * 86_400_000) == 1
     assert set(lg.producer_state.producers) == {P1}
+
+
+def test_a_verification_guard_is_shared_and_voided_by_a_marker(make_log):
+    lg = make_log()
+    ps = lg.producer_state
+    g1 = ps.start_verification(P1)
+    g2 = ps.start_verification(P1)          # a second request in flight meanwhile
+    assert g1 is g2 and ps.verified(P1, g1)
+    lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)
+    assert not ps.verified(P1, g1)          # the transaction ended while verifying
+    g3 = ps.start_verification(P1)
+    lg.append_as_leader(tbatch(0), 0)       # the transaction opens: the guard is spent
+    assert g3 is not g1 and ps.verified(P1, g3) and P1 not in ps.verifying
