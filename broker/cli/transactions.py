@@ -146,8 +146,8 @@ def add_parsers(sub) -> None:
                                   "as kafka-transactions abort: the partition's leader writes an ABORT marker "
                                   "for its producer. `broker producers describe` shows the start offsets.")
     _bootstrap(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--topic", required=True, help="the partition's topic")
+    p.add_argument("--partition", type=int, required=True, help="the partition")
     p.add_argument("--start-offset", type=int, required=True, help="the first offset of the open transaction")
     p.set_defaults(func=_wrap(transactions_abort))
     pr = sub.add_parser("producers", help="describe the active producers of a partition")
@@ -155,6 +155,6 @@ def add_parsers(sub) -> None:
     ps.required = True
     p = ps.add_parser("describe", help="producer ids, epochs, sequences and open transactions of one partition")
     _bootstrap(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--topic", required=True, help="the partition's topic")
+    p.add_argument("--partition", type=int, required=True, help="the partition")
     p.set_defaults(func=_wrap(producers_describe))
