@@ -76,8 +76,10 @@ _WRITE_ERRORS: dict[int, int] = {
 }
 
 # marker answers after which that partition is done (Kafka's TransactionMarkerRequestCompletionHandler):
-# written, or a partition that no longer exists / cannot hold markers
-_MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
+# written; a partition that cannot hold markers; or one whose producer already has a newer
+# epoch there (INVALID_PRODUCER_EPOCH: a fence's marker was written, nothing is left to end)
+_MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION,
+                          ErrorCode.INVALID_PRODUCER_EPOCH})
 # answers that mean another coordinator has taken over: stop sending
 _MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
