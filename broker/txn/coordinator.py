@@ -17,8 +17,11 @@ partition with acks=-1 and applied once the ISR has it. EndTxn is answered once
 PrepareCommit / PrepareAbort is written; the markers (WriteTxnMarkers to each partition's
 leader, through the `MarkerSender` the server gives) are written afterwards, retried
 until every partition has its marker, then CompleteCommit / CompleteAbort is written.
-Meanwhile a new AddPartitionsToTxn, EndTxn or InitProducerId for the id is answered
-CONCURRENT_TRANSACTIONS and the client retries.
+Meanwhile a new AddPartitionsToTxn or InitProducerId for the id waits (at most
+CONCURRENT_WAIT_S) for the transaction to complete before it is served, instead of being
+answered CONCURRENT_TRANSACTIONS at once: a client's retry backoff (librdkafka's 100 ms)
+would otherwise bound a producer to a few commits per second. Past the wait, or for
+EndTxn, the answer is CONCURRENT_TRANSACTIONS and the client retries, as Kafka's.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms the open
 transactions past their timeout are aborted with a bumped epoch (the producer is fenced,
@@ -60,6 +63,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK = 8 * 1024 * 1024
 WRITE_TIMEOUT_MS = 5000
 MARKER_RETRY_S = 0.1
+CONCURRENT_WAIT_S = 1.0
+_BUSY = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
 
 S = TxnState
 
@@ -159,6 +164,7 @@ class TransactionCoordinator:
         self.loaded: dict[int, int] = {}             # partition -> coordinator epoch
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: list[asyncio.Task[None]] = []
+        self._settled: dict[str, list[asyncio.Future[None]]] = {}     # waiting for an id's transition
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -336,6 +342,33 @@ class TransactionCoordinator:
     async def _write(self, txn_id: str, md: TransactionMetadata, t: TxnTransit, epoch: int) -> int:
         """Appends the transition's record (acks=-1), waits for the ISR, then applies it.
         Any error aborts the transition and is answered as Kafka's coordinator answers it."""
+        try:
+            return await self._write_record(txn_id, md, t, epoch)
+        finally:
+            self._notify(txn_id)
+
+    def _notify(self, txn_id: str) -> None:
+        for fut in self._settled.pop(txn_id, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _settle(self, txn_id: str, md: TransactionMetadata) -> None:
+        """Waits (at most CONCURRENT_WAIT_S) while md has a transition in flight or is
+        finishing a transaction (its markers, then Complete*)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONCURRENT_WAIT_S
+        while (md.pending_in_progress or md.state in _BUSY) and self.txns.get(txn_id) is md and not self._closed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            fut: asyncio.Future[None] = loop.create_future()
+            self._settled.setdefault(txn_id, []).append(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                return
+
+    async def _write_record(self, txn_id: str, md: TransactionMetadata, t: TxnTransit, epoch: int) -> int:
         p = self.partition_for(txn_id)
         tp = TopicPartition(TXN_TOPIC, p)
         b = BatchBuilder()
@@ -386,6 +419,10 @@ class TransactionCoordinator:
             if md is None:
                 md = self.txns[txn_id] = TransactionMetadata(txn_id, pid, timeout_ms=timeout_ms,
                                                              last_update_ms=self.clock())
+        if md.pending_in_progress or md.state in _BUSY:
+            await self._settle(txn_id, md)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if md.pending_in_progress:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if expected_pid >= 0 and not self._valid_expected(md, expected_pid, expected_epoch):
@@ -470,7 +507,14 @@ class TransactionCoordinator:
         if err:
             return err
         assert md is not None
-        if md.pending_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+        if md.pending_in_progress or md.state in _BUSY:
+            await self._settle(txn_id, md)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            err = self._check_producer(md, pid, epoch)
+            if err:
+                return err
+        if md.pending_in_progress or md.state in _BUSY:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         wanted = set(partitions)
         if md.state == S.ONGOING and wanted <= md.partitions:
