@@ -3,7 +3,9 @@ CLIENT) and encodes its per-partition results; the replication layer appends and
 (broker/cluster/replica/manager.py and delayed_produce.py hold the rules).
 
 Refused here, before any append: acks other than 0, 1, -1 (INVALID_REQUIRED_ACKS), a
-partition without records (INVALID_RECORD); each partition of the request is answered.
+partition without records (INVALID_RECORD), transactional records in a request without a
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka; the first batch's
+attribute byte, no decoding); each partition of the request is answered.
 
 Transactional producers (KIP-890 part 1, transaction.partition.verification.enable): a
 transactional batch of a producer with no open transaction on the partition is appended
@@ -51,6 +53,8 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 _CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
+_ATTRIBUTES_LOW = 22             # the low byte of a batch's attributes
+_TRANSACTIONAL = 0x10
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
@@ -59,6 +63,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     entries = []        # (TopicPartition, records) to append, in the request's order
     answers = []        # their partition responses, in the same order
     failed = False
+    txn_id = request.transactional_id
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     else:
@@ -73,6 +78,11 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 failed = True
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"
+                failed = True
+            elif txn_id is None and len(p.records) > _ATTRIBUTES_LOW and p.records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+                # transactional records need a transactional id (Kafka answers so)
+                r.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                r.error_message = "transactional records without a transactional id"
                 failed = True
             else:
                 entries.append((TopicPartition(topic.name, p.index), p.records))
