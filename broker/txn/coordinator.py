@@ -540,7 +540,12 @@ class TransactionCoordinator:
         if err:
             return {tp: err for tp in parts}
         assert md is not None
-        ok = md.state == S.ONGOING and not md.pending_in_progress
+        if md.pending is not None and md.pending != S.ONGOING:
+            # the transaction is ending: the producer retries (Kafka's verification answers so)
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in parts}
+        # an Ongoing -> Ongoing transition in flight (more partitions being added) changes
+        # nothing of the partitions already in
+        ok = md.state == S.ONGOING
         return {tp: 0 if ok and tp in md.partitions else ErrorCode.INVALID_TXN_STATE for tp in parts}
 
     async def verify(self, txn_id: str, pid: int, epoch: int,

@@ -135,6 +135,11 @@ def test_commit_cycle_writes_markers_then_completes(env):
         assert c.txns["t1"].state is S.ONGOING
         assert c.verify_partitions("t1", pid, epoch, [("out", 0), ("other", 0)]) == {
             ("out", 0): 0, ("other", 0): E.INVALID_TXN_STATE}
+        # partitions being added meanwhile change nothing of those already in
+        md = c.txns["t1"]
+        t = md.prepare_add_partitions({("more", 0)}, 1)
+        assert c.verify_partitions("t1", pid, epoch, [("out", 0)]) == {("out", 0): 0}
+        md.abort_transition(t)
         assert (await c.end_txn("t1", pid, epoch, True))[0] == 0
         await _settle()
         assert c.txns["t1"].state is S.COMPLETE_COMMIT
