@@ -6,7 +6,7 @@
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
-#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster)
+#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)
@@ -26,8 +26,9 @@ unexport PYTHONDONTWRITEBYTECODE
 BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" "setuptools>=65" wheel
 # what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper, Maven (it fetches the
 # JVM test dependencies; a JDK 17 is preinstalled), iptables (the fault tests cut loopback
-# addresses apart: tests/support/netfault.py)
-SYS_PACKAGES := kcat zookeeper maven iptables
+# addresses apart: tests/support/netfault.py), systemd's systemd-analyze and netcat (docs/deploy.md's
+# units are verified and its commands checked: tests/cluster/test_deploy.py)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -115,6 +116,8 @@ sysdeps:
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

@@ -10,7 +10,9 @@
   meant (an authorizer, encrypted inter-broker traffic ...) is refused instead.
 - `LogConfig` is the effective per-topic view: the broker's log.* defaults overlaid with
   the topic's own overrides (retention.ms, segment.bytes, cleanup.policy ...), as Kafka's
-  LogConfig does. Topic-level names and their broker-level synonyms are in TOPIC_CONFIGS.
+  LogConfig does. Topic-level names and their broker-level synonyms are in TOPIC_KEYS; the
+  deprecated topic keys Kafka 3.x still accepts (DEPRECATED_TOPIC_KEYS) are taken with a
+  logged warning and no effect.
 
 Values are stored as Python types (int, bool, str, float, list[str]); None means unset
 (for keys like log.retention.ms whose fallback is another key).
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import difflib
 import enum
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -467,9 +472,19 @@ class TopicKey:
     default: Any = None
     choices: tuple[str, ...] | None = None
     check: Callable[[Any], str | None] | None = None
+    #: why a deprecated key is accepted without effect (the warning it logs), else None
+    deprecated: str | None = None
 
     def key(self) -> ConfigKey:
         return ConfigKey(self.name, self.type, self.default, self.doc, self.check, self.choices)
+
+
+_MESSAGE_FORMAT_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)*(-IV[0-9]+)?")
+
+
+def _message_format_version(v: str) -> str | None:
+    """A Kafka version string as message.format.version took ('0.10.0', '2.8', '3.0-IV1')."""
+    return None if _MESSAGE_FORMAT_VERSION.fullmatch(v.strip()) else f"{v!r} is not a Kafka version (e.g. 2.8, 3.0-IV1)"
 
 
 _T = TopicKey
@@ -501,6 +516,26 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        check=_between(0, 1)),
     _T("file.delete.delay.ms", _L, "Delay before a deleted segment's files go.", "log.segment.delete.delay.ms",
        check=_at_least(0)),
+]}
+
+#: Deprecated topic keys Kafka 3.x still accepts (TopicConfig's @Deprecated ones and the one
+#: Kafka 4.x keeps as a no-op): taken by CreateTopics and AlterConfigs and stored, without
+#: effect, each use logging a warning (librdkafka's test 0092 sets message.format.version).
+#: Not in TOPIC_KEYS: DescribeConfigs lists them as Kafka 4.x does, not at all, and
+#: IncrementalAlterConfigs (which checks TOPIC_KEYS) still refuses them.
+DEPRECATED_TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
+    _T("message.format.version", _S, "[DEPRECATED] Message format version; always 3.0 (v2 batches) here.",
+       default="3.0-IV1", check=_message_format_version,
+       deprecated="deprecated since Kafka 3.0 (removed in 4.0): every log is written in message format v2 "
+                  "(as 3.0-IV1), whatever the value"),
+    _T("message.downconversion.enable", _B, "[DEPRECATED] Down-conversion for old consumers; none here.",
+       default=True,
+       deprecated="deprecated (a no-op since Kafka 4.0): kbroker never down-converts; fetch versions older "
+                  "than message format v2 are not offered"),
+    _T("message.timestamp.difference.max.ms", _L, "[DEPRECATED] Maximum CreateTime skew; not enforced here.",
+       default=2**63 - 1, check=_at_least(0),
+       deprecated="deprecated since Kafka 3.6 (removed in 4.0, replaced by message.timestamp.before.max.ms "
+                  "and .after.max.ms): kbroker does not reject records by timestamp"),
 ]}
 
 
@@ -791,14 +826,18 @@ def parse_listener(text: str, key: str = "listeners") -> tuple[str, int]:
     return host, p
 
 
-def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """Parses topic-level overrides; ConfigError for unknown keys or bad values."""
+def validate_topic_configs(configs: Mapping[str, Any], warn: bool = True) -> dict[str, Any]:
+    """Parses topic-level overrides; ConfigError for unknown keys or bad values. A
+    deprecated key (DEPRECATED_TOPIC_KEYS) is accepted and, with `warn`, logs a warning
+    saying it has no effect (Kafka 3.x logs one too)."""
     out: dict[str, Any] = {}
     for name, raw in configs.items():
-        key = TOPIC_KEYS.get(name)
+        key = TOPIC_KEYS.get(name) or DEPRECATED_TOPIC_KEYS.get(name)
         if key is None:
             raise ConfigError(name, "unknown topic configuration key")
         out[name] = key.key().parse(raw)
+        if key.deprecated and warn:
+            log.warning("topic configuration %s=%s accepted but has no effect: %s", name, raw, key.deprecated)
     return out
 
 

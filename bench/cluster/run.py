@@ -6,6 +6,13 @@ Ctrl-C, which stops the brokers (SIGTERM: a clean shutdown), then ZooKeeper.
     .venv/bin/python bench/cluster/run.py --port 0           # free ports
     .venv/bin/python bench/cluster/run.py --brokers 5 --dir /tmp/kb --set min.insync.replicas=2
     .venv/bin/python bench/cluster/run.py --zookeeper 127.0.0.1:2181   # a ZooKeeper already running
+    .venv/bin/python bench/cluster/run.py --zookeeper-ensemble 3       # a quorum of three ZooKeepers
+
+The brokers listen on 9093.. so that a `make serve` broker (9092, the README's default)
+can run beside them: point clients at the printed bootstrap string. Each broker's exact
+`broker serve` command is printed, and lines on stdin act on the brokers it started:
+`restart N`, `stop N`, `start N`, `kill N` (SIGKILL; a broker started again right after
+waits for its old ZooKeeper session to expire, then registers), `status`.
 
 The processes are broker.perf.local.LocalBroker and broker.perf.zookeeper.ZooKeeperServer
 (the tests' harness, tests/support/cluster.py, uses the same ZooKeeper code), each in a
@@ -16,17 +23,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
+import shlex
 import shutil
 import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from broker.perf.local import LocalBroker  # noqa: E402
-from broker.perf.zookeeper import ZooKeeperServer, available  # noqa: E402
+from broker.perf.local import LocalBroker
+from broker.perf.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, available
 
 JOIN_TIMEOUT = 30.0      # for the brokers to list each other once they answer
 STOP_TIMEOUT = 60.0      # per broker, for a clean shutdown
@@ -42,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=9093,
                    help="port of broker 1; broker i listens on PORT+i-1 (default 9093; 0: free ports)")
     p.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
+    p.add_argument("--zookeeper-ensemble", type=int, default=0, metavar="N",
+                   help="start a ZooKeeper ensemble of N servers (3, 5...) on 127.0.0.1 instead of one standalone")
     p.add_argument("--chroot", default="kbroker", help="ZooKeeper chroot of the cluster (default kbroker)")
     p.add_argument("--dir", help="data dirs and logs here, kept at exit (default: a temporary dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary dir at exit")
@@ -69,13 +79,6 @@ def broker_ports(first: int, n: int) -> list[int]:
             except OSError:
                 raise SystemExit(f"cluster: port {port} is in use (pass --port 0 for free ports)") from None
     return ports
-
-
-def speaks_zookeeper() -> bool:
-    """Whether this build's `broker serve` accepts --zookeeper (the cluster mode)."""
-    from broker.cli.main import build_parser
-    _, unknown = build_parser().parse_known_args(["serve", "--zookeeper", "127.0.0.1:2181"])
-    return not unknown
 
 
 def registered(bootstrap: str) -> tuple[list[int], int]:
@@ -117,7 +120,7 @@ def start_broker(broker_id: int, b: LocalBroker) -> None:
         raise RuntimeError(f"broker {broker_id}: {last[0] if last else exc}") from None
 
 
-def stop_all(brokers: dict[int, LocalBroker], zookeeper: ZooKeeperServer | None) -> None:
+def stop_all(brokers: dict[int, LocalBroker], zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None) -> None:
     """SIGTERM to every broker at once, wait for each, then stop ZooKeeper."""
     for b in brokers.values():
         if b.proc is not None and b.proc.poll() is None:
@@ -131,15 +134,72 @@ def stop_all(brokers: dict[int, LocalBroker], zookeeper: ZooKeeperServer | None)
         print("ZooKeeper stopped", flush=True)
 
 
+COMMANDS = "restart N | stop N | start N | kill N | status"
+
+
+def read_commands(commands: queue.Queue) -> None:
+    """stdin, line by line, into `commands` (a thread: the main thread keeps the signals)."""
+    try:
+        for line in sys.stdin:
+            if line.strip():
+                commands.put(line.strip())
+    except (OSError, ValueError):
+        pass
+
+
+def running(b: LocalBroker) -> bool:
+    return b.proc is not None and b.proc.poll() is None
+
+
+def command(line: str, brokers: dict[int, LocalBroker], reported: set[int]) -> str:
+    """Acts on one stdin line; the line to print."""
+    words = line.split()
+    if words == ["status"]:
+        return "\n".join(f"broker {i}   {b.bootstrap}  " + (f"pid {b.pid}" if running(b) else
+                          "not running" if b.proc is None else f"exited {b.proc.returncode}")
+                          for i, b in brokers.items())
+    if len(words) != 2 or words[0] not in ("restart", "stop", "start", "kill") or not words[1].isdigit() \
+            or int(words[1]) not in brokers:
+        return f"unknown command {line!r}: {COMMANDS} (N in {sorted(brokers)})"
+    verb, i = words[0], int(words[1])
+    b = brokers[i]
+    if verb in ("stop", "restart", "kill") and running(b):
+        reported.add(i)                                   # said here, not by the watch
+        if verb == "kill":
+            b.kill()
+            return f"broker {i} killed (SIGKILL)"
+        b.stop(STOP_TIMEOUT)
+        if verb == "stop":
+            return f"broker {i} stopped (exit {b.proc.returncode})"
+    elif verb in ("stop", "kill"):
+        return f"broker {i} is not running"
+    if verb == "start" and running(b):
+        return f"broker {i} is already running (pid {b.pid})"
+    try:
+        start_broker(i, b)
+    except RuntimeError as exc:
+        return f"broker {i} did not start: {exc}"
+    reported.discard(i)
+    return f"broker {i} {verb}ed: {b.bootstrap}  pid {b.pid}"
+
+
 def watch(brokers: dict[int, LocalBroker]) -> None:
-    """In the foreground until Stop; says when a broker exits (e.g. killed by hand)."""
-    reported = set()
+    """In the foreground until Stop: runs the commands read from stdin and says when a
+    broker exits (e.g. killed by hand)."""
+    reported: set[int] = set()
+    commands: queue.Queue = queue.Queue()
+    threading.Thread(target=read_commands, args=(commands,), daemon=True, name="stdin").start()
     while True:
         for i, b in brokers.items():
-            if i not in reported and b.proc.poll() is not None:
+            if i not in reported and b.proc is not None and b.proc.poll() is not None:
                 reported.add(i)
-                print(f"broker {i} exited with {b.proc.returncode} (see {b.log_path}); the others go on", flush=True)
-        time.sleep(0.5)
+                print(f"broker {i} exited with {b.proc.returncode} (see {b.log_path}); the others go on "
+                      f"(`start {i}` on stdin starts it again)", flush=True)
+        try:
+            line = commands.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        print(command(line, brokers, reported), flush=True)
 
 
 def main(argv=None) -> int:
@@ -156,7 +216,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    zookeeper = None if args.zookeeper else ZooKeeperServer(os.path.join(root, "zookeeper"), own_session=True)
+    zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None
+    if args.zookeeper_ensemble and not args.zookeeper:
+        zookeeper = ZooKeeperEnsemble(os.path.join(root, "zookeeper"), size=args.zookeeper_ensemble, own_session=True)
+    elif not args.zookeeper:
+        zookeeper = ZooKeeperServer(os.path.join(root, "zookeeper"), own_session=True)
     brokers: dict[int, LocalBroker] = {}
     try:
         if zookeeper is not None:
@@ -172,12 +236,9 @@ def main(argv=None) -> int:
                             log_path=os.path.join(data, "broker.log"), own_session=True)
             brokers[i] = b
             start_broker(i, b)
-            print(f"broker {i}   {b.bootstrap}  pid {b.pid}  log {b.log_path}", flush=True)
-        if speaks_zookeeper():
-            print(wait_joined(brokers), flush=True)
-        else:
-            print("warning: this build's broker has no ZooKeeper mode yet (issue 10): each broker runs alone",
-                  flush=True)
+            print(f"broker {i}   {b.bootstrap}  pid {b.pid}  log {b.log_path}\n"
+                  f"           {shlex.join(b.command())}", flush=True)
+        print(wait_joined(brokers), flush=True)
         bootstrap = ",".join(b.bootstrap for b in brokers.values())
         first, second = brokers[1].bootstrap, brokers[min(2, args.brokers)].bootstrap
         rf = min(3, args.brokers)
@@ -185,6 +246,7 @@ def main(argv=None) -> int:
               f"  broker topics create orders --partitions 6 --replication-factor {rf} -b {first}\n"
               f"  broker topics describe orders -b {second}\n"
               f"  kill -9 / kill -STOP a broker's pid to watch a failover\n"
+              f"stdin: {COMMANDS}\n"
               f"Ctrl-C (or kill {os.getpid()}) stops the brokers, then ZooKeeper"
               + ("." if args.dir or args.keep else f", and removes {root}."), flush=True)
         watch(brokers)

@@ -13,8 +13,38 @@ from broker.cli.errors import CliError
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", "-b", default="127.0.0.1:9092", metavar="HOST:PORT",
-                   help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+    p.add_argument("--bootstrap", "--bootstrap-server", "-b", dest="bootstrap", default="127.0.0.1:9092",
+                   metavar="HOST:PORT", help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+
+
+def _named(p: argparse.ArgumentParser, name: str, help: str, many: bool = False) -> None:
+    """NAME as an argument, or as --NAME the way Kafka's tools take it (either; `many`:
+    any number of arguments and --NAME options). _run merges the two into args.NAME."""
+    if many:
+        p.add_argument(name + "s", nargs="*", metavar=name.upper(), help=help)
+        p.add_argument(f"--{name}", action="append", dest=f"_{name}_option", metavar=name.upper(),
+                       help=f"a {name} as Kafka's tools name it (repeatable; with the arguments)")
+    else:
+        p.add_argument(name, nargs="?", metavar=name.upper(), help=f"{help} (or --{name})")
+        p.add_argument(f"--{name}", dest=f"_{name}_option", metavar=name.upper(),
+                       help="the same, as Kafka's tools name it")
+
+
+def _merge_named(args) -> None:
+    """Folds the --NAME options of _named() into args.NAME; one line when missing or both differ."""
+    for attr in [a for a in vars(args) if a.startswith("_") and a.endswith("_option")]:
+        name = attr[1:-len("_option")]
+        option = getattr(args, attr)
+        if hasattr(args, name + "s"):                    # many
+            setattr(args, name + "s", [*(getattr(args, name + "s") or []), *(option or [])])
+            continue
+        given = getattr(args, name)
+        if given is not None and option is not None and given != option:
+            raise CliError(f"{name} given twice: {given!r} and --{name} {option!r}", 2)
+        value = given if given is not None else option
+        if value is None:
+            raise CliError(f"no {name}: give it as an argument or with --{name}", 2)
+        setattr(args, name, value)
 
 
 def _kv(values, what: str) -> dict[str, str]:
@@ -32,6 +62,7 @@ def _run(fn):
     def wrapper(args):
         from broker.client import ClientError
         from broker.protocol.errors import KafkaProtocolError
+        _merge_named(args)
         try:
             return fn(args)
         except KafkaProtocolError as exc:
@@ -271,7 +302,7 @@ def add_parsers(sub) -> None:
     ts.required = True
     p = ts.add_parser("create", help="create a topic")
     _bootstrap(p)
-    p.add_argument("topic", help="the topic name")
+    _named(p, "topic", "the topic name")
     p.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     p.add_argument("--replication-factor", type=int, default=-1, help="default: default.replication.factor")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
@@ -282,7 +313,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=topics_list)
     p = ts.add_parser("describe", help="partitions, leaders, replicas, ISR and config overrides")
     _bootstrap(p)
-    p.add_argument("topics", nargs="*", help="topics to describe (default: all)")
+    _named(p, "topic", "topics to describe (default: all)", many=True)
     p.add_argument("--include-internal", action="store_true", help="list __consumer_offsets too")
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose ISR is smaller than their replica list")
@@ -291,7 +322,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=topics_describe)
     p = ts.add_parser("alter", help="add partitions or change configs")
     _bootstrap(p)
-    p.add_argument("topic", help="the topic name")
+    _named(p, "topic", "the topic name")
     p.add_argument("--partitions", type=int, help="new total partition count")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="KEY", help="remove an override (repeatable)")
@@ -309,7 +340,7 @@ def add_parsers(sub) -> None:
 
     p = ts.add_parser("delete", help="delete a topic")
     _bootstrap(p)
-    p.add_argument("topic", help="the topic name")
+    _named(p, "topic", "the topic name")
     p.set_defaults(func=topics_delete)
 
     c = sub.add_parser("cluster", help="the cluster: brokers and controller")

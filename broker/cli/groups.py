@@ -209,7 +209,7 @@ def consume_group(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    from broker.cli.clients import _bootstrap
+    from broker.cli.clients import _bootstrap, _named
     g = sub.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups")
     gs = g.add_subparsers(dest="groups_command", metavar="ACTION")
     gs.required = True
@@ -218,7 +218,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_wrap(groups_list))
     p = gs.add_parser("describe", help="members, assignments, committed offsets, log end and lag")
     _bootstrap(p)
-    p.add_argument("group", help="the group id")
+    _named(p, "group", "the group id")
     p.set_defaults(func=_wrap(groups_describe))
     p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets (prints the plan; "
                                             "--execute commits it)",
@@ -226,7 +226,7 @@ def add_parsers(sub) -> None:
                                   "kafka-consumer-groups --reset-offsets: prints TOPIC PARTITION NEW-OFFSET "
                                   "and changes nothing unless --execute is given.")
     _bootstrap(p)
-    p.add_argument("group", help="the group id (its members must be stopped)")
+    _named(p, "group", "the group id (its members must be stopped)")
     p.add_argument("--topic", "-t", required=True, help="the topic whose offsets move (every partition)")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="to each partition's log start offset")
@@ -239,5 +239,5 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_wrap(groups_reset_offsets))
     p = gs.add_parser("delete", help="delete an empty group")
     _bootstrap(p)
-    p.add_argument("group", help="the group id")
+    _named(p, "group", "the group id")
     p.set_defaults(func=_wrap(groups_delete))

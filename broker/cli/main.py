@@ -6,6 +6,16 @@
     broker cluster describe --bootstrap HOST:PORT [--zookeeper HOST:PORT[/CHROOT]]
     broker produce --bootstrap HOST:PORT --topic T ...     (lines from stdin)
     broker consume --bootstrap HOST:PORT --topic T ...
+    broker logs tail --bootstrap-server HOST:PORT --topic T [--from-beginning] [--no-follow] [--raw]
+    broker configs describe|alter --bootstrap-server HOST:PORT --topic T | --broker ID ...
+    broker log-dirs describe --bootstrap-server HOST:PORT [--broker-list 1,2] [--topic-list T1,T2]
+    broker records delete --bootstrap-server HOST:PORT --offset-json-file FILE
+    broker offsets --bootstrap-server HOST:PORT [--topic T] [--time earliest|latest|max-timestamp|MS]
+    broker dump-log [--deep-iteration] [--print-data-log] [--offsets-decoder] --files F1,F2 | PATH ...
+    broker doctor [--data-dir DIR] [--config FILE] [--pid PID]
+
+Every client command takes --bootstrap-server (Kafka's spelling) as well as --bootstrap / -b,
+and --topic / --group beside a topic or group given as an argument.
 
 Exit codes: 0 success; 1 the broker or the network reported an error (printed as one
 line, with the Kafka error name); 2 bad usage or configuration (one line naming the key
@@ -88,11 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, groups, perf, transactions
+    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, transactions
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     transactions.add_parsers(sub)
     perf.add_parsers(sub)
+    logs.add_parsers(sub)
+    ops.add_parsers(sub)
+    dumplog.add_parsers(sub)
+    doctor.add_parsers(sub)
     return p
 
 

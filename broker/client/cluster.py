@@ -2,6 +2,7 @@
 and the admin operations (topics, configs, offsets) the CLI and the tests use."""
 from __future__ import annotations
 
+import random
 import time
 
 from broker.client.connection import BrokerConnection, ClientError, parse_bootstrap
@@ -64,10 +65,16 @@ class Cluster:
     # ------------------------------------------------------------------ connections
 
     def any_connection(self) -> BrokerConnection:
+        """A connection for metadata and admin requests: to a bootstrap server, starting at
+        a random one as Kafka's clients do, else to any broker the last metadata listed (so
+        a client whose bootstrap servers died still finds the cluster)."""
         if self._any is not None:
             return self._any
         errors = []
-        for host, port in self.bootstrap:
+        first = random.randrange(len(self.bootstrap))
+        candidates = self.bootstrap[first:] + self.bootstrap[:first]
+        candidates += [addr for addr in self.brokers.values() if addr not in candidates]
+        for host, port in candidates:
             try:
                 self._any = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout)
                 return self._any
@@ -115,7 +122,9 @@ class Cluster:
         try:
             resp = self.any_connection().request(req)
         except ClientError:
-            self._any = None
+            if self._any is not None:
+                self._any.close()
+                self._any = None
             resp = self.any_connection().request(req)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         self.controller_id = resp.controller_id

@@ -11,6 +11,11 @@ core's partitioner, so keys land where Kafka's own tools put them); unkeyed reco
 to one partition per batch, rotating between batches. With the default
 max_in_flight=1 a partition's batches are written in the order they were sent, retries
 included.
+
+Failures are retried as by Kafka's producer, with its defaults (broker/client/sender.py):
+a batch goes again after a retriable error or a failed connection, to the leader the
+refreshed metadata names, until delivery_timeout_ms (120 s) has passed since it was
+created; `retries` (unbounded by default) caps the attempts too.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import itertools
 import time
 
 from broker.client.cluster import Cluster
-from broker.client.sender import Sender, TopicPartition
+from broker.client.sender import DELIVERY_TIMEOUT_MS, RETRIES_MAX, RETRY_BACKOFF_MS, Sender, TopicPartition
 from broker.native import BatchBuilder, compression_code, partition_for_key
 
 
@@ -32,7 +37,8 @@ def _record_size(key: bytes | None, value: bytes | None, headers: list[tuple[str
 
 class Producer:
     def __init__(self, bootstrap: str | Cluster, *, acks: int = -1, compression: str | None = None,
-                 batch_size: int = 16384, linger_ms: int = 5, timeout_ms: int = 30000, retries: int = 5,
+                 batch_size: int = 16384, linger_ms: int = 5, timeout_ms: int = 30000, retries: int = RETRIES_MAX,
+                 delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS, retry_backoff_ms: int = RETRY_BACKOFF_MS,
                  max_in_flight: int = 1, client_id: str = "kbroker-producer"):
         self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id)
         self._own_cluster = not isinstance(bootstrap, Cluster)
@@ -45,18 +51,25 @@ class Producer:
         self.timeout_ms = timeout_ms
         self.retries = retries
         self._sender = Sender(self.cluster, acks=acks, timeout_ms=timeout_ms, retries=retries,
+                              delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
                               max_in_flight=max_in_flight, on_ack=self._acked)
         self._builders: dict[tuple[str, int], BatchBuilder] = {}
         self._first_append: dict[tuple[str, int], float] = {}
         self._sticky: dict[str, int] = {}
+        self._partition_counts: dict[str, int] = {}
         self._rr = itertools.count()
         self.results: list[tuple[str, int, int]] = []     # (topic, partition, base offset) per batch sent
 
     def partitions_of(self, topic: str) -> int:
-        meta = self.cluster.topics.get(topic)
-        if meta is None:
-            meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
-        return len(meta.partitions)
+        """The topic's partition count, asked once (a leader election under way later
+        does not make send() wait for metadata)."""
+        n = self._partition_counts.get(topic)
+        if n is None:
+            meta = self.cluster.topics.get(topic)
+            if meta is None:
+                meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
+            n = self._partition_counts[topic] = len(meta.partitions)
+        return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
              partition: int | None = None, timestamp: int | None = None) -> None:
@@ -105,6 +118,11 @@ class Producer:
             self._first_append.pop(tp, None)
             if b is not None and len(b):
                 self._sender.add(tp[0], tp[1], b.build(), len(b))
+
+    @property
+    def retried(self) -> int:
+        """Batches sent again so far (after a retriable error or a failed connection)."""
+        return self._sender.retried
 
     def _acked(self, tp: TopicPartition, count: int, base_offset: int) -> None:
         if base_offset >= 0:

@@ -71,14 +71,19 @@ class LocalBroker:
             raise RuntimeError("the broker has not been started")
         return self.proc
 
+    def command(self) -> list[str]:
+        """The `broker serve` command line this broker runs (what to type to start it by hand)."""
+        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
+               "--listen", f"127.0.0.1:{self.port}", "--event-loop", self.event_loop]
+        for k, v in self.config.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
     def start(self, timeout: float = 60.0) -> float:
         """Starts the broker; returns the seconds until it answered ApiVersions."""
         from broker.client import BrokerConnection, ClientError
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if self.own_session and shutil.which("setpriv") else []
-        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
-               "--listen", f"127.0.0.1:{self.port}", "--event-loop", self.event_loop]
-        for k, v in self.config.items():
-            cmd += ["--set", f"{k}={v}"]
+        cmd = [*die_with_parent, *self.command()]
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
             self.proc = proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -48,6 +48,7 @@ from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
 from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
 from broker.cluster.producer_ids import ProducerIdManager
+from broker.cluster.registration import holder_gone
 from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
@@ -245,12 +246,15 @@ class Broker:
                                   timestamp=int(time.time() * 1000))
 
     async def _register(self) -> None:
+        own = self._registration()
         try:
-            self.broker_epoch = await self.store.register_broker(self._registration())
+            # a registration left by a dead broker (kill -9) is waited out, a live one's refused
+            self.broker_epoch = await self.store.register_broker(own, lambda held: holder_gone(own, held))
         except BrokerIdInUse as exc:
             self.server.stop_listening()
             self.logs.shutdown()
-            raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by a running broker "
+            who = "a running broker" if exc.live else "a session that did not expire"
+            raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by {who} "
                                      f"({exc}); refusing to start") from None
         self.replicas.broker_epoch = self.broker_epoch
 

@@ -62,17 +62,35 @@ def connect(bootstrap: str, timeout_s: float, client_id: str = "kbroker-spark", 
     return cluster
 
 
+#: the longest wait between two attempts of the driver's offset requests
+MAX_RETRY_INTERVAL_S = 1.0
+
+
 def with_retries(options, fn):
-    """fn() again after a network failure, fetchOffset.numRetries times at most,
-    fetchOffset.retryIntervalMs apart (Spark's Kafka source retries its offset fetches so)."""
-    for attempt in range(options.fetch_offset_retries + 1):
+    """fn() again after a network failure (a broker down, refused, paused past the request
+    timeout) or a retriable broker error (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE ...
+    while a leader is elected): a leader change or a dead broker is a metadata refresh and
+    a retry, never a failed query. Retries go on for kafkaConsumer.pollTimeoutMs, and at
+    least fetchOffset.numRetries times, fetchOffset.retryIntervalMs apart at first, the
+    interval doubling up to 1 s. Spark's Kafka source retries its offset fetches
+    fetchOffset.numRetries times around a Kafka consumer that itself waits out leader
+    changes; here both are this one loop. Other errors (an option refused, data lost, a
+    topic that does not exist) go through at once."""
+    deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    interval = options.fetch_offset_retry_interval_ms / 1000
+    attempt = 0
+    while True:
         try:
             return fn()
-        except ClientError as exc:
-            if attempt == options.fetch_offset_retries:
+        except (ClientError, KafkaProtocolError) as exc:
+            if isinstance(exc, KafkaProtocolError) and exc.code not in RETRIABLE:
                 raise
-            log.info("kbroker: fetching offsets failed (%s); retrying", exc)
-            time.sleep(options.fetch_offset_retry_interval_ms / 1000)
+            attempt += 1
+            if attempt > options.fetch_offset_retries and time.monotonic() >= deadline:
+                raise
+            log.info("kbroker: fetching offsets failed (%s); retrying (attempt %d)", exc, attempt + 1)
+            time.sleep(interval)
+            interval = min(max(interval * 2, 0.01), MAX_RETRY_INTERVAL_S)
 
 
 def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = True) -> list[TopicPartition]:

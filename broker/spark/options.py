@@ -5,8 +5,7 @@ Spark's connector, `kafka.` (kafka.bootstrap.servers = kbroker.bootstrap.servers
 Spark hands options over lower-cased (a case-insensitive map), so every lookup here is
 by the lower-cased name while messages use the documented spelling (a client setting is
 named with the prefix it was given). A bad option raises KBrokerOptionError: one line that
-names the option, says what was wrong and what is expected. Every option is checked,
-none is passed over in silence:
+names the option, says what was wrong and what is expected. Every option is checked:
 
     Spark's options of the side (source or sink)    parsed; the other side's refused
     client settings the side honours                parsed (CONSUMER_HONOURED, PRODUCER_HONOURED)
@@ -14,7 +13,13 @@ none is passed over in silence:
                                                     sasl.*, a security.protocol but PLAINTEXT)
     Kafka settings without meaning here             accepted, as Spark's connector would pass
                                                     them on, with one warning naming them
-    anything else (a typo)                          refused, with the nearest known name
+    anything else (a typo)                          refused, with the nearest known name;
+                                                    except on the sink: Spark's writers hand
+                                                    it their own options (queryName, path,
+                                                    checkpointLocation ...), which pass, and
+                                                    so does any other key that is not near a
+                                                    sink option (as Spark's Kafka sink passes
+                                                    over what it does not know)
 
 Offsets specifications, as Spark's Kafka source takes them:
 
@@ -35,6 +40,13 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from broker.client.connection import parse_bootstrap
+from broker.client.sender import (
+    BUFFER_MEMORY,
+    DELIVERY_TIMEOUT_MS,
+    RETRIES_MAX,
+    RETRY_BACKOFF_MAX_MS,
+    RETRY_BACKOFF_MS,
+)
 
 log = logging.getLogger("broker.spark")
 
@@ -248,8 +260,12 @@ SOURCE_OPTIONS = (
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix",
 )
-#: the sink's; Spark itself passes checkpointLocation to a streaming sink
-SINK_OPTIONS = ("topic", "deliveryGuarantee", "checkpointLocation")
+#: the sink's own
+SINK_OPTIONS = ("topic", "deliveryGuarantee")
+#: what Spark's DataFrameWriter / DataStreamWriter hand a Python sink beside the user's
+#: options (seen with Spark 4.3: checkpointLocation, queryName(), save(path) / start(path)):
+#: they pass, as Spark's Kafka sink lets them pass
+SPARK_WRITER_OPTIONS = ("checkpointLocation", "queryName", "path")
 #: Spark options accepted without effect: the source joins no consumer group
 SOURCE_NO_EFFECT = ("groupIdPrefix",)
 
@@ -259,13 +275,14 @@ bootstrap.servers fetch.max.bytes max.partition.fetch.bytes fetch.max.wait.ms re
 client.id isolation.level security.protocol""".split())
 PRODUCER_HONOURED = frozenset("""
 bootstrap.servers acks compression.type batch.size max.in.flight.requests.per.connection retries
-request.timeout.ms client.id security.protocol""".split())
+delivery.timeout.ms retry.backoff.ms retry.backoff.max.ms buffer.memory max.block.ms request.timeout.ms
+client.id security.protocol""".split())
 
 #: Kafka client settings that mean nothing for kbroker's clients (no consumer group, no
 #: linger, no client metrics ...): accepted with a warning
 _COMMON_NO_EFFECT = """
 client.dns.lookup metadata.max.age.ms send.buffer.bytes receive.buffer.bytes client.rack reconnect.backoff.ms
-reconnect.backoff.max.ms retry.backoff.ms retry.backoff.max.ms enable.metrics.push metrics.sample.window.ms
+reconnect.backoff.max.ms enable.metrics.push metrics.sample.window.ms
 metrics.num.samples metrics.recording.level metric.reporters auto.include.jmx.reporter
 socket.connection.setup.timeout.ms socket.connection.setup.timeout.max.ms connections.max.idle.ms
 metadata.recovery.strategy default.api.timeout.ms"""
@@ -273,9 +290,9 @@ CONSUMER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
 group.id group.instance.id group.protocol group.remote.assignor max.poll.records auto.commit.interval.ms
 partition.assignment.strategy fetch.min.bytes exclude.internal.topics internal.leave.group.on.close
 allow.auto.create.topics max.poll.interval.ms rebalance.timeout.ms session.timeout.ms
-heartbeat.interval.ms""").split())
+heartbeat.interval.ms retry.backoff.ms retry.backoff.max.ms""").split())
 PRODUCER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
-linger.ms delivery.timeout.ms max.request.size max.block.ms buffer.memory compression.gzip.level
+linger.ms max.request.size compression.gzip.level
 compression.lz4.level compression.zstd.level enable.idempotence transaction.timeout.ms
 partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms partitioner.ignore.keys
 metadata.max.idle.ms""").split())
@@ -301,7 +318,9 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
     honoured, no_effect = ((CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source"
                            else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT))
     by_lower = {name.lower(): name for name in own}
+    spark_writer = {name.lower(): name for name in SPARK_WRITER_OPTIONS}
     ignored: list[str] = []
+    passed: list[str] = []              # sink: other options, none of ours (Spark's, a library's)
     for key in sorted(opts):
         given = opts.spelling[key]
         if key.startswith(PREFIX):
@@ -323,13 +342,21 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
                 raise KBrokerOptionError(given, f"is not a Kafka {role} setting the kbroker {side} knows{hint}")
             continue
         name = by_lower.get(key)
+        if name is None and side == "sink" and key in spark_writer:
+            continue
         if name is None:
             if key in {o.lower() for o in other}:
                 raise KBrokerOptionError(given, "is a sink option: a read names its topics with subscribe, "
                                                 "subscribePattern or assign" if side == "source" else
                                          "is a source option: the sink writes to the 'topic' option or column")
-            near = difflib.get_close_matches(key, list(by_lower), n=1, cutoff=0.75)
-            hint = f" (did you mean '{by_lower[near[0]]}'?)" if near else ""
+            candidates = by_lower if side == "source" else {**by_lower, **spark_writer}
+            near = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
+            hint = f" (did you mean '{candidates[near[0]]}'?)" if near else ""
+            if side == "sink" and not near:
+                # Spark's writers hand a sink more than its own options (Spark's Kafka sink
+                # ignores what it does not know): only a misspelt option is refused
+                passed.append(given)
+                continue
             raise KBrokerOptionError(given, f"is not an option of the kbroker {side}{hint}")
         if side == "source" and name in SOURCE_NO_EFFECT:
             ignored.append(name)
@@ -342,6 +369,11 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
         _warned.add(without_effect)
         log.warning("kbroker: option(s) %s have no effect on the kbroker %s (accepted as Spark's Kafka "
                     "connector accepts them)", ", ".join(f"'{o}'" for o in without_effect), side)
+    others = tuple(sorted(passed))
+    if others and others not in _warned:
+        _warned.add(others)
+        log.info("kbroker: option(s) %s are not the kbroker sink's; passed over (as Spark's Kafka sink "
+                 "passes over what it does not know)", ", ".join(f"'{o}'" for o in others))
     return without_effect
 
 
@@ -504,8 +536,13 @@ class SinkOptions:
     compression: str | None = None
     batch_bytes: int = 1 << 20
     max_in_flight: int = 5
-    retries: int = 5
+    retries: int = RETRIES_MAX
     timeout_ms: int = 30000
+    delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
+    retry_backoff_ms: int = RETRY_BACKOFF_MS
+    retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS
+    buffer_memory: int = BUFFER_MEMORY
+    max_block_ms: int = 60000
     delivery: str = DELIVERY_AT_LEAST_ONCE
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
@@ -524,6 +561,13 @@ class SinkOptions:
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
             raise KBrokerOptionError(opts.spell(PREFIX + "compression.type"),
                                      f"must be none, gzip, snappy, lz4 or zstd, not {compression!r}")
+        timeout_ms = _int(opts, "kbroker.request.timeout.ms", 30000, 100)
+        delivery_timeout_ms = _int(opts, "kbroker.delivery.timeout.ms", DELIVERY_TIMEOUT_MS, 1)
+        if delivery_timeout_ms < timeout_ms:
+            # Kafka's producer refuses the same (delivery.timeout.ms >= linger.ms + request.timeout.ms)
+            raise KBrokerOptionError(opts.spell(PREFIX + "delivery.timeout.ms"),
+                                     f"({delivery_timeout_ms}) must be at least request.timeout.ms ({timeout_ms})")
+        backoff_ms = _int(opts, "kbroker.retry.backoff.ms", RETRY_BACKOFF_MS, 0)
         delivery = opts.get("deliveryguarantee", DELIVERY_AT_LEAST_ONCE).strip().lower()
         if delivery not in (DELIVERY_AT_LEAST_ONCE, DELIVERY_EXACTLY_ONCE):
             raise KBrokerOptionError("deliveryGuarantee", f"must be {DELIVERY_AT_LEAST_ONCE} or "
@@ -537,8 +581,13 @@ class SinkOptions:
             # batch.size: the producer's batch.size, bytes of one record batch
             batch_bytes=_int(opts, "kbroker.batch.size", 1 << 20, 1024),
             max_in_flight=_int(opts, "kbroker.max.in.flight.requests.per.connection", 5, 1),
-            retries=_int(opts, "kbroker.retries", 5, 0),
-            timeout_ms=_int(opts, "kbroker.request.timeout.ms", 30000, 100),
+            retries=_int(opts, "kbroker.retries", RETRIES_MAX, 0),
+            timeout_ms=timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=backoff_ms,
+            retry_backoff_max_ms=_int(opts, "kbroker.retry.backoff.max.ms", max(backoff_ms, RETRY_BACKOFF_MAX_MS), 0),
+            buffer_memory=_int(opts, "kbroker.buffer.memory", BUFFER_MEMORY, 1024),
+            max_block_ms=_int(opts, "kbroker.max.block.ms", 60000, 0),
             delivery=delivery,
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
             no_effect=no_effect,

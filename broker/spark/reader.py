@@ -46,6 +46,8 @@ from broker.spark.schema import to_spark_batch
 log = logging.getLogger("broker.spark")
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+#: between two attempts of a fetch that failed (a leader down, moving, or paused)
+RETRY_INTERVAL_S = 0.2
 
 
 class KBrokerInputPartition(InputPartition):
@@ -233,11 +235,12 @@ class _PartitionFetcher:
                 time.sleep(0.2)
 
     def reset(self) -> None:
-        """Drops the connection (after an error); the next send reconnects to the leader."""
+        """Drops the connections (after an error); the next send refreshes the metadata
+        and connects to the leader it names (the broker list of the last metadata stays,
+        so the cluster is found even when the bootstrap servers are down)."""
         if self.conn is not None:
             self.conn.close()
-            self.cluster.close()
-            self.cluster = Cluster(self.s.bootstrap, client_id=self.s.client_id, timeout=self.s.client_timeout_s)
+        self.cluster.close()
         self.conn = None
         self.inflight_offset = None
 
@@ -265,25 +268,35 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
         while pos < end:
             try:
                 data = f.receive()
-            except (ClientError, OSError) as exc:
+            except (ClientError, OSError, KafkaProtocolError) as exc:
+                # the leader died, was paused past the request timeout, or moved: the
+                # metadata is refreshed and the fetch goes to the leader it names
+                if isinstance(exc, KafkaProtocolError) and exc.code not in RETRIABLE:
+                    raise
                 if time.monotonic() > deadline:
                     raise ClientError(f"kbroker: reading {tp_name} at offset {pos} failed for "
                                       f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}") from None
-                time.sleep(0.2)
+                time.sleep(RETRY_INTERVAL_S)
                 f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                 continue
             code = data.error_code
             if code == ErrorCode.OFFSET_OUT_OF_RANGE or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                pos = _on_out_of_range(f, settings, topic, partition, pos, end, code)
+                moved = _on_out_of_range(f, settings, topic, partition, pos, end, code, deadline)
+                if moved is None:                  # not proven lost yet: the leader may be moving
+                    time.sleep(RETRY_INTERVAL_S)
+                    f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
+                    continue
+                pos = moved
                 if pos >= end:
                     break
                 deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-                f.send(pos)
+                f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                 continue
             if code in RETRIABLE:
                 if time.monotonic() > deadline:
-                    raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos}")
-                time.sleep(0.2)
+                    raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos} (retried for "
+                                                   f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})")
+                time.sleep(RETRY_INTERVAL_S)
                 f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                 continue
             if code:
@@ -355,22 +368,42 @@ def _without_aborted(records, aborted) -> bytes:
 
 
 def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, partition: int, pos: int,
-                     end: int, code: int) -> int:
-    """OFFSET_OUT_OF_RANGE (or the topic is gone) at pos: data loss. Returns where to go on."""
+                     end: int, code: int, deadline: float) -> int | None:
+    """OFFSET_OUT_OF_RANGE (or the partition unknown) at pos: data loss once proven, and
+    then where to go on; None while it may still be a broker that is not (or no longer)
+    the leader, or a new leader catching up: the caller retries (until `deadline`)."""
     tp_name = f"{topic}-{partition}"
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        detail = f"{tp_name} does not exist any more (offsets {pos}..{end - 1} were still to be read)"
-        if settings.fail_on_data_loss:
-            raise KBrokerDataLossError(data_loss_message(detail))
-        log.warning("failOnDataLoss=false: %s; skipping them", detail)
-        return end
     f.reset()
-    earliest = _offsets.list_offsets(f.cluster, [(topic, partition)], EARLIEST)[(topic, partition)]
-    latest = _offsets.list_offsets(f.cluster, [(topic, partition)], LATEST)[(topic, partition)]
-    if pos < earliest:
+    try:
+        gone = False
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            meta = f.cluster.refresh([topic]).get(topic)
+            gone = (meta is None or meta.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    or (meta.error_code == 0 and partition not in meta.partitions))
+            if not gone:                   # the metadata has it: a broker that does not know it (yet)
+                if time.monotonic() <= deadline:
+                    return None
+                raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos} (retried for "
+                                               f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})")
+        else:
+            earliest = _offsets.list_offsets(f.cluster, [(topic, partition)], EARLIEST)[(topic, partition)]
+            latest = _offsets.list_offsets(f.cluster, [(topic, partition)], LATEST)[(topic, partition)]
+    except (ClientError, KafkaProtocolError) as exc:
+        if isinstance(exc, KafkaProtocolError) and exc.code not in RETRIABLE:
+            raise
+        if time.monotonic() > deadline:
+            raise ClientError(f"kbroker: reading {tp_name} at offset {pos} failed for "
+                              f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}") from None
+        return None
+    if gone:
+        detail = f"{tp_name} does not exist any more (offsets {pos}..{end - 1} were still to be read)"
+        new_pos = end
+    elif pos < earliest:
         detail = (f"offsets {pos}..{min(earliest, end) - 1} of {tp_name} are gone (the log start offset "
                   f"is now {earliest})")
         new_pos = min(earliest, end)
+    elif time.monotonic() <= deadline:
+        return None                  # above the high watermark: a leader that is moving, or truncation
     else:
         detail = f"offset {pos} of {tp_name} is above the high watermark {latest} (the log was truncated)"
         new_pos = end

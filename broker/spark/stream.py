@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from broker.client.connection import ClientError
+from broker.protocol.errors import KafkaProtocolError
 from broker.spark import offsets as _offsets
 from broker.spark.offsets import KBrokerDataLossError, data_loss_message, from_json, to_json
 from broker.spark.options import EARLIEST, LATEST, SourceOptions
@@ -84,16 +85,19 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ broker access
 
     def _call(self, fn):
-        """fn(cluster), reconnecting after a network failure (fetchOffset.numRetries)."""
+        """fn(cluster), retried after a network failure or a retriable error (see
+        offsets.with_retries). The reader's first connection fails fast when no bootstrap
+        server answers (a wrong kafka.bootstrap.servers); later ones are retried, through
+        any broker the last metadata listed too."""
         def attempt():
             o = self.options
             if self._cluster is None:
                 self._cluster = _offsets.connect(o.bootstrap, o.client_timeout_s, o.client_id, o.bootstrap_option)
             try:
                 return fn(self._cluster)
-            except ClientError:
+            except (ClientError, KafkaProtocolError):
+                # fresh connections for the next attempt (the metadata's broker list stays)
                 self._cluster.close()
-                self._cluster = None
                 raise
 
         return _offsets.with_retries(self.options, attempt)

@@ -44,6 +44,7 @@ from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.client.sender import Sender
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets, txn
 from broker.spark.options import DELIVERY_EXACTLY_ONCE, KBrokerOptionError, SinkOptions
 from broker.spark.txn import TransactionalSequencer
@@ -152,6 +153,8 @@ class TaskWriter:
         self._txn_factory = txn
         self.txn: TransactionalSequencer | None = None      # started at the first batch
         self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
+                             delivery_timeout_ms=opts.delivery_timeout_ms, retry_backoff_ms=opts.retry_backoff_ms,
+                             retry_backoff_max_ms=opts.retry_backoff_max_ms, buffer_memory=opts.buffer_memory,
                              max_in_flight=1 if txn is not None else opts.max_in_flight, on_ack=self._done,
                              what="kbroker sink: produce")
         self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
@@ -160,12 +163,25 @@ class TaskWriter:
         self._sticky = int.from_bytes(os.urandom(2), "little")
 
     def _num_partitions(self, topic: str) -> int:
+        """The topic's partition count, asked once per task; a broker down, an election
+        under way or a topic not there (yet) is retried for kafka.max.block.ms (60 s), as
+        Kafka's producer waits for a topic's metadata."""
         n = self._partitions.get(topic)
         if n is None:
-            try:
-                meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
-            except KafkaProtocolError as exc:
-                raise KafkaProtocolError(exc.code, f"kbroker sink: topic {topic!r}") from None
+            deadline = time.monotonic() + self.o.max_block_ms / 1000
+            backoff = self.o.retry_backoff_ms / 1000
+            while True:
+                try:
+                    meta = self.cluster.topic(topic, wait_s=5.0, allow_auto_create=True)
+                    break
+                except (ClientError, KafkaProtocolError) as exc:
+                    retriable = isinstance(exc, ClientError) or exc.code in RETRIABLE
+                    if not retriable or time.monotonic() > deadline:
+                        code = exc.code if isinstance(exc, KafkaProtocolError) else ErrorCode.NETWORK_EXCEPTION
+                        raise KafkaProtocolError(code, f"kbroker sink: topic {topic!r}: {exc}") from None
+                    log.info("kbroker sink: metadata of %s: %s; retrying", topic, exc)
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, max(self.o.retry_backoff_max_ms / 1000, backoff))
             n = self._partitions[topic] = len(meta.partitions)
         return n
 
@@ -312,7 +328,7 @@ class TransactionalDelivery(Delivery):
                     nothing.query = query
                     return nothing
         txn_id = f"{query}-{partition_id}"
-        timeout_s = self.o.timeout_ms / 1000 * (self.o.retries + 2)
+        timeout_s = self.o.delivery_timeout_ms / 1000
         w = _TxnTaskWriter(self.o, lambda cluster: txn.TransactionalSequencer(cluster, txn_id, timeout_s,
                                                                               txn.TRANSACTION_TIMEOUT_MS))
         w.query = query
@@ -321,7 +337,7 @@ class TransactionalDelivery(Delivery):
     def commit(self, messages, batch_id: int | None) -> None:
         super().commit(messages, batch_id)
         txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
-        timeout_s = self.o.timeout_ms / 1000 * (self.o.retries + 2)
+        timeout_s = self.o.delivery_timeout_ms / 1000
         with _connect(self.o) as c:
             if batch_id is not None:
                 query = next((m.query for m in messages if m is not None and m.query), "")
@@ -338,7 +354,7 @@ class TransactionalDelivery(Delivery):
 
     def abort(self, messages, batch_id: int | None) -> None:
         txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
-        timeout_s = self.o.timeout_ms / 1000 * (self.o.retries + 2)
+        timeout_s = self.o.delivery_timeout_ms / 1000
         try:
             with _connect(self.o) as c:
                 txn.end_all(c, txns, False, timeout_s)

@@ -17,11 +17,8 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # running from a checkout
-
-from broker.client import Producer  # noqa: E402
+from broker.client import Producer
 
 PAGES = ["/", "/pricing", "/docs", "/docs/spark", "/blog", "/signup", "/login", "/careers"]
 WEIGHTS = [30, 12, 18, 9, 8, 5, 15, 3]

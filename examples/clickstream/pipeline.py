@@ -19,12 +19,14 @@ from __future__ import annotations
 from pyspark.sql import SparkSession, functions as F
 
 
-def spark_session(app: str = "clickstream") -> SparkSession:
+def spark_session(app: str = "clickstream", master: str = "local[2]") -> SparkSession:
+    """master: local[2], or a Spark standalone cluster's spark://HOST:PORT (docs/pipelines.md:
+    its workers run this same Python, PYSPARK_PYTHON, with kbroker installed)."""
     import os
     import sys
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName(app)
+    spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())

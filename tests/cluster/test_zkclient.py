@@ -195,6 +195,55 @@ async def test_register_broker_epoch_and_id_in_use(zk_connect):
 
 
 @run
+async def test_register_broker_waits_out_a_gone_holder_and_refuses_a_live_one(zk_connect, caplog):
+    """holder_gone decides: None refuses at once (live, nothing waited); a reason waits,
+    one log line, until the holder's node goes (here: its session closes mid-wait), then
+    registers; a node that stays past the session timeout + slack is BrokerIdInUse(live=False)."""
+    import broker.cluster.store.zkclient as zkclient
+    caplog.set_level("WARNING", logger=zkclient.__name__)
+    asked = []
+
+    async def alive(held):
+        asked.append(held)
+        return None
+
+    async def gone(held):
+        asked.append(held)
+        return "it is a test"
+
+    async with client(zk_connect) as b:
+        async with client(zk_connect) as a:
+            await a.register_broker(registration(1))
+            t0 = time.monotonic()
+            with pytest.raises(BrokerIdInUse) as e:
+                await b.register_broker(registration(1, 9093), alive)
+            assert e.value.live and time.monotonic() - t0 < 1.0
+            # what holder_gone was given: the registration in ZooKeeper, a's
+            assert len(asked) == 1 and asked[0].broker_id == 1 and asked[0].endpoints == registration(1).endpoints
+            assert not [r for r in caplog.records if "waiting up to" in r.getMessage()]
+
+            # a holder that never goes: refused after the session timeout + the slack, not live
+            t0 = time.monotonic()
+            with pytest.raises(BrokerIdInUse) as e:
+                await b.register_broker(registration(1, 9093), gone)
+            waited = time.monotonic() - t0
+            assert not e.value.live and "still registered" in str(e.value)
+            assert SESSION_TIMEOUT_MS / 1000 <= waited < (SESSION_TIMEOUT_MS + zkclient.EXPIRY_SLACK_MS) / 1000 + 2
+
+            # a holder whose node goes while b waits: b registers then
+            caplog.clear()
+            waiting = asyncio.create_task(b.register_broker(registration(1, 9093), gone))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+        # a's session closed: its node is gone
+        epoch = await asyncio.wait_for(waiting, 10)
+        lines = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+        assert len(lines) == 1 and "broker 1" in lines[0] and "it is a test" in lines[0], lines
+        brokers = await b.get_brokers_and_epochs()
+        assert brokers[1][1] == epoch and brokers[1][0].endpoints == (EndPoint("PLAINTEXT", "127.0.0.1", 9093),)
+
+
+@run
 async def test_broker_ids_watch_fires_on_the_loop_thread(zk_connect):
     loop_thread = threading.get_ident()
     seen: list[tuple[frozenset, int]] = []

@@ -107,6 +107,35 @@ def sink_error(**opts) -> KBrokerOptionError:
     return exc.value
 
 
+def test_sink_retries_as_kafkas_producer_defaults():
+    """Kafka's producer: retries unbounded, bounded by delivery.timeout.ms (120 s), backoff
+    100 ms up to 1 s; each can be set, and delivery.timeout.ms < request.timeout.ms is refused
+    as Kafka's producer refuses it."""
+    o = SinkOptions.parse({**BS, "topic": "out"})
+    assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == \
+        (2**31 - 1, 120000, 100, 1000)
+    assert (o.buffer_memory, o.max_block_ms) == (32 << 20, 60000)
+    o = SinkOptions.parse({**BS, "topic": "out", "kafka.retries": "3", "kafka.delivery.timeout.ms": "40000",
+                           "kafka.retry.backoff.ms": "50", "kafka.retry.backoff.max.ms": "400"})
+    assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == (3, 40000, 50, 400)
+    err = sink_error(**{"kafka.delivery.timeout.ms": "1000"})
+    assert err.option == "kafka.delivery.timeout.ms" and "request.timeout.ms" in str(err)
+
+
+def test_sparks_own_writer_options_pass_the_sink():
+    """What Spark's writers hand the sink beside the user's options (queryName(),
+    checkpointLocation, start(path) / save(path)) passes, lower-cased as Spark hands it
+    over; so does another key far from every sink option. A misspelt sink or Spark option
+    is still refused."""
+    o = SinkOptions.parse({**BS, "topic": "out", "queryname": "copy", "checkpointlocation": "/tmp/ck",
+                           "path": "/somewhere", "mergeSchema": "true"})
+    assert o.topic == "out" and o.no_effect == ()
+    for given, near in [("tpoic", "topic"), ("deliveryGuarantees", "deliveryGuarantee"),
+                        ("queryNmae", "queryName"), ("checkpointLocaton", "checkpointLocation")]:
+        err = sink_error(**{given: "x"})
+        assert err.option == given and f"did you mean '{near}'" in str(err), str(err)
+
+
 def test_kafka_prefix_is_a_synonym_of_kbroker():
     """A job ported from Spark's Kafka connector keeps its kafka.* options."""
     o = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.fetch.max.bytes": "4096",

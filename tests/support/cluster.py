@@ -21,12 +21,18 @@ Invariants:
   project's own client: a Metadata request, nothing read from files. ZooKeeper is read
   for one thing only, which no broker can answer when all are down: whether a killed
   broker's registration (/brokers/ids/<id>) is still there. start(id) waits until it
-  has expired, since a broker refuses to start while its id is registered (kill(id)
-  then start(id) takes about zookeeper.session.timeout.ms; broker(id).start() does not
-  wait, for a test of that refusal).
+  has expired before it starts the broker (kill(id) then start(id) takes about
+  zookeeper.session.timeout.ms); broker(id).start() does not wait: a broker started
+  while its dead session's registration is there waits for it itself, and one started
+  with a live broker's id is refused (tests/cluster/test_registration.py).
 - Every wait is bounded (ClusterTimeout, an AssertionError naming what was awaited and
   the last answer seen). Every process dies at close(), at interpreter exit and with
   the thread that started it (see broker_proc.py and broker.perf.zookeeper).
+
+A ZooKeeper ensemble: `ensemble=3` makes the Cluster's own ZooKeeper a quorum of three
+servers (tests/support/zookeeper.py's ZooKeeperEnsemble; with distinct hosts on B.2, B.3,
+B.4), and the brokers' `zookeeper.connect` names all three; a ZooKeeperEnsemble may also
+be passed as `zookeeper`.
 
 Distinct hosts (`distinct_hosts=True`, the fault tests): each broker and ZooKeeper listen
 on an address of their own in 127.0.0.0/8 — ZooKeeper on B.2, broker i on B.(10+i), where
@@ -60,7 +66,7 @@ from broker.client.cluster import PartitionMeta, TopicMeta
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.metadata import MetadataRequest
 from tests.support.broker_proc import START_TIMEOUT, STOP_TIMEOUT, BrokerProcess
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
 POLL_INTERVAL = 0.1
 REQUEST_TIMEOUT = 5.0                  # one Metadata round trip to one broker
@@ -118,9 +124,10 @@ def speaks_zookeeper() -> bool:
 
 
 class Cluster:
-    def __init__(self, directory, n: int = 3, zookeeper: ZooKeeperServer | None = None,
+    def __init__(self, directory, n: int = 3, zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
                  config: dict | None = None, per_broker: dict[int, dict] | None = None,
-                 chroot: str | None = None, log_level: str = "info", distinct_hosts: bool | str = False):
+                 chroot: str | None = None, log_level: str = "info", distinct_hosts: bool | str = False,
+                 ensemble: int = 0):
         self.dir = Path(directory)
         #: '127.A.C' when each process has its own address (see the module docstring), else None
         self.block = (distinct_hosts if isinstance(distinct_hosts, str) else address_block()) \
@@ -128,6 +135,10 @@ class Cluster:
         self.own_zookeeper = zookeeper is None
         if self.block is not None and zookeeper is not None and not zookeeper.host.startswith(self.block + "."):
             raise ValueError(f"distinct hosts: ZooKeeper must listen in {self.block}.0/24, not on {zookeeper.host}")
+        if zookeeper is None and ensemble:
+            zookeeper = ZooKeeperEnsemble(self.dir / "zookeeper", hosts=[
+                "127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX + i}"
+                for i in range(ensemble)])
         self.zookeeper = zookeeper or ZooKeeperServer(
             self.dir / "zookeeper", host="127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX}")
         self.chroot = (chroot or f"kb_{uuid.uuid4().hex[:12]}").strip("/")

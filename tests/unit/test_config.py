@@ -6,6 +6,7 @@ import pytest
 
 from broker.config import (
     BROKER_KEYS,
+    DEPRECATED_TOPIC_KEYS,
     IGNORED_KAFKA_KEYS,
     LONG_MAX,
     TOPIC_KEYS,
@@ -709,6 +710,37 @@ def test_validate_topic_configs_unknown_key():
     with pytest.raises(ConfigError) as exc:
         validate_topic_configs({"retention.ms": "1", "log.retention.ms": "1"})
     assert exc.value.key == "log.retention.ms"
+
+
+def test_deprecated_topic_keys_of_kafka_3_are_accepted_with_a_warning(caplog):
+    # Kafka 3.9's TopicConfig: @Deprecated message.format.version and
+    # message.timestamp.difference.max.ms; message.downconversion.enable a no-op since 4.0
+    assert set(DEPRECATED_TOPIC_KEYS) == {"message.format.version", "message.downconversion.enable",
+                                          "message.timestamp.difference.max.ms"}
+    with caplog.at_level("WARNING", logger="broker.config"):
+        out = validate_topic_configs({"message.format.version": "0.10.0", "message.downconversion.enable": "false",
+                                      "message.timestamp.difference.max.ms": "60000", "retention.ms": "1"})
+    assert out == {"message.format.version": "0.10.0", "message.downconversion.enable": False,
+                   "message.timestamp.difference.max.ms": 60000, "retention.ms": 1}
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 3 and all("no effect" in w and "deprecated" in w for w in warned)
+    assert any(w.startswith("topic configuration message.format.version=0.10.0 ") for w in warned)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="broker.config"):
+        validate_topic_configs({"message.format.version": "3.0-IV1"}, warn=False)
+        validate_topic_configs({"retention.ms": "1"})
+    assert caplog.records == []
+    # their values are still checked as Kafka 3.x checks them
+    for key, value in (("message.format.version", "latest"), ("message.downconversion.enable", "maybe"),
+                       ("message.timestamp.difference.max.ms", "-1")):
+        with pytest.raises(ConfigError) as exc:
+            validate_topic_configs({key: value})
+        assert exc.value.key == key
+    # not listed by DescribeConfigs (Kafka 4.x lists none of them); Kafka 3.x's defaults
+    assert not set(DEPRECATED_TOPIC_KEYS) & set(TOPIC_KEYS)
+    assert [DEPRECATED_TOPIC_KEYS[k].default for k in ("message.format.version", "message.downconversion.enable",
+                                                      "message.timestamp.difference.max.ms")] == ["3.0-IV1", True,
+                                                                                                  LONG_MAX]
 
 
 def test_topic_keys_types_match_kafka():

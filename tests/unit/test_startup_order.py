@@ -17,10 +17,10 @@ class GatedStore(FileMetadataStore):
         self.registering = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def register_broker(self, registration):
+    async def register_broker(self, registration, holder_gone=None):
         self.registering.set()
         await self.gate.wait()
-        return await super().register_broker(registration)
+        return await super().register_broker(registration, holder_gone)
 
 
 def api_versions_v0(correlation_id: int) -> bytes:

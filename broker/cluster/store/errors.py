@@ -28,7 +28,12 @@ class StoreUnavailable(StoreError):
 
 
 class BrokerIdInUse(StoreError):
-    """Another live session has registered this broker id."""
+    """Another session has registered this broker id: a live broker's (`live`), or one
+    that did not expire within the time a starting broker waited for it."""
+
+    def __init__(self, message: str, live: bool = True):
+        super().__init__(message)
+        self.live = live
 
 
 class TopicExists(StoreError):

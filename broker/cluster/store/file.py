@@ -34,7 +34,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from broker.cluster.metadata import SessionEvent
@@ -147,7 +147,10 @@ class FileMetadataStore:
 
     # ------------------------------------------------------------------ brokers
 
-    async def register_broker(self, registration: BrokerRegistration) -> int:
+    async def register_broker(self, registration: BrokerRegistration,
+                              holder_gone: Callable[[BrokerRegistration], Awaitable[str | None]] | None = None
+                              ) -> int:
+        """A broker alone: nothing else can hold its id (holder_gone is not needed)."""
         self._broker_epoch += 1
         self._save_epochs()
         self._broker = registration

@@ -86,6 +86,7 @@ from broker.cluster.store.znodes import (
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
+    ZNodeDataError,
     sequence_number,
 )
 from broker.log import TopicPartition
@@ -98,7 +99,15 @@ K = TypeVar("K")
 #: get_topic's value: (topic id, {partition: replicas}, zk version)
 TopicValue = tuple[uuid.UUID | None, dict[int, list[int]], int]
 
+#: holder_gone(registered): why the broker holding a registration is gone, or None
+HolderGone = Callable[[BrokerRegistration], Awaitable[str | None]]
+
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka purges config change notifications this old
+#: beyond the session timeout, how late ZooKeeper may expire a session (its expiry runs
+#: once per tick: tickTime is 2000 ms in ZooKeeper's sample configuration)
+EXPIRY_SLACK_MS = 2000
+#: how often a broker waiting for a dead session's registration to go looks again
+EXPIRY_POLL_S = 0.25
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
@@ -187,12 +196,20 @@ class KafkaZkClient:
     # ------------------------------------------------------------ brokers
 
     @_public
-    async def register_broker(self, registration: BrokerRegistration) -> int:
+    async def register_broker(self, registration: BrokerRegistration, holder_gone: HolderGone | None = None) -> int:
         """Creates the ephemeral /brokers/ids/<id>; returns the broker epoch (the node's
-        czxid, as Kafka). BrokerIdInUse if another live session holds the id. A node left
-        by one of this client's own earlier sessions is replaced (Kafka's KAFKA-7165)."""
+        czxid, as Kafka). A node left by one of this client's own earlier sessions is
+        replaced (Kafka's KAFKA-7165). Another session's node: BrokerIdInUse at once,
+        unless `holder_gone(registered)` gives a reason why the broker that holds it is
+        gone (broker/cluster/registration.py: a broker killed -9 whose session ZooKeeper
+        has not expired yet); then this waits, saying so in one log line, until ZooKeeper
+        deletes the node, at most the session timeout plus EXPIRY_SLACK_MS, and registers;
+        BrokerIdInUse(live=False) if the node is still there then."""
         path = BrokerIdZNode.path(registration.broker_id)
         data = BrokerIdZNode.encode(registration)
+        waiting_for: int | None = None              # the holding session whose expiry is awaited
+        deadline = 0.0
+        wait_ms = self._session.session_timeout_ms + EXPIRY_SLACK_MS
         while True:
             try:
                 _, stat = cast("tuple[str, ZnodeStat]", await self._session.op(lambda: self._zk.create_async(
@@ -207,13 +224,31 @@ class KafkaZkClient:
             owner = got[1].ephemeralOwner
             if owner == self.session_id:
                 return got[1].czxid           # ours: a create repeated after a connection loss
-            if not self._session.is_own_session(owner):
-                raise BrokerIdInUse(f"broker id {registration.broker_id} is already registered in ZooKeeper "
-                                    f"at {self.connect} (by session 0x{owner:x})")
-            try:
-                await self._session.op(lambda: self._zk.delete_async(path, version=got[1].version))
-            except (NoNodeError, BadVersionError):
-                pass
+            if self._session.is_own_session(owner):
+                try:
+                    await self._session.op(lambda: self._zk.delete_async(path, version=got[1].version))
+                except (NoNodeError, BadVersionError):
+                    pass
+                continue
+            if owner != waiting_for:          # a holder not judged yet
+                why = None
+                if holder_gone is not None:
+                    try:
+                        why = await holder_gone(BrokerIdZNode.decode(registration.broker_id, got[0]))
+                    except ZNodeDataError:
+                        why = None            # unreadable: nothing says its broker is gone
+                if why is None:
+                    raise BrokerIdInUse(f"broker id {registration.broker_id} is already registered in ZooKeeper "
+                                        f"at {self.connect} (by session 0x{owner:x})")
+                waiting_for, deadline = owner, time.monotonic() + wait_ms / 1000
+                log.warning("broker %d: %s is still registered by session 0x%x of a broker that is gone (%s): "
+                            "waiting up to %d ms (zookeeper.session.timeout.ms + %d ms) for ZooKeeper to expire "
+                            "it", registration.broker_id, path, owner, why, wait_ms, EXPIRY_SLACK_MS)
+            if time.monotonic() >= deadline:
+                raise BrokerIdInUse(f"broker id {registration.broker_id} is still registered in ZooKeeper at "
+                                    f"{self.connect} by session 0x{owner:x}, {wait_ms} ms after this broker "
+                                    f"started waiting for it to expire", live=False)
+            await asyncio.sleep(EXPIRY_POLL_S)
 
     @_public
     async def get_brokers(self) -> dict[int, BrokerRegistration]:

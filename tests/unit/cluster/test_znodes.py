@@ -74,6 +74,9 @@ def test_a_name_that_cannot_be_a_znode_is_refused(name):
     ("127.0.0.1:2181", ("127.0.0.1:2181", None)),
     ("127.0.0.1:2181/", ("127.0.0.1:2181", None)),
     ("h1:2181,h2:2182/kb", ("h1:2181,h2:2182", "/kb")),
+    # a three-server ensemble (tests/cluster/test_zookeeper_ensemble.py connects through one)
+    ("127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183/kb/prod",
+     ("127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183", "/kb/prod")),
     ("h1:2181/a/b", ("h1:2181", "/a/b")),
     ("[::1]:2181/kb", ("[::1]:2181", "/kb")),
 ])
