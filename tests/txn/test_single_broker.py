@@ -104,6 +104,9 @@ def test_a_zombie_is_fenced_and_nothing_it_writes_afterwards_is_visible(broker, 
     new.produce(topic_name, b"from-new")
     new.commit_transaction(30)
     assert read(broker.bootstrap, topic_name, 1, "read_committed") == [b"from-new"]
+    # the zombie's produce after the fence was refused, not merely aborted: only the
+    # aborted record from before the fence is in the log beside the new producer's
+    assert sorted(read(broker.bootstrap, topic_name, 1, "read_uncommitted")) == [b"before-fence", b"from-new"]
 
 
 def test_a_hung_transaction_is_aborted_after_its_timeout(broker, topic_name):
