@@ -190,3 +190,61 @@ def decode_value(data: bytes) -> TxnTransit:
                       last_producer_epoch=NO_EPOCH, timeout_ms=timeout, state=state,
                       partitions=frozenset(partitions), start_ms=start, last_update_ms=last_update,
                       client_version=client_version)
+
+
+def value_fields(data: bytes) -> tuple[int, dict[str, Any]]:
+    """(version, fields) of a record's value in the order and with the names of Kafka's
+    TransactionLogValueJsonConverter (what DumpLogSegments --transaction-log-decoder
+    prints): the partitions as written (null stays null), the tagged fields only when not
+    their defaults. ValueError for an unreadable value."""
+    r = _Reader(data)
+    (version,) = r.take(_I16)
+    if version not in (0, 1):
+        raise ValueError(f"unknown transaction log value version {version}")
+    pid, epoch, timeout, status = r.take(_V0_HEAD)
+    partitions: list[dict[str, Any]] | None = []
+    tagged: dict[str, Any] = {}
+    if version == 0:
+        (count,) = r.take(_I32)
+        if count < 0:
+            partitions = None
+        for _ in range(max(count, 0)):
+            (n,) = r.take(_I16)
+            topic = r.raw(n).decode()
+            (k,) = r.take(_I32)
+            ids = [r.take(_I32)[0] for _ in range(max(k, 0))]
+            partitions.append({"topic": topic, "partitionIds": ids})  # type: ignore[union-attr]
+    else:
+        count = r.uvarint() - 1
+        if count < 0:
+            partitions = None
+        for _ in range(max(count, 0)):
+            topic = r.raw(r.uvarint() - 1).decode()
+            k = r.uvarint() - 1
+            ids = [r.take(_I32)[0] for _ in range(max(k, 0))]
+            for _ in range(r.uvarint()):
+                r.uvarint()
+                r.raw(r.uvarint())
+            partitions.append({"topic": topic, "partitionIds": ids})  # type: ignore[union-attr]
+    last_update, start = r.take(_TAIL)
+    if version >= 1:
+        for _ in range(r.uvarint()):
+            tag = r.uvarint()
+            size = r.uvarint()
+            field = r.raw(size)
+            if tag == 0 and size == 8:
+                tagged["previousProducerId"] = _I64.unpack(field)[0]
+            elif tag == 1 and size == 8:
+                tagged["nextProducerId"] = _I64.unpack(field)[0]
+            elif tag == 2 and size == 2:
+                tagged["clientTransactionVersion"] = _I16.unpack(field)[0]
+    out: dict[str, Any] = {"producerId": pid}
+    for name, default in (("previousProducerId", NO_PRODUCER_ID), ("nextProducerId", NO_PRODUCER_ID)):
+        if tagged.get(name, default) != default:
+            out[name] = tagged[name]
+    out.update({"producerEpoch": epoch, "transactionTimeoutMs": timeout, "transactionStatus": status,
+                "transactionPartitions": partitions, "transactionLastUpdateTimestampMs": last_update,
+                "transactionStartTimestampMs": start})
+    if tagged.get("clientTransactionVersion", 0) != 0:
+        out["clientTransactionVersion"] = tagged["clientTransactionVersion"]
+    return version, out

@@ -1,10 +1,15 @@
 """Test 6 of issue 17: Apache Kafka's own tools read kbroker's transactions —
 DumpLogSegments --transaction-log-decoder decodes __transaction_state (Kafka's key/value
-schema), and kafka-transactions lists and describes kbroker's transactions and producers."""
+schema), and kafka-transactions lists and describes kbroker's transactions and producers;
+`broker dump-log` prints what Kafka's kafka-dump-log prints for the same files
+(--transaction-log-decoder, a partition's markers and its .txnindex)."""
 from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -52,3 +57,33 @@ def test_dump_log_segments_and_kafka_transactions_read_kbrokers_transactions(bro
     rows = [dict(zip(header, line.split())) for line in producers[1:]]
     assert sorted(r["CurrentTransactionStartOffset"] for r in rows) == ["2", "None"]
     hanging.abort_transaction(30)
+
+    # broker dump-log against kafka-dump-log, once the abort completed (nothing is
+    # appended to these files between the two reads)
+    deadline = time.monotonic() + 30
+    while True:
+        states = {line.split()[0]: line.split()[3]
+                  for line in kafka_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap,
+                                         "list").lines[1:]}
+        if states.get(open_id) == "CompleteAbort":
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.5)
+    files = ",".join(segments)
+    mine = dump_log("--transaction-log-decoder", "--files", files)
+    assert mine == kafka_tool("kafka-dump-log", "--transaction-log-decoder", "--files", files).stdout
+    assert '"transactionStatus":5' in mine and f'"transactionalId":"{open_id}"' in mine
+    part = os.path.join(broker.data_dir, f"{topic_name}-0")
+    files = ",".join(sorted(glob.glob(os.path.join(part, "*.log")) + glob.glob(os.path.join(part, "*.txnindex"))))
+    assert ".txnindex" in files
+    mine = dump_log("--deep-iteration", "--files", files)
+    assert mine == kafka_tool("kafka-dump-log", "--deep-iteration", "--files", files).stdout
+    assert "endTxnMarker: ABORT" in mine and "endTxnMarker: COMMIT" in mine
+    assert "version: 0 producerId: " in mine and " firstOffset: 2 lastOffset: " in mine
+
+
+def dump_log(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "broker.cli.main", "dump-log", *args], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    return r.stdout

@@ -142,3 +142,25 @@ def test_an_empty_state_has_null_partitions():
     assert struct.unpack_from(">i", value, 2 + 8 + 2 + 4 + 1)[0] == -1
     with pytest.raises(ValueError):
         R.decode_value(b"\x00\x09")
+
+
+@pytest.mark.parametrize("client_version", [0, 2])
+def test_value_fields_are_kafkas_json_converters(client_version):
+    """What `broker dump-log --transaction-log-decoder` prints (checked against Kafka's own
+    tool in tests/txn/test_kafka_tools.py): Kafka's field names and order, partitions as
+    written, tagged fields only when not their defaults, null partitions when Empty."""
+    m = md(S.ONGOING, epoch=3, partitions=[("a", 0), ("a", 2), ("b", 1)])
+    m.client_version = client_version
+    m.next_producer_id = 77 if client_version else -1
+    version, fields = R.value_fields(R.encode_value(m.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW)))
+    assert version == (1 if client_version else 0)
+    expect = {"producerId": 1000, **({"nextProducerId": 77} if client_version else {}), "producerEpoch": 3,
+              "transactionTimeoutMs": 60000, "transactionStatus": 2,
+              "transactionPartitions": [{"topic": "a", "partitionIds": [0, 2]}, {"topic": "b", "partitionIds": [1]}],
+              "transactionLastUpdateTimestampMs": NOW, "transactionStartTimestampMs": NOW,
+              **({"clientTransactionVersion": 2} if client_version else {})}
+    assert list(fields.items()) == list(expect.items())
+    empty = R.value_fields(R.encode_value(md(S.COMPLETE_ABORT).prepare_increment_epoch(5000, NOW)))[1]
+    assert empty["transactionPartitions"] is None and empty["transactionStatus"] == 0
+    with pytest.raises(ValueError):
+        R.value_fields(b"\x00\x09")
