@@ -291,6 +291,23 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("offsets.topic.replication.factor", _SH, 3,
        "Replication factor of __consumer_offsets (fewer while fewer brokers are alive).", _at_least(1)),
     _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
+    _K("transaction.state.log.num.partitions", _I, 50, "Partitions of __transaction_state.", _at_least(1)),
+    _K("transaction.state.log.replication.factor", _SH, 3,
+       "Replication factor of __transaction_state (fewer while fewer brokers are alive).", _at_least(1)),
+    _K("transaction.state.log.min.isr", _I, 2, "min.insync.replicas of __transaction_state.", _at_least(1)),
+    _K("transaction.state.log.segment.bytes", _I, 104857600, "Segment size of __transaction_state.",
+       _at_least(1)),
+    _K("transaction.max.timeout.ms", _I, 900000, "Largest transaction timeout a producer may ask for.",
+       _at_least(1)),
+    _K("transactional.id.expiration.ms", _I, 604800000,
+       "A transactional id unused this long (and no transaction open) is forgotten.", _at_least(1)),
+    _K("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000,
+       "How often open transactions past their timeout are aborted.", _at_least(1)),
+    _K("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000,
+       "How often expired transactional ids are removed.", _at_least(1)),
+    _K("transaction.partition.verification.enable", _B, True,
+       "A partition refuses a transactional producer's first batch unless its coordinator added the "
+       "partition (KIP-890 part 1).", ),
     _K("offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)),
     _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
     _K("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", _at_least(0)),
@@ -419,12 +436,8 @@ _NO_EFFECT: dict[str, str] = {
         zookeeper.ssl.keystore.location zookeeper.ssl.keystore.password zookeeper.ssl.keystore.type
         zookeeper.ssl.ocsp.enable zookeeper.ssl.protocol zookeeper.ssl.truststore.location
         zookeeper.ssl.truststore.password zookeeper.ssl.truststore.type""",
-    "kbroker has no transactions": """
-        transaction.state.log.replication.factor transaction.state.log.min.isr
-        transaction.state.log.num.partitions transaction.state.log.segment.bytes
-        transaction.state.log.load.buffer.size transaction.max.timeout.ms transactional.id.expiration.ms
-        transaction.abort.timed.out.transaction.cleanup.interval.ms
-        transaction.remove.expired.transaction.cleanup.interval.ms transaction.partition.verification.enable
+    "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
+        transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
     "kbroker's groups speak the classic protocol only (no KIP-848 consumer groups, no share groups)": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from broker.log import LogStorageError, RecordTooLarge
-from broker.log.producer_state import InvalidProducerEpoch, OutOfOrderSequence
+from broker.log.producer_state import CoordinatorFenced, InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
 from broker.native import CorruptRecordError, InvalidRecordError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -25,6 +25,8 @@ _CODES: dict[type[BaseException], int] = {
     LogStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
     OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
+    InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
+    CoordinatorFenced: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     ValueError: ErrorCode.INVALID_RECORD,
     OSError: ErrorCode.KAFKA_STORAGE_ERROR,
 }

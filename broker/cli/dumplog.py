@@ -4,17 +4,20 @@
     broker dump-log DIR/t-0                      # every file of a partition dir, in order
     broker dump-log --index-sanity-check --files ...index,...timeindex
     broker dump-log --offsets-decoder --files DIR/__consumer_offsets-0/00000000000000000000.log
+    broker dump-log --transaction-log-decoder --files DIR/__transaction_state-0/00000000000000000000.log
 
 Each file is read with the project's own readers: batches and records with the native
 core's iter_batches / RecordBatch (CRC checked per batch), indexes with OffsetIndex /
 TimeIndex (their sanity_check is the one the broker runs at load), producer snapshots with
-ProducerStateManager.read_snapshot, checkpoints with broker.log.checkpoints, and
-__consumer_offsets records with broker.group.records. Nothing is parsed twice here.
+ProducerStateManager.read_snapshot, aborted-transaction indexes with
+broker.log.txn_index, checkpoints with broker.log.checkpoints, __consumer_offsets records
+with broker.group.records and __transaction_state records with broker.txn.records.
 
 The output is Kafka's, line for line, for .log (batch lines; with --deep-iteration the
 `| offset: ...` record lines; with --print-data-log their keys and payloads as UTF-8),
 .index / .timeindex (entries, `passed sanity check.`, mismatches on stderr),
-.snapshot (producer entries) and --offsets-decoder (keys and values as JSON). Kafka skips
+.snapshot (producer entries), .txnindex (aborted transactions), --offsets-decoder and
+--transaction-log-decoder (keys and values as JSON). Kafka skips
 checkpoint files; here they are printed as `topic partition offset` (offset checkpoints),
 `epoch start-offset` (leader-epoch-checkpoint) and the topic id (partition.metadata).
 
@@ -81,6 +84,8 @@ class Dumper:
             self.dump_time_index(path)
         elif suffix == ".snapshot":
             self.dump_producer_snapshot(path)
+        elif suffix == ".txnindex":
+            self.dump_txn_index(path)
         else:
             self.err.write(f"Ignoring unknown file {path}\n")
 
@@ -91,7 +96,8 @@ class Dumper:
         data = _read(path)
         if self.args.max_bytes < len(data):
             data = data[:self.args.max_bytes]
-        deep = self.args.deep_iteration or self.args.print_data_log or self.args.offsets_decoder
+        deep = (self.args.deep_iteration or self.args.print_data_log or self.args.offsets_decoder
+                or self.args.transaction_log_decoder)
         last_offset = -1
         it = iter_batches(data)
         valid = 0
@@ -145,7 +151,7 @@ class Dumper:
                         f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
                 if batch.is_control:
                     line += _control(r)
-            printing = self.args.print_data_log or self.args.offsets_decoder
+            printing = self.args.print_data_log or self.args.offsets_decoder or self.args.transaction_log_decoder
             if printing and not batch.is_control:
                 prefix = "| " if self.args.skip_record_metadata else " "
                 key, value = self.decode(r)
@@ -158,9 +164,27 @@ class Dumper:
         return last_offset
 
     def decode(self, r) -> tuple[str | None, str | None]:
+        if self.args.transaction_log_decoder:
+            return decode_transaction_log_record(r.offset, r.key, r.value)
         if not self.args.offsets_decoder:
             return (_text(r.key), _text(r.value))
         return decode_offsets_record(r.offset, r.key, r.value)
+
+    def dump_txn_index(self, path: Path) -> None:
+        """Kafka's dumpTxnIndex: one line per aborted transaction."""
+        from broker.log.txn_index import ENTRY_SIZE, read_txn_index
+        try:
+            entries = read_txn_index(str(path))
+            size = path.stat().st_size
+        except OSError as exc:
+            self.problem(f"{path}: {exc}")
+            return
+        for e in entries:
+            self.p(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+                   f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")
+        if size != len(entries) * ENTRY_SIZE:
+            self.problem(f"{path}: {size - len(entries) * ENTRY_SIZE} bytes after its {len(entries)} "
+                         f"whole entries (a torn entry or an unknown version)")
 
     def dump_index(self, path: Path) -> None:
         from broker.native import CorruptIndexError, OffsetIndex, iter_batches
@@ -456,6 +480,29 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
         return f"Error at offset {offset}, skipping. {exc}", None
 
 
+def decode_transaction_log_record(offset: int, key: bytes | None,
+                                  value: bytes | None) -> tuple[str | None, str | None]:
+    """A __transaction_state record as Kafka's --transaction-log-decoder prints it:
+    ('{"type":"0","data":{"transactionalId":...}}', '{"version":"0","data":{...}}' or '<DELETE>')."""
+    import struct
+
+    from broker.txn.records import decode_key, value_fields
+    if key is None:
+        return (f"Failed to decode message at offset {offset} using the specified decoder "
+                f"(message had a missing key)", None)
+    try:
+        (key_version,) = struct.unpack_from(">h", key)
+        if key_version != 0:
+            return f"Unknown record type {key_version} at offset {offset}, skipping.", None
+        key_text = _json({"type": "0", "data": {"transactionalId": decode_key(key)}})
+        if value is None:
+            return key_text, "<DELETE>"
+        version, data = value_fields(value)
+        return key_text, _json({"version": str(version), "data": data})
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        return f"Error at offset {offset}, skipping. {exc}", None
+
+
 def _expand(paths: list[str]) -> list[Path]:
     """Files as given; a directory stands for its files (segments in offset order, each
     .log before its indexes and snapshot, then the checkpoints)."""
@@ -492,7 +539,8 @@ def add_parsers(sub) -> None:
                        description="Print the files of a data dir as Kafka's DumpLogSegments "
                                    "(kafka-dump-log) does: .log batches (and records with --deep-iteration), "
                                    ".index and .timeindex entries (checked against the log), producer "
-                                   ".snapshot entries, and offset/leader-epoch checkpoints. A directory "
+                                   ".snapshot entries, .txnindex aborted transactions, and offset/leader-epoch "
+                                   "checkpoints. A directory "
                                    "stands for its files. Exit 0: every file read clean; 1: a corrupt batch, "
                                    "trailing bytes, an index mismatch or a failed sanity check was found "
                                    "(said where, on stderr or as Kafka prints it); 2: bad usage.")
@@ -506,6 +554,8 @@ def add_parsers(sub) -> None:
                    help="with --print-data-log: the key and payload without the record's metadata")
     p.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets records (keys and values as JSON; implies --print-data-log)")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="decode __transaction_state records (keys and values as JSON; implies --print-data-log)")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only run the sanity check the broker runs on indexes at load")
     p.add_argument("--verify-index-only", action="store_true",

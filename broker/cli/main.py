@@ -6,12 +6,15 @@
     broker cluster describe --bootstrap HOST:PORT [--zookeeper HOST:PORT[/CHROOT]]
     broker produce --bootstrap HOST:PORT --topic T ...     (lines from stdin)
     broker consume --bootstrap HOST:PORT --topic T ...
+    broker transactions list|describe|abort --bootstrap HOST:PORT ...   (as kafka-transactions)
+    broker producers describe --bootstrap HOST:PORT --topic T --partition N
     broker logs tail --bootstrap-server HOST:PORT --topic T [--from-beginning] [--no-follow] [--raw]
     broker configs describe|alter --bootstrap-server HOST:PORT --topic T | --broker ID ...
     broker log-dirs describe --bootstrap-server HOST:PORT [--broker-list 1,2] [--topic-list T1,T2]
     broker records delete --bootstrap-server HOST:PORT --offset-json-file FILE
     broker offsets --bootstrap-server HOST:PORT [--topic T] [--time earliest|latest|max-timestamp|MS]
-    broker dump-log [--deep-iteration] [--print-data-log] [--offsets-decoder] --files F1,F2 | PATH ...
+    broker dump-log [--deep-iteration] [--print-data-log] [--offsets-decoder] [--transaction-log-decoder]
+                    --files F1,F2 | PATH ...
     broker doctor [--data-dir DIR] [--config FILE] [--pid PID]
 
 Every client command takes --bootstrap-server (Kafka's spelling) as well as --bootstrap / -b,
@@ -98,9 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, security
+    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, security, transactions
     clients.add_parsers(sub)
     groups.add_parsers(sub)
+    transactions.add_parsers(sub)
     perf.add_parsers(sub)
     security.add_parsers(sub)
     security.add_acl_parsers(sub)

@@ -555,6 +555,36 @@ class GroupCoordinator:
                       ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         return self.manager.fetch_offsets(group_id, partitions)
 
+    async def commit_txn_offsets(self, group_id: str, pid: int, epoch: int, generation_id: int, member_id: str,
+                                 group_instance_id: str | None,
+                                 offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): KIP-447 fences a member of an
+        older generation (ILLEGAL_GENERATION) or an unknown one (UNKNOWN_MEMBER_ID); a
+        producer without group metadata (generation -1, no member) commits as a
+        standalone one. The offsets are visible only once the transaction commits."""
+        err = self.check_coordinator(group_id)
+        if err:
+            return {tp: err for tp in offsets}
+        g = self.groups.get(group_id)
+        if g is None:
+            if generation_id >= 0 or member_id:
+                return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
+            g = self.groups[group_id] = Group(group_id, protocol_type="", state_timestamp=now_ms())
+        elif member_id or generation_id >= 0:
+            if member_id and not g.has_member(member_id):
+                return {tp: ErrorCode.UNKNOWN_MEMBER_ID for tp in offsets}
+            if group_instance_id and g.static_members.get(group_instance_id) not in (None, member_id):
+                return {tp: ErrorCode.FENCED_INSTANCE_ID for tp in offsets}
+            if generation_id >= 0 and generation_id != g.generation_id:
+                return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
+        return await self.manager.store_txn_offsets(g, pid, epoch, offsets)
+
+    def complete_txn_offsets(self, partition: int, pid: int, commit: bool) -> None:
+        self.manager.complete_txn_offsets(partition, pid, commit)
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        return self.manager.has_pending_txn_offset(group_id, tp)
+
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[int, dict[tuple[str, int], int]]:
         err = self.check_coordinator(group_id)

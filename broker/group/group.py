@@ -86,6 +86,8 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)     # instance id -> member id
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # transactional commits (TxnOffsetCommit) awaiting their transaction's marker, per producer id
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     state_timestamp: int = -1
     join_timer: asyncio.TimerHandle | None = None
     new_member_added: bool = False

@@ -9,6 +9,14 @@ A partition is loaded (replayed into the cache) when this broker becomes its lea
 unloaded when it stops leading it: the coordinator of a group moves with the leadership
 of its offsets partition.
 
+Transactional offset commits (TxnOffsetCommit, KIP-98/KIP-447) are appended as a
+transactional batch of the producer and held per group and producer id
+(`Group.pending_txn_offsets`) until the transaction's marker reaches the partition:
+a COMMIT makes them the committed offsets, an ABORT drops them
+(`complete_txn_offsets`, called by the WriteTxnMarkers path; a load replays the markers
+the same way). OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
+partition with such a pending commit.
+
 It reaches the log through a narrow PartitionWriter (is this broker the leader, append
 and then wait until the ISR has it, read the committed range) and the cluster through a
 TopicReader (the metadata cache); it never sees the broker. Membership (joins, syncs,
@@ -30,6 +38,7 @@ from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
 from broker.log import TopicPartition
+from broker.log.producer_state import read_marker
 from broker.native import BatchBuilder, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -238,6 +247,7 @@ class GroupMetadataManager:
         offset, end = self.writer.loadable_range(tp)
         loaded_groups: dict[str, Group] = {}
         removed: set[str] = set()
+        pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         count = 0
         while offset < end:
             data = self.writer.read(tp, offset, LOAD_CHUNK, end)
@@ -250,21 +260,39 @@ class GroupMetadataManager:
                 advanced = True
                 offset = batch.next_offset
                 if batch.is_control:
+                    if batch.producer_id >= 0:
+                        try:
+                            commit, _epoch = read_marker(batch)
+                        except ValueError:
+                            continue
+                        self._replay_marker(batch.producer_id, commit, pending_txn, loaded_groups)
                     continue
+                txn_pid = batch.producer_id if batch.is_transactional else -1
                 for rec in batch.records():
                     count += 1
                     if rec.key is None:
                         continue
                     try:
                         key = R.decode_key(rec.key)
+                        if txn_pid >= 0 and key[0] == "offset" and rec.value is not None:
+                            _, gid, topic, partition = key
+                            pending_txn.setdefault(txn_pid, {}).setdefault(gid, {})[(topic, partition)] = \
+                                R.decode_offset_value(rec.value)
+                            continue
                         self._replay(key, rec.value, loaded_groups, removed)
                     except ValueError as exc:
                         log.warning("%s-%d offset %d: skipping unreadable record (%s)", OFFSETS_TOPIC, p,
                                     rec.offset, exc)
             if not advanced:
                 break
+        for pid, by_group in pending_txn.items():          # transactions still open
+            for gid, offs in by_group.items():
+                g = loaded_groups.get(gid)
+                if g is None:
+                    g = loaded_groups[gid] = Group(gid)
+                g.pending_txn_offsets[pid] = offs
         for gid, g in loaded_groups.items():
-            if not g.members and not g.offsets and g.protocol_type is None:
+            if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
                 continue
             self.groups[gid] = g
             self.on_group_loaded(g)
@@ -311,6 +339,69 @@ class GroupMetadataManager:
             g.members[m.member_id] = m
             if m.group_instance_id:
                 g.static_members[m.group_instance_id] = m.member_id
+
+    @staticmethod
+    def _replay_marker(pid: int, commit: bool, pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]],
+                       groups: dict[str, Group]) -> None:
+        by_group = pending.pop(pid, None)
+        if not by_group or not commit:
+            return
+        for gid, offs in by_group.items():
+            g = groups.get(gid)
+            if g is None:
+                g = groups[gid] = Group(gid)
+            g.offsets.update(offs)
+
+    def complete_txn_offsets(self, p: int, pid: int, commit: bool) -> None:
+        """The marker of producer `pid`'s transaction reached partition p of
+        __consumer_offsets: its offset commits become visible (commit) or go (abort)."""
+        for gid, g in self.groups.items():
+            if self.partition_for(gid) != p:
+                continue
+            offs = g.pending_txn_offsets.pop(pid, None)
+            if offs and commit:
+                g.offsets.update(offs)
+
+    async def store_txn_offsets(self, g: Group, pid: int, epoch: int,
+                                offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: the offsets, as a transactional batch of the producer, pending
+        until the transaction's marker."""
+        result: dict[tuple[str, int], int] = {}
+        good = {}
+        limit = self.config["offset.metadata.max.bytes"]
+        tp_part = TopicPartition(OFFSETS_TOPIC, self.partition_for(g.group_id))
+        b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=-1, is_transactional=True)
+        ts = now_ms()
+        for (topic, partition), om in offsets.items():
+            info = self.metadata.topic(topic)
+            if info is None or partition not in info.partitions:
+                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
+                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            om.metadata = om.metadata or ""
+            if om.commit_timestamp < 0:
+                om.commit_timestamp = ts
+            good[(topic, partition)] = om
+            b.append(ts, R.offset_key(g.group_id, topic, partition), R.offset_value(om))
+        if not good:
+            return result
+        if not self.writer.is_leader(tp_part):
+            return {**result, **{tp: ErrorCode.NOT_COORDINATOR for tp in good}}
+        write = self.writer.append(tp_part, bytearray(b.build()), self.config["request.timeout.ms"])
+        err = _coordinator_error(write.error, True) if write.error else await self.await_durable(write, True)
+        if err == ErrorCode.INVALID_PRODUCER_EPOCH:
+            err = ErrorCode.PRODUCER_FENCED
+        for tp in good:
+            result[tp] = err
+        if not err:
+            g.pending_txn_offsets.setdefault(pid, {}).update(good)
+        return result
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        g = self.groups.get(group_id)
+        return g is not None and any(tp in offs for offs in g.pending_txn_offsets.values())
 
     def unload_partition(self, p: int) -> None:
         """This broker no longer leads partition p: its groups move to the new leader

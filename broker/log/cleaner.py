@@ -2,11 +2,15 @@
 
 A pass over one log:
 
-    cleanable range   every inactive segment (never the active one), below the high
-                      watermark, older than min.compaction.lag.ms; oldest first
+    cleanable range   every inactive segment (never the active one), below the last
+                      stable offset (so no open transaction), older than
+                      min.compaction.lag.ms; oldest first
     dirty section     the part of it from the cleaner checkpoint (first dirty offset) on
     1. offset map     key -> latest offset over the dirty section (native OffsetMap; a
-                      full map ends this pass early, the next pass continues)
+                      full map ends this pass early, the next pass continues); the
+                      batches of aborted transactions (the log's aborted-transaction
+                      index) do not count, as in Kafka: an aborted write never supersedes
+                      a committed one (it stays, and read_committed readers skip it)
     2. filter         each group of consecutive segments (<= segment.bytes together) is
                       rewritten keeping the latest record per key and dropping tombstones
                       older than delete.retention.ms that an earlier pass already kept
@@ -90,6 +94,40 @@ def read_batches_in_chunks(seg: Segment) -> Iterator[tuple[bytes, int]]:
         pos += used
 
 
+def _aborted_ranges(lg: Log) -> dict[int, list[tuple[int, int]]]:
+    """producer id -> [(first offset, marker offset)] of the log's aborted transactions
+    (a copy, for the worker thread)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for e in lg.txn_index.entries:
+        out.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+    return out
+
+
+def _committed_runs(chunk: bytes, end: int,
+                    aborted: dict[int, list[tuple[int, int]]] | None) -> Iterator[tuple[bytes | memoryview, int]]:
+    """The chunk's batches minus those of aborted transactions, as runs of consecutive
+    batches: (bytes, offset after the run). Headers only; the chunk itself when nothing of
+    it is aborted."""
+    if not aborted:
+        yield chunk, end
+        return
+    mv = memoryview(chunk)
+    start = -1
+    run_end = -1
+    for b in iter_batches(mv):
+        ranges = aborted.get(b.producer_id) if b.is_transactional and not b.is_control else None
+        if ranges and any(first <= b.base_offset <= last for first, last in ranges):
+            if start >= 0:
+                yield mv[start:b.position], run_end
+                start = -1
+            continue
+        if start < 0:
+            start = b.position
+        run_end = b.next_offset
+    if start >= 0:
+        yield mv[start:], run_end
+
+
 def complete_swaps(directory: str) -> None:
     """Finishes a compaction swap a crash interrupted (called by Log.load first)."""
     tmp = os.path.join(directory, TMP_DIR)
@@ -163,11 +201,13 @@ class LogCleaner:
                 await asyncio.sleep(backoff)
 
     def cleanable(self, lg: Log, now_ms: int) -> list[Segment]:
-        """Inactive segments below the high watermark and older than the lag, oldest first."""
+        """Inactive segments below the last stable offset (Kafka's firstUncleanableOffset:
+        nothing of an open transaction) and older than the lag, oldest first."""
         lag = lg.config["min.compaction.lag.ms"]
         out = []
+        limit = lg.last_stable_offset
         for seg in lg.segments[:-1]:
-            if seg.next_offset > lg.high_watermark:
+            if seg.next_offset > limit:
                 break
             if lag > 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp < lag:
                 break
@@ -208,7 +248,8 @@ class LogCleaner:
         first_dirty = max(self.first_dirty.get(lg.tp, 0), lg.log_start_offset)
         horizon = now_ms - lg.config["delete.retention.ms"]
         try:
-            plan = await loop.run_in_executor(None, self._build, lg, segments, first_dirty, horizon)
+            plan = await loop.run_in_executor(None, self._build, lg, segments, first_dirty, horizon,
+                                              _aborted_ranges(lg))
         except (ValueError, OSError) as exc:
             log.warning("%s: compaction pass abandoned: %s", lg.tp, exc)
             return None
@@ -234,7 +275,8 @@ class LogCleaner:
                  before, after, kept, removed)
         return CleanResult(lg.tp, before, after, kept, removed, first_dirty, stop)
 
-    def _build(self, lg: Log, segments: list[Segment], first_dirty: int, horizon: int) -> _Built | None:
+    def _build(self, lg: Log, segments: list[Segment], first_dirty: int, horizon: int,
+               aborted: dict[int, list[tuple[int, int]]] | None = None) -> _Built | None:
         """Worker thread: offset map over the dirty section, then the rewritten groups in
         the temp dir. Returns ([(old segments, new .log path)], next dirty offset, kept,
         removed) or None when there is nothing to do."""
@@ -245,11 +287,15 @@ class LogCleaner:
             if seg.next_offset <= first_dirty:
                 continue
             for chunk, end in read_batches_in_chunks(seg):
-                nxt = offset_map.add_batches(chunk, first_dirty)
-                stop = max(stop, nxt)
-                if nxt < end:            # the map filled up inside this chunk
-                    full = True
+                for run, run_end in _committed_runs(chunk, end, aborted):
+                    nxt = offset_map.add_batches(run, first_dirty)
+                    stop = max(stop, nxt)
+                    if nxt < run_end:            # the map filled up inside this run
+                        full = True
+                        break
+                if full:
                     break
+                stop = max(stop, end)
             if full:
                 break
             stop = max(stop, seg.next_offset)
@@ -314,9 +360,14 @@ class LogCleaner:
             new.delete()
             del lg.segments[i:i + len(olds)]
             del lg._bases[i:i + len(olds)]
+            if lg.txn_index.entries:
+                lg.txn_index.rewrite(lg._bases)
             return 0
         lg.segments[i:i + len(olds)] = [new]
         lg._bases[i:i + len(olds)] = [base]
+        if lg.txn_index.entries:
+            # the merged segments' aborted transactions move into the new one's file
+            lg.txn_index.rewrite(lg._bases)
         size: int = new.size
         return size
 

@@ -5,6 +5,8 @@ Directory `<log.dir>/<topic>-<partition>/`:
 
     00000000000000000000.log / .index / .timeindex     first segment
     00000000000000001234.log / .index / .timeindex     next segment (base offset 1234)
+    00000000000000001234.txnindex                       aborted transactions (markers in that segment)
+    00000000000000001234.snapshot                       producer state at offset 1234
     leader-epoch-checkpoint
     partition.metadata                                  topic id
 
@@ -15,6 +17,10 @@ Invariants:
   high watermark only; the recovery point is the offset below which data is fsynced.
 - Appends validate every batch (CRC-32C, sizes) and assign offsets in place, O(1) per
   batch: no record is decoded (native assign_offsets).
+- Transactions: last_stable_offset <= high_watermark; it is the first offset of a
+  transaction still open, or completed with its marker not yet below the high watermark
+  (producer_state.py). Every aborted transaction's marker has an entry in the
+  aborted-transaction index (txn_index.py) from the moment it is appended.
 
 Threading: every method runs on the broker's event loop thread, except the blocking
 parts of flush() and segment deletion, which run in a worker thread on objects the loop
@@ -44,8 +50,18 @@ from typing import Any, TypeVar
 
 from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, read_small_text, write_atomically
-from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.native import CorruptRecordError, Segment, assign_offsets, iter_batches, parse_base_offset, require_keys
+from broker.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager, control_record
+from broker.log.txn_index import AbortedTxn, AbortedTxnIndex
+from broker.native import (
+    BatchBuilder,
+    CorruptRecordError,
+    InvalidRecordError,
+    Segment,
+    assign_offsets,
+    iter_batches,
+    parse_base_offset,
+    require_keys,
+)
 from broker.uuids import parse_uuid, uuid_text
 
 log = logging.getLogger(__name__)
@@ -306,6 +322,7 @@ class Log:
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(os.path.join(directory, "leader-epoch-checkpoint"))
         self.producer_state = ProducerStateManager(directory, tp, config.producer_id_expiration_ms)
+        self.txn_index = AbortedTxnIndex(directory)
         self._last_flush = time.monotonic()
         self._flush_task: asyncio.Future[None] | None = None
         self._flush_target = 0
@@ -396,9 +413,36 @@ class Log:
         hw = 0 if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self._load_leader_epochs(recovered)
-        self.producer_state.load(self.segments, self.log_start_offset, self.log_end_offset,
-                                 int(time.time() * 1000))
+        self.txn_index.load(self._bases, self.log_end_offset)
+        self._load_producer_state()
         return self
+
+    def _load_producer_state(self) -> None:
+        """Rebuilds the producer state (snapshot, then replay) and the aborted-transaction
+        entries of the replayed range, which a crash may have lost or a truncation made
+        stale (Kafka's LogLoader rebuilds both from the recovered segments)."""
+        ps = self.producer_state
+        ps.load(self.segments, self.log_start_offset, self.log_end_offset, int(time.time() * 1000))
+        start = ps.replayed_from
+        replayed = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso)
+                    for t, lso in ps.replayed_completions if t.aborted]
+        idx = self.txn_index
+        kept = [e for e in idx.entries if e.last_offset >= start]
+        if kept != replayed:
+            if kept:
+                log.info("%s: aborted-transaction index rebuilt from offset %d", self.tp, start)
+            idx.truncate(start, self._bases_from(start))
+            for e in replayed:
+                idx.append(self._segment_base_of(e.last_offset), e)
+        ps.on_high_watermark(self.high_watermark)
+
+    def _bases_from(self, offset: int) -> list[int]:
+        """The base offsets of the segments holding `offset` and after."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._bases[i:]
+
+    def _segment_base_of(self, offset: int) -> int:
+        return self._bases[max(bisect.bisect_right(self._bases, offset) - 1, 0)]
 
     def _load_leader_epochs(self, recovered: list[Segment]) -> None:
         """The epoch cache made to match the loaded log. An unreadable checkpoint is
@@ -483,17 +527,40 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed consumers read below it (never above the high watermark)."""
+        first = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if first < 0 or first > hw else first
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed read of [fetch_offset, upper_bound)
+        names to its consumer (per transaction, never per record)."""
+        if not self.txn_index.entries:
+            return []
+        return self.txn_index.collect(fetch_offset, upper_bound)
+
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records: Buffer, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False,
+                         client: bool = True) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
+
+        `control`: the batches are transaction markers the transaction coordinator asked
+        for (WriteTxnMarkers), and nothing else may be (append_markers). `client`: the
+        batches come from a client, so Kafka's producer batch rules apply
+        (assign_offsets' producer_checks); a coordinator's own batches (a transactional
+        offset commit: a producer id without a sequence) skip them, as in Kafka.
 
         Raises CorruptRecordError (CRC, lengths, magic), InvalidRecordError (Kafka's batch
         rules; a record without a key on a compacted topic) or RecordTooLarge."""
         mv = memoryview(records)
         if mv.readonly:
             mv = memoryview(bytearray(mv))
+        if control:
+            return self._append_markers(mv, leader_epoch)
         limit = self.config.max_message_bytes
         it = iter_batches(mv)
         producer_batches = None
@@ -514,7 +581,7 @@ class Log:
                 return self._duplicate_info(dup)
         base = self.log_end_offset
         next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch,
-                                                                            producer_checks=True)
+                                                                            producer_checks=client)
         if batches == 0:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
         if self.config.compact:
@@ -533,6 +600,46 @@ class Log:
         if producer_batches is not None:
             self.producer_state.update(producer_batches)      # the views show the assigned offsets
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
+
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool, leader_epoch: int, timestamp: int | None = None) -> LogAppendInfo:
+        """Appends one transaction marker (see marker_batch) for the producer's transaction."""
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        return self.append_as_leader(marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, ts),
+                                     leader_epoch, control=True)
+
+    def _append_markers(self, mv: memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Markers (control batches of one COMMIT or ABORT record, Kafka's
+        EndTransactionMarker). Raises InvalidRecordError for a batch that is no marker,
+        InvalidProducerEpoch (a fenced epoch) or CoordinatorFenced (an older coordinator
+        epoch than the producer's last marker's)."""
+        from broker.log.producer_state import read_marker
+        it = iter_batches(mv, validate=True)
+        for b in it:
+            if not b.is_control or b.producer_id < 0:
+                raise InvalidRecordError(f"{self.tp}: a marker append holds a batch that is no marker")
+            _commit, coordinator_epoch = read_marker(b)
+            self.producer_state.check_marker(b.producer_id, b.producer_epoch, coordinator_epoch)
+        if it.partial:
+            raise CorruptRecordError(f"{self.tp}: partial marker batch at byte {it.position}", it.position)
+        base = self.log_end_offset
+        next_offset, batches, count, max_ts, _off = assign_offsets(mv, base, leader_epoch)
+        if batches == 0:
+            raise CorruptRecordError(f"{self.tp}: no marker to append", 0)
+        if self._epoch_to_store(leader_epoch):
+            self._write("writing the leader epochs of", self._store_epoch, leader_epoch, base)
+        self._append(mv, next_offset, max_ts)
+        self._complete_txns(self.producer_state.update(iter_batches(mv)))
+        return LogAppendInfo(base, next_offset - 1, count, max_ts, -1, self.log_start_offset, len(mv))
+
+    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
+        """Markers just appended closed these transactions: each aborted one gets its entry
+        in the aborted-transaction index (in the active segment's file)."""
+        for t in completed:
+            if t.aborted:
+                lso = self.producer_state.last_stable_offset_for(t)
+                self._write("indexing the aborted transactions of", self.txn_index.append,
+                            self.active.base_offset, AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso))
 
     def _duplicate_info(self, dup: BatchMetadata) -> LogAppendInfo:
         append_time = dup.timestamp if self.config.log_append_time else -1
@@ -554,8 +661,8 @@ class Log:
             last_end = batch.next_offset
             valid = batch.position + batch.size
             epochs.append((batch.partition_leader_epoch, batch.base_offset))
-            if batch.producer_id >= 0 and not batch.is_control:
-                producer_batches.append(batch)
+            if batch.producer_id >= 0:
+                producer_batches.append(batch)       # markers too: they close transactions
         if last_end == end:
             return end
         # a fetch response may end in a partial batch (the leader cuts at max_bytes): only
@@ -564,7 +671,8 @@ class Log:
             if self._epoch_to_store(epoch):
                 self._write("writing the leader epochs of", self._store_epoch, epoch, start)
         self._append(mv[:valid], last_end, -1)
-        self.producer_state.update(producer_batches)     # a follower takes the leader's word
+        # a follower takes the leader's word
+        self._complete_txns(self.producer_state.update(producer_batches))
         return last_end
 
     def _append(self, mv: memoryview, next_offset: int, max_timestamp: int) -> None:
@@ -633,6 +741,7 @@ class Log:
         # the producer state as of the end of the finished segment (Kafka snapshots here):
         # an unclean restart replays only the batches after it
         self.producer_state.take_snapshot(self.log_end_offset)
+        self.txn_index.fsync(old.base_offset)
         old.roll()
         try:
             seg = self._new_segment(base)
@@ -661,6 +770,8 @@ class Log:
             return False
         advanced = offset > self.high_watermark
         self.high_watermark = offset
+        if self.producer_state.unreplicated:
+            self.producer_state.on_high_watermark(offset)
         return advanced
 
     # ------------------------------------------------------------------ flush
@@ -868,6 +979,7 @@ class Log:
         gone = self.segments[:removable]
         self.segments = self.segments[removable:]
         self._bases = self._bases[removable:]
+        self.txn_index.drop_before(self.segments[0].base_offset, [s.base_offset for s in gone])
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         if self.recovery_point < self.log_start_offset:
             self.recovery_point = self.log_start_offset
@@ -911,8 +1023,8 @@ class Log:
             self._truncated_during_flush = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
-        self.producer_state.load(self.segments, self.log_start_offset, self.log_end_offset,
-                                 int(time.time() * 1000))
+        self.txn_index.truncate(self.log_end_offset, self._bases_from(self.log_end_offset))
+        self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drops every segment and starts empty at `offset` (a follower whose leader no
@@ -926,7 +1038,8 @@ class Log:
         self._flush_target = min(self._flush_target, offset)
         self._truncated_during_flush = offset
         self.leader_epochs.truncate_from_end(0)
-        self.producer_state.load(self.segments, offset, offset, int(time.time() * 1000))
+        self.txn_index.clear()
+        self._load_producer_state()
 
     def advance_log_start_offset(self, offset: int) -> None:
         """A follower learns that its leader's log start moved (retention, DeleteRecords):
@@ -951,6 +1064,18 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                 timestamp: int) -> bytearray:
+    """A transaction marker as Kafka writes it: a transactional control batch of the
+    producer (base sequence -1) holding one control record (key: version 0, type 1 commit
+    or 0 abort; value: version 0, the coordinator epoch)."""
+    b = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                     is_transactional=True, is_control=True)
+    key, value = control_record(commit, coordinator_epoch)
+    b.append(timestamp, key, value)
+    return bytearray(b.build())
 
 
 def _retrieve(fut: asyncio.Future[None]) -> None:

@@ -16,6 +16,19 @@ newest snapshot at or below the log end is read and the batches after it are rep
 (headers only), so an unclean restart rereads at most what came after the last roll.
 As in Kafka, a snapshot keeps only each producer's last batch: after a restart a retry
 of an older batch than the last is not recognised.
+
+Transactions (KIP-98). A transactional batch of a producer with no open transaction on
+this partition opens one at its base offset; a control batch (a COMMIT or ABORT marker
+the transaction coordinator writes) closes it. Per producer the state keeps the first
+offset of its open transaction and the coordinator epoch of its last marker (a marker of
+an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED); per partition, the open
+transactions in offset order and the completed ones whose marker the high watermark has
+not passed yet ("unreplicated"). The first offset of either is the partition's first
+unstable offset, and the last stable offset (LSO) is the smaller of it and the high
+watermark (Kafka's ProducerStateManager.firstUnstableOffset). A non-transactional batch
+of a producer whose transaction is open is INVALID_TXN_STATE. Snapshots carry each
+producer's open transaction, so a restart knows where the open ones began. All of this
+is per batch (headers, and the one record of a marker), never per record.
 """
 from __future__ import annotations
 
@@ -52,8 +65,55 @@ class InvalidProducerEpoch(Exception):
     """INVALID_PRODUCER_EPOCH."""
 
 
+class InvalidTxnState(Exception):
+    """INVALID_TXN_STATE: a non-transactional batch while the producer's transaction is open."""
+
+
+class CoordinatorFenced(Exception):
+    """TRANSACTION_COORDINATOR_FENCED: a marker of an older coordinator epoch."""
+
+
 class CorruptSnapshot(Exception):
     pass
+
+
+@dataclass(slots=True, frozen=True)
+class CompletedTxn:
+    """A transaction a marker closed: its first offset, the marker's offset, and whether
+    it aborted (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+#: a control record's key: version (0), type (0 abort, 1 commit); its value: version (0),
+#: coordinator epoch
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+def control_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
+    """(key, value) of the one record of a transaction marker, as Kafka's EndTransactionMarker."""
+    return (_CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+            _CONTROL_VALUE.pack(0, coordinator_epoch))
+
+
+def read_marker(batch: RecordBatch) -> tuple[bool, int]:
+    """(commit?, coordinator epoch) of a control batch; ValueError for a control batch
+    that is no transaction marker (an unknown control type, a short key or value)."""
+    recs = batch.records(max_records=1)
+    if not recs or recs[0].key is None or len(recs[0].key) < 4:
+        raise ValueError(f"control batch at offset {batch.base_offset} has no control record key")
+    _version, kind = _CONTROL_KEY.unpack_from(recs[0].key, 0)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise ValueError(f"control batch at offset {batch.base_offset}: unknown control type {kind}")
+    value = recs[0].value
+    epoch = _CONTROL_VALUE.unpack_from(value, 0)[1] if value is not None and len(value) >= 6 else -1
+    return kind == CONTROL_COMMIT, epoch
 
 
 @dataclass(slots=True)
@@ -71,6 +131,8 @@ class ProducerEntry:
     epoch: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1    # the first offset of its open transaction here, or -1
 
     @property
     def last_seq(self) -> int:
@@ -107,6 +169,16 @@ class ProducerStateManager:
         self.tp = tp
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        # open transactions, pid -> first offset, in offset order (a transaction opens at
+        # the log end, so insertion order is offset order)
+        self.ongoing: dict[int, int] = {}
+        # completed transactions whose marker is at or above the high watermark
+        self.unreplicated: deque[CompletedTxn] = deque()
+        self.verifying: dict[int, object] = {}     # pid -> the guard of a verification in flight
+        # what the last load() replayed: the offset it replayed from, and the transactions
+        # the markers it met completed (the log rebuilds its aborted index from them)
+        self.replayed_from = 0
+        self.replayed_completions: list[tuple[CompletedTxn, int]] = []     # (txn, LSO after it)
 
     # ------------------------------------------------------------------ appends
 
@@ -119,8 +191,21 @@ class ProducerStateManager:
         pending: dict[int, tuple[int, int]] = {}        # pid -> (epoch, last seq) within this append
         for b in batches:
             pid, epoch, first = b.producer_id, b.producer_epoch, b.base_sequence
+            if not b.is_transactional:
+                entry = self.producers.get(pid)
+                if entry is not None and entry.current_txn_first_offset >= 0 and epoch <= entry.epoch:
+                    raise InvalidTxnState(f"{self.tp}: producer {pid} has an open transaction: "
+                                          "expected a transactional write")
             last = last_sequence(first, b.last_offset_delta)
             entry = self.producers.get(pid)
+            if first == NO_SEQUENCE:
+                # a coordinator's write (a transactional offset commit): no sequence, only
+                # the epoch counts (Kafka checks sequences of client appends only)
+                if entry is not None and epoch < entry.epoch:
+                    raise InvalidProducerEpoch(
+                        f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}")
+                pending[pid] = (epoch, NO_SEQUENCE)
+                continue
             if pid in pending:
                 cur_epoch, cur_last = pending[pid]
             elif entry is not None:
@@ -146,14 +231,55 @@ class ProducerStateManager:
             pending[pid] = (epoch, last)
         return None
 
-    def update(self, batches: Iterable[RecordBatch]) -> None:
-        """Records appended producer batches (views showing their assigned offsets)."""
+    def start_verification(self, pid: int) -> object:
+        """A produce asks the coordinator whether this partition is in the producer's
+        transaction (KIP-890 part 1): the guard returned (shared by the producer's
+        requests in flight meanwhile) stays valid until a marker of the producer is
+        appended or its transaction opens here (Kafka's VerificationGuard)."""
+        guard = self.verifying.get(pid)
+        if guard is None:
+            guard = self.verifying[pid] = object()
+        return guard
+
+    def verified(self, pid: int, guard: object) -> bool:
+        """May a batch verified under `guard` be appended: the guard is still valid (no
+        marker since), or the producer's transaction is open here already?"""
+        return self.verifying.get(pid) is guard or self.has_open_transaction(pid)
+
+    def has_open_transaction(self, pid: int) -> bool:
+        e = self.producers.get(pid)
+        return e is not None and e.current_txn_first_offset >= 0
+
+    def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> None:
+        """May the coordinator write a marker for `pid` at `epoch`? InvalidProducerEpoch for
+        an epoch older than the producer's (a marker for a fenced epoch), CoordinatorFenced
+        for an older coordinator epoch than the last marker's (Kafka's appendEndTxnMarker)."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpoch(f"{self.tp}: marker for producer {pid} at epoch {epoch}, older than "
+                                       f"its epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise CoordinatorFenced(f"{self.tp}: marker for producer {pid} of coordinator epoch "
+                                    f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def update(self, batches: Iterable[RecordBatch]) -> list[CompletedTxn]:
+        """Records appended producer batches (views showing their assigned offsets),
+        control batches included; returns the transactions their markers completed."""
+        completed: list[CompletedTxn] = []
         for b in batches:
-            self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
-                        b.base_offset, b.max_timestamp)
+            if b.is_control:
+                done = self._apply_marker(b)
+                if done is not None:
+                    completed.append(done)
+            else:
+                self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
+                            b.base_offset, b.max_timestamp, b.is_transactional)
+        return completed
 
     def _apply(self, pid: int, epoch: int, base_seq: int, last_offset_delta: int,
-               base_offset: int, max_timestamp: int) -> None:
+               base_offset: int, max_timestamp: int, transactional: bool = False) -> None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid)
@@ -163,9 +289,71 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(base_seq, last_sequence(base_seq, last_offset_delta),
                                            base_offset, base_offset + last_offset_delta, max_timestamp))
         entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = base_offset
+            self.ongoing[pid] = base_offset
+            self.verifying.pop(pid, None)
+
+    def _apply_marker(self, b: RecordBatch) -> CompletedTxn | None:
+        """A COMMIT or ABORT marker at b.base_offset closes the producer's transaction; a
+        control batch that is no marker is ignored (Kafka ignores unknown control types)."""
+        try:
+            commit, coordinator_epoch = read_marker(b)
+        except ValueError as exc:
+            log.warning("%s: %s: ignored", self.tp, exc)
+            return None
+        pid = b.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid)
+        if b.producer_epoch != entry.epoch:
+            # a marker of a bumped epoch (an abort that fences, transaction.version 2)
+            entry.epoch = b.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = max(entry.last_timestamp, b.max_timestamp)
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        self.verifying.pop(pid, None)
+        done = CompletedTxn(pid, first if first >= 0 else b.base_offset, b.base_offset, not commit)
+        self.unreplicated.append(done)
+        return done
+
+    # ------------------------------------------------------------------ the last stable offset
+
+    def first_unstable_offset(self) -> int:
+        """The first offset of an open transaction, or of a completed one whose marker is not
+        below the high watermark yet; -1 when there is none. O(1) but for the completed
+        transactions still replicating (a few, while their markers reach the followers)."""
+        first = next(iter(self.ongoing.values())) if self.ongoing else -1
+        for u in self.unreplicated:
+            if first < 0 or u.first_offset < first:
+                first = u.first_offset
+        return first
+
+    def on_high_watermark(self, hw: int) -> None:
+        """Completed transactions whose marker the high watermark passed are stable."""
+        unrep = self.unreplicated
+        if unrep and unrep[0].last_offset < hw:
+            kept = [u for u in unrep if u.last_offset >= hw]
+            unrep.clear()
+            unrep.extend(kept)
+
+    def last_stable_offset_for(self, completed: CompletedTxn) -> int:
+        """The LSO right after `completed` (Kafka's lastStableOffset(completedTxn)): the
+        first offset of another producer's open transaction, else the marker's next offset.
+        Written into the aborted-transaction index."""
+        for pid, first in self.ongoing.items():
+            if pid != completed.producer_id:
+                return first
+        return completed.last_offset + 1
 
     def remove_expired(self, now_ms: int) -> int:
-        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        """Forgets producers idle for producer.id.expiration.ms; never one whose
+        transaction is open (Kafka's isProducerExpired)."""
+        gone = [pid for pid, e in self.producers.items()
+                if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -187,11 +375,16 @@ class ProducerStateManager:
         os.sync covers it; a snapshot lost in a crash only means a longer replay."""
         entries = []
         for e in self.producers.values():
-            if not e.batches:
-                continue
-            last = e.batches[-1]
-            entries.append(_ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
-                                       last.last_offset - last.first_offset, e.last_timestamp, -1, -1))
+            if e.batches:
+                last = e.batches[-1]
+                entries.append(_ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
+                                           last.last_offset - last.first_offset, e.last_timestamp,
+                                           e.coordinator_epoch, e.current_txn_first_offset))
+            elif e.epoch >= 0 or e.current_txn_first_offset >= 0:
+                # no batch since its epoch changed (a marker bumped it): its epoch and
+                # transaction still count
+                entries.append(_ENTRY.pack(e.producer_id, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp,
+                                           e.coordinator_epoch, e.current_txn_first_offset))
         body = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
         path = os.path.join(self.dir, snapshot_name(offset))
@@ -231,6 +424,9 @@ class ProducerStateManager:
         (a corrupt one is deleted and the next tried) and the batches after it are
         replayed from `segments`."""
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+        self.replayed_completions = []
         start = log_start_offset
         offsets = self.snapshot_offsets()
         for off in offsets:
@@ -244,15 +440,23 @@ class ProducerStateManager:
                 log.warning("%s: producer snapshot unusable (%s): deleted", self.tp, exc)
                 self._delete_snapshot(off)
                 continue
-            for pid, epoch, last_seq, last_offset, delta, ts, _coord, _txn in entries:
-                if now_ms - ts >= self.expiration_ms:
+            open_txns = []
+            for pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first in entries:
+                if now_ms - ts >= self.expiration_ms and txn_first < 0:
                     continue
-                first_seq = last_seq - delta if last_seq >= delta else last_seq - delta + INT32_MAX + 1
-                e = ProducerEntry(pid, epoch, last_timestamp=ts)
-                e.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+                e = ProducerEntry(pid, epoch, last_timestamp=ts, coordinator_epoch=coord)
+                if last_seq != NO_SEQUENCE and last_offset >= 0:
+                    first_seq = last_seq - delta if last_seq >= delta else last_seq - delta + INT32_MAX + 1
+                    e.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+                if txn_first >= 0:
+                    e.current_txn_first_offset = txn_first
+                    open_txns.append((txn_first, pid))
                 self.producers[pid] = e
+            for first, pid in sorted(open_txns):
+                self.ongoing[pid] = first
             start = max(off, log_start_offset)
             break
+        self.replayed_from = start
         if start >= log_end_offset:
             return
         for seg in segments:
@@ -275,6 +479,11 @@ class ProducerStateManager:
         """Applies the producer batches of `data` from byte `pos` that end at or above
         `start` (headers only)."""
         for b in iter_batches(data, pos):
-            if b.next_offset > start and b.producer_id >= 0 and not b.is_control:
-                self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
-                            b.base_offset, b.max_timestamp)
+            if b.next_offset > start and b.producer_id >= 0:
+                if b.is_control:
+                    done = self._apply_marker(b)
+                    if done is not None:
+                        self.replayed_completions.append((done, self.last_stable_offset_for(done)))
+                else:
+                    self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
+                                b.base_offset, b.max_timestamp, b.is_transactional)

@@ -70,6 +70,8 @@ from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.server import Server, ThrottledLog
+from broker.server.txn_markers import MarkerChannels
+from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,11 @@ class Broker:
                                                   self.metadata, self._create_offsets_topic)
         self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
+        self.marker_channels = MarkerChannels(self)
+        self.txn_coordinator = TransactionCoordinator(config, ReplicaPartitionWriter(self.replicas), self.metadata,
+                                                      _LazyProducerIds(self), self.marker_channels,
+                                                      self._create_txn_topic)
+        self.replicas.on_leadership_change(self.txn_coordinator.leadership_changed)
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
@@ -234,6 +241,7 @@ class Broker:
             log.warning("broker %d: no word from a controller after %.0f s; serving what it knows",
                         self.broker_id, METADATA_WAIT_S)
         await self.coordinator.startup()
+        await self.txn_coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
@@ -425,6 +433,9 @@ class Broker:
             if not self.metadata.has_topic_configs(topic):
                 self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
 
+    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+        await self.admin.create_topic(TXN_TOPIC, partitions, replication_factor, configs, wait=False)
+
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
@@ -484,6 +495,8 @@ class Broker:
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
+        await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
+        await self._step("closing the marker channels", self.marker_channels.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self._store is not None:
@@ -499,6 +512,16 @@ class Broker:
             log.error("broker %d: %s did not finish within %.0f s; going on", self.broker_id, what, timeout)
         except Exception:
             log.exception("broker %d: %s failed", self.broker_id, what)
+
+
+class _LazyProducerIds:
+    """The broker's ProducerIdManager, which exists once the broker started."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def generate(self) -> int:
+        return await self.broker.producer_ids.generate()
 
 
 async def run_broker(config: BrokerConfig, ready=None) -> None:

@@ -1,5 +1,5 @@
-"""The group coordinator's PartitionWriter (broker/group/metadata_manager.py) on this
-broker's replicas: every write is one ReplicaManager.append_records with acks=-1 and
+"""The group and transaction coordinators' PartitionWriter (broker/group/metadata_manager.py,
+broker/txn/coordinator.py) on this broker's replicas: every write is one ReplicaManager.append_records with acks=-1 and
 origin COORDINATOR (so __consumer_offsets, an internal topic, accepts it), appended
 synchronously; its wait — the high watermark covering the records, the topic's flush
 policy — is the replication layer's, the same as an acks=all produce's.
@@ -47,6 +47,11 @@ class ReplicaPartitionWriter:
 
     def is_leader(self, tp: TopicPartition) -> bool:
         return self.replicas.is_leader(tp)
+
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        """The partition's leader epoch (the transaction coordinator's coordinator epoch)."""
+        part = self.replicas.partitions.get(tp)
+        return part.leader_epoch if part is not None else -1
 
     def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> CoordinatorWrite:
         return CoordinatorWrite(self.replicas.append_records([(tp, records)], -1, timeout_ms,

@@ -12,6 +12,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     replicas          the ReplicaManager: this broker's partitions, append_records (every
                       append as leader, and its waits), the purgatory, the log manager
     coordinator       the group coordinator
+    txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
 
@@ -33,8 +34,6 @@ and for security:
                                handlers check through ctx.authorize
     update_acls                change resource patterns' ACLs in the store
 
-The transaction coordinator joins here when it exists (issue 17).
-
 Everything runs on the broker's event loop.
 """
 from __future__ import annotations
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
     from broker.security.acl import Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
+    from broker.txn.coordinator import TransactionCoordinator
 
 
 class BrokerServices(Protocol):
@@ -66,6 +66,9 @@ class BrokerServices(Protocol):
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator: ...
 
     @property
     def admin(self) -> TopicAdmin: ...

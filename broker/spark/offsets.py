@@ -125,9 +125,10 @@ def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = 
     return sorted(set(out))
 
 
-def list_offsets(cluster: Cluster, tps, timestamp: int) -> dict:
+def list_offsets(cluster: Cluster, tps, timestamp: int, isolation_level: int = 0) -> dict:
     """{(t, p): offset} for -2 (earliest, the log start offset), -1 (latest, the high
-    watermark) or a timestamp (-1 when no record is that recent)."""
+    watermark; the last stable offset with isolation_level 1) or a timestamp (-1 when no
+    record is that recent)."""
     by_topic: dict[str, list[int]] = {}
     for t, p in tps:
         by_topic.setdefault(t, []).append(p)
@@ -135,7 +136,7 @@ def list_offsets(cluster: Cluster, tps, timestamp: int) -> dict:
     for t, parts in by_topic.items():
         for attempt in range(5):
             try:
-                res = cluster.list_offsets(t, parts, timestamp)
+                res = cluster.list_offsets(t, parts, timestamp, isolation_level)
                 break
             except KafkaProtocolError as exc:
                 if exc.code not in RETRIABLE or attempt == 4:

@@ -455,6 +455,7 @@ class SourceOptions:
     client_timeout_s: float = 30.0
     validate_crc: bool = True
     client_id: str = "kbroker-spark"
+    isolation_level: int = 0            # 1: kafka.isolation.level=read_committed
     no_effect: tuple[str, ...] = ()
 
     @classmethod
@@ -481,7 +482,6 @@ class SourceOptions:
             raise KBrokerOptionError("startingOffsetsByTimestampStrategy", f"must be error or latest, not {strategy!r}")
         isolation = opts.get(PREFIX + "isolation.level", "read_uncommitted").strip().lower()
         if isolation not in ("read_uncommitted", "read_committed"):
-            # the same here: without transactions everything below the high watermark is committed
             raise KBrokerOptionError(opts.spell(PREFIX + "isolation.level"),
                                      f"must be read_committed or read_uncommitted, not {isolation!r}")
         max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, 1)
@@ -516,6 +516,7 @@ class SourceOptions:
             client_timeout_s=timeout_ms / 1000,
             validate_crc=_bool(opts, "kbroker.check.crcs", True),
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark"),
+            isolation_level=1 if isolation == "read_committed" else 0,
             no_effect=no_effect,
         )
 

@@ -13,6 +13,12 @@ Arrow columns in C — no Python object per record — and yielded as Spark's ro
 (schema.to_spark_batch). A Fetch never returns data above the high watermark, so only
 committed data is read; the range's end was itself a high watermark (or below one).
 
+With kafka.isolation.level=read_committed the ends are last stable offsets, the fetches
+ask for isolation level 1, and the batches of aborted transactions the Fetch response
+names are left out before decoding (per batch, as Kafka's consumer: a producer's
+transactional batches from the aborted transaction's first offset until its ABORT
+marker); control batches are never rows.
+
 Data loss while reading (the range starts below the log start offset because retention
 or DeleteRecords removed it, or the topic is gone): with failOnDataLoss=true the task
 fails with KBrokerDataLossError, saying which offsets are gone; with false it logs a
@@ -71,11 +77,13 @@ class ReadSettings:
     client_timeout_s: float
     validate_crc: bool
     client_id: str
+    isolation_level: int = 0
 
     @classmethod
     def of(cls, o: SourceOptions) -> ReadSettings:
         return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.partition_max_bytes,
-                   o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id)
+                   o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id,
+                   o.isolation_level)
 
 
 # ---------------------------------------------------------------- planning
@@ -145,7 +153,7 @@ class KBrokerBatchReader(DataSourceReader):
             start = _offsets.resolve(cluster, o.starting, tps, starting=True,
                                      strategy=o.starting_by_timestamp_strategy)
             end = _offsets.resolve(cluster, o.ending, tps, starting=False)
-            latest = _offsets.list_offsets(cluster, tps, LATEST)
+            latest = _offsets.list_offsets(cluster, tps, LATEST, o.isolation_level)
             ranges = {}
             for tp in tps:
                 s, e = start[tp], min(end[tp], latest[tp])
@@ -194,7 +202,7 @@ class _PartitionFetcher:
         meta = self.cluster.topics[self.topic]
         req = FetchRequest(replica_id=-1, max_wait_ms=self.s.fetch_max_wait_ms, min_bytes=1,
                            max_bytes=self.s.fetch_max_bytes,
-                           isolation_level=0, session_id=0, session_epoch=-1,
+                           isolation_level=self.s.isolation_level, session_id=0, session_epoch=-1,
                            topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=meta.topic_id, partitions=[
                                FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
                                                            partition_max_bytes=self.s.partition_max_bytes)])],
@@ -322,6 +330,8 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                                   f"{settings.fetch_max_bytes}?)")
             if next_pos < end:
                 f.send(next_pos)
+            if settings.isolation_level and data.aborted_transactions:
+                records = _without_aborted(records, data.aborted_transactions)
             rb = batches_to_arrow(records, pos, end, validate=settings.validate_crc)
             pos = next_pos
             deadline = time.monotonic() + settings.poll_timeout_ms / 1000
@@ -329,6 +339,32 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                 yield to_spark_batch(rb, topic, partition, _timestamp_types(meta), settings.include_headers)
     finally:
         f.close()
+
+
+def _without_aborted(records, aborted) -> bytes:
+    """The batches of a read_committed Fetch response minus those of aborted transactions
+    (Kafka's Fetcher: a producer's transactional batches are dropped from the first offset
+    of its aborted transaction until its ABORT marker). Per batch; copies only when
+    something is dropped."""
+    import heapq
+    pending = sorted((a.first_offset, a.producer_id) for a in aborted)
+    heapq.heapify(pending)
+    aborting: set[int] = set()
+    keep = []
+    dropped = False
+    mv = memoryview(records)
+    for b in iter_batches(mv):
+        while pending and pending[0][0] <= b.last_offset:
+            aborting.add(heapq.heappop(pending)[1])
+        if b.is_transactional and b.producer_id in aborting:
+            if b.is_control:
+                aborting.discard(b.producer_id)     # the ABORT marker ends it
+            dropped = True
+            continue
+        keep.append(mv[b.position:b.position + b.size])
+    if not dropped:
+        return records
+    return b"".join(keep)
 
 
 def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, partition: int, pos: int,

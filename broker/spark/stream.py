@@ -122,14 +122,16 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         def latest(cluster):
-            return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST)
+            return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST,
+                                         self.options.isolation_level)
 
         self._target = self._call(latest)
         log.info("availableNow: reading up to %s", to_json(self._target))
 
     def reportLatestOffset(self):
         def latest(cluster):
-            return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST)
+            return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST,
+                                         self.options.isolation_level)
 
         return to_json(self._call(latest))
 
@@ -139,7 +141,7 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         def plan(cluster):
             tps = self._partitions_now(cluster, first=False)
-            latest = _offsets.list_offsets(cluster, tps, LATEST)
+            latest = _offsets.list_offsets(cluster, tps, LATEST, o.isolation_level)
             new = [tp for tp in latest if tp not in begin]
             new_starts = _offsets.list_offsets(cluster, new, EARLIEST) if new else {}
             return latest, new_starts

@@ -17,20 +17,24 @@ per partition per request (as Kafka's produce protocol wants). A task returns on
 every batch is acknowledged (kbroker.acks, default all), so a committed Spark job has
 all its rows in the log.
 
-Delivery guarantee: at-least-once, as Spark's own Kafka sink. A task that fails after
-some of its batches were acknowledged, or a micro-batch replayed after a crash, writes
-those rows again. The delivery is a seam (class Delivery): a task's writes go through
-Delivery.task_writer(), and the driver's commit(messages, batchId) through
-Delivery.commit(); exactly-once plugs in there with broker transactions (the design:
-docs/spark-transactions.md). Asking for deliveryGuarantee=exactly-once today fails at
-query start with a message saying why, after probing the broker (InitProducerId with a
-transactional id).
+Delivery guarantee: at-least-once by default, as Spark's own Kafka sink. A task that
+fails after some of its batches were acknowledged, or a micro-batch replayed after a
+crash, writes those rows again. The delivery is a seam (class Delivery): a task's writes
+go through Delivery.task_writer(), and the driver's commit(messages, batchId) through
+Delivery.commit(). deliveryGuarantee=exactly-once is TransactionalDelivery: one broker
+transaction per task, committed by the driver after recording the micro-batch in the
+sink log (broker/spark/txn.py; the design: docs/spark-transactions.md); it needs
+kbroker.acks=all and sends one request at a time per broker (sequence order); readers
+see each row once with read_committed. A broker without transactions is refused at query
+start, after probing it (InitProducerId with a transactional id).
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
+import uuid
+from collections.abc import Callable
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
@@ -40,10 +44,10 @@ from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.client.sender import Sender
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.protocol.retriable import RETRIABLE
-from broker.spark import offsets as _offsets
+from broker.spark import offsets as _offsets, txn
 from broker.spark.options import DELIVERY_EXACTLY_ONCE, KBrokerOptionError, SinkOptions
+from broker.spark.txn import TransactionalSequencer
 
 log = logging.getLogger("broker.spark")
 
@@ -58,6 +62,7 @@ class KBrokerCommitMessage(WriterCommitMessage):
         self.transaction = transaction
         self.batch_id = batch_id          # the micro-batch (streaming), from the task's context
         self.task = task                  # (Spark partition id, attempt)
+        self.query = ""                   # exactly-once: the query (the sink log's key)
 
     def __repr__(self) -> str:
         return (f"KBrokerCommitMessage(batch {self.batch_id}, task {self.task}: {self.records} records, "
@@ -142,14 +147,16 @@ def _int32_desc(arr):
 class TaskWriter:
     """Writes one task's Arrow batches (at-least-once)."""
 
-    def __init__(self, opts: SinkOptions, transactional_id: str | None = None):
+    def __init__(self, opts: SinkOptions, txn: Callable[[Cluster], TransactionalSequencer] | None = None):
         self.o = opts
         self.cluster = _connect(opts)
+        self._txn_factory = txn
+        self.txn: TransactionalSequencer | None = None      # started at the first batch
         self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
                              delivery_timeout_ms=opts.delivery_timeout_ms, retry_backoff_ms=opts.retry_backoff_ms,
                              retry_backoff_max_ms=opts.retry_backoff_max_ms, buffer_memory=opts.buffer_memory,
-                             max_in_flight=opts.max_in_flight, on_ack=self._done,
-                             transactional_id=transactional_id, what="kbroker sink: produce")
+                             max_in_flight=1 if txn is not None else opts.max_in_flight, on_ack=self._done,
+                             what="kbroker sink: produce")
         self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
         self.records = 0
         self._partitions: dict[str, int] = {}
@@ -202,9 +209,21 @@ class TaskWriter:
         key = _binary_desc(_column(rb, "key"))
         self._sticky += 1
         parts = assign_partitions(n, num, key, _int32_desc(_column(rb, "partition")), self._sticky % num)
-        batches = encode_batches(n, parts, key, _binary_desc(_column(rb, "value")),
-                                 _headers_desc(_column(rb, "headers")), int(time.time() * 1000),
-                                 self.o.compression, self.o.batch_bytes)
+        if self._txn_factory is None:
+            batches = encode_batches(n, parts, key, _binary_desc(_column(rb, "value")),
+                                     _headers_desc(_column(rb, "headers")), int(time.time() * 1000),
+                                     self.o.compression, self.o.batch_bytes)
+        else:
+            if self.txn is None:
+                self.txn = self._txn_factory(self.cluster)
+                self.sender.transactional_id = self.txn.txn_id
+            txn = self.txn
+            batches = encode_batches(n, parts, key, _binary_desc(_column(rb, "value")),
+                                     _headers_desc(_column(rb, "headers")), int(time.time() * 1000),
+                                     self.o.compression, self.o.batch_bytes, producer_id=txn.producer_id,
+                                     producer_epoch=txn.epoch, sequences=txn.sequences.setdefault(topic, {}),
+                                     transactional=True)
+            txn.add(topic, {p for p, _data, _count in batches})      # per partition, before its batches
         for p, data, count in batches:
             self.sender.add(topic, p, data, count)
 
@@ -224,7 +243,8 @@ class TaskWriter:
             self.sender.flush()
         finally:
             self.cluster.close()
-        return KBrokerCommitMessage(self.records, {tp: tuple(w) for tp, w in sorted(self.written.items())})
+        return KBrokerCommitMessage(self.records, {tp: tuple(w) for tp, w in sorted(self.written.items())},
+                                    transaction=self.txn.transaction if self.txn is not None else None)
 
     def close(self) -> None:
         self.cluster.close()
@@ -261,18 +281,100 @@ class Delivery:
                     written, self.name)
 
 
-def transactions_supported(opts: SinkOptions) -> tuple[bool, str]:
-    """Asks the broker for a transactional producer id (what the exactly-once delivery
-    needs). (supported, why not)."""
+class _TxnTaskWriter(TaskWriter):
+    """A task's writer for the exactly-once delivery: its message names the query (the
+    sink log's key) for the driver."""
+
+    query = ""
+
+    def finish(self) -> KBrokerCommitMessage:
+        msg = super().finish()
+        msg.query = self.query
+        return msg
+
+
+class _NothingToWrite(_TxnTaskWriter):
+    """A replayed micro-batch whose transactions the sink log already records: the rows
+    are written (and the driver commits them again); writing them anew would abort them."""
+
+    def write_batch(self, rb: pa.RecordBatch) -> None:
+        pass
+
+
+class TransactionalDelivery(Delivery):
+    """Exactly-once: a transaction per task, committed by the driver (broker/spark/txn.py)."""
+
+    name = "exactly-once"
+
+    def __init__(self, opts: SinkOptions, run_id: str):
+        super().__init__(opts)
+        self.run_id = run_id           # a batch query's id; a streaming query has its own
+
+    def _query_id(self) -> str:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        return query or self.run_id
+
+    def task_writer(self, batch_id: int | None) -> TaskWriter:
+        _batch, partition_id, _attempt = task_identity()
+        query = self._query_id()
+        if batch_id is not None:
+            with _connect(self.o) as c:
+                if txn.recorded(c, query, batch_id) is not None:
+                    log.info("kbroker sink: batch %d of query %s is recorded in the sink log: nothing to write",
+                             batch_id, query)
+                    nothing = _NothingToWrite(self.o)
+                    nothing.query = query
+                    return nothing
+        txn_id = f"{query}-{partition_id}"
+        timeout_s = self.o.delivery_timeout_ms / 1000
+        w = _TxnTaskWriter(self.o, lambda cluster: txn.TransactionalSequencer(cluster, txn_id, timeout_s,
+                                                                              txn.TRANSACTION_TIMEOUT_MS))
+        w.query = query
+        return w
+
+    def commit(self, messages, batch_id: int | None) -> None:
+        super().commit(messages, batch_id)
+        txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
+        timeout_s = self.o.delivery_timeout_ms / 1000
+        with _connect(self.o) as c:
+            if batch_id is not None:
+                query = next((m.query for m in messages if m is not None and m.query), "")
+                done = txn.recorded(c, query, batch_id) if query else None
+                if done is not None:
+                    # a replay of a batch recorded before a crash: commit what was recorded
+                    txns = sorted(set(txns) | set(done))
+                elif txns:
+                    txn.ensure_sink_log(c)
+                    txn.record(c, query, batch_id, txns)
+            txn.end_all(c, txns, True, timeout_s)
+        log.info("kbroker sink: %scommitted %d transaction(s)", "" if batch_id is None else f"batch {batch_id}: ",
+                 len(txns))
+
+    def abort(self, messages, batch_id: int | None) -> None:
+        txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
+        timeout_s = self.o.delivery_timeout_ms / 1000
+        try:
+            with _connect(self.o) as c:
+                txn.end_all(c, txns, False, timeout_s)
+        except (ClientError, KafkaProtocolError) as exc:
+            # fenced or timed out meanwhile: aborted all the same
+            log.warning("kbroker sink: aborting %d transaction(s): %s", len(txns), exc)
+        log.warning("kbroker sink: %saborted %d transaction(s); their rows are invisible to read_committed "
+                    "readers", "" if batch_id is None else f"batch {batch_id} ", len(txns))
+
+
+def transactions_supported(opts: SinkOptions, timeout_s: float = 15.0) -> tuple[bool, str]:
+    """Asks the broker for a transactional producer id at its coordinator (what the
+    exactly-once delivery needs). (supported, why not)."""
     with _connect(opts) as c:
         try:
-            resp = c.any_connection().request(InitProducerIdRequest(
-                transactional_id="kbroker-spark-probe", transaction_timeout_ms=60000, producer_id=-1,
-                producer_epoch=-1))
+            txn.Coordinator(c, "kbroker-spark-probe", timeout_s).init_producer_id(60000)
         except ClientError as exc:
             return False, str(exc)
-    if resp.error_code:
-        return False, f"InitProducerId with a transactional id answered {ErrorCode(resp.error_code).name}"
+        except KafkaProtocolError as exc:
+            return False, f"InitProducerId with a transactional id answered {ErrorCode(exc.code).name}"
     return True, ""
 
 
@@ -286,10 +388,13 @@ def delivery_for(opts: SinkOptions) -> Delivery:
     the driver, before any task)."""
     _connect(opts).close()
     if opts.delivery == DELIVERY_EXACTLY_ONCE:
+        if opts.acks != -1:
+            raise KBrokerOptionError("kbroker.acks", "must be all with deliveryGuarantee=exactly-once")
         ok, why = transactions_supported(opts)
-        raise KBrokerOptionError("deliveryGuarantee", "= exactly-once needs broker transactions, which "
-                                 + ("this sink does not drive yet" if ok else f"this broker does not offer ({why})")
-                                 + "; use at-least-once (the default)")
+        if not ok:
+            raise KBrokerOptionError("deliveryGuarantee", "= exactly-once needs broker transactions, which "
+                                     f"this broker does not offer ({why}); use at-least-once (the default)")
+        return TransactionalDelivery(opts, f"kbroker-spark-{uuid.uuid4()}")
     return Delivery(opts)
 
 

@@ -160,8 +160,9 @@ def test_admin_client_every_api_kbroker_implements(kbroker, topic):
                                    "deleted_state": "Dead", "delete_again": "GroupIdNotFoundException"}]
     # not implemented by kbroker (README): each fails cleanly, as against a broker without
     # them; ElectLeaders is implemented: the partition's preferred replica leads already;
-    # DescribeAcls without an authorizer: SECURITY_DISABLED, as Kafka's
+    # DescribeAcls without an authorizer: SECURITY_DISABLED, as Kafka's; DescribeProducers is
+    # implemented (issue 17)
     assert got["unsupported"] == [{"errors": {
         "describe_acls": "SecurityDisabledException", "describe_features": "none",
-        "describe_producers": "UnsupportedVersionException", "elect_leaders": "ElectionNotNeededException"}}]
+        "describe_producers": "none", "elect_leaders": "ElectionNotNeededException"}}]
     assert got["deleted"] == [{"describe_after": "UnknownTopicOrPartitionException", "listed": False}]

@@ -267,7 +267,7 @@ def test_serve_starts_with_a_kafka_4_kraft_server_properties(tmp_path):
         p.wait(30)
     assert p.returncode == 0
     log = err_path.read_text()
-    for key in ("process.roles", "controller.quorum.voters", "num.io.threads", "transaction.state.log.min.isr"):
+    for key in ("process.roles", "controller.quorum.voters", "num.io.threads"):
         lines = [line for line in log.splitlines() if f"config key {key} has no effect" in line]
         assert len(lines) == 1 and " WARNING " in lines[0], (key, log)
     assert "node.id=1 is taken as broker.id" in log and "is not bound" in log

@@ -344,7 +344,7 @@ class FakeBroker:
         from broker.spark import offsets as o
         monkeypatch.setattr(o, "connect", lambda *a, **k: self)
         monkeypatch.setattr(o, "topic_partitions", lambda c, sub, must_exist=True: sorted(self.latest))
-        monkeypatch.setattr(o, "list_offsets", lambda c, tps, ts: {
+        monkeypatch.setattr(o, "list_offsets", lambda c, tps, ts, isolation_level=0: {
             tp: (self.earliest if ts == -2 else self.latest)[tp] for tp in tps})
 
     def close(self):

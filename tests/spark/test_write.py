@@ -55,16 +55,6 @@ def test_batch_write_topic_option_overrides_column_and_roundtrips(spark, broker,
     assert sorted((r.k, r.v) for r in back.collect()) == sorted((f"k{i}", f"v{i}") for i in range(1000))
 
 
-def test_exactly_once_is_refused_until_the_broker_has_transactions(spark, broker, topic_name):
-    create_topic(broker.bootstrap, topic_name, 1)
-    df = spark.createDataFrame([("a",)], "value string")
-    with pytest.raises(Exception) as exc:
-        (df.write.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-         .option("topic", topic_name).option("deliveryGuarantee", "exactly-once").mode("append").save())
-    assert "kbroker: option 'deliveryGuarantee' = exactly-once needs broker transactions" in str(exc.value)
-    assert "this broker does not offer" in str(exc.value)
-
-
 def test_streaming_write_at_least_once_through_a_task_failure(spark, broker, topic_name, tmp_path):
     src, dst = topic_name + "-in", topic_name + "-out"
     create_topic(broker.bootstrap, src, 2)

@@ -57,6 +57,9 @@ TOOLS = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    # not a bin/ script: the copier of Kafka's transactions system test (tests/kafkatest)
+    "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
 }

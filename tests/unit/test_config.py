@@ -564,8 +564,10 @@ def test_a_kafka_3_zookeeper_server_properties_is_accepted():
     assert c["zookeeper.connect"] == "localhost:2181" and c["auto.leader.rebalance.enable"] is True
     assert c["zookeeper.connection.timeout.ms"] == 18000 and c["group.initial.rebalance.delay.ms"] == 0
     assert c.advertised_listeners == [("broker0.example", 9092)]
-    # (num.recovery.threads.per.data.dir is a setting of kbroker's, not ignored)
+    # (num.recovery.threads.per.data.dir and the transaction.state.log.* keys are settings
+    # of kbroker's, not ignored)
     assert len(c.warnings) == len(c.ignored) == 8
+    assert c["transaction.state.log.replication.factor"] == 1 and c["transaction.state.log.min.isr"] == 1
     assert c["num.recovery.threads.per.data.dir"] == 1
     assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" not in c.ignored
     assert c.inter_broker_listener == "PLAINTEXT"
@@ -580,8 +582,7 @@ def test_a_kafka_4_kraft_server_properties_is_accepted():
         "process.roles", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
         "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
-        "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
-        "transaction.state.log.replication.factor", "transaction.state.log.min.isr"])
+        "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"])
     # one line per ignored key, one for node.id, one for the controller listener
     assert len(c.warnings) == len(c.ignored) + 2
 

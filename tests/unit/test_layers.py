@@ -1,8 +1,9 @@
-"""The layers' import direction: server -> cluster / group -> log -> native; security/
-below server and cluster.
+"""The layers' import direction: server -> cluster / group / txn -> log -> native;
+security/ below server and cluster.
 
-Nothing in log/ knows the cluster, groups or the server; nothing in cluster/ or group/
-knows the server; group/ sees the cluster only through its value types (metadata.py).
+Nothing in log/ knows the cluster, groups or the server; nothing in cluster/, group/ or
+txn/ knows the server; group/ and txn/ see the cluster only through its value types
+(metadata.py).
 Checked on the source with ast, so a violation in code that no test imports is caught
 too.
 """
@@ -17,6 +18,7 @@ FORBIDDEN = {
     "log": ("broker.server", "broker.cluster", "broker.group", "broker.client", "broker.cli", "broker.spark"),
     "cluster": ("broker.server", "broker.group", "broker.client", "broker.cli", "broker.spark"),
     "group": ("broker.server", "broker.client", "broker.cli", "broker.spark"),
+    "txn": ("broker.server", "broker.client", "broker.cli", "broker.spark"),
     "protocol": ("broker.server", "broker.cluster", "broker.group", "broker.log", "broker.client", "broker.cli",
                  "broker.spark", "broker.security"),
     # TLS, SASL, ACLs: used by the listeners, the inter-broker channels and the client alike
@@ -48,7 +50,7 @@ def test_a_layer_imports_nothing_above_it(layer):
         for line, name in imports(path):
             if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name}")
-            if layer == "group" and name.startswith("broker.cluster") and name not in GROUP_MAY_IMPORT:
+            if layer in ("group", "txn") and name.startswith("broker.cluster") and name not in GROUP_MAY_IMPORT:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name} (only value types allowed)")
     assert not bad, "\n".join(bad)
 

@@ -35,7 +35,7 @@ class FakePartition:
     def check_leader(self, current_leader_epoch=-1):
         pass
 
-    def append_as_leader(self, records, acks):
+    def append_as_leader(self, records, acks, control=False, client=True):
         self.appended += 1
         if isinstance(self.outcome, BaseException):
             raise self.outcome
@@ -87,6 +87,13 @@ def request(partitions, acks=1, transactional_id=None, records=batch, topic="t",
             ProduceRequest.PartitionProduceData(index=p, records=records()) for p in partitions])])
 
 
+def _transactional_batch() -> bytes:
+    from broker.native import BatchBuilder
+    b = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    b.append(1000, b"k", b"v")
+    return b.build()
+
+
 def codes(response):
     return {p.index: p.error_code for t in response.responses for p in t.partition_responses}
 
@@ -110,8 +117,9 @@ def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
 
 @pytest.mark.parametrize("req, code", [
     (request([0], acks=2), E.INVALID_REQUIRED_ACKS),
-    (request([0], transactional_id="tx"), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     (request([0], records=lambda: None), E.INVALID_RECORD),
+    # transactional records need a transactional id
+    (request([0], records=lambda: _transactional_batch()), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 ])
 def test_requests_the_broker_refuses_whole(req, code):
     ctx = context({0: ok(0)})

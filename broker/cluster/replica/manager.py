@@ -19,8 +19,10 @@ Request handlers look partitions up here:
     leader_partition(topic, p, epoch)   the same, and it must lead at that leader epoch
 
 `append_records` is the one way anything appends as leader (Kafka's appendRecords):
-client produces (the produce handler, origin CLIENT) and the group coordinator's writes
-to __consumer_offsets (server/partition_writer.py, origin COORDINATOR). It appends
+client produces (the produce handler, origin CLIENT), the group and transaction
+coordinators' writes to __consumer_offsets and __transaction_state
+(server/partition_writer.py, origin COORDINATOR) and transaction markers (the
+WriteTxnMarkers handler, origin MARKER: control batches, nothing else). It appends
 synchronously and answers what can be answered at once; acks=-1 and the topic's flush
 policy wait in the purgatory the ReplicaManager owns (`purgatory`, delayed_produce.py),
 where the fetch handler's long polls sleep too. Followers append through their fetchers
@@ -69,10 +71,12 @@ class AppendOrigin(enum.Enum):
     path (Partition.append_as_follower), which does not go through append_records."""
 
     CLIENT = "client"               # a Produce request: never into an internal topic
-    COORDINATOR = "coordinator"     # the group coordinator (later the transaction coordinator)
+    COORDINATOR = "coordinator"     # the group and transaction coordinators' own records
+    MARKER = "marker"               # transaction markers (WriteTxnMarkers): control batches only
 
 
 _CLIENT = AppendOrigin.CLIENT       # an enum's attribute costs ~0.1 us to read: once per append here
+_MARKER = AppendOrigin.MARKER
 
 
 class ReplicaManager:
@@ -169,7 +173,8 @@ class ReplicaManager:
                 part = self.partitions.get(tp)
                 if part is None:
                     part = self.partition(tp.topic, tp.partition)      # raises: unknown, or not hosted
-                info = part.append_as_leader(records, acks)             # NOT_LEADER_OR_FOLLOWER if not leading
+                # NOT_LEADER_OR_FOLLOWER if not leading
+                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT)
             except APPEND_ERRORS as exc:
                 results.append(PartitionResult(*append_error(exc)))
                 continue

@@ -29,6 +29,8 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     alter_user_scram_credentials,
@@ -47,7 +49,10 @@ from broker.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_user_scram_credentials,
+    describe_producers,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -58,6 +63,7 @@ from broker.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -68,7 +74,9 @@ from broker.server.handlers import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 if TYPE_CHECKING:
@@ -113,6 +121,8 @@ _MODULES: list[Handler] = [
     describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
     alter_partition, elect_leaders, sasl_handshake, sasl_authenticate, describe_user_scram_credentials,
     alter_user_scram_credentials, describe_acls, create_acls, delete_acls,
+    alter_partition, elect_leaders, add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers,
+    txn_offset_commit, describe_producers, describe_transactions, list_transactions,
 ]
 
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,

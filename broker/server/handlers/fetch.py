@@ -10,10 +10,15 @@ response, except that the first batch of the first partition with data is return
 whole even when larger. Fetch sessions (KIP-227) are declined: the response's session
 id is always 0, so clients keep sending full fetch requests.
 
+read_committed (isolation level 1) reads below the last stable offset instead of the high
+watermark and names the aborted transactions that overlap what it returns (the log's
+aborted-transaction index, one entry per aborted transaction, never per record): the
+records still leave with sendfile, undecoded, and the consumer drops the aborted ones.
+
 As Kafka answers: a partition in error carries -1 for its high watermark, last stable
 offset and log start offset; aborted transactions are null for read_uncommitted and for a
-failed read, an empty list for read_committed (no transaction was aborted) and for a topic
-the broker does not know.
+failed read, a list for read_committed (empty when no aborted transaction overlaps) and
+an empty list for a topic the broker does not know.
 
 A follower's fetch (a replica id) counts as its position only after its read succeeded:
 the replica id must be one of the partition's replicas (else UNKNOWN_LEADER_EPOCH, or
@@ -44,6 +49,7 @@ MIN_VERSION, MAX_VERSION = 4, 16
 _TopicResp = FetchResponse.FetchableTopicResponse
 _PartData = FetchResponse.PartitionData
 _EpochEnd = FetchResponse.EpochEndOffset
+_Aborted = FetchResponse.AbortedTransaction
 
 
 def error_response(request, code: int) -> FetchResponse:
@@ -64,7 +70,7 @@ def _read_all(ctx, request, version, replica_id):
     responses = []
     watched = []        # the partitions whose moves end a long poll
     errors = False
-    aborted = [] if request.isolation_level == 1 else None
+    committed = request.isolation_level == 1
     starved = False     # out of open segments: the remaining partitions get no records
     # as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
     cluster_ok = replica_id < 0 or ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -78,7 +84,7 @@ def _read_all(ctx, request, version, replica_id):
         parts = []
         for p in t.partitions:
             d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=aborted, records=b"")
+                          log_start_offset=-1, aborted_transactions=[] if committed else None, records=b"")
             parts.append(d)
             if name is None:
                 _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -93,13 +99,16 @@ def _read_all(ctx, request, version, replica_id):
                 lg = part.log
                 watched.append(part.tp)
                 follower = replica_id >= 0
+                lso = lg.last_stable_offset
                 if follower:
                     part.check_follower(replica_id, p.current_leader_epoch)
                     limit = lg.log_end_offset
+                elif committed:
+                    limit = lso
                 else:
-                    limit = lg.high_watermark          # read_committed: LSO == HW (no transactions)
+                    limit = lg.high_watermark
                 d.high_watermark = lg.high_watermark
-                d.last_stable_offset = lg.high_watermark
+                d.last_stable_offset = lso
                 d.log_start_offset = lg.log_start_offset
                 if follower and version >= 12:
                     diverging = part.diverging_epoch(p.fetch_offset, p.last_fetched_epoch)
@@ -129,6 +138,11 @@ def _read_all(ctx, request, version, replica_id):
                     services.replicas.record_follower_fetch(part, replica_id, p.fetch_offset)
                 if sl is not None:
                     d.records = sl
+                    if committed and not follower:
+                        found = lg.collect_aborted(p.fetch_offset, limit)
+                        if found:
+                            d.aborted_transactions = [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                                                      for a in found]
                     total += sl.length
                     remaining -= sl.length
                     first = False

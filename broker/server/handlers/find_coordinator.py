@@ -1,7 +1,7 @@
-"""FindCoordinator (10): the broker leading the group's __consumer_offsets partition.
-Creates __consumer_offsets on first use, as Kafka does. Transaction coordinators do not
-exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE with a message saying so. A found
-coordinator comes with the message "NONE", as Kafka words it (Errors.NONE.message())."""
+"""FindCoordinator (10): the broker leading the group's __consumer_offsets partition (key
+type 0), or the transactional id's __transaction_state partition (key type 1). Creates
+the topic on first use, as Kafka does. A found coordinator comes with the message
+"NONE", as Kafka words it (Errors.NONE.message())."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -22,16 +22,21 @@ def _find(ctx, key: str, key_type: int):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION and not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-    if key_type == TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
-    if key_type != GROUP:
+    if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:
-        return ErrorCode.INVALID_REQUEST, "empty group id", -1, "", -1
-    coord = services.coordinator
-    if not coord.has_offsets_topic():
-        return None
-    node = coord.coordinator_node(key)
+        return ErrorCode.INVALID_REQUEST, "empty group id" if key_type == GROUP else "empty transactional id", \
+            -1, "", -1
+    if key_type == TRANSACTION:
+        txn = services.txn_coordinator
+        if not txn.has_topic():
+            return None
+        node = txn.coordinator_node(key)
+    else:
+        coord = services.coordinator
+        if not coord.has_offsets_topic():
+            return None
+        node = coord.coordinator_node(key)
     b = services.metadata.brokers().get(node)
     ep = None if b is None else b.endpoint(ctx.listener_name)
     if b is None or ep is None:
@@ -54,7 +59,10 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResul
 
 async def _create_then_find(ctx, request, keys, key_type):
     try:
-        await ctx.services.coordinator.ensure_offsets_topic()
+        if key_type == TRANSACTION:
+            await ctx.services.txn_coordinator.ensure_topic()
+        else:
+            await ctx.services.coordinator.ensure_offsets_topic()
     except KafkaProtocolError as exc:
         failed = (ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), -1, "", -1)
         return _response(ctx, request, keys, [failed] * len(keys))

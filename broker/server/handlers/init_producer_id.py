@@ -1,10 +1,15 @@
-"""InitProducerId (22): producer ids for idempotent producers (kafka-python asks by
-default). Ids come from the metadata store and are never reused. Without a transactional
-id every request gets a fresh id at epoch 0, as Kafka answers (its partitions then dedup
-retried batches by id, epoch and sequence: broker/log/producer_state.py). Transactional
-ids need the transaction coordinator, which this broker does not have yet:
-COORDINATOR_NOT_AVAILABLE. Ids come in blocks of 1000 claimed from the metadata store
-(/latest_producer_id_block), so brokers of a cluster never hand out the same id."""
+"""InitProducerId (22): producer ids. Without a transactional id every request gets a
+fresh id at epoch 0, as Kafka answers (its partitions then dedup retried batches by id,
+epoch and sequence: broker/log/producer_state.py). Ids come in blocks of 1000 claimed
+from the metadata store (/latest_producer_id_block), so brokers of a cluster never hand
+out the same id.
+
+With a transactional id the transaction coordinator answers (broker/txn/coordinator.py):
+NOT_COORDINATOR elsewhere than on the leader of the id's __transaction_state partition;
+the id's producer id with a bumped epoch (fencing the previous producer, whose open
+transaction is aborted first: the caller gets CONCURRENT_TRANSACTIONS and retries);
+v3+ names the producer's current id and epoch (KIP-360: a bump after a retriable error);
+a timeout above transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -27,15 +32,29 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult
         return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
                                       error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      producer_id=-1, producer_epoch=-1)
+        if not request.transactional_id:
+            return _response(ErrorCode.INVALID_REQUEST)
+        return _transactional(ctx, request)
     return _fresh_id(ctx)
+
+
+def _response(code: int, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
+
+
+async def _transactional(ctx, request):
+    v3 = ctx.api_version >= 3
+    err, pid, epoch = await ctx.services.txn_coordinator.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms,
+        request.producer_id if v3 else -1, request.producer_epoch if v3 else -1)
+    if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+        err = ErrorCode.INVALID_PRODUCER_EPOCH          # PRODUCER_FENCED is new in v4 (KIP-588)
+    return _response(err, pid, epoch)
 
 
 async def _fresh_id(ctx):
     try:
         pid = await ctx.services.producer_ids.generate()
     except Exception:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      producer_id=-1, producer_epoch=-1)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
+        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return _response(0, pid, 0)

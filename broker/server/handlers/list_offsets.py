@@ -1,5 +1,9 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3) or the first offset
-whose timestamp is >= the one asked, per partition."""
+whose timestamp is >= the one asked, per partition.
+
+With isolation_level 1 (read_committed) the last fetchable offset is the last stable
+offset instead of the high watermark, as Kafka's fetchOffsetForTimestamp: latest answers
+the LSO, and a timestamp lookup that lands at or beyond it finds nothing."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -40,6 +44,14 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
                 found: tuple[int, int] | None
                 if p.timestamp == -1 and request.replica_id >= 0:
                     found = (lg.log_end_offset, -1)        # a follower asks for the log end
+                elif request.isolation_level == 1 and p.timestamp != -2:
+                    lso = lg.last_stable_offset
+                    if p.timestamp == -1:
+                        found = (lso, -1)
+                    else:
+                        found = lg.offset_for_timestamp(p.timestamp)
+                        if found is not None and found[0] >= lso:
+                            found = None
                 else:
                     found = lg.offset_for_timestamp(p.timestamp)
                 if found is not None:

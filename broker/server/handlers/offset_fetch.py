@@ -1,5 +1,7 @@
 """OffsetFetch (9): committed offsets of a group (or of several groups from v8); -1 and no
-error for partitions without a commit; topics null = every committed partition."""
+error for partitions without a commit; topics null = every committed partition. With
+require_stable (v7+, KIP-447) a partition with a transactional commit still awaiting its
+transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
@@ -12,10 +14,12 @@ MIN_VERSION, MAX_VERSION = 0, 8
 R = OffsetFetchResponse
 
 
-def _partitions(ctx, coord, group_id, topics):
+def _partitions(ctx, coord, group_id, topics, stable=False):
     """(group error, {topic: [(partition, offset and metadata, error)]}): as Kafka's,
     DESCRIBE on the group, and on each topic — requested topics the client may not
-    describe are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer."""
+    describe are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer. With
+    `stable` (require_stable), a partition with a transactional offset commit pending is
+    UNSTABLE_OFFSET_COMMIT."""
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {t.name: [(p, None, ErrorCode.GROUP_AUTHORIZATION_FAILED)
                                                                for p in t.partition_indexes] for t in topics or ()}
@@ -28,7 +32,9 @@ def _partitions(ctx, coord, group_id, topics):
     for (topic, p), om in sorted(found.items()):
         if topics is None and not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, topic, audit=False):
             continue
-        by_topic.setdefault(topic, []).append((p, om, 0))
+        unstable = stable and not err and coord.has_pending_txn_offset(group_id, (topic, p))
+        by_topic.setdefault(topic, []).append((p, None if unstable else om,
+                                               ErrorCode.UNSTABLE_OFFSET_COMMIT if unstable else 0))
     for t in topics or ():
         if t.name in denied:
             by_topic[t.name] = [(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]
@@ -41,7 +47,7 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
     if v >= 8:
         groups = []
         for g in request.groups:
-            err, by_topic = _partitions(ctx, coord, g.group_id, g.topics)
+            err, by_topic = _partitions(ctx, coord, g.group_id, g.topics, request.require_stable)
             if err == ErrorCode.GROUP_AUTHORIZATION_FAILED:
                 by_topic = {}
             groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[
@@ -54,7 +60,7 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
                 for t, parts in by_topic.items()]))
         return R(throttle_time_ms=0, groups=groups)
     topics = request.topics if v >= 2 else (request.topics or [])
-    err, by_topic = _partitions(ctx, coord, request.group_id, topics)
+    err, by_topic = _partitions(ctx, coord, request.group_id, topics, v >= 7 and request.require_stable)
     if err == ErrorCode.GROUP_AUTHORIZATION_FAILED and v >= 2:
         by_topic = {}
     resp = R(throttle_time_ms=0, error_code=err, topics=[

@@ -3,8 +3,18 @@ CLIENT) and encodes its per-partition results; the replication layer appends and
 (broker/cluster/replica/manager.py and delayed_produce.py hold the rules).
 
 Refused here, before any append: acks other than 0, 1, -1 (INVALID_REQUIRED_ACKS), a
-transactional producer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: not supported yet), a
-partition without records (INVALID_RECORD); each partition of the request is answered.
+partition without records (INVALID_RECORD), transactional records in a request without a
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka; the first batch's
+attribute byte, no decoding); each partition of the request is answered.
+
+Transactional producers (KIP-890 part 1, transaction.partition.verification.enable): a
+transactional batch of a producer with no open transaction on the partition is appended
+only once its transaction coordinator confirms that the partition was added
+(AddPartitionsToTxn verify_only; the coordinator itself when it is this broker);
+otherwise INVALID_TXN_STATE, and NOT_ENOUGH_REPLICAS (retriable for every client) when
+the coordinator cannot answer now, as Kafka. A marker written meanwhile (the transaction
+ended) voids the verification (the producer state's guard), so a late batch cannot open
+a transaction nobody will close.
 
 What the replication layer answers per partition, in short: acks=1 after the leader's
 append; acks=-1 NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas
@@ -28,6 +38,7 @@ import logging
 
 from broker.cluster.replica.manager import AppendOrigin
 from broker.log import TopicPartition
+from broker.native import RecordBatch
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -42,6 +53,9 @@ log = logging.getLogger(__name__)
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 _CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
+RECORD_BATCH_HEADER = 61
+_ATTRIBUTES_LOW = 22             # the low byte of a batch's attributes
+_TRANSACTIONAL = 0x10
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
@@ -50,13 +64,12 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     entries = []        # (TopicPartition, records) to append, in the request's order
     answers = []        # their partition responses, in the same order
     failed = False
+    txn_id = request.transactional_id
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     elif request.transactional_id is not None and \
             not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-    elif request.transactional_id is not None:
-        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker yet"
     else:
         code, message = None, None
     for topic in request.topic_data:
@@ -74,10 +87,19 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"
                 failed = True
+            elif txn_id is None and len(p.records) > _ATTRIBUTES_LOW and p.records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+                # transactional records need a transactional id (Kafka answers so)
+                r.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                r.error_message = "transactional records without a transactional id"
+                failed = True
             else:
                 entries.append((TopicPartition(topic.name, p.index), p.records))
                 answers.append(r)
         responses.append(_TopicResp(name=topic.name, partition_responses=presp))
+    if entries and request.transactional_id is not None and ctx.services.config[_VERIFY]:
+        need = _to_verify(ctx, entries)
+        if need:
+            return _verify_then_append(ctx, request, entries, answers, need, responses)
     if entries:
         result = ctx.services.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
         if result.pending:
@@ -86,6 +108,76 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     if acks == 0:
         if failed:
             log.info("%s: failed acks=0 produce; closing the connection", ctx.connection)
+            ctx.connection.close()
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+_VERIFY = "transaction.partition.verification.enable"
+#: coordinator answers a producer cannot act on, answered as a retriable NOT_ENOUGH_REPLICAS (Kafka)
+_RETRY_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                          ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                          ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+
+
+def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
+    """Entries (by index) whose transactional batch opens a transaction on a partition
+    led here: index -> (producer id, epoch, the verification guard)."""
+    out = {}
+    replicas = ctx.services.replicas
+    for i, (tp, records) in enumerate(entries):
+        if len(records) < RECORD_BATCH_HEADER:
+            continue
+        b = RecordBatch(records)
+        if not b.is_transactional or b.producer_id < 0:
+            continue
+        part = replicas.get(tp)
+        if part is None or not part.is_leader:
+            continue
+        ps = part.log.producer_state
+        if ps.has_open_transaction(b.producer_id):
+            continue
+        out[i] = (b.producer_id, b.producer_epoch, ps.start_verification(b.producer_id))
+    return out
+
+
+async def _verify_then_append(ctx, request, entries, answers, need, responses):
+    services = ctx.services
+    pid, epoch, _guard = next(iter(need.values()))
+    parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
+    try:
+        verdict = await services.txn_coordinator.verify(request.transactional_id, pid, epoch, parts)
+    except Exception as exc:
+        log.debug("verifying %s: %s", parts, exc)
+        verdict = {}
+    keep_entries, keep_answers = [], []
+    failed = False
+    for i, (entry, r) in enumerate(zip(entries, answers)):
+        if i in need:
+            tp = entry[0]
+            code = verdict.get((tp.topic, tp.partition), ErrorCode.NOT_ENOUGH_REPLICAS)
+            if code in _RETRY_LATER:
+                code = ErrorCode.NOT_ENOUGH_REPLICAS
+            elif code == ErrorCode.PRODUCER_FENCED:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH
+            if not code:
+                part = services.replicas.get(tp)
+                if part is None or not part.log.producer_state.verified(need[i][0], need[i][2]):
+                    code = ErrorCode.INVALID_TXN_STATE          # a marker came meanwhile
+            if code:
+                r.error_code = code
+                r.error_message = "Partition was not added to the transaction" \
+                    if code == ErrorCode.INVALID_TXN_STATE else "Unable to verify the partition was added"
+                failed = True
+                continue
+        keep_entries.append(entry)
+        keep_answers.append(r)
+    if keep_entries:
+        result = services.replicas.append_records(keep_entries, request.acks, request.timeout_ms, _CLIENT)
+        results = await result.wait() if result.pending else result.partitions
+        failed = _fill(keep_answers, results) or failed
+    if request.acks == 0:
+        if failed:
             ctx.connection.close()
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -188,3 +188,34 @@ def test_interrupted_swap_is_completed_on_load(tmp_path):
     for k, (off, v) in latest.items():
         assert (off, k, v) in recs
     mgr2.shutdown()
+
+
+def test_an_aborted_write_never_supersedes_a_committed_one(tmp_path):
+    """Kafka's cleaner leaves aborted transactions out of its offset map: compacting a key
+    whose latest record was aborted keeps its committed value (a group's committed offset
+    after an aborted transactional offset commit, say). An open transaction is never
+    compacted (the cleanable range stops at the last stable offset)."""
+    mgr = manager(tmp_path)
+    lg = mgr.get_or_create(TP)
+    committed = write(lg, [(b"k", b"committed"), (b"other", b"o1")], ts=1_000)
+    pid = 9001
+    b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+    b.append(1_001, b"k", b"aborted")
+    aborted = lg.append_as_leader(bytearray(b.build()), 0).base_offset
+    lg.append_marker_as_leader(pid, 0, 0, commit=False, leader_epoch=0)
+    write(lg, [(b"other", b"o%d" % i) for i in range(2, 200)], ts=1_002)     # fills and rolls segments
+    assert len(lg.segments) > 2
+
+    result = run(mgr.cleaner.clean_once())
+    assert result is not None and result.records_removed > 0
+    left = {off: (k, v) for off, k, v in all_records(lg)}
+    assert left[committed[0]] == (b"k", b"committed")
+    assert left[aborted] == (b"k", b"aborted")           # kept; read_committed readers skip it
+    assert lg.collect_aborted(0, lg.log_end_offset)[0].first_offset == aborted
+    # an open transaction bounds the cleanable range
+    b = BatchBuilder(producer_id=pid + 1, producer_epoch=0, base_sequence=0, is_transactional=True)
+    b.append(1_003, b"k", b"open")
+    opened = lg.append_as_leader(bytearray(b.build()), 0).base_offset
+    write(lg, [(b"other", b"p%d" % i) for i in range(200)], ts=1_004)
+    assert all(s.next_offset <= opened for s in mgr.cleaner.cleanable(lg, 10_000))
+    mgr.shutdown()

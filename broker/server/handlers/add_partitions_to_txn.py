@@ -1,0 +1,70 @@
+"""AddPartitionsToTxn (24): a producer's partitions join its open transaction (v0-3), or
+a broker asks whether they did (v4+, batched per transactional id, `verify_only`: KIP-890
+part 1, the produce path's verification).
+
+A topic the broker does not know is UNKNOWN_TOPIC_OR_PARTITION for its partitions and
+OPERATION_NOT_ATTEMPTED for the others (nothing is added), as Kafka answers; otherwise
+every partition gets the coordinator's one answer. v4+ batches that are not verify_only
+come from no client Kafka ships; they are served the same way.
+
+Rights, as Kafka's KafkaApis: v4+ (sent by brokers) needs CLUSTER_ACTION; WRITE on the
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
+each topic (else TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
+from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.server.context import HandlerResult, RequestContext
+
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+MIN_VERSION, MAX_VERSION = 0, 4
+
+R = AddPartitionsToTxnResponse
+
+
+def _results(by: dict[tuple[str, int], int]) -> list:
+    topics: dict[str, list] = {}
+    for (t, p), code in by.items():
+        topics.setdefault(t, []).append(R.AddPartitionsToTxnPartitionResult(partition_index=p,
+                                                                            partition_error_code=code))
+    return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in topics.items()]
+
+
+async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, int], int]:
+    parts = [(t.name, p) for t in topics for p in t.partitions]
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in parts}
+    denied = {t.name for t in topics if not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, t.name)}
+    if denied:
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in parts}
+    coord = ctx.services.txn_coordinator
+    if verify_only:
+        return coord.verify_partitions(txn_id, pid, epoch, parts)
+    meta = ctx.services.metadata
+    unknown = {(t, p) for t, p in parts if (info := meta.topic(t)) is None or p not in info.partitions}
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in parts}
+    code = await coord.add_partitions(txn_id, pid, epoch, parts)
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return {tp: code for tp in parts}
+
+
+async def _handle(ctx, request):
+    if ctx.api_version < 4:
+        by = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                        request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_results(by))
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
+    out = []
+    for txn in request.transactions:
+        by = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only)
+        out.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=_results(by)))
+    return R(throttle_time_ms=0, error_code=0, results_by_transaction=out)
+
+
+def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> HandlerResult:
+    return _handle(ctx, request)

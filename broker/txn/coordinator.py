@@ -1,0 +1,746 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator, TransactionStateManager and
+the driving half of TransactionMarkerChannelManager): KIP-98 transactions, KIP-360 epoch
+bumps, KIP-447 and KIP-890.
+
+Where a transactional id lives: partition `abs(String.hashCode(id)) % 50` of
+__transaction_state (records.py), a compacted internal topic with
+transaction.state.log.replication.factor replicas (fewer while fewer brokers are alive,
+as the offsets topic) and min.insync.replicas transaction.state.log.min.isr. The broker
+leading that partition is the id's coordinator; its coordinator epoch is the partition's
+leader epoch. When it becomes leader it loads the partition (replays the records: the
+last one per id is its state) and finishes what was in flight: PrepareCommit and
+PrepareAbort have their markers written again and complete; Ongoing ones abort when they
+time out. When it stops leading it forgets them (their requests get NOT_COORDINATOR).
+
+Every change of an id's state (metadata.py's transitions) is first appended to the
+partition with acks=-1 and applied once the ISR has it. EndTxn is answered once
+PrepareCommit / PrepareAbort is written; the markers (WriteTxnMarkers to each partition's
+leader, through the `MarkerSender` the server gives) are written afterwards, retried
+until every partition has its marker, then CompleteCommit / CompleteAbort is written.
+Meanwhile a new AddPartitionsToTxn or InitProducerId for the id waits (at most
+CONCURRENT_WAIT_S) for the transaction to complete before it is served, instead of being
+answered CONCURRENT_TRANSACTIONS at once: a client's retry backoff (librdkafka's 100 ms)
+would otherwise bound a producer to a few commits per second. Past the wait, or for
+EndTxn, the answer is CONCURRENT_TRANSACTIONS and the client retries, as Kafka's.
+
+Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms the open
+transactions past their timeout are aborted with a bumped epoch (the producer is fenced,
+as Kafka's abortTimedOutTransactions); every
+transaction.remove.expired.transaction.cleanup.interval.ms ids idle for
+transactional.id.expiration.ms with no open transaction are removed (a tombstone).
+
+Everything runs on the broker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from broker.cluster.metadata import BrokerInfo, TopicInfo
+from broker.group.metadata_manager import PartitionWrite
+from broker.log import TopicPartition
+from broker.native import BatchBuilder, iter_batches
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.txn import records as R
+from broker.txn.metadata import (
+    COMPLETED,
+    MAX_EPOCH,
+    NO_EPOCH,
+    IllegalTransition,
+    TransactionMetadata,
+    TxnState,
+    TxnTransit,
+)
+
+log = logging.getLogger(__name__)
+
+TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK = 8 * 1024 * 1024
+WRITE_TIMEOUT_MS = 5000
+MARKER_RETRY_S = 0.1
+CONCURRENT_WAIT_S = 1.0
+_BUSY = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
+
+S = TxnState
+
+# how Kafka's TransactionStateManager answers a failed append to __transaction_state
+_WRITE_ERRORS: dict[int, int] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+# marker answers after which that partition is done (Kafka's TransactionMarkerRequestCompletionHandler):
+# written; a partition that cannot hold markers; or one whose producer already has a newer
+# epoch there (INVALID_PRODUCER_EPOCH: a fence's marker was written, nothing is left to end)
+_MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION,
+                          ErrorCode.INVALID_PRODUCER_EPOCH})
+# answers that mean another coordinator has taken over: stop sending
+_MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+class TxnPartitionWriter(Protocol):
+    """What the coordinator needs of the partitions of __transaction_state
+    (server/partition_writer.py implements it)."""
+
+    def is_leader(self, tp: TopicPartition) -> bool: ...
+    def leader_epoch(self, tp: TopicPartition) -> int: ...
+    def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> PartitionWrite: ...
+    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]: ...
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
+
+
+class ClusterView(Protocol):
+    """What the coordinator reads of the cluster (the metadata cache)."""
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+    def brokers(self) -> Mapping[int, BrokerInfo]: ...
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One WriteTxnMarkers entry."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+class MarkerSender(Protocol):
+    """Writes markers at a broker (the local one without a socket): {partition: error code};
+    a partition missing from the answer, or an exception, means try again."""
+
+    async def send(self, broker_id: int, markers: list[Marker]) -> dict[tuple[int, str, int], int]: ...
+
+    async def verify(self, broker_id: int, txn_id: str, pid: int, epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn verify_only at the broker coordinating txn_id."""
+        ...
+
+
+class ProducerIds(Protocol):
+    async def generate(self) -> int: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class TransactionCoordinator:
+    def __init__(self, config: Any, writer: TxnPartitionWriter, metadata: ClusterView, producer_ids: ProducerIds,
+                 markers: MarkerSender,
+                 create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.writer = writer
+        self.metadata = metadata
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.create_topic = create_topic
+        self.clock = clock
+        self.num_partitions: int = config["transaction.state.log.num.partitions"]
+        self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.loaded: dict[int, int] = {}             # partition -> coordinator epoch
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: list[asyncio.Task[None]] = []
+        self._settled: dict[str, list[asyncio.Future[None]]] = {}     # waiting for an id's transition
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        info = self.metadata.topic(TXN_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+            self.load_all()
+        loop = asyncio.get_running_loop()
+        self._timers = [
+            loop.create_task(self._every(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                                         self.abort_timed_out)),
+            loop.create_task(self._every(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                                         self.remove_expired)),
+        ]
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        for t in [*self._timers, *self._tasks]:
+            t.cancel()
+        for t in [*self._timers, *self._tasks]:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fn()
+            except Exception:
+                log.exception("transaction coordinator timer %s failed", getattr(fn, "__name__", fn))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ placement
+
+    def has_topic(self) -> bool:
+        return self.metadata.topic(TXN_TOPIC) is not None
+
+    async def ensure_topic(self) -> None:
+        """Creates __transaction_state on first use (FindCoordinator), as Kafka does."""
+        if self.has_topic():
+            return
+        wanted = self.config["transaction.state.log.replication.factor"]
+        alive = max(len(self.metadata.brokers()), 1)
+        rf = min(wanted, alive)
+        if rf < wanted:
+            log.warning("creating %s with replication factor %d: transaction.state.log.replication.factor is %d "
+                        "but only %d brokers are alive", TXN_TOPIC, rf, wanted, alive)
+        try:
+            await self.create_topic(self.config["transaction.state.log.num.partitions"], rf, {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(self.config["transaction.state.log.min.isr"], rf)),
+                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                "unclean.leader.election.enable": "false",
+            })
+        except KafkaProtocolError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        await self.metadata.wait_for(self.has_topic, 5.0)
+        info = self.metadata.topic(TXN_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+            self.load_all()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return R.partition_for(transactional_id, self.num_partitions)
+
+    def coordinator_node(self, transactional_id: str) -> int:
+        info = self.metadata.topic(TXN_TOPIC)
+        if info is None:
+            return -1
+        return info.partitions[self.partition_for(transactional_id)].leader
+
+    def check_coordinator(self, transactional_id: str) -> int:
+        """0, or the error a request for this id gets here."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        if not self.has_topic():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(transactional_id)
+        if not self.writer.is_leader(TopicPartition(TXN_TOPIC, p)):
+            return ErrorCode.NOT_COORDINATOR
+        if p not in self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return 0
+
+    # ------------------------------------------------------------------ loading
+
+    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
+        """The replica manager's leadership listener."""
+        info = self.metadata.topic(TXN_TOPIC)
+        if info is not None:
+            self.num_partitions = len(info.partitions)
+        for tp in became_follower:
+            if tp.topic == TXN_TOPIC:
+                self.unload_partition(tp.partition)
+        for tp in became_leader:
+            if tp.topic == TXN_TOPIC:
+                self.unload_partition(tp.partition)        # a stale load of an older epoch
+                self.load_partition(tp.partition)
+
+    def load_all(self) -> None:
+        for p in range(self.num_partitions):
+            if p not in self.loaded and self.writer.is_leader(TopicPartition(TXN_TOPIC, p)):
+                self.load_partition(p)
+
+    def load_partition(self, p: int) -> None:
+        """Replays partition p (to its log end: what the previous leader acknowledged is
+        there) and finishes what was in flight."""
+        tp = TopicPartition(TXN_TOPIC, p)
+        t0 = time.monotonic()
+        found: dict[str, TxnTransit | None] = {}
+        offset, end = self.writer.loadable_range(tp)
+        while offset < end:
+            data = self.writer.read(tp, offset, LOAD_CHUNK, end)
+            if not data:
+                break
+            advanced = False
+            for batch in iter_batches(data):
+                if batch.next_offset <= offset:
+                    continue
+                advanced = True
+                offset = batch.next_offset
+                if batch.is_control:
+                    continue
+                for rec in batch.records():
+                    if rec.key is None:
+                        continue
+                    try:
+                        txn_id = R.decode_key(rec.key)
+                        found[txn_id] = None if rec.value is None else R.decode_value(rec.value)
+                    except (ValueError, UnicodeDecodeError) as exc:
+                        log.warning("%s offset %d: skipping an unreadable record (%s)", tp, rec.offset, exc)
+            if not advanced:
+                break
+        epoch = self.writer.leader_epoch(tp)
+        for txn_id, t in found.items():
+            if t is None or t.state == S.DEAD:
+                continue
+            md = TransactionMetadata(txn_id, t.producer_id)
+            md.load(t)
+            self.txns[txn_id] = md
+        self.loaded[p] = epoch
+        n = 0
+        for txn_id, md in list(self.txns.items()):
+            if self.partition_for(txn_id) != p:
+                continue
+            n += 1
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("%s: completing its %s after loading %s", txn_id, md.state.kafka_name, tp)
+                self._spawn(self._complete(txn_id, md, epoch))
+        if found:
+            log.info("loaded %d transactional ids from %s (coordinator epoch %d) in %.3f s", n, tp, epoch,
+                     time.monotonic() - t0)
+
+    def unload_partition(self, p: int) -> None:
+        self.loaded.pop(p, None)
+        for txn_id in [t for t in self.txns if self.partition_for(t) == p]:
+            del self.txns[txn_id]
+
+    def _epoch_of(self, txn_id: str) -> int | None:
+        """The coordinator epoch of the id's partition while it is loaded here."""
+        return self.loaded.get(self.partition_for(txn_id))
+
+    # ------------------------------------------------------------------ writing the state
+
+    async def _write(self, txn_id: str, md: TransactionMetadata, t: TxnTransit, epoch: int) -> int:
+        """Appends the transition's record (acks=-1), waits for the ISR, then applies it.
+        Any error aborts the transition and is answered as Kafka's coordinator answers it."""
+        try:
+            return await self._write_record(txn_id, md, t, epoch)
+        finally:
+            self._notify(txn_id)
+
+    def _notify(self, txn_id: str) -> None:
+        for fut in self._settled.pop(txn_id, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _settle(self, txn_id: str, md: TransactionMetadata) -> None:
+        """Waits (at most CONCURRENT_WAIT_S) while md has a transition in flight or is
+        finishing a transaction (its markers, then Complete*)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONCURRENT_WAIT_S
+        while (md.pending_in_progress or md.state in _BUSY) and self.txns.get(txn_id) is md and not self._closed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            fut: asyncio.Future[None] = loop.create_future()
+            self._settled.setdefault(txn_id, []).append(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                return
+
+    async def _write_record(self, txn_id: str, md: TransactionMetadata, t: TxnTransit, epoch: int) -> int:
+        p = self.partition_for(txn_id)
+        tp = TopicPartition(TXN_TOPIC, p)
+        b = BatchBuilder()
+        b.append(t.last_update_ms, R.encode_key(txn_id), None if t.state == S.DEAD else R.encode_value(t))
+        try:
+            write = self.writer.append(tp, bytearray(b.build()), WRITE_TIMEOUT_MS)
+            code = write.error or await write.wait()
+        except asyncio.CancelledError:
+            md.abort_transition(t)
+            raise
+        if code:
+            md.abort_transition(t)
+            mapped = _WRITE_ERRORS.get(code, code)
+            log.info("%s: writing %s to %s failed: %s (answered %s)", txn_id, t.state.kafka_name, tp,
+                     _name(code), _name(mapped))
+            return mapped
+        if self.loaded.get(p) != epoch or self.txns.get(txn_id) is not md:
+            # the partition moved (or reloaded) meanwhile: the new coordinator has the record
+            md.abort_transition(t)
+            return ErrorCode.NOT_COORDINATOR
+        md.complete_transition(t)
+        if t.state == S.DEAD:
+            self.txns.pop(txn_id, None)
+        return 0
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    async def init_producer_id(self, txn_id: str, timeout_ms: int, expected_pid: int = -1,
+                               expected_epoch: int = -1, client_version: int = 0) -> tuple[int, int, int]:
+        """(error, producer id, epoch) (Kafka's handleInitProducerId)."""
+        err = self.check_coordinator(txn_id)
+        if err:
+            return err, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        epoch = self._epoch_of(txn_id)
+        assert epoch is not None
+        md = self.txns.get(txn_id)
+        if md is None:
+            try:
+                pid = await self.producer_ids.generate()
+            except Exception as exc:
+                log.warning("%s: no producer id: %s", txn_id, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+            if self._epoch_of(txn_id) != epoch:
+                return ErrorCode.NOT_COORDINATOR, -1, -1
+            md = self.txns.get(txn_id)
+            if md is None:
+                md = self.txns[txn_id] = TransactionMetadata(txn_id, pid, timeout_ms=timeout_ms,
+                                                             last_update_ms=self.clock())
+        if md.pending_in_progress or md.state in _BUSY:
+            await self._settle(txn_id, md)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if md.pending_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if expected_pid >= 0 and not self._valid_expected(md, expected_pid, expected_epoch):
+            return ErrorCode.PRODUCER_FENCED, -1, -1
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if md.state == S.ONGOING:
+            # fence the open transaction: abort it at a bumped epoch; the client retries
+            # (CONCURRENT_TRANSACTIONS) and then gets the epoch after it
+            self._spawn(self._fence_and_abort(txn_id, md, epoch))
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if md.state == S.DEAD:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        now = self.clock()
+        # KIP-360: a producer that names its id and epoch (recovering from an error) is
+        # bumped from its epoch; a retry of a bump whose answer was lost gets the same
+        # epoch again; anyone else's epoch is fenced
+        bump_from, last = md.producer_epoch, md.producer_epoch
+        if expected_pid >= 0 and md.producer_epoch != NO_EPOCH and expected_epoch != md.producer_epoch:
+            if md.last_producer_epoch != NO_EPOCH and expected_epoch == md.last_producer_epoch:
+                bump_from, last = md.producer_epoch - 1, md.last_producer_epoch
+            else:
+                return ErrorCode.PRODUCER_FENCED, -1, -1
+        new_pid = None
+        if bump_from + 1 >= MAX_EPOCH:
+            try:
+                new_pid = await self.producer_ids.generate()
+            except Exception:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+            if md.pending_in_progress or self._epoch_of(txn_id) != epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        try:
+            t = md.prepare_increment_epoch(timeout_ms, now, new_pid, client_version, bump_from=bump_from,
+                                           last_epoch=last)
+        except IllegalTransition as exc:
+            log.warning("%s", exc)
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        code = await self._write(txn_id, md, t, epoch)
+        if code:
+            return code, -1, -1
+        return 0, md.producer_id, md.producer_epoch
+
+    @staticmethod
+    def _valid_expected(md: TransactionMetadata, pid: int, epoch: int) -> bool:
+        """KIP-360 (Kafka's isValidProducerId): a named producer id is the current one, or
+        the id was just created, or it is the previous id whose epoch ran out (a retry of
+        the bump that rotated it)."""
+        return (md.producer_epoch == NO_EPOCH or pid == md.producer_id
+                or (pid == md.previous_producer_id and epoch >= MAX_EPOCH - 1))
+
+    async def _fence_and_abort(self, txn_id: str, md: TransactionMetadata, coord_epoch: int) -> None:
+        """Fences the producer of an open transaction (its epoch goes up by one, in
+        memory: PrepareEpochFence) and aborts the transaction at the bumped epoch. A
+        fence whose abort could not be written stays PrepareEpochFence and is tried
+        again by the timeout timer, without a second bump."""
+        if md.pending_in_progress:
+            return
+        if md.state == S.ONGOING:
+            md.apply_fence(md.prepare_fence_epoch(self.clock()))
+        if md.state == S.PREPARE_EPOCH_FENCE:
+            await self._end(txn_id, md, md.producer_id, md.producer_epoch, False, coord_epoch, from_client=False)
+
+    # ------------------------------------------------------------------ AddPartitionsToTxn
+
+    def _check_producer(self, md: TransactionMetadata | None, pid: int, epoch: int) -> int:
+        if md is None or md.producer_id != pid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch != md.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        return 0
+
+    async def add_partitions(self, txn_id: str, pid: int, epoch: int,
+                             partitions: Iterable[tuple[str, int]]) -> int:
+        """Kafka's handleAddPartitionsToTransaction: one error for all the partitions."""
+        err = self.check_coordinator(txn_id)
+        if err:
+            return err
+        coord_epoch = self._epoch_of(txn_id)
+        assert coord_epoch is not None
+        md = self.txns.get(txn_id)
+        err = self._check_producer(md, pid, epoch)
+        if err:
+            return err
+        assert md is not None
+        if md.pending_in_progress or md.state in _BUSY:
+            await self._settle(txn_id, md)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            err = self._check_producer(md, pid, epoch)
+            if err:
+                return err
+        if md.pending_in_progress or md.state in _BUSY:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        wanted = set(partitions)
+        if md.state == S.ONGOING and wanted <= md.partitions:
+            return 0
+        if md.state == S.DEAD:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        try:
+            t = md.prepare_add_partitions(wanted, self.clock())
+        except IllegalTransition:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return await self._write(txn_id, md, t, coord_epoch)
+
+    def verify_partitions(self, txn_id: str, pid: int, epoch: int,
+                          partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn verify_only (KIP-890 part 1): is each partition in the open
+        transaction of this producer? INVALID_TXN_STATE (TRANSACTION_ABORTABLE for the
+        client) where it is not."""
+        parts = list(partitions)
+        err = self.check_coordinator(txn_id)
+        md = self.txns.get(txn_id)
+        if not err:
+            err = self._check_producer(md, pid, epoch)
+        if err:
+            return {tp: err for tp in parts}
+        assert md is not None
+        if md.pending is not None and md.pending != S.ONGOING:
+            # the transaction is ending: the producer retries (Kafka's verification answers so)
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in parts}
+        # an Ongoing -> Ongoing transition in flight (more partitions being added) changes
+        # nothing of the partitions already in
+        ok = md.state == S.ONGOING
+        return {tp: 0 if ok and tp in md.partitions else ErrorCode.INVALID_TXN_STATE for tp in parts}
+
+    async def verify(self, txn_id: str, pid: int, epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """verify_partitions here when this broker coordinates txn_id, else at the
+        coordinator (the produce path's verification)."""
+        if self.check_coordinator(txn_id) == ErrorCode.NOT_COORDINATOR:
+            node = self.coordinator_node(txn_id)
+            if node >= 0:
+                return await self.markers.verify(node, txn_id, pid, epoch, partitions)
+        return self.verify_partitions(txn_id, pid, epoch, partitions)
+
+    async def add_offsets(self, txn_id: str, pid: int, epoch: int, group_id: str, offsets_partitions: int) -> int:
+        """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
+        from broker.group.records import partition_for as group_partition
+        return await self.add_partitions(txn_id, pid, epoch, [(OFFSETS_TOPIC, group_partition(group_id,
+                                                                                              offsets_partitions))])
+
+    # ------------------------------------------------------------------ EndTxn
+
+    async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+        """(error, producer id, epoch) (Kafka's handleEndTransaction from a client)."""
+        err = self.check_coordinator(txn_id)
+        if err:
+            return err, -1, -1
+        coord_epoch = self._epoch_of(txn_id)
+        assert coord_epoch is not None
+        md = self.txns.get(txn_id)
+        if md is None or md.producer_id != pid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        code = await self._end(txn_id, md, pid, epoch, commit, coord_epoch, from_client=True)
+        return code, md.producer_id, md.producer_epoch
+
+    async def _end(self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool,
+                        coord_epoch: int, from_client: bool) -> int:
+        if epoch != md.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if md.pending_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        state = md.state
+        if state == S.ONGOING or (state == S.PREPARE_EPOCH_FENCE and not from_client and not commit):
+            target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            try:
+                t = md.prepare_abort_or_commit(target, self.clock())
+            except IllegalTransition:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            code = await self._write(txn_id, md, t, coord_epoch)
+            if code:
+                return code
+            self._spawn(self._complete(txn_id, md, coord_epoch))
+            return 0
+        if state == S.COMPLETE_COMMIT:
+            return 0 if commit else ErrorCode.INVALID_TXN_STATE
+        if state == S.COMPLETE_ABORT:
+            return ErrorCode.INVALID_TXN_STATE if commit else 0
+        if state == S.PREPARE_COMMIT:
+            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+        if state == S.PREPARE_ABORT:
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        if state == S.PREPARE_EPOCH_FENCE:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.INVALID_TXN_STATE            # Empty, Dead
+
+    # ------------------------------------------------------------------ markers
+
+    async def _complete(self, txn_id: str, md: TransactionMetadata, coord_epoch: int) -> None:
+        """Writes the markers of md's PrepareCommit / PrepareAbort to every partition's
+        leader (retrying until each has it, while this broker is still the coordinator at
+        `coord_epoch`), then CompleteCommit / CompleteAbort."""
+        commit = md.state == S.PREPARE_COMMIT
+        remaining = set(md.partitions)
+        pid, epoch = md.producer_id, md.producer_epoch
+        while remaining:
+            if self._closed or self._epoch_of(txn_id) != coord_epoch or self.txns.get(txn_id) is not md:
+                return                                   # another coordinator finishes it
+            by_broker: dict[int, list[tuple[str, int]]] = {}
+            for topic, p in sorted(remaining):
+                info = self.metadata.topic(topic)
+                if info is None or p not in info.partitions:
+                    log.info("%s: %s-%d no longer exists: no marker", txn_id, topic, p)
+                    remaining.discard((topic, p))
+                    continue
+                leader = info.partitions[p].leader
+                if leader >= 0:
+                    by_broker.setdefault(leader, []).append((topic, p))
+            if not by_broker:
+                if remaining:
+                    await asyncio.sleep(MARKER_RETRY_S)
+                continue
+            sends = [self._send(b, Marker(pid, epoch, commit, coord_epoch, tuple(parts)))
+                     for b, parts in by_broker.items()]
+            results = await asyncio.gather(*sends)
+            fenced = False
+            for answers in results:
+                for (_pid, topic, p), code in answers.items():
+                    if code in _MARKER_DONE:
+                        remaining.discard((topic, p))
+                    elif code in _MARKER_FENCED:
+                        fenced = True
+            if fenced:
+                log.info("%s: a newer coordinator writes its markers", txn_id)
+                return
+            if remaining:
+                await asyncio.sleep(MARKER_RETRY_S)
+        if self._epoch_of(txn_id) != coord_epoch or self.txns.get(txn_id) is not md:
+            return
+        while True:
+            try:
+                t = md.prepare_complete(self.clock())
+            except IllegalTransition as exc:
+                log.warning("%s", exc)
+                return
+            code = await self._write(txn_id, md, t, coord_epoch)
+            if code in (0, ErrorCode.NOT_COORDINATOR):
+                return
+            await asyncio.sleep(MARKER_RETRY_S)
+            if self._closed or self._epoch_of(txn_id) != coord_epoch:
+                return
+
+    async def _send(self, broker_id: int, marker: Marker) -> dict[tuple[int, str, int], int]:
+        try:
+            return await self.markers.send(broker_id, [marker])
+        except Exception as exc:
+            log.debug("markers to broker %d: %s", broker_id, exc)
+            return {}
+
+    # ------------------------------------------------------------------ timers
+
+    def abort_timed_out(self) -> int:
+        """Aborts (with an epoch bump, fencing the producer) open transactions past their
+        timeout (Kafka's abortTimedOutTransactions)."""
+        now = self.clock()
+        n = 0
+        for txn_id, md in list(self.txns.items()):
+            if md.pending_in_progress:
+                continue
+            if md.state == S.PREPARE_EPOCH_FENCE or (md.state == S.ONGOING and md.start_ms >= 0
+                                                     and now - md.start_ms > md.timeout_ms):
+                coord_epoch = self._epoch_of(txn_id)
+                if coord_epoch is None:
+                    continue
+                log.info("%s: aborting the transaction of producer %d open since %d ms (timeout %d ms)", txn_id,
+                         md.producer_id, now - md.start_ms, md.timeout_ms)
+                self._spawn(self._fence_and_abort(txn_id, md, coord_epoch))
+                n += 1
+        return n
+
+    def remove_expired(self) -> int:
+        """Tombstones ids idle for transactional.id.expiration.ms with no open transaction."""
+        now = self.clock()
+        expiry = self.config["transactional.id.expiration.ms"]
+        n = 0
+        for txn_id, md in list(self.txns.items()):
+            if md.state in COMPLETED and not md.pending_in_progress and now - md.last_update_ms >= expiry:
+                coord_epoch = self._epoch_of(txn_id)
+                if coord_epoch is None:
+                    continue
+                t = md.prepare_dead(now)
+                self._spawn(self._write(txn_id, md, t, coord_epoch))
+                n += 1
+        return n
+
+    # ------------------------------------------------------------------ admin (ListTransactions, DescribeTransactions)
+
+    def list_transactions(self, states: Iterable[str], pids: Iterable[int],
+                          min_duration_ms: int = -1) -> tuple[list[tuple[str, int, str]], list[str]]:
+        """([(id, producer id, state name)], unknown state filters) over the ids coordinated here."""
+        wanted: set[TxnState] = set()
+        unknown: list[str] = []
+        for name in states:
+            st = TxnState.from_kafka_name(name)
+            if st is None:
+                unknown.append(name)
+            else:
+                wanted.add(st)
+        pid_set = set(pids)
+        now = self.clock()
+        out = []
+        for txn_id, md in sorted(self.txns.items()):
+            if states and not wanted:
+                break
+            if wanted and md.state not in wanted:
+                continue
+            if pid_set and md.producer_id not in pid_set:
+                continue
+            if min_duration_ms >= 0 and (md.state != S.ONGOING or now - md.start_ms < min_duration_ms):
+                continue
+            out.append((txn_id, md.producer_id, md.state.kafka_name))
+        return out, unknown
+
+    def describe(self, txn_id: str) -> tuple[int, TransactionMetadata | None]:
+        err = self.check_coordinator(txn_id)
+        if err:
+            return err, None
+        md = self.txns.get(txn_id)
+        if md is None:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return 0, md

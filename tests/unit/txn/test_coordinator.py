@@ -1,0 +1,290 @@
+"""The transaction coordinator over a real log of __transaction_state (one partition,
+this broker its leader): InitProducerId, AddPartitionsToTxn, EndTxn, the markers, fencing,
+timeouts, expiry, and a new leader completing what its predecessor left in flight."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from broker.config import BrokerConfig
+from broker.log import Log, TopicPartition
+from broker.protocol.errors import ErrorCode as E
+from broker.txn.coordinator import TXN_TOPIC, Marker, TransactionCoordinator
+from broker.txn.metadata import TxnState
+
+S = TxnState
+TP = TopicPartition(TXN_TOPIC, 0)
+
+
+class Write:
+    def __init__(self, error=0, last=-1):
+        self.error, self.error_message, self.last_offset = error, None, last
+
+    async def wait(self):
+        return self.error
+
+
+class LogWriter:
+    """__transaction_state's one partition on a real Log; `fail` makes appends fail."""
+
+    def __init__(self, lg: Log):
+        self.log = lg
+        self.leader = True
+        self.epoch = 3
+        self.fail = 0
+
+    def is_leader(self, tp):
+        return self.leader
+
+    def leader_epoch(self, tp):
+        return self.epoch
+
+    def append(self, tp, records, timeout_ms):
+        if self.fail:
+            return Write(self.fail)
+        info = self.log.append_as_leader(records, self.epoch)
+        self.log.update_high_watermark(self.log.log_end_offset)
+        return Write(0, info.last_offset)
+
+    def loadable_range(self, tp):
+        return self.log.log_start_offset, self.log.log_end_offset
+
+    def read(self, tp, offset, max_bytes, end):
+        return self.log.read_bytes(offset, max_bytes, end)
+
+
+class Cluster:
+    def __init__(self):
+        self.topics = {TXN_TOPIC: TopicInfo(TXN_TOPIC, uuid.uuid4(), {0: PartitionState(0, [1], 1)}),
+                       "out": TopicInfo("out", uuid.uuid4(), {0: PartitionState(0, [1], 1),
+                                                               1: PartitionState(1, [2], 2)})}
+
+    def topic(self, name):
+        return self.topics.get(name)
+
+    def brokers(self):
+        return {1: BrokerInfo(1, "127.0.0.1", 1), 2: BrokerInfo(2, "127.0.0.1", 2)}
+
+    async def wait_for(self, predicate, timeout):
+        return predicate()
+
+
+class Markers:
+    def __init__(self):
+        self.sent: list[tuple[int, Marker]] = []
+        self.answer = 0
+
+    async def send(self, broker_id, markers):
+        self.sent.extend((broker_id, m) for m in markers)
+        return {(m.producer_id, t, p): self.answer for m in markers for t, p in m.partitions}
+
+    async def verify(self, broker_id, txn_id, pid, epoch, partitions):
+        return {}
+
+
+class Ids:
+    def __init__(self):
+        self.next = 5000
+
+    async def generate(self):
+        self.next += 1
+        return self.next
+
+
+@pytest.fixture
+def env(tmp_path):
+    cfg = BrokerConfig({"log.dir": str(tmp_path), "transaction.state.log.num.partitions": "1",
+                        "transaction.max.timeout.ms": "60000"})
+    lg = Log.load(str(tmp_path / "__transaction_state-0"), TP, cfg.log_config({"cleanup.policy": "compact"}))
+    writer, cluster, markers = LogWriter(lg), Cluster(), Markers()
+    clock = [1_000_000]
+
+    def make():
+        c = TransactionCoordinator(cfg, writer, cluster, Ids(), markers, _no_create, clock=lambda: clock[0])
+        c.load_all()
+        return c
+
+    yield make, writer, markers, clock, cfg
+    lg.close()
+
+
+async def _no_create(*a):
+    raise AssertionError("the topic exists")
+
+
+async def _settle():
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_commit_cycle_writes_markers_then_completes(env):
+    make, writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        err, pid, epoch = await c.init_producer_id("t1", 10000)
+        assert (err, epoch) == (0, 0) and pid > 0
+        assert await c.add_partitions("t1", pid, epoch, [("out", 0), ("out", 1)]) == 0
+        assert c.txns["t1"].state is S.ONGOING
+        assert c.verify_partitions("t1", pid, epoch, [("out", 0), ("other", 0)]) == {
+            ("out", 0): 0, ("other", 0): E.INVALID_TXN_STATE}
+        # partitions being added meanwhile change nothing of those already in
+        md = c.txns["t1"]
+        t = md.prepare_add_partitions({("more", 0)}, 1)
+        assert c.verify_partitions("t1", pid, epoch, [("out", 0)]) == {("out", 0): 0}
+        md.abort_transition(t)
+        assert (await c.end_txn("t1", pid, epoch, True))[0] == 0
+        await _settle()
+        assert c.txns["t1"].state is S.COMPLETE_COMMIT
+        sent = sorted((b, m.partitions, m.commit, m.coordinator_epoch) for b, m in markers.sent)
+        assert sent == [(1, (("out", 0),), True, 3), (2, (("out", 1),), True, 3)]
+        # a retried commit is fine, an abort of it is not
+        assert (await c.end_txn("t1", pid, epoch, True))[0] == 0
+        assert (await c.end_txn("t1", pid, epoch, False))[0] == E.INVALID_TXN_STATE
+        await c.shutdown()
+    run(go())
+
+
+def test_bad_input_gets_protocol_errors(env):
+    make, _writer, _markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        assert (await c.init_producer_id("t1", 60001))[0] == E.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.init_producer_id("t1", 0))[0] == E.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.end_txn("nobody", 1, 0, True))[0] == E.INVALID_PRODUCER_ID_MAPPING
+        _, pid, epoch = await c.init_producer_id("t1", 10000)
+        assert (await c.end_txn("t1", pid, epoch, True))[0] == E.INVALID_TXN_STATE        # nothing open
+        assert await c.add_partitions("t1", pid + 1, epoch, [("out", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
+        assert await c.add_partitions("t1", pid, epoch + 1, [("out", 0)]) == E.PRODUCER_FENCED
+        assert (await c.init_producer_id("", 10000))[0] == E.INVALID_REQUEST
+        await c.shutdown()
+    run(go())
+
+
+def test_a_second_producer_fences_the_first_and_aborts_its_transaction(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, e0 = await c.init_producer_id("t1", 10000)
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == 0
+        # the zombie's successor: its open transaction is aborted first, it retries
+        assert (await c.init_producer_id("t1", 10000))[0] == E.CONCURRENT_TRANSACTIONS
+        await _settle()
+        assert c.txns["t1"].state is S.COMPLETE_ABORT
+        abort = [m for _b, m in markers.sent if not m.commit]
+        assert abort and abort[0].producer_epoch == e0 + 1
+        err, pid2, e2 = await c.init_producer_id("t1", 10000)
+        assert (err, pid2, e2) == (0, pid, e0 + 2)
+        # the old producer is fenced everywhere
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == E.PRODUCER_FENCED
+        assert (await c.end_txn("t1", pid, e0, True))[0] == E.PRODUCER_FENCED
+        await c.shutdown()
+    run(go())
+
+
+def test_kip360_bump_from_the_producers_own_epoch(env):
+    make, *_ = env
+
+    async def go():
+        c = make()
+        _, pid, e0 = await c.init_producer_id("t1", 10000)
+        err, pid1, e1 = await c.init_producer_id("t1", 10000, pid, e0)
+        assert (err, pid1, e1) == (0, pid, e0 + 1)
+        # a retry of that bump (its answer lost) gets the same epoch
+        assert await c.init_producer_id("t1", 10000, pid, e0) == (0, pid, e0 + 1)
+        # an epoch nobody had is fenced
+        assert (await c.init_producer_id("t1", 10000, pid, e0 + 7))[0] == E.PRODUCER_FENCED
+        await c.shutdown()
+    run(go())
+
+
+def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch(env):
+    make, _writer, markers, clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, e0 = await c.init_producer_id("t1", 5000)
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == 0
+        clock[0] += 4000
+        assert c.abort_timed_out() == 0
+        clock[0] += 2000
+        assert c.abort_timed_out() == 1
+        await _settle()
+        md = c.txns["t1"]
+        assert md.state is S.COMPLETE_ABORT and md.producer_epoch == e0 + 1
+        assert [m.commit for _b, m in markers.sent] == [False]
+        assert (await c.end_txn("t1", pid, e0, True))[0] == E.PRODUCER_FENCED
+        await c.shutdown()
+    run(go())
+
+
+def test_a_new_leader_completes_what_was_prepared(env):
+    make, writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, e0 = await c.init_producer_id("t1", 10000)
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == 0
+        markers.answer = E.NOT_LEADER_OR_FOLLOWER           # the markers cannot be written yet
+        assert (await c.end_txn("t1", pid, e0, True))[0] == 0
+        await _settle()
+        assert c.txns["t1"].state is S.PREPARE_COMMIT
+        await c.shutdown()                                  # the old leader dies
+        markers.sent.clear()
+        markers.answer = 0
+        writer.epoch = 4
+        c2 = make()                                         # loads PrepareCommit and finishes it
+        assert c2.txns["t1"].state is S.PREPARE_COMMIT
+        await asyncio.sleep(0.05)
+        assert c2.txns["t1"].state is S.COMPLETE_COMMIT
+        assert [(m.commit, m.coordinator_epoch) for _b, m in markers.sent] == [(True, 4)]
+        await c2.shutdown()
+    run(go())
+
+
+def test_a_failed_write_is_answered_and_changes_nothing(env):
+    make, writer, *_ = env
+
+    async def go():
+        c = make()
+        _, pid, e0 = await c.init_producer_id("t1", 10000)
+        writer.fail = E.NOT_ENOUGH_REPLICAS
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == E.COORDINATOR_NOT_AVAILABLE
+        writer.fail = E.NOT_LEADER_OR_FOLLOWER
+        assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == E.NOT_COORDINATOR
+        assert c.txns["t1"].state is S.EMPTY and c.txns["t1"].pending is None
+        writer.leader = False
+        assert c.check_coordinator("t1") == E.NOT_COORDINATOR
+        await c.shutdown()
+    run(go())
+
+
+def test_idle_ids_expire_and_stay_gone_after_a_reload(env):
+    make, _writer, _markers, clock, cfg = env
+
+    async def go():
+        c = make()
+        await c.init_producer_id("t1", 10000)
+        _, pid2, e2 = await c.init_producer_id("t2", 10000)
+        await c.add_partitions("t2", pid2, e2, [("out", 0)])
+        clock[0] += cfg["transactional.id.expiration.ms"]
+        assert c.remove_expired() == 1                     # t2's transaction is open
+        await _settle()
+        assert set(c.txns) == {"t2"}
+        listed, unknown = c.list_transactions(["Ongoing", "Bogus"], [])
+        assert listed == [("t2", pid2, "Ongoing")] and unknown == ["Bogus"]
+        assert c.describe("t1")[0] == E.TRANSACTIONAL_ID_NOT_FOUND
+        await c.shutdown()
+        c2 = make()
+        assert set(c2.txns) == {"t2"}
+        await c2.shutdown()
+    run(go())
