@@ -49,6 +49,7 @@ from broker.server.connection import Connection
 from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
 
 if TYPE_CHECKING:
+    from broker.metrics.stats import RequestStats
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,8 @@ class Server:
         self.sock: socket.socket | None = None
         self.connections: set[Connection] = set()
         self.requests_handled = 0
+        #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
+        self.request_stats: RequestStats | None = None
         config = services.config
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
@@ -304,6 +307,8 @@ class Server:
         self.requests_handled += 1
         if response is None:
             return None
+        if self.request_stats is not None:
+            self.request_stats.count_errors(api_key, response)
         return codec.encode_response(header, cast(Message, response))
 
     def _unsupported_version(self, conn: Connection, handler, header, frame):
@@ -334,6 +339,8 @@ class Server:
         self.requests_handled += 1
         if response is None:
             return None
+        if self.request_stats is not None:
+            self.request_stats.count_errors(header.request_api_key, response)
         return codec.encode_response(header, response)
 
 

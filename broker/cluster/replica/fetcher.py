@@ -362,6 +362,7 @@ class ReplicaFetcher:
                 return
             records = d.records
             if records is not None and len(records):
+                self.manager.replication_bytes_in += len(records)
                 try:
                     part.append_as_follower(records)
                 except (ValueError, CorruptRecordError) as exc:
@@ -436,6 +437,8 @@ class ReplicaFetcherManager:
         self.partition = partition        # tp -> the local Partition (None: no longer a replica)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
+        #: Kafka's ReplicationBytesInPerSec: bytes of the leaders' batches appended here
+        self.replication_bytes_in = 0
 
     def fetcher_index(self, tp: TopicPartition) -> int:
         return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % max(self.cfg.num_fetchers, 1)
