@@ -12,7 +12,7 @@ their lag from the high watermarks of the partitions hosted here.
 The charts (in/out rates and request time over the last minutes) come from History, a
 sample of the counters every SAMPLE_S kept for HISTORY_SAMPLES samples, drawn as inline
 SVG by the server; the page's small script asks /status.json again every few seconds and
-redraws them and the tables' figures. Nothing is loaded from anywhere else.
+redraws them, the brokers' status and the groups' lag (every REFRESH_S). Nothing is loaded from anywhere else.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from broker.server.broker import Broker
 
 SAMPLE_S = 5.0
+REFRESH_S = 2.0                 # the page's script asks /status.json this often
 HISTORY_SAMPLES = 72            # six minutes
 PROBE_TIMEOUT_S = 0.5
 _PRODUCE, _FETCH = 0, 1
@@ -274,6 +275,6 @@ def render_html(data: dict[str, Any]) -> str:
             out.append(f"<tr><td>{_e(row['topic'])}</td><td>{row['partition']}</td><td>{row['committed']}</td>"
                        f"<td>{row['lag']}</td></tr>")
         out.append("</table>")
-    script = _SCRIPT % (CHART_W, CHART_H, json.dumps([k for k, _ in CHARTS]), int(SAMPLE_S * 1000))
+    script = _SCRIPT % (CHART_W, CHART_H, json.dumps([k for k, _ in CHARTS]), int(REFRESH_S * 1000))
     out.append(f"<script>{script}</script></body></html>")
     return "".join(out)
