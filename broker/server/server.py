@@ -47,12 +47,14 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.server.connection import Connection
 from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
+from broker.server.logsetup import request_log_api
 
 if TYPE_CHECKING:
     from broker.metrics.stats import RequestStats
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("broker.request")
 
 ACCEPT_BATCH = 64
 ACCEPT_BACKOFF_MIN_S = 0.05
@@ -106,6 +108,8 @@ class Server:
         self.requests_handled = 0
         #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
         self.request_stats: RequestStats | None = None
+        #: log.request.api: this API's requests and answers are logged at DEBUG (-1: none)
+        self.request_log_api = request_log_api(services.config)
         config = services.config
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
@@ -303,8 +307,10 @@ class Server:
         ctx = RequestContext(self.services, conn, header, received)
         response = handler.handle(ctx, request)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response)
+            return self._finish(header, response, conn, request if api_key == self.request_log_api else None)
         self.requests_handled += 1
+        if api_key == self.request_log_api:
+            self._log_request(conn, header, request, response)
         if response is None:
             return None
         if self.request_stats is not None:
@@ -334,9 +340,19 @@ class Server:
         conn.close()
         return None
 
-    async def _finish(self, header, awaitable) -> list | None:
+    def _log_request(self, conn: Connection, header, request, response) -> None:
+        """Kafka's request log (kafka.request.logger at DEBUG): the request, its answer,
+        the client and the time it took."""
+        request_log.debug("completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, "
+                          "response %r", request.__class__.__name__.removesuffix("Request"),
+                          header.request_api_version, header.correlation_id, conn, header.client_id,
+                          1000 * (self.loop.time() - conn.last_active), request, response)
+
+    async def _finish(self, header, awaitable, conn: Connection | None = None, logged=None) -> list | None:
         response = await awaitable
         self.requests_handled += 1
+        if logged is not None and conn is not None:
+            self._log_request(conn, header, logged, response)
         if response is None:
             return None
         if self.request_stats is not None:
