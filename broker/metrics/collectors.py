@@ -130,13 +130,14 @@ class BrokerCollector:
         for name, s in apis:
             c.add_metric([name], s.requests)
         yield c
-        for suffix, attr, kafka in TIME_PARTS:
+        for part, (suffix, kafka) in enumerate(TIME_PARTS):
             yield _histogram(f"kafka_network_{suffix}_seconds", f"Kafka's {kafka}, per API", ["request"],
-                             [([name], getattr(s, attr)) for name, s in apis])
+                             [([name], s.histogram(part)) for name, s in apis])
         e = CounterMetricFamily("kafka_network_errors", "Error codes in responses, per API and code, NONE "
                                                         "included (Kafka's ErrorsPerSec)", labels=["request", "error"])
-        for (key, code), n in sorted(self.requests.errors.items()):
-            e.add_metric([api_name(key), _error_name(code)], n)
+        for key, codes in sorted(self.requests.errors.items()):
+            for code, n in sorted(codes.items()):
+                e.add_metric([api_name(key), _error_name(code)], n)
         yield e
 
     # ------------------------------------------------------------------ replicas, logs

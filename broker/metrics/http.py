@@ -98,7 +98,7 @@ class MetricsServer:
         down = await self.probe.down_brokers()
         data = snapshot(self.metrics.broker, self.history, down)
         if path == "/status.json":
-            return 200, "application/json", json.dumps(data, indent=1).encode()
+            return 200, "application/json", json.dumps(data, separators=(",", ":")).encode()
         return 200, "text/html; charset=utf-8", render_html(data).encode()
 
 

@@ -10,7 +10,6 @@ than the request's own bookkeeping, which is why the requests' timings are kept 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 
 from broker.protocol.api import ApiKey
 
@@ -50,26 +49,33 @@ class Histogram:
         return out
 
 
-class ApiStats:
-    """One API's requests: Kafka's RequestsPerSec and TotalTimeMs split as Kafka splits it."""
+#: TotalTimeMs's parts, in order, as (metric suffix, Kafka's name)
+TIME_PARTS = (("request_queue_time", "RequestQueueTimeMs"),
+              ("local_time", "LocalTimeMs"),
+              ("remote_time", "RemoteTimeMs"),
+              ("response_send_time", "ResponseSendTimeMs"),
+              ("total_time", "TotalTimeMs"))
+_NB = len(LATENCY_BUCKETS) + 1
 
-    __slots__ = ("requests", "queue", "local", "remote", "send", "total")
+
+class ApiStats:
+    """One API's requests: Kafka's RequestsPerSec and TotalTimeMs split as Kafka splits it,
+    the five histograms of TIME_PARTS in one flat list of bucket counts (each _NB long)
+    and their sums: one request's observation is a few list increments, no calls."""
+
+    __slots__ = ("requests", "counts", "sums")
 
     def __init__(self) -> None:
         self.requests = 0
-        self.queue = Histogram()
-        self.local = Histogram()
-        self.remote = Histogram()
-        self.send = Histogram()
-        self.total = Histogram()
+        self.counts = [0] * (len(TIME_PARTS) * _NB)
+        self.sums = [0.0] * len(TIME_PARTS)
 
-
-#: TotalTimeMs's parts, in order, as (metric suffix, ApiStats attribute, Kafka's name)
-TIME_PARTS = (("request_queue_time", "queue", "RequestQueueTimeMs"),
-              ("local_time", "local", "LocalTimeMs"),
-              ("remote_time", "remote", "RemoteTimeMs"),
-              ("response_send_time", "send", "ResponseSendTimeMs"),
-              ("total_time", "total", "TotalTimeMs"))
+    def histogram(self, part: int) -> Histogram:
+        """A copy of one part's histogram (for the collectors)."""
+        h = Histogram()
+        h.counts = self.counts[part * _NB:(part + 1) * _NB]
+        h.sum = self.sums[part]
+        return h
 
 
 class RequestStats:
@@ -77,7 +83,7 @@ class RequestStats:
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
-        self.errors: dict[tuple[int, int], int] = {}
+        self.errors: dict[int, dict[int, int]] = {}       # api key -> error code -> count
         self._plans: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
     def observe(self, api_key: int, queue: float, local: float, remote: float, send: float) -> None:
@@ -86,46 +92,56 @@ class RequestStats:
         if s is None:
             s = self.apis[api_key] = ApiStats()
         s.requests += 1
-        s.queue.observe(queue)
-        s.local.observe(local)
-        s.remote.observe(remote)
-        s.send.observe(send)
-        s.total.observe(queue + local + remote + send)
+        c = s.counts
+        b = bisect.bisect_left
+        bounds = LATENCY_BUCKETS
+        total = queue + local + remote + send
+        c[b(bounds, queue)] += 1
+        c[_NB + b(bounds, local)] += 1
+        c[2 * _NB + (b(bounds, remote) if remote else 0)] += 1
+        c[3 * _NB + b(bounds, send)] += 1
+        c[4 * _NB + b(bounds, total)] += 1
+        sums = s.sums
+        sums[0] += queue
+        sums[1] += local
+        sums[2] += remote
+        sums[3] += send
+        sums[4] += total
 
     def count_errors(self, api_key: int, response: object) -> None:
         """Kafka's ErrorsPerSec: every error code of a response (top level and per topic,
         partition, group ...), NONE included, counted once each."""
-        errors = self.errors
-        for code in self._codes(response):
-            key = (api_key, code)
-            errors[key] = errors.get(key, 0) + 1
-
-    def _codes(self, obj: object) -> Iterable[int]:
-        plan = self._plans.get(type(obj))
-        if plan is None:
-            plan = self._plans[type(obj)] = _plan(obj)
-        has_code, lists = plan
-        if has_code:
-            code = getattr(obj, "error_code", None)
-            if isinstance(code, int):
-                yield code
-        for name in lists:
-            items = getattr(obj, name, None)
-            if items and type(items) is list:
-                for item in items:
-                    if hasattr(item, "__slots__"):
-                        yield from self._codes(item)
+        errors = self.errors.get(api_key)
+        if errors is None:
+            errors = self.errors[api_key] = {}
+        plans = self._plans
+        stack = [response]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            obj = pop()
+            plan = plans.get(obj.__class__)
+            if plan is None:
+                plan = plans[obj.__class__] = _plan(obj)
+            has_code, lists = plan
+            if has_code:
+                code = obj.error_code  # type: ignore[attr-defined]
+                errors[code] = errors.get(code, 0) + 1
+            for name in lists:
+                items = getattr(obj, name)
+                if items and items.__class__ is list:
+                    extend(items)
 
 
 def _plan(obj: object) -> tuple[bool, tuple[str, ...]]:
     """Which attributes of a message class hold an error code, which may hold arrays of
-    structs (everything but scalars; a nullable array may be None in the first one seen)."""
+    structs (everything but scalars; a nullable array may be None in the first one seen).
+    Anything without slots (the ints of an array of broker ids) has neither."""
     slots: list[str] = []
     for cls in type(obj).__mro__:
         slots.extend(getattr(cls, "__slots__", ()))
     lists = tuple(s for s in slots if s not in ("error_code", "error_message", "unknown_tagged_fields", "records")
                   and not isinstance(getattr(obj, s, None), (int, str, bytes, float)))
-    return "error_code" in slots, lists
+    return "error_code" in slots and isinstance(getattr(obj, "error_code", None), int), lists
 
 
 class TopicStats:

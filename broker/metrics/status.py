@@ -53,7 +53,7 @@ class History:
         out: list[float] = [sum(t.messages_in.values()), sum(t.bytes_in.values()), sum(t.bytes_out.values())]
         for key in (_PRODUCE, _FETCH):
             s = req.get(key)
-            out += [0.0, 0.0] if s is None else [float(s.total.sum), float(sum(s.total.counts))]
+            out += [0.0, 0.0] if s is None else [s.sums[4], float(s.requests)]
         return tuple(out)
 
     def sample(self) -> None:
