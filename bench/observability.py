@@ -7,9 +7,10 @@
 overhead: `broker perf produce` then `broker perf consume` (--records records of 100 B,
 one partition, acks=1) against a fresh `broker serve` pinned to CPU 0 (taskset; the perf
 client on CPU 1), with metrics off and on, the two alternating (off-on, on-off, ...);
-with metrics on, /metrics is scraped every 5 s during the run, as Prometheus would. The
-broker's event loop is the default (uvloop when installed). Prints records/s per run and
-the medians.
+the broker's event loop is the default (uvloop when installed). Prints records/s and the
+broker's CPU seconds (/proc) per run and the medians; after each metrics-on run one
+scrape of /metrics, its time and the broker CPU it took (--scrape: also every 5 s during
+the runs, as Prometheus would).
 
 status: one broker with metrics.listener, --partitions partitions (topics of 100, RF 1)
 and --groups groups each with committed offsets on 10 partitions (1,000 lag rows); then
@@ -81,6 +82,7 @@ def overhead(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, list[float]]] = {m: {"produce": [], "consume": [], "produce_cpu": [],
                                                        "consume_cpu": []} for m in ("off", "on")}
     scrapes: list[float] = []
+    scrape_cost: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="kb-obs-") as tmp:
         for run in range(args.runs):
             for mode in (("off", "on") if run % 2 == 0 else ("on", "off")):
@@ -90,7 +92,7 @@ def overhead(args: argparse.Namespace) -> None:
                 broker.start()
                 stop = threading.Event()
                 thread = None
-                if mode == "on":
+                if mode == "on" and args.scrape:
                     thread = threading.Thread(target=scraper, args=(mport, stop, scrapes), daemon=True)
                     thread.start()
                 try:
@@ -100,6 +102,12 @@ def overhead(args: argparse.Namespace) -> None:
                     c1 = cpu_s(broker.pid)
                     c = perf("consume", broker.bootstrap, args.records)
                     c2 = cpu_s(broker.pid)
+                    if mode == "on":
+                        # one scrape after the runs: its time and the broker's CPU for it
+                        t0 = time.perf_counter()
+                        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+                            r.read()
+                        scrape_cost.append((time.perf_counter() - t0, cpu_s(broker.pid) - c2))
                 finally:
                     stop.set()
                     if thread is not None:
@@ -120,6 +128,9 @@ def overhead(args: argparse.Namespace) -> None:
               f"({100 * (on - off) / off:+.1f}%)")
     if scrapes:
         print(f"{len(scrapes)} scrapes during the runs, median {1000 * statistics.median(scrapes):.1f} ms")
+    if scrape_cost:
+        print(f"a scrape after the runs: median {1000 * statistics.median(c[0] for c in scrape_cost):.1f} ms, "
+              f"broker CPU {1000 * statistics.median(c[1] for c in scrape_cost):.1f} ms")
 
 
 def timed_get(url: str, times: int = 20) -> tuple[float, int]:
@@ -212,6 +223,7 @@ def main() -> None:
     o = sub.add_parser("overhead")
     o.add_argument("--records", type=int, default=200000)
     o.add_argument("--runs", type=int, default=5)
+    o.add_argument("--scrape", action="store_true", help="scrape /metrics every 5 s during the metrics-on runs")
     s = sub.add_parser("status")
     s.add_argument("--partitions", type=int, default=1000)
     s.add_argument("--groups", type=int, default=100)

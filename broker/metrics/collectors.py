@@ -134,7 +134,7 @@ class BrokerCollector:
             yield _histogram(f"kafka_network_{suffix}_seconds", f"Kafka's {kafka}, per API", ["request"],
                              [([name], s.histogram(part)) for name, s in apis])
         e = CounterMetricFamily("kafka_network_errors", "Error codes in responses, per API and code, NONE "
-                                                        "included (Kafka's ErrorsPerSec)", labels=["request", "error"])
+                                                        "left out (Kafka's ErrorsPerSec)", labels=["request", "error"])
         for key, codes in sorted(self.requests.errors.items()):
             for code, n in sorted(codes.items()):
                 e.add_metric([api_name(key), _error_name(code)], n)

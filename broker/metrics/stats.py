@@ -110,7 +110,9 @@ class RequestStats:
 
     def count_errors(self, api_key: int, response: object) -> None:
         """Kafka's ErrorsPerSec: every error code of a response (top level and per topic,
-        partition, group ...), NONE included, counted once each."""
+        partition, group ...) counted once each; NONE is not counted (Kafka counts it: here
+        requests_total says how many were answered, and Produce and Fetch answers without
+        an error are not looked through at all)."""
         errors = self.errors.get(api_key)
         if errors is None:
             errors = self.errors[api_key] = {}
@@ -125,7 +127,8 @@ class RequestStats:
             has_code, lists = plan
             if has_code:
                 code = obj.error_code  # type: ignore[attr-defined]
-                errors[code] = errors.get(code, 0) + 1
+                if code:
+                    errors[code] = errors.get(code, 0) + 1
             for name in lists:
                 items = getattr(obj, name)
                 if items and items.__class__ is list:

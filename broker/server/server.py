@@ -87,7 +87,7 @@ class ThrottledLog:
 class RequestContext:
     """What a handler sees besides its request (server/context.py's protocol)."""
 
-    __slots__ = ("services", "connection", "header", "api_version", "received")
+    __slots__ = ("services", "connection", "header", "api_version", "received", "errors")
 
     def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
         self.services = services
@@ -95,6 +95,9 @@ class RequestContext:
         self.header = header
         self.api_version = header.request_api_version
         self.received = received
+        #: False when the handler knows its response holds no error code (the metrics then
+        #: need not look through it: Produce and Fetch say so); None: unknown
+        self.errors: bool | None = None
 
 
 class Server:
@@ -307,13 +310,13 @@ class Server:
         ctx = RequestContext(self.services, conn, header, received)
         response = handler.handle(ctx, request)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response, conn, request if api_key == self.request_log_api else None)
+            return self._finish(header, response, ctx, request if api_key == self.request_log_api else None)
         self.requests_handled += 1
         if api_key == self.request_log_api:
             self._log_request(conn, header, request, response)
         if response is None:
             return None
-        if self.request_stats is not None:
+        if self.request_stats is not None and ctx.errors is not False:
             self.request_stats.count_errors(api_key, response)
         return codec.encode_response(header, cast(Message, response))
 
@@ -348,14 +351,14 @@ class Server:
                           header.request_api_version, header.correlation_id, conn, header.client_id,
                           1000 * (self.loop.time() - conn.last_active), request, response)
 
-    async def _finish(self, header, awaitable, conn: Connection | None = None, logged=None) -> list | None:
+    async def _finish(self, header, awaitable, ctx: RequestContext, logged=None) -> list | None:
         response = await awaitable
         self.requests_handled += 1
-        if logged is not None and conn is not None:
-            self._log_request(conn, header, logged, response)
+        if logged is not None:
+            self._log_request(ctx.connection, header, logged, response)
         if response is None:
             return None
-        if self.request_stats is not None:
+        if self.request_stats is not None and ctx.errors is not False:
             self.request_stats.count_errors(header.request_api_key, response)
         return codec.encode_response(header, response)
 

@@ -18,8 +18,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client import Cluster as Client, Consumer, Producer
+from broker.client import BrokerConnection, Cluster as Client, Consumer, Producer
 from broker.client.group import GroupConsumer
+from broker.protocol.messages.metadata import MetadataRequest
 from tests.support.cluster import poll_until
 from tests.support.ports import free_port
 
@@ -101,7 +102,14 @@ def test_metrics_match_a_known_load_and_follow_failures(metered):
         name = f"kafka_network_{part}_seconds"
         assert sum(value(x, f"{name}_count", request="Produce") for x in m.values()) == N, part
         assert value(lead, f"{name}_bucket", request="Produce", le="+Inf") == N, part
-    assert value(lead, "kafka_network_errors_total", request="Produce", error="NONE") == N
+    assert value(lead, "kafka_network_errors_total", request="Produce") == 0       # no error code at all
+    # one error code: a Metadata request for a topic that does not exist
+    unknown = value(lead, "kafka_network_errors_total", request="Metadata", error="UNKNOWN_TOPIC_OR_PARTITION")
+    with BrokerConnection("127.0.0.1", cluster.broker(leader).port) as conn:
+        conn.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")],
+                                     allow_auto_topic_creation=False))
+    assert value(scrape(ports[leader]), "kafka_network_errors_total", request="Metadata",
+                 error="UNKNOWN_TOPIC_OR_PARTITION") == unknown + 1
     size = value(lead, "kafka_log_size_bytes", topic=TOPIC, partition="0")
     assert size > N * 11                            # N batches, each with its 11-byte value
     assert value(lead, "kafka_server_bytes_in_total", topic=TOPIC) == size

@@ -162,6 +162,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
     if _done(ctx, request, total, watched, errors, deadline):
         _count_out(ctx, responses, total, replica_id)
+        ctx.errors = errors
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     _release(responses)
     # watch now, in the same step as the read that found too little: a move before the
@@ -202,6 +203,7 @@ async def _long_poll(ctx, request, version, replica_id, watch, deadline):
         responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
         if _done(ctx, request, total, watched, errors, deadline):
             _count_out(ctx, responses, total, replica_id)
+            ctx.errors = errors
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
         _release(responses)
         watch = _watch(ctx, watched, replica_id)
