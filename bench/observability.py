@@ -3,6 +3,7 @@
     .venv/bin/python bench/observability.py overhead [--records 200000] [--runs 5]
     .venv/bin/python bench/observability.py status [--partitions 1000] [--groups 100]
     .venv/bin/python bench/observability.py hooks
+    .venv/bin/python bench/observability.py profile [--records 1000000]
 
 overhead: `broker perf produce` then `broker perf consume` (--records records of 100 B,
 one partition, acks=1) against a fresh `broker serve` pinned to CPU 0 (taskset; the perf
@@ -15,7 +16,12 @@ the runs, as Prometheus would).
 status: one broker with metrics.listener, --partitions partitions (topics of 100, RF 1)
 and --groups groups each with committed offsets on 10 partitions (1,000 lag rows); then
 the time of GET /, /status.json and /metrics over loopback (medians of 20, and the
-sizes), one at a time.
+sizes), one at a time, and meanwhile the round trips of a client's ApiVersions requests
+(how long the event loop is held by the page or the scrape).
+
+profile: py-spy samples of a broker with metrics on (pinned as above) during one produce
+and one consume run: the share of the broker's busy samples in the metrics' code, and the
+requests the run took (from /metrics).
 
 hooks: what metrics on add to one request in the broker, timed in this process (timeit,
 best of 5): the five histograms' observations, the error codes of a Produce and a Fetch
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -144,6 +151,16 @@ def timed_get(url: str, times: int = 20) -> tuple[float, int]:
     return statistics.median(ms), size
 
 
+def ping(port: int, stop: threading.Event, rtts: list[float]) -> None:
+    from broker.protocol.messages.api_versions import ApiVersionsRequest
+    with BrokerConnection("127.0.0.1", port) as conn:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            conn.request(ApiVersionsRequest(client_software_name="bench", client_software_version="1"))
+            rtts.append(1000 * (time.perf_counter() - t0))
+            time.sleep(0.002)
+
+
 def status(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kb-status-") as tmp:
         mport = free_port()
@@ -186,8 +203,18 @@ def status(args: argparse.Namespace) -> None:
             print(f"{sum(len(t['partitions']) for t in d['topics'])} partitions (with __consumer_offsets), "
                   f"{len(d['groups'])} groups, {rows} lag rows")
             for path in ("/", "/status.json", "/metrics"):
+                # meanwhile a client's ApiVersions round trips: how long the loop is held
+                stop = threading.Event()
+                rtts: list[float] = []
+                pinger = threading.Thread(target=ping, args=(broker.port, stop, rtts), daemon=True)
+                pinger.start()
                 ms, size = timed_get(f"http://127.0.0.1:{mport}{path}")
-                print(f"GET {path}: median {ms:.1f} ms, {size / 1024:.0f} KiB")
+                stop.set()
+                pinger.join()
+                rtts.sort()
+                print(f"GET {path}: median {ms:.1f} ms, {size / 1024:.0f} KiB; ApiVersions round trips meanwhile: "
+                      f"median {rtts[len(rtts) // 2]:.1f} ms, p99 {rtts[int(len(rtts) * 0.99)]:.1f} ms, "
+                      f"max {rtts[-1]:.1f} ms ({len(rtts)})")
         finally:
             broker.stop()
 
@@ -217,6 +244,49 @@ def hooks(args: argparse.Namespace) -> None:
         print(f"{name}: {best * 1e6:.2f} us")
 
 
+#: frames that are the metrics' own work on the hot path (the timing lines inlined in
+#: Connection._run_pending and Server.dispatch are not separable: a few attribute reads)
+METRICS_FRAMES = ("broker/metrics/", "_observe_sent", "_count_out (")
+
+
+def profile(args: argparse.Namespace) -> None:
+    """py-spy samples of the broker (metrics on) while perf produces and consumes: the
+    share of its busy samples inside the metrics' code. Independent of how loaded the
+    machine is, unlike a throughput comparison."""
+    with tempfile.TemporaryDirectory(prefix="kb-prof-") as tmp:
+        mport = free_port()
+        broker = PinnedBroker(os.path.join(tmp, "data"), config={"metrics.listener": f"127.0.0.1:{mport}"}, cpu=0,
+                              event_loop="auto")
+        broker.start()
+        raw = os.path.join(tmp, "samples.txt")
+        spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--pid",
+                                str(broker.pid), "--rate", "250", "--format", "raw", "--output", raw, "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            p = perf("produce", broker.bootstrap, args.records)
+            c = perf("consume", broker.bootstrap, args.records)
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        finally:
+            spy.send_signal(2)
+            spy.wait(60)
+            broker.stop()
+        total = metrics = 0
+        for line in open(raw):
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not count.isdigit():
+                continue
+            total += int(count)
+            if any(f in stack for f in METRICS_FRAMES):
+                metrics += int(count)
+        requests = {m.group(1): float(m.group(2)) for m in
+                    re.finditer(r'kafka_network_requests_total\{request="(\w+)"\} ([\d.e+]+)', text)}
+        print(f"produce {p:,.0f} records/s, consume {c:,.0f} records/s; Produce requests {requests.get('Produce', 0):,.0f}, "
+              f"Fetch requests {requests.get('Fetch', 0):,.0f}")
+        print(f"{total} busy samples of the broker, {metrics} in the metrics' code: {100 * metrics / max(total, 1):.2f}%")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -228,8 +298,10 @@ def main() -> None:
     s.add_argument("--partitions", type=int, default=1000)
     s.add_argument("--groups", type=int, default=100)
     sub.add_parser("hooks")
+    f = sub.add_parser("profile")
+    f.add_argument("--records", type=int, default=1000000)
     args = p.parse_args()
-    {"overhead": overhead, "status": status, "hooks": hooks}[args.what](args)
+    {"overhead": overhead, "status": status, "hooks": hooks, "profile": profile}[args.what](args)
 
 
 if __name__ == "__main__":

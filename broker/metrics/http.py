@@ -15,6 +15,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from broker.metrics.status import History, StatusProbe, render_html, snapshot
 
@@ -94,12 +95,27 @@ class MetricsServer:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"only GET\n"
         if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+            # the figures are read here, on the loop, between two events; the text is
+            # written in a worker thread (with a thousand partitions that is most of the
+            # scrape's time, which the loop does not wait through)
+            snapshot_ = _Collected(list(self.metrics.registry.collect()))
+            body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, snapshot_)
+            return 200, CONTENT_TYPE_LATEST, body
         down = await self.probe.down_brokers()
         data = snapshot(self.metrics.broker, self.history, down)
         if path == "/status.json":
             return 200, "application/json", json.dumps(data, separators=(",", ":")).encode()
         return 200, "text/html; charset=utf-8", render_html(data).encode()
+
+
+class _Collected:
+    """Metric families already collected, as generate_latest() asks a registry for them."""
+
+    def __init__(self, families: list[Metric]):
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed"}
