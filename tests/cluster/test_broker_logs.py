@@ -5,8 +5,8 @@ Three brokers with log.format=json, each with its state-change log in a file of 
 each one writes, to stderr and to its state-change log, is a JSON object; after the
 leader of a partition is killed, the state-change log names the partition, the old and
 the new leader and the controller epoch (the one ZooKeeper holds), and the new leader's
-own line agrees; the killed broker, restarted, says which segment of how many its log
-recovery is at.
+own line agrees; the killed broker, restarted 20,000 records behind, says which segment
+of how many its log recovery is at, and how its catching up with the leader goes.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from broker.cluster.store.znodes import ControllerEpochZNode
 from tests.support.cluster import poll_until
 
 TOPIC = "audited"
+BEHIND = 20000
 
 
 def json_lines(path) -> list[dict]:
@@ -83,7 +84,11 @@ def test_json_logs_state_change_log_request_log_and_recovery_progress(make_clust
     assert not any(r["logger"] == "state.change.logger"
                    for r in json_lines(cluster.broker(new).log_path))
 
-    # the killed broker back: its log recovery reports progress (it died uncleanly)
+    # the killed broker back, 20,000 records behind: its log recovery reports progress (it
+    # died uncleanly), and so does its catching up with the new leader
+    with Producer(cluster.bootstrap, acks=-1) as producer:
+        for i in range(BEHIND):
+            producer.send(TOPIC, b"later-%d" % i, partition=0)
     cluster.start(old)
     cluster.wait_for_isr(TOPIC, 0, {1, 2, 3})
     for i in (1, 2, 3):
@@ -95,3 +100,8 @@ def test_json_logs_state_change_log_request_log_and_recovery_progress(make_clust
                  if "recovering segment" in r["message"]]
     assert any(re.search(rf"{TOPIC}-0: recovering segment 1 of 1 \(base offset 0, [\d.]+ MB so far, [\d.]+ MB/s\)", m)
                for m in recovered), recovered
+    caught = [r["message"] for r in json_lines(cluster.broker(old).log_path) if f"{TOPIC}-0: c" in r["message"]]
+    assert any(m.startswith(f"{TOPIC}-0: catching up with leader {new}: {BEHIND} records behind (offset 50, ")
+               for m in caught), caught
+    assert any(re.match(rf"{TOPIC}-0: caught up with leader {new} at offset {50 + BEHIND} \({BEHIND} records in ", m)
+               for m in caught), caught
