@@ -14,7 +14,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from broker.metrics.status import History, StatusProbe, render_html, snapshot
@@ -73,7 +73,8 @@ class MetricsServer:
             status, ctype, body = await self._answer(head)
             writer.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\n"
                          b"Connection: close\r\n\r\n" % (status, _REASONS[status], ctype.encode(), len(body)))
-            writer.write(body)
+            if not head.startswith(b"HEAD "):
+                writer.write(body)
             await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -98,14 +99,26 @@ class MetricsServer:
             # the figures are read here, on the loop, between two events; the text is
             # written in a worker thread (with a thousand partitions that is most of the
             # scrape's time, which the loop does not wait through)
+            # the format the scraper asks for (Accept), as prometheus_client's own exporter
+            # chooses it: Prometheus' text format 0.0.4, or OpenMetrics
+            encoder, content_type = choose_encoder(_header(head, b"accept"))
             snapshot_ = _Collected(list(self.metrics.registry.collect()))
-            body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, snapshot_)
-            return 200, CONTENT_TYPE_LATEST, body
+            body = await asyncio.get_running_loop().run_in_executor(None, encoder, snapshot_)
+            return 200, content_type, body
         down = await self.probe.down_brokers()
         data = snapshot(self.metrics.broker, self.history, down)
         if path == "/status.json":
             return 200, "application/json", json.dumps(data, separators=(",", ":")).encode()
         return 200, "text/html; charset=utf-8", render_html(data).encode()
+
+
+def _header(head: bytes, name: bytes) -> str:
+    """A request header's value ('' when absent)."""
+    for line in head.split(b"\r\n")[1:]:
+        key, sep, value = line.partition(b":")
+        if sep and key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
 
 
 class _Collected:
