@@ -18,8 +18,18 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.
                                       0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+#: the key followers' fetches are counted under (Kafka's RequestMetrics name them apart:
+#: FetchFollower, and FetchConsumer for the others)
+FETCH_FOLLOWER = 1 | 1 << 16
+
+
 def api_name(api_key: int) -> str:
-    """Kafka's request name (the `request` tag of kafka.network:RequestMetrics): Produce, ApiVersions..."""
+    """Kafka's request name (the `request` tag of kafka.network:RequestMetrics): Produce,
+    ApiVersions ..., and FetchConsumer / FetchFollower for Fetch."""
+    if api_key == 1:
+        return "FetchConsumer"
+    if api_key == FETCH_FOLLOWER:
+        return "FetchFollower"
     try:
         return "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
     except ValueError:

@@ -183,7 +183,7 @@ def _ids(values: list[int], down: set[int]) -> str:
 
 CHARTS = (("messages_in_per_s", "records in /s"), ("bytes_in_per_s", "bytes in /s"),
           ("bytes_out_per_s", "bytes out /s"), ("produce_ms", "Produce ms (mean total time)"),
-          ("fetch_ms", "Fetch ms (mean total time, long polls included)"))
+          ("fetch_ms", "FetchConsumer ms (mean total time, long polls included)"))
 CHART_W, CHART_H = 300, 60
 
 

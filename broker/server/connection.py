@@ -58,6 +58,8 @@ SENDMSG_MAX_PARTS = 64
 TURN_BUDGET_S = 0.0005
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
+_FETCH = 1
+_FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
 
 class _Slot:
@@ -97,6 +99,7 @@ class Connection:
         self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
+        self.follower = False                          # a follower's fetch connection (Fetch said so)
         # metrics (None: off): each pending frame's arrival time, and the timings of the
         # answers queued for sending (observed once the output queue has drained)
         self.stats = getattr(server, "request_stats", None)
@@ -195,6 +198,8 @@ class Connection:
                     return
                 if stats is not None:
                     end = clock()
+                    if api_key == _FETCH and self.follower:
+                        api_key = _FETCH_FOLLOWER
                     timing = (api_key, self.arrived.popleft(), now, end, end)
                     if result is None:                   # no answer (acks=0): handled now
                         stats.observe(api_key, now - timing[1], end - now, 0.0, 0.0)

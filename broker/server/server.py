@@ -317,7 +317,7 @@ class Server:
         if response is None:
             return None
         if self.request_stats is not None and ctx.errors is not False:
-            self.request_stats.count_errors(api_key, response)
+            self.request_stats.count_errors(api_key | (1 << 16 if api_key == 1 and conn.follower else 0), response)
         return codec.encode_response(header, cast(Message, response))
 
     def _unsupported_version(self, conn: Connection, handler, header, frame):
@@ -359,7 +359,8 @@ class Server:
         if response is None:
             return None
         if self.request_stats is not None and ctx.errors is not False:
-            self.request_stats.count_errors(header.request_api_key, response)
+            key = header.request_api_key
+            self.request_stats.count_errors(key | (1 << 16 if key == 1 and ctx.connection.follower else 0), response)
         return codec.encode_response(header, response)
 
 

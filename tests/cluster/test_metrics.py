@@ -103,6 +103,11 @@ def test_metrics_match_a_known_load_and_follow_failures(metered):
         assert sum(value(x, f"{name}_count", request="Produce") for x in m.values()) == N, part
         assert value(lead, f"{name}_bucket", request="Produce", le="+Inf") == N, part
     assert value(lead, "kafka_network_errors_total", request="Produce") == 0       # no error code at all
+    # fetches split as Kafka splits them: the consumer's, and the two followers'
+    assert value(lead, "kafka_network_total_time_seconds_count", request="FetchConsumer") >= 1
+    assert value(lead, "kafka_network_requests_total", request="FetchFollower") >= 2
+    # (no group yet: nothing else is replicated, so only the leader serves followers)
+    assert [value(m[i], "kafka_network_requests_total", request="FetchFollower") for i in m if i != leader] == [0, 0]
     # one error code: a Metadata request for a topic that does not exist
     unknown = value(lead, "kafka_network_errors_total", request="Metadata", error="UNKNOWN_TOPIC_OR_PARTITION")
     with BrokerConnection("127.0.0.1", cluster.broker(leader).port) as conn:

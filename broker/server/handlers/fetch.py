@@ -158,6 +158,8 @@ def _done(ctx, request, total, watched, errors, deadline) -> bool:
 def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    if replica_id >= 0:
+        ctx.connection.follower = True       # its requests' metrics are FetchFollower's
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
     responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
     if _done(ctx, request, total, watched, errors, deadline):
