@@ -27,8 +27,9 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 # what the tests drive from Debian: kcat (librdkafka's CLI), ZooKeeper, Maven (it fetches the
 # JVM test dependencies; a JDK 17 is preinstalled), iptables (the fault tests cut loopback
 # addresses apart: tests/support/netfault.py), systemd's systemd-analyze and netcat (docs/deploy.md's
-# units are verified and its commands checked: tests/cluster/test_deploy.py)
-SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd
+# units are verified and its commands checked: tests/cluster/test_deploy.py), Chromium (the status
+# page in a headless browser: tests/cluster/test_status_page.py)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -45,8 +46,10 @@ SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 .PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
 .PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean
 
+# SERVE_ARGS adds flags, e.g. SERVE_ARGS="--set metrics.listener=127.0.0.1:9404" (the broker
+# then prints where its metrics and status page are)
 serve: $(VENV)/.runtime
-	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092
+	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 $(SERVE_ARGS)
 
 # lint and typecheck first: a violation fails the run before any test starts
 test: lint typecheck $(VENV)/.test sysdeps testdeps
@@ -118,6 +121,7 @@ sysdeps:
 	PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

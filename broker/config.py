@@ -207,6 +207,20 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def _host_port(v: str) -> str | None:
+    if not re.fullmatch(r"\[?[A-Za-z0-9_.:-]*\]?:\d{1,5}", v) or not 0 <= int(v.rpartition(":")[2]) <= 65535:
+        return f"{v!r} is not HOST:PORT"
+    return None
+
+
+def _api_name(v: str) -> str | None:
+    from broker.protocol.api import ApiKey
+    names = {"".join(w.capitalize() for w in k.name.split("_")).lower(): k for k in ApiKey}
+    if v.lower() not in names and not (v.isdigit() and int(v) in {int(k) for k in ApiKey}):
+        return "not a Kafka API name (e.g. Produce, Fetch, Metadata, OffsetCommit) or key number"
+    return None
+
+
 def _protocol_map(v: list[str]) -> str | None:
     for item in v:
         name, sep, protocol = item.partition(":")
@@ -382,6 +396,20 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
                                         "StandardAuthorizer) select kbroker's; empty: no authorization.", _authorizer),
     _K("super.users", _S, "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
     _K("allow.everyone.if.no.acl.found", _B, False, "Allow a request on a resource that no ACL names."),
+    _K("metrics.listener", _S, None,
+       "HOST:PORT of the HTTP listener serving /metrics (Prometheus), the status page (/) and /status.json; "
+       "unset: no metrics kept, nothing served (docs/observability.md).", _host_port),
+    _K("log.format", _S, "text", "The broker's own log lines on stderr and in log.file: text, or json (one JSON "
+                                 "object a line).", None, ("text", "json")),
+    _K("log.file", _S, None, "Also write the broker's log to this file, rotated by size (log.file.max.bytes, "
+                             "log.file.backup.count)."),
+    _K("log.file.max.bytes", _L, 104857600, "Size at which log.file and log.state.change.file are rotated; "
+                                            "0: never.", _at_least(0)),
+    _K("log.file.backup.count", _I, 10, "Rotated files kept of log.file and log.state.change.file.", _at_least(0)),
+    _K("log.state.change.file", _S, None, "Kafka's state-change.log: every leadership and ISR change with the "
+                                          "controller epoch, in this file (unset: in the broker's log)."),
+    _K("log.request.api", _S, None, "Log every request of this API (e.g. Produce, Metadata) and its answer at "
+                                    "DEBUG, on logger broker.request (Kafka's kafka.request.logger).", _api_name),
     _K("controller.listener.names", _LS, None,
        "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
 ]}

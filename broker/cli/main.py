@@ -63,8 +63,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = BrokerConfig.from_sources(args.config, overrides)
     except ConfigError as exc:
         raise CliError(f"configuration error: {exc}", 2) from None
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker.server import logsetup
+    try:
+        logsetup.configure(config, getattr(logging, args.log_level.upper()))
+    except OSError as exc:
+        raise CliError(f"configuration error: {exc}", 2) from None
     for line in config.warnings:
         logging.getLogger("broker").warning("%s", line)
     from broker.cluster.store.errors import MetadataFileError

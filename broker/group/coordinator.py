@@ -55,6 +55,7 @@ class GroupCoordinator:
         self.config = config
         self.manager = manager
         self.groups = manager.groups          # the manager's dict, shared
+        self.rebalances = 0                   # completed rebalances (new generations), for the metrics
         manager.on_group_loaded = self._after_load
         manager.on_group_unloaded = self._unloaded
 
@@ -196,6 +197,7 @@ class GroupCoordinator:
                 h.cancel()
         g.pending_members.clear()
         g.generation_id += 1
+        self.rebalances += 1
         if not g.members:
             g.protocol_name = None
             g.leader_id = None

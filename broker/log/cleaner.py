@@ -316,7 +316,9 @@ class LogCleaner:
         os.makedirs(tmp)
         out = []
         kept = removed = 0
-        for group in groups:
+        started = time.monotonic()
+        read = 0
+        for i, group in enumerate(groups, 1):
             base = group[0].base_offset
             new = Segment(tmp, base, index_interval_bytes=lg.config.index_interval_bytes,
                           max_index_size=lg.config.max_index_size)
@@ -334,6 +336,11 @@ class LogCleaner:
             finally:
                 new.close()
             out.append((group, path))
+            read += sum(s.size for s in group)
+            if len(groups) > 1:             # progress of a pass over several segments
+                elapsed = max(time.monotonic() - started, 1e-6)
+                log.info("%s: compacting segment group %d of %d (base offset %d): %.1f MB read, %.1f MB/s", lg.tp,
+                         i, len(groups), base, read / 1e6, read / 1e6 / elapsed)
         return out, stop, kept, removed
 
     def _swap(self, lg: Log, olds: list[Segment], tmp_log: str) -> int:

@@ -310,6 +310,10 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 class Log:
     """Open with Log.load(); see the module docstring for the invariants."""
 
+    #: called with each group commit's fsync time in seconds (Kafka's LogFlushRateAndTimeMs;
+    #: set by the broker's metrics, broker/metrics, when they are on)
+    flush_observer: Callable[[float], None] | None = None
+
     def __init__(self, directory: str, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None):
         self.dir = directory
         self.tp = tp
@@ -378,12 +382,18 @@ class Log:
             segments.append(seg)
         recovered: list[Segment] = []
         if not clean_shutdown and segments:
+            todo = sum(1 for seg in segments if seg.next_offset > recovery_point)
+            started = time.monotonic()
             for i, seg in enumerate(segments):
                 if seg.next_offset <= recovery_point:
                     continue                     # wholly below the recovery point: flushed
                 recovered.append(seg)
                 self.recovered = (self.recovered[0] + 1, self.recovered[1] + seg.size)
                 cut = seg.recover()
+                elapsed = time.monotonic() - started
+                log.info("%s: recovering segment %d of %d (base offset %d, %.1f MB so far, %.1f MB/s)", tp,
+                         self.recovered[0], todo, seg.base_offset, self.recovered[1] / 1e6,
+                         self.recovered[1] / 1e6 / elapsed if elapsed > 0 else 0.0)
                 if cut:
                     log.warning("%s: recovery truncated %d bytes of segment %d at offset %d",
                                 tp, cut, seg.base_offset, seg.next_offset)
@@ -839,6 +849,7 @@ class Log:
             end = self.log_end_offset
             segs = [s for s in self.segments if s.next_offset > self.recovery_point]
             self._truncated_during_flush = None
+            started = time.monotonic()
             try:
                 await loop.run_in_executor(self.io_executor, _flush_segments, segs)
             except OSError as exc:
@@ -851,6 +862,9 @@ class Log:
                 end = min(end, self._truncated_during_flush)
             self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
             self._last_flush = time.monotonic()
+            observer = Log.flush_observer
+            if observer is not None:
+                observer(self._last_flush - started)
 
     @property
     def flush_failed(self) -> bool:

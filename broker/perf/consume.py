@@ -85,7 +85,7 @@ class _Fetcher:
 
 
 def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
-    stats = Stats(opts.record_size, out=out, progress=opts.progress)
+    stats = Stats(opts.record_size, out=out, progress=opts.progress, total=opts.num_records)
     cluster = Cluster(opts.bootstrap, client_id="kbroker-perf", security=opts.security)
     deadline = time.monotonic() + opts.timeout_s
     try:
@@ -142,7 +142,7 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
     except BaseException:
         cluster.close()
         raise
-    stats = Stats(popts.record_size, out=out, progress=popts.progress)
+    stats = Stats(popts.record_size, out=out, progress=popts.progress, total=popts.num_records)
     value_tail = payload(max(popts.record_size - 8, 0))
     per_batch = max(1, (popts.batch_size - 61) // (popts.record_size + 8))
     parts = sorted(meta.partitions)

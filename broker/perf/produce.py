@@ -117,7 +117,7 @@ def run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
 def _run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
     value = payload(opts.record_size)
     per_batch = max(1, (opts.batch_size - 61) // (opts.record_size + RECORD_OVERHEAD))
-    stats = Stats(opts.record_size, out=out, progress=opts.progress)
+    stats = Stats(opts.record_size, out=out, progress=opts.progress, total=opts.num_records)
     deadline = time.monotonic() + opts.timeout_s
     builder = BatchBuilder(None if opts.compression == "none" else opts.compression)
 

@@ -2,6 +2,10 @@
 
 Latencies are recorded per batch with the number of records they stand for, so the
 percentiles are per record without a Python call per record.
+
+On a terminal (stderr a TTY) and without --json, a live progress bar (tqdm) counts the
+records towards the run's total, updated per batch answered; the five-second report lines
+are printed above it.
 """
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ import time
 
 
 class Stats:
-    def __init__(self, record_size: int, report_every_s: float = 5.0, out=sys.stdout, progress: bool = True):
+    def __init__(self, record_size: int, report_every_s: float = 5.0, out=sys.stdout, progress: bool = True,
+                 total: int | None = None):
         self.record_size = record_size
         self.report_every_s = report_every_s
         self.out = out
@@ -26,10 +31,17 @@ class Stats:
         self._win_lat_sum = 0.0
         self._win_lat_max = 0.0
         self._win_lat_n = 0
+        self.bar = None
+        if progress and total and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, unit="rec", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+                            mininterval=0.2, smoothing=0.1)
 
     def record(self, count: int, nbytes: int, latency_ms: float | None = None) -> None:
         self.records += count
         self.bytes += nbytes
+        if self.bar is not None:
+            self.bar.update(count)
         self._win_records += count
         self._win_bytes += nbytes
         if latency_ms is not None:
@@ -42,9 +54,13 @@ class Stats:
         if self.progress and now - self._win_start >= self.report_every_s:
             el = now - self._win_start
             avg = self._win_lat_sum / self._win_lat_n if self._win_lat_n else 0.0
-            print(f"{self._win_records} records, {self._win_records / el:.1f} records/sec "
-                  f"({self._win_bytes / el / 1e6:.2f} MB/sec), {avg:.1f} ms avg latency, "
-                  f"{self._win_lat_max:.1f} ms max latency.", file=self.out, flush=True)
+            line = (f"{self._win_records} records, {self._win_records / el:.1f} records/sec "
+                    f"({self._win_bytes / el / 1e6:.2f} MB/sec), {avg:.1f} ms avg latency, "
+                    f"{self._win_lat_max:.1f} ms max latency.")
+            if self.bar is not None:
+                self.bar.write(line, file=self.out)         # above the bar, which is drawn again
+            else:
+                print(line, file=self.out, flush=True)
             self._win_start = now
             self._win_records = self._win_bytes = self._win_lat_n = 0
             self._win_lat_sum = self._win_lat_max = 0.0
@@ -63,6 +79,9 @@ class Stats:
         return ordered[-1][0]
 
     def summary(self, elapsed: float | None = None) -> dict:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
         elapsed = (time.perf_counter() - self.start) if elapsed is None else elapsed
         n = sum(c for _, c in self.samples)
         avg = sum(lat * c for lat, c in self.samples) / n if n else 0.0

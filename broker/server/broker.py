@@ -42,6 +42,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing, set_client_security
@@ -55,7 +56,7 @@ from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, parse_listener
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
@@ -72,6 +73,9 @@ from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.server import Server, ThrottledLog
 from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
+
+if TYPE_CHECKING:
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,11 @@ class Broker:
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
+        self.metrics: BrokerMetrics | None = None
+        if config["metrics.listener"]:
+            from broker.metrics import BrokerMetrics
+            host, port = parse_listener(config["metrics.listener"], "metrics.listener")
+            self.metrics = BrokerMetrics(self, host, port)
 
     @property
     def store(self) -> MetadataStore:
@@ -220,6 +229,13 @@ class Broker:
             # nothing was served; close them cleanly so the next start is not a recovery
             self.logs.shutdown()
             raise
+        if self.metrics is not None:
+            try:
+                await self.metrics.start(asyncio.get_running_loop())
+            except OSError:
+                self.server.stop_listening()
+                self.logs.shutdown()
+                raise
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
@@ -252,6 +268,10 @@ class Broker:
                  ", ".join(f"{a.name}://{a.host or '*'}:{a.port}" for a in self.server.acceptors), self.cluster_id,
                  f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
                  time.monotonic() - t0)
+        if self.metrics is not None:
+            host = self.metrics.host or "127.0.0.1"
+            log.info("broker %d: metrics at http://%s:%d/metrics, status page at http://%s:%d/", self.broker_id,
+                     host, self.metrics.port, host, self.metrics.port)
 
     def _make_store(self) -> MetadataStore:
         connect = self.config["zookeeper.connect"]
@@ -499,6 +519,8 @@ class Broker:
         await self._step("closing the marker channels", self.marker_channels.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
+        if self.metrics is not None:
+            await self._step("closing the metrics listener", self.metrics.close())
         if self._store is not None:
             await self._step("closing the metadata store", self._store.close())
         log.info("broker %d stopped cleanly", self.broker_id)

@@ -61,16 +61,20 @@ TURN_BUDGET_S = 0.0005
 TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16 KiB records)
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
+_FETCH = 1
+_FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
 
 class _Slot:
-    """One answer to come, in request order: its parts once known."""
-    __slots__ = ("parts", "done", "task")
+    """One answer to come, in request order: its parts once known (and, with metrics on,
+    the request's timing so far: api key, arrival, dispatch start and end, answer ready)."""
+    __slots__ = ("parts", "done", "task", "timing")
 
-    def __init__(self, parts=None, done: bool = False):
+    def __init__(self, parts=None, done: bool = False, timing=None):
         self.parts = parts
         self.done = done
         self.task: asyncio.Task | None = None
+        self.timing = timing
 
 
 def _api_key(frame) -> int:
@@ -104,6 +108,12 @@ class Connection:
         self._stalled = False                          # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
+        self.follower = False                          # a follower's fetch connection (Fetch said so)
+        # metrics (None: off): each pending frame's arrival time, and the timings of the
+        # answers queued for sending (observed once the output queue has drained)
+        self.stats = getattr(server, "request_stats", None)
+        self.arrived: collections.deque[float] = collections.deque()
+        self.sending: list[tuple[int, float, float, float, float]] = []
         self.last_active = self.loop.time()        # last bytes received or answer sent
         #: who the client is: "User:ANONYMOUS" until TLS or SASL says otherwise
         self.principal = "User:ANONYMOUS"
@@ -160,7 +170,7 @@ class Connection:
         if not data:
             self.close()
             return
-        self.last_active = self.loop.time()
+        now = self.last_active = self.loop.time()
         try:
             self.frames.feed(data)
             while True:
@@ -168,6 +178,8 @@ class Connection:
                 if frame is None:
                     break
                 self.pending.append(frame)
+                if self.stats is not None:
+                    self.arrived.append(now)
         except ValueError as exc:        # FrameTooLarge / InvalidFrame
             self.server.log_bad_request(logging.WARNING, "%s: %s; closing the connection", self, exc)
             self.close()
@@ -338,10 +350,13 @@ class Connection:
         dispatch = self.server.dispatch
         clock = self.loop.time
         inflight = self.inflight
+        stats = self.stats
+        timing = None
         turn_ends = clock() + TURN_BUDGET_S
         try:
             while self.pending and not self.closed and self._may_dispatch():
-                if clock() >= turn_ends:
+                now = clock()
+                if now >= turn_ends:
                     self._schedule_run()
                     break
                 if self.out_bytes >= MAX_PENDING_OUTPUT:
@@ -350,22 +365,29 @@ class Connection:
                     self._stalled = True
                     break
                 frame = self.pending.popleft()
-                is_produce = _api_key(frame) == _PRODUCE
+                api_key = _api_key(frame)
                 result = dispatch(self, frame)
                 if self.closed:
                     return
+                if stats is not None:
+                    end = clock()
+                    if api_key == _FETCH and self.follower:
+                        api_key = _FETCH_FOLLOWER
+                    timing = (api_key, self.arrived.popleft(), now, end, end)
+                    if result is None:                   # no answer (acks=0): handled now
+                        stats.observe(api_key, now - timing[1], end - now, 0.0, 0.0)
                 if result is None:
                     continue
                 if type(result) is not list:         # the parts, or an awaitable of them
                     if not inflight:
-                        self._inflight_produce = is_produce
-                    slot = _Slot()
+                        self._inflight_produce = api_key == _PRODUCE
+                    slot = _Slot(timing=timing)
                     inflight.append(slot)
                     slot.task = self.loop.create_task(self._finish(slot, result))
                 elif inflight:
-                    inflight.append(_Slot(result, True))     # answered behind the ones waiting
+                    inflight.append(_Slot(result, True, timing))     # answered behind the ones waiting
                 else:
-                    self.write(result)
+                    self.write(result, timing)
         except Exception:
             log.exception("%s: request processing failed; closing", self)
             self.close()
@@ -395,14 +417,20 @@ class Connection:
             self.close()
             return
         slot.parts, slot.done, slot.task = parts, True, None
+        if slot.timing is not None:                   # the remote part ends here
+            t = slot.timing
+            slot.timing = (t[0], t[1], t[2], t[3], self.loop.time())
         if self.closed:
             _close_parts(parts or ())
             return
         inflight = self.inflight
         while inflight and inflight[0].done:
-            parts = inflight.popleft().parts
-            if parts:
-                self.write(parts)
+            done = inflight.popleft()
+            if done.parts:
+                self.write(done.parts, done.timing)
+            elif done.timing is not None and self.stats is not None:
+                api_key, arrived, start, end, ready = done.timing
+                self.stats.observe(api_key, start - arrived, end - start, ready - end, 0.0)
         if self.pending and self._may_dispatch():
             self._run_pending()
 
@@ -417,11 +445,14 @@ class Connection:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, parts) -> None:
-        """Queues response parts (bytes-like and file slices) and starts sending."""
+    def write(self, parts, timing=None) -> None:
+        """Queues response parts (bytes-like and file slices) and starts sending. `timing`
+        (metrics on): the request's, observed once these parts are sent."""
         if self.closed:
             _close_parts(parts)
             return
+        if timing is not None:
+            self.sending.append(timing)
         for p in parts:
             self.out.append(p)
             self.out_bytes += p.length if hasattr(p, "fd") else len(p)
@@ -505,6 +536,8 @@ class Connection:
             self.close()
             return
         self.last_active = self.loop.time()
+        if self.sending:
+            self._observe_sent(self.last_active)
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
@@ -512,6 +545,15 @@ class Connection:
             self._stalled = False
             self._resume_reading()
             self._schedule_run()
+
+    def _observe_sent(self, now: float) -> None:
+        """Every answer queued so far has gone out: each request's time, part by part
+        (Kafka's RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ResponseSendTimeMs)."""
+        stats = self.stats
+        assert stats is not None
+        for api_key, arrived, start, end, ready in self.sending:
+            stats.observe(api_key, start - arrived, end - start, ready - end, now - ready)
+        self.sending.clear()
 
     def _want_write(self) -> None:
         if not self._writing and not self.closed:
@@ -534,6 +576,8 @@ class Connection:
         self.out.clear()
         self._chunk = None
         self.pending.clear()
+        self.arrived.clear()
+        self.sending.clear()
         for slot in self.inflight:
             if slot.task is not None and not slot.task.done():
                 # cancelled from the next loop turn: a task created in this one has not run its

@@ -56,6 +56,10 @@ class RequestContext(Protocol):
         """When the request's frame was read (the event loop's clock)."""
         ...
 
+    #: a handler that knows its response holds no error code sets False (the metrics then
+    #: need not look through it); None: unknown
+    errors: bool | None
+
 
 #: what handle() returns: the response, None for no response (Produce with acks=0), or an
 #: awaitable of either when the answer must wait (long poll, acks=all, group commit)

@@ -48,8 +48,10 @@ from broker.protocol.types import ProtocolDecodeError
 from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection
 from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
+from broker.server.logsetup import request_log_api
 
 if TYPE_CHECKING:
+    from broker.metrics.stats import RequestStats
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 #: principal and the client's address, held to one line per interval like the bad-request
 #: warnings (a guessing client cannot fill the disk)
 audit = logging.getLogger("broker.audit")
+request_log = logging.getLogger("broker.request")
 
 ACCEPT_BATCH = 64
 ACCEPT_BACKOFF_MIN_S = 0.05
@@ -90,7 +93,7 @@ class ThrottledLog:
 class RequestContext:
     """What a handler sees besides its request (server/context.py's protocol)."""
 
-    __slots__ = ("services", "connection", "header", "api_version", "received")
+    __slots__ = ("services", "connection", "header", "api_version", "received", "errors")
 
     def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
         self.services = services
@@ -98,6 +101,9 @@ class RequestContext:
         self.header = header
         self.api_version = header.request_api_version
         self.received = received
+        #: False when the handler knows its response holds no error code (the metrics then
+        #: need not look through it: Produce and Fetch say so); None: unknown
+        self.errors: bool | None = None
 
     @property
     def listener_name(self) -> str:
@@ -160,6 +166,10 @@ class Server:
         self.loop: asyncio.AbstractEventLoop            # start() binds it
         self.connections: set[Connection] = set()
         self.requests_handled = 0
+        #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
+        self.request_stats: RequestStats | None = None
+        #: log.request.api: this API's requests and answers are logged at DEBUG (-1: none)
+        self.request_log_api = request_log_api(services.config)
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -399,10 +409,14 @@ class Server:
         ctx = RequestContext(self.services, conn, header, received)
         response = handler.handle(ctx, request)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response)
+            return self._finish(header, response, ctx, request if api_key == self.request_log_api else None)
         self.requests_handled += 1
+        if api_key == self.request_log_api:
+            self._log_request(conn, header, request, response)
         if response is None:
             return None
+        if self.request_stats is not None and ctx.errors is not False:
+            self.request_stats.count_errors(api_key | (1 << 16 if api_key == 1 and conn.follower else 0), response)
         return codec.encode_response(header, cast(Message, response))
 
     def _unsupported_version(self, conn: Connection, handler, header, frame):
@@ -428,11 +442,24 @@ class Server:
         conn.close()
         return None
 
-    async def _finish(self, header, awaitable) -> list | None:
+    def _log_request(self, conn: Connection, header, request, response) -> None:
+        """Kafka's request log (kafka.request.logger at DEBUG): the request, its answer,
+        the client and the time it took."""
+        request_log.debug("completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, "
+                          "response %r", request.__class__.__name__.removesuffix("Request"),
+                          header.request_api_version, header.correlation_id, conn, header.client_id,
+                          1000 * (self.loop.time() - conn.last_active), request, response)
+
+    async def _finish(self, header, awaitable, ctx: RequestContext, logged=None) -> list | None:
         response = await awaitable
         self.requests_handled += 1
+        if logged is not None:
+            self._log_request(ctx.connection, header, logged, response)
         if response is None:
             return None
+        if self.request_stats is not None and ctx.errors is not False:
+            key = header.request_api_key
+            self.request_stats.count_errors(key | (1 << 16 if key == 1 and ctx.connection.follower else 0), response)
         return codec.encode_response(header, response)
 
 

@@ -20,6 +20,8 @@ from broker.client.connection import BrokerConnection
 from broker.protocol._runtime import Message
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APT
 from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AUS
@@ -37,8 +39,11 @@ from broker.protocol.messages.describe_cluster import DescribeClusterRequest
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest as DC
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
+from broker.protocol.messages.describe_producers import DescribeProducersRequest as DP
+from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest as EL
+from broker.protocol.messages.end_txn import EndTxnRequest
 from broker.protocol.messages.fetch import FetchRequest as F
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.heartbeat import HeartbeatRequest
@@ -49,6 +54,7 @@ from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.leave_group import LeaveGroupRequest as LG
 from broker.protocol.messages.list_groups import ListGroupsRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest as LO
+from broker.protocol.messages.list_transactions import ListTransactionsRequest
 from broker.protocol.messages.metadata import MetadataRequest as MD
 from broker.protocol.messages.offset_commit import OffsetCommitRequest as OC
 from broker.protocol.messages.offset_delete import OffsetDeleteRequest as OD
@@ -57,7 +63,9 @@ from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 from broker.protocol.messages.produce import ProduceRequest as P
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
+from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest
+from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest as WTM
 from broker.security.acl import CLUSTER_NAME, PatternType, Permission, ResourceType
 from broker.security.api_rights import API_RIGHTS, Right
 from broker.security.listener import ClientSecurity
@@ -168,6 +176,25 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
      DescribeUserScramCredentialsRequest(users=None), None, "refused"),
     ("alter scram credentials", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AUS(deletions=[AUS.ScramCredentialDeletion(
         name="nobody", mechanism=1)], upsertions=[]), None, "refused"),
+    # transactions (a producer id no coordinator handed out: bob is answered, not refused)
+    ("add partitions to a transaction", ApiKey.ADD_PARTITIONS_TO_TXN, APT(
+        v3_and_below_transactional_id="txn", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])]), 3, "refused"),
+    ("add offsets to a transaction", ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest(
+        transactional_id="txn", producer_id=1, producer_epoch=0, group_id=G), None, "refused"),
+    ("end a transaction", ApiKey.END_TXN, EndTxnRequest(transactional_id="txn", producer_id=1, producer_epoch=0,
+                                                        committed=False), None, "refused"),
+    ("transactional offset commit", ApiKey.TXN_OFFSET_COMMIT, TOC(
+        transactional_id="txn", group_id=G, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(name=T, partitions=[
+            TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_leader_epoch=-1,
+                                                committed_metadata="")])]), 3, "refused"),
+    ("describe transactions", ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=["txn"]),
+     None, "refused"),
+    ("list transactions", ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
+     0, "filtered"),
+    ("describe producers", ApiKey.DESCRIBE_PRODUCERS, DP(topics=[DP.TopicRequest(name=T, partition_indexes=[0])]),
+     None, "refused"),
     ("describe cluster", ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest(include_cluster_authorized_operations=False),
      0, "open"),
     # inter-broker requests, and a follower's fetches
@@ -181,6 +208,13 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
      None, "refused"),
     ("update metadata", ApiKey.UPDATE_METADATA, UpdateMetadataRequest(controller_id=7, controller_epoch=0,
                                                                       broker_epoch=1), None, "refused"),
+    ("verify a transaction's partitions (a broker's)", ApiKey.ADD_PARTITIONS_TO_TXN, APT(transactions=[
+        APT.AddPartitionsToTxnTransaction(transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=True,
+                                          topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])])]), 4,
+     "refused"),
+    ("write transaction markers", ApiKey.WRITE_TXN_MARKERS, WTM(markers=[WTM.WritableTxnMarker(
+        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[WTM.WritableTxnMarkerTopic(name=T, partition_indexes=[0])])]), None, "refused"),
     ("controlled shutdown", ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest(broker_id=7, broker_epoch=1),
      None, "refused"),
 ]

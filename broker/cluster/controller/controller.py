@@ -59,6 +59,9 @@ from broker.protocol.errors import ErrorCode
 from broker.uuids import random_uuid
 
 log = logging.getLogger(__name__)
+#: Kafka's state-change log: every leadership and ISR change, with the controller epoch
+#: (the broker's log configuration may send it to its own file: log.state.change.file)
+state_change_log = logging.getLogger("state.change.logger")
 
 PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
 WRITE_ROUNDS = 5                  # writes of one event's decision, deciding again after each conflict
@@ -128,6 +131,10 @@ class Controller:
         self._checking_epoch = False
         self._rereading_brokers = False
         self.failovers = 0
+        #: Kafka's LeaderElectionRateAndTimeMs count and UncleanLeaderElectionsPerSec:
+        #: leaderships this controller gave to another broker (or to a new partition)
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     @property
     def active(self) -> bool:
@@ -448,6 +455,7 @@ class Controller:
         ctx = self._require()
         decision = decide(self._view())
         todo = dict(decision.states)
+        before = {tp: ctx.states.get(tp) for tp in todo}
         failed = dict(decision.failed)
         written: dict[TopicPartition, LeaderAndIsr] = {}
         changed: set[TopicPartition] = set()        # read again, different from what the brokers were told
@@ -475,6 +483,7 @@ class Controller:
                 log.warning("controller %d: the states of %s kept changing under it; left for the next event",
                             self.broker_id, sorted(map(str, todo)))
                 break
+        self._log_state_changes(before, written)
         for tp in sorted(set(written) | changed):
             if tell_replicas or tp in changed:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.brokers], tp, is_new)
@@ -483,6 +492,27 @@ class Controller:
             if failure.error not in (ErrorCode.ELECTION_NOT_NEEDED,):
                 log.warning("controller %d: %s has no leader: %s", self.broker_id, tp, failure.message)
         return Decision(written, failed)
+
+    def _log_state_changes(self, before: dict[TopicPartition, LeaderAndIsr | None],
+                           written: dict[TopicPartition, LeaderAndIsr]) -> None:
+        """Every partition state this controller wrote, in the state-change log (Kafka's
+        state.change.logger), and the elections among them counted."""
+        epoch = self.epoch
+        for tp in sorted(written):
+            new, old = written[tp], before.get(tp)
+            old_leader = D.NO_LEADER if old is None else old.leader
+            if new.leader != old_leader and new.leader != D.NO_LEADER:
+                self.leader_elections += 1
+                unclean = old is not None and new.leader_recovery_state == D.RECOVERING \
+                    and new.leader not in old.isr
+                if unclean:
+                    self.unclean_leader_elections += 1
+            else:
+                unclean = False
+            state_change_log.info(
+                "[Controller id=%d epoch=%d] partition %s-%d: leader %d -> %d, leader epoch %d, ISR %s -> %s%s",
+                self.broker_id, epoch, tp.topic, tp.partition, old_leader, new.leader, new.leader_epoch,
+                [] if old is None else list(old.isr), list(new.isr), " (unclean election)" if unclean else "")
 
     def _schedule_reconcile(self, topics: set[str]) -> None:
         """After a write whose outcome is unknown: read those topics' states again once the

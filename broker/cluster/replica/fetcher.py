@@ -65,6 +65,10 @@ EARLIEST, LATEST = -2, -1
 #: a request unanswered this long past replica.fetch.wait.max.ms makes a LeaderAndIsr
 #: naming the fetcher's leader reset its connection (it is stalled, not long-polling)
 STALLED_AFTER_S = 1.0
+#: a follower this many records behind its leader says how its catching up goes, every
+#: CATCH_UP_LOG_S, and when it has caught up
+CATCH_UP_LOG_RECORDS = 10000
+CATCH_UP_LOG_S = 10.0
 
 
 @dataclass(eq=False)
@@ -75,6 +79,9 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delay_until: float = 0.0
+    behind_since: float = 0.0          # catching up (far behind) since then; 0: not
+    behind_offset: int = -1            # our log end then
+    logged_at: float = 0.0             # the last progress line
 
 
 @dataclass(frozen=True)
@@ -362,6 +369,7 @@ class ReplicaFetcher:
                 return
             records = d.records
             if records is not None and len(records):
+                self.manager.replication_bytes_in += len(records)
                 try:
                     part.append_as_follower(records)
                 except (ValueError, CorruptRecordError) as exc:
@@ -369,12 +377,35 @@ class ReplicaFetcher:
                     sent.state.truncating = True
                     return
             part.update_follower_high_watermark(d.high_watermark)
+            if sent.state.behind_since or d.high_watermark - sent.log_end >= CATCH_UP_LOG_RECORDS:
+                self._catching_up(tp, sent, part.log.log_end_offset, d.high_watermark)
             if d.log_start_offset > part.log.log_start_offset:
                 part.log.advance_log_start_offset(d.log_start_offset)
         elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, sent)
         else:
             self._delay(tp, ErrorCode(err).name)
+
+    def _catching_up(self, tp: TopicPartition, sent: _Sent, end: int, leader_hw: int) -> None:
+        """Progress lines of a follower far behind its leader (restarted after a while,
+        or new): when it starts, every CATCH_UP_LOG_S, and when it has caught up."""
+        state = sent.state
+        now = time.monotonic()
+        leader = self.leader.broker_id
+        if not state.behind_since:
+            state.behind_since, state.behind_offset, state.logged_at = now, sent.log_end, now
+            log.info("%s: catching up with leader %d: %d records behind (offset %d, the leader's high watermark "
+                     "%d)", tp, leader, leader_hw - sent.log_end, sent.log_end, leader_hw)
+        elapsed = max(now - state.behind_since, 1e-6)
+        rate = (end - state.behind_offset) / elapsed
+        if end >= leader_hw:
+            log.info("%s: caught up with leader %d at offset %d (%d records in %.1f s, %.0f records/s)", tp, leader,
+                     end, end - state.behind_offset, elapsed, rate)
+            state.behind_since = 0.0
+        elif now - state.logged_at >= CATCH_UP_LOG_S:
+            log.info("%s: catching up with leader %d: offset %d of %d, %d behind, %.0f records/s", tp, leader, end,
+                     leader_hw, leader_hw - end, rate)
+            state.logged_at = now
 
     async def _handle_out_of_range(self, tp: TopicPartition, sent: _Sent) -> None:
         """Kafka's handleOutOfRangeError: our log end is past the leader's (an unclean
@@ -436,6 +467,8 @@ class ReplicaFetcherManager:
         self.partition = partition        # tp -> the local Partition (None: no longer a replica)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
+        #: Kafka's ReplicationBytesInPerSec: bytes of the leaders' batches appended here
+        self.replication_bytes_in = 0
 
     def fetcher_index(self, tp: TopicPartition) -> int:
         return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % max(self.cfg.num_fetchers, 1)

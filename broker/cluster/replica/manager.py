@@ -57,8 +57,10 @@ from broker.protocol.messages.alter_partition import AlterPartitionRequest
 
 if TYPE_CHECKING:
     from broker.cluster.controller_client import ControllerClient
+    from broker.metrics.stats import TopicStats
 
 log = logging.getLogger(__name__)
+state_change_log = logging.getLogger("state.change.logger")     # Kafka's state-change log
 
 LeadershipListener = Callable[[list[TopicPartition], list[TopicPartition]], None]
 EPOCH_DURING_DELETE = -2
@@ -96,6 +98,11 @@ class ReplicaManager:
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_timer: asyncio.Task[None] | None = None
+        #: per-topic bytes and messages in and out when metrics are on (broker/metrics)
+        self.topic_stats: TopicStats | None = None
+        #: Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes of partitions led here
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
         """fn(became_leader, became_follower) after every change of local leadership."""
@@ -181,6 +188,8 @@ class ReplicaManager:
             res = PartitionResult(0, None, info.base_offset, info.last_offset, info.log_append_time,
                                   info.log_start_offset)
             results.append(res)
+            if self.topic_stats is not None and not internal_allowed and not info.duplicate:
+                self.topic_stats.appended(tp.topic, info.record_count, info.size)
             if acks == 0:
                 continue
             if part.needs_flush():
@@ -271,6 +280,11 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             errors[tp] = ErrorCode.NONE
+            if changed:
+                state_change_log.info("[Broker id=%d] partition %s-%d: %s at leader epoch %d (leader %d), ISR %s, "
+                                      "controller epoch %d", self.broker_id, topic, state.partition,
+                                      "leader" if part.is_leader else "follower", state.leader_epoch, state.leader,
+                                      list(state.isr), state.controller_epoch)
             if part.is_leader:
                 self.fetchers.remove([tp])
                 if not was_leader:
@@ -384,7 +398,12 @@ class ReplicaManager:
                 answered.add(tp)
                 part, isr = entry
                 err = resp.error_code or p.error_code
+                before = len(part.isr)
                 part.isr_change_completed(isr, err, p.leader_epoch, list(p.isr), p.partition_epoch)
+                if len(part.isr) < before:
+                    self.isr_shrinks += 1
+                elif len(part.isr) > before:
+                    self.isr_expands += 1
         for tp, (part, isr) in batch.items():
             if tp not in answered:
                 part.isr_change_completed(isr, resp.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)

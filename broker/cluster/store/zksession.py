@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -191,6 +192,9 @@ class ZkSession:
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._watches: list[Watch] = []
         self._own_session_ids: set[int] = set()
+        #: called with each request's round trip in seconds (Kafka's ZooKeeperRequestLatencyMs;
+        #: set by the broker's metrics when they are on)
+        self.latency_observer: Callable[[float], None] | None = None
 
     # ------------------------------------------------------------ connection
 
@@ -391,7 +395,12 @@ class ZkSession:
                 except asyncio.TimeoutError:
                     raise StoreUnavailable(self._unavailable()) from None
             try:
-                return await self._bridge(request())
+                if self.latency_observer is None:
+                    return await self._bridge(request())
+                started = time.monotonic()
+                result = await self._bridge(request())
+                self.latency_observer(time.monotonic() - started)
+                return result
             except ConnectionClosedError:
                 raise StoreError("ZooKeeper client closed") from None
             except _RETRIABLE:

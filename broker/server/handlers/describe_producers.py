@@ -4,9 +4,8 @@ describe`): id, epoch, last sequence and timestamp, the coordinator epoch of the
 marker, the first offset of the open transaction (-1 without one). READ on the topic
 (else TOPIC_AUTHORIZATION_FAILED), as Kafka's."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import KafkaProtocolError
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 

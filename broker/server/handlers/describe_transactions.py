@@ -3,8 +3,8 @@
 DESCRIBE on each id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and the transaction's
 topics the client may not describe are left out."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
@@ -19,7 +19,7 @@ def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> Handler
     out = []
     for txn_id in request.transactional_ids:
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
-            err, md = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+            err, md = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None
         else:
             err, md = coord.describe(txn_id)
         if md is None:

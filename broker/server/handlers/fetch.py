@@ -181,15 +181,38 @@ def _done(ctx, request, total, watched, errors, deadline) -> bool:
 def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    if replica_id >= 0:
+        ctx.connection.follower = True       # its requests' metrics are FetchFollower's
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
     responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
     if _done(ctx, request, total, watched, errors, deadline):
+        _count_out(ctx, responses, total, replica_id)
+        ctx.errors = errors
         return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     _release(responses)
     # watch now, in the same step as the read that found too little: a move before the
     # long poll's task first runs must not be missed
     watch = _watch(ctx, watched, replica_id)
     return _long_poll(ctx, request, version, replica_id, watch, deadline)
+
+
+def _count_out(ctx, responses, total: int, replica_id: int) -> None:
+    """Kafka's BytesOutPerSec per topic (client fetches) or ReplicationBytesOutPerSec
+    (followers' fetches), when metrics are on: per partition answered, not per record."""
+    stats = ctx.services.replicas.topic_stats
+    if stats is None or not total:
+        return
+    if replica_id >= 0:
+        stats.replication_bytes_out += total
+        return
+    for t in responses:
+        size = 0
+        for d in t.partitions:
+            records = d.records
+            if records:
+                size += records.length if hasattr(records, "length") else len(records)
+        if size:
+            stats.fetched(t.topic, size)
 
 
 def _watch(ctx, watched: list[TopicPartition], replica_id: int):
@@ -204,6 +227,8 @@ async def _long_poll(ctx, request, version, replica_id, watch, deadline):
         await watch.wait(deadline - loop.time())
         responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
         if _done(ctx, request, total, watched, errors, deadline):
+            _count_out(ctx, responses, total, replica_id)
+            ctx.errors = errors
             return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
         _release(responses)
         watch = _watch(ctx, watched, replica_id)

@@ -103,13 +103,15 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     if entries:
         result = ctx.services.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
         if result.pending:
-            return _answer_later(result, answers, ProduceResponse(responses=responses, throttle_time_ms=0))
+            return _answer_later(ctx, result, answers, ProduceResponse(responses=responses, throttle_time_ms=0),
+                                 failed)
         failed = _fill(answers, result.partitions) or failed
     if acks == 0:
         if failed:
             log.info("%s: failed acks=0 produce; closing the connection", ctx.connection)
             ctx.connection.close()
         return None
+    ctx.errors = failed
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
@@ -208,8 +210,8 @@ def _fill(answers, results) -> bool:
     return failed
 
 
-async def _answer_later(result, answers, response):
+async def _answer_later(ctx, result, answers, response, failed: bool):
     """The answer once every partition's wait is over (never for acks=0: it waits for
     nothing)."""
-    _fill(answers, await result.wait())
+    ctx.errors = _fill(answers, await result.wait()) or failed
     return response

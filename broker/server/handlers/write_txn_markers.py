@@ -5,8 +5,8 @@ INVALID_PRODUCER_EPOCH (a marker of a fenced epoch), TRANSACTION_COORDINATOR_FEN
 older coordinator epoch than the producer's last marker's)... Only brokers send it:
 CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka's."""
 from broker.protocol.api import ApiKey
-from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.txn_markers import write_markers

@@ -17,6 +17,7 @@ from tests.unit.log._support import TP, batch, log_config
 
 class Replicas:
     record_follower_fetch = ReplicaManager.record_follower_fetch
+    topic_stats = None                  # metrics off
 
     def __init__(self, part):
         self.part = part

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 
 from broker.config import BrokerConfig
 from broker.log.checkpoints import OffsetCheckpoint, TopicPartition
@@ -218,4 +219,22 @@ def test_an_aborted_write_never_supersedes_a_committed_one(tmp_path):
     opened = lg.append_as_leader(bytearray(b.build()), 0).base_offset
     write(lg, [(b"other", b"p%d" % i) for i in range(200)], ts=1_004)
     assert all(s.next_offset <= opened for s in mgr.cleaner.cleanable(lg, 10_000))
+    mgr.shutdown()
+
+
+def test_a_pass_over_several_segments_reports_its_progress(tmp_path, caplog):
+    mgr = manager(tmp_path)
+    lg = mgr.get_or_create(TP)
+    rng = random.Random(2)
+    for round_ in range(30):
+        write(lg, [(b"key-%d" % rng.randrange(10), rng.randbytes(30)) for _ in range(10)], ts=1_000 + round_)
+    with caplog.at_level("INFO", logger="broker.log.cleaner"):
+        result = run(mgr.cleaner.clean_once())
+    assert result is not None
+    lines = [r.getMessage() for r in caplog.records if "compacting segment group" in r.getMessage()]
+    n = len(lines)
+    assert n > 1, caplog.text
+    for i, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"c-0: compacting segment group {i} of {n} \(base offset \d+\): [\d.]+ MB read, "
+                            rf"[\d.]+ MB/s", line), line
     mgr.shutdown()

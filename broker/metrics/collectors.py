@@ -1,0 +1,303 @@
+"""The broker's Prometheus metrics: Kafka's broker metrics under Prometheus names.
+
+One custom collector reads, at scrape time, the plain counters the hot path keeps
+(stats.py) and the broker's state (partitions, ISR, logs, controller, groups,
+ZooKeeper): nothing is computed between scrapes. docs/observability.md lists every
+metric with the Kafka metric it stands for.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END
+from broker.group.group import GroupState
+from broker.metrics.stats import TIME_PARTS, Histogram, RequestStats, TopicStats, api_name
+from broker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class LoopMonitor:
+    """The event loop's idle time: the time its selector waits (Kafka's
+    RequestHandlerAvgIdlePercent counterpart: one loop instead of a pool of request
+    handler threads). Wraps the selector's select() of asyncio's loop; uvloop has no
+    selector to wrap, and there the figures are not exported."""
+
+    def __init__(self) -> None:
+        self.idle = 0.0
+        self.available = False
+        self._last = (time.monotonic(), 0.0)
+
+    def install(self, loop: Any) -> None:
+        selector = getattr(loop, "_selector", None)
+        if selector is None or not hasattr(selector, "select"):
+            return
+        inner = selector.select
+        clock = time.monotonic
+
+        def select(timeout: float | None = None) -> Any:
+            started = clock()
+            try:
+                return inner(timeout)
+            finally:
+                self.idle += clock() - started
+
+        selector.select = select
+        self.available = True
+        self._last = (clock(), self.idle)
+
+    def idle_ratio(self) -> float:
+        """The idle fraction since the previous call (a scrape)."""
+        now = time.monotonic()
+        then, idle_then = self._last
+        self._last = (now, self.idle)
+        if now <= then:
+            return 1.0
+        return max(0.0, min(1.0, (self.idle - idle_then) / (now - then)))
+
+
+def _histogram(name: str, doc: str, labels: list[str], items: list[tuple[list[str], Histogram]]) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for values, h in items:
+        buckets = h.cumulative()
+        family.add_metric(values, buckets, h.sum)
+    return family
+
+
+class BrokerCollector:
+    """Every metric of one broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker, requests: RequestStats, topics: TopicStats, loop: LoopMonitor,
+                 flush_times: Histogram, zk_latency: Histogram):
+        self.broker = broker
+        self.requests = requests
+        self.topics = topics
+        self.loop = loop
+        self.flush_times = flush_times
+        self.zk_latency = zk_latency
+
+    def describe(self) -> list[Metric]:
+        return []           # no describe-time collection (the registry would call collect())
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._traffic()
+        yield from self._requests()
+        yield from self._replicas()
+        yield from self._logs()
+        yield from self._controller()
+        yield from self._network()
+        yield from self._zookeeper()
+        yield from self._groups()
+
+    # ------------------------------------------------------------------ traffic
+
+    def _traffic(self) -> Iterator[Metric]:
+        t = self.topics
+        for name, doc, values in (
+                ("kafka_server_messages_in", "Records appended by clients, per topic (Kafka's MessagesInPerSec)",
+                 t.messages_in),
+                ("kafka_server_bytes_in", "Bytes appended by clients, per topic (Kafka's BytesInPerSec)", t.bytes_in),
+                ("kafka_server_bytes_out", "Bytes sent to consumers, per topic (Kafka's BytesOutPerSec)",
+                 t.bytes_out)):
+            c = CounterMetricFamily(name, doc, labels=["topic"])
+            for topic, n in sorted(values.items()):
+                c.add_metric([topic], n)
+            yield c
+        yield CounterMetricFamily("kafka_server_replication_bytes_in",
+                                  "Bytes of the leaders' batches appended here as follower "
+                                  "(Kafka's ReplicationBytesInPerSec)",
+                                  value=self.broker.replicas.fetchers.replication_bytes_in)
+        yield CounterMetricFamily("kafka_server_replication_bytes_out",
+                                  "Bytes sent to followers' fetches (Kafka's ReplicationBytesOutPerSec)",
+                                  value=t.replication_bytes_out)
+
+    def _requests(self) -> Iterator[Metric]:
+        apis = sorted((api_name(k), s) for k, s in self.requests.apis.items())
+        c = CounterMetricFamily("kafka_network_requests", "Requests handled, per API (Kafka's RequestsPerSec)",
+                                labels=["request"])
+        for name, s in apis:
+            c.add_metric([name], s.requests)
+        yield c
+        for part, (suffix, kafka) in enumerate(TIME_PARTS):
+            yield _histogram(f"kafka_network_{suffix}_seconds", f"Kafka's {kafka}, per API", ["request"],
+                             [([name], s.histogram(part)) for name, s in apis])
+        e = CounterMetricFamily("kafka_network_errors", "Error codes in responses, per API and code, NONE "
+                                                        "left out (Kafka's ErrorsPerSec)", labels=["request", "error"])
+        for key, codes in sorted(self.requests.errors.items()):
+            for code, n in sorted(codes.items()):
+                e.add_metric([api_name(key), _error_name(code)], n)
+        yield e
+
+    # ------------------------------------------------------------------ replicas, logs
+
+    def _replicas(self) -> Iterator[Metric]:
+        replicas = self.broker.replicas
+        under = under_min = at_min = leaders = 0
+        for part in replicas.partitions.values():
+            if not part.is_leader:
+                continue
+            leaders += 1
+            isr = len(part.state.isr)
+            if isr < len(part.state.replicas):
+                under += 1
+            min_isr = part.log.config.min_insync_replicas
+            if isr < min_isr:
+                under_min += 1
+            elif isr == min_isr:
+                at_min += 1
+        yield GaugeMetricFamily("kafka_server_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replicas "
+                                "(Kafka's UnderReplicatedPartitions)", value=under)
+        yield GaugeMetricFamily("kafka_server_under_min_isr_partition_count",
+                                "Partitions led here whose ISR is below min.insync.replicas "
+                                "(Kafka's UnderMinIsrPartitionCount)", value=under_min)
+        yield GaugeMetricFamily("kafka_server_at_min_isr_partition_count",
+                                "Partitions led here whose ISR is exactly min.insync.replicas "
+                                "(Kafka's AtMinIsrPartitionCount)", value=at_min)
+        yield GaugeMetricFamily("kafka_server_leader_count", "Partitions led here (Kafka's LeaderCount)",
+                                value=leaders)
+        yield GaugeMetricFamily("kafka_server_partition_count", "Partitions hosted here (Kafka's PartitionCount)",
+                                value=len(replicas.partitions))
+        yield CounterMetricFamily("kafka_server_isr_shrinks", "ISR shrinks of partitions led here "
+                                                              "(Kafka's IsrShrinksPerSec)", value=replicas.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_isr_expands", "ISR expansions of partitions led here "
+                                                              "(Kafka's IsrExpandsPerSec)", value=replicas.isr_expands)
+        watching = {HIGH_WATERMARK: 0, LOG_END: 0}
+        for (_key, kind), futs in list(replicas.purgatory._watchers.items()):
+            watching[kind] = watching.get(kind, 0) + len(futs)
+        p = GaugeMetricFamily("kafka_server_purgatory_size",
+                              "Requests waiting in the purgatory (Kafka's PurgatorySize): acks=all produces and "
+                              "consumer fetches wait for the high watermark, follower fetches for the log end",
+                              labels=["watch"])
+        p.add_metric(["high_watermark"], watching[HIGH_WATERMARK])
+        p.add_metric(["log_end"], watching[LOG_END])
+        yield p
+
+    def _logs(self) -> Iterator[Metric]:
+        families = {
+            "size": GaugeMetricFamily("kafka_log_size_bytes", "Bytes of a partition's log on disk (Kafka's Size)",
+                                      labels=["topic", "partition"]),
+            "segments": GaugeMetricFamily("kafka_log_segments", "Segments of a partition's log "
+                                                                "(Kafka's NumLogSegments)", labels=["topic", "partition"]),
+            "start": GaugeMetricFamily("kafka_log_start_offset", "A partition's log start offset "
+                                                                 "(Kafka's LogStartOffset)", labels=["topic", "partition"]),
+            "end": GaugeMetricFamily("kafka_log_end_offset", "A partition's log end offset (Kafka's LogEndOffset)",
+                                     labels=["topic", "partition"]),
+        }
+        for tp, part in sorted(self.broker.replicas.partitions.items()):
+            lg = part.log
+            labels = [tp.topic, str(tp.partition)]
+            families["size"].add_metric(labels, lg.size)
+            families["segments"].add_metric(labels, len(lg.segments))
+            families["start"].add_metric(labels, lg.log_start_offset)
+            families["end"].add_metric(labels, lg.log_end_offset)
+        yield from families.values()
+        yield _histogram("kafka_log_flush_time_seconds", "Time of each group commit's fsync "
+                                                         "(Kafka's LogFlushRateAndTimeMs)", [], [([], self.flush_times)])
+
+    # ------------------------------------------------------------------ controller
+
+    def _controller(self) -> Iterator[Metric]:
+        controller = self.broker.controller
+        active = controller is not None and controller.active
+        yield GaugeMetricFamily("kafka_controller_active_controller_count",
+                                "1 on the active controller, 0 elsewhere (Kafka's ActiveControllerCount)",
+                                value=1 if active else 0)
+        offline = 0
+        if active and controller is not None and controller.ctx is not None:
+            ctx = controller.ctx
+            offline = sum(1 for s in ctx.states.values() if s.leader < 0 or s.leader not in ctx.brokers)
+        yield GaugeMetricFamily("kafka_controller_offline_partitions_count",
+                                "Partitions without a live leader, on the active controller "
+                                "(Kafka's OfflinePartitionsCount)", value=offline)
+        yield GaugeMetricFamily("kafka_controller_epoch", "The controller epoch this broker knows",
+                                value=self.broker.metadata.controller_epoch)
+        yield CounterMetricFamily("kafka_controller_leader_elections",
+                                  "Leaderships this broker's controller gave (Kafka's LeaderElectionRateAndTimeMs "
+                                  "count)", value=0 if controller is None else controller.leader_elections)
+        yield CounterMetricFamily("kafka_controller_unclean_leader_elections",
+                                  "Leaders elected outside the ISR (Kafka's UncleanLeaderElectionsPerSec)",
+                                  value=0 if controller is None else controller.unclean_leader_elections)
+
+    # ------------------------------------------------------------------ network, loop, ZooKeeper
+
+    def _network(self) -> Iterator[Metric]:
+        c = GaugeMetricFamily("kafka_server_connections", "Open client connections per listener "
+                                                          "(Kafka's connection-count)", labels=["listener"])
+        c.add_metric(["PLAINTEXT"], len(self.broker.server.connections))
+        yield c
+        if self.loop.available:
+            yield GaugeMetricFamily("kafka_server_request_handler_avg_idle_ratio",
+                                    "Idle fraction of the event loop since the previous scrape "
+                                    "(Kafka's RequestHandlerAvgIdlePercent, 0..1)", value=self.loop.idle_ratio())
+            yield CounterMetricFamily("kbroker_event_loop_idle_seconds",
+                                      "Time the event loop waited for I/O (rate() of it: the idle ratio)",
+                                      value=self.loop.idle)
+
+    def _zookeeper(self) -> Iterator[Metric]:
+        store = self.broker._store
+        if not self.broker.in_cluster or store is None:
+            return
+        yield GaugeMetricFamily("kafka_server_zookeeper_session_connected",
+                                "1 while the ZooKeeper session is connected (Kafka's SessionState)",
+                                value=1 if getattr(store, "connected", False) else 0)
+        yield _histogram("kafka_server_zookeeper_request_latency_seconds",
+                         "ZooKeeper request round trips (Kafka's ZooKeeperRequestLatencyMs)", [],
+                         [([], self.zk_latency)])
+
+    # ------------------------------------------------------------------ groups
+
+    def _groups(self) -> Iterator[Metric]:
+        coordinator = self.broker.coordinator
+        states = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
+        lag = GaugeMetricFamily("kafka_consumer_group_lag", "High watermark minus committed offset, per group and "
+                                                            "partition (groups coordinated here)",
+                                labels=["group", "topic", "partition"])
+        members = GaugeMetricFamily("kafka_coordinator_group_members", "Members of each group coordinated here",
+                                    labels=["group"])
+        for g in coordinator.list_groups():
+            states[g.state.value] = states.get(g.state.value, 0) + 1
+            members.add_metric([g.group_id], len(g.members))
+            for (topic, partition), lag_value in group_lag(self.broker, g).items():
+                lag.add_metric([g.group_id, topic, str(partition)], lag_value)
+        s = GaugeMetricFamily("kafka_coordinator_groups", "Groups coordinated here, per state "
+                                                          "(Kafka's NumGroups<State>)", labels=["state"])
+        for name, n in states.items():
+            s.add_metric([name], n)
+        yield s
+        yield members
+        yield lag
+        yield CounterMetricFamily("kafka_coordinator_rebalances", "Completed rebalances of groups coordinated here "
+                                                                  "(Kafka's group rebalance count)",
+                                  value=coordinator.rebalances)
+
+
+def group_lag(broker: Broker, group: Any) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> high watermark minus committed offset, for each committed
+    partition hosted on this broker (a partition hosted elsewhere has no high watermark
+    here and is left out)."""
+    out = {}
+    partitions = broker.replicas.partitions
+    for (topic, partition), om in group.offsets.items():
+        part = partitions.get(_tp(topic, partition))
+        if part is None:
+            continue
+        out[(topic, partition)] = max(part.log.high_watermark - om.offset, 0)
+    return out
+
+
+def _tp(topic: str, partition: int) -> Any:
+    from broker.log import TopicPartition
+    return TopicPartition(topic, partition)
