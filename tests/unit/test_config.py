@@ -564,9 +564,9 @@ def test_a_kafka_3_zookeeper_server_properties_is_accepted():
     assert c["zookeeper.connect"] == "localhost:2181" and c["auto.leader.rebalance.enable"] is True
     assert c["zookeeper.connection.timeout.ms"] == 18000 and c["group.initial.rebalance.delay.ms"] == 0
     assert c.advertised_listeners == [("broker0.example", 9092)]
-    # (num.recovery.threads.per.data.dir and the transaction.state.log.* keys are settings
-    # of kbroker's, not ignored)
-    assert len(c.warnings) == len(c.ignored) == 8
+    # (num.recovery.threads.per.data.dir, the transaction.state.log.* keys and
+    # security.inter.broker.protocol are settings of kbroker's, not ignored)
+    assert len(c.warnings) == len(c.ignored) == 6
     assert c["transaction.state.log.replication.factor"] == 1 and c["transaction.state.log.min.isr"] == 1
     assert c["num.recovery.threads.per.data.dir"] == 1
     assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" not in c.ignored
