@@ -22,7 +22,7 @@ stall   examples/copy/run.py (default options) copies `in` to `out` (6 partition
         signal to 60 s after; its baseline, the longest such gap in the 10 s before, is
         printed too) and the largest end-to-end latency (send to arrival in `out`) of the
         records sent from 2 s before the signal to 5 s after it. Each trial starts once the
-        copy keeps up with its input; the victim then restarts and every ISR is full again
+        copy keeps up with its input (a record reaches `out` within --lag-s of its send); the victim then restarts and every ISR is full again
         before the next trial.
 read    --messages records of 100 B (6 partitions, RF=3, written once with the sink's
         native encoder) read by a Spark batch job on the standalone cluster into the noop
@@ -211,7 +211,7 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
         time.sleep(10)
         for trial in range(args.trials * 2):
             how = "kill -9" if trial % 2 == 0 else "SIGTERM"
-            caught_up(watcher)
+            caught_up(watcher, lag=args.lag_s)
             controller = cluster.wait_for_controller()
             counts = {b: len(led_by(cluster, ("in", "out"), b)) for b in cluster.ids if b != controller}
             victim = max(counts, key=lambda b: (counts[b], -b))
@@ -389,6 +389,9 @@ def main() -> int:
     ap.add_argument("--session-ms", type=int, default=18000, help="zookeeper.session.timeout.ms (Kafka's default)")
     ap.add_argument("--trials", type=int, default=3, help="stall: trials of each kind (kill -9, SIGTERM)")
     ap.add_argument("--rate", type=float, default=1000, help="stall: records/s produced")
+    ap.add_argument("--lag-s", type=float, default=3.0,
+                    help="stall: a trial starts once the latest record reached `out` within this many s of its "
+                         "send (on a loaded machine a micro-batch alone takes longer than 3 s)")
     ap.add_argument("--observe-s", type=float, default=45, help="stall: seconds watched after each signal")
     ap.add_argument("--messages", type=int, default=1_000_000, help="read/write: records")
     ap.add_argument("--size", type=int, default=100, help="read/write: value bytes")
