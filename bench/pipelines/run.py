@@ -22,8 +22,8 @@ stall   examples/copy/run.py (default options) copies `in` to `out` (6 partition
         signal to 60 s after; its baseline, the longest such gap in the 10 s before, is
         printed too) and the largest end-to-end latency (send to arrival in `out`) of the
         records sent from 2 s before the signal to 5 s after it. Each trial starts once the
-        copy keeps up with its input (a record reaches `out` within --lag-s of its send); the victim then restarts and every ISR is full again
-        before the next trial.
+        copy keeps up with its input (a record reaches `out` within --lag-s of its send);
+        the victim then restarts and every ISR is full again before the next trial.
 read    --messages records of 100 B (6 partitions, RF=3, written once with the sink's
         native encoder) read by a Spark batch job on the standalone cluster into the noop
         sink, through the kbroker source and through Spark's Kafka connector (the jars
