@@ -106,12 +106,18 @@ class Producer:
         sent (a slow or failed-over leader), it keeps growing up to batch_size instead of
         queueing one small batch per linger_ms, which would drain at one batch per
         request and let the backlog age past delivery_timeout_ms."""
-        self._sender.pump()
         now = time.monotonic()
-        due = [tp for tp, t0 in self._first_append.items()
-               if (now - t0) * 1000 >= self.linger_ms and not self._sender.waiting(tp)]
+        due, held = [], False
+        for tp, t0 in self._first_append.items():
+            if (now - t0) * 1000 >= self.linger_ms:
+                if self._sender.waiting(tp):
+                    held = True
+                else:
+                    due.append(tp)
         if due:
-            self._send_batches(due)
+            self._send_batches(due)           # the sender takes the answers there as it adds
+        elif held:
+            self._sender.pump()               # answers free the way for the held batches
 
     def flush(self) -> None:
         """Sends every batch and waits until all are acknowledged."""
