@@ -1,6 +1,6 @@
 """A small batching producer: records accumulate per partition in native BatchBuilders;
 a batch goes to the shared pipelined Sender (broker/client/sender.py) when it reaches
-batch_size or linger_ms, or on flush().
+batch_size, or linger_ms once the partition's previous batch has been sent, or on flush().
 
     with Producer("127.0.0.1:9092", acks=1, compression="lz4") as p:
         p.send("clicks", b"value", key=b"user-1", headers=[("h", b"v")])
@@ -98,15 +98,28 @@ class Producer:
         if b.size_in_bytes >= self.batch_size:
             self._sticky.pop(topic, None)
             self._send_batches([tp])
-        elif self.linger_ms == 0:
+        elif self.linger_ms == 0 and not self._sender.waiting(tp):
             self._send_batches([tp])
 
     def poll(self) -> None:
-        """Sends the batches whose linger time has passed."""
+        """Takes the answers already there, then sends the batches whose linger time has
+        passed. As in Kafka's accumulator, a partition's open batch is closed only once
+        the sender can take it: while an earlier batch of the partition still waits to be
+        sent (a slow or failed-over leader), it keeps growing up to batch_size instead of
+        queueing one small batch per linger_ms, which would drain at one batch per
+        request and let the backlog age past delivery_timeout_ms."""
         now = time.monotonic()
-        due = [tp for tp, t0 in self._first_append.items() if (now - t0) * 1000 >= self.linger_ms]
+        due, held = [], False
+        for tp, t0 in self._first_append.items():
+            if (now - t0) * 1000 >= self.linger_ms:
+                if self._sender.waiting(tp):
+                    held = True
+                else:
+                    due.append(tp)
         if due:
-            self._send_batches(due)
+            self._send_batches(due)           # the sender takes the answers there as it adds
+        elif held:
+            self._sender.pump()               # answers free the way for the held batches
 
     def flush(self) -> None:
         """Sends every batch and waits until all are acknowledged."""

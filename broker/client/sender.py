@@ -134,6 +134,15 @@ class Sender:
         while any(self.queues.values()) or any(self.inflight.values()):
             self._pump(block=True)
 
+    def pump(self) -> None:
+        """Takes the answers already there and sends what the in-flight limits allow,
+        without waiting (unless more than buffer_memory bytes wait to be sent)."""
+        self._pump(block=False)
+
+    def waiting(self, tp: TopicPartition) -> bool:
+        """A batch of the partition waits to be sent (not yet sent, or to be retried)."""
+        return bool(self.queues.get(tp))
+
     # ------------------------------------------------------------------ routing
 
     def _leader(self, tp: TopicPartition) -> int:
