@@ -106,6 +106,9 @@ class Connection:
         self.inflight: collections.deque[_Slot] = collections.deque()  # answers to come, in order
         self._inflight_produce = False                 # every in-flight request is a Produce
         self._stalled = False                          # handling paused for output backpressure
+        #: the client closed its side: what it sent before is still handled (an acks=0
+        #: producer's last requests), then the connection closes
+        self._peer_closed = False
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self.follower = False                          # a follower's fetch connection (Fetch said so)
@@ -142,7 +145,7 @@ class Connection:
     # ------------------------------------------------------------------ reading
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed:
+        if not self._reading and not self.closed and not self._peer_closed:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
 
@@ -168,7 +171,7 @@ class Connection:
                 self.close()
                 return
         if not data:
-            self.close()
+            self._end_of_stream()
             return
         now = self.last_active = self.loop.time()
         try:
@@ -188,6 +191,24 @@ class Connection:
             self._run_pending()
         if len(self.pending) >= MAX_PENDING_FRAMES:
             self._pause_reading()
+
+    def _end_of_stream(self) -> None:
+        """The client closed its side. Requests it sent before are handled, as Kafka's
+        broker handles what it has received (an acks=0 producer's last requests are
+        appended, not dropped with the connection); answers go out while the socket takes
+        them; the connection closes once nothing is queued or in flight."""
+        if not self.pending and not self.inflight:
+            self.close()
+            return
+        self._peer_closed = True
+        self._pause_reading()
+        if self.pending and not self._run_scheduled and self._may_dispatch():
+            self._run_pending()
+        self._close_if_drained()
+
+    def _close_if_drained(self) -> None:
+        if self._peer_closed and not self.closed and not self.pending and not self.inflight:
+            self.close_when_sent()
 
     # ------------------------------------------------------------------ TLS
 
@@ -392,7 +413,9 @@ class Connection:
             log.exception("%s: request processing failed; closing", self)
             self.close()
             return
-        if not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
+        if self._peer_closed:
+            self._close_if_drained()
+        elif not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
             self._resume_reading()
 
     def _schedule_run(self) -> None:
@@ -433,6 +456,8 @@ class Connection:
                 self.stats.observe(api_key, start - arrived, end - start, ready - end, 0.0)
         if self.pending and self._may_dispatch():
             self._run_pending()
+        elif self._peer_closed:
+            self._close_if_drained()
 
     def waiting_tasks(self) -> list[asyncio.Task]:
         """The tasks of the requests still waiting (for a clean shutdown to await)."""

@@ -528,6 +528,25 @@ def test_invalid_required_acks(broker, victim):
     assert scratch_end(broker, 0) == end
 
 
+def test_acks_0_produces_received_before_the_client_closes_are_all_appended(broker, victim):
+    """An acks=0 producer that writes its requests and closes at once (librdkafka's flush
+    then close does this) loses nothing the broker received: the requests read before the
+    end of the stream are handled, as Kafka's, not dropped with the connection. Many
+    small pipelined requests, so that some are still queued when the close is read."""
+    n = 3000
+    end = scratch_end(broker, 1)
+    frames = b"".join(raw_request(0, 9, i, produce_request({1: batch([b"a0-%d" % i])}, acks=0)) for i in range(n))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(frames)
+    deadline = time.monotonic() + 30
+    while (got := scratch_end(broker, 1) - end) < n and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert got == n, f"{n - got} of {n} acks=0 records lost at the client's close"
+    values = [r.value for (p, o), r in sorted(read_all(broker.bootstrap, SCRATCH, [1]).items()) if o >= end]
+    assert values == [b"a0-%d" % i for i in range(n)]
+    assert_intact(broker, victim)
+
+
 def test_acks_0_with_a_corrupt_batch_closes_the_connection(broker, victim):
     end = scratch_end(broker, 0)
     with connect(broker) as conn:
