@@ -419,12 +419,17 @@ def test_config_names_kbroker_implements_exist_in_kafka(peers, topic):
                                                                    configuration_keys=None)]))
         names[rtype] = {c.name for c in r.results[0].configs}
     assert set(TOPIC_KEYS) - names[2] == set()
-    assert set(BROKER_KEYS) - names[4] == ZOOKEEPER_KEYS | AUTHORIZER_KEYS
+    assert set(BROKER_KEYS) - names[4] == ZOOKEEPER_KEYS | AUTHORIZER_KEYS | OWN_KEYS
 
 
 # the ACL authorizer's settings: Kafka's authorizer reads them, its broker configuration
 # does not describe them (kbroker's DescribeConfigs leaves them out too)
 AUTHORIZER_KEYS = {"super.users", "allow.everyone.if.no.acl.found"}
+
+# kbroker's own settings, where Kafka uses log4j's file and JMX (differences.txt says so
+# for DescribeConfigs)
+OWN_KEYS = {"metrics.listener", "log.format", "log.file", "log.file.max.bytes", "log.file.backup.count",
+            "log.state.change.file", "log.request.api"}
 
 # kbroker's cluster mode runs on ZooKeeper (Kafka 3.x's keys, with the ZooKeeper-era
 # controller's); Kafka 4.x has KRaft only and dropped them
