@@ -44,6 +44,11 @@ class BrokerProcess:
         self.host = host
         self.config = dict(config or {})
         self.port = port or free_port()
+        # a port picked here may be taken before the broker binds it (by any process's
+        # outgoing connection: free ports and ephemeral ports come from the same range);
+        # until the broker has once been ready, such a start is retried on another port
+        self._port_chosen_here = port is None and "listeners" not in self.config
+        self._ever_ready = False
         self.broker_id = broker_id
         self.log_level = log_level
         # the suite runs on asyncio's own loop; tests/interop/test_uvloop.py repeats the
@@ -85,12 +90,16 @@ class BrokerProcess:
         env = dict(os.environ)
         env.update(self.env or {})
         self.paused = False
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec)
-        _running.add(self)
+        self._env = env
+        self._spawn()
         if wait:
             self.wait_ready(timeout)
         return self
+
+    def _spawn(self) -> None:
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
+                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec)
+        _running.add(self)
 
     def preexec(self) -> None:
         """Runs in the child before exec: applies `nofile`."""
@@ -105,11 +114,20 @@ class BrokerProcess:
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         from broker.client import BrokerConnection, ClientError
         deadline = time.monotonic() + timeout
+        port_retries = 3
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+                tail = self.log_tail()
+                if self._port_chosen_here and not self._ever_ready and port_retries and \
+                        f"cannot listen on {self.host}:{self.port}: Address already in use" in tail:
+                    port_retries -= 1
+                    self.port = free_port()
+                    self._spawn()
+                    continue
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{tail}")
             try:
                 with BrokerConnection(self.host, self.port, timeout=2):
+                    self._ever_ready = True
                     return
             except (ClientError, OSError):
                 time.sleep(0.05)
