@@ -54,7 +54,9 @@ def wait_for(what: str, cond, timeout: float = WAIT_S):
 
 
 def produce_one_per_batch(bootstrap, topic, partition, n, tag=b"r", timestamp=None):
-    with Producer(bootstrap, acks=-1, linger_ms=0) as p:
+    # batch_size=1: every record is a batch of its own (with linger_ms=0 alone, records sent
+    # while an earlier batch is in flight join one batch, as Kafka's producer does)
+    with Producer(bootstrap, acks=-1, linger_ms=0, batch_size=1) as p:
         for i in range(n):
             p.send(topic, value(i, tag), key=b"k%d" % i, partition=partition, timestamp=timestamp)
         p.flush()                   # every batch acknowledged: results complete
