@@ -178,10 +178,20 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
             driver.wait(30)
             driver = start_driver()                         # from the checkpoint
             wait_progress(RECORDS * 2 // 5, "before the executor kill")
-            executors = sa.executors()
-            assert executors, "no executor process found under the workers"
             time.sleep(rng.uniform(0, 1.0))
-            os.kill(rng.choice(executors), signal.SIGKILL)
+            kill_deadline = time.monotonic() + 60
+            while True:
+                # listed again each round: an executor of the killed driver's application
+                # can be on its way out when listed (its worker stops it), gone when killed
+                executors = sa.executors()
+                if executors:
+                    try:
+                        os.kill(rng.choice(executors), signal.SIGKILL)
+                        break
+                    except ProcessLookupError:
+                        pass
+                assert time.monotonic() < kill_deadline, "no executor process found under the workers"
+                time.sleep(0.2)
             wait_progress(RECORDS * 3 // 5, "before the broker kill")
             victim = rng.choice(kb.ids)
             kb.kill(victim)
