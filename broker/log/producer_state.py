@@ -161,6 +161,23 @@ def snapshot_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
+class Verification:
+    """A verification in flight for one producer on one partition (the guard of
+    start_verification): the epoch and lowest sequence of the batches waiting on it."""
+
+    __slots__ = ("epoch", "lowest_seq")
+
+    def __init__(self, epoch: int, first_seq: int) -> None:
+        self.epoch, self.lowest_seq = epoch, first_seq
+
+    def saw(self, epoch: int, first_seq: int) -> None:
+        if epoch > self.epoch:
+            self.epoch, self.lowest_seq = epoch, first_seq
+        elif epoch == self.epoch and first_seq != NO_SEQUENCE and \
+                (self.lowest_seq == NO_SEQUENCE or first_seq < self.lowest_seq):
+            self.lowest_seq = first_seq
+
+
 class ProducerStateManager:
     """The producer state of one partition; `directory` holds its snapshot files."""
 
@@ -174,7 +191,7 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         # completed transactions whose marker is at or above the high watermark
         self.unreplicated: deque[CompletedTxn] = deque()
-        self.verifying: dict[int, object] = {}     # pid -> the guard of a verification in flight
+        self.verifying: dict[int, Verification] = {}     # pid -> the verification in flight
         # what the last load() replayed: the offset it replayed from, and the transactions
         # the markers it met completed (the log rebuilds its aborted index from them)
         self.replayed_from = 0
@@ -231,20 +248,39 @@ class ProducerStateManager:
             pending[pid] = (epoch, last)
         return None
 
-    def start_verification(self, pid: int) -> object:
+    def start_verification(self, pid: int, epoch: int = -1, first_seq: int = NO_SEQUENCE) -> Verification:
         """A produce asks the coordinator whether this partition is in the producer's
         transaction (KIP-890 part 1): the guard returned (shared by the producer's
         requests in flight meanwhile) stays valid until a marker of the producer is
-        appended or its transaction opens here (Kafka's VerificationGuard)."""
+        appended or its transaction opens here (Kafka's VerificationGuard). It keeps the
+        lowest sequence of the batches waiting on it (Kafka's VerificationStateEntry):
+        their verdicts may come back in any order, and only the lowest may open the
+        transaction."""
         guard = self.verifying.get(pid)
         if guard is None:
-            guard = self.verifying[pid] = object()
+            guard = self.verifying[pid] = Verification(epoch, first_seq)
+        else:
+            guard.saw(epoch, first_seq)
         return guard
 
     def verified(self, pid: int, guard: object) -> bool:
         """May a batch verified under `guard` be appended: the guard is still valid (no
         marker since), or the producer's transaction is open here already?"""
         return self.verifying.get(pid) is guard or self.has_open_transaction(pid)
+
+    def check_verified_order(self, pid: int, epoch: int, first_seq: int) -> None:
+        """A verified batch about to open the producer's transaction here: OutOfOrderSequence
+        when a batch of a lower sequence (of its epoch) waits on the same verification —
+        requests pipelined on one connection are verified concurrently, and appending a
+        later batch first would leave the earlier ones out of the log (Kafka's check in
+        ProducerAppendInfo against the verification's lowest sequence)."""
+        guard = self.verifying.get(pid)
+        if guard is None or self.has_open_transaction(pid) or first_seq == NO_SEQUENCE:
+            return
+        if epoch == guard.epoch and guard.lowest_seq != NO_SEQUENCE and first_seq > guard.lowest_seq:
+            raise OutOfOrderSequence(
+                f"{self.tp}: producer {pid} epoch {epoch}: sequence {first_seq} before {guard.lowest_seq}, "
+                "which waits on the same transaction verification")
 
     def has_open_transaction(self, pid: int) -> bool:
         e = self.producers.get(pid)

@@ -15,7 +15,7 @@ from broker.group.metadata_manager import OFFSETS_TOPIC
 from broker.log import LogAppendInfo, LogStorageError, RecordTooLarge, TopicPartition
 from broker.log.log import Log
 from broker.log.producer_state import OutOfOrderSequence
-from broker.native import BatchBuilder, InvalidRecordError
+from broker.native import BatchBuilder, InvalidRecordError, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.server.handlers import produce
@@ -169,3 +169,63 @@ def test_an_acks_all_produce_is_answered_once_the_isr_has_the_batch(tmp_path):
         p = resp.responses[0].partition_responses[0]
         assert (p.error_code, p.base_offset, p.log_start_offset) == (0, 1, 0)
     asyncio.run(main())
+
+
+def _txn_batch(seq: int, count: int = 2) -> bytearray:
+    b = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=seq, is_transactional=True)
+    for i in range(count):
+        b.append(1000, b"k", b"v%d" % (seq + i))
+    return bytearray(b.build())
+
+
+class _VerifyingCoordinator:
+    """A transaction coordinator whose verify_only answers the test releases, in any order."""
+
+    def __init__(self):
+        self.waiting: list[asyncio.Future] = []
+
+    async def verify(self, txn_id, pid, epoch, parts):
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting.append(fut)
+        await fut
+        return {p: 0 for p in parts}
+
+
+def test_pipelined_transactional_batches_verified_out_of_order_open_the_transaction_in_order(tmp_path):
+    """Three produce requests of one producer, pipelined on one connection, each waiting on
+    the coordinator's verification (KIP-890 part 1): when the last verdict comes first, its
+    batch (sequence 4) must not open the transaction ahead of sequence 0 — it is refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER (retriable; the producer sends it again) and the log holds
+    the batches in sequence order. Before the check, sequence 4 landed first and 0 and 2
+    were refused for good (a Java transactional copier lost them)."""
+    async def main():
+        replicas = ReplicaManager(1, None, KnownTopics())
+        lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+        replicas.partitions[TP] = Partition(TP, lg, PartitionState(0, [1], 1, 0, [1]), 1, replicas.purgatory)
+        coord = _VerifyingCoordinator()
+        ctx = context(replicas=replicas)
+        ctx.services.config = {"transaction.partition.verification.enable": True}
+        ctx.services.txn_coordinator = coord
+
+        def send(seq):
+            return asyncio.ensure_future(produce.handle(ctx, request(
+                [0], acks=1, transactional_id="tx", records=lambda: _txn_batch(seq))))
+        tasks = [send(0), send(2), send(4)]
+        await asyncio.sleep(0.01)
+        assert len(coord.waiting) == 3
+        for fut in reversed(coord.waiting):            # the verdicts come back last first
+            fut.set_result(None)
+            await asyncio.sleep(0.01)
+        got = [codes(await t)[0] for t in tasks]
+        assert got == [0, E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        for seq in (2, 4):                             # the producer's retries, in order (the
+            # transaction is open here now: answered at once, no verification)
+            resp = produce.handle(ctx, request([0], acks=1, transactional_id="tx",
+                                               records=lambda s=seq: _txn_batch(s)))
+            assert codes(resp)[0] == 0
+        s = lg.read(0, 1 << 20, max_offset=lg.log_end_offset)
+        try:
+            return [b.base_sequence for b in iter_batches(s.read())]
+        finally:
+            s.close()
+    assert asyncio.run(main()) == [0, 2, 4]

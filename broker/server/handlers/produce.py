@@ -38,6 +38,7 @@ import logging
 
 from broker.cluster.replica.manager import AppendOrigin
 from broker.log import TopicPartition
+from broker.log.producer_state import OutOfOrderSequence
 from broker.native import RecordBatch
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -139,7 +140,8 @@ def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
         ps = part.log.producer_state
         if ps.has_open_transaction(b.producer_id):
             continue
-        out[i] = (b.producer_id, b.producer_epoch, ps.start_verification(b.producer_id))
+        out[i] = (b.producer_id, b.producer_epoch,
+                  ps.start_verification(b.producer_id, b.producer_epoch, b.base_sequence))
     return out
 
 
@@ -166,6 +168,15 @@ async def _verify_then_append(ctx, request, entries, answers, need, responses):
                 part = services.replicas.get(tp)
                 if part is None or not part.log.producer_state.verified(need[i][0], need[i][2]):
                     code = ErrorCode.INVALID_TXN_STATE          # a marker came meanwhile
+                else:
+                    try:
+                        b = RecordBatch(entry[1])
+                        part.log.producer_state.check_verified_order(b.producer_id, b.producer_epoch,
+                                                                     b.base_sequence)
+                    except OutOfOrderSequence as exc:
+                        r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
+                        failed = True
+                        continue
             if code:
                 r.error_code = code
                 r.error_message = "Partition was not added to the transaction" \
