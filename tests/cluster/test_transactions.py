@@ -11,8 +11,6 @@ import random
 import time
 from collections import Counter
 
-import pytest
-
 from broker.client import Cluster as Client
 from broker.txn.records import partition_for
 from tests.support.deps import require_module
@@ -39,12 +37,6 @@ def _remaining(tool) -> int | None:
     return last
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 17, open defect: in 1 of 4 runs (a fresh-clone CI run of 2026-11-27) copier-0's first 34 input "
-    "records never reached a committed transaction: its first output batch (sequence 0-33) is missing from "
-    "out-0 (the partition took sequence 34 as the producer's first), and after each abort the copier's "
-    "consumer resumed at input offset 34, not 0, so the first committed transaction copied 34..99 with "
-    "offset 100. To be found before issue 17 is resolved."))
 def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_cluster, tmp_path):
     ck = require_module("confluent_kafka")
     require_kafka_libs()
