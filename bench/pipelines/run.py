@@ -420,6 +420,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-pipelines-bench-"))
     results: dict = {"command": " ".join([".venv/bin/python", "bench/pipelines/run.py", *sys.argv[1:]]),
                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    failed = True
     try:
         config = {"zookeeper.session.timeout.ms": args.session_ms, "default.replication.factor": 3,
                   "offsets.topic.replication.factor": 3}
@@ -431,10 +432,14 @@ def main() -> int:
                 results["stall"] = step_stall(cluster, spark, args, tmp)
             if steps & {"read", "write"}:
                 results.update(step_throughput(cluster, spark, args, steps & {"read", "write"}))
+        failed = False
     finally:
         if ours:
             Path(BENCH_MARKER).unlink(missing_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if failed:
+            print(f"kept {tmp} (the brokers' logs and data) for a look", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     return 0
