@@ -358,13 +358,21 @@ class Server:
                 acceptor.sock.close()
                 acceptor.sock = None
 
-    async def close_connections(self) -> None:
+    async def close_connections(self, timeout: float = 5.0) -> None:
+        """Closes every connection; its waiting requests are cancelled. Waits (bounded) for
+        them to end, and names any that did not (they are left behind)."""
         conns = list(self.connections)
         tasks = [t for c in conns for t in c.waiting_tasks()]
         for conn in conns:
             conn.close()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for t in pending:
+                frames = t.get_stack()
+                where = (f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno} ({frames[-1].f_code.co_name})"
+                         if frames else "an unknown place")
+                log.error("a request's task was still running %.0f s after its connection closed, at %s; "
+                          "left behind", timeout, where)
 
     def dispatch(self, conn: Connection, frame):
         """Handles one request frame. Returns the response parts, None (no response, or
