@@ -47,7 +47,13 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection
-from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
+from broker.server.handlers import (
+    ERROR_RESPONSES,
+    HANDLERS,
+    TV2_VERSIONS,
+    max_version,
+    unsupported_api_versions_response,
+)
 from broker.server.logsetup import request_log_api
 
 if TYPE_CHECKING:
@@ -393,9 +399,11 @@ class Server:
                                  header.client_id)
             conn.close()
             return None
-        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
+        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION or (
+                api_key in TV2_VERSIONS and version > max_version(api_key, self.services.config)):
             if api_key == 18:
-                return codec.encode_response((header.correlation_id, 18, 0), unsupported_api_versions_response())
+                return codec.encode_response((header.correlation_id, 18, 0),
+                                             unsupported_api_versions_response(self.services.config))
             return self._unsupported_version(conn, handler, header, frame)
         try:
             _, request = codec.decode_request(frame)
