@@ -13,9 +13,10 @@ import re
 import pytest
 
 from broker.client import Cluster
-from broker.client.connection import BrokerConnection
+from broker.client.connection import BrokerConnection, ClientError
 from broker.native import iter_batches
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.end_txn import EndTxnRequest
 from tests.support.broker_proc import BrokerProcess
 from tests.support.kafka_tools import kafka_tool
 from tests.txn.conftest import TXN_CONFIG
@@ -56,6 +57,13 @@ def test_api_versions_finalize_transaction_version_only_at_2(versioned):
     else:
         assert resp.supported_features == [] and resp.finalized_features == []
         assert (versions[0], versions[28], versions[26], versions[24]) == (11, 4, 4, 4)
+        # a version not advertised is not served either: the connection is closed
+        host, port = b.bootstrap.rsplit(":", 1)
+        with BrokerConnection(host, int(port)) as conn:
+            with pytest.raises(ClientError, match="closed"):
+                conn.request(EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=False),
+                             version=5, timeout=10)
+            assert b.running
 
 
 def test_a_java_producer_bumps_its_epoch_every_commit_with_transaction_version_2(versioned, topic_name):
