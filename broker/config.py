@@ -322,6 +322,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("transaction.partition.verification.enable", _B, True,
        "A partition refuses a transactional producer's first batch unless its coordinator added the "
        "partition (KIP-890 part 1).", ),
+    _K("transaction.version", _SH, 2,
+       "The transaction protocol offered to clients (Kafka's finalized feature transaction.version): 2 is "
+       "KIP-890 part 2 (partitions added by the produce path, an epoch bump per transaction); 0 or 1 "
+       "keeps the protocol of transaction.version 1.", _between(0, 2)),
     _K("offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)),
     _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
     _K("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", _at_least(0)),

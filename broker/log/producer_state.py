@@ -133,6 +133,8 @@ class ProducerEntry:
     last_timestamp: int = -1
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1    # the first offset of its open transaction here, or -1
+    # its epoch came from a marker (transaction.version 2): its first batch starts at sequence 0
+    epoch_from_marker: bool = False
 
     @property
     def last_seq(self) -> int:
@@ -241,6 +243,11 @@ class ProducerStateManager:
                 if first != 0 and cur_epoch != -1:
                     raise OutOfOrderSequence(
                         f"{self.tp}: producer {pid} epoch {epoch} must start at sequence 0, not {first}")
+            elif cur_last == NO_SEQUENCE and first != 0 and pid not in pending and entry is not None \
+                    and entry.epoch_from_marker:
+                raise OutOfOrderSequence(
+                    f"{self.tp}: producer {pid} epoch {epoch} began with a marker: its first sequence must be 0, "
+                    f"not {first}")
             elif cur_last != NO_SEQUENCE and not in_sequence(cur_last, first):
                 raise OutOfOrderSequence(
                     f"{self.tp}: producer {pid} epoch {epoch}: sequence {first} after {cur_last} "
@@ -282,9 +289,12 @@ class ProducerStateManager:
                 f"{self.tp}: producer {pid} epoch {epoch}: sequence {first_seq} before {guard.lowest_seq}, "
                 "which waits on the same transaction verification")
 
-    def has_open_transaction(self, pid: int) -> bool:
+    def has_open_transaction(self, pid: int, epoch: int | None = None) -> bool:
+        """Has `pid` a transaction open here (at `epoch`, when given: with transaction.version
+        2 the next transaction's first batch, at the bumped epoch, may come before the
+        marker that ends the open one — Kafka's hasOngoingTransaction(pid, epoch))?"""
         e = self.producers.get(pid)
-        return e is not None and e.current_txn_first_offset >= 0
+        return e is not None and e.current_txn_first_offset >= 0 and (epoch is None or e.epoch == epoch)
 
     def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> None:
         """May the coordinator write a marker for `pid` at `epoch`? InvalidProducerEpoch for
@@ -322,6 +332,7 @@ class ProducerStateManager:
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
+        entry.epoch_from_marker = False
         entry.batches.append(BatchMetadata(base_seq, last_sequence(base_seq, last_offset_delta),
                                            base_offset, base_offset + last_offset_delta, max_timestamp))
         entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
@@ -346,6 +357,7 @@ class ProducerStateManager:
             # a marker of a bumped epoch (an abort that fences, transaction.version 2)
             entry.epoch = b.producer_epoch
             entry.batches.clear()
+            entry.epoch_from_marker = True
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = max(entry.last_timestamp, b.max_timestamp)
         first = entry.current_txn_first_offset

@@ -93,7 +93,7 @@ API_RIGHTS: dict[ApiKey, tuple[Right, ...]] = {
     # transactions (issue 17): as KafkaApis checks them
     ApiKey.ADD_PARTITIONS_TO_TXN: (_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "v0-3 (clients)"),
                                    _r(O.WRITE, R.TOPIC, _TOPIC, "v0-3 (clients)"),
-                                   _r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER, "v4+ (brokers' verify_only batches)")),
+                                   _r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER, "v4+ (brokers: verify_only batches; v5 a leader adding for its producer)")),
     ApiKey.ADD_OFFSETS_TO_TXN: (_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN), _r(O.READ, R.GROUP, _GROUP)),
     ApiKey.END_TXN: (_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN),),
     ApiKey.WRITE_TXN_MARKERS: _INTER_BROKER,

@@ -47,7 +47,13 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection
-from broker.server.handlers import ERROR_RESPONSES, HANDLERS, unsupported_api_versions_response
+from broker.server.handlers import (
+    ERROR_RESPONSES,
+    HANDLERS,
+    TV2_VERSIONS,
+    max_version,
+    unsupported_api_versions_response,
+)
 from broker.server.logsetup import request_log_api
 
 if TYPE_CHECKING:
@@ -170,6 +176,10 @@ class Server:
         self.request_stats: RequestStats | None = None
         #: log.request.api: this API's requests and answers are logged at DEBUG (-1: none)
         self.request_log_api = request_log_api(services.config)
+        #: api key -> the newest version served, for the APIs whose newest versions are
+        #: transaction.version 2's when that is off (empty at 2: nothing to check)
+        self.version_caps = {k: max_version(k, services.config) for k in TV2_VERSIONS
+                             if max_version(k, services.config) < HANDLERS[k].MAX_VERSION}
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -401,9 +411,11 @@ class Server:
                                  header.client_id)
             conn.close()
             return None
-        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
+        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION or (
+                self.version_caps and version > self.version_caps.get(api_key, version)):
             if api_key == 18:
-                return codec.encode_response((header.correlation_id, 18, 0), unsupported_api_versions_response())
+                return codec.encode_response((header.correlation_id, 18, 0),
+                                             unsupported_api_versions_response(self.services.config))
             return self._unsupported_version(conn, handler, header, frame)
         try:
             _, request = codec.decode_request(frame)

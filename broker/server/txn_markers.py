@@ -93,14 +93,24 @@ class MarkerChannels:
 
     async def verify(self, broker_id: int, txn_id: str, pid: int, epoch: int,
                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return await self._add_partitions(broker_id, txn_id, pid, epoch, partitions, verify_only=True)
+
+    async def add(self, broker_id: int, txn_id: str, pid: int, epoch: int,
+                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return await self._add_partitions(broker_id, txn_id, pid, epoch, partitions, verify_only=False)
+
+    async def _add_partitions(self, broker_id: int, txn_id: str, pid: int, epoch: int,
+                              partitions: list[tuple[str, int]], verify_only: bool) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn v4 verify_only (KIP-890 part 1), or v5 adding them for a
+        transaction.version 2 producer (Kafka's AddPartitionsToTxnManager)."""
         ch = self._channel(broker_id)
         if ch is None:
             return {}
         A = AddPartitionsToTxnRequest
         req = A(transactions=[A.AddPartitionsToTxnTransaction(
-            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=True,
+            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=verify_only,
             topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in _by_topic(partitions)])])
-        resp = await ch.request(req, version=4)
+        resp = await ch.request(req, version=4 if verify_only else 5)
         out = {}
         for r in resp.results_by_transaction:
             for t in r.topic_results:

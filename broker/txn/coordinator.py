@@ -130,6 +130,12 @@ class MarkerSender(Protocol):
         """AddPartitionsToTxn verify_only at the broker coordinating txn_id."""
         ...
 
+    async def add(self, broker_id: int, txn_id: str, pid: int, epoch: int,
+                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn v5 (not verify_only) at the broker coordinating txn_id: a
+        partition's leader adds it for a transaction.version 2 producer."""
+        ...
+
 
 class ProducerIds(Protocol):
     async def generate(self) -> int: ...
@@ -495,14 +501,22 @@ class TransactionCoordinator:
         return 0
 
     async def add_partitions(self, txn_id: str, pid: int, epoch: int,
-                             partitions: Iterable[tuple[str, int]]) -> int:
-        """Kafka's handleAddPartitionsToTransaction: one error for all the partitions."""
+                             partitions: Iterable[tuple[str, int]], client_version: int | None = None) -> int:
+        """Kafka's handleAddPartitionsToTransaction: one error for all the partitions.
+        `client_version` 2: added for a transaction.version 2 producer (by its partition's
+        leader, Produce v12, or its group coordinator, TxnOffsetCommit v5)."""
         err = self.check_coordinator(txn_id)
         if err:
             return err
         coord_epoch = self._epoch_of(txn_id)
         assert coord_epoch is not None
         md = self.txns.get(txn_id)
+        if md is not None and md.next_producer_id >= 0 and pid == md.next_producer_id:
+            # transaction.version 2 answered EndTxn with the next producer id (the epoch ran
+            # out): its producer may go on before the transaction completes
+            await self._settle(txn_id, md)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
         err = self._check_producer(md, pid, epoch)
         if err:
             return err
@@ -522,10 +536,24 @@ class TransactionCoordinator:
         if md.state == S.DEAD:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         try:
-            t = md.prepare_add_partitions(wanted, self.clock())
+            t = md.prepare_add_partitions(wanted, self.clock(), client_version)
         except IllegalTransition:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return await self._write(txn_id, md, t, coord_epoch)
+
+    async def add_or_verify(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                            add: bool) -> dict[tuple[str, int], int]:
+        """The produce path's check (KIP-890): `add` (transaction.version 2, Produce v12):
+        add the partitions to the open transaction (AddPartitionsToTxn v5 to the
+        coordinator when it is another broker); else verify them (`verify`)."""
+        if not add:
+            return await self.verify(txn_id, pid, epoch, partitions)
+        if self.check_coordinator(txn_id) == ErrorCode.NOT_COORDINATOR:
+            node = self.coordinator_node(txn_id)
+            if node >= 0:
+                return await self.markers.add(node, txn_id, pid, epoch, partitions)
+        code = await self.add_partitions(txn_id, pid, epoch, partitions, client_version=2)
+        return {tp: code for tp in partitions}
 
     def verify_partitions(self, txn_id: str, pid: int, epoch: int,
                           partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -566,18 +594,106 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ EndTxn
 
-    async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
-        """(error, producer id, epoch) (Kafka's handleEndTransaction from a client)."""
+    async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool,
+                      client_version: int = 0) -> tuple[int, int, int]:
+        """(error, producer id, epoch) (Kafka's handleEndTransaction from a client);
+        client_version 2 (EndTxn v5): transaction.version 2's rules (_end_v2)."""
         err = self.check_coordinator(txn_id)
         if err:
             return err, -1, -1
         coord_epoch = self._epoch_of(txn_id)
         assert coord_epoch is not None
         md = self.txns.get(txn_id)
+        if client_version >= 2:
+            if md is None:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            return await self._end_v2(txn_id, md, pid, epoch, commit, coord_epoch)
         if md is None or md.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
         code = await self._end(txn_id, md, pid, epoch, commit, coord_epoch, from_client=True)
         return code, md.producer_id, md.producer_epoch
+
+    async def _end_v2(self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool,
+                      coord_epoch: int) -> tuple[int, int, int]:
+        """EndTxn of a transaction.version 2 client (Kafka 4's endTransaction): every end,
+        commit or abort, bumps the epoch (the markers carry the bumped one) and the answer
+        names the producer id and epoch the client goes on with: the next producer id at
+        epoch 0 when the epoch is exhausted. A retry of an end already done (its epoch is
+        the one before the current, or the previous id's last epoch after a rotation) gets
+        the same answer again; an abort with no transaction open (Empty, or completed at
+        the current epoch) still bumps the epoch."""
+        if md.pending_in_progress or md.state in _BUSY:
+            await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if md.pending_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        state = md.state
+        retry_on_overflow = (md.previous_producer_id == pid and epoch == MAX_EPOCH - 1
+                             and md.producer_epoch == 0 and md.producer_id != pid)
+        retry_on_bump = md.producer_id == pid and md.producer_epoch == epoch + 1
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or epoch == md.producer_epoch
+        else:
+            valid = epoch == md.producer_epoch
+        if md.producer_id != pid and not retry_on_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if not valid:
+            return ErrorCode.PRODUCER_FENCED, -1, -1
+        retry = retry_on_bump or retry_on_overflow
+        current = (0, md.producer_id, md.producer_epoch)
+        bad = (ErrorCode.INVALID_TXN_STATE, -1, -1)
+        if state == S.ONGOING:
+            return await self._prepare_end_v2(txn_id, md, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+                                              coord_epoch, no_partitions=False)
+        if state == S.COMPLETE_COMMIT:
+            if commit:
+                return current if retry else bad
+            return bad if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
+        if state == S.COMPLETE_ABORT:
+            if not commit:
+                return current if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT,
+                                                                        coord_epoch, True)
+            return bad
+        if state == S.PREPARE_COMMIT:
+            return (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1) if commit else bad
+        if state == S.PREPARE_ABORT:
+            return bad if commit else (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
+        if state == S.EMPTY:
+            return bad if commit else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
+        if state == S.PREPARE_EPOCH_FENCE:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        return bad                                   # Dead
+
+    async def _prepare_end_v2(self, txn_id: str, md: TransactionMetadata, target: TxnState, coord_epoch: int,
+                              no_partitions: bool) -> tuple[int, int, int]:
+        """Writes PrepareCommit / PrepareAbort at the bumped epoch (with the next producer
+        id when the epoch is exhausted) and starts the markers; the answer is the id and
+        epoch of the completed transaction."""
+        next_pid = None
+        if md.epoch_exhausted():
+            try:
+                next_pid = await self.producer_ids.generate()
+            except Exception as exc:
+                log.warning("%s: no producer id: %s", txn_id, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+            if md.pending_in_progress or self._epoch_of(txn_id) != coord_epoch or self.txns.get(txn_id) is not md:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        try:
+            t = md.prepare_abort_or_commit(target, self.clock(), next_producer_id=next_pid, client_version=2,
+                                           no_partitions=no_partitions)
+        except IllegalTransition as exc:
+            log.warning("%s", exc)
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        code = await self._write(txn_id, md, t, coord_epoch)
+        if code:
+            return code, -1, -1
+        self._spawn(self._complete(txn_id, md, coord_epoch))
+        if t.next_producer_id >= 0:
+            return 0, t.next_producer_id, 0
+        return 0, t.producer_id, t.producer_epoch
 
     async def _end(self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool,
                         coord_epoch: int, from_client: bool) -> int:
@@ -589,7 +705,12 @@ class TransactionCoordinator:
         if state == S.ONGOING or (state == S.PREPARE_EPOCH_FENCE and not from_client and not commit):
             target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             try:
-                t = md.prepare_abort_or_commit(target, self.clock())
+                if state == S.PREPARE_EPOCH_FENCE and md.client_version >= 2 and md.producer_epoch < MAX_EPOCH:
+                    # transaction.version 2 bumps again over the fenced epoch (as Kafka's), so
+                    # the fenced producer's EndTxn is no retry of this abort but fenced
+                    t = md.prepare_abort_or_commit(target, self.clock(), client_version=md.client_version)
+                else:
+                    t = md.prepare_abort_or_commit(target, self.clock())
             except IllegalTransition:
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             code = await self._write(txn_id, md, t, coord_epoch)

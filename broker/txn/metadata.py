@@ -62,7 +62,8 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # from a finished transaction: transaction.version 2's abort with no partition added
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -132,9 +133,12 @@ class TransactionMetadata:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.kafka_name} -> {state.kafka_name} "
                                     "is not a valid transition")
         self.pending = state
+        # a new producer id remembers the one it replaces (a retry of the request that
+        # rotated it names the old one)
+        rotated = producer_id is not None and producer_id != self.producer_id
         return TxnTransit(
             producer_id=self.producer_id if producer_id is None else producer_id,
-            previous_producer_id=self.previous_producer_id,
+            previous_producer_id=self.producer_id if rotated else self.previous_producer_id,
             next_producer_id=self.next_producer_id if next_producer_id is None else next_producer_id,
             producer_epoch=self.producer_epoch if epoch is None else epoch,
             last_producer_epoch=self.last_producer_epoch if last_epoch is None else last_epoch,
@@ -182,16 +186,29 @@ class TransactionMetadata:
                             client_version=client_version)
 
     def prepare_abort_or_commit(self, state: TxnState, now_ms: int, *, epoch: int | None = None,
-                                last_epoch: int | None = None, next_producer_id: int | None = None) -> TxnTransit:
+                                last_epoch: int | None = None, next_producer_id: int | None = None,
+                                client_version: int | None = None, no_partitions: bool = False) -> TxnTransit:
+        """PrepareCommit / PrepareAbort. transaction.version 2 (client_version >= 2) bumps the
+        epoch (the markers carry it; the client continues with it), remembering the one it
+        ends as the last epoch; `next_producer_id` is the id taken when that exhausts the
+        epoch. `no_partitions`: a version 2 abort of a transaction that added none (its
+        start is now)."""
+        if client_version is not None and client_version >= 2 and epoch is None:
+            if self.producer_epoch >= MAX_EPOCH:
+                raise IllegalTransition(f"{self.transactional_id}: epoch {self.producer_epoch} cannot grow")
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
         return self.transit(state, epoch=epoch, last_epoch=last_epoch, now_ms=now_ms,
-                            next_producer_id=next_producer_id)
+                            next_producer_id=next_producer_id, client_version=client_version,
+                            partitions=set() if no_partitions else None,
+                            start_ms=now_ms if no_partitions else None)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         """Every marker is written: CompleteCommit or CompleteAbort, the partitions cleared.
         With transaction.version 2 the next producer id, if one was taken, becomes the id."""
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         if self.next_producer_id >= 0:
-            return self.transit(state, producer_id=self.next_producer_id, epoch=0, last_epoch=NO_EPOCH,
+            # the last epoch stays the one the client saw last (Short.MaxValue - 1), as Kafka's
+            return self.transit(state, producer_id=self.next_producer_id, epoch=0,
                                 next_producer_id=NO_PRODUCER_ID, partitions=set(), now_ms=now_ms)
         return self.transit(state, partitions=set(), now_ms=now_ms)
 
@@ -205,8 +222,7 @@ class TransactionMetadata:
         if self.pending is None or self.pending != t.state:
             raise IllegalTransition(f"{self.transactional_id}: completing {t.state.kafka_name} but "
                                     f"{self.pending.kafka_name if self.pending else 'nothing'} is pending")
-        if t.producer_id != self.producer_id:
-            self.previous_producer_id = self.producer_id
+        self.previous_producer_id = t.previous_producer_id
         self.producer_id = t.producer_id
         self.next_producer_id = t.next_producer_id
         self.producer_epoch = t.producer_epoch

@@ -189,6 +189,11 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(name=T, partitions=[
             TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_leader_epoch=-1,
                                                 committed_metadata="")])]), 3, "refused"),
+    ("transactional offset commit adding its partition (transaction.version 2)", ApiKey.TXN_OFFSET_COMMIT, TOC(
+        transactional_id="txn", group_id=G, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(name=T, partitions=[
+            TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_leader_epoch=-1,
+                                                committed_metadata="")])]), 5, "refused"),
     ("describe transactions", ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=["txn"]),
      None, "refused"),
     ("list transactions", ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
@@ -212,6 +217,10 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         APT.AddPartitionsToTxnTransaction(transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=True,
                                           topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])])]), 4,
      "refused"),
+    ("add a partition for its producer (a leader's, transaction.version 2)", ApiKey.ADD_PARTITIONS_TO_TXN, APT(
+        transactions=[APT.AddPartitionsToTxnTransaction(
+            transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=False,
+            topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])])]), 5, "refused"),
     ("write transaction markers", ApiKey.WRITE_TXN_MARKERS, WTM(markers=[WTM.WritableTxnMarker(
         producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
         topics=[WTM.WritableTxnMarkerTopic(name=T, partition_indexes=[0])])]), None, "refused"),

@@ -2,7 +2,11 @@
 transactions, as Kafka's transactions system test drives it) on the 3-broker cluster,
 copying with random aborts while the broker leading the transactional id's
 __transaction_state partition is killed -9, then during a rolling restart; the output
-read with read_committed holds every input record exactly once."""
+read with read_committed holds every input record exactly once. At the brokers' default
+transaction.version 2 the copier (kafka-clients 4.3) speaks KIP-890 part 2 (Produce v12,
+TxnOffsetCommit v5 without AddOffsetsToTxn, an epoch bump per EndTxn: each producer's
+markers on disk go up in epoch); with transaction.version 1 it speaks what it did before
+(markers of many transactions share an epoch)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +15,10 @@ import random
 import time
 from collections import Counter
 
+import pytest
+
 from broker.client import Cluster as Client
+from broker.native import iter_batches
 from broker.txn.records import partition_for
 from tests.support.deps import require_module
 from tests.support.kafka_tools import require_kafka_libs, start_kafka_tool
@@ -37,13 +44,14 @@ def _remaining(tool) -> int | None:
     return last
 
 
-def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_cluster, tmp_path):
+@pytest.mark.parametrize("transaction_version", [2, 1], ids=["tv2", "tv1"])
+def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_cluster, tmp_path, transaction_version):
     ck = require_module("confluent_kafka")
     require_kafka_libs()
     seed = int(os.environ.get("TXN_SEED", random.randrange(1 << 30)))
     print(f"seed {seed} (TXN_SEED={seed} repeats this run)")
     rng = random.Random(seed)
-    c = make_cluster(3, config=CONFIG)
+    c = make_cluster(3, config={**CONFIG, "transaction.version": transaction_version})
     with Client(c.bootstrap) as admin:
         admin.create_topic("in", INPUT_PARTITIONS, 3)
         admin.create_topic("out", INPUT_PARTITIONS, 3)
@@ -94,3 +102,24 @@ def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_clust
     dupes = [v for v, n in counts.items() if n > 1]
     assert not dupes, f"{len(dupes)} records copied more than once, e.g. {dupes[:3]}"
     assert set(counts) == {b"%06d" % i for i in range(RECORDS)}
+    _check_marker_epochs(c, transaction_version)
+
+
+def _check_marker_epochs(c, transaction_version: int) -> None:
+    """Each producer's markers in "out" (one replica's log): transaction.version 2 bumps the
+    epoch every transaction (a marker rewritten after a failover may repeat one); 1 keeps
+    it across transactions."""
+    for part in range(INPUT_PARTITIONS):
+        epochs: dict[int, list[int]] = {}
+        for seg in sorted((c.broker(c.ids[0]).data_dir / f"out-{part}").glob("*.log")):
+            for b in iter_batches(seg.read_bytes()):
+                if b.is_control:
+                    epochs.setdefault(b.producer_id, []).append(b.producer_epoch)
+        assert epochs, f"out-{part}: no markers"
+        for pid, es in epochs.items():
+            assert es == sorted(es), f"out-{part} producer {pid}: marker epochs {es}"
+        if transaction_version >= 2:
+            assert all(len(set(es)) >= len(es) - 2 for es in epochs.values()), epochs
+            assert max(len(set(es)) for es in epochs.values()) >= 10, epochs
+        else:
+            assert any(len(set(es)) < len(es) - 5 for es in epochs.values()), epochs

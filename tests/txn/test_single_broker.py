@@ -192,12 +192,13 @@ def test_bad_input_gets_protocol_errors(broker, topic_name):
                                A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0])]), version=3)
         codes = {t.name: t.results_by_partition[0].partition_error_code for t in r.results_by_topic_v3_and_below}
         assert codes == {"no-such-topic": E.UNKNOWN_TOPIC_OR_PARTITION, topic_name: E.OPERATION_NOT_ATTEMPTED}
-        # a transactional produce to a partition never added is refused, nothing written
+        # a transactional produce to a partition never added is refused, nothing written (v11:
+        # v12, transaction.version 2, would add the partition)
         b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
         b.append(int(time.time() * 1000), b"k", b"sneaky")
         P = ProduceRequest
         r = conn.request(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-            name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())])]))
+            name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())])]), version=11)
         assert r.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
         assert offsets(broker.bootstrap, topic_name, [0])[0][1] == 0
         # TxnOffsetCommit from a stale generation of a group that does not exist

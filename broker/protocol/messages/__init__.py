@@ -117,7 +117,7 @@ class ApiKey(IntEnum):
 
 
 API_MESSAGES = {
-    ApiKey.PRODUCE: (ProduceRequest, ProduceResponse, (0, 11), 9, False),
+    ApiKey.PRODUCE: (ProduceRequest, ProduceResponse, (0, 12), 9, False),
     ApiKey.FETCH: (FetchRequest, FetchResponse, (0, 17), 12, False),
     ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse, (0, 10), 6, False),
     ApiKey.METADATA: (MetadataRequest, MetadataResponse, (0, 12), 9, False),
@@ -145,7 +145,7 @@ API_MESSAGES = {
     ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 4), 3, False),
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse, (0, 5), 3, True),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse, (0, 1), 1, False),
-    ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 4), 3, False),
+    ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 5), 3, False),
     ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse, (0, 3), 2, False),
     ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse, (0, 3), 2, False),
     ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse, (0, 3), 2, False),

@@ -43,7 +43,7 @@ _S6 = _struct.Struct('>ii')
 
 
 class ProduceRequest(_rt.Message):
-    """Kafka ProduceRequest (api key 0), versions 0-11, flexible 9+.
+    """Kafka ProduceRequest (api key 0), versions 0-12, flexible 9+.
 
     Fields (Kafka name, type, versions):
 
@@ -60,11 +60,11 @@ class ProduceRequest(_rt.Message):
     NAME = 'ProduceRequest'
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
 
     class PartitionProduceData(_rt.Struct):
-        """ProduceRequest.PartitionProduceData: struct of ProduceRequest, used in versions 0-11.
+        """ProduceRequest.PartitionProduceData: struct of ProduceRequest, used in versions 0-12.
 
         Fields (Kafka name, type, versions):
 
@@ -93,7 +93,7 @@ class ProduceRequest(_rt.Message):
             return r + ')'
 
     class TopicProduceData(_rt.Struct):
-        """ProduceRequest.TopicProduceData: struct of ProduceRequest, used in versions 0-11.
+        """ProduceRequest.TopicProduceData: struct of ProduceRequest, used in versions 0-12.
 
         Fields (Kafka name, type, versions):
 
@@ -146,7 +146,7 @@ class ProduceRequest(_rt.Message):
 
 
 class ProduceResponse(_rt.Message):
-    """Kafka ProduceResponse (api key 0), versions 0-11, flexible 9+.
+    """Kafka ProduceResponse (api key 0), versions 0-12, flexible 9+.
 
     Fields (Kafka name, type, versions):
 
@@ -163,11 +163,11 @@ class ProduceResponse(_rt.Message):
     NAME = 'ProduceResponse'
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
 
     class BatchIndexAndErrorMessage(_rt.Struct):
-        """ProduceResponse.BatchIndexAndErrorMessage: struct of ProduceResponse, used in versions 8-11.
+        """ProduceResponse.BatchIndexAndErrorMessage: struct of ProduceResponse, used in versions 8-12.
 
         Fields (Kafka name, type, versions):
 
@@ -198,7 +198,7 @@ class ProduceResponse(_rt.Message):
             return r + ')'
 
     class LeaderIdAndEpoch(_rt.Struct):
-        """ProduceResponse.LeaderIdAndEpoch: struct of ProduceResponse, used in versions 10-11.
+        """ProduceResponse.LeaderIdAndEpoch: struct of ProduceResponse, used in versions 10-12.
 
         Fields (Kafka name, type, versions):
 
@@ -228,7 +228,7 @@ class ProduceResponse(_rt.Message):
             return r + ')'
 
     class NodeEndpoint(_rt.Struct):
-        """ProduceResponse.NodeEndpoint: struct of ProduceResponse, used in versions 10-11.
+        """ProduceResponse.NodeEndpoint: struct of ProduceResponse, used in versions 10-12.
 
         Fields (Kafka name, type, versions):
 
@@ -264,7 +264,7 @@ class ProduceResponse(_rt.Message):
             return r + ')'
 
     class PartitionProduceResponse(_rt.Struct):
-        """ProduceResponse.PartitionProduceResponse: struct of ProduceResponse, used in versions 0-11.
+        """ProduceResponse.PartitionProduceResponse: struct of ProduceResponse, used in versions 0-12.
 
         Fields (Kafka name, type, versions):
 
@@ -316,7 +316,7 @@ class ProduceResponse(_rt.Message):
             return r + ')'
 
     class TopicProduceResponse(_rt.Struct):
-        """ProduceResponse.TopicProduceResponse: struct of ProduceResponse, used in versions 0-11.
+        """ProduceResponse.TopicProduceResponse: struct of ProduceResponse, used in versions 0-12.
 
         Fields (Kafka name, type, versions):
 
@@ -582,7 +582,7 @@ def _e_ProduceRequest_v3_to_8(o, out, sp):
         _e_ProduceRequest_TopicProduceData_v0_to_8(e4, out, sp)
 
 
-def _d_ProduceRequest_PartitionProduceData_v9_to_11(buf, pos, end):
+def _d_ProduceRequest_PartitionProduceData_v9_to_12(buf, pos, end):
     o = _new(_C_ProduceRequest_PartitionProduceData)
     if end - pos < 4:
         raise _rt.group_eof('PartitionProduceData', (('index', 4),), pos, end)
@@ -615,7 +615,7 @@ def _d_ProduceRequest_PartitionProduceData_v9_to_11(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end):
+def _d_ProduceRequest_TopicProduceData_v9_to_12(buf, pos, end):
     o = _new(_C_ProduceRequest_TopicProduceData)
     if pos >= end:
         raise _rt.eof('TopicProduceData.name', pos, end, 1)
@@ -648,7 +648,7 @@ def _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end):
             raise _rt.overrun('TopicProduceData.partition_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_PartitionProduceData_v9_to_11(buf, pos, end)
+            x4, pos = _d_ProduceRequest_PartitionProduceData_v9_to_12(buf, pos, end)
             a3.append(x4)
         o.partition_data = a3
     if pos >= end:
@@ -664,7 +664,7 @@ def _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceRequest_v9_to_11(buf, pos, end):
+def _d_ProduceRequest_v9_to_12(buf, pos, end):
     o = _new(_C_ProduceRequest)
     if pos >= end:
         raise _rt.eof('ProduceRequest.transactional_id', pos, end, 1)
@@ -701,7 +701,7 @@ def _d_ProduceRequest_v9_to_11(buf, pos, end):
             raise _rt.overrun('ProduceRequest.topic_data', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceRequest_TopicProduceData_v9_to_11(buf, pos, end)
+            x4, pos = _d_ProduceRequest_TopicProduceData_v9_to_12(buf, pos, end)
             a3.append(x4)
         o.topic_data = a3
     if pos >= end:
@@ -717,7 +717,7 @@ def _d_ProduceRequest_v9_to_11(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceRequest_PartitionProduceData_v9_to_11(o, out, sp):
+def _e_ProduceRequest_PartitionProduceData_v9_to_12(o, out, sp):
     out += _S1.pack(o.index)
     _rt.put_records(out, sp, o.records, True, True)
     u = o.unknown_tagged_fields
@@ -727,7 +727,7 @@ def _e_ProduceRequest_PartitionProduceData_v9_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceRequest_TopicProduceData_v9_to_11(o, out, sp):
+def _e_ProduceRequest_TopicProduceData_v9_to_12(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -743,7 +743,7 @@ def _e_ProduceRequest_TopicProduceData_v9_to_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceRequest_PartitionProduceData_v9_to_11(e6, out, sp)
+        _e_ProduceRequest_PartitionProduceData_v9_to_12(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -751,7 +751,7 @@ def _e_ProduceRequest_TopicProduceData_v9_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceRequest_v9_to_11(o, out, sp):
+def _e_ProduceRequest_v9_to_12(o, out, sp):
     v1 = o.transactional_id
     if v1 is None:
         out.append(0)
@@ -771,7 +771,7 @@ def _e_ProduceRequest_v9_to_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceRequest_TopicProduceData_v9_to_11(e6, out, sp)
+        _e_ProduceRequest_TopicProduceData_v9_to_12(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1263,7 +1263,7 @@ def _e_ProduceResponse_v8(o, out, sp):
     out += _S1.pack(o.throttle_time_ms)
 
 
-def _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end):
+def _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse_BatchIndexAndErrorMessage)
     if end - pos < 4:
         raise _rt.group_eof('BatchIndexAndErrorMessage', (('batch_index', 4),), pos, end)
@@ -1320,7 +1320,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(buf, pos, end):
             raise _rt.overrun('PartitionProduceResponse.record_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end)
+            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.record_errors = a2
     if pos >= end:
@@ -1439,7 +1439,7 @@ def _d_ProduceResponse_v9(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(o, out, sp):
+def _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(o, out, sp):
     out += _S1.pack(o.batch_index)
     v1 = o.batch_index_error_message
     if v1 is None:
@@ -1468,7 +1468,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v9(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(e3, out, sp)
+        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(e3, out, sp)
     v4 = o.error_message
     if v4 is None:
         out.append(0)
@@ -1528,7 +1528,7 @@ def _e_ProduceResponse_v9(o, out, sp):
         out.append(0)
 
 
-def _d_ProduceResponse_LeaderIdAndEpoch_v10_to_11(buf, pos, end):
+def _d_ProduceResponse_LeaderIdAndEpoch_v10_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse_LeaderIdAndEpoch)
     if end - pos < 8:
         raise _rt.group_eof('LeaderIdAndEpoch', (('leader_id', 4), ('leader_epoch', 4)), pos, end)
@@ -1547,12 +1547,12 @@ def _d_ProduceResponse_LeaderIdAndEpoch_v10_to_11(buf, pos, end):
     return o, pos
 
 
-def _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_11(o, buf, pos, end):
-    o.current_leader, pos = _d_ProduceResponse_LeaderIdAndEpoch_v10_to_11(buf, pos, end)
+def _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_12(o, buf, pos, end):
+    o.current_leader, pos = _d_ProduceResponse_LeaderIdAndEpoch_v10_to_12(buf, pos, end)
     return pos
 
 
-def _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end):
+def _d_ProduceResponse_PartitionProduceResponse_v10_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse_PartitionProduceResponse)
     if end - pos < 30:
         raise _rt.group_eof('PartitionProduceResponse', (('index', 4), ('error_code', 2), ('base_offset', 8), ('log_append_time_ms', 8), ('log_start_offset', 8)), pos, end)
@@ -1572,7 +1572,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end):
             raise _rt.overrun('PartitionProduceResponse.record_errors', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(buf, pos, end)
+            x3, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(buf, pos, end)
             a2.append(x3)
         o.record_errors = a2
     if pos >= end:
@@ -1606,7 +1606,7 @@ def _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end):
+def _d_ProduceResponse_TopicProduceResponse_v10_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse_TopicProduceResponse)
     if pos >= end:
         raise _rt.eof('TopicProduceResponse.name', pos, end, 1)
@@ -1639,7 +1639,7 @@ def _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end):
             raise _rt.overrun('TopicProduceResponse.partition_responses', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v10_to_11(buf, pos, end)
+            x4, pos = _d_ProduceResponse_PartitionProduceResponse_v10_to_12(buf, pos, end)
             a3.append(x4)
         o.partition_responses = a3
     if pos >= end:
@@ -1655,7 +1655,7 @@ def _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end):
     return o, pos
 
 
-def _d_ProduceResponse_NodeEndpoint_v10_to_11(buf, pos, end):
+def _d_ProduceResponse_NodeEndpoint_v10_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse_NodeEndpoint)
     if end - pos < 4:
         raise _rt.group_eof('NodeEndpoint', (('node_id', 4),), pos, end)
@@ -1712,7 +1712,7 @@ def _d_ProduceResponse_NodeEndpoint_v10_to_11(buf, pos, end):
     return o, pos
 
 
-def _dt_ProduceResponse_node_endpoints_v10_to_11(o, buf, pos, end):
+def _dt_ProduceResponse_node_endpoints_v10_to_12(o, buf, pos, end):
     if pos >= end:
         raise _rt.eof('ProduceResponse.node_endpoints', pos, end, 1)
     n1 = buf[pos]
@@ -1727,13 +1727,13 @@ def _dt_ProduceResponse_node_endpoints_v10_to_11(o, buf, pos, end):
             raise _rt.overrun('ProduceResponse.node_endpoints', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_NodeEndpoint_v10_to_11(buf, pos, end)
+            x3, pos = _d_ProduceResponse_NodeEndpoint_v10_to_12(buf, pos, end)
             a2.append(x3)
         o.node_endpoints = a2
     return pos
 
 
-def _d_ProduceResponse_v10_to_11(buf, pos, end):
+def _d_ProduceResponse_v10_to_12(buf, pos, end):
     o = _new(_C_ProduceResponse)
     if pos >= end:
         raise _rt.eof('ProduceResponse.responses', pos, end, 1)
@@ -1749,7 +1749,7 @@ def _d_ProduceResponse_v10_to_11(buf, pos, end):
             raise _rt.overrun('ProduceResponse.responses', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_ProduceResponse_TopicProduceResponse_v10_to_11(buf, pos, end)
+            x3, pos = _d_ProduceResponse_TopicProduceResponse_v10_to_12(buf, pos, end)
             a2.append(x3)
         o.responses = a2
     if end - pos < 4:
@@ -1770,7 +1770,7 @@ def _d_ProduceResponse_v10_to_11(buf, pos, end):
     return o, pos
 
 
-def _e_ProduceResponse_LeaderIdAndEpoch_v10_to_11(o, out, sp):
+def _e_ProduceResponse_LeaderIdAndEpoch_v10_to_12(o, out, sp):
     out += _S6.pack(o.leader_id, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -1779,7 +1779,7 @@ def _e_ProduceResponse_LeaderIdAndEpoch_v10_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_PartitionProduceResponse_v10_to_11(o, out, sp):
+def _e_ProduceResponse_PartitionProduceResponse_v10_to_12(o, out, sp):
     out += _S5.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     v1 = o.record_errors
     n2 = len(v1) + 1
@@ -1788,7 +1788,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v10_to_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_11(e3, out, sp)
+        _e_ProduceResponse_BatchIndexAndErrorMessage_v9_to_12(e3, out, sp)
     v4 = o.error_message
     if v4 is None:
         out.append(0)
@@ -1804,7 +1804,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v10_to_11(o, out, sp):
     v7 = o.current_leader
     if not ((v7 is not None and v7.leader_id == -1 and v7.leader_epoch == -1 and not v7.unknown_tagged_fields)):
         tb8 = bytearray()
-        _e_ProduceResponse_LeaderIdAndEpoch_v10_to_11(v7, tb8, None)
+        _e_ProduceResponse_LeaderIdAndEpoch_v10_to_12(v7, tb8, None)
         t.append((0, tb8))
     u = o.unknown_tagged_fields
     if t or u:
@@ -1813,7 +1813,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v10_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_TopicProduceResponse_v10_to_11(o, out, sp):
+def _e_ProduceResponse_TopicProduceResponse_v10_to_12(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1829,7 +1829,7 @@ def _e_ProduceResponse_TopicProduceResponse_v10_to_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_ProduceResponse_PartitionProduceResponse_v10_to_11(e6, out, sp)
+        _e_ProduceResponse_PartitionProduceResponse_v10_to_12(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1837,7 +1837,7 @@ def _e_ProduceResponse_TopicProduceResponse_v10_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_NodeEndpoint_v10_to_11(o, out, sp):
+def _e_ProduceResponse_NodeEndpoint_v10_to_12(o, out, sp):
     out += _S1.pack(o.node_id)
     v1 = o.host
     b2 = v1.encode()
@@ -1866,7 +1866,7 @@ def _e_ProduceResponse_NodeEndpoint_v10_to_11(o, out, sp):
         out.append(0)
 
 
-def _e_ProduceResponse_v10_to_11(o, out, sp):
+def _e_ProduceResponse_v10_to_12(o, out, sp):
     v1 = o.responses
     n2 = len(v1) + 1
     if n2 < 128:
@@ -1874,7 +1874,7 @@ def _e_ProduceResponse_v10_to_11(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_ProduceResponse_TopicProduceResponse_v10_to_11(e3, out, sp)
+        _e_ProduceResponse_TopicProduceResponse_v10_to_12(e3, out, sp)
     out += _S1.pack(o.throttle_time_ms)
     t = []
     v4 = o.node_endpoints
@@ -1886,7 +1886,7 @@ def _e_ProduceResponse_v10_to_11(o, out, sp):
         else:
             _rt.put_uvarint(tb5, n6)
         for e7 in v4:
-            _e_ProduceResponse_NodeEndpoint_v10_to_11(e7, tb5, None)
+            _e_ProduceResponse_NodeEndpoint_v10_to_12(e7, tb5, None)
         t.append((0, tb5))
     u = o.unknown_tagged_fields
     if t or u:
@@ -1895,12 +1895,12 @@ def _e_ProduceResponse_v10_to_11(o, out, sp):
         out.append(0)
 
 
-_K0 = {0: _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_11}
-_K1 = {0: _dt_ProduceResponse_node_endpoints_v10_to_11}
+_K0 = {0: _dt_ProduceResponse_PartitionProduceResponse_current_leader_v10_to_12}
+_K1 = {0: _dt_ProduceResponse_node_endpoints_v10_to_12}
 
-ProduceRequest._DECODERS = (_d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v9_to_11, _d_ProduceRequest_v9_to_11, _d_ProduceRequest_v9_to_11,)
-ProduceRequest._ENCODERS = (_e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v9_to_11, _e_ProduceRequest_v9_to_11, _e_ProduceRequest_v9_to_11,)
-ProduceResponse._DECODERS = (_d_ProduceResponse_v0, _d_ProduceResponse_v1, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v8, _d_ProduceResponse_v9, _d_ProduceResponse_v10_to_11, _d_ProduceResponse_v10_to_11,)
-ProduceResponse._ENCODERS = (_e_ProduceResponse_v0, _e_ProduceResponse_v1, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v8, _e_ProduceResponse_v9, _e_ProduceResponse_v10_to_11, _e_ProduceResponse_v10_to_11,)
+ProduceRequest._DECODERS = (_d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v0_to_2, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v3_to_8, _d_ProduceRequest_v9_to_12, _d_ProduceRequest_v9_to_12, _d_ProduceRequest_v9_to_12, _d_ProduceRequest_v9_to_12,)
+ProduceRequest._ENCODERS = (_e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v0_to_2, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v3_to_8, _e_ProduceRequest_v9_to_12, _e_ProduceRequest_v9_to_12, _e_ProduceRequest_v9_to_12, _e_ProduceRequest_v9_to_12,)
+ProduceResponse._DECODERS = (_d_ProduceResponse_v0, _d_ProduceResponse_v1, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v2_to_4, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v5_to_7, _d_ProduceResponse_v8, _d_ProduceResponse_v9, _d_ProduceResponse_v10_to_12, _d_ProduceResponse_v10_to_12, _d_ProduceResponse_v10_to_12,)
+ProduceResponse._ENCODERS = (_e_ProduceResponse_v0, _e_ProduceResponse_v1, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v2_to_4, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v5_to_7, _e_ProduceResponse_v8, _e_ProduceResponse_v9, _e_ProduceResponse_v10_to_12, _e_ProduceResponse_v10_to_12, _e_ProduceResponse_v10_to_12,)
 
 __all__ = ['ProduceRequest', 'ProduceResponse']

@@ -43,7 +43,7 @@ _S6 = _struct.Struct('>ih')
 
 
 class TxnOffsetCommitRequest(_rt.Message):
-    """Kafka TxnOffsetCommitRequest (api key 28), versions 0-4, flexible 3+.
+    """Kafka TxnOffsetCommitRequest (api key 28), versions 0-5, flexible 3+.
 
     Fields (Kafka name, type, versions):
 
@@ -65,11 +65,11 @@ class TxnOffsetCommitRequest(_rt.Message):
     NAME = 'TxnOffsetCommitRequest'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_VERSION = 3
 
     class TxnOffsetCommitRequestPartition(_rt.Struct):
-        """TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition: struct of TxnOffsetCommitRequest, used in versions 0-4.
+        """TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition: struct of TxnOffsetCommitRequest, used in versions 0-5.
 
         Fields (Kafka name, type, versions):
 
@@ -107,7 +107,7 @@ class TxnOffsetCommitRequest(_rt.Message):
             return r + ')'
 
     class TxnOffsetCommitRequestTopic(_rt.Struct):
-        """TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic: struct of TxnOffsetCommitRequest, used in versions 0-4.
+        """TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic: struct of TxnOffsetCommitRequest, used in versions 0-5.
 
         Fields (Kafka name, type, versions):
 
@@ -168,7 +168,7 @@ class TxnOffsetCommitRequest(_rt.Message):
 
 
 class TxnOffsetCommitResponse(_rt.Message):
-    """Kafka TxnOffsetCommitResponse (api key 28), versions 0-4, flexible 3+.
+    """Kafka TxnOffsetCommitResponse (api key 28), versions 0-5, flexible 3+.
 
     Fields (Kafka name, type, versions):
 
@@ -182,11 +182,11 @@ class TxnOffsetCommitResponse(_rt.Message):
     NAME = 'TxnOffsetCommitResponse'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_VERSION = 3
 
     class TxnOffsetCommitResponsePartition(_rt.Struct):
-        """TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition: struct of TxnOffsetCommitResponse, used in versions 0-4.
+        """TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition: struct of TxnOffsetCommitResponse, used in versions 0-5.
 
         Fields (Kafka name, type, versions):
 
@@ -215,7 +215,7 @@ class TxnOffsetCommitResponse(_rt.Message):
             return r + ')'
 
     class TxnOffsetCommitResponseTopic(_rt.Struct):
-        """TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic: struct of TxnOffsetCommitResponse, used in versions 0-4.
+        """TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic: struct of TxnOffsetCommitResponse, used in versions 0-5.
 
         Fields (Kafka name, type, versions):
 
@@ -607,7 +607,7 @@ def _e_TxnOffsetCommitRequest_v2(o, out, sp):
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(e6, out, sp)
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     if end - pos < 16:
         raise _rt.group_eof('TxnOffsetCommitRequestPartition', (('partition_index', 4), ('committed_offset', 8), ('committed_leader_epoch', 4)), pos, end)
@@ -643,7 +643,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(buf, pos, 
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitRequestTopic.name', pos, end, 1)
@@ -676,7 +676,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end)
             raise _rt.overrun('TxnOffsetCommitRequestTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -692,7 +692,7 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end)
     return o, pos
 
 
-def _d_TxnOffsetCommitRequest_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitRequest_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitRequest)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitRequest.transactional_id', pos, end, 1)
@@ -780,7 +780,7 @@ def _d_TxnOffsetCommitRequest_v3_to_4(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitRequest.topics', pos, n5, end - pos, 'array length')
         a6 = []
         for _ in range(n5):
-            x7, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(buf, pos, end)
+            x7, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_5(buf, pos, end)
             a6.append(x7)
         o.topics = a6
     if pos >= end:
@@ -796,7 +796,7 @@ def _d_TxnOffsetCommitRequest_v3_to_4(buf, pos, end):
     return o, pos
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_5(o, out, sp):
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v1 = o.committed_metadata
     if v1 is None:
@@ -816,7 +816,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(o, out, sp
         out.append(0)
 
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -832,7 +832,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_4(e6, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -840,7 +840,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitRequest_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitRequest_v3_to_5(o, out, sp):
     v1 = o.transactional_id
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -884,7 +884,7 @@ def _e_TxnOffsetCommitRequest_v3_to_4(o, out, sp):
     else:
         _rt.put_uvarint(out, n14)
     for e15 in v13:
-        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_4(e15, out, sp)
+        _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3_to_5(e15, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -983,7 +983,7 @@ def _e_TxnOffsetCommitResponse_v0_to_2(o, out, sp):
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0_to_2(e2, out, sp)
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     if end - pos < 6:
         raise _rt.group_eof('TxnOffsetCommitResponsePartition', (('partition_index', 4), ('error_code', 2)), pos, end)
@@ -1002,7 +1002,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(buf, pos
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     if pos >= end:
         raise _rt.eof('TxnOffsetCommitResponseTopic.name', pos, end, 1)
@@ -1035,7 +1035,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, en
             raise _rt.overrun('TxnOffsetCommitResponseTopic.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(buf, pos, end)
+            x4, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_5(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -1051,7 +1051,7 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, en
     return o, pos
 
 
-def _d_TxnOffsetCommitResponse_v3_to_4(buf, pos, end):
+def _d_TxnOffsetCommitResponse_v3_to_5(buf, pos, end):
     o = _new(_C_TxnOffsetCommitResponse)
     if end - pos < 4:
         raise _rt.group_eof('TxnOffsetCommitResponse', (('throttle_time_ms', 4),), pos, end)
@@ -1071,7 +1071,7 @@ def _d_TxnOffsetCommitResponse_v3_to_4(buf, pos, end):
             raise _rt.overrun('TxnOffsetCommitResponse.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(buf, pos, end)
+            x3, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_5(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -1087,7 +1087,7 @@ def _d_TxnOffsetCommitResponse_v3_to_4(buf, pos, end):
     return o, pos
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_5(o, out, sp):
     out += _S6.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
@@ -1096,7 +1096,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(o, out, 
         out.append(0)
 
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_5(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -1112,7 +1112,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_4(e6, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3_to_5(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1120,7 +1120,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(o, out, sp):
         out.append(0)
 
 
-def _e_TxnOffsetCommitResponse_v3_to_4(o, out, sp):
+def _e_TxnOffsetCommitResponse_v3_to_5(o, out, sp):
     out += _S2.pack(o.throttle_time_ms)
     v1 = o.topics
     n2 = len(v1) + 1
@@ -1129,7 +1129,7 @@ def _e_TxnOffsetCommitResponse_v3_to_4(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_4(e3, out, sp)
+        _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3_to_5(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -1138,9 +1138,9 @@ def _e_TxnOffsetCommitResponse_v3_to_4(o, out, sp):
 
 
 
-TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v2, _d_TxnOffsetCommitRequest_v3_to_4, _d_TxnOffsetCommitRequest_v3_to_4,)
-TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v2, _e_TxnOffsetCommitRequest_v3_to_4, _e_TxnOffsetCommitRequest_v3_to_4,)
-TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v3_to_4, _d_TxnOffsetCommitResponse_v3_to_4,)
-TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v3_to_4, _e_TxnOffsetCommitResponse_v3_to_4,)
+TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v0_to_1, _d_TxnOffsetCommitRequest_v2, _d_TxnOffsetCommitRequest_v3_to_5, _d_TxnOffsetCommitRequest_v3_to_5, _d_TxnOffsetCommitRequest_v3_to_5,)
+TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v0_to_1, _e_TxnOffsetCommitRequest_v2, _e_TxnOffsetCommitRequest_v3_to_5, _e_TxnOffsetCommitRequest_v3_to_5, _e_TxnOffsetCommitRequest_v3_to_5,)
+TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v0_to_2, _d_TxnOffsetCommitResponse_v3_to_5, _d_TxnOffsetCommitResponse_v3_to_5, _d_TxnOffsetCommitResponse_v3_to_5,)
+TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v0_to_2, _e_TxnOffsetCommitResponse_v3_to_5, _e_TxnOffsetCommitResponse_v3_to_5, _e_TxnOffsetCommitResponse_v3_to_5,)
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']

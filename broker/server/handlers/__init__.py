@@ -137,15 +137,41 @@ CONTROL_APIS: dict[int, ControlApi] = {int(m.API_KEY): m for m in _CONTROL}
 ERROR_RESPONSES: dict[int, OldVersionAnswer] = {int(m.API_KEY): m for m in _OLD_VERSIONS}
 
 
-def supported_versions() -> list[tuple[int, int, int]]:
-    """(api key, min version, max version) for every registered handler."""
-    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in HANDLERS.items())
+#: the versions that speak transaction.version 2 (KIP-890 part 2): Produce v12 adds its
+#: partitions to the transaction, TxnOffsetCommit v5 its offsets partition, EndTxn v5
+#: answers the bumped epoch, AddPartitionsToTxn v5 is a leader adding for its producer.
+#: A broker with transaction.version below 2 serves (and advertises) one version less.
+TV2_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5, ApiKey.END_TXN: 5,
+                                ApiKey.ADD_PARTITIONS_TO_TXN: 5}
 
 
-def unsupported_api_versions_response() -> ApiVersionsResponse:
+def transaction_version(config: Any) -> int:
+    """The broker's transaction.version (2 when the config does not say)."""
+    try:
+        return int(config["transaction.version"])
+    except (KeyError, TypeError):
+        return 2
+
+
+def max_version(api_key: int, config: Any = None) -> int:
+    """The newest version of `api_key` this broker serves under `config`."""
+    hi = HANDLERS[api_key].MAX_VERSION
+    tv2 = TV2_VERSIONS.get(api_key)
+    if tv2 is not None and hi >= tv2 and config is not None and transaction_version(config) < 2:
+        return tv2 - 1
+    return hi
+
+
+def supported_versions(config: Any = None) -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) for every registered handler (the TV2 versions
+    only when `config` has transaction.version 2; all when no config is given)."""
+    return sorted((k, m.MIN_VERSION, max_version(k, config)) for k, m in HANDLERS.items())
+
+
+def unsupported_api_versions_response(config: Any = None) -> ApiVersionsResponse:
     """The v0 answer to an ApiVersions request of a version we do not speak."""
     return ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions()],
+                  for k, lo, hi in supported_versions(config)],
     )

@@ -5,7 +5,9 @@ part 1, the produce path's verification).
 A topic the broker does not know is UNKNOWN_TOPIC_OR_PARTITION for its partitions and
 OPERATION_NOT_ATTEMPTED for the others (nothing is added), as Kafka answers; otherwise
 every partition gets the coordinator's one answer. v4+ batches that are not verify_only
-come from no client Kafka ships; they are served the same way.
+come from no client Kafka ships; they are served the same way. v5 (transaction.version
+2) not verify_only is a partition's leader adding the partition for its producer
+(Produce v12, KIP-890 part 2): the transaction is then one of transaction.version 2.
 
 Rights, as Kafka's KafkaApis: v4+ (sent by brokers) needs CLUSTER_ACTION; WRITE on the
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
@@ -17,7 +19,7 @@ from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
-MIN_VERSION, MAX_VERSION = 0, 4
+MIN_VERSION, MAX_VERSION = 0, 5
 
 R = AddPartitionsToTxnResponse
 
@@ -46,7 +48,7 @@ async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, 
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in parts}
-    code = await coord.add_partitions(txn_id, pid, epoch, parts)
+    code = await coord.add_partitions(txn_id, pid, epoch, parts, client_version=2 if ctx.api_version >= 5 else None)
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return {tp: code for tp in parts}

@@ -14,7 +14,11 @@ only once its transaction coordinator confirms that the partition was added
 otherwise INVALID_TXN_STATE, and NOT_ENOUGH_REPLICAS (retriable for every client) when
 the coordinator cannot answer now, as Kafka. A marker written meanwhile (the transaction
 ended) voids the verification (the producer state's guard), so a late batch cannot open
-a transaction nobody will close.
+a transaction nobody will close. v12 (transaction.version 2, KIP-890 part 2; served only
+with that config at 2) is the same request, but such a batch's partition is added to the
+transaction here (AddPartitionsToTxn v5 to the coordinator, or the coordinator itself),
+whatever transaction.partition.verification.enable says: the client sends no
+AddPartitionsToTxn.
 
 What the replication layer answers per partition, in short: acks=1 after the leader's
 append; acks=-1 NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas
@@ -47,7 +51,7 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.PRODUCE
-MIN_VERSION, MAX_VERSION = 3, 11
+MIN_VERSION, MAX_VERSION = 3, 12
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +101,9 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 entries.append((TopicPartition(topic.name, p.index), p.records))
                 answers.append(r)
         responses.append(_TopicResp(name=topic.name, partition_responses=presp))
-    if entries and request.transactional_id is not None and ctx.services.config[_VERIFY]:
+    # v12 (transaction.version 2): the partitions join the transaction here, whatever the
+    # verification setting says
+    if entries and request.transactional_id is not None and (ctx.api_version >= 12 or ctx.services.config[_VERIFY]):
         need = _to_verify(ctx, entries)
         if need:
             return _verify_then_append(ctx, request, entries, answers, need, responses)
@@ -138,7 +144,7 @@ def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
         if part is None or not part.is_leader:
             continue
         ps = part.log.producer_state
-        if ps.has_open_transaction(b.producer_id):
+        if ps.has_open_transaction(b.producer_id, b.producer_epoch):
             continue
         out[i] = (b.producer_id, b.producer_epoch,
                   ps.start_verification(b.producer_id, b.producer_epoch, b.base_sequence))
@@ -150,7 +156,11 @@ async def _verify_then_append(ctx, request, entries, answers, need, responses):
     pid, epoch, _guard = next(iter(need.values()))
     parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
     try:
-        verdict = await services.txn_coordinator.verify(request.transactional_id, pid, epoch, parts)
+        if ctx.api_version >= 12:
+            verdict = await services.txn_coordinator.add_or_verify(request.transactional_id, pid, epoch, parts,
+                                                                   add=True)
+        else:
+            verdict = await services.txn_coordinator.verify(request.transactional_id, pid, epoch, parts)
     except Exception as exc:
         log.debug("verifying %s: %s", parts, exc)
         verdict = {}
@@ -166,7 +176,11 @@ async def _verify_then_append(ctx, request, entries, answers, need, responses):
                 code = ErrorCode.INVALID_PRODUCER_EPOCH
             if not code:
                 part = services.replicas.get(tp)
-                if part is None or not part.log.producer_state.verified(need[i][0], need[i][2]):
+                # v12: the coordinator added the partition once the previous transaction had
+                # all its markers (one of them may have come meanwhile, voiding the guard); a
+                # late batch is refused by its epoch (the next marker's is higher)
+                if part is None or not (ctx.api_version >= 12
+                                        or part.log.producer_state.verified(need[i][0], need[i][2])):
                     code = ErrorCode.INVALID_TXN_STATE          # a marker came meanwhile
                 else:
                     try:

@@ -2,7 +2,13 @@
 transaction (sent to the group coordinator after AddOffsetsToTxn). Visible to OffsetFetch
 only once the transaction commits; KIP-447 (v3+) fences a stale member or generation.
 Rights as Kafka's: WRITE on the transactional id, READ on the group, READ on each topic
-(a topic refused is TOPIC_AUTHORIZATION_FAILED, the others are committed)."""
+(a topic refused is TOPIC_AUTHORIZATION_FAILED, the others are committed).
+
+v5 (transaction.version 2, KIP-890 part 2) comes without AddOffsetsToTxn: the group's
+__consumer_offsets partition is added to the transaction here first (at the transaction
+coordinator, as Kafka's group coordinator does through its AddPartitionsToTxnManager);
+what it answers is every partition's error, a retriable one as
+COORDINATOR_LOAD_IN_PROGRESS (the client retries at the same group coordinator)."""
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -11,7 +17,7 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
-MIN_VERSION, MAX_VERSION = 0, 4
+MIN_VERSION, MAX_VERSION = 0, 5
 
 R = TxnOffsetCommitResponse
 
@@ -29,6 +35,8 @@ async def _handle(ctx, request):
         results = {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
     elif not request.group_id:
         results = {tp: ErrorCode.INVALID_GROUP_ID for tp in offsets}
+    elif v >= 5 and (code := await _add_offsets_partition(ctx, request)):
+        results = {tp: code for tp in offsets}
     else:
         denied = {t for t, _ in offsets if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
         allowed = {tp: om for tp, om in offsets.items() if tp[0] not in denied}
@@ -45,6 +53,32 @@ async def _handle(ctx, request):
         topics.setdefault(t, []).append(R.TxnOffsetCommitResponsePartition(partition_index=p, error_code=code))
     return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t, partitions=ps)
                                          for t, ps in topics.items()])
+
+
+#: the transaction coordinator's answers the client should retry (its TxnOffsetCommit
+#: handler retries COORDINATOR_LOAD_IN_PROGRESS at the same group coordinator)
+_RETRY = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NETWORK_EXCEPTION,
+                    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS})
+
+
+async def _add_offsets_partition(ctx, request) -> int:
+    """Adds the group's __consumer_offsets partition to the producer's transaction (0, or
+    the error to answer)."""
+    from broker.group.records import partition_for
+    services = ctx.services
+    partitions = services.config["offsets.topic.num.partitions"]
+    info = services.metadata.topic("__consumer_offsets")
+    if info is not None:
+        partitions = len(info.partitions)
+    tp = ("__consumer_offsets", partition_for(request.group_id, partitions))
+    try:
+        answers = await services.txn_coordinator.add_or_verify(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp], add=True)
+    except Exception:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    code = answers.get(tp, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if code in _RETRY else code
 
 
 def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> HandlerResult:

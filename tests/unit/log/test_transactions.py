@@ -13,6 +13,7 @@ from broker.log.producer_state import (
     CoordinatorFenced,
     InvalidProducerEpoch,
     InvalidTxnState,
+    OutOfOrderSequence,
     ProducerStateManager,
     read_marker,
     snapshot_name,
@@ -206,3 +207,20 @@ def test_a_verification_guard_is_shared_and_voided_by_a_marker(make_log):
     g3 = ps.start_verification(P1)
     lg.append_as_leader(tbatch(0), 0)       # the transaction opens: the guard is spent
     assert g3 is not g1 and ps.verified(P1, g3) and P1 not in ps.verifying
+
+
+def test_a_transaction_version_2_marker_starts_its_epoch_at_sequence_0(make_log):
+    """KIP-890 part 2: the marker carries the bumped epoch; the producer's next transaction
+    runs at it from sequence 0 (Kafka's checkSequence: only a producer with no epoch may
+    start anywhere)."""
+    lg = make_log()
+    lg.append_as_leader(tbatch(0, epoch=4), 0)
+    lg.append_as_leader(tbatch(2, epoch=4), 0)
+    lg.append_marker_as_leader(P1, 5, coordinator_epoch=1, commit=True, leader_epoch=0)
+    with pytest.raises(OutOfOrderSequence, match="must be 0"):
+        lg.append_as_leader(tbatch(4, epoch=5), 0)
+    lg.append_as_leader(tbatch(0, epoch=5), 0)
+    lg.append_as_leader(tbatch(2, epoch=5), 0)
+    # a marker at the same epoch (transaction.version 1) changes nothing of the sequences
+    lg.append_marker_as_leader(P1, 5, coordinator_epoch=1, commit=True, leader_epoch=0)
+    lg.append_as_leader(tbatch(4, epoch=5), 0)

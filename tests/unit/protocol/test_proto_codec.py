@@ -33,7 +33,7 @@ def test_api_keys_included():
     assert ApiKey.OFFSET_FOR_LEADER_EPOCH == 23 and ApiKey.INCREMENTAL_ALTER_CONFIGS == 44
     spec = api_spec(ApiKey.PRODUCE)
     assert spec.request is ProduceRequest and spec.response is ProduceResponse
-    assert spec.versions == (0, 11) and spec.first_flexible == 9
+    assert spec.versions == (0, 12) and spec.first_flexible == 9
     assert api_spec(ApiKey.SASL_HANDSHAKE).first_flexible is None
     assert api_spec(99) is None
     assert [c.NAME for c in OTHER_CLASSES] == ["RequestHeader", "ResponseHeader",
@@ -175,8 +175,8 @@ def test_encode_errors():
         bad.encode(3)
     with pytest.raises(ProtocolEncodeError, match=r"acks: 40000 out of range for int16"):
         ProduceRequest(acks=40000).encode(3)
-    with pytest.raises(ProtocolEncodeError, match="unsupported version 12"):
-        ProduceRequest().encode(12)
+    with pytest.raises(ProtocolEncodeError, match="unsupported version 13"):
+        ProduceRequest().encode(13)
     region = ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(partition_data=[
         ProduceRequest.PartitionProduceData(records=FileRegion(1, 0, 10))])])
     with pytest.raises(ProtocolEncodeError, match="file region"):

@@ -164,3 +164,46 @@ def test_value_fields_are_kafkas_json_converters(client_version):
     assert empty["transactionPartitions"] is None and empty["transactionStatus"] == 0
     with pytest.raises(ValueError):
         R.value_fields(b"\x00\x09")
+
+
+def test_tv2_end_bumps_the_epoch_and_remembers_the_one_it_ends():
+    m = md(S.ONGOING, epoch=7, partitions=[("a", 0)])
+    t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW, client_version=2)
+    assert (t.producer_epoch, t.last_producer_epoch, t.client_version, t.partitions) == (
+        8, 7, 2, frozenset({("a", 0)}))
+    m.complete_transition(t)
+    m.complete_transition(m.prepare_complete(NOW + 1))
+    assert (m.state, m.producer_epoch, m.last_producer_epoch, m.partitions) == (S.COMPLETE_COMMIT, 8, 7, set())
+    # version 1 keeps the epoch
+    v1 = md(S.ONGOING, epoch=7, partitions=[("a", 0)])
+    assert v1.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW).producer_epoch == 7
+
+
+def test_tv2_abort_with_no_partition_added_from_a_finished_transaction():
+    for src in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        m = md(src, epoch=3)
+        t = m.prepare_abort_or_commit(S.PREPARE_ABORT, NOW + 5, client_version=2, no_partitions=True)
+        assert (t.state, t.producer_epoch, t.partitions, t.start_ms) == (S.PREPARE_ABORT, 4, frozenset(), NOW + 5)
+        m.complete_transition(t)
+        m.complete_transition(m.prepare_complete(NOW + 6))
+        assert (m.state, m.producer_epoch) == (S.COMPLETE_ABORT, 4)
+    with pytest.raises(IllegalTransition):
+        md(S.EMPTY).transit(S.PREPARE_COMMIT, now_ms=NOW)
+
+
+def test_tv2_overflow_completes_with_the_next_producer_id_and_remembers_the_previous():
+    m = md(S.ONGOING, epoch=MAX_EPOCH - 1, partitions=[("a", 0)])
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, NOW, client_version=2, next_producer_id=2000)
+    assert (t.producer_id, t.producer_epoch, t.next_producer_id) == (1000, MAX_EPOCH, 2000)
+    m.complete_transition(t)
+    done = m.prepare_complete(NOW + 1)
+    assert (done.producer_id, done.producer_epoch, done.previous_producer_id, done.next_producer_id,
+            done.last_producer_epoch) == (2000, 0, 1000, -1, MAX_EPOCH - 1)
+    # the record keeps the previous id (a tagged field of the v1 value) for a new coordinator
+    back = R.decode_value(R.encode_value(done))
+    assert (back.producer_id, back.previous_producer_id, back.client_version) == (2000, 1000, 2)
+    m.complete_transition(done)
+    assert (m.producer_id, m.previous_producer_id, m.producer_epoch) == (2000, 1000, 0)
+    # an epoch at Short.MaxValue cannot grow
+    with pytest.raises(IllegalTransition):
+        md(S.ONGOING, epoch=MAX_EPOCH).prepare_abort_or_commit(S.PREPARE_COMMIT, NOW, client_version=2)

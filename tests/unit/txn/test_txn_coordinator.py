@@ -288,3 +288,147 @@ def test_idle_ids_expire_and_stay_gone_after_a_reload(env):
         assert set(c2.txns) == {"t2"}
         await c2.shutdown()
     run(go())
+
+
+# ---------------------------------------------------------------------- transaction.version 2 (KIP-890 part 2)
+
+def _tv2_begin(c, pid, epoch, parts=(("out", 0),)):
+    return c.add_partitions("t1", pid, epoch, list(parts), client_version=2)
+
+
+def test_tv2_every_end_bumps_the_epoch_and_the_markers_carry_it(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, epoch = await c.init_producer_id("t1", 10000)
+        assert epoch == 0
+        assert await _tv2_begin(c, pid, 0) == 0
+        assert c.txns["t1"].client_version == 2
+        assert await c.end_txn("t1", pid, 0, True, client_version=2) == (0, pid, 1)
+        await _settle()
+        assert [(m.producer_id, m.producer_epoch, m.commit) for _, m in markers.sent] == [(pid, 1, True)]
+        md = c.txns["t1"]
+        assert (md.state, md.producer_epoch, md.last_producer_epoch) == (S.COMPLETE_COMMIT, 1, 0)
+        # the next transaction goes on at the bumped epoch; an abort bumps too
+        assert await _tv2_begin(c, pid, 1) == 0
+        assert await c.end_txn("t1", pid, 1, False, client_version=2) == (0, pid, 2)
+        await _settle()
+        assert [(m.producer_epoch, m.commit) for _, m in markers.sent] == [(1, True), (2, False)]
+        assert c.txns["t1"].state is S.COMPLETE_ABORT
+        # the old epoch is fenced for a new transaction, and reloading keeps the state
+        assert await _tv2_begin(c, pid, 1) == E.PRODUCER_FENCED
+        c2 = make()
+        md2 = c2.txns["t1"]
+        assert (md2.producer_id, md2.producer_epoch, md2.state, md2.client_version) == (
+            pid, 2, S.COMPLETE_ABORT, 2)
+
+    run(go())
+
+
+def test_tv2_a_retried_end_gets_the_same_answer(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, _ = await c.init_producer_id("t1", 10000)
+        assert await _tv2_begin(c, pid, 0) == 0
+        assert await c.end_txn("t1", pid, 0, True, client_version=2) == (0, pid, 1)
+        await _settle()
+        n = len(markers.sent)
+        # the answer was lost: the same request again is answered alike, and nothing is written
+        assert await c.end_txn("t1", pid, 0, True, client_version=2) == (0, pid, 1)
+        assert len(markers.sent) == n and c.txns["t1"].producer_epoch == 1
+        # a retry that asks for the other outcome is refused; an older epoch is fenced
+        assert (await c.end_txn("t1", pid, 0, False, client_version=2))[0] == E.INVALID_TXN_STATE
+        assert await _tv2_begin(c, pid, 1) == 0
+        assert await c.end_txn("t1", pid, 1, False, client_version=2) == (0, pid, 2)
+        await _settle()
+        assert (await c.end_txn("t1", pid, 0, True, client_version=2))[0] == E.PRODUCER_FENCED
+        assert await c.end_txn("t1", pid, 1, False, client_version=2) == (0, pid, 2)
+        # a commit at the current epoch with nothing open is no transaction; an abort bumps
+        assert (await c.end_txn("t1", pid, 2, True, client_version=2))[0] == E.INVALID_TXN_STATE
+        assert await c.end_txn("t1", pid, 2, False, client_version=2) == (0, pid, 3)
+        await _settle()
+        assert c.txns["t1"].state is S.COMPLETE_ABORT
+
+    run(go())
+
+
+def test_tv2_an_exhausted_epoch_ends_with_a_new_producer_id(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, _ = await c.init_producer_id("t1", 10000)
+        md = c.txns["t1"]
+        md.producer_epoch = 32766                       # Short.MaxValue - 1: the last a client may use
+        assert await _tv2_begin(c, pid, 32766) == 0
+        err, new_pid, new_epoch = await c.end_txn("t1", pid, 32766, True, client_version=2)
+        assert err == 0 and new_pid != pid and new_epoch == 0
+        await _settle()
+        # the markers are written by the old id at Short.MaxValue; then the new id is the producer
+        assert [(m.producer_id, m.producer_epoch) for _, m in markers.sent] == [(pid, 32767)]
+        assert (md.producer_id, md.producer_epoch, md.previous_producer_id, md.state) == (
+            new_pid, 0, pid, S.COMPLETE_COMMIT)
+        # the retry of the end that rotated the id gets the same answer
+        assert await c.end_txn("t1", pid, 32766, True, client_version=2) == (0, new_pid, 0)
+        assert await _tv2_begin(c, new_pid, 0) == 0
+        # a reload knows the previous id (the record's tagged field) and the new one
+        c2 = make()
+        md2 = c2.txns["t1"]
+        assert (md2.producer_id, md2.previous_producer_id, md2.state) == (new_pid, pid, S.ONGOING)
+
+    run(go())
+
+
+def test_tv2_adding_with_the_next_producer_id_waits_for_the_completion(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, _ = await c.init_producer_id("t1", 10000)
+        c.txns["t1"].producer_epoch = 32766
+        assert await _tv2_begin(c, pid, 32766) == 0
+        _, new_pid, _ = await c.end_txn("t1", pid, 32766, True, client_version=2)
+        # at once, before the markers are out: the new id waits instead of being unknown
+        assert await _tv2_begin(c, new_pid, 0) == 0
+        assert c.txns["t1"].producer_id == new_pid
+
+    run(go())
+
+
+def test_tv2_a_fence_bumps_twice_so_the_fenced_end_is_no_retry(env):
+    make, _writer, markers, clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, _ = await c.init_producer_id("t1", 10000)
+        assert await _tv2_begin(c, pid, 0) == 0
+        clock[0] += 20000
+        assert c.abort_timed_out() == 1
+        await _settle()
+        md = c.txns["t1"]
+        assert (md.state, md.producer_epoch) == (S.COMPLETE_ABORT, 2)
+        assert [(m.producer_epoch, m.commit) for _, m in markers.sent] == [(2, False)]
+        assert (await c.end_txn("t1", pid, 0, False, client_version=2))[0] == E.PRODUCER_FENCED
+
+    run(go())
+
+
+def test_tv1_end_keeps_the_epoch(env):
+    make, _writer, markers, _clock, _cfg = env
+
+    async def go():
+        c = make()
+        _, pid, _ = await c.init_producer_id("t1", 10000)
+        assert await c.add_partitions("t1", pid, 0, [("out", 0)]) == 0
+        assert (await c.end_txn("t1", pid, 0, True))[0] == 0
+        await _settle()
+        assert [(m.producer_epoch, m.commit) for _, m in markers.sent] == [(0, True)]
+        md = c.txns["t1"]
+        assert (md.producer_epoch, md.client_version, md.state) == (0, 0, S.COMPLETE_COMMIT)
+        assert (await c.end_txn("t1", pid, 0, True))[0] == 0
+        assert (await c.end_txn("t1", pid, 0, False))[0] == E.INVALID_TXN_STATE
+
+    run(go())
