@@ -306,7 +306,7 @@ def test_broker_api_versions_lists_what_kbroker_implements(kbroker):
     # call them usable
     zk_era = {4, 5, 6, 7}
     assert usable == {k: (lo, hi) for k, lo, hi in supported_versions() if k not in zk_era}
-    assert "Produce(0): 3 to 11 [usable: 11]" in out
+    assert "Produce(0): 3 to 12 [usable: 12]" in out       # 12: transaction.version 2 (the default)
 
 
 # ---------------------------------------------------------------------- perf tools, e2e latency
