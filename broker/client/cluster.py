@@ -87,7 +87,7 @@ class Cluster:
 
     def connection(self, broker_id: int) -> BrokerConnection:
         conn = self._conns.get(broker_id)
-        if conn is None:
+        if conn is None or conn.closed:
             if broker_id not in self.brokers:
                 self.refresh()
             if broker_id not in self.brokers:

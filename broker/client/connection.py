@@ -117,6 +117,16 @@ class BrokerConnection:
     # ------------------------------------------------------------------ requests
 
     def send(self, request, version: int | None = None, expect_response: bool = True) -> int:
+        try:
+            return self._send(request, version, expect_response)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # KeyboardInterrupt (Ctrl-C, the CLI's SIGTERM) between two bytes of a
+                # request: what the broker got is unknown, the connection cannot be reused
+                self.close()
+            raise
+
+    def _send(self, request, version: int | None, expect_response: bool) -> int:
         api_key = request.API_KEY
         if version is None:
             version = self.version_for(api_key)
@@ -137,6 +147,16 @@ class BrokerConnection:
 
     def receive(self, timeout: float | None = None):
         """The response to the oldest request in flight."""
+        try:
+            return self._receive(timeout)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # interrupted while waiting for (or reading) an answer: the answer would be
+                # taken for the next request's, or read half: the connection is dropped
+                self.close()
+            raise
+
+    def _receive(self, timeout: float | None):
         if not self._inflight:
             raise ClientError("no request in flight")
         cid, api_key, version = self._inflight[0]
@@ -218,6 +238,11 @@ class BrokerConnection:
             self.sock.close()
         except OSError:
             pass
+
+    @property
+    def closed(self) -> bool:
+        """Closed (by close(), a failure, or an interrupted request): open a new one."""
+        return self.sock.fileno() == -1
 
     def __enter__(self) -> BrokerConnection:
         return self

@@ -82,7 +82,7 @@ class GroupConsumer:
     # ------------------------------------------------------------------ coordinator
 
     def coordinator(self) -> BrokerConnection:
-        if self._coordinator is not None:
+        if self._coordinator is not None and not self._coordinator.closed:
             return self._coordinator
         deadline = time.monotonic() + 30
         while True:
@@ -321,7 +321,8 @@ class GroupConsumer:
             if self._joined and self.enable_auto_commit:
                 self.commit()
             if self.member_id and self._coordinator is not None:
-                self._coordinator.request(LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
+                # a new connection if an interrupt (Ctrl-C) broke the last one mid-request
+                self.coordinator().request(LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
                                                             members=[LeaveGroupRequest.MemberIdentity(
                                                                 member_id=self.member_id,
                                                                 group_instance_id=self.group_instance_id)]))
