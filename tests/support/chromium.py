@@ -113,6 +113,9 @@ class Page:
         return self.call("DOM.getOuterHTML", nodeId=root["nodeId"])["outerHTML"]
 
     def screenshot(self, path: Path) -> None:
+        # a tab behind another one is not painted: it may hold a blank or half-drawn frame
+        # (seen: PNGs with 0 to 108 of the 372 drawn lines of the status page), so bring it to the front first
+        self.call("Page.bringToFront")
         data = self.call("Page.captureScreenshot", format="png")["data"]
         Path(path).write_bytes(base64.b64decode(data))
 
