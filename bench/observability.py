@@ -1,6 +1,7 @@
 """The cost of the metrics (metrics.listener) and the status page's render time (issue 19).
 
-    .venv/bin/python bench/observability.py overhead [--records 200000] [--runs 5]
+    .venv/bin/python bench/observability.py overhead [--records 200000] [--runs 5] [--consume-passes N]
+        [--data-dir /dev/shm] [--json F]
     .venv/bin/python bench/observability.py status [--partitions 1000] [--groups 100]
     .venv/bin/python bench/observability.py hooks
     .venv/bin/python bench/observability.py profile [--records 1000000]
@@ -33,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,11 +72,17 @@ def perf(kind: str, bootstrap: str, records: int) -> float:
     return float(json.loads(r.stdout.strip().splitlines()[-1])["records_per_sec"])
 
 
-def cpu_s(pid: int) -> float:
-    """user + system CPU seconds of a process so far (/proc/PID/stat)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far (/proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_s(pid: int) -> float:
+    """user + system CPU seconds of a process so far."""
+    return sum(cpu_times(pid))
 
 
 def scraper(port: int, stop: threading.Event, scrapes: list[float]) -> None:
@@ -86,16 +94,17 @@ def scraper(port: int, stop: threading.Event, scrapes: list[float]) -> None:
 
 
 def overhead(args: argparse.Namespace) -> None:
-    results: dict[str, dict[str, list[float]]] = {m: {"produce": [], "consume": [], "produce_cpu": [],
-                                                       "consume_cpu": []} for m in ("off", "on")}
+    kinds = ("produce", "consume", "produce_cpu", "consume_cpu", "produce_user", "consume_user")
+    results: dict[str, dict[str, list[float]]] = {m: {k: [] for k in kinds} for m in ("off", "on")}
     scrapes: list[float] = []
     scrape_cost: list[tuple[float, float]] = []
-    with tempfile.TemporaryDirectory(prefix="kb-obs-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kb-obs-", dir=args.data_dir) as tmp:
         for run in range(args.runs):
             for mode in (("off", "on") if run % 2 == 0 else ("on", "off")):
                 mport = free_port()
                 config = {"metrics.listener": f"127.0.0.1:{mport}"} if mode == "on" else {}
-                broker = PinnedBroker(os.path.join(tmp, f"{mode}-{run}"), config=config, cpu=0, event_loop="auto")
+                data = os.path.join(tmp, f"{mode}-{run}")
+                broker = PinnedBroker(data, config=config, cpu=0, event_loop="auto")
                 broker.start()
                 stop = threading.Event()
                 thread = None
@@ -104,40 +113,59 @@ def overhead(args: argparse.Namespace) -> None:
                     thread.start()
                 try:
                     assert broker.pid is not None
-                    c0 = cpu_s(broker.pid)
+                    c0 = cpu_times(broker.pid)
                     p = perf("produce", broker.bootstrap, args.records)
-                    c1 = cpu_s(broker.pid)
-                    c = perf("consume", broker.bootstrap, args.records)
-                    c2 = cpu_s(broker.pid)
+                    c1 = cpu_times(broker.pid)
+                    # a sendfile consume of the topic is short: read it --consume-passes times
+                    t_c = time.perf_counter()
+                    for _ in range(args.consume_passes):
+                        perf("consume", broker.bootstrap, args.records)
+                    c = args.consume_passes * args.records / (time.perf_counter() - t_c)
+                    c2 = cpu_times(broker.pid)
                     if mode == "on":
                         # one scrape after the runs: its time and the broker's CPU for it
                         t0 = time.perf_counter()
                         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
                             r.read()
-                        scrape_cost.append((time.perf_counter() - t0, cpu_s(broker.pid) - c2))
+                        scrape_cost.append((time.perf_counter() - t0, cpu_s(broker.pid) - sum(c2)))
                 finally:
                     stop.set()
                     if thread is not None:
                         thread.join()
                     broker.stop()
+                    shutil.rmtree(data, ignore_errors=True)     # a tmpfs --data-dir holds one run at a time
                 results[mode]["produce"].append(p)
                 results[mode]["consume"].append(c)
-                # the broker's CPU time per million records: steadier than throughput on a shared machine
-                results[mode]["produce_cpu"].append((c1 - c0) * 1e6 / args.records)
-                results[mode]["consume_cpu"].append((c2 - c1) * 1e6 / args.records)
-                print(f"run {run} metrics {mode}: produce {p:,.0f} records/s ({(c1 - c0):.2f} s broker CPU), "
-                      f"consume {c:,.0f} records/s ({(c2 - c1):.2f} s broker CPU)", flush=True)
+                # the broker's CPU time per million records: steadier than throughput on a shared machine;
+                # user time alone as well (the metrics' code runs in user space; system time is mostly
+                # copies into the page cache and what writeback charges the writer, which varies)
+                for kind, a, b, n in (("produce", c0, c1, args.records),
+                                      ("consume", c1, c2, args.records * args.consume_passes)):
+                    results[mode][f"{kind}_cpu"].append((sum(b) - sum(a)) * 1e6 / n)
+                    results[mode][f"{kind}_user"].append((b[0] - a[0]) * 1e6 / n)
+                print(f"run {run} metrics {mode}: produce {p:,.0f} records/s (broker CPU {sum(c1) - sum(c0):.2f} s, "
+                      f"user {c1[0] - c0[0]:.2f} s), consume {c:,.0f} records/s "
+                      f"(broker CPU {sum(c2) - sum(c1):.2f} s, user {c2[0] - c1[0]:.2f} s)", flush=True)
     for kind in ("produce", "consume"):
         off, on = (statistics.median(results[m][kind]) for m in ("off", "on"))
         print(f"{kind}: median off {off:,.0f}, on {on:,.0f} records/s ({100 * (on - off) / off:+.1f}%)")
-        off, on = (statistics.median(results[m][f"{kind}_cpu"]) for m in ("off", "on"))
-        print(f"{kind}: broker CPU s per million records, median off {off:.2f}, on {on:.2f} "
-              f"({100 * (on - off) / off:+.1f}%)")
+        for key, label in ((f"{kind}_cpu", "user+system"), (f"{kind}_user", "user")):
+            off, on = (statistics.median(results[m][key]) for m in ("off", "on"))
+            print(f"{kind}: broker {label} CPU s per million records, median off {off:.3f}, on {on:.3f} "
+                  f"({100 * (on - off) / off:+.1f}%)")
+        pairs = [b / a for a, b in zip(results["off"][f"{kind}_user"], results["on"][f"{kind}_user"]) if a]
+        if pairs:
+            print(f"{kind}: user CPU on/off per pair {', '.join(f'{x:.3f}' for x in pairs)} "
+                  f"(median {statistics.median(pairs):.3f})")
     if scrapes:
         print(f"{len(scrapes)} scrapes during the runs, median {1000 * statistics.median(scrapes):.1f} ms")
     if scrape_cost:
         print(f"a scrape after the runs: median {1000 * statistics.median(c[0] for c in scrape_cost):.1f} ms, "
               f"broker CPU {1000 * statistics.median(c[1] for c in scrape_cost):.1f} ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"records": args.records, "runs": args.runs, "data_dir": args.data_dir,
+                       "results": results}, f, indent=1)
 
 
 def timed_get(url: str, times: int = 20) -> tuple[float, int]:
@@ -294,6 +322,13 @@ def main() -> None:
     o.add_argument("--records", type=int, default=200000)
     o.add_argument("--runs", type=int, default=5)
     o.add_argument("--scrape", action="store_true", help="scrape /metrics every 5 s during the metrics-on runs")
+    o.add_argument("--consume-passes", type=int, default=1,
+                   help="read the topic this many times per run (the consume rate is then over all passes, "
+                        "each a separate `broker perf consume` process)")
+    o.add_argument("--data-dir", default=None,
+                   help="where the brokers' data goes (default: the system's temp dir; /dev/shm keeps "
+                        "page-cache writeback out of the figures)")
+    o.add_argument("--json", default=None, help="write every run's figures to this file")
     s = sub.add_parser("status")
     s.add_argument("--partitions", type=int, default=1000)
     s.add_argument("--groups", type=int, default=100)

@@ -554,12 +554,13 @@ class Log:
     # ------------------------------------------------------------------ append
 
     def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False,
-                         client: bool = True) -> LogAppendInfo:
+                         client: bool = True, transaction_version: int = 0) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
         `control`: the batches are transaction markers the transaction coordinator asked
-        for (WriteTxnMarkers), and nothing else may be (append_markers). `client`: the
+        for (WriteTxnMarkers), and nothing else may be (append_markers); their
+        `transaction_version` sets the epoch check (ProducerStateManager.check_marker). `client`: the
         batches come from a client, so Kafka's producer batch rules apply
         (assign_offsets' producer_checks); a coordinator's own batches (a transactional
         offset commit: a producer id without a sequence) skip them, as in Kafka.
@@ -570,7 +571,7 @@ class Log:
         if mv.readonly:
             mv = memoryview(bytearray(mv))
         if control:
-            return self._append_markers(mv, leader_epoch)
+            return self._append_markers(mv, leader_epoch, transaction_version)
         limit = self.config.max_message_bytes
         it = iter_batches(mv)
         producer_batches = None
@@ -612,13 +613,14 @@ class Log:
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
 
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                                commit: bool, leader_epoch: int, timestamp: int | None = None) -> LogAppendInfo:
+                                commit: bool, leader_epoch: int, timestamp: int | None = None,
+                                transaction_version: int = 0) -> LogAppendInfo:
         """Appends one transaction marker (see marker_batch) for the producer's transaction."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
         return self.append_as_leader(marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, ts),
-                                     leader_epoch, control=True)
+                                     leader_epoch, control=True, transaction_version=transaction_version)
 
-    def _append_markers(self, mv: memoryview, leader_epoch: int) -> LogAppendInfo:
+    def _append_markers(self, mv: memoryview, leader_epoch: int, transaction_version: int = 0) -> LogAppendInfo:
         """Markers (control batches of one COMMIT or ABORT record, Kafka's
         EndTransactionMarker). Raises InvalidRecordError for a batch that is no marker,
         InvalidProducerEpoch (a fenced epoch) or CoordinatorFenced (an older coordinator
@@ -629,7 +631,7 @@ class Log:
             if not b.is_control or b.producer_id < 0:
                 raise InvalidRecordError(f"{self.tp}: a marker append holds a batch that is no marker")
             _commit, coordinator_epoch = read_marker(b)
-            self.producer_state.check_marker(b.producer_id, b.producer_epoch, coordinator_epoch)
+            self.producer_state.check_marker(b.producer_id, b.producer_epoch, coordinator_epoch, transaction_version)
         if it.partial:
             raise CorruptRecordError(f"{self.tp}: partial marker batch at byte {it.position}", it.position)
         base = self.log_end_offset

@@ -52,6 +52,7 @@ SNAPSHOT_VERSION = 1
 MAX_CACHED_BATCHES = 5          # Kafka's NUM_BATCHES_TO_RETAIN (max.in.flight.requests 5)
 INT32_MAX = 2**31 - 1
 NO_SEQUENCE = -1
+MAX_EPOCH = 32767               # Short.MaxValue, as broker/txn/metadata.py
 
 _HEAD = struct.Struct(">hIi")                 # version, crc, entry count
 _ENTRY = struct.Struct(">qhiqiqiq")           # see the module docstring
@@ -296,14 +297,26 @@ class ProducerStateManager:
         e = self.producers.get(pid)
         return e is not None and e.current_txn_first_offset >= 0 and (epoch is None or e.epoch == epoch)
 
-    def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(self, pid: int, epoch: int, coordinator_epoch: int, transaction_version: int = 0) -> None:
         """May the coordinator write a marker for `pid` at `epoch`? InvalidProducerEpoch for
         an epoch older than the producer's (a marker for a fenced epoch), CoordinatorFenced
-        for an older coordinator epoch than the last marker's (Kafka's appendEndTxnMarker)."""
+        for an older coordinator epoch than the last marker's (Kafka's appendEndTxnMarker).
+
+        transaction.version 2 (the marker's TransactionVersion, WriteTxnMarkers v2, KIP-1228):
+        the coordinator bumps the epoch at every end, so the marker must be above the epoch
+        of the transaction's batches; one at the producer's epoch is late — it would end
+        the transaction that epoch opened since — and refused, unless nothing is open
+        here (a retry of the marker that completed the transaction: written again,
+        harmless) or the epoch is at its maximum (Kafka's checkProducerEpoch)."""
         entry = self.producers.get(pid)
         if entry is None:
             return
-        if epoch < entry.epoch:
+        if transaction_version >= 2 and epoch == entry.epoch:
+            if entry.current_txn_first_offset >= 0 and epoch != MAX_EPOCH:
+                raise InvalidProducerEpoch(f"{self.tp}: marker (transaction version 2) for producer {pid} at epoch "
+                                           f"{epoch}, not above its epoch {entry.epoch}, while a transaction of "
+                                           "that epoch is open")
+        elif epoch < entry.epoch:
             raise InvalidProducerEpoch(f"{self.tp}: marker for producer {pid} at epoch {epoch}, older than "
                                        f"its epoch {entry.epoch}")
         if coordinator_epoch < entry.coordinator_epoch:

@@ -44,21 +44,25 @@ MarkerResults = dict[tuple[int, str, int], int]
 
 async def write_markers(services: BrokerServices, markers: Iterable[Marker],
                         timeout_ms: int = MARKER_TIMEOUT_MS) -> MarkerResults:
-    entries: list[tuple[TopicPartition, bytearray]] = []
-    owners: list[Marker] = []
+    # one append per transaction version (the leader checks a marker's epoch by it): all
+    # markers of a request usually share one
+    by_version: dict[int, tuple[list[tuple[TopicPartition, bytearray]], list[Marker]]] = {}
     now = int(time.time() * 1000)
     for m in markers:
+        entries, owners = by_version.setdefault(m.transaction_version, ([], []))
         for topic, p in m.partitions:
             entries.append((TopicPartition(topic, p),
                             marker_batch(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now)))
             owners.append(m)
-    result = services.replicas.append_records(entries, -1, timeout_ms, AppendOrigin.MARKER)
-    parts = await result.wait() if result.pending else result.partitions
     out: MarkerResults = {}
-    for (tp, _records), m, r in zip(entries, owners, parts):
-        out[(m.producer_id, tp.topic, tp.partition)] = r.error
-        if not r.error and tp.topic == OFFSETS_TOPIC:
-            services.coordinator.complete_txn_offsets(tp.partition, m.producer_id, m.commit)
+    for tv, (entries, owners) in by_version.items():
+        result = services.replicas.append_records(entries, -1, timeout_ms, AppendOrigin.MARKER,
+                                                  transaction_version=tv)
+        parts = await result.wait() if result.pending else result.partitions
+        for (tp, _records), m, r in zip(entries, owners, parts):
+            out[(m.producer_id, tp.topic, tp.partition)] = r.error
+            if not r.error and tp.topic == OFFSETS_TOPIC:
+                services.coordinator.complete_txn_offsets(tp.partition, m.producer_id, m.commit)
     return out
 
 
@@ -80,7 +84,7 @@ class MarkerChannels:
         R = WriteTxnMarkersRequest
         req = R(markers=[R.WritableTxnMarker(
             producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=m.commit,
-            coordinator_epoch=m.coordinator_epoch,
+            coordinator_epoch=m.coordinator_epoch, transaction_version=m.transaction_version,
             topics=[R.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in _by_topic(m.partitions)])
             for m in markers])
         resp = await ch.request(req)

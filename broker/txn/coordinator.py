@@ -117,6 +117,10 @@ class Marker:
     commit: bool
     coordinator_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    #: the transaction's transaction.version (WriteTxnMarkers v2, KIP-1228): 2 makes the
+    #: partition leader take the marker only at an epoch above the producer's (the
+    #: coordinator bumped it at the end), so a late retry cannot end the next transaction
+    transaction_version: int = 0
 
 
 class MarkerSender(Protocol):
@@ -756,7 +760,8 @@ class TransactionCoordinator:
                 if remaining:
                     await asyncio.sleep(MARKER_RETRY_S)
                 continue
-            sends = [self._send(b, Marker(pid, epoch, commit, coord_epoch, tuple(parts)))
+            tv = 2 if md.client_version >= 2 else 0
+            sends = [self._send(b, Marker(pid, epoch, commit, coord_epoch, tuple(parts), tv))
                      for b, parts in by_broker.items()]
             results = await asyncio.gather(*sends)
             fenced = False

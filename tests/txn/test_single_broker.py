@@ -18,6 +18,7 @@ from broker.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.produce import ProduceRequest
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from tests.interop.helpers import offsets
 from tests.support.deps import require_module
 
@@ -222,3 +223,50 @@ def test_bad_input_gets_protocol_errors(broker, topic_name):
     p.produce(topic_name, b"ok", partition=0)
     p.commit_transaction(30)
     assert read(broker.bootstrap, topic_name, 1, "read_committed") == [b"ok"]
+
+
+def test_a_late_transaction_version_2_marker_cannot_end_the_open_transaction(broker, topic_name):
+    """WriteTxnMarkers v2 (KIP-1228): a marker with TransactionVersion 2 at the epoch the
+    producer's open transaction runs at is a late one (the coordinator bumps the epoch at
+    every end): refused with INVALID_PRODUCER_EPOCH, the transaction stays open; the
+    coordinator's own abort then ends it."""
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic_name, 1, 1)
+    txn_id = f"tx-late-{topic_name}"
+    W = WriteTxnMarkersRequest
+    with _coordinator(broker, txn_id) as conn:
+        init = _init(conn, txn_id)
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        A = AddPartitionsToTxnRequest
+        r = conn.request(A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                           v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                               A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0])]), version=3)
+        assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        b.append(int(time.time() * 1000), b"k", b"open")
+        P = ProduceRequest
+        r = conn.request(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())])]), version=11)
+        assert r.responses[0].partition_responses[0].error_code == 0
+        assert lso(broker, topic_name) == 0
+
+        def marker(version: int, tv: int) -> int:
+            resp = conn.request(W(markers=[W.WritableTxnMarker(
+                producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=0,
+                transaction_version=tv, topics=[W.WritableTxnMarkerTopic(name=topic_name, partition_indexes=[0])])]),
+                version=version)
+            return resp.markers[0].topics[0].partitions[0].error_code
+
+        assert marker(2, 2) == E.INVALID_PRODUCER_EPOCH
+        assert lso(broker, topic_name) == 0                    # still open: nothing committed it
+        assert read(broker.bootstrap, topic_name, 1, "read_committed", deadline_s=10) == []
+        r = conn.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                       committed=False), version=3)
+        assert r.error_code == 0
+        deadline = time.monotonic() + 20
+        while lso(broker, topic_name) != 2:                    # the batch and the coordinator's ABORT
+            assert time.monotonic() < deadline, "the abort's marker never came"
+            time.sleep(0.1)
+    assert read(broker.bootstrap, topic_name, 1, "read_committed") == []
+    assert read(broker.bootstrap, topic_name, 1, "read_uncommitted") == [b"open"]

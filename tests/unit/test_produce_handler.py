@@ -35,7 +35,7 @@ class FakePartition:
     def check_leader(self, current_leader_epoch=-1):
         pass
 
-    def append_as_leader(self, records, acks, control=False, client=True):
+    def append_as_leader(self, records, acks, control=False, client=True, transaction_version=0):
         self.appended += 1
         if isinstance(self.outcome, BaseException):
             raise self.outcome

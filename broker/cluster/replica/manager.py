@@ -150,7 +150,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ appends as leader
 
     def append_records(self, entries: Iterable[tuple[TopicPartition, Records]], acks: int, timeout_ms: int,
-                       origin: AppendOrigin) -> AppendResult:
+                       origin: AppendOrigin, transaction_version: int = 0) -> AppendResult:
         """Appends each entry's record batches as leader of its partition, now, in order
         (Kafka's appendRecords and appendToLocalLog); one PartitionResult per entry.
 
@@ -166,7 +166,8 @@ class ReplicaManager:
         policy asks for; with acks=-1, the high watermark reaching the batch. The result
         is `pending` then; otherwise it is final on return, and this path creates no
         coroutine and no task (the produce hot path). `acks` must be 0, 1 or -1 (the
-        caller answers INVALID_REQUIRED_ACKS)."""
+        caller answers INVALID_REQUIRED_ACKS). `transaction_version`: of MARKER appends
+        (Log.append_as_leader)."""
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1, not {acks}")
         internal_allowed = origin is not _CLIENT
@@ -181,7 +182,8 @@ class ReplicaManager:
                 if part is None:
                     part = self.partition(tp.topic, tp.partition)      # raises: unknown, or not hosted
                 # NOT_LEADER_OR_FOLLOWER if not leading
-                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT)
+                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT,
+                                             transaction_version)
             except APPEND_ERRORS as exc:
                 results.append(PartitionResult(*append_error(exc)))
                 continue

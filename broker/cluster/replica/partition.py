@@ -188,17 +188,18 @@ class Partition:
     # ------------------------------------------------------------------ leader: appends
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int,
-                         control: bool = False, client: bool = True) -> LogAppendInfo:
+                         control: bool = False, client: bool = True, transaction_version: int = 0) -> LogAppendInfo:
         """Validates, assigns offsets and appends; advances the high watermark when the
         ISR allows. acks=-1 below min.insync.replicas -> NOT_ENOUGH_REPLICAS. `control`:
-        transaction markers; `client`: a client's batches (Log.append_as_leader)."""
+        transaction markers (of `transaction_version`); `client`: a client's batches
+        (Log.append_as_leader)."""
         self.check_leader()
         if required_acks == -1 and len(self.state.isr) < self.log.config.min_insync_replicas:
             raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"The size of the current ISR {self.state.isr} is insufficient to satisfy "
                                      f"the min.isr requirement of {self.log.config.min_insync_replicas} for "
                                      f"partition {self.tp}")
-        info = self.log.append_as_leader(records, self.state.leader_epoch, control, client)
+        info = self.log.append_as_leader(records, self.state.leader_epoch, control, client, transaction_version)
         if not info.duplicate:
             self.listener.log_end_moved(self.tp)
             self.maybe_increment_high_watermark()

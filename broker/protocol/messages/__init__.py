@@ -144,7 +144,7 @@ API_MESSAGES = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 5), 3, False),
     ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 4), 3, False),
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse, (0, 5), 3, True),
-    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse, (0, 1), 1, False),
+    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse, (0, 2), 1, False),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 5), 3, False),
     ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse, (0, 3), 2, False),
     ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse, (0, 3), 2, False),

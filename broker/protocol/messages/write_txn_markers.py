@@ -37,12 +37,13 @@ _A_i = _rt.ARRAY_STRUCTS['i']
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>qh?')
 _S2 = _struct.Struct('>h')
-_S3 = _struct.Struct('>q')
-_S4 = _struct.Struct('>ih')
+_S3 = _struct.Struct('>ib')
+_S4 = _struct.Struct('>q')
+_S5 = _struct.Struct('>ih')
 
 
 class WriteTxnMarkersRequest(_rt.Message):
-    """Kafka WriteTxnMarkersRequest (api key 27), versions 0-1, flexible 1+.
+    """Kafka WriteTxnMarkersRequest (api key 27), versions 0-2, flexible 1+.
 
     Fields (Kafka name, type, versions):
 
@@ -53,11 +54,11 @@ class WriteTxnMarkersRequest(_rt.Message):
     NAME = 'WriteTxnMarkersRequest'
     API_KEY = 27
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_VERSION = 1
 
     class WritableTxnMarker(_rt.Struct):
-        """WriteTxnMarkersRequest.WritableTxnMarker: struct of WriteTxnMarkersRequest, used in versions 0-1.
+        """WriteTxnMarkersRequest.WritableTxnMarker: struct of WriteTxnMarkersRequest, used in versions 0-2.
 
         Fields (Kafka name, type, versions):
 
@@ -70,16 +71,19 @@ class WriteTxnMarkersRequest(_rt.Message):
             transaction marker(s) for.
         coordinator_epoch (CoordinatorEpoch, int32, v0+): Epoch associated with the transaction
             state partition hosted by this transaction coordinator
+        transaction_version (TransactionVersion, int8, v2+): Transaction version of the marker.
+            Ex: 0/1 = legacy (TV0/TV1), 2 = TV2 etc.
         """
 
-        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields')
+        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version', 'unknown_tagged_fields')
 
-        def __init__(self, *, producer_id=0, producer_epoch=0, transaction_result=False, topics=_MISSING, coordinator_epoch=0, unknown_tagged_fields=_MISSING):
+        def __init__(self, *, producer_id=0, producer_epoch=0, transaction_result=False, topics=_MISSING, coordinator_epoch=0, transaction_version=0, unknown_tagged_fields=_MISSING):
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
             self.transaction_result = transaction_result
             self.topics = [] if topics is _MISSING else topics
             self.coordinator_epoch = coordinator_epoch
+            self.transaction_version = transaction_version
             self.unknown_tagged_fields = [] if unknown_tagged_fields is _MISSING else unknown_tagged_fields
 
         def __eq__(self, other):
@@ -90,16 +94,17 @@ class WriteTxnMarkersRequest(_rt.Message):
                     and self.transaction_result == other.transaction_result
                     and self.topics == other.topics
                     and self.coordinator_epoch == other.coordinator_epoch
+                    and self.transaction_version == other.transaction_version
                     and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         def __repr__(self):
-            r = f'WriteTxnMarkersRequest.WritableTxnMarker(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r}'
+            r = f'WriteTxnMarkersRequest.WritableTxnMarker(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r}, transaction_version={self.transaction_version!r}'
             if self.unknown_tagged_fields:
                 r += f', unknown_tagged_fields={self.unknown_tagged_fields!r}'
             return r + ')'
 
     class WritableTxnMarkerTopic(_rt.Struct):
-        """WriteTxnMarkersRequest.WritableTxnMarkerTopic: struct of WriteTxnMarkersRequest, used in versions 0-1.
+        """WriteTxnMarkersRequest.WritableTxnMarkerTopic: struct of WriteTxnMarkersRequest, used in versions 0-2.
 
         Fields (Kafka name, type, versions):
 
@@ -146,7 +151,7 @@ class WriteTxnMarkersRequest(_rt.Message):
 
 
 class WriteTxnMarkersResponse(_rt.Message):
-    """Kafka WriteTxnMarkersResponse (api key 27), versions 0-1, flexible 1+.
+    """Kafka WriteTxnMarkersResponse (api key 27), versions 0-2, flexible 1+.
 
     Fields (Kafka name, type, versions):
 
@@ -157,11 +162,11 @@ class WriteTxnMarkersResponse(_rt.Message):
     NAME = 'WriteTxnMarkersResponse'
     API_KEY = 27
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_VERSION = 1
 
     class WritableTxnMarkerPartitionResult(_rt.Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult: struct of WriteTxnMarkersResponse, used in versions 0-1.
+        """WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult: struct of WriteTxnMarkersResponse, used in versions 0-2.
 
         Fields (Kafka name, type, versions):
 
@@ -190,7 +195,7 @@ class WriteTxnMarkersResponse(_rt.Message):
             return r + ')'
 
     class WritableTxnMarkerResult(_rt.Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerResult: struct of WriteTxnMarkersResponse, used in versions 0-1.
+        """WriteTxnMarkersResponse.WritableTxnMarkerResult: struct of WriteTxnMarkersResponse, used in versions 0-2.
 
         Fields (Kafka name, type, versions):
 
@@ -220,7 +225,7 @@ class WriteTxnMarkersResponse(_rt.Message):
             return r + ')'
 
     class WritableTxnMarkerTopicResult(_rt.Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerTopicResult: struct of WriteTxnMarkersResponse, used in versions 0-1.
+        """WriteTxnMarkersResponse.WritableTxnMarkerTopicResult: struct of WriteTxnMarkersResponse, used in versions 0-2.
 
         Fields (Kafka name, type, versions):
 
@@ -283,6 +288,7 @@ _C_WriteTxnMarkersRequest_WritableTxnMarker._FIELDS = (
     _rt.Field('transaction_result', 'TransactionResult', 'bool', (0, 32767), None, None, None, None, None),
     _rt.Field('topics', 'Topics', '[]WritableTxnMarkerTopic', (0, 32767), None, None, None, _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic, None),
     _rt.Field('coordinator_epoch', 'CoordinatorEpoch', 'int32', (0, 32767), None, None, None, None, None),
+    _rt.Field('transaction_version', 'TransactionVersion', 'int8', (2, 32767), None, None, None, None, None),
 )
 _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic._FIELDS = (
     _rt.Field('name', 'Name', 'string', (0, 32767), None, None, None, None, None),
@@ -338,6 +344,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, pos, end):
 
 def _d_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.transaction_version = 0
     if end - pos < 11:
         raise _rt.group_eof('WritableTxnMarker', (('producer_id', 8), ('producer_epoch', 2), ('transaction_result', 1)), pos, end)
     o.producer_id, o.producer_epoch, o.transaction_result, = _S1.unpack_from(buf, pos)
@@ -411,7 +418,7 @@ def _e_WriteTxnMarkersRequest_v0(o, out, sp):
         _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(e2, out, sp)
 
 
-def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, pos, end):
+def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerTopic.name', pos, end, 1)
@@ -459,6 +466,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, pos, end):
 
 def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, pos, end):
     o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    o.transaction_version = 0
     if end - pos < 11:
         raise _rt.group_eof('WritableTxnMarker', (('producer_id', 8), ('producer_epoch', 2), ('transaction_result', 1)), pos, end)
     o.producer_id, o.producer_epoch, o.transaction_result, = _S1.unpack_from(buf, pos)
@@ -477,7 +485,7 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, pos, end):
             raise _rt.overrun('WritableTxnMarker.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if end - pos < 4:
@@ -529,7 +537,7 @@ def _d_WriteTxnMarkersRequest_v1(buf, pos, end):
     return o, pos
 
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o, out, sp):
+def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -562,7 +570,7 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(e3, out, sp)
+        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(e3, out, sp)
     out += _S0.pack(o.coordinator_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -587,11 +595,117 @@ def _e_WriteTxnMarkersRequest_v1(o, out, sp):
         out.append(0)
 
 
+def _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, pos, end):
+    o = _new(_C_WriteTxnMarkersRequest_WritableTxnMarker)
+    if end - pos < 11:
+        raise _rt.group_eof('WritableTxnMarker', (('producer_id', 8), ('producer_epoch', 2), ('transaction_result', 1)), pos, end)
+    o.producer_id, o.producer_epoch, o.transaction_result, = _S1.unpack_from(buf, pos)
+    pos += 11
+    if pos >= end:
+        raise _rt.eof('WritableTxnMarker.topics', pos, end, 1)
+    n1 = buf[pos]
+    pos += 1
+    if n1 > 127:
+        n1, pos = _rt.uvarint_tail(buf, pos, end, n1, 'WritableTxnMarker.topics')
+    if n1 == 0:
+        raise _rt.null_error('WritableTxnMarker.topics', pos - 1)
+    else:
+        n1 -= 1
+        if n1 * 3 > end - pos:
+            raise _rt.overrun('WritableTxnMarker.topics', pos, n1, end - pos, 'array length')
+        a2 = []
+        for _ in range(n1):
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(buf, pos, end)
+            a2.append(x3)
+        o.topics = a2
+    if end - pos < 5:
+        raise _rt.group_eof('WritableTxnMarker', (('coordinator_epoch', 4), ('transaction_version', 1)), pos, end)
+    o.coordinator_epoch, o.transaction_version, = _S3.unpack_from(buf, pos)
+    pos += 5
+    if pos >= end:
+        raise _rt.eof('WritableTxnMarker._tagged_fields', pos, end, 1)
+    n4 = buf[pos]
+    pos += 1
+    if n4 > 127:
+        n4, pos = _rt.uvarint_tail(buf, pos, end, n4, 'WritableTxnMarker._tagged_fields')
+    if n4:
+        pos = _rt.read_tags(o, buf, pos, end, n4, 'WritableTxnMarker._tagged_fields')
+    else:
+        o.unknown_tagged_fields = []
+    return o, pos
+
+
+def _d_WriteTxnMarkersRequest_v2(buf, pos, end):
+    o = _new(_C_WriteTxnMarkersRequest)
+    if pos >= end:
+        raise _rt.eof('WriteTxnMarkersRequest.markers', pos, end, 1)
+    n1 = buf[pos]
+    pos += 1
+    if n1 > 127:
+        n1, pos = _rt.uvarint_tail(buf, pos, end, n1, 'WriteTxnMarkersRequest.markers')
+    if n1 == 0:
+        raise _rt.null_error('WriteTxnMarkersRequest.markers', pos - 1)
+    else:
+        n1 -= 1
+        if n1 * 18 > end - pos:
+            raise _rt.overrun('WriteTxnMarkersRequest.markers', pos, n1, end - pos, 'array length')
+        a2 = []
+        for _ in range(n1):
+            x3, pos = _d_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, pos, end)
+            a2.append(x3)
+        o.markers = a2
+    if pos >= end:
+        raise _rt.eof('WriteTxnMarkersRequest._tagged_fields', pos, end, 1)
+    n4 = buf[pos]
+    pos += 1
+    if n4 > 127:
+        n4, pos = _rt.uvarint_tail(buf, pos, end, n4, 'WriteTxnMarkersRequest._tagged_fields')
+    if n4:
+        pos = _rt.read_tags(o, buf, pos, end, n4, 'WriteTxnMarkersRequest._tagged_fields')
+    else:
+        o.unknown_tagged_fields = []
+    return o, pos
+
+
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o, out, sp):
+    out += _S1.pack(o.producer_id, o.producer_epoch, o.transaction_result)
+    v1 = o.topics
+    n2 = len(v1) + 1
+    if n2 < 128:
+        out.append(n2)
+    else:
+        _rt.put_uvarint(out, n2)
+    for e3 in v1:
+        _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1_to_2(e3, out, sp)
+    out += _S3.pack(o.coordinator_epoch, o.transaction_version)
+    u = o.unknown_tagged_fields
+    if u:
+        _rt.put_tags(out, [], u)
+    else:
+        out.append(0)
+
+
+def _e_WriteTxnMarkersRequest_v2(o, out, sp):
+    v1 = o.markers
+    n2 = len(v1) + 1
+    if n2 < 128:
+        out.append(n2)
+    else:
+        _rt.put_uvarint(out, n2)
+    for e3 in v1:
+        _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(e3, out, sp)
+    u = o.unknown_tagged_fields
+    if u:
+        _rt.put_tags(out, [], u)
+    else:
+        out.append(0)
+
+
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('WritableTxnMarkerPartitionResult', (('partition_index', 4), ('error_code', 2)), pos, end)
-    o.partition_index, o.error_code, = _S4.unpack_from(buf, pos)
+    o.partition_index, o.error_code, = _S5.unpack_from(buf, pos)
     pos += 6
     o.unknown_tagged_fields = []
     return o, pos
@@ -635,7 +749,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
     if end - pos < 8:
         raise _rt.group_eof('WritableTxnMarkerResult', (('producer_id', 8),), pos, end)
-    o.producer_id, = _S3.unpack_from(buf, pos)
+    o.producer_id, = _S4.unpack_from(buf, pos)
     pos += 8
     if end - pos < 4:
         raise _rt.eof('WritableTxnMarkerResult.topics', pos, end, 4)
@@ -676,7 +790,7 @@ def _d_WriteTxnMarkersResponse_v0(buf, pos, end):
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(o, out, sp):
-    out += _S4.pack(o.partition_index, o.error_code)
+    out += _S5.pack(o.partition_index, o.error_code)
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o, out, sp):
@@ -691,7 +805,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o, out, sp):
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o, out, sp):
-    out += _S3.pack(o.producer_id)
+    out += _S4.pack(o.producer_id)
     v1 = o.topics
     out += _S_I32.pack(len(v1))
     for e2 in v1:
@@ -705,11 +819,11 @@ def _e_WriteTxnMarkersResponse_v0(o, out, sp):
         _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(e2, out, sp)
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1_to_2(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     if end - pos < 6:
         raise _rt.group_eof('WritableTxnMarkerPartitionResult', (('partition_index', 4), ('error_code', 2)), pos, end)
-    o.partition_index, o.error_code, = _S4.unpack_from(buf, pos)
+    o.partition_index, o.error_code, = _S5.unpack_from(buf, pos)
     pos += 6
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerPartitionResult._tagged_fields', pos, end, 1)
@@ -724,7 +838,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos, end
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1_to_2(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerTopicResult.name', pos, end, 1)
@@ -757,7 +871,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerTopicResult.partitions', pos, n2, end - pos, 'array length')
         a3 = []
         for _ in range(n2):
-            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, pos, end)
+            x4, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1_to_2(buf, pos, end)
             a3.append(x4)
         o.partitions = a3
     if pos >= end:
@@ -773,11 +887,11 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end):
+def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1_to_2(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse_WritableTxnMarkerResult)
     if end - pos < 8:
         raise _rt.group_eof('WritableTxnMarkerResult', (('producer_id', 8),), pos, end)
-    o.producer_id, = _S3.unpack_from(buf, pos)
+    o.producer_id, = _S4.unpack_from(buf, pos)
     pos += 8
     if pos >= end:
         raise _rt.eof('WritableTxnMarkerResult.topics', pos, end, 1)
@@ -793,7 +907,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end):
             raise _rt.overrun('WritableTxnMarkerResult.topics', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.topics = a2
     if pos >= end:
@@ -809,7 +923,7 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end):
     return o, pos
 
 
-def _d_WriteTxnMarkersResponse_v1(buf, pos, end):
+def _d_WriteTxnMarkersResponse_v1_to_2(buf, pos, end):
     o = _new(_C_WriteTxnMarkersResponse)
     if pos >= end:
         raise _rt.eof('WriteTxnMarkersResponse.markers', pos, end, 1)
@@ -825,7 +939,7 @@ def _d_WriteTxnMarkersResponse_v1(buf, pos, end):
             raise _rt.overrun('WriteTxnMarkersResponse.markers', pos, n1, end - pos, 'array length')
         a2 = []
         for _ in range(n1):
-            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, pos, end)
+            x3, pos = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1_to_2(buf, pos, end)
             a2.append(x3)
         o.markers = a2
     if pos >= end:
@@ -841,8 +955,8 @@ def _d_WriteTxnMarkersResponse_v1(buf, pos, end):
     return o, pos
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o, out, sp):
-    out += _S4.pack(o.partition_index, o.error_code)
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1_to_2(o, out, sp):
+    out += _S5.pack(o.partition_index, o.error_code)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -850,7 +964,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out, sp):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1_to_2(o, out, sp):
     v1 = o.name
     b2 = v1.encode()
     n3 = len(b2) + 1
@@ -866,7 +980,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out, sp):
     else:
         _rt.put_uvarint(out, n5)
     for e6 in v4:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(e6, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1_to_2(e6, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -874,8 +988,8 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out, sp):
-    out += _S3.pack(o.producer_id)
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1_to_2(o, out, sp):
+    out += _S4.pack(o.producer_id)
     v1 = o.topics
     n2 = len(v1) + 1
     if n2 < 128:
@@ -883,7 +997,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(e3, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1_to_2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -891,7 +1005,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out, sp):
         out.append(0)
 
 
-def _e_WriteTxnMarkersResponse_v1(o, out, sp):
+def _e_WriteTxnMarkersResponse_v1_to_2(o, out, sp):
     v1 = o.markers
     n2 = len(v1) + 1
     if n2 < 128:
@@ -899,7 +1013,7 @@ def _e_WriteTxnMarkersResponse_v1(o, out, sp):
     else:
         _rt.put_uvarint(out, n2)
     for e3 in v1:
-        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(e3, out, sp)
+        _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1_to_2(e3, out, sp)
     u = o.unknown_tagged_fields
     if u:
         _rt.put_tags(out, [], u)
@@ -908,9 +1022,9 @@ def _e_WriteTxnMarkersResponse_v1(o, out, sp):
 
 
 
-WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_v0, _d_WriteTxnMarkersRequest_v1,)
-WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_v0, _e_WriteTxnMarkersRequest_v1,)
-WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_v0, _d_WriteTxnMarkersResponse_v1,)
-WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_v0, _e_WriteTxnMarkersResponse_v1,)
+WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_v0, _d_WriteTxnMarkersRequest_v1, _d_WriteTxnMarkersRequest_v2,)
+WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_v0, _e_WriteTxnMarkersRequest_v1, _e_WriteTxnMarkersRequest_v2,)
+WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_v0, _d_WriteTxnMarkersResponse_v1_to_2, _d_WriteTxnMarkersResponse_v1_to_2,)
+WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_v0, _e_WriteTxnMarkersResponse_v1_to_2, _e_WriteTxnMarkersResponse_v1_to_2,)
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']

@@ -1,7 +1,9 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker, as leader, to write
 COMMIT or ABORT markers (server/txn_markers.py writes them with acks=-1). Every
 partition gets its own answer: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_PRODUCER_EPOCH (a marker of a fenced epoch), TRANSACTION_COORDINATOR_FENCED (an
+INVALID_PRODUCER_EPOCH (a marker of a fenced epoch; with v2's TransactionVersion 2, KIP-1228,
+also one at the producer's own epoch while a transaction is open: the coordinator bumped
+the epoch at the end, so such a marker is a late one), TRANSACTION_COORDINATOR_FENCED (an
 older coordinator epoch than the producer's last marker's)... Only brokers send it:
 CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka's."""
 from broker.protocol.api import ApiKey
@@ -13,14 +15,15 @@ from broker.server.txn_markers import write_markers
 from broker.txn.coordinator import Marker
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
-MIN_VERSION, MAX_VERSION = 0, 1
+MIN_VERSION, MAX_VERSION = 0, 2
 
 R = WriteTxnMarkersResponse
 
 
 async def _handle(ctx, request):
     markers = [Marker(m.producer_id, m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
-                      tuple((t.name, p) for t in m.topics for p in t.partition_indexes))
+                      tuple((t.name, p) for t in m.topics for p in t.partition_indexes),
+                      m.transaction_version if ctx.api_version >= 2 else 0)
                for m in request.markers]
     if ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         results = await write_markers(ctx.services, markers)

@@ -224,3 +224,30 @@ def test_a_transaction_version_2_marker_starts_its_epoch_at_sequence_0(make_log)
     # a marker at the same epoch (transaction.version 1) changes nothing of the sequences
     lg.append_marker_as_leader(P1, 5, coordinator_epoch=1, commit=True, leader_epoch=0)
     lg.append_as_leader(tbatch(4, epoch=5), 0)
+
+
+def test_a_transaction_version_2_marker_must_be_above_the_epoch_of_an_open_transaction(make_log):
+    """WriteTxnMarkers v2 (KIP-1228): the coordinator bumped the epoch at the end, so a
+    transaction.version 2 marker at the producer's own epoch is a late one; it would end
+    the transaction that epoch has opened since, and is refused. Without a transaction
+    open it is a retry of the marker that completed one, and is written again."""
+    lg = make_log()
+    lg.append_as_leader(tbatch(0, epoch=4), 0)
+    lg.append_marker_as_leader(P1, 5, 1, commit=True, leader_epoch=0, transaction_version=2)
+    assert not lg.producer_state.has_open_transaction(P1)
+    # the retry of that marker, nothing open: accepted (and closes nothing)
+    end = lg.log_end_offset
+    lg.append_marker_as_leader(P1, 5, 1, commit=True, leader_epoch=0, transaction_version=2)
+    assert lg.log_end_offset == end + 1
+    # the next transaction opens at epoch 5; the same late marker must not end it
+    lg.append_as_leader(tbatch(0, epoch=5), 0)
+    with pytest.raises(InvalidProducerEpoch, match="not above its epoch 5"):
+        lg.append_marker_as_leader(P1, 5, 1, commit=False, leader_epoch=0, transaction_version=2)
+    assert lg.producer_state.has_open_transaction(P1, 5)
+    # transaction.version 1's rule takes a marker at the producer's epoch
+    lg.append_marker_as_leader(P1, 5, 1, commit=False, leader_epoch=0)
+    assert not lg.producer_state.has_open_transaction(P1)
+    # and with either version an older epoch is fenced
+    for tv in (0, 2):
+        with pytest.raises(InvalidProducerEpoch, match="older than"):
+            lg.append_marker_as_leader(P1, 4, 1, commit=True, leader_epoch=0, transaction_version=tv)

@@ -145,6 +145,7 @@ def test_commit_cycle_writes_markers_then_completes(env):
         assert c.txns["t1"].state is S.COMPLETE_COMMIT
         sent = sorted((b, m.partitions, m.commit, m.coordinator_epoch) for b, m in markers.sent)
         assert sent == [(1, (("out", 0),), True, 3), (2, (("out", 1),), True, 3)]
+        assert {m.transaction_version for _b, m in markers.sent} == {0}   # a transaction.version 1 client
         # a retried commit is fine, an abort of it is not
         assert (await c.end_txn("t1", pid, epoch, True))[0] == 0
         assert (await c.end_txn("t1", pid, epoch, False))[0] == E.INVALID_TXN_STATE
@@ -307,7 +308,8 @@ def test_tv2_every_end_bumps_the_epoch_and_the_markers_carry_it(env):
         assert c.txns["t1"].client_version == 2
         assert await c.end_txn("t1", pid, 0, True, client_version=2) == (0, pid, 1)
         await _settle()
-        assert [(m.producer_id, m.producer_epoch, m.commit) for _, m in markers.sent] == [(pid, 1, True)]
+        assert [(m.producer_id, m.producer_epoch, m.commit, m.transaction_version) for _, m in markers.sent] == [
+            (pid, 1, True, 2)]
         md = c.txns["t1"]
         assert (md.state, md.producer_epoch, md.last_producer_epoch) == (S.COMPLETE_COMMIT, 1, 0)
         # the next transaction goes on at the bumped epoch; an abort bumps too
