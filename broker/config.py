@@ -351,13 +351,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("connections.max.idle.ms", _L, 600000,
        "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
-    # replication throttles (Kafka's DynamicConfig.Broker: set dynamically, per broker or cluster default)
-    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to throttled replicas "
-       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
-    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for throttled replicas "
-       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
-    _K("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Bytes/s of moves between log dirs "
-       "(stored and described; kbroker moves no replica between log dirs).", _at_least(0)),
     # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
     _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
        ("JKS", "PEM", "PKCS12")),
@@ -666,6 +659,17 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Broker keys that exist only as dynamic configs (Kafka's DynamicConfig.Broker, not
+#: KafkaConfig): set per broker or at the cluster default, described once set.
+DYNAMIC_ONLY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to throttled replicas "
+       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
+    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for throttled replicas "
+       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
+    _K("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Bytes/s of moves between log dirs "
+       "(stored and described; kbroker moves no replica between log dirs).", _at_least(0)),
+]}
+
 #: The entity name of the cluster-wide default in /config/brokers (Kafka's ConfigEntityName.Default)
 DEFAULT_ENTITY = "<default>"
 
@@ -688,8 +692,7 @@ DYNAMIC_KEYS = frozenset({
     # thread pools: read at start-up only (recovery), as in Kafka
     "num.recovery.threads.per.data.dir",
     # replication throttles (DynamicConfig.Broker)
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
+    *DYNAMIC_ONLY_KEYS,
 })
 
 #: Keys Kafka changes at runtime that kbroker accepts without effect (IGNORED_KAFKA_KEYS):
@@ -759,7 +762,7 @@ def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
             out[name] = "" if raw is None else str(raw).strip()
             continue
         base = name[len(LISTENER_PREFIX):].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
-        key = BROKER_KEYS[base]
+        key = BROKER_KEYS.get(base) or DYNAMIC_ONLY_KEYS[base]
         try:
             out[name] = key.parse(raw)
         except ConfigError as exc:
@@ -791,7 +794,7 @@ def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
 
 
 def _is_kafka_broker_key(name: str) -> bool:
-    if name in BROKER_KEYS or name in IGNORED_KAFKA_KEYS:
+    if name in BROKER_KEYS or name in IGNORED_KAFKA_KEYS or name in DYNAMIC_ONLY_KEYS:
         return True
     if name.startswith(LISTENER_PREFIX):
         listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
@@ -931,7 +934,7 @@ class BrokerConfig:
                     listener_values.setdefault(listener.upper(), {})[suffix] = value
                     continue
                 if name not in BROKER_KEYS:
-                    continue                     # accepted without effect (DYNAMIC_IGNORED_KEYS)
+                    continue                     # DYNAMIC_ONLY_KEYS, DYNAMIC_IGNORED_KEYS: in their layer only
                 for synonym in broker_key_chain(name):
                     values[synonym] = BROKER_KEYS[synonym].default
                     sources[synonym] = ConfigSource.DEFAULT_CONFIG

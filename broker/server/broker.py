@@ -119,6 +119,7 @@ class Broker:
         self.started_at = 0.0
         #: SCRAM credentials, from the store's /config/users, kept current by notifications
         self.credentials = CredentialCache()
+        self._broker_configs_lock = asyncio.Lock()
         #: the ACL authorizer (authorizer.class.name), None without one: every request allowed
         self.authorizer: Authorizer | None = None
         if config["authorizer.class.name"]:
@@ -412,6 +413,10 @@ class Broker:
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and
         applies what changed without a restart (Kafka's DynamicBrokerConfig)."""
+        async with self._broker_configs_lock:        # one read-and-apply at a time, in order
+            await self._reload_broker_configs_locked(startup, reload_tls)
+
+    async def _reload_broker_configs_locked(self, startup: bool, reload_tls: bool) -> None:
         try:
             default = await self.store.get_broker_config(DEFAULT_ENTITY)
             mine = await self.store.get_broker_config(str(self.broker_id))
@@ -462,6 +467,8 @@ class Broker:
         if reload_tls or any(k.startswith(LISTENER_PREFIX) for k in changed):
             try:
                 self.server.set_securities(listener_securities(self.config, self.credentials.get))
+                # the inter-broker listener's trust store is also what this broker trusts in others
+                set_client_security(inter_broker_security(self.config))
             except TlsConfigError as exc:
                 log.error("broker %d: listener key stores not reloaded (the old ones serve on): %s",
                           self.broker_id, exc)

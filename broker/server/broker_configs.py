@@ -18,6 +18,7 @@ from broker.config import (
     BROKER_KEYS,
     DEFAULT_ENTITY,
     DYNAMIC_IGNORED_KEYS,
+    DYNAMIC_ONLY_KEYS,
     LISTENER_PREFIX,
     NOT_DESCRIBED,
     ConfigError,
@@ -58,7 +59,7 @@ def base_key(name: str) -> str:
 
 
 def config_type(name: str) -> ConfigType:
-    key = BROKER_KEYS.get(base_key(name))
+    key = BROKER_KEYS.get(base_key(name)) or DYNAMIC_ONLY_KEYS.get(name)
     return key.type if key is not None else ConfigType.STRING
 
 
@@ -160,7 +161,7 @@ def describe(services, resource_name: str, keys, synonym_type, entry_type, docs:
             value = format_value(config[name])
         else:
             value = syn[0][1] if syn else None
-        key = BROKER_KEYS.get(base_key(name))
+        key = BROKER_KEYS.get(base_key(name)) or DYNAMIC_ONLY_KEYS.get(name)
         doc = key.doc if key is not None else ("Accepted without effect." if name in DYNAMIC_IGNORED_KEYS else None)
         out.append(entry_type(
             name=name, value=None if sensitive else value, read_only=not is_dynamic(name),

@@ -7,6 +7,7 @@ import pytest
 from broker.config import (
     BROKER_KEYS,
     DYNAMIC_KEYS,
+    DYNAMIC_ONLY_KEYS,
     BrokerConfig,
     ConfigError,
     ConfigSource,
@@ -126,7 +127,19 @@ def test_read_only_marks():
     assert is_dynamic("message.max.bytes") and is_dynamic("log.retention.ms") and is_dynamic("max.connections")
     assert is_dynamic("listener.name.ssl.ssl.keystore.location")
     assert not is_dynamic("broker.id") and not is_dynamic("listeners") and not is_dynamic("ssl.keystore.location")
-    assert DYNAMIC_KEYS <= set(BROKER_KEYS)
+    assert DYNAMIC_KEYS <= set(BROKER_KEYS) | set(DYNAMIC_ONLY_KEYS)
+
+
+def test_throttle_rates_only_dynamic_and_in_their_layer():
+    out = validate_dynamic({"leader.replication.throttled.rate": "1000000"}, False)
+    assert out == {"leader.replication.throttled.rate": 1000000}
+    with pytest.raises(ConfigError, match="Invalid value -5"):
+        validate_dynamic({"follower.replication.throttled.rate": "-5"}, True)
+    c = BrokerConfig({})
+    c.apply_dynamic(out, {})
+    assert c.layer(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) == out
+    with pytest.raises(ConfigError):            # not a server.properties key (as in Kafka)
+        BrokerConfig({"leader.replication.throttled.rate": "5"})
 
 
 def test_the_store_read_leniently():
