@@ -32,7 +32,6 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-DYNAMIC = {1, 2, 3, 6}
 
 
 # ---------------------------------------------------------------------- configs
@@ -80,7 +79,10 @@ def configs_describe(args) -> int:
             c.topic(name)                       # UNKNOWN_TOPIC_OR_PARTITION, said as such
         entries = _describe(c, rtype, name)
     kind = "topic" if rtype == RESOURCE_TOPIC else "broker"
-    shown = sorted((e for e in entries if args.all or e.config_source in DYNAMIC), key=lambda e: e.name)
+    # as Kafka's tool: without --all, the entity's own layer only (a broker's dynamic
+    # configs, not the cluster default's it inherits)
+    own = 1 if rtype == RESOURCE_TOPIC else 2 if name else 3
+    shown = sorted((e for e in entries if args.all or e.config_source == own), key=lambda e: e.name)
     if rtype == RESOURCE_BROKER and not name:
         print("Default configs for brokers in the cluster are:")
     else:

@@ -77,7 +77,7 @@ def format_value(value: Any) -> str | None:
 async def alter(services, resource_name: str, update: Callable[[dict[str, str]], dict[str, str]],
                 validate_only: bool) -> None:
     """Replaces the entity's dynamic configs with update(current ones) after Kafka's checks;
-    KafkaProtocolError (INVALID_REQUEST, INVALID_CONFIG) when refused."""
+    KafkaProtocolError (INVALID_REQUEST, with Kafka's message) when refused."""
     entity = entity_of(services, resource_name)
     per_broker = entity != DEFAULT_ENTITY
     store = services.admin.store
@@ -90,7 +90,9 @@ async def alter(services, resource_name: str, update: Callable[[dict[str, str]],
         if per_broker and any(k.startswith(LISTENER_PREFIX) for k in parsed):
             _check_listener_security(config, parsed)
     except ConfigError as exc:
-        raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource {resource}: {exc}") \
+        # INVALID_REQUEST, as Kafka 3.x answers every refused broker config (ZkAdminManager
+        # wraps the ConfigException so; KAFKA-13609 left the code at 42 even for a bad value)
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}") \
             from None
     if validate_only:
         return

@@ -18,6 +18,7 @@ API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 def _apply(services, topic: str, ops) -> dict[str, str]:
@@ -53,10 +54,20 @@ def _apply(services, topic: str, ops) -> dict[str, str]:
 
 
 def _apply_broker(ops, configs: dict[str, str]) -> dict[str, str]:
-    """The operations on an entity's dynamic configs (Kafka's prepareIncrementalConfigs)."""
+    """The operations on an entity's dynamic configs (Kafka's prepareIncrementalConfigs,
+    after its checks of duplicate keys and null values)."""
+    names = [c.name for c in ops]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : "
+                                                            f"{','.join(duplicates)}")
+    nulls = [f"{_OP_NAMES.get(c.config_operation, c.config_operation)}:{c.name}" for c in ops
+             if c.value is None and c.config_operation != DELETE]
+    if nulls:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
     for c in ops:
         if c.config_operation == SET:
-            configs[c.name] = "" if c.value is None else c.value
+            configs[c.name] = c.value
         elif c.config_operation == DELETE:
             configs.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
