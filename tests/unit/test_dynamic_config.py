@@ -154,3 +154,66 @@ def test_a_copy_is_independent():
     candidate.apply_dynamic({}, validate_dynamic({"message.max.bytes": "10"}, True))
     assert candidate["message.max.bytes"] == 10
     assert c["message.max.bytes"] == BROKER_KEYS["message.max.bytes"].default
+
+
+def test_an_in_process_broker_alters_describes_and_applies(tmp_path):
+    """The wiring on the embedded store, in process: an alter of the cluster default and
+    of the broker itself is stored, comes back through the change notification, moves the
+    effective config and the topic defaults, and DescribeConfigs names the layers; a
+    restart reads the store again."""
+    import asyncio
+
+    from broker.protocol.errors import KafkaProtocolError
+    from broker.protocol.messages.describe_configs import DescribeConfigsResponse as R
+    from broker.server import broker_configs
+    from broker.server.broker import Broker
+    from tests.support.ports import free_port
+
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def config():
+        return BrokerConfig({"broker.id": 1, "log.dirs": str(data), "message.max.bytes": "5000",
+                             "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+
+    def describe(broker, name):
+        return {e.name: e for e in broker_configs.describe(broker, name, None, R.DescribeConfigsSynonym,
+                                                           R.DescribeConfigsResourceResult, False)}
+
+    async def first():
+        broker = Broker(config())
+        await broker.start()
+        try:
+            await broker_configs.alter(broker, "", lambda c: {**c, "message.max.bytes": "4000"}, False)
+            assert broker.config["message.max.bytes"] == 4000
+            assert broker.metadata.log_config("any").max_message_bytes == 4000
+            await broker_configs.alter(broker, "1", lambda c: {**c, "message.max.bytes": "3000"}, False)
+            assert broker.config["message.max.bytes"] == 3000
+            e = describe(broker, "1")["message.max.bytes"]
+            assert (e.value, e.config_source, e.read_only) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG, False)
+            assert [(s.name, s.value, s.source) for s in e.synonyms] == [
+                ("message.max.bytes", "3000", 2), ("message.max.bytes", "4000", 3), ("message.max.bytes", "5000", 4),
+                ("message.max.bytes", "1048588", 5)]
+            assert describe(broker, "1")["broker.id"].read_only
+            assert list(describe(broker, "")) == ["message.max.bytes"]
+            await broker_configs.alter(broker, "1", lambda c: {**c, "log.retention.ms": "9"}, True)   # validate only
+            assert broker.config.retention_ms != 9
+            with pytest.raises(KafkaProtocolError, match="Unexpected broker id, expected 1, but received 2"):
+                await broker_configs.alter(broker, "2", lambda c: c, False)
+            with pytest.raises(KafkaProtocolError, match="Cannot update these configs dynamically: Set"):
+                await broker_configs.alter(broker, "1", lambda c: {**c, "log.dirs": "/x"}, False)
+        finally:
+            await broker.shutdown()
+
+    async def second():
+        broker = Broker(config())
+        await broker.start()
+        try:
+            assert broker.config["message.max.bytes"] == 3000          # read from the store at start
+            await broker_configs.alter(broker, "1", lambda c: {}, False)
+            assert broker.config["message.max.bytes"] == 4000
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(first())
+    asyncio.run(second())
