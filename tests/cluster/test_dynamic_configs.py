@@ -218,8 +218,10 @@ def test_retention_default_connections_and_restarts(make_cluster):
     assert alter(bs[1], "", {"log.retention.ms": 1500}) == (0, None)
     # a topic without a retention override loses its old segments, no restart
     until("old segments deleted", lambda: earliest(bs[1], "old") > 0, timeout=60)
-    e = describe(bs[2], "old", ["retention.ms"], TOPIC_RESOURCE)["retention.ms"]
-    assert (e.value, e.config_source) == ("1500", 3)
+    e = until("broker 2 following the default",
+              lambda: (x := describe(bs[2], "old", ["retention.ms"], TOPIC_RESOURCE)["retention.ms"]).value == "1500"
+              and x)
+    assert e.config_source == 3
     assert synonyms(e)[0] == ("log.retention.ms", "1500", 3)
 
     cluster.start(3)
