@@ -259,11 +259,18 @@ def test_configs_describe_and_alter_topics_and_brokers(kbroker, topic):
     for target in (("--entity-default",), ("--entity-name", "0")):
         kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", *target,
                    "--add-config", "log.cleaner.backoff.ms=16000")
+    line = "  log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms" \
+           "=16000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms" \
+           "=15000}"
+    for extra in ((), ("--all",)):
+        out = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
+                         "--entity-name", 0, *extra).stdout
+        assert line in out, out
     out = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
-                     "--entity-name", 0).stdout
-    assert "  log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms" \
-           "=16000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, " \
-           "DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}" in out, out
+                     "--entity-default").stdout
+    assert out.splitlines() == ["Default configs for brokers in the cluster are:",
+                                "  log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+                                "log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}"], out
     for target in (("--entity-default",), ("--entity-name", "0")):
         kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", *target,
                    "--delete-config", "log.cleaner.backoff.ms")
