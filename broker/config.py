@@ -747,12 +747,11 @@ def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
     unknown = sorted(k for k in configs if not _is_kafka_broker_key(k))
     if unknown:
         raise ConfigError(unknown[0], f"Unknown configs: {_scala_set(unknown)}", unknown)
-    security = ("ssl.", "sasl.")
-    non_dynamic = sorted(k for k in configs if not _dynamic_key(k) and not k.startswith(security))
+    non_dynamic = sorted(k for k in configs if not _dynamic_key(k) and k not in DYNAMIC_LISTENER_KEYS)
     if non_dynamic:
         raise ConfigError(non_dynamic[0], f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}",
                           non_dynamic)
-    unprefixed = sorted(k for k in configs if k.startswith(security))
+    unprefixed = sorted(k for k in configs if k in DYNAMIC_LISTENER_KEYS)
     if unprefixed:
         raise ConfigError(unprefixed[0], "These security configs can be dynamically updated only per-listener "
                                          f"using the listener prefix: {_scala_set(unprefixed)}", unprefixed)

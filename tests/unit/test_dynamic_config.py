@@ -88,6 +88,7 @@ def test_layers_for_describe():
      "Invalid value big for configuration message.max.bytes: invalid value 'big' (expected int)"),
     ({"log.cleanup.policy": "shred"}, False, "Invalid value shred for configuration log.cleanup.policy"),
     ({"no.such.key": "1"}, True, "Unknown configs: Set(no.such.key)"),
+    ({"sasl.enabled.mechanisms": "PLAIN"}, True, "Cannot update these configs dynamically: Set(sasl.enabled.mechanisms)"),
     ({"listener.name.ssl.sasl.enabled.mechanisms": "PLAIN"}, True,
      "Cannot update these configs dynamically: Set(listener.name.ssl.sasl.enabled.mechanisms)"),
 ])
