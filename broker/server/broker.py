@@ -56,7 +56,14 @@ from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
-from broker.config import DEFAULT_ENTITY, LISTENER_PREFIX, BrokerConfig, parse_dynamic_lenient, parse_listener
+from broker.config import (
+    DEFAULT_ENTITY,
+    IGNORED_KAFKA_KEYS,
+    LISTENER_PREFIX,
+    BrokerConfig,
+    parse_dynamic_lenient,
+    parse_listener,
+)
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
@@ -425,8 +432,13 @@ class Broker:
                 raise
             log.exception("broker %d: cannot read the dynamic broker configs", self.broker_id)
             return
+        before = {**self.config.dynamic_default, **self.config.dynamic_broker}
         changed = self.config.apply_dynamic(parse_dynamic_lenient(default, False, "the cluster default"),
                                             parse_dynamic_lenient(mine, True, f"broker {self.broker_id}"))
+        for key, value in {**self.config.dynamic_default, **self.config.dynamic_broker}.items():
+            if key in IGNORED_KAFKA_KEYS and before.get(key) != value:
+                log.warning("broker %d: dynamic config %s=%s has no effect: %s", self.broker_id, key, value,
+                            IGNORED_KAFKA_KEYS[key])
         if changed:
             log.info("broker %d: dynamic configs applied: %s", self.broker_id,
                      ", ".join(f"{k}={'[hidden]' if k.startswith(LISTENER_PREFIX) else self._shown(k)}"

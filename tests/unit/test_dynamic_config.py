@@ -157,12 +157,13 @@ def test_a_copy_is_independent():
     assert c["message.max.bytes"] == BROKER_KEYS["message.max.bytes"].default
 
 
-def test_an_in_process_broker_alters_describes_and_applies(tmp_path):
+def test_an_in_process_broker_alters_describes_and_applies(tmp_path, caplog):
     """The wiring on the embedded store, in process: an alter of the cluster default and
     of the broker itself is stored, comes back through the change notification, moves the
     effective config and the topic defaults, and DescribeConfigs names the layers; a
     restart reads the store again."""
     import asyncio
+    import logging
 
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.describe_configs import DescribeConfigsResponse as R
@@ -203,6 +204,10 @@ def test_an_in_process_broker_alters_describes_and_applies(tmp_path):
                 await broker_configs.alter(broker, "2", lambda c: c, False)
             with pytest.raises(KafkaProtocolError, match="Cannot update these configs dynamically: Set"):
                 await broker_configs.alter(broker, "1", lambda c: {**c, "log.dirs": "/x"}, False)
+            with caplog.at_level(logging.WARNING, logger="broker.server.broker"):
+                await broker_configs.alter(broker, "", lambda c: {**c, "log.cleaner.threads": "4"}, False)
+            assert any("dynamic config log.cleaner.threads=4 has no effect" in r.getMessage() for r in caplog.records)
+            assert describe(broker, "")["log.cleaner.threads"].value == "4"
         finally:
             await broker.shutdown()
 
