@@ -632,8 +632,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
 #: Deprecated topic keys Kafka 3.x still accepts (TopicConfig's @Deprecated ones and the one
 #: Kafka 4.x keeps as a no-op): taken by CreateTopics and AlterConfigs and stored, without
 #: effect, each use logging a warning (librdkafka's test 0092 sets message.format.version).
-#: Not in TOPIC_KEYS: DescribeConfigs lists them as Kafka 4.x does, not at all, and
-#: IncrementalAlterConfigs (which checks TOPIC_KEYS) still refuses them.
+#: Not in TOPIC_KEYS: DescribeConfigs lists them as Kafka 4.x does, not at all; CreateTopics,
+#: AlterConfigs and IncrementalAlterConfigs take them.
 DEPRECATED_TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
     _T("message.format.version", _S, "[DEPRECATED] Message format version; always 3.0 (v2 batches) here.",
        default="3.0-IV1", check=_message_format_version,
@@ -657,6 +657,174 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
+
+
+#: Broker keys that exist only as dynamic configs (Kafka's DynamicConfig.Broker, not
+#: KafkaConfig): set per broker or at the cluster default, described once set.
+DYNAMIC_ONLY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to throttled replicas "
+       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
+    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for throttled replicas "
+       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
+    _K("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Bytes/s of moves between log dirs "
+       "(stored and described; kbroker moves no replica between log dirs).", _at_least(0)),
+]}
+
+#: The entity name of the cluster-wide default in /config/brokers (Kafka's ConfigEntityName.Default)
+DEFAULT_ENTITY = "<default>"
+
+#: Broker keys kbroker changes at runtime (Kafka 3.x's DynamicBrokerConfig.AllDynamicConfigs,
+#: those kbroker has): per broker or as the cluster default, in /config/brokers.
+DYNAMIC_KEYS = frozenset({
+    # the defaults of topic configs (Kafka's DynamicLogConfig): topics without an override follow
+    "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.retention.ms", "log.retention.minutes",
+    "log.retention.hours", "log.retention.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.index.interval.bytes", "log.index.size.max.bytes", "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.segment.delete.delay.ms", "log.message.timestamp.type",
+    "compression.type", "min.insync.replicas", "unclean.leader.election.enable", "message.max.bytes",
+    # the log cleaner (LogCleaner.ReconfigurableConfigs)
+    "log.cleaner.backoff.ms",
+    # the connection limits (SocketServer / DynamicListenerConfig)
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    # the producer state (DynamicProducerStateManagerConfig)
+    "producer.id.expiration.ms",
+    # thread pools: read at start-up only (recovery), as in Kafka
+    "num.recovery.threads.per.data.dir",
+    # replication throttles (DynamicConfig.Broker)
+    *DYNAMIC_ONLY_KEYS,
+})
+
+#: Keys Kafka changes at runtime that kbroker accepts without effect (IGNORED_KAFKA_KEYS):
+#: stored and described, each change logging that it has no effect.
+DYNAMIC_IGNORED_KEYS = frozenset({
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "num.io.threads", "num.network.threads",
+    "background.threads", "num.replica.alter.log.dirs.threads", "log.preallocate",
+    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.message.downconversion.enable", "metric.reporters",
+    "max.connection.creation.rate",
+})
+
+#: Settings of one listener changed at runtime, only per broker and with the listener
+#: prefix (listener.name.<listener>.<key>), as Kafka's SslConfigs.RECONFIGURABLE_CONFIGS.
+DYNAMIC_LISTENER_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+})
+
+#: Kafka's cluster-level listener configs: they may be set at the cluster default
+_CLUSTER_LEVEL_LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+
+
+def _scala_set(names: Iterable[str]) -> str:
+    """Names as Kafka's messages print a Scala Set."""
+    return f"Set({', '.join(names)})"
+
+
+def broker_key_chain(name: str) -> tuple[str, ...]:
+    """Kafka's brokerConfigSynonyms: the keys sharing one setting, in precedence order
+    (log.retention.ms/minutes/hours ...); a listener-prefixed key and its base key."""
+    for chain in BROKER_SYNONYMS.values():
+        if name in chain:
+            return chain
+    if name.startswith(LISTENER_PREFIX):
+        suffix = name[len(LISTENER_PREFIX):].partition(".")[2]
+        if suffix:
+            return (name, suffix)
+    return (name,)
+
+
+def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
+                     listeners: Iterable[str] | None = None) -> dict[str, Any]:
+    """The dynamic broker configs of one entity (a broker, or the cluster default with
+    `per_broker` false), checked as Kafka's DynamicBrokerConfig.validateConfigs: keys that
+    cannot change at runtime, security keys without a listener prefix, bad values, then
+    per-broker keys at the cluster default, each refused with Kafka's message
+    (ConfigError). `listeners`: this broker's listener names (a prefixed key must name one).
+    Returns the parsed values."""
+    unknown = sorted(k for k in configs if not _is_kafka_broker_key(k))
+    if unknown:
+        raise ConfigError(unknown[0], f"Unknown configs: {_scala_set(unknown)}", unknown)
+    non_dynamic = sorted(k for k in configs if not _dynamic_key(k) and k not in DYNAMIC_LISTENER_KEYS)
+    if non_dynamic:
+        raise ConfigError(non_dynamic[0], f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}",
+                          non_dynamic)
+    unprefixed = sorted(k for k in configs if k in DYNAMIC_LISTENER_KEYS)
+    if unprefixed:
+        raise ConfigError(unprefixed[0], "These security configs can be dynamically updated only per-listener "
+                                         f"using the listener prefix: {_scala_set(unprefixed)}", unprefixed)
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        if name in DYNAMIC_IGNORED_KEYS:
+            out[name] = "" if raw is None else str(raw).strip()
+            continue
+        base = name[len(LISTENER_PREFIX):].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
+        key = BROKER_KEYS.get(base) or DYNAMIC_ONLY_KEYS[base]
+        try:
+            out[name] = key.parse(raw)
+        except ConfigError as exc:
+            raise ConfigError(name, f"Invalid value {raw} for configuration {name}: "
+                                    f"{str(exc).removeprefix(base + ': ')}", [name]) from None
+    if not per_broker:
+        per_broker_only = sorted(k for k in configs if k.startswith(LISTENER_PREFIX))
+        if per_broker_only:
+            raise ConfigError(per_broker_only[0], "Cannot update these configs at default cluster level, broker id "
+                                                  f"must be specified: {_scala_set(per_broker_only)}", per_broker_only)
+    names = {n.upper() for n in listeners} if listeners is not None else None
+    for name in out:
+        if name.startswith(LISTENER_PREFIX):
+            base = name[len(LISTENER_PREFIX):].partition(".")[2]
+            listener = name[len(LISTENER_PREFIX):].partition(".")[0].upper()
+            if names is not None and listener not in names:
+                raise ConfigError(name, f"Invalid value for configuration {name}: no listener {listener} on this "
+                                        "broker", [name])
+            if BROKER_KEYS[base].type == ConfigType.PASSWORD:
+                raise ConfigError(name, f"Invalid value for configuration {name}: kbroker does not store "
+                                        "passwords in ZooKeeper (Kafka encrypts them with password.encoder.secret, "
+                                        "which kbroker does not implement); use a key store without a password "
+                                        "(ssl.keystore.type=PEM, an unencrypted key)", [name])
+    if out.get("max.connections.per.ip") == 0 and not out.get("max.connections.per.ip.overrides"):
+        raise ConfigError("max.connections.per.ip", "Invalid value 0 for configuration max.connections.per.ip: "
+                                                    "0 refuses every address; name the allowed ones in "
+                                                    "max.connections.per.ip.overrides", ["max.connections.per.ip"])
+    return out
+
+
+def _is_kafka_broker_key(name: str) -> bool:
+    if name in BROKER_KEYS or name in IGNORED_KAFKA_KEYS or name in DYNAMIC_ONLY_KEYS:
+        return True
+    if name.startswith(LISTENER_PREFIX):
+        listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+        return bool(listener) and (suffix in BROKER_KEYS or suffix in MECHANISM_KEYS or
+                                   suffix.partition(".")[2] in MECHANISM_KEYS)
+    return False
+
+
+def _dynamic_key(name: str) -> bool:
+    if name in DYNAMIC_KEYS or name in DYNAMIC_IGNORED_KEYS:
+        return True
+    if name.startswith(LISTENER_PREFIX):
+        return name[len(LISTENER_PREFIX):].partition(".")[2] in DYNAMIC_LISTENER_KEYS
+    return False
+
+
+def is_dynamic(name: str) -> bool:
+    """Whether a broker key may change at runtime (DescribeConfigs: read_only false)."""
+    return _dynamic_key(name)
+
+
+def parse_dynamic_lenient(configs: Mapping[str, str], per_broker: bool, what: str) -> dict[str, Any]:
+    """Dynamic configs read from the store: each valid entry parsed, an invalid one (written
+    by another version, or by hand) left out with a warning, as Kafka's removeInvalidConfigs."""
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        try:
+            out.update(validate_dynamic({name: raw}, per_broker))
+        except ConfigError as exc:
+            log.warning("dynamic broker config %s of %s ignored: %s", name, what, exc)
+    return out
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -740,6 +908,57 @@ class BrokerConfig:
         if errors:
             raise ConfigError(errors[0].key, "; ".join(map(str, errors)), [k for e in errors for k in e.keys])
         self._check_relations()
+        # the static layer (server.properties and defaults), under the dynamic ones
+        self._static = (dict(self._values), dict(self._sources),
+                        {k: dict(v) for k, v in self._listener_values.items()})
+        #: the dynamic layers (/config/brokers/<default> and /config/brokers/<id>), parsed
+        self.dynamic_default: dict[str, Any] = {}
+        self.dynamic_broker: dict[str, Any] = {}
+
+    def apply_dynamic(self, default: Mapping[str, Any], per_broker: Mapping[str, Any]) -> set[str]:
+        """Puts the dynamic layers over the static one, with Kafka's precedence
+        (DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG > STATIC_BROKER_CONFIG >
+        DEFAULT_CONFIG): a key set in a higher layer hides its synonyms in the lower ones
+        (a dynamic log.retention.hours hides a static log.retention.ms), as Kafka's
+        overrideProps. Values are validate_dynamic's. Returns the names whose effective
+        value changed (listener keys by their prefixed name)."""
+        values, sources, listener_values = self._static
+        values, sources = dict(values), dict(sources)
+        listener_values = {k: dict(v) for k, v in listener_values.items()}
+        for layer, source in ((default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                              (per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG)):
+            for name, value in layer.items():
+                if name.startswith(LISTENER_PREFIX):
+                    listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+                    listener_values.setdefault(listener.upper(), {})[suffix] = value
+                    continue
+                if name not in BROKER_KEYS:
+                    continue                     # DYNAMIC_ONLY_KEYS, DYNAMIC_IGNORED_KEYS: in their layer only
+                for synonym in broker_key_chain(name):
+                    values[synonym] = BROKER_KEYS[synonym].default
+                    sources[synonym] = ConfigSource.DEFAULT_CONFIG
+                values[name] = value
+                sources[name] = source
+        changed = {k for k, v in values.items() if v != self._values.get(k)}
+        for listener in set(listener_values) | set(self._listener_values):
+            new, old = listener_values.get(listener, {}), self._listener_values.get(listener, {})
+            changed |= {f"{LISTENER_PREFIX}{listener.lower()}.{k}" for k in set(new) | set(old)
+                        if new.get(k) != old.get(k)}
+        self._values, self._sources, self._listener_values = values, sources, listener_values
+        self.dynamic_default, self.dynamic_broker = dict(default), dict(per_broker)
+        return changed
+
+    def layer(self, source: ConfigSource) -> Mapping[str, Any]:
+        """The values one layer sets (DescribeConfigs' synonyms): the broker's dynamic
+        configs, the cluster default's, server.properties', Kafka's defaults."""
+        if source == ConfigSource.DYNAMIC_BROKER_CONFIG:
+            return self.dynamic_broker
+        if source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG:
+            return self.dynamic_default
+        values, sources, _ = self._static
+        if source == ConfigSource.STATIC_BROKER_CONFIG:
+            return {k: v for k, v in values.items() if sources[k] == ConfigSource.STATIC_BROKER_CONFIG}
+        return {k: key.default for k, key in BROKER_KEYS.items() if key.default is not None}
 
     def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
         if name.startswith(LISTENER_PREFIX):
@@ -1092,10 +1311,11 @@ class LogConfig:
         if name in self.overrides:
             return ConfigSource.DYNAMIC_TOPIC_CONFIG
         key = TOPIC_KEYS[name]
-        # the broker value may come from a synonym (log.retention.hours for retention.ms)
+        # the broker value may come from a synonym (log.retention.hours for retention.ms),
+        # static or dynamic
         for broker_key in BROKER_SYNONYMS.get(name, (key.broker_key,) if key.broker_key else ()):
             if self.broker.source(broker_key) != ConfigSource.DEFAULT_CONFIG:
-                return ConfigSource.STATIC_BROKER_CONFIG
+                return self.broker.source(broker_key)
         return ConfigSource.DEFAULT_CONFIG
 
     # typed shortcuts for the log's hot decisions

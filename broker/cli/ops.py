@@ -3,15 +3,20 @@ and `broker offsets`, each printing what Kafka's tool of the same job prints:
 
     broker configs describe --bootstrap-server B --topic T [--all]       (kafka-configs --describe)
     broker configs describe --bootstrap-server B --broker 1 [--all]
+    broker configs describe --bootstrap-server B --entity-type brokers --entity-default
     broker configs alter --bootstrap-server B --topic T --add-config k=v,k2=v2 --delete-config k3
+    broker configs alter --bootstrap-server B --entity-type brokers --entity-name 1 | --entity-default
+                         --add-config k=v --delete-config k2
     broker log-dirs describe --bootstrap-server B [--broker-list 1,2] [--topic-list t1,t2]
     broker records delete --bootstrap-server B --offset-json-file plan.json   (kafka-delete-records)
     broker offsets --bootstrap-server B --topic T [--partitions 0,1] [--time earliest|latest|max-timestamp|MS]
 
-configs takes Kafka's `--entity-type topics|brokers --entity-name NAME` too. Broker configs
-are read-only here: `alter` on a broker is refused with one line (they are static,
-server.properties; dynamic broker configs are for later). Errors are one line, with the
-Kafka error name, exit 1; bad usage exit 2 (broker/cli/clients.py's conventions).
+configs takes Kafka's `--entity-type topics|brokers --entity-name NAME` (or
+`--entity-default`, the cluster-wide default of dynamic broker configs) too; a broker's
+dynamic configs are altered with IncrementalAlterConfigs sent to that broker, the default's
+through any (docs/cluster.md lists the keys that change without a restart). Errors are
+one line, with the Kafka error name, exit 1; bad usage exit 2 (broker/cli/clients.py's
+conventions).
 """
 from __future__ import annotations
 
@@ -27,7 +32,6 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-DYNAMIC = {1, 2, 3, 6}
 
 
 # ---------------------------------------------------------------------- configs
@@ -36,15 +40,20 @@ def _entity(args) -> tuple[int, str]:
     """(resource type, name) from --topic / --broker or --entity-type/--entity-name."""
     given = [(RESOURCE_TOPIC, args.topic) if args.topic is not None else None,
              (RESOURCE_BROKER, args.broker) if args.broker is not None else None]
-    if args.entity_type is not None or args.entity_name is not None:
+    if args.entity_default:
+        if args.entity_type != "brokers" or args.entity_name is not None:
+            raise CliError("configs: --entity-default goes with --entity-type brokers (and no --entity-name)", 2)
+        given.append((RESOURCE_BROKER, ""))
+    elif args.entity_type is not None or args.entity_name is not None:
         if args.entity_type is None or args.entity_name is None:
             raise CliError("configs: --entity-type and --entity-name go together", 2)
         given.append((RESOURCE_TOPIC if args.entity_type == "topics" else RESOURCE_BROKER, args.entity_name))
     chosen = [g for g in given if g is not None]
     if len(chosen) != 1:
-        raise CliError("configs: name one entity: --topic T, --broker ID, or --entity-type/--entity-name", 2)
+        raise CliError("configs: name one entity: --topic T, --broker ID, --entity-type/--entity-name, or "
+                       "--entity-type brokers --entity-default", 2)
     rtype, name = chosen[0]
-    if rtype == RESOURCE_BROKER and not str(name).isdigit():
+    if rtype == RESOURCE_BROKER and name != "" and not str(name).isdigit():
         raise CliError(f"configs: broker {name!r} is not a broker id", 2)
     return rtype, str(name)
 
@@ -55,7 +64,7 @@ def _describe(c, rtype: int, name: str) -> list:
     req = D(resources=[D.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=None)],
             include_synonyms=True, include_documentation=False)
     c.refresh([])
-    conn = c.controller() if rtype == RESOURCE_TOPIC else c.connection(int(name))
+    conn = c.connection(int(name)) if rtype == RESOURCE_BROKER and name else c.controller()
     r = conn.request(req).results[0]
     if r.error_code:
         raise KafkaProtocolError(r.error_code, f"describe configs of {name}: {r.error_message or ''}".rstrip(": "))
@@ -70,8 +79,14 @@ def configs_describe(args) -> int:
             c.topic(name)                       # UNKNOWN_TOPIC_OR_PARTITION, said as such
         entries = _describe(c, rtype, name)
     kind = "topic" if rtype == RESOURCE_TOPIC else "broker"
-    shown = sorted((e for e in entries if args.all or e.config_source in DYNAMIC), key=lambda e: e.name)
-    print(f"{'All' if args.all else 'Dynamic'} configs for {kind} {name} are:")
+    # as Kafka's tool: without --all, the entity's own layer only (a broker's dynamic
+    # configs, not the cluster default's it inherits)
+    own = 1 if rtype == RESOURCE_TOPIC else 2 if name else 3
+    shown = sorted((e for e in entries if args.all or e.config_source == own), key=lambda e: e.name)
+    if rtype == RESOURCE_BROKER and not name:
+        print("Default configs for brokers in the cluster are:")
+    else:
+        print(f"{'All' if args.all else 'Dynamic'} configs for {kind} {name} are:")
     for e in shown:
         synonyms = ", ".join(f"{SOURCE_NAMES.get(s.source, s.source)}:{s.name}={_null(s.value)}" for s in e.synonyms)
         value = "null" if e.is_sensitive else _null(e.value)
@@ -97,9 +112,6 @@ def parse_config_list(text: str) -> dict[str, str]:
 @_run
 def configs_alter(args) -> int:
     rtype, name = _entity(args)
-    if rtype == RESOURCE_BROKER:
-        raise CliError(f"configs alter: broker {name}'s configs are read-only here (server.properties, static); "
-                       "change them there and restart the broker", 2)
     sets: dict[str, str] = {}
     for item in args.add_config or []:
         sets.update(parse_config_list(item))
@@ -107,10 +119,35 @@ def configs_alter(args) -> int:
     if not sets and not deletes:
         raise CliError("configs alter: nothing to change (give --add-config or --delete-config)", 2)
     with connect(args) as c:
-        c.topic(name)
-        c.alter_topic_configs(name, sets, deletes)
-    print(f"Completed updating config for topic {name}.")
+        if rtype == RESOURCE_TOPIC:
+            c.topic(name)
+            c.alter_topic_configs(name, sets, deletes)
+        else:
+            _alter_broker(c, name, sets, deletes)
+    if rtype == RESOURCE_TOPIC:
+        print(f"Completed updating config for topic {name}.")
+    elif name:
+        print(f"Completed updating config for broker {name}.")
+    else:
+        print("Completed updating default config for brokers in the cluster.")
     return 0
+
+
+def _alter_broker(c, name: str, sets: dict[str, str], deletes: list[str]) -> None:
+    """IncrementalAlterConfigs on a broker's dynamic configs (sent to that broker, as
+    Kafka's admin client does) or on the cluster default (any broker)."""
+    from broker.protocol.errors import KafkaProtocolError
+    from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
+    ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in sets.items()]
+    ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in deletes]
+    req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
+            validate_only=False)
+    c.refresh([])
+    conn = c.connection(int(name)) if name else c.any_connection()
+    r = conn.request(req).responses[0]
+    if r.error_code:
+        what = f"broker {name}" if name else "the default of brokers"
+        raise KafkaProtocolError(r.error_code, f"alter configs of {what}: {r.error_message or ''}".rstrip(": "))
 
 
 # ---------------------------------------------------------------------- log dirs
@@ -265,20 +302,22 @@ def offsets(args) -> int:
 # ---------------------------------------------------------------------- parsers
 
 def add_parsers(sub) -> None:
-    cf = sub.add_parser("configs", help="describe and alter topic configs, describe broker configs "
+    cf = sub.add_parser("configs", help="describe and alter topic configs and dynamic broker configs "
                                         "(Kafka's kafka-configs)")
     cs = cf.add_subparsers(dest="configs_command", metavar="ACTION")
     cs.required = True
     for action, helptext in (("describe", "configs of a topic or a broker: the dynamic ones, or --all with "
                                           "sources and synonyms"),
-                             ("alter", "set (--add-config) or remove (--delete-config) a topic's overrides; "
-                                       "broker configs are read-only")):
+                             ("alter", "set (--add-config) or remove (--delete-config) a topic's overrides, "
+                                       "or a broker's (or the cluster default's) dynamic configs")):
         p = cs.add_parser(action, help=helptext)
         _bootstrap(p)
         p.add_argument("--topic", metavar="TOPIC", help="the topic")
         p.add_argument("--broker", metavar="ID", help="the broker")
         p.add_argument("--entity-type", choices=["topics", "brokers"], help="as Kafka's tool: topics or brokers")
         p.add_argument("--entity-name", metavar="NAME", help="as Kafka's tool: the topic name or broker id")
+        p.add_argument("--entity-default", action="store_true",
+                       help="as Kafka's tool, with --entity-type brokers: the cluster-wide default")
         if action == "describe":
             p.add_argument("--all", action="store_true", help="every config, not only the dynamic ones")
             p.set_defaults(func=configs_describe)

@@ -160,6 +160,11 @@ class MetadataCache:
             parts[s.partition] = s
         self._topics[topic] = TopicInfo(info.name, info.topic_id, parts, info.configs, info.internal)
 
+    def broker_defaults_changed(self) -> None:
+        """The broker's defaults changed (dynamic broker configs): every topic's effective
+        settings are computed again."""
+        self._log_configs.clear()
+
     def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
         self._configs[topic] = dict(configs)
         info = self._topics.get(topic)

@@ -190,8 +190,8 @@ class LogCleaner:
                 pass
 
     async def _run(self) -> None:
-        backoff = self.config["log.cleaner.backoff.ms"] / 1000
         while not self._closed:
+            backoff = self.config["log.cleaner.backoff.ms"] / 1000    # a dynamic config: read each pass
             try:
                 cleaned = await self.clean_once()
             except Exception:

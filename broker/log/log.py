@@ -536,6 +536,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        self.producer_state.expiration_ms = config.producer_id_expiration_ms     # a dynamic broker config
 
     @property
     def last_stable_offset(self) -> int:

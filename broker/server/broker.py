@@ -56,7 +56,14 @@ from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
-from broker.config import BrokerConfig, parse_listener
+from broker.config import (
+    DEFAULT_ENTITY,
+    IGNORED_KAFKA_KEYS,
+    LISTENER_PREFIX,
+    BrokerConfig,
+    parse_dynamic_lenient,
+    parse_listener,
+)
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
@@ -119,6 +126,7 @@ class Broker:
         self.started_at = 0.0
         #: SCRAM credentials, from the store's /config/users, kept current by notifications
         self.credentials = CredentialCache()
+        self._broker_configs_lock = asyncio.Lock()
         #: the ACL authorizer (authorizer.class.name), None without one: every request allowed
         self.authorizer: Authorizer | None = None
         if config["authorizer.class.name"]:
@@ -218,6 +226,9 @@ class Broker:
             raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
                                      f"but {where} holds cluster {cluster_id}; refusing to start")
         self.metadata.cluster_id = cluster_id
+        # dynamic broker configs (/config/brokers) over server.properties, before the logs
+        # load (their defaults) and the listeners serve (their key stores)
+        await self._reload_broker_configs(startup=True)
         # topic configs must be known before the logs load (segment.bytes, cleanup.policy ...),
         # and topic ids rebuild a damaged partition.metadata
         topic_ids = await self._load_topics()
@@ -239,6 +250,7 @@ class Broker:
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
+        await self._reload_broker_configs()        # a change made before the watch: not missed
         self.credentials.load(await self._store.get_user_configs())
         if self.authorizer is not None:
             # watch first, then load: a change made in between is read again, never missed
@@ -398,6 +410,80 @@ class Broker:
         users = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("users/")}
         if users:
             asyncio.get_running_loop().create_task(self._reload_users(users))
+        brokers = {p.split("/", 1)[1] for p in paths if p.startswith("brokers/")}
+        if brokers & {DEFAULT_ENTITY, str(self.broker_id)}:
+            # this broker's own entity: its key store files are read again even when the
+            # config did not change (Kafka's reloadUpdatedFilesWithoutConfigChange)
+            asyncio.get_running_loop().create_task(
+                self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers))
+
+    async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
+        """Reads this broker's dynamic configs and the cluster default from the store and
+        applies what changed without a restart (Kafka's DynamicBrokerConfig)."""
+        async with self._broker_configs_lock:        # one read-and-apply at a time, in order
+            await self._reload_broker_configs_locked(startup, reload_tls)
+
+    async def _reload_broker_configs_locked(self, startup: bool, reload_tls: bool) -> None:
+        try:
+            default = await self.store.get_broker_config(DEFAULT_ENTITY)
+            mine = await self.store.get_broker_config(str(self.broker_id))
+        except Exception:
+            if startup:
+                raise
+            log.exception("broker %d: cannot read the dynamic broker configs", self.broker_id)
+            return
+        before = {**self.config.dynamic_default, **self.config.dynamic_broker}
+        changed = self.config.apply_dynamic(parse_dynamic_lenient(default, False, "the cluster default"),
+                                            parse_dynamic_lenient(mine, True, f"broker {self.broker_id}"))
+        for key, value in {**self.config.dynamic_default, **self.config.dynamic_broker}.items():
+            if key in IGNORED_KAFKA_KEYS and before.get(key) != value:
+                log.warning("broker %d: dynamic config %s=%s has no effect: %s", self.broker_id, key, value,
+                            IGNORED_KAFKA_KEYS[key])
+        if changed:
+            log.info("broker %d: dynamic configs applied: %s", self.broker_id,
+                     ", ".join(f"{k}={'[hidden]' if k.startswith(LISTENER_PREFIX) else self._shown(k)}"
+                               for k in sorted(changed)))
+        if startup:
+            if changed & {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}:
+                try:
+                    self.server.reconfigure_connection_limits()
+                except OSError as exc:
+                    raise BrokerStartupError(f"dynamic config max.connections.per.ip.overrides: {exc}") from None
+            if any(k.startswith(LISTENER_PREFIX) for k in changed):
+                try:
+                    self.server.set_securities(listener_securities(self.config, self.credentials.get))
+                except TlsConfigError as exc:
+                    raise BrokerStartupError(f"dynamic listener config: {exc}") from None
+            return
+        self.apply_config_changes(changed, reload_tls)
+
+    def _shown(self, key: str) -> object:
+        try:
+            return self.config[key]
+        except KeyError:
+            return "?"
+
+    def apply_config_changes(self, changed: set[str], reload_tls: bool = False) -> None:
+        """What a change of the effective broker config does at once: topics without an
+        override follow new log defaults, connection limits move, listeners take a new key
+        store for their new connections."""
+        if any(not k.startswith(LISTENER_PREFIX) for k in changed):
+            self.metadata.broker_defaults_changed()
+            for topic in {tp.topic for tp in self.logs.logs}:
+                self.logs.update_config(topic)
+        if changed & {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}:
+            try:
+                self.server.reconfigure_connection_limits()
+            except OSError as exc:
+                log.error("broker %d: max.connections.per.ip.overrides not applied: %s", self.broker_id, exc)
+        if reload_tls or any(k.startswith(LISTENER_PREFIX) for k in changed):
+            try:
+                self.server.set_securities(listener_securities(self.config, self.credentials.get))
+                # the inter-broker listener's trust store is also what this broker trusts in others
+                set_client_security(inter_broker_security(self.config))
+            except TlsConfigError as exc:
+                log.error("broker %d: listener key stores not reloaded (the old ones serve on): %s",
+                          self.broker_id, exc)
 
     async def get_user_config(self, user: str) -> dict[str, str]:
         return await self.store.get_user_config(user)

@@ -206,6 +206,18 @@ class Server:
             sec = securities.get(acceptor.name)
             acceptor.security = sec if sec is not None and (sec.ssl_context or sec.sasl) else None
 
+    def reconfigure_connection_limits(self) -> None:
+        """max.connections, max.connections.per.ip and its overrides changed (dynamic
+        broker configs): new connections count against the new limits at once; open ones
+        stay (as Kafka's). OSError when an override's host does not resolve (nothing changed)."""
+        config = self.services.config
+        ip_limits = _resolve_ip_overrides(config["max.connections.per.ip.overrides"])
+        self.ip_limits = ip_limits
+        self.max_connections = config["max.connections"]
+        self.max_connections_per_ip = config["max.connections.per.ip"]
+        if hasattr(self, "loop"):
+            self._update_accepting()
+
     def audit_refused(self, conn: Connection, what: str) -> None:
         """A refused request: one audit line, held as the rest."""
         self._audit_refused(logging.WARNING, "refused %s from %s on %s: %s", conn.principal, peer_ip(conn.address),

@@ -2,8 +2,8 @@
 same broker or the same data dir (issue 20):
 
 - `broker configs describe|alter` and kafka-configs: the same lines (topic dynamic, topic
-  --all, broker --all); `alter` takes Kafka's `--add-config k=v,k2=[a,b]`; broker configs
-  are read-only (one line, exit 2).
+  --all, broker --all); `alter` takes Kafka's `--add-config k=v,k2=[a,b]`; a broker key
+  that cannot change at runtime is refused with Kafka's message (one line, exit 1).
 - `broker log-dirs describe` and kafka-log-dirs: the same JSON (partitions in any order).
 - `broker offsets` and kafka-get-offsets (GetOffsetShell): latest, earliest, by time.
 - `broker records delete` and kafka-delete-records: the same offsets JSON, the same lines.
@@ -100,8 +100,27 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
         f"DEFAULT_CONFIG:log.index.interval.bytes=4096}}\n"
         f"  segment.bytes=4096 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:segment.bytes=4096, "
         f"DEFAULT_CONFIG:log.segment.bytes=1073741824}}\n")
-    refused = broker("configs", "alter", "-b", bs, "--broker", 0, "--add-config", "log.retention.ms=1", check=2)
-    assert refused.stderr.count("\n") == 1 and "read-only" in refused.stderr
+    # dynamic broker configs: the cluster default and this broker's, described as kafka-configs does
+    assert broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-default", "--add-config",
+                  "log.cleaner.backoff.ms=16000").stdout == "Completed updating default config for brokers in the " \
+                                                           "cluster.\n"
+    assert broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-name", 0, "--add-config",
+                  "log.cleaner.backoff.ms=17000").stdout == "Completed updating config for broker 0.\n"
+    for ours, theirs in [
+        (["--entity-type", "brokers", "--entity-default"], ["--entity-type", "brokers", "--entity-default"]),
+        (["--broker", 0], ["--entity-type", "brokers", "--entity-name", 0]),
+        (["--broker", 0, "--all"], ["--entity-type", "brokers", "--entity-name", 0, "--all"]),
+    ]:
+        mine = broker("configs", "describe", "--bootstrap-server", bs, *ours).stdout
+        assert mine == kafka("kafka-configs", "--bootstrap-server", bs, "--describe", *theirs), ours
+    assert "  log.cleaner.backoff.ms=17000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms" \
+           "=17000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms" \
+           "=15000}" in mine
+    broker("configs", "alter", "-b", bs, "--broker", 0, "--delete-config", "log.cleaner.backoff.ms")
+    broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-default", "--delete-config",
+           "log.cleaner.backoff.ms")
+    refused = broker("configs", "alter", "-b", bs, "--broker", 0, "--add-config", "broker.id=5", check=1)
+    assert refused.stderr.count("\n") == 1 and "Cannot update these configs dynamically" in refused.stderr
 
     # log-dirs: the same JSON document
     mine = broker("log-dirs", "describe", "--bootstrap-server", bs, "--topic-list", TOPIC).stdout.splitlines()

@@ -255,11 +255,30 @@ def test_configs_describe_and_alter_topics_and_brokers(kbroker, topic):
                          "--entity-name", 0).stdout
     assert dynamic.strip() == "Dynamic configs for broker 0 are:"
 
-    # difference: kbroker has no dynamic broker configs (server.properties / --set only)
-    for target in (("--entity-name", "0"), ("--entity-default",)):
-        r = kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", *target,
-                       "--add-config", "log.retention.ms=1000000", check=False)
-        assert r.returncode == 1 and "dynamic broker configuration is not supported" in r.stderr
+    # dynamic broker configs: the cluster default, then this broker's own, then gone again
+    for target in (("--entity-default",), ("--entity-name", "0")):
+        kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", *target,
+                   "--add-config", "log.cleaner.backoff.ms=16000")
+    line = "  log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms" \
+           "=16000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms" \
+           "=15000}"
+    for extra in ((), ("--all",)):
+        out = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
+                         "--entity-name", 0, *extra).stdout
+        assert line in out, out
+    out = kafka_tool("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers",
+                     "--entity-default").stdout
+    assert out.splitlines() == ["Default configs for brokers in the cluster are:",
+                                "  log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+                                "log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}"], out
+    for target in (("--entity-default",), ("--entity-name", "0")):
+        kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", *target,
+                   "--delete-config", "log.cleaner.backoff.ms")
+    # difference: no password in a dynamic broker config (Kafka encrypts it with
+    # password.encoder.secret, which kbroker does not have)
+    r = kafka_tool("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers",
+                   "--entity-name", "0", "--add-config", "listener.name.plaintext.ssl.keystore.password=x", check=False)
+    assert r.returncode == 1 and "kbroker does not store passwords in ZooKeeper" in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------------- delete records, offsets, log dirs

@@ -170,6 +170,12 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
     ("incremental alter topic configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, IAC(
         validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=2, resource_name=T, configs=[
             IAC.AlterableConfig(name="retention.ms", config_operation=0, value="86400000")])]), None, "refused"),
+    ("incremental alter broker configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, IAC(
+        validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+            IAC.AlterableConfig(name="log.retention.ms", config_operation=0, value="86400000")])]), None, "refused"),
+    ("alter broker configs", ApiKey.ALTER_CONFIGS, AC(validate_only=True, resources=[AC.AlterConfigsResource(
+        resource_type=4, resource_name="1", configs=[AC.AlterableConfig(name="log.retention.ms", value="86400000")])]),
+     None, "refused"),
     ("offset delete", ApiKey.OFFSET_DELETE, OD(group_id=G, topics=[OD.OffsetDeleteRequestTopic(
         name=T, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]), None, "refused"),
     ("describe scram credentials", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,

@@ -215,3 +215,32 @@ async def test_user_credentials_and_acls_with_their_notifications(backend):
         assert await store.get_resource_acls(prefixed) == [deny]
         await writer.update_acls({literal: lambda s: set()})
         assert await store.get_acls() == [deny]
+
+
+@run
+async def test_dynamic_broker_configs_with_their_notifications(backend):
+    """Dynamic broker configs under /config/brokers/<id> and /config/brokers/<default>
+    (Kafka's layout), read back alike from both stores, each change announced as
+    brokers/<entity> (on ZooKeeper: another client's write, through /config/changes);
+    the file store keeps them across a reopening."""
+    async with backend.open() as store:
+        changes: list = []
+        await store.watch_config_changes(changes.extend)
+        writer = store
+        if isinstance(backend, ZooKeeperBackend):
+            writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
+            backend.others.append(writer)
+            await writer.start()
+        assert await store.get_broker_config("<default>") == {}
+        await writer.set_broker_config("<default>", {"message.max.bytes": "2000"})
+        await writer.set_broker_config("2", {"log.retention.ms": "1000", "max.connections": "9"})
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while len(changes) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert changes == ["brokers/<default>", "brokers/2"]
+        assert await store.get_broker_config("<default>") == {"message.max.bytes": "2000"}
+        assert await store.get_broker_config("2") == {"log.retention.ms": "1000", "max.connections": "9"}
+        await writer.set_broker_config("2", {})
+        assert await store.get_broker_config("2") == {}
+    async with backend.open() as store:
+        assert await store.get_broker_config("<default>") == {"message.max.bytes": "2000"}

@@ -17,7 +17,7 @@ event loop (call_soon), after the change, as ZooKeeper's do.
                            "states": {"0": {"leader": 0, "leader_epoch": 2, "isr": [0],
                                             "controller_epoch": 3, "version": 4,
                                             "leader_recovery_state": 0}}}},
-     "deleting": []}
+     "deleting": [], "broker_configs": {"<default>": {"message.max.bytes": "1000"}}}
 
 Every change is written atomically (temp file + rename) before it is visible. The
 version 1 file of earlier releases (partition states holding the replicas) is read and
@@ -59,6 +59,7 @@ class FileMetadataStore:
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
         self._users: dict[str, dict[str, str]] = {}
+        self._brokers_configs: dict[str, dict[str, str]] = {}     # '<id>' or '<default>' -> configs
         self._acls: dict[acl_store.Resource, set[AclBinding]] = {}
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
@@ -96,6 +97,8 @@ class FileMetadataStore:
                                       "states": states, "version": int(t.get("version", 0))}
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
+            self._brokers_configs = {str(e): {str(k): str(v) for k, v in c.items()}
+                                     for e, c in data.get("broker_configs", {}).items()}
             for r in data.get("acls", []):
                 rtype = acl_store.type_from_name(r["resource_type"])
                 if rtype is not None:
@@ -119,6 +122,8 @@ class FileMetadataStore:
             },
             "deleting": sorted(self._deleting),
         }
+        if self._brokers_configs:
+            data["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._brokers_configs.items())}
         if self._users:
             data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
         if self._acls:
@@ -337,6 +342,25 @@ class FileMetadataStore:
 
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        return dict(self._brokers_configs.get(entity, {}))
+
+    async def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        old = self._brokers_configs.get(entity)
+        if configs:
+            self._brokers_configs[entity] = dict(configs)
+        else:
+            self._brokers_configs.pop(entity, None)
+        try:
+            self._save()
+        except BaseException:
+            if old is None:
+                self._brokers_configs.pop(entity, None)
+            else:
+                self._brokers_configs[entity] = old
+            raise
+        self._notify("configs", [f"brokers/{entity}"])
 
     # ------------------------------------------------------------------ users
 

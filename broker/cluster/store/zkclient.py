@@ -519,6 +519,22 @@ class KafkaZkClient:
             ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
 
     @_public
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of a broker ('1') or of the cluster default ('<default>'),
+        /config/brokers/<entity> ({} if none)."""
+        got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.BROKER, entity))
+        return {} if got is None else ConfigEntityZNode.decode(ConfigEntityTypeZNode.BROKER, entity, got[0])
+
+    @_public
+    async def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replaces /config/brokers/<entity>, then notifies every broker with a
+        brokers/<entity> change (Kafka's AdminZkClient.changeBrokerConfig)."""
+        await self._write_entity_config(ConfigEntityTypeZNode.BROKER, entity, configs)
+        data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.BROKER}/{entity}")
+        await self._session.op(lambda: self._zk.create_async(
+            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+
+    @_public
     async def get_user_configs(self) -> dict[str, dict[str, str]]:
         """Every user's config (/config/users/<sanitized user>), by user name."""
         names = await self._session.children(ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.USER))

@@ -19,6 +19,7 @@ a Kafka one (and Kafka's tools can read it):
                                                     "leader_epoch":0,"isr":[1,2]}
     /brokers/seqid                                 (no data: its zk version is the sequence)
     /config/topics/<t>                             {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<id> and /config/brokers/<default>   dynamic broker configs, same JSON
     /config/changes/config_change_<10 digits>      {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                       (no data: the marker is the node)
     /admin/preferred_replica_election              {"version":1,"partitions":[{"topic":"t","partition":0}]}
@@ -543,6 +544,9 @@ class TopicPartitionStateZNode:
 class ConfigEntityTypeZNode:
     TOPIC = "topics"
     USER = "users"
+    BROKER = "brokers"
+    #: the entity name of the cluster-wide default (Kafka's ConfigEntityName.Default)
+    DEFAULT = "<default>"
     ALL = ("topics", "clients", "users", "brokers", "ips")
 
     @staticmethod

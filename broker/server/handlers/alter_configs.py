@@ -1,9 +1,10 @@
-"""AlterConfigs (33), the legacy form: a topic's overrides become exactly the given set.
-Dynamic broker configs are not supported (INVALID_REQUEST with a message)."""
+"""AlterConfigs (33), the legacy form: a topic's overrides, or the dynamic configs of a
+broker or of the cluster default (server/broker_configs.py), become exactly the given set."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from broker.security.acl import Operation
+from broker.server import broker_configs
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
 
@@ -31,8 +32,9 @@ async def _handle(ctx, request):
                 configs = {c.name: c.value for c in res.configs if c.value is not None}
                 await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
-                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
-                                         "dynamic broker configuration is not supported; edit server.properties")
+                configs = {c.name: c.value for c in res.configs if c.value is not None}
+                await broker_configs.alter(ctx.services, res.resource_name, lambda _current, new=configs: dict(new),
+                                           request.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaProtocolError as exc:

@@ -1,6 +1,8 @@
 """IncrementalAlterConfigs (44): SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) on a
-topic's overrides. Dynamic broker configs are not supported."""
-from broker.config import TOPIC_KEYS, ConfigType
+topic's overrides, or on the dynamic configs of a broker or of the cluster default
+(server/broker_configs.py). Deprecated topic keys Kafka 3.x still takes are accepted with
+a warning (config.DEPRECATED_TOPIC_KEYS)."""
+from broker.config import BROKER_KEYS, DEPRECATED_TOPIC_KEYS, TOPIC_KEYS, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.incremental_alter_configs import (
@@ -8,6 +10,7 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from broker.security.acl import Operation
+from broker.server import broker_configs
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied, format_value
 
@@ -15,6 +18,7 @@ API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION, MAX_VERSION = 0, 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 def _apply(services, topic: str, ops) -> dict[str, str]:
@@ -24,7 +28,7 @@ def _apply(services, topic: str, ops) -> dict[str, str]:
     configs = dict(info.configs)
     cfg = services.metadata.log_config(topic)
     for c in ops:
-        key = TOPIC_KEYS.get(c.name)
+        key = TOPIC_KEYS.get(c.name) or DEPRECATED_TOPIC_KEYS.get(c.name)
         if key is None:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: unknown topic configuration key")
         if c.config_operation == SET:
@@ -36,7 +40,42 @@ def _apply(services, topic: str, ops) -> dict[str, str]:
         elif c.config_operation in (APPEND, SUBTRACT):
             if key.type != ConfigType.LIST:
                 raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: APPEND/SUBTRACT need a list config")
-            current = [x for x in (format_value(cfg[c.name]) or "").split(",") if x]
+            text = format_value(cfg[c.name]) if c.name in TOPIC_KEYS else configs.get(c.name)
+            current = [x for x in (text or "").split(",") if x]
+            items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+            if c.config_operation == APPEND:
+                current += [x for x in items if x not in current]
+            else:
+                current = [x for x in current if x not in items]
+            configs[c.name] = ",".join(current)
+        else:
+            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return configs
+
+
+def _apply_broker(ops, configs: dict[str, str]) -> dict[str, str]:
+    """The operations on an entity's dynamic configs (Kafka's prepareIncrementalConfigs,
+    after its checks of duplicate keys and null values)."""
+    names = [c.name for c in ops]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : "
+                                                            f"{','.join(duplicates)}")
+    nulls = [f"{_OP_NAMES.get(c.config_operation, c.config_operation)}:{c.name}" for c in ops
+             if c.value is None and c.config_operation != DELETE]
+    if nulls:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+    for c in ops:
+        if c.config_operation == SET:
+            configs[c.name] = c.value
+        elif c.config_operation == DELETE:
+            configs.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            key = BROKER_KEYS.get(broker_configs.base_key(c.name))
+            if key is None or key.type != ConfigType.LIST:
+                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config "
+                                                                   f"key: {c.name}")
+            current = [x for x in configs.get(c.name, format_value(key.default) or "").split(",") if x]
             items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
             if c.config_operation == APPEND:
                 current += [x for x in items if x not in current]
@@ -67,8 +106,9 @@ async def _handle(ctx, request):
                 configs = _apply(ctx.services, res.resource_name, res.configs)
                 await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
-                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
-                                         "dynamic broker configuration is not supported; edit server.properties")
+                await broker_configs.alter(ctx.services, res.resource_name,
+                                           lambda current, ops=res.configs: _apply_broker(ops, current),
+                                           request.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaProtocolError as exc:

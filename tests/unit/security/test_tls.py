@@ -276,9 +276,11 @@ def test_the_audit_log_holds_repeated_failures_to_one_line(caplog):
 
 
 def test_describe_configs_never_tells_a_password(certs):
-    from broker.server.handlers.describe_configs import broker_entries
+    from broker.protocol.messages.describe_configs import DescribeConfigsResponse as R
+    from broker.server.broker_configs import describe
     config = BrokerConfig({"ssl.keystore.password": "secret", "ssl.keystore.type": "PKCS12"})
-    entries = {e.name: e for e in broker_entries(SimpleNamespace(config=config), None, True, False)}
+    entries = {e.name: e for e in describe(SimpleNamespace(config=config, broker_id=0), "0", None,
+                                           R.DescribeConfigsSynonym, R.DescribeConfigsResourceResult, False)}
     e = entries["ssl.keystore.password"]
     assert e.value is None and e.is_sensitive and all(s.value is None for s in e.synonyms)
     assert entries["ssl.keystore.type"].value == "PKCS12" and not entries["ssl.keystore.type"].is_sensitive
