@@ -694,7 +694,10 @@ class LogManager:
 
     def release_locks(self) -> None:
         for fd in self._locks:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass                    # the lock of a failed dir: its descriptor goes anyway
         self._locks.clear()
         self._locked.clear()
 
