@@ -134,7 +134,8 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
     """No ZooKeeper: broker 0 alone with two log dirs, the second fails. The first dir's
     partition keeps taking records, the failed one's is offline (no leader, KAFKA_STORAGE_
     ERROR in DescribeLogDirs, the offline-dir gauge at 1), the broker stays up; restarted
-    with the disk repaired, the partition is led and written again."""
+    with the disk still failed, it starts with that dir offline; restarted with the disk
+    repaired, the partition is led and written again."""
     ck = require_module("confluent_kafka")
     print("\nseed: none (no random choice)")
     metrics = free_port()
@@ -174,6 +175,14 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
             assert part1.leader_id == -1 and part1.offline_replicas == [0]
             text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
             assert "kafka_log_offline_log_directory_count 1.0" in text.splitlines()
+            # restarted before the repair: the failed dir stays offline, the other one loads
+            b.stop()
+            b.start()
+            dirs = log_dirs("127.0.0.1", b.port)
+            assert dirs[str(fs.path)] == (ErrorCode.KAFKA_STORAGE_ERROR, {}) and "jbod-0" in dirs[str(data)][1]
+            failed[1].clear()
+            produce("broken")
+            assert len(delivered[0]) == 60 and failed[0] == [] and len(failed[1]) == 20
             b.stop()
             fs.repair()
             b.start()
@@ -181,4 +190,4 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
             assert dirs[str(fs.path)][0] == ErrorCode.NONE and "jbod-1" in dirs[str(fs.path)][1]
             failed[1].clear()
             produce("repaired")
-            assert failed == {0: [], 1: []} and len(delivered[1]) == 40
+            assert failed == {0: [], 1: []} and len(delivered[0]) == 80 and len(delivered[1]) == 40
