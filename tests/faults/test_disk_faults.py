@@ -21,7 +21,7 @@ from broker.client import BrokerConnection, Cluster as Client
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from broker.protocol.messages.metadata import MetadataRequest
-from tests.faults.test_schedules import run_schedule
+from tests.faults.test_schedules import create_topic, run_schedule
 from tests.support.broker_proc import BrokerProcess
 from tests.support.cluster import poll_until
 from tests.support.deps import require_module
@@ -81,7 +81,8 @@ def offline_replicas(c, topic: str, partition: int, via: int) -> list[int]:
 def test_a_failed_log_dir_moves_its_leaders_and_the_broker_serves_its_other_dir(tmp_path, fault_cluster, net):
     """Issue 20, test 4: broker VICTIM's second log dir fails (EIO for everything there)
     under idempotent acks=all load. Its partitions there get other leaders within seconds,
-    the partition in its first dir keeps being led and written there, the broker stays up,
+    the partition in its first dir keeps being led and written there, the partitions it
+    only follows there drop it from their ISR (their leaders stay), the broker stays up,
     DescribeLogDirs and Metadata show the failure; then the broker is stopped, the disk
     repaired and the broker started again: its replicas rejoin the ISR, and the checker
     finds 0 acknowledged records lost, none duplicated, replicas byte-identical."""
@@ -98,6 +99,12 @@ def test_a_failed_log_dir_moves_its_leaders_and_the_broker_serves_its_other_dir(
             on_failing = [p for p in range(2) if (fs.path / f"{topic}-{p}").is_dir()]
             on_healthy = [p for p in range(2) if (victim.data_dir / f"{topic}-{p}").is_dir()]
             assert (on_failing, on_healthy) == ([1], [0]), (on_failing, on_healthy)
+            # and partitions it only follows, in both dirs
+            followed = f"{topic}-followed"
+            create_topic(c, followed, [[1, VICTIM, 3], [3, VICTIM, 1]] * 2)
+            n.wait_healthy({followed: 4})
+            followed_failing = [p for p in range(4) if (fs.path / f"{followed}-{p}").is_dir()]
+            assert followed_failing and len(followed_failing) < 4, followed_failing
             before = log_dirs(victim.host, victim.port)[healthy_dir][1][f"{topic}-0"]
             t0 = time.monotonic()
             fs.fail()
@@ -106,6 +113,13 @@ def test_a_failed_log_dir_moves_its_leaders_and_the_broker_serves_its_other_dir(
                                 and VICTIM not in p.isr, None, f"{p and (p.leader, p.isr)}"), timeout=20)
             moved = time.monotonic() - t0
             print(f"{topic}-1 moved off the failed dir in {moved:.1f} s")
+            for p in range(4):
+                leader = 1 if p % 2 == 0 else 3
+                gone = p in followed_failing
+                poll_until(f"{followed}-{p}: led by {leader}, broker {VICTIM} {'out of' if gone else 'in'} its ISR",
+                           lambda p=p, leader=leader, gone=gone: (
+                               (x := c.partition(followed, p, via=1)) is not None and x.leader == leader
+                               and (VICTIM in x.isr) != gone, None, f"{x and (x.leader, x.isr)}"), timeout=20)
             assert victim.proc.poll() is None, "the broker must stay up"
             dirs = log_dirs(victim.host, victim.port)
             assert dirs[failing_dir] == (ErrorCode.KAFKA_STORAGE_ERROR, {})
