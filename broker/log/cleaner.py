@@ -170,6 +170,8 @@ class LogCleaner:
                 self.first_dirty.update(OffsetCheckpoint(os.path.join(d, CHECKPOINT)).read())
             except CheckpointError as exc:
                 log.warning("%s; compaction restarts from each log start", exc)
+            except OSError:
+                pass                    # a failed dir: the log manager's start takes it offline
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.passes = 0
@@ -379,10 +381,13 @@ class LogCleaner:
         return size
 
     def _write_checkpoints(self) -> None:
-        for d in self.manager.dirs:
+        for d in self.manager.online_dirs:
             entries = {tp: off for tp, off in self.first_dirty.items()
                        if tp in self.manager.logs and os.path.dirname(self.manager.logs[tp].dir) == d}
-            OffsetCheckpoint(os.path.join(d, CHECKPOINT)).write(entries)
+            try:
+                OffsetCheckpoint(os.path.join(d, CHECKPOINT)).write(entries)
+            except OSError as exc:
+                self.manager.health[d].failed(exc, "writing the cleaner checkpoint")
 
     def forget(self, tp: TopicPartition) -> None:
         self.first_dirty.pop(tp, None)

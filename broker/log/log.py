@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import errno
 import logging
 import mmap
 import os
@@ -91,23 +92,52 @@ class LogStorageError(Exception):
     and the next append tries again."""
 
 
+#: errors a log dir recovers from by itself (space freed, descriptors closed, memory
+#: back): its writes fail meanwhile (KAFKA_STORAGE_ERROR) and resume when they succeed.
+#: Any other OSError (EIO, the dir gone or unreadable ...) is a failure of the dir,
+#: which goes offline until a restart (Kafka's LogDirFailureChannel)
+TRANSIENT_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.ENOMEM,
+                              errno.EAGAIN, errno.EINTR))
+
+
+def is_dir_failure(exc: BaseException) -> bool:
+    """Whether an error of a log dir's I/O takes the dir offline (see TRANSIENT_ERRNOS)."""
+    return isinstance(exc, OSError) and exc.errno not in TRANSIENT_ERRNOS
+
+
 class LogDirHealth:
     """Whether writes to one log dir fail. The first failure logs one line (not one per
     request), the first success after it another: writes resume by themselves once the
-    cause goes (Kafka takes the dir offline until a restart). A failed fsync is
-    remembered (`sync_failed`): data may be lost, so the dir is not marked as cleanly shut
-    down, and the next start recovers it. Updated from the event loop and from worker
-    threads (checkpoints): a race costs at most a second log line."""
+    cause goes (a full disk freed). A failed fsync is remembered (`sync_failed`): data
+    may be lost, so the dir is not marked as cleanly shut down, and the next start
+    recovers it. Updated from the event loop and from worker threads (checkpoints): a
+    race costs at most a second log line.
+
+    An error that is not one of TRANSIENT_ERRNOS (an I/O error, the dir removed or made
+    unreadable) is a failure of the dir, as Kafka's LogDirFailureChannel decides:
+    `on_failure(path, exc)` (set by the LogManager, which takes the dir offline) is called
+    once, from whichever thread saw it."""
 
     def __init__(self, path: str):
         self.path = path
         self.error: OSError | None = None
         self.failures = 0
         self.sync_failed = False
+        self.offline = False
+        self.on_failure: Callable[[str, OSError], None] | None = None
 
     def failed(self, exc: OSError, what: str, sync: bool = False) -> None:
         self.failures += 1
         self.sync_failed = self.sync_failed or sync
+        if is_dir_failure(exc):
+            self.error = exc
+            if not self.offline:
+                self.offline = True
+                log.error("log dir %s: %s failed: %s; the log dir is taken offline (its partitions are no "
+                          "longer served here) until the broker restarts", self.path, what, exc.strerror or exc)
+                if self.on_failure is not None:
+                    self.on_failure(self.path, exc)
+            return
         if self.error is None:
             log.error("log dir %s: %s failed: %s; produce requests to its partitions are answered with "
                       "KAFKA_STORAGE_ERROR until writes succeed again (reads go on)", self.path, what,
@@ -115,7 +145,7 @@ class LogDirHealth:
         self.error = exc
 
     def succeeded(self) -> None:
-        if self.error is not None:
+        if self.error is not None and not self.offline:
             log.warning("log dir %s: writes work again (%d failed meanwhile)", self.path, self.failures)
             self.error = None
             self.failures = 0

@@ -44,6 +44,14 @@ Write failures (disk full ...): each dir has one LogDirHealth shared by its logs
 first failure is logged once, appends answer LogStorageError (KAFKA_STORAGE_ERROR) while
 reads go on, and writes resume when they succeed again. A dir where an fsync failed is
 not marked as cleanly shut down.
+
+A failed dir (Kafka's LogDirFailureChannel): any other I/O error of a dir (EIO, the dir
+removed or made unreadable: log.is_dir_failure) takes it offline until a restart. Its
+logs are closed and leave the manager, new logs go to the other dirs, nothing is written
+there any more (no checkpoints, no clean-shutdown marker), and the listeners registered
+with `on_dir_offline` (the ReplicaManager) hear which partitions it held. A dir that
+cannot be used at startup (locked and read it cannot be) starts offline, as Kafka's;
+when no dir is left the start fails.
 """
 from __future__ import annotations
 
@@ -71,6 +79,7 @@ from broker.log.log import (
     LogDirHealth,
     LogStorageError,
     PartitionMetadataError,
+    is_dir_failure,
     parse_partition_dir,
     partition_dir_name,
 )
@@ -195,6 +204,12 @@ class LogManager:
         self._locked: set[str] = set()
         self._written: dict[str, dict[TopicPartition, int]] = {}          # checkpoint path -> content last written
         self.health = {d: LogDirHealth(d) for d in self.dirs}
+        for h in self.health.values():
+            h.on_failure = self._dir_failed
+        #: offline log dirs (Kafka's LogManager.offlineLogDirs), each with the partitions it held
+        self.offline_dirs: dict[str, list[TopicPartition]] = {}
+        self._offline_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
         self._max_map_count = max_map_count()
         # file work off the event loop, on LOG_IO_THREADS threads (what they hold open is budgeted)
@@ -205,12 +220,33 @@ class LogManager:
     # ------------------------------------------------------------------ startup
 
     def lock_dirs(self) -> None:
-        """Creates the log dirs and takes their locks (one broker process per dir)."""
+        """Creates the log dirs and takes their locks (one broker process per dir). A dir
+        that cannot be created or locked for an I/O error starts offline."""
         for d in self.dirs:
-            if d not in self._locked:
-                os.makedirs(d, exist_ok=True)
-                self._lock(d)
+            if d not in self._locked and d not in self.offline_dirs:
+                try:
+                    os.makedirs(d, exist_ok=True)
+                    self._lock(d)
+                except OSError as exc:
+                    self._offline_at_start(d, exc)
+                    continue
                 self._locked.add(d)
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.dirs if d not in self.offline_dirs]
+
+    def _offline_at_start(self, d: str, exc: OSError) -> None:
+        if not is_dir_failure(exc):
+            raise LogDirError(f"log dir {d}: {exc.strerror or exc}") from exc
+        log.error("log dir %s cannot be used (%s): it stays offline; its partitions are not served here",
+                  d, exc.strerror or exc)
+        self.health[d].offline = True
+        self.health[d].error = exc
+        self.offline_dirs[d] = []
+        if not self.online_dirs:
+            raise LogDirError(f"no log dir can be used ({', '.join(self.dirs)}): the last one failed with "
+                              f"{exc.strerror or exc}")
 
     def read_cluster_id(self) -> str | None:
         """The cluster id the dirs' meta.properties name (None: none names one yet).
@@ -232,19 +268,32 @@ class LogManager:
                 raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
                                   f"but this broker joins cluster {cluster_id}")
             self.cluster_id = cluster_id
-        new_dirs = {d for d in self.dirs if not os.path.lexists(os.path.join(d, META))}
+        new_dirs = {d for d in self.online_dirs if not os.path.lexists(os.path.join(d, META))}
         self._check_meta(write=True)
         raise_open_file_limit()
-        found = {d: self._partition_dirs(d) for d in self.dirs}
+        found = {}
+        for d in self.online_dirs:
+            try:
+                found[d] = self._partition_dirs(d)
+            except OSError as exc:
+                self._offline_at_start(d, exc)
         problem = capacity_problem(sum(len(v) for v in found.values()), open_file_limit())
         if problem:
             raise LogCapacityError(f"the logs in {', '.join(self.dirs)} do not fit: {problem}")
         threads = self.config["num.recovery.threads.per.data.dir"]
-        for d in self.dirs:
+        for d in self.online_dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             self.loaded_cleanly[d] = clean
             t0 = time.monotonic()
-            loaded = self._load_dir(d, found[d], clean, threads, topic_ids or {})
+            try:
+                loaded = self._load_dir(d, found[d], clean, threads, topic_ids or {})
+            except OSError as exc:
+                for tp in [tp for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d]:
+                    lg = self._drop(tp)
+                    if lg is not None:
+                        _close_quietly(lg)
+                self._offline_at_start(d, exc)
+                continue
             segments = sum(lg.recovered[0] for lg in loaded)
             size = sum(lg.recovered[1] for lg in loaded)
             log.info("loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
@@ -340,12 +389,16 @@ class LogManager:
         """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
         mixed dirs); dirs without one get it, once all existing ones were checked."""
         missing = []
-        for d in self.dirs:
+        for d in self.online_dirs:
             path = os.path.join(d, META)
-            if not os.path.lexists(path):
-                missing.append(path)
+            try:
+                if not os.path.lexists(path):
+                    missing.append(path)
+                    continue
+                id_key, bid, cid = _read_meta(path)
+            except OSError as exc:
+                self._offline_at_start(d, exc)
                 continue
-            id_key, bid, cid = _read_meta(path)
             if bid != self.config.broker_id:
                 raise LogDirError(f"log dir {d} belongs to {id_key} {bid}, this broker is {self.config.broker_id}")
             if self.cluster_id and cid != self.cluster_id:
@@ -356,8 +409,11 @@ class LogManager:
         if self.cluster_id is None:
             self.cluster_id = new_cluster_id()
         for path in missing:
-            write_atomically(path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\n"
-                                   f"cluster.id={self.cluster_id}\n")
+            try:
+                write_atomically(path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\n"
+                                       f"cluster.id={self.cluster_id}\n")
+            except OSError as exc:
+                self._offline_at_start(os.path.dirname(path), exc)
 
     def _read_checkpoint(self, d: str, name: str) -> dict[TopicPartition, int]:
         try:
@@ -420,7 +476,56 @@ class LogManager:
         return [self.logs[tp] for tp in tps]
 
     def _pick_dir(self) -> str:
-        return min(self.dirs, key=lambda d: self._per_dir[d])
+        dirs = self.online_dirs
+        if not dirs:
+            raise LogDirError("every log dir is offline")
+        return min(dirs, key=lambda d: self._per_dir[d])
+
+    # ------------------------------------------------------------------ failed dirs
+
+    def on_dir_offline(self, fn: Callable[[str, list[TopicPartition]], None]) -> None:
+        """fn(dir, partitions it held) on the event loop once a dir went offline."""
+        self._offline_listeners.append(fn)
+
+    def _dir_failed(self, d: str, exc: OSError) -> None:
+        """LogDirHealth's report of a failed dir, from any thread: the dir goes offline on
+        the event loop (at once without one)."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            running.call_soon(self.take_dir_offline, d)
+        elif loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.take_dir_offline, d)
+        else:
+            self.take_dir_offline(d)
+
+    def take_dir_offline(self, d: str) -> list[TopicPartition]:
+        """Closes the logs of dir `d` and forgets them (Kafka's LogManager.handleLogDirFailure);
+        returns the partitions it held. Once per dir."""
+        if d in self.offline_dirs or d not in self.health:
+            return []
+        health = self.health[d]
+        health.offline = True
+        tps = sorted(tp for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d)
+        self.offline_dirs[d] = tps
+        for tp in tps:
+            lg = self._drop(tp)
+            self.cleaner.forget(tp)
+            if lg is not None:
+                _close_quietly(lg)
+        self._apply_open_limit()
+        log.error("log dir %s is offline: %d partitions (%s) are no longer served from it%s", d, len(tps),
+                  ", ".join(map(str, tps[:10])) + (" ..." if len(tps) > 10 else ""),
+                  "" if self.online_dirs else "; no log dir is left")
+        for fn in self._offline_listeners:
+            try:
+                fn(d, tps)
+            except Exception:
+                log.exception("log dir offline listener %r failed", fn)
+        return tps
 
     def delete(self, tp: TopicPartition) -> None:
         """Removes a partition's log: renamed to <dir>.<id>-delete at once (so a crash
@@ -485,7 +590,7 @@ class LogManager:
         """Writes the recovery points, high watermarks and log start offsets of each dir
         (a file whose content has not changed since its last write is left alone). A
         dir whose files cannot be written is reported to its health; the others go on."""
-        for d in self.dirs:
+        for d in self.online_dirs:
             logs = [lg for lg in list(self.logs.values()) if os.path.dirname(lg.dir) == d]
             try:
                 self._checkpoint_dir(d, logs, fsync)
@@ -504,7 +609,7 @@ class LogManager:
             self.health[d].succeeded()
 
     def start_background(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(self.config["log.retention.check.interval.ms"] / 1000,
                                                         self.cleanup_logs)))
         flush_s = min(self.config["log.flush.scheduler.interval.ms"], self.config.flush_ms, 3_600_000) / 1000
@@ -559,6 +664,9 @@ class LogManager:
             lg.close()
         os.sync()           # checkpoints written without fsync (epoch truncations) reach the disk
         for d in self.dirs:
+            if d in self.offline_dirs:
+                log.error("log dir %s is offline: not marked as cleanly shut down", d)
+                continue
             if self.health[d].sync_failed or any(lg.flush_failed for lg in self.logs.values()
                                                  if os.path.dirname(lg.dir) == d):
                 log.error("log dir %s: an fsync failed; not marked as cleanly shut down, so the next start "
@@ -586,7 +694,10 @@ class LogManager:
 
     def release_locks(self) -> None:
         for fd in self._locks:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass                    # the lock of a failed dir: its descriptor goes anyway
         self._locks.clear()
         self._locked.clear()
 
@@ -621,6 +732,14 @@ def _read_meta(path: str) -> tuple[str, int, str]:
     if not cluster_id:
         raise damaged("no cluster.id")
     return id_key, int(props[id_key]), cluster_id
+
+
+def _close_quietly(lg: Log) -> None:
+    """Closes the log of a failed dir: its files may refuse even that."""
+    try:
+        lg.close()
+    except Exception as exc:
+        log.warning("%s: closing the log of a failed dir: %s", lg.tp, exc)
 
 
 def new_cluster_id() -> str:

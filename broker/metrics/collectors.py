@@ -204,6 +204,10 @@ class BrokerCollector:
             families["start"].add_metric(labels, lg.log_start_offset)
             families["end"].add_metric(labels, lg.log_end_offset)
         yield from families.values()
+        logs = self.broker.logs
+        yield GaugeMetricFamily("kafka_log_offline_log_directory_count", "Log dirs of this broker taken offline by "
+                                "an I/O error (Kafka's LogManager OfflineLogDirectoryCount)",
+                                value=len(logs.offline_dirs))
         yield _histogram("kafka_log_flush_time_seconds", "Time of each group commit's fsync "
                                                          "(Kafka's LogFlushRateAndTimeMs)", [], [([], self.flush_times)])
 

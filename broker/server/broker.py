@@ -144,6 +144,8 @@ class Broker:
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
+        self.replicas.on_log_dir_failure = self._log_dir_failed
+        self._log_dir_tasks: set[asyncio.Task[None]] = set()
         self.metrics: BrokerMetrics | None = None
         if config["metrics.listener"]:
             from broker.metrics import BrokerMetrics
@@ -339,6 +341,32 @@ class Broker:
             log.exception("broker %d: registering again failed", self.broker_id)
 
     # ------------------------------------------------------------------ wiring
+
+    def _log_dir_failed(self, log_dir: str) -> None:
+        """A log dir went offline (its partitions already are): the controller hears of it
+        through the store, as Kafka's LogDirFailureHandler propagates the event. With no
+        log dir left the broker stops (Kafka halts it)."""
+        if not self.logs.online_dirs:
+            log.error("broker %d: every log dir (%s) is offline; stopping", self.broker_id,
+                      ", ".join(self.logs.dirs))
+            self.stop()
+            return
+        task = asyncio.get_running_loop().create_task(self._notify_log_dir_failure(log_dir))
+        self._log_dir_tasks.add(task)
+        task.add_done_callback(self._log_dir_tasks.discard)
+
+    async def _notify_log_dir_failure(self, log_dir: str) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.store.create_log_dir_event_notification(self.broker_id)
+                log.info("broker %d: the controller is told that log dir %s failed", self.broker_id, log_dir)
+                return
+            except Exception as exc:
+                log.warning("broker %d: cannot tell the controller that log dir %s failed (%s); trying again in "
+                            "%.1f s", self.broker_id, log_dir, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _deliver_locally(self, request: Message) -> Message:
         """The controller's requests to this broker, without a socket."""

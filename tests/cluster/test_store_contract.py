@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import uuid
 
 import pytest
@@ -244,3 +245,45 @@ async def test_dynamic_broker_configs_with_their_notifications(backend):
         assert await store.get_broker_config("2") == {}
     async with backend.open() as store:
         assert await store.get_broker_config("<default>") == {"message.max.bytes": "2000"}
+
+
+@run
+async def test_log_dir_events(backend):
+    """A broker's log dir failure: /log_dir_event_notification/log_dir_event_<seq> with
+    Kafka's JSON, seen by the controller's watch (on ZooKeeper, another client's write),
+    read back with the broker's id, deleted only by the current controller."""
+    async with backend.open() as store:
+        _, fence = await store.try_elect_controller(1)
+        seen: list = []
+        await store.watch_log_dir_events(seen.append)
+        writer = store
+        if isinstance(backend, ZooKeeperBackend):
+            writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
+            backend.others.append(writer)
+            await writer.start()
+        await writer.create_log_dir_event_notification(2)
+        await writer.create_log_dir_event_notification(3)
+        deadline = asyncio.get_running_loop().time() + 2.0
+        while not any(len(names) == 2 for names in seen) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        events = await store.get_log_dir_events()
+        assert sorted(events.values()) == [2, 3] and all(n.startswith("log_dir_event_") for n in events)
+        assert any(sorted(names) == sorted(events) for names in seen)
+        if isinstance(backend, ZooKeeperBackend):
+            def raw_json() -> bytes:
+                raw = KazooClient(backend.connect, timeout=4)
+                raw.start(timeout=10)
+                try:
+                    name = min(events)
+                    return raw.get(f"/log_dir_event_notification/{name}")[0]
+                finally:
+                    raw.stop()
+                    raw.close()
+            assert json.loads(await asyncio.to_thread(raw_json)) == {"version": 1, "broker": 2, "event": 1}
+        first = min(events)
+        await store.delete_log_dir_events([first], fence)
+        assert list(await store.get_log_dir_events()) == [n for n in sorted(events) if n != first]
+        await backend.elect_another_controller(store)
+        with raises(errors.ControllerMoved):
+            await store.delete_log_dir_events(list(events), fence)
+        assert len(await store.get_log_dir_events()) == 1

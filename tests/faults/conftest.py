@@ -33,17 +33,19 @@ def net(require_netfault):
 
 @pytest.fixture
 def fault_cluster(request, tmp_path, require_netfault):
-    """fault_cluster(n=3, config=None) -> a started Cluster on distinct hosts, its own
-    ZooKeeper on its own address, FAULT_CONFIG plus `config`."""
+    """fault_cluster(n=3, config=None, per_broker=None) -> a started Cluster on distinct
+    hosts, its own ZooKeeper on its own address, FAULT_CONFIG plus `config` (and
+    per_broker[id] for broker id)."""
     what = zookeeper_available()
     if what is not None:
         missing(what, "apt-get install zookeeper default-jre-headless, or run 'make test' as root")
     clusters: list[Cluster] = []
     request.node.kbroker_clusters = clusters
 
-    def make(n: int = 3, config: dict | None = None, log_level: str = "info") -> Cluster:
+    def make(n: int = 3, config: dict | None = None, log_level: str = "info",
+             per_broker: dict[int, dict] | None = None) -> Cluster:
         c = Cluster(tmp_path / f"cluster{len(clusters)}", n=n, config={**FAULT_CONFIG, **(config or {})},
-                    distinct_hosts=True, log_level=log_level)
+                    distinct_hosts=True, log_level=log_level, per_broker=per_broker)
         clusters.append(c)
         return c.start()
 

@@ -294,11 +294,18 @@ def replica_logs(cluster: Cluster, topic: str, partitions: int, timeout: float =
     the producers stopped and every ISR is full."""
     deadline = time.monotonic() + timeout
     while True:
-        logs = {p: {i: _segments(cluster.broker(i).data_dir / f"{topic}-{p}") for i in cluster.replicas_of(topic, p)}
+        logs = {p: {i: _segments(partition_dir(cluster.broker(i), f"{topic}-{p}"))
+                    for i in cluster.replicas_of(topic, p)}
                 for p in range(partitions)}
         if all(len(set(by_broker.values())) <= 1 for by_broker in logs.values()) or time.monotonic() > deadline:
             return logs
         time.sleep(0.5)
+
+
+def partition_dir(broker, name: str) -> Path:
+    """Where a broker keeps partition `name`: in one of its log.dirs when it has several."""
+    dirs = [Path(d) for d in str(broker.config.get("log.dirs", "")).split(",") if d] or [broker.data_dir]
+    return next((d / name for d in dirs if (d / name).is_dir()), dirs[0] / name)
 
 
 def _segments(directory: Path) -> bytes:

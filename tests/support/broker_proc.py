@@ -72,7 +72,9 @@ class BrokerProcess:
     def command(self) -> list[str]:
         # SIGKILL when the thread that started it ends, even if this process is killed -9
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(self.data_dir),
+        # a test naming log.dirs itself (several log dirs) has them instead of the data dir
+        data_dir = [] if "log.dirs" in self.config else ["--data-dir", str(self.data_dir)]
+        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", *data_dir,
                "--broker-id", str(self.broker_id), "--log-level", self.log_level, "--event-loop", self.event_loop]
         if "listeners" not in self.config:      # else the test names its listeners (one of them on self.port)
             cmd += ["--listen", f"{self.host}:{self.port}"]

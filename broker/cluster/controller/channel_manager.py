@@ -189,6 +189,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     state: LeaderAndIsr
     controller_epoch: int
+    offline: frozenset[int] = frozenset()       # replicas in failed log dirs
 
 
 @dataclass
@@ -284,7 +285,8 @@ class RequestBatch:
             topics.setdefault(tp.topic, []).append(R.UpdateMetadataPartitionState(
                 partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=leader,
                 leader_epoch=s.leader_epoch, isr=list(s.isr), zk_version=s.partition_epoch,
-                replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in brokers]))
+                replicas=list(p.replicas),
+                offline_replicas=[r for r in p.replicas if r not in brokers or r in p.offline]))
         live = [R.UpdateMetadataBroker(id=x.broker_id, endpoints=[R.UpdateMetadataEndpoint(
                     port=e.port, host=e.host, listener=e.listener_name,
                     security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])

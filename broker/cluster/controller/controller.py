@@ -25,6 +25,14 @@ enqueue. Each event:
 
 Brokers refuse requests stamped with an epoch older than the newest they have seen.
 
+A failed log dir (Kafka's onBrokerLogDirFailure): the broker creates a
+/log_dir_event_notification/log_dir_event_<seq> node naming itself; the controller
+deletes it and sends that broker LeaderAndIsr for all its replicas. Every LeaderAndIsr
+answer is read (Kafka's LeaderAndIsrResponseReceived): a partition answered
+KAFKA_STORAGE_ERROR is a replica in an offline dir, which leaves the ISR and hands its
+leadership to another online ISR member (decisions.on_replicas_offline); one answered
+without error is online again. A broker registering again starts with no offline replica.
+
 Topic deletion (Kafka's TopicDeletionManager): a marked topic is deleted once every
 replica is alive: brokers first learn it is being deleted (UpdateMetadata with leader
 -2), then each replica gets StopReplica(delete) and, once all answered, the topic's
@@ -56,6 +64,7 @@ from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.uuids import random_uuid
 
 log = logging.getLogger(__name__)
@@ -93,16 +102,27 @@ class ControllerContext:
     state_epochs: dict[TopicPartition, int] = field(default_factory=dict)   # controller epoch of each state
     unclean: dict[str, bool] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
+    #: replicas in failed log dirs, per live broker (Kafka's replicasOnOfflineDirs)
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+
+    def offline_by_partition(self) -> dict[TopicPartition, frozenset[int]]:
+        out: dict[TopicPartition, set[int]] = {}
+        for b, tps in self.offline_replicas.items():
+            for tp in tps:
+                out.setdefault(tp, set()).add(b)
+        return {tp: frozenset(bs) for tp, bs in out.items()}
 
     def partitions(self) -> dict[TopicPartition, PartitionInfo]:
         out = {}
+        offline = self.offline_by_partition() if self.offline_replicas else {}
         for topic, parts in self.assignments.items():
             tid = self.topic_ids[topic]
             for p, replicas in parts.items():
                 tp = TopicPartition(topic, p)
                 state = self.states.get(tp)
                 if state is not None:
-                    out[tp] = PartitionInfo(tid, replicas, state, self.state_epochs.get(tp, self.epoch))
+                    out[tp] = PartitionInfo(tid, replicas, state, self.state_epochs.get(tp, self.epoch),
+                                            offline.get(tp, frozenset()))
         return out
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
@@ -243,6 +263,11 @@ class Controller:
             await self._watch_topic(topic)
             await self._read_topic(ctx, topic)
         ctx.deleting = set(await self.store.get_topics_marked_for_deletion()) & set(ctx.assignments)
+        # as Kafka's: pending log dir events are dropped; the full LeaderAndIsr below has
+        # every broker answer KAFKA_STORAGE_ERROR for its replicas in offline dirs
+        events = await self.store.get_log_dir_events()
+        if events:
+            await self.store.delete_log_dir_events(list(events), ctx.epoch_zk_version)
         self.channels.set_brokers(ctx.brokers.values())
         log.info("controller %d: active with epoch %d (%d brokers, %d topics)", self.broker_id, epoch,
                  len(ctx.brokers), len(ctx.assignments))
@@ -276,6 +301,7 @@ class Controller:
         await self.store.watch_topics(lambda _names: self._enqueue_if_active(self._on_topic_change))
         await self.store.watch_topic_deletions(lambda _names: self._enqueue_if_active(self._on_deletion_change))
         await self.store.watch_config_changes(lambda paths: self._enqueue_if_active(self._on_config_change, paths))
+        await self.store.watch_log_dir_events(lambda _names: self._enqueue_if_active(self._on_log_dir_event))
 
     def _on_controller_change(self, _controller_id: int | None) -> None:
         self._enqueue(self._maybe_elect)
@@ -361,7 +387,7 @@ class Controller:
                 parts[tp] = PartitionView(topic, p, replicas, ctx.states.get(tp))
         return ClusterView(frozenset(ctx.brokers), {b: e.rack for b, e in ctx.brokers.items()},
                            frozenset(ctx.shutting_down) | frozenset(shutting_down), parts,
-                           lambda t: ctx.unclean.get(t, False))
+                           lambda t: ctx.unclean.get(t, False), ctx.offline_by_partition())
 
     # ------------------------------------------------------------------ writing
 
@@ -561,7 +587,79 @@ class Controller:
         ctx = self._require()
         batch.deleting = set(ctx.deleting)
         for bid, request, version in batch.build(self.broker_id, ctx.epoch, ctx.brokers, ctx.partitions()):
-            self.channels.send(bid, request, version, callback)
+            if isinstance(request, LeaderAndIsrRequest):
+                self.channels.send(bid, request, version, self._leader_and_isr_answered(callback))
+            else:
+                self.channels.send(bid, request, version, callback)
+
+    # ------------------------------------------------------------------ log dir failures
+
+    def _leader_and_isr_answered(self, callback: ResponseCallback | None) -> ResponseCallback:
+        """Reads a LeaderAndIsr answer for replicas in offline dirs (Kafka's
+        LeaderAndIsrResponseReceived) besides calling `callback`."""
+        def answered(broker_id: int, request: object, response: object) -> None:
+            if callback is not None:
+                callback(broker_id, request, response)
+            if response is None or getattr(response, "error_code", ErrorCode.NONE) != ErrorCode.NONE:
+                return
+            names = {t.topic_id: t.topic_name for t in getattr(request, "topic_states", ())}
+            offline: set[TopicPartition] = set()
+            online: set[TopicPartition] = set()
+            for t in getattr(response, "topics", ()):
+                name = names.get(t.topic_id)
+                if name is None:
+                    continue
+                for p in t.partition_errors:
+                    if p.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                        offline.add(TopicPartition(name, p.partition_index))
+                    elif p.error_code == ErrorCode.NONE:
+                        online.add(TopicPartition(name, p.partition_index))
+            ctx = self.ctx
+            if ctx is None or not (offline or online & ctx.offline_replicas.get(broker_id, set())):
+                return
+            self._enqueue_if_active(self._on_replicas_answered, broker_id, getattr(request, "broker_epoch", -1),
+                                    offline, online)
+        return answered
+
+    async def _on_log_dir_event(self) -> None:
+        """Brokers whose log dirs failed (/log_dir_event_notification): each gets
+        LeaderAndIsr for all its replicas; its answers name the offline ones
+        (KafkaController.onBrokerLogDirFailure)."""
+        ctx = self._require()
+        events = await self.store.get_log_dir_events()
+        if not events:
+            return
+        brokers = {b for b in events.values() if b is not None}
+        await self.store.delete_log_dir_events(list(events), ctx.epoch_zk_version)
+        live = sorted(b for b in brokers if b in ctx.brokers)
+        log.info("controller %d: log dir failure on brokers %s: asking them the state of their replicas",
+                 self.broker_id, live)
+        batch = RequestBatch()
+        for tp, info in ctx.partitions().items():
+            batch.add_leader_and_isr([b for b in live if b in info.replicas], tp)
+        self._send(batch)
+
+    async def _on_replicas_answered(self, broker_id: int, broker_epoch: int, offline: set[TopicPartition],
+                                    online: set[TopicPartition]) -> None:
+        ctx = self._require()
+        b = ctx.brokers.get(broker_id)
+        if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
+            return                      # an answer of a previous life of that broker
+        before = set(ctx.offline_replicas.get(broker_id, set()))
+        now = (before - online) | {tp for tp in offline if tp in ctx.states}
+        if now:
+            ctx.offline_replicas[broker_id] = now
+        else:
+            ctx.offline_replicas.pop(broker_id, None)
+        new = now - before
+        if not new:
+            return
+        state_change_log.info("[Controller id=%d epoch=%d] replicas of broker %d are offline (failed log dir): %s",
+                              self.broker_id, ctx.epoch, broker_id, ", ".join(map(str, sorted(new))))
+        batch = RequestBatch()
+        await self._apply(lambda view: D.on_replicas_offline(view, {tp: (broker_id,) for tp in new}), batch)
+        batch.add_update_metadata(ctx.brokers, new)       # their offline_replicas changed
+        self._send(batch)
 
     # ------------------------------------------------------------------ brokers
 
@@ -577,6 +675,8 @@ class Controller:
         log.info("controller %d: brokers %s (new %s, gone %s)", self.broker_id, sorted(ctx.brokers),
                  sorted(new), sorted(dead))
         ctx.shutting_down -= dead
+        for b in dead | new:
+            ctx.offline_replicas.pop(b, None)       # a new registration: its dirs are read again
         self.channels.set_brokers(ctx.brokers.values())
         batch = RequestBatch()
         if dead:

@@ -13,10 +13,12 @@ event (an election, then one ISR shrink per dead replica) are one state here, on
 
 Vocabulary (Kafka's ControllerContext):
 - live broker: registered (ClusterView.live_brokers), whether shutting down or not;
-- online replica: on a live broker that is not shutting down; only those may be elected
-  or added to an ISR;
-- offline partition: it has a state, and its leader is -1 or not a live broker. A leader
-  that is shutting down still leads until it is moved (controlled_shutdown) or dies.
+- online replica: on a live broker that is not shutting down, and not in a failed log dir
+  of its broker (ClusterView.offline, Kafka's replicasOnOfflineDirs); only those may be
+  elected or added to an ISR;
+- offline partition: it has a state, and its leader is -1, not a live broker, or an
+  offline replica (its log dir failed). A leader that is shutting down still leads until
+  it is moved (controlled_shutdown) or dies.
 
 Invariants of every state a decision returns (tests/unit/cluster holds them as tables and
 as hypothesis properties):
@@ -78,11 +80,19 @@ class ClusterView:
     shutting_down: frozenset[int]
     partitions: Mapping[TopicPartition, PartitionView]
     unclean_enabled: Callable[[str], bool]    # topic -> its unclean.leader.election.enable
+    #: replicas in failed log dirs of live brokers, by partition (Kafka's replicasOnOfflineDirs)
+    offline: Mapping[TopicPartition, frozenset[int]] = field(default_factory=dict)
 
     def is_online(self, broker: int) -> bool:
         return broker in self.live_brokers and broker not in self.shutting_down
 
+    def replica_online(self, tp: TopicPartition, broker: int) -> bool:
+        return self.is_online(broker) and not (self.offline and broker in self.offline.get(tp, ()))
+
     def online_replicas(self, view: PartitionView) -> tuple[int, ...]:
+        if self.offline:
+            gone = self.offline.get(TopicPartition(view.topic, view.partition), ())
+            return tuple(r for r in view.replicas if self.is_online(r) and r not in gone)
         return tuple(r for r in view.replicas if self.is_online(r))
 
     def live_racks(self) -> dict[int, str | None]:
@@ -159,6 +169,30 @@ def on_broker_failure(view: ClusterView, dead: Iterable[int]) -> Decision:
     return Decision(states, failed)
 
 
+def on_replicas_offline(view: ClusterView, replicas: Mapping[TopicPartition, Iterable[int]]) -> Decision:
+    """Replicas whose log dir failed on their (live) broker, which answered LeaderAndIsr
+    for them with KAFKA_STORAGE_ERROR (KafkaController.onReplicasBecomeOffline, after
+    onBrokerLogDirFailure). As on_broker_failure, per replica: every offline partition
+    (now including those led by an offline replica) gets a leader among the online ISR
+    members, the ISR shrinking to its online members; partitions whose ISR still holds an
+    offline replica drop it (never the last member: with nobody to elect the partition
+    keeps leader -1 and that ISR of one). `view.offline` may or may not list them."""
+    gone = {_tp(tp): frozenset(rs) for tp, rs in replicas.items()}
+    merged = dict(view.offline)
+    for tp, rs in gone.items():
+        merged[tp] = merged.get(tp, frozenset()) | rs
+    view = replace(view, offline=merged)
+    states, failed = _elect_offline_partitions(view)
+    for tp, rs in sorted(gone.items()):
+        pv = view.partitions.get(tp)
+        state = pv.state if pv is not None else None
+        if tp not in states and state is not None and not rs.isdisjoint(state.isr):
+            shrunk = _without(state, rs)
+            if shrunk is not None:
+                states[tp] = shrunk
+    return Decision(states, failed)
+
+
 def on_broker_startup(view: ClusterView, new: Iterable[int]) -> Decision:
     """Brokers (re)registered (KafkaController.onBrokerStartup): every offline partition and
     every partition without a state gets a leader if it now can — a returning last ISR
@@ -180,7 +214,8 @@ def _elect_offline_partitions(view: ClusterView) -> tuple[dict[TopicPartition, L
         pv = view.partitions[tp]
         if pv.state is None:
             _put(tp, _initial_state(view, tp, pv), states, failed)
-        elif pv.state.leader == NO_LEADER or pv.state.leader not in view.live_brokers:
+        elif (pv.state.leader == NO_LEADER or pv.state.leader not in view.live_brokers
+              or (view.offline and pv.state.leader in view.offline.get(tp, ()))):
             _put(tp, _elect_offline(view, tp, pv, view.unclean_enabled(pv.topic)), states, failed)
     return states, failed
 
@@ -250,7 +285,8 @@ def controlled_shutdown(view: ClusterView, broker_id: int) -> Decision:
         if broker_id not in pv.replicas or len(pv.replicas) < 2 or state is None:
             continue
         if state.leader == broker_id:
-            leader = controlled_shutdown_leader(pv.replicas, state.isr, view.live_brokers, shutting_down)
+            live = view.live_brokers - view.offline.get(tp, frozenset()) if view.offline else view.live_brokers
+            leader = controlled_shutdown_leader(pv.replicas, state.isr, live, shutting_down)
             if leader is None:
                 failed[tp] = Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                      f"No other online member in the ISR {list(state.isr)} of {tp}.")
@@ -315,7 +351,7 @@ def alter_partition(view: ClusterView, topic: str, partition: int, broker_id: in
         return ErrorCode.INVALID_REQUEST
     if current.leader_recovery_state == RECOVERED and leader_recovery_state == RECOVERING:
         return ErrorCode.INVALID_REQUEST
-    if not all(view.is_online(r) for r in isr):
+    if not all(view.replica_online(TopicPartition(topic, partition), r) for r in isr):
         return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
     return LeaderAndIsr(broker_id, leader_epoch, isr, current.partition_epoch + 1, leader_recovery_state)
 
@@ -387,7 +423,7 @@ def unclean_election(view: ClusterView, partitions: Iterable[TopicPartition]) ->
         elif pv.state is None:
             failed[tp] = Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                  f"{tp} has had no online replica since it was created.")
-        elif view.is_online(pv.state.leader):
+        elif view.replica_online(tp, pv.state.leader):
             failed[tp] = Failure(ErrorCode.ELECTION_NOT_NEEDED)
         else:
             _put(tp, _elect_offline(view, tp, pv, unclean_enabled=True), states, failed)

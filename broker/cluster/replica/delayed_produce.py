@@ -117,6 +117,10 @@ class DelayedProduce:
             exc = failed.get(part)
             if exc is not None:
                 result.error, result.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+            elif part.log.closed:
+                # closed before its fsync (its log dir failed, or it was deleted): not durable
+                result.error = ErrorCode.KAFKA_STORAGE_ERROR
+                result.error_message = f"the log of {part.tp} was closed before the batch was flushed"
 
     async def _await_replication(self) -> None:
         """Sleeps in the purgatory until every partition is decided or the timeout passes.

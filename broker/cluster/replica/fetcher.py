@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.channel import BrokerChannel, ChannelError
 from broker.cluster.metadata import BrokerInfo
-from broker.log import TopicPartition
+from broker.log import LogStorageError, TopicPartition
 from broker.native import CorruptRecordError
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -375,6 +375,11 @@ class ReplicaFetcher:
                 except (ValueError, CorruptRecordError) as exc:
                     log.warning("%s: %s: cannot append the leader's batches (%s); truncating again", self, tp, exc)
                     sent.state.truncating = True
+                    return
+                except LogStorageError as exc:
+                    # its log dir refused the write (reported to the dir's health, which
+                    # takes a failed dir offline): this partition backs off, the others go on
+                    self._delay(tp, str(exc))
                     return
             part.update_follower_high_watermark(d.high_watermark)
             if sent.state.behind_since or d.high_watermark - sent.log_end >= CATCH_UP_LOG_RECORDS:

@@ -28,6 +28,13 @@ policy wait in the purgatory the ReplicaManager owns (`purgatory`, delayed_produ
 where the fetch handler's long polls sleep too. Followers append through their fetchers
 (Partition.append_as_follower), never through here.
 
+A failed log dir (the LogManager took it offline: an I/O error) takes its partitions
+offline here (Kafka's handleLogDirFailure): they leave the partition map, their fetchers
+stop, what waits on them wakes, and until a restart every request for them is answered
+KAFKA_STORAGE_ERROR — LeaderAndIsr too, which is how the controller learns these
+replicas are offline and moves their leadership (`on_log_dir_failure` tells it,
+through a /log_dir_event_notification znode in ZooKeeper).
+
 Listeners registered with `on_leadership_change` learn which partitions this broker
 started or stopped leading (the group coordinator loads and unloads its
 __consumer_offsets partitions this way).
@@ -40,7 +47,7 @@ import asyncio
 import enum
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
@@ -103,6 +110,12 @@ class ReplicaManager:
         #: Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes of partitions led here
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: partitions whose log is in an offline dir (Kafka's HostedPartition.Offline) -> the dir
+        self.offline: dict[TopicPartition, str] = {}
+        #: called (on the loop) after a log dir went offline: the broker tells the controller
+        self.on_log_dir_failure: Callable[[str], None] | None = None
+        if logs is not None:                # (unit tests of the append path have none)
+            logs.on_dir_offline(self.handle_log_dir_failure)
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
         """fn(became_leader, became_follower) after every change of local leadership."""
@@ -130,6 +143,9 @@ class ReplicaManager:
         NOT_LEADER_OR_FOLLOWER)."""
         part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
+            if self.offline and TopicPartition(topic, index) in self.offline:
+                raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                         f"the log of {topic}-{index} is in an offline log dir")
             if self.metadata.partition_state(topic, index) is None:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -221,9 +237,14 @@ class ReplicaManager:
         return True
 
     def become_leader_or_follower(self, states: Iterable[tuple[str, uuid.UUID, PartitionState]],
-                                  live_leaders: dict[int, BrokerInfo]) -> dict[TopicPartition, int]:
+                                  live_leaders: dict[int, BrokerInfo],
+                                  new: Container[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr partition states (the caller checked the controller
-        epoch); returns each partition's error code."""
+        epoch); returns each partition's error code. `new`: the partitions the request
+        marks is_new (None: any). While a log dir is offline, the log of a partition
+        that is not new and not found is not created: it may be in the offline dir
+        (KAFKA_STORAGE_ERROR, as Kafka's Partition.createLogIfNotExists), and an empty
+        log must not pass for it."""
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
@@ -234,7 +255,17 @@ class ReplicaManager:
         new_logs: dict[tuple[str, uuid.UUID], list[TopicPartition]] = {}
         for topic, topic_id, state in states:
             tp = TopicPartition(topic, state.partition)
+            if tp in self.offline and self.broker_id in state.replicas:
+                # its log is in an offline dir: never created again elsewhere (Kafka answers so,
+                # and the controller takes the answer for "this replica is offline")
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if self.broker_id in state.replicas and tp not in self.partitions and self.logs.get(tp) is None:
+                if self.logs.offline_dirs and new is not None and tp not in new:
+                    log.error("%s: no log found and a log dir is offline (%s): not created", tp,
+                              ", ".join(self.logs.offline_dirs))
+                    errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
                 new_logs.setdefault((topic, topic_id), []).append(tp)
         for (topic, topic_id), tps in new_logs.items():
             try:
@@ -323,6 +354,7 @@ class ReplicaManager:
                 continue
             self.fetchers.remove([tp])
             if delete:
+                self.offline.pop(tp, None)
                 part = self.partitions.pop(tp, None)
                 if part is not None and part.is_leader:
                     stopped_leading.append(tp)
@@ -331,6 +363,27 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
         self._tell([], stopped_leading)
         return errors
+
+    def handle_log_dir_failure(self, log_dir: str, tps: list[TopicPartition]) -> None:
+        """The LogManager took `log_dir` offline (its logs are closed): its partitions stop
+        being led or followed here, and the controller is told."""
+        stopped_leading = []
+        for tp in tps:
+            self.offline[tp] = log_dir
+            part = self.partitions.pop(tp, None)
+            if part is not None and part.is_leader:
+                stopped_leading.append(tp)
+        self.fetchers.remove(tps)
+        for tp in tps:
+            self.purgatory.partition_changed(tp)
+        log.error("broker %d: %d partitions are offline with log dir %s (%d led here)", self.broker_id, len(tps),
+                  log_dir, len(stopped_leading))
+        self._tell([], stopped_leading)
+        if self.on_log_dir_failure is not None:
+            try:
+                self.on_log_dir_failure(log_dir)
+            except Exception:
+                log.exception("telling the controller that %s failed", log_dir)
 
     def _tell(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
         if not (became_leader or became_follower):

@@ -65,6 +65,8 @@ class FileMetadataStore:
         self._controller: int | None = None
         self._watchers: dict[str, list[Callable[..., None]]] = {}
         self._topic_watchers: dict[str, list[Callable[..., None]]] = {}
+        self._log_dir_events: dict[str, int] = {}          # in memory: a broker alone, one process
+        self._log_dir_seq = 0
         self._load()
 
     # ------------------------------------------------------------------ file
@@ -418,6 +420,27 @@ class FileMetadataStore:
 
     async def watch_acl_changes(self, callback: Callable[[list[acl_store.Resource]], None]) -> None:
         self._watchers.setdefault("acls", []).append(callback)
+
+    # ------------------------------------------------------------------ log dir events
+    # A broker alone tells its own controller through the same calls as in a cluster;
+    # the events live in memory only (its controller reads everything again at a start)
+
+    async def create_log_dir_event_notification(self, broker_id: int) -> None:
+        name = f"log_dir_event_{self._log_dir_seq:010d}"
+        self._log_dir_seq += 1
+        self._log_dir_events[name] = broker_id
+        self._notify("log_dir_events", sorted(self._log_dir_events))
+
+    async def get_log_dir_events(self) -> dict[str, int | None]:
+        return dict(sorted(self._log_dir_events.items()))
+
+    async def delete_log_dir_events(self, names: Iterable[str], controller_epoch_zk_version: int) -> None:
+        self._fence(controller_epoch_zk_version)
+        for n in names:
+            self._log_dir_events.pop(n, None)
+
+    async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> None:
+        self._watchers.setdefault("log_dir_events", []).append(callback)
 
     # ------------------------------------------------------------------ deletion
 

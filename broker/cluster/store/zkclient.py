@@ -79,6 +79,8 @@ from broker.cluster.store.znodes import (
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     LeaderIsrState,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     ProducerIdBlock,
     ProducerIdBlockZNode,
@@ -788,6 +790,63 @@ class KafkaZkClient:
             if await self._session.exists(path):
                 out.append(path)
         return out
+
+    # ------------------------------------------------------------ log dir events
+
+    @_public
+    async def create_log_dir_event_notification(self, broker_id: int) -> None:
+        """A log dir of `broker_id` failed: /log_dir_event_notification/log_dir_event_<seq>
+        (Kafka's KafkaZkClient.propagateLogDirEvent)."""
+        await self._session.op(lambda: self._zk.create_async(
+            LogDirEventNotificationSequenceZNode.CREATE_PATH, LogDirEventNotificationSequenceZNode.encode(broker_id),
+            sequence=True, makepath=True))
+
+    @_public
+    async def get_log_dir_events(self) -> dict[str, int | None]:
+        """The pending notifications: {node name: broker id (None: unreadable)}."""
+        parent = LogDirEventNotificationZNode.PATH
+        prefix = LogDirEventNotificationSequenceZNode.PREFIX
+        try:
+            names = sorted(n for n in await self._session.children(parent) if _is_sequence(n, prefix))
+        except NoNodeError:
+            return {}
+        out: dict[str, int | None] = {}
+        for n in names:
+            got = await self._session.get(f"{parent}/{n}")
+            if got is None:
+                continue
+            try:
+                out[n] = LogDirEventNotificationSequenceZNode.decode(f"{parent}/{n}", got[0])
+            except ValueError as exc:
+                log.warning("ignoring %s/%s: %s", parent, n, exc)
+                out[n] = None
+        return out
+
+    @_public
+    async def delete_log_dir_events(self, names: Iterable[str], controller_epoch_zk_version: int) -> None:
+        """Removes handled notifications, fenced by the controller epoch (ControllerMoved);
+        one already gone is not an error."""
+        for n in names:
+            path = f"{LogDirEventNotificationZNode.PATH}/{n}"
+
+            def build(tx: Any, path: str = path) -> None:
+                self._fence(tx, controller_epoch_zk_version)
+                tx.delete(path)
+            results = await self._session.commit(build)
+            self._check_fence(results, controller_epoch_zk_version, tolerate=(NoNodeError,))
+
+    @_public
+    async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> None:
+        """callback(node names) whenever the notifications change (the controller's
+        LogDirEventNotificationHandler)."""
+        async def read(watcher: KazooWatcher) -> list[str]:
+            return sorted(await self._session.children(LogDirEventNotificationZNode.PATH, watcher))
+
+        def deliver(names: list[str]) -> None:
+            if names:
+                callback(names)
+        await self._session.ensure_path(LogDirEventNotificationZNode.PATH)
+        await self._session.watch(read, deliver, deliver_equal=True)
 
     # ------------------------------------------------------------ preferred replica election
 

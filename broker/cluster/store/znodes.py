@@ -631,6 +631,34 @@ class IsrChangeNotificationSequenceZNode:
         return _topic_partitions(_Obj.parse(path, data), "partitions")
 
 
+class LogDirEventNotificationZNode:
+    PATH = "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """A persistent sequential node a broker creates when one of its log dirs fails
+    (Kafka's LogDirEventNotificationSequenceZNode): {"version":1,"broker":<id>,"event":1}.
+    The controller watches the parent, deletes the nodes it handled, and asks the broker
+    (LeaderAndIsr) which of its replicas are offline."""
+
+    PREFIX = "log_dir_event_"
+    CREATE_PATH = f"{LogDirEventNotificationZNode.PATH}/{PREFIX}"
+    LOG_DIR_FAILURE = 1
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id, "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE})
+
+    @staticmethod
+    def decode(path: str, data: bytes | None) -> int:
+        """The id of the broker whose log dir failed."""
+        o = _Obj.parse(path, data)
+        version = o.int("version")
+        if version != 1:
+            o.fail(f"unsupported version {version}")
+        return o.int("broker")
+
+
 class AdminZNode:
     PATH = "/admin"
 
@@ -766,6 +794,7 @@ PERSISTENT_PATHS = (
     DeleteTopicsZNode.PATH,
     BrokerSequenceIdZNode.PATH,
     IsrChangeNotificationZNode.PATH,
+    LogDirEventNotificationZNode.PATH,
     ProducerIdBlockZNode.PATH,
     AclZNodes.LITERAL_CHANGES,
     AclZNodes.EXTENDED_CHANGES,

@@ -1,7 +1,9 @@
 """DescribeLogDirs (35): each log directory of this broker with the partitions it holds
 (size of their segments, offset lag = log end - high watermark) and, from v4, the volume's
 total and usable bytes. Topics null: every partition; named partitions this broker does not
-hold are left out, as Kafka does. There are no future logs (no AlterReplicaLogDirs)."""
+hold are left out, as Kafka does. There are no future logs (no AlterReplicaLogDirs). An
+offline log dir (it failed: broker/log/manager.py) is answered KAFKA_STORAGE_ERROR with no
+partitions and no sizes, as Kafka's."""
 import os
 import shutil
 from collections import defaultdict
@@ -47,6 +49,10 @@ def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResul
                 offset_lag=max(0, lg.log_end_offset - lg.high_watermark), is_future_key=False))
     results = []
     for d, topics in by_dir.items():
+        if d in logs.offline_dirs:
+            results.append(_Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=d, total_bytes=-1,
+                                   usable_bytes=-1, topics=[]))
+            continue
         try:
             usage = shutil.disk_usage(d)
             total, usable, error = usage.total, usage.free, ErrorCode.NONE

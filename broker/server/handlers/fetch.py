@@ -130,7 +130,10 @@ def _read_all(ctx, request, version, replica_id):
                         sl = lg.read(p.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
                     except OSError as exc:
                         if exc.errno not in (errno.EMFILE, errno.ENFILE):
-                            raise
+                            # a read error: the dir's failure (Kafka's LogDirFailureChannel
+                            # from a fetch) takes it offline; this partition answers so
+                            lg.dir_health.failed(exc, f"reading {part.tp}")
+                            raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
                         starved = True
                         continue
                 if follower:

@@ -4,6 +4,7 @@ manager). Stamped with the controller epoch: an older one is refused whole
 (STALE_CONTROLLER_EPOCH); so is a request for an older broker epoch (STALE_BROKER_EPOCH,
 a request meant for this broker id's previous life)."""
 from broker.cluster.metadata import BrokerInfo, PartitionState
+from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -37,12 +38,15 @@ async def apply(services: BrokerServices, request: LeaderAndIsrRequest) -> Leade
     await services.ensure_topic_configs(t.topic_name for t in request.topic_states)
     live = {x.broker_id: BrokerInfo(x.broker_id, x.host_name, x.port) for x in request.live_leaders}
     states = []
+    new = set()
     for t in request.topic_states:
         for ps in t.partition_states:
+            if ps.is_new:
+                new.add(TopicPartition(t.topic_name, ps.partition_index))
             states.append((t.topic_name, t.topic_id, PartitionState(
                 ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch, list(ps.isr), ps.controller_epoch,
                 ps.partition_epoch, ps.leader_recovery_state)))
-    errors = replicas.become_leader_or_follower(states, live)
+    errors = replicas.become_leader_or_follower(states, live, new)
     return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
 
 

@@ -36,7 +36,7 @@ def topic_entry(ctx, info) -> Any:         # a MetadataResponseTopic
     missing = ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
     parts = []
     for p, s in sorted(info.partitions.items()):
-        offline = [r for r in s.replicas if r not in live]
+        offline = [r for r in s.replicas if r not in live or r in s.offline_replicas]
         leader = live.get(s.leader)
         leader_ok = leader is not None and leader.endpoint(listener) is not None
         parts.append(_Partition(

@@ -33,7 +33,8 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
                 deleted.add(t.topic_name)
                 continue
             states.append(PartitionState(ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch,
-                                         list(ps.isr), ps.controller_epoch, ps.zk_version))
+                                         list(ps.isr), ps.controller_epoch, ps.zk_version,
+                                         offline_replicas=list(ps.offline_replicas)))
         if states and t.topic_name not in deleted:
             updates[t.topic_name] = (t.topic_id, states)
     await services.ensure_topic_configs(name for name in updates if cache.topic(name) is None)

@@ -1,6 +1,8 @@
 """Writes the disk refuses: an append fails as LogStorageError and leaves the log as it
 was, readable; the log dir says so once, and once more when writes work again; a failed
-fsync fails every durable wait until a restart, which recovers the dir.
+fsync fails every durable wait until a restart, which recovers the dir. Any other I/O
+error (EIO, the dir gone) is a failed dir: it goes offline, its logs close and leave the
+manager, new logs go elsewhere (Kafka's LogDirFailureChannel).
 
 The append failures are real: RLIMIT_FSIZE makes the kernel refuse writes past a size
 (EFBIG), as a full disk refuses them (ENOSPC)."""
@@ -110,7 +112,9 @@ def test_a_failed_fsync_fails_durable_waits_until_a_restart(tmp_path, monkeypatc
     lg = m.get_or_create(TopicPartition("t", 0))
 
     def failing_flush(segments):
-        raise OSError(errno.EIO, "Input/output error")
+        # ENOSPC (a thin-provisioned or network volume refusing the write-back): a full
+        # disk is not a failed dir; EIO is (test_an_io_error_takes_the_dir_offline)
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     async def scenario():
         lg.append_as_leader(batch(1), 0)
@@ -118,7 +122,7 @@ def test_a_failed_fsync_fails_durable_waits_until_a_restart(tmp_path, monkeypatc
         assert lg.recovery_point == 1
         lg.append_as_leader(batch(1), 0)
         monkeypatch.setattr(log_mod, "_flush_segments", failing_flush)
-        with pytest.raises(LogStorageError, match="fsync failed: Input/output error"):
+        with pytest.raises(LogStorageError, match="fsync failed: No space left on device"):
             await lg.schedule_flush()
         monkeypatch.undo()
         lg.append_as_leader(batch(1), 0)              # appends go on, not durably
@@ -138,3 +142,63 @@ def test_a_failed_fsync_fails_durable_waits_until_a_restart(tmp_path, monkeypatc
     assert m2.loaded_cleanly[env.dirs[0]] is False    # recovered at the next start
     assert m2.get(TopicPartition("t", 0)).log_end_offset == 3
     m2.shutdown()
+
+
+def test_an_io_error_takes_the_dir_offline_and_the_other_dir_goes_on(tmp_path, caplog):
+    env = Env(tmp_path, n_dirs=2)
+    m = env.manager()
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    la, lb = m.get_or_create(a), m.get_or_create(b)
+    assert os.path.dirname(la.dir) != os.path.dirname(lb.dir)
+    failed_dir = os.path.dirname(la.dir)
+    heard = []
+    m.on_dir_offline(lambda d, tps: heard.append((d, tps)))
+
+    async def scenario():
+        la.append_as_leader(batch(1), 0)
+        la.segments[-1] = _Failing(la.active)
+        with pytest.raises(LogStorageError, match="Input/output error"):
+            la.append_as_leader(batch(1), 0)
+        await asyncio.sleep(0)                      # the dir goes offline on the loop
+        assert heard == [(failed_dir, [a])]
+        assert m.get(a) is None and la.closed and m.offline_dirs == {failed_dir: [a]}
+        assert lb.append_as_leader(batch(1), 0).base_offset == 0        # the other dir goes on
+        assert os.path.dirname(m.get_or_create(TopicPartition("u", 0)).dir) != failed_dir   # new logs elsewhere
+        m.checkpoint()
+    asyncio.run(scenario())
+    assert len([r for r in caplog.records if "is taken offline" in r.getMessage()]) == 1
+    m.shutdown()
+    assert not os.path.exists(os.path.join(failed_dir, CLEAN_SHUTDOWN))
+    assert os.path.exists(os.path.join(os.path.dirname(lb.dir), CLEAN_SHUTDOWN))
+    m2 = env.manager()                                # repaired: loaded again at the next start
+    assert m2.get(a) is not None and m2.get(a).log_end_offset == 1 and not m2.offline_dirs
+    m2.shutdown()
+
+
+def test_a_dir_unusable_at_start_stays_offline_and_the_others_load(tmp_path):
+    env = Env(tmp_path, n_dirs=2)
+    m = env.manager()
+    m.get_or_create(TopicPartition("t", 0))
+    m.get_or_create(TopicPartition("t", 1))
+    m.shutdown()
+    broken = env.dirs[1]
+    os.rename(broken, broken + ".moved")
+    with open(broken, "w"):              # a file where the dir was: ENOTDIR/EEXIST, not a full disk
+        pass
+    m2 = env.manager()
+    assert list(m2.offline_dirs) == [broken] and m2.online_dirs == [env.dirs[0]]
+    assert len(m2.logs) == 1
+    m2.shutdown()
+
+
+class _Failing:
+    """A segment whose appends fail with EIO (everything else is the real one's)."""
+
+    def __init__(self, seg):
+        self._seg = seg
+
+    def append(self, mv):
+        raise OSError(errno.EIO, "Input/output error")
+
+    def __getattr__(self, name):
+        return getattr(self._seg, name)
