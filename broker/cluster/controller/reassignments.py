@@ -287,8 +287,9 @@ class Reassignments:
         context knows, conditional on the node's version and fenced by the controller
         epoch; a conflict (partitions added meanwhile) reads the node again and writes
         again. The context holds the result."""
+        others: dict[int, tuple[int, ...]] = {}      # partitions added meanwhile, not known here yet
         for _ in range(TOPIC_WRITE_ROUNDS):
-            parts = dict(ctx.assignments[topic])
+            parts = {**others, **ctx.assignments[topic]}
             current = {tp.partition: ra for tp, ra in ctx.reassigning.items() if tp.topic == topic}
             for p, ra in changes.items():
                 parts[p] = ra.replicas
@@ -304,8 +305,8 @@ class Reassignments:
                 log.info("controller %d: the node of topic %s changed (now version %d); writing again",
                          self.c.broker_id, topic, fresh_version)
                 ctx.topic_versions[topic] = fresh_version
-                for p, replicas in fresh.partitions.items():
-                    ctx.assignments[topic].setdefault(p, tuple(replicas))
+                # they are kept as written; the topic's watch adds them to the context
+                others = {p: tuple(r) for p, r in fresh.partitions.items() if p not in ctx.assignments[topic]}
                 continue
             ctx.topic_versions[topic] = version
             for p, ra in changes.items():

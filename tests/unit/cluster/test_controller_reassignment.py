@@ -227,3 +227,25 @@ def test_a_topic_being_reassigned_is_deleted_after_its_reassignment(tmp_path):
         assert "t" not in c.ctx.assignments
         await c.shutdown()
     run(main())
+
+
+def test_partitions_added_meanwhile_are_kept_and_get_their_states(tmp_path):
+    """The topic node changed under the controller (partitions added by another broker's
+    admin before the controller heard of it): its write conflicts, it reads the node
+    again and writes again with the new partitions, which still get their states."""
+    async def main():
+        c, store = await start(tmp_path)
+        tid = uuid.uuid4()
+        await store.create_topic("t", tid, {0: [1, 2, 3]}, {})
+        await settle(c)
+        c.reassignments.c.ctx.topic_versions["t"] = 0
+        # another writer adds partition 1; the controller's event for it runs after ours
+        await store.set_topic_assignment("t", tid, {0: [1, 2, 3], 1: [2, 3, 1]}, 0)
+        res = await c.reassignments.alter({TP: [4, 2, 3]})
+        assert res == {TP: None}
+        await settle(c)
+        node, _ = await store.get_topic_assignment("t")
+        assert node.partitions == {0: (4, 2, 3, 1), 1: (2, 3, 1)} and node.adding_replicas == {0: (4,)}
+        assert 1 in states(c, "t")
+        await c.shutdown()
+    run(main())
