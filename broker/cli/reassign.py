@@ -14,6 +14,7 @@ over AlterPartitionReassignments / ListPartitionReassignments, with Kafka's JSON
                 progress, or a replica set other than the plan's)
     --cancel    --reassignment-json-file F: the reassignments of the plan's partitions
                 still in progress go back to their original replicas
+    --list      the reassignments in progress: replicas, adding, removing
 
 Errors are one line; --verify exits 0 like Kafka's whatever the status, and 1 when it
 cannot tell. log_dirs other than "any" are refused (kbroker has one log dir per
@@ -40,6 +41,7 @@ def add_parser(ts: Any, bootstrap: Any, run: Any) -> None:
     mode.add_argument("--execute", action="store_true", help="start the plan of --reassignment-json-file")
     mode.add_argument("--verify", action="store_true", help="whether the plan's moves are done")
     mode.add_argument("--cancel", action="store_true", help="cancel the plan's moves still in progress")
+    mode.add_argument("--list", action="store_true", help="the partition reassignments in progress")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="a plan: {\"version\":1,\"partitions\":[...]}")
     p.add_argument("--topics-to-move-json-file", metavar="FILE",
                    help="{\"version\":1,\"topics\":[{\"topic\":\"t\"}]} (with --generate)")
@@ -54,6 +56,9 @@ def reassign(args: argparse.Namespace) -> int:
     with connect(args) as c:
         if args.generate:
             return _generate(c, args)
+        if args.list:
+            print(listing(c.list_partition_reassignments()))
+            return 0
         plan = read_plan(_need(args.reassignment_json_file, "--reassignment-json-file"))
         if args.execute:
             return _execute(c, plan, args.additional)
@@ -191,6 +196,21 @@ def _execute(c: Any, plan: Plan, additional: bool) -> int:
                        f"{ErrorCode(err).name}{': ' + msg if msg else ''}")
     print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for {_parts(plan)}")
     return 0
+
+
+def listing(ongoing: dict[tuple[str, int], tuple[list[int], list[int], list[int]]]) -> str:
+    """--list, in Kafka's words (curReassignmentsToString)."""
+    if not ongoing:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for (t, p), (replicas, adding, removing) in sorted(ongoing.items()):
+        line = f"{t}-{p}: replicas: {','.join(map(str, replicas))}."
+        if adding:
+            line += f" adding: {','.join(map(str, adding))}."
+        if removing:
+            line += f" removing: {','.join(map(str, removing))}."
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _verify(c: Any, plan: Plan) -> int:

@@ -186,6 +186,10 @@ def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
         r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
         assert r.returncode == 0, r.stderr
         assert list(reassignments(cluster)) == [(TOPIC, 0)]
+        r = cli("topics", "reassign", "--list", "-b", cluster.bootstrap)
+        assert r.returncode == 0 and r.stdout.splitlines() == [
+            "Current partition reassignments:",
+            f"orders-0: replicas: {spare},{before[1]},{before[0]}. adding: {spare}. removing: {before[0]}."], r.stdout
         r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
         assert r.returncode == 0 and "Successfully cancelled partition reassignment for: orders-0" in r.stdout, \
             r.stdout + r.stderr
@@ -197,6 +201,8 @@ def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
                lambda: (not partition_dirs(cluster, spare), None, f"{partition_dirs(cluster, spare)}"), 30)
     r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
     assert r.returncode == 0 and "nothing to cancel" in r.stdout
+    r = cli("topics", "reassign", "--list", "-b", cluster.bootstrap)
+    assert r.stdout == "No partition reassignments found.\n"
 
 
 def test_kafkas_reassign_partitions_tool_executes_and_verifies(make_cluster, tmp_path):

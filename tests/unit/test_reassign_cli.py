@@ -5,7 +5,7 @@ import json
 import pytest
 
 from broker.cli.errors import CliError
-from broker.cli.reassign import plan_json, read_plan
+from broker.cli.reassign import listing, plan_json, read_plan
 
 
 def write(tmp_path, data):
@@ -40,3 +40,9 @@ def test_plans_kafka_refuses_are_refused_in_one_line(tmp_path, data, says):
     with pytest.raises(CliError) as e:
         read_plan(write(tmp_path, data))
     assert says in str(e.value) and "\n" not in str(e.value) and e.value.code == 2
+
+
+def test_list_in_kafkas_words():
+    assert listing({}) == "No partition reassignments found."
+    assert listing({("t", 1): ([4, 2, 3, 1], [4], [1]), ("t", 0): ([3, 1, 2], [], [])}).splitlines() == [
+        "Current partition reassignments:", "t-0: replicas: 3,1,2.", "t-1: replicas: 4,2,3,1. adding: 4. removing: 1."]
