@@ -43,9 +43,14 @@ def partition_dirs(cluster, broker_id: int) -> set[int]:
     return out
 
 
-def reassignments(cluster) -> dict:
-    with Client(cluster.bootstrap) as c:
+def reassignments(cluster, bootstrap=None) -> dict:
+    with Client(bootstrap or cluster.bootstrap) as c:
         return c.list_partition_reassignments()
+
+
+def bootstrap_without(cluster, *paused) -> str:
+    """The bootstrap list without paused brokers (a client would wait on them)."""
+    return ",".join(cluster.broker(b).bootstrap for b in cluster.ids if b not in paused)
 
 
 def plan_for(cluster, rng, partitions, new_broker, keep=None):
@@ -128,15 +133,16 @@ def test_reassignment_to_a_new_broker_under_load_survives_a_controller_kill(make
         print("plan 2", second, "controller", controller)
         plan2 = write_plan(tmp_path / "plan2.json", second)
         cluster.pause(new)
-        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan2, "-b", cluster.bootstrap)
+        live = bootstrap_without(cluster, new)
+        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan2, "-b", live)
         assert r.returncode == 0, r.stderr
-        ongoing = reassignments(cluster)
+        ongoing = reassignments(cluster, live)
         assert sorted(ongoing) == [(TOPIC, 3), (TOPIC, 4), (TOPIC, 5)], ongoing
         for (_t, p), (replicas, adding, removing) in ongoing.items():
             assert adding == [new] and replicas[:3] == second[p] and len(removing) == 1
-        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan2, "-b", cluster.bootstrap)
+        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan2, "-b", live)
         assert r.returncode == 1 and "existing partition assignment" in r.stderr     # one line, as Kafka's
-        r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan2, "-b", cluster.bootstrap)
+        r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan2, "-b", live)
         assert r.stdout.count("is still in progress.") == 3, r.stdout
         cluster.kill(controller)
         successor = cluster.wait_for_controller(not_in={controller})
@@ -166,13 +172,23 @@ def test_reassignment_to_a_new_broker_under_load_survives_a_controller_kill(make
 
 def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
     """--cancel goes back to the original replicas and deletes the replica being added;
-    plans the controller refuses are one line each, with Kafka's error names."""
-    cluster = make_cluster(3)
-    with Client(cluster.bootstrap) as c:
-        c.create_topic(TOPIC, 1, 2, {})
-    cluster.wait_for_leader(TOPIC, 0, everywhere=True)
-    before = cluster.replicas_of(TOPIC, 0)
+    plans the controller refuses are one line each, with Kafka's error names. Sessions
+    outlive the pause below (a paused broker whose session expired is no live broker to
+    add: INVALID_REPLICA_ASSIGNMENT)."""
+    cluster = make_cluster(3, config={"zookeeper.session.timeout.ms": 20000})
+    # the broker to pause is neither a replica nor the controller (which must answer)
+    controller = cluster.controller_id()
+    before = [controller, next(b for b in (1, 2, 3) if b != controller)]
     spare = ({1, 2, 3} - set(before)).pop()
+    from broker.protocol.messages.create_topics import CreateTopicsRequest as C
+    with Client(cluster.bootstrap) as c:
+        req = C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=-1, replication_factor=-1, configs=[],
+                                         assignments=[C.CreatableReplicaAssignment(partition_index=0,
+                                                                                   broker_ids=before)])],
+                timeout_ms=30000, validate_only=False)
+        assert c.controller().request(req).topics[0].error_code == 0
+    cluster.wait_for_leader(TOPIC, 0, everywhere=True)
+    assert cluster.replicas_of(TOPIC, 0) == before
     r = cli("topics", "reassign", "--execute", "--reassignment-json-file",
             write_plan(tmp_path / "bad.json", {0: [before[0], 9]}), "-b", cluster.bootstrap)
     assert r.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in r.stderr and r.stderr.count("\n") == 1, r.stderr
@@ -180,23 +196,24 @@ def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
             write_plan(tmp_path / "nope.json", {5: [1, 2]}), "-b", cluster.bootstrap)
     assert r.returncode == 1 and "orders-5 does not exist" in r.stderr, r.stderr
     # a reassignment held in progress: the spare broker paused cannot catch up
-    cluster.pause(spare)        # (briefly: its 6 s session must not expire, or it is no live broker to add)
+    cluster.pause(spare)
+    live = bootstrap_without(cluster, spare)
     plan = write_plan(tmp_path / "plan.json", {0: [spare, before[1]]})
     try:
-        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
+        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan, "-b", live)
         assert r.returncode == 0, r.stderr
-        assert list(reassignments(cluster)) == [(TOPIC, 0)]
-        r = cli("topics", "reassign", "--list", "-b", cluster.bootstrap)
+        assert list(reassignments(cluster, live)) == [(TOPIC, 0)]
+        r = cli("topics", "reassign", "--list", "-b", live)
         assert r.returncode == 0 and r.stdout.splitlines() == [
             "Current partition reassignments:",
             f"orders-0: replicas: {spare},{before[1]},{before[0]}. adding: {spare}. removing: {before[0]}."], r.stdout
-        r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
+        r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", live)
         assert r.returncode == 0 and "Successfully cancelled partition reassignment for: orders-0" in r.stdout, \
             r.stdout + r.stderr
-        assert reassignments(cluster) == {}
-        assert set(cluster.replicas_of(TOPIC, 0)) == set(before)
+        assert reassignments(cluster, live) == {}
     finally:
         cluster.resume(spare)
+    assert set(cluster.replicas_of(TOPIC, 0)) == set(before)
     poll_until("the cancelled replica's directory to go",
                lambda: (not partition_dirs(cluster, spare), None, f"{partition_dirs(cluster, spare)}"), 30)
     r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
