@@ -249,3 +249,29 @@ def test_partitions_added_meanwhile_are_kept_and_get_their_states(tmp_path):
         assert 1 in states(c, "t")
         await c.shutdown()
     run(main())
+
+
+def test_a_dead_new_replica_holds_the_reassignment_until_it_is_cancelled(tmp_path):
+    async def main():
+        c, store = await start(tmp_path)
+        tid = uuid.uuid4()
+        await store.create_topic("t", tid, {0: [1, 2, 3]}, {})
+        await settle(c)
+        await c.reassignments.alter({TP: [4, 2, 3]})
+        await settle(c)
+        store.unregister(4)
+        await settle(c)
+        assert TP in await c.reassignments.listing()           # it waits for 4
+        res = await c.reassignments.alter({TP: [5, 2, 3]})     # a replica to add must be alive
+        assert res[TP].error == E.INVALID_REPLICA_ASSIGNMENT
+        c.channels.sent.clear()
+        assert await c.reassignments.alter({TP: None}) == {TP: None}
+        await settle(c)
+        assert await c.reassignments.listing() == {}
+        node, _ = await store.get_topic_assignment("t")
+        assert node == TopicAssignment(tid, {0: (2, 3, 1)})
+        assert told(c, StopReplicaRequest) == {}               # nobody to tell: 4 is dead
+        s = states(c, "t")[0]
+        assert s.leader == 1 and set(s.isr) == {1, 2, 3}
+        await c.shutdown()
+    run(main())
