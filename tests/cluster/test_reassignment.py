@@ -259,3 +259,5 @@ def test_kafkas_reassign_partitions_tool_executes_and_verifies(make_cluster, tmp
     wait_done(cluster, plan)
     r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan_file, "-b", bootstrap)
     assert r.returncode == 0 and r.stdout.count("is completed.") == 3, r.stdout + r.stderr
+    out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list").stdout
+    assert "No partition reassignments found." in out, out
