@@ -15,6 +15,8 @@ over AlterPartitionReassignments / ListPartitionReassignments, with Kafka's JSON
     --cancel    --reassignment-json-file F: the reassignments of the plan's partitions
                 still in progress go back to their original replicas
     --list      the reassignments in progress: replicas, adding, removing
+    --balance   [--broker-list L] [--topics-to-move-json-file F]: a plan evening out replicas
+                and preferred leaders with few moves (broker/cli/balance.py)
 
 Errors are one line; --verify exits 0 like Kafka's whatever the status, and 1 when it
 cannot tell. log_dirs other than "any" are refused (kbroker has one log dir per
@@ -42,6 +44,10 @@ def add_parser(ts: Any, bootstrap: Any, run: Any) -> None:
     mode.add_argument("--verify", action="store_true", help="whether the plan's moves are done")
     mode.add_argument("--cancel", action="store_true", help="cancel the plan's moves still in progress")
     mode.add_argument("--list", action="store_true", help="the partition reassignments in progress")
+    mode.add_argument("--balance", action="store_true",
+                      help="propose a plan evening out replicas and preferred leaders over the brokers "
+                           "(--broker-list, default all; --topics-to-move-json-file, default every topic "
+                           "but the internal ones) with few moves, racks kept apart")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="a plan: {\"version\":1,\"partitions\":[...]}")
     p.add_argument("--topics-to-move-json-file", metavar="FILE",
                    help="{\"version\":1,\"topics\":[{\"topic\":\"t\"}]} (with --generate)")
@@ -56,6 +62,8 @@ def reassign(args: argparse.Namespace) -> int:
     with connect(args) as c:
         if args.generate:
             return _generate(c, args)
+        if args.balance:
+            return _balance(c, args)
         if args.list:
             print(listing(c.list_partition_reassignments()))
             return 0
@@ -170,6 +178,37 @@ def _generate(c: Any, args: argparse.Namespace) -> int:
     print()
     print("Proposed partition reassignment configuration")
     print(plan_json(proposed))
+    return 0
+
+
+def _balance(c: Any, args: argparse.Namespace) -> int:
+    from broker.cli.balance import balance
+    c.refresh([])
+    racks = {b.broker_id: b.rack for b in c.describe_cluster().brokers}
+    if args.broker_list is not None:
+        try:
+            wanted = {int(b) for b in args.broker_list.split(",") if b.strip()}
+        except ValueError:
+            raise CliError(f"--broker-list {args.broker_list!r}: expected broker ids like 1,2,3", 2) from None
+        unknown = sorted(wanted - set(racks))
+        if unknown:
+            raise CliError(f"--broker-list names brokers that are not alive: {unknown}", 2)
+        racks = {b: r for b, r in racks.items() if b in wanted}
+    if args.topics_to_move_json_file is not None:
+        data = _load(args.topics_to_move_json_file)
+        topics = {t.get("topic") for t in data.get("topics", [])} if isinstance(data, dict) else set()
+        if not topics or not all(isinstance(t, str) for t in topics):
+            raise CliError(f"{args.topics_to_move_json_file}: expected {{\"version\":1,\"topics\":"
+                           f"[{{\"topic\":\"name\"}}]}}", 2)
+    else:
+        topics = {name for name, meta in c.refresh(None).items() if not meta.internal}
+    current = _current(c, topics)
+    proposed = balance(current, racks)
+    print("Current partition replica assignment")
+    print(plan_json({tp: current[tp] for tp in proposed}))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(plan_json(proposed) if proposed else "(none: replicas and preferred leaders are even already)")
     return 0
 
 

@@ -261,3 +261,30 @@ def test_kafkas_reassign_partitions_tool_executes_and_verifies(make_cluster, tmp
     assert r.returncode == 0 and r.stdout.count("is completed.") == 3, r.stdout + r.stderr
     out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list").stdout
     assert "No partition reassignments found." in out, out
+
+
+def test_balance_proposes_a_plan_that_evens_out_a_new_broker(make_cluster, tmp_path):
+    """--balance over a cluster a broker joined: executed, every broker holds its share
+    of the replicas (within one) and of the preferred leaders."""
+    cluster = make_cluster(3)
+    with Client(cluster.bootstrap) as c:
+        c.create_topic(TOPIC, 4, 3, {})
+    for p in range(4):
+        cluster.wait_for_leader(TOPIC, p, everywhere=True)
+    cluster.add_broker()
+    r = cli("topics", "reassign", "--balance", "-b", cluster.bootstrap)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+    plan = {e["partition"]: e["replicas"] for e in proposed["partitions"]}
+    assert plan, r.stdout
+    r = cli("topics", "reassign", "--execute", "--reassignment-json-file", write_plan(tmp_path / "b.json", plan),
+            "-b", cluster.bootstrap)
+    assert r.returncode == 0, r.stderr
+    wait_done(cluster, plan)
+    after = {p: cluster.replicas_of(TOPIC, p) for p in range(4)}
+    held = {b: sum(b in r for r in after.values()) for b in (1, 2, 3, 4)}
+    first = {b: sum(r[0] == b for r in after.values()) for b in (1, 2, 3, 4)}
+    assert held == {1: 3, 2: 3, 3: 3, 4: 3} and set(first.values()) == {1}, (after, held, first)
+    r = cli("topics", "reassign", "--balance", "-b", cluster.bootstrap)
+    assert "(none: replicas and preferred leaders are even already)" in r.stdout, r.stdout
