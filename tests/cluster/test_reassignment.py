@@ -288,3 +288,37 @@ def test_balance_proposes_a_plan_that_evens_out_a_new_broker(make_cluster, tmp_p
     assert held == {1: 3, 2: 3, 3: 3, 4: 3} and set(first.values()) == {1}, (after, held, first)
     r = cli("topics", "reassign", "--balance", "-b", cluster.bootstrap)
     assert "(none: replicas and preferred leaders are even already)" in r.stdout, r.stdout
+
+
+def test_the_commands_of_docs_cluster_md_run_as_written(make_cluster, tmp_path):
+    """docs/cluster.md's reassignment commands, run as a shell would (the bootstrap
+    address substituted, plan.json being --generate's proposal, as the page says)."""
+    import re
+    import shutil
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    section = doc[doc.index("## Moving replicas"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.splitlines()]
+    commands = [c for c in commands if c and not c.startswith("#")]
+    assert [c.split()[3] for c in commands[1:]] == ["--generate", "--execute", "--verify", "--cancel", "--list",
+                                                    "--balance"]
+    cluster = make_cluster(3)
+    with Client(cluster.bootstrap) as c:
+        c.create_topic(TOPIC, 2, 3, {})
+    for p in range(2):
+        cluster.wait_for_leader(TOPIC, p, everywhere=True)
+    cluster.add_broker()
+    exe = shutil.which("broker", path=os.path.dirname(sys.executable))
+    broker_cmd = exe or f"{sys.executable} -m broker.cli.main"
+    for command in commands:
+        line = command.replace("127.0.0.1:9093", cluster.bootstrap)
+        if line.startswith("broker "):
+            line = broker_cmd + line[len("broker"):]
+        r = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (command, r.stdout, r.stderr)
+        if "--generate" in command:
+            lines = r.stdout.splitlines()
+            (tmp_path / "plan.json").write_text(lines[lines.index("Proposed partition reassignment configuration") + 1])
+        if "--execute" in command:
+            assert "Successfully started partition reassignment" in r.stdout, r.stdout
