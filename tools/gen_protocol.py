@@ -79,6 +79,8 @@ APIS = (
     "DeleteGroups",             # 42
     "ElectLeaders",             # 43
     "IncrementalAlterConfigs",  # 44
+    "AlterPartitionReassignments",  # 45
+    "ListPartitionReassignments",   # 46
     "OffsetDelete",             # 47
     "DescribeUserScramCredentials",  # 50
     "AlterUserScramCredentials",     # 51

@@ -362,6 +362,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--partition", type=int, help="one partition of --topic")
     p.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
     p.set_defaults(func=topics_elect_leaders)
+    from broker.cli import reassign
+    reassign.add_parser(ts, _bootstrap, _run)
 
     p = ts.add_parser("delete", help="delete a topic")
     _bootstrap(p)

@@ -7,6 +7,7 @@ import time
 
 from broker.client.connection import BrokerConnection, ClientError, parse_bootstrap
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest
 from broker.protocol.messages.create_topics import CreateTopicsRequest
 from broker.protocol.messages.delete_records import DeleteRecordsRequest
@@ -16,6 +17,7 @@ from broker.protocol.messages.describe_configs import DescribeConfigsRequest
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest
 from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
+from broker.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
 from broker.protocol.messages.metadata import MetadataRequest
 
 RESOURCE_TOPIC = 2
@@ -232,6 +234,49 @@ class Cluster:
         check(resp.error_code, "elect leaders")
         return {(r.topic, p.partition_id): (p.error_code, p.error_message)
                 for r in resp.replica_election_results for p in r.partition_result}
+
+    def _to_controller(self, req, what: str):
+        """A request only the active controller answers: sent again, to the controller the
+        metadata names afresh, while the answer is NOT_CONTROLLER (a controller moving)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            self.refresh([])
+            resp = self.controller().request(req)
+            if resp.error_code != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
+                check(resp.error_code, what, getattr(resp, "error_message", None))
+                return resp
+            time.sleep(0.2)
+
+    def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None]
+                                      ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments (KIP-455) on the controller: {(topic, partition):
+        target replicas, or None to cancel} -> {(topic, partition): (error code, message)}."""
+        A = AlterPartitionReassignmentsRequest
+        by_topic: dict[str, list] = {}
+        for (t, p), replicas in targets.items():
+            by_topic.setdefault(t, []).append(A.ReassignablePartition(
+                partition_index=p, replicas=None if replicas is None else list(replicas)))
+        req = A(timeout_ms=int(self.timeout * 1000),
+                topics=[A.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = self._to_controller(req, "alter partition reassignments")
+        return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in resp.responses
+                for p in t.partitions}
+
+    def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None = None
+                                     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments on the controller: {(topic, partition): (replicas,
+        adding, removing)} of the partitions being reassigned (of `partitions`, or all)."""
+        L = ListPartitionReassignmentsRequest
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            wanted = [L.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        resp = self._to_controller(L(timeout_ms=int(self.timeout * 1000), topics=wanted),
+                                   "list partition reassignments")
+        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}
 
     def describe_configs(self, resource_type: int, name: str) -> list:
         D = DescribeConfigsRequest

@@ -177,9 +177,14 @@ class TopicAdmin:
         if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            topic_id, existing, version = await self.store.get_topic(name)
+            topic, version = await self.store.get_topic_assignment(name)
         except NoSuchTopic:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+        if topic.adding_replicas or topic.removing_replicas:
+            # as Kafka: the topic node's write would race the controller's
+            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"A partition reassignment is in progress for the topic '{name}'.")
+        topic_id, existing = topic.topic_id, {p: list(r) for p, r in topic.partitions.items()}
         current = len(existing)
         if count <= current:
             raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS,

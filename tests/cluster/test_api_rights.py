@@ -24,6 +24,7 @@ from broker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APT
 from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
+from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
 from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AUS
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
@@ -54,6 +55,7 @@ from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.leave_group import LeaveGroupRequest as LG
 from broker.protocol.messages.list_groups import ListGroupsRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest as LO
+from broker.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest as LPR
 from broker.protocol.messages.list_transactions import ListTransactionsRequest
 from broker.protocol.messages.metadata import MetadataRequest as MD
 from broker.protocol.messages.offset_commit import OffsetCommitRequest as OC
@@ -167,6 +169,11 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
     ("delete groups", ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=["no-such-group"]), None, "refused"),
     ("elect leaders", ApiKey.ELECT_LEADERS, EL(election_type=0, topic_partitions=[EL.TopicPartitions(
         topic=T, partitions=[0])], timeout_ms=10000), None, "refused"),
+    ("alter partition reassignments (a cancel)", ApiKey.ALTER_PARTITION_REASSIGNMENTS, APR(
+        timeout_ms=10000, topics=[APR.ReassignableTopic(name=T, partitions=[APR.ReassignablePartition(
+            partition_index=0, replicas=None)])]), None, "refused"),
+    ("list partition reassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, LPR(timeout_ms=10000, topics=None), None,
+     "refused"),
     ("incremental alter topic configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, IAC(
         validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=2, resource_name=T, configs=[
             IAC.AlterableConfig(name="retention.ms", config_operation=0, value="86400000")])]), None, "refused"),

@@ -181,6 +181,38 @@ async def test_controller_moved(backend):
 
 
 @run
+async def test_reassignment_in_the_topic_node(backend):
+    """KIP-455's adding/removing replicas live in the topic node (Kafka 3.x's version 3
+    JSON); the controller's write is conditional on the node's version and fenced by the
+    controller epoch; a partition addition keeps them."""
+    from broker.cluster.store.znodes import TopicAssignment
+    async with backend.open() as store:
+        _, fence = await store.try_elect_controller(1)
+        topic_id = uuid.uuid4()
+        await store.create_topic("t", topic_id, {0: [1, 2], 1: [2, 1]}, {})
+        got, version = await store.get_topic_assignment("t")
+        assert got == TopicAssignment(topic_id, {0: (1, 2), 1: (2, 1)}) and version == 0
+        moving = TopicAssignment(topic_id, {0: (3, 1, 2), 1: (2, 1)}, {0: (3,)}, {0: (1, 2)})
+        assert await store.set_topic_reassignment("t", moving, 0, fence) == 1
+        assert await store.get_topic_assignment("t") == (moving, 1)
+        assert (await store.get_topic("t"))[1] == {0: [3, 1, 2], 1: [2, 1]}
+        with raises(errors.BadVersion):
+            await store.set_topic_reassignment("t", moving, 0, fence)
+        with raises(errors.NoSuchTopic):
+            await store.set_topic_reassignment("nope", moving, 0, fence)
+        # a partition addition (topic administration's write) keeps them
+        assert await store.set_topic_assignment("t", topic_id, {0: [3, 1, 2], 1: [2, 1], 2: [1, 2]}, 1) == 2
+        grown = TopicAssignment(topic_id, {0: (3, 1, 2), 1: (2, 1), 2: (1, 2)}, {0: (3,)}, {0: (1, 2)})
+        assert await store.get_topic_assignment("t") == (grown, 2)
+        done = TopicAssignment(topic_id, {0: (3,), 1: (2, 1), 2: (1, 2)})
+        assert await store.set_topic_reassignment("t", done, 2, fence) == 3
+        await backend.elect_another_controller(store)
+        with raises(errors.ControllerMoved):
+            await store.set_topic_reassignment("t", moving, 3, fence)
+        assert await store.get_topic_assignment("t") == (done, 3)    # nothing written
+
+
+@run
 async def test_user_credentials_and_acls_with_their_notifications(backend):
     """SCRAM credentials under /config/users and ACLs under /kafka-acl (Kafka's layout in
     ZooKeeper), read back alike from both stores; a change is announced to a watcher (on

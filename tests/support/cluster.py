@@ -149,6 +149,7 @@ class Cluster:
         #: default bound of every wait: a dead broker's session expires, a controller acts
         self.timeout = 2 * session_ms / 1000 + 10
         self.brokers: dict[int, BrokerProcess] = {}
+        self.log_level = log_level
         for broker_id in range(1, n + 1):
             cfg = {**self.config, **(per_broker or {}).get(broker_id, {})}
             self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data", config=cfg,
@@ -205,6 +206,20 @@ class Cluster:
         if self.coordinated:
             self.wait_for_brokers(ids, timeout=timeout)
         return self
+
+    def add_broker(self, broker_id: int | None = None, config: dict | None = None,
+                   timeout: float = START_TIMEOUT) -> int:
+        """A new broker joins the running cluster (next id by default), with the
+        cluster's config plus `config`; started like the others (same ZooKeeper chroot,
+        its own data dir and port). Returns its id."""
+        broker_id = broker_id if broker_id is not None else max(self.brokers, default=0) + 1
+        if broker_id in self.brokers:
+            raise ValueError(f"broker {broker_id} is already in this cluster")
+        self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data",
+                                                config={**self.config, **(config or {})}, broker_id=broker_id,
+                                                log_level=self.log_level, host=self.host_of(broker_id))
+        self.start(broker_id, timeout)
+        return broker_id
 
     def kill(self, broker_id: int) -> None:
         """SIGKILL: no clean shutdown, the ZooKeeper session lives on until it expires."""

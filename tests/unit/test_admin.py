@@ -25,6 +25,7 @@ class Store:
         self.marked: list[str] = []
         self.writes: list[tuple] = []
         self.fail: Exception | None = None
+        self.reassigning: dict[str, dict[int, tuple[int, ...]]] = {}    # topic -> adding replicas
 
     def _maybe_fail(self):
         if self.fail is not None:
@@ -40,6 +41,12 @@ class Store:
         if name not in self.topics:
             raise NoSuchTopic(name)
         return self.topics[name]
+
+    async def get_topic_assignment(self, name):
+        from broker.cluster.store.znodes import TopicAssignment
+        topic_id, parts, version = await self.get_topic(name)
+        return TopicAssignment(topic_id, {p: tuple(r) for p, r in parts.items()},
+                               self.reassigning.get(name, {})), version
 
     async def set_topic_assignment(self, name, topic_id, assignment, version):
         self._maybe_fail()
@@ -202,6 +209,16 @@ def test_new_partitions_refused_when_the_assignment_moved_meanwhile():
     store.fail = BadVersion("t")
     assert code_of(admin.create_partitions("t", 3)) == E.REASSIGNMENT_IN_PROGRESS
     assert code_of(admin.create_partitions("nope", 3)) == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_new_partitions_refused_while_a_reassignment_is_in_progress():
+    """As Kafka's addPartitions: the topic node carries adding/removing replicas the
+    controller is working through; a new partition waits for the end."""
+    admin, store, _ = make()
+    asyncio.run(admin.create_topic("t"))
+    store.reassigning["t"] = {0: (3,)}
+    assert code_of(admin.create_partitions("t", 3)) == E.REASSIGNMENT_IN_PROGRESS
+    assert [w[0] for w in store.writes] == ["create"]
 
 
 def test_topic_configs_are_validated_and_validate_only_writes_nothing():

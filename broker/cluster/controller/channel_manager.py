@@ -190,6 +190,8 @@ class PartitionInfo:
     state: LeaderAndIsr
     controller_epoch: int
     offline: frozenset[int] = frozenset()       # replicas in failed log dirs
+    adding: tuple[int, ...] = ()         # a reassignment's (KIP-455): LeaderAndIsr v3+ carries them
+    removing: tuple[int, ...] = ()
 
 
 @dataclass
@@ -258,7 +260,8 @@ class RequestBatch:
             topics.setdefault(tp.topic, []).append(R.LeaderAndIsrPartitionState(
                 partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=s.leader,
                 leader_epoch=s.leader_epoch, isr=list(s.isr), partition_epoch=s.partition_epoch,
-                replicas=list(p.replicas), adding_replicas=[], removing_replicas=[], is_new=is_new,
+                replicas=list(p.replicas), adding_replicas=list(p.adding), removing_replicas=list(p.removing),
+                is_new=is_new,
                 leader_recovery_state=s.leader_recovery_state))
             if s.leader >= 0:
                 leaders.add(s.leader)
@@ -306,7 +309,12 @@ class RequestBatch:
         topics: dict[str, list[Any]] = {}
         for tp, delete in sorted(tps.items()):
             p = partitions.get(tp)
-            epoch = -2 if delete else (p.state.leader_epoch if p is not None else -1)
+            # Kafka's EpochDuringDelete for a topic being deleted; a replica removed by a
+            # reassignment (or stopped by a controlled shutdown) gets the current epoch
+            if delete and tp.topic in self.deleting:
+                epoch = LEADER_DURING_DELETE
+            else:
+                epoch = p.state.leader_epoch if p is not None else -1
             topics.setdefault(tp.topic, []).append(R.StopReplicaPartitionState(
                 partition_index=tp.partition, leader_epoch=epoch, delete_partition=delete))
         return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,

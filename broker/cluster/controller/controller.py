@@ -58,6 +58,8 @@ from broker.cluster.controller.channel_manager import (
     ResponseCallback,
 )
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
+from broker.cluster.controller.reassignment import ReplicaAssignment
+from broker.cluster.controller.reassignments import Reassignments
 from broker.cluster.metadata import MetadataStore
 from broker.cluster.store.errors import ControllerMoved
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
@@ -104,6 +106,10 @@ class ControllerContext:
     deleting: set[str] = field(default_factory=set)
     #: replicas in failed log dirs, per live broker (Kafka's replicasOnOfflineDirs)
     offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    #: partitions being reassigned (KIP-455; `assignments` holds their RS) and the zk
+    #: version of each topic node, which the controller writes during a reassignment
+    reassigning: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    topic_versions: dict[str, int] = field(default_factory=dict)
 
     def offline_by_partition(self) -> dict[TopicPartition, frozenset[int]]:
         out: dict[TopicPartition, set[int]] = {}
@@ -121,8 +127,10 @@ class ControllerContext:
                 tp = TopicPartition(topic, p)
                 state = self.states.get(tp)
                 if state is not None:
+                    ra = self.reassigning.get(tp)
                     out[tp] = PartitionInfo(tid, replicas, state, self.state_epochs.get(tp, self.epoch),
-                                            offline.get(tp, frozenset()))
+                                            offline.get(tp, frozenset()),
+                                            *((ra.adding, ra.removing) if ra is not None else ()))
         return out
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
@@ -155,6 +163,7 @@ class Controller:
         #: leaderships this controller gave to another broker (or to a new partition)
         self.leader_elections = 0
         self.unclean_leader_elections = 0
+        self.reassignments = Reassignments(self)
 
     @property
     def active(self) -> bool:
@@ -287,6 +296,7 @@ class Controller:
             batch.add_leader_and_isr([r for r in info.replicas if r in ctx.brokers], tp)
         batch.full.update(ctx.brokers)
         self._send(batch)
+        await self.reassignments.resume()
         await self._resume_deletions()
         self._schedule_rebalance()
         log.info("controller %d: failover done in %.3f s", self.broker_id, time.monotonic() - t0)
@@ -347,11 +357,14 @@ class Controller:
         ctx.brokers = {bid: _endpoint(reg, epoch, listener) for bid, (reg, epoch) in regs.items()}
 
     async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
-        topic_id, assignment, _version = await self.store.get_topic(topic)
+        node, version = await self.store.get_topic_assignment(topic)
+        topic_id = node.topic_id
         if topic_id is None:
             topic_id = random_uuid()
         ctx.topic_ids[topic] = topic_id
-        ctx.assignments[topic] = {p: tuple(r) for p, r in assignment.items()}
+        ctx.assignments[topic] = {p: tuple(r) for p, r in node.partitions.items()}
+        ctx.topic_versions[topic] = version
+        self.reassignments.read(ctx, topic, node)
         for p, (state, version) in (await self.store.get_partition_states(topic)).items():
             tp = TopicPartition(topic, p)
             ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
@@ -693,6 +706,8 @@ class Controller:
         self._send(batch)
         if new:
             await self._resume_deletions()
+        # a reassignment waiting for a target replica to lead may now finish
+        await self.reassignments.finish_complete()
 
     # ------------------------------------------------------------------ topics
 
@@ -723,9 +738,11 @@ class Controller:
         ctx = self._require()
         if topic not in ctx.assignments or topic in ctx.deleting:
             return
-        topic_id, assignment, _ = await self.store.get_topic(topic)
+        node, version = await self.store.get_topic_assignment(topic)
+        if version > ctx.topic_versions.get(topic, -1):
+            ctx.topic_versions[topic] = version
         known = ctx.assignments[topic]
-        added = {p: tuple(r) for p, r in assignment.items() if p not in known}
+        added = {p: tuple(r) for p, r in node.partitions.items() if p not in known}
         if not added:
             return
         known.update(added)
@@ -763,6 +780,10 @@ class Controller:
     async def _resume_deletions(self) -> None:
         ctx = self._require()
         for topic in sorted(ctx.deleting):
+            if any(tp.topic == topic for tp in ctx.reassigning):
+                # as Kafka: a topic being reassigned is deleted once the reassignment is over
+                log.info("controller %d: deletion of %s waits for its reassignment", self.broker_id, topic)
+                continue
             replicas = {r for rs in ctx.assignments.get(topic, {}).values() for r in rs}
             if not replicas <= set(ctx.brokers):
                 log.info("controller %d: deletion of %s waits for replicas %s", self.broker_id, topic,
@@ -810,6 +831,7 @@ class Controller:
         ctx.assignments.pop(topic, None)
         ctx.topic_ids.pop(topic, None)
         ctx.unclean.pop(topic, None)
+        ctx.topic_versions.pop(topic, None)
         for tp in tps:
             ctx.states.pop(tp, None)
             ctx.state_epochs.pop(tp, None)
@@ -868,6 +890,8 @@ class Controller:
                                 | dict(first.failed))
             batch.add_update_metadata(ctx.brokers, decision.states)
         self._send(batch)
+        # a reassignment completes when its target replicas are all in the ISR
+        self.reassignments.isr_changed(decision.states)
         out: dict[tuple[str, int], object] = {}
         for tp, (_t, _p, leader_epoch, isr, _pe, recovery) in asked.items():
             current = ctx.states.get(tp)
@@ -949,6 +973,7 @@ class Controller:
             return
         view = self._view()
         tps = D.preferred_leader_imbalance(view, self.config["leader.imbalance.per.broker.percentage"])
+        tps = [tp for tp in tps if tp not in self.ctx.reassigning]      # as Kafka: not while reassigned
         if tps:
             log.info("controller %d: moving %d partitions back to their preferred leader", self.broker_id, len(tps))
             batch = RequestBatch()

@@ -164,6 +164,8 @@ class Partition:
             for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerState()
+            for r in [r for r in self.followers if r not in state.replicas]:
+                del self.followers[r]         # a replica a reassignment removed
         elif changed:
             self.followers = {}
             self.pending_isr = None

@@ -40,7 +40,7 @@ from typing import Any
 from broker.cluster.metadata import SessionEvent
 from broker.cluster.store import acls as acl_store
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
-from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, sanitize
+from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, TopicAssignment, sanitize
 from broker.log.checkpoints import write_atomically
 from broker.security.acl import AclBinding, PatternType
 
@@ -96,7 +96,9 @@ class FileMetadataStore:
                                        "leader_recovery_state": 0}
                               for p, s in t["partitions"].items()}
                 self._topics[name] = {"id": t["id"], "configs": dict(t.get("configs", {})), "partitions": parts,
-                                      "states": states, "version": int(t.get("version", 0))}
+                                      "states": states, "version": int(t.get("version", 0)),
+                                      "adding": _replica_map(t.get("adding_replicas", {})),
+                                      "removing": _replica_map(t.get("removing_replicas", {}))}
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
             self._brokers_configs = {str(e): {str(k): str(v) for k, v in c.items()}
@@ -116,12 +118,7 @@ class FileMetadataStore:
             "controller_epoch": self._controller_epoch,
             "broker_epoch": self._broker_epoch,
             "producer_id_block_end": self._pid_block_end,
-            "topics": {
-                name: {"id": t["id"], "configs": t["configs"], "version": t["version"],
-                       "partitions": {str(p): r for p, r in sorted(t["partitions"].items())},
-                       "states": {str(p): s for p, s in sorted(t["states"].items())}}
-                for name, t in sorted(self._topics.items())
-            },
+            "topics": {name: _topic_json(t) for name, t in sorted(self._topics.items())},
             "deleting": sorted(self._deleting),
         }
         if self._brokers_configs:
@@ -227,7 +224,7 @@ class FileMetadataStore:
             raise TopicExists(f"topic {name!r} already exists")
         self._topics[name] = {"id": str(topic_id), "configs": dict(configs), "version": 0,
                               "partitions": {int(p): [int(r) for r in rs] for p, rs in assignment.items()},
-                              "states": {}}
+                              "states": {}, "adding": {}, "removing": {}}
         try:
             self._save()
         except BaseException:
@@ -273,6 +270,39 @@ class FileMetadataStore:
             self._save()
         except BaseException:
             t["partitions"], t["version"] = old
+            raise
+        loop = asyncio.get_running_loop()
+        value = await self.get_topic(name)
+        for cb in list(self._topic_watchers.get(name, ())):
+            loop.call_soon(cb, value)
+        version: int = t["version"]
+        return version
+
+    async def get_topic_assignment(self, name: str) -> tuple[TopicAssignment, int]:
+        t = self._topics.get(name)
+        if t is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        return TopicAssignment(uuid.UUID(t["id"]), {p: tuple(r) for p, r in sorted(t["partitions"].items())},
+                               {p: tuple(r) for p, r in sorted(t["adding"].items())},
+                               {p: tuple(r) for p, r in sorted(t["removing"].items())}), t["version"]
+
+    async def set_topic_reassignment(self, name: str, assignment: TopicAssignment, expected_version: int,
+                                     controller_epoch_zk_version: int) -> int:
+        self._fence(controller_epoch_zk_version)
+        t = self._topics.get(name)
+        if t is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        if t["version"] != expected_version:
+            raise BadVersion(f"topic {name!r} is at version {t['version']}, not {expected_version}")
+        old = {k: t[k] for k in ("partitions", "adding", "removing", "version")}
+        t["partitions"] = {int(p): [int(r) for r in rs] for p, rs in assignment.partitions.items()}
+        t["adding"] = {int(p): [int(r) for r in rs] for p, rs in assignment.adding_replicas.items() if rs}
+        t["removing"] = {int(p): [int(r) for r in rs] for p, rs in assignment.removing_replicas.items() if rs}
+        t["version"] += 1
+        try:
+            self._save()
+        except BaseException:
+            t.update(old)
             raise
         loop = asyncio.get_running_loop()
         value = await self.get_topic(name)
@@ -486,3 +516,19 @@ def _json(s: LeaderIsrState, version: int) -> dict[str, Any]:
 def _state(d: dict[str, Any]) -> LeaderIsrState:
     return LeaderIsrState(int(d["leader"]), int(d["leader_epoch"]), tuple(int(r) for r in d["isr"]),
                           int(d.get("controller_epoch", 0)), int(d.get("leader_recovery_state", 0)))
+
+
+def _replica_map(d: dict[str, Any]) -> dict[int, list[int]]:
+    return {int(p): [int(r) for r in rs] for p, rs in d.items()}
+
+
+def _topic_json(t: dict[str, Any]) -> dict[str, Any]:
+    out = {"id": t["id"], "configs": t["configs"], "version": t["version"],
+           "partitions": {str(p): r for p, r in sorted(t["partitions"].items())},
+           "states": {str(p): s for p, s in sorted(t["states"].items())}}
+    # a reassignment in progress (KIP-455), as the topic znode's adding/removing_replicas
+    if t.get("adding"):
+        out["adding_replicas"] = {str(p): r for p, r in sorted(t["adding"].items())}
+    if t.get("removing"):
+        out["removing_replicas"] = {str(p): r for p, r in sorted(t["removing"].items())}
+    return out

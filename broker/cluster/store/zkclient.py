@@ -405,7 +405,14 @@ class KafkaZkClient:
         """Rewrites the topic node if its zk version is still `expected_version` (partition
         additions); returns the new zk version. BadVersion, NoSuchTopic."""
         path = TopicZNode.path(name)
-        data = TopicZNode.encode(TopicAssignment(topic_id, _assignment(assignment)))
+        got = await self._session.get(path)
+        if got is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        current = TopicZNode.decode(name, got[0])
+        # a reassignment's adding/removing replicas stay (the write fails anyway if the
+        # controller rewrote the node since `expected_version`)
+        data = TopicZNode.encode(TopicAssignment(topic_id, _assignment(assignment), current.adding_replicas,
+                                                 current.removing_replicas))
         try:
             stat = cast(ZnodeStat, await self._session.op(
                 lambda: self._zk.set_async(path, data, version=expected_version)))
@@ -414,6 +421,36 @@ class KafkaZkClient:
         except NoNodeError:
             raise NoSuchTopic(f"topic {name!r} does not exist") from None
         return stat.version
+
+    @_public
+    async def get_topic_assignment(self, name: str) -> tuple[TopicAssignment, int]:
+        """The whole topic node (with the replicas a reassignment adds and removes,
+        KIP-455) and its zk version; NoSuchTopic."""
+        got = await self._session.get(TopicZNode.path(name))
+        if got is None:
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        return TopicZNode.decode(name, got[0]), got[1].version
+
+    @_public
+    async def set_topic_reassignment(self, name: str, assignment: TopicAssignment, expected_version: int,
+                                     controller_epoch_zk_version: int) -> int:
+        """The controller's write of a topic node during a reassignment (replicas, adding
+        and removing replicas): conditional on the node's zk version and fenced by the
+        controller epoch, in one multi-op. Returns the new zk version. BadVersion,
+        NoSuchTopic, ControllerMoved."""
+        path = TopicZNode.path(name)
+        data = TopicZNode.encode(assignment)
+
+        def build(tx: Any) -> None:
+            self._fence(tx, controller_epoch_zk_version)
+            tx.set_data(path, data, version=expected_version)
+        results = await self._session.commit(build)
+        failed = self._check_fence(results, controller_epoch_zk_version, tolerate=(BadVersionError, NoNodeError))
+        if failed is None:
+            return cast(ZnodeStat, results[1]).version
+        if isinstance(failed, NoNodeError):
+            raise NoSuchTopic(f"topic {name!r} does not exist")
+        raise BadVersion(f"{path} is no longer at zk version {expected_version}")
 
     # ------------------------------------------------------------ partition states
 

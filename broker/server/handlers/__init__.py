@@ -33,6 +33,7 @@ from broker.server.handlers import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition,
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -63,6 +64,7 @@ from broker.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -123,6 +125,7 @@ _MODULES: list[Handler] = [
     alter_user_scram_credentials, describe_acls, create_acls, delete_acls,
     alter_partition, elect_leaders, add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers,
     txn_offset_commit, describe_producers, describe_transactions, list_transactions,
+    alter_partition_reassignments, list_partition_reassignments,
 ]
 
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,

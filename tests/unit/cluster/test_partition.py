@@ -465,3 +465,33 @@ def test_a_replica_becomes_leader_whole_when_its_epoch_checkpoint_cannot_be_writ
     part.append_as_leader(batch(2), 1)
     assert part.log.log_end_offset == 5 and part.log.dir_health.error is None
     assert LeaderEpochCheckpoint(str(tmp_path / "t-0" / "leader-epoch-checkpoint")).read() == [(0, 0), (1, 3)]
+
+
+def test_a_reassignment_s_replica_set_is_the_leaders(tmp_path):
+    """During a reassignment the leader's replicas are RS (target ++ original): a new
+    replica's fetches count, it does not hold the high watermark back until it joins the
+    ISR, and joins it once caught up; once the removed replica is gone from the replica
+    set its fetches prove nothing."""
+    part, clock, asked = leader(tmp_path)
+    part.append_as_leader(batch(6), 1)
+    part.update_follower(2, 6)
+    part.update_follower(3, 6)
+    assert part.log.high_watermark == 6
+    # the controller starts moving 3 to 4: RS = [1, 2, 4, 3], a new leader epoch
+    part.update_state(PartitionState(0, [1, 2, 4, 3], 1, 6, [1, 2, 3], 1, 8))
+    part.check_follower(4)                       # the new replica may fetch
+    part.append_as_leader(batch(2), 1)
+    part.update_follower(2, 8)
+    part.update_follower(3, 8)
+    part.update_follower(4, 0)
+    assert part.log.high_watermark == 8          # 4 is not in the ISR: not waited for
+    assert asked == []
+    part.update_follower(4, 8)
+    assert asked == [[1, 2, 3, 4]]               # caught up: the leader asks to add it
+    part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3, 4], 9)
+    # the reassignment finishes: replicas [1, 2, 4], 3 out of the ISR, a new leader epoch
+    part.update_state(PartitionState(0, [1, 2, 4], 1, 7, [1, 2, 4], 1, 10))
+    assert set(part.followers) == {2, 4}
+    with pytest.raises(KafkaProtocolError):
+        part.check_follower(3)
+    assert not part.update_follower(3, 8)

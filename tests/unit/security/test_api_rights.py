@@ -29,7 +29,8 @@ def test_authentication_needs_nothing_and_admin_apis_the_cluster():
     for api, op in ((ApiKey.CREATE_ACLS, O.ALTER), (ApiKey.DELETE_ACLS, O.ALTER), (ApiKey.DESCRIBE_ACLS, O.DESCRIBE),
                     (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, O.ALTER),
                     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, O.DESCRIBE), (ApiKey.ELECT_LEADERS, O.ALTER),
-                    (ApiKey.DESCRIBE_LOG_DIRS, O.DESCRIBE)):
+                    (ApiKey.DESCRIBE_LOG_DIRS, O.DESCRIBE), (ApiKey.ALTER_PARTITION_REASSIGNMENTS, O.ALTER),
+                    (ApiKey.LIST_PARTITION_REASSIGNMENTS, O.DESCRIBE)):
         assert [(r.operation, r.resource_type) for r in API_RIGHTS[api]] == [(op, R.CLUSTER)], api.name
 
 
