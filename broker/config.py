@@ -351,6 +351,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("connections.max.idle.ms", _L, 600000,
        "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+    # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
+    _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
+    _K("quota.window.size.seconds", _I, 1, "Length of one quota sample in seconds.", _at_least(1)),
     # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
     _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
        ("JKS", "PEM", "PKCS12")),

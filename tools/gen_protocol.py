@@ -80,6 +80,8 @@ APIS = (
     "ElectLeaders",             # 43
     "IncrementalAlterConfigs",  # 44
     "OffsetDelete",             # 47
+    "DescribeClientQuotas",     # 48
+    "AlterClientQuotas",        # 49
     "DescribeUserScramCredentials",  # 50
     "AlterUserScramCredentials",     # 51
     "AlterPartition",           # 56

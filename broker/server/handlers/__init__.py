@@ -31,6 +31,7 @@ from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_user_scram_credentials,
@@ -44,6 +45,7 @@ from broker.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -120,7 +122,8 @@ _MODULES: list[Handler] = [
     alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
     describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
     alter_partition, elect_leaders, sasl_handshake, sasl_authenticate, describe_user_scram_credentials,
-    alter_user_scram_credentials, describe_acls, create_acls, delete_acls,
+    alter_user_scram_credentials, describe_acls, create_acls, delete_acls, describe_client_quotas,
+    alter_client_quotas,
     alter_partition, elect_leaders, add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers,
     txn_offset_commit, describe_producers, describe_transactions, list_transactions,
 ]
