@@ -505,8 +505,8 @@ _NO_EFFECT: dict[str, str] = {
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
         remote.log.storage.manager.class.name remote.log.storage.manager.class.path
         remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
-    "kbroker enforces no quotas": """
-        quota.window.num quota.window.size.seconds replication.quota.window.num
+    "kbroker enforces no replication, controller or connection quotas (client quotas: docs/quotas.md)": """
+        replication.quota.window.num
         replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
         controller.quota.window.size.seconds client.quota.callback.class max.connection.creation.rate""",
