@@ -184,11 +184,13 @@ class Sensor:
     """One quota's usage (a tag group's): the rate, its quota, and the throttle times
     answered (cumulative, for the metrics)."""
 
-    __slots__ = ("rate", "quota", "throttle_ms_total", "throttled", "recorded", "last_ms")
+    __slots__ = ("rate", "quota", "max_throttle_ms", "throttle_ms_total", "throttled", "recorded", "last_ms")
 
-    def __init__(self, num: int, window_ms: float, quota: float | None):
+    def __init__(self, num: int, window_ms: float, quota: float | None, max_throttle_ms: float | None = None):
         self.rate = Rate(num, window_ms)
         self.quota = quota
+        #: the request quota's throttle is at most one window (ClientRequestQuotaManager)
+        self.max_throttle_ms = max_throttle_ms
         self.throttle_ms_total = 0
         self.throttled = 0
         self.recorded = 0.0
@@ -208,6 +210,8 @@ class Sensor:
         if measured <= quota:
             return 0
         ms = throttle_time_ms(measured, quota, window)
+        if self.max_throttle_ms is not None:
+            ms = min(ms, int(self.max_throttle_ms))
         if ms > 0:
             self.throttle_ms_total += ms
             self.throttled += 1
@@ -223,10 +227,14 @@ class Sensor:
 class QuotaManager:
     """One quota type's quotas and sensors (Kafka's ClientQuotaManager for one type)."""
 
-    def __init__(self, key: str, num: int, window_ms: float):
+    def __init__(self, key: str, num: int, window_ms: float, max_throttle_ms: float | None = None):
         self.key = key
         self.num = num
         self.window_ms = window_ms
+        self.max_throttle_ms = max_throttle_ms
+        #: the tags of a client no quota applies to, as Kafka's DefaultQuotaCallback gives
+        #: them: by user when only user quotas exist, by both when only (user, client id) ones
+        self._untagged = "client"
         #: entity -> quota value, only entities that hold this type
         self.quotas: dict[Entity, float] = {}
         #: metric tags (user, client-id) -> sensor; tags without a quota get one too (usage)
@@ -238,6 +246,8 @@ class QuotaManager:
         again, which every connection does after a change (the generation moved)."""
         self.quotas = dict(quotas)
         self.enabled = bool(self.quotas)
+        kinds = {(u is not None, c is not None) for u, c in self.quotas}
+        self._untagged = "user" if kinds == {(True, False)} else "both" if kinds == {(True, True)} else "client"
 
     def resolve(self, user: str, client: str) -> tuple[float | None, tuple[str, str]]:
         """(quota or None, metric tags) for a sanitized user and client id."""
@@ -246,13 +256,14 @@ class QuotaManager:
             q = quotas.get(entity)
             if q is not None:
                 return q, tags
-        return None, ("", client)
+        untagged = self._untagged
+        return None, (("", client) if untagged == "client" else (user, "") if untagged == "user" else (user, client))
 
     def sensor(self, user: str, client: str) -> Sensor:
         quota, tags = self.resolve(user, client)
         s = self.sensors.get(tags)
         if s is None:
-            s = self.sensors[tags] = Sensor(self.num, self.window_ms, quota)
+            s = self.sensors[tags] = Sensor(self.num, self.window_ms, quota, self.max_throttle_ms)
         else:
             s.quota = quota
         return s
@@ -276,7 +287,7 @@ class ClientQuotas:
         self.num = num
         self.produce = QuotaManager(PRODUCE, num, window_ms)
         self.fetch = QuotaManager(FETCH, num, window_ms)
-        self.request = QuotaManager(REQUEST, num, window_ms)
+        self.request = QuotaManager(REQUEST, num, window_ms, max_throttle_ms=window_ms)
         self.managers = {PRODUCE: self.produce, FETCH: self.fetch, REQUEST: self.request}
         #: every entity holding some quota key, with its quota values (for Describe)
         self.entities: dict[Entity, dict[str, float]] = {}

@@ -113,7 +113,7 @@ def test_quota_types_resolve_separately():
     assert q.produce.resolve("alice", "x") == (100, ("alice", ""))
     assert q.fetch.resolve("alice", "x") == (200, ("", "x"))
     assert q.request.resolve("bob", "y") == (50.0, ("", "y"))
-    assert q.produce.resolve("bob", "y") == (None, ("", "y"))
+    assert q.produce.resolve("bob", "y") == (None, ("bob", ""))        # only user quotas: by user
 
 
 def test_a_default_is_per_entity_a_named_quota_shared():
@@ -200,3 +200,23 @@ def test_alter_checks_values_as_kafka():
     assert check_value(PRODUCE, 1.5) == "producer_byte_rate cannot be a fractional value."
     assert check_value(REQUEST, 12.5) is None
     assert format_value(PRODUCE, 1048576.0) == "1048576" and format_value(REQUEST, 200.0) == "200.0"
+
+
+def test_request_quota_throttle_is_at_most_one_window():
+    q = ClientQuotas(11, 1.0)
+    q.load({"clients/<default>": {REQUEST: "10"}})      # 10% of one thread
+    sensor = q.request.sensor("u", "c")
+    assert sensor.record(500.0, 0) == 1000               # 5 thread-seconds at once: 50%/s, bounded to 1 s
+    p = ClientQuotas(11, 1.0)
+    p.load({"clients/<default>": {PRODUCE: "10"}})
+    assert p.produce.sensor("u", "c").record(500.0, 0) == 40_000
+
+
+def test_tags_of_clients_without_a_quota_follow_kafkas_modes():
+    q = ClientQuotas()
+    q.load({"users/alice": {PRODUCE: "1"}})
+    assert q.produce.resolve("bob", "c") == (None, ("bob", ""))
+    q.load({"users/alice/clients/x": {PRODUCE: "1"}})
+    assert q.produce.resolve("bob", "c") == (None, ("bob", "c"))
+    q.load({"users/alice": {PRODUCE: "1"}, "clients/x": {PRODUCE: "1"}})
+    assert q.produce.resolve("bob", "c") == (None, ("", "c"))
