@@ -23,7 +23,8 @@ an empty list for a topic the broker does not know.
 Client quotas (broker/server/quotas.py): a consumer's answer counts its record bytes
 against consumer_byte_rate; one that exceeds it is answered without partitions and with
 the throttle time (Kafka's getThrottledResponse), its bytes taken back off the rate; the
-server mutes the connection for that time. Followers' fetches are never throttled.
+server mutes the connection for that time. A consumer with a quota gets at most one quota
+window's bytes per answer. Followers' fetches are never throttled.
 
 A follower's fetch (a replica id) counts as its position only after its read succeeded:
 the replica id must be one of the partition's replicas (else UNKNOWN_LEADER_EPOCH, or
@@ -71,6 +72,8 @@ def error_response(request, code: int) -> FetchResponse:
 def _read_all(ctx, request, version, replica_id):
     services = ctx.services
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    if replica_id < 0 and services.quotas.fetch.enabled:
+        remaining = min(remaining, _quota_window_bytes(ctx))
     total = 0
     first = True
     responses = []
@@ -198,6 +201,15 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     # long poll's task first runs must not be missed
     watch = _watch(ctx, watched, replica_id)
     return _long_poll(ctx, request, version, replica_id, watch, deadline)
+
+
+def _quota_window_bytes(ctx) -> int:
+    """What a consumer's quota allows in one window: a fetch answers at most that (beyond
+    the first batch, always whole), as Kafka's getMaxValueInQuotaWindow."""
+    sensor = ctx.connection.quota_sensors[1]
+    if sensor is None or sensor.quota is None:
+        return 0x7FFFFFFF
+    return max(int(sensor.quota * ctx.services.quotas.window_ms / 1000), 1)
 
 
 def _answer(ctx, responses, total: int, replica_id: int, errors: bool) -> FetchResponse:
