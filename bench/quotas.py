@@ -5,10 +5,11 @@ producer_byte_rate.
 
 One `broker serve` (embedded store, default settings). For each quota Q (MB/s, 1 MB =
 2^20 bytes): `producer_byte_rate` = Q on the client id of a fresh Kafka Java producer
-(kafka-producer-perf-test from the pinned jars: 1 KiB records, acks=1, linger.ms=5, as
-fast as it can), to a fresh one-partition topic; the producer's own 5-second report lines
-give the records acknowledged over the first --seconds seconds, then it is stopped. Prints
-per quota the achieved rate, its ratio to the quota, each window's rate (Kafka's sampled
+(kafka-producer-perf-test from the pinned jars: 1 KiB records, acks=1, linger.ms=10,
+batch.size --batch-size, 16 KiB by default as the client's, as fast as it can), to a fresh topic of --partitions partitions; the records the broker
+appended are counted (ListOffsets every 0.1 s) from the first one to --seconds later,
+then the producer is stopped. Prints
+per quota the achieved rate, its ratio to the quota, each 5 s's rate (Kafka's sampled
 rate lets a new client send 10 windows' worth at once, and forgets a sample 11 windows
 old: the windows show those bursts), and the throttle time the broker answered
 (kafka_server_quota_throttle_time_seconds_total from its metrics listener). An unthrottled
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -35,7 +35,6 @@ from tests.support.ports import free_port  # noqa: E402
 
 MB = 1 << 20
 RECORD = 1024
-WINDOW = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec", re.M)
 
 
 def set_quota(bootstrap: str, client_id: str, rate: float | None) -> None:
@@ -46,30 +45,34 @@ def set_quota(bootstrap: str, client_id: str, rate: float | None) -> None:
     assert r.entries[0].error_code == 0, r.entries[0].error_message
 
 
-def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, out_dir: Path
-                ) -> list[tuple[int, float]]:
-    """(records, seconds) of the producer's report windows until `seconds` are covered."""
+def appended_over(bootstrap: str, topic: str, partitions: int, seconds: float, tool: StartedTool
+                  ) -> list[tuple[float, int]]:
+    """(time since the first record was appended, records in the topic), sampled every
+    0.1 s from the first record to `seconds` later: the broker's own count of what it
+    acknowledged (acks=1), not the producer's report."""
+    parts = list(range(partitions))
+    with Cluster(bootstrap) as c:
+        def count() -> int:
+            return sum(o for o, _ in c.list_offsets(topic, parts, -1).values())
+        deadline = time.monotonic() + 120
+        while count() == 0:
+            if tool.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the producer wrote nothing: {tool.stderr()[-2000:]}")
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        samples = [(0.0, count())]
+        while samples[-1][0] < seconds:
+            time.sleep(min(0.1, max(t0 + seconds - time.monotonic(), 0.0)))
+            samples.append((time.monotonic() - t0, count()))
+        return samples
+
+
+def producer(bootstrap: str, topic: str, client_id: str, out_dir: Path, batch_size: int) -> StartedTool:
     cmd = tool_command("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                        "--num-records", str(10**9), "--record-size", str(RECORD), "--throughput", "-1",
-                       "--command-property", f"client.id={client_id}", "acks=1", "linger.ms=5", quick=False)
-    tool = StartedTool(cmd, out_dir, client_id)
-    try:
-        deadline = time.monotonic() + seconds + 120
-        while time.monotonic() < deadline:
-            windows = [(int(n), int(n) / float(r)) for n, r in WINDOW.findall(tool.output()) if float(r) > 0]
-            if sum(s for _, s in windows) >= seconds:
-                covered, out = 0.0, []
-                for w in windows:
-                    out.append(w)
-                    covered += w[1]
-                    if covered >= seconds:
-                        return out
-            if tool.proc.poll() is not None:
-                raise RuntimeError(f"the producer exited: {tool.stderr()[-2000:]}")
-            time.sleep(0.5)
-        raise RuntimeError("the producer reported too little in time")
-    finally:
-        tool.stop()
+                       "--command-property", f"client.id={client_id}", "acks=1", "linger.ms=10",
+                       f"batch.size={batch_size}", quick=False)
+    return StartedTool(cmd, out_dir, client_id)
 
 
 def throttle_seconds(metrics_port: int, client_id: str) -> float:
@@ -85,6 +88,8 @@ def main() -> int:
     ap.add_argument("--quotas", default="1,5,20", help="MB/s, comma-separated")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--partitions", type=int, default=4)
+X
     args = ap.parse_args()
     require_kafka_libs()
     quotas = [float(q) for q in args.quotas.split(",")]
@@ -97,14 +102,21 @@ def main() -> int:
             client = f"bench-{'free' if q is None else f'q{q:g}'}-{i}"
             topic = f"quotas-{n}"
             with Cluster(b.bootstrap) as c:
-                c.create_topic(topic, 1, 1)
+                c.create_topic(topic, args.partitions, 1)
                 c.topic(topic, wait_s=10)
             if q is not None:
                 set_quota(b.bootstrap, client, q * MB)
-            windows = produce_for(b.bootstrap, topic, client, args.seconds, Path(tmp) / "out")
-            records, secs = sum(r for r, _ in windows), sum(s for _, s in windows)
+            tool = producer(b.bootstrap, topic, client, Path(tmp) / "out", args.batch_size)
+            try:
+                samples = appended_over(b.bootstrap, topic, args.partitions, args.seconds, tool)
+            finally:
+                tool.stop()
+            secs = samples[-1][0]
+            records = samples[-1][1] - samples[0][1]
             rate = records * RECORD / secs / MB
-            per_window = " ".join(f"{r * RECORD / s / MB:.2f}" for r, s in windows)
+            marks = [next(x for x in samples if x[0] >= t) for t in range(0, int(args.seconds) + 1, 5)]
+            per_window = " ".join(f"{(b2[1] - a[1]) * RECORD / (b2[0] - a[0]) / MB:.2f}"
+                                  for a, b2 in zip(marks, marks[1:]))
             if q is None:
                 print(f"no quota: {rate:.2f} MB/s over {secs:.1f} s (windows: {per_window})", flush=True)
             else:

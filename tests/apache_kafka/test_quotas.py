@@ -6,6 +6,7 @@ unthrottled consumer is not."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -58,14 +59,20 @@ def test_kafka_configs_alters_and_describes_quotas(kbroker):
     assert "Quota producer_byte_rate must be greater than 0" in bad.stdout + bad.stderr
 
 
-def _windows(output: str) -> list[tuple[int, float]]:
-    """ProducerPerformance's 5-second lines: (records, seconds) per window."""
-    out = []
-    for m in re.finditer(r"^(\d+) records sent, ([\d.]+) records/sec", output, re.M):
-        n, rate = int(m.group(1)), float(m.group(2))
-        if rate > 0:
-            out.append((n, n / rate))
-    return out
+def appended_for(bootstrap: str, topic: str, seconds: float, tool) -> tuple[int, float]:
+    """(records, seconds): what the broker appended to the topic from its first record to
+    `seconds` later (ListOffsets every 0.1 s), the producer running meanwhile."""
+    with Cluster(bootstrap) as c:
+        def count() -> int:
+            return sum(o for o, _ in c.list_offsets(topic, [0], -1).values())
+        deadline = time.monotonic() + 120
+        while (first := count()) == 0:
+            assert tool.proc.poll() is None and time.monotonic() < deadline, tool.stderr()
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        last = count()
+        return last - first, time.monotonic() - t0
 
 
 def _metric(output: str, name: str, client_id: str) -> float:
@@ -81,24 +88,23 @@ def perf_producer(bootstrap: str, topic: str, client_id: str, records: int) -> l
 
 
 def test_a_producer_is_held_to_its_quota_and_its_neighbour_is_not(kbroker, topic, tmp_path):
+    """Issue 20, test 3. One partition and the client's default batch.size keep each
+    request small (16 KiB), as the 10% bound needs with Kafka's sampled rate: a new client
+    may send 10 windows' worth at once, and again when that sample is forgotten 11 windows
+    later — two such bursts in 20 s, plus what the requests in flight carry past each."""
     b = kbroker.bootstrap
-    create(b, topic, 2)
+    create(b, topic, 1)
+    create(b, topic + "-free", 1)
     configs(b, "--alter", "--entity-type", "clients", "--entity-name", "limited",
             "--add-config", f"producer_byte_rate={MB}")
     try:
-        # 30 MB at 1 MB/s: about 30 s, of which the first 20 are measured
+        # 30 MB at 1 MB/s: about 30 s; the first 20 s after its first record are measured
         limited = StartedTool(perf_producer(b, topic, "limited", 30 * MB // RECORD), tmp_path, "limited")
-        free = StartedTool(perf_producer(b, topic, "free", 100 * MB // RECORD), tmp_path, "free")
+        free = StartedTool(perf_producer(b, topic + "-free", "free", 100 * MB // RECORD), tmp_path, "free")
+        records, seconds = appended_for(b, topic, 20.0, limited)
         rc_free, out_free = free.wait(TIMEOUT_S)
         rc, out = limited.wait(TIMEOUT_S)
         assert rc == 0 and rc_free == 0, limited.stderr() + free.stderr()
-        # the limited producer: the 5-second windows covering the first 20 s
-        records = seconds = 0.0
-        for n, s in _windows(out):
-            records, seconds = records + n, seconds + s
-            if seconds >= 20:
-                break
-        assert seconds >= 19, out
         rate = records * RECORD / seconds
         assert 0.9 * MB <= rate <= 1.1 * MB, (rate / MB, out)
         # the Java client saw the throttling (KIP-219: throttle_time_ms in its answers)
@@ -110,6 +116,7 @@ def test_a_producer_is_held_to_its_quota_and_its_neighbour_is_not(kbroker, topic
         assert finals, out_free
         assert float(finals[-1]) > 4.0, out_free
         assert _metric(out_free, "produce-throttle-time-max", "free") == 0
+        print(f"limited: {rate / MB:.3f} MB/s over {seconds:.1f} s; free: {finals[-1]} MB/s")
     finally:
         configs(b, "--alter", "--entity-type", "clients", "--entity-name", "limited",
                 "--delete-config", "producer_byte_rate")
