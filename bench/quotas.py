@@ -6,7 +6,8 @@ producer_byte_rate.
 One `broker serve` (embedded store, default settings). For each quota Q (MB/s, 1 MB =
 2^20 bytes): `producer_byte_rate` = Q on the client id of a fresh Kafka Java producer
 (kafka-producer-perf-test from the pinned jars: 1 KiB records, acks=1, linger.ms=10,
-batch.size --batch-size, 16 KiB by default as the client's, as fast as it can), to a fresh topic of --partitions partitions; the records the broker
+batch.size --batch-size: 16 KiB by default, as the client's; as fast as it can), to a
+fresh topic of --partitions partitions; the records the broker
 appended are counted (ListOffsets every 0.1 s) from the first one to --seconds later,
 then the producer is stopped. Prints
 per quota the achieved rate, its ratio to the quota, each 5 s's rate (Kafka's sampled
@@ -89,7 +90,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=4)
-X
+    ap.add_argument("--batch-size", type=int, default=16384,
+                    help="the producer's batch.size (the Java client's default)")
     args = ap.parse_args()
     require_kafka_libs()
     quotas = [float(q) for q in args.quotas.split(",")]
