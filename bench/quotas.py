@@ -2,6 +2,7 @@
 producer_byte_rate.
 
     nice -n 19 .venv/bin/python bench/quotas.py [--quotas 1,5,20] [--seconds 20] [--runs 1]
+                                              [--partitions 4] [--batch-size 16384]
 
 One `broker serve` (embedded store, default settings). For each quota Q (MB/s, 1 MB =
 2^20 bytes): `producer_byte_rate` = Q on the client id of a fresh Kafka Java producer
