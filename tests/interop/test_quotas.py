@@ -249,3 +249,20 @@ def test_quotas_survive_a_restart(tmp_path):
         assert alter(b.bootstrap, [("user", None)], {"producer_byte_rate": 123456}) == (0, None)
         b.restart()
         assert describe(b.bootstrap) == {(("user", None),): {"producer_byte_rate": 123456.0}}
+
+
+def test_request_percentage_throttles_at_most_one_window(qbroker):
+    """request_percentage: the share of the handling time; a tiny quota is soon exceeded,
+    and the request quota's throttle is at most one window (1 s), as Kafka's."""
+    from broker.protocol.messages.metadata import MetadataRequest
+    b = qbroker.bootstrap
+    assert alter(b, [("client-id", "busy")], {"request_percentage": 0.0001}) == (0, None)
+    try:
+        host, port = b.split(":")
+        conn = BrokerConnection(host, int(port), client_id="busy")
+        throttles = [conn.request(MetadataRequest(topics=None, allow_auto_topic_creation=False)).throttle_time_ms
+                     for _ in range(3)]
+        conn.close()
+        assert all(0 < t <= 1000 for t in throttles[1:]), throttles
+    finally:
+        alter(b, [("client-id", "busy")], {"request_percentage": None})
