@@ -351,6 +351,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("connections.max.idle.ms", _L, 600000,
        "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+    # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
+    _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
+    _K("quota.window.size.seconds", _I, 1, "Length of one quota sample in seconds.", _at_least(1)),
     # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
     _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
        ("JKS", "PEM", "PKCS12")),
@@ -502,8 +505,8 @@ _NO_EFFECT: dict[str, str] = {
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
         remote.log.storage.manager.class.name remote.log.storage.manager.class.path
         remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
-    "kbroker enforces no quotas": """
-        quota.window.num quota.window.size.seconds replication.quota.window.num
+    "kbroker enforces no replication, controller or connection quotas (client quotas: docs/quotas.md)": """
+        replication.quota.window.num
         replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
         controller.quota.window.size.seconds client.quota.callback.class max.connection.creation.rate""",

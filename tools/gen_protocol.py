@@ -82,6 +82,8 @@ APIS = (
     "AlterPartitionReassignments",  # 45
     "ListPartitionReassignments",   # 46
     "OffsetDelete",             # 47
+    "DescribeClientQuotas",     # 48
+    "AlterClientQuotas",        # 49
     "DescribeUserScramCredentials",  # 50
     "AlterUserScramCredentials",     # 51
     "AlterPartition",           # 56

@@ -16,6 +16,8 @@
     broker dump-log [--deep-iteration] [--print-data-log] [--offsets-decoder] [--transaction-log-decoder]
                     --files F1,F2 | PATH ...
     broker doctor [--data-dir DIR] [--config FILE] [--pid PID]
+    broker quotas describe|alter --bootstrap-server HOST:PORT [--user U | --user-defaults]
+                  [--client C | --client-defaults] [--add-config K=V,...] [--delete-config K,...]
 
 Every client command takes --bootstrap-server (Kafka's spelling) as well as --bootstrap / -b,
 and --topic / --group beside a topic or group given as an argument.
@@ -104,13 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: uvloop when installed")
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, security, transactions
+    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, quotas, security, transactions
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     transactions.add_parsers(sub)
     perf.add_parsers(sub)
     security.add_parsers(sub)
     security.add_acl_parsers(sub)
+    quotas.add_parsers(sub)
     logs.add_parsers(sub)
     ops.add_parsers(sub)
     dumplog.add_parsers(sub)

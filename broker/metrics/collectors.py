@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END
+from broker.cluster.store.znodes import desanitize
 from broker.group.group import GroupState
 from broker.metrics.stats import TIME_PARTS, Histogram, RequestStats, TopicStats, api_name
 from broker.protocol.errors import ErrorCode
@@ -100,6 +101,7 @@ class BrokerCollector:
         yield from self._network()
         yield from self._zookeeper()
         yield from self._groups()
+        yield from self._quotas()
 
     # ------------------------------------------------------------------ traffic
 
@@ -122,6 +124,35 @@ class BrokerCollector:
         yield CounterMetricFamily("kafka_server_replication_bytes_out",
                                   "Bytes sent to followers' fetches (Kafka's ReplicationBytesOutPerSec)",
                                   value=t.replication_bytes_out)
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Client quotas' sensors, per quota type (Kafka's sensor groups Produce, Fetch,
+        Request) and metric tags (user, client-id): the rate now, the quota, and the
+        throttle time answered (Kafka's throttle-time avg/max come from its rate)."""
+        quotas = self.broker.quotas
+        labels = ["type", "user", "client_id"]
+        rate = GaugeMetricFamily("kafka_server_quota_rate", "Each client quota's measured rate: bytes/s (Produce, "
+                                 "Fetch) or percent of one thread (Request) (Kafka's byte-rate, request-time)",
+                                 labels=labels)
+        limit = GaugeMetricFamily("kafka_server_quota_limit", "The quota that rate is held to (absent: none)",
+                                  labels=labels)
+        throttle = CounterMetricFamily("kafka_server_quota_throttle_time_seconds", "Throttle time answered to the "
+                                       "clients of each quota (Kafka's throttle-time)", labels=labels)
+        throttled = CounterMetricFamily("kafka_server_quota_throttled_responses", "Answers throttled by each quota",
+                                        labels=labels)
+        now_ms = time.monotonic() * 1000
+        for kind, manager in (("Produce", quotas.produce), ("Fetch", quotas.fetch), ("Request", quotas.request)):
+            for (user, client), sensor in sorted(manager.sensors.items()):
+                values = [kind, desanitize(user), desanitize(client)]
+                rate.add_metric(values, sensor.rate.measure(now_ms))
+                if sensor.quota is not None:
+                    limit.add_metric(values, sensor.quota)
+                throttle.add_metric(values, sensor.throttle_ms_total / 1000)
+                throttled.add_metric(values, sensor.throttled)
+        yield rate
+        yield limit
+        yield throttle
+        yield throttled
 
     def _requests(self) -> Iterator[Metric]:
         apis = sorted((api_name(k), s) for k, s in self.requests.apis.items())

@@ -77,6 +77,7 @@ from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
+from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
 from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
@@ -103,6 +104,8 @@ class Broker:
             x.name == config.inter_broker_listener for x in config.endpoints) else config.endpoints[0]
         self.listen_host = inter.host
         bind_outgoing(inter.host)      # to brokers and ZooKeeper: from the inter-broker listener's address
+        #: client quotas, from the store's /config/users and /config/clients, kept current by notifications
+        self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
@@ -254,6 +257,7 @@ class Broker:
         await self._store.watch_config_changes(self._config_changed)
         await self._reload_broker_configs()        # a change made before the watch: not missed
         self.credentials.load(await self._store.get_user_configs())
+        self.quotas.load(await self._store.get_client_quota_configs())
         if self.authorizer is not None:
             # watch first, then load: a change made in between is read again, never missed
             await self._store.watch_acl_changes(self._acls_changed)
@@ -435,7 +439,7 @@ class Broker:
         topics = {p.split("/", 1)[1] for p in paths if p.startswith("topics/")}
         if topics:
             asyncio.get_running_loop().create_task(self._reload_configs(topics))
-        users = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("users/")}
+        users = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("users/") and p.count("/") == 1}
         if users:
             asyncio.get_running_loop().create_task(self._reload_users(users))
         brokers = {p.split("/", 1)[1] for p in paths if p.startswith("brokers/")}
@@ -444,6 +448,9 @@ class Broker:
             # config did not change (Kafka's reloadUpdatedFilesWithoutConfigChange)
             asyncio.get_running_loop().create_task(
                 self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers))
+        quota_paths = {p for p in paths if parse_entity_path(p) is not None}
+        if quota_paths:
+            asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
 
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and
@@ -512,6 +519,22 @@ class Broker:
             except TlsConfigError as exc:
                 log.error("broker %d: listener key stores not reloaded (the old ones serve on): %s",
                           self.broker_id, exc)
+
+    async def _reload_quotas(self, paths: set[str]) -> None:
+        for path in paths:
+            try:
+                self.quotas.update(path, await self.store.get_entity_config(path))
+            except Exception:
+                log.exception("cannot read the quotas of %s", path)
+
+    async def get_entity_config(self, path: str) -> dict[str, str]:
+        return await self.store.get_entity_config(path)
+
+    async def set_entity_config(self, path: str, configs: Mapping[str, str]) -> None:
+        """Writes a quota entity's config (users/<u>, clients/<c>, users/<u>/clients/<c>)
+        to the store (every broker follows its notification), and this broker's quotas at once."""
+        await self.store.set_entity_config(path, configs)
+        self.quotas.update(path, configs)
 
     async def get_user_config(self, user: str) -> dict[str, str]:
         return await self.store.get_user_config(user)

@@ -112,6 +112,13 @@ class Connection:
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self.follower = False                          # a follower's fetch connection (Fetch said so)
+        # client quotas (server/quotas.py): the sensors found for this client, until the
+        # quotas or the client id change; muted: nothing read or handled until the throttle ends
+        self.quota_generation = -1
+        self.quota_client_id: str | None = None
+        self.quota_sensors: tuple = (None, None, None)
+        self._muted_until = 0.0
+        self._unmute_handle: asyncio.TimerHandle | None = None
         # metrics (None: off): each pending frame's arrival time, and the timings of the
         # answers queued for sending (observed once the output queue has drained)
         self.stats = getattr(server, "request_stats", None)
@@ -145,7 +152,7 @@ class Connection:
     # ------------------------------------------------------------------ reading
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed and not self._peer_closed:
+        if not self._reading and not self.closed and not self._peer_closed and self._unmute_handle is None:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
 
@@ -354,8 +361,10 @@ class Connection:
         return view
 
     def _may_dispatch(self) -> bool:
-        """Whether the next pending request may be handled now: nothing in flight, or
-        a Produce behind Produces only, within MAX_INFLIGHT_PRODUCE."""
+        """Whether the next pending request may be handled now: not muted by a quota, and
+        nothing in flight, or a Produce behind Produces only, within MAX_INFLIGHT_PRODUCE."""
+        if self._unmute_handle is not None:
+            return False
         inflight = self.inflight
         if not inflight:
             return True
@@ -467,6 +476,38 @@ class Connection:
     def idle(self) -> bool:
         """Nothing in progress: no request waiting or queued, nothing left to send."""
         return not self.inflight and not self.pending and not self.out and self._chunk is None
+
+    # ------------------------------------------------------------------ quotas
+
+    def mute(self, seconds: float) -> None:
+        """A quota throttles this client: nothing more is read or handled for `seconds`
+        (Kafka mutes the channel for the throttle time; KIP-219). A second throttle while
+        muted extends it to the later end."""
+        if seconds <= 0 or self.closed:
+            return
+        until = self.loop.time() + seconds
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+        self._unmute_handle = self.loop.call_at(until, self._unmute)
+        self._pause_reading()
+
+    @property
+    def muted(self) -> bool:
+        return self._unmute_handle is not None
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        if self.closed:
+            return
+        if not self._stalled and len(self.pending) < MAX_PENDING_FRAMES:
+            self._resume_reading()
+        if self.pending and not self._run_scheduled and self._may_dispatch():
+            self._run_pending()
+        elif self._peer_closed:
+            self._close_if_drained()
 
     # ------------------------------------------------------------------ writing
 
@@ -591,6 +632,9 @@ class Connection:
         if self.closed:
             return
         self.closed = True
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+            self._unmute_handle = None
         if self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False

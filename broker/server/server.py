@@ -58,6 +58,7 @@ from broker.server.logsetup import request_log_api
 
 if TYPE_CHECKING:
     from broker.metrics.stats import RequestStats
+    from broker.server.quotas import ClientQuotas
     from broker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class ThrottledLog:
 class RequestContext:
     """What a handler sees besides its request (server/context.py's protocol)."""
 
-    __slots__ = ("services", "connection", "header", "api_version", "received", "errors")
+    __slots__ = ("services", "connection", "header", "api_version", "received", "errors", "throttle_ms")
 
     def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
         self.services = services
@@ -110,6 +111,8 @@ class RequestContext:
         #: False when the handler knows its response holds no error code (the metrics then
         #: need not look through it: Produce and Fetch say so); None: unknown
         self.errors: bool | None = None
+        #: the throttle time a quota asks of this answer (ms; set by the Fetch handler and the server)
+        self.throttle_ms = 0
 
     @property
     def listener_name(self) -> str:
@@ -174,6 +177,8 @@ class Server:
         self.requests_handled = 0
         #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
         self.request_stats: RequestStats | None = None
+        #: the client quotas (broker/server/quotas.py); None: never throttled
+        self.quotas: ClientQuotas | None = getattr(services, "quotas", None)
         #: log.request.api: this API's requests and answers are logged at DEBUG (-1: none)
         self.request_log_api = request_log_api(services.config)
         #: api key -> the newest version served, for the APIs whose newest versions are
@@ -439,17 +444,56 @@ class Server:
         if conn.client_id is None:
             conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header, received)
-        response = handler.handle(ctx, request)
+        quotas = self.quotas
+        if quotas is not None and quotas.enabled and api_key not in QUOTA_EXEMPT:
+            quotas.for_connection(conn, header.client_id)
+            started = time.perf_counter()
+            response = handler.handle(ctx, request)
+            self._record_quotas(ctx, conn, header, len(frame), time.perf_counter() - started)
+        else:
+            response = handler.handle(ctx, request)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
             return self._finish(header, response, ctx, request if api_key == self.request_log_api else None)
         self.requests_handled += 1
         if api_key == self.request_log_api:
             self._log_request(conn, header, request, response)
         if response is None:
+            if ctx.throttle_ms:
+                conn.mute(ctx.throttle_ms / 1000)      # acks=0: no answer, but the channel is muted
             return None
         if self.request_stats is not None and ctx.errors is not False:
             self.request_stats.count_errors(api_key | (1 << 16 if api_key == 1 and conn.follower else 0), response)
+        if ctx.throttle_ms:
+            return self._throttled(conn, header, cast(Message, response), ctx.throttle_ms)
         return codec.encode_response(header, cast(Message, response))
+
+    # ------------------------------------------------------------------ quotas
+
+    def _record_quotas(self, ctx: RequestContext, conn: Connection, header, size: int, elapsed_s: float) -> None:
+        """Records the request against its client's quotas (Produce: its bytes; every
+        request but a follower's: its handling time) and sets the answer's throttle time:
+        the largest any of them asks (the Fetch handler records its answer's bytes)."""
+        produce, _, request = conn.quota_sensors
+        now_ms = time.monotonic() * 1000
+        throttle = ctx.throttle_ms
+        if produce is not None and header.request_api_key == 0:
+            throttle = max(throttle, produce.record(size, now_ms))
+        if request is not None and not conn.follower:
+            throttle = max(throttle, request.record(elapsed_s * 100.0, now_ms))   # percent of one thread
+        ctx.throttle_ms = throttle
+
+    def _throttled(self, conn: Connection, header, response: Message, throttle_ms: int):
+        """An answer a quota throttles: it says so (throttle_time_ms), and the connection
+        reads nothing more for that long. Versions before KIP-219 (the client does not
+        wait by itself) get the answer only after the throttle time, as Kafka sends it."""
+        if hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
+        parts = codec.encode_response(header, response)
+        seconds = throttle_ms / 1000
+        conn.mute(seconds)
+        if header.request_api_version >= CLIENT_THROTTLES_FROM.get(header.request_api_key, 0):
+            return parts
+        return _later(parts, seconds)
 
     def _unsupported_version(self, conn: Connection, handler, header, frame):
         """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
@@ -488,11 +532,30 @@ class Server:
         if logged is not None:
             self._log_request(ctx.connection, header, logged, response)
         if response is None:
+            if ctx.throttle_ms:
+                ctx.connection.mute(ctx.throttle_ms / 1000)
             return None
         if self.request_stats is not None and ctx.errors is not False:
             key = header.request_api_key
             self.request_stats.count_errors(key | (1 << 16 if key == 1 and ctx.connection.follower else 0), response)
+        if ctx.throttle_ms:
+            parts = self._throttled(ctx.connection, header, response, ctx.throttle_ms)
+            return (await parts) if not isinstance(parts, list) else parts
         return codec.encode_response(header, response)
+
+
+#: the inter-broker APIs: never recorded against a client quota (Kafka exempts cluster actions)
+QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27, 56, 17, 36})
+#: api key -> the first version whose clients wait out throttle_time_ms themselves (KIP-219);
+#: older ones get their answer after it. APIs not named: every version.
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2,
+                         18: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 2, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1,
+                         31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 1}
+
+
+async def _later(parts: list, seconds: float) -> list:
+    await asyncio.sleep(seconds)
+    return parts
 
 
 def _listen_error(acceptor: Acceptor, exc: OSError) -> OSError:

@@ -30,6 +30,10 @@ and for security:
     credentials                SCRAM credentials (the store's /config/users, cached)
     get/set_user_config        a user's entry in the store (SCRAM credentials), written
                                with a change notification every broker follows
+    quotas                     the client quotas (server/quotas.py: the store's
+                               /config/users and /config/clients, cached; the sensors)
+    get/set_entity_config      a quota entity's config in the store (users/<u>,
+                               clients/<c>, users/<u>/clients/<c>), with a notification
     authorizer                 the ACL authorizer (None: none configured, all allowed);
                                handlers check through ctx.authorize
     update_acls                change resource patterns' ACLs in the store
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     from broker.security.acl import Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
+    from broker.server.quotas import ClientQuotas
     from broker.txn.coordinator import TransactionCoordinator
 
 
@@ -100,6 +105,13 @@ class BrokerServices(Protocol):
     async def get_user_config(self, user: str) -> Mapping[str, str]: ...
 
     async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None: ...
+
+    @property
+    def quotas(self) -> ClientQuotas: ...
+
+    async def get_entity_config(self, path: str) -> Mapping[str, str]: ...
+
+    async def set_entity_config(self, path: str, configs: Mapping[str, str]) -> None: ...
 
     @property
     def authorizer(self) -> Authorizer | None: ...

@@ -22,6 +22,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APT
+from broker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as ACQ
 from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
@@ -36,6 +37,7 @@ from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.delete_records import DeleteRecordsRequest as DR
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest as DT
 from broker.protocol.messages.describe_acls import DescribeAclsRequest as DAC
+from broker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest as DC
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
@@ -185,6 +187,10 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
      None, "refused"),
     ("offset delete", ApiKey.OFFSET_DELETE, OD(group_id=G, topics=[OD.OffsetDeleteRequestTopic(
         name=T, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]), None, "refused"),
+    ("describe client quotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, DCQ(components=[], strict=False), None, "refused"),
+    ("alter client quotas", ApiKey.ALTER_CLIENT_QUOTAS, ACQ(validate_only=True, entries=[ACQ.EntryData(
+        entity=[ACQ.EntityData(entity_type="client-id", entity_name="nobody")],
+        ops=[ACQ.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), None, "refused"),
     ("describe scram credentials", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
      DescribeUserScramCredentialsRequest(users=None), None, "refused"),
     ("alter scram credentials", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AUS(deletions=[AUS.ScramCredentialDeletion(

@@ -319,3 +319,38 @@ async def test_log_dir_events(backend):
         with raises(errors.ControllerMoved):
             await store.delete_log_dir_events(list(events), fence)
         assert len(await store.get_log_dir_events()) == 1
+
+
+@run
+async def test_client_quota_entities_with_their_notifications(backend):
+    """Quota entities under /config/users, /config/users/<u>/clients and /config/clients
+    (names sanitized, <default> as is), read back alike from both stores, each change
+    announced with its entity path; a user's quota beside its SCRAM credential in one map."""
+    async with backend.open() as store:
+        paths: list = []
+        await store.watch_config_changes(paths.extend)
+        writer = store
+        if isinstance(backend, ZooKeeperBackend):
+            writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
+            backend.others.append(writer)
+            await writer.start()
+        scram = {"SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,iterations=4096"}
+        await writer.set_user_config("bob", scram)
+        await writer.set_entity_config("users/bob", {**scram, "producer_byte_rate": "1024"})
+        await writer.set_entity_config("users/<default>/clients/a%20b", {"consumer_byte_rate": "2048"})
+        await writer.set_entity_config("clients/<default>", {"request_percentage": "50.0"})
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while len(paths) < 4 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert paths == ["users/bob", "users/bob", "users/<default>/clients/a%20b", "clients/<default>"]
+        assert await store.get_client_quota_configs() == {
+            "users/bob": {**scram, "producer_byte_rate": "1024"},
+            "users/<default>/clients/a%20b": {"consumer_byte_rate": "2048"},
+            "clients/<default>": {"request_percentage": "50.0"},
+        } | ({"users/<default>": {}} if isinstance(backend, ZooKeeperBackend) else {})
+        assert (await store.get_user_configs())["bob"] == {**scram, "producer_byte_rate": "1024"}
+        assert await store.get_entity_config("users/<default>/clients/a%20b") == {"consumer_byte_rate": "2048"}
+        await writer.set_entity_config("clients/<default>", {})
+        assert await store.get_entity_config("clients/<default>") == {}
+        with pytest.raises(ValueError):
+            await store.get_entity_config("topics/t")

@@ -169,3 +169,31 @@ def test_close_cancels_the_requests_in_flight():
 def test_api_key_of_a_short_frame_is_not_produce():
     assert connection_mod._api_key(b"\x00") == -1
     assert connection_mod._api_key(b"\x00\x00") == PRODUCE
+
+
+def test_a_muted_connection_handles_nothing_until_its_throttle_ends():
+    """A quota's throttle (Connection.mute): the answer already queued goes out, the
+    requests behind it — pipelined or sent later — wait until the throttle time is over."""
+    async def body(h: Harness):
+        dispatch = h.server.dispatch
+
+        def throttling(conn, f):
+            out = dispatch(conn, f)
+            if bytes(f)[2:] == b"first":
+                conn.mute(0.3)
+            return out
+        h.server.dispatch = throttling
+        started = h.loop.time()
+        await h.send(frame(METADATA, b"first"), frame(METADATA, b"second"))
+        await h.read_until(b"ans:first;")
+        assert h.tags() == [b"first"] and h.conn.muted
+        await h.send(frame(METADATA, b"third"))
+        assert h.tags() == [b"first"]
+        await h.read_until(b"ans:second;ans:third;")
+        assert h.loop.time() - started >= 0.29 and not h.conn.muted
+        # a second throttle while muted ends at the later time, never earlier
+        h.conn.mute(0.2)
+        h.conn.mute(0.05)
+        end = h.conn._muted_until
+        assert end >= h.loop.time() + 0.15
+    run(body)

@@ -17,7 +17,9 @@ event loop (call_soon), after the change, as ZooKeeper's do.
                            "states": {"0": {"leader": 0, "leader_epoch": 2, "isr": [0],
                                             "controller_epoch": 3, "version": 4,
                                             "leader_recovery_state": 0}}}},
-     "deleting": [], "broker_configs": {"<default>": {"message.max.bytes": "1000"}}}
+     "deleting": [], "broker_configs": {"<default>": {"message.max.bytes": "1000"}},
+     "users": {"<user>": {...}},
+     "entities": {"clients/<c>": {"producer_byte_rate": "1048576"}, ...}}
 
 Every change is written atomically (temp file + rename) before it is visible. The
 version 1 file of earlier releases (partition states holding the replicas) is read and
@@ -40,7 +42,14 @@ from typing import Any
 from broker.cluster.metadata import SessionEvent
 from broker.cluster.store import acls as acl_store
 from broker.cluster.store.errors import BadVersion, ControllerMoved, MetadataFileError, NoSuchTopic, TopicExists
-from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState, TopicAssignment, sanitize
+from broker.cluster.store.znodes import (
+    BrokerRegistration,
+    ConfigEntityZNode,
+    LeaderIsrState,
+    TopicAssignment,
+    desanitize,
+    sanitize,
+)
 from broker.log.checkpoints import write_atomically
 from broker.security.acl import AclBinding, PatternType
 
@@ -60,6 +69,9 @@ class FileMetadataStore:
         self._deleting: set[str] = set()
         self._users: dict[str, dict[str, str]] = {}
         self._brokers_configs: dict[str, dict[str, str]] = {}     # '<id>' or '<default>' -> configs
+        #: quota entities other than users/<name> (those are in _users): clients/<c>,
+        #: users/<u>/clients/<c>, users/<default>, by entity path
+        self._entities: dict[str, dict[str, str]] = {}
         self._acls: dict[acl_store.Resource, set[AclBinding]] = {}
         self._broker: BrokerRegistration | None = None
         self._controller: int | None = None
@@ -103,6 +115,8 @@ class FileMetadataStore:
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
             self._brokers_configs = {str(e): {str(k): str(v) for k, v in c.items()}
                                      for e, c in data.get("broker_configs", {}).items()}
+            self._entities = {str(p): {str(k): str(v) for k, v in c.items()}
+                              for p, c in data.get("entities", {}).items()}
             for r in data.get("acls", []):
                 rtype = acl_store.type_from_name(r["resource_type"])
                 if rtype is not None:
@@ -125,6 +139,8 @@ class FileMetadataStore:
             data["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._brokers_configs.items())}
         if self._users:
             data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
+        if self._entities:
+            data["entities"] = {p: dict(sorted(c.items())) for p, c in sorted(self._entities.items())}
         if self._acls:
             data["acls"] = [{"resource_type": acl_store.type_name(t), "name": n, "pattern_type": p.name,
                              "acls": [acl_store.entry(b) for b in sorted(bs, key=str)]}
@@ -417,6 +433,42 @@ class FileMetadataStore:
                 self._users[user] = old
             raise
         self._notify("configs", [f"users/{sanitize(user)}"])
+
+    # ------------------------------------------------------------------ client quotas
+
+    async def get_client_quota_configs(self) -> dict[str, dict[str, str]]:
+        out = {f"users/{sanitize(u)}": dict(c) for u, c in self._users.items()}
+        out.update((p, dict(c)) for p, c in self._entities.items())
+        return out
+
+    @staticmethod
+    def _user_of(path: str) -> str | None:
+        """The user a users/<name> path names (kept with its credentials), else None."""
+        ConfigEntityZNode.entity_path(path)             # checks the path
+        parts = path.split("/")
+        return desanitize(parts[1]) if len(parts) == 2 and parts[0] == "users" and parts[1] != "<default>" else None
+
+    async def get_entity_config(self, path: str) -> dict[str, str]:
+        user = self._user_of(path)
+        return dict(self._users.get(user, {})) if user is not None else dict(self._entities.get(path, {}))
+
+    async def set_entity_config(self, path: str, configs: Mapping[str, str]) -> None:
+        user = self._user_of(path)
+        table, key = (self._users, user) if user is not None else (self._entities, path)
+        old = table.get(key)
+        if configs:
+            table[key] = dict(configs)
+        else:
+            table.pop(key, None)
+        try:
+            self._save()
+        except BaseException:
+            if old is None:
+                table.pop(key, None)
+            else:
+                table[key] = old
+            raise
+        self._notify("configs", [path])
 
     # ------------------------------------------------------------------ ACLs
 

@@ -600,6 +600,56 @@ class KafkaZkClient:
         await self._session.op(lambda: self._zk.create_async(
             ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
 
+    # ------------------------------------------------------------ client quotas
+
+    @_public
+    async def get_client_quota_configs(self) -> dict[str, dict[str, str]]:
+        """The config of every /config/users/<u>, /config/users/<u>/clients/<c> and
+        /config/clients/<c>, by entity path ('users/alice', 'users/alice/clients/app',
+        'clients/app'; names as the znodes spell them)."""
+        out: dict[str, dict[str, str]] = {}
+        users_root = ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.USER)
+        clients_root = ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.CLIENT)
+        for u in await self._session.children(users_root):
+            await self._read_entity(out, f"users/{u}")
+            for c in await self._session.children(f"{users_root}/{u}/clients"):
+                await self._read_entity(out, f"users/{u}/clients/{c}")
+        for c in await self._session.children(clients_root):
+            await self._read_entity(out, f"clients/{c}")
+        return out
+
+    async def _read_entity(self, out: dict[str, dict[str, str]], path: str) -> None:
+        got = await self._session.get(ConfigEntityZNode.entity_path(path))
+        if got is not None:
+            out[path] = ConfigEntityZNode.decode_path(path, got[0])
+
+    @_public
+    async def get_entity_config(self, path: str) -> dict[str, str]:
+        """The config map of /config/<path> ({} if none)."""
+        got = await self._session.get(ConfigEntityZNode.entity_path(path))
+        return {} if got is None else ConfigEntityZNode.decode_path(path, got[0])
+
+    @_public
+    async def set_entity_config(self, path: str, configs: Mapping[str, str]) -> None:
+        """Replaces /config/<path>'s config map, then notifies every broker with the
+        entity path (Kafka's AdminZkClient.changeConfigs for users and clients)."""
+        data = ConfigEntityZNode.encode(configs)
+        znode = ConfigEntityZNode.entity_path(path)
+        while True:
+            try:
+                await self._session.op(lambda: self._zk.set_async(znode, data))
+                break
+            except NoNodeError:
+                pass
+            try:
+                await self._session.op(lambda: self._zk.create_async(znode, data, makepath=True))
+                break
+            except NodeExistsError:
+                pass
+        note = ConfigEntityChangeNotificationSequenceZNode.encode(path)
+        await self._session.op(lambda: self._zk.create_async(
+            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, note, sequence=True, makepath=True))
+
     # ------------------------------------------------------------ ACLs
 
     @_public

@@ -547,6 +547,7 @@ class ConfigEntityTypeZNode:
     BROKER = "brokers"
     #: the entity name of the cluster-wide default (Kafka's ConfigEntityName.Default)
     DEFAULT = "<default>"
+    CLIENT = "clients"
     ALL = ("topics", "clients", "users", "brokers", "ips")
 
     @staticmethod
@@ -571,6 +572,28 @@ class ConfigEntityZNode:
     @staticmethod
     def path(entity_type: str, name: str) -> str:
         return f"{ConfigEntityTypeZNode.path(entity_type)}/{_check_name(entity_type, name)}"
+
+    @staticmethod
+    def entity_path(path: str) -> str:
+        """/config/<path> for a quota entity path: users/<u>, clients/<c> or
+        users/<u>/clients/<c> (each name one segment)."""
+        parts = path.split("/")
+        if not ((len(parts) == 2 and parts[0] in ("users", "clients"))
+                or (len(parts) == 4 and parts[0] == "users" and parts[2] == "clients")):
+            raise ValueError(f"{path!r} is not a user or client entity path")
+        for name in parts[1::2]:
+            _check_name(parts[0], name)
+        return f"/config/{path}"
+
+    @staticmethod
+    def decode_path(path: str, data: bytes | None) -> dict[str, str]:
+        if not data:
+            return {}
+        o = _Obj.parse(f"/config/{path}", data)
+        if not o.has("config"):
+            return {}
+        c = o.child("config")
+        return {k: c.str(k) for k in c.obj}
 
     @staticmethod
     def encode(configs: Mapping[str, str]) -> bytes:

@@ -20,6 +20,12 @@ offset and log start offset; aborted transactions are null for read_uncommitted 
 failed read, a list for read_committed (empty when no aborted transaction overlaps) and
 an empty list for a topic the broker does not know.
 
+Client quotas (broker/server/quotas.py): a consumer's answer counts its record bytes
+against consumer_byte_rate; one that exceeds it is answered without partitions and with
+the throttle time (Kafka's getThrottledResponse), its bytes taken back off the rate; the
+server mutes the connection for that time. A consumer with a quota gets at most one quota
+window's bytes per answer. Followers' fetches are never throttled.
+
 A follower's fetch (a replica id) counts as its position only after its read succeeded:
 the replica id must be one of the partition's replicas (else UNKNOWN_LEADER_EPOCH, or
 NOT_LEADER_OR_FOLLOWER without a leader epoch, as Kafka), an offset outside the log is
@@ -34,6 +40,7 @@ is reached, and the client's next fetch reads them.
 """
 import asyncio
 import errno
+import time
 
 from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END
 from broker.log import OffsetOutOfRange, TopicPartition
@@ -65,6 +72,8 @@ def error_response(request, code: int) -> FetchResponse:
 def _read_all(ctx, request, version, replica_id):
     services = ctx.services
     remaining = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    if replica_id < 0 and services.quotas.fetch.enabled:
+        remaining = min(remaining, _quota_window_bytes(ctx))
     total = 0
     first = True
     responses = []
@@ -189,14 +198,41 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
     responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
     if _done(ctx, request, total, watched, errors, deadline):
-        _count_out(ctx, responses, total, replica_id)
-        ctx.errors = errors
-        return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        return _answer(ctx, responses, total, replica_id, errors)
     _release(responses)
     # watch now, in the same step as the read that found too little: a move before the
     # long poll's task first runs must not be missed
     watch = _watch(ctx, watched, replica_id)
     return _long_poll(ctx, request, version, replica_id, watch, deadline)
+
+
+def _quota_window_bytes(ctx) -> int:
+    """What a consumer's quota allows in one window: a fetch answers at most that (beyond
+    the first batch, always whole), as Kafka's getMaxValueInQuotaWindow."""
+    sensor = ctx.connection.quota_sensors[1]
+    if sensor is None or sensor.quota is None:
+        return 0x7FFFFFFF
+    return max(int(sensor.quota * ctx.services.quotas.window_ms / 1000), 1)
+
+
+def _answer(ctx, responses, total: int, replica_id: int, errors: bool) -> FetchResponse:
+    """The answer, unless the consumer's quota (consumer_byte_rate) throttles it: then,
+    as Kafka's, the bytes are taken back off the rate and the answer holds no partitions,
+    only the throttle time (the client fetches them again once it has waited)."""
+    if replica_id < 0 and total:
+        sensor = ctx.connection.quota_sensors[1]
+        if sensor is not None and ctx.services.quotas.fetch.enabled:
+            now_ms = time.monotonic() * 1000
+            throttle = sensor.record(total, now_ms)
+            if throttle:
+                sensor.unrecord(total, now_ms)
+                _release(responses)
+                ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+                ctx.errors = False
+                return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
+    _count_out(ctx, responses, total, replica_id)
+    ctx.errors = errors
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
 def _count_out(ctx, responses, total: int, replica_id: int) -> None:
@@ -230,8 +266,6 @@ async def _long_poll(ctx, request, version, replica_id, watch, deadline):
         await watch.wait(deadline - loop.time())
         responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
         if _done(ctx, request, total, watched, errors, deadline):
-            _count_out(ctx, responses, total, replica_id)
-            ctx.errors = errors
-            return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            return _answer(ctx, responses, total, replica_id, errors)
         _release(responses)
         watch = _watch(ctx, watched, replica_id)

@@ -1,0 +1,46 @@
+"""The `broker` commands docs/quotas.md shows, run as written (port and data dir moved out
+of the way) against the broker its first line starts; their output is the page's text
+block, line for line. The page's kafka-configs commands are run by
+tests/apache_kafka/test_quotas.py."""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.pipelines.helpers import fenced_blocks
+from tests.support.ports import free_port, wait_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "quotas.md"
+
+
+def test_the_documented_quota_commands_run(tmp_path):
+    (commands,) = fenced_blocks(DOC, "sh")
+    (expected,) = fenced_blocks(DOC, "text")
+    serve, *cli = [c for c in commands if c.strip()]
+    assert serve.startswith("broker serve ") and all(c.startswith("broker quotas ") for c in cli)
+    port = free_port()
+
+    def moved(cmd: str) -> str:
+        return cmd.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace("./data", str(tmp_path / "data"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    log = open(tmp_path / "broker.log", "wb")
+    proc = subprocess.Popen(shlex.split(moved(serve)), env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        assert wait_port("127.0.0.1", port, 60), (tmp_path / "broker.log").read_text()
+        out, codes = [], []
+        for c in cli:
+            r = subprocess.run(shlex.split(moved(c)), env=env, capture_output=True, text=True, timeout=60)
+            out += (r.stdout + r.stderr).splitlines()
+            codes.append(r.returncode)
+        assert out == expected
+        assert codes == [0] * (len(cli) - 1) + [1]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0
+        log.close()
