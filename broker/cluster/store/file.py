@@ -391,24 +391,30 @@ class FileMetadataStore:
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
 
-    async def get_broker_config(self, entity: str) -> dict[str, str]:
-        return dict(self._brokers_configs.get(entity, {}))
-
-    async def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
-        old = self._brokers_configs.get(entity)
+    def _set_entity(self, table: dict[str, dict[str, str]], key: str, configs: Mapping[str, str],
+                    path: str) -> None:
+        """An entity's configs (an empty map removes it), saved before they count, put
+        back if the save fails, then announced as `path` (Kafka's /config/changes)."""
+        old = table.get(key)
         if configs:
-            self._brokers_configs[entity] = dict(configs)
+            table[key] = dict(configs)
         else:
-            self._brokers_configs.pop(entity, None)
+            table.pop(key, None)
         try:
             self._save()
         except BaseException:
             if old is None:
-                self._brokers_configs.pop(entity, None)
+                table.pop(key, None)
             else:
-                self._brokers_configs[entity] = old
+                table[key] = old
             raise
-        self._notify("configs", [f"brokers/{entity}"])
+        self._notify("configs", [path])
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        return dict(self._brokers_configs.get(entity, {}))
+
+    async def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        self._set_entity(self._brokers_configs, entity, configs, f"brokers/{entity}")
 
     # ------------------------------------------------------------------ users
 
@@ -419,20 +425,7 @@ class FileMetadataStore:
         return dict(self._users.get(user, {}))
 
     async def set_user_config(self, user: str, configs: Mapping[str, str]) -> None:
-        old = self._users.get(user)
-        if configs:
-            self._users[user] = dict(configs)
-        else:
-            self._users.pop(user, None)
-        try:
-            self._save()
-        except BaseException:
-            if old is None:
-                self._users.pop(user, None)
-            else:
-                self._users[user] = old
-            raise
-        self._notify("configs", [f"users/{sanitize(user)}"])
+        self._set_entity(self._users, user, configs, f"users/{sanitize(user)}")
 
     # ------------------------------------------------------------------ client quotas
 
@@ -455,20 +448,7 @@ class FileMetadataStore:
     async def set_entity_config(self, path: str, configs: Mapping[str, str]) -> None:
         user = self._user_of(path)
         table, key = (self._users, user) if user is not None else (self._entities, path)
-        old = table.get(key)
-        if configs:
-            table[key] = dict(configs)
-        else:
-            table.pop(key, None)
-        try:
-            self._save()
-        except BaseException:
-            if old is None:
-                table.pop(key, None)
-            else:
-                table[key] = old
-            raise
-        self._notify("configs", [path])
+        self._set_entity(table, key, configs, path)
 
     # ------------------------------------------------------------------ ACLs
 

@@ -21,6 +21,17 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
+def _list_op(text: str | None, op: int, value: str | None) -> str:
+    """APPEND or SUBTRACT of `value`'s comma-separated items on a list config's `text`."""
+    current = [x for x in (text or "").split(",") if x]
+    items = [x.strip() for x in (value or "").split(",") if x.strip()]
+    if op == APPEND:
+        current += [x for x in items if x not in current]
+    else:
+        current = [x for x in current if x not in items]
+    return ",".join(current)
+
+
 def _apply(services, topic: str, ops) -> dict[str, str]:
     info = services.metadata.topic(topic)
     if info is None:
@@ -41,13 +52,7 @@ def _apply(services, topic: str, ops) -> dict[str, str]:
             if key.type != ConfigType.LIST:
                 raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"{c.name}: APPEND/SUBTRACT need a list config")
             text = format_value(cfg[c.name]) if c.name in TOPIC_KEYS else configs.get(c.name)
-            current = [x for x in (text or "").split(",") if x]
-            items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
-            if c.config_operation == APPEND:
-                current += [x for x in items if x not in current]
-            else:
-                current = [x for x in current if x not in items]
-            configs[c.name] = ",".join(current)
+            configs[c.name] = _list_op(text, c.config_operation, c.value)
         else:
             raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
     return configs
@@ -75,13 +80,8 @@ def _apply_broker(ops, configs: dict[str, str]) -> dict[str, str]:
             if key is None or key.type != ConfigType.LIST:
                 raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config "
                                                                    f"key: {c.name}")
-            current = [x for x in configs.get(c.name, format_value(key.default) or "").split(",") if x]
-            items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
-            if c.config_operation == APPEND:
-                current += [x for x in items if x not in current]
-            else:
-                current = [x for x in current if x not in items]
-            configs[c.name] = ",".join(current)
+            configs[c.name] = _list_op(configs.get(c.name, format_value(key.default) or ""), c.config_operation,
+                                       c.value)
         else:
             raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
     return configs
