@@ -605,9 +605,18 @@ def _message_format_version(v: str) -> str | None:
     return None if _MESSAGE_FORMAT_VERSION.fullmatch(v.strip()) else f"{v!r} is not a Kafka version (e.g. 2.8, 3.0-IV1)"
 
 
-def _throttled_replicas(v: list[str]) -> str | None:
-    from broker.cluster.replica.throttle import check_throttled_replicas
-    return check_throttled_replicas(v)
+_THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")
+
+
+def check_throttled_replicas(items: Iterable[str]) -> str | None:
+    """A throttled-replicas list (leader/follower.replication.throttled.replicas, split on
+    commas) as Kafka's ThrottledReplicaListValidator takes it: every item
+    `partition:broker` or empty, or the items making `*`; its message otherwise."""
+    stripped = [x.strip() for x in items]
+    if "".join(stripped) == "*" or all(not x or _THROTTLED_REPLICA.fullmatch(x) for x in stripped):
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 _T = TopicKey
@@ -641,10 +650,10 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        check=_at_least(0)),
     _T("leader.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) whose leader "
        "throttles what it sends to out-of-sync followers to leader.replication.throttled.rate.", default=[],
-       check=_throttled_replicas),
+       check=check_throttled_replicas),
     _T("follower.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) a follower "
        "fetches at most follower.replication.throttled.rate for while out of sync.", default=[],
-       check=_throttled_replicas),
+       check=check_throttled_replicas),
 ]}
 
 #: Deprecated topic keys Kafka 3.x still accepts (TopicConfig's @Deprecated ones and the one

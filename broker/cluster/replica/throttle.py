@@ -33,6 +33,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from broker.config import check_throttled_replicas
+
 log = logging.getLogger(__name__)
 
 ALL = "*"
@@ -43,8 +45,6 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 #: Kafka's QuotaConfigs.QUOTA_BYTES_PER_SECOND_DEFAULT (Long.MAX_VALUE): no bound
 UNBOUNDED = 2**63 - 1
 _PAIR = re.compile(r"([0-9]+):([0-9]+)")
-_MESSAGE = ("must be the literal '*' or a list of replicas in the following format: "
-            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,6 @@ class ThrottledReplicas:
         if self.all:
             return None
         return frozenset(p for p, b in self.pairs if b == broker_id)
-
-
-def check_throttled_replicas(items: Sequence[str]) -> str | None:
-    """A topic config's list (split on commas) as Kafka's ThrottledReplicaListValidator
-    takes it: every item `partition:broker` or empty, or the items making `*`."""
-    stripped = [x.strip() for x in items]
-    if "".join(stripped) == ALL or all(not x or _PAIR.fullmatch(x) for x in stripped):
-        return None
-    return _MESSAGE
 
 
 def parse_throttled_replicas(value: str | Sequence[str]) -> ThrottledReplicas:

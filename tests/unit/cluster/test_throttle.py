@@ -9,12 +9,11 @@ from broker.cluster.replica.throttle import (
     ReplicationQuota,
     ReplicationQuotas,
     ThrottledReplicas,
-    check_throttled_replicas,
     parse_throttled_replicas,
     reassignment_throttles,
     throttled_rates,
 )
-from broker.config import ConfigError, validate_topic_configs
+from broker.config import ConfigError, check_throttled_replicas, validate_topic_configs
 
 
 def test_throttled_replica_lists_as_kafka_takes_them():
