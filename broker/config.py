@@ -354,6 +354,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
     _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
     _K("quota.window.size.seconds", _I, 1, "Length of one quota sample in seconds.", _at_least(1)),
+    # replication throttles (KIP-73): leader.replication.throttled.rate and its follower's
+    _K("replication.quota.window.num", _I, 11, "Samples kept of each replication throttle's rate (Kafka's "
+       "default 11).", _at_least(1)),
+    _K("replication.quota.window.size.seconds", _I, 1, "Length of one replication throttle sample in seconds.",
+       _at_least(1)),
     # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
     _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
        ("JKS", "PEM", "PKCS12")),
@@ -505,9 +510,8 @@ _NO_EFFECT: dict[str, str] = {
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
         remote.log.storage.manager.class.name remote.log.storage.manager.class.path
         remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
-    "kbroker enforces no replication, controller or connection quotas (client quotas: docs/quotas.md)": """
-        replication.quota.window.num
-        replication.quota.window.size.seconds alter.log.dirs.replication.quota.window.num
+    "kbroker enforces no log dir move, controller or connection quotas (client quotas: docs/quotas.md)": """
+        alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
         controller.quota.window.size.seconds client.quota.callback.class max.connection.creation.rate""",
     "kbroker has no metrics reporters": """
@@ -601,6 +605,20 @@ def _message_format_version(v: str) -> str | None:
     return None if _MESSAGE_FORMAT_VERSION.fullmatch(v.strip()) else f"{v!r} is not a Kafka version (e.g. 2.8, 3.0-IV1)"
 
 
+_THROTTLED_REPLICA = re.compile(r"([0-9]+):([0-9]+)")
+
+
+def check_throttled_replicas(items: Iterable[str]) -> str | None:
+    """A throttled-replicas list (leader/follower.replication.throttled.replicas, split on
+    commas) as Kafka's ThrottledReplicaListValidator takes it: every item
+    `partition:broker` or empty, or the items making `*`; its message otherwise."""
+    stripped = [x.strip() for x in items]
+    if "".join(stripped) == "*" or all(not x or _THROTTLED_REPLICA.fullmatch(x) for x in stripped):
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 _T = TopicKey
 #: Every topic-level key (CreateTopics configs, AlterConfigs on a TOPIC resource).
 TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
@@ -630,6 +648,12 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        check=_between(0, 1)),
     _T("file.delete.delay.ms", _L, "Delay before a deleted segment's files go.", "log.segment.delete.delay.ms",
        check=_at_least(0)),
+    _T("leader.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) whose leader "
+       "throttles what it sends to out-of-sync followers to leader.replication.throttled.rate.", default=[],
+       check=check_throttled_replicas),
+    _T("follower.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) a follower "
+       "fetches at most follower.replication.throttled.rate for while out of sync.", default=[],
+       check=check_throttled_replicas),
 ]}
 
 #: Deprecated topic keys Kafka 3.x still accepts (TopicConfig's @Deprecated ones and the one
@@ -665,10 +689,10 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 #: Broker keys that exist only as dynamic configs (Kafka's DynamicConfig.Broker, not
 #: KafkaConfig): set per broker or at the cluster default, described once set.
 DYNAMIC_ONLY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to throttled replicas "
-       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
-    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for throttled replicas "
-       "(stored and described; not enforced yet: partition reassignment will use it).", _at_least(0)),
+    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to out-of-sync followers of "
+       "the replicas topics list in leader.replication.throttled.replicas.", _at_least(0)),
+    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for the replicas topics "
+       "list in follower.replication.throttled.replicas while out of sync.", _at_least(0)),
     _K("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Bytes/s of moves between log dirs "
        "(stored and described; kbroker moves no replica between log dirs).", _at_least(0)),
 ]}

@@ -5,13 +5,20 @@ over AlterPartitionReassignments / ListPartitionReassignments, with Kafka's JSON
                 {"version":1,"topics":[{"topic":"orders"}]} -> prints the current
                 assignment and a proposed one over the brokers given (Kafka's
                 assignReplicasToBrokers, rack-aware when the brokers have racks)
-    --execute   --reassignment-json-file F [--additional]
+    --execute   --reassignment-json-file F [--additional] [--throttle BYTES_PER_S]
                 {"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2,4],
                  "log_dirs":["any","any","any"]}]} -> prints the current assignment (to roll
                 back with) and starts the moves; refused while another reassignment runs
-                unless --additional
-    --verify    --reassignment-json-file F: each partition's status (completed, still in
-                progress, or a replica set other than the plan's)
+                unless --additional. --throttle first sets Kafka's replication throttles:
+                leader.replication.throttled.replicas (the moving partitions' current
+                replicas) and follower.replication.throttled.replicas (the replicas being
+                added) on their topics, leader/follower.replication.throttled.rate on every
+                broker involved (ReassignPartitionsCommand.modifyReassignmentThrottle)
+    --verify    --reassignment-json-file F [--preserve-throttles]: each partition's status
+                (completed, still in progress, or a replica set other than the plan's);
+                once none is in progress, removes the throttles (the rates of every live
+                broker, the throttled replicas of the plan's topics) as Kafka's
+                clearAllThrottles, unless --preserve-throttles
     --cancel    --reassignment-json-file F: the reassignments of the plan's partitions
                 still in progress go back to their original replicas
     --list      the reassignments in progress: replicas, adding, removing
@@ -54,11 +61,20 @@ def add_parser(ts: Any, bootstrap: Any, run: Any) -> None:
     p.add_argument("--broker-list", metavar="IDS", help="brokers to spread the replicas over (with --generate)")
     p.add_argument("--additional", action="store_true",
                    help="execute even though other reassignments are in progress")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="with --execute: hold the moves' replication to this many bytes/s (Kafka's "
+                        "replication throttles; --verify removes them once complete)")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="with --verify: leave the replication throttles in place")
     p.set_defaults(func=run(reassign))
 
 
 def reassign(args: argparse.Namespace) -> int:
     from broker.cli.clients import connect
+    if args.throttle >= 0 and not args.execute:
+        raise CliError("topics reassign: --throttle goes with --execute", 2)
+    if args.preserve_throttles and not args.verify:
+        raise CliError("topics reassign: --preserve-throttles goes with --verify", 2)
     with connect(args) as c:
         if args.generate:
             return _generate(c, args)
@@ -69,9 +85,9 @@ def reassign(args: argparse.Namespace) -> int:
             return 0
         plan = read_plan(_need(args.reassignment_json_file, "--reassignment-json-file"))
         if args.execute:
-            return _execute(c, plan, args.additional)
+            return _execute(c, plan, args.additional, args.throttle)
         if args.verify:
-            return _verify(c, plan)
+            return _verify(c, plan, args.preserve_throttles)
         return _cancel(c, plan)
 
 
@@ -212,13 +228,14 @@ def _balance(c: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(c: Any, plan: Plan, additional: bool) -> int:
+def _execute(c: Any, plan: Plan, additional: bool, throttle: int = -1) -> int:
     from broker.protocol.errors import ErrorCode
     current = _current(c, {t for t, _ in plan})
     missing = [tp for tp in plan if tp not in current]
     if missing:
         raise CliError(f"Topic or partition {_parts(missing)} does not exist")
-    if not additional and c.list_partition_reassignments():
+    ongoing = c.list_partition_reassignments()
+    if not additional and ongoing:
         raise CliError("Cannot execute because there is an existing partition assignment. Use --additional to "
                        "override this and create a new partition assignment in addition to the existing one.")
     print("Current partition replica assignment")
@@ -226,6 +243,11 @@ def _execute(c: Any, plan: Plan, additional: bool) -> int:
     print(plan_json({tp: current[tp] for tp in plan}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
+        set_throttles(c, current, plan, {tp: (r, a) for tp, (r, a, _rm) in ongoing.items()}, throttle)
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = c.alter_partition_reassignments({tp: list(r) for tp, r in plan.items()})
     failed = {tp: (err, msg) for tp, (err, msg) in results.items() if err != ErrorCode.NONE}
     if failed:
@@ -252,7 +274,52 @@ def listing(ongoing: dict[tuple[str, int], tuple[list[int], list[int], list[int]
     return "\n".join(lines)
 
 
-def _verify(c: Any, plan: Plan) -> int:
+def set_throttles(c: Any, current: Plan, plan: Plan, ongoing: dict[tuple[str, int], tuple[list[int], list[int]]],
+                  rate: int) -> None:
+    """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the rate on
+    every broker a move reads from or writes to."""
+    from broker.cluster.replica.throttle import (
+        FOLLOWER_RATE,
+        FOLLOWER_REPLICAS,
+        LEADER_RATE,
+        LEADER_REPLICAS,
+        reassignment_throttles,
+    )
+    leader, follower = reassignment_throttles(current, plan, ongoing)
+    for topic in sorted(set(leader) | set(follower)):
+        configs = {LEADER_REPLICAS: leader[topic]} if topic in leader else {}
+        if topic in follower:
+            configs[FOLLOWER_REPLICAS] = follower[topic]
+        c.alter_topic_configs(topic, configs)
+    brokers = {int(pair.split(":")[1]) for lists in (leader, follower) for v in lists.values()
+               for pair in v.split(",") if pair}
+    for broker in sorted(brokers):
+        c.alter_broker_configs(broker, {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
+
+
+def clear_throttles(c: Any, plan: Plan) -> None:
+    """Kafka's clearAllThrottles: the throttle rates of every live broker (Kafka adds the
+    plan's brokers, which a dead one would fail), the throttled replicas of the plan's
+    topics."""
+    from broker.cluster.replica.throttle import (
+        FOLLOWER_RATE,
+        FOLLOWER_REPLICAS,
+        LEADER_RATE,
+        LEADER_REPLICAS,
+    )
+    brokers = sorted(b.broker_id for b in c.describe_cluster().brokers)
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
+          f"{','.join(map(str, brokers))}")
+    for broker in brokers:
+        c.alter_broker_configs(broker, delete=[LEADER_RATE, FOLLOWER_RATE,
+                                               "replica.alter.log.dirs.io.max.bytes.per.second"])
+    topics = sorted({t for t, _ in plan})
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
+    for topic in topics:
+        c.alter_topic_configs(topic, delete=[LEADER_REPLICAS, FOLLOWER_REPLICAS])
+
+
+def _verify(c: Any, plan: Plan, preserve_throttles: bool = False) -> int:
     ongoing = c.list_partition_reassignments(sorted(plan))
     current = _current(c, {t for t, _ in plan})
     print("Status of partition reassignment:")
@@ -267,6 +334,8 @@ def _verify(c: Any, plan: Plan) -> int:
         else:
             print(f"There is no active reassignment of partition {name}, but replica set is "
                   f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}.")
+    if not ongoing and not preserve_throttles:
+        clear_throttles(c, {tp: r for tp, r in plan.items() if tp in current})
     return 0
 
 

@@ -298,6 +298,23 @@ class Cluster:
         r = self.controller().request(req).responses[0]
         check(r.error_code, f"alter configs of {name}", r.error_message)
 
+    def alter_broker_configs(self, broker_id: int | None, set_: dict[str, str] | None = None,
+                             delete: list[str] | None = None) -> None:
+        """IncrementalAlterConfigs on a broker's dynamic configs (sent to that broker, as
+        Kafka's admin client does) or, with None, on the cluster default (any broker)."""
+        I = IncrementalAlterConfigsRequest
+        ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in (set_ or {}).items()]
+        ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in (delete or [])]
+        name = "" if broker_id is None else str(broker_id)
+        req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
+                validate_only=False)
+        if not self.brokers:
+            self.refresh([])
+        conn = self.any_connection() if broker_id is None else self.connection(broker_id)
+        r = conn.request(req).responses[0]
+        what = "the default of brokers" if broker_id is None else f"broker {broker_id}"
+        check(r.error_code, f"alter configs of {what}", r.error_message)
+
     def list_offsets(self, topic: str, partitions: list[int], timestamp: int,
                      isolation_level: int = 0) -> dict[int, tuple[int, int]]:
         """partition -> (offset, timestamp) for a timestamp or -2 (earliest) / -1 (latest)."""

@@ -41,6 +41,9 @@ class MetadataCache:
         self.cluster_id: str | None = None
         self.initialized = False             # a controller has told this broker the cluster once
         self._waiters: list[asyncio.Future[None]] = []
+        #: told every topic's overrides as they are set (None: the topic is gone), e.g. the
+        #: replication throttles' lists (Kafka's TopicConfigHandler)
+        self.topic_config_listeners: list[Callable[[str, Mapping[str, str] | None], None]] = []
 
     # ------------------------------------------------------------------ reads
 
@@ -130,6 +133,11 @@ class MetadataCache:
         """A topic's overrides, known before the topic is (logs open with them)."""
         self._configs[topic] = dict(configs)
         self._log_configs.pop(topic, None)
+        self._tell_configs(topic, configs)
+
+    def _tell_configs(self, topic: str, configs: Mapping[str, str] | None) -> None:
+        for fn in self.topic_config_listeners:
+            fn(topic, configs)
 
     def put_topic(self, info: TopicInfo) -> None:
         if info.name in self._configs:
@@ -144,7 +152,8 @@ class MetadataCache:
     def remove_topic(self, name: str) -> TopicInfo | None:
         info = self._topics.pop(name, None)
         self._log_configs.pop(name, None)
-        self._configs.pop(name, None)
+        if self._configs.pop(name, None) is not None:
+            self._tell_configs(name, None)
         if info is not None:
             self._topic_ids.pop(info.topic_id, None)
         return info
@@ -171,3 +180,4 @@ class MetadataCache:
         if info is not None:
             self._topics[topic] = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs), info.internal)
         self._log_configs.pop(topic, None)
+        self._tell_configs(topic, configs)

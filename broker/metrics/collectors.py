@@ -124,6 +124,27 @@ class BrokerCollector:
         yield CounterMetricFamily("kafka_server_replication_bytes_out",
                                   "Bytes sent to followers' fetches (Kafka's ReplicationBytesOutPerSec)",
                                   value=t.replication_bytes_out)
+        yield from self._replication_throttles()
+
+    def _replication_throttles(self) -> Iterator[Metric]:
+        """The replication throttles (Kafka's LeaderReplication / FollowerReplication
+        byte-rate): the rate of the throttled partitions' bytes, its bound, the bytes."""
+        quotas = self.broker.replicas.quotas
+        rate = GaugeMetricFamily("kafka_server_replication_throttle_byte_rate", "Bytes/s of the throttled "
+                                 "partitions' replication (Kafka's LeaderReplication / FollowerReplication "
+                                 "byte-rate)", labels=["type"])
+        limit = GaugeMetricFamily("kafka_server_replication_throttle_limit", "The rate that byte rate is held to "
+                                  "(leader/follower.replication.throttled.rate; absent: none)", labels=["type"])
+        total = CounterMetricFamily("kafka_server_replication_throttled_bytes", "Bytes of the throttled "
+                                    "partitions' replication", labels=["type"])
+        for quota in (quotas.leader, quotas.follower):
+            rate.add_metric([quota.name], quota.rate())
+            if quota.bound is not None:
+                limit.add_metric([quota.name], quota.bound)
+            total.add_metric([quota.name], quota.throttled_bytes)
+        yield rate
+        yield limit
+        yield total
 
     def _quotas(self) -> Iterator[Metric]:
         """Client quotas' sensors, per quota type (Kafka's sensor groups Produce, Fetch,

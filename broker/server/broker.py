@@ -53,6 +53,7 @@ from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.registration import holder_gone
 from broker.cluster.replica.fetcher import FetcherConfig
 from broker.cluster.replica.manager import ReplicaManager
+from broker.cluster.replica.throttle import ReplicationQuotas, throttled_rates
 from broker.cluster.store.errors import BrokerIdInUse, NoSuchTopic, StoreUnavailable
 from broker.cluster.store.file import FileMetadataStore
 from broker.cluster.store.znodes import BrokerRegistration, EndPoint, desanitize
@@ -116,7 +117,11 @@ class Broker:
             backoff_s=config["replica.fetch.backoff.ms"] / 1000,
             request_timeout_s=config["request.timeout.ms"] / 1000, num_fetchers=config["num.replica.fetchers"])
         self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
-                                       config["replica.lag.time.max.ms"])
+                                       config["replica.lag.time.max.ms"],
+                                       ReplicationQuotas(self.broker_id, config["replication.quota.window.num"],
+                                                         config["replication.quota.window.size.seconds"]))
+        # the topics' throttled-replicas lists follow their configs (Kafka's TopicConfigHandler)
+        self.metadata.topic_config_listeners.append(self.replicas.quotas.topic_configs_changed)
         self._store = store
         self.controller: Controller | None = None
         self.controller_client: ControllerClient | None = None
@@ -474,6 +479,7 @@ class Broker:
             if key in IGNORED_KAFKA_KEYS and before.get(key) != value:
                 log.warning("broker %d: dynamic config %s=%s has no effect: %s", self.broker_id, key, value,
                             IGNORED_KAFKA_KEYS[key])
+        self._apply_replication_rates()
         if changed:
             log.info("broker %d: dynamic configs applied: %s", self.broker_id,
                      ", ".join(f"{k}={'[hidden]' if k.startswith(LISTENER_PREFIX) else self._shown(k)}"
@@ -491,6 +497,15 @@ class Broker:
                     raise BrokerStartupError(f"dynamic listener config: {exc}") from None
             return
         self.apply_config_changes(changed, reload_tls)
+
+    def _apply_replication_rates(self) -> None:
+        """leader/follower.replication.throttled.rate, this broker's or else the cluster
+        default's, bound the replication throttles at once."""
+        leader, follower = throttled_rates(self.config.dynamic_broker, self.config.dynamic_default)
+        if self.replicas.quotas.set_rates(leader, follower):
+            log.info("broker %d: replication throttles now %s B/s (leader), %s B/s (follower)", self.broker_id,
+                     "unbounded" if leader is None else f"{leader:.0f}",
+                     "unbounded" if follower is None else f"{follower:.0f}")
 
     def _shown(self, key: str) -> object:
         try:

@@ -46,3 +46,62 @@ def test_list_in_kafkas_words():
     assert listing({}) == "No partition reassignments found."
     assert listing({("t", 1): ([4, 2, 3, 1], [4], [1]), ("t", 0): ([3, 1, 2], [], [])}).splitlines() == [
         "Current partition reassignments:", "t-0: replicas: 3,1,2.", "t-1: replicas: 4,2,3,1. adding: 4. removing: 1."]
+
+
+class Recorder:
+    """A client that records the config changes the throttles make."""
+
+    def __init__(self, live=(1, 2, 3, 4)):
+        self.calls = []
+        self.live = live
+
+    def alter_topic_configs(self, name, set_=None, delete=None):
+        self.calls.append(("topic", name, set_ or {}, delete or []))
+
+    def alter_broker_configs(self, broker_id, set_=None, delete=None):
+        self.calls.append(("broker", broker_id, set_ or {}, delete or []))
+
+    def describe_cluster(self):
+        from types import SimpleNamespace
+        return SimpleNamespace(brokers=[SimpleNamespace(broker_id=b) for b in self.live])
+
+
+def test_execute_with_a_throttle_sets_kafkas_configs():
+    from broker.cli.reassign import set_throttles
+    c = Recorder()
+    current = {("t", 0): [1, 2, 3], ("t", 1): [2, 3, 1], ("u", 0): [3]}
+    plan = {("t", 0): [4, 2, 3], ("t", 1): [2, 3, 1], ("u", 0): [2]}
+    set_throttles(c, current, plan, {}, 1_000_000)
+    rate = {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": "1000000"}
+    assert c.calls == [
+        ("topic", "t", {"leader.replication.throttled.replicas": "0:1,0:2,0:3",
+                        "follower.replication.throttled.replicas": "0:4"}, []),
+        ("topic", "u", {"leader.replication.throttled.replicas": "0:3",
+                        "follower.replication.throttled.replicas": "0:2"}, []),
+        # every broker a move reads from or writes to
+        ("broker", 1, rate, []), ("broker", 2, rate, []), ("broker", 3, rate, []), ("broker", 4, rate, [])]
+
+
+def test_verify_clears_every_live_brokers_rates_and_the_plans_topics(capsys):
+    from broker.cli.reassign import clear_throttles
+    c = Recorder(live=(1, 2, 4))
+    clear_throttles(c, {("t", 0): [4, 2, 3], ("u", 0): [2]})
+    rates = ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+             "replica.alter.log.dirs.io.max.bytes.per.second"]
+    lists = ["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"]
+    assert c.calls == [("broker", 1, {}, rates), ("broker", 2, {}, rates), ("broker", 4, {}, rates),
+                       ("topic", "t", {}, lists), ("topic", "u", {}, lists)]
+    assert capsys.readouterr().out.splitlines() == ["Clearing broker-level throttles on brokers 1,2,4",
+                                                    "Clearing topic-level throttles on topics t,u"]
+
+
+def test_throttle_options_go_with_their_modes():
+    import argparse
+
+    from broker.cli.reassign import reassign
+    base = dict(generate=False, balance=False, list=False, cancel=False, reassignment_json_file=None,
+                additional=False)
+    with pytest.raises(CliError, match="--throttle goes with --execute"):
+        reassign(argparse.Namespace(**base, execute=False, verify=True, throttle=10, preserve_throttles=False))
+    with pytest.raises(CliError, match="--preserve-throttles goes with --verify"):
+        reassign(argparse.Namespace(**base, execute=True, verify=False, throttle=-1, preserve_throttles=True))

@@ -23,6 +23,14 @@ asyncio task with its own BrokerChannel to the leader, looping:
        as step 1; otherwise the leader's batches are appended as they are (offsets,
        epochs, CRCs untouched, validated natively) and the leader's high watermark taken.
 
+Replication throttles (broker/cluster/replica/throttle.py, Kafka's shouldFollowerThrottle):
+partitions this broker throttles as follower (follower.replication.throttled.replicas)
+that are not in sync (the leader's high watermark beyond our log end at the last answer)
+are left out of the request while follower.replication.throttled.rate is exceeded, and
+otherwise fetch at most their share of one window's worth of the rate; the bytes fetched
+for throttled partitions are recorded against it. A fetcher whose partitions are all left
+out looks again after THROTTLED_RECHECK_S.
+
 Errors: a partition the leader no longer leads (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_*) waits replica.fetch.backoff.ms and tries again until the controller moves it;
 OFFSET_OUT_OF_RANGE asks the leader for its log start and end and truncates to fit (all of
@@ -56,6 +64,7 @@ from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 
 if TYPE_CHECKING:
     from broker.cluster.replica.partition import Partition
+    from broker.cluster.replica.throttle import ReplicationQuota
     from broker.log.log import LeaderEpochCache, Log
 
 log = logging.getLogger(__name__)
@@ -69,6 +78,8 @@ STALLED_AFTER_S = 1.0
 #: CATCH_UP_LOG_S, and when it has caught up
 CATCH_UP_LOG_RECORDS = 10000
 CATCH_UP_LOG_S = 10.0
+#: a fetcher whose partitions the follower throttle all left out looks again after this
+THROTTLED_RECHECK_S = 0.1
 
 
 @dataclass(eq=False)
@@ -82,6 +93,9 @@ class FetchState:
     behind_since: float = 0.0          # catching up (far behind) since then; 0: not
     behind_offset: int = -1            # our log end then
     logged_at: float = 0.0             # the last progress line
+    #: the leader's high watermark minus our log end after the last answer (None: no
+    #: answer yet); 0 is in sync, never throttled (Kafka's PartitionFetchState.lag)
+    lag: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,7 @@ class ReplicaFetcher:
         self.fetches = 0
         self.stale_answers = 0                      # partition answers dropped as stale
         self.resets = 0                             # stalled connections reset
+        self.throttled = 0                          # throttled partitions out of sync at the last request
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader {self.leader.broker_id} at {self.leader.host}:{self.leader.port}, #{self.index})"
@@ -200,7 +215,10 @@ class ReplicaFetcher:
                     if not any(s.truncating and self._ready(s) for s in self.partitions.values()):
                         await self._sleep_until_ready()
                     continue
-                await self._fetch(fetchable)
+                if not await self._fetch(fetchable):
+                    # every partition left out by the follower throttle: look again soon
+                    # (Kafka waits replica.fetch.backoff.ms; a shorter pause holds the rate closer)
+                    await self._pause(min(self.cfg.backoff_s, THROTTLED_RECHECK_S))
                 self._last_error = None
             except ChannelError as exc:
                 # once per kind of failure, not once per retry
@@ -220,6 +238,14 @@ class ReplicaFetcher:
     @staticmethod
     def _ready(s: FetchState) -> bool:
         return s.delay_until <= time.monotonic()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleeps `seconds`, or until a partition is added."""
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def _sleep_until_ready(self) -> None:
         soonest = min((s.delay_until for s in self.partitions.values()), default=0.0)
@@ -314,12 +340,42 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ fetch
 
-    async def _fetch(self, tps: list[TopicPartition]) -> None:
+    def _throttle(self, tps: list[TopicPartition]) -> tuple[list[TopicPartition], int, int]:
+        """The follower throttle (Kafka's shouldFollowerThrottle), once per request: the
+        throttled partitions out of sync are left out while the follower quota is
+        exceeded; otherwise they come first (in turns, so that each in turn gets a whole
+        batch if its batches are larger than its share), each fetching at most its share
+        of one window's bytes. (partitions to fetch, how many were left out, the share)."""
+        quota = self.manager.quota
+        self.throttled = 0
+        if quota is None or not quota.topics or quota.bound is None:
+            return tps, 0, 0
+        throttled, others = [], []
+        for tp in tps:
+            lag = self.partitions[tp].lag
+            if (lag is None or lag > 0) and quota.is_throttled(tp.topic, tp.partition):
+                throttled.append(tp)
+            else:
+                others.append(tp)
+        self.throttled = len(throttled)
+        if not throttled:
+            return tps, 0, 0
+        if quota.exceeded():
+            return others, len(throttled), 0
+        turn = self.fetches % len(throttled)
+        share = max(quota.window_bytes() // max(self.manager.throttled_partitions(), 1), 1)
+        return throttled[turn:] + throttled[:turn] + others, 0, share
+
+    async def _fetch(self, tps: list[TopicPartition]) -> bool:
+        """One Fetch round; False when no request was sent because the follower throttle
+        left every partition out."""
         F = FetchRequest
         version = self.channel.version_for(ApiKey.FETCH) if self.channel.connected else None
         topics: dict[str, list[Any]] = {}
         ids = {}
         sent: dict[TopicPartition, _Sent] = {}
+        tps, left_out, share = self._throttle(tps)
+        quota = self.manager.quota
         for tp in tps:
             part = self.manager.partition(tp)
             if part is None:
@@ -328,12 +384,15 @@ class ReplicaFetcher:
             lg = part.log
             ids[tp.topic] = lg.topic_id
             s = sent[tp] = self._sent(tp, part)
+            max_bytes = self.cfg.partition_max_bytes
+            if share and quota is not None and s.state.lag != 0 and quota.is_throttled(tp.topic, tp.partition):
+                max_bytes = min(max_bytes, share)
             topics.setdefault(tp.topic, []).append(F.FetchPartition(
                 partition=tp.partition, current_leader_epoch=s.state.leader_epoch,
                 fetch_offset=s.log_end, last_fetched_epoch=s.epoch,
-                log_start_offset=lg.log_start_offset, partition_max_bytes=self.cfg.partition_max_bytes))
+                log_start_offset=lg.log_start_offset, partition_max_bytes=max_bytes))
         if not topics:
-            return
+            return not left_out
         req = F(replica_id=self.cfg.broker_id, replica_state=F.ReplicaState(replica_id=self.cfg.broker_id, replica_epoch=-1),
                 max_wait_ms=self.cfg.max_wait_ms, min_bytes=self.cfg.min_bytes, max_bytes=self.cfg.max_bytes,
                 isolation_level=0, session_id=0, session_epoch=-1,
@@ -344,7 +403,7 @@ class ReplicaFetcher:
         if resp.error_code:
             log.info("%s: fetch failed: %s", self, ErrorCode(resp.error_code).name)
             await asyncio.sleep(self.cfg.backoff_s)
-            return
+            return True
         by_id = {v: k for k, v in ids.items()}
         for t in resp.responses:
             name = t.topic or by_id.get(t.topic_id)
@@ -354,6 +413,7 @@ class ReplicaFetcher:
                 tp = TopicPartition(name, d.partition_index)
                 if tp in sent:
                     await self._process(tp, d, sent[tp])
+        return True
 
     async def _process(self, tp: TopicPartition, d: Any, sent: _Sent) -> None:
         part = self._current(tp, sent, truncating=False)
@@ -370,6 +430,10 @@ class ReplicaFetcher:
             records = d.records
             if records is not None and len(records):
                 self.manager.replication_bytes_in += len(records)
+                quota = self.manager.quota
+                if quota is not None and quota.topics and quota.is_throttled(tp.topic, tp.partition):
+                    # in sync or not, as Kafka's: the throttle bounds all replication of its partitions
+                    quota.record(len(records))
                 try:
                     part.append_as_follower(records)
                 except (ValueError, CorruptRecordError) as exc:
@@ -382,6 +446,7 @@ class ReplicaFetcher:
                     self._delay(tp, str(exc))
                     return
             part.update_follower_high_watermark(d.high_watermark)
+            sent.state.lag = max(d.high_watermark - part.log.log_end_offset, 0)
             if sent.state.behind_since or d.high_watermark - sent.log_end >= CATCH_UP_LOG_RECORDS:
                 self._catching_up(tp, sent, part.log.log_end_offset, d.high_watermark)
             if d.log_start_offset > part.log.log_start_offset:
@@ -467,13 +532,21 @@ def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int
 
 
 class ReplicaFetcherManager:
-    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], Partition | None]):
+    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], Partition | None],
+                 quota: ReplicationQuota | None = None):
         self.cfg = cfg
         self.partition = partition        # tp -> the local Partition (None: no longer a replica)
+        #: the follower replication throttle (None: none)
+        self.quota = quota
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
         #: Kafka's ReplicationBytesInPerSec: bytes of the leaders' batches appended here
         self.replication_bytes_in = 0
+
+    def throttled_partitions(self) -> int:
+        """Throttled partitions out of sync over every fetcher, at their last requests:
+        one window's bytes of the follower throttle are shared among them."""
+        return sum(f.throttled for f in self.fetchers.values())
 
     def fetcher_index(self, tp: TopicPartition) -> int:
         return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % max(self.cfg.num_fetchers, 1)

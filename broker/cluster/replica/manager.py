@@ -56,6 +56,7 @@ from broker.cluster.replica.delayed_produce import AcksPending, AppendResult, De
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import Partition
 from broker.cluster.replica.purgatory import Purgatory
+from broker.cluster.replica.throttle import ReplicationQuotas
 from broker.errors import APPEND_ERRORS, append_error
 from broker.log import LogManager, TopicPartition
 from broker.log.manager import LogDirError
@@ -90,7 +91,8 @@ _MARKER = AppendOrigin.MARKER
 
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
-                 fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000):
+                 fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000,
+                 quotas: ReplicationQuotas | None = None):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
@@ -100,7 +102,11 @@ class ReplicaManager:
         self.controller_epoch = -1
         self.broker_epoch = -1
         self.replica_lag_ms = replica_lag_ms
-        self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get)
+        #: the replication throttles (Kafka's QuotaManagers.leader / .follower): the fetch
+        #: handler holds followers' fetches to the leader's, the fetchers to the follower's
+        self.quotas = quotas or ReplicationQuotas(broker_id)
+        self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get,
+                                              self.quotas.follower)
         self.controller: ControllerClient | None = None      # once the broker has one
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}

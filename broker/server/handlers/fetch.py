@@ -26,6 +26,14 @@ the throttle time (Kafka's getThrottledResponse), its bytes taken back off the r
 server mutes the connection for that time. A consumer with a quota gets at most one quota
 window's bytes per answer. Followers' fetches are never throttled.
 
+Replication throttles (broker/cluster/replica/throttle.py, Kafka's shouldLeaderThrottle):
+a follower's fetch of a partition this broker throttles as leader
+(leader.replication.throttled.replicas), for a follower outside the ISR, gets no records
+while leader.replication.throttled.rate is exceeded (its fetch offset still counts as its
+position), and otherwise at most one window's worth of the rate over such partitions;
+what an answer to a follower carries for throttled partitions is recorded against the
+rate. Looked at once per request, only when some topic is throttled here.
+
 A follower's fetch (a replica id) counts as its position only after its read succeeded:
 the replica id must be one of the partition's replicas (else UNKNOWN_LEADER_EPOCH, or
 NOT_LEADER_OR_FOLLOWER without a leader epoch, as Kafka), an offset outside the log is
@@ -81,6 +89,13 @@ def _read_all(ctx, request, version, replica_id):
     errors = False
     committed = request.isolation_level == 1
     starved = False     # out of open segments: the remaining partitions get no records
+    # the leader replication throttle (Kafka's shouldLeaderThrottle), looked at only for a
+    # follower's fetch of a throttled partition it is out of sync for, at most once
+    quota = services.replicas.quotas.leader if replica_id >= 0 else None
+    if quota is not None and (not quota.topics or quota.bound is None):
+        quota = None
+    exceeded = None
+    throttled_left = 0
     # as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
     cluster_ok = replica_id < 0 or ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     for t in request.topics:
@@ -130,7 +145,17 @@ def _read_all(ctx, request, version, replica_id):
                 sl = None
                 if starved:
                     continue
-                if max_bytes <= 0 and not first:
+                held = capped = False
+                if quota is not None and quota.is_throttled(name, p.partition) \
+                        and replica_id not in part.maximal_isr:
+                    if exceeded is None:
+                        exceeded = quota.exceeded()
+                        throttled_left = quota.window_bytes()
+                    # exceeded: no records (the fetch still counts as the follower's position)
+                    held = exceeded or throttled_left <= 0
+                    capped = True
+                    max_bytes = min(max_bytes, throttled_left)
+                if held or (max_bytes <= 0 and not first):
                     # out of room: no records this time, but a follower's position is known
                     if follower and not lg.log_start_offset <= p.fetch_offset <= lg.log_end_offset:
                         raise OffsetOutOfRange(f"{part.tp}: offset {p.fetch_offset} outside the log")
@@ -158,6 +183,8 @@ def _read_all(ctx, request, version, replica_id):
                     total += sl.length
                     remaining -= sl.length
                     first = False
+                    if capped:
+                        throttled_left -= sl.length
             except KafkaProtocolError as exc:
                 _error(d, exc.code)
                 errors = True
@@ -231,8 +258,24 @@ def _answer(ctx, responses, total: int, replica_id: int, errors: bool) -> FetchR
                 ctx.errors = False
                 return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
     _count_out(ctx, responses, total, replica_id)
+    if replica_id >= 0 and total:
+        _record_throttled(ctx.services.replicas.quotas.leader, responses)
     ctx.errors = errors
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
+def _record_throttled(quota, responses) -> None:
+    """The bytes an answer to a follower carries for throttled partitions, in sync or
+    not, count against the leader throttle (Kafka's sizeOfThrottledPartitions)."""
+    if not quota.topics:
+        return
+    size = 0
+    for t in responses:
+        for d in t.partitions:
+            records = d.records
+            if records and quota.is_throttled(t.topic, d.partition_index):
+                size += records.length if hasattr(records, "length") else len(records)
+    quota.record(size)
 
 
 def _count_out(ctx, responses, total: int, replica_id: int) -> None:

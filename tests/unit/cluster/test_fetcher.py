@@ -13,6 +13,7 @@ from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.replica.partition import Partition
+from broker.cluster.replica.throttle import ReplicationQuota
 from broker.config import BrokerConfig
 from broker.log.log import Log
 from broker.log.manager import LogManager
@@ -343,3 +344,80 @@ async def test_a_leader_and_isr_naming_the_leader_resets_a_stalled_fetch_connect
         finally:
             await replicas.shutdown()
             logs.shutdown()
+
+
+def throttled_start(tmp_path, bound):
+    """A follower of t-0 (caught up to nothing yet) whose fetcher is driven by hand, t-0
+    on its follower throttle (follower.replication.throttled.replicas=0:1) at `bound` B/s;
+    the leader has 8 batches of 10 records of ~1 KB and answers as much as each request's
+    partition_max_bytes allows (one batch at least)."""
+    leader_log, ours = load(tmp_path, "leader"), load(tmp_path, "follower")
+    write(leader_log, [(3, 10)] * 8, value_size=1000)
+    quota = ReplicationQuota("FollowerReplication", broker_id=1)
+    quota.set_throttled(TP.topic, "0:1,0:3")
+    quota.set_bound(bound)
+    part = follower(tmp_path, ours, 3)
+    mgr = ReplicaFetcherManager(FetcherConfig(1, backoff_s=0.05), {TP: part}.get, quota)
+    mgr.add(TP, LEADER, 3)
+    f = next(iter(mgr.fetchers.values()))
+    f.channel = fake = FakeLeader(leader_log)
+    f._task.cancel()
+    f.partitions[TP].truncating = False
+
+    def answer(req):
+        p = req.topics[0].partitions[0]
+        with_one = leader_log.read(p.fetch_offset, p.partition_max_bytes, leader_log.log_end_offset)
+        records = with_one.read() if with_one is not None else b""
+        if with_one is not None:
+            with_one.close()
+        return SimpleNamespace(partition_index=0, error_code=0, high_watermark=leader_log.log_end_offset,
+                               log_start_offset=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                               records=records)
+    fake.fetch_answer = answer
+    return mgr, f, fake, quota, ours, leader_log
+
+
+@run
+async def test_the_follower_throttle_leaves_an_out_of_sync_partition_out_while_exceeded(tmp_path):
+    mgr, f, fake, quota, ours, leader_log = throttled_start(tmp_path, bound=1000.0)
+    try:
+        # not exceeded yet: fetched, at most one window's bytes (1000 B: one whole batch)
+        assert await f._fetch([TP])
+        assert fake.requests[-1].topics[0].partitions[0].partition_max_bytes == 1000
+        assert ours.log_end_offset == 10
+        assert quota.throttled_bytes == len(leader_log.read_bytes(0, 1, 10)) and quota.exceeded()
+        # exceeded: left out, no request at all
+        assert not await f._fetch([TP])
+        assert len(fake.requests) == 1 and ours.log_end_offset == 10
+        # a partition in sync (the leader's high watermark reached) is never left out
+        f.partitions[TP].lag = 0
+        assert await f._fetch([TP]) and len(fake.requests) == 2
+        assert fake.requests[-1].topics[0].partitions[0].partition_max_bytes == f.cfg.partition_max_bytes
+        # the bound lifted (a dynamic config change): everything comes, and is recorded
+        f.partitions[TP].lag = None
+        quota.set_bound(None)
+        assert await f._fetch([TP])
+        assert ours.log_end_offset == leader_log.log_end_offset
+        assert quota.throttled_bytes == len(leader_log.read_bytes(0, 1 << 20, leader_log.log_end_offset))
+        assert f.partitions[TP].lag == 0
+    finally:
+        await mgr.shutdown()
+
+
+@run
+async def test_a_fetcher_whose_partitions_are_all_held_waits_then_fetches_at_the_rate(tmp_path):
+    # 8 batches of ~10.4 KB at 20 KB/s, each answer 20 KB (one window's worth: a batch and
+    # a partial one, which counts as Kafka's does): about 7 s, the first 2 answers at once
+    mgr, f, fake, quota, ours, leader_log = throttled_start(tmp_path, bound=20_000.0)
+    f._task = asyncio.get_running_loop().create_task(f._run())
+    t0 = asyncio.get_running_loop().time()
+    try:
+        await until(lambda: ours.log_end_offset == leader_log.log_end_offset, timeout=15)
+        took = asyncio.get_running_loop().time() - t0
+    finally:
+        await mgr.shutdown()
+    recorded = quota.throttled_bytes
+    assert (recorded - 2 * 20_000) / 20_000 * 0.8 < took < recorded / 20_000 * 1.2, (took, recorded)
+    # no request while held (the fetcher paused between looks, THROTTLED_RECHECK_S): one per batch
+    fetched = [r for r in fake.requests if r.topics[0].partitions[0].fetch_offset < leader_log.log_end_offset]
+    assert len(fetched) == 8

@@ -8,6 +8,7 @@ import pytest
 from broker.cluster.metadata import PartitionState
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.replica.partition import Partition
+from broker.cluster.replica.throttle import ReplicationQuotas
 from broker.log.log import Log
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest as F
@@ -19,8 +20,9 @@ class Replicas:
     record_follower_fetch = ReplicaManager.record_follower_fetch
     topic_stats = None                  # metrics off
 
-    def __init__(self, part):
+    def __init__(self, part, quotas=None):
         self.part = part
+        self.quotas = quotas or ReplicationQuotas(1)
 
     def leader_partition(self, topic, partition, current_leader_epoch=-1):
         self.part.check_leader(current_leader_epoch)
@@ -36,9 +38,9 @@ def leader(tmp_path):
     return part
 
 
-def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5):
-    ctx = SimpleNamespace(services=SimpleNamespace(replicas=Replicas(part)), authorize=lambda *a, **k: True, api_version=version, received=0.0,
-                          connection=SimpleNamespace(closed=False))
+def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5, quotas=None):
+    ctx = SimpleNamespace(services=SimpleNamespace(replicas=Replicas(part, quotas)), authorize=lambda *a, **k: True,
+                          api_version=version, received=0.0, connection=SimpleNamespace(closed=False))
     req = F(replica_id=replica_id, replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
             max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[F.FetchTopic(topic=TP.topic, partitions=[F.FetchPartition(
@@ -85,3 +87,63 @@ def test_a_broker_that_is_not_a_replica_is_refused(leader):
     assert follower_fetch(leader, 7, 4, leader_epoch=-1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert follower_fetch(leader, 1, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH       # itself
     assert leader.follower_leo == {2: -1, 3: -1}
+
+
+@pytest.fixture
+def lagging(tmp_path):
+    """Broker 1 leads t-0 (replicas 1, 2, 3; ISR 1, 2: broker 3 is out of sync), 3 batches
+    of 10 records."""
+    lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2], 1, 7), 1)
+    for _ in range(3):
+        part.append_as_leader(batch(10, value_size=1000), -1)
+    return part
+
+
+def throttled(replicas="0:1", bound=1000.0):
+    quotas = ReplicationQuotas(1)
+    quotas.topic_configs_changed(TP.topic, {"leader.replication.throttled.replicas": replicas})
+    quotas.set_rates(bound, None)
+    return quotas
+
+
+def test_a_throttled_partition_answers_an_out_of_sync_follower_nothing_while_exceeded(lagging):
+    quotas = throttled()
+    quotas.leader.record(10**6)                                 # far above 1000 B/s
+    d = follower_fetch(lagging, 3, 0, quotas=quotas)
+    assert d.error_code == 0 and not d.records and d.high_watermark == 0
+    assert lagging.follower_leo[3] == 0                         # the fetch still counts as its position
+    assert quotas.leader.throttled_bytes == 10**6               # nothing sent, nothing recorded
+    # an in-sync follower is never held (Kafka: no ISR thrashing); its bytes are recorded
+    d = follower_fetch(lagging, 2, 0, quotas=quotas)
+    assert d.records and quotas.leader.throttled_bytes == 10**6 + d.records.length
+    # an offset outside the log is still refused while held
+    assert follower_fetch(lagging, 3, 10**6, quotas=quotas).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_below_its_rate_a_throttled_partition_sends_one_windows_bytes_and_records_them(lagging):
+    quotas = throttled(bound=1000.0)
+    d = follower_fetch(lagging, 3, 0, quotas=quotas)
+    # one window of 1000 B/s: the first batch only (always whole, as for any fetch)
+    one_batch = d.records.length
+    assert 10_000 < one_batch < 20_000
+    assert quotas.leader.throttled_bytes == one_batch and quotas.leader.exceeded()
+    assert not follower_fetch(lagging, 3, 10, quotas=quotas).records          # now held
+    big = throttled(bound=10**9)
+    d = follower_fetch(lagging, 3, 0, quotas=big)
+    assert d.records.length == 3 * one_batch and big.leader.throttled_bytes == 3 * one_batch
+
+
+def test_unthrottled_partitions_and_other_brokers_lists_are_not_held(lagging):
+    for quotas in (throttled("0:2"), throttled("1:1")):
+        quotas.leader.record(10**6)
+        d = follower_fetch(lagging, 3, 0, quotas=quotas)
+        assert d.records and d.records.length > 20_000
+        assert quotas.leader.throttled_bytes == 10**6           # not a throttled partition here: not recorded
+    quotas = throttled("0:1", bound=None)                       # listed, without a rate: recorded, never held
+    quotas.leader.record(10**6)
+    d = follower_fetch(lagging, 3, 0, quotas=quotas)
+    assert d.records.length > 20_000 and quotas.leader.throttled_bytes == 10**6 + d.records.length
+    quotas = throttled("*")
+    quotas.leader.record(10**6)
+    assert not follower_fetch(lagging, 3, 0, quotas=quotas).records
