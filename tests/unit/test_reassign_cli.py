@@ -73,8 +73,9 @@ def test_execute_with_a_throttle_sets_kafkas_configs():
     plan = {("t", 0): [4, 2, 3], ("t", 1): [2, 3, 1], ("u", 0): [2]}
     set_throttles(c, current, plan, {}, 1_000_000)
     rate = {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": "1000000"}
+    # t-1 stays put and still gets leader throttles, as from Kafka's tool
     assert c.calls == [
-        ("topic", "t", {"leader.replication.throttled.replicas": "0:1,0:2,0:3",
+        ("topic", "t", {"leader.replication.throttled.replicas": "0:1,0:2,0:3,1:1,1:2,1:3",
                         "follower.replication.throttled.replicas": "0:4"}, []),
         ("topic", "u", {"leader.replication.throttled.replicas": "0:3",
                         "follower.replication.throttled.replicas": "0:2"}, []),

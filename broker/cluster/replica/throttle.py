@@ -95,8 +95,9 @@ def reassignment_throttles(current: Mapping[tuple[str, int], Sequence[int]],
                            ongoing: Mapping[tuple[str, int], tuple[Sequence[int], Sequence[int]]] | None = None,
                            ) -> tuple[dict[str, str], dict[str, str]]:
     """({topic: leader throttled replicas}, {topic: follower throttled replicas}) for the
-    partitions whose replicas a plan changes: every source replica on the leader side
-    (whichever leads while it moves), the replicas being added on the follower side.
+    partitions of a plan: every source replica on the leader side (whichever leads while
+    it moves), the replicas being added on the follower side. As Kafka's tool, a plan's
+    partition that does not move still gets its leader-side throttles.
     `ongoing` ({(topic, partition): (replicas, adding)}, the reassignments in progress):
     their sources are their original replicas, and those the plan leaves alone keep their
     throttles (Kafka's calculateProposedMoveMap, for --additional)."""
@@ -105,8 +106,6 @@ def reassignment_throttles(current: Mapping[tuple[str, int], Sequence[int]],
         moves[tp] = ([r for r in replicas if r not in adding], list(adding))
     for tp, target in proposed.items():
         sources = moves[tp][0] if tp in moves else list(current.get(tp, ()))
-        if tp not in moves and list(target) == sources:
-            continue
         moves[tp] = (sources, [r for r in target if r not in sources])
     leader: dict[str, list[tuple[int, int]]] = {}
     follower: dict[str, list[tuple[int, int]]] = {}

@@ -92,9 +92,12 @@ def test_a_plans_throttles_as_kafkas_tool_sets_them():
     current = {("t", 0): [1, 2, 3], ("t", 1): [2, 3, 1], ("u", 0): [1]}
     proposed = {("t", 0): [4, 2, 3], ("t", 1): [2, 3, 1], ("u", 0): [2]}
     leader, follower = reassignment_throttles(current, proposed)
-    assert leader == {"t": "0:1,0:2,0:3", "u": "0:1"}       # every current replica of a moving partition
-    assert follower == {"t": "0:4", "u": "0:2"}             # the replicas being added
-    assert reassignment_throttles(current, current) == ({}, {})
+    # every current replica of the plan's partitions, a partition that stays put too (as
+    # Kafka's calculateProposedMoveMap), on the leader side; the replicas being added on
+    # the follower side
+    assert leader == {"t": "0:1,0:2,0:3,1:1,1:2,1:3", "u": "0:1"}
+    assert follower == {"t": "0:4", "u": "0:2"}
+    assert reassignment_throttles(current, {("t", 1): [2, 3, 1]}) == ({"t": "1:1,1:2,1:3"}, {})
     # with reassignments in progress (--additional): their sources are the original
     # replicas, and those the plan does not name keep their throttles
     ongoing = {("t", 0): ([4, 2, 3, 1], [4]), ("v", 3): ([5, 6], [6])}
