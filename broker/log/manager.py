@@ -236,6 +236,10 @@ class LogManager:
     def online_dirs(self) -> list[str]:
         return [d for d in self.dirs if d not in self.offline_dirs]
 
+    def partition_count(self, d: str) -> int:
+        """The partitions whose logs live in log dir `d`."""
+        return self._per_dir.get(d, 0)
+
     def _offline_at_start(self, d: str, exc: OSError) -> None:
         if not is_dir_failure(exc):
             raise LogDirError(f"log dir {d}: {exc.strerror or exc}") from exc

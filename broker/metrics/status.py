@@ -129,6 +129,7 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
             offline = s.leader < 0 or s.leader in down or s.leader not in live
             parts.append({"partition": index, "leader": s.leader, "leader_epoch": s.leader_epoch,
                           "replicas": list(s.replicas), "isr": list(s.isr),
+                          "offline_replicas": list(s.offline_replicas),
                           "under_replicated": len(s.isr) < len(s.replicas), "offline": offline})
         topics.append({"name": name, "internal": info.internal, "partitions": parts,
                        "under_replicated": sum(1 for p in parts if p["under_replicated"]),
@@ -153,6 +154,18 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
                     for (t, p), n in sorted(lag.items())],
             "total_lag": sum(lag.values()),
         })
+    logs = broker.logs
+    log_dirs = []
+    for d in logs.dirs:
+        health = logs.health[d]
+        err = health.error
+        why = (err.strerror or str(err)) if err is not None else ""
+        if d in logs.offline_dirs:
+            log_dirs.append({"path": d, "status": "offline", "error": why,
+                             "partitions": [f"{tp.topic}-{tp.partition}" for tp in logs.offline_dirs[d]]})
+        else:
+            log_dirs.append({"path": d, "status": "online" if err is None else "writes failing",
+                             "error": why, "partitions": logs.partition_count(d)})
     store = broker._store
     zk = None
     if broker.in_cluster:
@@ -167,6 +180,7 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
         "brokers": brokers,
         "topics": topics,
         "groups": groups,
+        "log_dirs": log_dirs,
         "history": list(history.samples) if history is not None else [],
     }
 
@@ -251,6 +265,14 @@ def render_html(data: dict[str, Any]) -> str:
         cls = "" if b["status"] == "up" else " class='down'"
         out.append(f"<tr><td>{b['id']}</td><td>{_e(addr)}</td><td>{_e(b['rack'] or '')}</td><td>{role}</td>"
                    f"<td id='broker-{b['id']}'{cls}>{_e(status)}</td></tr>")
+    out.append("</table><h2>Log directories (this broker)</h2><table><tr><th>path</th><th>status</th>"
+               "<th>partitions</th></tr>")
+    for d in data["log_dirs"]:
+        status = d["status"] + (f" ({d['error']})" if d["error"] else "")
+        cls = " class='offline'" if d["status"] == "offline" else " class='urp'" if d["status"] != "online" else ""
+        held = d["partitions"]
+        count = (f"{len(held)} offline: {', '.join(held)}" if held else "none") if isinstance(held, list) else held
+        out.append(f"<tr><td>{_e(d['path'])}</td><td{cls}>{_e(status)}</td><td>{_e(count)}</td></tr>")
     out.append("</table><h2>Rates and request time (last minutes)</h2><div class='charts'>")
     for key, label in CHARTS:
         out.append(f"<div class='chart'><div>{_e(label)}</div>{_chart(key, data['history'])}</div>")
@@ -261,8 +283,9 @@ def render_html(data: dict[str, Any]) -> str:
             state = "offline" if p["offline"] else "under-replicated" if p["under_replicated"] else "ok"
             cls = " class='offline'" if p["offline"] else " class='urp'" if p["under_replicated"] else ""
             leader = "none" if p["leader"] < 0 else _ids([p["leader"]], down)
+            gone = down | set(p.get("offline_replicas", ()))
             out.append(f"<tr{cls}><td>{_e(t['name'])}</td><td>{p['partition']}</td><td>{leader}</td>"
-                       f"<td>{_ids(p['replicas'], down)}</td><td>{_ids(p['isr'], down)}</td><td>{state}</td></tr>")
+                       f"<td>{_ids(p['replicas'], gone)}</td><td>{_ids(p['isr'], down)}</td><td>{state}</td></tr>")
     out.append("</table><h2>Consumer groups (coordinated by this broker)</h2>")
     if not data["groups"]:
         out.append("<p>none</p>")

@@ -11,6 +11,9 @@ mount would not reach the descriptors already open.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -25,6 +28,7 @@ from tests.faults.test_schedules import create_topic, run_schedule
 from tests.support.broker_proc import BrokerProcess
 from tests.support.cluster import poll_until
 from tests.support.deps import require_module
+from tests.support.kafka_tools import kafka_tool
 from tests.support.ports import free_port
 from tests.support.small_fs import failing_ext4, small_tmpfs
 
@@ -189,6 +193,28 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
             assert part1.leader_id == -1 and part1.offline_replicas == [0]
             text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
             assert "kafka_log_offline_log_directory_count 1.0" in text.splitlines()
+            # the status page and its JSON show the failed dir, with the partition it held
+            status = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics}/status.json", timeout=10).read())
+            by_path = {d["path"]: d for d in status["log_dirs"]}
+            assert by_path[str(fs.path)]["status"] == "offline" and by_path[str(fs.path)]["partitions"] == ["jbod-1"]
+            assert by_path[str(fs.path)]["error"], by_path
+            assert by_path[str(data)] == {"path": str(data), "status": "online", "error": "", "partitions": 1}
+            jbod = next(t for t in status["topics"] if t["name"] == "jbod")["partitions"]
+            assert jbod[1]["offline"] and jbod[1]["offline_replicas"] == [0] and not jbod[0]["offline"]
+            page = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/", timeout=10).read().decode()
+            assert f"<td>{fs.path}</td><td class='offline'>offline (" in page and "1 offline: jbod-1" in page
+            # `broker log-dirs describe` and Kafka's kafka-log-dirs say the same of the failed dir
+            mine = subprocess.run([sys.executable, "-m", "broker.cli.main", "log-dirs", "describe",
+                                   "--bootstrap-server", b.bootstrap], capture_output=True, text=True, timeout=60)
+            assert mine.returncode == 0, mine.stderr
+            theirs = kafka_tool("kafka-log-dirs", "--bootstrap-server", b.bootstrap, "--describe").lines
+
+            def failed_dir(doc: str) -> dict:
+                dirs = {d["logDir"]: d for d in json.loads(doc)["brokers"][0]["logDirs"]}
+                return dirs[str(fs.path)]
+            assert failed_dir(mine.stdout.splitlines()[2]) == failed_dir(theirs[2]) == {
+                "logDir": str(fs.path), "error": "org.apache.kafka.common.errors.KafkaStorageException",
+                "partitions": []}, (mine.stdout, theirs)
             # restarted before the repair: the failed dir stays offline, the other one loads
             b.stop()
             b.start()
