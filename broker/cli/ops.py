@@ -188,12 +188,27 @@ def log_dirs_describe(args) -> int:
                           "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
                          for t in r.topics for p in t.partitions]
                 dirs.append({"partitions": sorted(parts, key=lambda x: x["partition"]),
-                             "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
+                             "error": None if r.error_code == 0 else _exception_name(r.error_code),
                              "logDir": r.log_dir})
             brokers.append({"broker": b, "logDirs": dirs})
     print(f"Received log directory information from brokers {','.join(map(str, wanted))}")
     print(json.dumps({"brokers": brokers, "version": 1}, separators=(",", ":")))
     return 0
+
+
+def _exception_name(code: int) -> str:
+    """The Java exception class Kafka's tools print for an error code (its Errors enum:
+    KAFKA_STORAGE_ERROR is org.apache.kafka.common.errors.KafkaStorageException)."""
+    from broker.protocol.errors import ErrorCode
+    special = {ErrorCode.KAFKA_STORAGE_ERROR: "KafkaStorageException",
+               ErrorCode.UNKNOWN_SERVER_ERROR: "UnknownServerException",
+               ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException"}
+    try:
+        err = ErrorCode(code)
+    except ValueError:
+        return "org.apache.kafka.common.errors.UnknownServerException"    # as Errors.forCode
+    name = special.get(err) or "".join(w.capitalize() for w in err.name.split("_")) + "Exception"
+    return f"org.apache.kafka.common.errors.{name}"
 
 
 # ---------------------------------------------------------------------- records delete
