@@ -37,7 +37,8 @@ Invariants:
   appending, so memory is committed as data arrives.  A larger one is allocated whole
   when its size is known (up to ``max_frame_size``), without being zeroed, as Kafka
   allocates a request's buffer: a fresh mapping's pages are still committed only as
-  bytes arrive, and nothing of the buffer is handed out before all of it was received.
+  bytes arrive, and the frame is returned only once every byte of it was received (its
+  uninitialised bytes are never seen).
   Where the allocation fails (MemoryError), the frame grows by appending instead.
 * ``read_size(limit)``, the size of the next read for ``feed``: ``limit``, or
   ``SMALL_READ`` right after a frame that was received in place, so that a stream of
