@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Kafka's variable-length integers from Python (the C versions live in kb_wire.h).
+"""Kafka's variable-length integers from Python (the C versions live in kb_wire.h), and
+a bytearray allocated without being zeroed (a receive buffer the socket fills).
 
 read_* functions take any buffer and a position and return (value, next_position);
 they raise ValueError naming the position when the input ends inside a varint or the
@@ -8,6 +9,7 @@ varint runs longer than its type allows.
 from libc.stdint cimport uint8_t, uint64_t, int32_t, int64_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 
 cdef object _read(object data, Py_ssize_t pos, int kind):
@@ -80,3 +82,14 @@ def write_unsigned_varint(unsigned int value):
     cdef uint8_t tmp[10]
     cdef int n = kb_write_uvarint(tmp, value)
     return PyBytes_FromStringAndSize(<char *>tmp, n)
+
+
+def uninitialized_bytearray(Py_ssize_t size):
+    """A bytearray of `size` bytes whose content is whatever malloc returned: bytearray(size)
+    writes zeros over it first, which for a frame about to be received whole is a pass over
+    its memory for nothing (and commits every page of a fresh mapping at once, where a
+    receive commits them as bytes arrive). Only for a buffer that is written whole before
+    it is read. MemoryError when it cannot be had; ValueError below 0."""
+    if size < 0:
+        raise ValueError(f"negative size {size}")
+    return PyByteArray_FromStringAndSize(NULL, size)

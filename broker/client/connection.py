@@ -191,14 +191,10 @@ class BrokerConnection:
             if not readable:
                 return False
             try:
-                data = self.sock.recv(RECV_SIZE)
+                self._recv()
             except OSError as exc:
                 self.close()
                 raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-            if not data:
-                self.close()
-                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
-            self._frames.feed(data)
             frame = self._frames.next_frame()
             if frame is None:
                 return False
@@ -221,17 +217,32 @@ class BrokerConnection:
                 raise ClientError(f"timed out waiting for {self.host}:{self.port}")
             self.sock.settimeout(remaining)
             try:
-                data = self.sock.recv(RECV_SIZE)
+                self._recv()
             except TimeoutError:
                 self.close()
                 raise ClientError(f"timed out waiting for {self.host}:{self.port}") from None
             except OSError as exc:
                 self.close()
                 raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-            if not data:
-                self.close()
-                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
-            self._frames.feed(data)
+
+    def _recv(self) -> None:
+        """One read into the frame reader: the rest of a large answer (a Fetch's records)
+        straight into its frame's buffer, else up to RECV_SIZE bytes the reader copies.
+        ClientError when the broker closed the connection; OSError as the socket raises."""
+        frames = self._frames
+        buf = frames.direct_buffer()
+        if buf is not None:
+            n = self.sock.recv_into(buf)
+            if n:
+                frames.direct_received(n)
+        else:
+            data = self.sock.recv(frames.read_size(RECV_SIZE))
+            n = len(data)
+            if n:
+                frames.feed(data)
+        if not n:
+            self.close()
+            raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
 
     def close(self) -> None:
         try:

@@ -15,6 +15,12 @@ all). So the connection owns its non-blocking socket:
     output queue -> sendmsg(2) for bytes / sendfile(2) for file ranges; on EAGAIN the
                     loop's writer callback resumes where it stopped.
 
+A large request (a Produce of a megabyte) is received in place: once its size is read,
+the rest goes with socket.recv_into straight into the frame's own buffer, which is what
+the handler decodes and appends from (FrameReader.direct_buffer); only small frames, and
+a large frame's first bytes, are copied out of the bytes recv(2) returned. Over TLS the
+same, from OpenSSL's decrypted records (SSLSocket.recv_into).
+
 Invariants:
 - Requests on one connection are handled in order and answered in order. A request
   that must wait holds back the requests behind it (Kafka mutes a connection while its
@@ -165,24 +171,16 @@ class Connection:
         if self._tls is not None:
             if self._handshaking and not self._handshake():
                 return
-            data = self._tls_read()
-            if data is None:
-                return
+            got = self._tls_read()
         else:
-            try:
-                data = self.sock.recv(RECV_SIZE)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log.debug("%s: recv failed: %s", self, exc)
-                self.close()
-                return
-        if not data:
+            got = self._recv()
+        if got is None:
+            return
+        if not got:
             self._end_of_stream()
             return
         now = self.last_active = self.loop.time()
         try:
-            self.frames.feed(data)
             while True:
                 frame = self.frames.next_frame()
                 if frame is None:
@@ -198,6 +196,30 @@ class Connection:
             self._run_pending()
         if len(self.pending) >= MAX_PENDING_FRAMES:
             self._pause_reading()
+
+    def _recv(self) -> int | None:
+        """Reads what the socket has into the frame reader: the rest of a large frame
+        straight into that frame's buffer (recv_into: no copy after the kernel's), else up
+        to RECV_SIZE bytes that the reader copies into frames. The count read, 0 at the
+        end of the stream, None when nothing was there (or the connection failed)."""
+        frames = self.frames
+        buf = frames.direct_buffer()
+        try:
+            if buf is not None:
+                n = self.sock.recv_into(buf)
+                if n:
+                    frames.direct_received(n)
+                return n
+            data = self.sock.recv(frames.read_size(RECV_SIZE))
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            log.debug("%s: recv failed: %s", self, exc)
+            self.close()
+            return None
+        if data:
+            frames.feed(data)
+        return len(data)
 
     def _end_of_stream(self) -> None:
         """The client closed its side. Requests it sent before are handled, as Kafka's
@@ -259,34 +281,42 @@ class Connection:
             self.loop.remove_writer(self.fd)
             self._writing = False
 
-    def _tls_read(self) -> bytes | None:
-        """Decrypted bytes: what OpenSSL has, up to RECV_SIZE (it hands out one TLS record
-        per read); b"" at the end, None when nothing is there yet."""
+    def _tls_read(self) -> int | None:
+        """Reads decrypted bytes into the frame reader, as _recv does (the rest of a large
+        frame straight into its buffer), what OpenSSL has up to RECV_SIZE (it hands out
+        one TLS record per read). The count read, 0 at the end, None when nothing is there
+        yet."""
         tls = self._tls
         assert tls is not None
-        parts: list[bytes] = []
+        frames = self.frames
         size = 0
         try:
             while size < RECV_SIZE:
-                data = tls.recv(RECV_SIZE - size)
-                if not data:
-                    if not parts:
-                        return b""
+                buf = frames.direct_buffer()
+                if buf is not None:
+                    n = tls.recv_into(buf)
+                    if n:
+                        frames.direct_received(n)
+                else:
+                    data = tls.recv(min(frames.read_size(RECV_SIZE), RECV_SIZE - size))
+                    n = len(data)
+                    if n:
+                        frames.feed(data)
+                if not n:
+                    if not size:
+                        return 0
                     break
-                parts.append(data)
-                size += len(data)
+                size += n
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
             pass
         except (ssl.SSLError, OSError) as exc:
             log.debug("%s: TLS recv failed: %s", self, exc)
-            if not parts:
-                return b""
+            if not size:
+                return 0
         if size >= RECV_SIZE and tls.pending():
             # more is decrypted than read: the socket will not say readable for it
             self.loop.call_soon(self._read_more)
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return size or None
 
     def _read_more(self) -> None:
         if self._reading and not self.closed:

@@ -1,16 +1,20 @@
 """Connection's request ordering, on a real socket pair with a fake dispatcher: Produce
 requests behind a waiting Produce are handled at once (bounded), anything else waits for
-what is in flight, and answers always go out in request order."""
+what is in flight, and answers always go out in request order. And its reading: a large
+request received in place (no copy between the socket and the frame handed to dispatch),
+a frame over the maximum refused, the peer gone in the middle of a frame."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 
 import pytest
 
+from broker.protocol.framing import SMALL_READ, FrameReader
 from broker.server import connection as connection_mod
-from broker.server.connection import MAX_INFLIGHT_PRODUCE, Connection
+from broker.server.connection import MAX_INFLIGHT_PRODUCE, RECV_SIZE, Connection
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 
@@ -26,6 +30,7 @@ class FakeServer:
         self.dispatched: list[bytes] = []
         self.waiting: dict[bytes, asyncio.Future] = {}
         self.closed = []
+        self.bad_requests: list[str] = []
 
     def dispatch(self, conn, frame):
         frame = bytes(frame)
@@ -39,6 +44,9 @@ class FakeServer:
 
     def connection_closed(self, conn):
         self.closed.append(conn)
+
+    def log_bad_request(self, level, msg, *args):
+        self.bad_requests.append(msg % args)
 
 
 def frame(api_key: int, tag: bytes) -> bytes:
@@ -196,4 +204,80 @@ def test_a_muted_connection_handles_nothing_until_its_throttle_ends():
         h.conn.mute(0.05)
         end = h.conn._muted_until
         assert end >= h.loop.time() + 0.15
+    run(body)
+
+
+# ------------------------------------------------------------------ reading
+
+class ReadSpy:
+    """What the connection's FrameReader copied (bytes through feed) and which buffers
+    it handed out to receive into."""
+
+    def __init__(self, monkeypatch):
+        self.fed = 0
+        self.owners: list[bytearray] = []
+        feed, direct_buffer = FrameReader.feed, FrameReader.direct_buffer
+
+        def spy_feed(reader, data):
+            self.fed += len(memoryview(data).cast("B"))
+            feed(reader, data)
+
+        def spy_direct_buffer(reader):
+            buf = direct_buffer(reader)
+            if buf is not None and not any(buf.obj is o for o in self.owners):
+                self.owners.append(buf.obj)
+            return buf
+        monkeypatch.setattr(FrameReader, "feed", spy_feed)
+        monkeypatch.setattr(FrameReader, "direct_buffer", spy_direct_buffer)
+
+
+def test_large_requests_are_received_in_place_and_dispatched_as_received(monkeypatch):
+    spy = ReadSpy(monkeypatch)
+    big = [frame(PRODUCE, bytes([i]) * 700_000) for i in range(3)]
+    small = [frame(METADATA, b"m%d" % i) for i in range(5)]
+
+    async def body(h: Harness):
+        got = []
+        h.server.dispatch = lambda conn, f: got.append(f)          # acks=0: no answer
+        await h.loop.sock_sendall(h.peer, b"".join(big[:1] + small[:2] + big[1:] + small[2:]))
+        await _until(lambda: len(got) == 8)
+        assert [bytes(f) for f in got] == [f[4:] for f in big[:1] + small[:2] + big[1:] + small[2:]]
+        large = [f for f in got if len(f) > 1000]
+        # the frame dispatched is the buffer the socket wrote into: nothing copied it
+        assert len(spy.owners) == 3 and all(f is o for f, o in zip(large, spy.owners))
+        # what went through the copying path: small frames and the large ones' first bytes
+        # (the first large frame's from a full read; the ones after a large frame, a small read)
+        assert spy.fed <= RECV_SIZE + 2 * SMALL_READ + sum(map(len, small))
+        assert not h.conn.closed
+    run(body)
+
+
+def test_the_peer_gone_in_the_middle_of_a_large_request():
+    async def body(h: Harness):
+        got = []
+        h.server.dispatch = lambda conn, f: got.append(f)
+        data = frame(PRODUCE, b"p" * 500_000)
+        await h.loop.sock_sendall(h.peer, frame(METADATA, b"first") + data[:300_000])
+        await _until(lambda: got and h.conn.frames.buffered > 0)
+        assert h.conn.frames.direct_buffer() is not None          # the rest was to go in place
+        h.peer.shutdown(socket.SHUT_WR)
+        await _until(lambda: h.conn.closed)
+        assert [bytes(f) for f in got] == [b"\x00\x03first"] and h.server.closed == [h.conn]
+    run(body)
+
+
+@pytest.mark.parametrize("after_large", [False, True])
+def test_a_frame_over_the_maximum_closes_the_connection(after_large):
+    async def body(h: Harness):
+        got = []
+        h.server.dispatch = lambda conn, f: got.append(f)
+        first = frame(PRODUCE, os.urandom(600_000)) if after_large else frame(METADATA, b"ok")
+        too_big = struct.pack(">i", (1 << 20) + 1) + b"\x00" * 1000
+        await h.loop.sock_sendall(h.peer, first + too_big)
+        await _until(lambda: h.conn.closed)
+        # a large frame completes in a read of its own and is handled; a small one read
+        # together with the bad size goes with the connection (as it always did)
+        assert [bytes(f) for f in got] == ([first[4:]] if after_large else [])
+        assert h.server.bad_requests == [f"{h.conn}: frame size {(1 << 20) + 1} exceeds the maximum of "
+                                         f"{1 << 20} bytes; closing the connection"]
     run(body)

@@ -1,4 +1,5 @@
-"""FrameReader: splitting at every byte boundary, many frames per feed, bad sizes, copies."""
+"""FrameReader: splitting at every byte boundary, many frames per feed, bad sizes, copies;
+large frames received in place (direct_buffer)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from broker.protocol.framing import FrameReader, FrameTooLarge, InvalidFrame
+from broker.protocol import framing
+from broker.protocol.framing import DIRECT_MIN, SMALL_READ, FrameReader, FrameTooLarge, InvalidFrame
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)) * 3, b"\x00\x00\x00\x05", b"x" * 70]
 
@@ -170,3 +172,172 @@ def test_accepts_non_byte_memoryviews():
     data = frame(b"abcd")
     r.feed(memoryview(bytearray(data)).cast("I"))
     assert bytes(r.next_frame()) == b"abcd"
+
+
+# ------------------------------------------------------------------ frames received in place
+
+LARGE = 4 * DIRECT_MIN
+
+
+def receive(reader: FrameReader, stream: bytes, pos: int, piece: int = 1 << 30) -> int:
+    """What a connection does with recv_into: writes the stream's next bytes into the
+    reader's direct buffer, `piece` bytes at a time, while it hands one out."""
+    while (buf := reader.direct_buffer()) is not None:
+        n = min(len(buf), piece, len(stream) - pos)
+        if not n:
+            break
+        buf[:n] = stream[pos:pos + n]
+        reader.direct_received(n)
+        pos += n
+    return pos
+
+
+def test_a_large_frame_lands_in_the_buffer_that_is_returned():
+    payload = bytes(range(256)) * (LARGE // 256)
+    s = frame(payload)
+    r = FrameReader()
+    r.feed(s[:100])                            # the size and the first 96 bytes
+    assert r.next_frame() is None
+    buf = r.direct_buffer()
+    assert buf is not None and len(buf) == LARGE - 96 and not buf.readonly
+    owner = buf.obj
+    del buf
+    assert receive(r, s, 100, piece=50_000) == len(s)
+    f = r.next_frame()
+    # no intermediate copy: the bytes received went into the frame itself
+    assert f is owner and isinstance(f, bytearray) and f == payload
+    assert r.next_frame() is None and r.direct_buffer() is None and r.buffered == 0
+
+
+def test_size_prefix_split_across_reads_then_the_body_in_place():
+    payload = b"\x5a" * LARGE
+    s = frame(payload)
+    r = FrameReader()
+    for i in range(4):
+        assert r.direct_buffer() is None
+        r.feed(s[i:i + 1])
+    buf = r.direct_buffer()                    # the size is known: the whole body goes in place
+    assert buf is not None and len(buf) == LARGE
+    assert receive(r, s, 4, piece=7919) == len(s)
+    assert r.next_frame() == payload
+
+
+def test_a_large_frame_in_many_pieces_fed_and_received_in_place_alike():
+    payload = bytes(range(251)) * 1000
+    s = frame(payload) + frame(b"small") + frame(payload[::-1])
+    r = FrameReader()
+    pos = 0
+    step = 0
+    while pos < len(s):
+        step += 1
+        if step % 3 == 0 and r.direct_buffer() is not None:
+            pos = receive(r, s, pos, piece=3001)
+        else:
+            r.feed(s[pos:pos + 997])           # feed() fills a frame allocated whole as well
+            pos += 997
+    assert drain(r) == [payload, b"small", payload[::-1]]
+    assert r.buffered == 0
+
+
+def test_many_frames_in_one_read_after_a_frame_received_in_place():
+    big = b"B" * LARGE
+    small = [b"a", b"", b"bc" * 100]
+    s = frame(big) + b"".join(frame(p) for p in small)
+    r = FrameReader()
+    assert r.read_size(1 << 18) == 1 << 18
+    r.feed(s[:10])
+    pos = receive(r, s, 10)
+    assert pos == 4 + LARGE
+    # right after a large frame the next read is small: the next frame's size, then in place
+    assert r.read_size(1 << 18) == SMALL_READ and r.read_size(100) == 100
+    r.feed(s[pos:])
+    frames = drain(r)
+    assert frames == [big] + small
+    assert r.read_size(1 << 18) == 1 << 18     # small frames again: full reads
+
+
+def test_an_oversize_frame_behind_one_received_in_place_is_refused_as_before():
+    r = FrameReader(max_frame_size=LARGE)
+    s = frame(b"x" * LARGE) + struct.pack(">i", LARGE + 1) + b"junk"
+    r.feed(s[:4])
+    pos = receive(r, s, 4)
+    assert bytes(r.next_frame()) == b"x" * LARGE
+    r.feed(s[pos:])
+    with pytest.raises(FrameTooLarge) as info:
+        r.next_frame()
+    assert str(info.value) == f"frame size {LARGE + 1} exceeds the maximum of {LARGE} bytes"
+    assert info.value.size == LARGE + 1 and r.direct_buffer() is None
+    r.feed(frame(b"more"))                     # poisoned as before
+    with pytest.raises(FrameTooLarge):
+        r.next_frame()
+
+
+def test_the_end_of_the_stream_inside_a_frame_received_in_place():
+    s = frame(b"y" * LARGE)
+    r = FrameReader()
+    r.feed(s[:1000])
+    receive(r, s[:LARGE // 2], 1000)           # the peer is gone half way
+    assert r.next_frame() is None
+    assert r.buffered == LARGE // 2 - 4        # what came, not what was announced
+    assert len(r.direct_buffer()) == LARGE - (LARGE // 2 - 4)
+
+
+def test_a_frame_with_little_left_to_come_grows_by_appending():
+    payload = b"z" * (DIRECT_MIN + 100)
+    s = frame(payload)
+    r = FrameReader()
+    r.feed(s[:200])                            # DIRECT_MIN - 96 still to come: not worth a read of its own
+    assert r.direct_buffer() is None
+    r.feed(s[200:])
+    assert r.next_frame() == payload
+    r = FrameReader(direct_min=10)
+    r.feed(s[:200])
+    assert r.direct_buffer() is not None
+
+
+def test_when_the_whole_frame_cannot_be_allocated_it_grows_by_appending(monkeypatch):
+    def refuse(size):
+        raise MemoryError
+    monkeypatch.setattr(framing, "_alloc", refuse)
+    payload = b"m" * LARGE
+    s = frame(payload)
+    r = FrameReader()
+    for i in range(0, len(s), 65536):
+        r.feed(s[i:i + 65536])
+        assert r.direct_buffer() is None
+    assert r.next_frame() == payload
+
+
+def test_direct_received_refuses_what_it_cannot_account_for():
+    r = FrameReader()
+    with pytest.raises(RuntimeError):
+        r.direct_received(1)
+    r.feed(frame(b"q" * LARGE)[:4])
+    with pytest.raises(ValueError):
+        r.direct_received(LARGE + 1)
+    with pytest.raises(ValueError):
+        r.direct_received(-1)
+    r.direct_received(0)
+    assert r.buffered == 0 and len(r.direct_buffer()) == LARGE
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=120), max_size=8),
+       st.lists(st.tuples(st.booleans(), st.integers(1, 150)), max_size=40))
+def test_random_reads_into_the_direct_buffer_or_fed(payloads, steps):
+    s = b"".join(frame(p) for p in payloads)
+    r = FrameReader(max_frame_size=120, direct_min=16)
+    got = []
+    pos = 0
+    for in_place, n in steps + [(False, len(s))] * 2:
+        buf = r.direct_buffer()
+        if in_place and buf is not None:
+            n = min(n, len(buf), len(s) - pos)
+            buf[:n] = s[pos:pos + n]
+            r.direct_received(n)
+        else:
+            n = min(n, len(s) - pos)
+            r.feed(s[pos:pos + n])
+        pos += n
+        got += drain(r)
+    assert pos == len(s) and got == payloads and r.buffered == 0

@@ -2,8 +2,9 @@
 it (broker/server/connection.py): key and trust stores as PEM files, inline PEM and
 PKCS12, JKS refused with what to do, cipher suites by Java's names, the client
 certificate's subject as principal through ssl.principal.mapping.rules, refused
-handshakes audited and closed, and a fetch's file ranges sent through TLS — on real
-sockets with a real TLS client, without a broker process."""
+handshakes audited and closed, a fetch's file ranges sent through TLS, and a large
+request received in place from OpenSSL — on real sockets with a real TLS client,
+without a broker process."""
 from __future__ import annotations
 
 import asyncio
@@ -234,6 +235,34 @@ def test_file_ranges_go_through_tls_in_large_reads(certs, tmp_path):
         asyncio.run(run())
     finally:
         os.close(fd)
+
+
+def test_large_requests_over_tls_are_received_in_place(certs, monkeypatch):
+    """SSLSocket.recv_into writes a large frame's decrypted bytes into the frame itself
+    (the buffer dispatched), across TLS records and reads; small frames around it as before."""
+    from broker.protocol.framing import FrameReader
+    owners = []
+    direct_buffer = FrameReader.direct_buffer
+
+    def spy(reader):
+        buf = direct_buffer(reader)
+        if buf is not None and not any(buf.obj is o for o in owners):
+            owners.append(buf.obj)
+        return buf
+    monkeypatch.setattr(FrameReader, "direct_buffer", spy)
+    big = [os.urandom(900_000), os.urandom(300_000)]
+
+    async def run():
+        server, conn, (reader, writer) = await connect(certs, tls_listener(certs), certs.client_pem)
+        got = []
+        server.dispatch = lambda c, f: got.append(f)
+        writer.write(b"".join(struct.pack(">i", len(p)) + p for p in (b"a", big[0], b"bc", big[1], b"d")))
+        await _until(lambda: len(got) == 5)
+        assert [bytes(f) for f in got] == [b"a", big[0], b"bc", big[1], b"d"]
+        assert len(owners) == 2 and got[1] is owners[0] and got[3] is owners[1]
+        writer.close()
+        await _until(lambda: conn.closed)
+    asyncio.run(run())
 
 
 @pytest.mark.parametrize("pem", ["expired_pem", "self_signed_pem", "other_ca_pem", None])
