@@ -145,6 +145,12 @@ class Connection:
             pass
         #: SASL listeners: the connection's authentication (broker/security/sasl.py)
         self.authenticator = security.new_authenticator() if security is not None else None
+        if self.authenticator is not None:
+            # before authentication a frame holds at most sasl.server.max.receive.size
+            # (Kafka's SaslServerAuthenticator): an unauthenticated client cannot have a
+            # request buffer of socket.request.max.bytes reserved for it
+            self.frames.max_frame_size = min(self.frames.max_frame_size,
+                                             self.authenticator.settings.max_receive_size)
         self.closing = False                       # closes once what is queued has been sent
         if security is not None and security.ssl_context is not None:
             self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
@@ -154,6 +160,11 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
+
+    def authenticated(self, principal: str) -> None:
+        """SASL authentication completed as `principal`: requests of any size from now on."""
+        self.principal = principal
+        self.frames.max_frame_size = self.server.services.config["socket.request.max.bytes"]
 
     # ------------------------------------------------------------------ reading
 
@@ -189,7 +200,9 @@ class Connection:
                 if self.stats is not None:
                     self.arrived.append(now)
         except ValueError as exc:        # FrameTooLarge / InvalidFrame
-            self.server.log_bad_request(logging.WARNING, "%s: %s; closing the connection", self, exc)
+            before = (" (before authentication: sasl.server.max.receive.size)"
+                      if self.authenticator is not None and not self.authenticator.authenticated else "")
+            self.server.log_bad_request(logging.WARNING, "%s: %s%s; closing the connection", self, exc, before)
             self.close()
             return
         if self.pending and not self._run_scheduled and self._may_dispatch():

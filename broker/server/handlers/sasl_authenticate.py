@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> HandlerResu
         conn.server.audit_failure(conn, f"SASL {auth.mechanism} authentication failed: {exc.reason}")
         return _refuse(ctx, exc.message)
     if auth.principal is not None and auth.state == "complete":
-        conn.principal = auth.principal
+        conn.authenticated(auth.principal)
     return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer,
                                     session_lifetime_ms=lifetime_ms)
 

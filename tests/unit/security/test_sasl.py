@@ -259,6 +259,27 @@ def test_requests_before_authentication_close_the_connection(listener):
     assert c.request(SaslAuthenticateRequest(auth_bytes=b"x"), version=1).error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
+def test_before_authentication_a_frame_is_held_to_sasl_server_max_receive_size(listener, caplog):
+    """As Kafka's SaslServerAuthenticator: an unauthenticated client's frame over
+    sasl.server.max.receive.size (524288) closes the connection before its body is read
+    (no buffer of socket.request.max.bytes is reserved for it); once authenticated, a
+    request of a megabyte is read and answered."""
+    import socket
+    import struct
+    with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as s:
+        s.sendall(struct.pack(">i", 524289) + b"\0" * 1000)
+        assert s.recv(100) == b""                   # closed by the broker
+    assert any("524289" in r.getMessage() and "sasl.server.max.receive.size" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    with BrokerConnection("127.0.0.1", listener.port, security=sasl("PLAIN", "alice", "alice-pw")) as c:
+        assert [c.principal for c in listener.server.connections] == ["User:alice"]
+        assert [c.frames.max_frame_size for c in listener.server.connections] == [100 * 1024 * 1024]
+        # a 1 MB request (a long user name list) is read whole and answered
+        users = [DescribeUserScramCredentialsRequest.UserName(name="u" * 1000 + str(i)) for i in range(1000)]
+        resp = c.request(DescribeUserScramCredentialsRequest(users=users))
+        assert len(resp.results) == 1000
+
+
 def test_alter_and_describe_user_scram_credentials(listener):
     R = AlterUserScramCredentialsRequest
     salt = b"salt-salt-salt"
