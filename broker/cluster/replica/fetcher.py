@@ -32,7 +32,12 @@ for throttled partitions are recorded against it. A fetcher whose partitions are
 out looks again after THROTTLED_RECHECK_S.
 
 Errors: a partition the leader no longer leads (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-UNKNOWN_*) waits replica.fetch.backoff.ms and tries again until the controller moves it;
+UNKNOWN_*) waits replica.fetch.backoff.ms and tries again until the controller moves it.
+Two of them mostly mean the leader has not yet applied the LeaderAndIsr we have (the
+controller's updates reach the brokers tens of ms apart): UNKNOWN_LEADER_EPOCH and
+NOT_LEADER_OR_FOLLOWER are retried after EPOCH_RETRY_S, doubling up to
+replica.fetch.backoff.ms, so a leader epoch bump (a reassignment, a leader moved) does
+not hold acks=all producers for a whole backoff as Kafka's fetcher does;
 OFFSET_OUT_OF_RANGE asks the leader for its log start and end and truncates to fit (all of
 it, starting at the leader's log start, when the leader deleted what we would need); a
 broken connection backs off and reconnects. A request unanswered for
@@ -80,6 +85,9 @@ CATCH_UP_LOG_RECORDS = 10000
 CATCH_UP_LOG_S = 10.0
 #: a fetcher whose partitions the follower throttle all left out looks again after this
 THROTTLED_RECHECK_S = 0.1
+#: the first retry after an error that means the leader is behind us (see above)
+EPOCH_RETRY_S = 0.05
+_BEHIND_US = frozenset((ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER))
 
 
 @dataclass(eq=False)
@@ -96,6 +104,8 @@ class FetchState:
     #: the leader's high watermark minus our log end after the last answer (None: no
     #: answer yet); 0 is in sync, never throttled (Kafka's PartitionFetchState.lag)
     lag: int | None = None
+    #: errors in a row that mean the leader is behind us (each retry waits twice as long)
+    quick_retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -255,11 +265,15 @@ class ReplicaFetcher:
         except asyncio.TimeoutError:
             pass
 
-    def _delay(self, tp: TopicPartition, why: str) -> None:
+    def _delay(self, tp: TopicPartition, why: str, err: int | None = None) -> None:
         s = self.partitions.get(tp)
         if s is not None:
-            log.debug("%s: %s: %s; backing off", self, tp, why)
-            s.delay_until = time.monotonic() + self.cfg.backoff_s
+            wait = self.cfg.backoff_s
+            if err in _BEHIND_US:
+                wait = min(wait, EPOCH_RETRY_S * (1 << min(s.quick_retries, 16)))
+                s.quick_retries += 1
+            log.debug("%s: %s: %s; backing off %.2f s", self, tp, why, wait)
+            s.delay_until = time.monotonic() + wait
 
     def _sent(self, tp: TopicPartition, part: Partition) -> _Sent:
         lg = part.log
@@ -323,7 +337,7 @@ class ReplicaFetcher:
                 if was is None or part is None:
                     continue
                 if p.error_code:
-                    self._delay(tp, ErrorCode(p.error_code).name)
+                    self._delay(tp, ErrorCode(p.error_code).name, p.error_code)
                     continue
                 self._truncate_to_epoch_end(tp, was.state, part, was.epoch, p.leader_epoch, p.end_offset)
 
@@ -421,6 +435,7 @@ class ReplicaFetcher:
             return
         err = d.error_code
         if err == ErrorCode.NONE:
+            sent.state.quick_retries = 0
             div = d.diverging_epoch
             if div is not None and div.epoch >= 0 and div.end_offset >= 0:
                 # KIP-320: our log diverges from the leader's; truncate (no append, no high
@@ -454,7 +469,7 @@ class ReplicaFetcher:
         elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, sent)
         else:
-            self._delay(tp, ErrorCode(err).name)
+            self._delay(tp, ErrorCode(err).name, err)
 
     def _catching_up(self, tp: TopicPartition, sent: _Sent, end: int, leader_hw: int) -> None:
         """Progress lines of a follower far behind its leader (restarted after a while,

@@ -9,6 +9,8 @@ import functools
 import uuid
 from types import SimpleNamespace
 
+import pytest
+
 from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.manager import ReplicaManager
@@ -19,6 +21,7 @@ from broker.log.log import Log
 from broker.log.manager import LogManager
 from broker.protocol import codec
 from broker.protocol.api import ApiKey
+from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsResponse
 from broker.server.handlers import supported_versions
@@ -421,3 +424,74 @@ async def test_a_fetcher_whose_partitions_are_all_held_waits_then_fetches_at_the
     # no request while held (the fetcher paused between looks, THROTTLED_RECHECK_S): one per batch
     fetched = [r for r in fake.requests if r.topics[0].partitions[0].fetch_offset < leader_log.log_end_offset]
     assert len(fetched) == 8
+
+
+def _answers_error_first(fake, code: int, times: int):
+    """The fake leader answers the first `times` fetches with `code`, then normally."""
+    errors = [0]
+
+    def answer(req):
+        lg = fake.log
+        p = req.topics[0].partitions[0]
+        if errors[0] < times:
+            errors[0] += 1
+            return SimpleNamespace(partition_index=0, error_code=code, high_watermark=-1, log_start_offset=-1,
+                                   diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1), records=None)
+        return SimpleNamespace(partition_index=0, error_code=0, high_watermark=lg.log_end_offset,
+                               log_start_offset=lg.log_start_offset,
+                               diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                               records=lg.read_bytes(p.fetch_offset, 1 << 20, lg.log_end_offset)
+                               if p.fetch_offset < lg.log_end_offset else b"")
+    fake.fetch_answer = answer
+    return errors
+
+
+@pytest.mark.parametrize("code", [ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER])
+def test_a_leader_behind_our_epoch_is_retried_soon_not_after_the_whole_backoff(tmp_path, code):
+    """The controller's LeaderAndIsr reaches the follower before the leader (a reassignment,
+    a leader moved): the leader answers UNKNOWN_LEADER_EPOCH (or, not yet leading,
+    NOT_LEADER_OR_FOLLOWER) for a moment. The follower retries after 50, 100, 200 ms, not
+    after replica.fetch.backoff.ms (30 s here), so acks=all producers are not held."""
+    async def body():
+        leader_log, ours = load(tmp_path, "leader"), load(tmp_path, "follower")
+        write(leader_log, [(3, 5)] * 4)
+        part = follower(tmp_path, ours, 3)
+        mgr = ReplicaFetcherManager(FetcherConfig(1, backoff_s=30.0), {TP: part}.get)
+        fake = FakeLeader(leader_log)
+        errors = _answers_error_first(fake, code, 3)
+        mgr.add(TP, LEADER, 3)
+        f = next(iter(mgr.fetchers.values()))
+        f.channel = fake
+        t0 = asyncio.get_running_loop().time()
+        try:
+            await until(lambda: ours.log_end_offset == 20, timeout=5)
+            took = asyncio.get_running_loop().time() - t0
+            assert errors[0] == 3 and took < 2.0, took
+            assert f.partitions[TP].quick_retries == 0          # reset by the answer that worked
+        finally:
+            await mgr.shutdown()
+    asyncio.run(asyncio.wait_for(body(), 20))
+
+
+def test_a_fenced_epoch_waits_the_whole_backoff(tmp_path):
+    """FENCED_LEADER_EPOCH: we are the one behind; the controller's update will add the
+    partition again (a fresh state, no delay), so until then the full backoff applies."""
+    async def body():
+        leader_log, ours = load(tmp_path, "leader"), load(tmp_path, "follower")
+        write(leader_log, [(3, 5)])
+        part = follower(tmp_path, ours, 3)
+        mgr = ReplicaFetcherManager(FetcherConfig(1, backoff_s=30.0), {TP: part}.get)
+        fake = FakeLeader(leader_log)
+        errors = _answers_error_first(fake, ErrorCode.FENCED_LEADER_EPOCH, 1)
+        mgr.add(TP, LEADER, 3)
+        f = next(iter(mgr.fetchers.values()))
+        f.channel = fake
+        try:
+            await until(lambda: errors[0] == 1)
+            await asyncio.sleep(0.5)
+            assert ours.log_end_offset == 0 and errors[0] == 1
+            mgr.add(TP, LEADER, 4)                                  # the controller's update: at once
+            await until(lambda: ours.log_end_offset == 5, timeout=5)
+        finally:
+            await mgr.shutdown()
+    asyncio.run(asyncio.wait_for(body(), 20))
