@@ -419,13 +419,6 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
         assert f"The inter-broker throttle limit was set to {rate} B/s" in r.stdout, r.stdout
         assert "You must run --verify periodically" in r.stdout
         started = time.monotonic()
-        # the throttles as Kafka's tool sets them: rates on every broker involved, the
-        # topic's lists (leaders: the current replicas; followers: the new one)
-        for b in (1, 2, 3, new):
-            assert f"leader.replication.throttled.rate={rate}" in broker_dynamic_configs(cluster.bootstrap, b)
-        overrides = topic_overrides(cluster.bootstrap)
-        assert "follower.replication.throttled.replicas=" + ",".join(f"{p}:{new}" for p in range(PARTITIONS)) \
-            in overrides, overrides
         samples = []                # (when, bytes on the new broker) until the controller is killed
         deadline = started + 150
         killed = None
@@ -446,6 +439,15 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
         assert killed is not None
         took = time.monotonic() - started
         wait_done(cluster, plan)
+        # the throttles as Kafka's tool sets them, still there until --verify: rates on
+        # every broker involved, the topic's lists (leaders: the current replicas;
+        # followers: the new one). Checked after the move: the CLI calls take seconds
+        # that the rate's samples need.
+        for b in (1, 2, 3, new):
+            assert f"leader.replication.throttled.rate={rate}" in broker_dynamic_configs(cluster.bootstrap, b)
+        overrides = topic_overrides(cluster.bootstrap)
+        assert "follower.replication.throttled.replicas=" + ",".join(f"{p}:{new}" for p in range(PARTITIONS)) \
+            in overrides, overrides
         producer.wait_for_more(300)
         r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan_file, "-b", cluster.bootstrap)
         assert r.returncode == 0 and r.stdout.count("is completed.") == PARTITIONS, r.stdout + r.stderr
