@@ -163,7 +163,6 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 
 @_run
 def log_dirs_describe(args) -> int:
-    from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest as D
     topics = [t for t in (args.topic_list or "").split(",") if t]
     print("Querying brokers for log directories information")
