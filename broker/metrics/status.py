@@ -155,7 +155,7 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
             "total_lag": sum(lag.values()),
         })
     logs = broker.logs
-    log_dirs = []
+    log_dirs: list[dict[str, Any]] = []
     for d in logs.dirs:
         health = logs.health[d]
         err = health.error
