@@ -5,6 +5,8 @@
 #                system packages when root; the pinned JVM/Go/Node test dependencies
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
+#   make bench-tools  the C load generator of bench/kafka_vs_kbroker.py --pinned (bench/native/kgen;
+#                needs librdkafka-dev)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
@@ -44,7 +46,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
 .PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
-.PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean
+.PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean bench-tools
 
 # SERVE_ARGS adds flags, e.g. SERVE_ARGS="--set metrics.listener=127.0.0.1:9404" (the broker
 # then prints where its metrics and status page are)
@@ -74,6 +76,15 @@ bench: $(VENV)/.bench
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
+
+# the C load generator (librdkafka) that bench/kafka_vs_kbroker.py --pinned drives both brokers with
+KGEN := bench/native/kgen
+bench-tools: $(KGEN)
+
+$(KGEN): bench/native/kgen.c
+	@[ -f /usr/include/librdkafka/rdkafka.h ] || \
+	  { echo "kgen needs librdkafka's headers: apt-get install -y librdkafka-dev"; exit 1; }
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lrdkafka
 
 # fuzzing at scale (not in CI; tens of minutes): a million mutated requests, a canary
 # client beside; figures in bench/RESULTS.md
