@@ -30,8 +30,10 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 # JVM test dependencies; a JDK 17 is preinstalled), iptables (the fault tests cut loopback
 # addresses apart: tests/support/netfault.py), systemd's systemd-analyze and netcat (docs/deploy.md's
 # units are verified and its commands checked: tests/cluster/test_deploy.py), Chromium (the status
-# page in a headless browser: tests/cluster/test_status_page.py)
-SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium
+# page in a headless browser: tests/cluster/test_status_page.py), librdkafka's headers (the C load
+# generator of bench/kafka_vs_kbroker.py --pinned, bench/native/kgen.c: tests/unit/test_bench_pinned.py
+# builds it)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -133,6 +135,7 @@ sysdeps:
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -f /usr/include/librdkafka/rdkafka.h ] || missing="$$missing librdkafka-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \
