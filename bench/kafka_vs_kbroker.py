@@ -7,7 +7,7 @@ same load generators:
         [--json results.json]
     .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
         [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10] [--linger-ms 5]
-        [--batch-size 131072] [--fsync] [--json results.json]
+        [--batch-size 131072] [--pin-at launch|start] [--fsync] [--json results.json]
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -29,19 +29,24 @@ kbroker/Kafka ratios, as a Markdown table (and --json with every run). Every pha
 bounded in time; brokers and tools are stopped at the end whatever happens.
 
 --pinned measures the broker rather than the load generator: the broker (Kafka's JVM or
-kbroker) is pinned to core 0 once started (`taskset -a -p`: all its threads, so the JVM
-sizes its pools for the machine as in the default mode) and the load generator to core 1.
-The generator is bench/native/kgen (`make bench-tools`, needs librdkafka-dev), a small C
-program on librdkafka, the same client for both brokers. Each case produces for --seconds
-(acks=all with idempotence, as Kafka's Java producer defaults to; linger.ms and batch.size
-as in the default mode), then reads the topic back from the beginning, again and again
-until --seconds passed. Over every run both sides' CPU is recorded — the broker's from
-/proc/<pid>/stat (utime + stime), the generator's from its rusage when it exits — as a
-share of the run's wall time (100% = its core), and the table names the side that
-saturated its core (>= 90%): "generator-bound" means the figure says more about the
-generator than about the broker. Broker CPU seconds per GB are the broker's CPU time over
-the bytes of that run. A warm-up (--warmup-seconds of produce and one read) follows each
-start.
+kbroker) runs on core 0 only, the load generator on core 1 only (taskset). By default the
+broker is launched on its core (--pin-at launch: a JVM then sizes its GC and JIT threads
+for one core, as in a one-core container); --pin-at start moves it there once started
+(`taskset -a -p`, its pools sized for the whole machine). The generator is
+bench/native/kgen (`make bench-tools`, needs librdkafka-dev), a small C program on
+librdkafka, the same client for both brokers. Each case produces for --seconds (acks=all
+with idempotence, as Kafka's Java producer defaults to; linger.ms and batch.size as in the
+default mode), then reads the topic back from the beginning, again and again until
+--seconds passed. Over every run both sides' CPU is recorded — the broker's from
+/proc/<pid>/stat (utime + stime, all threads), the generator's from its rusage when it
+exits — as a share of the run's wall time (100% = its core), and the table names the side
+that saturated its core (>= 90%): "generator-bound" means the figure says more about the
+generator than about the broker. The rest of each core's busy time (/proc/stat: other
+processes, interrupts, the hypervisor's steal) is named when over 10%: a shared machine
+shows there. Broker CPU seconds per GB are the broker's CPU time over the bytes of that
+run; --json also has the broker's busiest threads per run (a JIT compiler thread there
+means Kafka was still compiling). After each start, a warm-up: --warmup-seconds of produce
+with each record size and acks of the run, each read back once.
 """
 from __future__ import annotations
 
@@ -69,6 +74,7 @@ KGEN = REPO / "bench" / "native" / "kgen"
 RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
 BROKER_CORE, GENERATOR_CORE = 0, 1
 SATURATED = 0.90                        # a side at or above this share of its core saturated it
+OTHERS_SHOWN = 0.10                     # the table names the cores' other busy time above this
 PHASE_TIMEOUT = 600
 CLIENT_JVM = ("-XX:+UseG1GC",)          # load generators: full JIT, as bin/ scripts run them
 SETTINGS = {"num.partitions": 1, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
@@ -244,6 +250,54 @@ def check_pinning() -> None:
 def pin(pid: int, core: int) -> None:
     """Pins every thread of `pid` to `core`; threads it starts later inherit it."""
     subprocess.run(["taskset", "-a", "-p", "-c", str(core), str(pid)], check=True, stdout=subprocess.DEVNULL)
+    assert_pinned(pid, core)
+
+
+def assert_pinned(pid: int, core: int) -> None:
+    """Every thread of `pid` may run on `core` only (checked after pinning and after each case)."""
+    cores: set[int] = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cores |= os.sched_getaffinity(int(tid))
+        except ProcessLookupError:      # a thread that ended meanwhile
+            pass
+    if cores != {core}:
+        raise RuntimeError(f"process {pid}'s threads may run on cores {sorted(cores)}, not only on {core}")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads by name, numbers in names folded ("...-handler-3" and
+    "...-handler-5" are one "...-handler-N")."""
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = re.sub(r"\d+", "N", text[text.index("(") + 1:text.rindex(")")])
+        parts = text.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(parts[11]) + int(parts[12])) / CLK
+    return out
+
+
+def busiest_threads(before: dict[str, float], after: dict[str, float], top: int = 6) -> dict[str, float]:
+    """The threads (by folded name) that used the most CPU between two thread_cpu() snapshots;
+    a thread started meanwhile counts from zero, one ended meanwhile is missing."""
+    used = {name: after[name] - before.get(name, 0.0) for name in after}
+    return {name: round(s, 3) for name, s in sorted(used.items(), key=lambda kv: -kv[1])[:top] if s > 0}
+
+
+def core_busy() -> dict[int, float]:
+    """Seconds each core spent busy (user, nice, system, irq, softirq, steal) from /proc/stat."""
+    busy = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *ticks = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                t = [int(x) for x in ticks[:8]]
+                busy[int(name[3:])] = (t[0] + t[1] + t[2] + t[5] + t[6] + t[7]) / CLK
+    return busy
 
 
 def generator(broker_pid: int, argv: list, timeout: float) -> dict:
@@ -251,7 +305,7 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
     CPU share of its core that the generator (rusage) and the broker (/proc) used over it."""
     cmd = ["taskset", "-c", str(GENERATOR_CORE), str(KGEN), *map(str, argv)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        broker0 = proc_cpu(broker_pid)
+        broker0, cores0, threads0 = proc_cpu(broker_pid), core_busy(), thread_cpu(broker_pid)
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         try:
@@ -267,7 +321,7 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
             p.wait()
             raise
         wall = time.monotonic() - t0
-        broker_cpu = proc_cpu(broker_pid) - broker0
+        broker_cpu, cores1, threads1 = proc_cpu(broker_pid) - broker0, core_busy(), thread_cpu(broker_pid)
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -276,8 +330,14 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
     if p.returncode != 0 or not lines:
         raise RuntimeError(f"kgen exited with {p.returncode}: {' '.join(cmd)}\n{text[-1000:]}\n{errors[-2000:]}")
     r = json.loads(lines[-1])
-    r.update(wall_s=wall, generator_cpu=(usage.ru_utime + usage.ru_stime) / wall, broker_cpu=broker_cpu / wall,
-             broker_cpu_s=broker_cpu)
+    generator_cpu = usage.ru_utime + usage.ru_stime
+    # the rest of each core's busy time: other processes, interrupts not charged to either
+    # side, the hypervisor's steal (a shared machine shows here)
+    others = {c: max(0.0, cores1[c] - cores0[c] - own) / wall
+              for c, own in ((BROKER_CORE, broker_cpu), (GENERATOR_CORE, generator_cpu))}
+    r.update(wall_s=wall, generator_cpu=generator_cpu / wall, broker_cpu=broker_cpu / wall, broker_cpu_s=broker_cpu,
+             broker_core_others=others[BROKER_CORE], generator_core_others=others[GENERATOR_CORE],
+             broker_threads=busiest_threads(threads0, threads1))
     return r
 
 
@@ -290,14 +350,25 @@ def kgen_produce(broker, topic: str, size: int, acks: str, args, seconds: float)
 def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
     rows = []
     timeout = 3 * args.seconds + 120
-    broker.start()
+    if args.pin_at == "launch":
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {BROKER_CORE})      # the broker inherits it from this thread
+        try:
+            broker.start()
+        finally:
+            os.sched_setaffinity(0, mine)
+    else:
+        broker.start()
     try:
         pin(broker.pid, BROKER_CORE)
-        create_topic(broker, "bench-warmup", 10)
-        warm = generator(broker.pid, kgen_produce(broker, "bench-warmup", 100, "1", args, args.warmup_seconds),
-                         timeout)
-        generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", "bench-warmup", "--count", warm["messages"]],
-                  timeout)
+        for size in args.sizes:                # the paths the cases take, compiled before they are measured
+            for acks in args.acks:
+                topic = f"bench-warmup-{size}-{acks}"
+                create_topic(broker, topic, 10)
+                warm = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.warmup_seconds),
+                                 timeout)
+                generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic, "--count", warm["messages"]],
+                          timeout)
         for parts in args.partitions:
             for size in args.sizes:
                 for acks in args.acks:
@@ -306,12 +377,14 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
                     prod = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.seconds), timeout)
                     cons = generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic,
                                                   "--count", prod["messages"], "--seconds", args.seconds], timeout)
+                    assert_pinned(broker.pid, BROKER_CORE)
                     for phase, r in (("produce", prod), ("consume", cons)):
                         row = {"broker": broker.name, "round": round_no,
                                "case": f"{parts}p {size}B acks={acks}{' idempotent' if acks == 'all' else ''}",
                                "phase": phase, "msgs": r["msgs_per_s"], "mb_s": r["mb_per_s"],
                                "seconds": r["seconds"], "generator_cpu": r["generator_cpu"],
-                               "broker_cpu": r["broker_cpu"],
+                               "broker_cpu": r["broker_cpu"], "generator_core_others": r["generator_core_others"],
+                               "broker_core_others": r["broker_core_others"], "broker_threads": r["broker_threads"],
                                "cpu_s_per_gb": r["broker_cpu_s"] / (r["bytes"] / 1e9) if r["bytes"] else float("nan"),
                                "rss_mb": proc_rss_mb(broker.pid)}
                         rows.append(row)
@@ -328,19 +401,25 @@ def bound(generator_cpu: float, broker_cpu: float, threshold: float = SATURATED)
         (generator_cpu >= threshold, broker_cpu >= threshold)]
 
 
-def utilisation(generator_cpu: float, broker_cpu: float) -> str:
-    return f"generator {generator_cpu:.0%} / broker {broker_cpu:.0%}: {bound(generator_cpu, broker_cpu)}"
+def utilisation(generator_cpu: float, broker_cpu: float, generator_core_others: float = 0.0,
+                broker_core_others: float = 0.0) -> str:
+    """The CPU cell of a run; the rest of the two cores' busy time is named when over 10%."""
+    text = f"generator {generator_cpu:.0%} / broker {broker_cpu:.0%}: {bound(generator_cpu, broker_cpu)}"
+    if max(generator_core_others, broker_core_others) > OTHERS_SHOWN:
+        text += f" (rest of the cores busy {generator_core_others:.0%} / {broker_core_others:.0%})"
+    return text
 
 
 def pinned_table(rows: list[dict], title: str) -> str:
     """Medians over rounds per case and phase, the brokers side by side, each run's CPU
     shares and which side saturated its core."""
-    keys = ("msgs", "mb_s", "generator_cpu", "broker_cpu", "cpu_s_per_gb")
+    keys = ("msgs", "mb_s", "generator_cpu", "broker_cpu", "generator_core_others", "broker_core_others",
+            "cpu_s_per_gb")
     med: dict[tuple, dict] = {}
     for r in rows:
         med.setdefault((r["case"], r["phase"], r["broker"]), {k: [] for k in keys})
         for k in keys:
-            med[(r["case"], r["phase"], r["broker"])][k].append(r[k])
+            med[(r["case"], r["phase"], r["broker"])][k].append(r.get(k, 0.0))
     med = {key: {k: statistics.median(v) for k, v in vals.items()} for key, vals in med.items()}
     lines = [f"#### {title}", "",
              "| case | phase | Apache Kafka msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / Kafka "
@@ -349,7 +428,8 @@ def pinned_table(rows: list[dict], title: str) -> str:
     for case, phase in dict.fromkeys((r["case"], r["phase"]) for r in rows):
         k, o = med.get((case, phase, "kafka")), med.get((case, phase, "kbroker"))
         rate = [f"{m['msgs']:,.0f} ({m['mb_s']:,.1f})" if m else "—" for m in (k, o)]
-        cpu = [utilisation(m["generator_cpu"], m["broker_cpu"]) if m else "—" for m in (k, o)]
+        cpu = [utilisation(m["generator_cpu"], m["broker_cpu"], m["generator_core_others"],
+                           m["broker_core_others"]) if m else "—" for m in (k, o)]
         per_gb = [f"{m['cpu_s_per_gb']:.2f}" if m else "—" for m in (k, o)]
         ratio = f"{o['msgs'] / k['msgs']:.2f}" if k and o and k["msgs"] else "—"
         lines.append(f"| {case} | {phase} | {rate[0]} | {rate[1]} | {ratio} | {cpu[0]} | {cpu[1]} "
@@ -477,7 +557,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=10.0,
                     help="--pinned: how long each produce run lasts, and each read-back at least (default 10)")
     ap.add_argument("--warmup-seconds", type=float, default=10.0,
-                    help="--pinned: produce warm-up (100 B, acks=1) and one read-back after each start (Kafka's JIT)")
+                    help="--pinned: after each start, this long a produce with each record size and acks of the "
+                         "run, each read back once (Kafka's JIT)")
+    ap.add_argument("--pin-at", choices=("launch", "start"), default="launch",
+                    help="--pinned: the broker runs on its core from its launch (a JVM then sizes its GC and JIT "
+                         "threads for one core, as in a one-core container; the default) or is moved there once "
+                         "started (its pools sized for the whole machine)")
     ap.add_argument("--linger-ms", type=int, default=5, help="--pinned: the producer's linger.ms")
     ap.add_argument("--batch-size", type=int, default=131072, help="--pinned: the producer's batch.size")
     ap.add_argument("--dir", default=None, help="where the brokers keep their data (default: a temp dir)")

@@ -5,6 +5,7 @@ for samples of 3 s or more, repeated."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ def test_pinned_mode_defaults_to_ten_second_runs_on_ten_partitions(bench):
     a = bench.parse_args(["--pinned"])
     assert a.pinned and a.partitions == [10] and a.latency_loads == []
     assert a.seconds == 10.0 and a.warmup_seconds == 10.0 and a.linger_ms == 5 and a.batch_size == 131072
+    assert a.pin_at == "launch" and bench.parse_args(["--pinned", "--pin-at", "start"]).pin_at == "start"
     a = bench.parse_args(["--pinned", "--seconds", "12", "--partitions", "1,100", "--sizes", "1024",
                           "--latency-loads", ""])
     assert a.seconds == 12.0 and a.partitions == [1, 100] and a.sizes == [1024]
@@ -77,11 +79,30 @@ def test_which_side_saturated_its_core(bench, gen, brk, verdict):
 
 def test_utilisation_cell(bench):
     assert bench.utilisation(0.99, 0.41) == "generator 99% / broker 41%: generator-bound"
+    assert bench.utilisation(0.99, 0.41, 0.01, 0.10) == "generator 99% / broker 41%: generator-bound"
+    assert bench.utilisation(0.44, 0.45, 0.56, 0.05) == (
+        "generator 44% / broker 45%: neither saturated (rest of the cores busy 56% / 5%)")
+
+
+def test_busiest_threads(bench):
+    before = {"data-plane-kafka-request-handler-N": 10.0, "C2 CompilerThreadN": 30.0, "GC Thread#N": 1.0}
+    after = {"data-plane-kafka-request-handler-N": 12.5, "C2 CompilerThreadN": 31.0, "GC Thread#N": 1.0, "new": 0.25}
+    assert bench.busiest_threads(before, after) == {"data-plane-kafka-request-handler-N": 2.5,
+                                                    "C2 CompilerThreadN": 1.0, "new": 0.25}
+    assert list(bench.busiest_threads(before, after, top=1)) == ["data-plane-kafka-request-handler-N"]
+
+
+def test_this_process_threads_and_cores_are_read_from_proc(bench):
+    threads = bench.thread_cpu(os.getpid())
+    assert threads and all(v >= 0 for v in threads.values())
+    busy = bench.core_busy()
+    assert set(busy) == set(range(os.cpu_count())) and all(v > 0 for v in busy.values())
 
 
 def row(broker, rnd, phase, msgs, gen, brk, per_gb, case="10p 100B acks=1"):
     return {"broker": broker, "round": rnd, "case": case, "phase": phase, "msgs": msgs, "mb_s": msgs * 100 / 1e6,
-            "seconds": 10.0, "generator_cpu": gen, "broker_cpu": brk, "cpu_s_per_gb": per_gb, "rss_mb": 50.0}
+            "seconds": 10.0, "generator_cpu": gen, "broker_cpu": brk, "generator_core_others": 0.02,
+            "broker_core_others": 0.03, "cpu_s_per_gb": per_gb, "rss_mb": 50.0, "broker_threads": {"python": 3.0}}
 
 
 def test_pinned_table_medians_ratio_and_verdicts(bench):
