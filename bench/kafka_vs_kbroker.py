@@ -77,6 +77,8 @@ SATURATED = 0.90                        # a side at or above this share of its c
 OTHERS_SHOWN = 0.10                     # the table names the cores' other busy time above this
 PHASE_TIMEOUT = 600
 CLIENT_JVM = ("-XX:+UseG1GC",)          # load generators: full JIT, as bin/ scripts run them
+# --pinned: a deleted topic's files go at once (each case's topic is deleted before the next)
+PINNED_SETTINGS = {"log.segment.delete.delay.ms": 0}
 SETTINGS = {"num.partitions": 1, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
             "auto.create.topics.enable": "false"}
 
@@ -100,9 +102,13 @@ def proc_rss_mb(pid: int) -> float:
 class Kafka:
     name = "kafka"
 
-    def __init__(self, root: Path, fsync: bool):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+    def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
         self.b = KafkaBroker(root / "kafka", config=cfg, jvm_flags=KAFKA_JVM_FLAGS)
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.b.log_dir)
 
     def start(self) -> float:
         t0 = time.monotonic()
@@ -127,9 +133,13 @@ class Kafka:
 class KBroker:
     name = "kbroker"
 
-    def __init__(self, root: Path, fsync: bool):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+    def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
         self.b = BrokerProcess(root / "kbroker" / "data", config=cfg, log_level="warning")
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.b.data_dir)
 
     def start(self) -> float:
         t0 = time.monotonic()
@@ -341,6 +351,18 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
     return r
 
 
+def drop_topic(broker, topic: str, timeout: float = 300) -> None:
+    """Deletes a topic and waits until its partitions' directories are gone from the broker's
+    log dir: a case neither inherits the previous one's page cache and disk nor its deletion."""
+    kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--delete", "--topic", topic,
+               timeout=PHASE_TIMEOUT)
+    deadline = time.monotonic() + timeout
+    while left := [p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic + "-")]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{broker.name}: {topic} deleted {timeout:.0f} s ago, its files still there: {left[:3]}")
+        time.sleep(0.2)
+
+
 def kgen_produce(broker, topic: str, size: int, acks: str, args, seconds: float) -> list:
     return ["produce", "-b", broker.bootstrap, "-t", topic, "-s", size, "--acks", acks,
             *(["--idempotence"] if acks == "all" else []), "--linger-ms", args.linger_ms,
@@ -369,6 +391,7 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
                                  timeout)
                 generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic, "--count", warm["messages"]],
                           timeout)
+                drop_topic(broker, topic)
         for parts in args.partitions:
             for size in args.sizes:
                 for acks in args.acks:
@@ -378,6 +401,7 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
                     cons = generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic,
                                                   "--count", prod["messages"], "--seconds", args.seconds], timeout)
                     assert_pinned(broker.pid, BROKER_CORE)
+                    drop_topic(broker, topic)
                     for phase, r in (("produce", prod), ("consume", cons)):
                         row = {"broker": broker.name, "round": round_no,
                                "case": f"{parts}p {size}B acks={acks}{' idempotent' if acks == 'all' else ''}",
@@ -605,7 +629,7 @@ def main(argv: list[str] | None = None) -> None:
             for cls in (Kafka, KBroker):
                 shutil.rmtree(root, ignore_errors=True)
                 run = run_broker_pinned if args.pinned else run_broker
-                rows += run(cls(root, args.fsync), args, r)
+                rows += run(cls(root, args.fsync, PINNED_SETTINGS if args.pinned else None), args, r)
         everything += rows
         if rows and args.pinned:
             report.append(pinned_table(rows, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
