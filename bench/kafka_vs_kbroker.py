@@ -29,10 +29,11 @@ kbroker/Kafka ratios, as a Markdown table (and --json with every run). Every pha
 bounded in time; brokers and tools are stopped at the end whatever happens.
 
 --pinned measures the broker rather than the load generator: the broker (Kafka's JVM or
-kbroker) runs on core 0 only, the load generator on core 1 only (taskset). By default the
-broker is launched on its core (--pin-at launch: a JVM then sizes its GC and JIT threads
-for one core, as in a one-core container); --pin-at start moves it there once started
-(`taskset -a -p`, its pools sized for the whole machine). The generator is
+kbroker) runs on core 0 only, the load generator on core 1 only. By default the broker is
+launched on its core (--pin-at launch: it inherits the affinity; a JVM then sizes its GC and
+JIT threads for one core, as in a one-core container); --pin-at start moves it there once
+started (`taskset -a -p`, its pools sized for the whole machine). The generator runs under
+`taskset -c 1`. The generator is
 bench/native/kgen (`make bench-tools`, needs librdkafka-dev), a small C program on
 librdkafka, the same client for both brokers. Each case produces for --seconds (acks=all
 with idempotence, as Kafka's Java producer defaults to; linger.ms and batch.size as in the

@@ -180,9 +180,11 @@ static int run_produce(const struct opts *o) {
             continue;
         }
         rd_kafka_resp_err_t e = rd_kafka_last_error();
-        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             rd_kafka_poll(rk, 1);          /* librdkafka's queue is full: serve delivery reports */
-        else {
+            if (deadline && now_s() >= deadline)
+                break;
+        } else {
             note_error(&t, rd_kafka_err2str(e));
             break;
         }
