@@ -164,3 +164,11 @@ def test_asv_end_to_end_samples_last_three_seconds_and_repeat():
         assert cls.number == 1 and cls.warmup_time == 0
         assert cls.repeat[0] >= 3 and cls.min_run_count >= 3
         assert [m for m in dir(cls) if m.startswith("time_")], cls
+
+
+def test_missing_librdkafka_dev_is_said_in_one_line(bench, monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "RDKAFKA_HEADER", tmp_path / "rdkafka.h")
+    monkeypatch.setattr(bench, "KGEN", tmp_path / "kgen")
+    with pytest.raises(SystemExit) as exc:
+        bench.ensure_kgen()
+    assert exc.value.code == "kgen needs librdkafka's headers: apt-get install -y librdkafka-dev"
