@@ -6,8 +6,9 @@ same load generators:
         [--latency-seconds 5] [--broker-perf] [--other-clients] [--fsync] [--restart-gb 0]
         [--json results.json]
     .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
-        [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10] [--linger-ms 5]
-        [--batch-size 131072] [--pin-at launch|start] [--fsync] [--json results.json]
+        [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
+        [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
+        [--fsync] [--json results.json]
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -46,12 +47,16 @@ generator than about the broker. The rest of each core's busy time (/proc/stat: 
 processes, interrupts, the hypervisor's steal) is named when over 10%: a shared machine
 shows there. Broker CPU seconds per GB are the broker's CPU time over the bytes of that
 run; --json also has the broker's busiest threads per run (a JIT compiler thread there
-means Kafka was still compiling). After each start, a warm-up: --warmup-seconds of produce
-with each record size and acks of the run, each read back once.
+means Kafka was still compiling). After each start, warm-up passes: --warmup-seconds of
+produce with each record size and acks of the run, each read back once, again while the
+broker's JIT compiler threads use over 5% of a pass (a JVM on one core compiles for a
+long while: it would otherwise spend the measured runs compiling), at most
+--warmup-max-seconds.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -76,6 +81,7 @@ RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
 BROKER_CORE, GENERATOR_CORE = 0, 1
 SATURATED = 0.90                        # a side at or above this share of its core saturated it
 OTHERS_SHOWN = 0.10                     # the table names the cores' other busy time above this
+JIT_QUIET = 0.05                        # warm-up passes go on while a JVM's compiler threads use more
 PHASE_TIMEOUT = 600
 CLIENT_JVM = ("-XX:+UseG1GC",)          # load generators: full JIT, as bin/ scripts run them
 # --pinned: a deleted topic's files go at once (each case's topic is deleted before the next)
@@ -370,6 +376,38 @@ def kgen_produce(broker, topic: str, size: int, acks: str, args, seconds: float)
             "--batch-size", args.batch_size, "--seconds", seconds]
 
 
+def compiling(threads: dict[str, float]) -> float:
+    """CPU seconds of a JVM's JIT compiler threads ("C2 CompilerThread0" ...) in a busiest_threads() dict."""
+    return sum(s for name, s in threads.items() if "CompilerThre" in name)
+
+
+def warm_up(broker, args, timeout: float) -> None:
+    """Passes of --warmup-seconds of produce with each record size and acks of the run, each
+    read back once, until the broker's JIT compiler threads used under JIT_QUIET of the
+    pass's time (at once for kbroker) or --warmup-max-seconds passed."""
+    deadline = time.monotonic() + args.warmup_max_seconds
+    for n in itertools.count(1):
+        jit = wall = 0.0
+        for size in args.sizes:
+            for acks in args.acks:
+                topic = f"bench-warmup-{n}-{size}-{acks}"
+                create_topic(broker, topic, 10)
+                prod = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.warmup_seconds),
+                                 timeout)
+                cons = generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic,
+                                              "--count", prod["messages"]], timeout)
+                drop_topic(broker, topic)
+                jit += compiling(prod["broker_threads"]) + compiling(cons["broker_threads"])
+                wall += prod["wall_s"] + cons["wall_s"]
+        quiet = jit / wall < JIT_QUIET
+        print(f"{broker.name}: warm-up pass {n}: JIT compiler threads at {jit / wall:.0%} of the pass"
+              + ("" if quiet or time.monotonic() <= deadline else
+                 f", still compiling after --warmup-max-seconds {args.warmup_max_seconds:g}: measuring anyway"),
+              file=sys.stderr, flush=True)
+        if quiet or time.monotonic() > deadline:
+            return
+
+
 def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
     rows = []
     timeout = 3 * args.seconds + 120
@@ -384,15 +422,7 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
         broker.start()
     try:
         pin(broker.pid, BROKER_CORE)
-        for size in args.sizes:                # the paths the cases take, compiled before they are measured
-            for acks in args.acks:
-                topic = f"bench-warmup-{size}-{acks}"
-                create_topic(broker, topic, 10)
-                warm = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.warmup_seconds),
-                                 timeout)
-                generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic, "--count", warm["messages"]],
-                          timeout)
-                drop_topic(broker, topic)
+        warm_up(broker, args, timeout)
         for parts in args.partitions:
             for size in args.sizes:
                 for acks in args.acks:
@@ -582,8 +612,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=10.0,
                     help="--pinned: how long each produce run lasts, and each read-back at least (default 10)")
     ap.add_argument("--warmup-seconds", type=float, default=10.0,
-                    help="--pinned: after each start, this long a produce with each record size and acks of the "
-                         "run, each read back once (Kafka's JIT)")
+                    help="--pinned: a warm-up pass after each start is this long a produce with each record size "
+                         "and acks of the run, each read back once; passes go on while the broker's JIT compiler "
+                         "threads use over 5%% of the time (Kafka)")
+    ap.add_argument("--warmup-max-seconds", type=float, default=300.0,
+                    help="--pinned: no new warm-up pass after this long (default 300)")
     ap.add_argument("--pin-at", choices=("launch", "start"), default="launch",
                     help="--pinned: the broker runs on its core from its launch (a JVM then sizes its GC and JIT "
                          "threads for one core, as in a one-core container; the default) or is moved there once "
@@ -598,8 +631,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 ("--other-clients", args.other_clients), ("--restart-gb", args.restart_gb)) if v]
         if given:
             ap.error(f"--pinned measures produce and consume only, not {', '.join(given)}")
-        if args.seconds <= 0 or args.warmup_seconds <= 0:
-            ap.error("--seconds and --warmup-seconds must be positive")
+        if args.seconds <= 0 or args.warmup_seconds <= 0 or args.warmup_max_seconds < 0:
+            ap.error("--seconds and --warmup-seconds must be positive, --warmup-max-seconds not negative")
     partitions = args.partitions if args.partitions is not None else ("10" if args.pinned else "1,10,100,1000")
     loads = args.latency_loads if args.latency_loads is not None else ("" if args.pinned else "10000,100000")
     args.partitions = [int(x) for x in partitions.split(",") if x]

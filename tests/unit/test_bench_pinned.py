@@ -172,3 +172,10 @@ def test_missing_librdkafka_dev_is_said_in_one_line(bench, monkeypatch, tmp_path
     with pytest.raises(SystemExit) as exc:
         bench.ensure_kgen()
     assert exc.value.code == "kgen needs librdkafka's headers: apt-get install -y librdkafka-dev"
+
+
+def test_jit_compiler_threads_are_recognised(bench):
+    assert bench.compiling({"CN CompilerThre": 1.25, "data-plane-kafk": 2.0, "python": 0.5}) == 1.25
+    assert bench.compiling({"python": 3.0}) == 0.0
+    a = bench.parse_args(["--pinned", "--warmup-max-seconds", "0"])
+    assert a.warmup_max_seconds == 0.0 and bench.parse_args(["--pinned"]).warmup_max_seconds == 300.0
