@@ -5,6 +5,8 @@
 #                system packages when root; the pinned JVM/Go/Node test dependencies
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
+#   make bench-tools  the C load generator of bench/kafka_vs_kbroker.py --pinned (bench/native/kgen;
+#                needs librdkafka-dev)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
@@ -28,8 +30,10 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 # JVM test dependencies; a JDK 17 is preinstalled), iptables (the fault tests cut loopback
 # addresses apart: tests/support/netfault.py), systemd's systemd-analyze and netcat (docs/deploy.md's
 # units are verified and its commands checked: tests/cluster/test_deploy.py), Chromium (the status
-# page in a headless browser: tests/cluster/test_status_page.py)
-SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium
+# page in a headless browser: tests/cluster/test_status_page.py), librdkafka's headers (the C load
+# generator of bench/kafka_vs_kbroker.py --pinned, bench/native/kgen.c: tests/unit/test_bench_pinned.py
+# builds it)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -44,7 +48,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 
 .PHONY: serve test lint typecheck protocol bench install install-test sysdeps testdeps clean distclean
-.PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean
+.PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean bench-tools
 
 # SERVE_ARGS adds flags, e.g. SERVE_ARGS="--set metrics.listener=127.0.0.1:9404" (the broker
 # then prints where its metrics and status page are)
@@ -74,6 +78,15 @@ bench: $(VENV)/.bench
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
+
+# the C load generator (librdkafka) that bench/kafka_vs_kbroker.py --pinned drives both brokers with
+KGEN := bench/native/kgen
+bench-tools: $(KGEN)
+
+$(KGEN): bench/native/kgen.c
+	@[ -f /usr/include/librdkafka/rdkafka.h ] || \
+	  { echo "kgen needs librdkafka's headers: apt-get install -y librdkafka-dev"; exit 1; }
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lrdkafka
 
 # fuzzing at scale (not in CI; tens of minutes): a million mutated requests, a canary
 # client beside; figures in bench/RESULTS.md
@@ -122,6 +135,7 @@ sysdeps:
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -f /usr/include/librdkafka/rdkafka.h ] || missing="$$missing librdkafka-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

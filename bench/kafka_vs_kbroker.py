@@ -5,6 +5,10 @@ same load generators:
         [--sizes 100,1024] [--acks 1,all] [--mb-per-run 30] [--latency-loads 10000,100000]
         [--latency-seconds 5] [--broker-perf] [--other-clients] [--fsync] [--restart-gb 0]
         [--json results.json]
+    .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
+        [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
+        [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
+        [--fsync] [--json results.json]
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -24,10 +28,35 @@ ProducerPerformance's p50/p99/p99.9. --restart-gb stores that much (1 KiB record
 times a start after a clean stop and after kill -9. Output: medians over rounds and the
 kbroker/Kafka ratios, as a Markdown table (and --json with every run). Every phase is
 bounded in time; brokers and tools are stopped at the end whatever happens.
+
+--pinned measures the broker rather than the load generator: the broker (Kafka's JVM or
+kbroker) runs on core 0 only, the load generator on core 1 only. By default the broker is
+launched on its core (--pin-at launch: it inherits the affinity; a JVM then sizes its GC and
+JIT threads for one core, as in a one-core container); --pin-at start moves it there once
+started (`taskset -a -p`, its pools sized for the whole machine). The generator runs under
+`taskset -c 1`. The generator is
+bench/native/kgen (`make bench-tools`, needs librdkafka-dev), a small C program on
+librdkafka, the same client for both brokers. Each case produces for --seconds (acks=all
+with idempotence, as Kafka's Java producer defaults to; linger.ms and batch.size as in the
+default mode), then reads the topic back from the beginning, again and again until
+--seconds passed. Over every run both sides' CPU is recorded — the broker's from
+/proc/<pid>/stat (utime + stime, all threads), the generator's from its rusage when it
+exits — as a share of the run's wall time (100% = its core), and the table names the side
+that saturated its core (>= 90%): "generator-bound" means the figure says more about the
+generator than about the broker. The rest of each core's busy time (/proc/stat: other
+processes, interrupts, the hypervisor's steal) is named when over 10%: a shared machine
+shows there. Broker CPU seconds per GB are the broker's CPU time over the bytes of that
+run; --json also has the broker's busiest threads per run (a JIT compiler thread there
+means Kafka was still compiling). After each start, warm-up passes: --warmup-seconds of
+produce with each record size and acks of the run, each read back once, again while the
+broker's JIT compiler threads use over 5% of a pass (a JVM on one core compiles for a
+long while: it would otherwise spend the measured runs compiling), at most
+--warmup-max-seconds.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -46,8 +75,17 @@ from tests.support.kafka_broker import KAFKA_JVM_FLAGS, KafkaBroker  # noqa: E40
 from tests.support.kafka_tools import kafka_tool  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
+REPO = Path(__file__).resolve().parent.parent
+KGEN = REPO / "bench" / "native" / "kgen"
+RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
+BROKER_CORE, GENERATOR_CORE = 0, 1
+SATURATED = 0.90                        # a side at or above this share of its core saturated it
+OTHERS_SHOWN = 0.10                     # the table names the cores' other busy time above this
+JIT_QUIET = 0.05                        # warm-up passes go on while a JVM's compiler threads use more
 PHASE_TIMEOUT = 600
 CLIENT_JVM = ("-XX:+UseG1GC",)          # load generators: full JIT, as bin/ scripts run them
+# --pinned: a deleted topic's files go at once (each case's topic is deleted before the next)
+PINNED_SETTINGS = {"log.segment.delete.delay.ms": 0}
 SETTINGS = {"num.partitions": 1, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
             "auto.create.topics.enable": "false"}
 
@@ -71,9 +109,13 @@ def proc_rss_mb(pid: int) -> float:
 class Kafka:
     name = "kafka"
 
-    def __init__(self, root: Path, fsync: bool):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+    def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
         self.b = KafkaBroker(root / "kafka", config=cfg, jvm_flags=KAFKA_JVM_FLAGS)
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.b.log_dir)
 
     def start(self) -> float:
         t0 = time.monotonic()
@@ -98,9 +140,13 @@ class Kafka:
 class KBroker:
     name = "kbroker"
 
-    def __init__(self, root: Path, fsync: bool):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}))
+    def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
         self.b = BrokerProcess(root / "kbroker" / "data", config=cfg, log_level="warning")
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self.b.data_dir)
 
     def start(self) -> float:
         t0 = time.monotonic()
@@ -195,6 +241,255 @@ def other_clients(broker, topic: str, records: int, size: int, parts: int) -> li
                        stdout=subprocess.DEVNULL)
         rows.append({"client": "kcat", "produce_msgs": produce, "consume_msgs": records / (time.perf_counter() - t0)})
     return rows
+
+
+# ---------------------------------------------------------------------- pinned mode
+
+def ensure_kgen() -> Path:
+    """Builds bench/native/kgen if it is missing or older than its source; exits with one
+    line naming the Debian package when librdkafka's headers are missing."""
+    if not RDKAFKA_HEADER.exists() and not KGEN.exists():
+        sys.exit("kgen needs librdkafka's headers: apt-get install -y librdkafka-dev")
+    p = subprocess.run(["make", "-s", "-C", str(REPO), "bench-tools"], capture_output=True, text=True)
+    if p.returncode != 0 or not KGEN.exists():
+        sys.exit(f"make bench-tools failed: {(p.stdout + p.stderr).strip()[-2000:]}")
+    return KGEN
+
+
+def check_pinning() -> None:
+    if shutil.which("taskset") is None:
+        sys.exit("--pinned needs taskset: apt-get install -y util-linux")
+    cores = os.sched_getaffinity(0)
+    if not {BROKER_CORE, GENERATOR_CORE} <= cores:
+        sys.exit(f"--pinned needs cores {BROKER_CORE} and {GENERATOR_CORE}; this process may use {sorted(cores)}")
+
+
+def pin(pid: int, core: int) -> None:
+    """Pins every thread of `pid` to `core`; threads it starts later inherit it."""
+    subprocess.run(["taskset", "-a", "-p", "-c", str(core), str(pid)], check=True, stdout=subprocess.DEVNULL)
+    assert_pinned(pid, core)
+
+
+def assert_pinned(pid: int, core: int) -> None:
+    """Every thread of `pid` may run on `core` only (checked after pinning and after each case)."""
+    cores: set[int] = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cores |= os.sched_getaffinity(int(tid))
+        except ProcessLookupError:      # a thread that ended meanwhile
+            pass
+    if cores != {core}:
+        raise RuntimeError(f"process {pid}'s threads may run on cores {sorted(cores)}, not only on {core}")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads by name, numbers in names folded ("...-handler-3" and
+    "...-handler-5" are one "...-handler-N")."""
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = re.sub(r"\d+", "N", text[text.index("(") + 1:text.rindex(")")])
+        parts = text.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(parts[11]) + int(parts[12])) / CLK
+    return out
+
+
+def busiest_threads(before: dict[str, float], after: dict[str, float], top: int = 6) -> dict[str, float]:
+    """The threads (by folded name) that used the most CPU between two thread_cpu() snapshots;
+    a thread started meanwhile counts from zero, one ended meanwhile is missing."""
+    used = {name: after[name] - before.get(name, 0.0) for name in after}
+    return {name: round(s, 3) for name, s in sorted(used.items(), key=lambda kv: -kv[1])[:top] if s > 0}
+
+
+def core_busy() -> dict[int, float]:
+    """Seconds each core spent busy (user, nice, system, irq, softirq, steal) from /proc/stat."""
+    busy = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *ticks = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                t = [int(x) for x in ticks[:8]]
+                busy[int(name[3:])] = (t[0] + t[1] + t[2] + t[5] + t[6] + t[7]) / CLK
+    return busy
+
+
+def generator(broker_pid: int, argv: list, timeout: float) -> dict:
+    """Runs kgen on GENERATOR_CORE; its JSON line, plus the wall time of the process and the
+    CPU share of its core that the generator (rusage) and the broker (/proc) used over it."""
+    cmd = ["taskset", "-c", str(GENERATOR_CORE), str(KGEN), *map(str, argv)]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        broker0, cores0, threads0 = proc_cpu(broker_pid), core_busy(), thread_cpu(broker_pid)
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() - t0 > timeout:
+                    raise TimeoutError(f"kgen ran over {timeout:.0f} s: {' '.join(cmd)}")
+                time.sleep(0.02)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        wall = time.monotonic() - t0
+        broker_cpu, cores1, threads1 = proc_cpu(broker_pid) - broker0, core_busy(), thread_cpu(broker_pid)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode(errors="replace")
+    lines = text.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"kgen exited with {p.returncode}: {' '.join(cmd)}\n{text[-1000:]}\n{errors[-2000:]}")
+    r = json.loads(lines[-1])
+    generator_cpu = usage.ru_utime + usage.ru_stime
+    # the rest of each core's busy time: other processes, interrupts not charged to either
+    # side, the hypervisor's steal (a shared machine shows here)
+    others = {c: max(0.0, cores1[c] - cores0[c] - own) / wall
+              for c, own in ((BROKER_CORE, broker_cpu), (GENERATOR_CORE, generator_cpu))}
+    r.update(wall_s=wall, generator_cpu=generator_cpu / wall, broker_cpu=broker_cpu / wall, broker_cpu_s=broker_cpu,
+             broker_core_others=others[BROKER_CORE], generator_core_others=others[GENERATOR_CORE],
+             broker_threads=busiest_threads(threads0, threads1))
+    return r
+
+
+def drop_topic(broker, topic: str, timeout: float = 300) -> None:
+    """Deletes a topic and waits until its partitions' directories are gone from the broker's
+    log dir: a case neither inherits the previous one's page cache and disk nor its deletion."""
+    kafka_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--delete", "--topic", topic,
+               timeout=PHASE_TIMEOUT)
+    deadline = time.monotonic() + timeout
+    while left := [p.name for p in broker.log_dir.iterdir() if p.name.startswith(topic + "-")]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{broker.name}: {topic} deleted {timeout:.0f} s ago, its files still there: {left[:3]}")
+        time.sleep(0.2)
+
+
+def kgen_produce(broker, topic: str, size: int, acks: str, args, seconds: float) -> list:
+    return ["produce", "-b", broker.bootstrap, "-t", topic, "-s", size, "--acks", acks,
+            *(["--idempotence"] if acks == "all" else []), "--linger-ms", args.linger_ms,
+            "--batch-size", args.batch_size, "--seconds", seconds]
+
+
+def compiling(threads: dict[str, float]) -> float:
+    """CPU seconds of a JVM's JIT compiler threads ("C2 CompilerThread0" ...) in a busiest_threads() dict."""
+    return sum(s for name, s in threads.items() if "CompilerThre" in name)
+
+
+def warm_up(broker, args, timeout: float) -> None:
+    """Passes of --warmup-seconds of produce with each record size and acks of the run, each
+    read back once, until the broker's JIT compiler threads used under JIT_QUIET of the
+    pass's time (at once for kbroker) or --warmup-max-seconds passed."""
+    deadline = time.monotonic() + args.warmup_max_seconds
+    for n in itertools.count(1):
+        jit = wall = 0.0
+        for size in args.sizes:
+            for acks in args.acks:
+                topic = f"bench-warmup-{n}-{size}-{acks}"
+                create_topic(broker, topic, 10)
+                prod = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.warmup_seconds),
+                                 timeout)
+                cons = generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic,
+                                              "--count", prod["messages"]], timeout)
+                drop_topic(broker, topic)
+                jit += compiling(prod["broker_threads"]) + compiling(cons["broker_threads"])
+                wall += prod["wall_s"] + cons["wall_s"]
+        quiet = jit / wall < JIT_QUIET
+        print(f"{broker.name}: warm-up pass {n}: JIT compiler threads at {jit / wall:.0%} of the pass"
+              + ("" if quiet or time.monotonic() <= deadline else
+                 f", still compiling after --warmup-max-seconds {args.warmup_max_seconds:g}: measuring anyway"),
+              file=sys.stderr, flush=True)
+        if quiet or time.monotonic() > deadline:
+            return
+
+
+def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
+    rows = []
+    timeout = 3 * args.seconds + 120
+    if args.pin_at == "launch":
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {BROKER_CORE})      # the broker inherits it from this thread
+        try:
+            broker.start()
+        finally:
+            os.sched_setaffinity(0, mine)
+    else:
+        broker.start()
+    try:
+        pin(broker.pid, BROKER_CORE)
+        warm_up(broker, args, timeout)
+        for parts in args.partitions:
+            for size in args.sizes:
+                for acks in args.acks:
+                    topic = f"bench-{parts}-{size}-{acks}-{round_no}"
+                    create_topic(broker, topic, parts)
+                    prod = generator(broker.pid, kgen_produce(broker, topic, size, acks, args, args.seconds), timeout)
+                    cons = generator(broker.pid, ["consume", "-b", broker.bootstrap, "-t", topic,
+                                                  "--count", prod["messages"], "--seconds", args.seconds], timeout)
+                    assert_pinned(broker.pid, BROKER_CORE)
+                    drop_topic(broker, topic)
+                    for phase, r in (("produce", prod), ("consume", cons)):
+                        row = {"broker": broker.name, "round": round_no,
+                               "case": f"{parts}p {size}B acks={acks}{' idempotent' if acks == 'all' else ''}",
+                               "phase": phase, "msgs": r["msgs_per_s"], "mb_s": r["mb_per_s"],
+                               "seconds": r["seconds"], "generator_cpu": r["generator_cpu"],
+                               "broker_cpu": r["broker_cpu"], "generator_core_others": r["generator_core_others"],
+                               "broker_core_others": r["broker_core_others"], "broker_threads": r["broker_threads"],
+                               "cpu_s_per_gb": r["broker_cpu_s"] / (r["bytes"] / 1e9) if r["bytes"] else float("nan"),
+                               "rss_mb": proc_rss_mb(broker.pid)}
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+    finally:
+        broker.stop()
+    return rows
+
+
+def bound(generator_cpu: float, broker_cpu: float, threshold: float = SATURATED) -> str:
+    """Which side saturated its core over a run (CPU as a share of one core)."""
+    return {(True, False): "generator-bound", (False, True): "broker-bound",
+            (True, True): "both saturated", (False, False): "neither saturated"}[
+        (generator_cpu >= threshold, broker_cpu >= threshold)]
+
+
+def utilisation(generator_cpu: float, broker_cpu: float, generator_core_others: float = 0.0,
+                broker_core_others: float = 0.0) -> str:
+    """The CPU cell of a run; the rest of the two cores' busy time is named when over 10%."""
+    text = f"generator {generator_cpu:.0%} / broker {broker_cpu:.0%}: {bound(generator_cpu, broker_cpu)}"
+    if max(generator_core_others, broker_core_others) > OTHERS_SHOWN:
+        text += f" (rest of the cores busy {generator_core_others:.0%} / {broker_core_others:.0%})"
+    return text
+
+
+def pinned_table(rows: list[dict], title: str) -> str:
+    """Medians over rounds per case and phase, the brokers side by side, each run's CPU
+    shares and which side saturated its core."""
+    keys = ("msgs", "mb_s", "generator_cpu", "broker_cpu", "generator_core_others", "broker_core_others",
+            "cpu_s_per_gb")
+    med: dict[tuple, dict] = {}
+    for r in rows:
+        med.setdefault((r["case"], r["phase"], r["broker"]), {k: [] for k in keys})
+        for k in keys:
+            med[(r["case"], r["phase"], r["broker"])][k].append(r.get(k, 0.0))
+    med = {key: {k: statistics.median(v) for k, v in vals.items()} for key, vals in med.items()}
+    lines = [f"#### {title}", "",
+             "| case | phase | Apache Kafka msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / Kafka "
+             "| Kafka run: CPU of its core | kbroker run: CPU of its core | broker CPU s per GB, Kafka / kbroker |",
+             "|---|---|---:|---:|---:|---|---|---:|"]
+    for case, phase in dict.fromkeys((r["case"], r["phase"]) for r in rows):
+        k, o = med.get((case, phase, "kafka")), med.get((case, phase, "kbroker"))
+        rate = [f"{m['msgs']:,.0f} ({m['mb_s']:,.1f})" if m else "—" for m in (k, o)]
+        cpu = [utilisation(m["generator_cpu"], m["broker_cpu"], m["generator_core_others"],
+                           m["broker_core_others"]) if m else "—" for m in (k, o)]
+        per_gb = [f"{m['cpu_s_per_gb']:.2f}" if m else "—" for m in (k, o)]
+        ratio = f"{o['msgs'] / k['msgs']:.2f}" if k and o and k["msgs"] else "—"
+        lines.append(f"| {case} | {phase} | {rate[0]} | {rate[1]} | {ratio} | {cpu[0]} | {cpu[1]} "
+                     f"| {per_gb[0]} / {per_gb[1]} |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- one broker run
@@ -297,39 +592,85 @@ def table(rows: list[dict], title: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pinned", action="store_true",
+                    help="broker on core 0, the C load generator (bench/native/kgen) on core 1, both sides' CPU "
+                         "recorded, runs of --seconds")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--partitions", default="1,10,100,1000")
+    ap.add_argument("--partitions", default=None, help="default 1,10,100,1000 (--pinned: 10)")
     ap.add_argument("--sizes", default="100,1024")
-    ap.add_argument("--acks", default="1,all")
+    ap.add_argument("--acks", default="1,all", help="--pinned: acks=all runs with idempotence")
     ap.add_argument("--mb-per-run", type=float, default=30.0)
-    ap.add_argument("--latency-loads", default="10000,100000")
+    ap.add_argument("--latency-loads", default=None, help="default 10000,100000 (not with --pinned)")
     ap.add_argument("--latency-seconds", type=int, default=5)
     ap.add_argument("--broker-perf", action="store_true", help="also `broker perf produce` against both")
     ap.add_argument("--other-clients", action="store_true",
                     help="also confluent-kafka and kcat (10 partitions, 100 B, acks=1) against both")
     ap.add_argument("--fsync", action="store_true", help="an fsync after every batch on both brokers")
     ap.add_argument("--restart-gb", type=float, default=0.0)
+    ap.add_argument("--seconds", type=float, default=10.0,
+                    help="--pinned: how long each produce run lasts, and each read-back at least (default 10)")
+    ap.add_argument("--warmup-seconds", type=float, default=10.0,
+                    help="--pinned: a warm-up pass after each start is this long a produce with each record size "
+                         "and acks of the run, each read back once; passes go on while the broker's JIT compiler "
+                         "threads use over 5%% of the time (Kafka)")
+    ap.add_argument("--warmup-max-seconds", type=float, default=300.0,
+                    help="--pinned: no new warm-up pass after this long (default 300)")
+    ap.add_argument("--pin-at", choices=("launch", "start"), default="launch",
+                    help="--pinned: the broker runs on its core from its launch (a JVM then sizes its GC and JIT "
+                         "threads for one core, as in a one-core container; the default) or is moved there once "
+                         "started (its pools sized for the whole machine)")
+    ap.add_argument("--linger-ms", type=int, default=5, help="--pinned: the producer's linger.ms")
+    ap.add_argument("--batch-size", type=int, default=131072, help="--pinned: the producer's batch.size")
     ap.add_argument("--dir", default=None, help="where the brokers keep their data (default: a temp dir)")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    args.partitions = [int(x) for x in args.partitions.split(",") if x]
+    args = ap.parse_args(argv)
+    if args.pinned:
+        given = [f for f, v in (("--latency-loads", args.latency_loads), ("--broker-perf", args.broker_perf),
+                                ("--other-clients", args.other_clients), ("--restart-gb", args.restart_gb)) if v]
+        if given:
+            ap.error(f"--pinned measures produce and consume only, not {', '.join(given)}")
+        if args.seconds <= 0 or args.warmup_seconds <= 0 or args.warmup_max_seconds < 0:
+            ap.error("--seconds and --warmup-seconds must be positive, --warmup-max-seconds not negative")
+    partitions = args.partitions if args.partitions is not None else ("10" if args.pinned else "1,10,100,1000")
+    loads = args.latency_loads if args.latency_loads is not None else ("" if args.pinned else "10000,100000")
+    args.partitions = [int(x) for x in partitions.split(",") if x]
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.acks = [x for x in args.acks.split(",") if x]
-    args.latency_loads = [int(x) for x in args.latency_loads.split(",") if x]
+    args.latency_loads = [int(x) for x in loads.split(",") if x]
+    if bad := [a for a in args.acks if a not in ("0", "1", "all", "-1")]:
+        ap.error(f"--acks takes 0, 1 and all, not {', '.join(bad)}")
+    args.acks = ["all" if a == "-1" else a for a in args.acks]
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.pinned:
+        check_pinning()
+        ensure_kgen()
+        if args.seconds < 10:
+            print(f"note: runs of {args.seconds:g} s (the comparison wants >= 10 s)", file=sys.stderr)
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="kafka-vs-kbroker-"))
     report, everything = [], []
+    load = os.getloadavg()[0]            # a shared machine shows here: the pinned cores are not ours alone
+    durability = "fsync after every batch" if args.fsync else "page-cache durability (default)"
     try:
         rows = []
         for r in range(args.rounds):         # --rounds 0: only the restart times
             for cls in (Kafka, KBroker):
                 shutil.rmtree(root, ignore_errors=True)
-                rows += run_broker(cls(root, args.fsync), args, r)
+                run = run_broker_pinned if args.pinned else run_broker
+                rows += run(cls(root, args.fsync, PINNED_SETTINGS if args.pinned else None), args, r)
         everything += rows
-        if rows:
-            report.append(table(rows, "fsync after every batch" if args.fsync else "page-cache durability (default)"))
+        if rows and args.pinned:
+            report.append(pinned_table(rows, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
+                                             f"{GENERATOR_CORE}, {args.seconds:g} s runs, medians of {args.rounds} "
+                                             f"round(s), {durability}, load average {load:.1f} before"))
+        elif rows:
+            report.append(table(rows, durability))
         if args.restart_gb:
             rows = []
             for cls in (Kafka, KBroker):

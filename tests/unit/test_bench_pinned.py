@@ -1,0 +1,181 @@
+"""bench/kafka_vs_kbroker.py's pinned mode without running a broker: its arguments, the
+generator command it builds, the saturation verdict and the table; bench/native/kgen.c
+compiles with `make bench-tools` (librdkafka-dev); the asv end-to-end benchmarks are sized
+for samples of 3 s or more, repeated."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.support.deps import missing, require_binary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load("bench/kafka_vs_kbroker.py", "kafka_vs_kbroker")
+
+
+def test_default_mode_keeps_its_defaults(bench):
+    a = bench.parse_args([])
+    assert not a.pinned
+    assert a.partitions == [1, 10, 100, 1000] and a.sizes == [100, 1024] and a.acks == ["1", "all"]
+    assert a.latency_loads == [10000, 100000] and a.mb_per_run == 30.0 and a.rounds == 3
+    a = bench.parse_args(["--partitions", "1,10", "--latency-loads", "", "--broker-perf", "--acks", "-1"])
+    assert a.partitions == [1, 10] and a.latency_loads == [] and a.broker_perf and a.acks == ["all"]
+
+
+def test_pinned_mode_defaults_to_ten_second_runs_on_ten_partitions(bench):
+    a = bench.parse_args(["--pinned"])
+    assert a.pinned and a.partitions == [10] and a.latency_loads == []
+    assert a.seconds == 10.0 and a.warmup_seconds == 10.0 and a.linger_ms == 5 and a.batch_size == 131072
+    assert a.pin_at == "launch" and bench.parse_args(["--pinned", "--pin-at", "start"]).pin_at == "start"
+    a = bench.parse_args(["--pinned", "--seconds", "12", "--partitions", "1,100", "--sizes", "1024",
+                          "--latency-loads", ""])
+    assert a.seconds == 12.0 and a.partitions == [1, 100] and a.sizes == [1024]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--pinned", "--broker-perf"], ["--pinned", "--other-clients"], ["--pinned", "--restart-gb", "1"],
+    ["--pinned", "--latency-loads", "10000"], ["--pinned", "--seconds", "0"], ["--acks", "2"],
+])
+def test_refused_arguments(bench, argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_args(argv)
+    assert exc.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_generator_command_is_idempotent_with_acks_all(bench):
+    args = SimpleNamespace(linger_ms=5, batch_size=131072)
+    broker = SimpleNamespace(bootstrap="127.0.0.1:9092")
+    one = bench.kgen_produce(broker, "t", 100, "1", args, 10.0)
+    assert one == ["produce", "-b", "127.0.0.1:9092", "-t", "t", "-s", 100, "--acks", "1", "--linger-ms", 5,
+                   "--batch-size", 131072, "--seconds", 10.0]
+    assert "--idempotence" in bench.kgen_produce(broker, "t", 100, "all", args, 10.0)
+
+
+@pytest.mark.parametrize("gen, brk, verdict", [
+    (0.99, 0.41, "generator-bound"), (0.55, 0.97, "broker-bound"), (0.95, 0.92, "both saturated"),
+    (0.60, 0.70, "neither saturated"), (0.90, 0.899, "generator-bound"),
+])
+def test_which_side_saturated_its_core(bench, gen, brk, verdict):
+    assert bench.bound(gen, brk) == verdict
+
+
+def test_utilisation_cell(bench):
+    assert bench.utilisation(0.99, 0.41) == "generator 99% / broker 41%: generator-bound"
+    assert bench.utilisation(0.99, 0.41, 0.01, 0.10) == "generator 99% / broker 41%: generator-bound"
+    assert bench.utilisation(0.44, 0.45, 0.56, 0.05) == (
+        "generator 44% / broker 45%: neither saturated (rest of the cores busy 56% / 5%)")
+
+
+def test_busiest_threads(bench):
+    before = {"data-plane-kafka-request-handler-N": 10.0, "C2 CompilerThreadN": 30.0, "GC Thread#N": 1.0}
+    after = {"data-plane-kafka-request-handler-N": 12.5, "C2 CompilerThreadN": 31.0, "GC Thread#N": 1.0, "new": 0.25}
+    assert bench.busiest_threads(before, after) == {"data-plane-kafka-request-handler-N": 2.5,
+                                                    "C2 CompilerThreadN": 1.0, "new": 0.25}
+    assert list(bench.busiest_threads(before, after, top=1)) == ["data-plane-kafka-request-handler-N"]
+
+
+def test_this_process_threads_and_cores_are_read_from_proc(bench):
+    threads = bench.thread_cpu(os.getpid())
+    assert threads and all(v >= 0 for v in threads.values())
+    busy = bench.core_busy()
+    assert set(busy) == set(range(os.cpu_count())) and all(v > 0 for v in busy.values())
+
+
+def row(broker, rnd, phase, msgs, gen, brk, per_gb, case="10p 100B acks=1"):
+    return {"broker": broker, "round": rnd, "case": case, "phase": phase, "msgs": msgs, "mb_s": msgs * 100 / 1e6,
+            "seconds": 10.0, "generator_cpu": gen, "broker_cpu": brk, "generator_core_others": 0.02,
+            "broker_core_others": 0.03, "cpu_s_per_gb": per_gb, "rss_mb": 50.0, "broker_threads": {"python": 3.0}}
+
+
+def test_pinned_table_medians_ratio_and_verdicts(bench):
+    rows = [row("kafka", 0, "produce", 1_000_000, 0.99, 0.40, 1.80), row("kbroker", 0, "produce", 1_100_000, 0.98, 0.20, 1.50),
+            row("kafka", 1, "produce", 1_200_000, 0.99, 0.44, 1.90), row("kbroker", 1, "produce", 1_300_000, 0.97, 0.22, 1.60),
+            row("kafka", 2, "produce", 1_100_000, 0.99, 0.42, 1.85), row("kbroker", 2, "produce", 1_210_000, 0.99, 0.21, 1.56),
+            row("kafka", 0, "consume", 2_000_000, 0.50, 0.95, 0.49), row("kbroker", 0, "consume", 3_000_000, 0.96, 0.60, 0.33)]
+    text = bench.pinned_table(rows, "pinned")
+    lines = text.splitlines()
+    assert lines[0] == "#### pinned"
+    assert lines[2].startswith("| case | phase | Apache Kafka msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / Kafka |")
+    assert lines[4] == ("| 10p 100B acks=1 | produce | 1,100,000 (110.0) | 1,210,000 (121.0) | 1.10 "
+                        "| generator 99% / broker 42%: generator-bound | generator 98% / broker 21%: generator-bound "
+                        "| 1.85 / 1.56 |")
+    assert lines[5] == ("| 10p 100B acks=1 | consume | 2,000,000 (200.0) | 3,000,000 (300.0) | 1.50 "
+                        "| generator 50% / broker 95%: broker-bound | generator 96% / broker 60%: generator-bound "
+                        "| 0.49 / 0.33 |")
+    assert len(lines) == 6
+
+
+def test_pinned_table_with_one_broker_missing(bench):
+    text = bench.pinned_table([row("kbroker", 0, "produce", 1_000_000, 0.99, 0.30, 1.5)], "t")
+    assert text.splitlines()[-1] == ("| 10p 100B acks=1 | produce | — | 1,000,000 (100.0) | — | — "
+                                     "| generator 99% / broker 30%: generator-bound | — / 1.50 |")
+
+
+def test_kgen_builds_with_make_bench_tools(tmp_path):
+    """The C generator compiles without a warning through the Makefile's target, and says
+    how it is used. Needs librdkafka-dev (under CI=true its absence fails this test)."""
+    if not Path("/usr/include/librdkafka/rdkafka.h").exists():
+        missing("librdkafka-dev (librdkafka's headers, for bench/native/kgen)",
+                "apt-get install -y librdkafka-dev, or run 'make test' as root")
+    require_binary("cc", "gcc")
+    require_binary("make")
+    kgen = tmp_path / "kgen"
+    p = subprocess.run(["make", "-s", "-C", str(REPO), "bench-tools", f"KGEN={kgen}"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr
+    usage = subprocess.run([str(kgen)], capture_output=True, text=True, timeout=10)
+    assert usage.returncode == 2 and "usage: kgen produce" in usage.stderr
+    no_target = subprocess.run([str(kgen), "produce", "-b", "127.0.0.1:1", "-t", "t"],
+                               capture_output=True, text=True, timeout=10)
+    assert no_target.returncode == 2 and "give --seconds S or --count N" in no_target.stderr
+    no_count = subprocess.run([str(kgen), "consume", "-b", "127.0.0.1:1", "-t", "t"],
+                              capture_output=True, text=True, timeout=10)
+    assert no_count.returncode == 2 and "--count N is required" in no_count.stderr
+
+
+def test_asv_end_to_end_samples_last_three_seconds_and_repeat():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        e2e = load("bench/benchmarks/end_to_end.py", "asv_end_to_end")
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    best_rate = 10e6            # msg/s: the fastest produce or consume seen on this machine
+    assert e2e.RECORDS / best_rate >= 3.0
+    for cls in (e2e.Produce, e2e.Consume):
+        assert cls.number == 1 and cls.warmup_time == 0
+        assert cls.repeat[0] >= 3 and cls.min_run_count >= 3
+        assert [m for m in dir(cls) if m.startswith("time_")], cls
+
+
+def test_missing_librdkafka_dev_is_said_in_one_line(bench, monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "RDKAFKA_HEADER", tmp_path / "rdkafka.h")
+    monkeypatch.setattr(bench, "KGEN", tmp_path / "kgen")
+    with pytest.raises(SystemExit) as exc:
+        bench.ensure_kgen()
+    assert exc.value.code == "kgen needs librdkafka's headers: apt-get install -y librdkafka-dev"
+
+
+def test_jit_compiler_threads_are_recognised(bench):
+    assert bench.compiling({"CN CompilerThre": 1.25, "data-plane-kafk": 2.0, "python": 0.5}) == 1.25
+    assert bench.compiling({"python": 3.0}) == 0.0
+    a = bench.parse_args(["--pinned", "--warmup-max-seconds", "0"])
+    assert a.warmup_max_seconds == 0.0 and bench.parse_args(["--pinned"]).warmup_max_seconds == 300.0
