@@ -40,15 +40,8 @@ def send_in_thread(sock: socket.socket, data: bytes, close: bool = False) -> thr
 
 
 def test_a_large_answer_is_received_in_place(monkeypatch):
-    owners = []
-    direct_buffer = FrameReader.direct_buffer
-
-    def spy(reader):
-        buf = direct_buffer(reader)
-        if buf is not None and not any(buf.obj is o for o in owners):
-            owners.append(buf.obj)
-        return buf
-    monkeypatch.setattr(FrameReader, "direct_buffer", spy)
+    from tests.support.framing_spy import spy_direct_buffers
+    owners = spy_direct_buffers(monkeypatch)
     a, b = socket.socketpair()
     big = bytes(range(256)) * 8192               # 2 MiB, more than a socket buffer holds
     payloads = [b"first", big, b"second", big[::-1], b"last"]

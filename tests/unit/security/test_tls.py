@@ -240,16 +240,8 @@ def test_file_ranges_go_through_tls_in_large_reads(certs, tmp_path):
 def test_large_requests_over_tls_are_received_in_place(certs, monkeypatch):
     """SSLSocket.recv_into writes a large frame's decrypted bytes into the frame itself
     (the buffer dispatched), across TLS records and reads; small frames around it as before."""
-    from broker.protocol.framing import FrameReader
-    owners = []
-    direct_buffer = FrameReader.direct_buffer
-
-    def spy(reader):
-        buf = direct_buffer(reader)
-        if buf is not None and not any(buf.obj is o for o in owners):
-            owners.append(buf.obj)
-        return buf
-    monkeypatch.setattr(FrameReader, "direct_buffer", spy)
+    from tests.support.framing_spy import spy_direct_buffers
+    owners = spy_direct_buffers(monkeypatch)
     big = [os.urandom(900_000), os.urandom(300_000)]
 
     async def run():
