@@ -7,7 +7,11 @@ NetworkClient as the controller's channel manager and the replica fetchers use i
     await ch.close()
 
 Built on the sans-I/O codec (broker/protocol/codec.py) and FrameReader, never blocking the
-event loop. Requests are pipelined on one connection and their answers matched by
+event loop. Answers are read by an asyncio BufferedProtocol: a large one (a follower's
+Fetch of a megabyte) goes from the socket (or from OpenSSL) straight into its frame's own
+buffer (FrameReader.direct_buffer), which is what the decoder slices and the follower
+appends from, with no copy between; small ones are read into one scratch buffer and
+copied into their frames once. Requests are pipelined on one connection and their answers matched by
 correlation id in order. Any failure — refused connection, closed socket, undecodable
 answer, a request not answered within its timeout — fails every request in flight with
 ChannelError and closes the connection; the next request connects again, after
@@ -112,6 +116,66 @@ class ChannelError(Exception):
     """The peer could not be reached or did not answer (not a Kafka error code)."""
 
 
+class _AnswerProtocol(asyncio.BufferedProtocol):
+    """Reads a channel's answers: frames into its FrameReader, each complete one handed
+    to the channel; the connection's end or a bad frame fails the channel."""
+
+    def __init__(self, channel: BrokerChannel):
+        self.channel = channel
+        self.frames = FrameReader(channel.max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self._scratch = bytearray(RECV_SIZE)
+        self._direct = False            # the buffer handed out is the frame's own
+        self.failed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        buf = self.frames.direct_buffer()
+        if buf is not None:
+            self._direct = True
+            return buf
+        self._direct = False
+        return memoryview(self._scratch)[:self.frames.read_size(RECV_SIZE)]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.failed:
+            return
+        frames = self.frames
+        try:
+            if self._direct:
+                frames.direct_received(nbytes)
+            else:
+                frames.feed(memoryview(self._scratch)[:nbytes])
+            while True:
+                frame = frames.next_frame()
+                if frame is None:
+                    break
+                self.channel._deliver(frame)
+        except (ChannelError, ValueError, ProtocolDecodeError) as exc:
+            self._failed(exc if isinstance(exc, ChannelError) else ChannelError(f"{self.channel}: {exc}"))
+
+    def eof_received(self) -> bool:
+        self._failed(ChannelError(f"{self.channel}: connection closed by the peer"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._failed(ChannelError(f"{self.channel}: connection closed by the peer"
+                                  + (f" ({exc})" if exc is not None else "")))
+
+    def _failed(self, exc: ChannelError) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        channel = self.channel
+        if channel._protocol is self:           # not a connection the channel already dropped
+            if not channel.closed:
+                log.debug("%s: %s", channel, exc)
+            channel._fail(exc)
+
+
 class BrokerChannel:
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker", request_timeout: float = 30.0,
                  connect_timeout: float = 5.0, reconnect_backoff: float = 0.05,
@@ -124,12 +188,11 @@ class BrokerChannel:
         self.reconnect_backoff = reconnect_backoff
         self.max_frame_size = max_frame_size
         self.versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _AnswerProtocol | None = None
+        self._writer: asyncio.Transport | None = None
         self._connecting: asyncio.Future[None] | None = None
         self._inflight: collections.deque[tuple[int, int, int, asyncio.Future[Any]]] = collections.deque()
         self._next_cid = 1
-        self._read_task: asyncio.Task[None] | None = None
         self._last_failure = 0.0
         self.closed = False
         self.security = _client_security
@@ -200,13 +263,14 @@ class BrokerChannel:
             if wait > 0:
                 await asyncio.sleep(wait)
             try:
-                reader, self._writer = await asyncio.wait_for(self._open(), self.connect_timeout)
+                transport, protocol = await asyncio.wait_for(self._open(), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 self._last_failure = time.monotonic()
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: "
                                    f"{getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
-            self._reader = reader
-            self._read_task = loop.create_task(self._read_loop(reader))
+            self._writer, self._protocol = transport, protocol
+            if protocol.failed:             # the peer closed before we looked
+                raise ChannelError(f"{self}: connection closed by the peer")
             resp = await self._send(int(ApiKey.API_VERSIONS), 3,
                                     ApiVersionsRequest(client_software_name="kbroker",
                                                        client_software_version="1"),
@@ -248,32 +312,16 @@ class BrokerChannel:
             except ScramError as exc:
                 raise ChannelError(f"{self}: SASL authentication failed: {exc}") from None
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self) -> tuple[asyncio.Transport, _AnswerProtocol]:
         local = await _local_addr(self.host, self.port)
         security = self.security
         ctx = security.ssl_context if security is not None else None
-        return await asyncio.open_connection(self.host, self.port, limit=RECV_SIZE, local_addr=local, ssl=ctx,
-                                             ssl_handshake_timeout=self.connect_timeout if ctx else None)
-
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        frames = FrameReader(self.max_frame_size)
-        try:
-            while True:
-                data = await reader.read(RECV_SIZE)
-                if not data:
-                    raise ChannelError(f"{self}: connection closed by the peer")
-                frames.feed(data)
-                while True:
-                    frame = frames.next_frame()
-                    if frame is None:
-                        break
-                    self._deliver(frame)
-        except asyncio.CancelledError:
-            raise
-        except (ChannelError, OSError, ValueError, ProtocolDecodeError) as exc:
-            if not self.closed:
-                log.debug("%s: %s", self, exc)
-            self._fail(exc if isinstance(exc, ChannelError) else ChannelError(f"{self}: {exc}"))
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.create_connection(
+            lambda: _AnswerProtocol(self), self.host, self.port, local_addr=local, ssl=ctx,
+            ssl_handshake_timeout=self.connect_timeout if ctx else None)
+        assert isinstance(transport, asyncio.Transport) and isinstance(protocol, _AnswerProtocol)
+        return transport, protocol
 
     def _deliver(self, frame: bytes | bytearray | memoryview) -> None:
         if not self._inflight:
@@ -297,10 +345,10 @@ class BrokerChannel:
         self._drop_connection()
 
     def _drop_connection(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        task, self._read_task = self._read_task, None
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
+        writer, self._writer = self._writer, None
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.failed = True          # what it still reads is for nobody
         if writer is not None:
             writer.close()
 

@@ -5,6 +5,7 @@ import socket
 import pytest
 
 from broker.cluster.channel import BrokerChannel, ChannelError
+from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.metadata import MetadataRequest
 from tests.support.broker_proc import BrokerProcess
@@ -84,3 +85,54 @@ def test_a_peer_that_never_answers_times_out():
         run(main())
     finally:
         srv.close()
+
+
+def test_a_large_answer_is_received_in_place(broker):
+    """A Fetch answer of megabytes (what a follower gets) goes from the socket straight
+    into its frame's own buffer: all but its first bytes are received in place, never
+    copied out of a read buffer, and the records decode whole."""
+    import os
+
+    from broker.client import Cluster, Producer
+    from broker.native import iter_batches
+    from broker.protocol.messages.fetch import FetchRequest
+    topic = "channel-big"
+    with Cluster(broker.bootstrap) as c:
+        c.create_topic(topic, 1, 1)
+        value = os.urandom(1000)
+        with Producer(broker.bootstrap, acks=1, batch_size=1 << 20) as p:
+            for _i in range(4000):
+                p.send(topic, value, partition=0)
+        topic_id = c.topic(topic).topic_id
+    host, port = broker.bootstrap.split(":")
+
+    async def main():
+        ch = BrokerChannel(host, int(port))
+        try:
+            await ch.request(MetadataRequest(topics=[]))
+            direct, fed = [0], [0]
+
+            class Counting(FrameReader):
+                def direct_received(self, n):
+                    direct[0] += n
+                    super().direct_received(n)
+
+                def feed(self, data):
+                    fed[0] += len(data)
+                    super().feed(data)
+            ch._protocol.frames = Counting(ch.max_frame_size)     # idle between answers
+            req = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=64 << 20, isolation_level=0,
+                               session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                               topics=[FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
+                                   FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                               partition_max_bytes=32 << 20)])])
+            resp = await ch.request(req)
+            data = resp.responses[0].partitions[0].records
+            assert len(data) > 4_000_000
+            assert sum(b.record_count for b in iter_batches(data, validate=True)) == 4000
+            assert direct[0] >= len(data) - 256 * 1024 and fed[0] < 300 * 1024, (direct, fed, len(data))
+            # and the channel goes on: small answers after the large one
+            assert (await ch.request(MetadataRequest(topics=[]))).brokers
+        finally:
+            await ch.close()
+    run(main())
