@@ -35,7 +35,7 @@ import ipaddress
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 from broker.protocol import codec
 from broker.protocol._runtime import Message
@@ -129,8 +129,8 @@ class _AnswerProtocol(asyncio.BufferedProtocol):
         self.failed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance here
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         buf = self.frames.direct_buffer()
@@ -320,7 +320,7 @@ class BrokerChannel:
         transport, protocol = await loop.create_connection(
             lambda: _AnswerProtocol(self), self.host, self.port, local_addr=local, ssl=ctx,
             ssl_handshake_timeout=self.connect_timeout if ctx else None)
-        assert isinstance(transport, asyncio.Transport) and isinstance(protocol, _AnswerProtocol)
+        # typed asyncio.Transport; uvloop's TCPTransport is not a subclass, so no isinstance
         return transport, protocol
 
     def _deliver(self, frame: bytes | bytearray | memoryview) -> None:

@@ -9,14 +9,27 @@ from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.metadata import MetadataRequest
 from tests.support.broker_proc import BrokerProcess
+from tests.support.deps import require_module
 from tests.support.ports import free_port
 
 
-def run(coro, timeout=60):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request):
+    """run(coro): on asyncio's loop, then on uvloop's (what `broker serve` picks by
+    default): uvloop's transports and BufferedProtocol calls are not asyncio's."""
+    factory = asyncio.new_event_loop
+    if request.param == "uvloop":
+        require_module("uvloop")
+        import uvloop
+        factory = uvloop.new_event_loop
+
+    def _run(coro, timeout=60):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(asyncio.wait_for(coro, timeout))
+    return _run
 
 
-def test_requests_are_pipelined_and_answered_in_order(broker):
+def test_requests_are_pipelined_and_answered_in_order(run, broker):
     host, port = broker.bootstrap.split(":")
 
     async def main():
@@ -32,7 +45,7 @@ def test_requests_are_pipelined_and_answered_in_order(broker):
     run(main())
 
 
-def test_connection_refused_is_a_channel_error_and_a_later_start_is_reached(tmp_path):
+def test_connection_refused_is_a_channel_error_and_a_later_start_is_reached(run, tmp_path):
     port = free_port()
 
     async def refused():
@@ -50,7 +63,7 @@ def test_connection_refused_is_a_channel_error_and_a_later_start_is_reached(tmp_
         run(reached())
 
 
-def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(tmp_path):
+def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(run, tmp_path):
     b = BrokerProcess(tmp_path / "data").start()
     try:
         async def main():
@@ -69,7 +82,7 @@ def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(tmp_p
         b.kill()
 
 
-def test_a_peer_that_never_answers_times_out():
+def test_a_peer_that_never_answers_times_out(run):
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(5)
@@ -87,7 +100,7 @@ def test_a_peer_that_never_answers_times_out():
         srv.close()
 
 
-def test_a_large_answer_is_received_in_place(broker):
+def test_a_large_answer_is_received_in_place(run, broker):
     """A Fetch answer of megabytes (what a follower gets) goes from the socket straight
     into its frame's own buffer: all but its first bytes are received in place, never
     copied out of a read buffer, and the records decode whole."""
@@ -96,7 +109,7 @@ def test_a_large_answer_is_received_in_place(broker):
     from broker.client import Cluster, Producer
     from broker.native import iter_batches
     from broker.protocol.messages.fetch import FetchRequest
-    topic = "channel-big"
+    topic = f"channel-big-{os.urandom(4).hex()}"
     with Cluster(broker.bootstrap) as c:
         c.create_topic(topic, 1, 1)
         value = os.urandom(1000)

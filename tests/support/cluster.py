@@ -127,8 +127,10 @@ class Cluster:
     def __init__(self, directory, n: int = 3, zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
                  config: dict | None = None, per_broker: dict[int, dict] | None = None,
                  chroot: str | None = None, log_level: str = "info", distinct_hosts: bool | str = False,
-                 ensemble: int = 0):
+                 ensemble: int = 0, event_loop: str = "asyncio"):
         self.dir = Path(directory)
+        #: the brokers' --event-loop (the suite runs asyncio's; see tests/cluster/test_uvloop_cluster.py)
+        self.event_loop = event_loop
         #: '127.A.C' when each process has its own address (see the module docstring), else None
         self.block = (distinct_hosts if isinstance(distinct_hosts, str) else address_block()) \
             if distinct_hosts else None
@@ -154,7 +156,7 @@ class Cluster:
             cfg = {**self.config, **(per_broker or {}).get(broker_id, {})}
             self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data", config=cfg,
                                                     broker_id=broker_id, log_level=log_level,
-                                                    host=self.host_of(broker_id))
+                                                    host=self.host_of(broker_id), event_loop=event_loop)
 
     def __repr__(self) -> str:
         return f"Cluster({self.zk_connect}, {', '.join(f'{i}={self.state(i)}' for i in self.ids)})"
@@ -217,7 +219,8 @@ class Cluster:
             raise ValueError(f"broker {broker_id} is already in this cluster")
         self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data",
                                                 config={**self.config, **(config or {})}, broker_id=broker_id,
-                                                log_level=self.log_level, host=self.host_of(broker_id))
+                                                log_level=self.log_level, host=self.host_of(broker_id),
+                                                event_loop=self.event_loop)
         self.start(broker_id, timeout)
         return broker_id
 
