@@ -6,7 +6,7 @@
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make bench-tools  the C load generator of bench/kafka_vs_kbroker.py --pinned (bench/native/kgen;
-#                needs librdkafka-dev)
+#                needs librdkafka-dev) and bench/native/ingest (bench/produce_copies.py)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
@@ -81,7 +81,11 @@ bench: $(VENV)/.bench
 
 # the C load generator (librdkafka) that bench/kafka_vs_kbroker.py --pinned drives both brokers with
 KGEN := bench/native/kgen
-bench-tools: $(KGEN)
+INGEST := bench/native/ingest
+bench-tools: $(KGEN) $(INGEST)
+
+$(INGEST): bench/native/ingest.c _native/kb_crc32c.c _native/include/kb_crc32c.h
+	$(CC) -O2 -Wall -Wextra -I_native/include -o $@ bench/native/ingest.c _native/kb_crc32c.c
 
 $(KGEN): bench/native/kgen.c
 	@[ -f /usr/include/librdkafka/rdkafka.h ] || \
