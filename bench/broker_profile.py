@@ -7,8 +7,8 @@ One broker is started, with the settings of the pinned comparison. The phase the
 three times, each a kgen run of --seconds (or more) on core 1, in the page-cache regime
 of that comparison (what it writes is deleted before it reaches the disk):
 
-- produce (acks=1, linger.ms 5, batch.size 128 KiB): each run into a fresh topic, deleted
-  after it; dirty pages synced before each run;
+- produce (acks=1, linger.ms 5, batch.size 128 KiB): a warm-up run, then each run into a
+  fresh topic, deleted after it (as the comparison does between cases);
 - consume: a topic filled once for --fill-seconds and synced to disk, read back once to
   warm up; each run reads it from the start, again and again for --seconds.
 
@@ -90,7 +90,6 @@ class Phase:
             self.runs += 1
             self.topic = f"broker-profile-{self.runs}"
             kvk.create_topic(self.broker, self.topic, self.a.partitions)
-            os.sync()
 
     def run(self) -> dict:
         a, broker = self.a, self.broker

@@ -8,7 +8,11 @@ same load generators:
     .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
         [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
         [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
-        [--fsync] [--json results.json]
+        [--fsync] [--baseline DIR] [--json results.json]
+
+--baseline DIR (with --pinned) puts kbroker from another checkout (run with DIR/.venv, e.g. a
+`git worktree` of an older commit after `make install` there) where Apache Kafka would be: a
+before/after comparison of kbroker itself, same cases, same table.
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -166,6 +170,34 @@ class KBroker:
     @property
     def bootstrap(self) -> str:
         return self.b.bootstrap
+
+
+class _BrokerFromTree(BrokerProcess):
+    """A kbroker process run from another checkout: its own .venv's Python, in its
+    directory (so `-m broker.cli.main` is that checkout's code)."""
+
+    def __init__(self, tree: Path, *args, **kwargs):
+        self.tree = tree
+        super().__init__(*args, **kwargs)
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        cmd[cmd.index(sys.executable)] = str(self.tree / ".venv" / "bin" / "python")
+        return cmd
+
+    def _spawn(self) -> None:
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
+                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec, cwd=self.tree)
+
+
+class KBrokerBaseline(KBroker):
+    """--baseline DIR: kbroker as another checkout has it (a before/after comparison)."""
+    name = "kbroker-baseline"
+    tree = Path(".")
+
+    def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
+        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
+        self.b = _BrokerFromTree(self.tree, root / "kbroker-baseline" / "data", config=cfg, log_level="warning")
 
 
 # ---------------------------------------------------------------------- load
@@ -465,9 +497,11 @@ def utilisation(generator_cpu: float, broker_cpu: float, generator_core_others: 
     return text
 
 
-def pinned_table(rows: list[dict], title: str) -> str:
+def pinned_table(rows: list[dict], title: str, names: tuple[str, str] = ("kafka", "kbroker"),
+                 labels: tuple[str, str] = ("Apache Kafka", "kbroker")) -> str:
     """Medians over rounds per case and phase, the brokers side by side, each run's CPU
-    shares and which side saturated its core."""
+    shares and which side saturated its core. `names`: the rows' broker names compared,
+    `labels` how the table calls them."""
     keys = ("msgs", "mb_s", "generator_cpu", "broker_cpu", "generator_core_others", "broker_core_others",
             "cpu_s_per_gb")
     med: dict[tuple, dict] = {}
@@ -476,12 +510,14 @@ def pinned_table(rows: list[dict], title: str) -> str:
         for k in keys:
             med[(r["case"], r["phase"], r["broker"])][k].append(r.get(k, 0.0))
     med = {key: {k: statistics.median(v) for k, v in vals.items()} for key, vals in med.items()}
+    short = labels[0].removeprefix("Apache ")
     lines = [f"#### {title}", "",
-             "| case | phase | Apache Kafka msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / Kafka "
-             "| Kafka run: CPU of its core | kbroker run: CPU of its core | broker CPU s per GB, Kafka / kbroker |",
+             f"| case | phase | {labels[0]} msg/s (MB/s) | {labels[1]} msg/s (MB/s) | {labels[1]} / {short} "
+             f"| {short} run: CPU of its core | {labels[1]} run: CPU of its core "
+             f"| broker CPU s per GB, {short} / {labels[1]} |",
              "|---|---|---:|---:|---:|---|---|---:|"]
     for case, phase in dict.fromkeys((r["case"], r["phase"]) for r in rows):
-        k, o = med.get((case, phase, "kafka")), med.get((case, phase, "kbroker"))
+        k, o = med.get((case, phase, names[0])), med.get((case, phase, names[1]))
         rate = [f"{m['msgs']:,.0f} ({m['mb_s']:,.1f})" if m else "—" for m in (k, o)]
         cpu = [utilisation(m["generator_cpu"], m["broker_cpu"], m["generator_core_others"],
                            m["broker_core_others"]) if m else "—" for m in (k, o)]
@@ -624,8 +660,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--linger-ms", type=int, default=5, help="--pinned: the producer's linger.ms")
     ap.add_argument("--batch-size", type=int, default=131072, help="--pinned: the producer's batch.size")
     ap.add_argument("--dir", default=None, help="where the brokers keep their data (default: a temp dir)")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                    help="--pinned: instead of Apache Kafka, kbroker from the checkout DIR (run with DIR/.venv): "
+                         "a before/after comparison of kbroker itself")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.baseline is not None:
+        if not args.pinned:
+            ap.error("--baseline needs --pinned")
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / ".venv" / "bin" / "python").exists() or not (args.baseline / "broker").is_dir():
+            ap.error(f"--baseline {args.baseline}: not a kbroker checkout with its .venv (make install there)")
     if args.pinned:
         given = [f for f, v in (("--latency-loads", args.latency_loads), ("--broker-perf", args.broker_perf),
                                 ("--other-clients", args.other_clients), ("--restart-gb", args.restart_gb)) if v]
@@ -659,8 +704,13 @@ def main(argv: list[str] | None = None) -> None:
     durability = "fsync after every batch" if args.fsync else "page-cache durability (default)"
     try:
         rows = []
+        peer: type[Kafka] | type[KBroker] = Kafka
+        names, labels = ("kafka", "kbroker"), ("Apache Kafka", "kbroker")
+        if args.baseline:
+            KBrokerBaseline.tree = args.baseline
+            peer, names, labels = KBrokerBaseline, ("kbroker-baseline", "kbroker"), ("baseline", "kbroker")
         for r in range(args.rounds):         # --rounds 0: only the restart times
-            for cls in (Kafka, KBroker):
+            for cls in (peer, KBroker):
                 shutil.rmtree(root, ignore_errors=True)
                 run = run_broker_pinned if args.pinned else run_broker
                 rows += run(cls(root, args.fsync, PINNED_SETTINGS if args.pinned else None), args, r)
@@ -668,7 +718,9 @@ def main(argv: list[str] | None = None) -> None:
         if rows and args.pinned:
             report.append(pinned_table(rows, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
                                              f"{GENERATOR_CORE}, {args.seconds:g} s runs, medians of {args.rounds} "
-                                             f"round(s), {durability}, load average {load:.1f} before"))
+                                             f"round(s), {durability}, load average {load:.1f} before"
+                                             + (f", baseline: kbroker from {args.baseline}" if args.baseline else ""),
+                                       names, labels))
         elif rows:
             report.append(table(rows, durability))
         if args.restart_gb:

@@ -15,11 +15,11 @@ segment files by each mechanism:
 Usage:
     make bench-tools
     .venv/bin/python bench/produce_copies.py [--gb 4] [--rounds 3] [--frame 1048576]
-        [--modes copy3,copy2,mmap,mmap-pop,splice] [--dir /var/tmp] [--json FILE]
+        [--modes copy3,copy2,mmap,mmap-pop,splice] [--dir /var/tmp] [--warm] [--json FILE]
 
 Rounds alternate the modes (each round in a rotated order); dirty pages are synced before
 each run so one run's writeback does not land on the next. The table gives medians: the
-receiver's CPU seconds per GB (user + system), its throughput, minor faults per MB, the
+receiver's CPU seconds per GB (user + system, with the runs' spread), its throughput, minor faults per MB, the
 ratio to copy2, and which side saturated its core (receiver or sender: CPU / wall).
 """
 from __future__ import annotations
@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dir", default="/var/tmp", help="where the segment files go (removed after each run)")
     ap.add_argument("--recv-cpu", type=int, default=0)
     ap.add_argument("--send-cpu", type=int, default=1)
+    ap.add_argument("--warm", action="store_true",
+                    help="each run first writes and frees as much anonymous memory as it receives (see ingest.c): "
+                         "the page cache then comes from pages the host still backs")
     ap.add_argument("--json", help="write every run and the medians here")
     a = ap.parse_args(argv)
     a.modes = [m for m in a.modes.split(",") if m]
@@ -70,7 +73,7 @@ def ensure_ingest() -> Path:
 def run_once(a: argparse.Namespace, mode: str, binary: Path = INGEST) -> dict:
     os.sync()
     cmd = [str(binary), mode, "--gb", str(a.gb), "--frame", str(a.frame), "--segment", str(a.segment),
-           "--dir", a.dir, "--recv-cpu", str(a.recv_cpu), "--send-cpu", str(a.send_cpu)]
+           "--dir", a.dir, "--recv-cpu", str(a.recv_cpu), "--send-cpu", str(a.send_cpu), *(["--warm"] if a.warm else [])]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise SystemExit(f"ingest {mode} failed ({p.returncode}): {p.stderr.strip()}")
@@ -86,6 +89,8 @@ def summarize(runs: list[dict]) -> list[dict]:
     for mode, rs in by_mode.items():
         med = {k: statistics.median(r[k] for r in rs)
                for k in ("cpu_s_per_gb", "gb_per_s", "user_s", "sys_s", "wall_s", "sender_cpu_s")}
+        med["cpu_min"] = min(r["cpu_s_per_gb"] for r in rs)
+        med["cpu_max"] = max(r["cpu_s_per_gb"] for r in rs)
         med["faults_per_mb"] = statistics.median(r["minor_faults"] / (r["bytes"] / 1e6) for r in rs)
         recv_share = statistics.median((r["user_s"] + r["sys_s"]) / r["wall_s"] for r in rs)
         send_share = statistics.median(r["sender_cpu_s"] / r["wall_s"] for r in rs)
@@ -103,11 +108,11 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 
 def table(summary: list[dict]) -> str:
-    lines = ["| mechanism | receiver CPU s/GB | user / sys s | GB/s | faults/MB | vs copy2 | receiver / sender core | saturated |",
+    lines = ["| mechanism | receiver CPU s/GB, median (min–max) | user / sys s | GB/s | faults/MB | vs copy2 | receiver / sender core | saturated |",
              "|---|---|---|---|---|---|---|---|"]
     for m in summary:
         ratio = f"{m['vs_copy2']:.2f}" if m["vs_copy2"] is not None else "–"
-        lines.append(f"| {m['mode']} | {m['cpu_s_per_gb']:.3f} | {m['user_s']:.2f} / {m['sys_s']:.2f} | "
+        lines.append(f"| {m['mode']} | {m['cpu_s_per_gb']:.3f} ({m['cpu_min']:.2f}–{m['cpu_max']:.2f}) | {m['user_s']:.2f} / {m['sys_s']:.2f} | "
                      f"{m['gb_per_s']:.2f} | {m['faults_per_mb']:.0f} | {ratio} | "
                      f"{m['receiver_core']:.0%} / {m['sender_core']:.0%} | {m['saturated']} |")
     return "\n".join(lines)

@@ -3,7 +3,7 @@
  * `make bench-tools`; run by bench/produce_copies.py.
  *
  *   ingest MODE [--gb N] [--frame BYTES] [--segment BYTES] [--dir DIR]
- *               [--recv-cpu C] [--send-cpu C]
+ *               [--recv-cpu C] [--send-cpu C] [--warm]
  *
  * A sender process (on --send-cpu) writes N GB over loopback TCP in frames of --frame bytes
  * (random content). The receiver (on --recv-cpu) takes each frame into a log of segment
@@ -21,6 +21,12 @@
  *   splice    socket -> pipe -> segment file with splice(2) (the pipe holds references to
  *             the socket's pages; the second splice copies them into the page cache), then
  *             the CRC is read from a read-only mapping of the segment
+ *
+ * --warm: before the clock starts, N GB of anonymous memory are written and freed, so that
+ * the page cache is then filled from pages the machine has just used. On a virtual machine
+ * whose guest hands free pages back to the host (virtio-balloon free page reporting), the
+ * first write into a page handed back costs a fault on the host: without --warm a run may
+ * pay it for many of its pages, a cost that is the hypervisor's, not the mechanism's.
  *
  * One JSON line: mode, bytes, wall seconds, the receiver's user and system CPU seconds,
  * its CPU seconds per GB (10^9 bytes), its minor page faults, the sender's CPU seconds,
@@ -157,7 +163,8 @@ int main(int argc, char **argv) {
         {"gb", required_argument, 0, 'g'}, {"frame", required_argument, 0, 'f'},
         {"segment", required_argument, 0, 's'}, {"dir", required_argument, 0, 'd'},
         {"recv-cpu", required_argument, 0, 'r'}, {"send-cpu", required_argument, 0, 'c'},
-        {0, 0, 0, 0}};
+        {"warm", no_argument, 0, 'w'}, {0, 0, 0, 0}};
+    int warm = 0;
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -167,12 +174,13 @@ int main(int argc, char **argv) {
         case 'd': dir = optarg; break;
         case 'r': recv_cpu = atoi(optarg); break;
         case 'c': send_cpu = atoi(optarg); break;
+        case 'w': warm = 1; break;
         default: return 2;
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "usage: ingest copy3|copy2|mmap|mmap-pop|splice [--gb N] [--frame BYTES] "
-                        "[--segment BYTES] [--dir DIR] [--recv-cpu C] [--send-cpu C]\n");
+                        "[--segment BYTES] [--dir DIR] [--recv-cpu C] [--send-cpu C] [--warm]\n");
         return 2;
     }
     const char *mode = argv[optind];
@@ -223,6 +231,13 @@ int main(int argc, char **argv) {
         if (rmap == MAP_FAILED) die("mmap");
     }
 
+    if (warm) {
+        size_t len = (size_t)total + segment;
+        unsigned char *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (anon == MAP_FAILED) die("mmap (--warm)");
+        memset(anon, 1, len);
+        munmap(anon, len);
+    }
     struct rusage r0, r1;
     getrusage(RUSAGE_SELF, &r0);
     double t0 = now();
@@ -296,9 +311,9 @@ int main(int argc, char **argv) {
     double user = tv(r1.ru_utime) - tv(r0.ru_utime), sys = tv(r1.ru_stime) - tv(r0.ru_stime);
     printf("{\"mode\": \"%s\", \"bytes\": %llu, \"frame\": %zu, \"wall_s\": %.3f, \"user_s\": %.3f, "
            "\"sys_s\": %.3f, \"cpu_s_per_gb\": %.4f, \"gb_per_s\": %.3f, \"minor_faults\": %ld, "
-           "\"sender_cpu_s\": %.3f, \"crc_xor\": %u, \"complete\": %s}\n",
+           "\"sender_cpu_s\": %.3f, \"crc_xor\": %u, \"warm\": %s, \"complete\": %s}\n",
            mode, (unsigned long long)received, frame, wall, user, sys, (user + sys) / (received / 1e9),
            received / 1e9 / wall, r1.ru_minflt - r0.ru_minflt, tv(rc.ru_utime) + tv(rc.ru_stime), crcsum,
-           received == total ? "true" : "false");
+           warm ? "true" : "false", received == total ? "true" : "false");
     return received == total ? 0 : 1;
 }

@@ -37,13 +37,17 @@ def ingest(tmp_path_factory):
 
 
 def test_every_mechanism_receives_the_same_bytes_and_leaves_no_segment(copies, ingest, tmp_path):
-    a = copies.parse_args(["--gb", "0.02", "--frame", "65536", "--segment", str(1 << 20), "--dir", str(tmp_path),
-                           "--recv-cpu", "-1", "--send-cpu", "-1"])
+    a_argv = ["--gb", "0.02", "--frame", "65536", "--segment", str(1 << 20), "--dir", str(tmp_path),
+              "--recv-cpu", "-1", "--send-cpu", "-1"]
+    a = copies.parse_args(a_argv)
     runs = [copies.run_once(a, mode, ingest) for mode in copies.MODES]
     assert [r["mode"] for r in runs] == copies.MODES
     assert all(r["complete"] and r["bytes"] == 20_000_000 // 65536 * 65536 for r in runs), runs
     assert len({r["crc_xor"] for r in runs}) == 1, runs        # 19 segments rolled, the same bytes in each
     assert list(tmp_path.iterdir()) == []
+    assert not any(r["warm"] for r in runs)
+    warm = copies.run_once(copies.parse_args([*a_argv, "--warm"]), "copy2", ingest)
+    assert warm["warm"] and warm["complete"] and warm["crc_xor"] == runs[0]["crc_xor"]
     mmap = next(r for r in runs if r["mode"] == "mmap")
     assert mmap["minor_faults"] >= mmap["bytes"] // 4096 // 2   # the mapped tail is faulted in page by page
 
@@ -70,7 +74,7 @@ def test_summary_ratios_and_saturation(copies):
     assert by["copy2"]["saturated"] == "sender" and by["mmap"]["saturated"] == "sender"
     assert by["mmap"]["faults_per_mb"] == 250
     text = copies.table(summary)
-    assert text.splitlines()[2].startswith("| copy2 | 0.420 |") and "| 0.74 |" in text.splitlines()[3]
+    assert text.splitlines()[2].startswith("| copy2 | 0.420 (0.40–0.44) |") and "| 0.74 |" in text.splitlines()[3]
     json.dumps(summary)
 
 

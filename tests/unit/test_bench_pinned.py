@@ -179,3 +179,26 @@ def test_jit_compiler_threads_are_recognised(bench):
     assert bench.compiling({"python": 3.0}) == 0.0
     a = bench.parse_args(["--pinned", "--warmup-max-seconds", "0"])
     assert a.warmup_max_seconds == 0.0 and bench.parse_args(["--pinned"]).warmup_max_seconds == 300.0
+
+
+def test_baseline_is_another_checkout_of_kbroker(bench, tmp_path):
+    """--baseline DIR: kbroker from another checkout in Apache Kafka's place (before/after)."""
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--baseline", str(REPO)])                     # needs --pinned
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--pinned", "--baseline", str(tmp_path)])     # not a checkout with a .venv
+    (tmp_path / "broker").mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text("")
+    a = bench.parse_args(["--pinned", "--baseline", str(tmp_path)])
+    assert a.baseline == tmp_path.resolve()
+    bench.KBrokerBaseline.tree = tmp_path
+    b = bench.KBrokerBaseline(tmp_path / "data", False, None)
+    cmd = b.b.command()
+    assert str(tmp_path / ".venv" / "bin" / "python") in cmd and sys.executable not in cmd
+    assert cmd[cmd.index("-m") + 1] == "broker.cli.main"
+    text = bench.pinned_table([row("kbroker-baseline", 0, "produce", 1_000_000, 0.99, 0.30, 1.5),
+                               row("kbroker", 0, "produce", 1_100_000, 0.99, 0.30, 1.4)], "t",
+                              ("kbroker-baseline", "kbroker"), ("baseline", "kbroker"))
+    assert "| baseline msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / baseline |" in text
+    assert "| 1.10 |" in text and "| 1.50 / 1.40 |" in text
