@@ -113,3 +113,14 @@ def test_broker_profile_reads_strace_and_perf_names(profile):
     assert a.phase == "produce" and a.size == 1024 and a.partitions == 10 and a.seconds == 10.0
     with pytest.raises(SystemExit):
         profile.parse_args([])                       # --phase is required
+
+
+@pytest.mark.parametrize("script", ["bench/produce_copies.py", "bench/broker_profile.py",
+                                    "bench/kafka_vs_kbroker.py"])
+def test_the_readme_bench_commands_start(script):
+    """The scripts the README's Benchmarks section names answer --help from a checkout."""
+    import sys
+    readme = (REPO / "README.md").read_text()
+    assert script in readme
+    p = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("usage:"), p.stderr
