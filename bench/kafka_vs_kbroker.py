@@ -8,7 +8,7 @@ same load generators:
     .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
         [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
         [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
-        [--fsync] [--baseline DIR] [--json results.json]
+        [--fsync] [--baseline DIR [--baseline-event-loop asyncio|uvloop]] [--json results.json]
 
 --baseline DIR (with --pinned) puts kbroker from another checkout (run with DIR/.venv, e.g. a
 `git worktree` of an older commit after `make install` there) where Apache Kafka would be: a
@@ -194,10 +194,12 @@ class KBrokerBaseline(KBroker):
     """--baseline DIR: kbroker as another checkout has it (a before/after comparison)."""
     name = "kbroker-baseline"
     tree = Path(".")
+    event_loop = "asyncio"
 
     def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
         cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
-        self.b = _BrokerFromTree(self.tree, root / "kbroker-baseline" / "data", config=cfg, log_level="warning")
+        self.b = _BrokerFromTree(self.tree, root / "kbroker-baseline" / "data", config=cfg, log_level="warning",
+                                 event_loop=self.event_loop)
 
 
 # ---------------------------------------------------------------------- load
@@ -663,8 +665,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baseline", type=Path, default=None, metavar="DIR",
                     help="--pinned: instead of Apache Kafka, kbroker from the checkout DIR (run with DIR/.venv): "
                          "a before/after comparison of kbroker itself")
+    ap.add_argument("--baseline-event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                    help="--baseline: the baseline broker's --event-loop (kbroker's own runs on asyncio, the "
+                         "default install; `--baseline . --baseline-event-loop uvloop` compares the two loops)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.baseline_event_loop != "asyncio" and args.baseline is None:
+        ap.error("--baseline-event-loop needs --baseline")
     if args.baseline is not None:
         if not args.pinned:
             ap.error("--baseline needs --pinned")
@@ -708,6 +715,7 @@ def main(argv: list[str] | None = None) -> None:
         names, labels = ("kafka", "kbroker"), ("Apache Kafka", "kbroker")
         if args.baseline:
             KBrokerBaseline.tree = args.baseline
+            KBrokerBaseline.event_loop = args.baseline_event_loop
             peer, names, labels = KBrokerBaseline, ("kbroker-baseline", "kbroker"), ("baseline", "kbroker")
         for r in range(args.rounds):         # --rounds 0: only the restart times
             for cls in (peer, KBroker):
@@ -719,7 +727,8 @@ def main(argv: list[str] | None = None) -> None:
             report.append(pinned_table(rows, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
                                              f"{GENERATOR_CORE}, {args.seconds:g} s runs, medians of {args.rounds} "
                                              f"round(s), {durability}, load average {load:.1f} before"
-                                             + (f", baseline: kbroker from {args.baseline}" if args.baseline else ""),
+                                             + (f", baseline: kbroker from {args.baseline} on "
+                                                f"{args.baseline_event_loop}" if args.baseline else ""),
                                        names, labels))
         elif rows:
             report.append(table(rows, durability))

@@ -197,6 +197,17 @@ def test_baseline_is_another_checkout_of_kbroker(bench, tmp_path):
     cmd = b.b.command()
     assert str(tmp_path / ".venv" / "bin" / "python") in cmd and sys.executable not in cmd
     assert cmd[cmd.index("-m") + 1] == "broker.cli.main"
+    assert cmd[cmd.index("--event-loop") + 1] == "asyncio"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--pinned", "--baseline-event-loop", "uvloop"])   # needs --baseline
+    a = bench.parse_args(["--pinned", "--baseline", str(tmp_path), "--baseline-event-loop", "uvloop"])
+    assert a.baseline_event_loop == "uvloop"
+    bench.KBrokerBaseline.event_loop = "uvloop"
+    try:
+        cmd = bench.KBrokerBaseline(tmp_path / "data", False, None).b.command()
+        assert cmd[cmd.index("--event-loop") + 1] == "uvloop"
+    finally:
+        bench.KBrokerBaseline.event_loop = "asyncio"
     text = bench.pinned_table([row("kbroker-baseline", 0, "produce", 1_000_000, 0.99, 0.30, 1.5),
                                row("kbroker", 0, "produce", 1_100_000, 0.99, 0.30, 1.4)], "t",
                               ("kbroker-baseline", "kbroker"), ("baseline", "kbroker"))
