@@ -172,24 +172,6 @@ class KBroker:
         return self.b.bootstrap
 
 
-class _BrokerFromTree(BrokerProcess):
-    """A kbroker process run from another checkout: its own .venv's Python, in its
-    directory (so `-m broker.cli.main` is that checkout's code)."""
-
-    def __init__(self, tree: Path, *args, **kwargs):
-        self.tree = tree
-        super().__init__(*args, **kwargs)
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        cmd[cmd.index(sys.executable)] = str(self.tree / ".venv" / "bin" / "python")
-        return cmd
-
-    def _spawn(self) -> None:
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
-                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec, cwd=self.tree)
-
-
 class KBrokerBaseline(KBroker):
     """--baseline DIR: kbroker as another checkout has it (a before/after comparison)."""
     name = "kbroker-baseline"
@@ -198,8 +180,10 @@ class KBrokerBaseline(KBroker):
 
     def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
         cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
-        self.b = _BrokerFromTree(self.tree, root / "kbroker-baseline" / "data", config=cfg, log_level="warning",
-                                 event_loop=self.event_loop)
+        # that checkout's .venv Python in its directory: `-m broker.cli.main` is its code
+        self.b = BrokerProcess(root / "kbroker-baseline" / "data", config=cfg, log_level="warning",
+                               event_loop=self.event_loop, python=str(self.tree / ".venv" / "bin" / "python"),
+                               cwd=self.tree)
 
 
 # ---------------------------------------------------------------------- load

@@ -11,6 +11,8 @@
 `nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard). `host` is the
 loopback address it listens on (default 127.0.0.1; the fault tests give each broker its
 own, from which its connections to other brokers and ZooKeeper then leave too).
+`python` and `cwd` run another checkout's broker (its .venv's interpreter, in its
+directory, so `-m broker.cli.main` is its code): bench/kafka_vs_kbroker.py --baseline.
 
 Every wait is bounded. The process dies with the thread that started it
 (PR_SET_PDEATHSIG through util-linux's setpriv, so start brokers from the main thread)
@@ -39,8 +41,11 @@ _running: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
                  log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
-                 nofile: int | None = None, host: str = "127.0.0.1"):
+                 nofile: int | None = None, host: str = "127.0.0.1", python: str | None = None,
+                 cwd: Path | None = None):
         self.data_dir = Path(data_dir)
+        self.python = python or sys.executable
+        self.cwd = cwd
         self.host = host
         self.config = dict(config or {})
         self.port = port or free_port()
@@ -74,7 +79,7 @@ class BrokerProcess:
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         # a test naming log.dirs itself (several log dirs) has them instead of the data dir
         data_dir = [] if "log.dirs" in self.config else ["--data-dir", str(self.data_dir)]
-        cmd = [*die_with_parent, sys.executable, "-m", "broker.cli.main", "serve", *data_dir,
+        cmd = [*die_with_parent, self.python, "-m", "broker.cli.main", "serve", *data_dir,
                "--broker-id", str(self.broker_id), "--log-level", self.log_level, "--event-loop", self.event_loop]
         if "listeners" not in self.config:      # else the test names its listeners (one of them on self.port)
             cmd += ["--listen", f"{self.host}:{self.port}"]
@@ -100,7 +105,7 @@ class BrokerProcess:
 
     def _spawn(self) -> None:
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
-                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec)
+                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec, cwd=self.cwd)
         _running.add(self)
 
     def preexec(self) -> None:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.support import broker_proc
 from tests.support.deps import missing, require_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,6 +199,16 @@ def test_baseline_is_another_checkout_of_kbroker(bench, tmp_path):
     assert str(tmp_path / ".venv" / "bin" / "python") in cmd and sys.executable not in cmd
     assert cmd[cmd.index("-m") + 1] == "broker.cli.main"
     assert cmd[cmd.index("--event-loop") + 1] == "asyncio"
+    # started like every test broker: in that checkout's directory, killed at exit
+    py = tmp_path / ".venv" / "bin" / "python"
+    py.write_text("#!/bin/sh\nexec sleep 60\n")
+    py.chmod(0o755)
+    b.b.start(wait=False)
+    try:
+        assert os.readlink(f"/proc/{b.pid}/cwd") == str(tmp_path)
+        assert b.b in broker_proc._running
+    finally:
+        b.kill()
     with pytest.raises(SystemExit):
         bench.parse_args(["--pinned", "--baseline-event-loop", "uvloop"])   # needs --baseline
     a = bench.parse_args(["--pinned", "--baseline", str(tmp_path), "--baseline-event-loop", "uvloop"])
