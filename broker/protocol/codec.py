@@ -57,6 +57,8 @@ from .api import API_SPECS, ApiKey
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
 from .types import ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError, UnsupportedVersionError
+from .messages.produce import ProduceRequest as _ProduceRequest
+from broker._native import produce as _native_produce
 
 __all__ = [
     "decode_request_header",
@@ -85,6 +87,9 @@ _FLEX = {int(k): s.first_flexible for k, s in API_SPECS.items()}
 _REQ = {int(k): (s.request, s.versions[0], s.versions[1], s.request._DECODERS)
         for k, s in API_SPECS.items()}
 _HDR_DECODERS = RequestHeader._DECODERS
+# Produce v3-12 in C (the broker's hot path); it hands back what it does not cover
+_native_produce.setup(_ProduceRequest, _ProduceRequest.TopicProduceData, _ProduceRequest.PartitionProduceData)
+_PRODUCE = int(ApiKey.PRODUCE)
 _DECODE_BUGS = _rt._DECODE_BUGS
 
 
@@ -187,6 +192,43 @@ def decode_request(frame: BufferLike, strict: bool = False) -> tuple[Any, Any]:
     return header, request
 
 
+def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int) -> Any:
+    """The request body of a frame whose header decode_request_header read (`pos`: the
+    body offset it returned), without decoding the header again. Raises as
+    decode_request does (UnknownApiKeyError and UnsupportedVersionError carry no header).
+    Produce v3-12 is decoded in C (broker._native.produce), the rest by the generated
+    decoders."""
+    buf = memoryview(frame)
+    if buf.format != "B" or buf.ndim != 1:
+        buf = buf.cast("B")
+    info = _REQ.get(api_key)
+    if info is None:
+        raise UnknownApiKeyError(f"unknown api key {api_key}", None, pos)
+    cls, vmin, vmax, decoders = info
+    if not vmin <= version <= vmax:
+        raise UnsupportedVersionError(
+            f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), "
+            f"valid {vmin}-{vmax}", None, pos)
+    try:
+        if api_key == _PRODUCE and version >= 3:
+            try:
+                request = _native_produce.decode_request(buf, pos, version)
+            except ValueError as exc:
+                if len(exc.args) != 3:      # pragma: no cover - the native decoder's errors have 3
+                    raise
+                raise ProtocolDecodeError(exc.args[0], offset=exc.args[1], field=exc.args[2]) from None
+            if request is not None:
+                return request
+        request, pos = decoders[version](buf, pos, len(buf))
+    except ProtocolDecodeError as exc:
+        exc.set_context(cls.NAME, version)
+        raise
+    except _DECODE_BUGS as exc:  # pragma: no cover - safety net; the decoders check explicitly
+        raise ProtocolDecodeError(f"malformed input ({type(exc).__name__}: {exc})",
+                                  message_name=cls.NAME, version=version) from exc
+    return request
+
+
 def encode_response(header: Any, response: Message) -> list[Any]:
     """Encode ``response`` with its response header and size prefix; returns the parts.
 
@@ -207,6 +249,13 @@ def encode_response(header: Any, response: Message) -> list[Any]:
     if response.__class__ is not spec.response:
         raise ProtocolEncodeError(f"expected a {spec.response.NAME} for api key {api_key}, "
                                   f"got {type(response).__name__}")
+    if api_key == _PRODUCE:
+        try:
+            parts = _native_produce.encode_response(correlation_id, api_version, response)
+        except (OverflowError, TypeError, ValueError):
+            parts = None               # a bad field: the generated encoder names it
+        if parts is not None:
+            return parts
     out = bytearray(8)
     try:
         _S_II.pack_into(out, 0, 0, correlation_id)

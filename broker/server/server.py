@@ -435,7 +435,7 @@ class Server:
                                              unsupported_api_versions_response(self.services.config))
             return self._unsupported_version(conn, handler, header, frame)
         try:
-            _, request = codec.decode_request(frame)
+            request = codec.decode_request_body(frame, api_key, version, body_offset)
         except ProtocolDecodeError as exc:
             self.log_bad_request(logging.WARNING, "%s: malformed %s v%d request: %s; closing", conn,
                                  handler.__name__.rsplit(".", 1)[-1], version, exc)
