@@ -102,8 +102,7 @@ def decode_request(frame, Py_ssize_t pos, int version):
     are views of `frame`. Bytes after the body are ignored, as the generated decoder does."""
     cdef _Reader r = _Reader()
     cdef Py_buffer view
-    cdef int64_t n, nt, nparts, nrec, i, j
-    cdef int32_t index
+    cdef int64_t n, nt, nparts, nrec, _i, _j
     cdef bint flex = version >= 9
     if version < 3 or version > 12:
         raise _err("ProduceRequest", 0, f"version {version} is not decoded here")
@@ -126,7 +125,7 @@ def decode_request(frame, Py_ssize_t pos, int version):
         if nt * (3 if flex else 6) > r.end - r.pos:        # the least a topic takes
             raise _err("ProduceRequest.topic_data", r.pos, f"{nt} topics overrun the frame")
         topics = []
-        for i in range(nt):
+        for _i in range(nt):
             t = _new(_Topic)
             n = r.length("TopicProduceData.name") if flex else r.i16("TopicProduceData.name")
             t.name = r.string(n, "TopicProduceData.name", False)
@@ -136,7 +135,7 @@ def decode_request(frame, Py_ssize_t pos, int version):
             if nparts * (6 if flex else 8) > r.end - r.pos:        # the least a partition takes
                 raise _err("TopicProduceData.partition_data", r.pos, f"{nparts} partitions overrun the frame")
             parts = []
-            for j in range(nparts):
+            for _j in range(nparts):
                 pd = _new(_Partition)
                 pd.index = r.i32("PartitionProduceData.index")
                 nrec = r.length("PartitionProduceData.records") if flex else r.i32("PartitionProduceData.records")
@@ -144,7 +143,8 @@ def decode_request(frame, Py_ssize_t pos, int version):
                     pd.records = None
                 else:
                     if nrec > r.end - r.pos:
-                        raise _err("PartitionProduceData.records", r.pos, f"{nrec} bytes overrun the frame ({r.end - r.pos} left)")
+                        raise _err("PartitionProduceData.records", r.pos,
+                                   f"{nrec} bytes overrun the frame ({r.end - r.pos} left)")
                     pd.records = mv[r.pos:r.pos + nrec]
                     r.pos += nrec
                 if flex and not r.no_tags("PartitionProduceData._tagged_fields"):

@@ -51,14 +51,15 @@ from __future__ import annotations
 import struct as _struct
 from typing import Any
 
+from broker._native import produce as _native_produce
+
 from . import _runtime as _rt
 from ._runtime import Message
 from .api import API_SPECS, ApiKey
+from .messages.produce import ProduceRequest as _ProduceRequest
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
 from .types import ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError, UnsupportedVersionError
-from .messages.produce import ProduceRequest as _ProduceRequest
-from broker._native import produce as _native_produce
 
 __all__ = [
     "decode_request_header",
@@ -212,14 +213,17 @@ def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int)
     try:
         if api_key == _PRODUCE and version >= 3:
             try:
-                request = _native_produce.decode_request(buf, pos, version)
+                native = _native_produce.decode_request(buf, pos, version)
             except ValueError as exc:
                 if len(exc.args) != 3:      # pragma: no cover - the native decoder's errors have 3
                     raise
                 raise ProtocolDecodeError(exc.args[0], offset=exc.args[1], field=exc.args[2]) from None
-            if request is not None:
-                return request
-        request, pos = decoders[version](buf, pos, len(buf))
+            if native is not None:
+                return native
+        decoder = decoders[version]
+        if decoder is None:         # pragma: no cover - every version in the range has one
+            raise UnsupportedVersionError(f"no decoder for version {version} of api {api_key}", None, pos)
+        request, _ = decoder(buf, pos, len(buf))
     except ProtocolDecodeError as exc:
         exc.set_context(cls.NAME, version)
         raise
@@ -250,6 +254,7 @@ def encode_response(header: Any, response: Message) -> list[Any]:
         raise ProtocolEncodeError(f"expected a {spec.response.NAME} for api key {api_key}, "
                                   f"got {type(response).__name__}")
     if api_key == _PRODUCE:
+        parts: list[Any] | None
         try:
             parts = _native_produce.encode_response(correlation_id, api_version, response)
         except (OverflowError, TypeError, ValueError):

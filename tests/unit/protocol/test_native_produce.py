@@ -130,7 +130,7 @@ def test_malformed_frames_get_the_same_verdict(version):
 def _plain_response(rng, version: int) -> ProduceResponse:
     """A response the native encoder writes itself: what the broker answers."""
     topics = []
-    for t in range(rng.randint(0, 3)):
+    for _ in range(rng.randint(0, 3)):
         parts = [R.PartitionProduceResponse(
             index=rng.randint(0, 2**31 - 1), error_code=rng.choice([0, 0, 0, 6, 7, 87]),
             base_offset=rng.choice([-1, 0, rng.randint(0, 2**62)]), log_append_time_ms=rng.choice([-1, 1_700_000_000_000]),
@@ -195,3 +195,16 @@ def test_a_bad_field_fails_as_it_does_in_the_generated_encoder():
     with pytest.raises(Exception) as err:
         codec.encode_response((1, 0, 7), resp)
     assert type(err.value) is type(generated.value) and str(err.value) == str(generated.value)
+
+
+def test_decode_request_body_reads_every_request_as_decode_request_does():
+    from broker.protocol.api import API_SPECS
+    rng = random.Random(SEED)
+    for key, spec in sorted(API_SPECS.items()):
+        for version in range(spec.versions[0], spec.versions[1] + 1):
+            req = random_instance(spec.request, version, rng)
+            frame = bytearray(codec.encode_request(int(key), version, 9, "body", req)[4:])
+            header, offset = codec.decode_request_header(frame)
+            assert codec.decode_request_body(frame, int(key), version, offset) == codec.decode_request(frame)[1] == req
+    with pytest.raises(ProtocolDecodeError):
+        codec.decode_request_body(bytearray(b"\x00" * 12), 0, 99, 10)       # a version outside the range
