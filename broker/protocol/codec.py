@@ -205,32 +205,20 @@ def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int)
     info = _REQ.get(api_key)
     if info is None:
         raise UnknownApiKeyError(f"unknown api key {api_key}", None, pos)
-    cls, vmin, vmax, decoders = info
+    cls, vmin, vmax, _ = info
     if not vmin <= version <= vmax:
         raise UnsupportedVersionError(
             f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), "
             f"valid {vmin}-{vmax}", None, pos)
-    try:
-        if api_key == _PRODUCE and version >= 3:
-            try:
-                native = _native_produce.decode_request(buf, pos, version)
-            except ValueError as exc:
-                if len(exc.args) != 3:      # pragma: no cover - the native decoder's errors have 3
-                    raise
-                raise ProtocolDecodeError(exc.args[0], offset=exc.args[1], field=exc.args[2]) from None
-            if native is not None:
-                return native
-        decoder = decoders[version]
-        if decoder is None:         # pragma: no cover - every version in the range has one
-            raise UnsupportedVersionError(f"no decoder for version {version} of api {api_key}", None, pos)
-        request, _ = decoder(buf, pos, len(buf))
-    except ProtocolDecodeError as exc:
-        exc.set_context(cls.NAME, version)
-        raise
-    except _DECODE_BUGS as exc:  # pragma: no cover - safety net; the decoders check explicitly
-        raise ProtocolDecodeError(f"malformed input ({type(exc).__name__}: {exc})",
-                                  message_name=cls.NAME, version=version) from exc
-    return request
+    if api_key == _PRODUCE and version >= 3:
+        try:
+            native = _native_produce.decode_request(buf, pos, version)
+        except ValueError as exc:       # (reason, position, field)
+            raise ProtocolDecodeError(exc.args[0], offset=exc.args[1], field=exc.args[2],
+                                      message_name=cls.NAME, version=version) from None
+        if native is not None:
+            return native
+    return _rt.decode_body(cls, buf, pos, len(buf), version)[0]
 
 
 def encode_response(header: Any, response: Message) -> list[Any]:

@@ -112,11 +112,21 @@ class Page:
         root = self.call("DOM.getDocument", depth=0)["root"]
         return self.call("DOM.getOuterHTML", nodeId=root["nodeId"])["outerHTML"]
 
-    def screenshot(self, path: Path) -> None:
+    def screenshot(self, path: Path, settle_s: float = 10.0) -> None:
+        """A settled frame: two captures in a row alike (at most `settle_s` of tries)."""
         # a tab behind another one is not painted: it may hold a blank or half-drawn frame
-        # (seen: PNGs with 0 to 108 of the 372 drawn lines of the status page), so bring it to the front first
+        # (seen: PNGs with 0 to 108 of the 372 drawn lines of the status page), so bring it to the
+        # front first; the capture right after that may still race its repaint (seen once in CI:
+        # 114 lines), so capture until a frame repeats
         self.call("Page.bringToFront")
         data = self.call("Page.captureScreenshot", format="png")["data"]
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            again = self.call("Page.captureScreenshot", format="png")["data"]
+            if again == data:
+                break
+            data = again
         Path(path).write_bytes(base64.b64decode(data))
 
 
