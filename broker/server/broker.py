@@ -339,6 +339,7 @@ class Broker:
         if event is SessionEvent.EXPIRED:
             log.warning("broker %d: the ZooKeeper session expired: this broker is gone from the cluster until "
                         "a new session registers it again", self.broker_id)
+            self.replicas.resign_leadership("the ZooKeeper session expired")
         elif event is SessionEvent.NEW_SESSION:
             log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
             asyncio.get_running_loop().create_task(self._reregister())

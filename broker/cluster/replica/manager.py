@@ -118,6 +118,9 @@ class ReplicaManager:
         self.isr_expands = 0
         #: partitions whose log is in an offline dir (Kafka's HostedPartition.Offline) -> the dir
         self.offline: dict[TopicPartition, str] = {}
+        #: partitions that stopped being led when the ZooKeeper session expired -> (the
+        #: broker epoch then, the leader epoch then): resign_leadership
+        self.resigned: dict[TopicPartition, tuple[int, int]] = {}
         #: called (on the loop) after a log dir went offline: the broker tells the controller
         self.on_log_dir_failure: Callable[[str], None] | None = None
         if logs is not None:                # (unit tests of the append path have none)
@@ -244,13 +247,15 @@ class ReplicaManager:
 
     def become_leader_or_follower(self, states: Iterable[tuple[str, uuid.UUID, PartitionState]],
                                   live_leaders: dict[int, BrokerInfo],
-                                  new: Container[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+                                  new: Container[TopicPartition] | None = None,
+                                  broker_epoch: int = -1) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr partition states (the caller checked the controller
         epoch); returns each partition's error code. `new`: the partitions the request
         marks is_new (None: any). While a log dir is offline, the log of a partition
         that is not new and not found is not created: it may be in the offline dir
         (KAFKA_STORAGE_ERROR, as Kafka's Partition.createLogIfNotExists), and an empty
-        log must not pass for it."""
+        log must not pass for it. `broker_epoch`: the request's (-1: not carried), which
+        decides whether a partition resigned at a session expiry may be led again."""
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
@@ -293,7 +298,14 @@ class ReplicaManager:
                 if state.leader_epoch < cur.leader_epoch:
                     errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                     continue
-                if state.leader_epoch == cur.leader_epoch and state.partition_epoch <= cur.partition_epoch:
+                resigned = self.resigned.get(tp)
+                if resigned is not None and not self._may_lead_again(resigned, state, broker_epoch):
+                    # sent by a controller that has not seen this broker register again:
+                    # the leadership it names is the one the expiry ended
+                    errors[tp] = ErrorCode.NONE
+                    continue
+                if resigned is None and state.leader_epoch == cur.leader_epoch \
+                        and state.partition_epoch <= cur.partition_epoch:
                     # nothing newer than what this replica has (a full resend after a
                     # failover): a follower that was not fetching starts now if it can
                     errors[tp] = ErrorCode.NONE
@@ -314,6 +326,7 @@ class ReplicaManager:
                     part.maybe_increment_high_watermark()
                 else:
                     changed = part.update_state(state)
+                self.resigned.pop(tp, None)
             except OSError as exc:
                 log.error("%s: cannot open the log: %s", tp, exc)
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
@@ -348,6 +361,36 @@ class ReplicaManager:
         self._tell(became_leader, became_follower)
         return errors
 
+    def _may_lead_again(self, resigned: tuple[int, int], state: PartitionState, broker_epoch: int) -> bool:
+        """Whether a LeaderAndIsr state may be applied to a partition resigned at a session
+        expiry: any naming another leader, or a newer leader epoch (a controller wrote
+        it to ZooKeeper after the expiry); one naming this broker at the epoch it gave up
+        only from a controller that knows this broker's new registration."""
+        then_broker_epoch, then_leader_epoch = resigned
+        if state.leader != self.broker_id or state.leader_epoch > then_leader_epoch:
+            return True
+        known = broker_epoch if broker_epoch >= 0 else self.broker_epoch
+        return known > then_broker_epoch
+
+    def resign_leadership(self, why: str) -> list[TopicPartition]:
+        """Every partition led here stops being led (Partition.resign) because of `why`
+        (the ZooKeeper session expired: the controller took this broker for dead and has
+        moved, or will move, its leaderships; a paused broker resuming must not answer
+        reads and epoch queries from a log the new leader has outgrown). Kafka's ZooKeeper
+        brokers keep leading until a controller says otherwise. Each is led again when a
+        LeaderAndIsr names this broker at a newer epoch, or from a controller that has
+        seen its new registration (its full LeaderAndIsr to a bounced broker)."""
+        resigned = [tp for tp, part in self.partitions.items() if part.resign()]
+        if not resigned:
+            return []
+        for tp in resigned:
+            self.resigned[tp] = (self.broker_epoch, self.partitions[tp].leader_epoch)
+            self._isr_batch.pop(tp, None)
+        log.warning("broker %d: %s: stopped leading %d partitions until a controller names their leaders",
+                    self.broker_id, why, len(resigned))
+        self._tell([], resigned)
+        return resigned
+
     def stop_replicas(self, tps: Iterable[tuple[TopicPartition, int, bool]]) -> dict[TopicPartition, int]:
         """StopReplica: [(partition, leader epoch, delete)] -> error codes."""
         errors: dict[TopicPartition, int] = {}
@@ -361,6 +404,7 @@ class ReplicaManager:
             self.fetchers.remove([tp])
             if delete:
                 self.offline.pop(tp, None)
+                self.resigned.pop(tp, None)
                 part = self.partitions.pop(tp, None)
                 if part is not None and part.is_leader:
                     stopped_leading.append(tp)

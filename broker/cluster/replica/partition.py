@@ -42,7 +42,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from broker.cluster.metadata import PartitionState
@@ -176,6 +176,20 @@ class Partition:
             self.log.update_high_watermark(min(self.log.high_watermark, self.log.log_end_offset))
         self.listener.partition_changed(self.tp)
         return changed
+
+    def resign(self) -> bool:
+        """Stops leading without a controller's word: leader -1 at the same epoch, as a
+        follower of no one (the broker's ZooKeeper session expired, so a controller has
+        moved or will move this leadership). Waiting appends and fetches are woken, to be
+        answered NOT_LEADER_OR_FOLLOWER; a pending ISR change is dropped. Whether it led."""
+        if not self.is_leader:
+            return False
+        self.state = replace(self.state, leader=-1)
+        self.followers = {}
+        self.pending_isr = None
+        self._isr_resend_at = None
+        self.listener.partition_changed(self.tp)
+        return True
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raises NOT_LEADER_OR_FOLLOWER / FENCED / UNKNOWN leader epoch as Kafka does."""

@@ -46,7 +46,7 @@ async def apply(services: BrokerServices, request: LeaderAndIsrRequest) -> Leade
             states.append((t.topic_name, t.topic_id, PartitionState(
                 ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch, list(ps.isr), ps.controller_epoch,
                 ps.partition_epoch, ps.leader_recovery_state)))
-    errors = replicas.become_leader_or_follower(states, live, new)
+    errors = replicas.become_leader_or_follower(states, live, new, request.broker_epoch)
     return _answer(request, ErrorCode.NONE, {(tp.topic, tp.partition): e for tp, e in errors.items()})
 
 

@@ -4,6 +4,9 @@ ReplicaManager, Partition and Log, while the leadership moves under it (issue 16
 and 8). The group commits go through the group coordinator's own error mapping
 (GroupMetadataManager over server/partition_writer.py)."""
 import asyncio
+import uuid
+
+import pytest
 
 from broker.cluster.metadata import PartitionState
 from broker.cluster.replica.manager import AppendOrigin, ReplicaManager
@@ -12,7 +15,7 @@ from broker.config import BrokerConfig
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import TopicPartition
 from broker.log.log import Log
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.server.partition_writer import ReplicaPartitionWriter
 from tests.unit.log._support import TP, batch, log_config
 
@@ -174,4 +177,66 @@ def test_a_group_commit_times_out(tmp_path):
         assert await asyncio.wait_for(manager.await_durable(write, True), 2) == ErrorCode.REQUEST_TIMED_OUT
         _, write = manager.append("g", [(b"k", b"v")], False)        # group metadata
         assert await asyncio.wait_for(manager.await_durable(write, False), 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- a session expiry (resign_leadership)
+
+def resigned(tmp_path):
+    """Broker 1 (broker epoch 40) leads at epoch 5 with an acks=all produce waiting when its
+    ZooKeeper session expires."""
+    part, replicas = setup(tmp_path)
+    replicas.broker_epoch = 40
+    r, task = waiting_produce(replicas)
+    assert replicas.resign_leadership("the ZooKeeper session expired") == [TP]
+    return part, replicas, r, task
+
+
+def leader_and_isr(replicas, leader, epoch, partition_epoch, broker_epoch):
+    return replicas.become_leader_or_follower([(TP.topic, uuid.uuid4(), state(leader, epoch, (1, 2, 3),
+                                                                               partition_epoch))],
+                                              {}, None, broker_epoch)
+
+
+def test_an_expired_session_ends_leadership_and_what_waits_on_it(tmp_path):
+    # a paused leader resuming must not answer from a log the new leader has outgrown: the
+    # waiting produce fails, appends and leader reads are refused, no ISR change is pending
+    async def main():
+        part, replicas, r, task = resigned(tmp_path)
+        await asyncio.wait_for(task, 2)
+        assert r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert not part.is_leader and part.leader_epoch == 5 and part.pending_isr is None
+        for epoch in (-1, 5):
+            with pytest.raises(KafkaProtocolError) as exc:
+                replicas.leader_partition(TP.topic, TP.partition, epoch)
+            assert exc.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert replicas.resign_leadership("again") == []          # nothing left to resign
+    asyncio.run(main())
+
+
+def test_a_resigned_partition_is_led_again_only_by_a_controller_that_saw_the_new_registration(tmp_path):
+    async def main():
+        part, replicas, _r, task = resigned(tmp_path)
+        await asyncio.wait_for(task, 2)
+        # the same leadership, from a controller still holding the old registration: not taken
+        assert leader_and_isr(replicas, 1, 5, 7, 40) == {TP: 0}
+        assert not part.is_leader
+        assert leader_and_isr(replicas, 1, 5, 8, -1) == {TP: 0}   # (no broker epoch carried)
+        assert not part.is_leader
+        # the broker registered again (epoch 41); the controller's full LeaderAndIsr to it
+        assert leader_and_isr(replicas, 1, 5, 7, 41) == {TP: 0}
+        assert part.is_leader and part.leader_epoch == 5 and TP not in replicas.resigned
+        part.append_as_leader(batch(2), 1)                         # it leads: appends go in
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("leader,epoch", [(1, 6), (2, 5), (2, 6)])
+def test_a_newer_epoch_or_another_leader_applies_to_a_resigned_partition_at_once(tmp_path, leader, epoch):
+    # a newer epoch was written to ZooKeeper after the expiry; another leader is followed
+    async def main():
+        part, replicas, _r, task = resigned(tmp_path)
+        await asyncio.wait_for(task, 2)
+        assert leader_and_isr(replicas, leader, epoch, 9, 40) == {TP: 0}
+        assert part.is_leader == (leader == 1) and part.leader_epoch == epoch and part.state.leader == leader
+        assert TP not in replicas.resigned
     asyncio.run(main())
