@@ -80,6 +80,7 @@ from broker.server.admin import TopicAdmin
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
+from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
@@ -273,6 +274,11 @@ class Broker:
         self.replicas.controller = self.controller_client
         self.controller = Controller(self.broker_id, self.config, self._store, self._deliver_locally)
         await self._register()
+        if self.in_cluster:
+            # requests wait after the process stood still until ZooKeeper has said whether
+            # the session lives (broker/server/stall.py)
+            session_s = self.config["zookeeper.session.timeout.ms"] / 1000
+            self.server.stall = StallGuard(asyncio.get_running_loop(), session_s / 3, self._store.sync, session_s)
         self.server.serve()
         self.replicas.start()
         await self.controller.startup()

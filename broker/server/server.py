@@ -55,6 +55,7 @@ from broker.server.handlers import (
     unsupported_api_versions_response,
 )
 from broker.server.logsetup import request_log_api
+from broker.server.stall import StallGuard
 
 if TYPE_CHECKING:
     from broker.metrics.stats import RequestStats
@@ -175,6 +176,9 @@ class Server:
         self.loop: asyncio.AbstractEventLoop            # start() binds it
         self.connections: set[Connection] = set()
         self.requests_handled = 0
+        #: holds requests after the process stood still (broker/server/stall.py); a
+        #: ZooKeeper broker's only
+        self.stall: StallGuard | None = None
         #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
         self.request_stats: RequestStats | None = None
         #: the client quotas (broker/server/quotas.py); None: never throttled
@@ -373,6 +377,8 @@ class Server:
         self._idle_sweep = self.loop.call_later(self._idle_sweep_s, self._close_idle)
 
     def stop_listening(self) -> None:
+        if self.stall is not None:
+            self.stall.close()
         for handle in (self._backoff, self._idle_sweep):
             if handle is not None:
                 handle.cancel()
@@ -407,6 +413,9 @@ class Server:
         (long polls, acks=all, group rebalances). Handlers that can answer at once are
         plain functions, so most requests complete inside the read callback."""
         received = self.loop.time()          # the loop's clock: handlers compare deadlines with it
+        stall = self.stall
+        if stall is not None and (stall.held is not None or received - stall.tick > stall.after_s):
+            return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker.client import BrokerConnection, Cluster as Client, Consumer
@@ -18,7 +19,6 @@ from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from broker.protocol.messages.produce import ProduceRequest
 from tests.cluster.test_durability import create
-from tests.support.cluster import poll_until
 
 
 def produce(cluster, broker_id, topic, partition, values, acks=-1) -> int:
@@ -198,51 +198,73 @@ def test_an_expired_session_is_a_death_and_the_broker_rejoins_as_a_follower(make
     assert read(cluster.bootstrap, "se") == [b"a", b"b"]
 
 
-def leader_answers(cluster, broker_id, topic, partition, asked_epoch) -> dict[str, int]:
-    """The error codes a broker gives to requests only a partition's leader answers: a
-    consumer's OffsetForLeaderEpoch for `asked_epoch`, a ListOffsets for the end."""
+def connect(cluster, broker_id) -> BrokerConnection:
     host, port = cluster.broker(broker_id).bootstrap.split(":")
-    E, L = OffsetForLeaderEpochRequest, ListOffsetsRequest
-    with BrokerConnection(host, int(port), timeout=15) as conn:
-        e = conn.request(E(replica_id=-1, topics=[E.OffsetForLeaderTopic(topic=topic, partitions=[
-            E.OffsetForLeaderPartition(partition=partition, current_leader_epoch=-1, leader_epoch=asked_epoch)])]))
-        o = conn.request(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
-            L.ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+    return BrokerConnection(host, int(port), timeout=20)
+
+
+def leader_answers(conn: BrokerConnection, topic, partition, asked_epoch) -> dict[str, int]:
+    """The error codes a broker gives to requests only a partition's leader answers: a
+    consumer's OffsetForLeaderEpoch for `asked_epoch`, a ListOffsets for the end, an
+    acks=1 Produce."""
+    E, L, P = OffsetForLeaderEpochRequest, ListOffsetsRequest, ProduceRequest
+    e = conn.request(E(replica_id=-1, topics=[E.OffsetForLeaderTopic(topic=topic, partitions=[
+        E.OffsetForLeaderPartition(partition=partition, current_leader_epoch=-1, leader_epoch=asked_epoch)])]))
+    o = conn.request(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+        L.ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+    b = BatchBuilder()
+    b.append(int(time.time() * 1000), None, b"x")
+    r = conn.request(P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(name=topic, partition_data=[
+        P.PartitionProduceData(index=partition, records=bytes(b.build()))])]))
     p = e.topics[0].partitions[0]
-    return {"epoch": p.error_code, "end_offset": p.end_offset, "list_offsets": o.topics[0].partitions[0].error_code}
+    return {"epoch": p.error_code, "end_offset": p.end_offset, "list_offsets": o.topics[0].partitions[0].error_code,
+            "produce": r.responses[0].partition_responses[0].error_code}
+
+
+NOT_LEADER = {"epoch": ErrorCode.NOT_LEADER_OR_FOLLOWER, "end_offset": -1,
+              "list_offsets": ErrorCode.NOT_LEADER_OR_FOLLOWER, "produce": ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
 def test_a_broker_whose_session_expired_stops_leading_before_any_controller_says_so(make_cluster):
     """A leader paused past its session: the controller moves the leadership, the new
     leader takes more records, then it and the controller die before the paused broker
-    resumes, so no controller can tell it anything. Resumed, it hears that its session
-    expired; from then on it must not answer as leader. (Answering, it told a consumer that
-    had read further on the new leader that the new epoch was unknown, end offset -1, and
-    librdkafka reset that consumer to the beginning: the fault suite's lost-isr-answer
-    schedule saw it. Kafka's ZooKeeper brokers keep leading until a controller speaks.)
-    Restarted, the others elect a leader from the ISR and every record is there."""
+    resumes, so no controller can tell it anything. From its resumption on it must not
+    answer as leader: not the requests that waited in its socket while it stood still
+    (broker/server/stall.py holds them until ZooKeeper has told it that its session
+    expired), nor any after. (Answering, it told a consumer that had read further on the
+    new leader that the new epoch was unknown, end offset -1, and librdkafka reset that
+    consumer to the beginning; an idempotent producer got OUT_OF_ORDER_SEQUENCE from its
+    stale producer state, fatal for librdkafka: the fault suite's lost-isr-answer schedule
+    saw both. Kafka's ZooKeeper brokers keep leading until a controller speaks.)
+    Restarted, the others elect a leader from the ISR and every acknowledged record is
+    there."""
     cluster = make_cluster(3, config={"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 20000})
     controller = cluster.controller_id()
     victim = next(b for b in (1, 2, 3) if b != controller)
     other = next(b for b in (1, 2, 3) if b not in (victim, controller))
     create(cluster, "zombie", assignment=[[victim, other, controller]] * 3)
     assert produce(cluster, victim, "zombie", 0, [b"a"]) == 0
-    cluster.pause(victim)
-    cluster.wait_for_unregistered([victim], timeout=30)          # the session expired
-    new_leader = cluster.wait_for_leader("zombie", 0, not_in={victim}, timeout=30)
-    assert produce(cluster, new_leader, "zombie", 0, [b"b", b"c"]) == 0     # at leader epoch 1
-    for b in (controller, other):
-        cluster.kill(b)
-    cluster.resume(victim)
+    waiting = connect(cluster, victim)          # open before the pause: its requests wait in the socket
+    try:
+        cluster.pause(victim)
+        cluster.wait_for_unregistered([victim], timeout=30)          # the session expired
+        new_leader = cluster.wait_for_leader("zombie", 0, not_in={victim}, timeout=30)
+        assert produce(cluster, new_leader, "zombie", 0, [b"b", b"c"]) == 0     # at leader epoch 1
+        for b in (controller, other):
+            cluster.kill(b)
+        with ThreadPoolExecutor(1) as pool:
+            queued = pool.submit(leader_answers, waiting, "zombie", 0, 1)      # sent while it stands still
+            time.sleep(0.5)
+            cluster.resume(victim)
+            assert queued.result(timeout=30) == NOT_LEADER
+    finally:
+        waiting.close()
     log_path = cluster.broker(victim).log_path
-    expired = f"broker {victim}: the ZooKeeper session expired"      # logged where it stops leading
-    poll_until("the resumed broker hears that its session expired",
-               lambda: (expired in (t := log_path.read_text(errors="replace")), None, t[-300:]), timeout=20)
-    # (the others' sessions outlive this check by seconds: no controller has spoken yet)
-    answers = leader_answers(cluster, victim, "zombie", 0, asked_epoch=1)
-    assert answers == {"epoch": ErrorCode.NOT_LEADER_OR_FOLLOWER, "end_offset": -1,
-                       "list_offsets": ErrorCode.NOT_LEADER_OR_FOLLOWER}, answers
-    assert produce(cluster, victim, "zombie", 0, [b"x"], acks=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    log_text = log_path.read_text(errors="replace")
+    assert "stood still" in log_text and f"broker {victim}: the ZooKeeper session expired" in log_text
+    # (the others' sessions outlive this by seconds: no controller has spoken yet)
+    with connect(cluster, victim) as conn:
+        assert leader_answers(conn, "zombie", 0, 1) == NOT_LEADER
     for b in (controller, other):
         cluster.start(b)
     cluster.wait_for_isr("zombie", 0, {1, 2, 3}, timeout=60)
