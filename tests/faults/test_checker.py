@@ -5,6 +5,7 @@ import pytest
 
 from broker.native import BatchBuilder
 from tests.faults.checker import History, check
+from tests.support.deps import require_module
 
 
 def clean() -> tuple[History, dict[int, list[tuple[int, str]]]]:
@@ -223,3 +224,33 @@ def test_an_idempotent_duplicate_across_producer_epochs_is_counted_not_flagged()
     same = _log(*p0, (5, 7, 0, "v0"))            # the same epoch: the broker should have known
     r = check(h, final, replica_logs={0: {1: same, 2: same}})
     assert kinds(r) == {"duplicate"} and r.epoch_bump_duplicates == 0, r.summary()
+
+
+def test_a_producer_whose_send_raises_a_fatal_error_stops_and_counts_it():
+    # librdkafka raises a fatal idempotence error from produce() itself: the producer's thread
+    # used to die of it unreported (a warning at the end of pytest's output, nothing in the
+    # summary); now it stops sending and the summary names the error
+    from tests.faults.workload import _Producer
+    ck = require_module("confluent_kafka")
+
+    class Refusing:
+        def __init__(self, conf):
+            self.calls = 0
+
+        def produce(self, *a, **kw):
+            self.calls += 1
+            if self.calls > 3:
+                raise ck.KafkaException(ck.KafkaError(ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "desynchronized",
+                                                      fatal=True))
+
+        def poll(self, timeout=0):
+            return 0
+
+    fake = type("ck", (), {"Producer": Refusing, "KafkaException": ck.KafkaException})
+    h = History()
+    p = _Producer(fake, "unused:9092", "t", 2, "idem", True, h, rate=1000.0)
+    p.thread.start()
+    p.thread.join(5)
+    assert not p.thread.is_alive()
+    assert len(p.fatal) == 1 and "desynchronized" in p.fatal[0]
+    assert p.seq == 3                          # the three records sent before it, none after

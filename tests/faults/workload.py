@@ -63,6 +63,7 @@ class _Producer:
         #: expected from a correct broker; the producer fails every record afterwards)
         self.fatal: list[str] = []
         self.producer = ck.Producer(conf)
+        self.ck = ck
         self.topic, self.partitions, self.name, self.idempotent = topic, partitions, name, idempotent
         self.history, self.rate = history, rate
         self.seq = 0
@@ -70,7 +71,7 @@ class _Producer:
         self.thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
 
     def _error(self, err) -> None:
-        if err.fatal():
+        if err.fatal() and str(err) not in self.fatal:
             self.fatal.append(str(err))
 
     def _report(self, err, msg) -> None:
@@ -91,6 +92,15 @@ class _Producer:
             except BufferError:
                 self.producer.poll(0.1)
                 continue
+            except self.ck.KafkaException as exc:
+                # a fatal error refuses every later record: counted (the summary names it), and
+                # this producer stops, rather than its thread dying unreported
+                err = exc.args[0] if exc.args else None
+                if err is None or not err.fatal():
+                    raise
+                self._error(err)
+                self.producer.poll(0)
+                return
             self.history.send(value, self.name, self.idempotent)
             self.seq += 1
             self.producer.poll(0)
