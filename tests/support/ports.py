@@ -1,11 +1,22 @@
 """Free TCP ports on loopback."""
 import socket
 
+#: every port free_port has handed out in this process
+_given: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, never one handed out before in this process: the kernel can give
+    the same port to two binds in a row once the first is closed, and two brokers of one
+    cluster got the same port so (the second could not listen, and its readiness check
+    reached the first)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given:
+            _given.add(port)
+            return port
 
 
 def wait_port(host: str, port: int, timeout: float) -> bool:
