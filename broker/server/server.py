@@ -414,7 +414,7 @@ class Server:
         plain functions, so most requests complete inside the read callback."""
         received = self.loop.time()          # the loop's clock: handlers compare deadlines with it
         stall = self.stall
-        if stall is not None and (stall.held is not None or received - stall.tick > stall.after_s):
+        if stall is not None and stall.stalled(received):
             return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
         try:
             header, body_offset = codec.decode_request_header(frame)

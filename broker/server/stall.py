@@ -49,7 +49,7 @@ class StallGuard:
         self._timer: asyncio.TimerHandle | None = loop.call_later(after_s / 4, self._on_tick)
 
     def stalled(self, now: float) -> bool:
-        """Whether a request arriving now must wait (Server.dispatch inlines this)."""
+        """Whether a request arriving now must wait (Server.dispatch asks)."""
         return self.held is not None or now - self.tick > self.after_s
 
     def hold(self, dispatch: Callable[[Any, Any], Any], conn: Any, frame: Any) -> Awaitable[Any]:
