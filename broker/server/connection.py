@@ -213,26 +213,36 @@ class Connection:
     def _recv(self) -> int | None:
         """Reads what the socket has into the frame reader: the rest of a large frame
         straight into that frame's buffer (recv_into: no copy after the kernel's), else up
-        to RECV_SIZE bytes that the reader copies into frames. The count read, 0 at the
-        end of the stream, None when nothing was there (or the connection failed)."""
+        to RECV_SIZE bytes that the reader copies into frames (when they start a large
+        frame, its rest is read in place at once: one wake-up per request, not two). The
+        count read, 0 at the end of the stream, None when nothing was there (or the
+        connection failed)."""
         frames = self.frames
         buf = frames.direct_buffer()
+        got = 0
         try:
-            if buf is not None:
-                n = self.sock.recv_into(buf)
-                if n:
-                    frames.direct_received(n)
-                return n
-            data = self.sock.recv(frames.read_size(RECV_SIZE))
+            if buf is None:
+                data = self.sock.recv(frames.read_size(RECV_SIZE))
+                if not data:
+                    return 0
+                frames.feed(data)
+                got = len(data)
+                # a large frame just started: its rest is most often in the socket
+                # already (a producer writes a request at once), so it is read now, in
+                # place, rather than after another turn of the loop
+                buf = frames.direct_buffer()
+                if buf is None:
+                    return got
+            n = self.sock.recv_into(buf)
+            if n:
+                frames.direct_received(n)
+            return got + n          # an end of stream right after data: the next wake-up sees it
         except (BlockingIOError, InterruptedError):
-            return None
+            return got or None
         except OSError as exc:
             log.debug("%s: recv failed: %s", self, exc)
             self.close()
             return None
-        if data:
-            frames.feed(data)
-        return len(data)
 
     def _end_of_stream(self) -> None:
         """The client closed its side. Requests it sent before are handled, as Kafka's

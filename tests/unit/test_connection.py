@@ -281,3 +281,31 @@ def test_a_frame_over_the_maximum_closes_the_connection(after_large):
         assert h.server.bad_requests == [f"{h.conn}: frame size {(1 << 20) + 1} exceeds the maximum of "
                                          f"{1 << 20} bytes; closing the connection"]
     run(body)
+
+
+def test_the_rest_of_a_large_request_already_there_is_read_in_the_same_wake_up(monkeypatch):
+    """After a large request the next read is small (its size and first bytes); the rest
+    of a large request already in the socket is read in place by the same _recv call,
+    not after another turn of the event loop."""
+    calls = []
+    recv = Connection._recv
+
+    def spy(conn):
+        n = recv(conn)
+        calls.append(n)
+        return n
+    monkeypatch.setattr(Connection, "_recv", spy)
+    first, second = frame(PRODUCE, b"a" * 600_000), frame(PRODUCE, b"b" * 120_000)
+
+    async def body(h: Harness):
+        got = []
+        h.server.dispatch = lambda conn, f: got.append(f)
+        await h.loop.sock_sendall(h.peer, first)
+        await _until(lambda: len(got) == 1)
+        calls.clear()
+        h.peer.setblocking(True)
+        h.peer.sendall(second)              # all of it in the socket before the connection reads
+        await _until(lambda: len(got) == 2)
+        assert bytes(got[1]) == second[4:]
+        assert calls == [len(second)]       # one read: the first SMALL_READ bytes, then the rest in place
+    run(body)
