@@ -6,7 +6,8 @@
 #                once, offline afterwards)
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make bench-tools  the C load generator of bench/kafka_vs_kbroker.py --pinned (bench/native/kgen;
-#                needs librdkafka-dev) and bench/native/ingest (bench/produce_copies.py)
+#                needs librdkafka-dev), bench/native/ingest (bench/produce_copies.py) and
+#                bench/native/alloc_ahead (pwrite with and without blocks allocated ahead)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
@@ -82,7 +83,12 @@ bench: $(VENV)/.bench
 # the C load generator (librdkafka) that bench/kafka_vs_kbroker.py --pinned drives both brokers with
 KGEN := bench/native/kgen
 INGEST := bench/native/ingest
-bench-tools: $(KGEN) $(INGEST)
+# what allocating a segment's blocks ahead saves on pwrite (bench/RESULTS.md, issue 22)
+ALLOC_AHEAD := bench/native/alloc_ahead
+bench-tools: $(KGEN) $(INGEST) $(ALLOC_AHEAD)
+
+$(ALLOC_AHEAD): bench/native/alloc_ahead.c
+	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 $(INGEST): bench/native/ingest.c _native/kb_crc32c.c _native/include/kb_crc32c.h
 	$(CC) -O2 -Wall -Wextra -I_native/include -o $@ bench/native/ingest.c _native/kb_crc32c.c

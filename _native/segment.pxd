@@ -43,6 +43,7 @@ cdef class Segment:
     cdef int64_t _max_ts
     cdef int64_t _max_ts_offset
     cdef int64_t _first_batch_ts
+    cdef Py_ssize_t _alloc_end       # the .log's blocks are allocated up to here (-1: not done here)
     # scan buffer for batch headers (pread in chunks of SCAN_CHUNK), allocated on
     # demand and freed with the files: an idle segment costs a few hundred bytes
     cdef uint8_t *_chunk
@@ -58,6 +59,8 @@ cdef class Segment:
     cdef void _mark_closed(self) noexcept
     cdef void _release_files(self) noexcept
     cdef int _deactivate(self) except -1
+    cdef void _allocate(self, Py_ssize_t end) noexcept
+    cdef void _trim_allocation(self) noexcept
     cdef const uint8_t *_header_at(self, Py_ssize_t pos, Py_ssize_t *avail) except? NULL
     cdef int _pwrite_all(self, const uint8_t *p, Py_ssize_t n, Py_ssize_t pos) except -1
     cdef int _load(self) except -1

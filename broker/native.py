@@ -40,11 +40,13 @@ from broker._native.records import (
     require_keys,
 )
 from broker._native.segment import (
+    ALLOCATE_AHEAD as SEGMENT_ALLOCATE_AHEAD,
     Segment,
     file_name as segment_file_name,
     open_inactive_segments,
     open_segment_limit,
     parse_base_offset,
+    set_allocate_ahead as set_segment_allocate_ahead,
     set_open_segment_limit,
 )
 from broker._native.sendfile import sendfile
@@ -59,6 +61,7 @@ __all__ = [
     "OffsetIndex",
     "Record",
     "RecordBatch",
+    "SEGMENT_ALLOCATE_AHEAD",
     "Segment",
     "TimeIndex",
     "arrow_schema",
@@ -85,6 +88,7 @@ __all__ = [
     "segment_file_name",
     "sendfile",
     "set_open_segment_limit",
+    "set_segment_allocate_ahead",
     "write_unsigned_varint",
     "write_varint",
     "write_varlong",

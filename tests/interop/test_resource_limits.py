@@ -17,7 +17,7 @@ import time
 import pytest
 
 from broker.client import BrokerConnection, Cluster, Consumer, Producer
-from broker.native import BatchBuilder
+from broker.native import SEGMENT_ALLOCATE_AHEAD, BatchBuilder
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest
 from tests.support.broker_proc import BrokerProcess
@@ -143,9 +143,19 @@ def test_a_full_disk_answers_produce_with_storage_error_and_writes_resume(tmp_pa
             with BrokerConnection("127.0.0.1", b.port) as conn:
                 assert produce_codes(conn, topic, [0, 1, 2], 1000) == {0: 0, 1: 0, 2: 0}
                 fs.fill()
-                for _ in range(5):                    # each needs fresh pages: refused
-                    assert produce_codes(conn, topic, [0, 1, 2], 200_000) == \
-                        {p: ErrorCode.KAFKA_STORAGE_ERROR for p in range(3)}
+                # what each active segment had allocated ahead of its last append
+                # (SEGMENT_ALLOCATE_AHEAD) still takes records; then every produce is refused
+                refused = {p: ErrorCode.KAFKA_STORAGE_ERROR for p in range(3)}
+                taken = 0
+                for _ in range(SEGMENT_ALLOCATE_AHEAD // 200_000 + 2):
+                    codes = produce_codes(conn, topic, [0, 1, 2], 200_000)
+                    if codes == refused:
+                        break
+                    taken += sum(code == 0 for code in codes.values())
+                else:
+                    pytest.fail("produce still succeeds on a full disk")
+                for _ in range(3):                    # each needs fresh pages: refused
+                    assert produce_codes(conn, topic, [0, 1, 2], 200_000) == refused
                 # the same connection still serves, and reads go on
                 assert produce_codes(conn, topic, [1], 200_000) == {1: ErrorCode.KAFKA_STORAGE_ERROR}
                 got = read_everything(b.bootstrap, topic, 6)
@@ -159,7 +169,7 @@ def test_a_full_disk_answers_produce_with_storage_error_and_writes_resume(tmp_pa
             failing, again = storage_lines(b)
             assert len(failing) == 1 and len(again) == 1
             write_round(b.bootstrap, topic, 3, b"after")
-            got = read_everything(b.bootstrap, topic, 3 * 4)
+            got = read_everything(b.bootstrap, topic, 3 * 4 + taken)
             assert all(vs[0] == b"before-%d" % p and vs[-1] == b"after-%d" % p for p, vs in got.items())
             assert "Traceback" not in b.log_tail(10_000)
 
@@ -179,6 +189,7 @@ def test_restart_after_kill9_on_a_full_disk_serves_what_it_can(tmp_path):
             b.kill()
             fs.fill()
             b.start()                                 # serves (a signal death raises here)
+            fs.fill()                                 # what the load freed (blocks allocated ahead)
             got = read_everything(b.bootstrap, topic, parts * 4)
             assert {p: len(vs) for p, vs in got.items()} == {p: 4 for p in range(parts)}
             with BrokerConnection("127.0.0.1", b.port) as conn:

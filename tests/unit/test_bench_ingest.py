@@ -124,3 +124,32 @@ def test_the_readme_bench_commands_start(script):
     assert script in readme
     p = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.startswith("usage:"), p.stderr
+
+
+@pytest.fixture(scope="module")
+def alloc_ahead(tmp_path_factory):
+    require_binary("cc", "gcc")
+    require_binary("make")
+    binary = tmp_path_factory.mktemp("alloc_ahead") / "alloc_ahead"
+    p = subprocess.run(["make", "-s", "-C", str(REPO), str(binary), f"ALLOC_AHEAD={binary}"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr
+    return binary
+
+
+@pytest.mark.parametrize("mode", ["plain", "ahead"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_alloc_ahead_writes_what_it_says_and_leaves_no_file(alloc_ahead, tmp_path, mode, keep):
+    """bench/native/alloc_ahead (docs/native.md, "Blocks allocated ahead"): both modes
+    write the bytes asked for, report their CPU, and remove their files."""
+    argv = [str(alloc_ahead), mode, "--gb", "0.01", "--chunk", "65536", "--dir", str(tmp_path)]
+    p = subprocess.run(argv + (["--keep"] if keep else []), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["mode"] == mode and r["bytes"] >= 10_000_000 and r["bytes"] % 65536 == 0
+    assert r["keep"] is keep and r["ahead"] == (1 << 20 if mode == "ahead" else 0)
+    assert r["cpu_s_per_gb"] >= 0 and r["machine_busy_s"] >= 0
+    assert list(tmp_path.iterdir()) == []
+    usage = subprocess.run([str(alloc_ahead), "sideways"], capture_output=True, text=True, timeout=10)
+    assert usage.returncode == 2 and "usage: alloc_ahead plain|ahead" in usage.stderr

@@ -139,7 +139,8 @@ def test_kgen_builds_with_make_bench_tools(tmp_path):
     require_binary("cc", "gcc")
     require_binary("make")
     kgen = tmp_path / "kgen"
-    p = subprocess.run(["make", "-s", "-C", str(REPO), "bench-tools", f"KGEN={kgen}", f"INGEST={tmp_path / 'ingest'}"],
+    p = subprocess.run(["make", "-s", "-C", str(REPO), "bench-tools", f"KGEN={kgen}", f"INGEST={tmp_path / 'ingest'}",
+                        f"ALLOC_AHEAD={tmp_path / 'alloc_ahead'}"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr

@@ -847,3 +847,60 @@ def test_rolling_past_the_limit_releases_older_segments(tmp_path, open_limit):
         assert open_inactive_segments() <= 4 and open_fds() - before <= 4
     for s in segs:
         s.close()
+
+
+# ------------------------------------------------------------------ blocks allocated ahead
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+@pytest.fixture
+def allocate_ahead():
+    from broker._native import segment as segment_mod
+    yield segment_mod
+    segment_mod.set_allocate_ahead(segment_mod.ALLOCATE_AHEAD)
+
+
+def test_blocks_are_allocated_ahead_of_the_active_segment_and_freed_when_it_stops(tmp_path, allocate_ahead):
+    """The active segment's appends allocate ALLOCATE_AHEAD beyond themselves (this test's
+    tmp dir is on a file system with fallocate(2), as CI's is); its size stays the
+    data's, and the blocks beyond it go at roll, close, and the reopen after a crash."""
+    rng = random.Random(5)
+    d = str(tmp_path)
+    path = os.path.join(d, segment_file_name(0))
+    ahead = allocate_ahead.ALLOCATE_AHEAD
+    seg = Segment(d, 0)
+    oracle = LogOracle(0)
+    fill(seg, oracle, rng, 10)
+    assert os.path.getsize(path) == seg.size == oracle.size
+    assert allocated(path) >= max(ahead, oracle.size + 65536)
+    check_against_oracle(seg, oracle, rng)
+    seg.roll()
+    assert allocated(path) < oracle.size + 65536
+    seg.resize_indexes(4096)                # active again: it allocates again, close frees
+    fill(seg, oracle, rng, 3)
+    assert allocated(path) >= max(ahead, oracle.size + 65536)
+    seg.close()
+    assert allocated(path) < oracle.size + 65536
+
+    # a crash: the segment never closed; opening it again frees what was allocated ahead
+    seg = Segment(d, 0)
+    seg.resize_indexes(4096)
+    fill(seg, oracle, rng, 3)
+    assert allocated(path) >= max(ahead, oracle.size + 65536)
+    again = Segment(d, 0)
+    assert allocated(path) < oracle.size + 65536
+    assert again.recovered_truncated_bytes == 0 and again.size == oracle.size
+    check_against_oracle(again, oracle, rng)
+    again.close()
+    seg.close()
+
+    # none ahead: the file holds about its data
+    allocate_ahead.set_allocate_ahead(0)
+    seg = Segment(d, 10**6)
+    fill(seg, LogOracle(10**6), rng, 10)
+    assert allocated(seg.log_path) < seg.size + 65536
+    seg.close()
+    with pytest.raises(ValueError):
+        allocate_ahead.set_allocate_ahead(-1)
