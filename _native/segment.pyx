@@ -44,12 +44,12 @@ Allocation ahead. An append past the blocks already allocated to the .log first 
 ALLOCATE_AHEAD more bytes allocated beyond it (fallocate(2), FALLOC_FL_KEEP_SIZE: the
 file's size, and so what any reader or recovery sees, stays what was written). A write
 into allocated blocks skips the file system's per-page block reservation: on ext4 a
-128 KiB pwrite(2) into the page cache costs about 30% less CPU, its writeback included
+128 KiB pwrite(2) into the page cache costs about a quarter less CPU, writeback included
 (bench/RESULTS.md). What was allocated beyond the end is freed when the segment stops
 being the active one (roll, release, close) and when a writable segment with more blocks
-than data is opened (after a crash). A file system that cannot (or a full disk) gets
-plain writes, as before: allocating is never an error of its own. At most ALLOCATE_AHEAD
-(1 MiB) per active segment is allocated and unused.
+than data is opened (after a crash). A file system that cannot gets plain writes, as
+before; on a full disk the next append tries again: allocating is never an error of its
+own. At most ALLOCATE_AHEAD (1 MiB) per active segment is allocated and unused.
 
 Thread safety: a Segment is used by one thread at a time, except that flush() and
 read_bytes() may run in worker threads (fsync, compaction) beside the event loop; every
