@@ -24,16 +24,22 @@ def copies():
     return module
 
 
-@pytest.fixture(scope="module")
-def ingest(tmp_path_factory):
+def built(tmp_path_factory, name: str, variable: str) -> Path:
+    """bench/native/<name>, built without a warning by the Makefile's rule (its path in
+    `variable`) into a temporary directory."""
     require_binary("cc", "gcc")
     require_binary("make")
-    binary = tmp_path_factory.mktemp("ingest") / "ingest"
-    p = subprocess.run(["make", "-s", "-C", str(REPO), str(binary), f"INGEST={binary}"],
+    binary = tmp_path_factory.mktemp(name) / name
+    p = subprocess.run(["make", "-s", "-C", str(REPO), str(binary), f"{variable}={binary}"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr
     return binary
+
+
+@pytest.fixture(scope="module")
+def ingest(tmp_path_factory):
+    return built(tmp_path_factory, "ingest", "INGEST")
 
 
 def test_every_mechanism_receives_the_same_bytes_and_leaves_no_segment(copies, ingest, tmp_path):
@@ -128,14 +134,7 @@ def test_the_readme_bench_commands_start(script):
 
 @pytest.fixture(scope="module")
 def alloc_ahead(tmp_path_factory):
-    require_binary("cc", "gcc")
-    require_binary("make")
-    binary = tmp_path_factory.mktemp("alloc_ahead") / "alloc_ahead"
-    p = subprocess.run(["make", "-s", "-C", str(REPO), str(binary), f"ALLOC_AHEAD={binary}"],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr
-    return binary
+    return built(tmp_path_factory, "alloc_ahead", "ALLOC_AHEAD")
 
 
 @pytest.mark.parametrize("mode", ["plain", "ahead"])
