@@ -271,6 +271,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the time-based flush check runs."),
     _K("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", _at_least(0)),
     _K("log.index.size.max.bytes", _I, 10485760, "Maximum size of an index file.", _at_least(4)),
+    _K("log.segment.allocate.ahead.bytes", _I, 1048576,
+       "kbroker: blocks of the active segment's .log allocated ahead of its appends (fallocate, the file's "
+       "size unchanged: a write into them costs less CPU); freed at roll; 0: none (docs/native.md).",
+       _at_least(0)),
     _K("log.cleanup.policy", _LS, ["delete"], "Default cleanup policy: delete and/or compact.", None, ("delete", "compact")),
     _K("log.cleaner.enable", _B, True, "Run the log cleaner for compacted topics."),
     _K("log.cleaner.delete.retention.ms", _L, DAY_MS, "How long tombstones survive compaction.", _at_least(0)),

@@ -83,7 +83,7 @@ from broker.log.log import (
     parse_partition_dir,
     partition_dir_name,
 )
-from broker.native import set_open_segment_limit
+from broker.native import set_open_segment_limit, set_segment_allocate_ahead
 from broker.uuids import random_uuid, uuid_text
 
 log = logging.getLogger(__name__)
@@ -195,6 +195,7 @@ class LogManager:
         self.config = config
         self.config_for = config_for
         self.dirs = config.log_dirs
+        set_segment_allocate_ahead(config["log.segment.allocate.ahead.bytes"])     # a process-wide setting
         self.logs: dict[TopicPartition, Log] = {}
         self.cluster_id: str | None = None
         self._tasks: list[asyncio.Task[None]] = []

@@ -39,7 +39,10 @@ VICTIM = 2          # the broker whose data dir is on the small file system
 
 def test_follower_disk_full_then_freed(tmp_path, fault_cluster, net):
     with small_tmpfs(tmp_path / "cluster0" / f"broker-{VICTIM}", mib=64) as fs:
-        c = fault_cluster(3)
+        # no blocks allocated ahead on the victim: with them, its segments would take the
+        # workload's records for minutes after the disk filled (tests/interop/
+        # test_resource_limits.py covers that), and the ISR check below waits 20 s
+        c = fault_cluster(3, per_broker={VICTIM: {"log.segment.allocate.ahead.bytes": 0}})
 
         def fault(n, topic: str) -> None:
             fs.fill()

@@ -21,6 +21,7 @@ from broker.log.manager import (
     LogManager,
     validate_topic_name,
 )
+from broker.native import SEGMENT_ALLOCATE_AHEAD, set_segment_allocate_ahead
 
 from ._support import batch, batch_positions, read_all
 
@@ -801,3 +802,23 @@ def test_the_shutdown_state_logged_at_load_is_accurate(env, caplog):
         _crash(m)
         env.manager()
         assert loaded_line().endswith("(unclean shutdown)")
+
+
+# ---------------------------------------------------------------- blocks allocated ahead
+
+
+@pytest.mark.parametrize("ahead", [0, 1 << 20])
+def test_the_active_segment_has_its_blocks_allocated_ahead_as_configured(tmp_path, ahead):
+    """log.segment.allocate.ahead.bytes reaches the segments (docs/native.md): the active
+    segment's .log holds that much more than its data, and its size stays the data's."""
+    e = Env(tmp_path, broker_props={"log.segment.allocate.ahead.bytes": ahead})
+    try:
+        lg = e.manager().get_or_create(TopicPartition("t", 0))
+        _fill(lg, 1)
+        path = lg.active.log_path
+        assert os.path.getsize(path) == SIZE
+        blocks = os.stat(path).st_blocks * 512
+        assert (blocks >= ahead) if ahead else (blocks < 65536)
+    finally:
+        e.close_all()
+        set_segment_allocate_ahead(SEGMENT_ALLOCATE_AHEAD)
