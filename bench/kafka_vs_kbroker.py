@@ -8,11 +8,14 @@ same load generators:
     .venv/bin/python bench/kafka_vs_kbroker.py --pinned [--rounds 3] [--partitions 10]
         [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
         [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
-        [--fsync] [--baseline DIR [--baseline-event-loop asyncio|uvloop]] [--json results.json]
+        [--fsync] [--baseline DIR [--baseline-event-loop asyncio|uvloop] [--baseline-set KEY=VALUE]]
+        [--set KEY=VALUE] [--json results.json]
 
 --baseline DIR (with --pinned) puts kbroker from another checkout (run with DIR/.venv, e.g. a
 `git worktree` of an older commit after `make install` there) where Apache Kafka would be: a
-before/after comparison of kbroker itself, same cases, same table.
+before/after comparison of kbroker itself, same cases, same table. --set KEY=VALUE gives this
+checkout's kbroker a broker key, --baseline-set the baseline's: `--baseline . --set K=V` compares
+one checkout under two settings.
 
 The brokers run in turn, never together (two cores): Apache Kafka, then kbroker, then
 Kafka again ... (--rounds of each, A B A B). Equivalent settings: one node, the same
@@ -143,9 +146,12 @@ class Kafka:
 
 class KBroker:
     name = "kbroker"
+    #: --set KEY=VALUE: this checkout's broker keys over the run's own
+    settings: dict[str, str] = {}
 
     def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
+        cfg = {**SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}),
+               **self.settings}
         self.b = BrokerProcess(root / "kbroker" / "data", config=cfg, log_level="warning")
 
     @property
@@ -177,9 +183,11 @@ class KBrokerBaseline(KBroker):
     name = "kbroker-baseline"
     tree = Path(".")
     event_loop = "asyncio"
+    settings: dict[str, str] = {}         # --baseline-set
 
     def __init__(self, root: Path, fsync: bool, extra: dict | None = None):
-        cfg = dict(SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}))
+        cfg = {**SETTINGS, **({"log.flush.interval.messages": 1} if fsync else {}), **(extra or {}),
+               **self.settings}
         # that checkout's .venv Python in its directory: `-m broker.cli.main` is its code
         self.b = BrokerProcess(root / "kbroker-baseline" / "data", config=cfg, log_level="warning",
                                event_loop=self.event_loop, python=str(self.tree / ".venv" / "bin" / "python"),
@@ -335,12 +343,36 @@ def core_busy() -> dict[int, float]:
     return busy
 
 
+#: TCP counters (/proc/net/snmp, /proc/net/netstat) recorded over each run: loopback TCP
+#: on two cores can reorder segments, which costs retransmissions and SACK processing
+TCP_COUNTERS = {"Tcp": ("OutSegs", "RetransSegs"),
+                "TcpExt": ("TCPOFOQueue", "TCPSACKReorder", "TCPBacklogCoalesce", "TCPRcvCoalesce")}
+
+
+def tcp_counters(paths=("/proc/net/snmp", "/proc/net/netstat")) -> dict[str, int]:
+    """The machine's TCP_COUNTERS now, as {"RetransSegs": n, ...}: each file holds pairs of
+    lines, "Prefix: names..." then "Prefix: values..."."""
+    found: dict[str, int] = {}
+    for path in paths:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for names, values in zip(lines[::2], lines[1::2]):
+            prefix, _, names = names.partition(":")
+            wanted = TCP_COUNTERS.get(prefix)
+            if wanted:
+                found.update((k, int(v)) for k, v in zip(names.split(), values.partition(":")[2].split())
+                             if k in wanted)
+    return found
+
+
 def generator(broker_pid: int, argv: list, timeout: float) -> dict:
-    """Runs kgen on GENERATOR_CORE; its JSON line, plus the wall time of the process and the
-    CPU share of its core that the generator (rusage) and the broker (/proc) used over it."""
+    """Runs kgen on GENERATOR_CORE; its JSON line, plus the wall time of the process, the
+    CPU share of its core that the generator (rusage) and the broker (/proc) used over it,
+    and the machine's TCP_COUNTERS over it ("tcp")."""
     cmd = ["taskset", "-c", str(GENERATOR_CORE), str(KGEN), *map(str, argv)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         broker0, cores0, threads0 = proc_cpu(broker_pid), core_busy(), thread_cpu(broker_pid)
+        tcp0 = tcp_counters()
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         try:
@@ -357,6 +389,7 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
             raise
         wall = time.monotonic() - t0
         broker_cpu, cores1, threads1 = proc_cpu(broker_pid) - broker0, core_busy(), thread_cpu(broker_pid)
+        tcp = {k: v - tcp0.get(k, 0) for k, v in tcp_counters().items()}
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -372,7 +405,7 @@ def generator(broker_pid: int, argv: list, timeout: float) -> dict:
               for c, own in ((BROKER_CORE, broker_cpu), (GENERATOR_CORE, generator_cpu))}
     r.update(wall_s=wall, generator_cpu=generator_cpu / wall, broker_cpu=broker_cpu / wall, broker_cpu_s=broker_cpu,
              broker_core_others=others[BROKER_CORE], generator_core_others=others[GENERATOR_CORE],
-             broker_threads=busiest_threads(threads0, threads1))
+             broker_threads=busiest_threads(threads0, threads1), tcp=tcp)
     return r
 
 
@@ -652,8 +685,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baseline-event-loop", choices=("asyncio", "uvloop"), default="asyncio",
                     help="--baseline: the baseline broker's --event-loop (kbroker's own runs on asyncio, the "
                          "default install; `--baseline . --baseline-event-loop uvloop` compares the two loops)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                    help="a broker key for this checkout's kbroker (repeatable), over the run's own settings")
+    ap.add_argument("--baseline-set", action="append", default=[], metavar="KEY=VALUE", dest="baseline_settings",
+                    help="--baseline: a broker key for the baseline's kbroker (repeatable); with `--baseline .` "
+                         "and --set, one checkout under two settings")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    for opt, attr in (("--set", "settings"), ("--baseline-set", "baseline_settings")):
+        pairs = {}
+        for item in getattr(args, attr):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                ap.error(f"{opt} {item!r}: expected KEY=VALUE")
+            pairs[key.strip()] = value.strip()
+        setattr(args, attr, pairs)
+    if args.baseline_settings and args.baseline is None:
+        ap.error("--baseline-set needs --baseline")
     if args.baseline_event_loop != "asyncio" and args.baseline is None:
         ap.error("--baseline-event-loop needs --baseline")
     if args.baseline is not None:
@@ -697,7 +745,9 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         peer: type[Kafka] | type[KBroker] = Kafka
         names, labels = ("kafka", "kbroker"), ("Apache Kafka", "kbroker")
+        KBroker.settings = args.settings
         if args.baseline:
+            KBrokerBaseline.settings = args.baseline_settings
             KBrokerBaseline.tree = args.baseline
             KBrokerBaseline.event_loop = args.baseline_event_loop
             peer, names, labels = KBrokerBaseline, ("kbroker-baseline", "kbroker"), ("baseline", "kbroker")
@@ -712,7 +762,11 @@ def main(argv: list[str] | None = None) -> None:
                                              f"{GENERATOR_CORE}, {args.seconds:g} s runs, medians of {args.rounds} "
                                              f"round(s), {durability}, load average {load:.1f} before"
                                              + (f", baseline: kbroker from {args.baseline} on "
-                                                f"{args.baseline_event_loop}" if args.baseline else ""),
+                                                f"{args.baseline_event_loop}" if args.baseline else "")
+                                             + "".join(f", {who} with {k}={v}" for who, d in
+                                                       (("kbroker", args.settings),
+                                                        ("baseline", args.baseline_settings))
+                                                       for k, v in d.items()),
                                        names, labels))
         elif rows:
             report.append(table(rows, durability))

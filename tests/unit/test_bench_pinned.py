@@ -50,9 +50,31 @@ def test_pinned_mode_defaults_to_ten_second_runs_on_ten_partitions(bench):
     assert a.seconds == 12.0 and a.partitions == [1, 100] and a.sizes == [1024]
 
 
+def test_broker_keys_for_each_side(bench, tmp_path):
+    tree = tmp_path / "old"
+    (tree / ".venv" / "bin").mkdir(parents=True)
+    (tree / ".venv" / "bin" / "python").touch()
+    (tree / "broker").mkdir()
+    a = bench.parse_args(["--pinned", "--baseline", str(tree), "--baseline-set", "socket.send.buffer.bytes=-1",
+                          "--set", "socket.send.buffer.bytes = 65536", "--set", "log.segment.allocate.ahead.bytes=0"])
+    assert a.baseline_settings == {"socket.send.buffer.bytes": "-1"}
+    assert a.settings == {"socket.send.buffer.bytes": "65536", "log.segment.allocate.ahead.bytes": "0"}
+    # each side's broker gets its own keys over the run's settings
+    bench.KBroker.settings, bench.KBrokerBaseline.settings = a.settings, a.baseline_settings
+    try:
+        ours = bench.KBroker(tmp_path / "a", False, {"socket.send.buffer.bytes": "1"}).b.config
+        theirs = bench.KBrokerBaseline(tmp_path / "b", False).b.config
+    finally:
+        bench.KBroker.settings, bench.KBrokerBaseline.settings = {}, {}
+    assert ours["socket.send.buffer.bytes"] == "65536" and ours["log.segment.allocate.ahead.bytes"] == "0"
+    assert theirs["socket.send.buffer.bytes"] == "-1" and "log.segment.allocate.ahead.bytes" not in theirs
+
+
 @pytest.mark.parametrize("argv", [
     ["--pinned", "--broker-perf"], ["--pinned", "--other-clients"], ["--pinned", "--restart-gb", "1"],
     ["--pinned", "--latency-loads", "10000"], ["--pinned", "--seconds", "0"], ["--acks", "2"],
+    ["--pinned", "--set", "socket.send.buffer.bytes"], ["--pinned", "--set", "=1"],
+    ["--pinned", "--baseline-set", "socket.send.buffer.bytes=-1"],
 ])
 def test_refused_arguments(bench, argv, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -98,6 +120,19 @@ def test_this_process_threads_and_cores_are_read_from_proc(bench):
     assert threads and all(v >= 0 for v in threads.values())
     busy = bench.core_busy()
     assert set(busy) == set(range(os.cpu_count())) and all(v > 0 for v in busy.values())
+
+
+def test_tcp_counters_are_read_from_proc(bench, tmp_path):
+    snmp = tmp_path / "snmp"
+    snmp.write_text("Ip: Forwarding InReceives\nIp: 1 5\n"
+                    "Tcp: RtoAlgorithm OutSegs RetransSegs\nTcp: 1 1000 7\n")
+    netstat = tmp_path / "netstat"
+    netstat.write_text("TcpExt: SyncookiesSent TCPOFOQueue TCPSACKReorder\nTcpExt: 0 12 3\n"
+                       "IpExt: InOctets\nIpExt: 99\n")
+    assert bench.tcp_counters((snmp, netstat)) == {"OutSegs": 1000, "RetransSegs": 7, "TCPOFOQueue": 12,
+                                                    "TCPSACKReorder": 3}
+    real = bench.tcp_counters()                 # this machine's
+    assert {"OutSegs", "RetransSegs", "TCPOFOQueue"} <= set(real) and all(v >= 0 for v in real.values())
 
 
 def row(broker, rnd, phase, msgs, gen, brk, per_gb, case="10p 100B acks=1"):
