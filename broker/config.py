@@ -258,6 +258,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("delete.topic.enable", _B, True, "Allow DeleteTopics."),
     _K("message.max.bytes", _I, 1048588, "Largest record batch accepted (topic: max.message.bytes).", _at_least(0)),
     _K("socket.request.max.bytes", _I, 104857600, "Largest request frame accepted.", _at_least(1)),
+    _K("socket.send.buffer.bytes", _I, 102400,
+       "SO_SNDBUF of the connections a listener accepts; -1: the kernel's (autotuned). Kafka's default: "
+       "a Fetch's sendfile(2) then costs less CPU per byte (docs/deploy.md, Socket buffers).", _at_least(-1)),
+    _K("socket.receive.buffer.bytes", _I, -1,
+       "SO_RCVBUF of the listeners' sockets; -1 (kbroker's default, Kafka's is 102400): the kernel's "
+       "(autotuned), which takes a Produce in fewer reads (docs/deploy.md, Socket buffers).", _at_least(-1)),
     _K("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", _at_least(14)),
     _K("log.roll.ms", _L, None, "Segment age before a roll (overrides log.roll.hours).", _at_least(1)),
     _K("log.roll.hours", _I, 168, "Segment age in hours before a roll.", _at_least(1)),
@@ -435,10 +441,12 @@ _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cl
 #: Keys of Kafka 3.x/4.x brokers (KafkaConfig) that kbroker accepts and does not act on, by
 #: reason: each one a configuration sets is named in one warning line with its reason.
 _NO_EFFECT: dict[str, str] = {
-    "kbroker runs one event loop (no thread pools, request queues or socket buffers to size)": """
+    "a follower's fetch connection leaves its receive buffer to the kernel's autotuning (the leader's "
+    "socket.send.buffer.bytes bounds what is in flight)": """
+        replica.socket.receive.buffer.bytes""",
+    "kbroker runs one event loop (no thread pools or request queues to size)": """
         num.network.threads num.io.threads background.threads
         num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
-        socket.send.buffer.bytes socket.receive.buffer.bytes replica.socket.receive.buffer.bytes
         queued.max.requests queued.max.request.bytes socket.listen.backlog.size
         log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor
         log.cleaner.io.max.bytes.per.second offsets.load.buffer.size

@@ -160,6 +160,7 @@ KAFKA_DEFAULTS = {
     "max.connections.per.ip": INT_MAX,
     "max.connections.per.ip.overrides": "",
     "connections.max.idle.ms": 600000,
+    "socket.send.buffer.bytes": 102400,
 }
 
 
@@ -169,6 +170,18 @@ def test_defaults_equal_kafkas(key, expected):
     assert c[key] == expected
     assert type(c[key]) is type(expected)
     assert c.source(key) == ConfigSource.DEFAULT_CONFIG
+
+
+def test_socket_buffer_keys():
+    # kbroker's own default for the receive buffer: the kernel's autotuning (-1), where Kafka
+    # sets 102400, which costs kbroker CPU per produced byte (bench/RESULTS.md, issue 22)
+    c = BrokerConfig()
+    assert c["socket.receive.buffer.bytes"] == -1 and c["socket.send.buffer.bytes"] == 102400
+    assert "socket.send.buffer.bytes" not in c.ignored
+    c = cfg(socket__send__buffer__bytes="-1", socket__receive__buffer__bytes="65536")
+    assert (c["socket.send.buffer.bytes"], c["socket.receive.buffer.bytes"]) == (-1, 65536)
+    for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+        assert _error(**{key.replace(".", "__"): "-2"}).key == key
 
 
 def test_derived_defaults():
@@ -566,7 +579,9 @@ def test_a_kafka_3_zookeeper_server_properties_is_accepted():
     assert c.advertised_listeners == [("broker0.example", 9092)]
     # (num.recovery.threads.per.data.dir, the transaction.state.log.* keys and
     # security.inter.broker.protocol are settings of kbroker's, not ignored)
-    assert len(c.warnings) == len(c.ignored) == 6
+    assert len(c.warnings) == len(c.ignored) == 4
+    # the socket buffer keys act: SO_SNDBUF and SO_RCVBUF (tests/interop/test_socket_buffers.py)
+    assert c["socket.send.buffer.bytes"] == c["socket.receive.buffer.bytes"] == 102400
     assert c["transaction.state.log.replication.factor"] == 1 and c["transaction.state.log.min.isr"] == 1
     assert c["num.recovery.threads.per.data.dir"] == 1
     assert "inter.broker.protocol.version" in c.ignored and "security.inter.broker.protocol" not in c.ignored
@@ -580,8 +595,7 @@ def test_a_kafka_4_kraft_server_properties_is_accepted():
     assert c.log_dirs == ["/tmp/kraft-combined-logs"]
     assert sorted(c.ignored) == sorted([
         "process.roles", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
-        "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes",
+        "num.network.threads", "num.io.threads",
         "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"])
     # one line per ignored key, one for node.id, one for the controller listener
     assert len(c.warnings) == len(c.ignored) + 2
