@@ -492,7 +492,7 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
                                "broker_cpu": r["broker_cpu"], "generator_core_others": r["generator_core_others"],
                                "broker_core_others": r["broker_core_others"], "broker_threads": r["broker_threads"],
                                "cpu_s_per_gb": r["broker_cpu_s"] / (r["bytes"] / 1e9) if r["bytes"] else float("nan"),
-                               "rss_mb": proc_rss_mb(broker.pid)}
+                               "rss_mb": proc_rss_mb(broker.pid), "gb": r["bytes"] / 1e9, "tcp": r["tcp"]}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
     finally:
