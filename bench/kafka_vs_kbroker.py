@@ -9,7 +9,7 @@ same load generators:
         [--sizes 100,1024] [--acks 1,all] [--seconds 10] [--warmup-seconds 10]
         [--warmup-max-seconds 300] [--linger-ms 5] [--batch-size 131072] [--pin-at launch|start]
         [--fsync] [--baseline DIR [--baseline-event-loop asyncio|uvloop] [--baseline-set KEY=VALUE]]
-        [--set KEY=VALUE] [--json results.json]
+        [--set KEY=VALUE] [--floor [--floor-gb 24]] [--json results.json]
 
 --baseline DIR (with --pinned) puts kbroker from another checkout (run with DIR/.venv, e.g. a
 `git worktree` of an older commit after `make install` there) where Apache Kafka would be: a
@@ -59,6 +59,16 @@ produce with each record size and acks of the run, each read back once, again wh
 broker's JIT compiler threads use over 5% of a pass (a JVM on one core compiles for a
 long while: it would otherwise spend the measured runs compiling), at most
 --warmup-max-seconds.
+
+--floor (with --pinned) adds, to each round after the brokers, what the kernel alone costs
+core 0 to take produced bytes, with no broker: bench/native/ingest copy2 receives
+--floor-gb GB on core 0 from a sender on core 1 in frames of --batch-size bytes (a
+Produce's batch), CRCs each and pwrites it into segment files that are deleted once
+written (the comparison's page-cache regime): one recv and one pwrite per frame, nothing
+else. Core 0's whole busy time per GB (/proc/stat) is the floor. A second table sets it
+beside each broker's core per GB (the broker's CPU and the rest of its core) at the record
+size nearest 1 KiB, with issue 22's produce goal (a third of Kafka's CPU per GB): a goal
+below the floor is out of any broker's reach on this machine.
 """
 from __future__ import annotations
 
@@ -84,6 +94,7 @@ from tests.support.kafka_tools import kafka_tool  # noqa: E402
 CLK = os.sysconf("SC_CLK_TCK")
 REPO = Path(__file__).resolve().parent.parent
 KGEN = REPO / "bench" / "native" / "kgen"
+INGEST = REPO / "bench" / "native" / "ingest"        # --floor: recv, CRC, pwrite, nothing else
 RDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
 BROKER_CORE, GENERATOR_CORE = 0, 1
 SATURATED = 0.90                        # a side at or above this share of its core saturated it
@@ -500,6 +511,75 @@ def run_broker_pinned(broker, args, round_no: int) -> list[dict]:
     return rows
 
 
+def floor_run(argv: list, phase: str, round_no: int, timeout: float) -> dict:
+    """One run of a floor tool (bench/native/ingest, pinned by its own options): its row,
+    with core_s_per_gb the busy time of BROKER_CORE per GB over it."""
+    cores0 = core_busy()
+    t0 = time.monotonic()
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    cores1 = core_busy()
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"{Path(str(argv[0])).name} exited with {p.returncode}: {p.stderr.strip()[-500:]}")
+    r = json.loads(lines[-1])
+    gb = r["bytes"] / 1e9
+    return {"broker": "floor", "round": round_no, "case": "kernel floor", "phase": phase,
+            "tool": " ".join(str(a) for a in argv[:2]).replace(str(REPO) + "/", ""),
+            "gb": gb, "mb_s": r["gb_per_s"] * 1000, "cpu_s_per_gb": r["cpu_s_per_gb"],
+            "core_s_per_gb": (cores1[BROKER_CORE] - cores0[BROKER_CORE]) / gb, "wall_s": wall}
+
+
+def run_floor(args, root: Path, round_no: int) -> list[dict]:
+    """--floor: the kernel's cost of taking produced bytes on BROKER_CORE, no broker."""
+    root.mkdir(parents=True, exist_ok=True)
+    row = floor_run([INGEST, "copy2", "--gb", args.floor_gb, "--frame", args.batch_size,
+                     "--segment", (1 << 30) // args.batch_size * args.batch_size, "--dir", root,
+                     "--send-cpu", GENERATOR_CORE, "--recv-cpu", BROKER_CORE], "produce", round_no, PHASE_TIMEOUT)
+    print(json.dumps(row), flush=True)
+    return [row]
+
+
+def core_s_per_gb(row: dict) -> float:
+    """The broker's core per GB of a pinned run: its own CPU and the rest of its core's busy
+    time (interrupts and softirqs the kernel did not charge to the broker)."""
+    if "core_s_per_gb" in row:
+        return row["core_s_per_gb"]
+    busy = row["broker_cpu"] + row["broker_core_others"]
+    return row["cpu_s_per_gb"] * busy / row["broker_cpu"] if row["broker_cpu"] else float("nan")
+
+
+#: issue 22's produce goal: a broker's CPU per GB at 1 KiB against Kafka's
+GOAL = 1 / 3
+
+
+def floor_table(rows: list[dict], sizes: list[int]) -> str:
+    """--floor: the kernel's floor beside each broker's core per GB on produce (medians over
+    rounds, the record size nearest 1 KiB) and the goal as a share of Kafka's."""
+    size = min(sizes, key=lambda s: abs(s - 1024))
+    lines = [f"#### the kernel's floor on core {BROKER_CORE}: busy CPU s per GB, medians (min–max) of "
+             f"{len({r['round'] for r in rows if r['broker'] == 'floor'})} round(s); brokers at {size} B", "",
+             "| case | floor (tool) | Apache Kafka | kbroker | floor / Kafka | goal: kbroker at most |",
+             "|---|---:|---:|---:|---:|---:|"]
+
+    def cell(vals: list[float]) -> str:
+        return f"{statistics.median(vals):.3f} ({min(vals):.3f}–{max(vals):.3f})" if vals else "—"
+
+    floor = [r["core_s_per_gb"] for r in rows if r["broker"] == "floor"]
+    tool = next((r["tool"] for r in rows if r["broker"] == "floor"), "")
+    cases = dict.fromkeys(r["case"] for r in rows if r["broker"] != "floor" and r["phase"] == "produce"
+                          and f" {size}B " in f" {r['case']} ")
+    for case in cases:
+        per = {b: [core_s_per_gb(r) for r in rows if r["broker"] == b and r["case"] == case
+                   and r["phase"] == "produce"] for b in ("kafka", "kbroker")}
+        kafka = statistics.median(per["kafka"]) if per["kafka"] else float("nan")
+        ratio = f"{statistics.median(floor) / kafka:.2f}" if floor and per["kafka"] else "—"
+        goal = f"{GOAL * kafka:.3f}" if per["kafka"] else "—"
+        lines.append(f"| {case} produce | {cell(floor)} (`{tool}`) | {cell(per['kafka'])} "
+                     f"| {cell(per['kbroker'])} | {ratio} | {goal} |")
+    return "\n".join(lines)
+
+
 def bound(generator_cpu: float, broker_cpu: float, threshold: float = SATURATED) -> str:
     """Which side saturated its core over a run (CPU as a share of one core)."""
     return {(True, False): "generator-bound", (False, True): "broker-bound",
@@ -690,6 +770,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baseline-set", action="append", default=[], metavar="KEY=VALUE", dest="baseline_settings",
                     help="--baseline: a broker key for the baseline's kbroker (repeatable); with `--baseline .` "
                          "and --set, one checkout under two settings")
+    ap.add_argument("--floor", action="store_true",
+                    help="--pinned: also the kernel's floor for produce on the broker's core, no broker (bench/native/ingest)")
+    ap.add_argument("--floor-gb", type=float, default=24.0, help="--floor: GB each floor run receives")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     for opt, attr in (("--set", "settings"), ("--baseline-set", "baseline_settings")):
@@ -700,6 +783,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 ap.error(f"{opt} {item!r}: expected KEY=VALUE")
             pairs[key.strip()] = value.strip()
         setattr(args, attr, pairs)
+    if args.floor and (not args.pinned or args.baseline is not None):
+        ap.error("--floor needs --pinned, against Apache Kafka (not --baseline)")
+    if args.floor_gb <= 0:
+        ap.error("--floor-gb must be positive")
     if args.baseline_settings and args.baseline is None:
         ap.error("--baseline-set needs --baseline")
     if args.baseline_event_loop != "asyncio" and args.baseline is None:
@@ -756,9 +843,13 @@ def main(argv: list[str] | None = None) -> None:
                 shutil.rmtree(root, ignore_errors=True)
                 run = run_broker_pinned if args.pinned else run_broker
                 rows += run(cls(root, args.fsync, PINNED_SETTINGS if args.pinned else None), args, r)
+            if args.floor:
+                shutil.rmtree(root, ignore_errors=True)
+                rows += run_floor(args, root, r)
         everything += rows
         if rows and args.pinned:
-            report.append(pinned_table(rows, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
+            brokers = [r for r in rows if r["broker"] != "floor"]
+            report.append(pinned_table(brokers, f"pinned: broker on core {BROKER_CORE}, kgen (librdkafka) on core "
                                              f"{GENERATOR_CORE}, {args.seconds:g} s runs, medians of {args.rounds} "
                                              f"round(s), {durability}, load average {load:.1f} before"
                                              + (f", baseline: kbroker from {args.baseline} on "
@@ -768,6 +859,8 @@ def main(argv: list[str] | None = None) -> None:
                                                         ("baseline", args.baseline_settings))
                                                        for k, v in d.items()),
                                        names, labels))
+            if args.floor:
+                report.append(floor_table(rows, args.sizes))
         elif rows:
             report.append(table(rows, durability))
         if args.restart_gb:

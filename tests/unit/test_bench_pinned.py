@@ -75,6 +75,7 @@ def test_broker_keys_for_each_side(bench, tmp_path):
     ["--pinned", "--latency-loads", "10000"], ["--pinned", "--seconds", "0"], ["--acks", "2"],
     ["--pinned", "--set", "socket.send.buffer.bytes"], ["--pinned", "--set", "=1"],
     ["--pinned", "--baseline-set", "socket.send.buffer.bytes=-1"],
+    ["--floor"], ["--pinned", "--floor", "--floor-gb", "0"], ["--pinned", "--floor", "--baseline", "."],
 ])
 def test_refused_arguments(bench, argv, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -163,6 +164,44 @@ def test_pinned_table_with_one_broker_missing(bench):
     text = bench.pinned_table([row("kbroker", 0, "produce", 1_000_000, 0.99, 0.30, 1.5)], "t")
     assert text.splitlines()[-1] == ("| 10p 100B acks=1 | produce | — | 1,000,000 (100.0) | — | — "
                                      "| generator 99% / broker 30%: generator-bound | — / 1.50 |")
+
+
+def test_floor_table_sets_the_kernel_beside_both_brokers(bench):
+    """--floor: the floor's median (and spread) beside each broker's core per GB (its CPU and
+    the rest of its core) at 1 KiB, and the produce goal, a third of Kafka's."""
+    one_k = "10p 1024B acks=1"
+    rows = [row("kafka", r, "produce", 700_000, 0.7, 0.9, per_gb, one_k) for r, per_gb in enumerate((1.2, 1.32, 1.26))]
+    rows += [row("kbroker", r, "produce", 800_000, 0.7, 0.8, per_gb, one_k) for r, per_gb in enumerate((0.9, 0.8, 1.04))]
+    rows += [row("kbroker", 0, "produce", 2_500_000, 0.99, 0.2, 0.8),             # 100 B: not in this table
+             row("kbroker", 0, "consume", 2_000_000, 0.7, 0.4, 0.17, one_k)]
+    rows += [{"broker": "floor", "round": r, "case": "kernel floor", "phase": "produce",
+              "tool": "bench/native/ingest copy2", "core_s_per_gb": v} for r, v in enumerate((0.44, 0.49, 0.47))]
+    lines = bench.floor_table(rows, [100, 1024]).splitlines()
+    assert lines[0] == ("#### the kernel's floor on core 0: busy CPU s per GB, medians (min–max) of 3 round(s); "
+                        "brokers at 1024 B")
+    # each broker's core: its CPU per GB x (broker 0.9 + rest 0.03) / 0.9 for Kafka, x 0.83 / 0.8 for kbroker
+    assert lines[4] == ("| 10p 1024B acks=1 produce | 0.470 (0.440–0.490) (`bench/native/ingest copy2`) "
+                        "| 1.302 (1.240–1.364) | 0.934 (0.830–1.079) | 0.36 | 0.434 |")
+    assert len(lines) == 5
+    # the broker's core per GB: what the kernel did on its core outside it counts too
+    assert bench.core_s_per_gb({"cpu_s_per_gb": 1.0, "broker_cpu": 0.8, "broker_core_others": 0.2}) == 1.25
+    assert bench.core_s_per_gb({"core_s_per_gb": 0.5}) == 0.5
+
+
+def test_floor_run_measures_the_broker_core(bench, tmp_path):
+    """run_floor drives bench/native/ingest (built by make bench-tools, as ensure_kgen does
+    for the comparison) and books core 0's busy time over it, per GB received."""
+    require_binary("cc", "gcc")
+    p = subprocess.run(["make", "-s", "-C", str(REPO), "bench/native/ingest"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    args = bench.parse_args(["--pinned", "--floor", "--floor-gb", "0.05", "--batch-size", "131072"])
+    (r,) = bench.run_floor(args, tmp_path / "floor", 2)
+    assert r["broker"] == "floor" and r["round"] == 2 and r["phase"] == "produce"
+    assert r["tool"] == "bench/native/ingest copy2"
+    assert r["gb"] == pytest.approx(0.05, rel=0.01)
+    assert r["core_s_per_gb"] > 0 and r["cpu_s_per_gb"] > 0
+    assert list((tmp_path / "floor").iterdir()) == []         # its segment files are gone
 
 
 def test_kgen_builds_with_make_bench_tools(tmp_path):
