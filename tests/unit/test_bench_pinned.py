@@ -151,19 +151,20 @@ def test_pinned_table_medians_ratio_and_verdicts(bench):
     lines = text.splitlines()
     assert lines[0] == "#### pinned"
     assert lines[2].startswith("| case | phase | Apache Kafka msg/s (MB/s) | kbroker msg/s (MB/s) | kbroker / Kafka |")
+    # the last column adds the rest of both cores (0.03 + 0.02 of each run's wall time)
     assert lines[4] == ("| 10p 100B acks=1 | produce | 1,100,000 (110.0) | 1,210,000 (121.0) | 1.10 "
                         "| generator 99% / broker 42%: generator-bound | generator 98% / broker 21%: generator-bound "
-                        "| 1.85 / 1.56 |")
+                        "| 1.85 / 1.56 | 2.07 / 1.93 |")
     assert lines[5] == ("| 10p 100B acks=1 | consume | 2,000,000 (200.0) | 3,000,000 (300.0) | 1.50 "
                         "| generator 50% / broker 95%: broker-bound | generator 96% / broker 60%: generator-bound "
-                        "| 0.49 / 0.33 |")
+                        "| 0.49 / 0.33 | 0.52 / 0.36 |")
     assert len(lines) == 6
 
 
 def test_pinned_table_with_one_broker_missing(bench):
     text = bench.pinned_table([row("kbroker", 0, "produce", 1_000_000, 0.99, 0.30, 1.5)], "t")
     assert text.splitlines()[-1] == ("| 10p 100B acks=1 | produce | — | 1,000,000 (100.0) | — | — "
-                                     "| generator 99% / broker 30%: generator-bound | — / 1.50 |")
+                                     "| generator 99% / broker 30%: generator-bound | — / 1.50 | — / 1.75 |")
 
 
 def test_floor_table_sets_the_kernel_beside_both_brokers(bench):
@@ -186,6 +187,10 @@ def test_floor_table_sets_the_kernel_beside_both_brokers(bench):
     # the broker's core per GB: what the kernel did on its core outside it counts too
     assert bench.core_s_per_gb({"cpu_s_per_gb": 1.0, "broker_cpu": 0.8, "broker_core_others": 0.2}) == 1.25
     assert bench.core_s_per_gb({"core_s_per_gb": 0.5}) == 0.5
+    # both cores' rest: 0.1 + 0.1 of the wall time beside a broker at 0.8 of its core
+    assert bench.machine_s_per_gb({"cpu_s_per_gb": 1.0, "broker_cpu": 0.8, "broker_core_others": 0.1,
+                                   "generator_core_others": 0.1}) == 1.25
+    assert bench.machine_s_per_gb({"cpu_s_per_gb": 1.0, "broker_cpu": 0.0}) != 1.0         # nan: no run
 
 
 def test_floor_run_measures_the_broker_core(bench, tmp_path):
