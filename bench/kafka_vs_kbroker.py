@@ -55,8 +55,9 @@ processes, interrupts, the hypervisor's steal) is named when over 10%: a shared 
 shows there. Broker CPU seconds per GB are the broker's CPU time over the bytes of that
 run; the last column adds the rest of both cores' busy time (kernel threads writing back
 what the broker wrote, interrupts not charged to it): the kernel puts that work on
-whichever core has room, so a broker that leaves its core idle at times gets it there; --json also has the broker's busiest threads per run (a JIT compiler thread there
-means Kafka was still compiling). After each start, warm-up passes: --warmup-seconds of
+whichever core has room, so a broker that leaves its core idle at times gets it there.
+--json also has the broker's busiest threads per run (a JIT compiler thread there means
+Kafka was still compiling). After each start, warm-up passes: --warmup-seconds of
 produce with each record size and acks of the run, each read back once, again while the
 broker's JIT compiler threads use over 5% of a pass (a JVM on one core compiles for a
 long while: it would otherwise spend the measured runs compiling), at most
