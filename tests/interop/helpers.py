@@ -10,6 +10,7 @@ import time
 from broker.client import Cluster, Consumer
 from broker.native import BatchBuilder
 from broker.protocol import codec
+from broker.protocol.messages.api_versions import ApiVersionsRequest
 
 DEADLINE_S = 60.0
 
@@ -162,6 +163,17 @@ class RawConnection:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: an ApiVersions v3 request frame: what any broker answers at any time
+API_VERSIONS = raw_request(18, 3, 7, ApiVersionsRequest(client_software_name="raw", client_software_version="1"))
+
+
+def answered(rc: RawConnection, timeout: float = 10.0) -> bool:
+    """Sends ApiVersions; True once answered, False if the broker closed the connection."""
+    if not rc.send(API_VERSIONS):
+        return False
+    return rc.read_frame(timeout) is not None
 
 
 # ---------------------------------------------------------------------- one Fetch

@@ -14,15 +14,11 @@ import time
 
 import pytest
 
-from broker.protocol.messages.api_versions import ApiVersionsRequest
-from tests.interop.helpers import RawConnection, raw_request
+from tests.interop.helpers import API_VERSIONS, RawConnection, answered
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_binary
 
 pytestmark = pytest.mark.interop
-
-API_VERSIONS = raw_request(18, 3, 7, ApiVersionsRequest(client_software_name="limits", client_software_version="1"))
-
 
 class LimitedBroker(BrokerProcess):
     """A broker process started under `prlimit --nofile=N` (util-linux)."""
@@ -34,13 +30,6 @@ class LimitedBroker(BrokerProcess):
     def command(self) -> list[str]:
         return [require_binary("prlimit", "util-linux"), f"--nofile={self.nofile}:{self.nofile}", "--",
                 *super().command()]
-
-
-def answered(rc: RawConnection, timeout: float = 10.0) -> bool:
-    """Sends ApiVersions; True once answered, False if the broker closed the connection."""
-    if not rc.send(API_VERSIONS):
-        return False
-    return rc.read_frame(timeout) is not None
 
 
 def silent_for(rc: RawConnection, seconds: float) -> bool:

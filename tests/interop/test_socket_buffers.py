@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.interop.helpers import RawConnection
-from tests.interop.test_connection_limits import answered
+from tests.interop.helpers import RawConnection, answered
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_binary
 
