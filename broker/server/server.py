@@ -203,6 +203,7 @@ class Server:
         self.send_buffer = config["socket.send.buffer.bytes"]
         self.receive_buffer = config["socket.receive.buffer.bytes"]
         self._send_buffer_checked = False              # capped by the kernel? said once
+        self._receive_buffer_checked = False           # the same, for the listeners' receive buffer
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -297,8 +298,10 @@ class Server:
             if self.receive_buffer >= 0:
                 # before listen(2): the window scale of what it accepts is chosen from it
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-                _warn_if_capped(sock, socket.SO_RCVBUF, "socket.receive.buffer.bytes", self.receive_buffer,
-                                "net.core.rmem_max")
+                if not self._receive_buffer_checked:
+                    self._receive_buffer_checked = True
+                    _warn_if_capped(sock, socket.SO_RCVBUF, "socket.receive.buffer.bytes", self.receive_buffer,
+                                    "net.core.rmem_max")
             sock.bind(addr)
             sock.listen(1024)
         except OSError as exc:

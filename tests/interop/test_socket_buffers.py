@@ -15,6 +15,7 @@ import pytest
 from tests.interop.helpers import RawConnection, answered
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_binary
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.interop
 
@@ -29,8 +30,8 @@ def accepted_buffers(port: int) -> tuple[int, int]:
     return int(rb), int(tb)
 
 
-def buffers_of(tmp_path, config: dict, log: list | None = None) -> tuple[int, int]:
-    with BrokerProcess(tmp_path / "data", config=config) as b:
+def buffers_of(tmp_path, config: dict, log: list | None = None, port: int | None = None) -> tuple[int, int]:
+    with BrokerProcess(tmp_path / "data", config=config, port=port) as b:
         rc = RawConnection(b.port)
         try:
             assert answered(rc)
@@ -67,3 +68,18 @@ def test_a_buffer_above_the_kernels_cap_is_said_in_one_line(tmp_path):
     assert tb == 2 * wmem_max
     warned = [line for line in log[0].splitlines() if "socket.send.buffer.bytes" in line]
     assert len(warned) == 1 and "net.core.wmem_max" in warned[0] and str(wmem_max) in warned[0], log[0]
+
+
+def test_a_receive_buffer_above_the_cap_is_said_once_for_all_listeners(tmp_path):
+    """The receive buffer is set on each listening socket: two listeners, one warning."""
+    with open("/proc/sys/net/core/rmem_max") as f:
+        rmem_max = int(f.read())
+    port, other = free_port(), free_port()
+    config = {"socket.receive.buffer.bytes": rmem_max + 4096,
+              "listeners": f"PLAINTEXT://127.0.0.1:{port},OTHER://127.0.0.1:{other}",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}
+    log: list[str] = []
+    rb, _ = buffers_of(tmp_path, config, log, port)
+    assert rb == 2 * rmem_max
+    warned = [line for line in log[0].splitlines() if "socket.receive.buffer.bytes" in line]
+    assert len(warned) == 1 and "net.core.rmem_max" in warned[0] and str(rmem_max) in warned[0], log[0]
