@@ -448,11 +448,18 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker runs one event loop (no thread pools or request queues to size)": """
         num.network.threads num.io.threads background.threads
         num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
-        queued.max.requests queued.max.request.bytes socket.listen.backlog.size
-        log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor
-        log.cleaner.io.max.bytes.per.second offsets.load.buffer.size
+        queued.max.requests queued.max.request.bytes""",
+    "kbroker's purgatory drops a wait when it completes (there is nothing to purge)": """
         fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
         delete.records.purgatory.purge.interval.requests""",
+    "kbroker's log cleaner sizes its own buffers (an offset map of 4M keys, 16 MiB reads) and does not "
+    "throttle its reads and writes": """
+        log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.size log.cleaner.io.buffer.load.factor
+        log.cleaner.io.max.bytes.per.second""",
+    "kbroker loads __consumer_offsets in reads of its own size": """
+        offsets.load.buffer.size""",
+    "kbroker's listeners take a backlog of 1024 connections": """
+        socket.listen.backlog.size""",
     _NO_KRAFT: """
         process.roles controller.quorum.voters controller.quorum.bootstrap.servers
         controller.quorum.append.linger.ms controller.quorum.election.backoff.max.ms

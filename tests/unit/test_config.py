@@ -433,6 +433,9 @@ def test_each_ignored_key_gets_one_warning_line_with_its_reason():
         assert "\n" not in line and "has no effect" in line
     by_key = {line.split()[2]: line for line in c.warnings}
     assert "one event loop" in by_key["num.io.threads"]
+    assert "log cleaner" in IGNORED_KAFKA_KEYS["log.cleaner.dedupe.buffer.size"]
+    assert "1024" in IGNORED_KAFKA_KEYS["socket.listen.backlog.size"]
+    assert "purgatory" in IGNORED_KAFKA_KEYS["producer.purgatory.purge.interval.requests"]
     for kraft in ("process.roles", "controller.quorum.voters"):
         assert "no KRaft mode" in by_key[kraft] and "ZooKeeper" in by_key[kraft] and "alone" in by_key[kraft]
     assert "security plumbing" in by_key["ssl.provider"]
