@@ -3,6 +3,7 @@ corrupt tails; truncation, roll, reopen."""
 import os
 import random
 import struct
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -857,9 +858,11 @@ def allocated(path):
 
 @pytest.fixture
 def allocate_ahead():
-    from broker._native import segment as segment_mod
-    yield segment_mod
-    segment_mod.set_allocate_ahead(segment_mod.ALLOCATE_AHEAD)
+    """broker.native's names for the setting; the default is restored after the test."""
+    import broker.native as native
+    yield SimpleNamespace(ALLOCATE_AHEAD=native.SEGMENT_ALLOCATE_AHEAD,
+                          set_allocate_ahead=native.set_segment_allocate_ahead)
+    native.set_segment_allocate_ahead(native.SEGMENT_ALLOCATE_AHEAD)
 
 
 def test_blocks_are_allocated_ahead_of_the_active_segment_and_freed_when_it_stops(tmp_path, allocate_ahead):
