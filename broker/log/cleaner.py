@@ -53,7 +53,7 @@ CHECKPOINT = "cleaner-offset-checkpoint"
 TMP_DIR = ".cleaner-tmp"
 SWAP = ".swap"
 READ_CHUNK = 16 * 1024 * 1024
-DEFAULT_MAP_ENTRIES = 4 * 1024 * 1024          # 96 MiB of map at 24 bytes an entry
+DEFAULT_MAP_ENTRIES = 4 * 1024 * 1024          # in 8M slots of 24 bytes: up to 192 MiB, touched as it fills
 
 
 @dataclass
