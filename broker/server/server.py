@@ -146,9 +146,12 @@ class RequestContext:
         return authz is None or authz.authorized_any(conn.principal, conn.host, operation, resource_type)
 
 
-def _warn_if_capped(sock: socket.socket, option: int, key: str, value: int, sysctl: str) -> None:
+def _warn_if_capped(sock: socket.socket, option: int, key: str, value: int, sysctl: str, checked: set[str]) -> None:
     """One warning when the kernel gave `sock` less than `key` asks (Linux doubles what it
-    is given for its bookkeeping, and caps it at `sysctl`)."""
+    is given for its bookkeeping, and caps it at `sysctl`); once per key in `checked`."""
+    if key in checked:
+        return
+    checked.add(key)
     got = sock.getsockopt(socket.SOL_SOCKET, option) // 2
     if got < value:
         log.warning("%s=%d is above what %s allows: the buffer is %d bytes (raise %s to give it more)",
@@ -202,8 +205,7 @@ class Server:
         #: (inherited by what they accept); -1: the kernel's autotuning
         self.send_buffer = config["socket.send.buffer.bytes"]
         self.receive_buffer = config["socket.receive.buffer.bytes"]
-        self._send_buffer_checked = False              # capped by the kernel? said once
-        self._receive_buffer_checked = False           # the same, for the listeners' receive buffer
+        self._buffers_checked: set[str] = set()        # the buffer keys checked against the kernel's cap
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -298,10 +300,8 @@ class Server:
             if self.receive_buffer >= 0:
                 # before listen(2): the window scale of what it accepts is chosen from it
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-                if not self._receive_buffer_checked:
-                    self._receive_buffer_checked = True
-                    _warn_if_capped(sock, socket.SO_RCVBUF, "socket.receive.buffer.bytes", self.receive_buffer,
-                                    "net.core.rmem_max")
+                _warn_if_capped(sock, socket.SO_RCVBUF, "socket.receive.buffer.bytes", self.receive_buffer,
+                                "net.core.rmem_max", self._buffers_checked)
             sock.bind(addr)
             sock.listen(1024)
         except OSError as exc:
@@ -365,10 +365,8 @@ class Server:
                 # CPU per byte than with the kernel's autotuned buffer (bench/RESULTS.md)
                 try:
                     conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-                    if not self._send_buffer_checked:
-                        self._send_buffer_checked = True
-                        _warn_if_capped(conn_sock, socket.SO_SNDBUF, "socket.send.buffer.bytes", self.send_buffer,
-                                        "net.core.wmem_max")
+                    _warn_if_capped(conn_sock, socket.SO_SNDBUF, "socket.send.buffer.bytes", self.send_buffer,
+                                    "net.core.wmem_max", self._buffers_checked)
                 except OSError as exc:
                     log.debug("%s: SO_SNDBUF not set: %s", addr, exc)
             self.connections.add(Connection(self, conn_sock, addr, acceptor))
