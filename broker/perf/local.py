@@ -24,9 +24,21 @@ import time
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that no other process's bind to port 0 takes for the next minute,
+    while a server that sets SO_REUSEADDR (kbroker's listeners, Java's, Python's
+    create_server) can listen on it: the port is left in TIME_WAIT by a connection this
+    side accepted and closed first. Two processes that each pick ports so (parallel test
+    workers, two `broker perf` runs) do not get the same one between the pick and their
+    server's bind, as a plain bind-and-close would allow."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port: int = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):
+            accepted, _ = listener.accept()
+            accepted.close()            # this side closes first: its port goes into TIME_WAIT
+    return port
 
 
 def terminate(proc: subprocess.Popen | None, timeout: float) -> None:

@@ -1,6 +1,8 @@
 """Free TCP ports on loopback."""
 import socket
 
+from broker.perf.local import free_port as reserved_port
+
 #: every port free_port has handed out in this process
 _given: set[int] = set()
 
@@ -11,9 +13,7 @@ def free_port() -> int:
     cluster got the same port so (the second could not listen, and its readiness check
     reached the first)."""
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = reserved_port()
         if port not in _given:
             _given.add(port)
             return port
