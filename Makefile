@@ -1,9 +1,9 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
 #   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
-#   make test    lint and typecheck, then the whole suite (installs what the tests need;
-#                system packages when root; the pinned JVM/Go/Node test dependencies
-#                once, offline afterwards)
+#   make test    lint and typecheck, then the whole suite in two workers (installs what the
+#                tests need; system packages when root; the pinned JVM/Go/Node test
+#                dependencies once, offline afterwards); TEST_WORKERS=0: in one process
 #   make bench   the quick benchmark set (pytest-benchmark)
 #   make bench-tools  the C load generator of bench/kafka_vs_kbroker.py --pinned (bench/native/kgen;
 #                needs librdkafka-dev), bench/native/ingest (bench/produce_copies.py) and
@@ -57,8 +57,11 @@ serve: $(VENV)/.runtime
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 $(SERVE_ARGS)
 
 # lint and typecheck first: a violation fails the run before any test starts
+# the suite in TEST_WORKERS processes (pytest-xdist; 0: in this one), grouped as
+# tests/conftest.py says; PYTEST_ARGS adds pytest options
+TEST_WORKERS ?= 2
 test: lint typecheck $(VENV)/.test sysdeps testdeps
-	$(VPY) -m pytest $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the settings of ruff, cython-lint and mypy are in pyproject.toml
 lint: $(VENV)/.test
