@@ -79,6 +79,13 @@ class SessionEvent(enum.Enum):
     NEW_SESSION = "new session"
 
 
+#: the feature kbroker has (KIP-584): KIP-890 part 2's transactions at level 2. A broker
+#: supports it up to its config of that name; the controller finalizes, in /feature, the
+#: level every live broker supports (controller.py's _finalize_features)
+TRANSACTION_VERSION = "transaction.version"
+FEATURES = (TRANSACTION_VERSION,)
+
+
 class MetadataStore(Protocol):
     """What the broker, the controller and the topic administration need of the store
     (KafkaZkClient's coroutines; the embedded file store offers the same). Watches call
@@ -99,6 +106,11 @@ class MetadataStore(Protocol):
     async def get_controller_id(self) -> int | None: ...
     async def get_controller_epoch(self) -> tuple[int, int] | None: ...
     async def watch_controller(self, callback: Callable[[int | None], None]) -> int | None: ...
+    # finalized features (/feature: name -> level, and their epoch), the controller's to write
+    async def get_finalized_features(self) -> tuple[dict[str, int], int]: ...
+    async def watch_finalized_features(self, callback: Callable[[tuple[dict[str, int], int]], None]
+                                       ) -> tuple[dict[str, int], int]: ...
+    async def set_finalized_features(self, levels: Mapping[str, int], controller_epoch_zk_version: int) -> int: ...
     # topics
     async def create_topic(self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]],
                            configs: Mapping[str, str]) -> None: ...

@@ -354,3 +354,37 @@ async def test_client_quota_entities_with_their_notifications(backend):
         assert await store.get_entity_config("clients/<default>") == {}
         with pytest.raises(ValueError):
             await store.get_entity_config("topics/t")
+
+
+@run
+async def test_finalized_features_fenced_watched_and_as_kafka_writes_them(backend):
+    """/feature: absent at first (no level, epoch -1); written by the controller only
+    (fenced by its epoch), created then updated, each write the next epoch (the znode's
+    version); the watch sees each change; in ZooKeeper, Kafka's FeatureZNode JSON."""
+    async with backend.open() as store:
+        assert await store.get_finalized_features() == ({}, -1)
+        _, fence = await store.try_elect_controller(1)
+        seen: list = []
+        assert await store.watch_finalized_features(seen.append) == ({}, -1)
+        assert await store.set_finalized_features({"transaction.version": 1}, fence) == 0
+        assert await store.set_finalized_features({"transaction.version": 2}, fence) == 1
+        assert await store.get_finalized_features() == ({"transaction.version": 2}, 1)
+        deadline = asyncio.get_running_loop().time() + 2.0
+        while seen[-1:] != [({"transaction.version": 2}, 1)] and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert seen[-1] == ({"transaction.version": 2}, 1)
+        if isinstance(backend, ZooKeeperBackend):
+            def raw_json() -> bytes:
+                raw = KazooClient(backend.connect, timeout=4)
+                raw.start(timeout=10)
+                try:
+                    return raw.get("/feature")[0]
+                finally:
+                    raw.stop()
+                    raw.close()
+            assert json.loads(await asyncio.to_thread(raw_json)) == {
+                "features": {"transaction.version": {"max_version_level": 2}}, "version": 2, "status": 1}
+        await backend.elect_another_controller(store)
+        with raises(errors.ControllerMoved):
+            await store.set_finalized_features({"transaction.version": 1}, fence)
+        assert await store.get_finalized_features() == ({"transaction.version": 2}, 1)

@@ -64,6 +64,8 @@ class FileMetadataStore:
         self._cluster_id: str | None = None
         self._controller_epoch = 0
         self._broker_epoch = 0
+        self._features: dict[str, int] = {}
+        self._features_epoch = -1
         self._pid_block_end = -1
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
@@ -226,6 +228,24 @@ class FileMetadataStore:
 
     async def get_controller_epoch(self) -> tuple[int, int] | None:
         return (self._controller_epoch, self._controller_epoch) if self._controller_epoch else None
+
+    # the finalized features live in memory: the controller (this broker) writes them at
+    # each start from its own registration, so there is nothing to keep
+
+    async def get_finalized_features(self) -> tuple[dict[str, int], int]:
+        return dict(self._features), self._features_epoch
+
+    async def watch_finalized_features(self, callback: Callable[[tuple[dict[str, int], int]], None]
+                                       ) -> tuple[dict[str, int], int]:
+        self._watchers.setdefault("features", []).append(callback)
+        return dict(self._features), self._features_epoch
+
+    async def set_finalized_features(self, levels: Mapping[str, int], controller_epoch_zk_version: int) -> int:
+        self._fence(controller_epoch_zk_version)
+        self._features = {name: level for name, level in levels.items() if level >= 1}
+        self._features_epoch += 1
+        self._notify("features", (dict(self._features), self._features_epoch))
+        return self._features_epoch
 
     def _fence(self, controller_epoch_zk_version: int) -> None:
         if controller_epoch_zk_version != self._controller_epoch:

@@ -78,6 +78,7 @@ from broker.cluster.store.znodes import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    FeatureZNode,
     LeaderIsrState,
     LogDirEventNotificationSequenceZNode,
     LogDirEventNotificationZNode,
@@ -343,6 +344,42 @@ class KafkaZkClient:
         """(epoch, zk version) of /controller_epoch, None before the first election."""
         got = await self._session.get(ControllerEpochZNode.PATH)
         return None if got is None else (ControllerEpochZNode.decode(got[0]), got[1].version)
+
+    # ------------------------------------------------------------ finalized features
+
+    @_public
+    async def get_finalized_features(self) -> tuple[dict[str, int], int]:
+        """(/feature's levels, its zk version: the features' epoch); ({}, -1) when absent."""
+        got = await self._session.get(FeatureZNode.PATH)
+        return ({}, -1) if got is None else (FeatureZNode.decode(got[0]), got[1].version)
+
+    @_public
+    async def watch_finalized_features(self, callback: Callable[[tuple[dict[str, int], int]], None]
+                                       ) -> tuple[dict[str, int], int]:
+        """The finalized features now (as get_finalized_features); callback on each change."""
+        async def read(watcher: KazooWatcher) -> tuple[dict[str, int], int]:
+            got = await self._session.get_watched(FeatureZNode.PATH, watcher)
+            return ({}, -1) if got is None else (FeatureZNode.decode(got[0]), got[1].version)
+        return (await self._session.watch(read, callback))[1]
+
+    @_public
+    async def set_finalized_features(self, levels: Mapping[str, int], controller_epoch_zk_version: int) -> int:
+        """Writes /feature (creates it the first time), fenced by the controller's epoch;
+        returns the new epoch (zk version)."""
+        data = FeatureZNode.encode(levels)
+        while True:
+            exists = await self._session.get(FeatureZNode.PATH) is not None
+
+            def build(tx: Any) -> None:
+                self._fence(tx, controller_epoch_zk_version)
+                if exists:
+                    tx.set_data(FeatureZNode.PATH, data)
+                else:
+                    tx.create(FeatureZNode.PATH, data)
+            results = await self._session.commit(build)
+            if self._check_fence(results, controller_epoch_zk_version, tolerate=(NodeExistsError, NoNodeError)):
+                continue                    # created or deleted meanwhile: again, the other way
+            return 0 if not exists else int(results[1].version)
 
     # ------------------------------------------------------------ topics
 

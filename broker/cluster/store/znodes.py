@@ -28,6 +28,8 @@ a Kafka one (and Kafka's tools can read it):
     /isr_change_notification/isr_change_<10 digits>  {"version":1,"partitions":[...as above]}
     /latest_producer_id_block                      {"version":1,"broker":1,"block_start":"0",
                                                     "block_end":"999"}
+    /feature                                       {"features":{"transaction.version":
+                                                    {"max_version_level":2}},"version":2,"status":1}
 
 Invariants:
 - Every decoder either returns a value or raises `ZNodeDataError` naming the path and
@@ -373,6 +375,42 @@ class ControllerEpochZNode:
         if not _DECIMAL.fullmatch(text) or len(text) > 11 or not INT32_MIN <= int(text) <= INT32_MAX:
             raise ZNodeDataError(path, "not a decimal int32", data)
         return int(text)
+
+
+class FeatureZNode:
+    """/feature: the cluster's finalized feature levels (KIP-584), written by the
+    controller; its zk version is the features' epoch (what ApiVersions answers as
+    finalized_features_epoch). Version 1 carried min_version_level too; version 2 only
+    max_version_level. A level below 1 is not finalized and is not written. Status 0
+    (disabled: Kafka below IBP 2.7) finalizes nothing."""
+
+    PATH = "/feature"
+    STATUS_DISABLED, STATUS_ENABLED = 0, 1
+
+    @staticmethod
+    def encode(levels: Mapping[str, int]) -> bytes:
+        features = {name: {"max_version_level": level} for name, level in sorted(levels.items()) if level >= 1}
+        return _dumps({"features": features, "version": 2, "status": FeatureZNode.STATUS_ENABLED})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, int]:
+        """name -> finalized level; {} when disabled."""
+        o = _Obj.parse(FeatureZNode.PATH, data)
+        version = o.int("version")
+        if version not in (1, 2):
+            o.fail(f"unsupported version {version}")
+        status = o.int("status")
+        if status not in (FeatureZNode.STATUS_DISABLED, FeatureZNode.STATUS_ENABLED):
+            o.fail(f"unknown status {status}")
+        features = o.child("features")
+        levels = {}
+        for name in features.obj:
+            f = features.child(name)
+            level = f.int("max_version_level", 1, 32767)
+            if version == 1 and not 1 <= f.int("min_version_level", 1, 32767) <= level:
+                f.fail("min_version_level above max_version_level")
+            levels[name] = level
+        return levels if status == FeatureZNode.STATUS_ENABLED else {}
 
 
 class BrokerIdsZNode:

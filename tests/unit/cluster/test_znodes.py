@@ -24,6 +24,7 @@ from broker.cluster.store.znodes import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     EndPoint,
+    FeatureZNode,
     IsrChangeNotificationSequenceZNode,
     LeaderIsrState,
     PreferredReplicaElectionZNode,
@@ -314,6 +315,31 @@ def test_producer_id_block():
         ProducerIdBlockZNode.decode(b'{"version":1,"broker":2,"block_start":"0","block_end":"9223372036854775808"}')
 
 
+def test_feature_v2_as_kafka_writes_it_and_v1_and_disabled():
+    golden = b'{"features":{"transaction.version":{"max_version_level":2}},"version":2,"status":1}'
+    assert FeatureZNode.encode({"transaction.version": 2}) == golden
+    assert FeatureZNode.decode(golden) == {"transaction.version": 2}
+    # a level below 1 is not finalized: not written
+    assert FeatureZNode.encode({"transaction.version": 0}) == b'{"features":{},"version":2,"status":1}'
+    v1 = b'{"version":1,"status":1,"features":{"f":{"min_version_level":1,"max_version_level":3}}}'
+    assert FeatureZNode.decode(v1) == {"f": 3}
+    assert FeatureZNode.decode(b'{"version":2,"status":0,"features":{"f":{"max_version_level":3}}}') == {}
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b'{"version":3,"status":1,"features":{}}', "unsupported version 3"),
+    (b'{"version":2,"status":2,"features":{}}', "unknown status 2"),
+    (b'{"version":2,"status":1}', "'features' is missing"),
+    (b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}', "out of range"),
+    (b'{"version":1,"status":1,"features":{"f":{"min_version_level":3,"max_version_level":2}}}',
+     "min_version_level above max_version_level"),
+])
+def test_bad_feature_znode_names_path_and_problem(data, problem):
+    with pytest.raises(ZNodeDataError, match=problem) as e:
+        FeatureZNode.decode(data)
+    assert "/feature" in str(e.value) and "\n" not in str(e.value)
+
+
 # ---------------------------------------------------------------- round trips
 
 names = st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="._-"), min_size=1,
@@ -391,6 +417,7 @@ DECODERS = {
     "/admin/preferred_replica_election": PreferredReplicaElectionZNode.decode,
     "/admin/reassign_partitions": ReassignPartitionsZNode.decode,
     "/latest_producer_id_block": ProducerIdBlockZNode.decode,
+    "/feature": FeatureZNode.decode,
 }
 
 GOLDEN = {
@@ -408,6 +435,7 @@ GOLDEN = {
     "/admin/preferred_replica_election": b'{"version":1,"partitions":[{"topic":"t","partition":0}]}',
     "/admin/reassign_partitions": b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]}]}',
     "/latest_producer_id_block": b'{"version":1,"broker":2,"block_start":"0","block_end":"999"}',
+    "/feature": b'{"features":{"transaction.version":{"max_version_level":2}},"version":2,"status":1}',
 }
 
 json_values = st.recursive(
