@@ -48,7 +48,7 @@ from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing, set_client_security
 from broker.cluster.controller.controller import Controller
 from broker.cluster.controller_client import ControllerClient
-from broker.cluster.metadata import BrokerInfo, MetadataStore, SessionEvent
+from broker.cluster.metadata import TRANSACTION_VERSION, BrokerInfo, MetadataStore, SessionEvent
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.registration import holder_gone
 from broker.cluster.replica.fetcher import FetcherConfig
@@ -77,6 +77,7 @@ from broker.security.credentials import CredentialCache
 from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
 from broker.server.admin import TopicAdmin
+from broker.server.handlers import transaction_version
 from broker.server.partition_writer import ReplicaPartitionWriter
 from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
@@ -108,6 +109,9 @@ class Broker:
         bind_outgoing(inter.host)      # to brokers and ZooKeeper: from the inter-broker listener's address
         #: client quotas, from the store's /config/users and /config/clients, kept current by notifications
         self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
+        #: in a cluster, /feature as last read (levels, epoch): the controller's finalized
+        #: features; ({}, -1) until read, or while absent
+        self.finalized_features: tuple[dict[str, int], int] = ({}, -1)
         self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
@@ -183,6 +187,31 @@ class Broker:
     @property
     def in_cluster(self) -> bool:
         return bool(self.config["zookeeper.connect"])
+
+    @property
+    def transaction_version(self) -> int:
+        """The transaction.version this broker serves (the versions and the feature
+        ApiVersions answers): its config's; in a cluster no higher than the level the
+        controller finalized in /feature, which every live broker supports (0 until read)."""
+        level = transaction_version(self.config)
+        if self.in_cluster:
+            level = min(level, self.finalized_features[0].get(TRANSACTION_VERSION, 0))
+        return level
+
+    @property
+    def features_epoch(self) -> int:
+        """ApiVersions' finalized_features_epoch: /feature's zk version in a cluster (-1
+        while absent); 0 for a broker alone."""
+        return self.finalized_features[1] if self.in_cluster else 0
+
+    def _features_changed(self, finalized: tuple[dict[str, int], int]) -> None:
+        before = self.transaction_version
+        self.finalized_features = finalized
+        self.server.update_version_caps()
+        if self.transaction_version != before:
+            log.info("broker %d: transaction.version %d -> %d (finalized %s at epoch %d; configured %d)",
+                     self.broker_id, before, self.transaction_version, finalized[0], finalized[1],
+                     transaction_version(self.config))
 
     def advertised_endpoints(self) -> tuple[EndPoint, ...]:
         """Every advertised listener; without advertised.listeners, the bound ports (listen
@@ -269,6 +298,9 @@ class Broker:
             await self._store.watch_acl_changes(self._acls_changed)
             self.authorizer.load(await self._store.get_acls())
             log.info("broker %d: %d ACLs loaded", self.broker_id, len(self.authorizer.acls()))
+        if self.in_cluster:
+            # the versions served follow the cluster's finalized transaction.version
+            self._features_changed(await self._store.watch_finalized_features(self._features_changed))
         self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
                                                   self.config["request.timeout.ms"] / 1000)
         self.replicas.controller = self.controller_client
@@ -326,6 +358,7 @@ class Broker:
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.broker_id, self.advertised_endpoints(), self.config["broker.rack"],
+                                  features={TRANSACTION_VERSION: (0, transaction_version(self.config))},
                                   timestamp=int(time.time() * 1000))
 
     async def _register(self) -> None:

@@ -199,8 +199,8 @@ class Server:
         self.request_log_api = request_log_api(services.config)
         #: api key -> the newest version served, for the APIs whose newest versions are
         #: transaction.version 2's when that is off (empty at 2: nothing to check)
-        self.version_caps = {k: max_version(k, services.config) for k in TV2_VERSIONS
-                             if max_version(k, services.config) < HANDLERS[k].MAX_VERSION}
+        self.version_caps: dict[int, int] = {}
+        self.update_version_caps()
         #: SO_SNDBUF of each accepted connection and SO_RCVBUF of the listening sockets
         #: (inherited by what they accept); -1: the kernel's autotuning
         self.send_buffer = config["socket.send.buffer.bytes"]
@@ -438,6 +438,13 @@ class Server:
                 log.error("a request's task was still running %.0f s after its connection closed, at %s; "
                           "left behind", timeout, where)
 
+    def update_version_caps(self) -> None:
+        """The versions served follow the broker's transaction.version (which in a
+        cluster follows the controller's finalized level)."""
+        level = self.services.transaction_version
+        self.version_caps = {k: max_version(k, level) for k in TV2_VERSIONS
+                             if max_version(k, level) < HANDLERS[k].MAX_VERSION}
+
     def dispatch(self, conn: Connection, frame):
         """Handles one request frame. Returns the response parts, None (no response, or
         the connection was closed), or an awaitable of either when the handler must wait
@@ -472,7 +479,7 @@ class Server:
                 self.version_caps and version > self.version_caps.get(api_key, version)):
             if api_key == 18:
                 return codec.encode_response((header.correlation_id, 18, 0),
-                                             unsupported_api_versions_response(self.services.config))
+                                             unsupported_api_versions_response(self.services.transaction_version))
             return self._unsupported_version(conn, handler, header, frame)
         try:
             request = codec.decode_request_body(frame, api_key, version, body_offset)

@@ -15,6 +15,9 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
+    transaction_version, features_epoch
+                      the transaction.version served (the config's; in a cluster at most
+                      what the controller finalized) and the finalized features' epoch
 
 and, for the inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica,
 AlterPartition, ControlledShutdown, ElectLeaders):
@@ -80,6 +83,12 @@ class BrokerServices(Protocol):
 
     @property
     def producer_ids(self) -> ProducerIdManager: ...
+
+    @property
+    def transaction_version(self) -> int: ...
+
+    @property
+    def features_epoch(self) -> int: ...
 
     # ------------------------------------------------------------------ the inter-broker APIs
 

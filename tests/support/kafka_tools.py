@@ -58,6 +58,7 @@ TOOLS = {
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     # not a bin/ script: the copier of Kafka's transactions system test (tests/kafkatest)
     "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",

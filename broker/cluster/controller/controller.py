@@ -60,7 +60,7 @@ from broker.cluster.controller.channel_manager import (
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
 from broker.cluster.controller.reassignment import ReplicaAssignment
 from broker.cluster.controller.reassignments import Reassignments
-from broker.cluster.metadata import MetadataStore
+from broker.cluster.metadata import FEATURES, MetadataStore
 from broker.cluster.store.errors import ControllerMoved
 from broker.cluster.store.znodes import BrokerRegistration, LeaderIsrState
 from broker.config import BrokerConfig, validate_topic_configs
@@ -77,6 +77,7 @@ state_change_log = logging.getLogger("state.change.logger")
 PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
 WRITE_ROUNDS = 5                  # writes of one event's decision, deciding again after each conflict
 RECONCILE_BACKOFF_S = 0.5         # before reading again the states of a write of unknown outcome
+FEATURES_RETRY_S = 1.0            # before writing again finalized features whose write failed
 
 T = TypeVar("T")
 #: an event of the controller's queue: a coroutine function, its arguments, the future of its result
@@ -110,6 +111,10 @@ class ControllerContext:
     #: version of each topic node, which the controller writes during a reassignment
     reassigning: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)
+    #: each live broker's highest level of each feature (its registration's "features")
+    feature_support: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: /feature as last read or written: (levels, epoch)
+    finalized: tuple[dict[str, int], int] | None = None
 
     def offline_by_partition(self) -> dict[TopicPartition, frozenset[int]]:
         out: dict[TopicPartition, set[int]] = {}
@@ -299,6 +304,7 @@ class Controller:
         await self.reassignments.resume()
         await self._resume_deletions()
         self._schedule_rebalance()
+        await self._finalize_features(ctx)
         log.info("controller %d: failover done in %.3f s", self.broker_id, time.monotonic() - t0)
 
     async def _arm_watches(self) -> None:
@@ -355,6 +361,41 @@ class Controller:
         regs = await self.store.get_brokers_and_epochs()
         listener = self.config.inter_broker_listener
         ctx.brokers = {bid: _endpoint(reg, epoch, listener) for bid, (reg, epoch) in regs.items()}
+        ctx.feature_support = {bid: {name: hi for name, (_lo, hi) in reg.features.items()}
+                               for bid, (reg, _epoch) in regs.items()}
+
+    async def _finalize_features(self, ctx: ControllerContext) -> None:
+        """/feature holds, for each feature kbroker has, the highest level every live
+        broker supports (a broker supports transaction.version up to its config of that
+        name; one that registers no features, a kbroker before them, supports none): a
+        broker configured with transaction.version=1 keeps the whole cluster at 1, so no
+        client is told of version 2 while a broker would refuse its requests (Kafka
+        finalizes features with kafka-features.sh; kbroker derives them from the brokers'
+        configs). Written when it changes, fenced by this controller's epoch, after the
+        event's other work (a failover is never held up by it); a write that fails for
+        another reason than a newer controller is tried again after a second."""
+        if not ctx.brokers or ctx is not self.ctx:
+            return
+        levels = {name: min(ctx.feature_support.get(b, {}).get(name, 0) for b in ctx.brokers)
+                  for name in FEATURES}
+        try:
+            if ctx.finalized is None:
+                ctx.finalized = await self.store.get_finalized_features()
+            current, _epoch = ctx.finalized
+            if {n: v for n, v in levels.items() if v >= 1} == current:
+                return
+            epoch = await self.store.set_finalized_features(levels, ctx.epoch_zk_version)
+        except ControllerMoved:
+            raise
+        except Exception as exc:
+            log.warning("controller %d: writing the finalized features %s failed (%s); trying again",
+                        self.broker_id, levels, exc)
+            asyncio.get_running_loop().call_later(FEATURES_RETRY_S, self._enqueue_if_active,
+                                                  self._finalize_features, ctx)
+            return
+        ctx.finalized = ({n: v for n, v in levels.items() if v >= 1}, epoch)
+        log.info("controller %d: finalized features %s (epoch %d; live brokers' levels %s)", self.broker_id,
+                 levels, epoch, {b: ctx.feature_support.get(b, {}) for b in sorted(ctx.brokers)})
 
     async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
         node, version = await self.store.get_topic_assignment(topic)
@@ -708,6 +749,7 @@ class Controller:
             await self._resume_deletions()
         # a reassignment waiting for a target replica to lead may now finish
         await self.reassignments.finish_complete()
+        await self._finalize_features(ctx)
 
     # ------------------------------------------------------------------ topics
 

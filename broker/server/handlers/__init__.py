@@ -159,25 +159,26 @@ def transaction_version(config: Any) -> int:
         return 2
 
 
-def max_version(api_key: int, config: Any = None) -> int:
-    """The newest version of `api_key` this broker serves under `config`."""
+def max_version(api_key: int, level: int | None = None) -> int:
+    """The newest version of `api_key` this broker serves at transaction.version `level`
+    (None: every version it has)."""
     hi = HANDLERS[api_key].MAX_VERSION
     tv2 = TV2_VERSIONS.get(api_key)
-    if tv2 is not None and hi >= tv2 and config is not None and transaction_version(config) < 2:
+    if tv2 is not None and hi >= tv2 and level is not None and level < 2:
         return tv2 - 1
     return hi
 
 
-def supported_versions(config: Any = None) -> list[tuple[int, int, int]]:
+def supported_versions(level: int | None = None) -> list[tuple[int, int, int]]:
     """(api key, min version, max version) for every registered handler (the TV2 versions
-    only when `config` has transaction.version 2; all when no config is given)."""
-    return sorted((k, m.MIN_VERSION, max_version(k, config)) for k, m in HANDLERS.items())
+    only at transaction.version `level` 2; all when no level is given)."""
+    return sorted((k, m.MIN_VERSION, max_version(k, level)) for k, m in HANDLERS.items())
 
 
-def unsupported_api_versions_response(config: Any = None) -> ApiVersionsResponse:
+def unsupported_api_versions_response(level: int | None = None) -> ApiVersionsResponse:
     """The v0 answer to an ApiVersions request of a version we do not speak."""
     return ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions(config)],
+                  for k, lo, hi in supported_versions(level)],
     )

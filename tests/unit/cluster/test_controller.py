@@ -69,8 +69,9 @@ class Channels:
         return out
 
 
-def reg(b):
-    return BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),))
+def reg(b, tv=2):
+    features = {} if tv is None else {"transaction.version": (0, tv)}
+    return BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + b),), features=features)
 
 
 async def settle(controller):
@@ -601,4 +602,40 @@ def test_a_broker_checks_a_new_controller_against_a_synced_zookeeper(tmp_path):
         store.synced = False
         assert await b.check_control_request("LeaderAndIsr", 1, 2, 12) == ErrorCode.NONE
         assert store.syncs == 2
+    run(main())
+
+
+def test_the_finalized_transaction_version_is_the_lowest_any_live_broker_supports(tmp_path):
+    """/feature follows the live brokers' registrations: one broker at transaction.version
+    1 (or one that registers no features) holds the cluster below 2; a broker that dies
+    no longer counts; the features' epoch (the znode's version) grows with each change,
+    and nothing is written when nothing changed."""
+    async def main():
+        store = ClusterStore(str(tmp_path))
+        await store.register_broker(reg(1))
+        await store.register_broker(reg(2))
+        await store.register_broker(reg(3, tv=1))
+        seen = []
+        await store.watch_finalized_features(seen.append)
+        cfg = BrokerConfig({"log.dirs": str(tmp_path), "auto.leader.rebalance.enable": False})
+        c = Controller(1, cfg, store, local=None)
+        c.channels = Channels()
+        await c.startup()
+        await settle(c)
+        assert await store.get_finalized_features() == ({"transaction.version": 1}, 0)
+        await store.register_broker(reg(3))             # restarted at 2
+        await settle(c)
+        assert await store.get_finalized_features() == ({"transaction.version": 2}, 1)
+        await store.register_broker(reg(4, tv=None))    # knows no features
+        await settle(c)
+        assert await store.get_finalized_features() == ({}, 2)
+        store.unregister(4)
+        await settle(c)
+        assert await store.get_finalized_features() == ({"transaction.version": 2}, 3)
+        await store.register_broker(reg(2))             # bounced, same level: nothing written
+        await settle(c)
+        assert await store.get_finalized_features() == ({"transaction.version": 2}, 3)
+        assert seen == [({"transaction.version": 1}, 0), ({"transaction.version": 2}, 1), ({}, 2),
+                        ({"transaction.version": 2}, 3)]
+        await c.shutdown()
     run(main())

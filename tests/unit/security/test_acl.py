@@ -193,6 +193,8 @@ def secured(tmp_path):
     store = FileMetadataStore(str(tmp_path))
 
     class Services:
+        transaction_version, features_epoch = 2, 0
+
         def __init__(self):
             self.config = config
             self.credentials = CredentialCache()

@@ -177,6 +177,8 @@ def test_an_oauthbearer_session_ends_with_its_token(jwks):
 class Services:
     """What the SASL handlers and ApiVersions use of BrokerServices."""
 
+    transaction_version, features_epoch = 2, 0
+
     def __init__(self, config):
         self.config = config
         self.credentials = CredentialCache()
