@@ -30,7 +30,9 @@ Invariants:
   request order. Appends happen in arrival order either way — a Produce handler appends
   before it returns its awaitable — so what this changes is only that a producer with
   several requests in flight (librdkafka's and the Java client's default is 5) gets its
-  batches replicated together instead of one round trip of the followers each.
+  batches replicated together instead of one round trip of the followers each. Not
+  behind a Produce that waits on its transaction's coordinator before appending
+  (hold_produces): those behind it wait for its answer.
 - One connection takes at most TURN_BUDGET_S of handling per event loop turn (at least
   one request): a client pipelining thousands of requests cannot stall the others (Kafka
   polls its connections in turn, one request each; cheap requests are taken in batches
@@ -111,6 +113,7 @@ class Connection:
         self._run_scheduled = False                    # handling continues in a later loop turn
         self.inflight: collections.deque[_Slot] = collections.deque()  # answers to come, in order
         self._inflight_produce = False                 # every in-flight request is a Produce
+        self._holding = 0                              # in-flight Produces the Produces behind wait for
         self._stalled = False                          # handling paused for output backpressure
         #: the client closed its side: what it sent before is still handled (an acks=0
         #: producer's last requests), then the connection closes
@@ -421,8 +424,21 @@ class Connection:
         inflight = self.inflight
         if not inflight:
             return True
-        return (self._inflight_produce and len(inflight) < MAX_INFLIGHT_PRODUCE
+        return (self._inflight_produce and not self._holding and len(inflight) < MAX_INFLIGHT_PRODUCE
                 and _api_key(self.pending[0]) == _PRODUCE)
+
+    def hold_produces(self) -> None:
+        """The Produce being handled waits on its transaction's coordinator (KIP-890: the
+        verification that the partition is in the transaction, or a v12 adding it): the
+        Produces behind it are not handled before its answer (release_produces), as
+        Kafka handles one request of a connection at a time. Their batches, of the same
+        producer, may need the transaction it opens: verified side by side, a later one
+        would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, which a Java transactional
+        producer takes as fatal once the answer before it was a success."""
+        self._holding += 1
+
+    def release_produces(self) -> None:
+        self._holding -= 1
 
     def _run_pending(self) -> None:
         """Handles queued requests in order, inside the current loop iteration, until one

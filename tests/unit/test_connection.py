@@ -1,6 +1,6 @@
 """Connection's request ordering, on a real socket pair with a fake dispatcher: Produce
-requests behind a waiting Produce are handled at once (bounded), anything else waits for
-what is in flight, and answers always go out in request order. And its reading: a large
+requests behind a waiting Produce are handled at once (bounded) unless it waits on its
+transaction's coordinator, anything else waits for what is in flight, and answers always go out in request order. And its reading: a large
 request received in place (no copy between the socket and the frame handed to dispatch),
 a frame over the maximum refused, the peer gone in the middle of a frame."""
 from __future__ import annotations
@@ -40,6 +40,16 @@ class FakeServer:
             fut = self.loop.create_future()
             self.waiting[tag] = fut
             return fut
+        if tag.startswith(b"hold"):         # a Produce waiting on its transaction's coordinator
+            fut = self.waiting[tag] = self.loop.create_future()
+            conn.hold_produces()
+
+            async def verified():
+                try:
+                    return await fut
+                finally:
+                    conn.release_produces()
+            return verified()
         return [b"ans:" + tag + b";"]
 
     def connection_closed(self, conn):
@@ -114,6 +124,23 @@ def test_produce_behind_a_waiting_produce_is_handled_at_once_and_answered_in_ord
             h.peer.recv(100)                                   # wait1 still holds the answers back
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         await h.read_until(b"ans:wait1;ans:wait2;ans:now3;")
+        assert h.conn.idle
+    run(body)
+
+
+def test_produces_behind_one_waiting_on_its_transaction_coordinator_wait_for_its_answer():
+    """A Produce whose transactional batch waits for the coordinator's verification holds
+    the Produces behind it (they may need the transaction it opens); a Produce waiting
+    for the ISR does not."""
+    async def body(h: Harness):
+        await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"hold2"), frame(PRODUCE, b"now3"),
+                     frame(PRODUCE, b"now4"))
+        assert h.tags() == [b"wait1", b"hold2"]
+        h.server.waiting[b"hold2"].set_result([b"ans:hold2;"])
+        await asyncio.sleep(0.02)
+        assert h.tags() == [b"wait1", b"hold2", b"now3", b"now4"]
+        h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+        await h.read_until(b"ans:wait1;ans:hold2;ans:now3;ans:now4;")
         assert h.conn.idle
     run(body)
 

@@ -64,9 +64,16 @@ def replicas_with(outcomes, topic="t"):
 
 class FakeConnection:
     closed = False
+    holding = 0
 
     def close(self):
         self.closed = True
+
+    def hold_produces(self):
+        self.holding += 1
+
+    def release_produces(self):
+        self.holding -= 1
 
 
 def context(outcomes=None, replicas=None, topic="t"):
@@ -192,12 +199,16 @@ class _VerifyingCoordinator:
 
 
 def test_pipelined_transactional_batches_verified_out_of_order_open_the_transaction_in_order(tmp_path):
-    """Three produce requests of one producer, pipelined on one connection, each waiting on
-    the coordinator's verification (KIP-890 part 1): when the last verdict comes first, its
+    """Three produce requests of one producer handled side by side, each waiting on the
+    coordinator's verification (KIP-890 part 1): when the last verdict comes first, its
     batch (sequence 4) must not open the transaction ahead of sequence 0 — it is refused
-    OUT_OF_ORDER_SEQUENCE_NUMBER (retriable; the producer sends it again) and the log holds
-    the batches in sequence order. Before the check, sequence 4 landed first and 0 and 2
-    were refused for good (a Java transactional copier lost them)."""
+    OUT_OF_ORDER_SEQUENCE_NUMBER and the log holds the batches in sequence order. Before
+    the check, sequence 4 landed first and 0 and 2 were refused for good (a Java
+    transactional copier lost them). On one connection this no longer happens: each such
+    request holds the Produces behind it (Connection.hold_produces, released with its
+    answer; tests/unit/test_connection.py), as an OUT_OF_ORDER_SEQUENCE_NUMBER answered
+    right after the success of the batch before is fatal to a Java transactional
+    producer; the check stays for requests of separate connections."""
     async def main():
         replicas = ReplicaManager(1, None, KnownTopics())
         lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
@@ -212,12 +223,13 @@ def test_pipelined_transactional_batches_verified_out_of_order_open_the_transact
                 [0], acks=1, transactional_id="tx", records=lambda: _txn_batch(seq))))
         tasks = [send(0), send(2), send(4)]
         await asyncio.sleep(0.01)
-        assert len(coord.waiting) == 3
+        assert len(coord.waiting) == 3 and ctx.connection.holding == 3
         for fut in reversed(coord.waiting):            # the verdicts come back last first
             fut.set_result(None)
             await asyncio.sleep(0.01)
         got = [codes(await t)[0] for t in tasks]
         assert got == [0, E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        assert ctx.connection.holding == 0             # each released with its answer
         for seq in (2, 4):                             # the producer's retries, in order (the
             # transaction is open here now: answered at once, no verification)
             resp = produce.handle(ctx, request([0], acks=1, transactional_id="tx",

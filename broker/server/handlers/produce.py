@@ -14,7 +14,9 @@ only once its transaction coordinator confirms that the partition was added
 otherwise INVALID_TXN_STATE, and NOT_ENOUGH_REPLICAS (retriable for every client) when
 the coordinator cannot answer now, as Kafka. A marker written meanwhile (the transaction
 ended) voids the verification (the producer state's guard), so a late batch cannot open
-a transaction nobody will close. v12 (transaction.version 2, KIP-890 part 2; served only
+a transaction nobody will close. While a Produce waits so, the Produces behind it on its
+connection wait for its answer (Connection.hold_produces: they may need the transaction
+it opens). v12 (transaction.version 2, KIP-890 part 2; served only
 with that config at 2) is the same request, but such a batch's partition is added to the
 transaction here (AddPartitionsToTxn v5 to the coordinator, or the coordinator itself),
 whatever transaction.partition.verification.enable says: the client sends no
@@ -106,6 +108,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     if entries and request.transactional_id is not None and (ctx.api_version >= 12 or ctx.services.config[_VERIFY]):
         need = _to_verify(ctx, entries)
         if need:
+            ctx.connection.hold_produces()       # the Produces behind it wait (Connection.hold_produces)
             return _verify_then_append(ctx, request, entries, answers, need, responses)
     if entries:
         result = ctx.services.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
@@ -152,6 +155,13 @@ def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
 
 
 async def _verify_then_append(ctx, request, entries, answers, need, responses):
+    try:
+        return await _verified_append(ctx, request, entries, answers, need, responses)
+    finally:
+        ctx.connection.release_produces()
+
+
+async def _verified_append(ctx, request, entries, answers, need, responses):
     services = ctx.services
     pid, epoch, _guard = next(iter(need.values()))
     parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
