@@ -14,7 +14,9 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
+from broker.client import Cluster
 from broker.client.connection import BrokerConnection, ClientError
+from broker.native import iter_batches
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.end_txn import EndTxnRequest
 from tests.support.kafka_tools import kafka_tool
@@ -77,3 +79,43 @@ def test_one_broker_at_1_holds_the_cluster_at_1_until_it_runs_at_2(make_cluster)
     out = kafka_tool("kafka-features", "--bootstrap-server", c.bootstrap, "describe").stdout
     line = next(x for x in out.splitlines() if f"Feature: {TV}" in x)
     assert "SupportedMaxVersion: 2" in line and "FinalizedVersionLevel: 2" in line, out
+
+
+def _markers(c, topic: str, partitions: int):
+    """The transaction markers of `topic` in broker 1's copy of its partitions."""
+    out = []
+    for p in range(partitions):
+        for seg in sorted((c.broker(1).data_dir / f"{topic}-{p}").glob("*.log")):
+            out += [b for b in iter_batches(seg.read_bytes(), validate=True) if b.is_control]
+    return out
+
+
+def test_a_java_transactional_producer_before_and_after_a_rolling_change_to_2(make_cluster):
+    """Kafka's Java producer (4.3.1) asks the broker it bootstraps from, a broker configured
+    at 2, and runs transactions over partitions led by all three: at version 1 while broker
+    3 is, then at version 2 (one epoch more per commit) once broker 3 runs at 2."""
+    c = make_cluster(3, per_broker={3: {TV: 1}})
+    topic = "tv-rolling"
+    with Cluster(c.bootstrap) as client:
+        client.create_topic(topic, 3, 3)
+    for p in range(3):
+        c.wait_for_leader(topic, p)
+    assert {c.leader_of(topic, p) for p in range(3)} == {1, 2, 3}
+    _until(c, lambda level, epoch, produce: level == 0 and epoch >= 0)
+
+    def transactions(txn_id: str) -> None:
+        kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", "2000", "--record-size", "100",
+                   "--throughput", "4000", "--transactional-id", txn_id, "--transaction-duration-ms", "100",
+                   "--producer-props", f"bootstrap.servers={c.broker(1).bootstrap}", "partitioner.class="
+                   "org.apache.kafka.clients.producer.RoundRobinPartitioner", timeout=120)
+
+    transactions("tv-at-1")
+    at_1 = _markers(c, topic, 3)
+    assert len(at_1) >= 3 and {m.producer_epoch for m in at_1} == {0}       # version 1: no bump
+
+    del c.broker(3).config[TV]
+    c.restart(3)
+    _until(c, lambda level, epoch, produce: level == 2)
+    transactions("tv-at-2")
+    at_2 = [m for m in _markers(c, topic, 3) if m.producer_id != at_1[0].producer_id]
+    assert len(at_2) >= 3 and max(m.producer_epoch for m in at_2) >= 2       # version 2: one bump per commit
