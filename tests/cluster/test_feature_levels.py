@@ -3,9 +3,11 @@ ZooKeeper-era brokers keep them in /feature): each broker registers the level it
 allows, the controller finalizes the lowest one among the live brokers, and every broker
 serves and advertises that level. A broker left at transaction.version=1 during a rolling
 change therefore keeps the whole cluster at 1 — no client learns of version 2 from one
-broker and then sends Produce v12 (which adds partitions to a transaction implicitly) to
-a broker that does not take it — and once every broker runs at 2, all of them say 2 under
-a higher epoch, which is what a client follows. Kafka's `kafka-features describe` reads it."""
+broker and then produces to a broker at 1 without adding its partition to the
+transaction (Produce v12 adds it implicitly; a broker at 1 serves up to v11 and refuses
+the batch INVALID_TXN_STATE, which is how Kafka's Java producer failed when each broker
+advertised its own config) — and once every broker runs at 2, all of them say 2 under a
+higher epoch, which is what a client follows. Kafka's `kafka-features describe` reads it."""
 from __future__ import annotations
 
 import json
