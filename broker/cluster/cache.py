@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from broker.config import BrokerConfig, LogConfig, validate_topic_configs
+from broker.timeouts import wait_for
 
 
 class MetadataCache:
@@ -102,7 +103,7 @@ class MetadataCache:
             fut = loop.create_future()
             self._waiters.append(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
+                await wait_for(fut, remaining)
             except asyncio.TimeoutError:
                 pass
             finally:

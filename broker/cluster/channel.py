@@ -49,6 +49,7 @@ from broker.protocol.types import ProtocolDecodeError
 from broker.security.listener import ClientSecurity
 from broker.security.sasl import SaslClient
 from broker.security.scram import ScramError
+from broker.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class BrokerChannel:
             self._fail(ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}"))
             raise ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}") from exc
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return await wait_for(asyncio.shield(fut), timeout)
         except asyncio.TimeoutError:
             # answers come in order: a late answer would confuse every later request
             self._fail(ChannelError(f"{self}: no answer to {ApiKey(api_key).name} within {timeout:.1f} s"))
@@ -263,7 +264,7 @@ class BrokerChannel:
             if wait > 0:
                 await asyncio.sleep(wait)
             try:
-                transport, protocol = await asyncio.wait_for(self._open(), self.connect_timeout)
+                transport, protocol = await wait_for(self._open(), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 self._last_failure = time.monotonic()
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: "

@@ -31,6 +31,7 @@ import socket
 
 from broker.cluster.channel import source_address
 from broker.cluster.store.znodes import BrokerRegistration
+from broker.timeouts import wait_for
 
 #: how long the probe of a registered endpoint waits for the TCP handshake
 PROBE_TIMEOUT_S = 2.0
@@ -65,7 +66,7 @@ async def _refused(host: str, port: int, timeout_s: float) -> bool:
     family, _, _, _, addr = infos[0]
     local = source_address(str(addr[0]))
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(
+        _, writer = await wait_for(asyncio.open_connection(
             host=str(addr[0]), port=port, family=family, local_addr=local), timeout_s)
     except ConnectionRefusedError:
         return True

@@ -18,6 +18,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from broker.metrics.status import History, StatusProbe, render_html, snapshot
+from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
     from broker.metrics import BrokerMetrics
@@ -65,7 +66,7 @@ class MetricsServer:
             self._clients.add(task)
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+                head = await wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
             except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                 return
             if len(head) > MAX_HEAD:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import __version__
 from broker.metrics.collectors import group_lag
+from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
     from broker.cluster.metadata import BrokerInfo
@@ -106,7 +107,7 @@ class StatusProbe:
 
     async def _reachable(self, info: BrokerInfo) -> bool:
         try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(info.host, info.port), PROBE_TIMEOUT_S)
+            _reader, writer = await wait_for(asyncio.open_connection(info.host, info.port), PROBE_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError):
             return False
         writer.close()

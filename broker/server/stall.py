@@ -30,6 +30,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.timeouts import wait_for
+
 log = logging.getLogger(__name__)
 
 
@@ -88,7 +90,7 @@ class StallGuard:
 
     async def _confirm(self) -> None:
         try:
-            await asyncio.wait_for(self.confirm(), self.timeout_s)
+            await wait_for(self.confirm(), self.timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

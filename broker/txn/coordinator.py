@@ -45,6 +45,7 @@ from broker.group.metadata_manager import PartitionWrite
 from broker.log import TopicPartition
 from broker.native import BatchBuilder, iter_batches
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.timeouts import wait_for
 from broker.txn import records as R
 from broker.txn.metadata import (
     COMPLETED,
@@ -374,7 +375,7 @@ class TransactionCoordinator:
             fut: asyncio.Future[None] = loop.create_future()
             self._settled.setdefault(txn_id, []).append(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
+                await wait_for(fut, remaining)
             except asyncio.TimeoutError:
                 return
 

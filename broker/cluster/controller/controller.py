@@ -67,6 +67,7 @@ from broker.config import BrokerConfig, validate_topic_configs
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from broker.timeouts import wait_for
 from broker.uuids import random_uuid
 
 log = logging.getLogger(__name__)
@@ -851,7 +852,7 @@ class Controller:
 
     async def _finish_deletion(self, topic: str, done: asyncio.Future[None]) -> None:
         try:
-            await asyncio.wait_for(done, self.config["request.timeout.ms"] / 1000)
+            await wait_for(done, self.config["request.timeout.ms"] / 1000)
         except asyncio.TimeoutError:
             log.warning("controller %d: not every replica of %s confirmed its deletion; retrying",
                         self.broker_id, topic)

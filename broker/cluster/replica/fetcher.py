@@ -66,6 +66,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
     from broker.cluster.replica.partition import Partition
@@ -149,6 +150,7 @@ class ReplicaFetcher:
                                      client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
                                      request_timeout=self.timeout_s)
         self._wake = asyncio.Event()
+        self._closing = False              # close(): the loop ends even if its cancellation were lost
         self._last_error: str | None = None
         self._request_since: float | None = None    # when the request in flight was sent
         self._retry_at_once = False                 # the last failure was a stall: reconnect now
@@ -169,6 +171,7 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
+        self._closing = True
         self._task.cancel()
         try:
             await self._task
@@ -211,7 +214,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ loop
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             if not self.partitions:
                 self._wake.clear()
                 await self._wake.wait()
@@ -253,7 +256,7 @@ class ReplicaFetcher:
         """Sleeps `seconds`, or until a partition is added."""
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            await wait_for(self._wake.wait(), seconds)
         except asyncio.TimeoutError:
             pass
 
@@ -261,7 +264,7 @@ class ReplicaFetcher:
         soonest = min((s.delay_until for s in self.partitions.values()), default=0.0)
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), max(soonest - time.monotonic(), 0.01))
+            await wait_for(self._wake.wait(), max(soonest - time.monotonic(), 0.01))
         except asyncio.TimeoutError:
             pass
 

@@ -65,6 +65,7 @@ from broker.cluster.channel import source_address
 from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import StoreError, StoreUnavailable
 from broker.cluster.store.znodes import parse_connect_string
+from broker.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class ZkSession:
         self._kazoo.add_listener(self._kazoo_state)
         self._kazoo.start_async()
         try:
-            await asyncio.wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
+            await wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
         except asyncio.TimeoutError:
             self._closing = True
             await self._stop_kazoo()
@@ -391,7 +392,7 @@ class ZkSession:
                 raise StoreError("ZooKeeper client is not started")
             if not self._connected.is_set():
                 try:
-                    await asyncio.wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
+                    await wait_for(self._connected.wait(), self.connection_timeout_ms / 1000)
                 except asyncio.TimeoutError:
                     raise StoreUnavailable(self._unavailable()) from None
             try:
