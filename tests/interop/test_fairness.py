@@ -7,7 +7,7 @@ The bound is relative to figures of the same run, never an absolute time: the ca
 p99 under the flood stays within a generous multiple of its p99 alone a moment before,
 or (on a machine so quiet that its p99 alone is a fraction of a millisecond and any
 scheduling noise would be a large multiple) within a small share of the flood's own
-duration. An unfair broker misses both by far: the canary then waits behind thousands of
+duration (FLOOD_SHARE says why it is 5%). An unfair broker misses both by far: the canary then waits behind thousands of
 requests at a time, a large part of the flood."""
 from __future__ import annotations
 
@@ -32,8 +32,12 @@ FLOOD_SECONDS = 120
 #: client and the broker share the machine's cores, so some slowdown is the CPU's; an
 #: unfair broker makes it hundreds of times slower
 P99_FACTOR = 25
-#: ... or this share of the time the flood took (an unfair broker: about a fifth)
-FLOOD_SHARE = 0.01
+#: ... or this share of the time the flood took (an unfair broker: about a fifth). `make
+#: test` runs another test beside this one (two workers): its processes take the cores
+#: at times, and a handful of the canary's round trips wait for them (17 ms of a flood
+#: of 0.92 s was seen, 1.8%), so the share leaves room for that and is still a quarter of
+#: what an unfair broker takes
+FLOOD_SHARE = 0.05
 MIN_SAMPLES = 200
 
 
