@@ -22,7 +22,9 @@ def test_a_quota_set_through_one_broker_applies_on_another(make_cluster):
     topic = "quota-topic"
     with Client(cluster.bootstrap) as c:
         c.create_topic(topic, 1, 1)
-        c.topic(topic, wait_s=20)
+    # the harness's wait asks until a broker names the leader: the broker a Metadata goes
+    # to may not have heard of the topic yet (UNKNOWN_TOPIC_OR_PARTITION, which the
+    # client's topic() does not wait through)
     leader = cluster.wait_for_leader(topic, 0)
     other = next(i for i in cluster.ids if i != leader)
     via = cluster.broker(other).bootstrap
