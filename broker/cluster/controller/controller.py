@@ -379,13 +379,13 @@ class Controller:
             return
         levels = {name: min(ctx.feature_support.get(b, {}).get(name, 0) for b in ctx.brokers)
                   for name in FEATURES}
+        finalized = {name: level for name, level in levels.items() if level >= 1}    # as /feature holds them
         try:
             if ctx.finalized is None:
                 ctx.finalized = await self.store.get_finalized_features()
-            current, _epoch = ctx.finalized
-            if {n: v for n, v in levels.items() if v >= 1} == current:
+            if finalized == ctx.finalized[0]:
                 return
-            epoch = await self.store.set_finalized_features(levels, ctx.epoch_zk_version)
+            epoch = await self.store.set_finalized_features(finalized, ctx.epoch_zk_version)
         except ControllerMoved:
             raise
         except Exception as exc:
@@ -394,7 +394,7 @@ class Controller:
             asyncio.get_running_loop().call_later(FEATURES_RETRY_S, self._enqueue_if_active,
                                                   self._finalize_features, ctx)
             return
-        ctx.finalized = ({n: v for n, v in levels.items() if v >= 1}, epoch)
+        ctx.finalized = (finalized, epoch)
         log.info("controller %d: finalized features %s (epoch %d; live brokers' levels %s)", self.broker_id,
                  levels, epoch, {b: ctx.feature_support.get(b, {}) for b in sorted(ctx.brokers)})
 
