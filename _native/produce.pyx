@@ -13,6 +13,10 @@ Both hand back what they do not cover to the generated codec:
   any message unknown tagged fields, or the response node endpoints.
 decode_request raises ValueError(reason, position, field) on malformed input; the caller
 (broker.protocol.codec) turns it into a ProtocolDecodeError.
+
+The direct path of Produce (broker/server/handlers/produce.py direct) reads a request's
+header with decode_header and answers appends that all succeeded with encode_appended,
+without the generated classes of the response.
 """
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
@@ -284,6 +288,108 @@ def encode_response(int32_t correlation_id, int version, response):
         if flex:
             w.uvarint(0)
     w.i32(response.throttle_time_ms)
+    if flex:
+        w.uvarint(0)
+    n = w.pos
+    kb_store_be32(w.p, <uint32_t>(n - 4))
+    del w.out[n:]
+    return [w.out]
+
+
+# ---------------------------------------------------------------------- the direct path
+# (broker/server/handlers/produce.py direct): a Produce the broker answers without the
+# generic request objects reads its header here and is answered by encode_appended.
+
+def decode_header(frame):
+    """The request header of a Produce v3-12 (header v1; v2 from v9, whose tagged-field
+    section must be empty): (version, correlation_id, client_id, body_offset). None for
+    anything else — another api key or version, tagged fields, a short header, a client id
+    that is no UTF-8: the generic decoder reads those, and says what is wrong."""
+    cdef Py_buffer view
+    cdef const uint8_t *p
+    cdef Py_ssize_t n, pos
+    cdef int version
+    cdef int16_t clen
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t *>view.buf
+        n = view.len
+        if n < 10 or p[0] != 0 or p[1] != 0:
+            return None
+        version = kb_load_be16(p + 2)
+        if version < 3 or version > 12:
+            return None
+        correlation_id = <int32_t>kb_load_be32(p + 4)
+        clen = <int16_t>kb_load_be16(p + 8)
+        pos = 10
+        if clen == -1:
+            client_id = None
+        elif clen < 0 or clen > n - pos:
+            return None
+        else:
+            try:
+                client_id = PyUnicode_DecodeUTF8(<const char *>(p + pos), clen, NULL)
+            except UnicodeDecodeError:
+                return None
+            pos += clen
+        if version >= 9:
+            if pos >= n or p[pos] != 0:
+                return None
+            pos += 1
+        return version, correlation_id, client_id, pos
+    finally:
+        PyBuffer_Release(&view)
+
+
+def encode_appended(int32_t correlation_id, int version, list topics):
+    """[frame]: the ProduceResponse (v3-12) of appends that all succeeded, with its response
+    header and int32 size prefix — byte for byte what encode_response writes for that
+    response (error code 0, no error message or record errors, no current leader, throttle
+    time 0). `topics`: [(name, [(index, base_offset, log_append_time, log_start_offset),
+    ...]), ...] in the request's order."""
+    cdef _Writer w
+    cdef bint flex = version >= 9
+    cdef Py_ssize_t n
+    cdef list parts
+    cdef tuple pr
+    if version < 3 or version > 12:
+        raise ValueError(f"Produce v{version} is not encoded here")
+    w = _Writer()
+    w.cap = 64 + 48 * len(topics)
+    w.out = PyByteArray_FromStringAndSize(NULL, w.cap)
+    w.p = <uint8_t *>PyByteArray_AS_STRING(w.out)
+    w.pos = 4
+    w.i32(correlation_id)
+    if flex:
+        w.uvarint(0)                    # response header v1: no tagged fields
+        w.uvarint(len(topics) + 1)
+    else:
+        w.i32(len(topics))
+    for name, parts in topics:
+        w.string(name, flex)
+        if flex:
+            w.uvarint(len(parts) + 1)
+        else:
+            w.i32(len(parts))
+        for pr in parts:
+            w.i32(pr[0])
+            w.i16(0)
+            w.i64(pr[1])
+            w.i64(pr[2])
+            if version >= 5:
+                w.i64(pr[3])
+            if version >= 8:
+                if flex:
+                    w.uvarint(1)        # no record errors
+                    w.uvarint(0)        # error message: null
+                else:
+                    w.i32(0)
+                    w.i16(-1)
+            if flex:
+                w.uvarint(0)
+        if flex:
+            w.uvarint(0)
+    w.i32(0)                            # throttle_time_ms
     if flex:
         w.uvarint(0)
     n = w.pos

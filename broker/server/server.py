@@ -52,6 +52,7 @@ from broker.server.handlers import (
     HANDLERS,
     TV2_VERSIONS,
     max_version,
+    produce,
     unsupported_api_versions_response,
 )
 from broker.server.logsetup import request_log_api
@@ -445,6 +446,14 @@ class Server:
         self.version_caps = {k: max_version(k, level) for k in TV2_VERSIONS
                              if max_version(k, level) < HANDLERS[k].MAX_VERSION}
 
+    def takes_direct_produce(self, conn: Connection) -> bool:
+        """May a Produce of this connection take the direct path (handlers/produce.py
+        direct)? Not with an authorizer, client quotas, a request log of Produce or a SASL
+        authenticator on the connection: the general path applies those."""
+        quotas = self.quotas
+        return (conn.authenticator is None and self.request_log_api != 0
+                and self.services.authorizer is None and (quotas is None or not quotas.enabled))
+
     def dispatch(self, conn: Connection, frame):
         """Handles one request frame. Returns the response parts, None (no response, or
         the connection was closed), or an awaitable of either when the handler must wait
@@ -454,6 +463,11 @@ class Server:
         stall = self.stall
         if stall is not None and stall.stalled(received):
             return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
+        if len(frame) > 9 and not frame[0] and not frame[1] and self.takes_direct_produce(conn):
+            parts = produce.direct(self, conn, frame)           # a Produce answered without a wait
+            if parts is not None:
+                self.requests_handled += 1
+                return parts
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:

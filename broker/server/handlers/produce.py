@@ -39,13 +39,33 @@ KAFKA_STORAGE_ERROR (broker/errors.py maps every append exception). An internal 
 acks=0: no response at all; if any partition failed, the connection is closed (Kafka's
 way of telling an acks=0 producer). A response that must wait is returned as an
 awaitable (one coroutine for the request); the others are answered at once.
+
+The direct path (`direct`, called by Server.dispatch before any generic decoding): the
+common Produce — no transactional id, acks 1 or -1, each partition led here and answered
+without a wait — is read from its frame and answered with its bytes (broker._native.produce
+decode_header, decode_request, encode_appended), each partition appended by
+Partition.append_as_leader as append_records does, without the generic request context,
+response objects, or ReplicaManager's loop. It takes a request only when the general path
+would do the same and answer at once: without an authorizer, client quotas, a request log
+of Produce, or a SASL authenticator on the connection; and for each partition, not an
+internal topic, led here, with records that are not transactional, no flush policy, and
+(acks=-1) an ISR of this broker alone that satisfies min.insync.replicas and a high
+watermark at the log end, so that the high watermark covers the batch (or the retried
+batch) once appended. Anything else returns None before any append, and
+the general path handles the request. A partition whose append fails is answered with its
+error as the general path answers it.
 """
 import logging
 
+from broker._native import produce as _native
+from broker.cluster.metadata import INTERNAL_TOPICS
 from broker.cluster.replica.manager import AppendOrigin
+from broker.config import LONG_MAX
+from broker.errors import APPEND_ERRORS, append_error
 from broker.log import TopicPartition
 from broker.log.producer_state import OutOfOrderSequence
 from broker.native import RecordBatch
+from broker.protocol import codec
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -250,3 +270,86 @@ async def _answer_later(ctx, result, answers, response, failed: bool):
     nothing)."""
     ctx.errors = _fill(answers, await result.wait()) or failed
     return response
+
+
+# ---------------------------------------------------------------------- the direct path
+
+def direct(server, conn, frame) -> list | None:
+    """The answer's parts to a Produce frame the direct path takes (see the module
+    docstring), its partitions appended; None, with nothing appended, when the general
+    path must handle it. The caller checked the server-wide conditions."""
+    head = _native.decode_header(frame)
+    if head is None:
+        return None
+    version, correlation_id, client_id, pos = head
+    if version > server.version_caps.get(API_KEY, MAX_VERSION):
+        return None
+    try:
+        request = _native.decode_request(frame, pos, version)
+    except ValueError:                  # malformed: the general path says what is wrong
+        return None
+    if request is None or request.transactional_id is not None:
+        return None
+    acks = request.acks
+    if acks != 1 and acks != -1:
+        return None
+    replicas = server.services.replicas
+    partitions = replicas.partitions
+    alone = [replicas.broker_id]
+    work = []
+    for topic in request.topic_data:
+        name = topic.name
+        if name in INTERNAL_TOPICS:
+            return None
+        parts = []
+        for p in topic.partition_data:
+            records = p.records
+            part = partitions.get(TopicPartition(name, p.index))
+            if (part is None or not part.is_leader or records is None or len(records) == 0
+                    or (len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)):
+                return None
+            config = part.log.config
+            if config.flush_messages != LONG_MAX or config.flush_ms != LONG_MAX:
+                return None             # the answer would wait for an fsync
+            if acks == -1 and (part.maximal_isr != alone or len(part.state.isr) < config.min_insync_replicas
+                               or part.log.high_watermark != part.log.log_end_offset):
+                return None             # the answer would wait (followers, the high watermark), or refuse
+            parts.append((p.index, part, records))
+        work.append((name, parts))
+    if conn.client_id is None:
+        conn.client_id = client_id
+    stats = replicas.topic_stats
+    answers = []
+    failed = False
+    for name, parts in work:
+        results: list[tuple] = []
+        for index, part, records in parts:
+            try:
+                info = part.append_as_leader(records, acks)
+            except APPEND_ERRORS as exc:
+                results.append((index, -1, -1, -1) + append_error(exc))
+                failed = True
+                continue
+            if stats is not None and not info.duplicate:
+                stats.appended(name, info.record_count, info.size)
+            if acks == -1:
+                done, error = part.check_enough_replicas_reach_offset(info.last_offset + 1, part.leader_epoch)
+                if not done:            # the conditions above rule it out: a bug
+                    raise RuntimeError(f"{part.tp}: an acks=-1 append of the direct path must wait")
+                if error:
+                    results.append((index, info.base_offset, info.log_append_time, info.log_start_offset, error, None))
+                    failed = True
+                    continue
+            results.append((index, info.base_offset, info.log_append_time, info.log_start_offset))
+        answers.append((name, results))
+    if not failed:
+        return _native.encode_appended(correlation_id, version, answers)
+    response = ProduceResponse(throttle_time_ms=0, responses=[
+        _TopicResp(name=name, partition_responses=[
+            _PartResp(index=r[0], base_offset=r[1], log_append_time_ms=r[2], log_start_offset=r[3],
+                      error_code=r[4] if len(r) > 4 else 0, error_message=r[5] if len(r) > 4 else None)
+            for r in results])
+        for name, results in answers])
+    if server.request_stats is not None:
+        server.request_stats.count_errors(API_KEY, response)
+    return codec.encode_response((correlation_id, API_KEY, version), response)
