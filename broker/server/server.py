@@ -463,8 +463,9 @@ class Server:
         stall = self.stall
         if stall is not None and stall.stalled(received):
             return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
+        decoded = None          # a Produce the direct path read, and left to this one
         if len(frame) > 9 and not frame[0] and not frame[1] and self.takes_direct_produce(conn):
-            parts = produce.direct(self, conn, frame)           # a Produce answered without a wait
+            parts, decoded = produce.direct(self, conn, frame)  # a Produce answered without a wait
             if parts is not None:
                 self.requests_handled += 1
                 return parts
@@ -496,7 +497,8 @@ class Server:
                                              unsupported_api_versions_response(self.services.transaction_version))
             return self._unsupported_version(conn, handler, header, frame)
         try:
-            request = codec.decode_request_body(frame, api_key, version, body_offset)
+            request = decoded if decoded is not None else codec.decode_request_body(frame, api_key, version,
+                                                                                    body_offset)
         except ProtocolDecodeError as exc:
             self.log_bad_request(logging.WARNING, "%s: malformed %s v%d request: %s; closing", conn,
                                  handler.__name__.rsplit(".", 1)[-1], version, exc)

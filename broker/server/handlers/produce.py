@@ -274,25 +274,27 @@ async def _answer_later(ctx, result, answers, response, failed: bool):
 
 # ---------------------------------------------------------------------- the direct path
 
-def direct(server, conn, frame) -> list | None:
-    """The answer's parts to a Produce frame the direct path takes (see the module
-    docstring), its partitions appended; None, with nothing appended, when the general
-    path must handle it. The caller checked the server-wide conditions."""
+def direct(server, conn, frame) -> tuple[list | None, ProduceRequest | None]:
+    """(the answer's parts, None) for a Produce frame the direct path takes (see the module
+    docstring), its partitions appended. Otherwise nothing is appended, and the general
+    path handles the request: (None, the request as decoded here, which is what the general
+    decoder gives for it) or (None, None) when it was not decoded. The caller checked the
+    server-wide conditions."""
     head = _native.decode_header(frame)
     if head is None:
-        return None
+        return None, None
     version, correlation_id, client_id, pos = head
     if version > server.version_caps.get(API_KEY, MAX_VERSION):
-        return None
+        return None, None
     try:
         request = _native.decode_request(frame, pos, version)
     except ValueError:                  # malformed: the general path says what is wrong
-        return None
-    if request is None or request.transactional_id is not None:
-        return None
+        return None, None
+    if request is None:
+        return None, None
     acks = request.acks
-    if acks != 1 and acks != -1:
-        return None
+    if request.transactional_id is not None or (acks != 1 and acks != -1):
+        return None, request
     replicas = server.services.replicas
     partitions = replicas.partitions
     alone = [replicas.broker_id]
@@ -300,20 +302,20 @@ def direct(server, conn, frame) -> list | None:
     for topic in request.topic_data:
         name = topic.name
         if name in INTERNAL_TOPICS:
-            return None
+            return None, request
         parts = []
         for p in topic.partition_data:
             records = p.records
             part = partitions.get(TopicPartition(name, p.index))
             if (part is None or not part.is_leader or records is None or len(records) == 0
                     or (len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)):
-                return None
+                return None, request
             config = part.log.config
             if config.flush_messages != LONG_MAX or config.flush_ms != LONG_MAX:
-                return None             # the answer would wait for an fsync
+                return None, request    # the answer would wait for an fsync
             if acks == -1 and (part.maximal_isr != alone or len(part.state.isr) < config.min_insync_replicas
                                or part.log.high_watermark != part.log.log_end_offset):
-                return None             # the answer would wait (followers, the high watermark), or refuse
+                return None, request    # it would wait (followers, the high watermark), or refuse
             parts.append((p.index, part, records))
         work.append((name, parts))
     if conn.client_id is None:
@@ -343,7 +345,7 @@ def direct(server, conn, frame) -> list | None:
             results.append((index, info.base_offset, info.log_append_time, info.log_start_offset))
         answers.append((name, results))
     if not failed:
-        return _native.encode_appended(correlation_id, version, answers)
+        return _native.encode_appended(correlation_id, version, answers), None
     response = ProduceResponse(throttle_time_ms=0, responses=[
         _TopicResp(name=name, partition_responses=[
             _PartResp(index=r[0], base_offset=r[1], log_append_time_ms=r[2], log_start_offset=r[3],
@@ -352,4 +354,4 @@ def direct(server, conn, frame) -> list | None:
         for name, results in answers])
     if server.request_stats is not None:
         server.request_stats.count_errors(API_KEY, response)
-    return codec.encode_response((correlation_id, API_KEY, version), response)
+    return codec.encode_response((correlation_id, API_KEY, version), response), None
