@@ -209,6 +209,29 @@ cdef class _Writer:
         self.pos += kb_write_uvarint(self.p + self.pos, v)
         return 0
 
+    cdef inline int array(self, Py_ssize_t n, bint flex) except -1:
+        """An array's length: int32, or compact (uvarint length + 1)."""
+        if flex:
+            return self.uvarint(n + 1)
+        return self.i32(<int32_t>n)
+
+    cdef int partition(self, int version, int32_t index, int16_t error_code, int64_t base_offset,
+                       int64_t log_append_time, int64_t log_start_offset, object error_message) except -1:
+        """One PartitionProduceResponse without record errors or a current leader."""
+        cdef bint flex = version >= 9
+        self.i32(index)
+        self.i16(error_code)
+        self.i64(base_offset)
+        self.i64(log_append_time)
+        if version >= 5:
+            self.i64(log_start_offset)
+        if version >= 8:
+            self.array(0, flex)         # no record errors
+            self.string(error_message, flex)
+        if flex:
+            self.uvarint(0)
+        return 0
+
     cdef int string(self, object s, bint flex) except -1:
         """A (nullable) string: int16 length, or compact (uvarint length + 1)."""
         cdef bytes b
@@ -238,32 +261,18 @@ def encode_response(int32_t correlation_id, int version, response):
     endpoints, unknown tagged fields)."""
     cdef _Writer w
     cdef bint flex = version >= 9
-    cdef Py_ssize_t n
     if version < 3 or version > 12:
         return None
     if response.unknown_tagged_fields or (version >= 10 and response.node_endpoints):
         return None
     responses = response.responses
-    w = _Writer()
-    w.cap = 64 + 48 * len(responses)
-    w.out = PyByteArray_FromStringAndSize(NULL, w.cap)
-    w.p = <uint8_t *>PyByteArray_AS_STRING(w.out)
-    w.pos = 4
-    w.i32(correlation_id)
-    if flex:
-        w.uvarint(0)                    # response header v1: no tagged fields
-        w.uvarint(len(responses) + 1)
-    else:
-        w.i32(len(responses))
+    w = _response_start(correlation_id, flex, len(responses))
     for t in responses:
         if t.unknown_tagged_fields:
             return None
         w.string(t.name, flex)
         parts = t.partition_responses
-        if flex:
-            w.uvarint(len(parts) + 1)
-        else:
-            w.i32(len(parts))
+        w.array(len(parts), flex)
         for pr in parts:
             if pr.unknown_tagged_fields or (version >= 8 and pr.record_errors):
                 return None
@@ -271,23 +280,31 @@ def encode_response(int32_t correlation_id, int version, response):
                 cl = pr.current_leader
                 if cl is None or cl.leader_id != -1 or cl.leader_epoch != -1 or cl.unknown_tagged_fields:
                     return None
-            w.i32(pr.index)
-            w.i16(pr.error_code)
-            w.i64(pr.base_offset)
-            w.i64(pr.log_append_time_ms)
-            if version >= 5:
-                w.i64(pr.log_start_offset)
-            if version >= 8:
-                if flex:
-                    w.uvarint(1)            # no record errors
-                else:
-                    w.i32(0)
-                w.string(pr.error_message, flex)
-            if flex:
-                w.uvarint(0)
+            w.partition(version, pr.index, pr.error_code, pr.base_offset, pr.log_append_time_ms,
+                        pr.log_start_offset, pr.error_message)
         if flex:
             w.uvarint(0)
-    w.i32(response.throttle_time_ms)
+    return _response_end(w, response.throttle_time_ms, flex)
+
+
+cdef _Writer _response_start(int32_t correlation_id, bint flex, Py_ssize_t topics):
+    """A ProduceResponse's writer, past its size prefix, header and topic count."""
+    cdef _Writer w = _Writer()
+    w.cap = 64 + 48 * topics
+    w.out = PyByteArray_FromStringAndSize(NULL, w.cap)
+    w.p = <uint8_t *>PyByteArray_AS_STRING(w.out)
+    w.pos = 4
+    w.i32(correlation_id)
+    if flex:
+        w.uvarint(0)                    # response header v1: no tagged fields
+    w.array(topics, flex)
+    return w
+
+
+cdef list _response_end(_Writer w, int32_t throttle_time_ms, bint flex):
+    """[frame]: the response, its throttle time and tags written, its size prefix set."""
+    cdef Py_ssize_t n
+    w.i32(throttle_time_ms)
     if flex:
         w.uvarint(0)
     n = w.pos
@@ -349,50 +366,16 @@ def encode_appended(int32_t correlation_id, int version, list topics):
     ...]), ...] in the request's order."""
     cdef _Writer w
     cdef bint flex = version >= 9
-    cdef Py_ssize_t n
     cdef list parts
     cdef tuple pr
     if version < 3 or version > 12:
         raise ValueError(f"Produce v{version} is not encoded here")
-    w = _Writer()
-    w.cap = 64 + 48 * len(topics)
-    w.out = PyByteArray_FromStringAndSize(NULL, w.cap)
-    w.p = <uint8_t *>PyByteArray_AS_STRING(w.out)
-    w.pos = 4
-    w.i32(correlation_id)
-    if flex:
-        w.uvarint(0)                    # response header v1: no tagged fields
-        w.uvarint(len(topics) + 1)
-    else:
-        w.i32(len(topics))
+    w = _response_start(correlation_id, flex, len(topics))
     for name, parts in topics:
         w.string(name, flex)
-        if flex:
-            w.uvarint(len(parts) + 1)
-        else:
-            w.i32(len(parts))
+        w.array(len(parts), flex)
         for pr in parts:
-            w.i32(pr[0])
-            w.i16(0)
-            w.i64(pr[1])
-            w.i64(pr[2])
-            if version >= 5:
-                w.i64(pr[3])
-            if version >= 8:
-                if flex:
-                    w.uvarint(1)        # no record errors
-                    w.uvarint(0)        # error message: null
-                else:
-                    w.i32(0)
-                    w.i16(-1)
-            if flex:
-                w.uvarint(0)
+            w.partition(version, pr[0], 0, pr[1], pr[2], pr[3], None)
         if flex:
             w.uvarint(0)
-    w.i32(0)                            # throttle_time_ms
-    if flex:
-        w.uvarint(0)
-    n = w.pos
-    kb_store_be32(w.p, <uint32_t>(n - 4))
-    del w.out[n:]
-    return [w.out]
+    return _response_end(w, 0, flex)
