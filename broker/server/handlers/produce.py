@@ -48,12 +48,12 @@ Partition.append_as_leader as append_records does, without the generic request c
 response objects, or ReplicaManager's loop. It takes a request only when the general path
 would do the same and answer at once: without an authorizer, client quotas, a request log
 of Produce, or a SASL authenticator on the connection; and for each partition, not an
-internal topic, led here, with records that are not transactional, no flush policy, and
-(acks=-1) an ISR of this broker alone that satisfies min.insync.replicas and a high
-watermark at the log end, so that the high watermark covers the batch (or the retried
-batch) once appended. Anything else returns None before any append, and
-the general path handles the request. A partition whose append fails is answered with its
-error as the general path answers it.
+internal topic, led here, with records whose first batch is not transactional, no flush
+policy, and (acks=-1) an ISR of this broker alone that satisfies min.insync.replicas and a
+high watermark at the log end, so that the high watermark covers the batch (or the retried
+batch) once appended. Anything else is left to the general path before any append, with
+the request if it was decoded (not decoded twice). A partition whose append fails is
+answered with its error as the general path answers it.
 """
 import logging
 
