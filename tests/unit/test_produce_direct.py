@@ -4,8 +4,9 @@ broker._native.produce) against the general path, on real Partitions over real L
 - the same answers, byte for byte, and the same log files, over a seeded random sequence
   of requests (versions 3-12, acks 0/1/-1, idempotent producers and their retries and
   gaps, corrupt and oversized batches, several topics and partitions);
-- what it must leave to the general path, untouched: each condition of the module
-  docstring returns None before anything is appended;
+- what it must leave to the general path, untouched: for each condition of the module
+  docstring it answers nothing and appends nothing, and hands on the request it decoded
+  (what the general decoder reads) or none;
 - its header decoder and answer encoder against the generated codec, and the header
   decoder over random bytes (no crash).
 """
@@ -120,7 +121,7 @@ def test_the_direct_path_answers_and_appends_as_the_general_path_does(tmp_path):
     print("seed", seed)
     rng = random.Random(seed)
     direct, general = Side(tmp_path / "direct"), Side(tmp_path / "general")
-    sequences = {}                      # producer id -> next sequence
+    sequences = {}                      # (producer id, topic, partition) -> next sequence
     taken = 0
     for n in range(300):
         version = rng.randint(3, 12)
