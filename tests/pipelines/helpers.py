@@ -16,6 +16,8 @@ from broker.client import Cluster, Consumer, Producer
 ROOT = Path(__file__).resolve().parents[2]
 COPY = ROOT / "examples" / "copy" / "run.py"
 BATCH = re.compile(r"^batch (\d+): (\d+) records")
+#: what Python prints between an exception and the one raised while handling it
+_CHAINED = "During handling of the above exception"
 
 
 class CopyJob:
@@ -69,13 +71,23 @@ class CopyJob:
         One traceback is not a failure: PySpark's streaming source runner (the Python
         process holding a stream reader for the driver) loops reading the next call until
         its socket ends, so when a stopped query closes that socket before killing the
-        process, the runner prints EOFError (and BrokenPipeError answering it). Tracebacks
-        from that runner after stop() was asked for are left out; any other one counts."""
+        process, the runner prints EOFError, and the traceback chained to it ("During
+        handling of the above exception ...": BrokenPipeError answering it, or its socket's
+        close in worker_util, often cut short as the process is killed). Tracebacks from
+        that runner after stop() was asked for, and those chained to them, are left out;
+        any other one counts."""
         found = []
+        skipping = False            # inside a left-out runner traceback and its chain
         for i, (t, line) in enumerate(self.lines):
-            if "Traceback" in line and self.stop_requested is not None and t >= self.stop_requested \
-                    and any("python_streaming_source_runner.py" in later for _, later in self.lines[i + 1:i + 8]):
-                continue
+            if "Traceback" in line:
+                chained = any(_CHAINED in earlier for _, earlier in self.lines[max(0, i - 2):i])
+                if skipping and chained:
+                    continue
+                skipping = (self.stop_requested is not None and t >= self.stop_requested
+                            and any("python_streaming_source_runner.py" in later
+                                    for _, later in self.lines[i + 1:i + 8]))
+                if skipping:
+                    continue
             if "query failed" in line or "Traceback" in line or "failed so far" in line \
                     or (line.endswith("task(s) failed") and not line.startswith("0 ")):
                 found.append(line)
