@@ -25,8 +25,10 @@ Delivery.commit(). deliveryGuarantee=exactly-once is TransactionalDelivery: one 
 transaction per task, committed by the driver after recording the micro-batch in the
 sink log (broker/spark/txn.py; the design: docs/spark-transactions.md); it needs
 kbroker.acks=all and sends one request at a time per broker (sequence order); readers
-see each row once with read_committed. A broker without transactions is refused at query
-start, after probing it (InitProducerId with a transactional id).
+see each row once with read_committed. A broker without transactions (its ApiVersions
+answer lacks InitProducerId, AddPartitionsToTxn or EndTxn) is refused at the query's
+start; a transaction coordinator that cannot be reached later is an outage, retried
+within kafka.delivery.timeout.ms (delivery_for).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from broker._native.spark_encode import assign_partitions, encode_batches
 from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.client.sender import Sender
+from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets, txn
@@ -149,7 +152,7 @@ class TaskWriter:
 
     def __init__(self, opts: SinkOptions, txn: Callable[[Cluster], TransactionalSequencer] | None = None):
         self.o = opts
-        self.cluster = _connect(opts)
+        self.cluster = connect_retrying(opts)
         self._txn_factory = txn
         self.txn: TransactionalSequencer | None = None      # started at the first batch
         self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
@@ -320,35 +323,40 @@ class TransactionalDelivery(Delivery):
         _batch, partition_id, _attempt = task_identity()
         query = self._query_id()
         if batch_id is not None:
-            with _connect(self.o) as c:
-                if txn.recorded(c, query, batch_id) is not None:
-                    log.info("kbroker sink: batch %d of query %s is recorded in the sink log: nothing to write",
-                             batch_id, query)
-                    nothing = _NothingToWrite(self.o)
-                    nothing.query = query
-                    return nothing
+            with connect_retrying(self.o) as c:
+                done = _recorded(c, self.o, query, batch_id)
+            if done is not None:
+                log.info("kbroker sink: batch %d of query %s is recorded in the sink log: nothing to write",
+                         batch_id, query)
+                nothing = _NothingToWrite(self.o)
+                nothing.query = query
+                return nothing
         txn_id = f"{query}-{partition_id}"
         timeout_s = self.o.delivery_timeout_ms / 1000
+        backoff = _backoff(self.o)
         w = _TxnTaskWriter(self.o, lambda cluster: txn.TransactionalSequencer(cluster, txn_id, timeout_s,
-                                                                              txn.TRANSACTION_TIMEOUT_MS))
+                                                                              txn.TRANSACTION_TIMEOUT_MS, *backoff))
         w.query = query
         return w
 
     def commit(self, messages, batch_id: int | None) -> None:
         super().commit(messages, batch_id)
         txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
-        timeout_s = self.o.delivery_timeout_ms / 1000
-        with _connect(self.o) as c:
+        o = self.o
+        timeout_s = o.delivery_timeout_ms / 1000
+        with connect_retrying(o) as c:
             if batch_id is not None:
                 query = next((m.query for m in messages if m is not None and m.query), "")
-                done = txn.recorded(c, query, batch_id) if query else None
+                done = _recorded(c, o, query, batch_id) if query else None
                 if done is not None:
                     # a replay of a batch recorded before a crash: commit what was recorded
                     txns = sorted(set(txns) | set(done))
                 elif txns:
-                    txn.ensure_sink_log(c)
-                    txn.record(c, query, batch_id, txns)
-            txn.end_all(c, txns, True, timeout_s)
+                    txn.retrying("creating the sink log", timeout_s, lambda: txn.ensure_sink_log(c),
+                                 *_backoff(o))
+                    txn.retrying(f"recording batch {batch_id} in the sink log", timeout_s,
+                                 lambda: txn.record(c, query, batch_id, txns, o.timeout_ms), *_backoff(o))
+            txn.end_all(c, txns, True, timeout_s, *_backoff(o))
         log.info("kbroker sink: %scommitted %d transaction(s)", "" if batch_id is None else f"batch {batch_id}: ",
                  len(txns))
 
@@ -356,8 +364,8 @@ class TransactionalDelivery(Delivery):
         txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
         timeout_s = self.o.delivery_timeout_ms / 1000
         try:
-            with _connect(self.o) as c:
-                txn.end_all(c, txns, False, timeout_s)
+            with connect_retrying(self.o) as c:
+                txn.end_all(c, txns, False, timeout_s, *_backoff(self.o))
         except (ClientError, KafkaProtocolError) as exc:
             # fenced or timed out meanwhile: aborted all the same
             log.warning("kbroker sink: aborting %d transaction(s): %s", len(txns), exc)
@@ -365,17 +373,15 @@ class TransactionalDelivery(Delivery):
                     "readers", "" if batch_id is None else f"batch {batch_id} ", len(txns))
 
 
-def transactions_supported(opts: SinkOptions, timeout_s: float = 15.0) -> tuple[bool, str]:
-    """Asks the broker for a transactional producer id at its coordinator (what the
-    exactly-once delivery needs). (supported, why not)."""
-    with _connect(opts) as c:
-        try:
-            txn.Coordinator(c, "kbroker-spark-probe", timeout_s).init_producer_id(60000)
-        except ClientError as exc:
-            return False, str(exc)
-        except KafkaProtocolError as exc:
-            return False, f"InitProducerId with a transactional id answered {ErrorCode(exc.code).name}"
-    return True, ""
+def _backoff(o: SinkOptions) -> tuple[float, float]:
+    return o.retry_backoff_ms / 1000, o.retry_backoff_max_ms / 1000
+
+
+def _recorded(c: Cluster, o: SinkOptions, query: str, batch_id: int):
+    timeout_s = o.delivery_timeout_ms / 1000
+    deadline = time.monotonic() + timeout_s
+    return txn.retrying(f"reading the sink log for batch {batch_id}", timeout_s,
+                        lambda: txn.recorded(c, query, batch_id, deadline), *_backoff(o))
 
 
 def _connect(opts: SinkOptions) -> Cluster:
@@ -383,17 +389,67 @@ def _connect(opts: SinkOptions) -> Cluster:
     return _offsets.connect(opts.bootstrap, opts.timeout_ms / 1000, opts.client_id, opts.bootstrap_option)
 
 
+def connect_retrying(opts: SinkOptions) -> Cluster:
+    """A connection for a task or a commit, after the query's start: no broker reachable
+    (all the bootstrap servers down at once) is an outage, retried within
+    kafka.delivery.timeout.ms, then the same error as at the start."""
+    deadline = time.monotonic() + opts.delivery_timeout_ms / 1000
+    backoff, backoff_max = _backoff(opts)
+    while True:
+        try:
+            return _connect(opts)
+        except KBrokerOptionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, max(backoff, backoff_max))
+
+
+#: the write configurations this process has checked (bootstrap servers reached, the
+#: delivery's needs met): Spark creates a query's stream writer again for every
+#: micro-batch (to plan its tasks, and to commit it), in Python workers it keeps
+_checked: set[tuple] = set()
+
+#: the requests the exactly-once delivery sends (InitProducerId with a transactional id
+#: from version 0; FindCoordinator of a transactional id from version 1)
+TRANSACTION_APIS = {ApiKey.INIT_PRODUCER_ID: 0, ApiKey.ADD_PARTITIONS_TO_TXN: 0, ApiKey.END_TXN: 0,
+                    ApiKey.FIND_COORDINATOR: 1}
+
+
+def transactions_missing(conn) -> str | None:
+    """What a broker lacks for the exactly-once delivery, from its ApiVersions answer
+    (None: nothing). The capability is the broker's software, not its state: asking a
+    coordinator instead would mistake a broker that is down for one without
+    transactions."""
+    missing = []
+    for api, least in TRANSACTION_APIS.items():
+        theirs = conn.versions.get(api)
+        if theirs is None or theirs[1] < least:
+            missing.append(ApiKey(api).name)
+    return ", ".join(missing) or None
+
+
 def delivery_for(opts: SinkOptions) -> Delivery:
-    """The delivery of the query, once the broker answered (a bad bootstrap fails here, on
-    the driver, before any task)."""
-    _connect(opts).close()
+    """The delivery of the write. The first time this process sees a write configuration
+    (Spark asks for a streaming query's writer again at every micro-batch, in Python
+    workers it keeps: once per query), the bootstrap servers are tried (none reachable
+    fails the write on the driver, before any task) and, for exactly-once, the broker's
+    ApiVersions must list the transaction requests. Later micro-batches ask nothing of
+    the brokers here: an outage then is retried by the tasks and the commit."""
+    if opts.delivery == DELIVERY_EXACTLY_ONCE and opts.acks != -1:
+        raise KBrokerOptionError("kbroker.acks", "must be all with deliveryGuarantee=exactly-once")
+    key = (opts.bootstrap, opts.delivery, opts.client_id)
+    if key not in _checked:
+        with _connect(opts) as c:
+            conn = c.any_connection()
+            if opts.delivery == DELIVERY_EXACTLY_ONCE:
+                missing = transactions_missing(conn)
+                if missing:
+                    raise KBrokerOptionError("deliveryGuarantee", f"= exactly-once needs broker transactions: "
+                                             f"{conn.host}:{conn.port} does not offer {missing}; use "
+                                             f"at-least-once (the default)")
+        _checked.add(key)
     if opts.delivery == DELIVERY_EXACTLY_ONCE:
-        if opts.acks != -1:
-            raise KBrokerOptionError("kbroker.acks", "must be all with deliveryGuarantee=exactly-once")
-        ok, why = transactions_supported(opts)
-        if not ok:
-            raise KBrokerOptionError("deliveryGuarantee", "= exactly-once needs broker transactions, which "
-                                     f"this broker does not offer ({why}); use at-least-once (the default)")
         return TransactionalDelivery(opts, f"kbroker-spark-{uuid.uuid4()}")
     return Delivery(opts)
 
