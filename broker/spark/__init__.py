@@ -10,8 +10,7 @@ register it explicitly:
 Needs pyspark (the `test` extras install it); nothing else in kbroker imports this
 package.
 """
-from broker.spark.offsets import KBrokerDataLossError
-from broker.spark.options import KBrokerOptionError
+from broker.spark.options import KBrokerDataLossError, KBrokerOptionError
 from broker.spark.source import KBrokerDataSource
 
 __all__ = ["KBrokerDataLossError", "KBrokerDataSource", "KBrokerOptionError"]

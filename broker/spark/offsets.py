@@ -18,36 +18,25 @@ from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.retriable import RETRIABLE
-from broker.spark.options import BOOTSTRAP, EARLIEST, LATEST, KBrokerOptionError, OffsetSpec, Subscription
+from broker.spark.options import (
+    BOOTSTRAP,
+    EARLIEST,
+    LATEST,
+    KBrokerDataLossError,
+    KBrokerOptionError,
+    OffsetSpec,
+    Subscription,
+    data_loss_message,
+    from_json,
+    to_json,
+)
+
+__all__ = ["KBrokerDataLossError", "connect", "data_loss_message", "from_json", "list_offsets", "resolve", "to_json",
+           "topic_partitions", "with_retries"]
 
 log = logging.getLogger("broker.spark")
 
 TopicPartition = tuple  # (topic, partition)
-
-
-class KBrokerDataLossError(RuntimeError):
-    """Offsets a query still needed are gone (retention, DeleteRecords, a deleted topic)."""
-
-
-def data_loss_message(detail: str) -> str:
-    # Spark's Kafka source words it so; users search for it
-    return (f"kbroker: {detail}. Some data may have been lost because they are not available in the "
-            f"broker any more; either the data was aged out by the broker or the topic may have been "
-            f"deleted before all the data in the topic was processed. If you want your query to "
-            f"continue (skipping the lost data) in such cases, set the source option "
-            f"'failOnDataLoss' to 'false'.")
-
-
-def to_json(position: dict) -> dict:
-    """{(t, p): off} -> {"t": {"p": off}}, canonically ordered."""
-    out: dict[str, dict[str, int]] = {}
-    for t, p in sorted(position):
-        out.setdefault(t, {})[str(p)] = int(position[(t, p)])
-    return out
-
-
-def from_json(data: dict) -> dict:
-    return {(t, int(p)): int(off) for t, ps in (data or {}).items() for p, off in ps.items()}
 
 
 def connect(bootstrap: str, timeout_s: float, client_id: str = "kbroker-spark", option: str = BOOTSTRAP) -> Cluster:

@@ -39,16 +39,17 @@ import re
 from dataclasses import dataclass, field
 from typing import overload
 
-from broker.client.connection import parse_bootstrap
-from broker.client.sender import (
-    BUFFER_MEMORY,
-    DELIVERY_TIMEOUT_MS,
-    RETRIES_MAX,
-    RETRY_BACKOFF_MAX_MS,
-    RETRY_BACKOFF_MS,
-)
-
 log = logging.getLogger("broker.spark")
+
+# Kafka's producer defaults, as the project's client has them (broker.client.sender; a
+# unit test keeps the two the same). This module imports nothing of the client, nor
+# pyarrow: Spark imports it in every Python worker that looks the source up or asks it
+# for its schema, at each query's start (tests/spark/test_units.py keeps it light).
+DELIVERY_TIMEOUT_MS = 120_000
+RETRIES_MAX = 2**31 - 1
+RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 1000
+BUFFER_MEMORY = 32 << 20
 
 EARLIEST, LATEST = -2, -1
 PREFIX = "kbroker."
@@ -64,15 +65,108 @@ class KBrokerOptionError(ValueError):
         super().__init__(f"kbroker: option '{option}' {problem}")
 
 
+class KBrokerDataLossError(RuntimeError):
+    """Offsets a query still needed are gone (retention, DeleteRecords, a deleted topic)."""
+
+
+def data_loss_message(detail: str) -> str:
+    # Spark's Kafka source words it so; users search for it
+    return (f"kbroker: {detail}. Some data may have been lost because they are not available in the "
+            f"broker any more; either the data was aged out by the broker or the topic may have been "
+            f"deleted before all the data in the topic was processed. If you want your query to "
+            f"continue (skipping the lost data) in such cases, set the source option "
+            f"'failOnDataLoss' to 'false'.")
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """'host:port[,host:port...]' -> [(host, port)]; ValueError naming the bad entry (the
+    rules of broker.client.connection.parse_bootstrap, without importing the client)."""
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap server given")
+    return out
+
+
+#: how Spark's catalogs hand a table's OPTIONS to its provider: each option under this
+#: prefix (TableCatalog.OPTION_PREFIX), beside the table's properties (provider, owner,
+#: location, comment, TBLPROPERTIES ...) and, from some code paths, the options again
+#: without the prefix
+CATALOG_OPTION_PREFIX = "option."
+
+
+def table_options(options) -> tuple[dict, bool]:
+    """(the data source options, whether they are a catalog table's). A catalog table's
+    options are its `option.*` entries with the prefix removed; its other properties are
+    the catalog's and the table's own, not options of this source."""
+    given = dict(options or {})
+    if not any(str(k).lower().startswith(CATALOG_OPTION_PREFIX) for k in given):
+        return given, False
+    n = len(CATALOG_OPTION_PREFIX)
+    return {str(k)[n:]: v for k, v in given.items() if str(k).lower().startswith(CATALOG_OPTION_PREFIX)}, True
+
+
+#: the field metadata a catalog table's schema carries its options in
+TABLE_OPTIONS_KEY = "kbroker.table.options"
+
+
+def with_table_options(schema, options):
+    """A catalog table's schema (what schema() answers when Spark creates the table),
+    each field carrying the table's options in its metadata. Spark hands a Python data
+    source's reader and writer of a catalog table the table's schema but not its options
+    (PySpark's PythonTable keeps no properties): the schema, which the catalog stores,
+    brings them. Other schemas are returned as they are."""
+    given, table = table_options(options)
+    if not table:
+        return schema
+    from pyspark.sql.types import StructField, StructType
+    stored = json.dumps({CATALOG_OPTION_PREFIX + k: v for k, v in sorted(given.items())})
+    return StructType([StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), TABLE_OPTIONS_KEY: stored})
+                       for f in schema.fields])
+
+
+def options_for(options, schema) -> dict:
+    """The options a reader or writer works with. When `schema` is a catalog table's
+    (see with_table_options) and the options do not name the bootstrap servers (a read
+    or write of the table, `spark.table(...)`, `INSERT INTO`, with at most options of
+    its own), the table's options, those given adding to them; otherwise the options
+    given (a `format("kbroker")` read or write of rows that come from a table)."""
+    given = dict(options or {})
+    found = {f.metadata[TABLE_OPTIONS_KEY] for f in getattr(schema, "fields", None) or ()
+             if f.metadata and TABLE_OPTIONS_KEY in f.metadata}
+    if not found:
+        return given
+    if len(found) > 1:
+        raise KBrokerOptionError("kafka.bootstrap.servers", "is not given and the columns carry the options of "
+                                 "more than one kbroker table; name the servers and the topic in the options")
+    stored = found.pop()
+    own, table = table_options(given)
+    if any(str(k).lower() in (BOOTSTRAP, "kafka.bootstrap.servers") for k in own):
+        return given
+    merged = dict(json.loads(stored))
+    merged.update({CATALOG_OPTION_PREFIX + str(k): v for k, v in own.items()})
+    return merged
+
+
 class _Options(dict):
     """Options by lower-cased name, `kafka.X` folded into `kbroker.X`; `spelling` maps
     each to the name as given, `spell(name)` is the name to put in a message (a client
-    setting with the prefix it was given, else the documented spelling passed in)."""
+    setting with the prefix it was given, else the documented spelling passed in).
+    `table`: the options of a catalog table (CREATE TABLE ... USING kbroker OPTIONS
+    (...)), which serve reads and writes alike."""
 
     def __init__(self, options):
         super().__init__()
         self.spelling: dict[str, str] = {}
-        for k, v in dict(options or {}).items():
+        options, self.table = table_options(options)
+        for k, v in options.items():
             given, value = str(k), ("" if v is None else str(v))
             key = given.lower()
             if key.startswith(KAFKA_PREFIX):
@@ -91,6 +185,20 @@ class _Options(dict):
 
 
 # ---------------------------------------------------------------- offset specifications
+
+
+def to_json(position: dict) -> dict:
+    """{(t, p): off} -> {"t": {"p": off}}, canonically ordered (Spark compares offsets as
+    JSON: two equal positions must serialise alike)."""
+    out: dict[str, dict[str, int]] = {}
+    for t, p in sorted(position):
+        out.setdefault(t, {})[str(p)] = int(position[(t, p)])
+    return out
+
+
+def from_json(data: dict) -> dict:
+    """Spark's Kafka offsets JSON -> {(t, p): off}."""
+    return {(t, int(p)): int(off) for t, ps in (data or {}).items() for p, off in ps.items()}
 
 
 @dataclass(frozen=True)
@@ -237,6 +345,17 @@ def _duration_ms(opts: dict, name: str, default_ms: int) -> int:
     return n * {"ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}[unit]
 
 
+def _group_id(opts: _Options, name: str) -> str | None:
+    if name.lower() not in opts:
+        return None
+    text = opts[name.lower()].strip()
+    if not text:
+        raise KBrokerOptionError(name, "names no group (expected a consumer group id)")
+    if len(text) > 255 or any(ord(c) < 32 for c in text):
+        raise KBrokerOptionError(name, f"is not a valid group id: {text!r}")
+    return text
+
+
 def bootstrap_servers(opts: _Options) -> str:
     text = opts.get(BOOTSTRAP, "").strip()
     if not text:
@@ -259,6 +378,7 @@ SOURCE_OPTIONS = (
     "startingOffsetsByTimestampStrategy", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix",
+    "commitOffsetsToGroup",
 )
 #: the sink's own
 SINK_OPTIONS = ("topic", "deliveryGuarantee")
@@ -317,6 +437,9 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
     own, other = (SOURCE_OPTIONS, SINK_OPTIONS) if side == "source" else (SINK_OPTIONS, SOURCE_OPTIONS)
     honoured, no_effect = ((CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source"
                            else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT))
+    # a catalog table's options serve both sides: the other side's pass here
+    other_settings = ((PRODUCER_HONOURED | PRODUCER_NO_EFFECT) if side == "source"
+                      else (CONSUMER_HONOURED | CONSUMER_NO_EFFECT)) if opts.table else frozenset()
     by_lower = {name.lower(): name for name in own}
     spark_writer = {name.lower(): name for name in SPARK_WRITER_OPTIONS}
     ignored: list[str] = []
@@ -334,7 +457,7 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
                 raise KBrokerOptionError(given, "is not supported: kbroker has no SASL (PLAINTEXT only)")
             if setting in no_effect:
                 ignored.append(given)
-            elif setting not in honoured:
+            elif setting not in honoured and setting not in other_settings:
                 known = sorted(honoured | no_effect)
                 near = difflib.get_close_matches(setting, known, n=1, cutoff=0.8)
                 hint = f" (did you mean '{prefix}{near[0]}'?)" if near else ""
@@ -346,6 +469,8 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
             continue
         if name is None:
             if key in {o.lower() for o in other}:
+                if opts.table:
+                    continue
                 raise KBrokerOptionError(given, "is a sink option: a read names its topics with subscribe, "
                                                 "subscribePattern or assign" if side == "source" else
                                          "is a source option: the sink writes to the 'topic' option or column")
@@ -396,8 +521,11 @@ class Subscription:
         return {"subscribe": "subscribe", "pattern": "subscribePattern", "assign": "assign"}[self.kind]
 
 
-def _subscription(opts: dict) -> Subscription:
+def _subscription(opts: _Options) -> Subscription:
     given = [name for name in ("assign", "subscribe", "subscribePattern") if name.lower() in opts]
+    if not given and opts.table and opts.get("topic", "").strip():
+        # a catalog table naming its topic once: read from the topic it writes to
+        return Subscription("subscribe", topics=(opts["topic"].strip(),))
     if len(given) != 1:
         if not given:
             raise KBrokerOptionError("subscribe", "(or 'subscribePattern' or 'assign') must be specified: "
@@ -457,6 +585,7 @@ class SourceOptions:
     client_id: str = "kbroker-spark"
     isolation_level: int = 0            # 1: kafka.isolation.level=read_committed
     no_effect: tuple[str, ...] = ()
+    commit_group: str | None = None     # commitOffsetsToGroup: the group that sees the query's positions
 
     @classmethod
     def parse(cls, options, *, streaming: bool | None) -> SourceOptions:
@@ -474,7 +603,7 @@ class SourceOptions:
         else:
             ending = _parse_offsets(opts, "ending", "latest", streaming)
         if streaming is False:
-            for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup"):
                 if name.lower() in opts:
                     raise KBrokerOptionError(name, "is for streaming queries only")
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
@@ -518,6 +647,7 @@ class SourceOptions:
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark"),
             isolation_level=1 if isolation == "read_committed" else 0,
             no_effect=no_effect,
+            commit_group=_group_id(opts, "commitOffsetsToGroup"),
         )
 
 
@@ -546,6 +676,7 @@ class SinkOptions:
     delivery: str = DELIVERY_AT_LEAST_ONCE
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
+    table: bool = False                 # the options of a catalog table (INSERT INTO, writeTo)
 
     @classmethod
     def parse(cls, options) -> SinkOptions:
@@ -553,6 +684,11 @@ class SinkOptions:
         no_effect = _check_known(opts, "sink")
         bootstrap = bootstrap_servers(opts)
         topic = opts.get("topic", "").strip() or None
+        if topic is None and opts.table:
+            # a catalog table reading one topic writes to it
+            subscribed = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
+            if len(subscribed) == 1:
+                topic = subscribed[0]
         acks_text = opts.get(PREFIX + "acks", "all").strip().lower()
         acks = {"all": -1, "-1": -1, "1": 1, "0": 0}.get(acks_text)
         if acks is None:
@@ -591,4 +727,5 @@ class SinkOptions:
             delivery=delivery,
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
             no_effect=no_effect,
+            table=opts.table,
         )

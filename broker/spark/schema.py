@@ -21,10 +21,13 @@ onto the rows with a vectorised search when a fetch mixes both types).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-HEADER_STRUCT_FIELDS = (("key", pa.string()), ("value", pa.binary()))
+# pyarrow is imported by the functions that build Arrow data (the executors'): the
+# driver's Python workers that only ask the source for its schema never load it
 
 
 def spark_schema(include_headers: bool):
@@ -57,6 +60,7 @@ def spark_schema(include_headers: bool):
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """What Spark's to_arrow_schema(spark_schema(...), timezone="UTC") gives, built without
     a Spark context (the executors' Python workers call this)."""
+    import pyarrow as pa
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -68,7 +72,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     ]
     if include_headers:
         fields.append(pa.field("headers", pa.list_(pa.field("element", pa.struct(
-            [pa.field(n, t) for n, t in HEADER_STRUCT_FIELDS])))))
+            [pa.field("key", pa.string()), pa.field("value", pa.binary())])))))
     return pa.schema(fields)
 
 
@@ -78,6 +82,7 @@ def to_spark_batch(rb: pa.RecordBatch, topic: str, partition: int, timestamp_typ
 
     timestamp_types: an int (every row the same) or a pair of int64 arrays
     (last offset of each batch, its timestamp type), sorted by offset."""
+    import pyarrow as pa
     n = rb.num_rows
     schema = arrow_schema(include_headers)
     offsets = rb.column(0)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions
+from broker.spark.options import KBrokerOptionError, SinkOptions, SourceOptions, options_for, with_table_options
 from broker.spark.schema import spark_schema
 
 
@@ -37,27 +37,28 @@ class KBrokerDataSource(DataSource):
         return "kbroker"
 
     def schema(self):
-        return spark_schema(SourceOptions.parse(self.options, streaming=None).include_headers)
+        schema = spark_schema(SourceOptions.parse(self.options, streaming=None).include_headers)
+        return with_table_options(schema, self.options)
 
     def reader(self, schema):
         from broker.spark.reader import KBrokerBatchReader
-        return KBrokerBatchReader(SourceOptions.parse(self.options, streaming=False))
+        return KBrokerBatchReader(SourceOptions.parse(options_for(self.options, schema), streaming=False))
 
     def streamReader(self, schema):
         from broker.spark.stream import KBrokerStreamReader
         try:
-            return KBrokerStreamReader(SourceOptions.parse(self.options, streaming=True))
+            return KBrokerStreamReader(SourceOptions.parse(options_for(self.options, schema), streaming=True))
         except Exception as exc:  # noqa: BLE001 - reported on first use, see the module docstring
             return _RefusedStreamReader(exc)
 
     def writer(self, schema, overwrite: bool):
         from broker.spark.writer import KBrokerBatchWriter
         _no_overwrite(overwrite)
-        return KBrokerBatchWriter(SinkOptions.parse(self.options), schema)
+        return KBrokerBatchWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
     def streamWriter(self, schema, overwrite: bool):
         from broker.spark.writer import KBrokerStreamWriter
-        return KBrokerStreamWriter(SinkOptions.parse(self.options), schema)
+        return KBrokerStreamWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
 
 class _RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

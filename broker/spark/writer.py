@@ -108,6 +108,19 @@ def check_schema(schema, opts: SinkOptions) -> None:
 # ---------------------------------------------------------------- Arrow columns -> native
 
 
+def _not_read_rows(rb: pa.RecordBatch) -> None:
+    """A write through a catalog table's options takes no row read from a kbroker topic
+    as it is (its `offset` set). Such rows carry the options of the table they were read
+    from: when a query's columns are exactly a kbroker table's (INSERT INTO t2 SELECT *
+    FROM t), Spark passes them to the sink without matching them to the table written to,
+    so the options the sink finds are t's, and the rows would go back to t's topic."""
+    offsets = _column(rb, "offset")
+    if offsets is not None and offsets.null_count < len(offsets):
+        raise ValueError("kbroker sink: rows read from a kbroker table cannot be inserted into a kbroker table as "
+                         "they are (Spark would hand the sink the options of the table they come from): name the "
+                         "columns written, e.g. INSERT INTO t (key, value) SELECT key, value FROM ...")
+
+
 def _column(rb: pa.RecordBatch, name: str):
     names = [n.lower() for n in rb.schema.names]
     return rb.column(names.index(name)) if name in names else None
@@ -191,6 +204,8 @@ class TaskWriter:
     def write_batch(self, rb: pa.RecordBatch) -> None:
         if rb.num_rows == 0:
             return
+        if self.o.table:
+            _not_read_rows(rb)
         if self.o.topic is not None:
             self._write_topic(self.o.topic, rb)
             return
