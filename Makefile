@@ -20,6 +20,8 @@
 PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
+# where Spark's discovery of the `kbroker` data source looks in the editable venv (below)
+SPARK_DISCOVERY := $(VENV)/spark-discovery/pyspark_kbroker.py
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # bytecode caches matter here: the generated protocol codecs are ~45k lines, compiled
 # afresh by every broker process the tests start when caching is disabled
@@ -60,7 +62,7 @@ serve: $(VENV)/.runtime
 # the suite in TEST_WORKERS processes (pytest-xdist; 0: in this one), grouped as
 # tests/conftest.py says; PYTEST_ARGS adds pytest options
 TEST_WORKERS ?= 2
-test: lint typecheck $(VENV)/.test sysdeps testdeps
+test: lint typecheck $(VENV)/.test $(SPARK_DISCOVERY) sysdeps testdeps
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the settings of ruff, cython-lint and mypy are in pyproject.toml
@@ -78,7 +80,7 @@ protocol: | $(VPY)
 
 # the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
 # the native and end-to-end benchmarks in this environment (no downloads, no builds)
-bench: $(VENV)/.bench
+bench: $(VENV)/.bench $(SPARK_DISCOVERY)
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
@@ -112,8 +114,8 @@ fuzz: $(VENV)/.bench
 faults: $(VENV)/.test sysdeps
 	$(VPY) bench/faults/run.py $(FAULTS_ARGS)
 
-install: $(VENV)/.runtime
-install-test: $(VENV)/.test
+install: $(VENV)/.runtime $(SPARK_DISCOVERY)
+install-test: $(VENV)/.test $(SPARK_DISCOVERY)
 
 $(VPY):
 	@echo "make: first use: creating $(VENV), then building the native core into it (a few minutes)"
@@ -123,6 +125,16 @@ $(VPY):
 $(VENV)/.tools: | $(VPY)
 	$(VPY) -m pip install -q $(BUILD_TOOLS)
 	touch $@
+
+# Spark finds the `kbroker` data source by itself (format("kbroker") without registering it)
+# through a top-level module pyspark_kbroker that pkgutil.iter_modules() lists on its Python
+# workers' sys.path. The editable install makes the module importable but not listed (its
+# finder has no sys.path entry), so the venv gets one: a directory holding only a link to
+# the checkout's pyspark_kbroker.py, named by a .pth file. A regular install needs none.
+$(SPARK_DISCOVERY): pyspark_kbroker.py | $(VPY)
+	mkdir -p $(VENV)/spark-discovery
+	ln -sf $(CURDIR)/pyspark_kbroker.py $@
+	$(VPY) -c "import sys, sysconfig; open(sysconfig.get_paths()['purelib'] + '/kbroker-spark-discovery.pth', 'w').write(sys.argv[1] + '\n')" $(CURDIR)/$(VENV)/spark-discovery
 
 $(VENV)/.runtime: $(SRC_STAMPS) | $(VENV)/.tools
 	@echo "make: building the native core and installing kbroker into $(VENV) (a minute or more)"

@@ -2,18 +2,15 @@
 broker process, a fresh topic per test.
 
 Discovery: Spark looks for top-level `pyspark_*` modules with pkgutil.iter_modules() in
-a Python worker, once per session, the first time a Python data source is looked up.
-A regular install puts pyspark_kbroker.py in site-packages, where iter_modules() lists
-it. The meson-python editable install (what `make test` uses) makes it importable from
-anywhere (its finder on sys.meta_path knows the module) but not listable: iter_modules()
-walks the sys.path directories, and the editable tree has no sys.path entry (the
-editable loader hooks only paths under its own packages). So the session gives Spark's
-Python workers the directory that holds pyspark_kbroker.py (the source tree with an
-editable install; site-packages otherwise) on PYTHONPATH — what a regular install
-provides — and records, before anything is registered, whether Spark discovered the
-source (test_discovery asserts it). It then registers the source explicitly too (the
-documented alternative; it replaces the discovered one), so the other tests do not
-depend on discovery.
+a Python worker, once per session, the first time a Python data source is looked up. A
+regular install puts pyspark_kbroker.py in site-packages, where iter_modules() lists it;
+the editable install of `make install-test` makes it importable but not listed, so the
+Makefile gives the venv a directory holding it (.venv/spark-discovery, on the path
+through a .pth file). The session is started as a user starts one, nothing added to the
+workers' path, and records, before anything is registered, whether Spark discovered the
+source (test_source_discovered_without_registration asserts it). It then registers the
+source explicitly too (the documented alternative; it replaces the discovered one), so
+the other tests do not depend on discovery.
 """
 from __future__ import annotations
 
@@ -50,7 +47,7 @@ def spark(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (module_dir, saved["PYTHONPATH"]) if p)
+    os.environ.pop("PYTHONPATH", None)
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     try:
         session = (SparkSession.builder.master("local[2]").appName("kbroker-tests")
