@@ -15,19 +15,20 @@ from broker.client import Cluster, Consumer, Producer
 
 ROOT = Path(__file__).resolve().parents[2]
 COPY = ROOT / "examples" / "copy" / "run.py"
-BATCH = re.compile(r"^batch (\d+): (\d+) records")
+#: the line the examples print per micro-batch: "batch 7: 1523 records in 0.84 s",
+#: "batch 7: 1523 views in, ..."
+BATCH = re.compile(r"^batch (\d+): (\d+) ")
 #: what Python prints between an exception and the one raised while handling it
 _CHAINED = "During handling of the above exception"
 
 
-class CopyJob:
-    """examples/copy/run.py in a process group of its own (python, its Spark JVM and, in
-    local mode, its Python workers): kill9() is the driver's kill -9; stop() is SIGTERM."""
+class JobProcess:
+    """A Spark driver (an example's run.py) in a process group of its own (python, its
+    Spark JVM and, in local mode, its Python workers), its output lines timed: kill9()
+    is the driver's kill -9; stop() is SIGTERM."""
 
-    def __init__(self, bootstrap: str, source: str, sink: str, checkpoint, master: str = "local[2]",
-                 env: dict | None = None, extra: list[str] | None = None, log_path=None):
-        self.cmd = [sys.executable, str(COPY), "--bootstrap", bootstrap, "--source", source, "--sink", sink,
-                    "--checkpoint", str(checkpoint), "--master", master, *(extra or [])]
+    def __init__(self, cmd: list[str], env: dict | None = None, log_path=None):
+        self.cmd = cmd
         self.env = dict(env or os.environ)
         self.lines: list[tuple[float, str]] = []          # (monotonic, line)
         self.batches: list[tuple[float, int, int]] = []   # (monotonic, batch id, records)
@@ -35,7 +36,7 @@ class CopyJob:
         self.log_path = log_path
         self.stop_requested: float | None = None          # monotonic time of stop()
 
-    def start(self) -> CopyJob:
+    def start(self):
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=self.env, cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read, daemon=True).start()
@@ -127,6 +128,27 @@ class CopyJob:
     def close(self) -> None:
         if self.alive:
             self.kill9()
+
+    def wait_for_line(self, pattern: str, timeout: float = 300.0) -> re.Match:
+        """The first output line matching `pattern` (a regex); the job must stay up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for _, line in list(self.lines):
+                m = re.search(pattern, line)
+                if m:
+                    return m
+            assert self.alive, f"the job exited ({self.proc.returncode}):\n{self.output()}"
+            assert time.monotonic() < deadline, f"no {pattern!r} within {timeout} s:\n{self.output()}"
+            time.sleep(0.2)
+
+
+class CopyJob(JobProcess):
+    """examples/copy/run.py."""
+
+    def __init__(self, bootstrap: str, source: str, sink: str, checkpoint, master: str = "local[2]",
+                 env: dict | None = None, extra: list[str] | None = None, log_path=None):
+        super().__init__([sys.executable, str(COPY), "--bootstrap", bootstrap, "--source", source, "--sink", sink,
+                          "--checkpoint", str(checkpoint), "--master", master, *(extra or [])], env, log_path)
 
 
 def value(partition: int, seq: int) -> bytes:

@@ -26,7 +26,8 @@ from tests.pipelines.helpers import (
     substitute,
 )
 
-SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60"}
+SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60",
+         "exactly_once/run.py": "--duration 6 --rate 200 --speedup 120"}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -95,6 +96,8 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
                 cmd += f" --out {tmp_path / 'clickstream'}"
             if "examples/copy/run.py" in cmd:
                 cmd += f" --checkpoint {tmp_path / 'copy'}"
+            if "examples/exactly_once/run.py" in cmd:
+                cmd += f" --checkpoint {tmp_path / 'exactly-once'}"
             t0 = time.monotonic()
             r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=env, capture_output=True,
                                text=True, timeout=400)
@@ -107,13 +110,16 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
         assert report["in"] == 1000 and report["duplicates"] == 0, report
         copied = next(out for line, out in outputs.items() if "examples/copy/run.py" in line)
         assert "batch 0: 1000 records" in copied and copied.splitlines()[-1] == "0 task(s) failed", copied
+        counted = next(out for line, out in outputs.items() if "examples/exactly_once/run.py" in line)
+        assert re.search(r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, 0 wrong", counted,
+                         re.M), counted
         consumed = next(out for line, out in outputs.items() if "consume --topic out" in line)
         assert len(consumed.splitlines()) == 3 and all(v.startswith("RECORD ") for v in consumed.splitlines())
         apps = {a["name"] for a in spark_standalone.status()["completedapps"]}
-        assert {"clickstream", "copy in to out"} <= apps, apps       # they ran on the standalone cluster
+        assert {"clickstream", "copy in to out", "exactly-once view counts"} <= apps, apps   # on the standalone cluster
         from broker.client import Cluster
         with Cluster(bootstrap) as c:
-            for t in ("clicks", "click-counts", "in", "out"):
+            for t in ("clicks", "click-counts", "in", "out", "views", "view-counts"):
                 assert all(len(p.replicas) == 3 for p in c.topic(t).partitions.values()), t
 
         # what the page has typed into run.py's terminal
