@@ -131,10 +131,14 @@ $(VENV)/.tools: | $(VPY)
 # workers' sys.path. The editable install makes the module importable but not listed (its
 # finder has no sys.path entry), so the venv gets one: a directory holding only a link to
 # the checkout's pyspark_kbroker.py, named by a .pth file. A regular install needs none.
-$(SPARK_DISCOVERY): pyspark_kbroker.py | $(VPY)
+# Its last line imports tools/spark_discovery/kbroker_pyspark_path.py, linked there too:
+# Spark's Python workers then import pyspark compiled, from site-packages, rather than
+# from the pyspark.zip Spark puts first on their path (see that file).
+$(SPARK_DISCOVERY): pyspark_kbroker.py tools/spark_discovery/kbroker_pyspark_path.py | $(VPY)
 	mkdir -p $(VENV)/spark-discovery
 	ln -sf $(CURDIR)/pyspark_kbroker.py $@
-	$(VPY) -c "import sys, sysconfig; open(sysconfig.get_paths()['purelib'] + '/kbroker-spark-discovery.pth', 'w').write(sys.argv[1] + '\n')" $(CURDIR)/$(VENV)/spark-discovery
+	ln -sf $(CURDIR)/tools/spark_discovery/kbroker_pyspark_path.py $(VENV)/spark-discovery/
+	$(VPY) -c "import sys, sysconfig; open(sysconfig.get_paths()['purelib'] + '/kbroker-spark-discovery.pth', 'w').write(sys.argv[1] + '\nimport kbroker_pyspark_path\n')" $(CURDIR)/$(VENV)/spark-discovery
 
 $(VENV)/.runtime: $(SRC_STAMPS) | $(VENV)/.tools
 	@echo "make: building the native core and installing kbroker into $(VENV) (a minute or more)"

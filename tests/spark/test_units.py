@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -568,3 +569,21 @@ def test_exactly_once_capability_is_the_brokers_api_versions():
     assert transactions_missing(Conn()) is None
     Conn.versions = {ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FIND_COORDINATOR: (0, 0)}
     assert transactions_missing(Conn()) == "ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR"
+
+
+def test_spark_workers_import_pyspark_compiled_in_this_venv():
+    """Spark puts $SPARK_HOME/python/lib/pyspark.zip and py4j's zip first on its Python
+    workers' path; with PySpark installed by pip those are the files of the pyspark
+    package in site-packages, uncompiled (a zip has no bytecode cache). The venv's
+    kbroker-spark-discovery.pth (make install-test) moves them after site-packages: a
+    worker imports the same pyspark, compiled."""
+    import pyspark
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = sorted(str(z) for z in lib.glob("*.zip"))
+    assert any("pyspark.zip" in z for z in zips), zips
+    code = "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(zips)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [".zip" in line for line in r.stdout.split()] == [False, False], \
+        f"{r.stdout} (a venv made without `make install-test`?)"
