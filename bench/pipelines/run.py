@@ -5,6 +5,7 @@ own Kafka connector, and the sink's throughput at RF=3 acks=all.
     .venv/bin/python bench/pipelines/run.py                           # every step
     .venv/bin/python bench/pipelines/run.py --only stall --trials 5 --session-ms 18000
     .venv/bin/python bench/pipelines/run.py --only read,write --rounds 5 --messages 2000000
+    .venv/bin/python bench/pipelines/run.py --only eos-stall --observe-s 40
     .venv/bin/python bench/pipelines/run.py --json bench/results/pipelines.json
 
 It starts a ZooKeeper and brokers 1..3 on loopback (tests/support/cluster.py, the test
@@ -31,6 +32,9 @@ read    --messages records of 100 B (6 partitions, RF=3, written once with the s
 write   the same rows (cached in Spark) written by a Spark batch job through the kbroker
         sink into a fresh RF=3 topic (min.insync.replicas=2, acks=all, the default),
         --rounds times after a warm-up.
+eos-stall  (issue 41) the copy with the sink's deliveryGuarantee=exactly-once, a
+        read_committed consumer of its output, and each broker of the cluster killed -9
+        in turn: the stall of the committed output per kill (step_eos_stall).
 
 Medians (and every value) are printed, with the 1-minute load average; --json writes
 them. It waits while a fault run (bench/faults/run.py), the test suite (/tmp/ci-running)
@@ -141,14 +145,15 @@ class TimedProducer(threading.Thread):
 class ArrivalWatcher(threading.Thread):
     """Reads `topic` from its end; arrivals: (arrival time, send time) in epoch seconds."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, isolation_level: int = 0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
+        self.isolation_level = isolation_level          # 1: read_committed (what an exactly-once sink committed)
         self.stop = threading.Event()
         self.arrivals: list[tuple[float, float]] = []
 
     def run(self) -> None:
-        with Consumer(self.bootstrap, max_wait_ms=50) as c:
+        with Consumer(self.bootstrap, max_wait_ms=50, isolation_level=self.isolation_level) as c:
             c.assign(self.topic, None, "latest")
             while not self.stop.is_set():
                 try:
@@ -261,6 +266,86 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
             print(f"{how}: median failover {out[how]['failover_s']:.2f} s, stall {out[how]['stall_s']:.2f} s "
                   f"(stall - failover {out[how]['stall_minus_failover_s']:.2f} s), max end-to-end "
                   f"{out[how]['max_e2e_s']:.2f} s", flush=True)
+    return out
+
+
+def coordinator_of(bootstrap: str, txn_id: str) -> int:
+    from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
+    with Client(bootstrap) as c:
+        conn = c.any_connection()
+        r = conn.request(FindCoordinatorRequest(key=txn_id, key_type=1),
+                         min(conn.version_for(FindCoordinatorRequest.API_KEY), 3))
+        return r.node_id if r.error_code == 0 else -1
+
+
+def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dict:
+    """examples/copy/run.py --exactly-once copies `eos-in` to `eos-out` while --rate
+    records/s are produced; a read_committed consumer notes when each record's copy is
+    committed. Each broker of the cluster is killed -9 in turn (the controller's, the
+    coordinators of the query's transactional ids among them), then restarted once the
+    copy goes on, every replica in sync again before the next. Per kill: the failover of
+    the partitions the broker led, the stall (the longest time without a committed copy
+    arriving, from 2 s before the kill to --observe-s after), the largest send-to-commit
+    latency of the records sent around it; the query must not fail."""
+    create(cluster.bootstrap, "eos-in")
+    create(cluster.bootstrap, "eos-out")
+    job = CopyJob(cluster.bootstrap, "eos-in", "eos-out", tmp / "eos-checkpoint", master=spark.master_url,
+                  env=spark.env, extra=["--exactly-once"], log_path=tmp / "eos-copy.log").start()
+    producer = TimedProducer(cluster.bootstrap, "eos-in", args.rate)
+    watcher = ArrivalWatcher(cluster.bootstrap, "eos-out", isolation_level=1)
+    trials = []
+    try:
+        query = job.wait_for_line(r"query (\S+)\)", timeout=300).group(1)
+        job.wait_for_batches(1, timeout=300)
+        watcher.start()
+        producer.start()
+        job.wait_for_batches(3, records=True, timeout=300)
+        time.sleep(10)
+        # the copy's transactional ids: one per Spark partition of the source (6)
+        coordinators = {i: coordinator_of(cluster.bootstrap, f"{query}-{i}") for i in range(PARTITIONS)}
+        controller = cluster.wait_for_controller()
+        for victim in sorted(cluster.ids):
+            caught_up(watcher, lag=args.lag_s)
+            parts = led_by(cluster, ("eos-in", "eos-out"), victim)
+            load = load1()
+            t_signal = time.time()
+            cluster.kill(victim)
+            failover = failover_time(cluster, parts, victim, t_signal)
+            time.sleep(args.observe_s)
+            arrivals = [a for a, _ in watcher.arrivals]
+            stall = max_gap(arrivals, t_signal - 2, t_signal + args.observe_s)
+            baseline = max_gap(arrivals, t_signal - 10, t_signal)
+            sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
+            window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
+            e2e = max(window) if window and len(window) >= sent else float("nan")
+            roles = ([f"coordinator of {sum(1 for b in coordinators.values() if b == victim)} of the query's "
+                      f"transactional ids"] if victim in coordinators.values() else [])
+            roles += ["controller"] if victim == controller else []
+            row = {"victim": victim, "roles": roles, "partitions_led": len(parts), "failover_s": round(failover, 3),
+                   "stall_s": round(stall, 3), "baseline_gap_s": round(baseline, 3), "max_e2e_s": round(e2e, 3),
+                   "load1": round(load, 2)}
+            trials.append(row)
+            print(f"  kill -9 broker {victim} ({', '.join(roles) or 'no role'}; {len(parts)} partitions): "
+                  f"failover {failover:.2f} s, stall {stall:.2f} s (baseline gap {baseline:.2f} s), max send to "
+                  f"commit {e2e:.2f} s, load {load:.1f}", flush=True)
+            assert job.alive and not job.failed(), job.output()
+            cluster.broker(victim).start(timeout=120)
+            heal(cluster, ("eos-in", "eos-out"))
+            time.sleep(10)
+            controller = cluster.wait_for_controller()
+    finally:
+        producer.stop.set()
+        watcher.stop.set()
+        producer.join(30)
+        watcher.join(30)
+        job.close()
+    goal = args.session_ms / 1000 + 5
+    out = {"rate": args.rate, "session_ms": args.session_ms, "goal_stall_s": goal, "trials": trials,
+           "stall_s_max": max(t["stall_s"] for t in trials), "stall_s_median": statistics.median(
+               t["stall_s"] for t in trials)}
+    print(f"exactly-once copy, each broker killed -9: stall median {out['stall_s_median']:.2f} s, largest "
+          f"{out['stall_s_max']:.2f} s (goal: at most zookeeper.session.timeout.ms + 5 s = {goal:g} s); "
+          f"the query never failed", flush=True)
     return out
 
 
@@ -385,7 +470,8 @@ def step_throughput(cluster: Cluster, spark: SparkStandalone, args, steps: set[s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="stall,read,write", help="steps, comma-separated: stall, read, write")
+    ap.add_argument("--only", default="stall,read,write",
+                    help="steps, comma-separated: stall, eos-stall, read, write")
     ap.add_argument("--session-ms", type=int, default=18000, help="zookeeper.session.timeout.ms (Kafka's default)")
     ap.add_argument("--trials", type=int, default=3, help="stall: trials of each kind (kill -9, SIGTERM)")
     ap.add_argument("--rate", type=float, default=1000, help="stall: records/s produced")
@@ -403,8 +489,8 @@ def main() -> int:
                          "(a loaded machine: say so beside the figures)")
     args = ap.parse_args()
     steps = {s.strip() for s in args.only.split(",") if s.strip()}
-    if not steps <= {"stall", "read", "write"}:
-        ap.error(f"--only: unknown step(s) {sorted(steps - {'stall', 'read', 'write'})}")
+    if not steps <= {"stall", "eos-stall", "read", "write"}:
+        ap.error(f"--only: unknown step(s) {sorted(steps - {'stall', 'eos-stall', 'read', 'write'})}")
 
     def give_up(*_):
         raise TimeoutError(f"the benchmark took over --timeout-s={args.timeout_s} s")
@@ -430,6 +516,8 @@ def main() -> int:
                   f"Spark {spark.master_url}", flush=True)
             if "stall" in steps:
                 results["stall"] = step_stall(cluster, spark, args, tmp)
+            if "eos-stall" in steps:
+                results["eos_stall"] = step_eos_stall(cluster, spark, args, tmp)
             if steps & {"read", "write"}:
                 results.update(step_throughput(cluster, spark, args, steps & {"read", "write"}))
         failed = False
