@@ -360,7 +360,24 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "Per-address exceptions to max.connections.per.ip, as HOST:COUNT[,HOST:COUNT] (names or addresses).",
        _ip_overrides),
     _K("connections.max.idle.ms", _L, 600000,
-       "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
+       "A connection idle this long (no complete request, nothing in progress) is closed; negative: never."),
+    _K("connections.max.unauthenticated.ms", _L, 10000,
+       "A connection of a TLS or SASL listener that has not completed its TLS handshake and SASL "
+       "authentication this long after it was accepted is closed.", _at_least(1)),
+    _K("max.connections.unauthenticated", _I, -1,
+       "Most connections still authenticating (TLS handshake, SASL) at once; a new one beyond it closes "
+       "the oldest. -1: half the process's limit of open files.", _at_least(-1)),
+    _K("queued.max.request.bytes", _L, -1,
+       "Bytes of received requests not yet handled, over all connections, beyond which no connection "
+       "starts reading another request (a request's bytes count from when its size is read); 0 or "
+       "negative: no bound.", ),
+    _K("queued.max.request.bytes.per.connection", _L, 4 * 1024 * 1024,
+       "Bytes of requests one connection may have received behind a request still in flight (a long "
+       "poll, acks=all) before the broker stops reading it until that request is answered; 0: nothing "
+       "is read while a request is in flight, as Kafka's broker does.", _at_least(0)),
+    _K("fetch.wait.max.ms", _I, 30000,
+       "Longest a Fetch waits for its min_bytes: a client asking for a longer max_wait_ms is answered "
+       "after this.", _at_least(0)),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
     # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
     _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
@@ -448,7 +465,7 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker runs one event loop (no thread pools or request queues to size)": """
         num.network.threads num.io.threads background.threads
         num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
-        queued.max.requests queued.max.request.bytes""",
+        queued.max.requests""",
     "kbroker's purgatory drops a wait when it completes (there is nothing to purge)": """
         fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
         delete.records.purgatory.purge.interval.requests""",

@@ -37,8 +37,18 @@ Invariants:
   one request): a client pipelining thousands of requests cannot stall the others (Kafka
   polls its connections in turn, one request each; cheap requests are taken in batches
   here, so that their answers still go out together).
-- Reading pauses while too many frames wait or too much output is queued
-  (backpressure), and resumes as they drain.
+- Reading is a function of the connection's state (_may_read, applied by
+  _update_reading whenever an input to it changes): it pauses while the connection is
+  closing, muted by a quota, while too much output is queued (backpressure), while
+  MAX_PENDING_FRAMES wait, while a request is in flight and the requests received behind
+  it (with the one being received, counted at its announced size) reach
+  queued.max.request.bytes.per.connection, and — between frames — while the requests
+  queued on the whole broker reach queued.max.request.bytes (RequestMemory). Kafka mutes
+  a connection while one of its requests is in flight; this one reads on up to the
+  per-connection bound, so a client's small pipelined requests keep their pace while a
+  long poll of its holds no more than the bound behind it.
+- Every byte counted in queued_bytes is released exactly once: as its frame is handed
+  to dispatch, or when the connection closes.
 - Every FileSlice handed to the output queue is closed exactly once: after it is sent
   or when the connection closes.
 - All methods run on the event loop thread.
@@ -73,6 +83,44 @@ _FETCH = 1
 _FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
 
+class RequestMemory:
+    """queued.max.request.bytes: the requests received and not yet handled on all
+    connections of a broker, together (Kafka's MemoryPool of its SocketServer). A
+    connection counts its waiting frames and the frame it is receiving at that frame's
+    announced size; once `used` reaches `limit`, no connection starts reading another
+    frame (one in the middle of a frame finishes it, as Kafka lets a receive whose buffer
+    was allocated finish), and the connections that stopped resume as soon as handled
+    requests bring `used` below `limit` again."""
+
+    __slots__ = ("limit", "used", "waiting")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self.waiting: dict[Connection, None] = {}       # stopped for memory, in the order they stopped
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.limit
+
+    def add(self, delta: int) -> None:
+        self.used += delta
+        if delta < 0 and self.waiting and self.used < self.limit:
+            waiting = list(self.waiting)
+            self.waiting.clear()
+            for conn in waiting:
+                conn._update_reading()
+
+    def wait(self, conn: Connection) -> None:
+        self.waiting[conn] = None
+
+    def forget(self, conn: Connection) -> None:
+        """The connection closed: its bytes are free, and it waits for nothing."""
+        self.waiting.pop(conn, None)
+        if conn.queued_bytes:
+            self.add(-conn.queued_bytes)
+
+
 class _Slot:
     """One answer to come, in request order: its parts once known (and, with metrics on,
     the request's timing so far: api key, arrival, dispatch start and end, answer ready)."""
@@ -104,6 +152,13 @@ class Connection:
         self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
         self.pending: collections.deque = collections.deque()
+        self._pending_bytes = 0                        # the bytes of the frames in `pending`
+        #: what this connection holds of requests not yet handled: the pending frames and
+        #: the frame being received at its announced size (RequestMemory counts it)
+        self.queued_bytes = 0
+        #: queued.max.request.bytes.per.connection: reading stops at it while a request is in flight
+        self.max_queued_bytes: int = server.max_queued_bytes_per_connection
+        self.memory: RequestMemory | None = server.request_memory
         self.out: collections.deque = collections.deque()
         self.out_bytes = 0
         self.closed = False
@@ -133,7 +188,9 @@ class Connection:
         self.stats = getattr(server, "request_stats", None)
         self.arrived: collections.deque[float] = collections.deque()
         self.sending: list[tuple[int, float, float, float, float]] = []
-        self.last_active = self.loop.time()        # last bytes received or answer sent
+        #: the last complete request received or answer sent (a client trickling the bytes
+        #: of a frame it never completes stays idle: connections.max.idle.ms closes it)
+        self.last_active = self.loop.time()
         #: who the client is: "User:ANONYMOUS" until TLS or SASL says otherwise
         self.principal = "User:ANONYMOUS"
         security = acceptor.security if acceptor is not None else None
@@ -159,6 +216,9 @@ class Connection:
             self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
                                                                      do_handshake_on_connect=False)
             self._handshaking = True
+        #: the TLS handshake or the SASL authentication is still to complete (the server
+        #: bounds how long, and how many such connections there are)
+        self.authenticating = self._tls is not None or self.authenticator is not None
         self._resume_reading()
 
     def __repr__(self) -> str:
@@ -168,6 +228,13 @@ class Connection:
         """SASL authentication completed as `principal`: requests of any size from now on."""
         self.principal = principal
         self.frames.max_frame_size = self.server.services.config["socket.request.max.bytes"]
+        if self.authenticating:
+            self._established()
+
+    def _established(self) -> None:
+        """The TLS handshake and SASL authentication the listener asks for are done."""
+        self.authenticating = False
+        self.server.connection_established(self)
 
     # ------------------------------------------------------------------ reading
 
@@ -175,13 +242,50 @@ class Connection:
         if not self._reading and not self.closed and not self._peer_closed and self._unmute_handle is None:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
+            if self._tls is not None and not self._handshaking and self._tls.pending():
+                # OpenSSL holds decrypted bytes: the socket will not say readable for them
+                self.loop.call_soon(self._read_more)
 
     def _pause_reading(self) -> None:
         if self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False
 
+    def _may_read(self) -> bool:
+        """Whether to read more of the client's bytes now (the module docstring's rule)."""
+        if self.closed or self.closing or self._peer_closed or self._unmute_handle is not None or self._stalled:
+            return False
+        if len(self.pending) >= (MAX_PENDING_FRAMES if self._reading else MAX_PENDING_FRAMES // 2):
+            return False
+        if self.inflight and self.queued_bytes >= self.max_queued_bytes:
+            return False
+        memory = self.memory
+        if memory is not None and memory.exhausted and not self.frames.in_frame:
+            memory.wait(self)
+            return False
+        return True
+
+    def _update_reading(self) -> None:
+        if self._may_read():
+            self._resume_reading()
+        else:
+            self._pause_reading()
+
+    def _account(self) -> None:
+        """queued_bytes follows the pending frames and the frame being received."""
+        queued = self._pending_bytes + self.frames.reserved
+        delta = queued - self.queued_bytes
+        if delta:
+            self.queued_bytes = queued
+            if self.memory is not None:
+                self.memory.add(delta)
+
     def _on_readable(self) -> None:
+        memory = self.memory
+        if memory is not None and memory.exhausted and not self._handshaking and not self.frames.in_frame:
+            self._pause_reading()                   # another frame would go beyond queued.max.request.bytes
+            memory.wait(self)
+            return
         if self._tls is not None:
             if self._handshaking and not self._handshake():
                 return
@@ -193,13 +297,16 @@ class Connection:
         if not got:
             self._end_of_stream()
             return
-        now = self.last_active = self.loop.time()
+        now = self.loop.time()
+        pending = self.pending
+        count = len(pending)
         try:
             while True:
                 frame = self.frames.next_frame()
                 if frame is None:
                     break
-                self.pending.append(frame)
+                pending.append(frame)
+                self._pending_bytes += len(frame)
                 if self.stats is not None:
                     self.arrived.append(now)
         except ValueError as exc:        # FrameTooLarge / InvalidFrame
@@ -208,10 +315,13 @@ class Connection:
             self.server.log_bad_request(logging.WARNING, "%s: %s%s; closing the connection", self, exc, before)
             self.close()
             return
-        if self.pending and not self._run_scheduled and self._may_dispatch():
+        if len(pending) > count:
+            self.last_active = now
+        self._account()
+        if pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
-        if len(self.pending) >= MAX_PENDING_FRAMES:
-            self._pause_reading()
+        else:
+            self._update_reading()
 
     def _recv(self) -> int | None:
         """Reads what the socket has into the frame reader: the rest of a large frame
@@ -297,6 +407,8 @@ class Connection:
             self.server.audit_failure(self, f"TLS client refused: {exc}")
             self.close()
             return False
+        if self.authenticator is None:
+            self._established()
         return True
 
     def _handshake_wants_write(self, want: bool) -> None:
@@ -464,6 +576,7 @@ class Connection:
                     self._stalled = True
                     break
                 frame = self.pending.popleft()
+                self._pending_bytes -= len(frame)
                 api_key = _api_key(frame)
                 result = dispatch(self, frame)
                 if self.closed:
@@ -491,10 +604,11 @@ class Connection:
             log.exception("%s: request processing failed; closing", self)
             self.close()
             return
+        self._account()
         if self._peer_closed:
             self._close_if_drained()
-        elif not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
-            self._resume_reading()
+        else:
+            self._update_reading()
 
     def _schedule_run(self) -> None:
         """Continues handling in a later loop turn: behind the I/O callbacks of every
@@ -536,6 +650,8 @@ class Connection:
             self._run_pending()
         elif self._peer_closed:
             self._close_if_drained()
+        else:
+            self._update_reading()          # nothing in flight may have been what held it
 
     def waiting_tasks(self) -> list[asyncio.Task]:
         """The tasks of the requests still waiting (for a clean shutdown to await)."""
@@ -571,8 +687,7 @@ class Connection:
         self._unmute_handle = None
         if self.closed:
             return
-        if not self._stalled and len(self.pending) < MAX_PENDING_FRAMES:
-            self._resume_reading()
+        self._update_reading()
         if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
         elif self._peer_closed:
@@ -658,6 +773,8 @@ class Connection:
         self.closing = True
         self._pause_reading()
         self.pending.clear()
+        self._pending_bytes = 0
+        self._account()
         if not self.out and self._chunk is None and not self._flush_scheduled:
             self.loop.call_soon(self._close_if_sent)
 
@@ -678,7 +795,7 @@ class Connection:
             self._writing = False
         if self._stalled and self.out_bytes < MAX_PENDING_OUTPUT:
             self._stalled = False
-            self._resume_reading()
+            self._update_reading()
             self._schedule_run()
 
     def _observe_sent(self, now: float) -> None:
@@ -714,6 +831,9 @@ class Connection:
         self.out.clear()
         self._chunk = None
         self.pending.clear()
+        if self.memory is not None:
+            self.memory.forget(self)
+        self.queued_bytes = self._pending_bytes = 0
         self.arrived.clear()
         self.sending.clear()
         for slot in self.inflight:

@@ -12,7 +12,11 @@ dispatch(connection, frame):
     request = decode body                         malformed -> close (as Kafka does);
                                                   bytes after the body are ignored (as
                                                   Kafka does: librdkafka sends some)
-    response = await handler.handle(ctx, request) None -> no response (acks=0)
+    response = await handler.handle(ctx, request) None -> no response (acks=0);
+                                                  out of descriptors or memory (EMFILE,
+                                                  ENFILE ...) -> UNKNOWN_SERVER_ERROR in
+                                                  every error code, with the reason
+                                                  (protocol/error_response.py)
     -> encode_response parts for the connection's output queue
 
 Kafka's own SocketServer closes connections on the same conditions; clients reconnect.
@@ -25,9 +29,17 @@ Accepting (Kafka's Acceptor and ConnectionQuotas):
 - when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
   listening socket is left alone for a backoff that doubles up to ACCEPT_BACKOFF_MAX_S,
   and the failure is logged once per LOG_INTERVAL_S: never a loop spinning on it;
-- a connection idle for connections.max.idle.ms (nothing received, nothing in progress,
-  nothing to send) is closed, as a truncated frame left open would otherwise be held
-  forever.
+- a connection idle for connections.max.idle.ms (no complete request received, nothing
+  in progress, nothing to send) is closed, as a truncated frame left open would
+  otherwise be held forever — also one whose client trickles a frame's bytes;
+- a connection of a TLS or SASL listener is "authenticating" until its TLS handshake and
+  SASL authentication are done: one still authenticating after
+  connections.max.unauthenticated.ms is closed, and at most
+  max.connections.unauthenticated of them are open (by default half the process's
+  open-file limit): a new one beyond it closes the oldest. Connections that
+  authenticated, and the files the broker opens, always have the other half; a client
+  authenticates in milliseconds, so a flood of connections that never do cannot keep
+  one that does out.
 """
 from __future__ import annotations
 
@@ -36,6 +48,7 @@ import collections
 import errno
 import ipaddress
 import logging
+import resource
 import socket
 import time
 from typing import TYPE_CHECKING, cast
@@ -43,10 +56,11 @@ from typing import TYPE_CHECKING, cast
 from broker.config import Listener, parse_ip_overrides
 from broker.protocol import codec
 from broker.protocol._runtime import Message
+from broker.protocol.error_response import error_response
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
 from broker.security.acl import Operation, ResourceType
-from broker.server.connection import Connection
+from broker.server.connection import Connection, RequestMemory
 from broker.server.handlers import (
     ERROR_RESPONSES,
     HANDLERS,
@@ -213,6 +227,18 @@ class Server:
         self.per_ip: collections.Counter[str] = collections.Counter()
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s: float | None = None if idle_ms < 0 else idle_ms / 1000
+        #: queued.max.request.bytes (None: unbounded, Kafka's default) and the bound of one
+        #: connection's requests behind one in flight (connection.py)
+        queued = config["queued.max.request.bytes"]
+        self.request_memory = RequestMemory(queued) if queued > 0 else None
+        self.max_queued_bytes_per_connection: int = config["queued.max.request.bytes.per.connection"]
+        #: the connections still authenticating (TLS handshake, SASL), oldest first, with
+        #: when they were accepted
+        self.authenticating: dict[Connection, float] = {}
+        self.unauthenticated_s = config["connections.max.unauthenticated.ms"] / 1000
+        self.max_unauthenticated = max_unauthenticated(config["max.connections.unauthenticated"])
+        self._auth_deadline: asyncio.TimerHandle | None = None
+        self._log_unauthenticated = ThrottledLog()
         self._serving = False                          # serve() opens the door
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
@@ -370,7 +396,10 @@ class Server:
                                     "net.core.wmem_max", self._buffers_checked)
                 except OSError as exc:
                     log.debug("%s: SO_SNDBUF not set: %s", addr, exc)
-            self.connections.add(Connection(self, conn_sock, addr, acceptor))
+            conn = Connection(self, conn_sock, addr, acceptor)
+            self.connections.add(conn)
+            if conn.authenticating:
+                self._authenticating(conn)
 
     def _back_off(self, exc: OSError) -> None:
         self._backoff_s = min(max(2 * self._backoff_s, ACCEPT_BACKOFF_MIN_S), ACCEPT_BACKOFF_MAX_S)
@@ -384,7 +413,44 @@ class Server:
         self._backoff = None
         self._update_accepting()
 
+    def _authenticating(self, conn: Connection) -> None:
+        """A new connection that must authenticate: the oldest still authenticating is
+        closed when max.connections.unauthenticated are open; the deadline is armed."""
+        waiting = self.authenticating
+        if len(waiting) >= self.max_unauthenticated:
+            oldest = next(iter(waiting))
+            self._log_unauthenticated(logging.WARNING, "max.connections.unauthenticated (%d) reached: the "
+                                                       "oldest connection still authenticating (%s) closed",
+                                      self.max_unauthenticated, peer_ip(oldest.address))
+            oldest.close()
+        waiting[conn] = self.loop.time()
+        if self._auth_deadline is None:
+            self._auth_deadline = self.loop.call_later(self.unauthenticated_s, self._close_unauthenticated)
+
+    def connection_established(self, conn: Connection) -> None:
+        """The connection completed its TLS handshake and SASL authentication."""
+        self.authenticating.pop(conn, None)
+
+    def _close_unauthenticated(self) -> None:
+        """Closes the connections that have been authenticating for longer than
+        connections.max.unauthenticated.ms; runs again when the next one's time is up."""
+        self._auth_deadline = None
+        now = self.loop.time()
+        expired = []
+        for conn, accepted in self.authenticating.items():
+            if accepted + self.unauthenticated_s > now:
+                break
+            expired.append(conn)
+        for conn in expired:
+            self.audit_failure(conn, "authentication not completed within connections.max.unauthenticated.ms "
+                                     f"({self.unauthenticated_s * 1000:.0f} ms); closing")
+            conn.close()
+        if self.authenticating:
+            first = next(iter(self.authenticating.values()))
+            self._auth_deadline = self.loop.call_at(first + self.unauthenticated_s, self._close_unauthenticated)
+
     def connection_closed(self, conn: Connection) -> None:
+        self.authenticating.pop(conn, None)
         if conn in self.connections:
             self.connections.discard(conn)
             ip = peer_ip(conn.address)
@@ -411,10 +477,10 @@ class Server:
     def stop_listening(self) -> None:
         if self.stall is not None:
             self.stall.close()
-        for handle in (self._backoff, self._idle_sweep):
+        for handle in (self._backoff, self._idle_sweep, self._auth_deadline):
             if handle is not None:
                 handle.cancel()
-        self._backoff = self._idle_sweep = None
+        self._backoff = self._idle_sweep = self._auth_deadline = None
         for acceptor in self.acceptors:
             if acceptor.sock is not None:
                 if acceptor.accepting:
@@ -508,15 +574,20 @@ class Server:
             conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header, received)
         quotas = self.quotas
-        if quotas is not None and quotas.enabled and api_key not in QUOTA_EXEMPT:
-            quotas.for_connection(conn, header.client_id)
-            started = time.perf_counter()
-            response = handler.handle(ctx, request)
-            self._record_quotas(ctx, conn, header, len(frame), time.perf_counter() - started)
-        else:
-            response = handler.handle(ctx, request)
+        try:
+            if quotas is not None and quotas.enabled and api_key not in QUOTA_EXEMPT:
+                quotas.for_connection(conn, header.client_id)
+                started = time.perf_counter()
+                response = handler.handle(ctx, request)
+                self._record_quotas(ctx, conn, header, len(frame), time.perf_counter() - started)
+            else:
+                response = handler.handle(ctx, request)
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            response = self._out_of_resources(conn, header, request, exc)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response, ctx, request if api_key == self.request_log_api else None)
+            return self._finish(header, response, ctx, request, api_key == self.request_log_api)
         self.requests_handled += 1
         if api_key == self.request_log_api:
             self._log_request(conn, header, request, response)
@@ -589,11 +660,32 @@ class Server:
                           header.request_api_version, header.correlation_id, conn, header.client_id,
                           1000 * (self.loop.time() - conn.last_active), request, response)
 
-    async def _finish(self, header, awaitable, ctx: RequestContext, logged=None) -> list | None:
-        response = await awaitable
+    def _out_of_resources(self, conn: Connection, header, request, exc: OSError) -> Message | None:
+        """A request whose handling ran out of descriptors or memory (EMFILE, ENFILE ...):
+        answered UNKNOWN_SERVER_ERROR in every error code with the reason, as Kafka answers
+        a request its handler failed on, never with the connection dropped (but an acks=0
+        Produce, which has no answer: its connection is closed, Kafka's way of telling)."""
+        reason = exc.strerror or str(exc)
+        if header.request_api_key == 0 and request.acks == 0:
+            self.log_bad_request(logging.WARNING, "%s: acks=0 Produce failed: %s; closing", conn, reason)
+            conn.close()
+            return None
+        self.log_bad_request(logging.WARNING, "%s: %s v%d failed: %s; answered UNKNOWN_SERVER_ERROR", conn,
+                             HANDLERS[header.request_api_key].__name__.rsplit(".", 1)[-1],
+                             header.request_api_version, reason)
+        return error_response(header.request_api_key, header.request_api_version, request,
+                              ErrorCode.UNKNOWN_SERVER_ERROR, reason)
+
+    async def _finish(self, header, awaitable, ctx: RequestContext, request, logged: bool) -> list | None:
+        try:
+            response = await awaitable
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            response = self._out_of_resources(ctx.connection, header, request, exc)
         self.requests_handled += 1
-        if logged is not None:
-            self._log_request(ctx.connection, header, logged, response)
+        if logged:
+            self._log_request(ctx.connection, header, request, response)
         if response is None:
             if ctx.throttle_ms:
                 ctx.connection.mute(ctx.throttle_ms / 1000)
@@ -626,6 +718,20 @@ def _listen_error(acceptor: Acceptor, exc: OSError) -> OSError:
     error = OSError(f"cannot listen on {host}:{acceptor.port}: {exc.strerror or exc}")
     error.errno = exc.errno
     return error
+
+
+def max_unauthenticated(configured: int) -> int:
+    """max.connections.unauthenticated: as configured, or (-1) half the process's limit of
+    open files (RLIMIT_NOFILE's soft limit), at least 1."""
+    if configured >= 0:
+        return max(configured, 1)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return INT_MAX
+    return max(soft // 2, 1)
+
+
+INT_MAX = 2**31 - 1
 
 
 def peer_ip(address) -> str:

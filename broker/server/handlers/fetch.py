@@ -222,7 +222,9 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     if replica_id >= 0:
         ctx.connection.follower = True       # its requests' metrics are FetchFollower's
-    deadline = ctx.received + max(request.max_wait_ms, 0) / 1000
+    # fetch.wait.max.ms bounds the wait a client may ask for (what a long poll holds of its
+    # connection, and the requests queued behind it, ends by then)
+    deadline = ctx.received + min(max(request.max_wait_ms, 0), ctx.services.config["fetch.wait.max.ms"]) / 1000
     responses, total, watched, errors = _read_all(ctx, request, version, replica_id)
     if _done(ctx, request, total, watched, errors, deadline):
         return _answer(ctx, responses, total, replica_id, errors)
