@@ -221,12 +221,13 @@ class LogManager:
     # ------------------------------------------------------------------ startup
 
     def lock_dirs(self) -> None:
-        """Creates the log dirs and takes their locks (one broker process per dir). A dir
-        that cannot be created or locked for an I/O error starts offline."""
+        """Creates the log dirs (mode log.dirs.mode; a dir that exists keeps its own) and
+        takes their locks (one broker process per dir). A dir that cannot be created or
+        locked for an I/O error starts offline."""
         for d in self.dirs:
             if d not in self._locked and d not in self.offline_dirs:
                 try:
-                    os.makedirs(d, exist_ok=True)
+                    os.makedirs(d, mode=self.config.log_dirs_mode, exist_ok=True)
                     self._lock(d)
                 except OSError as exc:
                     self._offline_at_start(d, exc)

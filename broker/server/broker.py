@@ -340,7 +340,7 @@ class Broker:
             from broker.cluster.store.zkclient import KafkaZkClient
             return KafkaZkClient(connect, session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                                  connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"])
-        os.makedirs(self.config.log_dirs[0], exist_ok=True)
+        os.makedirs(self.config.log_dirs[0], mode=self.config.log_dirs_mode, exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
     async def _load_topics(self) -> dict:

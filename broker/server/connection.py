@@ -177,7 +177,7 @@ class Connection:
         self.client_software: tuple[str, str] | None = None
         self.follower = False                          # a follower's fetch connection (Fetch said so)
         # client quotas (server/quotas.py): the sensors found for this client, until the
-        # quotas or the client id change; muted: nothing read or handled until the throttle ends
+        # quotas, the client id or the principal change; muted: nothing read or handled until the throttle ends
         self.quota_generation = -1
         self.quota_client_id: str | None = None
         self.quota_sensors: tuple = (None, None, None)
@@ -225,8 +225,10 @@ class Connection:
         return f"Connection({self.address})"
 
     def authenticated(self, principal: str) -> None:
-        """SASL authentication completed as `principal`: requests of any size from now on."""
+        """SASL authentication completed as `principal`: requests of any size from now on,
+        and the quotas are the principal's (the sensors found before are looked up again)."""
         self.principal = principal
+        self.quota_generation = -1
         self.frames.max_frame_size = self.server.services.config["socket.request.max.bytes"]
         if self.authenticating:
             self._established()

@@ -327,10 +327,20 @@ class ClientQuotas:
         self.generation += 1
 
     def for_connection(self, conn: Any, client_id: str | None) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
-        """The connection's sensors, looked up again only when the quotas or its client id
-        changed (cached on the connection: quota_generation, quota_client_id, quota_sensors)."""
+        """The connection's sensors, looked up again only when the quotas, its client id or
+        its principal changed (cached on the connection: quota_generation, quota_client_id,
+        quota_sensors; Connection.authenticated() forgets them, so from SASL authentication
+        on, and after each re-authentication, the quota is the user's).
+
+        Before a SASL connection has authenticated (its ApiVersions) no quota applies: the
+        principal is not known yet, and Kafka's authenticator answers those requests
+        outside its quotas. Nothing is cached then."""
         client_id = client_id or ""
         if conn.quota_generation != self.generation or conn.quota_client_id != client_id:
+            auth = conn.authenticator
+            if auth is not None and not auth.authenticated:
+                conn.quota_sensors = (None, None, None)
+                return conn.quota_sensors
             conn.quota_generation = self.generation
             conn.quota_client_id = client_id
             conn.quota_sensors = self.sensors(sanitize(conn.principal.partition(":")[2]), sanitize(client_id))

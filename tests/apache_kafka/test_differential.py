@@ -427,10 +427,12 @@ def test_config_names_kbroker_implements_exist_in_kafka(peers, topic):
 AUTHORIZER_KEYS = {"super.users", "allow.everyone.if.no.acl.found"}
 
 # kbroker's own settings, where Kafka uses log4j's file and JMX, or a finalized feature
-# (transaction.version), and the blocks it allocates ahead of its segments' appends
+# (transaction.version), the blocks it allocates ahead of its segments' appends, and the
+# mode of its log dirs
 # (differences.txt says so for DescribeConfigs)
 OWN_KEYS = {"metrics.listener", "log.format", "log.file", "log.file.max.bytes", "log.file.backup.count",
-            "log.state.change.file", "log.request.api", "transaction.version", "log.segment.allocate.ahead.bytes"}
+            "log.state.change.file", "log.request.api", "transaction.version", "log.segment.allocate.ahead.bytes",
+            "log.dirs.mode"}
 
 # kbroker's cluster mode runs on ZooKeeper (Kafka 3.x's keys, with the ZooKeeper-era
 # controller's); Kafka 4.x has KRaft only and dropped them
