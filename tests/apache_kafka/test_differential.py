@@ -429,8 +429,9 @@ AUTHORIZER_KEYS = {"super.users", "allow.everyone.if.no.acl.found"}
 # kbroker's own settings, where Kafka uses log4j's file and JMX, or a finalized feature
 # (transaction.version), and the blocks it allocates ahead of its segments' appends
 # (differences.txt says so for DescribeConfigs)
-OWN_KEYS = {"metrics.listener", "log.format", "log.file", "log.file.max.bytes", "log.file.backup.count",
-            "log.state.change.file", "log.request.api", "transaction.version", "log.segment.allocate.ahead.bytes"}
+OWN_KEYS = {"metrics.listener", "metrics.listener.web.config.file", "log.format", "log.file", "log.file.max.bytes",
+            "log.file.backup.count", "log.state.change.file", "log.request.api", "transaction.version",
+            "log.segment.allocate.ahead.bytes"}
 
 # kbroker's cluster mode runs on ZooKeeper (Kafka 3.x's keys, with the ZooKeeper-era
 # controller's); Kafka 4.x has KRaft only and dropped them
