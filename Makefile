@@ -33,8 +33,9 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 # units are verified and its commands checked: tests/cluster/test_deploy.py), Chromium (the status
 # page in a headless browser: tests/cluster/test_status_page.py), librdkafka's headers (the C load
 # generator of bench/kafka_vs_kbroker.py --pinned, bench/native/kgen.c: tests/unit/test_bench_pinned.py
-# builds it)
-SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev
+# builds it), Prometheus (it scrapes a metrics listener behind TLS and basic authentication, and its promtool
+# checks the web configuration: tests/interop/test_prometheus.py)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev prometheus
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
@@ -149,6 +150,7 @@ sysdeps:
 	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	[ -f /usr/include/librdkafka/rdkafka.h ] || missing="$$missing librdkafka-dev"; \
+	command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

@@ -26,7 +26,10 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.metrics.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -464,6 +467,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("metrics.listener", _S, None,
        "HOST:PORT of the HTTP listener serving /metrics (Prometheus), the status page (/) and /status.json; "
        "unset: no metrics kept, nothing served (docs/observability.md).", _host_port),
+    _K("metrics.listener.web.config.file", _S, None,
+       "A web configuration file as Prometheus' exporters take (YAML: tls_server_config, basic_auth_users with "
+       "bcrypt hashes, http_server_config.headers): the metrics listener then speaks TLS and asks every request "
+       "for basic authentication (docs/observability.md). Read at start."),
     _K("log.format", _S, "text", "The broker's own log lines on stderr and in log.file: text, or json (one JSON "
                                  "object a line).", None, ("text", "json")),
     _K("log.file", _S, None, "Also write the broker's log to this file, rotated by size (log.file.max.bytes, "
@@ -980,6 +987,8 @@ class BrokerConfig:
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
         self._listener_values: dict[str, dict[str, Any]] = {}     # LISTENER NAME -> key -> value
+        #: the metrics listener's TLS and basic authentication (metrics.listener.web.config.file)
+        self.metrics_web: WebConfig | None = None
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
@@ -1096,6 +1105,23 @@ class BrokerConfig:
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError("max.connections.per.ip", "0 refuses every address; name the allowed ones in "
                                                         "max.connections.per.ip.overrides")
+        self._check_metrics_web()
+
+    def _check_metrics_web(self) -> None:
+        """metrics.listener.web.config.file: read and checked now, so that a file that
+        cannot be honoured stops `broker serve` as any bad value does (one line, exit 2)."""
+        path = self["metrics.listener.web.config.file"]
+        if not path:
+            return
+        if not self["metrics.listener"]:
+            raise ConfigError("metrics.listener.web.config.file", "set without metrics.listener: there is no "
+                                                                  "listener for it to protect")
+        from broker.metrics.webconfig import WebConfigError, load_web_config
+        try:
+            self.metrics_web = load_web_config(path)
+        except WebConfigError as exc:
+            raise ConfigError("metrics.listener.web.config.file", str(exc)) from None
+        self.warnings.extend(self.metrics_web.warnings)
 
     def _check_node_id(self) -> None:
         """node.id is KRaft's broker.id: one taken for the other, as Kafka does."""

@@ -5,6 +5,10 @@
                        redraws its charts live (nothing loaded from anywhere else)
     GET /status.json   the same figures for scripts
 
+With `metrics.listener.web.config.file`, a web configuration file of Prometheus'
+exporters, the listener speaks TLS and asks every request for basic authentication
+(broker/metrics/webconfig.py).
+
 Off unless metrics.listener is set: then the hot path keeps no figures at all (each
 hook is one `is None` test). On, requests are counted and timed per request, appends
 and fetches per partition of a request, never per record; the rest (partitions, ISR,
@@ -31,6 +35,7 @@ from broker.metrics.stats import Histogram, RequestStats, TopicStats
 
 if TYPE_CHECKING:
     from broker.metrics.http import MetricsServer
+    from broker.metrics.webconfig import WebConfig
     from broker.server.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -51,10 +56,12 @@ def register_collector(factory: Callable[[Broker], Any]) -> None:
 class BrokerMetrics:
     """One broker's figures, its registry and (once started) its HTTP listener."""
 
-    def __init__(self, broker: Broker, host: str, port: int):
+    def __init__(self, broker: Broker, host: str, port: int, web: WebConfig | None = None):
         self.broker = broker
         self.host = host
         self.port = port
+        #: TLS and basic authentication (metrics.listener.web.config.file), None: neither
+        self.web = web
         self.requests = RequestStats()
         self.topics = TopicStats()
         self.loop = LoopMonitor()
@@ -81,9 +88,14 @@ class BrokerMetrics:
             session.latency_observer = self.zk_latency.observe
         for factory in _FACTORIES:
             self.registry.register(factory(self.broker))
-        self.server = MetricsServer(self, self.host, self.port)
+        self.server = MetricsServer(self, self.host, self.port, self.web)
         await self.server.start()
         self.port = self.server.port
+
+    @property
+    def scheme(self) -> str:
+        """https when the listener speaks TLS."""
+        return "https" if self.web is not None and self.web.ssl_context is not None else "http"
 
     async def close(self) -> None:
         if self.server is not None:

@@ -163,7 +163,7 @@ class Broker:
         if config["metrics.listener"]:
             from broker.metrics import BrokerMetrics
             host, port = parse_listener(config["metrics.listener"], "metrics.listener")
-            self.metrics = BrokerMetrics(self, host, port)
+            self.metrics = BrokerMetrics(self, host, port, config.metrics_web)
 
     @property
     def store(self) -> MetadataStore:
@@ -331,8 +331,9 @@ class Broker:
                  time.monotonic() - t0)
         if self.metrics is not None:
             host = self.metrics.host or "127.0.0.1"
-            log.info("broker %d: metrics at http://%s:%d/metrics, status page at http://%s:%d/", self.broker_id,
-                     host, self.metrics.port, host, self.metrics.port)
+            scheme = self.metrics.scheme
+            log.info("broker %d: metrics at %s://%s:%d/metrics, status page at %s://%s:%d/", self.broker_id,
+                     scheme, host, self.metrics.port, scheme, host, self.metrics.port)
 
     def _make_store(self) -> MetadataStore:
         connect = self.config["zookeeper.connect"]
