@@ -11,20 +11,18 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from broker.client import Cluster
 from broker.protocol.messages.api_versions import ApiVersionsRequest
-from tests.interop.helpers import API_VERSIONS, RawConnection, answered, frame, raw_request
+from tests.interop.helpers import API_VERSIONS, RawConnection, answered, raw_request
 from tests.support.broker_proc import BrokerProcess
 from tests.support.deps import require_binary, require_module
+from tests.support.long_poll_push import pushed_behind_long_polls
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.interop
@@ -156,84 +154,6 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
 
 
 # ---------------------------------------------------------------------- requests behind a long poll
-
-BIG = 20 * 1024 * 1024
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-def long_poll(topic: str, topic_id, correlation_id: int, max_wait_ms: int) -> bytes:
-    """A Fetch that waits max_wait_ms for more bytes than will ever come."""
-    from broker.protocol.messages.fetch import FetchRequest as F
-    req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1 << 30, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[],
-            topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
-    return raw_request(1, 13, correlation_id, req)
-
-
-def padded_api_versions(correlation_id: int, size: int) -> bytes:
-    """An ApiVersions request with `size` bytes of padding after its body (ignored, as by
-    Kafka): a large frame any principal may send."""
-    body = raw_request(18, 3, correlation_id, ApiVersionsRequest(client_software_name="raw",
-                                                                 client_software_version="1"))[4:]
-    return frame(body + b"\0" * (size - len(body)))
-
-
-class Pusher(threading.Thread):
-    """Sends a long poll, then `count` large frames behind it on one connection; the
-    sends block once the broker stops reading. Then reads every answer."""
-
-    def __init__(self, port: int, topic: str, topic_id, count: int, max_wait_ms: int):
-        super().__init__(daemon=True)
-        self.rc = RawConnection(port, timeout=120)
-        self.data = [long_poll(topic, topic_id, 1, max_wait_ms)] + [padded_api_versions(2 + i, BIG)
-                                                                     for i in range(count)]
-        self.answers: list[int] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            for d in self.data:
-                self.rc.sock.sendall(d)
-            for _ in self.data:
-                answer = self.rc.read_frame(120)
-                assert answer is not None, "the broker closed the connection"
-                self.answers.append(struct.unpack_from(">i", answer)[0])
-        except BaseException as exc:             # reported by the test
-            self.error = exc
-
-
-def pushed_behind_long_polls(broker: BrokerProcess, topic: str, connections: int, frames_each: int) -> int:
-    """The broker's RSS growth while `connections` clients each push `frames_each` frames
-    of 20 MiB behind a 6 s long poll; checks that every request is then answered, in
-    order, on its connection."""
-    with Cluster(broker.bootstrap) as c:
-        c.create_topic(topic, 1, 1)
-        topic_id = c.topic(topic).topic_id
-    time.sleep(0.5)
-    before = rss_bytes(broker.pid)
-    pushers = [Pusher(broker.port, topic, topic_id, frames_each, 6000) for _ in range(connections)]
-    for p in pushers:
-        p.start()
-    peak = before
-    deadline = time.monotonic() + 4.5               # inside the long polls
-    while time.monotonic() < deadline:
-        peak = max(peak, rss_bytes(broker.pid))
-        time.sleep(0.1)
-    for p in pushers:
-        p.join(120)
-        assert not p.is_alive() and p.error is None, p.error
-        assert p.answers == list(range(1, frames_each + 2))
-        p.rc.close()
-    return peak - before
-
 
 def test_frames_behind_a_long_poll_are_held_to_the_connections_bound(tmp_path):
     """Item: a READ-only client made the broker hold 20 frames of 20 MiB behind its long
