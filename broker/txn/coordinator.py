@@ -17,11 +17,30 @@ partition with acks=-1 and applied once the ISR has it. EndTxn is answered once
 PrepareCommit / PrepareAbort is written; the markers (WriteTxnMarkers to each partition's
 leader, through the `MarkerSender` the server gives) are written afterwards, retried
 until every partition has its marker, then CompleteCommit / CompleteAbort is written.
-Meanwhile a new AddPartitionsToTxn or InitProducerId for the id waits (at most
-CONCURRENT_WAIT_S) for the transaction to complete before it is served, instead of being
-answered CONCURRENT_TRANSACTIONS at once: a client's retry backoff (librdkafka's 100 ms)
-would otherwise bound a producer to a few commits per second. Past the wait, or for
-EndTxn, the answer is CONCURRENT_TRANSACTIONS and the client retries, as Kafka's.
+
+The marker phase (PrepareCommit / PrepareAbort in memory: Kafka keeps a pending
+CompleteCommit / CompleteAbort then) is "busy", as is any transition being written
+(`_ending`). A request of the id's producer that finds it busy waits (at most
+CONCURRENT_WAIT_S) for the transaction to complete before it is served — answering
+CONCURRENT_TRANSACTIONS at once would bound a producer to a few commits per second by
+its retry backoff (librdkafka's 100 ms) — and past the wait it is answered
+CONCURRENT_TRANSACTIONS, which every client retries, before its epoch is checked
+(KAFKA-18464): markers slower than the wait must not turn the request of a producer that
+is only early into a fatal answer. While busy, InitProducerId is answered
+CONCURRENT_TRANSACTIONS whatever producer it names; the others name a producer id that
+is the id's, or the next one an exhausted epoch's end answered (or, EndTxn v5, the
+previous one, its rotation retried), else INVALID_PRODUCER_ID_MAPPING, and then:
+
+    EndTxn v5 (transaction.version 2)    CONCURRENT_TRANSACTIONS
+    EndTxn v0-4, AddPartitionsToTxn,     PRODUCER_FENCED for another epoch of the id's
+    AddOffsetsToTxn, the implicit add    producer id, else CONCURRENT_TRANSACTIONS
+    of Produce v12 and TxnOffsetCommit
+    v5, the produce path's verify_only
+
+(the produce path answers CONCURRENT_TRANSACTIONS to the producer as the retriable
+NOT_ENOUGH_REPLICAS, TxnOffsetCommit as COORDINATOR_LOAD_IN_PROGRESS). In
+PrepareEpochFence (a fence whose abort is not written yet) the fenced producer is
+answered PRODUCER_FENCED.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms the open
 transactions past their timeout are aborted with a bumped epoch (the producer is fenced,
@@ -66,6 +85,8 @@ WRITE_TIMEOUT_MS = 5000
 MARKER_RETRY_S = 0.1
 CONCURRENT_WAIT_S = 1.0
 _BUSY = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
+#: a transaction whose markers are being written (Kafka: a pending CompleteCommit / CompleteAbort)
+_MARKING = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 
 S = TxnState
 
@@ -148,6 +169,19 @@ class ProducerIds(Protocol):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _ending(md: TransactionMetadata) -> bool:
+    """A transition is being written, or the transaction's markers are (Kafka's
+    pendingTransitionInProgress, which holds a pending CompleteX through the marker
+    phase): a request of the producer is told to retry, whatever its epoch."""
+    return md.pending_in_progress or md.state in _MARKING
+
+
+def _next_producer(md: TransactionMetadata, pid: int) -> bool:
+    """pid is the producer id an exhausted epoch's end answered (transaction.version 2),
+    not yet the id's: its producer went on before the markers were written."""
+    return md.next_producer_id >= 0 and pid == md.next_producer_id
 
 
 def _name(code: int) -> str:
@@ -434,12 +468,12 @@ class TransactionCoordinator:
             await self._settle(txn_id, md)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        if md.pending_in_progress:
+        # busy before the producer named is checked, as Kafka's: during the marker phase
+        # of an exhausted epoch's end the producer names the next id, not yet the id's
+        if md.pending_in_progress or md.state in _BUSY:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if expected_pid >= 0 and not self._valid_expected(md, expected_pid, expected_epoch):
             return ErrorCode.PRODUCER_FENCED, -1, -1
-        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if md.state == S.ONGOING:
             # fence the open transaction: abort it at a bumped epoch; the client retries
             # (CONCURRENT_TRANSACTIONS) and then gets the epoch after it
@@ -516,11 +550,11 @@ class TransactionCoordinator:
         coord_epoch = self._epoch_of(txn_id)
         assert coord_epoch is not None
         md = self.txns.get(txn_id)
-        if md is not None and md.next_producer_id >= 0 and pid == md.next_producer_id:
+        if md is not None and _next_producer(md, pid):
             # transaction.version 2 answered EndTxn with the next producer id (the epoch ran
             # out): its producer may go on before the transaction completes
             await self._settle(txn_id, md)
-            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch or _next_producer(md, pid):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
         err = self._check_producer(md, pid, epoch)
         if err:
@@ -568,12 +602,14 @@ class TransactionCoordinator:
         parts = list(partitions)
         err = self.check_coordinator(txn_id)
         md = self.txns.get(txn_id)
+        if not err and md is not None and _next_producer(md, pid):
+            err = ErrorCode.CONCURRENT_TRANSACTIONS     # the producer an exhausted epoch's end answered
         if not err:
             err = self._check_producer(md, pid, epoch)
         if err:
             return {tp: err for tp in parts}
         assert md is not None
-        if md.pending is not None and md.pending != S.ONGOING:
+        if (md.pending is not None and md.pending != S.ONGOING) or md.state in _MARKING:
             # the transaction is ending: the producer retries (Kafka's verification answers so)
             return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in parts}
         # an Ongoing -> Ongoing transition in flight (more partitions being added) changes
@@ -615,6 +651,10 @@ class TransactionCoordinator:
             return await self._end_v2(txn_id, md, pid, epoch, commit, coord_epoch)
         if md is None or md.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if epoch == md.producer_epoch and (md.pending_in_progress or md.state in _BUSY):
+            await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         code = await self._end(txn_id, md, pid, epoch, commit, coord_epoch, from_client=True)
         return code, md.producer_id, md.producer_epoch
 
@@ -626,25 +666,31 @@ class TransactionCoordinator:
         epoch 0 when the epoch is exhausted. A retry of an end already done (its epoch is
         the one before the current, or the previous id's last epoch after a rotation) gets
         the same answer again; an abort with no transaction open (Empty, or completed at
-        the current epoch) still bumps the epoch."""
+        the current epoch) still bumps the epoch.
+
+        While the previous end's markers are being written (or any transition is), the
+        answer is CONCURRENT_TRANSACTIONS whatever the epoch (KAFKA-18464): the producer
+        goes on at the epoch the end answered, and its next request — an abort of a
+        transaction none of whose produces succeeded comes at once — is early, not
+        fenced. A commit at a retry's epoch of a transaction that ended in an abort (the
+        coordinator's own, at a timeout) is PRODUCER_FENCED, not the fatal
+        INVALID_TXN_STATE (KAFKA-20785)."""
         if md.pending_in_progress or md.state in _BUSY:
             await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        if md.pending_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         state = md.state
         retry_on_overflow = (md.previous_producer_id == pid and epoch == MAX_EPOCH - 1
                              and md.producer_epoch == 0 and md.producer_id != pid)
         retry_on_bump = md.producer_id == pid and md.producer_epoch == epoch + 1
-        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            valid = retry_on_bump
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        if md.producer_id != pid and not retry_on_overflow and not _next_producer(md, pid):
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if _ending(md):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             valid = retry_on_bump or retry_on_overflow or epoch == md.producer_epoch
         else:
-            valid = epoch == md.producer_epoch
-        if md.producer_id != pid and not retry_on_overflow:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            valid = md.producer_id == pid and epoch == md.producer_epoch
         if not valid:
             return ErrorCode.PRODUCER_FENCED, -1, -1
         retry = retry_on_bump or retry_on_overflow
@@ -661,11 +707,9 @@ class TransactionCoordinator:
             if not commit:
                 return current if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT,
                                                                         coord_epoch, True)
-            return bad
-        if state == S.PREPARE_COMMIT:
-            return (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1) if commit else bad
-        if state == S.PREPARE_ABORT:
-            return bad if commit else (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
+            # a commit at a retry's epoch: it raced the coordinator's own abort, which
+            # ended its transaction (a client's abort is never retried as a commit)
+            return (ErrorCode.PRODUCER_FENCED, -1, -1) if retry else bad
         if state == S.EMPTY:
             return bad if commit else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
         if state == S.PREPARE_EPOCH_FENCE:
@@ -727,10 +771,9 @@ class TransactionCoordinator:
             return 0 if commit else ErrorCode.INVALID_TXN_STATE
         if state == S.COMPLETE_ABORT:
             return ErrorCode.INVALID_TXN_STATE if commit else 0
-        if state == S.PREPARE_COMMIT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
-        if state == S.PREPARE_ABORT:
-            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        if state in _MARKING:
+            # the markers are being written (Kafka: a pending CompleteX): retry, commit or abort
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if state == S.PREPARE_EPOCH_FENCE:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE            # Empty, Dead
