@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // txnLogger counts the franz-go log lines that show which way EndTransaction went, and
@@ -55,14 +54,11 @@ func franzTxn(bootstrap, topic, txnID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	logger := &txnLogger{}
-	// ApiVersions v4 first: franz-go asks v5 of a broker it does not know, and kbroker (v0-4)
-	// answers UNSUPPORTED_VERSION with every API's range, which franz-go takes as the
-	// answer — without the finalized features, so it would see transaction.version 2 only
-	// on a later connection and run its first transactions at version 1
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(18, 4)
+	// franz-go asks ApiVersions v5 first; kbroker (v0-4) answers UNSUPPORTED_VERSION with
+	// ApiVersions' own range (KIP-511) and franz-go asks again at v4, whose answer carries
+	// the finalized transaction.version: its first transaction is at version 2
 	cl, err := kgo.NewClient(franzOpts(bootstrap, kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
-		kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic), kgo.MaxVersions(versions),
+		kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(60*time.Second),
 		kgo.WithLogger(logger))...)
 	if err != nil {

@@ -176,9 +176,12 @@ def supported_versions(level: int | None = None) -> list[tuple[int, int, int]]:
 
 
 def unsupported_api_versions_response(level: int | None = None) -> ApiVersionsResponse:
-    """The v0 answer to an ApiVersions request of a version we do not speak."""
+    """The v0 answer to an ApiVersions request of a version we do not speak: only
+    ApiVersions' own range, as Kafka answers since KIP-511 (the client retries with the
+    highest version of it, then learns the rest; a client such as franz-go takes a full
+    list here as the answer, and misses the finalized features only v3+ carries)."""
     return ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions(level)],
+                  for k, lo, hi in supported_versions(level) if k == ApiKey.API_VERSIONS],
     )
