@@ -35,6 +35,7 @@ inter-broker listener); user_<name> are PLAIN's users.
 """
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,7 +157,25 @@ def plain_token(user: str, password: str) -> bytes:
 
 # ---------------------------------------------------------------------------- the session
 
-HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = "handshake", "authenticate", "complete", "failed"
+class SaslState(enum.Enum):
+    """An Authenticator's states (Kafka's SaslServerAuthenticator.SaslState, without
+    the I/O ones)::
+
+        HANDSHAKE --SaslHandshake (mechanism enabled)--> AUTHENTICATE --last token--> COMPLETE
+        COMPLETE --SaslHandshake (same mechanism: KIP-368 re-authentication)--> AUTHENTICATE
+        any --a refused handshake or token--> FAILED (the connection is closed)
+
+    Before COMPLETE, and while a re-authentication is under way, a connection may send
+    only ApiVersions, SaslHandshake and SaslAuthenticate (``Authenticator.allows``)."""
+
+    HANDSHAKE = "handshake"
+    AUTHENTICATE = "authenticate"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = SaslState.HANDSHAKE, SaslState.AUTHENTICATE, SaslState.COMPLETE, \
+    SaslState.FAILED
 
 
 @dataclass

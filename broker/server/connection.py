@@ -37,16 +37,13 @@ Invariants:
   one request): a client pipelining thousands of requests cannot stall the others (Kafka
   polls its connections in turn, one request each; cheap requests are taken in batches
   here, so that their answers still go out together).
-- Reading is a function of the connection's state (_may_read, applied by
-  _update_reading whenever an input to it changes): it pauses while the connection is
-  closing, muted by a quota, while too much output is queued (backpressure), while
-  MAX_PENDING_FRAMES wait, while a request is in flight and the requests received behind
-  it (with the one being received, counted at its announced size) reach
-  queued.max.request.bytes.per.connection, and — between frames — while the requests
-  queued on the whole broker reach queued.max.request.bytes (RequestMemory). Kafka mutes
-  a connection while one of its requests is in flight; this one reads on up to the
-  per-connection bound, so a client's small pipelined requests keep their pace while a
-  long poll of its holds no more than the bound behind it.
+- The connection's phase (handshaking, authenticating, ready, draining, closed) and the
+  holds on its reading (muted, output, frames, behind a request in flight, broker memory)
+  are connection_state.py's table: reading is a function of them (_may_read), applied by
+  _update_reading whenever one of their inputs changes. Kafka mutes a connection while
+  one of its requests is in flight; this one reads on up to
+  queued.max.request.bytes.per.connection behind it, so a client's small pipelined
+  requests keep their pace while a long poll of its holds no more than that behind it.
 - Every byte counted in queued_bytes is released exactly once: as its frame is handed
   to dispatch, or when the connection closes.
 - Every FileSlice handed to the output queue is closed exactly once: after it is sent
@@ -65,6 +62,7 @@ from typing import TYPE_CHECKING
 
 from broker.native import sendfile
 from broker.protocol.framing import FrameReader
+from broker.server.connection_state import Event, Hold, Phase, initial_phase, next_phase
 
 if TYPE_CHECKING:
     from broker.server.server import Acceptor, Server
@@ -79,6 +77,8 @@ TURN_BUDGET_S = 0.0005
 TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16 KiB records)
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
+_MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND,
+                                                                Hold.MEMORY))
 _FETCH = 1
 _FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
@@ -161,7 +161,7 @@ class Connection:
         self.memory: RequestMemory | None = server.request_memory
         self.out: collections.deque = collections.deque()
         self.out_bytes = 0
-        self.closed = False
+        self.phase = Phase.READY                       # set below, by what the listener asks for
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
@@ -170,9 +170,6 @@ class Connection:
         self._inflight_produce = False                 # every in-flight request is a Produce
         self._holding = 0                              # in-flight Produces the Produces behind wait for
         self._stalled = False                          # handling paused for output backpressure
-        #: the client closed its side: what it sent before is still handled (an acks=0
-        #: producer's last requests), then the connection closes
-        self._peer_closed = False
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self.follower = False                          # a follower's fetch connection (Fetch said so)
@@ -196,7 +193,6 @@ class Connection:
         security = acceptor.security if acceptor is not None else None
         self.security = security
         self._tls: ssl.SSLSocket | None = None     # the TLS layer, on SSL and SASL_SSL listeners
-        self._handshaking = False
         self._chunk: memoryview | None = None      # TLS: the bytes being written (a retry resends them)
         sock.setblocking(False)
         try:
@@ -211,14 +207,10 @@ class Connection:
             # request buffer of socket.request.max.bytes reserved for it
             self.frames.max_frame_size = min(self.frames.max_frame_size,
                                              self.authenticator.settings.max_receive_size)
-        self.closing = False                       # closes once what is queued has been sent
         if security is not None and security.ssl_context is not None:
             self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
                                                                      do_handshake_on_connect=False)
-            self._handshaking = True
-        #: the TLS handshake or the SASL authentication is still to complete (the server
-        #: bounds how long, and how many such connections there are)
-        self.authenticating = self._tls is not None or self.authenticator is not None
+        self.phase = initial_phase(self._tls is not None, self.authenticator is not None)
         self._resume_reading()
 
     def __repr__(self) -> str:
@@ -230,21 +222,58 @@ class Connection:
         self.principal = principal
         self.quota_generation = -1
         self.frames.max_frame_size = self.server.services.config["socket.request.max.bytes"]
-        if self.authenticating:
-            self._established()
+        self._event(Event.AUTHENTICATED)
 
-    def _established(self) -> None:
-        """The TLS handshake and SASL authentication the listener asks for are done."""
-        self.authenticating = False
-        self.server.connection_established(self)
+    # ------------------------------------------------------------------ states (connection_state.py)
+
+    def _event(self, event: Event) -> None:
+        was = self.phase
+        self.phase = next_phase(was, event)
+        if was.authenticating and self.phase is Phase.READY:
+            self.server.connection_established(self)       # it no longer counts as authenticating
+
+    @property
+    def closed(self) -> bool:
+        return self.phase is Phase.CLOSED
+
+    @property
+    def closing(self) -> bool:
+        """Closes once what is queued has been sent; nothing more is read or handled."""
+        return self.phase is Phase.DRAINING_ANSWERS
+
+    @property
+    def authenticating(self) -> bool:
+        """The TLS handshake or SASL authentication the listener asks for is to complete
+        (the server bounds how long, and how many such connections there are)."""
+        return self.phase.authenticating
+
+    def _holds(self) -> int:
+        """The holds on reading now (connection_state.Hold, as an int: this runs per read)."""
+        holds = 0
+        if self._unmute_handle is not None:
+            holds |= _MUTED
+        if self._stalled:
+            holds |= _OUTPUT
+        if len(self.pending) >= (MAX_PENDING_FRAMES if self._reading else MAX_PENDING_FRAMES // 2):
+            holds |= _FRAMES
+        if self.inflight and self.queued_bytes >= self.max_queued_bytes:
+            holds |= _BEHIND
+        memory = self.memory
+        if memory is not None and memory.exhausted and not self.frames.in_frame:
+            holds |= _MEMORY
+        return holds
+
+    @property
+    def holds(self) -> Hold:
+        return Hold(self._holds())
 
     # ------------------------------------------------------------------ reading
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed and not self._peer_closed and self._unmute_handle is None:
+        if not self._reading and self.phase.reads and self._unmute_handle is None:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
-            if self._tls is not None and not self._handshaking and self._tls.pending():
+            if self._tls is not None and self.phase is not Phase.HANDSHAKING and self._tls.pending():
                 # OpenSSL holds decrypted bytes: the socket will not say readable for them
                 self.loop.call_soon(self._read_more)
 
@@ -254,18 +283,15 @@ class Connection:
             self._reading = False
 
     def _may_read(self) -> bool:
-        """Whether to read more of the client's bytes now (the module docstring's rule)."""
-        if self.closed or self.closing or self._peer_closed or self._unmute_handle is not None or self._stalled:
+        """Whether to read more of the client's bytes now: its phase reads and no hold is
+        on (connection_state.py)."""
+        if not self.phase.reads:
             return False
-        if len(self.pending) >= (MAX_PENDING_FRAMES if self._reading else MAX_PENDING_FRAMES // 2):
-            return False
-        if self.inflight and self.queued_bytes >= self.max_queued_bytes:
-            return False
-        memory = self.memory
-        if memory is not None and memory.exhausted and not self.frames.in_frame:
-            memory.wait(self)
-            return False
-        return True
+        holds = self._holds()
+        if holds & _MEMORY:
+            assert self.memory is not None
+            self.memory.wait(self)
+        return not holds
 
     def _update_reading(self) -> None:
         if self._may_read():
@@ -284,12 +310,13 @@ class Connection:
 
     def _on_readable(self) -> None:
         memory = self.memory
-        if memory is not None and memory.exhausted and not self._handshaking and not self.frames.in_frame:
+        if memory is not None and memory.exhausted and self.phase is not Phase.HANDSHAKING \
+                and not self.frames.in_frame:
             self._pause_reading()                   # another frame would go beyond queued.max.request.bytes
             memory.wait(self)
             return
         if self._tls is not None:
-            if self._handshaking and not self._handshake():
+            if self.phase is Phase.HANDSHAKING and not self._handshake():
                 return
             got = self._tls_read()
         else:
@@ -367,14 +394,14 @@ class Connection:
         if not self.pending and not self.inflight:
             self.close()
             return
-        self._peer_closed = True
+        self._event(Event.PEER_CLOSED)
         self._pause_reading()
         if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
         self._close_if_drained()
 
     def _close_if_drained(self) -> None:
-        if self._peer_closed and not self.closed and not self.pending and not self.inflight:
+        if self.phase is Phase.DRAINING_RECEIVED and not self.pending and not self.inflight:
             self.close_when_sent()
 
     # ------------------------------------------------------------------ TLS
@@ -398,7 +425,6 @@ class Connection:
             self.close()
             return False
         self._handshake_wants_write(False)
-        self._handshaking = False
         self.last_active = self.loop.time()
         security = self.security
         try:
@@ -409,8 +435,7 @@ class Connection:
             self.server.audit_failure(self, f"TLS client refused: {exc}")
             self.close()
             return False
-        if self.authenticator is None:
-            self._established()
+        self._event(Event.TLS_DONE if self.authenticator is not None else Event.TLS_DONE_NO_SASL)
         return True
 
     def _handshake_wants_write(self, want: bool) -> None:
@@ -607,7 +632,7 @@ class Connection:
             self.close()
             return
         self._account()
-        if self._peer_closed:
+        if self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
         else:
             self._update_reading()
@@ -650,7 +675,7 @@ class Connection:
                 self.stats.observe(api_key, start - arrived, end - start, ready - end, 0.0)
         if self.pending and self._may_dispatch():
             self._run_pending()
-        elif self._peer_closed:
+        elif self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
         else:
             self._update_reading()          # nothing in flight may have been what held it
@@ -692,7 +717,7 @@ class Connection:
         self._update_reading()
         if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
-        elif self._peer_closed:
+        elif self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
 
     # ------------------------------------------------------------------ writing
@@ -721,7 +746,7 @@ class Connection:
 
     def _flush(self) -> None:
         if self._tls is not None:
-            if self._handshaking:
+            if self.phase is Phase.HANDSHAKING:
                 self._on_readable()
             else:
                 self._flush_tls()
@@ -772,7 +797,7 @@ class Connection:
     def close_when_sent(self) -> None:
         """Closes the connection once the answers queued so far (and the one being
         handled) are sent; nothing more is read or handled meanwhile."""
-        self.closing = True
+        self._event(Event.CLOSE_WHEN_SENT)
         self._pause_reading()
         self.pending.clear()
         self._pending_bytes = 0
@@ -817,9 +842,9 @@ class Connection:
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        if self.closed:
+        if self.phase is Phase.CLOSED:
             return
-        self.closed = True
+        self._event(Event.CLOSE)
         if self._unmute_handle is not None:
             self._unmute_handle.cancel()
             self._unmute_handle = None

@@ -15,6 +15,7 @@ import pytest
 from broker.protocol.framing import SMALL_READ, FrameReader
 from broker.server import connection as connection_mod
 from broker.server.connection import MAX_INFLIGHT_PRODUCE, RECV_SIZE, Connection
+from broker.server.connection_state import Hold
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 
@@ -361,6 +362,7 @@ def test_reading_stops_once_the_requests_behind_one_in_flight_reach_the_bound():
         assert h.tags() == [b"wait1"] and not sender.done()
         # the bound, plus at most what one wake-up reads past it
         assert bound <= h.conn.queued_bytes < bound + RECV_SIZE + len(behind[0])
+        assert h.conn.holds == Hold.BEHIND
         assert h.conn.queued_bytes == sum(map(len, h.conn.pending)) + h.conn.frames.reserved
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         expected = b"ans:wait1;" + b"".join(b"ans:" + f[6:] + b";" for f in behind)
@@ -417,6 +419,7 @@ def test_the_broker_wide_bound_stops_other_connections_between_frames():
             await h.send(frame(FETCH, b"wait1"))
             sender = h.loop.create_task(h.loop.sock_sendall(h.peer, b"".join(behind)))
             await _until(lambda: memory.exhausted and not a._reading)
+            assert Hold.MEMORY in a.holds
             await h.loop.sock_sendall(pairs["b"][1], frame(METADATA, b"b1"))
             await asyncio.sleep(0.1)
             assert b"b1" not in h.tags() and b in memory.waiting       # b starts no frame

@@ -13,7 +13,7 @@ import asyncio
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from broker.security.sasl import AUTHENTICATE, SaslAuthenticationError
+from broker.security.sasl import AUTHENTICATE, COMPLETE, SaslAuthenticationError
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.SASL_AUTHENTICATE
@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> HandlerResu
     except SaslAuthenticationError as exc:
         conn.server.audit_failure(conn, f"SASL {auth.mechanism} authentication failed: {exc.reason}")
         return _refuse(ctx, exc.message)
-    if auth.principal is not None and auth.state == "complete":
+    if auth.principal is not None and auth.state == COMPLETE:
         conn.authenticated(auth.principal)
     return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer,
                                     session_lifetime_ms=lifetime_ms)
