@@ -104,7 +104,9 @@ def _configs(op: Operation) -> Rights:
 API_RIGHTS: dict[ApiKey, Rights] = {
     ApiKey.PRODUCE: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "transactional_id set"),
                            topic=_r(O.WRITE, R.TOPIC, _TOPIC)),
-    ApiKey.FETCH: Rights(follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER, "a follower's fetch (replica_id >= 0)"),
+    # a follower without CLUSTER_ACTION is answered TOPIC_AUTHORIZATION_FAILED on every
+    # partition, as Kafka's handleFetchRequest answers it
+    ApiKey.FETCH: Rights(follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _TOPIC, "a follower's fetch (replica_id >= 0)"),
                          topic=_r(O.READ, R.TOPIC, _TOPIC, "a consumer's fetch")),
     ApiKey.LIST_OFFSETS: Rights(topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC)),
     ApiKey.METADATA: Rights(topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),

@@ -30,6 +30,15 @@ def test_inter_broker_apis_need_cluster_action():
         assert (O.CLUSTER_ACTION, R.CLUSTER) in [(r.operation, r.resource_type) for r in API_RIGHTS[api]]
 
 
+def test_a_follower_without_cluster_action_is_refused_as_kafka_refuses_it():
+    """Kafka's handleFetchRequest answers TOPIC_AUTHORIZATION_FAILED on every partition of a
+    follower's fetch without CLUSTER_ACTION (the row once said CLUSTER_AUTHORIZATION_FAILED,
+    which the handler never answered)."""
+    follower = API_RIGHTS[ApiKey.FETCH].follower
+    assert (follower.operation, follower.resource_type, follower.error_code) == \
+        (O.CLUSTER_ACTION, R.CLUSTER, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
 def test_authentication_needs_nothing_and_admin_apis_the_cluster():
     assert API_RIGHTS[ApiKey.API_VERSIONS] == API_RIGHTS[ApiKey.SASL_HANDSHAKE] == \
         API_RIGHTS[ApiKey.SASL_AUTHENTICATE] == ()
