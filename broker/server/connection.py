@@ -63,6 +63,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING
 
+from broker.metrics.stats import FETCH_FOLLOWER as _FETCH_FOLLOWER
 from broker.native import sendfile
 from broker.protocol.framing import FrameReader
 
@@ -80,7 +81,6 @@ TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
 _FETCH = 1
-_FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
 
 class RequestMemory:
