@@ -9,7 +9,7 @@
 #                needs librdkafka-dev), bench/native/ingest (bench/produce_copies.py) and
 #                bench/native/alloc_ahead (pwrite with and without blocks allocated ahead)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
-#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
+#   make typecheck   mypy (strict on broker/protocol, log, cluster, txn, security, metrics, logging.py)
 #   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)

@@ -30,7 +30,7 @@ from broker.server.server import ThrottledLog, audit
 from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+    from broker.metrics.exporter import BrokerMetrics
 
 log = logging.getLogger(__name__)
 

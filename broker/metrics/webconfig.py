@@ -162,7 +162,7 @@ def _strict_loader() -> Any:
     (Go's yaml, which exporter-toolkit reads the file with, refuses it too)."""
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):
+    class StrictLoader(yaml.SafeLoader):        # type: ignore[misc]  # PyYAML has no type hints: Any
         pass
 
     def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:

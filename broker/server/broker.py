@@ -86,7 +86,7 @@ from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+    from broker.metrics.exporter import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,10 @@ class Broker:
         #: in a cluster, /feature as last read (levels, epoch): the controller's finalized
         #: features; ({}, -1) until read, or while absent
         self.finalized_features: tuple[dict[str, int], int] = ({}, -1)
-        self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
+        #: metrics.listener set: the server, the replicas and the connections count what
+        #: moves with traffic (broker/metrics/stats.py); else they keep no figures
+        measure = bool(config["metrics.listener"])
+        self.server = Server(self, config.endpoints, measure=measure)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -124,7 +127,8 @@ class Broker:
         self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
                                        config["replica.lag.time.max.ms"],
                                        ReplicationQuotas(self.broker_id, config["replication.quota.window.num"],
-                                                         config["replication.quota.window.size.seconds"]))
+                                                         config["replication.quota.window.size.seconds"]),
+                                       measure=measure)
         # the topics' throttled-replicas lists follow their configs (Kafka's TopicConfigHandler)
         self.metadata.topic_config_listeners.append(self.replicas.quotas.topic_configs_changed)
         self._store = store
@@ -160,8 +164,8 @@ class Broker:
         self.replicas.on_log_dir_failure = self._log_dir_failed
         self._log_dir_tasks: set[asyncio.Task[None]] = set()
         self.metrics: BrokerMetrics | None = None
-        if config["metrics.listener"]:
-            from broker.metrics import BrokerMetrics
+        if measure:
+            from broker.metrics.exporter import BrokerMetrics
             host, port = parse_listener(config["metrics.listener"], "metrics.listener")
             self.metrics = BrokerMetrics(self, host, port, config.metrics_web)
 

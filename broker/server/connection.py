@@ -60,6 +60,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING
 
+from broker.metrics.stats import FETCH_FOLLOWER as _FETCH_FOLLOWER
 from broker.native import sendfile
 from broker.protocol.framing import FrameReader
 from broker.server.connection_state import Event, Hold, Phase, initial_phase, next_phase
@@ -80,7 +81,6 @@ _PRODUCE = 0
 _MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND,
                                                                 Hold.MEMORY))
 _FETCH = 1
-_FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
 
 
 class RequestMemory:

@@ -13,6 +13,7 @@ from broker.protocol._runtime import Message
 
 if TYPE_CHECKING:
     from broker.security.acl import Operation, ResourceType
+    from broker.security.api_rights import Right
     from broker.server.connection import Connection
     from broker.server.services import BrokerServices
 
@@ -42,13 +43,21 @@ class RequestContext(Protocol):
         """Who the client is: "User:<name>" (SASL, a TLS certificate) or "User:ANONYMOUS"."""
         ...
 
-    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
-        """Whether the ACLs allow the request's principal the operation on the resource
-        (always, without an authorizer); a refusal is audited."""
+    def has_right(self, right: Right, name: str) -> bool:
+        """Whether the ACLs give the request's principal `right` on the resource `name`
+        (always, without an authorizer): `right` is one of the API's row in API_RIGHTS
+        (`RIGHTS.group`, broker/security/api_rights.py), whose operation and resource type
+        are checked, and whose refusal is audited if the row says so."""
         ...
 
-    def authorize_any(self, operation: Operation, resource_type: ResourceType) -> bool:
-        """Whether the ACLs allow the operation on some resource of the type."""
+    def has_right_on_some(self, right: Right) -> bool:
+        """Whether the ACLs give `right` on some resource of its type (never audited)."""
+        ...
+
+    # by hand, for fetch.py and produce.py until they check through API_RIGHTS too
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
+        """Whether the ACLs allow the request's principal the operation on the resource
+        (always, without an authorizer); a refusal is audited unless `audit` is False."""
         ...
 
     @property

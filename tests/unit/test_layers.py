@@ -1,5 +1,5 @@
 """The layers' import direction: server -> cluster / group / txn -> log -> native;
-security/ below server and cluster.
+security/ below server and cluster; of metrics/, the layers count with stats.py only.
 
 Nothing in log/ knows the cluster, groups or the server; nothing in cluster/, group/ or
 txn/ knows the server; group/ and txn/ see the cluster only through its value types
@@ -52,6 +52,25 @@ def test_a_layer_imports_nothing_above_it(layer):
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name}")
             if layer in ("group", "txn") and name.startswith("broker.cluster") and name not in GROUP_MAY_IMPORT:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name} (only value types allowed)")
+    assert not bad, "\n".join(bad)
+
+
+#: what the layers below the server may use of broker/metrics: the counters they keep
+#: themselves (the rest of metrics/ reads every layer at scrape time: it is above them all)
+METRICS_STATS = "broker.metrics.stats"
+
+
+def test_the_layers_count_with_metrics_stats_only():
+    bad = []
+    for layer in ("log", "cluster", "group", "txn", "security", "protocol"):
+        for path in modules(layer):
+            for line, name in imports(path):
+                if (name == "broker.metrics" or name.startswith("broker.metrics.")) and name != METRICS_STATS:
+                    bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name}")
+    for path in (ROOT / "metrics" / "stats.py", ROOT / "metrics" / "__init__.py"):
+        for line, name in imports(path):
+            if name.startswith("broker.") and name != "broker.protocol.api":
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports {name} (every layer imports it)")
     assert not bad, "\n".join(bad)
 
 

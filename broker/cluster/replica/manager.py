@@ -60,12 +60,12 @@ from broker.cluster.replica.throttle import ReplicationQuotas
 from broker.errors import APPEND_ERRORS, append_error
 from broker.log import LogManager, TopicPartition
 from broker.log.manager import LogDirError
+from broker.metrics.stats import TopicStats
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 
 if TYPE_CHECKING:
     from broker.cluster.controller_client import ControllerClient
-    from broker.metrics.stats import TopicStats
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("state.change.logger")     # Kafka's state-change log
@@ -92,7 +92,7 @@ _MARKER = AppendOrigin.MARKER
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
                  fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000,
-                 quotas: ReplicationQuotas | None = None):
+                 quotas: ReplicationQuotas | None = None, measure: bool = False):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
@@ -111,8 +111,9 @@ class ReplicaManager:
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_timer: asyncio.Task[None] | None = None
-        #: per-topic bytes and messages in and out when metrics are on (broker/metrics)
-        self.topic_stats: TopicStats | None = None
+        #: per-topic bytes and records in and out, and the bytes sent to followers (Kafka's
+        #: BrokerTopicStats), counted when `measure` (metrics.listener); None: not counted
+        self.topic_stats: TopicStats | None = TopicStats() if measure else None
         #: Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes of partitions led here
         self.isr_shrinks = 0
         self.isr_expands = 0

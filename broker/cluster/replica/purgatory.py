@@ -37,6 +37,14 @@ class Purgatory:
     def __len__(self) -> int:
         return sum(len(w) for w in self._watchers.values())
 
+    def watching(self) -> dict[int, int]:
+        """HIGH_WATERMARK and LOG_END -> the requests watching for it, one waiting on
+        several partitions counted once per partition (Kafka's PurgatorySize)."""
+        out = {HIGH_WATERMARK: 0, LOG_END: 0}
+        for (_key, kind), futs in self._watchers.items():
+            out[kind] = out.get(kind, 0) + len(futs)
+        return out
+
     # ------------------------------------------------------------------ wake
 
     def high_watermark_moved(self, key: Hashable) -> None:

@@ -193,6 +193,16 @@ class FileMetadataStore:
     def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
         """A file has no session to lose."""
 
+    @property
+    def connected(self) -> bool:
+        """A file is always at hand."""
+        return True
+
+    @property
+    def request_latency(self) -> None:
+        """No round trips to time."""
+        return None
+
     # ------------------------------------------------------------------ cluster id
 
     async def get_or_create_cluster_id(self, proposed: str) -> str:

@@ -3,12 +3,13 @@ broker or of the cluster default (server/broker_configs.py), become exactly the 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from broker.security.acl import Operation
+from broker.security.api_rights import API_RIGHTS
 from broker.server import broker_configs
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
 
 API_KEY = ApiKey.ALTER_CONFIGS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
@@ -23,7 +24,7 @@ async def _handle(ctx, request):
                                                               resource_type=res.resource_type,
                                                               resource_name=res.resource_name)
         out.append(r)
-        denied = _denied(ctx, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue

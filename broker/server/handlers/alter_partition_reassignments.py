@@ -11,11 +11,13 @@ from broker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _R = AlterPartitionReassignmentsResponse
@@ -54,6 +56,6 @@ def _refused(request: AlterPartitionReassignmentsRequest, code: int) -> AlterPar
 
 
 def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _refused(request, RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

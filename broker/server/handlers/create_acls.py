@@ -21,9 +21,11 @@ from broker.security.acl import (
     ResourceType,
     validate,
 )
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 AUDIT_SHOWN = 5                 # ACLs named in an audit line (with the count of all)
@@ -49,9 +51,9 @@ def handle(ctx: RequestContext, request: CreateAclsRequest) -> HandlerResult:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             _Result(error_code=ErrorCode.SECURITY_DISABLED, error_message="No Authorizer is configured.")
             for _ in request.creations])
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return CreateAclsResponse(throttle_time_ms=0, results=[
-            _Result(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            _Result(error_code=RIGHTS.cluster.error_code, error_message="Authorization failed.")
             for _ in request.creations])
     return _create(ctx, request)
 

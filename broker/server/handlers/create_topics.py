@@ -13,12 +13,14 @@ from broker.config import TOPIC_KEYS, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
 from broker.uuids import random_uuid
 
 API_KEY = ApiKey.CREATE_TOPICS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 7
 
 _Result = CreateTopicsResponse.CreatableTopicResult
@@ -37,7 +39,7 @@ async def _handle(ctx, request):
     counts = Counter(t.name for t in request.topics)
     seen = set()
     partitions = 0
-    cluster_create = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+    cluster_create = ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
     for t in request.topics:
         if t.name in seen:
             continue
@@ -48,8 +50,8 @@ async def _handle(ctx, request):
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             r.num_partitions = r.replication_factor = -1
             continue
-        if not cluster_create and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t.name):
-            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if not cluster_create and not ctx.has_right(RIGHTS.topic, t.name):
+            r.error_code, r.error_message = RIGHTS.topic.error_code, "Authorization failed."
             r.num_partitions = r.replication_factor = -1
             continue
         partitions += max(t.num_partitions, len(t.assignments))
@@ -87,7 +89,7 @@ def _answer_configs(ctx, r, cfg) -> None:
     """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
     the topic; else no configs, partitions and replication factor -1, and
     topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
-    if ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name, audit=False):
+    if ctx.has_right(RIGHTS.topic_configs, r.name):
         r.configs = _configs(ctx.services, cfg)
     else:
         r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED

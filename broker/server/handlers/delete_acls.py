@@ -7,10 +7,12 @@ from collections.abc import Callable
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_ACLS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 _R = DeleteAclsResponse
@@ -26,9 +28,9 @@ def handle(ctx: RequestContext, request: DeleteAclsRequest) -> HandlerResult:
             _R.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
                                       error_message="No Authorizer is configured.", matching_acls=[])
             for _ in request.filters])
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _R(throttle_time_ms=0, filter_results=[
-            _R.DeleteAclsFilterResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            _R.DeleteAclsFilterResult(error_code=RIGHTS.cluster.error_code,
                                       error_message="Authorization failed.", matching_acls=[])
             for _ in request.filters])
     return _delete(ctx, request)

@@ -14,12 +14,14 @@ from broker.config import TOPIC_KEYS, ConfigSource, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS, Right
 from broker.server import broker_configs
 from broker.server.broker_configs import format_value
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 RESOURCE_TOPIC = 2
@@ -81,7 +83,7 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
         r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
                     resource_name=res.resource_name, configs=[])
         results.append(r)
-        denied = _denied(ctx, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -108,14 +110,13 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _denied(ctx, operation: Operation, resource_type: int, name: str) -> int:
-    """As Kafka's: a topic's configs need the operation on the topic, a broker's (and its
-    loggers') on the cluster; the error code, or 0."""
+def _denied(ctx, on_topic: Right, on_cluster: Right, resource_type: int, name: str) -> int:
+    """As Kafka's: a topic's configs need the right on the topic, a broker's (and its
+    loggers') on the cluster (the two rights of the API's row); the error code, or 0."""
     if resource_type == RESOURCE_TOPIC:
-        return 0 if ctx.authorize(operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return 0 if ctx.has_right(on_topic, name) else on_topic.error_code
     if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-        return 0 if ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME) else \
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return 0 if ctx.has_right(on_cluster, CLUSTER_NAME) else on_cluster.error_code
     return 0
 
 

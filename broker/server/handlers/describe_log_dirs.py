@@ -11,10 +11,12 @@ from collections import defaultdict
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 1, 4
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
@@ -33,8 +35,8 @@ def _wanted(request):
 
 
 def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                                        results=[])
     logs = ctx.services.replicas.logs
     wanted = _wanted(request)

@@ -5,11 +5,13 @@ from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ELECT_LEADERS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 2
 
 _Result = ElectLeadersResponse.ReplicaElectionResult
@@ -46,8 +48,8 @@ def _all(wanted, error) -> ElectLeadersResponse:
 
 
 def handle(ctx: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _all(None if request.topic_partitions is None else [
             TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions],
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            RIGHTS.cluster.error_code)
     return apply(ctx.services, request, ctx.api_version)

@@ -5,10 +5,11 @@ the topic on first use, as Kafka does. A found coordinator comes with the messag
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 GROUP, TRANSACTION = 0, 1
@@ -18,10 +19,10 @@ def _find(ctx, key: str, key_type: int):
     """(error, message, node id, host, port), or None when __consumer_offsets must be
     created first."""
     services = ctx.services
-    if key_type == GROUP and not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, key):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
-    if key_type == TRANSACTION and not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == GROUP and not ctx.has_right(RIGHTS.group, key):
+        return RIGHTS.group.error_code, None, -1, "", -1
+    if key_type == TRANSACTION and not ctx.has_right(RIGHTS.transactional_id, key):
+        return RIGHTS.transactional_id.error_code, None, -1, "", -1
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:

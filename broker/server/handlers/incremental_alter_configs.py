@@ -9,12 +9,13 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from broker.security.acl import Operation
+from broker.security.api_rights import API_RIGHTS
 from broker.server import broker_configs
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied, format_value
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -97,7 +98,7 @@ async def _handle(ctx, request):
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name)
         out.append(r)
-        denied = _denied(ctx, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue

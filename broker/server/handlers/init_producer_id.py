@@ -13,10 +13,12 @@ a timeout above transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
@@ -24,13 +26,12 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult
     # as Kafka's: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
     # cluster or WRITE on some topic
     if request.transactional_id is not None:
-        if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
             return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not (ctx.authorize(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
-              or ctx.authorize_any(Operation.WRITE, ResourceType.TOPIC)):
+                                          error_code=RIGHTS.transactional_id.error_code)
+    elif not (ctx.has_right(RIGHTS.idempotent, CLUSTER_NAME) or ctx.has_right_on_some(RIGHTS.some_topic)):
         return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                                      error_code=RIGHTS.idempotent.error_code)
     if request.transactional_id is not None:
         if not request.transactional_id:
             return _response(ErrorCode.INVALID_REQUEST)

@@ -8,11 +8,13 @@ from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LEADER_AND_ISR
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 5, 7
 
 _TopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
@@ -59,6 +61,6 @@ async def _from_network(services: BrokerServices, request: LeaderAndIsrRequest) 
 
 
 def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return LeaderAndIsrResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return LeaderAndIsrResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)

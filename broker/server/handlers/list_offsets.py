@@ -5,12 +5,13 @@ With isolation_level 1 (read_committed) the last fetchable offset is the last st
 offset instead of the high watermark, as Kafka's fetchOffsetForTimestamp: latest answers
 the LSO, and a timestamp lookup that lands at or beyond it finds nothing."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 1, 8
 
 _TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -31,12 +32,12 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
     topics = []
     for t in request.topics:
         parts = []
-        allowed = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+        allowed = ctx.has_right(RIGHTS.topic, t.name)
         for p in t.partitions:
             r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(r)
             if not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 continue
             try:
                 part = services.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)

@@ -10,11 +10,13 @@ from broker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _R = ListPartitionReassignmentsResponse
@@ -45,6 +47,6 @@ async def apply(services: BrokerServices, request: ListPartitionReassignmentsReq
 
 
 def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _error(RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

@@ -16,10 +16,12 @@ from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.METADATA
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 12
 
 _Topic = MetadataResponse.MetadataResponseTopic
@@ -55,7 +57,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     if request.topics is None or (version == 0 and not request.topics):
         for each in sorted(services.metadata.topics().values(), key=lambda t: t.name):
             # topics the principal may not describe are left out, as Kafka's
-            if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, each.name, audit=False):
+            if ctx.has_right(RIGHTS.listed_topic, each.name):
                 topics.append(topic_entry(ctx, each))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
@@ -73,9 +75,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
-            if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if not ctx.has_right(RIGHTS.topic, name):
                 # existing or not, said alike (by id: without its name)
-                refused = _Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name)
+                refused = _Topic(error_code=RIGHTS.topic.error_code, name=None if by_id else name)
                 if by_id:           # by name: the zero uuid (a null in a non-nullable field broke v10+)
                     refused.topic_id = t.topic_id
                 topics.append(refused)
@@ -88,9 +90,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
             if problem:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
             elif allow_auto and services.config["auto.create.topics.enable"]:
-                if not (ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
-                        or ctx.authorize(Operation.CREATE, ResourceType.TOPIC, name)):
-                    topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name))
+                if not (ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
+                        or ctx.has_right(RIGHTS.create_topic, name)):
+                    topics.append(_Topic(error_code=RIGHTS.create_topic.error_code, name=name))
                     continue
                 to_create.append((len(topics), name))
                 topics.append(None)

@@ -13,10 +13,11 @@ from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 R = TxnOffsetCommitResponse
@@ -29,22 +30,22 @@ async def _handle(ctx, request):
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata, -1, -1)
-    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        results = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in offsets}
-    elif not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
-        results = {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
+    if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        results = {tp: RIGHTS.transactional_id.error_code for tp in offsets}
+    elif not ctx.has_right(RIGHTS.group, request.group_id):
+        results = {tp: RIGHTS.group.error_code for tp in offsets}
     elif not request.group_id:
         results = {tp: ErrorCode.INVALID_GROUP_ID for tp in offsets}
     elif v >= 5 and (code := await _add_offsets_partition(ctx, request)):
         results = {tp: code for tp in offsets}
     else:
-        denied = {t for t, _ in offsets if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
+        denied = {t for t, _ in offsets if not ctx.has_right(RIGHTS.topic, t)}
         allowed = {tp: om for tp, om in offsets.items() if tp[0] not in denied}
         results = await ctx.services.coordinator.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch,
             request.generation_id if v >= 3 else -1, request.member_id if v >= 3 else "",
             request.group_instance_id if v >= 3 else None, allowed) if allowed else {}
-        results = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else results[tp] for tp in offsets}
+        results = {tp: RIGHTS.topic.error_code if tp[0] in denied else results[tp] for tp in offsets}
     if v < 2:
         results = {tp: ErrorCode.INVALID_PRODUCER_EPOCH if c == ErrorCode.PRODUCER_FENCED else c
                    for tp, c in results.items()}

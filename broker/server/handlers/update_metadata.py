@@ -8,11 +8,13 @@ from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState,
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.UPDATE_METADATA
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 7, 8
 
 LEADER_DURING_DELETE = -2
@@ -70,6 +72,6 @@ async def _from_network(services: BrokerServices, request: UpdateMetadataRequest
 
 
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return UpdateMetadataResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)
