@@ -194,7 +194,9 @@ class Sensor:
         self.throttle_ms_total = 0
         self.throttled = 0
         self.recorded = 0.0
-        self.last_ms = 0.0
+        #: when last recorded into (time.monotonic() in ms, the clock record() is given):
+        #: from its creation, so a new sensor is not taken for one idle since the clock's start
+        self.last_ms = time.monotonic() * 1000
 
     def record(self, value: float, now_ms: float) -> int:
         """Records and answers the throttle time (0: within the quota)."""

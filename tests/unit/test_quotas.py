@@ -245,3 +245,25 @@ def test_tags_of_clients_without_a_quota_follow_kafkas_modes():
     assert q.produce.resolve("bob", "c") == (None, ("bob", "c"))
     q.load({"users/alice": {PRODUCE: "1"}, "clients/x": {PRODUCE: "1"}})
     assert q.produce.resolve("bob", "c") == (None, ("", "c"))
+
+
+def test_a_new_sensor_is_not_expired_however_long_the_machine_is_up(monkeypatch):
+    """Sensors unused for an hour are dropped; a new one was taken for one unused since the
+    monotonic clock's start, and dropped at once on a machine up for over an hour (its
+    connection then held a sensor the metrics no longer saw)."""
+    import broker.server.quotas as quotas_mod
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0)
+    q = ClientQuotas()
+    q.load({"users/bob": {FETCH: "1024"}})
+    conn = SimpleNamespace(quota_generation=-1, quota_client_id=None, quota_sensors=(None, None, None),
+                           principal="User:bob", authenticator=None)
+    sensors = q.for_connection(conn, "app")
+    assert q.fetch.sensors[("bob", "")] is sensors[1]
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0 + 3599)
+    q._last_expiry = 0.0
+    q.expire()
+    assert ("bob", "") in q.fetch.sensors
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0 + 3601)
+    q._last_expiry = 0.0
+    q.expire()
+    assert ("bob", "") not in q.fetch.sensors                  # unused for an hour: dropped
