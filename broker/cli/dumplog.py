@@ -439,20 +439,20 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
     ('{"type":"1","data":{...}}', '{"version":"3","data":{...}}' or '<DELETE>')."""
     import struct
 
-    from broker.group.records import OffsetKey, decode_group_value, decode_key, decode_offset_value
+    from broker.group.records import decode_group_value, decode_key, decode_offset_value
     if key is None:
         return (f"Error at offset {offset}, skipping. Failed to decode message at offset {offset} "
                 f"using the specified decoder (message had a missing key)", None)
     try:
         k = decode_key(key)
-        if isinstance(k, OffsetKey):
+        if len(k) == 4:
             key_text = _json({"type": "1", "data": {"group": k[1], "topic": k[2], "partition": k[3]}})
         else:
             key_text = _json({"type": "2", "data": {"group": k[1]}})
         if value is None:
             return key_text, "<DELETE>"
         (version,) = struct.unpack_from(">h", value)
-        if isinstance(k, OffsetKey):
+        if len(k) == 4:
             o = decode_offset_value(value)
             data: dict[str, object] = {"offset": o.offset}
             if version >= 3:

@@ -109,19 +109,21 @@ class GroupShard:
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
         k = R.decode_key(key)
-        if isinstance(k, R.OffsetKey):
+        if len(k) == 4:
+            _, gid, topic, partition = k
             if producer_id >= 0 and value is not None:
-                self._pending_txn.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = \
+                self._pending_txn.setdefault(producer_id, {}).setdefault(gid, {})[(topic, partition)] = \
                     R.decode_offset_value(value)
                 return
-            g = self._group(k.group)
+            g = self._group(gid)
             if value is None:
-                g.offsets.pop((k.topic, k.partition), None)
+                g.offsets.pop((topic, partition), None)
             else:
-                g.offsets[(k.topic, k.partition)] = R.decode_offset_value(value)
+                g.offsets[(topic, partition)] = R.decode_offset_value(value)
             return
+        _, gid = k
         if value is None:
-            tombstoned = self._loading.get(k.group)
+            tombstoned = self._loading.get(gid)
             if tombstoned is not None:
                 tombstoned.members.clear()
                 tombstoned.static_members.clear()
@@ -129,7 +131,7 @@ class GroupShard:
                 tombstoned.generation_id = 0
             return
         meta = R.decode_group_value(value)
-        g = self._group(k.group)
+        g = self._group(gid)
         g.protocol_type = meta.protocol_type
         g.generation_id = meta.generation
         g.protocol_name = meta.protocol

@@ -28,13 +28,17 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from broker.coordinator.placement import java_string_hash, partition_for
 
 __all__ = ["GroupKey", "GroupMetadata", "MemberMetadata", "OffsetAndMetadata", "OffsetKey", "decode_group_value",
            "decode_key", "decode_offset_value", "group_key", "group_value", "java_string_hash", "offset_key",
            "offset_value", "partition_for"]
+
+#: an OffsetCommitKey: ("offset", group, topic, partition)
+OffsetKey = tuple[str, str, str, int]
+#: a GroupMetadataKey: ("group", group)
+GroupKey = tuple[str, str]
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -175,30 +179,15 @@ class _Reader:
         return b
 
 
-class OffsetKey(NamedTuple):
-    """An OffsetCommitKey: ("offset", group, topic, partition)."""
-
-    kind: str
-    group: str
-    topic: str
-    partition: int
-
-
-class GroupKey(NamedTuple):
-    """A GroupMetadataKey: ("group", group)."""
-
-    kind: str
-    group: str
-
-
 def decode_key(key: bytes) -> OffsetKey | GroupKey:
-    """("offset", group, topic, partition) or ("group", group); ValueError otherwise."""
+    """("offset", group, topic, partition) or ("group", group) — plain tuples, told apart
+    by their length (a load decodes one per record); ValueError otherwise."""
     r = _Reader(key, "__consumer_offsets key")
     version = r.i16("version")
     if version in (0, 1):
-        return OffsetKey("offset", r.string("group"), r.string("topic"), r.i32("partition"))
+        return ("offset", r.string("group"), r.string("topic"), r.i32("partition"))
     if version == 2:
-        return GroupKey("group", r.string("group"))
+        return ("group", r.string("group"))
     raise ValueError(f"__consumer_offsets key: unknown version {version}")
 
 
