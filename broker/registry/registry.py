@@ -256,7 +256,7 @@ class SchemaRegistry:
         if req.id is None and req.version is None:
             existing = self._find(subject, parsed, req)
             if existing is not None:
-                return self._registered(existing.id, existing.version, parsed), []
+                return self._registered(existing.id, existing.version, req), []
         identity = (req.schema_type, parsed.canonical, req.references)
         schema_id = self.state.by_identity.get(identity)
         if req.id is not None:
@@ -288,15 +288,20 @@ class SchemaRegistry:
         if schema_id is None:
             schema_id = self.state.max_id + 1
         value = R.SchemaValue(subject, new_version, schema_id, req.schema_type, req.references, parsed.canonical)
-        return (self._registered(schema_id, new_version, parsed),
+        return (self._registered(schema_id, new_version, req),
                 [(R.schema_key(subject, new_version), R.schema_value(value))])
 
     @staticmethod
-    def _registered(schema_id: int, version: int, parsed: Any) -> dict[str, Any]:
+    def _registered(schema_id: int, version: int, req: SchemaRequest) -> dict[str, Any]:
+        """The answer to a registration: the id and version, and the schema as the client
+        sent it (clients cache the answer's schema under the id: Confluent's Python client
+        reads a Protobuf schema it registered as a FileDescriptorProto back from there)."""
         out: dict[str, Any] = {"id": schema_id, "version": version}
-        if parsed.schema_type != "AVRO":
-            out["schemaType"] = parsed.schema_type
-        out["schema"] = parsed.canonical
+        if req.schema_type != "AVRO":
+            out["schemaType"] = req.schema_type
+        if req.references:
+            out["references"] = [r.to_json() for r in req.references]
+        out["schema"] = req.schema
         return out
 
     def _check_writable(self, subject: str) -> None:
