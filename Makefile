@@ -41,8 +41,9 @@ SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium li
 JVM_DIR := tests/jvm
 JVM_STAMP := $(JVM_DIR)/target/.fetched
 JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
-# franz-go and sarama (Go module proxy, pinned in tests/go/go.mod + go.sum), KafkaJS (npm,
-# pinned by tests/node/package-lock.json)
+# franz-go (with its schema registry client, pkg/sr) and sarama (Go module proxy, pinned in
+# tests/go/go.mod + go.sum), KafkaJS and @kafkajs/confluent-schema-registry (npm, pinned by
+# tests/node/package-lock.json)
 GO_DIR := tests/go
 GO_BIN := $(GO_DIR)/bin/goclients
 NODE_DIR := tests/node
