@@ -20,6 +20,7 @@ Registration, as Confluent's:
 from __future__ import annotations
 
 import collections
+import collections.abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,16 +208,19 @@ class SchemaRegistry:
             for v in reversed(versions):
                 if v.id == schema_id:
                     return v
-        # a version stored in another form (written by another registry): compared parsed
+        # a version stored in another form (written by another registry): compared in its
+        # canonical form, computed once per schema
         for v in reversed(versions):
             s = self.state.schemas[v.id]
             if s.schema_type != req.schema_type or s.references != req.references:
                 continue
-            try:
-                if self.parse_stored(v.id).canonical == parsed.canonical:
-                    return v
-            except E.RestError:
-                continue
+            if s.canonical is None:
+                try:
+                    s.canonical = self.parse_stored(v.id).canonical
+                except E.RestError:
+                    s.canonical = ""
+            if s.canonical == parsed.canonical:
+                return v
         return None
 
     def compatibility_level(self, subject: str | None) -> str:
@@ -230,8 +234,7 @@ class SchemaRegistry:
         parsed = self.parse(req.schema_type, req.schema, req.references)
         level = self.compatibility_level(subject)
         if version is None:
-            previous = [self.parse_stored(v.id) for v in self.state.versions(subject)]
-            problems, _ = check(level, parsed, previous)
+            problems, _ = check(level, parsed, _Parsed(self, [v.id for v in self.state.versions(subject)]))
             return problems
         v = self._version(subject, version)
         if v is None:
@@ -275,7 +278,7 @@ class SchemaRegistry:
             new_version = req.version
         if mode != "IMPORT":
             live = self.state.versions(subject)
-            previous = [self.parse_stored(v.id) for v in live]
+            previous = _Parsed(self, [v.id for v in live])
             level = self.compatibility_level(subject)
             problems, at = check(level, parsed, previous)
             if problems:
@@ -396,3 +399,20 @@ class SchemaRegistry:
             raise E.subject_not_found(subject) if not self.state.has_subject(subject, True) \
                 else E.no_subject_mode(subject)
         return {"mode": current}, [(R.subject_key("MODE", subject), None)]
+
+
+class _Parsed(collections.abc.Sequence):
+    """The parsed schemas of some ids, each parsed when the compatibility check reads it
+    (a non-transitive level reads the latest only)."""
+
+    def __init__(self, registry: SchemaRegistry, ids: list[int]):
+        self.registry = registry
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.registry.parse_stored(x) for x in self.ids[i]]
+        return self.registry.parse_stored(self.ids[i])

@@ -55,6 +55,8 @@ class Schema:
     text: str
     references: tuple[R.Reference, ...]
     cache: dict[Any, bytes] = field(default_factory=dict)
+    #: the canonical form of `text` (registry.py computes it once, when first compared)
+    canonical: str | None = None
 
     @property
     def identity(self) -> tuple[str, str, tuple[R.Reference, ...]]:
