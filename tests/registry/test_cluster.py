@@ -169,3 +169,62 @@ def test_registrations_through_every_broker_while_the_leader_is_killed(make_clus
     print(f"{len(acked)} registrations acknowledged, failed by status (-1: no answer): {failures}, "
           f"leaders killed: {killed}")
     assert 409 not in failures
+
+
+def test_forwarded_writes_over_tls_with_basic_auth(make_cluster, tmp_path):  # noqa: F811
+    """A write sent to a broker that does not lead `_schemas` is forwarded to the writer
+    over TLS (the writer's certificate checked against the registry's trust store) with
+    the client's credentials, which the writer checks again."""
+    import base64
+    import ssl
+    import subprocess
+    import sys
+
+    from tests.support.certs import make_certs
+    certs = make_certs(tmp_path / "certs")
+    ports = {i: free_port() for i in (1, 2)}
+    tls = {"listener.name.schema_registry.ssl.keystore.type": "PEM",
+           "listener.name.schema_registry.ssl.keystore.location": certs.broker_pem,
+           "listener.name.schema_registry.ssl.truststore.type": "PEM",
+           "listener.name.schema_registry.ssl.truststore.location": certs.ca,
+           "schema.registry.authentication.method": "BASIC",
+           "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+           "super.users": "User:ANONYMOUS", "schema.registry.topic.replication.factor": 2,
+           "default.replication.factor": 2, "offsets.topic.replication.factor": 2}
+    c = make_cluster(2, config=tls, per_broker={i: {"schema.registry.listener": f"https://127.0.0.1:{p}"}
+                                                for i, p in ports.items()})
+    cli = [sys.executable, "-m", "broker.cli.main"]
+    boot = c.bootstrap.split(",")[0]
+    for args in (["users", "add", "dora", "--bootstrap", boot, "--mechanism", "SCRAM-SHA-256", "--password", "pw"],
+                 ["acls", "add", "--bootstrap", boot, "--allow-principal", "User:dora", "--operation", "Write",
+                  "--operation", "Read", "--topic", "tls"]):
+        r = subprocess.run(cli + args, capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
+    ctx = ssl.create_default_context(cafile=str(certs.ca))
+
+    def call(i, method, path, body=None, password="pw"):
+        req = urllib.request.Request(f"https://127.0.0.1:{ports[i]}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": CT, "Authorization": "Basic " + base64.b64encode(
+                                         f"dora:{password}".encode()).decode()})
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    deadline = time.monotonic() + 30
+    while call(1, "GET", "/subjects")[0] != 200:           # the user reached every broker's credentials
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    status, out = call(1, "POST", "/subjects/tls-value/versions", {"schema": schema("t")})
+    assert status == 200, out
+    leader = c.wait_for_leader("_schemas", 0)
+    other = 2 if leader == 1 else 1
+    status, out2 = call(other, "POST", "/subjects/tls-value/versions", {"schema": schema("t")})
+    assert (status, out2["id"]) == (200, out["id"])                     # forwarded: the same registration
+    status, out3 = call(other, "POST", "/subjects/tls-key/versions", {"schema": '"string"'})
+    assert status == 200 and out3["id"] != out["id"]
+    assert call(other, "GET", "/subjects/tls-key/versions")[1] == [1]     # read at once where it was written
+    assert call(other, "POST", "/subjects/tls-key/versions", {"schema": '"long"'}, password="bad")[0] == 401
+    assert call(other, "POST", "/subjects/other-value/versions", {"schema": '"long"'})[0] == 403
