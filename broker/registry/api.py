@@ -78,6 +78,11 @@ class RegistryApi:
 
     def handle(self, req: Request) -> Response | Awaitable[Response]:
         self.requests += 1
+        if not self.state.caught_up:
+            return self._when_caught_up(req)
+        return self._handle(req)
+
+    def _handle(self, req: Request) -> Response | Awaitable[Response]:
         if self.authenticator is None:
             return self._dispatch(req, ANONYMOUS)
         header = req.headers.get("authorization", "")
@@ -87,6 +92,17 @@ class RegistryApi:
         if not header:
             return _error(E.RestError(401, 401, "Unauthorized"))
         return self._authenticate(req, header)
+
+    async def _when_caught_up(self, req: Request) -> Response:
+        """A request that came while the view was still reading `_schemas` (after a
+        start): answered once it has read what was there, or after the timeout from what
+        it has."""
+        if not await self.state.wait_caught_up(self.timeout_s):
+            log.warning("schema registry: the view of %s has not caught up in %.0f s; answering from what it has",
+                        self.log.topic, self.timeout_s)
+            self.state.mark_caught_up()
+        result = self._handle(req)
+        return result if isinstance(result, Response) else await result
 
     async def _authenticate(self, req: Request, header: str) -> Response:
         assert self.authenticator is not None

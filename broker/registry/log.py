@@ -161,7 +161,9 @@ class SchemasLog:
     async def _read_once(self) -> None:
         found = self._leader()
         if found is None:
-            await self.metadata.wait_for(lambda: self._leader() is not None, 5.0)
+            if self.metadata.topic(self.topic) is None and getattr(self.metadata, "initialized", True):
+                self.state.mark_caught_up()         # no _schemas yet: nothing to read
+            await self.metadata.wait_for(lambda: self._leader() is not None, 1.0)
             return
         info, leader = found
         if self._topic_id is not None and info.topic_id != self._topic_id:
@@ -212,6 +214,9 @@ class SchemasLog:
             self._apply(p.records, start)
         elif start > p.high_watermark >= 0:
             self._restart(0, start)
+            return
+        if self.state.next_offset >= p.high_watermark:
+            self.state.mark_caught_up()
 
     def _restart(self, offset: int, was: int) -> None:
         log.warning("schema registry: %s offset %d is gone (log start or end moved); reading again from %d",

@@ -79,6 +79,11 @@ class RegistryState:
         #: broker id -> (leader epoch, url): where each broker took writes when it last led
         self.writers: dict[int, tuple[int, str]] = {}
         self.corrupt = 0
+        #: the view has read `_schemas` up to the high watermark it saw when it started
+        #: (or found no `_schemas`): reads are answered from then on, not from a view
+        #: still loading (a schema that exists is never answered 40403 after a restart)
+        self.caught_up = False
+        self._caught_up: asyncio.Event | None = None
         self._live_ids: dict[str, frozenset[int]] = {}
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         #: called after each batch of records applied (the API drops cached lists)
@@ -87,9 +92,9 @@ class RegistryState:
     def reset(self) -> None:
         """Forgets everything (the topic is read again from its start); waiters and
         listeners stay."""
-        listeners, waiters = self.listeners, self._waiters
+        listeners, waiters, caught_up, event = self.listeners, self._waiters, self.caught_up, self._caught_up
         self.__init__()             # type: ignore[misc]
-        self.listeners, self._waiters = listeners, waiters
+        self.listeners, self._waiters, self.caught_up, self._caught_up = listeners, waiters, caught_up, event
         for fn in listeners:
             fn()
 
@@ -159,7 +164,25 @@ class RegistryState:
             await asyncio.wait_for(asyncio.shield(fut), timeout)
             return True
         except asyncio.TimeoutError:
+            fut.cancel()                    # dropped from the waiters at the next wake
             return self.next_offset >= offset
+
+    def mark_caught_up(self) -> None:
+        if not self.caught_up:
+            self.caught_up = True
+            if self._caught_up is not None:
+                self._caught_up.set()
+
+    async def wait_caught_up(self, timeout: float) -> bool:
+        if self.caught_up:
+            return True
+        if self._caught_up is None:
+            self._caught_up = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._caught_up.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return self.caught_up
 
     def _wake(self) -> None:
         if not self._waiters:

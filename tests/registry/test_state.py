@@ -127,3 +127,31 @@ def test_an_id_given_to_another_schema_is_refused():
     state.apply(0, R.schema_key("s", 1), R.schema_value(R.SchemaValue("s", 1, 1, "AVRO", (), REC)))
     state.apply(1, R.schema_key("t", 1), R.schema_value(R.SchemaValue("t", 1, 1, "AVRO", (), '"string"')))
     assert state.corrupt == 1 and state.schemas[1].text == REC and not state.has_subject("t")
+
+
+def test_reads_wait_for_the_view_to_catch_up():
+    """After a start, a read waits until the view has read `_schemas` (else a schema that
+    exists would be answered 40403 for a moment)."""
+    import asyncio
+
+    from broker.registry.api import RegistryApi
+    from broker.registry.http import Request
+
+    async def scenario():
+        state = RegistryState()
+        api = RegistryApi(SchemaRegistry(state), None, None, lambda: None, None, timeout_s=5.0)
+        pending = api.handle(Request("GET", "/schemas/ids/1", {}, b"", "127.0.0.1"))
+        assert asyncio.iscoroutine(pending)
+        task = asyncio.ensure_future(pending)
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        state.apply(0, R.schema_key("s", 1), R.schema_value(R.SchemaValue("s", 1, 1, "AVRO", (), REC)))
+        state.applied(1)
+        state.mark_caught_up()
+        answer = await task
+        assert answer.status == 200 and b"schema" in answer.body
+        # once caught up, reads are answered in the callback, without waiting
+        now = api.handle(Request("GET", "/schemas/ids/1", {}, b"", "127.0.0.1"))
+        assert not asyncio.iscoroutine(now) and now.status == 200
+
+    asyncio.run(scenario())
