@@ -79,3 +79,8 @@ def registry(broker) -> Registry:
 def subject(request):
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:100]
     return f"{base}-{next(_counter)}"
+
+
+# a failed cluster test (test_cluster.py, on tests/cluster's make_cluster) shows the end of
+# every broker's log, as in tests/cluster
+from tests.cluster.conftest import pytest_runtest_makereport  # noqa: E402,F401
