@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from broker.timeouts import wait_for
+
 log = logging.getLogger(__name__)
 
 MAX_HEAD = 16 * 1024
@@ -117,7 +119,7 @@ class HttpServer:
             conn.close()
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+                await wait_for(self._server.wait_closed(), 5.0)
             except asyncio.TimeoutError:
                 pass
 
@@ -338,7 +340,7 @@ class HttpClient:
                       ) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body); OSError or asyncio.TimeoutError when the other side
         cannot be reached or does not answer."""
-        return await asyncio.wait_for(self._request(url, method, target, headers, body), self.timeout)
+        return await wait_for(self._request(url, method, target, headers, body), self.timeout)
 
     async def _request(self, url: str, method: str, target: str, headers: dict[str, str], body: bytes
                        ) -> tuple[int, dict[str, str], bytes]:

@@ -45,6 +45,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest
 from broker.registry import errors as E, records as R
 from broker.registry.state import RegistryState
+from broker.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +324,7 @@ class SchemasLog:
         if self.writer_epoch < 0:
             raise NotWriter()
         try:
-            await asyncio.wait_for(self._ready.wait(), self.timeout_s)
+            await wait_for(self._ready.wait(), self.timeout_s)
         except asyncio.TimeoutError:
             raise E.timeout("the registry's writer is not ready") from None
         epoch = self.writer_epoch

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.registry import records as R
+from broker.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ class RegistryState:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, fut))
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            await wait_for(asyncio.shield(fut), timeout)
             return True
         except asyncio.TimeoutError:
             fut.cancel()                    # dropped from the waiters at the next wake
@@ -179,7 +180,7 @@ class RegistryState:
         if self._caught_up is None:
             self._caught_up = asyncio.Event()
         try:
-            await asyncio.wait_for(self._caught_up.wait(), timeout)
+            await wait_for(self._caught_up.wait(), timeout)
         except asyncio.TimeoutError:
             pass
         return self.caught_up
