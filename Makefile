@@ -1,6 +1,7 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
-#   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
+#   make serve   one broker on 127.0.0.1:9092 and its schema registry on 127.0.0.1:8081, data in
+#                ./data (builds .venv on first use)
 #   make test    lint and typecheck, then the whole suite in two workers (installs what the
 #                tests need; system packages when root; the pinned JVM/Go/Node test
 #                dependencies once, offline afterwards); TEST_WORKERS=0: in one process
@@ -41,8 +42,9 @@ SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium li
 JVM_DIR := tests/jvm
 JVM_STAMP := $(JVM_DIR)/target/.fetched
 JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
-# franz-go and sarama (Go module proxy, pinned in tests/go/go.mod + go.sum), KafkaJS (npm,
-# pinned by tests/node/package-lock.json)
+# franz-go (with its schema registry client, pkg/sr) and sarama (Go module proxy, pinned in
+# tests/go/go.mod + go.sum), KafkaJS and @kafkajs/confluent-schema-registry (npm, pinned by
+# tests/node/package-lock.json)
 GO_DIR := tests/go
 GO_BIN := $(GO_DIR)/bin/goclients
 NODE_DIR := tests/node
@@ -53,9 +55,10 @@ SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 .PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean bench-tools
 
 # SERVE_ARGS adds flags, e.g. SERVE_ARGS="--set metrics.listener=127.0.0.1:9404" (the broker
-# then prints where its metrics and status page are)
+# then prints where its metrics and status page are); the schema registry (Confluent's REST
+# API, docs/schema-registry.md) is served beside the broker on 127.0.0.1:8081
 serve: $(VENV)/.runtime
-	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 $(SERVE_ARGS)
+	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 --set schema.registry.listener=127.0.0.1:8081 $(SERVE_ARGS)
 
 # lint and typecheck first: a violation fails the run before any test starts
 # the suite in TEST_WORKERS processes (pytest-xdist; 0: in this one), grouped as

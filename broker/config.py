@@ -236,6 +236,13 @@ def _host_port(v: str) -> str | None:
     return None
 
 
+def _registry_listener(v: str) -> str | None:
+    scheme, sep, rest = v.partition("://")
+    if sep and scheme.lower() not in ("http", "https"):
+        return f"{v!r}: the scheme is http or https"
+    return _host_port(rest if sep else v)
+
+
 def _api_name(v: str) -> str | None:
     from broker.protocol.api import ApiKey
     names = {"".join(w.capitalize() for w in k.name.split("_")).lower(): k for k in ApiKey}
@@ -471,6 +478,26 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "A web configuration file as Prometheus' exporters take (YAML: tls_server_config, basic_auth_users with "
        "bcrypt hashes, http_server_config.headers): the metrics listener then speaks TLS and asks every request "
        "for basic authentication (docs/observability.md). Read at start."),
+    _K("schema.registry.listener", _S, None,
+       "[http://|https://]HOST:PORT of the schema registry (Confluent's REST API v1, schemas kept in "
+       "schema.registry.topic; docs/schema-registry.md); unset: no registry. https takes its key store from "
+       "listener.name.schema_registry.ssl.* (over ssl.*).", _registry_listener),
+    _K("schema.registry.advertised.listener", _S, None,
+       "[http://|https://]HOST:PORT the other brokers forward registry writes to (the writer is the leader of "
+       "schema.registry.topic); default: schema.registry.listener, a wildcard host replaced by this broker's "
+       "advertised host.", _registry_listener),
+    _K("schema.registry.topic", _S, "_schemas", "The compacted topic the registry keeps its schemas in (Confluent's "
+                                                "kafkastore.topic), created on the first write."),
+    _K("schema.registry.topic.replication.factor", _SH, 3,
+       "Replication factor of schema.registry.topic when the registry creates it (fewer while fewer brokers are "
+       "alive).", _at_least(1)),
+    _K("schema.registry.authentication.method", _S, "NONE",
+       "NONE, or BASIC: every registry request needs HTTP basic credentials of one of the broker's SCRAM users "
+       "(principal User:<name>, authorized by the broker's ACL authorizer).", None, ("NONE", "BASIC")),
+    _K("schema.registry.max.request.bytes", _I, 16 * 1024 * 1024, "Largest registry request body taken (larger: "
+                                                                  "413).", _at_least(1024)),
+    _K("schema.registry.request.timeout.ms", _I, 30000, "How long a registry write waits for the writer, its "
+                                                        "append and its view.", _at_least(1)),
     _K("log.format", _S, "text", "The broker's own log lines on stderr and in log.file: text, or json (one JSON "
                                  "object a line).", None, ("text", "json")),
     _K("log.file", _S, None, "Also write the broker's log to this file, rotated by size (log.file.max.bytes, "

@@ -87,6 +87,7 @@ from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.metrics.exporter import BrokerMetrics
+    from broker.registry.service import RegistryService
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,15 @@ class Broker:
             from broker.metrics.exporter import BrokerMetrics
             host, port = parse_listener(config["metrics.listener"], "metrics.listener")
             self.metrics = BrokerMetrics(self, host, port, config.metrics_web)
+        #: the schema registry (schema.registry.listener), None without one (docs/schema-registry.md)
+        self.registry: RegistryService | None = None
+        if config["schema.registry.listener"]:
+            from broker.registry.service import RegistryService
+            self.registry = RegistryService(
+                config, self.broker_id, ReplicaPartitionWriter(self.replicas), self.metadata, self.credentials.get,
+                lambda: self.authorizer,
+                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False))
+            self.replicas.on_leadership_change(self.registry.leadership_changed)
 
     @property
     def store(self) -> MetadataStore:
@@ -291,6 +301,13 @@ class Broker:
                 self.server.stop_listening()
                 self.logs.shutdown()
                 raise
+        if self.registry is not None:
+            try:
+                await self.registry.start(self.broker_info().host)
+            except (OSError, TlsConfigError) as exc:
+                self.server.stop_listening()
+                self.logs.shutdown()
+                raise BrokerStartupError(str(exc)) from None
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
@@ -704,6 +721,8 @@ class Broker:
         """Clean shutdown: controlled shutdown, no new connections, close the open ones,
         flush and checkpoint every log, leave the clean-shutdown marker, end the session."""
         await self.controlled_shutdown()
+        if self.registry is not None:
+            await self._step("closing the schema registry", self.registry.close())
         self.server.stop_listening()
         await self._step("closing connections", self.server.close_connections())
         await self._step("stopping the fetchers", self.replicas.shutdown())

@@ -12,6 +12,11 @@
 //
 // runs franz-go's transactional producer through a commit, an abort of a transaction
 // whose produce failed, and another commit (txn.go).
+//
+//	goclients franz-sr BOOTSTRAP REGISTRY_URL TOPIC
+//
+// runs franz-go's schema registry client (pkg/sr) against a registry, and records framed
+// by its Serde through the broker (sr.go).
 package main
 
 import (
@@ -55,6 +60,10 @@ func fail(format string, args ...any) {
 }
 
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "franz-sr" {
+		franzSR(os.Args[2], os.Args[3], os.Args[4]) // sr.go
+		return
+	}
 	if len(os.Args) == 5 && os.Args[1] == "franz-txn" {
 		franzTxn(os.Args[2], os.Args[3], os.Args[4]) // txn.go
 		return

@@ -1,6 +1,8 @@
 """The layers' import direction: server -> cluster / group / txn -> coordinator -> log ->
 native; security/ below server and cluster; of metrics/, the layers count with stats.py
-only.
+only; registry/ (the schema registry) beside server, above cluster and security, below
+nothing (its formats/ import nothing of the broker: a reader of registry-framed records,
+the Spark source, uses them as they are).
 
 Nothing in log/ knows the cluster, the coordinators or the server; nothing in cluster/,
 group/, txn/ or coordinator/ knows the server; group/ and txn/ run on coordinator/ and
@@ -24,24 +26,29 @@ _BROKER_SIDE = ("broker.server", "broker.cluster", "broker.coordinator", "broker
 
 FORBIDDEN = {
     "log": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.client",
-            "broker.cli", "broker.spark"),
+            "broker.cli", "broker.spark", "broker.registry"),
     "cluster": ("broker.server", "broker.coordinator", "broker.group", "broker.txn", "broker.client", "broker.cli",
-                "broker.spark"),
+                "broker.spark", "broker.registry"),
     # the coordinator runtime: below the coordinators that run on it
-    "coordinator": ("broker.server", "broker.group", "broker.txn", "broker.client", "broker.cli", "broker.spark"),
-    "group": ("broker.server", "broker.txn", "broker.client", "broker.cli", "broker.spark"),
-    "txn": ("broker.server", "broker.group", "broker.client", "broker.cli", "broker.spark"),
+    "coordinator": ("broker.server", "broker.group", "broker.txn", "broker.client", "broker.cli", "broker.spark",
+                    "broker.registry"),
+    "group": ("broker.server", "broker.txn", "broker.client", "broker.cli", "broker.spark", "broker.registry"),
+    "txn": ("broker.server", "broker.group", "broker.client", "broker.cli", "broker.spark", "broker.registry"),
     "protocol": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.log",
-                 "broker.client", "broker.cli", "broker.spark", "broker.security"),
+                 "broker.client", "broker.cli", "broker.spark", "broker.security", "broker.registry"),
     # TLS, SASL, ACLs: used by the listeners, the inter-broker channels and the client alike
     "security": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.log",
-                 "broker.client", "broker.cli", "broker.spark"),
+                 "broker.client", "broker.cli", "broker.spark", "broker.registry"),
+    # the schema registry: the cluster's value types and channels, the replica layer through a
+    # PartitionWriter (server/partition_writer.py, handed in by the broker), security's ACLs
+    "registry": ("broker.server", "broker.coordinator", "broker.group", "broker.txn", "broker.client", "broker.cli",
+                 "broker.spark", "broker.perf", "broker.metrics"),
     # the process and what reads it at scrape time: everything of the broker, no tool
     "server": ("broker.client", "broker.cli", "broker.spark", "broker.perf"),
     "metrics": ("broker.client", "broker.cli", "broker.spark", "broker.perf"),
-    "client": (*_BROKER_SIDE, "broker.spark", "broker.perf"),
+    "client": (*_BROKER_SIDE, "broker.spark", "broker.perf", "broker.registry"),
     "spark": (*_BROKER_SIDE, "broker.perf"),
-    "perf": (*_BROKER_SIDE, "broker.spark"),
+    "perf": (*_BROKER_SIDE, "broker.spark", "broker.registry"),
     # the `broker` command: runs brokers and the tools
     "cli": ("broker.spark",),
 }
@@ -103,6 +110,14 @@ def test_the_layers_count_with_metrics_stats_only():
 
 def test_every_package_has_a_rule():
     assert packages() == sorted(FORBIDDEN)
+
+
+def test_the_registry_formats_import_nothing_of_the_broker():
+    bad = [f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
+           for path in modules("registry/formats") for line, name in imports(path)
+           if name.startswith("broker") and not name.startswith("broker.registry.formats")]
+    assert modules("registry/formats"), "no broker/registry/formats"
+    assert not bad, "\n".join(bad)
 
 
 def test_the_check_sees_a_violation(tmp_path):
