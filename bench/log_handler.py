@@ -42,8 +42,8 @@ from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from broker.client import Cluster  # noqa: E402
 from broker.applog import KafkaLogHandler  # noqa: E402
+from broker.client import Cluster  # noqa: E402
 from tests.support.broker_proc import BrokerProcess  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 

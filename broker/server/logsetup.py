@@ -21,8 +21,8 @@ import logging
 import logging.handlers
 import sys
 
-from broker.config import BrokerConfig
 from broker.applog import _STANDARD_ATTRS, _iso_utc
+from broker.config import BrokerConfig
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STATE_CHANGE_LOGGER = "state.change.logger"

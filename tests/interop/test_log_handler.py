@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Cluster
 from broker.applog import KafkaLogHandler
+from broker.client import Cluster
 from tests.support.broker_proc import BrokerProcess
 from tests.support.log_app import check_delivered, read_topic
 
