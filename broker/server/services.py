@@ -10,7 +10,8 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     config            the broker's settings (server.properties)
     metadata          the MetadataCache: brokers, topics, partition states, topic configs
     replicas          the ReplicaManager: this broker's partitions, append_records (every
-                      append as leader, and its waits), the purgatory, the log manager
+                      append as leader, and its waits), fetch_records (every read as
+                      leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
