@@ -73,3 +73,14 @@ class RequestContext(Protocol):
 #: what handle() returns: the response, None for no response (Produce with acks=0), or an
 #: awaitable of either when the answer must wait (long poll, acks=all, group commit)
 HandlerResult = Message | None | Awaitable[Message | None]
+
+
+#: what a direct path (handlers/__init__.py DIRECT_PATHS) answered: the answer's frames,
+#: the client id of its header, and the response when it holds an error code (the
+#: server's metrics count them; None: no error). A tuple: built on every Produce.
+Answered = tuple[list[Any], str | None, Message | None]
+
+#: what a direct path returns: Answered; or, left to the general path with nothing done,
+#: the request as it decoded it (the general path goes on with it, not decoding it again),
+#: or None when it did not decode it
+DirectResult = Answered | Message | None

@@ -63,11 +63,11 @@ from broker.protocol.types import ProtocolDecodeError
 from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection, RequestMemory
 from broker.server.handlers import (
+    DIRECT_PATHS,
     ERROR_RESPONSES,
     HANDLERS,
     TV2_VERSIONS,
     max_version,
-    produce,
     unsupported_api_versions_response,
 )
 from broker.server.logsetup import request_log_api
@@ -542,12 +542,12 @@ class Server:
         self.version_caps = {k: max_version(k, level) for k in TV2_VERSIONS
                              if max_version(k, level) < HANDLERS[k].MAX_VERSION}
 
-    def takes_direct_produce(self, conn: Connection) -> bool:
-        """May a Produce of this connection take the direct path (handlers/produce.py
-        direct)? Not with an authorizer, client quotas, a request log of Produce or a SASL
-        authenticator on the connection: the general path applies those."""
+    def takes_direct(self, conn: Connection, api_key: int) -> bool:
+        """May a request of this connection take its API's direct path (handlers/__init__.py
+        DIRECT_PATHS: Produce's)? Not with an authorizer, client quotas, a request log of
+        the API or a SASL authenticator on the connection: the general path applies those."""
         quotas = self.quotas
-        return (conn.authenticator is None and self.request_log_api != 0
+        return (conn.authenticator is None and self.request_log_api != api_key
                 and self.services.authorizer is None and (quotas is None or not quotas.enabled))
 
     def dispatch(self, conn: Connection, frame):
@@ -559,12 +559,19 @@ class Server:
         stall = self.stall
         if stall is not None and stall.stalled(received):
             return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
-        decoded = None          # a Produce the direct path read, and left to this one
-        if len(frame) > 9 and not frame[0] and not frame[1] and self.takes_direct_produce(conn):
-            parts, decoded = produce.direct(self, conn, frame)  # a Produce answered without a wait
-            if parts is not None:
+        decoded = None          # a request a direct path read, and left to this one
+        direct = DIRECT_PATHS.get(codec.request_api_key(frame))
+        if direct is not None and self.takes_direct(conn, direct.API_KEY):
+            taken = direct.direct(self.services, frame, self.version_caps)     # a Produce answered at once
+            if isinstance(taken, tuple):        # Answered
+                parts, client_id, errors = taken
+                if conn.client_id is None:
+                    conn.client_id = client_id
+                if errors is not None and self.request_stats is not None:
+                    self.request_stats.count_errors(direct.API_KEY, errors)
                 self.requests_handled += 1
                 return parts
+            decoded = taken
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:

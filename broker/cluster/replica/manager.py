@@ -223,6 +223,31 @@ class ReplicaManager:
         (Log.append_as_leader)."""
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1, not {acks}")
+        return AppendResult(*self._append(entries, acks, timeout_ms, origin, transaction_version))
+
+    def append_now(self, entries: Sequence[tuple[TopicPartition, Records]], acks: int,
+                   timeout_ms: int = 0) -> list[PartitionResult] | None:
+        """A client's append (origin CLIENT, acks 1 or -1) answered at once: appended as
+        append_records appends it, one PartitionResult per entry, final. None, with nothing
+        appended, when append_records would make any partition wait or refuse it before its
+        append: an internal topic, a partition not led here, one that does not answer at
+        once (Partition.answers_at_once: a flush policy, acks=-1 with followers to wait
+        for). The direct path of Produce (server/handlers/produce.py) appends so."""
+        partitions = self.partitions
+        for tp, _ in entries:
+            part = partitions.get(tp)
+            if part is None or not part.answers_at_once(acks) or tp.topic in INTERNAL_TOPICS:
+                return None
+        results, delayed = self._append(entries, acks, timeout_ms, _CLIENT, flush_policies=False)
+        if delayed is not None:         # answers_at_once rules it out: a bug
+            raise RuntimeError(f"an append of {[str(tp) for tp, _ in entries]} answered at once must wait")
+        return results
+
+    def _append(self, entries: Iterable[tuple[TopicPartition, Records]], acks: int, timeout_ms: int,
+                origin: AppendOrigin, transaction_version: int = 0,
+                flush_policies: bool = True) -> tuple[list[PartitionResult], DelayedProduce | None]:
+        """append_records' appends: the results, and what waits (None: nothing).
+        `flush_policies` False: the caller knows that no partition has one (append_now)."""
         internal_allowed = origin is not _CLIENT
         results: list[PartitionResult] = []
         delayed: DelayedProduce | None = None
@@ -247,7 +272,7 @@ class ReplicaManager:
                 self.topic_stats.appended(tp.topic, info.record_count, info.size)
             if acks == 0:
                 continue
-            if part.needs_flush():
+            if flush_policies and part.needs_flush():
                 if delayed is None:
                     delayed = DelayedProduce(self.purgatory, self.partitions.get, timeout_ms)
                 delayed.flushes.append((res, part))
@@ -260,7 +285,7 @@ class ReplicaManager:
                     delayed.acks_pending.append(AcksPending(res, part, required, part.leader_epoch))
                 elif error:
                     res.error = error
-        return AppendResult(results, delayed)
+        return results, delayed
 
     # ------------------------------------------------------------------ LeaderAndIsr
 

@@ -7,6 +7,10 @@ object, None for no response (Produce with acks=0), or an awaitable of either wh
 must wait. A handler sees the broker only through `ctx.services`, the BrokerServices
 protocol (server/services.py).
 
+Produce is also a `DirectPath`: `direct(services, frame, version_caps)` answers its common
+requests from their frames, without the generic decoding (DIRECT_PATHS; the module
+docstring of handlers/produce.py says which requests and why).
+
 The inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica, AlterPartition,
 ControlledShutdown, ElectLeaders) are also `ControlApi`s: `apply(services, request)`,
 which the controller and the broker call directly for their own broker, without a
@@ -21,7 +25,7 @@ but does not serve.
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol._runtime import Message
@@ -84,7 +88,7 @@ from broker.server.handlers import (
 )
 
 if TYPE_CHECKING:
-    from broker.server.context import HandlerResult, RequestContext
+    from broker.server.context import DirectResult, HandlerResult, RequestContext
     from broker.server.services import BrokerServices
 
 
@@ -111,6 +115,14 @@ class ControlApi(Handler, Protocol):
     def apply(self, services: BrokerServices, request: Any) -> Awaitable[Message]: ...
 
 
+class DirectPath(Handler, Protocol):
+    """An API whose common requests the server answers from their frames, before any
+    generic decoding (Produce: handlers/produce.py), when the connection and the broker
+    need none of what the general path applies (Server.takes_direct)."""
+
+    def direct(self, services: BrokerServices, frame: Any, version_caps: Mapping[int, int]) -> DirectResult: ...
+
+
 class OldVersionAnswer(Handler, Protocol):
     """An API whose versions below MIN_VERSION are answered UNSUPPORTED_VERSION."""
 
@@ -134,6 +146,7 @@ _MODULES: list[Handler] = [
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
                               elect_leaders]
 _OLD_VERSIONS: list[OldVersionAnswer] = [produce, fetch, list_offsets]
+_DIRECT: list[DirectPath] = [produce]
 
 HANDLERS: dict[int, Handler] = {int(m.API_KEY): m for m in _MODULES}
 #: api key -> apply(services, request), for the controller's requests to its own broker
@@ -141,6 +154,8 @@ HANDLERS: dict[int, Handler] = {int(m.API_KEY): m for m in _MODULES}
 CONTROL_APIS: dict[int, ControlApi] = {int(m.API_KEY): m for m in _CONTROL}
 #: api key -> error_response(request, code), for requests older than MIN_VERSION
 ERROR_RESPONSES: dict[int, OldVersionAnswer] = {int(m.API_KEY): m for m in _OLD_VERSIONS}
+#: api key -> direct(services, frame, version_caps), for requests answered from their frames
+DIRECT_PATHS: dict[int, DirectPath] = {int(m.API_KEY): m for m in _DIRECT}
 
 
 #: the versions that speak transaction.version 2 (KIP-890 part 2): Produce v12 adds its

@@ -40,28 +40,27 @@ acks=0: no response at all; if any partition failed, the connection is closed (K
 way of telling an acks=0 producer). A response that must wait is returned as an
 awaitable (one coroutine for the request); the others are answered at once.
 
-The direct path (`direct`, called by Server.dispatch before any generic decoding): the
-common Produce — no transactional id, acks 1 or -1, each partition led here and answered
-without a wait — is read from its frame and answered with its bytes (broker._native.produce
-decode_header, decode_request, encode_appended), each partition appended by
-Partition.append_as_leader as append_records does, without the generic request context,
-response objects, or ReplicaManager's loop. It takes a request only when the general path
-would do the same and answer at once: without an authorizer, client quotas, a request log
-of Produce, or a SASL authenticator on the connection; and for each partition, not an
-internal topic, led here, with records whose first batch is not transactional, no flush
-policy, and (acks=-1) an ISR of this broker alone that satisfies min.insync.replicas and a
-high watermark at the log end, so that the high watermark covers the batch (or the retried
-batch) once appended. Anything else is left to the general path before any append, with
-the request if it was decoded (not decoded twice). A partition whose append fails is
-answered with its error as the general path answers it.
+The direct path (`direct`, Server.dispatch's for Produce: handlers/__init__.py
+DIRECT_PATHS): decode, append, encode, without the generic request header, request
+context or response objects. The common Produce — no transactional id, acks 1 or -1,
+every partition answered at once — is read from its frame in C (broker._native.produce
+decode_header, decode_request), appended by ReplicaManager.append_now (append_records,
+once every partition said it answers at once: Partition.answers_at_once) and answered with
+its bytes written in C (encode_appended). The server sends a Produce this way only
+without an authorizer, client quotas, a request log of Produce, or a SASL authenticator
+on the connection (Server.takes_direct). Here it leaves to the general path, before any
+append, what the general path would refuse or make wait: a transactional id, acks 0 or
+invalid, a version not served, a partition without records or whose first batch is
+transactional, and whatever append_now declines (an internal topic, a partition not led
+here, a flush policy, an acks=-1 with followers to wait for); with the request if it was
+decoded (not decoded twice). A partition whose append fails is answered with its error as
+the general path answers it.
 """
 import logging
+from collections.abc import Mapping
 
 from broker._native import produce as _native
-from broker.cluster.metadata import INTERNAL_TOPICS
 from broker.cluster.replica.manager import AppendOrigin
-from broker.config import LONG_MAX
-from broker.errors import APPEND_ERRORS, append_error
 from broker.log import TopicPartition
 from broker.log.producer_state import OutOfOrderSequence
 from broker.native import RecordBatch
@@ -70,7 +69,8 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import DirectResult, HandlerResult, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION, MAX_VERSION = 3, 12
@@ -81,8 +81,7 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 _CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
-_ATTRIBUTES_LOW = 22             # the low byte of a batch's attributes
-_TRANSACTIONAL = 0x10
+_transactional = _native.first_batch_transactional
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
@@ -114,7 +113,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"
                 failed = True
-            elif txn_id is None and len(p.records) > _ATTRIBUTES_LOW and p.records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+            elif txn_id is None and _transactional(p.records):
                 # transactional records need a transactional id (Kafka answers so)
                 r.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 r.error_message = "transactional records without a transactional id"
@@ -274,84 +273,48 @@ async def _answer_later(ctx, result, answers, response, failed: bool):
 
 # ---------------------------------------------------------------------- the direct path
 
-def direct(server, conn, frame) -> tuple[list | None, ProduceRequest | None]:
-    """(the answer's parts, None) for a Produce frame the direct path takes (see the module
-    docstring), its partitions appended. Otherwise nothing is appended, and the general
-    path handles the request: (None, the request as decoded here, which is what the general
-    decoder gives for it) or (None, None) when it was not decoded. The caller checked the
-    server-wide conditions."""
+def direct(services: BrokerServices, frame, version_caps: Mapping[int, int]) -> DirectResult:
+    """A Produce frame's answer (see the module docstring), its partitions appended: an
+    Answered (the answer's frames, the client id, the response when a partition failed).
+    Otherwise nothing is appended, and the general path handles the request: the
+    request as decoded here (what the general decoder gives for it), or None when it was
+    not decoded. The caller checked the server-wide conditions (Server.takes_direct)."""
     head = _native.decode_header(frame)
     if head is None:
-        return None, None
+        return None
     version, correlation_id, client_id, pos = head
-    if version > server.version_caps.get(API_KEY, MAX_VERSION):
-        return None, None
+    if version > version_caps.get(API_KEY, MAX_VERSION):
+        return None
     try:
         request = _native.decode_request(frame, pos, version)
     except ValueError:                  # malformed: the general path says what is wrong
-        return None, None
+        return None
     if request is None:
-        return None, None
+        return None
     acks = request.acks
     if request.transactional_id is not None or (acks != 1 and acks != -1):
-        return None, request
-    replicas = server.services.replicas
-    partitions = replicas.partitions
-    alone = [replicas.broker_id]
-    work = []
-    for topic in request.topic_data:
+        return request
+    entries = []
+    topics = request.topic_data
+    for topic in topics:
         name = topic.name
-        if name in INTERNAL_TOPICS:
-            return None, request
-        parts = []
         for p in topic.partition_data:
             records = p.records
-            part = partitions.get(TopicPartition(name, p.index))
-            if (part is None or not part.is_leader or records is None or len(records) == 0
-                    or (len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)):
-                return None, request
-            config = part.log.config
-            if config.flush_messages != LONG_MAX or config.flush_ms != LONG_MAX:
-                return None, request    # the answer would wait for an fsync
-            if acks == -1 and (part.maximal_isr != alone or len(part.state.isr) < config.min_insync_replicas
-                               or part.log.high_watermark != part.log.log_end_offset):
-                return None, request    # it would wait (followers, the high watermark), or refuse
-            parts.append((p.index, part, records))
-        work.append((name, parts))
-    if conn.client_id is None:
-        conn.client_id = client_id
-    stats = replicas.topic_stats
-    answers = []
-    failed = False
-    for name, parts in work:
-        results: list[tuple] = []
-        for index, part, records in parts:
-            try:
-                info = part.append_as_leader(records, acks)
-            except APPEND_ERRORS as exc:
-                results.append((index, -1, -1, -1) + append_error(exc))
-                failed = True
-                continue
-            if stats is not None and not info.duplicate:
-                stats.appended(name, info.record_count, info.size)
-            if acks == -1:
-                done, error = part.check_enough_replicas_reach_offset(info.last_offset + 1, part.leader_epoch)
-                if not done:            # the conditions above rule it out: a bug
-                    raise RuntimeError(f"{part.tp}: an acks=-1 append of the direct path must wait")
-                if error:
-                    results.append((index, info.base_offset, info.log_append_time, info.log_start_offset, error, None))
-                    failed = True
-                    continue
-            results.append((index, info.base_offset, info.log_append_time, info.log_start_offset))
-        answers.append((name, results))
-    if not failed:
-        return _native.encode_appended(correlation_id, version, answers), None
-    response = ProduceResponse(throttle_time_ms=0, responses=[
-        _TopicResp(name=name, partition_responses=[
-            _PartResp(index=r[0], base_offset=r[1], log_append_time_ms=r[2], log_start_offset=r[3],
-                      error_code=r[4] if len(r) > 4 else 0, error_message=r[5] if len(r) > 4 else None)
-            for r in results])
-        for name, results in answers])
-    if server.request_stats is not None:
-        server.request_stats.count_errors(API_KEY, response)
-    return codec.encode_response((correlation_id, API_KEY, version), response), None
+            if records is None or len(records) == 0 or _transactional(records):
+                return request          # refused by handle()
+            entries.append((TopicPartition(name, p.index), records))
+    results = services.replicas.append_now(entries, acks, request.timeout_ms)
+    if results is None:
+        return request                  # it would wait, or be refused before its append
+    for r in results:
+        if r.error:
+            break
+    else:
+        return _native.encode_appended(correlation_id, version, topics, results), client_id, None
+    # a partition failed: answered as the general path answers it, its errors counted
+    responses = [_TopicResp(name=t.name, partition_responses=[
+        _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+        for p in t.partition_data]) for t in topics]
+    _fill([r for t in responses for r in t.partition_responses], results)
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    return codec.encode_response((correlation_id, API_KEY, version), response), client_id, response
