@@ -11,7 +11,8 @@
 #                bench/native/alloc_ahead (pwrite with and without blocks allocated ahead)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
 #   make typecheck   mypy (strict on broker/protocol, log, cluster, txn, security, metrics, logging.py)
-#   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
+#   make protocol    regenerates broker/protocol/messages/ and _native/include/kb_messages.h
+#                from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)
 #
@@ -75,8 +76,9 @@ lint: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy
 
-# the codecs from the checked-in JSON (tools/gen_protocol.py SPEC_DIR first refreshes the JSON
-# from Kafka's own definitions)
+# the codecs from the checked-in JSON, and what the C codec of Produce needs of them
+# (_native/include/kb_messages.h); tools/gen_protocol.py SPEC_DIR first refreshes the JSON
+# from Kafka's own definitions
 protocol: | $(VPY)
 	$(VPY) tools/gen_protocol.py --from-schema
 

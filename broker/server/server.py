@@ -1,6 +1,9 @@
 """The listening socket and request dispatch.
 
 dispatch(connection, frame):
+    DIRECT_PATHS[api key](frame)                  a common Produce answered from its frame
+                                                  (handlers/produce.py direct), when the
+                                                  connection needs none of what follows
     header  = decode_request_header(frame)        unreadable -> close the connection
     handler = HANDLERS[api key]                   unknown key -> close (as Kafka does)
     version outside the handler's range           ApiVersions -> v0 error 35 with our
