@@ -69,10 +69,6 @@ class FetchParams:
     read_committed: bool = False        # isolation level 1: below the last stable offset
 
     @property
-    def follower(self) -> bool:
-        return self.replica_id >= 0
-
-    @property
     def deadline(self) -> float:
         return self.received + max(self.max_wait_ms, 0) / 1000
 
