@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.protocol._runtime import Message
 
 if TYPE_CHECKING:
-    from broker.security.acl import Operation, ResourceType
     from broker.security.api_rights import Right
     from broker.server.connection import Connection
     from broker.server.services import BrokerServices
@@ -52,12 +51,6 @@ class RequestContext(Protocol):
 
     def has_right_on_some(self, right: Right) -> bool:
         """Whether the ACLs give `right` on some resource of its type (never audited)."""
-        ...
-
-    # by hand, for fetch.py and produce.py until they check through API_RIGHTS too
-    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
-        """Whether the ACLs allow the request's principal the operation on the resource
-        (always, without an authorizer); a refusal is audited unless `audit` is False."""
         ...
 
     @property

@@ -63,7 +63,6 @@ from broker.protocol._runtime import Message
 from broker.protocol.error_response import error_response
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
-from broker.security.acl import Operation, ResourceType
 from broker.server.connection import Connection, RequestMemory
 from broker.server.handlers import (
     DIRECT_PATHS,
@@ -165,23 +164,6 @@ class RequestContext:
         authz = self.services.authorizer
         conn = self.connection
         return authz is None or authz.authorized_any(conn.principal, conn.host, right.operation, right.resource_type)
-
-    # the checks by hand of the two handlers not yet driven by API_RIGHTS (fetch.py,
-    # produce.py): has_right replaces them there, then this goes
-    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
-        """Whether the client may do `operation` on the resource: always without an
-        authorizer; a refusal is written to the audit log (rate-held) unless `audit` is
-        False."""
-        authz = self.services.authorizer
-        if authz is None:
-            return True
-        conn = self.connection
-        if authz.authorize(conn.principal, conn.host, operation, resource_type, name):
-            return True
-        if audit:
-            conn.server.audit_refused(conn, f"{operation.name} on {resource_type.name} {name!r} (api key "
-                                            f"{self.header.request_api_key})")
-        return False
 
 
 def _warn_if_capped(sock: socket.socket, option: int, key: str, value: int, sysctl: str, checked: set[str]) -> None:

@@ -74,7 +74,7 @@ class Side:
     def general(self, frame):
         """What Server.dispatch answers without the direct path (None: no answer)."""
         header, request = codec.decode_request(frame)
-        ctx = SimpleNamespace(services=SimpleNamespace(replicas=self.replicas), authorize=lambda *a, **k: True,
+        ctx = SimpleNamespace(services=SimpleNamespace(replicas=self.replicas), has_right=lambda *a, **k: True,
                               connection=SimpleNamespace(close=lambda: None), header=header,
                               api_version=header.request_api_version, received=0.0)
         response = produce.handle(ctx, request)

@@ -38,10 +38,12 @@ from broker.cluster.replica.delayed_fetch import FetchParams, FetchPartition, Fe
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.FETCH
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 4, 16
 
 _TopicResp = FetchResponse.FetchableTopicResponse
@@ -75,7 +77,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     answers = []                            # their partitions' answers, in the same order
     refused = False
     # ACLs, as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
-    cluster_ok = replica_id < 0 or ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    cluster_ok = replica_id < 0 or ctx.has_right(RIGHTS.follower, CLUSTER_NAME)
     for t in request.topics:
         if version >= 13:
             name = services.metadata.topic_name(t.topic_id)
@@ -83,8 +85,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
         else:
             name = t.topic
             topic_id = None
-        allowed = cluster_ok and (replica_id >= 0 or name is None
-                                  or ctx.authorize(Operation.READ, ResourceType.TOPIC, name))
+        allowed = cluster_ok and (replica_id >= 0 or name is None or ctx.has_right(RIGHTS.topic, name))
         parts = []
         for p in t.partitions:
             d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
@@ -94,7 +95,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
                 _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
                 refused = True
             elif not allowed:
-                _error(d, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                _error(d, RIGHTS.topic.error_code if cluster_ok else RIGHTS.follower.error_code)
                 refused = True
             else:
                 reading.append(FetchPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,

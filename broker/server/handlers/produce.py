@@ -68,11 +68,12 @@ from broker.protocol import codec
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import DirectResult, HandlerResult, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.PRODUCE
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 3, 12
 
 log = logging.getLogger(__name__)
@@ -94,13 +95,13 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     elif request.transactional_id is not None and \
-            not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+            not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        code, message = RIGHTS.transactional_id.error_code, None
     else:
         code, message = None, None
     for topic in request.topic_data:
         presp = []
-        allowed = ctx.authorize(Operation.WRITE, ResourceType.TOPIC, topic.name)     # WRITE on the topic
+        allowed = ctx.has_right(RIGHTS.topic, topic.name)
         for p in topic.partition_data:
             r = _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             presp.append(r)
@@ -108,7 +109,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 r.error_code, r.error_message = code, message
                 failed = True
             elif not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 failed = True
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"

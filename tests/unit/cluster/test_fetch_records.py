@@ -204,7 +204,7 @@ def fetch_ctx(replicas, allowed=lambda op, rt, name: True):
     return SimpleNamespace(services=SimpleNamespace(replicas=replicas, config={"fetch.wait.max.ms": 30000},
                                                     quotas=SimpleNamespace(fetch=SimpleNamespace(enabled=False)),
                                                     metadata=replicas.metadata),
-                           authorize=lambda op, rt, name, audit=True: allowed(op, rt, name),
+                           has_right=lambda right, name: allowed(right.operation, right.resource_type, name),
                            api_version=12, received=asyncio.get_running_loop().time(),
                            connection=SimpleNamespace(closed=False, follower=False, quota_sensors=(None, None, None)),
                            errors=None, throttle_ms=0)

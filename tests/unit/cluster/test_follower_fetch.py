@@ -40,7 +40,7 @@ def leader(tmp_path):
 def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5, quotas=None):
     ctx = SimpleNamespace(services=SimpleNamespace(replicas=replicas_of(part, quotas),
                                                    config={"fetch.wait.max.ms": 30000}),
-                          authorize=lambda *a, **k: True,
+                          has_right=lambda *a, **k: True,
                           api_version=version, received=0.0, connection=SimpleNamespace(closed=False))
     req = F(replica_id=replica_id, replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
             max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
