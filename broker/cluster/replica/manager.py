@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState
+from broker.cluster.replica.append_errors import APPEND_ERRORS, append_error
 from broker.cluster.replica.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -74,7 +75,6 @@ from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import Partition
 from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END, Purgatory
 from broker.cluster.replica.throttle import ReplicationQuotas
-from broker.errors import APPEND_ERRORS, append_error
 from broker.log import LogManager, OffsetOutOfRange, TopicPartition
 from broker.log.manager import LogDirError
 from broker.metrics.stats import TopicStats
@@ -211,7 +211,7 @@ class ReplicaManager:
         an unknown partition UNKNOWN_TOPIC_OR_PARTITION, one not led here
         NOT_LEADER_OR_FOLLOWER; acks=-1 while the ISR is below min.insync.replicas
         NOT_ENOUGH_REPLICAS (nothing appended); what the log refuses is mapped by
-        broker/errors.py (INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR,
+        broker/cluster/replica/append_errors.py (INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR,
         OUT_OF_ORDER_SEQUENCE_NUMBER ...); a retried idempotent batch is answered with the
         offsets of its first write. Any other exception is a bug and propagates.
 

@@ -33,7 +33,7 @@ waits for the group commit that makes the batch durable (KAFKA_STORAGE_ERROR if 
 fails). Idempotent producers: a retried batch already written is answered with the
 offsets of its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced
 epoch INVALID_PRODUCER_EPOCH (broker/log/producer_state.py). A write the disk refuses is
-KAFKA_STORAGE_ERROR (broker/errors.py maps every append exception). An internal topic
+KAFKA_STORAGE_ERROR (broker/cluster/replica/append_errors.py maps every append exception). An internal topic
 (__consumer_offsets) is INVALID_TOPIC_EXCEPTION: only its coordinator appends there.
 
 acks=0: no response at all; if any partition failed, the connection is closed (Kafka's
