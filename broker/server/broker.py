@@ -41,8 +41,8 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing, set_client_security
@@ -72,7 +72,7 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
-from broker.security.acl import Authorizer
+from broker.security.acl import AclBinding, Authorizer
 from broker.security.credentials import CredentialCache
 from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
@@ -86,6 +86,9 @@ from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
+    import uuid
+
+    from broker.cluster.store.acls import Resource
     from broker.metrics.exporter import BrokerMetrics
     from broker.registry.service import RegistryService
 
@@ -365,7 +368,7 @@ class Broker:
         os.makedirs(self.config.log_dirs[0], mode=self.config.log_dirs_mode, exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
-    async def _load_topics(self) -> dict:
+    async def _load_topics(self) -> dict[str, uuid.UUID]:
         """Every topic's configs (into the cache) and id, from the store."""
         ids = {}
         for name in await self.store.get_topic_names():
@@ -622,10 +625,10 @@ class Broker:
         await self.store.set_user_config(user, configs)
         self.credentials.update(user, configs)
 
-    def _acls_changed(self, resources: list) -> None:
+    def _acls_changed(self, resources: list[Resource]) -> None:
         asyncio.get_running_loop().create_task(self._reload_acls(set(resources)))
 
-    async def _reload_acls(self, resources: set) -> None:
+    async def _reload_acls(self, resources: set[Resource]) -> None:
         assert self.authorizer is not None
         for resource in resources:
             try:
@@ -633,7 +636,8 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
-    async def update_acls(self, changes) -> dict:
+    async def update_acls(self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[Resource, set[AclBinding]]:
         """Changes resource patterns' ACLs in the store (every broker's authorizer follows
         the notifications) and in this broker's authorizer at once."""
         assert self.authorizer is not None
@@ -661,16 +665,16 @@ class Broker:
             log.info("topic %s: configs now %s", topic, configs)
         self.metadata.changed()
 
-    async def ensure_topic_configs(self, topics) -> None:
+    async def ensure_topic_configs(self, topics: Iterable[str]) -> None:
         """Reads the configs of topics this broker has not seen yet (before their logs open)."""
         for topic in set(topics):
             if not self.metadata.has_topic_configs(topic):
                 self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
 
-    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(TXN_TOPIC, partitions, replication_factor, configs, wait=False)
 
-    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
     # ------------------------------------------------------------------ stop
@@ -741,7 +745,7 @@ class Broker:
             await self._step("closing the metadata store", self._store.close())
         log.info("broker %d stopped cleanly", self.broker_id)
 
-    async def _step(self, what: str, coro, timeout: float = SHUTDOWN_STEP_S) -> None:
+    async def _step(self, what: str, coro: Coroutine[Any, Any, object], timeout: float = SHUTDOWN_STEP_S) -> None:
         """One step of the shutdown, bounded: a step that hangs is logged with where it
         waits and left behind, cancelled but not awaited (asyncio.wait_for would wait for
         the cancellation to finish, forever if something under it does not give way); the
@@ -759,7 +763,7 @@ class Broker:
             log.error("broker %d: %s failed", self.broker_id, what, exc_info=exc)
 
 
-def _where(task: asyncio.Task) -> str:
+def _where(task: asyncio.Task[Any]) -> str:
     """The innermost frame a waiting task is suspended at, as file:line (function)."""
     frames = task.get_stack()
     if not frames:
@@ -778,7 +782,7 @@ class _LazyProducerIds:
         return await self.broker.producer_ids.generate()
 
 
-async def run_broker(config: BrokerConfig, ready=None) -> None:
+async def run_broker(config: BrokerConfig, ready: Callable[[Broker], object] | None = None) -> None:
     """Starts a broker, serves until SIGINT/SIGTERM (or broker.stop()), shuts down cleanly."""
     import signal
 

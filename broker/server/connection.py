@@ -58,7 +58,8 @@ import logging
 import os
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.metrics.stats import FETCH_FOLLOWER as _FETCH_FOLLOWER
 from broker.native import sendfile
@@ -66,6 +67,8 @@ from broker.protocol.framing import FrameReader
 from broker.server.connection_state import Event, Hold, Phase, initial_phase, next_phase
 
 if TYPE_CHECKING:
+    from broker.protocol.codec import BufferLike
+    from broker.server.quotas import Sensor
     from broker.server.server import Acceptor, Server
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,8 @@ _PRODUCE = 0
 _MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND,
                                                                 Hold.MEMORY))
 _FETCH = 1
+#: a request's timing, with metrics on: api key, arrival, dispatch start and end, answer ready
+_Timing = tuple[int, float, float, float, float]
 
 
 class RequestMemory:
@@ -126,19 +131,19 @@ class _Slot:
     the request's timing so far: api key, arrival, dispatch start and end, answer ready)."""
     __slots__ = ("parts", "done", "task", "timing")
 
-    def __init__(self, parts=None, done: bool = False, timing=None):
+    def __init__(self, parts: list[Any] | None = None, done: bool = False, timing: _Timing | None = None):
         self.parts = parts
         self.done = done
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.timing = timing
 
 
-def _api_key(frame) -> int:
+def _api_key(frame: BufferLike) -> int:
     return (frame[0] << 8) | frame[1] if len(frame) >= 2 else -1
 
 
 class Connection:
-    def __init__(self, server: Server, sock: socket.socket, address, acceptor: Acceptor | None = None):
+    def __init__(self, server: Server, sock: socket.socket, address: Any, acceptor: Acceptor | None = None):
         self.server = server
         self.acceptor = acceptor
         #: the listener the client came in on (Metadata answers with its endpoints)
@@ -151,7 +156,7 @@ class Connection:
         ip = address[0] if isinstance(address, tuple) else str(address)
         self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
-        self.pending: collections.deque = collections.deque()
+        self.pending: collections.deque[BufferLike] = collections.deque()
         self._pending_bytes = 0                        # the bytes of the frames in `pending`
         #: what this connection holds of requests not yet handled: the pending frames and
         #: the frame being received at its announced size (RequestMemory counts it)
@@ -159,7 +164,8 @@ class Connection:
         #: queued.max.request.bytes.per.connection: reading stops at it while a request is in flight
         self.max_queued_bytes: int = server.max_queued_bytes_per_connection
         self.memory: RequestMemory | None = server.request_memory
-        self.out: collections.deque = collections.deque()
+        #: the response parts to send: bytes-like and file slices (told apart by their fd)
+        self.out: collections.deque[Any] = collections.deque()
         self.out_bytes = 0
         self.phase = Phase.READY                       # set below, by what the listener asks for
         self._reading = False
@@ -177,14 +183,14 @@ class Connection:
         # quotas, the client id or the principal change; muted: nothing read or handled until the throttle ends
         self.quota_generation = -1
         self.quota_client_id: str | None = None
-        self.quota_sensors: tuple = (None, None, None)
+        self.quota_sensors: tuple[Sensor | None, Sensor | None, Sensor | None] = (None, None, None)
         self._muted_until = 0.0
         self._unmute_handle: asyncio.TimerHandle | None = None
         # metrics (None: off): each pending frame's arrival time, and the timings of the
         # answers queued for sending (observed once the output queue has drained)
         self.stats = getattr(server, "request_stats", None)
         self.arrived: collections.deque[float] = collections.deque()
-        self.sending: list[tuple[int, float, float, float, float]] = []
+        self.sending: list[_Timing] = []
         #: the last complete request received or answer sent (a client trickling the bytes
         #: of a frame it never completes stays idle: connections.max.idle.ms closes it)
         self.last_active = self.loop.time()
@@ -622,7 +628,7 @@ class Connection:
                         self._inflight_produce = api_key == _PRODUCE
                     slot = _Slot(timing=timing)
                     inflight.append(slot)
-                    slot.task = self.loop.create_task(self._finish(slot, result))
+                    slot.task = self.loop.create_task(self._finish(slot, cast("Awaitable[list[Any] | None]", result)))
                 elif inflight:
                     inflight.append(_Slot(result, True, timing))     # answered behind the ones waiting
                 else:
@@ -649,7 +655,7 @@ class Connection:
         if not self.closed and self.pending and self._may_dispatch():
             self._run_pending()
 
-    async def _finish(self, slot: _Slot, awaitable) -> None:
+    async def _finish(self, slot: _Slot, awaitable: Awaitable[list[Any] | None]) -> None:
         try:
             parts = await awaitable
         except asyncio.CancelledError:
@@ -680,7 +686,7 @@ class Connection:
         else:
             self._update_reading()          # nothing in flight may have been what held it
 
-    def waiting_tasks(self) -> list[asyncio.Task]:
+    def waiting_tasks(self) -> list[asyncio.Task[None]]:
         """The tasks of the requests still waiting (for a clean shutdown to await)."""
         return [s.task for s in self.inflight if s.task is not None]
 
@@ -722,7 +728,7 @@ class Connection:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, parts, timing=None) -> None:
+    def write(self, parts: list[Any], timing: _Timing | None = None) -> None:
         """Queues response parts (bytes-like and file slices) and starts sending. `timing`
         (metrics on): the request's, observed once these parts are sent."""
         if self.closed:
@@ -879,12 +885,12 @@ class Connection:
         self.server.connection_closed(self)
 
 
-def _close_part(p) -> None:
+def _close_part(p: Any) -> None:
     close = getattr(p, "close", None)
     if close is not None and hasattr(p, "fd"):
         close()
 
 
-def _close_parts(parts) -> None:
+def _close_parts(parts: Iterable[Any]) -> None:
     for p in parts:
         _close_part(p)

@@ -62,6 +62,10 @@ class RequestContext(Protocol):
     #: need not look through it); None: unknown
     errors: bool | None
 
+    #: the throttle time a quota asks of the answer (ms; the Fetch handler sets it for a
+    #: consumer's bytes, the server for the rest)
+    throttle_ms: int
+
 
 #: what handle() returns: the response, None for no response (Produce with acks=0), or an
 #: awaitable of either when the answer must wait (long poll, acks=all, group commit)

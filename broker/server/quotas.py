@@ -39,9 +39,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.cluster.store.znodes import sanitize
+
+if TYPE_CHECKING:
+    from broker.server.connection import Connection
 
 PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"
@@ -328,7 +331,8 @@ class ClientQuotas:
         self.enabled = any(m.enabled for m in self.managers.values())
         self.generation += 1
 
-    def for_connection(self, conn: Any, client_id: str | None) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
+    def for_connection(self, conn: Connection, client_id: str | None
+                       ) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
         """The connection's sensors, looked up again only when the quotas, its client id or
         its principal changed (cached on the connection: quota_generation, quota_client_id,
         quota_sensors; Connection.authenticated() forgets them, so from SASL authentication

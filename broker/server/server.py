@@ -54,12 +54,14 @@ import logging
 import resource
 import socket
 import time
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import Listener, parse_ip_overrides
 from broker.metrics.stats import RequestStats, stats_key
 from broker.protocol import codec
 from broker.protocol._runtime import Message
+from broker.protocol.codec import BufferLike
 from broker.protocol.error_response import error_response
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
@@ -76,7 +78,10 @@ from broker.server.logsetup import request_log_api
 from broker.server.stall import StallGuard
 
 if TYPE_CHECKING:
+    from broker.protocol.messages.request_header import RequestHeader
     from broker.security.api_rights import Right
+    from broker.security.listener import ListenerSecurity
+    from broker.server.handlers import Handler
     from broker.server.quotas import ClientQuotas
     from broker.server.services import BrokerServices
 
@@ -104,7 +109,7 @@ class ThrottledLog:
         self._last = -interval_s
         self._held = 0
 
-    def __call__(self, level: int, msg: str, *args) -> None:
+    def __call__(self, level: int, msg: str, *args: object) -> None:
         now = time.monotonic()
         if now - self._last < self.interval_s:
             self._held += 1
@@ -121,7 +126,7 @@ class RequestContext:
 
     __slots__ = ("services", "connection", "header", "api_version", "received", "errors", "throttle_ms")
 
-    def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
+    def __init__(self, services: BrokerServices, connection: Connection, header: RequestHeader, received: float):
         self.services = services
         self.connection = connection
         self.header = header
@@ -183,7 +188,7 @@ class Acceptor:
 
     __slots__ = ("listener", "host", "port", "sock", "accepting", "security")
 
-    def __init__(self, listener: Listener, security=None):
+    def __init__(self, listener: Listener, security: ListenerSecurity | None = None):
         self.listener = listener
         self.host = listener.host
         self.port = listener.port
@@ -201,8 +206,8 @@ class Acceptor:
 
 
 class Server:
-    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None, securities=None,
-                 measure: bool = False):
+    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None,
+                 securities: Mapping[str, ListenerSecurity] | None = None, measure: bool = False):
         self.services = services
         config = services.config
         self.acceptors = [Acceptor(x, (securities or {}).get(x.name)) for x in (listeners or config.endpoints)]
@@ -260,7 +265,7 @@ class Server:
         self._audit_refused = ThrottledLog(logger=audit)
         self._audit_changes = ThrottledLog(1.0, logger=audit)
 
-    def set_securities(self, securities) -> None:
+    def set_securities(self, securities: Mapping[str, ListenerSecurity]) -> None:
         """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
         for acceptor in self.acceptors:
             sec = securities.get(acceptor.name)
@@ -535,7 +540,7 @@ class Server:
         return (conn.authenticator is None and self.request_log_api != api_key
                 and self.services.authorizer is None and (quotas is None or not quotas.enabled))
 
-    def dispatch(self, conn: Connection, frame):
+    def dispatch(self, conn: Connection, frame: BufferLike) -> list[Any] | Awaitable[list[Any] | None] | None:
         """Handles one request frame. Returns the response parts, None (no response, or
         the connection was closed), or an awaitable of either when the handler must wait
         (long polls, acks=all, group rebalances). Handlers that can answer at once are
@@ -609,10 +614,11 @@ class Server:
                 raise
             response = self._out_of_resources(conn, header, request, exc)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response, ctx, request, api_key == self.request_log_api)
+            return self._finish(header, cast("Awaitable[Message | None]", response), ctx, request,
+                                api_key == self.request_log_api)
         self.requests_handled += 1
         if api_key == self.request_log_api:
-            self._log_request(conn, header, request, response)
+            self._log_request(conn, header, request, cast("Message | None", response))
         if response is None:
             if ctx.throttle_ms:
                 conn.mute(ctx.throttle_ms / 1000)      # acks=0: no answer, but the channel is muted
@@ -625,7 +631,8 @@ class Server:
 
     # ------------------------------------------------------------------ quotas
 
-    def _record_quotas(self, ctx: RequestContext, conn: Connection, header, size: int, elapsed_s: float) -> None:
+    def _record_quotas(self, ctx: RequestContext, conn: Connection, header: RequestHeader, size: int,
+                       elapsed_s: float) -> None:
         """Records the request against its client's quotas (Produce: its bytes; every
         request but a follower's: its handling time) and sets the answer's throttle time:
         the largest any of them asks (the Fetch handler records its answer's bytes)."""
@@ -638,7 +645,8 @@ class Server:
             throttle = max(throttle, request.record(elapsed_s * 100.0, now_ms))   # percent of one thread
         ctx.throttle_ms = throttle
 
-    def _throttled(self, conn: Connection, header, response: Message, throttle_ms: int):
+    def _throttled(self, conn: Connection, header: RequestHeader, response: Message,
+                   throttle_ms: int) -> list[Any] | Awaitable[list[Any]]:
         """An answer a quota throttles: it says so (throttle_time_ms), and the connection
         reads nothing more for that long. Versions before KIP-219 (the client does not
         wait by itself) get the answer only after the throttle time, as Kafka sends it."""
@@ -651,7 +659,8 @@ class Server:
             return parts
         return _later(parts, seconds)
 
-    def _unsupported_version(self, conn: Connection, handler, header, frame):
+    def _unsupported_version(self, conn: Connection, handler: Handler, header: RequestHeader,
+                             frame: BufferLike) -> list[Any] | None:
         """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
         when it is older than the range and readable (a client that skipped ApiVersions),
         else the connection is closed (newer than advertised, or nothing to answer in)."""
@@ -674,7 +683,8 @@ class Server:
         conn.close()
         return None
 
-    def _log_request(self, conn: Connection, header, request, response) -> None:
+    def _log_request(self, conn: Connection, header: RequestHeader, request: Message,
+                     response: Message | None) -> None:
         """Kafka's request log (kafka.request.logger at DEBUG): the request, its answer,
         the client and the time it took."""
         request_log.debug("completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, "
@@ -682,7 +692,7 @@ class Server:
                           header.request_api_version, header.correlation_id, conn, header.client_id,
                           1000 * (self.loop.time() - conn.last_active), request, response)
 
-    def _out_of_resources(self, conn: Connection, header, request, exc: OSError) -> Message | None:
+    def _out_of_resources(self, conn: Connection, header: RequestHeader, request: Any, exc: OSError) -> Message | None:
         """A request whose handling ran out of descriptors or memory (EMFILE, ENFILE ...):
         answered UNKNOWN_SERVER_ERROR in every error code with the reason, as Kafka answers
         a request its handler failed on, never with the connection dropped (but an acks=0
@@ -698,7 +708,8 @@ class Server:
         return error_response(header.request_api_key, header.request_api_version, request,
                               ErrorCode.UNKNOWN_SERVER_ERROR, reason)
 
-    async def _finish(self, header, awaitable, ctx: RequestContext, request, logged: bool) -> list | None:
+    async def _finish(self, header: RequestHeader, awaitable: Awaitable[Message | None], ctx: RequestContext,
+                      request: Message, logged: bool) -> list[Any] | None:
         try:
             response = await awaitable
         except OSError as exc:
@@ -730,7 +741,7 @@ CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2
                          31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 1}
 
 
-async def _later(parts: list, seconds: float) -> list:
+async def _later(parts: list[Any], seconds: float) -> list[Any]:
     await asyncio.sleep(seconds)
     return parts
 
@@ -756,7 +767,7 @@ def max_unauthenticated(configured: int) -> int:
 INT_MAX = 2**31 - 1
 
 
-def peer_ip(address) -> str:
+def peer_ip(address: Any) -> str:
     """A peer's address as max.connections.per.ip counts it (IPv4 on a dual-stack socket
     as IPv4)."""
     ip = address[0] if isinstance(address, tuple) else str(address)
