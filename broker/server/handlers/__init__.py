@@ -88,6 +88,7 @@ from broker.server.handlers import (
 )
 
 if TYPE_CHECKING:
+    from broker.protocol.codec import BufferLike
     from broker.server.context import DirectResult, HandlerResult, RequestContext
     from broker.server.services import BrokerServices
 
@@ -120,7 +121,7 @@ class DirectPath(Handler, Protocol):
     generic decoding (Produce: handlers/produce.py), when the connection and the broker
     need none of what the general path applies (Server.takes_direct)."""
 
-    def direct(self, services: BrokerServices, frame: Any, version_caps: Mapping[int, int]) -> DirectResult: ...
+    def direct(self, services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]) -> DirectResult: ...
 
 
 class OldVersionAnswer(Handler, Protocol):

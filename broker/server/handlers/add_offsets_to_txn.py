@@ -12,7 +12,7 @@ RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=RIGHTS.transactional_id.error_code)
     if not ctx.has_right(RIGHTS.group, request.group_id):

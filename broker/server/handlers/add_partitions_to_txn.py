@@ -26,15 +26,17 @@ MIN_VERSION, MAX_VERSION = 0, 5
 R = AddPartitionsToTxnResponse
 
 
-def _results(by: dict[tuple[str, int], int]) -> list:
-    topics: dict[str, list] = {}
+def _results(by: dict[tuple[str, int], int]) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    topics: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (t, p), code in by.items():
         topics.setdefault(t, []).append(R.AddPartitionsToTxnPartitionResult(partition_index=p,
                                                                             partition_error_code=code))
     return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in topics.items()]
 
 
-async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, int], int]:
+async def _one(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
+               topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+               verify_only: bool) -> dict[tuple[str, int], int]:
     parts = [(t.name, p) for t in topics for p in t.partitions]
     if not ctx.has_right(RIGHTS.transactional_id, txn_id):
         return {tp: RIGHTS.transactional_id.error_code for tp in parts}
@@ -56,7 +58,7 @@ async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, 
     return {tp: code for tp in parts}
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if ctx.api_version < 4:
         by = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                         request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)

@@ -28,7 +28,7 @@ _R = AlterClientQuotasResponse
 LONG_MAX = 2 ** 63 - 1
 
 
-def check_entity(entity) -> tuple[str | None, str] | tuple[int, str]:
+def check_entity(entity: list[AlterClientQuotasRequest.EntityData]) -> tuple[str | None, str] | tuple[int, str]:
     """(entity path, '') for a valid entity, else (error code, message)."""
     if not entity:
         return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"

@@ -1,5 +1,7 @@
 """AlterConfigs (33), the legacy form: a topic's overrides, or the dynamic configs of a
 broker or of the cluster default (server/broker_configs.py), become exactly the given set."""
+from collections.abc import Callable
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -17,7 +19,11 @@ def handle(ctx: RequestContext, request: AlterConfigsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+def _replacing(configs: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
+    return lambda _current: dict(configs)
+
+
+async def _handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
         r = AlterConfigsResponse.AlterConfigsResourceResponse(error_code=0, error_message=None,
@@ -34,8 +40,7 @@ async def _handle(ctx, request):
                 await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
                 configs = {c.name: c.value for c in res.configs if c.value is not None}
-                await broker_configs.alter(ctx.services, res.resource_name, lambda _current, new=configs: dict(new),
-                                           request.validate_only)
+                await broker_configs.alter(ctx.services, res.resource_name, _replacing(configs), request.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaProtocolError as exc:

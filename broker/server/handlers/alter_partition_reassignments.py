@@ -4,6 +4,8 @@ and Admin.alterPartitionReassignments ask. ALTER on the cluster; a broker that i
 active controller answers NOT_CONTROLLER (the client finds the controller again)."""
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -13,7 +15,7 @@ from broker.protocol.messages.alter_partition_reassignments import (
 )
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
@@ -55,7 +57,8 @@ def _refused(request: AlterPartitionReassignmentsRequest, code: int) -> AlterPar
             for p in t.partitions]) for t in request.topics])
 
 
-def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+           ) -> AlterPartitionReassignmentsResponse | Awaitable[AlterPartitionReassignmentsResponse]:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _refused(request, RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

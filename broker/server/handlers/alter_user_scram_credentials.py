@@ -26,7 +26,7 @@ MIN_VERSION, MAX_VERSION = 0, 0
 _Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-def _check(request) -> tuple[dict[str, tuple[int, str]], list[str]]:
+def _check(request: AlterUserScramCredentialsRequest) -> tuple[dict[str, tuple[int, str]], list[str]]:
     """(user -> (error, message) for the refused users, every user in request order)."""
     errors: dict[str, tuple[int, str]] = {}
     order: list[str] = []

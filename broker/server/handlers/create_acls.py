@@ -6,7 +6,7 @@ CLUSTER_AUTHORIZATION_FAILED for each; an ACL Kafka would not accept (unknown ty
 operation or permission, a pattern other than LITERAL/PREFIXED, a bad principal or host,
 a CLUSTER resource not named kafka-cluster) INVALID_REQUEST with the reason. Each change
 goes to the audit log."""
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -22,7 +22,7 @@ from broker.security.acl import (
     validate,
 )
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -46,7 +46,7 @@ def _adding(added: set[AclBinding]) -> Callable[[set[AclBinding]], set[AclBindin
     return lambda acls: acls | added
 
 
-def handle(ctx: RequestContext, request: CreateAclsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse | Awaitable[CreateAclsResponse]:
     if ctx.services.authorizer is None:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             _Result(error_code=ErrorCode.SECURITY_DISABLED, error_message="No Authorizer is configured.")
@@ -60,7 +60,8 @@ def handle(ctx: RequestContext, request: CreateAclsRequest) -> HandlerResult:
 
 async def _create(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     results = []
-    valid: dict[tuple, list] = {}
+    valid: dict[tuple[ResourceType, str, PatternType],
+                list[tuple[AclBinding, CreateAclsResponse.AclCreationResult]]] = {}
     for c in request.creations:
         r = _Result(error_code=0, error_message=None)
         results.append(r)

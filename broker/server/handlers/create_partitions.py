@@ -16,7 +16,7 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> HandlerResu
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     results = []
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)

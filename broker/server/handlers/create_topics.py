@@ -9,14 +9,16 @@ stalled its event loop for seconds). Kafka's controller bounds an operation the 
 (10,000 records: "Unable to perform excessively large batch operation")."""
 from collections import Counter
 
-from broker.config import TOPIC_KEYS, validate_topic_configs
+from broker.config import TOPIC_KEYS, LogConfig, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
+from broker.server.broker_configs import format_value
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
+from broker.server.handlers.describe_configs import source_of, topic_synonyms
+from broker.server.services import BrokerServices
 from broker.uuids import random_uuid
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -33,11 +35,11 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     services = ctx.services
     results = []
     counts = Counter(t.name for t in request.topics)
-    seen = set()
+    seen: set[str] = set()
     partitions = 0
     cluster_create = ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
     for t in request.topics:
@@ -59,7 +61,7 @@ async def _handle(ctx, request):
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
                 f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
             continue
-        configs = {}
+        configs: dict[str, str] = {}
         try:
             for c in t.configs:
                 if c.value is None:
@@ -76,6 +78,7 @@ async def _handle(ctx, request):
                 continue
             info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
+            assert info is not None                 # with wait (the default): the topic, once online
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
@@ -85,7 +88,7 @@ async def _handle(ctx, request):
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _answer_configs(ctx, r, cfg) -> None:
+def _answer_configs(ctx: RequestContext, r: CreateTopicsResponse.CreatableTopicResult, cfg: LogConfig) -> None:
     """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
     the topic; else no configs, partitions and replication factor -1, and
     topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
@@ -96,7 +99,7 @@ def _answer_configs(ctx, r, cfg) -> None:
         r.num_partitions = r.replication_factor = -1
 
 
-def _configs(services, cfg) -> list:
+def _configs(services: BrokerServices, cfg: LogConfig) -> list[CreateTopicsResponse.CreatableTopicConfigs]:
     return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
                     config_source=source_of(topic_synonyms(services, cfg, k)), is_sensitive=False)
             for k in sorted(TOPIC_KEYS)]

@@ -2,14 +2,14 @@
 authorizer follows), answering per filter with the ACLs it removed. Without an
 authorizer SECURITY_DISABLED; ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED;
 a filter with an unknown value INVALID_REQUEST. Each removal goes to the audit log."""
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter
+from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter, PatternType, ResourceType
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DELETE_ACLS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -22,7 +22,7 @@ def _removing(doomed: set[AclBinding]) -> Callable[[set[AclBinding]], set[AclBin
     return lambda acls: acls - doomed
 
 
-def handle(ctx: RequestContext, request: DeleteAclsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse | Awaitable[DeleteAclsResponse]:
     if ctx.services.authorizer is None:
         return _R(throttle_time_ms=0, filter_results=[
             _R.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
@@ -50,7 +50,7 @@ async def _delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAcls
                                                      matching_acls=[]))
             continue
         matching = sorted((b for b in authz.acls() if f.matches(b)), key=str)
-        by_resource: dict[tuple, set] = {}
+        by_resource: dict[tuple[ResourceType, str, PatternType], set[AclBinding]] = {}
         for b in matching:
             by_resource.setdefault(b.resource, set()).add(b)
         removed: list[AclBinding] = []

@@ -5,14 +5,14 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
 RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for t in request.topics:
         parts = []

@@ -11,7 +11,7 @@ RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 6
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
-_DESCRIPTIONS = {
+_DESCRIPTIONS: dict[int, str] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
 }
@@ -21,7 +21,7 @@ def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]

@@ -19,7 +19,7 @@ from broker.protocol.messages.describe_client_quotas import (
 )
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 from broker.server.quotas import CLIENT_ID, IP, USER, name_of
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
@@ -35,7 +35,7 @@ class _Refused(Exception):
         self.code = code
 
 
-def check_filter(components) -> list[tuple[str, int, str | None]]:
+def check_filter(components: list[DescribeClientQuotasRequest.ComponentData]) -> list[tuple[str, int, str | None]]:
     """The filter's components as (type, match type, name), or _Refused."""
     seen: set[str] = set()
     out = []
@@ -70,7 +70,7 @@ def check_filter(components) -> list[tuple[str, int, str | None]]:
     return out
 
 
-def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _R(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                   error_message="Cluster authorization failed.", entries=None)

@@ -2,7 +2,7 @@
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -11,7 +11,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 R = DescribeGroupsResponse
 
 
-def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coord = ctx.services.coordinator
     out = []
     for gid in request.groups:

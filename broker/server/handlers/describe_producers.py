@@ -7,7 +7,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -16,7 +16,7 @@ MIN_VERSION, MAX_VERSION = 0, 0
 R = DescribeProducersResponse
 
 
-def handle(ctx: RequestContext, request: DescribeProducersRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     replicas = ctx.services.replicas
     topics = []
     for t in request.topics:

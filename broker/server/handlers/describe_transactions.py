@@ -5,7 +5,7 @@ topics the client may not describe are left out."""
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -14,7 +14,7 @@ MIN_VERSION, MAX_VERSION = 0, 0
 R = DescribeTransactionsResponse
 
 
-def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coord = ctx.services.txn_coordinator
     out = []
     for txn_id in request.transactional_ids:

@@ -12,7 +12,7 @@ from broker.protocol.messages.describe_user_scram_credentials import (
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
 from broker.security.scram import MECHANISM_NUMBERS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -22,7 +22,7 @@ _R = DescribeUserScramCredentialsResponse
 _Result = _R.DescribeUserScramCredentialsResult
 
 
-def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _R(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                   error_message="Authorization failed.", results=[])

@@ -14,7 +14,7 @@ RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=RIGHTS.transactional_id.error_code,
                               producer_id=-1, producer_epoch=-1)

@@ -33,6 +33,7 @@ Open files: each partition read from an old segment keeps that segment open unti
 response is sent (or, for an answer a quota throttles, until it is dropped).
 """
 import time
+from collections.abc import Awaitable
 
 from broker.cluster.replica.delayed_fetch import FetchParams, FetchPartition, FetchResult, LogReads
 from broker.protocol.api import ApiKey
@@ -40,7 +41,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.fetch import FetchRequest, FetchResponse
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.FETCH
 RIGHTS = API_RIGHTS[API_KEY]
@@ -52,7 +53,7 @@ _EpochEnd = FetchResponse.EpochEndOffset
 _Aborted = FetchResponse.AbortedTransaction
 
 
-def error_response(request, code: int) -> FetchResponse:
+def error_response(request: FetchRequest, code: int) -> FetchResponse:
     """Every partition answered with `code` and no records (an old version the broker no
     longer serves), as Kafka's FetchRequest.getErrorResponse."""
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
@@ -62,7 +63,7 @@ def error_response(request, code: int) -> FetchResponse:
         for t in request.topics])
 
 
-def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     version = ctx.api_version
     services = ctx.services
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
@@ -72,9 +73,9 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
     if replica_id < 0 and services.quotas.fetch.enabled:
         max_bytes = min(max_bytes, _quota_window_bytes(ctx))
-    responses = []
+    responses: list[FetchResponse.FetchableTopicResponse] = []
     reading: list[FetchPartition] = []      # what the ReplicaManager reads, in the request's order
-    answers = []                            # their partitions' answers, in the same order
+    answers: list[FetchResponse.PartitionData] = []     # their partitions' answers, in the same order
     refused = False
     # ACLs, as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
     cluster_ok = replica_id < 0 or ctx.has_right(RIGHTS.follower, CLUSTER_NAME)
@@ -116,7 +117,8 @@ def handle(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     return _answer(ctx, result.read, responses, answers, replica_id, refused)
 
 
-async def _answer_later(ctx, result: FetchResult, responses, answers, replica_id: int, refused: bool):
+async def _answer_later(ctx: RequestContext, result: FetchResult, responses: list[FetchResponse.FetchableTopicResponse],
+                        answers: list[FetchResponse.PartitionData], replica_id: int, refused: bool) -> FetchResponse:
     """The answer once the fetch's wait in the purgatory is over (delayed_fetch.py)."""
     return _answer(ctx, await result.wait(), responses, answers, replica_id, refused)
 
@@ -124,13 +126,13 @@ async def _answer_later(ctx, result: FetchResult, responses, answers, replica_id
 _UNKNOWN_TOPIC = (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _error(d, code: int) -> None:
+def _error(d: FetchResponse.PartitionData, code: int) -> None:
     d.error_code = code
     d.high_watermark = d.last_stable_offset = d.log_start_offset = -1
     d.aborted_transactions = [] if code in _UNKNOWN_TOPIC else None
 
 
-def _fill(answers, read: LogReads) -> None:
+def _fill(answers: list[FetchResponse.PartitionData], read: LogReads) -> None:
     """Each partition's answer from what the ReplicaManager read."""
     for d, r in zip(answers, read.partitions):
         if r.error:
@@ -148,7 +150,7 @@ def _fill(answers, read: LogReads) -> None:
                                           for a in r.aborted]
 
 
-def _quota_window_bytes(ctx) -> int:
+def _quota_window_bytes(ctx: RequestContext) -> int:
     """What a consumer's quota allows in one window: a fetch answers at most that (beyond
     the first batch, always whole), as Kafka's getMaxValueInQuotaWindow."""
     sensor = ctx.connection.quota_sensors[1]
@@ -157,7 +159,8 @@ def _quota_window_bytes(ctx) -> int:
     return max(int(sensor.quota * ctx.services.quotas.window_ms / 1000), 1)
 
 
-def _answer(ctx, read: LogReads, responses, answers, replica_id: int, refused: bool) -> FetchResponse:
+def _answer(ctx: RequestContext, read: LogReads, responses: list[FetchResponse.FetchableTopicResponse],
+            answers: list[FetchResponse.PartitionData], replica_id: int, refused: bool) -> FetchResponse:
     """The answer, unless the consumer's quota (consumer_byte_rate) throttles it: then,
     as Kafka's, the bytes are taken back off the rate and the answer holds no partitions,
     only the throttle time (the client fetches them again once it has waited)."""
@@ -179,7 +182,8 @@ def _answer(ctx, read: LogReads, responses, answers, replica_id: int, refused: b
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
-def _count_out(ctx, responses, total: int, replica_id: int) -> None:
+def _count_out(ctx: RequestContext, responses: list[FetchResponse.FetchableTopicResponse], total: int,
+               replica_id: int) -> None:
     """Kafka's BytesOutPerSec per topic (client fetches) or ReplicationBytesOutPerSec
     (followers' fetches), when metrics are on: per partition answered, not per record."""
     stats = ctx.services.replicas.topic_stats

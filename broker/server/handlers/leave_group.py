@@ -4,14 +4,14 @@ each member."""
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
 RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx: RequestContext, request: LeaveGroupRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     coord = ctx.services.coordinator
     if not ctx.has_right(RIGHTS.group, request.group_id):
         return LeaveGroupResponse(throttle_time_ms=0, error_code=RIGHTS.group.error_code, members=[])

@@ -3,14 +3,14 @@ from broker.protocol.api import ApiKey
 from broker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx: RequestContext, request: ListGroupsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     v = ctx.api_version
     states = set(request.states_filter) if v >= 4 and request.states_filter else None
     types = set(request.types_filter) if v >= 5 and request.types_filter else None

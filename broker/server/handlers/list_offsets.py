@@ -8,7 +8,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -18,7 +18,7 @@ _TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def error_response(request, code: int) -> ListOffsetsResponse:
+def error_response(request: ListOffsetsRequest, code: int) -> ListOffsetsResponse:
     """Every partition answered with `code` (an old version the broker no longer serves)."""
     return ListOffsetsResponse(throttle_time_ms=0, topics=[
         _TopicResp(name=t.name, partitions=[
@@ -27,7 +27,7 @@ def error_response(request, code: int) -> ListOffsetsResponse:
         for t in request.topics])
 
 
-def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     services = ctx.services
     topics = []
     for t in request.topics:

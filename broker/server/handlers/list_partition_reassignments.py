@@ -3,6 +3,8 @@ reassigned (of those named, or all) with their replicas, adding and removing rep
 DESCRIBE on the cluster; a broker that is not the active controller answers NOT_CONTROLLER."""
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -12,7 +14,7 @@ from broker.protocol.messages.list_partition_reassignments import (
 )
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
@@ -46,7 +48,8 @@ async def apply(services: BrokerServices, request: ListPartitionReassignmentsReq
         _R.OngoingTopicReassignment(name=name, partitions=ps) for name, ps in by_topic.items()])
 
 
-def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
+           ) -> ListPartitionReassignmentsResponse | Awaitable[ListPartitionReassignmentsResponse]:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _error(RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

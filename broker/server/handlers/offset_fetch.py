@@ -2,11 +2,13 @@
 error for partitions without a commit; topics null = every committed partition. With
 require_stable (v7+, KIP-447) a partition with a transactional commit still awaiting its
 transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
+from broker.group.coordinator import GroupCoordinator
+from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 RIGHTS = API_RIGHTS[API_KEY]
@@ -15,7 +17,10 @@ MIN_VERSION, MAX_VERSION = 0, 8
 R = OffsetFetchResponse
 
 
-def _partitions(ctx, coord, group_id, topics, stable=False):
+def _partitions(ctx: RequestContext, coord: GroupCoordinator, group_id: str,
+                topics: (list[OffsetFetchRequest.OffsetFetchRequestTopic]
+                         | list[OffsetFetchRequest.OffsetFetchRequestTopics] | None),
+                stable: bool = False) -> tuple[int, dict[str, list[tuple[int, OffsetAndMetadata | None, int]]]]:
     """(group error, {topic: [(partition, offset and metadata, error)]}): as Kafka's,
     DESCRIBE on the group, and on each topic — requested topics the client may not
     describe are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer. With
@@ -29,7 +34,7 @@ def _partitions(ctx, coord, group_id, topics, stable=False):
     wanted = None if topics is None else [(t.name, p) for t in topics if t.name not in denied
                                           for p in t.partition_indexes]
     err, found = coord.fetch_offsets(group_id, wanted) if wanted != [] else (ErrorCode.NONE, {})
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None, int]]] = {}
     for (topic, p), om in sorted(found.items()):
         if topics is None and not ctx.has_right(RIGHTS.listed_topic, topic):
             continue
@@ -42,7 +47,7 @@ def _partitions(ctx, coord, group_id, topics, stable=False):
     return err, by_topic
 
 
-def handle(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     coord = ctx.services.coordinator
     v = ctx.api_version
     if v >= 8:

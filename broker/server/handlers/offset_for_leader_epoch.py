@@ -5,14 +5,14 @@ from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     topics = []
     # as Kafka's: a follower's request (replica id, v3+) needs CLUSTER_ACTION, a client's DESCRIBE per topic
     follower = ctx.api_version >= 3 and request.replica_id >= 0

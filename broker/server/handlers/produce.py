@@ -57,19 +57,21 @@ decoded (not decoded twice). A partition whose append fails is answered with its
 the general path answers it.
 """
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from broker._native import produce as _native
-from broker.cluster.replica.manager import AppendOrigin
+from broker.cluster.replica.delayed_produce import AppendResult, PartitionResult
+from broker.cluster.replica.manager import AppendOrigin, Records
 from broker.log import TopicPartition
 from broker.log.producer_state import OutOfOrderSequence
 from broker.native import RecordBatch
 from broker.protocol import codec
 from broker.protocol.api import ApiKey
+from broker.protocol.codec import BufferLike
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from broker.security.api_rights import API_RIGHTS
-from broker.server.context import DirectResult, HandlerResult, RequestContext
+from broker.server.context import Answered, RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.PRODUCE
@@ -83,13 +85,17 @@ _PartResp = ProduceResponse.PartitionProduceResponse
 _CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
 _transactional = _native.first_batch_transactional
+#: a partition's records to append
+_Entry = tuple[TopicPartition, Records]
+#: the entries a transaction's coordinator must confirm first: index -> (producer id, epoch, the guard)
+_ToVerify = dict[int, tuple[int, int, object]]
 
 
-def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     acks = request.acks
-    responses = []
-    entries = []        # (TopicPartition, records) to append, in the request's order
-    answers = []        # their partition responses, in the same order
+    responses: list[ProduceResponse.TopicProduceResponse] = []
+    entries: list[_Entry] = []      # (TopicPartition, records) to append, in the request's order
+    answers: list[ProduceResponse.PartitionProduceResponse] = []    # their partition responses, in the same order
     failed = False
     txn_id = request.transactional_id
     if acks not in (0, 1, -1):
@@ -152,10 +158,10 @@ _RETRY_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINAT
                           ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 
 
-def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
+def _to_verify(ctx: RequestContext, entries: list[_Entry]) -> _ToVerify:
     """Entries (by index) whose transactional batch opens a transaction on a partition
     led here: index -> (producer id, epoch, the verification guard)."""
-    out = {}
+    out: _ToVerify = {}
     replicas = ctx.services.replicas
     for i, (tp, records) in enumerate(entries):
         if len(records) < RECORD_BATCH_HEADER:
@@ -174,14 +180,18 @@ def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
     return out
 
 
-async def _verify_then_append(ctx, request, entries, answers, need, responses):
+async def _verify_then_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
+                              answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
+                              responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
     try:
         return await _verified_append(ctx, request, entries, answers, need, responses)
     finally:
         ctx.connection.release_produces()
 
 
-async def _verified_append(ctx, request, entries, answers, need, responses):
+async def _verified_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
+                           answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
+                           responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
     services = ctx.services
     pid, epoch, _guard = next(iter(need.values()))
     parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
@@ -240,7 +250,7 @@ async def _verified_append(ctx, request, entries, answers, need, responses):
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-def error_response(request, code: int):
+def error_response(request: ProduceRequest, code: int) -> ProduceResponse | None:
     """Every partition answered with `code` (an old version the broker no longer serves);
     None for acks=0, whose connection is then closed, as Kafka does."""
     if request.acks == 0:
@@ -252,7 +262,7 @@ def error_response(request, code: int):
         for t in request.topic_data])
 
 
-def _fill(answers, results) -> bool:
+def _fill(answers: list[ProduceResponse.PartitionProduceResponse], results: list[PartitionResult]) -> bool:
     """Copies the append's results into the partition responses; True if any failed."""
     failed = False
     for r, res in zip(answers, results):
@@ -265,7 +275,9 @@ def _fill(answers, results) -> bool:
     return failed
 
 
-async def _answer_later(ctx, result, answers, response, failed: bool):
+async def _answer_later(ctx: RequestContext, result: AppendResult,
+                        answers: list[ProduceResponse.PartitionProduceResponse], response: ProduceResponse,
+                        failed: bool) -> ProduceResponse:
     """The answer once every partition's wait is over (never for acks=0: it waits for
     nothing)."""
     ctx.errors = _fill(answers, await result.wait()) or failed
@@ -274,7 +286,8 @@ async def _answer_later(ctx, result, answers, response, failed: bool):
 
 # ---------------------------------------------------------------------- the direct path
 
-def direct(services: BrokerServices, frame, version_caps: Mapping[int, int]) -> DirectResult:
+def direct(services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]
+           ) -> Answered | ProduceRequest | None:
     """A Produce frame's answer (see the module docstring), its partitions appended: an
     Answered (the answer's frames, the client id, the response when a partition failed).
     Otherwise nothing is appended, and the general path handles the request: the

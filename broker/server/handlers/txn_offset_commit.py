@@ -23,13 +23,14 @@ MIN_VERSION, MAX_VERSION = 0, 5
 R = TxnOffsetCommitResponse
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = ctx.api_version
-    offsets = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in request.topics:
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata, -1, -1)
+    results: dict[tuple[str, int], int]
     if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
         results = {tp: RIGHTS.transactional_id.error_code for tp in offsets}
     elif not ctx.has_right(RIGHTS.group, request.group_id):
@@ -49,7 +50,7 @@ async def _handle(ctx, request):
     if v < 2:
         results = {tp: ErrorCode.INVALID_PRODUCER_EPOCH if c == ErrorCode.PRODUCER_FENCED else c
                    for tp, c in results.items()}
-    topics: dict[str, list] = {}
+    topics: dict[str, list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]] = {}
     for (t, p), code in results.items():
         topics.setdefault(t, []).append(R.TxnOffsetCommitResponsePartition(partition_index=p, error_code=code))
     return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t, partitions=ps)
@@ -63,7 +64,7 @@ _RETRY = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOA
                     ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS})
 
 
-async def _add_offsets_partition(ctx, request) -> int:
+async def _add_offsets_partition(ctx: RequestContext, request: TxnOffsetCommitRequest) -> int:
     """Adds the group's __consumer_offsets partition to the producer's transaction (0, or
     the error to answer)."""
     from broker.group.records import partition_for

@@ -21,7 +21,7 @@ MIN_VERSION, MAX_VERSION = 0, 2
 R = WriteTxnMarkersResponse
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     markers = [Marker(m.producer_id, m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
                       tuple((t.name, p) for t in m.topics for p in t.partition_indexes),
                       m.transaction_version if ctx.api_version >= 2 else 0)
@@ -32,7 +32,7 @@ async def _handle(ctx, request):
         results = {(m.producer_id, t, p): RIGHTS.cluster_action.error_code for m in markers for t, p in m.partitions}
     out = []
     for m in markers:
-        topics: dict[str, list] = {}
+        topics: dict[str, list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]] = {}
         for t, p in m.partitions:
             topics.setdefault(t, []).append(R.WritableTxnMarkerPartitionResult(
                 partition_index=p, error_code=results.get((m.producer_id, t, p), 0)))
