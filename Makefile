@@ -10,7 +10,8 @@
 #                needs librdkafka-dev), bench/native/ingest (bench/produce_copies.py) and
 #                bench/native/alloc_ahead (pwrite with and without blocks allocated ahead)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
-#   make typecheck   mypy (strict on broker/protocol, log, cluster, txn, security, metrics, logging.py)
+#   make typecheck   mypy (strict on broker/protocol, log, cluster, coordinator, group, txn, security,
+#                metrics, server, applog.py)
 #   make protocol    regenerates broker/protocol/messages/ and _native/include/kb_messages.h
 #                from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
