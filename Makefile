@@ -1,6 +1,7 @@
 # kbroker — the two commands of the quick start are `make serve` and `make test`.
 #
-#   make serve   one broker on 127.0.0.1:9092, data in ./data (builds .venv on first use)
+#   make serve   one broker on 127.0.0.1:9092 and its schema registry on 127.0.0.1:8081, data in
+#                ./data (builds .venv on first use)
 #   make test    lint and typecheck, then the whole suite in two workers (installs what the
 #                tests need; system packages when root; the pinned JVM/Go/Node test
 #                dependencies once, offline afterwards); TEST_WORKERS=0: in one process
@@ -9,8 +10,10 @@
 #                needs librdkafka-dev), bench/native/ingest (bench/produce_copies.py) and
 #                bench/native/alloc_ahead (pwrite with and without blocks allocated ahead)
 #   make lint    ruff (pyflakes, isort, pyupgrade, bugbear) and cython-lint on _native/
-#   make typecheck   mypy (strict on broker/protocol, broker/log, broker/cluster, broker/logging.py)
-#   make protocol    regenerates broker/protocol/messages/ from broker/protocol/schema/
+#   make typecheck   mypy (strict on broker/protocol, log, cluster, coordinator, group, txn, security,
+#                metrics, server, applog.py)
+#   make protocol    regenerates broker/protocol/messages/ and _native/include/kb_messages.h
+#                from broker/protocol/schema/
 #   make fuzz    a million fuzzed requests at a broker (bench/fuzz/run.py; not in CI)
 #   make faults  the long randomized fault run (bench/faults/run.py; root; not in CI)
 #
@@ -35,15 +38,17 @@ BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" 
 # units are verified and its commands checked: tests/cluster/test_deploy.py), Chromium (the status
 # page in a headless browser: tests/cluster/test_status_page.py), librdkafka's headers (the C load
 # generator of bench/kafka_vs_kbroker.py --pinned, bench/native/kgen.c: tests/unit/test_bench_pinned.py
-# builds it)
-SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev
+# builds it), Prometheus (it scrapes a metrics listener behind TLS and basic authentication, and its promtool
+# checks the web configuration: tests/interop/test_prometheus.py)
+SYS_PACKAGES := kcat zookeeper maven iptables systemd netcat-openbsd chromium librdkafka-dev prometheus
 # Apache Kafka's jars (broker, tools, Java client) and Spark's Kafka connector, pinned in
 # tests/jvm/pom.xml; `mvn package` there copies them into tests/jvm/target/*-libs
 JVM_DIR := tests/jvm
 JVM_STAMP := $(JVM_DIR)/target/.fetched
 JVM_SOURCES := $(JVM_DIR)/pom.xml $(shell find $(JVM_DIR)/src -type f 2>/dev/null)
-# franz-go and sarama (Go module proxy, pinned in tests/go/go.mod + go.sum), KafkaJS (npm,
-# pinned by tests/node/package-lock.json)
+# franz-go (with its schema registry client, pkg/sr) and sarama (Go module proxy, pinned in
+# tests/go/go.mod + go.sum), KafkaJS and @kafkajs/confluent-schema-registry (npm, pinned by
+# tests/node/package-lock.json)
 GO_DIR := tests/go
 GO_BIN := $(GO_DIR)/bin/goclients
 NODE_DIR := tests/node
@@ -54,9 +59,10 @@ SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 .PHONY: serve test bench fuzz faults install install-test sysdeps clean distclean bench-tools
 
 # SERVE_ARGS adds flags, e.g. SERVE_ARGS="--set metrics.listener=127.0.0.1:9404" (the broker
-# then prints where its metrics and status page are)
+# then prints where its metrics and status page are); the schema registry (Confluent's REST
+# API, docs/schema-registry.md) is served beside the broker on 127.0.0.1:8081
 serve: $(VENV)/.runtime
-	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 $(SERVE_ARGS)
+	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 --set schema.registry.listener=127.0.0.1:8081 $(SERVE_ARGS)
 
 # lint and typecheck first: a violation fails the run before any test starts
 # the suite in TEST_WORKERS processes (pytest-xdist; 0: in this one), grouped as
@@ -73,8 +79,9 @@ lint: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy
 
-# the codecs from the checked-in JSON (tools/gen_protocol.py SPEC_DIR first refreshes the JSON
-# from Kafka's own definitions)
+# the codecs from the checked-in JSON, and what the C codec of Produce needs of them
+# (_native/include/kb_messages.h); tools/gen_protocol.py SPEC_DIR first refreshes the JSON
+# from Kafka's own definitions
 protocol: | $(VPY)
 	$(VPY) tools/gen_protocol.py --from-schema
 
@@ -165,6 +172,7 @@ sysdeps:
 	command -v nc >/dev/null 2>&1 || missing="$$missing netcat-openbsd"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	[ -f /usr/include/librdkafka/rdkafka.h ] || missing="$$missing librdkafka-dev"; \
+	command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing system packages:$$missing"; \

@@ -1,7 +1,13 @@
 # cython: language_level=3
-"""Produce (api key 0) versions 3-12 in C: the request body decoded into the generated
-message classes (broker/protocol/messages/produce.py), and the response encoded with
-its header and size prefix, byte for byte what the generated codec writes.
+"""Produce (api key 0) in C: the request body decoded into the generated message classes
+(broker/protocol/messages/produce.py), and the response encoded with its header and size
+prefix, byte for byte what the generated codec writes.
+
+The versions come from Kafka's message definitions, as the generated codec's do:
+tools/gen_protocol.py writes include/kb_messages.h (`make protocol`), the versions this
+code covers (VERSIONS: 3-12 today, those in which every field it always reads or writes
+exists) and the first version of each field it tests, and stops when Produce has a field
+this code does not know.
 
 The broker's hot path: a Produce is one request per batch or so (~7,800 per GB of 1 KiB
 records from librdkafka), and decoding and encoding it in Python were ~15 us of it.
@@ -15,8 +21,9 @@ decode_request raises ValueError(reason, position, field) on malformed input; th
 (broker.protocol.codec) turns it into a ProtocolDecodeError.
 
 The direct path of Produce (broker/server/handlers/produce.py direct) reads a request's
-header with decode_header and answers appends that all succeeded with encode_appended,
-without the generated classes of the response.
+header with decode_header, asks first_batch_transactional of each partition's records
+(the batch attributes' bit, records.pxd's), and answers appends that all succeeded with
+encode_appended, without the generated classes of the response.
 """
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
@@ -26,6 +33,22 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 from broker._native.buffer cimport kb_load_be16, kb_load_be32, kb_read_uvarint, kb_store_be16, \
     kb_store_be32, kb_store_be64, kb_write_uvarint
+from broker._native.records cimport ATTR_TRANSACTIONAL, OFF_ATTRIBUTES
+
+cdef extern from "kb_messages.h":
+    enum:
+        KB_PRODUCE_API_KEY
+        KB_PRODUCE_FIRST_FLEXIBLE
+        KB_PRODUCE_NATIVE_LOWEST
+        KB_PRODUCE_NATIVE_HIGHEST
+        KB_PRODUCE_RESPONSE_LOG_START_OFFSET
+        KB_PRODUCE_RESPONSE_RECORD_ERRORS
+        KB_PRODUCE_RESPONSE_ERROR_MESSAGE
+        KB_PRODUCE_RESPONSE_CURRENT_LEADER
+        KB_PRODUCE_RESPONSE_NODE_ENDPOINTS
+
+#: the Produce versions this module decodes and encodes (from include/kb_messages.h)
+VERSIONS = (KB_PRODUCE_NATIVE_LOWEST, KB_PRODUCE_NATIVE_HIGHEST)
 
 cdef object _Request = None
 cdef object _Topic = None
@@ -100,15 +123,15 @@ cdef class _Reader:
 
 
 def decode_request(frame, Py_ssize_t pos, int version):
-    """The ProduceRequest (v3-12) whose body starts at `pos` of `frame` (the request
+    """The ProduceRequest (VERSIONS) whose body starts at `pos` of `frame` (the request
     without its size prefix), or None when it carries tagged fields (the generated
     decoder keeps them). Raises ValueError(reason, position, field) when malformed. Records
     are views of `frame`. Bytes after the body are ignored, as the generated decoder does."""
     cdef _Reader r = _Reader()
     cdef Py_buffer view
     cdef int64_t n, nt, nparts, nrec, _i, _j
-    cdef bint flex = version >= 9
-    if version < 3 or version > 12:
+    cdef bint flex = version >= KB_PRODUCE_FIRST_FLEXIBLE
+    if version < KB_PRODUCE_NATIVE_LOWEST or version > KB_PRODUCE_NATIVE_HIGHEST:
         raise _err("ProduceRequest", 0, f"version {version} is not decoded here")
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     PyObject_GetBuffer(mv, &view, PyBUF_SIMPLE)
@@ -218,15 +241,16 @@ cdef class _Writer:
     cdef int partition(self, int version, int32_t index, int16_t error_code, int64_t base_offset,
                        int64_t log_append_time, int64_t log_start_offset, object error_message) except -1:
         """One PartitionProduceResponse without record errors or a current leader."""
-        cdef bint flex = version >= 9
+        cdef bint flex = version >= KB_PRODUCE_FIRST_FLEXIBLE
         self.i32(index)
         self.i16(error_code)
         self.i64(base_offset)
         self.i64(log_append_time)
-        if version >= 5:
+        if version >= KB_PRODUCE_RESPONSE_LOG_START_OFFSET:
             self.i64(log_start_offset)
-        if version >= 8:
+        if version >= KB_PRODUCE_RESPONSE_RECORD_ERRORS:
             self.array(0, flex)         # no record errors
+        if version >= KB_PRODUCE_RESPONSE_ERROR_MESSAGE:
             self.string(error_message, flex)
         if flex:
             self.uvarint(0)
@@ -255,15 +279,15 @@ cdef class _Writer:
 
 
 def encode_response(int32_t correlation_id, int version, response):
-    """[frame]: `response` (a ProduceResponse, v3-12) with its response header and int32
+    """[frame]: `response` (a ProduceResponse, VERSIONS) with its response header and int32
     size prefix, as broker.protocol.codec.encode_response writes it; None when it holds
     what only the generated encoder writes (record errors, a current leader, node
     endpoints, unknown tagged fields)."""
     cdef _Writer w
-    cdef bint flex = version >= 9
-    if version < 3 or version > 12:
+    cdef bint flex = version >= KB_PRODUCE_FIRST_FLEXIBLE
+    if version < KB_PRODUCE_NATIVE_LOWEST or version > KB_PRODUCE_NATIVE_HIGHEST:
         return None
-    if response.unknown_tagged_fields or (version >= 10 and response.node_endpoints):
+    if response.unknown_tagged_fields or (version >= KB_PRODUCE_RESPONSE_NODE_ENDPOINTS and response.node_endpoints):
         return None
     responses = response.responses
     w = _response_start(correlation_id, flex, len(responses))
@@ -274,9 +298,9 @@ def encode_response(int32_t correlation_id, int version, response):
         parts = t.partition_responses
         w.array(len(parts), flex)
         for pr in parts:
-            if pr.unknown_tagged_fields or (version >= 8 and pr.record_errors):
+            if pr.unknown_tagged_fields or (version >= KB_PRODUCE_RESPONSE_RECORD_ERRORS and pr.record_errors):
                 return None
-            if version >= 10:
+            if version >= KB_PRODUCE_RESPONSE_CURRENT_LEADER:
                 cl = pr.current_leader
                 if cl is None or cl.leader_id != -1 or cl.leader_epoch != -1 or cl.unknown_tagged_fields:
                     return None
@@ -318,10 +342,11 @@ cdef list _response_end(_Writer w, int32_t throttle_time_ms, bint flex):
 # generic request objects reads its header here and is answered by encode_appended.
 
 def decode_header(frame):
-    """The request header of a Produce v3-12 (header v1; v2 from v9, whose tagged-field
-    section must be empty): (version, correlation_id, client_id, body_offset). None for
-    anything else — another api key or version, tagged fields, a short header, a client id
-    that is no UTF-8: the generic decoder reads those, and says what is wrong."""
+    """The request header of a Produce of VERSIONS (header v1; v2 from the first flexible
+    version, whose tagged-field section must be empty): (version, correlation_id,
+    client_id, body_offset). None for anything else — another api key or version, tagged
+    fields, a short header, a client id that is no UTF-8: the generic decoder reads those,
+    and says what is wrong."""
     cdef Py_buffer view
     cdef const uint8_t *p
     cdef Py_ssize_t n, pos
@@ -331,10 +356,10 @@ def decode_header(frame):
     try:
         p = <const uint8_t *>view.buf
         n = view.len
-        if n < 10 or p[0] != 0 or p[1] != 0:
+        if n < 10 or kb_load_be16(p) != KB_PRODUCE_API_KEY:
             return None
         version = kb_load_be16(p + 2)
-        if version < 3 or version > 12:
+        if version < KB_PRODUCE_NATIVE_LOWEST or version > KB_PRODUCE_NATIVE_HIGHEST:
             return None
         correlation_id = <int32_t>kb_load_be32(p + 4)
         clen = <int16_t>kb_load_be16(p + 8)
@@ -349,7 +374,7 @@ def decode_header(frame):
             except UnicodeDecodeError:
                 return None
             pos += clen
-        if version >= 9:
+        if version >= KB_PRODUCE_FIRST_FLEXIBLE:
             if pos >= n or p[pos] != 0:
                 return None
             pos += 1
@@ -358,24 +383,47 @@ def decode_header(frame):
         PyBuffer_Release(&view)
 
 
-def encode_appended(int32_t correlation_id, int version, list topics):
-    """[frame]: the ProduceResponse (v3-12) of appends that all succeeded, with its response
-    header and int32 size prefix — byte for byte what encode_response writes for that
-    response (error code 0, no error message or record errors, no current leader, throttle
-    time 0). `topics`: [(name, [(index, base_offset, log_append_time, log_start_offset),
-    ...]), ...] in the request's order."""
+def first_batch_transactional(records):
+    """Does the first batch of `records` (a partition's records in a Produce) say it is
+    transactional? False when they are too short to say (the append refuses them). What
+    the produce handler checks of a request without a transactional id, as Kafka's
+    RequestUtils.flags: the attributes of the first batch only, nothing decoded."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        return (view.len >= OFF_ATTRIBUTES + 2
+                and (kb_load_be16(<const uint8_t *>view.buf + OFF_ATTRIBUTES) & ATTR_TRANSACTIONAL) != 0)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def encode_appended(int32_t correlation_id, int version, list topics, list results):
+    """[frame]: the ProduceResponse (VERSIONS) of appends that all succeeded, with its
+    response header and int32 size prefix — byte for byte what encode_response writes for
+    that response (error code 0, no error message or record errors, no current leader,
+    throttle time 0). `topics`: the request's topic_data (each topic's name and its
+    partition_data's indexes, in order); `results`: one per partition, in the same order,
+    with its base_offset, log_append_time and log_start_offset (ReplicaManager's
+    PartitionResult)."""
     cdef _Writer w
-    cdef bint flex = version >= 9
+    cdef bint flex = version >= KB_PRODUCE_FIRST_FLEXIBLE
     cdef list parts
-    cdef tuple pr
-    if version < 3 or version > 12:
+    cdef Py_ssize_t i = 0, n = len(results)
+    if version < KB_PRODUCE_NATIVE_LOWEST or version > KB_PRODUCE_NATIVE_HIGHEST:
         raise ValueError(f"Produce v{version} is not encoded here")
     w = _response_start(correlation_id, flex, len(topics))
-    for name, parts in topics:
-        w.string(name, flex)
+    for t in topics:
+        w.string(t.name, flex)
+        parts = t.partition_data
         w.array(len(parts), flex)
-        for pr in parts:
-            w.partition(version, pr[0], 0, pr[1], pr[2], pr[3], None)
+        for p in parts:
+            if i >= n:
+                raise ValueError(f"{n} results for more partitions")
+            r = results[i]
+            i += 1
+            w.partition(version, p.index, 0, r.base_offset, r.log_append_time, r.log_start_offset, None)
         if flex:
             w.uvarint(0)
+    if i != n:
+        raise ValueError(f"{n} results for {i} partitions")
     return _response_end(w, 0, flex)

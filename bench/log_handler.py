@@ -1,4 +1,4 @@
-"""broker.logging.KafkaLogHandler: its throughput to one broker and what a logging call
+"""broker.applog.KafkaLogHandler: its throughput to one broker and what a logging call
 costs the application, with the broker up and down (issue 19).
 
     .venv/bin/python bench/log_handler.py [--records 200000] [--calls 200000] [--runs 5]
@@ -42,8 +42,8 @@ from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from broker.applog import KafkaLogHandler  # noqa: E402
 from broker.client import Cluster  # noqa: E402
-from broker.logging import KafkaLogHandler  # noqa: E402
 from tests.support.broker_proc import BrokerProcess  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 

@@ -26,7 +26,10 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.metrics.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +142,26 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
+def parse_mode(text: str) -> int:
+    """An octal permission mode ("0700", "700", "0o750"); ValueError when it is none."""
+    digits = text.strip().lower().removeprefix("0o")
+    if not re.fullmatch(r"[0-7]{3,4}", digits):
+        raise ValueError(f"{text!r} is not an octal mode such as 0700")
+    return int(digits, 8)
+
+
+def _dir_mode(v: str) -> str | None:
+    try:
+        mode = parse_mode(v)
+    except ValueError as exc:
+        return str(exc)
+    if mode > 0o777:
+        return "no setuid, setgid or sticky bits"
+    if mode & 0o700 != 0o700:
+        return "the broker's own user needs rwx (0700 at least)"
+    return None
+
+
 def _at_least(n: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= n else f"must be at least {n}"
 
@@ -213,6 +236,13 @@ def _host_port(v: str) -> str | None:
     return None
 
 
+def _registry_listener(v: str) -> str | None:
+    scheme, sep, rest = v.partition("://")
+    if sep and scheme.lower() not in ("http", "https"):
+        return f"{v!r}: the scheme is http or https"
+    return _host_port(rest if sep else v)
+
+
 def _api_name(v: str) -> str | None:
     from broker.protocol.api import ApiKey
     names = {"".join(w.capitalize() for w in k.name.split("_")).lower(): k for k in ApiKey}
@@ -252,6 +282,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        lambda v: None if v.upper() in SECURITY_PROTOCOLS else f"one of {', '.join(SECURITY_PROTOCOLS)}"),
     _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
     _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
+    _K("log.dirs.mode", _S, "0700",
+       "Mode (octal, at least 0700) of the log dirs the broker creates. `broker serve` runs with the umask it "
+       "implies, so every dir the broker creates gets it and every file it without the execute bits: 0700 "
+       "makes partition dirs 0700 and segments 0600; 0750 opens both to the group. The metadata file (SCRAM "
+       "credentials, ACLs) is 0600 whatever this says.", _dir_mode),
     _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
     _K("default.replication.factor", _I, 1, "Default replication factor of new topics.", _at_least(1)),
     _K("auto.create.topics.enable", _B, True, "Create a topic when a client asks metadata for it."),
@@ -360,7 +395,24 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "Per-address exceptions to max.connections.per.ip, as HOST:COUNT[,HOST:COUNT] (names or addresses).",
        _ip_overrides),
     _K("connections.max.idle.ms", _L, 600000,
-       "A connection idle this long (no request, nothing in progress) is closed; negative: never."),
+       "A connection idle this long (no complete request, nothing in progress) is closed; negative: never."),
+    _K("connections.max.unauthenticated.ms", _L, 10000,
+       "A connection of a TLS or SASL listener that has not completed its TLS handshake and SASL "
+       "authentication this long after it was accepted is closed.", _at_least(1)),
+    _K("max.connections.unauthenticated", _I, -1,
+       "Most connections still authenticating (TLS handshake, SASL) at once; a new one beyond it closes "
+       "the oldest. -1: half the process's limit of open files.", _at_least(-1)),
+    _K("queued.max.request.bytes", _L, -1,
+       "Bytes of received requests not yet handled, over all connections, beyond which no connection "
+       "starts reading another request (a request's bytes count from when its size is read); 0 or "
+       "negative: no bound.", ),
+    _K("queued.max.request.bytes.per.connection", _L, 4 * 1024 * 1024,
+       "Bytes of requests one connection may have received behind a request still in flight (a long "
+       "poll, acks=all) before the broker stops reading it until that request is answered; 0: nothing "
+       "is read while a request is in flight, as Kafka's broker does.", _at_least(0)),
+    _K("fetch.wait.max.ms", _I, 30000,
+       "Longest a Fetch waits for its min_bytes: a client asking for a longer max_wait_ms is answered "
+       "after this.", _at_least(0)),
     _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
     # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
     _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
@@ -422,6 +474,30 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("metrics.listener", _S, None,
        "HOST:PORT of the HTTP listener serving /metrics (Prometheus), the status page (/) and /status.json; "
        "unset: no metrics kept, nothing served (docs/observability.md).", _host_port),
+    _K("metrics.listener.web.config.file", _S, None,
+       "A web configuration file as Prometheus' exporters take (YAML: tls_server_config, basic_auth_users with "
+       "bcrypt hashes, http_server_config.headers): the metrics listener then speaks TLS and asks every request "
+       "for basic authentication (docs/observability.md). Read at start."),
+    _K("schema.registry.listener", _S, None,
+       "[http://|https://]HOST:PORT of the schema registry (Confluent's REST API v1, schemas kept in "
+       "schema.registry.topic; docs/schema-registry.md); unset: no registry. https takes its key store from "
+       "listener.name.schema_registry.ssl.* (over ssl.*).", _registry_listener),
+    _K("schema.registry.advertised.listener", _S, None,
+       "[http://|https://]HOST:PORT the other brokers forward registry writes to (the writer is the leader of "
+       "schema.registry.topic); default: schema.registry.listener, a wildcard host replaced by this broker's "
+       "advertised host.", _registry_listener),
+    _K("schema.registry.topic", _S, "_schemas", "The compacted topic the registry keeps its schemas in (Confluent's "
+                                                "kafkastore.topic), created on the first write."),
+    _K("schema.registry.topic.replication.factor", _SH, 3,
+       "Replication factor of schema.registry.topic when the registry creates it (fewer while fewer brokers are "
+       "alive).", _at_least(1)),
+    _K("schema.registry.authentication.method", _S, "NONE",
+       "NONE, or BASIC: every registry request needs HTTP basic credentials of one of the broker's SCRAM users "
+       "(principal User:<name>, authorized by the broker's ACL authorizer).", None, ("NONE", "BASIC")),
+    _K("schema.registry.max.request.bytes", _I, 16 * 1024 * 1024, "Largest registry request body taken (larger: "
+                                                                  "413).", _at_least(1024)),
+    _K("schema.registry.request.timeout.ms", _I, 30000, "How long a registry write waits for the writer, its "
+                                                        "append and its view.", _at_least(1)),
     _K("log.format", _S, "text", "The broker's own log lines on stderr and in log.file: text, or json (one JSON "
                                  "object a line).", None, ("text", "json")),
     _K("log.file", _S, None, "Also write the broker's log to this file, rotated by size (log.file.max.bytes, "
@@ -448,7 +524,7 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker runs one event loop (no thread pools or request queues to size)": """
         num.network.threads num.io.threads background.threads
         num.replica.alter.log.dirs.threads log.cleaner.threads group.coordinator.threads
-        queued.max.requests queued.max.request.bytes""",
+        queued.max.requests""",
     "kbroker's purgatory drops a wait when it completes (there is nothing to purge)": """
         fetch.purgatory.purge.interval.requests producer.purgatory.purge.interval.requests
         delete.records.purgatory.purge.interval.requests""",
@@ -938,6 +1014,8 @@ class BrokerConfig:
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
         self._listener_values: dict[str, dict[str, Any]] = {}     # LISTENER NAME -> key -> value
+        #: the metrics listener's TLS and basic authentication (metrics.listener.web.config.file)
+        self.metrics_web: WebConfig | None = None
         for name, key in BROKER_KEYS.items():
             self._values[name] = key.default
             self._sources[name] = ConfigSource.DEFAULT_CONFIG
@@ -1054,6 +1132,23 @@ class BrokerConfig:
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError("max.connections.per.ip", "0 refuses every address; name the allowed ones in "
                                                         "max.connections.per.ip.overrides")
+        self._check_metrics_web()
+
+    def _check_metrics_web(self) -> None:
+        """metrics.listener.web.config.file: read and checked now, so that a file that
+        cannot be honoured stops `broker serve` as any bad value does (one line, exit 2)."""
+        path = self["metrics.listener.web.config.file"]
+        if not path:
+            return
+        if not self["metrics.listener"]:
+            raise ConfigError("metrics.listener.web.config.file", "set without metrics.listener: there is no "
+                                                                  "listener for it to protect")
+        from broker.metrics.webconfig import WebConfigError, load_web_config
+        try:
+            self.metrics_web = load_web_config(path)
+        except WebConfigError as exc:
+            raise ConfigError("metrics.listener.web.config.file", str(exc)) from None
+        self.warnings.extend(self.metrics_web.warnings)
 
     def _check_node_id(self) -> None:
         """node.id is KRaft's broker.id: one taken for the other, as Kafka does."""
@@ -1244,6 +1339,11 @@ class BrokerConfig:
     def log_dirs(self) -> list[str]:
         dirs = self["log.dirs"] or [self["log.dir"]]
         return [os.path.abspath(d) for d in dirs]
+
+    @property
+    def log_dirs_mode(self) -> int:
+        """log.dirs.mode as a number."""
+        return parse_mode(self["log.dirs.mode"])
 
     @property
     def listeners(self) -> list[tuple[str, int]]:

@@ -1,12 +1,15 @@
 """`broker doctor`: checks this host (and a data dir) against docs/deploy.md's advice.
 
 Each check prints one line: `[ok]`, `[advice]` (a setting to change for performance or
-safety margins) or `[limit]` (a limit below what a broker needs: it can fail with "Map
+safety margins), `[limit]` (a limit below what a broker needs: it can fail with "Map
 failed", "Too many open files" and the like once it holds enough segments or
-connections), then the value now, the advice, why, and the command that changes it.
+connections) or `[unsafe]` (other local users can read a data dir, or the metadata file
+that holds the SCRAM credentials and ACLs), then the value now, the advice, why, and the
+command that changes it.
 
-Exit codes: 0 when no limit is below its advice (advice lines may remain), 1 when one is,
-2 for bad usage (a data dir that does not exist, an unreadable --config).
+Exit codes: 0 when no limit is below its advice and nothing is unsafe (advice lines may
+remain), 1 otherwise, 2 for bad usage (a data dir that does not exist, an unreadable
+--config).
 
 Sysctls are read from /proc/sys (`--proc` names another /proc, e.g. a container's view or
 a test's tree); the open-files limit is this process's (the shell's: the service gets
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from broker.cli.errors import CliError
 
-OK, ADVICE, LIMIT = "ok", "advice", "limit"
+OK, ADVICE, LIMIT, UNSAFE = "ok", "advice", "limit", "unsafe"
 
 #: docs/deploy.md's table: (sysctl, kind, advised value, comparison, why)
 MAX_MAP_COUNT = 262144
@@ -144,6 +147,61 @@ def _mount(path: Path) -> tuple[str, str, str] | None:
     return best
 
 
+def _others_readable(d: Path) -> int:
+    """How many files and dirs in `d` and its partition dirs others may read (through the
+    dirs they may enter)."""
+    count = 0
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return 0
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        count += bool(st.st_mode & 0o004)
+        if e.is_dir(follow_symlinks=False) and st.st_mode & 0o001:
+            try:
+                count += sum(bool(f.stat(follow_symlinks=False).st_mode & 0o004) for f in os.scandir(e.path))
+            except OSError:
+                pass
+    return count
+
+
+def permission_findings(d: Path) -> list[Finding]:
+    """A data dir other local users may enter or list (only if every dir above it lets
+    them through), and a metadata file with more than 0600 (the broker writes it so)."""
+    from broker.cluster.store.file import FILE_MODE, FILE_NAME
+    out = []
+    mode = d.stat().st_mode & 0o777
+    blocked = next((p for p in d.parents if not os.stat(p).st_mode & 0o001), None)
+    why = ("it holds the records, and for a broker alone the metadata file with every user's SCRAM salt and keys "
+           "and the ACLs: other local users must not read them")
+    if not mode & 0o005:
+        now = f"{mode:04o}"
+    elif blocked is not None:
+        now = f"{mode:04o} (others cannot reach it: {blocked} is closed to them)"
+    else:
+        what = "list and enter it" if mode & 0o005 == 0o005 else "list it" if mode & 0o004 else "enter it"
+        readable = _others_readable(d) if mode & 0o001 else 0
+        now = f"{mode:04o} (others can {what}" + (f", and read {readable} files and dirs in it)" if readable else ")")
+    exposed = bool(mode & 0o005) and blocked is None
+    out.append(Finding(UNSAFE if exposed else OK, f"permissions of {d}", now,
+                       "0700, or 0750 to let a group read", why + " (the broker creates its dirs with log.dirs.mode)",
+                       f"chmod -R o-rwx {d}"))
+    meta = d / FILE_NAME
+    try:
+        meta_mode = meta.stat().st_mode & 0o777
+    except OSError:
+        return out
+    out.append(Finding(UNSAFE if meta_mode & ~FILE_MODE else OK, f"permissions of {meta}", f"{meta_mode:04o}",
+                       f"{FILE_MODE:04o}", "it holds every user's SCRAM salt and keys (enough to test passwords "
+                       "offline) and the ACLs; the broker writes it 0600 and makes it so at start",
+                       f"chmod 600 {meta}"))
+    return out
+
+
 def data_dir_findings(data_dir: Path, proc: Path, nofile: int | None) -> list[Finding]:
     if not data_dir.is_dir():
         raise CliError(f"doctor: data dir {data_dir} does not exist (give the broker's log.dirs)", 2)
@@ -153,6 +211,7 @@ def data_dir_findings(data_dir: Path, proc: Path, nofile: int | None) -> list[Fi
     out.append(Finding(OK if writable else ADVICE, f"{d} writable", "yes" if writable else "no (for this user)",
                        "writable by the broker's user", "the broker writes segments, checkpoints and snapshots there",
                        f"chown -R kbroker:kbroker {d} (run doctor as that user to check exactly)"))
+    out += permission_findings(d)
     mount = _mount(d)
     if mount is not None:
         mnt, fstype, options = mount
@@ -208,19 +267,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print("\n".join(f.lines()))
     limits = sum(f.level == LIMIT for f in findings)
     advice = sum(f.level == ADVICE for f in findings)
+    unsafe = sum(f.level == UNSAFE for f in findings)
     oks = sum(f.level == OK for f in findings)
     print(f"{oks} ok, {advice} advice, {limits} limit{'s' if limits != 1 else ''} below advice"
+          + (f", {unsafe} unsafe" if unsafe else "")
           + ("" if args.verbose else " (--verbose lists the ok ones too)"))
-    return 1 if limits else 0
+    return 1 if limits or unsafe else 0
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("doctor", help="check this host and a data dir against docs/deploy.md's advice",
                        description="Check sysctls (vm.max_map_count, fs.file-max, swappiness, dirty ratios), "
                                    "the open-files limit and data dirs (filesystem, noatime, free space, "
-                                   "segments against the limits) against docs/deploy.md's advice, printing "
-                                   "what to change. Exit 0: no limit below its advice (advice may remain); "
-                                   "1: a limit is below its advice; 2: bad usage.")
+                                   "segments against the limits, permissions: a data dir or the metadata file "
+                                   "other users can read) against docs/deploy.md's advice, printing what to "
+                                   "change. Exit 0: no limit below its advice and nothing unsafe (advice may "
+                                   "remain); 1: a limit is below its advice, or something is unsafe; 2: bad "
+                                   "usage.")
     p.add_argument("--data-dir", action="append", metavar="DIR", help="a log dir to check (repeatable)")
     p.add_argument("--config", metavar="FILE", help="server.properties: check its log.dirs")
     p.add_argument("--pid", type=int, metavar="PID",

@@ -445,14 +445,14 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
                 f"using the specified decoder (message had a missing key)", None)
     try:
         k = decode_key(key)
-        if k[0] == "offset":
+        if len(k) == 4:
             key_text = _json({"type": "1", "data": {"group": k[1], "topic": k[2], "partition": k[3]}})
         else:
             key_text = _json({"type": "2", "data": {"group": k[1]}})
         if value is None:
             return key_text, "<DELETE>"
         (version,) = struct.unpack_from(">h", value)
-        if k[0] == "offset":
+        if len(k) == 4:
             o = decode_offset_value(value)
             data: dict[str, object] = {"offset": o.offset}
             if version >= 3:

@@ -1,5 +1,5 @@
 """`broker logs tail --topic T`: prints a topic of application logs (what
-broker.logging.KafkaLogHandler writes, or any topic of text lines) as lines, following it.
+broker.applog.KafkaLogHandler writes, or any topic of text lines) as lines, following it.
 
 Text values print as they are; JSON objects with a "message" print as one readable line,
 `TIMESTAMP LEVEL LOGGER: MESSAGE key=value ...`, with the exception's lines after it

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
@@ -65,6 +66,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = BrokerConfig.from_sources(args.config, overrides)
     except ConfigError as exc:
         raise CliError(f"configuration error: {exc}", 2) from None
+    # every dir the broker creates gets log.dirs.mode, every file it without the execute
+    # bits (0700: dirs 0700, segments 0600), whatever the umask it was started with
+    os.umask(0o777 & ~config.log_dirs_mode)
     from broker.server import logsetup
     try:
         logsetup.configure(config, getattr(logging, args.log_level.upper()))

@@ -15,7 +15,10 @@ import enum
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from broker.metrics.stats import Histogram
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -94,6 +97,15 @@ class MetadataStore(Protocol):
     async def start(self) -> None: ...
     async def close(self) -> None: ...
     def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None: ...
+    @property
+    def connected(self) -> bool:
+        """Whether the store answers now (ZooKeeper: the session is connected; the file
+        store always)."""
+        ...
+    @property
+    def request_latency(self) -> Histogram | None:
+        """The round trips of its requests (ZooKeeper's; None: the file store makes none)."""
+        ...
     async def get_or_create_cluster_id(self, proposed: str) -> str: ...
     async def sync(self, path: str = "/") -> None: ...
     # brokers

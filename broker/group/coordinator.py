@@ -16,6 +16,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
@@ -36,7 +37,7 @@ class JoinResult:
     generation_id: int = -1
     protocol_type: str | None = None
     protocol_name: str | None = None
-    leader: str = ""
+    leader: str | None = ""
     member_id: str = ""
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
     skip_assignment: bool = False
@@ -51,7 +52,7 @@ class SyncResult:
 
 
 class GroupCoordinator:
-    def __init__(self, config, manager: GroupMetadataManager):
+    def __init__(self, config: Any, manager: GroupMetadataManager) -> None:
         self.config = config
         self.manager = manager
         self.groups = manager.groups          # the manager's dict, shared
@@ -73,9 +74,7 @@ class GroupCoordinator:
         for g in self.groups.values():
             self._cancel_timers(g)
             for m in g.members.values():
-                for fut in (m.join_future, m.sync_future):
-                    if fut is not None and not fut.done():
-                        fut.set_result(None)
+                self._answer(m, None, None)
 
     def check_coordinator(self, group_id: str) -> int:
         return self.manager.check_coordinator(group_id)
@@ -103,10 +102,17 @@ class GroupCoordinator:
         """The group's partition moved away: its members find the new coordinator."""
         self._cancel_timers(g)
         for m in g.members.values():
-            for fut, res in ((m.join_future, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id)),
-                             (m.sync_future, SyncResult(ErrorCode.NOT_COORDINATOR))):
-                if fut is not None and not fut.done():
-                    fut.set_result(res)
+            self._answer(m, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id),
+                         SyncResult(ErrorCode.NOT_COORDINATOR))
+
+    @staticmethod
+    def _answer(m: Member, join: JoinResult | None, sync: SyncResult | None) -> None:
+        """Answers the member's JoinGroup and SyncGroup still waiting (None: the
+        coordinator is shutting down)."""
+        if m.join_future is not None and not m.join_future.done():
+            m.join_future.set_result(join)
+        if m.sync_future is not None and not m.sync_future.done():
+            m.sync_future.set_result(sync)
 
     # ------------------------------------------------------------------ timers
 
@@ -239,10 +245,8 @@ class GroupCoordinator:
         if m.heartbeat_timer is not None:
             m.heartbeat_timer.cancel()
             m.heartbeat_timer = None
-        for fut in (m.join_future, m.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id)
-                               if fut is m.join_future else SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._answer(m, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id),
+                     SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
 
     def _remove_member_and_update(self, g: Group, m: Member, reason: str) -> None:
         self._remove_member(g, m)
@@ -295,8 +299,9 @@ class GroupCoordinator:
         return await self._join_existing_member(g, g.members[member_id], protocols, session_timeout_ms,
                                                 rebalance_timeout_ms)
 
-    async def _join_new_member(self, g, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                               protocol_type, protocols, require_known) -> JoinResult:
+    async def _join_new_member(self, g: Group, member_id: str, instance_id: str | None, client_id: str,
+                               client_host: str, session_ms: int, rebalance_ms: int, protocol_type: str,
+                               protocols: list[tuple[str, bytes]], require_known: bool) -> JoinResult:
         if instance_id and instance_id in g.static_members:
             return await self._rejoin_static(g, instance_id, client_id, client_host, session_ms, rebalance_ms,
                                              protocols)
@@ -306,7 +311,7 @@ class GroupCoordinator:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known and not instance_id:
                 # KIP-394: hand out the id; the member rejoins with it within its session timeout
-                def expire_pending(mid=member_id) -> None:
+                def expire_pending(mid: str = member_id) -> None:
                     if g.pending_members.pop(mid, "gone") != "gone":
                         self._try_complete_join(g)
 
@@ -331,17 +336,14 @@ class GroupCoordinator:
             self._prepare_rebalance(g, f"adding new member {member_id}")
         return await self._await_join(fut, m)
 
-    async def _rejoin_static(self, g, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                             protocols) -> JoinResult:
+    async def _rejoin_static(self, g: Group, instance_id: str, client_id: str, client_host: str, session_ms: int,
+                             rebalance_ms: int, protocols: list[tuple[str, bytes]]) -> JoinResult:
         """A static member restarted (KIP-345): it takes over its old identity under a new
         member id; a stable group with unchanged subscriptions does not rebalance."""
         old = g.members[g.static_members[instance_id]]
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         unchanged = old.matches(protocols)
-        for fut in (old.join_future, old.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID) if fut is old.join_future
-                               else SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        self._answer(old, JoinResult(ErrorCode.FENCED_INSTANCE_ID), SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         if old.heartbeat_timer is not None:
             old.heartbeat_timer.cancel()
         del g.members[old.member_id]
@@ -369,7 +371,8 @@ class GroupCoordinator:
             self._prepare_rebalance(g, f"static member {instance_id} rejoined with new metadata")
         return await self._await_join(fut, m)
 
-    async def _join_existing_member(self, g, m, protocols, session_ms, rebalance_ms) -> JoinResult:
+    async def _join_existing_member(self, g: Group, m: Member, protocols: list[tuple[str, bytes]], session_ms: int,
+                                    rebalance_ms: int) -> JoinResult:
         m.session_timeout_ms = session_ms
         m.rebalance_timeout_ms = rebalance_ms
         if g.is_(S.PREPARING_REBALANCE):
@@ -398,7 +401,7 @@ class GroupCoordinator:
             return await self._await_join(fut, m)
         return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id)
 
-    async def _await_join(self, fut: asyncio.Future, m: Member) -> JoinResult:
+    async def _await_join(self, fut: asyncio.Future[JoinResult | None], m: Member) -> JoinResult:
         # `fut` is passed in, not read back from m.join_future: completing the join (which
         # may happen synchronously, when this member is the last one the rebalance waited
         # for) resets m.join_future to None
@@ -600,6 +603,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP, {}
         result: dict[tuple[str, int], int] = {}
         tombstones: list[tuple[bytes, bytes | None]] = []
+        gone: list[tuple[str, int]] = []
         for tp in partitions:
             if tp[0] in (subscribed or set()):
                 result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
@@ -607,13 +611,13 @@ class GroupCoordinator:
             result[tp] = 0
             if tp in g.offsets:
                 tombstones.append((R.offset_key(group_id, tp[0], tp[1]), None))
+                gone.append(tp)
         if tombstones:
             err = await self.manager.store(group_id, tombstones)
             if err:
                 return err, {}
-            for key, _ in tombstones:
-                _, _, topic, partition = R.decode_key(key)
-                g.offsets.pop((topic, partition), None)
+            for tp in gone:
+                g.offsets.pop(tp, None)
         return 0, result
 
     # ------------------------------------------------------------------ describe / list / delete

@@ -19,8 +19,12 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.group.records import OffsetAndMetadata
+
+if TYPE_CHECKING:
+    from broker.group.coordinator import JoinResult, SyncResult
 
 
 class GroupState(str, enum.Enum):
@@ -42,12 +46,13 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future | None = None
-    sync_future: asyncio.Future | None = None
+    #: None as the result: the coordinator is shutting down
+    join_future: asyncio.Future[JoinResult | None] | None = None
+    sync_future: asyncio.Future[SyncResult | None] | None = None
     heartbeat_timer: asyncio.TimerHandle | None = None
     is_new: bool = False
 
-    def metadata_for(self, protocol: str) -> bytes:
+    def metadata_for(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
             if name == protocol:
                 return meta

@@ -17,35 +17,34 @@ a COMMIT makes them the committed offsets, an ABORT drops them
 the same way). OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
 partition with such a pending commit.
 
-It reaches the log through a narrow PartitionWriter (is this broker the leader, append
-and then wait until the ISR has it, read the committed range) and the cluster through a
-TopicReader (the metadata cache); it never sees the broker. Membership (joins, syncs,
-heartbeats, timers) is the coordinator's (coordinator.py), which learns of loaded and
-unloaded groups through the two callbacks.
+What every coordinator on a compacted internal topic does alike is the coordinator
+runtime's (broker/coordinator/): placing a group on its partition, loading a partition
+when this broker becomes its leader (a GroupShard replays it) and unloading it when it
+stops, appending through the narrow PartitionWriter, the offset expiration timer. The
+manager sees the cluster through the runtime's ClusterView (the metadata cache); it
+never sees the broker. Membership (joins, syncs, heartbeats, their timers) is the
+coordinator's (coordinator.py), which learns of loaded and unloaded groups through the
+two callbacks.
 
 Everything runs on the broker's event loop.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from broker.cluster.metadata import BrokerInfo, TopicInfo
+from broker.coordinator import ClusterView, CoordinatorRuntime, LoadSummary, PartitionWrite, PartitionWriter
 from broker.group import records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
 from broker.log import TopicPartition
-from broker.log.producer_state import read_marker
-from broker.native import BatchBuilder, iter_batches
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK = 8 * 1024 * 1024
 
 S = GroupState
 
@@ -60,60 +59,6 @@ _COORDINATOR_ERRORS: dict[int, int] = {
 }
 # ... too large: INVALID_COMMIT_OFFSET_SIZE for offsets, UNKNOWN_SERVER_ERROR for group metadata
 _TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
-
-
-class PartitionWrite(Protocol):
-    """One append to a partition of __consumer_offsets (PartitionWriter.append). Its
-    codes are Kafka's append errors, before the manager maps them (_coordinator_error)."""
-
-    @property
-    def error(self) -> int:
-        """0 when the records are in the local log; else why the append failed
-        (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE,
-        KAFKA_STORAGE_ERROR ...)."""
-        ...
-
-    @property
-    def error_message(self) -> str | None: ...
-
-    @property
-    def last_offset(self) -> int: ...
-
-    async def wait(self) -> int:
-        """0 once the high watermark covers the records (with the ISR still at least
-        min.insync.replicas) and the flush policy is met; else NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        NOT_LEADER_OR_FOLLOWER (no longer leading, or the records lost meanwhile),
-        KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT — or the append's own error."""
-        ...
-
-
-class PartitionWriter(Protocol):
-    """What the group coordinator needs of the partitions of __consumer_offsets."""
-
-    def is_leader(self, tp: TopicPartition) -> bool: ...
-
-    def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> PartitionWrite:
-        """Appends as leader with acks=all, synchronously: when it returns without an
-        error the records are in the local log (whatever happens next, a crash of this
-        process included, they are there); `wait()` on the result waits, at most
-        timeout_ms, for the ISR."""
-        ...
-
-    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, log end offset): a new leader loads up to its log end, as
-        Kafka's GroupMetadataManager does — its high watermark may still lag behind
-        commits the previous leader acknowledged (they are in its log: it was in the ISR)."""
-        ...
-
-    def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
-
-
-class TopicReader(Protocol):
-    """What the group coordinator reads of the cluster (the metadata cache)."""
-
-    def topic(self, name: str) -> TopicInfo | None: ...
-    def brokers(self) -> Mapping[int, BrokerInfo]: ...
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool: ...
 
 
 def now_ms() -> int:
@@ -140,191 +85,53 @@ def _name(code: int) -> str:
         return str(code)
 
 
-class GroupMetadataManager:
-    def __init__(self, config, writer: PartitionWriter, metadata: TopicReader,
-                 create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
-                 on_group_loaded: Callable[[Group], None] = lambda g: None,
-                 on_group_unloaded: Callable[[Group], None] = lambda g: None):
-        self.config = config
-        self.writer = writer
-        self.metadata = metadata
-        self.create_offsets_topic = create_offsets_topic
-        self.on_group_loaded = on_group_loaded
-        self.on_group_unloaded = on_group_unloaded
-        self.groups: dict[str, Group] = {}
-        self.num_partitions = config["offsets.topic.num.partitions"]
-        self.loaded: set[int] = set()
-        self._expiry_task: asyncio.Task | None = None
-        self._closed = False
+PendingTxnOffsets = dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]]
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
 
-    # ------------------------------------------------------------------ lifecycle
+class GroupShard:
+    """One partition of __consumer_offsets as the coordinator runtime loads it (a
+    CoordinatorShard): replays the partition's records into the groups they describe,
+    which join the manager's groups when the load completes and leave them when this
+    broker stops leading the partition."""
 
-    async def startup(self) -> None:
-        info = self.metadata.topic(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-            self.load_all()
-        interval = self.config["offsets.retention.check.interval.ms"] / 1000
-        self._expiry_task = self.loop.create_task(self._expire_loop(interval))
+    def __init__(self, manager: GroupMetadataManager, partition: int) -> None:
+        self.manager = manager
+        self.partition = partition
+        self._loading: dict[str, Group] = {}
+        #: transactional offset commits replayed, per producer id and group, until their marker
+        self._pending_txn: PendingTxnOffsets = {}
 
-    async def shutdown(self) -> None:
-        self._closed = True
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            try:
-                await self._expiry_task
-            except (asyncio.CancelledError, Exception):
-                pass
+    def _group(self, gid: str) -> Group:
+        g = self._loading.get(gid)
+        if g is None:
+            g = self._loading[gid] = Group(gid)
+        return g
 
-    # ------------------------------------------------------------------ placement
-
-    def has_offsets_topic(self) -> bool:
-        return self.metadata.topic(OFFSETS_TOPIC) is not None
-
-    async def ensure_offsets_topic(self) -> None:
-        """Creates __consumer_offsets (compacted) on first use, as Kafka does, with
-        offsets.topic.replication.factor replicas (fewer, with a warning, while the
-        cluster has fewer live brokers), and waits (bounded) for it to have leaders."""
-        if self.metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        wanted = self.config["offsets.topic.replication.factor"]
-        rf = min(wanted, max(len(self.metadata.brokers()), 1))
-        if rf < wanted:
-            log.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
-                        "only %d brokers are alive", OFFSETS_TOPIC, rf, wanted, len(self.metadata.brokers()))
-        try:
-            await self.create_offsets_topic(self.config["offsets.topic.num.partitions"], rf, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            })
-        except KafkaProtocolError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        await self.metadata.wait_for(lambda: self.metadata.topic(OFFSETS_TOPIC) is not None, 5.0)
-        info = self.metadata.topic(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-            self.load_all()
-
-    def partition_for(self, group_id: str) -> int:
-        return R.partition_for(group_id, self.num_partitions)
-
-    def coordinator_node(self, group_id: str) -> int:
-        info = self.metadata.topic(OFFSETS_TOPIC)
-        if info is None:
-            return -1
-        return info.partitions[self.partition_for(group_id)].leader
-
-    def check_coordinator(self, group_id: str) -> int:
-        """0, or the error a request for this group gets here."""
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        if self.metadata.topic(OFFSETS_TOPIC) is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(group_id)
-        if not self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
-            return ErrorCode.NOT_COORDINATOR
-        if p not in self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return 0
-
-    # ------------------------------------------------------------------ loading
-
-    def load_all(self) -> None:
-        for p in range(self.num_partitions):
-            if p not in self.loaded and self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
-                self.load_partition(p)
-
-    def load_partition(self, p: int) -> None:
-        """Replays one partition of __consumer_offsets into the group cache."""
-        t0 = time.monotonic()
-        tp = TopicPartition(OFFSETS_TOPIC, p)
-        offset, end = self.writer.loadable_range(tp)
-        loaded_groups: dict[str, Group] = {}
-        removed: set[str] = set()
-        pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
-        count = 0
-        while offset < end:
-            data = self.writer.read(tp, offset, LOAD_CHUNK, end)
-            if not data:
-                break
-            advanced = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
-                    continue
-                advanced = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    if batch.producer_id >= 0:
-                        try:
-                            commit, _epoch = read_marker(batch)
-                        except ValueError:
-                            continue
-                        self._replay_marker(batch.producer_id, commit, pending_txn, loaded_groups)
-                    continue
-                txn_pid = batch.producer_id if batch.is_transactional else -1
-                for rec in batch.records():
-                    count += 1
-                    if rec.key is None:
-                        continue
-                    try:
-                        key = R.decode_key(rec.key)
-                        if txn_pid >= 0 and key[0] == "offset" and rec.value is not None:
-                            _, gid, topic, partition = key
-                            pending_txn.setdefault(txn_pid, {}).setdefault(gid, {})[(topic, partition)] = \
-                                R.decode_offset_value(rec.value)
-                            continue
-                        self._replay(key, rec.value, loaded_groups, removed)
-                    except ValueError as exc:
-                        log.warning("%s-%d offset %d: skipping unreadable record (%s)", OFFSETS_TOPIC, p,
-                                    rec.offset, exc)
-            if not advanced:
-                break
-        for pid, by_group in pending_txn.items():          # transactions still open
-            for gid, offs in by_group.items():
-                g = loaded_groups.get(gid)
-                if g is None:
-                    g = loaded_groups[gid] = Group(gid)
-                g.pending_txn_offsets[pid] = offs
-        for gid, g in loaded_groups.items():
-            if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
-                continue
-            self.groups[gid] = g
-            self.on_group_loaded(g)
-        self.loaded.add(p)
-        if count:
-            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded_groups), OFFSETS_TOPIC, p,
-                     count, time.monotonic() - t0)
-
-    def _replay(self, key, value, groups: dict[str, Group], removed: set[str]) -> None:
-        if key[0] == "offset":
-            _, gid, topic, partition = key
-            g = groups.get(gid)
-            if g is None:
-                g = groups[gid] = Group(gid)
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
+        k = R.decode_key(key)
+        if len(k) == 4:
+            _, gid, topic, partition = k
+            if producer_id >= 0 and value is not None:
+                self._pending_txn.setdefault(producer_id, {}).setdefault(gid, {})[(topic, partition)] = \
+                    R.decode_offset_value(value)
+                return
+            g = self._group(gid)
             if value is None:
                 g.offsets.pop((topic, partition), None)
             else:
                 g.offsets[(topic, partition)] = R.decode_offset_value(value)
             return
-        _, gid = key
+        _, gid = k
         if value is None:
-            g = groups.get(gid)
-            if g is not None:
-                g.members.clear()
-                g.static_members.clear()
-                g.protocol_type = g.protocol_name = g.leader_id = None
-                g.generation_id = 0
+            tombstoned = self._loading.get(gid)
+            if tombstoned is not None:
+                tombstoned.members.clear()
+                tombstoned.static_members.clear()
+                tombstoned.protocol_type = tombstoned.protocol_name = tombstoned.leader_id = None
+                tombstoned.generation_id = 0
             return
         meta = R.decode_group_value(value)
-        g = groups.get(gid)
-        if g is None:
-            g = groups[gid] = Group(gid)
+        g = self._group(gid)
         g.protocol_type = meta.protocol_type
         g.generation_id = meta.generation
         g.protocol_name = meta.protocol
@@ -340,17 +147,109 @@ class GroupMetadataManager:
             if m.group_instance_id:
                 g.static_members[m.group_instance_id] = m.member_id
 
-    @staticmethod
-    def _replay_marker(pid: int, commit: bool, pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]],
-                       groups: dict[str, Group]) -> None:
-        by_group = pending.pop(pid, None)
+    def replay_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        by_group = self._pending_txn.pop(producer_id, None)
         if not by_group or not commit:
             return
         for gid, offs in by_group.items():
-            g = groups.get(gid)
-            if g is None:
-                g = groups[gid] = Group(gid)
-            g.offsets.update(offs)
+            self._group(gid).offsets.update(offs)
+
+    def on_loaded(self, summary: LoadSummary) -> None:
+        for pid, by_group in self._pending_txn.items():          # transactions still open
+            for gid, offs in by_group.items():
+                self._group(gid).pending_txn_offsets[pid] = offs
+        loaded, self._loading, self._pending_txn = self._loading, {}, {}
+        for gid, g in loaded.items():
+            if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
+                continue
+            self.manager.groups[gid] = g
+            self.manager.on_group_loaded(g)
+        if summary.records:
+            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded), OFFSETS_TOPIC,
+                     self.partition, summary.records, summary.seconds)
+
+    def on_unloaded(self) -> None:
+        """This broker no longer leads the partition: its groups move to the new leader
+        (members get NOT_COORDINATOR and find it)."""
+        manager = self.manager
+        for gid, g in list(manager.groups.items()):
+            if manager.partition_for(gid) == self.partition:
+                del manager.groups[gid]
+                manager.on_group_unloaded(g)
+                g.state = S.DEAD
+
+
+class GroupMetadataManager:
+    def __init__(self, config: Any, writer: PartitionWriter, metadata: ClusterView,
+                 create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
+                 on_group_loaded: Callable[[Group], None] = lambda g: None,
+                 on_group_unloaded: Callable[[Group], None] = lambda g: None) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.create_offsets_topic = create_offsets_topic
+        self.on_group_loaded = on_group_loaded
+        self.on_group_unloaded = on_group_unloaded
+        self.groups: dict[str, Group] = {}
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            OFFSETS_TOPIC, config["offsets.topic.num.partitions"], writer, metadata,
+            lambda partition, _epoch: GroupShard(self, partition))
+
+    @property
+    def writer(self) -> PartitionWriter:
+        return self.runtime.writer
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        if self.runtime.refresh_partitions():
+            self.runtime.load_all()
+        self.runtime.every(self.config["offsets.retention.check.interval.ms"], self.expire_offsets,
+                           "offset expiration")
+
+    async def shutdown(self) -> None:
+        await self.runtime.close()
+
+    # ------------------------------------------------------------------ placement
+
+    def has_offsets_topic(self) -> bool:
+        return self.runtime.has_topic()
+
+    async def ensure_offsets_topic(self) -> None:
+        """Creates __consumer_offsets (compacted) on first use, as Kafka does, with
+        offsets.topic.replication.factor replicas (fewer, with a warning, while the
+        cluster has fewer live brokers), and waits (bounded) for it to have leaders."""
+        await self.runtime.ensure_topic(
+            self.create_offsets_topic, self.config["offsets.topic.num.partitions"],
+            self.config["offsets.topic.replication.factor"], "offsets.topic.replication.factor",
+            lambda _rf: {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                         "compression.type": "producer"})
+
+    def partition_for(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    def coordinator_node(self, group_id: str) -> int:
+        return self.runtime.coordinator_node(group_id)
+
+    def check_coordinator(self, group_id: str) -> int:
+        """0, or the error a request for this group gets here."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return self.runtime.check(group_id)
+
+    # ------------------------------------------------------------------ loading
+
+    def load_all(self) -> None:
+        self.runtime.load_all()
+
+    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
+        """The replica manager's leadership listener (the runtime loads and unloads)."""
+        self.runtime.leadership_changed(became_leader, became_follower)
+
+    # ------------------------------------------------------------------ transactional offsets
 
     def complete_txn_offsets(self, p: int, pid: int, commit: bool) -> None:
         """The marker of producer `pid`'s transaction reached partition p of
@@ -367,10 +266,10 @@ class GroupMetadataManager:
         """TxnOffsetCommit: the offsets, as a transactional batch of the producer, pending
         until the transaction's marker."""
         result: dict[tuple[str, int], int] = {}
-        good = {}
+        good: dict[tuple[str, int], OffsetAndMetadata] = {}
+        entries: list[tuple[bytes, bytes | None]] = []
         limit = self.config["offset.metadata.max.bytes"]
-        tp_part = TopicPartition(OFFSETS_TOPIC, self.partition_for(g.group_id))
-        b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=-1, is_transactional=True)
+        p = self.partition_for(g.group_id)
         ts = now_ms()
         for (topic, partition), om in offsets.items():
             info = self.metadata.topic(topic)
@@ -384,12 +283,12 @@ class GroupMetadataManager:
             if om.commit_timestamp < 0:
                 om.commit_timestamp = ts
             good[(topic, partition)] = om
-            b.append(ts, R.offset_key(g.group_id, topic, partition), R.offset_value(om))
+            entries.append((R.offset_key(g.group_id, topic, partition), R.offset_value(om)))
         if not good:
             return result
-        if not self.writer.is_leader(tp_part):
+        if not self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
             return {**result, **{tp: ErrorCode.NOT_COORDINATOR for tp in good}}
-        write = self.writer.append(tp_part, bytearray(b.build()), self.config["request.timeout.ms"])
+        write = self.runtime.append(p, entries, ts, self.config["request.timeout.ms"], producer=(pid, epoch))
         err = _coordinator_error(write.error, True) if write.error else await self.await_durable(write, True)
         if err == ErrorCode.INVALID_PRODUCER_EPOCH:
             err = ErrorCode.PRODUCER_FENCED
@@ -402,28 +301,6 @@ class GroupMetadataManager:
     def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
         g = self.groups.get(group_id)
         return g is not None and any(tp in offs for offs in g.pending_txn_offsets.values())
-
-    def unload_partition(self, p: int) -> None:
-        """This broker no longer leads partition p: its groups move to the new leader
-        (members get NOT_COORDINATOR and find it)."""
-        self.loaded.discard(p)
-        for gid, g in list(self.groups.items()):
-            if self.partition_for(gid) == p:
-                del self.groups[gid]
-                self.on_group_unloaded(g)
-                g.state = S.DEAD
-
-    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
-        """The replica manager's leadership listener."""
-        info = self.metadata.topic(OFFSETS_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-        for tp in became_follower:
-            if tp.topic == OFFSETS_TOPIC:
-                self.unload_partition(tp.partition)
-        for tp in became_leader:
-            if tp.topic == OFFSETS_TOPIC and tp.partition not in self.loaded:
-                self.load_partition(tp.partition)
 
     # ------------------------------------------------------------------ storage
 
@@ -440,14 +317,10 @@ class GroupMetadataManager:
                offsets: bool) -> tuple[int, PartitionWrite | None]:
         """The synchronous half of store: (0, the write) once the records are in the local
         log (so they survive a crash of this process), or (mapped error, None)."""
-        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
-        if not self.writer.is_leader(tp):
+        p = self.partition_for(group_id)
+        if not self.writer.is_leader(TopicPartition(OFFSETS_TOPIC, p)):
             return ErrorCode.NOT_COORDINATOR, None
-        b = BatchBuilder()
-        ts = now_ms()
-        for key, value in entries:
-            b.append(ts, key, value)
-        write = self.writer.append(tp, bytearray(b.build()), self.config["request.timeout.ms"])
+        write = self.runtime.append(p, entries, now_ms(), self.config["request.timeout.ms"])
         if write.error:
             log.warning("cannot store group %s: %s (%s)", group_id, _name(write.error), write.error_message)
             return _coordinator_error(write.error, offsets), None
@@ -474,8 +347,8 @@ class GroupMetadataManager:
                             ) -> dict[tuple[str, int], int]:
         """Validates and stores committed offsets (the member was validated already)."""
         result: dict[tuple[str, int], int] = {}
-        entries = []
-        good = {}
+        entries: list[tuple[bytes, bytes | None]] = []
+        good: dict[tuple[str, int], OffsetAndMetadata] = {}
         limit = self.config["offset.metadata.max.bytes"]
         for (topic, partition), om in offsets.items():
             info = self.metadata.topic(topic)
@@ -542,14 +415,6 @@ class GroupMetadataManager:
         if removed:
             log.info("removed %d committed offsets of deleted topic %s", removed, topic)
         return removed
-
-    async def _expire_loop(self, interval: float) -> None:
-        while not self._closed:
-            await asyncio.sleep(interval)
-            try:
-                await self.expire_offsets()
-            except Exception:
-                log.exception("offset expiration failed")
 
     async def expire_offsets(self, now: int | None = None) -> int:
         """Removes the committed offsets of empty groups older than offsets.retention.minutes

@@ -29,6 +29,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from broker.coordinator.placement import java_string_hash, partition_for
+
+__all__ = ["GroupKey", "GroupMetadata", "MemberMetadata", "OffsetAndMetadata", "OffsetKey", "decode_group_value",
+           "decode_key", "decode_offset_value", "group_key", "group_value", "java_string_hash", "offset_key",
+           "offset_value", "partition_for"]
+
+#: an OffsetCommitKey: ("offset", group, topic, partition)
+OffsetKey = tuple[str, str, str, int]
+#: a GroupMetadataKey: ("group", group)
+GroupKey = tuple[str, str]
+
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
@@ -113,7 +124,7 @@ def group_value(g: GroupMetadata) -> bytes:
 class _Reader:
     __slots__ = ("buf", "pos", "what")
 
-    def __init__(self, buf: bytes, what: str):
+    def __init__(self, buf: bytes, what: str) -> None:
         self.buf = buf
         self.pos = 0
         self.what = what
@@ -124,19 +135,19 @@ class _Reader:
 
     def i16(self, name: str) -> int:
         self._need(2, name)
-        v = _H.unpack_from(self.buf, self.pos)[0]
+        v: int = _H.unpack_from(self.buf, self.pos)[0]
         self.pos += 2
         return v
 
     def i32(self, name: str) -> int:
         self._need(4, name)
-        v = _I.unpack_from(self.buf, self.pos)[0]
+        v: int = _I.unpack_from(self.buf, self.pos)[0]
         self.pos += 4
         return v
 
     def i64(self, name: str) -> int:
         self._need(8, name)
-        v = _Q.unpack_from(self.buf, self.pos)[0]
+        v: int = _Q.unpack_from(self.buf, self.pos)[0]
         self.pos += 8
         return v
 
@@ -168,8 +179,9 @@ class _Reader:
         return b
 
 
-def decode_key(key: bytes):
-    """("offset", group, topic, partition) or ("group", group); ValueError otherwise."""
+def decode_key(key: bytes) -> OffsetKey | GroupKey:
+    """("offset", group, topic, partition) or ("group", group) — plain tuples, told apart
+    by their length (a load decodes one per record); ValueError otherwise."""
     r = _Reader(key, "__consumer_offsets key")
     version = r.i16("version")
     if version in (0, 1):
@@ -220,19 +232,3 @@ def decode_group_value(value: bytes) -> GroupMetadata:
         members.append(MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout,
                                       session_timeout, subscription, assignment))
     return GroupMetadata(protocol_type, generation, protocol, leader, state_ts, members)
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(hashCode) % partitions, where
-    Utils.abs maps Integer.MIN_VALUE to 0."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions

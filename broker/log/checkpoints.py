@@ -52,9 +52,24 @@ def read_small_text(path: str) -> str:
         raise ValueError("not UTF-8 text") from None
 
 
-def write_atomically(path: str, text: str, fsync: bool = True) -> None:
+def write_atomically(path: str, text: str, fsync: bool = True, mode: int | None = None) -> None:
+    """Replaces `path` with `text`: written to path.tmp, fsynced, renamed over it (then the
+    dir fsynced). `mode`: the file's permissions whatever the umask, set on the temp file
+    before anything is written to it (also on a temp file a crash left behind with other
+    ones), so that the text is never readable with wider ones (the metadata file's SCRAM
+    credentials: 0600). None: as the umask makes them (the log dirs' policy, log.dirs.mode)."""
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    if mode is None:
+        f = open(tmp, "w", encoding="utf-8")
+    else:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        try:
+            os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        f = open(fd, "w", encoding="utf-8")
+    with f:
         f.write(text)
         if fsync:
             f.flush()

@@ -53,6 +53,7 @@ from broker.config import LogConfig
 from broker.log.checkpoints import LeaderEpochCheckpoint, TopicPartition, read_small_text, write_atomically
 from broker.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager, control_record
 from broker.log.txn_index import AbortedTxn, AbortedTxnIndex
+from broker.metrics.stats import Histogram
 from broker.native import (
     BatchBuilder,
     CorruptRecordError,
@@ -340,10 +341,6 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 class Log:
     """Open with Log.load(); see the module docstring for the invariants."""
 
-    #: called with each group commit's fsync time in seconds (Kafka's LogFlushRateAndTimeMs;
-    #: set by the broker's metrics, broker/metrics, when they are on)
-    flush_observer: Callable[[float], None] | None = None
-
     def __init__(self, directory: str, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None):
         self.dir = directory
         self.tp = tp
@@ -364,6 +361,9 @@ class Log:
         self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
         self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
         self.io_executor: Executor | None = None     # fsyncs run here: the manager's log-io threads (None: the loop's)
+        #: each group commit's fsync time in seconds (Kafka's LogFlushRateAndTimeMs): the
+        #: manager gives its logs one histogram, which outlives them
+        self.flush_times = Histogram()
         self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
         self.truncations = 0             # truncate_to / truncate_fully_and_start_at calls that cut
         self.closed = False
@@ -895,9 +895,7 @@ class Log:
                 end = min(end, self._truncated_during_flush)
             self.recovery_point = max(self.recovery_point, min(end, self.log_end_offset))
             self._last_flush = time.monotonic()
-            observer = Log.flush_observer
-            if observer is not None:
-                observer(self._last_flush - started)
+            self.flush_times.observe(self._last_flush - started)
 
     @property
     def flush_failed(self) -> bool:

@@ -83,6 +83,7 @@ from broker.log.log import (
     parse_partition_dir,
     partition_dir_name,
 )
+from broker.metrics.stats import Histogram
 from broker.native import set_open_segment_limit, set_segment_allocate_ahead
 from broker.uuids import random_uuid, uuid_text
 
@@ -215,18 +216,22 @@ class LogManager:
         self._max_map_count = max_map_count()
         # file work off the event loop, on LOG_IO_THREADS threads (what they hold open is budgeted)
         self._io = ThreadPoolExecutor(LOG_IO_THREADS, thread_name_prefix="log-io")
+        #: the fsync time of every group commit of its logs (Kafka's LogFlushStats
+        #: LogFlushRateAndTimeMs): handed to each log, kept when logs come and go
+        self.flush_times = Histogram()
         from broker.log.cleaner import LogCleaner
         self.cleaner = LogCleaner(self)
 
     # ------------------------------------------------------------------ startup
 
     def lock_dirs(self) -> None:
-        """Creates the log dirs and takes their locks (one broker process per dir). A dir
-        that cannot be created or locked for an I/O error starts offline."""
+        """Creates the log dirs (mode log.dirs.mode; a dir that exists keeps its own) and
+        takes their locks (one broker process per dir). A dir that cannot be created or
+        locked for an I/O error starts offline."""
         for d in self.dirs:
             if d not in self._locked and d not in self.offline_dirs:
                 try:
-                    os.makedirs(d, exist_ok=True)
+                    os.makedirs(d, mode=self.config.log_dirs_mode, exist_ok=True)
                     self._lock(d)
                 except OSError as exc:
                     self._offline_at_start(d, exc)
@@ -361,6 +366,7 @@ class LogManager:
         d = os.path.dirname(lg.dir)
         lg.dir_health = self.health[d]
         lg.io_executor = self._io
+        lg.flush_times = self.flush_times
         self.logs[lg.tp] = lg
         self._per_dir[d] += 1
         return lg

@@ -1,9 +1,11 @@
 """The broker's Prometheus metrics: Kafka's broker metrics under Prometheus names.
 
-One custom collector reads, at scrape time, the plain counters the hot path keeps
-(stats.py) and the broker's state (partitions, ISR, logs, controller, groups,
-ZooKeeper): nothing is computed between scrapes. docs/observability.md lists every
-metric with the Kafka metric it stands for.
+One custom collector reads, at scrape time, what the broker's components offer: the
+counters they keep (stats.py: the server's requests, the ReplicaManager's topics, the
+LogManager's fsyncs, the ZooKeeper client's round trips), the server's connections per
+listener, the purgatory's waiting requests, and their state (partitions, ISR, logs,
+controller, groups, ZooKeeper): nothing is computed between scrapes, and nothing private
+is read. docs/observability.md lists every metric with the Kafka metric it stands for.
 """
 from __future__ import annotations
 
@@ -80,14 +82,19 @@ def _histogram(name: str, doc: str, labels: list[str], items: list[tuple[list[st
 class BrokerCollector:
     """Every metric of one broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker, requests: RequestStats, topics: TopicStats, loop: LoopMonitor,
-                 flush_times: Histogram, zk_latency: Histogram):
+    def __init__(self, broker: Broker, loop: LoopMonitor):
         self.broker = broker
-        self.requests = requests
-        self.topics = topics
         self.loop = loop
-        self.flush_times = flush_times
-        self.zk_latency = zk_latency
+
+    @property
+    def requests(self) -> RequestStats:
+        """The server's request counts (empty if it keeps none: metrics.listener unset)."""
+        return self.broker.server.request_stats or RequestStats()
+
+    @property
+    def topics(self) -> TopicStats:
+        """The ReplicaManager's per-topic counts (empty if it keeps none)."""
+        return self.broker.replicas.topic_stats or TopicStats()
 
     def describe(self) -> list[Metric]:
         return []           # no describe-time collection (the registry would call collect())
@@ -176,7 +183,8 @@ class BrokerCollector:
         yield throttled
 
     def _requests(self) -> Iterator[Metric]:
-        apis = sorted((api_name(k), s) for k, s in self.requests.apis.items())
+        requests = self.requests
+        apis = sorted((api_name(k), s) for k, s in requests.apis.items())
         c = CounterMetricFamily("kafka_network_requests", "Requests handled, per API (Kafka's RequestsPerSec)",
                                 labels=["request"])
         for name, s in apis:
@@ -187,7 +195,7 @@ class BrokerCollector:
                              [([name], s.histogram(part)) for name, s in apis])
         e = CounterMetricFamily("kafka_network_errors", "Error codes in responses, per API and code, NONE "
                                                         "left out (Kafka's ErrorsPerSec)", labels=["request", "error"])
-        for key, codes in sorted(self.requests.errors.items()):
+        for key, codes in sorted(requests.errors.items()):
             for code, n in sorted(codes.items()):
                 e.add_metric([api_name(key), _error_name(code)], n)
         yield e
@@ -226,9 +234,7 @@ class BrokerCollector:
                                                               "(Kafka's IsrShrinksPerSec)", value=replicas.isr_shrinks)
         yield CounterMetricFamily("kafka_server_isr_expands", "ISR expansions of partitions led here "
                                                               "(Kafka's IsrExpandsPerSec)", value=replicas.isr_expands)
-        watching = {HIGH_WATERMARK: 0, LOG_END: 0}
-        for (_key, kind), futs in list(replicas.purgatory._watchers.items()):
-            watching[kind] = watching.get(kind, 0) + len(futs)
+        watching = replicas.purgatory.watching()
         p = GaugeMetricFamily("kafka_server_purgatory_size",
                               "Requests waiting in the purgatory (Kafka's PurgatorySize): acks=all produces and "
                               "consumer fetches wait for the high watermark, follower fetches for the log end",
@@ -261,7 +267,7 @@ class BrokerCollector:
                                 "an I/O error (Kafka's LogManager OfflineLogDirectoryCount)",
                                 value=len(logs.offline_dirs))
         yield _histogram("kafka_log_flush_time_seconds", "Time of each group commit's fsync "
-                                                         "(Kafka's LogFlushRateAndTimeMs)", [], [([], self.flush_times)])
+                                                         "(Kafka's LogFlushRateAndTimeMs)", [], [([], logs.flush_times)])
 
     # ------------------------------------------------------------------ controller
 
@@ -292,7 +298,8 @@ class BrokerCollector:
     def _network(self) -> Iterator[Metric]:
         c = GaugeMetricFamily("kafka_server_connections", "Open client connections per listener "
                                                           "(Kafka's connection-count)", labels=["listener"])
-        c.add_metric(["PLAINTEXT"], len(self.broker.server.connections))
+        for listener, n in self.broker.server.connection_counts().items():
+            c.add_metric([listener], n)
         yield c
         if self.loop.available:
             yield GaugeMetricFamily("kafka_server_request_handler_avg_idle_ratio",
@@ -303,15 +310,15 @@ class BrokerCollector:
                                       value=self.loop.idle)
 
     def _zookeeper(self) -> Iterator[Metric]:
-        store = self.broker._store
-        if not self.broker.in_cluster or store is None:
+        if not self.broker.in_cluster:
             return
+        store = self.broker.store
         yield GaugeMetricFamily("kafka_server_zookeeper_session_connected",
                                 "1 while the ZooKeeper session is connected (Kafka's SessionState)",
-                                value=1 if getattr(store, "connected", False) else 0)
+                                value=1 if store.connected else 0)
         yield _histogram("kafka_server_zookeeper_request_latency_seconds",
                          "ZooKeeper request round trips (Kafka's ZooKeeperRequestLatencyMs)", [],
-                         [([], self.zk_latency)])
+                         [([], store.request_latency or Histogram())])
 
     # ------------------------------------------------------------------ groups
 

@@ -3,7 +3,14 @@
 GET only, one request per connection (Connection: close). It runs on the broker's loop
 so that a scrape or a status page reads the broker's state between two events, as a
 request handler does, without locks. Anything else than a GET of a known path is 404 /
-405; a request line or headers beyond 16 KiB, or slower than 10 s, closes the connection.
+405; a request line or headers beyond 16 KiB, or slower than 10 s (the TLS handshake
+included), closes the connection.
+
+With `metrics.listener.web.config.file` (broker/metrics/webconfig.py) it speaks TLS, and
+with basic_auth_users every request, whatever its path (/metrics, the status page,
+/status.json, a 404), needs a user's credentials first: without them, or wrong, it is
+answered 401 with `WWW-Authenticate: Basic`, and a wrong password or unknown user is one
+`broker.audit` line (held to one per 10 s).
 """
 from __future__ import annotations
 
@@ -18,10 +25,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from broker.metrics.status import History, StatusProbe, render_html, snapshot
+from broker.metrics.webconfig import BasicAuth, WebConfig, credentials
+from broker.server.server import ThrottledLog, audit
 from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+    from broker.metrics.exporter import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +39,16 @@ HEAD_TIMEOUT_S = 10.0
 
 
 class MetricsServer:
-    def __init__(self, metrics: BrokerMetrics, host: str, port: int):
+    def __init__(self, metrics: BrokerMetrics, host: str, port: int, web: WebConfig | None = None):
         self.metrics = metrics
         self.host = host
         self.port = port
+        self.web = web
+        self.ssl_context = web.ssl_context if web is not None else None
+        self.auth = BasicAuth(web.users) if web is not None and web.users else None
+        self._headers = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode("latin-1")) for k, v in web.headers) \
+            if web is not None else b""
+        self._audit = ThrottledLog(logger=audit)
         self.history = History(metrics)
         self.probe = StatusProbe(metrics.broker)
         self._server: asyncio.base_events.Server | None = None
@@ -42,8 +57,9 @@ class MetricsServer:
 
     async def start(self) -> None:
         try:
-            self._server = await asyncio.start_server(self._client, self.host or None, self.port,
-                                                      family=socket.AF_UNSPEC, reuse_address=True)
+            self._server = await asyncio.start_server(
+                self._client, self.host or None, self.port, family=socket.AF_UNSPEC, reuse_address=True,
+                ssl=self.ssl_context, ssl_handshake_timeout=HEAD_TIMEOUT_S if self.ssl_context is not None else None)
         except OSError as exc:
             raise OSError(f"metrics.listener: cannot listen on {self.host or '*'}:{self.port}: "
                           f"{os.strerror(exc.errno) if exc.errno else exc}") from None
@@ -71,9 +87,12 @@ class MetricsServer:
                 return
             if len(head) > MAX_HEAD:
                 return
-            status, ctype, body = await self._answer(head)
+            refused = await self._refused(head, writer)
+            status, ctype, body = refused or await self._answer(head)
+            extra = self._headers + (b'WWW-Authenticate: Basic realm="kbroker", charset="UTF-8"\r\n'
+                                     if status == 401 else b"")
             writer.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\n"
-                         b"Connection: close\r\n\r\n" % (status, _REASONS[status], ctype.encode(), len(body)))
+                         b"%sConnection: close\r\n\r\n" % (status, _REASONS[status], ctype.encode(), len(body), extra))
             if not head.startswith(b"HEAD "):
                 writer.write(body)
             await writer.drain()
@@ -85,6 +104,25 @@ class MetricsServer:
             if task is not None:
                 self._clients.discard(task)
             writer.close()
+
+    async def _refused(self, head: bytes, writer: asyncio.StreamWriter) -> tuple[int, str, bytes] | None:
+        """Basic authentication, before anything else is looked at: None when the request
+        may go on, else the answer."""
+        if self.auth is None:
+            return None
+        authorization = _header(head, b"authorization")
+        verdict = await self.auth.check(authorization) if authorization else False
+        if verdict:
+            return None
+        if verdict is None:
+            return 429, "text/plain", b"too many authentication checks waiting; try again\n"
+        if authorization:
+            creds = credentials(authorization)
+            user = creds[0].decode("utf-8", "replace") if creds is not None else None
+            peer = writer.get_extra_info("peername")
+            self._audit(logging.WARNING, "metrics listener: basic authentication failed (user %r) from %s", user,
+                        peer[0] if peer else "?")
+        return 401, "text/plain", b"unauthorized\n"
 
     async def _answer(self, head: bytes) -> tuple[int, str, bytes]:
         try:
@@ -132,4 +170,5 @@ class _Collected:
         return self.families
 
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed"}
+_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found", 405: b"Method Not Allowed",
+            429: b"Too Many Requests"}

@@ -1,11 +1,19 @@
-"""The hot path's side of the metrics: plain counters and bucket arrays, no locks.
+"""The instruments the broker's components count with: plain counters and bucket arrays,
+no locks.
 
-Requests, per-topic byte counts and the other figures that move with traffic are kept
-here as Python ints and lists, updated per request or per partition of a request (never
-per record) from the event loop thread; prometheus_client only reads them when it is
-scraped, through the custom collectors of collectors.py. A prometheus_client Histogram
-takes a lock and a label lookup per observation: several of those per request cost more
-than the request's own bookkeeping, which is why the requests' timings are kept here.
+Each component owns what it measures and offers it as its own attribute: the server its
+requests (`Server.request_stats`, and `Server.connection_counts()`), the ReplicaManager
+its topics' bytes and records (`ReplicaManager.topic_stats`), the LogManager its logs'
+fsyncs (`LogManager.flush_times`), the ZooKeeper session its round trips
+(`KafkaZkClient.request_latency`). They are Python ints and lists, updated per request or
+per partition of a request (never per record) from the event loop thread; prometheus_client
+only reads them when it is scraped, through the collectors of collectors.py. A
+prometheus_client Histogram takes a lock and a label lookup per observation: several of
+those per request cost more than the request's own bookkeeping, which is why the requests'
+timings are kept here.
+
+Every layer may count with these (this module imports nothing of the broker but the API
+keys); the rest of broker/metrics sits above everything and only reads.
 """
 from __future__ import annotations
 
@@ -19,14 +27,21 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.
 
 
 #: the key followers' fetches are counted under (Kafka's RequestMetrics name them apart:
-#: FetchFollower, and FetchConsumer for the others)
-FETCH_FOLLOWER = 1 | 1 << 16
+#: FetchFollower, and FetchConsumer for the others): the connection's timings and the
+#: server's error counts use this one constant
+FETCH_FOLLOWER = ApiKey.FETCH | 1 << 16
+
+
+def stats_key(api_key: int, follower: bool) -> int:
+    """The key a request is counted under: FETCH_FOLLOWER for a follower's Fetch, else its
+    API key."""
+    return FETCH_FOLLOWER if follower and api_key == ApiKey.FETCH else api_key
 
 
 def api_name(api_key: int) -> str:
     """Kafka's request name (the `request` tag of kafka.network:RequestMetrics): Produce,
     ApiVersions ..., and FetchConsumer / FetchFollower for Fetch."""
-    if api_key == 1:
+    if api_key == ApiKey.FETCH:
         return "FetchConsumer"
     if api_key == FETCH_FOLLOWER:
         return "FetchFollower"
@@ -51,7 +66,7 @@ class Histogram:
         self.sum += value
 
     def cumulative(self) -> list[tuple[str, float]]:
-        out = []
+        out: list[tuple[str, float]] = []
         total = 0
         for bound, n in zip((*map(repr, self.bounds), "+Inf"), self.counts):
             total += n
@@ -79,6 +94,11 @@ class ApiStats:
         self.requests = 0
         self.counts = [0] * (len(TIME_PARTS) * _NB)
         self.sums = [0.0] * len(TIME_PARTS)
+
+    @property
+    def total_time(self) -> float:
+        """The sum of the requests' total times (TotalTimeMs's sum, in seconds)."""
+        return self.sums[len(TIME_PARTS) - 1]
 
     def histogram(self, part: int) -> Histogram:
         """A copy of one part's histogram (for the collectors)."""
@@ -159,16 +179,16 @@ def _plan(obj: object) -> tuple[bool, tuple[str, ...]]:
 
 class TopicStats:
     """Kafka's BrokerTopicMetrics per topic: MessagesInPerSec, BytesInPerSec (client
-    appends as leader), BytesOutPerSec (client fetches), and the replication bytes of
-    ReplicationBytesInPerSec / ReplicationBytesOutPerSec (all topics)."""
+    appends as leader), BytesOutPerSec (client fetches), and the bytes sent to followers
+    of ReplicationBytesOutPerSec (all topics; the bytes a follower appends, Kafka's
+    ReplicationBytesInPerSec, are the fetchers' own count)."""
 
-    __slots__ = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_in", "replication_bytes_out")
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "replication_bytes_out")
 
     def __init__(self) -> None:
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
-        self.replication_bytes_in = 0
         self.replication_bytes_out = 0
 
     def appended(self, topic: str, records: int, size: int) -> None:

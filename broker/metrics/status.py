@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from broker import __version__
 from broker.metrics.collectors import group_lag
+from broker.metrics.stats import RequestStats, TopicStats
 from broker.timeouts import wait_for
 
 if TYPE_CHECKING:
     from broker.cluster.metadata import BrokerInfo
-    from broker.metrics import BrokerMetrics
+    from broker.metrics.exporter import BrokerMetrics
     from broker.server.broker import Broker
 
 SAMPLE_S = 5.0
@@ -49,12 +50,13 @@ class History:
         self._last: tuple[float, tuple[float, ...]] | None = None
 
     def _totals(self) -> tuple[float, ...]:
-        t = self.metrics.topics
-        req = self.metrics.requests.apis
+        broker = self.metrics.broker
+        t = broker.replicas.topic_stats or TopicStats()
+        req = (broker.server.request_stats or RequestStats()).apis
         out: list[float] = [sum(t.messages_in.values()), sum(t.bytes_in.values()), sum(t.bytes_out.values())]
         for key in (_PRODUCE, _FETCH):
             s = req.get(key)
-            out += [0.0, 0.0] if s is None else [s.sums[4], float(s.requests)]
+            out += [0.0, 0.0] if s is None else [s.total_time, float(s.requests)]
         return tuple(out)
 
     def sample(self) -> None:
@@ -167,10 +169,9 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
         else:
             log_dirs.append({"path": d, "status": "online" if err is None else "writes failing",
                              "error": why, "partitions": logs.partition_count(d)})
-    store = broker._store
     zk = None
     if broker.in_cluster:
-        zk = {"connect": broker.config["zookeeper.connect"], "connected": bool(getattr(store, "connected", False))}
+        zk = {"connect": broker.config["zookeeper.connect"], "connected": broker.store.connected}
     return {
         "version": __version__,
         "time": round(time.time(), 3),

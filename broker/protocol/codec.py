@@ -62,6 +62,7 @@ from .messages.response_header import ResponseHeader
 from .types import ProtocolDecodeError, ProtocolEncodeError, UnknownApiKeyError, UnsupportedVersionError
 
 __all__ = [
+    "request_api_key",
     "decode_request_header",
     "decode_request",
     "encode_response",
@@ -88,9 +89,11 @@ _FLEX = {int(k): s.first_flexible for k, s in API_SPECS.items()}
 _REQ = {int(k): (s.request, s.versions[0], s.versions[1], s.request._DECODERS)
         for k, s in API_SPECS.items()}
 _HDR_DECODERS = RequestHeader._DECODERS
-# Produce v3-12 in C (the broker's hot path); it hands back what it does not cover
+# Produce in C (the broker's hot path: the versions of _native/include/kb_messages.h,
+# which tools/gen_protocol.py writes); it hands back what it does not cover
 _native_produce.setup(_ProduceRequest, _ProduceRequest.TopicProduceData, _ProduceRequest.PartitionProduceData)
 _PRODUCE = int(ApiKey.PRODUCE)
+_NATIVE_PRODUCE_LOWEST, _NATIVE_PRODUCE_HIGHEST = _native_produce.VERSIONS
 _DECODE_BUGS = _rt._DECODE_BUGS
 
 
@@ -193,12 +196,18 @@ def decode_request(frame: BufferLike, strict: bool = False) -> tuple[Any, Any]:
     return header, request
 
 
+def request_api_key(frame: BufferLike) -> int:
+    """The api key a request frame (without its size prefix) starts with, without decoding
+    its header; -1 when the frame is too short to hold one."""
+    return (frame[0] << 8) | frame[1] if len(frame) >= 2 else -1
+
+
 def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int) -> Any:
     """The request body of a frame whose header decode_request_header read (`pos`: the
     body offset it returned), without decoding the header again. Raises as
     decode_request does (UnknownApiKeyError and UnsupportedVersionError carry no header).
-    Produce v3-12 is decoded in C (broker._native.produce), the rest by the generated
-    decoders."""
+    Produce is decoded in C (broker._native.produce, its VERSIONS), the rest by the
+    generated decoders."""
     buf = memoryview(frame)
     if buf.format != "B" or buf.ndim != 1:
         buf = buf.cast("B")
@@ -210,7 +219,7 @@ def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int)
         raise UnsupportedVersionError(
             f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), "
             f"valid {vmin}-{vmax}", None, pos)
-    if api_key == _PRODUCE and version >= 3:
+    if api_key == _PRODUCE and _NATIVE_PRODUCE_LOWEST <= version <= _NATIVE_PRODUCE_HIGHEST:
         try:
             native = _native_produce.decode_request(buf, pos, version)
         except ValueError as exc:       # (reason, position, field)

@@ -115,6 +115,18 @@ class FrameReader:
             n += len(f)
         return n
 
+    @property
+    def reserved(self) -> int:
+        """The size of the frame being received (its whole size, as announced, however
+        little of it arrived yet); 0 between frames. What a memory bound counts for it
+        (Kafka's MemoryPool reserves a request's buffer when its size is read)."""
+        return self._partial_size if self._partial is not None else 0
+
+    @property
+    def in_frame(self) -> bool:
+        """Part of a frame (or of its size) has arrived and the rest has not."""
+        return self._partial is not None or bool(self._prefix)
+
     def _check(self, size: int) -> bool:
         if size < 0:
             self._error = InvalidFrame(f"invalid frame size {size} (negative)", size)

@@ -11,7 +11,9 @@ accepted (RS*, PS*, ES*, EdDSA), never `none` or HMAC with a public key.
 
 The client's first (and only) message: gs2 header, then key=value pairs separated by
 \\x01, "auth=Bearer <token>" among them, ended by \\x01\\x01. The session ends at the
-token's expiry (KIP-368: the client re-authenticates with a fresh token).
+token's expiry (KIP-368: the client re-authenticates with a fresh token); a token that
+expired already, accepted within the clock skew, gives a session that has ended already
+(sasl.py's session_lifetime_ms).
 """
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ then the connection closes. Re-authentication (KIP-368): with
 `connections.max.reauth.ms` (or an OAUTHBEARER token's expiry) the SaslAuthenticate
 answer tells the session's lifetime; the client authenticates again on the same
 connection (same mechanism, same principal) before it ends, and a request after it ends
-closes the connection.
+closes the connection. A session never outlives its credential: a token that expired
+already (accepted within the validator's clock skew) gives a lifetime of 0 and a session
+that ended when it started, as Kafka's (session_lifetime_ms).
 
 JAAS (`listener.name.<listener>.<mechanism>.sasl.jaas.config`, Kafka's only source of
 server-side SASL settings here):
@@ -33,6 +35,7 @@ inter-broker listener); user_<name> are PLAIN's users.
 """
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,7 +157,25 @@ def plain_token(user: str, password: str) -> bytes:
 
 # ---------------------------------------------------------------------------- the session
 
-HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = "handshake", "authenticate", "complete", "failed"
+class SaslState(enum.Enum):
+    """An Authenticator's states (Kafka's SaslServerAuthenticator.SaslState, without
+    the I/O ones)::
+
+        HANDSHAKE --SaslHandshake (mechanism enabled)--> AUTHENTICATE --last token--> COMPLETE
+        COMPLETE --SaslHandshake (same mechanism: KIP-368 re-authentication)--> AUTHENTICATE
+        any --a refused handshake or token--> FAILED (the connection is closed)
+
+    Before COMPLETE, and while a re-authentication is under way, a connection may send
+    only ApiVersions, SaslHandshake and SaslAuthenticate (``Authenticator.allows``)."""
+
+    HANDSHAKE = "handshake"
+    AUTHENTICATE = "authenticate"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = SaslState.HANDSHAKE, SaslState.AUTHENTICATE, SaslState.COMPLETE, \
+    SaslState.FAILED
 
 
 @dataclass
@@ -221,9 +242,10 @@ class Authenticator:
         raise AssertionError(mechanism)
 
     def authenticate(self, token: bytes, now: float) -> tuple[bytes, int]:
-        """SaslAuthenticate: the server's answer and the session lifetime in ms (0: no
-        limit; meaningful once complete). SaslAuthenticationError when it fails (the
-        connection is then closed)."""
+        """SaslAuthenticate: the server's answer and the session lifetime in ms, as the
+        answer says it (meaningful once complete; 0: no limit, or a session that ended at
+        once: session_expires_at tells them apart, as in Kafka's answer). SaslAuthenticationError
+        when it fails (the connection is then closed)."""
         if self.state != AUTHENTICATE:
             raise SaslAuthenticationError("Unexpected SaslAuthenticate request", "SaslAuthenticate out of turn")
         if len(token) > self.settings.max_receive_size:
@@ -248,14 +270,28 @@ class Authenticator:
         self.principal = principal
         self.state = COMPLETE
         self._reauthenticating = False
-        lifetime_ms = self.settings.reauth_ms.get(self.mechanism or "", 0)
         expiry = getattr(server, "expires_at_ms", None)      # an OAUTHBEARER token's expiry
-        if expiry is not None:
-            import time
-            left = max(int(expiry - time.time() * 1000), 0)
-            lifetime_ms = min(lifetime_ms, left) if lifetime_ms else left
-        self.session_expires_at = now + lifetime_ms / 1000 if lifetime_ms else None
-        return answer, lifetime_ms
+        lifetime_ms = session_lifetime_ms(self.settings.reauth_ms.get(self.mechanism or "", 0), expiry)
+        self.session_expires_at = None if lifetime_ms is None else now + lifetime_ms / 1000
+        return answer, lifetime_ms or 0
+
+
+def session_lifetime_ms(reauth_ms: int, credential_expiry_ms: int | None,
+                        now_ms: float | None = None) -> int | None:
+    """How long a session may last (Kafka's SaslServerAuthenticator): at most
+    `reauth_ms` (connections.max.reauth.ms; 0 or less: no limit) and never past the
+    credential's expiry (ms since the epoch; None: the credential does not expire). None:
+    no limit. A session never outlives its credential: a token that expired already (a
+    validator accepts one within its clock skew) gives a lifetime of 0, a session that has
+    ended when it starts (the next request but a re-authentication closes the
+    connection), never one without a limit."""
+    if credential_expiry_ms is None:
+        return reauth_ms if reauth_ms > 0 else None
+    if now_ms is None:
+        import time
+        now_ms = time.time() * 1000
+    left = max(int(credential_expiry_ms - now_ms), 0)
+    return min(left, reauth_ms) if reauth_ms > 0 else left
 
 
 def _failed(mechanism: str | None) -> str:

@@ -62,7 +62,8 @@ class TopicAdmin:
 
     def _timeout(self, timeout_ms: int | None) -> float:
         if timeout_ms is None or timeout_ms <= 0:
-            return self.config["request.timeout.ms"] / 1000
+            default_ms: int = self.config["request.timeout.ms"]
+            return default_ms / 1000
         return timeout_ms / 1000
 
     def _brokers(self) -> dict[int, str | None]:

@@ -41,8 +41,8 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.channel import bind_outgoing, set_client_security
@@ -72,7 +72,7 @@ from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
-from broker.security.acl import Authorizer
+from broker.security.acl import AclBinding, Authorizer
 from broker.security.credentials import CredentialCache
 from broker.security.listener import inter_broker_security, listener_securities
 from broker.security.tls import TlsConfigError
@@ -86,7 +86,11 @@ from broker.server.txn_markers import MarkerChannels
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+    import uuid
+
+    from broker.cluster.store.acls import Resource
+    from broker.metrics.exporter import BrokerMetrics
+    from broker.registry.service import RegistryService
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +116,10 @@ class Broker:
         #: in a cluster, /feature as last read (levels, epoch): the controller's finalized
         #: features; ({}, -1) until read, or while absent
         self.finalized_features: tuple[dict[str, int], int] = ({}, -1)
-        self.server = Server(self, config.endpoints)      # self: the handlers' BrokerServices
+        #: metrics.listener set: the server, the replicas and the connections count what
+        #: moves with traffic (broker/metrics/stats.py); else they keep no figures
+        measure = bool(config["metrics.listener"])
+        self.server = Server(self, config.endpoints, measure=measure)      # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
@@ -124,7 +131,8 @@ class Broker:
         self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
                                        config["replica.lag.time.max.ms"],
                                        ReplicationQuotas(self.broker_id, config["replication.quota.window.num"],
-                                                         config["replication.quota.window.size.seconds"]))
+                                                         config["replication.quota.window.size.seconds"]),
+                                       measure=measure)
         # the topics' throttled-replicas lists follow their configs (Kafka's TopicConfigHandler)
         self.metadata.topic_config_listeners.append(self.replicas.quotas.topic_configs_changed)
         self._store = store
@@ -160,10 +168,19 @@ class Broker:
         self.replicas.on_log_dir_failure = self._log_dir_failed
         self._log_dir_tasks: set[asyncio.Task[None]] = set()
         self.metrics: BrokerMetrics | None = None
-        if config["metrics.listener"]:
-            from broker.metrics import BrokerMetrics
+        if measure:
+            from broker.metrics.exporter import BrokerMetrics
             host, port = parse_listener(config["metrics.listener"], "metrics.listener")
-            self.metrics = BrokerMetrics(self, host, port)
+            self.metrics = BrokerMetrics(self, host, port, config.metrics_web)
+        #: the schema registry (schema.registry.listener), None without one (docs/schema-registry.md)
+        self.registry: RegistryService | None = None
+        if config["schema.registry.listener"]:
+            from broker.registry.service import RegistryService
+            self.registry = RegistryService(
+                config, self.broker_id, ReplicaPartitionWriter(self.replicas), self.metadata, self.credentials.get,
+                lambda: self.authorizer,
+                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False))
+            self.replicas.on_leadership_change(self.registry.leadership_changed)
 
     @property
     def store(self) -> MetadataStore:
@@ -287,6 +304,13 @@ class Broker:
                 self.server.stop_listening()
                 self.logs.shutdown()
                 raise
+        if self.registry is not None:
+            try:
+                await self.registry.start(self.broker_info().host)
+            except (OSError, TlsConfigError) as exc:
+                self.server.stop_listening()
+                self.logs.shutdown()
+                raise BrokerStartupError(str(exc)) from None
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
@@ -331,8 +355,9 @@ class Broker:
                  time.monotonic() - t0)
         if self.metrics is not None:
             host = self.metrics.host or "127.0.0.1"
-            log.info("broker %d: metrics at http://%s:%d/metrics, status page at http://%s:%d/", self.broker_id,
-                     host, self.metrics.port, host, self.metrics.port)
+            scheme = self.metrics.scheme
+            log.info("broker %d: metrics at %s://%s:%d/metrics, status page at %s://%s:%d/", self.broker_id,
+                     scheme, host, self.metrics.port, scheme, host, self.metrics.port)
 
     def _make_store(self) -> MetadataStore:
         connect = self.config["zookeeper.connect"]
@@ -340,10 +365,10 @@ class Broker:
             from broker.cluster.store.zkclient import KafkaZkClient
             return KafkaZkClient(connect, session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                                  connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"])
-        os.makedirs(self.config.log_dirs[0], exist_ok=True)
+        os.makedirs(self.config.log_dirs[0], mode=self.config.log_dirs_mode, exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
-    async def _load_topics(self) -> dict:
+    async def _load_topics(self) -> dict[str, uuid.UUID]:
         """Every topic's configs (into the cache) and id, from the store."""
         ids = {}
         for name in await self.store.get_topic_names():
@@ -600,10 +625,10 @@ class Broker:
         await self.store.set_user_config(user, configs)
         self.credentials.update(user, configs)
 
-    def _acls_changed(self, resources: list) -> None:
+    def _acls_changed(self, resources: list[Resource]) -> None:
         asyncio.get_running_loop().create_task(self._reload_acls(set(resources)))
 
-    async def _reload_acls(self, resources: set) -> None:
+    async def _reload_acls(self, resources: set[Resource]) -> None:
         assert self.authorizer is not None
         for resource in resources:
             try:
@@ -611,7 +636,8 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
-    async def update_acls(self, changes) -> dict:
+    async def update_acls(self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[Resource, set[AclBinding]]:
         """Changes resource patterns' ACLs in the store (every broker's authorizer follows
         the notifications) and in this broker's authorizer at once."""
         assert self.authorizer is not None
@@ -639,16 +665,16 @@ class Broker:
             log.info("topic %s: configs now %s", topic, configs)
         self.metadata.changed()
 
-    async def ensure_topic_configs(self, topics) -> None:
+    async def ensure_topic_configs(self, topics: Iterable[str]) -> None:
         """Reads the configs of topics this broker has not seen yet (before their logs open)."""
         for topic in set(topics):
             if not self.metadata.has_topic_configs(topic):
                 self.metadata.preset_topic_configs(topic, await self.store.get_topic_configs(topic))
 
-    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(TXN_TOPIC, partitions, replication_factor, configs, wait=False)
 
-    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]):
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
     # ------------------------------------------------------------------ stop
@@ -699,6 +725,8 @@ class Broker:
         """Clean shutdown: controlled shutdown, no new connections, close the open ones,
         flush and checkpoint every log, leave the clean-shutdown marker, end the session."""
         await self.controlled_shutdown()
+        if self.registry is not None:
+            await self._step("closing the schema registry", self.registry.close())
         self.server.stop_listening()
         await self._step("closing connections", self.server.close_connections())
         await self._step("stopping the fetchers", self.replicas.shutdown())
@@ -717,7 +745,7 @@ class Broker:
             await self._step("closing the metadata store", self._store.close())
         log.info("broker %d stopped cleanly", self.broker_id)
 
-    async def _step(self, what: str, coro, timeout: float = SHUTDOWN_STEP_S) -> None:
+    async def _step(self, what: str, coro: Coroutine[Any, Any, object], timeout: float = SHUTDOWN_STEP_S) -> None:
         """One step of the shutdown, bounded: a step that hangs is logged with where it
         waits and left behind, cancelled but not awaited (asyncio.wait_for would wait for
         the cancellation to finish, forever if something under it does not give way); the
@@ -735,7 +763,7 @@ class Broker:
             log.error("broker %d: %s failed", self.broker_id, what, exc_info=exc)
 
 
-def _where(task: asyncio.Task) -> str:
+def _where(task: asyncio.Task[Any]) -> str:
     """The innermost frame a waiting task is suspended at, as file:line (function)."""
     frames = task.get_stack()
     if not frames:
@@ -754,7 +782,7 @@ class _LazyProducerIds:
         return await self.broker.producer_ids.generate()
 
 
-async def run_broker(config: BrokerConfig, ready=None) -> None:
+async def run_broker(config: BrokerConfig, ready: Callable[[Broker], object] | None = None) -> None:
     """Starts a broker, serves until SIGINT/SIGTERM (or broker.stop()), shuts down cleanly."""
     import signal
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Container, Mapping
+from typing import TYPE_CHECKING, Any
 
 from broker.config import (
     BROKER_KEYS,
@@ -30,6 +30,10 @@ from broker.config import (
 )
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.server.services import BrokerServices
+
 #: DescribeConfigs' layers, highest precedence first
 LAYERS = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
           ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
@@ -37,7 +41,7 @@ LAYERS = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKE
 APPLY_WAIT_S = 5.0
 
 
-def entity_of(services, name: str, describe: bool = False) -> str:
+def entity_of(services: BrokerServices, name: str, describe: bool = False) -> str:
     """The /config/brokers entity a BROKER resource names; KafkaProtocolError otherwise."""
     if not name:
         return DEFAULT_ENTITY
@@ -74,7 +78,7 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
-async def alter(services, resource_name: str, update: Callable[[dict[str, str]], dict[str, str]],
+async def alter(services: BrokerServices, resource_name: str, update: Callable[[dict[str, str]], dict[str, str]],
                 validate_only: bool) -> None:
     """Replaces the entity's dynamic configs with update(current ones) after Kafka's checks;
     KafkaProtocolError (INVALID_REQUEST, with Kafka's message) when refused."""
@@ -105,7 +109,7 @@ async def alter(services, resource_name: str, update: Callable[[dict[str, str]],
         layer = config.dynamic_broker if per_broker else config.dynamic_default
 
 
-def _check_listener_security(config, parsed: Mapping[str, Any]) -> None:
+def _check_listener_security(config: BrokerConfig, parsed: Mapping[str, Any]) -> None:
     """A new key store must load (Kafka's SslFactory.validateReconfiguration): the listeners'
     TLS built with the new values, ConfigError if it cannot be."""
     from broker.security.listener import listener_securities
@@ -120,12 +124,12 @@ def _check_listener_security(config, parsed: Mapping[str, Any]) -> None:
             from None
 
 
-def layer_maps(config) -> dict[ConfigSource, Mapping[str, Any]]:
+def layer_maps(config: BrokerConfig) -> dict[ConfigSource, Mapping[str, Any]]:
     return {source: config.layer(source) for source in LAYERS}
 
 
 def synonyms(maps: Mapping[ConfigSource, Mapping[str, Any]], name: str,
-             layers=LAYERS) -> list[tuple[str, str | None, ConfigSource]]:
+             layers: tuple[ConfigSource, ...] = LAYERS) -> list[tuple[str, str | None, ConfigSource]]:
     """Kafka's configSynonyms: the chain's keys set in each layer, layer by layer, from
     the key itself on."""
     chain = broker_key_chain(name)
@@ -135,7 +139,8 @@ def synonyms(maps: Mapping[ConfigSource, Mapping[str, Any]], name: str,
     return out
 
 
-def describe(services, resource_name: str, keys, synonym_type, entry_type, docs: bool) -> list:
+def describe(services: BrokerServices, resource_name: str, keys: Container[str] | None, synonym_type: type[Any],
+             entry_type: type[Any], docs: bool) -> list[Any]:
     """The DescribeConfigs entries of a BROKER resource: every broker key with its
     effective value, source and synonyms (this broker), or the cluster default's dynamic
     configs (name "")."""

@@ -37,8 +37,15 @@ Invariants:
   one request): a client pipelining thousands of requests cannot stall the others (Kafka
   polls its connections in turn, one request each; cheap requests are taken in batches
   here, so that their answers still go out together).
-- Reading pauses while too many frames wait or too much output is queued
-  (backpressure), and resumes as they drain.
+- The connection's phase (handshaking, authenticating, ready, draining, closed) and the
+  holds on its reading (muted, output, frames, behind a request in flight, broker memory)
+  are connection_state.py's table: reading is a function of them (_may_read), applied by
+  _update_reading whenever one of their inputs changes. Kafka mutes a connection while
+  one of its requests is in flight; this one reads on up to
+  queued.max.request.bytes.per.connection behind it, so a client's small pipelined
+  requests keep their pace while a long poll of its holds no more than that behind it.
+- Every byte counted in queued_bytes is released exactly once: as its frame is handed
+  to dispatch, or when the connection closes.
 - Every FileSlice handed to the output queue is closed exactly once: after it is sent
   or when the connection closes.
 - All methods run on the event loop thread.
@@ -51,12 +58,17 @@ import logging
 import os
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
+from broker.metrics.stats import FETCH_FOLLOWER as _FETCH_FOLLOWER
 from broker.native import sendfile
 from broker.protocol.framing import FrameReader
+from broker.server.connection_state import Event, Hold, Phase, initial_phase, next_phase
 
 if TYPE_CHECKING:
+    from broker.protocol.codec import BufferLike
+    from broker.server.quotas import Sensor
     from broker.server.server import Acceptor, Server
 
 log = logging.getLogger(__name__)
@@ -69,8 +81,49 @@ TURN_BUDGET_S = 0.0005
 TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16 KiB records)
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
+_MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND,
+                                                                Hold.MEMORY))
 _FETCH = 1
-_FETCH_FOLLOWER = 1 | 1 << 16          # broker.metrics.stats.FETCH_FOLLOWER
+#: a request's timing, with metrics on: api key, arrival, dispatch start and end, answer ready
+_Timing = tuple[int, float, float, float, float]
+
+
+class RequestMemory:
+    """queued.max.request.bytes: the requests received and not yet handled on all
+    connections of a broker, together (Kafka's MemoryPool of its SocketServer). A
+    connection counts its waiting frames and the frame it is receiving at that frame's
+    announced size; once `used` reaches `limit`, no connection starts reading another
+    frame (one in the middle of a frame finishes it, as Kafka lets a receive whose buffer
+    was allocated finish), and the connections that stopped resume as soon as handled
+    requests bring `used` below `limit` again."""
+
+    __slots__ = ("limit", "used", "waiting")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self.waiting: dict[Connection, None] = {}       # stopped for memory, in the order they stopped
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.limit
+
+    def add(self, delta: int) -> None:
+        self.used += delta
+        if delta < 0 and self.waiting and self.used < self.limit:
+            waiting = list(self.waiting)
+            self.waiting.clear()
+            for conn in waiting:
+                conn._update_reading()
+
+    def wait(self, conn: Connection) -> None:
+        self.waiting[conn] = None
+
+    def forget(self, conn: Connection) -> None:
+        """The connection closed: its bytes are free, and it waits for nothing."""
+        self.waiting.pop(conn, None)
+        if conn.queued_bytes:
+            self.add(-conn.queued_bytes)
 
 
 class _Slot:
@@ -78,19 +131,19 @@ class _Slot:
     the request's timing so far: api key, arrival, dispatch start and end, answer ready)."""
     __slots__ = ("parts", "done", "task", "timing")
 
-    def __init__(self, parts=None, done: bool = False, timing=None):
+    def __init__(self, parts: list[Any] | None = None, done: bool = False, timing: _Timing | None = None):
         self.parts = parts
         self.done = done
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.timing = timing
 
 
-def _api_key(frame) -> int:
+def _api_key(frame: BufferLike) -> int:
     return (frame[0] << 8) | frame[1] if len(frame) >= 2 else -1
 
 
 class Connection:
-    def __init__(self, server: Server, sock: socket.socket, address, acceptor: Acceptor | None = None):
+    def __init__(self, server: Server, sock: socket.socket, address: Any, acceptor: Acceptor | None = None):
         self.server = server
         self.acceptor = acceptor
         #: the listener the client came in on (Metadata answers with its endpoints)
@@ -103,10 +156,18 @@ class Connection:
         ip = address[0] if isinstance(address, tuple) else str(address)
         self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
-        self.pending: collections.deque = collections.deque()
-        self.out: collections.deque = collections.deque()
+        self.pending: collections.deque[BufferLike] = collections.deque()
+        self._pending_bytes = 0                        # the bytes of the frames in `pending`
+        #: what this connection holds of requests not yet handled: the pending frames and
+        #: the frame being received at its announced size (RequestMemory counts it)
+        self.queued_bytes = 0
+        #: queued.max.request.bytes.per.connection: reading stops at it while a request is in flight
+        self.max_queued_bytes: int = server.max_queued_bytes_per_connection
+        self.memory: RequestMemory | None = server.request_memory
+        #: the response parts to send: bytes-like and file slices (told apart by their fd)
+        self.out: collections.deque[Any] = collections.deque()
         self.out_bytes = 0
-        self.closed = False
+        self.phase = Phase.READY                       # set below, by what the listener asks for
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
@@ -115,31 +176,29 @@ class Connection:
         self._inflight_produce = False                 # every in-flight request is a Produce
         self._holding = 0                              # in-flight Produces the Produces behind wait for
         self._stalled = False                          # handling paused for output backpressure
-        #: the client closed its side: what it sent before is still handled (an acks=0
-        #: producer's last requests), then the connection closes
-        self._peer_closed = False
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self.follower = False                          # a follower's fetch connection (Fetch said so)
         # client quotas (server/quotas.py): the sensors found for this client, until the
-        # quotas or the client id change; muted: nothing read or handled until the throttle ends
+        # quotas, the client id or the principal change; muted: nothing read or handled until the throttle ends
         self.quota_generation = -1
         self.quota_client_id: str | None = None
-        self.quota_sensors: tuple = (None, None, None)
+        self.quota_sensors: tuple[Sensor | None, Sensor | None, Sensor | None] = (None, None, None)
         self._muted_until = 0.0
         self._unmute_handle: asyncio.TimerHandle | None = None
         # metrics (None: off): each pending frame's arrival time, and the timings of the
         # answers queued for sending (observed once the output queue has drained)
         self.stats = getattr(server, "request_stats", None)
         self.arrived: collections.deque[float] = collections.deque()
-        self.sending: list[tuple[int, float, float, float, float]] = []
-        self.last_active = self.loop.time()        # last bytes received or answer sent
+        self.sending: list[_Timing] = []
+        #: the last complete request received or answer sent (a client trickling the bytes
+        #: of a frame it never completes stays idle: connections.max.idle.ms closes it)
+        self.last_active = self.loop.time()
         #: who the client is: "User:ANONYMOUS" until TLS or SASL says otherwise
         self.principal = "User:ANONYMOUS"
         security = acceptor.security if acceptor is not None else None
         self.security = security
         self._tls: ssl.SSLSocket | None = None     # the TLS layer, on SSL and SASL_SSL listeners
-        self._handshaking = False
         self._chunk: memoryview | None = None      # TLS: the bytes being written (a retry resends them)
         sock.setblocking(False)
         try:
@@ -154,36 +213,116 @@ class Connection:
             # request buffer of socket.request.max.bytes reserved for it
             self.frames.max_frame_size = min(self.frames.max_frame_size,
                                              self.authenticator.settings.max_receive_size)
-        self.closing = False                       # closes once what is queued has been sent
         if security is not None and security.ssl_context is not None:
             self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
                                                                      do_handshake_on_connect=False)
-            self._handshaking = True
+        self.phase = initial_phase(self._tls is not None, self.authenticator is not None)
         self._resume_reading()
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
 
     def authenticated(self, principal: str) -> None:
-        """SASL authentication completed as `principal`: requests of any size from now on."""
+        """SASL authentication completed as `principal`: requests of any size from now on,
+        and the quotas are the principal's (the sensors found before are looked up again)."""
         self.principal = principal
+        self.quota_generation = -1
         self.frames.max_frame_size = self.server.services.config["socket.request.max.bytes"]
+        self._event(Event.AUTHENTICATED)
+
+    # ------------------------------------------------------------------ states (connection_state.py)
+
+    def _event(self, event: Event) -> None:
+        was = self.phase
+        self.phase = next_phase(was, event)
+        if was.authenticating and self.phase is Phase.READY:
+            self.server.connection_established(self)       # it no longer counts as authenticating
+
+    @property
+    def closed(self) -> bool:
+        return self.phase is Phase.CLOSED
+
+    @property
+    def closing(self) -> bool:
+        """Closes once what is queued has been sent; nothing more is read or handled."""
+        return self.phase is Phase.DRAINING_ANSWERS
+
+    @property
+    def authenticating(self) -> bool:
+        """The TLS handshake or SASL authentication the listener asks for is to complete
+        (the server bounds how long, and how many such connections there are)."""
+        return self.phase.authenticating
+
+    def _holds(self) -> int:
+        """The holds on reading now (connection_state.Hold, as an int: this runs per read)."""
+        holds = 0
+        if self._unmute_handle is not None:
+            holds |= _MUTED
+        if self._stalled:
+            holds |= _OUTPUT
+        if len(self.pending) >= (MAX_PENDING_FRAMES if self._reading else MAX_PENDING_FRAMES // 2):
+            holds |= _FRAMES
+        if self.inflight and self.queued_bytes >= self.max_queued_bytes:
+            holds |= _BEHIND
+        memory = self.memory
+        if memory is not None and memory.exhausted and not self.frames.in_frame:
+            holds |= _MEMORY
+        return holds
+
+    @property
+    def holds(self) -> Hold:
+        return Hold(self._holds())
 
     # ------------------------------------------------------------------ reading
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed and not self._peer_closed and self._unmute_handle is None:
+        if not self._reading and self.phase.reads and self._unmute_handle is None:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
+            if self._tls is not None and self.phase is not Phase.HANDSHAKING and self._tls.pending():
+                # OpenSSL holds decrypted bytes: the socket will not say readable for them
+                self.loop.call_soon(self._read_more)
 
     def _pause_reading(self) -> None:
         if self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False
 
+    def _may_read(self) -> bool:
+        """Whether to read more of the client's bytes now: its phase reads and no hold is
+        on (connection_state.py)."""
+        if not self.phase.reads:
+            return False
+        holds = self._holds()
+        if holds & _MEMORY:
+            assert self.memory is not None
+            self.memory.wait(self)
+        return not holds
+
+    def _update_reading(self) -> None:
+        if self._may_read():
+            self._resume_reading()
+        else:
+            self._pause_reading()
+
+    def _account(self) -> None:
+        """queued_bytes follows the pending frames and the frame being received."""
+        queued = self._pending_bytes + self.frames.reserved
+        delta = queued - self.queued_bytes
+        if delta:
+            self.queued_bytes = queued
+            if self.memory is not None:
+                self.memory.add(delta)
+
     def _on_readable(self) -> None:
+        memory = self.memory
+        if memory is not None and memory.exhausted and self.phase is not Phase.HANDSHAKING \
+                and not self.frames.in_frame:
+            self._pause_reading()                   # another frame would go beyond queued.max.request.bytes
+            memory.wait(self)
+            return
         if self._tls is not None:
-            if self._handshaking and not self._handshake():
+            if self.phase is Phase.HANDSHAKING and not self._handshake():
                 return
             got = self._tls_read()
         else:
@@ -193,13 +332,16 @@ class Connection:
         if not got:
             self._end_of_stream()
             return
-        now = self.last_active = self.loop.time()
+        now = self.loop.time()
+        pending = self.pending
+        count = len(pending)
         try:
             while True:
                 frame = self.frames.next_frame()
                 if frame is None:
                     break
-                self.pending.append(frame)
+                pending.append(frame)
+                self._pending_bytes += len(frame)
                 if self.stats is not None:
                     self.arrived.append(now)
         except ValueError as exc:        # FrameTooLarge / InvalidFrame
@@ -208,10 +350,13 @@ class Connection:
             self.server.log_bad_request(logging.WARNING, "%s: %s%s; closing the connection", self, exc, before)
             self.close()
             return
-        if self.pending and not self._run_scheduled and self._may_dispatch():
+        if len(pending) > count:
+            self.last_active = now
+        self._account()
+        if pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
-        if len(self.pending) >= MAX_PENDING_FRAMES:
-            self._pause_reading()
+        else:
+            self._update_reading()
 
     def _recv(self) -> int | None:
         """Reads what the socket has into the frame reader: the rest of a large frame
@@ -255,14 +400,14 @@ class Connection:
         if not self.pending and not self.inflight:
             self.close()
             return
-        self._peer_closed = True
+        self._event(Event.PEER_CLOSED)
         self._pause_reading()
         if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
         self._close_if_drained()
 
     def _close_if_drained(self) -> None:
-        if self._peer_closed and not self.closed and not self.pending and not self.inflight:
+        if self.phase is Phase.DRAINING_RECEIVED and not self.pending and not self.inflight:
             self.close_when_sent()
 
     # ------------------------------------------------------------------ TLS
@@ -286,7 +431,6 @@ class Connection:
             self.close()
             return False
         self._handshake_wants_write(False)
-        self._handshaking = False
         self.last_active = self.loop.time()
         security = self.security
         try:
@@ -297,6 +441,7 @@ class Connection:
             self.server.audit_failure(self, f"TLS client refused: {exc}")
             self.close()
             return False
+        self._event(Event.TLS_DONE if self.authenticator is not None else Event.TLS_DONE_NO_SASL)
         return True
 
     def _handshake_wants_write(self, want: bool) -> None:
@@ -464,6 +609,7 @@ class Connection:
                     self._stalled = True
                     break
                 frame = self.pending.popleft()
+                self._pending_bytes -= len(frame)
                 api_key = _api_key(frame)
                 result = dispatch(self, frame)
                 if self.closed:
@@ -482,7 +628,7 @@ class Connection:
                         self._inflight_produce = api_key == _PRODUCE
                     slot = _Slot(timing=timing)
                     inflight.append(slot)
-                    slot.task = self.loop.create_task(self._finish(slot, result))
+                    slot.task = self.loop.create_task(self._finish(slot, cast("Awaitable[list[Any] | None]", result)))
                 elif inflight:
                     inflight.append(_Slot(result, True, timing))     # answered behind the ones waiting
                 else:
@@ -491,10 +637,11 @@ class Connection:
             log.exception("%s: request processing failed; closing", self)
             self.close()
             return
-        if self._peer_closed:
+        self._account()
+        if self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
-        elif not self._reading and not self._stalled and len(self.pending) < MAX_PENDING_FRAMES // 2:
-            self._resume_reading()
+        else:
+            self._update_reading()
 
     def _schedule_run(self) -> None:
         """Continues handling in a later loop turn: behind the I/O callbacks of every
@@ -508,7 +655,7 @@ class Connection:
         if not self.closed and self.pending and self._may_dispatch():
             self._run_pending()
 
-    async def _finish(self, slot: _Slot, awaitable) -> None:
+    async def _finish(self, slot: _Slot, awaitable: Awaitable[list[Any] | None]) -> None:
         try:
             parts = await awaitable
         except asyncio.CancelledError:
@@ -534,10 +681,12 @@ class Connection:
                 self.stats.observe(api_key, start - arrived, end - start, ready - end, 0.0)
         if self.pending and self._may_dispatch():
             self._run_pending()
-        elif self._peer_closed:
+        elif self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
+        else:
+            self._update_reading()          # nothing in flight may have been what held it
 
-    def waiting_tasks(self) -> list[asyncio.Task]:
+    def waiting_tasks(self) -> list[asyncio.Task[None]]:
         """The tasks of the requests still waiting (for a clean shutdown to await)."""
         return [s.task for s in self.inflight if s.task is not None]
 
@@ -571,16 +720,15 @@ class Connection:
         self._unmute_handle = None
         if self.closed:
             return
-        if not self._stalled and len(self.pending) < MAX_PENDING_FRAMES:
-            self._resume_reading()
+        self._update_reading()
         if self.pending and not self._run_scheduled and self._may_dispatch():
             self._run_pending()
-        elif self._peer_closed:
+        elif self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, parts, timing=None) -> None:
+    def write(self, parts: list[Any], timing: _Timing | None = None) -> None:
         """Queues response parts (bytes-like and file slices) and starts sending. `timing`
         (metrics on): the request's, observed once these parts are sent."""
         if self.closed:
@@ -604,7 +752,7 @@ class Connection:
 
     def _flush(self) -> None:
         if self._tls is not None:
-            if self._handshaking:
+            if self.phase is Phase.HANDSHAKING:
                 self._on_readable()
             else:
                 self._flush_tls()
@@ -655,9 +803,11 @@ class Connection:
     def close_when_sent(self) -> None:
         """Closes the connection once the answers queued so far (and the one being
         handled) are sent; nothing more is read or handled meanwhile."""
-        self.closing = True
+        self._event(Event.CLOSE_WHEN_SENT)
         self._pause_reading()
         self.pending.clear()
+        self._pending_bytes = 0
+        self._account()
         if not self.out and self._chunk is None and not self._flush_scheduled:
             self.loop.call_soon(self._close_if_sent)
 
@@ -678,7 +828,7 @@ class Connection:
             self._writing = False
         if self._stalled and self.out_bytes < MAX_PENDING_OUTPUT:
             self._stalled = False
-            self._resume_reading()
+            self._update_reading()
             self._schedule_run()
 
     def _observe_sent(self, now: float) -> None:
@@ -698,9 +848,9 @@ class Connection:
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        if self.closed:
+        if self.phase is Phase.CLOSED:
             return
-        self.closed = True
+        self._event(Event.CLOSE)
         if self._unmute_handle is not None:
             self._unmute_handle.cancel()
             self._unmute_handle = None
@@ -714,6 +864,9 @@ class Connection:
         self.out.clear()
         self._chunk = None
         self.pending.clear()
+        if self.memory is not None:
+            self.memory.forget(self)
+        self.queued_bytes = self._pending_bytes = 0
         self.arrived.clear()
         self.sending.clear()
         for slot in self.inflight:
@@ -732,12 +885,12 @@ class Connection:
         self.server.connection_closed(self)
 
 
-def _close_part(p) -> None:
+def _close_part(p: Any) -> None:
     close = getattr(p, "close", None)
     if close is not None and hasattr(p, "fd"):
         close()
 
 
-def _close_parts(parts) -> None:
+def _close_parts(parts: Iterable[Any]) -> None:
     for p in parts:
         _close_part(p)

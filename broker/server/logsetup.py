@@ -2,7 +2,7 @@
 
     log.format=text|json           stderr (and log.file): text lines, or one JSON object a
                                    line (timestamp, level, logger, message, exception,
-                                   stack, extra fields: the layout of broker.logging's
+                                   stack, extra fields: the layout of broker.applog's
                                    KafkaLogHandler)
     log.file=PATH                  also written there, rotated by size (logging.handlers'
     log.file.max.bytes=N           RotatingFileHandler: maxBytes, backupCount)
@@ -21,8 +21,8 @@ import logging
 import logging.handlers
 import sys
 
+from broker.applog import _STANDARD_ATTRS, _iso_utc
 from broker.config import BrokerConfig
-from broker.logging import _STANDARD_ATTRS, _iso_utc
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STATE_CHANGE_LOGGER = "state.change.logger"

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
-def loop_factory(choice: str = "auto"):
+def loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
     if choice in ("auto", "uvloop"):
         try:
             import uvloop
@@ -16,7 +20,7 @@ def loop_factory(choice: str = "auto"):
     return asyncio.new_event_loop
 
 
-def run(coro, choice: str = "auto"):
+def run(coro: Coroutine[Any, Any, _T], choice: str = "auto") -> _T:
     import logging
     factory = loop_factory(choice)
     logging.getLogger("broker").info("event loop: %s", "uvloop" if factory is not asyncio.new_event_loop else "asyncio")

@@ -1,12 +1,13 @@
-"""The group and transaction coordinators' PartitionWriter (broker/group/metadata_manager.py,
-broker/txn/coordinator.py) on this broker's replicas: every write is one ReplicaManager.append_records with acks=-1 and
-origin COORDINATOR (so __consumer_offsets, an internal topic, accepts it), appended
-synchronously; its wait — the high watermark covering the records, the topic's flush
-policy — is the replication layer's, the same as an acks=all produce's.
+"""The coordinator runtime's PartitionWriter (broker/coordinator/partition_writer.py), which
+the group and transaction coordinators write and load through, on this broker's replicas:
+every write is one ReplicaManager.append_records with acks=-1 and origin COORDINATOR (so
+__consumer_offsets, an internal topic, accepts it), appended synchronously; its wait —
+the high watermark covering the records, the topic's flush policy — is the replication
+layer's, the same as an acks=all produce's.
 
 The codes are the replication layer's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR ...); the
-metadata manager maps them as Kafka's GroupMetadataManager does.
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR ...); each
+coordinator maps them as Kafka's does (GroupMetadataManager, TransactionStateManager).
 
 Kafka's CoordinatorPartitionWriter plays the same part for its new group coordinator.
 """
@@ -18,7 +19,7 @@ from broker.log import TopicPartition
 
 
 class CoordinatorWrite:
-    """One write of the coordinator (the metadata manager's PartitionWrite)."""
+    """One write of a coordinator (a PartitionWrite)."""
 
     __slots__ = ("_result",)
 

@@ -39,9 +39,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.cluster.store.znodes import sanitize
+
+if TYPE_CHECKING:
+    from broker.server.connection import Connection
 
 PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"
@@ -194,7 +197,9 @@ class Sensor:
         self.throttle_ms_total = 0
         self.throttled = 0
         self.recorded = 0.0
-        self.last_ms = 0.0
+        #: when last recorded into (time.monotonic() in ms, the clock record() is given):
+        #: from its creation, so a new sensor is not taken for one idle since the clock's start
+        self.last_ms = time.monotonic() * 1000
 
     def record(self, value: float, now_ms: float) -> int:
         """Records and answers the throttle time (0: within the quota)."""
@@ -326,11 +331,22 @@ class ClientQuotas:
         self.enabled = any(m.enabled for m in self.managers.values())
         self.generation += 1
 
-    def for_connection(self, conn: Any, client_id: str | None) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
-        """The connection's sensors, looked up again only when the quotas or its client id
-        changed (cached on the connection: quota_generation, quota_client_id, quota_sensors)."""
+    def for_connection(self, conn: Connection, client_id: str | None
+                       ) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
+        """The connection's sensors, looked up again only when the quotas, its client id or
+        its principal changed (cached on the connection: quota_generation, quota_client_id,
+        quota_sensors; Connection.authenticated() forgets them, so from SASL authentication
+        on, and after each re-authentication, the quota is the user's).
+
+        Before a SASL connection has authenticated (its ApiVersions) no quota applies: the
+        principal is not known yet, and Kafka's authenticator answers those requests
+        outside its quotas. Nothing is cached then."""
         client_id = client_id or ""
         if conn.quota_generation != self.generation or conn.quota_client_id != client_id:
+            auth = conn.authenticator
+            if auth is not None and not auth.authenticated:
+                conn.quota_sensors = (None, None, None)
+                return conn.quota_sensors
             conn.quota_generation = self.generation
             conn.quota_client_id = client_id
             conn.quota_sensors = self.sensors(sanitize(conn.principal.partition(":")[2]), sanitize(client_id))

@@ -1,6 +1,9 @@
 """The listening socket and request dispatch.
 
 dispatch(connection, frame):
+    DIRECT_PATHS[api key](frame)                  a common Produce answered from its frame
+                                                  (handlers/produce.py direct), when the
+                                                  connection needs none of what follows
     header  = decode_request_header(frame)        unreadable -> close the connection
     handler = HANDLERS[api key]                   unknown key -> close (as Kafka does)
     version outside the handler's range           ApiVersions -> v0 error 35 with our
@@ -12,7 +15,11 @@ dispatch(connection, frame):
     request = decode body                         malformed -> close (as Kafka does);
                                                   bytes after the body are ignored (as
                                                   Kafka does: librdkafka sends some)
-    response = await handler.handle(ctx, request) None -> no response (acks=0)
+    response = await handler.handle(ctx, request) None -> no response (acks=0);
+                                                  out of descriptors or memory (EMFILE,
+                                                  ENFILE ...) -> UNKNOWN_SERVER_ERROR in
+                                                  every error code, with the reason
+                                                  (protocol/error_response.py)
     -> encode_response parts for the connection's output queue
 
 Kafka's own SocketServer closes connections on the same conditions; clients reconnect.
@@ -25,9 +32,17 @@ Accepting (Kafka's Acceptor and ConnectionQuotas):
 - when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
   listening socket is left alone for a backoff that doubles up to ACCEPT_BACKOFF_MAX_S,
   and the failure is logged once per LOG_INTERVAL_S: never a loop spinning on it;
-- a connection idle for connections.max.idle.ms (nothing received, nothing in progress,
-  nothing to send) is closed, as a truncated frame left open would otherwise be held
-  forever.
+- a connection idle for connections.max.idle.ms (no complete request received, nothing
+  in progress, nothing to send) is closed, as a truncated frame left open would
+  otherwise be held forever — also one whose client trickles a frame's bytes;
+- a connection of a TLS or SASL listener is "authenticating" until its TLS handshake and
+  SASL authentication are done: one still authenticating after
+  connections.max.unauthenticated.ms is closed, and at most
+  max.connections.unauthenticated of them are open (by default half the process's
+  open-file limit): a new one beyond it closes the oldest. Connections that
+  authenticated, and the files the broker opens, always have the other half; a client
+  authenticates in milliseconds, so a flood of connections that never do cannot keep
+  one that does out.
 """
 from __future__ import annotations
 
@@ -36,30 +51,37 @@ import collections
 import errno
 import ipaddress
 import logging
+import resource
 import socket
 import time
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import Listener, parse_ip_overrides
+from broker.metrics.stats import RequestStats, stats_key
 from broker.protocol import codec
 from broker.protocol._runtime import Message
+from broker.protocol.codec import BufferLike
+from broker.protocol.error_response import error_response
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import ProtocolDecodeError
-from broker.security.acl import Operation, ResourceType
-from broker.server.connection import Connection
+from broker.server.connection import Connection, RequestMemory
 from broker.server.handlers import (
+    DIRECT_PATHS,
     ERROR_RESPONSES,
     HANDLERS,
     TV2_VERSIONS,
     max_version,
-    produce,
     unsupported_api_versions_response,
 )
 from broker.server.logsetup import request_log_api
 from broker.server.stall import StallGuard
 
 if TYPE_CHECKING:
-    from broker.metrics.stats import RequestStats
+    from broker.protocol.messages.request_header import RequestHeader
+    from broker.security.api_rights import Right
+    from broker.security.listener import ListenerSecurity
+    from broker.server.handlers import Handler
     from broker.server.quotas import ClientQuotas
     from broker.server.services import BrokerServices
 
@@ -87,7 +109,7 @@ class ThrottledLog:
         self._last = -interval_s
         self._held = 0
 
-    def __call__(self, level: int, msg: str, *args) -> None:
+    def __call__(self, level: int, msg: str, *args: object) -> None:
         now = time.monotonic()
         if now - self._last < self.interval_s:
             self._held += 1
@@ -104,7 +126,7 @@ class RequestContext:
 
     __slots__ = ("services", "connection", "header", "api_version", "received", "errors", "throttle_ms")
 
-    def __init__(self, services: BrokerServices, connection: Connection, header, received: float):
+    def __init__(self, services: BrokerServices, connection: Connection, header: RequestHeader, received: float):
         self.services = services
         self.connection = connection
         self.header = header
@@ -124,27 +146,29 @@ class RequestContext:
     def principal(self) -> str:
         return self.connection.principal
 
-    def authorize(self, operation: Operation, resource_type: ResourceType, name: str, audit: bool = True) -> bool:
-        """Whether the client may do `operation` on the resource: always without an
-        authorizer; a refusal is written to the audit log (rate-held) unless `audit` is
-        False (Metadata filtering topics out is not a refused request)."""
+    def has_right(self, right: Right, name: str) -> bool:
+        """Whether the client holds `right` (one of its API's row in API_RIGHTS,
+        broker/security/api_rights.py) on the resource `name`: always without an
+        authorizer; a refusal is written to the audit log (rate-held) when the row says so
+        (Metadata filtering topics out is not a refused request)."""
         authz = self.services.authorizer
         if authz is None:
             return True
         conn = self.connection
+        operation, resource_type = right.operation, right.resource_type
         if authz.authorize(conn.principal, conn.host, operation, resource_type, name):
             return True
-        if audit:
+        if right.audited:
             conn.server.audit_refused(conn, f"{operation.name} on {resource_type.name} {name!r} (api key "
                                             f"{self.header.request_api_key})")
         return False
 
-    def authorize_any(self, operation: Operation, resource_type: ResourceType) -> bool:
-        """Whether the client may do `operation` on some resource of the type (Kafka's
-        authorizeByResourceType)."""
+    def has_right_on_some(self, right: Right) -> bool:
+        """Whether the client holds `right` on some resource of its type (Kafka's
+        authorizeByResourceType); never audited."""
         authz = self.services.authorizer
         conn = self.connection
-        return authz is None or authz.authorized_any(conn.principal, conn.host, operation, resource_type)
+        return authz is None or authz.authorized_any(conn.principal, conn.host, right.operation, right.resource_type)
 
 
 def _warn_if_capped(sock: socket.socket, option: int, key: str, value: int, sysctl: str, checked: set[str]) -> None:
@@ -164,7 +188,7 @@ class Acceptor:
 
     __slots__ = ("listener", "host", "port", "sock", "accepting", "security")
 
-    def __init__(self, listener: Listener, security=None):
+    def __init__(self, listener: Listener, security: ListenerSecurity | None = None):
         self.listener = listener
         self.host = listener.host
         self.port = listener.port
@@ -182,7 +206,8 @@ class Acceptor:
 
 
 class Server:
-    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None, securities=None):
+    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None,
+                 securities: Mapping[str, ListenerSecurity] | None = None, measure: bool = False):
         self.services = services
         config = services.config
         self.acceptors = [Acceptor(x, (securities or {}).get(x.name)) for x in (listeners or config.endpoints)]
@@ -192,8 +217,9 @@ class Server:
         #: holds requests after the process stood still (broker/server/stall.py); a
         #: ZooKeeper broker's only
         self.stall: StallGuard | None = None
-        #: the requests' counts, timings and error codes when metrics are on (broker/metrics)
-        self.request_stats: RequestStats | None = None
+        #: the requests' counts, timings (each connection observes its own) and error codes,
+        #: counted when `measure` (metrics.listener); None: not counted
+        self.request_stats: RequestStats | None = RequestStats() if measure else None
         #: the client quotas (broker/server/quotas.py); None: never throttled
         self.quotas: ClientQuotas | None = getattr(services, "quotas", None)
         #: log.request.api: this API's requests and answers are logged at DEBUG (-1: none)
@@ -213,6 +239,18 @@ class Server:
         self.per_ip: collections.Counter[str] = collections.Counter()
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s: float | None = None if idle_ms < 0 else idle_ms / 1000
+        #: queued.max.request.bytes (None: unbounded, Kafka's default) and the bound of one
+        #: connection's requests behind one in flight (connection.py)
+        queued = config["queued.max.request.bytes"]
+        self.request_memory = RequestMemory(queued) if queued > 0 else None
+        self.max_queued_bytes_per_connection: int = config["queued.max.request.bytes.per.connection"]
+        #: the connections still authenticating (TLS handshake, SASL), oldest first, with
+        #: when they were accepted
+        self.authenticating: dict[Connection, float] = {}
+        self.unauthenticated_s = config["connections.max.unauthenticated.ms"] / 1000
+        self.max_unauthenticated = max_unauthenticated(config["max.connections.unauthenticated"])
+        self._auth_deadline: asyncio.TimerHandle | None = None
+        self._log_unauthenticated = ThrottledLog()
         self._serving = False                          # serve() opens the door
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
@@ -227,7 +265,7 @@ class Server:
         self._audit_refused = ThrottledLog(logger=audit)
         self._audit_changes = ThrottledLog(1.0, logger=audit)
 
-    def set_securities(self, securities) -> None:
+    def set_securities(self, securities: Mapping[str, ListenerSecurity]) -> None:
         """Each listener's ListenerSecurity (broker/security/listener.py), before start()."""
         for acceptor in self.acceptors:
             sec = securities.get(acceptor.name)
@@ -244,6 +282,14 @@ class Server:
         self.max_connections_per_ip = config["max.connections.per.ip"]
         if hasattr(self, "loop"):
             self._update_accepting()
+
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener name, every listener named (Kafka's
+        connection-count, tagged with its listener)."""
+        counts = {a.name: 0 for a in self.acceptors}
+        for conn in self.connections:
+            counts[conn.listener_name] = counts.get(conn.listener_name, 0) + 1
+        return counts
 
     def audit_refused(self, conn: Connection, what: str) -> None:
         """A refused request: one audit line, held as the rest."""
@@ -370,7 +416,10 @@ class Server:
                                     "net.core.wmem_max", self._buffers_checked)
                 except OSError as exc:
                     log.debug("%s: SO_SNDBUF not set: %s", addr, exc)
-            self.connections.add(Connection(self, conn_sock, addr, acceptor))
+            conn = Connection(self, conn_sock, addr, acceptor)
+            self.connections.add(conn)
+            if conn.authenticating:
+                self._authenticating(conn)
 
     def _back_off(self, exc: OSError) -> None:
         self._backoff_s = min(max(2 * self._backoff_s, ACCEPT_BACKOFF_MIN_S), ACCEPT_BACKOFF_MAX_S)
@@ -384,7 +433,44 @@ class Server:
         self._backoff = None
         self._update_accepting()
 
+    def _authenticating(self, conn: Connection) -> None:
+        """A new connection that must authenticate: the oldest still authenticating is
+        closed when max.connections.unauthenticated are open; the deadline is armed."""
+        waiting = self.authenticating
+        if len(waiting) >= self.max_unauthenticated:
+            oldest = next(iter(waiting))
+            self._log_unauthenticated(logging.WARNING, "max.connections.unauthenticated (%d) reached: the "
+                                                       "oldest connection still authenticating (%s) closed",
+                                      self.max_unauthenticated, peer_ip(oldest.address))
+            oldest.close()
+        waiting[conn] = self.loop.time()
+        if self._auth_deadline is None:
+            self._auth_deadline = self.loop.call_later(self.unauthenticated_s, self._close_unauthenticated)
+
+    def connection_established(self, conn: Connection) -> None:
+        """The connection completed its TLS handshake and SASL authentication."""
+        self.authenticating.pop(conn, None)
+
+    def _close_unauthenticated(self) -> None:
+        """Closes the connections that have been authenticating for longer than
+        connections.max.unauthenticated.ms; runs again when the next one's time is up."""
+        self._auth_deadline = None
+        now = self.loop.time()
+        expired = []
+        for conn, accepted in self.authenticating.items():
+            if accepted + self.unauthenticated_s > now:
+                break
+            expired.append(conn)
+        for conn in expired:
+            self.audit_failure(conn, "authentication not completed within connections.max.unauthenticated.ms "
+                                     f"({self.unauthenticated_s * 1000:.0f} ms); closing")
+            conn.close()
+        if self.authenticating:
+            first = next(iter(self.authenticating.values()))
+            self._auth_deadline = self.loop.call_at(first + self.unauthenticated_s, self._close_unauthenticated)
+
     def connection_closed(self, conn: Connection) -> None:
+        self.authenticating.pop(conn, None)
         if conn in self.connections:
             self.connections.discard(conn)
             ip = peer_ip(conn.address)
@@ -411,10 +497,10 @@ class Server:
     def stop_listening(self) -> None:
         if self.stall is not None:
             self.stall.close()
-        for handle in (self._backoff, self._idle_sweep):
+        for handle in (self._backoff, self._idle_sweep, self._auth_deadline):
             if handle is not None:
                 handle.cancel()
-        self._backoff = self._idle_sweep = None
+        self._backoff = self._idle_sweep = self._auth_deadline = None
         for acceptor in self.acceptors:
             if acceptor.sock is not None:
                 if acceptor.accepting:
@@ -446,15 +532,15 @@ class Server:
         self.version_caps = {k: max_version(k, level) for k in TV2_VERSIONS
                              if max_version(k, level) < HANDLERS[k].MAX_VERSION}
 
-    def takes_direct_produce(self, conn: Connection) -> bool:
-        """May a Produce of this connection take the direct path (handlers/produce.py
-        direct)? Not with an authorizer, client quotas, a request log of Produce or a SASL
-        authenticator on the connection: the general path applies those."""
+    def takes_direct(self, conn: Connection, api_key: int) -> bool:
+        """May a request of this connection take its API's direct path (handlers/__init__.py
+        DIRECT_PATHS: Produce's)? Not with an authorizer, client quotas, a request log of
+        the API or a SASL authenticator on the connection: the general path applies those."""
         quotas = self.quotas
-        return (conn.authenticator is None and self.request_log_api != 0
+        return (conn.authenticator is None and self.request_log_api != api_key
                 and self.services.authorizer is None and (quotas is None or not quotas.enabled))
 
-    def dispatch(self, conn: Connection, frame):
+    def dispatch(self, conn: Connection, frame: BufferLike) -> list[Any] | Awaitable[list[Any] | None] | None:
         """Handles one request frame. Returns the response parts, None (no response, or
         the connection was closed), or an awaitable of either when the handler must wait
         (long polls, acks=all, group rebalances). Handlers that can answer at once are
@@ -463,12 +549,19 @@ class Server:
         stall = self.stall
         if stall is not None and stall.stalled(received):
             return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
-        decoded = None          # a Produce the direct path read, and left to this one
-        if len(frame) > 9 and not frame[0] and not frame[1] and self.takes_direct_produce(conn):
-            parts, decoded = produce.direct(self, conn, frame)  # a Produce answered without a wait
-            if parts is not None:
+        decoded = None          # a request a direct path read, and left to this one
+        direct = DIRECT_PATHS.get(codec.request_api_key(frame))
+        if direct is not None and self.takes_direct(conn, direct.API_KEY):
+            taken = direct.direct(self.services, frame, self.version_caps)     # a Produce answered at once
+            if isinstance(taken, tuple):        # Answered
+                parts, client_id, errors = taken
+                if conn.client_id is None:
+                    conn.client_id = client_id
+                if errors is not None and self.request_stats is not None:
+                    self.request_stats.count_errors(direct.API_KEY, errors)
                 self.requests_handled += 1
                 return parts
+            decoded = taken
         try:
             header, body_offset = codec.decode_request_header(frame)
         except ProtocolDecodeError as exc:
@@ -508,31 +601,38 @@ class Server:
             conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header, received)
         quotas = self.quotas
-        if quotas is not None and quotas.enabled and api_key not in QUOTA_EXEMPT:
-            quotas.for_connection(conn, header.client_id)
-            started = time.perf_counter()
-            response = handler.handle(ctx, request)
-            self._record_quotas(ctx, conn, header, len(frame), time.perf_counter() - started)
-        else:
-            response = handler.handle(ctx, request)
+        try:
+            if quotas is not None and quotas.enabled and api_key not in QUOTA_EXEMPT:
+                quotas.for_connection(conn, header.client_id)
+                started = time.perf_counter()
+                response = handler.handle(ctx, request)
+                self._record_quotas(ctx, conn, header, len(frame), time.perf_counter() - started)
+            else:
+                response = handler.handle(ctx, request)
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            response = self._out_of_resources(conn, header, request, exc)
         if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, response, ctx, request if api_key == self.request_log_api else None)
+            return self._finish(header, cast("Awaitable[Message | None]", response), ctx, request,
+                                api_key == self.request_log_api)
         self.requests_handled += 1
         if api_key == self.request_log_api:
-            self._log_request(conn, header, request, response)
+            self._log_request(conn, header, request, cast("Message | None", response))
         if response is None:
             if ctx.throttle_ms:
                 conn.mute(ctx.throttle_ms / 1000)      # acks=0: no answer, but the channel is muted
             return None
         if self.request_stats is not None and ctx.errors is not False:
-            self.request_stats.count_errors(api_key | (1 << 16 if api_key == 1 and conn.follower else 0), response)
+            self.request_stats.count_errors(stats_key(api_key, conn.follower), response)
         if ctx.throttle_ms:
             return self._throttled(conn, header, cast(Message, response), ctx.throttle_ms)
         return codec.encode_response(header, cast(Message, response))
 
     # ------------------------------------------------------------------ quotas
 
-    def _record_quotas(self, ctx: RequestContext, conn: Connection, header, size: int, elapsed_s: float) -> None:
+    def _record_quotas(self, ctx: RequestContext, conn: Connection, header: RequestHeader, size: int,
+                       elapsed_s: float) -> None:
         """Records the request against its client's quotas (Produce: its bytes; every
         request but a follower's: its handling time) and sets the answer's throttle time:
         the largest any of them asks (the Fetch handler records its answer's bytes)."""
@@ -545,7 +645,8 @@ class Server:
             throttle = max(throttle, request.record(elapsed_s * 100.0, now_ms))   # percent of one thread
         ctx.throttle_ms = throttle
 
-    def _throttled(self, conn: Connection, header, response: Message, throttle_ms: int):
+    def _throttled(self, conn: Connection, header: RequestHeader, response: Message,
+                   throttle_ms: int) -> list[Any] | Awaitable[list[Any]]:
         """An answer a quota throttles: it says so (throttle_time_ms), and the connection
         reads nothing more for that long. Versions before KIP-219 (the client does not
         wait by itself) get the answer only after the throttle time, as Kafka sends it."""
@@ -558,7 +659,8 @@ class Server:
             return parts
         return _later(parts, seconds)
 
-    def _unsupported_version(self, conn: Connection, handler, header, frame):
+    def _unsupported_version(self, conn: Connection, handler: Handler, header: RequestHeader,
+                             frame: BufferLike) -> list[Any] | None:
         """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
         when it is older than the range and readable (a client that skipped ApiVersions),
         else the connection is closed (newer than advertised, or nothing to answer in)."""
@@ -581,7 +683,8 @@ class Server:
         conn.close()
         return None
 
-    def _log_request(self, conn: Connection, header, request, response) -> None:
+    def _log_request(self, conn: Connection, header: RequestHeader, request: Message,
+                     response: Message | None) -> None:
         """Kafka's request log (kafka.request.logger at DEBUG): the request, its answer,
         the client and the time it took."""
         request_log.debug("completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, "
@@ -589,18 +692,40 @@ class Server:
                           header.request_api_version, header.correlation_id, conn, header.client_id,
                           1000 * (self.loop.time() - conn.last_active), request, response)
 
-    async def _finish(self, header, awaitable, ctx: RequestContext, logged=None) -> list | None:
-        response = await awaitable
+    def _out_of_resources(self, conn: Connection, header: RequestHeader, request: Any, exc: OSError) -> Message | None:
+        """A request whose handling ran out of descriptors or memory (EMFILE, ENFILE ...):
+        answered UNKNOWN_SERVER_ERROR in every error code with the reason, as Kafka answers
+        a request its handler failed on, never with the connection dropped (but an acks=0
+        Produce, which has no answer: its connection is closed, Kafka's way of telling)."""
+        reason = exc.strerror or str(exc)
+        if header.request_api_key == 0 and request.acks == 0:
+            self.log_bad_request(logging.WARNING, "%s: acks=0 Produce failed: %s; closing", conn, reason)
+            conn.close()
+            return None
+        self.log_bad_request(logging.WARNING, "%s: %s v%d failed: %s; answered UNKNOWN_SERVER_ERROR", conn,
+                             HANDLERS[header.request_api_key].__name__.rsplit(".", 1)[-1],
+                             header.request_api_version, reason)
+        return error_response(header.request_api_key, header.request_api_version, request,
+                              ErrorCode.UNKNOWN_SERVER_ERROR, reason)
+
+    async def _finish(self, header: RequestHeader, awaitable: Awaitable[Message | None], ctx: RequestContext,
+                      request: Message, logged: bool) -> list[Any] | None:
+        try:
+            response = await awaitable
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            response = self._out_of_resources(ctx.connection, header, request, exc)
         self.requests_handled += 1
-        if logged is not None:
-            self._log_request(ctx.connection, header, logged, response)
+        if logged:
+            self._log_request(ctx.connection, header, request, response)
         if response is None:
             if ctx.throttle_ms:
                 ctx.connection.mute(ctx.throttle_ms / 1000)
             return None
         if self.request_stats is not None and ctx.errors is not False:
             key = header.request_api_key
-            self.request_stats.count_errors(key | (1 << 16 if key == 1 and ctx.connection.follower else 0), response)
+            self.request_stats.count_errors(stats_key(key, ctx.connection.follower), response)
         if ctx.throttle_ms:
             parts = self._throttled(ctx.connection, header, response, ctx.throttle_ms)
             return (await parts) if not isinstance(parts, list) else parts
@@ -616,7 +741,7 @@ CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2
                          31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 1}
 
 
-async def _later(parts: list, seconds: float) -> list:
+async def _later(parts: list[Any], seconds: float) -> list[Any]:
     await asyncio.sleep(seconds)
     return parts
 
@@ -628,7 +753,21 @@ def _listen_error(acceptor: Acceptor, exc: OSError) -> OSError:
     return error
 
 
-def peer_ip(address) -> str:
+def max_unauthenticated(configured: int) -> int:
+    """max.connections.unauthenticated: as configured, or (-1) half the process's limit of
+    open files (RLIMIT_NOFILE's soft limit), at least 1."""
+    if configured >= 0:
+        return max(configured, 1)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return INT_MAX
+    return max(soft // 2, 1)
+
+
+INT_MAX = 2**31 - 1
+
+
+def peer_ip(address: Any) -> str:
     """A peer's address as max.connections.per.ip counts it (IPv4 on a dual-stack socket
     as IPv4)."""
     ip = address[0] if isinstance(address, tuple) else str(address)

@@ -10,7 +10,8 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     config            the broker's settings (server.properties)
     metadata          the MetadataCache: brokers, topics, partition states, topic configs
     replicas          the ReplicaManager: this broker's partitions, append_records (every
-                      append as leader, and its waits), the purgatory, the log manager
+                      append as leader, and its waits), fetch_records (every read as
+                      leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
@@ -38,7 +39,7 @@ and for security:
     get/set_entity_config      a quota entity's config in the store (users/<u>,
                                clients/<c>, users/<u>/clients/<c>), with a notification
     authorizer                 the ACL authorizer (None: none configured, all allowed);
-                               handlers check through ctx.authorize
+                               handlers check through ctx.has_right
     update_acls                change resource patterns' ACLs in the store
 
 Everything runs on the broker's event loop.
@@ -46,16 +47,17 @@ Everything runs on the broker's event loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.cluster.cache import MetadataCache
     from broker.cluster.controller.controller import Controller
     from broker.cluster.producer_ids import ProducerIdManager
     from broker.cluster.replica.manager import ReplicaManager
+    from broker.cluster.store.acls import Resource
     from broker.config import BrokerConfig
     from broker.group.coordinator import GroupCoordinator
-    from broker.security.acl import Authorizer
+    from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
     from broker.server.quotas import ClientQuotas
@@ -125,4 +127,5 @@ class BrokerServices(Protocol):
     @property
     def authorizer(self) -> Authorizer | None: ...
 
-    async def update_acls(self, changes: Mapping[Any, Callable[[set[Any]], set[Any]]]) -> dict[Any, set[Any]]: ...
+    async def update_acls(self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+                          ) -> dict[Resource, set[AclBinding]]: ...

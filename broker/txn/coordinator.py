@@ -11,17 +11,39 @@ leader epoch. When it becomes leader it loads the partition (replays the records
 last one per id is its state) and finishes what was in flight: PrepareCommit and
 PrepareAbort have their markers written again and complete; Ongoing ones abort when they
 time out. When it stops leading it forgets them (their requests get NOT_COORDINATOR).
+Placement, loading and unloading with the leadership, the appends and the timers are the
+coordinator runtime's (broker/coordinator/), which the group coordinator shares; a
+TxnShard replays one partition.
 
 Every change of an id's state (metadata.py's transitions) is first appended to the
 partition with acks=-1 and applied once the ISR has it. EndTxn is answered once
 PrepareCommit / PrepareAbort is written; the markers (WriteTxnMarkers to each partition's
 leader, through the `MarkerSender` the server gives) are written afterwards, retried
 until every partition has its marker, then CompleteCommit / CompleteAbort is written.
-Meanwhile a new AddPartitionsToTxn or InitProducerId for the id waits (at most
-CONCURRENT_WAIT_S) for the transaction to complete before it is served, instead of being
-answered CONCURRENT_TRANSACTIONS at once: a client's retry backoff (librdkafka's 100 ms)
-would otherwise bound a producer to a few commits per second. Past the wait, or for
-EndTxn, the answer is CONCURRENT_TRANSACTIONS and the client retries, as Kafka's.
+
+The marker phase (PrepareCommit / PrepareAbort in memory: Kafka keeps a pending
+CompleteCommit / CompleteAbort then) is "busy", as is any transition being written
+(`_ending`). A request of the id's producer that finds it busy waits (at most
+CONCURRENT_WAIT_S) for the transaction to complete before it is served — answering
+CONCURRENT_TRANSACTIONS at once would bound a producer to a few commits per second by
+its retry backoff (librdkafka's 100 ms) — and past the wait it is answered
+CONCURRENT_TRANSACTIONS, which every client retries, before its epoch is checked
+(KAFKA-18464): markers slower than the wait must not turn the request of a producer that
+is only early into a fatal answer. While busy, InitProducerId is answered
+CONCURRENT_TRANSACTIONS whatever producer it names; the others name a producer id that
+is the id's, or the next one an exhausted epoch's end answered (or, EndTxn v5, the
+previous one, its rotation retried), else INVALID_PRODUCER_ID_MAPPING, and then:
+
+    EndTxn v5 (transaction.version 2)    CONCURRENT_TRANSACTIONS
+    EndTxn v0-4, AddPartitionsToTxn,     PRODUCER_FENCED for another epoch of the id's
+    AddOffsetsToTxn, the implicit add    producer id, else CONCURRENT_TRANSACTIONS
+    of Produce v12 and TxnOffsetCommit
+    v5, the produce path's verify_only
+
+(the produce path answers CONCURRENT_TRANSACTIONS to the producer as the retriable
+NOT_ENOUGH_REPLICAS, TxnOffsetCommit as COORDINATOR_LOAD_IN_PROGRESS). In
+PrepareEpochFence (a fence whose abort is not written yet) the fenced producer is
+answered PRODUCER_FENCED.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms the open
 transactions past their timeout are aborted with a bumped epoch (the producer is fenced,
@@ -36,15 +58,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.cluster.metadata import BrokerInfo, TopicInfo
-from broker.group.metadata_manager import PartitionWrite
+from broker.coordinator import ClusterView, CoordinatorRuntime, LoadSummary, PartitionWriter
+from broker.coordinator.placement import partition_for
 from broker.log import TopicPartition
-from broker.native import BatchBuilder, iter_batches
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import ErrorCode
 from broker.timeouts import wait_for
 from broker.txn import records as R
 from broker.txn.metadata import (
@@ -61,11 +82,12 @@ log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK = 8 * 1024 * 1024
 WRITE_TIMEOUT_MS = 5000
 MARKER_RETRY_S = 0.1
 CONCURRENT_WAIT_S = 1.0
 _BUSY = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
+#: a transaction whose markers are being written (Kafka: a pending CompleteCommit / CompleteAbort)
+_MARKING = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 
 S = TxnState
 
@@ -88,25 +110,6 @@ _MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORM
                           ErrorCode.INVALID_PRODUCER_EPOCH})
 # answers that mean another coordinator has taken over: stop sending
 _MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED})
-
-
-class TxnPartitionWriter(Protocol):
-    """What the coordinator needs of the partitions of __transaction_state
-    (server/partition_writer.py implements it)."""
-
-    def is_leader(self, tp: TopicPartition) -> bool: ...
-    def leader_epoch(self, tp: TopicPartition) -> int: ...
-    def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> PartitionWrite: ...
-    def loadable_range(self, tp: TopicPartition) -> tuple[int, int]: ...
-    def read(self, tp: TopicPartition, offset: int, max_bytes: int, end: int) -> bytes: ...
-
-
-class ClusterView(Protocol):
-    """What the coordinator reads of the cluster (the metadata cache)."""
-
-    def topic(self, name: str) -> TopicInfo | None: ...
-    def brokers(self) -> Mapping[int, BrokerInfo]: ...
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,19 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _ending(md: TransactionMetadata) -> bool:
+    """A transition is being written, or the transaction's markers are (Kafka's
+    pendingTransitionInProgress, which holds a pending CompleteX through the marker
+    phase): a request of the producer is told to retry, whatever its epoch."""
+    return md.pending_in_progress or md.state in _MARKING
+
+
+def _next_producer(md: TransactionMetadata, pid: int) -> bool:
+    """pid is the producer id an exhausted epoch's end answered (transaction.version 2),
+    not yet the id's: its producer went on before the markers were written."""
+    return md.next_producer_id >= 0 and pid == md.next_producer_id
+
+
 def _name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -157,196 +173,141 @@ def _name(code: int) -> str:
         return str(code)
 
 
-class TransactionCoordinator:
-    def __init__(self, config: Any, writer: TxnPartitionWriter, metadata: ClusterView, producer_ids: ProducerIds,
-                 markers: MarkerSender,
-                 create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
-                 clock: Callable[[], int] = now_ms) -> None:
-        self.config = config
-        self.writer = writer
-        self.metadata = metadata
-        self.producer_ids = producer_ids
-        self.markers = markers
-        self.create_topic = create_topic
-        self.clock = clock
-        self.num_partitions: int = config["transaction.state.log.num.partitions"]
-        self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
-        self.txns: dict[str, TransactionMetadata] = {}
-        self.loaded: dict[int, int] = {}             # partition -> coordinator epoch
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._timers: list[asyncio.Task[None]] = []
-        self._settled: dict[str, list[asyncio.Future[None]]] = {}     # waiting for an id's transition
-        self._closed = False
+class TxnShard:
+    """One partition of __transaction_state as the coordinator runtime loads it (a
+    CoordinatorShard): the last record of each transactional id is its state. Once
+    loaded, the ids join the coordinator's and what was in flight is finished
+    (PrepareCommit / PrepareAbort have their markers written again); unloaded, the
+    partition's ids leave them."""
 
-    # ------------------------------------------------------------------ lifecycle
+    def __init__(self, coordinator: TransactionCoordinator, partition: int, epoch: int) -> None:
+        self.coordinator = coordinator
+        self.partition = partition
+        #: the coordinator epoch: the partition's leader epoch when it was loaded
+        self.epoch = epoch
+        self._found: dict[str, TxnTransit | None] = {}
 
-    async def startup(self) -> None:
-        info = self.metadata.topic(TXN_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-            self.load_all()
-        loop = asyncio.get_running_loop()
-        self._timers = [
-            loop.create_task(self._every(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                                         self.abort_timed_out)),
-            loop.create_task(self._every(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-                                         self.remove_expired)),
-        ]
+    def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
+        txn_id = R.decode_key(key)
+        self._found[txn_id] = None if value is None else R.decode_value(value)
 
-    async def shutdown(self) -> None:
-        self._closed = True
-        for t in [*self._timers, *self._tasks]:
-            t.cancel()
-        for t in [*self._timers, *self._tasks]:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+    def replay_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """__transaction_state holds no transactions: no markers."""
 
-    async def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                fn()
-            except Exception:
-                log.exception("transaction coordinator timer %s failed", getattr(fn, "__name__", fn))
-
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    # ------------------------------------------------------------------ placement
-
-    def has_topic(self) -> bool:
-        return self.metadata.topic(TXN_TOPIC) is not None
-
-    async def ensure_topic(self) -> None:
-        """Creates __transaction_state on first use (FindCoordinator), as Kafka does."""
-        if self.has_topic():
-            return
-        wanted = self.config["transaction.state.log.replication.factor"]
-        alive = max(len(self.metadata.brokers()), 1)
-        rf = min(wanted, alive)
-        if rf < wanted:
-            log.warning("creating %s with replication factor %d: transaction.state.log.replication.factor is %d "
-                        "but only %d brokers are alive", TXN_TOPIC, rf, wanted, alive)
-        try:
-            await self.create_topic(self.config["transaction.state.log.num.partitions"], rf, {
-                "cleanup.policy": "compact",
-                "compression.type": "uncompressed",
-                "min.insync.replicas": str(min(self.config["transaction.state.log.min.isr"], rf)),
-                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-                "unclean.leader.election.enable": "false",
-            })
-        except KafkaProtocolError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        await self.metadata.wait_for(self.has_topic, 5.0)
-        info = self.metadata.topic(TXN_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-            self.load_all()
-
-    def partition_for(self, transactional_id: str) -> int:
-        return R.partition_for(transactional_id, self.num_partitions)
-
-    def coordinator_node(self, transactional_id: str) -> int:
-        info = self.metadata.topic(TXN_TOPIC)
-        if info is None:
-            return -1
-        return info.partitions[self.partition_for(transactional_id)].leader
-
-    def check_coordinator(self, transactional_id: str) -> int:
-        """0, or the error a request for this id gets here."""
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        if not self.has_topic():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(transactional_id)
-        if not self.writer.is_leader(TopicPartition(TXN_TOPIC, p)):
-            return ErrorCode.NOT_COORDINATOR
-        if p not in self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return 0
-
-    # ------------------------------------------------------------------ loading
-
-    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
-        """The replica manager's leadership listener."""
-        info = self.metadata.topic(TXN_TOPIC)
-        if info is not None:
-            self.num_partitions = len(info.partitions)
-        for tp in became_follower:
-            if tp.topic == TXN_TOPIC:
-                self.unload_partition(tp.partition)
-        for tp in became_leader:
-            if tp.topic == TXN_TOPIC:
-                self.unload_partition(tp.partition)        # a stale load of an older epoch
-                self.load_partition(tp.partition)
-
-    def load_all(self) -> None:
-        for p in range(self.num_partitions):
-            if p not in self.loaded and self.writer.is_leader(TopicPartition(TXN_TOPIC, p)):
-                self.load_partition(p)
-
-    def load_partition(self, p: int) -> None:
-        """Replays partition p (to its log end: what the previous leader acknowledged is
-        there) and finishes what was in flight."""
-        tp = TopicPartition(TXN_TOPIC, p)
-        t0 = time.monotonic()
-        found: dict[str, TxnTransit | None] = {}
-        offset, end = self.writer.loadable_range(tp)
-        while offset < end:
-            data = self.writer.read(tp, offset, LOAD_CHUNK, end)
-            if not data:
-                break
-            advanced = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
-                    continue
-                advanced = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    continue
-                for rec in batch.records():
-                    if rec.key is None:
-                        continue
-                    try:
-                        txn_id = R.decode_key(rec.key)
-                        found[txn_id] = None if rec.value is None else R.decode_value(rec.value)
-                    except (ValueError, UnicodeDecodeError) as exc:
-                        log.warning("%s offset %d: skipping an unreadable record (%s)", tp, rec.offset, exc)
-            if not advanced:
-                break
-        epoch = self.writer.leader_epoch(tp)
+    def on_loaded(self, summary: LoadSummary) -> None:
+        c = self.coordinator
+        found, self._found = self._found, {}
         for txn_id, t in found.items():
             if t is None or t.state == S.DEAD:
                 continue
             md = TransactionMetadata(txn_id, t.producer_id)
             md.load(t)
-            self.txns[txn_id] = md
-        self.loaded[p] = epoch
+            c.txns[txn_id] = md
         n = 0
-        for txn_id, md in list(self.txns.items()):
-            if self.partition_for(txn_id) != p:
+        for txn_id, md in list(c.txns.items()):
+            if c.partition_for(txn_id) != self.partition:
                 continue
             n += 1
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                log.info("%s: completing its %s after loading %s", txn_id, md.state.kafka_name, tp)
-                self._spawn(self._complete(txn_id, md, epoch))
+                log.info("%s: completing its %s after loading %s-%d", txn_id, md.state.kafka_name, TXN_TOPIC,
+                         self.partition)
+                c.runtime.spawn(c._complete(txn_id, md, self.epoch))
         if found:
-            log.info("loaded %d transactional ids from %s (coordinator epoch %d) in %.3f s", n, tp, epoch,
-                     time.monotonic() - t0)
+            log.info("loaded %d transactional ids from %s-%d (coordinator epoch %d) in %.3f s", n, TXN_TOPIC,
+                     self.partition, self.epoch, summary.seconds)
 
-    def unload_partition(self, p: int) -> None:
-        self.loaded.pop(p, None)
-        for txn_id in [t for t in self.txns if self.partition_for(t) == p]:
-            del self.txns[txn_id]
+    def on_unloaded(self) -> None:
+        c = self.coordinator
+        for txn_id in [t for t in c.txns if c.partition_for(t) == self.partition]:
+            del c.txns[txn_id]
+
+
+class TransactionCoordinator:
+    def __init__(self, config: Any, writer: PartitionWriter, metadata: ClusterView, producer_ids: ProducerIds,
+                 markers: MarkerSender,
+                 create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.create_topic = create_topic
+        self.clock = clock
+        self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
+        self.txns: dict[str, TransactionMetadata] = {}
+        self._settled: dict[str, list[asyncio.Future[None]]] = {}     # waiting for an id's transition
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
+            TXN_TOPIC, config["transaction.state.log.num.partitions"], writer, metadata,
+            lambda partition, epoch: TxnShard(self, partition, epoch))
+
+    @property
+    def writer(self) -> PartitionWriter:
+        return self.runtime.writer
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
+    @property
+    def _closed(self) -> bool:
+        return self.runtime.closed
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        if self.runtime.refresh_partitions():
+            self.runtime.load_all()
+        self.runtime.every(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                           self.abort_timed_out, "aborting timed-out transactions")
+        self.runtime.every(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                           self.remove_expired, "removing expired transactional ids")
+
+    async def shutdown(self) -> None:
+        await self.runtime.close()
+
+    # ------------------------------------------------------------------ placement
+
+    def has_topic(self) -> bool:
+        return self.runtime.has_topic()
+
+    async def ensure_topic(self) -> None:
+        """Creates __transaction_state on first use (FindCoordinator), as Kafka does."""
+        cfg = self.config
+        await self.runtime.ensure_topic(
+            self.create_topic, cfg["transaction.state.log.num.partitions"],
+            cfg["transaction.state.log.replication.factor"], "transaction.state.log.replication.factor",
+            lambda rf: {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
+                "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
+                "unclean.leader.election.enable": "false",
+            })
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.runtime.partition_for(transactional_id)
+
+    def coordinator_node(self, transactional_id: str) -> int:
+        return self.runtime.coordinator_node(transactional_id)
+
+    def check_coordinator(self, transactional_id: str) -> int:
+        """0, or the error a request for this id gets here."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        return self.runtime.check(transactional_id)
+
+    # ------------------------------------------------------------------ loading
+
+    def leadership_changed(self, became_leader: list[TopicPartition], became_follower: list[TopicPartition]) -> None:
+        """The replica manager's leadership listener (the runtime loads and unloads)."""
+        self.runtime.leadership_changed(became_leader, became_follower)
+
+    def load_all(self) -> None:
+        self.runtime.load_all()
 
     def _epoch_of(self, txn_id: str) -> int | None:
         """The coordinator epoch of the id's partition while it is loaded here."""
-        return self.loaded.get(self.partition_for(txn_id))
+        return self.runtime.epoch(self.partition_for(txn_id))
 
     # ------------------------------------------------------------------ writing the state
 
@@ -382,10 +343,9 @@ class TransactionCoordinator:
     async def _write_record(self, txn_id: str, md: TransactionMetadata, t: TxnTransit, epoch: int) -> int:
         p = self.partition_for(txn_id)
         tp = TopicPartition(TXN_TOPIC, p)
-        b = BatchBuilder()
-        b.append(t.last_update_ms, R.encode_key(txn_id), None if t.state == S.DEAD else R.encode_value(t))
+        record = (R.encode_key(txn_id), None if t.state == S.DEAD else R.encode_value(t))
         try:
-            write = self.writer.append(tp, bytearray(b.build()), WRITE_TIMEOUT_MS)
+            write = self.runtime.append(p, [record], t.last_update_ms, WRITE_TIMEOUT_MS)
             code = write.error or await write.wait()
         except asyncio.CancelledError:
             md.abort_transition(t)
@@ -396,7 +356,7 @@ class TransactionCoordinator:
             log.info("%s: writing %s to %s failed: %s (answered %s)", txn_id, t.state.kafka_name, tp,
                      _name(code), _name(mapped))
             return mapped
-        if self.loaded.get(p) != epoch or self.txns.get(txn_id) is not md:
+        if self.runtime.epoch(p) != epoch or self.txns.get(txn_id) is not md:
             # the partition moved (or reloaded) meanwhile: the new coordinator has the record
             md.abort_transition(t)
             return ErrorCode.NOT_COORDINATOR
@@ -434,16 +394,16 @@ class TransactionCoordinator:
             await self._settle(txn_id, md)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        if md.pending_in_progress:
+        # busy before the producer named is checked, as Kafka's: during the marker phase
+        # of an exhausted epoch's end the producer names the next id, not yet the id's
+        if md.pending_in_progress or md.state in _BUSY:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if expected_pid >= 0 and not self._valid_expected(md, expected_pid, expected_epoch):
             return ErrorCode.PRODUCER_FENCED, -1, -1
-        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if md.state == S.ONGOING:
             # fence the open transaction: abort it at a bumped epoch; the client retries
             # (CONCURRENT_TRANSACTIONS) and then gets the epoch after it
-            self._spawn(self._fence_and_abort(txn_id, md, epoch))
+            self.runtime.spawn(self._fence_and_abort(txn_id, md, epoch))
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if md.state == S.DEAD:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
@@ -516,11 +476,11 @@ class TransactionCoordinator:
         coord_epoch = self._epoch_of(txn_id)
         assert coord_epoch is not None
         md = self.txns.get(txn_id)
-        if md is not None and md.next_producer_id >= 0 and pid == md.next_producer_id:
+        if md is not None and _next_producer(md, pid):
             # transaction.version 2 answered EndTxn with the next producer id (the epoch ran
             # out): its producer may go on before the transaction completes
             await self._settle(txn_id, md)
-            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch or _next_producer(md, pid):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
         err = self._check_producer(md, pid, epoch)
         if err:
@@ -568,12 +528,14 @@ class TransactionCoordinator:
         parts = list(partitions)
         err = self.check_coordinator(txn_id)
         md = self.txns.get(txn_id)
+        if not err and md is not None and _next_producer(md, pid):
+            err = ErrorCode.CONCURRENT_TRANSACTIONS     # the producer an exhausted epoch's end answered
         if not err:
             err = self._check_producer(md, pid, epoch)
         if err:
             return {tp: err for tp in parts}
         assert md is not None
-        if md.pending is not None and md.pending != S.ONGOING:
+        if (md.pending is not None and md.pending != S.ONGOING) or md.state in _MARKING:
             # the transaction is ending: the producer retries (Kafka's verification answers so)
             return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in parts}
         # an Ongoing -> Ongoing transition in flight (more partitions being added) changes
@@ -593,9 +555,8 @@ class TransactionCoordinator:
 
     async def add_offsets(self, txn_id: str, pid: int, epoch: int, group_id: str, offsets_partitions: int) -> int:
         """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
-        from broker.group.records import partition_for as group_partition
-        return await self.add_partitions(txn_id, pid, epoch, [(OFFSETS_TOPIC, group_partition(group_id,
-                                                                                              offsets_partitions))])
+        return await self.add_partitions(txn_id, pid, epoch, [(OFFSETS_TOPIC, partition_for(group_id,
+                                                                                            offsets_partitions))])
 
     # ------------------------------------------------------------------ EndTxn
 
@@ -615,6 +576,10 @@ class TransactionCoordinator:
             return await self._end_v2(txn_id, md, pid, epoch, commit, coord_epoch)
         if md is None or md.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if epoch == md.producer_epoch and (md.pending_in_progress or md.state in _BUSY):
+            await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
+            if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         code = await self._end(txn_id, md, pid, epoch, commit, coord_epoch, from_client=True)
         return code, md.producer_id, md.producer_epoch
 
@@ -626,25 +591,31 @@ class TransactionCoordinator:
         epoch 0 when the epoch is exhausted. A retry of an end already done (its epoch is
         the one before the current, or the previous id's last epoch after a rotation) gets
         the same answer again; an abort with no transaction open (Empty, or completed at
-        the current epoch) still bumps the epoch."""
+        the current epoch) still bumps the epoch.
+
+        While the previous end's markers are being written (or any transition is), the
+        answer is CONCURRENT_TRANSACTIONS whatever the epoch (KAFKA-18464): the producer
+        goes on at the epoch the end answered, and its next request — an abort of a
+        transaction none of whose produces succeeded comes at once — is early, not
+        fenced. A commit at a retry's epoch of a transaction that ended in an abort (the
+        coordinator's own, at a timeout) is PRODUCER_FENCED, not the fatal
+        INVALID_TXN_STATE (KAFKA-20785)."""
         if md.pending_in_progress or md.state in _BUSY:
             await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        if md.pending_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         state = md.state
         retry_on_overflow = (md.previous_producer_id == pid and epoch == MAX_EPOCH - 1
                              and md.producer_epoch == 0 and md.producer_id != pid)
         retry_on_bump = md.producer_id == pid and md.producer_epoch == epoch + 1
-        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            valid = retry_on_bump
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        if md.producer_id != pid and not retry_on_overflow and not _next_producer(md, pid):
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if _ending(md):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             valid = retry_on_bump or retry_on_overflow or epoch == md.producer_epoch
         else:
-            valid = epoch == md.producer_epoch
-        if md.producer_id != pid and not retry_on_overflow:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            valid = md.producer_id == pid and epoch == md.producer_epoch
         if not valid:
             return ErrorCode.PRODUCER_FENCED, -1, -1
         retry = retry_on_bump or retry_on_overflow
@@ -661,11 +632,9 @@ class TransactionCoordinator:
             if not commit:
                 return current if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT,
                                                                         coord_epoch, True)
-            return bad
-        if state == S.PREPARE_COMMIT:
-            return (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1) if commit else bad
-        if state == S.PREPARE_ABORT:
-            return bad if commit else (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
+            # a commit at a retry's epoch: it raced the coordinator's own abort, which
+            # ended its transaction (a client's abort is never retried as a commit)
+            return (ErrorCode.PRODUCER_FENCED, -1, -1) if retry else bad
         if state == S.EMPTY:
             return bad if commit else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
         if state == S.PREPARE_EPOCH_FENCE:
@@ -695,7 +664,7 @@ class TransactionCoordinator:
         code = await self._write(txn_id, md, t, coord_epoch)
         if code:
             return code, -1, -1
-        self._spawn(self._complete(txn_id, md, coord_epoch))
+        self.runtime.spawn(self._complete(txn_id, md, coord_epoch))
         if t.next_producer_id >= 0:
             return 0, t.next_producer_id, 0
         return 0, t.producer_id, t.producer_epoch
@@ -721,16 +690,15 @@ class TransactionCoordinator:
             code = await self._write(txn_id, md, t, coord_epoch)
             if code:
                 return code
-            self._spawn(self._complete(txn_id, md, coord_epoch))
+            self.runtime.spawn(self._complete(txn_id, md, coord_epoch))
             return 0
         if state == S.COMPLETE_COMMIT:
             return 0 if commit else ErrorCode.INVALID_TXN_STATE
         if state == S.COMPLETE_ABORT:
             return ErrorCode.INVALID_TXN_STATE if commit else 0
-        if state == S.PREPARE_COMMIT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
-        if state == S.PREPARE_ABORT:
-            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        if state in _MARKING:
+            # the markers are being written (Kafka: a pending CompleteX): retry, commit or abort
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if state == S.PREPARE_EPOCH_FENCE:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE            # Empty, Dead
@@ -816,7 +784,7 @@ class TransactionCoordinator:
                     continue
                 log.info("%s: aborting the transaction of producer %d open since %d ms (timeout %d ms)", txn_id,
                          md.producer_id, now - md.start_ms, md.timeout_ms)
-                self._spawn(self._fence_and_abort(txn_id, md, coord_epoch))
+                self.runtime.spawn(self._fence_and_abort(txn_id, md, coord_epoch))
                 n += 1
         return n
 
@@ -831,7 +799,7 @@ class TransactionCoordinator:
                 if coord_epoch is None:
                     continue
                 t = md.prepare_dead(now)
-                self._spawn(self._write(txn_id, md, t, coord_epoch))
+                self.runtime.spawn(self._write(txn_id, md, t, coord_epoch))
                 n += 1
         return n
 

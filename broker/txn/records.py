@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from broker.group.records import partition_for as _group_partition_for
+from broker.coordinator.placement import partition_for as _partition_for
 from broker.txn.metadata import NO_EPOCH, NO_PRODUCER_ID, TxnState, TxnTransit
 
 _I16 = struct.Struct(">h")
@@ -31,7 +31,7 @@ _TAIL = struct.Struct(">qq")
 
 def partition_for(transactional_id: str, partitions: int) -> int:
     """Kafka's TransactionStateManager.partitionFor: Utils.abs(String.hashCode) % partitions."""
-    return _group_partition_for(transactional_id, partitions)
+    return _partition_for(transactional_id, partitions)
 
 
 def encode_key(transactional_id: str) -> bytes:

@@ -427,10 +427,17 @@ def test_config_names_kbroker_implements_exist_in_kafka(peers, topic):
 AUTHORIZER_KEYS = {"super.users", "allow.everyone.if.no.acl.found"}
 
 # kbroker's own settings, where Kafka uses log4j's file and JMX, or a finalized feature
-# (transaction.version), and the blocks it allocates ahead of its segments' appends
+# (transaction.version), the blocks it allocates ahead of its segments' appends, the
+# mode of its log dirs, the metrics listener's web config, the bounds of what clients
+# that authenticate late or wait long can hold, and its schema registry
 # (differences.txt says so for DescribeConfigs)
-OWN_KEYS = {"metrics.listener", "log.format", "log.file", "log.file.max.bytes", "log.file.backup.count",
-            "log.state.change.file", "log.request.api", "transaction.version", "log.segment.allocate.ahead.bytes"}
+OWN_KEYS = {"metrics.listener", "metrics.listener.web.config.file", "log.format", "log.file", "log.file.max.bytes",
+            "log.file.backup.count", "log.state.change.file", "log.request.api", "transaction.version",
+            "log.segment.allocate.ahead.bytes", "log.dirs.mode", "connections.max.unauthenticated.ms",
+            "max.connections.unauthenticated", "queued.max.request.bytes.per.connection", "fetch.wait.max.ms",
+            "schema.registry.listener", "schema.registry.advertised.listener", "schema.registry.topic",
+            "schema.registry.topic.replication.factor", "schema.registry.authentication.method",
+            "schema.registry.max.request.bytes", "schema.registry.request.timeout.ms"}
 
 # kbroker's cluster mode runs on ZooKeeper (Kafka 3.x's keys, with the ZooKeeper-era
 # controller's); Kafka 4.x has KRaft only and dropped them

@@ -1,4 +1,4 @@
-"""broker.logging.KafkaLogHandler against Apache Kafka: the handler needs no kbroker. The
+"""broker.applog.KafkaLogHandler against Apache Kafka: the handler needs no kbroker. The
 same application as tests/interop/test_log_handler.py (tests/support/log_app.py: 100 K
 lines through dictConfig, four loggers, no explicit close) delivers every line, each
 logger's in order and in one partition, to a real Apache Kafka 4.x broker."""
@@ -27,5 +27,5 @@ def test_100k_lines_through_dictconfig_reach_apache_kafka_in_order_per_key(apach
                            cwd=REPO, stderr=subprocess.PIPE)
     _, err = app.communicate(timeout=240)
     assert app.returncode == 0, err.decode()
-    assert b"broker.logging" not in err           # nothing dropped, nothing undelivered
+    assert b"broker.applog" not in err           # nothing dropped, nothing undelivered
     check_delivered(read_topic(apache_kafka.bootstrap, topic, n), n, app.pid)

@@ -311,3 +311,60 @@ def test_doctor_on_this_machine_and_on_made_up_hosts(tmp_path):
     assert r.returncode == 1 and "[limit] open files limit (process 4242) = 1024 (advice: >= 100000)" in r.stdout
     r = subprocess.run([BROKER, "doctor", "--data-dir", tmp_path / "nowhere"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "does not exist" in r.stderr
+
+
+def test_doctor_reports_a_data_dir_or_metadata_file_others_can_read(tmp_path):
+    """Issue 34: `[unsafe]` and exit 1 for a data dir other local users may list or enter
+    (when every dir above it lets them through) and for a metadata file (the SCRAM
+    credentials and ACLs) with more than 0600; on a host whose limits are all good."""
+    import tempfile
+    good = {"vm.max_map_count": 262144, "fs.file-max": 2000000, "vm.swappiness": 1,
+            "vm.dirty_background_ratio": 5, "vm.dirty_ratio": 60}
+    proc = _proc_tree(tmp_path / "proc", good)
+    (proc / "4242").mkdir()
+    (proc / "4242" / "limits").write_text("Max open files            100000               100000               files\n")
+    open_dir = Path(tempfile.mkdtemp(prefix="kbroker-doctor-"))       # under /tmp: others may pass
+    open_dir.chmod(0o711)
+    try:
+        def doctor(d: Path) -> subprocess.CompletedProcess:
+            return subprocess.run([BROKER, "doctor", "--proc", proc, "--pid", "4242", "--data-dir", d, "-v"],
+                                  capture_output=True, text=True, timeout=60)
+
+        data = open_dir / "data"
+        data.mkdir(mode=0o700)
+        (data / "clicks-0").mkdir(mode=0o700)
+        meta = data / "__kbroker_metadata.json"
+        meta.write_text("{}\n")
+        meta.chmod(0o600)
+        r = doctor(data)
+        assert r.returncode == 0 and "[unsafe]" not in r.stdout, r.stdout
+        assert f"[ok] permissions of {data} = 0700" in r.stdout
+        assert f"[ok] permissions of {meta} = 0600" in r.stdout
+        # what umask 022 used to leave: everything readable
+        data.chmod(0o755)
+        (data / "clicks-0").chmod(0o755)
+        (data / "clicks-0" / "00000000000000000000.log").write_bytes(b"")
+        (data / "clicks-0" / "00000000000000000000.log").chmod(0o644)
+        meta.chmod(0o644)
+        r = doctor(data)
+        assert r.returncode == 1 and r.stdout.count("[unsafe] ") == 2, r.stdout
+        assert (f"[unsafe] permissions of {data} = 0755 (others can list and enter it, and read 3 files and dirs "
+                f"in it) (advice: 0700, or 0750 to let a group read)") in r.stdout
+        assert f"    fix: chmod -R o-rwx {data}" in r.stdout
+        assert f"[unsafe] permissions of {meta} = 0644 (advice: 0600)" in r.stdout
+        assert f"    fix: chmod 600 {meta}" in r.stdout
+        assert re.search(r"^\d+ ok, \d+ advice, 0 limits below advice, 2 unsafe$", r.stdout, re.M), r.stdout
+        # the fixes it prints are enough
+        subprocess.run(["chmod", "-R", "o-rwx", str(data)], check=True)
+        subprocess.run(["chmod", "600", str(meta)], check=True)
+        assert doctor(data).returncode == 0
+        # a dir others may only enter; one they cannot reach (a dir above it is closed)
+        data.chmod(0o711)
+        assert f"[unsafe] permissions of {data} = 0711 (others can enter it)" in doctor(data).stdout
+        data.chmod(0o755)
+        open_dir.chmod(0o700)
+        r = doctor(data)
+        assert r.returncode == 0, r.stdout
+        assert f"[ok] permissions of {data} = 0755 (others cannot reach it: {open_dir} is closed to them)" in r.stdout
+    finally:
+        shutil.rmtree(open_dir, ignore_errors=True)

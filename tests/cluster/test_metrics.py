@@ -8,7 +8,7 @@ the bytes the two followers replicated all match. A group's lag equals produced 
 committed. Killing a follower raises UnderReplicatedPartitions, summed over the
 survivors, to exactly the number of partitions it was a replica of, and it returns to 0
 once the follower is back; killing the controller leaves ActiveControllerCount summing
-to 1 over the survivors.
+to 1 over the survivors. Connections are counted per listener, under each one's name.
 """
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.client import BrokerConnection, Cluster as Client, Consumer, Producer
 from broker.client.group import GroupConsumer
+from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.metadata import MetadataRequest
+from tests.support.broker_proc import BrokerProcess
 from tests.support.cluster import poll_until
 from tests.support.ports import free_port
 
@@ -165,3 +167,27 @@ def test_metrics_match_a_known_load_and_follow_failures(metered):
     new = cluster.wait_for_controller(not_in={controller})
     assert value(scrape(ports[new]), "kafka_controller_active_controller_count") == 1
     assert value(scrape(ports[new]), "kafka_controller_leader_elections_total") >= 1
+
+
+def test_connections_are_counted_per_listener(tmp_path):
+    """kafka_server_connections has one sample per listener, labelled with its name
+    (every connection was once counted as "PLAINTEXT", whatever its listener)."""
+    plain, external, mport = free_port(), free_port(), free_port()
+    config = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},EXTERNAL://127.0.0.1:{external}",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+              "metrics.listener": f"127.0.0.1:{mport}"}
+
+    def connections() -> dict[str, float]:
+        return {s.labels["listener"]: s.value for s in scrape(mport)["kafka_server_connections"]}
+
+    with BrokerProcess(tmp_path / "data", config=config, port=plain):
+        wait("no client connection yet", connections, {"PLAINTEXT": 0, "EXTERNAL": 0})
+        conns = [BrokerConnection("127.0.0.1", port) for port in (plain, external, external)]
+        try:
+            for conn in conns:                      # each accepted and answered
+                conn.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            wait("one connection on PLAINTEXT, two on EXTERNAL", connections, {"PLAINTEXT": 1, "EXTERNAL": 2})
+        finally:
+            for conn in conns:
+                conn.close()
+        wait("the connections closed", connections, {"PLAINTEXT": 0, "EXTERNAL": 0})

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go/pkg/sr v1.8.0
 )
 
 require (

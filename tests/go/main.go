@@ -7,6 +7,16 @@
 // and compared. GROUP_TOPIC (4 partitions, GROUP_RECORDS records already in it) is read by
 // a consumer group of two members in this process, which commit what they read. Each step
 // prints one JSON line; a failure exits non-zero with the reason on stderr.
+//
+//	goclients franz-txn BOOTSTRAP TOPIC TRANSACTIONAL_ID
+//
+// runs franz-go's transactional producer through a commit, an abort of a transaction
+// whose produce failed, and another commit (txn.go).
+//
+//	goclients franz-sr BOOTSTRAP REGISTRY_URL TOPIC
+//
+// runs franz-go's schema registry client (pkg/sr) against a registry, and records framed
+// by its Serde through the broker (sr.go).
 package main
 
 import (
@@ -50,8 +60,16 @@ func fail(format string, args ...any) {
 }
 
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "franz-sr" {
+		franzSR(os.Args[2], os.Args[3], os.Args[4]) // sr.go
+		return
+	}
+	if len(os.Args) == 5 && os.Args[1] == "franz-txn" {
+		franzTxn(os.Args[2], os.Args[3], os.Args[4]) // txn.go
+		return
+	}
 	if len(os.Args) != 5 {
-		fail("usage: goclients franz|sarama BOOTSTRAP TOPIC GROUP_TOPIC")
+		fail("usage: goclients franz|sarama BOOTSTRAP TOPIC GROUP_TOPIC, or goclients franz-txn BOOTSTRAP TOPIC TRANSACTIONAL_ID")
 	}
 	bootstrap, topic, groupTopic := os.Args[2], os.Args[3], os.Args[4]
 	switch os.Args[1] {

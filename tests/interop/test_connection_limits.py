@@ -8,17 +8,26 @@ accept loop burns a whole core), not a speed measurement.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.interop.helpers import API_VERSIONS, RawConnection, answered
+from broker.protocol.messages.api_versions import ApiVersionsRequest
+from tests.interop.helpers import API_VERSIONS, RawConnection, answered, raw_request
 from tests.support.broker_proc import BrokerProcess
-from tests.support.deps import require_binary
+from tests.support.deps import require_binary, require_module
+from tests.support.long_poll_push import pushed_behind_long_polls
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.interop
+
+ROOT = Path(__file__).resolve().parents[2]
 
 class LimitedBroker(BrokerProcess):
     """A broker process started under `prlimit --nofile=N` (util-linux)."""
@@ -142,3 +151,164 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
             rc.close()
         assert answered(busy)
         busy.close()
+
+
+# ---------------------------------------------------------------------- requests behind a long poll
+
+def test_frames_behind_a_long_poll_are_held_to_the_connections_bound(tmp_path):
+    """Item: a READ-only client made the broker hold 20 frames of 20 MiB behind its long
+    poll (+360 MiB). queued.max.request.bytes.per.connection (4 MiB by default) stops
+    reading the connection instead, until the long poll is answered."""
+    with BrokerProcess(tmp_path / "data") as b:
+        grew = pushed_behind_long_polls(b, "behind-one", connections=1, frames_each=20)
+    assert grew < 64 * 1024 * 1024, f"RSS grew by {grew / 2**20:.0f} MiB behind one long poll"
+
+
+def test_queued_max_request_bytes_bounds_all_connections_together(tmp_path):
+    """queued.max.request.bytes: eight connections, each allowed 1 GiB behind its long
+    poll, hold no more than the broker-wide bound (64 MiB) and a frame or so beyond it."""
+    config = {"queued.max.request.bytes": 64 * 1024 * 1024,
+              "queued.max.request.bytes.per.connection": 1 << 30}
+    with BrokerProcess(tmp_path / "data", config=config) as b:
+        grew = pushed_behind_long_polls(b, "behind-eight", connections=8, frames_each=4)
+    assert grew < (64 + 2 * 20 + 40) * 1024 * 1024, f"RSS grew by {grew / 2**20:.0f} MiB"
+
+
+# ---------------------------------------------------------------------- connections that never authenticate
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+def sasl_config(port: int, sasl_port: int, **extra) -> dict:
+    """A PLAINTEXT listener (the harness's) and a SASL_PLAINTEXT one with PLAIN users."""
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+    return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "num.partitions": 1, **extra}
+
+
+def sasl_client(port: int, user: str, **extra) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user],
+            "socket.timeout.ms": 20000, **extra}
+
+
+def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path):
+    """connections.max.unauthenticated.ms: silent, stopped after its SASL handshake, or
+    trickling a frame's bytes — closed once the time is up; an authenticated connection
+    and a plaintext one stay."""
+    from broker.client.connection import BrokerConnection
+    from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+    from broker.security.listener import ClientSecurity
+    port, sasl_port = free_port(), free_port()
+    with BrokerProcess(tmp_path / "data", port=port, config=sasl_config(port, sasl_port, **{
+            "connections.max.unauthenticated.ms": 1000})) as b:
+        silent = RawConnection(sasl_port)
+        handshook = RawConnection(sasl_port)
+        assert handshook.send(raw_request(17, 1, 1, SaslHandshakeRequest(mechanism="PLAIN")))
+        assert handshook.read_frame(5) is not None
+        trickling = RawConnection(sasl_port)
+        plaintext = RawConnection(b.port)
+        security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "alice", USERS["alice"])
+        with BrokerConnection("127.0.0.1", sasl_port, security=security) as authenticated:
+            t0 = time.monotonic()
+            for i in range(len(API_VERSIONS) - 1):      # a byte every 100 ms, never the last
+                if not trickling.send(API_VERSIONS[i:i + 1]):
+                    break
+                time.sleep(0.1)
+                if time.monotonic() - t0 > 2.5:
+                    break
+            for rc in (silent, handshook, trickling):
+                assert rc.closed_by_broker(5), "a connection that never authenticated stayed open"
+                rc.close()
+            assert time.monotonic() - t0 < 8
+            authenticated.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert answered(plaintext)
+        plaintext.close()
+        assert "authentication not completed within connections.max.unauthenticated.ms" in b.log_tail(200)
+
+
+def run_flood(port: int, total: int, hold_s: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.interop.idle_flood", str(port), str(total), str(hold_s),
+                             "120"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    return proc
+
+
+def test_twenty_thousand_unauthenticated_connections_leave_room_for_clients(tmp_path):
+    """Item: 19,900 idle unauthenticated connections used the broker's descriptors up.
+    Now at most max.connections.unauthenticated (half of the 4096 descriptors here) are
+    open, a new one closing the oldest: through 20,000 of them, an authenticated
+    librdkafka producer still produces and an admin still creates topics."""
+    ck = require_module("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    port, sasl_port = free_port(), free_port()
+    with LimitedBroker(tmp_path / "data", port=port, config=sasl_config(port, sasl_port), nofile=4096) as b:
+        # the floods hold their connections until told to stop (at most 90 s): the clients
+        # below must get in while every one of them is open
+        floods = [run_flood(sasl_port, 10_000, 90.0) for _ in range(2)]
+        try:
+            for proc in floods:                             # the flood is in: every connection opened
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "opened"
+            producer = ck.Producer(sasl_client(sasl_port, "alice", **{"message.timeout.ms": 30000}))
+            errors: list = []
+            for i in range(200):
+                producer.produce("flooded", b"v%d" % i, on_delivery=lambda e, m: errors.append(e) if e else None)
+            assert producer.flush(30) == 0 and errors == []
+            admin = AdminClient(sasl_client(sasl_port, "admin"))
+            created = admin.create_topics([NewTopic(f"made-in-the-flood-{i}", 3, 1) for i in range(3)],
+                                          operation_timeout=20)
+            for future in created.values():
+                future.result(30)
+            assert b.open_fds() <= 4096
+            assert all(proc.poll() is None for proc in floods), "a flood ended before the clients were done"
+            reports = []
+            for proc in floods:
+                out, _ = proc.communicate(input="", timeout=120)
+                assert proc.returncode == 0, out
+                reports.append(json.loads(out.strip().splitlines()[-1]))
+        finally:
+            for proc in floods:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert sum(r["opened"] for r in reports) == 20_000
+        # the broker closed the oldest as new ones came (how many depends on how fast it
+        # accepted: the others were the 2048 it holds, those in its listen backlog and
+        # those whose SYN the kernel dropped from a full backlog, still being retried)
+        assert sum(r["closed_by_broker"] for r in reports) > 2048, reports
+        with RawConnection(b.port) as rc:
+            assert answered(rc)
+        assert "max.connections.unauthenticated (2048) reached" in b.log_tail(2000)
+
+
+def test_a_request_that_runs_out_of_descriptors_is_answered_not_dropped(tmp_path):
+    """Item: an admin's CreateTopics on an open connection hit EMFILE and the connection
+    was closed. At the descriptor limit it is answered UNKNOWN_SERVER_ERROR with the
+    reason, the connection stays, and the same request succeeds once descriptors free."""
+    from broker.client.connection import BrokerConnection
+    from broker.protocol.errors import ErrorCode
+    from broker.protocol.messages.create_topics import CreateTopicsRequest as C
+    with LimitedBroker(tmp_path / "data", nofile=128) as b:
+        with BrokerConnection("127.0.0.1", b.port) as admin:
+            held = []
+            try:
+                while b.open_fds() < 128 and len(held) < 400:          # the broker's descriptors, all taken
+                    held.append(socket.create_connection(("127.0.0.1", b.port), timeout=10))
+                    if len(held) % 16 == 0:
+                        time.sleep(0.05)
+                time.sleep(0.5)
+                request = C(topics=[C.CreatableTopic(name="at-the-limit", num_partitions=4, replication_factor=1)],
+                            timeout_ms=10000)
+                answer = admin.request(request, timeout=20)
+                assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == \
+                    [("at-the-limit", ErrorCode.UNKNOWN_SERVER_ERROR, "Too many open files")]
+            finally:
+                for s in held:
+                    s.close()
+            time.sleep(1.0)
+            answer = admin.request(request, timeout=20)           # the same connection, still open
+            assert [(t.name, t.error_code) for t in answer.topics] == [("at-the-limit", 0)]
+        assert "answered UNKNOWN_SERVER_ERROR" in b.log_tail(500)

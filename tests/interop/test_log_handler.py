@@ -1,4 +1,4 @@
-"""broker.logging.KafkaLogHandler and `broker logs tail` against a real kbroker process:
+"""broker.applog.KafkaLogHandler and `broker logs tail` against a real kbroker process:
 100 K lines from an application configured with dictConfig all delivered, in order per
 key, at interpreter exit; with the broker down the queue keeps the newest records and
 counts the rest, and the loss is reported into the topic and on stderr once the broker
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.applog import KafkaLogHandler
 from broker.client import Cluster
-from broker.logging import KafkaLogHandler
 from tests.support.broker_proc import BrokerProcess
 from tests.support.log_app import check_delivered, read_topic
 
@@ -57,7 +57,7 @@ def test_100k_lines_through_dictconfig_all_delivered_in_order_per_key(broker, to
                            cwd=REPO, stderr=subprocess.PIPE)
     _, err = app.communicate(timeout=240)
     assert app.returncode == 0, err.decode()
-    assert b"broker.logging" not in err           # nothing dropped, nothing undelivered
+    assert b"broker.applog" not in err           # nothing dropped, nothing undelivered
     check_delivered(read_topic(broker.bootstrap, topic_name, n), n, app.pid)
 
 
@@ -84,11 +84,11 @@ def test_broker_down_the_newest_records_wait_and_the_loss_is_reported(tmp_path, 
     got = values(records)
     assert len(got) == 1001
     report = got[0]                   # ahead of the records that survived
-    assert (report["level"], report["logger"], report["dropped"]) == ("WARNING", "broker.logging", 19_000)
+    assert (report["level"], report["logger"], report["dropped"]) == ("WARNING", "broker.applog", 19_000)
     assert report["message"].startswith("19000 log record(s) dropped")
     assert [d["seq"] for d in got[1:]] == list(range(19_000, 20_000))
     err = capfd.readouterr().err
-    assert "broker.logging: 19000 log record(s) dropped" in err
+    assert "broker.applog: 19000 log record(s) dropped" in err
     assert re.search(r"delivering to topic down again after \d+\.\d s", err), err
 
 
@@ -159,7 +159,7 @@ def test_a_record_too_large_is_dropped_counted_and_reported(broker, topic_name, 
         h.close()                     # the loss is reported before the handler stops
     got = values(read_topic(broker.bootstrap, topic_name, 3))
     assert [d["message"] for d in got[:2]] == ["small", "small again"]
-    assert (got[2]["logger"], got[2]["dropped"]) == ("broker.logging", 1)
+    assert (got[2]["logger"], got[2]["dropped"]) == ("broker.applog", 1)
     assert got[2]["message"] == ("1 log record(s) dropped: refused by the broker, larger than max_record_bytes "
                                  "or failing to format")
     assert "larger than max_record_bytes=1000: dropped" in capfd.readouterr().err
@@ -201,7 +201,7 @@ def test_a_forked_child_sends_its_own_records(broker, topic_name):
     create(broker.bootstrap, topic_name, 1)
     code = textwrap.dedent(f"""
         import logging, os
-        from broker.logging import KafkaLogHandler
+        from broker.applog import KafkaLogHandler
         h = KafkaLogHandler("{broker.bootstrap}", "{topic_name}", layout="json", close_timeout=60)
         lg = logging.getLogger("app.fork")
         lg.addHandler(h)

@@ -1,5 +1,6 @@
 """Fetch long polling (max_wait_ms / min_bytes) seen from a client socket: an empty
-partition holds the Fetch for max_wait_ms; new data answers it early; min_bytes above
+partition holds the Fetch for max_wait_ms, and never longer than the broker's
+fetch.wait.max.ms; new data answers it early; min_bytes above
 what is there waits the whole max_wait_ms, then returns what there is. The waits are the
 behaviour under test, so the time bounds here are generous on purpose."""
 from __future__ import annotations
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.interop
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("long-poll") / "data") as b:
+    # fetch.wait.max.ms: the longest wait granted (the tests here ask for less but one)
+    with BrokerProcess(tmp_path_factory.mktemp("long-poll") / "data", config={"fetch.wait.max.ms": 2000}) as b:
         yield b
 
 
@@ -43,6 +45,14 @@ def test_empty_partition_waits_max_wait(broker, topic):
     assert not d.records
     assert d.high_watermark == 0
     assert 0.4 <= elapsed < 3.0, elapsed
+
+
+def test_a_wait_longer_than_fetch_wait_max_ms_ends_at_it(broker, topic):
+    """A client asking for a 10-minute long poll is answered after the broker's
+    fetch.wait.max.ms (2 s here), with what there is."""
+    d, elapsed = timed_fetch(broker, topic, 0, max_wait_ms=600_000, min_bytes=1 << 30)
+    assert d.error_code == 0 and not d.records
+    assert 1.9 <= elapsed < 10.0, elapsed
 
 
 def test_new_data_answers_a_waiting_fetch_early(broker, topic):

@@ -8,7 +8,8 @@
         b.pause(); b.resume()  # SIGSTOP / SIGCONT: alive, silent (its sockets stay open)
         b.terminate(); b.wait()  # SIGTERM without waiting, then wait for the exit
 
-`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard). `host` is the
+`nofile` sets the broker's open-file limit (RLIMIT_NOFILE, soft and hard), `umask` the
+umask it starts with (else the test process's). `host` is the
 loopback address it listens on (default 127.0.0.1; the fault tests give each broker its
 own, from which its connections to other brokers and ZooKeeper then leave too).
 `python` and `cwd` run another checkout's broker (its .venv's interpreter, in its
@@ -42,7 +43,7 @@ class BrokerProcess:
     def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
                  log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
                  nofile: int | None = None, host: str = "127.0.0.1", python: str | None = None,
-                 cwd: Path | None = None):
+                 cwd: Path | None = None, umask: int | None = None):
         self.data_dir = Path(data_dir)
         self.python = python or sys.executable
         self.cwd = cwd
@@ -61,6 +62,7 @@ class BrokerProcess:
         self.event_loop = event_loop
         self.env = env
         self.nofile = nofile
+        self.umask = umask
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.log_path = self.data_dir.parent / f"broker-{self.broker_id}-{self.port}.log"
@@ -109,7 +111,9 @@ class BrokerProcess:
         _running.add(self)
 
     def preexec(self) -> None:
-        """Runs in the child before exec: applies `nofile`."""
+        """Runs in the child before exec: applies `nofile` and `umask`."""
+        if self.umask is not None:
+            os.umask(self.umask)
         if self.nofile is not None:
             import resource
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))

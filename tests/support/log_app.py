@@ -1,4 +1,4 @@
-"""An application that logs through broker.logging.KafkaLogHandler configured with
+"""An application that logs through broker.applog.KafkaLogHandler configured with
 dictConfig, as a user's would, and the checks of what reached the topic.
 
     python -m tests.support.log_app BOOTSTRAP TOPIC N [text|json]
@@ -22,7 +22,7 @@ LOGGERS = ("app.a", "app.b", "app.c", "app.d")
 def main(bootstrap: str, topic: str, n: int, layout: str = "json") -> None:
     logging.config.dictConfig({
         "version": 1,
-        "handlers": {"kafka": {"class": "broker.logging.KafkaLogHandler", "bootstrap_servers": bootstrap,
+        "handlers": {"kafka": {"class": "broker.applog.KafkaLogHandler", "bootstrap_servers": bootstrap,
                                "topic": topic, "layout": layout, "queue_size": n, "close_timeout": 120}},
         "root": {"level": "INFO", "handlers": ["kafka"]},
     })

@@ -803,3 +803,15 @@ def test_topic_keys_types_match_kafka():
     assert TOPIC_KEYS["cleanup.policy"].type == ConfigType.LIST
     assert TOPIC_KEYS["min.cleanable.dirty.ratio"].type == ConfigType.DOUBLE
     assert BROKER_KEYS["offsets.topic.replication.factor"].type == ConfigType.SHORT
+
+
+def test_log_dirs_mode():
+    assert cfg().log_dirs_mode == 0o700
+    assert cfg(log__dirs__mode="0750").log_dirs_mode == 0o750
+    assert cfg(log__dirs__mode="755").log_dirs_mode == 0o755
+    assert cfg(log__dirs__mode="0o700").log_dirs_mode == 0o700
+    for bad, why in (("0644", "the broker's own user needs rwx (0700 at least)"),
+                     ("1777", "no setuid, setgid or sticky bits"),
+                     ("rwx------", "'rwx------' is not an octal mode such as 0700"),
+                     ("0800", "'0800' is not an octal mode such as 0700")):
+        assert str(_error(log__dirs__mode=bad)) == f"log.dirs.mode: invalid value {bad!r}: {why}"

@@ -15,6 +15,7 @@ import pytest
 from broker.protocol.framing import SMALL_READ, FrameReader
 from broker.server import connection as connection_mod
 from broker.server.connection import MAX_INFLIGHT_PRODUCE, RECV_SIZE, Connection
+from broker.server.connection_state import Hold
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 
@@ -27,6 +28,9 @@ class FakeServer:
     def __init__(self, loop):
         self.loop = loop
         self.services = type("B", (), {"config": {"socket.request.max.bytes": 1 << 20}})()
+        self.max_queued_bytes_per_connection = 4 << 20
+        self.request_memory = None
+        self.established = []
         self.dispatched: list[bytes] = []
         self.waiting: dict[bytes, asyncio.Future] = {}
         self.closed = []
@@ -54,6 +58,9 @@ class FakeServer:
 
     def connection_closed(self, conn):
         self.closed.append(conn)
+
+    def connection_established(self, conn):
+        self.established.append(conn)
 
     def log_bad_request(self, level, msg, *args):
         self.bad_requests.append(msg % args)
@@ -335,4 +342,112 @@ def test_the_rest_of_a_large_request_already_there_is_read_in_the_same_wake_up(m
         await _until(lambda: len(got) == 2)
         assert bytes(got[1]) == second[4:]
         assert calls == [len(second)]       # one read: the first SMALL_READ bytes, then the rest in place
+    run(body)
+
+
+# ------------------------------------------------------------------ what waits behind a request in flight
+
+def test_reading_stops_once_the_requests_behind_one_in_flight_reach_the_bound():
+    """queued.max.request.bytes.per.connection: behind a long poll the connection reads
+    on (small pipelined requests keep their pace) until the frames waiting behind it reach
+    the bound, then reads nothing more until the long poll is answered; nothing is lost."""
+    async def body(h: Harness):
+        bound = 1_000_000
+        h.conn.max_queued_bytes = bound
+        behind = [frame(METADATA, b"m%02d" % i + b"x" * 200_000) for i in range(20)]
+        await h.send(frame(FETCH, b"wait1"))
+        sender = h.loop.create_task(h.loop.sock_sendall(h.peer, b"".join(behind)))
+        await _until(lambda: not h.conn._reading)
+        await asyncio.sleep(0.1)
+        assert h.tags() == [b"wait1"] and not sender.done()
+        # the bound, plus at most what one wake-up reads past it
+        assert bound <= h.conn.queued_bytes < bound + RECV_SIZE + len(behind[0])
+        assert h.conn.holds == Hold.BEHIND
+        assert h.conn.queued_bytes == sum(map(len, h.conn.pending)) + h.conn.frames.reserved
+        h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+        expected = b"ans:wait1;" + b"".join(b"ans:" + f[6:] + b";" for f in behind)
+        await h.read_until(expected)
+        await sender
+        assert h.conn.queued_bytes == 0 and h.conn._reading
+    run(body)
+
+
+def test_with_a_bound_of_zero_nothing_is_read_while_a_request_is_in_flight():
+    """queued.max.request.bytes.per.connection=0 is Kafka's own rule: a connection is
+    muted while one of its requests is in flight."""
+    async def body(h: Harness):
+        h.conn.max_queued_bytes = 0
+        await h.send(frame(FETCH, b"wait1"))
+        await h.send(frame(METADATA, b"m1"))
+        assert h.tags() == [b"wait1"] and not h.conn.pending and h.conn.frames.buffered == 0
+        h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+        await h.read_until(b"ans:wait1;ans:m1;")
+    run(body)
+
+
+def test_small_requests_are_read_and_answered_without_a_request_in_flight():
+    """The bound is about requests behind one in flight: pipelined requests answered at
+    once are read whatever their total."""
+    async def body(h: Harness):
+        h.conn.max_queued_bytes = 1000
+        many = [frame(METADATA, b"m%03d" % i + b"y" * 100) for i in range(200)]
+        await h.loop.sock_sendall(h.peer, b"".join(many))
+        await h.read_until(b"".join(b"ans:" + f[6:] + b";" for f in many))
+    run(body)
+
+
+def test_the_broker_wide_bound_stops_other_connections_between_frames():
+    """queued.max.request.bytes: once the requests queued on all connections reach it, no
+    connection starts another frame — one in the middle of a frame finishes it — and they
+    read again as soon as handled requests free room."""
+    async def body(h: Harness):
+        memory = connection_mod.RequestMemory(600_000)
+        h.server.request_memory = memory
+        h.conn.close()
+        pairs = {name: socket.socketpair() for name in "abc"}
+        for _, peer in pairs.values():
+            peer.setblocking(False)
+        a, b, c = (Connection(h.server, pairs[name][0], name) for name in "abc")
+        h.conn, h.peer = a, pairs["a"][1]
+        a.max_queued_bytes = 10 << 20
+        try:
+            started = frame(PRODUCE, b"c" * 199_998)      # c: its size is read, then half of it
+            await h.loop.sock_sendall(pairs["c"][1], started[:100_000])
+            await _until(lambda: c.frames.in_frame)
+            assert memory.used == 200_000
+            behind = [frame(METADATA, b"a%02d" % i + b"x" * 100_000) for i in range(12)]
+            await h.send(frame(FETCH, b"wait1"))
+            sender = h.loop.create_task(h.loop.sock_sendall(h.peer, b"".join(behind)))
+            await _until(lambda: memory.exhausted and not a._reading)
+            assert Hold.MEMORY in a.holds
+            await h.loop.sock_sendall(pairs["b"][1], frame(METADATA, b"b1"))
+            await asyncio.sleep(0.1)
+            assert b"b1" not in h.tags() and b in memory.waiting       # b starts no frame
+            await h.loop.sock_sendall(pairs["c"][1], started[100_000:])
+            await _until(lambda: any(f[2:3] == b"c" for f in h.server.dispatched))   # c finishes its own
+            h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
+            await _until(lambda: b"b1" in h.tags())
+            await sender
+            await _until(lambda: len(h.server.dispatched) == 1 + 1 + len(behind) + 1)
+            await _until(lambda: memory.used == 0)
+        finally:
+            for conn in (b, c):
+                conn.close()
+            for name in "bc":
+                pairs[name][1].close()
+    run(body)
+
+
+def test_bytes_of_an_unfinished_frame_do_not_make_a_connection_active():
+    """connections.max.idle.ms counts from the last complete request: a client trickling
+    the bytes of a frame it never completes stays idle."""
+    async def body(h: Harness):
+        data = frame(METADATA, b"slow")
+        before = h.conn.last_active
+        for i in range(len(data) - 1):
+            await h.send(data[i:i + 1])
+        assert h.conn.last_active == before and h.conn.idle
+        await h.send(data[-1:])
+        await h.read_until(b"ans:slow;")
+        assert h.conn.last_active > before
     run(body)

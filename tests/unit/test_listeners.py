@@ -37,7 +37,7 @@ def cache_with_brokers():
 
 
 def ctx(cache, listener, version, request_cls):
-    return SimpleNamespace(services=SimpleNamespace(metadata=cache, config=CONFIG), listener_name=listener, authorize=lambda *a, **k: True,
+    return SimpleNamespace(services=SimpleNamespace(metadata=cache, config=CONFIG), listener_name=listener, has_right=lambda *a, **k: True,
                            api_version=version, header=None, connection=None, received=0.0)
 
 

@@ -1,4 +1,4 @@
-"""broker.logging.KafkaLogHandler without a broker: configuration through dictConfig, the
+"""broker.applog.KafkaLogHandler without a broker: configuration through dictConfig, the
 text and JSON layouts, keys and headers, the loggers it ignores, and what it does while
 no broker answers (a free loopback port nobody listens on): a bounded queue keeping the
 newest records, the drops counted, close() returning and saying what was not delivered.
@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from broker.logging import DEFAULT_TEXT_FORMAT, KafkaLogHandler
+from broker.applog import DEFAULT_TEXT_FORMAT, KafkaLogHandler
 from tests.support.ports import free_port
 
 
@@ -66,7 +66,7 @@ def test_dictconfig_builds_it_with_its_options_and_formatter():
         logging.config.dictConfig({{
             "version": 1,
             "formatters": {{"short": {{"format": "%(levelname)s %(name)s %(message)s"}}}},
-            "handlers": {{"kafka": {{"class": "broker.logging.KafkaLogHandler", "level": "INFO",
+            "handlers": {{"kafka": {{"class": "broker.applog.KafkaLogHandler", "level": "INFO",
                                     "formatter": "short", "bootstrap_servers": "{bootstrap}",
                                     "topic": "app-logs", "key": "level", "queue_size": 500, "acks": "all",
                                     "compression": "lz4", "headers": {{"app": "billing"}},
@@ -106,7 +106,7 @@ def test_dictconfig_names_the_handler_with_a_bad_option():
     r = run_python("""
         import logging.config
         logging.config.dictConfig({"version": 1, "handlers": {"kafka": {
-            "class": "broker.logging.KafkaLogHandler", "bootstrap_servers": "127.0.0.1:9092", "topic": "t",
+            "class": "broker.applog.KafkaLogHandler", "bootstrap_servers": "127.0.0.1:9092", "topic": "t",
             "layout": "xml"}}})
     """)
     assert r.returncode == 1
@@ -167,7 +167,7 @@ def test_static_headers_follow_host_and_process(handlers):
 
 def test_client_loggers_and_excluded_ones_are_ignored(handlers):
     h = handlers(exclude_loggers=["noisy"])
-    for name in ("broker.client.sender", "broker.client", "broker.protocol.codec", "broker.logging",
+    for name in ("broker.client.sender", "broker.client", "broker.protocol.codec", "broker.applog",
                  "noisy", "noisy.sub"):
         h.handle(record(name=name))
     assert h.queued == 0
@@ -227,3 +227,13 @@ def test_default_text_line_is_what_logging_formatter_writes(handlers):
         rec = record()
         rec.created, rec.msecs = created, (created - int(created)) * 1000
         assert h.encode(rec)[1].decode() == plain.format(rec)
+
+
+def test_the_former_module_name_still_works_and_says_so():
+    import importlib
+    import sys
+    sys.modules.pop("broker.logging", None)
+    with pytest.warns(DeprecationWarning, match="broker.applog"):
+        old = importlib.import_module("broker.logging")
+    from broker.applog import KafkaLogHandler
+    assert old.KafkaLogHandler is KafkaLogHandler

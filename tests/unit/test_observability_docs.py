@@ -64,4 +64,5 @@ def test_make_serve_passes_serve_args():
     r = subprocess.run(["make", "-n", "serve", f"SERVE_ARGS={setting}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert f".venv/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 {setting}" in r.stdout
+    assert (".venv/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 "
+            f"--set schema.registry.listener=127.0.0.1:8081 {setting}") in r.stdout

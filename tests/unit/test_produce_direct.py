@@ -1,5 +1,6 @@
-"""The Produce direct path (broker/server/handlers/produce.py `direct`, the C pieces in
-broker._native.produce) against the general path, on real Partitions over real Logs:
+"""The Produce direct path (broker/server/handlers/produce.py `direct`: decode in C,
+ReplicaManager.append_now, encode in C with broker._native.produce) against the general
+path, on real Partitions over real Logs:
 
 - the same answers, byte for byte, and the same log files, over a seeded random sequence
   of requests (versions 3-12, acks 0/1/-1, idempotent producers and their retries and
@@ -8,7 +9,10 @@ broker._native.produce) against the general path, on real Partitions over real L
   docstring it answers nothing and appends nothing, and hands on the request it decoded
   (what the general decoder reads) or none;
 - its header decoder and answer encoder against the generated codec, and the header
-  decoder over random bytes (no crash).
+  decoder over random bytes (no crash); the transactional bit of a batch as RecordBatch
+  reads it;
+- the server's part: which connections' Produces go the direct way, and the api key read
+  from the frame by the protocol layer, not by the server.
 """
 import os
 import random
@@ -19,14 +23,15 @@ import pytest
 
 from broker._native import produce as native
 from broker.cluster.metadata import PartitionState
+from broker.cluster.replica.delayed_produce import PartitionResult
 from broker.cluster.replica.manager import ReplicaManager
 from broker.cluster.replica.partition import Partition
 from broker.log import TopicPartition
 from broker.log.log import Log
-from broker.native import BatchBuilder
+from broker.native import BatchBuilder, RecordBatch
 from broker.protocol import codec
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from broker.server.handlers import produce
+from broker.server.handlers import DIRECT_PATHS, produce
 from tests.unit.log._support import log_config
 
 BROKER = 1
@@ -59,9 +64,9 @@ class Side:
             lg = Log.load(str(root / f"{topic}-{index}"), tp, log_config(root, overrides))
             self.replicas.partitions[tp] = Partition(tp, lg, PartitionState(index, [1, 2], leader, 3, list(isr)),
                                                      BROKER, self.replicas.purgatory)
-        self.server = SimpleNamespace(services=SimpleNamespace(replicas=self.replicas), version_caps={},
-                                      request_stats=None)
-        self.conn = SimpleNamespace(client_id=None)
+        self.services = SimpleNamespace(replicas=self.replicas)
+        self.version_caps = {}
+        self.client_id = None               # the client id of the last request taken
 
     def log(self, topic, index=0) -> Log:
         return self.replicas.partitions[TopicPartition(topic, index)].log
@@ -69,22 +74,29 @@ class Side:
     def general(self, frame):
         """What Server.dispatch answers without the direct path (None: no answer)."""
         header, request = codec.decode_request(frame)
-        ctx = SimpleNamespace(services=SimpleNamespace(replicas=self.replicas), authorize=lambda *a, **k: True,
+        ctx = SimpleNamespace(services=SimpleNamespace(replicas=self.replicas), has_right=lambda *a, **k: True,
                               connection=SimpleNamespace(close=lambda: None), header=header,
                               api_version=header.request_api_version, received=0.0)
         response = produce.handle(ctx, request)
         assert not hasattr(response, "__await__"), "a request of this test waited"
         return None if response is None else bytes(b"".join(codec.encode_response(header, response)))
 
+    def direct(self, frame):
+        return produce.direct(self.services, frame, self.version_caps)
+
     def dispatch(self, frame):
         """(taken by the direct path, the answer)."""
-        parts, decoded = produce.direct(self.server, self.conn, frame)
-        if parts is None:
-            if decoded is not None:     # what the general path would decode, and then handles
-                assert decoded == codec.decode_request(frame)[1]
+        taken = self.direct(frame)
+        if not isinstance(taken, tuple):
+            if taken is not None:       # what the general path would decode, and then handles
+                assert taken == codec.decode_request(frame)[1]
             return False, self.general(frame)
-        assert decoded is None
-        return True, bytes(b"".join(parts))
+        parts, self.client_id, errors = taken
+        answer = bytes(b"".join(parts))
+        if errors is not None:          # what the metrics count: the answer's error codes
+            assert bytes(b"".join(codec.encode_response(codec.decode_request(frame)[0], errors))) == answer
+            assert any(r.error_code for t in errors.responses for r in t.partition_responses)
+        return True, answer
 
     def files(self):
         out = {}
@@ -180,7 +192,7 @@ def test_what_it_takes_it_answers_with_the_general_paths_bytes(tmp_path):
             took, answer = d.dispatch(bytearray(frame))
             assert took
             assert answer == g.general(bytearray(frame))
-    assert d.conn.client_id == "c"
+    assert d.client_id == "c"
     assert d.log("t", 0).high_watermark == d.log("t", 0).log_end_offset == 16      # 4 versions x 2 x 2
 
 
@@ -219,7 +231,7 @@ def test_what_it_leaves_to_the_general_path_untouched(tmp_path, case):
         acks = -1
         side.log("t").append_as_leader(batch(), 3)         # not through the Partition: no high watermark
     elif case == "a version above the cap":
-        side.server.version_caps = {0: 11}
+        side.version_caps = {0: 11}
         version = 12
     frame = frame_of(produce_request([(topic, [(0, records)])], acks, txn), version)
     if case == "header tagged fields":      # header v2's tag section: one tag (0) of one byte
@@ -228,14 +240,13 @@ def test_what_it_leaves_to_the_general_path_untouched(tmp_path, case):
     elif case == "a malformed body":
         del frame[-3:]
     ends = {tp: p.log.log_end_offset for tp, p in side.replicas.partitions.items()}
-    parts, decoded = produce.direct(side.server, side.conn, frame)
-    assert parts is None
+    decoded = side.direct(frame)
+    assert not isinstance(decoded, tuple)
     if case in ("a version above the cap", "header tagged fields", "a malformed body"):
         assert decoded is None          # not decoded: the general path decodes it
     else:                               # the general path goes on with what was decoded
         assert decoded == codec.decode_request(bytes(frame))[1]
     assert {tp: p.log.log_end_offset for tp, p in side.replicas.partitions.items()} == ends
-    assert side.conn.client_id is None
 
 
 # ---------------------------------------------------------------------- the C pieces
@@ -256,12 +267,46 @@ def test_encode_appended_writes_what_the_generated_encoder_writes(version):
             for name, parts in topics])
         corr = rng.randint(-(1 << 31), (1 << 31) - 1)
         expected = bytes(b"".join(codec.encode_response((corr, 0, version), response)))
-        assert bytes(native.encode_appended(corr, version, topics)[0]) == expected
+        request = produce_request([(name, [(i, None) for i, *_ in parts]) for name, parts in topics])
+        results = [PartitionResult(base_offset=b, log_append_time=t, log_start_offset=s)
+                   for _, parts in topics for _, b, t, s in parts]
+        assert bytes(native.encode_appended(corr, version, request.topic_data, results)[0]) == expected
 
 
-def test_encode_appended_refuses_a_version_it_does_not_write():
+def test_encode_appended_refuses_a_version_it_does_not_write_and_results_that_do_not_match():
     with pytest.raises(ValueError, match="v2"):
-        native.encode_appended(1, 2, [])
+        native.encode_appended(1, 2, [], [])
+    topics = produce_request([("t", [(0, None), (1, None)])]).topic_data
+    one = [PartitionResult(base_offset=0)]
+    with pytest.raises(ValueError, match="1 results for more partitions"):
+        native.encode_appended(1, 9, topics, one)
+    with pytest.raises(ValueError, match="3 results for 2 partitions"):
+        native.encode_appended(1, 9, topics, one * 3)
+
+
+def test_the_native_codec_covers_the_versions_the_generator_wrote():
+    """broker._native.produce's versions are _native/include/kb_messages.h's, which
+    tools/gen_protocol.py writes from Kafka's definitions (test_proto_generated.py holds
+    the header current)."""
+    assert native.VERSIONS == (3, 12)
+    assert produce.MIN_VERSION >= native.VERSIONS[0] and produce.MAX_VERSION <= native.VERSIONS[1]
+
+
+def test_the_transactional_bit_is_the_batchs_as_record_batch_reads_it():
+    seed = random.randrange(1 << 30)
+    print("seed", seed)
+    rng = random.Random(seed)
+    plain, txn = batch(), batch(producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    assert not native.first_batch_transactional(plain) and native.first_batch_transactional(txn)
+    assert native.first_batch_transactional(memoryview(txn + plain)) and not native.first_batch_transactional(plain + txn)
+    for records in (b"", bytearray(22), txn[:22]):          # too short to say
+        assert not native.first_batch_transactional(records)
+    assert native.first_batch_transactional(txn[:23])
+    for _ in range(200):
+        txn = rng.random() < 0.5
+        records = batch(rng.randint(1, 3), compression=rng.choice((None, "gzip", "lz4")), producer_id=rng.randint(0, 9),
+                        producer_epoch=0, base_sequence=0, is_transactional=txn) + rng.randbytes(rng.randint(0, 70))
+        assert native.first_batch_transactional(records) == RecordBatch(records).is_transactional == txn, f"seed {seed}"
 
 
 @pytest.mark.parametrize("version", range(3, 13))
@@ -315,4 +360,12 @@ def test_the_server_sends_a_produce_the_direct_way_only_without_the_checks_it_sk
                              services=SimpleNamespace(authorizer=change.get("authorizer")),
                              quotas=change.get("quotas"))
     conn = SimpleNamespace(authenticator=change.get("authenticator"))
-    assert Server.takes_direct_produce(server, conn) is takes
+    assert Server.takes_direct(server, conn, produce.API_KEY) is takes
+
+
+def test_the_direct_path_is_found_by_the_api_key_the_protocol_layer_reads():
+    frame = frame_of(produce_request([("t", [(0, batch())])]), 9)
+    assert codec.request_api_key(frame) == 0 and DIRECT_PATHS[codec.request_api_key(frame)] is produce
+    fetch = bytearray(b"\x00\x01\x00\x0c\x00\x00\x00\x01\xff\xff")
+    assert codec.request_api_key(fetch) == 1 and 1 not in DIRECT_PATHS
+    assert codec.request_api_key(bytearray(b"\x00")) == -1

@@ -78,7 +78,7 @@ class FakeConnection:
 
 def context(outcomes=None, replicas=None, topic="t"):
     replicas = replicas if replicas is not None else replicas_with(outcomes, topic)
-    return SimpleNamespace(services=SimpleNamespace(replicas=replicas), authorize=lambda *a, **k: True,
+    return SimpleNamespace(services=SimpleNamespace(replicas=replicas), has_right=lambda *a, **k: True,
                            connection=FakeConnection(), header=None, api_version=9, received=0.0)
 
 

@@ -147,13 +147,38 @@ def test_connection_cache_follows_changes():
     q = ClientQuotas()
     q.load({"clients/app": {PRODUCE: "10"}})
     conn = SimpleNamespace(quota_generation=-1, quota_client_id=None, quota_sensors=(None, None, None),
-                           principal="User:alice")
+                           principal="User:alice", authenticator=None)
     first = q.for_connection(conn, "app")
     assert first[0] is not None and first[0].quota == 10 and first[1] is None
     assert q.for_connection(conn, "app") is first
     q.update("clients/app", {PRODUCE: "20"})
     again = q.for_connection(conn, "app")
     assert again[0].quota == 20
+
+
+def test_a_sasl_connection_has_its_users_quota_from_authentication_on():
+    """Issue 34: ApiVersions comes before SASL authentication; the sensors are not picked
+    then (no quota applies before authentication, as in Kafka), and once the connection
+    has authenticated (Connection.authenticated() forgets the cached sensors) they are
+    the user's, each user's own."""
+    q = ClientQuotas()
+    q.load({"users/bob": {FETCH: "1024"}, "users/<default>": {FETCH: "4096"}})
+    auth = SimpleNamespace(authenticated=False)
+    bob = SimpleNamespace(quota_generation=-1, quota_client_id=None, quota_sensors=(None, None, None),
+                          principal="User:ANONYMOUS", authenticator=auth)
+    assert q.for_connection(bob, "rdkafka") == (None, None, None)
+    assert bob.quota_generation == -1                  # nothing cached
+    auth.authenticated, bob.principal, bob.quota_generation = True, "User:bob", -1    # authenticated()
+    sensors = q.for_connection(bob, "rdkafka")
+    assert sensors[1].quota == 1024 and q.fetch.sensors[("bob", "")] is sensors[1]
+    carol = SimpleNamespace(quota_generation=-1, quota_client_id=None, quota_sensors=(None, None, None),
+                            principal="User:carol", authenticator=SimpleNamespace(authenticated=True))
+    other = q.for_connection(carol, "rdkafka")[1]
+    assert other.quota == 4096 and other is not sensors[1] and q.fetch.sensors[("carol", "")] is other
+    assert ("ANONYMOUS", "") not in q.fetch.sensors
+    # re-authentication (KIP-368): looked up again, the same user's sensor
+    bob.quota_generation = -1
+    assert q.for_connection(bob, "rdkafka")[1] is sensors[1]
 
 
 def test_entity_paths():
@@ -220,3 +245,25 @@ def test_tags_of_clients_without_a_quota_follow_kafkas_modes():
     assert q.produce.resolve("bob", "c") == (None, ("bob", "c"))
     q.load({"users/alice": {PRODUCE: "1"}, "clients/x": {PRODUCE: "1"}})
     assert q.produce.resolve("bob", "c") == (None, ("", "c"))
+
+
+def test_a_new_sensor_is_not_expired_however_long_the_machine_is_up(monkeypatch):
+    """Sensors unused for an hour are dropped; a new one was taken for one unused since the
+    monotonic clock's start, and dropped at once on a machine up for over an hour (its
+    connection then held a sensor the metrics no longer saw)."""
+    import broker.server.quotas as quotas_mod
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0)
+    q = ClientQuotas()
+    q.load({"users/bob": {FETCH: "1024"}})
+    conn = SimpleNamespace(quota_generation=-1, quota_client_id=None, quota_sensors=(None, None, None),
+                           principal="User:bob", authenticator=None)
+    sensors = q.for_connection(conn, "app")
+    assert q.fetch.sensors[("bob", "")] is sensors[1]
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0 + 3599)
+    q._last_expiry = 0.0
+    q.expire()
+    assert ("bob", "") in q.fetch.sensors
+    monkeypatch.setattr(quotas_mod.time, "monotonic", lambda: 5 * 3600.0 + 3601)
+    q._last_expiry = 0.0
+    q.expire()
+    assert ("bob", "") not in q.fetch.sensors                  # unused for an hour: dropped

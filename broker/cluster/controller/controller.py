@@ -58,7 +58,7 @@ from broker.cluster.controller.channel_manager import (
     ResponseCallback,
 )
 from broker.cluster.controller.decisions import ClusterView, Decision, LeaderAndIsr, PartitionView
-from broker.cluster.controller.reassignment import ReplicaAssignment
+from broker.cluster.controller.reassignment_decisions import ReplicaAssignment
 from broker.cluster.controller.reassignments import Reassignments
 from broker.cluster.metadata import FEATURES, MetadataStore
 from broker.cluster.store.errors import ControllerMoved

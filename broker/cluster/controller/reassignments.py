@@ -1,9 +1,9 @@
 """The controller's partition reassignments (KIP-455, Kafka's KafkaController in ZooKeeper
 mode: onPartitionReassignment and what calls it), carried out on the controller's event
-queue with the pure decisions of reassignment.py.
+queue with the pure decisions of reassignment_decisions.py.
 
     alter      AlterPartitionReassignments: each partition's new target (None: cancel)
-               is checked (reassignment.plan), the topic nodes get RS/AR/RR, then each
+               is checked (reassignment_decisions.plan), the topic nodes get RS/AR/RR, then each
                partition advances:
     advance    not complete: LeaderAndIsr with the leader epoch bumped to every replica
                of RS (the new ones create their logs and follow); replicas a replaced
@@ -30,10 +30,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from broker.cluster.controller import reassignment as R
+from broker.cluster.controller import reassignment_decisions as R
 from broker.cluster.controller.channel_manager import RequestBatch
 from broker.cluster.controller.decisions import ClusterView, Decision, Failure, LeaderAndIsr
-from broker.cluster.controller.reassignment import ReplicaAssignment
+from broker.cluster.controller.reassignment_decisions import ReplicaAssignment
 from broker.cluster.store.errors import BadVersion
 from broker.cluster.store.znodes import TopicAssignment
 from broker.log import TopicPartition

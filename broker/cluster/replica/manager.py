@@ -24,9 +24,15 @@ coordinators' writes to __consumer_offsets and __transaction_state
 (server/partition_writer.py, origin COORDINATOR) and transaction markers (the
 WriteTxnMarkers handler, origin MARKER: control batches, nothing else). It appends
 synchronously and answers what can be answered at once; acks=-1 and the topic's flush
-policy wait in the purgatory the ReplicaManager owns (`purgatory`, delayed_produce.py),
-where the fetch handler's long polls sleep too. Followers append through their fetchers
-(Partition.append_as_follower), never through here.
+policy wait in the purgatory the ReplicaManager owns (`purgatory`, delayed_produce.py).
+Followers append through their fetchers (Partition.append_as_follower), never through
+here.
+
+`fetch_records` is the one way a fetch reads as leader (Kafka's fetchMessages and
+readFromLog): consumers' and followers' fetches (the fetch handler, which keeps the ACLs,
+the client's quota and the encoding). It reads synchronously and answers at once when it
+can; a long poll waits in the same purgatory (delayed_fetch.py), woken by appends (a
+follower's), moves of the high watermark (a consumer's) and changes of leadership.
 
 A failed log dir (the LogManager took it offline: an I/O error) takes its partitions
 offline here (Kafka's handleLogDirFailure): they leave the partition map, their fetchers
@@ -45,27 +51,38 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import errno
 import logging
 import uuid
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.cache import MetadataCache
 from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState
+from broker.cluster.replica.append_errors import APPEND_ERRORS, append_error
+from broker.cluster.replica.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchPartition,
+    FetchResult,
+    LogReads,
+    PartitionRead,
+    satisfied,
+)
 from broker.cluster.replica.delayed_produce import AcksPending, AppendResult, DelayedProduce, PartitionResult
 from broker.cluster.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.cluster.replica.partition import Partition
-from broker.cluster.replica.purgatory import Purgatory
+from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END, Purgatory
 from broker.cluster.replica.throttle import ReplicationQuotas
-from broker.errors import APPEND_ERRORS, append_error
-from broker.log import LogManager, TopicPartition
+from broker.log import LogManager, OffsetOutOfRange, TopicPartition
 from broker.log.manager import LogDirError
+from broker.metrics.stats import TopicStats
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 
 if TYPE_CHECKING:
     from broker.cluster.controller_client import ControllerClient
-    from broker.metrics.stats import TopicStats
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("state.change.logger")     # Kafka's state-change log
@@ -89,10 +106,20 @@ _CLIENT = AppendOrigin.CLIENT       # an enum's attribute costs ~0.1 us to read:
 _MARKER = AppendOrigin.MARKER
 
 
+def _never() -> bool:
+    return False
+
+
+def _read_error(r: PartitionRead, code: int) -> None:
+    r.error = code
+    r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
+    r.diverging = None
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
                  fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000,
-                 quotas: ReplicationQuotas | None = None):
+                 quotas: ReplicationQuotas | None = None, measure: bool = False):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
@@ -111,8 +138,9 @@ class ReplicaManager:
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_timer: asyncio.Task[None] | None = None
-        #: per-topic bytes and messages in and out when metrics are on (broker/metrics)
-        self.topic_stats: TopicStats | None = None
+        #: per-topic bytes and records in and out, and the bytes sent to followers (Kafka's
+        #: BrokerTopicStats), counted when `measure` (metrics.listener); None: not counted
+        self.topic_stats: TopicStats | None = TopicStats() if measure else None
         #: Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes of partitions led here
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -183,7 +211,7 @@ class ReplicaManager:
         an unknown partition UNKNOWN_TOPIC_OR_PARTITION, one not led here
         NOT_LEADER_OR_FOLLOWER; acks=-1 while the ISR is below min.insync.replicas
         NOT_ENOUGH_REPLICAS (nothing appended); what the log refuses is mapped by
-        broker/errors.py (INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR,
+        broker/cluster/replica/append_errors.py (INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR,
         OUT_OF_ORDER_SEQUENCE_NUMBER ...); a retried idempotent batch is answered with the
         offsets of its first write. Any other exception is a bug and propagates.
 
@@ -195,6 +223,31 @@ class ReplicaManager:
         (Log.append_as_leader)."""
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1, not {acks}")
+        return AppendResult(*self._append(entries, acks, timeout_ms, origin, transaction_version))
+
+    def append_now(self, entries: Sequence[tuple[TopicPartition, Records]], acks: int,
+                   timeout_ms: int = 0) -> list[PartitionResult] | None:
+        """A client's append (origin CLIENT, acks 1 or -1) answered at once: appended as
+        append_records appends it, one PartitionResult per entry, final. None, with nothing
+        appended, when append_records would make any partition wait or refuse it before its
+        append: an internal topic, a partition not led here, one that does not answer at
+        once (Partition.answers_at_once: a flush policy, acks=-1 with followers to wait
+        for). The direct path of Produce (server/handlers/produce.py) appends so."""
+        partitions = self.partitions
+        for tp, _ in entries:
+            part = partitions.get(tp)
+            if part is None or not part.answers_at_once(acks) or tp.topic in INTERNAL_TOPICS:
+                return None
+        results, delayed = self._append(entries, acks, timeout_ms, _CLIENT, flush_policies=False)
+        if delayed is not None:         # answers_at_once rules it out: a bug
+            raise RuntimeError(f"an append of {[str(tp) for tp, _ in entries]} answered at once must wait")
+        return results
+
+    def _append(self, entries: Iterable[tuple[TopicPartition, Records]], acks: int, timeout_ms: int,
+                origin: AppendOrigin, transaction_version: int = 0,
+                flush_policies: bool = True) -> tuple[list[PartitionResult], DelayedProduce | None]:
+        """append_records' appends: the results, and what waits (None: nothing).
+        `flush_policies` False: the caller knows that no partition has one (append_now)."""
         internal_allowed = origin is not _CLIENT
         results: list[PartitionResult] = []
         delayed: DelayedProduce | None = None
@@ -219,7 +272,7 @@ class ReplicaManager:
                 self.topic_stats.appended(tp.topic, info.record_count, info.size)
             if acks == 0:
                 continue
-            if part.needs_flush():
+            if flush_policies and part.needs_flush():
                 if delayed is None:
                     delayed = DelayedProduce(self.purgatory, self.partitions.get, timeout_ms)
                 delayed.flushes.append((res, part))
@@ -232,7 +285,7 @@ class ReplicaManager:
                     delayed.acks_pending.append(AcksPending(res, part, required, part.leader_epoch))
                 elif error:
                     res.error = error
-        return AppendResult(results, delayed)
+        return results, delayed
 
     # ------------------------------------------------------------------ LeaderAndIsr
 
@@ -444,13 +497,162 @@ class ReplicaManager:
             except Exception:
                 log.exception("leadership listener %r failed", fn)
 
+    # ------------------------------------------------------------------ reads as leader
+
+    def fetch_records(self, params: FetchParams, partitions: Sequence[FetchPartition],
+                      gone: Callable[[], bool] = _never) -> FetchResult:
+        """Reads `partitions` for a consumer or a follower (Kafka's fetchMessages): now, in
+        order (read_from_log), and answers with that read when it can
+        (delayed_fetch.py); otherwise the result is `pending`: a DelayedFetch waits in the
+        purgatory and `await result.wait()` gives the answer. `gone()`: has the fetch's
+        client gone (it then waits no more)? The fetch's ACLs, its client's quota and the
+        answer's encoding are the caller's (the fetch handler)."""
+        read = self.read_from_log(params, partitions)
+        if params.max_wait_ms <= 0 or satisfied(read, params.min_bytes, params.deadline, gone):
+            self._fetch_completed(read)
+            return FetchResult(read)
+        read.release()
+        delayed = DelayedFetch(self.purgatory, partial(self.read_from_log, params, partitions), params.min_bytes,
+                               params.deadline, read.watches, gone)
+        return FetchResult(None, delayed, self._fetch_completed)
+
+    def _fetch_completed(self, read: LogReads) -> None:
+        """A follower's answer: the bytes it carries of throttled partitions, in sync or
+        not, count against the leader throttle (Kafka's sizeOfThrottledPartitions)."""
+        if read.throttled_bytes >= 0 and read.bytes:
+            self.quotas.leader.record(read.throttled_bytes)
+
+    def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]) -> LogReads:
+        """One read of each partition, in order (Kafka's readFromLog and
+        Partition.fetchRecords): below the high watermark for a consumer (the last stable
+        offset for read_committed, with the aborted transactions the records overlap),
+        below the log end for a follower.
+
+        Limits (KIP-74): each partition's max_bytes, the fetch's max_bytes over all,
+        except that the first batch of the first partition with data is read whole. A
+        partition not led here (or not at the fetch's leader epoch) answers with its
+        error; an offset outside the log OFFSET_OUT_OF_RANGE; a read the disk refuses
+        KAFKA_STORAGE_ERROR (its log dir is taken offline). When the open-file limit
+        allows no more open segments (EMFILE), the partitions left get no records this
+        time, as when max_bytes is reached.
+
+        A follower (params.replica_id) must be a replica of the partition
+        (Partition.check_follower); a last fetched epoch that diverges from this leader's
+        epochs is answered with where that epoch ends, no records and no update; and only
+        a read that succeeded counts as its position (record_follower_fetch). The leader
+        replication throttle (throttle.py): a throttled partition the follower is not in
+        sync for gets no records while the leader quota is exceeded, and otherwise at
+        most one window's worth of it over such partitions."""
+        follower = params.replica_id >= 0
+        replica_id = params.replica_id
+        committed = params.read_committed
+        kind = LOG_END if follower else HIGH_WATERMARK
+        remaining = params.max_bytes
+        total = 0
+        first = True
+        errors = False
+        starved = False     # out of open segments: the remaining partitions get no records
+        reads: list[PartitionRead] = []
+        watches: list[tuple[Hashable, int]] = []
+        # the leader replication throttle (Kafka's shouldLeaderThrottle), looked at only for
+        # a follower's fetch of a throttled partition it is out of sync for, at most once
+        leader_quota = self.quotas.leader
+        counts_throttled = follower and bool(leader_quota.topics)
+        throttled_bytes = 0 if counts_throttled else -1
+        quota = leader_quota if counts_throttled and leader_quota.bound is not None else None
+        exceeded: bool | None = None
+        throttled_left = 0
+        for fp in partitions:
+            r = PartitionRead()
+            reads.append(r)
+            name: str | None = fp.topic
+            if fp.topic_id is not None:
+                name = self.metadata.topic_name(fp.topic_id)
+                if name is None:
+                    r.error = ErrorCode.UNKNOWN_TOPIC_ID
+                    errors = True
+                    continue
+            assert name is not None
+            sl = None
+            try:
+                part = self.leader_partition(name, fp.partition, fp.current_leader_epoch)
+                lg = part.log
+                watches.append((part.tp, kind))
+                lso = lg.last_stable_offset
+                if follower:
+                    part.check_follower(replica_id, fp.current_leader_epoch)
+                    limit = lg.log_end_offset
+                elif committed:
+                    limit = lso
+                else:
+                    limit = lg.high_watermark
+                r.high_watermark = lg.high_watermark
+                r.last_stable_offset = lso
+                r.log_start_offset = lg.log_start_offset
+                if follower and fp.last_fetched_epoch >= 0:
+                    diverging = part.diverging_epoch(fp.fetch_offset, fp.last_fetched_epoch)
+                    if diverging is not None:
+                        # no records, no follower update: it truncates first (answered at once)
+                        r.diverging = diverging
+                        errors = True
+                        continue
+                if starved:
+                    continue
+                max_bytes = min(fp.max_bytes, remaining)
+                held = capped = False
+                if quota is not None and quota.is_throttled(name, fp.partition) \
+                        and replica_id not in part.maximal_isr:
+                    if exceeded is None:
+                        exceeded = quota.exceeded()
+                        throttled_left = quota.window_bytes()
+                    # exceeded: no records (the fetch still counts as the follower's position)
+                    held = exceeded or throttled_left <= 0
+                    capped = True
+                    max_bytes = min(max_bytes, throttled_left)
+                if held or (max_bytes <= 0 and not first):
+                    # out of room: no records this time, but a follower's position is known
+                    if follower and not lg.log_start_offset <= fp.fetch_offset <= lg.log_end_offset:
+                        raise OffsetOutOfRange(f"{part.tp}: offset {fp.fetch_offset} outside the log")
+                else:
+                    try:
+                        sl = lg.read(fp.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                    except OSError as exc:
+                        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                            # a read error: the dir's failure (Kafka's LogDirFailureChannel
+                            # from a fetch) takes it offline; this partition answers so
+                            lg.dir_health.failed(exc, f"reading {part.tp}")
+                            raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+                        starved = True
+                        continue
+                if follower:
+                    # only now: an offset the read refused proves nothing (Kafka's fetchRecords)
+                    self.record_follower_fetch(part, replica_id, fp.fetch_offset)
+                if sl is not None:
+                    r.records = sl
+                    if committed and not follower:
+                        found = lg.collect_aborted(fp.fetch_offset, limit)
+                        if found:
+                            r.aborted = found
+                    total += sl.length
+                    remaining -= sl.length
+                    first = False
+                    if capped:
+                        throttled_left -= sl.length
+                    if counts_throttled and leader_quota.is_throttled(name, fp.partition):
+                        throttled_bytes += sl.length
+            except (KafkaProtocolError, OffsetOutOfRange) as exc:
+                if sl is not None:
+                    sl.close()              # read, but not answered: the follower's update failed
+                _read_error(r, ErrorCode.OFFSET_OUT_OF_RANGE if isinstance(exc, OffsetOutOfRange) else exc.code)
+                errors = True
+        return LogReads(reads, total, errors, watches, throttled_bytes)
+
     # ------------------------------------------------------------------ follower fetches (leader side)
 
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's Fetch whose read succeeded (the fetch handler checked the replica
-        with Partition.check_follower and the offset before reading);
-        NOT_LEADER_OR_FOLLOWER if it still proves nothing (not a replica, an offset
-        outside the log)."""
+        """A follower's Fetch whose read succeeded (read_from_log checked the replica with
+        Partition.check_follower and the offset before reading); NOT_LEADER_OR_FOLLOWER if
+        it still proves nothing (not a replica, an offset outside the log)."""
         if not part.update_follower(replica_id, fetch_offset):
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                      f"broker {replica_id} fetching {fetch_offset}: not a follower's position of {part.tp}")

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from broker.cluster.metadata import PartitionState
+from broker.config import LONG_MAX
 from broker.log import Log, LogAppendInfo, OffsetOutOfRange, TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -220,6 +221,26 @@ class Partition:
             self.listener.log_end_moved(self.tp)
             self.maybe_increment_high_watermark()
         return info
+
+    def answers_at_once(self, acks: int) -> bool:
+        """Would a client's append here with `acks` (1 or -1) be answered the moment it is
+        appended (by ReplicaManager.append_records), with nothing to wait for and nothing
+        refused before the append? Only as leader, without a flush policy (flush.messages,
+        flush.ms: the answer would wait for an fsync), and for acks=-1 with a maximal ISR of
+        this broker alone that satisfies min.insync.replicas and a high watermark at the
+        log end, which then covers the batch (or the retried batch) once appended. Asked
+        of every partition of a Produce before anything is appended (append_now)."""
+        if not self.is_leader:
+            return False
+        config = self.log.config
+        if config.flush_messages != LONG_MAX or config.flush_ms != LONG_MAX:
+            return False
+        if acks != -1:
+            return True
+        isr = self.maximal_isr
+        lg = self.log
+        return (len(isr) == 1 and isr[0] == self.broker_id and len(self.state.isr) >= config.min_insync_replicas
+                and lg.high_watermark == lg.log_end_offset)
 
     def holds(self, leader_epoch: int, end_offset: int) -> bool:
         """Does the log still hold what this broker appended as leader in `leader_epoch`

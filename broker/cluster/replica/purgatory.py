@@ -4,7 +4,8 @@ A long-polling fetch, an acks=all produce and a group commit each wait until som
 happens to a partition, or until their timeout. They register here, keyed by partition
 and by what they wait for:
 
-    high watermark moves   consumer fetches, acks=all appends (the ISR has the batch:
+    high watermark moves   consumer fetches (ReplicaManager.fetch_records and
+                           delayed_fetch.py), acks=all appends (the ISR has the batch:
                            client produces and the group coordinator's writes, through
                            ReplicaManager.append_records and delayed_produce.py)
     log end moves          follower fetches (they read up to the log end)
@@ -13,9 +14,9 @@ The ReplicaManager owns the one purgatory of a broker (`ReplicaManager.purgatory
 hands it to each Partition as its listener: the partition reports both moves here; a
 topic's deletion or a change of leadership wakes everything watching its partitions, so
 each waiter re-checks and finds its answer (an error, or data). A waiter re-checks its
-own condition after every wake: waking is a hint, never a result. The fetch handler's
-long poll watches through `broker.replicas.purgatory`; waits for appends stay inside the
-replication layer.
+own condition after every wake: waking is a hint, never a result. Every wait is the
+replication layer's (DelayedProduce, DelayedFetch): the request handlers only await
+what ReplicaManager.append_records and fetch_records return.
 
 All methods run on the event loop thread. A wake costs one dict lookup when nobody
 waits, so the partition can report every append.
@@ -36,6 +37,14 @@ class Purgatory:
 
     def __len__(self) -> int:
         return sum(len(w) for w in self._watchers.values())
+
+    def watching(self) -> dict[int, int]:
+        """HIGH_WATERMARK and LOG_END -> the requests watching for it, one waiting on
+        several partitions counted once per partition (Kafka's PurgatorySize)."""
+        out = {HIGH_WATERMARK: 0, LOG_END: 0}
+        for (_key, kind), futs in self._watchers.items():
+            out[kind] = out.get(kind, 0) + len(futs)
+        return out
 
     # ------------------------------------------------------------------ wake
 

@@ -21,7 +21,8 @@ event loop (call_soon), after the change, as ZooKeeper's do.
      "users": {"<user>": {...}},
      "entities": {"clients/<c>": {"producer_byte_rate": "1048576"}, ...}}
 
-Every change is written atomically (temp file + rename) before it is visible. The
+Every change is written atomically (temp file + rename) before it is visible; the file
+(and its temp file) is mode 0600 whatever the umask: it holds the SCRAM credentials. The
 version 1 file of earlier releases (partition states holding the replicas) is read and
 rewritten as version 2.
 
@@ -54,6 +55,9 @@ from broker.log.checkpoints import write_atomically
 from broker.security.acl import AclBinding, PatternType
 
 FILE_NAME = "__kbroker_metadata.json"
+#: the file holds every user's SCRAM salt and keys (enough to test passwords offline) and
+#: the ACLs: readable by the broker's user alone, whatever the umask
+FILE_MODE = 0o600
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,7 @@ class FileMetadataStore:
             return
         try:
             with open(self.path, encoding="utf-8") as f:
+                self._tighten(f.fileno())
                 data = json.load(f)
             self._cluster_id = data.get("cluster_id")
             self._controller_epoch = int(data.get("controller_epoch", 0))
@@ -127,6 +132,19 @@ class FileMetadataStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MetadataFileError(f"cannot read the metadata file {self.path}: {exc}") from None
 
+    def _tighten(self, fd: int) -> None:
+        """A metadata file others may read (written by an earlier release, or chmod'ed) is
+        made FILE_MODE at once, before the first save replaces it."""
+        mode = os.fstat(fd).st_mode & 0o777
+        if mode & ~FILE_MODE:
+            try:
+                os.fchmod(fd, FILE_MODE)
+                log.warning("%s was mode %04o, readable by others (it holds the SCRAM credentials and ACLs); "
+                            "made it %04o", self.path, mode, FILE_MODE)
+            except OSError as exc:
+                log.warning("%s is mode %04o, readable by others (it holds the SCRAM credentials and ACLs), and "
+                            "cannot be made %04o: %s", self.path, mode, FILE_MODE, exc.strerror or exc)
+
     def _save(self) -> None:
         data: dict[str, Any] = {
             "version": 2,
@@ -147,7 +165,7 @@ class FileMetadataStore:
             data["acls"] = [{"resource_type": acl_store.type_name(t), "name": n, "pattern_type": p.name,
                              "acls": [acl_store.entry(b) for b in sorted(bs, key=str)]}
                             for (t, n, p), bs in sorted(self._acls.items())]
-        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=FILE_MODE)
 
     def _save_epochs(self) -> None:
         """The broker and controller epochs a start bumps. A broker alone needs them only
@@ -174,6 +192,16 @@ class FileMetadataStore:
 
     def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
         """A file has no session to lose."""
+
+    @property
+    def connected(self) -> bool:
+        """A file is always at hand."""
+        return True
+
+    @property
+    def request_latency(self) -> None:
+        """No round trips to time."""
+        return None
 
     # ------------------------------------------------------------------ cluster id
 

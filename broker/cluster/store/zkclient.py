@@ -97,6 +97,7 @@ from broker.cluster.store.znodes import (
     sequence_number,
 )
 from broker.log import TopicPartition
+from broker.metrics.stats import Histogram
 from broker.security.acl import AclBinding, PatternType, ResourceType
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,11 @@ class KafkaZkClient:
     @property
     def connected(self) -> bool:
         return self._session.connected
+
+    @property
+    def request_latency(self) -> Histogram:
+        """Round trips of its requests in seconds (Kafka's ZooKeeperRequestLatencyMs)."""
+        return self._session.latency
 
     @property
     def session_id(self) -> int | None:

@@ -65,6 +65,7 @@ from broker.cluster.channel import source_address
 from broker.cluster.metadata import SessionEvent
 from broker.cluster.store.errors import StoreError, StoreUnavailable
 from broker.cluster.store.znodes import parse_connect_string
+from broker.metrics.stats import Histogram
 from broker.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,8 @@ class ZkSession:
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._watches: list[Watch] = []
         self._own_session_ids: set[int] = set()
-        #: called with each request's round trip in seconds (Kafka's ZooKeeperRequestLatencyMs;
-        #: set by the broker's metrics when they are on)
-        self.latency_observer: Callable[[float], None] | None = None
+        #: each request's round trip in seconds (Kafka's ZooKeeperRequestLatencyMs)
+        self.latency = Histogram()
 
     # ------------------------------------------------------------ connection
 
@@ -396,11 +396,9 @@ class ZkSession:
                 except asyncio.TimeoutError:
                     raise StoreUnavailable(self._unavailable()) from None
             try:
-                if self.latency_observer is None:
-                    return await self._bridge(request())
                 started = time.monotonic()
                 result = await self._bridge(request())
-                self.latency_observer(time.monotonic() - started)
+                self.latency.observe(time.monotonic() - started)
                 return result
             except ConnectionClosedError:
                 raise StoreError("ZooKeeper client closed") from None

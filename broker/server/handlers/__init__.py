@@ -7,6 +7,10 @@ object, None for no response (Produce with acks=0), or an awaitable of either wh
 must wait. A handler sees the broker only through `ctx.services`, the BrokerServices
 protocol (server/services.py).
 
+Produce is also a `DirectPath`: `direct(services, frame, version_caps)` answers its common
+requests from their frames, without the generic decoding (DIRECT_PATHS; the module
+docstring of handlers/produce.py says which requests and why).
+
 The inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica, AlterPartition,
 ControlledShutdown, ElectLeaders) are also `ControlApi`s: `apply(services, request)`,
 which the controller and the broker call directly for their own broker, without a
@@ -21,7 +25,7 @@ but does not serve.
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol._runtime import Message
@@ -84,7 +88,8 @@ from broker.server.handlers import (
 )
 
 if TYPE_CHECKING:
-    from broker.server.context import HandlerResult, RequestContext
+    from broker.protocol.codec import BufferLike
+    from broker.server.context import DirectResult, HandlerResult, RequestContext
     from broker.server.services import BrokerServices
 
 
@@ -111,6 +116,14 @@ class ControlApi(Handler, Protocol):
     def apply(self, services: BrokerServices, request: Any) -> Awaitable[Message]: ...
 
 
+class DirectPath(Handler, Protocol):
+    """An API whose common requests the server answers from their frames, before any
+    generic decoding (Produce: handlers/produce.py), when the connection and the broker
+    need none of what the general path applies (Server.takes_direct)."""
+
+    def direct(self, services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]) -> DirectResult: ...
+
+
 class OldVersionAnswer(Handler, Protocol):
     """An API whose versions below MIN_VERSION are answered UNSUPPORTED_VERSION."""
 
@@ -134,6 +147,7 @@ _MODULES: list[Handler] = [
 _CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
                               elect_leaders]
 _OLD_VERSIONS: list[OldVersionAnswer] = [produce, fetch, list_offsets]
+_DIRECT: list[DirectPath] = [produce]
 
 HANDLERS: dict[int, Handler] = {int(m.API_KEY): m for m in _MODULES}
 #: api key -> apply(services, request), for the controller's requests to its own broker
@@ -141,6 +155,8 @@ HANDLERS: dict[int, Handler] = {int(m.API_KEY): m for m in _MODULES}
 CONTROL_APIS: dict[int, ControlApi] = {int(m.API_KEY): m for m in _CONTROL}
 #: api key -> error_response(request, code), for requests older than MIN_VERSION
 ERROR_RESPONSES: dict[int, OldVersionAnswer] = {int(m.API_KEY): m for m in _OLD_VERSIONS}
+#: api key -> direct(services, frame, version_caps), for requests answered from their frames
+DIRECT_PATHS: dict[int, DirectPath] = {int(m.API_KEY): m for m in _DIRECT}
 
 
 #: the versions that speak transaction.version 2 (KIP-890 part 2): Produce v12 adds its
@@ -176,9 +192,12 @@ def supported_versions(level: int | None = None) -> list[tuple[int, int, int]]:
 
 
 def unsupported_api_versions_response(level: int | None = None) -> ApiVersionsResponse:
-    """The v0 answer to an ApiVersions request of a version we do not speak."""
+    """The v0 answer to an ApiVersions request of a version we do not speak: only
+    ApiVersions' own range, as Kafka answers since KIP-511 (the client retries with the
+    highest version of it, then learns the rest; a client such as franz-go takes a full
+    list here as the answer, and misses the finalized features only v3+ carries)."""
     return ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions(level)],
+                  for k, lo, hi in supported_versions(level) if k == ApiKey.API_VERSIONS],
     )

@@ -4,18 +4,19 @@ the transactional id and READ on the group, as Kafka's."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-async def _handle(ctx, request):
-    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+async def _handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=RIGHTS.transactional_id.error_code)
+    if not ctx.has_right(RIGHTS.group, request.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=RIGHTS.group.error_code)
     if not request.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     services = ctx.services

@@ -15,30 +15,34 @@ each topic (else TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 R = AddPartitionsToTxnResponse
 
 
-def _results(by: dict[tuple[str, int], int]) -> list:
-    topics: dict[str, list] = {}
+def _results(by: dict[tuple[str, int], int]) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    topics: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (t, p), code in by.items():
         topics.setdefault(t, []).append(R.AddPartitionsToTxnPartitionResult(partition_index=p,
                                                                             partition_error_code=code))
     return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in topics.items()]
 
 
-async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, int], int]:
+async def _one(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
+               topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+               verify_only: bool) -> dict[tuple[str, int], int]:
     parts = [(t.name, p) for t in topics for p in t.partitions]
-    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
-        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in parts}
-    denied = {t.name for t in topics if not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, t.name)}
+    if not ctx.has_right(RIGHTS.transactional_id, txn_id):
+        return {tp: RIGHTS.transactional_id.error_code for tp in parts}
+    denied = {t.name for t in topics if not ctx.has_right(RIGHTS.topic, t.name)}
     if denied:
-        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+        return {tp: RIGHTS.topic.error_code if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in parts}
     coord = ctx.services.txn_coordinator
     if verify_only:
@@ -54,13 +58,13 @@ async def _one(ctx, txn_id, pid, epoch, topics, verify_only) -> dict[tuple[str, 
     return {tp: code for tp in parts}
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if ctx.api_version < 4:
         by = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                         request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_results(by))
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=RIGHTS.cluster_action.error_code, results_by_transaction=[])
     out = []
     for txn in request.transactions:
         by = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only)

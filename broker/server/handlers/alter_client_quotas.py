@@ -15,18 +15,20 @@ validate_only checks without writing. Needs ALTER_CONFIGS on the cluster with AC
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.quotas import CLIENT_ID, IP, QUOTA_KEYS, USER, entity_path, segment
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 1
 
 _R = AlterClientQuotasResponse
 LONG_MAX = 2 ** 63 - 1
 
 
-def check_entity(entity) -> tuple[str | None, str] | tuple[int, str]:
+def check_entity(entity: list[AlterClientQuotasRequest.EntityData]) -> tuple[str | None, str] | tuple[int, str]:
     """(entity path, '') for a valid entity, else (error code, message)."""
     if not entity:
         return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"
@@ -76,12 +78,12 @@ def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> HandlerRes
 
 
 async def _alter(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
-    allowed = ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
+    allowed = ctx.has_right(RIGHTS.cluster, CLUSTER_NAME)
     results = []
     for entry in request.entries:
         code, message = 0, None
         if not allowed:
-            code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+            code, message = RIGHTS.cluster.error_code, "Cluster authorization failed."
         else:
             checked = check_entity(entry.entity)
             if isinstance(checked[0], int):

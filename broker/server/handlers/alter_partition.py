@@ -1,17 +1,20 @@
 """AlterPartition (56), on the controller: a partition leader asks to change its ISR. The
 controller validates it against the partition's state (leader epoch, partition epoch,
 replicas alive), records it in the store and answers with the new state."""
+from collections.abc import Awaitable
 from typing import cast
 
 from broker.cluster.controller.decisions import LeaderAndIsr
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ALTER_PARTITION
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 _Topic = AlterPartitionResponse.TopicData
@@ -56,7 +59,8 @@ async def apply(services: BrokerServices, request: AlterPartitionRequest) -> Alt
     return AlterPartitionResponse(throttle_time_ms=0, error_code=error, topics=topics)
 
 
-def handle(ctx: RequestContext, request: AlterPartitionRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
+def handle(ctx: RequestContext, request: AlterPartitionRequest
+           ) -> AlterPartitionResponse | Awaitable[AlterPartitionResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return AlterPartitionResponse(error_code=RIGHTS.cluster_action.error_code, topics=[])
     return apply(ctx.services, request)

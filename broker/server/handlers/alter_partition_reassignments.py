@@ -4,6 +4,8 @@ and Admin.alterPartitionReassignments ask. ALTER on the cluster; a broker that i
 active controller answers NOT_CONTROLLER (the client finds the controller again)."""
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -11,11 +13,13 @@ from broker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _R = AlterPartitionReassignmentsResponse
@@ -53,7 +57,8 @@ def _refused(request: AlterPartitionReassignmentsRequest, code: int) -> AlterPar
             for p in t.partitions]) for t in request.topics])
 
 
-def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+           ) -> AlterPartitionReassignmentsResponse | Awaitable[AlterPartitionReassignmentsResponse]:
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _refused(request, RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

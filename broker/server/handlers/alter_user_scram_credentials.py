@@ -14,17 +14,19 @@ from broker.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-def _check(request) -> tuple[dict[str, tuple[int, str]], list[str]]:
+def _check(request: AlterUserScramCredentialsRequest) -> tuple[dict[str, tuple[int, str]], list[str]]:
     """(user -> (error, message) for the refused users, every user in request order)."""
     errors: dict[str, tuple[int, str]] = {}
     order: list[str] = []
@@ -63,8 +65,8 @@ def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Ha
 async def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     services = ctx.services
     errors, order = _check(request)
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        errors = {u: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.") for u in order}
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        errors = {u: (RIGHTS.cluster.error_code, "Authorization failed.") for u in order}
     for user in order:
         if user in errors:
             continue

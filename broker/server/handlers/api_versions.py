@@ -11,13 +11,13 @@ the finalized features of the highest epoch any broker answered."""
 from broker.cluster.metadata import TRANSACTION_VERSION
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def handle(ctx: RequestContext, request: ApiVersionsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     from broker.server.handlers import supported_versions
 
     if ctx.api_version >= 3:

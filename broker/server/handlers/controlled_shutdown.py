@@ -1,14 +1,18 @@
 """ControlledShutdown (7), on the controller: a broker about to stop asks that every
 partition it leads move to another ISR member first; the answer lists those that could
 not move yet (the broker asks again)."""
+from collections.abc import Awaitable
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
@@ -25,7 +29,8 @@ async def apply(services: BrokerServices, request: ControlledShutdownRequest) ->
         for tp in remaining])
 
 
-def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
+def handle(ctx: RequestContext, request: ControlledShutdownRequest
+           ) -> ControlledShutdownResponse | Awaitable[ControlledShutdownResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return ControlledShutdownResponse(error_code=RIGHTS.cluster_action.error_code, remaining_partitions=[])
     return apply(ctx.services, request)

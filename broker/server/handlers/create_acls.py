@@ -6,7 +6,7 @@ CLUSTER_AUTHORIZATION_FAILED for each; an ACL Kafka would not accept (unknown ty
 operation or permission, a pattern other than LITERAL/PREFIXED, a bad principal or host,
 a CLUSTER resource not named kafka-cluster) INVALID_REQUEST with the reason. Each change
 goes to the audit log."""
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -21,9 +21,11 @@ from broker.security.acl import (
     ResourceType,
     validate,
 )
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 AUDIT_SHOWN = 5                 # ACLs named in an audit line (with the count of all)
@@ -44,21 +46,22 @@ def _adding(added: set[AclBinding]) -> Callable[[set[AclBinding]], set[AclBindin
     return lambda acls: acls | added
 
 
-def handle(ctx: RequestContext, request: CreateAclsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse | Awaitable[CreateAclsResponse]:
     if ctx.services.authorizer is None:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             _Result(error_code=ErrorCode.SECURITY_DISABLED, error_message="No Authorizer is configured.")
             for _ in request.creations])
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return CreateAclsResponse(throttle_time_ms=0, results=[
-            _Result(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            _Result(error_code=RIGHTS.cluster.error_code, error_message="Authorization failed.")
             for _ in request.creations])
     return _create(ctx, request)
 
 
 async def _create(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     results = []
-    valid: dict[tuple, list] = {}
+    valid: dict[tuple[ResourceType, str, PatternType],
+                list[tuple[AclBinding, CreateAclsResponse.AclCreationResult]]] = {}
     for c in request.creations:
         r = _Result(error_code=0, error_message=None)
         results.append(r)

@@ -3,11 +3,12 @@ MAX_PARTITIONS_PER_REQUEST, as CreateTopics)."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 from broker.server.handlers.create_topics import MAX_PARTITIONS_PER_REQUEST
 
 API_KEY = ApiKey.CREATE_PARTITIONS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
@@ -15,13 +16,13 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> HandlerResu
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     results = []
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(r)
-        if not ctx.authorize(Operation.ALTER, ResourceType.TOPIC, t.name):
-            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if not ctx.has_right(RIGHTS.topic, t.name):
+            r.error_code, r.error_message = RIGHTS.topic.error_code, "Authorization failed."
             continue
         if t.count > MAX_PARTITIONS_PER_REQUEST:
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \

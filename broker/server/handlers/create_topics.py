@@ -9,16 +9,20 @@ stalled its event loop for seconds). Kafka's controller bounds an operation the 
 (10,000 records: "Unable to perform excessively large batch operation")."""
 from collections import Counter
 
-from broker.config import TOPIC_KEYS, validate_topic_configs
+from broker.config import TOPIC_KEYS, LogConfig, validate_topic_configs
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.broker_configs import format_value
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import format_value, source_of, topic_synonyms
+from broker.server.handlers.describe_configs import source_of, topic_synonyms
+from broker.server.services import BrokerServices
 from broker.uuids import random_uuid
 
 API_KEY = ApiKey.CREATE_TOPICS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 7
 
 _Result = CreateTopicsResponse.CreatableTopicResult
@@ -31,13 +35,13 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     services = ctx.services
     results = []
     counts = Counter(t.name for t in request.topics)
-    seen = set()
+    seen: set[str] = set()
     partitions = 0
-    cluster_create = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
+    cluster_create = ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
     for t in request.topics:
         if t.name in seen:
             continue
@@ -48,8 +52,8 @@ async def _handle(ctx, request):
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             r.num_partitions = r.replication_factor = -1
             continue
-        if not cluster_create and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t.name):
-            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if not cluster_create and not ctx.has_right(RIGHTS.topic, t.name):
+            r.error_code, r.error_message = RIGHTS.topic.error_code, "Authorization failed."
             r.num_partitions = r.replication_factor = -1
             continue
         partitions += max(t.num_partitions, len(t.assignments))
@@ -57,7 +61,7 @@ async def _handle(ctx, request):
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
                 f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
             continue
-        configs = {}
+        configs: dict[str, str] = {}
         try:
             for c in t.configs:
                 if c.value is None:
@@ -74,6 +78,7 @@ async def _handle(ctx, request):
                 continue
             info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                                    assignments, request.timeout_ms)
+            assert info is not None                 # with wait (the default): the topic, once online
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
@@ -83,18 +88,18 @@ async def _handle(ctx, request):
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _answer_configs(ctx, r, cfg) -> None:
+def _answer_configs(ctx: RequestContext, r: CreateTopicsResponse.CreatableTopicResult, cfg: LogConfig) -> None:
     """The created topic's configs, as Kafka's: only to a principal that may DESCRIBE_CONFIGS
     the topic; else no configs, partitions and replication factor -1, and
     topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+)."""
-    if ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name, audit=False):
+    if ctx.has_right(RIGHTS.topic_configs, r.name):
         r.configs = _configs(ctx.services, cfg)
     else:
         r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         r.num_partitions = r.replication_factor = -1
 
 
-def _configs(services, cfg) -> list:
+def _configs(services: BrokerServices, cfg: LogConfig) -> list[CreateTopicsResponse.CreatableTopicConfigs]:
     return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
                     config_source=source_of(topic_synonyms(services, cfg, k)), is_sensitive=False)
             for k in sorted(TOPIC_KEYS)]

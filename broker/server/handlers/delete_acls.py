@@ -2,15 +2,17 @@
 authorizer follows), answering per filter with the ACLs it removed. Without an
 authorizer SECURITY_DISABLED; ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED;
 a filter with an unknown value INVALID_REQUEST. Each removal goes to the audit log."""
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME, AclBinding, AclFilter, PatternType, ResourceType
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DELETE_ACLS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 3
 
 _R = DeleteAclsResponse
@@ -20,15 +22,15 @@ def _removing(doomed: set[AclBinding]) -> Callable[[set[AclBinding]], set[AclBin
     return lambda acls: acls - doomed
 
 
-def handle(ctx: RequestContext, request: DeleteAclsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse | Awaitable[DeleteAclsResponse]:
     if ctx.services.authorizer is None:
         return _R(throttle_time_ms=0, filter_results=[
             _R.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
                                       error_message="No Authorizer is configured.", matching_acls=[])
             for _ in request.filters])
-    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _R(throttle_time_ms=0, filter_results=[
-            _R.DeleteAclsFilterResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            _R.DeleteAclsFilterResult(error_code=RIGHTS.cluster.error_code,
                                       error_message="Authorization failed.", matching_acls=[])
             for _ in request.filters])
     return _delete(ctx, request)
@@ -48,7 +50,7 @@ async def _delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAcls
                                                      matching_acls=[]))
             continue
         matching = sorted((b for b in authz.acls() if f.matches(b)), key=str)
-        by_resource: dict[tuple, set] = {}
+        by_resource: dict[tuple[ResourceType, str, PatternType], set[AclBinding]] = {}
         for b in matching:
             by_resource.setdefault(b.resource, set()).add(b)
         removed: list[AclBinding] = []

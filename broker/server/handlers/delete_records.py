@@ -4,24 +4,25 @@ from broker.log import OffsetOutOfRange
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for t in request.topics:
         parts = []
-        allowed = ctx.authorize(Operation.DELETE, ResourceType.TOPIC, t.name)
+        allowed = ctx.has_right(RIGHTS.topic, t.name)
         for p in t.partitions:
             r = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                                    low_watermark=-1, error_code=0)
             parts.append(r)
             if not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 continue
             try:
                 part = ctx.services.replicas.leader_partition(t.name, p.partition_index)

@@ -3,14 +3,15 @@ error carries the error's own description as its message, as Kafka's does."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 6
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
-_DESCRIPTIONS = {
+_DESCRIPTIONS: dict[int, str] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
 }
@@ -20,7 +21,7 @@ def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -36,8 +37,8 @@ async def _handle(ctx, request):
             if name is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-        if not ctx.authorize(Operation.DELETE, ResourceType.TOPIC, name):
-            r.error_code, r.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if not ctx.has_right(RIGHTS.topic, name):
+            r.error_code, r.error_message = RIGHTS.topic.error_code, "Authorization failed."
             continue
         info = services.metadata.topic(name)
         if info is not None:

@@ -17,11 +17,13 @@ from broker.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.quotas import CLIENT_ID, IP, USER, name_of
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 1
 
 _R = DescribeClientQuotasResponse
@@ -33,7 +35,7 @@ class _Refused(Exception):
         self.code = code
 
 
-def check_filter(components) -> list[tuple[str, int, str | None]]:
+def check_filter(components: list[DescribeClientQuotasRequest.ComponentData]) -> list[tuple[str, int, str | None]]:
     """The filter's components as (type, match type, name), or _Refused."""
     seen: set[str] = set()
     out = []
@@ -68,9 +70,9 @@ def check_filter(components) -> list[tuple[str, int, str | None]]:
     return out
 
 
-def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _R(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                   error_message="Cluster authorization failed.", entries=None)
     try:
         components = check_filter(request.components)

@@ -2,14 +2,14 @@
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 from broker.server.handlers.metadata import brokers_on
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION, MAX_VERSION = 0, 1
 
 
-def handle(ctx: RequestContext, request: DescribeClusterRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     services = ctx.services
     if ctx.api_version >= 1 and request.endpoint_type != 1:
         return DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,

@@ -10,16 +10,22 @@ then those with a default, each in chain order; entries before the key itself ar
 are set). A topic config lists its override first, then its broker key's synonyms. The
 config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
 """
-from broker.config import TOPIC_KEYS, ConfigSource, ConfigType
+from collections.abc import Container, Mapping
+from typing import Any
+
+from broker.config import TOPIC_KEYS, ConfigSource, ConfigType, LogConfig
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS, Right
 from broker.server import broker_configs
 from broker.server.broker_configs import format_value
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 RESOURCE_TOPIC = 2
@@ -31,14 +37,17 @@ _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
-def broker_synonyms(services, name: str, maps=None) -> list:
+def broker_synonyms(services: BrokerServices, name: str, maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
+                    ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     """A broker key's synonyms over every layer (dynamic per broker, dynamic default,
     server.properties, Kafka's default), as Kafka lists them."""
     maps = maps if maps is not None else broker_configs.layer_maps(services.config)
     return [_Synonym(name=n, value=v, source=src) for n, v, src in broker_configs.synonyms(maps, name)]
 
 
-def topic_synonyms(services, cfg, name: str, maps=None) -> list:
+def topic_synonyms(services: BrokerServices, cfg: LogConfig, name: str,
+                   maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
+                   ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     key = TOPIC_KEYS[name]
     out = []
     if name in cfg.overrides:
@@ -49,11 +58,12 @@ def topic_synonyms(services, cfg, name: str, maps=None) -> list:
     return out
 
 
-def source_of(synonyms: list) -> ConfigSource:
+def source_of(synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]) -> ConfigSource:
     return ConfigSource(synonyms[0].source) if synonyms else ConfigSource.DEFAULT_CONFIG
 
 
-def topic_entries(services, topic: str, keys, synonyms: bool, docs: bool) -> list:
+def topic_entries(services: BrokerServices, topic: str, keys: Container[str] | None, synonyms: bool, docs: bool
+                  ) -> list[DescribeConfigsResponse.DescribeConfigsResourceResult]:
     cfg = services.metadata.log_config(topic)
     maps = broker_configs.layer_maps(services.config)
     out = []
@@ -70,7 +80,7 @@ def topic_entries(services, topic: str, keys, synonyms: bool, docs: bool) -> lis
     return out
 
 
-def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     services = ctx.services
     version = ctx.api_version
     synonyms = request.include_synonyms if version >= 1 else False
@@ -81,7 +91,7 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
         r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
                     resource_name=res.resource_name, configs=[])
         results.append(r)
-        denied = _denied(ctx, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -108,14 +118,13 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> HandlerResul
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _denied(ctx, operation: Operation, resource_type: int, name: str) -> int:
-    """As Kafka's: a topic's configs need the operation on the topic, a broker's (and its
-    loggers') on the cluster; the error code, or 0."""
+def _denied(ctx: RequestContext, on_topic: Right, on_cluster: Right, resource_type: int, name: str) -> int:
+    """As Kafka's: a topic's configs need the right on the topic, a broker's (and its
+    loggers') on the cluster (the two rights of the API's row); the error code, or 0."""
     if resource_type == RESOURCE_TOPIC:
-        return 0 if ctx.authorize(operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return 0 if ctx.has_right(on_topic, name) else on_topic.error_code
     if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-        return 0 if ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME) else \
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return 0 if ctx.has_right(on_cluster, CLUSTER_NAME) else on_cluster.error_code
     return 0
 
 

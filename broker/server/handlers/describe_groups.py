@@ -1,22 +1,22 @@
 """DescribeGroups (15): state, protocol and members (with metadata and assignment)."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 R = DescribeGroupsResponse
 
 
-def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coord = ctx.services.coordinator
     out = []
     for gid in request.groups:
-        if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, gid):
-            out.append(R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
+        if not ctx.has_right(RIGHTS.group, gid):
+            out.append(R.DescribedGroup(error_code=RIGHTS.group.error_code, group_id=gid,
                                         group_state="", protocol_type="", protocol_data="", members=[]))
             continue
         err, g = coord.describe_group(gid)

@@ -11,10 +11,12 @@ from collections import defaultdict
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 1, 4
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
@@ -22,23 +24,24 @@ _Topic = DescribeLogDirsResponse.DescribeLogDirsTopic
 _Partition = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def _wanted(request):
+def _wanted(request: DescribeLogDirsRequest) -> dict[str, set[int]] | None:
     """None for every partition, else {topic: set of partitions}."""
     if request.topics is None:
         return None
-    wanted = defaultdict(set)
+    wanted: dict[str, set[int]] = defaultdict(set)
     for t in request.topics:
         wanted[t.topic].update(t.partitions)
     return wanted
 
 
-def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                                        results=[])
     logs = ctx.services.replicas.logs
     wanted = _wanted(request)
-    by_dir: dict[str, dict[str, list]] = {d: defaultdict(list) for d in logs.dirs}
+    by_dir: dict[str, dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]]] = {
+        d: defaultdict(list) for d in logs.dirs}
     for tp, lg in sorted(logs.logs.items()):
         if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
             continue

@@ -4,28 +4,29 @@ describe`): id, epoch, last sequence and timestamp, the coordinator epoch of the
 marker, the first offset of the open transaction (-1 without one). READ on the topic
 (else TOPIC_AUTHORIZATION_FAILED), as Kafka's."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 R = DescribeProducersResponse
 
 
-def handle(ctx: RequestContext, request: DescribeProducersRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     replicas = ctx.services.replicas
     topics = []
     for t in request.topics:
         parts = []
-        allowed = ctx.authorize(Operation.READ, ResourceType.TOPIC, t.name)
+        allowed = ctx.has_right(RIGHTS.topic, t.name)
         for p in t.partition_indexes:
             r = R.PartitionResponse(partition_index=p, error_code=0, error_message=None, active_producers=[])
             parts.append(r)
             if not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 continue
             try:
                 part = replicas.leader_partition(t.name, p)

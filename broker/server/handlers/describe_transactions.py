@@ -3,23 +3,23 @@
 DESCRIBE on each id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and the transaction's
 topics the client may not describe are left out."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 R = DescribeTransactionsResponse
 
 
-def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coord = ctx.services.txn_coordinator
     out = []
     for txn_id in request.transactional_ids:
-        if not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
-            err, md = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), None
+        if not ctx.has_right(RIGHTS.transactional_id, txn_id):
+            err, md = int(RIGHTS.transactional_id.error_code), None
         else:
             err, md = coord.describe(txn_id)
         if md is None:
@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> Handler
             continue
         topics: dict[str, list[int]] = {}
         for t, p in sorted(md.partitions):
-            if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t, audit=False):
+            if not ctx.has_right(RIGHTS.topic, t):
                 continue
             topics.setdefault(t, []).append(p)
         out.append(R.TransactionState(error_code=0, transactional_id=txn_id, transaction_state=md.state.kafka_name,

@@ -9,20 +9,22 @@ from broker.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
 from broker.security.scram import MECHANISM_NUMBERS
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _R = DescribeUserScramCredentialsResponse
 _Result = _R.DescribeUserScramCredentialsResult
 
 
-def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _R(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
                   error_message="Authorization failed.", results=[])
     users = ctx.services.credentials.users()
     names = [u.name for u in request.users] if request.users else sorted(users)

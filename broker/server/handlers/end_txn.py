@@ -6,16 +6,17 @@ the producer's epoch, and the answer names the producer id and epoch to go on wi
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.END_TXN
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def _handle(ctx, request):
-    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+async def _handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=RIGHTS.transactional_id.error_code,
                               producer_id=-1, producer_epoch=-1)
     code, pid, epoch = await ctx.services.txn_coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,

@@ -2,26 +2,33 @@
 type 0), or the transactional id's __transaction_state partition (key type 1). Creates
 the topic on first use, as Kafka does. A found coordinator comes with the message
 "NONE", as Kafka words it (Errors.NONE.message())."""
+from collections.abc import Awaitable
+from typing import cast
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 4
 
 GROUP, TRANSACTION = 0, 1
 
+#: a key's coordinator: (error, message, node id, host, port)
+_Found = tuple[int, str | None, int, str, int]
 
-def _find(ctx, key: str, key_type: int):
+
+def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
     """(error, message, node id, host, port), or None when __consumer_offsets must be
     created first."""
     services = ctx.services
-    if key_type == GROUP and not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, key):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
-    if key_type == TRANSACTION and not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == GROUP and not ctx.has_right(RIGHTS.group, key):
+        return RIGHTS.group.error_code, None, -1, "", -1
+    if key_type == TRANSACTION and not ctx.has_right(RIGHTS.transactional_id, key):
+        return RIGHTS.transactional_id.error_code, None, -1, "", -1
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:
@@ -44,7 +51,8 @@ def _find(ctx, key: str, key_type: int):
     return 0, "NONE", b.broker_id, ep[0], ep[1]
 
 
-def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: FindCoordinatorRequest
+           ) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
     if ctx.api_version >= 4:
         keys = list(request.coordinator_keys)
         key_type = request.key_type
@@ -54,10 +62,11 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResul
     found = [_find(ctx, k, key_type) for k in keys]
     if any(f is None for f in found):
         return _create_then_find(ctx, request, keys, key_type)
-    return _response(ctx, request, keys, found)
+    return _response(ctx, request, keys, cast("list[_Found]", found))     # none is None
 
 
-async def _create_then_find(ctx, request, keys, key_type):
+async def _create_then_find(ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str],
+                            key_type: int) -> FindCoordinatorResponse:
     try:
         if key_type == TRANSACTION:
             await ctx.services.txn_coordinator.ensure_topic()
@@ -70,7 +79,8 @@ async def _create_then_find(ctx, request, keys, key_type):
     return _response(ctx, request, keys, found)
 
 
-def _response(ctx, request, keys, found):
+def _response(ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str], found: list[_Found]
+              ) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,

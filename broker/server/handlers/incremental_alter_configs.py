@@ -2,6 +2,8 @@
 topic's overrides, or on the dynamic configs of a broker or of the cluster default
 (server/broker_configs.py). Deprecated topic keys Kafka 3.x still takes are accepted with
 a warning (config.DEPRECATED_TOPIC_KEYS)."""
+from collections.abc import Callable
+
 from broker.config import BROKER_KEYS, DEPRECATED_TOPIC_KEYS, TOPIC_KEYS, ConfigType
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -9,12 +11,15 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from broker.security.acl import Operation
+from broker.security.api_rights import API_RIGHTS
 from broker.server import broker_configs
+from broker.server.broker_configs import format_value
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied, format_value
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 1
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -32,7 +37,8 @@ def _list_op(text: str | None, op: int, value: str | None) -> str:
     return ",".join(current)
 
 
-def _apply(services, topic: str, ops) -> dict[str, str]:
+def _apply(services: BrokerServices, topic: str, ops: list[IncrementalAlterConfigsRequest.AlterableConfig]
+           ) -> dict[str, str]:
     info = services.metadata.topic(topic)
     if info is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
@@ -58,7 +64,7 @@ def _apply(services, topic: str, ops) -> dict[str, str]:
     return configs
 
 
-def _apply_broker(ops, configs: dict[str, str]) -> dict[str, str]:
+def _apply_broker(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], configs: dict[str, str]) -> dict[str, str]:
     """The operations on an entity's dynamic configs (Kafka's prepareIncrementalConfigs,
     after its checks of duplicate keys and null values)."""
     names = [c.name for c in ops]
@@ -91,13 +97,17 @@ def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Hand
     return _handle(ctx, request)
 
 
-async def _handle(ctx, request):
+def _applying(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
+    return lambda current: _apply_broker(ops, current)
+
+
+async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     out = []
     for res in request.resources:
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name)
         out.append(r)
-        denied = _denied(ctx, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -106,8 +116,7 @@ async def _handle(ctx, request):
                 configs = _apply(ctx.services, res.resource_name, res.configs)
                 await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
-                await broker_configs.alter(ctx.services, res.resource_name,
-                                           lambda current, ops=res.configs: _apply_broker(ops, current),
+                await broker_configs.alter(ctx.services, res.resource_name, _applying(res.configs),
                                            request.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")

@@ -10,27 +10,31 @@ the id's producer id with a bumped epoch (fencing the previous producer, whose o
 transaction is aborted first: the caller gets CONCURRENT_TRANSACTIONS and retries);
 v3+ names the producer's current id and epoch (KIP-360: a bump after a retriable error);
 a timeout above transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT."""
+from collections.abc import Awaitable
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx: RequestContext, request: InitProducerIdRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: InitProducerIdRequest
+           ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     # as Kafka's: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
     # cluster or WRITE on some topic
     if request.transactional_id is not None:
-        if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
             return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                          error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not (ctx.authorize(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
-              or ctx.authorize_any(Operation.WRITE, ResourceType.TOPIC)):
+                                          error_code=RIGHTS.transactional_id.error_code)
+    elif not (ctx.has_right(RIGHTS.idempotent, CLUSTER_NAME) or ctx.has_right_on_some(RIGHTS.some_topic)):
         return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                                      error_code=RIGHTS.idempotent.error_code)
     if request.transactional_id is not None:
         if not request.transactional_id:
             return _response(ErrorCode.INVALID_REQUEST)
@@ -42,7 +46,7 @@ def _response(code: int, pid: int = -1, epoch: int = -1) -> InitProducerIdRespon
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
 
 
-async def _transactional(ctx, request):
+async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     v3 = ctx.api_version >= 3
     err, pid, epoch = await ctx.services.txn_coordinator.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms,
@@ -52,7 +56,7 @@ async def _transactional(ctx, request):
     return _response(err, pid, epoch)
 
 
-async def _fresh_id(ctx):
+async def _fresh_id(ctx: RequestContext) -> InitProducerIdResponse:
     try:
         pid = await ctx.services.producer_ids.generate()
     except Exception:

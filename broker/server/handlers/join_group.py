@@ -1,19 +1,19 @@
 """JoinGroup (11): waits until the rebalance completes, then returns the generation; the
 leader also gets every member's protocol metadata to compute the assignment."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 9
 
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
-    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
-        return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    if not ctx.has_right(RIGHTS.group, request.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=RIGHTS.group.error_code,
                                  generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "",
                                  leader="", member_id=request.member_id, members=[])
     host = ctx.connection.address[0] if ctx.connection.address else ""

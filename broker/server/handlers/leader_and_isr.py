@@ -3,23 +3,28 @@ replicas of partitions it hosts; it becomes leader or follower of each (the repl
 manager). Stamped with the controller epoch: an older one is refused whole
 (STALE_CONTROLLER_EPOCH); so is a request for an older broker epoch (STALE_BROKER_EPOCH,
 a request meant for this broker id's previous life)."""
+from collections.abc import Awaitable
+
 from broker.cluster.metadata import BrokerInfo, PartitionState
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LEADER_AND_ISR
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 5, 7
 
 _TopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
 _PartError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
 
 
-def _answer(request, error: int, errors: dict | None = None) -> LeaderAndIsrResponse:
+def _answer(request: LeaderAndIsrRequest, error: int, errors: dict[tuple[str, int], int] | None = None
+            ) -> LeaderAndIsrResponse:
     topics = []
     for t in request.topic_states:
         parts = [_PartError(partition_index=ps.partition_index,
@@ -58,7 +63,7 @@ async def _from_network(services: BrokerServices, request: LeaderAndIsrRequest) 
     return await apply(services, request)
 
 
-def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return LeaderAndIsrResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse | Awaitable[LeaderAndIsrResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return LeaderAndIsrResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)

@@ -2,19 +2,19 @@
 the top-level error is for the request (coordinator errors), per-member errors go with
 each member."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx: RequestContext, request: LeaveGroupRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     coord = ctx.services.coordinator
-    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+    if not ctx.has_right(RIGHTS.group, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=RIGHTS.group.error_code, members=[])
     if ctx.api_version < 3:
         _, errors = coord.leave_group(request.group_id, [(request.member_id, None)])
         return LeaveGroupResponse(throttle_time_ms=0, error_code=errors[0])

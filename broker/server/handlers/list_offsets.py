@@ -5,19 +5,20 @@ With isolation_level 1 (read_committed) the last fetchable offset is the last st
 offset instead of the high watermark, as Kafka's fetchOffsetForTimestamp: latest answers
 the LSO, and a timestamp lookup that lands at or beyond it finds nothing."""
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 1, 8
 
 _TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def error_response(request, code: int) -> ListOffsetsResponse:
+def error_response(request: ListOffsetsRequest, code: int) -> ListOffsetsResponse:
     """Every partition answered with `code` (an old version the broker no longer serves)."""
     return ListOffsetsResponse(throttle_time_ms=0, topics=[
         _TopicResp(name=t.name, partitions=[
@@ -26,17 +27,17 @@ def error_response(request, code: int) -> ListOffsetsResponse:
         for t in request.topics])
 
 
-def handle(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     services = ctx.services
     topics = []
     for t in request.topics:
         parts = []
-        allowed = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+        allowed = ctx.has_right(RIGHTS.topic, t.name)
         for p in t.partitions:
             r = _PartResp(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(r)
             if not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 continue
             try:
                 part = services.replicas.leader_partition(t.name, p.partition_index, p.current_leader_epoch)

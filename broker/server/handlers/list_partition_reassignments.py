@@ -3,6 +3,8 @@ reassigned (of those named, or all) with their replicas, adding and removing rep
 DESCRIBE on the cluster; a broker that is not the active controller answers NOT_CONTROLLER."""
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -10,11 +12,13 @@ from broker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 0
 
 _R = ListPartitionReassignmentsResponse
@@ -44,7 +48,8 @@ async def apply(services: BrokerServices, request: ListPartitionReassignmentsReq
         _R.OngoingTopicReassignment(name=name, partitions=ps) for name, ps in by_topic.items()])
 
 
-def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
+           ) -> ListPartitionReassignmentsResponse | Awaitable[ListPartitionReassignmentsResponse]:
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        return _error(RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

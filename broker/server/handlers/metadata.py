@@ -10,16 +10,19 @@ the Java client sends the name "" (the field's default) beside the id.
 With an authorizer (Kafka's rules): topics the principal may not DESCRIBE are left out of
 an all-topics answer and TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
 CREATE on the cluster or the topic."""
-from typing import Any
+from collections.abc import Awaitable
 
+from broker.cluster.metadata import BrokerInfo, TopicInfo
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.METADATA
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 12
 
 _Topic = MetadataResponse.MetadataResponseTopic
@@ -27,7 +30,7 @@ _Partition = MetadataResponse.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-def topic_entry(ctx, info) -> Any:         # a MetadataResponseTopic
+def topic_entry(ctx: RequestContext, info: TopicInfo) -> MetadataResponse.MetadataResponseTopic:
     """A topic's partitions as the client's listener sees them: a leader without an
     endpoint on that listener is LISTENER_NOT_FOUND from v6 (LEADER_NOT_AVAILABLE before),
     as Kafka's metadata cache answers."""
@@ -47,15 +50,15 @@ def topic_entry(ctx, info) -> Any:         # a MetadataResponseTopic
                   partitions=parts)
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
     services = ctx.services
     version = ctx.api_version
-    topics: list = []
+    topics: list[MetadataResponse.MetadataResponseTopic | None] = []     # None: being created
     to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
         for each in sorted(services.metadata.topics().values(), key=lambda t: t.name):
             # topics the principal may not describe are left out, as Kafka's
-            if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, each.name, audit=False):
+            if ctx.has_right(RIGHTS.listed_topic, each.name):
                 topics.append(topic_entry(ctx, each))
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
@@ -73,9 +76,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
                 if name is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
                     continue
-            if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if not ctx.has_right(RIGHTS.topic, name):
                 # existing or not, said alike (by id: without its name)
-                refused = _Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name)
+                refused = _Topic(error_code=RIGHTS.topic.error_code, name=None if by_id else name)
                 if by_id:           # by name: the zero uuid (a null in a non-nullable field broke v10+)
                     refused.topic_id = t.topic_id
                 topics.append(refused)
@@ -88,9 +91,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
             if problem:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
             elif allow_auto and services.config["auto.create.topics.enable"]:
-                if not (ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audit=False)
-                        or ctx.authorize(Operation.CREATE, ResourceType.TOPIC, name)):
-                    topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name))
+                if not (ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
+                        or ctx.has_right(RIGHTS.create_topic, name)):
+                    topics.append(_Topic(error_code=RIGHTS.create_topic.error_code, name=name))
                     continue
                 to_create.append((len(topics), name))
                 topics.append(None)
@@ -101,7 +104,8 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     return _response(ctx, topics)
 
 
-async def _after_creation(ctx, topics: list, to_create: list[tuple[int, str]]):
+async def _after_creation(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic | None],
+                          to_create: list[tuple[int, str]]) -> MetadataResponse:
     services = ctx.services
     for index, name in to_create:
         try:
@@ -114,7 +118,7 @@ async def _after_creation(ctx, topics: list, to_create: list[tuple[int, str]]):
     return _response(ctx, topics)
 
 
-def brokers_on(ctx) -> list[tuple[Any, str, int]]:
+def brokers_on(ctx: RequestContext) -> list[tuple[BrokerInfo, str, int]]:
     """The live brokers with an endpoint on the request's listener: (broker, host, port),
     by broker id (a broker without that listener is left out, as Kafka does)."""
     listener = ctx.listener_name
@@ -126,7 +130,7 @@ def brokers_on(ctx) -> list[tuple[Any, str, int]]:
     return out
 
 
-def _response(ctx, topics) -> MetadataResponse:
+def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic | None]) -> MetadataResponse:
     services = ctx.services
     brokers = [_Broker(node_id=b.broker_id, host=host, port=port, rack=b.rack) for b, host, port in brokers_on(ctx)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=services.metadata.cluster_id,

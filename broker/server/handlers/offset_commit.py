@@ -2,23 +2,23 @@
 __consumer_offsets before the answer."""
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
-from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 8
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     v = ctx.api_version
     offsets = {}
-    group_ok = ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id)
+    group_ok = ctx.has_right(RIGHTS.group, request.group_id)
     refused = {}
     for t in request.topics:
-        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok else \
-            None if ctx.authorize(Operation.READ, ResourceType.TOPIC, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        denied = RIGHTS.group.error_code if not group_ok else \
+            None if ctx.has_right(RIGHTS.topic, t.name) else RIGHTS.topic.error_code
         for p in t.partitions:
             if denied is not None:
                 refused[(t.name, p.partition_index)] = denied

@@ -33,46 +33,49 @@ waits for the group commit that makes the batch durable (KAFKA_STORAGE_ERROR if 
 fails). Idempotent producers: a retried batch already written is answered with the
 offsets of its first write; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced
 epoch INVALID_PRODUCER_EPOCH (broker/log/producer_state.py). A write the disk refuses is
-KAFKA_STORAGE_ERROR (broker/errors.py maps every append exception). An internal topic
+KAFKA_STORAGE_ERROR (broker/cluster/replica/append_errors.py maps every append exception). An internal topic
 (__consumer_offsets) is INVALID_TOPIC_EXCEPTION: only its coordinator appends there.
 
 acks=0: no response at all; if any partition failed, the connection is closed (Kafka's
 way of telling an acks=0 producer). A response that must wait is returned as an
 awaitable (one coroutine for the request); the others are answered at once.
 
-The direct path (`direct`, called by Server.dispatch before any generic decoding): the
-common Produce — no transactional id, acks 1 or -1, each partition led here and answered
-without a wait — is read from its frame and answered with its bytes (broker._native.produce
-decode_header, decode_request, encode_appended), each partition appended by
-Partition.append_as_leader as append_records does, without the generic request context,
-response objects, or ReplicaManager's loop. It takes a request only when the general path
-would do the same and answer at once: without an authorizer, client quotas, a request log
-of Produce, or a SASL authenticator on the connection; and for each partition, not an
-internal topic, led here, with records whose first batch is not transactional, no flush
-policy, and (acks=-1) an ISR of this broker alone that satisfies min.insync.replicas and a
-high watermark at the log end, so that the high watermark covers the batch (or the retried
-batch) once appended. Anything else is left to the general path before any append, with
-the request if it was decoded (not decoded twice). A partition whose append fails is
-answered with its error as the general path answers it.
+The direct path (`direct`, Server.dispatch's for Produce: handlers/__init__.py
+DIRECT_PATHS): decode, append, encode, without the generic request header, request
+context or response objects. The common Produce — no transactional id, acks 1 or -1,
+every partition answered at once — is read from its frame in C (broker._native.produce
+decode_header, decode_request), appended by ReplicaManager.append_now (append_records,
+once every partition said it answers at once: Partition.answers_at_once) and answered with
+its bytes written in C (encode_appended). The server sends a Produce this way only
+without an authorizer, client quotas, a request log of Produce, or a SASL authenticator
+on the connection (Server.takes_direct). Here it leaves to the general path, before any
+append, what the general path would refuse or make wait: a transactional id, acks 0 or
+invalid, a version not served, a partition without records or whose first batch is
+transactional, and whatever append_now declines (an internal topic, a partition not led
+here, a flush policy, an acks=-1 with followers to wait for); with the request if it was
+decoded (not decoded twice). A partition whose append fails is answered with its error as
+the general path answers it.
 """
 import logging
+from collections.abc import Awaitable, Mapping
 
 from broker._native import produce as _native
-from broker.cluster.metadata import INTERNAL_TOPICS
-from broker.cluster.replica.manager import AppendOrigin
-from broker.config import LONG_MAX
-from broker.errors import APPEND_ERRORS, append_error
+from broker.cluster.replica.delayed_produce import AppendResult, PartitionResult
+from broker.cluster.replica.manager import AppendOrigin, Records
 from broker.log import TopicPartition
 from broker.log.producer_state import OutOfOrderSequence
 from broker.native import RecordBatch
 from broker.protocol import codec
 from broker.protocol.api import ApiKey
+from broker.protocol.codec import BufferLike
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from broker.security.acl import Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import Answered, RequestContext
+from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.PRODUCE
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 3, 12
 
 log = logging.getLogger(__name__)
@@ -81,27 +84,30 @@ _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
 _CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
-_ATTRIBUTES_LOW = 22             # the low byte of a batch's attributes
-_TRANSACTIONAL = 0x10
+_transactional = _native.first_batch_transactional
+#: a partition's records to append
+_Entry = tuple[TopicPartition, Records]
+#: the entries a transaction's coordinator must confirm first: index -> (producer id, epoch, the guard)
+_ToVerify = dict[int, tuple[int, int, object]]
 
 
-def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     acks = request.acks
-    responses = []
-    entries = []        # (TopicPartition, records) to append, in the request's order
-    answers = []        # their partition responses, in the same order
+    responses: list[ProduceResponse.TopicProduceResponse] = []
+    entries: list[_Entry] = []      # (TopicPartition, records) to append, in the request's order
+    answers: list[ProduceResponse.PartitionProduceResponse] = []    # their partition responses, in the same order
     failed = False
     txn_id = request.transactional_id
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     elif request.transactional_id is not None and \
-            not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+            not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        code, message = RIGHTS.transactional_id.error_code, None
     else:
         code, message = None, None
     for topic in request.topic_data:
         presp = []
-        allowed = ctx.authorize(Operation.WRITE, ResourceType.TOPIC, topic.name)     # WRITE on the topic
+        allowed = ctx.has_right(RIGHTS.topic, topic.name)
         for p in topic.partition_data:
             r = _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             presp.append(r)
@@ -109,12 +115,12 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
                 r.error_code, r.error_message = code, message
                 failed = True
             elif not allowed:
-                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                r.error_code = RIGHTS.topic.error_code
                 failed = True
             elif p.records is None or len(p.records) == 0:
                 r.error_code, r.error_message = ErrorCode.INVALID_RECORD, "no records"
                 failed = True
-            elif txn_id is None and len(p.records) > _ATTRIBUTES_LOW and p.records[_ATTRIBUTES_LOW] & _TRANSACTIONAL:
+            elif txn_id is None and _transactional(p.records):
                 # transactional records need a transactional id (Kafka answers so)
                 r.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 r.error_message = "transactional records without a transactional id"
@@ -152,10 +158,10 @@ _RETRY_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINAT
                           ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 
 
-def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
+def _to_verify(ctx: RequestContext, entries: list[_Entry]) -> _ToVerify:
     """Entries (by index) whose transactional batch opens a transaction on a partition
     led here: index -> (producer id, epoch, the verification guard)."""
-    out = {}
+    out: _ToVerify = {}
     replicas = ctx.services.replicas
     for i, (tp, records) in enumerate(entries):
         if len(records) < RECORD_BATCH_HEADER:
@@ -174,14 +180,18 @@ def _to_verify(ctx, entries) -> dict[int, tuple[int, int, object]]:
     return out
 
 
-async def _verify_then_append(ctx, request, entries, answers, need, responses):
+async def _verify_then_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
+                              answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
+                              responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
     try:
         return await _verified_append(ctx, request, entries, answers, need, responses)
     finally:
         ctx.connection.release_produces()
 
 
-async def _verified_append(ctx, request, entries, answers, need, responses):
+async def _verified_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
+                           answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
+                           responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
     services = ctx.services
     pid, epoch, _guard = next(iter(need.values()))
     parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
@@ -240,7 +250,7 @@ async def _verified_append(ctx, request, entries, answers, need, responses):
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-def error_response(request, code: int):
+def error_response(request: ProduceRequest, code: int) -> ProduceResponse | None:
     """Every partition answered with `code` (an old version the broker no longer serves);
     None for acks=0, whose connection is then closed, as Kafka does."""
     if request.acks == 0:
@@ -252,7 +262,7 @@ def error_response(request, code: int):
         for t in request.topic_data])
 
 
-def _fill(answers, results) -> bool:
+def _fill(answers: list[ProduceResponse.PartitionProduceResponse], results: list[PartitionResult]) -> bool:
     """Copies the append's results into the partition responses; True if any failed."""
     failed = False
     for r, res in zip(answers, results):
@@ -265,7 +275,9 @@ def _fill(answers, results) -> bool:
     return failed
 
 
-async def _answer_later(ctx, result, answers, response, failed: bool):
+async def _answer_later(ctx: RequestContext, result: AppendResult,
+                        answers: list[ProduceResponse.PartitionProduceResponse], response: ProduceResponse,
+                        failed: bool) -> ProduceResponse:
     """The answer once every partition's wait is over (never for acks=0: it waits for
     nothing)."""
     ctx.errors = _fill(answers, await result.wait()) or failed
@@ -274,84 +286,49 @@ async def _answer_later(ctx, result, answers, response, failed: bool):
 
 # ---------------------------------------------------------------------- the direct path
 
-def direct(server, conn, frame) -> tuple[list | None, ProduceRequest | None]:
-    """(the answer's parts, None) for a Produce frame the direct path takes (see the module
-    docstring), its partitions appended. Otherwise nothing is appended, and the general
-    path handles the request: (None, the request as decoded here, which is what the general
-    decoder gives for it) or (None, None) when it was not decoded. The caller checked the
-    server-wide conditions."""
+def direct(services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]
+           ) -> Answered | ProduceRequest | None:
+    """A Produce frame's answer (see the module docstring), its partitions appended: an
+    Answered (the answer's frames, the client id, the response when a partition failed).
+    Otherwise nothing is appended, and the general path handles the request: the
+    request as decoded here (what the general decoder gives for it), or None when it was
+    not decoded. The caller checked the server-wide conditions (Server.takes_direct)."""
     head = _native.decode_header(frame)
     if head is None:
-        return None, None
+        return None
     version, correlation_id, client_id, pos = head
-    if version > server.version_caps.get(API_KEY, MAX_VERSION):
-        return None, None
+    if version > version_caps.get(API_KEY, MAX_VERSION):
+        return None
     try:
         request = _native.decode_request(frame, pos, version)
     except ValueError:                  # malformed: the general path says what is wrong
-        return None, None
+        return None
     if request is None:
-        return None, None
+        return None
     acks = request.acks
     if request.transactional_id is not None or (acks != 1 and acks != -1):
-        return None, request
-    replicas = server.services.replicas
-    partitions = replicas.partitions
-    alone = [replicas.broker_id]
-    work = []
-    for topic in request.topic_data:
+        return request
+    entries = []
+    topics = request.topic_data
+    for topic in topics:
         name = topic.name
-        if name in INTERNAL_TOPICS:
-            return None, request
-        parts = []
         for p in topic.partition_data:
             records = p.records
-            part = partitions.get(TopicPartition(name, p.index))
-            if (part is None or not part.is_leader or records is None or len(records) == 0
-                    or (len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)):
-                return None, request
-            config = part.log.config
-            if config.flush_messages != LONG_MAX or config.flush_ms != LONG_MAX:
-                return None, request    # the answer would wait for an fsync
-            if acks == -1 and (part.maximal_isr != alone or len(part.state.isr) < config.min_insync_replicas
-                               or part.log.high_watermark != part.log.log_end_offset):
-                return None, request    # it would wait (followers, the high watermark), or refuse
-            parts.append((p.index, part, records))
-        work.append((name, parts))
-    if conn.client_id is None:
-        conn.client_id = client_id
-    stats = replicas.topic_stats
-    answers = []
-    failed = False
-    for name, parts in work:
-        results: list[tuple] = []
-        for index, part, records in parts:
-            try:
-                info = part.append_as_leader(records, acks)
-            except APPEND_ERRORS as exc:
-                results.append((index, -1, -1, -1) + append_error(exc))
-                failed = True
-                continue
-            if stats is not None and not info.duplicate:
-                stats.appended(name, info.record_count, info.size)
-            if acks == -1:
-                done, error = part.check_enough_replicas_reach_offset(info.last_offset + 1, part.leader_epoch)
-                if not done:            # the conditions above rule it out: a bug
-                    raise RuntimeError(f"{part.tp}: an acks=-1 append of the direct path must wait")
-                if error:
-                    results.append((index, info.base_offset, info.log_append_time, info.log_start_offset, error, None))
-                    failed = True
-                    continue
-            results.append((index, info.base_offset, info.log_append_time, info.log_start_offset))
-        answers.append((name, results))
-    if not failed:
-        return _native.encode_appended(correlation_id, version, answers), None
-    response = ProduceResponse(throttle_time_ms=0, responses=[
-        _TopicResp(name=name, partition_responses=[
-            _PartResp(index=r[0], base_offset=r[1], log_append_time_ms=r[2], log_start_offset=r[3],
-                      error_code=r[4] if len(r) > 4 else 0, error_message=r[5] if len(r) > 4 else None)
-            for r in results])
-        for name, results in answers])
-    if server.request_stats is not None:
-        server.request_stats.count_errors(API_KEY, response)
-    return codec.encode_response((correlation_id, API_KEY, version), response), None
+            if records is None or len(records) == 0 or _transactional(records):
+                return request          # refused by handle()
+            entries.append((TopicPartition(name, p.index), records))
+    results = services.replicas.append_now(entries, acks, request.timeout_ms)
+    if results is None:
+        return request                  # it would wait, or be refused before its append
+    for r in results:
+        if r.error:
+            break
+    else:
+        return _native.encode_appended(correlation_id, version, topics, results), client_id, None
+    # a partition failed: answered as the general path answers it, its errors counted
+    responses = [_TopicResp(name=t.name, partition_responses=[
+        _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+        for p in t.partition_data]) for t in topics]
+    _fill([r for t in responses for r in t.partition_responses], results)
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    return codec.encode_response((correlation_id, API_KEY, version), response), client_id, response

@@ -9,18 +9,20 @@ connection.failed.authentication.delay.ms (a guesser gets few tries per connecti
 and second), written to the audit log with the reason, and the connection closes. On a
 listener without SASL, or out of turn: ILLEGAL_SASL_STATE, as Kafka's KafkaApis."""
 import asyncio
+from collections.abc import Awaitable
 
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from broker.security.sasl import AUTHENTICATE, SaslAuthenticationError
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.sasl import AUTHENTICATE, COMPLETE, SaslAuthenticationError
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.SASL_AUTHENTICATE
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: SaslAuthenticateRequest
+           ) -> SaslAuthenticateResponse | Awaitable[SaslAuthenticateResponse]:
     conn = ctx.connection
     auth = conn.authenticator
     if auth is None or auth.state != AUTHENTICATE:
@@ -36,7 +38,7 @@ def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> HandlerResu
     except SaslAuthenticationError as exc:
         conn.server.audit_failure(conn, f"SASL {auth.mechanism} authentication failed: {exc.reason}")
         return _refuse(ctx, exc.message)
-    if auth.principal is not None and auth.state == "complete":
+    if auth.principal is not None and auth.state == COMPLETE:
         conn.authenticated(auth.principal)
     return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer,
                                     session_lifetime_ms=lifetime_ms)

@@ -9,13 +9,13 @@ Kafka 4 no longer serves either."""
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from broker.server.context import HandlerResult, RequestContext
+from broker.server.context import RequestContext
 
 API_KEY = ApiKey.SASL_HANDSHAKE
 MIN_VERSION, MAX_VERSION = 1, 1
 
 
-def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> HandlerResult:
+def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
     conn = ctx.connection
     auth = conn.authenticator
     if auth is None:

@@ -1,14 +1,18 @@
 """StopReplica (5): the controller tells this broker to stop following partitions — and to
 delete their logs when their topic is being deleted, or when they moved away."""
+from collections.abc import Awaitable
+
 from broker.log import TopicPartition
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.STOP_REPLICA
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 3, 4
 
 _PartError = StopReplicaResponse.StopReplicaPartitionError
@@ -34,7 +38,7 @@ async def _from_network(services: BrokerServices, request: StopReplicaRequest) -
     return await apply(services, request)
 
 
-def handle(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse | Awaitable[StopReplicaResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return StopReplicaResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)

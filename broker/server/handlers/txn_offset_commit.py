@@ -13,42 +13,44 @@ from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from broker.security.acl import Operation, ResourceType
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import HandlerResult, RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 R = TxnOffsetCommitResponse
 
 
-async def _handle(ctx, request):
+async def _handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = ctx.api_version
-    offsets = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in request.topics:
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata, -1, -1)
-    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        results = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in offsets}
-    elif not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
-        results = {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
+    results: dict[tuple[str, int], int]
+    if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+        results = {tp: RIGHTS.transactional_id.error_code for tp in offsets}
+    elif not ctx.has_right(RIGHTS.group, request.group_id):
+        results = {tp: RIGHTS.group.error_code for tp in offsets}
     elif not request.group_id:
         results = {tp: ErrorCode.INVALID_GROUP_ID for tp in offsets}
     elif v >= 5 and (code := await _add_offsets_partition(ctx, request)):
         results = {tp: code for tp in offsets}
     else:
-        denied = {t for t, _ in offsets if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
+        denied = {t for t, _ in offsets if not ctx.has_right(RIGHTS.topic, t)}
         allowed = {tp: om for tp, om in offsets.items() if tp[0] not in denied}
         results = await ctx.services.coordinator.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch,
             request.generation_id if v >= 3 else -1, request.member_id if v >= 3 else "",
             request.group_instance_id if v >= 3 else None, allowed) if allowed else {}
-        results = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else results[tp] for tp in offsets}
+        results = {tp: RIGHTS.topic.error_code if tp[0] in denied else results[tp] for tp in offsets}
     if v < 2:
         results = {tp: ErrorCode.INVALID_PRODUCER_EPOCH if c == ErrorCode.PRODUCER_FENCED else c
                    for tp, c in results.items()}
-    topics: dict[str, list] = {}
+    topics: dict[str, list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]] = {}
     for (t, p), code in results.items():
         topics.setdefault(t, []).append(R.TxnOffsetCommitResponsePartition(partition_index=p, error_code=code))
     return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t, partitions=ps)
@@ -62,7 +64,7 @@ _RETRY = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOA
                     ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS})
 
 
-async def _add_offsets_partition(ctx, request) -> int:
+async def _add_offsets_partition(ctx: RequestContext, request: TxnOffsetCommitRequest) -> int:
     """Adds the group's __consumer_offsets partition to the producer's transaction (0, or
     the error to answer)."""
     from broker.group.records import partition_for

@@ -4,15 +4,20 @@ shows). A partition with leader -2 belongs to a topic being deleted: the topic l
 cache, and the group coordinator forgets its committed offsets (Kafka's
 handleUpdateMetadataRequest -> onPartitionsDeleted). Topic configs of topics seen for the
 first time are read from the store first."""
+import uuid
+from collections.abc import Awaitable
+
 from broker.cluster.metadata import INTERNAL_TOPICS, BrokerInfo, PartitionState, TopicInfo
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.server.context import HandlerResult, RequestContext
+from broker.security.acl import CLUSTER_NAME
+from broker.security.api_rights import API_RIGHTS
+from broker.server.context import RequestContext
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.UPDATE_METADATA
+RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 7, 8
 
 LEADER_DURING_DELETE = -2
@@ -25,7 +30,7 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     cache = services.metadata
     deleted = set()
-    updates: dict[str, tuple] = {}
+    updates: dict[str, tuple[uuid.UUID, list[PartitionState]]] = {}
     for t in request.topic_states:
         states = []
         for ps in t.partition_states:
@@ -54,7 +59,7 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 
-def _broker(b, inter_broker_listener: str) -> BrokerInfo:
+def _broker(b: UpdateMetadataRequest.UpdateMetadataBroker, inter_broker_listener: str) -> BrokerInfo:
     """host and port: the inter-broker listener's (the first endpoint without one)."""
     endpoints = {e.listener: (e.host, e.port) for e in b.endpoints}
     host, port = endpoints.get(inter_broker_listener) or (b.endpoints[0].host, b.endpoints[0].port)
@@ -69,7 +74,8 @@ async def _from_network(services: BrokerServices, request: UpdateMetadataRequest
     return await apply(services, request)
 
 
-def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> HandlerResult:
-    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
-        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def handle(ctx: RequestContext, request: UpdateMetadataRequest
+           ) -> UpdateMetadataResponse | Awaitable[UpdateMetadataResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+        return UpdateMetadataResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)

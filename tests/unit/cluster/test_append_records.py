@@ -206,3 +206,31 @@ def test_acks_outside_0_1_minus_1_are_a_bug_of_the_caller(replicas, tmp_path):
     with pytest.raises(ValueError):
         replicas.append_records([(T0, batch(1))], 2, 1000, CLIENT)
     assert replicas.partitions[T0].log.log_end_offset == 0
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_append_now_answers_what_append_records_answers_at_once_and_declines_the_rest_untouched(
+        replicas, tmp_path, acks, no_delayed_produce):
+    """ReplicaManager.append_now (the direct path of Produce): every partition answered at
+    once (Partition.answers_at_once) is appended by append_records' own loop; one partition
+    that would wait or be refused before its append declines the whole request, nothing
+    appended."""
+    host(replicas, tmp_path, T0)
+    host(replicas, tmp_path, T1)
+    host(replicas, tmp_path, T2, replica_ids=(1, 2))                    # acks=-1 waits for broker 2
+    host(replicas, tmp_path, T3, **{"flush.messages": 1000})            # a flush policy: waits for an fsync
+    host(replicas, tmp_path, OFFSETS)
+    bad = batch(1)
+    bad[-1] ^= 0xFF                                                     # a corrupt CRC: refused in the append
+    got = replicas.append_now([(T0, batch(2)), (T1, bad), (T0, batch(1))], acks)
+    assert [(r.error, r.base_offset, r.last_offset) for r in got] == [(0, 0, 1), (E.CORRUPT_MESSAGE, -1, -1),
+                                                                        (0, 2, 2)]
+    ends = {tp: p.log.log_end_offset for tp, p in replicas.partitions.items()}
+    declined = [[(T3, batch(1))], [(OFFSETS, batch(1))], [(TopicPartition("t", 9), batch(1))]]
+    if acks == -1:
+        declined.append([(T2, batch(1))])
+    for entries in declined:
+        assert replicas.append_now([(T0, batch(1))] + entries, acks) is None
+    assert {tp: p.log.log_end_offset for tp, p in replicas.partitions.items()} == ends
+    if acks == 1:                                                       # acks=1 waits for no follower
+        assert [r.error for r in replicas.append_now([(T2, batch(1))], acks)] == [0]

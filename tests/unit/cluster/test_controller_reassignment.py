@@ -6,7 +6,7 @@ import asyncio
 import uuid
 
 from broker.cluster.controller.controller import Controller
-from broker.cluster.controller.reassignment import ReplicaAssignment
+from broker.cluster.controller.reassignment_decisions import ReplicaAssignment
 from broker.cluster.store.znodes import TopicAssignment
 from broker.config import BrokerConfig
 from broker.log import TopicPartition

@@ -1,6 +1,6 @@
-"""The fetch handler (broker/server/handlers/fetch.py) answering follower fetches from a
-real leader Partition and Log, through a fake request context: a follower's position
-moves only after a successful read (issue 16, defect 1)."""
+"""Follower fetches through the fetch handler (broker/server/handlers/fetch.py) and
+ReplicaManager.fetch_records, from a real leader Partition and Log, through a fake request
+context: a follower's position moves only after a successful read (issue 16, defect 1)."""
 from types import SimpleNamespace
 
 import pytest
@@ -16,17 +16,16 @@ from broker.server.handlers import fetch
 from tests.unit.log._support import TP, batch, log_config
 
 
-class Replicas:
-    record_follower_fetch = ReplicaManager.record_follower_fetch
-    topic_stats = None                  # metrics off
+class KnownTopics:
+    def partition_state(self, topic, partition):
+        return object()
 
-    def __init__(self, part, quotas=None):
-        self.part = part
-        self.quotas = quotas or ReplicationQuotas(1)
 
-    def leader_partition(self, topic, partition, current_leader_epoch=-1):
-        self.part.check_leader(current_leader_epoch)
-        return self.part
+def replicas_of(part, quotas=None):
+    """Broker 1's ReplicaManager holding `part` (no log manager, metrics off)."""
+    replicas = ReplicaManager(1, None, KnownTopics(), quotas=quotas or ReplicationQuotas(1))
+    replicas.partitions[part.tp] = part
+    return replicas
 
 
 @pytest.fixture
@@ -39,7 +38,9 @@ def leader(tmp_path):
 
 
 def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5, quotas=None):
-    ctx = SimpleNamespace(services=SimpleNamespace(replicas=Replicas(part, quotas)), authorize=lambda *a, **k: True,
+    ctx = SimpleNamespace(services=SimpleNamespace(replicas=replicas_of(part, quotas),
+                                                   config={"fetch.wait.max.ms": 30000}),
+                          has_right=lambda *a, **k: True,
                           api_version=version, received=0.0, connection=SimpleNamespace(closed=False))
     req = F(replica_id=replica_id, replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
             max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,

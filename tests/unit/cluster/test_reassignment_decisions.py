@@ -1,4 +1,4 @@
-"""Partition reassignment's pure decisions (broker/cluster/controller/reassignment.py):
+"""Partition reassignment's pure decisions (broker/cluster/controller/reassignment_decisions.py):
 RS/AR/RR as Kafka's ReplicaAssignment computes them, the validation of a request with
 Kafka's error codes, the start (epoch bump), completion (target in the ISR), the finish
 (leader from the target, removed replicas out of the ISR), cancel, and a new target
@@ -6,7 +6,7 @@ replacing one in progress; then hypothesis properties of any reassignment."""
 from hypothesis import given, strategies as st
 
 from broker.cluster.controller.decisions import ClusterView, Failure, LeaderAndIsr, PartitionView
-from broker.cluster.controller.reassignment import (
+from broker.cluster.controller.reassignment_decisions import (
     ReplicaAssignment,
     bump,
     finish,

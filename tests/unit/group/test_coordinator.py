@@ -44,6 +44,9 @@ class MemoryWriter:
     def is_leader(self, tp):
         return tp in self.leading
 
+    def leader_epoch(self, tp):
+        return 0
+
     def append(self, tp, records, timeout_ms):
         base = self.end.get(tp, 0)
         nxt = assign_offsets(records, base)[0]

@@ -74,6 +74,23 @@ def test_write_atomically_into_a_relative_path(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["plain"]
 
 
+def test_write_atomically_with_a_mode_ignores_the_umask_and_a_stale_temp_file(tmp_path):
+    """The metadata file's mode (0600): set on the temp file before the text is written,
+    whatever the umask, and also on a temp file a crash left with wider permissions."""
+    path = tmp_path / "secret"
+    (tmp_path / "secret.tmp").write_text("left by a crash")
+    (tmp_path / "secret.tmp").chmod(0o644)
+    old = os.umask(0o000)
+    try:
+        write_atomically(str(path), "keys\n", mode=0o600)
+        assert path.read_text() == "keys\n" and (path.stat().st_mode & 0o777) == 0o600
+        write_atomically(str(tmp_path / "plain"), "x\n")              # no mode: the umask's
+        assert (tmp_path / "plain").stat().st_mode & 0o777 == 0o666
+    finally:
+        os.umask(old)
+    assert sorted(os.listdir(tmp_path)) == ["plain", "secret"]
+
+
 @pytest.mark.parametrize("text, line", [
     ("", 1),
     ("1\n0\n", 1),

@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 PKG = REPO / "broker" / "protocol"
 GENERATED_DIRS = ("broker/protocol/schema", "broker/protocol/messages")
-GENERATED_FILES = ("broker/protocol/errors.py",)
+GENERATED_FILES = ("broker/protocol/errors.py", "_native/include/kb_messages.h")
 
 
 def _load_generator():
@@ -50,6 +50,24 @@ def test_generated_code_is_current_from_checked_in_schema(tmp_path):
     shutil.copytree(REPO / "broker/protocol/schema", tmp_path / "broker/protocol/schema")
     assert gen.main(["--from-schema", "--out", str(tmp_path)]) == 0
     _assert_same(_snapshot(REPO), _snapshot(tmp_path))
+
+
+def test_the_native_codecs_versions_come_from_the_schema_and_a_field_it_does_not_know_stops_the_generator(
+        tmp_path):
+    """_native/include/kb_messages.h: what produce.pyx tests a version against. A Produce
+    with a field the C code does not know (as Kafka's v13 replaces the topic name with an
+    id) is no header with the old versions, but a stop naming the struct."""
+    header = (REPO / "_native/include/kb_messages.h").read_text()
+    assert "#define KB_PRODUCE_NATIVE_LOWEST 3\n" in header and "#define KB_PRODUCE_NATIVE_HIGHEST 12\n" in header
+    assert "#define KB_PRODUCE_FIRST_FLEXIBLE 9\n" in header
+    assert "#define KB_PRODUCE_RESPONSE_LOG_START_OFFSET 5 " in header
+    shutil.copytree(REPO / "broker/protocol/schema", tmp_path / "broker/protocol/schema")
+    path = tmp_path / "broker/protocol/schema/ProduceRequest.json"
+    spec = json.loads(path.read_text())
+    spec["fields"][3]["fields"].insert(1, {"name": "TopicId", "type": "uuid", "versions": "13+"})
+    path.write_text(json.dumps(spec))
+    with pytest.raises(SystemExit, match="TopicProduceData has fields .*TopicId.*produce.pyx"):
+        gen.main(["--from-schema", "--out", str(tmp_path)])
 
 
 def test_included_schema_files_are_listed_once():

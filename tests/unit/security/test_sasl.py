@@ -33,6 +33,7 @@ from broker.security.sasl import (
     SaslSettings,
     parse_jaas,
     plain_token,
+    session_lifetime_ms,
 )
 from broker.security.scram import ScramClient, ScramCredential, ScramError, ScramServer, salted_password
 
@@ -170,6 +171,43 @@ def test_an_oauthbearer_session_ends_with_its_token(jwks):
     a.handshake("OAUTHBEARER")
     _, lifetime = a.authenticate(client_initial_response(token(jwks.key, exp=int(time.time()) + 30, aud=None)), 0.0)
     assert 25_000 < lifetime <= 30_000
+
+
+@pytest.mark.parametrize("reauth_ms, expiry_in_ms, lifetime_ms", [
+    (0, None, None),            # neither: no limit
+    (-1, None, None),
+    (5000, None, 5000),         # connections.max.reauth.ms alone
+    (0, 30_000, 30_000),        # the token alone
+    (5000, 30_000, 5000),       # the shorter of both
+    (60_000, 30_000, 30_000),
+    (0, 0, 0),                  # a token that expires now, or expired (within the clock skew):
+    (0, -5000, 0),              # a session that has ended already, never one without a limit
+    (6000, -5000, 0),           # (issue 34: 0 used to override the re-authentication limit)
+])
+def test_a_session_never_outlives_its_credential(reauth_ms, expiry_in_ms, lifetime_ms):
+    now_ms = 1_700_000_000_000
+    expiry = None if expiry_in_ms is None else now_ms + expiry_in_ms
+    assert session_lifetime_ms(reauth_ms, expiry, now_ms) == lifetime_ms
+
+
+@pytest.mark.parametrize("reauth_ms", [0, 6000])
+def test_a_token_expired_within_the_clock_skew_gives_a_session_that_ends_at_once(jwks, reauth_ms):
+    """Kafka's SaslServerAuthenticator: the token is valid (within the validator's clock
+    skew), the answer's session lifetime is 0 and the session's expiry is the end of the
+    authentication: any request after it but a re-authentication is refused."""
+    v = TokenValidator(str(jwks.path), clock_skew_s=30)
+    a = Authenticator(SaslSettings(["OAUTHBEARER"], oauth_validator=v, reauth_ms={"OAUTHBEARER": reauth_ms}))
+    a.handshake("OAUTHBEARER")
+    _, lifetime = a.authenticate(client_initial_response(token(jwks.key, exp=int(time.time()) - 5, aud=None)), 100.0)
+    assert lifetime == 0 and a.principal == "User:alice"
+    assert a.session_expires_at == 100.0
+    assert not a.allows(3, 100.001) and not a.allows(0, 125.0)
+    assert a.allows(17, 100.001) and a.allows(18, 100.001)      # a re-authentication may start
+    # beyond the clock skew the token is refused outright
+    a = Authenticator(a.settings)
+    a.handshake("OAUTHBEARER")
+    with pytest.raises(SaslAuthenticationError):
+        a.authenticate(client_initial_response(token(jwks.key, exp=int(time.time()) - 60, aud=None)), 100.0)
 
 
 # ---------------------------------------------------------------------------- a real listener

@@ -135,6 +135,9 @@ class FakeServer:
     def __init__(self, loop):
         self.loop = loop
         self.services = SimpleNamespace(config={"socket.request.max.bytes": 1 << 20})
+        self.max_queued_bytes_per_connection = 4 << 20
+        self.request_memory = None
+        self.established = []
         self.frames = []
         self.answers = {}
         self.closed = []
@@ -146,6 +149,9 @@ class FakeServer:
 
     def connection_closed(self, conn):
         self.closed.append(conn)
+
+    def connection_established(self, conn):
+        self.established.append(conn)
 
     def audit_failure(self, conn, what):
         self.audited.append(what)
@@ -191,6 +197,8 @@ def test_a_client_certificate_names_the_principal_and_requests_flow(certs):
         writer.write(struct.pack(">i", 3) + b"abc")
         assert await asyncio.wait_for(reader.readexactly(6), 5) == b"\x00\x00\x00\x02ok"
         assert server.frames == [("User:alice", b"abc")]
+        # the handshake done, the connection no longer counts as authenticating
+        assert server.established == [conn] and not conn.authenticating
         writer.close()
         await _until(lambda: conn.closed)
     asyncio.run(run())
@@ -274,6 +282,7 @@ def test_bad_client_certificates_are_refused_audited_and_closed(certs, pem, capl
             pass
         await _until(lambda: conn.closed)
         assert server.frames == [] and len(server.audited) == 1 and "TLS handshake failed" in server.audited[0]
+        assert server.established == []           # it never counted as authenticated
     asyncio.run(run())
 
 

@@ -1,11 +1,11 @@
-"""The one mapping from append exceptions to Kafka error codes (broker/errors.py), and
+"""The one mapping from append exceptions to Kafka error codes (broker/cluster/replica/append_errors.py), and
 the group coordinator's answers built on it, with an in-memory partition writer."""
 import asyncio
 import errno
 
 import pytest
 
-from broker.errors import APPEND_ERRORS, append_error
+from broker.cluster.replica.append_errors import APPEND_ERRORS, append_error
 from broker.group.group import Group
 from broker.group.records import OffsetAndMetadata
 from broker.log import LogStorageError, RecordTooLarge
@@ -54,7 +54,7 @@ def test_anything_else_is_not_an_answer():
 
 class FailingWriter(MemoryWriter):
     """Its append fails with `exc` (as ReplicaManager.append_records reports it: the code of
-    broker/errors.py), or its wait with the code `wait_error`."""
+    broker/cluster/replica/append_errors.py), or its wait with the code `wait_error`."""
 
     def __init__(self, exc=None, wait_error=0):
         super().__init__()
