@@ -48,8 +48,10 @@ import time
 import traceback
 import weakref
 from collections import deque
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from broker.addresses import parse_bootstrap
 
 if TYPE_CHECKING:
     from broker.client.producer import Producer
@@ -92,13 +94,29 @@ if hasattr(os, "register_at_fork"):
 
 def _check_bootstrap(bootstrap: str) -> None:
     """ValueError unless 'host:port[,host:port...]' (the client parses it when it connects)."""
-    items = [item.strip() for item in bootstrap.split(",") if item.strip()]
-    if not items:
-        raise ValueError("KafkaLogHandler: no bootstrap server given")
-    for item in items:
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"KafkaLogHandler: bootstrap server {item!r} is not HOST:PORT")
+    try:
+        parse_bootstrap(bootstrap)
+    except ValueError as e:
+        raise ValueError(f"KafkaLogHandler: {e}") from None
+
+
+def record_fields(record: logging.LogRecord,
+                  format_exception: Callable[[Any], str]) -> dict[str, object]:
+    """A record as the JSON layout has it (the handler's and the broker's own log.format=json):
+    timestamp (UTC, ms), level, logger, message, exception and stack when present, then the
+    record's extra fields. `format_exception` formats exc_info once, kept in exc_text."""
+    d: dict[str, object] = {"timestamp": _iso_utc(record.created), "level": record.levelname,
+                            "logger": record.name, "message": record.getMessage()}
+    if record.exc_info and not record.exc_text:
+        record.exc_text = format_exception(record.exc_info)
+    if record.exc_text:
+        d["exception"] = record.exc_text
+    if record.stack_info:
+        d["stack"] = record.stack_info
+    for k, v in record.__dict__.items():
+        if k not in _STANDARD_ATTRS and k not in d:
+            d[k] = v
+    return d
 
 
 _iso_second: tuple[int, str] = (-1, "")
@@ -353,21 +371,9 @@ class KafkaLogHandler(logging.Handler):
         return key, value, headers, int(record.created * 1000)
 
     def format_json(self, record: logging.LogRecord) -> str:
-        """One JSON object: timestamp (UTC, ms), level, logger, message, exception and stack
-        when present, then the record's extra fields (values JSON cannot hold as str())."""
-        d: dict[str, object] = {"timestamp": _iso_utc(record.created), "level": record.levelname,
-                                "logger": record.name, "message": record.getMessage()}
-        if record.exc_info and not record.exc_text:
-            fmt = self.formatter or logging.Formatter()
-            record.exc_text = fmt.formatException(record.exc_info)
-        if record.exc_text:
-            d["exception"] = record.exc_text
-        if record.stack_info:
-            d["stack"] = record.stack_info
-        for k, v in record.__dict__.items():
-            if k not in _STANDARD_ATTRS and k not in d:
-                d[k] = v
-        return self._json_encoder.encode(d)
+        """One JSON object: record_fields() of the record."""
+        fmt = self.formatter or logging.Formatter()
+        return self._json_encoder.encode(record_fields(record, fmt.formatException))
 
     # ------------------------------------------------------------------ the sender thread
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 import time
 
-from broker.client.connection import BrokerConnection, ClientError, parse_bootstrap
+from broker.addresses import parse_bootstrap
+from broker.client.connection import BrokerConnection, ClientError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest

@@ -279,19 +279,3 @@ def _sendmsg_all(sock: socket.socket, parts: list) -> None:
             else:
                 views[0] = views[0][n:]
                 n = 0
-
-
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    """'host:port[,host:port...]' -> [(host, port)]; ValueError naming the bad entry."""
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap server given")
-    return out

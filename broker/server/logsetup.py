@@ -21,7 +21,7 @@ import logging
 import logging.handlers
 import sys
 
-from broker.applog import _STANDARD_ATTRS, _iso_utc
+from broker.applog import record_fields
 from broker.config import BrokerConfig
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -38,18 +38,7 @@ class JsonFormatter(logging.Formatter):
         self._encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 
     def format(self, record: logging.LogRecord) -> str:
-        d: dict[str, object] = {"timestamp": _iso_utc(record.created), "level": record.levelname,
-                                "logger": record.name, "message": record.getMessage()}
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            d["exception"] = record.exc_text
-        if record.stack_info:
-            d["stack"] = record.stack_info
-        for k, v in record.__dict__.items():
-            if k not in _STANDARD_ATTRS and k not in d:
-                d[k] = v
-        return self._encoder.encode(d)
+        return self._encoder.encode(record_fields(record, self.formatException))
 
 
 def formatter(config: BrokerConfig) -> logging.Formatter:

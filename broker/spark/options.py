@@ -39,6 +39,8 @@ import re
 from dataclasses import dataclass, field
 from typing import overload
 
+from broker.addresses import parse_bootstrap
+
 log = logging.getLogger("broker.spark")
 
 # Kafka's producer defaults, as the project's client has them (broker.client.sender; a
@@ -76,23 +78,6 @@ def data_loss_message(detail: str) -> str:
             f"deleted before all the data in the topic was processed. If you want your query to "
             f"continue (skipping the lost data) in such cases, set the source option "
             f"'failOnDataLoss' to 'false'.")
-
-
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    """'host:port[,host:port...]' -> [(host, port)]; ValueError naming the bad entry (the
-    rules of broker.client.connection.parse_bootstrap, without importing the client)."""
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap server given")
-    return out
 
 
 #: how Spark's catalogs hand a table's OPTIONS to its provider: each option under this

@@ -425,22 +425,14 @@ def test_stream_data_loss_when_the_high_watermark_goes_back(monkeypatch):
 # ---------------------------------------------------------------- issue 41
 
 
-def test_options_take_the_clients_producer_defaults_and_bootstrap_rules():
-    """options.py keeps its own copy of Kafka's producer defaults and of the bootstrap
-    rules (it must not import the client): the same as the client's."""
+def test_options_take_the_clients_producer_defaults():
+    """options.py keeps its own copy of Kafka's producer defaults (it must not import the
+    client): the same as the client's. (The bootstrap rules are one function for both,
+    broker.addresses.parse_bootstrap.)"""
     from broker.client import sender
-    from broker.client.connection import parse_bootstrap
     from broker.spark import options
     for name in ("DELIVERY_TIMEOUT_MS", "RETRIES_MAX", "RETRY_BACKOFF_MS", "RETRY_BACKOFF_MAX_MS", "BUFFER_MEMORY"):
         assert getattr(options, name) == getattr(sender, name), name
-    for text in ("127.0.0.1:9092", " a:1 , b:2 ", "[::1]:9092", "h:1,,"):
-        assert options.parse_bootstrap(text) == parse_bootstrap(text), text
-    for text in ("127.0.0.1", ":9092", "h:x", "", " , "):
-        with pytest.raises(ValueError) as ours:
-            options.parse_bootstrap(text)
-        with pytest.raises(ValueError) as theirs:
-            parse_bootstrap(text)
-        assert str(ours.value) == str(theirs.value)
 
 
 def test_what_spark_imports_to_look_the_source_up_is_light():

@@ -503,18 +503,22 @@ class _Context:
                 deps.add("DEPENDENCY_SCHEMA_ADDED", name)
             else:
                 deps.at(name).compare(od, ud)
-        add = self.at("additionalProperties")
-        if o["permits_additional"] != u["permits_additional"]:
-            add.add("ADDITIONAL_PROPERTIES_ADDED" if u["permits_additional"] else "ADDITIONAL_PROPERTIES_REMOVED")
-        elif o["additional"] is None and u["additional"] is not None:
-            add.add("ADDITIONAL_PROPERTIES_NARROWED")
-        elif u["additional"] is None and o["additional"] is not None:
-            add.add("ADDITIONAL_PROPERTIES_EXTENDED")
-        else:
-            add.compare(o["additional"], u["additional"])
+        self._additional("PROPERTIES", o, u, "additionalProperties")
         self._unevaluated("PROPERTIES", o["unevaluated"], u["unevaluated"], "unevaluatedProperties")
         self._bound("MAX_PROPERTIES", o["maxProperties"], u["maxProperties"], "INCREASED", "DECREASED")
         self._bound("MIN_PROPERTIES", o["minProperties"], u["minProperties"], "INCREASED", "DECREASED")
+
+    def _additional(self, what: str, o: Any, u: Any, path: str) -> None:
+        """additionalProperties / additionalItems: allowed or not, and the schema they follow."""
+        add = self.at(path)
+        if o["permits_additional"] != u["permits_additional"]:
+            add.add(f"ADDITIONAL_{what}_ADDED" if u["permits_additional"] else f"ADDITIONAL_{what}_REMOVED")
+        elif o["additional"] is None and u["additional"] is not None:
+            add.add(f"ADDITIONAL_{what}_NARROWED")
+        elif u["additional"] is None and o["additional"] is not None:
+            add.add(f"ADDITIONAL_{what}_EXTENDED")
+        else:
+            add.compare(o["additional"], u["additional"])
 
     def _unevaluated(self, what: str, o: Any, u: Any, path: str) -> None:
         if o is None and u is None:
@@ -567,15 +571,7 @@ class _Context:
                              else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
                 else:
                     here.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
-        add = self.at("additionalItems")
-        if o["permits_additional"] != u["permits_additional"]:
-            add.add("ADDITIONAL_ITEMS_REMOVED" if o["permits_additional"] else "ADDITIONAL_ITEMS_ADDED")
-        elif o["additional"] is None and u["additional"] is not None:
-            add.add("ADDITIONAL_ITEMS_NARROWED")
-        elif u["additional"] is None and o["additional"] is not None:
-            add.add("ADDITIONAL_ITEMS_EXTENDED")
-        else:
-            add.compare(o["additional"], u["additional"])
+        self._additional("ITEMS", o, u, "additionalItems")
         self._unevaluated("ITEMS", o["unevaluated"], u["unevaluated"], "unevaluatedItems")
         self._bound("MAX_ITEMS", o["maxItems"], u["maxItems"], "INCREASED", "DECREASED")
         self._bound("MIN_ITEMS", o["minItems"], u["minItems"], "INCREASED", "DECREASED")

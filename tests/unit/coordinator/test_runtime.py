@@ -13,50 +13,11 @@ from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from broker.config import BrokerConfig
 from broker.coordinator import CoordinatorRuntime, LoadSummary, partition_for
 from broker.log import Log, TopicPartition
-from broker.log.log import marker_batch
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
+from tests.support.coordinator_log import LogWriter
 
 TOPIC = "__test_state"
 TP = TopicPartition(TOPIC, 0)
-
-
-class Write:
-    def __init__(self, error=0, last=-1):
-        self.error, self.error_message, self.last_offset = error, None, last
-
-    async def wait(self):
-        return self.error
-
-
-class LogWriter:
-    """The topic's one partition on a real Log, this broker its leader at `epoch`."""
-
-    def __init__(self, lg: Log):
-        self.log = lg
-        self.leader = True
-        self.epoch = 3
-        self.reads = 0
-
-    def is_leader(self, tp):
-        return self.leader
-
-    def leader_epoch(self, tp):
-        return self.epoch
-
-    def append(self, tp, records, timeout_ms):
-        info = self.log.append_as_leader(records, self.epoch, client=False)
-        self.log.update_high_watermark(self.log.log_end_offset)
-        return Write(0, info.last_offset)
-
-    def marker(self, pid, epoch, commit):
-        self.log.append_as_leader(marker_batch(pid, epoch, self.epoch, commit, 0), self.epoch, control=True)
-
-    def loadable_range(self, tp):
-        return self.log.log_start_offset, self.log.log_end_offset
-
-    def read(self, tp, offset, max_bytes, end):
-        self.reads += 1
-        return self.log.read_bytes(offset, max_bytes, end)
 
 
 class Cluster:
@@ -111,7 +72,7 @@ class Shard:
 def env(tmp_path):
     cfg = BrokerConfig({"log.dir": str(tmp_path)})
     lg = Log.load(str(tmp_path / f"{TOPIC}-0"), TP, cfg.log_config({"cleanup.policy": "compact"}))
-    writer, events = LogWriter(lg), []
+    writer, events = LogWriter(lg, client=False), []
 
     def make(cluster=None):
         return CoordinatorRuntime(TOPIC, 1, writer, cluster or Cluster(),

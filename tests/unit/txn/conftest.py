@@ -13,45 +13,9 @@ from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from broker.config import BrokerConfig
 from broker.log import Log, TopicPartition
 from broker.txn.coordinator import TXN_TOPIC, Marker, TransactionCoordinator
+from tests.support.coordinator_log import LogWriter
 
 TP = TopicPartition(TXN_TOPIC, 0)
-
-
-class Write:
-    def __init__(self, error=0, last=-1):
-        self.error, self.error_message, self.last_offset = error, None, last
-
-    async def wait(self):
-        return self.error
-
-
-class LogWriter:
-    """__transaction_state's one partition on a real Log; `fail` makes appends fail."""
-
-    def __init__(self, lg: Log):
-        self.log = lg
-        self.leader = True
-        self.epoch = 3
-        self.fail = 0
-
-    def is_leader(self, tp):
-        return self.leader
-
-    def leader_epoch(self, tp):
-        return self.epoch
-
-    def append(self, tp, records, timeout_ms):
-        if self.fail:
-            return Write(self.fail)
-        info = self.log.append_as_leader(records, self.epoch)
-        self.log.update_high_watermark(self.log.log_end_offset)
-        return Write(0, info.last_offset)
-
-    def loadable_range(self, tp):
-        return self.log.log_start_offset, self.log.log_end_offset
-
-    def read(self, tp, offset, max_bytes, end):
-        return self.log.read_bytes(offset, max_bytes, end)
 
 
 class Cluster:
