@@ -14,6 +14,7 @@ Registering explicitly works everywhere too:
 
 The implementation lives in broker/spark/.
 """
+
 from broker.spark.source import KBrokerDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

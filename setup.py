@@ -5,6 +5,7 @@ iteration and reads the same module list, _native/modules.txt, so there is one s
 truth. It takes no environment variables; debug builds are a meson option
 (meson.options: native_debug).
 """
+
 import os
 import shutil
 import tempfile

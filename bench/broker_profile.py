@@ -25,6 +25,7 @@ Usage:
 
 Needs perf (Debian: linux-perf) and strace, and root or kernel.perf_event_paranoid <= 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,11 +79,12 @@ class Phase:
         if a.phase == "consume":
             self.topic = "broker-profile"
             kvk.create_topic(broker, self.topic, a.partitions)
-            fill = kvk.generator(broker.pid, kvk.kgen_produce(broker, self.topic, a.size, "1", a, a.fill_seconds),
-                                 timeout)
+            fill = kvk.generator(
+                broker.pid, kvk.kgen_produce(broker, self.topic, a.size, "1", a, a.fill_seconds), timeout
+            )
             self.count = fill["messages"]
             os.sync()
-            kvk.generator(broker.pid, consume_args(broker, self.topic, self.count, 0), timeout)   # warm-up
+            kvk.generator(broker.pid, consume_args(broker, self.topic, self.count, 0), timeout)  # warm-up
 
     def before(self) -> None:
         """Everything a run needs that is not the run (not to be measured or profiled)."""
@@ -93,8 +95,11 @@ class Phase:
 
     def run(self) -> dict:
         a, broker = self.a, self.broker
-        argv = consume_args(broker, self.topic, self.count, a.seconds) if a.phase == "consume" else \
-            kvk.kgen_produce(broker, self.topic, a.size, "1", a, a.seconds)
+        argv = (
+            consume_args(broker, self.topic, self.count, a.seconds)
+            if a.phase == "consume"
+            else kvk.kgen_produce(broker, self.topic, a.size, "1", a, a.seconds)
+        )
         return kvk.generator(broker.pid, argv, self.timeout)
 
     def after(self) -> None:
@@ -127,8 +132,25 @@ def syscalls_per_gb(strace_c: str, gb: float) -> dict[str, float]:
 
 def perf_report(data: Path, sort: str, limit: int) -> list[tuple[float, str]]:
     """(percent, name) rows of `perf report --sort SORT` (self time, not children)."""
-    p = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "--sort", sort,
-                        "--percent-limit", "0.3", "-g", "none"], capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            "perf",
+            "report",
+            "-i",
+            str(data),
+            "--stdio",
+            "--no-children",
+            "--sort",
+            sort,
+            "--percent-limit",
+            "0.3",
+            "-g",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     rows = []
     for line in p.stdout.splitlines():
         m = re.match(r"\s*([\d.]+)%\s+(.*\S)", line)
@@ -141,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     for tool in ("perf", "strace", "taskset"):
         if shutil.which(tool) is None:
-            raise SystemExit(f"broker_profile needs {tool}: apt-get install -y "
-                             + {"perf": "linux-perf", "strace": "strace", "taskset": "util-linux"}[tool])
+            raise SystemExit(
+                f"broker_profile needs {tool}: apt-get install -y "
+                + {"perf": "linux-perf", "strace": "strace", "taskset": "util-linux"}[tool]
+            )
     kvk.KGEN = kvk.ensure_kgen()
     kvk.check_pinning()
     root = Path(a.dir or tempfile.mkdtemp(prefix="broker-profile-"))
@@ -158,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kvk.pin(broker.pid, kvk.BROKER_CORE)
         phase = Phase(a, broker, timeout)
-        if a.phase == "produce":            # a warm-up run, not measured
+        if a.phase == "produce":  # a warm-up run, not measured
             phase.before()
             phase.run()
             phase.after()
@@ -169,17 +193,39 @@ def main(argv: list[str] | None = None) -> int:
         u1, s1 = proc_user_sys(broker.pid)
         phase.after()
         gb = cons["bytes"] / 1e9
-        out["measured"] = {"gb": gb, "mb_per_s": cons["mb_per_s"], "user_s_per_gb": (u1 - u0) / gb,
-                           "sys_s_per_gb": (s1 - s0) / gb, "cpu_s_per_gb": (u1 - u0 + s1 - s0) / gb,
-                           "broker_core": cons["broker_cpu"], "generator_core": cons["generator_cpu"],
-                           "saturated": kvk.bound(cons["generator_cpu"], cons["broker_cpu"])}
+        out["measured"] = {
+            "gb": gb,
+            "mb_per_s": cons["mb_per_s"],
+            "user_s_per_gb": (u1 - u0) / gb,
+            "sys_s_per_gb": (s1 - s0) / gb,
+            "cpu_s_per_gb": (u1 - u0 + s1 - s0) / gb,
+            "broker_core": cons["broker_cpu"],
+            "generator_core": cons["generator_cpu"],
+            "saturated": kvk.bound(cons["generator_cpu"], cons["broker_cpu"]),
+        }
         print(f"measured: {out['measured']}", file=sys.stderr, flush=True)
 
         data = root / "perf.data"
         phase.before()
-        perf = subprocess.Popen(["taskset", "-c", str(kvk.GENERATOR_CORE), "perf", "record", "-q", "-F", "1999",
-                                 "-g", "-p", str(broker.pid), "-o", str(data)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        perf = subprocess.Popen(
+            [
+                "taskset",
+                "-c",
+                str(kvk.GENERATOR_CORE),
+                "perf",
+                "record",
+                "-q",
+                "-F",
+                "1999",
+                "-g",
+                "-p",
+                str(broker.pid),
+                "-o",
+                str(data),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(1.0)
         cons_p = phase.run()
         perf.send_signal(signal.SIGINT)
@@ -189,13 +235,32 @@ def main(argv: list[str] | None = None) -> int:
         groups: dict[str, float] = {}
         for pct, dso in by_dso:
             groups[dso_name(dso)] = groups.get(dso_name(dso), 0.0) + pct
-        out["profile"] = {"mb_per_s": cons_p["mb_per_s"], "by_group": groups, "by_dso": by_dso,
-                          "by_symbol": perf_report(data, "dso,sym", a.top)}
+        out["profile"] = {
+            "mb_per_s": cons_p["mb_per_s"],
+            "by_group": groups,
+            "by_dso": by_dso,
+            "by_symbol": perf_report(data, "dso,sym", a.top),
+        }
 
         trace = root / "strace.txt"
         phase.before()
-        st = subprocess.Popen(["taskset", "-c", str(kvk.GENERATOR_CORE), "strace", "-c", "-f", "-q", "-o",
-                               str(trace), "-p", str(broker.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = subprocess.Popen(
+            [
+                "taskset",
+                "-c",
+                str(kvk.GENERATOR_CORE),
+                "strace",
+                "-c",
+                "-f",
+                "-q",
+                "-o",
+                str(trace),
+                "-p",
+                str(broker.pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)
         cons_s = phase.run()
         st.send_signal(signal.SIGINT)
@@ -208,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
     m = out["measured"]
-    print(f"kbroker {a.phase}, {a.partitions} partitions, {a.size} B records, kgen on core {kvk.GENERATOR_CORE}: "
-          f"{m['mb_per_s']:.0f} MB/s, broker {m['cpu_s_per_gb']:.3f} CPU s/GB "
-          f"(user {m['user_s_per_gb']:.3f}, system {m['sys_s_per_gb']:.3f}); broker core {m['broker_core']:.0%}, "
-          f"generator core {m['generator_core']:.0%}: {m['saturated']}")
+    print(
+        f"kbroker {a.phase}, {a.partitions} partitions, {a.size} B records, kgen on core {kvk.GENERATOR_CORE}: "
+        f"{m['mb_per_s']:.0f} MB/s, broker {m['cpu_s_per_gb']:.3f} CPU s/GB "
+        f"(user {m['user_s_per_gb']:.3f}, system {m['sys_s_per_gb']:.3f}); broker core {m['broker_core']:.0%}, "
+        f"generator core {m['generator_core']:.0%}: {m['saturated']}"
+    )
     print("\n| where (perf, self time) | share of the broker's samples |\n|---|---|")
     for name, pct in sorted(out["profile"]["by_group"].items(), key=lambda kv: -kv[1]):
         print(f"| {name} | {pct:.1f}% |")

@@ -16,6 +16,7 @@ Before the bound (main @3e67bd7) one such connection made the broker hold every 
 behind its long poll (20 frames of 20 MiB: +400 MiB, tests/interop/test_connection_limits.py);
 a hundred would have taken tens of GB on this machine, so that run is not repeated here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ def main() -> int:
         configs = [dict(s.split("=", 1) for s in args.settings)]
     else:
         configs = [{}, {"queued.max.request.bytes": str(256 * MiB)}]
-    print(f"{args.connections} connections, each a long poll of {args.max_wait_ms} ms and {args.frames} frames "
-          f"of {BIG // MiB} MiB behind it ({args.connections * args.frames * BIG // MiB} MiB pushed in all)")
+    print(
+        f"{args.connections} connections, each a long poll of {args.max_wait_ms} ms and {args.frames} frames "
+        f"of {BIG // MiB} MiB behind it ({args.connections * args.frames * BIG // MiB} MiB pushed in all)"
+    )
     for i, config in enumerate(configs):
         with tempfile.TemporaryDirectory() as d, BrokerProcess(Path(d) / "data", config=config) as b:
             grew = pushed_behind_long_polls(b, f"pushed-{i}", args.connections, args.frames, args.max_wait_ms)
@@ -52,8 +55,10 @@ def main() -> int:
         total = int(config.get("queued.max.request.bytes", -1))
         bound = min(args.connections * per_conn, total) if total > 0 else args.connections * per_conn
         label = ", ".join(f"{k}={v}" for k, v in config.items()) or "defaults"
-        print(f"{label}: RSS grew {grew / MiB:.0f} MiB at its peak; the bounds allow {bound / MiB:.0f} MiB "
-              f"of queued requests")
+        print(
+            f"{label}: RSS grew {grew / MiB:.0f} MiB at its peak; the bounds allow {bound / MiB:.0f} MiB "
+            f"of queued requests"
+        )
     return 0
 
 

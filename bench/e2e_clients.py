@@ -13,6 +13,7 @@ py-spy records the broker during the confluent produce run and the top frames by
 time are printed. Client and broker share this machine's cores: say so next to the
 numbers. Every phase is bounded in time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,15 +79,25 @@ class Sampler:
 
 def report(name, n, size, s: Sampler):
     rate = n / s.elapsed
-    print(f"| {name} | {n:,} | {s.elapsed:.2f} s | {rate:,.0f} | {rate * size / 1e6:.1f} | "
-          f"{100 * s.cpu / s.elapsed:.0f}% | {s.peak:.0f} MB |", flush=True)
+    print(
+        f"| {name} | {n:,} | {s.elapsed:.2f} s | {rate:,.0f} | {rate * size / 1e6:.1f} | "
+        f"{100 * s.cpu / s.elapsed:.0f}% | {s.peak:.0f} MB |",
+        flush=True,
+    )
 
 
 def confluent_produce(bootstrap, topic, n, value, idempotent=False):
     import confluent_kafka as ck
-    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 << 20,
-            "compression.type": "none"}
+
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "acks": 1,
+        "linger.ms": 5,
+        "batch.size": 1 << 20,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2 << 20,
+        "compression.type": "none",
+    }
     if idempotent:
         # what the idempotent producer implies: acks=all, at most 5 requests in flight
         conf.update({"enable.idempotence": True, "acks": "all"})
@@ -98,9 +109,18 @@ def confluent_produce(bootstrap, topic, n, value, idempotent=False):
 
 def confluent_consume(bootstrap, topic, n, partitions):
     import confluent_kafka as ck
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                     "fetch.wait.max.ms": 100, "max.partition.fetch.bytes": 1 << 20,
-                     "fetch.max.bytes": 64 << 20, "queued.min.messages": 1_000_000})
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "max.partition.fetch.bytes": 1 << 20,
+            "fetch.max.bytes": 64 << 20,
+            "queued.min.messages": 1_000_000,
+        }
+    )
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + PHASE_TIMEOUT
@@ -140,22 +160,38 @@ def main() -> int:
     try:
         with BrokerProcess(os.path.join(tmp, "data"), config={"num.partitions": args.partitions}) as b:
             pid = b.proc.pid
-            print(f"broker pid {pid}, {os.cpu_count()} cores shared by clients and broker; "
-                  f"{n:,} messages of {size} bytes, {args.partitions} partitions\n")
+            print(
+                f"broker pid {pid}, {os.cpu_count()} cores shared by clients and broker; "
+                f"{n:,} messages of {size} bytes, {args.partitions} partitions\n"
+            )
             print("| run | messages | time | msg/s | MB/s | broker CPU | broker peak RSS |")
             print("|---|---|---|---|---|---|---|")
             spy = None
             if args.profile:
                 raw = os.path.join(tmp, "produce.raw")
-                spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--format", "raw", "--output", raw,
-                                        "--rate", "200", "--nonblocking"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                spy = subprocess.Popen(
+                    [
+                        "py-spy",
+                        "record",
+                        "--pid",
+                        str(pid),
+                        "--format",
+                        "raw",
+                        "--output",
+                        raw,
+                        "--rate",
+                        "200",
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 time.sleep(1)
             with Sampler(pid) as s:
                 confluent_produce(b.bootstrap, "confluent", n, value)
             report("confluent-kafka produce (acks=1)", n, size, s)
             if spy is not None:
-                spy.send_signal(signal.SIGINT)         # py-spy writes its output on SIGINT
+                spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
                 spy.wait(30)
             with Sampler(pid) as s:
                 confluent_produce(b.bootstrap, "confluent-idempotent", n, value, idempotent=True)
@@ -169,13 +205,48 @@ def main() -> int:
                     line = value.replace(b"\n", b"x") + b"\n"
                     f.write(line * n)
                 with Sampler(pid) as s:
-                    subprocess.run(["kcat", "-P", "-b", b.bootstrap, "-t", "kcat", "-l", path, "-X", "acks=1",
-                                    "-X", "linger.ms=5", "-X", "batch.size=1048576"],
-                                   check=True, timeout=PHASE_TIMEOUT)
+                    subprocess.run(
+                        [
+                            "kcat",
+                            "-P",
+                            "-b",
+                            b.bootstrap,
+                            "-t",
+                            "kcat",
+                            "-l",
+                            path,
+                            "-X",
+                            "acks=1",
+                            "-X",
+                            "linger.ms=5",
+                            "-X",
+                            "batch.size=1048576",
+                        ],
+                        check=True,
+                        timeout=PHASE_TIMEOUT,
+                    )
                 report("kcat produce from a file (-l)", n, size, s)
                 with Sampler(pid) as s:
-                    subprocess.run(["kcat", "-C", "-b", b.bootstrap, "-t", "kcat", "-o", "beginning", "-c", str(n),
-                                    "-q", "-f", "%s\n"], check=True, timeout=PHASE_TIMEOUT, stdout=subprocess.DEVNULL)
+                    subprocess.run(
+                        [
+                            "kcat",
+                            "-C",
+                            "-b",
+                            b.bootstrap,
+                            "-t",
+                            "kcat",
+                            "-o",
+                            "beginning",
+                            "-c",
+                            str(n),
+                            "-q",
+                            "-f",
+                            "%s\n",
+                        ],
+                        check=True,
+                        timeout=PHASE_TIMEOUT,
+                        stdout=subprocess.DEVNULL,
+                    )
                 report("kcat consume", n, size, s)
             if args.profile and os.path.exists(os.path.join(tmp, "produce.raw")):
                 print("\nbroker during the confluent produce run, top frames by own time (py-spy):")

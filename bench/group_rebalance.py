@@ -21,6 +21,7 @@ shows the group Stable with the expected members and assignment. The members' re
 timeout is max.poll.interval.ms (librdkafka), only an upper bound here. Client and broker
 share the machine's cores. Every wait is bounded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,9 +71,23 @@ class Member:
         self.client_id = client_id
         self.events: list[tuple[str, float, str]] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", MEMBER, bootstrap, group, topic, str(args.session_ms), str(args.heartbeat_ms),
-             str(args.max_poll_ms), client_id],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+            [
+                sys.executable,
+                "-c",
+                MEMBER,
+                bootstrap,
+                group,
+                topic,
+                str(args.session_ms),
+                str(args.heartbeat_ms),
+                str(args.max_poll_ms),
+                client_id,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
 
@@ -124,6 +139,7 @@ def broker_stable(conn, group: str, members: int):
     """time.time() when DescribeGroups shows `members` members, Stable, owning every partition."""
     from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     from broker.protocol.messages.describe_groups import DescribeGroupsRequest
+
     g = conn.request(DescribeGroupsRequest(groups=[group])).groups[0]
     now = time.time()
     if g.group_state != "Stable" or len(g.members) != members:
@@ -175,10 +191,12 @@ def one_round(args, b, conn, topic, round_no):
         t0 = time.time()
         m1.kill9()
         survivors = [a, m2]
-        out["kill -9 -> survivors own all: client"] = wait_for(
-            lambda: clients_own_all(survivors, t0), "survivors' assignment") - t0
-        out["kill -9 -> survivors own all: broker"] = wait_for(
-            lambda: broker_stable(conn, group, 2), "stable group of 2 survivors") - t0
+        out["kill -9 -> survivors own all: client"] = (
+            wait_for(lambda: clients_own_all(survivors, t0), "survivors' assignment") - t0
+        )
+        out["kill -9 -> survivors own all: broker"] = (
+            wait_for(lambda: broker_stable(conn, group, 2), "stable group of 2 survivors") - t0
+        )
     finally:
         for m in members:
             m.stop()
@@ -192,21 +210,30 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--session-ms", type=int, default=3000, help="members' session.timeout.ms")
     ap.add_argument("--heartbeat-ms", type=int, default=500, help="members' heartbeat.interval.ms")
-    ap.add_argument("--max-poll-ms", type=int, default=30000,
-                    help="members' max.poll.interval.ms (= their rebalance timeout)")
+    ap.add_argument(
+        "--max-poll-ms", type=int, default=30000, help="members' max.poll.interval.ms (= their rebalance timeout)"
+    )
     ap.add_argument("--initial-delay-ms", type=int, default=100, help="broker's group.initial.rebalance.delay.ms")
     args = ap.parse_args()
     import confluent_kafka
 
     from broker.client import BrokerConnection, Cluster
+
     data = tempfile.mkdtemp(prefix="kbroker-rebalance-")
-    config = {"group.initial.rebalance.delay.ms": args.initial_delay_ms,
-              "group.min.session.timeout.ms": min(1000, args.session_ms), "offsets.topic.num.partitions": 1}
-    print(f"confluent-kafka {confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}), "
-          f"{os.cpu_count()} cores shared by broker and members")
-    print(f"broker: group.initial.rebalance.delay.ms={args.initial_delay_ms}; members: "
-          f"session.timeout.ms={args.session_ms} heartbeat.interval.ms={args.heartbeat_ms} "
-          f"max.poll.interval.ms={args.max_poll_ms}; topic of {PARTITIONS} partitions; eager range assignor")
+    config = {
+        "group.initial.rebalance.delay.ms": args.initial_delay_ms,
+        "group.min.session.timeout.ms": min(1000, args.session_ms),
+        "offsets.topic.num.partitions": 1,
+    }
+    print(
+        f"confluent-kafka {confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}), "
+        f"{os.cpu_count()} cores shared by broker and members"
+    )
+    print(
+        f"broker: group.initial.rebalance.delay.ms={args.initial_delay_ms}; members: "
+        f"session.timeout.ms={args.session_ms} heartbeat.interval.ms={args.heartbeat_ms} "
+        f"max.poll.interval.ms={args.max_poll_ms}; topic of {PARTITIONS} partitions; eager range assignor"
+    )
     results: dict[str, list[float]] = {}
     try:
         with BrokerProcess(os.path.join(data, "data"), config=config) as b:
@@ -222,6 +249,7 @@ def main() -> int:
                     print(f"round {i + 1}/{args.repeat} done", file=sys.stderr)
     finally:
         import shutil
+
         shutil.rmtree(data, ignore_errors=True)
     width = max(len(k) for k in results)
     print(f"{'measure':<{width}}  median     min     max   (seconds, {args.repeat} rounds)")

@@ -27,6 +27,7 @@ shares that core with the application, as it would in a real one). Each run meas
 
 Runs alternate; the medians over --runs runs are printed (--json: one JSON object).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -98,7 +99,7 @@ def timed_calls(lg: logging.Logger, calls: int, pause_s: float = 0.0) -> dict[st
 
 def throughput(bootstrap: str, topic: str, layout: str, records: int) -> float:
     h = KafkaLogHandler(bootstrap, topic, layout=layout, queue_size=records, close_timeout=600)
-    loggers = [fresh_logger(h, name) for name in LOGGERS]        # four keys
+    loggers = [fresh_logger(h, name) for name in LOGGERS]  # four keys
     try:
         t0 = time.perf_counter()
         for i in range(records):
@@ -125,7 +126,7 @@ def one_run(bootstrap: str, run: int, records: int, calls: int) -> dict[str, flo
         out[f"null_paced_{k}"] = v
 
     down = KafkaLogHandler(f"127.0.0.1:{free_port()}", "bench-down", queue_size=10000, close_timeout=0.1)
-    saved, sys.stderr = sys.stderr, open(os.devnull, "w")       # its "cannot deliver" line
+    saved, sys.stderr = sys.stderr, open(os.devnull, "w")  # its "cannot deliver" line
     try:
         for k, v in timed_calls(fresh_logger(down), calls).items():
             out[f"down_{k}"] = v
@@ -189,11 +190,17 @@ def main() -> None:
     print(f"  throughput, text layout: {med['throughput_text']:,.0f} records/s")
     print(f"  throughput, json layout: {med['throughput_json']:,.0f} records/s")
     print("  cost of logger.info(...)        p50 µs   p99 µs  p99.9 µs")
-    for name, label in (("null", "null handler (logging alone)"), ("down", "broker down"),
-                        ("handle_down", "handle(record), broker down"), ("up_burst", "broker up, burst"),
-                        ("null_paced", "null handler, ~5000 calls/s"), ("up_paced", "broker up, ~5000 calls/s")):
-        print(f"  {label:<31} {med[name + '_p50_us']:7.2f}  {med[name + '_p99_us']:7.2f}  "
-              f"{med[name + '_p999_us']:8.2f}")
+    for name, label in (
+        ("null", "null handler (logging alone)"),
+        ("down", "broker down"),
+        ("handle_down", "handle(record), broker down"),
+        ("up_burst", "broker up, burst"),
+        ("null_paced", "null handler, ~5000 calls/s"),
+        ("up_paced", "broker up, ~5000 calls/s"),
+    ):
+        print(
+            f"  {label:<31} {med[name + '_p50_us']:7.2f}  {med[name + '_p99_us']:7.2f}  {med[name + '_p999_us']:8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ so each record after the first rolls a new segment), then measures:
 
 Every phase is bounded in time; the broker and its data dir are removed at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def run(partitions: int, segments: int, nofile: int | None, timeout: float) -> d
             out["create"] = "ok"
         except KafkaProtocolError as exc:
             out["create"] = exc.code.name
-        except Exception as exc:                      # a disconnect instead of an answer
+        except Exception as exc:  # a disconnect instead of an answer
             out["create"] = f"{type(exc).__name__}: {exc}"
         out["create_s"] = round(time.perf_counter() - t0, 3)
         out["broker_alive_after_create"] = b.proc.poll() is None

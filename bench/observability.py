@@ -28,6 +28,7 @@ hooks: what metrics on add to one request in the broker, timed in this process (
 best of 5): the five histograms' observations, the error codes of a Produce and a Fetch
 response, a topic's in-counters.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,25 @@ class PinnedBroker(BrokerProcess):
 
 
 def perf(kind: str, bootstrap: str, records: int) -> float:
-    cmd = ["taskset", "-c", "1", sys.executable, "-m", "broker.cli.main", "perf", kind, "-b", bootstrap,
-           "--topic", "bench", "--num-records", str(records), "--record-size", "100", "--json"]
+    cmd = [
+        "taskset",
+        "-c",
+        "1",
+        sys.executable,
+        "-m",
+        "broker.cli.main",
+        "perf",
+        kind,
+        "-b",
+        bootstrap,
+        "--topic",
+        "bench",
+        "--num-records",
+        str(records),
+        "--record-size",
+        "100",
+        "--json",
+    ]
     if kind == "produce":
         cmd += ["--partitions", "1", "--acks", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -100,7 +118,7 @@ def overhead(args: argparse.Namespace) -> None:
     scrape_cost: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="kb-obs-", dir=args.data_dir) as tmp:
         for run in range(args.runs):
-            for mode in (("off", "on") if run % 2 == 0 else ("on", "off")):
+            for mode in ("off", "on") if run % 2 == 0 else ("on", "off"):
                 mport = free_port()
                 config = {"metrics.listener": f"127.0.0.1:{mport}"} if mode == "on" else {}
                 data = os.path.join(tmp, f"{mode}-{run}")
@@ -133,39 +151,51 @@ def overhead(args: argparse.Namespace) -> None:
                     if thread is not None:
                         thread.join()
                     broker.stop()
-                    shutil.rmtree(data, ignore_errors=True)     # a tmpfs --data-dir holds one run at a time
+                    shutil.rmtree(data, ignore_errors=True)  # a tmpfs --data-dir holds one run at a time
                 results[mode]["produce"].append(p)
                 results[mode]["consume"].append(c)
                 # the broker's CPU time per million records: steadier than throughput on a shared machine;
                 # user time alone as well (the metrics' code runs in user space; system time is mostly
                 # copies into the page cache and what writeback charges the writer, which varies)
-                for kind, a, b, n in (("produce", c0, c1, args.records),
-                                      ("consume", c1, c2, args.records * args.consume_passes)):
+                for kind, a, b, n in (
+                    ("produce", c0, c1, args.records),
+                    ("consume", c1, c2, args.records * args.consume_passes),
+                ):
                     results[mode][f"{kind}_cpu"].append((sum(b) - sum(a)) * 1e6 / n)
                     results[mode][f"{kind}_user"].append((b[0] - a[0]) * 1e6 / n)
-                print(f"run {run} metrics {mode}: produce {p:,.0f} records/s (broker CPU {sum(c1) - sum(c0):.2f} s, "
-                      f"user {c1[0] - c0[0]:.2f} s), consume {c:,.0f} records/s "
-                      f"(broker CPU {sum(c2) - sum(c1):.2f} s, user {c2[0] - c1[0]:.2f} s)", flush=True)
+                print(
+                    f"run {run} metrics {mode}: produce {p:,.0f} records/s (broker CPU {sum(c1) - sum(c0):.2f} s, "
+                    f"user {c1[0] - c0[0]:.2f} s), consume {c:,.0f} records/s "
+                    f"(broker CPU {sum(c2) - sum(c1):.2f} s, user {c2[0] - c1[0]:.2f} s)",
+                    flush=True,
+                )
     for kind in ("produce", "consume"):
         off, on = (statistics.median(results[m][kind]) for m in ("off", "on"))
         print(f"{kind}: median off {off:,.0f}, on {on:,.0f} records/s ({100 * (on - off) / off:+.1f}%)")
         for key, label in ((f"{kind}_cpu", "user+system"), (f"{kind}_user", "user")):
             off, on = (statistics.median(results[m][key]) for m in ("off", "on"))
-            print(f"{kind}: broker {label} CPU s per million records, median off {off:.3f}, on {on:.3f} "
-                  f"({100 * (on - off) / off:+.1f}%)")
+            print(
+                f"{kind}: broker {label} CPU s per million records, median off {off:.3f}, on {on:.3f} "
+                f"({100 * (on - off) / off:+.1f}%)"
+            )
         pairs = [b / a for a, b in zip(results["off"][f"{kind}_user"], results["on"][f"{kind}_user"]) if a]
         if pairs:
-            print(f"{kind}: user CPU on/off per pair {', '.join(f'{x:.3f}' for x in pairs)} "
-                  f"(median {statistics.median(pairs):.3f})")
+            print(
+                f"{kind}: user CPU on/off per pair {', '.join(f'{x:.3f}' for x in pairs)} "
+                f"(median {statistics.median(pairs):.3f})"
+            )
     if scrapes:
         print(f"{len(scrapes)} scrapes during the runs, median {1000 * statistics.median(scrapes):.1f} ms")
     if scrape_cost:
-        print(f"a scrape after the runs: median {1000 * statistics.median(c[0] for c in scrape_cost):.1f} ms, "
-              f"broker CPU {1000 * statistics.median(c[1] for c in scrape_cost):.1f} ms")
+        print(
+            f"a scrape after the runs: median {1000 * statistics.median(c[0] for c in scrape_cost):.1f} ms, "
+            f"broker CPU {1000 * statistics.median(c[1] for c in scrape_cost):.1f} ms"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"records": args.records, "runs": args.runs, "data_dir": args.data_dir,
-                       "results": results}, f, indent=1)
+            json.dump(
+                {"records": args.records, "runs": args.runs, "data_dir": args.data_dir, "results": results}, f, indent=1
+            )
 
 
 def timed_get(url: str, times: int = 20) -> tuple[float, int]:
@@ -181,6 +211,7 @@ def timed_get(url: str, times: int = 20) -> tuple[float, int]:
 
 def ping(port: int, stop: threading.Event, rtts: list[float]) -> None:
     from broker.protocol.messages.api_versions import ApiVersionsRequest
+
     with BrokerConnection("127.0.0.1", port) as conn:
         while not stop.is_set():
             t0 = time.perf_counter()
@@ -192,8 +223,10 @@ def ping(port: int, stop: threading.Event, rtts: list[float]) -> None:
 def status(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kb-status-") as tmp:
         mport = free_port()
-        broker = BrokerProcess(os.path.join(tmp, "data"), config={
-            "metrics.listener": f"127.0.0.1:{mport}", "offsets.topic.num.partitions": 1})
+        broker = BrokerProcess(
+            os.path.join(tmp, "data"),
+            config={"metrics.listener": f"127.0.0.1:{mport}", "offsets.topic.num.partitions": 1},
+        )
         broker.start()
         try:
             topics = [f"topic-{i:02d}" for i in range(args.partitions // 100)]
@@ -214,12 +247,27 @@ def status(args: argparse.Namespace) -> None:
                 # the first FindCoordinator creates __consumer_offsets
                 conn.request(FindCoordinatorRequest(key="group-000", key_type=0, coordinator_keys=["group-000"]))
                 for g in range(args.groups):
-                    group_topics = [R.OffsetCommitRequestTopic(name=topics[g % len(topics)], partitions=[
-                        R.OffsetCommitRequestPartition(partition_index=p, committed_offset=0, committed_metadata="")
-                        for p in range(10)])]
+                    group_topics = [
+                        R.OffsetCommitRequestTopic(
+                            name=topics[g % len(topics)],
+                            partitions=[
+                                R.OffsetCommitRequestPartition(
+                                    partition_index=p, committed_offset=0, committed_metadata=""
+                                )
+                                for p in range(10)
+                            ],
+                        )
+                    ]
                     for _ in range(50):
-                        resp = conn.request(R(group_id=f"group-{g:03d}", generation_id_or_member_epoch=-1,
-                                              member_id="", group_instance_id=None, topics=group_topics))
+                        resp = conn.request(
+                            R(
+                                group_id=f"group-{g:03d}",
+                                generation_id_or_member_epoch=-1,
+                                member_id="",
+                                group_instance_id=None,
+                                topics=group_topics,
+                            )
+                        )
                         if all(p.error_code == 0 for t in resp.topics for p in t.partitions):
                             break
                         time.sleep(0.2)
@@ -228,8 +276,10 @@ def status(args: argparse.Namespace) -> None:
             with urllib.request.urlopen(f"http://127.0.0.1:{mport}/status.json", timeout=30) as r:
                 d = json.load(r)
             rows = sum(len(g["lag"]) for g in d["groups"])
-            print(f"{sum(len(t['partitions']) for t in d['topics'])} partitions (with __consumer_offsets), "
-                  f"{len(d['groups'])} groups, {rows} lag rows")
+            print(
+                f"{sum(len(t['partitions']) for t in d['topics'])} partitions (with __consumer_offsets), "
+                f"{len(d['groups'])} groups, {rows} lag rows"
+            )
             for path in ("/", "/status.json", "/metrics"):
                 # meanwhile a client's ApiVersions round trips: how long the loop is held
                 stop = threading.Event()
@@ -240,9 +290,11 @@ def status(args: argparse.Namespace) -> None:
                 stop.set()
                 pinger.join()
                 rtts.sort()
-                print(f"GET {path}: median {ms:.1f} ms, {size / 1024:.0f} KiB; ApiVersions round trips meanwhile: "
-                      f"median {rtts[len(rtts) // 2]:.1f} ms, p99 {rtts[int(len(rtts) * 0.99)]:.1f} ms, "
-                      f"max {rtts[-1]:.1f} ms ({len(rtts)})")
+                print(
+                    f"GET {path}: median {ms:.1f} ms, {size / 1024:.0f} KiB; ApiVersions round trips meanwhile: "
+                    f"median {rtts[len(rtts) // 2]:.1f} ms, p99 {rtts[int(len(rtts) * 0.99)]:.1f} ms, "
+                    f"max {rtts[-1]:.1f} ms ({len(rtts)})"
+                )
         finally:
             broker.stop()
 
@@ -254,20 +306,47 @@ def hooks(args: argparse.Namespace) -> None:
     from broker.metrics.stats import RequestStats, TopicStats
     from broker.protocol.messages.fetch import FetchResponse
     from broker.protocol.messages.produce import ProduceResponse
+
     P = ProduceResponse
-    produce = P(throttle_time_ms=0, responses=[P.TopicProduceResponse(name="t", partition_responses=[
-        P.PartitionProduceResponse(index=0, error_code=0, base_offset=5, log_append_time_ms=-1,
-                                   log_start_offset=0, record_errors=[], error_message=None)])])
+    produce = P(
+        throttle_time_ms=0,
+        responses=[
+            P.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    P.PartitionProduceResponse(
+                        index=0,
+                        error_code=0,
+                        base_offset=5,
+                        log_append_time_ms=-1,
+                        log_start_offset=0,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                ],
+            )
+        ],
+    )
     F = FetchResponse
-    fetch = F(throttle_time_ms=0, error_code=0, session_id=0, responses=[F.FetchableTopicResponse(
-        topic="t", partitions=[F.PartitionData(partition_index=0, error_code=0, high_watermark=5,
-                                               records=b"x" * 100)])])
+    fetch = F(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            F.FetchableTopicResponse(
+                topic="t",
+                partitions=[F.PartitionData(partition_index=0, error_code=0, high_watermark=5, records=b"x" * 100)],
+            )
+        ],
+    )
     stats, topics = RequestStats(), TopicStats()
     n = 200000
-    for name, stmt in (("RequestStats.observe (5 histograms)", lambda: stats.observe(0, 1e-5, 2e-4, 0.0, 3e-5)),
-                       ("count_errors(Produce response, 1 partition)", lambda: stats.count_errors(0, produce)),
-                       ("count_errors(Fetch response, 1 partition)", lambda: stats.count_errors(1, fetch)),
-                       ("TopicStats.appended", lambda: topics.appended("t", 10, 1000))):
+    for name, stmt in (
+        ("RequestStats.observe (5 histograms)", lambda: stats.observe(0, 1e-5, 2e-4, 0.0, 3e-5)),
+        ("count_errors(Produce response, 1 partition)", lambda: stats.count_errors(0, produce)),
+        ("count_errors(Fetch response, 1 partition)", lambda: stats.count_errors(1, fetch)),
+        ("TopicStats.appended", lambda: topics.appended("t", 10, 1000)),
+    ):
         best = min(timeit.repeat(stmt, number=n, repeat=5)) / n
         print(f"{name}: {best * 1e6:.2f} us")
 
@@ -283,13 +362,28 @@ def profile(args: argparse.Namespace) -> None:
     machine is, unlike a throughput comparison."""
     with tempfile.TemporaryDirectory(prefix="kb-prof-") as tmp:
         mport = free_port()
-        broker = PinnedBroker(os.path.join(tmp, "data"), config={"metrics.listener": f"127.0.0.1:{mport}"}, cpu=0,
-                              event_loop="auto")
+        broker = PinnedBroker(
+            os.path.join(tmp, "data"), config={"metrics.listener": f"127.0.0.1:{mport}"}, cpu=0, event_loop="auto"
+        )
         broker.start()
         raw = os.path.join(tmp, "samples.txt")
-        spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--pid",
-                                str(broker.pid), "--rate", "250", "--format", "raw", "--output", raw, "--nonblocking"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [
+                os.path.join(os.path.dirname(sys.executable), "py-spy"),
+                "record",
+                "--pid",
+                str(broker.pid),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                raw,
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(1.0)
             p = perf("produce", broker.bootstrap, args.records)
@@ -308,11 +402,17 @@ def profile(args: argparse.Namespace) -> None:
             total += int(count)
             if any(f in stack for f in METRICS_FRAMES):
                 metrics += int(count)
-        requests = {m.group(1): float(m.group(2)) for m in
-                    re.finditer(r'kafka_network_requests_total\{request="(\w+)"\} ([\d.e+]+)', text)}
-        print(f"produce {p:,.0f} records/s, consume {c:,.0f} records/s; Produce requests {requests.get('Produce', 0):,.0f}, "
-              f"Fetch requests {requests.get('Fetch', 0):,.0f}")
-        print(f"{total} busy samples of the broker, {metrics} in the metrics' code: {100 * metrics / max(total, 1):.2f}%")
+        requests = {
+            m.group(1): float(m.group(2))
+            for m in re.finditer(r'kafka_network_requests_total\{request="(\w+)"\} ([\d.e+]+)', text)
+        }
+        print(
+            f"produce {p:,.0f} records/s, consume {c:,.0f} records/s; Produce requests {requests.get('Produce', 0):,.0f}, "
+            f"Fetch requests {requests.get('Fetch', 0):,.0f}"
+        )
+        print(
+            f"{total} busy samples of the broker, {metrics} in the metrics' code: {100 * metrics / max(total, 1):.2f}%"
+        )
 
 
 def main() -> None:
@@ -322,12 +422,19 @@ def main() -> None:
     o.add_argument("--records", type=int, default=200000)
     o.add_argument("--runs", type=int, default=5)
     o.add_argument("--scrape", action="store_true", help="scrape /metrics every 5 s during the metrics-on runs")
-    o.add_argument("--consume-passes", type=int, default=1,
-                   help="read the topic this many times per run (the consume rate is then over all passes, "
-                        "each a separate `broker perf consume` process)")
-    o.add_argument("--data-dir", default=None,
-                   help="where the brokers' data goes (default: the system's temp dir; /dev/shm keeps "
-                        "page-cache writeback out of the figures)")
+    o.add_argument(
+        "--consume-passes",
+        type=int,
+        default=1,
+        help="read the topic this many times per run (the consume rate is then over all passes, "
+        "each a separate `broker perf consume` process)",
+    )
+    o.add_argument(
+        "--data-dir",
+        default=None,
+        help="where the brokers' data goes (default: the system's temp dir; /dev/shm keeps "
+        "page-cache writeback out of the figures)",
+    )
     o.add_argument("--json", default=None, help="write every run's figures to this file")
     s = sub.add_parser("status")
     s.add_argument("--partitions", type=int, default=1000)

@@ -22,6 +22,7 @@ each run so one run's writeback does not land on the next. The table gives media
 receiver's CPU seconds per GB (user + system, with the runs' spread), its throughput, minor faults per MB, the
 ratio to copy2, and which side saturated its core (receiver or sender: CPU / wall).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ MODES = ["copy3", "copy2", "mmap", "mmap-pop", "splice"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--gb", type=float, default=4.0, help="GB (10^9 bytes) received per run (default 4)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--frame", type=int, default=1 << 20, help="bytes per frame (a Produce's batches)")
@@ -48,9 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dir", default="/var/tmp", help="where the segment files go (removed after each run)")
     ap.add_argument("--recv-cpu", type=int, default=0)
     ap.add_argument("--send-cpu", type=int, default=1)
-    ap.add_argument("--warm", action="store_true",
-                    help="each run first writes and frees as much anonymous memory as it receives (see ingest.c): "
-                         "the page cache then comes from pages the host still backs")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="each run first writes and frees as much anonymous memory as it receives (see ingest.c): "
+        "the page cache then comes from pages the host still backs",
+    )
     ap.add_argument("--json", help="write every run and the medians here")
     a = ap.parse_args(argv)
     a.modes = [m for m in a.modes.split(",") if m]
@@ -72,8 +77,23 @@ def ensure_ingest() -> Path:
 
 def run_once(a: argparse.Namespace, mode: str, binary: Path = INGEST) -> dict:
     os.sync()
-    cmd = [str(binary), mode, "--gb", str(a.gb), "--frame", str(a.frame), "--segment", str(a.segment),
-           "--dir", a.dir, "--recv-cpu", str(a.recv_cpu), "--send-cpu", str(a.send_cpu), *(["--warm"] if a.warm else [])]
+    cmd = [
+        str(binary),
+        mode,
+        "--gb",
+        str(a.gb),
+        "--frame",
+        str(a.frame),
+        "--segment",
+        str(a.segment),
+        "--dir",
+        a.dir,
+        "--recv-cpu",
+        str(a.recv_cpu),
+        "--send-cpu",
+        str(a.send_cpu),
+        *(["--warm"] if a.warm else []),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise SystemExit(f"ingest {mode} failed ({p.returncode}): {p.stderr.strip()}")
@@ -87,8 +107,10 @@ def summarize(runs: list[dict]) -> list[dict]:
         by_mode.setdefault(r["mode"], []).append(r)
     base = None
     for mode, rs in by_mode.items():
-        med = {k: statistics.median(r[k] for r in rs)
-               for k in ("cpu_s_per_gb", "gb_per_s", "user_s", "sys_s", "wall_s", "sender_cpu_s")}
+        med = {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("cpu_s_per_gb", "gb_per_s", "user_s", "sys_s", "wall_s", "sender_cpu_s")
+        }
         med["cpu_min"] = min(r["cpu_s_per_gb"] for r in rs)
         med["cpu_max"] = max(r["cpu_s_per_gb"] for r in rs)
         med["faults_per_mb"] = statistics.median(r["minor_faults"] / (r["bytes"] / 1e6) for r in rs)
@@ -108,13 +130,17 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 
 def table(summary: list[dict]) -> str:
-    lines = ["| mechanism | receiver CPU s/GB, median (min–max) | user / sys s | GB/s | faults/MB | vs copy2 | receiver / sender core | saturated |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mechanism | receiver CPU s/GB, median (min–max) | user / sys s | GB/s | faults/MB | vs copy2 | receiver / sender core | saturated |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for m in summary:
         ratio = f"{m['vs_copy2']:.2f}" if m["vs_copy2"] is not None else "–"
-        lines.append(f"| {m['mode']} | {m['cpu_s_per_gb']:.3f} ({m['cpu_min']:.2f}–{m['cpu_max']:.2f}) | {m['user_s']:.2f} / {m['sys_s']:.2f} | "
-                     f"{m['gb_per_s']:.2f} | {m['faults_per_mb']:.0f} | {ratio} | "
-                     f"{m['receiver_core']:.0%} / {m['sender_core']:.0%} | {m['saturated']} |")
+        lines.append(
+            f"| {m['mode']} | {m['cpu_s_per_gb']:.3f} ({m['cpu_min']:.2f}–{m['cpu_max']:.2f}) | {m['user_s']:.2f} / {m['sys_s']:.2f} | "
+            f"{m['gb_per_s']:.2f} | {m['faults_per_mb']:.0f} | {ratio} | "
+            f"{m['receiver_core']:.0%} / {m['sender_core']:.0%} | {m['saturated']} |"
+        )
     return "\n".join(lines)
 
 
@@ -123,21 +149,25 @@ def main(argv: list[str] | None = None) -> int:
     binary = ensure_ingest()
     runs: list[dict] = []
     for rnd in range(a.rounds):
-        order = a.modes[rnd % len(a.modes):] + a.modes[:rnd % len(a.modes)]
+        order = a.modes[rnd % len(a.modes) :] + a.modes[: rnd % len(a.modes)]
         for mode in order:
             r = run_once(a, mode, binary)
             r["round"] = rnd + 1
             runs.append(r)
-            print(f"round {rnd + 1} {mode}: {r['cpu_s_per_gb']:.3f} CPU s/GB, {r['gb_per_s']:.2f} GB/s, "
-                  f"{r['minor_faults']} faults", file=sys.stderr)
+            print(
+                f"round {rnd + 1} {mode}: {r['cpu_s_per_gb']:.3f} CPU s/GB, {r['gb_per_s']:.2f} GB/s, "
+                f"{r['minor_faults']} faults",
+                file=sys.stderr,
+            )
     crcs = {r["crc_xor"] for r in runs}
     if len(crcs) != 1:
         raise SystemExit(f"the mechanisms did not all receive the same bytes: {sorted(crcs)}")
     summary = summarize(runs)
     print(table(summary))
     if a.json:
-        Path(a.json).write_text(json.dumps({"args": {k: v for k, v in vars(a).items()}, "runs": runs,
-                                            "summary": summary}, indent=1) + "\n")
+        Path(a.json).write_text(
+            json.dumps({"args": {k: v for k, v in vars(a).items()}, "runs": runs, "summary": summary}, indent=1) + "\n"
+        )
     return 0
 
 

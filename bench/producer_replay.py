@@ -7,6 +7,7 @@ Writes one ~1 GiB active segment of ~16 KB batches (140 records of 100 bytes; wi
 times Log.load after a crash (recovery of the active segment included) and the producer
 state replay alone (batch headers after the last snapshot: here the whole segment).
 """
+
 import shutil
 import sys
 import tempfile
@@ -31,8 +32,9 @@ def main() -> None:
         ts = int(time.time() * 1000)
         n = seq = 0
         while lg.active.size < (1 << 30) - (1 << 20):
-            b = BatchBuilder(producer_id=7 if idem else -1, producer_epoch=0 if idem else -1,
-                             base_sequence=seq if idem else -1)
+            b = BatchBuilder(
+                producer_id=7 if idem else -1, producer_epoch=0 if idem else -1, base_sequence=seq if idem else -1
+            )
             b.append_repeated(b"x" * 100, 140, timestamp=ts)
             lg.append_as_leader(bytearray(b.build()), 0)
             seq += 140
@@ -45,8 +47,10 @@ def main() -> None:
         t1 = time.perf_counter()
         lg2.producer_state.load(lg2.segments, 0, lg2.log_end_offset, int(time.time() * 1000))
         t2 = time.perf_counter()
-        print(f"{'idempotent' if idem else 'plain'}: {n} batches, {size / 2**20:.0f} MiB active segment: "
-              f"unclean Log.load {1000 * (t1 - t0):.0f} ms, of which producer replay {1000 * (t2 - t1):.0f} ms")
+        print(
+            f"{'idempotent' if idem else 'plain'}: {n} batches, {size / 2**20:.0f} MiB active segment: "
+            f"unclean Log.load {1000 * (t1 - t0):.0f} ms, of which producer replay {1000 * (t2 - t1):.0f} ms"
+        )
         lg2.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -17,6 +17,7 @@ old: the windows show those bursts), and the throttle time the broker answered
 (kafka_server_quota_throttle_time_seconds_total from its metrics listener). An unthrottled
 run of the same producer first says what the producer reaches without a quota.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,20 +43,27 @@ RECORD = 1024
 def set_quota(bootstrap: str, client_id: str, rate: float | None) -> None:
     op = A.OpData(key="producer_byte_rate", value=rate or 0.0, remove=rate is None)
     with Cluster(bootstrap) as c:
-        r = c.any_connection().request(A(entries=[A.EntryData(
-            entity=[A.EntityData(entity_type="client-id", entity_name=client_id)], ops=[op])], validate_only=False))
+        r = c.any_connection().request(
+            A(
+                entries=[A.EntryData(entity=[A.EntityData(entity_type="client-id", entity_name=client_id)], ops=[op])],
+                validate_only=False,
+            )
+        )
     assert r.entries[0].error_code == 0, r.entries[0].error_message
 
 
-def appended_over(bootstrap: str, topic: str, partitions: int, seconds: float, tool: StartedTool
-                  ) -> list[tuple[float, int]]:
+def appended_over(
+    bootstrap: str, topic: str, partitions: int, seconds: float, tool: StartedTool
+) -> list[tuple[float, int]]:
     """(time since the first record was appended, records in the topic), sampled every
     0.1 s from the first record to `seconds` later: the broker's own count of what it
     acknowledged (acks=1), not the producer's report."""
     parts = list(range(partitions))
     with Cluster(bootstrap) as c:
+
         def count() -> int:
             return sum(o for o, _ in c.list_offsets(topic, parts, -1).values())
+
         deadline = time.monotonic() + 120
         while count() == 0:
             if tool.proc.poll() is not None or time.monotonic() > deadline:
@@ -70,10 +78,25 @@ def appended_over(bootstrap: str, topic: str, partitions: int, seconds: float, t
 
 
 def producer(bootstrap: str, topic: str, client_id: str, out_dir: Path, batch_size: int) -> StartedTool:
-    cmd = tool_command("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
-                       "--num-records", str(10**9), "--record-size", str(RECORD), "--throughput", "-1",
-                       "--command-property", f"client.id={client_id}", "acks=1", "linger.ms=10",
-                       f"batch.size={batch_size}", quick=False)
+    cmd = tool_command(
+        "kafka-producer-perf-test",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--num-records",
+        str(10**9),
+        "--record-size",
+        str(RECORD),
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"client.id={client_id}",
+        "acks=1",
+        "linger.ms=10",
+        f"batch.size={batch_size}",
+        quick=False,
+    )
     return StartedTool(cmd, out_dir, client_id)
 
 
@@ -91,14 +114,17 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--batch-size", type=int, default=16384,
-                    help="the producer's batch.size (the Java client's default)")
+    ap.add_argument(
+        "--batch-size", type=int, default=16384, help="the producer's batch.size (the Java client's default)"
+    )
     args = ap.parse_args()
     require_kafka_libs()
     quotas = [float(q) for q in args.quotas.split(",")]
     metrics = free_port()
-    with tempfile.TemporaryDirectory() as tmp, \
-            BrokerProcess(Path(tmp) / "data", config={"metrics.listener": f"127.0.0.1:{metrics}"}) as b:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        BrokerProcess(Path(tmp) / "data", config={"metrics.listener": f"127.0.0.1:{metrics}"}) as b,
+    ):
         print(f"broker {b.bootstrap}; {args.seconds:.0f} s per run; 1 MB = 2^20 bytes", flush=True)
         runs = [(None, i) for i in range(1)] + [(q, i) for q in quotas for i in range(args.runs)]
         for n, (q, i) in enumerate(runs):
@@ -118,14 +144,17 @@ def main() -> int:
             records = samples[-1][1] - samples[0][1]
             rate = records * RECORD / secs / MB
             marks = [next(x for x in samples if x[0] >= t) for t in range(0, int(args.seconds) + 1, 5)]
-            per_window = " ".join(f"{(b2[1] - a[1]) * RECORD / (b2[0] - a[0]) / MB:.2f}"
-                                  for a, b2 in zip(marks, marks[1:]))
+            per_window = " ".join(
+                f"{(b2[1] - a[1]) * RECORD / (b2[0] - a[0]) / MB:.2f}" for a, b2 in zip(marks, marks[1:])
+            )
             if q is None:
                 print(f"no quota: {rate:.2f} MB/s over {secs:.1f} s (windows: {per_window})", flush=True)
             else:
-                print(f"quota {q:g} MB/s: achieved {rate:.3f} MB/s over {secs:.1f} s, ratio {rate / q:.3f}; "
-                      f"windows {per_window}; throttle answered {throttle_seconds(metrics, client):.1f} s",
-                      flush=True)
+                print(
+                    f"quota {q:g} MB/s: achieved {rate:.3f} MB/s over {secs:.1f} s, ratio {rate / q:.3f}; "
+                    f"windows {per_window}; throttle answered {throttle_seconds(metrics, client):.1f} s",
+                    flush=True,
+                )
                 set_quota(b.bootstrap, client, None)
     return 0
 

@@ -25,6 +25,7 @@ thread), this load generator on core 1 (uvloop when installed). The registry hol
 
 The broker logs to a file beside its data; nothing is left behind.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,11 +65,11 @@ class Conn(asyncio.Protocol):
             return
         head = bytes(self.buf[:end]).lower()
         i = head.find(b"content-length:")
-        length = int(head[i + 15:head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
+        length = int(head[i + 15 : head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
         if len(self.buf) < end + 4 + length:
             return
         status = int(self.buf[9:12])
-        del self.buf[:end + 4 + length]
+        del self.buf[: end + 4 + length]
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(status)
 
@@ -84,13 +85,20 @@ def get(path: str) -> bytes:
 
 def post(path: str, body: dict) -> bytes:
     data = json.dumps(body).encode()
-    return (f"POST {path} HTTP/1.1\r\nHost: registry\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: registry\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    ).encode() + data
 
 
 def schema(name: str, fields: int) -> str:
-    return json.dumps({"type": "record", "name": name, "fields": [
-        {"name": f"f{i}", "type": "long", **({"default": 0} if i else {})} for i in range(fields)]})
+    return json.dumps(
+        {
+            "type": "record",
+            "name": name,
+            "fields": [{"name": f"f{i}", "type": "long", **({"default": 0} if i else {})} for i in range(fields)],
+        }
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -114,8 +122,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def open_loop(conns: list[Conn], ids: list[int], rate: float, seconds: float
-                    ) -> tuple[float, list[float], list[float]]:
+async def open_loop(
+    conns: list[Conn], ids: list[int], rate: float, seconds: float
+) -> tuple[float, list[float], list[float]]:
     """Requests due at a fixed rate, spread over the connections: (rate achieved, latency
     from the moment each was due, latency from the moment each was sent)."""
     clock = time.perf_counter
@@ -131,7 +140,7 @@ async def open_loop(conns: list[Conn], ids: list[int], rate: float, seconds: flo
         while due < end:
             now = clock()
             if due - now > 0.0005:
-                await asyncio.sleep(due - now - 0.0005)     # the loop's timers are ms-grained
+                await asyncio.sleep(due - now - 0.0005)  # the loop's timers are ms-grained
             while clock() < due:
                 await asyncio.sleep(0)
             sent = clock()
@@ -167,9 +176,11 @@ async def closed_loop(conns: list[Conn], make, seconds: float) -> tuple[float, l
 
 def line(what: str, rate: float, lat: list[float], cpu: float) -> str:
     ms = [x * 1000 for x in lat]
-    return (f"{what:<38} {rate:7.0f}/s  p50 {pct(ms, .5):6.3f}  p99 {pct(ms, .99):7.3f}  "
-            f"p99.9 {pct(ms, .999):7.3f}  max {max(ms):7.2f} ms   broker {cpu * 1e6 / max(len(lat), 1):4.0f} "
-            f"us CPU/request")
+    return (
+        f"{what:<38} {rate:7.0f}/s  p50 {pct(ms, 0.5):6.3f}  p99 {pct(ms, 0.99):7.3f}  "
+        f"p99.9 {pct(ms, 0.999):7.3f}  max {max(ms):7.2f} ms   broker {cpu * 1e6 / max(len(lat), 1):4.0f} "
+        f"us CPU/request"
+    )
 
 
 async def main_async(args, port: int, broker_pid: int) -> None:
@@ -181,11 +192,13 @@ async def main_async(args, port: int, broker_pid: int) -> None:
     for i in range(args.schemas):
         ids.append(i + 1)
     conns = await connect(port, args.clients)
-    print(f"{args.clients} clients, {args.schemas} schemas; broker on core {BROKER_CORE}, generator on core "
-          f"{GENERATOR_CORE}")
+    print(
+        f"{args.clients} clients, {args.schemas} schemas; broker on core {BROKER_CORE}, generator on core "
+        f"{GENERATOR_CORE}"
+    )
     print(f"load average before: {os.getloadavg()}")
     print("latencies in ms; open loop: from when each request was due / from when it was sent")
-    await open_loop(conns, ids, 500, 2.0)                   # warm up
+    await open_loop(conns, ids, 500, 2.0)  # warm up
     for rate in args.rates:
         cpu = cpu_seconds(broker_pid)
         achieved, due_lat, sent_lat = await open_loop(conns, ids, rate, args.seconds)
@@ -198,8 +211,10 @@ async def main_async(args, port: int, broker_pid: int) -> None:
     print(line("GET /schemas/ids/N, back to back", achieved, lat, cpu_seconds(broker_pid) - cpu), flush=True)
     cpu = cpu_seconds(broker_pid)
     achieved, lat = await closed_loop(
-        conns, lambda i, n: post(f"/subjects/reg-{i}-value/versions", {"schema": schema(f"R{i}", n + 1)}),
-        args.register_seconds)
+        conns,
+        lambda i, n: post(f"/subjects/reg-{i}-value/versions", {"schema": schema(f"R{i}", n + 1)}),
+        args.register_seconds,
+    )
     print(line("POST /subjects/S/versions", achieved, lat, cpu_seconds(broker_pid) - cpu), flush=True)
     print(f"load average after: {os.getloadavg()}")
 
@@ -211,8 +226,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--register-seconds", type=float, default=10.0)
     ap.add_argument("--schemas", type=int, default=200)
-    ap.add_argument("--nice", type=int, default=0, help="run the broker and the generator at this niceness "
-                                                           "(e.g. -10, as root: ahead of other work on the cores)")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run the broker and the generator at this niceness (e.g. -10, as root: ahead of other work on the cores)",
+    )
     args = ap.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
     if shutil.which("taskset") is None:
@@ -223,16 +242,33 @@ def main() -> None:
     nice = ["nice", "-n", str(args.nice)] if args.nice else []
     if args.nice:
         os.nice(args.nice)
-    broker = subprocess.Popen([*nice, "taskset", "-c", str(BROKER_CORE), sys.executable, "-m", "broker.cli.main", "serve",
-                               "--data-dir", os.path.join(d, "data"), "--listen", f"127.0.0.1:{kafka}",
-                               "--set", f"schema.registry.listener=127.0.0.1:{registry}"],
-                              stdout=log, stderr=subprocess.STDOUT)
+    broker = subprocess.Popen(
+        [
+            *nice,
+            "taskset",
+            "-c",
+            str(BROKER_CORE),
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--data-dir",
+            os.path.join(d, "data"),
+            "--listen",
+            f"127.0.0.1:{kafka}",
+            "--set",
+            f"schema.registry.listener=127.0.0.1:{registry}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         if not wait_port("127.0.0.1", registry, 60):
             sys.exit("the broker did not start")
         os.sched_setaffinity(0, {GENERATOR_CORE})
         try:
             import uvloop
+
             uvloop.install()
         except ImportError:
             pass

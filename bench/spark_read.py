@@ -24,6 +24,7 @@ of the rounds) and the ratio. With --write, also times Spark batch writes of the
 rows into new topics through the data source (after a warm-up write). Client, Spark and broker share this
 machine's cores: say so next to the numbers. The whole run is bounded (--timeout-s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,11 +61,20 @@ def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> f
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         data = rng.integers(0, 256, size=m * size, dtype=np.uint8).tobytes()
-        values = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(
-            np.arange(0, (m + 1) * size, size, dtype=np.int32).tobytes()), pa.py_buffer(data)])
-        keys = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(
-            np.arange(0, (m + 1) * 8, 8, dtype=np.int32).tobytes()),
-            pa.py_buffer(np.arange(start, start + m, dtype=">u8").tobytes())])     # 8-byte big-endian ids
+        values = pa.Array.from_buffers(
+            pa.binary(),
+            m,
+            [None, pa.py_buffer(np.arange(0, (m + 1) * size, size, dtype=np.int32).tobytes()), pa.py_buffer(data)],
+        )
+        keys = pa.Array.from_buffers(
+            pa.binary(),
+            m,
+            [
+                None,
+                pa.py_buffer(np.arange(0, (m + 1) * 8, 8, dtype=np.int32).tobytes()),
+                pa.py_buffer(np.arange(start, start + m, dtype=">u8").tobytes()),
+            ],
+        )  # 8-byte big-endian ids
         w.write_batch(pa.RecordBatch.from_arrays([keys, values], names=["key", "value"]))
     msg = w.finish()
     elapsed = time.perf_counter() - t0
@@ -102,25 +112,39 @@ def main() -> int:
         with BrokerProcess(os.path.join(tmp, "data"), config={"num.partitions": args.partitions}) as broker:
             topic = "bench"
             secs = produce(broker.bootstrap, topic, args.messages, args.size, args.partitions)
-            print(f"produced {args.messages:,} x {args.size} B into {args.partitions} partitions in {secs:.2f} s "
-                  f"({args.messages / secs:,.0f} msg/s, native encoder, acks=all)", flush=True)
+            print(
+                f"produced {args.messages:,} x {args.size} B into {args.partitions} partitions in {secs:.2f} s "
+                f"({args.messages / secs:,.0f} msg/s, native encoder, acks=all)",
+                flush=True,
+            )
 
             from pyspark.sql import SparkSession
 
             from broker.spark import KBrokerDataSource
-            builder = (SparkSession.builder.master("local[2]").appName("kbroker-spark-bench")
-                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.driver.memory", "2g").config("spark.sql.session.timeZone", "UTC"))
+
+            builder = (
+                SparkSession.builder.master("local[2]")
+                .appName("kbroker-spark-bench")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.memory", "2g")
+                .config("spark.sql.session.timeZone", "UTC")
+            )
             if args.kafka_connector:
                 from tests.support.kafka_tools import SPARK_LIBS
+
                 builder = builder.config("spark.jars", ",".join(str(j) for j in sorted(SPARK_LIBS.glob("*.jar"))))
             spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             spark.dataSource.register(KBrokerDataSource)
 
             def kb():
-                return (spark.read.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                        .option("subscribe", topic).load())
+                return (
+                    spark.read.format("kbroker")
+                    .option("kbroker.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", topic)
+                    .load()
+                )
 
             parquet = os.path.join(tmp, "rows.parquet")
             t = timed(lambda: kb().write.mode("overwrite").parquet(parquet))
@@ -136,20 +160,28 @@ def main() -> int:
                 spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
 
             def read_kafka_connector():
-                (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-                 .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+                (
+                    spark.read.format("kafka")
+                    .option("kafka.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", topic)
+                    .load()
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                )
 
             readers = {"kbroker": read_kbroker, "parquet": read_parquet}
             if args.kafka_connector:
                 readers["kafka connector"] = read_kafka_connector
             for read in readers.values():
-                read()              # warm-up: Python workers, JIT, page cache
+                read()  # warm-up: Python workers, JIT, page cache
             times = {name: [] for name in readers}
             for r in range(args.rounds):
                 for name, read in readers.items():
                     times[name].append(timed(read))
-                print(f"round {r + 1}: " + ", ".join(f"{name} {ts[-1]:.2f} s" for name, ts in times.items()),
-                      flush=True)
+                print(
+                    f"round {r + 1}: " + ", ".join(f"{name} {ts[-1]:.2f} s" for name, ts in times.items()), flush=True
+                )
 
             n = args.messages
             print()
@@ -164,20 +196,28 @@ def main() -> int:
 
             if args.write:
                 from broker.client import Cluster
+
                 src = spark.read.parquet(parquet).select("key", "value")
 
                 def write(topic):
-                    (src.write.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                     .option("topic", topic).mode("append").save())
+                    (
+                        src.write.format("kbroker")
+                        .option("kbroker.bootstrap.servers", broker.bootstrap)
+                        .option("topic", topic)
+                        .mode("append")
+                        .save()
+                    )
 
                 with Cluster(broker.bootstrap) as c:
                     for r in range(args.rounds + 1):
                         c.create_topic(f"bench-write-{r}", args.partitions, 1)
-                write("bench-write-0")          # warm-up: the write path's Python workers
+                write("bench-write-0")  # warm-up: the write path's Python workers
                 wt = [timed(lambda r=r: write(f"bench-write-{r + 1}")) for r in range(args.rounds)]
-                print(f"Spark batch write of {n:,} rows (from the Parquet file) through the data source: "
-                      f"best {min(wt):.2f} s ({n / min(wt):,.0f} rows/s), median {statistics.median(wt):.2f} s "
-                      f"({n / statistics.median(wt):,.0f} rows/s)")
+                print(
+                    f"Spark batch write of {n:,} rows (from the Parquet file) through the data source: "
+                    f"best {min(wt):.2f} s ({n / min(wt):,.0f} rows/s), median {statistics.median(wt):.2f} s "
+                    f"({n / statistics.median(wt):,.0f} rows/s)"
+                )
             spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -36,6 +36,7 @@ is active (unless --no-wait) and holds /tmp/bench-running while it measures.
 ZooKeeper, the brokers, Spark and the drivers share this machine's cores: say so beside
 the numbers (the 1-minute load average is printed with each start).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,9 +69,15 @@ def driver(args) -> int:
     out = lambda **kw: print(json.dumps({**kw, "s": round(time.time() - t0, 3)}), flush=True)  # noqa: E731
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession, functions as F
-    b = (SparkSession.builder.master(args.master).appName(f"startup {args.side}")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))
+
+    b = (
+        SparkSession.builder.master(args.master)
+        .appName(f"startup {args.side}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
     if args.side == "kafka":
         libs = ROOT / "tests" / "jvm" / "target" / "spark-libs"
         b = b.config("spark.jars", ",".join(str(j) for j in sorted(libs.glob("*.jar"))))
@@ -78,17 +85,35 @@ def driver(args) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     out(at="session")
     fmt = "kafka" if args.side == "kafka" else "kbroker"
-    records = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", args.bootstrap)
-               .option("subscribe", args.topic).option("startingOffsets", "earliest").load())
+    records = (
+        spark.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     out(at="load")
     pages = spark.createDataFrame([(p, f"s{i % 3}") for i, p in enumerate(PAGES)], "page string, section string")
-    views = (records.select(F.from_json(F.col("value").cast("string"), "page string, ms long").alias("v"))
-             .select("v.page", F.timestamp_millis(F.col("v.ms")).alias("t")).join(pages, "page")
-             .withWatermark("t", "1 minute").groupBy(F.window("t", "5 minutes"), "page", "section").count())
-    w = (views.select(F.concat_ws("|", F.col("window.start").cast("string"), "page").alias("key"),
-                      F.col("count").cast("string").alias("value"))
-         .writeStream.format(fmt).option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.out_topic)
-         .option("checkpointLocation", args.checkpoint).outputMode("append").trigger(processingTime="1 second"))
+    views = (
+        records.select(F.from_json(F.col("value").cast("string"), "page string, ms long").alias("v"))
+        .select("v.page", F.timestamp_millis(F.col("v.ms")).alias("t"))
+        .join(pages, "page")
+        .withWatermark("t", "1 minute")
+        .groupBy(F.window("t", "5 minutes"), "page", "section")
+        .count()
+    )
+    w = (
+        views.select(
+            F.concat_ws("|", F.col("window.start").cast("string"), "page").alias("key"),
+            F.col("count").cast("string").alias("value"),
+        )
+        .writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.out_topic)
+        .option("checkpointLocation", args.checkpoint)
+        .outputMode("append")
+        .trigger(processingTime="1 second")
+    )
     if args.side == "kbroker":
         w = w.option("deliveryGuarantee", "exactly-once")
     q = w.start()
@@ -99,8 +124,13 @@ def driver(args) -> int:
         for p in q.recentProgress:
             if p["batchId"] > shown and p["durationMs"].get("addBatch") is not None:
                 shown = p["batchId"]
-                out(at="batch", batch=p["batchId"], rows=p["numInputRows"], duration_ms=dict(p["durationMs"]),
-                    latest=p["sources"][0].get("latestOffset"))
+                out(
+                    at="batch",
+                    batch=p["batchId"],
+                    rows=p["numInputRows"],
+                    duration_ms=dict(p["durationMs"]),
+                    latest=p["sources"][0].get("latestOffset"),
+                )
         time.sleep(0.05)
     if q.exception() is not None:
         out(at="failed", error=str(q.exception())[:2000])
@@ -113,11 +143,16 @@ def driver(args) -> int:
 
 def produce(bootstrap: str, topic: str, n: int, base_ms: int) -> None:
     from broker.client import Producer
+
     with Producer(bootstrap, acks=-1, linger_ms=20) as p:
         for i in range(n):
             ms = base_ms + i * 600_000 // max(n, 1)
-            p.send(topic, json.dumps({"page": PAGES[i % len(PAGES)], "ms": ms}).encode(), partition=i % PARTITIONS,
-                   timestamp=ms)
+            p.send(
+                topic,
+                json.dumps({"page": PAGES[i % len(PAGES)], "ms": ms}).encode(),
+                partition=i % PARTITIONS,
+                timestamp=ms,
+            )
             if i % 1000 == 0:
                 p.poll()
         p.flush()
@@ -126,15 +161,34 @@ def produce(bootstrap: str, topic: str, n: int, base_ms: int) -> None:
 class Start:
     """A driver process and its timing lines."""
 
-    def __init__(self, side: str, args, spark_env: dict, master: str, bootstrap: str, checkpoint: Path,
-                 out_topic: str, log: Path):
+    def __init__(
+        self, side: str, args, spark_env: dict, master: str, bootstrap: str, checkpoint: Path, out_topic: str, log: Path
+    ):
         self.t0 = time.time()
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--driver", side, "--t0", repr(self.t0),
-               "--master", master, "--bootstrap", bootstrap, "--topic", "views", "--out-topic", out_topic,
-               "--checkpoint", str(checkpoint), "--timeout-s", str(args.timeout_s)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--driver",
+            side,
+            "--t0",
+            repr(self.t0),
+            "--master",
+            master,
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            "views",
+            "--out-topic",
+            out_topic,
+            "--checkpoint",
+            str(checkpoint),
+            "--timeout-s",
+            str(args.timeout_s),
+        ]
         self.log = open(log, "a")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=spark_env,
-                                     cwd=ROOT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=spark_env, cwd=ROOT, start_new_session=True
+        )
         self.events: list[dict] = []
         self.load1 = os.getloadavg()[0]
         threading.Thread(target=self._read, daemon=True).start()
@@ -159,11 +213,18 @@ class Start:
     def figures(self) -> dict:
         at = {e["at"]: e["s"] for e in self.events if e["at"] != "batch"}
         batch = next(e for e in self.events if e["at"] == "batch")
-        return {"session_s": at["session"], "load_s": round(at["load"] - at["session"], 3),
-                "start_s": round(at["start"] - at["load"], 3), "first_batch_s": round(batch["s"] - at["start"], 3),
-                "process_to_first_batch_s": batch["s"], "batch": batch["batch"], "rows": batch["rows"],
-                "duration_ms": batch["duration_ms"], "latest_offset_null": batch["latest"] in (None, "null"),
-                "load1": round(self.load1, 2)}
+        return {
+            "session_s": at["session"],
+            "load_s": round(at["load"] - at["session"], 3),
+            "start_s": round(at["start"] - at["load"], 3),
+            "first_batch_s": round(batch["s"] - at["start"], 3),
+            "process_to_first_batch_s": batch["s"],
+            "batch": batch["batch"],
+            "rows": batch["rows"],
+            "duration_ms": batch["duration_ms"],
+            "latest_offset_null": batch["latest"] in (None, "null"),
+            "load1": round(self.load1, 2),
+        }
 
     def kill9(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -176,16 +237,18 @@ def import_times(rounds: int) -> dict:
     worker modules, pyspark_kbroker (lookup, schema), the stream reader (planning), the
     writer (write planning, commit)."""
     import pyspark
+
     zips = sorted(str(z) for z in (Path(pyspark.__file__).parent / "python" / "lib").glob("*.zip"))
-    cases = {"interpreter": "pass",
-             "pyspark data source worker, from pyspark.zip (compiled at each start)":
-                 f"import sys; sys.path[:0] = {zips!r}; import pyspark.sql.worker.create_data_source",
-             "pyspark data source worker": "import pyspark.sql.worker.create_data_source",
-             "+ pyspark_kbroker (lookup, schema)": "import pyspark.sql.worker.create_data_source, pyspark_kbroker",
-             "+ the stream reader (read planning)": "import pyspark.sql.worker.plan_data_source_read, "
-                                                    "pyspark_kbroker, broker.spark.stream",
-             "+ the writer (write planning, commit)": "import pyspark.sql.worker.write_into_data_source, "
-                                                      "pyspark_kbroker, broker.spark.writer"}
+    cases = {
+        "interpreter": "pass",
+        "pyspark data source worker, from pyspark.zip (compiled at each start)": f"import sys; sys.path[:0] = {zips!r}; import pyspark.sql.worker.create_data_source",
+        "pyspark data source worker": "import pyspark.sql.worker.create_data_source",
+        "+ pyspark_kbroker (lookup, schema)": "import pyspark.sql.worker.create_data_source, pyspark_kbroker",
+        "+ the stream reader (read planning)": "import pyspark.sql.worker.plan_data_source_read, "
+        "pyspark_kbroker, broker.spark.stream",
+        "+ the writer (write planning, commit)": "import pyspark.sql.worker.write_into_data_source, "
+        "pyspark_kbroker, broker.spark.writer",
+    }
     out = {}
     for name, code in cases.items():
         times = []
@@ -206,12 +269,15 @@ def run(args) -> dict:
     from tests.support.spark_standalone import SparkStandalone, spark_env
 
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-spark-startup-"))
-    results: dict = {"command": " ".join([".venv/bin/python", "bench/spark_startup.py", *sys.argv[1:]]),
-                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "events": args.events,
-                     "starts": []}
+    results: dict = {
+        "command": " ".join([".venv/bin/python", "bench/spark_startup.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "events": args.events,
+        "starts": [],
+    }
     ok = False
     try:
-        with (BrokerProcess(tmp / "broker" / "data") if args.local else Cluster(tmp / "cluster", n=3, config={})) as k:
+        with BrokerProcess(tmp / "broker" / "data") if args.local else Cluster(tmp / "cluster", n=3, config={}) as k:
             spark = None if args.local else SparkStandalone(tmp / "spark", workers=2).__enter__()
             try:
                 master = "local[2]" if args.local else spark.master_url
@@ -220,10 +286,11 @@ def run(args) -> dict:
                 topics = ["views"] + [f"out-{s}-{r}" for s in args.sides for r in range(args.rounds)]
                 with Client(k.bootstrap) as c:
                     for t in topics:
-                        c.create_topic(t, PARTITIONS if t == "views" else 1, rf,
-                                       {"min.insync.replicas": str(min(2, rf))})
+                        c.create_topic(
+                            t, PARTITIONS if t == "views" else 1, rf, {"min.insync.replicas": str(min(2, rf))}
+                        )
                     deadline = time.monotonic() + 60
-                    for t in topics:                 # every partition has a leader the metadata names
+                    for t in topics:  # every partition has a leader the metadata names
                         while True:
                             try:
                                 c.topic(t, wait_s=5.0)
@@ -234,8 +301,11 @@ def run(args) -> dict:
                                 time.sleep(0.2)
                 base_ms = int(time.time() * 1000) - 3_600_000
                 produce(k.bootstrap, "views", args.events, base_ms)
-                print(f"{'1 broker, local[2]' if args.local else '3 brokers, Spark standalone'}: "
-                      f"{args.events:,} views in views (6 partitions, RF={rf})", flush=True)
+                print(
+                    f"{'1 broker, local[2]' if args.local else '3 brokers, Spark standalone'}: "
+                    f"{args.events:,} views in views (6 partitions, RF={rf})",
+                    flush=True,
+                )
                 if args.imports:
                     results["imports"] = import_times(args.import_rounds)
                 for r in range(args.rounds):
@@ -256,12 +326,15 @@ def run(args) -> dict:
                         s2.kill9()
                         row = {"round": r + 1, "side": side, "first": first, "restart": again}
                         results["starts"].append(row)
-                        print(f"  round {r + 1} {side:11}: first start {first['first_batch_s']:6.2f} s from start() "
-                              f"({first['process_to_first_batch_s']:.2f} s from the process's start; load() "
-                              f"{first['load_s']:.2f} s), restart {again['first_batch_s']:6.2f} s from start() "
-                              f"({again['process_to_first_batch_s']:.2f} s from the process's start; batch "
-                              f"{again['batch']}, latestOffset {'null' if again['latest_offset_null'] else 'set'}), "
-                              f"load {first['load1']:.1f}/{again['load1']:.1f}", flush=True)
+                        print(
+                            f"  round {r + 1} {side:11}: first start {first['first_batch_s']:6.2f} s from start() "
+                            f"({first['process_to_first_batch_s']:.2f} s from the process's start; load() "
+                            f"{first['load_s']:.2f} s), restart {again['first_batch_s']:6.2f} s from start() "
+                            f"({again['process_to_first_batch_s']:.2f} s from the process's start; batch "
+                            f"{again['batch']}, latestOffset {'null' if again['latest_offset_null'] else 'set'}), "
+                            f"load {first['load1']:.1f}/{again['load1']:.1f}",
+                            flush=True,
+                        )
             finally:
                 if spark is not None:
                     spark.__exit__(None, None, None)
@@ -283,22 +356,31 @@ def run(args) -> dict:
                 if vals:
                     med[f"{when}.ms.{k2}"] = statistics.median(vals)
         summary[side] = med
-        print(f"{side}: median first batch {med['first.first_batch_s']:.2f} s after start() "
-              f"({med['first.process_to_first_batch_s']:.2f} s after the process started); restarted: "
-              f"{med['restart.first_batch_s']:.2f} s ({med['restart.process_to_first_batch_s']:.2f} s)", flush=True)
+        print(
+            f"{side}: median first batch {med['first.first_batch_s']:.2f} s after start() "
+            f"({med['first.process_to_first_batch_s']:.2f} s after the process started); restarted: "
+            f"{med['restart.first_batch_s']:.2f} s ({med['restart.process_to_first_batch_s']:.2f} s)",
+            flush=True,
+        )
     results["median"] = summary
     if "kafka" in summary:
         for side in args.sides:
             if side != "kafka":
-                for k2 in ("first.first_batch_s", "first.process_to_first_batch_s", "restart.first_batch_s",
-                           "restart.process_to_first_batch_s"):
+                for k2 in (
+                    "first.first_batch_s",
+                    "first.process_to_first_batch_s",
+                    "restart.first_batch_s",
+                    "restart.process_to_first_batch_s",
+                ):
                     ratio = summary[side][k2] / summary["kafka"][k2]
                     summary[side][f"{k2}/kafka"] = round(ratio, 2)
-                print(f"{side} / kafka: first {summary[side]['first.first_batch_s/kafka']:.2f}, restart "
-                      f"{summary[side]['restart.first_batch_s/kafka']:.2f} (from start()); "
-                      f"{summary[side]['first.process_to_first_batch_s/kafka']:.2f}, "
-                      f"{summary[side]['restart.process_to_first_batch_s/kafka']:.2f} (from the process's start)",
-                      flush=True)
+                print(
+                    f"{side} / kafka: first {summary[side]['first.first_batch_s/kafka']:.2f}, restart "
+                    f"{summary[side]['restart.first_batch_s/kafka']:.2f} (from start()); "
+                    f"{summary[side]['first.process_to_first_batch_s/kafka']:.2f}, "
+                    f"{summary[side]['restart.process_to_first_batch_s/kafka']:.2f} (from the process's start)",
+                    flush=True,
+                )
     return results
 
 
@@ -308,15 +390,22 @@ def main() -> int:
     ap.add_argument("--sides", default="kbroker,kafka", help="kbroker, kafka, kbroker-alo (comma-separated)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--events", type=int, default=20000, help="views in the topic before the first start")
-    ap.add_argument("--kill-after-s", type=float, default=1.5,
-                    help="seconds between the new views and the kill -9 of the first driver")
+    ap.add_argument(
+        "--kill-after-s",
+        type=float,
+        default=1.5,
+        help="seconds between the new views and the kill -9 of the first driver",
+    )
     ap.add_argument("--imports", action="store_true", help="also time the Python workers' imports")
     ap.add_argument("--import-rounds", type=int, default=5)
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--timeout-s", type=int, default=600, help="per start, and the run is bounded by 8 times that")
-    ap.add_argument("--no-wait", action="store_true",
-                    help="measure even while a fault run, the test suite or another benchmark is active "
-                         "(a loaded machine: say so beside the figures)")
+    ap.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="measure even while a fault run, the test suite or another benchmark is active "
+        "(a loaded machine: say so beside the figures)",
+    )
     # the driver's own arguments
     ap.add_argument("--driver", help=argparse.SUPPRESS)
     ap.add_argument("--t0", type=float, help=argparse.SUPPRESS)
@@ -337,6 +426,7 @@ def main() -> int:
 
     def give_up(*_):
         raise TimeoutError("the benchmark took too long")
+
     signal.signal(signal.SIGALRM, give_up)
     # the quiet-machine rules of bench/pipelines/run.py: wait while a fault run, the test
     # suite or another benchmark is active (unless --no-wait), hold the benchmark marker

@@ -13,6 +13,7 @@ each delivery, alternates `--rounds` times:
 Reports rows/s (median and each round). Client, Spark and broker share this machine's
 cores: the 1-minute load average is printed with each figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,16 +47,25 @@ def main(argv=None) -> int:
 
     from broker.client import Cluster
     from broker.spark import KBrokerDataSource
+
     with BrokerProcess(os.path.join(tmp, "data"), config={"transaction.state.log.num.partitions": 5}) as b:
-        spark = (SparkSession.builder.master("local[2]").appName("kbroker-txn-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "2g").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("kbroker-txn-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(KBrokerDataSource)
         parquet = os.path.join(tmp, "rows.parquet")
-        (spark.range(args.rows).selectExpr("cast(id as string) as key",
-                                           f"cast(repeat('x', {args.size}) as binary) as value")
-         .repartition(args.partitions).write.parquet(parquet))
+        (
+            spark.range(args.rows)
+            .selectExpr("cast(id as string) as key", f"cast(repeat('x', {args.size}) as binary) as value")
+            .repartition(args.partitions)
+            .write.parquet(parquet)
+        )
         df = spark.read.parquet(parquet)
         results: dict[str, list[tuple[float, float]]] = {"at-least-once": [], "exactly-once": []}
         n = 0
@@ -67,12 +77,18 @@ def main(argv=None) -> int:
             with Cluster(b.bootstrap) as c:
                 c.create_topic(topic, args.partitions, 1)
             t0 = time.perf_counter()
-            (df.write.format("kbroker").option("kbroker.bootstrap.servers", b.bootstrap).option("topic", topic)
-             .option("deliveryGuarantee", delivery).mode("append").save())
+            (
+                df.write.format("kbroker")
+                .option("kbroker.bootstrap.servers", b.bootstrap)
+                .option("topic", topic)
+                .option("deliveryGuarantee", delivery)
+                .mode("append")
+                .save()
+            )
             return args.rows / (time.perf_counter() - t0)
 
         for delivery in results:
-            write(delivery)                                  # warm-up
+            write(delivery)  # warm-up
         for rnd in range(args.rounds):
             order = list(results) if rnd % 2 == 0 else list(reversed(results))
             for delivery in order:
@@ -83,8 +99,9 @@ def main(argv=None) -> int:
         spark.stop()
     for delivery, rows in results.items():
         rates = [r for r, _ in rows]
-        print(f"{delivery:>14}: median {statistics.median(rates):,.0f} rows/s "
-              f"({', '.join(f'{r:,.0f}' for r in rates)})")
+        print(
+            f"{delivery:>14}: median {statistics.median(rates):,.0f} rows/s ({', '.join(f'{r:,.0f}' for r in rates)})"
+        )
     alo = statistics.median(r for r, _ in results["at-least-once"])
     eos = statistics.median(r for r, _ in results["exactly-once"])
     print(f"exactly-once / at-least-once: {eos / alo:.2f}")

@@ -4,6 +4,7 @@ throughput in `extra_info` so RESULTS.md can quote GB/s, batches/s and records/s
 
 No assertion here is about speed: targets live in RESULTS.md, not in pass/fail.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 A leaf module (the standard library only), so that what must not import the client (the
 Spark source's option parsing in Spark's short-lived Python workers, the log handler)
 checks a list by the client's own rules."""
+
 from __future__ import annotations
 
 

@@ -36,6 +36,7 @@ DEFAULT_TEXT_FORMAT) or one JSON object (`layout="json"`: timestamp, level, logg
 message, exception, stack and the record's extra fields); its key is the logger name,
 another field, or none; headers `host` and `process` (pid) on every record.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,14 +67,13 @@ DEFAULT_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXCLUDED_LOGGERS = ("broker.client", "broker.protocol", "broker.native", "broker.applog")
 
 #: attributes every LogRecord has: the rest of a record's __dict__ is the caller's `extra`
-_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
-    "message", "asctime", "taskName"}
+_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
 
-CHUNK_RECORDS = 10000            # records formatted and sent before waiting for their acks
+CHUNK_RECORDS = 10000  # records formatted and sent before waiting for their acks
 CHUNK_BYTES = 1 << 20
-REPORT_INTERVAL_S = 1.0          # at most one loss report a second
-IDLE_POLL_S = 1.0                # the sender looks at the queue every linger_ms for this long after its last record
-BACKOFF_MIN_S = 0.1              # between connection attempts, doubling up to the max
+REPORT_INTERVAL_S = 1.0  # at most one loss report a second
+IDLE_POLL_S = 1.0  # the sender looks at the queue every linger_ms for this long after its last record
+BACKOFF_MIN_S = 0.1  # between connection attempts, doubling up to the max
 BACKOFF_MAX_S = 1.0
 
 #: (key, value, headers, timestamp ms): a record ready for the producer
@@ -100,13 +100,16 @@ def _check_bootstrap(bootstrap: str) -> None:
         raise ValueError(f"KafkaLogHandler: {e}") from None
 
 
-def record_fields(record: logging.LogRecord,
-                  format_exception: Callable[[Any], str]) -> dict[str, object]:
+def record_fields(record: logging.LogRecord, format_exception: Callable[[Any], str]) -> dict[str, object]:
     """A record as the JSON layout has it (the handler's and the broker's own log.format=json):
     timestamp (UTC, ms), level, logger, message, exception and stack when present, then the
     record's extra fields. `format_exception` formats exc_info once, kept in exc_text."""
-    d: dict[str, object] = {"timestamp": _iso_utc(record.created), "level": record.levelname,
-                            "logger": record.name, "message": record.getMessage()}
+    d: dict[str, object] = {
+        "timestamp": _iso_utc(record.created),
+        "level": record.levelname,
+        "logger": record.name,
+        "message": record.getMessage(),
+    }
     if record.exc_info and not record.exc_text:
         record.exc_text = format_exception(record.exc_info)
     if record.exc_text:
@@ -187,14 +190,28 @@ class KafkaLogHandler(logging.Handler):
     # close() delivers what is queued itself: logging.shutdown() need not flush() first
     flushOnClose = False
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, layout: str = "text", key: str | None = "logger",
-                 queue_size: int = 10000, acks: int | str = 1, compression: str | None = None,
-                 batch_size: int = 65536, linger_ms: float = 5.0, headers: Mapping[str, str] | None = None,
-                 exclude_loggers: Iterable[str] = (), request_timeout: float = 10.0, close_timeout: float = 5.0,
-                 max_record_bytes: int = 1000000, client_id: str = "kbroker-log-handler",
-                 level: int | str = logging.NOTSET) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        layout: str = "text",
+        key: str | None = "logger",
+        queue_size: int = 10000,
+        acks: int | str = 1,
+        compression: str | None = None,
+        batch_size: int = 65536,
+        linger_ms: float = 5.0,
+        headers: Mapping[str, str] | None = None,
+        exclude_loggers: Iterable[str] = (),
+        request_timeout: float = 10.0,
+        close_timeout: float = 5.0,
+        max_record_bytes: int = 1000000,
+        client_id: str = "kbroker-log-handler",
+        level: int | str = logging.NOTSET,
+    ) -> None:
         super().__init__(level)
-        _check_bootstrap(bootstrap_servers)         # ValueError now, not in the sender thread
+        _check_bootstrap(bootstrap_servers)  # ValueError now, not in the sender thread
         if not topic:
             raise ValueError("KafkaLogHandler: topic must be given")
         if layout not in ("text", "json"):
@@ -206,7 +223,8 @@ class KafkaLogHandler(logging.Handler):
         if queue_size < 1:
             raise ValueError("KafkaLogHandler: queue_size must be at least 1")
         from broker.native import compression_code
-        compression_code(compression)               # ValueError for an unknown codec
+
+        compression_code(compression)  # ValueError for an unknown codec
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.layout = layout
@@ -222,7 +240,8 @@ class KafkaLogHandler(logging.Handler):
         self.client_id = client_id
         self.host = socket.gethostname()
         self._static_headers: list[tuple[str, bytes | None]] = [
-            (str(k), str(v).encode()) for k, v in (headers or {}).items()]
+            (str(k), str(v).encode()) for k, v in (headers or {}).items()
+        ]
         self._headers_cache: tuple[int | None, list[tuple[str, bytes | None]]] = (-1, [])
         names = tuple(EXCLUDED_LOGGERS) + tuple(exclude_loggers)
         self._excluded_names = frozenset(names)
@@ -239,15 +258,15 @@ class KafkaLogHandler(logging.Handler):
         self._dropped_full = 0
         # written by the sender thread only
         self._sent = 0
-        self._dropped_sender = 0         # the oldest again, when a failed chunk came back
-        self._refused = 0                # refused by the broker, too large, unformattable
-        self._reported_full = 0          # of the drops above, those the topic was told of
+        self._dropped_sender = 0  # the oldest again, when a failed chunk came back
+        self._refused = 0  # refused by the broker, too large, unformattable
+        self._reported_full = 0  # of the drops above, those the topic was told of
         self._reported_refused = 0
         self._inflight = 0
         self._idle = False
         self._closing = False
         self._closed = False
-        self._deadline = float("inf")    # when closing: give up delivering then
+        self._deadline = float("inf")  # when closing: give up delivering then
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._progress = threading.Event()
@@ -341,8 +360,10 @@ class KafkaLogHandler(logging.Handler):
                 t.join(self.close_timeout + 1.0)
             left = self._enqueued - self._sent - self.dropped
             if left > 0:
-                self._say(f"{left} log record(s) not delivered to topic {self.topic} at "
-                          f"{self.bootstrap_servers} when the handler closed")
+                self._say(
+                    f"{left} log record(s) not delivered to topic {self.topic} at "
+                    f"{self.bootstrap_servers} when the handler closed"
+                )
         super().close()
 
     # ------------------------------------------------------------------ encoding
@@ -409,7 +430,7 @@ class KafkaLogHandler(logging.Handler):
                         # need not wake this thread (a wake-up costs the caller a switch)
                         self._stop.wait(self.linger_s)
                         continue
-                    self._idle = True           # idle for a while: the next record wakes it
+                    self._idle = True  # idle for a while: the next record wakes it
                     if not self._queue and not self._closing:
                         self._wake.wait(last_report + REPORT_INTERVAL_S - now if unreported else 1.0)
                     self._wake.clear()
@@ -437,7 +458,7 @@ class KafkaLogHandler(logging.Handler):
                 except Exception as exc:
                     self._disconnect(producer)
                     producer = None
-                    if report is not None:              # to be reported again
+                    if report is not None:  # to be reported again
                         self._reported_full -= report[1][0]
                         self._reported_refused -= report[1][1]
                     if isinstance(exc, _Unreachable):
@@ -449,8 +470,9 @@ class KafkaLogHandler(logging.Handler):
                         self._refused += len(chunk)
                         self._inflight = 0
                         why = str(exc) if isinstance(exc, _Refused) else traceback.format_exc().rstrip()
-                        self._say(f"{len(chunk)} log record(s) dropped, refused by the broker or failing "
-                                  f"to send: {why}")
+                        self._say(
+                            f"{len(chunk)} log record(s) dropped, refused by the broker or failing to send: {why}"
+                        )
                     continue
                 if down_since is not None:
                     self._say(f"delivering to topic {self.topic} again after {time.monotonic() - down_since:.1f} s")
@@ -467,8 +489,10 @@ class KafkaLogHandler(logging.Handler):
             self._progress.set()
 
     def _say_down(self, exc: Exception) -> None:
-        self._say(f"cannot deliver to topic {self.topic} at {self.bootstrap_servers} ({exc}); "
-                  f"keeping the newest {self.queue_size} records, dropping older ones")
+        self._say(
+            f"cannot deliver to topic {self.topic} at {self.bootstrap_servers} ({exc}); "
+            f"keeping the newest {self.queue_size} records, dropping older ones"
+        )
 
     def _connect(self) -> Producer:
         from broker.client.cluster import Cluster
@@ -481,10 +505,16 @@ class KafkaLogHandler(logging.Handler):
             # a chunk waits for its acknowledgements request_timeout at most (the producer's
             # own default would retry for Kafka's delivery.timeout.ms, 120 s): then this
             # handler's reconnection and queue take over
-            producer = Producer(cluster, acks=self.acks, compression=self.compression, batch_size=self.batch_size,
-                                linger_ms=3600_000, timeout_ms=int(self.request_timeout * 1000),
-                                delivery_timeout_ms=int(self.request_timeout * 1000))
-            producer.partitions_of(self.topic)      # metadata (auto-creates where the broker does)
+            producer = Producer(
+                cluster,
+                acks=self.acks,
+                compression=self.compression,
+                batch_size=self.batch_size,
+                linger_ms=3600_000,
+                timeout_ms=int(self.request_timeout * 1000),
+                delivery_timeout_ms=int(self.request_timeout * 1000),
+            )
+            producer.partitions_of(self.topic)  # metadata (auto-creates where the broker does)
             return producer
         except (ClientError, OSError, KafkaProtocolError) as exc:
             cluster.close()
@@ -516,7 +546,7 @@ class KafkaLogHandler(logging.Handler):
             except IndexError:
                 break
             self._inflight = len(chunk) + 1
-            if isinstance(item, tuple):             # encoded already: a chunk that came back
+            if isinstance(item, tuple):  # encoded already: a chunk that came back
                 enc = item
             else:
                 try:
@@ -527,8 +557,10 @@ class KafkaLogHandler(logging.Handler):
                     continue
             if len(enc[1]) > self.max_record_bytes:
                 self._refused += 1
-                self._say(f"a log record of {len(enc[1])} bytes (logger {enc[0]!r}) is larger than "
-                          f"max_record_bytes={self.max_record_bytes}: dropped")
+                self._say(
+                    f"a log record of {len(enc[1])} bytes (logger {enc[0]!r}) is larger than "
+                    f"max_record_bytes={self.max_record_bytes}: dropped"
+                )
                 continue
             chunk.append(enc)
             size += len(enc[1])
@@ -546,8 +578,10 @@ class KafkaLogHandler(logging.Handler):
             return None
         self._reported_full += full
         self._reported_refused += refused
-        why_full = (f"the queue (queue_size={self.queue_size}) was full while the brokers were unreachable or "
-                    f"slower than the application")
+        why_full = (
+            f"the queue (queue_size={self.queue_size}) was full while the brokers were unreachable or "
+            f"slower than the application"
+        )
         why_refused = "refused by the broker, larger than max_record_bytes or failing to format"
         if full and refused:
             why = f"{full} because {why_full}, {refused} {why_refused}"
@@ -558,8 +592,9 @@ class KafkaLogHandler(logging.Handler):
         rec.__dict__["dropped"] = full + refused
         return self.encode(rec), (full, refused), msg
 
-    def _send(self, producer: Producer, report: tuple[_Encoded, tuple[int, int], str] | None,
-              chunk: list[_Encoded]) -> None:
+    def _send(
+        self, producer: Producer, report: tuple[_Encoded, tuple[int, int], str] | None, chunk: list[_Encoded]
+    ) -> None:
         """Sends a chunk (after the loss report, if any) and waits for its acknowledgements:
         _Unreachable when the brokers cannot take it now, _Refused when they refuse it."""
         from broker.client.connection import ClientError

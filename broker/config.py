@@ -17,6 +17,7 @@
 Values are stored as Python types (int, bool, str, float, list[str]); None means unset
 (for keys like log.retention.ms whose fallback is another key).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -82,7 +83,7 @@ class ConfigKey:
     type: ConfigType
     default: Any
     doc: str
-    check: Callable[[Any], str | None] | None = None   # returns an error message or None
+    check: Callable[[Any], str | None] | None = None  # returns an error message or None
     choices: tuple[str, ...] | None = None
 
     def parse(self, raw: Any) -> Any:
@@ -93,7 +94,9 @@ class ConfigKey:
                 items = value if isinstance(value, list) else [value]
                 for item in items:
                     if item not in self.choices:
-                        raise ConfigError(self.name, f"invalid value {raw!r} (expected one of: {', '.join(self.choices)})")
+                        raise ConfigError(
+                            self.name, f"invalid value {raw!r} (expected one of: {', '.join(self.choices)})"
+                        )
             if self.check is not None:
                 problem = self.check(value)
                 if problem:
@@ -120,7 +123,7 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
             if isinstance(text, bool):
                 raise ValueError
             if isinstance(text, str) and not _INTEGER.fullmatch(text):
-                raise ValueError                  # as Java's parseLong: no "1_000", no "١٢"
+                raise ValueError  # as Java's parseLong: no "1_000", no "١٢"
             value = int(text)
             limit = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 2**15 - 1, ConfigType.LONG: LONG_MAX}[t]
             if not -limit - 1 <= value <= limit:
@@ -196,14 +199,19 @@ class Listener:
     security_protocol: str
 
 
-_KAFKA_AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
-                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+_KAFKA_AUTHORIZERS = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
 
 
 def _authorizer(v: str) -> str | None:
     if v and v not in _KAFKA_AUTHORIZERS:
-        return (f"kbroker enforces ACLs with its own authorizer, taken for Kafka's ({', '.join(_KAFKA_AUTHORIZERS)}); "
-                "it loads no other class, and ACLs would not be enforced as meant")
+        return (
+            f"kbroker enforces ACLs with its own authorizer, taken for Kafka's ({', '.join(_KAFKA_AUTHORIZERS)}); "
+            "it loads no other class, and ACLs would not be enforced as meant"
+        )
     return None
 
 
@@ -245,6 +253,7 @@ def _registry_listener(v: str) -> str | None:
 
 def _api_name(v: str) -> str | None:
     from broker.protocol.api import ApiKey
+
     names = {"".join(w.capitalize() for w in k.name.split("_")).lower(): k for k in ApiKey}
     if v.lower() not in names and not (v.isdigit() and int(v) in {int(k) for k in ApiKey}):
         return "not a Kafka API name (e.g. Produce, Fetch, Metadata, OffsetCommit) or key number"
@@ -262,256 +271,613 @@ def _protocol_map(v: list[str]) -> str | None:
 
 
 _K = ConfigKey
-_B, _S, _I, _L, _D, _LS, _SH, _P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
-                                    ConfigType.DOUBLE, ConfigType.LIST, ConfigType.SHORT, ConfigType.PASSWORD)
+_B, _S, _I, _L, _D, _LS, _SH, _P = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+    ConfigType.SHORT,
+    ConfigType.PASSWORD,
+)
 
 DAY_MS = 24 * 3600 * 1000
 
 #: Every broker-level key kbroker understands, with Kafka's defaults.
-BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _K("broker.id", _I, 0, "The id of this broker.", _at_least(0)),
-    _K("broker.rack", _S, None, "The rack of this broker (replica assignment spreads replicas over racks)."),
-    _K("listeners", _LS, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, as [PROTOCOL://]HOST:PORT.", _listeners),
-    _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
-    _K("listener.security.protocol.map", _LS, [f"{p}:{p}" for p in SECURITY_PROTOCOLS],
-       "Listener name -> security protocol, as NAME:PROTOCOL.", _protocol_map),
-    _K("inter.broker.listener.name", _S, None,
-       "The listener brokers use to reach each other (default: the one named security.inter.broker.protocol)."),
-    _K("security.inter.broker.protocol", _S, "PLAINTEXT",
-       "The security protocol between brokers, when inter.broker.listener.name is not set.",
-       lambda v: None if v.upper() in SECURITY_PROTOCOLS else f"one of {', '.join(SECURITY_PROTOCOLS)}"),
-    _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
-    _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
-    _K("log.dirs.mode", _S, "0700",
-       "Mode (octal, at least 0700) of the log dirs the broker creates. `broker serve` runs with the umask it "
-       "implies, so every dir the broker creates gets it and every file it without the execute bits: 0700 "
-       "makes partition dirs 0700 and segments 0600; 0750 opens both to the group. The metadata file (SCRAM "
-       "credentials, ACLs) is 0600 whatever this says.", _dir_mode),
-    _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
-    _K("default.replication.factor", _I, 1, "Default replication factor of new topics.", _at_least(1)),
-    _K("auto.create.topics.enable", _B, True, "Create a topic when a client asks metadata for it."),
-    _K("delete.topic.enable", _B, True, "Allow DeleteTopics."),
-    _K("message.max.bytes", _I, 1048588, "Largest record batch accepted (topic: max.message.bytes).", _at_least(0)),
-    _K("socket.request.max.bytes", _I, 104857600, "Largest request frame accepted.", _at_least(1)),
-    _K("socket.send.buffer.bytes", _I, 102400,
-       "SO_SNDBUF of the connections a listener accepts; -1: the kernel's (autotuned). Kafka's default: "
-       "a Fetch's sendfile(2) then costs less CPU per byte (docs/deploy.md, Socket buffers).", _at_least(-1)),
-    _K("socket.receive.buffer.bytes", _I, -1,
-       "SO_RCVBUF of the listeners' sockets; -1 (kbroker's default, Kafka's is 102400): the kernel's "
-       "(autotuned): produce costs less CPU per byte than with 102400 (docs/deploy.md, Socket buffers).",
-       _at_least(-1)),
-    _K("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", _at_least(14)),
-    _K("log.roll.ms", _L, None, "Segment age before a roll (overrides log.roll.hours).", _at_least(1)),
-    _K("log.roll.hours", _I, 168, "Segment age in hours before a roll.", _at_least(1)),
-    _K("log.retention.ms", _L, None, "Retention time (overrides minutes and hours); -1: forever."),
-    _K("log.retention.minutes", _I, None, "Retention time in minutes (overrides hours)."),
-    _K("log.retention.hours", _I, 168, "Retention time in hours."),
-    _K("log.retention.bytes", _L, -1, "Retention size per partition; -1: unlimited."),
-    _K("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
-    _K("log.flush.interval.messages", _L, LONG_MAX, "Records appended before an fsync.", _at_least(1)),
-    _K("log.flush.interval.ms", _L, None, "Time a record may wait for an fsync (default: never by time)."),
-    _K("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the time-based flush check runs."),
-    _K("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", _at_least(0)),
-    _K("log.index.size.max.bytes", _I, 10485760, "Maximum size of an index file.", _at_least(4)),
-    _K("log.segment.allocate.ahead.bytes", _I, 1048576,
-       "kbroker: blocks of the active segment's .log allocated ahead of its appends (fallocate, the file's "
-       "size unchanged: a write into them costs less CPU); freed at roll; 0: none (docs/native.md).",
-       _at_least(0)),
-    _K("log.cleanup.policy", _LS, ["delete"], "Default cleanup policy: delete and/or compact.", None, ("delete", "compact")),
-    _K("log.cleaner.enable", _B, True, "Run the log cleaner for compacted topics."),
-    _K("log.cleaner.delete.retention.ms", _L, DAY_MS, "How long tombstones survive compaction.", _at_least(0)),
-    _K("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age of a record before compaction.", _at_least(0)),
-    _K("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum time a record stays uncompacted.", _at_least(1)),
-    _K("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction.", _between(0, 1)),
-    _K("log.cleaner.backoff.ms", _L, 15000, "Pause of the cleaner when there is nothing to clean.", _at_least(0)),
-    _K("log.segment.delete.delay.ms", _L, 60000, "Delay before a deleted segment's files go.", _at_least(0)),
-    _K("log.message.timestamp.type", _S, "CreateTime", "CreateTime or LogAppendTime.", None, ("CreateTime", "LogAppendTime")),
-    _K("compression.type", _S, "producer", "Topic compression: producer keeps what producers send.", None,
-       ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
-    _K("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", _at_least(1)),
-    _K("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to become leader."),
-    _K("replica.lag.time.max.ms", _L, 30000, "Time a follower may lag before leaving the ISR.", _at_least(1)),
-    _K("num.replica.fetchers", _I, 1, "Fetcher connections per leader a follower uses.", _at_least(1)),
-    _K("replica.fetch.wait.max.ms", _I, 500, "Longest a follower's fetch waits at its leader.", _at_least(0)),
-    _K("replica.fetch.min.bytes", _I, 1, "Bytes a follower's fetch waits for.", _at_least(1)),
-    _K("replica.fetch.max.bytes", _I, 1048576, "Bytes per partition a follower fetches at once.", _at_least(0)),
-    _K("replica.fetch.response.max.bytes", _I, 10485760, "Bytes a follower's fetch answer may hold.", _at_least(0)),
-    _K("replica.fetch.backoff.ms", _I, 1000, "A follower's pause after a fetch error.", _at_least(0)),
-    _K("controlled.shutdown.enable", _B, True, "Move leadership away before stopping (SIGTERM)."),
-    _K("controlled.shutdown.max.retries", _I, 3, "Attempts of a controlled shutdown.", _at_least(1)),
-    _K("controlled.shutdown.retry.backoff.ms", _L, 5000, "Pause between controlled shutdown attempts.", _at_least(0)),
-    _K("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
-    _K("leader.imbalance.check.interval.seconds", _L, 300, "How often the controller checks leader balance.",
-       _at_least(1)),
-    _K("leader.imbalance.per.broker.percentage", _I, 10, "Imbalance per broker that triggers a rebalance.",
-       _at_least(0)),
-    _K("producer.id.expiration.ms", _I, 86400000,
-       "Idempotent producers idle this long are forgotten by each partition.", _at_least(1)),
-    _K("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
-    _K("offsets.topic.replication.factor", _SH, 3,
-       "Replication factor of __consumer_offsets (fewer while fewer brokers are alive).", _at_least(1)),
-    _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
-    _K("transaction.state.log.num.partitions", _I, 50, "Partitions of __transaction_state.", _at_least(1)),
-    _K("transaction.state.log.replication.factor", _SH, 3,
-       "Replication factor of __transaction_state (fewer while fewer brokers are alive).", _at_least(1)),
-    _K("transaction.state.log.min.isr", _I, 2, "min.insync.replicas of __transaction_state.", _at_least(1)),
-    _K("transaction.state.log.segment.bytes", _I, 104857600, "Segment size of __transaction_state.",
-       _at_least(1)),
-    _K("transaction.max.timeout.ms", _I, 900000, "Largest transaction timeout a producer may ask for.",
-       _at_least(1)),
-    _K("transactional.id.expiration.ms", _I, 604800000,
-       "A transactional id unused this long (and no transaction open) is forgotten.", _at_least(1)),
-    _K("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000,
-       "How often open transactions past their timeout are aborted.", _at_least(1)),
-    _K("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000,
-       "How often expired transactional ids are removed.", _at_least(1)),
-    _K("transaction.partition.verification.enable", _B, True,
-       "A partition refuses a transactional producer's first batch unless its coordinator added the "
-       "partition (KIP-890 part 1).", ),
-    _K("transaction.version", _SH, 2,
-       "The transaction protocol offered to clients (Kafka's finalized feature transaction.version): 2 is "
-       "KIP-890 part 2 (partitions added by the produce path, an epoch bump per transaction); 0 or 1 "
-       "keeps the protocol of transaction.version 1.", _between(0, 2)),
-    _K("offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)),
-    _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
-    _K("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", _at_least(0)),
-    _K("group.initial.rebalance.delay.ms", _I, 3000, "Wait for more members before the first rebalance.", _at_least(0)),
-    _K("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for.", _at_least(0)),
-    _K("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for.", _at_least(0)),
-    _K("group.max.size", _I, INT_MAX, "Largest number of members in a group.", _at_least(1)),
-    _K("zookeeper.connect", _S, None,
-       "ZooKeeper connection string (host:port[,host:port]/chroot); unset: a broker alone, embedded store."),
-    _K("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout.", _at_least(1)),
-    _K("zookeeper.connection.timeout.ms", _I, None,
-       "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).", _at_least(1)),
-    _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
-    _K("num.recovery.threads.per.data.dir", _I, 1,
-       "Threads per log dir that load (and after a crash recover) the logs at startup.", _at_least(1)),
-    _K("max.connections", _I, INT_MAX, "Most client connections open at once; beyond it new ones wait in the "
-                                       "listen backlog.", _at_least(0)),
-    _K("max.connections.per.ip", _I, INT_MAX, "Most connections open at once from one address; beyond it new "
-                                              "ones are closed at once.", _at_least(0)),
-    _K("max.connections.per.ip.overrides", _S, "",
-       "Per-address exceptions to max.connections.per.ip, as HOST:COUNT[,HOST:COUNT] (names or addresses).",
-       _ip_overrides),
-    _K("connections.max.idle.ms", _L, 600000,
-       "A connection idle this long (no complete request, nothing in progress) is closed; negative: never."),
-    _K("connections.max.unauthenticated.ms", _L, 10000,
-       "A connection of a TLS or SASL listener that has not completed its TLS handshake and SASL "
-       "authentication this long after it was accepted is closed.", _at_least(1)),
-    _K("max.connections.unauthenticated", _I, -1,
-       "Most connections still authenticating (TLS handshake, SASL) at once; a new one beyond it closes "
-       "the oldest. -1: half the process's limit of open files.", _at_least(-1)),
-    _K("queued.max.request.bytes", _L, -1,
-       "Bytes of received requests not yet handled, over all connections, beyond which no connection "
-       "starts reading another request (a request's bytes count from when its size is read); 0 or "
-       "negative: no bound.", ),
-    _K("queued.max.request.bytes.per.connection", _L, 4 * 1024 * 1024,
-       "Bytes of requests one connection may have received behind a request still in flight (a long "
-       "poll, acks=all) before the broker stops reading it until that request is answered; 0: nothing "
-       "is read while a request is in flight, as Kafka's broker does.", _at_least(0)),
-    _K("fetch.wait.max.ms", _I, 30000,
-       "Longest a Fetch waits for its min_bytes: a client asking for a longer max_wait_ms is answered "
-       "after this.", _at_least(0)),
-    _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
-    # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
-    _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
-    _K("quota.window.size.seconds", _I, 1, "Length of one quota sample in seconds.", _at_least(1)),
-    # replication throttles (KIP-73): leader.replication.throttled.rate and its follower's
-    _K("replication.quota.window.num", _I, 11, "Samples kept of each replication throttle's rate (Kafka's "
-       "default 11).", _at_least(1)),
-    _K("replication.quota.window.size.seconds", _I, 1, "Length of one replication throttle sample in seconds.",
-       _at_least(1)),
-    # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
-    _K("ssl.keystore.type", _S, "JKS", "PEM or PKCS12 (Java's JKS cannot be read: convert it).", None,
-       ("JKS", "PEM", "PKCS12")),
-    _K("ssl.keystore.location", _S, None, "The key store file: PEM (certificate chain and private key) or PKCS12."),
-    _K("ssl.keystore.password", _P, None, "The PKCS12 key store's password."),
-    _K("ssl.key.password", _P, None, "The password of the private key (an encrypted PEM key)."),
-    _K("ssl.keystore.certificate.chain", _P, None, "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
-    _K("ssl.keystore.key", _P, None, "The private key in PEM, inline (ssl.keystore.type=PEM)."),
-    _K("ssl.truststore.type", _S, "JKS", "PEM or PKCS12.", None, ("JKS", "PEM", "PKCS12")),
-    _K("ssl.truststore.location", _S, None, "The trusted certificates: a PEM file or a PKCS12 store."),
-    _K("ssl.truststore.password", _P, None, "The PKCS12 trust store's password."),
-    _K("ssl.truststore.certificates", _P, None, "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
-    _K("ssl.client.auth", _S, "none", "Client certificates: required, requested or none.", None,
-       ("required", "requested", "none")),
-    _K("ssl.enabled.protocols", _LS, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", None,
-       ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
-    _K("ssl.protocol", _S, "TLSv1.3", "The highest TLS version (Java's SSLContext protocol).", None,
-       ("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
-    _K("ssl.cipher.suites", _LS, [], "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
-    _K("ssl.endpoint.identification.algorithm", _S, "https",
-       "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
-    _K("ssl.principal.mapping.rules", _S, "DEFAULT",
-       "Client certificate subject -> principal name, as Kafka's RULE:pattern/replacement/[LU],...,DEFAULT."),
-    # SASL (per listener with listener.name.<name>.; JAAS per mechanism: <mechanism>.sasl.jaas.config)
-    _K("sasl.enabled.mechanisms", _LS, ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
-                                                   "SCRAM-SHA-512, OAUTHBEARER (GSSAPI, Kafka's default, is not "
-                                                   "implemented).", None, SASL_MECHANISMS),
-    _K("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "The mechanism brokers authenticate to each other with.",
-       None, SASL_MECHANISMS),
-    _K("sasl.server.max.receive.size", _I, 524288, "Largest SASL token accepted before authentication.", _at_least(1)),
-    _K("connections.max.reauth.ms", _L, 0, "Longest a SASL session lasts before the client must re-authenticate "
-                                           "(KIP-368); 0: for ever (an OAUTHBEARER token's expiry still ends it).",
-       _at_least(0)),
-    _K("connection.failed.authentication.delay.ms", _I, 100, "Delay of the answer to a failed authentication, "
-                                                              "before the connection closes.", _at_least(0)),
-    _K("sasl.oauthbearer.jwks.endpoint.url", _S, None, "OAUTHBEARER: the JWKS of the keys that sign tokens, as a "
-                                                       "file: URL (KIP-768)."),
-    _K("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "How often the JWKS file is read again.", _at_least(1)),
-    _K("sasl.oauthbearer.expected.audience", _LS, [], "OAUTHBEARER: a token's aud must name one of these."),
-    _K("sasl.oauthbearer.expected.issuer", _S, None, "OAUTHBEARER: a token's iss must be this."),
-    _K("sasl.oauthbearer.scope.claim.name", _S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
-    _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
-    _K("sasl.oauthbearer.clock.skew.seconds", _I, 30, "OAUTHBEARER: clock skew allowed on exp, nbf, iat.",
-       _at_least(0)),
-    # ACLs
-    _K("authorizer.class.name", _S, "", "The ACL authorizer: Kafka's class names (AclAuthorizer, "
-                                        "StandardAuthorizer) select kbroker's; empty: no authorization.", _authorizer),
-    _K("super.users", _S, "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
-    _K("allow.everyone.if.no.acl.found", _B, False, "Allow a request on a resource that no ACL names."),
-    _K("metrics.listener", _S, None,
-       "HOST:PORT of the HTTP listener serving /metrics (Prometheus), the status page (/) and /status.json; "
-       "unset: no metrics kept, nothing served (docs/observability.md).", _host_port),
-    _K("metrics.listener.web.config.file", _S, None,
-       "A web configuration file as Prometheus' exporters take (YAML: tls_server_config, basic_auth_users with "
-       "bcrypt hashes, http_server_config.headers): the metrics listener then speaks TLS and asks every request "
-       "for basic authentication (docs/observability.md). Read at start."),
-    _K("schema.registry.listener", _S, None,
-       "[http://|https://]HOST:PORT of the schema registry (Confluent's REST API v1, schemas kept in "
-       "schema.registry.topic; docs/schema-registry.md); unset: no registry. https takes its key store from "
-       "listener.name.schema_registry.ssl.* (over ssl.*).", _registry_listener),
-    _K("schema.registry.advertised.listener", _S, None,
-       "[http://|https://]HOST:PORT the other brokers forward registry writes to (the writer is the leader of "
-       "schema.registry.topic); default: schema.registry.listener, a wildcard host replaced by this broker's "
-       "advertised host.", _registry_listener),
-    _K("schema.registry.topic", _S, "_schemas", "The compacted topic the registry keeps its schemas in (Confluent's "
-                                                "kafkastore.topic), created on the first write."),
-    _K("schema.registry.topic.replication.factor", _SH, 3,
-       "Replication factor of schema.registry.topic when the registry creates it (fewer while fewer brokers are "
-       "alive).", _at_least(1)),
-    _K("schema.registry.authentication.method", _S, "NONE",
-       "NONE, or BASIC: every registry request needs HTTP basic credentials of one of the broker's SCRAM users "
-       "(principal User:<name>, authorized by the broker's ACL authorizer).", None, ("NONE", "BASIC")),
-    _K("schema.registry.max.request.bytes", _I, 16 * 1024 * 1024, "Largest registry request body taken (larger: "
-                                                                  "413).", _at_least(1024)),
-    _K("schema.registry.request.timeout.ms", _I, 30000, "How long a registry write waits for the writer, its "
-                                                        "append and its view.", _at_least(1)),
-    _K("log.format", _S, "text", "The broker's own log lines on stderr and in log.file: text, or json (one JSON "
-                                 "object a line).", None, ("text", "json")),
-    _K("log.file", _S, None, "Also write the broker's log to this file, rotated by size (log.file.max.bytes, "
-                             "log.file.backup.count)."),
-    _K("log.file.max.bytes", _L, 104857600, "Size at which log.file and log.state.change.file are rotated; "
-                                            "0: never.", _at_least(0)),
-    _K("log.file.backup.count", _I, 10, "Rotated files kept of log.file and log.state.change.file.", _at_least(0)),
-    _K("log.state.change.file", _S, None, "Kafka's state-change.log: every leadership and ISR change with the "
-                                          "controller epoch, in this file (unset: in the broker's log)."),
-    _K("log.request.api", _S, None, "Log every request of this API (e.g. Produce, Metadata) and its answer at "
-                                    "DEBUG, on logger broker.request (Kafka's kafka.request.logger).", _api_name),
-    _K("controller.listener.names", _LS, None,
-       "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start)."),
-]}
+BROKER_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        _K("broker.id", _I, 0, "The id of this broker.", _at_least(0)),
+        _K("broker.rack", _S, None, "The rack of this broker (replica assignment spreads replicas over racks)."),
+        _K(
+            "listeners",
+            _LS,
+            ["PLAINTEXT://127.0.0.1:9092"],
+            "Addresses to listen on, as [PROTOCOL://]HOST:PORT.",
+            _listeners,
+        ),
+        _K("advertised.listeners", _LS, None, "Addresses given to clients (default: listeners).", _listeners),
+        _K(
+            "listener.security.protocol.map",
+            _LS,
+            [f"{p}:{p}" for p in SECURITY_PROTOCOLS],
+            "Listener name -> security protocol, as NAME:PROTOCOL.",
+            _protocol_map,
+        ),
+        _K(
+            "inter.broker.listener.name",
+            _S,
+            None,
+            "The listener brokers use to reach each other (default: the one named security.inter.broker.protocol).",
+        ),
+        _K(
+            "security.inter.broker.protocol",
+            _S,
+            "PLAINTEXT",
+            "The security protocol between brokers, when inter.broker.listener.name is not set.",
+            lambda v: None if v.upper() in SECURITY_PROTOCOLS else f"one of {', '.join(SECURITY_PROTOCOLS)}",
+        ),
+        _K("log.dirs", _LS, None, "Directories holding the partition logs (default: log.dir)."),
+        _K("log.dir", _S, "./data", "The log directory when log.dirs is not set."),
+        _K(
+            "log.dirs.mode",
+            _S,
+            "0700",
+            "Mode (octal, at least 0700) of the log dirs the broker creates. `broker serve` runs with the umask it "
+            "implies, so every dir the broker creates gets it and every file it without the execute bits: 0700 "
+            "makes partition dirs 0700 and segments 0600; 0750 opens both to the group. The metadata file (SCRAM "
+            "credentials, ACLs) is 0600 whatever this says.",
+            _dir_mode,
+        ),
+        _K("num.partitions", _I, 1, "Default partition count of new topics.", _at_least(1)),
+        _K("default.replication.factor", _I, 1, "Default replication factor of new topics.", _at_least(1)),
+        _K("auto.create.topics.enable", _B, True, "Create a topic when a client asks metadata for it."),
+        _K("delete.topic.enable", _B, True, "Allow DeleteTopics."),
+        _K("message.max.bytes", _I, 1048588, "Largest record batch accepted (topic: max.message.bytes).", _at_least(0)),
+        _K("socket.request.max.bytes", _I, 104857600, "Largest request frame accepted.", _at_least(1)),
+        _K(
+            "socket.send.buffer.bytes",
+            _I,
+            102400,
+            "SO_SNDBUF of the connections a listener accepts; -1: the kernel's (autotuned). Kafka's default: "
+            "a Fetch's sendfile(2) then costs less CPU per byte (docs/deploy.md, Socket buffers).",
+            _at_least(-1),
+        ),
+        _K(
+            "socket.receive.buffer.bytes",
+            _I,
+            -1,
+            "SO_RCVBUF of the listeners' sockets; -1 (kbroker's default, Kafka's is 102400): the kernel's "
+            "(autotuned): produce costs less CPU per byte than with 102400 (docs/deploy.md, Socket buffers).",
+            _at_least(-1),
+        ),
+        _K("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", _at_least(14)),
+        _K("log.roll.ms", _L, None, "Segment age before a roll (overrides log.roll.hours).", _at_least(1)),
+        _K("log.roll.hours", _I, 168, "Segment age in hours before a roll.", _at_least(1)),
+        _K("log.retention.ms", _L, None, "Retention time (overrides minutes and hours); -1: forever."),
+        _K("log.retention.minutes", _I, None, "Retention time in minutes (overrides hours)."),
+        _K("log.retention.hours", _I, 168, "Retention time in hours."),
+        _K("log.retention.bytes", _L, -1, "Retention size per partition; -1: unlimited."),
+        _K("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
+        _K("log.flush.interval.messages", _L, LONG_MAX, "Records appended before an fsync.", _at_least(1)),
+        _K("log.flush.interval.ms", _L, None, "Time a record may wait for an fsync (default: never by time)."),
+        _K("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the time-based flush check runs."),
+        _K("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", _at_least(0)),
+        _K("log.index.size.max.bytes", _I, 10485760, "Maximum size of an index file.", _at_least(4)),
+        _K(
+            "log.segment.allocate.ahead.bytes",
+            _I,
+            1048576,
+            "kbroker: blocks of the active segment's .log allocated ahead of its appends (fallocate, the file's "
+            "size unchanged: a write into them costs less CPU); freed at roll; 0: none (docs/native.md).",
+            _at_least(0),
+        ),
+        _K(
+            "log.cleanup.policy",
+            _LS,
+            ["delete"],
+            "Default cleanup policy: delete and/or compact.",
+            None,
+            ("delete", "compact"),
+        ),
+        _K("log.cleaner.enable", _B, True, "Run the log cleaner for compacted topics."),
+        _K("log.cleaner.delete.retention.ms", _L, DAY_MS, "How long tombstones survive compaction.", _at_least(0)),
+        _K("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age of a record before compaction.", _at_least(0)),
+        _K("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum time a record stays uncompacted.", _at_least(1)),
+        _K("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction.", _between(0, 1)),
+        _K("log.cleaner.backoff.ms", _L, 15000, "Pause of the cleaner when there is nothing to clean.", _at_least(0)),
+        _K("log.segment.delete.delay.ms", _L, 60000, "Delay before a deleted segment's files go.", _at_least(0)),
+        _K(
+            "log.message.timestamp.type",
+            _S,
+            "CreateTime",
+            "CreateTime or LogAppendTime.",
+            None,
+            ("CreateTime", "LogAppendTime"),
+        ),
+        _K(
+            "compression.type",
+            _S,
+            "producer",
+            "Topic compression: producer keeps what producers send.",
+            None,
+            ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        ),
+        _K("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", _at_least(1)),
+        _K("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to become leader."),
+        _K("replica.lag.time.max.ms", _L, 30000, "Time a follower may lag before leaving the ISR.", _at_least(1)),
+        _K("num.replica.fetchers", _I, 1, "Fetcher connections per leader a follower uses.", _at_least(1)),
+        _K("replica.fetch.wait.max.ms", _I, 500, "Longest a follower's fetch waits at its leader.", _at_least(0)),
+        _K("replica.fetch.min.bytes", _I, 1, "Bytes a follower's fetch waits for.", _at_least(1)),
+        _K("replica.fetch.max.bytes", _I, 1048576, "Bytes per partition a follower fetches at once.", _at_least(0)),
+        _K("replica.fetch.response.max.bytes", _I, 10485760, "Bytes a follower's fetch answer may hold.", _at_least(0)),
+        _K("replica.fetch.backoff.ms", _I, 1000, "A follower's pause after a fetch error.", _at_least(0)),
+        _K("controlled.shutdown.enable", _B, True, "Move leadership away before stopping (SIGTERM)."),
+        _K("controlled.shutdown.max.retries", _I, 3, "Attempts of a controlled shutdown.", _at_least(1)),
+        _K(
+            "controlled.shutdown.retry.backoff.ms",
+            _L,
+            5000,
+            "Pause between controlled shutdown attempts.",
+            _at_least(0),
+        ),
+        _K("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
+        _K(
+            "leader.imbalance.check.interval.seconds",
+            _L,
+            300,
+            "How often the controller checks leader balance.",
+            _at_least(1),
+        ),
+        _K(
+            "leader.imbalance.per.broker.percentage",
+            _I,
+            10,
+            "Imbalance per broker that triggers a rebalance.",
+            _at_least(0),
+        ),
+        _K(
+            "producer.id.expiration.ms",
+            _I,
+            86400000,
+            "Idempotent producers idle this long are forgotten by each partition.",
+            _at_least(1),
+        ),
+        _K("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
+        _K(
+            "offsets.topic.replication.factor",
+            _SH,
+            3,
+            "Replication factor of __consumer_offsets (fewer while fewer brokers are alive).",
+            _at_least(1),
+        ),
+        _K("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", _at_least(1)),
+        _K("transaction.state.log.num.partitions", _I, 50, "Partitions of __transaction_state.", _at_least(1)),
+        _K(
+            "transaction.state.log.replication.factor",
+            _SH,
+            3,
+            "Replication factor of __transaction_state (fewer while fewer brokers are alive).",
+            _at_least(1),
+        ),
+        _K("transaction.state.log.min.isr", _I, 2, "min.insync.replicas of __transaction_state.", _at_least(1)),
+        _K("transaction.state.log.segment.bytes", _I, 104857600, "Segment size of __transaction_state.", _at_least(1)),
+        _K(
+            "transaction.max.timeout.ms",
+            _I,
+            900000,
+            "Largest transaction timeout a producer may ask for.",
+            _at_least(1),
+        ),
+        _K(
+            "transactional.id.expiration.ms",
+            _I,
+            604800000,
+            "A transactional id unused this long (and no transaction open) is forgotten.",
+            _at_least(1),
+        ),
+        _K(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _I,
+            10000,
+            "How often open transactions past their timeout are aborted.",
+            _at_least(1),
+        ),
+        _K(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _I,
+            3600000,
+            "How often expired transactional ids are removed.",
+            _at_least(1),
+        ),
+        _K(
+            "transaction.partition.verification.enable",
+            _B,
+            True,
+            "A partition refuses a transactional producer's first batch unless its coordinator added the "
+            "partition (KIP-890 part 1).",
+        ),
+        _K(
+            "transaction.version",
+            _SH,
+            2,
+            "The transaction protocol offered to clients (Kafka's finalized feature transaction.version): 2 is "
+            "KIP-890 part 2 (partitions added by the produce path, an epoch bump per transaction); 0 or 1 "
+            "keeps the protocol of transaction.version 1.",
+            _between(0, 2),
+        ),
+        _K(
+            "offsets.retention.minutes", _I, 10080, "Committed offsets of empty groups expire after this.", _at_least(1)
+        ),
+        _K("offsets.retention.check.interval.ms", _L, 600000, "How often offset expiry runs.", _at_least(1)),
+        _K("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", _at_least(0)),
+        _K(
+            "group.initial.rebalance.delay.ms",
+            _I,
+            3000,
+            "Wait for more members before the first rebalance.",
+            _at_least(0),
+        ),
+        _K("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for.", _at_least(0)),
+        _K("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for.", _at_least(0)),
+        _K("group.max.size", _I, INT_MAX, "Largest number of members in a group.", _at_least(1)),
+        _K(
+            "zookeeper.connect",
+            _S,
+            None,
+            "ZooKeeper connection string (host:port[,host:port]/chroot); unset: a broker alone, embedded store.",
+        ),
+        _K("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout.", _at_least(1)),
+        _K(
+            "zookeeper.connection.timeout.ms",
+            _I,
+            None,
+            "How long to try to reach ZooKeeper (default: zookeeper.session.timeout.ms).",
+            _at_least(1),
+        ),
+        _K("request.timeout.ms", _I, 30000, "Longest a request may wait inside the broker.", _at_least(1)),
+        _K(
+            "num.recovery.threads.per.data.dir",
+            _I,
+            1,
+            "Threads per log dir that load (and after a crash recover) the logs at startup.",
+            _at_least(1),
+        ),
+        _K(
+            "max.connections",
+            _I,
+            INT_MAX,
+            "Most client connections open at once; beyond it new ones wait in the listen backlog.",
+            _at_least(0),
+        ),
+        _K(
+            "max.connections.per.ip",
+            _I,
+            INT_MAX,
+            "Most connections open at once from one address; beyond it new ones are closed at once.",
+            _at_least(0),
+        ),
+        _K(
+            "max.connections.per.ip.overrides",
+            _S,
+            "",
+            "Per-address exceptions to max.connections.per.ip, as HOST:COUNT[,HOST:COUNT] (names or addresses).",
+            _ip_overrides,
+        ),
+        _K(
+            "connections.max.idle.ms",
+            _L,
+            600000,
+            "A connection idle this long (no complete request, nothing in progress) is closed; negative: never.",
+        ),
+        _K(
+            "connections.max.unauthenticated.ms",
+            _L,
+            10000,
+            "A connection of a TLS or SASL listener that has not completed its TLS handshake and SASL "
+            "authentication this long after it was accepted is closed.",
+            _at_least(1),
+        ),
+        _K(
+            "max.connections.unauthenticated",
+            _I,
+            -1,
+            "Most connections still authenticating (TLS handshake, SASL) at once; a new one beyond it closes "
+            "the oldest. -1: half the process's limit of open files.",
+            _at_least(-1),
+        ),
+        _K(
+            "queued.max.request.bytes",
+            _L,
+            -1,
+            "Bytes of received requests not yet handled, over all connections, beyond which no connection "
+            "starts reading another request (a request's bytes count from when its size is read); 0 or "
+            "negative: no bound.",
+        ),
+        _K(
+            "queued.max.request.bytes.per.connection",
+            _L,
+            4 * 1024 * 1024,
+            "Bytes of requests one connection may have received behind a request still in flight (a long "
+            "poll, acks=all) before the broker stops reading it until that request is answered; 0: nothing "
+            "is read while a request is in flight, as Kafka's broker does.",
+            _at_least(0),
+        ),
+        _K(
+            "fetch.wait.max.ms",
+            _I,
+            30000,
+            "Longest a Fetch waits for its min_bytes: a client asking for a longer max_wait_ms is answered after this.",
+            _at_least(0),
+        ),
+        _K("node.id", _I, None, "KRaft's name for broker.id, taken as broker.id as Kafka does.", _at_least(0)),
+        # client quotas (KIP-13, KIP-124): the rates are measured over this many windows
+        _K("quota.window.num", _I, 11, "Samples kept of each client quota's rate (Kafka's default 11).", _at_least(1)),
+        _K("quota.window.size.seconds", _I, 1, "Length of one quota sample in seconds.", _at_least(1)),
+        # replication throttles (KIP-73): leader.replication.throttled.rate and its follower's
+        _K(
+            "replication.quota.window.num",
+            _I,
+            11,
+            "Samples kept of each replication throttle's rate (Kafka's default 11).",
+            _at_least(1),
+        ),
+        _K(
+            "replication.quota.window.size.seconds",
+            _I,
+            1,
+            "Length of one replication throttle sample in seconds.",
+            _at_least(1),
+        ),
+        # TLS (Kafka's keys; per listener with the listener.name.<name>. prefix)
+        _K(
+            "ssl.keystore.type",
+            _S,
+            "JKS",
+            "PEM or PKCS12 (Java's JKS cannot be read: convert it).",
+            None,
+            ("JKS", "PEM", "PKCS12"),
+        ),
+        _K("ssl.keystore.location", _S, None, "The key store file: PEM (certificate chain and private key) or PKCS12."),
+        _K("ssl.keystore.password", _P, None, "The PKCS12 key store's password."),
+        _K("ssl.key.password", _P, None, "The password of the private key (an encrypted PEM key)."),
+        _K("ssl.keystore.certificate.chain", _P, None, "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
+        _K("ssl.keystore.key", _P, None, "The private key in PEM, inline (ssl.keystore.type=PEM)."),
+        _K("ssl.truststore.type", _S, "JKS", "PEM or PKCS12.", None, ("JKS", "PEM", "PKCS12")),
+        _K("ssl.truststore.location", _S, None, "The trusted certificates: a PEM file or a PKCS12 store."),
+        _K("ssl.truststore.password", _P, None, "The PKCS12 trust store's password."),
+        _K("ssl.truststore.certificates", _P, None, "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
+        _K(
+            "ssl.client.auth",
+            _S,
+            "none",
+            "Client certificates: required, requested or none.",
+            None,
+            ("required", "requested", "none"),
+        ),
+        _K(
+            "ssl.enabled.protocols",
+            _LS,
+            ["TLSv1.2", "TLSv1.3"],
+            "TLS versions accepted.",
+            None,
+            ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+        ),
+        _K(
+            "ssl.protocol",
+            _S,
+            "TLSv1.3",
+            "The highest TLS version (Java's SSLContext protocol).",
+            None,
+            ("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+        ),
+        _K("ssl.cipher.suites", _LS, [], "Cipher suites, IANA names (as Java's) or OpenSSL's; default: OpenSSL's."),
+        _K(
+            "ssl.endpoint.identification.algorithm",
+            _S,
+            "https",
+            "https: a broker checks the host name in the certificate of the broker it connects to; empty: not.",
+        ),
+        _K(
+            "ssl.principal.mapping.rules",
+            _S,
+            "DEFAULT",
+            "Client certificate subject -> principal name, as Kafka's RULE:pattern/replacement/[LU],...,DEFAULT.",
+        ),
+        # SASL (per listener with listener.name.<name>.; JAAS per mechanism: <mechanism>.sasl.jaas.config)
+        _K(
+            "sasl.enabled.mechanisms",
+            _LS,
+            ["GSSAPI"],
+            "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512, OAUTHBEARER (GSSAPI, Kafka's default, is not "
+            "implemented).",
+            None,
+            SASL_MECHANISMS,
+        ),
+        _K(
+            "sasl.mechanism.inter.broker.protocol",
+            _S,
+            "GSSAPI",
+            "The mechanism brokers authenticate to each other with.",
+            None,
+            SASL_MECHANISMS,
+        ),
+        _K(
+            "sasl.server.max.receive.size",
+            _I,
+            524288,
+            "Largest SASL token accepted before authentication.",
+            _at_least(1),
+        ),
+        _K(
+            "connections.max.reauth.ms",
+            _L,
+            0,
+            "Longest a SASL session lasts before the client must re-authenticate "
+            "(KIP-368); 0: for ever (an OAUTHBEARER token's expiry still ends it).",
+            _at_least(0),
+        ),
+        _K(
+            "connection.failed.authentication.delay.ms",
+            _I,
+            100,
+            "Delay of the answer to a failed authentication, before the connection closes.",
+            _at_least(0),
+        ),
+        _K(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            _S,
+            None,
+            "OAUTHBEARER: the JWKS of the keys that sign tokens, as a file: URL (KIP-768).",
+        ),
+        _K(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            _L,
+            3600000,
+            "How often the JWKS file is read again.",
+            _at_least(1),
+        ),
+        _K("sasl.oauthbearer.expected.audience", _LS, [], "OAUTHBEARER: a token's aud must name one of these."),
+        _K("sasl.oauthbearer.expected.issuer", _S, None, "OAUTHBEARER: a token's iss must be this."),
+        _K("sasl.oauthbearer.scope.claim.name", _S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
+        _K("sasl.oauthbearer.sub.claim.name", _S, "sub", "OAUTHBEARER: the claim naming the principal."),
+        _K(
+            "sasl.oauthbearer.clock.skew.seconds",
+            _I,
+            30,
+            "OAUTHBEARER: clock skew allowed on exp, nbf, iat.",
+            _at_least(0),
+        ),
+        # ACLs
+        _K(
+            "authorizer.class.name",
+            _S,
+            "",
+            "The ACL authorizer: Kafka's class names (AclAuthorizer, "
+            "StandardAuthorizer) select kbroker's; empty: no authorization.",
+            _authorizer,
+        ),
+        _K("super.users", _S, "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+        _K("allow.everyone.if.no.acl.found", _B, False, "Allow a request on a resource that no ACL names."),
+        _K(
+            "metrics.listener",
+            _S,
+            None,
+            "HOST:PORT of the HTTP listener serving /metrics (Prometheus), the status page (/) and /status.json; "
+            "unset: no metrics kept, nothing served (docs/observability.md).",
+            _host_port,
+        ),
+        _K(
+            "metrics.listener.web.config.file",
+            _S,
+            None,
+            "A web configuration file as Prometheus' exporters take (YAML: tls_server_config, basic_auth_users with "
+            "bcrypt hashes, http_server_config.headers): the metrics listener then speaks TLS and asks every request "
+            "for basic authentication (docs/observability.md). Read at start.",
+        ),
+        _K(
+            "schema.registry.listener",
+            _S,
+            None,
+            "[http://|https://]HOST:PORT of the schema registry (Confluent's REST API v1, schemas kept in "
+            "schema.registry.topic; docs/schema-registry.md); unset: no registry. https takes its key store from "
+            "listener.name.schema_registry.ssl.* (over ssl.*).",
+            _registry_listener,
+        ),
+        _K(
+            "schema.registry.advertised.listener",
+            _S,
+            None,
+            "[http://|https://]HOST:PORT the other brokers forward registry writes to (the writer is the leader of "
+            "schema.registry.topic); default: schema.registry.listener, a wildcard host replaced by this broker's "
+            "advertised host.",
+            _registry_listener,
+        ),
+        _K(
+            "schema.registry.topic",
+            _S,
+            "_schemas",
+            "The compacted topic the registry keeps its schemas in (Confluent's "
+            "kafkastore.topic), created on the first write.",
+        ),
+        _K(
+            "schema.registry.topic.replication.factor",
+            _SH,
+            3,
+            "Replication factor of schema.registry.topic when the registry creates it (fewer while fewer brokers are "
+            "alive).",
+            _at_least(1),
+        ),
+        _K(
+            "schema.registry.authentication.method",
+            _S,
+            "NONE",
+            "NONE, or BASIC: every registry request needs HTTP basic credentials of one of the broker's SCRAM users "
+            "(principal User:<name>, authorized by the broker's ACL authorizer).",
+            None,
+            ("NONE", "BASIC"),
+        ),
+        _K(
+            "schema.registry.max.request.bytes",
+            _I,
+            16 * 1024 * 1024,
+            "Largest registry request body taken (larger: 413).",
+            _at_least(1024),
+        ),
+        _K(
+            "schema.registry.request.timeout.ms",
+            _I,
+            30000,
+            "How long a registry write waits for the writer, its append and its view.",
+            _at_least(1),
+        ),
+        _K(
+            "log.format",
+            _S,
+            "text",
+            "The broker's own log lines on stderr and in log.file: text, or json (one JSON object a line).",
+            None,
+            ("text", "json"),
+        ),
+        _K(
+            "log.file",
+            _S,
+            None,
+            "Also write the broker's log to this file, rotated by size (log.file.max.bytes, log.file.backup.count).",
+        ),
+        _K(
+            "log.file.max.bytes",
+            _L,
+            104857600,
+            "Size at which log.file and log.state.change.file are rotated; 0: never.",
+            _at_least(0),
+        ),
+        _K("log.file.backup.count", _I, 10, "Rotated files kept of log.file and log.state.change.file.", _at_least(0)),
+        _K(
+            "log.state.change.file",
+            _S,
+            None,
+            "Kafka's state-change.log: every leadership and ISR change with the "
+            "controller epoch, in this file (unset: in the broker's log).",
+        ),
+        _K(
+            "log.request.api",
+            _S,
+            None,
+            "Log every request of this API (e.g. Produce, Metadata) and its answer at "
+            "DEBUG, on logger broker.request (Kafka's kafka.request.logger).",
+            _api_name,
+        ),
+        _K(
+            "controller.listener.names",
+            _LS,
+            None,
+            "KRaft controller listeners; kbroker has no KRaft controller and binds none of them (said at start).",
+        ),
+    ]
+}
 
 _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cluster of zookeeper.connect"
 
@@ -664,13 +1030,14 @@ def _flag_off(raw: str) -> bool:
 #: format of {value})
 REFUSED_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
     "zookeeper.ssl.client.enable": (
-        _flag_off, "{value}: kbroker's ZooKeeper client has no TLS; ZooKeeper traffic would be plaintext"),
-    "zookeeper.set.acl": (
-        _flag_off, "{value}: kbroker sets no ZooKeeper ACLs; its znodes would be writable by anyone"),
+        _flag_off,
+        "{value}: kbroker's ZooKeeper client has no TLS; ZooKeeper traffic would be plaintext",
+    ),
+    "zookeeper.set.acl": (_flag_off, "{value}: kbroker sets no ZooKeeper ACLs; its znodes would be writable by anyone"),
     "process.roles": (
         lambda v: "broker" in [x.strip().lower() for x in v.split(",")],
-        "{value} names no broker role: this is a KRaft controller's configuration, and kbroker has no KRaft "
-        "controller"),
+        "{value} names no broker role: this is a KRaft controller's configuration, and kbroker has no KRaft controller",
+    ),
 }
 
 
@@ -711,66 +1078,147 @@ def check_throttled_replicas(items: Iterable[str]) -> str | None:
     stripped = [x.strip() for x in items]
     if "".join(stripped) == "*" or all(not x or _THROTTLED_REPLICA.fullmatch(x) for x in stripped):
         return None
-    return ("must be the literal '*' or a list of replicas in the following format: "
-            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return (
+        "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
 
 
 _T = TopicKey
 #: Every topic-level key (CreateTopics configs, AlterConfigs on a TOPIC resource).
-TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
-    _T("cleanup.policy", _LS, "delete and/or compact.", "log.cleanup.policy", choices=("delete", "compact")),
-    _T("retention.ms", _L, "Retention time; -1: forever.", "log.retention.ms", check=_at_least(-1)),
-    _T("retention.bytes", _L, "Retention size per partition; -1: unlimited.", "log.retention.bytes"),
-    _T("segment.bytes", _I, "Segment size before a roll.", "log.segment.bytes", check=_at_least(14)),
-    _T("segment.ms", _L, "Segment age before a roll.", "log.roll.ms", check=_at_least(1)),
-    _T("segment.index.bytes", _I, "Maximum index file size.", "log.index.size.max.bytes", check=_at_least(4)),
-    _T("index.interval.bytes", _I, "Bytes between offset index entries.", "log.index.interval.bytes", check=_at_least(0)),
-    _T("max.message.bytes", _I, "Largest record batch accepted.", "message.max.bytes", check=_at_least(0)),
-    _T("flush.messages", _L, "Records appended before an fsync.", "log.flush.interval.messages", check=_at_least(1)),
-    _T("flush.ms", _L, "Time a record may wait for an fsync.", "log.flush.interval.ms", check=_at_least(0)),
-    _T("min.insync.replicas", _I, "Replicas that must acknowledge acks=all.", "min.insync.replicas", check=_at_least(1)),
-    _T("unclean.leader.election.enable", _B, "Allow out-of-sync leaders.", "unclean.leader.election.enable"),
-    _T("message.timestamp.type", _S, "CreateTime or LogAppendTime.", "log.message.timestamp.type",
-       choices=("CreateTime", "LogAppendTime")),
-    _T("compression.type", _S, "producer, uncompressed, gzip, snappy, lz4 or zstd.", "compression.type",
-       choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
-    _T("delete.retention.ms", _L, "How long tombstones survive compaction.", "log.cleaner.delete.retention.ms",
-       check=_at_least(0)),
-    _T("min.compaction.lag.ms", _L, "Minimum age before compaction.", "log.cleaner.min.compaction.lag.ms",
-       check=_at_least(0)),
-    _T("max.compaction.lag.ms", _L, "Maximum time uncompacted.", "log.cleaner.max.compaction.lag.ms",
-       check=_at_least(1)),
-    _T("min.cleanable.dirty.ratio", _D, "Dirty ratio that triggers compaction.", "log.cleaner.min.cleanable.ratio",
-       check=_between(0, 1)),
-    _T("file.delete.delay.ms", _L, "Delay before a deleted segment's files go.", "log.segment.delete.delay.ms",
-       check=_at_least(0)),
-    _T("leader.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) whose leader "
-       "throttles what it sends to out-of-sync followers to leader.replication.throttled.rate.", default=[],
-       check=check_throttled_replicas),
-    _T("follower.replication.throttled.replicas", _LS, "Replicas (partition:broker,... or *) a follower "
-       "fetches at most follower.replication.throttled.rate for while out of sync.", default=[],
-       check=check_throttled_replicas),
-]}
+TOPIC_KEYS: dict[str, TopicKey] = {
+    k.name: k
+    for k in [
+        _T("cleanup.policy", _LS, "delete and/or compact.", "log.cleanup.policy", choices=("delete", "compact")),
+        _T("retention.ms", _L, "Retention time; -1: forever.", "log.retention.ms", check=_at_least(-1)),
+        _T("retention.bytes", _L, "Retention size per partition; -1: unlimited.", "log.retention.bytes"),
+        _T("segment.bytes", _I, "Segment size before a roll.", "log.segment.bytes", check=_at_least(14)),
+        _T("segment.ms", _L, "Segment age before a roll.", "log.roll.ms", check=_at_least(1)),
+        _T("segment.index.bytes", _I, "Maximum index file size.", "log.index.size.max.bytes", check=_at_least(4)),
+        _T(
+            "index.interval.bytes",
+            _I,
+            "Bytes between offset index entries.",
+            "log.index.interval.bytes",
+            check=_at_least(0),
+        ),
+        _T("max.message.bytes", _I, "Largest record batch accepted.", "message.max.bytes", check=_at_least(0)),
+        _T(
+            "flush.messages", _L, "Records appended before an fsync.", "log.flush.interval.messages", check=_at_least(1)
+        ),
+        _T("flush.ms", _L, "Time a record may wait for an fsync.", "log.flush.interval.ms", check=_at_least(0)),
+        _T(
+            "min.insync.replicas",
+            _I,
+            "Replicas that must acknowledge acks=all.",
+            "min.insync.replicas",
+            check=_at_least(1),
+        ),
+        _T("unclean.leader.election.enable", _B, "Allow out-of-sync leaders.", "unclean.leader.election.enable"),
+        _T(
+            "message.timestamp.type",
+            _S,
+            "CreateTime or LogAppendTime.",
+            "log.message.timestamp.type",
+            choices=("CreateTime", "LogAppendTime"),
+        ),
+        _T(
+            "compression.type",
+            _S,
+            "producer, uncompressed, gzip, snappy, lz4 or zstd.",
+            "compression.type",
+            choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        ),
+        _T(
+            "delete.retention.ms",
+            _L,
+            "How long tombstones survive compaction.",
+            "log.cleaner.delete.retention.ms",
+            check=_at_least(0),
+        ),
+        _T(
+            "min.compaction.lag.ms",
+            _L,
+            "Minimum age before compaction.",
+            "log.cleaner.min.compaction.lag.ms",
+            check=_at_least(0),
+        ),
+        _T(
+            "max.compaction.lag.ms",
+            _L,
+            "Maximum time uncompacted.",
+            "log.cleaner.max.compaction.lag.ms",
+            check=_at_least(1),
+        ),
+        _T(
+            "min.cleanable.dirty.ratio",
+            _D,
+            "Dirty ratio that triggers compaction.",
+            "log.cleaner.min.cleanable.ratio",
+            check=_between(0, 1),
+        ),
+        _T(
+            "file.delete.delay.ms",
+            _L,
+            "Delay before a deleted segment's files go.",
+            "log.segment.delete.delay.ms",
+            check=_at_least(0),
+        ),
+        _T(
+            "leader.replication.throttled.replicas",
+            _LS,
+            "Replicas (partition:broker,... or *) whose leader "
+            "throttles what it sends to out-of-sync followers to leader.replication.throttled.rate.",
+            default=[],
+            check=check_throttled_replicas,
+        ),
+        _T(
+            "follower.replication.throttled.replicas",
+            _LS,
+            "Replicas (partition:broker,... or *) a follower "
+            "fetches at most follower.replication.throttled.rate for while out of sync.",
+            default=[],
+            check=check_throttled_replicas,
+        ),
+    ]
+}
 
 #: Deprecated topic keys Kafka 3.x still accepts (TopicConfig's @Deprecated ones and the one
 #: Kafka 4.x keeps as a no-op): taken by CreateTopics and AlterConfigs and stored, without
 #: effect, each use logging a warning (librdkafka's test 0092 sets message.format.version).
 #: Not in TOPIC_KEYS: DescribeConfigs lists them as Kafka 4.x does, not at all; CreateTopics,
 #: AlterConfigs and IncrementalAlterConfigs take them.
-DEPRECATED_TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
-    _T("message.format.version", _S, "[DEPRECATED] Message format version; always 3.0 (v2 batches) here.",
-       default="3.0-IV1", check=_message_format_version,
-       deprecated="deprecated since Kafka 3.0 (removed in 4.0): every log is written in message format v2 "
-                  "(as 3.0-IV1), whatever the value"),
-    _T("message.downconversion.enable", _B, "[DEPRECATED] Down-conversion for old consumers; none here.",
-       default=True,
-       deprecated="deprecated (a no-op since Kafka 4.0): kbroker never down-converts; fetch versions older "
-                  "than message format v2 are not offered"),
-    _T("message.timestamp.difference.max.ms", _L, "[DEPRECATED] Maximum CreateTime skew; not enforced here.",
-       default=2**63 - 1, check=_at_least(0),
-       deprecated="deprecated since Kafka 3.6 (removed in 4.0, replaced by message.timestamp.before.max.ms "
-                  "and .after.max.ms): kbroker does not reject records by timestamp"),
-]}
+DEPRECATED_TOPIC_KEYS: dict[str, TopicKey] = {
+    k.name: k
+    for k in [
+        _T(
+            "message.format.version",
+            _S,
+            "[DEPRECATED] Message format version; always 3.0 (v2 batches) here.",
+            default="3.0-IV1",
+            check=_message_format_version,
+            deprecated="deprecated since Kafka 3.0 (removed in 4.0): every log is written in message format v2 "
+            "(as 3.0-IV1), whatever the value",
+        ),
+        _T(
+            "message.downconversion.enable",
+            _B,
+            "[DEPRECATED] Down-conversion for old consumers; none here.",
+            default=True,
+            deprecated="deprecated (a no-op since Kafka 4.0): kbroker never down-converts; fetch versions older "
+            "than message format v2 are not offered",
+        ),
+        _T(
+            "message.timestamp.difference.max.ms",
+            _L,
+            "[DEPRECATED] Maximum CreateTime skew; not enforced here.",
+            default=2**63 - 1,
+            check=_at_least(0),
+            deprecated="deprecated since Kafka 3.6 (removed in 4.0, replaced by message.timestamp.before.max.ms "
+            "and .after.max.ms): kbroker does not reject records by timestamp",
+        ),
+    ]
+}
 
 
 #: Broker keys a topic key's default is derived from, in Kafka's order of precedence
@@ -784,58 +1232,119 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 
 #: Broker keys that exist only as dynamic configs (Kafka's DynamicConfig.Broker, not
 #: KafkaConfig): set per broker or at the cluster default, described once set.
-DYNAMIC_ONLY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
-    _K("leader.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a leader sends to out-of-sync followers of "
-       "the replicas topics list in leader.replication.throttled.replicas.", _at_least(0)),
-    _K("follower.replication.throttled.rate", _L, LONG_MAX, "Bytes/s a follower fetches for the replicas topics "
-       "list in follower.replication.throttled.replicas while out of sync.", _at_least(0)),
-    _K("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Bytes/s of moves between log dirs "
-       "(stored and described; kbroker moves no replica between log dirs).", _at_least(0)),
-]}
+DYNAMIC_ONLY_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        _K(
+            "leader.replication.throttled.rate",
+            _L,
+            LONG_MAX,
+            "Bytes/s a leader sends to out-of-sync followers of "
+            "the replicas topics list in leader.replication.throttled.replicas.",
+            _at_least(0),
+        ),
+        _K(
+            "follower.replication.throttled.rate",
+            _L,
+            LONG_MAX,
+            "Bytes/s a follower fetches for the replicas topics "
+            "list in follower.replication.throttled.replicas while out of sync.",
+            _at_least(0),
+        ),
+        _K(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            _L,
+            LONG_MAX,
+            "Bytes/s of moves between log dirs (stored and described; kbroker moves no replica between log dirs).",
+            _at_least(0),
+        ),
+    ]
+}
 
 #: The entity name of the cluster-wide default in /config/brokers (Kafka's ConfigEntityName.Default)
 DEFAULT_ENTITY = "<default>"
 
 #: Broker keys kbroker changes at runtime (Kafka 3.x's DynamicBrokerConfig.AllDynamicConfigs,
 #: those kbroker has): per broker or as the cluster default, in /config/brokers.
-DYNAMIC_KEYS = frozenset({
-    # the defaults of topic configs (Kafka's DynamicLogConfig): topics without an override follow
-    "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.retention.ms", "log.retention.minutes",
-    "log.retention.hours", "log.retention.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.index.interval.bytes", "log.index.size.max.bytes", "log.cleanup.policy",
-    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio", "log.segment.delete.delay.ms", "log.message.timestamp.type",
-    "compression.type", "min.insync.replicas", "unclean.leader.election.enable", "message.max.bytes",
-    # the log cleaner (LogCleaner.ReconfigurableConfigs)
-    "log.cleaner.backoff.ms",
-    # the connection limits (SocketServer / DynamicListenerConfig)
-    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    # the producer state (DynamicProducerStateManagerConfig)
-    "producer.id.expiration.ms",
-    # thread pools: read at start-up only (recovery), as in Kafka
-    "num.recovery.threads.per.data.dir",
-    # replication throttles (DynamicConfig.Broker)
-    *DYNAMIC_ONLY_KEYS,
-})
+DYNAMIC_KEYS = frozenset(
+    {
+        # the defaults of topic configs (Kafka's DynamicLogConfig): topics without an override follow
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.segment.delete.delay.ms",
+        "log.message.timestamp.type",
+        "compression.type",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "message.max.bytes",
+        # the log cleaner (LogCleaner.ReconfigurableConfigs)
+        "log.cleaner.backoff.ms",
+        # the connection limits (SocketServer / DynamicListenerConfig)
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        # the producer state (DynamicProducerStateManagerConfig)
+        "producer.id.expiration.ms",
+        # thread pools: read at start-up only (recovery), as in Kafka
+        "num.recovery.threads.per.data.dir",
+        # replication throttles (DynamicConfig.Broker)
+        *DYNAMIC_ONLY_KEYS,
+    }
+)
 
 #: Keys Kafka changes at runtime that kbroker accepts without effect (IGNORED_KAFKA_KEYS):
 #: stored and described, each change logging that it has no effect.
-DYNAMIC_IGNORED_KEYS = frozenset({
-    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "num.io.threads", "num.network.threads",
-    "background.threads", "num.replica.alter.log.dirs.threads", "log.preallocate",
-    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms", "log.message.downconversion.enable", "metric.reporters",
-    "max.connection.creation.rate",
-})
+DYNAMIC_IGNORED_KEYS = frozenset(
+    {
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "num.io.threads",
+        "num.network.threads",
+        "background.threads",
+        "num.replica.alter.log.dirs.threads",
+        "log.preallocate",
+        "log.message.timestamp.difference.max.ms",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.message.downconversion.enable",
+        "metric.reporters",
+        "max.connection.creation.rate",
+    }
+)
 
 #: Settings of one listener changed at runtime, only per broker and with the listener
 #: prefix (listener.name.<listener>.<key>), as Kafka's SslConfigs.RECONFIGURABLE_CONFIGS.
-DYNAMIC_LISTENER_KEYS = frozenset({
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.keystore.certificate.chain", "ssl.keystore.key",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
-})
+DYNAMIC_LISTENER_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
 
 #: Kafka's cluster-level listener configs: they may be set at the cluster default
 _CLUSTER_LEVEL_LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
@@ -853,14 +1362,15 @@ def broker_key_chain(name: str) -> tuple[str, ...]:
         if name in chain:
             return chain
     if name.startswith(LISTENER_PREFIX):
-        suffix = name[len(LISTENER_PREFIX):].partition(".")[2]
+        suffix = name[len(LISTENER_PREFIX) :].partition(".")[2]
         if suffix:
             return (name, suffix)
     return (name,)
 
 
-def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
-                     listeners: Iterable[str] | None = None) -> dict[str, Any]:
+def validate_dynamic(
+    configs: Mapping[str, Any], per_broker: bool, listeners: Iterable[str] | None = None
+) -> dict[str, Any]:
     """The dynamic broker configs of one entity (a broker, or the cluster default with
     `per_broker` false), checked as Kafka's DynamicBrokerConfig.validateConfigs: keys that
     cannot change at runtime, security keys without a listener prefix, bad values, then
@@ -872,46 +1382,65 @@ def validate_dynamic(configs: Mapping[str, Any], per_broker: bool,
         raise ConfigError(unknown[0], f"Unknown configs: {_scala_set(unknown)}", unknown)
     non_dynamic = sorted(k for k in configs if not _dynamic_key(k) and k not in DYNAMIC_LISTENER_KEYS)
     if non_dynamic:
-        raise ConfigError(non_dynamic[0], f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}",
-                          non_dynamic)
+        raise ConfigError(
+            non_dynamic[0], f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}", non_dynamic
+        )
     unprefixed = sorted(k for k in configs if k in DYNAMIC_LISTENER_KEYS)
     if unprefixed:
-        raise ConfigError(unprefixed[0], "These security configs can be dynamically updated only per-listener "
-                                         f"using the listener prefix: {_scala_set(unprefixed)}", unprefixed)
+        raise ConfigError(
+            unprefixed[0],
+            "These security configs can be dynamically updated only per-listener "
+            f"using the listener prefix: {_scala_set(unprefixed)}",
+            unprefixed,
+        )
     out: dict[str, Any] = {}
     for name, raw in configs.items():
         if name in DYNAMIC_IGNORED_KEYS:
             out[name] = "" if raw is None else str(raw).strip()
             continue
-        base = name[len(LISTENER_PREFIX):].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
+        base = name[len(LISTENER_PREFIX) :].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
         key = BROKER_KEYS.get(base) or DYNAMIC_ONLY_KEYS[base]
         try:
             out[name] = key.parse(raw)
         except ConfigError as exc:
-            raise ConfigError(name, f"Invalid value {raw} for configuration {name}: "
-                                    f"{str(exc).removeprefix(base + ': ')}", [name]) from None
+            raise ConfigError(
+                name, f"Invalid value {raw} for configuration {name}: {str(exc).removeprefix(base + ': ')}", [name]
+            ) from None
     if not per_broker:
         per_broker_only = sorted(k for k in configs if k.startswith(LISTENER_PREFIX))
         if per_broker_only:
-            raise ConfigError(per_broker_only[0], "Cannot update these configs at default cluster level, broker id "
-                                                  f"must be specified: {_scala_set(per_broker_only)}", per_broker_only)
+            raise ConfigError(
+                per_broker_only[0],
+                "Cannot update these configs at default cluster level, broker id "
+                f"must be specified: {_scala_set(per_broker_only)}",
+                per_broker_only,
+            )
     names = {n.upper() for n in listeners} if listeners is not None else None
     for name in out:
         if name.startswith(LISTENER_PREFIX):
-            base = name[len(LISTENER_PREFIX):].partition(".")[2]
-            listener = name[len(LISTENER_PREFIX):].partition(".")[0].upper()
+            base = name[len(LISTENER_PREFIX) :].partition(".")[2]
+            listener = name[len(LISTENER_PREFIX) :].partition(".")[0].upper()
             if names is not None and listener not in names:
-                raise ConfigError(name, f"Invalid value for configuration {name}: no listener {listener} on this "
-                                        "broker", [name])
+                raise ConfigError(
+                    name, f"Invalid value for configuration {name}: no listener {listener} on this broker", [name]
+                )
             if BROKER_KEYS[base].type == ConfigType.PASSWORD:
-                raise ConfigError(name, f"Invalid value for configuration {name}: kbroker does not store "
-                                        "passwords in ZooKeeper (Kafka encrypts them with password.encoder.secret, "
-                                        "which kbroker does not implement); use a key store without a password "
-                                        "(ssl.keystore.type=PEM, an unencrypted key)", [name])
+                raise ConfigError(
+                    name,
+                    f"Invalid value for configuration {name}: kbroker does not store "
+                    "passwords in ZooKeeper (Kafka encrypts them with password.encoder.secret, "
+                    "which kbroker does not implement); use a key store without a password "
+                    "(ssl.keystore.type=PEM, an unencrypted key)",
+                    [name],
+                )
     if out.get("max.connections.per.ip") == 0 and not out.get("max.connections.per.ip.overrides"):
-        raise ConfigError("max.connections.per.ip", "Invalid value 0 for configuration max.connections.per.ip: "
-                                                    "0 refuses every address; name the allowed ones in "
-                                                    "max.connections.per.ip.overrides", ["max.connections.per.ip"])
+        raise ConfigError(
+            "max.connections.per.ip",
+            "Invalid value 0 for configuration max.connections.per.ip: "
+            "0 refuses every address; name the allowed ones in "
+            "max.connections.per.ip.overrides",
+            ["max.connections.per.ip"],
+        )
     return out
 
 
@@ -919,9 +1448,10 @@ def _is_kafka_broker_key(name: str) -> bool:
     if name in BROKER_KEYS or name in IGNORED_KAFKA_KEYS or name in DYNAMIC_ONLY_KEYS:
         return True
     if name.startswith(LISTENER_PREFIX):
-        listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
-        return bool(listener) and (suffix in BROKER_KEYS or suffix in MECHANISM_KEYS or
-                                   suffix.partition(".")[2] in MECHANISM_KEYS)
+        listener, _, suffix = name[len(LISTENER_PREFIX) :].partition(".")
+        return bool(listener) and (
+            suffix in BROKER_KEYS or suffix in MECHANISM_KEYS or suffix.partition(".")[2] in MECHANISM_KEYS
+        )
     return False
 
 
@@ -929,7 +1459,7 @@ def _dynamic_key(name: str) -> bool:
     if name in DYNAMIC_KEYS or name in DYNAMIC_IGNORED_KEYS:
         return True
     if name.startswith(LISTENER_PREFIX):
-        return name[len(LISTENER_PREFIX):].partition(".")[2] in DYNAMIC_LISTENER_KEYS
+        return name[len(LISTENER_PREFIX) :].partition(".")[2] in DYNAMIC_LISTENER_KEYS
     return False
 
 
@@ -986,7 +1516,7 @@ def _rstrip_unescaped(s: str) -> str:
     ('a\\ ' keeps its space, as in Java)."""
     t = s.rstrip()
     if len(t) < len(s) and (len(t) - len(t.rstrip("\\"))) % 2 == 1:
-        t = s[:len(t) + 1]
+        t = s[: len(t) + 1]
     return t
 
 
@@ -1013,7 +1543,7 @@ class BrokerConfig:
         self._endpoints: list[Listener] = []
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
-        self._listener_values: dict[str, dict[str, Any]] = {}     # LISTENER NAME -> key -> value
+        self._listener_values: dict[str, dict[str, Any]] = {}  # LISTENER NAME -> key -> value
         #: the metrics listener's TLS and basic authentication (metrics.listener.web.config.file)
         self.metrics_web: WebConfig | None = None
         for name, key in BROKER_KEYS.items():
@@ -1034,8 +1564,7 @@ class BrokerConfig:
             raise ConfigError(errors[0].key, "; ".join(map(str, errors)), [k for e in errors for k in e.keys])
         self._check_relations()
         # the static layer (server.properties and defaults), under the dynamic ones
-        self._static = (dict(self._values), dict(self._sources),
-                        {k: dict(v) for k, v in self._listener_values.items()})
+        self._static = (dict(self._values), dict(self._sources), {k: dict(v) for k, v in self._listener_values.items()})
         #: the dynamic layers (/config/brokers/<default> and /config/brokers/<id>), parsed
         self.dynamic_default: dict[str, Any] = {}
         self.dynamic_broker: dict[str, Any] = {}
@@ -1050,15 +1579,17 @@ class BrokerConfig:
         values, sources, listener_values = self._static
         values, sources = dict(values), dict(sources)
         listener_values = {k: dict(v) for k, v in listener_values.items()}
-        for layer, source in ((default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                              (per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG)):
+        for layer, source in (
+            (default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ):
             for name, value in layer.items():
                 if name.startswith(LISTENER_PREFIX):
-                    listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+                    listener, _, suffix = name[len(LISTENER_PREFIX) :].partition(".")
                     listener_values.setdefault(listener.upper(), {})[suffix] = value
                     continue
                 if name not in BROKER_KEYS:
-                    continue                     # DYNAMIC_ONLY_KEYS, DYNAMIC_IGNORED_KEYS: in their layer only
+                    continue  # DYNAMIC_ONLY_KEYS, DYNAMIC_IGNORED_KEYS: in their layer only
                 for synonym in broker_key_chain(name):
                     values[synonym] = BROKER_KEYS[synonym].default
                     sources[synonym] = ConfigSource.DEFAULT_CONFIG
@@ -1067,8 +1598,9 @@ class BrokerConfig:
         changed = {k for k, v in values.items() if v != self._values.get(k)}
         for listener in set(listener_values) | set(self._listener_values):
             new, old = listener_values.get(listener, {}), self._listener_values.get(listener, {})
-            changed |= {f"{LISTENER_PREFIX}{listener.lower()}.{k}" for k in set(new) | set(old)
-                        if new.get(k) != old.get(k)}
+            changed |= {
+                f"{LISTENER_PREFIX}{listener.lower()}.{k}" for k in set(new) | set(old) if new.get(k) != old.get(k)
+            }
         self._values, self._sources, self._listener_values = values, sources, listener_values
         self.dynamic_default, self.dynamic_broker = dict(default), dict(per_broker)
         return changed
@@ -1087,18 +1619,22 @@ class BrokerConfig:
 
     def set(self, name: str, raw: Any, source: ConfigSource = ConfigSource.STATIC_BROKER_CONFIG) -> None:
         if name.startswith(LISTENER_PREFIX):
-            listener, _, suffix = name[len(LISTENER_PREFIX):].partition(".")
+            listener, _, suffix = name[len(LISTENER_PREFIX) :].partition(".")
             if listener and suffix in LISTENER_KEYS:
                 self._listener_values.setdefault(listener.upper(), {})[suffix] = BROKER_KEYS[suffix].parse(raw)
                 return
             mechanism, _, mkey = suffix.partition(".")
             if listener and mechanism.upper() in SASL_MECHANISMS and mkey in MECHANISM_KEYS:
-                value = _convert(BROKER_KEYS["connections.max.reauth.ms"], raw) if mkey.startswith("connections") \
+                value = (
+                    _convert(BROKER_KEYS["connections.max.reauth.ms"], raw)
+                    if mkey.startswith("connections")
                     else str(raw).strip()
+                )
                 self._listener_values.setdefault(listener.upper(), {})[f"{mechanism.upper()}.{mkey}"] = value
                 return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
-            (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None)
+            (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None
+        )
         if reason is not None:
             refused = REFUSED_VALUES.get(name)
             text = "" if raw is None else str(raw).strip()
@@ -1124,14 +1660,19 @@ class BrokerConfig:
             bound = {x.name for x in self._endpoints}
             for x in self._advertised:
                 if x.name not in bound:
-                    raise ConfigError("advertised.listeners", f"{x.name} is not a listener of listeners (advertised "
-                                                              "listener names must be among the bound ones)")
+                    raise ConfigError(
+                        "advertised.listeners",
+                        f"{x.name} is not a listener of listeners (advertised "
+                        "listener names must be among the bound ones)",
+                    )
         self._check_inter_broker_listener()
         if not self.log_dirs:
             raise ConfigError("log.dirs", "no log directory configured")
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
-            raise ConfigError("max.connections.per.ip", "0 refuses every address; name the allowed ones in "
-                                                        "max.connections.per.ip.overrides")
+            raise ConfigError(
+                "max.connections.per.ip",
+                "0 refuses every address; name the allowed ones in max.connections.per.ip.overrides",
+            )
         self._check_metrics_web()
 
     def _check_metrics_web(self) -> None:
@@ -1141,9 +1682,12 @@ class BrokerConfig:
         if not path:
             return
         if not self["metrics.listener"]:
-            raise ConfigError("metrics.listener.web.config.file", "set without metrics.listener: there is no "
-                                                                  "listener for it to protect")
+            raise ConfigError(
+                "metrics.listener.web.config.file",
+                "set without metrics.listener: there is no listener for it to protect",
+            )
         from broker.metrics.webconfig import WebConfigError, load_web_config
+
         try:
             self.metrics_web = load_web_config(path)
         except WebConfigError as exc:
@@ -1159,8 +1703,11 @@ class BrokerConfig:
             self._values["broker.id"] = node_id
             self._sources["broker.id"] = self.source("node.id")
         elif node_id != self.broker_id:
-            raise ConfigError("node.id", f"{node_id} differs from broker.id {self.broker_id} (the same setting "
-                                         "in Kafka; set one, or both alike)")
+            raise ConfigError(
+                "node.id",
+                f"{node_id} differs from broker.id {self.broker_id} (the same setting "
+                "in Kafka; set one, or both alike)",
+            )
         self.warnings.append(f"config key node.id={node_id} is taken as broker.id; {_NO_KRAFT}")
 
     @classmethod
@@ -1191,8 +1738,10 @@ class BrokerConfig:
         return [item for item in self[key] if not self._controller_listener(item)]
 
     def _protocols(self) -> dict[str, str]:
-        return {name.upper(): protocol.upper() for name, _, protocol in
-                (item.partition(":") for item in self["listener.security.protocol.map"])}
+        return {
+            name.upper(): protocol.upper()
+            for name, _, protocol in (item.partition(":") for item in self["listener.security.protocol.map"])
+        }
 
     def _check_listeners(self, key: str) -> list[Listener]:
         """Kafka's rules: every listener's name has a security protocol
@@ -1205,36 +1754,53 @@ class BrokerConfig:
             host, port = parse_listener(item, key)
             if self._controller_listener(item):
                 if key == "listeners":
-                    self.warnings.append(f"listener {item} is a KRaft controller listener (controller.listener.names) "
-                                         f"and is not bound; {_NO_KRAFT}")
+                    self.warnings.append(
+                        f"listener {item} is a KRaft controller listener (controller.listener.names) "
+                        f"and is not bound; {_NO_KRAFT}"
+                    )
                 continue
             name = item.split("://", 1)[0].upper() if "://" in item else "PLAINTEXT"
             if name == "CONTROLLER":
-                raise ConfigError(key, f"{item}: kbroker has no KRaft controller; a controller listener would "
-                                       "not be bound (remove it)")
+                raise ConfigError(
+                    key,
+                    f"{item}: kbroker has no KRaft controller; a controller listener would not be bound (remove it)",
+                )
             protocol = protocols.get(name)
             if protocol is None:
-                raise ConfigError(key, f"{item}: no security protocol for listener {name} "
-                                       "(listener.security.protocol.map)")
+                raise ConfigError(
+                    key, f"{item}: no security protocol for listener {name} (listener.security.protocol.map)"
+                )
             if protocol not in IMPLEMENTED_PROTOCOLS:
-                raise ConfigError(key, f"{item}: security protocol {protocol} is not implemented (kbroker "
-                                       f"serves {', '.join(IMPLEMENTED_PROTOCOLS)}); refusing to serve plaintext there")
+                raise ConfigError(
+                    key,
+                    f"{item}: security protocol {protocol} is not implemented (kbroker "
+                    f"serves {', '.join(IMPLEMENTED_PROTOCOLS)}); refusing to serve plaintext there",
+                )
             if any(x.name == name for x in out):
                 raise ConfigError(key, f"{item}: each listener must have a different name ({name} twice)")
             if key == "listeners" and port != 0 and any(x.port == port for x in out):
                 raise ConfigError(key, f"{item}: each listener must have a different port ({port} twice)")
             if protocol.startswith("SASL_") and key == "listeners":
                 self._check_sasl_listener(name)
-            if protocol in ("SSL", "SASL_SSL") and key == "listeners" and \
-                    self.listener_value(name, "ssl.keystore.location") is None and \
-                    self.listener_value(name, "ssl.keystore.certificate.chain") is None:
-                raise ConfigError("ssl.keystore.location", f"listener {name} ({protocol}) needs a key store "
-                                  "(ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key; "
-                                  f"per listener with listener.name.{name.lower()}.)")
+            if (
+                protocol in ("SSL", "SASL_SSL")
+                and key == "listeners"
+                and self.listener_value(name, "ssl.keystore.location") is None
+                and self.listener_value(name, "ssl.keystore.certificate.chain") is None
+            ):
+                raise ConfigError(
+                    "ssl.keystore.location",
+                    f"listener {name} ({protocol}) needs a key store "
+                    "(ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key; "
+                    f"per listener with listener.name.{name.lower()}.)",
+                )
             out.append(Listener(name, host, port, protocol))
         if not out:
-            raise ConfigError(key, "every listener is a KRaft controller listener (controller.listener.names); "
-                                   "kbroker needs one to serve clients on")
+            raise ConfigError(
+                key,
+                "every listener is a KRaft controller listener (controller.listener.names); "
+                "kbroker needs one to serve clients on",
+            )
         return out
 
     def _check_sasl_listener(self, name: str) -> None:
@@ -1242,11 +1808,17 @@ class BrokerConfig:
         if not mechanisms:
             raise ConfigError("sasl.enabled.mechanisms", f"listener {name} is a SASL listener with no mechanism")
         if "GSSAPI" in mechanisms:
-            key = "sasl.enabled.mechanisms" if name.upper() not in self._listener_values or \
-                "sasl.enabled.mechanisms" not in self._listener_values[name.upper()] \
+            key = (
+                "sasl.enabled.mechanisms"
+                if name.upper() not in self._listener_values
+                or "sasl.enabled.mechanisms" not in self._listener_values[name.upper()]
                 else f"listener.name.{name.lower()}.sasl.enabled.mechanisms"
-            raise ConfigError(key, f"GSSAPI (Kerberos, Kafka's default) is not implemented; listener {name} needs "
-                                   "sasl.enabled.mechanisms among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
+            )
+            raise ConfigError(
+                key,
+                f"GSSAPI (Kerberos, Kafka's default) is not implemented; listener {name} needs "
+                "sasl.enabled.mechanisms among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
+            )
 
     def _check_inter_broker_listener(self) -> None:
         """inter.broker.listener.name, or else the listener named as
@@ -1258,33 +1830,48 @@ class BrokerConfig:
             name = name.strip().upper()
             found = next((x for x in advertised if x.name == name), None)
             if found is None:
-                raise ConfigError("inter.broker.listener.name", f"{name} is not a listener of advertised.listeners "
-                                                                f"({', '.join(x.name for x in advertised)})")
+                raise ConfigError(
+                    "inter.broker.listener.name",
+                    f"{name} is not a listener of advertised.listeners ({', '.join(x.name for x in advertised)})",
+                )
             # Kafka refuses both keys at once; both saying the same thing is taken
             protocol = self["security.inter.broker.protocol"].upper()
-            if (self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG
-                    and protocol != found.security_protocol):
-                raise ConfigError("inter.broker.listener.name", f"only one of inter.broker.listener.name and "
-                                  f"security.inter.broker.protocol may be set ({name} is {found.security_protocol}, "
-                                  f"not {protocol})")
+            if (
+                self.source("security.inter.broker.protocol") != ConfigSource.DEFAULT_CONFIG
+                and protocol != found.security_protocol
+            ):
+                raise ConfigError(
+                    "inter.broker.listener.name",
+                    f"only one of inter.broker.listener.name and "
+                    f"security.inter.broker.protocol may be set ({name} is {found.security_protocol}, "
+                    f"not {protocol})",
+                )
         else:
             protocol = self["security.inter.broker.protocol"].upper()
-            found = next((x for x in advertised if x.name == protocol), None) or \
-                next((x for x in advertised if x.security_protocol == protocol), None)
-            if (found is None and not self["zookeeper.connect"]
-                    and self.source("security.inter.broker.protocol") == ConfigSource.DEFAULT_CONFIG):
-                found = advertised[0]           # a broker alone talks to no other broker
+            found = next((x for x in advertised if x.name == protocol), None) or next(
+                (x for x in advertised if x.security_protocol == protocol), None
+            )
+            if (
+                found is None
+                and not self["zookeeper.connect"]
+                and self.source("security.inter.broker.protocol") == ConfigSource.DEFAULT_CONFIG
+            ):
+                found = advertised[0]  # a broker alone talks to no other broker
             if found is None:
-                raise ConfigError("security.inter.broker.protocol", f"{protocol}: no listener of advertised.listeners "
-                                                                    "has it (set inter.broker.listener.name)")
+                raise ConfigError(
+                    "security.inter.broker.protocol",
+                    f"{protocol}: no listener of advertised.listeners has it (set inter.broker.listener.name)",
+                )
             name = found.name
         self._inter_broker_listener = name
         ib = next(x for x in advertised if x.name == name)
         if ib.security_protocol.startswith("SASL_") and self["zookeeper.connect"]:
             mechanism = self["sasl.mechanism.inter.broker.protocol"]
             if mechanism not in self.listener_value(name, "sasl.enabled.mechanisms"):
-                raise ConfigError("sasl.mechanism.inter.broker.protocol", f"{mechanism} is not enabled on the "
-                                  f"inter-broker listener {name} (sasl.enabled.mechanisms)")
+                raise ConfigError(
+                    "sasl.mechanism.inter.broker.protocol",
+                    f"{mechanism} is not enabled on the inter-broker listener {name} (sasl.enabled.mechanisms)",
+                )
 
     @property
     def endpoints(self) -> list[Listener]:
@@ -1361,7 +1948,7 @@ class BrokerConfig:
             ms = self["log.retention.minutes"] * 60000
         else:
             ms = self["log.retention.hours"] * 3600000
-        return -1 if ms < 0 else ms               # Kafka: any negative value means unlimited
+        return -1 if ms < 0 else ms  # Kafka: any negative value means unlimited
 
     @property
     def roll_ms(self) -> int:
@@ -1399,7 +1986,7 @@ def _unknown_keys_error(names: list[str]) -> ConfigError:
         near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
         described.append(f"{name} (did you mean {near[0]}?)" if near else name)
     if len(names) == 1:
-        return ConfigError(names[0], f"unknown configuration key{described[0][len(names[0]):]}")
+        return ConfigError(names[0], f"unknown configuration key{described[0][len(names[0]) :]}")
     return ConfigError(names[0], f"unknown configuration keys: {', '.join(described)}", names)
 
 

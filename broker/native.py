@@ -8,6 +8,7 @@ It imports nothing but the compiled extension modules (pyarrow and the compressi
 codecs load lazily, on first use): no asyncio server, ZooKeeper client or Spark.
 Documented with runnable examples in docs/native.md.
 """
+
 from broker._native.arrow import arrow_schema, batches_to_arrow
 from broker._native.buffer import (
     read_unsigned_varint,

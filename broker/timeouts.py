@@ -10,6 +10,7 @@ waits for and raises CancelledError whenever its own task is cancelled, finished
 Everything in broker/ that waits with a timeout uses it (tests/unit/test_timeouts.py
 checks that no asyncio.wait_for is left).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,12 +31,12 @@ async def wait_for(aw: Awaitable[T], timeout: float | None) -> T:
         task.cancel()
         await asyncio.wait((task,))
         if not task.cancelled():
-            task.exception()         # retrieved: not logged as never retrieved
+            task.exception()  # retrieved: not logged as never retrieved
         raise
     if not done:
         task.cancel()
         await asyncio.wait((task,))
         if task.cancelled():
             raise asyncio.TimeoutError()
-        return task.result()       # it finished (or failed) before the cancellation reached it
+        return task.result()  # it finished (or failed) before the cancellation reached it
     return task.result()

@@ -4,13 +4,14 @@ padding (22 characters).
 `random_uuid` follows Kafka's Uuid.randomUuid: never an id whose text starts with '-',
 which command-line tools (kafka-storage format -t ID, kafka-topics ...) would take for
 an option. One in 64 random ids would."""
+
 from __future__ import annotations
 
 import base64
 import re
 import uuid
 
-_TEXT = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")     # 16 bytes: the last character's low bits are 0
+_TEXT = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")  # 16 bytes: the last character's low bits are 0
 
 
 def uuid_text(u: uuid.UUID) -> str:

@@ -1,4 +1,5 @@
 """Settings shared by the whole test suite (keep this minimal and general)."""
+
 import signal
 
 from hypothesis import HealthCheck, settings
@@ -19,7 +20,6 @@ settings.load_profile("kbroker")
 # processes the tests start then get SIGINT's default disposition).
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
 
 
 # `make test` runs the suite in two workers (pytest-xdist, `--dist loadfile`): most tests
@@ -45,9 +45,10 @@ def work_unit(nodeid: str) -> str:
 
 try:
     from xdist.scheduler import LoadFileScheduling
-except ImportError:                  # without pytest-xdist the suite runs in one process
+except ImportError:  # without pytest-xdist the suite runs in one process
     pass
 else:
+
     class _LoadWorkUnits(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)

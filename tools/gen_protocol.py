@@ -39,58 +39,58 @@ KAFKA_COMMIT = "1eb7644349cb07139d6a3c1ad1986979647cac99"
 # The one list of included APIs: adding an API is adding its name here (Kafka's
 # name without the Request/Response suffix) and re-running the generator.
 APIS = (
-    "Produce",                  # 0
-    "Fetch",                    # 1
-    "ListOffsets",              # 2
-    "Metadata",                 # 3
-    "LeaderAndIsr",             # 4
-    "StopReplica",              # 5
-    "UpdateMetadata",           # 6
-    "ControlledShutdown",       # 7
-    "OffsetCommit",             # 8
-    "OffsetFetch",              # 9
-    "FindCoordinator",          # 10
-    "JoinGroup",                # 11
-    "Heartbeat",                # 12
-    "LeaveGroup",               # 13
-    "SyncGroup",                # 14
-    "DescribeGroups",           # 15
-    "ListGroups",               # 16
-    "SaslHandshake",            # 17
-    "ApiVersions",              # 18
-    "CreateTopics",             # 19
-    "DeleteTopics",             # 20
-    "DeleteRecords",            # 21
-    "InitProducerId",           # 22
-    "OffsetForLeaderEpoch",     # 23
-    "AddPartitionsToTxn",       # 24
-    "AddOffsetsToTxn",          # 25
-    "EndTxn",                   # 26
-    "WriteTxnMarkers",          # 27
-    "TxnOffsetCommit",          # 28
-    "DescribeAcls",             # 29
-    "CreateAcls",               # 30
-    "DeleteAcls",               # 31
-    "DescribeConfigs",          # 32
-    "AlterConfigs",             # 33
-    "DescribeLogDirs",          # 35
-    "SaslAuthenticate",         # 36
-    "CreatePartitions",         # 37
-    "DeleteGroups",             # 42
-    "ElectLeaders",             # 43
+    "Produce",  # 0
+    "Fetch",  # 1
+    "ListOffsets",  # 2
+    "Metadata",  # 3
+    "LeaderAndIsr",  # 4
+    "StopReplica",  # 5
+    "UpdateMetadata",  # 6
+    "ControlledShutdown",  # 7
+    "OffsetCommit",  # 8
+    "OffsetFetch",  # 9
+    "FindCoordinator",  # 10
+    "JoinGroup",  # 11
+    "Heartbeat",  # 12
+    "LeaveGroup",  # 13
+    "SyncGroup",  # 14
+    "DescribeGroups",  # 15
+    "ListGroups",  # 16
+    "SaslHandshake",  # 17
+    "ApiVersions",  # 18
+    "CreateTopics",  # 19
+    "DeleteTopics",  # 20
+    "DeleteRecords",  # 21
+    "InitProducerId",  # 22
+    "OffsetForLeaderEpoch",  # 23
+    "AddPartitionsToTxn",  # 24
+    "AddOffsetsToTxn",  # 25
+    "EndTxn",  # 26
+    "WriteTxnMarkers",  # 27
+    "TxnOffsetCommit",  # 28
+    "DescribeAcls",  # 29
+    "CreateAcls",  # 30
+    "DeleteAcls",  # 31
+    "DescribeConfigs",  # 32
+    "AlterConfigs",  # 33
+    "DescribeLogDirs",  # 35
+    "SaslAuthenticate",  # 36
+    "CreatePartitions",  # 37
+    "DeleteGroups",  # 42
+    "ElectLeaders",  # 43
     "IncrementalAlterConfigs",  # 44
     "AlterPartitionReassignments",  # 45
-    "ListPartitionReassignments",   # 46
-    "OffsetDelete",             # 47
-    "DescribeClientQuotas",     # 48
-    "AlterClientQuotas",        # 49
+    "ListPartitionReassignments",  # 46
+    "OffsetDelete",  # 47
+    "DescribeClientQuotas",  # 48
+    "AlterClientQuotas",  # 49
     "DescribeUserScramCredentials",  # 50
-    "AlterUserScramCredentials",     # 51
-    "AlterPartition",           # 56
-    "DescribeCluster",          # 60
-    "DescribeProducers",        # 61
-    "DescribeTransactions",     # 65
-    "ListTransactions",         # 66
+    "AlterUserScramCredentials",  # 51
+    "AlterPartition",  # 56
+    "DescribeCluster",  # 60
+    "DescribeProducers",  # 61
+    "DescribeTransactions",  # 65
+    "ListTransactions",  # 66
 )
 # Headers and versioned data structs without an api key (one module each).
 DATA_FILES = (
@@ -115,8 +115,10 @@ NATIVE_FIELDS = {
     "ProduceResponse": {
         "ProduceResponse": (("Responses", "ThrottleTimeMs"), ("NodeEndpoints",)),
         "TopicProduceResponse": (("Name", "PartitionResponses"), ()),
-        "PartitionProduceResponse": (("Index", "ErrorCode", "BaseOffset", "LogAppendTimeMs"),
-                                     ("LogStartOffset", "RecordErrors", "ErrorMessage", "CurrentLeader")),
+        "PartitionProduceResponse": (
+            ("Index", "ErrorCode", "BaseOffset", "LogAppendTimeMs"),
+            ("LogStartOffset", "RecordErrors", "ErrorMessage", "CurrentLeader"),
+        ),
     },
 }
 
@@ -131,6 +133,7 @@ EMPTY = (0, -1)  # "none"
 
 
 # =========================================================================== stage 1
+
 
 def strip_comments(text: str) -> str:
     """Remove ``//`` line comments outside JSON string literals."""
@@ -207,8 +210,10 @@ def stage_schema(spec_dir: Path, root: Path) -> None:
         write_if_changed(out_dir / f"{name}.json", dump_json(obj))
         wanted.add(f"{name}.json")
     errors = parse_errors_md((spec_dir / "ERRORS.md").read_text(encoding="utf-8"))
-    write_if_changed(out_dir / "errors.json", dump_json(
-        {"source": f"Apache Kafka {KAFKA_COMMIT}, ERRORS.md (Errors.java)", "errors": errors}))
+    write_if_changed(
+        out_dir / "errors.json",
+        dump_json({"source": f"Apache Kafka {KAFKA_COMMIT}, ERRORS.md (Errors.java)", "errors": errors}),
+    )
     wanted.add("errors.json")
     write_if_changed(out_dir / "README.md", SCHEMA_README)
     wanted.add("README.md")
@@ -231,6 +236,7 @@ Written by `tools/gen_protocol.py`; do not edit.
 
 
 # =========================================================================== model
+
 
 def parse_versions(s: str | None) -> tuple | None:
     if s is None:
@@ -258,8 +264,16 @@ def upper_snake(name: str) -> str:
     return snake(name).upper()
 
 
-FIXED = {"int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
-         "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1), "uuid": ("16s", 16)}
+FIXED = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+    "bool": ("?", 1),
+    "uuid": ("16s", 16),
+}
 PRIMITIVES = set(FIXED) | {"string", "bytes", "records"}
 INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
@@ -330,8 +344,11 @@ class MessageDef:
 
 def load_message(obj: dict) -> MessageDef:
     msg = MessageDef(
-        name=obj["name"], type=obj["type"], api_key=obj.get("apiKey"),
-        valid=parse_versions(obj["validVersions"]), flexible=parse_versions(obj["flexibleVersions"]),
+        name=obj["name"],
+        type=obj["type"],
+        api_key=obj.get("apiKey"),
+        valid=parse_versions(obj["validVersions"]),
+        flexible=parse_versions(obj["flexibleVersions"]),
         latest_unstable=bool(obj.get("latestVersionUnstable", False)),
         deprecated=parse_versions(obj.get("deprecatedVersions")),
     )
@@ -344,11 +361,16 @@ def load_message(obj: dict) -> MessageDef:
         for jf in jfields:
             t = jf["type"]
             f = FieldDef(
-                kafka_name=jf["name"], attr=snake(jf["name"]), type=t,
-                versions=parse_versions(jf["versions"]), nullable=parse_versions(jf.get("nullableVersions")),
-                tagged=parse_versions(jf.get("taggedVersions")), tag=jf.get("tag"),
+                kafka_name=jf["name"],
+                attr=snake(jf["name"]),
+                type=t,
+                versions=parse_versions(jf["versions"]),
+                nullable=parse_versions(jf.get("nullableVersions")),
+                tagged=parse_versions(jf.get("taggedVersions")),
+                tag=jf.get("tag"),
                 flex_override=parse_versions(jf.get("flexibleVersions")),
-                default_raw=jf.get("default"), about=jf.get("about", ""),
+                default_raw=jf.get("default"),
+                about=jf.get("about", ""),
             )
             if keyword.iskeyword(f.attr) or f.attr == "unknown_tagged_fields":
                 raise SystemExit(f"{msg.name}.{owner}: field name {f.attr!r} is reserved")
@@ -398,6 +420,7 @@ def mark_versions(sd: StructDef, v: int) -> None:
 
 
 # ----------------------------------------------------------------- defaults
+
 
 def default_value(f: FieldDef):
     """The Python default value (``list``/``StructDef`` markers for mutable ones)."""
@@ -489,6 +512,7 @@ def isdefault_expr(f: FieldDef, var: str, gen: ModuleGen) -> str:
 
 
 # =========================================================================== stage 2
+
 
 class Lines:
     def __init__(self) -> None:
@@ -687,8 +711,9 @@ class ModuleGen:
         L.add(f"if {var} > 127:")
         L.add(f"    {var}, pos = _rt.uvarint_tail(buf, pos, {endv}, {var}, {where!r})")
 
-    def dec_length(self, L: Lines, var: str, where: str, endv: str, compact: bool, width: int,
-                   nullable: bool, target: str) -> None:
+    def dec_length(
+        self, L: Lines, var: str, where: str, endv: str, compact: bool, width: int, nullable: bool, target: str
+    ) -> None:
         """Read a length into ``var``; emits the null branch and leaves an open
         ``else:`` (indented) for the non-null case."""
         if compact:
@@ -731,8 +756,10 @@ class ModuleGen:
             if elem in FIXED and elem != "uuid":
                 code, size = FIXED[elem]
                 arr = self.array_alias(code)
-                L.add(f"{target} = list(({arr}[{n}] if {n} < 32 else _rt.array_struct({code!r}, {n}))"
-                      f".unpack_from(buf, pos))")
+                L.add(
+                    f"{target} = list(({arr}[{n}] if {n} < 32 else _rt.array_struct({code!r}, {n}))"
+                    f".unpack_from(buf, pos))"
+                )
                 L.add(f"pos += {n} * {size}" if size > 1 else f"pos += {n}")
             else:
                 a = L.tmp("a")
@@ -777,8 +804,7 @@ class ModuleGen:
         else:
             self.dec_lenval(L, where, f.type, compact, nullable, target, endv)
 
-    def dec_lenval(self, L: Lines, where: str, t: str, compact: bool, nullable: bool,
-                   target: str, endv: str) -> None:
+    def dec_lenval(self, L: Lines, where: str, t: str, compact: bool, nullable: bool, target: str, endv: str) -> None:
         n = L.tmp("n")
         self.dec_length(L, n, where, endv, compact, 2 if t == "string" else 4, nullable, target)
         L.add(f"if {n} > {endv} - pos:")
@@ -906,7 +932,11 @@ class ModuleGen:
                 elif compact:
                     L.add(f"    {outv}.append(0)")
                 else:
-                    L.add(f"    {outv} += b'\\xff\\xff'" if f.type == "string" else f"    {outv} += b'\\xff\\xff\\xff\\xff'")
+                    L.add(
+                        f"    {outv} += b'\\xff\\xff'"
+                        if f.type == "string"
+                        else f"    {outv} += b'\\xff\\xff\\xff\\xff'"
+                    )
                 L.add("else:")
                 L.indent()
             if f.is_array:
@@ -1047,8 +1077,10 @@ class ModuleGen:
         items = []
         for f in sd.fields:
             struct = f.struct.alias if f.struct is not None else "None"
-            items.append(f"    _rt.Field({f.attr!r}, {f.kafka_name!r}, {f.type!r}, {f.versions!r}, "
-                         f"{f.nullable!r}, {f.tagged!r}, {f.tag!r}, {struct}, {f.flex_override!r}),")
+            items.append(
+                f"    _rt.Field({f.attr!r}, {f.kafka_name!r}, {f.type!r}, {f.versions!r}, "
+                f"{f.nullable!r}, {f.tagged!r}, {f.tag!r}, {struct}, {f.flex_override!r}),"
+            )
         return f"{sd.alias}._FIELDS = (\n" + "\n".join(items) + "\n)" if items else f"{sd.alias}._FIELDS = ()"
 
     def module_source(self, module_doc: str) -> str:
@@ -1065,8 +1097,7 @@ class ModuleGen:
                     encs.append(self.enc_struct(msg.top, v))
             tables.append(f"{msg.name}._DECODERS = ({', '.join(decs)},)")
             tables.append(f"{msg.name}._ENCODERS = ({', '.join(encs)},)")
-        out = [HEADER, f'"""{module_doc}"""', "",
-               "import struct as _struct", "", "from .. import _runtime as _rt", ""]
+        out = [HEADER, f'"""{module_doc}"""', "", "import struct as _struct", "", "from .. import _runtime as _rt", ""]
         out.append("_new = object.__new__")
         out.append("_MISSING = _rt.MISSING")
         out.append("_ZERO_UUID = _rt.ZERO_UUID")
@@ -1177,13 +1208,15 @@ def generate_code(root: Path) -> dict[Path, str]:
         gen = ModuleGen([req, resp])
         mod = module_name(api)
         files[MESSAGES_REL / f"{mod}.py"] = gen.module_source(
-            MODULE_DOC.format(what=f"{api} (api key {req.api_key}) request and response"))
+            MODULE_DOC.format(what=f"{api} (api key {req.api_key}) request and response")
+        )
         registry.append((req.api_key, api, mod, req, resp))
     for name in DATA_FILES:
         msg = load(name)
         gen = ModuleGen([msg])
         files[MESSAGES_REL / f"{module_name(name)}.py"] = gen.module_source(
-            MODULE_DOC.format(what=f"{name} ({msg.type})"))
+            MODULE_DOC.format(what=f"{name} ({msg.type})")
+        )
     files[MESSAGES_REL / "__init__.py"] = registry_source(sorted(registry, key=lambda r: r[0]))
     files[NATIVE_REL] = native_source([load(name) for name in NATIVE_FIELDS])
     errors = json.loads((schema_dir / "errors.json").read_text(encoding="utf-8"))["errors"]
@@ -1192,28 +1225,45 @@ def generate_code(root: Path) -> dict[Path, str]:
 
 
 def registry_source(registry: list) -> str:
-    out = [HEADER, '''"""Generated message modules and the registry of the included APIs.
+    out = [
+        HEADER,
+        '''"""Generated message modules and the registry of the included APIs.
 
 ``ApiKey`` enumerates the included APIs; ``API_MESSAGES`` maps each to
 ``(request class, response class, (min, max) valid versions, first flexible
 version or None, latest version unstable)``.  Import these through
 ``broker.protocol.api``, which adds the header-version rules.
-"""''', "", "from enum import IntEnum", ""]
+"""''',
+        "",
+        "from enum import IntEnum",
+        "",
+    ]
     for _key, _api, mod, req, resp in registry:
         out.append(f"from .{mod} import {req.name}, {resp.name}")
     for name in DATA_FILES:
         out.append(f"from .{module_name(name)} import {name}")
-    out += ["", "", "class ApiKey(IntEnum):", '    """The api keys of the included APIs (Kafka\'s ApiKeys names)."""', ""]
+    out += [
+        "",
+        "",
+        "class ApiKey(IntEnum):",
+        '    """The api keys of the included APIs (Kafka\'s ApiKeys names)."""',
+        "",
+    ]
     for key, api, _mod, _req, _resp in registry:
         out.append(f"    {upper_snake(api)} = {key}")
     out += ["", "", "API_MESSAGES = {"]
     for _key, api, _mod, req, resp in registry:
-        out.append(f"    ApiKey.{upper_snake(api)}: ({req.name}, {resp.name}, ({req.valid[0]}, {req.valid[1]}), "
-                   f"{req.first_flexible!r}, {req.latest_unstable!r}),")
+        out.append(
+            f"    ApiKey.{upper_snake(api)}: ({req.name}, {resp.name}, ({req.valid[0]}, {req.valid[1]}), "
+            f"{req.first_flexible!r}, {req.latest_unstable!r}),"
+        )
     out.append("}")
-    out += ["", "#: The header and data classes (no api key).",
-            f"OTHER_CLASSES = ({', '.join(DATA_FILES)},)"]
-    names = ["ApiKey", "API_MESSAGES", "OTHER_CLASSES"] + [n for r in registry for n in (r[3].name, r[4].name)] + list(DATA_FILES)
+    out += ["", "#: The header and data classes (no api key).", f"OTHER_CLASSES = ({', '.join(DATA_FILES)},)"]
+    names = (
+        ["ApiKey", "API_MESSAGES", "OTHER_CLASSES"]
+        + [n for r in registry for n in (r[3].name, r[4].name)]
+        + list(DATA_FILES)
+    )
     out += ["", f"__all__ = {names!r}"]
     return "\n".join(out) + "\n"
 
@@ -1223,9 +1273,15 @@ def native_source(messages: list[MessageDef]) -> str:
     its api key, its first flexible version and the versions the codec covers (those in
     which every field it always reads or writes exists, and no field it does not know);
     per field it tests, its first version."""
-    out = [f"/* {HEADER[2:]} */", "/*", " * Kafka's message definitions as the hand-written native codec of Produce",
-           " * (_native/produce.pyx) reads and writes them: tools/gen_protocol.py's NATIVE_FIELDS",
-           " * names the fields it knows. */", "#ifndef KB_MESSAGES_H", "#define KB_MESSAGES_H"]
+    out = [
+        f"/* {HEADER[2:]} */",
+        "/*",
+        " * Kafka's message definitions as the hand-written native codec of Produce",
+        " * (_native/produce.pyx) reads and writes them: tools/gen_protocol.py's NATIVE_FIELDS",
+        " * names the fields it knows. */",
+        "#ifndef KB_MESSAGES_H",
+        "#define KB_MESSAGES_H",
+    ]
     apis: dict[int, list[MessageDef]] = {}
     for msg in messages:
         apis.setdefault(msg.api_key, []).append(msg)
@@ -1243,9 +1299,11 @@ def native_source(messages: list[MessageDef]) -> str:
                     raise SystemExit(f"{msg.name}: no struct {struct} (NATIVE_FIELDS)")
                 names = [f.kafka_name for f in sd.fields]
                 if names != list(always + by_version):
-                    raise SystemExit(f"{msg.name}.{struct} has fields {names}; the native codec "
-                                     f"(_native/produce.pyx) knows {list(always + by_version)}: "
-                                     f"update it, then NATIVE_FIELDS")
+                    raise SystemExit(
+                        f"{msg.name}.{struct} has fields {names}; the native codec "
+                        f"(_native/produce.pyx) knows {list(always + by_version)}: "
+                        f"update it, then NATIVE_FIELDS"
+                    )
                 for f in sd.fields:
                     if f.kafka_name in always:
                         covered &= {v for v in covered if inr(f.versions, v)}
@@ -1254,40 +1312,59 @@ def native_source(messages: list[MessageDef]) -> str:
         if not covered or sorted(covered) != list(range(min(covered), max(covered) + 1)):
             raise SystemExit(f"{api}: the native codec covers no run of versions ({fmt_set(covered)})")
         first_flexible = msgs[0].first_flexible
-        out += ["", f"/* {api} (api key {api_key}): valid versions {fmt_range(msgs[0].valid)}, "
-                    f"flexible {fmt_range(msgs[0].flexible)} */",
-                f"#define {prefix}_API_KEY {api_key}",
-                f"#define {prefix}_FIRST_FLEXIBLE {first_flexible if first_flexible is not None else INF}",
-                "/* the versions in which every field the native codec always reads or writes exists */",
-                f"#define {prefix}_NATIVE_LOWEST {min(covered)}",
-                f"#define {prefix}_NATIVE_HIGHEST {max(covered)}",
-                "/* the first version of each field it reads or writes only from some version on */"]
+        out += [
+            "",
+            f"/* {api} (api key {api_key}): valid versions {fmt_range(msgs[0].valid)}, "
+            f"flexible {fmt_range(msgs[0].flexible)} */",
+            f"#define {prefix}_API_KEY {api_key}",
+            f"#define {prefix}_FIRST_FLEXIBLE {first_flexible if first_flexible is not None else INF}",
+            "/* the versions in which every field the native codec always reads or writes exists */",
+            f"#define {prefix}_NATIVE_LOWEST {min(covered)}",
+            f"#define {prefix}_NATIVE_HIGHEST {max(covered)}",
+            "/* the first version of each field it reads or writes only from some version on */",
+        ]
         for msg, f in tested:
             if f.versions[1] != INF:
-                raise SystemExit(f"{msg.name}.{f.kafka_name}: versions {fmt_range(f.versions)} end; "
-                                 "the native codec tests only where a field starts")
+                raise SystemExit(
+                    f"{msg.name}.{f.kafka_name}: versions {fmt_range(f.versions)} end; "
+                    "the native codec tests only where a field starts"
+                )
             tag = f", tagged {fmt_range(f.tagged)}" if f.tagged is not None else ""
-            out.append(f"#define KB_{upper_snake(msg.name)}_{upper_snake(f.kafka_name)} {f.versions[0]}"
-                       f"  /* {f.kafka_name}: {fmt_range(f.versions)}{tag} */")
+            out.append(
+                f"#define KB_{upper_snake(msg.name)}_{upper_snake(f.kafka_name)} {f.versions[0]}"
+                f"  /* {f.kafka_name}: {fmt_range(f.versions)}{tag} */"
+            )
     out += ["", "#endif"]
     return "\n".join(out) + "\n"
 
 
 def errors_source(errors: list) -> str:
-    out = [HEADER, '''"""Kafka's error codes (``ErrorCode``) and an exception carrying one.
+    out = [
+        HEADER,
+        '''"""Kafka's error codes (``ErrorCode``) and an exception carrying one.
 
 ``ErrorCode`` has Kafka's names (``ErrorCode.OFFSET_OUT_OF_RANGE == 1``); the wire
 carries the int16 value.  ``KafkaProtocolError(code, message=None)`` is raised by
 broker code that wants to answer a request with an error code.
-"""''', "", "from enum import IntEnum", "", "", "class ErrorCode(IntEnum):",
-           '    """Kafka protocol error codes (Errors.java)."""', ""]
+"""''',
+        "",
+        "from enum import IntEnum",
+        "",
+        "",
+        "class ErrorCode(IntEnum):",
+        '    """Kafka protocol error codes (Errors.java)."""',
+        "",
+    ]
     seen = set()
     for code, name in errors:
         if name in seen:
             raise SystemExit(f"duplicate error name {name}")
         seen.add(name)
         out.append(f"    {name} = {code}")
-    out += ["", "", '''class KafkaProtocolError(Exception):
+    out += [
+        "",
+        "",
+        '''class KafkaProtocolError(Exception):
     """An error to be reported to the client as a Kafka error code."""
 
     def __init__(self, code: int, message: str | None = None) -> None:
@@ -1302,7 +1379,10 @@ broker code that wants to answer a request with an error code.
     @property
     def name(self) -> str | None:
         return self.code.name if isinstance(self.code, ErrorCode) else None
-''', "", "__all__ = ['ErrorCode', 'KafkaProtocolError']"]
+''',
+        "",
+        "__all__ = ['ErrorCode', 'KafkaProtocolError']",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -1319,11 +1399,18 @@ def stage_code(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("spec_dir", nargs="?", default=str(REPO_ROOT.parent / "shared" / "kafka-protocol"),
-                    help="directory of Kafka's JSON definitions (default: ../shared/kafka-protocol)")
+    ap.add_argument(
+        "spec_dir",
+        nargs="?",
+        default=str(REPO_ROOT.parent / "shared" / "kafka-protocol"),
+        help="directory of Kafka's JSON definitions (default: ../shared/kafka-protocol)",
+    )
     ap.add_argument("--out", default=str(REPO_ROOT), help="root to write into (default: the repository)")
-    ap.add_argument("--from-schema", action="store_true",
-                    help="skip stage 1; generate code from the schema files already under --out")
+    ap.add_argument(
+        "--from-schema",
+        action="store_true",
+        help="skip stage 1; generate code from the schema files already under --out",
+    )
     args = ap.parse_args(argv)
     root = Path(args.out)
     if not args.from_schema:

@@ -8,6 +8,7 @@ most 5 (none started after 60 s). asv keeps every sample and reports their media
 spread, and `asv compare` judges a change against that spread. A figure of 2 M records
 (about 0.1 s) swung from 3.6 M to 22 M msg/s between runs; throughput is RECORDS / the
 time (the seed's target of 100K msg/s would be 400 s)."""
+
 from broker.perf.consume import ConsumeOptions, run_consume
 from broker.perf.local import LocalBroker
 from broker.perf.produce import ProduceOptions, run_produce
@@ -18,18 +19,21 @@ PARTITIONS = 3
 
 
 def produce(bootstrap: str) -> dict:
-    r = run_produce(ProduceOptions(bootstrap, "asv", RECORDS, RECORD_SIZE, acks=1, batch_size=262144,
-                                   partitions=PARTITIONS, progress=False))
+    r = run_produce(
+        ProduceOptions(
+            bootstrap, "asv", RECORDS, RECORD_SIZE, acks=1, batch_size=262144, partitions=PARTITIONS, progress=False
+        )
+    )
     assert r["records"] >= RECORDS, r
     return r
 
 
 class _Measured:
-    timeout = 900               # the whole benchmark process: setups, samples, teardowns
-    number = 1                  # one call a sample: the call is the measurement
-    repeat = (3, 5, 60.0)       # min and max samples, no new sample after 60 s
+    timeout = 900  # the whole benchmark process: setups, samples, teardowns
+    number = 1  # one call a sample: the call is the measurement
+    repeat = (3, 5, 60.0)  # min and max samples, no new sample after 60 s
     min_run_count = 3
-    warmup_time = 0             # no untimed calls: each sample starts its own broker anyway
+    warmup_time = 0  # no untimed calls: each sample starts its own broker anyway
     rounds = 1
 
     def setup(self):
@@ -49,7 +53,7 @@ class Produce(_Measured):
 class Consume(_Measured):
     def setup(self):
         super().setup()
-        produce(self.broker.bootstrap)          # not timed
+        produce(self.broker.bootstrap)  # not timed
 
     def time_consume_40m_records(self):
         r = run_consume(ConsumeOptions(self.broker.bootstrap, "asv", RECORDS, RECORD_SIZE, progress=False))

@@ -1,4 +1,5 @@
 """asv: native core micro benchmarks (time_*) and their throughputs (track_*)."""
+
 import os
 import tempfile
 import time
@@ -36,6 +37,7 @@ class CRC32C:
 
     def track_crc32c_gb_per_s(self):
         return MIB / _best(lambda: crc32c(self.buf), 50) / 1e9
+
     track_crc32c_gb_per_s.unit = "GB/s"
 
 
@@ -48,6 +50,7 @@ class Batches:
 
     def track_validate_assign_gb_per_s(self):
         return len(self.data) / _best(lambda: assign_offsets(self.data, 0, 0), 50) / 1e9
+
     track_validate_assign_gb_per_s.unit = "GB/s"
 
     def track_build_records_per_s(self):
@@ -59,7 +62,9 @@ class Batches:
                 b.reset()
                 b.append_repeated(value, 150)
                 b.build()
+
         return 15_000 / _best(run, 10)
+
     track_build_records_per_s.unit = "records/s"
 
 
@@ -104,4 +109,5 @@ class Arrow:
 
     def track_decode_records_per_s(self):
         return self.rows / _best(lambda: batches_to_arrow(self.data), 20)
+
     track_decode_records_per_s.unit = "records/s"

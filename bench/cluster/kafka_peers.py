@@ -42,6 +42,7 @@ Invariants:
 - The machine is shared: before measuring, the script waits (bounded) while
   /tmp/ci-running exists, and holds /tmp/bench-running while it measures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,14 +93,21 @@ BROKERS = 3
 KAFKA39_DIR = HERE / "kafka39"
 KAFKA39_LIBS = KAFKA39_DIR / "target" / "kafka-libs"
 KAFKA39_VERSION = "3.9.2"
-START_TIMEOUT = 180.0            # a Kafka JVM on a loaded 2-core machine
+START_TIMEOUT = 180.0  # a Kafka JVM on a loaded 2-core machine
 STOP_TIMEOUT = 60.0
 CI_WAIT_S = 25 * 60
 CI_MARKER, BENCH_MARKER = "/tmp/ci-running", "/tmp/bench-running"
 #: what bin/kafka-server-start.sh gives a broker, with the small heap three of them share
-KAFKA_JVM = ("-Xms512m", "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-             "-Djava.awt.headless=true")
+KAFKA_JVM = (
+    "-Xms512m",
+    "-Xmx512m",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
 #: the settings every cluster gets (all three know these keys)
 COMMON = {"log.segment.bytes": 1 << 30, "log.segment.delete.delay.ms": 1000}
 TOPIC_CONFIGS = {"min.insync.replicas": "2"}
@@ -126,11 +134,13 @@ def fetch_kafka39() -> None:
     if shutil.which("mvn") is None:
         raise SystemExit("kafka_peers: Maven is needed once to fetch Kafka 3.9 (apt-get install maven)")
     print(f"fetching Apache Kafka {KAFKA39_VERSION} (bench/cluster/kafka39/pom.xml)", flush=True)
-    p = subprocess.run(["mvn", "-q", "-B", "package"], cwd=KAFKA39_DIR, capture_output=True, text=True,
-                       timeout=900, check=False)
+    p = subprocess.run(
+        ["mvn", "-q", "-B", "package"], cwd=KAFKA39_DIR, capture_output=True, text=True, timeout=900, check=False
+    )
     if p.returncode != 0:
-        raise SystemExit(f"kafka_peers: mvn package in {KAFKA39_DIR} failed: "
-                         f"{(p.stdout + p.stderr).strip().splitlines()[-1:]}")
+        raise SystemExit(
+            f"kafka_peers: mvn package in {KAFKA39_DIR} failed: {(p.stdout + p.stderr).strip().splitlines()[-1:]}"
+        )
 
 
 # ---------------------------------------------------------------------------- Kafka nodes
@@ -162,24 +172,40 @@ class KafkaNode:
     def write_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
-        (self.dir / "log4j.properties").write_text((LOG4J2_PROPERTIES if self.log4j2 else LOG4J1).format(path=self.log_path))
+        (self.dir / "log4j.properties").write_text(
+            (LOG4J2_PROPERTIES if self.log4j2 else LOG4J1).format(path=self.log_path)
+        )
 
     def launch(self) -> None:
         """Starts the JVM (in a session of its own, dying with this script); not waited for."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.write_config()
-        logging = (f"-Dlog4j2.configurationFile={self.dir / 'log4j.properties'}" if self.log4j2
-                   else f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}")
+        logging = (
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j.properties'}"
+            if self.log4j2
+            else f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}"
+        )
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-        cmd = [*die_with_parent, "java", *KAFKA_JVM, logging, f"-Dkafka.logs.dir={self.dir}",
-               "-cp", f"{self.libs}/*", "kafka.Kafka", str(self.config_path)]
+        cmd = [
+            *die_with_parent,
+            "java",
+            *KAFKA_JVM,
+            logging,
+            f"-Dkafka.logs.dir={self.dir}",
+            "-cp",
+            f"{self.libs}/*",
+            "kafka.Kafka",
+            str(self.config_path),
+        ]
         with open(self.dir / "stdout.log", "ab") as out:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Ready once it answers Metadata listing itself (registered, unfenced)."""
         from broker.protocol.messages.metadata import MetadataRequest
+
         deadline = time.monotonic() + timeout
         node = int(self.config.get("broker.id", self.config.get("node.id", -1)))
         while time.monotonic() < deadline:
@@ -239,17 +265,27 @@ class PeerCluster(BenchCluster):
             ctrls = {c for _, c in seen.values()}
             done = all(ids == want for ids, _ in seen.values()) and len(ctrls) == 1 and ctrls <= set(want)
             return done, ctrls.pop() if done else -1, f"(brokers, controller) {seen}"
+
         return until("every broker registered with one controller", probe, self.timeout)
 
     def spread_leaders(self) -> None:
         """Preferred leaders back, until every broker's Metadata shows each partition led by
         its first replica: Kafka answers ElectLeaders before every broker has heard, and a
         trial that picked its victim from a stale view would time a broker nobody produced to."""
+
         def probe():
             super(PeerCluster, self).spread_leaders()
-            stray = {i: [(t.name, p.partition_index, p.leader_id) for t in self.metadata(i, None).topics
-                         for p in t.partitions if p.leader_id != p.replica_nodes[0]] for i in self.brokers}
+            stray = {
+                i: [
+                    (t.name, p.partition_index, p.leader_id)
+                    for t in self.metadata(i, None).topics
+                    for p in t.partitions
+                    if p.leader_id != p.replica_nodes[0]
+                ]
+                for i in self.brokers
+            }
             return not any(stray.values()), None, f"not led by their first replica: {stray}"
+
         until("preferred leaders everywhere", probe, self.timeout, interval=0.2)
 
     def prepare(self) -> None:
@@ -281,10 +317,15 @@ class KbrokerCluster(PeerCluster):
         for i in range(1, BROKERS + 1):
             d = root / f"broker-{i}"
             d.mkdir(parents=True, exist_ok=True)
-            config = {"broker.id": i, "zookeeper.connect": self.connect, "zookeeper.session.timeout.ms": session_ms,
-                      **COMMON}
-            self.brokers[i] = LocalBroker(config=config, data_dir=str(d / "data"), log_path=str(d / "broker.log"),
-                                          own_session=True)
+            config = {
+                "broker.id": i,
+                "zookeeper.connect": self.connect,
+                "zookeeper.session.timeout.ms": session_ms,
+                **COMMON,
+            }
+            self.brokers[i] = LocalBroker(
+                config=config, data_dir=str(d / "data"), log_path=str(d / "broker.log"), own_session=True
+            )
 
     def start(self) -> None:
         for i, b in self.brokers.items():
@@ -300,9 +341,17 @@ class Kafka39Cluster(PeerCluster):
         self.zookeeper, self.chroot = zookeeper, chroot
         self.connect = zookeeper.chroot(chroot)
         for i in range(1, BROKERS + 1):
-            self.brokers[i] = KafkaNode(root / f"broker-{i}", KAFKA39_LIBS, False, {
-                "broker.id": i, "zookeeper.connect": self.connect, "zookeeper.session.timeout.ms": session_ms,
-                **COMMON})
+            self.brokers[i] = KafkaNode(
+                root / f"broker-{i}",
+                KAFKA39_LIBS,
+                False,
+                {
+                    "broker.id": i,
+                    "zookeeper.connect": self.connect,
+                    "zookeeper.session.timeout.ms": session_ms,
+                    **COMMON,
+                },
+            )
 
 
 class KraftCluster(PeerCluster):
@@ -318,12 +367,22 @@ class KraftCluster(PeerCluster):
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         self.cluster_id = kafka_uuid()
         for i in range(1, BROKERS + 1):
-            node = KafkaNode(root / f"broker-{i}", KAFKA_LIBS, True, {
-                "process.roles": "broker,controller", "node.id": i, "controller.quorum.voters": voters,
-                "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "broker.session.timeout.ms": session_ms, "broker.heartbeat.interval.ms": session_ms // 3,
-                **COMMON})
+            node = KafkaNode(
+                root / f"broker-{i}",
+                KAFKA_LIBS,
+                True,
+                {
+                    "process.roles": "broker,controller",
+                    "node.id": i,
+                    "controller.quorum.voters": voters,
+                    "controller.listener.names": "CONTROLLER",
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "broker.session.timeout.ms": session_ms,
+                    "broker.heartbeat.interval.ms": session_ms // 3,
+                    **COMMON,
+                },
+            )
             node.config["listeners"] += f",CONTROLLER://127.0.0.1:{self.controller_ports[i]}"
             node.config["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.port}"
             self.brokers[i] = node
@@ -334,8 +393,9 @@ class KraftCluster(PeerCluster):
             kafka_tool("kafka-storage", "format", "-t", self.cluster_id, "-c", node.config_path, timeout=120)
 
     def controller_id(self, i: int) -> int:
-        with BrokerConnection("127.0.0.1", self.controller_ports[i], client_id="cluster-peers",
-                              timeout=REQUEST_TIMEOUT) as c:
+        with BrokerConnection(
+            "127.0.0.1", self.controller_ports[i], client_id="cluster-peers", timeout=REQUEST_TIMEOUT
+        ) as c:
             r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2))
         if r.error_code:
             raise KafkaProtocolError(r.error_code, "DescribeCluster")
@@ -358,8 +418,10 @@ def throughput_run(c: PeerCluster, tool: str, n: int, tag: str) -> dict:
     row = {"tool": tool, "records": n, "leaders": sorted(p.leader_id for p in parts.values()), "load1": load1()}
     cpu0 = {i: cpu_seconds(c.pid(i)) for i in c.brokers}
     if tool == "ProducerPerformance":
-        row["command"] = (f"kafka-producer-perf-test --bootstrap-server B --topic T --num-records {n} --record-size 100 "
-                          "--throughput -1 --command-property acks=all linger.ms=5 batch.size=131072")
+        row["command"] = (
+            f"kafka-producer-perf-test --bootstrap-server B --topic T --num-records {n} --record-size 100 "
+            "--throughput -1 --command-property acks=all linger.ms=5 batch.size=131072"
+        )
         r = producer_perf(c, topic, n, 100, "all")
         row.update(msgs_per_s=round(r["msgs"]), p50_ms=r["p50"], p99_ms=r["p99"])
     else:
@@ -393,6 +455,7 @@ def controller_trial(c: PeerCluster, topic: str, tag: str) -> dict:
         ids = {i: c.controller_id(i) for i in survivors}
         found = set(ids.values())
         return len(found) == 1 and found <= set(survivors), min(found), f"{ids}"
+
     row["new_controller"] = until("a new controller", new_controller, c.timeout, interval=POLL_S)
     row["controller_s"] = round(time.monotonic() - t, 3)
     created = f"ctrl-new-{tag}"
@@ -402,9 +465,10 @@ def controller_trial(c: PeerCluster, topic: str, tag: str) -> dict:
             try:
                 a.create_topic(created, 1, 2)
             except KafkaProtocolError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:      # an earlier attempt got through
+                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # an earlier attempt got through
                     raise
         return True, None, "created"
+
     until(f"{created} created through broker {survivors[0]}", create, c.timeout, interval=POLL_S)
 
     row["created_s"] = c.led_then_restored(created, survivors, victim, topic, t)
@@ -425,9 +489,11 @@ def measure_cluster(c: PeerCluster, args, rnd: int, label: str) -> dict:
         row = throughput_run(c, tool.replace(" ", "-"), n, str(rnd))
         row["tool"] = tool
         out[tool] = row
-        print(f"  {label}: {tool:19} acks=all {row['msgs_per_s']:>10,} msg/s, p99 {row['p99_ms']} ms, brokers "
-              f"{row['broker_cpu_s_per_m']} CPU s per M records, leaders on {row['leaders']}; load {row['load1']}",
-              flush=True)
+        print(
+            f"  {label}: {tool:19} acks=all {row['msgs_per_s']:>10,} msg/s, p99 {row['p99_ms']} ms, brokers "
+            f"{row['broker_cpu_s_per_m']} CPU s per M records, leaders on {row['leaders']}; load {row['load1']}",
+            flush=True,
+        )
     topic = "failover"
     c.create_topic(topic, BROKERS, BROKERS, TOPIC_CONFIGS)
     acked: collections.Counter = collections.Counter()
@@ -436,20 +502,30 @@ def measure_cluster(c: PeerCluster, args, rnd: int, label: str) -> dict:
             row = failover_trial(c, topic, how, acked)
             out.setdefault(f"leader {how}", []).append(row)
             if not on_victim(row):
-                print(f"  !! {label}: the producer had no ack from the victim {row['victim']}: trial not counted",
-                      flush=True)
-            print(f"  {label}: {how:7} leader {row['victim']} (controller {row['controller']}): first ack from "
-                  f"{row['new_leader']} after {row['failover_s']:.3f} s; producer errors {row['errors']}; "
-                  f"load {row['load1']}", flush=True)
+                print(
+                    f"  !! {label}: the producer had no ack from the victim {row['victim']}: trial not counted",
+                    flush=True,
+                )
+            print(
+                f"  {label}: {how:7} leader {row['victim']} (controller {row['controller']}): first ack from "
+                f"{row['new_leader']} after {row['failover_s']:.3f} s; producer errors {row['errors']}; "
+                f"load {row['load1']}",
+                flush=True,
+            )
             if row["acked_lost"]:
-                print(f"  !! {label}: acknowledged records missing: high watermark {row['high_watermark']} < "
-                      f"{row['acked_records']} acknowledged", flush=True)
+                print(
+                    f"  !! {label}: acknowledged records missing: high watermark {row['high_watermark']} < "
+                    f"{row['acked_records']} acknowledged",
+                    flush=True,
+                )
     for trial in range(args.trials):
         row = controller_trial(c, topic, f"{rnd}-{trial}")
         out.setdefault("controller kill -9", []).append(row)
-        print(f"  {label}: kill -9 controller {row['victim']}: {row['new_controller']} controller after "
-              f"{row['controller_s']:.3f} s, a new topic led after {row['created_s']:.3f} s; load {row['load1']}",
-              flush=True)
+        print(
+            f"  {label}: kill -9 controller {row['victim']}: {row['new_controller']} controller after "
+            f"{row['controller_s']:.3f} s, a new topic led after {row['created_s']:.3f} s; load {row['load1']}",
+            flush=True,
+        )
     c.delete_topic(topic)
     return out
 
@@ -460,16 +536,31 @@ def measure_cluster(c: PeerCluster, args, rnd: int, label: str) -> dict:
 FIGURES = (
     ("ProducerPerformance acks=all, msg/s", lambda r: r["ProducerPerformance"]["msgs_per_s"], True),
     ("`broker perf produce` acks=all, msg/s", lambda r: r["broker perf"]["msgs_per_s"], True),
-    ("brokers' CPU s per M records (ProducerPerformance)",
-     lambda r: r["ProducerPerformance"]["broker_cpu_s_per_m"], False),
-    ("leader kill -9 → first ack by the new leader, s",
-     lambda r: median([t["failover_s"] for t in r["leader kill -9"] if on_victim(t)]), False),
-    ("leader SIGTERM → first ack by the new leader, s",
-     lambda r: median([t["failover_s"] for t in r["leader SIGTERM"] if on_victim(t)]), False),
-    ("controller kill -9 → a new controller named, s",
-     lambda r: median([t["controller_s"] for t in r["controller kill -9"]]), False),
-    ("controller kill -9 → a new topic has a leader, s",
-     lambda r: median([t["created_s"] for t in r["controller kill -9"]]), False),
+    (
+        "brokers' CPU s per M records (ProducerPerformance)",
+        lambda r: r["ProducerPerformance"]["broker_cpu_s_per_m"],
+        False,
+    ),
+    (
+        "leader kill -9 → first ack by the new leader, s",
+        lambda r: median([t["failover_s"] for t in r["leader kill -9"] if on_victim(t)]),
+        False,
+    ),
+    (
+        "leader SIGTERM → first ack by the new leader, s",
+        lambda r: median([t["failover_s"] for t in r["leader SIGTERM"] if on_victim(t)]),
+        False,
+    ),
+    (
+        "controller kill -9 → a new controller named, s",
+        lambda r: median([t["controller_s"] for t in r["controller kill -9"]]),
+        False,
+    ),
+    (
+        "controller kill -9 → a new topic has a leader, s",
+        lambda r: median([t["created_s"] for t in r["controller kill -9"]]),
+        False,
+    ),
     ("cluster start (3 brokers registered), s", lambda r: r["start_s"], False),
 )
 
@@ -477,7 +568,7 @@ FIGURES = (
 def summary(results: dict, systems: list[str], labels: dict) -> str:
     """Medians over rounds, and kbroker / peer for each peer, as a Markdown table; each
     cell also gives the rounds' figures (throughputs: their range)."""
-    systems = [s for s in SYSTEMS if s in systems]          # kbroker first, whatever the round order
+    systems = [s for s in SYSTEMS if s in systems]  # kbroker first, whatever the round order
     peers = [s for s in systems if s != "kbroker"]
     head = ["figure (median over rounds)", *(labels[s] for s in systems)]
     if "kbroker" in systems:
@@ -521,14 +612,21 @@ def wait_for_ci() -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="kbroker's 3-broker cluster beside Apache Kafka 3.9 (ZooKeeper) "
-                                            "and 4.x (KRaft), alternating rounds (issue 13).")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, in round order (default "
-                                                                 f"{','.join(SYSTEMS)})")
+    p = argparse.ArgumentParser(
+        description="kbroker's 3-broker cluster beside Apache Kafka 3.9 (ZooKeeper) "
+        "and 4.x (KRaft), alternating rounds (issue 13)."
+    )
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"comma-separated, in round order (default {','.join(SYSTEMS)})"
+    )
     p.add_argument("--rounds", type=int, default=3, help="rounds of every system (default 3)")
     p.add_argument("--trials", type=int, default=1, help="failover trials of each kind per round (default 1)")
-    p.add_argument("--session-ms", type=int, default=6000,
-                   help="zookeeper.session.timeout.ms, and KRaft's broker.session.timeout.ms (default 6000)")
+    p.add_argument(
+        "--session-ms",
+        type=int,
+        default=6000,
+        help="zookeeper.session.timeout.ms, and KRaft's broker.session.timeout.ms (default 6000)",
+    )
     p.add_argument("--pp-records", type=int, default=1_000_000, help="ProducerPerformance records (default 1M)")
     p.add_argument("--perf-records", type=int, default=3_000_000, help="`broker perf produce` records (default 3M)")
     p.add_argument("--warmup-records", type=int, default=300_000, help="warm-up records after a start (300k)")
@@ -566,7 +664,7 @@ def main(argv=None) -> int:
     if (what := available()) is not None:
         raise SystemExit(f"kafka_peers: {what} is not installed (apt-get install zookeeper default-jre-headless)")
     labels = {s: LABELS[s].format(v=kraft_version()) for s in SYSTEMS}
-    if not (KAFKA_LIBS / f"kafka_2.13-{kraft_version()}.jar").exists():      # KRaft, and every load generator
+    if not (KAFKA_LIBS / f"kafka_2.13-{kraft_version()}.jar").exists():  # KRaft, and every load generator
         raise SystemExit("kafka_peers: Apache Kafka 4.x's jars are missing (make testdeps)")
     if "kafka39" in args.systems:
         fetch_kafka39()
@@ -575,18 +673,29 @@ def main(argv=None) -> int:
 
     def stop(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+
     signal.signal(signal.SIGTERM, stop)
     wait_for_ci()
     Path(BENCH_MARKER).touch()
     zookeeper = ZooKeeperServer(root / "zookeeper", own_session=True)
-    results = {"cores": os.cpu_count(), "session_timeout_ms": args.session_ms, "systems": args.systems,
-               "labels": labels, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "load1_at_start": load1(),
-               **{s: [] for s in args.systems}, "failures": []}
+    results = {
+        "cores": os.cpu_count(),
+        "session_timeout_ms": args.session_ms,
+        "systems": args.systems,
+        "labels": labels,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load1_at_start": load1(),
+        **{s: [] for s in args.systems},
+        "failures": [],
+    }
     try:
         zookeeper.start()
-        print(f"ZooKeeper {zookeeper.connect} for kbroker and Kafka 3.9 (chroots /kbroker-rN, /kafka39-rN); "
-              f"session {args.session_ms} ms; {os.cpu_count()} cores shared by the brokers and the load "
-              f"generators; load {load1()}\n", flush=True)
+        print(
+            f"ZooKeeper {zookeeper.connect} for kbroker and Kafka 3.9 (chroots /kbroker-rN, /kafka39-rN); "
+            f"session {args.session_ms} ms; {os.cpu_count()} cores shared by the brokers and the load "
+            f"generators; load {load1()}\n",
+            flush=True,
+        )
         for rnd in range(args.rounds):
             for system in args.systems:
                 print(f"== round {rnd + 1}/{args.rounds}: {labels[system]}", flush=True)
@@ -594,16 +703,25 @@ def main(argv=None) -> int:
                 t0 = time.monotonic()
                 try:
                     results[system].append(measure_cluster(c, args, rnd, labels[system]))
-                except (RuntimeError, OSError, AssertionError, KafkaProtocolError, ClientError,
-                        subprocess.TimeoutExpired) as exc:
+                except (
+                    RuntimeError,
+                    OSError,
+                    AssertionError,
+                    KafkaProtocolError,
+                    ClientError,
+                    subprocess.TimeoutExpired,
+                ) as exc:
                     kind = "timeout" if isinstance(exc, MeasureTimeout) else type(exc).__name__
                     results["failures"].append({"system": system, "round": rnd, "error": f"{kind}: {exc}"[:2000]})
-                    print(f"  !! {labels[system]} round {rnd + 1} failed: {kind}: {str(exc)[:1500]}\n"
-                          f"     (logs kept in {c.root})", flush=True)
+                    print(
+                        f"  !! {labels[system]} round {rnd + 1} failed: {kind}: {str(exc)[:1500]}\n"
+                        f"     (logs kept in {c.root})",
+                        flush=True,
+                    )
                 finally:
                     c.close()
                 print(f"   ({time.monotonic() - t0:.0f} s)\n", flush=True)
-                if args.json:                     # after each cluster: a cut-short run keeps its figures
+                if args.json:  # after each cluster: a cut-short run keeps its figures
                     write_json(args.json, results)
                 if not args.dir and not any(f["system"] == system and f["round"] == rnd for f in results["failures"]):
                     shutil.rmtree(c.root, ignore_errors=True)

@@ -38,6 +38,7 @@ Invariants:
   is read for one thing only: whether a killed broker's registration is gone, since a
   broker refuses to start while its id is registered.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,15 +74,21 @@ STEPS = ("throughput", "latency", "leader", "controller", "rejoin", "profile")
 BROKERS = 3
 CHROOT = "kbroker"
 RECORD_SIZE = 100
-POLL_S = 0.01                  # failover probes: a figure is late by at most this
-REQUEST_TIMEOUT = 5.0          # one request to one broker
-STEP_TIMEOUT = 600.0           # one produce run
+POLL_S = 0.01  # failover probes: a figure is late by at most this
+REQUEST_TIMEOUT = 5.0  # one request to one broker
+STEP_TIMEOUT = 600.0  # one produce run
 CLK = os.sysconf("SC_CLK_TCK")
-SPY_RATE = 100                 # py-spy samples per second
+SPY_RATE = 100  # py-spy samples per second
 #: frames every sample of a broker's main thread goes through (start-up and the event loop)
-ROOT_FRAMES = ("<frozen runpy>", "broker/cli/main.py", "asyncio/runners.py", "asyncio/base_events.py",
-               "asyncio/events.py", "(loop.py)")
-SIGTERM_STOP_S = 60.0          # a broker sent SIGTERM has stopped by then (else: reported, killed)
+ROOT_FRAMES = (
+    "<frozen runpy>",
+    "broker/cli/main.py",
+    "asyncio/runners.py",
+    "asyncio/base_events.py",
+    "asyncio/events.py",
+    "(loop.py)",
+)
+SIGTERM_STOP_S = 60.0  # a broker sent SIGTERM has stopped by then (else: reported, killed)
 
 
 def load1() -> float:
@@ -133,10 +140,18 @@ class BenchCluster:
         for i in range(1, n + 1):
             data = os.path.join(root, f"broker-{i}")
             os.makedirs(data, exist_ok=True)
-            config = {"broker.id": i, "zookeeper.connect": self.connect,
-                      "zookeeper.session.timeout.ms": session_ms, **extra}
-            self.brokers[i] = LocalBroker(config=config, data_dir=os.path.join(data, "data"),
-                                          log_path=os.path.join(data, "broker.log"), own_session=True)
+            config = {
+                "broker.id": i,
+                "zookeeper.connect": self.connect,
+                "zookeeper.session.timeout.ms": session_ms,
+                **extra,
+            }
+            self.brokers[i] = LocalBroker(
+                config=config,
+                data_dir=os.path.join(data, "data"),
+                log_path=os.path.join(data, "broker.log"),
+                own_session=True,
+            )
         #: bound of waits that span a session expiry and a controller's work
         self.timeout = 2 * session_ms / 1000 + 30
 
@@ -180,8 +195,12 @@ class BenchCluster:
         """Starts a stopped broker on its port and data dir once its registration is gone;
         returns the monotonic time `broker serve` was started."""
         self.brokers[i].proc.wait(120)
-        until(f"broker {i}'s registration gone", lambda: (i not in self.registered_in_zookeeper(), None, "registered"),
-              self.timeout, interval=0.1)
+        until(
+            f"broker {i}'s registration gone",
+            lambda: (i not in self.registered_in_zookeeper(), None, "registered"),
+            self.timeout,
+            interval=0.1,
+        )
         t = time.monotonic()
         start_broker(i, self.brokers[i])
         return t
@@ -192,9 +211,10 @@ class BenchCluster:
         return BrokerConnection("127.0.0.1", self.brokers[i].port, client_id="cluster-measure", timeout=timeout)
 
     def metadata(self, i: int, topics=()):
-        req = MetadataRequest(topics=None if topics is None else
-                              [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-                              allow_auto_topic_creation=False)
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
         with self.conn(i) as c:
             return c.request(req)
 
@@ -208,6 +228,7 @@ class BenchCluster:
 
     def registered_in_zookeeper(self) -> list[int]:
         from kazoo.client import KazooClient
+
         zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
         zk.start(timeout=REQUEST_TIMEOUT)
         try:
@@ -218,8 +239,9 @@ class BenchCluster:
             zk.close()
 
     def admin(self) -> Cluster:
-        return Cluster(",".join(self.brokers[i].bootstrap for i in self.live()), client_id="cluster-measure",
-                       timeout=30)
+        return Cluster(
+            ",".join(self.brokers[i].bootstrap for i in self.live()), client_id="cluster-measure", timeout=30
+        )
 
     # ------------------------------------------------------------------ bounded waits
 
@@ -237,33 +259,49 @@ class BenchCluster:
             ctrls = {c for _, c in seen.values()}
             done = all(ids == want for ids, _ in seen.values()) and len(ctrls) == 1 and ctrls <= set(want)
             return done, ctrls.pop() if done else -1, f"(brokers, controller) {seen}"
+
         return until("every broker registered with one controller", probe, self.timeout)
 
     def wait_full_isr(self, topic: str) -> dict[int, object]:
         """Every partition of topic has a leader and all its replicas in the ISR, as every
         broker sees it; returns the partitions."""
+
         def probe():
             views = {i: self.partitions(i, topic) for i in self.brokers}
-            ok = all(ps and all(p.leader_id >= 0 and sorted(p.isr_nodes) == sorted(p.replica_nodes)
-                                for p in ps.values()) for ps in views.values())
+            ok = all(
+                ps and all(p.leader_id >= 0 and sorted(p.isr_nodes) == sorted(p.replica_nodes) for p in ps.values())
+                for ps in views.values()
+            )
             first = views[min(views)]
-            return ok, first, {i: {k: (p.leader_id, list(p.isr_nodes)) for k, p in ps.items()}
-                               for i, ps in views.items()}
+            return (
+                ok,
+                first,
+                {i: {k: (p.leader_id, list(p.isr_nodes)) for k, p in ps.items()} for i, ps in views.items()},
+            )
+
         return until(f"{topic}: full ISRs everywhere", probe, self.timeout)
 
     def wait_in_isr(self, topic: str, leader: int, broker: int, present: bool, timeout: float | None = None) -> None:
         """Partition 0 of topic has (present) or has not `broker` in its ISR, as its leader says."""
+
         def probe():
             isr = list(self.partitions(leader, topic)[0].isr_nodes)
             return (broker in isr) == present, None, f"ISR {isr}"
-        until(f"{topic}-0: broker {broker} {'in' if present else 'out of'} the ISR", probe,
-              self.timeout if timeout is None else timeout, interval=0.02)
+
+        until(
+            f"{topic}-0: broker {broker} {'in' if present else 'out of'} the ISR",
+            probe,
+            self.timeout if timeout is None else timeout,
+            interval=0.02,
+        )
 
     def wait_high_watermarks(self, topic: str, partitions: int, n: int) -> None:
         """The partitions' high watermarks add up to n (the ISR has every record)."""
+
         def probe():
             hw = self.high_watermarks(topic, partitions)
             return hw >= n, None, f"high watermarks {hw}"
+
         until(f"{topic}: high watermarks at {n}", probe, STEP_TIMEOUT, interval=0.01)
 
     def create_topic(self, topic: str, partitions: int, rf: int = BROKERS, configs: dict | None = None) -> dict:
@@ -275,9 +313,11 @@ class BenchCluster:
         """After a controller failover: waits until the new topic `created` has a leader
         among `survivors` (returns the seconds since t0), then brings the victim back,
         waits for a whole cluster with `topic`'s ISRs full, and deletes `created`."""
+
         def has_leader():
             p = self.partitions(survivors[0], created).get(0)
             return p is not None and p.leader_id in survivors, None, f"leader {p and p.leader_id}"
+
         until(f"{created} has a leader", has_leader, self.timeout, interval=POLL_S)
         took = round(time.monotonic() - t0, 3)
         self.restart(victim)
@@ -292,12 +332,18 @@ class BenchCluster:
         with self.admin() as a:
             a.delete_topic(topic)
 
-        mine = re.compile(rf"{re.escape(topic)}-\d+(\.\w+-delete)?$")      # topic-3, topic-3.<id>-delete
+        mine = re.compile(rf"{re.escape(topic)}-\d+(\.\w+-delete)?$")  # topic-3, topic-3.<id>-delete
 
         def probe():
-            left = [f"broker-{i}/{d}" for i, b in self.brokers.items() if os.path.isdir(b.data_dir)
-                    for d in os.listdir(b.data_dir) if mine.match(d)]
+            left = [
+                f"broker-{i}/{d}"
+                for i, b in self.brokers.items()
+                if os.path.isdir(b.data_dir)
+                for d in os.listdir(b.data_dir)
+                if mine.match(d)
+            ]
             return not left, None, f"left: {left}"
+
         until(f"{topic}'s files removed", probe, STEP_TIMEOUT, interval=0.1)
 
     def high_watermarks(self, topic: str, partitions) -> int:
@@ -317,9 +363,27 @@ class BenchCluster:
 
 
 def perf_produce_cmd(bootstrap: str, topic: str, n: int, acks: str, batch_size: int, extra=()) -> list[str]:
-    return [sys.executable, "-m", "broker.cli.main", "perf", "produce", "-b", bootstrap, "--topic", topic,
-            "--num-records", str(n), "--record-size", str(RECORD_SIZE), "--acks", acks,
-            "--batch-size", str(batch_size), *extra, "--json"]
+    return [
+        sys.executable,
+        "-m",
+        "broker.cli.main",
+        "perf",
+        "produce",
+        "-b",
+        bootstrap,
+        "--topic",
+        topic,
+        "--num-records",
+        str(n),
+        "--record-size",
+        str(RECORD_SIZE),
+        "--acks",
+        acks,
+        "--batch-size",
+        str(batch_size),
+        *extra,
+        "--json",
+    ]
 
 
 def run_perf(cmd: list[str]) -> dict:
@@ -335,21 +399,29 @@ def run_perf(cmd: list[str]) -> dict:
 
 def confluent_conf(bootstrap: str, acks: str) -> dict:
     """The project's confluent-kafka throughput settings (bench/e2e_clients.py), with acks."""
-    return {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 << 20,
-            "compression.type": "none"}
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1 << 20,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2 << 20,
+        "compression.type": "none",
+    }
 
 
 def confluent_produce(conf: dict, topic: str, n: int) -> float:
     """Produces n records round-robin over the topic's partitions; the seconds it took
     until every one was acknowledged."""
     import confluent_kafka as ck
+
     value = os.urandom(RECORD_SIZE // 2).hex().encode()[:RECORD_SIZE]
     errors = []
 
     def on_delivery(err, msg):
         if err is not None and len(errors) < 5:
             errors.append(str(err))
+
     p = ck.Producer({**conf, "on_delivery": on_delivery})
     p.list_topics(topic, timeout=10)
     t0 = time.perf_counter()
@@ -376,7 +448,7 @@ class AcksAllProducer(threading.Thread):
         self.acks: list[tuple[float, int]] = []
         self.acked_records = 0
         self.errors = collections.Counter()
-        self.events: list[tuple[float, int, str]] = []     # (monotonic time, broker, error)
+        self.events: list[tuple[float, int, str]] = []  # (monotonic time, broker, error)
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -400,8 +472,16 @@ class AcksAllProducer(threading.Thread):
         builder.reset()
         builder.append_repeated(value, self.per_request, int(time.time() * 1000))
         P = ProduceRequest
-        return P(acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
-            name=self.topic, partition_data=[P.PartitionProduceData(index=self.partition, records=builder.build())])])
+        return P(
+            acks=-1,
+            timeout_ms=30000,
+            topic_data=[
+                P.TopicProduceData(
+                    name=self.topic,
+                    partition_data=[P.PartitionProduceData(index=self.partition, records=builder.build())],
+                )
+            ],
+        )
 
     def run(self) -> None:
         builder = BatchBuilder(None)
@@ -473,18 +553,24 @@ def step_throughput(c: BenchCluster, args) -> dict:
             for tool in ("perf", "confluent"):
                 row = throughput_run(c, args, tool, acks, configs, run)
                 rows.append(row)
-                print(f"  {tool:9} acks={acks:3} run {run}: {row['msgs_per_s']:>10,} msg/s "
-                      f"(replicated {row['replicated_msgs_per_s']:,}), brokers CPU {row['broker_cpu_pct']}, "
-                      f"load {row['load1']}", flush=True)
+                print(
+                    f"  {tool:9} acks={acks:3} run {run}: {row['msgs_per_s']:>10,} msg/s "
+                    f"(replicated {row['replicated_msgs_per_s']:,}), brokers CPU {row['broker_cpu_pct']}, "
+                    f"load {row['load1']}",
+                    flush=True,
+                )
     summary = {}
     for acks, _ in THROUGHPUT_MODES:
         for tool in ("perf", "confluent"):
             rs = [r for r in rows if r["acks"] == acks and r["tool"] == tool]
             summary[f"{tool} acks={acks}"] = {
                 "median_msgs_per_s": median([r["msgs_per_s"] for r in rs]),
-                "min": min(r["msgs_per_s"] for r in rs), "max": max(r["msgs_per_s"] for r in rs),
+                "min": min(r["msgs_per_s"] for r in rs),
+                "max": max(r["msgs_per_s"] for r in rs),
                 "median_replicated_msgs_per_s": median([r["replicated_msgs_per_s"] for r in rs]),
-                "load1": [r["load1"] for r in rs], "command": rs[0]["command"]}
+                "load1": [r["load1"] for r in rs],
+                "command": rs[0]["command"],
+            }
     return {"runs": rows, "summary": summary}
 
 
@@ -496,21 +582,32 @@ def step_latency(c: BenchCluster, args) -> dict:
     rows = []
     for run in range(args.runs):
         for acks in ("all", "1"):
-            cmd = perf_produce_cmd(c.bootstrap, topic, int(args.latency_rate * args.latency_s), acks, 16384,
-                                   ["--throughput", str(args.latency_rate), "--linger-ms", str(args.linger_ms)])
+            cmd = perf_produce_cmd(
+                c.bootstrap,
+                topic,
+                int(args.latency_rate * args.latency_s),
+                acks,
+                16384,
+                ["--throughput", str(args.latency_rate), "--linger-ms", str(args.linger_ms)],
+            )
             row = {"run": run, "acks": acks, "load1": load1(), "command": quote(cmd)}
             s = run_perf(cmd)
             row.update({k: s[k] for k in ("records_per_sec", "p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")})
             rows.append(row)
-            print(f"  acks={acks:3} run {run}: {s['records_per_sec']:,.0f} msg/s, p50 {s['p50_ms']} ms, "
-                  f"p99 {s['p99_ms']} ms, p99.9 {s['p999_ms']} ms, max {s['max_ms']} ms, load {row['load1']}",
-                  flush=True)
+            print(
+                f"  acks={acks:3} run {run}: {s['records_per_sec']:,.0f} msg/s, p50 {s['p50_ms']} ms, "
+                f"p99 {s['p99_ms']} ms, p99.9 {s['p999_ms']} ms, max {s['max_ms']} ms, load {row['load1']}",
+                flush=True,
+            )
     c.delete_topic(topic)
     out = {"runs": rows}
     for acks in ("all", "1"):
         rs = [r for r in rows if r["acks"] == acks]
-        out[f"acks={acks}"] = {"median_p50_ms": median([r["p50_ms"] for r in rs]),
-                               "median_p99_ms": median([r["p99_ms"] for r in rs]), "command": rs[0]["command"]}
+        out[f"acks={acks}"] = {
+            "median_p50_ms": median([r["p50_ms"] for r in rs]),
+            "median_p99_ms": median([r["p99_ms"] for r in rs]),
+            "command": rs[0]["command"],
+        }
     return out
 
 
@@ -527,13 +624,16 @@ def failover_trial(c: BenchCluster, topic: str, how: str, acked: collections.Cou
     until("the producer's first acks", lambda: (len(producer.acks) >= 20, None, f"{len(producer.acks)} acks"), 30)
     row = {"how": how, "victim": victim, "controller": controller, "partition": index, "load1": load1()}
     t = c.kill(victim) if how == "kill -9" else c.terminate(victim)
-    first = until(f"an ack from a broker other than {victim}",
-                  lambda: ((at := producer.first_ack_after(t, victim)) is not None, at, f"{len(producer.acks)} acks"),
-                  c.timeout, interval=POLL_S)
+    first = until(
+        f"an ack from a broker other than {victim}",
+        lambda: ((at := producer.first_ack_after(t, victim)) is not None, at, f"{len(producer.acks)} acks"),
+        c.timeout,
+        interval=POLL_S,
+    )
     row["failover_s"] = round(first - t, 3)
     row["last_ack_from_victim_s"] = round(max((at - t for at, b in list(producer.acks) if b == victim), default=0), 3)
     row["first_errors"] = [(round(at - t, 3), b, what) for at, b, what in producer.events if at > t][:3]
-    time.sleep(0.5)                           # a few more acks from the new leader
+    time.sleep(0.5)  # a few more acks from the new leader
     producer.stop()
     row["new_leader"] = producer.acks[-1][1]
     row["errors"] = dict(producer.errors)
@@ -542,8 +642,11 @@ def failover_trial(c: BenchCluster, topic: str, how: str, acked: collections.Cou
             row["exit_code"] = c.brokers[victim].proc.wait(SIGTERM_STOP_S)
         except subprocess.TimeoutExpired:
             row["exit_code"] = "hung"
-            print(f"  !! broker {victim} still running {SIGTERM_STOP_S:.0f} s after SIGTERM: killed -9 "
-                  f"(log {c.brokers[victim].log_path})", flush=True)
+            print(
+                f"  !! broker {victim} still running {SIGTERM_STOP_S:.0f} s after SIGTERM: killed -9 "
+                f"(log {c.brokers[victim].log_path})",
+                flush=True,
+            )
             c.kill(victim)
         row["stopped_after_s"] = round(time.monotonic() - t, 3)
     # a cheap durability check: the partition's high watermark covers at least every record
@@ -562,23 +665,32 @@ def step_leader(c: BenchCluster, args) -> dict:
     topic = "failover"
     c.create_topic(topic, BROKERS, BROKERS, {"min.insync.replicas": "2"})
     rows = []
-    acked = collections.Counter()                 # partition -> records acknowledged on it
+    acked = collections.Counter()  # partition -> records acknowledged on it
     for how in ("kill -9", "SIGTERM"):
         for trial in range(args.trials):
             row = failover_trial(c, topic, how, acked)
             row["trial"] = trial
             rows.append(row)
-            print(f"  {how:7} leader {row['victim']} (controller {row['controller']}): first ack from "
-                  f"{row['new_leader']} after {row['failover_s']:.3f} s (last from {row['victim']} at "
-                  f"{row['last_ack_from_victim_s']:.3f} s); producer errors {row['errors']}, first "
-                  f"{row['first_errors']}; load {row['load1']}", flush=True)
+            print(
+                f"  {how:7} leader {row['victim']} (controller {row['controller']}): first ack from "
+                f"{row['new_leader']} after {row['failover_s']:.3f} s (last from {row['victim']} at "
+                f"{row['last_ack_from_victim_s']:.3f} s); producer errors {row['errors']}, first "
+                f"{row['first_errors']}; load {row['load1']}",
+                flush=True,
+            )
             if row["acked_lost"]:
-                print(f"  !! acknowledged records missing: high watermark {row['high_watermark']} < "
-                      f"{row['acked_records']} acknowledged", flush=True)
+                print(
+                    f"  !! acknowledged records missing: high watermark {row['high_watermark']} < "
+                    f"{row['acked_records']} acknowledged",
+                    flush=True,
+                )
     c.delete_topic(topic)
-    return {"session_timeout_ms": c.session_ms, "trials": rows,
-            "median_kill_s": median([r["failover_s"] for r in rows if r["how"] == "kill -9"]),
-            "median_sigterm_s": median([r["failover_s"] for r in rows if r["how"] == "SIGTERM"])}
+    return {
+        "session_timeout_ms": c.session_ms,
+        "trials": rows,
+        "median_kill_s": median([r["failover_s"] for r in rows if r["how"] == "kill -9"]),
+        "median_sigterm_s": median([r["failover_s"] for r in rows if r["how"] == "SIGTERM"]),
+    }
 
 
 def controller_trial(c: BenchCluster, topic: str, trial: int) -> dict:
@@ -594,6 +706,7 @@ def controller_trial(c: BenchCluster, topic: str, trial: int) -> dict:
         ids = {i: c.controller_id(i) for i in survivors}
         found = set(ids.values())
         return len(found) == 1 and found <= set(survivors), found.pop() if len(found) == 1 else -1, f"{ids}"
+
     row["new_controller"] = until("a new controller", new_controller, c.timeout, interval=POLL_S)
     row["controller_s"] = round(time.monotonic() - t, 3)
 
@@ -601,6 +714,7 @@ def controller_trial(c: BenchCluster, topic: str, trial: int) -> dict:
         ps = {i: c.partitions(i, topic) for i in survivors}
         done = all(ps[i][k].leader_id in survivors for i in survivors for k in led)
         return done, None, f"{ {i: {k: ps[i][k].leader_id for k in led} for i in survivors} }"
+
     until("the victim's partitions re-led", victim_partitions_led, c.timeout, interval=POLL_S)
     row["reelected_s"] = round(time.monotonic() - t, 3)
     created = f"ctrl-new-{trial}"
@@ -618,14 +732,20 @@ def step_controller(c: BenchCluster, args) -> dict:
     for trial in range(args.trials):
         row = controller_trial(c, topic, trial)
         rows.append(row)
-        print(f"  kill -9 controller {row['victim']}: broker {row['new_controller']} controller after "
-              f"{row['controller_s']:.3f} s, its partitions {row['victim_led']} re-led after {row['reelected_s']:.3f} s, "
-              f"a new topic led after {row['created_s']:.3f} s; load {row['load1']}", flush=True)
+        print(
+            f"  kill -9 controller {row['victim']}: broker {row['new_controller']} controller after "
+            f"{row['controller_s']:.3f} s, its partitions {row['victim_led']} re-led after {row['reelected_s']:.3f} s, "
+            f"a new topic led after {row['created_s']:.3f} s; load {row['load1']}",
+            flush=True,
+        )
     c.delete_topic(topic)
-    return {"session_timeout_ms": c.session_ms, "trials": rows,
-            "median_controller_s": median([r["controller_s"] for r in rows]),
-            "median_reelected_s": median([r["reelected_s"] for r in rows]),
-            "median_created_s": median([r["created_s"] for r in rows])}
+    return {
+        "session_timeout_ms": c.session_ms,
+        "trials": rows,
+        "median_controller_s": median([r["controller_s"] for r in rows]),
+        "median_reelected_s": median([r["reelected_s"] for r in rows]),
+        "median_created_s": median([r["created_s"] for r in rows]),
+    }
 
 
 def step_rejoin(c: BenchCluster, args) -> dict:
@@ -651,9 +771,12 @@ def step_rejoin(c: BenchCluster, args) -> dict:
         row["rejoin_s"] = round(time.monotonic() - t, 3)
         row["catch_up_mb_per_s"] = round(args.lag_bytes / 1e6 / max(row["rejoin_s"] - row["ready_s"], 1e-3))
         rows.append(row)
-        print(f"  follower {follower} of leader {leader}: {args.lag_bytes / 1e9:.1f} GB behind, answers "
-              f"{row['ready_s']:.2f} s after start, in the ISR after {row['rejoin_s']:.2f} s "
-              f"({row['catch_up_mb_per_s']} MB/s); load {row['load1']}", flush=True)
+        print(
+            f"  follower {follower} of leader {leader}: {args.lag_bytes / 1e9:.1f} GB behind, answers "
+            f"{row['ready_s']:.2f} s after start, in the ISR after {row['rejoin_s']:.2f} s "
+            f"({row['catch_up_mb_per_s']} MB/s); load {row['load1']}",
+            flush=True,
+        )
         c.delete_topic(topic)
     return {"trials": rows, "median_rejoin_s": median([r["rejoin_s"] for r in rows])}
 
@@ -693,12 +816,29 @@ def step_profile(c: BenchCluster, args) -> dict:
     follower = next(i for i in parts[0].replica_nodes if i != leader)
     out = {"leader": leader, "follower": follower}
     raws = {role: os.path.join(c.root, f"profile-{role}.raw") for role in ("leader", "follower")}
-    spies = {role: subprocess.Popen([spy_bin, "record", "--pid", str(c.pid(b)), "--format", "raw", "--output",
-                                     raws[role], "--rate", str(SPY_RATE), "--threads", "--nonblocking"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for role, b in (("leader", leader), ("follower", follower))}
+    spies = {
+        role: subprocess.Popen(
+            [
+                spy_bin,
+                "record",
+                "--pid",
+                str(c.pid(b)),
+                "--format",
+                "raw",
+                "--output",
+                raws[role],
+                "--rate",
+                str(SPY_RATE),
+                "--threads",
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for role, b in (("leader", leader), ("follower", follower))
+    }
     try:
-        time.sleep(1)                             # py-spy attached
+        time.sleep(1)  # py-spy attached
         cmd = perf_produce_cmd(c.bootstrap, topic, args.messages, "all", args.batch_size)
         out["command"] = quote(cmd)
         out["load1"] = load1()
@@ -709,16 +849,19 @@ def step_profile(c: BenchCluster, args) -> dict:
         out["broker_cpu_pct"] = {i: round(100 * (cpu_seconds(c.pid(i)) - cpu0[i]) / el) for i in c.brokers}
     finally:
         for spy in spies.values():
-            spy.send_signal(signal.SIGINT)        # py-spy writes its output on SIGINT
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
         for spy in spies.values():
             try:
                 spy.wait(60)
             except subprocess.TimeoutExpired:
                 spy.kill()
                 spy.wait(10)
-    run_s = out["perf"]["elapsed_s"]             # the main threads are idle outside the run
-    print(f"  `{out['command']}` with py-spy on leader {leader} and follower {follower}: "
-          f"{out['perf']['records_per_sec']:,.0f} msg/s, brokers CPU {out['broker_cpu_pct']}", flush=True)
+    run_s = out["perf"]["elapsed_s"]  # the main threads are idle outside the run
+    print(
+        f"  `{out['command']}` with py-spy on leader {leader} and follower {follower}: "
+        f"{out['perf']['records_per_sec']:,.0f} msg/s, brokers CPU {out['broker_cpu_pct']}",
+        flush=True,
+    )
     for role, raw in raws.items():
         if not os.path.exists(raw):
             print(f"  no py-spy output for the {role}", flush=True)
@@ -728,13 +871,19 @@ def step_profile(c: BenchCluster, args) -> dict:
             print(f"  no py-spy samples of the {role}'s main thread", flush=True)
             continue
         ours = collections.Counter({fr: n for fr, n in total.items() if not any(r in fr for r in ROOT_FRAMES)})
-        out[role] = {"samples": samples, "other_threads_samples": others,
-                     "busy_pct": round(100 * samples / (SPY_RATE * run_s)),
-                     "own": [(round(100 * n / samples, 1), fr) for fr, n in own.most_common(args.top)],
-                     "total": [(round(100 * n / samples, 1), fr) for fr, n in ours.most_common(args.top)]}
-        print(f"\n  {role} (broker {leader if role == 'leader' else follower}): main thread busy "
-              f"{out[role]['busy_pct']}% of the {run_s:.1f} s run ({samples} samples; other threads {others}); "
-              f"own time:", flush=True)
+        out[role] = {
+            "samples": samples,
+            "other_threads_samples": others,
+            "busy_pct": round(100 * samples / (SPY_RATE * run_s)),
+            "own": [(round(100 * n / samples, 1), fr) for fr, n in own.most_common(args.top)],
+            "total": [(round(100 * n / samples, 1), fr) for fr, n in ours.most_common(args.top)],
+        }
+        print(
+            f"\n  {role} (broker {leader if role == 'leader' else follower}): main thread busy "
+            f"{out[role]['busy_pct']}% of the {run_s:.1f} s run ({samples} samples; other threads {others}); "
+            f"own time:",
+            flush=True,
+        )
         for pct, fr in out[role]["own"]:
             print(f"    {pct:5.1f}%  {fr}")
         print("  total time (the function and what it calls), below the event loop:")
@@ -744,8 +893,14 @@ def step_profile(c: BenchCluster, args) -> dict:
     return out
 
 
-RUNNERS = {"throughput": step_throughput, "latency": step_latency, "leader": step_leader,
-           "controller": step_controller, "rejoin": step_rejoin, "profile": step_profile}
+RUNNERS = {
+    "throughput": step_throughput,
+    "latency": step_latency,
+    "leader": step_leader,
+    "controller": step_controller,
+    "rejoin": step_rejoin,
+    "profile": step_profile,
+}
 
 
 # ---------------------------------------------------------------------------- main
@@ -794,13 +949,21 @@ def main(argv=None) -> int:
     root = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="kbroker-measure-")
     os.makedirs(root, exist_ok=True)
     c = BenchCluster(root, args.session_ms, dict(item.split("=", 1) for item in args.set))
-    results = {"cores": os.cpu_count(), "brokers": BROKERS, "session_timeout_ms": args.session_ms,
-               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "load1_at_start": load1()}
+    results = {
+        "cores": os.cpu_count(),
+        "brokers": BROKERS,
+        "session_timeout_ms": args.session_ms,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load1_at_start": load1(),
+    }
     failed = False
     try:
         c.start()
-        print(f"ZooKeeper {c.connect} and {BROKERS} brokers ({c.bootstrap}) on {os.cpu_count()} cores shared "
-              f"with the load generator; zookeeper.session.timeout.ms={args.session_ms}; load {load1()}\n", flush=True)
+        print(
+            f"ZooKeeper {c.connect} and {BROKERS} brokers ({c.bootstrap}) on {os.cpu_count()} cores shared "
+            f"with the load generator; zookeeper.session.timeout.ms={args.session_ms}; load {load1()}\n",
+            flush=True,
+        )
         for step in args.steps:
             print(f"== {step}", flush=True)
             t0 = time.monotonic()

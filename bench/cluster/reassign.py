@@ -41,6 +41,7 @@ Every wait is bounded; the brokers and ZooKeeper are killed when a trial ends (a
 exit, Ctrl-C or an exception included); the temporary directory is removed unless --keep
 (or a trial failed: then its path is printed, the brokers' logs inside).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 TOPIC = "moving"
 PARTITIONS = 6
 MB = 1_000_000
-SAMPLE_S = 0.02               # bytes on the new broker's disk
-POLL_S = 0.1                  # the controller's list of reassignments
+SAMPLE_S = 0.02  # bytes on the new broker's disk
+POLL_S = 0.1  # the controller's list of reassignments
 CLI_TIMEOUT = 60.0
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -129,8 +130,17 @@ def prefill(bootstrap: str, total_bytes: int, record_size: int) -> int:
     """total_bytes of record values, spread evenly over the partitions, acks=all; returns
     the records written."""
     import confluent_kafka as ck
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                            "linger.ms": 20, "batch.size": 16384, "compression.type": "none"})
+
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 16384,
+            "compression.type": "none",
+        }
+    )
     per_partition = total_bytes // record_size // PARTITIONS
     values = [os.urandom(record_size) for _ in range(64)]
     failed: list[str] = []
@@ -138,6 +148,7 @@ def prefill(bootstrap: str, total_bytes: int, record_size: int) -> int:
     def report(err, _msg):
         if err is not None and len(failed) < 5:
             failed.append(str(err))
+
     for i in range(per_partition):
         for p in range(PARTITIONS):
             while True:
@@ -159,8 +170,16 @@ class Probe(threading.Thread):
     def __init__(self, bootstrap: str, rate: int, size: int):
         super().__init__(daemon=True, name="probe-producer")
         import confluent_kafka as ck
-        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                     "linger.ms": 1, "compression.type": "none"})
+
+        self.producer = ck.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 1,
+                "compression.type": "none",
+            }
+        )
         self.rate = rate
         self.value = os.urandom(size)
         self.records: list[tuple[float, float, bool]] = []
@@ -190,7 +209,7 @@ class Probe(threading.Thread):
                     self.producer.poll(0.01)
                 self.producer.poll(0)
             self.producer.flush(30)
-        except BaseException as exc:        # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.failure = exc
 
     def stop(self) -> None:
@@ -202,12 +221,15 @@ class Probe(threading.Thread):
     def window(self, t0: float, t1: float) -> dict:
         """p50, p99, max (ms), records and errors of the records sent in [t0, t1) (once
         stopped)."""
-        rows = self.records[bisect.bisect_left(self._keys, t0):bisect.bisect_left(self._keys, t1)]
+        rows = self.records[bisect.bisect_left(self._keys, t0) : bisect.bisect_left(self._keys, t1)]
         lats = [lat * 1000 for _, lat, err in rows if not err]
-        return {"records": len(rows), "errors": sum(1 for r in rows if r[2]),
-                "p50_ms": round(percentile(lats, 0.50), 2) if lats else None,
-                "p99_ms": round(percentile(lats, 0.99), 2) if lats else None,
-                "max_ms": round(max(lats), 2) if lats else None}
+        return {
+            "records": len(rows),
+            "errors": sum(1 for r in rows if r[2]),
+            "p50_ms": round(percentile(lats, 0.50), 2) if lats else None,
+            "p99_ms": round(percentile(lats, 0.99), 2) if lats else None,
+            "max_ms": round(max(lats), 2) if lats else None,
+        }
 
     def timeline(self, t0: float, t1: float, origin: float, step: float = 0.5) -> list:
         """[seconds from origin, records, p99 ms, max ms] per `step` of send time in [t0, t1)."""
@@ -238,6 +260,7 @@ def make_cluster(directory: str, config: dict[str, str]):
     given to every broker (the 4th too)."""
     import tests.support.cluster as harness
     from tests.support.broker_proc import BrokerProcess
+
     harness.BrokerProcess = functools.partial(BrokerProcess, event_loop="auto")
     return harness.Cluster(directory, n=3, config=config)
 
@@ -246,6 +269,7 @@ def trial(root: str, case: int | None, args, rng: random.Random) -> dict:
     """One trial on a fresh cluster; `case` is the throttle in B/s or None."""
     from broker.client import Cluster as Client
     from tests.support.cluster import poll_until
+
     name = "none" if case is None else f"{case / MB:g}"
     c = make_cluster(root, args.broker_config)
     probe = proc = None
@@ -268,9 +292,16 @@ def trial(root: str, case: int | None, args, rng: random.Random) -> dict:
         row["leaders_moved"] = sum(1 for p, r in plan.items() if c.leader_of(TOPIC, p) not in r)
         plan_file = os.path.join(root, "plan.json")
         with open(plan_file, "w") as f:
-            json.dump({"version": 1, "partitions": [
-                {"topic": TOPIC, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-                for p, r in plan.items()]}, f)
+            json.dump(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": TOPIC, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                        for p, r in plan.items()
+                    ],
+                },
+                f,
+            )
 
         probe = Probe(c.bootstrap, args.probe_rate, args.probe_size)
         probe.start()
@@ -286,14 +317,22 @@ def trial(root: str, case: int | None, args, rng: random.Random) -> dict:
             raise RuntimeError(f"probe producer: {probe.failure or 'no acknowledgement'}")
 
         size = log_bytes(c.broker(1).data_dir)
-        cmd = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan_file,
-                  *(["--throttle", case] if case else []), "-b", c.bootstrap)
+        cmd = cli(
+            "topics",
+            "reassign",
+            "--execute",
+            "--reassignment-json-file",
+            plan_file,
+            *(["--throttle", case] if case else []),
+            "-b",
+            c.bootstrap,
+        )
         row["command"] = quote(cmd).replace(plan_file, "plan.json").replace(c.bootstrap, "BOOTSTRAP")
         cpu0 = {b: cpu_seconds(pid) for b, pid in pids.items()}
         t0 = time.monotonic()
         row["execute_at"] = time.strftime("%H:%M:%S.") + f"{time.time() % 1:.3f}"[2:]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        cpus = {t0: cpu0}               # CPU seconds per broker at each sample
+        cpus = {t0: cpu0}  # CPU seconds per broker at each sample
         samples = [(t0, log_bytes(c.broker(new).data_dir))]
         deadline = t0 + args.move_timeout_s
         cli_s = None
@@ -323,15 +362,17 @@ def trial(root: str, case: int | None, args, rng: random.Random) -> dict:
                 elif not a.list_partition_reassignments():
                     break
                 if now > deadline:
-                    raise RuntimeError(f"the reassignment not done in {args.move_timeout_s:g} s; "
-                                       f"{samples[-1][1]} of {size} bytes on broker {new}")
+                    raise RuntimeError(
+                        f"the reassignment not done in {args.move_timeout_s:g} s; "
+                        f"{samples[-1][1]} of {size} bytes on broker {new}"
+                    )
         t1 = time.monotonic()
         cpu1 = {b: cpu_seconds(pid) for b, pid in pids.items()}
         took = t1 - t0
         moved = log_bytes(c.broker(new).data_dir)
         samples.append((t1, moved))
         cpus[t1] = cpu1
-        time.sleep(1.0)              # records sent just before completion get their answers
+        time.sleep(1.0)  # records sent just before completion get their answers
         probe.stop()
         if probe.failure:
             raise RuntimeError(f"probe producer: {probe.failure!r}")
@@ -341,31 +382,46 @@ def trial(root: str, case: int | None, args, rng: random.Random) -> dict:
         steady = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] else None
         span = min(took, before_s)
         steady_s = hi[0] - lo[0]
-        cpu_steady = {str(b): round(100 * (cpus[hi[0]][b] - cpus[lo[0]][b]) / steady_s) if steady_s > 0 else None
-                      for b in pids}
-        row.update({
-            "source_log_bytes": size, "moved_bytes": moved, "took_s": round(took, 2), "cli_s": round(cli_s, 2),
-            "mb_per_s": round(moved / took / MB, 2),
-            "steady_mb_per_s": round(steady / MB, 2) if steady else None,
-            "steady_window_s": round(hi[0] - lo[0], 2),
-            "first_bytes_s": round(first[0] - t0, 2), "copy_s": round(t1 - first[0], 2),
-            "timeline": probe.timeline(t0 - span, t1 + 1.0, t0),
-            "before": {**probe.window(t0 - span, t0), "seconds": round(span, 2)},
-            "during": {**probe.window(t0, t1), "seconds": round(took, 2)},
-            "during_copy": {**probe.window(lo[0], hi[0]), "seconds": round(steady_s, 2)},
-            "cpu_pct_during": {str(b): round(100 * (cpu1[b] - cpu0[b]) / took) for b in pids},
-            "cpu_pct_copy": cpu_steady,
-            "cpu_pct_before": {str(b): round(100 * (cpu0[b] - cpu_before[b]) / (t0 - t_before)) for b in pids},
-            "load1_during": loads or [load1()], "load1_end": load1(),
-            "samples": [(round(t - t0, 2), b) for t, b in samples[:: max(1, len(samples) // 200)]],
-        })
+        cpu_steady = {
+            str(b): round(100 * (cpus[hi[0]][b] - cpus[lo[0]][b]) / steady_s) if steady_s > 0 else None for b in pids
+        }
+        row.update(
+            {
+                "source_log_bytes": size,
+                "moved_bytes": moved,
+                "took_s": round(took, 2),
+                "cli_s": round(cli_s, 2),
+                "mb_per_s": round(moved / took / MB, 2),
+                "steady_mb_per_s": round(steady / MB, 2) if steady else None,
+                "steady_window_s": round(hi[0] - lo[0], 2),
+                "first_bytes_s": round(first[0] - t0, 2),
+                "copy_s": round(t1 - first[0], 2),
+                "timeline": probe.timeline(t0 - span, t1 + 1.0, t0),
+                "before": {**probe.window(t0 - span, t0), "seconds": round(span, 2)},
+                "during": {**probe.window(t0, t1), "seconds": round(took, 2)},
+                "during_copy": {**probe.window(lo[0], hi[0]), "seconds": round(steady_s, 2)},
+                "cpu_pct_during": {str(b): round(100 * (cpu1[b] - cpu0[b]) / took) for b in pids},
+                "cpu_pct_copy": cpu_steady,
+                "cpu_pct_before": {str(b): round(100 * (cpu0[b] - cpu_before[b]) / (t0 - t_before)) for b in pids},
+                "load1_during": loads or [load1()],
+                "load1_end": load1(),
+                "samples": [(round(t - t0, 2), b) for t, b in samples[:: max(1, len(samples) // 200)]],
+            }
+        )
         if case:
             # --verify reports completion and removes the throttles (as an operator would)
-            v = subprocess.run(cli("topics", "reassign", "--verify", "--reassignment-json-file", plan_file,
-                                   "-b", c.bootstrap), capture_output=True, text=True, timeout=CLI_TIMEOUT)
+            v = subprocess.run(
+                cli("topics", "reassign", "--verify", "--reassignment-json-file", plan_file, "-b", c.bootstrap),
+                capture_output=True,
+                text=True,
+                timeout=CLI_TIMEOUT,
+            )
             row["verify_ok"] = v.returncode == 0 and v.stdout.count("is completed.") == PARTITIONS
-        poll_until("the replicas as planned", lambda: (
-            all(c.replicas_of(TOPIC, p) == r for p, r in plan.items()), None, "replicas"), 30)
+        poll_until(
+            "the replicas as planned",
+            lambda: (all(c.replicas_of(TOPIC, p) == r for p, r in plan.items()), None, "replicas"),
+            30,
+        )
         return row
     finally:
         if proc is not None and proc.poll() is None:
@@ -393,12 +449,16 @@ def summary(rows: list[dict], cases: list[str]) -> dict:
         def med(get, rs=rs):
             vals = [v for v in map(get, rs) if v is not None]
             return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)} if vals else None
+
         out[case] = {
             "trials": len(rs),
-            "mb_per_s": med(lambda r: r["mb_per_s"]), "steady_mb_per_s": med(lambda r: r["steady_mb_per_s"]),
+            "mb_per_s": med(lambda r: r["mb_per_s"]),
+            "steady_mb_per_s": med(lambda r: r["steady_mb_per_s"]),
             "took_s": med(lambda r: r["took_s"]),
-            "before_p50_ms": med(lambda r: r["before"]["p50_ms"]), "before_p99_ms": med(lambda r: r["before"]["p99_ms"]),
-            "during_p50_ms": med(lambda r: r["during"]["p50_ms"]), "during_p99_ms": med(lambda r: r["during"]["p99_ms"]),
+            "before_p50_ms": med(lambda r: r["before"]["p50_ms"]),
+            "before_p99_ms": med(lambda r: r["before"]["p99_ms"]),
+            "during_p50_ms": med(lambda r: r["during"]["p50_ms"]),
+            "during_p99_ms": med(lambda r: r["during"]["p99_ms"]),
             "during_max_ms": med(lambda r: r["during"]["max_ms"]),
             "copy_p50_ms": med(lambda r: r["during_copy"]["p50_ms"]),
             "copy_p99_ms": med(lambda r: r["during_copy"]["p99_ms"]),
@@ -411,21 +471,25 @@ def summary(rows: list[dict], cases: list[str]) -> dict:
 
 
 def print_table(rows: list[dict], cases: list[str]) -> None:
-    print("\nmedian (min-max) | MB/s whole move | MB/s steady 15-85% | took s | p50 ms before / during / "
-          "steady copy | p99 ms before / during / steady copy | CPU % during the steady copy: broker 4, "
-          "brokers 1-3 summed")
+    print(
+        "\nmedian (min-max) | MB/s whole move | MB/s steady 15-85% | took s | p50 ms before / during / "
+        "steady copy | p99 ms before / during / steady copy | CPU % during the steady copy: broker 4, "
+        "brokers 1-3 summed"
+    )
     for case in cases:
         rs = [r for r in rows if r["case"] == case]
         if not rs:
             continue
-        print(f"{case} ({len(rs)} trials) | {fmt_range([r['mb_per_s'] for r in rs])} | "
-              f"{fmt_range([r['steady_mb_per_s'] for r in rs])} | {fmt_range([r['took_s'] for r in rs])} | "
-              f"{fmt_range([r['before']['p50_ms'] for r in rs])} / {fmt_range([r['during']['p50_ms'] for r in rs])} / "
-              f"{fmt_range([r['during_copy']['p50_ms'] for r in rs])} | "
-              f"{fmt_range([r['before']['p99_ms'] for r in rs])} / {fmt_range([r['during']['p99_ms'] for r in rs])} / "
-              f"{fmt_range([r['during_copy']['p99_ms'] for r in rs])} | "
-              f"{fmt_range([r['cpu_pct_copy']['4'] for r in rs], 0)}, "
-              f"{fmt_range([sum(r['cpu_pct_copy'][b] or 0 for b in ('1', '2', '3')) for r in rs], 0)}")
+        print(
+            f"{case} ({len(rs)} trials) | {fmt_range([r['mb_per_s'] for r in rs])} | "
+            f"{fmt_range([r['steady_mb_per_s'] for r in rs])} | {fmt_range([r['took_s'] for r in rs])} | "
+            f"{fmt_range([r['before']['p50_ms'] for r in rs])} / {fmt_range([r['during']['p50_ms'] for r in rs])} / "
+            f"{fmt_range([r['during_copy']['p50_ms'] for r in rs])} | "
+            f"{fmt_range([r['before']['p99_ms'] for r in rs])} / {fmt_range([r['during']['p99_ms'] for r in rs])} / "
+            f"{fmt_range([r['during_copy']['p99_ms'] for r in rs])} | "
+            f"{fmt_range([r['cpu_pct_copy']['4'] for r in rs], 0)}, "
+            f"{fmt_range([sum(r['cpu_pct_copy'][b] or 0 for b in ('1', '2', '3')) for r in rs], 0)}"
+        )
 
 
 def parse_cases(text: str) -> list[int | None]:
@@ -447,27 +511,42 @@ def parse_cases(text: str) -> list[int | None]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cases", default="none,5,20",
-                   help="comma-separated: none (no --throttle) or a throttle in MB/s, 1 MB = 10^6 B "
-                        "(default none,5,20)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--cases",
+        default="none,5,20",
+        help="comma-separated: none (no --throttle) or a throttle in MB/s, 1 MB = 10^6 B (default none,5,20)",
+    )
     p.add_argument("--trials", type=int, default=3, help="trials of each case, each on a fresh cluster (default 3)")
-    p.add_argument("--prefill-mb", type=int, default=200,
-                   help="MB of record values in the topic (default 200: an unthrottled move of 60 MB took "
-                        "under a second here)")
+    p.add_argument(
+        "--prefill-mb",
+        type=int,
+        default=200,
+        help="MB of record values in the topic (default 200: an unthrottled move of 60 MB took under a second here)",
+    )
     p.add_argument("--record-size", type=int, default=1024, help="prefill record value bytes (default 1024)")
     p.add_argument("--probe-rate", type=int, default=2000, help="probe producer records/s (default 2000)")
     p.add_argument("--probe-size", type=int, default=100, help="probe record value bytes (default 100)")
     p.add_argument("--warmup-s", type=float, default=3.0, help="probe producer warm-up, not measured (default 3)")
-    p.add_argument("--before-s", type=float, default=15.0,
-                   help="least undisturbed stretch before --execute (default 15; longer for a throttled "
-                        "move: 1.3 x its expected time + 2 s, up to --max-before-s)")
+    p.add_argument(
+        "--before-s",
+        type=float,
+        default=15.0,
+        help="least undisturbed stretch before --execute (default 15; longer for a throttled "
+        "move: 1.3 x its expected time + 2 s, up to --max-before-s)",
+    )
     p.add_argument("--max-before-s", type=float, default=60.0, help="(default 60)")
     p.add_argument("--move-timeout-s", type=float, default=300.0, help="bound of one move (default 300)")
     p.add_argument("--seed", type=int, help="the plans' random choices (default: random, printed)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a broker key for every broker, e.g. replica.fetch.max.bytes=4194304")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker key for every broker, e.g. replica.fetch.max.bytes=4194304",
+    )
     p.add_argument("--json", metavar="PATH", help="write every trial's figures here as JSON")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = p.parse_args(argv)
@@ -486,6 +565,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from broker.perf.zookeeper import available
+
     if (what := available()) is not None:
         raise SystemExit(f"reassign: {what} is not installed (apt-get install zookeeper default-jre-headless)")
     try:
@@ -495,17 +575,31 @@ def main(argv=None) -> int:
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, on_term)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="kbroker-reassign-")
     names = ["none" if c is None else f"{c / MB:g}" for c in args.case_list]
-    results = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": os.cpu_count(), "seed": seed,
-               "argv": sys.argv[1:], "broker_config": args.broker_config, "prefill_mb": args.prefill_mb, "record_size": args.record_size,
-               "probe_rate": args.probe_rate, "probe_size": args.probe_size, "uptime_start": uptime(), "trials": []}
-    print(f"cores {os.cpu_count()}; {results['uptime_start']}; cases {names} x {args.trials} trials; "
-          f"{args.prefill_mb} MB prefill of {args.record_size} B records; probe {args.probe_rate}/s of "
-          f"{args.probe_size} B; broker config {args.broker_config or 'default'}; seed {seed}; dir {root}", flush=True)
+    results = {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cores": os.cpu_count(),
+        "seed": seed,
+        "argv": sys.argv[1:],
+        "broker_config": args.broker_config,
+        "prefill_mb": args.prefill_mb,
+        "record_size": args.record_size,
+        "probe_rate": args.probe_rate,
+        "probe_size": args.probe_size,
+        "uptime_start": uptime(),
+        "trials": [],
+    }
+    print(
+        f"cores {os.cpu_count()}; {results['uptime_start']}; cases {names} x {args.trials} trials; "
+        f"{args.prefill_mb} MB prefill of {args.record_size} B records; probe {args.probe_rate}/s of "
+        f"{args.probe_size} B; broker config {args.broker_config or 'default'}; seed {seed}; dir {root}",
+        flush=True,
+    )
     failed = False
     try:
         n = 0
@@ -519,15 +613,18 @@ def main(argv=None) -> int:
                 row["trial"] = n
                 results["trials"].append(row)
                 b, du, cp = row["before"], row["during"], row["during_copy"]
-                print(f"trial {n} ({row['case']}): {row['moved_bytes'] / MB:.1f} MB moved in {row['took_s']:.1f} s "
-                      f"(CLI {row['cli_s']:.1f} s, first byte at {row['first_bytes_s']} s): {row['mb_per_s']:.1f} MB/s, "
-                      f"steady {row['steady_mb_per_s']} MB/s over {row['steady_window_s']} s; probe p50/p99/max "
-                      f"before {b['p50_ms']}/{b['p99_ms']}/{b['max_ms']} ms ({b['records']} in {b['seconds']} s), "
-                      f"during {du['p50_ms']}/{du['p99_ms']}/{du['max_ms']} ms ({du['records']}, {du['errors']} "
-                      f"errors), steady copy {cp['p50_ms']}/{cp['p99_ms']}/{cp['max_ms']} ms ({cp['records']}); "
-                      f"CPU % before {row['cpu_pct_before']}, during {row['cpu_pct_during']}, copy "
-                      f"{row['cpu_pct_copy']}; load {row['load1_start']} -> {row['load1_during']}"
-                      f"{'; --verify ok' if row.get('verify_ok') else ''}", flush=True)
+                print(
+                    f"trial {n} ({row['case']}): {row['moved_bytes'] / MB:.1f} MB moved in {row['took_s']:.1f} s "
+                    f"(CLI {row['cli_s']:.1f} s, first byte at {row['first_bytes_s']} s): {row['mb_per_s']:.1f} MB/s, "
+                    f"steady {row['steady_mb_per_s']} MB/s over {row['steady_window_s']} s; probe p50/p99/max "
+                    f"before {b['p50_ms']}/{b['p99_ms']}/{b['max_ms']} ms ({b['records']} in {b['seconds']} s), "
+                    f"during {du['p50_ms']}/{du['p99_ms']}/{du['max_ms']} ms ({du['records']}, {du['errors']} "
+                    f"errors), steady copy {cp['p50_ms']}/{cp['p99_ms']}/{cp['max_ms']} ms ({cp['records']}); "
+                    f"CPU % before {row['cpu_pct_before']}, during {row['cpu_pct_during']}, copy "
+                    f"{row['cpu_pct_copy']}; load {row['load1_start']} -> {row['load1_during']}"
+                    f"{'; --verify ok' if row.get('verify_ok') else ''}",
+                    flush=True,
+                )
                 if row.get("verify_ok") is False:
                     print("  !! --verify did not report 6 completed partitions", flush=True)
                 if not args.keep:

@@ -19,6 +19,7 @@ The processes are broker.perf.local.LocalBroker and broker.perf.zookeeper.ZooKee
 session of its own so that Ctrl-C reaches only this script, which stops them in order;
 they die with it if it is killed. See bench/cluster/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,8 @@ import time
 from broker.perf.local import LocalBroker
 from broker.perf.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, available
 
-JOIN_TIMEOUT = 30.0      # for the brokers to list each other once they answer
-STOP_TIMEOUT = 60.0      # per broker, for a clean shutdown
+JOIN_TIMEOUT = 30.0  # for the brokers to list each other once they answer
+STOP_TIMEOUT = 60.0  # per broker, for a clean shutdown
 
 
 class Stop(Exception):
@@ -47,16 +48,30 @@ class Stop(Exception):
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Run a ZooKeeper and N kbroker brokers on loopback until Ctrl-C.")
     p.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers, ids 1..N (default 3)")
-    p.add_argument("--port", type=int, default=9093,
-                   help="port of broker 1; broker i listens on PORT+i-1 (default 9093; 0: free ports)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=9093,
+        help="port of broker 1; broker i listens on PORT+i-1 (default 9093; 0: free ports)",
+    )
     p.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
-    p.add_argument("--zookeeper-ensemble", type=int, default=0, metavar="N",
-                   help="start a ZooKeeper ensemble of N servers (3, 5...) on 127.0.0.1 instead of one standalone")
+    p.add_argument(
+        "--zookeeper-ensemble",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start a ZooKeeper ensemble of N servers (3, 5...) on 127.0.0.1 instead of one standalone",
+    )
     p.add_argument("--chroot", default="kbroker", help="ZooKeeper chroot of the cluster (default kbroker)")
     p.add_argument("--dir", help="data dirs and logs here, kept at exit (default: a temporary dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary dir at exit")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a broker configuration key for every broker (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker configuration key for every broker (repeatable)",
+    )
     p.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"])
     args = p.parse_args(argv)
     if args.brokers < 1:
@@ -84,6 +99,7 @@ def broker_ports(first: int, n: int) -> list[int]:
 def registered(bootstrap: str) -> tuple[list[int], int]:
     """(broker ids, controller id) as one broker's Metadata lists them."""
     from broker.client import Cluster
+
     with Cluster(bootstrap, client_id="cluster-run", timeout=5) as c:
         c.refresh([])
         return sorted(c.brokers), c.controller_id
@@ -99,7 +115,7 @@ def wait_joined(brokers: dict[int, LocalBroker]) -> str:
         for i, b in brokers.items():
             try:
                 seen[i] = registered(b.bootstrap)
-            except Exception as exc:                      # noqa: BLE001 — reported below
+            except Exception as exc:  # noqa: BLE001 — reported below
                 seen[i] = (str(exc), -1)
         if all(ids == want and controller in want for ids, controller in seen.values()):
             return f"cluster formed: brokers {want}, controller {seen[want[0]][1]}"
@@ -155,16 +171,22 @@ def command(line: str, brokers: dict[int, LocalBroker], reported: set[int]) -> s
     """Acts on one stdin line; the line to print."""
     words = line.split()
     if words == ["status"]:
-        return "\n".join(f"broker {i}   {b.bootstrap}  " + (f"pid {b.pid}" if running(b) else
-                          "not running" if b.proc is None else f"exited {b.proc.returncode}")
-                          for i, b in brokers.items())
-    if len(words) != 2 or words[0] not in ("restart", "stop", "start", "kill") or not words[1].isdigit() \
-            or int(words[1]) not in brokers:
+        return "\n".join(
+            f"broker {i}   {b.bootstrap}  "
+            + (f"pid {b.pid}" if running(b) else "not running" if b.proc is None else f"exited {b.proc.returncode}")
+            for i, b in brokers.items()
+        )
+    if (
+        len(words) != 2
+        or words[0] not in ("restart", "stop", "start", "kill")
+        or not words[1].isdigit()
+        or int(words[1]) not in brokers
+    ):
         return f"unknown command {line!r}: {COMMANDS} (N in {sorted(brokers)})"
     verb, i = words[0], int(words[1])
     b = brokers[i]
     if verb in ("stop", "restart", "kill") and running(b):
-        reported.add(i)                                   # said here, not by the watch
+        reported.add(i)  # said here, not by the watch
         if verb == "kill":
             b.kill()
             return f"broker {i} killed (SIGKILL)"
@@ -193,8 +215,11 @@ def watch(brokers: dict[int, LocalBroker]) -> None:
         for i, b in brokers.items():
             if i not in reported and b.proc is not None and b.proc.poll() is not None:
                 reported.add(i)
-                print(f"broker {i} exited with {b.proc.returncode} (see {b.log_path}); the others go on "
-                      f"(`start {i}` on stdin starts it again)", flush=True)
+                print(
+                    f"broker {i} exited with {b.proc.returncode} (see {b.log_path}); the others go on "
+                    f"(`start {i}` on stdin starts it again)",
+                    flush=True,
+                )
         try:
             line = commands.get(timeout=0.5)
         except queue.Empty:
@@ -205,14 +230,17 @@ def watch(brokers: dict[int, LocalBroker]) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.zookeeper is None and (what := available()) is not None:
-        raise SystemExit(f"cluster: {what} is not installed (apt-get install zookeeper default-jre-headless), "
-                         "or pass --zookeeper HOST:PORT")
+        raise SystemExit(
+            f"cluster: {what} is not installed (apt-get install zookeeper default-jre-headless), "
+            "or pass --zookeeper HOST:PORT"
+        )
     ports = broker_ports(args.port, args.brokers)
     root = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="kbroker-cluster-")
     os.makedirs(root, exist_ok=True)
 
     def on_signal(signum, frame):
         raise Stop()
+
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
@@ -231,24 +259,34 @@ def main(argv=None) -> int:
         for i, port in enumerate(ports, start=1):
             data = os.path.join(root, f"broker-{i}")
             os.makedirs(data, exist_ok=True)
-            b = LocalBroker(config={"broker.id": i, "zookeeper.connect": connect, **extra},
-                            data_dir=os.path.join(data, "data"), port=port or None, event_loop=args.event_loop,
-                            log_path=os.path.join(data, "broker.log"), own_session=True)
+            b = LocalBroker(
+                config={"broker.id": i, "zookeeper.connect": connect, **extra},
+                data_dir=os.path.join(data, "data"),
+                port=port or None,
+                event_loop=args.event_loop,
+                log_path=os.path.join(data, "broker.log"),
+                own_session=True,
+            )
             brokers[i] = b
             start_broker(i, b)
-            print(f"broker {i}   {b.bootstrap}  pid {b.pid}  log {b.log_path}\n"
-                  f"           {shlex.join(b.command())}", flush=True)
+            print(
+                f"broker {i}   {b.bootstrap}  pid {b.pid}  log {b.log_path}\n           {shlex.join(b.command())}",
+                flush=True,
+            )
         print(wait_joined(brokers), flush=True)
         bootstrap = ",".join(b.bootstrap for b in brokers.values())
         first, second = brokers[1].bootstrap, brokers[min(2, args.brokers)].bootstrap
         rf = min(3, args.brokers)
-        print(f"\nbootstrap  {bootstrap}\n"
-              f"  broker topics create orders --partitions 6 --replication-factor {rf} -b {first}\n"
-              f"  broker topics describe orders -b {second}\n"
-              f"  kill -9 / kill -STOP a broker's pid to watch a failover\n"
-              f"stdin: {COMMANDS}\n"
-              f"Ctrl-C (or kill {os.getpid()}) stops the brokers, then ZooKeeper"
-              + ("." if args.dir or args.keep else f", and removes {root}."), flush=True)
+        print(
+            f"\nbootstrap  {bootstrap}\n"
+            f"  broker topics create orders --partitions 6 --replication-factor {rf} -b {first}\n"
+            f"  broker topics describe orders -b {second}\n"
+            f"  kill -9 / kill -STOP a broker's pid to watch a failover\n"
+            f"stdin: {COMMANDS}\n"
+            f"Ctrl-C (or kill {os.getpid()}) stops the brokers, then ZooKeeper"
+            + ("." if args.dir or args.keep else f", and removes {root}."),
+            flush=True,
+        )
         watch(brokers)
     except Stop:
         print("\nstopping", flush=True)
@@ -257,7 +295,7 @@ def main(argv=None) -> int:
         args.keep = True
         return 1
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):   # a second Ctrl-C does not cut the shutdown short
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C does not cut the shutdown short
             signal.signal(signum, signal.SIG_IGN)
         stop_all(brokers, zookeeper)
         if not (args.dir or args.keep):

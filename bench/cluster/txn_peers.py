@@ -20,6 +20,7 @@ first. Within a round the two sides of each pair run back to back, in alternatin
 Invariants as kafka_peers.py: one cluster at a time, every wait bounded, every process
 stopped at the end, each figure with the 1-minute load average sampled before it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,19 @@ SIZES = (100, 1000, 10000)
 
 def _ck():
     import confluent_kafka
+
     return confluent_kafka
 
 
 def _producer(bootstrap: str, txn_id: str | None):
-    conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-            "batch.size": 131072, "queue.buffering.max.messages": 1000000}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.size": 131072,
+        "queue.buffering.max.messages": 1000000,
+    }
     if txn_id:
         conf["transactional.id"] = txn_id
     p = _ck().Producer(conf)
@@ -69,8 +77,9 @@ def _producer(bootstrap: str, txn_id: str | None):
     return p
 
 
-def produce_run(bootstrap: str, topic: str, n: int | None, txn_size: int | None, tag: str,
-                seconds: float | None = None) -> dict:
+def produce_run(
+    bootstrap: str, topic: str, n: int | None, txn_size: int | None, tag: str, seconds: float | None = None
+) -> dict:
     """n records, or as many as --seconds allow (whole transactions; idempotent: chunks of
     10,000 records); committed every txn_size records when transactional. msg/s."""
     p = _producer(bootstrap, f"bench-{tag}" if txn_size else None)
@@ -138,9 +147,17 @@ def abort_some(bootstrap: str, topic: str, n: int, tag: str) -> None:
 
 def fetch_run(bootstrap: str, topic: str, isolation: str, tag: str) -> dict:
     ck = _ck()
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{tag}-{isolation}",
-                     "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-                     "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 65536})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{tag}-{isolation}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
     row = {"isolation": isolation, "load1": load1()}
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(3)])
     n, eof = 0, set()
@@ -178,10 +195,14 @@ def measure(c, args, rnd: int, system: str) -> dict:
         for s in pair:
             rows[s] = produce_run(bootstrap, topic, None, s, f"{system}-{rnd}-{size}-{s}", args.seconds)
         overhead = 1 - rows[size]["msg_s"] / rows[None]["msg_s"]
-        out["overhead"].append({"size": size, "idempotent": rows[None], "transactional": rows[size],
-                                "overhead": overhead})
-        print(f"  txn {size:>6}: idempotent {rows[None]['msg_s']:>9,.0f} msg/s, transactional "
-              f"{rows[size]['msg_s']:>9,.0f} msg/s, overhead {overhead:+.1%}", flush=True)
+        out["overhead"].append(
+            {"size": size, "idempotent": rows[None], "transactional": rows[size], "overhead": overhead}
+        )
+        print(
+            f"  txn {size:>6}: idempotent {rows[None]['msg_s']:>9,.0f} msg/s, transactional "
+            f"{rows[size]['msg_s']:>9,.0f} msg/s, overhead {overhead:+.1%}",
+            flush=True,
+        )
     out["commits"] = commits_run(bootstrap, topic, args.commit_seconds, f"{system}-{rnd}")
     print(f"  commits/s of one producer: {out['commits']['commits_s']:,.0f}", flush=True)
     abort_some(bootstrap, fetched, args.aborted, f"{system}-{rnd}")
@@ -189,41 +210,74 @@ def measure(c, args, rnd: int, system: str) -> dict:
     for iso in order:
         out["fetch"].append(fetch_run(bootstrap, fetched, iso, f"{system}-{rnd}"))
     f = {r["isolation"]: r for r in out["fetch"]}
-    print(f"  fetch: read_uncommitted {f['read_uncommitted']['msg_s']:,.0f} msg/s "
-          f"({f['read_uncommitted']['records']:,}), read_committed {f['read_committed']['msg_s']:,.0f} msg/s "
-          f"({f['read_committed']['records']:,})", flush=True)
+    print(
+        f"  fetch: read_uncommitted {f['read_uncommitted']['msg_s']:,.0f} msg/s "
+        f"({f['read_uncommitted']['records']:,}), read_committed {f['read_committed']['msg_s']:,.0f} msg/s "
+        f"({f['read_committed']['records']:,})",
+        flush=True,
+    )
     return out
 
 
 def summary(results: dict) -> str:
     systems = [s for s in results["systems"] if results.get(s)]
     labels = results["labels"]
-    lines = ["| figure (median over rounds) | " + " | ".join(labels[s] for s in systems) + " |",
-             "|---|" + "---|" * len(systems)]
+    lines = [
+        "| figure (median over rounds) | " + " | ".join(labels[s] for s in systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
 
     def cell(vals, fmt):
         if not vals:
             return "–"
         return f"**{fmt(median(vals))}** ({', '.join(fmt(v) for v in vals)})"
+
     for i, size in enumerate(SIZES):
         for what, key in (("idempotent", "idempotent"), ("transactional", "transactional")):
-            lines.append(f"| {what} produce, {size:,}-record transactions' workload, msg/s | " + " | ".join(
-                cell([r["overhead"][i][key]["msg_s"] for r in results[s]], lambda v: f"{v:,.0f}") for s in systems)
-                + " |")
-        lines.append(f"| overhead (1 - transactional / idempotent), {size:,} records per transaction | " + " | ".join(
-            cell([r["overhead"][i]["overhead"] * 100 for r in results[s]], lambda v: f"{v:+.1f}%") for s in systems)
-            + " |")
-    lines.append("| commits/s, one producer, 1 record per transaction | " + " | ".join(
-        cell([r["commits"]["commits_s"] for r in results[s]], lambda v: f"{v:,.0f}") for s in systems) + " |")
+            lines.append(
+                f"| {what} produce, {size:,}-record transactions' workload, msg/s | "
+                + " | ".join(
+                    cell([r["overhead"][i][key]["msg_s"] for r in results[s]], lambda v: f"{v:,.0f}") for s in systems
+                )
+                + " |"
+            )
+        lines.append(
+            f"| overhead (1 - transactional / idempotent), {size:,} records per transaction | "
+            + " | ".join(
+                cell([r["overhead"][i]["overhead"] * 100 for r in results[s]], lambda v: f"{v:+.1f}%") for s in systems
+            )
+            + " |"
+        )
+    lines.append(
+        "| commits/s, one producer, 1 record per transaction | "
+        + " | ".join(cell([r["commits"]["commits_s"] for r in results[s]], lambda v: f"{v:,.0f}") for s in systems)
+        + " |"
+    )
     logged = results["args"]["aborted"]
     for iso in ("read_uncommitted", "read_committed"):
-        lines.append(f"| consume {iso}, records delivered/s | " + " | ".join(
-            cell([next(x for x in r["fetch"] if x["isolation"] == iso)["msg_s"] for r in results[s]],
-                 lambda v: f"{v:,.0f}") for s in systems) + " |")
+        lines.append(
+            f"| consume {iso}, records delivered/s | "
+            + " | ".join(
+                cell(
+                    [next(x for x in r["fetch"] if x["isolation"] == iso)["msg_s"] for r in results[s]],
+                    lambda v: f"{v:,.0f}",
+                )
+                for s in systems
+            )
+            + " |"
+        )
     for iso in ("read_uncommitted", "read_committed"):
-        lines.append(f"| consume {iso}, the topic's {logged:,} records read to its end, records/s | " + " | ".join(
-            cell([logged / next(x for x in r["fetch"] if x["isolation"] == iso)["seconds"] for r in results[s]],
-                 lambda v: f"{v:,.0f}") for s in systems) + " |")
+        lines.append(
+            f"| consume {iso}, the topic's {logged:,} records read to its end, records/s | "
+            + " | ".join(
+                cell(
+                    [logged / next(x for x in r["fetch"] if x["isolation"] == iso)["seconds"] for r in results[s]],
+                    lambda v: f"{v:,.0f}",
+                )
+                for s in systems
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -233,12 +287,19 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=10.0, help="length of each produce run (default 10 s)")
     p.add_argument("--warmup", type=int, default=100_000)
-    p.add_argument("--aborted", type=int, default=600_000,
-                   help="records of the fetched topic, in 10k-record transactions, 1 in 5 aborted (default 600k)")
+    p.add_argument(
+        "--aborted",
+        type=int,
+        default=600_000,
+        help="records of the fetched topic, in 10k-record transactions, 1 in 5 aborted (default 600k)",
+    )
     p.add_argument("--commit-seconds", type=float, default=10.0)
     p.add_argument("--session-ms", type=int, default=6000)
-    p.add_argument("--no-ci-wait", action="store_true",
-                   help="start at once even while the test suite's marker file exists (a loaded machine)")
+    p.add_argument(
+        "--no-ci-wait",
+        action="store_true",
+        help="start at once even while the test suite's marker file exists (a loaded machine)",
+    )
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--table-from", metavar="PATH")
     args = p.parse_args(argv)
@@ -252,21 +313,32 @@ def main(argv=None) -> int:
 
     def stop(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+
     signal.signal(signal.SIGTERM, stop)
     if not args.no_ci_wait:
         wait_for_ci()
     Path(BENCH_MARKER).touch()
     zookeeper = ZooKeeperServer(root / "zookeeper", own_session=True)
-    results: dict = {"systems": args.systems, "labels": labels, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                     "cores": os.cpu_count(), "args": vars(args), **{s: [] for s in args.systems}, "failures": []}
+    results: dict = {
+        "systems": args.systems,
+        "labels": labels,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cores": os.cpu_count(),
+        "args": vars(args),
+        **{s: [] for s in args.systems},
+        "failures": [],
+    }
     try:
         zookeeper.start()
         for rnd in range(args.rounds):
             for system in args.systems:
                 print(f"== round {rnd + 1}/{args.rounds}: {labels[system]} (load {load1()})", flush=True)
                 d = root / f"{system}-r{rnd}"
-                c = (KbrokerCluster(d, args.session_ms, zookeeper, f"kbroker-txn-r{rnd}") if system == "kbroker"
-                     else KraftCluster(d, args.session_ms))
+                c = (
+                    KbrokerCluster(d, args.session_ms, zookeeper, f"kbroker-txn-r{rnd}")
+                    if system == "kbroker"
+                    else KraftCluster(d, args.session_ms)
+                )
                 try:
                     results[system].append(measure(c, args, rnd, system))
                 except Exception as exc:

@@ -27,6 +27,7 @@ whole run (0 lost, 0 duplicated by the idempotent producer).
 Every wait is bounded; the processes die with the script; the directory is removed
 unless --keep.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ from tests.support.cluster import Cluster  # noqa: E402
 TOPIC = "quorum"
 PARTITIONS = 3
 TIMEOUT_S = 120.0
-EXPIRED = "ZooKeeper session expired: its ephemeral nodes are gone"     # broker.cluster.store.zksession
+EXPIRED = "ZooKeeper session expired: its ephemeral nodes are gone"  # broker.cluster.store.zksession
 
 
 def first_admin_success(bootstrap: str, name: str, deadline: float) -> float:
@@ -60,11 +61,16 @@ def first_admin_success(bootstrap: str, name: str, deadline: float) -> float:
                 c.topic(name, wait_s=5.0)
             return time.monotonic()
         except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:       # an earlier try wrote it, then timed out
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # an earlier try wrote it, then timed out
                 return time.monotonic()
             # INVALID_REPLICATION_FACTOR: a broker whose session expired is not registered again yet
-            if exc.code not in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER, ErrorCode.INVALID_REPLICATION_FACTOR,
-                                ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            if exc.code not in (
+                ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.NOT_CONTROLLER,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ):
                 raise
         except (ClientError, OSError):
             pass
@@ -82,13 +88,20 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--outage-s", type=float, default=10.0, help="how long two of three servers stay stopped")
-    p.add_argument("--session-ms", type=int, default=int(FAULT_CONFIG["zookeeper.session.timeout.ms"]),
-                   help="zookeeper.session.timeout.ms of the brokers (default: the fault suite's 6000)")
+    p.add_argument(
+        "--session-ms",
+        type=int,
+        default=int(FAULT_CONFIG["zookeeper.session.timeout.ms"]),
+        help="zookeeper.session.timeout.ms of the brokers (default: the fault suite's 6000)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
     args = p.parse_args(argv)
     root = tempfile.mkdtemp(prefix="kbroker-zk-quorum-")
-    print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.1f}; {args.trials} trials, {args.outage_s:g} s "
-          f"outages, zookeeper.session.timeout.ms={args.session_ms}; dir {root}", flush=True)
+    print(
+        f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.1f}; {args.trials} trials, {args.outage_s:g} s "
+        f"outages, zookeeper.session.timeout.ms={args.session_ms}; dir {root}",
+        flush=True,
+    )
     c = Cluster(root, n=3, config={**FAULT_CONFIG, "zookeeper.session.timeout.ms": args.session_ms}, ensemble=3)
     figures: dict[str, list[float]] = {"quorum": [], "admin": [], "whole": [], "acked_during": []}
     ok = False
@@ -129,19 +142,24 @@ def main(argv=None) -> int:
                 for k, v in (("quorum", quorum), ("admin", admin), ("whole", whole), ("acked_during", during)):
                     figures[k].append(v)
                 lost_sessions = expired(c) - expired_before
-                print(f"trial {trial + 1}: servers {[s.myid for s in stopped]} stopped {args.outage_s:g} s "
-                      f"({'with' if leader_stopped else 'not'} the leader); {lost_sessions} broker sessions expired; "
-                      f"after SIGCONT: quorum {quorum:.2f} s, first topic created {admin:.2f} s, cluster whole "
-                      f"{whole:.2f} s; {during} records acknowledged during the outage; "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"trial {trial + 1}: servers {[s.myid for s in stopped]} stopped {args.outage_s:g} s "
+                    f"({'with' if leader_stopped else 'not'} the leader); {lost_sessions} broker sessions expired; "
+                    f"after SIGCONT: quorum {quorum:.2f} s, first topic created {admin:.2f} s, cluster whole "
+                    f"{whole:.2f} s; {during} records acknowledged during the outage; "
+                    f"load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 w.wait_for_acks(100)
         finally:
             w.stop()
         result = w.check()
         print(f"checker: {result.summary()}")
         med = {k: statistics.median(v) for k, v in figures.items()}
-        print(f"medians of {args.trials}: quorum {med['quorum']:.2f} s, first topic created {med['admin']:.2f} s, "
-              f"cluster whole {med['whole']:.2f} s, {med['acked_during']:.0f} records acknowledged per outage")
+        print(
+            f"medians of {args.trials}: quorum {med['quorum']:.2f} s, first topic created {med['admin']:.2f} s, "
+            f"cluster whole {med['whole']:.2f} s, {med['acked_during']:.0f} records acknowledged per outage"
+        )
         ok = result.ok
         return 0 if ok else 1
     finally:

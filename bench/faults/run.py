@@ -28,6 +28,7 @@ reported as `stuck` and the cluster is replaced. Exit status 1 when any anomaly 
 Summary: schedules, operations (sends + polls), acknowledged records, anomalies by kind,
 allowed duplicates (plain producer), stuck schedules, and the seeds of failed schedules.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--schedules", type=int, default=100)
     ap.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
-    ap.add_argument("--schedule-seed", type=int, nargs="+", default=None,
-                    help="run the schedules of these seeds (in this order, on one cluster)")
+    ap.add_argument(
+        "--schedule-seed",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run the schedules of these seeds (in this order, on one cluster)",
+    )
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of faults per schedule")
     ap.add_argument("--min-gap", type=float, default=1.0)
     ap.add_argument("--max-gap", type=float, default=4.0)
@@ -71,8 +77,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-hold", type=float, default=8.0)
     ap.add_argument("--overlap", type=float, default=0.3, help="chance of a second fault before healing")
     ap.add_argument("--rate", type=float, default=100.0, help="records/s of each producer")
-    ap.add_argument("--disk-mib", type=int, default=256,
-                    help="each broker's directory a tmpfs of this size, for disk-full faults (0: none)")
+    ap.add_argument(
+        "--disk-mib",
+        type=int,
+        default=256,
+        help="each broker's directory a tmpfs of this size, for disk-full faults (0: none)",
+    )
     ap.add_argument("--recycle", type=int, default=25, help="schedules per cluster")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed)")
     ap.add_argument("--out", default=None, help="JSON report")
@@ -113,7 +123,7 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args, disks: dict) -> di
         while time.monotonic() < end:
             time.sleep(rng.uniform(args.min_gap, args.max_gap))
             faults.append(nem.random_fault([topic], PARTITIONS))
-            if rng.random() < args.overlap:        # a second fault on top of the first
+            if rng.random() < args.overlap:  # a second fault on top of the first
                 time.sleep(rng.uniform(0, args.min_hold))
                 faults.append("+ " + nem.random_fault([topic], PARTITIONS))
             time.sleep(rng.uniform(args.min_hold, args.max_hold))
@@ -127,12 +137,21 @@ def run_schedule(c: Cluster, net: NetFaults, seed: int, args, disks: dict) -> di
         finally:
             w.stop()
     result = w.check(replica_logs(c, topic, PARTITIONS))
-    return {"seed": seed, "topic": topic, "faults": faults, "seconds": round(time.monotonic() - t0, 1),
-            "recovered_s": round(recovered, 1), "counts": result.counts, "ok": result.ok,
-            "anomalies": {k: v for k, v in result.anomalies.items() if v},
-            "allowed_duplicates": result.allowed_duplicates, "failed_present": result.failed_present,
-            "epoch_bump_duplicates": result.epoch_bump_duplicates,
-            "summary": result.summary(), "log": lines}
+    return {
+        "seed": seed,
+        "topic": topic,
+        "faults": faults,
+        "seconds": round(time.monotonic() - t0, 1),
+        "recovered_s": round(recovered, 1),
+        "counts": result.counts,
+        "ok": result.ok,
+        "anomalies": {k: v for k, v in result.anomalies.items() if v},
+        "allowed_duplicates": result.allowed_duplicates,
+        "failed_present": result.failed_present,
+        "epoch_bump_duplicates": result.epoch_bump_duplicates,
+        "summary": result.summary(),
+        "log": lines,
+    }
 
 
 def main(argv=None) -> int:
@@ -144,10 +163,16 @@ def main(argv=None) -> int:
             print(f"cannot run: {what} is missing", file=sys.stderr)
             return 2
     base_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
-    seeds = list(args.schedule_seed) if args.schedule_seed is not None else \
-        [base_seed * 1000 + i for i in range(args.schedules)]
-    print(f"faults: {len(seeds)} schedules, base seed {base_seed}, {args.duration:g} s of faults each "
-          f"(gaps {args.min_gap:g}-{args.max_gap:g} s, holds {args.min_hold:g}-{args.max_hold:g} s)", flush=True)
+    seeds = (
+        list(args.schedule_seed)
+        if args.schedule_seed is not None
+        else [base_seed * 1000 + i for i in range(args.schedules)]
+    )
+    print(
+        f"faults: {len(seeds)} schedules, base seed {base_seed}, {args.duration:g} s of faults each "
+        f"(gaps {args.min_gap:g}-{args.max_gap:g} s, holds {args.min_hold:g}-{args.max_hold:g} s)",
+        flush=True,
+    )
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="kbroker-faults-")
     base = Path(args.dir or tmp.name)
     results: list[dict] = []
@@ -183,8 +208,11 @@ def main(argv=None) -> int:
             results.append(r)
             kinds.update({k: len(v) for k, v in r["anomalies"].items()})
             status = "ok" if r["ok"] else "ANOMALIES"
-            print(f"[{i + 1}/{len(seeds)}] seed {seed} {status} ({r['seconds']:.0f} s, recovered in "
-                  f"{r['recovered_s']:.1f} s): {r['summary']}", flush=True)
+            print(
+                f"[{i + 1}/{len(seeds)}] seed {seed} {status} ({r['seconds']:.0f} s, recovered in "
+                f"{r['recovered_s']:.1f} s): {r['summary']}",
+                flush=True,
+            )
             print("    faults: " + "; ".join(r["faults"]), flush=True)
             if not r["ok"]:
                 print("    " + "\n    ".join(r["log"]), flush=True)
@@ -202,15 +230,20 @@ def main(argv=None) -> int:
     failed = [r["seed"] for r in results if not r["ok"]]
     summary = {
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT) if sys.argv else "run.py", *sys.argv[1:]]),
-        "base_seed": base_seed, "schedules": len(results), "stuck": stuck,
-        "operations": ops, "sends": sum(r["counts"]["sends"] for r in results),
+        "base_seed": base_seed,
+        "schedules": len(results),
+        "stuck": stuck,
+        "operations": ops,
+        "sends": sum(r["counts"]["sends"] for r in results),
         "acked": sum(r["counts"]["acked"] for r in results),
         "polls": sum(r["counts"]["polls"] for r in results),
         "faults": sum(len(r["faults"]) for r in results),
-        "anomalies": sum(kinds.values()), "anomalies_by_kind": dict(kinds),
+        "anomalies": sum(kinds.values()),
+        "anomalies_by_kind": dict(kinds),
         "allowed_duplicates": sum(r["allowed_duplicates"] for r in results),
         "epoch_bump_duplicates": sum(r.get("epoch_bump_duplicates", 0) for r in results),
-        "failed_seeds": failed, "minutes": round((time.monotonic() - t_start) / 60, 1),
+        "failed_seeds": failed,
+        "minutes": round((time.monotonic() - t_start) / 60, 1),
     }
     print("\nsummary: " + json.dumps(summary, indent=1), flush=True)
     if args.out:

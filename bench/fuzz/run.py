@@ -40,6 +40,7 @@ max alone and during the run, its errors and whether all its records came back. 
 broker runs with RLIMIT_DATA capped (BROKER_DATA_LIMIT) so that a request asking for
 absurd amounts of memory fails inside the broker instead of exhausting the machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,7 +79,7 @@ WAIT_S = 0.5
 SENTINEL_CID = -7
 BROKER_DATA_LIMIT = 4 << 30
 CANARY_TOPIC = "fuzz-canary"
-CANARY_INTERVAL_S = 0.002                 # at most 500 round trips a second: a probe, not a load
+CANARY_INTERVAL_S = 0.002  # at most 500 round trips a second: a probe, not a load
 WORKER_NICE = 10
 
 #: what the broker logs when it closes a connection, by reason (broker/server/server.py
@@ -91,17 +92,40 @@ CLOSE_REASONS = {
     "bad frame size": re.compile(r"frame|Frame"),
     "handler failure (bug)": re.compile(r"request processing failed"),
 }
-INTERESTING = [b"\x00", b"\xff", b"\x7f", b"\x80", b"\x00\x00", b"\xff\xff", b"\x7f\xff", b"\x80\x00",
-               b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00",
-               b"\x00\x00\x00\x01", b"\x00\x00\x10\x00", b"\xff" * 8, b"\x7f" + b"\xff" * 7, b"\x80" + b"\x00" * 7]
+INTERESTING = [
+    b"\x00",
+    b"\xff",
+    b"\x7f",
+    b"\x80",
+    b"\x00\x00",
+    b"\xff\xff",
+    b"\x7f\xff",
+    b"\x80\x00",
+    b"\x00\x00\x00\x00",
+    b"\xff\xff\xff\xff",
+    b"\x7f\xff\xff\xff",
+    b"\x80\x00\x00\x00",
+    b"\x00\x00\x00\x01",
+    b"\x00\x00\x10\x00",
+    b"\xff" * 8,
+    b"\x7f" + b"\xff" * 7,
+    b"\x80" + b"\x00" * 7,
+]
 
 
 # ---------------------------------------------------------------------- requests
 
 
 #: the APIs brokers send each other (the controller's orders, a follower's reports)
-INTER_BROKER_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                               ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION})
+INTER_BROKER_APIS = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
+    }
+)
 
 
 def corpus(rng: random.Random, client_apis_only: bool) -> list[tuple[int, int, bytes, bytes]]:
@@ -109,6 +133,7 @@ def corpus(rng: random.Random, client_apis_only: bool) -> list[tuple[int, int, b
     of the schemas (but the inter-broker ones with client_apis_only), SEEDS_PER_VERSION
     random instances each."""
     from proto_strategies import random_instance
+
     out = []
     for key, spec in sorted(API_SPECS.items()):
         if client_apis_only and key in INTER_BROKER_APIS:
@@ -117,40 +142,40 @@ def corpus(rng: random.Random, client_apis_only: bool) -> list[tuple[int, int, b
             for _ in range(SEEDS_PER_VERSION):
                 try:
                     frame = codec.encode_request(key, version, 0, "fuzz", random_instance(spec.request, version, rng))
-                except Exception:                 # a value the encoder refuses: draw again later
+                except Exception:  # a value the encoder refuses: draw again later
                     continue
                 _, body_at = codec.decode_request_header(memoryview(frame)[4:])
-                out.append((key, version, frame[4:4 + body_at], frame[4 + body_at:]))
+                out.append((key, version, frame[4 : 4 + body_at], frame[4 + body_at :]))
     return out
 
 
 def mutate(body: bytes, rng: random.Random, other: bytes) -> bytes:
     how = rng.randrange(8)
-    if how == 0:                                      # intact
+    if how == 0:  # intact
         return body
     b = bytearray(body)
-    if how == 4 or not b:                             # trailing bytes (all an empty body can get)
+    if how == 4 or not b:  # trailing bytes (all an empty body can get)
         return body + rng.randbytes(rng.randint(1, 16))
-    if how == 1:                                      # bit flips
+    if how == 1:  # bit flips
         for _ in range(rng.randint(1, 4)):
             i = rng.randrange(len(b))
             b[i] ^= 1 << rng.randrange(8)
-    elif how == 2:                                    # boundary values over an integer
+    elif how == 2:  # boundary values over an integer
         v = rng.choice(INTERESTING)
         i = rng.randrange(len(b))
-        b[i:i + len(v)] = v
-    elif how == 3:                                    # truncation
-        del b[rng.randrange(len(b)):]
-    elif how == 5:                                    # inserted bytes
+        b[i : i + len(v)] = v
+    elif how == 3:  # truncation
+        del b[rng.randrange(len(b)) :]
+    elif how == 5:  # inserted bytes
         i = rng.randrange(len(b) + 1)
         b[i:i] = rng.randbytes(rng.randint(1, 16))
-    elif how == 6:                                    # random span
+    elif how == 6:  # random span
         i = rng.randrange(len(b))
         n = rng.randint(1, 16)
-        b[i:i + n] = rng.randbytes(n)
-    else:                                             # splice with another version's body
+        b[i : i + n] = rng.randbytes(n)
+    else:  # splice with another version's body
         i = rng.randrange(len(b) + 1)
-        b = b[:i] + other[rng.randrange(len(other) + 1):] if other else b[:i]
+        b = b[:i] + other[rng.randrange(len(other) + 1) :] if other else b[:i]
     return bytes(b)
 
 
@@ -172,8 +197,9 @@ class Generator:
         return struct.pack(">i", len(payload)) + payload
 
 
-SENTINEL = codec.encode_request(18, 3, SENTINEL_CID, "fuzz", ApiVersionsRequest(client_software_name="fuzz",
-                                                                               client_software_version="1"))
+SENTINEL = codec.encode_request(
+    18, 3, SENTINEL_CID, "fuzz", ApiVersionsRequest(client_software_name="fuzz", client_software_version="1")
+)
 
 
 # ---------------------------------------------------------------------- worker processes
@@ -216,8 +242,9 @@ async def _connection(port: int, gen: Generator, pipeline: int, stats: collectio
         budget[0] -= handled
 
 
-async def _worker(port: int, seed: int, client_apis_only: bool, connections: int, pipeline: int,
-                  requests: int) -> collections.Counter:
+async def _worker(
+    port: int, seed: int, client_apis_only: bool, connections: int, pipeline: int, requests: int
+) -> collections.Counter:
     gen = Generator(seed, client_apis_only)
     stats: collections.Counter = collections.Counter()
     budget = [requests]
@@ -225,8 +252,9 @@ async def _worker(port: int, seed: int, client_apis_only: bool, connections: int
     return stats
 
 
-def worker_main(port: int, seed: int, client_apis_only: bool, connections: int, pipeline: int, requests: int,
-                out) -> None:
+def worker_main(
+    port: int, seed: int, client_apis_only: bool, connections: int, pipeline: int, requests: int, out
+) -> None:
     # the attackers yield the CPU to the broker and the canary: on a real network they
     # would not share the broker's cores, and here the canary should see the broker's
     # effects more than the scheduler's
@@ -248,7 +276,7 @@ class Canary(threading.Thread):
         self.latencies: dict[str, list[float]] = {"alone": [], "during": []}
         self.errors: list[str] = []
         self.acked = 0
-        self.slow: list[tuple[float, str]] = []        # (ms, wall clock) of round trips over 100 ms
+        self.slow: list[tuple[float, str]] = []  # (ms, wall clock) of round trips over 100 ms
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -261,8 +289,17 @@ class Canary(threading.Thread):
                     conn = BrokerConnection("127.0.0.1", self.port, client_id="canary", timeout=30)
                 b = BatchBuilder("none")
                 b.append(int(time.time() * 1000), None, b"canary-%d" % i, [])
-                req = P(transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[P.TopicProduceData(
-                    name=CANARY_TOPIC, partition_data=[P.PartitionProduceData(index=0, records=bytes(b.build()))])])
+                req = P(
+                    transactional_id=None,
+                    acks=1,
+                    timeout_ms=30_000,
+                    topic_data=[
+                        P.TopicProduceData(
+                            name=CANARY_TOPIC,
+                            partition_data=[P.PartitionProduceData(index=0, records=bytes(b.build()))],
+                        )
+                    ],
+                )
                 t0 = time.perf_counter()
                 resp = conn.request(req, version=9)
                 took = time.perf_counter() - t0
@@ -302,12 +339,26 @@ def read_back(port: int) -> int:
     inter-broker requests may have changed what Metadata advertises)."""
     from broker.native import iter_batches
     from broker.protocol.messages.fetch import FetchRequest as F
+
     n, offset = 0, 0
     with BrokerConnection("127.0.0.1", port, client_id="canary-read", timeout=30) as conn:
         while True:
-            req = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                    session_epoch=-1, forgotten_topics_data=[], topics=[F.FetchTopic(topic=CANARY_TOPIC, partitions=[
-                        F.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+            req = F(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                forgotten_topics_data=[],
+                topics=[
+                    F.FetchTopic(
+                        topic=CANARY_TOPIC,
+                        partitions=[F.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)],
+                    )
+                ],
+            )
             part = conn.request(req, version=12).responses[0].partitions[0]
             batches = list(iter_batches(part.records or b"", validate=True))
             if part.error_code or not batches:
@@ -324,16 +375,27 @@ def start_broker(data_dir: str, port: int, log_path: str, nofile: int) -> subpro
     def limit():
         resource.setrlimit(resource.RLIMIT_DATA, (BROKER_DATA_LIMIT, BROKER_DATA_LIMIT))
         if nofile:
-            try:                          # beyond the hard limit only with CAP_SYS_RESOURCE (root)
+            try:  # beyond the hard limit only with CAP_SYS_RESOURCE (root)
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
             except (ValueError, OSError):
                 pass
 
-    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", data_dir, "--listen",
-           f"127.0.0.1:{port}", "--log-level", "info"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli.main",
+        "serve",
+        "--data-dir",
+        data_dir,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "info",
+    ]
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                preexec_fn=limit, cwd=ROOT)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=limit, cwd=ROOT
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -381,8 +443,7 @@ def broker_log_summary(log_path: str) -> tuple[dict, dict, dict]:
             else:
                 closes["other: " + head.split(": ", 2)[-1].strip()[:80]] += 1
         if any(line.startswith("Traceback") for line in record):
-            exc = next((line.strip() for line in reversed(record) if line.strip() and not line[0].isspace()),
-                       "?")[:160]
+            exc = next((line.strip() for line in reversed(record) if line.strip() and not line[0].isspace()), "?")[:160]
             (failures if "request processing failed" in head else others)[exc] += 1
         record.clear()
 
@@ -407,13 +468,20 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--baseline-s", type=float, default=10.0, help="seconds the canary runs alone first")
     ap.add_argument("--keep", action="store_true", help="keep the broker's data dir and log")
-    ap.add_argument("--nofile", type=int, default=0,
-                    help="the broker's file descriptor limit (0: inherited); fuzzed CreateTopics / "
-                         "CreatePartitions grow topics to tens of thousands of partitions, and at the fd "
-                         "limit the broker stops accepting connections")
-    ap.add_argument("--client-apis-only", action="store_true",
-                    help="leave out the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, "
-                         "ControlledShutdown, AlterPartition)")
+    ap.add_argument(
+        "--nofile",
+        type=int,
+        default=0,
+        help="the broker's file descriptor limit (0: inherited); fuzzed CreateTopics / "
+        "CreatePartitions grow topics to tens of thousands of partitions, and at the fd "
+        "limit the broker stops accepting connections",
+    )
+    ap.add_argument(
+        "--client-apis-only",
+        action="store_true",
+        help="leave out the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, "
+        "ControlledShutdown, AlterPartition)",
+    )
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "fuzz.json"))
     args = ap.parse_args()
 
@@ -428,14 +496,29 @@ def main() -> int:
         canary.start()
         time.sleep(args.baseline_s)
         canary.phase = "during"
-        print(f"fuzzing 127.0.0.1:{port} with {args.requests} requests ({args.workers} processes x "
-              f"{args.connections} connections, pipelines of {args.pipeline}); broker log {log_path}", flush=True)
+        print(
+            f"fuzzing 127.0.0.1:{port} with {args.requests} requests ({args.workers} processes x "
+            f"{args.connections} connections, pipelines of {args.pipeline}); broker log {log_path}",
+            flush=True,
+        )
         t0 = time.monotonic()
         results: multiprocessing.Queue = multiprocessing.Queue()
         share = -(-args.requests // args.workers)
-        workers = [multiprocessing.Process(target=worker_main, args=(
-                       port, args.seed * 1000 + i, args.client_apis_only, args.connections, args.pipeline, share,
-                       results)) for i in range(args.workers)]
+        workers = [
+            multiprocessing.Process(
+                target=worker_main,
+                args=(
+                    port,
+                    args.seed * 1000 + i,
+                    args.client_apis_only,
+                    args.connections,
+                    args.pipeline,
+                    share,
+                    results,
+                ),
+            )
+            for i in range(args.workers)
+        ]
         for w in workers:
             w.start()
         stats: collections.Counter = collections.Counter()
@@ -462,18 +545,32 @@ def main() -> int:
     partitions_on_disk = sum(1 for name in os.listdir(data) if os.path.isdir(os.path.join(data, name)))
     report = {
         "command": "bench/fuzz/run.py " + " ".join(sys.argv[1:]),
-        "requests_handled": stats["handled"], "requests_sent": stats["sent"], "answers": stats["answered"],
-        "seconds": round(elapsed, 1), "connections": stats["connections"],
-        "connection_outcomes": {k: stats[k] for k in ("all handled", "closed by the broker",
-                                                       "still waiting after WAIT_S", "connect failures")},
-        "closed_by_reason": closes, "handler_failures": failures, "other_tracebacks": other_tracebacks,
-        "broker_crashed": crashed, "broker_exit_code": proc.returncode,
-        "canary": {"alone": percentiles(canary.latencies["alone"]),
-                   "during": percentiles(canary.latencies["during"]),
-                   "errors": len(canary.errors), "first_errors": canary.errors[:5],
-                   "acked": canary.acked, "read_back": read,
-                   "over_100_ms": len(canary.slow), "slowest": sorted(canary.slow, reverse=True)[:5]},
-        "broker_cpu_s": cpu_s, "broker_peak_rss_mb": peak_rss_mb,
+        "requests_handled": stats["handled"],
+        "requests_sent": stats["sent"],
+        "answers": stats["answered"],
+        "seconds": round(elapsed, 1),
+        "connections": stats["connections"],
+        "connection_outcomes": {
+            k: stats[k]
+            for k in ("all handled", "closed by the broker", "still waiting after WAIT_S", "connect failures")
+        },
+        "closed_by_reason": closes,
+        "handler_failures": failures,
+        "other_tracebacks": other_tracebacks,
+        "broker_crashed": crashed,
+        "broker_exit_code": proc.returncode,
+        "canary": {
+            "alone": percentiles(canary.latencies["alone"]),
+            "during": percentiles(canary.latencies["during"]),
+            "errors": len(canary.errors),
+            "first_errors": canary.errors[:5],
+            "acked": canary.acked,
+            "read_back": read,
+            "over_100_ms": len(canary.slow),
+            "slowest": sorted(canary.slow, reverse=True)[:5],
+        },
+        "broker_cpu_s": cpu_s,
+        "broker_peak_rss_mb": peak_rss_mb,
         "partitions_on_disk": partitions_on_disk,
     }
     text = json.dumps(report, indent=2)

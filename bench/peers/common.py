@@ -2,6 +2,7 @@
 and RSS of a process tree read from /proc, a server process started in its own session
 and stopped with everything it spawned, and the machine description line.
 """
+
 from __future__ import annotations
 
 import os
@@ -139,8 +140,15 @@ class ServerProcess:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=self.cwd, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -182,7 +190,7 @@ class ServerProcess:
             if pid == self.proc.pid:
                 continue
             while proc_start(pid) == started and started is not None and time.monotonic() < deadline:
-                time.sleep(0.1)                     # helpers usually exit with their parent
+                time.sleep(0.1)  # helpers usually exit with their parent
             if proc_start(pid) == started and started is not None:
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -4,6 +4,7 @@ in a temporary directory, and stopped (with everything it spawned) and deleted a
     with RedisServer(tmp_root) as s:     # s.port, s.pid (root of the measured tree)
         ...
 """
+
 from __future__ import annotations
 
 import os
@@ -52,7 +53,7 @@ class _Managed:
         for p in reversed(self.procs):
             try:
                 p.stop()
-            except Exception:                     # noqa: BLE001 — go on stopping the others
+            except Exception:  # noqa: BLE001 — go on stopping the others
                 pass
 
     def cleanup(self) -> None:
@@ -90,6 +91,7 @@ class _Managed:
 
 class RedisServer(_Managed):
     """redis-server with AOF on, fsync once a second (appendfsync everysec), RDB off."""
+
     name = "redis"
 
     def start(self) -> None:
@@ -98,15 +100,38 @@ class RedisServer(_Managed):
             raise StartError("redis-server not installed")
         self.version = _version([exe, "--version"]).split(" v=")[-1].split()[0] if exe else ""
         self.port = free_port()
-        self.main = self._launch("redis", [
-            exe, "--bind", "127.0.0.1", "--port", str(self.port), "--protected-mode", "yes",
-            "--dir", self.tmp, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-            "--daemonize", "no", "--logfile", "", "--databases", "1"])
+        self.main = self._launch(
+            "redis",
+            [
+                exe,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--protected-mode",
+                "yes",
+                "--dir",
+                self.tmp,
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                "--logfile",
+                "",
+                "--databases",
+                "1",
+            ],
+        )
         self._wait(self.main, self.port, "redis-server")
 
 
 class NatsServer(_Managed):
     """nats-server with JetStream, file store in the temp dir."""
+
     name = "nats"
 
     def start(self) -> None:
@@ -115,8 +140,9 @@ class NatsServer(_Managed):
             raise StartError("nats-server not installed")
         self.version = _version([exe, "--version"]).replace("nats-server: v", "")
         self.port = free_port()
-        self.main = self._launch("nats", [exe, "-a", "127.0.0.1", "-p", str(self.port), "-js",
-                                          "-sd", os.path.join(self.tmp, "js")])
+        self.main = self._launch(
+            "nats", [exe, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", os.path.join(self.tmp, "js")]
+        )
         self._wait(self.main, self.port, "nats-server")
 
 
@@ -125,6 +151,7 @@ class RabbitServer(_Managed):
     the rabbitmq_stream plugin; node name, Mnesia, logs, config, plugins file, Erlang
     cookie (HOME) all in the temp dir; AMQP, stream, distribution and its own epmd on
     free loopback ports."""
+
     name = "rabbitmq"
     start_timeout = 120.0
 
@@ -140,29 +167,35 @@ class RabbitServer(_Managed):
         with open(os.path.join(t, "enabled_plugins"), "w") as f:
             f.write("[rabbitmq_stream].\n")
         with open(os.path.join(t, "rabbitmq.conf"), "w") as f:
-            f.write(f"listeners.tcp.1 = 127.0.0.1:{amqp}\n"
-                    f"stream.listeners.tcp.1 = 127.0.0.1:{self.port}\n"
-                    f"stream.advertised_host = 127.0.0.1\n"
-                    f"stream.advertised_port = {self.port}\n")
+            f.write(
+                f"listeners.tcp.1 = 127.0.0.1:{amqp}\n"
+                f"stream.listeners.tcp.1 = 127.0.0.1:{self.port}\n"
+                f"stream.advertised_host = 127.0.0.1\n"
+                f"stream.advertised_port = {self.port}\n"
+            )
         open(os.path.join(t, "rabbitmq-env.conf"), "w").close()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
-        env.update({
-            "HOME": t,                                            # .erlang.cookie goes here
-            "ERL_EPMD_ADDRESS": "127.0.0.1", "ERL_EPMD_PORT": str(epmd_port),
-            "RABBITMQ_CONF_ENV_FILE": os.path.join(t, "rabbitmq-env.conf"),
-            "RABBITMQ_NODENAME": f"kbpeers{self.port}@localhost",
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(amqp),
-            "RABBITMQ_DIST_PORT": str(dist),
-            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
-            "RABBITMQ_MNESIA_BASE": os.path.join(t, "mnesia"),
-            "RABBITMQ_LOG_BASE": os.path.join(t, "log"),
-            "RABBITMQ_LOGS": os.path.join(t, "log", "rabbit.log"),
-            "RABBITMQ_PID_FILE": os.path.join(t, "rabbit.pid"),
-            "RABBITMQ_PLUGINS_EXPAND_DIR": os.path.join(t, "plugins-expand"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(t, "enabled_plugins"),
-            "RABBITMQ_CONFIG_FILE": os.path.join(t, "rabbitmq.conf"),
-            "RABBITMQ_ADVANCED_CONFIG_FILE": os.path.join(t, "advanced.config"),
-        })
+        env.update(
+            {
+                "HOME": t,  # .erlang.cookie goes here
+                "ERL_EPMD_ADDRESS": "127.0.0.1",
+                "ERL_EPMD_PORT": str(epmd_port),
+                "RABBITMQ_CONF_ENV_FILE": os.path.join(t, "rabbitmq-env.conf"),
+                "RABBITMQ_NODENAME": f"kbpeers{self.port}@localhost",
+                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+                "RABBITMQ_NODE_PORT": str(amqp),
+                "RABBITMQ_DIST_PORT": str(dist),
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+                "RABBITMQ_MNESIA_BASE": os.path.join(t, "mnesia"),
+                "RABBITMQ_LOG_BASE": os.path.join(t, "log"),
+                "RABBITMQ_LOGS": os.path.join(t, "log", "rabbit.log"),
+                "RABBITMQ_PID_FILE": os.path.join(t, "rabbit.pid"),
+                "RABBITMQ_PLUGINS_EXPAND_DIR": os.path.join(t, "plugins-expand"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(t, "enabled_plugins"),
+                "RABBITMQ_CONFIG_FILE": os.path.join(t, "rabbitmq.conf"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": os.path.join(t, "advanced.config"),
+            }
+        )
         self.epmd = self._launch("epmd", [epmd, "-address", "127.0.0.1", "-port", str(epmd_port)], env=env)
         if not wait_port(epmd_port, 10, self.epmd.alive):
             raise StartError(f"epmd did not start: {self.epmd.log_tail(2)}")

@@ -11,6 +11,7 @@ and its descendants), from just before the first message to the last acknowledge
 (produce) or the N-th message received (consume). It prints one JSON line:
 {"count", "elapsed", "client_cpu", "server_cpu", "timeout", "error", "extra"}.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(os.path.dirname(HERE)))      # the project root, for `broker`
+sys.path.insert(1, os.path.dirname(os.path.dirname(HERE)))  # the project root, for `broker`
 
 from common import cpu_delta, proc_cpu, tree_cpu  # noqa: E402
 
@@ -56,8 +57,12 @@ class Meter:
         if self.t0 is None:
             return {"count": self.count, "elapsed": 0.0, "client_cpu": 0.0, "server_cpu": 0.0}
         self.stop()
-        return {"count": self.count, "elapsed": self.t1 - self.t0, "client_cpu": self.c1 - self.c0,
-                "server_cpu": cpu_delta(self.s0, self.s1)}
+        return {
+            "count": self.count,
+            "elapsed": self.t1 - self.t0,
+            "client_cpu": self.c1 - self.c0,
+            "server_cpu": cpu_delta(self.s0, self.s1),
+        }
 
 
 def payload(size: int, seed: int = 42) -> bytes:
@@ -65,23 +70,35 @@ def payload(size: int, seed: int = 42) -> bytes:
     the same for every record), repeated here so the peers' workers need not import
     `broker` (whose editable install checks the native build on import)."""
     import random
+
     rng = random.Random(seed)
     return bytes(rng.randrange(65, 91) for _ in range(size))
 
 
 # ---- kbroker: the project's perf tool ------------------------------------------------------
 
+
 def kbroker_perf_produce(s: dict, m: Meter, deadline: float) -> None:
     from broker.client import Cluster
     from broker.perf.produce import ProduceOptions, ensure_topic, run_produce
+
     c = Cluster(s["bootstrap"], client_id="peers-setup")
     try:
         ensure_topic(c, s["topic"], s["partitions"])
     finally:
         c.close()
-    opts = ProduceOptions(s["bootstrap"], s["topic"], s["n"], s["size"], acks=s["acks"], batch_size=s["batch_size"],
-                          partitions=s["partitions"], max_inflight=s.get("max_inflight", 5), progress=False,
-                          timeout_s=max(1.0, deadline - time.monotonic()))
+    opts = ProduceOptions(
+        s["bootstrap"],
+        s["topic"],
+        s["n"],
+        s["size"],
+        acks=s["acks"],
+        batch_size=s["batch_size"],
+        partitions=s["partitions"],
+        max_inflight=s.get("max_inflight", 5),
+        progress=False,
+        timeout_s=max(1.0, deadline - time.monotonic()),
+    )
     m.start()
     try:
         r = run_produce(opts, out=sys.stderr)
@@ -94,8 +111,10 @@ def kbroker_perf_produce(s: dict, m: Meter, deadline: float) -> None:
 
 def kbroker_perf_consume(s: dict, m: Meter, deadline: float) -> None:
     from broker.perf.consume import ConsumeOptions, run_consume
-    opts = ConsumeOptions(s["bootstrap"], s["topic"], s["n"], s["size"], progress=False,
-                          timeout_s=max(1.0, deadline - time.monotonic()))
+
+    opts = ConsumeOptions(
+        s["bootstrap"], s["topic"], s["n"], s["size"], progress=False, timeout_s=max(1.0, deadline - time.monotonic())
+    )
     m.start()
     try:
         r = run_consume(opts, out=sys.stderr)
@@ -107,22 +126,33 @@ def kbroker_perf_consume(s: dict, m: Meter, deadline: float) -> None:
 
 # ---- kbroker: confluent-kafka ----------------------------------------------------------------
 
+
 def confluent_produce(s: dict, m: Meter, deadline: float) -> None:
     import confluent_kafka as ck
 
     from broker.client import Cluster
     from broker.perf.produce import ensure_topic
+
     c = Cluster(s["bootstrap"], client_id="peers-setup")
     try:
         ensure_topic(c, s["topic"], s["partitions"])
     finally:
         c.close()
     errors = []
-    p = ck.Producer({"bootstrap.servers": s["bootstrap"], "acks": s["acks"], "linger.ms": 5, "batch.size": 1 << 20,
-                     "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2 << 20,
-                     "compression.type": "none", "delivery.report.only.error": True,
-                     "on_delivery": lambda err, msg: errors.append(err) if err else None})
-    p.list_topics(s["topic"], timeout=30)                         # connected before the clock starts
+    p = ck.Producer(
+        {
+            "bootstrap.servers": s["bootstrap"],
+            "acks": s["acks"],
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2 << 20,
+            "compression.type": "none",
+            "delivery.report.only.error": True,
+            "on_delivery": lambda err, msg: errors.append(err) if err else None,
+        }
+    )
+    p.list_topics(s["topic"], timeout=30)  # connected before the clock starts
     value, topic, n = payload(s["size"]), s["topic"], s["n"]
     m.start()
     try:
@@ -140,9 +170,18 @@ def confluent_produce(s: dict, m: Meter, deadline: float) -> None:
 
 def confluent_consume(s: dict, m: Meter, deadline: float) -> None:
     import confluent_kafka as ck
-    c = ck.Consumer({"bootstrap.servers": s["bootstrap"], "group.id": "peers-bench", "enable.auto.commit": False,
-                     "fetch.wait.max.ms": 100, "max.partition.fetch.bytes": 1 << 20,
-                     "fetch.max.bytes": 64 << 20, "queued.min.messages": 1_000_000})
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": s["bootstrap"],
+            "group.id": "peers-bench",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "max.partition.fetch.bytes": 1 << 20,
+            "fetch.max.bytes": 64 << 20,
+            "queued.min.messages": 1_000_000,
+        }
+    )
     try:
         c.assign([ck.TopicPartition(s["topic"], p, ck.OFFSET_BEGINNING) for p in range(s["partitions"])])
         n = s["n"]
@@ -152,7 +191,7 @@ def confluent_consume(s: dict, m: Meter, deadline: float) -> None:
             if time.monotonic() > deadline:
                 m.count = got
                 raise PhaseTimeout(f"{got} consumed")
-            for msg in c.consume(min(100_000, n - got), 1.0):   # a full count returns at once
+            for msg in c.consume(min(100_000, n - got), 1.0):  # a full count returns at once
                 if not msg.error():
                     got += 1
         m.stop()
@@ -163,8 +202,10 @@ def confluent_consume(s: dict, m: Meter, deadline: float) -> None:
 
 # ---- Redis Streams: redis-py (+ hiredis) ---------------------------------------------------------
 
+
 def redis_produce(s: dict, m: Meter, deadline: float) -> None:
     import redis
+
     r = redis.Redis(host="127.0.0.1", port=s["port"], socket_timeout=60)
     r.ping()
     key, n, depth = s["stream"], s["n"], s["pipeline"]
@@ -178,7 +219,7 @@ def redis_produce(s: dict, m: Meter, deadline: float) -> None:
         p = r.pipeline(transaction=False)
         for _ in range(k):
             p.xadd(key, fields)
-        p.execute()                                 # raises on the first error reply
+        p.execute()  # raises on the first error reply
         sent += k
         m.count = sent
     m.stop()
@@ -189,6 +230,7 @@ def redis_produce(s: dict, m: Meter, deadline: float) -> None:
 
 def redis_consume(s: dict, m: Meter, deadline: float) -> None:
     import redis
+
     r = redis.Redis(host="127.0.0.1", port=s["port"], socket_timeout=60)
     r.ping()
     key, n, count = s["stream"], s["n"], s["count"]
@@ -210,10 +252,13 @@ def redis_consume(s: dict, m: Meter, deadline: float) -> None:
 
 # ---- NATS JetStream: nats-py ----------------------------------------------------------------
 
+
 async def _nats_connect(s: dict):
     import nats
-    return await nats.connect(f"nats://127.0.0.1:{s['port']}", pending_size=64 << 20, connect_timeout=10,
-                              allow_reconnect=False)
+
+    return await nats.connect(
+        f"nats://127.0.0.1:{s['port']}", pending_size=64 << 20, connect_timeout=10, allow_reconnect=False
+    )
 
 
 async def nats_produce(s: dict, m: Meter, deadline: float) -> None:
@@ -221,6 +266,7 @@ async def nats_produce(s: dict, m: Meter, deadline: float) -> None:
     without awaiting each ack: acks (one per message, {"stream":..,"seq":..}) arrive on
     one inbox subscription and are counted; at most `window` messages are unacknowledged."""
     from nats.js.api import StorageType, StreamConfig
+
     nc = await _nats_connect(s)
     try:
         js = nc.jetstream()
@@ -270,18 +316,20 @@ async def nats_consume(s: dict, m: Meter, deadline: float) -> None:
     messages (two outstanding), as the JetStream API's fetch sends them, messages
     counted in a subscription callback."""
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
     nc = await _nats_connect(s)
     try:
         js = nc.jetstream()
         name = "peers"
-        await js.add_consumer(s["stream"], ConsumerConfig(durable_name=name, ack_policy=AckPolicy.NONE,
-                                                          deliver_policy=DeliverPolicy.ALL))
+        await js.add_consumer(
+            s["stream"], ConsumerConfig(durable_name=name, ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        )
         inbox = nc.new_inbox()
         n, batch = s["n"], s["batch"]
         state = {"got": 0, "status": 0}
 
         async def on_msg(msg):
-            if msg.header and not msg.data:          # 404 / 408 status messages
+            if msg.header and not msg.data:  # 404 / 408 status messages
                 state["status"] += 1
                 return
             state["got"] += 1
@@ -295,7 +343,7 @@ async def nats_consume(s: dict, m: Meter, deadline: float) -> None:
             if time.monotonic() > deadline:
                 m.count = state["got"]
                 raise PhaseTimeout(f"{state['got']} received")
-            if state["status"]:                       # an expired request: ask again
+            if state["status"]:  # an expired request: ask again
                 requested = state["got"]
                 state["status"] = 0
             while requested - state["got"] < 2 * batch and requested < n:
@@ -310,8 +358,10 @@ async def nats_consume(s: dict, m: Meter, deadline: float) -> None:
 
 # ---- RabbitMQ streams: rstream -----------------------------------------------------------------
 
+
 async def rstream_produce(s: dict, m: Meter, deadline: float) -> None:
     from rstream import Producer
+
     n, batch, window, stream = s["n"], s["batch"], s["window"], s["stream"]
     value = payload(s["size"])
     state = {"confirmed": 0, "errors": 0, "first_error": None}
@@ -350,6 +400,7 @@ async def rstream_produce(s: dict, m: Meter, deadline: float) -> None:
 
 async def rstream_consume(s: dict, m: Meter, deadline: float) -> None:
     from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
+
     n, stream = s["n"], s["stream"]
     state = {"got": 0}
     done = asyncio.Event()
@@ -361,8 +412,12 @@ async def rstream_consume(s: dict, m: Meter, deadline: float) -> None:
 
     async with Consumer("127.0.0.1", s["port"], username="guest", password="guest") as c:
         m.start()
-        await c.subscribe(stream, on_msg, offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
-                          initial_credit=s["credit"])
+        await c.subscribe(
+            stream,
+            on_msg,
+            offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
+            initial_credit=s["credit"],
+        )
         try:
             await asyncio.wait_for(done.wait(), max(0.1, deadline - time.monotonic()))
         except asyncio.TimeoutError:
@@ -396,15 +451,19 @@ def main() -> int:
         if asyncio.iscoroutinefunction(fn):
             if spec.get("uvloop"):
                 import uvloop
+
                 uvloop.install()
             asyncio.run(asyncio.wait_for(fn(spec, m, deadline), spec["timeout_s"] + 5))
         else:
             fn(spec, m, deadline)
     except (PhaseTimeout, asyncio.TimeoutError) as exc:
         out["timeout"] = True
-        out["error"] = f"timeout after {spec['timeout_s']:.0f} s ({exc})" if str(exc) else \
-            f"timeout after {spec['timeout_s']:.0f} s"
-    except Exception as exc:                          # noqa: BLE001 — reported in the table
+        out["error"] = (
+            f"timeout after {spec['timeout_s']:.0f} s ({exc})"
+            if str(exc)
+            else f"timeout after {spec['timeout_s']:.0f} s"
+        )
+    except Exception as exc:  # noqa: BLE001 — reported in the table
         traceback.print_exc(file=sys.stderr)
         out["error"] = f"{type(exc).__name__}: {exc}"[:300]
     out.update(m.result())

@@ -43,6 +43,7 @@ or another benchmark (/tmp/bench-running) is active (unless --no-wait), holds
 (--timeout-s). ZooKeeper, the brokers, Spark and the clients share this machine's cores:
 say so next to the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -126,7 +127,7 @@ class TimedProducer(threading.Thread):
         self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
         self.stop = threading.Event()
         self.sent = 0
-        self.send_times: list[float] = []          # epoch seconds, per record
+        self.send_times: list[float] = []  # epoch seconds, per record
 
     def run(self) -> None:
         t0 = time.monotonic()
@@ -148,7 +149,7 @@ class ArrivalWatcher(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, isolation_level: int = 0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
-        self.isolation_level = isolation_level          # 1: read_committed (what an exactly-once sink committed)
+        self.isolation_level = isolation_level  # 1: read_committed (what an exactly-once sink committed)
         self.stop = threading.Event()
         self.arrivals: list[tuple[float, float]] = []
 
@@ -158,7 +159,7 @@ class ArrivalWatcher(threading.Thread):
             while not self.stop.is_set():
                 try:
                     records = c.poll(0.1)
-                except Exception:                       # noqa: BLE001 - a failover: poll again
+                except Exception:  # noqa: BLE001 - a failover: poll again
                     time.sleep(0.05)
                     continue
                 now = time.time()
@@ -187,7 +188,7 @@ def failover_time(cluster: Cluster, parts, victim: int, t_signal: float, timeout
         try:
             if all(cluster.leader_of(t, p) not in (victim, -1) for t, p in parts):
                 return time.time() - t_signal
-        except Exception:                                # noqa: BLE001 - no live broker answered: again
+        except Exception:  # noqa: BLE001 - no live broker answered: again
             pass
         if time.time() - t_signal > timeout:
             raise TimeoutError(f"no new leaders within {timeout} s")
@@ -203,8 +204,15 @@ def max_gap(times: list[float], start: float, end: float) -> float:
 def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dict:
     create(cluster.bootstrap, "in")
     create(cluster.bootstrap, "out")
-    job = CopyJob(cluster.bootstrap, "in", "out", tmp / "copy-checkpoint", master=spark.master_url, env=spark.env,
-                  log_path=tmp / "copy.log").start()
+    job = CopyJob(
+        cluster.bootstrap,
+        "in",
+        "out",
+        tmp / "copy-checkpoint",
+        master=spark.master_url,
+        env=spark.env,
+        log_path=tmp / "copy.log",
+    ).start()
     producer = TimedProducer(cluster.bootstrap, "in", args.rate)
     watcher = ArrivalWatcher(cluster.bootstrap, "out")
     trials = []
@@ -238,13 +246,24 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
             sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
             window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
             e2e = max(window) if window and len(window) >= sent else float("nan")
-            row = {"trial": trial + 1, "how": how, "victim": victim, "partitions_led": len(parts),
-                   "failover_s": round(failover, 3), "stall_s": round(stall, 3), "baseline_gap_s": round(baseline, 3),
-                   "max_e2e_s": round(e2e, 3), "load1": round(load, 2)}
+            row = {
+                "trial": trial + 1,
+                "how": how,
+                "victim": victim,
+                "partitions_led": len(parts),
+                "failover_s": round(failover, 3),
+                "stall_s": round(stall, 3),
+                "baseline_gap_s": round(baseline, 3),
+                "max_e2e_s": round(e2e, 3),
+                "load1": round(load, 2),
+            }
             trials.append(row)
-            print(f"  {how:8} broker {victim} ({len(parts)} partitions): failover {failover:.2f} s, "
-                  f"stall {stall:.2f} s (baseline gap {baseline:.2f} s), max end-to-end {e2e:.2f} s, "
-                  f"load {load:.1f}", flush=True)
+            print(
+                f"  {how:8} broker {victim} ({len(parts)} partitions): failover {failover:.2f} s, "
+                f"stall {stall:.2f} s (baseline gap {baseline:.2f} s), max end-to-end {e2e:.2f} s, "
+                f"load {load:.1f}",
+                flush=True,
+            )
             assert job.alive and not job.failed(), job.output()
             cluster.broker(victim).start(timeout=120)
             heal(cluster, ("in", "out"))
@@ -260,21 +279,26 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
         rows = [t for t in trials if t["how"] == how]
         if rows:
             out[how] = {k: statistics.median(t[k] for t in rows) for k in ("failover_s", "stall_s")}
-            e2e = [t["max_e2e_s"] for t in rows if t["max_e2e_s"] == t["max_e2e_s"]]      # not nan
+            e2e = [t["max_e2e_s"] for t in rows if t["max_e2e_s"] == t["max_e2e_s"]]  # not nan
             out[how]["max_e2e_s"] = statistics.median(e2e) if e2e else float("nan")
             out[how]["stall_minus_failover_s"] = statistics.median(t["stall_s"] - t["failover_s"] for t in rows)
-            print(f"{how}: median failover {out[how]['failover_s']:.2f} s, stall {out[how]['stall_s']:.2f} s "
-                  f"(stall - failover {out[how]['stall_minus_failover_s']:.2f} s), max end-to-end "
-                  f"{out[how]['max_e2e_s']:.2f} s", flush=True)
+            print(
+                f"{how}: median failover {out[how]['failover_s']:.2f} s, stall {out[how]['stall_s']:.2f} s "
+                f"(stall - failover {out[how]['stall_minus_failover_s']:.2f} s), max end-to-end "
+                f"{out[how]['max_e2e_s']:.2f} s",
+                flush=True,
+            )
     return out
 
 
 def coordinator_of(bootstrap: str, txn_id: str) -> int:
     from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
+
     with Client(bootstrap) as c:
         conn = c.any_connection()
-        r = conn.request(FindCoordinatorRequest(key=txn_id, key_type=1),
-                         min(conn.version_for(FindCoordinatorRequest.API_KEY), 3))
+        r = conn.request(
+            FindCoordinatorRequest(key=txn_id, key_type=1), min(conn.version_for(FindCoordinatorRequest.API_KEY), 3)
+        )
         return r.node_id if r.error_code == 0 else -1
 
 
@@ -289,8 +313,16 @@ def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) ->
     latency of the records sent around it; the query must not fail."""
     create(cluster.bootstrap, "eos-in")
     create(cluster.bootstrap, "eos-out")
-    job = CopyJob(cluster.bootstrap, "eos-in", "eos-out", tmp / "eos-checkpoint", master=spark.master_url,
-                  env=spark.env, extra=["--exactly-once"], log_path=tmp / "eos-copy.log").start()
+    job = CopyJob(
+        cluster.bootstrap,
+        "eos-in",
+        "eos-out",
+        tmp / "eos-checkpoint",
+        master=spark.master_url,
+        env=spark.env,
+        extra=["--exactly-once"],
+        log_path=tmp / "eos-copy.log",
+    ).start()
     producer = TimedProducer(cluster.bootstrap, "eos-in", args.rate)
     watcher = ArrivalWatcher(cluster.bootstrap, "eos-out", isolation_level=1)
     trials = []
@@ -318,16 +350,32 @@ def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) ->
             sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
             window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
             e2e = max(window) if window and len(window) >= sent else float("nan")
-            roles = ([f"coordinator of {sum(1 for b in coordinators.values() if b == victim)} of the query's "
-                      f"transactional ids"] if victim in coordinators.values() else [])
+            roles = (
+                [
+                    f"coordinator of {sum(1 for b in coordinators.values() if b == victim)} of the query's "
+                    f"transactional ids"
+                ]
+                if victim in coordinators.values()
+                else []
+            )
             roles += ["controller"] if victim == controller else []
-            row = {"victim": victim, "roles": roles, "partitions_led": len(parts), "failover_s": round(failover, 3),
-                   "stall_s": round(stall, 3), "baseline_gap_s": round(baseline, 3), "max_e2e_s": round(e2e, 3),
-                   "load1": round(load, 2)}
+            row = {
+                "victim": victim,
+                "roles": roles,
+                "partitions_led": len(parts),
+                "failover_s": round(failover, 3),
+                "stall_s": round(stall, 3),
+                "baseline_gap_s": round(baseline, 3),
+                "max_e2e_s": round(e2e, 3),
+                "load1": round(load, 2),
+            }
             trials.append(row)
-            print(f"  kill -9 broker {victim} ({', '.join(roles) or 'no role'}; {len(parts)} partitions): "
-                  f"failover {failover:.2f} s, stall {stall:.2f} s (baseline gap {baseline:.2f} s), max send to "
-                  f"commit {e2e:.2f} s, load {load:.1f}", flush=True)
+            print(
+                f"  kill -9 broker {victim} ({', '.join(roles) or 'no role'}; {len(parts)} partitions): "
+                f"failover {failover:.2f} s, stall {stall:.2f} s (baseline gap {baseline:.2f} s), max send to "
+                f"commit {e2e:.2f} s, load {load:.1f}",
+                flush=True,
+            )
             assert job.alive and not job.failed(), job.output()
             cluster.broker(victim).start(timeout=120)
             heal(cluster, ("eos-in", "eos-out"))
@@ -340,18 +388,26 @@ def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) ->
         watcher.join(30)
         job.close()
     goal = args.session_ms / 1000 + 5
-    out = {"rate": args.rate, "session_ms": args.session_ms, "goal_stall_s": goal, "trials": trials,
-           "stall_s_max": max(t["stall_s"] for t in trials), "stall_s_median": statistics.median(
-               t["stall_s"] for t in trials)}
-    print(f"exactly-once copy, each broker killed -9: stall median {out['stall_s_median']:.2f} s, largest "
-          f"{out['stall_s_max']:.2f} s (goal: at most zookeeper.session.timeout.ms + 5 s = {goal:g} s); "
-          f"the query never failed", flush=True)
+    out = {
+        "rate": args.rate,
+        "session_ms": args.session_ms,
+        "goal_stall_s": goal,
+        "trials": trials,
+        "stall_s_max": max(t["stall_s"] for t in trials),
+        "stall_s_median": statistics.median(t["stall_s"] for t in trials),
+    }
+    print(
+        f"exactly-once copy, each broker killed -9: stall median {out['stall_s_median']:.2f} s, largest "
+        f"{out['stall_s_max']:.2f} s (goal: at most zookeeper.session.timeout.ms + 5 s = {goal:g} s); "
+        f"the query never failed",
+        flush=True,
+    )
     return out
 
 
 # ---------------------------------------------------------------- read and write throughput
 
-SPARK_JOB = r'''
+SPARK_JOB = r"""
 import json, statistics, sys, time
 from pyspark.sql import SparkSession
 from broker.spark import KBrokerDataSource
@@ -397,7 +453,7 @@ if "write" in steps:
     times = [timed(lambda r=r: write(f"{topic}-w{r + 1}")) for r in range(rounds)]
     report("write", times)
 spark.stop()
-'''
+"""
 
 
 def fill(bootstrap: str, topic: str, n: int, size: int) -> float:
@@ -407,17 +463,30 @@ def fill(bootstrap: str, topic: str, n: int, size: int) -> float:
 
     from broker.spark.options import SinkOptions
     from broker.spark.writer import TaskWriter
+
     rng = np.random.default_rng(7)
     t0 = time.perf_counter()
     w = TaskWriter(SinkOptions.parse({"kbroker.bootstrap.servers": bootstrap, "topic": topic}))
     for start in range(0, n, 100_000):
         m = min(100_000, n - start)
-        values = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(
-            np.arange(0, (m + 1) * size, size, dtype=np.int32).tobytes()),
-            pa.py_buffer(rng.integers(0, 256, size=m * size, dtype=np.uint8).tobytes())])
-        keys = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(
-            np.arange(0, (m + 1) * 8, 8, dtype=np.int32).tobytes()),
-            pa.py_buffer(np.arange(start, start + m, dtype=">u8").tobytes())])
+        values = pa.Array.from_buffers(
+            pa.binary(),
+            m,
+            [
+                None,
+                pa.py_buffer(np.arange(0, (m + 1) * size, size, dtype=np.int32).tobytes()),
+                pa.py_buffer(rng.integers(0, 256, size=m * size, dtype=np.uint8).tobytes()),
+            ],
+        )
+        keys = pa.Array.from_buffers(
+            pa.binary(),
+            m,
+            [
+                None,
+                pa.py_buffer(np.arange(0, (m + 1) * 8, 8, dtype=np.int32).tobytes()),
+                pa.py_buffer(np.arange(start, start + m, dtype=">u8").tobytes()),
+            ],
+        )
         w.write_batch(pa.RecordBatch.from_arrays([keys, values], names=["key", "value"]))
     assert w.finish().records == n
     return time.perf_counter() - t0
@@ -439,9 +508,25 @@ def step_throughput(cluster: Cluster, spark: SparkStandalone, args, steps: set[s
     for r in range(args.rounds + 1):
         create(cluster.bootstrap, f"{topic}-w{r}")
     load = load1()
-    run = subprocess.run([sys.executable, "-c", SPARK_JOB, spark.master_url, cluster.bootstrap, topic,
-                          str(args.messages), str(args.rounds), jars, ",".join(sorted(steps))],
-                         capture_output=True, text=True, env=spark.env, cwd=ROOT, timeout=args.timeout_s)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SPARK_JOB,
+            spark.master_url,
+            cluster.bootstrap,
+            topic,
+            str(args.messages),
+            str(args.rounds),
+            jars,
+            ",".join(sorted(steps)),
+        ],
+        capture_output=True,
+        text=True,
+        env=spark.env,
+        cwd=ROOT,
+        timeout=args.timeout_s,
+    )
     if run.returncode != 0:
         raise RuntimeError(f"the Spark job failed:\n{run.stderr[-4000:]}")
     out: dict = {"messages": args.messages, "size": args.size, "load1_before": round(load, 2)}
@@ -454,39 +539,57 @@ def step_throughput(cluster: Cluster, spark: SparkStandalone, args, steps: set[s
             out["read"] = {}
             for name, ts in r["times"].items():
                 med = statistics.median(ts)
-                out["read"][name] = {"times_s": [round(t, 3) for t in ts], "rows_per_s_median": round(n / med),
-                                     "rows_per_s_best": round(n / min(ts))}
-                print(f"read {name}: median {n / med:,.0f} rows/s, best {n / min(ts):,.0f} "
-                      f"({', '.join(f'{t:.2f}' for t in ts)} s)", flush=True)
+                out["read"][name] = {
+                    "times_s": [round(t, 3) for t in ts],
+                    "rows_per_s_median": round(n / med),
+                    "rows_per_s_best": round(n / min(ts)),
+                }
+                print(
+                    f"read {name}: median {n / med:,.0f} rows/s, best {n / min(ts):,.0f} "
+                    f"({', '.join(f'{t:.2f}' for t in ts)} s)",
+                    flush=True,
+                )
         else:
             ts = r["times"]
             med = statistics.median(ts)
-            out["write"] = {"times_s": [round(t, 3) for t in ts], "rows_per_s_median": round(n / med),
-                            "rows_per_s_best": round(n / min(ts))}
-            print(f"write (kbroker sink, RF=3, acks=all): median {n / med:,.0f} rows/s, best {n / min(ts):,.0f} "
-                  f"({', '.join(f'{t:.2f}' for t in ts)} s)", flush=True)
+            out["write"] = {
+                "times_s": [round(t, 3) for t in ts],
+                "rows_per_s_median": round(n / med),
+                "rows_per_s_best": round(n / min(ts)),
+            }
+            print(
+                f"write (kbroker sink, RF=3, acks=all): median {n / med:,.0f} rows/s, best {n / min(ts):,.0f} "
+                f"({', '.join(f'{t:.2f}' for t in ts)} s)",
+                flush=True,
+            )
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="stall,read,write",
-                    help="steps, comma-separated: stall, eos-stall, read, write")
+    ap.add_argument("--only", default="stall,read,write", help="steps, comma-separated: stall, eos-stall, read, write")
     ap.add_argument("--session-ms", type=int, default=18000, help="zookeeper.session.timeout.ms (Kafka's default)")
     ap.add_argument("--trials", type=int, default=3, help="stall: trials of each kind (kill -9, SIGTERM)")
     ap.add_argument("--rate", type=float, default=1000, help="stall: records/s produced")
-    ap.add_argument("--lag-s", type=float, default=3.0,
-                    help="stall: a trial starts once the latest record reached `out` within this many s of its "
-                         "send (on a loaded machine a micro-batch alone takes longer than 3 s)")
+    ap.add_argument(
+        "--lag-s",
+        type=float,
+        default=3.0,
+        help="stall: a trial starts once the latest record reached `out` within this many s of its "
+        "send (on a loaded machine a micro-batch alone takes longer than 3 s)",
+    )
     ap.add_argument("--observe-s", type=float, default=45, help="stall: seconds watched after each signal")
     ap.add_argument("--messages", type=int, default=1_000_000, help="read/write: records")
     ap.add_argument("--size", type=int, default=100, help="read/write: value bytes")
     ap.add_argument("--rounds", type=int, default=3, help="read/write: timed rounds")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--timeout-s", type=int, default=3600)
-    ap.add_argument("--no-wait", action="store_true",
-                    help="measure even while a fault run, the test suite or another benchmark is active "
-                         "(a loaded machine: say so beside the figures)")
+    ap.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="measure even while a fault run, the test suite or another benchmark is active "
+        "(a loaded machine: say so beside the figures)",
+    )
     args = ap.parse_args()
     steps = {s.strip() for s in args.only.split(",") if s.strip()}
     if not steps <= {"stall", "eos-stall", "read", "write"}:
@@ -494,26 +597,37 @@ def main() -> int:
 
     def give_up(*_):
         raise TimeoutError(f"the benchmark took over --timeout-s={args.timeout_s} s")
+
     signal.signal(signal.SIGALRM, give_up)
     if args.no_wait:
         if (what := busy()) is not None:
             print(f"{what} is active: measuring anyway (--no-wait), load {load1():.1f}", flush=True)
     else:
         wait_for_quiet_machine()
-    ours = not os.path.exists(BENCH_MARKER)            # never remove another benchmark's marker
+    ours = not os.path.exists(BENCH_MARKER)  # never remove another benchmark's marker
     Path(BENCH_MARKER).touch()
     signal.alarm(args.timeout_s)
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-pipelines-bench-"))
-    results: dict = {"command": " ".join([".venv/bin/python", "bench/pipelines/run.py", *sys.argv[1:]]),
-                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    results: dict = {
+        "command": " ".join([".venv/bin/python", "bench/pipelines/run.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     failed = True
     try:
-        config = {"zookeeper.session.timeout.ms": args.session_ms, "default.replication.factor": 3,
-                  "offsets.topic.replication.factor": 3}
-        with Cluster(tmp / "cluster", n=3, config=config) as cluster, \
-                SparkStandalone(tmp / "spark", workers=2) as spark:
-            print(f"cluster {cluster.bootstrap} (zookeeper.session.timeout.ms={args.session_ms}), "
-                  f"Spark {spark.master_url}", flush=True)
+        config = {
+            "zookeeper.session.timeout.ms": args.session_ms,
+            "default.replication.factor": 3,
+            "offsets.topic.replication.factor": 3,
+        }
+        with (
+            Cluster(tmp / "cluster", n=3, config=config) as cluster,
+            SparkStandalone(tmp / "spark", workers=2) as spark,
+        ):
+            print(
+                f"cluster {cluster.bootstrap} (zookeeper.session.timeout.ms={args.session_ms}), "
+                f"Spark {spark.master_url}",
+                flush=True,
+            )
             if "stall" in steps:
                 results["stall"] = step_stall(cluster, spark, args, tmp)
             if "eos-stall" in steps:

@@ -20,6 +20,7 @@ with 10,000 ACLs against one without.
 Output: medians over rounds, as Markdown tables (and --json with every run). Every phase
 is bounded in time; brokers and tools are stopped at the end whatever happens.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,9 @@ from tests.support.ports import free_port  # noqa: E402
 PHASE_TIMEOUT = 600
 CLIENT_JVM = ("-XX:+UseG1GC",)
 USER, PASSWORD = "bench", "bench-secret"
-SCRAM_JAAS = (f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" '
-              f'password="{PASSWORD}";')
+SCRAM_JAAS = (
+    f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" password="{PASSWORD}";'
+)
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 
 
@@ -67,11 +69,18 @@ class Listeners:
 
 
 def tls_settings(certs) -> dict:
-    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem),
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca),
-            "ssl.enabled.protocols": "TLSv1.3", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
-            "num.partitions": 1, "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4}
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs.broker_pem),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.ca),
+        "ssl.enabled.protocols": "TLSv1.3",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+        "num.partitions": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "offsets.topic.num.partitions": 4,
+    }
 
 
 class KafkaSide:
@@ -81,17 +90,29 @@ class KafkaSide:
         self.listeners = Listeners()
         self.b = KafkaBroker(root, port=self.listeners.ports["PLAINTEXT"], jvm_flags=KAFKA_JVM_FLAGS)
         self.b.config.update(tls_settings(certs))
-        self.b.config.update({
-            "listeners": self.listeners.spec() + f",CONTROLLER://127.0.0.1:{self.b.controller_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
-            "advertised.listeners": self.listeners.spec()})
+        self.b.config.update(
+            {
+                "listeners": self.listeners.spec() + f",CONTROLLER://127.0.0.1:{self.b.controller_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "advertised.listeners": self.listeners.spec(),
+            }
+        )
 
     def start(self) -> None:
         self.b.start()
         pin(self.b.proc.pid, 0)
-        kafka_tool("kafka-configs", "--bootstrap-server", f"127.0.0.1:{self.listeners.ports['PLAINTEXT']}",
-                   "--alter", "--add-config", f"SCRAM-SHA-512=[password={PASSWORD}]", "--entity-type", "users",
-                   "--entity-name", USER)
+        kafka_tool(
+            "kafka-configs",
+            "--bootstrap-server",
+            f"127.0.0.1:{self.listeners.ports['PLAINTEXT']}",
+            "--alter",
+            "--add-config",
+            f"SCRAM-SHA-512=[password={PASSWORD}]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            USER,
+        )
 
     def stop(self) -> None:
         self.b.stop()
@@ -107,17 +128,34 @@ class KbrokerSide:
     def __init__(self, root: Path, certs, extra: dict | None = None, scram_user: bool = True):
         self.scram_user = scram_user
         self.listeners = Listeners()
-        self.b = BrokerProcess(root / "data", port=self.listeners.ports["PLAINTEXT"], event_loop="auto",
-                               config={**tls_settings(certs), "listeners": self.listeners.spec(), **(extra or {})})
+        self.b = BrokerProcess(
+            root / "data",
+            port=self.listeners.ports["PLAINTEXT"],
+            event_loop="auto",
+            config={**tls_settings(certs), "listeners": self.listeners.spec(), **(extra or {})},
+        )
 
     def start(self) -> None:
         self.b.start()
         pin(self.b.proc.pid, 0)
         if not self.scram_user:
             return
-        r = subprocess.run([sys.executable, "-m", "broker.cli.main", "users", "add", USER, "--bootstrap",
-                            f"127.0.0.1:{self.listeners.ports['PLAINTEXT']}", "--password", PASSWORD],
-                           capture_output=True, timeout=60)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "broker.cli.main",
+                "users",
+                "add",
+                USER,
+                "--bootstrap",
+                f"127.0.0.1:{self.listeners.ports['PLAINTEXT']}",
+                "--password",
+                PASSWORD,
+            ],
+            capture_output=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
 
     def stop(self) -> None:
@@ -140,11 +178,30 @@ def client_properties(d: Path, protocol: str, certs) -> Path:
 
 
 def produce(side, protocol: str, topic: str, records: int, size: int, props: Path) -> dict:
-    cmd = tool_command("kafka-producer-perf-test", "--bootstrap-server",
-                       f"127.0.0.1:{side.listeners.ports[protocol]}", "--topic", topic, "--num-records", records,
-                       "--record-size", size, "--throughput", -1, "--producer.config", props,
-                       "--command-property", "acks=1", "linger.ms=5", "batch.size=131072",
-                       "--reporting-interval", 3_600_000, heap="1g", quick=False, jvm_args=CLIENT_JVM)
+    cmd = tool_command(
+        "kafka-producer-perf-test",
+        "--bootstrap-server",
+        f"127.0.0.1:{side.listeners.ports[protocol]}",
+        "--topic",
+        topic,
+        "--num-records",
+        records,
+        "--record-size",
+        size,
+        "--throughput",
+        -1,
+        "--producer.config",
+        props,
+        "--command-property",
+        "acks=1",
+        "linger.ms=5",
+        "batch.size=131072",
+        "--reporting-interval",
+        3_600_000,
+        heap="1g",
+        quick=False,
+        jvm_args=CLIENT_JVM,
+    )
     out = run_java(on_cpu1(cmd), timeout=PHASE_TIMEOUT).lines
     m = _PRODUCED.match(out[-1])
     assert m, out[-3:]
@@ -152,9 +209,24 @@ def produce(side, protocol: str, topic: str, records: int, size: int, props: Pat
 
 
 def consume(side, protocol: str, topic: str, records: int, props: Path) -> dict:
-    cmd = tool_command("kafka-consumer-perf-test", "--bootstrap-server", f"127.0.0.1:{side.listeners.ports[protocol]}",
-                       "--topic", topic, "--num-records", records, "--timeout", 60000, "--group", f"{topic}-perf",
-                       "--consumer.config", props, heap="1g", quick=False, jvm_args=CLIENT_JVM)
+    cmd = tool_command(
+        "kafka-consumer-perf-test",
+        "--bootstrap-server",
+        f"127.0.0.1:{side.listeners.ports[protocol]}",
+        "--topic",
+        topic,
+        "--num-records",
+        records,
+        "--timeout",
+        60000,
+        "--group",
+        f"{topic}-perf",
+        "--consumer.config",
+        props,
+        heap="1g",
+        quick=False,
+        jvm_args=CLIENT_JVM,
+    )
     out = run_java(on_cpu1(cmd), timeout=PHASE_TIMEOUT).lines
     head = next(i for i, line in enumerate(out) if line.startswith("start.time"))
     stats = dict(zip(out[head].split(", "), out[head + 1].split(", ")))
@@ -204,9 +276,16 @@ def run_side(side, args, certs, work: Path, round_no: int) -> list[dict]:
             cpu = proc_cpu(side.pid) - cpu0
             gb = 2 * args.records * args.size / 1e9
             rate = connect_rate(side, protocol, certs, args.connect_seconds)
-            row = {"broker": side.name, "protocol": protocol, "round": round_no, "produce_mb_s": p["mb_s"],
-                   "produce_s": p["seconds"], "consume_mb_s": c["mb_s"], "cpu_s_per_gb": cpu / gb,
-                   "connections_per_s": rate}
+            row = {
+                "broker": side.name,
+                "protocol": protocol,
+                "round": round_no,
+                "produce_mb_s": p["mb_s"],
+                "produce_s": p["seconds"],
+                "consume_mb_s": c["mb_s"],
+                "cpu_s_per_gb": cpu / gb,
+                "connections_per_s": rate,
+            }
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
@@ -218,10 +297,25 @@ def acl_costs(certs, work: Path) -> dict:
     """The authorizer's check with 10,000 ACLs (in process), and Metadata round trips on a
     broker with 10,000 ACLs against one without."""
     from broker.security.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
-    acls = [AclBinding(ResourceType.TOPIC, f"topic-{i}", PatternType.LITERAL, f"User:u{i % 100}", "*",
-                       Operation.READ, Permission.ALLOW) for i in range(9000)]
-    acls += [AclBinding(ResourceType.TOPIC, f"pfx-{i}-", PatternType.PREFIXED, "User:u1", "*", Operation.WRITE,
-                        Permission.ALLOW) for i in range(1000)]
+
+    acls = [
+        AclBinding(
+            ResourceType.TOPIC,
+            f"topic-{i}",
+            PatternType.LITERAL,
+            f"User:u{i % 100}",
+            "*",
+            Operation.READ,
+            Permission.ALLOW,
+        )
+        for i in range(9000)
+    ]
+    acls += [
+        AclBinding(
+            ResourceType.TOPIC, f"pfx-{i}-", PatternType.PREFIXED, "User:u1", "*", Operation.WRITE, Permission.ALLOW
+        )
+        for i in range(1000)
+    ]
     a = Authorizer()
     a.load(acls)
     n = 1_000_000
@@ -237,12 +331,20 @@ def acl_costs(certs, work: Path) -> dict:
     from broker.client.connection import BrokerConnection
     from broker.protocol.messages.create_acls import CreateAclsRequest as CA
     from broker.protocol.messages.metadata import MetadataRequest
-    for label, extra in (("no authorizer", {}), ("10,000 ACLs", {
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
-            "allow.everyone.if.no.acl.found": "false",
-            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw";'})):
+
+    for label, extra in (
+        ("no authorizer", {}),
+        (
+            "10,000 ACLs",
+            {
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": "User:admin",
+                "allow.everyone.if.no.acl.found": "false",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw";',
+            },
+        ),
+    ):
         side = KbrokerSide(work / label.replace(" ", "-").replace(",", ""), certs, extra, scram_user=False)
         side.start()
         try:
@@ -250,28 +352,57 @@ def acl_costs(certs, work: Path) -> dict:
             import ssl
 
             from broker.security.listener import ClientSecurity
-            admin = ClientSecurity("SASL_SSL", ssl.create_default_context(cafile=str(certs.ca)), "PLAIN", "admin",
-                                   "admin-pw")
+
+            admin = ClientSecurity(
+                "SASL_SSL", ssl.create_default_context(cafile=str(certs.ca)), "PLAIN", "admin", "admin-pw"
+            )
             if extra:
                 with BrokerConnection("127.0.0.1", side.listeners.ports["SASL_SSL"], security=admin) as c:
                     # ANONYMOUS (PLAINTEXT) may describe the topic; 9,999 other ACLs beside
-                    creations = [CA.AclCreation(resource_type=2, resource_name=f"topic-{i}", resource_pattern_type=3,
-                                                principal=f"User:u{i % 100}", host="*", operation=3,
-                                                permission_type=3) for i in range(9999)]
-                    creations.append(CA.AclCreation(resource_type=2, resource_name="*", resource_pattern_type=3,
-                                                    principal="User:ANONYMOUS", host="*", operation=2,
-                                                    permission_type=3))
-                    creations.append(CA.AclCreation(resource_type=4, resource_name="kafka-cluster",
-                                                    resource_pattern_type=3, principal="User:ANONYMOUS", host="*",
-                                                    operation=2, permission_type=3))
+                    creations = [
+                        CA.AclCreation(
+                            resource_type=2,
+                            resource_name=f"topic-{i}",
+                            resource_pattern_type=3,
+                            principal=f"User:u{i % 100}",
+                            host="*",
+                            operation=3,
+                            permission_type=3,
+                        )
+                        for i in range(9999)
+                    ]
+                    creations.append(
+                        CA.AclCreation(
+                            resource_type=2,
+                            resource_name="*",
+                            resource_pattern_type=3,
+                            principal="User:ANONYMOUS",
+                            host="*",
+                            operation=2,
+                            permission_type=3,
+                        )
+                    )
+                    creations.append(
+                        CA.AclCreation(
+                            resource_type=4,
+                            resource_name="kafka-cluster",
+                            resource_pattern_type=3,
+                            principal="User:ANONYMOUS",
+                            host="*",
+                            operation=2,
+                            permission_type=3,
+                        )
+                    )
                     resp = c.request(CA(creations=creations), timeout=120)
                     assert all(r.error_code == 0 for r in resp.results), resp.results[:3]
             with BrokerConnection("127.0.0.1", port) as c:
                 from broker.client import Cluster
+
                 with Cluster(f"127.0.0.1:{port}") as cl:
                     cl.create_topic("acl-bench", 1, 1)
-                req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="acl-bench")],
-                                      allow_auto_topic_creation=False)
+                req = MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name="acl-bench")], allow_auto_topic_creation=False
+                )
                 for _ in range(2000):
                     c.request(req)
                 samples = []
@@ -288,16 +419,20 @@ def acl_costs(certs, work: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     keys = ("produce_mb_s", "consume_mb_s", "cpu_s_per_gb", "connections_per_s")
-    lines = ["| broker | protocol | produce MB/s | consume MB/s | broker CPU s per GB | connections/s |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| broker | protocol | produce MB/s | consume MB/s | broker CPU s per GB | connections/s |",
+        "|---|---|---|---|---|---|",
+    ]
     for broker in ("Apache Kafka", "kbroker"):
         for protocol in PROTOCOLS:
             sel = [r for r in rows if r["broker"] == broker and r["protocol"] == protocol]
             if not sel:
                 continue
             med = {k: statistics.median(r[k] for r in sel) for k in keys}
-            lines.append(f"| {broker} | {protocol} | {med['produce_mb_s']:.1f} | {med['consume_mb_s']:.1f} | "
-                         f"{med['cpu_s_per_gb']:.2f} | {med['connections_per_s']:.0f} |")
+            lines.append(
+                f"| {broker} | {protocol} | {med['produce_mb_s']:.1f} | {med['consume_mb_s']:.1f} | "
+                f"{med['cpu_s_per_gb']:.2f} | {med['connections_per_s']:.0f} |"
+            )
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ per condition and exits 0 if all hold, 1 otherwise:
   session keys to the kernel after the handshake;
 - OpenSSL is 3.0 or newer (built with kTLS support on Linux distributions).
 """
+
 from __future__ import annotations
 
 import socket

@@ -14,6 +14,7 @@ where the partition had them in distinct racks. Pure: assignment in, plan out.
 
 Only the partitions whose list changed are in the plan.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -54,8 +55,10 @@ def _even_replicas(work: Plan, brokers: list[int], racks: Mapping[int, str | Non
     for _ in range(total + 1):
         over = sorted((b for b in brokers if counts[b] > share[b]), key=lambda b: (share[b] - counts[b], b))
         under = sorted((b for b in brokers if counts[b] < share[b]), key=lambda b: (counts[b] - share[b], b))
-        move = next(((tp, giver, taker) for giver in over for taker in under
-                     for tp in _candidates(work, giver, taker, racks)), None)
+        move = next(
+            ((tp, giver, taker) for giver in over for taker in under for tp in _candidates(work, giver, taker, racks)),
+            None,
+        )
         if move is None:
             return
         tp, giver, taker = move
@@ -87,8 +90,9 @@ def _even_leaders(work: Plan, brokers: list[int]) -> None:
     for _ in range(len(work) + 1):
         over = [b for b in sorted(brokers) if counts[b] > share[b]]
         under = [b for b in sorted(brokers) if counts[b] < share[b]]
-        swap = next(((tp, o, u) for o in over for u in under for tp, r in work.items()
-                     if r and r[0] == o and u in r), None)
+        swap = next(
+            ((tp, o, u) for o in over for u in under for tp, r in work.items() if r and r[0] == o and u in r), None
+        )
         if swap is None:
             return
         tp, o, u = swap

@@ -3,6 +3,7 @@
 Errors from the broker print as one line with the Kafka error name, e.g.
 `broker: TOPIC_ALREADY_EXISTS: create topic clicks: Topic 'clicks' already exists.`
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,15 +14,25 @@ from broker.cli.errors import CliError
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", "--bootstrap-server", "-b", dest="bootstrap", default="127.0.0.1:9092",
-                   metavar="HOST:PORT", help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)")
+    p.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        "-b",
+        dest="bootstrap",
+        default="127.0.0.1:9092",
+        metavar="HOST:PORT",
+        help="bootstrap broker(s), comma-separated (default 127.0.0.1:9092)",
+    )
     command_config(p)
 
 
 def command_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--command-config", metavar="FILE",
-                   help="client properties for TLS and SASL, as Kafka's tools take them (security.protocol, "
-                        "ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config)")
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties for TLS and SASL, as Kafka's tools take them (security.protocol, "
+        "ssl.truststore.*, ssl.keystore.*, sasl.mechanism, sasl.jaas.config)",
+    )
 
 
 def client_security(args):
@@ -32,6 +43,7 @@ def client_security(args):
         return None
     from broker.config import parse_properties
     from broker.security.listener import ClientSecurity
+
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
@@ -45,6 +57,7 @@ def client_security(args):
 def connect(args):
     """A Cluster client for --bootstrap, with --command-config's security."""
     from broker.client import Cluster
+
     return Cluster(args.bootstrap, security=client_security(args))
 
 
@@ -53,20 +66,26 @@ def _named(p: argparse.ArgumentParser, name: str, help: str, many: bool = False)
     any number of arguments and --NAME options). _run merges the two into args.NAME."""
     if many:
         p.add_argument(name + "s", nargs="*", metavar=name.upper(), help=help)
-        p.add_argument(f"--{name}", action="append", dest=f"_{name}_option", metavar=name.upper(),
-                       help=f"a {name} as Kafka's tools name it (repeatable; with the arguments)")
+        p.add_argument(
+            f"--{name}",
+            action="append",
+            dest=f"_{name}_option",
+            metavar=name.upper(),
+            help=f"a {name} as Kafka's tools name it (repeatable; with the arguments)",
+        )
     else:
         p.add_argument(name, nargs="?", metavar=name.upper(), help=f"{help} (or --{name})")
-        p.add_argument(f"--{name}", dest=f"_{name}_option", metavar=name.upper(),
-                       help="the same, as Kafka's tools name it")
+        p.add_argument(
+            f"--{name}", dest=f"_{name}_option", metavar=name.upper(), help="the same, as Kafka's tools name it"
+        )
 
 
 def _merge_named(args) -> None:
     """Folds the --NAME options of _named() into args.NAME; one line when missing or both differ."""
     for attr in [a for a in vars(args) if a.startswith("_") and a.endswith("_option")]:
-        name = attr[1:-len("_option")]
+        name = attr[1 : -len("_option")]
         option = getattr(args, attr)
-        if hasattr(args, name + "s"):                    # many
+        if hasattr(args, name + "s"):  # many
             setattr(args, name + "s", [*(getattr(args, name + "s") or []), *(option or [])])
             continue
         given = getattr(args, name)
@@ -90,9 +109,11 @@ def _kv(values, what: str) -> dict[str, str]:
 
 def _run(fn):
     """Runs a client command, turning client/broker errors into one line."""
+
     def wrapper(args):
         from broker.client import ClientError
         from broker.protocol.errors import KafkaProtocolError
+
         _merge_named(args)
         try:
             return fn(args)
@@ -102,10 +123,12 @@ def _run(fn):
             raise CliError(str(exc)) from None
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
+
     return wrapper
 
 
 # ---------------------------------------------------------------------- topics
+
 
 @_run
 def topics_create(args) -> int:
@@ -129,12 +152,14 @@ def topics_describe(args) -> int:
     from broker.client.cluster import RESOURCE_TOPIC
     from broker.cluster.store.znodes import encode_topic_id
     from broker.config import ConfigSource
+
     with connect(args) as c:
         topics = c.refresh(args.topics or None)
         for name in sorted(topics):
             meta = topics[name]
             if meta.error_code:
                 from broker.protocol.errors import KafkaProtocolError
+
                 raise KafkaProtocolError(meta.error_code, f"topic {name}")
             if not args.topics and name.startswith("__") and not args.include_internal:
                 continue
@@ -146,20 +171,29 @@ def topics_describe(args) -> int:
                 parts = [p for p in parts if p.leader < 0 or p.leader not in c.brokers]
             if not filtered:
                 rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 0
-                overrides = [e for e in c.describe_configs(RESOURCE_TOPIC, name) if e.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG]
+                overrides = [
+                    e
+                    for e in c.describe_configs(RESOURCE_TOPIC, name)
+                    if e.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+                ]
                 cfg = ",".join(f"{e.name}={e.value}" for e in overrides)
-                print(f"Topic: {name}\tTopicId: {encode_topic_id(meta.topic_id)}\tPartitionCount: {len(meta.partitions)}\t"
-                      f"ReplicationFactor: {rf}\tConfigs: {cfg}")
+                print(
+                    f"Topic: {name}\tTopicId: {encode_topic_id(meta.topic_id)}\tPartitionCount: {len(meta.partitions)}\t"
+                    f"ReplicationFactor: {rf}\tConfigs: {cfg}"
+                )
             for p in parts:
                 leader = p.leader if p.leader >= 0 else "none"
-                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                print(
+                    f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                )
     return 0
 
 
 @_run
 def topics_elect_leaders(args) -> int:
     from broker.protocol.errors import ErrorCode
+
     if not args.all_topic_partitions and args.topic is None:
         raise CliError("topics elect-leaders: give --topic (with --partition) or --all-topic-partitions", 2)
     with connect(args) as c:
@@ -173,16 +207,18 @@ def topics_elect_leaders(args) -> int:
     failed = 0
     done = [f"{t}-{p}" for (t, p), (err, _) in sorted(results.items()) if err == ErrorCode.NONE]
     if done:
-        print(f"Successfully completed leader election ({args.election_type.upper()}) for partitions "
-              f"{', '.join(done)}")
+        print(f"Successfully completed leader election ({args.election_type.upper()}) for partitions {', '.join(done)}")
     for (t, p), (err, msg) in sorted(results.items()):
         if err == ErrorCode.ELECTION_NOT_NEEDED:
             if not args.all_topic_partitions:
                 print(f"Valid replica already elected for partitions {t}-{p}")
         elif err != ErrorCode.NONE:
             failed += 1
-            print(f"Error completing leader election ({args.election_type.upper()}) for partition {t}-{p}: "
-                  f"{ErrorCode(err).name}{': ' + msg if msg else ''}", file=sys.stderr)
+            print(
+                f"Error completing leader election ({args.election_type.upper()}) for partition {t}-{p}: "
+                f"{ErrorCode(err).name}{': ' + msg if msg else ''}",
+                file=sys.stderr,
+            )
     return 1 if failed else 0
 
 
@@ -217,6 +253,7 @@ def _controller_epoch(connect: str) -> int | None:
             return got[0] if got else None
         finally:
             await zk.close()
+
     try:
         return asyncio.run(read())
     except StoreError as exc:
@@ -247,6 +284,7 @@ def topics_delete(args) -> int:
 
 # ---------------------------------------------------------------------- produce / consume
 
+
 def _acks(value: str) -> int:
     if value == "all":
         return -1
@@ -262,11 +300,18 @@ def _acks(value: str) -> int:
 @_run
 def produce(args) -> int:
     from broker.client import Producer
+
     sep = args.key_separator.encode() if args.key_separator else None
     count = 0
-    with Producer(args.bootstrap, acks=args.acks, compression=args.compression, linger_ms=args.linger_ms,
-                  batch_size=args.batch_size, security=client_security(args)) as p:
-        p.partitions_of(args.topic)              # fail early on an unknown topic
+    with Producer(
+        args.bootstrap,
+        acks=args.acks,
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+        batch_size=args.batch_size,
+        security=client_security(args),
+    ) as p:
+        p.partitions_of(args.topic)  # fail early on an unknown topic
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\r\n")
             key = None
@@ -286,13 +331,18 @@ def produce(args) -> int:
 @_run
 def consume(args) -> int:
     from broker.client import Consumer
+
     if args.group:
         from broker.cli.groups import consume_group
+
         return consume_group(args)
     out = sys.stdout.buffer
     sep = args.key_separator.encode()
-    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
-                  security=client_security(args)) as c:
+    with Consumer(
+        args.bootstrap,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        security=client_security(args),
+    ) as c:
         partitions = [args.partition] if args.partition is not None else None
         if args.offset is not None:
             start = args.offset
@@ -340,10 +390,12 @@ def add_parsers(sub) -> None:
     _bootstrap(p)
     _named(p, "topic", "topics to describe (default: all)", many=True)
     p.add_argument("--include-internal", action="store_true", help="list __consumer_offsets too")
-    p.add_argument("--under-replicated-partitions", action="store_true",
-                   help="only partitions whose ISR is smaller than their replica list")
-    p.add_argument("--unavailable-partitions", action="store_true",
-                   help="only partitions without a live leader")
+    p.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica list",
+    )
+    p.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a live leader")
     p.set_defaults(func=topics_describe)
     p = ts.add_parser("alter", help="add partitions or change configs")
     _bootstrap(p)
@@ -352,17 +404,24 @@ def add_parsers(sub) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="KEY", help="remove an override (repeatable)")
     p.set_defaults(func=topics_alter)
-    p = ts.add_parser("elect-leaders", help="move leadership to preferred replicas, or elect "
-                                          "out-of-sync leaders for offline partitions (unclean)")
+    p = ts.add_parser(
+        "elect-leaders",
+        help="move leadership to preferred replicas, or elect out-of-sync leaders for offline partitions (unclean)",
+    )
     _bootstrap(p)
-    p.add_argument("--election-type", choices=["preferred", "unclean"], required=True,
-                   help="preferred: the first replica leads again; unclean: an out-of-sync replica may lead "
-                        "(acknowledged records it lacks are lost)")
+    p.add_argument(
+        "--election-type",
+        choices=["preferred", "unclean"],
+        required=True,
+        help="preferred: the first replica leads again; unclean: an out-of-sync replica may lead "
+        "(acknowledged records it lacks are lost)",
+    )
     p.add_argument("--topic", help="the topic (with --partition: one partition)")
     p.add_argument("--partition", type=int, help="one partition of --topic")
     p.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
     p.set_defaults(func=topics_elect_leaders)
     from broker.cli import reassign
+
     reassign.add_parser(ts, _bootstrap, _run)
 
     p = ts.add_parser("delete", help="delete a topic")
@@ -375,8 +434,11 @@ def add_parsers(sub) -> None:
     cs.required = True
     p = cs.add_parser("describe", help="cluster id, controller (and its epoch) and brokers with endpoints and racks")
     _bootstrap(p)
-    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                   help="also read the controller epoch from this ZooKeeper (no Kafka request carries it)")
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="also read the controller epoch from this ZooKeeper (no Kafka request carries it)",
+    )
     p.set_defaults(func=cluster_describe)
 
     p = sub.add_parser("produce", help="produce stdin lines as messages")
@@ -384,28 +446,45 @@ def add_parsers(sub) -> None:
     p.add_argument("--topic", "-t", required=True, help="the topic to produce to")
     p.add_argument("--key-separator", metavar="S", help="split each line into KEY S VALUE")
     p.add_argument("--acks", type=_acks, default=-1, help="0, 1 or all (default all)")
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
-                   help="record batch compression (default none)")
+    p.add_argument(
+        "--compression",
+        default="none",
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        help="record batch compression (default none)",
+    )
     p.add_argument("--partition", type=int, help="send every message to this partition")
-    p.add_argument("--linger-ms", type=int, default=5, metavar="MS",
-                   help="how long a batch waits for more messages (default 5)")
-    p.add_argument("--batch-size", type=int, default=16384, metavar="BYTES",
-                   help="largest record batch per partition (default 16384)")
+    p.add_argument(
+        "--linger-ms", type=int, default=5, metavar="MS", help="how long a batch waits for more messages (default 5)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=16384,
+        metavar="BYTES",
+        help="largest record batch per partition (default 16384)",
+    )
     p.set_defaults(func=produce)
 
     p = sub.add_parser("consume", help="print messages to stdout")
     _bootstrap(p)
     p.add_argument("--topic", "-t", required=True, help="the topic to read")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--from-beginning", action="store_true",
-                   help="start at the earliest offset (default: the latest; with --group, where the group has "
-                        "no committed offset)")
+    g.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset (default: the latest; with --group, where the group has "
+        "no committed offset)",
+    )
     g.add_argument("--offset", type=int, metavar="N", help="start at offset N")
     p.add_argument("--partition", type=int, metavar="P", help="only this partition")
     p.add_argument("--group", metavar="G", help="join consumer group G (commits offsets)")
     p.add_argument("--max-messages", type=int, metavar="N", help="exit after printing N messages")
     p.add_argument("--timeout-ms", type=int, metavar="N", help="exit after N ms without a message")
     p.add_argument("--print-key", action="store_true", help="print KEY S VALUE (a null key as 'null')")
-    p.add_argument("--key-separator", default="\t", metavar="S",
-                   help="what separates key and value with --print-key (default a tab)")
+    p.add_argument(
+        "--key-separator",
+        default="\t",
+        metavar="S",
+        help="what separates key and value with --print-key (default a tab)",
+    )
     p.set_defaults(func=consume)

@@ -28,6 +28,7 @@ entries that do not match the log are listed on stderr. Unlike Kafka's tool, the
 code says whether any was found: 0 all files read clean, 1 a problem found in some file,
 2 bad usage (a file that does not exist).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,12 @@ from broker.cli.errors import CliError
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 INT32_MAX = 2**31 - 1
-CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-               "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
 ORDER = {".log": 0, ".index": 1, ".timeindex": 2, ".snapshot": 3, ".txnindex": 4}
 
 
@@ -91,13 +96,18 @@ class Dumper:
 
     def dump_log(self, path: Path) -> None:
         from broker.native import CorruptRecordError, iter_batches
+
         base = _base_offset(path)
         self.p(f"Log starting offset: {base}")
         data = _read(path)
         if self.args.max_bytes < len(data):
-            data = data[:self.args.max_bytes]
-        deep = (self.args.deep_iteration or self.args.print_data_log or self.args.offsets_decoder
-                or self.args.transaction_log_decoder)
+            data = data[: self.args.max_bytes]
+        deep = (
+            self.args.deep_iteration
+            or self.args.print_data_log
+            or self.args.offsets_decoder
+            or self.args.transaction_log_decoder
+        )
         last_offset = -1
         it = iter_batches(data)
         valid = 0
@@ -122,22 +132,27 @@ class Dumper:
             self.problems += 1
         last_seq = _sequence(batch.base_sequence, batch.last_offset_delta)
         horizon = f"OptionalLong[{batch.base_timestamp}]" if batch.has_delete_horizon else "OptionalLong.empty"
-        self.p(f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
-               f"baseSequence: {batch.base_sequence} lastSequence: {last_seq} producerId: {batch.producer_id} "
-               f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
-               f"isTransactional: {_bool(batch.is_transactional)} isControl: {_bool(batch.is_control)} "
-               f"deleteHorizonMs: {horizon} position: {position} {TIMESTAMP_TYPES[batch.timestamp_type]}: "
-               f"{batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
-               f"compresscodec: {batch.compression_name} crc: {batch.crc} isvalid: {_bool(valid)}")
+        self.p(
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
+            f"baseSequence: {batch.base_sequence} lastSequence: {last_seq} producerId: {batch.producer_id} "
+            f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {_bool(batch.is_transactional)} isControl: {_bool(batch.is_control)} "
+            f"deleteHorizonMs: {horizon} position: {position} {TIMESTAMP_TYPES[batch.timestamp_type]}: "
+            f"{batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
+            f"compresscodec: {batch.compression_name} crc: {batch.crc} isvalid: {_bool(valid)}"
+        )
 
     def records(self, path: Path, batch, last_offset: int) -> int:
         from broker.native import CorruptRecordError
+
         ts_type = TIMESTAMP_TYPES[batch.timestamp_type]
         try:
             records = batch.records()
         except CorruptRecordError as exc:
-            self.problem(f"{path}: batch at offset {batch.base_offset} (byte {batch.position}): "
-                         f"its records cannot be read: {exc}")
+            self.problem(
+                f"{path}: batch at offset {batch.base_offset} (byte {batch.position}): "
+                f"its records cannot be read: {exc}"
+            )
             return last_offset
         for r in records:
             if r.offset != last_offset + 1:
@@ -146,9 +161,11 @@ class Dumper:
             line = ""
             if not self.args.skip_record_metadata:
                 seq = _sequence(batch.base_sequence, r.offset - batch.base_offset)
-                line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} keySize: {_size(r.key)} "
-                        f"valueSize: {_size(r.value)} sequence: {seq} "
-                        f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
+                line = (
+                    f"| offset: {r.offset} {ts_type}: {r.timestamp} keySize: {_size(r.key)} "
+                    f"valueSize: {_size(r.value)} sequence: {seq} "
+                    f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
+                )
                 if batch.is_control:
                     line += _control(r)
             printing = self.args.print_data_log or self.args.offsets_decoder or self.args.transaction_log_decoder
@@ -173,6 +190,7 @@ class Dumper:
     def dump_txn_index(self, path: Path) -> None:
         """Kafka's dumpTxnIndex: one line per aborted transaction."""
         from broker.log.txn_index import ENTRY_SIZE, read_txn_index
+
         try:
             entries = read_txn_index(str(path))
             size = path.stat().st_size
@@ -180,14 +198,19 @@ class Dumper:
             self.problem(f"{path}: {exc}")
             return
         for e in entries:
-            self.p(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
-                   f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")
+            self.p(
+                f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+                f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
+            )
         if size != len(entries) * ENTRY_SIZE:
-            self.problem(f"{path}: {size - len(entries) * ENTRY_SIZE} bytes after its {len(entries)} "
-                         f"whole entries (a torn entry or an unknown version)")
+            self.problem(
+                f"{path}: {size - len(entries) * ENTRY_SIZE} bytes after its {len(entries)} "
+                f"whole entries (a torn entry or an unknown version)"
+            )
 
     def dump_index(self, path: Path) -> None:
         from broker.native import CorruptIndexError, OffsetIndex, iter_batches
+
         base = _base_offset(path)
         log_data = _read(path.with_suffix(".log"))
         try:
@@ -209,7 +232,7 @@ class Dumper:
                 return
             for i in range(index.entries):
                 offset, position = index.entry(i)
-                if offset == base and i > 0:            # preallocated zeros after a crash
+                if offset == base and i > 0:  # preallocated zeros after a crash
                     return
                 found = _first_batch_last_offset(log_data, position, iter_batches)
                 if found != offset:
@@ -219,6 +242,7 @@ class Dumper:
 
     def dump_time_index(self, path: Path) -> None:
         from broker.native import CorruptIndexError, CorruptRecordError, OffsetIndex, TimeIndex, iter_batches
+
         base = _base_offset(path)
         log_data = _read(path.with_suffix(".log"))
         try:
@@ -267,6 +291,7 @@ class Dumper:
 
     def dump_producer_snapshot(self, path: Path) -> None:
         from broker.log.producer_state import CorruptSnapshot, ProducerStateManager
+
         try:
             entries = ProducerStateManager.read_snapshot(str(path))
         except CorruptSnapshot as exc:
@@ -274,13 +299,16 @@ class Dumper:
             return
         for pid, epoch, last_seq, last_offset, offset_delta, ts, coordinator_epoch, txn_first in entries:
             txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
-            self.p(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coordinator_epoch} "
-                   f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} "
-                   f"firstSequence: {_sequence(last_seq, -offset_delta)} lastSequence: {last_seq} "
-                   f"lastOffset: {last_offset} offsetDelta: {offset_delta} timestamp: {ts}")
+            self.p(
+                f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coordinator_epoch} "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} "
+                f"firstSequence: {_sequence(last_seq, -offset_delta)} lastSequence: {last_seq} "
+                f"lastOffset: {last_offset} offsetDelta: {offset_delta} timestamp: {ts}"
+            )
 
     def dump_offset_checkpoint(self, path: Path) -> None:
         from broker.log.checkpoints import CheckpointError, OffsetCheckpoint
+
         try:
             entries = OffsetCheckpoint(str(path)).read()
         except CheckpointError as exc:
@@ -291,6 +319,7 @@ class Dumper:
 
     def dump_leader_epochs(self, path: Path) -> None:
         from broker.log.checkpoints import CheckpointError, LeaderEpochCheckpoint
+
         try:
             entries = LeaderEpochCheckpoint(str(path)).read()
         except CheckpointError as exc:
@@ -335,6 +364,7 @@ class Dumper:
 
 # ---------------------------------------------------------------------- helpers
 
+
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -375,6 +405,7 @@ def _sequence(base: int, delta: int) -> int:
 
 def _control(r) -> str:
     import struct
+
     key = r.key or b""
     if len(key) < 4:
         return " controlType: UNKNOWN(-1)"
@@ -400,6 +431,7 @@ def _json(obj) -> str:
 
 def _b64(b: bytes | None) -> str | None:
     import base64
+
     return None if b is None else base64.b64encode(b).decode()
 
 
@@ -411,6 +443,7 @@ def _subscription_json(data: bytes) -> dict[str, object] | None:
     """A consumer member's subscription as Kafka's ConsumerProtocolSubscriptionJsonConverter
     writes it (None when it does not decode: then the bytes are shown, as Kafka does)."""
     from broker.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+
     try:
         s, version = ConsumerProtocolSubscription.decode_versioned(data)
     except Exception:
@@ -427,6 +460,7 @@ def _subscription_json(data: bytes) -> dict[str, object] | None:
 
 def _assignment_json(data: bytes) -> dict[str, object] | None:
     from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+
     try:
         a, _version = ConsumerProtocolAssignment.decode_versioned(data)
     except Exception:
@@ -440,9 +474,13 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
     import struct
 
     from broker.group.records import decode_group_value, decode_key, decode_offset_value
+
     if key is None:
-        return (f"Error at offset {offset}, skipping. Failed to decode message at offset {offset} "
-                f"using the specified decoder (message had a missing key)", None)
+        return (
+            f"Error at offset {offset}, skipping. Failed to decode message at offset {offset} "
+            f"using the specified decoder (message had a missing key)",
+            None,
+        )
     try:
         k = decode_key(key)
         if len(k) == 4:
@@ -462,34 +500,45 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
                 data["expireTimestamp"] = o.expire_timestamp
         else:
             g = decode_group_value(value)
-            data = {"protocolType": g.protocol_type, "generation": g.generation, "protocol": g.protocol,
-                    "leader": g.leader}
+            data = {
+                "protocolType": g.protocol_type,
+                "generation": g.generation,
+                "protocol": g.protocol,
+                "leader": g.leader,
+            }
             if version >= 2:
                 data["currentStateTimestamp"] = g.current_state_timestamp
             consumer = g.protocol_type == "consumer"
-            data["members"] = [{
-                "memberId": m.member_id, **({"groupInstanceId": m.group_instance_id} if version >= 3 else {}),
-                "clientId": m.client_id, "clientHost": m.client_host,
-                **({"rebalanceTimeout": m.rebalance_timeout} if version >= 1 else {}),
-                "sessionTimeout": m.session_timeout,
-                "subscription": (consumer and _subscription_json(m.subscription)) or _b64(m.subscription),
-                "assignment": (consumer and _assignment_json(m.assignment)) or _b64(m.assignment)}
-                for m in g.members]
+            data["members"] = [
+                {
+                    "memberId": m.member_id,
+                    **({"groupInstanceId": m.group_instance_id} if version >= 3 else {}),
+                    "clientId": m.client_id,
+                    "clientHost": m.client_host,
+                    **({"rebalanceTimeout": m.rebalance_timeout} if version >= 1 else {}),
+                    "sessionTimeout": m.session_timeout,
+                    "subscription": (consumer and _subscription_json(m.subscription)) or _b64(m.subscription),
+                    "assignment": (consumer and _assignment_json(m.assignment)) or _b64(m.assignment),
+                }
+                for m in g.members
+            ]
         return key_text, _json({"version": str(version), "data": data})
     except (ValueError, struct.error) as exc:
         return f"Error at offset {offset}, skipping. {exc}", None
 
 
-def decode_transaction_log_record(offset: int, key: bytes | None,
-                                  value: bytes | None) -> tuple[str | None, str | None]:
+def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
     """A __transaction_state record as Kafka's --transaction-log-decoder prints it:
     ('{"type":"0","data":{"transactionalId":...}}', '{"version":"0","data":{...}}' or '<DELETE>')."""
     import struct
 
     from broker.txn.records import decode_key, value_fields
+
     if key is None:
-        return (f"Failed to decode message at offset {offset} using the specified decoder "
-                f"(message had a missing key)", None)
+        return (
+            f"Failed to decode message at offset {offset} using the specified decoder (message had a missing key)",
+            None,
+        )
     try:
         (key_version,) = struct.unpack_from(">h", key)
         if key_version != 0:
@@ -511,8 +560,9 @@ def _expand(paths: list[str]) -> list[Path]:
         path = Path(p)
         if path.is_dir():
             files = [f for f in path.iterdir() if f.is_file() and not f.name.endswith((".tmp", ".deleted"))]
-            out += sorted(files, key=lambda f: (not f.name[:1].isdigit(), f.name.split(".", 1)[0],
-                                                ORDER.get(f.suffix, 9), f.name))
+            out += sorted(
+                files, key=lambda f: (not f.name[:1].isdigit(), f.name.split(".", 1)[0], ORDER.get(f.suffix, 9), f.name)
+            )
         elif path.exists():
             out.append(path)
         else:
@@ -534,33 +584,53 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("dump-log", help="print segments, indexes, producer snapshots and checkpoints "
-                                        "(Kafka's kafka-dump-log)",
-                       description="Print the files of a data dir as Kafka's DumpLogSegments "
-                                   "(kafka-dump-log) does: .log batches (and records with --deep-iteration), "
-                                   ".index and .timeindex entries (checked against the log), producer "
-                                   ".snapshot entries, .txnindex aborted transactions, and offset/leader-epoch "
-                                   "checkpoints. A directory "
-                                   "stands for its files. Exit 0: every file read clean; 1: a corrupt batch, "
-                                   "trailing bytes, an index mismatch or a failed sanity check was found "
-                                   "(said where, on stderr or as Kafka prints it); 2: bad usage.")
+    p = sub.add_parser(
+        "dump-log",
+        help="print segments, indexes, producer snapshots and checkpoints (Kafka's kafka-dump-log)",
+        description="Print the files of a data dir as Kafka's DumpLogSegments "
+        "(kafka-dump-log) does: .log batches (and records with --deep-iteration), "
+        ".index and .timeindex entries (checked against the log), producer "
+        ".snapshot entries, .txnindex aborted transactions, and offset/leader-epoch "
+        "checkpoints. A directory "
+        "stands for its files. Exit 0: every file read clean; 1: a corrupt batch, "
+        "trailing bytes, an index mismatch or a failed sanity check was found "
+        "(said where, on stderr or as Kafka prints it); 2: bad usage.",
+    )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or partition directories")
-    p.add_argument("--files", action="append", metavar="F1,F2",
-                   help="comma-separated files, as Kafka's tool takes them (repeatable)")
+    p.add_argument(
+        "--files",
+        action="append",
+        metavar="F1,F2",
+        help="comma-separated files, as Kafka's tool takes them (repeatable)",
+    )
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only the batches")
-    p.add_argument("--print-data-log", action="store_true",
-                   help="print each record's key and payload as UTF-8 (implies --deep-iteration)")
-    p.add_argument("--skip-record-metadata", action="store_true",
-                   help="with --print-data-log: the key and payload without the record's metadata")
-    p.add_argument("--offsets-decoder", action="store_true",
-                   help="decode __consumer_offsets records (keys and values as JSON; implies --print-data-log)")
-    p.add_argument("--transaction-log-decoder", action="store_true",
-                   help="decode __transaction_state records (keys and values as JSON; implies --print-data-log)")
-    p.add_argument("--index-sanity-check", action="store_true",
-                   help="only run the sanity check the broker runs on indexes at load")
-    p.add_argument("--verify-index-only", action="store_true",
-                   help="check index entries against the log without printing them")
-    p.add_argument("--max-bytes", type=int, default=INT32_MAX, metavar="N",
-                   help="read only the first N bytes of each .log file")
+    p.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print each record's key and payload as UTF-8 (implies --deep-iteration)",
+    )
+    p.add_argument(
+        "--skip-record-metadata",
+        action="store_true",
+        help="with --print-data-log: the key and payload without the record's metadata",
+    )
+    p.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets records (keys and values as JSON; implies --print-data-log)",
+    )
+    p.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode __transaction_state records (keys and values as JSON; implies --print-data-log)",
+    )
+    p.add_argument(
+        "--index-sanity-check", action="store_true", help="only run the sanity check the broker runs on indexes at load"
+    )
+    p.add_argument(
+        "--verify-index-only", action="store_true", help="check index entries against the log without printing them"
+    )
+    p.add_argument(
+        "--max-bytes", type=int, default=INT32_MAX, metavar="N", help="read only the first N bytes of each .log file"
+    )
     p.set_defaults(func=cmd_dump_log)
-

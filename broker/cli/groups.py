@@ -4,6 +4,7 @@ reset-offsets works as Kafka's kafka-consumer-groups --reset-offsets: it prints 
 (TOPIC PARTITION NEW-OFFSET) and commits it only with --execute; --to-offset outside
 [log start, log end] is clamped, one line per partition saying so.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,18 +16,21 @@ from broker.cli.errors import CliError
 
 def _coordinator(cluster, group_id):
     from broker.client.group import GroupConsumer
+
     return GroupConsumer(cluster, group_id, [], enable_auto_commit=False).coordinator()
 
 
 def _describe(cluster, group_id):
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.describe_groups import DescribeGroupsRequest
+
     r = _coordinator(cluster, group_id).request(DescribeGroupsRequest(groups=[group_id]))
     g = r.groups[0]
     if g.error_code:
         raise KafkaProtocolError(g.error_code, f"describe group {group_id}")
     if g.group_state == "Dead" and not g.members:
         from broker.protocol.errors import ErrorCode
+
         raise KafkaProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
     return g
 
@@ -34,22 +38,29 @@ def _describe(cluster, group_id):
 def _committed(cluster, group_id):
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.offset_fetch import OffsetFetchRequest
+
     conn = _coordinator(cluster, group_id)
     version = min(conn.version_for(OffsetFetchRequest.API_KEY), 7)
     r = conn.request(OffsetFetchRequest(group_id=group_id, topics=None), version)
     if r.error_code:
         raise KafkaProtocolError(r.error_code, f"fetch offsets of group {group_id}")
-    return {(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions
-            if p.committed_offset >= 0}
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in r.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
 
 
 def _wrap(fn):
     from broker.cli.clients import _run
+
     return _run(fn)
 
 
 def groups_list(args) -> int:
     from broker.protocol.messages.list_groups import ListGroupsRequest
+
     with connect(args) as c:
         c.refresh([])
         seen = set()
@@ -64,10 +75,13 @@ def groups_list(args) -> int:
 
 def groups_describe(args) -> int:
     from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+
     with connect(args) as c:
         g = _describe(c, args.group)
-        print(f"Group: {g.group_id}\tState: {g.group_state}\tProtocol: {g.protocol_type or '-'}/"
-              f"{g.protocol_data or '-'}\tMembers: {len(g.members)}")
+        print(
+            f"Group: {g.group_id}\tState: {g.group_state}\tProtocol: {g.protocol_type or '-'}/"
+            f"{g.protocol_data or '-'}\tMembers: {len(g.members)}"
+        )
         owner = {}
         for m in g.members:
             assigned = []
@@ -80,8 +94,10 @@ def groups_describe(args) -> int:
                             assigned.append(f"{tp.topic}-{p}")
                 except ValueError:
                     assigned.append("(not a consumer assignment)")
-            print(f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host}\t"
-                  f"Assignment: {','.join(assigned) or '-'}")
+            print(
+                f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host}\t"
+                f"Assignment: {','.join(assigned) or '-'}"
+            )
         committed = _committed(c, args.group)
         tps = sorted(set(committed) | set(owner))
         ends = {}
@@ -97,14 +113,17 @@ def groups_describe(args) -> int:
             com = committed.get(tp)
             end = ends.get(tp)
             lag = end - com if com is not None and end is not None else "-"
-            print(f"\t{tp[0]}\t{tp[1]}\t{com if com is not None else '-'}\t{end if end is not None else '-'}\t"
-                  f"{lag}\t{owner.get(tp, '-')}")
+            print(
+                f"\t{tp[0]}\t{tp[1]}\t{com if com is not None else '-'}\t{end if end is not None else '-'}\t"
+                f"{lag}\t{owner.get(tp, '-')}"
+            )
     return 0
 
 
 def groups_reset_offsets(args) -> int:
     from broker.protocol.errors import ErrorCode, KafkaProtocolError
     from broker.protocol.messages.offset_commit import OffsetCommitRequest
+
     with connect(args) as c:
         try:
             g = _describe(c, args.group)
@@ -127,11 +146,22 @@ def groups_reset_offsets(args) -> int:
                 print(f"{args.topic}\t{p}\t{o}")
             print("dry run: nothing changed; add --execute to commit these offsets", file=sys.stderr)
             return 0
-        req = OffsetCommitRequest(group_id=args.group, generation_id_or_member_epoch=-1, member_id="", topics=[
-            OffsetCommitRequest.OffsetCommitRequestTopic(name=args.topic, partitions=[
-                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
-                                                                 committed_metadata="")
-                for p, o in sorted(targets.items())])])
+        req = OffsetCommitRequest(
+            group_id=args.group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=args.topic,
+                    partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=p, committed_offset=o, committed_metadata=""
+                        )
+                        for p, o in sorted(targets.items())
+                    ],
+                )
+            ],
+        )
         r = _coordinator(c, args.group).request(req)
         for t in r.topics:
             for p in t.partitions:
@@ -159,6 +189,7 @@ def _clamped(cluster, topic: str, parts: list[int], offset: int) -> dict[int, in
 def groups_delete(args) -> int:
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.delete_groups import DeleteGroupsRequest
+
     with connect(args) as c:
         r = _coordinator(c, args.group).request(DeleteGroupsRequest(groups_names=[args.group]))
         err = r.results[0].error_code
@@ -171,12 +202,17 @@ def groups_delete(args) -> int:
 def consume_group(args) -> int:
     """`broker consume --group G`: joins the group, prints messages, commits as it goes."""
     from broker.client.group import GroupConsumer
+
     out = sys.stdout.buffer
     sep = args.key_separator.encode()
     n = 0
-    with GroupConsumer(args.bootstrap, args.group, [args.topic],
-                       auto_offset_reset="earliest" if args.from_beginning else "latest",
-                       security=client_security(args)) as c:
+    with GroupConsumer(
+        args.bootstrap,
+        args.group,
+        [args.topic],
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        security=client_security(args),
+    ) as c:
         deadline = time.monotonic() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
         while args.max_messages is None or n < args.max_messages:
             records = c.poll(1.0)
@@ -208,6 +244,7 @@ def consume_group(args) -> int:
 
 def add_parsers(sub) -> None:
     from broker.cli.clients import _bootstrap, _named
+
     g = sub.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups")
     gs = g.add_subparsers(dest="groups_command", metavar="ACTION")
     gs.required = True
@@ -218,19 +255,22 @@ def add_parsers(sub) -> None:
     _bootstrap(p)
     _named(p, "group", "the group id")
     p.set_defaults(func=_wrap(groups_describe))
-    p = gs.add_parser("reset-offsets", help="move an empty group's committed offsets (prints the plan; "
-                                            "--execute commits it)",
-                      description="Move an empty group's committed offsets on one topic, as Kafka's "
-                                  "kafka-consumer-groups --reset-offsets: prints TOPIC PARTITION NEW-OFFSET "
-                                  "and changes nothing unless --execute is given.")
+    p = gs.add_parser(
+        "reset-offsets",
+        help="move an empty group's committed offsets (prints the plan; --execute commits it)",
+        description="Move an empty group's committed offsets on one topic, as Kafka's "
+        "kafka-consumer-groups --reset-offsets: prints TOPIC PARTITION NEW-OFFSET "
+        "and changes nothing unless --execute is given.",
+    )
     _bootstrap(p)
     _named(p, "group", "the group id (its members must be stopped)")
     p.add_argument("--topic", "-t", required=True, help="the topic whose offsets move (every partition)")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="to each partition's log start offset")
     to.add_argument("--to-latest", action="store_true", help="to each partition's log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N",
-                    help="to offset N, clamped to [log start, log end] (saying so)")
+    to.add_argument(
+        "--to-offset", type=int, metavar="N", help="to offset N, clamped to [log start, log end] (saying so)"
+    )
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
     run.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")

@@ -28,6 +28,7 @@ or option); 130 / 143 stopped by SIGINT / SIGTERM. The client commands take SIGT
 Ctrl-C: they unwind, so `consume --group` commits what it printed and leaves its group
 (`serve` has its own clean shutdown on both).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,6 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # bits (0700: dirs 0700, segments 0600), whatever the umask it was started with
     os.umask(0o777 & ~config.log_dirs_mode)
     from broker.server import logsetup
+
     try:
         logsetup.configure(config, getattr(logging, args.log_level.upper()))
     except OSError as exc:
@@ -80,6 +82,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from broker.log.manager import LogDirError
     from broker.server.broker import BrokerStartupError, run_broker
     from broker.server.loop import run
+
     try:
         run(run_broker(config), args.event_loop)
     except (OSError, LogDirError, BrokerStartupError, MetadataFileError) as exc:
@@ -93,24 +96,36 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    s = sub.add_parser("serve", help="run a broker (one broker needs nothing else: no ZooKeeper)",
-                       description="Run a broker. Settings come from --config (server.properties format), "
-                                   "then --set / the shortcuts below, over Kafka's defaults.")
+    s = sub.add_parser(
+        "serve",
+        help="run a broker (one broker needs nothing else: no ZooKeeper)",
+        description="Run a broker. Settings come from --config (server.properties format), "
+        "then --set / the shortcuts below, over Kafka's defaults.",
+    )
     s.add_argument("--config", metavar="FILE", help="server.properties-format file")
     s.add_argument("--data-dir", metavar="DIR", help="log directory (log.dirs)")
     s.add_argument("--listen", metavar="HOST:PORT", help="listener address (listeners), e.g. 127.0.0.1:9092")
     s.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
-    s.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                   help="join the cluster coordinated by this ZooKeeper (zookeeper.connect); "
-                        "without it the broker runs alone with an embedded metadata store")
+    s.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="join the cluster coordinated by this ZooKeeper (zookeeper.connect); "
+        "without it the broker runs alone with an embedded metadata store",
+    )
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="any configuration key (repeatable)")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                   help="least severe log lines written to stderr (default info)")
-    s.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"],
-                   help="auto: uvloop when installed")
+    s.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log lines written to stderr (default info)",
+    )
+    s.add_argument(
+        "--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"], help="auto: uvloop when installed"
+    )
     s.set_defaults(func=cmd_serve)
 
     from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, quotas, security, transactions
+
     clients.add_parsers(sub)
     groups.add_parsers(sub)
     transactions.add_parsers(sub)

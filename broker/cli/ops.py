@@ -18,6 +18,7 @@ through any (docs/cluster.md lists the keys that change without a restart). Erro
 one line, with the Kafka error name, exit 1; bad usage exit 2 (broker/cli/clients.py's
 conventions).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,17 +30,28 @@ from broker.cli.errors import CliError
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 #: Kafka's ConfigEntry.ConfigSource names, by protocol code
-SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+SOURCE_NAMES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
 
 
 # ---------------------------------------------------------------------- configs
 
+
 def _entity(args) -> tuple[int, str]:
     """(resource type, name) from --topic / --broker or --entity-type/--entity-name."""
-    given = [(RESOURCE_TOPIC, args.topic) if args.topic is not None else None,
-             (RESOURCE_BROKER, args.broker) if args.broker is not None else None]
+    given = [
+        (RESOURCE_TOPIC, args.topic) if args.topic is not None else None,
+        (RESOURCE_BROKER, args.broker) if args.broker is not None else None,
+    ]
     if args.entity_default:
         if args.entity_type != "brokers" or args.entity_name is not None:
             raise CliError("configs: --entity-default goes with --entity-type brokers (and no --entity-name)", 2)
@@ -50,8 +62,11 @@ def _entity(args) -> tuple[int, str]:
         given.append((RESOURCE_TOPIC if args.entity_type == "topics" else RESOURCE_BROKER, args.entity_name))
     chosen = [g for g in given if g is not None]
     if len(chosen) != 1:
-        raise CliError("configs: name one entity: --topic T, --broker ID, --entity-type/--entity-name, or "
-                       "--entity-type brokers --entity-default", 2)
+        raise CliError(
+            "configs: name one entity: --topic T, --broker ID, --entity-type/--entity-name, or "
+            "--entity-type brokers --entity-default",
+            2,
+        )
     rtype, name = chosen[0]
     if rtype == RESOURCE_BROKER and name != "" and not str(name).isdigit():
         raise CliError(f"configs: broker {name!r} is not a broker id", 2)
@@ -61,8 +76,12 @@ def _entity(args) -> tuple[int, str]:
 def _describe(c, rtype: int, name: str) -> list:
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.describe_configs import DescribeConfigsRequest as D
-    req = D(resources=[D.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=None)],
-            include_synonyms=True, include_documentation=False)
+
+    req = D(
+        resources=[D.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=None)],
+        include_synonyms=True,
+        include_documentation=False,
+    )
     c.refresh([])
     conn = c.connection(int(name)) if rtype == RESOURCE_BROKER and name else c.controller()
     r = conn.request(req).results[0]
@@ -76,7 +95,7 @@ def configs_describe(args) -> int:
     rtype, name = _entity(args)
     with connect(args) as c:
         if rtype == RESOURCE_TOPIC:
-            c.topic(name)                       # UNKNOWN_TOPIC_OR_PARTITION, said as such
+            c.topic(name)  # UNKNOWN_TOPIC_OR_PARTITION, said as such
         entries = _describe(c, rtype, name)
     kind = "topic" if rtype == RESOURCE_TOPIC else "broker"
     # as Kafka's tool: without --all, the entity's own layer only (a broker's dynamic
@@ -138,10 +157,13 @@ def _alter_broker(c, name: str, sets: dict[str, str], deletes: list[str]) -> Non
     Kafka's admin client does) or on the cluster default (any broker)."""
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
+
     ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in sets.items()]
     ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in deletes]
-    req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
-            validate_only=False)
+    req = I(
+        resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
+        validate_only=False,
+    )
     c.refresh([])
     conn = c.connection(int(name)) if name else c.any_connection()
     r = conn.request(req).responses[0]
@@ -151,6 +173,7 @@ def _alter_broker(c, name: str, sets: dict[str, str], deletes: list[str]) -> Non
 
 
 # ---------------------------------------------------------------------- log dirs
+
 
 def _ints(text: str | None, what: str) -> list[int] | None:
     if text is None:
@@ -164,6 +187,7 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 @_run
 def log_dirs_describe(args) -> int:
     from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest as D
+
     topics = [t for t in (args.topic_list or "").split(",") if t]
     print("Querying brokers for log directories information")
     with connect(args) as c:
@@ -171,24 +195,41 @@ def log_dirs_describe(args) -> int:
         wanted = _ints(args.broker_list, "--broker-list") or sorted(c.brokers)
         unknown = [b for b in wanted if b not in c.brokers]
         if unknown:
-            raise CliError(f"log-dirs: no broker {', '.join(map(str, unknown))} in the cluster "
-                           f"(brokers {', '.join(map(str, sorted(c.brokers)))})", 2)
+            raise CliError(
+                f"log-dirs: no broker {', '.join(map(str, unknown))} in the cluster "
+                f"(brokers {', '.join(map(str, sorted(c.brokers)))})",
+                2,
+            )
         request_topics = None
         if topics:
             metas = c.refresh(topics)
-            request_topics = [D.DescribableLogDirTopic(topic=t, partitions=sorted(metas[t].partitions))
-                              for t in topics if t in metas and not metas[t].error_code]
+            request_topics = [
+                D.DescribableLogDirTopic(topic=t, partitions=sorted(metas[t].partitions))
+                for t in topics
+                if t in metas and not metas[t].error_code
+            ]
         brokers = []
         for b in wanted:
             resp = c.connection(b).request(D(topics=request_topics))
             dirs = []
             for r in resp.results:
-                parts = [{"partition": f"{t.name}-{p.partition_index}", "size": p.partition_size,
-                          "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
-                         for t in r.topics for p in t.partitions]
-                dirs.append({"partitions": sorted(parts, key=lambda x: x["partition"]),
-                             "error": None if r.error_code == 0 else _exception_name(r.error_code),
-                             "logDir": r.log_dir})
+                parts = [
+                    {
+                        "partition": f"{t.name}-{p.partition_index}",
+                        "size": p.partition_size,
+                        "offsetLag": p.offset_lag,
+                        "isFuture": p.is_future_key,
+                    }
+                    for t in r.topics
+                    for p in t.partitions
+                ]
+                dirs.append(
+                    {
+                        "partitions": sorted(parts, key=lambda x: x["partition"]),
+                        "error": None if r.error_code == 0 else _exception_name(r.error_code),
+                        "logDir": r.log_dir,
+                    }
+                )
             brokers.append({"broker": b, "logDirs": dirs})
     print(f"Received log directory information from brokers {','.join(map(str, wanted))}")
     print(json.dumps({"brokers": brokers, "version": 1}, separators=(",", ":")))
@@ -199,18 +240,22 @@ def _exception_name(code: int) -> str:
     """The Java exception class Kafka's tools print for an error code (its Errors enum:
     KAFKA_STORAGE_ERROR is org.apache.kafka.common.errors.KafkaStorageException)."""
     from broker.protocol.errors import ErrorCode
-    special = {ErrorCode.KAFKA_STORAGE_ERROR: "KafkaStorageException",
-               ErrorCode.UNKNOWN_SERVER_ERROR: "UnknownServerException",
-               ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException"}
+
+    special = {
+        ErrorCode.KAFKA_STORAGE_ERROR: "KafkaStorageException",
+        ErrorCode.UNKNOWN_SERVER_ERROR: "UnknownServerException",
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+    }
     try:
         err = ErrorCode(code)
     except ValueError:
-        return "org.apache.kafka.common.errors.UnknownServerException"    # as Errors.forCode
+        return "org.apache.kafka.common.errors.UnknownServerException"  # as Errors.forCode
     name = special.get(err) or "".join(w.capitalize() for w in err.name.split("_")) + "Exception"
     return f"org.apache.kafka.common.errors.{name}"
 
 
 # ---------------------------------------------------------------------- records delete
+
 
 def read_offsets_json(path: str) -> list[tuple[str, int, int]]:
     """Kafka's --offset-json-file: {"partitions": [{"topic": T, "partition": P, "offset": O}], "version": 1}."""
@@ -220,18 +265,26 @@ def read_offsets_json(path: str) -> list[tuple[str, int, int]]:
     except OSError as exc:
         raise CliError(f"--offset-json-file {path}: {exc.strerror}", 2) from None
     except json.JSONDecodeError as exc:
-        raise CliError(f"--offset-json-file {path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                       2) from None
+        raise CliError(
+            f"--offset-json-file {path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", 2
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise CliError(f"--offset-json-file {path}: expected {{\"partitions\": [...], \"version\": 1}}", 2)
+        raise CliError(f'--offset-json-file {path}: expected {{"partitions": [...], "version": 1}}', 2)
     if doc.get("version", 1) != 1:
         raise CliError(f"--offset-json-file {path}: version {doc.get('version')!r} (only 1 exists)", 2)
     out, seen = [], set()
     for i, p in enumerate(doc["partitions"]):
-        if not isinstance(p, dict) or not isinstance(p.get("topic"), str) or \
-                not isinstance(p.get("partition"), int) or not isinstance(p.get("offset"), int):
-            raise CliError(f"--offset-json-file {path}: partitions[{i}] needs \"topic\" (string), "
-                           "\"partition\" and \"offset\" (numbers)", 2)
+        if (
+            not isinstance(p, dict)
+            or not isinstance(p.get("topic"), str)
+            or not isinstance(p.get("partition"), int)
+            or not isinstance(p.get("offset"), int)
+        ):
+            raise CliError(
+                f'--offset-json-file {path}: partitions[{i}] needs "topic" (string), '
+                '"partition" and "offset" (numbers)',
+                2,
+            )
         if (p["topic"], p["partition"]) in seen:
             raise CliError(f"--offset-json-file {path}: {p['topic']}-{p['partition']} given twice", 2)
         seen.add((p["topic"], p["partition"]))
@@ -244,6 +297,7 @@ def read_offsets_json(path: str) -> list[tuple[str, int, int]]:
 @_run
 def records_delete(args) -> int:
     from broker.protocol.errors import KafkaProtocolError
+
     plan = read_offsets_json(args.offset_json_file)
     print("Executing records delete operation")
     lines, failed = [], 0
@@ -253,6 +307,7 @@ def records_delete(args) -> int:
                 meta = c.topic(topic)
                 if partition not in meta.partitions:
                     from broker.protocol.errors import ErrorCode
+
                     raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
                 low = c.delete_records(topic, {partition: offset})[partition]
                 lines.append(f"partition: {topic}-{partition}\tlow_watermark: {low}")
@@ -276,8 +331,9 @@ def _time(value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError("--time: earliest, latest, max-timestamp, -1, -2, -3 or a timestamp "
-                                          "in ms") from None
+        raise argparse.ArgumentTypeError(
+            "--time: earliest, latest, max-timestamp, -1, -2, -3 or a timestamp in ms"
+        ) from None
 
 
 @_run
@@ -308,38 +364,50 @@ def offsets(args) -> int:
             got = c.list_offsets(name, wanted, args.time)
             for p in wanted:
                 offset, _ = got[p]
-                if offset >= 0:                 # none at or after --time: no line, as Kafka's tool
+                if offset >= 0:  # none at or after --time: no line, as Kafka's tool
                     print(f"{name}:{p}:{offset}")
     return 0
 
 
 # ---------------------------------------------------------------------- parsers
 
+
 def add_parsers(sub) -> None:
-    cf = sub.add_parser("configs", help="describe and alter topic configs and dynamic broker configs "
-                                        "(Kafka's kafka-configs)")
+    cf = sub.add_parser(
+        "configs", help="describe and alter topic configs and dynamic broker configs (Kafka's kafka-configs)"
+    )
     cs = cf.add_subparsers(dest="configs_command", metavar="ACTION")
     cs.required = True
-    for action, helptext in (("describe", "configs of a topic or a broker: the dynamic ones, or --all with "
-                                          "sources and synonyms"),
-                             ("alter", "set (--add-config) or remove (--delete-config) a topic's overrides, "
-                                       "or a broker's (or the cluster default's) dynamic configs")):
+    for action, helptext in (
+        ("describe", "configs of a topic or a broker: the dynamic ones, or --all with sources and synonyms"),
+        (
+            "alter",
+            "set (--add-config) or remove (--delete-config) a topic's overrides, "
+            "or a broker's (or the cluster default's) dynamic configs",
+        ),
+    ):
         p = cs.add_parser(action, help=helptext)
         _bootstrap(p)
         p.add_argument("--topic", metavar="TOPIC", help="the topic")
         p.add_argument("--broker", metavar="ID", help="the broker")
         p.add_argument("--entity-type", choices=["topics", "brokers"], help="as Kafka's tool: topics or brokers")
         p.add_argument("--entity-name", metavar="NAME", help="as Kafka's tool: the topic name or broker id")
-        p.add_argument("--entity-default", action="store_true",
-                       help="as Kafka's tool, with --entity-type brokers: the cluster-wide default")
+        p.add_argument(
+            "--entity-default",
+            action="store_true",
+            help="as Kafka's tool, with --entity-type brokers: the cluster-wide default",
+        )
         if action == "describe":
             p.add_argument("--all", action="store_true", help="every config, not only the dynamic ones")
             p.set_defaults(func=configs_describe)
         else:
-            p.add_argument("--add-config", action="append", metavar="K=V,K2=[A,B]",
-                           help="configs to set, Kafka's syntax (repeatable)")
-            p.add_argument("--delete-config", action="append", metavar="K1,K2",
-                           help="overrides to remove (repeatable)")
+            p.add_argument(
+                "--add-config",
+                action="append",
+                metavar="K=V,K2=[A,B]",
+                help="configs to set, Kafka's syntax (repeatable)",
+            )
+            p.add_argument("--delete-config", action="append", metavar="K1,K2", help="overrides to remove (repeatable)")
             p.set_defaults(func=configs_alter)
 
     ld = sub.add_parser("log-dirs", help="each broker's log directories and partition sizes (kafka-log-dirs)")
@@ -354,25 +422,35 @@ def add_parsers(sub) -> None:
     rc = sub.add_parser("records", help="delete records below an offset (kafka-delete-records)")
     rcs = rc.add_subparsers(dest="records_command", metavar="ACTION")
     rcs.required = True
-    p = rcs.add_parser("delete", help="move partitions' log start offsets up, as Kafka's offsets JSON says",
-                       description="Delete every record below the given offset of each partition (-1: up to "
-                                   "the high watermark). The file is Kafka's: {\"partitions\": [{\"topic\": "
-                                   "\"t\", \"partition\": 0, \"offset\": 10}], \"version\": 1}. Exit 1 if a "
-                                   "partition failed (each said on its line).")
+    p = rcs.add_parser(
+        "delete",
+        help="move partitions' log start offsets up, as Kafka's offsets JSON says",
+        description="Delete every record below the given offset of each partition (-1: up to "
+        'the high watermark). The file is Kafka\'s: {"partitions": [{"topic": '
+        '"t", "partition": 0, "offset": 10}], "version": 1}. Exit 1 if a '
+        "partition failed (each said on its line).",
+    )
     _bootstrap(p)
     p.add_argument("--offset-json-file", required=True, metavar="FILE", help="the plan, Kafka's JSON")
     p.set_defaults(func=records_delete)
 
-    p = sub.add_parser("offsets", help="partitions' earliest, latest or by-time offsets (kafka-get-offsets)",
-                       description="Print TOPIC:PARTITION:OFFSET for each partition, as Kafka's GetOffsetShell: "
-                                   "the latest offset (the log end, default), the earliest, the one of the "
-                                   "record with the highest timestamp, or the first at or after a time in ms "
-                                   "(no line for a partition that has none).")
+    p = sub.add_parser(
+        "offsets",
+        help="partitions' earliest, latest or by-time offsets (kafka-get-offsets)",
+        description="Print TOPIC:PARTITION:OFFSET for each partition, as Kafka's GetOffsetShell: "
+        "the latest offset (the log end, default), the earliest, the one of the "
+        "record with the highest timestamp, or the first at or after a time in ms "
+        "(no line for a partition that has none).",
+    )
     _bootstrap(p)
     p.add_argument("--topic", "-t", metavar="TOPIC", help="a topic, or a regular expression (default: all)")
     p.add_argument("--partitions", metavar="0,1", help="only these partitions")
-    p.add_argument("--time", type=_time, default=-1, metavar="TIME",
-                   help="earliest (-2), latest (-1, default), max-timestamp (-3) or a timestamp in ms")
+    p.add_argument(
+        "--time",
+        type=_time,
+        default=-1,
+        metavar="TIME",
+        help="earliest (-2), latest (-1, default), max-timestamp (-3) or a timestamp in ms",
+    )
     p.add_argument("--exclude-internal-topics", action="store_true", help="leave __consumer_offsets out")
     p.set_defaults(func=offsets)
-

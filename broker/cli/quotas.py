@@ -10,6 +10,7 @@ describe without an entity lists every quota; with one, exactly that entity (kaf
 --describe). Lines as kafka-configs prints them: ``Quota configs for user-principal 'alice',
 client-id 'app' are producer_byte_rate=1048576.0``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,20 +34,21 @@ def _entity(args, required: bool) -> list[tuple[str, str | None]]:
     if args.client is not None or args.client_defaults:
         out.append((CLIENT_ID, args.client))
     if required and not out:
-        raise CliError("name the entity: --user NAME or --user-defaults, and/or --client NAME or --client-defaults",
-                       2)
+        raise CliError("name the entity: --user NAME or --user-defaults, and/or --client NAME or --client-defaults", 2)
     return out
 
 
 def _describe_entity(entity) -> str:
-    return ", ".join(f"{_KIND.get(t, t)} '{n}'" if n is not None else f"the default {_KIND.get(t, t)}"
-                     for t, n in entity)
+    return ", ".join(
+        f"{_KIND.get(t, t)} '{n}'" if n is not None else f"the default {_KIND.get(t, t)}" for t, n in entity
+    )
 
 
 @_run
 def quotas_describe(args) -> int:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as R
+
     entity = _entity(args, required=False)
     components = [R.ComponentData(entity_type=t, match_type=0 if n is not None else 1, match=n) for t, n in entity]
     with connect(args) as c:
@@ -86,6 +88,7 @@ def _configs(text: str | None, what: str, values: bool) -> dict[str, float | Non
 def quotas_alter(args) -> int:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as R
+
     entity = _entity(args, required=True)
     add = _configs(args.add_config, "--add-config", True)
     delete = _configs(args.delete_config, "--delete-config", False)
@@ -93,8 +96,10 @@ def quotas_alter(args) -> int:
         raise CliError("nothing to change: give --add-config and/or --delete-config", 2)
     ops = [R.OpData(key=k, value=v or 0.0, remove=False) for k, v in add.items()]
     ops += [R.OpData(key=k, value=0.0, remove=True) for k in delete if k not in add]
-    request = R(entries=[R.EntryData(entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                                     ops=ops)], validate_only=args.validate_only)
+    request = R(
+        entries=[R.EntryData(entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)],
+        validate_only=args.validate_only,
+    )
     with connect(args) as c:
         resp = c.any_connection().request(request)
     for r in resp.entries:
@@ -106,8 +111,11 @@ def quotas_alter(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    q = sub.add_parser("quotas", help="client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) "
-                                      "of users and client ids: describe, alter")
+    q = sub.add_parser(
+        "quotas",
+        help="client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) "
+        "of users and client ids: describe, alter",
+    )
     qs = q.add_subparsers(dest="quotas_command", metavar="ACTION")
     qs.required = True
 

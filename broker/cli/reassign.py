@@ -29,6 +29,7 @@ Errors are one line; --verify exits 0 like Kafka's whatever the status, and 1 wh
 cannot tell. log_dirs other than "any" are refused (kbroker has one log dir per
 broker to choose among: AlterReplicaLogDirs is not served).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,36 +42,48 @@ Plan = dict[tuple[str, int], list[int]]
 
 
 def add_parser(ts: Any, bootstrap: Any, run: Any) -> None:
-    p = ts.add_parser("reassign", help="move partition replicas between brokers (Kafka's kafka-reassign-partitions "
-                                       "JSON files)")
+    p = ts.add_parser(
+        "reassign", help="move partition replicas between brokers (Kafka's kafka-reassign-partitions JSON files)"
+    )
     bootstrap(p)
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--generate", action="store_true", help="propose a plan for --topics-to-move-json-file "
-                                                              "over --broker-list")
+    mode.add_argument(
+        "--generate", action="store_true", help="propose a plan for --topics-to-move-json-file over --broker-list"
+    )
     mode.add_argument("--execute", action="store_true", help="start the plan of --reassignment-json-file")
     mode.add_argument("--verify", action="store_true", help="whether the plan's moves are done")
     mode.add_argument("--cancel", action="store_true", help="cancel the plan's moves still in progress")
     mode.add_argument("--list", action="store_true", help="the partition reassignments in progress")
-    mode.add_argument("--balance", action="store_true",
-                      help="propose a plan evening out replicas and preferred leaders over the brokers "
-                           "(--broker-list, default all; --topics-to-move-json-file, default every topic "
-                           "but the internal ones) with few moves, racks kept apart")
-    p.add_argument("--reassignment-json-file", metavar="FILE", help="a plan: {\"version\":1,\"partitions\":[...]}")
-    p.add_argument("--topics-to-move-json-file", metavar="FILE",
-                   help="{\"version\":1,\"topics\":[{\"topic\":\"t\"}]} (with --generate)")
+    mode.add_argument(
+        "--balance",
+        action="store_true",
+        help="propose a plan evening out replicas and preferred leaders over the brokers "
+        "(--broker-list, default all; --topics-to-move-json-file, default every topic "
+        "but the internal ones) with few moves, racks kept apart",
+    )
+    p.add_argument("--reassignment-json-file", metavar="FILE", help='a plan: {"version":1,"partitions":[...]}')
+    p.add_argument(
+        "--topics-to-move-json-file", metavar="FILE", help='{"version":1,"topics":[{"topic":"t"}]} (with --generate)'
+    )
     p.add_argument("--broker-list", metavar="IDS", help="brokers to spread the replicas over (with --generate)")
-    p.add_argument("--additional", action="store_true",
-                   help="execute even though other reassignments are in progress")
-    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
-                   help="with --execute: hold the moves' replication to this many bytes/s (Kafka's "
-                        "replication throttles; --verify removes them once complete)")
-    p.add_argument("--preserve-throttles", action="store_true",
-                   help="with --verify: leave the replication throttles in place")
+    p.add_argument("--additional", action="store_true", help="execute even though other reassignments are in progress")
+    p.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        metavar="BYTES_PER_S",
+        help="with --execute: hold the moves' replication to this many bytes/s (Kafka's "
+        "replication throttles; --verify removes them once complete)",
+    )
+    p.add_argument(
+        "--preserve-throttles", action="store_true", help="with --verify: leave the replication throttles in place"
+    )
     p.set_defaults(func=run(reassign))
 
 
 def reassign(args: argparse.Namespace) -> int:
     from broker.cli.clients import connect
+
     if args.throttle >= 0 and not args.execute:
         raise CliError("topics reassign: --throttle goes with --execute", 2)
     if args.preserve_throttles and not args.verify:
@@ -92,6 +105,7 @@ def reassign(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- files
+
 
 def _need(value: str | None, option: str) -> str:
     if value is None:
@@ -115,22 +129,26 @@ def read_plan(path: str) -> Plan:
     data = _load(path)
     parts = data.get("partitions") if isinstance(data, dict) else None
     if not isinstance(parts, list) or not parts:
-        raise CliError(f"{path}: no \"partitions\" list: nothing to reassign", 2)
+        raise CliError(f'{path}: no "partitions" list: nothing to reassign', 2)
     plan: Plan = {}
     for i, e in enumerate(parts):
         if not isinstance(e, dict):
             raise CliError(f"{path}: partitions[{i}] is not an object", 2)
         topic, partition, replicas = e.get("topic"), e.get("partition"), e.get("replicas")
-        if not isinstance(topic, str) or type(partition) is not int or not isinstance(replicas, list) \
-                or not all(type(r) is int for r in replicas):
-            raise CliError(f"{path}: partitions[{i}] needs \"topic\", \"partition\" and \"replicas\" (integers)", 2)
+        if (
+            not isinstance(topic, str)
+            or type(partition) is not int
+            or not isinstance(replicas, list)
+            or not all(type(r) is int for r in replicas)
+        ):
+            raise CliError(f'{path}: partitions[{i}] needs "topic", "partition" and "replicas" (integers)', 2)
         if not replicas:
             raise CliError(f"Partition {topic}-{partition} has an empty replica list", 2)
         if len(set(replicas)) != len(replicas):
             raise CliError(f"Partition {topic}-{partition} has duplicate replicas {replicas}", 2)
         dirs = e.get("log_dirs")
         if dirs is not None and (not isinstance(dirs, list) or any(d != "any" for d in dirs)):
-            raise CliError(f"Partition {topic}-{partition}: log_dirs other than \"any\" are not supported", 2)
+            raise CliError(f'Partition {topic}-{partition}: log_dirs other than "any" are not supported', 2)
         if (topic, partition) in plan:
             raise CliError(f"Partition {topic}-{partition} appears more than once in {path}", 2)
         plan[(topic, partition)] = replicas
@@ -139,9 +157,16 @@ def read_plan(path: str) -> Plan:
 
 def plan_json(plan: Plan) -> str:
     """Kafka's format (formatAsReassignmentJson), partitions in order."""
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(plan.items())]}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(plan.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 def _current(c: Any, topics: set[str]) -> Plan:
@@ -159,9 +184,11 @@ def _parts(tps: Any) -> str:
 
 # ---------------------------------------------------------------------- modes
 
+
 def _generate(c: Any, args: argparse.Namespace) -> int:
     from broker.cluster.controller.assignment import assign_replicas
     from broker.protocol.errors import KafkaProtocolError
+
     path = _need(args.topics_to_move_json_file, "--topics-to-move-json-file")
     brokers_arg = _need(args.broker_list, "--broker-list")
     try:
@@ -171,7 +198,7 @@ def _generate(c: Any, args: argparse.Namespace) -> int:
     data = _load(path)
     topics = [t.get("topic") for t in data.get("topics", [])] if isinstance(data, dict) else []
     if not topics or not all(isinstance(t, str) for t in topics):
-        raise CliError(f"{path}: expected {{\"version\":1,\"topics\":[{{\"topic\":\"name\"}}]}}", 2)
+        raise CliError(f'{path}: expected {{"version":1,"topics":[{{"topic":"name"}}]}}', 2)
     c.refresh([])
     info = c.describe_cluster()
     racks = {b.broker_id: b.rack for b in info.brokers}
@@ -199,6 +226,7 @@ def _generate(c: Any, args: argparse.Namespace) -> int:
 
 def _balance(c: Any, args: argparse.Namespace) -> int:
     from broker.cli.balance import balance
+
     c.refresh([])
     racks = {b.broker_id: b.rack for b in c.describe_cluster().brokers}
     if args.broker_list is not None:
@@ -214,8 +242,9 @@ def _balance(c: Any, args: argparse.Namespace) -> int:
         data = _load(args.topics_to_move_json_file)
         topics = {t.get("topic") for t in data.get("topics", [])} if isinstance(data, dict) else set()
         if not topics or not all(isinstance(t, str) for t in topics):
-            raise CliError(f"{args.topics_to_move_json_file}: expected {{\"version\":1,\"topics\":"
-                           f"[{{\"topic\":\"name\"}}]}}", 2)
+            raise CliError(
+                f'{args.topics_to_move_json_file}: expected {{"version":1,"topics":[{{"topic":"name"}}]}}', 2
+            )
     else:
         topics = {name for name, meta in c.refresh(None).items() if not meta.internal}
     current = _current(c, topics)
@@ -230,22 +259,27 @@ def _balance(c: Any, args: argparse.Namespace) -> int:
 
 def _execute(c: Any, plan: Plan, additional: bool, throttle: int = -1) -> int:
     from broker.protocol.errors import ErrorCode
+
     current = _current(c, {t for t, _ in plan})
     missing = [tp for tp in plan if tp not in current]
     if missing:
         raise CliError(f"Topic or partition {_parts(missing)} does not exist")
     ongoing = c.list_partition_reassignments()
     if not additional and ongoing:
-        raise CliError("Cannot execute because there is an existing partition assignment. Use --additional to "
-                       "override this and create a new partition assignment in addition to the existing one.")
+        raise CliError(
+            "Cannot execute because there is an existing partition assignment. Use --additional to "
+            "override this and create a new partition assignment in addition to the existing one."
+        )
     print("Current partition replica assignment")
     print()
     print(plan_json({tp: current[tp] for tp in plan}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
     if throttle >= 0:
-        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
-              "throttle is removed.")
+        print(
+            "Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+            "throttle is removed."
+        )
         set_throttles(c, current, plan, {tp: (r, a) for tp, (r, a, _rm) in ongoing.items()}, throttle)
         print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = c.alter_partition_reassignments({tp: list(r) for tp, r in plan.items()})
@@ -253,8 +287,10 @@ def _execute(c: Any, plan: Plan, additional: bool, throttle: int = -1) -> int:
     if failed:
         first = sorted(failed)[0]
         err, msg = failed[first]
-        raise CliError(f"Error reassigning partition(s): {_parts(failed)}: {first[0]}-{first[1]}: "
-                       f"{ErrorCode(err).name}{': ' + msg if msg else ''}")
+        raise CliError(
+            f"Error reassigning partition(s): {_parts(failed)}: {first[0]}-{first[1]}: "
+            f"{ErrorCode(err).name}{': ' + msg if msg else ''}"
+        )
     print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for {_parts(plan)}")
     return 0
 
@@ -274,8 +310,9 @@ def listing(ongoing: dict[tuple[str, int], tuple[list[int], list[int], list[int]
     return "\n".join(lines)
 
 
-def set_throttles(c: Any, current: Plan, plan: Plan, ongoing: dict[tuple[str, int], tuple[list[int], list[int]]],
-                  rate: int) -> None:
+def set_throttles(
+    c: Any, current: Plan, plan: Plan, ongoing: dict[tuple[str, int], tuple[list[int], list[int]]], rate: int
+) -> None:
     """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the rate on
     every broker a move reads from or writes to."""
     from broker.cluster.replica.throttle import (
@@ -285,14 +322,16 @@ def set_throttles(c: Any, current: Plan, plan: Plan, ongoing: dict[tuple[str, in
         LEADER_REPLICAS,
         reassignment_throttles,
     )
+
     leader, follower = reassignment_throttles(current, plan, ongoing)
     for topic in sorted(set(leader) | set(follower)):
         configs = {LEADER_REPLICAS: leader[topic]} if topic in leader else {}
         if topic in follower:
             configs[FOLLOWER_REPLICAS] = follower[topic]
         c.alter_topic_configs(topic, configs)
-    brokers = {int(pair.split(":")[1]) for lists in (leader, follower) for v in lists.values()
-               for pair in v.split(",") if pair}
+    brokers = {
+        int(pair.split(":")[1]) for lists in (leader, follower) for v in lists.values() for pair in v.split(",") if pair
+    }
     for broker in sorted(brokers):
         c.alter_broker_configs(broker, {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
 
@@ -307,12 +346,13 @@ def clear_throttles(c: Any, plan: Plan) -> None:
         LEADER_RATE,
         LEADER_REPLICAS,
     )
+
     brokers = sorted(b.broker_id for b in c.describe_cluster().brokers)
-    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
-          f"{','.join(map(str, brokers))}")
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} {','.join(map(str, brokers))}")
     for broker in brokers:
-        c.alter_broker_configs(broker, delete=[LEADER_RATE, FOLLOWER_RATE,
-                                               "replica.alter.log.dirs.io.max.bytes.per.second"])
+        c.alter_broker_configs(
+            broker, delete=[LEADER_RATE, FOLLOWER_RATE, "replica.alter.log.dirs.io.max.bytes.per.second"]
+        )
     topics = sorted({t for t, _ in plan})
     print(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
     for topic in topics:
@@ -332,8 +372,10 @@ def _verify(c: Any, plan: Plan, preserve_throttles: bool = False) -> int:
         elif current[tp] == target:
             print(f"Reassignment of partition {name} is completed.")
         else:
-            print(f"There is no active reassignment of partition {name}, but replica set is "
-                  f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}.")
+            print(
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}."
+            )
     if not ongoing and not preserve_throttles:
         clear_throttles(c, {tp: r for tp, r in plan.items() if tp in current})
     return 0
@@ -341,6 +383,7 @@ def _verify(c: Any, plan: Plan, preserve_throttles: bool = False) -> int:
 
 def _cancel(c: Any, plan: Plan) -> int:
     from broker.protocol.errors import ErrorCode
+
     ongoing = c.list_partition_reassignments(sorted(plan))
     wanted = [tp for tp in sorted(plan) if tp in ongoing]
     if not wanted:
@@ -354,6 +397,8 @@ def _cancel(c: Any, plan: Plan) -> int:
     if failed:
         first = sorted(failed)[0]
         err, msg = failed[first]
-        raise CliError(f"Error cancelling partition reassignment(s) of {_parts(failed)}: "
-                       f"{ErrorCode(err).name}{': ' + msg if msg else ''}")
+        raise CliError(
+            f"Error cancelling partition reassignment(s) of {_parts(failed)}: "
+            f"{ErrorCode(err).name}{': ' + msg if msg else ''}"
+        )
     return 0

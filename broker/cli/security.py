@@ -15,6 +15,7 @@ DescribeUserScramCredentials) or, before any broker runs, straight into ZooKeepe
     broker acls list [--topic T | --group G | --cluster ...] [--principal User:alice]
     broker acls remove --topic clicks [--principal User:alice] [--operation Read]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,24 +40,34 @@ def _password(args) -> str:
 @_run
 def users_add(args) -> int:
     from broker.security.scram import DEFAULT_ITERATIONS, MECHANISM_NUMBERS, ScramCredential, salted_password
+
     password = _password(args)
     mechanisms = args.mechanism or ["SCRAM-SHA-512"]
     iterations = args.iterations or DEFAULT_ITERATIONS
     if args.zookeeper:
+
         async def write(store):
             config = await store.get_user_config(args.name)
             for m in mechanisms:
                 config[m] = ScramCredential.from_password(m, password, iterations).to_text()
             await store.set_user_config(args.name, config)
+
         _with_zookeeper(args.zookeeper, write)
     else:
         from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as R
+
         ups = []
         for m in mechanisms:
             salt = secrets.token_bytes(32)
-            ups.append(R.ScramCredentialUpsertion(name=args.name, mechanism=MECHANISM_NUMBERS[m], iterations=iterations,
-                                                  salt=salt, salted_password=salted_password(m, password, salt,
-                                                                                             iterations)))
+            ups.append(
+                R.ScramCredentialUpsertion(
+                    name=args.name,
+                    mechanism=MECHANISM_NUMBERS[m],
+                    iterations=iterations,
+                    salt=salt,
+                    salted_password=salted_password(m, password, salt, iterations),
+                )
+            )
         _alter(args, R(deletions=[], upsertions=ups))
     print(f"user {args.name}: {', '.join(mechanisms)} credentials set ({iterations} iterations)")
     return 0
@@ -65,21 +76,31 @@ def users_add(args) -> int:
 @_run
 def users_delete(args) -> int:
     from broker.security.scram import MECHANISM_NUMBERS
+
     if args.zookeeper:
+
         async def write(store):
             config = await store.get_user_config(args.name)
             for m in args.mechanism or MECHANISMS:
                 config.pop(m, None)
             await store.set_user_config(args.name, config)
+
         _with_zookeeper(args.zookeeper, write)
     else:
         from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as R
+
         mechanisms = args.mechanism or [m for m, _ in _describe(args).get(args.name, [])]
         if not mechanisms:
             raise CliError(f"RESOURCE_NOT_FOUND: user {args.name} has no SCRAM credentials")
-        _alter(args, R(upsertions=[], deletions=[R.ScramCredentialDeletion(name=args.name,
-                                                                           mechanism=MECHANISM_NUMBERS[m])
-                                                 for m in mechanisms]))
+        _alter(
+            args,
+            R(
+                upsertions=[],
+                deletions=[
+                    R.ScramCredentialDeletion(name=args.name, mechanism=MECHANISM_NUMBERS[m]) for m in mechanisms
+                ],
+            ),
+        )
     print(f"user {args.name}: credentials deleted")
     return 0
 
@@ -93,6 +114,7 @@ def users_list(args) -> int:
 
 def _alter(args, request) -> None:
     from broker.protocol.errors import ErrorCode
+
     with connect(args) as c:
         resp = c.any_connection().request(request)
     for r in resp.results:
@@ -104,12 +126,16 @@ def _describe(args) -> dict[str, list[tuple[str, int]]]:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
     from broker.security.scram import MECHANISM_IDS
+
     with connect(args) as c:
         resp = c.any_connection().request(DescribeUserScramCredentialsRequest(users=None))
     if resp.error_code:
         raise CliError(f"{ErrorCode(resp.error_code).name}: {resp.error_message}")
-    return {r.user: [(MECHANISM_IDS.get(i.mechanism, str(i.mechanism)), i.iterations) for i in r.credential_infos]
-            for r in resp.results if not r.error_code}
+    return {
+        r.user: [(MECHANISM_IDS.get(i.mechanism, str(i.mechanism)), i.iterations) for i in r.credential_infos]
+        for r in resp.results
+        if not r.error_code
+    }
 
 
 def _with_zookeeper(connect_string: str, fn) -> None:
@@ -119,12 +145,14 @@ def _with_zookeeper(connect_string: str, fn) -> None:
 
     async def run():
         from broker.cluster.store.zkclient import KafkaZkClient
+
         store = KafkaZkClient(connect_string, connection_timeout_ms=10000)
         await store.start()
         try:
             await fn(store)
         finally:
             await store.close()
+
     try:
         asyncio.run(run())
     except (StoreError, ValueError) as exc:
@@ -132,22 +160,24 @@ def _with_zookeeper(connect_string: str, fn) -> None:
 
 
 def add_parsers(sub) -> None:
-    u = sub.add_parser("users", help="SCRAM users: add, list, delete (the credentials, never the passwords, "
-                                     "are stored)")
+    u = sub.add_parser(
+        "users", help="SCRAM users: add, list, delete (the credentials, never the passwords, are stored)"
+    )
     us = u.add_subparsers(dest="users_command", metavar="ACTION")
     us.required = True
 
     def target(p: argparse.ArgumentParser) -> None:
         _bootstrap(p)
-        p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                       help="write ZooKeeper directly, with no broker running (the inter-broker user before the "
-                            "first start)")
+        p.add_argument(
+            "--zookeeper",
+            metavar="HOST:PORT[/CHROOT]",
+            help="write ZooKeeper directly, with no broker running (the inter-broker user before the first start)",
+        )
 
     p = us.add_parser("add", help="set a user's SCRAM credentials (add or change the password)")
     target(p)
     p.add_argument("name", help="the user name")
-    p.add_argument("--mechanism", action="append", choices=MECHANISMS,
-                   help="repeatable (default SCRAM-SHA-512)")
+    p.add_argument("--mechanism", action="append", choices=MECHANISMS, help="repeatable (default SCRAM-SHA-512)")
     p.add_argument("--iterations", type=int, help="PBKDF2 iterations, 4096 to 16384 (default 4096)")
     p.add_argument("--password", help="the password (default: one line read from stdin, kept out of ps)")
     p.set_defaults(func=users_add)
@@ -164,8 +194,19 @@ def add_parsers(sub) -> None:
 # ---------------------------------------------------------------------------- acls
 
 _TYPES = {"topic": 2, "group": 3, "cluster": 4, "transactional-id": 5, "user": 7}
-_OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
-               "AlterConfigs", "IdempotentWrite")
+_OPERATIONS = (
+    "All",
+    "Read",
+    "Write",
+    "Create",
+    "Delete",
+    "Alter",
+    "Describe",
+    "ClusterAction",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "IdempotentWrite",
+)
 
 
 def _resource(args) -> tuple[int, str]:
@@ -180,6 +221,7 @@ def _resource(args) -> tuple[int, str]:
 
 def _operation_code(name: str) -> int:
     from broker.security.acl import OPERATION_NAMES
+
     codes = {v.lower(): int(k) for k, v in OPERATION_NAMES.items()}
     key = name.replace("-", "").replace("_", "").lower()
     if key not in codes:
@@ -191,16 +233,26 @@ def _operation_code(name: str) -> int:
 def acls_add(args) -> int:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.create_acls import CreateAclsRequest
+
     rtype, name = _resource(args)
     pattern = 4 if args.resource_pattern_type == "prefixed" else 3
     creations = []
-    for principal, permission in [(p, 3) for p in args.allow_principal or []] + \
-                                 [(p, 2) for p in args.deny_principal or []]:
+    for principal, permission in [(p, 3) for p in args.allow_principal or []] + [
+        (p, 2) for p in args.deny_principal or []
+    ]:
         for op in args.operation or ["All"]:
             for host in (args.allow_host if permission == 3 else args.deny_host) or ["*"]:
-                creations.append(CreateAclsRequest.AclCreation(
-                    resource_type=rtype, resource_name=name, resource_pattern_type=pattern, principal=principal,
-                    host=host, operation=_operation_code(op), permission_type=permission))
+                creations.append(
+                    CreateAclsRequest.AclCreation(
+                        resource_type=rtype,
+                        resource_name=name,
+                        resource_pattern_type=pattern,
+                        principal=principal,
+                        host=host,
+                        operation=_operation_code(op),
+                        permission_type=permission,
+                    )
+                )
     if not creations:
         raise CliError("give --allow-principal or --deny-principal", 2)
     with connect(args) as c:
@@ -208,13 +260,16 @@ def acls_add(args) -> int:
     for cr, r in zip(creations, resp.results):
         if r.error_code:
             raise CliError(f"{ErrorCode(r.error_code).name}: {r.error_message}")
-        print(f"added: {'ALLOW' if cr.permission_type == 3 else 'DENY'} {cr.principal} {_operation_name(cr.operation)} "
-              f"from {cr.host} on {args.resource_pattern_type.upper()} {name}")
+        print(
+            f"added: {'ALLOW' if cr.permission_type == 3 else 'DENY'} {cr.principal} {_operation_name(cr.operation)} "
+            f"from {cr.host} on {args.resource_pattern_type.upper()} {name}"
+        )
     return 0
 
 
 def _operation_name(code: int) -> str:
     from broker.security.acl import Operation
+
     return Operation(code).name
 
 
@@ -223,9 +278,15 @@ def _filter(args, cls):
     if any(getattr(args, t.replace("-", "_"), None) for t in _TYPES) or args.cluster:
         rtype, name = _resource(args)
     pattern = {"literal": 3, "prefixed": 4, "match": 2, "any": 1}[args.resource_pattern_type]
-    return cls(resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-               principal_filter=args.principal, host_filter=None,
-               operation=_operation_code(args.operation[0]) if args.operation else 1, permission_type=1)
+    return cls(
+        resource_type_filter=rtype,
+        resource_name_filter=name,
+        pattern_type_filter=pattern,
+        principal_filter=args.principal,
+        host_filter=None,
+        operation=_operation_code(args.operation[0]) if args.operation else 1,
+        permission_type=1,
+    )
 
 
 @_run
@@ -233,6 +294,7 @@ def acls_list(args) -> int:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.describe_acls import DescribeAclsRequest
     from broker.security.acl import Operation, PatternType, Permission, ResourceType
+
     f = _filter(args, DescribeAclsRequest)
     with connect(args) as c:
         resp = c.any_connection().request(f)
@@ -241,8 +303,7 @@ def acls_list(args) -> int:
     for r in resp.resources:
         print(f"{ResourceType(r.resource_type).name}:{PatternType(r.pattern_type).name}:{r.resource_name}")
         for a in r.acls:
-            print(f"\t{Permission(a.permission_type).name} {a.principal} {Operation(a.operation).name} "
-                  f"from {a.host}")
+            print(f"\t{Permission(a.permission_type).name} {a.principal} {Operation(a.operation).name} from {a.host}")
     return 0
 
 
@@ -250,6 +311,7 @@ def acls_list(args) -> int:
 def acls_remove(args) -> int:
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.delete_acls import DeleteAclsRequest
+
     f = _filter(args, DeleteAclsRequest.DeleteAclsFilter)
     with connect(args) as c:
         resp = c.any_connection().request(DeleteAclsRequest(filters=[f]))
@@ -272,11 +334,15 @@ def add_acl_parsers(sub) -> None:
         p.add_argument("--transactional-id", help="a TRANSACTIONAL_ID resource")
         p.add_argument("--user", help="a USER resource (for delegation-token and quota rights)")
         p.add_argument("--cluster", action="store_true", help="the CLUSTER resource")
-        p.add_argument("--resource-pattern-type", default=default_pattern,
-                       choices=["literal", "prefixed"] + (["match", "any"] if default_pattern == "any" else []),
-                       help=f"how the name matches (default {default_pattern})")
-        p.add_argument("--operation", action="append", metavar="OP",
-                       help=f"repeatable: {', '.join(_OPERATIONS)} (default All)")
+        p.add_argument(
+            "--resource-pattern-type",
+            default=default_pattern,
+            choices=["literal", "prefixed"] + (["match", "any"] if default_pattern == "any" else []),
+            help=f"how the name matches (default {default_pattern})",
+        )
+        p.add_argument(
+            "--operation", action="append", metavar="OP", help=f"repeatable: {', '.join(_OPERATIONS)} (default All)"
+        )
 
     p = acts.add_parser("add", help="add ALLOW/DENY ACLs")
     resource(p, "literal")
@@ -285,8 +351,10 @@ def add_acl_parsers(sub) -> None:
     p.add_argument("--allow-host", action="append", help="address or CIDR block (default *)")
     p.add_argument("--deny-host", action="append", help="address or CIDR block (default *)")
     p.set_defaults(func=acls_add)
-    for name, fn, what in (("list", acls_list, "list ACLs (all, or those matching the options)"),
-                           ("remove", acls_remove, "remove the ACLs matching the options")):
+    for name, fn, what in (
+        ("list", acls_list, "list ACLs (all, or those matching the options)"),
+        ("remove", acls_remove, "remove the ACLs matching the options"),
+    ):
         p = acts.add_parser(name, help=what)
         resource(p, "any")
         p.add_argument("--principal", metavar="TYPE:NAME", help="only this principal's ACLs")

@@ -9,6 +9,7 @@ Kafka's kafka-transactions tool, with its column names).
                 kafka-transactions abort does
     producers describe   the active producers of one partition (DescribeProducers)
 """
+
 from __future__ import annotations
 
 import time
@@ -18,6 +19,7 @@ from broker.cli.errors import CliError
 
 def _wrap(fn):
     from broker.cli.clients import _run
+
     return _run(fn)
 
 
@@ -31,12 +33,14 @@ def _table(header: list[str], rows: list[list[object]]) -> None:
 def transactions_list(args) -> int:
     from broker.client import Cluster
     from broker.protocol.messages.list_transactions import ListTransactionsRequest
+
     rows = []
     with Cluster(args.bootstrap) as c:
         c.refresh([])
         for node in sorted(c.brokers):
-            r = c.connection(node).request(ListTransactionsRequest(state_filters=[], producer_id_filters=[],
-                                                                   duration_filter=-1))
+            r = c.connection(node).request(
+                ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1)
+            )
             for t in r.transaction_states:
                 rows.append([t.transactional_id, node, t.producer_id, t.transaction_state])
     _table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], sorted(rows, key=lambda r: str(r[0])))
@@ -46,6 +50,7 @@ def transactions_list(args) -> int:
 def _coordinator(c, txn_id: str):
     from broker.protocol.errors import ErrorCode, KafkaProtocolError
     from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
+
     deadline = time.monotonic() + 15
     while True:
         conn = c.any_connection()
@@ -54,8 +59,10 @@ def _coordinator(c, txn_id: str):
         if r.error_code == 0:
             c.refresh([])
             return r.node_id, c.connection(r.node_id)
-        if r.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) \
-                or time.monotonic() > deadline:
+        if (
+            r.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            or time.monotonic() > deadline
+        ):
             raise KafkaProtocolError(r.error_code, f"find the coordinator of {txn_id}")
         time.sleep(0.2)
 
@@ -64,6 +71,7 @@ def transactions_describe(args) -> int:
     from broker.client import Cluster
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest
+
     with Cluster(args.bootstrap) as c:
         node, conn = _coordinator(c, args.transactional_id)
         r = conn.request(DescribeTransactionsRequest(transactional_ids=[args.transactional_id]))
@@ -73,17 +81,39 @@ def transactions_describe(args) -> int:
     now = int(time.time() * 1000)
     start = t.transaction_start_time_ms
     parts = ",".join(f"{d.topic}-{p}" for d in t.topics for p in d.partitions)
-    _table(["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-            "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"],
-           [[node, t.transactional_id, t.producer_id, t.producer_epoch, t.transaction_state,
-             t.transaction_timeout_ms, start if start >= 0 else "None", now - start if start >= 0 else "None",
-             parts]])
+    _table(
+        [
+            "CoordinatorId",
+            "TransactionalId",
+            "ProducerId",
+            "ProducerEpoch",
+            "TransactionState",
+            "TransactionTimeoutMs",
+            "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs",
+            "TopicPartitions",
+        ],
+        [
+            [
+                node,
+                t.transactional_id,
+                t.producer_id,
+                t.producer_epoch,
+                t.transaction_state,
+                t.transaction_timeout_ms,
+                start if start >= 0 else "None",
+                now - start if start >= 0 else "None",
+                parts,
+            ]
+        ],
+    )
     return 0
 
 
 def _producers(c, topic: str, partition: int):
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.describe_producers import DescribeProducersRequest
+
     R = DescribeProducersRequest
     conn = c.leader_connection(topic, partition)
     r = conn.request(R(topics=[R.TopicRequest(name=topic, partition_indexes=[partition])]))
@@ -95,12 +125,30 @@ def _producers(c, topic: str, partition: int):
 
 def producers_describe(args) -> int:
     from broker.client import Cluster
+
     with Cluster(args.bootstrap) as c:
         _conn, found = _producers(c, args.topic, args.partition)
-    _table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-            "CurrentTransactionStartOffset"],
-           [[p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence, p.last_timestamp,
-             p.current_txn_start_offset if p.current_txn_start_offset >= 0 else "None"] for p in found])
+    _table(
+        [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ],
+        [
+            [
+                p.producer_id,
+                p.producer_epoch,
+                p.coordinator_epoch,
+                p.last_sequence,
+                p.last_timestamp,
+                p.current_txn_start_offset if p.current_txn_start_offset >= 0 else "None",
+            ]
+            for p in found
+        ],
+    )
     return 0
 
 
@@ -108,28 +156,40 @@ def transactions_abort(args) -> int:
     from broker.client import Cluster
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+
     W = WriteTxnMarkersRequest
     with Cluster(args.bootstrap) as c:
         conn, found = _producers(c, args.topic, args.partition)
         match = [p for p in found if p.current_txn_start_offset == args.start_offset]
         if not match:
-            raise CliError(f"no open transaction starts at offset {args.start_offset} of "
-                           f"{args.topic}-{args.partition}")
+            raise CliError(f"no open transaction starts at offset {args.start_offset} of {args.topic}-{args.partition}")
         p = match[0]
-        r = conn.request(W(markers=[W.WritableTxnMarker(
-            producer_id=p.producer_id, producer_epoch=p.producer_epoch, transaction_result=False,
-            coordinator_epoch=p.coordinator_epoch,
-            topics=[W.WritableTxnMarkerTopic(name=args.topic, partition_indexes=[args.partition])])]))
+        r = conn.request(
+            W(
+                markers=[
+                    W.WritableTxnMarker(
+                        producer_id=p.producer_id,
+                        producer_epoch=p.producer_epoch,
+                        transaction_result=False,
+                        coordinator_epoch=p.coordinator_epoch,
+                        topics=[W.WritableTxnMarkerTopic(name=args.topic, partition_indexes=[args.partition])],
+                    )
+                ]
+            )
+        )
     code = r.markers[0].topics[0].partitions[0].error_code
     if code:
         raise KafkaProtocolError(code, f"abort the transaction of producer {p.producer_id}")
-    print(f"aborted the transaction of producer {p.producer_id} (epoch {p.producer_epoch}) starting at offset "
-          f"{args.start_offset} of {args.topic}-{args.partition}")
+    print(
+        f"aborted the transaction of producer {p.producer_id} (epoch {p.producer_epoch}) starting at offset "
+        f"{args.start_offset} of {args.topic}-{args.partition}"
+    )
     return 0
 
 
 def add_parsers(sub) -> None:
     from broker.cli.clients import _bootstrap
+
     t = sub.add_parser("transactions", help="list, describe and abort transactions (as kafka-transactions)")
     ts = t.add_subparsers(dest="transactions_command", metavar="ACTION")
     ts.required = True
@@ -140,11 +200,14 @@ def add_parsers(sub) -> None:
     _bootstrap(p)
     p.add_argument("--transactional-id", required=True, help="the transactional id")
     p.set_defaults(func=_wrap(transactions_describe))
-    p = ts.add_parser("abort", help="abort a hanging transaction on one partition (an ABORT marker from its "
-                                    "leader), found by the offset it starts at",
-                      description="Abort the open transaction that starts at --start-offset of one partition, "
-                                  "as kafka-transactions abort: the partition's leader writes an ABORT marker "
-                                  "for its producer. `broker producers describe` shows the start offsets.")
+    p = ts.add_parser(
+        "abort",
+        help="abort a hanging transaction on one partition (an ABORT marker from its "
+        "leader), found by the offset it starts at",
+        description="Abort the open transaction that starts at --start-offset of one partition, "
+        "as kafka-transactions abort: the partition's leader writes an ABORT marker "
+        "for its producer. `broker producers describe` shows the start offsets.",
+    )
     _bootstrap(p)
     p.add_argument("--topic", required=True, help="the partition's topic")
     p.add_argument("--partition", type=int, required=True, help="the partition")

@@ -1,5 +1,6 @@
 """Cluster view for the client: bootstrap, metadata, leaders, one connection per broker,
 and the admin operations (topics, configs, offsets) the CLI and the tests use."""
+
 from __future__ import annotations
 
 import random
@@ -54,12 +55,11 @@ class TopicMeta:
 
 
 class Cluster:
-    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-client", timeout: float = 30.0,
-                 security=None):
+    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-client", timeout: float = 30.0, security=None):
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
-        self.security = security          # a ClientSecurity (TLS, SASL) for every connection
+        self.security = security  # a ClientSecurity (TLS, SASL) for every connection
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicMeta] = {}
         self.controller_id = -1
@@ -81,8 +81,9 @@ class Cluster:
         candidates += [addr for addr in self.brokers.values() if addr not in candidates]
         for host, port in candidates:
             try:
-                self._any = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
-                                    security=self.security)
+                self._any = BrokerConnection(
+                    host, port, client_id=self.client_id, timeout=self.timeout, security=self.security
+                )
                 return self._any
             except ClientError as exc:
                 errors.append(str(exc))
@@ -96,8 +97,7 @@ class Cluster:
             if broker_id not in self.brokers:
                 raise ClientError(f"unknown broker {broker_id}")
             host, port = self.brokers[broker_id]
-            conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout,
-                                    security=self.security)
+            conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout, security=self.security)
             self._conns[broker_id] = conn
         return conn
 
@@ -123,9 +123,10 @@ class Cluster:
     # ------------------------------------------------------------------ metadata
 
     def refresh(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> dict[str, TopicMeta]:
-        req = MetadataRequest(topics=None if topics is None else
-                              [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-                              allow_auto_topic_creation=allow_auto_create)
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=allow_auto_create,
+        )
         try:
             resp = self.any_connection().request(req)
         except ClientError:
@@ -158,7 +159,7 @@ class Cluster:
                 return meta
             if time.monotonic() >= deadline or code not in (ErrorCode.LEADER_NOT_AVAILABLE,):
                 check(code, f"topic {name}")
-                assert meta is not None            # check() raised for a missing topic
+                assert meta is not None  # check() raised for a missing topic
                 return meta
             time.sleep(0.1)
 
@@ -180,14 +181,28 @@ class Cluster:
 
     # ------------------------------------------------------------------ admin
 
-    def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, validate_only: bool = False) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> None:
         C = CreateTopicsRequest
-        req = C(topics=[C.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
-                                         assignments=[],
-                                         configs=[C.CreatableTopicConfig(name=k, value=v)
-                                                  for k, v in (configs or {}).items()])],
-                timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
+        req = C(
+            topics=[
+                C.CreatableTopic(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    assignments=[],
+                    configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+                )
+            ],
+            timeout_ms=int(self.timeout * 1000),
+            validate_only=validate_only,
+        )
         resp = self.controller().request(req)
         r = resp.topics[0]
         check(r.error_code, f"create topic {name}", r.error_message)
@@ -196,8 +211,9 @@ class Cluster:
         conn = self.controller()
         version = conn.version_for(DeleteTopicsRequest.API_KEY)
         if version >= 6:
-            req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name)],
-                                      timeout_ms=int(self.timeout * 1000))
+            req = DeleteTopicsRequest(
+                topics=[DeleteTopicsRequest.DeleteTopicState(name=name)], timeout_ms=int(self.timeout * 1000)
+            )
         else:
             req = DeleteTopicsRequest(topic_names=[name], timeout_ms=int(self.timeout * 1000))
         r = conn.request(req, version).responses[0]
@@ -205,20 +221,25 @@ class Cluster:
 
     def create_partitions(self, name: str, count: int) -> None:
         C = CreatePartitionsRequest
-        req = C(topics=[C.CreatePartitionsTopic(name=name, count=count, assignments=None)],
-                timeout_ms=int(self.timeout * 1000), validate_only=False)
+        req = C(
+            topics=[C.CreatePartitionsTopic(name=name, count=count, assignments=None)],
+            timeout_ms=int(self.timeout * 1000),
+            validate_only=False,
+        )
         r = self.controller().request(req).results[0]
         check(r.error_code, f"create partitions of {name}", r.error_message)
 
     def describe_cluster(self):
         """DescribeCluster: cluster id, controller, brokers with racks."""
-        resp = self.any_connection().request(DescribeClusterRequest(include_cluster_authorized_operations=False,
-                                                                    endpoint_type=1))
+        resp = self.any_connection().request(
+            DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1)
+        )
         check(resp.error_code, "describe cluster", resp.error_message)
         return resp
 
-    def elect_leaders(self, election_type: str, partitions: list[tuple[str, int]] | None
-                      ) -> dict[tuple[str, int], tuple[int, str | None]]:
+    def elect_leaders(
+        self, election_type: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """ElectLeaders ('preferred' or 'unclean') on the controller; partitions None: all.
         Returns {(topic, partition): (error code, message)}."""
         E = ElectLeadersRequest
@@ -228,13 +249,19 @@ class Cluster:
             for t, p in partitions:
                 by_topic.setdefault(t, []).append(p)
             wanted = [E.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
-        req = E(election_type={"preferred": 0, "unclean": 1}[election_type], topic_partitions=wanted,
-                timeout_ms=int(self.timeout * 1000))
+        req = E(
+            election_type={"preferred": 0, "unclean": 1}[election_type],
+            topic_partitions=wanted,
+            timeout_ms=int(self.timeout * 1000),
+        )
         self.refresh([])
         resp = self.controller().request(req)
         check(resp.error_code, "elect leaders")
-        return {(r.topic, p.partition_id): (p.error_code, p.error_message)
-                for r in resp.replica_election_results for p in r.partition_result}
+        return {
+            (r.topic, p.partition_id): (p.error_code, p.error_message)
+            for r in resp.replica_election_results
+            for p in r.partition_result
+        }
 
     def _to_controller(self, req, what: str):
         """A request only the active controller answers: sent again, to the controller the
@@ -248,23 +275,29 @@ class Cluster:
                 return resp
             time.sleep(0.2)
 
-    def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None]
-                                      ) -> dict[tuple[str, int], tuple[int, str | None]]:
+    def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """AlterPartitionReassignments (KIP-455) on the controller: {(topic, partition):
         target replicas, or None to cancel} -> {(topic, partition): (error code, message)}."""
         A = AlterPartitionReassignmentsRequest
         by_topic: dict[str, list] = {}
         for (t, p), replicas in targets.items():
-            by_topic.setdefault(t, []).append(A.ReassignablePartition(
-                partition_index=p, replicas=None if replicas is None else list(replicas)))
-        req = A(timeout_ms=int(self.timeout * 1000),
-                topics=[A.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            by_topic.setdefault(t, []).append(
+                A.ReassignablePartition(partition_index=p, replicas=None if replicas is None else list(replicas))
+            )
+        req = A(
+            timeout_ms=int(self.timeout * 1000),
+            topics=[A.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
         resp = self._to_controller(req, "alter partition reassignments")
-        return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in resp.responses
-                for p in t.partitions}
+        return {
+            (t.name, p.partition_index): (p.error_code, p.error_message) for t in resp.responses for p in t.partitions
+        }
 
-    def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None = None
-                                     ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments on the controller: {(topic, partition): (replicas,
         adding, removing)} of the partitions being reassigned (of `partitions`, or all)."""
         L = ListPartitionReassignmentsRequest
@@ -274,41 +307,55 @@ class Cluster:
             for t, p in partitions:
                 by_topic.setdefault(t, []).append(p)
             wanted = [L.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
-        resp = self._to_controller(L(timeout_ms=int(self.timeout * 1000), topics=wanted),
-                                   "list partition reassignments")
-        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
-                for t in resp.topics for p in t.partitions}
+        resp = self._to_controller(
+            L(timeout_ms=int(self.timeout * 1000), topics=wanted), "list partition reassignments"
+        )
+        return {
+            (t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics
+            for p in t.partitions
+        }
 
     def describe_configs(self, resource_type: int, name: str) -> list:
         D = DescribeConfigsRequest
-        req = D(resources=[D.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
-                                                     configuration_keys=None)],
-                include_synonyms=False, include_documentation=False)
+        req = D(
+            resources=[
+                D.DescribeConfigsResource(resource_type=resource_type, resource_name=name, configuration_keys=None)
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
         conn = self.controller() if resource_type == RESOURCE_TOPIC else self.any_connection()
         r = conn.request(req).results[0]
         check(r.error_code, f"describe configs of {name}", r.error_message)
         return r.configs
 
-    def alter_topic_configs(self, name: str, set_: dict[str, str] | None = None,
-                            delete: list[str] | None = None) -> None:
+    def alter_topic_configs(
+        self, name: str, set_: dict[str, str] | None = None, delete: list[str] | None = None
+    ) -> None:
         I = IncrementalAlterConfigsRequest
         ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in (set_ or {}).items()]
         ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in (delete or [])]
-        req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=ops)],
-                validate_only=False)
+        req = I(
+            resources=[I.AlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=name, configs=ops)],
+            validate_only=False,
+        )
         r = self.controller().request(req).responses[0]
         check(r.error_code, f"alter configs of {name}", r.error_message)
 
-    def alter_broker_configs(self, broker_id: int | None, set_: dict[str, str] | None = None,
-                             delete: list[str] | None = None) -> None:
+    def alter_broker_configs(
+        self, broker_id: int | None, set_: dict[str, str] | None = None, delete: list[str] | None = None
+    ) -> None:
         """IncrementalAlterConfigs on a broker's dynamic configs (sent to that broker, as
         Kafka's admin client does) or, with None, on the cluster default (any broker)."""
         I = IncrementalAlterConfigsRequest
         ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in (set_ or {}).items()]
         ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in (delete or [])]
         name = "" if broker_id is None else str(broker_id)
-        req = I(resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
-                validate_only=False)
+        req = I(
+            resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
+            validate_only=False,
+        )
         if not self.brokers:
             self.refresh([])
         conn = self.any_connection() if broker_id is None else self.connection(broker_id)
@@ -316,8 +363,9 @@ class Cluster:
         what = "the default of brokers" if broker_id is None else f"broker {broker_id}"
         check(r.error_code, f"alter configs of {what}", r.error_message)
 
-    def list_offsets(self, topic: str, partitions: list[int], timestamp: int,
-                     isolation_level: int = 0) -> dict[int, tuple[int, int]]:
+    def list_offsets(
+        self, topic: str, partitions: list[int], timestamp: int, isolation_level: int = 0
+    ) -> dict[int, tuple[int, int]]:
         """partition -> (offset, timestamp) for a timestamp or -2 (earliest) / -1 (latest)."""
         L = ListOffsetsRequest
         meta = self.topics.get(topic) or self.topic(topic)
@@ -329,9 +377,16 @@ class Cluster:
             by_leader.setdefault(pm.leader, []).append(p)
         out = {}
         for leader, parts in by_leader.items():
-            req = L(replica_id=-1, isolation_level=isolation_level,
-                    topics=[L.ListOffsetsTopic(name=topic, partitions=[
-                        L.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in parts])])
+            req = L(
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=[
+                    L.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[L.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in parts],
+                    )
+                ],
+            )
             resp = self.connection(leader).request(req)
             for t in resp.topics:
                 for p in t.partitions:
@@ -345,8 +400,14 @@ class Cluster:
         out = {}
         for p, off in offsets.items():
             leader = meta.partitions[p].leader
-            req = D(topics=[D.DeleteRecordsTopic(name=topic, partitions=[
-                D.DeleteRecordsPartition(partition_index=p, offset=off)])], timeout_ms=int(self.timeout * 1000))
+            req = D(
+                topics=[
+                    D.DeleteRecordsTopic(
+                        name=topic, partitions=[D.DeleteRecordsPartition(partition_index=p, offset=off)]
+                    )
+                ],
+                timeout_ms=int(self.timeout * 1000),
+            )
             r = self.connection(leader).request(req).topics[0].partitions[0]
             check(r.error_code, f"delete records of {topic}-{p}")
             out[p] = r.low_watermark

@@ -7,6 +7,7 @@
 Used by the CLI, the tests, the perf tool and the Spark source's executors. Not
 thread-safe: one thread per connection.
 """
+
 from __future__ import annotations
 
 import select
@@ -31,8 +32,16 @@ class ClientError(Exception):
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, *, client_id: str = "kbroker-client", timeout: float = 30.0,
-                 max_frame_size: int = 1 << 30, security: ClientSecurity | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kbroker-client",
+        timeout: float = 30.0,
+        max_frame_size: int = 1 << 30,
+        security: ClientSecurity | None = None,
+    ):
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -51,8 +60,8 @@ class BrokerConnection:
                 raise ClientError(f"TLS with {host}:{port} failed: {getattr(exc, 'reason', None) or exc}") from None
         self._frames = FrameReader(max_frame_size)
         self._next_cid = 1
-        self._inflight: deque = deque()      # (correlation id, api key, version)
-        self._early: bytes | bytearray | memoryview | None = None   # a frame response_ready() read ahead
+        self._inflight: deque = deque()  # (correlation id, api key, version)
+        self._early: bytes | bytearray | memoryview | None = None  # a frame response_ready() read ahead
         self.versions: dict[int, tuple[int, int]] = {}
         self._negotiate()
 
@@ -81,17 +90,22 @@ class BrokerConnection:
         from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
         from broker.security.sasl import SaslClient
         from broker.security.scram import ScramError
+
         security = self.security
         assert security is not None and security.sasl_mechanism is not None
         resp = self.request(SaslHandshakeRequest(mechanism=security.sasl_mechanism), version=1)
         if resp.error_code != 0:
-            raise ClientError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
-                              f"({ErrorCode(resp.error_code).name}; the broker offers {', '.join(resp.mechanisms)})")
+            raise ClientError(
+                f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                f"({ErrorCode(resp.error_code).name}; the broker offers {', '.join(resp.mechanisms)})"
+            )
         client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
         token = client.step(None)
         while token is not None:
-            resp = self.request(SaslAuthenticateRequest(auth_bytes=token), version=min(
-                self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2))
+            resp = self.request(
+                SaslAuthenticateRequest(auth_bytes=token),
+                version=min(self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2),
+            )
             if resp.error_code != 0:
                 self.close()
                 raise ClientError(f"{self}: {ErrorCode(resp.error_code).name}: {resp.error_message}")

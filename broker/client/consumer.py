@@ -10,6 +10,7 @@ long-polled; OFFSET_OUT_OF_RANGE resets by auto_offset_reset ("earliest", "lates
 fetch_raw() returns the undecoded record batch bytes per partition (the Spark source
 decodes them to Arrow natively).
 """
+
 from __future__ import annotations
 
 import time
@@ -38,12 +39,22 @@ class ConsumerRecord:
 
 
 class Consumer:
-    def __init__(self, bootstrap: str | Cluster, *, max_wait_ms: int = 500, min_bytes: int = 1,
-                 max_bytes: int = 52428800, partition_max_bytes: int = 1048576, isolation_level: int = 0,
-                 auto_offset_reset: str = "latest", client_id: str = "kbroker-consumer",
-                 security=None):
-        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
-                        else Cluster(bootstrap, client_id=client_id, security=security))
+    def __init__(
+        self,
+        bootstrap: str | Cluster,
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 52428800,
+        partition_max_bytes: int = 1048576,
+        isolation_level: int = 0,
+        auto_offset_reset: str = "latest",
+        client_id: str = "kbroker-consumer",
+        security=None,
+    ):
+        self.cluster = (
+            bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id, security=security)
+        )
         self._own_cluster = not isinstance(bootstrap, Cluster)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -59,8 +70,9 @@ class Consumer:
 
     # ------------------------------------------------------------------ assignment
 
-    def assign(self, topic: str, partitions: list[int] | None = None,
-               offsets: int | str | dict[int, int] = "latest") -> None:
+    def assign(
+        self, topic: str, partitions: list[int] | None = None, offsets: int | str | dict[int, int] = "latest"
+    ) -> None:
         meta = self.cluster.topics.get(topic) or self.cluster.topic(topic, wait_s=5.0)
         if partitions is None:
             partitions = sorted(meta.partitions)
@@ -89,8 +101,7 @@ class Consumer:
 
     def _reset(self, tp: tuple[str, int]) -> None:
         if self.auto_offset_reset == "none":
-            raise KafkaProtocolError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                     f"{tp[0]}-{tp[1]} offset {self.positions[tp]}")
+            raise KafkaProtocolError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{tp[0]}-{tp[1]} offset {self.positions[tp]}")
         ts = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
         self.positions[tp] = self.cluster.list_offsets(tp[0], [tp[1]], ts, self.isolation_level)[tp[1]][0]
 
@@ -109,17 +120,28 @@ class Consumer:
         for leader, tps in by_leader.items():
             topics: dict[str, list] = {}
             for t, p in tps:
-                topics.setdefault(t, []).append(FetchRequest.FetchPartition(
-                    partition=p, fetch_offset=self.positions[(t, p)], partition_max_bytes=self.partition_max_bytes))
+                topics.setdefault(t, []).append(
+                    FetchRequest.FetchPartition(
+                        partition=p, fetch_offset=self.positions[(t, p)], partition_max_bytes=self.partition_max_bytes
+                    )
+                )
             try:
                 conn = self.cluster.connection(leader)
                 version = conn.version_for(FetchRequest.API_KEY)
-                req = FetchRequest(replica_id=-1, max_wait_ms=wait, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
-                                   isolation_level=self.isolation_level, session_id=0, session_epoch=-1,
-                                   topics=[FetchRequest.FetchTopic(
-                                       topic=t, topic_id=self.cluster.topics[t].topic_id, partitions=ps)
-                                       for t, ps in topics.items()],
-                                   forgotten_topics_data=[])
+                req = FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=wait,
+                    min_bytes=self.min_bytes,
+                    max_bytes=self.max_bytes,
+                    isolation_level=self.isolation_level,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[
+                        FetchRequest.FetchTopic(topic=t, topic_id=self.cluster.topics[t].topic_id, partitions=ps)
+                        for t, ps in topics.items()
+                    ],
+                    forgotten_topics_data=[],
+                )
                 resp = conn.request(req, version, timeout=wait / 1000 + self.cluster.timeout)
             except ClientError:
                 self.cluster.drop_connection(leader)
@@ -162,8 +184,11 @@ class Consumer:
                         ttype = batch.timestamp_type
                         for r in batch.records():
                             if r.offset >= pos:
-                                records.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, ttype,
-                                                              r.key, r.value, r.headers))
+                                records.append(
+                                    ConsumerRecord(
+                                        tp[0], tp[1], r.offset, r.timestamp, ttype, r.key, r.value, r.headers
+                                    )
+                                )
                     pos = batch.next_offset
                     if max_records is not None and len(records) >= max_records:
                         break

@@ -10,6 +10,7 @@ this member leads, it computes the assignment for everyone. Committed offsets ar
 starting positions; partitions without one start per auto_offset_reset. No background
 thread: poll() must be called at least every session_timeout_ms.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,10 +29,17 @@ from broker.protocol.messages.offset_commit import OffsetCommitRequest
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
 
-REJOIN = {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID,
-          ErrorCode.FENCED_INSTANCE_ID}
-RETRY_COORDINATOR = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+REJOIN = {
+    ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.UNKNOWN_MEMBER_ID,
+    ErrorCode.FENCED_INSTANCE_ID,
+}
+RETRY_COORDINATOR = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
 
 
 def range_assign(members: dict[str, list[str]], partitions: dict[str, list[int]]) -> dict[str, dict[str, list[int]]]:
@@ -47,20 +55,31 @@ def range_assign(members: dict[str, list[str]], partitions: dict[str, list[int]]
         for i, m in enumerate(subs):
             n = per + (1 if i < extra else 0)
             if n:
-                out[m][topic] = parts[start:start + n]
+                out[m][topic] = parts[start : start + n]
             start += n
     return out
 
 
 class GroupConsumer:
-    def __init__(self, bootstrap: str | Cluster, group_id: str, topics: list[str], *,
-                 session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000,
-                 heartbeat_interval_ms: int = 3000, auto_offset_reset: str = "latest",
-                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
-                 group_instance_id: str | None = None, client_id: str = "kbroker-consumer",
-                 security=None):
-        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
-                        else Cluster(bootstrap, client_id=client_id, security=security))
+    def __init__(
+        self,
+        bootstrap: str | Cluster,
+        group_id: str,
+        topics: list[str],
+        *,
+        session_timeout_ms: int = 10000,
+        rebalance_timeout_ms: int = 30000,
+        heartbeat_interval_ms: int = 3000,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        group_instance_id: str | None = None,
+        client_id: str = "kbroker-consumer",
+        security=None,
+    ):
+        self.cluster = (
+            bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id, security=security)
+        )
         self._own_cluster = not isinstance(bootstrap, Cluster)
         self.group_id = group_id
         self.topics = list(topics)
@@ -97,8 +116,9 @@ class GroupConsumer:
                     r = conn.request(FindCoordinatorRequest(key=self.group_id, key_type=0), version)
                     err, host, port = r.error_code, r.host, r.port
                 if err == 0:
-                    self._coordinator = BrokerConnection(host, port, client_id=self.cluster.client_id,
-                                                         security=self.cluster.security)
+                    self._coordinator = BrokerConnection(
+                        host, port, client_id=self.cluster.client_id, security=self.cluster.security
+                    )
                     return self._coordinator
             except ClientError:
                 # the bootstrap connection broke (a broker restart): refresh() replaces it
@@ -134,15 +154,19 @@ class GroupConsumer:
         while True:
             if time.monotonic() > deadline:
                 raise KafkaProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, f"could not join group {self.group_id}")
-            req = JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-                                   rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-                                   group_instance_id=self.group_instance_id, protocol_type="consumer",
-                                   protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
-                                       name="range", metadata=self._subscription())])
+            req = JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+                protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=self._subscription())],
+            )
             try:
                 r = self._request(req)
             except ClientError:
-                time.sleep(0.2)          # the coordinator is looked up again
+                time.sleep(0.2)  # the coordinator is looked up again
                 continue
             if r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = r.member_id
@@ -164,10 +188,17 @@ class GroupConsumer:
             if r.leader == r.member_id and not r.skip_assignment:
                 assignments = self._assign(r.members)
             try:
-                s = self._request(SyncGroupRequest(group_id=self.group_id, generation_id=self.generation_id,
-                                                   member_id=self.member_id, group_instance_id=self.group_instance_id,
-                                                   protocol_type="consumer", protocol_name=r.protocol_name,
-                                                   assignments=assignments))
+                s = self._request(
+                    SyncGroupRequest(
+                        group_id=self.group_id,
+                        generation_id=self.generation_id,
+                        member_id=self.member_id,
+                        group_instance_id=self.group_instance_id,
+                        protocol_type="consumer",
+                        protocol_name=r.protocol_name,
+                        assignments=assignments,
+                    )
+                )
             except ClientError:
                 time.sleep(0.2)
                 continue
@@ -201,9 +232,15 @@ class GroupConsumer:
         partitions = {t: sorted(meta.partitions) for t, meta in metas.items() if meta.error_code == 0}
         plan = range_assign(subs, partitions)
         A = ConsumerProtocolAssignment
-        return [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=A(assigned_partitions=[
-            A.TopicPartition(topic=t, partitions=ps) for t, ps in sorted(tps.items())]).encode_versioned(0))
-            for m, tps in plan.items()]
+        return [
+            SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=m,
+                assignment=A(
+                    assigned_partitions=[A.TopicPartition(topic=t, partitions=ps) for t, ps in sorted(tps.items())]
+                ).encode_versioned(0),
+            )
+            for m, tps in plan.items()
+        ]
 
     def _take_assignment(self, data: bytes) -> None:
         self.assignment = {}
@@ -218,13 +255,19 @@ class GroupConsumer:
                 if (topic, p) in committed:
                     self.consumer.seek(topic, p, committed[(topic, p)])
             if missing:
-                self.consumer.assign(topic, missing,
-                                     "earliest" if self.consumer.auto_offset_reset == "earliest" else "latest")
+                self.consumer.assign(
+                    topic, missing, "earliest" if self.consumer.auto_offset_reset == "earliest" else "latest"
+                )
 
     def committed(self) -> dict[tuple[str, int], int]:
-        req = OffsetFetchRequest(group_id=self.group_id, topics=[
-            OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-            for t, ps in self.assignment.items()], require_stable=True)
+        req = OffsetFetchRequest(
+            group_id=self.group_id,
+            topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in self.assignment.items()
+            ],
+            require_stable=True,
+        )
         version = min(self.coordinator().version_for(OffsetFetchRequest.API_KEY), 7)
         r = self.coordinator().request(req, version)
         if r.error_code:
@@ -240,10 +283,16 @@ class GroupConsumer:
         if time.monotonic() - self._last_heartbeat < self.heartbeat_interval_ms / 1000:
             return
         try:
-            r = self._request(HeartbeatRequest(group_id=self.group_id, generation_id=self.generation_id,
-                                               member_id=self.member_id, group_instance_id=self.group_instance_id))
+            r = self._request(
+                HeartbeatRequest(
+                    group_id=self.group_id,
+                    generation_id=self.generation_id,
+                    member_id=self.member_id,
+                    group_instance_id=self.group_instance_id,
+                )
+            )
         except ClientError:
-            return          # coordinator gone: looked up again at the next heartbeat
+            return  # coordinator gone: looked up again at the next heartbeat
         self._last_heartbeat = time.monotonic()
         if r.error_code in RETRY_COORDINATOR:
             self._coordinator = None
@@ -270,12 +319,15 @@ class GroupConsumer:
             self.join()
         # auto-commit, as Kafka's consumer does it: at the start of a poll, the positions
         # after the records earlier polls returned (never records not yet handed out)
-        if self.enable_auto_commit and self.consumer.positions and \
-                (time.monotonic() - self._last_commit) * 1000 >= self.auto_commit_interval_ms:
+        if (
+            self.enable_auto_commit
+            and self.consumer.positions
+            and (time.monotonic() - self._last_commit) * 1000 >= self.auto_commit_interval_ms
+        ):
             try:
                 self.commit()
             except ClientError:
-                pass                     # the coordinator is looked up again; retried later
+                pass  # the coordinator is looked up again; retried later
             except KafkaProtocolError as exc:
                 if exc.code in RETRY_COORDINATOR:
                     self._coordinator = None
@@ -291,7 +343,7 @@ class GroupConsumer:
         try:
             return self.consumer.poll(min(timeout_s, self.heartbeat_interval_ms / 1000))
         except ClientError:
-            time.sleep(min(timeout_s, 0.2))       # the partition leader is unreachable for now
+            time.sleep(min(timeout_s, 0.2))  # the partition leader is unreachable for now
             return []
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
@@ -302,12 +354,22 @@ class GroupConsumer:
             return
         by_topic: dict[str, list] = {}
         for (t, p), off in offsets.items():
-            by_topic.setdefault(t, []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=p, committed_offset=off, committed_metadata=""))
-        r = self._request(OffsetCommitRequest(group_id=self.group_id, generation_id_or_member_epoch=self.generation_id,
-                                              member_id=self.member_id, group_instance_id=self.group_instance_id,
-                                              topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
-                                                      for t, ps in by_topic.items()]))
+            by_topic.setdefault(t, []).append(
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=off, committed_metadata=""
+                )
+            )
+        r = self._request(
+            OffsetCommitRequest(
+                group_id=self.group_id,
+                generation_id_or_member_epoch=self.generation_id,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+                topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()
+                ],
+            )
+        )
         for t in r.topics:
             for p in t.partitions:
                 if p.error_code in REJOIN:
@@ -322,10 +384,17 @@ class GroupConsumer:
                 self.commit()
             if self.member_id and self._coordinator is not None:
                 # a new connection if an interrupt (Ctrl-C) broke the last one mid-request
-                self.coordinator().request(LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
-                                                            members=[LeaveGroupRequest.MemberIdentity(
-                                                                member_id=self.member_id,
-                                                                group_instance_id=self.group_instance_id)]))
+                self.coordinator().request(
+                    LeaveGroupRequest(
+                        group_id=self.group_id,
+                        member_id=self.member_id,
+                        members=[
+                            LeaveGroupRequest.MemberIdentity(
+                                member_id=self.member_id, group_instance_id=self.group_instance_id
+                            )
+                        ],
+                    )
+                )
         except (ClientError, KafkaProtocolError):
             pass
         finally:

@@ -17,6 +17,7 @@ a batch goes again after a retriable error or a failed connection, to the leader
 refreshed metadata names, until delivery_timeout_ms (120 s) has passed since it was
 created; `retries` (unbounded by default) caps the attempts too.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,13 +37,25 @@ def _record_size(key: bytes | None, value: bytes | None, headers: list[tuple[str
 
 
 class Producer:
-    def __init__(self, bootstrap: str | Cluster, *, acks: int = -1, compression: str | None = None,
-                 batch_size: int = 16384, linger_ms: int = 5, timeout_ms: int = 30000, retries: int = RETRIES_MAX,
-                 delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS, retry_backoff_ms: int = RETRY_BACKOFF_MS,
-                 max_in_flight: int = 1, client_id: str = "kbroker-producer",
-                 security=None):
-        self.cluster = (bootstrap if isinstance(bootstrap, Cluster)
-                        else Cluster(bootstrap, client_id=client_id, security=security))
+    def __init__(
+        self,
+        bootstrap: str | Cluster,
+        *,
+        acks: int = -1,
+        compression: str | None = None,
+        batch_size: int = 16384,
+        linger_ms: int = 5,
+        timeout_ms: int = 30000,
+        retries: int = RETRIES_MAX,
+        delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        max_in_flight: int = 1,
+        client_id: str = "kbroker-producer",
+        security=None,
+    ):
+        self.cluster = (
+            bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, client_id=client_id, security=security)
+        )
         self._own_cluster = not isinstance(bootstrap, Cluster)
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1 (all), not {acks}")
@@ -52,15 +65,22 @@ class Producer:
         self.linger_ms = linger_ms
         self.timeout_ms = timeout_ms
         self.retries = retries
-        self._sender = Sender(self.cluster, acks=acks, timeout_ms=timeout_ms, retries=retries,
-                              delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
-                              max_in_flight=max_in_flight, on_ack=self._acked)
+        self._sender = Sender(
+            self.cluster,
+            acks=acks,
+            timeout_ms=timeout_ms,
+            retries=retries,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            max_in_flight=max_in_flight,
+            on_ack=self._acked,
+        )
         self._builders: dict[tuple[str, int], BatchBuilder] = {}
         self._first_append: dict[tuple[str, int], float] = {}
         self._sticky: dict[str, int] = {}
         self._partition_counts: dict[str, int] = {}
         self._rr = itertools.count()
-        self.results: list[tuple[str, int, int]] = []     # (topic, partition, base offset) per batch sent
+        self.results: list[tuple[str, int, int]] = []  # (topic, partition, base offset) per batch sent
 
     def partitions_of(self, topic: str) -> int:
         """The topic's partition count, asked once (a leader election under way later
@@ -73,9 +93,16 @@ class Producer:
             n = self._partition_counts[topic] = len(meta.partitions)
         return n
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=None,
-             partition: int | None = None, timestamp: int | None = None) -> None:
-        n = self.partitions_of(topic)          # metadata first (may auto-create the topic)
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers=None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> None:
+        n = self.partitions_of(topic)  # metadata first (may auto-create the topic)
         if partition is None:
             if key is not None:
                 partition = partition_for_key(key, n)
@@ -117,9 +144,9 @@ class Producer:
                 else:
                     due.append(tp)
         if due:
-            self._send_batches(due)           # the sender takes the answers there as it adds
+            self._send_batches(due)  # the sender takes the answers there as it adds
         elif held:
-            self._sender.pump()               # answers free the way for the held batches
+            self._sender.pump()  # answers free the way for the held batches
 
     def flush(self) -> None:
         """Sends every batch and waits until all are acknowledged."""

@@ -42,6 +42,7 @@ Invariants:
 
 Not thread-safe: one thread per sender (its connections are the cluster's).
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,17 +79,18 @@ MAX_WAIT_S = 0.5
 
 class _Batch:
     """One encoded record batch on its way."""
+
     __slots__ = ("tp", "data", "count", "attempts", "created", "retry_at", "error", "failed_on")
 
     def __init__(self, tp: TopicPartition, data: bytes, count: int, created: float):
         self.tp = tp
         self.data = data
         self.count = count
-        self.attempts = 0             # sends that failed so far
-        self.created = created        # monotonic; the delivery timeout runs from here
-        self.retry_at = 0.0           # monotonic; not sent again before
-        self.error = ""               # the last failure, for the message when it expires
-        self.failed_on = -1           # the leader it last failed on (-1: none)
+        self.attempts = 0  # sends that failed so far
+        self.created = created  # monotonic; the delivery timeout runs from here
+        self.retry_at = 0.0  # monotonic; not sent again before
+        self.error = ""  # the last failure, for the message when it expires
+        self.failed_on = -1  # the leader it last failed on (-1: none)
 
     def due(self, leader: int, now: float) -> bool:
         """Its backoff has passed, or the metadata names another leader than the one it
@@ -97,10 +99,22 @@ class _Batch:
 
 
 class Sender:
-    def __init__(self, cluster: Cluster, *, acks: int, timeout_ms: int, max_in_flight: int, on_ack: OnAck,
-                 retries: int = RETRIES_MAX, delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
-                 retry_backoff_ms: int = RETRY_BACKOFF_MS, retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
-                 buffer_memory: int = BUFFER_MEMORY, transactional_id: str | None = None, what: str = "produce"):
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        acks: int,
+        timeout_ms: int,
+        max_in_flight: int,
+        on_ack: OnAck,
+        retries: int = RETRIES_MAX,
+        delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
+        buffer_memory: int = BUFFER_MEMORY,
+        transactional_id: str | None = None,
+        what: str = "produce",
+    ):
         self.cluster = cluster
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -112,15 +126,15 @@ class Sender:
         self.buffer_memory = buffer_memory
         self.on_ack = on_ack
         self.transactional_id = transactional_id
-        self.what = what                                     # how errors name the producer
+        self.what = what  # how errors name the producer
         self.queues: dict[TopicPartition, deque[_Batch]] = {}
         #: leader -> requests waiting for an answer: (connection, batches, monotonic send time)
         self.inflight: dict[int, deque[tuple[BrokerConnection, list[_Batch], float]]] = {}
-        self._stale: set[str] = set()       # topics whose metadata is refreshed before routing again
-        self._refresh_at = 0.0              # monotonic: no metadata refresh before
+        self._stale: set[str] = set()  # topics whose metadata is refreshed before routing again
+        self._refresh_at = 0.0  # monotonic: no metadata refresh before
         self._refresh_error = ""
-        self.retried = 0                    # batches sent again (a figure for tests and benchmarks)
-        self._queued_bytes = 0              # of the batches in self.queues
+        self.retried = 0  # batches sent again (a figure for tests and benchmarks)
+        self._queued_bytes = 0  # of the batches in self.queues
 
     # ------------------------------------------------------------------ the API
 
@@ -173,8 +187,11 @@ class Sender:
             log.info("%s: %s", self.what, self._refresh_error)
             return
         self._refresh_error = ""
-        self._stale = {t for t in topics if t not in metas or metas[t].error_code
-                       or any(p.leader < 0 for p in metas[t].partitions.values())}
+        self._stale = {
+            t
+            for t in topics
+            if t not in metas or metas[t].error_code or any(p.leader < 0 for p in metas[t].partitions.values())
+        }
 
     def _due(self, now: float) -> dict[int, list[TopicPartition]]:
         """Partitions whose next batch may go now, by leader (metadata refreshed first if
@@ -192,7 +209,7 @@ class Sender:
             if q[0].due(leader, now):
                 by_leader.setdefault(leader, []).append(tp)
             elif q[0].failed_on == leader:
-                self._stale.add(tp[0])        # watch the metadata for the new leader meanwhile
+                self._stale.add(tp[0])  # watch the metadata for the new leader meanwhile
         return by_leader
 
     def _expire(self, now: float) -> None:
@@ -205,7 +222,8 @@ class Sender:
                     ErrorCode.REQUEST_TIMED_OUT,
                     f"{self.what} to {tp[0]}-{tp[1]}: {records} record(s) expired: {self.delivery_timeout_ms} ms "
                     f"have passed since the batch was created (delivery.timeout.ms), {b.attempts} attempt(s)"
-                    + (f"; last error: {b.error}" if b.error else ""))
+                    + (f"; last error: {b.error}" if b.error else ""),
+                )
 
     # ------------------------------------------------------------------ sending
 
@@ -250,9 +268,12 @@ class Sender:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         for b in parts:
             topics.setdefault(b.tp[0], []).append(ProduceRequest.PartitionProduceData(index=b.tp[1], records=b.data))
-        req = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.timeout_ms,
-                             topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps)
-                                         for t, ps in topics.items()])
+        req = ProduceRequest(
+            transactional_id=self.transactional_id,
+            acks=self.acks,
+            timeout_ms=self.timeout_ms,
+            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps) for t, ps in topics.items()],
+        )
         try:
             conn = self.cluster.connection(leader)
             conn.send(req, expect_response=self.acks != 0)
@@ -274,7 +295,7 @@ class Sender:
         now = time.monotonic()
         wait = MAX_WAIT_S
         for q in self.queues.values():
-            if q and q[0].retry_at > now:            # a batch due now waits for an answer instead
+            if q and q[0].retry_at > now:  # a batch due now waits for an answer instead
                 wait = min(wait, q[0].retry_at - now)
         if self._stale:
             wait = min(wait, self._refresh_at - now)
@@ -297,12 +318,13 @@ class Sender:
                 self._connection_failed(leader, str(exc))
         if not ready and timeout > 0:
             # the leaders whose connection is still there (one may have failed just now)
-            socks = {flight[0][0].sock: leader for leader, flight in self.inflight.items()
-                     if flight and leader in flights}
+            socks = {
+                flight[0][0].sock: leader for leader, flight in self.inflight.items() if flight and leader in flights
+            }
             try:
                 readable, _, _ = select.select(list(socks), [], [], timeout) if socks else ([], [], [])
             except (OSError, ValueError):
-                readable = list(socks)              # a socket closed under us: receive() says why
+                readable = list(socks)  # a socket closed under us: receive() says why
             for sock in readable:
                 leader = socks[sock]
                 current = self.inflight.get(leader)
@@ -318,8 +340,11 @@ class Sender:
         limit = self.timeout_ms / 1000 + ANSWER_GRACE_S
         for leader, f in list(self.inflight.items()):
             if f and now - f[0][2] > limit:
-                self._connection_failed(leader, f"no answer from broker {leader} within {limit:g} s "
-                                                f"(request.timeout.ms {self.timeout_ms} + {ANSWER_GRACE_S:g} s)")
+                self._connection_failed(
+                    leader,
+                    f"no answer from broker {leader} within {limit:g} s "
+                    f"(request.timeout.ms {self.timeout_ms} + {ANSWER_GRACE_S:g} s)",
+                )
 
     def _receive(self, leader: int) -> None:
         conn, parts, _sent = self.inflight[leader].popleft()
@@ -338,8 +363,10 @@ class Sender:
                 code = code or ErrorCode.UNKNOWN_SERVER_ERROR
             elif pr.error_code:
                 if pr.error_code not in RETRIABLE:
-                    raise KafkaProtocolError(pr.error_code, f"{self.what} to {b.tp[0]}-{b.tp[1]}"
-                                             + (f": {pr.error_message}" if pr.error_message else ""))
+                    raise KafkaProtocolError(
+                        pr.error_code,
+                        f"{self.what} to {b.tp[0]}-{b.tp[1]}" + (f": {pr.error_message}" if pr.error_message else ""),
+                    )
                 failed.append(b)
                 code = code or pr.error_code
             else:
@@ -365,8 +392,9 @@ class Sender:
             b.error = why
             b.failed_on = leader
             if b.attempts > self.retries:
-                raise KafkaProtocolError(code, f"{self.what} to {b.tp[0]}-{b.tp[1]} failed after "
-                                               f"{b.attempts} attempts ({why})")
+                raise KafkaProtocolError(
+                    code, f"{self.what} to {b.tp[0]}-{b.tp[1]} failed after {b.attempts} attempts ({why})"
+                )
             b.retry_at = now + self._backoff(b.attempts)
             self.queues.setdefault(b.tp, deque()).appendleft(b)
             self._queued_bytes += len(b.data)

@@ -17,6 +17,7 @@ that took a reference keeps a consistent snapshot.
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,14 +34,14 @@ class MetadataCache:
         self.broker_id = broker_id
         self.config = config
         self._log_configs: dict[str, LogConfig] = {}
-        self._configs: dict[str, dict[str, str]] = {}     # topic -> its overrides (the store's)
+        self._configs: dict[str, dict[str, str]] = {}  # topic -> its overrides (the store's)
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._topic_ids: dict[uuid.UUID, str] = {}
         self.controller_id: int = -1
         self.controller_epoch: int = -1
         self.cluster_id: str | None = None
-        self.initialized = False             # a controller has told this broker the cluster once
+        self.initialized = False  # a controller has told this broker the cluster once
         self._waiters: list[asyncio.Future[None]] = []
         #: told every topic's overrides as they are set (None: the topic is gone), e.g. the
         #: replication throttles' lists (Kafka's TopicConfigHandler)
@@ -79,7 +80,7 @@ class MetadataCache:
             try:
                 overrides = validate_topic_configs(raw) if raw else {}
             except ValueError:
-                overrides = {}         # written by a newer or foreign broker: the defaults
+                overrides = {}  # written by a newer or foreign broker: the defaults
             cfg = self.config.log_config(overrides)
             if raw is not None:
                 self._log_configs[topic] = cfg

@@ -27,6 +27,7 @@ loopback). A wildcard or a host name binds nothing: the kernel chooses, as befor
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -126,7 +127,7 @@ class _AnswerProtocol(asyncio.BufferedProtocol):
         self.frames = FrameReader(channel.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(RECV_SIZE)
-        self._direct = False            # the buffer handed out is the frame's own
+        self._direct = False  # the buffer handed out is the frame's own
         self.failed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -139,7 +140,7 @@ class _AnswerProtocol(asyncio.BufferedProtocol):
             self._direct = True
             return buf
         self._direct = False
-        return memoryview(self._scratch)[:self.frames.read_size(RECV_SIZE)]
+        return memoryview(self._scratch)[: self.frames.read_size(RECV_SIZE)]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.failed:
@@ -163,24 +164,33 @@ class _AnswerProtocol(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._failed(ChannelError(f"{self.channel}: connection closed by the peer"
-                                  + (f" ({exc})" if exc is not None else "")))
+        self._failed(
+            ChannelError(f"{self.channel}: connection closed by the peer" + (f" ({exc})" if exc is not None else ""))
+        )
 
     def _failed(self, exc: ChannelError) -> None:
         if self.failed:
             return
         self.failed = True
         channel = self.channel
-        if channel._protocol is self:           # not a connection the channel already dropped
+        if channel._protocol is self:  # not a connection the channel already dropped
             if not channel.closed:
                 log.debug("%s: %s", channel, exc)
             channel._fail(exc)
 
 
 class BrokerChannel:
-    def __init__(self, host: str, port: int, *, client_id: str = "kbroker", request_timeout: float = 30.0,
-                 connect_timeout: float = 5.0, reconnect_backoff: float = 0.05,
-                 max_frame_size: int = 1 << 30):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kbroker",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        reconnect_backoff: float = 0.05,
+        max_frame_size: int = 1 << 30,
+    ):
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -239,7 +249,7 @@ class BrokerChannel:
         try:
             for part in codec.encode_request_parts(api_key, version, cid, self.client_id, request):
                 writer.write(part)
-        except Exception as exc:            # encoding a bad request: nothing was sent
+        except Exception as exc:  # encoding a bad request: nothing was sent
             self._fail(ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}"))
             raise ChannelError(f"{self}: cannot encode {ApiKey(api_key).name} v{version}: {exc}") from exc
         try:
@@ -267,15 +277,18 @@ class BrokerChannel:
                 transport, protocol = await wait_for(self._open(), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 self._last_failure = time.monotonic()
-                raise ChannelError(f"cannot connect to {self.host}:{self.port}: "
-                                   f"{getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
+                raise ChannelError(
+                    f"cannot connect to {self.host}:{self.port}: {getattr(exc, 'strerror', None) or exc or 'timed out'}"
+                ) from None
             self._writer, self._protocol = transport, protocol
-            if protocol.failed:             # the peer closed before we looked
+            if protocol.failed:  # the peer closed before we looked
                 raise ChannelError(f"{self}: connection closed by the peer")
-            resp = await self._send(int(ApiKey.API_VERSIONS), 3,
-                                    ApiVersionsRequest(client_software_name="kbroker",
-                                                       client_software_version="1"),
-                                    self.connect_timeout)
+            resp = await self._send(
+                int(ApiKey.API_VERSIONS),
+                3,
+                ApiVersionsRequest(client_software_name="kbroker", client_software_version="1"),
+                self.connect_timeout,
+            )
             if resp.error_code != ErrorCode.NONE:
                 raise ChannelError(f"{self}: ApiVersions failed with {ErrorCode(resp.error_code).name}")
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
@@ -295,17 +308,21 @@ class BrokerChannel:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism's exchange is over
         (PLAIN, SCRAM); ChannelError when the peer refuses."""
         assert security.sasl_mechanism is not None
-        resp = await self._send(int(ApiKey.SASL_HANDSHAKE), 1, SaslHandshakeRequest(
-            mechanism=security.sasl_mechanism), self.connect_timeout)
+        resp = await self._send(
+            int(ApiKey.SASL_HANDSHAKE), 1, SaslHandshakeRequest(mechanism=security.sasl_mechanism), self.connect_timeout
+        )
         if resp.error_code != ErrorCode.NONE:
-            raise ChannelError(f"{self}: SASL mechanism {security.sasl_mechanism} refused "
-                               f"({ErrorCode(resp.error_code).name}; the broker offers {resp.mechanisms})")
+            raise ChannelError(
+                f"{self}: SASL mechanism {security.sasl_mechanism} refused "
+                f"({ErrorCode(resp.error_code).name}; the broker offers {resp.mechanisms})"
+            )
         client = SaslClient(security.sasl_mechanism, security.sasl_username or "", security.sasl_password or "")
         version = min(self.versions.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1], 2)
         token = client.step(None)
         while token is not None:
-            resp = await self._send(int(ApiKey.SASL_AUTHENTICATE), version,
-                                    SaslAuthenticateRequest(auth_bytes=token), self.connect_timeout)
+            resp = await self._send(
+                int(ApiKey.SASL_AUTHENTICATE), version, SaslAuthenticateRequest(auth_bytes=token), self.connect_timeout
+            )
             if resp.error_code != ErrorCode.NONE:
                 raise ChannelError(f"{self}: SASL authentication failed: {resp.error_message}")
             try:
@@ -319,8 +336,13 @@ class BrokerChannel:
         ctx = security.ssl_context if security is not None else None
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.create_connection(
-            lambda: _AnswerProtocol(self), self.host, self.port, local_addr=local, ssl=ctx,
-            ssl_handshake_timeout=self.connect_timeout if ctx else None)
+            lambda: _AnswerProtocol(self),
+            self.host,
+            self.port,
+            local_addr=local,
+            ssl=ctx,
+            ssl_handshake_timeout=self.connect_timeout if ctx else None,
+        )
         # typed asyncio.Transport; uvloop's TCPTransport is not a subclass, so no isinstance
         return transport, protocol
 
@@ -342,14 +364,14 @@ class BrokerChannel:
         for _, _, _, fut in inflight:
             if not fut.done():
                 fut.set_exception(exc)
-                fut.exception()          # retrieved: a caller that timed out is gone
+                fut.exception()  # retrieved: a caller that timed out is gone
         self._drop_connection()
 
     def _drop_connection(self) -> None:
         writer, self._writer = self._writer, None
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
-            protocol.failed = True          # what it still reads is for nobody
+            protocol.failed = True  # what it still reads is for nobody
         if writer is not None:
             writer.close()
 

@@ -9,6 +9,7 @@ deadline.
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,13 @@ class ControllerUnavailable(Exception):
 
 
 class ControllerClient:
-    def __init__(self, broker_id: int, metadata: MetadataCache,
-                 local: Callable[[Message], Awaitable[Message]], request_timeout: float = 30.0):
+    def __init__(
+        self,
+        broker_id: int,
+        metadata: MetadataCache,
+        local: Callable[[Message], Awaitable[Message]],
+        request_timeout: float = 30.0,
+    ):
         self.broker_id = broker_id
         self.metadata = metadata
         self.local = local
@@ -60,8 +66,9 @@ class ControllerClient:
             if resp is not None and getattr(resp, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
                 return resp
             if loop.time() + RETRY_BACKOFF_S > deadline:
-                raise ControllerUnavailable(f"no controller answered within "
-                                            f"{self.request_timeout if timeout is None else timeout:.1f} s")
+                raise ControllerUnavailable(
+                    f"no controller answered within {self.request_timeout if timeout is None else timeout:.1f} s"
+                )
             await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _remote(self, cid: int, b: BrokerInfo, request: Message, timeout: float) -> Any:
@@ -69,8 +76,9 @@ class ControllerClient:
         if self._channel is None or self._channel_to != to:
             if self._channel is not None:
                 await self._channel.close()
-            self._channel = BrokerChannel(b.host, b.port, client_id=f"broker-{self.broker_id}-to-controller",
-                                          request_timeout=self.request_timeout)
+            self._channel = BrokerChannel(
+                b.host, b.port, client_id=f"broker-{self.broker_id}-to-controller", request_timeout=self.request_timeout
+            )
             self._channel_to = to
         return await self._channel.request(request, timeout=timeout)
 

@@ -9,6 +9,7 @@ restarts (a block half used when the broker stops is abandoned, as in Kafka).
 `generate()` runs on the event loop; concurrent callers that find the block used up wait
 for one claim (one store write), not one each.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ class ProducerIdManager:
         self.broker_id = broker_id
         self.block_size = block_size
         self._next = 0
-        self._end = -1                  # the last id of the current block; -1: none claimed yet
+        self._end = -1  # the last id of the current block; -1: none claimed yet
         self._claiming = asyncio.Lock()
 
     async def generate(self) -> int:
@@ -33,8 +34,7 @@ class ProducerIdManager:
         while self._next > self._end:
             async with self._claiming:
                 if self._next > self._end:
-                    self._next, self._end = await self.store.allocate_producer_id_block(self.broker_id,
-                                                                                         self.block_size)
+                    self._next, self._end = await self.store.allocate_producer_id_block(self.broker_id, self.block_size)
         pid = self._next
         self._next += 1
         return pid

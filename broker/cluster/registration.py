@@ -24,6 +24,7 @@ Gone: the store waits for the session to expire (at most zookeeper.session.timeo
 plus ZooKeeper's expiry tick, one log line saying so), then registers. The decision is
 made once per holding session.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,9 @@ from broker.timeouts import wait_for
 PROBE_TIMEOUT_S = 2.0
 
 
-async def holder_gone(own: BrokerRegistration, registered: BrokerRegistration,
-                      probe_timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+async def holder_gone(
+    own: BrokerRegistration, registered: BrokerRegistration, probe_timeout_s: float = PROBE_TIMEOUT_S
+) -> str | None:
     """Why the broker that registered `registered` is gone, or None when it may be alive.
     `own` is this broker's registration, its endpoints bound (see the module docstring)."""
     mine = {(e.host, e.port) for e in own.endpoints}
@@ -66,8 +68,9 @@ async def _refused(host: str, port: int, timeout_s: float) -> bool:
     family, _, _, _, addr = infos[0]
     local = source_address(str(addr[0]))
     try:
-        _, writer = await wait_for(asyncio.open_connection(
-            host=str(addr[0]), port=port, family=family, local_addr=local), timeout_s)
+        _, writer = await wait_for(
+            asyncio.open_connection(host=str(addr[0]), port=port, family=family, local_addr=local), timeout_s
+        )
     except ConnectionRefusedError:
         return True
     except (OSError, asyncio.TimeoutError):

@@ -5,11 +5,22 @@ writes through the partition writer, timers. The group coordinator (broker/group
 the transaction coordinator (broker/txn/) run on it; a share coordinator will be the
 third. It sees the cluster through the small interfaces of partition_writer.py, never
 the server."""
+
 from broker.coordinator.loader import LOAD_CHUNK, CoordinatorPlayback, LoadSummary
 from broker.coordinator.partition_writer import ClusterView, PartitionWrite, PartitionWriter
 from broker.coordinator.placement import java_string_hash, partition_for
 from broker.coordinator.runtime import CoordinatorContext, CoordinatorRuntime, CoordinatorShard
 
-__all__ = ["LOAD_CHUNK", "ClusterView", "CoordinatorContext", "CoordinatorPlayback", "CoordinatorRuntime",
-           "CoordinatorShard", "LoadSummary", "PartitionWrite", "PartitionWriter", "java_string_hash",
-           "partition_for"]
+__all__ = [
+    "LOAD_CHUNK",
+    "ClusterView",
+    "CoordinatorContext",
+    "CoordinatorPlayback",
+    "CoordinatorRuntime",
+    "CoordinatorShard",
+    "LoadSummary",
+    "PartitionWrite",
+    "PartitionWriter",
+    "java_string_hash",
+    "partition_for",
+]

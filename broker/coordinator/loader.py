@@ -11,6 +11,7 @@ one bad record must not keep a coordinator from loading the rest.
 Synchronous, on the event loop: nothing else runs while a partition loads, so nothing
 sees it half loaded.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,9 @@ class LoadSummary:
     seconds: float
 
 
-def load(writer: PartitionWriter, tp: TopicPartition, playback: CoordinatorPlayback,
-         chunk: int = LOAD_CHUNK) -> LoadSummary:
+def load(
+    writer: PartitionWriter, tp: TopicPartition, playback: CoordinatorPlayback, chunk: int = LOAD_CHUNK
+) -> LoadSummary:
     """Replays `tp` into `playback`, up to the log end as it is when the load starts."""
     t0 = time.monotonic()
     offset, end = writer.loadable_range(tp)
@@ -65,7 +67,7 @@ def load(writer: PartitionWriter, tp: TopicPartition, playback: CoordinatorPlayb
         advanced = False
         for batch in iter_batches(data):
             if batch.next_offset <= offset:
-                continue                     # the chunk began inside an earlier batch
+                continue  # the chunk began inside an earlier batch
             advanced = True
             offset = batch.next_offset
             if batch.is_control:
@@ -73,7 +75,7 @@ def load(writer: PartitionWriter, tp: TopicPartition, playback: CoordinatorPlayb
                     try:
                         commit, _coordinator_epoch = read_marker(batch)
                     except ValueError:
-                        continue             # a control batch that is no marker
+                        continue  # a control batch that is no marker
                     playback.replay_marker(batch.producer_id, batch.producer_epoch, commit)
                 continue
             pid = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
@@ -84,7 +86,7 @@ def load(writer: PartitionWriter, tp: TopicPartition, playback: CoordinatorPlayb
                     continue
                 try:
                     playback.replay(rec.offset, pid, epoch, rec.key, rec.value)
-                except ValueError as exc:    # UnicodeDecodeError too
+                except ValueError as exc:  # UnicodeDecodeError too
                     log.warning("%s offset %d: skipping an unreadable record (%s)", tp, rec.offset, exc)
         if not advanced:
             break

@@ -4,6 +4,7 @@ coordinator-common). server/partition_writer.py implements PartitionWriter on th
 broker's ReplicaManager; the metadata cache is a ClusterView. Neither the runtime nor
 the coordinators above it see the broker.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

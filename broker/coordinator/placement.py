@@ -5,6 +5,7 @@ Kafka places a group id (GroupMetadataManager.partitionFor), a transactional id
 `Utils.abs(key.hashCode()) % partitions`, with Java's String.hashCode. Clients and
 Kafka's own tools compute the same partition, so it must be Java's to the bit.
 """
+
 from __future__ import annotations
 
 

@@ -36,6 +36,7 @@ the shard itself.
 
 Everything runs on the broker's event loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -91,8 +92,14 @@ class CoordinatorContext(Generic[S]):
 
 
 class CoordinatorRuntime(Generic[S]):
-    def __init__(self, topic: str, num_partitions: int, writer: PartitionWriter, cluster: ClusterView,
-                 new_shard: Callable[[int, int], S]) -> None:
+    def __init__(
+        self,
+        topic: str,
+        num_partitions: int,
+        writer: PartitionWriter,
+        cluster: ClusterView,
+        new_shard: Callable[[int, int], S],
+    ) -> None:
         self.topic = topic
         #: the topic's partition count: the configured one until the topic is known
         self.num_partitions = num_partitions
@@ -153,9 +160,14 @@ class CoordinatorRuntime(Generic[S]):
 
     # ------------------------------------------------------------------ the topic
 
-    async def ensure_topic(self, create: Callable[[int, int, dict[str, str]], Awaitable[object]],
-                           partitions: int, replication_factor: int, replication_setting: str,
-                           configs: Callable[[int], dict[str, str]]) -> None:
+    async def ensure_topic(
+        self,
+        create: Callable[[int, int, dict[str, str]], Awaitable[object]],
+        partitions: int,
+        replication_factor: int,
+        replication_setting: str,
+        configs: Callable[[int], dict[str, str]],
+    ) -> None:
         """Creates the topic (compacted: `configs(replication factor)`) on first use, as
         Kafka does, with `replication_factor` replicas (fewer, with a warning, while the
         cluster has fewer live brokers), waits (bounded) for it to reach the metadata
@@ -165,8 +177,14 @@ class CoordinatorRuntime(Generic[S]):
         alive = len(self.cluster.brokers())
         rf = min(replication_factor, max(alive, 1))
         if rf < replication_factor:
-            log.warning("creating %s with replication factor %d: %s is %d but only %d brokers are alive",
-                        self.topic, rf, replication_setting, replication_factor, alive)
+            log.warning(
+                "creating %s with replication factor %d: %s is %d but only %d brokers are alive",
+                self.topic,
+                rf,
+                replication_setting,
+                replication_factor,
+                alive,
+            )
         try:
             await create(partitions, rf, configs(rf))
         except KafkaProtocolError as exc:
@@ -198,8 +216,9 @@ class CoordinatorRuntime(Generic[S]):
         if ctx is not None:
             ctx.shard.on_unloaded()
 
-    def leadership_changed(self, became_leader: Iterable[TopicPartition],
-                           became_follower: Iterable[TopicPartition]) -> None:
+    def leadership_changed(
+        self, became_leader: Iterable[TopicPartition], became_follower: Iterable[TopicPartition]
+    ) -> None:
         """The replica manager's leadership listener: a partition of the topic no
         longer led here is unloaded, one led here is loaded (again, when what is loaded
         is of an older leader epoch)."""
@@ -214,13 +233,19 @@ class CoordinatorRuntime(Generic[S]):
             if loaded is not None:
                 if loaded == self.writer.leader_epoch(tp):
                     continue
-                self.unload(tp.partition)        # a stale load of an older epoch
+                self.unload(tp.partition)  # a stale load of an older epoch
             self.load(tp.partition)
 
     # ------------------------------------------------------------------ writes
 
-    def append(self, partition: int, records: Iterable[tuple[bytes, bytes | None]], timestamp_ms: int,
-               timeout_ms: int, producer: tuple[int, int] | None = None) -> PartitionWrite:
+    def append(
+        self,
+        partition: int,
+        records: Iterable[tuple[bytes, bytes | None]],
+        timestamp_ms: int,
+        timeout_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> PartitionWrite:
         """Appends the records (a tombstone's value is None) as one batch — a
         transactional batch of `producer` (id, epoch) when given — to the partition,
         with acks=all. When the write has no error its records are in the local log;
@@ -228,8 +253,9 @@ class CoordinatorRuntime(Generic[S]):
         if producer is None:
             b = BatchBuilder()
         else:
-            b = BatchBuilder(producer_id=producer[0], producer_epoch=producer[1], base_sequence=-1,
-                             is_transactional=True)
+            b = BatchBuilder(
+                producer_id=producer[0], producer_epoch=producer[1], base_sequence=-1, is_transactional=True
+            )
         for key, value in records:
             b.append(timestamp_ms, key, value)
         return self.writer.append(TopicPartition(self.topic, partition), bytearray(b.build()), timeout_ms)

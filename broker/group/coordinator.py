@@ -10,6 +10,7 @@ where (the group's partition of __consumer_offsets, loaded when this broker lead
 the metadata manager's (metadata_manager.py); the coordinator asks it to store and is
 told when groups are loaded or unloaded.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,8 +56,8 @@ class GroupCoordinator:
     def __init__(self, config: Any, manager: GroupMetadataManager) -> None:
         self.config = config
         self.manager = manager
-        self.groups = manager.groups          # the manager's dict, shared
-        self.rebalances = 0                   # completed rebalances (new generations), for the metrics
+        self.groups = manager.groups  # the manager's dict, shared
+        self.rebalances = 0  # completed rebalances (new generations), for the metrics
         manager.on_group_loaded = self._after_load
         manager.on_group_unloaded = self._unloaded
 
@@ -102,8 +103,9 @@ class GroupCoordinator:
         """The group's partition moved away: its members find the new coordinator."""
         self._cancel_timers(g)
         for m in g.members.values():
-            self._answer(m, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id),
-                         SyncResult(ErrorCode.NOT_COORDINATOR))
+            self._answer(
+                m, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id), SyncResult(ErrorCode.NOT_COORDINATOR)
+            )
 
     @staticmethod
     def _answer(m: Member, join: JoinResult | None, sync: SyncResult | None) -> None:
@@ -137,7 +139,7 @@ class GroupCoordinator:
         if g.members.get(m.member_id) is not m or g.is_(S.DEAD):
             return
         if m.awaiting_join:
-            return          # the rebalance timeout governs members waiting in JoinGroup
+            return  # the rebalance timeout governs members waiting in JoinGroup
         log.info("group %s: member %s session expired (%d ms)", g.group_id, m.member_id, m.session_timeout_ms)
         self._remove_member_and_update(g, m, "session timeout")
 
@@ -219,12 +221,25 @@ class GroupCoordinator:
         if g.leader_id not in g.members:
             g.leader_id = next(iter(g.members))
         self._set_state(g, S.COMPLETING_REBALANCE)
-        log.info("group %s: generation %d with %d members, protocol %s, leader %s", g.group_id, g.generation_id,
-                 len(g.members), g.protocol_name, g.leader_id)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            g.group_id,
+            g.generation_id,
+            len(g.members),
+            g.protocol_name,
+            g.leader_id,
+        )
         members = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()]
         for m in g.members.values():
-            res = JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id,
-                             members if m.member_id == g.leader_id else [])
+            res = JoinResult(
+                0,
+                g.generation_id,
+                g.protocol_type,
+                g.protocol_name,
+                g.leader_id,
+                m.member_id,
+                members if m.member_id == g.leader_id else [],
+            )
             if m.join_future is not None and not m.join_future.done():
                 m.join_future.set_result(res)
             m.join_future = None
@@ -245,8 +260,9 @@ class GroupCoordinator:
         if m.heartbeat_timer is not None:
             m.heartbeat_timer.cancel()
             m.heartbeat_timer = None
-        self._answer(m, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id),
-                     SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._answer(
+            m, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=m.member_id), SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        )
 
     def _remove_member_and_update(self, g: Group, m: Member, reason: str) -> None:
         self._remove_member(g, m)
@@ -260,15 +276,28 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ JoinGroup
 
-    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
-                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-                         protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-                         reason: str | None = None) -> JoinResult:
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        reason: str | None = None,
+    ) -> JoinResult:
         err = self.check_coordinator(group_id)
         if err:
             return JoinResult(err, member_id=member_id)
-        if not (self.config["group.min.session.timeout.ms"] <= session_timeout_ms
-                <= self.config["group.max.session.timeout.ms"]):
+        if not (
+            self.config["group.min.session.timeout.ms"]
+            <= session_timeout_ms
+            <= self.config["group.max.session.timeout.ms"]
+        ):
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
@@ -293,18 +322,39 @@ class GroupCoordinator:
             if err:
                 return JoinResult(err, member_id=member_id)
         if not member_id or member_id in g.pending_members:
-            return await self._join_new_member(g, member_id, group_instance_id, client_id, client_host,
-                                               session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
-                                               require_known_member_id)
-        return await self._join_existing_member(g, g.members[member_id], protocols, session_timeout_ms,
-                                                rebalance_timeout_ms)
+            return await self._join_new_member(
+                g,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                require_known_member_id,
+            )
+        return await self._join_existing_member(
+            g, g.members[member_id], protocols, session_timeout_ms, rebalance_timeout_ms
+        )
 
-    async def _join_new_member(self, g: Group, member_id: str, instance_id: str | None, client_id: str,
-                               client_host: str, session_ms: int, rebalance_ms: int, protocol_type: str,
-                               protocols: list[tuple[str, bytes]], require_known: bool) -> JoinResult:
+    async def _join_new_member(
+        self,
+        g: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known: bool,
+    ) -> JoinResult:
         if instance_id and instance_id in g.static_members:
-            return await self._rejoin_static(g, instance_id, client_id, client_host, session_ms, rebalance_ms,
-                                             protocols)
+            return await self._rejoin_static(
+                g, instance_id, client_id, client_host, session_ms, rebalance_ms, protocols
+            )
         if len(g.members) >= self.config["group.max.size"]:
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id)
         if not member_id:
@@ -320,8 +370,17 @@ class GroupCoordinator:
         handle = g.pending_members.pop(member_id, None)
         if handle is not None:
             handle.cancel()
-        m = Member(member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, protocol_type,
-                   [(n, bytes(md)) for n, md in protocols], is_new=True)
+        m = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            [(n, bytes(md)) for n, md in protocols],
+            is_new=True,
+        )
         if not g.members:
             g.protocol_type = protocol_type
         g.members[member_id] = m
@@ -336,8 +395,16 @@ class GroupCoordinator:
             self._prepare_rebalance(g, f"adding new member {member_id}")
         return await self._await_join(fut, m)
 
-    async def _rejoin_static(self, g: Group, instance_id: str, client_id: str, client_host: str, session_ms: int,
-                             rebalance_ms: int, protocols: list[tuple[str, bytes]]) -> JoinResult:
+    async def _rejoin_static(
+        self,
+        g: Group,
+        instance_id: str,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
         """A static member restarted (KIP-345): it takes over its old identity under a new
         member id; a stable group with unchanged subscriptions does not rebalance."""
         old = g.members[g.static_members[instance_id]]
@@ -347,8 +414,17 @@ class GroupCoordinator:
         if old.heartbeat_timer is not None:
             old.heartbeat_timer.cancel()
         del g.members[old.member_id]
-        m = Member(new_id, instance_id, client_id, client_host, session_ms, rebalance_ms, old.protocol_type,
-                   [(n, bytes(md)) for n, md in protocols], old.assignment)
+        m = Member(
+            new_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_ms,
+            rebalance_ms,
+            old.protocol_type,
+            [(n, bytes(md)) for n, md in protocols],
+            old.assignment,
+        )
         g.members[new_id] = m
         g.static_members[instance_id] = new_id
         if g.leader_id == old.member_id:
@@ -360,10 +436,19 @@ class GroupCoordinator:
                 return JoinResult(err, member_id=new_id)
             members = []
             if new_id == g.leader_id:
-                members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
-                           for x in g.members.values()]
-            return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, new_id, members,
-                              skip_assignment=new_id == g.leader_id)
+                members = [
+                    (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name)) for x in g.members.values()
+                ]
+            return JoinResult(
+                0,
+                g.generation_id,
+                g.protocol_type,
+                g.protocol_name,
+                g.leader_id,
+                new_id,
+                members,
+                skip_assignment=new_id == g.leader_id,
+            )
         fut = m.join_future = self.loop.create_future()
         if g.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(g)
@@ -371,8 +456,9 @@ class GroupCoordinator:
             self._prepare_rebalance(g, f"static member {instance_id} rejoined with new metadata")
         return await self._await_join(fut, m)
 
-    async def _join_existing_member(self, g: Group, m: Member, protocols: list[tuple[str, bytes]], session_ms: int,
-                                    rebalance_ms: int) -> JoinResult:
+    async def _join_existing_member(
+        self, g: Group, m: Member, protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int
+    ) -> JoinResult:
         m.session_timeout_ms = session_ms
         m.rebalance_timeout_ms = rebalance_ms
         if g.is_(S.PREPARING_REBALANCE):
@@ -390,10 +476,12 @@ class GroupCoordinator:
                 self._schedule_heartbeat(g, m)
                 members = []
                 if m.member_id == g.leader_id:
-                    members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
-                               for x in g.members.values()]
-                return JoinResult(0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id,
-                                  members)
+                    members = [
+                        (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name)) for x in g.members.values()
+                    ]
+                return JoinResult(
+                    0, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, m.member_id, members
+                )
             m.protocols = [(n, bytes(md)) for n, md in protocols]
             fut = m.join_future = self.loop.create_future()
             self._schedule_heartbeat(g, m)
@@ -424,9 +512,16 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ SyncGroup
 
-    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         err = self.check_coordinator(group_id)
         if err:
             return SyncResult(err)
@@ -439,8 +534,9 @@ class GroupCoordinator:
         m = g.members[member_id]
         if generation_id != g.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
-        if (protocol_type is not None and protocol_type != g.protocol_type) or \
-                (protocol_name is not None and protocol_name != g.protocol_name):
+        if (protocol_type is not None and protocol_type != g.protocol_type) or (
+            protocol_name is not None and protocol_name != g.protocol_name
+        ):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if g.is_(S.PREPARING_REBALANCE) or g.is_(S.EMPTY):
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -528,9 +624,14 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
 
-    async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                             group_instance_id: str | None,
-                             offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> dict[tuple[str, int], int]:
         err = self.check_coordinator(group_id)
         if err:
             return {tp: err for tp in offsets}
@@ -556,13 +657,21 @@ class GroupCoordinator:
             self._schedule_heartbeat(g, g.members[member_id])
         return await self.manager.store_offsets(g, offsets)
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         return self.manager.fetch_offsets(group_id, partitions)
 
-    async def commit_txn_offsets(self, group_id: str, pid: int, epoch: int, generation_id: int, member_id: str,
-                                 group_instance_id: str | None,
-                                 offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        pid: int,
+        epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): KIP-447 fences a member of an
         older generation (ILLEGAL_GENERATION) or an unknown one (UNKNOWN_MEMBER_ID); a
         producer without group metadata (generation -1, no member) commits as a
@@ -590,8 +699,9 @@ class GroupCoordinator:
     def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
         return self.manager.has_pending_txn_offset(group_id, tp)
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                             ) -> tuple[int, dict[tuple[str, int], int]]:
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         err = self.check_coordinator(group_id)
         if err:
             return err, {}

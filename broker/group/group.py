@@ -14,6 +14,7 @@ Invariants:
   leader is a member. Assignments are only handed out in Stable.
 - A member awaiting a JoinGroup answer has `join_future`; awaiting SyncGroup, `sync_future`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -88,7 +89,7 @@ class Group:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)     # instance id -> member id
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     # transactional commits (TxnOffsetCommit) awaiting their transaction's marker, per producer id
@@ -109,8 +110,7 @@ class Group:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def all_joined(self) -> bool:
-        return (not self.pending_members
-                and all(m.awaiting_join for m in self.members.values()))
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
     def candidate_protocols(self) -> set[str]:
         common = None
@@ -141,6 +141,7 @@ class Group:
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
         from broker.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+
         topics: set[str] = set()
         for m in self.members.values():
             try:

@@ -28,6 +28,7 @@ two callbacks.
 
 Everything runs on the broker's event loop.
 """
+
 from __future__ import annotations
 
 import logging
@@ -112,8 +113,9 @@ class GroupShard:
         if len(k) == 4:
             _, gid, topic, partition = k
             if producer_id >= 0 and value is not None:
-                self._pending_txn.setdefault(producer_id, {}).setdefault(gid, {})[(topic, partition)] = \
+                self._pending_txn.setdefault(producer_id, {}).setdefault(gid, {})[(topic, partition)] = (
                     R.decode_offset_value(value)
+                )
                 return
             g = self._group(gid)
             if value is None:
@@ -141,8 +143,17 @@ class GroupShard:
         g.static_members = {}
         for mm in meta.members:
             proto = [(meta.protocol, mm.subscription)] if meta.protocol else []
-            m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
-                       mm.rebalance_timeout, meta.protocol_type, proto, mm.assignment)
+            m = Member(
+                mm.member_id,
+                mm.group_instance_id,
+                mm.client_id,
+                mm.client_host,
+                mm.session_timeout,
+                mm.rebalance_timeout,
+                meta.protocol_type,
+                proto,
+                mm.assignment,
+            )
             g.members[m.member_id] = m
             if m.group_instance_id:
                 g.static_members[m.group_instance_id] = m.member_id
@@ -155,7 +166,7 @@ class GroupShard:
             self._group(gid).offsets.update(offs)
 
     def on_loaded(self, summary: LoadSummary) -> None:
-        for pid, by_group in self._pending_txn.items():          # transactions still open
+        for pid, by_group in self._pending_txn.items():  # transactions still open
             for gid, offs in by_group.items():
                 self._group(gid).pending_txn_offsets[pid] = offs
         loaded, self._loading, self._pending_txn = self._loading, {}, {}
@@ -165,8 +176,14 @@ class GroupShard:
             self.manager.groups[gid] = g
             self.manager.on_group_loaded(g)
         if summary.records:
-            log.info("loaded %d groups from %s-%d (%d records) in %.3f s", len(loaded), OFFSETS_TOPIC,
-                     self.partition, summary.records, summary.seconds)
+            log.info(
+                "loaded %d groups from %s-%d (%d records) in %.3f s",
+                len(loaded),
+                OFFSETS_TOPIC,
+                self.partition,
+                summary.records,
+                summary.seconds,
+            )
 
     def on_unloaded(self) -> None:
         """This broker no longer leads the partition: its groups move to the new leader
@@ -180,10 +197,15 @@ class GroupShard:
 
 
 class GroupMetadataManager:
-    def __init__(self, config: Any, writer: PartitionWriter, metadata: ClusterView,
-                 create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
-                 on_group_loaded: Callable[[Group], None] = lambda g: None,
-                 on_group_unloaded: Callable[[Group], None] = lambda g: None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        writer: PartitionWriter,
+        metadata: ClusterView,
+        create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
+        on_group_loaded: Callable[[Group], None] = lambda g: None,
+        on_group_unloaded: Callable[[Group], None] = lambda g: None,
+    ) -> None:
         self.config = config
         self.metadata = metadata
         self.create_offsets_topic = create_offsets_topic
@@ -191,8 +213,12 @@ class GroupMetadataManager:
         self.on_group_unloaded = on_group_unloaded
         self.groups: dict[str, Group] = {}
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
-            OFFSETS_TOPIC, config["offsets.topic.num.partitions"], writer, metadata,
-            lambda partition, _epoch: GroupShard(self, partition))
+            OFFSETS_TOPIC,
+            config["offsets.topic.num.partitions"],
+            writer,
+            metadata,
+            lambda partition, _epoch: GroupShard(self, partition),
+        )
 
     @property
     def writer(self) -> PartitionWriter:
@@ -207,8 +233,7 @@ class GroupMetadataManager:
     async def startup(self) -> None:
         if self.runtime.refresh_partitions():
             self.runtime.load_all()
-        self.runtime.every(self.config["offsets.retention.check.interval.ms"], self.expire_offsets,
-                           "offset expiration")
+        self.runtime.every(self.config["offsets.retention.check.interval.ms"], self.expire_offsets, "offset expiration")
 
     async def shutdown(self) -> None:
         await self.runtime.close()
@@ -223,10 +248,16 @@ class GroupMetadataManager:
         offsets.topic.replication.factor replicas (fewer, with a warning, while the
         cluster has fewer live brokers), and waits (bounded) for it to have leaders."""
         await self.runtime.ensure_topic(
-            self.create_offsets_topic, self.config["offsets.topic.num.partitions"],
-            self.config["offsets.topic.replication.factor"], "offsets.topic.replication.factor",
-            lambda _rf: {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-                         "compression.type": "producer"})
+            self.create_offsets_topic,
+            self.config["offsets.topic.num.partitions"],
+            self.config["offsets.topic.replication.factor"],
+            "offsets.topic.replication.factor",
+            lambda _rf: {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            },
+        )
 
     def partition_for(self, group_id: str) -> int:
         return self.runtime.partition_for(group_id)
@@ -261,8 +292,9 @@ class GroupMetadataManager:
             if offs and commit:
                 g.offsets.update(offs)
 
-    async def store_txn_offsets(self, g: Group, pid: int, epoch: int,
-                                offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+    async def store_txn_offsets(
+        self, g: Group, pid: int, epoch: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: the offsets, as a transactional batch of the producer, pending
         until the transaction's marker."""
         result: dict[tuple[str, int], int] = {}
@@ -313,8 +345,9 @@ class GroupMetadataManager:
             return err
         return await self.await_durable(write, offsets)
 
-    def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
-               offsets: bool) -> tuple[int, PartitionWrite | None]:
+    def append(
+        self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]], offsets: bool
+    ) -> tuple[int, PartitionWrite | None]:
         """The synchronous half of store: (0, the write) once the records are in the local
         log (so they survive a crash of this process), or (mapped error, None)."""
         p = self.partition_for(group_id)
@@ -333,18 +366,29 @@ class GroupMetadataManager:
         return _coordinator_error(err, offsets) if err else 0
 
     def group_record(self, g: Group) -> tuple[bytes, bytes]:
-        members = [R.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                    m.rebalance_timeout_ms, m.session_timeout_ms,
-                                    m.metadata_for(g.protocol_name) if g.protocol_name else b"", m.assignment)
-                   for m in g.members.values()]
-        meta = R.GroupMetadata(g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id,
-                               g.state_timestamp, members)
+        members = [
+            R.MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata_for(g.protocol_name) if g.protocol_name else b"",
+                m.assignment,
+            )
+            for m in g.members.values()
+        ]
+        meta = R.GroupMetadata(
+            g.protocol_type or "", g.generation_id, g.protocol_name, g.leader_id, g.state_timestamp, members
+        )
         return R.group_key(g.group_id), R.group_value(meta)
 
     # ------------------------------------------------------------------ offsets
 
-    async def store_offsets(self, g: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                            ) -> dict[tuple[str, int], int]:
+    async def store_offsets(
+        self, g: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> dict[tuple[str, int], int]:
         """Validates and stores committed offsets (the member was validated already)."""
         result: dict[tuple[str, int], int] = {}
         entries: list[tuple[bytes, bytes | None]] = []
@@ -371,8 +415,9 @@ class GroupMetadataManager:
                     g.offsets[tp] = om
         return result
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         err = self.check_coordinator(group_id)
         if err:
             return err, {}
@@ -397,13 +442,17 @@ class GroupMetadataManager:
             if not gone or self.check_coordinator(g.group_id):
                 continue
             entries = [(R.offset_key(g.group_id, t, p), None) for t, p in gone]
-            drop_group = (g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members)
+            drop_group = g.is_(S.EMPTY) and len(gone) == len(g.offsets) and not g.pending_members
             if drop_group:
                 entries.append((R.group_key(g.group_id), None))
             err, _ = self.append(g.group_id, entries, True)
             if err:
-                log.warning("group %s: cannot remove the offsets of deleted topic %s: %s",
-                            g.group_id, topic, ErrorCode(err).name)
+                log.warning(
+                    "group %s: cannot remove the offsets of deleted topic %s: %s",
+                    g.group_id,
+                    topic,
+                    ErrorCode(err).name,
+                )
                 continue
             for tp in gone:
                 g.offsets.pop(tp, None)

@@ -24,6 +24,7 @@ GroupMetadataValue (we write v3; v0-v3 are read):
 A null value is a tombstone: the offset (or the whole group) is gone.
 Decoding failures raise ValueError naming the field and byte offset.
 """
+
 from __future__ import annotations
 
 import struct
@@ -31,9 +32,22 @@ from dataclasses import dataclass, field
 
 from broker.coordinator.placement import java_string_hash, partition_for
 
-__all__ = ["GroupKey", "GroupMetadata", "MemberMetadata", "OffsetAndMetadata", "OffsetKey", "decode_group_value",
-           "decode_key", "decode_offset_value", "group_key", "group_value", "java_string_hash", "offset_key",
-           "offset_value", "partition_for"]
+__all__ = [
+    "GroupKey",
+    "GroupMetadata",
+    "MemberMetadata",
+    "OffsetAndMetadata",
+    "OffsetKey",
+    "decode_group_value",
+    "decode_key",
+    "decode_offset_value",
+    "group_key",
+    "group_value",
+    "java_string_hash",
+    "offset_key",
+    "offset_value",
+    "partition_for",
+]
 
 #: an OffsetCommitKey: ("offset", group, topic, partition)
 OffsetKey = tuple[str, str, str, int]
@@ -83,6 +97,7 @@ class GroupMetadata:
 
 # ---------------------------------------------------------------------- writing
 
+
 def _str(s: str | None) -> bytes:
     if s is None:
         return _H.pack(-1)
@@ -105,21 +120,41 @@ def group_key(group: str) -> bytes:
 
 
 def offset_value(o: OffsetAndMetadata) -> bytes:
-    return (_H.pack(OFFSET_VALUE_VERSION) + _Q.pack(o.offset) + _I.pack(o.leader_epoch) + _str(o.metadata or "")
-            + _Q.pack(o.commit_timestamp))
+    return (
+        _H.pack(OFFSET_VALUE_VERSION)
+        + _Q.pack(o.offset)
+        + _I.pack(o.leader_epoch)
+        + _str(o.metadata or "")
+        + _Q.pack(o.commit_timestamp)
+    )
 
 
 def group_value(g: GroupMetadata) -> bytes:
-    parts = [_H.pack(GROUP_VALUE_VERSION), _str(g.protocol_type), _I.pack(g.generation), _str(g.protocol),
-             _str(g.leader), _Q.pack(g.current_state_timestamp), _I.pack(len(g.members))]
+    parts = [
+        _H.pack(GROUP_VALUE_VERSION),
+        _str(g.protocol_type),
+        _I.pack(g.generation),
+        _str(g.protocol),
+        _str(g.leader),
+        _Q.pack(g.current_state_timestamp),
+        _I.pack(len(g.members)),
+    ]
     for m in g.members:
-        parts += [_str(m.member_id), _str(m.group_instance_id), _str(m.client_id), _str(m.client_host),
-                  _I.pack(m.rebalance_timeout), _I.pack(m.session_timeout), _bytes(m.subscription),
-                  _bytes(m.assignment)]
+        parts += [
+            _str(m.member_id),
+            _str(m.group_instance_id),
+            _str(m.client_id),
+            _str(m.client_host),
+            _I.pack(m.rebalance_timeout),
+            _I.pack(m.session_timeout),
+            _bytes(m.subscription),
+            _bytes(m.assignment),
+        ]
     return b"".join(parts)
 
 
 # ---------------------------------------------------------------------- reading
+
 
 class _Reader:
     __slots__ = ("buf", "pos", "what")
@@ -163,7 +198,7 @@ class _Reader:
             return None
         self._need(n, name)
         try:
-            s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8")
+            s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError(f"{self.what}: {name} is not UTF-8 at byte {self.pos}") from None
         self.pos += n
@@ -174,7 +209,7 @@ class _Reader:
         if n < 0:
             return b""
         self._need(n, name)
-        b = bytes(self.buf[self.pos:self.pos + n])
+        b = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return b
 
@@ -229,6 +264,16 @@ def decode_group_value(value: bytes) -> GroupMetadata:
         assignment = r.bytes_("assignment")
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout
-        members.append(MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout,
-                                      session_timeout, subscription, assignment))
+        members.append(
+            MemberMetadata(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
     return GroupMetadata(protocol_type, generation, protocol, leader, state_ts, members)

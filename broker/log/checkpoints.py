@@ -17,6 +17,7 @@ Leader epoch checkpoint (leader-epoch-checkpoint), one per partition directory:
 A file that cannot be parsed raises CheckpointError naming the file and line; callers
 decide (the log manager falls back to recovering everything).
 """
+
 from __future__ import annotations
 
 import os

@@ -28,6 +28,7 @@ Threading: the map and the rewrite run in a worker thread on inactive segments o
 the swap runs on the event loop, after checking no segment of the group went away
 meanwhile (retention); a changed log aborts the pass.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,7 +54,7 @@ CHECKPOINT = "cleaner-offset-checkpoint"
 TMP_DIR = ".cleaner-tmp"
 SWAP = ".swap"
 READ_CHUNK = 16 * 1024 * 1024
-DEFAULT_MAP_ENTRIES = 4 * 1024 * 1024          # in 8M slots of 24 bytes: up to 192 MiB, touched as it fills
+DEFAULT_MAP_ENTRIES = 4 * 1024 * 1024  # in 8M slots of 24 bytes: up to 192 MiB, touched as it fills
 
 
 @dataclass
@@ -103,8 +104,9 @@ def _aborted_ranges(lg: Log) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def _committed_runs(chunk: bytes, end: int,
-                    aborted: dict[int, list[tuple[int, int]]] | None) -> Iterator[tuple[bytes | memoryview, int]]:
+def _committed_runs(
+    chunk: bytes, end: int, aborted: dict[int, list[tuple[int, int]]] | None
+) -> Iterator[tuple[bytes | memoryview, int]]:
     """The chunk's batches minus those of aborted transactions, as runs of consecutive
     batches: (bytes, offset after the run). Headers only; the chunk itself when nothing of
     it is aborted."""
@@ -118,7 +120,7 @@ def _committed_runs(chunk: bytes, end: int,
         ranges = aborted.get(b.producer_id) if b.is_transactional and not b.is_control else None
         if ranges and any(first <= b.base_offset <= last for first, last in ranges):
             if start >= 0:
-                yield mv[start:b.position], run_end
+                yield mv[start : b.position], run_end
                 start = -1
             continue
         if start < 0:
@@ -171,7 +173,7 @@ class LogCleaner:
             except CheckpointError as exc:
                 log.warning("%s; compaction restarts from each log start", exc)
             except OSError:
-                pass                    # a failed dir: the log manager's start takes it offline
+                pass  # a failed dir: the log manager's start takes it offline
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.passes = 0
@@ -193,7 +195,7 @@ class LogCleaner:
 
     async def _run(self) -> None:
         while not self._closed:
-            backoff = self.config["log.cleaner.backoff.ms"] / 1000    # a dynamic config: read each pass
+            backoff = self.config["log.cleaner.backoff.ms"] / 1000  # a dynamic config: read each pass
             try:
                 cleaned = await self.clean_once()
             except Exception:
@@ -250,8 +252,9 @@ class LogCleaner:
         first_dirty = max(self.first_dirty.get(lg.tp, 0), lg.log_start_offset)
         horizon = now_ms - lg.config["delete.retention.ms"]
         try:
-            plan = await loop.run_in_executor(None, self._build, lg, segments, first_dirty, horizon,
-                                              _aborted_ranges(lg))
+            plan = await loop.run_in_executor(
+                None, self._build, lg, segments, first_dirty, horizon, _aborted_ranges(lg)
+            )
         except (ValueError, OSError) as exc:
             log.warning("%s: compaction pass abandoned: %s", lg.tp, exc)
             return None
@@ -273,12 +276,25 @@ class LogCleaner:
         self.first_dirty[lg.tp] = stop
         self._write_checkpoints()
         self.passes += 1
-        log.info("%s: compacted offsets up to %d: %d -> %d bytes, %d records kept, %d removed", lg.tp, stop,
-                 before, after, kept, removed)
+        log.info(
+            "%s: compacted offsets up to %d: %d -> %d bytes, %d records kept, %d removed",
+            lg.tp,
+            stop,
+            before,
+            after,
+            kept,
+            removed,
+        )
         return CleanResult(lg.tp, before, after, kept, removed, first_dirty, stop)
 
-    def _build(self, lg: Log, segments: list[Segment], first_dirty: int, horizon: int,
-               aborted: dict[int, list[tuple[int, int]]] | None = None) -> _Built | None:
+    def _build(
+        self,
+        lg: Log,
+        segments: list[Segment],
+        first_dirty: int,
+        horizon: int,
+        aborted: dict[int, list[tuple[int, int]]] | None = None,
+    ) -> _Built | None:
         """Worker thread: offset map over the dirty section, then the rewritten groups in
         the temp dir. Returns ([(old segments, new .log path)], next dirty offset, kept,
         removed) or None when there is nothing to do."""
@@ -292,7 +308,7 @@ class LogCleaner:
                 for run, run_end in _committed_runs(chunk, end, aborted):
                     nxt = offset_map.add_batches(run, first_dirty)
                     stop = max(stop, nxt)
-                    if nxt < run_end:            # the map filled up inside this run
+                    if nxt < run_end:  # the map filled up inside this run
                         full = True
                         break
                 if full:
@@ -308,8 +324,11 @@ class LogCleaner:
         groups: list[list[Segment]] = []
         limit = lg.config.segment_bytes
         for seg in to_clean:
-            if groups and sum(s.size for s in groups[-1]) + seg.size <= limit \
-                    and seg.next_offset - 1 - groups[-1][0].base_offset <= INT32_MAX:
+            if (
+                groups
+                and sum(s.size for s in groups[-1]) + seg.size <= limit
+                and seg.next_offset - 1 - groups[-1][0].base_offset <= INT32_MAX
+            ):
                 groups[-1].append(seg)
             else:
                 groups.append([seg])
@@ -322,8 +341,9 @@ class LogCleaner:
         read = 0
         for i, group in enumerate(groups, 1):
             base = group[0].base_offset
-            new = Segment(tmp, base, index_interval_bytes=lg.config.index_interval_bytes,
-                          max_index_size=lg.config.max_index_size)
+            new = Segment(
+                tmp, base, index_interval_bytes=lg.config.index_interval_bytes, max_index_size=lg.config.max_index_size
+            )
             try:
                 for seg in group:
                     for chunk, _ in read_batches_in_chunks(seg):
@@ -339,10 +359,17 @@ class LogCleaner:
                 new.close()
             out.append((group, path))
             read += sum(s.size for s in group)
-            if len(groups) > 1:             # progress of a pass over several segments
+            if len(groups) > 1:  # progress of a pass over several segments
                 elapsed = max(time.monotonic() - started, 1e-6)
-                log.info("%s: compacting segment group %d of %d (base offset %d): %.1f MB read, %.1f MB/s", lg.tp,
-                         i, len(groups), base, read / 1e6, read / 1e6 / elapsed)
+                log.info(
+                    "%s: compacting segment group %d of %d (base offset %d): %.1f MB read, %.1f MB/s",
+                    lg.tp,
+                    i,
+                    len(groups),
+                    base,
+                    read / 1e6,
+                    read / 1e6 / elapsed,
+                )
         return out, stop, kept, removed
 
     def _swap(self, lg: Log, olds: list[Segment], tmp_log: str) -> int:
@@ -350,30 +377,35 @@ class LogCleaner:
         base = olds[0].base_offset
         d = lg.dir
         tmp_dir = os.path.dirname(tmp_log)
-        for suffix in (".index", ".timeindex", ".log"):          # the .log last: it marks the swap
-            os.replace(os.path.join(tmp_dir, segment_file_name(base, suffix)),
-                       os.path.join(d, segment_file_name(base, suffix) + SWAP))
+        for suffix in (".index", ".timeindex", ".log"):  # the .log last: it marks the swap
+            os.replace(
+                os.path.join(tmp_dir, segment_file_name(base, suffix)),
+                os.path.join(d, segment_file_name(base, suffix) + SWAP),
+            )
         _fsync_dir(d)
         for seg in olds:
             seg.delete()
         for suffix in (".index", ".timeindex", ".log"):
-            os.replace(os.path.join(d, segment_file_name(base, suffix) + SWAP),
-                       os.path.join(d, segment_file_name(base, suffix)))
+            os.replace(
+                os.path.join(d, segment_file_name(base, suffix) + SWAP),
+                os.path.join(d, segment_file_name(base, suffix)),
+            )
         _fsync_dir(d)
-        new = Segment(d, base, index_interval_bytes=lg.config.index_interval_bytes,
-                      max_index_size=lg.config.max_index_size)
+        new = Segment(
+            d, base, index_interval_bytes=lg.config.index_interval_bytes, max_index_size=lg.config.max_index_size
+        )
         i = next(i for i, s in enumerate(lg.segments) if s is olds[0])
         if new.size == 0 and i > 0:
             # compacted to nothing: no need for an empty file (reads of its offsets go on
             # to the next segment); the first segment stays, it anchors the log start
             new.delete()
-            del lg.segments[i:i + len(olds)]
-            del lg._bases[i:i + len(olds)]
+            del lg.segments[i : i + len(olds)]
+            del lg._bases[i : i + len(olds)]
             if lg.txn_index.entries:
                 lg.txn_index.rewrite(lg._bases)
             return 0
-        lg.segments[i:i + len(olds)] = [new]
-        lg._bases[i:i + len(olds)] = [base]
+        lg.segments[i : i + len(olds)] = [new]
+        lg._bases[i : i + len(olds)] = [base]
         if lg.txn_index.entries:
             # the merged segments' aborted transactions move into the new one's file
             lg.txn_index.rewrite(lg._bases)
@@ -382,8 +414,11 @@ class LogCleaner:
 
     def _write_checkpoints(self) -> None:
         for d in self.manager.online_dirs:
-            entries = {tp: off for tp, off in self.first_dirty.items()
-                       if tp in self.manager.logs and os.path.dirname(self.manager.logs[tp].dir) == d}
+            entries = {
+                tp: off
+                for tp, off in self.first_dirty.items()
+                if tp in self.manager.logs and os.path.dirname(self.manager.logs[tp].dir) == d
+            }
             try:
                 OffsetCheckpoint(os.path.join(d, CHECKPOINT)).write(entries)
             except OSError as exc:

@@ -32,6 +32,7 @@ Open files: the active segment keeps its .log open; the others open on demand an
 released when idle (broker/_native/segment.pyx), so a log costs one descriptor. A flush
 in a worker thread borrows a released segment's .log for the fsync only.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -97,8 +98,9 @@ class LogStorageError(Exception):
 #: back): its writes fail meanwhile (KAFKA_STORAGE_ERROR) and resume when they succeed.
 #: Any other OSError (EIO, the dir gone or unreadable ...) is a failure of the dir,
 #: which goes offline until a restart (Kafka's LogDirFailureChannel)
-TRANSIENT_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.ENOMEM,
-                              errno.EAGAIN, errno.EINTR))
+TRANSIENT_ERRNOS = frozenset(
+    (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR)
+)
 
 
 def is_dir_failure(exc: BaseException) -> bool:
@@ -134,15 +136,24 @@ class LogDirHealth:
             self.error = exc
             if not self.offline:
                 self.offline = True
-                log.error("log dir %s: %s failed: %s; the log dir is taken offline (its partitions are no "
-                          "longer served here) until the broker restarts", self.path, what, exc.strerror or exc)
+                log.error(
+                    "log dir %s: %s failed: %s; the log dir is taken offline (its partitions are no "
+                    "longer served here) until the broker restarts",
+                    self.path,
+                    what,
+                    exc.strerror or exc,
+                )
                 if self.on_failure is not None:
                     self.on_failure(self.path, exc)
             return
         if self.error is None:
-            log.error("log dir %s: %s failed: %s; produce requests to its partitions are answered with "
-                      "KAFKA_STORAGE_ERROR until writes succeed again (reads go on)", self.path, what,
-                      exc.strerror or exc)
+            log.error(
+                "log dir %s: %s failed: %s; produce requests to its partitions are answered with "
+                "KAFKA_STORAGE_ERROR until writes succeed again (reads go on)",
+                self.path,
+                what,
+                exc.strerror or exc,
+            )
         self.error = exc
 
     def succeeded(self) -> None:
@@ -193,10 +204,10 @@ class LogAppendInfo:
     last_offset: int
     record_count: int
     max_timestamp: int
-    log_append_time: int       # -1 unless the topic uses LogAppendTime
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     size: int
-    duplicate: bool = False    # a retried idempotent batch: written before, not again
+    duplicate: bool = False  # a retried idempotent batch: written before, not again
 
 
 class LeaderEpochCache:
@@ -216,7 +227,7 @@ class LeaderEpochCache:
     def __init__(self, path: str):
         self.checkpoint = LeaderEpochCheckpoint(path)
         self.unreadable = False
-        self.dirty = False           # the entries in memory are not all in the checkpoint
+        self.dirty = False  # the entries in memory are not all in the checkpoint
         try:
             self.entries: list[tuple[int, int]] = self.checkpoint.read()
         except (ValueError, OSError) as exc:
@@ -320,7 +331,7 @@ def epochs_from_batches(segments: list[Segment], entries: list[tuple[int, int]])
                     if epoch > latest:
                         entries.append((epoch, b.base_offset))
                         latest = epoch
-            except CorruptRecordError as exc:      # a segment recovery did not re-validate
+            except CorruptRecordError as exc:  # a segment recovery did not re-validate
                 log.warning("segment %s: leader epochs read up to a corrupt batch: %s", seg.base_offset, exc)
         finally:
             seg.unpin()
@@ -358,22 +369,31 @@ class Log:
         self._flush_task: asyncio.Future[None] | None = None
         self._flush_target = 0
         self._truncated_during_flush: int | None = None
-        self._flush_error: OSError | None = None     # a failed fsync: no later flush is trusted
-        self.dir_health = LogDirHealth(os.path.dirname(directory))   # shared per dir by the manager
-        self.io_executor: Executor | None = None     # fsyncs run here: the manager's log-io threads (None: the loop's)
+        self._flush_error: OSError | None = None  # a failed fsync: no later flush is trusted
+        self.dir_health = LogDirHealth(os.path.dirname(directory))  # shared per dir by the manager
+        self.io_executor: Executor | None = None  # fsyncs run here: the manager's log-io threads (None: the loop's)
         #: each group commit's fsync time in seconds (Kafka's LogFlushRateAndTimeMs): the
         #: manager gives its logs one histogram, which outlives them
         self.flush_times = Histogram()
-        self.recovered = (0, 0)          # (segments, bytes) re-validated by load()
-        self.truncations = 0             # truncate_to / truncate_fully_and_start_at calls that cut
+        self.recovered = (0, 0)  # (segments, bytes) re-validated by load()
+        self.truncations = 0  # truncate_to / truncate_fully_and_start_at calls that cut
         self.closed = False
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
-    def load(cls, directory: str, tp: TopicPartition, config: LogConfig, *, topic_id: uuid.UUID | None = None,
-             recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int | None = None,
-             clean_shutdown: bool = False) -> Log:
+    def load(
+        cls,
+        directory: str,
+        tp: TopicPartition,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        clean_shutdown: bool = False,
+    ) -> Log:
         """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
         (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.
@@ -385,6 +405,7 @@ class Log:
         # a compaction swap a crash interrupted is completed first (cleaner.py); the
         # directory is listed once otherwise (thousands of logs load at startup)
         from broker.log.cleaner import SWAP, TMP_DIR, complete_swaps
+
         names = os.listdir(directory)
         if TMP_DIR in names or any(n.endswith(SWAP) for n in names):
             complete_swaps(directory)
@@ -401,14 +422,20 @@ class Log:
                 os.unlink(os.path.join(directory, name))
         segments: list[Segment] = []
         for b in bases:
-            seg = Segment(directory, b, index_interval_bytes=config.index_interval_bytes,
-                          max_index_size=config.max_index_size)
+            seg = Segment(
+                directory, b, index_interval_bytes=config.index_interval_bytes, max_index_size=config.max_index_size
+            )
             if seg.recovery_reason is not None:
                 cut = seg.recovered_truncated_bytes
-                log.warning("%s: segment %d: %s; indexes rebuilt from the log%s", tp, b, seg.recovery_reason,
-                            f", {cut} bytes of torn or corrupt tail cut" if cut else "")
+                log.warning(
+                    "%s: segment %d: %s; indexes rebuilt from the log%s",
+                    tp,
+                    b,
+                    seg.recovery_reason,
+                    f", {cut} bytes of torn or corrupt tail cut" if cut else "",
+                )
             if segments:
-                segments[-1].release()           # inactive: its files reopen on demand
+                segments[-1].release()  # inactive: its files reopen on demand
             segments.append(seg)
         recovered: list[Segment] = []
         if not clean_shutdown and segments:
@@ -416,21 +443,32 @@ class Log:
             started = time.monotonic()
             for i, seg in enumerate(segments):
                 if seg.next_offset <= recovery_point:
-                    continue                     # wholly below the recovery point: flushed
+                    continue  # wholly below the recovery point: flushed
                 recovered.append(seg)
                 self.recovered = (self.recovered[0] + 1, self.recovered[1] + seg.size)
                 cut = seg.recover()
                 elapsed = time.monotonic() - started
-                log.info("%s: recovering segment %d of %d (base offset %d, %.1f MB so far, %.1f MB/s)", tp,
-                         self.recovered[0], todo, seg.base_offset, self.recovered[1] / 1e6,
-                         self.recovered[1] / 1e6 / elapsed if elapsed > 0 else 0.0)
+                log.info(
+                    "%s: recovering segment %d of %d (base offset %d, %.1f MB so far, %.1f MB/s)",
+                    tp,
+                    self.recovered[0],
+                    todo,
+                    seg.base_offset,
+                    self.recovered[1] / 1e6,
+                    self.recovered[1] / 1e6 / elapsed if elapsed > 0 else 0.0,
+                )
                 if cut:
-                    log.warning("%s: recovery truncated %d bytes of segment %d at offset %d",
-                                tp, cut, seg.base_offset, seg.next_offset)
-                    for later in segments[i + 1:]:
+                    log.warning(
+                        "%s: recovery truncated %d bytes of segment %d at offset %d",
+                        tp,
+                        cut,
+                        seg.base_offset,
+                        seg.next_offset,
+                    )
+                    for later in segments[i + 1 :]:
                         log.warning("%s: deleting segment %d after the corruption", tp, later.base_offset)
                         later.delete()
-                    segments = segments[:i + 1]
+                    segments = segments[: i + 1]
                     break
                 if i + 1 < len(segments):
                     seg.release()
@@ -446,8 +484,11 @@ class Log:
         # validated bytes that may sit in the page cache only: the recovery point moves
         # when the log is flushed, never here (Kafka's LogLoader), or a later crash would
         # skip recovering them.
-        self.recovery_point = (self.log_end_offset if clean_shutdown
-                               else min(max(recovery_point, self.log_start_offset), self.log_end_offset))
+        self.recovery_point = (
+            self.log_end_offset
+            if clean_shutdown
+            else min(max(recovery_point, self.log_start_offset), self.log_end_offset)
+        )
         # as Kafka: a high watermark nobody checkpointed is 0, never the log end (records
         # past it may be uncommitted); a leader moves it up as its ISR catches up
         hw = 0 if high_watermark is None else high_watermark
@@ -464,8 +505,11 @@ class Log:
         ps = self.producer_state
         ps.load(self.segments, self.log_start_offset, self.log_end_offset, int(time.time() * 1000))
         start = ps.replayed_from
-        replayed = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso)
-                    for t, lso in ps.replayed_completions if t.aborted]
+        replayed = [
+            AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso)
+            for t, lso in ps.replayed_completions
+            if t.aborted
+        ]
         idx = self.txn_index
         kept = [e for e in idx.entries if e.last_offset >= start]
         if kept != replayed:
@@ -519,9 +563,15 @@ class Log:
             if self.topic_id is None:
                 raise PartitionMetadataError(
                     f"{path} is damaged ({exc}) and the topic id to rebuild it is not known; refusing to start: "
-                    "restore it, or remove it to have it rewritten from the cluster metadata") from None
-            log.warning("%s: %s was damaged (%s); rebuilt with topic id %s from the metadata store", self.tp, path,
-                        exc, uuid_text(self.topic_id))
+                    "restore it, or remove it to have it rewritten from the cluster metadata"
+                ) from None
+            log.warning(
+                "%s: %s was damaged (%s); rebuilt with topic id %s from the metadata store",
+                self.tp,
+                path,
+                exc,
+                uuid_text(self.topic_id),
+            )
             self._write_partition_metadata()
             return
         if self.topic_id is None:
@@ -535,12 +585,17 @@ class Log:
 
     def _write_partition_metadata(self) -> None:
         assert self.topic_id is not None
-        write_atomically(os.path.join(self.dir, PARTITION_METADATA),
-                         f"version: 0\ntopic_id: {uuid_text(self.topic_id)}\n")
+        write_atomically(
+            os.path.join(self.dir, PARTITION_METADATA), f"version: 0\ntopic_id: {uuid_text(self.topic_id)}\n"
+        )
 
     def _new_segment(self, base_offset: int) -> Segment:
-        seg = Segment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                      max_index_size=self.config.max_index_size)
+        seg = Segment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.max_index_size,
+        )
         self.segments.append(seg)
         self._bases.append(base_offset)
         return seg
@@ -566,7 +621,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
-        self.producer_state.expiration_ms = config.producer_id_expiration_ms     # a dynamic broker config
+        self.producer_state.expiration_ms = config.producer_id_expiration_ms  # a dynamic broker config
 
     @property
     def last_stable_offset(self) -> int:
@@ -584,8 +639,14 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records: Buffer, leader_epoch: int, control: bool = False,
-                         client: bool = True, transaction_version: int = 0) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: Buffer,
+        leader_epoch: int,
+        control: bool = False,
+        client: bool = True,
+        transaction_version: int = 0,
+    ) -> LogAppendInfo:
         """Validates the batches in `records` (a writable buffer: the request's bytes),
         assigns offsets from the log end in place and appends them.
 
@@ -614,20 +675,22 @@ class Log:
                     producer_batches = []
                 producer_batches.append(batch)
         if it.partial:
-            raise CorruptRecordError(f"{self.tp}: produce request holds a partial batch at byte {it.position}",
-                                     it.position)
+            raise CorruptRecordError(
+                f"{self.tp}: produce request holds a partial batch at byte {it.position}", it.position
+            )
         if producer_batches is not None:
             # OutOfOrderSequence / InvalidProducerEpoch, or the earlier write of a retry
             dup = self.producer_state.check(producer_batches)
             if dup is not None:
                 return self._duplicate_info(dup)
         base = self.log_end_offset
-        next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(mv, base, leader_epoch,
-                                                                            producer_checks=client)
+        next_offset, batches, count, max_ts, _max_ts_off = assign_offsets(
+            mv, base, leader_epoch, producer_checks=client
+        )
         if batches == 0:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
         if self.config.compact:
-            require_keys(mv)       # InvalidRecordError: compaction needs a key per record
+            require_keys(mv)  # InvalidRecordError: compaction needs a key per record
         append_time = -1
         if self.config.log_append_time:
             append_time = int(time.time() * 1000)
@@ -640,16 +703,27 @@ class Log:
             self._write("writing the leader epochs of", self._store_epoch, leader_epoch, base)
         self._append(mv, next_offset, max_ts)
         if producer_batches is not None:
-            self.producer_state.update(producer_batches)      # the views show the assigned offsets
+            self.producer_state.update(producer_batches)  # the views show the assigned offsets
         return LogAppendInfo(base, next_offset - 1, count, max_ts, append_time, self.log_start_offset, len(mv))
 
-    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                                commit: bool, leader_epoch: int, timestamp: int | None = None,
-                                transaction_version: int = 0) -> LogAppendInfo:
+    def append_marker_as_leader(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        timestamp: int | None = None,
+        transaction_version: int = 0,
+    ) -> LogAppendInfo:
         """Appends one transaction marker (see marker_batch) for the producer's transaction."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
-        return self.append_as_leader(marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, ts),
-                                     leader_epoch, control=True, transaction_version=transaction_version)
+        return self.append_as_leader(
+            marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, ts),
+            leader_epoch,
+            control=True,
+            transaction_version=transaction_version,
+        )
 
     def _append_markers(self, mv: memoryview, leader_epoch: int, transaction_version: int = 0) -> LogAppendInfo:
         """Markers (control batches of one COMMIT or ABORT record, Kafka's
@@ -657,6 +731,7 @@ class Log:
         InvalidProducerEpoch (a fenced epoch) or CoordinatorFenced (an older coordinator
         epoch than the producer's last marker's)."""
         from broker.log.producer_state import read_marker
+
         it = iter_batches(mv, validate=True)
         for b in it:
             if not b.is_control or b.producer_id < 0:
@@ -681,13 +756,25 @@ class Log:
         for t in completed:
             if t.aborted:
                 lso = self.producer_state.last_stable_offset_for(t)
-                self._write("indexing the aborted transactions of", self.txn_index.append,
-                            self.active.base_offset, AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso))
+                self._write(
+                    "indexing the aborted transactions of",
+                    self.txn_index.append,
+                    self.active.base_offset,
+                    AbortedTxn(t.producer_id, t.first_offset, t.last_offset, lso),
+                )
 
     def _duplicate_info(self, dup: BatchMetadata) -> LogAppendInfo:
         append_time = dup.timestamp if self.config.log_append_time else -1
-        return LogAppendInfo(dup.first_offset, dup.last_offset, dup.last_offset - dup.first_offset + 1,
-                             dup.timestamp, append_time, self.log_start_offset, 0, duplicate=True)
+        return LogAppendInfo(
+            dup.first_offset,
+            dup.last_offset,
+            dup.last_offset - dup.first_offset + 1,
+            dup.timestamp,
+            append_time,
+            self.log_start_offset,
+            0,
+            duplicate=True,
+        )
 
     def append_as_follower(self, records: Buffer) -> int:
         """Appends batches that already carry offsets (replication). Returns the new log
@@ -705,7 +792,7 @@ class Log:
             valid = batch.position + batch.size
             epochs.append((batch.partition_leader_epoch, batch.base_offset))
             if batch.producer_id >= 0:
-                producer_batches.append(batch)       # markers too: they close transactions
+                producer_batches.append(batch)  # markers too: they close transactions
         if last_end == end:
             return end
         # a fetch response may end in a partial batch (the leader cuts at max_bytes): only
@@ -726,10 +813,15 @@ class Log:
         size = len(mv)
         # offsets are int32 relative to the segment base: a batch beyond that range (a
         # follower of a compacted topic) needs a new segment based at its own offset
-        if (next_offset - 1 - seg.base_offset > INT32_MAX
-                or (seg.size > 0 and (seg.size + size > self.config.segment_bytes
-                                      or seg.offset_index.is_full or seg.time_index.is_full
-                                      or self._segment_age_exceeded(seg, max_timestamp)))):
+        if next_offset - 1 - seg.base_offset > INT32_MAX or (
+            seg.size > 0
+            and (
+                seg.size + size > self.config.segment_bytes
+                or seg.offset_index.is_full
+                or seg.time_index.is_full
+                or self._segment_age_exceeded(seg, max_timestamp)
+            )
+        ):
             seg = self.roll(struct.unpack_from(">q", mv, 0)[0])
         seg.append(mv)
 
@@ -780,7 +872,7 @@ class Log:
         old = self.active
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         if old.size == 0 and old.base_offset == base:
-            return old                           # a new segment would reopen the same files
+            return old  # a new segment would reopen the same files
         # the producer state as of the end of the finished segment (Kafka snapshots here):
         # an unclean restart replays only the batches after it
         self.producer_state.take_snapshot(self.log_end_offset)
@@ -789,7 +881,7 @@ class Log:
         try:
             seg = self._new_segment(base)
         except OSError:
-            old.resize_indexes(self.config.max_index_size)     # still the active segment
+            old.resize_indexes(self.config.max_index_size)  # still the active segment
             raise
         log.debug("%s: rolled to segment %d", self.tp, seg.base_offset)
         # Kafka flushes the finished segment in the background, moving the recovery point
@@ -870,15 +962,19 @@ class Log:
             await asyncio.shield(task)
             if self._flush_error is not None:
                 continue
-            if (self.recovery_point < min(target, self.log_end_offset)
-                    and (self._flush_task is None or self._flush_task.done())):
+            if self.recovery_point < min(target, self.log_end_offset) and (
+                self._flush_task is None or self._flush_task.done()
+            ):
                 self._flush_target = max(self._flush_target, target)
                 self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop())
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while (self.recovery_point < min(self._flush_target, self.log_end_offset) and not self.closed
-               and self._flush_error is None):
+        while (
+            self.recovery_point < min(self._flush_target, self.log_end_offset)
+            and not self.closed
+            and self._flush_error is None
+        ):
             end = self.log_end_offset
             segs = [s for s in self.segments if s.next_offset > self.recovery_point]
             self._truncated_during_flush = None
@@ -912,8 +1008,9 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FileSlice | None:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FileSlice | None:
         """The file range holding batches from `offset`: at most max_bytes (or one whole
         batch when min_one_batch), never past max_offset (default: the high watermark).
         None when there is nothing to read yet. Raises OffsetOutOfRange, and OSError
@@ -1051,7 +1148,7 @@ class Log:
             return
         self.truncations += 1
         keep = [s for s in self.segments if s.base_offset < offset] or []
-        for seg in self.segments[len(keep):]:
+        for seg in self.segments[len(keep) :]:
             seg.delete()
         if not keep:
             self.segments, self._bases = [], []
@@ -1107,17 +1204,21 @@ class Log:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:
-        return (f"Log({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
-                f"end={self.log_end_offset}, segments={len(self.segments)})")
+        return (
+            f"Log({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
+            f"end={self.log_end_offset}, segments={len(self.segments)})"
+        )
 
 
-def marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                 timestamp: int) -> bytearray:
+def marker_batch(
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int
+) -> bytearray:
     """A transaction marker as Kafka writes it: a transactional control batch of the
     producer (base sequence -1) holding one control record (key: version 0, type 1 commit
     or 0 abort; value: version 0, the coordinator epoch)."""
-    b = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
-                     is_transactional=True, is_control=True)
+    b = BatchBuilder(
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1, is_transactional=True, is_control=True
+    )
     key, value = control_record(commit, coordinator_epoch)
     b.append(timestamp, key, value)
     return bytearray(b.build())
@@ -1154,4 +1255,3 @@ def _read_partition_metadata(path: str) -> uuid.UUID:
         return parse_uuid(fields["topic_id"], "topic id")
     except ValueError as exc:
         raise ValueError(f"topic_id: {exc}") from None
-

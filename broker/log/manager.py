@@ -53,6 +53,7 @@ with `on_dir_offline` (the ReplicaManager) hear which partitions it held. A dir 
 cannot be used at startup (locked and read it cannot be) starts offline, as Kafka's;
 when no dir is left the start fails.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -110,7 +111,7 @@ RESERVED_FDS_SHARE = 8
 # descriptors of the reserve
 LOG_IO_THREADS = 4
 MIN_OPEN_INACTIVE_SEGMENTS = 16
-MAPS_RESERVED = 1024                      # mappings of the interpreter and its libraries
+MAPS_RESERVED = 1024  # mappings of the interpreter and its libraries
 
 
 class LogDirError(RuntimeError):
@@ -173,9 +174,11 @@ def capacity_problem(partitions: int, limit: int) -> str | None:
     need = partitions + MIN_OPEN_INACTIVE_SEGMENTS + MIN_RESERVED_FDS
     while partition_capacity(need) < partitions:
         need += 1
-    return (f"{partitions} partitions need about {need} open files (one per partition, plus "
-            f"{need - partitions} for connections and files in use), but the open-file limit "
-            f"(ulimit -n, RLIMIT_NOFILE) is {limit}: raise it to at least {need}")
+    return (
+        f"{partitions} partitions need about {need} open files (one per partition, plus "
+        f"{need - partitions} for connections and files in use), but the open-file limit "
+        f"(ulimit -n, RLIMIT_NOFILE) is {limit}: raise it to at least {need}"
+    )
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -196,7 +199,7 @@ class LogManager:
         self.config = config
         self.config_for = config_for
         self.dirs = config.log_dirs
-        set_segment_allocate_ahead(config["log.segment.allocate.ahead.bytes"])     # a process-wide setting
+        set_segment_allocate_ahead(config["log.segment.allocate.ahead.bytes"])  # a process-wide setting
         self.logs: dict[TopicPartition, Log] = {}
         self.cluster_id: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,7 +207,7 @@ class LogManager:
         self.loaded_cleanly: dict[str, bool] = {}
         self._locks: list[int] = []
         self._locked: set[str] = set()
-        self._written: dict[str, dict[TopicPartition, int]] = {}          # checkpoint path -> content last written
+        self._written: dict[str, dict[TopicPartition, int]] = {}  # checkpoint path -> content last written
         self.health = {d: LogDirHealth(d) for d in self.dirs}
         for h in self.health.values():
             h.on_failure = self._dir_failed
@@ -212,7 +215,7 @@ class LogManager:
         self.offline_dirs: dict[str, list[TopicPartition]] = {}
         self._offline_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._per_dir = {d: 0 for d in self.dirs}        # logs per dir (new ones go to the emptiest)
+        self._per_dir = {d: 0 for d in self.dirs}  # logs per dir (new ones go to the emptiest)
         self._max_map_count = max_map_count()
         # file work off the event loop, on LOG_IO_THREADS threads (what they hold open is budgeted)
         self._io = ThreadPoolExecutor(LOG_IO_THREADS, thread_name_prefix="log-io")
@@ -220,6 +223,7 @@ class LogManager:
         #: LogFlushRateAndTimeMs): handed to each log, kept when logs come and go
         self.flush_times = Histogram()
         from broker.log.cleaner import LogCleaner
+
         self.cleaner = LogCleaner(self)
 
     # ------------------------------------------------------------------ startup
@@ -249,14 +253,18 @@ class LogManager:
     def _offline_at_start(self, d: str, exc: OSError) -> None:
         if not is_dir_failure(exc):
             raise LogDirError(f"log dir {d}: {exc.strerror or exc}") from exc
-        log.error("log dir %s cannot be used (%s): it stays offline; its partitions are not served here",
-                  d, exc.strerror or exc)
+        log.error(
+            "log dir %s cannot be used (%s): it stays offline; its partitions are not served here",
+            d,
+            exc.strerror or exc,
+        )
         self.health[d].offline = True
         self.health[d].error = exc
         self.offline_dirs[d] = []
         if not self.online_dirs:
-            raise LogDirError(f"no log dir can be used ({', '.join(self.dirs)}): the last one failed with "
-                              f"{exc.strerror or exc}")
+            raise LogDirError(
+                f"no log dir can be used ({', '.join(self.dirs)}): the last one failed with {exc.strerror or exc}"
+            )
 
     def read_cluster_id(self) -> str | None:
         """The cluster id the dirs' meta.properties name (None: none names one yet).
@@ -275,8 +283,9 @@ class LogManager:
         self._check_meta(write=False)
         if cluster_id is not None:
             if self.cluster_id is not None and self.cluster_id != cluster_id:
-                raise LogDirError(f"the log dirs belong to cluster {self.cluster_id}, "
-                                  f"but this broker joins cluster {cluster_id}")
+                raise LogDirError(
+                    f"the log dirs belong to cluster {self.cluster_id}, but this broker joins cluster {cluster_id}"
+                )
             self.cluster_id = cluster_id
         new_dirs = {d for d in self.online_dirs if not os.path.lexists(os.path.join(d, META))}
         self._check_meta(write=True)
@@ -306,9 +315,16 @@ class LogManager:
                 continue
             segments = sum(lg.recovered[0] for lg in loaded)
             size = sum(lg.recovered[1] for lg in loaded)
-            log.info("loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
-                     "validated (%s)", len(loaded), d, time.monotonic() - t0, segments, size,
-                     "new log dir" if d in new_dirs else "clean shutdown" if clean else "unclean shutdown")
+            log.info(
+                "loaded %d logs from %s in %.3f s, %d segments (%d bytes) at or above their recovery points "
+                "validated (%s)",
+                len(loaded),
+                d,
+                time.monotonic() - t0,
+                segments,
+                size,
+                "new log dir" if d in new_dirs else "clean shutdown" if clean else "unclean shutdown",
+            )
             # from now on a crash must be noticed at the next start
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
@@ -331,8 +347,14 @@ class LogManager:
                 out.append((tp, path))
         return out
 
-    def _load_dir(self, d: str, partitions: list[tuple[TopicPartition, str]], clean: bool,
-                  threads: int, topic_ids: Mapping[str, uuid.UUID]) -> list[Log]:
+    def _load_dir(
+        self,
+        d: str,
+        partitions: list[tuple[TopicPartition, str]],
+        clean: bool,
+        threads: int,
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> list[Log]:
         """Loads (and after an unclean shutdown recovers) the logs of one dir, with
         `threads` threads (Kafka's num.recovery.threads.per.data.dir)."""
         recovery = self._read_checkpoint(d, RECOVERY_POINT)
@@ -345,9 +367,16 @@ class LogManager:
         def load(item: tuple[TopicPartition, str]) -> Log:
             tp, path = item
             try:
-                return Log.load(path, tp, self.config_for(tp.topic), topic_id=topic_ids.get(tp.topic),
-                                recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
-                                high_watermark=hws.get(tp), clean_shutdown=clean)
+                return Log.load(
+                    path,
+                    tp,
+                    self.config_for(tp.topic),
+                    topic_id=topic_ids.get(tp.topic),
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp),
+                    clean_shutdown=clean,
+                )
             except PartitionMetadataError as exc:
                 raise LogDirError(str(exc)) from None
 
@@ -393,8 +422,9 @@ class LogManager:
         limit beside the existing ones."""
         problem = capacity_problem(len(self.logs) + new_partitions, open_file_limit())
         if problem:
-            raise LogCapacityError(f"{new_partitions} new partitions do not fit beside the {len(self.logs)} this "
-                                   f"broker hosts: {problem}")
+            raise LogCapacityError(
+                f"{new_partitions} new partitions do not fit beside the {len(self.logs)} this broker hosts: {problem}"
+            )
 
     def _check_meta(self, write: bool = True) -> None:
         """Every dir's meta.properties must name this broker and one cluster (Kafka refuses
@@ -421,8 +451,9 @@ class LogManager:
             self.cluster_id = new_cluster_id()
         for path in missing:
             try:
-                write_atomically(path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\n"
-                                       f"cluster.id={self.cluster_id}\n")
+                write_atomically(
+                    path, f"#kbroker\nversion=0\nbroker.id={self.config.broker_id}\ncluster.id={self.cluster_id}\n"
+                )
             except OSError as exc:
                 self._offline_at_start(os.path.dirname(path), exc)
 
@@ -452,8 +483,13 @@ class LogManager:
             raise ValueError(problem)
         self.check_capacity(1)
         d = self._pick_dir()
-        lg = Log.load(os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic), topic_id=topic_id,
-                      clean_shutdown=True)
+        lg = Log.load(
+            os.path.join(d, partition_dir_name(tp)),
+            tp,
+            self.config_for(tp.topic),
+            topic_id=topic_id,
+            clean_shutdown=True,
+        )
         self._adopt(lg)
         self._apply_open_limit()
         return lg
@@ -482,8 +518,9 @@ class LogManager:
                     lg.delete_files()
             self._apply_open_limit()
             failed = new[len(created)]
-            raise LogCreationError(f"cannot create the log of {failed} ({exc}); none of the {len(new)} "
-                                   f"new logs were kept") from exc
+            raise LogCreationError(
+                f"cannot create the log of {failed} ({exc}); none of the {len(new)} new logs were kept"
+            ) from exc
         return [self.logs[tp] for tp in tps]
 
     def _pick_dir(self) -> str:
@@ -528,9 +565,13 @@ class LogManager:
             if lg is not None:
                 _close_quietly(lg)
         self._apply_open_limit()
-        log.error("log dir %s is offline: %d partitions (%s) are no longer served from it%s", d, len(tps),
-                  ", ".join(map(str, tps[:10])) + (" ..." if len(tps) > 10 else ""),
-                  "" if self.online_dirs else "; no log dir is left")
+        log.error(
+            "log dir %s is offline: %d partitions (%s) are no longer served from it%s",
+            d,
+            len(tps),
+            ", ".join(map(str, tps[:10])) + (" ..." if len(tps) > 10 else ""),
+            "" if self.online_dirs else "; no log dir is left",
+        )
         for fn in self._offline_listeners:
             try:
                 fn(d, tps)
@@ -563,6 +604,7 @@ class LogManager:
     @staticmethod
     def _remove_tree(path: str) -> None:
         import shutil
+
         shutil.rmtree(path, ignore_errors=True)
 
     def _background(self, fn: Callable[..., object], *args: Any) -> None:
@@ -584,7 +626,7 @@ class LogManager:
             try:
                 lg.maybe_roll_by_time()
             except LogStorageError:
-                pass                                    # reported once by the dir's health
+                pass  # reported once by the dir's health
             gone = lg.delete_old_segments(now_ms)
             for seg in gone:
                 log.info("%s: retention deletes segment %d (%d bytes)", lg.tp, seg.base_offset, seg.size)
@@ -609,8 +651,11 @@ class LogManager:
                 self.health[d].failed(exc, "writing checkpoints")
 
     def _checkpoint_dir(self, d: str, logs: list[Log], fsync: bool) -> None:
-        for name, attr in ((RECOVERY_POINT, "recovery_point"), (HIGH_WATERMARK, "high_watermark"),
-                           (LOG_START, "log_start_offset")):
+        for name, attr in (
+            (RECOVERY_POINT, "recovery_point"),
+            (HIGH_WATERMARK, "high_watermark"),
+            (LOG_START, "log_start_offset"),
+        ):
             values = {lg.tp: getattr(lg, attr) for lg in logs}
             path = os.path.join(d, name)
             if self._written.get(path) == values and os.path.exists(path):
@@ -621,8 +666,9 @@ class LogManager:
 
     def start_background(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._every(self.config["log.retention.check.interval.ms"] / 1000,
-                                                        self.cleanup_logs)))
+        self._tasks.append(
+            loop.create_task(self._every(self.config["log.retention.check.interval.ms"] / 1000, self.cleanup_logs))
+        )
         flush_s = min(self.config["log.flush.scheduler.interval.ms"], self.config.flush_ms, 3_600_000) / 1000
         self._tasks.append(loop.create_task(self._every(max(flush_s, 0.01), self.flush_dirty)))
         self._tasks.append(loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self._checkpoint_async)))
@@ -659,7 +705,7 @@ class LogManager:
         """Clean shutdown: fsync every log, write the checkpoints, close, leave the marker
         (not in a dir where an fsync failed: its next start recovers it)."""
         self._closed = True
-        self._io.shutdown(wait=True)          # deletions, checkpoints and fsyncs under way end
+        self._io.shutdown(wait=True)  # deletions, checkpoints and fsyncs under way end
         for lg in self.logs.values():
             health = self.health[os.path.dirname(lg.dir)]
             try:
@@ -667,40 +713,46 @@ class LogManager:
             except OSError as exc:
                 health.failed(exc, f"fsync of {lg.tp}", sync=True)
             try:
-                lg.producer_state.take_snapshot(lg.log_end_offset)   # reaches the disk with os.sync below
+                lg.producer_state.take_snapshot(lg.log_end_offset)  # reaches the disk with os.sync below
             except OSError as exc:
-                health.failed(exc, f"the producer snapshot of {lg.tp}")   # a longer replay at start
+                health.failed(exc, f"the producer snapshot of {lg.tp}")  # a longer replay at start
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
-        os.sync()           # checkpoints written without fsync (epoch truncations) reach the disk
+        os.sync()  # checkpoints written without fsync (epoch truncations) reach the disk
         for d in self.dirs:
             if d in self.offline_dirs:
                 log.error("log dir %s is offline: not marked as cleanly shut down", d)
                 continue
-            if self.health[d].sync_failed or any(lg.flush_failed for lg in self.logs.values()
-                                                 if os.path.dirname(lg.dir) == d):
-                log.error("log dir %s: an fsync failed; not marked as cleanly shut down, so the next start "
-                          "recovers it", d)
+            if self.health[d].sync_failed or any(
+                lg.flush_failed for lg in self.logs.values() if os.path.dirname(lg.dir) == d
+            ):
+                log.error(
+                    "log dir %s: an fsync failed; not marked as cleanly shut down, so the next start recovers it", d
+                )
                 continue
             try:
                 with open(os.path.join(d, CLEAN_SHUTDOWN), "w"):
                     pass
             except OSError as exc:
-                log.error("log dir %s: cannot write %s (%s); the next start recovers it", d, CLEAN_SHUTDOWN,
-                          exc.strerror or exc)
+                log.error(
+                    "log dir %s: cannot write %s (%s); the next start recovers it",
+                    d,
+                    CLEAN_SHUTDOWN,
+                    exc.strerror or exc,
+                )
         self.release_locks()
 
     def _lock(self, d: str) -> None:
         """Kafka's <log.dir>/.lock: one broker process per log dir."""
         import fcntl
+
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise LogDirError(f"log dir {d} is in use by another broker process (it holds {d}/{LOCK_FILE})") \
-                from None
+            raise LogDirError(f"log dir {d} is in use by another broker process (it holds {d}/{LOCK_FILE})") from None
         self._locks.append(fd)
 
     def release_locks(self) -> None:
@@ -708,7 +760,7 @@ class LogManager:
             try:
                 os.close(fd)
             except OSError:
-                pass                    # the lock of a failed dir: its descriptor goes anyway
+                pass  # the lock of a failed dir: its descriptor goes anyway
         self._locks.clear()
         self._locked.clear()
 
@@ -721,8 +773,10 @@ def _read_meta(path: str) -> tuple[str, int, str]:
     from broker.config import parse_properties
 
     def damaged(why: str) -> LogDirError:
-        return LogDirError(f"{path} is damaged ({why}); refusing to start: restore it (version=0, "
-                           f"broker.id=N, cluster.id=ID), or move the log dir aside")
+        return LogDirError(
+            f"{path} is damaged ({why}); refusing to start: restore it (version=0, "
+            f"broker.id=N, cluster.id=ID), or move the log dir aside"
+        )
 
     try:
         text = read_small_text(path)

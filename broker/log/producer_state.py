@@ -30,6 +30,7 @@ of a producer whose transaction is open is INVALID_TXN_STATE. Snapshots carry ea
 producer's open transaction, so a restart knows where the open ones began. All of this
 is per batch (headers, and the one record of a marker), never per record.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,13 +50,13 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
-MAX_CACHED_BATCHES = 5          # Kafka's NUM_BATCHES_TO_RETAIN (max.in.flight.requests 5)
+MAX_CACHED_BATCHES = 5  # Kafka's NUM_BATCHES_TO_RETAIN (max.in.flight.requests 5)
 INT32_MAX = 2**31 - 1
 NO_SEQUENCE = -1
-MAX_EPOCH = 32767               # Short.MaxValue, as broker/txn/metadata.py
+MAX_EPOCH = 32767  # Short.MaxValue, as broker/txn/metadata.py
 
-_HEAD = struct.Struct(">hIi")                 # version, crc, entry count
-_ENTRY = struct.Struct(">qhiqiqiq")           # see the module docstring
+_HEAD = struct.Struct(">hIi")  # version, crc, entry count
+_ENTRY = struct.Struct(">qhiqiqiq")  # see the module docstring
 
 
 class OutOfOrderSequence(Exception):
@@ -99,8 +100,10 @@ _CONTROL_VALUE = struct.Struct(">hi")
 
 def control_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
     """(key, value) of the one record of a transaction marker, as Kafka's EndTransactionMarker."""
-    return (_CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
-            _CONTROL_VALUE.pack(0, coordinator_epoch))
+    return (
+        _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+        _CONTROL_VALUE.pack(0, coordinator_epoch),
+    )
 
 
 def read_marker(batch: RecordBatch) -> tuple[bool, int]:
@@ -133,7 +136,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
     coordinator_epoch: int = -1
-    current_txn_first_offset: int = -1    # the first offset of its open transaction here, or -1
+    current_txn_first_offset: int = -1  # the first offset of its open transaction here, or -1
     # its epoch came from a marker (transaction.version 2): its first batch starts at sequence 0
     epoch_from_marker: bool = False
 
@@ -176,8 +179,11 @@ class Verification:
     def saw(self, epoch: int, first_seq: int) -> None:
         if epoch > self.epoch:
             self.epoch, self.lowest_seq = epoch, first_seq
-        elif epoch == self.epoch and first_seq != NO_SEQUENCE and \
-                (self.lowest_seq == NO_SEQUENCE or first_seq < self.lowest_seq):
+        elif (
+            epoch == self.epoch
+            and first_seq != NO_SEQUENCE
+            and (self.lowest_seq == NO_SEQUENCE or first_seq < self.lowest_seq)
+        ):
             self.lowest_seq = first_seq
 
 
@@ -194,11 +200,11 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         # completed transactions whose marker is at or above the high watermark
         self.unreplicated: deque[CompletedTxn] = deque()
-        self.verifying: dict[int, Verification] = {}     # pid -> the verification in flight
+        self.verifying: dict[int, Verification] = {}  # pid -> the verification in flight
         # what the last load() replayed: the offset it replayed from, and the transactions
         # the markers it met completed (the log rebuilds its aborted index from them)
         self.replayed_from = 0
-        self.replayed_completions: list[tuple[CompletedTxn, int]] = []     # (txn, LSO after it)
+        self.replayed_completions: list[tuple[CompletedTxn, int]] = []  # (txn, LSO after it)
 
     # ------------------------------------------------------------------ appends
 
@@ -208,14 +214,15 @@ class ProducerStateManager:
         of the earlier write when the append is a retry of a batch already written
         (then nothing is to be appended), None when it may be appended. Raises
         OutOfOrderSequence or InvalidProducerEpoch."""
-        pending: dict[int, tuple[int, int]] = {}        # pid -> (epoch, last seq) within this append
+        pending: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
         for b in batches:
             pid, epoch, first = b.producer_id, b.producer_epoch, b.base_sequence
             if not b.is_transactional:
                 entry = self.producers.get(pid)
                 if entry is not None and entry.current_txn_first_offset >= 0 and epoch <= entry.epoch:
-                    raise InvalidTxnState(f"{self.tp}: producer {pid} has an open transaction: "
-                                          "expected a transactional write")
+                    raise InvalidTxnState(
+                        f"{self.tp}: producer {pid} has an open transaction: expected a transactional write"
+                    )
             last = last_sequence(first, b.last_offset_delta)
             entry = self.producers.get(pid)
             if first == NO_SEQUENCE:
@@ -223,7 +230,8 @@ class ProducerStateManager:
                 # the epoch counts (Kafka checks sequences of client appends only)
                 if entry is not None and epoch < entry.epoch:
                     raise InvalidProducerEpoch(
-                        f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}")
+                        f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}"
+                    )
                 pending[pid] = (epoch, NO_SEQUENCE)
                 continue
             if pid in pending:
@@ -237,22 +245,31 @@ class ProducerStateManager:
                 cur_epoch, cur_last = -1, NO_SEQUENCE
             if epoch < cur_epoch:
                 raise InvalidProducerEpoch(
-                    f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {cur_epoch}")
+                    f"{self.tp}: producer {pid} epoch {epoch} is older than the current epoch {cur_epoch}"
+                )
             if epoch != cur_epoch:
                 # a new epoch starts its sequences at 0; a producer never seen (or
                 # expired) may start anywhere
                 if first != 0 and cur_epoch != -1:
                     raise OutOfOrderSequence(
-                        f"{self.tp}: producer {pid} epoch {epoch} must start at sequence 0, not {first}")
-            elif cur_last == NO_SEQUENCE and first != 0 and pid not in pending and entry is not None \
-                    and entry.epoch_from_marker:
+                        f"{self.tp}: producer {pid} epoch {epoch} must start at sequence 0, not {first}"
+                    )
+            elif (
+                cur_last == NO_SEQUENCE
+                and first != 0
+                and pid not in pending
+                and entry is not None
+                and entry.epoch_from_marker
+            ):
                 raise OutOfOrderSequence(
                     f"{self.tp}: producer {pid} epoch {epoch} began with a marker: its first sequence must be 0, "
-                    f"not {first}")
+                    f"not {first}"
+                )
             elif cur_last != NO_SEQUENCE and not in_sequence(cur_last, first):
                 raise OutOfOrderSequence(
                     f"{self.tp}: producer {pid} epoch {epoch}: sequence {first} after {cur_last} "
-                    f"(expected {0 if cur_last == INT32_MAX else cur_last + 1})")
+                    f"(expected {0 if cur_last == INT32_MAX else cur_last + 1})"
+                )
             pending[pid] = (epoch, last)
         return None
 
@@ -288,7 +305,8 @@ class ProducerStateManager:
         if epoch == guard.epoch and guard.lowest_seq != NO_SEQUENCE and first_seq > guard.lowest_seq:
             raise OutOfOrderSequence(
                 f"{self.tp}: producer {pid} epoch {epoch}: sequence {first_seq} before {guard.lowest_seq}, "
-                "which waits on the same transaction verification")
+                "which waits on the same transaction verification"
+            )
 
     def has_open_transaction(self, pid: int, epoch: int | None = None) -> bool:
         """Has `pid` a transaction open here (at `epoch`, when given: with transaction.version
@@ -313,15 +331,20 @@ class ProducerStateManager:
             return
         if transaction_version >= 2 and epoch == entry.epoch:
             if entry.current_txn_first_offset >= 0 and epoch != MAX_EPOCH:
-                raise InvalidProducerEpoch(f"{self.tp}: marker (transaction version 2) for producer {pid} at epoch "
-                                           f"{epoch}, not above its epoch {entry.epoch}, while a transaction of "
-                                           "that epoch is open")
+                raise InvalidProducerEpoch(
+                    f"{self.tp}: marker (transaction version 2) for producer {pid} at epoch "
+                    f"{epoch}, not above its epoch {entry.epoch}, while a transaction of "
+                    "that epoch is open"
+                )
         elif epoch < entry.epoch:
-            raise InvalidProducerEpoch(f"{self.tp}: marker for producer {pid} at epoch {epoch}, older than "
-                                       f"its epoch {entry.epoch}")
+            raise InvalidProducerEpoch(
+                f"{self.tp}: marker for producer {pid} at epoch {epoch}, older than its epoch {entry.epoch}"
+            )
         if coordinator_epoch < entry.coordinator_epoch:
-            raise CoordinatorFenced(f"{self.tp}: marker for producer {pid} of coordinator epoch "
-                                    f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+            raise CoordinatorFenced(
+                f"{self.tp}: marker for producer {pid} of coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
 
     def update(self, batches: Iterable[RecordBatch]) -> list[CompletedTxn]:
         """Records appended producer batches (views showing their assigned offsets),
@@ -333,12 +356,27 @@ class ProducerStateManager:
                 if done is not None:
                     completed.append(done)
             else:
-                self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
-                            b.base_offset, b.max_timestamp, b.is_transactional)
+                self._apply(
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.last_offset_delta,
+                    b.base_offset,
+                    b.max_timestamp,
+                    b.is_transactional,
+                )
         return completed
 
-    def _apply(self, pid: int, epoch: int, base_seq: int, last_offset_delta: int,
-               base_offset: int, max_timestamp: int, transactional: bool = False) -> None:
+    def _apply(
+        self,
+        pid: int,
+        epoch: int,
+        base_seq: int,
+        last_offset_delta: int,
+        base_offset: int,
+        max_timestamp: int,
+        transactional: bool = False,
+    ) -> None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid)
@@ -346,8 +384,15 @@ class ProducerStateManager:
             entry.epoch = epoch
             entry.batches.clear()
         entry.epoch_from_marker = False
-        entry.batches.append(BatchMetadata(base_seq, last_sequence(base_seq, last_offset_delta),
-                                           base_offset, base_offset + last_offset_delta, max_timestamp))
+        entry.batches.append(
+            BatchMetadata(
+                base_seq,
+                last_sequence(base_seq, last_offset_delta),
+                base_offset,
+                base_offset + last_offset_delta,
+                max_timestamp,
+            )
+        )
         entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
         if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
@@ -413,8 +458,11 @@ class ProducerStateManager:
     def remove_expired(self, now_ms: int) -> int:
         """Forgets producers idle for producer.id.expiration.ms; never one whose
         transaction is open (Kafka's isProducerExpired)."""
-        gone = [pid for pid, e in self.producers.items()
-                if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0]
+        gone = [
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp >= self.expiration_ms and e.current_txn_first_offset < 0
+        ]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -425,7 +473,7 @@ class ProducerStateManager:
         out = []
         for name in os.listdir(self.dir):
             if name.endswith(SNAPSHOT_SUFFIX):
-                stem = name[:-len(SNAPSHOT_SUFFIX)]
+                stem = name[: -len(SNAPSHOT_SUFFIX)]
                 if len(stem) == 20 and stem.isdigit():
                     out.append(int(stem))
         return sorted(out)
@@ -438,14 +486,33 @@ class ProducerStateManager:
         for e in self.producers.values():
             if e.batches:
                 last = e.batches[-1]
-                entries.append(_ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
-                                           last.last_offset - last.first_offset, e.last_timestamp,
-                                           e.coordinator_epoch, e.current_txn_first_offset))
+                entries.append(
+                    _ENTRY.pack(
+                        e.producer_id,
+                        e.epoch,
+                        last.last_seq,
+                        last.last_offset,
+                        last.last_offset - last.first_offset,
+                        e.last_timestamp,
+                        e.coordinator_epoch,
+                        e.current_txn_first_offset,
+                    )
+                )
             elif e.epoch >= 0 or e.current_txn_first_offset >= 0:
                 # no batch since its epoch changed (a marker bumped it): its epoch and
                 # transaction still count
-                entries.append(_ENTRY.pack(e.producer_id, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp,
-                                           e.coordinator_epoch, e.current_txn_first_offset))
+                entries.append(
+                    _ENTRY.pack(
+                        e.producer_id,
+                        e.epoch,
+                        NO_SEQUENCE,
+                        -1,
+                        0,
+                        e.last_timestamp,
+                        e.coordinator_epoch,
+                        e.current_txn_first_offset,
+                    )
+                )
         body = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
         path = os.path.join(self.dir, snapshot_name(offset))
@@ -546,5 +613,12 @@ class ProducerStateManager:
                     if done is not None:
                         self.replayed_completions.append((done, self.last_stable_offset_for(done)))
                 else:
-                    self._apply(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta,
-                                b.base_offset, b.max_timestamp, b.is_transactional)
+                    self._apply(
+                        b.producer_id,
+                        b.producer_epoch,
+                        b.base_sequence,
+                        b.last_offset_delta,
+                        b.base_offset,
+                        b.max_timestamp,
+                        b.is_transactional,
+                    )

@@ -16,6 +16,7 @@ the batches its producer-state replay covers (the last segment roll's snapshot o
 Every method runs on the event loop thread; writes are appends of one entry (O_APPEND),
 fsynced with the segment at its roll.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size          # 34
+ENTRY_SIZE = _ENTRY.size  # 34
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,7 +68,7 @@ class AbortedTxnIndex:
     def __init__(self, directory: str) -> None:
         self.dir = directory
         self.entries: list[AbortedTxn] = []
-        self._lasts: list[int] = []           # entries' last offsets, for bisect
+        self._lasts: list[int] = []  # entries' last offsets, for bisect
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -85,7 +86,7 @@ class AbortedTxnIndex:
         for name in os.listdir(self.dir):
             if not name.endswith(TXN_INDEX_SUFFIX):
                 continue
-            stem = name[:-len(TXN_INDEX_SUFFIX)]
+            stem = name[: -len(TXN_INDEX_SUFFIX)]
             path = os.path.join(self.dir, name)
             if not (len(stem) == 20 and stem.isdigit()):
                 continue
@@ -106,7 +107,7 @@ class AbortedTxnIndex:
         """Records an aborted transaction whose marker went into the segment at
         `segment_base` (the active one)."""
         if self._lasts and entry.last_offset <= self._lasts[-1]:
-            return                       # already there (a replay over entries the file kept)
+            return  # already there (a replay over entries the file kept)
         self.entries.append(entry)
         self._lasts.append(entry.last_offset)
         fd = os.open(self._path(segment_base), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -145,9 +146,13 @@ class AbortedTxnIndex:
         the directory go): after a truncation, a compaction's merge of segments."""
         known = set(bases)
         for name in os.listdir(self.dir):
-            stem = name[:-len(TXN_INDEX_SUFFIX)]
-            if name.endswith(TXN_INDEX_SUFFIX) and stem.isdigit() and int(stem) not in known \
-                    and int(stem) >= (bases[0] if bases else 0):
+            stem = name[: -len(TXN_INDEX_SUFFIX)]
+            if (
+                name.endswith(TXN_INDEX_SUFFIX)
+                and stem.isdigit()
+                and int(stem) not in known
+                and int(stem) >= (bases[0] if bases else 0)
+            ):
                 _unlink(os.path.join(self.dir, name))
         for j, base in enumerate(bases):
             nxt = bases[j + 1] if j + 1 < len(bases) else None

@@ -7,6 +7,7 @@ listener, the purgatory's waiting requests, and their state (partitions, ISR, lo
 controller, groups, ZooKeeper): nothing is computed between scrapes, and nothing private
 is read. docs/observability.md lists every metric with the Kafka metric it stands for.
 """
+
 from __future__ import annotations
 
 import time
@@ -97,7 +98,7 @@ class BrokerCollector:
         return self.broker.replicas.topic_stats or TopicStats()
 
     def describe(self) -> list[Metric]:
-        return []           # no describe-time collection (the registry would call collect())
+        return []  # no describe-time collection (the registry would call collect())
 
     def collect(self) -> Iterator[Metric]:
         yield from self._traffic()
@@ -115,35 +116,51 @@ class BrokerCollector:
     def _traffic(self) -> Iterator[Metric]:
         t = self.topics
         for name, doc, values in (
-                ("kafka_server_messages_in", "Records appended by clients, per topic (Kafka's MessagesInPerSec)",
-                 t.messages_in),
-                ("kafka_server_bytes_in", "Bytes appended by clients, per topic (Kafka's BytesInPerSec)", t.bytes_in),
-                ("kafka_server_bytes_out", "Bytes sent to consumers, per topic (Kafka's BytesOutPerSec)",
-                 t.bytes_out)):
+            (
+                "kafka_server_messages_in",
+                "Records appended by clients, per topic (Kafka's MessagesInPerSec)",
+                t.messages_in,
+            ),
+            ("kafka_server_bytes_in", "Bytes appended by clients, per topic (Kafka's BytesInPerSec)", t.bytes_in),
+            ("kafka_server_bytes_out", "Bytes sent to consumers, per topic (Kafka's BytesOutPerSec)", t.bytes_out),
+        ):
             c = CounterMetricFamily(name, doc, labels=["topic"])
             for topic, n in sorted(values.items()):
                 c.add_metric([topic], n)
             yield c
-        yield CounterMetricFamily("kafka_server_replication_bytes_in",
-                                  "Bytes of the leaders' batches appended here as follower "
-                                  "(Kafka's ReplicationBytesInPerSec)",
-                                  value=self.broker.replicas.fetchers.replication_bytes_in)
-        yield CounterMetricFamily("kafka_server_replication_bytes_out",
-                                  "Bytes sent to followers' fetches (Kafka's ReplicationBytesOutPerSec)",
-                                  value=t.replication_bytes_out)
+        yield CounterMetricFamily(
+            "kafka_server_replication_bytes_in",
+            "Bytes of the leaders' batches appended here as follower (Kafka's ReplicationBytesInPerSec)",
+            value=self.broker.replicas.fetchers.replication_bytes_in,
+        )
+        yield CounterMetricFamily(
+            "kafka_server_replication_bytes_out",
+            "Bytes sent to followers' fetches (Kafka's ReplicationBytesOutPerSec)",
+            value=t.replication_bytes_out,
+        )
         yield from self._replication_throttles()
 
     def _replication_throttles(self) -> Iterator[Metric]:
         """The replication throttles (Kafka's LeaderReplication / FollowerReplication
         byte-rate): the rate of the throttled partitions' bytes, its bound, the bytes."""
         quotas = self.broker.replicas.quotas
-        rate = GaugeMetricFamily("kafka_server_replication_throttle_byte_rate", "Bytes/s of the throttled "
-                                 "partitions' replication (Kafka's LeaderReplication / FollowerReplication "
-                                 "byte-rate)", labels=["type"])
-        limit = GaugeMetricFamily("kafka_server_replication_throttle_limit", "The rate that byte rate is held to "
-                                  "(leader/follower.replication.throttled.rate; absent: none)", labels=["type"])
-        total = CounterMetricFamily("kafka_server_replication_throttled_bytes", "Bytes of the throttled "
-                                    "partitions' replication", labels=["type"])
+        rate = GaugeMetricFamily(
+            "kafka_server_replication_throttle_byte_rate",
+            "Bytes/s of the throttled "
+            "partitions' replication (Kafka's LeaderReplication / FollowerReplication "
+            "byte-rate)",
+            labels=["type"],
+        )
+        limit = GaugeMetricFamily(
+            "kafka_server_replication_throttle_limit",
+            "The rate that byte rate is held to (leader/follower.replication.throttled.rate; absent: none)",
+            labels=["type"],
+        )
+        total = CounterMetricFamily(
+            "kafka_server_replication_throttled_bytes",
+            "Bytes of the throttled partitions' replication",
+            labels=["type"],
+        )
         for quota in (quotas.leader, quotas.follower):
             rate.add_metric([quota.name], quota.rate())
             if quota.bound is not None:
@@ -159,15 +176,23 @@ class BrokerCollector:
         throttle time answered (Kafka's throttle-time avg/max come from its rate)."""
         quotas = self.broker.quotas
         labels = ["type", "user", "client_id"]
-        rate = GaugeMetricFamily("kafka_server_quota_rate", "Each client quota's measured rate: bytes/s (Produce, "
-                                 "Fetch) or percent of one thread (Request) (Kafka's byte-rate, request-time)",
-                                 labels=labels)
-        limit = GaugeMetricFamily("kafka_server_quota_limit", "The quota that rate is held to (absent: none)",
-                                  labels=labels)
-        throttle = CounterMetricFamily("kafka_server_quota_throttle_time_seconds", "Throttle time answered to the "
-                                       "clients of each quota (Kafka's throttle-time)", labels=labels)
-        throttled = CounterMetricFamily("kafka_server_quota_throttled_responses", "Answers throttled by each quota",
-                                        labels=labels)
+        rate = GaugeMetricFamily(
+            "kafka_server_quota_rate",
+            "Each client quota's measured rate: bytes/s (Produce, "
+            "Fetch) or percent of one thread (Request) (Kafka's byte-rate, request-time)",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            "kafka_server_quota_limit", "The quota that rate is held to (absent: none)", labels=labels
+        )
+        throttle = CounterMetricFamily(
+            "kafka_server_quota_throttle_time_seconds",
+            "Throttle time answered to the clients of each quota (Kafka's throttle-time)",
+            labels=labels,
+        )
+        throttled = CounterMetricFamily(
+            "kafka_server_quota_throttled_responses", "Answers throttled by each quota", labels=labels
+        )
         now_ms = time.monotonic() * 1000
         for kind, manager in (("Produce", quotas.produce), ("Fetch", quotas.fetch), ("Request", quotas.request)):
             for (user, client), sensor in sorted(manager.sensors.items()):
@@ -185,16 +210,24 @@ class BrokerCollector:
     def _requests(self) -> Iterator[Metric]:
         requests = self.requests
         apis = sorted((api_name(k), s) for k, s in requests.apis.items())
-        c = CounterMetricFamily("kafka_network_requests", "Requests handled, per API (Kafka's RequestsPerSec)",
-                                labels=["request"])
+        c = CounterMetricFamily(
+            "kafka_network_requests", "Requests handled, per API (Kafka's RequestsPerSec)", labels=["request"]
+        )
         for name, s in apis:
             c.add_metric([name], s.requests)
         yield c
         for part, (suffix, kafka) in enumerate(TIME_PARTS):
-            yield _histogram(f"kafka_network_{suffix}_seconds", f"Kafka's {kafka}, per API", ["request"],
-                             [([name], s.histogram(part)) for name, s in apis])
-        e = CounterMetricFamily("kafka_network_errors", "Error codes in responses, per API and code, NONE "
-                                                        "left out (Kafka's ErrorsPerSec)", labels=["request", "error"])
+            yield _histogram(
+                f"kafka_network_{suffix}_seconds",
+                f"Kafka's {kafka}, per API",
+                ["request"],
+                [([name], s.histogram(part)) for name, s in apis],
+            )
+        e = CounterMetricFamily(
+            "kafka_network_errors",
+            "Error codes in responses, per API and code, NONE left out (Kafka's ErrorsPerSec)",
+            labels=["request", "error"],
+        )
         for key, codes in sorted(requests.errors.items()):
             for code, n in sorted(codes.items()):
                 e.add_metric([api_name(key), _error_name(code)], n)
@@ -217,42 +250,70 @@ class BrokerCollector:
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-        yield GaugeMetricFamily("kafka_server_under_replicated_partitions",
-                                "Partitions led here whose ISR is smaller than their replicas "
-                                "(Kafka's UnderReplicatedPartitions)", value=under)
-        yield GaugeMetricFamily("kafka_server_under_min_isr_partition_count",
-                                "Partitions led here whose ISR is below min.insync.replicas "
-                                "(Kafka's UnderMinIsrPartitionCount)", value=under_min)
-        yield GaugeMetricFamily("kafka_server_at_min_isr_partition_count",
-                                "Partitions led here whose ISR is exactly min.insync.replicas "
-                                "(Kafka's AtMinIsrPartitionCount)", value=at_min)
-        yield GaugeMetricFamily("kafka_server_leader_count", "Partitions led here (Kafka's LeaderCount)",
-                                value=leaders)
-        yield GaugeMetricFamily("kafka_server_partition_count", "Partitions hosted here (Kafka's PartitionCount)",
-                                value=len(replicas.partitions))
-        yield CounterMetricFamily("kafka_server_isr_shrinks", "ISR shrinks of partitions led here "
-                                                              "(Kafka's IsrShrinksPerSec)", value=replicas.isr_shrinks)
-        yield CounterMetricFamily("kafka_server_isr_expands", "ISR expansions of partitions led here "
-                                                              "(Kafka's IsrExpandsPerSec)", value=replicas.isr_expands)
+        yield GaugeMetricFamily(
+            "kafka_server_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replicas (Kafka's UnderReplicatedPartitions)",
+            value=under,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_under_min_isr_partition_count",
+            "Partitions led here whose ISR is below min.insync.replicas (Kafka's UnderMinIsrPartitionCount)",
+            value=under_min,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_at_min_isr_partition_count",
+            "Partitions led here whose ISR is exactly min.insync.replicas (Kafka's AtMinIsrPartitionCount)",
+            value=at_min,
+        )
+        yield GaugeMetricFamily("kafka_server_leader_count", "Partitions led here (Kafka's LeaderCount)", value=leaders)
+        yield GaugeMetricFamily(
+            "kafka_server_partition_count",
+            "Partitions hosted here (Kafka's PartitionCount)",
+            value=len(replicas.partitions),
+        )
+        yield CounterMetricFamily(
+            "kafka_server_isr_shrinks",
+            "ISR shrinks of partitions led here (Kafka's IsrShrinksPerSec)",
+            value=replicas.isr_shrinks,
+        )
+        yield CounterMetricFamily(
+            "kafka_server_isr_expands",
+            "ISR expansions of partitions led here (Kafka's IsrExpandsPerSec)",
+            value=replicas.isr_expands,
+        )
         watching = replicas.purgatory.watching()
-        p = GaugeMetricFamily("kafka_server_purgatory_size",
-                              "Requests waiting in the purgatory (Kafka's PurgatorySize): acks=all produces and "
-                              "consumer fetches wait for the high watermark, follower fetches for the log end",
-                              labels=["watch"])
+        p = GaugeMetricFamily(
+            "kafka_server_purgatory_size",
+            "Requests waiting in the purgatory (Kafka's PurgatorySize): acks=all produces and "
+            "consumer fetches wait for the high watermark, follower fetches for the log end",
+            labels=["watch"],
+        )
         p.add_metric(["high_watermark"], watching[HIGH_WATERMARK])
         p.add_metric(["log_end"], watching[LOG_END])
         yield p
 
     def _logs(self) -> Iterator[Metric]:
         families = {
-            "size": GaugeMetricFamily("kafka_log_size_bytes", "Bytes of a partition's log on disk (Kafka's Size)",
-                                      labels=["topic", "partition"]),
-            "segments": GaugeMetricFamily("kafka_log_segments", "Segments of a partition's log "
-                                                                "(Kafka's NumLogSegments)", labels=["topic", "partition"]),
-            "start": GaugeMetricFamily("kafka_log_start_offset", "A partition's log start offset "
-                                                                 "(Kafka's LogStartOffset)", labels=["topic", "partition"]),
-            "end": GaugeMetricFamily("kafka_log_end_offset", "A partition's log end offset (Kafka's LogEndOffset)",
-                                     labels=["topic", "partition"]),
+            "size": GaugeMetricFamily(
+                "kafka_log_size_bytes",
+                "Bytes of a partition's log on disk (Kafka's Size)",
+                labels=["topic", "partition"],
+            ),
+            "segments": GaugeMetricFamily(
+                "kafka_log_segments",
+                "Segments of a partition's log (Kafka's NumLogSegments)",
+                labels=["topic", "partition"],
+            ),
+            "start": GaugeMetricFamily(
+                "kafka_log_start_offset",
+                "A partition's log start offset (Kafka's LogStartOffset)",
+                labels=["topic", "partition"],
+            ),
+            "end": GaugeMetricFamily(
+                "kafka_log_end_offset",
+                "A partition's log end offset (Kafka's LogEndOffset)",
+                labels=["topic", "partition"],
+            ),
         }
         for tp, part in sorted(self.broker.replicas.partitions.items()):
             lg = part.log
@@ -263,88 +324,126 @@ class BrokerCollector:
             families["end"].add_metric(labels, lg.log_end_offset)
         yield from families.values()
         logs = self.broker.logs
-        yield GaugeMetricFamily("kafka_log_offline_log_directory_count", "Log dirs of this broker taken offline by "
-                                "an I/O error (Kafka's LogManager OfflineLogDirectoryCount)",
-                                value=len(logs.offline_dirs))
-        yield _histogram("kafka_log_flush_time_seconds", "Time of each group commit's fsync "
-                                                         "(Kafka's LogFlushRateAndTimeMs)", [], [([], logs.flush_times)])
+        yield GaugeMetricFamily(
+            "kafka_log_offline_log_directory_count",
+            "Log dirs of this broker taken offline by an I/O error (Kafka's LogManager OfflineLogDirectoryCount)",
+            value=len(logs.offline_dirs),
+        )
+        yield _histogram(
+            "kafka_log_flush_time_seconds",
+            "Time of each group commit's fsync (Kafka's LogFlushRateAndTimeMs)",
+            [],
+            [([], logs.flush_times)],
+        )
 
     # ------------------------------------------------------------------ controller
 
     def _controller(self) -> Iterator[Metric]:
         controller = self.broker.controller
         active = controller is not None and controller.active
-        yield GaugeMetricFamily("kafka_controller_active_controller_count",
-                                "1 on the active controller, 0 elsewhere (Kafka's ActiveControllerCount)",
-                                value=1 if active else 0)
+        yield GaugeMetricFamily(
+            "kafka_controller_active_controller_count",
+            "1 on the active controller, 0 elsewhere (Kafka's ActiveControllerCount)",
+            value=1 if active else 0,
+        )
         offline = 0
         if active and controller is not None and controller.ctx is not None:
             ctx = controller.ctx
             offline = sum(1 for s in ctx.states.values() if s.leader < 0 or s.leader not in ctx.brokers)
-        yield GaugeMetricFamily("kafka_controller_offline_partitions_count",
-                                "Partitions without a live leader, on the active controller "
-                                "(Kafka's OfflinePartitionsCount)", value=offline)
-        yield GaugeMetricFamily("kafka_controller_epoch", "The controller epoch this broker knows",
-                                value=self.broker.metadata.controller_epoch)
-        yield CounterMetricFamily("kafka_controller_leader_elections",
-                                  "Leaderships this broker's controller gave (Kafka's LeaderElectionRateAndTimeMs "
-                                  "count)", value=0 if controller is None else controller.leader_elections)
-        yield CounterMetricFamily("kafka_controller_unclean_leader_elections",
-                                  "Leaders elected outside the ISR (Kafka's UncleanLeaderElectionsPerSec)",
-                                  value=0 if controller is None else controller.unclean_leader_elections)
+        yield GaugeMetricFamily(
+            "kafka_controller_offline_partitions_count",
+            "Partitions without a live leader, on the active controller (Kafka's OfflinePartitionsCount)",
+            value=offline,
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_epoch",
+            "The controller epoch this broker knows",
+            value=self.broker.metadata.controller_epoch,
+        )
+        yield CounterMetricFamily(
+            "kafka_controller_leader_elections",
+            "Leaderships this broker's controller gave (Kafka's LeaderElectionRateAndTimeMs count)",
+            value=0 if controller is None else controller.leader_elections,
+        )
+        yield CounterMetricFamily(
+            "kafka_controller_unclean_leader_elections",
+            "Leaders elected outside the ISR (Kafka's UncleanLeaderElectionsPerSec)",
+            value=0 if controller is None else controller.unclean_leader_elections,
+        )
 
     # ------------------------------------------------------------------ network, loop, ZooKeeper
 
     def _network(self) -> Iterator[Metric]:
-        c = GaugeMetricFamily("kafka_server_connections", "Open client connections per listener "
-                                                          "(Kafka's connection-count)", labels=["listener"])
+        c = GaugeMetricFamily(
+            "kafka_server_connections",
+            "Open client connections per listener (Kafka's connection-count)",
+            labels=["listener"],
+        )
         for listener, n in self.broker.server.connection_counts().items():
             c.add_metric([listener], n)
         yield c
         if self.loop.available:
-            yield GaugeMetricFamily("kafka_server_request_handler_avg_idle_ratio",
-                                    "Idle fraction of the event loop since the previous scrape "
-                                    "(Kafka's RequestHandlerAvgIdlePercent, 0..1)", value=self.loop.idle_ratio())
-            yield CounterMetricFamily("kbroker_event_loop_idle_seconds",
-                                      "Time the event loop waited for I/O (rate() of it: the idle ratio)",
-                                      value=self.loop.idle)
+            yield GaugeMetricFamily(
+                "kafka_server_request_handler_avg_idle_ratio",
+                "Idle fraction of the event loop since the previous scrape "
+                "(Kafka's RequestHandlerAvgIdlePercent, 0..1)",
+                value=self.loop.idle_ratio(),
+            )
+            yield CounterMetricFamily(
+                "kbroker_event_loop_idle_seconds",
+                "Time the event loop waited for I/O (rate() of it: the idle ratio)",
+                value=self.loop.idle,
+            )
 
     def _zookeeper(self) -> Iterator[Metric]:
         if not self.broker.in_cluster:
             return
         store = self.broker.store
-        yield GaugeMetricFamily("kafka_server_zookeeper_session_connected",
-                                "1 while the ZooKeeper session is connected (Kafka's SessionState)",
-                                value=1 if store.connected else 0)
-        yield _histogram("kafka_server_zookeeper_request_latency_seconds",
-                         "ZooKeeper request round trips (Kafka's ZooKeeperRequestLatencyMs)", [],
-                         [([], store.request_latency or Histogram())])
+        yield GaugeMetricFamily(
+            "kafka_server_zookeeper_session_connected",
+            "1 while the ZooKeeper session is connected (Kafka's SessionState)",
+            value=1 if store.connected else 0,
+        )
+        yield _histogram(
+            "kafka_server_zookeeper_request_latency_seconds",
+            "ZooKeeper request round trips (Kafka's ZooKeeperRequestLatencyMs)",
+            [],
+            [([], store.request_latency or Histogram())],
+        )
 
     # ------------------------------------------------------------------ groups
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self.broker.coordinator
         states = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
-        lag = GaugeMetricFamily("kafka_consumer_group_lag", "High watermark minus committed offset, per group and "
-                                                            "partition (groups coordinated here)",
-                                labels=["group", "topic", "partition"])
-        members = GaugeMetricFamily("kafka_coordinator_group_members", "Members of each group coordinated here",
-                                    labels=["group"])
+        lag = GaugeMetricFamily(
+            "kafka_consumer_group_lag",
+            "High watermark minus committed offset, per group and partition (groups coordinated here)",
+            labels=["group", "topic", "partition"],
+        )
+        members = GaugeMetricFamily(
+            "kafka_coordinator_group_members", "Members of each group coordinated here", labels=["group"]
+        )
         for g in coordinator.list_groups():
             states[g.state.value] = states.get(g.state.value, 0) + 1
             members.add_metric([g.group_id], len(g.members))
             for (topic, partition), lag_value in group_lag(self.broker, g).items():
                 lag.add_metric([g.group_id, topic, str(partition)], lag_value)
-        s = GaugeMetricFamily("kafka_coordinator_groups", "Groups coordinated here, per state "
-                                                          "(Kafka's NumGroups<State>)", labels=["state"])
+        s = GaugeMetricFamily(
+            "kafka_coordinator_groups",
+            "Groups coordinated here, per state (Kafka's NumGroups<State>)",
+            labels=["state"],
+        )
         for name, n in states.items():
             s.add_metric([name], n)
         yield s
         yield members
         yield lag
-        yield CounterMetricFamily("kafka_coordinator_rebalances", "Completed rebalances of groups coordinated here "
-                                                                  "(Kafka's group rebalance count)",
-                                  value=coordinator.rebalances)
+        yield CounterMetricFamily(
+            "kafka_coordinator_rebalances",
+            "Completed rebalances of groups coordinated here (Kafka's group rebalance count)",
+            value=coordinator.rebalances,
+        )
 
 
 def group_lag(broker: Broker, group: Any) -> dict[tuple[str, int], int]:
@@ -363,4 +462,5 @@ def group_lag(broker: Broker, group: Any) -> dict[tuple[str, int], int]:
 
 def _tp(topic: str, partition: int) -> Any:
     from broker.log import TopicPartition
+
     return TopicPartition(topic, partition)

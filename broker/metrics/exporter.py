@@ -1,5 +1,6 @@
 """BrokerMetrics: one broker's Prometheus registry and its HTTP listener (the package
 docstring says how the figures get here)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,6 +37,7 @@ class BrokerMetrics:
         """Binds the listener (OSError naming the address if it cannot) and starts timing
         the event loop's waits."""
         from broker.metrics.http import MetricsServer
+
         self.loop.install(loop)
         self.server = MetricsServer(self, self.host, self.port, self.web)
         await self.server.start()

@@ -12,6 +12,7 @@ with basic_auth_users every request, whatever its path (/metrics, the status pag
 answered 401 with `WWW-Authenticate: Basic`, and a wrong password or unknown user is one
 `broker.audit` line (held to one per 10 s).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,8 +47,11 @@ class MetricsServer:
         self.web = web
         self.ssl_context = web.ssl_context if web is not None else None
         self.auth = BasicAuth(web.users) if web is not None and web.users else None
-        self._headers = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode("latin-1")) for k, v in web.headers) \
-            if web is not None else b""
+        self._headers = (
+            b"".join(b"%s: %s\r\n" % (k.encode(), v.encode("latin-1")) for k, v in web.headers)
+            if web is not None
+            else b""
+        )
         self._audit = ThrottledLog(logger=audit)
         self.history = History(metrics)
         self.probe = StatusProbe(metrics.broker)
@@ -58,11 +62,19 @@ class MetricsServer:
     async def start(self) -> None:
         try:
             self._server = await asyncio.start_server(
-                self._client, self.host or None, self.port, family=socket.AF_UNSPEC, reuse_address=True,
-                ssl=self.ssl_context, ssl_handshake_timeout=HEAD_TIMEOUT_S if self.ssl_context is not None else None)
+                self._client,
+                self.host or None,
+                self.port,
+                family=socket.AF_UNSPEC,
+                reuse_address=True,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=HEAD_TIMEOUT_S if self.ssl_context is not None else None,
+            )
         except OSError as exc:
-            raise OSError(f"metrics.listener: cannot listen on {self.host or '*'}:{self.port}: "
-                          f"{os.strerror(exc.errno) if exc.errno else exc}") from None
+            raise OSError(
+                f"metrics.listener: cannot listen on {self.host or '*'}:{self.port}: "
+                f"{os.strerror(exc.errno) if exc.errno else exc}"
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
         self._sampler = asyncio.get_running_loop().create_task(self.history.run())
 
@@ -89,10 +101,13 @@ class MetricsServer:
                 return
             refused = await self._refused(head, writer)
             status, ctype, body = refused or await self._answer(head)
-            extra = self._headers + (b'WWW-Authenticate: Basic realm="kbroker", charset="UTF-8"\r\n'
-                                     if status == 401 else b"")
-            writer.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\n"
-                         b"%sConnection: close\r\n\r\n" % (status, _REASONS[status], ctype.encode(), len(body), extra))
+            extra = self._headers + (
+                b'WWW-Authenticate: Basic realm="kbroker", charset="UTF-8"\r\n' if status == 401 else b""
+            )
+            writer.write(
+                b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\n"
+                b"%sConnection: close\r\n\r\n" % (status, _REASONS[status], ctype.encode(), len(body), extra)
+            )
             if not head.startswith(b"HEAD "):
                 writer.write(body)
             await writer.drain()
@@ -120,8 +135,12 @@ class MetricsServer:
             creds = credentials(authorization)
             user = creds[0].decode("utf-8", "replace") if creds is not None else None
             peer = writer.get_extra_info("peername")
-            self._audit(logging.WARNING, "metrics listener: basic authentication failed (user %r) from %s", user,
-                        peer[0] if peer else "?")
+            self._audit(
+                logging.WARNING,
+                "metrics listener: basic authentication failed (user %r) from %s",
+                user,
+                peer[0] if peer else "?",
+            )
         return 401, "text/plain", b"unauthorized\n"
 
     async def _answer(self, head: bytes) -> tuple[int, str, bytes]:
@@ -170,5 +189,11 @@ class _Collected:
         return self.families
 
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found", 405: b"Method Not Allowed",
-            429: b"Too Many Requests"}
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    429: b"Too Many Requests",
+}

@@ -15,6 +15,7 @@ timings are kept here.
 Every layer may count with these (this module imports nothing of the broker but the API
 keys); the rest of broker/metrics sits above everything and only reads.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -22,8 +23,24 @@ import bisect
 from broker.protocol.api import ApiKey
 
 #: latency buckets in seconds (Kafka's request time histograms in ms span 0.1 ms .. 10 s)
-LATENCY_BUCKETS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                      0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 
 
 #: the key followers' fetches are counted under (Kafka's RequestMetrics name them apart:
@@ -58,7 +75,7 @@ class Histogram:
 
     def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS):
         self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)      # the last one: above every bound (+Inf)
+        self.counts = [0] * (len(bounds) + 1)  # the last one: above every bound (+Inf)
         self.sum = 0.0
 
     def observe(self, value: float) -> None:
@@ -75,11 +92,13 @@ class Histogram:
 
 
 #: TotalTimeMs's parts, in order, as (metric suffix, Kafka's name)
-TIME_PARTS = (("request_queue_time", "RequestQueueTimeMs"),
-              ("local_time", "LocalTimeMs"),
-              ("remote_time", "RemoteTimeMs"),
-              ("response_send_time", "ResponseSendTimeMs"),
-              ("total_time", "TotalTimeMs"))
+TIME_PARTS = (
+    ("request_queue_time", "RequestQueueTimeMs"),
+    ("local_time", "LocalTimeMs"),
+    ("remote_time", "RemoteTimeMs"),
+    ("response_send_time", "ResponseSendTimeMs"),
+    ("total_time", "TotalTimeMs"),
+)
 _NB = len(LATENCY_BUCKETS) + 1
 
 
@@ -103,7 +122,7 @@ class ApiStats:
     def histogram(self, part: int) -> Histogram:
         """A copy of one part's histogram (for the collectors)."""
         h = Histogram()
-        h.counts = self.counts[part * _NB:(part + 1) * _NB]
+        h.counts = self.counts[part * _NB : (part + 1) * _NB]
         h.sum = self.sums[part]
         return h
 
@@ -113,7 +132,7 @@ class RequestStats:
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
-        self.errors: dict[int, dict[int, int]] = {}       # api key -> error code -> count
+        self.errors: dict[int, dict[int, int]] = {}  # api key -> error code -> count
         self._plans: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
     def observe(self, api_key: int, queue: float, local: float, remote: float, send: float) -> None:
@@ -172,8 +191,12 @@ def _plan(obj: object) -> tuple[bool, tuple[str, ...]]:
     slots: list[str] = []
     for cls in type(obj).__mro__:
         slots.extend(getattr(cls, "__slots__", ()))
-    lists = tuple(s for s in slots if s not in ("error_code", "error_message", "unknown_tagged_fields", "records")
-                  and not isinstance(getattr(obj, s, None), (int, str, bytes, float)))
+    lists = tuple(
+        s
+        for s in slots
+        if s not in ("error_code", "error_message", "unknown_tagged_fields", "records")
+        and not isinstance(getattr(obj, s, None), (int, str, bytes, float))
+    )
     return "error_code" in slots and isinstance(getattr(obj, "error_code", None), int), lists
 
 

@@ -14,6 +14,7 @@ sample of the counters every SAMPLE_S kept for HISTORY_SAMPLES samples, drawn as
 SVG by the server; the page's small script asks /status.json again every few seconds and
 redraws them, the brokers' status and the groups' lag (every REFRESH_S). Nothing is loaded from anywhere else.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
     from broker.server.broker import Broker
 
 SAMPLE_S = 5.0
-REFRESH_S = 2.0                 # the page's script asks /status.json this often
-HISTORY_SAMPLES = 72            # six minutes
+REFRESH_S = 2.0  # the page's script asks /status.json this often
+HISTORY_SAMPLES = 72  # six minutes
 PROBE_TIMEOUT_S = 0.5
 _PRODUCE, _FETCH = 0, 1
 
@@ -66,13 +67,16 @@ class History:
             then, before = self._last
             dt = max(now - then, 1e-6)
             d = [a - b for a, b in zip(totals, before)]
-            self.samples.append({
-                "t": round(now, 3),
-                "messages_in_per_s": round(d[0] / dt, 3), "bytes_in_per_s": round(d[1] / dt, 3),
-                "bytes_out_per_s": round(d[2] / dt, 3),
-                "produce_ms": round(1000 * d[3] / d[4], 3) if d[4] else 0.0,
-                "fetch_ms": round(1000 * d[5] / d[6], 3) if d[6] else 0.0,
-            })
+            self.samples.append(
+                {
+                    "t": round(now, 3),
+                    "messages_in_per_s": round(d[0] / dt, 3),
+                    "bytes_in_per_s": round(d[1] / dt, 3),
+                    "bytes_out_per_s": round(d[2] / dt, 3),
+                    "produce_ms": round(1000 * d[3] / d[4], 3) if d[4] else 0.0,
+                    "fetch_ms": round(1000 * d[5] / d[6], 3) if d[6] else 0.0,
+                }
+            )
         self._last = (now, totals)
 
     async def run(self) -> None:
@@ -94,8 +98,9 @@ class StatusProbe:
         """broker id -> why it is down ("unreachable", "not registered", "address unknown")."""
         live = self.broker.metadata.brokers()
         self.known.update(live)
-        ids = set(self.known) | {r for t in self.broker.metadata.topics().values()
-                                 for p in t.partitions.values() for r in p.replicas}
+        ids = set(self.known) | {
+            r for t in self.broker.metadata.topics().values() for p in t.partitions.values() for r in p.replicas
+        }
         ids.discard(self.broker.broker_id)
         checks = {i: self._reachable(self.known[i]) for i in ids if i in self.known}
         results = await asyncio.gather(*checks.values()) if checks else []
@@ -130,13 +135,27 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
             for r in s.replicas:
                 known.setdefault(r, {"id": r, "host": None, "port": None, "rack": None})
             offline = s.leader < 0 or s.leader in down or s.leader not in live
-            parts.append({"partition": index, "leader": s.leader, "leader_epoch": s.leader_epoch,
-                          "replicas": list(s.replicas), "isr": list(s.isr),
-                          "offline_replicas": list(s.offline_replicas),
-                          "under_replicated": len(s.isr) < len(s.replicas), "offline": offline})
-        topics.append({"name": name, "internal": info.internal, "partitions": parts,
-                       "under_replicated": sum(1 for p in parts if p["under_replicated"]),
-                       "offline": sum(1 for p in parts if p["offline"])})
+            parts.append(
+                {
+                    "partition": index,
+                    "leader": s.leader,
+                    "leader_epoch": s.leader_epoch,
+                    "replicas": list(s.replicas),
+                    "isr": list(s.isr),
+                    "offline_replicas": list(s.offline_replicas),
+                    "under_replicated": len(s.isr) < len(s.replicas),
+                    "offline": offline,
+                }
+            )
+        topics.append(
+            {
+                "name": name,
+                "internal": info.internal,
+                "partitions": parts,
+                "under_replicated": sum(1 for p in parts if p["under_replicated"]),
+                "offline": sum(1 for p in parts if p["offline"]),
+            }
+        )
     brokers = []
     for i in sorted(known):
         b = dict(known[i])
@@ -148,15 +167,23 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
     groups = []
     for g in broker.coordinator.list_groups():
         lag = group_lag(broker, g)
-        groups.append({
-            "group": g.group_id, "state": g.state.value, "generation": g.generation_id,
-            "protocol": g.protocol_name,
-            "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host}
-                        for m in g.members.values()],
-            "lag": [{"topic": t, "partition": p, "committed": g.offsets[(t, p)].offset, "lag": n}
-                    for (t, p), n in sorted(lag.items())],
-            "total_lag": sum(lag.values()),
-        })
+        groups.append(
+            {
+                "group": g.group_id,
+                "state": g.state.value,
+                "generation": g.generation_id,
+                "protocol": g.protocol_name,
+                "members": [
+                    {"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host}
+                    for m in g.members.values()
+                ],
+                "lag": [
+                    {"topic": t, "partition": p, "committed": g.offsets[(t, p)].offset, "lag": n}
+                    for (t, p), n in sorted(lag.items())
+                ],
+                "total_lag": sum(lag.values()),
+            }
+        )
     logs = broker.logs
     log_dirs: list[dict[str, Any]] = []
     for d in logs.dirs:
@@ -164,11 +191,23 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
         err = health.error
         why = (err.strerror or str(err)) if err is not None else ""
         if d in logs.offline_dirs:
-            log_dirs.append({"path": d, "status": "offline", "error": why,
-                             "partitions": [f"{tp.topic}-{tp.partition}" for tp in logs.offline_dirs[d]]})
+            log_dirs.append(
+                {
+                    "path": d,
+                    "status": "offline",
+                    "error": why,
+                    "partitions": [f"{tp.topic}-{tp.partition}" for tp in logs.offline_dirs[d]],
+                }
+            )
         else:
-            log_dirs.append({"path": d, "status": "online" if err is None else "writes failing",
-                             "error": why, "partitions": logs.partition_count(d)})
+            log_dirs.append(
+                {
+                    "path": d,
+                    "status": "online" if err is None else "writes failing",
+                    "error": why,
+                    "partitions": logs.partition_count(d),
+                }
+            )
     zk = None
     if broker.in_cluster:
         zk = {"connect": broker.config["zookeeper.connect"], "connected": broker.store.connected}
@@ -177,8 +216,12 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
         "time": round(time.time(), 3),
         "broker_id": broker.broker_id,
         "uptime_s": round(time.time() - broker.started_at, 1) if broker.started_at else 0.0,
-        "cluster": {"cluster_id": metadata.cluster_id, "controller_id": metadata.controller_id,
-                    "controller_epoch": metadata.controller_epoch, "zookeeper": zk},
+        "cluster": {
+            "cluster_id": metadata.cluster_id,
+            "controller_id": metadata.controller_id,
+            "controller_epoch": metadata.controller_epoch,
+            "zookeeper": zk,
+        },
         "brokers": brokers,
         "topics": topics,
         "groups": groups,
@@ -189,6 +232,7 @@ def snapshot(broker: Broker, history: History | None = None, down: dict[int, str
 
 # ---------------------------------------------------------------------- HTML
 
+
 def _e(value: object) -> str:
     return html.escape(str(value))
 
@@ -197,9 +241,13 @@ def _ids(values: list[int], down: set[int]) -> str:
     return ", ".join(f'<span class="down">{v}</span>' if v in down else str(v) for v in values)
 
 
-CHARTS = (("messages_in_per_s", "records in /s"), ("bytes_in_per_s", "bytes in /s"),
-          ("bytes_out_per_s", "bytes out /s"), ("produce_ms", "Produce ms (mean total time)"),
-          ("fetch_ms", "FetchConsumer ms (mean total time, long polls included)"))
+CHARTS = (
+    ("messages_in_per_s", "records in /s"),
+    ("bytes_in_per_s", "bytes in /s"),
+    ("bytes_out_per_s", "bytes out /s"),
+    ("produce_ms", "Produce ms (mean total time)"),
+    ("fetch_ms", "FetchConsumer ms (mean total time, long polls included)"),
+)
 CHART_W, CHART_H = 300, 60
 
 
@@ -209,9 +257,11 @@ def _chart(key: str, samples: list[dict[str, float]]) -> str:
     n = max(len(values) - 1, 1)
     points = " ".join(f"{i * CHART_W / n:.1f},{CHART_H - v * CHART_H / top:.1f}" for i, v in enumerate(values))
     last = values[-1] if values else 0.0
-    return (f'<svg id="chart-{key}" width="{CHART_W}" height="{CHART_H}" viewBox="0 0 {CHART_W} {CHART_H}">'
-            f'<polyline fill="none" stroke="#1b6ac9" stroke-width="1.5" points="{points}"/></svg>'
-            f'<div class="fig">now <b id="last-{key}">{last:g}</b>, peak <span id="peak-{key}">{top:g}</span></div>')
+    return (
+        f'<svg id="chart-{key}" width="{CHART_W}" height="{CHART_H}" viewBox="0 0 {CHART_W} {CHART_H}">'
+        f'<polyline fill="none" stroke="#1b6ac9" stroke-width="1.5" points="{points}"/></svg>'
+        f'<div class="fig">now <b id="last-{key}">{last:g}</b>, peak <span id="peak-{key}">{top:g}</span></div>'
+    )
 
 
 _STYLE = """
@@ -249,26 +299,34 @@ def render_html(data: dict[str, Any]) -> str:
     down = {b["id"] for b in data["brokers"] if b["status"] != "up"}
     c = data["cluster"]
     zk = c["zookeeper"]
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>kbroker {data['broker_id']}: status</title>"
-           f"<style>{_STYLE}</style></head><body>",
-           f"<h1>kbroker broker {data['broker_id']} — status</h1>",
-           f"<p>cluster <b>{_e(c['cluster_id'])}</b>, controller <b id='controller'>{c['controller_id']}</b> "
-           f"(epoch <b>{c['controller_epoch']}</b>), ZooKeeper "
-           + (f"<b>{_e(zk['connect'])}</b> ({'connected' if zk['connected'] else 'DISCONNECTED'})" if zk
-              else "none (a broker alone)")
-           + f"; kbroker {_e(data['version'])}, up {data['uptime_s']:.0f} s; as of <span id='updated'>"
-           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(data['time']))}</span>. "
-           "<a href='/status.json'>status.json</a>, <a href='/metrics'>metrics</a></p>",
-           "<h2>Brokers</h2><table><tr><th>id</th><th>address</th><th>rack</th><th>role</th><th>status</th></tr>"]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>kbroker {data['broker_id']}: status</title>"
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>kbroker broker {data['broker_id']} — status</h1>",
+        f"<p>cluster <b>{_e(c['cluster_id'])}</b>, controller <b id='controller'>{c['controller_id']}</b> "
+        f"(epoch <b>{c['controller_epoch']}</b>), ZooKeeper "
+        + (
+            f"<b>{_e(zk['connect'])}</b> ({'connected' if zk['connected'] else 'DISCONNECTED'})"
+            if zk
+            else "none (a broker alone)"
+        )
+        + f"; kbroker {_e(data['version'])}, up {data['uptime_s']:.0f} s; as of <span id='updated'>"
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(data['time']))}</span>. "
+        "<a href='/status.json'>status.json</a>, <a href='/metrics'>metrics</a></p>",
+        "<h2>Brokers</h2><table><tr><th>id</th><th>address</th><th>rack</th><th>role</th><th>status</th></tr>",
+    ]
     for b in data["brokers"]:
         addr = f"{b['host']}:{b['port']}" if b["host"] else "?"
         role = ", ".join(r for r, on in (("controller", b["controller"]), ("this broker", b["self"])) if on)
         status = b["status"] + (f" ({b['why']})" if b["why"] else "")
         cls = "" if b["status"] == "up" else " class='down'"
-        out.append(f"<tr><td>{b['id']}</td><td>{_e(addr)}</td><td>{_e(b['rack'] or '')}</td><td>{role}</td>"
-                   f"<td id='broker-{b['id']}'{cls}>{_e(status)}</td></tr>")
-    out.append("</table><h2>Log directories (this broker)</h2><table><tr><th>path</th><th>status</th>"
-               "<th>partitions</th></tr>")
+        out.append(
+            f"<tr><td>{b['id']}</td><td>{_e(addr)}</td><td>{_e(b['rack'] or '')}</td><td>{role}</td>"
+            f"<td id='broker-{b['id']}'{cls}>{_e(status)}</td></tr>"
+        )
+    out.append(
+        "</table><h2>Log directories (this broker)</h2><table><tr><th>path</th><th>status</th><th>partitions</th></tr>"
+    )
     for d in data["log_dirs"]:
         status = d["status"] + (f" ({d['error']})" if d["error"] else "")
         cls = " class='offline'" if d["status"] == "offline" else " class='urp'" if d["status"] != "online" else ""
@@ -278,27 +336,35 @@ def render_html(data: dict[str, Any]) -> str:
     out.append("</table><h2>Rates and request time (last minutes)</h2><div class='charts'>")
     for key, label in CHARTS:
         out.append(f"<div class='chart'><div>{_e(label)}</div>{_chart(key, data['history'])}</div>")
-    out.append("</div><h2>Topics</h2><table><tr><th>topic</th><th>partition</th><th>leader</th><th>replicas</th>"
-               "<th>ISR</th><th>state</th></tr>")
+    out.append(
+        "</div><h2>Topics</h2><table><tr><th>topic</th><th>partition</th><th>leader</th><th>replicas</th>"
+        "<th>ISR</th><th>state</th></tr>"
+    )
     for t in data["topics"]:
         for p in t["partitions"]:
             state = "offline" if p["offline"] else "under-replicated" if p["under_replicated"] else "ok"
             cls = " class='offline'" if p["offline"] else " class='urp'" if p["under_replicated"] else ""
             leader = "none" if p["leader"] < 0 else _ids([p["leader"]], down)
             gone = down | set(p.get("offline_replicas", ()))
-            out.append(f"<tr{cls}><td>{_e(t['name'])}</td><td>{p['partition']}</td><td>{leader}</td>"
-                       f"<td>{_ids(p['replicas'], gone)}</td><td>{_ids(p['isr'], down)}</td><td>{state}</td></tr>")
+            out.append(
+                f"<tr{cls}><td>{_e(t['name'])}</td><td>{p['partition']}</td><td>{leader}</td>"
+                f"<td>{_ids(p['replicas'], gone)}</td><td>{_ids(p['isr'], down)}</td><td>{state}</td></tr>"
+            )
     out.append("</table><h2>Consumer groups (coordinated by this broker)</h2>")
     if not data["groups"]:
         out.append("<p>none</p>")
     for g in data["groups"]:
         members = ", ".join(f"{m['client_id']} ({m['host']})" for m in g["members"]) or "none"
-        out.append(f"<h3>{_e(g['group'])}: {_e(g['state'])}, generation {g['generation']}, total lag "
-                   f"<span id='lag-{_e(g['group'])}'>{g['total_lag']}</span></h3><p>members: {_e(members)}</p>"
-                   "<table><tr><th>topic</th><th>partition</th><th>committed</th><th>lag</th></tr>")
+        out.append(
+            f"<h3>{_e(g['group'])}: {_e(g['state'])}, generation {g['generation']}, total lag "
+            f"<span id='lag-{_e(g['group'])}'>{g['total_lag']}</span></h3><p>members: {_e(members)}</p>"
+            "<table><tr><th>topic</th><th>partition</th><th>committed</th><th>lag</th></tr>"
+        )
         for row in g["lag"]:
-            out.append(f"<tr><td>{_e(row['topic'])}</td><td>{row['partition']}</td><td>{row['committed']}</td>"
-                       f"<td>{row['lag']}</td></tr>")
+            out.append(
+                f"<tr><td>{_e(row['topic'])}</td><td>{row['partition']}</td><td>{row['committed']}</td>"
+                f"<td>{row['lag']}</td></tr>"
+            )
         out.append("</table>")
     script = _SCRIPT % (CHART_W, CHART_H, json.dumps([k for k, _ in CHARTS]), int(REFRESH_S * 1000))
     out.append(f"<script>{script}</script></body></html>")

@@ -44,6 +44,7 @@ a scraper pays one bcrypt after the broker starts, and a client guessing passwor
 cannot push the right ones out of the cache. At most MAX_WAITING checks wait; beyond, a
 request with new credentials is answered 429 at once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,22 +65,40 @@ MAX_WAITING = 16
 #: verdicts cached, each kind (passed, failed)
 MAX_CACHED = 100
 
-_TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS12": ssl.TLSVersion.TLSv1_2,
-                 "TLS13": ssl.TLSVersion.TLSv1_3}
-_CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-                "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
+_TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+_CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
 #: Go's TLS 1.3 suites: not configurable in Go either (cipher_suites is for TLS <= 1.2)
 _TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"})
 #: the response headers exporter-toolkit lets a web config set, and the values it allows
 _HEADERS: dict[str, tuple[str, ...]] = {
-    "Strict-Transport-Security": (), "X-Content-Type-Options": ("nosniff",),
-    "X-Frame-Options": ("deny", "sameorigin"), "X-XSS-Protection": (), "Content-Security-Policy": (),
+    "Strict-Transport-Security": (),
+    "X-Content-Type-Options": ("nosniff",),
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-XSS-Protection": (),
+    "Content-Security-Policy": (),
 }
 _BCRYPT = re.compile(r"\$2[aby]\$([0-9]{2})\$[./A-Za-z0-9]{53}")
 
 _TOP_KEYS = ("tls_server_config", "http_server_config", "basic_auth_users")
-_TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version",
-             "cipher_suites", "prefer_server_cipher_suites")
+_TLS_KEYS = (
+    "cert_file",
+    "key_file",
+    "client_auth_type",
+    "client_ca_file",
+    "min_version",
+    "max_version",
+    "cipher_suites",
+    "prefer_server_cipher_suites",
+)
 _HTTP_KEYS = ("http2", "headers")
 #: keys of newer exporter-toolkit versions (or Go's TLS) kbroker does not do: refused, with why
 _REFUSED = {
@@ -126,7 +145,7 @@ def _parse(path: str, text: str) -> WebConfig:
     import yaml
 
     try:
-        doc = yaml.load(text, Loader=_strict_loader())       # a SafeLoader: plain data only
+        doc = yaml.load(text, Loader=_strict_loader())  # a SafeLoader: plain data only
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -151,8 +170,10 @@ def _parse(path: str, text: str) -> WebConfig:
     if web.ssl_context is None and not web.users:
         raise WebConfigError("sets neither tls_server_config nor basic_auth_users: it would protect nothing")
     if web.ssl_context is None:
-        web.warnings.append(f"metrics.listener.web.config.file {path}: basic_auth_users without tls_server_config: "
-                            "passwords cross the network in the clear")
+        web.warnings.append(
+            f"metrics.listener.web.config.file {path}: basic_auth_users without tls_server_config: "
+            "passwords cross the network in the clear"
+        )
     return web
 
 
@@ -162,7 +183,7 @@ def _strict_loader() -> Any:
     (Go's yaml, which exporter-toolkit reads the file with, refuses it too)."""
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):        # type: ignore[misc]  # PyYAML has no type hints: Any
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no type hints: Any
         pass
 
     def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:
@@ -213,8 +234,14 @@ def _bool(value: Any, name: str) -> bool:
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _tls_context(tls: dict[str, Any], base: str) -> ssl.SSLContext:
@@ -223,23 +250,27 @@ def _tls_context(tls: dict[str, Any], base: str) -> ssl.SSLContext:
     cert_file = _string(tls.get("cert_file", ""), where + "cert_file")
     key_file = _string(tls.get("key_file", ""), where + "key_file")
     if not cert_file or not key_file:
-        raise WebConfigError(f"{where}{'key_file' if cert_file else 'cert_file'}: missing (TLS needs cert_file "
-                             "and key_file)")
+        raise WebConfigError(
+            f"{where}{'key_file' if cert_file else 'cert_file'}: missing (TLS needs cert_file and key_file)"
+        )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.options |= ssl.OP_NO_COMPRESSION
     cert_path, key_path = _path(base, cert_file, where + "cert_file"), _path(base, key_file, where + "key_file")
     try:
         ctx.load_cert_chain(cert_path, key_path, password=_no_password)
     except (ssl.SSLError, _EncryptedKey) as exc:
-        problem = ("the key is encrypted (the web configuration has no key password: decrypt it)"
-                   if isinstance(exc, _EncryptedKey) else
-                   f"{exc.reason or exc} (PEM files: the certificate, then its own private key, unencrypted)")
+        problem = (
+            "the key is encrypted (the web configuration has no key password: decrypt it)"
+            if isinstance(exc, _EncryptedKey)
+            else f"{exc.reason or exc} (PEM files: the certificate, then its own private key, unencrypted)"
+        )
         raise WebConfigError(f"{where}cert_file, key_file: cannot load the certificate and key: {problem}") from None
     ctx.minimum_version = _version(tls.get("min_version", "TLS12"), where + "min_version")
     ctx.maximum_version = _version(tls.get("max_version", "TLS13"), where + "max_version")
     if ctx.minimum_version > ctx.maximum_version:
-        raise WebConfigError(f"{where}min_version: {tls.get('min_version')} is above max_version "
-                             f"{tls.get('max_version', 'TLS13')}")
+        raise WebConfigError(
+            f"{where}min_version: {tls.get('min_version')} is above max_version {tls.get('max_version', 'TLS13')}"
+        )
     if "cipher_suites" in tls:
         _ciphers(ctx, tls["cipher_suites"], where + "cipher_suites")
     if _bool(tls.get("prefer_server_cipher_suites", True), where + "prefer_server_cipher_suites"):
@@ -248,19 +279,24 @@ def _tls_context(tls: dict[str, Any], base: str) -> ssl.SSLContext:
         ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     auth = _string(tls.get("client_auth_type", "NoClientCert"), where + "client_auth_type")
     if auth in ("RequestClientCert", "RequireAnyClientCert"):
-        raise WebConfigError(f"{where}client_auth_type: {auth} asks for a client certificate without verifying it, "
-                             "which Python's ssl cannot do: use RequireAndVerifyClientCert (or "
-                             "VerifyClientCertIfGiven) with client_ca_file")
+        raise WebConfigError(
+            f"{where}client_auth_type: {auth} asks for a client certificate without verifying it, "
+            "which Python's ssl cannot do: use RequireAndVerifyClientCert (or "
+            "VerifyClientCertIfGiven) with client_ca_file"
+        )
     if auth not in _CLIENT_AUTH:
         raise WebConfigError(f"{where}client_auth_type: unknown: {auth!r} (one of {', '.join(_CLIENT_AUTH)})")
     ca_file = _string(tls.get("client_ca_file", ""), where + "client_ca_file")
     if ca_file and auth == "NoClientCert":
-        raise WebConfigError(f"{where}client_ca_file: set, but client_auth_type {auth} checks no client "
-                             "certificate (set RequireAndVerifyClientCert)")
+        raise WebConfigError(
+            f"{where}client_ca_file: set, but client_auth_type {auth} checks no client "
+            "certificate (set RequireAndVerifyClientCert)"
+        )
     if auth != "NoClientCert":
         if not ca_file:
-            raise WebConfigError(f"{where}client_auth_type: {auth} needs client_ca_file (the CA that signs the "
-                                 "client certificates)")
+            raise WebConfigError(
+                f"{where}client_auth_type: {auth} needs client_ca_file (the CA that signs the client certificates)"
+            )
         try:
             ctx.load_verify_locations(cafile=_path(base, ca_file, where + "client_ca_file"))
         except ssl.SSLError as exc:
@@ -303,12 +339,11 @@ def _ciphers(ctx: ssl.SSLContext, value: Any, key: str) -> None:
     if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
         raise WebConfigError(f"{key}: expected a list of cipher suite names")
     if not value:
-        return                                      # Go's default: OpenSSL's here
+        return  # Go's default: OpenSSL's here
     names = [x for x in value if x not in _TLS13_SUITES]
     foreign = [x for x in names if not x.startswith("TLS_")]
     if foreign:
-        raise WebConfigError(f"{key}: unknown cipher suite {foreign[0]!r} (Go's names, as TLS_ECDHE_RSA_WITH_..."
-                             ")")
+        raise WebConfigError(f"{key}: unknown cipher suite {foreign[0]!r} (Go's names, as TLS_ECDHE_RSA_WITH_...)")
     try:
         tls12, _ = openssl_cipher_names(names)
     except TlsConfigError as exc:
@@ -331,15 +366,14 @@ def _headers(value: Any) -> list[tuple[str, str]]:
     for name, raw in headers.items():
         key = f"http_server_config.headers.{name}"
         if name not in _HEADERS:
-            raise WebConfigError(f"{key}: this header cannot be configured (the ones that can: "
-                                 f"{', '.join(_HEADERS)})")
+            raise WebConfigError(f"{key}: this header cannot be configured (the ones that can: {', '.join(_HEADERS)})")
         text = _string(raw, key)
         allowed = _HEADERS[name]
         if text and allowed and text not in allowed:
             raise WebConfigError(f"{key}: {text!r} is not one of {', '.join(allowed)}")
         if not all(" " <= c <= "~" for c in text):
             raise WebConfigError(f"{key}: only printable ASCII may be sent in a header")
-        if text:                                    # blank: not sent, as exporter-toolkit
+        if text:  # blank: not sent, as exporter-toolkit
             out.append((name, text))
     return out
 
@@ -367,6 +401,7 @@ def _users(value: Any) -> dict[bytes, bytes]:
 
 # ---------------------------------------------------------------------------- checking
 
+
 def credentials(authorization: str) -> tuple[bytes, bytes] | None:
     """(user, password) of an `Authorization: Basic ...` value, None if it is not one."""
     scheme, _, token = authorization.strip().partition(" ")
@@ -382,9 +417,10 @@ def credentials(authorization: str) -> tuple[bytes, bytes] | None:
 
 def _verify(password: bytes, hashed: bytes) -> bool:
     import bcrypt
+
     try:
         return bcrypt.checkpw(password, hashed)
-    except ValueError:                      # e.g. a password over bcrypt's 72 bytes
+    except ValueError:  # e.g. a password over bcrypt's 72 bytes
         return False
 
 
@@ -422,12 +458,13 @@ class BasicAuth:
         self._waiting += 1
         try:
             async with self._lock:
-                verdict = self._cached(digest)          # checked while this one waited
+                verdict = self._cached(digest)  # checked while this one waited
                 if verdict is not None:
                     return verdict
                 hashed = self.users.get(user)
                 ok = await asyncio.get_running_loop().run_in_executor(
-                    None, _verify, password, self._decoy if hashed is None else hashed)
+                    None, _verify, password, self._decoy if hashed is None else hashed
+                )
                 ok = ok and hashed is not None
                 self.verifications += 1
                 cache = self._passed if ok else self._failed

@@ -9,6 +9,7 @@ e2e: a producer thread sends batches whose records carry their send time (µs) i
 first 8 bytes of the value; the consumer reads the first record of each batch and
 reports produce-to-consume latency.
 """
+
 from __future__ import annotations
 
 import struct
@@ -38,11 +39,11 @@ class ConsumeOptions:
     max_bytes: int = 64 * 1024 * 1024
     partition_max_bytes: int = 16 * 1024 * 1024
     max_wait_ms: int = 500
-    decode: str = "none"            # "none" | "arrow"
+    decode: str = "none"  # "none" | "arrow"
     timeout_s: float = 600.0
     progress: bool = True
-    start: str | int = "earliest"   # "earliest", "latest" or an offset for every partition
-    security: Any = None            # a ClientSecurity (TLS, SASL), None for PLAINTEXT
+    start: str | int = "earliest"  # "earliest", "latest" or an offset for every partition
+    security: Any = None  # a ClientSecurity (TLS, SASL), None for PLAINTEXT
 
 
 class _Fetcher:
@@ -60,18 +61,37 @@ class _Fetcher:
             self.positions = {p: start for p in meta.partitions}
         else:
             ts = -2 if start == "earliest" else -1
-            self.positions = {p: off for p, (off, _) in cluster.list_offsets(topic, sorted(meta.partitions),
-                                                                              ts).items()}
+            self.positions = {
+                p: off for p, (off, _) in cluster.list_offsets(topic, sorted(meta.partitions), ts).items()
+            }
         self.conns = {leader: cluster.connection(leader) for leader in self.by_leader}
         self.versions = {leader: c.version_for(FetchRequest.API_KEY) for leader, c in self.conns.items()}
 
     def send(self, leader: int) -> float:
-        req = FetchRequest(replica_id=-1, max_wait_ms=self.opts.max_wait_ms, min_bytes=1, max_bytes=self.opts.max_bytes,
-                           isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
-                           topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=self.topic_id, partitions=[
-                               FetchRequest.FetchPartition(partition=p, fetch_offset=self.positions[p],
-                                                           partition_max_bytes=self.opts.partition_max_bytes)
-                               for p in self.by_leader[leader]])])
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=self.opts.max_wait_ms,
+            min_bytes=1,
+            max_bytes=self.opts.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic=self.topic,
+                    topic_id=self.topic_id,
+                    partitions=[
+                        FetchRequest.FetchPartition(
+                            partition=p,
+                            fetch_offset=self.positions[p],
+                            partition_max_bytes=self.opts.partition_max_bytes,
+                        )
+                        for p in self.by_leader[leader]
+                    ],
+                )
+            ],
+        )
         self.conns[leader].send(req, self.versions[leader])
         return time.perf_counter()
 
@@ -95,8 +115,9 @@ def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
         sent_at = {leader: f.send(leader) for leader in f.by_leader}
         while stats.records < opts.num_records:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"perf consume got {stats.records} of {opts.num_records} records "
-                                   f"within {opts.timeout_s} s")
+                raise TimeoutError(
+                    f"perf consume got {stats.records} of {opts.num_records} records within {opts.timeout_s} s"
+                )
             for leader in list(sent_at):
                 n = nbytes = 0
                 received = list(f.receive(leader))
@@ -125,7 +146,7 @@ def run_consume(opts: ConsumeOptions, out=sys.stdout) -> dict:
                     sent_at[leader] = f.send(leader)
                 else:
                     del sent_at[leader]
-        for leader in list(sent_at):            # drain the fetches still in flight
+        for leader in list(sent_at):  # drain the fetches still in flight
             list(f.receive(leader))
         return stats.summary(time.perf_counter() - start)
     finally:
@@ -169,8 +190,16 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
                 conn = conns.get(leader) or conns.setdefault(leader, pc.connection(leader))
                 b.reset()
                 b.append_repeated(_US.pack(time.time_ns() // 1000) + value_tail, n)
-                req = ProduceRequest(acks=popts.acks, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-                    name=popts.topic, partition_data=[ProduceRequest.PartitionProduceData(index=p, records=b.build())])])
+                req = ProduceRequest(
+                    acks=popts.acks,
+                    timeout_ms=30000,
+                    topic_data=[
+                        ProduceRequest.TopicProduceData(
+                            name=popts.topic,
+                            partition_data=[ProduceRequest.PartitionProduceData(index=p, records=b.build())],
+                        )
+                    ],
+                )
                 conn.send(req, expect_response=popts.acks != 0)
                 if popts.acks != 0:
                     inflight.append(conn)
@@ -179,7 +208,7 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
                 sent += n
             for conn in inflight:
                 conn.receive()
-        except BaseException as exc:          # reported by the consumer side
+        except BaseException as exc:  # reported by the consumer side
             errors.append(exc)
         finally:
             pc.close()
@@ -218,5 +247,3 @@ def run_e2e(popts: ProduceOptions, copts: ConsumeOptions, out=sys.stdout) -> dic
         return stats.summary(time.perf_counter() - start)
     finally:
         cluster.close()
-
-

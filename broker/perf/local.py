@@ -11,6 +11,7 @@ through util-linux's setpriv), so it never outlives the script.
 
 `nofile` sets the broker process' open-file limit (RLIMIT_NOFILE, soft and hard).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ def free_port() -> int:
         port: int = listener.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port)):
             accepted, _ = listener.accept()
-            accepted.close()            # this side closes first: its port goes into TIME_WAIT
+            accepted.close()  # this side closes first: its port goes into TIME_WAIT
     return port
 
 
@@ -54,9 +55,16 @@ def terminate(proc: subprocess.Popen | None, timeout: float) -> None:
 
 
 class LocalBroker:
-    def __init__(self, config: dict | None = None, data_dir: str | None = None, port: int | None = None,
-                 event_loop: str = "auto", log_path: str | None = None, own_session: bool = False,
-                 nofile: int | None = None):
+    def __init__(
+        self,
+        config: dict | None = None,
+        data_dir: str | None = None,
+        port: int | None = None,
+        event_loop: str = "auto",
+        log_path: str | None = None,
+        own_session: bool = False,
+        nofile: int | None = None,
+    ):
         self.config = dict(config or {})
         self.own_session = own_session
         self.nofile = nofile
@@ -85,8 +93,18 @@ class LocalBroker:
 
     def command(self) -> list[str]:
         """The `broker serve` command line this broker runs (what to type to start it by hand)."""
-        cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", self.data_dir,
-               "--listen", f"127.0.0.1:{self.port}", "--event-loop", self.event_loop]
+        cmd = [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--data-dir",
+            self.data_dir,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--event-loop",
+            self.event_loop,
+        ]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -94,13 +112,19 @@ class LocalBroker:
     def start(self, timeout: float = 60.0) -> float:
         """Starts the broker; returns the seconds until it answered ApiVersions."""
         from broker.client import BrokerConnection, ClientError
+
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if self.own_session and shutil.which("setpriv") else []
         cmd = [*die_with_parent, *self.command()]
         t0 = time.perf_counter()
         with open(self.log_path, "ab") as log:
-            self.proc = proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.own_session,
-                                         preexec_fn=None if self.nofile is None else self._limit_nofile)
+            self.proc = proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=self.own_session,
+                preexec_fn=None if self.nofile is None else self._limit_nofile,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -115,6 +139,7 @@ class LocalBroker:
 
     def _limit_nofile(self) -> None:
         import resource
+
         if self.nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 

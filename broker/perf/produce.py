@@ -11,6 +11,7 @@ from its batch's creation to the acknowledgement (acks=0: not measured).
 `discard=True` sends to an in-process socket that reads and drops everything (acks=0,
 no broker): it measures the generator itself.
 """
+
 from __future__ import annotations
 
 import collections
@@ -34,7 +35,7 @@ from broker.protocol.messages.produce import ProduceRequest
 # per record: length, attributes, timestamp and offset deltas, key and value lengths and
 # the header count (varints): at most 12 bytes for the sizes a perf run uses
 RECORD_OVERHEAD = 12
-REQUEST_BYTES = 1 << 20        # aim for requests of about 1 MiB (never fewer than one batch)
+REQUEST_BYTES = 1 << 20  # aim for requests of about 1 MiB (never fewer than one batch)
 
 
 @dataclass
@@ -53,7 +54,7 @@ class ProduceOptions:
     discard: bool = False
     timeout_s: float = 600.0
     progress: bool = True
-    security: Any = None            # a ClientSecurity (TLS, SASL), None for PLAINTEXT
+    security: Any = None  # a ClientSecurity (TLS, SASL), None for PLAINTEXT
 
 
 def payload(size: int, seed: int = 42) -> bytes:
@@ -211,9 +212,16 @@ def _run_produce(opts: ProduceOptions, out=sys.stdout) -> dict:
                 data.append((p, build(n, now_ms), n))
                 left -= n
             rotation[leader] = (first + len(data)) % len(parts)
-            req = ProduceRequest(acks=opts.acks, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-                name=opts.topic, partition_data=[ProduceRequest.PartitionProduceData(index=p, records=d)
-                                                 for p, d, _ in data])])
+            req = ProduceRequest(
+                acks=opts.acks,
+                timeout_ms=30000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=opts.topic,
+                        partition_data=[ProduceRequest.PartitionProduceData(index=p, records=d) for p, d, _ in data],
+                    )
+                ],
+            )
             n = sum(k for _, _, k in data)
             nbytes = n * opts.record_size
             if opts.acks != 0:
@@ -250,8 +258,15 @@ def _run_discard(opts: ProduceOptions, build, per_batch: int, stats: Stats) -> d
         while sent < opts.num_records:
             n = min(per_batch, opts.num_records - sent)
             data = build(n, int(time.time() * 1000))
-            req = ProduceRequest(acks=0, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-                name=opts.topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=data)])])
+            req = ProduceRequest(
+                acks=0,
+                timeout_ms=30000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=opts.topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=data)]
+                    )
+                ],
+            )
             cid += 1
             parts = codec.encode_request_parts(ProduceRequest.API_KEY, version, cid, "kbroker-perf", req)
             _sendmsg_all(sock, parts)
@@ -263,4 +278,3 @@ def _run_discard(opts: ProduceOptions, build, per_batch: int, stats: Stats) -> d
         sock.close()
         sink.close()
     return stats.summary(elapsed)
-

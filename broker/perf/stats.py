@@ -7,6 +7,7 @@ On a terminal (stderr a TTY) and without --json, a live progress bar (tqdm) coun
 records towards the run's total, updated per batch answered; the five-second report lines
 are printed above it.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ import time
 
 
 class Stats:
-    def __init__(self, record_size: int, report_every_s: float = 5.0, out=sys.stdout, progress: bool = True,
-                 total: int | None = None):
+    def __init__(
+        self,
+        record_size: int,
+        report_every_s: float = 5.0,
+        out=sys.stdout,
+        progress: bool = True,
+        total: int | None = None,
+    ):
         self.record_size = record_size
         self.report_every_s = report_every_s
         self.out = out
@@ -24,7 +31,7 @@ class Stats:
         self.start = time.perf_counter()
         self.records = 0
         self.bytes = 0
-        self.samples: list[tuple[float, int]] = []        # (latency ms, records)
+        self.samples: list[tuple[float, int]] = []  # (latency ms, records)
         self._win_start = self.start
         self._win_records = 0
         self._win_bytes = 0
@@ -34,8 +41,16 @@ class Stats:
         self.bar = None
         if progress and total and sys.stderr.isatty():
             from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="rec", unit_scale=True, file=sys.stderr, dynamic_ncols=True,
-                            mininterval=0.2, smoothing=0.1)
+
+            self.bar = tqdm(
+                total=total,
+                unit="rec",
+                unit_scale=True,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                mininterval=0.2,
+                smoothing=0.1,
+            )
 
     def record(self, count: int, nbytes: int, latency_ms: float | None = None) -> None:
         self.records += count
@@ -54,11 +69,13 @@ class Stats:
         if self.progress and now - self._win_start >= self.report_every_s:
             el = now - self._win_start
             avg = self._win_lat_sum / self._win_lat_n if self._win_lat_n else 0.0
-            line = (f"{self._win_records} records, {self._win_records / el:.1f} records/sec "
-                    f"({self._win_bytes / el / 1e6:.2f} MB/sec), {avg:.1f} ms avg latency, "
-                    f"{self._win_lat_max:.1f} ms max latency.")
+            line = (
+                f"{self._win_records} records, {self._win_records / el:.1f} records/sec "
+                f"({self._win_bytes / el / 1e6:.2f} MB/sec), {avg:.1f} ms avg latency, "
+                f"{self._win_lat_max:.1f} ms max latency."
+            )
             if self.bar is not None:
-                self.bar.write(line, file=self.out)         # above the bar, which is drawn again
+                self.bar.write(line, file=self.out)  # above the bar, which is drawn again
             else:
                 print(line, file=self.out, flush=True)
             self._win_start = now
@@ -101,9 +118,11 @@ class Stats:
 
 
 # what each command counts and which latency it measures, for the text summary
-_WORDS = {"produce": ("records sent", "latency"),
-          "consume": ("records consumed", "fetch latency"),
-          "e2e": ("records sent and consumed", "end-to-end latency")}
+_WORDS = {
+    "produce": ("records sent", "latency"),
+    "consume": ("records consumed", "fetch latency"),
+    "e2e": ("records sent and consumed", "end-to-end latency"),
+}
 
 
 def print_summary(s: dict, as_json: bool, out=sys.stdout, command: str = "produce") -> None:
@@ -111,7 +130,10 @@ def print_summary(s: dict, as_json: bool, out=sys.stdout, command: str = "produc
         print(json.dumps({**s, "command": command}, sort_keys=True), file=out, flush=True)
         return
     what, latency = _WORDS[command]
-    print(f"{s['records']} {what}, {s['records_per_sec']:.1f} records/sec ({s['mb_per_sec']:.2f} MB/sec), "
-          f"{s['avg_ms']:.2f} ms avg {latency}, {s['max_ms']:.2f} ms max {latency}, {s['p50_ms']:.2f} ms 50th, "
-          f"{s['p95_ms']:.2f} ms 95th, {s['p99_ms']:.2f} ms 99th, {s['p999_ms']:.2f} ms 99.9th.", file=out,
-          flush=True)
+    print(
+        f"{s['records']} {what}, {s['records_per_sec']:.1f} records/sec ({s['mb_per_sec']:.2f} MB/sec), "
+        f"{s['avg_ms']:.2f} ms avg {latency}, {s['max_ms']:.2f} ms max {latency}, {s['p50_ms']:.2f} ms 50th, "
+        f"{s['p95_ms']:.2f} ms 95th, {s['p99_ms']:.2f} ms 99th, {s['p999_ms']:.2f} ms 99.9th.",
+        file=out,
+        flush=True,
+    )

@@ -30,6 +30,7 @@ in the data dir for failures (`log_tail()`). `own_session=True` puts it in a ses
 its own, so a Ctrl-C at the terminal does not reach it: the script that started it
 stops it last, after the brokers that use it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -47,8 +48,13 @@ from broker.perf.local import free_port
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 CLASSPATH_JARS = (ZOOKEEPER_JAR, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
-JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Dzookeeper.jmx.log4j.disable=true")
+JVM_OPTIONS = (
+    "-Xms32m",
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Dzookeeper.jmx.log4j.disable=true",
+)
 FOUR_LETTER_WORDS = "ruok,srvr,stat,mntr,cons,dump"
 TICK_TIME_MS = 500
 START_TIMEOUT = 30.0
@@ -110,13 +116,20 @@ def serving_mode(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> st
     """'standalone', 'leader' or 'follower' as 'srvr' says; None when it does not serve."""
     for line in four_letter_word(port, "srvr", timeout=timeout, host=host).splitlines():
         if line.startswith("Mode: "):
-            return line[len("Mode: "):].strip()
+            return line[len("Mode: ") :].strip()
     return None
 
 
 class ZooKeeperServer:
-    def __init__(self, directory, port: int | None = None, own_session: bool = False, host: str = "127.0.0.1",
-                 myid: int | None = None, peers: str = ""):
+    def __init__(
+        self,
+        directory,
+        port: int | None = None,
+        own_session: bool = False,
+        host: str = "127.0.0.1",
+        myid: int | None = None,
+        peers: str = "",
+    ):
         self.dir = Path(directory)
         self.host = host
         self.port = port or free_port()
@@ -142,8 +155,14 @@ class ZooKeeperServer:
     def _write_config(self) -> Path:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
-        text = ZOO_CFG.format(tick=TICK_TIME_MS, data_dir=self.dir / "data", port=self.port, host=self.host,
-                              words=FOUR_LETTER_WORDS, min_session=2 * TICK_TIME_MS)
+        text = ZOO_CFG.format(
+            tick=TICK_TIME_MS,
+            data_dir=self.dir / "data",
+            port=self.port,
+            host=self.host,
+            words=FOUR_LETTER_WORDS,
+            min_session=2 * TICK_TIME_MS,
+        )
         if self.myid is not None:
             (self.dir / "data" / "myid").write_text(f"{self.myid}\n")
             text += ENSEMBLE_CFG.format(servers=self.peers)
@@ -152,13 +171,21 @@ class ZooKeeperServer:
         return cfg
 
     def command(self) -> list[str]:
-        classpath = ":".join((str(self.dir),) + CLASSPATH_JARS)   # the dir holds log4j.properties
+        classpath = ":".join((str(self.dir),) + CLASSPATH_JARS)  # the dir holds log4j.properties
         # util-linux's setpriv sets PR_SET_PDEATHSIG before exec: the JVM gets SIGKILL when
         # the thread that started it ends (so start it from the main thread), even if this
         # process is killed -9 and atexit never runs. No preexec_fn: kazoo's threads run here.
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-        return [*die_with_parent, "java", *JVM_OPTIONS, f"-Dzookeeper.log.dir={self.dir}", "-cp", classpath,
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self._write_config())]
+        return [
+            *die_with_parent,
+            "java",
+            *JVM_OPTIONS,
+            f"-Dzookeeper.log.dir={self.dir}",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(self._write_config()),
+        ]
 
     @property
     def mode(self) -> str | None:
@@ -172,8 +199,13 @@ class ZooKeeperServer:
         assert not self.running, "ZooKeeper already running"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=self.own_session)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=self.own_session,
+        )
         _running.add(self)
         return self.wait_serving(timeout) if wait else self
 
@@ -250,11 +282,12 @@ class ZooKeeperEnsemble:
         if len(hosts) < 3 or len(hosts) % 2 == 0:
             raise ValueError(f"an ensemble of {len(hosts)} servers: take an odd number, 3 or more")
         self.dir = Path(directory)
-        ports = [(free_port(), free_port(), free_port()) for _ in hosts]   # client, quorum, election
+        ports = [(free_port(), free_port(), free_port()) for _ in hosts]  # client, quorum, election
         peers = "\n".join(f"server.{i + 1}={h}:{q}:{e}" for i, (h, (_c, q, e)) in enumerate(zip(hosts, ports)))
-        self.servers = [ZooKeeperServer(self.dir / f"zk{i + 1}", port=c, own_session=own_session, host=h,
-                                        myid=i + 1, peers=peers)
-                        for i, (h, (c, _q, _e)) in enumerate(zip(hosts, ports))]
+        self.servers = [
+            ZooKeeperServer(self.dir / f"zk{i + 1}", port=c, own_session=own_session, host=h, myid=i + 1, peers=peers)
+            for i, (h, (c, _q, _e)) in enumerate(zip(hosts, ports))
+        ]
 
     @property
     def host(self) -> str:
@@ -286,8 +319,9 @@ class ZooKeeperEnsemble:
     def leader(self) -> ZooKeeperServer | None:
         return next((s for s in self.servers if s.mode == "leader"), None)
 
-    def wait_for_quorum(self, timeout: float = START_TIMEOUT, members: list[ZooKeeperServer] | None = None
-                        ) -> ZooKeeperServer:
+    def wait_for_quorum(
+        self, timeout: float = START_TIMEOUT, members: list[ZooKeeperServer] | None = None
+    ) -> ZooKeeperServer:
         """Until `members` (default: every running one) serve and one is the leader; the leader."""
         deadline = time.monotonic() + timeout
         while True:
@@ -297,8 +331,10 @@ class ZooKeeperEnsemble:
             if leader is not None and None not in modes.values():
                 return leader
             if time.monotonic() >= deadline:
-                raise RuntimeError(f"ZooKeeper ensemble {self.connect}: no quorum within {timeout} s "
-                                   f"(modes {modes}):\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"ZooKeeper ensemble {self.connect}: no quorum within {timeout} s "
+                    f"(modes {modes}):\n{self.log_tail()}"
+                )
             time.sleep(0.1)
 
     def start(self, timeout: float = START_TIMEOUT) -> ZooKeeperEnsemble:
@@ -322,8 +358,11 @@ class ZooKeeperEnsemble:
 
     def log_tail(self, lines: int = 60) -> str:
         per = max(lines // len(self.servers), 5)
-        return "\n".join(f"--- ZooKeeper {s.myid} ({s.connect}, {s.mode or ('down' if not s.running else 'not serving')})"
-                         f" ---\n{s.log_tail(per)}" for s in self.servers)
+        return "\n".join(
+            f"--- ZooKeeper {s.myid} ({s.connect}, {s.mode or ('down' if not s.running else 'not serving')})"
+            f" ---\n{s.log_tail(per)}"
+            for s in self.servers
+        )
 
     def __enter__(self) -> ZooKeeperEnsemble:
         return self.start()

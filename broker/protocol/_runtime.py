@@ -67,10 +67,28 @@ def array_struct(code: str, n: int) -> _struct.Struct:
     """``Struct(">{n}{code}")`` for longer arrays (cached)."""
     return _struct.Struct(f">{n}{code}")
 
-_DECODE_BUGS = (IndexError, KeyError, TypeError, ValueError, OverflowError, _struct.error,
-                MemoryError, RecursionError, AttributeError)
-_ENCODE_ERRORS = (TypeError, AttributeError, ValueError, OverflowError, _struct.error,
-                  UnicodeEncodeError, IndexError, BufferError)
+
+_DECODE_BUGS = (
+    IndexError,
+    KeyError,
+    TypeError,
+    ValueError,
+    OverflowError,
+    _struct.error,
+    MemoryError,
+    RecursionError,
+    AttributeError,
+)
+_ENCODE_ERRORS = (
+    TypeError,
+    AttributeError,
+    ValueError,
+    OverflowError,
+    _struct.error,
+    UnicodeEncodeError,
+    IndexError,
+    BufferError,
+)
 
 
 class Field(NamedTuple):
@@ -162,12 +180,12 @@ class DataMessage(Message):
         buf = as_buffer(data)
         end = len(buf)
         if end < 2:
-            raise ProtocolDecodeError(f"need 2 bytes, {end} remain", field="version", offset=0,
-                                      message_name=cls.NAME)
+            raise ProtocolDecodeError(f"need 2 bytes, {end} remain", field="version", offset=0, message_name=cls.NAME)
         version = S_INT16.unpack_from(buf, 0)[0]
         if version < cls.MIN_VERSION:
-            raise ProtocolDecodeError(f"unsupported version {version}", field="version", offset=0,
-                                      message_name=cls.NAME)
+            raise ProtocolDecodeError(
+                f"unsupported version {version}", field="version", offset=0, message_name=cls.NAME
+            )
         if version > cls.MAX_VERSION:
             version = cls.MAX_VERSION
         obj, _ = decode_body(cls, buf, 2, end, version)
@@ -186,16 +204,22 @@ def decode_body(cls: type[Message], buf: memoryview, pos: int, end: int, version
     """Run ``cls``'s decoder for ``version`` on ``buf[pos:end]``; returns ``(obj, pos)``."""
     decs = cls._DECODERS
     if not (cls.MIN_VERSION <= version <= cls.MAX_VERSION) or decs[version] is None:
-        raise ProtocolDecodeError(f"unsupported version {version} (valid {cls.MIN_VERSION}-{cls.MAX_VERSION})",
-                                  field=None, offset=pos, message_name=cls.NAME, version=version)
+        raise ProtocolDecodeError(
+            f"unsupported version {version} (valid {cls.MIN_VERSION}-{cls.MAX_VERSION})",
+            field=None,
+            offset=pos,
+            message_name=cls.NAME,
+            version=version,
+        )
     try:
         return decs[version](buf, pos, end)  # type: ignore[misc]  # checked above
     except ProtocolDecodeError as exc:
         exc.set_context(cls.NAME, version)
         raise
     except _DECODE_BUGS as exc:  # pragma: no cover - safety net; the decoders check explicitly
-        raise ProtocolDecodeError(f"malformed input ({type(exc).__name__}: {exc})",
-                                  message_name=cls.NAME, version=version) from exc
+        raise ProtocolDecodeError(
+            f"malformed input ({type(exc).__name__}: {exc})", message_name=cls.NAME, version=version
+        ) from exc
 
 
 def encode_body(obj: Message, version: int, out: bytearray, sp: list[Any] | None) -> None:
@@ -203,19 +227,22 @@ def encode_body(obj: Message, version: int, out: bytearray, sp: list[Any] | None
     cls = type(obj)
     encs = cls._ENCODERS
     if not (cls.MIN_VERSION <= version <= cls.MAX_VERSION) or encs[version] is None:
-        raise ProtocolEncodeError(f"{cls.NAME}: unsupported version {version} "
-                                  f"(valid {cls.MIN_VERSION}-{cls.MAX_VERSION})")
+        raise ProtocolEncodeError(
+            f"{cls.NAME}: unsupported version {version} (valid {cls.MIN_VERSION}-{cls.MAX_VERSION})"
+        )
     try:
         encs[version](obj, out, sp)  # type: ignore[misc]  # checked above
     except ProtocolEncodeError as exc:
         raise ProtocolEncodeError(f"{cls.NAME} v{version}: {exc}") from exc
     except _ENCODE_ERRORS as exc:
         where = explain_encode_failure(obj, version, cls.FLEXIBLE_VERSION)
-        raise ProtocolEncodeError(f"{cls.NAME} v{version}: {where or 'invalid value'} "
-                                  f"({type(exc).__name__}: {exc})") from exc
+        raise ProtocolEncodeError(
+            f"{cls.NAME} v{version}: {where or 'invalid value'} ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 # --------------------------------------------------------------------------- errors
+
 
 def eof(where: str, pos: int, end: int, need: int) -> ProtocolDecodeError:
     return ProtocolDecodeError(f"need {need} bytes, {max(end - pos, 0)} remain", field=where, offset=pos)
@@ -232,8 +259,7 @@ def group_eof(struct_name: str, fields: tuple[tuple[str, int], ...], pos: int, e
 
 
 def overrun(where: str, pos: int, length: int, remaining: int, what: str = "length") -> ProtocolDecodeError:
-    return ProtocolDecodeError(f"{what} {length} exceeds the {remaining} remaining bytes",
-                               field=where, offset=pos)
+    return ProtocolDecodeError(f"{what} {length} exceeds the {remaining} remaining bytes", field=where, offset=pos)
 
 
 def null_error(where: str, pos: int) -> ProtocolDecodeError:
@@ -241,21 +267,23 @@ def null_error(where: str, pos: int) -> ProtocolDecodeError:
 
 
 def utf8_error(where: str, pos: int, exc: UnicodeDecodeError) -> ProtocolDecodeError:
-    return ProtocolDecodeError(f"invalid UTF-8 ({exc.reason} at string byte {exc.start})",
-                               field=where, offset=pos + exc.start)
+    return ProtocolDecodeError(
+        f"invalid UTF-8 ({exc.reason} at string byte {exc.start})", field=where, offset=pos + exc.start
+    )
 
 
 def tag_size_error(where: str, pos: int, used: int, size: int) -> ProtocolDecodeError:
-    return ProtocolDecodeError(f"tagged field declared {size} bytes but its value used {used}",
-                               field=where, offset=pos)
+    return ProtocolDecodeError(f"tagged field declared {size} bytes but its value used {used}", field=where, offset=pos)
 
 
 def trailing_error(name: str, version: int, pos: int, end: int) -> ProtocolDecodeError:
-    return ProtocolDecodeError(f"{end - pos} trailing bytes after the body", field="<end>",
-                               offset=pos, message_name=name, version=version)
+    return ProtocolDecodeError(
+        f"{end - pos} trailing bytes after the body", field="<end>", offset=pos, message_name=name, version=version
+    )
 
 
 # --------------------------------------------------------------------------- varints
+
 
 def uvarint_tail(buf: memoryview, pos: int, end: int, value: int, where: str) -> tuple[int, int]:
     """Finish an unsigned varint whose first byte ``value`` (>= 0x80) was at ``pos - 1``.
@@ -280,12 +308,10 @@ def uvarint_tail(buf: memoryview, pos: int, end: int, value: int, where: str) ->
                 if pos + 3 < end:
                     b = buf[pos + 3]
                     if b & 0x80:
-                        raise ProtocolDecodeError("unsigned varint longer than 5 bytes", field=where,
-                                                  offset=pos - 1)
+                        raise ProtocolDecodeError("unsigned varint longer than 5 bytes", field=where, offset=pos - 1)
                     value |= b << 28
                     if value > 0xFFFFFFFF:
-                        raise ProtocolDecodeError("unsigned varint exceeds 32 bits", field=where,
-                                                  offset=pos - 1)
+                        raise ProtocolDecodeError("unsigned varint exceeds 32 bits", field=where, offset=pos - 1)
                     return value, pos + 4
     raise ProtocolDecodeError("truncated unsigned varint", field=where, offset=pos - 1)
 
@@ -325,8 +351,10 @@ def uuid_from(raw: bytes) -> UUID:
 
 # --------------------------------------------------------------------------- tagged fields
 
-def read_tags(o: Any, buf: memoryview, pos: int, end: int, n: int, where: str,
-              known: dict[int, TagDecoder] | None = None) -> int:
+
+def read_tags(
+    o: Any, buf: memoryview, pos: int, end: int, n: int, where: str, known: dict[int, TagDecoder] | None = None
+) -> int:
     """Read ``n`` tagged fields; ``known`` maps tag -> decoder(o, buf, pos, stop) -> pos.
 
     Unknown tags are kept in ``o.unknown_tagged_fields`` as ``(tag, bytes)``.
@@ -371,6 +399,7 @@ def _tag_key(item: tuple[int, bytes]) -> int:
 
 # --------------------------------------------------------------------------- bytes and records
 
+
 def put_bytes(out: bytearray, v: Buffer | None, compact: bool, nullable: bool) -> None:
     if v is None:
         if not nullable:
@@ -409,8 +438,9 @@ def put_records(out: bytearray, sp: list[Any] | None, v: Any, compact: bool, nul
             n = v.length
             v.fd, v.offset  # noqa: B018 - must look like a file region
         except AttributeError:
-            raise ProtocolEncodeError(f"records value must be bytes-like, None or a file region, "
-                                      f"not {type(v).__name__}") from None
+            raise ProtocolEncodeError(
+                f"records value must be bytes-like, None or a file region, not {type(v).__name__}"
+            ) from None
         if n < 0:
             raise ProtocolEncodeError(f"file region with negative length {n}")
         region = True

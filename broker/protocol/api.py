@@ -28,8 +28,7 @@ from typing import NamedTuple
 from ._runtime import Message
 from .messages import API_MESSAGES, ApiKey
 
-__all__ = ["ApiKey", "ApiSpec", "API_SPECS", "api_spec", "request_header_version",
-           "response_header_version"]
+__all__ = ["ApiKey", "ApiSpec", "API_SPECS", "api_spec", "request_header_version", "response_header_version"]
 
 
 class ApiSpec(NamedTuple):

@@ -86,8 +86,7 @@ _UNSUPPORTED_VERSION = 35  # ErrorCode.UNSUPPORTED_VERSION
 # api key -> first flexible version (None: never flexible)
 _FLEX = {int(k): s.first_flexible for k, s in API_SPECS.items()}
 # api key -> (request class, min version, max version, decoders), for the hot path
-_REQ = {int(k): (s.request, s.versions[0], s.versions[1], s.request._DECODERS)
-        for k, s in API_SPECS.items()}
+_REQ = {int(k): (s.request, s.versions[0], s.versions[1], s.request._DECODERS) for k, s in API_SPECS.items()}
 _HDR_DECODERS = RequestHeader._DECODERS
 # Produce in C (the broker's hot path: the versions of _native/include/kb_messages.h,
 # which tools/gen_protocol.py writes); it hands back what it does not cover
@@ -129,10 +128,12 @@ def _request_header_version(api_key: int, api_version: int) -> int:
 
 
 def _short_header(end: int) -> ProtocolDecodeError:
-    return ProtocolDecodeError(f"need 4 bytes, {end} remain",
-                               field="RequestHeader.request_api_key" if end < 2
-                               else "RequestHeader.request_api_version",
-                               offset=0 if end < 2 else 2, message_name="RequestHeader")
+    return ProtocolDecodeError(
+        f"need 4 bytes, {end} remain",
+        field="RequestHeader.request_api_key" if end < 2 else "RequestHeader.request_api_version",
+        offset=0 if end < 2 else 2,
+        message_name="RequestHeader",
+    )
 
 
 def decode_request_header(frame: BufferLike) -> tuple[RequestHeader, int]:
@@ -181,16 +182,17 @@ def decode_request(frame: BufferLike, strict: bool = False) -> tuple[Any, Any]:
         raise
     if not vmin <= version <= vmax:
         raise UnsupportedVersionError(
-            f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), "
-            f"valid {vmin}-{vmax}", header, pos)
+            f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), valid {vmin}-{vmax}", header, pos
+        )
     try:
         request, pos = decoders[version](buf, pos, end)
     except ProtocolDecodeError as exc:
         exc.set_context(cls.NAME, version)
         raise
     except _DECODE_BUGS as exc:  # pragma: no cover - safety net; the decoders check explicitly
-        raise ProtocolDecodeError(f"malformed input ({type(exc).__name__}: {exc})",
-                                  message_name=cls.NAME, version=version) from exc
+        raise ProtocolDecodeError(
+            f"malformed input ({type(exc).__name__}: {exc})", message_name=cls.NAME, version=version
+        ) from exc
     if strict and pos != end:
         raise _rt.trailing_error(cls.NAME, version, pos, end)
     return header, request
@@ -217,14 +219,15 @@ def decode_request_body(frame: BufferLike, api_key: int, version: int, pos: int)
     cls, vmin, vmax, _ = info
     if not vmin <= version <= vmax:
         raise UnsupportedVersionError(
-            f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), "
-            f"valid {vmin}-{vmax}", None, pos)
+            f"unsupported version {version} of api {api_key} ({ApiKey(api_key).name}), valid {vmin}-{vmax}", None, pos
+        )
     if api_key == _PRODUCE and _NATIVE_PRODUCE_LOWEST <= version <= _NATIVE_PRODUCE_HIGHEST:
         try:
             native = _native_produce.decode_request(buf, pos, version)
-        except ValueError as exc:       # (reason, position, field)
-            raise ProtocolDecodeError(exc.args[0], offset=exc.args[1], field=exc.args[2],
-                                      message_name=cls.NAME, version=version) from None
+        except ValueError as exc:  # (reason, position, field)
+            raise ProtocolDecodeError(
+                exc.args[0], offset=exc.args[1], field=exc.args[2], message_name=cls.NAME, version=version
+            ) from None
         if native is not None:
             return native
     return _rt.decode_body(cls, buf, pos, len(buf), version)[0]
@@ -248,14 +251,15 @@ def encode_response(header: Any, response: Message) -> list[Any]:
     if spec is None:
         raise ProtocolEncodeError(f"unknown api key {api_key}")
     if response.__class__ is not spec.response:
-        raise ProtocolEncodeError(f"expected a {spec.response.NAME} for api key {api_key}, "
-                                  f"got {type(response).__name__}")
+        raise ProtocolEncodeError(
+            f"expected a {spec.response.NAME} for api key {api_key}, got {type(response).__name__}"
+        )
     if api_key == _PRODUCE:
         parts: list[Any] | None
         try:
             parts = _native_produce.encode_response(correlation_id, api_version, response)
         except (OverflowError, TypeError, ValueError):
-            parts = None               # a bad field: the generated encoder names it
+            parts = None  # a bad field: the generated encoder names it
         if parts is not None:
             return parts
     out = bytearray(8)
@@ -271,18 +275,19 @@ def encode_response(header: Any, response: Message) -> list[Any]:
     return _rt.assemble(out, sp)
 
 
-def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                   request: Message) -> bytes:
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Message
+) -> bytes:
     """Encode a request with its header and size prefix (for the project's own client)."""
     spec = API_SPECS.get(api_key)
     if spec is None:
         raise ProtocolEncodeError(f"unknown api key {api_key}")
     if request.__class__ is not spec.request:
-        raise ProtocolEncodeError(f"expected a {spec.request.NAME} for api key {api_key}, "
-                                  f"got {type(request).__name__}")
+        raise ProtocolEncodeError(f"expected a {spec.request.NAME} for api key {api_key}, got {type(request).__name__}")
     hv = _request_header_version(api_key, api_version)
-    header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
-                           correlation_id=correlation_id, client_id=client_id)
+    header = RequestHeader(
+        request_api_key=api_key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id
+    )
     out = bytearray(4)
     _rt.encode_body(header, hv, out, None)
     _rt.encode_body(request, api_version, out, None)
@@ -290,8 +295,9 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return bytes(out)
 
 
-def encode_request_parts(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                         request: Message) -> list[Any]:
+def encode_request_parts(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Message
+) -> list[Any]:
     """Like encode_request, but large records values are referenced, not copied: returns
     the parts to write in order (e.g. with ``socket.sendmsg``), the first starting with
     the size prefix that counts them all."""
@@ -299,11 +305,11 @@ def encode_request_parts(api_key: int, api_version: int, correlation_id: int, cl
     if spec is None:
         raise ProtocolEncodeError(f"unknown api key {api_key}")
     if request.__class__ is not spec.request:
-        raise ProtocolEncodeError(f"expected a {spec.request.NAME} for api key {api_key}, "
-                                  f"got {type(request).__name__}")
+        raise ProtocolEncodeError(f"expected a {spec.request.NAME} for api key {api_key}, got {type(request).__name__}")
     hv = _request_header_version(api_key, api_version)
-    header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
-                           correlation_id=correlation_id, client_id=client_id)
+    header = RequestHeader(
+        request_api_key=api_key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id
+    )
     out = bytearray(4)
     sp: list[Any] = []
     _rt.encode_body(header, hv, out, None)
@@ -315,8 +321,12 @@ def response_correlation_id(frame: BufferLike) -> int:
     """The correlation id of a response frame (the first field of every header version)."""
     buf = _rt.as_buffer(frame)
     if len(buf) < 4:
-        raise ProtocolDecodeError(f"need 4 bytes, {len(buf)} remain", field="ResponseHeader.correlation_id",
-                                  offset=0, message_name="ResponseHeader")
+        raise ProtocolDecodeError(
+            f"need 4 bytes, {len(buf)} remain",
+            field="ResponseHeader.correlation_id",
+            offset=0,
+            message_name="ResponseHeader",
+        )
     correlation_id: int = _S_I.unpack_from(buf, 0)[0]
     return correlation_id
 

@@ -13,6 +13,7 @@ partition indexes, DeleteTopics' topic names) gives one element per value. Every
 error code (``error_code``, ``partition_error_code`` ...) is `code`, every nullable
 ``error_message`` in the version is `message`; everything else keeps the spec's default.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -90,19 +91,25 @@ def _mirror(request: Any, cls: Any, version: int, code: int, message: str | None
 
 #: arrays of plain values a request names its partitions or topics in (OffsetFetch's
 #: partition_indexes, DeleteTopics' topic_names): the response's element field they fill
-_VALUE_ARRAYS = {"[]int32": ("partition_index", "partition", "index", "partition_id"),
-                 "[]string": ("name", "topic", "topic_name", "group_id", "key", "transactional_id")}
+_VALUE_ARRAYS = {
+    "[]int32": ("partition_index", "partition", "index", "partition_id"),
+    "[]string": ("name", "topic", "topic_name", "group_id", "key", "transactional_id"),
+}
 #: what the name of such an array says it holds (not, say, DescribeConfigs' configuration_keys)
 _VALUE_NAMES = ("partition", "topic", "group", "coordinator_key", "transactional_id")
 
 
-def _from_values(request: Any, req_fields: dict[str, Field], cls: Any, version: int, code: int,
-                 message: str | None) -> list[Any]:
+def _from_values(
+    request: Any, req_fields: dict[str, Field], cls: Any, version: int, code: int, message: str | None
+) -> list[Any]:
     """The elements answering a request array of plain values (one per value), or []."""
     for src in req_fields.values():
         targets = _VALUE_ARRAYS.get(src.type)
-        if targets is None or (src.type == "[]int32") != ("partition" in src.name) or \
-                not any(n in src.name for n in _VALUE_NAMES):
+        if (
+            targets is None
+            or (src.type == "[]int32") != ("partition" in src.name)
+            or not any(n in src.name for n in _VALUE_NAMES)
+        ):
             continue
         target = next((f for f in cls._FIELDS if f.name in targets and _in(f, version)), None)
         if target is None:

@@ -90,21 +90,31 @@ class FrameTooLarge(InvalidFrame):
 class FrameReader:
     """Accumulates stream bytes and yields complete frames (see module docstring)."""
 
-    __slots__ = ("max_frame_size", "direct_min", "_ready", "_partial", "_partial_size", "_filled", "_in_place",
-                 "_after_large", "_prefix", "_error")
+    __slots__ = (
+        "max_frame_size",
+        "direct_min",
+        "_ready",
+        "_partial",
+        "_partial_size",
+        "_filled",
+        "_in_place",
+        "_after_large",
+        "_prefix",
+        "_error",
+    )
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, direct_min: int = DIRECT_MIN) -> None:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
         self.direct_min = direct_min
-        self._ready: deque[bytes | bytearray | memoryview] = deque()           # complete frames not yet returned
+        self._ready: deque[bytes | bytearray | memoryview] = deque()  # complete frames not yet returned
         self._partial: bytearray | None = None  # body of a frame whose size is known
         self._partial_size = 0
-        self._filled = 0                        # bytes of _partial received so far
-        self._in_place = False                  # _partial is allocated whole (else it grows by appending)
-        self._after_large = False               # the last frame completed was received in place
-        self._prefix = bytearray()             # 0-3 bytes of a size prefix
+        self._filled = 0  # bytes of _partial received so far
+        self._in_place = False  # _partial is allocated whole (else it grows by appending)
+        self._after_large = False  # the last frame completed was received in place
+        self._prefix = bytearray()  # 0-3 bytes of a size prefix
         self._error: InvalidFrame | None = None
 
     @property
@@ -131,8 +141,7 @@ class FrameReader:
         if size < 0:
             self._error = InvalidFrame(f"invalid frame size {size} (negative)", size)
         elif size > self.max_frame_size:
-            self._error = FrameTooLarge(
-                f"frame size {size} exceeds the maximum of {self.max_frame_size} bytes", size)
+            self._error = FrameTooLarge(f"frame size {size} exceeds the maximum of {self.max_frame_size} bytes", size)
         else:
             return True
         self._partial = None
@@ -172,7 +181,7 @@ class FrameReader:
         ``len()`` of it, then call ``direct_received``."""
         if self._in_place:
             assert self._partial is not None
-            return memoryview(self._partial)[self._filled:self._partial_size]
+            return memoryview(self._partial)[self._filled : self._partial_size]
         return None
 
     def direct_received(self, nbytes: int) -> None:
@@ -211,7 +220,7 @@ class FrameReader:
             need = self._partial_size - filled
             take = need if n >= need else n
             if self._in_place:
-                partial[filled:filled + take] = mv[:take]
+                partial[filled : filled + take] = mv[:take]
             else:
                 partial += mv[:take]
             if take < need:
@@ -223,7 +232,7 @@ class FrameReader:
         prefix = self._prefix
         if prefix:
             take = min(4 - len(prefix), n - i)
-            prefix += mv[i:i + take]
+            prefix += mv[i : i + take]
             i += take
             if len(prefix) < 4:
                 return
@@ -233,9 +242,9 @@ class FrameReader:
                 return
             take = min(size, n - i)
             if take < size:
-                self._start(size, mv[i:i + take])
+                self._start(size, mv[i : i + take])
                 return
-            ready.append(bytearray(mv[i:i + take]))
+            ready.append(bytearray(mv[i : i + take]))
             self._after_large = False
             i += take
         # 3. whole frames: one copy of the run of complete frames, sliced
@@ -254,7 +263,7 @@ class FrameReader:
         if spans:
             block = memoryview(bytearray(mv[start:i]))
             for off, size in spans:
-                ready.append(block[off:off + size])
+                ready.append(block[off : off + size])
             self._after_large = False
         if bad:
             self._check(_unpack_size(mv, i)[0])
@@ -262,7 +271,7 @@ class FrameReader:
         # 4. the tail: a partial frame or a partial size prefix
         rest = n - i
         if rest >= 4:
-            self._start(_unpack_size(mv, i)[0], mv[i + 4:n])
+            self._start(_unpack_size(mv, i)[0], mv[i + 4 : n])
         elif rest:
             self._prefix = bytearray(mv[i:n])
 

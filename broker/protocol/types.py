@@ -52,8 +52,15 @@ class ProtocolDecodeError(ValueError):
     offset in the decoded buffer) and ``reason``.
     """
 
-    def __init__(self, reason: str, *, field: str | None = None, offset: int | None = None,
-                 message_name: str | None = None, version: int | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        field: str | None = None,
+        offset: int | None = None,
+        message_name: str | None = None,
+        version: int | None = None,
+    ) -> None:
         self.reason = reason
         self.field = field
         self.offset = offset
@@ -89,8 +96,7 @@ class UnsupportedRequestError(ProtocolDecodeError):
     """
 
     def __init__(self, reason: str, header: Any, body_offset: int) -> None:
-        super().__init__(reason, field="RequestHeader.request_api_key", offset=0,
-                         message_name="RequestHeader")
+        super().__init__(reason, field="RequestHeader.request_api_key", offset=0, message_name="RequestHeader")
         self.header = header
         self.body_offset = body_offset
 

@@ -17,6 +17,7 @@ way twice). Before answering a forwarded write this broker waits until its own v
 read what the writer wrote (the offset the writer's answer carries): a client reads its
 own writes from the broker it wrote through.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,12 @@ from broker.security.acl import Authorizer, Operation, ResourceType
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json",
-                 "application/json", "application/octet-stream")
+CONTENT_TYPES = (
+    "application/vnd.schemaregistry.v1+json",
+    "application/vnd.schemaregistry+json",
+    "application/json",
+    "application/octet-stream",
+)
 OFFSET_HEADER = "x-kbroker-schemas-offset"
 FORWARDED_HEADER = "x-kbroker-forwarded"
 CLUSTER = "kafka-cluster"
@@ -56,14 +61,21 @@ def _error(exc: E.RestError) -> Response:
 
 class _Denied(E.RestError):
     def __init__(self, principal: str, operation: Operation, what: str):
-        super().__init__(403, 40301, f"User {principal.removeprefix('User:')} is denied operation "
-                                     f"{operation.name} on {what}")
+        super().__init__(
+            403, 40301, f"User {principal.removeprefix('User:')} is denied operation {operation.name} on {what}"
+        )
 
 
 class RegistryApi:
-    def __init__(self, registry: SchemaRegistry, schemas_log: SchemasLog,
-                 authenticator: BasicAuthenticator | None, authorizer: Callable[[], Authorizer | None],
-                 client: HttpClient, timeout_s: float):
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        schemas_log: SchemasLog,
+        authenticator: BasicAuthenticator | None,
+        authorizer: Callable[[], Authorizer | None],
+        client: HttpClient,
+        timeout_s: float,
+    ):
         self.registry = registry
         self.state = registry.state
         self.log = schemas_log
@@ -98,8 +110,11 @@ class RegistryApi:
         start): answered once it has read what was there, or after the timeout from what
         it has."""
         if not await self.state.wait_caught_up(self.timeout_s):
-            log.warning("schema registry: the view of %s has not caught up in %.0f s; answering from what it has",
-                        self.log.topic, self.timeout_s)
+            log.warning(
+                "schema registry: the view of %s has not caught up in %.0f s; answering from what it has",
+                self.log.topic,
+                self.timeout_s,
+            )
             self.state.mark_caught_up()
         result = self._handle(req)
         return result if isinstance(result, Response) else await result
@@ -187,8 +202,9 @@ class RegistryApi:
         elif head in ("config", "mode"):
             if n <= 2:
                 return self._settings(req, principal, head, seg[1] if n == 2 else None)
-        elif head == "compatibility" and n >= 3 and seg[1] == "subjects" and (n == 4 or n == 5) \
-                and seg[3] == "versions":
+        elif (
+            head == "compatibility" and n >= 3 and seg[1] == "subjects" and (n == 4 or n == 5) and seg[3] == "versions"
+        ):
             if m != "POST":
                 return self._method()
             self._authorize(principal, req, Operation.READ, seg[2])
@@ -221,8 +237,9 @@ class RegistryApi:
 
     def _may(self, principal: str, req: Request, operation: Operation, subject: str) -> bool:
         authorizer = self.authorizer()
-        return authorizer is None or authorizer.authorize(principal, req.peer, operation, ResourceType.TOPIC,
-                                                          topic_of(subject))
+        return authorizer is None or authorizer.authorize(
+            principal, req.peer, operation, ResourceType.TOPIC, topic_of(subject)
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -246,8 +263,9 @@ class RegistryApi:
             key = ("id", fmt)
             body = s.cache.get(key)
             if body is None:
-                body = s.cache[key] = json.dumps(self.registry.schema_json(schema_id, fmt), separators=(",", ":"),
-                                                 ensure_ascii=False).encode()
+                body = s.cache[key] = json.dumps(
+                    self.registry.schema_json(schema_id, fmt), separators=(",", ":"), ensure_ascii=False
+                ).encode()
             return Response(200, body)
         if sub == "schema":
             return self._raw(schema_id, req.query("format"))
@@ -279,8 +297,9 @@ class RegistryApi:
             names = [s for s in self.state.subject_names(True) if not self.state.has_subject(s)]
         else:
             names = self.state.subject_names(req.flag("deleted"))
-        return _json(200, [s for s in names if s.startswith(prefix)
-                           and self._may(principal, req, Operation.DESCRIBE, s)])
+        return _json(
+            200, [s for s in names if s.startswith(prefix) and self._may(principal, req, Operation.DESCRIBE, s)]
+        )
 
     def _versions(self, req: Request, subject: str) -> Response:
         deleted_only = req.flag("deletedOnly")
@@ -334,8 +353,7 @@ class RegistryApi:
 
     # ------------------------------------------------------------------ settings
 
-    def _settings(self, req: Request, principal: str, what: str, subject: str | None
-                  ) -> Response | Awaitable[Response]:
+    def _settings(self, req: Request, principal: str, what: str, subject: str | None) -> Response | Awaitable[Response]:
         m = req.method
         read_op, write_op = Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS
         if m == "GET":
@@ -360,7 +378,7 @@ class RegistryApi:
                 raise (E.invalid_compatibility(body) if what == "config" else E.invalid_mode(body))
             if what == "config":
                 level = body.get("compatibility", body.get("compatibilityLevel"))
-                self.registry.plan_config(subject, level)          # refused here before forwarding
+                self.registry.plan_config(subject, level)  # refused here before forwarding
                 return self._write(req, lambda: self.registry.plan_config(subject, level))
             mode, force = body.get("mode"), req.flag("force")
             self.registry.plan_mode(subject, mode, True)
@@ -421,13 +439,15 @@ class RegistryApi:
             return None
         _info, leader = found
         if leader == self.log.broker_id:
-            return None                     # about to take writes itself
+            return None  # about to take writes itself
         known = self.state.writers.get(leader)
         return known[1] if known is not None else None
 
     async def _forward(self, req: Request, url: str, deadline: float) -> Response | None:
-        headers = {FORWARDED_HEADER: "1",
-                   "Content-Type": req.headers.get("content-type", "application/vnd.schemaregistry.v1+json")}
+        headers = {
+            FORWARDED_HEADER: "1",
+            "Content-Type": req.headers.get("content-type", "application/vnd.schemaregistry.v1+json"),
+        }
         if "authorization" in req.headers:
             headers["Authorization"] = req.headers["authorization"]
         try:
@@ -442,7 +462,7 @@ class RegistryApi:
             except (ValueError, AttributeError):
                 code = None
             if code in (50002, 50003, 50004):
-                return None                 # the writer moved, or was not ready: again
+                return None  # the writer moved, or was not ready: again
         offset = got.get(OFFSET_HEADER)
         if offset is not None:
             remaining = max(deadline - time.monotonic(), 0.1)

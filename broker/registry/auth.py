@@ -36,6 +36,7 @@ namespace). Like Redpanda's registry ACLs, operations are Kafka's:
                                                       subjects the schema is registered under
     GET    /, /schemas/types, /contexts               any authenticated principal
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,7 +59,7 @@ ANONYMOUS = "User:ANONYMOUS"
 def topic_of(subject: str) -> str:
     for suffix in ("-value", "-key"):
         if subject.endswith(suffix) and len(subject) > len(suffix):
-            return subject[:-len(suffix)]
+            return subject[: -len(suffix)]
     return subject
 
 

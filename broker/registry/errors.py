@@ -1,6 +1,7 @@
 """The registry's errors as Confluent's REST API answers them: an HTTP status and a body
 {"error_code": N, "message": "..."} with Confluent's codes and messages
 (io.confluent.kafka.schemaregistry.rest.exceptions.Errors)."""
+
 from __future__ import annotations
 
 
@@ -33,13 +34,15 @@ def subject_not_soft_deleted(subject: str) -> RestError:
 
 
 def version_soft_deleted(subject: str, version: int) -> RestError:
-    return RestError(404, 40406, f"Subject '{subject}' Version {version} was soft deleted.Set permanent=true to "
-                                 "delete permanently")
+    return RestError(
+        404, 40406, f"Subject '{subject}' Version {version} was soft deleted.Set permanent=true to delete permanently"
+    )
 
 
 def version_not_soft_deleted(subject: str, version: int) -> RestError:
-    return RestError(404, 40407, f"Subject '{subject}' Version {version} was not deleted first before being "
-                                 "permanently deleted")
+    return RestError(
+        404, 40407, f"Subject '{subject}' Version {version} was not deleted first before being permanently deleted"
+    )
 
 
 def no_subject_compatibility(subject: str) -> RestError:
@@ -59,18 +62,27 @@ def invalid_schema(message: str) -> RestError:
 
 
 def invalid_version(version: str) -> RestError:
-    return RestError(422, 42202, f"The specified version '{version}' is not a valid version id. Allowed values are "
-                                 "between [1, 2^31-1] and the string \"latest\"")
+    return RestError(
+        422,
+        42202,
+        f"The specified version '{version}' is not a valid version id. Allowed values are "
+        'between [1, 2^31-1] and the string "latest"',
+    )
 
 
 def invalid_compatibility(level: object) -> RestError:
-    return RestError(422, 42203, "Invalid compatibility level. Valid values are none, backward, forward, full, "
-                                 "backward_transitive, forward_transitive, and full_transitive")
+    return RestError(
+        422,
+        42203,
+        "Invalid compatibility level. Valid values are none, backward, forward, full, "
+        "backward_transitive, forward_transitive, and full_transitive",
+    )
 
 
 def invalid_mode(mode: object) -> RestError:
-    return RestError(422, 42204, "Invalid mode. Valid values are READWRITE, READONLY, READONLY_OVERRIDE, IMPORT "
-                                 "and FORWARD.")
+    return RestError(
+        422, 42204, "Invalid mode. Valid values are READWRITE, READONLY, READONLY_OVERRIDE, IMPORT and FORWARD."
+    )
 
 
 def not_permitted(message: str) -> RestError:
@@ -78,8 +90,11 @@ def not_permitted(message: str) -> RestError:
 
 
 def reference_exists(subject: str, version: int) -> RestError:
-    return RestError(422, 42206, f"One or more references exist to the schema {{magic=1,keytype=SCHEMA,"
-                                 f"subject={subject},version={version}}}.")
+    return RestError(
+        422,
+        42206,
+        f"One or more references exist to the schema {{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.",
+    )
 
 
 def id_does_not_match(message: str) -> RestError:

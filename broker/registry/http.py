@@ -14,6 +14,7 @@ asyncio transport's (Python's ssl), its handshake bounded by HEAD_TIMEOUT_S.
 
 Runs on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,11 +38,26 @@ IDLE_S = 600.0
 SWEEP_S = 5.0
 JSON_TYPE = b"application/vnd.schemaregistry.v1+json"
 
-_REASONS = {100: "Continue", 200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
-            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-            411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
-            422: "Unprocessable Entity", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
-            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
+_REASONS = {
+    100: "Continue",
+    200: "OK",
+    204: "No Content",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    411: "Length Required",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
 
 
 @dataclass
@@ -85,8 +101,15 @@ Handler = Callable[[Request], Response | Awaitable[Response]]
 
 
 class HttpServer:
-    def __init__(self, handler: Handler, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
-                 max_body: int = 16 * 1024 * 1024, name: str = "schema registry"):
+    def __init__(
+        self,
+        handler: Handler,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        max_body: int = 16 * 1024 * 1024,
+        name: str = "schema registry",
+    ):
         self.handler = handler
         self.host = host
         self.port = port
@@ -101,12 +124,19 @@ class HttpServer:
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: _Connection(self), self.host or None, self.port, family=socket.AF_UNSPEC,
-                reuse_address=True, ssl=self.ssl_context, backlog=1024,
-                ssl_handshake_timeout=HEAD_TIMEOUT_S if self.ssl_context is not None else None)
+                lambda: _Connection(self),
+                self.host or None,
+                self.port,
+                family=socket.AF_UNSPEC,
+                reuse_address=True,
+                ssl=self.ssl_context,
+                backlog=1024,
+                ssl_handshake_timeout=HEAD_TIMEOUT_S if self.ssl_context is not None else None,
+            )
         except OSError as exc:
-            raise OSError(f"{self.name}: cannot listen on {self.host or '*'}:{self.port}: "
-                          f"{exc.strerror or exc}") from None
+            raise OSError(
+                f"{self.name}: cannot listen on {self.host or '*'}:{self.port}: {exc.strerror or exc}"
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
 
@@ -140,7 +170,7 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
-        self.busy = False               # a handler's task runs: nothing more is read until it answers
+        self.busy = False  # a handler's task runs: nothing more is read until it answers
         self.closing = False
         self.last_active = time.monotonic()
         self.peer = "?"
@@ -212,15 +242,25 @@ class _Connection(asyncio.Protocol):
         if self.transport is None or self.closing:
             return
         extra = b"".join(b"%s: %s\r\n" % h for h in r.headers)
-        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
-            r.status, _REASONS.get(r.status, "Unknown").encode(), r.content_type, len(r.body), extra,
-            b"" if keep_alive else b"Connection: close\r\n", r.body))
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s"
+            % (
+                r.status,
+                _REASONS.get(r.status, "Unknown").encode(),
+                r.content_type,
+                len(r.body),
+                extra,
+                b"" if keep_alive else b"Connection: close\r\n",
+                r.body,
+            )
+        )
         if not keep_alive:
             self.closing = True
             self.transport.close()
 
     def _fail(self, status: int, message: str) -> None:
         import json
+
         body = json.dumps({"error_code": status, "message": message}).encode()
         self._send(Response(status, body), keep_alive=False)
 
@@ -280,7 +320,7 @@ class _Connection(asyncio.Protocol):
             if len(buf) < body_start + length:
                 self._maybe_continue(headers)
                 return None
-            body = bytes(buf[body_start:body_start + length])
+            body = bytes(buf[body_start : body_start + length])
             consumed = body_start + length
         del buf[:consumed]
         self._continue_sent = False
@@ -289,8 +329,11 @@ class _Connection(asyncio.Protocol):
         return Request(method, target, headers, body, self.peer), keep_alive
 
     def _maybe_continue(self, headers: dict[str, str]) -> None:
-        if headers.get("expect", "").lower() == "100-continue" and not self._continue_sent \
-                and self.transport is not None:
+        if (
+            headers.get("expect", "").lower() == "100-continue"
+            and not self._continue_sent
+            and self.transport is not None
+        ):
             self._continue_sent = True
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -317,7 +360,7 @@ def _dechunk(buf: bytearray, pos: int, limit: int) -> tuple[bytes, int] | str | 
             return "too large"
         if len(buf) < pos + size + 2:
             return None
-        out += buf[pos:pos + size]
+        out += buf[pos : pos + size]
         pos += size + 2
 
 
@@ -326,6 +369,7 @@ def _internal_error() -> Response:
 
 
 # ---------------------------------------------------------------------------- the client
+
 
 class HttpClient:
     """Requests to another broker's registry (forwarded writes): one persistent
@@ -336,14 +380,16 @@ class HttpClient:
         self.timeout = timeout
         self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
 
-    async def request(self, url: str, method: str, target: str, headers: dict[str, str], body: bytes
-                      ) -> tuple[int, dict[str, str], bytes]:
+    async def request(
+        self, url: str, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body); OSError or asyncio.TimeoutError when the other side
         cannot be reached or does not answer."""
         return await wait_for(self._request(url, method, target, headers, body), self.timeout)
 
-    async def _request(self, url: str, method: str, target: str, headers: dict[str, str], body: bytes
-                       ) -> tuple[int, dict[str, str], bytes]:
+    async def _request(
+        self, url: str, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         u = urlsplit(url)
         pool = self._idle.setdefault(url, [])
         for attempt in range(2):
@@ -352,8 +398,11 @@ class HttpClient:
                 reader, writer = pool.pop()
             else:
                 reader, writer = await asyncio.open_connection(
-                    u.hostname, u.port, ssl=self.ssl_context if u.scheme == "https" else None,
-                    server_hostname=u.hostname if u.scheme == "https" else None)
+                    u.hostname,
+                    u.port,
+                    ssl=self.ssl_context if u.scheme == "https" else None,
+                    server_hostname=u.hostname if u.scheme == "https" else None,
+                )
             try:
                 head = [f"{method} {target} HTTP/1.1", f"Host: {u.netloc}", f"Content-Length: {len(body)}"]
                 head += [f"{k}: {v}" for k, v in headers.items()]
@@ -373,7 +422,7 @@ class HttpClient:
                 writer.close()
                 if fresh or attempt:
                     raise OSError(f"{url}: {exc}") from None
-                continue            # a kept connection the other side had closed: once more, afresh
+                continue  # a kept connection the other side had closed: once more, afresh
             if got.get("connection", "").lower() == "close":
                 writer.close()
             else:

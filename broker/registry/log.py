@@ -29,6 +29,7 @@ any record or NOOP names. An id given in a record that a failover truncated (nev
 acknowledged, never in any view: views read below the high watermark) may be given
 again.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -97,9 +98,17 @@ class NotWriter(Exception):
 
 
 class SchemasLog:
-    def __init__(self, topic: str, broker_id: int, state: RegistryState, writer: PartitionWriter,
-                 metadata: TopicReader, create_topic: Callable[[], Awaitable[None]], url: str,
-                 timeout_s: float = 30.0):
+    def __init__(
+        self,
+        topic: str,
+        broker_id: int,
+        state: RegistryState,
+        writer: PartitionWriter,
+        metadata: TopicReader,
+        create_topic: Callable[[], Awaitable[None]],
+        url: str,
+        timeout_s: float = 30.0,
+    ):
         self.topic = topic
         self.tp = TopicPartition(topic, 0)
         self.broker_id = broker_id
@@ -163,7 +172,7 @@ class SchemasLog:
         found = self._leader()
         if found is None:
             if self.metadata.topic(self.topic) is None and getattr(self.metadata, "initialized", True):
-                self.state.mark_caught_up()         # no _schemas yet: nothing to read
+                self.state.mark_caught_up()  # no _schemas yet: nothing to read
             await self.metadata.wait_for(lambda: self._leader() is not None, 1.0)
             return
         info, leader = found
@@ -179,17 +188,43 @@ class SchemasLog:
         if ch is None or (ch.host, ch.port) != (broker.host, broker.port):
             if ch is not None:
                 await ch.close()
-            ch = self._channels[leader] = BrokerChannel(broker.host, broker.port,
-                                                        client_id=f"broker-{self.broker_id}-schema-registry",
-                                                        request_timeout=self.timeout_s, reconnect_backoff=RETRY_S)
+            ch = self._channels[leader] = BrokerChannel(
+                broker.host,
+                broker.port,
+                client_id=f"broker-{self.broker_id}-schema-registry",
+                request_timeout=self.timeout_s,
+                reconnect_backoff=RETRY_S,
+            )
         F = FetchRequest
         start = self.state.next_offset
-        req = F(replica_id=-1, replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1),
-                max_wait_ms=FETCH_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
-                session_epoch=-1, topics=[F.FetchTopic(topic=self.topic, topic_id=info.topic_id, partitions=[
-                    F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=start, last_fetched_epoch=-1,
-                                     log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)])],
-                forgotten_topics_data=[], rack_id="")
+        req = F(
+            replica_id=-1,
+            replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1),
+            max_wait_ms=FETCH_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                F.FetchTopic(
+                    topic=self.topic,
+                    topic_id=info.topic_id,
+                    partitions=[
+                        F.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=start,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=FETCH_MAX_BYTES,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         try:
             resp = await ch.request(req, timeout=self.timeout_s)
         except ChannelError as exc:
@@ -220,8 +255,12 @@ class SchemasLog:
             self.state.mark_caught_up()
 
     def _restart(self, offset: int, was: int) -> None:
-        log.warning("schema registry: %s offset %d is gone (log start or end moved); reading again from %d",
-                    self.topic, was, offset)
+        log.warning(
+            "schema registry: %s offset %d is gone (log start or end moved); reading again from %d",
+            self.topic,
+            was,
+            offset,
+        )
         if offset == 0:
             self.state.reset()
         else:
@@ -246,8 +285,9 @@ class SchemasLog:
     def leadership_changed(self, became_leader: Any, became_follower: Any) -> None:
         """The replica manager's leadership listener."""
         if self.tp in became_follower and self.writer_epoch >= 0:
-            log.info("schema registry: broker %d no longer leads %s: it stops taking writes", self.broker_id,
-                     self.topic)
+            log.info(
+                "schema registry: broker %d no longer leads %s: it stops taking writes", self.broker_id, self.topic
+            )
             self._stop_writing()
         if self.tp in became_leader:
             self._stop_writing()
@@ -276,16 +316,20 @@ class SchemasLog:
                     if not await self.state.wait_for(end, self.timeout_s):
                         raise E.timeout("the NOOP of the new writer was not read back")
                 self._ready.set()
-                log.info("schema registry: broker %d takes writes for %s (leader epoch %d, next id above %d)",
-                         self.broker_id, self.topic, epoch, self.state.max_id)
+                log.info(
+                    "schema registry: broker %d takes writes for %s (leader epoch %d, next id above %d)",
+                    self.broker_id,
+                    self.topic,
+                    epoch,
+                    self.state.max_id,
+                )
                 return
             except asyncio.CancelledError:
                 raise
             except NotWriter:
                 return
             except Exception as exc:
-                log.warning("schema registry: broker %d cannot take writes yet (%s); trying again", self.broker_id,
-                            exc)
+                log.warning("schema registry: broker %d cannot take writes yet (%s); trying again", self.broker_id, exc)
                 await asyncio.sleep(0.5)
 
     async def _catch_up(self) -> None:

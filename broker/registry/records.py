@@ -32,6 +32,7 @@ schema's record is compacted away: the last NOOP is never compacted) and where t
 writer (the leader of `_schemas`' partition) takes writes, so the other brokers know
 where to forward them.
 """
+
 from __future__ import annotations
 
 import json
@@ -122,13 +123,22 @@ def noop_value(max_id: int, broker: int, epoch: int, url: str) -> bytes:
 
 # ---------------------------------------------------------------------------- decoding
 
+
 def decode_key(raw: bytes) -> dict[str, Any]:
     try:
         key = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptRecord(f"the key is not JSON ({exc})") from None
     if not isinstance(key, dict) or key.get("keytype") not in (
-            "SCHEMA", "CONFIG", "MODE", "NOOP", "DELETE_SUBJECT", "CLEAR_SUBJECT", "CONTEXT", "ASSOC"):
+        "SCHEMA",
+        "CONFIG",
+        "MODE",
+        "NOOP",
+        "DELETE_SUBJECT",
+        "CLEAR_SUBJECT",
+        "CONTEXT",
+        "ASSOC",
+    ):
         raise CorruptRecord(f"unknown key {raw[:200]!r}")
     if key["keytype"] == "SCHEMA":
         if not isinstance(key.get("subject"), str) or not _is_int(key.get("version")):
@@ -155,11 +165,16 @@ def decode_value(raw: bytes) -> dict[str, Any]:
 def decode_schema_value(key: dict[str, Any], raw: bytes) -> SchemaValue:
     v = decode_value(raw)
     try:
-        refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                     for r in v.get("references") or ())
-        out = SchemaValue(subject=str(v.get("subject", key["subject"])), version=int(v.get("version", key["version"])),
-                          id=int(v["id"]), schema_type=str(v.get("schemaType") or "AVRO"), references=refs,
-                          schema=v["schema"], deleted=bool(v.get("deleted", False)))
+        refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in v.get("references") or ())
+        out = SchemaValue(
+            subject=str(v.get("subject", key["subject"])),
+            version=int(v.get("version", key["version"])),
+            id=int(v["id"]),
+            schema_type=str(v.get("schemaType") or "AVRO"),
+            references=refs,
+            schema=v["schema"],
+            deleted=bool(v.get("deleted", False)),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"a SCHEMA value without {exc}") from None
     if not isinstance(out.schema, str) or out.id < 0 or out.version < 1:

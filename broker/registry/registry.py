@@ -17,6 +17,7 @@ Registration, as Confluent's:
   (else the global one, else BACKWARD) asks; its version is one above the subject's
   highest, deleted versions included.
 """
+
 from __future__ import annotations
 
 import collections
@@ -60,15 +61,21 @@ class SchemaRequest:
             try:
                 refs.append(R.Reference(str(r["name"]), str(r["subject"]), int(r["version"])))
             except (KeyError, TypeError, ValueError):
-                raise E.invalid_schema(f"Invalid schema reference {r!r}: name, subject and version are needed") \
-                    from None
+                raise E.invalid_schema(
+                    f"Invalid schema reference {r!r}: name, subject and version are needed"
+                ) from None
         ident, version = body.get("id"), body.get("version")
         if ident is not None and (not isinstance(ident, int) or isinstance(ident, bool)):
             raise E.invalid_schema("Invalid schema: id is not an integer")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise E.invalid_schema("Invalid schema: version is not an integer")
-        return cls(schema, schema_type.upper(), tuple(refs), ident if ident is not None and ident >= 0 else None,
-                   version if version is not None and version > 0 else None)
+        return cls(
+            schema,
+            schema_type.upper(),
+            tuple(refs),
+            ident if ident is not None and ident >= 0 else None,
+            version if version is not None and version > 0 else None,
+        )
 
 
 def parse_version(text: str) -> int:
@@ -91,19 +98,23 @@ class SchemaRegistry:
 
     # ------------------------------------------------------------------ parsing
 
-    def resolve(self, refs: Sequence[R.Reference], seen: frozenset[tuple[str, int]] = frozenset()
-                ) -> tuple[Resolved, ...]:
+    def resolve(
+        self, refs: Sequence[R.Reference], seen: frozenset[tuple[str, int]] = frozenset()
+    ) -> tuple[Resolved, ...]:
         out = []
         for r in refs:
             if (r.subject, r.version) in seen:
                 raise E.invalid_schema(f"Invalid schema: circular reference to {r.subject} version {r.version}")
             v = self._version(r.subject, r.version, deleted=True)
             if v is None:
-                raise E.invalid_schema(f"Invalid schema: reference {r.name} names subject {r.subject!r} version "
-                                       f"{r.version}, which does not exist")
+                raise E.invalid_schema(
+                    f"Invalid schema: reference {r.name} names subject {r.subject!r} version "
+                    f"{r.version}, which does not exist"
+                )
             s = self.state.schemas[v.id]
-            out.append(Resolved(r.name, s.schema_type, s.text,
-                                self.resolve(s.references, seen | {(r.subject, r.version)})))
+            out.append(
+                Resolved(r.name, s.schema_type, s.text, self.resolve(s.references, seen | {(r.subject, r.version)}))
+            )
         return tuple(out)
 
     def parse(self, schema_type: str, text: str, refs: Sequence[R.Reference]) -> Any:
@@ -116,6 +127,7 @@ class SchemaRegistry:
             parsed = parse(schema_type, text, self.resolve(refs))
             if schema_type == "JSON":
                 from broker.registry.compat.jsonschema import check_refs
+
                 try:
                     check_refs(parsed)
                 except ValueError as exc:
@@ -239,7 +251,7 @@ class SchemaRegistry:
         v = self._version(subject, version)
         if v is None:
             if version == -1:
-                return []                   # nothing to be compatible with, as Confluent's
+                return []  # nothing to be compatible with, as Confluent's
             raise E.version_not_found(version)
         if level == "NONE":
             return []
@@ -248,8 +260,9 @@ class SchemaRegistry:
 
     # ------------------------------------------------------------------ plans (run by the writer)
 
-    def plan_register(self, subject: str, req: SchemaRequest, normalize: bool = False
-                      ) -> tuple[dict[str, Any], list[tuple[bytes, bytes | None]]]:
+    def plan_register(
+        self, subject: str, req: SchemaRequest, normalize: bool = False
+    ) -> tuple[dict[str, Any], list[tuple[bytes, bytes | None]]]:
         mode = self.mode(subject)
         if mode in ("READONLY", "READONLY_OVERRIDE"):
             raise E.not_permitted(f"Subject {subject} is in read-only mode")
@@ -267,8 +280,7 @@ class SchemaRegistry:
             if known is not None and known.identity != identity:
                 raise E.id_does_not_match(f"Schema already registered with id {req.id} is a different schema")
             if schema_id is not None and schema_id != req.id:
-                raise E.id_does_not_match(f"Schema already registered with id {schema_id} instead of input id "
-                                          f"{req.id}")
+                raise E.id_does_not_match(f"Schema already registered with id {schema_id} instead of input id {req.id}")
             schema_id = req.id
         all_versions = self.state.versions(subject, deleted=True)
         new_version = (all_versions[-1].version + 1) if all_versions else 1
@@ -283,16 +295,23 @@ class SchemaRegistry:
             problems, at = check(level, parsed, previous)
             if problems:
                 old = live[at]
-                details = [*problems, f"{{oldSchemaVersion: {old.version}}}",
-                           f"{{oldSchema: '{self.state.schemas[old.id].text}'}}",
-                           f"{{compatibility: '{level}'}}"]
-                raise E.incompatible(f"Schema being registered is incompatible with an earlier schema for subject "
-                                     f"\"{subject}\", details: [{', '.join(details)}]")
+                details = [
+                    *problems,
+                    f"{{oldSchemaVersion: {old.version}}}",
+                    f"{{oldSchema: '{self.state.schemas[old.id].text}'}}",
+                    f"{{compatibility: '{level}'}}",
+                ]
+                raise E.incompatible(
+                    f"Schema being registered is incompatible with an earlier schema for subject "
+                    f'"{subject}", details: [{", ".join(details)}]'
+                )
         if schema_id is None:
             schema_id = self.state.max_id + 1
         value = R.SchemaValue(subject, new_version, schema_id, req.schema_type, req.references, parsed.canonical)
-        return (self._registered(schema_id, new_version, req),
-                [(R.schema_key(subject, new_version), R.schema_value(value))])
+        return (
+            self._registered(schema_id, new_version, req),
+            [(R.schema_key(subject, new_version), R.schema_value(value))],
+        )
 
     @staticmethod
     def _registered(schema_id: int, version: int, req: SchemaRequest) -> dict[str, Any]:
@@ -311,8 +330,9 @@ class SchemaRegistry:
         if self.mode(subject) in ("READONLY", "READONLY_OVERRIDE"):
             raise E.not_permitted(f"Subject {subject} is in read-only mode")
 
-    def plan_delete_version(self, subject: str, version: int, permanent: bool
-                            ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
+    def plan_delete_version(
+        self, subject: str, version: int, permanent: bool
+    ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         self._check_writable(subject)
         if not self.state.has_subject(subject, deleted=True):
             raise E.subject_not_found(subject)
@@ -348,8 +368,7 @@ class SchemaRegistry:
                 raise E.subject_not_soft_deleted(subject)
         numbers = [v.version for v in versions]
         if not permanent:
-            return numbers, [(R.subject_key("DELETE_SUBJECT", subject),
-                              R.delete_subject_value(subject, numbers[-1]))]
+            return numbers, [(R.subject_key("DELETE_SUBJECT", subject), R.delete_subject_value(subject, numbers[-1]))]
         records: list[tuple[bytes, bytes | None]] = [(R.schema_key(subject, n), None) for n in reversed(numbers)]
         return numbers, records + self._drop_settings(subject) + [self._id_floor()]
 
@@ -378,12 +397,16 @@ class SchemaRegistry:
     def plan_delete_config(self, subject: str | None) -> tuple[dict[str, Any], list[tuple[bytes, bytes | None]]]:
         current = self.state.config(subject)
         if subject is not None and current is None:
-            raise E.subject_not_found(subject) if not self.state.has_subject(subject, True) \
+            raise (
+                E.subject_not_found(subject)
+                if not self.state.has_subject(subject, True)
                 else E.no_subject_compatibility(subject)
+            )
         return {"compatibilityLevel": current or DEFAULT_LEVEL}, [(R.subject_key("CONFIG", subject), None)]
 
-    def plan_mode(self, subject: str | None, mode: Any, force: bool) -> tuple[dict[str, Any],
-                                                                              list[tuple[bytes, bytes | None]]]:
+    def plan_mode(
+        self, subject: str | None, mode: Any, force: bool
+    ) -> tuple[dict[str, Any], list[tuple[bytes, bytes | None]]]:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise E.invalid_mode(mode)
         mode = mode.upper()
@@ -396,8 +419,11 @@ class SchemaRegistry:
     def plan_delete_mode(self, subject: str) -> tuple[dict[str, Any], list[tuple[bytes, bytes | None]]]:
         current = self.state.mode(subject)
         if current is None:
-            raise E.subject_not_found(subject) if not self.state.has_subject(subject, True) \
+            raise (
+                E.subject_not_found(subject)
+                if not self.state.has_subject(subject, True)
                 else E.no_subject_mode(subject)
+            )
         return {"mode": current}, [(R.subject_key("MODE", subject), None)]
 
 

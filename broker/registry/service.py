@@ -14,6 +14,7 @@ the broker (validation on produce): a frozenset kept current by the view, one di
 The parsing of each schema type is broker/registry/formats/, which knows nothing of the
 broker (a reader of registry-framed records can use it as it is).
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,9 +44,16 @@ def _split(text: str) -> tuple[str, str, int]:
 
 
 class RegistryService:
-    def __init__(self, config: BrokerConfig, broker_id: int, writer: PartitionWriter, metadata: TopicReader,
-                 credential: Callable[[str, str], Any], authorizer: Callable[[], Authorizer | None],
-                 create_topic: Callable[[str, int, int, dict[str, str]], Awaitable[object]]):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        writer: PartitionWriter,
+        metadata: TopicReader,
+        credential: Callable[[str, str], Any],
+        authorizer: Callable[[], Authorizer | None],
+        create_topic: Callable[[str, int, int, dict[str, str]], Awaitable[object]],
+    ):
         self.config = config
         self.broker_id = broker_id
         self.metadata = metadata
@@ -57,8 +65,9 @@ class RegistryService:
         self.registry = SchemaRegistry(self.state)
         self.log = SchemasLog(self.topic, broker_id, self.state, writer, metadata, self._ensure_topic, "", timeout_s)
         self.log.on_writer_identity = self._writer_identity
-        authenticator = BasicAuthenticator(credential) \
-            if config["schema.registry.authentication.method"] == "BASIC" else None
+        authenticator = (
+            BasicAuthenticator(credential) if config["schema.registry.authentication.method"] == "BASIC" else None
+        )
         self.client = HttpClient(timeout=timeout_s)
         self.api = RegistryApi(self.registry, self.log, authenticator, authorizer, self.client, timeout_s)
         self.server: HttpServer | None = None
@@ -73,12 +82,14 @@ class RegistryService:
         ssl_context = client_context = None
         if self.scheme == "https":
             from broker.security.tls import SslSettings, client_context as make_client, server_context
+
             settings = SslSettings.from_config(self.config, TLS_LISTENER)
             ssl_context = server_context(settings)
             client_context = make_client(settings)
         self.client.ssl_context = client_context
-        self.server = HttpServer(self.api.handle, self.host, self.port, ssl_context,
-                                 self.config["schema.registry.max.request.bytes"])
+        self.server = HttpServer(
+            self.api.handle, self.host, self.port, ssl_context, self.config["schema.registry.max.request.bytes"]
+        )
         await self.server.start()
         advertised = self.config["schema.registry.advertised.listener"]
         if advertised:
@@ -89,8 +100,14 @@ class RegistryService:
         self.url = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
         self.log.url = self.url
         self.log.start()
-        log.info("broker %d: schema registry at %s://%s:%d (schemas in %s)", self.broker_id, self.scheme,
-                 self.host or "*", self.server.port, self.topic)
+        log.info(
+            "broker %d: schema registry at %s://%s:%d (schemas in %s)",
+            self.broker_id,
+            self.scheme,
+            self.host or "*",
+            self.server.port,
+            self.topic,
+        )
 
     async def close(self) -> None:
         if self.server is not None:
@@ -106,14 +123,25 @@ class RegistryService:
         alive = max(len(self.metadata.brokers()), 1)
         rf = min(wanted, alive)
         if rf < wanted:
-            log.warning("creating %s with replication factor %d: schema.registry.topic.replication.factor is %d "
-                        "but only %d brokers are alive", self.topic, rf, wanted, alive)
+            log.warning(
+                "creating %s with replication factor %d: schema.registry.topic.replication.factor is %d "
+                "but only %d brokers are alive",
+                self.topic,
+                rf,
+                wanted,
+                alive,
+            )
         try:
-            await self._create_topic(self.topic, 1, rf, {
-                "cleanup.policy": "compact",
-                "min.insync.replicas": str(min(2, rf)),
-                "unclean.leader.election.enable": "false",
-            })
+            await self._create_topic(
+                self.topic,
+                1,
+                rf,
+                {
+                    "cleanup.policy": "compact",
+                    "min.insync.replicas": str(min(2, rf)),
+                    "unclean.leader.election.enable": "false",
+                },
+            )
         except KafkaProtocolError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise

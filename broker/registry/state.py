@@ -19,6 +19,7 @@ Invariants:
 
 Everything runs on the broker's event loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -94,7 +95,7 @@ class RegistryState:
         """Forgets everything (the topic is read again from its start); waiters and
         listeners stay."""
         listeners, waiters, caught_up, event = self.listeners, self._waiters, self.caught_up, self._caught_up
-        self.__init__()             # type: ignore[misc]
+        self.__init__()  # type: ignore[misc]
         self.listeners, self._waiters, self.caught_up, self._caught_up = listeners, waiters, caught_up, event
         for fn in listeners:
             fn()
@@ -165,7 +166,7 @@ class RegistryState:
             await wait_for(asyncio.shield(fut), timeout)
             return True
         except asyncio.TimeoutError:
-            fut.cancel()                    # dropped from the waiters at the next wake
+            fut.cancel()  # dropped from the waiters at the next wake
             return self.next_offset >= offset
 
     def mark_caught_up(self) -> None:
@@ -262,8 +263,11 @@ class RegistryState:
                 if isinstance(max_id, int):
                     self.max_id = max(self.max_id, max_id)
                 writer = value.get("writer")
-                if isinstance(writer, dict) and isinstance(writer.get("broker"), int) \
-                        and isinstance(writer.get("url"), str):
+                if (
+                    isinstance(writer, dict)
+                    and isinstance(writer.get("broker"), int)
+                    and isinstance(writer.get("url"), str)
+                ):
                     self.writers[writer["broker"]] = (int(writer.get("epoch", -1)), writer["url"])
         # CONTEXT and ASSOC records (Confluent's contexts and associations) are not used here
 
@@ -271,8 +275,10 @@ class RegistryState:
         identity = (v.schema_type, v.schema, v.references)
         known = self.schemas.get(v.id)
         if known is not None and known.identity != identity:
-            raise R.CorruptRecord(f"schema id {v.id} for subject {v.subject!r} version {v.version} names another "
-                                  f"schema than the one it was first given to; the record is not applied")
+            raise R.CorruptRecord(
+                f"schema id {v.id} for subject {v.subject!r} version {v.version} names another "
+                f"schema than the one it was first given to; the record is not applied"
+            )
         versions = self.subjects.setdefault(v.subject, {})
         old = versions.get(v.version)
         if old is not None and old.id != v.id:
@@ -312,4 +318,3 @@ class RegistryState:
             self._live_ids[subject] = live
         else:
             self._live_ids.pop(subject, None)
-

@@ -20,6 +20,7 @@ for "*", and by (type, prefix) (a name's prefixes are probed, one dict read each
 each decision is cached by (principal, host, operation, type, name) until the ACLs change
 — a request's check is one dict read.
 """
+
 from __future__ import annotations
 
 import enum
@@ -78,19 +79,36 @@ WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 
 #: an ALLOW of one of these operations also allows the key (Kafka's implied operations)
-IMPLIED_BY = {Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
-              Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,)}
+IMPLIED_BY = {
+    Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
+    Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,),
+}
 
 #: Kafka's names in ZooKeeper's JSON and paths (SecurityUtils, AclEntry)
-RESOURCE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-                  ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
-                  ResourceType.USER: "User"}
-OPERATION_NAMES = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write", Operation.CREATE: "Create",
-                   Operation.DELETE: "Delete", Operation.ALTER: "Alter", Operation.DESCRIBE: "Describe",
-                   Operation.CLUSTER_ACTION: "ClusterAction", Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
-                   Operation.ALTER_CONFIGS: "AlterConfigs", Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
-                   Operation.CREATE_TOKENS: "CreateTokens", Operation.DESCRIBE_TOKENS: "DescribeTokens",
-                   Operation.TWO_PHASE_COMMIT: "TwoPhaseCommit"}
+RESOURCE_NAMES = {
+    ResourceType.TOPIC: "Topic",
+    ResourceType.GROUP: "Group",
+    ResourceType.CLUSTER: "Cluster",
+    ResourceType.TRANSACTIONAL_ID: "TransactionalId",
+    ResourceType.DELEGATION_TOKEN: "DelegationToken",
+    ResourceType.USER: "User",
+}
+OPERATION_NAMES = {
+    Operation.ALL: "All",
+    Operation.READ: "Read",
+    Operation.WRITE: "Write",
+    Operation.CREATE: "Create",
+    Operation.DELETE: "Delete",
+    Operation.ALTER: "Alter",
+    Operation.DESCRIBE: "Describe",
+    Operation.CLUSTER_ACTION: "ClusterAction",
+    Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
+    Operation.ALTER_CONFIGS: "AlterConfigs",
+    Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
+    Operation.CREATE_TOKENS: "CreateTokens",
+    Operation.DESCRIBE_TOKENS: "DescribeTokens",
+    Operation.TWO_PHASE_COMMIT: "TwoPhaseCommit",
+}
 PERMISSION_NAMES = {Permission.ALLOW: "Allow", Permission.DENY: "Deny"}
 
 
@@ -109,8 +127,10 @@ class AclBinding:
         return self.resource_type, self.name, self.pattern_type
 
     def __str__(self) -> str:
-        return (f"{self.permission.name} {self.principal} {self.operation.name} from {self.host} on "
-                f"{self.resource_type.name}:{self.pattern_type.name}:{self.name}")
+        return (
+            f"{self.permission.name} {self.principal} {self.operation.name} from {self.host} on "
+            f"{self.resource_type.name}:{self.pattern_type.name}:{self.name}"
+        )
 
 
 class InvalidAcl(ValueError):
@@ -158,22 +178,35 @@ class AclFilter:
     """A DescribeAcls / DeleteAcls filter (ANY and None match everything; MATCH matches
     the patterns that would apply to the name)."""
 
-    def __init__(self, resource_type: int, name: str | None, pattern_type: int, principal: str | None,
-                 host: str | None, operation: int, permission: int):
-        self.resource_type = ResourceType(resource_type) if resource_type in ResourceType._value2member_map_ \
-            else ResourceType.UNKNOWN
+    def __init__(
+        self,
+        resource_type: int,
+        name: str | None,
+        pattern_type: int,
+        principal: str | None,
+        host: str | None,
+        operation: int,
+        permission: int,
+    ):
+        self.resource_type = (
+            ResourceType(resource_type) if resource_type in ResourceType._value2member_map_ else ResourceType.UNKNOWN
+        )
         self.name = name
-        self.pattern_type = PatternType(pattern_type) if pattern_type in PatternType._value2member_map_ \
-            else PatternType.UNKNOWN
+        self.pattern_type = (
+            PatternType(pattern_type) if pattern_type in PatternType._value2member_map_ else PatternType.UNKNOWN
+        )
         self.principal = principal
         self.host = host
         self.operation = Operation(operation) if operation in Operation._value2member_map_ else Operation.UNKNOWN
-        self.permission = Permission(permission) if permission in Permission._value2member_map_ \
-            else Permission.UNKNOWN
+        self.permission = Permission(permission) if permission in Permission._value2member_map_ else Permission.UNKNOWN
 
     def invalid(self) -> str | None:
-        for value, what in ((self.resource_type, "resource type"), (self.pattern_type, "pattern type"),
-                            (self.operation, "operation"), (self.permission, "permission type")):
+        for value, what in (
+            (self.resource_type, "resource type"),
+            (self.pattern_type, "pattern type"),
+            (self.operation, "operation"),
+            (self.permission, "permission type"),
+        ):
             if value == 0:
                 return f"Unknown {what} in the filter"
         return None
@@ -183,9 +216,14 @@ class AclFilter:
             return False
         if self.name is not None:
             if self.pattern_type == PatternType.MATCH:
-                if not (b.name == WILDCARD and b.pattern_type == PatternType.LITERAL
-                        or b.pattern_type == PatternType.LITERAL and b.name == self.name
-                        or b.pattern_type == PatternType.PREFIXED and self.name.startswith(b.name)):
+                if not (
+                    b.name == WILDCARD
+                    and b.pattern_type == PatternType.LITERAL
+                    or b.pattern_type == PatternType.LITERAL
+                    and b.name == self.name
+                    or b.pattern_type == PatternType.PREFIXED
+                    and self.name.startswith(b.name)
+                ):
                     return False
             elif b.name != self.name:
                 return False
@@ -201,8 +239,11 @@ class AclFilter:
 
 
 #: Kafka's authorizer classes, taken as this one (authorizer.class.name)
-KAFKA_AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
-                     "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+KAFKA_AUTHORIZERS = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
 
 DECISION_CACHE_MAX = 100_000
 
@@ -263,8 +304,9 @@ class Authorizer:
 
     # ------------------------------------------------------------------ decisions
 
-    def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                  name: str) -> bool:
+    def authorize(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
+    ) -> bool:
         # plain ints in the key: hashing an enum member is a Python call, int arithmetic is not
         key = (principal, host, operation * 32 + resource_type, name)
         decision = self._decisions.get(key)
@@ -290,8 +332,7 @@ class Authorizer:
                     out.append(got)
         return out
 
-    def _decide(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                name: str) -> bool:
+    def _decide(self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         if principal in self.super_users:
             return True
         groups = self._matching(resource_type, name)
@@ -324,9 +365,13 @@ class Authorizer:
             if rtype != resource_type:
                 continue
             for b in acls:
-                if (b.principal in (principal, WILDCARD_PRINCIPAL) and _host_matches(b.host, host)):
-                    if b.permission == Permission.DENY and b.operation in (operation, Operation.ALL) and \
-                            b.name == WILDCARD and b.pattern_type == PatternType.LITERAL:
+                if b.principal in (principal, WILDCARD_PRINCIPAL) and _host_matches(b.host, host):
+                    if (
+                        b.permission == Permission.DENY
+                        and b.operation in (operation, Operation.ALL)
+                        and b.name == WILDCARD
+                        and b.pattern_type == PatternType.LITERAL
+                    ):
                         return False
                     if b.permission == Permission.ALLOW and b.operation in allowed_by:
                         found = True

@@ -20,6 +20,7 @@ the handler's logic, as in KafkaApis. A right with `refused=None` filters (the r
 left out of the answer, no error), as Metadata's all-topics answer, ListGroups and
 ListTransactions do.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ class Rights(tuple[Right, ...]):
 
     def __new__(cls, **named: Right) -> Rights:
         row = super().__new__(cls, named.values())
-        row.__dict__.update(named)          # RIGHTS.group: a plain attribute read per check
+        row.__dict__.update(named)  # RIGHTS.group: a plain attribute read per check
         row.names = tuple(named)
         return row
 
@@ -79,8 +80,12 @@ def _r(op: Operation, rt: ResourceType, refused: ErrorCode | None, when: str = "
     return Right(op, rt, refused, when, quiet)
 
 
-_TOPIC, _GROUP, _CLUSTER, _TXN = (E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED,
-                                  E.CLUSTER_AUTHORIZATION_FAILED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+_TOPIC, _GROUP, _CLUSTER, _TXN = (
+    E.TOPIC_AUTHORIZATION_FAILED,
+    E.GROUP_AUTHORIZATION_FAILED,
+    E.CLUSTER_AUTHORIZATION_FAILED,
+    E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
 #: inter-broker requests: only brokers (super users, or principals with CLUSTER_ACTION) send them
 _INTER_BROKER = Rights(cluster_action=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER))
 #: none: the API is open to anyone who has authenticated, or is part of authenticating
@@ -96,72 +101,108 @@ def _cluster(op: Operation) -> Rights:
 
 
 def _configs(op: Operation) -> Rights:
-    return Rights(topic=_r(op, R.TOPIC, _TOPIC, "topic resources"),
-                  cluster=_r(op, R.CLUSTER, _CLUSTER, "broker and broker-logger resources"))
+    return Rights(
+        topic=_r(op, R.TOPIC, _TOPIC, "topic resources"),
+        cluster=_r(op, R.CLUSTER, _CLUSTER, "broker and broker-logger resources"),
+    )
 
 
 #: api key -> the checks its handler makes
 API_RIGHTS: dict[ApiKey, Rights] = {
-    ApiKey.PRODUCE: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "transactional_id set"),
-                           topic=_r(O.WRITE, R.TOPIC, _TOPIC)),
+    ApiKey.PRODUCE: Rights(
+        transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "transactional_id set"),
+        topic=_r(O.WRITE, R.TOPIC, _TOPIC),
+    ),
     # a follower without CLUSTER_ACTION is answered TOPIC_AUTHORIZATION_FAILED on every
     # partition, as Kafka's handleFetchRequest answers it
-    ApiKey.FETCH: Rights(follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _TOPIC, "a follower's fetch (replica_id >= 0)"),
-                         topic=_r(O.READ, R.TOPIC, _TOPIC, "a consumer's fetch")),
+    ApiKey.FETCH: Rights(
+        follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _TOPIC, "a follower's fetch (replica_id >= 0)"),
+        topic=_r(O.READ, R.TOPIC, _TOPIC, "a consumer's fetch"),
+    ),
     ApiKey.LIST_OFFSETS: Rights(topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC)),
-    ApiKey.METADATA: Rights(topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
-                            listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics"),
-                            create_on_cluster=_r(O.CREATE, R.CLUSTER, None, "auto-creation (else CREATE on the topic)"),
-                            create_topic=_r(O.CREATE, R.TOPIC, _TOPIC, "auto-creation without CREATE on the cluster")),
+    ApiKey.METADATA: Rights(
+        topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
+        listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics"),
+        create_on_cluster=_r(O.CREATE, R.CLUSTER, None, "auto-creation (else CREATE on the topic)"),
+        create_topic=_r(O.CREATE, R.TOPIC, _TOPIC, "auto-creation without CREATE on the cluster"),
+    ),
     ApiKey.LEADER_AND_ISR: _INTER_BROKER,
     ApiKey.STOP_REPLICA: _INTER_BROKER,
     ApiKey.UPDATE_METADATA: _INTER_BROKER,
     ApiKey.CONTROLLED_SHUTDOWN: _INTER_BROKER,
     ApiKey.OFFSET_COMMIT: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
-    ApiKey.OFFSET_FETCH: Rights(group=_r(O.DESCRIBE, R.GROUP, _GROUP),
-                                topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
-                                listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics")),
-    ApiKey.FIND_COORDINATOR: Rights(group=_r(O.DESCRIBE, R.GROUP, _GROUP, "key_type 0 (group)"),
-                                    transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, _TXN,
-                                                        "key_type 1 (transaction)")),
+    ApiKey.OFFSET_FETCH: Rights(
+        group=_r(O.DESCRIBE, R.GROUP, _GROUP),
+        topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
+        listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics"),
+    ),
+    ApiKey.FIND_COORDINATOR: Rights(
+        group=_r(O.DESCRIBE, R.GROUP, _GROUP, "key_type 0 (group)"),
+        transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, _TXN, "key_type 1 (transaction)"),
+    ),
     ApiKey.JOIN_GROUP: _group(O.READ),
     ApiKey.HEARTBEAT: _group(O.READ),
     ApiKey.LEAVE_GROUP: _group(O.READ),
     ApiKey.SYNC_GROUP: _group(O.READ),
     ApiKey.DESCRIBE_GROUPS: _group(O.DESCRIBE),
-    ApiKey.LIST_GROUPS: Rights(cluster=_r(O.DESCRIBE, R.CLUSTER, None, "all groups (else DESCRIBE on each)"),
-                               group=_r(O.DESCRIBE, R.GROUP, None)),
+    ApiKey.LIST_GROUPS: Rights(
+        cluster=_r(O.DESCRIBE, R.CLUSTER, None, "all groups (else DESCRIBE on each)"),
+        group=_r(O.DESCRIBE, R.GROUP, None),
+    ),
     ApiKey.SASL_HANDSHAKE: _NONE,
     ApiKey.API_VERSIONS: _NONE,
     ApiKey.SASL_AUTHENTICATE: _NONE,
-    ApiKey.CREATE_TOPICS: Rights(create_on_cluster=_r(O.CREATE, R.CLUSTER, None, "any topic (else CREATE on each)"),
-                                 topic=_r(O.CREATE, R.TOPIC, _TOPIC),
-                                 topic_configs=_r(O.DESCRIBE_CONFIGS, R.TOPIC, None,
-                                                  "the created topic's configs in the answer (topic_config_error_code)")),
+    ApiKey.CREATE_TOPICS: Rights(
+        create_on_cluster=_r(O.CREATE, R.CLUSTER, None, "any topic (else CREATE on each)"),
+        topic=_r(O.CREATE, R.TOPIC, _TOPIC),
+        topic_configs=_r(
+            O.DESCRIBE_CONFIGS, R.TOPIC, None, "the created topic's configs in the answer (topic_config_error_code)"
+        ),
+    ),
     ApiKey.DELETE_TOPICS: Rights(topic=_r(O.DELETE, R.TOPIC, _TOPIC)),
     ApiKey.DELETE_RECORDS: Rights(topic=_r(O.DELETE, R.TOPIC, _TOPIC)),
-    ApiKey.INIT_PRODUCER_ID: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "transactional_id set"),
-                                    idempotent=_r(O.IDEMPOTENT_WRITE, R.CLUSTER, _CLUSTER,
-                                                  "idempotent producer (or WRITE on some topic)", quiet=True),
-                                    some_topic=_r(O.WRITE, R.TOPIC, _CLUSTER, "idempotent producer without "
-                                                  "IDEMPOTENT_WRITE: on some topic (any name)", quiet=True)),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Rights(follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER,
-                                                       "a follower's (replica_id >= 0)"),
-                                           topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "a client's")),
+    ApiKey.INIT_PRODUCER_ID: Rights(
+        transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "transactional_id set"),
+        idempotent=_r(
+            O.IDEMPOTENT_WRITE, R.CLUSTER, _CLUSTER, "idempotent producer (or WRITE on some topic)", quiet=True
+        ),
+        some_topic=_r(
+            O.WRITE,
+            R.TOPIC,
+            _CLUSTER,
+            "idempotent producer without IDEMPOTENT_WRITE: on some topic (any name)",
+            quiet=True,
+        ),
+    ),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Rights(
+        follower=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER, "a follower's (replica_id >= 0)"),
+        topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "a client's"),
+    ),
     # transactions: as KafkaApis checks them
     ApiKey.ADD_PARTITIONS_TO_TXN: Rights(
         transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN, "v0-3 (clients)"),
         topic=_r(O.WRITE, R.TOPIC, _TOPIC, "v0-3 (clients)"),
-        cluster_action=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER,
-                          "v4+ (brokers: verify_only batches; v5 a leader adding for its producer)")),
-    ApiKey.ADD_OFFSETS_TO_TXN: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN),
-                                      group=_r(O.READ, R.GROUP, _GROUP)),
+        cluster_action=_r(
+            O.CLUSTER_ACTION,
+            R.CLUSTER,
+            _CLUSTER,
+            "v4+ (brokers: verify_only batches; v5 a leader adding for its producer)",
+        ),
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Rights(
+        transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN), group=_r(O.READ, R.GROUP, _GROUP)
+    ),
     ApiKey.END_TXN: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN)),
     ApiKey.WRITE_TXN_MARKERS: _INTER_BROKER,
-    ApiKey.TXN_OFFSET_COMMIT: Rights(transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN),
-                                     group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
-    ApiKey.DESCRIBE_TRANSACTIONS: Rights(transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, _TXN),
-                                         topic=_r(O.DESCRIBE, R.TOPIC, None, "the transaction's topics")),
+    ApiKey.TXN_OFFSET_COMMIT: Rights(
+        transactional_id=_r(O.WRITE, R.TRANSACTIONAL_ID, _TXN),
+        group=_r(O.READ, R.GROUP, _GROUP),
+        topic=_r(O.READ, R.TOPIC, _TOPIC),
+    ),
+    ApiKey.DESCRIBE_TRANSACTIONS: Rights(
+        transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, _TXN),
+        topic=_r(O.DESCRIBE, R.TOPIC, None, "the transaction's topics"),
+    ),
     ApiKey.LIST_TRANSACTIONS: Rights(transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, None)),
     ApiKey.DESCRIBE_PRODUCERS: Rights(topic=_r(O.READ, R.TOPIC, _TOPIC)),
     ApiKey.DESCRIBE_ACLS: _cluster(O.DESCRIBE),
@@ -192,7 +233,9 @@ def describe(api_key: int) -> str:
     rights = API_RIGHTS[ApiKey(api_key)]
     if not rights:
         return "none"
-    return "; ".join(f"{r.operation.name} on {r.resource_type.name}"
-                     + (f" ({r.when})" if r.when else "")
-                     + (f" -> {r.refused.name}" if r.refused is not None else " -> left out")
-                     for r in rights)
+    return "; ".join(
+        f"{r.operation.name} on {r.resource_type.name}"
+        + (f" ({r.when})" if r.when else "")
+        + (f" -> {r.refused.name}" if r.refused is not None else " -> left out")
+        for r in rights
+    )

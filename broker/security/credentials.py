@@ -4,6 +4,7 @@ current by the users/<user> config change notifications — so a credential adde
 removed on any broker (AlterUserScramCredentials, `broker users`, Kafka's kafka-configs)
 is known everywhere within a notification. A lookup is a dict read.
 """
+
 from __future__ import annotations
 
 import logging

@@ -7,6 +7,7 @@
 TlsConfigError (one line naming the key) when a store cannot be read: the broker stops
 before it binds anything.
 """
+
 from __future__ import annotations
 
 import ssl
@@ -70,8 +71,10 @@ class ClientSecurity:
         if protocol.startswith("SASL_"):
             out.sasl_mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
             if out.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-                raise ValueError(f"sasl.mechanism: {out.sasl_mechanism} is not supported by this client "
-                                 "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+                raise ValueError(
+                    f"sasl.mechanism: {out.sasl_mechanism} is not supported by this client "
+                    "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                )
             jaas = props.get("sasl.jaas.config")
             options = parse_jaas(jaas).options if jaas else {}
             out.sasl_username = props.get("sasl.username", options.get("username"))
@@ -92,12 +95,16 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     if protocol.startswith("SASL_"):
         mechanism = config["sasl.mechanism.inter.broker.protocol"]
         if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise TlsConfigError(f"sasl.mechanism.inter.broker.protocol: {mechanism} between brokers is not "
-                                 "implemented (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+            raise TlsConfigError(
+                f"sasl.mechanism.inter.broker.protocol: {mechanism} between brokers is not "
+                "implemented (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            )
         options = _jaas(config, name, mechanism).options
         if "username" not in options or "password" not in options:
-            raise TlsConfigError(f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config: username and "
-                                 "password are what this broker authenticates to the others with; both are needed")
+            raise TlsConfigError(
+                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config: username and "
+                "password are what this broker authenticates to the others with; both are needed"
+            )
         out.sasl_mechanism, out.sasl_username, out.sasl_password = mechanism, options["username"], options["password"]
     return out
 
@@ -113,8 +120,9 @@ def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig:
         raise TlsConfigError(f"{key}: {exc}") from None
 
 
-def listener_securities(config: BrokerConfig, scram_lookup: Callable[[str, str], ScramCredential | None]
-                        = lambda user, mechanism: None) -> dict[str, ListenerSecurity]:
+def listener_securities(
+    config: BrokerConfig, scram_lookup: Callable[[str, str], ScramCredential | None] = lambda user, mechanism: None
+) -> dict[str, ListenerSecurity]:
     """Every listener's security (PLAINTEXT ones too: nothing in them). `scram_lookup`
     finds a user's SCRAM credential (the broker's cache of the metadata store's)."""
     out = {}
@@ -133,20 +141,26 @@ def listener_securities(config: BrokerConfig, scram_lookup: Callable[[str, str],
     return out
 
 
-def _sasl_settings(config: BrokerConfig, name: str, scram_lookup: Callable[[str, str], ScramCredential | None]
-                   ) -> SaslSettings:
+def _sasl_settings(
+    config: BrokerConfig, name: str, scram_lookup: Callable[[str, str], ScramCredential | None]
+) -> SaslSettings:
     mechanisms = list(config.listener_value(name, "sasl.enabled.mechanisms"))
-    settings = SaslSettings(mechanisms, scram_lookup=scram_lookup,
-                            max_receive_size=config.listener_value(name, "sasl.server.max.receive.size"))
+    settings = SaslSettings(
+        mechanisms,
+        scram_lookup=scram_lookup,
+        max_receive_size=config.listener_value(name, "sasl.server.max.receive.size"),
+    )
     for mechanism in mechanisms:
         reauth = config.mechanism_value(name, mechanism, "connections.max.reauth.ms")
-        settings.reauth_ms[mechanism] = reauth if reauth is not None else config.listener_value(
-            name, "connections.max.reauth.ms")
+        settings.reauth_ms[mechanism] = (
+            reauth if reauth is not None else config.listener_value(name, "connections.max.reauth.ms")
+        )
     if "PLAIN" in mechanisms:
         options = _jaas(config, name, "PLAIN").options
         settings.plain_users = {k[5:]: v for k, v in options.items() if k.startswith("user_")}
     if "OAUTHBEARER" in mechanisms:
         from broker.security.oauthbearer import TokenValidator
+
         try:
             settings.oauth_validator = TokenValidator.from_config(config, name)
         except ValueError as exc:

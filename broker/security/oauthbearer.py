@@ -15,6 +15,7 @@ token's expiry (KIP-368: the client re-authenticates with a fresh token); a toke
 expired already, accepted within the clock skew, gives a session that has ended already
 (sasl.py's session_lifetime_ms).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,14 +30,24 @@ from broker.security.sasl import SaslAuthenticationError
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 #: Kafka's validator callback handler classes (3.x and 4.x names), accepted in
 #: listener.name.<name>.oauthbearer.sasl.server.callback.handler.class
-VALIDATOR_CLASSES = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-                     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
 
 
 class TokenValidator:
-    def __init__(self, jwks_path: str, *, audience: list[str] | None = None, issuer: str | None = None,
-                 sub_claim: str = "sub", scope_claim: str = "scope", clock_skew_s: int = 30,
-                 refresh_ms: int = 3600000):
+    def __init__(
+        self,
+        jwks_path: str,
+        *,
+        audience: list[str] | None = None,
+        issuer: str | None = None,
+        sub_claim: str = "sub",
+        scope_claim: str = "scope",
+        clock_skew_s: int = 30,
+        refresh_ms: int = 3600000,
+    ):
         self.jwks_path = jwks_path
         self.audience = audience or None
         self.issuer = issuer
@@ -54,33 +65,42 @@ class TokenValidator:
         """ValueError (one line naming the key) when the JWKS cannot be used."""
         handler = config.mechanism_value(listener, "OAUTHBEARER", "sasl.server.callback.handler.class")
         if handler is not None and handler not in VALIDATOR_CLASSES:
-            raise ValueError(f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class: "
-                             f"{handler} is not Kafka's JWT validator ({VALIDATOR_CLASSES[0]})")
+            raise ValueError(
+                f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class: "
+                f"{handler} is not Kafka's JWT validator ({VALIDATOR_CLASSES[0]})"
+            )
         url = config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.url")
         if not url:
-            raise ValueError("sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER needs the JWKS of the token signers "
-                             "(Kafka's unsecured tokens are not accepted)")
+            raise ValueError(
+                "sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER needs the JWKS of the token signers "
+                "(Kafka's unsecured tokens are not accepted)"
+            )
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme != "file":
-            raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url: {url}: only file: URLs are read (fetch the JWKS "
-                             "into a file)")
-        return cls(urllib.parse.unquote(parsed.path),
-                   audience=config.listener_value(listener, "sasl.oauthbearer.expected.audience"),
-                   issuer=config.listener_value(listener, "sasl.oauthbearer.expected.issuer"),
-                   sub_claim=config.listener_value(listener, "sasl.oauthbearer.sub.claim.name"),
-                   scope_claim=config.listener_value(listener, "sasl.oauthbearer.scope.claim.name"),
-                   clock_skew_s=config.listener_value(listener, "sasl.oauthbearer.clock.skew.seconds"),
-                   refresh_ms=config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms"))
+            raise ValueError(
+                f"sasl.oauthbearer.jwks.endpoint.url: {url}: only file: URLs are read (fetch the JWKS into a file)"
+            )
+        return cls(
+            urllib.parse.unquote(parsed.path),
+            audience=config.listener_value(listener, "sasl.oauthbearer.expected.audience"),
+            issuer=config.listener_value(listener, "sasl.oauthbearer.expected.issuer"),
+            sub_claim=config.listener_value(listener, "sasl.oauthbearer.sub.claim.name"),
+            scope_claim=config.listener_value(listener, "sasl.oauthbearer.scope.claim.name"),
+            clock_skew_s=config.listener_value(listener, "sasl.oauthbearer.clock.skew.seconds"),
+            refresh_ms=config.listener_value(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+        )
 
     def _load(self) -> None:
         import jwt
+
         try:
             with open(self.jwks_path, encoding="utf-8") as f:
                 data = json.load(f)
             keys = jwt.PyJWKSet.from_dict(data).keys
         except (OSError, ValueError, jwt.exceptions.PyJWTError) as exc:
-            raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url: cannot read the JWKS {self.jwks_path}: {exc}") \
-                from None
+            raise ValueError(
+                f"sasl.oauthbearer.jwks.endpoint.url: cannot read the JWKS {self.jwks_path}: {exc}"
+            ) from None
         self._keys = {k.key_id: k for k in keys}
         self._loaded_at = time.monotonic()
         self._mtime = os.stat(self.jwks_path).st_mtime
@@ -94,11 +114,12 @@ class TokenValidator:
             else:
                 self._loaded_at = time.monotonic()
         except (OSError, ValueError):
-            self._loaded_at = time.monotonic()       # keep the keys known; try again later
+            self._loaded_at = time.monotonic()  # keep the keys known; try again later
 
     def validate(self, token: str) -> tuple[str, int]:
         """(principal name, expiry in ms since the epoch); SaslAuthenticationError."""
         import jwt
+
         self._refresh()
         try:
             header = jwt.get_unverified_header(token)
@@ -107,12 +128,19 @@ class TokenValidator:
                 key = next(iter(self._keys.values()))
             if key is None:
                 raise jwt.exceptions.InvalidKeyError(f"no key {header.get('kid')!r} in the JWKS")
-            claims = jwt.decode(token, key.key, algorithms=ALGORITHMS, audience=self.audience, issuer=self.issuer,
-                                leeway=self.clock_skew_s,
-                                options={"require": ["exp", self.sub_claim], "verify_aud": self.audience is not None})
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=ALGORITHMS,
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.clock_skew_s,
+                options={"require": ["exp", self.sub_claim], "verify_aud": self.audience is not None},
+            )
         except jwt.exceptions.PyJWTError as exc:
-            raise SaslAuthenticationError(f"Authentication failed: invalid token ({type(exc).__name__})",
-                                          f"OAUTHBEARER: {exc}") from None
+            raise SaslAuthenticationError(
+                f"Authentication failed: invalid token ({type(exc).__name__})", f"OAUTHBEARER: {exc}"
+            ) from None
         sub = claims.get(self.sub_claim)
         if not isinstance(sub, str) or not sub:
             raise SaslAuthenticationError("Authentication failed: invalid token", "OAUTHBEARER: no subject")
@@ -134,18 +162,22 @@ class OAuthBearerServer:
             raise SaslAuthenticationError("Authentication failed: invalid token", "OAUTHBEARER: not UTF-8") from None
         gs2, sep, rest = text.partition("\x01")
         if not sep or not gs2.startswith(("n,", "y,")) or not rest.endswith("\x01\x01"):
-            raise SaslAuthenticationError("Authentication failed: invalid OAUTHBEARER initial response",
-                                          "OAUTHBEARER: malformed initial response")
+            raise SaslAuthenticationError(
+                "Authentication failed: invalid OAUTHBEARER initial response", "OAUTHBEARER: malformed initial response"
+            )
         pairs = dict(item.split("=", 1) for item in rest[:-2].split("\x01") if "=" in item)
         auth = pairs.get("auth", "")
         if not auth.lower().startswith("bearer "):
-            raise SaslAuthenticationError("Authentication failed: invalid OAUTHBEARER initial response",
-                                          "OAUTHBEARER: no bearer token")
+            raise SaslAuthenticationError(
+                "Authentication failed: invalid OAUTHBEARER initial response", "OAUTHBEARER: no bearer token"
+            )
         user, expiry = self.validator.validate(auth[7:].strip())
         authzid = gs2.split(",")[1]
         if authzid and authzid != f"a={user}":
-            raise SaslAuthenticationError("Authentication failed: the authorization id is not the token's subject",
-                                          "OAUTHBEARER: authorization id differs")
+            raise SaslAuthenticationError(
+                "Authentication failed: the authorization id is not the token's subject",
+                "OAUTHBEARER: authorization id differs",
+            )
         self.user = user
         self.expires_at_ms = expiry
         self.complete = True

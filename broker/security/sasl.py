@@ -33,6 +33,7 @@ server-side SASL settings here):
 username/password are what this broker authenticates with to the others (on the
 inter-broker listener); user_<name> are PLAIN's users.
 """
+
 from __future__ import annotations
 
 import enum
@@ -87,7 +88,7 @@ def parse_jaas(text: str) -> JaasConfig:
     while pos < len(text):
         m = _JAAS_TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise ValueError(f"sasl.jaas.config: cannot read {text[pos:pos + 40]!r}")
+            raise ValueError(f"sasl.jaas.config: cannot read {text[pos : pos + 40]!r}")
         pos = m.end()
         if ended:
             raise ValueError("sasl.jaas.config: one login module only (text after ';')")
@@ -113,6 +114,7 @@ def parse_jaas(text: str) -> JaasConfig:
 
 # ---------------------------------------------------------------------------- mechanisms
 
+
 class PlainServer:
     """RFC 4616: "authzid NUL authcid NUL passwd"; the authorization id, if any, must be
     the user (as Kafka's PlainSaslServer)."""
@@ -125,6 +127,7 @@ class PlainServer:
 
     def evaluate(self, token: bytes) -> bytes:
         import hmac
+
         parts = token.split(b"\0")
         if len(parts) != 3:
             raise SaslAuthenticationError(_FAILED_PLAIN, "malformed PLAIN token")
@@ -135,14 +138,17 @@ class PlainServer:
         if not user:
             raise SaslAuthenticationError("Authentication failed: username not specified", "no user name")
         if authzid and authzid != user:
-            raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that is "
-                                          "different from username", "authorization id differs")
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different from username",
+                "authorization id differs",
+            )
         expected = self.users.get(user)
         # compared in constant time, also for an unknown user
         ok = hmac.compare_digest((expected or "").encode(), password.encode()) and expected is not None
         if not ok:
-            raise SaslAuthenticationError(_FAILED_PLAIN, f"PLAIN: {'wrong password' if expected else 'unknown user'} "
-                                                         f"for {user!r}")
+            raise SaslAuthenticationError(
+                _FAILED_PLAIN, f"PLAIN: {'wrong password' if expected else 'unknown user'} for {user!r}"
+            )
         self.user = user
         self.complete = True
         return b""
@@ -156,6 +162,7 @@ def plain_token(user: str, password: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------- the session
+
 
 class SaslState(enum.Enum):
     """An Authenticator's states (Kafka's SaslServerAuthenticator.SaslState, without
@@ -174,8 +181,12 @@ class SaslState(enum.Enum):
     FAILED = "failed"
 
 
-HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = SaslState.HANDSHAKE, SaslState.AUTHENTICATE, SaslState.COMPLETE, \
-    SaslState.FAILED
+HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = (
+    SaslState.HANDSHAKE,
+    SaslState.AUTHENTICATE,
+    SaslState.COMPLETE,
+    SaslState.FAILED,
+)
 
 
 @dataclass
@@ -185,8 +196,8 @@ class SaslSettings:
     mechanisms: list[str]
     plain_users: dict[str, str] = field(default_factory=dict)
     scram_lookup: Callable[[str, str], ScramCredential | None] = lambda user, mechanism: None
-    oauth_validator: Any = None                  # oauthbearer.TokenValidator, when OAUTHBEARER is enabled
-    reauth_ms: dict[str, int] = field(default_factory=dict)     # mechanism -> connections.max.reauth.ms
+    oauth_validator: Any = None  # oauthbearer.TokenValidator, when OAUTHBEARER is enabled
+    reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> connections.max.reauth.ms
     max_receive_size: int = 524288
 
 
@@ -197,7 +208,7 @@ class Authenticator:
         self.settings = settings
         self.state = HANDSHAKE
         self.mechanism: str | None = None
-        self.principal: str | None = None            # "User:<name>" once authenticated
+        self.principal: str | None = None  # "User:<name>" once authenticated
         self.session_expires_at: float | None = None  # the loop's clock (seconds), None: never
         self._server: Any = None
         self._reauthenticating = False
@@ -238,6 +249,7 @@ class Authenticator:
             return ScramServer(mechanism, lambda user: s.scram_lookup(user, mechanism))
         if mechanism == "OAUTHBEARER":
             from broker.security.oauthbearer import OAuthBearerServer
+
             return OAuthBearerServer(s.oauth_validator)
         raise AssertionError(mechanism)
 
@@ -265,19 +277,20 @@ class Authenticator:
         principal = "User:" + server.user
         if self._reauthenticating and principal != self.principal:
             self.state = FAILED
-            raise SaslAuthenticationError("Cannot change principals during re-authentication",
-                                          f"re-authentication as {principal} instead of {self.principal}")
+            raise SaslAuthenticationError(
+                "Cannot change principals during re-authentication",
+                f"re-authentication as {principal} instead of {self.principal}",
+            )
         self.principal = principal
         self.state = COMPLETE
         self._reauthenticating = False
-        expiry = getattr(server, "expires_at_ms", None)      # an OAUTHBEARER token's expiry
+        expiry = getattr(server, "expires_at_ms", None)  # an OAUTHBEARER token's expiry
         lifetime_ms = session_lifetime_ms(self.settings.reauth_ms.get(self.mechanism or "", 0), expiry)
         self.session_expires_at = None if lifetime_ms is None else now + lifetime_ms / 1000
         return answer, lifetime_ms or 0
 
 
-def session_lifetime_ms(reauth_ms: int, credential_expiry_ms: int | None,
-                        now_ms: float | None = None) -> int | None:
+def session_lifetime_ms(reauth_ms: int, credential_expiry_ms: int | None, now_ms: float | None = None) -> int | None:
     """How long a session may last (Kafka's SaslServerAuthenticator): at most
     `reauth_ms` (connections.max.reauth.ms; 0 or less: no limit) and never past the
     credential's expiry (ms since the epoch; None: the credential does not expire). None:
@@ -289,6 +302,7 @@ def session_lifetime_ms(reauth_ms: int, credential_expiry_ms: int | None,
         return reauth_ms if reauth_ms > 0 else None
     if now_ms is None:
         import time
+
         now_ms = time.time() * 1000
     left = max(int(credential_expiry_ms - now_ms), 0)
     return min(left, reauth_ms) if reauth_ms > 0 else left
@@ -306,6 +320,7 @@ class SaslClient:
 
     def __init__(self, mechanism: str, user: str, password: str):
         from broker.security.scram import ScramClient
+
         self.mechanism = mechanism
         self._scram = ScramClient(mechanism, user, password) if mechanism in SCRAM_MECHANISMS else None
         self._plain = plain_token(user, password) if mechanism == "PLAIN" else None

@@ -19,6 +19,7 @@ Kafka's limits: 4096 to 16384 iterations (AlterUserScramCredentials), no channel
 (gs2 header "n,,", a named authorization id must be the user), the `tokenauth`
 extension of delegation tokens refused (kbroker has none).
 """
+
 from __future__ import annotations
 
 import base64
@@ -77,24 +78,32 @@ class ScramCredential:
         return cls(salt, _hash(mechanism, client_key), _hmac(mechanism, salted, b"Server Key"), iterations)
 
     @classmethod
-    def from_password(cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
-                      salt: bytes | None = None) -> ScramCredential:
+    def from_password(
+        cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None
+    ) -> ScramCredential:
         salt = secrets.token_bytes(32) if salt is None else salt
-        return cls.from_salted_password(mechanism, salted_password(mechanism, password, salt, iterations), salt,
-                                        iterations)
+        return cls.from_salted_password(
+            mechanism, salted_password(mechanism, password, salt, iterations), salt, iterations
+        )
 
     def to_text(self) -> str:
         """Kafka's ScramCredentialUtils.credentialToString."""
-        return (f"salt={_b64(self.salt)},stored_key={_b64(self.stored_key)},server_key={_b64(self.server_key)},"
-                f"iterations={self.iterations}")
+        return (
+            f"salt={_b64(self.salt)},stored_key={_b64(self.stored_key)},server_key={_b64(self.server_key)},"
+            f"iterations={self.iterations}"
+        )
 
     @classmethod
     def from_text(cls, text: str) -> ScramCredential:
         """Inverse of to_text; ValueError if malformed."""
         fields = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
         try:
-            return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
-                       base64.b64decode(fields["server_key"]), int(fields["iterations"]))
+            return cls(
+                base64.b64decode(fields["salt"]),
+                base64.b64decode(fields["stored_key"]),
+                base64.b64decode(fields["server_key"]),
+                int(fields["iterations"]),
+            )
         except (KeyError, ValueError) as exc:
             raise ValueError(f"not a SCRAM credential: {exc}") from None
 
@@ -113,7 +122,7 @@ def sasl_name_decode(name: str) -> str:
     out, i = [], 0
     while i < len(name):
         if name[i] == "=":
-            code = name[i + 1:i + 3]
+            code = name[i + 1 : i + 3]
             if code == "2C":
                 out.append(",")
             elif code == "3D":
@@ -169,8 +178,7 @@ class ScramServer:
         attrs = _attributes(parts[2])
         if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r" or not attrs[1][1]:
             raise ScramError("malformed client-first message")
-        if any(k == "t" or item_key.startswith("tokenauth") for k, item_key in
-               ((k, f"{k}={v}") for k, v in attrs[2:])):
+        if any(k == "t" or item_key.startswith("tokenauth") for k, item_key in ((k, f"{k}={v}") for k, v in attrs[2:])):
             raise ScramError("delegation tokens are not supported")
         user = sasl_name_decode(attrs[0][1])
         if authzid and (not authzid.startswith("a=") or sasl_name_decode(authzid[2:]) != user):
@@ -195,7 +203,7 @@ class ScramServer:
             raise ScramError("nonce mismatch")
         credential = self._credential
         assert credential is not None
-        without_proof = text[:text.rindex(",p=")]
+        without_proof = text[: text.rindex(",p=")]
         auth_message = f"{self._first_bare},{self._server_first},{without_proof}".encode()
         proof = _unb64(attrs[-1][1])
         signature = _hmac(self.mechanism, credential.stored_key, auth_message)

@@ -31,6 +31,7 @@ certificate's subject in RFC 2253 form (`CN=a,OU=b,O=c,C=d`, as Java's
 X500Principal.getName), mapped by `ssl.principal.mapping.rules`; ANONYMOUS without a
 client certificate.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,15 +46,32 @@ from broker.config import BrokerConfig, ConfigError
 
 ANONYMOUS = "ANONYMOUS"
 
-_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
 _TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
 
-_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-         "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
-         "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
-         "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
-         "ssl.principal.mapping.rules")
+_KEYS = (
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.protocol",
+    "ssl.cipher.suites",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.principal.mapping.rules",
+)
 
 
 class TlsConfigError(ValueError):
@@ -67,17 +85,19 @@ class SslSettings:
     client (the project's own, from client properties)."""
 
     values: dict[str, Any]
-    where: str = ""                 # "listener.name.ssl." or "" (for messages)
+    where: str = ""  # "listener.name.ssl." or "" (for messages)
 
     @classmethod
     def from_config(cls, config: BrokerConfig, listener_name: str) -> SslSettings:
-        return cls({k: config.listener_value(listener_name, k) for k in _KEYS},
-                   f"listener.name.{listener_name.lower()}.")
+        return cls(
+            {k: config.listener_value(listener_name, k) for k in _KEYS}, f"listener.name.{listener_name.lower()}."
+        )
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> SslSettings:
         """Client properties (Kafka's client keys, the same names); defaults as Kafka's."""
         from broker.config import BROKER_KEYS
+
         values = {}
         for k in _KEYS:
             try:
@@ -95,20 +115,27 @@ class SslSettings:
 
 # ---------------------------------------------------------------------------- contexts
 
+
 def server_context(settings: SslSettings) -> ssl.SSLContext:
     """The listener's context: its key store (required), trust store (for client
     certificates), ssl.client.auth, versions and cipher suites."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _versions_and_ciphers(ctx, settings)
     if not _load_keystore(ctx, settings):
-        raise settings.fail("ssl.keystore.location", "a TLS listener needs a key store (ssl.keystore.location, "
-                                                     "or ssl.keystore.certificate.chain and ssl.keystore.key)")
+        raise settings.fail(
+            "ssl.keystore.location",
+            "a TLS listener needs a key store (ssl.keystore.location, "
+            "or ssl.keystore.certificate.chain and ssl.keystore.key)",
+        )
     trusted = _load_truststore(ctx, settings)
     auth = settings["ssl.client.auth"]
     ctx.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(auth, ssl.CERT_NONE)
     if auth != "none" and not trusted:
-        raise settings.fail("ssl.client.auth", f"{auth} needs a trust store to check client certificates "
-                                               "(ssl.truststore.location or ssl.truststore.certificates)")
+        raise settings.fail(
+            "ssl.client.auth",
+            f"{auth} needs a trust store to check client certificates "
+            "(ssl.truststore.location or ssl.truststore.certificates)",
+        )
     return ctx
 
 
@@ -140,8 +167,11 @@ def _versions_and_ciphers(ctx: ssl.SSLContext, settings: SslSettings) -> None:
     if suites:
         tls12, tls13 = openssl_cipher_names(suites)
         if tls13 and set(tls13) != set(_TLS13_SUITES):
-            raise settings.fail("ssl.cipher.suites", f"{', '.join(tls13)}: Python's ssl cannot restrict the TLS 1.3 "
-                                                     "suites; list all three or none (none disables TLS 1.3)")
+            raise settings.fail(
+                "ssl.cipher.suites",
+                f"{', '.join(tls13)}: Python's ssl cannot restrict the TLS 1.3 "
+                "suites; list all three or none (none disables TLS 1.3)",
+            )
         if not tls13:
             if ctx.minimum_version > ssl.TLSVersion.TLSv1_2:
                 raise settings.fail("ssl.cipher.suites", "no TLS 1.3 suite listed while only TLS 1.3 is enabled")
@@ -193,30 +223,41 @@ def _load_keystore(ctx: ssl.SSLContext, settings: SslSettings) -> bool:
     if location is None and chain is None and key is None:
         return False
     if kind == "JKS":
-        raise settings.fail("ssl.keystore.type", "JKS (Java's key store format) cannot be read: set PEM or PKCS12 "
-                                                 "(keytool -importkeystore -deststoretype PKCS12 converts a JKS)")
+        raise settings.fail(
+            "ssl.keystore.type",
+            "JKS (Java's key store format) cannot be read: set PEM or PKCS12 "
+            "(keytool -importkeystore -deststoretype PKCS12 converts a JKS)",
+        )
     if location is not None and (chain is not None or key is not None):
-        raise settings.fail("ssl.keystore.location", "set either ssl.keystore.location or "
-                                                     "ssl.keystore.certificate.chain and ssl.keystore.key")
+        raise settings.fail(
+            "ssl.keystore.location",
+            "set either ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key",
+        )
     password = settings["ssl.key.password"]
     if kind == "PKCS12":
         if location is None:
             raise settings.fail("ssl.keystore.location", "a PKCS12 key store is a file")
-        pem, password = _pkcs12_to_pem(location, settings["ssl.keystore.password"], settings,
-                                       "ssl.keystore.location"), None
+        pem, password = (
+            _pkcs12_to_pem(location, settings["ssl.keystore.password"], settings, "ssl.keystore.location"),
+            None,
+        )
     elif location is not None:
         pem = _read(location, settings, "ssl.keystore.location")
     else:
         if chain is None or key is None:
-            raise settings.fail("ssl.keystore.certificate.chain", "an inline PEM key store needs both "
-                                                                  "ssl.keystore.certificate.chain and ssl.keystore.key")
+            raise settings.fail(
+                "ssl.keystore.certificate.chain",
+                "an inline PEM key store needs both ssl.keystore.certificate.chain and ssl.keystore.key",
+            )
         pem = (chain.strip() + "\n" + key.strip() + "\n").encode()
     with _private_file(pem) as path:
         try:
             ctx.load_cert_chain(path, password=password)
         except ssl.SSLError as exc:
-            raise settings.fail("ssl.keystore.location" if location else "ssl.keystore.key",
-                                f"cannot load the certificate chain and key: {exc.reason or exc}") from None
+            raise settings.fail(
+                "ssl.keystore.location" if location else "ssl.keystore.key",
+                f"cannot load the certificate chain and key: {exc.reason or exc}",
+            ) from None
     return True
 
 
@@ -232,15 +273,21 @@ def _load_truststore(ctx: ssl.SSLContext, settings: SslSettings) -> bool:
         if inline is not None:
             ctx.load_verify_locations(cadata=inline)
         elif kind == "PKCS12":
-            pem = _pkcs12_to_pem(location, settings["ssl.truststore.password"], settings, "ssl.truststore.location",
-                                 certificates_only=True)
+            pem = _pkcs12_to_pem(
+                location,
+                settings["ssl.truststore.password"],
+                settings,
+                "ssl.truststore.location",
+                certificates_only=True,
+            )
             ctx.load_verify_locations(cadata=pem.decode())
         else:
             _read(location, settings, "ssl.truststore.location")
             ctx.load_verify_locations(cafile=location)
     except ssl.SSLError as exc:
-        raise settings.fail("ssl.truststore.location", f"cannot load the trusted certificates: "
-                                                       f"{exc.reason or exc}") from None
+        raise settings.fail(
+            "ssl.truststore.location", f"cannot load the trusted certificates: {exc.reason or exc}"
+        ) from None
     return True
 
 
@@ -252,14 +299,16 @@ def _read(path: str, settings: SslSettings, key: str) -> bytes:
         raise settings.fail(key, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _pkcs12_to_pem(path: str, password: str | None, settings: SslSettings, key: str,
-                   certificates_only: bool = False) -> bytes:
+def _pkcs12_to_pem(
+    path: str, password: str | None, settings: SslSettings, key: str, certificates_only: bool = False
+) -> bytes:
     from cryptography.hazmat.primitives.serialization import (
         Encoding,
         NoEncryption,
         PrivateFormat,
         pkcs12,
     )
+
     data = _read(path, settings, key)
     try:
         store = pkcs12.load_pkcs12(data, password.encode() if password else None)
@@ -304,10 +353,12 @@ class _private_file:
 
 # ---------------------------------------------------------------------------- principals
 
+
 def subject_dn(der: bytes) -> str:
     """The subject of a DER certificate in RFC 2253 form, as Java's X500Principal.getName()
     (most specific attribute first: CN=client,OU=team,O=org,C=US)."""
     from cryptography import x509
+
     return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
@@ -343,7 +394,7 @@ class PrincipalMapper:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"ssl.principal.mapping.rules: bad pattern {pattern!r}: {exc}") from None
-        tokens: list[str | int] = []             # literal text, or a group number ($n)
+        tokens: list[str | int] = []  # literal text, or a group number ($n)
         i = 0
         while i < len(replacement):
             c = replacement[i]
@@ -365,6 +416,7 @@ class PrincipalMapper:
                 return None
             out = regex.sub(expand, dn)
             return out.lower() if case == "L" else out.upper() if case == "U" else out
+
         return apply
 
     def name(self, dn: str) -> str:

@@ -12,6 +12,7 @@ Errors that clients must see are raised as KafkaProtocolError(code, message).
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_WAIT_S = 5.0
 
 
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -44,21 +44,29 @@ def _store_unavailable_times_out(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P
     """ZooKeeper unreachable (beyond its connection timeout) answers REQUEST_TIMED_OUT, a
     retriable error the client's admin retries, naming the store; never a closed
     connection (Kafka answers UNKNOWN_SERVER_ERROR for its ZooKeeperClientTimeoutException)."""
+
     @functools.wraps(fn)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return await fn(*args, **kwargs)
         except StoreUnavailable as exc:
             raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+
     return wrapper
 
+
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, store: MetadataStore, metadata: MetadataCache,
-                 check_capacity: Callable[[int], None] = lambda n: None):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        metadata: MetadataCache,
+        check_capacity: Callable[[int], None] = lambda n: None,
+    ):
         self.config = config
         self.store = store
         self.metadata = metadata
-        self.check_capacity = check_capacity       # LogDirError when n more logs do not fit here
+        self.check_capacity = check_capacity  # LogDirError when n more logs do not fit here
 
     def _timeout(self, timeout_ms: int | None) -> float:
         if timeout_ms is None or timeout_ms <= 0:
@@ -80,14 +88,22 @@ class TopicAdmin:
 
     def _is_online(self, name: str, partitions: int) -> bool:
         info = self.metadata.topic(name)
-        return (info is not None and len(info.partitions) >= partitions
-                and all(s.leader >= 0 for s in info.partitions.values()))
+        return (
+            info is not None
+            and len(info.partitions) >= partitions
+            and all(s.leader >= 0 for s in info.partitions.values())
+        )
 
     # ------------------------------------------------------------------ create
 
-    def check_create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           configs: dict[str, str], assignments: dict[int, list[int]] | None = None
-                           ) -> dict[int, list[int]]:
+    def check_create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignments: dict[int, list[int]] | None = None,
+    ) -> dict[int, list[int]]:
         """Validates a CreateTopics entry; returns the replica assignment."""
         problem = validate_topic_name(name)
         if problem:
@@ -100,13 +116,15 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if assignments:
             if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
-                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
-                                         "both replica assignments and partition count/replication factor given")
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_REQUEST, "both replica assignments and partition count/replication factor given"
+                )
             known = set(self._brokers())
             for p, replicas in assignments.items():
                 if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= known:
-                    raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                             f"invalid replicas {replicas} for partition {p}")
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {replicas} for partition {p}"
+                    )
             if sorted(assignments) != list(range(len(assignments))):
                 raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
             return assignments
@@ -117,9 +135,16 @@ class TopicAdmin:
         return assign_replicas(self._brokers(), num_partitions, replication_factor)
 
     @_store_unavailable_times_out
-    async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                           configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None,
-                           timeout_ms: int | None = None, wait: bool = True) -> TopicInfo | None:
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+        timeout_ms: int | None = None,
+        wait: bool = True,
+    ) -> TopicInfo | None:
         """Writes the topic to the store; with `wait`, returns it once this broker's cache
         shows every partition with a leader (REQUEST_TIMED_OUT past the timeout)."""
         configs = dict(configs or {})
@@ -129,13 +154,18 @@ class TopicAdmin:
             await self.store.create_topic(name, random_uuid(), assignment, configs)
         except TopicExists:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
-        log.info("created topic %s (%d partitions, replication factor %d)", name, len(assignment),
-                 len(next(iter(assignment.values()))))
+        log.info(
+            "created topic %s (%d partitions, replication factor %d)",
+            name,
+            len(assignment),
+            len(next(iter(assignment.values()))),
+        )
         if not wait:
             return None
         if not await self.metadata.wait_for(lambda: self._is_online(name, len(assignment)), self._timeout(timeout_ms)):
-            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
-                                     f"Topic '{name}' was created, but its partitions have no leader yet.")
+            raise KafkaProtocolError(
+                ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' was created, but its partitions have no leader yet."
+            )
         return self.metadata.topic(name)
 
     async def auto_create_topic(self, name: str) -> TopicInfo | None:
@@ -167,14 +197,21 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         log.info("topic %s marked for deletion", name)
         if not await self.metadata.wait_for(lambda: self.metadata.topic(name) is None, self._timeout(timeout_ms)):
-            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
-                                     f"Topic '{name}' is marked for deletion, but not deleted yet.")
+            raise KafkaProtocolError(
+                ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' is marked for deletion, but not deleted yet."
+            )
 
     # ------------------------------------------------------------------ partitions
 
     @_store_unavailable_times_out
-    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                                validate_only: bool = False, timeout_ms: int | None = None) -> None:
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
         if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
@@ -183,23 +220,29 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         if topic.adding_replicas or topic.removing_replicas:
             # as Kafka: the topic node's write would race the controller's
-            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                                     f"A partition reassignment is in progress for the topic '{name}'.")
+            raise KafkaProtocolError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, f"A partition reassignment is in progress for the topic '{name}'."
+            )
         topic_id, existing = topic.topic_id, {p: list(r) for p, r in topic.partitions.items()}
         current = len(existing)
         if count <= current:
-            raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS,
-                                     f"Topic currently has {current} partitions, {count} would not be an increase.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, {count} would not be an increase.",
+            )
         if assignments:
             if len(assignments) != count - current:
-                raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                         f"{len(assignments)} assignments for {count - current} new partitions")
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"{len(assignments)} assignments for {count - current} new partitions",
+                )
             new = {current + i: list(r) for i, r in enumerate(assignments)}
             known = set(self._brokers())
             for p, replicas in new.items():
                 if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= known:
-                    raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                             f"invalid replicas {replicas} for partition {p}")
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {replicas} for partition {p}"
+                    )
         else:
             new = assign_new_partitions(existing, self._brokers(), count)
         self._fits(new)
@@ -209,11 +252,11 @@ class TopicAdmin:
         try:
             await self.store.set_topic_assignment(name, topic_id, full, version)
         except BadVersion:
-            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                                     f"the assignment of '{name}' changed meanwhile; try again") from None
+            raise KafkaProtocolError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, f"the assignment of '{name}' changed meanwhile; try again"
+            ) from None
         if not await self.metadata.wait_for(lambda: self._is_online(name, count), self._timeout(timeout_ms)):
-            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT,
-                                     f"The new partitions of '{name}' have no leader yet.")
+            raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of '{name}' have no leader yet.")
 
     # ------------------------------------------------------------------ configs
 
@@ -228,10 +271,12 @@ class TopicAdmin:
         if validate_only:
             return
         await self.store.set_topic_configs(name, configs)
+
         # every broker applies the change notification; this one does not wait for it
         def applied() -> bool:
             info = self.metadata.topic(name)
             return info is None or info.configs == configs
+
         await self.metadata.wait_for(applied, 5.0)
 
 

@@ -34,6 +34,7 @@ while this broker still serves — then the listener, fetchers, controller, grou
 
 Runs on one asyncio event loop; see docs/architecture.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -96,7 +97,7 @@ log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 30.0
 SHUTDOWN_STEP_S = 10.0
-CONTROLLED_SHUTDOWN_WAIT_S = 5.0     # for the LeaderAndIsr that makes this broker a follower
+CONTROLLED_SHUTDOWN_WAIT_S = 5.0  # for the LeaderAndIsr that makes this broker a follower
 
 
 class BrokerStartupError(Exception):
@@ -107,10 +108,13 @@ class Broker:
     def __init__(self, config: BrokerConfig, store: MetadataStore | None = None):
         self.config = config
         self.broker_id = config.broker_id
-        inter = config.listener(config.inter_broker_listener) if any(
-            x.name == config.inter_broker_listener for x in config.endpoints) else config.endpoints[0]
+        inter = (
+            config.listener(config.inter_broker_listener)
+            if any(x.name == config.inter_broker_listener for x in config.endpoints)
+            else config.endpoints[0]
+        )
         self.listen_host = inter.host
-        bind_outgoing(inter.host)      # to brokers and ZooKeeper: from the inter-broker listener's address
+        bind_outgoing(inter.host)  # to brokers and ZooKeeper: from the inter-broker listener's address
         #: client quotas, from the store's /config/users and /config/clients, kept current by notifications
         self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         #: in a cluster, /feature as last read (levels, epoch): the controller's finalized
@@ -119,20 +123,30 @@ class Broker:
         #: metrics.listener set: the server, the replicas and the connections count what
         #: moves with traffic (broker/metrics/stats.py); else they keep no figures
         measure = bool(config["metrics.listener"])
-        self.server = Server(self, config.endpoints, measure=measure)      # self: the handlers' BrokerServices
+        self.server = Server(self, config.endpoints, measure=measure)  # self: the handlers' BrokerServices
         self.metadata = MetadataCache(self.broker_id, config)
         self.logs = LogManager(config, self.metadata.log_config)
         fetcher = FetcherConfig(
-            self.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
-            min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.response.max.bytes"],
+            self.broker_id,
+            max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"],
+            max_bytes=config["replica.fetch.response.max.bytes"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
             backoff_s=config["replica.fetch.backoff.ms"] / 1000,
-            request_timeout_s=config["request.timeout.ms"] / 1000, num_fetchers=config["num.replica.fetchers"])
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.metadata, fetcher,
-                                       config["replica.lag.time.max.ms"],
-                                       ReplicationQuotas(self.broker_id, config["replication.quota.window.num"],
-                                                         config["replication.quota.window.size.seconds"]),
-                                       measure=measure)
+            request_timeout_s=config["request.timeout.ms"] / 1000,
+            num_fetchers=config["num.replica.fetchers"],
+        )
+        self.replicas = ReplicaManager(
+            self.broker_id,
+            self.logs,
+            self.metadata,
+            fetcher,
+            config["replica.lag.time.max.ms"],
+            ReplicationQuotas(
+                self.broker_id, config["replication.quota.window.num"], config["replication.quota.window.size.seconds"]
+            ),
+            measure=measure,
+        )
         # the topics' throttled-replicas lists follow their configs (Kafka's TopicConfigHandler)
         self.metadata.topic_config_listeners.append(self.replicas.quotas.topic_configs_changed)
         self._store = store
@@ -151,16 +165,24 @@ class Broker:
         #: the ACL authorizer (authorizer.class.name), None without one: every request allowed
         self.authorizer: Authorizer | None = None
         if config["authorizer.class.name"]:
-            self.authorizer = Authorizer([p.strip() for p in config["super.users"].split(";") if p.strip()],
-                                         config["allow.everyone.if.no.acl.found"])
-        self.group_manager = GroupMetadataManager(config, ReplicaPartitionWriter(self.replicas),
-                                                  self.metadata, self._create_offsets_topic)
+            self.authorizer = Authorizer(
+                [p.strip() for p in config["super.users"].split(";") if p.strip()],
+                config["allow.everyone.if.no.acl.found"],
+            )
+        self.group_manager = GroupMetadataManager(
+            config, ReplicaPartitionWriter(self.replicas), self.metadata, self._create_offsets_topic
+        )
         self.coordinator = GroupCoordinator(config, self.group_manager)
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
         self.marker_channels = MarkerChannels(self)
-        self.txn_coordinator = TransactionCoordinator(config, ReplicaPartitionWriter(self.replicas), self.metadata,
-                                                      _LazyProducerIds(self), self.marker_channels,
-                                                      self._create_txn_topic)
+        self.txn_coordinator = TransactionCoordinator(
+            config,
+            ReplicaPartitionWriter(self.replicas),
+            self.metadata,
+            _LazyProducerIds(self),
+            self.marker_channels,
+            self._create_txn_topic,
+        )
         self.replicas.on_leadership_change(self.txn_coordinator.leadership_changed)
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
@@ -170,16 +192,23 @@ class Broker:
         self.metrics: BrokerMetrics | None = None
         if measure:
             from broker.metrics.exporter import BrokerMetrics
+
             host, port = parse_listener(config["metrics.listener"], "metrics.listener")
             self.metrics = BrokerMetrics(self, host, port, config.metrics_web)
         #: the schema registry (schema.registry.listener), None without one (docs/schema-registry.md)
         self.registry: RegistryService | None = None
         if config["schema.registry.listener"]:
             from broker.registry.service import RegistryService
+
             self.registry = RegistryService(
-                config, self.broker_id, ReplicaPartitionWriter(self.replicas), self.metadata, self.credentials.get,
+                config,
+                self.broker_id,
+                ReplicaPartitionWriter(self.replicas),
+                self.metadata,
+                self.credentials.get,
                 lambda: self.authorizer,
-                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False))
+                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
+            )
             self.replicas.on_leadership_change(self.registry.leadership_changed)
 
     @property
@@ -226,9 +255,15 @@ class Broker:
         self.finalized_features = finalized
         self.server.update_version_caps()
         if self.transaction_version != before:
-            log.info("broker %d: transaction.version %d -> %d (finalized %s at epoch %d; configured %d)",
-                     self.broker_id, before, self.transaction_version, finalized[0], finalized[1],
-                     transaction_version(self.config))
+            log.info(
+                "broker %d: transaction.version %d -> %d (finalized %s at epoch %d; configured %d)",
+                self.broker_id,
+                before,
+                self.transaction_version,
+                finalized[0],
+                finalized[1],
+                transaction_version(self.config),
+            )
 
     def advertised_endpoints(self) -> tuple[EndPoint, ...]:
         """Every advertised listener; without advertised.listeners, the bound ports (listen
@@ -247,8 +282,13 @@ class Broker:
         """This broker as others reach it: the inter-broker listener's endpoint."""
         endpoints = self.advertised_endpoints()
         ep = next((e for e in endpoints if e.listener_name == self.config.inter_broker_listener), endpoints[0])
-        return BrokerInfo(self.broker_id, ep.host, ep.port, self.config["broker.rack"],
-                          endpoints={e.listener_name: (e.host, e.port) for e in endpoints})
+        return BrokerInfo(
+            self.broker_id,
+            ep.host,
+            ep.port,
+            self.config["broker.rack"],
+            endpoints={e.listener_name: (e.host, e.port) for e in endpoints},
+        )
 
     # ------------------------------------------------------------------ start
 
@@ -265,8 +305,12 @@ class Broker:
             self._store = self._make_store()
         if self.in_cluster:
             timeout_ms = self.config["zookeeper.connection.timeout.ms"] or self.config["zookeeper.session.timeout.ms"]
-            log.info("broker %d: connecting to ZooKeeper at %s (retrying for up to %d ms)", self.broker_id,
-                     self.config["zookeeper.connect"], timeout_ms)
+            log.info(
+                "broker %d: connecting to ZooKeeper at %s (retrying for up to %d ms)",
+                self.broker_id,
+                self.config["zookeeper.connect"],
+                timeout_ms,
+            )
         try:
             await self._store.start()
         except StoreUnavailable as exc:
@@ -280,8 +324,10 @@ class Broker:
         cluster_id = await self._store.get_or_create_cluster_id(proposed)
         if local is not None and local != cluster_id:
             where = self.config["zookeeper.connect"] or self.config.log_dirs[0]
-            raise BrokerStartupError(f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
-                                     f"but {where} holds cluster {cluster_id}; refusing to start")
+            raise BrokerStartupError(
+                f"the data dir {self.config.log_dirs[0]} belongs to cluster {local}, "
+                f"but {where} holds cluster {cluster_id}; refusing to start"
+            )
         self.metadata.cluster_id = cluster_id
         # dynamic broker configs (/config/brokers) over server.properties, before the logs
         # load (their defaults) and the listeners serve (their key stores)
@@ -291,7 +337,7 @@ class Broker:
         topic_ids = await self._load_topics()
         self.logs.startup(cluster_id, topic_ids)
         try:
-            self.server.start(serve=False)         # bound now, serving once registered
+            self.server.start(serve=False)  # bound now, serving once registered
         except OSError:
             # e.g. the port is taken: the logs are loaded (and recovered if need be) but
             # nothing was served; close them cleanly so the next start is not a recovery
@@ -314,7 +360,7 @@ class Broker:
         self._admin = TopicAdmin(self.config, self.store, self.metadata, self.logs.check_capacity)
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
-        await self._reload_broker_configs()        # a change made before the watch: not missed
+        await self._reload_broker_configs()  # a change made before the watch: not missed
         self.credentials.load(await self._store.get_user_configs())
         self.quotas.load(await self._store.get_client_quota_configs())
         if self.authorizer is not None:
@@ -325,8 +371,9 @@ class Broker:
         if self.in_cluster:
             # the versions served follow the cluster's finalized transaction.version
             self._features_changed(await self._store.watch_finalized_features(self._features_changed))
-        self.controller_client = ControllerClient(self.broker_id, self.metadata, self._to_local_controller,
-                                                  self.config["request.timeout.ms"] / 1000)
+        self.controller_client = ControllerClient(
+            self.broker_id, self.metadata, self._to_local_controller, self.config["request.timeout.ms"] / 1000
+        )
         self.replicas.controller = self.controller_client
         self.controller = Controller(self.broker_id, self.config, self._store, self._deliver_locally)
         await self._register()
@@ -339,8 +386,11 @@ class Broker:
         self.replicas.start()
         await self.controller.startup()
         if not await self.metadata.wait_for(lambda: self.metadata.initialized, METADATA_WAIT_S):
-            log.warning("broker %d: no word from a controller after %.0f s; serving what it knows",
-                        self.broker_id, METADATA_WAIT_S)
+            log.warning(
+                "broker %d: no word from a controller after %.0f s; serving what it knows",
+                self.broker_id,
+                METADATA_WAIT_S,
+            )
         await self.coordinator.startup()
         await self.txn_coordinator.startup()
         self.logs.start_background()
@@ -349,22 +399,38 @@ class Broker:
         # event loop for milliseconds (tail latency)
         gc.freeze()
         self.started_at = time.time()
-        log.info("broker %d listening on %s (cluster %s%s), started in %.3f s", self.broker_id,
-                 ", ".join(f"{a.name}://{a.host or '*'}:{a.port}" for a in self.server.acceptors), self.cluster_id,
-                 f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
-                 time.monotonic() - t0)
+        log.info(
+            "broker %d listening on %s (cluster %s%s), started in %.3f s",
+            self.broker_id,
+            ", ".join(f"{a.name}://{a.host or '*'}:{a.port}" for a in self.server.acceptors),
+            self.cluster_id,
+            f", ZooKeeper {self.config['zookeeper.connect']}" if self.in_cluster else "",
+            time.monotonic() - t0,
+        )
         if self.metrics is not None:
             host = self.metrics.host or "127.0.0.1"
             scheme = self.metrics.scheme
-            log.info("broker %d: metrics at %s://%s:%d/metrics, status page at %s://%s:%d/", self.broker_id,
-                     scheme, host, self.metrics.port, scheme, host, self.metrics.port)
+            log.info(
+                "broker %d: metrics at %s://%s:%d/metrics, status page at %s://%s:%d/",
+                self.broker_id,
+                scheme,
+                host,
+                self.metrics.port,
+                scheme,
+                host,
+                self.metrics.port,
+            )
 
     def _make_store(self) -> MetadataStore:
         connect = self.config["zookeeper.connect"]
         if connect:
             from broker.cluster.store.zkclient import KafkaZkClient
-            return KafkaZkClient(connect, session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
-                                 connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"])
+
+            return KafkaZkClient(
+                connect,
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
+            )
         os.makedirs(self.config.log_dirs[0], mode=self.config.log_dirs_mode, exist_ok=True)
         return FileMetadataStore(self.config.log_dirs[0])
 
@@ -382,9 +448,13 @@ class Broker:
         return ids
 
     def _registration(self) -> BrokerRegistration:
-        return BrokerRegistration(self.broker_id, self.advertised_endpoints(), self.config["broker.rack"],
-                                  features={TRANSACTION_VERSION: (0, transaction_version(self.config))},
-                                  timestamp=int(time.time() * 1000))
+        return BrokerRegistration(
+            self.broker_id,
+            self.advertised_endpoints(),
+            self.config["broker.rack"],
+            features={TRANSACTION_VERSION: (0, transaction_version(self.config))},
+            timestamp=int(time.time() * 1000),
+        )
 
     async def _register(self) -> None:
         own = self._registration()
@@ -395,14 +465,18 @@ class Broker:
             self.server.stop_listening()
             self.logs.shutdown()
             who = "a running broker" if exc.live else "a session that did not expire"
-            raise BrokerStartupError(f"broker.id {self.broker_id} is already registered by {who} "
-                                     f"({exc}); refusing to start") from None
+            raise BrokerStartupError(
+                f"broker.id {self.broker_id} is already registered by {who} ({exc}); refusing to start"
+            ) from None
         self.replicas.broker_epoch = self.broker_epoch
 
     def _session_event(self, event: SessionEvent) -> None:
         if event is SessionEvent.EXPIRED:
-            log.warning("broker %d: the ZooKeeper session expired: this broker is gone from the cluster until "
-                        "a new session registers it again", self.broker_id)
+            log.warning(
+                "broker %d: the ZooKeeper session expired: this broker is gone from the cluster until "
+                "a new session registers it again",
+                self.broker_id,
+            )
             self.replicas.resign_leadership("the ZooKeeper session expired")
         elif event is SessionEvent.NEW_SESSION:
             log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
@@ -421,8 +495,7 @@ class Broker:
         through the store, as Kafka's LogDirFailureHandler propagates the event. With no
         log dir left the broker stops (Kafka halts it)."""
         if not self.logs.online_dirs:
-            log.error("broker %d: every log dir (%s) is offline; stopping", self.broker_id,
-                      ", ".join(self.logs.dirs))
+            log.error("broker %d: every log dir (%s) is offline; stopping", self.broker_id, ", ".join(self.logs.dirs))
             self.stop()
             return
         task = asyncio.get_running_loop().create_task(self._notify_log_dir_failure(log_dir))
@@ -437,25 +510,33 @@ class Broker:
                 log.info("broker %d: the controller is told that log dir %s failed", self.broker_id, log_dir)
                 return
             except Exception as exc:
-                log.warning("broker %d: cannot tell the controller that log dir %s failed (%s); trying again in "
-                            "%.1f s", self.broker_id, log_dir, exc, delay)
+                log.warning(
+                    "broker %d: cannot tell the controller that log dir %s failed (%s); trying again in %.1f s",
+                    self.broker_id,
+                    log_dir,
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
     async def _deliver_locally(self, request: Message) -> Message:
         """The controller's requests to this broker, without a socket."""
         from broker.server.handlers import CONTROL_APIS
+
         assert request.API_KEY is not None, request
         return await CONTROL_APIS[request.API_KEY].apply(self, request)
 
     async def _to_local_controller(self, request: Message) -> Message:
         """This broker's requests to its own controller, without a socket."""
         from broker.server.handlers import CONTROL_APIS
+
         assert request.API_KEY is not None, request
         return await CONTROL_APIS[request.API_KEY].apply(self, request)
 
-    async def check_control_request(self, api: str, controller_id: int, controller_epoch: int,
-                                    broker_epoch: int) -> int:
+    async def check_control_request(
+        self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int
+    ) -> int:
         """LeaderAndIsr, UpdateMetadata and StopReplica arriving over the network must come
         from the controller ZooKeeper names, at the epoch it names, for this broker's own
         registration (its broker epoch). Kafka takes any controller epoch at least the
@@ -471,8 +552,11 @@ class Broker:
         registration), and a refusal for that would be wrong; the controller also sends
         refused requests again (channel_manager.py)."""
         if not self.in_cluster:
-            self._control_refused(logging.WARNING, "refused a %s from the network: this broker runs without "
-                                  "ZooKeeper and its only controller is itself", api)
+            self._control_refused(
+                logging.WARNING,
+                "refused a %s from the network: this broker runs without ZooKeeper and its only controller is itself",
+                api,
+            )
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if controller_epoch < self.replicas.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
@@ -483,9 +567,15 @@ class Broker:
             if zk_epoch is not None and controller_epoch < zk_epoch[0]:
                 return ErrorCode.STALE_CONTROLLER_EPOCH
             if zk_id != controller_id or zk_epoch is None or zk_epoch[0] != controller_epoch:
-                self._control_refused(logging.WARNING, "refused a %s claiming controller %d epoch %d: ZooKeeper "
-                                      "names controller %s epoch %s", api, controller_id, controller_epoch, zk_id,
-                                      None if zk_epoch is None else zk_epoch[0])
+                self._control_refused(
+                    logging.WARNING,
+                    "refused a %s claiming controller %d epoch %d: ZooKeeper names controller %s epoch %s",
+                    api,
+                    controller_id,
+                    controller_epoch,
+                    zk_id,
+                    None if zk_epoch is None else zk_epoch[0],
+                )
                 return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             self._verified_controller = (controller_id, controller_epoch)
         if broker_epoch != self.broker_epoch:
@@ -496,8 +586,13 @@ class Broker:
             await self._sync_store()
             mine = (await self.store.get_brokers_and_epochs()).get(self.broker_id)
             if mine is None or mine[1] != broker_epoch:
-                self._control_refused(logging.WARNING, "refused a %s for broker epoch %d: this broker's is %d",
-                                      api, broker_epoch, self.broker_epoch if mine is None else mine[1])
+                self._control_refused(
+                    logging.WARNING,
+                    "refused a %s for broker epoch %d: this broker's is %d",
+                    api,
+                    broker_epoch,
+                    self.broker_epoch if mine is None else mine[1],
+                )
                 return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE
 
@@ -517,7 +612,8 @@ class Broker:
             # this broker's own entity: its key store files are read again even when the
             # config did not change (Kafka's reloadUpdatedFilesWithoutConfigChange)
             asyncio.get_running_loop().create_task(
-                self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers))
+                self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers)
+            )
         quota_paths = {p for p in paths if parse_entity_path(p) is not None}
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
@@ -525,7 +621,7 @@ class Broker:
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and
         applies what changed without a restart (Kafka's DynamicBrokerConfig)."""
-        async with self._broker_configs_lock:        # one read-and-apply at a time, in order
+        async with self._broker_configs_lock:  # one read-and-apply at a time, in order
             await self._reload_broker_configs_locked(startup, reload_tls)
 
     async def _reload_broker_configs_locked(self, startup: bool, reload_tls: bool) -> None:
@@ -538,17 +634,28 @@ class Broker:
             log.exception("broker %d: cannot read the dynamic broker configs", self.broker_id)
             return
         before = {**self.config.dynamic_default, **self.config.dynamic_broker}
-        changed = self.config.apply_dynamic(parse_dynamic_lenient(default, False, "the cluster default"),
-                                            parse_dynamic_lenient(mine, True, f"broker {self.broker_id}"))
+        changed = self.config.apply_dynamic(
+            parse_dynamic_lenient(default, False, "the cluster default"),
+            parse_dynamic_lenient(mine, True, f"broker {self.broker_id}"),
+        )
         for key, value in {**self.config.dynamic_default, **self.config.dynamic_broker}.items():
             if key in IGNORED_KAFKA_KEYS and before.get(key) != value:
-                log.warning("broker %d: dynamic config %s=%s has no effect: %s", self.broker_id, key, value,
-                            IGNORED_KAFKA_KEYS[key])
+                log.warning(
+                    "broker %d: dynamic config %s=%s has no effect: %s",
+                    self.broker_id,
+                    key,
+                    value,
+                    IGNORED_KAFKA_KEYS[key],
+                )
         self._apply_replication_rates()
         if changed:
-            log.info("broker %d: dynamic configs applied: %s", self.broker_id,
-                     ", ".join(f"{k}={'[hidden]' if k.startswith(LISTENER_PREFIX) else self._shown(k)}"
-                               for k in sorted(changed)))
+            log.info(
+                "broker %d: dynamic configs applied: %s",
+                self.broker_id,
+                ", ".join(
+                    f"{k}={'[hidden]' if k.startswith(LISTENER_PREFIX) else self._shown(k)}" for k in sorted(changed)
+                ),
+            )
         if startup:
             if changed & {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}:
                 try:
@@ -568,9 +675,12 @@ class Broker:
         default's, bound the replication throttles at once."""
         leader, follower = throttled_rates(self.config.dynamic_broker, self.config.dynamic_default)
         if self.replicas.quotas.set_rates(leader, follower):
-            log.info("broker %d: replication throttles now %s B/s (leader), %s B/s (follower)", self.broker_id,
-                     "unbounded" if leader is None else f"{leader:.0f}",
-                     "unbounded" if follower is None else f"{follower:.0f}")
+            log.info(
+                "broker %d: replication throttles now %s B/s (leader), %s B/s (follower)",
+                self.broker_id,
+                "unbounded" if leader is None else f"{leader:.0f}",
+                "unbounded" if follower is None else f"{follower:.0f}",
+            )
 
     def _shown(self, key: str) -> object:
         try:
@@ -597,8 +707,9 @@ class Broker:
                 # the inter-broker listener's trust store is also what this broker trusts in others
                 set_client_security(inter_broker_security(self.config))
             except TlsConfigError as exc:
-                log.error("broker %d: listener key stores not reloaded (the old ones serve on): %s",
-                          self.broker_id, exc)
+                log.error(
+                    "broker %d: listener key stores not reloaded (the old ones serve on): %s", self.broker_id, exc
+                )
 
     async def _reload_quotas(self, paths: set[str]) -> None:
         for path in paths:
@@ -636,8 +747,9 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
-    async def update_acls(self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
-                          ) -> dict[Resource, set[AclBinding]]:
+    async def update_acls(
+        self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+    ) -> dict[Resource, set[AclBinding]]:
         """Changes resource patterns' ACLs in the store (every broker's authorizer follows
         the notifications) and in this broker's authorizer at once."""
         assert self.authorizer is not None
@@ -707,16 +819,28 @@ class Broker:
             if resp.error_code == ErrorCode.NONE and not resp.remaining_partitions:
                 # wait (bounded) for the LeaderAndIsr that makes this broker a follower
                 if not await self.metadata.wait_for(
-                        lambda: self.replicas.leader_count() == 0
-                        or all(len(p.state.replicas) < 2 for p in self.replicas.partitions.values() if p.is_leader),
-                        CONTROLLED_SHUTDOWN_WAIT_S):
-                    log.warning("broker %d: the controller moved every leadership, but %d partitions were still "
-                                "led here after %.0f s; stopping anyway", self.broker_id,
-                                self.replicas.leader_count(), CONTROLLED_SHUTDOWN_WAIT_S)
+                    lambda: (
+                        self.replicas.leader_count() == 0
+                        or all(len(p.state.replicas) < 2 for p in self.replicas.partitions.values() if p.is_leader)
+                    ),
+                    CONTROLLED_SHUTDOWN_WAIT_S,
+                ):
+                    log.warning(
+                        "broker %d: the controller moved every leadership, but %d partitions were still "
+                        "led here after %.0f s; stopping anyway",
+                        self.broker_id,
+                        self.replicas.leader_count(),
+                        CONTROLLED_SHUTDOWN_WAIT_S,
+                    )
                 log.info("broker %d: controlled shutdown succeeded", self.broker_id)
                 return True
-            log.info("broker %d: controlled shutdown attempt %d: %s, %d partitions still led here", self.broker_id,
-                     attempt, ErrorCode(resp.error_code).name, len(resp.remaining_partitions))
+            log.info(
+                "broker %d: controlled shutdown attempt %d: %s, %d partitions still led here",
+                self.broker_id,
+                attempt,
+                ErrorCode(resp.error_code).name,
+                len(resp.remaining_partitions),
+            )
             await asyncio.sleep(backoff)
         log.warning("broker %d: controlled shutdown did not complete; stopping anyway", self.broker_id)
         return False
@@ -754,8 +878,13 @@ class Broker:
         task = asyncio.ensure_future(coro)
         done, _ = await asyncio.wait({task}, timeout=timeout)
         if not done:
-            log.error("broker %d: %s did not finish within %.0f s; going on (it waits at %s)", self.broker_id,
-                      what, timeout, _where(task))
+            log.error(
+                "broker %d: %s did not finish within %.0f s; going on (it waits at %s)",
+                self.broker_id,
+                what,
+                timeout,
+                _where(task),
+            )
             task.cancel()
             return
         exc = task.exception()
@@ -808,5 +937,3 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], object] | N
         await broker.wait_stopped()
     finally:
         await broker.shutdown()
-
-

@@ -7,6 +7,7 @@ A BROKER resource named "" is the cluster-wide default (/config/brokers/<default
 named with this broker's id is this broker (/config/brokers/<id>); another broker's id is
 INVALID_REQUEST, as Kafka's (clients send a broker's resource to that broker).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,12 @@ if TYPE_CHECKING:
     from broker.server.services import BrokerServices
 
 #: DescribeConfigs' layers, highest precedence first
-LAYERS = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-          ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
+LAYERS = (
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    ConfigSource.STATIC_BROKER_CONFIG,
+    ConfigSource.DEFAULT_CONFIG,
+)
 
 APPLY_WAIT_S = 5.0
 
@@ -48,18 +53,20 @@ def entity_of(services: BrokerServices, name: str, describe: bool = False) -> st
     try:
         broker_id = int(name)
     except ValueError:
-        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
-                                 f"Broker id must be an integer, but it is: {name}") from None
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
     if broker_id != services.broker_id:
         expected = f"{services.broker_id} or empty string" if describe else str(services.broker_id)
-        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST,
-                                 f"Unexpected broker id, expected {expected}, but received {name}")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}"
+        )
     return str(broker_id)
 
 
 def base_key(name: str) -> str:
     """listener.name.<l>.<key> -> <key>; other names as they are."""
-    return name[len(LISTENER_PREFIX):].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
+    return name[len(LISTENER_PREFIX) :].partition(".")[2] if name.startswith(LISTENER_PREFIX) else name
 
 
 def config_type(name: str) -> ConfigType:
@@ -78,8 +85,12 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
-async def alter(services: BrokerServices, resource_name: str, update: Callable[[dict[str, str]], dict[str, str]],
-                validate_only: bool) -> None:
+async def alter(
+    services: BrokerServices,
+    resource_name: str,
+    update: Callable[[dict[str, str]], dict[str, str]],
+    validate_only: bool,
+) -> None:
     """Replaces the entity's dynamic configs with update(current ones) after Kafka's checks;
     KafkaProtocolError (INVALID_REQUEST, with Kafka's message) when refused."""
     entity = entity_of(services, resource_name)
@@ -96,8 +107,9 @@ async def alter(services: BrokerServices, resource_name: str, update: Callable[[
     except ConfigError as exc:
         # INVALID_REQUEST, as Kafka 3.x answers every refused broker config (ZkAdminManager
         # wraps the ConfigException so; KAFKA-13609 left the code at 42 even for a bad value)
-        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}") \
-            from None
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}"
+        ) from None
     if validate_only:
         return
     await store.set_broker_config(entity, new)
@@ -114,22 +126,23 @@ def _check_listener_security(config: BrokerConfig, parsed: Mapping[str, Any]) ->
     TLS built with the new values, ConfigError if it cannot be."""
     from broker.security.listener import listener_securities
     from broker.security.tls import TlsConfigError
+
     candidate = copy.copy(config)
     candidate.apply_dynamic(config.dynamic_default, parsed)
     try:
         listener_securities(candidate)
     except TlsConfigError as exc:
         name = next(k for k in parsed if k.startswith(LISTENER_PREFIX))
-        raise ConfigError(name, f"Validation of dynamic config update of SSLFactory failed: {exc}", [name]) \
-            from None
+        raise ConfigError(name, f"Validation of dynamic config update of SSLFactory failed: {exc}", [name]) from None
 
 
 def layer_maps(config: BrokerConfig) -> dict[ConfigSource, Mapping[str, Any]]:
     return {source: config.layer(source) for source in LAYERS}
 
 
-def synonyms(maps: Mapping[ConfigSource, Mapping[str, Any]], name: str,
-             layers: tuple[ConfigSource, ...] = LAYERS) -> list[tuple[str, str | None, ConfigSource]]:
+def synonyms(
+    maps: Mapping[ConfigSource, Mapping[str, Any]], name: str, layers: tuple[ConfigSource, ...] = LAYERS
+) -> list[tuple[str, str | None, ConfigSource]]:
     """Kafka's configSynonyms: the chain's keys set in each layer, layer by layer, from
     the key itself on."""
     chain = broker_key_chain(name)
@@ -139,8 +152,14 @@ def synonyms(maps: Mapping[ConfigSource, Mapping[str, Any]], name: str,
     return out
 
 
-def describe(services: BrokerServices, resource_name: str, keys: Container[str] | None, synonym_type: type[Any],
-             entry_type: type[Any], docs: bool) -> list[Any]:
+def describe(
+    services: BrokerServices,
+    resource_name: str,
+    keys: Container[str] | None,
+    synonym_type: type[Any],
+    entry_type: type[Any],
+    docs: bool,
+) -> list[Any]:
     """The DescribeConfigs entries of a BROKER resource: every broker key with its
     effective value, source and synonyms (this broker), or the cluster default's dynamic
     configs (name "")."""
@@ -151,8 +170,11 @@ def describe(services: BrokerServices, resource_name: str, keys: Container[str] 
         names = sorted(config.dynamic_default)
         layers = LAYERS[1:]
     else:
-        names = sorted({k for k in BROKER_KEYS if k not in NOT_DESCRIBED} | set(config.dynamic_default)
-                       | set(config.dynamic_broker))
+        names = sorted(
+            {k for k in BROKER_KEYS if k not in NOT_DESCRIBED}
+            | set(config.dynamic_default)
+            | set(config.dynamic_broker)
+        )
     maps = layer_maps(config)
     out = []
     for name in names:
@@ -170,9 +192,17 @@ def describe(services: BrokerServices, resource_name: str, keys: Container[str] 
             value = syn[0][1] if syn else None
         key = BROKER_KEYS.get(base_key(name)) or DYNAMIC_ONLY_KEYS.get(name)
         doc = key.doc if key is not None else ("Accepted without effect." if name in DYNAMIC_IGNORED_KEYS else None)
-        out.append(entry_type(
-            name=name, value=None if sensitive else value, read_only=not is_dynamic(name),
-            is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source, is_sensitive=sensitive,
-            synonyms=[synonym_type(name=n, value=None if sensitive else v, source=s) for n, v, s in syn],
-            config_type=ctype, documentation=doc if docs else None))
+        out.append(
+            entry_type(
+                name=name,
+                value=None if sensitive else value,
+                read_only=not is_dynamic(name),
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=sensitive,
+                synonyms=[synonym_type(name=n, value=None if sensitive else v, source=s) for n, v, s in syn],
+                config_type=ctype,
+                documentation=doc if docs else None,
+            )
+        )
     return out

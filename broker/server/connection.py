@@ -50,6 +50,7 @@ Invariants:
   or when the connection closes.
 - All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -78,11 +79,12 @@ MAX_PENDING_FRAMES = 64
 MAX_PENDING_OUTPUT = 8 * 1024 * 1024
 SENDMSG_MAX_PARTS = 64
 TURN_BUDGET_S = 0.0005
-TLS_CHUNK = 512 * 1024             # bytes handed to OpenSSL at once (it cuts 16 KiB records)
+TLS_CHUNK = 512 * 1024  # bytes handed to OpenSSL at once (it cuts 16 KiB records)
 MAX_INFLIGHT_PRODUCE = 8
 _PRODUCE = 0
-_MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND,
-                                                                Hold.MEMORY))
+_MUTED, _OUTPUT, _FRAMES, _BEHIND, _MEMORY = (
+    h.value for h in (Hold.MUTED, Hold.OUTPUT, Hold.FRAMES, Hold.BEHIND, Hold.MEMORY)
+)
 _FETCH = 1
 #: a request's timing, with metrics on: api key, arrival, dispatch start and end, answer ready
 _Timing = tuple[int, float, float, float, float]
@@ -102,7 +104,7 @@ class RequestMemory:
     def __init__(self, limit: int):
         self.limit = limit
         self.used = 0
-        self.waiting: dict[Connection, None] = {}       # stopped for memory, in the order they stopped
+        self.waiting: dict[Connection, None] = {}  # stopped for memory, in the order they stopped
 
     @property
     def exhausted(self) -> bool:
@@ -129,6 +131,7 @@ class RequestMemory:
 class _Slot:
     """One answer to come, in request order: its parts once known (and, with metrics on,
     the request's timing so far: api key, arrival, dispatch start and end, answer ready)."""
+
     __slots__ = ("parts", "done", "task", "timing")
 
     def __init__(self, parts: list[Any] | None = None, done: bool = False, timing: _Timing | None = None):
@@ -157,7 +160,7 @@ class Connection:
         self.host = ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
         self.frames = FrameReader(server.services.config["socket.request.max.bytes"])
         self.pending: collections.deque[BufferLike] = collections.deque()
-        self._pending_bytes = 0                        # the bytes of the frames in `pending`
+        self._pending_bytes = 0  # the bytes of the frames in `pending`
         #: what this connection holds of requests not yet handled: the pending frames and
         #: the frame being received at its announced size (RequestMemory counts it)
         self.queued_bytes = 0
@@ -167,18 +170,18 @@ class Connection:
         #: the response parts to send: bytes-like and file slices (told apart by their fd)
         self.out: collections.deque[Any] = collections.deque()
         self.out_bytes = 0
-        self.phase = Phase.READY                       # set below, by what the listener asks for
+        self.phase = Phase.READY  # set below, by what the listener asks for
         self._reading = False
         self._writing = False
         self._flush_scheduled = False
-        self._run_scheduled = False                    # handling continues in a later loop turn
+        self._run_scheduled = False  # handling continues in a later loop turn
         self.inflight: collections.deque[_Slot] = collections.deque()  # answers to come, in order
-        self._inflight_produce = False                 # every in-flight request is a Produce
-        self._holding = 0                              # in-flight Produces the Produces behind wait for
-        self._stalled = False                          # handling paused for output backpressure
+        self._inflight_produce = False  # every in-flight request is a Produce
+        self._holding = 0  # in-flight Produces the Produces behind wait for
+        self._stalled = False  # handling paused for output backpressure
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
-        self.follower = False                          # a follower's fetch connection (Fetch said so)
+        self.follower = False  # a follower's fetch connection (Fetch said so)
         # client quotas (server/quotas.py): the sensors found for this client, until the
         # quotas, the client id or the principal change; muted: nothing read or handled until the throttle ends
         self.quota_generation = -1
@@ -198,8 +201,8 @@ class Connection:
         self.principal = "User:ANONYMOUS"
         security = acceptor.security if acceptor is not None else None
         self.security = security
-        self._tls: ssl.SSLSocket | None = None     # the TLS layer, on SSL and SASL_SSL listeners
-        self._chunk: memoryview | None = None      # TLS: the bytes being written (a retry resends them)
+        self._tls: ssl.SSLSocket | None = None  # the TLS layer, on SSL and SASL_SSL listeners
+        self._chunk: memoryview | None = None  # TLS: the bytes being written (a retry resends them)
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -211,11 +214,11 @@ class Connection:
             # before authentication a frame holds at most sasl.server.max.receive.size
             # (Kafka's SaslServerAuthenticator): an unauthenticated client cannot have a
             # request buffer of socket.request.max.bytes reserved for it
-            self.frames.max_frame_size = min(self.frames.max_frame_size,
-                                             self.authenticator.settings.max_receive_size)
+            self.frames.max_frame_size = min(self.frames.max_frame_size, self.authenticator.settings.max_receive_size)
         if security is not None and security.ssl_context is not None:
-            self._tls = self.sock = security.ssl_context.wrap_socket(sock, server_side=True,
-                                                                     do_handshake_on_connect=False)
+            self._tls = self.sock = security.ssl_context.wrap_socket(
+                sock, server_side=True, do_handshake_on_connect=False
+            )
         self.phase = initial_phase(self._tls is not None, self.authenticator is not None)
         self._resume_reading()
 
@@ -236,7 +239,7 @@ class Connection:
         was = self.phase
         self.phase = next_phase(was, event)
         if was.authenticating and self.phase is Phase.READY:
-            self.server.connection_established(self)       # it no longer counts as authenticating
+            self.server.connection_established(self)  # it no longer counts as authenticating
 
     @property
     def closed(self) -> bool:
@@ -316,9 +319,8 @@ class Connection:
 
     def _on_readable(self) -> None:
         memory = self.memory
-        if memory is not None and memory.exhausted and self.phase is not Phase.HANDSHAKING \
-                and not self.frames.in_frame:
-            self._pause_reading()                   # another frame would go beyond queued.max.request.bytes
+        if memory is not None and memory.exhausted and self.phase is not Phase.HANDSHAKING and not self.frames.in_frame:
+            self._pause_reading()  # another frame would go beyond queued.max.request.bytes
             memory.wait(self)
             return
         if self._tls is not None:
@@ -344,9 +346,12 @@ class Connection:
                 self._pending_bytes += len(frame)
                 if self.stats is not None:
                     self.arrived.append(now)
-        except ValueError as exc:        # FrameTooLarge / InvalidFrame
-            before = (" (before authentication: sasl.server.max.receive.size)"
-                      if self.authenticator is not None and not self.authenticator.authenticated else "")
+        except ValueError as exc:  # FrameTooLarge / InvalidFrame
+            before = (
+                " (before authentication: sasl.server.max.receive.size)"
+                if self.authenticator is not None and not self.authenticator.authenticated
+                else ""
+            )
             self.server.log_bad_request(logging.WARNING, "%s: %s%s; closing the connection", self, exc, before)
             self.close()
             return
@@ -384,7 +389,7 @@ class Connection:
             n = self.sock.recv_into(buf)
             if n:
                 frames.direct_received(n)
-            return got + n          # an end of stream right after data: the next wake-up sees it
+            return got + n  # an end of stream right after data: the next wake-up sees it
         except (BlockingIOError, InterruptedError):
             return got or None
         except OSError as exc:
@@ -437,7 +442,7 @@ class Connection:
             der = tls.getpeercert(binary_form=True)
             if der and security is not None:
                 self.principal = "User:" + security.principal_from_certificate(der)
-        except ValueError as exc:               # no ssl.principal.mapping.rules rule applies
+        except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
             self.server.audit_failure(self, f"TLS client refused: {exc}")
             self.close()
             return False
@@ -542,7 +547,7 @@ class Connection:
         while pos < size:
             p = out[0]
             if hasattr(p, "fd"):
-                n = os.preadv(p.fd, [view[pos:pos + min(p.length, size - pos)]], p.offset)
+                n = os.preadv(p.fd, [view[pos : pos + min(p.length, size - pos)]], p.offset)
                 if n <= 0:
                     raise OSError(f"short read of {p}")
                 pos += n
@@ -553,7 +558,7 @@ class Connection:
                     _close_part(p)
             else:
                 n = min(len(p), size - pos)
-                view[pos:pos + n] = p[:n] if n < len(p) else p
+                view[pos : pos + n] = p[:n] if n < len(p) else p
                 pos += n
                 if n < len(p):
                     out[0] = memoryview(p)[n:]
@@ -569,8 +574,12 @@ class Connection:
         inflight = self.inflight
         if not inflight:
             return True
-        return (self._inflight_produce and not self._holding and len(inflight) < MAX_INFLIGHT_PRODUCE
-                and _api_key(self.pending[0]) == _PRODUCE)
+        return (
+            self._inflight_produce
+            and not self._holding
+            and len(inflight) < MAX_INFLIGHT_PRODUCE
+            and _api_key(self.pending[0]) == _PRODUCE
+        )
 
     def hold_produces(self) -> None:
         """The Produce being handled waits on its transaction's coordinator (KIP-890: the
@@ -619,18 +628,18 @@ class Connection:
                     if api_key == _FETCH and self.follower:
                         api_key = _FETCH_FOLLOWER
                     timing = (api_key, self.arrived.popleft(), now, end, end)
-                    if result is None:                   # no answer (acks=0): handled now
+                    if result is None:  # no answer (acks=0): handled now
                         stats.observe(api_key, now - timing[1], end - now, 0.0, 0.0)
                 if result is None:
                     continue
-                if type(result) is not list:         # the parts, or an awaitable of them
+                if type(result) is not list:  # the parts, or an awaitable of them
                     if not inflight:
                         self._inflight_produce = api_key == _PRODUCE
                     slot = _Slot(timing=timing)
                     inflight.append(slot)
                     slot.task = self.loop.create_task(self._finish(slot, cast("Awaitable[list[Any] | None]", result)))
                 elif inflight:
-                    inflight.append(_Slot(result, True, timing))     # answered behind the ones waiting
+                    inflight.append(_Slot(result, True, timing))  # answered behind the ones waiting
                 else:
                     self.write(result, timing)
         except Exception:
@@ -665,7 +674,7 @@ class Connection:
             self.close()
             return
         slot.parts, slot.done, slot.task = parts, True, None
-        if slot.timing is not None:                   # the remote part ends here
+        if slot.timing is not None:  # the remote part ends here
             t = slot.timing
             slot.timing = (t[0], t[1], t[2], t[3], self.loop.time())
         if self.closed:
@@ -684,7 +693,7 @@ class Connection:
         elif self.phase is Phase.DRAINING_RECEIVED:
             self._close_if_drained()
         else:
-            self._update_reading()          # nothing in flight may have been what held it
+            self._update_reading()  # nothing in flight may have been what held it
 
     def waiting_tasks(self) -> list[asyncio.Task[None]]:
         """The tasks of the requests still waiting (for a clean shutdown to await)."""

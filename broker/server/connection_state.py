@@ -39,6 +39,7 @@ follows them every time one of their inputs changes):
 - MEMORY: between two requests, while the requests queued on the whole broker are at
   queued.max.request.bytes.
 """
+
 from __future__ import annotations
 
 import enum
@@ -76,10 +77,10 @@ class Hold(enum.Flag):
 
 
 class Event(enum.Enum):
-    TLS_DONE = "tls_done"                       # handshake done, SASL to follow
-    TLS_DONE_NO_SASL = "tls_done_no_sasl"       # handshake done, nothing to follow
-    AUTHENTICATED = "authenticated"             # SASL authentication (or a re-authentication) completed
-    PEER_CLOSED = "peer_closed"                 # the client closed its side
+    TLS_DONE = "tls_done"  # handshake done, SASL to follow
+    TLS_DONE_NO_SASL = "tls_done_no_sasl"  # handshake done, nothing to follow
+    AUTHENTICATED = "authenticated"  # SASL authentication (or a re-authentication) completed
+    PEER_CLOSED = "peer_closed"  # the client closed its side
     CLOSE_WHEN_SENT = "close_when_sent"
     CLOSE = "close"
 
@@ -92,7 +93,7 @@ TRANSITIONS: dict[tuple[Phase, Event], Phase] = {
     (Phase.HANDSHAKING, Event.TLS_DONE): Phase.AUTHENTICATING,
     (Phase.HANDSHAKING, Event.TLS_DONE_NO_SASL): Phase.READY,
     (Phase.AUTHENTICATING, Event.AUTHENTICATED): Phase.READY,
-    (Phase.READY, Event.AUTHENTICATED): Phase.READY,               # a re-authentication completed
+    (Phase.READY, Event.AUTHENTICATED): Phase.READY,  # a re-authentication completed
     # a SaslAuthenticate received before the client closed its side completes after it
     (Phase.DRAINING_RECEIVED, Event.AUTHENTICATED): Phase.DRAINING_RECEIVED,
     (Phase.DRAINING_ANSWERS, Event.AUTHENTICATED): Phase.DRAINING_ANSWERS,

@@ -4,6 +4,7 @@ server.RequestContext is its one implementation; a test may pass any object with
 attributes. The broker itself is out of reach: `ctx.services` is the narrow
 BrokerServices protocol (server/services.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable

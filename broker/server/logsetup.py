@@ -1,19 +1,20 @@
 """The broker's own logs, as `broker serve` sets them up from server.properties keys.
 
-    log.format=text|json           stderr (and log.file): text lines, or one JSON object a
-                                   line (timestamp, level, logger, message, exception,
-                                   stack, extra fields: the layout of broker.applog's
-                                   KafkaLogHandler)
-    log.file=PATH                  also written there, rotated by size (logging.handlers'
-    log.file.max.bytes=N           RotatingFileHandler: maxBytes, backupCount)
-    log.file.backup.count=N
-    log.state.change.file=PATH     Kafka's state-change.log: logger state.change.logger
-                                   (every leadership and ISR change the controller writes
-                                   and each broker applies, with the controller epoch),
-                                   there only, rotated as log.file; unset: in the main log
-    log.request.api=NAME           every request of that API and its answer at DEBUG on
-                                   logger broker.request (Kafka's kafka.request.logger)
+log.format=text|json           stderr (and log.file): text lines, or one JSON object a
+                               line (timestamp, level, logger, message, exception,
+                               stack, extra fields: the layout of broker.applog's
+                               KafkaLogHandler)
+log.file=PATH                  also written there, rotated by size (logging.handlers'
+log.file.max.bytes=N           RotatingFileHandler: maxBytes, backupCount)
+log.file.backup.count=N
+log.state.change.file=PATH     Kafka's state-change.log: logger state.change.logger
+                               (every leadership and ISR change the controller writes
+                               and each broker applies, with the controller epoch),
+                               there only, rotated as log.file; unset: in the main log
+log.request.api=NAME           every request of that API and its answer at DEBUG on
+                               logger broker.request (Kafka's kafka.request.logger)
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,9 @@ def formatter(config: BrokerConfig) -> logging.Formatter:
 
 
 def _rotating(path: str, config: BrokerConfig) -> logging.Handler:
-    return logging.handlers.RotatingFileHandler(path, maxBytes=config["log.file.max.bytes"],
-                                                backupCount=config["log.file.backup.count"], encoding="utf-8")
+    return logging.handlers.RotatingFileHandler(
+        path, maxBytes=config["log.file.max.bytes"], backupCount=config["log.file.backup.count"], encoding="utf-8"
+    )
 
 
 def configure(config: BrokerConfig, level: int) -> None:
@@ -70,7 +72,7 @@ def configure(config: BrokerConfig, level: int) -> None:
         handler = _open(config["log.state.change.file"], config, "log.state.change.file")
         handler.setFormatter(fmt)
         state.addHandler(handler)
-        state.propagate = False          # there only, as Kafka's log4j additivity=false
+        state.propagate = False  # there only, as Kafka's log4j additivity=false
         state.setLevel(logging.INFO)
     if config["log.request.api"]:
         logging.getLogger(REQUEST_LOGGER).setLevel(logging.DEBUG)
@@ -91,6 +93,7 @@ def request_log_api(config: BrokerConfig) -> int:
     if name.isdigit():
         return int(name)
     from broker.protocol.api import ApiKey
+
     for key in ApiKey:
         if "".join(w.capitalize() for w in key.name.split("_")).lower() == name.lower():
             return int(key)

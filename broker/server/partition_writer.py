@@ -11,6 +11,7 @@ coordinator maps them as Kafka's does (GroupMetadataManager, TransactionStateMan
 
 Kafka's CoordinatorPartitionWriter plays the same part for its new group coordinator.
 """
+
 from __future__ import annotations
 
 from broker.cluster.replica.delayed_produce import AppendResult
@@ -55,8 +56,7 @@ class ReplicaPartitionWriter:
         return part.leader_epoch if part is not None else -1
 
     def append(self, tp: TopicPartition, records: bytearray, timeout_ms: int) -> CoordinatorWrite:
-        return CoordinatorWrite(self.replicas.append_records([(tp, records)], -1, timeout_ms,
-                                                             AppendOrigin.COORDINATOR))
+        return CoordinatorWrite(self.replicas.append_records([(tp, records)], -1, timeout_ms, AppendOrigin.COORDINATOR))
 
     def loadable_range(self, tp: TopicPartition) -> tuple[int, int]:
         lg = self.replicas.partitions[tp].log

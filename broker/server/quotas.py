@@ -34,6 +34,7 @@ computed over — the time after which the rate is back at the quota if nothing 
 Nothing is recorded while no quota of the type exists anywhere (Kafka's quotasEnabled),
 so a broker without quotas pays one attribute read per request.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,8 @@ ENFORCED = (PRODUCE, FETCH, REQUEST)
 #: quota key -> whether its value must be a whole number (Kafka's LONG keys) or any double
 QUOTA_KEYS: dict[str, bool] = {PRODUCE: True, FETCH: True, REQUEST: False, CONTROLLER_MUTATION: False}
 
-DEFAULT = "<default>"          # ConfigEntityName.Default: stands for every user / client id
-USER = "user"                  # ClientQuotaEntity's entity types
+DEFAULT = "<default>"  # ConfigEntityName.Default: stands for every user / client id
+USER = "user"  # ClientQuotaEntity's entity types
 CLIENT_ID = "client-id"
 IP = "ip"
 
@@ -96,6 +97,7 @@ def segment(name: str | None) -> str:
 def name_of(seg: str) -> str | None:
     """A path segment as the entity name of the protocol (None: the default)."""
     from broker.cluster.store.znodes import desanitize
+
     return None if seg == DEFAULT else desanitize(seg)
 
 
@@ -141,7 +143,7 @@ class Rate:
         if not self.starts:
             self.starts.append(now_ms)
             self.values.append(0.0)
-        elif now_ms - self.starts[self.current] >= self.window_ms:       # the sample is complete
+        elif now_ms - self.starts[self.current] >= self.window_ms:  # the sample is complete
             self.current = (self.current + 1) % self.num
             if self.current >= len(self.starts):
                 self.starts.append(now_ms)
@@ -221,7 +223,6 @@ class Sensor:
             self.throttle_ms_total += ms
             self.throttled += 1
         return ms
-
 
     def unrecord(self, value: float, now_ms: float) -> None:
         """Takes back what was recorded (a throttled Fetch answer sends nothing)."""
@@ -331,8 +332,9 @@ class ClientQuotas:
         self.enabled = any(m.enabled for m in self.managers.values())
         self.generation += 1
 
-    def for_connection(self, conn: Connection, client_id: str | None
-                       ) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
+    def for_connection(
+        self, conn: Connection, client_id: str | None
+    ) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
         """The connection's sensors, looked up again only when the quotas, its client id or
         its principal changed (cached on the connection: quota_generation, quota_client_id,
         quota_sensors; Connection.authenticated() forgets them, so from SASL authentication
@@ -357,8 +359,10 @@ class ClientQuotas:
     def sensors(self, user: str, client: str) -> tuple[Sensor | None, Sensor | None, Sensor | None]:
         """The produce, fetch and request sensors of a (sanitized) user and client id
         (None: no quota of that type anywhere)."""
-        return tuple(m.sensor(user, client) if m.enabled else None      # type: ignore[return-value]
-                     for m in (self.produce, self.fetch, self.request))
+        return tuple(
+            m.sensor(user, client) if m.enabled else None  # type: ignore[return-value]
+            for m in (self.produce, self.fetch, self.request)
+        )
 
     def expire(self) -> None:
         now = time.monotonic() * 1000
@@ -370,8 +374,9 @@ class ClientQuotas:
 
     # ---------------------------------------------------------------- describe
 
-    def describe(self, components: Iterable[tuple[str, int, str | None]], strict: bool
-                 ) -> dict[Entity, dict[str, float]]:
+    def describe(
+        self, components: Iterable[tuple[str, int, str | None]], strict: bool
+    ) -> dict[Entity, dict[str, float]]:
         """The entities matching a DescribeClientQuotas filter: components of (entity
         type, match type 0 exact / 1 default / 2 any specified, name), already checked
         (one per type, user and client-id only). Without a component for a type, an
@@ -391,8 +396,7 @@ class ClientQuotas:
                 return seg == DEFAULT
             return True
 
-        return {e: dict(v) for e, v in self.entities.items()
-                if matches(USER, e[0]) and matches(CLIENT_ID, e[1])}
+        return {e: dict(v) for e, v in self.entities.items() if matches(USER, e[0]) and matches(CLIENT_ID, e[1])}
 
 
 def is_whole(value: float) -> bool:

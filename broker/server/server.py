@@ -44,6 +44,7 @@ Accepting (Kafka's Acceptor and ConnectionQuotas):
   authenticates in milliseconds, so a flood of connections that never do cannot keep
   one that does out.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -159,8 +160,9 @@ class RequestContext:
         if authz.authorize(conn.principal, conn.host, operation, resource_type, name):
             return True
         if right.audited:
-            conn.server.audit_refused(conn, f"{operation.name} on {resource_type.name} {name!r} (api key "
-                                            f"{self.header.request_api_key})")
+            conn.server.audit_refused(
+                conn, f"{operation.name} on {resource_type.name} {name!r} (api key {self.header.request_api_key})"
+            )
         return False
 
     def has_right_on_some(self, right: Right) -> bool:
@@ -179,8 +181,14 @@ def _warn_if_capped(sock: socket.socket, option: int, key: str, value: int, sysc
     checked.add(key)
     got = sock.getsockopt(socket.SOL_SOCKET, option) // 2
     if got < value:
-        log.warning("%s=%d is above what %s allows: the buffer is %d bytes (raise %s to give it more)",
-                    key, value, sysctl, got, sysctl)
+        log.warning(
+            "%s=%d is above what %s allows: the buffer is %d bytes (raise %s to give it more)",
+            key,
+            value,
+            sysctl,
+            got,
+            sysctl,
+        )
 
 
 class Acceptor:
@@ -206,12 +214,17 @@ class Acceptor:
 
 
 class Server:
-    def __init__(self, services: BrokerServices, listeners: list[Listener] | None = None,
-                 securities: Mapping[str, ListenerSecurity] | None = None, measure: bool = False):
+    def __init__(
+        self,
+        services: BrokerServices,
+        listeners: list[Listener] | None = None,
+        securities: Mapping[str, ListenerSecurity] | None = None,
+        measure: bool = False,
+    ):
         self.services = services
         config = services.config
         self.acceptors = [Acceptor(x, (securities or {}).get(x.name)) for x in (listeners or config.endpoints)]
-        self.loop: asyncio.AbstractEventLoop            # start() binds it
+        self.loop: asyncio.AbstractEventLoop  # start() binds it
         self.connections: set[Connection] = set()
         self.requests_handled = 0
         #: holds requests after the process stood still (broker/server/stall.py); a
@@ -232,7 +245,7 @@ class Server:
         #: (inherited by what they accept); -1: the kernel's autotuning
         self.send_buffer = config["socket.send.buffer.bytes"]
         self.receive_buffer = config["socket.receive.buffer.bytes"]
-        self._buffers_checked: set[str] = set()        # the buffer keys checked against the kernel's cap
+        self._buffers_checked: set[str] = set()  # the buffer keys checked against the kernel's cap
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.ip_limits: dict[str, int] = {}
@@ -251,7 +264,7 @@ class Server:
         self.max_unauthenticated = max_unauthenticated(config["max.connections.unauthenticated"])
         self._auth_deadline: asyncio.TimerHandle | None = None
         self._log_unauthenticated = ThrottledLog()
-        self._serving = False                          # serve() opens the door
+        self._serving = False  # serve() opens the door
         self._backoff: asyncio.TimerHandle | None = None
         self._backoff_s = 0.0
         self._idle_sweep: asyncio.TimerHandle | None = None
@@ -293,19 +306,32 @@ class Server:
 
     def audit_refused(self, conn: Connection, what: str) -> None:
         """A refused request: one audit line, held as the rest."""
-        self._audit_refused(logging.WARNING, "refused %s from %s on %s: %s", conn.principal, peer_ip(conn.address),
-                            conn.listener_name, what)
+        self._audit_refused(
+            logging.WARNING,
+            "refused %s from %s on %s: %s",
+            conn.principal,
+            peer_ip(conn.address),
+            conn.listener_name,
+            what,
+        )
 
     def audit_change(self, conn: Connection, what: str) -> None:
         """An ACL change (one line per request, naming the first ACLs and the count), held
         as the rest."""
-        self._audit_changes(logging.INFO, "%s by %s from %s on %s", what, conn.principal, peer_ip(conn.address),
-                            conn.listener_name)
+        self._audit_changes(
+            logging.INFO, "%s by %s from %s on %s", what, conn.principal, peer_ip(conn.address), conn.listener_name
+        )
 
     def audit_failure(self, conn: Connection, what: str) -> None:
         """A failed authentication (TLS or SASL): one audit line, held as above."""
-        self._audit_failures(logging.WARNING, "%s from %s on %s (principal %s)", what, peer_ip(conn.address),
-                             conn.listener_name, conn.principal)
+        self._audit_failures(
+            logging.WARNING,
+            "%s from %s on %s (principal %s)",
+            what,
+            peer_ip(conn.address),
+            conn.listener_name,
+            conn.principal,
+        )
 
     @property
     def port(self) -> int:
@@ -336,8 +362,9 @@ class Server:
 
     def _bind(self, acceptor: Acceptor) -> None:
         try:
-            infos = socket.getaddrinfo(acceptor.host or None, acceptor.port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
+            infos = socket.getaddrinfo(
+                acceptor.host or None, acceptor.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
             family, socktype, proto, _, addr = infos[0]
             sock = socket.socket(family, socktype, proto)
         except OSError as exc:
@@ -347,8 +374,14 @@ class Server:
             if self.receive_buffer >= 0:
                 # before listen(2): the window scale of what it accepts is chosen from it
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-                _warn_if_capped(sock, socket.SO_RCVBUF, "socket.receive.buffer.bytes", self.receive_buffer,
-                                "net.core.rmem_max", self._buffers_checked)
+                _warn_if_capped(
+                    sock,
+                    socket.SO_RCVBUF,
+                    "socket.receive.buffer.bytes",
+                    self.receive_buffer,
+                    "net.core.rmem_max",
+                    self._buffers_checked,
+                )
             sock.bind(addr)
             sock.listen(1024)
         except OSError as exc:
@@ -375,17 +408,20 @@ class Server:
                 assert sock is not None
                 self.loop.add_reader(sock.fileno(), self._accept, acceptor)
             elif not want and acceptor.accepting:
-                assert sock is not None     # stop_listening stops accepting before it drops the socket
+                assert sock is not None  # stop_listening stops accepting before it drops the socket
                 self.loop.remove_reader(sock.fileno())
             acceptor.accepting = want
 
     def _accept(self, acceptor: Acceptor) -> None:
         sock = acceptor.sock
-        assert sock is not None             # read only while listening
+        assert sock is not None  # read only while listening
         for _ in range(ACCEPT_BATCH):
             if len(self.connections) >= self.max_connections:
-                self._log_at_max(logging.WARNING, "max.connections (%d) reached: new connections wait in the "
-                                                  "listen backlog until one closes", self.max_connections)
+                self._log_at_max(
+                    logging.WARNING,
+                    "max.connections (%d) reached: new connections wait in the listen backlog until one closes",
+                    self.max_connections,
+                )
                 self._update_accepting()
                 return
             try:
@@ -395,15 +431,16 @@ class Server:
             except OSError as exc:
                 if exc.errno in RESOURCE_ERRNOS:
                     self._back_off(exc)
-                else:                                   # e.g. ECONNABORTED: that client gave up
+                else:  # e.g. ECONNABORTED: that client gave up
                     log.debug("accept failed: %s", exc)
                 return
             self._backoff_s = 0.0
             ip = peer_ip(addr)
             limit = self.ip_limits.get(ip, self.max_connections_per_ip)
             if self.per_ip[ip] >= limit:
-                self._log_per_ip(logging.WARNING, "%s: max.connections.per.ip (%d) reached; connection closed",
-                                 ip, limit)
+                self._log_per_ip(
+                    logging.WARNING, "%s: max.connections.per.ip (%d) reached; connection closed", ip, limit
+                )
                 conn_sock.close()
                 continue
             self.per_ip[ip] += 1
@@ -412,8 +449,14 @@ class Server:
                 # CPU per byte than with the kernel's autotuned buffer (bench/RESULTS.md)
                 try:
                     conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-                    _warn_if_capped(conn_sock, socket.SO_SNDBUF, "socket.send.buffer.bytes", self.send_buffer,
-                                    "net.core.wmem_max", self._buffers_checked)
+                    _warn_if_capped(
+                        conn_sock,
+                        socket.SO_SNDBUF,
+                        "socket.send.buffer.bytes",
+                        self.send_buffer,
+                        "net.core.wmem_max",
+                        self._buffers_checked,
+                    )
                 except OSError as exc:
                     log.debug("%s: SO_SNDBUF not set: %s", addr, exc)
             conn = Connection(self, conn_sock, addr, acceptor)
@@ -423,9 +466,13 @@ class Server:
 
     def _back_off(self, exc: OSError) -> None:
         self._backoff_s = min(max(2 * self._backoff_s, ACCEPT_BACKOFF_MIN_S), ACCEPT_BACKOFF_MAX_S)
-        self._log_accept_failure(logging.WARNING, "accept failed: %s (%d connections open); new connections "
-                                                  "wait, accepting again in %.2f s", exc.strerror or exc,
-                                 len(self.connections), self._backoff_s)
+        self._log_accept_failure(
+            logging.WARNING,
+            "accept failed: %s (%d connections open); new connections wait, accepting again in %.2f s",
+            exc.strerror or exc,
+            len(self.connections),
+            self._backoff_s,
+        )
         self._backoff = self.loop.call_later(self._backoff_s, self._end_backoff)
         self._update_accepting()
 
@@ -439,9 +486,12 @@ class Server:
         waiting = self.authenticating
         if len(waiting) >= self.max_unauthenticated:
             oldest = next(iter(waiting))
-            self._log_unauthenticated(logging.WARNING, "max.connections.unauthenticated (%d) reached: the "
-                                                       "oldest connection still authenticating (%s) closed",
-                                      self.max_unauthenticated, peer_ip(oldest.address))
+            self._log_unauthenticated(
+                logging.WARNING,
+                "max.connections.unauthenticated (%d) reached: the oldest connection still authenticating (%s) closed",
+                self.max_unauthenticated,
+                peer_ip(oldest.address),
+            )
             oldest.close()
         waiting[conn] = self.loop.time()
         if self._auth_deadline is None:
@@ -462,8 +512,11 @@ class Server:
                 break
             expired.append(conn)
         for conn in expired:
-            self.audit_failure(conn, "authentication not completed within connections.max.unauthenticated.ms "
-                                     f"({self.unauthenticated_s * 1000:.0f} ms); closing")
+            self.audit_failure(
+                conn,
+                "authentication not completed within connections.max.unauthenticated.ms "
+                f"({self.unauthenticated_s * 1000:.0f} ms); closing",
+            )
             conn.close()
         if self.authenticating:
             first = next(iter(self.authenticating.values()))
@@ -483,7 +536,7 @@ class Server:
 
     @property
     def _idle_sweep_s(self) -> float:
-        assert self.idle_s is not None      # no sweep without connections.max.idle.ms
+        assert self.idle_s is not None  # no sweep without connections.max.idle.ms
         return min(max(self.idle_s / 10, 0.01), 10.0)
 
     def _close_idle(self) -> None:
@@ -520,40 +573,51 @@ class Server:
             _, pending = await asyncio.wait(tasks, timeout=timeout)
             for t in pending:
                 frames = t.get_stack()
-                where = (f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno} ({frames[-1].f_code.co_name})"
-                         if frames else "an unknown place")
-                log.error("a request's task was still running %.0f s after its connection closed, at %s; "
-                          "left behind", timeout, where)
+                where = (
+                    f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno} ({frames[-1].f_code.co_name})"
+                    if frames
+                    else "an unknown place"
+                )
+                log.error(
+                    "a request's task was still running %.0f s after its connection closed, at %s; left behind",
+                    timeout,
+                    where,
+                )
 
     def update_version_caps(self) -> None:
         """The versions served follow the broker's transaction.version (which in a
         cluster follows the controller's finalized level)."""
         level = self.services.transaction_version
-        self.version_caps = {k: max_version(k, level) for k in TV2_VERSIONS
-                             if max_version(k, level) < HANDLERS[k].MAX_VERSION}
+        self.version_caps = {
+            k: max_version(k, level) for k in TV2_VERSIONS if max_version(k, level) < HANDLERS[k].MAX_VERSION
+        }
 
     def takes_direct(self, conn: Connection, api_key: int) -> bool:
         """May a request of this connection take its API's direct path (handlers/__init__.py
         DIRECT_PATHS: Produce's)? Not with an authorizer, client quotas, a request log of
         the API or a SASL authenticator on the connection: the general path applies those."""
         quotas = self.quotas
-        return (conn.authenticator is None and self.request_log_api != api_key
-                and self.services.authorizer is None and (quotas is None or not quotas.enabled))
+        return (
+            conn.authenticator is None
+            and self.request_log_api != api_key
+            and self.services.authorizer is None
+            and (quotas is None or not quotas.enabled)
+        )
 
     def dispatch(self, conn: Connection, frame: BufferLike) -> list[Any] | Awaitable[list[Any] | None] | None:
         """Handles one request frame. Returns the response parts, None (no response, or
         the connection was closed), or an awaitable of either when the handler must wait
         (long polls, acks=all, group rebalances). Handlers that can answer at once are
         plain functions, so most requests complete inside the read callback."""
-        received = self.loop.time()          # the loop's clock: handlers compare deadlines with it
+        received = self.loop.time()  # the loop's clock: handlers compare deadlines with it
         stall = self.stall
         if stall is not None and stall.stalled(received):
-            return stall.hold(self.dispatch, conn, frame)      # the process stood still: stall.py
-        decoded = None          # a request a direct path read, and left to this one
+            return stall.hold(self.dispatch, conn, frame)  # the process stood still: stall.py
+        decoded = None  # a request a direct path read, and left to this one
         direct = DIRECT_PATHS.get(codec.request_api_key(frame))
         if direct is not None and self.takes_direct(conn, direct.API_KEY):
-            taken = direct.direct(self.services, frame, self.version_caps)     # a Produce answered at once
-            if isinstance(taken, tuple):        # Answered
+            taken = direct.direct(self.services, frame, self.version_caps)  # a Produce answered at once
+            if isinstance(taken, tuple):  # Answered
                 parts, client_id, errors = taken
                 if conn.client_id is None:
                     conn.client_id = client_id
@@ -579,22 +643,32 @@ class Server:
             return None
         handler = HANDLERS.get(api_key)
         if handler is None:
-            self.log_bad_request(logging.WARNING, "%s: unknown api key %d (client %r); closing", conn, api_key,
-                                 header.client_id)
+            self.log_bad_request(
+                logging.WARNING, "%s: unknown api key %d (client %r); closing", conn, api_key, header.client_id
+            )
             conn.close()
             return None
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION or (
-                self.version_caps and version > self.version_caps.get(api_key, version)):
+            self.version_caps and version > self.version_caps.get(api_key, version)
+        ):
             if api_key == 18:
-                return codec.encode_response((header.correlation_id, 18, 0),
-                                             unsupported_api_versions_response(self.services.transaction_version))
+                return codec.encode_response(
+                    (header.correlation_id, 18, 0), unsupported_api_versions_response(self.services.transaction_version)
+                )
             return self._unsupported_version(conn, handler, header, frame)
         try:
-            request = decoded if decoded is not None else codec.decode_request_body(frame, api_key, version,
-                                                                                    body_offset)
+            request = (
+                decoded if decoded is not None else codec.decode_request_body(frame, api_key, version, body_offset)
+            )
         except ProtocolDecodeError as exc:
-            self.log_bad_request(logging.WARNING, "%s: malformed %s v%d request: %s; closing", conn,
-                                 handler.__name__.rsplit(".", 1)[-1], version, exc)
+            self.log_bad_request(
+                logging.WARNING,
+                "%s: malformed %s v%d request: %s; closing",
+                conn,
+                handler.__name__.rsplit(".", 1)[-1],
+                version,
+                exc,
+            )
             conn.close()
             return None
         if conn.client_id is None:
@@ -613,15 +687,16 @@ class Server:
             if exc.errno not in RESOURCE_ERRNOS:
                 raise
             response = self._out_of_resources(conn, header, request, exc)
-        if hasattr(type(response), "__await__"):     # inspect.isawaitable, minus the ABC check
-            return self._finish(header, cast("Awaitable[Message | None]", response), ctx, request,
-                                api_key == self.request_log_api)
+        if hasattr(type(response), "__await__"):  # inspect.isawaitable, minus the ABC check
+            return self._finish(
+                header, cast("Awaitable[Message | None]", response), ctx, request, api_key == self.request_log_api
+            )
         self.requests_handled += 1
         if api_key == self.request_log_api:
             self._log_request(conn, header, request, cast("Message | None", response))
         if response is None:
             if ctx.throttle_ms:
-                conn.mute(ctx.throttle_ms / 1000)      # acks=0: no answer, but the channel is muted
+                conn.mute(ctx.throttle_ms / 1000)  # acks=0: no answer, but the channel is muted
             return None
         if self.request_stats is not None and ctx.errors is not False:
             self.request_stats.count_errors(stats_key(api_key, conn.follower), response)
@@ -631,8 +706,9 @@ class Server:
 
     # ------------------------------------------------------------------ quotas
 
-    def _record_quotas(self, ctx: RequestContext, conn: Connection, header: RequestHeader, size: int,
-                       elapsed_s: float) -> None:
+    def _record_quotas(
+        self, ctx: RequestContext, conn: Connection, header: RequestHeader, size: int, elapsed_s: float
+    ) -> None:
         """Records the request against its client's quotas (Produce: its bytes; every
         request but a follower's: its handling time) and sets the answer's throttle time:
         the largest any of them asks (the Fetch handler records its answer's bytes)."""
@@ -642,11 +718,12 @@ class Server:
         if produce is not None and header.request_api_key == 0:
             throttle = max(throttle, produce.record(size, now_ms))
         if request is not None and not conn.follower:
-            throttle = max(throttle, request.record(elapsed_s * 100.0, now_ms))   # percent of one thread
+            throttle = max(throttle, request.record(elapsed_s * 100.0, now_ms))  # percent of one thread
         ctx.throttle_ms = throttle
 
-    def _throttled(self, conn: Connection, header: RequestHeader, response: Message,
-                   throttle_ms: int) -> list[Any] | Awaitable[list[Any]]:
+    def _throttled(
+        self, conn: Connection, header: RequestHeader, response: Message, throttle_ms: int
+    ) -> list[Any] | Awaitable[list[Any]]:
         """An answer a quota throttles: it says so (throttle_time_ms), and the connection
         reads nothing more for that long. Versions before KIP-219 (the client does not
         wait by itself) get the answer only after the throttle time, as Kafka sends it."""
@@ -659,8 +736,9 @@ class Server:
             return parts
         return _later(parts, seconds)
 
-    def _unsupported_version(self, conn: Connection, handler: Handler, header: RequestHeader,
-                             frame: BufferLike) -> list[Any] | None:
+    def _unsupported_version(
+        self, conn: Connection, handler: Handler, header: RequestHeader, frame: BufferLike
+    ) -> list[Any] | None:
         """A request outside the handler's version range: answered with UNSUPPORTED_VERSION
         when it is older than the range and readable (a client that skipped ApiVersions),
         else the connection is closed (newer than advertised, or nothing to answer in)."""
@@ -675,22 +753,41 @@ class Server:
                 request = None
             response = None if request is None else error_response(request, ErrorCode.UNSUPPORTED_VERSION)
             if response is not None:
-                log.info("%s: %s v%d is older than this broker serves (%d-%d); answered UNSUPPORTED_VERSION",
-                         conn, name, version, handler.MIN_VERSION, handler.MAX_VERSION)
+                log.info(
+                    "%s: %s v%d is older than this broker serves (%d-%d); answered UNSUPPORTED_VERSION",
+                    conn,
+                    name,
+                    version,
+                    handler.MIN_VERSION,
+                    handler.MAX_VERSION,
+                )
                 return codec.encode_response(header, response)
-        self.log_bad_request(logging.WARNING, "%s: unsupported version %d of api %s (supported %d-%d); closing",
-                             conn, version, name, handler.MIN_VERSION, handler.MAX_VERSION)
+        self.log_bad_request(
+            logging.WARNING,
+            "%s: unsupported version %d of api %s (supported %d-%d); closing",
+            conn,
+            version,
+            name,
+            handler.MIN_VERSION,
+            handler.MAX_VERSION,
+        )
         conn.close()
         return None
 
-    def _log_request(self, conn: Connection, header: RequestHeader, request: Message,
-                     response: Message | None) -> None:
+    def _log_request(self, conn: Connection, header: RequestHeader, request: Message, response: Message | None) -> None:
         """Kafka's request log (kafka.request.logger at DEBUG): the request, its answer,
         the client and the time it took."""
-        request_log.debug("completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, "
-                          "response %r", request.__class__.__name__.removesuffix("Request"),
-                          header.request_api_version, header.correlation_id, conn, header.client_id,
-                          1000 * (self.loop.time() - conn.last_active), request, response)
+        request_log.debug(
+            "completed %s v%d correlation id %d from %s (client %r) in %.3f ms: request %r, response %r",
+            request.__class__.__name__.removesuffix("Request"),
+            header.request_api_version,
+            header.correlation_id,
+            conn,
+            header.client_id,
+            1000 * (self.loop.time() - conn.last_active),
+            request,
+            response,
+        )
 
     def _out_of_resources(self, conn: Connection, header: RequestHeader, request: Any, exc: OSError) -> Message | None:
         """A request whose handling ran out of descriptors or memory (EMFILE, ENFILE ...):
@@ -702,14 +799,26 @@ class Server:
             self.log_bad_request(logging.WARNING, "%s: acks=0 Produce failed: %s; closing", conn, reason)
             conn.close()
             return None
-        self.log_bad_request(logging.WARNING, "%s: %s v%d failed: %s; answered UNKNOWN_SERVER_ERROR", conn,
-                             HANDLERS[header.request_api_key].__name__.rsplit(".", 1)[-1],
-                             header.request_api_version, reason)
-        return error_response(header.request_api_key, header.request_api_version, request,
-                              ErrorCode.UNKNOWN_SERVER_ERROR, reason)
+        self.log_bad_request(
+            logging.WARNING,
+            "%s: %s v%d failed: %s; answered UNKNOWN_SERVER_ERROR",
+            conn,
+            HANDLERS[header.request_api_key].__name__.rsplit(".", 1)[-1],
+            header.request_api_version,
+            reason,
+        )
+        return error_response(
+            header.request_api_key, header.request_api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR, reason
+        )
 
-    async def _finish(self, header: RequestHeader, awaitable: Awaitable[Message | None], ctx: RequestContext,
-                      request: Message, logged: bool) -> list[Any] | None:
+    async def _finish(
+        self,
+        header: RequestHeader,
+        awaitable: Awaitable[Message | None],
+        ctx: RequestContext,
+        request: Message,
+        logged: bool,
+    ) -> list[Any] | None:
         try:
             response = await awaitable
         except OSError as exc:
@@ -736,9 +845,39 @@ class Server:
 QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27, 56, 17, 36})
 #: api key -> the first version whose clients wait out throttle_time_ms themselves (KIP-219);
 #: older ones get their answer after it. APIs not named: every version.
-CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2,
-                         18: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 2, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1,
-                         31: 1, 32: 2, 33: 1, 35: 1, 37: 1, 42: 1}
+CLIENT_THROTTLES_FROM = {
+    0: 6,
+    1: 8,
+    2: 3,
+    3: 6,
+    8: 4,
+    9: 4,
+    10: 2,
+    11: 3,
+    12: 2,
+    13: 2,
+    14: 2,
+    15: 2,
+    16: 2,
+    18: 2,
+    19: 3,
+    20: 2,
+    21: 1,
+    22: 1,
+    23: 2,
+    24: 1,
+    25: 1,
+    26: 1,
+    28: 1,
+    29: 1,
+    30: 1,
+    31: 1,
+    32: 2,
+    33: 1,
+    35: 1,
+    37: 1,
+    42: 1,
+}
 
 
 async def _later(parts: list[Any], seconds: float) -> list[Any]:
@@ -787,8 +926,7 @@ def _resolve_ip_overrides(text: str) -> dict[str, int]:
         try:
             infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
         except OSError as exc:
-            raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc.strerror or exc}") \
-                from None
+            raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc.strerror or exc}") from None
         for info in infos:
             out[peer_ip(info[4])] = count
     return out

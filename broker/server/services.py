@@ -44,6 +44,7 @@ and for security:
 
 Everything runs on the broker's event loop.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -103,8 +104,9 @@ class BrokerServices(Protocol):
     @property
     def controller(self) -> Controller | None: ...
 
-    async def check_control_request(self, api: str, controller_id: int, controller_epoch: int,
-                                    broker_epoch: int) -> int: ...
+    async def check_control_request(
+        self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int
+    ) -> int: ...
 
     async def ensure_topic_configs(self, topics: Iterable[str]) -> None: ...
 
@@ -127,5 +129,6 @@ class BrokerServices(Protocol):
     @property
     def authorizer(self) -> Authorizer | None: ...
 
-    async def update_acls(self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
-                          ) -> dict[Resource, set[AclBinding]]: ...
+    async def update_acls(
+        self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+    ) -> dict[Resource, set[AclBinding]]: ...

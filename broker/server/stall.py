@@ -23,6 +23,7 @@ through as before: brokers serve through a ZooKeeper outage.
 The request path pays one comparison (Server.dispatch); only a ZooKeeper broker has a
 guard.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ log = logging.getLogger(__name__)
 
 
 class StallGuard:
-    def __init__(self, loop: asyncio.AbstractEventLoop, after_s: float, confirm: Callable[[], Awaitable[Any]],
-                 timeout_s: float):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, after_s: float, confirm: Callable[[], Awaitable[Any]], timeout_s: float
+    ):
         self.loop = loop
         self.after_s = after_s
         self.confirm = confirm
@@ -83,8 +85,10 @@ class StallGuard:
 
     def _start(self, now: float) -> asyncio.Task[None]:
         self.stalls += 1
-        log.warning("the process stood still for %.1f s: requests wait until ZooKeeper says whether the session "
-                    "lives", now - self.tick)
+        log.warning(
+            "the process stood still for %.1f s: requests wait until ZooKeeper says whether the session lives",
+            now - self.tick,
+        )
         held = self.held = self.loop.create_task(self._confirm())
         return held
 
@@ -94,8 +98,11 @@ class StallGuard:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("after standing still: no word from ZooKeeper (%s: %s); handling requests as before",
-                        type(exc).__name__, exc)
+            log.warning(
+                "after standing still: no word from ZooKeeper (%s: %s); handling requests as before",
+                type(exc).__name__,
+                exc,
+            )
         finally:
             self.held = None
             self.tick = self.loop.time()

@@ -16,6 +16,7 @@ leads are written here without a socket; the others go to their leader in one
 WriteTxnMarkers request per broker (a BrokerChannel per broker, reconnected as needed).
 A failure of a request answers nothing, and the coordinator retries.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,9 @@ MARKER_TIMEOUT_MS = 10000
 MarkerResults = dict[tuple[int, str, int], int]
 
 
-async def write_markers(services: BrokerServices, markers: Iterable[Marker],
-                        timeout_ms: int = MARKER_TIMEOUT_MS) -> MarkerResults:
+async def write_markers(
+    services: BrokerServices, markers: Iterable[Marker], timeout_ms: int = MARKER_TIMEOUT_MS
+) -> MarkerResults:
     # one append per transaction version (the leader checks a marker's epoch by it): all
     # markers of a request usually share one
     by_version: dict[int, tuple[list[tuple[TopicPartition, bytearray]], list[Marker]]] = {}
@@ -51,13 +53,16 @@ async def write_markers(services: BrokerServices, markers: Iterable[Marker],
     for m in markers:
         entries, owners = by_version.setdefault(m.transaction_version, ([], []))
         for topic, p in m.partitions:
-            entries.append((TopicPartition(topic, p),
-                            marker_batch(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now)))
+            entries.append(
+                (
+                    TopicPartition(topic, p),
+                    marker_batch(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now),
+                )
+            )
             owners.append(m)
     out: MarkerResults = {}
     for tv, (entries, owners) in by_version.items():
-        result = services.replicas.append_records(entries, -1, timeout_ms, AppendOrigin.MARKER,
-                                                  transaction_version=tv)
+        result = services.replicas.append_records(entries, -1, timeout_ms, AppendOrigin.MARKER, transaction_version=tv)
         parts = await result.wait() if result.pending else result.partitions
         for (tp, _records), m, r in zip(entries, owners, parts):
             out[(m.producer_id, tp.topic, tp.partition)] = r.error
@@ -82,11 +87,21 @@ class MarkerChannels:
         if ch is None:
             return {}
         R = WriteTxnMarkersRequest
-        req = R(markers=[R.WritableTxnMarker(
-            producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=m.commit,
-            coordinator_epoch=m.coordinator_epoch, transaction_version=m.transaction_version,
-            topics=[R.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in _by_topic(m.partitions)])
-            for m in markers])
+        req = R(
+            markers=[
+                R.WritableTxnMarker(
+                    producer_id=m.producer_id,
+                    producer_epoch=m.producer_epoch,
+                    transaction_result=m.commit,
+                    coordinator_epoch=m.coordinator_epoch,
+                    transaction_version=m.transaction_version,
+                    topics=[
+                        R.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in _by_topic(m.partitions)
+                    ],
+                )
+                for m in markers
+            ]
+        )
         resp = await ch.request(req)
         out: MarkerResults = {}
         for mr in resp.markers:
@@ -95,25 +110,36 @@ class MarkerChannels:
                     out[(mr.producer_id, t.name, pr.partition_index)] = pr.error_code
         return out
 
-    async def verify(self, broker_id: int, txn_id: str, pid: int, epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def verify(
+        self, broker_id: int, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         return await self._add_partitions(broker_id, txn_id, pid, epoch, partitions, verify_only=True)
 
-    async def add(self, broker_id: int, txn_id: str, pid: int, epoch: int,
-                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def add(
+        self, broker_id: int, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         return await self._add_partitions(broker_id, txn_id, pid, epoch, partitions, verify_only=False)
 
-    async def _add_partitions(self, broker_id: int, txn_id: str, pid: int, epoch: int,
-                              partitions: list[tuple[str, int]], verify_only: bool) -> dict[tuple[str, int], int]:
+    async def _add_partitions(
+        self, broker_id: int, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]], verify_only: bool
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn v4 verify_only (KIP-890 part 1), or v5 adding them for a
         transaction.version 2 producer (Kafka's AddPartitionsToTxnManager)."""
         ch = self._channel(broker_id)
         if ch is None:
             return {}
         A = AddPartitionsToTxnRequest
-        req = A(transactions=[A.AddPartitionsToTxnTransaction(
-            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=verify_only,
-            topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in _by_topic(partitions)])])
+        req = A(
+            transactions=[
+                A.AddPartitionsToTxnTransaction(
+                    transactional_id=txn_id,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    verify_only=verify_only,
+                    topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in _by_topic(partitions)],
+                )
+            ]
+        )
         resp = await ch.request(req, version=4 if verify_only else 5)
         out = {}
         for r in resp.results_by_transaction:
@@ -134,8 +160,11 @@ class MarkerChannels:
             if ch is not None:
                 self._closing.append(ch)
             ch = self.channels[broker_id] = BrokerChannel(
-                info.host, info.port, client_id=f"broker-{services.broker_id}-txn",
-                request_timeout=MARKER_TIMEOUT_MS / 1000 + 5)
+                info.host,
+                info.port,
+                client_id=f"broker-{services.broker_id}-txn",
+                request_timeout=MARKER_TIMEOUT_MS / 1000 + 5,
+            )
         return ch
 
     async def close(self) -> None:
@@ -151,5 +180,3 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> list[tuple[str, list[int
     for t, p in partitions:
         by.setdefault(t, []).append(p)
     return list(by.items())
-
-

@@ -10,6 +10,7 @@ register it explicitly:
 Needs pyspark (the `test` extras install it); nothing else in kbroker imports this
 package.
 """
+
 from broker.spark.options import KBrokerDataLossError, KBrokerOptionError
 from broker.spark.source import KBrokerDataSource
 

@@ -8,6 +8,7 @@ Inside this package a position is a dict {(topic, partition): offset}.
 Only committed data is ever planned: "latest" is the high watermark (ListOffsets -1
 answers it), never the log end.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,17 @@ from broker.spark.options import (
     to_json,
 )
 
-__all__ = ["KBrokerDataLossError", "connect", "data_loss_message", "from_json", "list_offsets", "resolve", "to_json",
-           "topic_partitions", "with_retries"]
+__all__ = [
+    "KBrokerDataLossError",
+    "connect",
+    "data_loss_message",
+    "from_json",
+    "list_offsets",
+    "resolve",
+    "to_json",
+    "topic_partitions",
+    "with_retries",
+]
 
 log = logging.getLogger("broker.spark")
 
@@ -88,9 +98,12 @@ def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = 
     if sub.kind == "pattern":
         metas = cluster.refresh(None)
         rx = re.compile(sub.pattern)
-        return sorted((name, p) for name, meta in metas.items()
-                      if meta.error_code == 0 and not meta.internal and rx.fullmatch(name)
-                      for p in meta.partitions)
+        return sorted(
+            (name, p)
+            for name, meta in metas.items()
+            if meta.error_code == 0 and not meta.internal and rx.fullmatch(name)
+            for p in meta.partitions
+        )
     topics = list(sub.topics) if sub.kind == "subscribe" else sorted(sub.assign)
     metas = cluster.refresh(topics)
     out = []
@@ -108,8 +121,10 @@ def topic_partitions(cluster: Cluster, sub: Subscription, *, must_exist: bool = 
         else:
             missing = [p for p in sub.assign[t] if p not in meta.partitions]
             if missing and must_exist:
-                raise KBrokerOptionError(sub.option, f"names partition(s) {missing} of topic {t!r}, which has "
-                                                     f"{len(meta.partitions)} partition(s)")
+                raise KBrokerOptionError(
+                    sub.option,
+                    f"names partition(s) {missing} of topic {t!r}, which has {len(meta.partitions)} partition(s)",
+                )
             out += [(t, p) for p in sub.assign[t] if p in meta.partitions]
     return sorted(set(out))
 
@@ -156,12 +171,15 @@ def resolve(cluster: Cluster, spec: OffsetSpec, tps, *, starting: bool, strategy
             if missing:
                 parts.append("no entry for " + ", ".join(f"{t}-{p}" for t, p in missing[:10]))
             if unknown:
-                parts.append("entries for partitions not subscribed: " +
-                             ", ".join(f"{t}-{p}" for t, p in unknown[:10]))
-            raise KBrokerOptionError(spec.option, "must give every partition of the subscription ("
-                                     + "; ".join(parts) + "); use -2 for earliest, -1 for latest"
-                                     if spec.kind == "offsets" else "must give every partition of the "
-                                     "subscription (" + "; ".join(parts) + ")")
+                parts.append("entries for partitions not subscribed: " + ", ".join(f"{t}-{p}" for t, p in unknown[:10]))
+            raise KBrokerOptionError(
+                spec.option,
+                "must give every partition of the subscription ("
+                + "; ".join(parts)
+                + "); use -2 for earliest, -1 for latest"
+                if spec.kind == "offsets"
+                else "must give every partition of the subscription (" + "; ".join(parts) + ")",
+            )
         wanted = given
     if spec.kind == "offsets":
         out = {tp: v for tp, v in wanted.items() if v >= 0}
@@ -184,7 +202,8 @@ def resolve(cluster: Cluster, spec: OffsetSpec, tps, *, starting: bool, strategy
                     raise KBrokerDataLossError(
                         f"kbroker: option '{spec.option}': no offset matched timestamp {ts} in "
                         f"{tp[0]}-{tp[1]} (no record that recent); set "
-                        f"startingOffsetsByTimestampStrategy=latest to start at the latest offset instead")
+                        f"startingOffsetsByTimestampStrategy=latest to start at the latest offset instead"
+                    )
                 if latest is None:
                     latest = list_offsets(cluster, tps, LATEST)
                 off = latest[tp]

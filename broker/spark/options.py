@@ -30,6 +30,7 @@ Offsets specifications, as Spark's Kafka source takes them:
 
 Precedence (Spark's): timestamp > offsets by timestamp > offsets.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -73,11 +74,13 @@ class KBrokerDataLossError(RuntimeError):
 
 def data_loss_message(detail: str) -> str:
     # Spark's Kafka source words it so; users search for it
-    return (f"kbroker: {detail}. Some data may have been lost because they are not available in the "
-            f"broker any more; either the data was aged out by the broker or the topic may have been "
-            f"deleted before all the data in the topic was processed. If you want your query to "
-            f"continue (skipping the lost data) in such cases, set the source option "
-            f"'failOnDataLoss' to 'false'.")
+    return (
+        f"kbroker: {detail}. Some data may have been lost because they are not available in the "
+        f"broker any more; either the data was aged out by the broker or the topic may have been "
+        f"deleted before all the data in the topic was processed. If you want your query to "
+        f"continue (skipping the lost data) in such cases, set the source option "
+        f"'failOnDataLoss' to 'false'."
+    )
 
 
 #: how Spark's catalogs hand a table's OPTIONS to its provider: each option under this
@@ -112,9 +115,14 @@ def with_table_options(schema, options):
     if not table:
         return schema
     from pyspark.sql.types import StructField, StructType
+
     stored = json.dumps({CATALOG_OPTION_PREFIX + k: v for k, v in sorted(given.items())})
-    return StructType([StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), TABLE_OPTIONS_KEY: stored})
-                       for f in schema.fields])
+    return StructType(
+        [
+            StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), TABLE_OPTIONS_KEY: stored})
+            for f in schema.fields
+        ]
+    )
 
 
 def options_for(options, schema) -> dict:
@@ -124,13 +132,19 @@ def options_for(options, schema) -> dict:
     its own), the table's options, those given adding to them; otherwise the options
     given (a `format("kbroker")` read or write of rows that come from a table)."""
     given = dict(options or {})
-    found = {f.metadata[TABLE_OPTIONS_KEY] for f in getattr(schema, "fields", None) or ()
-             if f.metadata and TABLE_OPTIONS_KEY in f.metadata}
+    found = {
+        f.metadata[TABLE_OPTIONS_KEY]
+        for f in getattr(schema, "fields", None) or ()
+        if f.metadata and TABLE_OPTIONS_KEY in f.metadata
+    }
     if not found:
         return given
     if len(found) > 1:
-        raise KBrokerOptionError("kafka.bootstrap.servers", "is not given and the columns carry the options of "
-                                 "more than one kbroker table; name the servers and the topic in the options")
+        raise KBrokerOptionError(
+            "kafka.bootstrap.servers",
+            "is not given and the columns carry the options of "
+            "more than one kbroker table; name the servers and the topic in the options",
+        )
     stored = found.pop()
     own, table = table_options(given)
     if any(str(k).lower() in (BOOTSTRAP, "kafka.bootstrap.servers") for k in own):
@@ -155,13 +169,15 @@ class _Options(dict):
             given, value = str(k), ("" if v is None else str(v))
             key = given.lower()
             if key.startswith(KAFKA_PREFIX):
-                key = PREFIX + key[len(KAFKA_PREFIX):]
+                key = PREFIX + key[len(KAFKA_PREFIX) :]
                 if key in self and self[key] != value:
-                    raise KBrokerOptionError(given, f"= {value!r} conflicts with '{self.spell(key)}' = "
-                                                    f"{self[key]!r}: give one of them")
+                    raise KBrokerOptionError(
+                        given, f"= {value!r} conflicts with '{self.spell(key)}' = {self[key]!r}: give one of them"
+                    )
             elif key.startswith(PREFIX) and key in self and self[key] != value:
-                raise KBrokerOptionError(given, f"= {value!r} conflicts with '{self.spell(key)}' = "
-                                              f"{self[key]!r}: give one of them")
+                raise KBrokerOptionError(
+                    given, f"= {value!r} conflicts with '{self.spell(key)}' = {self[key]!r}: give one of them"
+                )
             self[key] = value
             self.spelling.setdefault(key, given)
 
@@ -194,10 +210,11 @@ class OffsetSpec:
     (offset -2 earliest, -1 latest); "timestamps": {topic: {partition: ms}};
     "timestamp": one ms value for every partition.
     """
+
     kind: str
     option: str
-    offsets: dict[str, dict[int, int]] = field(default_factory=dict)   # "offsets", "timestamps"
-    timestamp: int = -1                                                 # "timestamp"
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)  # "offsets", "timestamps"
+    timestamp: int = -1  # "timestamp"
 
 
 def _parse_partition_json(option: str, text: str, what: str) -> dict[str, dict[int, int]]:
@@ -205,16 +222,18 @@ def _parse_partition_json(option: str, text: str, what: str) -> dict[str, dict[i
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise KBrokerOptionError(option, f"is not valid JSON ({exc}); expected \"earliest\", \"latest\" or "
-                                         f"{example}" if what == "offset" else
-                                 f"is not valid JSON ({exc}); expected {example}") from None
+        raise KBrokerOptionError(
+            option,
+            f'is not valid JSON ({exc}); expected "earliest", "latest" or {example}'
+            if what == "offset"
+            else f"is not valid JSON ({exc}); expected {example}",
+        ) from None
     if not isinstance(data, dict) or not data:
         raise KBrokerOptionError(option, f"must be a JSON object of topics like {example}, not {text!r}")
     out: dict[str, dict[int, int]] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict) or not parts:
-            raise KBrokerOptionError(option, f"topic {topic!r} must map partition numbers to {what}s "
-                                             f"like {example}")
+            raise KBrokerOptionError(option, f"topic {topic!r} must map partition numbers to {what}s like {example}")
         tp: dict[int, int] = {}
         for p, v in parts.items():
             try:
@@ -226,8 +245,9 @@ def _parse_partition_json(option: str, text: str, what: str) -> dict[str, dict[i
             if isinstance(v, bool) or not isinstance(v, int):
                 raise KBrokerOptionError(option, f"the {what} of {topic}-{p} must be an integer, not {v!r}")
             if what == "offset" and v < EARLIEST:
-                raise KBrokerOptionError(option, f"the offset of {topic}-{p} is {v}: offsets are >= 0, "
-                                                 f"or -2 (earliest) / -1 (latest)")
+                raise KBrokerOptionError(
+                    option, f"the offset of {topic}-{p} is {v}: offsets are >= 0, or -2 (earliest) / -1 (latest)"
+                )
             if what == "timestamp" and v < 0:
                 raise KBrokerOptionError(option, f"the timestamp of {topic}-{p} is negative")
             tp[pn] = v
@@ -248,8 +268,9 @@ def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool | None
             raise KBrokerOptionError(ts_opt, f"must not be negative ({value})")
         return OffsetSpec("timestamp", ts_opt, timestamp=value)
     if by_ts_opt.lower() in opts:
-        return OffsetSpec("timestamps", by_ts_opt,
-                          offsets=_parse_partition_json(by_ts_opt, opts[by_ts_opt.lower()], "timestamp"))
+        return OffsetSpec(
+            "timestamps", by_ts_opt, offsets=_parse_partition_json(by_ts_opt, opts[by_ts_opt.lower()], "timestamp")
+        )
     text = opts.get(off_opt.lower(), default).strip()
     low = text.lower()
     if low in ("earliest", "latest"):
@@ -257,16 +278,19 @@ def _parse_offsets(opts: dict, prefix: str, default: str, streaming: bool | None
     elif text.startswith("{"):
         spec = OffsetSpec("offsets", off_opt, offsets=_parse_partition_json(off_opt, text, "offset"))
     else:
-        raise KBrokerOptionError(off_opt, f"must be \"earliest\", \"latest\" or JSON like "
-                                          f"{{\"topic\":{{\"0\":23,\"1\":-2}}}}, not {text!r}")
+        raise KBrokerOptionError(
+            off_opt, f'must be "earliest", "latest" or JSON like {{"topic":{{"0":23,"1":-2}}}}, not {text!r}'
+        )
     # Spark's rules: a batch query cannot start at latest nor end at earliest
     if streaming is False and prefix == "starting":
-        if spec.kind == "latest" or (spec.offsets and any(v == LATEST for ps in spec.offsets.values()
-                                                          for v in ps.values())):
+        if spec.kind == "latest" or (
+            spec.offsets and any(v == LATEST for ps in spec.offsets.values() for v in ps.values())
+        ):
             raise KBrokerOptionError(off_opt, "cannot be latest (-1) for a batch query")
     if prefix == "ending":
-        if spec.kind == "earliest" or (spec.offsets and any(v == EARLIEST for ps in spec.offsets.values()
-                                                            for v in ps.values())):
+        if spec.kind == "earliest" or (
+            spec.offsets and any(v == EARLIEST for ps in spec.offsets.values() for v in ps.values())
+        ):
             raise KBrokerOptionError(off_opt, "cannot be earliest (-2): a query ends at latest or at offsets")
     return spec
 
@@ -344,8 +368,10 @@ def _group_id(opts: _Options, name: str) -> str | None:
 def bootstrap_servers(opts: _Options) -> str:
     text = opts.get(BOOTSTRAP, "").strip()
     if not text:
-        raise KBrokerOptionError(BOOTSTRAP, "must be specified: host:port[,host:port...] (or "
-                                            "kafka.bootstrap.servers, as in Spark's Kafka connector)")
+        raise KBrokerOptionError(
+            BOOTSTRAP,
+            "must be specified: host:port[,host:port...] (or kafka.bootstrap.servers, as in Spark's Kafka connector)",
+        )
     try:
         parse_bootstrap(text)
     except ValueError as exc:
@@ -358,11 +384,27 @@ def bootstrap_servers(opts: _Options) -> str:
 
 #: Spark's Kafka source options (and this source's own), as documented.
 SOURCE_OPTIONS = (
-    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets", "startingTimestamp",
-    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy", "failOnDataLoss", "includeHeaders", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
-    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix",
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "includeHeaders",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",
     "commitOffsetsToGroup",
 )
 #: the sink's own
@@ -375,13 +417,17 @@ SPARK_WRITER_OPTIONS = ("checkpointLocation", "queryName", "path")
 SOURCE_NO_EFFECT = ("groupIdPrefix",)
 
 #: Kafka client settings (after the prefix) the source and the sink read
-CONSUMER_HONOURED = frozenset("""
+CONSUMER_HONOURED = frozenset(
+    """
 bootstrap.servers fetch.max.bytes max.partition.fetch.bytes fetch.max.wait.ms request.timeout.ms check.crcs
-client.id isolation.level security.protocol""".split())
-PRODUCER_HONOURED = frozenset("""
+client.id isolation.level security.protocol""".split()
+)
+PRODUCER_HONOURED = frozenset(
+    """
 bootstrap.servers acks compression.type batch.size max.in.flight.requests.per.connection retries
 delivery.timeout.ms retry.backoff.ms retry.backoff.max.ms buffer.memory max.block.ms request.timeout.ms
-client.id security.protocol""".split())
+client.id security.protocol""".split()
+)
 
 #: Kafka client settings that mean nothing for kbroker's clients (no consumer group, no
 #: linger, no client metrics ...): accepted with a warning
@@ -391,22 +437,32 @@ reconnect.backoff.max.ms enable.metrics.push metrics.sample.window.ms
 metrics.num.samples metrics.recording.level metric.reporters auto.include.jmx.reporter
 socket.connection.setup.timeout.ms socket.connection.setup.timeout.max.ms connections.max.idle.ms
 metadata.recovery.strategy default.api.timeout.ms"""
-CONSUMER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
+CONSUMER_NO_EFFECT = frozenset(
+    (
+        _COMMON_NO_EFFECT
+        + """
 group.id group.instance.id group.protocol group.remote.assignor max.poll.records auto.commit.interval.ms
 partition.assignment.strategy fetch.min.bytes exclude.internal.topics internal.leave.group.on.close
 allow.auto.create.topics max.poll.interval.ms rebalance.timeout.ms session.timeout.ms
-heartbeat.interval.ms retry.backoff.ms retry.backoff.max.ms""").split())
-PRODUCER_NO_EFFECT = frozenset((_COMMON_NO_EFFECT + """
+heartbeat.interval.ms retry.backoff.ms retry.backoff.max.ms"""
+    ).split()
+)
+PRODUCER_NO_EFFECT = frozenset(
+    (
+        _COMMON_NO_EFFECT
+        + """
 linger.ms max.request.size compression.gzip.level
 compression.lz4.level compression.zstd.level enable.idempotence transaction.timeout.ms
 partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms partitioner.ignore.keys
-metadata.max.idle.ms""").split())
+metadata.max.idle.ms"""
+    ).split()
+)
 
 #: Kafka client settings refused, with the reason (as Spark's connector refuses most of them)
 REFUSED = {
     "auto.offset.reset": "is not used: say where to start with startingOffsets (as Spark's Kafka source)",
     "enable.auto.commit": "is not used: the source commits no offsets, a query's positions are in its "
-                          "checkpoint (as Spark's Kafka source)",
+    "checkpoint (as Spark's Kafka source)",
     "key.deserializer": "is not used: keys are binary columns; cast them in the query",
     "value.deserializer": "is not used: values are binary columns; cast them in the query",
     "key.serializer": "is not used: the key column is written as it is (string or binary)",
@@ -420,20 +476,24 @@ REFUSED = {
 def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
     """Refuses what the side does not know; returns the options accepted without effect."""
     own, other = (SOURCE_OPTIONS, SINK_OPTIONS) if side == "source" else (SINK_OPTIONS, SOURCE_OPTIONS)
-    honoured, no_effect = ((CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source"
-                           else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT))
+    honoured, no_effect = (
+        (CONSUMER_HONOURED, CONSUMER_NO_EFFECT) if side == "source" else (PRODUCER_HONOURED, PRODUCER_NO_EFFECT)
+    )
     # a catalog table's options serve both sides: the other side's pass here
-    other_settings = ((PRODUCER_HONOURED | PRODUCER_NO_EFFECT) if side == "source"
-                      else (CONSUMER_HONOURED | CONSUMER_NO_EFFECT)) if opts.table else frozenset()
+    other_settings = (
+        ((PRODUCER_HONOURED | PRODUCER_NO_EFFECT) if side == "source" else (CONSUMER_HONOURED | CONSUMER_NO_EFFECT))
+        if opts.table
+        else frozenset()
+    )
     by_lower = {name.lower(): name for name in own}
     spark_writer = {name.lower(): name for name in SPARK_WRITER_OPTIONS}
     ignored: list[str] = []
-    passed: list[str] = []              # sink: other options, none of ours (Spark's, a library's)
+    passed: list[str] = []  # sink: other options, none of ours (Spark's, a library's)
     for key in sorted(opts):
         given = opts.spelling[key]
         if key.startswith(PREFIX):
-            setting = key[len(PREFIX):]
-            prefix = given[:len(given) - len(setting)]
+            setting = key[len(PREFIX) :]
+            prefix = given[: len(given) - len(setting)]
             if setting in REFUSED:
                 raise KBrokerOptionError(given, REFUSED[setting])
             if setting.startswith("ssl."):
@@ -456,9 +516,12 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
             if key in {o.lower() for o in other}:
                 if opts.table:
                     continue
-                raise KBrokerOptionError(given, "is a sink option: a read names its topics with subscribe, "
-                                                "subscribePattern or assign" if side == "source" else
-                                         "is a source option: the sink writes to the 'topic' option or column")
+                raise KBrokerOptionError(
+                    given,
+                    "is a sink option: a read names its topics with subscribe, subscribePattern or assign"
+                    if side == "source"
+                    else "is a source option: the sink writes to the 'topic' option or column",
+                )
             candidates = by_lower if side == "source" else {**by_lower, **spark_writer}
             near = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
             hint = f" (did you mean '{candidates[near[0]]}'?)" if near else ""
@@ -472,18 +535,26 @@ def _check_known(opts: _Options, side: str) -> tuple[str, ...]:
             ignored.append(name)
     protocol = opts.get(PREFIX + "security.protocol", "PLAINTEXT").strip().upper()
     if protocol != "PLAINTEXT":
-        raise KBrokerOptionError(opts.spell(PREFIX + "security.protocol"),
-                                 f"= {protocol} is not supported: kbroker serves PLAINTEXT only (no TLS or SASL)")
+        raise KBrokerOptionError(
+            opts.spell(PREFIX + "security.protocol"),
+            f"= {protocol} is not supported: kbroker serves PLAINTEXT only (no TLS or SASL)",
+        )
     without_effect = tuple(sorted(ignored))
     if without_effect and without_effect not in _warned:
         _warned.add(without_effect)
-        log.warning("kbroker: option(s) %s have no effect on the kbroker %s (accepted as Spark's Kafka "
-                    "connector accepts them)", ", ".join(f"'{o}'" for o in without_effect), side)
+        log.warning(
+            "kbroker: option(s) %s have no effect on the kbroker %s (accepted as Spark's Kafka connector accepts them)",
+            ", ".join(f"'{o}'" for o in without_effect),
+            side,
+        )
     others = tuple(sorted(passed))
     if others and others not in _warned:
         _warned.add(others)
-        log.info("kbroker: option(s) %s are not the kbroker sink's; passed over (as Spark's Kafka sink "
-                 "passes over what it does not know)", ", ".join(f"'{o}'" for o in others))
+        log.info(
+            "kbroker: option(s) %s are not the kbroker sink's; passed over (as Spark's Kafka sink "
+            "passes over what it does not know)",
+            ", ".join(f"'{o}'" for o in others),
+        )
     return without_effect
 
 
@@ -496,10 +567,11 @@ _warned: set[tuple[str, ...]] = set()
 @dataclass(frozen=True)
 class Subscription:
     """subscribe (topics), subscribePattern (regex) or assign ({topic: [partitions]})."""
+
     kind: str
-    topics: tuple[str, ...] = ()                                        # subscribe
-    pattern: str = ""                                                   # pattern
-    assign: dict[str, tuple[int, ...]] = field(default_factory=dict)    # assign
+    topics: tuple[str, ...] = ()  # subscribe
+    pattern: str = ""  # pattern
+    assign: dict[str, tuple[int, ...]] = field(default_factory=dict)  # assign
 
     @property
     def option(self) -> str:
@@ -513,10 +585,13 @@ def _subscription(opts: _Options) -> Subscription:
         return Subscription("subscribe", topics=(opts["topic"].strip(),))
     if len(given) != 1:
         if not given:
-            raise KBrokerOptionError("subscribe", "(or 'subscribePattern' or 'assign') must be specified: "
-                                                  "which topics to read")
-        raise KBrokerOptionError(given[1], f"cannot be combined with '{given[0]}': give exactly one of "
-                                           f"'assign', 'subscribe', 'subscribePattern'")
+            raise KBrokerOptionError(
+                "subscribe", "(or 'subscribePattern' or 'assign') must be specified: which topics to read"
+            )
+        raise KBrokerOptionError(
+            given[1],
+            f"cannot be combined with '{given[0]}': give exactly one of 'assign', 'subscribe', 'subscribePattern'",
+        )
     name = given[0]
     text = opts[name.lower()].strip()
     if name == "subscribe":
@@ -535,11 +610,16 @@ def _subscription(opts: _Options) -> Subscription:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise KBrokerOptionError(name, f"is not valid JSON ({exc}); expected {{\"topic\":[0,1]}}") from None
-    if (not isinstance(data, dict) or not data
-            or not all(isinstance(ps, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
-                                                    for p in ps) for ps in data.values())):
-        raise KBrokerOptionError(name, f"must be JSON like {{\"topic\":[0,1]}}, not {text!r}")
+        raise KBrokerOptionError(name, f'is not valid JSON ({exc}); expected {{"topic":[0,1]}}') from None
+    if (
+        not isinstance(data, dict)
+        or not data
+        or not all(
+            isinstance(ps, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps)
+            for ps in data.values()
+        )
+    ):
+        raise KBrokerOptionError(name, f'must be JSON like {{"topic":[0,1]}}, not {text!r}')
     return Subscription("assign", assign={t: tuple(sorted(set(ps))) for t, ps in data.items()})
 
 
@@ -568,9 +648,9 @@ class SourceOptions:
     client_timeout_s: float = 30.0
     validate_crc: bool = True
     client_id: str = "kbroker-spark"
-    isolation_level: int = 0            # 1: kafka.isolation.level=read_committed
+    isolation_level: int = 0  # 1: kafka.isolation.level=read_committed
     no_effect: tuple[str, ...] = ()
-    commit_group: str | None = None     # commitOffsetsToGroup: the group that sees the query's positions
+    commit_group: str | None = None  # commitOffsetsToGroup: the group that sees the query's positions
 
     @classmethod
     def parse(cls, options, *, streaming: bool | None) -> SourceOptions:
@@ -596,13 +676,15 @@ class SourceOptions:
             raise KBrokerOptionError("startingOffsetsByTimestampStrategy", f"must be error or latest, not {strategy!r}")
         isolation = opts.get(PREFIX + "isolation.level", "read_uncommitted").strip().lower()
         if isolation not in ("read_uncommitted", "read_committed"):
-            raise KBrokerOptionError(opts.spell(PREFIX + "isolation.level"),
-                                     f"must be read_committed or read_uncommitted, not {isolation!r}")
+            raise KBrokerOptionError(
+                opts.spell(PREFIX + "isolation.level"), f"must be read_committed or read_uncommitted, not {isolation!r}"
+            )
         max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, 1)
         min_per_trigger = _int(opts, "minOffsetsPerTrigger", None, 1)
         if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
-            raise KBrokerOptionError("minOffsetsPerTrigger", f"({min_per_trigger}) must not exceed "
-                                                             f"maxOffsetsPerTrigger ({max_per_trigger})")
+            raise KBrokerOptionError(
+                "minOffsetsPerTrigger", f"({min_per_trigger}) must not exceed maxOffsetsPerTrigger ({max_per_trigger})"
+            )
         fetch_max = _int(opts, "kbroker.fetch.max.bytes", 16 << 20, 1024)
         timeout_ms = _int(opts, "kbroker.request.timeout.ms", 30000, 100)
         return cls(
@@ -661,7 +743,7 @@ class SinkOptions:
     delivery: str = DELIVERY_AT_LEAST_ONCE
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
-    table: bool = False                 # the options of a catalog table (INSERT INTO, writeTo)
+    table: bool = False  # the options of a catalog table (INSERT INTO, writeTo)
 
     @classmethod
     def parse(cls, options) -> SinkOptions:
@@ -680,19 +762,23 @@ class SinkOptions:
             raise KBrokerOptionError(opts.spell(PREFIX + "acks"), f"must be all, -1, 1 or 0, not {acks_text!r}")
         compression = opts.get(PREFIX + "compression.type", "none").strip().lower()
         if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-            raise KBrokerOptionError(opts.spell(PREFIX + "compression.type"),
-                                     f"must be none, gzip, snappy, lz4 or zstd, not {compression!r}")
+            raise KBrokerOptionError(
+                opts.spell(PREFIX + "compression.type"), f"must be none, gzip, snappy, lz4 or zstd, not {compression!r}"
+            )
         timeout_ms = _int(opts, "kbroker.request.timeout.ms", 30000, 100)
         delivery_timeout_ms = _int(opts, "kbroker.delivery.timeout.ms", DELIVERY_TIMEOUT_MS, 1)
         if delivery_timeout_ms < timeout_ms:
             # Kafka's producer refuses the same (delivery.timeout.ms >= linger.ms + request.timeout.ms)
-            raise KBrokerOptionError(opts.spell(PREFIX + "delivery.timeout.ms"),
-                                     f"({delivery_timeout_ms}) must be at least request.timeout.ms ({timeout_ms})")
+            raise KBrokerOptionError(
+                opts.spell(PREFIX + "delivery.timeout.ms"),
+                f"({delivery_timeout_ms}) must be at least request.timeout.ms ({timeout_ms})",
+            )
         backoff_ms = _int(opts, "kbroker.retry.backoff.ms", RETRY_BACKOFF_MS, 0)
         delivery = opts.get("deliveryguarantee", DELIVERY_AT_LEAST_ONCE).strip().lower()
         if delivery not in (DELIVERY_AT_LEAST_ONCE, DELIVERY_EXACTLY_ONCE):
-            raise KBrokerOptionError("deliveryGuarantee", f"must be {DELIVERY_AT_LEAST_ONCE} or "
-                                                          f"{DELIVERY_EXACTLY_ONCE}, not {delivery!r}")
+            raise KBrokerOptionError(
+                "deliveryGuarantee", f"must be {DELIVERY_AT_LEAST_ONCE} or {DELIVERY_EXACTLY_ONCE}, not {delivery!r}"
+            )
         return cls(
             bootstrap=bootstrap,
             topic=topic,

@@ -18,6 +18,7 @@ is no lag to compute, in the progress of a batch Spark runs again after a restar
 last batch of the offset log, not committed before the driver stopped): Spark replays
 it without asking any source for its latest offsets, its own Kafka source included.
 """
+
 from __future__ import annotations
 
 import copy
@@ -59,8 +60,11 @@ def lag(source: dict) -> dict[str, str]:
     if not latest or consumed is None:
         return {}
     behind = [off - consumed.get(tp, 0) for tp, off in latest.items()]
-    return {"minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
-            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+    }
 
 
 def with_lag_metrics(progress) -> dict:

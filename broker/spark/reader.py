@@ -24,6 +24,7 @@ or DeleteRecords removed it, or the topic is gone): with failOnDataLoss=true the
 fails with KBrokerDataLossError, saying which offsets are gone; with false it logs a
 warning and continues from the log start offset.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,6 +68,7 @@ class KBrokerInputPartition(InputPartition):
 @dataclass(frozen=True)
 class ReadSettings:
     """What a task needs (picklable, no Spark objects)."""
+
     bootstrap: str
     include_headers: bool
     fail_on_data_loss: bool
@@ -81,16 +83,27 @@ class ReadSettings:
 
     @classmethod
     def of(cls, o: SourceOptions) -> ReadSettings:
-        return cls(o.bootstrap, o.include_headers, o.fail_on_data_loss, o.fetch_max_bytes, o.partition_max_bytes,
-                   o.fetch_max_wait_ms, o.poll_timeout_ms, o.client_timeout_s, o.validate_crc, o.client_id,
-                   o.isolation_level)
+        return cls(
+            o.bootstrap,
+            o.include_headers,
+            o.fail_on_data_loss,
+            o.fetch_max_bytes,
+            o.partition_max_bytes,
+            o.fetch_max_wait_ms,
+            o.poll_timeout_ms,
+            o.client_timeout_s,
+            o.validate_crc,
+            o.client_id,
+            o.isolation_level,
+        )
 
 
 # ---------------------------------------------------------------- planning
 
 
-def plan_partitions(ranges: dict, *, min_partitions: int | None = None,
-                    max_records: int | None = None) -> list[KBrokerInputPartition]:
+def plan_partitions(
+    ranges: dict, *, min_partitions: int | None = None, max_records: int | None = None
+) -> list[KBrokerInputPartition]:
     """{(topic, partition): (start, end)} -> input partitions, empty ranges dropped."""
     max_records = max_records or DEFAULT_MAX_RECORDS_PER_PARTITION
     pieces: list[tuple[str, int, int, int]] = []
@@ -127,8 +140,9 @@ def check_start_not_lost(cluster: Cluster, ranges: dict, fail_on_data_loss: bool
     for tp, (start, end) in ranges.items():
         low = earliest.get(tp, start)
         if start < low:
-            detail = (f"offsets {start}..{min(low, end) - 1} of {tp[0]}-{tp[1]} are gone "
-                      f"(the log start offset is now {low})")
+            detail = (
+                f"offsets {start}..{min(low, end) - 1} of {tp[0]}-{tp[1]} are gone (the log start offset is now {low})"
+            )
             if fail_on_data_loss:
                 raise KBrokerDataLossError(data_loss_message(detail))
             log.warning("failOnDataLoss=false: %s; skipping them", detail)
@@ -150,8 +164,7 @@ class KBrokerBatchReader(DataSourceReader):
         cluster = _offsets.connect(o.bootstrap, o.client_timeout_s, o.client_id, o.bootstrap_option)
         try:
             tps = _offsets.topic_partitions(cluster, o.subscription)
-            start = _offsets.resolve(cluster, o.starting, tps, starting=True,
-                                     strategy=o.starting_by_timestamp_strategy)
+            start = _offsets.resolve(cluster, o.starting, tps, starting=True, strategy=o.starting_by_timestamp_strategy)
             end = _offsets.resolve(cluster, o.ending, tps, starting=False)
             latest = _offsets.list_offsets(cluster, tps, LATEST, o.isolation_level)
             ranges = {}
@@ -159,8 +172,11 @@ class KBrokerBatchReader(DataSourceReader):
                 s, e = start[tp], min(end[tp], latest[tp])
                 if s > e:
                     option = o.starting.option if start[tp] > latest[tp] else o.ending.option
-                    raise KBrokerOptionError(option, f"puts the start of {tp[0]}-{tp[1]} ({s}) after its end "
-                                                      f"({e}; the high watermark is {latest[tp]})")
+                    raise KBrokerOptionError(
+                        option,
+                        f"puts the start of {tp[0]}-{tp[1]} ({s}) after its end "
+                        f"({e}; the high watermark is {latest[tp]})",
+                    )
                 ranges[tp] = (s, e)
             ranges = check_start_not_lost(cluster, ranges, o.fail_on_data_loss)
         finally:
@@ -169,7 +185,7 @@ class KBrokerBatchReader(DataSourceReader):
 
     def read(self, partition):
         if not isinstance(partition, KBrokerInputPartition):
-            return iter(())             # Spark's stand-in when there is nothing to read
+            return iter(())  # Spark's stand-in when there is nothing to read
         return read_range(self.settings, partition.topic, partition.partition, partition.start, partition.end)
 
 
@@ -200,13 +216,29 @@ class _PartitionFetcher:
     def send(self, offset: int) -> None:
         conn = self.conn if self.conn is not None else self._connect()
         meta = self.cluster.topics[self.topic]
-        req = FetchRequest(replica_id=-1, max_wait_ms=self.s.fetch_max_wait_ms, min_bytes=1,
-                           max_bytes=self.s.fetch_max_bytes,
-                           isolation_level=self.s.isolation_level, session_id=0, session_epoch=-1,
-                           topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=meta.topic_id, partitions=[
-                               FetchRequest.FetchPartition(partition=self.partition, fetch_offset=offset,
-                                                           partition_max_bytes=self.s.partition_max_bytes)])],
-                           forgotten_topics_data=[])
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=self.s.fetch_max_wait_ms,
+            min_bytes=1,
+            max_bytes=self.s.fetch_max_bytes,
+            isolation_level=self.s.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic=self.topic,
+                    topic_id=meta.topic_id,
+                    partitions=[
+                        FetchRequest.FetchPartition(
+                            partition=self.partition,
+                            fetch_offset=offset,
+                            partition_max_bytes=self.s.partition_max_bytes,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+        )
         conn.send(req, self.version)
         self.inflight_offset = offset
 
@@ -251,8 +283,11 @@ def _timestamp_types(batches_meta):
     if len(types) <= 1:
         return types.pop() if types else 0
     import numpy as np
-    return (np.array([o for o, _ in batches_meta], dtype=np.int64),
-            np.array([t for _, t in batches_meta], dtype=np.int32))
+
+    return (
+        np.array([o for o, _ in batches_meta], dtype=np.int64),
+        np.array([t for _, t in batches_meta], dtype=np.int32),
+    )
 
 
 def read_range(settings: ReadSettings, topic: str, partition: int, start: int, end: int):
@@ -274,15 +309,17 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                 if isinstance(exc, KafkaProtocolError) and exc.code not in RETRIABLE:
                     raise
                 if time.monotonic() > deadline:
-                    raise ClientError(f"kbroker: reading {tp_name} at offset {pos} failed for "
-                                      f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}") from None
+                    raise ClientError(
+                        f"kbroker: reading {tp_name} at offset {pos} failed for "
+                        f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}"
+                    ) from None
                 time.sleep(RETRY_INTERVAL_S)
                 f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                 continue
             code = data.error_code
             if code == ErrorCode.OFFSET_OUT_OF_RANGE or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 moved = _on_out_of_range(f, settings, topic, partition, pos, end, code, deadline)
-                if moved is None:                  # not proven lost yet: the leader may be moving
+                if moved is None:  # not proven lost yet: the leader may be moving
                     time.sleep(RETRY_INTERVAL_S)
                     f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                     continue
@@ -294,8 +331,11 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                 continue
             if code in RETRIABLE:
                 if time.monotonic() > deadline:
-                    raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos} (retried for "
-                                                   f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})")
+                    raise KafkaProtocolError(
+                        code,
+                        f"fetch {tp_name} at offset {pos} (retried for "
+                        f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})",
+                    )
                 time.sleep(RETRY_INTERVAL_S)
                 f.resend(pos, deadline, f"reading {tp_name} at offset {pos}")
                 continue
@@ -306,15 +346,19 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                 # nothing at pos although pos < end <= an earlier high watermark: the
                 # high watermark went back (truncation) or the data is not there yet
                 if data.high_watermark <= pos and time.monotonic() > deadline:
-                    detail = (f"offsets {pos}..{end - 1} of {tp_name} are not in the log any more "
-                              f"(high watermark {data.high_watermark})")
+                    detail = (
+                        f"offsets {pos}..{end - 1} of {tp_name} are not in the log any more "
+                        f"(high watermark {data.high_watermark})"
+                    )
                     if settings.fail_on_data_loss:
                         raise KBrokerDataLossError(data_loss_message(detail))
                     log.warning("failOnDataLoss=false: %s; skipping them", detail)
                     break
                 if time.monotonic() > deadline:
-                    raise ClientError(f"kbroker: no data at offset {pos} of {tp_name} within "
-                                      f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}")
+                    raise ClientError(
+                        f"kbroker: no data at offset {pos} of {tp_name} within "
+                        f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}"
+                    )
                 f.send(pos)
                 continue
             # the batch headers give the next fetch offset before any record is decoded
@@ -325,9 +369,11 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
                 if not b.is_control and b.next_offset > pos and b.base_offset < end:
                     meta.append((b.last_offset, b.timestamp_type))
             if next_pos <= pos:
-                raise ClientError(f"kbroker: fetch of {tp_name} at offset {pos} returned no complete "
-                                  f"record batch (a batch larger than kbroker.fetch.max.bytes="
-                                  f"{settings.fetch_max_bytes}?)")
+                raise ClientError(
+                    f"kbroker: fetch of {tp_name} at offset {pos} returned no complete "
+                    f"record batch (a batch larger than kbroker.fetch.max.bytes="
+                    f"{settings.fetch_max_bytes}?)"
+                )
             if next_pos < end:
                 f.send(next_pos)
             if settings.isolation_level and data.aborted_transactions:
@@ -347,6 +393,7 @@ def _without_aborted(records, aborted) -> bytes:
     of its aborted transaction until its ABORT marker). Per batch; copies only when
     something is dropped."""
     import heapq
+
     pending = sorted((a.first_offset, a.producer_id) for a in aborted)
     heapq.heapify(pending)
     aborting: set[int] = set()
@@ -358,17 +405,25 @@ def _without_aborted(records, aborted) -> bytes:
             aborting.add(heapq.heappop(pending)[1])
         if b.is_transactional and b.producer_id in aborting:
             if b.is_control:
-                aborting.discard(b.producer_id)     # the ABORT marker ends it
+                aborting.discard(b.producer_id)  # the ABORT marker ends it
             dropped = True
             continue
-        keep.append(mv[b.position:b.position + b.size])
+        keep.append(mv[b.position : b.position + b.size])
     if not dropped:
         return records
     return b"".join(keep)
 
 
-def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, partition: int, pos: int,
-                     end: int, code: int, deadline: float) -> int | None:
+def _on_out_of_range(
+    f: _PartitionFetcher,
+    settings: ReadSettings,
+    topic: str,
+    partition: int,
+    pos: int,
+    end: int,
+    code: int,
+    deadline: float,
+) -> int | None:
     """OFFSET_OUT_OF_RANGE (or the partition unknown) at pos: data loss once proven, and
     then where to go on; None while it may still be a broker that is not (or no longer)
     the leader, or a new leader catching up: the caller retries (until `deadline`)."""
@@ -378,13 +433,19 @@ def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, p
         gone = False
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             meta = f.cluster.refresh([topic]).get(topic)
-            gone = (meta is None or meta.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    or (meta.error_code == 0 and partition not in meta.partitions))
-            if not gone:                   # the metadata has it: a broker that does not know it (yet)
+            gone = (
+                meta is None
+                or meta.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                or (meta.error_code == 0 and partition not in meta.partitions)
+            )
+            if not gone:  # the metadata has it: a broker that does not know it (yet)
                 if time.monotonic() <= deadline:
                     return None
-                raise KafkaProtocolError(code, f"fetch {tp_name} at offset {pos} (retried for "
-                                               f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})")
+                raise KafkaProtocolError(
+                    code,
+                    f"fetch {tp_name} at offset {pos} (retried for "
+                    f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms})",
+                )
         else:
             earliest = _offsets.list_offsets(f.cluster, [(topic, partition)], EARLIEST)[(topic, partition)]
             latest = _offsets.list_offsets(f.cluster, [(topic, partition)], LATEST)[(topic, partition)]
@@ -392,18 +453,21 @@ def _on_out_of_range(f: _PartitionFetcher, settings: ReadSettings, topic: str, p
         if isinstance(exc, KafkaProtocolError) and exc.code not in RETRIABLE:
             raise
         if time.monotonic() > deadline:
-            raise ClientError(f"kbroker: reading {tp_name} at offset {pos} failed for "
-                              f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}") from None
+            raise ClientError(
+                f"kbroker: reading {tp_name} at offset {pos} failed for "
+                f"kafkaConsumer.pollTimeoutMs={settings.poll_timeout_ms}: {exc}"
+            ) from None
         return None
     if gone:
         detail = f"{tp_name} does not exist any more (offsets {pos}..{end - 1} were still to be read)"
         new_pos = end
     elif pos < earliest:
-        detail = (f"offsets {pos}..{min(earliest, end) - 1} of {tp_name} are gone (the log start offset "
-                  f"is now {earliest})")
+        detail = (
+            f"offsets {pos}..{min(earliest, end) - 1} of {tp_name} are gone (the log start offset is now {earliest})"
+        )
         new_pos = min(earliest, end)
     elif time.monotonic() <= deadline:
-        return None                  # above the high watermark: a leader that is moving, or truncation
+        return None  # above the high watermark: a leader that is moving, or truncation
     else:
         detail = f"offset {pos} of {tp_name} is above the high watermark {latest} (the log was truncated)"
         new_pos = end

@@ -18,6 +18,7 @@ timestamp, key, value and headers from the record batch bytes; topic and partiti
 constant arrays, timestampType comes from the batch headers (one value per batch, mapped
 onto the rows with a vectorised search when a fetch mixes both types).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -41,6 +42,7 @@ def spark_schema(include_headers: bool):
         StructType,
         TimestampType,
     )
+
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -51,8 +53,11 @@ def spark_schema(include_headers: bool):
         StructField("timestampType", IntegerType()),
     ]
     if include_headers:
-        fields.append(StructField("headers", ArrayType(StructType([
-            StructField("key", StringType()), StructField("value", BinaryType())]))))
+        fields.append(
+            StructField(
+                "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+            )
+        )
     return StructType(fields)
 
 
@@ -61,6 +66,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     """What Spark's to_arrow_schema(spark_schema(...), timezone="UTC") gives, built without
     a Spark context (the executors' Python workers call this)."""
     import pyarrow as pa
+
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -71,18 +77,26 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.field("element", pa.struct(
-            [pa.field("key", pa.string()), pa.field("value", pa.binary())])))))
+        fields.append(
+            pa.field(
+                "headers",
+                pa.list_(
+                    pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+                ),
+            )
+        )
     return pa.schema(fields)
 
 
-def to_spark_batch(rb: pa.RecordBatch, topic: str, partition: int, timestamp_types, include_headers: bool
-                   ) -> pa.RecordBatch:
+def to_spark_batch(
+    rb: pa.RecordBatch, topic: str, partition: int, timestamp_types, include_headers: bool
+) -> pa.RecordBatch:
     """batches_to_arrow's batch (offset, timestamp, key, value, headers) -> Spark's rows.
 
     timestamp_types: an int (every row the same) or a pair of int64 arrays
     (last offset of each batch, its timestamp type), sorted by offset."""
     import pyarrow as pa
+
     n = rb.num_rows
     schema = arrow_schema(include_headers)
     offsets = rb.column(0)
@@ -90,6 +104,7 @@ def to_spark_batch(rb: pa.RecordBatch, topic: str, partition: int, timestamp_typ
         ttype = pa.repeat(pa.scalar(timestamp_types, pa.int32()), n)
     else:
         import numpy as np
+
         last_offsets, types = timestamp_types
         idx = np.searchsorted(last_offsets, offsets.to_numpy(zero_copy_only=True), side="left")
         ttype = pa.array(types[idx], type=pa.int32())

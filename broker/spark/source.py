@@ -22,6 +22,7 @@ A stream reader that cannot be created is replaced by one that raises the error 
 first use: PySpark's streaming runner, when streamReader() itself raises, buries the
 message under an UnboundLocalError of its own.
 """
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
@@ -42,10 +43,12 @@ class KBrokerDataSource(DataSource):
 
     def reader(self, schema):
         from broker.spark.reader import KBrokerBatchReader
+
         return KBrokerBatchReader(SourceOptions.parse(options_for(self.options, schema), streaming=False))
 
     def streamReader(self, schema):
         from broker.spark.stream import KBrokerStreamReader
+
         try:
             return KBrokerStreamReader(SourceOptions.parse(options_for(self.options, schema), streaming=True))
         except Exception as exc:  # noqa: BLE001 - reported on first use, see the module docstring
@@ -53,11 +56,13 @@ class KBrokerDataSource(DataSource):
 
     def writer(self, schema, overwrite: bool):
         from broker.spark.writer import KBrokerBatchWriter
+
         _no_overwrite(overwrite)
         return KBrokerBatchWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
     def streamWriter(self, schema, overwrite: bool):
         from broker.spark.writer import KBrokerStreamWriter
+
         return KBrokerStreamWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
 
@@ -80,5 +85,4 @@ class _RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _no_overwrite(overwrite: bool) -> None:
     if overwrite:
         # Spark's Kafka sink refuses it too: a topic is append-only
-        raise KBrokerOptionError("mode", "overwrite is not allowed for kbroker: a topic is append-only; "
-                                         "use append")
+        raise KBrokerOptionError("mode", "overwrite is not allowed for kbroker: a topic is append-only; use append")

@@ -27,6 +27,7 @@ failOnDataLoss: when the range a batch still needs starts below the log start of
 back: true fails the query with a message saying which offsets are gone; false logs a
 warning and goes on from what is there.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,7 +70,7 @@ def rate_limit(limit: int, start: dict, new_starts: dict, latest: dict) -> dict:
         if tp not in sizes:
             out[tp] = end
             continue
-        begin = start[tp] if tp in start else new_starts[tp]     # in sizes: known
+        begin = start[tp] if tp in start else new_starts[tp]  # in sizes: known
         prorate = limit * (sizes[tp] / total)
         n = int(-(-prorate // 1)) if prorate < 1 else int(prorate)
         out[tp] = min(end, begin + n)
@@ -103,7 +104,7 @@ class GroupCommitter:
         self._closing = False
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
-        self.commits = 0                            # successful commits (tests read it)
+        self.commits = 0  # successful commits (tests read it)
 
     def submit(self, position: dict) -> None:
         """{(topic, partition): next offset to read}; returns at once."""
@@ -131,6 +132,7 @@ class GroupCommitter:
         from broker.client.connection import ClientError
         from broker.client.group import GroupConsumer
         from broker.protocol.errors import KafkaProtocolError
+
         o = self.options
         cluster = Cluster(o.bootstrap, client_id=o.client_id, timeout=o.client_timeout_s)
         group = GroupConsumer(cluster, self.group, [], client_id=o.client_id)
@@ -162,16 +164,22 @@ class GroupCommitter:
 
     def _failed(self, exc: Exception) -> None:
         from broker.protocol.errors import ErrorCode, KafkaProtocolError
+
         why = str(exc)
-        if isinstance(exc, KafkaProtocolError) and exc.code in (ErrorCode.UNKNOWN_MEMBER_ID,
-                                                                   ErrorCode.ILLEGAL_GENERATION,
-                                                                   ErrorCode.REBALANCE_IN_PROGRESS):
-            why = (f"group {self.group!r} has members (a consumer group of that name is in use): choose a group "
-                   f"of its own for commitOffsetsToGroup ({exc})")
+        if isinstance(exc, KafkaProtocolError) and exc.code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.REBALANCE_IN_PROGRESS,
+        ):
+            why = (
+                f"group {self.group!r} has members (a consumer group of that name is in use): choose a group "
+                f"of its own for commitOffsetsToGroup ({exc})"
+            )
         if why not in self._warned:
             self._warned.add(why)
-            log.warning("kbroker: commitOffsetsToGroup: committing to group %r failed: %s; trying again",
-                        self.group, why)
+            log.warning(
+                "kbroker: commitOffsetsToGroup: committing to group %r failed: %s; trying again", self.group, why
+            )
         else:
             log.info("kbroker: commitOffsetsToGroup %r: %s", self.group, why)
 
@@ -180,10 +188,10 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions):
         self.options = options
         self._cluster = None
-        self._target: dict | None = None            # availableNow: the high watermarks to stop at
+        self._target: dict | None = None  # availableNow: the high watermarks to stop at
         self._last_trigger_ms = time.time() * 1000
-        self._initial: dict | None = None           # initialOffset(), resolved once
-        self._latest: dict | None = None            # what the last latestOffset() found (reportLatestOffset)
+        self._initial: dict | None = None  # initialOffset(), resolved once
+        self._latest: dict | None = None  # what the last latestOffset() found (reportLatestOffset)
         self._group = GroupCommitter(options, options.commit_group) if options.commit_group else None
 
     def __getstate__(self):
@@ -219,6 +227,7 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _partitions_now(self, cluster, *, first: bool) -> list:
         from broker.spark import offsets as _offsets
+
         return _offsets.topic_partitions(cluster, self.options.subscription, must_exist=first)
 
     # ------------------------------------------------------------------ offsets
@@ -227,6 +236,7 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Resolved once: Spark asks again when it plans the first batch, and "latest" must
         be the same position both times."""
         from broker.spark import offsets as _offsets
+
         o = self.options
 
         def initial(cluster):
@@ -243,9 +253,11 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         from broker.spark import offsets as _offsets
+
         def latest(cluster):
-            return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST,
-                                         self.options.isolation_level)
+            return _offsets.list_offsets(
+                cluster, self._partitions_now(cluster, first=False), LATEST, self.options.isolation_level
+            )
 
         self._target = self._call(latest)
         log.info("availableNow: reading up to %s", to_json(self._target))
@@ -260,13 +272,16 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from broker.spark import offsets as _offsets
 
             def latest(cluster):
-                return _offsets.list_offsets(cluster, self._partitions_now(cluster, first=False), LATEST,
-                                             self.options.isolation_level)
+                return _offsets.list_offsets(
+                    cluster, self._partitions_now(cluster, first=False), LATEST, self.options.isolation_level
+                )
+
             self._latest = self._call(latest)
         return to_json(self._latest)
 
     def latestOffset(self, start: dict, limit=None) -> dict:
         from broker.spark import offsets as _offsets
+
         o = self.options
         begin = from_json(start)
         if self._group is not None:
@@ -314,6 +329,7 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict):
         from broker.spark import offsets as _offsets, reader
+
         o = self.options
         begin, stop = from_json(start), from_json(end)
 
@@ -328,8 +344,10 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if ranges:
                 gone = set(ranges) - set(self._partitions_now(cluster, first=False))
                 for tp in sorted(gone):
-                    detail = (f"{tp[0]}-{tp[1]} does not exist any more (offsets {ranges[tp][0]}.."
-                              f"{ranges[tp][1] - 1} were still to be read)")
+                    detail = (
+                        f"{tp[0]}-{tp[1]} does not exist any more (offsets {ranges[tp][0]}.."
+                        f"{ranges[tp][1] - 1} were still to be read)"
+                    )
                     if o.fail_on_data_loss:
                         raise KBrokerDataLossError(data_loss_message(detail))
                     log.warning("failOnDataLoss=false: %s; skipping them", detail)
@@ -337,15 +355,16 @@ class KBrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return reader.check_start_not_lost(cluster, ranges, o.fail_on_data_loss)
 
         ranges = self._call(plan)
-        return reader.plan_partitions(ranges, min_partitions=o.min_partitions,
-                                      max_records=o.max_records_per_partition)
+        return reader.plan_partitions(ranges, min_partitions=o.min_partitions, max_records=o.max_records_per_partition)
 
     def read(self, partition):
         from broker.spark import reader
+
         if not isinstance(partition, reader.KBrokerInputPartition):
             return iter(())
-        return reader.read_range(reader.ReadSettings.of(self.options), partition.topic, partition.partition,
-                                 partition.start, partition.end)
+        return reader.read_range(
+            reader.ReadSettings.of(self.options), partition.topic, partition.partition, partition.start, partition.end
+        )
 
     def commit(self, end: dict) -> None:
         # the checkpoint holds the positions (as Spark's Kafka source); with

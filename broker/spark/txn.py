@@ -21,6 +21,7 @@ broker killed, until its partitions have new leaders), and the retriable answers
 (CONCURRENT_TRANSACTIONS while a fence's abort completes, NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, NOT_LEADER_OR_FOLLOWER, ...).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,8 @@ log = logging.getLogger("broker.spark")
 SINK_LOG_TOPIC = "kbroker-spark-sink-log"
 TRANSACTION_TIMEOUT_MS = 60000
 _RETRY = frozenset(RETRIABLE | {ErrorCode.CONCURRENT_TRANSACTIONS})
-_BACKOFF_S = 0.1          # Kafka's retry.backoff.ms
-_BACKOFF_MAX_S = 1.0      # and retry.backoff.max.ms
+_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
+_BACKOFF_MAX_S = 1.0  # and retry.backoff.max.ms
 
 #: (transactional id, producer id, epoch)
 Transaction = tuple[str, int, int]
@@ -59,15 +60,21 @@ class Coordinator:
     retry.backoff.ms apart at first, doubling up to retry.backoff.max.ms. Giving up, the
     error names the coordinator and what it last answered."""
 
-    def __init__(self, cluster: Cluster, txn_id: str, timeout_s: float, backoff_s: float = _BACKOFF_S,
-                 backoff_max_s: float = _BACKOFF_MAX_S):
+    def __init__(
+        self,
+        cluster: Cluster,
+        txn_id: str,
+        timeout_s: float,
+        backoff_s: float = _BACKOFF_S,
+        backoff_max_s: float = _BACKOFF_MAX_S,
+    ):
         self.cluster = cluster
         self.txn_id = txn_id
         self.timeout_s = timeout_s
         self.backoff_s = backoff_s
         self.backoff_max_s = max(backoff_s, backoff_max_s)
         self._conn: BrokerConnection | None = None
-        self.node: int | None = None            # the coordinator FindCoordinator last named
+        self.node: int | None = None  # the coordinator FindCoordinator last named
 
     def _connection(self) -> BrokerConnection:
         if self._conn is None or self._conn.closed:
@@ -106,22 +113,28 @@ class Coordinator:
                 where = self.where()
                 self._drop()
                 if time.monotonic() > deadline:
-                    raise ClientError(f"kbroker sink: {what} of transactional id {self.txn_id}: its transaction "
-                                      f"coordinator ({where}) could not be reached for {self.timeout_s:g} s "
-                                      f"(kafka.delivery.timeout.ms); last: {exc}") from None
-                log.info("kbroker sink: %s of %s: coordinator %s unreachable (%s); retrying", what, self.txn_id,
-                         where, exc)
+                    raise ClientError(
+                        f"kbroker sink: {what} of transactional id {self.txn_id}: its transaction "
+                        f"coordinator ({where}) could not be reached for {self.timeout_s:g} s "
+                        f"(kafka.delivery.timeout.ms); last: {exc}"
+                    ) from None
+                log.info(
+                    "kbroker sink: %s of %s: coordinator %s unreachable (%s); retrying", what, self.txn_id, where, exc
+                )
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self.backoff_max_s)
                 continue
-            except KafkaProtocolError as exc:     # from FindCoordinator
+            except KafkaProtocolError as exc:  # from FindCoordinator
                 code, resp = exc.code, None
             if not code:
                 return resp
             if code not in _RETRY or time.monotonic() > deadline:
                 waited = f" (retried for {self.timeout_s:g} s, kafka.delivery.timeout.ms)" if code in _RETRY else ""
-                raise KafkaProtocolError(code, f"kbroker sink: {what} of transactional id {self.txn_id} at its "
-                                               f"coordinator ({self.where()}){waited}")
+                raise KafkaProtocolError(
+                    code,
+                    f"kbroker sink: {what} of transactional id {self.txn_id} at its "
+                    f"coordinator ({self.where()}){waited}",
+                )
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self._drop()
             time.sleep(backoff)
@@ -137,9 +150,13 @@ class Coordinator:
             pass
 
     def init_producer_id(self, timeout_ms: int) -> tuple[int, int]:
-        r = self.call(InitProducerIdRequest(transactional_id=self.txn_id, transaction_timeout_ms=timeout_ms,
-                                            producer_id=-1, producer_epoch=-1),
-                      lambda r: r.error_code, "InitProducerId")
+        r = self.call(
+            InitProducerIdRequest(
+                transactional_id=self.txn_id, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1
+            ),
+            lambda r: r.error_code,
+            "InitProducerId",
+        )
         return r.producer_id, r.producer_epoch
 
     def add_partitions(self, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
@@ -147,30 +164,43 @@ class Coordinator:
         by: dict[str, list[int]] = {}
         for t, p in partitions:
             by.setdefault(t, []).append(p)
-        req = A(v3_and_below_transactional_id=self.txn_id, v3_and_below_producer_id=pid,
-                v3_and_below_producer_epoch=epoch,
-                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by.items()])
+        req = A(
+            v3_and_below_transactional_id=self.txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by.items()],
+        )
 
         def error_of(r):
-            codes = {pr.partition_error_code for t in r.results_by_topic_v3_and_below
-                     for pr in t.results_by_partition}
+            codes = {pr.partition_error_code for t in r.results_by_topic_v3_and_below for pr in t.results_by_partition}
             codes.discard(0)
             codes.discard(ErrorCode.OPERATION_NOT_ATTEMPTED)
             return min(codes) if codes else 0
+
         # v4+ is the brokers' batched form: a producer speaks v3 and below
         self.call(req, error_of, "AddPartitionsToTxn", max_version=3)
 
     def end(self, pid: int, epoch: int, commit: bool) -> None:
-        self.call(EndTxnRequest(transactional_id=self.txn_id, producer_id=pid, producer_epoch=epoch,
-                                committed=commit), lambda r: r.error_code, "EndTxn")
+        self.call(
+            EndTxnRequest(transactional_id=self.txn_id, producer_id=pid, producer_epoch=epoch, committed=commit),
+            lambda r: r.error_code,
+            "EndTxn",
+        )
 
 
 class TransactionalSequencer:
     """A task's transaction: the producer id, epoch and per-partition sequences its
     batches carry, and the partitions added so far."""
 
-    def __init__(self, cluster: Cluster, txn_id: str, timeout_s: float, txn_timeout_ms: int,
-                 backoff_s: float = _BACKOFF_S, backoff_max_s: float = _BACKOFF_MAX_S):
+    def __init__(
+        self,
+        cluster: Cluster,
+        txn_id: str,
+        timeout_s: float,
+        txn_timeout_ms: int,
+        backoff_s: float = _BACKOFF_S,
+        backoff_max_s: float = _BACKOFF_MAX_S,
+    ):
         self.coordinator = Coordinator(cluster, txn_id, timeout_s, backoff_s, backoff_max_s)
         self.txn_id = txn_id
         self.producer_id, self.epoch = self.coordinator.init_producer_id(txn_timeout_ms)
@@ -205,10 +235,13 @@ def retrying(what: str, timeout_s: float, fn, backoff_s: float = _BACKOFF_S, bac
                 raise
             if time.monotonic() > deadline:
                 if isinstance(exc, KafkaProtocolError):
-                    raise KafkaProtocolError(exc.code, f"kbroker sink: {what} (retried for {timeout_s:g} s, "
-                                                       f"kafka.delivery.timeout.ms)") from None
-                raise ClientError(f"kbroker sink: {what}: no broker answered for {timeout_s:g} s "
-                                  f"(kafka.delivery.timeout.ms); last: {exc}") from None
+                    raise KafkaProtocolError(
+                        exc.code, f"kbroker sink: {what} (retried for {timeout_s:g} s, kafka.delivery.timeout.ms)"
+                    ) from None
+                raise ClientError(
+                    f"kbroker sink: {what}: no broker answered for {timeout_s:g} s "
+                    f"(kafka.delivery.timeout.ms); last: {exc}"
+                ) from None
             log.info("kbroker sink: %s: %s; retrying", what, exc)
             time.sleep(backoff)
             backoff = min(backoff * 2, max(backoff_s, backoff_max_s))
@@ -239,8 +272,9 @@ def ensure_sink_log(cluster: Cluster) -> None:
             raise
     rf = sink_log_replicas(cluster)
     try:
-        cluster.create_topic(SINK_LOG_TOPIC, 1, rf, {"cleanup.policy": "compact",
-                                                     "min.insync.replicas": str(min(2, rf))})
+        cluster.create_topic(
+            SINK_LOG_TOPIC, 1, rf, {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, rf))}
+        )
     except KafkaProtocolError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise
@@ -278,8 +312,10 @@ def recorded(cluster: Cluster, query_id: str, batch_id: int, deadline: float) ->
             c.assign(SINK_LOG_TOPIC, [0], {0: lo})
             while c.positions[(SINK_LOG_TOPIC, 0)] < hi:
                 if time.monotonic() > deadline:
-                    raise ClientError(f"reading {SINK_LOG_TOPIC} from offset {c.positions[(SINK_LOG_TOPIC, 0)]}: "
-                                      f"its leader did not answer")
+                    raise ClientError(
+                        f"reading {SINK_LOG_TOPIC} from offset {c.positions[(SINK_LOG_TOPIC, 0)]}: "
+                        f"its leader did not answer"
+                    )
                 for r in c.poll(0.5):
                     if r.offset < hi and r.key == key:
                         last = r
@@ -299,16 +335,30 @@ def record(cluster: Cluster, query_id: str, batch_id: int, txns: list[Transactio
     retry it: see retrying)."""
     from broker.native import BatchBuilder
     from broker.protocol.messages.produce import ProduceRequest as P
+
     b = BatchBuilder()
-    b.append(int(time.time() * 1000), query_id.encode(),
-             json.dumps({"batch": batch_id, "transactions": [list(t) for t in txns]}).encode())
+    b.append(
+        int(time.time() * 1000),
+        query_id.encode(),
+        json.dumps({"batch": batch_id, "transactions": [list(t) for t in txns]}).encode(),
+    )
     data = b.build()
     try:
         conn = cluster.leader_connection(SINK_LOG_TOPIC, 0)
-        r = conn.request(P(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[P.TopicProduceData(
-            name=SINK_LOG_TOPIC, partition_data=[P.PartitionProduceData(index=0, records=data)])]))
+        r = conn.request(
+            P(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=timeout_ms,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=SINK_LOG_TOPIC, partition_data=[P.PartitionProduceData(index=0, records=data)]
+                    )
+                ],
+            )
+        )
     except ClientError:
-        cluster.refresh([SINK_LOG_TOPIC])          # the leader is down: the next attempt asks again
+        cluster.refresh([SINK_LOG_TOPIC])  # the leader is down: the next attempt asks again
         raise
     code = r.responses[0].partition_responses[0].error_code
     if code:
@@ -317,7 +367,13 @@ def record(cluster: Cluster, query_id: str, batch_id: int, txns: list[Transactio
         raise KafkaProtocolError(code, f"recording batch {batch_id} in the sink log")
 
 
-def end_all(cluster: Cluster, txns: list[Transaction], commit: bool, timeout_s: float,
-            backoff_s: float = _BACKOFF_S, backoff_max_s: float = _BACKOFF_MAX_S) -> None:
+def end_all(
+    cluster: Cluster,
+    txns: list[Transaction],
+    commit: bool,
+    timeout_s: float,
+    backoff_s: float = _BACKOFF_S,
+    backoff_max_s: float = _BACKOFF_MAX_S,
+) -> None:
     for txn_id, pid, epoch in txns:
         Coordinator(cluster, txn_id, timeout_s, backoff_s, backoff_max_s).end(pid, epoch, commit)

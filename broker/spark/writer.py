@@ -30,6 +30,7 @@ answer lacks InitProducerId, AddPartitionsToTxn or EndTxn) is refused at the que
 start; a transaction coordinator that cannot be reached later is an outage, retried
 within kafka.delivery.timeout.ms (delivery_for).
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,22 +55,31 @@ from broker.spark.txn import TransactionalSequencer
 
 log = logging.getLogger("broker.spark")
 
+
 class KBrokerCommitMessage(WriterCommitMessage):
     """What a task wrote: per (topic, partition) [records, first base offset, last base
     offset]; `transaction` is for the transactional delivery (None: at-least-once)."""
 
-    def __init__(self, records: int, partitions: dict, transaction=None, batch_id: int | None = None,
-                 task: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        records: int,
+        partitions: dict,
+        transaction=None,
+        batch_id: int | None = None,
+        task: tuple[int, int] | None = None,
+    ):
         self.records = records
         self.partitions = partitions
         self.transaction = transaction
-        self.batch_id = batch_id          # the micro-batch (streaming), from the task's context
-        self.task = task                  # (Spark partition id, attempt)
-        self.query = ""                   # exactly-once: the query (the sink log's key)
+        self.batch_id = batch_id  # the micro-batch (streaming), from the task's context
+        self.task = task  # (Spark partition id, attempt)
+        self.query = ""  # exactly-once: the query (the sink log's key)
 
     def __repr__(self) -> str:
-        return (f"KBrokerCommitMessage(batch {self.batch_id}, task {self.task}: {self.records} records, "
-                f"{len(self.partitions)} partitions)")
+        return (
+            f"KBrokerCommitMessage(batch {self.batch_id}, task {self.task}: {self.records} records, "
+            f"{len(self.partitions)} partitions)"
+        )
 
 
 # ---------------------------------------------------------------- schema checks
@@ -78,31 +88,38 @@ class KBrokerCommitMessage(WriterCommitMessage):
 def check_schema(schema, opts: SinkOptions) -> None:
     """Spark's KafkaWriter.validateQuery: fails at query start, naming the column."""
     from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if opts.topic is None:
         if "topic" not in fields:
-            raise KBrokerOptionError("topic", "must be specified when the data has no 'topic' column "
-                                              "(the topic to write each row to)")
+            raise KBrokerOptionError(
+                "topic", "must be specified when the data has no 'topic' column (the topic to write each row to)"
+            )
     if "topic" in fields and not isinstance(fields["topic"], StringType):
         raise KBrokerOptionError("topic", f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
     if "value" not in fields:
         raise ValueError("kbroker sink: the data needs a 'value' column (string or binary)")
     for name in ("key", "value"):
         if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
-            raise ValueError(f"kbroker sink: column '{name}' must be a string or binary, not "
-                             f"{fields[name].simpleString()}")
+            raise ValueError(
+                f"kbroker sink: column '{name}' must be a string or binary, not {fields[name].simpleString()}"
+            )
     if "partition" in fields and not isinstance(fields["partition"], IntegerType):
-        raise ValueError(f"kbroker sink: column 'partition' must be an int, not "
-                         f"{fields['partition'].simpleString()}")
+        raise ValueError(f"kbroker sink: column 'partition' must be an int, not {fields['partition'].simpleString()}")
     if "headers" in fields:
         t = fields["headers"]
-        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
-              and [f.name.lower() for f in t.elementType.fields] == ["key", "value"]
-              and isinstance(t.elementType.fields[0].dataType, StringType)
-              and isinstance(t.elementType.fields[1].dataType, BinaryType))
+        ok = (
+            isinstance(t, ArrayType)
+            and isinstance(t.elementType, StructType)
+            and [f.name.lower() for f in t.elementType.fields] == ["key", "value"]
+            and isinstance(t.elementType.fields[0].dataType, StringType)
+            and isinstance(t.elementType.fields[1].dataType, BinaryType)
+        )
         if not ok:
-            raise ValueError(f"kbroker sink: column 'headers' must be array<struct<key: string, value: binary>>, "
-                             f"not {t.simpleString()}")
+            raise ValueError(
+                f"kbroker sink: column 'headers' must be array<struct<key: string, value: binary>>, "
+                f"not {t.simpleString()}"
+            )
 
 
 # ---------------------------------------------------------------- Arrow columns -> native
@@ -116,9 +133,11 @@ def _not_read_rows(rb: pa.RecordBatch) -> None:
     so the options the sink finds are t's, and the rows would go back to t's topic."""
     offsets = _column(rb, "offset")
     if offsets is not None and offsets.null_count < len(offsets):
-        raise ValueError("kbroker sink: rows read from a kbroker table cannot be inserted into a kbroker table as "
-                         "they are (Spark would hand the sink the options of the table they come from): name the "
-                         "columns written, e.g. INSERT INTO t (key, value) SELECT key, value FROM ...")
+        raise ValueError(
+            "kbroker sink: rows read from a kbroker table cannot be inserted into a kbroker table as "
+            "they are (Spark would hand the sink the options of the table they come from): name the "
+            "columns written, e.g. INSERT INTO t (key, value) SELECT key, value FROM ..."
+        )
 
 
 def _column(rb: pa.RecordBatch, name: str):
@@ -144,8 +163,13 @@ def _headers_desc(arr):
         arr = arr.cast(pa.list_(arr.type.value_field))
     b = arr.buffers()
     values = arr.values
-    return (b[0] if arr.null_count else None, b[1], arr.offset,
-            _binary_desc(values.field(0)), _binary_desc(values.field(1)))
+    return (
+        b[0] if arr.null_count else None,
+        b[1],
+        arr.offset,
+        _binary_desc(values.field(0)),
+        _binary_desc(values.field(1)),
+    )
 
 
 def _int32_desc(arr):
@@ -167,13 +191,21 @@ class TaskWriter:
         self.o = opts
         self.cluster = connect_retrying(opts)
         self._txn_factory = txn
-        self.txn: TransactionalSequencer | None = None      # started at the first batch
-        self.sender = Sender(self.cluster, acks=opts.acks, timeout_ms=opts.timeout_ms, retries=opts.retries,
-                             delivery_timeout_ms=opts.delivery_timeout_ms, retry_backoff_ms=opts.retry_backoff_ms,
-                             retry_backoff_max_ms=opts.retry_backoff_max_ms, buffer_memory=opts.buffer_memory,
-                             max_in_flight=1 if txn is not None else opts.max_in_flight, on_ack=self._done,
-                             what="kbroker sink: produce")
-        self.written: dict[tuple[str, int], list[int]] = {}   # tp -> [records, first base, last base]
+        self.txn: TransactionalSequencer | None = None  # started at the first batch
+        self.sender = Sender(
+            self.cluster,
+            acks=opts.acks,
+            timeout_ms=opts.timeout_ms,
+            retries=opts.retries,
+            delivery_timeout_ms=opts.delivery_timeout_ms,
+            retry_backoff_ms=opts.retry_backoff_ms,
+            retry_backoff_max_ms=opts.retry_backoff_max_ms,
+            buffer_memory=opts.buffer_memory,
+            max_in_flight=1 if txn is not None else opts.max_in_flight,
+            on_ack=self._done,
+            what="kbroker sink: produce",
+        )
+        self.written: dict[tuple[str, int], list[int]] = {}  # tp -> [records, first base, last base]
         self.records = 0
         self._partitions: dict[str, int] = {}
         self._sticky = int.from_bytes(os.urandom(2), "little")
@@ -211,10 +243,12 @@ class TaskWriter:
             return
         topics = _column(rb, "topic")
         if topics.null_count:
-            raise ValueError("kbroker sink: null topic present in the data; use the 'topic' option to set a "
-                             "default topic")
+            raise ValueError(
+                "kbroker sink: null topic present in the data; use the 'topic' option to set a default topic"
+            )
         import pyarrow.compute as pc
-        uniques = pc.unique(topics).to_pylist()           # a few distinct values, not per row
+
+        uniques = pc.unique(topics).to_pylist()  # a few distinct values, not per row
         if len(uniques) == 1:
             self._write_topic(uniques[0], rb)
             return
@@ -228,20 +262,36 @@ class TaskWriter:
         self._sticky += 1
         parts = assign_partitions(n, num, key, _int32_desc(_column(rb, "partition")), self._sticky % num)
         if self._txn_factory is None:
-            batches = encode_batches(n, parts, key, _binary_desc(_column(rb, "value")),
-                                     _headers_desc(_column(rb, "headers")), int(time.time() * 1000),
-                                     self.o.compression, self.o.batch_bytes)
+            batches = encode_batches(
+                n,
+                parts,
+                key,
+                _binary_desc(_column(rb, "value")),
+                _headers_desc(_column(rb, "headers")),
+                int(time.time() * 1000),
+                self.o.compression,
+                self.o.batch_bytes,
+            )
         else:
             if self.txn is None:
                 self.txn = self._txn_factory(self.cluster)
                 self.sender.transactional_id = self.txn.txn_id
             txn = self.txn
-            batches = encode_batches(n, parts, key, _binary_desc(_column(rb, "value")),
-                                     _headers_desc(_column(rb, "headers")), int(time.time() * 1000),
-                                     self.o.compression, self.o.batch_bytes, producer_id=txn.producer_id,
-                                     producer_epoch=txn.epoch, sequences=txn.sequences.setdefault(topic, {}),
-                                     transactional=True)
-            txn.add(topic, {p for p, _data, _count in batches})      # per partition, before its batches
+            batches = encode_batches(
+                n,
+                parts,
+                key,
+                _binary_desc(_column(rb, "value")),
+                _headers_desc(_column(rb, "headers")),
+                int(time.time() * 1000),
+                self.o.compression,
+                self.o.batch_bytes,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.epoch,
+                sequences=txn.sequences.setdefault(topic, {}),
+                transactional=True,
+            )
+            txn.add(topic, {p for p, _data, _count in batches})  # per partition, before its batches
         for p, data, count in batches:
             self.sender.add(topic, p, data, count)
 
@@ -261,8 +311,11 @@ class TaskWriter:
             self.sender.flush()
         finally:
             self.cluster.close()
-        return KBrokerCommitMessage(self.records, {tp: tuple(w) for tp, w in sorted(self.written.items())},
-                                    transaction=self.txn.transaction if self.txn is not None else None)
+        return KBrokerCommitMessage(
+            self.records,
+            {tp: tuple(w) for tp, w in sorted(self.written.items())},
+            transaction=self.txn.transaction if self.txn is not None else None,
+        )
 
     def close(self) -> None:
         self.cluster.close()
@@ -289,14 +342,22 @@ class Delivery:
             # every task of the job ran for this micro-batch: anything else is a bug
             raise RuntimeError(f"kbroker sink: batch {batch_id} got commit messages of batches {sorted(stray)}")
         total = sum(m.records for m in messages if m is not None)
-        log.info("kbroker sink: %s%d record(s) written (%s)",
-                 "" if batch_id is None else f"batch {batch_id}: ", total, self.name)
+        log.info(
+            "kbroker sink: %s%d record(s) written (%s)",
+            "" if batch_id is None else f"batch {batch_id}: ",
+            total,
+            self.name,
+        )
 
     def abort(self, messages, batch_id: int | None) -> None:
         written = sum(m.records for m in messages if m is not None)
-        log.warning("kbroker sink: %saborted after %d record(s) were written; they stay in the topic "
-                    "(%s: a retry writes them again)", "" if batch_id is None else f"batch {batch_id} ",
-                    written, self.name)
+        log.warning(
+            "kbroker sink: %saborted after %d record(s) were written; they stay in the topic "
+            "(%s: a retry writes them again)",
+            "" if batch_id is None else f"batch {batch_id} ",
+            written,
+            self.name,
+        )
 
 
 class _TxnTaskWriter(TaskWriter):
@@ -326,10 +387,11 @@ class TransactionalDelivery(Delivery):
 
     def __init__(self, opts: SinkOptions, run_id: str):
         super().__init__(opts)
-        self.run_id = run_id           # a batch query's id; a streaming query has its own
+        self.run_id = run_id  # a batch query's id; a streaming query has its own
 
     def _query_id(self) -> str:
         from pyspark import TaskContext
+
         ctx = TaskContext.get()
         query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
         return query or self.run_id
@@ -341,16 +403,21 @@ class TransactionalDelivery(Delivery):
             with connect_retrying(self.o) as c:
                 done = _recorded(c, self.o, query, batch_id)
             if done is not None:
-                log.info("kbroker sink: batch %d of query %s is recorded in the sink log: nothing to write",
-                         batch_id, query)
+                log.info(
+                    "kbroker sink: batch %d of query %s is recorded in the sink log: nothing to write", batch_id, query
+                )
                 nothing = _NothingToWrite(self.o)
                 nothing.query = query
                 return nothing
         txn_id = f"{query}-{partition_id}"
         timeout_s = self.o.delivery_timeout_ms / 1000
         backoff = _backoff(self.o)
-        w = _TxnTaskWriter(self.o, lambda cluster: txn.TransactionalSequencer(cluster, txn_id, timeout_s,
-                                                                              txn.TRANSACTION_TIMEOUT_MS, *backoff))
+        w = _TxnTaskWriter(
+            self.o,
+            lambda cluster: txn.TransactionalSequencer(
+                cluster, txn_id, timeout_s, txn.TRANSACTION_TIMEOUT_MS, *backoff
+            ),
+        )
         w.query = query
         return w
 
@@ -367,13 +434,17 @@ class TransactionalDelivery(Delivery):
                     # a replay of a batch recorded before a crash: commit what was recorded
                     txns = sorted(set(txns) | set(done))
                 elif txns:
-                    txn.retrying("creating the sink log", timeout_s, lambda: txn.ensure_sink_log(c),
-                                 *_backoff(o))
-                    txn.retrying(f"recording batch {batch_id} in the sink log", timeout_s,
-                                 lambda: txn.record(c, query, batch_id, txns, o.timeout_ms), *_backoff(o))
+                    txn.retrying("creating the sink log", timeout_s, lambda: txn.ensure_sink_log(c), *_backoff(o))
+                    txn.retrying(
+                        f"recording batch {batch_id} in the sink log",
+                        timeout_s,
+                        lambda: txn.record(c, query, batch_id, txns, o.timeout_ms),
+                        *_backoff(o),
+                    )
             txn.end_all(c, txns, True, timeout_s, *_backoff(o))
-        log.info("kbroker sink: %scommitted %d transaction(s)", "" if batch_id is None else f"batch {batch_id}: ",
-                 len(txns))
+        log.info(
+            "kbroker sink: %scommitted %d transaction(s)", "" if batch_id is None else f"batch {batch_id}: ", len(txns)
+        )
 
     def abort(self, messages, batch_id: int | None) -> None:
         txns = sorted({m.transaction for m in messages if m is not None and m.transaction is not None})
@@ -384,8 +455,11 @@ class TransactionalDelivery(Delivery):
         except (ClientError, KafkaProtocolError) as exc:
             # fenced or timed out meanwhile: aborted all the same
             log.warning("kbroker sink: aborting %d transaction(s): %s", len(txns), exc)
-        log.warning("kbroker sink: %saborted %d transaction(s); their rows are invisible to read_committed "
-                    "readers", "" if batch_id is None else f"batch {batch_id} ", len(txns))
+        log.warning(
+            "kbroker sink: %saborted %d transaction(s); their rows are invisible to read_committed readers",
+            "" if batch_id is None else f"batch {batch_id} ",
+            len(txns),
+        )
 
 
 def _backoff(o: SinkOptions) -> tuple[float, float]:
@@ -395,8 +469,12 @@ def _backoff(o: SinkOptions) -> tuple[float, float]:
 def _recorded(c: Cluster, o: SinkOptions, query: str, batch_id: int):
     timeout_s = o.delivery_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
-    return txn.retrying(f"reading the sink log for batch {batch_id}", timeout_s,
-                        lambda: txn.recorded(c, query, batch_id, deadline), *_backoff(o))
+    return txn.retrying(
+        f"reading the sink log for batch {batch_id}",
+        timeout_s,
+        lambda: txn.recorded(c, query, batch_id, deadline),
+        *_backoff(o),
+    )
 
 
 def _connect(opts: SinkOptions) -> Cluster:
@@ -427,8 +505,12 @@ _checked: set[tuple] = set()
 
 #: the requests the exactly-once delivery sends (InitProducerId with a transactional id
 #: from version 0; FindCoordinator of a transactional id from version 1)
-TRANSACTION_APIS = {ApiKey.INIT_PRODUCER_ID: 0, ApiKey.ADD_PARTITIONS_TO_TXN: 0, ApiKey.END_TXN: 0,
-                    ApiKey.FIND_COORDINATOR: 1}
+TRANSACTION_APIS = {
+    ApiKey.INIT_PRODUCER_ID: 0,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 0,
+    ApiKey.END_TXN: 0,
+    ApiKey.FIND_COORDINATOR: 1,
+}
 
 
 def transactions_missing(conn) -> str | None:
@@ -460,9 +542,12 @@ def delivery_for(opts: SinkOptions) -> Delivery:
             if opts.delivery == DELIVERY_EXACTLY_ONCE:
                 missing = transactions_missing(conn)
                 if missing:
-                    raise KBrokerOptionError("deliveryGuarantee", f"= exactly-once needs broker transactions: "
-                                             f"{conn.host}:{conn.port} does not offer {missing}; use "
-                                             f"at-least-once (the default)")
+                    raise KBrokerOptionError(
+                        "deliveryGuarantee",
+                        f"= exactly-once needs broker transactions: "
+                        f"{conn.host}:{conn.port} does not offer {missing}; use "
+                        f"at-least-once (the default)",
+                    )
         _checked.add(key)
     if opts.delivery == DELIVERY_EXACTLY_ONCE:
         return TransactionalDelivery(opts, f"kbroker-spark-{uuid.uuid4()}")
@@ -474,6 +559,7 @@ def task_identity() -> tuple[int | None, int, int]:
     the local property Spark's MicroBatchExecution sets on every job it runs (tasks
     inherit it); None in a batch query."""
     from pyspark import TaskContext
+
     ctx = TaskContext.get()
     if ctx is None:
         return None, 0, 0

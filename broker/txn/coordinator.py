@@ -53,6 +53,7 @@ transactional.id.expiration.ms with no open transaction are removed (a tombstone
 
 Everything runs on the broker's event loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -106,8 +107,14 @@ _WRITE_ERRORS: dict[int, int] = {
 # marker answers after which that partition is done (Kafka's TransactionMarkerRequestCompletionHandler):
 # written; a partition that cannot hold markers; or one whose producer already has a newer
 # epoch there (INVALID_PRODUCER_EPOCH: a fence's marker was written, nothing is left to end)
-_MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION,
-                          ErrorCode.INVALID_PRODUCER_EPOCH})
+_MARKER_DONE = frozenset(
+    {
+        ErrorCode.NONE,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
 # answers that mean another coordinator has taken over: stop sending
 _MARKER_FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
@@ -133,13 +140,15 @@ class MarkerSender(Protocol):
 
     async def send(self, broker_id: int, markers: list[Marker]) -> dict[tuple[int, str, int], int]: ...
 
-    async def verify(self, broker_id: int, txn_id: str, pid: int, epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def verify(
+        self, broker_id: int, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn verify_only at the broker coordinating txn_id."""
         ...
 
-    async def add(self, broker_id: int, txn_id: str, pid: int, epoch: int,
-                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def add(
+        self, broker_id: int, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn v5 (not verify_only) at the broker coordinating txn_id: a
         partition's leader adds it for a transaction.version 2 producer."""
         ...
@@ -209,12 +218,19 @@ class TxnShard:
                 continue
             n += 1
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                log.info("%s: completing its %s after loading %s-%d", txn_id, md.state.kafka_name, TXN_TOPIC,
-                         self.partition)
+                log.info(
+                    "%s: completing its %s after loading %s-%d", txn_id, md.state.kafka_name, TXN_TOPIC, self.partition
+                )
                 c.runtime.spawn(c._complete(txn_id, md, self.epoch))
         if found:
-            log.info("loaded %d transactional ids from %s-%d (coordinator epoch %d) in %.3f s", n, TXN_TOPIC,
-                     self.partition, self.epoch, summary.seconds)
+            log.info(
+                "loaded %d transactional ids from %s-%d (coordinator epoch %d) in %.3f s",
+                n,
+                TXN_TOPIC,
+                self.partition,
+                self.epoch,
+                summary.seconds,
+            )
 
     def on_unloaded(self) -> None:
         c = self.coordinator
@@ -223,10 +239,16 @@ class TxnShard:
 
 
 class TransactionCoordinator:
-    def __init__(self, config: Any, writer: PartitionWriter, metadata: ClusterView, producer_ids: ProducerIds,
-                 markers: MarkerSender,
-                 create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
-                 clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        config: Any,
+        writer: PartitionWriter,
+        metadata: ClusterView,
+        producer_ids: ProducerIds,
+        markers: MarkerSender,
+        create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
         self.config = config
         self.metadata = metadata
         self.producer_ids = producer_ids
@@ -235,10 +257,14 @@ class TransactionCoordinator:
         self.clock = clock
         self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
         self.txns: dict[str, TransactionMetadata] = {}
-        self._settled: dict[str, list[asyncio.Future[None]]] = {}     # waiting for an id's transition
+        self._settled: dict[str, list[asyncio.Future[None]]] = {}  # waiting for an id's transition
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
-            TXN_TOPIC, config["transaction.state.log.num.partitions"], writer, metadata,
-            lambda partition, epoch: TxnShard(self, partition, epoch))
+            TXN_TOPIC,
+            config["transaction.state.log.num.partitions"],
+            writer,
+            metadata,
+            lambda partition, epoch: TxnShard(self, partition, epoch),
+        )
 
     @property
     def writer(self) -> PartitionWriter:
@@ -257,10 +283,16 @@ class TransactionCoordinator:
     async def startup(self) -> None:
         if self.runtime.refresh_partitions():
             self.runtime.load_all()
-        self.runtime.every(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                           self.abort_timed_out, "aborting timed-out transactions")
-        self.runtime.every(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-                           self.remove_expired, "removing expired transactional ids")
+        self.runtime.every(
+            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            self.abort_timed_out,
+            "aborting timed-out transactions",
+        )
+        self.runtime.every(
+            self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+            self.remove_expired,
+            "removing expired transactional ids",
+        )
 
     async def shutdown(self) -> None:
         await self.runtime.close()
@@ -274,15 +306,18 @@ class TransactionCoordinator:
         """Creates __transaction_state on first use (FindCoordinator), as Kafka does."""
         cfg = self.config
         await self.runtime.ensure_topic(
-            self.create_topic, cfg["transaction.state.log.num.partitions"],
-            cfg["transaction.state.log.replication.factor"], "transaction.state.log.replication.factor",
+            self.create_topic,
+            cfg["transaction.state.log.num.partitions"],
+            cfg["transaction.state.log.replication.factor"],
+            "transaction.state.log.replication.factor",
             lambda rf: {
                 "cleanup.policy": "compact",
                 "compression.type": "uncompressed",
                 "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
                 "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
                 "unclean.leader.election.enable": "false",
-            })
+            },
+        )
 
     def partition_for(self, transactional_id: str) -> int:
         return self.runtime.partition_for(transactional_id)
@@ -353,8 +388,14 @@ class TransactionCoordinator:
         if code:
             md.abort_transition(t)
             mapped = _WRITE_ERRORS.get(code, code)
-            log.info("%s: writing %s to %s failed: %s (answered %s)", txn_id, t.state.kafka_name, tp,
-                     _name(code), _name(mapped))
+            log.info(
+                "%s: writing %s to %s failed: %s (answered %s)",
+                txn_id,
+                t.state.kafka_name,
+                tp,
+                _name(code),
+                _name(mapped),
+            )
             return mapped
         if self.runtime.epoch(p) != epoch or self.txns.get(txn_id) is not md:
             # the partition moved (or reloaded) meanwhile: the new coordinator has the record
@@ -367,8 +408,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    async def init_producer_id(self, txn_id: str, timeout_ms: int, expected_pid: int = -1,
-                               expected_epoch: int = -1, client_version: int = 0) -> tuple[int, int, int]:
+    async def init_producer_id(
+        self, txn_id: str, timeout_ms: int, expected_pid: int = -1, expected_epoch: int = -1, client_version: int = 0
+    ) -> tuple[int, int, int]:
         """(error, producer id, epoch) (Kafka's handleInitProducerId)."""
         err = self.check_coordinator(txn_id)
         if err:
@@ -388,8 +430,9 @@ class TransactionCoordinator:
                 return ErrorCode.NOT_COORDINATOR, -1, -1
             md = self.txns.get(txn_id)
             if md is None:
-                md = self.txns[txn_id] = TransactionMetadata(txn_id, pid, timeout_ms=timeout_ms,
-                                                             last_update_ms=self.clock())
+                md = self.txns[txn_id] = TransactionMetadata(
+                    txn_id, pid, timeout_ms=timeout_ms, last_update_ms=self.clock()
+                )
         if md.pending_in_progress or md.state in _BUSY:
             await self._settle(txn_id, md)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != epoch:
@@ -426,8 +469,9 @@ class TransactionCoordinator:
             if md.pending_in_progress or self._epoch_of(txn_id) != epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         try:
-            t = md.prepare_increment_epoch(timeout_ms, now, new_pid, client_version, bump_from=bump_from,
-                                           last_epoch=last)
+            t = md.prepare_increment_epoch(
+                timeout_ms, now, new_pid, client_version, bump_from=bump_from, last_epoch=last
+            )
         except IllegalTransition as exc:
             log.warning("%s", exc)
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
@@ -441,8 +485,11 @@ class TransactionCoordinator:
         """KIP-360 (Kafka's isValidProducerId): a named producer id is the current one, or
         the id was just created, or it is the previous id whose epoch ran out (a retry of
         the bump that rotated it)."""
-        return (md.producer_epoch == NO_EPOCH or pid == md.producer_id
-                or (pid == md.previous_producer_id and epoch >= MAX_EPOCH - 1))
+        return (
+            md.producer_epoch == NO_EPOCH
+            or pid == md.producer_id
+            or (pid == md.previous_producer_id and epoch >= MAX_EPOCH - 1)
+        )
 
     async def _fence_and_abort(self, txn_id: str, md: TransactionMetadata, coord_epoch: int) -> None:
         """Fences the producer of an open transaction (its epoch goes up by one, in
@@ -465,8 +512,14 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED
         return 0
 
-    async def add_partitions(self, txn_id: str, pid: int, epoch: int,
-                             partitions: Iterable[tuple[str, int]], client_version: int | None = None) -> int:
+    async def add_partitions(
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        client_version: int | None = None,
+    ) -> int:
         """Kafka's handleAddPartitionsToTransaction: one error for all the partitions.
         `client_version` 2: added for a transaction.version 2 producer (by its partition's
         leader, Produce v12, or its group coordinator, TxnOffsetCommit v5)."""
@@ -506,8 +559,9 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return await self._write(txn_id, md, t, coord_epoch)
 
-    async def add_or_verify(self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                            add: bool) -> dict[tuple[str, int], int]:
+    async def add_or_verify(
+        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]], add: bool
+    ) -> dict[tuple[str, int], int]:
         """The produce path's check (KIP-890): `add` (transaction.version 2, Produce v12):
         add the partitions to the open transaction (AddPartitionsToTxn v5 to the
         coordinator when it is another broker); else verify them (`verify`)."""
@@ -520,8 +574,9 @@ class TransactionCoordinator:
         code = await self.add_partitions(txn_id, pid, epoch, partitions, client_version=2)
         return {tp: code for tp in partitions}
 
-    def verify_partitions(self, txn_id: str, pid: int, epoch: int,
-                          partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def verify_partitions(
+        self, txn_id: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn verify_only (KIP-890 part 1): is each partition in the open
         transaction of this producer? INVALID_TXN_STATE (TRANSACTION_ABORTABLE for the
         client) where it is not."""
@@ -529,7 +584,7 @@ class TransactionCoordinator:
         err = self.check_coordinator(txn_id)
         md = self.txns.get(txn_id)
         if not err and md is not None and _next_producer(md, pid):
-            err = ErrorCode.CONCURRENT_TRANSACTIONS     # the producer an exhausted epoch's end answered
+            err = ErrorCode.CONCURRENT_TRANSACTIONS  # the producer an exhausted epoch's end answered
         if not err:
             err = self._check_producer(md, pid, epoch)
         if err:
@@ -543,8 +598,9 @@ class TransactionCoordinator:
         ok = md.state == S.ONGOING
         return {tp: 0 if ok and tp in md.partitions else ErrorCode.INVALID_TXN_STATE for tp in parts}
 
-    async def verify(self, txn_id: str, pid: int, epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def verify(
+        self, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """verify_partitions here when this broker coordinates txn_id, else at the
         coordinator (the produce path's verification)."""
         if self.check_coordinator(txn_id) == ErrorCode.NOT_COORDINATOR:
@@ -555,13 +611,15 @@ class TransactionCoordinator:
 
     async def add_offsets(self, txn_id: str, pid: int, epoch: int, group_id: str, offsets_partitions: int) -> int:
         """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
-        return await self.add_partitions(txn_id, pid, epoch, [(OFFSETS_TOPIC, partition_for(group_id,
-                                                                                            offsets_partitions))])
+        return await self.add_partitions(
+            txn_id, pid, epoch, [(OFFSETS_TOPIC, partition_for(group_id, offsets_partitions))]
+        )
 
     # ------------------------------------------------------------------ EndTxn
 
-    async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool,
-                      client_version: int = 0) -> tuple[int, int, int]:
+    async def end_txn(
+        self, txn_id: str, pid: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> tuple[int, int, int]:
         """(error, producer id, epoch) (Kafka's handleEndTransaction from a client);
         client_version 2 (EndTxn v5): transaction.version 2's rules (_end_v2)."""
         err = self.check_coordinator(txn_id)
@@ -577,14 +635,15 @@ class TransactionCoordinator:
         if md is None or md.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
         if epoch == md.producer_epoch and (md.pending_in_progress or md.state in _BUSY):
-            await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
+            await self._settle(txn_id, md)  # the previous end completing (not answered busy at once)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         code = await self._end(txn_id, md, pid, epoch, commit, coord_epoch, from_client=True)
         return code, md.producer_id, md.producer_epoch
 
-    async def _end_v2(self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool,
-                      coord_epoch: int) -> tuple[int, int, int]:
+    async def _end_v2(
+        self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool, coord_epoch: int
+    ) -> tuple[int, int, int]:
         """EndTxn of a transaction.version 2 client (Kafka 4's endTransaction): every end,
         commit or abort, bumps the epoch (the markers carry the bumped one) and the answer
         names the producer id and epoch the client goes on with: the next producer id at
@@ -601,12 +660,16 @@ class TransactionCoordinator:
         coordinator's own, at a timeout) is PRODUCER_FENCED, not the fatal
         INVALID_TXN_STATE (KAFKA-20785)."""
         if md.pending_in_progress or md.state in _BUSY:
-            await self._settle(txn_id, md)      # the previous end completing (not answered busy at once)
+            await self._settle(txn_id, md)  # the previous end completing (not answered busy at once)
             if self.txns.get(txn_id) is not md or self._epoch_of(txn_id) != coord_epoch:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         state = md.state
-        retry_on_overflow = (md.previous_producer_id == pid and epoch == MAX_EPOCH - 1
-                             and md.producer_epoch == 0 and md.producer_id != pid)
+        retry_on_overflow = (
+            md.previous_producer_id == pid
+            and epoch == MAX_EPOCH - 1
+            and md.producer_epoch == 0
+            and md.producer_id != pid
+        )
         retry_on_bump = md.producer_id == pid and md.producer_epoch == epoch + 1
         if md.producer_id != pid and not retry_on_overflow and not _next_producer(md, pid):
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
@@ -622,16 +685,16 @@ class TransactionCoordinator:
         current = (0, md.producer_id, md.producer_epoch)
         bad = (ErrorCode.INVALID_TXN_STATE, -1, -1)
         if state == S.ONGOING:
-            return await self._prepare_end_v2(txn_id, md, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-                                              coord_epoch, no_partitions=False)
+            return await self._prepare_end_v2(
+                txn_id, md, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, coord_epoch, no_partitions=False
+            )
         if state == S.COMPLETE_COMMIT:
             if commit:
                 return current if retry else bad
             return bad if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
         if state == S.COMPLETE_ABORT:
             if not commit:
-                return current if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT,
-                                                                        coord_epoch, True)
+                return current if retry else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
             # a commit at a retry's epoch: it raced the coordinator's own abort, which
             # ended its transaction (a client's abort is never retried as a commit)
             return (ErrorCode.PRODUCER_FENCED, -1, -1) if retry else bad
@@ -639,10 +702,11 @@ class TransactionCoordinator:
             return bad if commit else await self._prepare_end_v2(txn_id, md, S.PREPARE_ABORT, coord_epoch, True)
         if state == S.PREPARE_EPOCH_FENCE:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-        return bad                                   # Dead
+        return bad  # Dead
 
-    async def _prepare_end_v2(self, txn_id: str, md: TransactionMetadata, target: TxnState, coord_epoch: int,
-                              no_partitions: bool) -> tuple[int, int, int]:
+    async def _prepare_end_v2(
+        self, txn_id: str, md: TransactionMetadata, target: TxnState, coord_epoch: int, no_partitions: bool
+    ) -> tuple[int, int, int]:
         """Writes PrepareCommit / PrepareAbort at the bumped epoch (with the next producer
         id when the epoch is exhausted) and starts the markers; the answer is the id and
         epoch of the completed transaction."""
@@ -656,8 +720,9 @@ class TransactionCoordinator:
             if md.pending_in_progress or self._epoch_of(txn_id) != coord_epoch or self.txns.get(txn_id) is not md:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         try:
-            t = md.prepare_abort_or_commit(target, self.clock(), next_producer_id=next_pid, client_version=2,
-                                           no_partitions=no_partitions)
+            t = md.prepare_abort_or_commit(
+                target, self.clock(), next_producer_id=next_pid, client_version=2, no_partitions=no_partitions
+            )
         except IllegalTransition as exc:
             log.warning("%s", exc)
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
@@ -669,8 +734,16 @@ class TransactionCoordinator:
             return 0, t.next_producer_id, 0
         return 0, t.producer_id, t.producer_epoch
 
-    async def _end(self, txn_id: str, md: TransactionMetadata, pid: int, epoch: int, commit: bool,
-                        coord_epoch: int, from_client: bool) -> int:
+    async def _end(
+        self,
+        txn_id: str,
+        md: TransactionMetadata,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coord_epoch: int,
+        from_client: bool,
+    ) -> int:
         if epoch != md.producer_epoch:
             return ErrorCode.PRODUCER_FENCED
         if md.pending_in_progress:
@@ -701,7 +774,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if state == S.PREPARE_EPOCH_FENCE:
             return ErrorCode.CONCURRENT_TRANSACTIONS
-        return ErrorCode.INVALID_TXN_STATE            # Empty, Dead
+        return ErrorCode.INVALID_TXN_STATE  # Empty, Dead
 
     # ------------------------------------------------------------------ markers
 
@@ -714,7 +787,7 @@ class TransactionCoordinator:
         pid, epoch = md.producer_id, md.producer_epoch
         while remaining:
             if self._closed or self._epoch_of(txn_id) != coord_epoch or self.txns.get(txn_id) is not md:
-                return                                   # another coordinator finishes it
+                return  # another coordinator finishes it
             by_broker: dict[int, list[tuple[str, int]]] = {}
             for topic, p in sorted(remaining):
                 info = self.metadata.topic(topic)
@@ -730,8 +803,10 @@ class TransactionCoordinator:
                     await asyncio.sleep(MARKER_RETRY_S)
                 continue
             tv = 2 if md.client_version >= 2 else 0
-            sends = [self._send(b, Marker(pid, epoch, commit, coord_epoch, tuple(parts), tv))
-                     for b, parts in by_broker.items()]
+            sends = [
+                self._send(b, Marker(pid, epoch, commit, coord_epoch, tuple(parts), tv))
+                for b, parts in by_broker.items()
+            ]
             results = await asyncio.gather(*sends)
             fenced = False
             for answers in results:
@@ -777,13 +852,19 @@ class TransactionCoordinator:
         for txn_id, md in list(self.txns.items()):
             if md.pending_in_progress:
                 continue
-            if md.state == S.PREPARE_EPOCH_FENCE or (md.state == S.ONGOING and md.start_ms >= 0
-                                                     and now - md.start_ms > md.timeout_ms):
+            if md.state == S.PREPARE_EPOCH_FENCE or (
+                md.state == S.ONGOING and md.start_ms >= 0 and now - md.start_ms > md.timeout_ms
+            ):
                 coord_epoch = self._epoch_of(txn_id)
                 if coord_epoch is None:
                     continue
-                log.info("%s: aborting the transaction of producer %d open since %d ms (timeout %d ms)", txn_id,
-                         md.producer_id, now - md.start_ms, md.timeout_ms)
+                log.info(
+                    "%s: aborting the transaction of producer %d open since %d ms (timeout %d ms)",
+                    txn_id,
+                    md.producer_id,
+                    now - md.start_ms,
+                    md.timeout_ms,
+                )
                 self.runtime.spawn(self._fence_and_abort(txn_id, md, coord_epoch))
                 n += 1
         return n
@@ -805,8 +886,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ admin (ListTransactions, DescribeTransactions)
 
-    def list_transactions(self, states: Iterable[str], pids: Iterable[int],
-                          min_duration_ms: int = -1) -> tuple[list[tuple[str, int, str]], list[str]]:
+    def list_transactions(
+        self, states: Iterable[str], pids: Iterable[int], min_duration_ms: int = -1
+    ) -> tuple[list[tuple[str, int, str]], list[str]]:
         """([(id, producer id, state name)], unknown state filters) over the ids coordinated here."""
         wanted: set[TxnState] = set()
         unknown: list[str] = []

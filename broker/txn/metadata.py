@@ -17,12 +17,13 @@ target (a TxnTransit) with `pending` set, so no other change starts meanwhile; t
 coordinator writes the target to __transaction_state and, once the ISR has it,
 `complete_transition` applies it (`abort_transition` drops it after a failed write).
 """
+
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
-MAX_EPOCH = 32767          # Short.MaxValue: an epoch that cannot grow takes a new producer id
+MAX_EPOCH = 32767  # Short.MaxValue: an epoch that cannot grow takes a new producer id
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 
@@ -48,9 +49,13 @@ class TxnState(enum.IntEnum):
 
 
 _NAMES = {
-    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
-    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
-    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
 _BY_NAME = {v: k for k, v in _NAMES.items()}
@@ -108,7 +113,7 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
-    client_version: int = 0            # transaction.version the client uses (2: KIP-890 part 2)
+    client_version: int = 0  # transaction.version the client uses (2: KIP-890 part 2)
     pending: TxnState | None = None
     # a fence bumped the epoch in memory before its abort was written (Kafka's hasFailedEpochFence)
     failed_epoch_fence: bool = False
@@ -119,19 +124,30 @@ class TransactionMetadata:
     def pending_in_progress(self) -> bool:
         return self.pending is not None
 
-    def transit(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
-                last_epoch: int | None = None, timeout_ms: int | None = None,
-                partitions: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
-                start_ms: int | None = None, now_ms: int, next_producer_id: int | None = None,
-                client_version: int | None = None) -> TxnTransit:
+    def transit(
+        self,
+        state: TxnState,
+        *,
+        producer_id: int | None = None,
+        epoch: int | None = None,
+        last_epoch: int | None = None,
+        timeout_ms: int | None = None,
+        partitions: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
+        start_ms: int | None = None,
+        now_ms: int,
+        next_producer_id: int | None = None,
+        client_version: int | None = None,
+    ) -> TxnTransit:
         """Marks the transition to `state` pending and returns its target (IllegalTransition
         when another is pending or `state` cannot follow the current one)."""
         if self.pending is not None:
-            raise IllegalTransition(f"{self.transactional_id}: {self.pending.kafka_name} is pending, "
-                                    f"cannot start {state.kafka_name}")
+            raise IllegalTransition(
+                f"{self.transactional_id}: {self.pending.kafka_name} is pending, cannot start {state.kafka_name}"
+            )
         if self.state not in VALID_PREVIOUS[state]:
-            raise IllegalTransition(f"{self.transactional_id}: {self.state.kafka_name} -> {state.kafka_name} "
-                                    "is not a valid transition")
+            raise IllegalTransition(
+                f"{self.transactional_id}: {self.state.kafka_name} -> {state.kafka_name} is not a valid transition"
+            )
         self.pending = state
         # a new producer id remembers the one it replaces (a retry of the request that
         # rotated it names the old one)
@@ -147,27 +163,49 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions if partitions is None else partitions),
             start_ms=self.start_ms if start_ms is None else start_ms,
             last_update_ms=now_ms,
-            client_version=self.client_version if client_version is None else client_version)
+            client_version=self.client_version if client_version is None else client_version,
+        )
 
     # ------------------------------------------------------------------ the transitions (Kafka's prepare*)
 
-    def prepare_increment_epoch(self, timeout_ms: int, now_ms: int, new_producer_id: int | None = None,
-                                client_version: int = 0, *, bump_from: int | None = None,
-                                last_epoch: int | None = None) -> TxnTransit:
+    def prepare_increment_epoch(
+        self,
+        timeout_ms: int,
+        now_ms: int,
+        new_producer_id: int | None = None,
+        client_version: int = 0,
+        *,
+        bump_from: int | None = None,
+        last_epoch: int | None = None,
+    ) -> TxnTransit:
         """InitProducerId over a finished transaction: epoch `bump_from` + 1 (default the
         current one + 1), remembering `last_epoch` (default the current one) for KIP-360
         retries; epoch 0 of `new_producer_id` when the epoch is exhausted."""
         if new_producer_id is not None:
-            return self.transit(S.EMPTY, producer_id=new_producer_id, epoch=0, last_epoch=NO_EPOCH,
-                                timeout_ms=timeout_ms, partitions=set(), start_ms=-1, now_ms=now_ms,
-                                client_version=client_version)
+            return self.transit(
+                S.EMPTY,
+                producer_id=new_producer_id,
+                epoch=0,
+                last_epoch=NO_EPOCH,
+                timeout_ms=timeout_ms,
+                partitions=set(),
+                start_ms=-1,
+                now_ms=now_ms,
+                client_version=client_version,
+            )
         base = self.producer_epoch if bump_from is None else bump_from
         if base + 1 >= MAX_EPOCH:
             raise IllegalTransition(f"{self.transactional_id}: epoch {base} is exhausted")
-        return self.transit(S.EMPTY, epoch=base + 1,
-                            last_epoch=self.producer_epoch if last_epoch is None else last_epoch,
-                            timeout_ms=timeout_ms, partitions=set(), start_ms=-1, now_ms=now_ms,
-                            client_version=client_version)
+        return self.transit(
+            S.EMPTY,
+            epoch=base + 1,
+            last_epoch=self.producer_epoch if last_epoch is None else last_epoch,
+            timeout_ms=timeout_ms,
+            partitions=set(),
+            start_ms=-1,
+            now_ms=now_ms,
+            client_version=client_version,
+        )
 
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= MAX_EPOCH - 1
@@ -178,16 +216,26 @@ class TransactionMetadata:
         epoch = self.producer_epoch if self.failed_epoch_fence else self.producer_epoch + 1
         return self.transit(S.PREPARE_EPOCH_FENCE, epoch=epoch, last_epoch=NO_EPOCH, now_ms=now_ms)
 
-    def prepare_add_partitions(self, partitions: set[tuple[str, int]], now_ms: int,
-                               client_version: int | None = None) -> TxnTransit:
+    def prepare_add_partitions(
+        self, partitions: set[tuple[str, int]], now_ms: int, client_version: int | None = None
+    ) -> TxnTransit:
         start = now_ms if self.state in COMPLETED else self.start_ms
         base = set() if self.state in COMPLETED else self.partitions
-        return self.transit(S.ONGOING, partitions=base | partitions, start_ms=start, now_ms=now_ms,
-                            client_version=client_version)
+        return self.transit(
+            S.ONGOING, partitions=base | partitions, start_ms=start, now_ms=now_ms, client_version=client_version
+        )
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, *, epoch: int | None = None,
-                                last_epoch: int | None = None, next_producer_id: int | None = None,
-                                client_version: int | None = None, no_partitions: bool = False) -> TxnTransit:
+    def prepare_abort_or_commit(
+        self,
+        state: TxnState,
+        now_ms: int,
+        *,
+        epoch: int | None = None,
+        last_epoch: int | None = None,
+        next_producer_id: int | None = None,
+        client_version: int | None = None,
+        no_partitions: bool = False,
+    ) -> TxnTransit:
         """PrepareCommit / PrepareAbort. transaction.version 2 (client_version >= 2) bumps the
         epoch (the markers carry it; the client continues with it), remembering the one it
         ends as the last epoch; `next_producer_id` is the id taken when that exhausts the
@@ -197,10 +245,16 @@ class TransactionMetadata:
             if self.producer_epoch >= MAX_EPOCH:
                 raise IllegalTransition(f"{self.transactional_id}: epoch {self.producer_epoch} cannot grow")
             epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
-        return self.transit(state, epoch=epoch, last_epoch=last_epoch, now_ms=now_ms,
-                            next_producer_id=next_producer_id, client_version=client_version,
-                            partitions=set() if no_partitions else None,
-                            start_ms=now_ms if no_partitions else None)
+        return self.transit(
+            state,
+            epoch=epoch,
+            last_epoch=last_epoch,
+            now_ms=now_ms,
+            next_producer_id=next_producer_id,
+            client_version=client_version,
+            partitions=set() if no_partitions else None,
+            start_ms=now_ms if no_partitions else None,
+        )
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         """Every marker is written: CompleteCommit or CompleteAbort, the partitions cleared.
@@ -208,8 +262,14 @@ class TransactionMetadata:
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         if self.next_producer_id >= 0:
             # the last epoch stays the one the client saw last (Short.MaxValue - 1), as Kafka's
-            return self.transit(state, producer_id=self.next_producer_id, epoch=0,
-                                next_producer_id=NO_PRODUCER_ID, partitions=set(), now_ms=now_ms)
+            return self.transit(
+                state,
+                producer_id=self.next_producer_id,
+                epoch=0,
+                next_producer_id=NO_PRODUCER_ID,
+                partitions=set(),
+                now_ms=now_ms,
+            )
         return self.transit(state, partitions=set(), now_ms=now_ms)
 
     def prepare_dead(self, now_ms: int) -> TxnTransit:
@@ -220,8 +280,10 @@ class TransactionMetadata:
     def complete_transition(self, t: TxnTransit) -> None:
         """The target was written (and replicated): it becomes the state."""
         if self.pending is None or self.pending != t.state:
-            raise IllegalTransition(f"{self.transactional_id}: completing {t.state.kafka_name} but "
-                                    f"{self.pending.kafka_name if self.pending else 'nothing'} is pending")
+            raise IllegalTransition(
+                f"{self.transactional_id}: completing {t.state.kafka_name} but "
+                f"{self.pending.kafka_name if self.pending else 'nothing'} is pending"
+            )
         self.previous_producer_id = t.previous_producer_id
         self.producer_id = t.producer_id
         self.next_producer_id = t.next_producer_id

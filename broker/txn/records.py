@@ -14,6 +14,7 @@ so Kafka's DumpLogSegments --transaction-log-decoder reads kbroker's log.
 v1 is written for clients on transaction.version 2 (KIP-890 part 2: the next producer id
 must survive a failover); v0 otherwise. Both are read.
 """
+
 from __future__ import annotations
 
 import struct
@@ -47,7 +48,7 @@ def decode_key(data: bytes) -> str:
         raise ValueError(f"unknown transaction log key version {version}")
     if n < 0 or 4 + n > len(data):
         raise ValueError("transaction log key: bad string length")
-    return data[4:4 + n].decode()
+    return data[4 : 4 + n].decode()
 
 
 def _uvarint(n: int) -> bytes:
@@ -93,7 +94,7 @@ def encode_value(t: TxnTransit) -> bytes:
             raw = topic.encode()
             out += _uvarint(len(raw) + 1) + raw + _uvarint(len(parts) + 1)
             out += b"".join(_I32.pack(p) for p in parts)
-            out += _uvarint(0)                                  # the struct's tagged fields
+            out += _uvarint(0)  # the struct's tagged fields
     out += _TAIL.pack(t.last_update_ms, t.start_ms)
     tagged = []
     if t.previous_producer_id != NO_PRODUCER_ID:
@@ -135,7 +136,7 @@ class _Reader:
     def raw(self, n: int) -> bytes:
         if n < 0 or self.p + n > len(self.d):
             raise ValueError(f"transaction log value: {n} bytes at byte {self.p} overrun it")
-        v = self.d[self.p:self.p + n]
+        v = self.d[self.p : self.p + n]
         self.p += n
         return v
 
@@ -170,7 +171,7 @@ def decode_value(data: bytes) -> TxnTransit:
             k = r.uvarint() - 1
             for _ in range(max(k, 0)):
                 partitions.add((topic, r.take(_I32)[0]))
-            for _ in range(r.uvarint()):              # the struct's tagged fields (none known)
+            for _ in range(r.uvarint()):  # the struct's tagged fields (none known)
                 r.uvarint()
                 r.raw(r.uvarint())
         last_update, start = r.take(_TAIL)
@@ -186,10 +187,19 @@ def decode_value(data: bytes) -> TxnTransit:
                 client_version = _I16.unpack(field)[0]
     if state == TxnState.EMPTY:
         partitions = set()
-    return TxnTransit(producer_id=pid, previous_producer_id=prev, next_producer_id=nxt, producer_epoch=epoch,
-                      last_producer_epoch=NO_EPOCH, timeout_ms=timeout, state=state,
-                      partitions=frozenset(partitions), start_ms=start, last_update_ms=last_update,
-                      client_version=client_version)
+    return TxnTransit(
+        producer_id=pid,
+        previous_producer_id=prev,
+        next_producer_id=nxt,
+        producer_epoch=epoch,
+        last_producer_epoch=NO_EPOCH,
+        timeout_ms=timeout,
+        state=state,
+        partitions=frozenset(partitions),
+        start_ms=start,
+        last_update_ms=last_update,
+        client_version=client_version,
+    )
 
 
 def value_fields(data: bytes) -> tuple[int, dict[str, Any]]:
@@ -242,9 +252,16 @@ def value_fields(data: bytes) -> tuple[int, dict[str, Any]]:
     for name, default in (("previousProducerId", NO_PRODUCER_ID), ("nextProducerId", NO_PRODUCER_ID)):
         if tagged.get(name, default) != default:
             out[name] = tagged[name]
-    out.update({"producerEpoch": epoch, "transactionTimeoutMs": timeout, "transactionStatus": status,
-                "transactionPartitions": partitions, "transactionLastUpdateTimestampMs": last_update,
-                "transactionStartTimestampMs": start})
+    out.update(
+        {
+            "producerEpoch": epoch,
+            "transactionTimeoutMs": timeout,
+            "transactionStatus": status,
+            "transactionPartitions": partitions,
+            "transactionLastUpdateTimestampMs": last_update,
+            "transactionStartTimestampMs": start,
+        }
+    )
     if tagged.get("clientTransactionVersion", 0) != 0:
         out["clientTransactionVersion"] = tagged["clientTransactionVersion"]
     return version, out

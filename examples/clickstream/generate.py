@@ -10,6 +10,7 @@ and ends at "now", so a short run covers many minutes of clicks: with the defaul
 of generation are 13 minutes of event time. Pages follow a skewed popularity, so the
 per-minute counts differ from page to page.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,13 +25,12 @@ PAGES = ["/", "/pricing", "/docs", "/docs/spark", "/blog", "/signup", "/login", 
 WEIGHTS = [30, 12, 18, 9, 8, 5, 15, 3]
 
 
-def generate(bootstrap: str, topic: str, rate: int, duration: float, speedup: float, seed: int = 1,
-             stop=None) -> int:
+def generate(bootstrap: str, topic: str, rate: int, duration: float, speedup: float, seed: int = 1, stop=None) -> int:
     """Produces for `duration` seconds at about `rate` events/s; returns how many."""
     rng = random.Random(seed)
     users = [f"u{i}" for i in range(200)]
     wall0 = time.time()
-    event0_ms = int((wall0 - duration * speedup) * 1000)      # the event clock ends at "now"
+    event0_ms = int((wall0 - duration * speedup) * 1000)  # the event clock ends at "now"
     sent = 0
     with Producer(bootstrap, acks=-1, linger_ms=50) as producer:
         while True:

@@ -22,6 +22,7 @@ the checkout). Each run has its own checkpoints and output directory; the topics
 accumulate runs. It imports the installed kbroker package (pip install, or the editable
 install of `make install`), nothing from the checkout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,11 @@ CATCH_UP_TIMEOUT_S = 120
 def ensure_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int) -> None:
     try:
         cluster.create_topic(name, partitions, replication_factor)
-        rf = "the cluster's default replication factor" if replication_factor < 0 else \
-            f"replication factor {replication_factor}"
+        rf = (
+            "the cluster's default replication factor"
+            if replication_factor < 0
+            else f"replication factor {replication_factor}"
+        )
         print(f"created topic {name} ({partitions} partitions, {rf})")
     except KafkaProtocolError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -76,8 +80,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="HOST:PORT[,HOST:PORT...]")
     ap.add_argument("--master", default="local[2]", help="Spark master: local[N] or spark://HOST:PORT")
-    ap.add_argument("--replication-factor", type=int, default=-1,
-                    help="replicas of the topics it creates (default: the cluster's default.replication.factor)")
+    ap.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="replicas of the topics it creates (default: the cluster's default.replication.factor)",
+    )
     ap.add_argument("--duration", type=float, default=40.0, help="seconds of click generation")
     ap.add_argument("--rate", type=int, default=500, help="click events per second")
     ap.add_argument("--speedup", type=float, default=20.0, help="event-time seconds per wall-clock second")
@@ -104,8 +112,9 @@ def main() -> int:
     from pipeline import build_queries, spark_session
 
     spark = spark_session(master=args.master)
-    to_topic, to_parquet = build_queries(spark, args.bootstrap, args.clicks_topic, args.counts_topic,
-                                         str(parquet_dir), str(checkpoints))
+    to_topic, to_parquet = build_queries(
+        spark, args.bootstrap, args.clicks_topic, args.counts_topic, str(parquet_dir), str(checkpoints)
+    )
     # both queries have fixed their starting offsets ("latest") once they ran a trigger
     deadline = time.monotonic() + 120
     while (to_topic.lastProgress is None or to_parquet.lastProgress is None) and time.monotonic() < deadline:
@@ -114,21 +123,28 @@ def main() -> int:
                 raise q.exception()
         time.sleep(0.5)
 
-    print(f"generating clicks for {args.duration:.0f} s at {args.rate}/s "
-          f"({args.duration * args.speedup / 60:.0f} minutes of event time)")
+    print(
+        f"generating clicks for {args.duration:.0f} s at {args.rate}/s "
+        f"({args.duration * args.speedup / 60:.0f} minutes of event time)"
+    )
     stop = threading.Event()
     counted = {}
-    gen = threading.Thread(target=lambda: counted.setdefault(
-        "n", generate(args.bootstrap, args.clicks_topic, args.rate, args.duration, args.speedup, stop=stop)),
-        daemon=True)
+    gen = threading.Thread(
+        target=lambda: counted.setdefault(
+            "n", generate(args.bootstrap, args.clicks_topic, args.rate, args.duration, args.speedup, stop=stop)
+        ),
+        daemon=True,
+    )
     gen.start()
     try:
         while gen.is_alive():
             gen.join(5)
             p = to_topic.lastProgress
             if p:
-                print(f"  batch {p['batchId']}: {p['numInputRows']} clicks in, "
-                      f"{p['sink'].get('numOutputRows', '?')} counts out")
+                print(
+                    f"  batch {p['batchId']}: {p['numInputRows']} clicks in, "
+                    f"{p['sink'].get('numOutputRows', '?')} counts out"
+                )
         with Cluster(args.bootstrap, timeout=5.0) as cluster:
             parts = sorted(cluster.topic(args.clicks_topic).partitions)
             ends = {p: off for p, (off, _) in cluster.list_offsets(args.clicks_topic, parts, -1).items()}
@@ -147,20 +163,37 @@ def main() -> int:
             q.stop()
     print(f"generated {counted.get('n', 0)} clicks")
 
-    print(f"\n$ broker consume --bootstrap {args.bootstrap} --topic {args.counts_topic} "
-          f"--from-beginning --print-key --timeout-ms 3000 | tail -15")
-    shown = subprocess.run(broker_command() + ["consume", "--bootstrap", args.bootstrap, "--topic",
-                                               args.counts_topic, "--from-beginning", "--print-key",
-                                               "--timeout-ms", "3000"],
-                           capture_output=True, text=True, timeout=120)
+    print(
+        f"\n$ broker consume --bootstrap {args.bootstrap} --topic {args.counts_topic} "
+        f"--from-beginning --print-key --timeout-ms 3000 | tail -15"
+    )
+    shown = subprocess.run(
+        broker_command()
+        + [
+            "consume",
+            "--bootstrap",
+            args.bootstrap,
+            "--topic",
+            args.counts_topic,
+            "--from-beginning",
+            "--print-key",
+            "--timeout-ms",
+            "3000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = shown.stdout.splitlines()
     print("\n".join(lines[-15:]) if lines else shown.stderr)
     print(f"({len(lines)} counts in {args.counts_topic} in all)")
 
     if parquet_dir.exists() and any(parquet_dir.glob("*.parquet")):
         final = spark.read.parquet(str(parquet_dir)).orderBy("minute", "page")
-        print(f"\nper-minute counts in Parquet ({final.count()} rows in {parquet_dir}; the last minute or two "
-              f"stay open until later clicks move the watermark past them):")
+        print(
+            f"\nper-minute counts in Parquet ({final.count()} rows in {parquet_dir}; the last minute or two "
+            f"stay open until later clicks move the watermark past them):"
+        )
         final.show(12, truncate=False)
     spark.stop()
     return 0

@@ -23,6 +23,7 @@ the same DIR again resumes the copy where it stopped), --replication-factor N.
 The sink is at-least-once unless --exactly-once: a batch replayed after a failure writes
 its records again.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,14 +59,22 @@ def main() -> int:
     ap.add_argument("--sink", default="out", help="topic to write (created if missing)")
     ap.add_argument("--master", default="local[2]", help="Spark master: local[N] or spark://HOST:PORT")
     ap.add_argument("--checkpoint", help="the query's checkpoint directory (the same one resumes)")
-    ap.add_argument("--replication-factor", type=int, default=-1,
-                    help="replicas of the sink topic if it is created (default: the cluster's default)")
+    ap.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="replicas of the sink topic if it is created (default: the cluster's default)",
+    )
     ap.add_argument("--available-now", action="store_true", help="copy what is there, then exit")
-    ap.add_argument("--exactly-once", action="store_true",
-                    help="the sink's deliveryGuarantee=exactly-once (read the sink with read_committed)")
+    ap.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="the sink's deliveryGuarantee=exactly-once (read the sink with read_committed)",
+    )
     args = ap.parse_args()
-    checkpoint = args.checkpoint or os.path.join(tempfile.gettempdir(), "kbroker-examples", "copy",
-                                                 f"{args.source}-to-{args.sink}")
+    checkpoint = args.checkpoint or os.path.join(
+        tempfile.gettempdir(), "kbroker-examples", "copy", f"{args.source}-to-{args.sink}"
+    )
     try:
         ensure_sink(args.bootstrap, args.source, args.sink, args.replication_factor)
     except (ClientError, KafkaProtocolError) as exc:
@@ -77,23 +86,32 @@ def main() -> int:
     from pyspark.sql import SparkSession, functions as F
 
     from broker.spark import KBrokerDataSource
-    spark = (SparkSession.builder.master(args.master).appName(f"copy {args.source} to {args.sink}")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName(f"copy {args.source} to {args.sink}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KBrokerDataSource)
 
-    records = (spark.readStream.format("kbroker")
-               .option("kafka.bootstrap.servers", args.bootstrap)
-               .option("subscribe", args.source)
-               .option("startingOffsets", "earliest")
-               .load())
+    records = (
+        spark.readStream.format("kbroker")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.source)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     upper = records.select("key", F.upper(F.col("value").cast("string")).alias("value"), "partition")
-    writer = (upper.writeStream.format("kbroker")
-              .option("kafka.bootstrap.servers", args.bootstrap)
-              .option("topic", args.sink)
-              .option("checkpointLocation", checkpoint)
-              .queryName(f"copy_{args.source}_to_{args.sink}"))
+    writer = (
+        upper.writeStream.format("kbroker")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.sink)
+        .option("checkpointLocation", checkpoint)
+        .queryName(f"copy_{args.source}_to_{args.sink}")
+    )
     if args.exactly_once:
         writer = writer.option("deliveryGuarantee", "exactly-once")
     if args.available_now:
@@ -106,11 +124,12 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum))
 
     query = writer.start()
-    print(f"copying {args.source} to {args.sink} on {args.master} (checkpoint {checkpoint}, query {query.id})",
-          flush=True)
+    print(
+        f"copying {args.source} to {args.sink} on {args.master} (checkpoint {checkpoint}, query {query.id})", flush=True
+    )
     shown = -1
     tracker = spark.sparkContext.statusTracker()
-    done_jobs: dict[int, int] = {}                     # finished job -> its failed tasks
+    done_jobs: dict[int, int] = {}  # finished job -> its failed tasks
 
     def failed_tasks() -> int:
         """Tasks of the query's jobs that failed (a retried task counts once per failure):
@@ -136,8 +155,11 @@ def main() -> int:
                 shown = p["batchId"]
                 seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000
                 failed = failed_tasks()
-                print(f"batch {shown}: {p['numInputRows']} records in {seconds:.2f} s"
-                      + (f" ({failed} task(s) failed so far)" if failed else ""), flush=True)
+                print(
+                    f"batch {shown}: {p['numInputRows']} records in {seconds:.2f} s"
+                    + (f" ({failed} task(s) failed so far)" if failed else ""),
+                    flush=True,
+                )
 
     code = 0
     try:

@@ -35,6 +35,7 @@ directory; the same DIR again resumes the query, and its check covers every run 
 DIR), --views-topic, --counts-topic, --catch-up-timeout S (180). It imports the installed
 kbroker package, nothing from the checkout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ from broker.client.connection import ClientError
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "kbroker-examples", "exactly-once")
-WEIGHTS = [30, 12, 5, 18, 9, 8, 15, 3]          # how often each page of pipeline.PAGES is viewed
+WEIGHTS = [30, 12, 5, 18, 9, 8, 15, 3]  # how often each page of pipeline.PAGES is viewed
 
 
 def ensure_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int) -> None:
@@ -74,8 +75,16 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {p: off for p, (off, _) in c.list_offsets(topic, parts, -1).items()}
 
 
-def generate(bootstrap: str, topic: str, pages: list[str], rate: int, duration: float, speedup: float,
-             stop: threading.Event, seed: int = 7) -> int:
+def generate(
+    bootstrap: str,
+    topic: str,
+    pages: list[str],
+    rate: int,
+    duration: float,
+    speedup: float,
+    stop: threading.Event,
+    seed: int = 7,
+) -> int:
     """Views for `duration` s at about `rate`/s: {"user", "page", "ms"} keyed by user, the
     event clock running `speedup` times faster than the wall clock and ending at "now"."""
     rng = random.Random(seed)
@@ -108,13 +117,16 @@ def when(iso: str | None) -> datetime | None:
 
 def batch_line(p) -> str:
     from broker.spark.progress import lag
+
     source = p["sources"][0]
-    behind = lag(source).get("maxOffsetsBehindLatest", "?")      # ? after a restart: see progress.lag
+    behind = lag(source).get("maxOffsetsBehindLatest", "?")  # ? after a restart: see progress.lag
     watermark = when((p.get("eventTime") or {}).get("watermark"))
     watermark_text = watermark.strftime("%Y-%m-%d %H:%M:%S") if watermark else "-"
     seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000
-    return (f"batch {p['batchId']}: {p['numInputRows']} views in, {p['sink'].get('numOutputRows', '?')} counts out, "
-            f"{behind} behind latest (max), watermark {watermark_text}, {seconds:.2f} s")
+    return (
+        f"batch {p['batchId']}: {p['numInputRows']} views in, {p['sink'].get('numOutputRows', '?')} counts out, "
+        f"{behind} behind latest (max), watermark {watermark_text}, {seconds:.2f} s"
+    )
 
 
 def check(spark, bootstrap: str, args, start: dict, watermark: datetime) -> bool:
@@ -124,28 +136,43 @@ def check(spark, bootstrap: str, args, start: dict, watermark: datetime) -> bool
     from pyspark.sql import functions as F
 
     def since(topic: str, offsets: dict, **options):
-        reader = (spark.read.format("kbroker").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("startingOffsets", json.dumps({topic: offsets})))
+        reader = (
+            spark.read.format("kbroker")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", json.dumps({topic: offsets}))
+        )
         for k, v in options.items():
             reader = reader.option(k, v)
         return reader.load()
 
-    written = [json.loads(r.value) for r in since(args.counts_topic, start["counts"],
-                                                  **{"kafka.isolation.level": "read_committed"})
-               .select(F.col("value").cast("string").alias("value")).collect()]
+    written = [
+        json.loads(r.value)
+        for r in since(args.counts_topic, start["counts"], **{"kafka.isolation.level": "read_committed"})
+        .select(F.col("value").cast("string").alias("value"))
+        .collect()
+    ]
     pages = spark.createDataFrame(PAGES, "page string, section string")
-    truth = {(r.window_start.strftime("%Y-%m-%d %H:%M:%S"), r.page): r.views
-             for r in window_counts(since(args.views_topic, start["views"]), pages, args.window, None)
-             .where(F.col("window_end") <= F.lit(watermark)).collect()}
+    truth = {
+        (r.window_start.strftime("%Y-%m-%d %H:%M:%S"), r.page): r.views
+        for r in window_counts(since(args.views_topic, start["views"]), pages, args.window, None)
+        .where(F.col("window_end") <= F.lit(watermark))
+        .collect()
+    }
     keys = Counter((w["window_start"], w["page"]) for w in written)
     twice = sum(1 for n in keys.values() if n > 1)
     missing = [k for k in truth if k not in keys]
-    wrong = [(w["window_start"], w["page"], w["views"], truth.get((w["window_start"], w["page"])))
-             for w in written if truth.get((w["window_start"], w["page"])) != w["views"]]
+    wrong = [
+        (w["window_start"], w["page"], w["views"], truth.get((w["window_start"], w["page"])))
+        for w in written
+        if truth.get((w["window_start"], w["page"])) != w["views"]
+    ]
     counted = sum(w["views"] for w in written)
-    print(f"checked: {len(written)} (window, page) rows, {twice} written twice, {len(missing)} missing, "
-          f"{len(wrong)} wrong; {counted:,} of {sum(truth.values()):,} views of the closed windows counted",
-          flush=True)
+    print(
+        f"checked: {len(written)} (window, page) rows, {twice} written twice, {len(missing)} missing, "
+        f"{len(wrong)} wrong; {counted:,} of {sum(truth.values()):,} views of the closed windows counted",
+        flush=True,
+    )
     for w in sorted(written, key=lambda w: (w["window_start"], w["page"]))[-8:]:
         print(f"  {w['window_start']} {w['page']:<12} {w['section']:<8} {w['views']}")
     if wrong:
@@ -157,8 +184,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="HOST:PORT[,HOST:PORT...]")
     ap.add_argument("--master", default="local[2]", help="Spark master: local[N] or spark://HOST:PORT")
-    ap.add_argument("--replication-factor", type=int, default=-1,
-                    help="replicas of the topics it creates (default: the cluster's default.replication.factor)")
+    ap.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="replicas of the topics it creates (default: the cluster's default.replication.factor)",
+    )
     ap.add_argument("--duration", type=float, default=40.0, help="seconds of view generation")
     ap.add_argument("--rate", type=int, default=500, help="views per second")
     ap.add_argument("--speedup", type=float, default=30.0, help="event-time seconds per wall-clock second")
@@ -179,8 +210,9 @@ def main() -> int:
     except ClientError as exc:
         print(f"no broker at {args.bootstrap} ({exc}): start one with `make serve` first", file=sys.stderr)
         return 1
-    checkpoint = Path(args.checkpoint or os.path.join(
-        DEFAULT_DIR, datetime.now(timezone.utc).strftime("run-%Y%m%dT%H%M%SZ")))
+    checkpoint = Path(
+        args.checkpoint or os.path.join(DEFAULT_DIR, datetime.now(timezone.utc).strftime("run-%Y%m%dT%H%M%SZ"))
+    )
     checkpoint.mkdir(parents=True, exist_ok=True)
     # where this query started reading and writing, kept beside its checkpoint: the check
     # covers the query's own views and counts, whatever else the topics hold
@@ -188,16 +220,27 @@ def main() -> int:
     if start_file.exists():
         start = json.loads(start_file.read_text())
     else:
-        start = {"views": end_offsets(args.bootstrap, args.views_topic),
-                 "counts": end_offsets(args.bootstrap, args.counts_topic)}
+        start = {
+            "views": end_offsets(args.bootstrap, args.views_topic),
+            "counts": end_offsets(args.bootstrap, args.counts_topic),
+        }
         start_file.write_text(json.dumps(start))
     print(f"starting Spark ({args.master}); checkpoint {checkpoint}", flush=True)
 
     from pipeline import PAGES, build_query, spark_session
+
     spark = spark_session(master=args.master)
-    query = build_query(spark, args.bootstrap, args.views_topic, args.counts_topic, str(checkpoint / "query"),
-                        json.dumps({args.views_topic: start["views"]}), args.group or None, args.window,
-                        args.watermark)
+    query = build_query(
+        spark,
+        args.bootstrap,
+        args.views_topic,
+        args.counts_topic,
+        str(checkpoint / "query"),
+        json.dumps({args.views_topic: start["views"]}),
+        args.group or None,
+        args.window,
+        args.watermark,
+    )
     print(f"query {query.id} started", flush=True)
     shown = -1
 
@@ -221,19 +264,28 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, interrupted)
     generated: dict[str, int] = {}
-    gen = threading.Thread(target=lambda: generated.setdefault("n", generate(
-        args.bootstrap, args.views_topic, [p for p, _ in PAGES], args.rate, args.duration, args.speedup, stop)),
-        daemon=True)
+    gen = threading.Thread(
+        target=lambda: generated.setdefault(
+            "n",
+            generate(
+                args.bootstrap, args.views_topic, [p for p, _ in PAGES], args.rate, args.duration, args.speedup, stop
+            ),
+        ),
+        daemon=True,
+    )
     ok = False
     try:
         deadline = time.monotonic() + 300
-        while query.lastProgress is None:            # the query has fixed where it starts
+        while query.lastProgress is None:  # the query has fixed where it starts
             show()
             if time.monotonic() > deadline:
                 raise RuntimeError("no micro-batch within 300 s")
             time.sleep(0.2)
-        print(f"generating views for {args.duration:g} s at {args.rate}/s "
-              f"({args.duration * args.speedup / 60:.0f} minutes of event time)", flush=True)
+        print(
+            f"generating views for {args.duration:g} s at {args.rate}/s "
+            f"({args.duration * args.speedup / 60:.0f} minutes of event time)",
+            flush=True,
+        )
         gen.start()
         while gen.is_alive():
             gen.join(0.2)

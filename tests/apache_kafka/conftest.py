@@ -7,6 +7,7 @@ tool's consumer does not wait 3 s for company), one Apache Kafka broker for the 
 a test whose dependency is missing fails under CI=true and skips elsewhere (the helpers in
 tests/support/kafka_tools.py check before they run anything).
 """
+
 from __future__ import annotations
 
 import itertools

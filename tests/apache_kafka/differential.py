@@ -16,6 +16,7 @@ Every remaining difference must be in differences.txt, one line per accepted dif
 A difference not listed fails its scenario; so does a listed one that no longer occurs
 (the file only says what is true).
 """
+
 from __future__ import annotations
 
 import re
@@ -45,6 +46,7 @@ class Peer:
         self.versions = versions
         self.conn = BrokerConnection(host, self.port, timeout=30)
         from broker.protocol.messages.metadata import MetadataRequest
+
         self.node_id = self.conn.request(MetadataRequest(topics=[], allow_auto_topic_creation=False)).brokers[0].node_id
         self.members: dict[str, str] = {}
 
@@ -65,7 +67,7 @@ def common_versions(kafka_bootstrap: str, kbroker_bootstrap: str) -> dict[int, i
         for api_key, _lo, hi in supported_versions():
             try:
                 out[api_key] = min(hi, k.version_for(api_key))
-            except Exception:           # an API Kafka no longer has: not compared
+            except Exception:  # an API Kafka no longer has: not compared
                 continue
     return out
 
@@ -76,6 +78,7 @@ def _hp(bootstrap: str):
 
 
 # ---------------------------------------------------------------------- plain data
+
 
 def plain(obj):
     """A generated message (or anything in it) as dicts, lists and scalars."""
@@ -97,14 +100,22 @@ def decode_records(data: bytes | None):
         return None
     out = []
     for b in iter_batches(data, validate=True):
-        out.append({
-            "base_offset": b.base_offset, "last_offset": b.last_offset, "record_count": b.record_count,
-            "compression": b.compression_name, "timestamp_type": b.timestamp_type,
-            "producer_id": b.producer_id, "producer_epoch": b.producer_epoch, "base_sequence": b.base_sequence,
-            "is_transactional": b.is_transactional, "is_control": b.is_control,
-            "max_timestamp": b.max_timestamp,
-            "records": [[r.offset, r.timestamp, r.key, r.value, [list(h) for h in r.headers]] for r in b.records()],
-        })
+        out.append(
+            {
+                "base_offset": b.base_offset,
+                "last_offset": b.last_offset,
+                "record_count": b.record_count,
+                "compression": b.compression_name,
+                "timestamp_type": b.timestamp_type,
+                "producer_id": b.producer_id,
+                "producer_epoch": b.producer_epoch,
+                "base_sequence": b.base_sequence,
+                "is_transactional": b.is_transactional,
+                "is_control": b.is_control,
+                "max_timestamp": b.max_timestamp,
+                "records": [[r.offset, r.timestamp, r.key, r.value, [list(h) for h in r.headers]] for r in b.records()],
+            }
+        )
     return out
 
 
@@ -133,6 +144,7 @@ def normalise(value, peer: Peer, key: str = ""):
 
 
 # ---------------------------------------------------------------------- comparing
+
 
 def diff(a, b, path: str = "") -> list[tuple[str, object, object]]:
     """(path, kafka value, kbroker value) for every leaf that differs."""
@@ -175,8 +187,13 @@ def allowlist() -> list[Allowed]:
     return out
 
 
-def compare(scenario: str, kafka: list[tuple[str, object]], kbroker: list[tuple[str, object]],
-            kafka_peer: Peer, kbroker_peer: Peer) -> list[str]:
+def compare(
+    scenario: str,
+    kafka: list[tuple[str, object]],
+    kbroker: list[tuple[str, object]],
+    kafka_peer: Peer,
+    kbroker_peer: Peer,
+) -> list[str]:
     """Problems: unlisted differences, and listed ones of this scenario that did not occur."""
     assert [label for label, _ in kafka] == [label for label, _ in kbroker]
     entries = [a for a in allowlist() if a.scenario == scenario]

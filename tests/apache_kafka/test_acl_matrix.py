@@ -11,6 +11,7 @@ rest of an answer is the differential suite's business (test_differential.py). U
 resources carry only delegation-token operations, which neither request here: their
 ACLs are compared as DescribeAcls lists them, with every other type's.
 """
+
 from __future__ import annotations
 
 import time
@@ -47,23 +48,31 @@ from tests.support.ports import free_port
 
 pytestmark = pytest.mark.interop
 
-AUTH_CODES = {29: "TOPIC_AUTHORIZATION_FAILED", 30: "GROUP_AUTHORIZATION_FAILED",
-              31: "CLUSTER_AUTHORIZATION_FAILED", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+AUTH_CODES = {
+    29: "TOPIC_AUTHORIZATION_FAILED",
+    30: "GROUP_AUTHORIZATION_FAILED",
+    31: "CLUSTER_AUTHORIZATION_FAILED",
+    53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+}
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-pw\" "
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
+    + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
+    + ";"
+)
 TOPIC, GROUP, TXN = "acl-topic", "acl-group", "acl-txn"
 
 
 def security_config(sasl_port: int, plain_port: int, authorizer: str) -> dict:
-    return {"listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                              "CONTROLLER:PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-            "authorizer.class.name": authorizer,
-            # the broker's own PLAINTEXT connections (KRaft: to its controller) are ANONYMOUS
-            "super.users": "User:admin;User:ANONYMOUS"}
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": authorizer,
+        # the broker's own PLAINTEXT connections (KRaft: to its controller) are ANONYMOUS
+        "super.users": "User:admin;User:ANONYMOUS",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -74,20 +83,43 @@ def brokers(tmp_path_factory):
     kafka_cfg = security_config(kafka_sasl, kafka_plain, "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
     kafka_cfg["listeners"] += ",CONTROLLER://127.0.0.1:{controller}"
     ours_plain, ours_sasl = free_port(), free_port()
-    ours_cfg = {**security_config(ours_sasl, ours_plain, "kafka.security.authorizer.AclAuthorizer"),
-                "num.partitions": 1, "offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0}
+    ours_cfg = {
+        **security_config(ours_sasl, ours_plain, "kafka.security.authorizer.AclAuthorizer"),
+        "num.partitions": 1,
+        "offsets.topic.num.partitions": 1,
+        "group.initial.rebalance.delay.ms": 0,
+    }
     k = KafkaBroker(d / "kafka", port=kafka_plain)
     k.config.update({key: v.replace("{controller}", str(k.controller_port)) for key, v in kafka_cfg.items()})
     with k, BrokerProcess(d / "kbroker" / "data", config=ours_cfg, port=ours_plain, broker_id=1):
-        peers = {name: {user: BrokerConnection("127.0.0.1", port, timeout=30, security=ClientSecurity(
-                            "SASL_PLAINTEXT", None, "PLAIN", user, PASSWORDS[user])) for user in PASSWORDS}
-                 for name, port in (("kafka", kafka_sasl), ("kbroker", ours_sasl))}
+        peers = {
+            name: {
+                user: BrokerConnection(
+                    "127.0.0.1",
+                    port,
+                    timeout=30,
+                    security=ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, PASSWORDS[user]),
+                )
+                for user in PASSWORDS
+            }
+            for name, port in (("kafka", kafka_sasl), ("kbroker", ours_sasl))
+        }
         for conns in peers.values():
             admin = conns["admin"]
-            admin.request(CT(topics=[CT.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)],
-                             timeout_ms=30000))
-            admin.request(P(acks=-1, timeout_ms=10000, topic_data=[P.TopicProduceData(name=TOPIC, partition_data=[
-                P.PartitionProduceData(index=0, records=bytes(batch([b"x"])))])]))
+            admin.request(
+                CT(topics=[CT.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)], timeout_ms=30000)
+            )
+            admin.request(
+                P(
+                    acks=-1,
+                    timeout_ms=10000,
+                    topic_data=[
+                        P.TopicProduceData(
+                            name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch([b"x"])))]
+                        )
+                    ],
+                )
+            )
         yield peers
         for conns in peers.values():
             for c in conns.values():
@@ -95,6 +127,7 @@ def brokers(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------- probes
+
 
 def _first_error(resp, *path):
     """The error code at the end of `path` (attribute names; lists take their first item)."""
@@ -107,58 +140,108 @@ def _first_error(resp, *path):
 
 
 def probe_fetch(c):
-    req = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-            session_epoch=-1, forgotten_topics_data=[], topics=[F.FetchTopic(topic=TOPIC, partitions=[
-                F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    req = F(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        topics=[
+            F.FetchTopic(
+                topic=TOPIC, partitions=[F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)]
+            )
+        ],
+    )
     return _first_error(c.request(req, version=12), "responses", "partitions", "error_code")
 
 
 def probe_produce(c):
-    req = P(acks=1, timeout_ms=10000, topic_data=[P.TopicProduceData(name=TOPIC, partition_data=[
-        P.PartitionProduceData(index=0, records=bytes(batch([b"a"])))])])
+    req = P(
+        acks=1,
+        timeout_ms=10000,
+        topic_data=[
+            P.TopicProduceData(
+                name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch([b"a"])))]
+            )
+        ],
+    )
     return _first_error(c.request(req), "responses", "partition_responses", "error_code")
 
 
 def probe_list_offsets(c):
-    req = LO(replica_id=-1, isolation_level=0, topics=[LO.ListOffsetsTopic(name=TOPIC, partitions=[
-        LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    req = LO(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[LO.ListOffsetsTopic(name=TOPIC, partitions=[LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+    )
     return _first_error(c.request(req), "topics", "partitions", "error_code")
 
 
 def probe_create_topic(c):
-    req = CT(topics=[CT.CreatableTopic(name=TOPIC + "-new", num_partitions=1, replication_factor=1)],
-             timeout_ms=10000, validate_only=True)
+    req = CT(
+        topics=[CT.CreatableTopic(name=TOPIC + "-new", num_partitions=1, replication_factor=1)],
+        timeout_ms=10000,
+        validate_only=True,
+    )
     return _first_error(c.request(req), "topics", "error_code")
 
 
 def probe_delete_records(c):
-    req = DR(timeout_ms=10000, topics=[DR.DeleteRecordsTopic(name=TOPIC, partitions=[
-        DR.DeleteRecordsPartition(partition_index=0, offset=0)])])
+    req = DR(
+        timeout_ms=10000,
+        topics=[DR.DeleteRecordsTopic(name=TOPIC, partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=0)])],
+    )
     return _first_error(c.request(req), "topics", "partitions", "error_code")
 
 
 def probe_create_partitions(c):
-    req = CP(topics=[CP.CreatePartitionsTopic(name=TOPIC, count=2, assignments=None)], timeout_ms=10000,
-             validate_only=True)
+    req = CP(
+        topics=[CP.CreatePartitionsTopic(name=TOPIC, count=2, assignments=None)], timeout_ms=10000, validate_only=True
+    )
     return _first_error(c.request(req), "results", "error_code")
 
 
 def probe_describe_configs(c, rtype=2, name=TOPIC):
-    req = DC(resources=[DC.DescribeConfigsResource(resource_type=rtype, resource_name=name,
-                                                   configuration_keys=["retention.ms"])])
+    req = DC(
+        resources=[
+            DC.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=["retention.ms"])
+        ]
+    )
     return _first_error(c.request(req), "results", "error_code")
 
 
 def probe_alter_configs(c, rtype=2, name=TOPIC, key="retention.ms"):
-    req = IAC(validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=[
-        IAC.AlterableConfig(name=key, config_operation=0, value="86400000")])])
+    req = IAC(
+        validate_only=True,
+        resources=[
+            IAC.AlterConfigsResource(
+                resource_type=rtype,
+                resource_name=name,
+                configs=[IAC.AlterableConfig(name=key, config_operation=0, value="86400000")],
+            )
+        ],
+    )
     return _first_error(c.request(req), "responses", "error_code")
 
 
 def probe_offset_commit(c):
-    req = OC(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1, topics=[
-        OC.OffsetCommitRequestTopic(name=TOPIC, partitions=[OC.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=0, committed_metadata="")])])
+    req = OC(
+        group_id=GROUP,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=[
+            OC.OffsetCommitRequestTopic(
+                name=TOPIC,
+                partitions=[
+                    OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_metadata="")
+                ],
+            )
+        ],
+    )
     return _first_error(c.request(req, version=7), "topics", "partitions", "error_code")
 
 
@@ -180,8 +263,7 @@ def probe_describe_cluster(c):
 
 
 def probe_idempotent(c):
-    return c.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                     version=4).error_code
+    return c.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), version=4).error_code
 
 
 def probe_txn_write(c):
@@ -217,8 +299,7 @@ CASES = [
     (R.CLUSTER, "kafka-cluster", None, O.DESCRIBE, probe_describe_cluster),
     (R.CLUSTER, "kafka-cluster", None, O.IDEMPOTENT_WRITE, probe_idempotent),
     (R.CLUSTER, "kafka-cluster", None, O.CREATE, probe_create_topic),
-    (R.CLUSTER, "kafka-cluster", None, O.DESCRIBE_CONFIGS,
-     lambda c: probe_describe_configs(c, 4, "1")),
+    (R.CLUSTER, "kafka-cluster", None, O.DESCRIBE_CONFIGS, lambda c: probe_describe_configs(c, 4, "1")),
     (R.TRANSACTIONAL_ID, TXN, "acl-", O.WRITE, probe_txn_write),
     (R.TRANSACTIONAL_ID, TXN, "acl-", O.DESCRIBE, probe_txn_describe),
 ]
@@ -228,18 +309,41 @@ BASE = [(R.TOPIC, TOPIC, PT.LITERAL, O.READ, Permission.ALLOW)]
 
 
 def creation(rtype, name, pattern, op, perm, principal="User:alice"):
-    return CA.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
-                          principal=principal, host="*", operation=op, permission_type=perm)
+    return CA.AclCreation(
+        resource_type=rtype,
+        resource_name=name,
+        resource_pattern_type=pattern,
+        principal=principal,
+        host="*",
+        operation=op,
+        permission_type=perm,
+    )
 
 
 def all_filter():
-    return DA.DeleteAclsFilter(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                               principal_filter="User:alice", host_filter=None, operation=1, permission_type=1)
+    return DA.DeleteAclsFilter(
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter="User:alice",
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
 
 
 def acl_count(admin) -> int:
-    resp = admin.request(DAC(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                             principal_filter="User:alice", host_filter=None, operation=1, permission_type=1))
+    resp = admin.request(
+        DAC(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter="User:alice",
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+    )
     return sum(len(r.acls) for r in resp.resources)
 
 
@@ -264,7 +368,7 @@ def decision(code: int) -> str:
 def variants(rtype, name, prefix, op):
     """(label, ACLs) per pattern, allowed and denied, and none at all."""
     patterns = [("literal", name, PT.LITERAL)]
-    if rtype != R.CLUSTER:               # the CLUSTER resource has one name, kafka-cluster (both refuse others)
+    if rtype != R.CLUSTER:  # the CLUSTER resource has one name, kafka-cluster (both refuse others)
         patterns.append(("wildcard", "*", PT.LITERAL))
     if prefix is not None:
         patterns.append(("prefixed", prefix, PT.PREFIXED))
@@ -287,8 +391,10 @@ def test_the_acl_matrix_decides_as_kafkas_standard_authorizer(brokers):
                 got[peer] = decision(probe(conns["alice"]))
             checked += 1
             if got["kafka"] != got["kbroker"]:
-                mismatches.append(f"{rtype.name} {op.name} via {probe.__name__} ({label}): Kafka {got['kafka']}, "
-                                  f"kbroker {got['kbroker']}")
+                mismatches.append(
+                    f"{rtype.name} {op.name} via {probe.__name__} ({label}): Kafka {got['kafka']}, "
+                    f"kbroker {got['kbroker']}"
+                )
             denied += got["kafka"] != "allowed"
     # the matrix means something: most cases are refused (DescribeCluster needs no ACL)
     assert checked > 75 and denied > 45, (checked, denied)
@@ -296,12 +402,14 @@ def test_the_acl_matrix_decides_as_kafkas_standard_authorizer(brokers):
 
 
 def test_acl_listings_match_for_every_resource_type_and_pattern(brokers):
-    acls = [(R.TOPIC, "t1", PT.LITERAL, O.READ, Permission.ALLOW), (R.TOPIC, "t-", PT.PREFIXED, O.WRITE,
-                                                                     Permission.DENY),
-            (R.GROUP, "*", PT.LITERAL, O.READ, Permission.ALLOW), (R.CLUSTER, "kafka-cluster", PT.LITERAL,
-                                                                   O.IDEMPOTENT_WRITE, Permission.ALLOW),
-            (R.TRANSACTIONAL_ID, "tx-", PT.PREFIXED, O.DESCRIBE, Permission.ALLOW),
-            (R.USER, "User:bob", PT.LITERAL, O.CREATE_TOKENS, Permission.ALLOW)]
+    acls = [
+        (R.TOPIC, "t1", PT.LITERAL, O.READ, Permission.ALLOW),
+        (R.TOPIC, "t-", PT.PREFIXED, O.WRITE, Permission.DENY),
+        (R.GROUP, "*", PT.LITERAL, O.READ, Permission.ALLOW),
+        (R.CLUSTER, "kafka-cluster", PT.LITERAL, O.IDEMPOTENT_WRITE, Permission.ALLOW),
+        (R.TRANSACTIONAL_ID, "tx-", PT.PREFIXED, O.DESCRIBE, Permission.ALLOW),
+        (R.USER, "User:bob", PT.LITERAL, O.CREATE_TOKENS, Permission.ALLOW),
+    ]
     listed = {}
     for peer, conns in brokers.items():
         set_acls(conns, acls)
@@ -310,16 +418,46 @@ def test_acl_listings_match_for_every_resource_type_and_pattern(brokers):
             for rtype, name in ((R.ANY, None), (R.TOPIC, "t-1"), (R.TOPIC, "t1")):
                 if pattern == PT.MATCH and name is None:
                     continue
-                resp = conns["admin"].request(DAC(resource_type_filter=rtype, resource_name_filter=name,
-                                                  pattern_type_filter=pattern, principal_filter="User:alice",
-                                                  host_filter=None, operation=1, permission_type=1))
-                out.append((pattern.name, rtype.name, name, resp.error_code, sorted(
-                    (r.resource_type, r.resource_name, r.pattern_type, a.operation, a.permission_type)
-                    for r in resp.resources for a in r.acls)))
+                resp = conns["admin"].request(
+                    DAC(
+                        resource_type_filter=rtype,
+                        resource_name_filter=name,
+                        pattern_type_filter=pattern,
+                        principal_filter="User:alice",
+                        host_filter=None,
+                        operation=1,
+                        permission_type=1,
+                    )
+                )
+                out.append(
+                    (
+                        pattern.name,
+                        rtype.name,
+                        name,
+                        resp.error_code,
+                        sorted(
+                            (r.resource_type, r.resource_name, r.pattern_type, a.operation, a.permission_type)
+                            for r in resp.resources
+                            for a in r.acls
+                        ),
+                    )
+                )
         # DeleteAcls with a MATCH filter removes what applies to the name
-        resp = conns["admin"].request(DA(filters=[DA.DeleteAclsFilter(
-            resource_type_filter=R.TOPIC, resource_name_filter="t-1", pattern_type_filter=PT.MATCH,
-            principal_filter=None, host_filter=None, operation=1, permission_type=1)]))
+        resp = conns["admin"].request(
+            DA(
+                filters=[
+                    DA.DeleteAclsFilter(
+                        resource_type_filter=R.TOPIC,
+                        resource_name_filter="t-1",
+                        pattern_type_filter=PT.MATCH,
+                        principal_filter=None,
+                        host_filter=None,
+                        operation=1,
+                        permission_type=1,
+                    )
+                ]
+            )
+        )
         out.append(("deleted", sorted((m.resource_name, m.pattern_type) for m in resp.filter_results[0].matching_acls)))
         listed[peer] = out
         set_acls(conns, [])
@@ -335,12 +473,28 @@ def test_created_topics_configs_need_describe_configs_as_in_kafka(brokers):
         out = []
         for ops in ((O.CREATE,), (O.CREATE, O.DESCRIBE_CONFIGS)):
             set_acls(conns, [(R.TOPIC, "acl-", PT.PREFIXED, op, Permission.ALLOW) for op in ops])
-            r = conns["alice"].request(CT(topics=[CT.CreatableTopic(name=TOPIC + "-cfg", num_partitions=1,
-                                                                    replication_factor=1)],
-                                          timeout_ms=10000, validate_only=True)).topics[0]
-            out.append((r.error_code, r.topic_config_error_code, bool(r.configs), r.num_partitions,
-                        r.replication_factor, r.topic_id.int != 0))
+            r = (
+                conns["alice"]
+                .request(
+                    CT(
+                        topics=[CT.CreatableTopic(name=TOPIC + "-cfg", num_partitions=1, replication_factor=1)],
+                        timeout_ms=10000,
+                        validate_only=True,
+                    )
+                )
+                .topics[0]
+            )
+            out.append(
+                (
+                    r.error_code,
+                    r.topic_config_error_code,
+                    bool(r.configs),
+                    r.num_partitions,
+                    r.replication_factor,
+                    r.topic_id.int != 0,
+                )
+            )
         answers[peer] = out
         set_acls(conns, [])
     assert answers["kbroker"] == answers["kafka"]
-    assert answers["kafka"][0][1] == 29 and answers["kafka"][1][1] == 0      # the check is there to see
+    assert answers["kafka"][0][1] == 29 and answers["kafka"][1][1] == 0  # the check is there to see

@@ -11,6 +11,7 @@ Kafka -> kbroker: a partition directory that an Apache Kafka 4.x broker wrote, c
 kbroker's data directory while Kafka runs (an active segment with preallocated indexes, as
 after a kill -9), is served with identical offsets, timestamps, keys, values and headers.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,24 +30,43 @@ from tests.support.kafka_tools import java_program, kafka_tool
 
 pytestmark = pytest.mark.interop
 
-BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) baseSequence: (-?\d+) lastSequence: (-?\d+) "
-                   r"producerId: (-?\d+) .* compresscodec: (\w+) crc: \d+ isvalid: (\w+)$")
-RECORD = re.compile(r"^\| offset: (\d+) CreateTime: (\d+) keySize: -?\d+ valueSize: -?\d+ sequence: (-?\d+) "
-                    r"headerKeys: \[(.*)\] key: (.*) payload: (.*)$")
+BATCH = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) baseSequence: (-?\d+) lastSequence: (-?\d+) "
+    r"producerId: (-?\d+) .* compresscodec: (\w+) crc: \d+ isvalid: (\w+)$"
+)
+RECORD = re.compile(
+    r"^\| offset: (\d+) CreateTime: (\d+) keySize: -?\d+ valueSize: -?\d+ sequence: (-?\d+) "
+    r"headerKeys: \[(.*)\] key: (.*) payload: (.*)$"
+)
 SNAPSHOT = re.compile(r"^producerId: (\d+) producerEpoch: (\d+) .* lastSequence: (\d+) lastOffset: (\d+) ")
 PER_PARTITION = 750
 # recent (Kafka drops producer state older than a day when it loads a log)
 BASE_TS = int(time.time()) // 60 * 60_000 - 600_000
 
 
-def produce_idempotent(bootstrap: str, topic: str, partitions: int, per_partition: int, value_bytes: int,
-                       compression: str, compressible: bool = False) -> dict[int, list[tuple]]:
+def produce_idempotent(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    per_partition: int,
+    value_bytes: int,
+    compression: str,
+    compressible: bool = False,
+) -> dict[int, list[tuple]]:
     """confluent-kafka, idempotent, small batches: partition -> [(key, value, timestamp, header)].
     A value is random hex (compression shrinks it to about half), or with `compressible`
     half random hex and half a run of dots (a batch of several shrinks for sure)."""
     import confluent_kafka as ck
-    p = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": compression,
-                     "linger.ms": 5, "batch.num.messages": 20})
+
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "compression.type": compression,
+            "linger.ms": 5,
+            "batch.num.messages": 20,
+        }
+    )
     sent: dict[int, list[tuple]] = {q: [] for q in range(partitions)}
     for i in range(partitions * per_partition):
         part = i % partitions
@@ -78,12 +98,17 @@ def test_kafka_reads_the_files_kbroker_wrote(tmp_path, topic):
     assert all(len(list(d.glob("*.log"))) >= 3 for d in parts), "several segments a partition"
 
     # segments (deep iteration) and producer snapshots, one launch for both partitions
-    out = kafka_tool("kafka-dump-log", "--deep-iteration", "--print-data-log", "--files",
-                     ",".join(files(d, ".log", ".snapshot") for d in parts)).stdout
+    out = kafka_tool(
+        "kafka-dump-log",
+        "--deep-iteration",
+        "--print-data-log",
+        "--files",
+        ",".join(files(d, ".log", ".snapshot") for d in parts),
+    ).stdout
     for p, d in enumerate(parts):
-        section = out[out.index(f"Dumping {d}/00000000000000000000.log"):]
+        section = out[out.index(f"Dumping {d}/00000000000000000000.log") :]
         if p == 0:
-            section = section[:section.index(f"Dumping {parts[1]}")]
+            section = section[: section.index(f"Dumping {parts[1]}")]
         batches = [BATCH.match(line).groups() for line in section.splitlines() if line.startswith("baseOffset:")]
         records = [RECORD.match(line).groups() for line in section.splitlines() if line.startswith("| offset:")]
         # librdkafka sends a batch uncompressed when compression would not shrink it (a
@@ -92,7 +117,7 @@ def test_kafka_reads_the_files_kbroker_wrote(tmp_path, topic):
         assert {b[7] for b in batches} == {"true"} and set(codecs) <= {"lz4", "none"} and "lz4" in codecs, codecs
         producer_ids = {b[5] for b in batches}
         assert len(producer_ids) == 1 and int(producer_ids.pop()) >= 0
-        assert [int(b[3]) for b in batches] == [int(b[0]) for b in batches]       # sequence = offset here
+        assert [int(b[3]) for b in batches] == [int(b[0]) for b in batches]  # sequence = offset here
         assert sum(int(b[2]) for b in batches) == PER_PARTITION
         assert [int(r[0]) for r in records] == list(range(PER_PARTITION))
         for (offset, ts, seq, header_keys, key, payload), (k, v, t, _) in zip(records, sent[p]):
@@ -135,6 +160,7 @@ def test_kafka_reads_the_files_kbroker_wrote(tmp_path, topic):
 
 def kafka_uuid_text(u) -> str:
     import base64
+
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
@@ -152,7 +178,7 @@ def test_kbroker_serves_a_partition_apache_kafka_wrote(apache_kafka, tmp_path, t
             c.topic(topic, wait_s=10)
     ours = tmp_path / "data" / f"{topic}-0"
     for f in ours.iterdir():
-        if f.name != "partition.metadata":              # kbroker's topic id stays
+        if f.name != "partition.metadata":  # kbroker's topic id stays
             f.unlink()
     for f in written.iterdir():
         if f.name != "partition.metadata":
@@ -165,5 +191,5 @@ def test_kbroker_serves_a_partition_apache_kafka_wrote(apache_kafka, tmp_path, t
             r = got[(0, o)]
             assert (r.key, r.value, r.timestamp, r.headers) == (k, v, ts, [("h", h.encode())]), o
         with Cluster(kb.bootstrap) as c:
-            assert c.list_offsets(topic, [0], BASE_TS + 700)[0][0] == 700       # Kafka's time index
+            assert c.list_offsets(topic, [0], BASE_TS + 700)[0][0] == 700  # Kafka's time index
             assert c.list_offsets(topic, [0], -1)[0][0] == 1500

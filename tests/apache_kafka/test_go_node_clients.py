@@ -3,6 +3,7 @@ tests/go/go.mod, built by `make testdeps`) and KafkaJS (npm, pinned by
 tests/node/package-lock.json). Each produces keyed records with headers and timestamps
 with every codec it has, reads them back field by field, and reads a topic with a consumer
 group of two members that commit what they read."""
+
 from __future__ import annotations
 
 import json
@@ -79,6 +80,8 @@ def test_kafkajs(kbroker, topic):
     topic, group_topic = topics(b, topic, 2)
     got = run_checks([node, str(NODE_DIR / "check.js"), b, topic, group_topic])
     assert [(f["partition"], f["compression"], f["base_offset"]) for f in got["produced"]] == [
-        (0, "none", 0), (1, "gzip", 0)]
+        (0, "none", 0),
+        (1, "gzip", 0),
+    ]
     assert got["read_back"] == [{"matched": 400, "mismatches": 0}]
     check_group(b, got, group_topic)

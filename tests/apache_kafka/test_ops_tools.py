@@ -14,6 +14,7 @@ same broker or the same data dir (issue 20):
 - `--bootstrap-server` and `--topic` / `--group` beside today's forms; a deprecated topic
   key (message.format.version) is accepted with a warning in the broker's log.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,20 +58,47 @@ def data(tmp_path_factory):
     (broker, timestamps by partition), then stops it cleanly (snapshots written)."""
     require_kafka_libs()
     import confluent_kafka as ck
+
     root = tmp_path_factory.mktemp("ops-tools")
-    b = BrokerProcess(root / "data", config={"offsets.topic.num.partitions": 1,
-                                             "group.initial.rebalance.delay.ms": 0}).start()
+    b = BrokerProcess(
+        root / "data", config={"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0}
+    ).start()
     try:
-        broker("topics", "create", "--bootstrap-server", b.bootstrap, "--topic", TOPIC, "--partitions", 2,
-               "--config", "segment.bytes=4096", "--config", "index.interval.bytes=256")
-        p = ck.Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "compression.type": "lz4",
-                         "linger.ms": 2, "batch.num.messages": 10})
+        broker(
+            "topics",
+            "create",
+            "--bootstrap-server",
+            b.bootstrap,
+            "--topic",
+            TOPIC,
+            "--partitions",
+            2,
+            "--config",
+            "segment.bytes=4096",
+            "--config",
+            "index.interval.bytes=256",
+        )
+        p = ck.Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "enable.idempotence": True,
+                "compression.type": "lz4",
+                "linger.ms": 2,
+                "batch.num.messages": 10,
+            }
+        )
         for i in range(2 * PER_PARTITION):
-            p.produce(TOPIC, key=f"k{i}".encode(), value=f"value {i} ".encode() * 3, partition=i % 2,
-                      timestamp=BASE_TS + i, headers=[("h", str(i).encode())])
+            p.produce(
+                TOPIC,
+                key=f"k{i}".encode(),
+                value=f"value {i} ".encode() * 3,
+                partition=i % 2,
+                timestamp=BASE_TS + i,
+                headers=[("h", str(i).encode())],
+            )
             p.poll(0)
         assert p.flush(60) == 0
-        del p                                       # librdkafka's client goes with its last reference
+        del p  # librdkafka's client goes with its last reference
         assert simple_commit(b.bootstrap, "ops-g", TOPIC, {0: 42}, metadata="m") == {0: 0}
         yield b
     finally:
@@ -80,8 +108,18 @@ def data(tmp_path_factory):
 def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
     bs = data.bootstrap
     # configs: alter with Kafka's syntax, then describe as kafka-configs does
-    out = broker("configs", "alter", "--bootstrap-server", bs, "--entity-type", "topics", "--entity-name", TOPIC,
-                 "--add-config", "retention.ms=86400000,cleanup.policy=[compact,delete]").stdout
+    out = broker(
+        "configs",
+        "alter",
+        "--bootstrap-server",
+        bs,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        TOPIC,
+        "--add-config",
+        "retention.ms=86400000,cleanup.policy=[compact,delete]",
+    ).stdout
     assert out == f"Completed updating config for topic {TOPIC}.\n"
     for ours, theirs in [
         (["--topic", TOPIC], ["--entity-type", "topics", "--entity-name", TOPIC]),
@@ -92,20 +130,47 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
         assert mine == kafka("kafka-configs", "--bootstrap-server", bs, "--describe", *theirs), ours
     dynamic = broker("configs", "describe", "-b", bs, "--topic", TOPIC).stdout
     assert "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" in dynamic
-    broker("configs", "alter", "--bootstrap-server", bs, "--topic", TOPIC, "--delete-config",
-           "retention.ms,cleanup.policy")                        # no compaction of the segments dumped below
+    broker(
+        "configs", "alter", "--bootstrap-server", bs, "--topic", TOPIC, "--delete-config", "retention.ms,cleanup.policy"
+    )  # no compaction of the segments dumped below
     assert broker("configs", "describe", "-b", bs, "--topic", TOPIC).stdout == (
         f"Dynamic configs for topic {TOPIC} are:\n"
         f"  index.interval.bytes=256 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:index.interval.bytes=256, "
         f"DEFAULT_CONFIG:log.index.interval.bytes=4096}}\n"
         f"  segment.bytes=4096 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:segment.bytes=4096, "
-        f"DEFAULT_CONFIG:log.segment.bytes=1073741824}}\n")
+        f"DEFAULT_CONFIG:log.segment.bytes=1073741824}}\n"
+    )
     # dynamic broker configs: the cluster default and this broker's, described as kafka-configs does
-    assert broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-default", "--add-config",
-                  "log.cleaner.backoff.ms=16000").stdout == "Completed updating default config for brokers in the " \
-                                                           "cluster.\n"
-    assert broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-name", 0, "--add-config",
-                  "log.cleaner.backoff.ms=17000").stdout == "Completed updating config for broker 0.\n"
+    assert (
+        broker(
+            "configs",
+            "alter",
+            "-b",
+            bs,
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--add-config",
+            "log.cleaner.backoff.ms=16000",
+        ).stdout
+        == "Completed updating default config for brokers in the "
+        "cluster.\n"
+    )
+    assert (
+        broker(
+            "configs",
+            "alter",
+            "-b",
+            bs,
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            0,
+            "--add-config",
+            "log.cleaner.backoff.ms=17000",
+        ).stdout
+        == "Completed updating config for broker 0.\n"
+    )
     for ours, theirs in [
         (["--entity-type", "brokers", "--entity-default"], ["--entity-type", "brokers", "--entity-default"]),
         (["--broker", 0], ["--entity-type", "brokers", "--entity-name", 0]),
@@ -113,20 +178,34 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
     ]:
         mine = broker("configs", "describe", "--bootstrap-server", bs, *ours).stdout
         assert mine == kafka("kafka-configs", "--bootstrap-server", bs, "--describe", *theirs), ours
-    assert "  log.cleaner.backoff.ms=17000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms" \
-           "=17000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms" \
-           "=15000}" in mine
+    assert (
+        "  log.cleaner.backoff.ms=17000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms"
+        "=17000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DEFAULT_CONFIG:log.cleaner.backoff.ms"
+        "=15000}" in mine
+    )
     broker("configs", "alter", "-b", bs, "--broker", 0, "--delete-config", "log.cleaner.backoff.ms")
-    broker("configs", "alter", "-b", bs, "--entity-type", "brokers", "--entity-default", "--delete-config",
-           "log.cleaner.backoff.ms")
+    broker(
+        "configs",
+        "alter",
+        "-b",
+        bs,
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--delete-config",
+        "log.cleaner.backoff.ms",
+    )
     refused = broker("configs", "alter", "-b", bs, "--broker", 0, "--add-config", "broker.id=5", check=1)
     assert refused.stderr.count("\n") == 1 and "Cannot update these configs dynamically" in refused.stderr
 
     # log-dirs: the same JSON document
     mine = broker("log-dirs", "describe", "--bootstrap-server", bs, "--topic-list", TOPIC).stdout.splitlines()
     theirs = kafka("kafka-log-dirs", "--bootstrap-server", bs, "--describe", "--topic-list", TOPIC).splitlines()
-    assert mine[:2] == theirs[:2] == ["Querying brokers for log directories information",
-                                      "Received log directory information from brokers 0"]
+    assert (
+        mine[:2]
+        == theirs[:2]
+        == ["Querying brokers for log directories information", "Received log directory information from brokers 0"]
+    )
 
     def normal(doc: str):
         d = json.loads(doc)
@@ -134,19 +213,28 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
             for ld in b["logDirs"]:
                 ld["partitions"].sort(key=lambda x: x["partition"])
         return d
+
     assert normal(mine[2]) == normal(theirs[2])
     sizes = {p["partition"]: p["size"] for p in normal(mine[2])["brokers"][0]["logDirs"][0]["partitions"]}
     assert set(sizes) == {f"{TOPIC}-0", f"{TOPIC}-1"} and min(sizes.values()) > 8192
 
     # offsets: latest, earliest, by time (the first record at or after it)
-    for ours, theirs in [([], []), (["--time", "earliest"], ["--time", -2]),
-                         (["--time", BASE_TS + 101], ["--time", BASE_TS + 101])]:
+    for ours, theirs in [
+        ([], []),
+        (["--time", "earliest"], ["--time", -2]),
+        (["--time", BASE_TS + 101], ["--time", BASE_TS + 101]),
+    ]:
         mine = broker("offsets", "--bootstrap-server", bs, "--topic", TOPIC, *ours).stdout
         assert mine == kafka("kafka-get-offsets", "--bootstrap-server", bs, "--topic", TOPIC, *theirs), ours
-    assert broker("offsets", "-b", bs, "--topic", TOPIC).stdout == f"{TOPIC}:0:{PER_PARTITION}\n{TOPIC}:1:{PER_PARTITION}\n"
+    assert (
+        broker("offsets", "-b", bs, "--topic", TOPIC).stdout
+        == f"{TOPIC}:0:{PER_PARTITION}\n{TOPIC}:1:{PER_PARTITION}\n"
+    )
     # record i went to partition i % 2 with timestamp BASE_TS + i
-    assert broker("offsets", "-b", bs, "--topic", TOPIC, "--time", BASE_TS + 101).stdout == f"{TOPIC}:0:51\n{TOPIC}:1:50\n"
-    assert broker("offsets", "-b", bs, "--topic", TOPIC, "--time", BASE_TS + 10**9).stdout == ""    # none that late
+    assert (
+        broker("offsets", "-b", bs, "--topic", TOPIC, "--time", BASE_TS + 101).stdout == f"{TOPIC}:0:51\n{TOPIC}:1:50\n"
+    )
+    assert broker("offsets", "-b", bs, "--topic", TOPIC, "--time", BASE_TS + 10**9).stdout == ""  # none that late
 
     # records delete: Kafka's JSON, Kafka's lines; then the earliest offsets moved
     plans = {}
@@ -155,8 +243,13 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
         plans[p].write_text(json.dumps({"partitions": [{"topic": TOPIC, "partition": p, "offset": off}], "version": 1}))
     mine = broker("records", "delete", "--bootstrap-server", bs, "--offset-json-file", plans[0]).stdout
     theirs = kafka("kafka-delete-records", "--bootstrap-server", bs, "--offset-json-file", plans[1])
-    assert mine == f"Executing records delete operation\nRecords delete operation completed:\npartition: {TOPIC}-0\tlow_watermark: 10\n"
-    assert theirs.rstrip("\n") == mine.rstrip("\n").replace(f"{TOPIC}-0\tlow_watermark: 10", f"{TOPIC}-1\tlow_watermark: 20")
+    assert (
+        mine
+        == f"Executing records delete operation\nRecords delete operation completed:\npartition: {TOPIC}-0\tlow_watermark: 10\n"
+    )
+    assert theirs.rstrip("\n") == mine.rstrip("\n").replace(
+        f"{TOPIC}-0\tlow_watermark: 10", f"{TOPIC}-1\tlow_watermark: 20"
+    )
     assert broker("offsets", "-b", bs, "-t", TOPIC, "--time", "earliest").stdout == f"{TOPIC}:0:10\n{TOPIC}:1:20\n"
     bad = data.data_dir.parent / "bad.json"
     bad.write_text('{"partitions": [{"topic": "ops", "partition": 0}]}')
@@ -172,8 +265,20 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
     twice = broker("topics", "delete", "-b", bs, "one", "--topic", "other", check=2)
     assert twice.stderr.count("\n") == 1 and "given twice" in twice.stderr
     # a deprecated topic key: accepted, with a warning in the broker's log
-    broker("topics", "create", "-b", bs, "--topic", "legacy", "--partitions", 1,
-           "--config", "message.format.version=0.10.0", "--config", "message.downconversion.enable=false")
+    broker(
+        "topics",
+        "create",
+        "-b",
+        bs,
+        "--topic",
+        "legacy",
+        "--partitions",
+        1,
+        "--config",
+        "message.format.version=0.10.0",
+        "--config",
+        "message.downconversion.enable=false",
+    )
     deadline = time.monotonic() + 10
     while "message.format.version=0.10.0 accepted but has no effect" not in data.log_tail(400):
         assert time.monotonic() < deadline, data.log_tail(40)
@@ -186,7 +291,7 @@ def partition_files(d, *suffixes):
 
 def test_dump_log_prints_what_kafkas_dump_log_prints(data):
     if data.running:
-        data.stop()                                          # a clean shutdown writes the snapshots
+        data.stop()  # a clean shutdown writes the snapshots
     root = data.data_dir
     parts = [root / f"{TOPIC}-{p}" for p in (0, 1)]
     segments = [f for d in parts for f in partition_files(d, ".log", ".snapshot", ".index", ".timeindex")]
@@ -195,7 +300,7 @@ def test_dump_log_prints_what_kafkas_dump_log_prints(data):
     mine = broker("dump-log", "--deep-iteration", "--print-data-log", "--files", files)
     theirs = kafka_tool("kafka-dump-log", "--deep-iteration", "--print-data-log", "--files", files)
     assert mine.stdout == theirs.stdout
-    assert sorted(mine.stderr.splitlines()) == sorted(theirs.stderr.splitlines())    # non-consecutive offsets
+    assert sorted(mine.stderr.splitlines()) == sorted(theirs.stderr.splitlines())  # non-consecutive offsets
     records = [line for line in mine.stdout.splitlines() if line.startswith("| offset: ")]
     assert len(records) == 2 * PER_PARTITION and " headerKeys: [h] key: k0 payload: value 0 value 0 " in mine.stdout
     assert re.search(r"^producerId: \d+ producerEpoch: 0 .* lastSequence: 299 lastOffset: 299 ", mine.stdout, re.M)
@@ -210,8 +315,11 @@ def test_dump_log_prints_what_kafkas_dump_log_prints(data):
     offsets = ",".join(partition_files(root / "__consumer_offsets-0", ".log"))
     mine = broker("dump-log", "--offsets-decoder", "--files", offsets).stdout
     assert mine == kafka("kafka-dump-log", "--offsets-decoder", "--files", offsets)
-    assert re.search(r'key: \{"type":"1","data":\{"group":"ops-g","topic":"ops","partition":0\}\} '
-                     r'payload: \{"version":"\d","data":\{"offset":42,', mine)
+    assert re.search(
+        r'key: \{"type":"1","data":\{"group":"ops-g","topic":"ops","partition":0\}\} '
+        r'payload: \{"version":"\d","data":\{"offset":42,',
+        mine,
+    )
 
     # a directory stands for its files; checkpoints are printed too (Kafka's tool skips them)
     whole = broker("dump-log", parts[0]).stdout
@@ -234,8 +342,10 @@ def test_dump_log_says_where_a_segment_is_corrupt(data, tmp_path):
     flipped[positions[2] - 1] ^= 0xFF
     crc_bad.write_bytes(flipped)
     r = broker("dump-log", crc_bad, check=1)
-    assert [line.endswith("isvalid: false") for line in r.stdout.splitlines() if line.startswith("baseOffset")] == \
-        [False, True] + [False] * (len(positions) - 2)
+    assert [line.endswith("isvalid: false") for line in r.stdout.splitlines() if line.startswith("baseOffset")] == [
+        False,
+        True,
+    ] + [False] * (len(positions) - 2)
     # the third batch's magic byte overwritten: said with its byte offset, the batches before it printed
     (tmp_path / "magic").mkdir()
     magic_bad = tmp_path / "magic" / first.name

@@ -1,6 +1,7 @@
 """Spark's own Kafka connector (spark-sql-kafka-0-10 4.2.0, the newest served, on the
 installed PySpark 4.3) reads from and writes to kbroker, in batch and streaming
 (spark_connector_job.py runs it in a process of its own)."""
+
 from __future__ import annotations
 
 import json
@@ -36,21 +37,38 @@ def test_spark_kafka_connector_batch_and_streaming(kbroker, topic, tmp_path):
             p.send(topic, f"v{i}".encode(), key=f"k{i}".encode(), partition=i % 2, headers=[("h", f"{i}".encode())])
         p.flush()
 
-    run = subprocess.run([sys.executable, str(JOB), b, topic, out_topic, stream_out, str(tmp_path / "checkpoints"),
-                          ",".join(map(str, jars))], capture_output=True, text=True, timeout=420, cwd=ROOT,
-                         stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(JOB),
+            b,
+            topic,
+            out_topic,
+            stream_out,
+            str(tmp_path / "checkpoints"),
+            ",".join(map(str, jars)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
-    steps = {s.pop("step"): s for s in map(json.loads, (line for line in run.stdout.splitlines()
-                                                         if line.startswith("{")))}
+    steps = {
+        s.pop("step"): s for s in map(json.loads, (line for line in run.stdout.splitlines() if line.startswith("{")))
+    }
     assert list(steps) == ["batch_read", "batch_write", "stream_read", "stream_write"]
 
     rows = steps["batch_read"]["rows"]
     assert sorted(rows, key=lambda r: int(r[0][1:])) == [
-        [f"k{i}", f"v{i}", i % 2, i // 2, [["h", str(i)]]] for i in range(N)]
+        [f"k{i}", f"v{i}", i % 2, i // 2, [["h", str(i)]]] for i in range(N)
+    ]
     assert steps["stream_read"]["values"] == sorted(f"v{i}" for i in range(N))
 
     copied = read_all(b, out_topic, [0, 1])
     assert sorted((r.partition, r.key, r.value, r.headers) for r in copied.values()) == sorted(
-        (i % 2, f"k{i}".encode(), f"copy-v{i}".encode(), [("h", str(i).encode())]) for i in range(N))
+        (i % 2, f"k{i}".encode(), f"copy-v{i}".encode(), [("h", str(i).encode())]) for i in range(N)
+    )
     streamed = read_all(b, stream_out, [0, 1])
     assert sorted(r.value for r in streamed.values()) == sorted(f"stream-v{i}".encode() for i in range(N))

@@ -9,6 +9,7 @@ per_broker=..., zookeeper=...)` for other shapes. Tests create their own topics.
 failed test's report carries the tail of every broker's log and of ZooKeeper's; every
 broker is killed when the test ends, whatever happened.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -69,15 +70,27 @@ def make_cluster(request, tmp_path, zookeeper):
     """make_cluster(n=3, config=None, per_broker=None, zookeeper=None, log_level="info",
     event_loop="asyncio") -> a started Cluster. config is added to CLUSTER_CONFIG; zookeeper defaults to the session's."""
     clusters: list[Cluster] = []
-    request.node.kbroker_clusters = clusters          # read by pytest_runtest_makereport
+    request.node.kbroker_clusters = clusters  # read by pytest_runtest_makereport
     session_zookeeper = zookeeper
 
-    def make(n: int = 3, config: dict | None = None, per_broker: dict | None = None,
-             zookeeper: ZooKeeperServer | None = None, log_level: str = "info",
-             event_loop: str = "asyncio") -> Cluster:
-        c = Cluster(tmp_path / f"cluster{len(clusters)}", n=n, zookeeper=zookeeper or session_zookeeper,
-                    config={**CLUSTER_CONFIG, **(config or {})}, per_broker=per_broker, chroot=_chroot(request),
-                    log_level=log_level, event_loop=event_loop)
+    def make(
+        n: int = 3,
+        config: dict | None = None,
+        per_broker: dict | None = None,
+        zookeeper: ZooKeeperServer | None = None,
+        log_level: str = "info",
+        event_loop: str = "asyncio",
+    ) -> Cluster:
+        c = Cluster(
+            tmp_path / f"cluster{len(clusters)}",
+            n=n,
+            zookeeper=zookeeper or session_zookeeper,
+            config={**CLUSTER_CONFIG, **(config or {})},
+            per_broker=per_broker,
+            chroot=_chroot(request),
+            log_level=log_level,
+            event_loop=event_loop,
+        )
         clusters.append(c)
         return c.start()
 

@@ -3,6 +3,7 @@ collection): a test fails on purpose with a cluster up, one passes with another,
 each test checks that the brokers of the one before are gone already, so the fixture
 killed them whatever the outcome; the outer test checks that the failure's report
 carried the brokers' logs and that nothing is left once this pytest has exited."""
+
 import os
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 records exactly what was acknowledged, a full read-back of a topic, and the checks
 Kafka's replication system tests make (every acknowledged record present exactly once,
 per-partition order kept). Every wait is bounded."""
+
 from __future__ import annotations
 
 import threading
@@ -18,15 +19,31 @@ class ProducerThread:
     until stop(); `acked[p]` lists the sequence numbers acknowledged, in order of
     acknowledgement, `errors` every delivery error."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, *, acks: str = "all",
-                 idempotent: bool = True, rate: float = 2000.0, extra: dict | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        acks: str = "all",
+        idempotent: bool = True,
+        rate: float = 2000.0,
+        extra: dict | None = None,
+    ):
         ck = require_module("confluent_kafka")
         self.topic = topic
         self.partitions = partitions
         self.rate = rate
-        conf = {"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent,
-                "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "enable.idempotence": idempotent,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "request.timeout.ms": 10000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
         conf.update(extra or {})
         self.producer = ck.Producer(conf)
         self.acked: dict[int, list[int]] = {p: [] for p in range(partitions)}
@@ -56,8 +73,9 @@ class ProducerThread:
             for p in range(self.partitions):
                 seq = self.sent[p]
                 try:
-                    self.producer.produce(self.topic, value=f"{p}:{seq}".encode(), partition=p,
-                                          on_delivery=self._report)
+                    self.producer.produce(
+                        self.topic, value=f"{p}:{seq}".encode(), partition=p, on_delivery=self._report
+                    )
                 except BufferError:
                     self.producer.poll(0.05)
                     continue
@@ -77,8 +95,9 @@ class ProducerThread:
         target = self.acked_count() + n
         deadline = time.monotonic() + timeout
         while self.acked_count() < target:
-            assert time.monotonic() < deadline, \
+            assert time.monotonic() < deadline, (
                 f"the producer got only {self.acked_count()} of {target} acks in {timeout} s; errors {self.errors[-5:]}"
+            )
             time.sleep(0.05)
 
     def stop(self, flush_s: float = 60.0) -> None:
@@ -98,8 +117,9 @@ def read_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[i
     return out
 
 
-def check_no_loss_no_duplicates(acked: dict[int, list[int]], stored: dict[int, list[int]],
-                                idempotent: bool = True) -> None:
+def check_no_loss_no_duplicates(
+    acked: dict[int, list[int]], stored: dict[int, list[int]], idempotent: bool = True
+) -> None:
     """Kafka's replication-test verdict: every acknowledged record is stored; with an
     idempotent producer none is stored twice; each partition keeps the producer's order."""
     for p, seqs in acked.items():

@@ -1,6 +1,7 @@
 """Administering a 3-broker cluster: any broker takes admin requests, the CLI's cluster
 views, bad input answered with Kafka's error codes or one line, preferred leaders coming
 back by themselves, rack-aware assignment."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,8 +17,9 @@ from tests.support.ports import free_port
 
 
 def cli(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli.main", *map(str, args)], capture_output=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", *map(str, args)], capture_output=True, timeout=timeout
+    )
 
 
 def via(cluster, broker_id) -> Client:
@@ -29,7 +31,7 @@ def test_any_broker_administers_and_every_broker_sees_it(cluster3):
     other = next(b for b in cluster3.ids if b != controller)
     with via(cluster3, other) as c:
         c.create_topic("adm", 6, 3, {"retention.ms": "123456"})
-    for b in cluster3.ids:                                       # every broker's metadata has it
+    for b in cluster3.ids:  # every broker's metadata has it
         cluster3.wait_for_leader("adm", 5, everywhere=True)
         with via(cluster3, b) as c:
             meta = c.refresh(["adm"])["adm"]
@@ -47,8 +49,11 @@ def test_any_broker_administers_and_every_broker_sees_it(cluster3):
             while True:
                 meta = c.refresh(["adm"])["adm"]
                 cfg = {e.name: e.value for e in c.describe_configs(2, "adm")}
-                if (len(meta.partitions) == 8 and all(p.leader >= 0 for p in meta.partitions.values())
-                        and cfg["retention.ms"] == "654321"):
+                if (
+                    len(meta.partitions) == 8
+                    and all(p.leader >= 0 for p in meta.partitions.values())
+                    and cfg["retention.ms"] == "654321"
+                ):
                     break
                 assert time.monotonic() < deadline, (b, len(meta.partitions), cfg["retention.ms"])
                 time.sleep(0.2)
@@ -57,7 +62,7 @@ def test_any_broker_administers_and_every_broker_sees_it(cluster3):
     for b in cluster3.ids:
         with via(cluster3, b) as c:
             assert c.refresh(["adm"])["adm"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    for b in cluster3.ids:                                      # the replicas' logs are gone
+    for b in cluster3.ids:  # the replicas' logs are gone
         data = cluster3.broker(b).data_dir
         deadline = time.monotonic() + 20
         while any(p.name.startswith("adm-") for p in data.iterdir()):
@@ -67,9 +72,11 @@ def test_any_broker_administers_and_every_broker_sees_it(cluster3):
 
 def test_bad_topic_requests_get_kafka_error_codes(cluster3):
     with via(cluster3, 1) as c:
-        for (partitions, rf), code in [((1, 4), ErrorCode.INVALID_REPLICATION_FACTOR),
-                                       ((0, 3), ErrorCode.INVALID_PARTITIONS),
-                                       ((1, 0), ErrorCode.INVALID_REPLICATION_FACTOR)]:
+        for (partitions, rf), code in [
+            ((1, 4), ErrorCode.INVALID_REPLICATION_FACTOR),
+            ((0, 3), ErrorCode.INVALID_PARTITIONS),
+            ((1, 0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        ]:
             with pytest.raises(KafkaProtocolError) as e:
                 c.create_topic("bad", partitions, rf)
             assert e.value.code == code
@@ -82,7 +89,7 @@ def test_bad_topic_requests_get_kafka_error_codes(cluster3):
         assert e.value.code == ErrorCode.INVALID_PARTITIONS
     cluster3.kill(3)
     cluster3.wait_for_unregistered([3])
-    with via(cluster3, 1) as c:                                 # three replicas, two live brokers
+    with via(cluster3, 1) as c:  # three replicas, two live brokers
         deadline = time.monotonic() + 20
         while len(c.refresh([]) or c.brokers) and len(c.brokers) != 2:
             assert time.monotonic() < deadline
@@ -105,7 +112,7 @@ def test_cli_describes_the_cluster_and_partitions_in_kafkas_layout(cluster3, zoo
     for p, line in enumerate(lines[1:]):
         fields = dict(f.split(": ", 1) for f in line.strip().split("\t"))
         assert fields["Partition"] == str(p)
-        assert int(fields["Leader"]) == int(fields["Replicas"].split(",")[0])   # preferred leaders
+        assert int(fields["Leader"]) == int(fields["Replicas"].split(",")[0])  # preferred leaders
         assert sorted(fields["Isr"].split(",")) == ["1", "2", "3"]
     r = cli("cluster", "describe", "-b", cluster3.bootstrap, "--zookeeper", cluster3.zk_connect)
     assert r.returncode == 0, r.stderr
@@ -122,41 +129,43 @@ def test_cli_describes_the_cluster_and_partitions_in_kafkas_layout(cluster3, zoo
     # out of every other ISR (two metadata updates, as Kafka's controller): wait for the second
     deadline = time.monotonic() + 30
     while True:
-        r = cli("topics", "describe", "orders", "--under-replicated-partitions", "-b",
-                cluster3.broker(alive).bootstrap)
+        r = cli("topics", "describe", "orders", "--under-replicated-partitions", "-b", cluster3.broker(alive).bootstrap)
         assert r.returncode == 0, r.stderr
         if r.stdout.decode().count("Partition:") == 6:
             break
         assert time.monotonic() < deadline, f"not every partition under-replicated:\n{r.stdout.decode()}"
         time.sleep(0.2)
-    assert cli("topics", "describe", "orders", "--unavailable-partitions", "-b",
-               cluster3.broker(alive).bootstrap).stdout == b""
+    assert (
+        cli("topics", "describe", "orders", "--unavailable-partitions", "-b", cluster3.broker(alive).bootstrap).stdout
+        == b""
+    )
 
 
 def test_preferred_leaders_come_back_by_themselves_and_on_demand(make_cluster):
-    cluster = make_cluster(3, config={"leader.imbalance.check.interval.seconds": 2,
-                                      "leader.imbalance.per.broker.percentage": 0})
+    cluster = make_cluster(
+        3, config={"leader.imbalance.check.interval.seconds": 2, "leader.imbalance.per.broker.percentage": 0}
+    )
     with via(cluster, 1) as c:
         c.create_topic("pl", 3, 3)
     preferred = {p: cluster.replicas_of("pl", p)[0] for p in range(3)}
     victim = preferred[0]
-    cluster.stop(victim)                                      # controlled: leadership moves away
+    cluster.stop(victim)  # controlled: leadership moves away
     assert cluster.leader_of("pl", 0) != victim
     cluster.start(victim)
     cluster.wait_for_isr("pl", 0, {1, 2, 3})
-    deadline = time.monotonic() + 30                          # the controller's imbalance check
+    deadline = time.monotonic() + 30  # the controller's imbalance check
     while cluster.leader_of("pl", 0) != victim:
         assert time.monotonic() < deadline, "the preferred leader did not come back"
         time.sleep(0.3)
     # on demand: ElectLeaders through the CLI, here with nothing to do
-    r = cli("topics", "elect-leaders", "--election-type", "preferred", "--all-topic-partitions",
-            "-b", cluster.bootstrap)
+    r = cli(
+        "topics", "elect-leaders", "--election-type", "preferred", "--all-topic-partitions", "-b", cluster.bootstrap
+    )
     assert r.returncode == 0, r.stderr
 
 
 def test_replicas_spread_over_racks(make_cluster):
-    cluster = make_cluster(3, per_broker={1: {"broker.rack": "a"}, 2: {"broker.rack": "a"},
-                                          3: {"broker.rack": "b"}})
+    cluster = make_cluster(3, per_broker={1: {"broker.rack": "a"}, 2: {"broker.rack": "a"}, 3: {"broker.rack": "b"}})
     with via(cluster, 1) as c:
         c.create_topic("racks", 6, 2)
         meta = c.refresh(["racks"])["racks"]
@@ -177,19 +186,38 @@ def test_a_broker_refuses_to_start_on_a_registered_id_or_another_clusters_data(m
     assert "broker.id 1 is already registered" in text and "refusing to start" in text
     # a data dir of this cluster brought to another cluster (another chroot)
     cluster3.stop(3)
-    stranger = BrokerProcess(cluster3.broker(3).data_dir, broker_id=3,
-                             config={**cluster3.config, "zookeeper.connect": zookeeper.chroot("other_cluster")})
+    stranger = BrokerProcess(
+        cluster3.broker(3).data_dir,
+        broker_id=3,
+        config={**cluster3.config, "zookeeper.connect": zookeeper.chroot("other_cluster")},
+    )
     with pytest.raises(RuntimeError) as e:
         stranger.start(timeout=30)
     assert "belongs to cluster" in str(e.value) and "refusing to start" in str(e.value)
 
 
 def test_zookeeper_unreachable_at_start_is_one_line_and_exit_1(tmp_path):
-    port = free_port()                                         # nothing listens there
-    r = subprocess.run([sys.executable, "-m", "broker.cli.main", "serve", "--broker-id", "1", "--data-dir",
-                        str(tmp_path / "d"), "--listen", f"127.0.0.1:{free_port()}", "--zookeeper",
-                        f"127.0.0.1:{port}/kb", "--set", "zookeeper.connection.timeout.ms=2000"],
-                       capture_output=True, timeout=60)
+    port = free_port()  # nothing listens there
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--broker-id",
+            "1",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--zookeeper",
+            f"127.0.0.1:{port}/kb",
+            "--set",
+            "zookeeper.connection.timeout.ms=2000",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     err = [line for line in r.stderr.decode().splitlines() if line.startswith("broker:")]
     assert len(err) == 1 and f"127.0.0.1:{port}" in err[0], r.stderr.decode()[-2000:]

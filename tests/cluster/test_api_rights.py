@@ -10,6 +10,7 @@ a SASL_PLAINTEXT listener, PLAIN users admin (super user), alice and bob):
 
 An API registered without a request here fails the test: a new handler gets its
 example request beside its row (REQUESTS), the transaction APIs included."""
+
 from __future__ import annotations
 
 import time
@@ -81,170 +82,590 @@ from tests.support.ports import free_port
 pytestmark = pytest.mark.timeout(180)
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
-AUTH_CODES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
-              ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items())
+    + ";"
+)
+AUTH_CODES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 T, G = "rights-t", "rights-g"
 
 
 def _fetch(replica_id: int) -> F:
-    return F(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-             session_epoch=-1, forgotten_topics_data=[], topics=[F.FetchTopic(topic=T, partitions=[
-                 F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    return F(
+        replica_id=replica_id,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        topics=[
+            F.FetchTopic(
+                topic=T, partitions=[F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)]
+            )
+        ],
+    )
 
 
 def _ofle(replica_id: int) -> OFLE:
-    return OFLE(replica_id=replica_id, topics=[OFLE.OffsetForLeaderTopic(topic=T, partitions=[
-        OFLE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+    return OFLE(
+        replica_id=replica_id,
+        topics=[
+            OFLE.OffsetForLeaderTopic(
+                topic=T,
+                partitions=[OFLE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)],
+            )
+        ],
+    )
 
 
 def _acl_filter() -> dict:
-    return dict(resource_type_filter=2, resource_name_filter="nobody-topic", pattern_type_filter=3,
-                principal_filter="User:nobody", host_filter=None, operation=1, permission_type=1)
+    return dict(
+        resource_type_filter=2,
+        resource_name_filter="nobody-topic",
+        pattern_type_filter=3,
+        principal_filter="User:nobody",
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
 
 
 #: (case, api, request, version or None, how alice is answered: "refused" | "filtered" | "open");
 #: inter-broker requests last (bob's, allowed, may change the broker's state)
 REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
-    ("produce", ApiKey.PRODUCE, P(acks=1, timeout_ms=10000, topic_data=[P.TopicProduceData(name=T, partition_data=[
-        P.PartitionProduceData(index=0, records=bytes(batch([b"r"])))])]), None, "refused"),
+    (
+        "produce",
+        ApiKey.PRODUCE,
+        P(
+            acks=1,
+            timeout_ms=10000,
+            topic_data=[
+                P.TopicProduceData(
+                    name=T, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch([b"r"])))]
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
     ("consumer fetch", ApiKey.FETCH, _fetch(-1), 12, "refused"),
-    ("list offsets", ApiKey.LIST_OFFSETS, LO(replica_id=-1, isolation_level=0, topics=[LO.ListOffsetsTopic(
-        name=T, partitions=[LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), None, "refused"),
-    ("metadata of a named topic", ApiKey.METADATA, MD(topics=[MD.MetadataRequestTopic(name=T)],
-                                                      allow_auto_topic_creation=False), None, "refused"),
-    ("metadata of all topics", ApiKey.METADATA, MD(topics=None, allow_auto_topic_creation=False), None,
-     "filtered"),
-    ("offset commit", ApiKey.OFFSET_COMMIT, OC(group_id=G, generation_id_or_member_epoch=-1, member_id="",
-                                                retention_time_ms=-1, topics=[OC.OffsetCommitRequestTopic(
-                                                    name=T, partitions=[OC.OffsetCommitRequestPartition(
-                                                        partition_index=0, committed_offset=0,
-                                                        committed_metadata="")])]), 7, "refused"),
-    ("offset fetch", ApiKey.OFFSET_FETCH, OF(group_id=G, topics=[OF.OffsetFetchRequestTopic(
-        name=T, partition_indexes=[0])]), 7, "refused"),
-    ("find a group's coordinator", ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=G, key_type=0), 3,
-     "refused"),
-    ("find a transaction's coordinator", ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="txn", key_type=1),
-     3, "refused"),
-    ("join group", ApiKey.JOIN_GROUP, JG(group_id=G, session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                         member_id="", protocol_type="consumer",
-                                         protocols=[JG.JoinGroupRequestProtocol(name="range", metadata=b"")]),
-     None, "refused"),
+    (
+        "list offsets",
+        ApiKey.LIST_OFFSETS,
+        LO(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[LO.ListOffsetsTopic(name=T, partitions=[LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "metadata of a named topic",
+        ApiKey.METADATA,
+        MD(topics=[MD.MetadataRequestTopic(name=T)], allow_auto_topic_creation=False),
+        None,
+        "refused",
+    ),
+    ("metadata of all topics", ApiKey.METADATA, MD(topics=None, allow_auto_topic_creation=False), None, "filtered"),
+    (
+        "offset commit",
+        ApiKey.OFFSET_COMMIT,
+        OC(
+            group_id=G,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            retention_time_ms=-1,
+            topics=[
+                OC.OffsetCommitRequestTopic(
+                    name=T,
+                    partitions=[
+                        OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_metadata="")
+                    ],
+                )
+            ],
+        ),
+        7,
+        "refused",
+    ),
+    (
+        "offset fetch",
+        ApiKey.OFFSET_FETCH,
+        OF(group_id=G, topics=[OF.OffsetFetchRequestTopic(name=T, partition_indexes=[0])]),
+        7,
+        "refused",
+    ),
+    ("find a group's coordinator", ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=G, key_type=0), 3, "refused"),
+    (
+        "find a transaction's coordinator",
+        ApiKey.FIND_COORDINATOR,
+        FindCoordinatorRequest(key="txn", key_type=1),
+        3,
+        "refused",
+    ),
+    (
+        "join group",
+        ApiKey.JOIN_GROUP,
+        JG(
+            group_id=G,
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=10000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[JG.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        ),
+        None,
+        "refused",
+    ),
     ("heartbeat", ApiKey.HEARTBEAT, HeartbeatRequest(group_id=G, generation_id=1, member_id="m"), None, "refused"),
-    ("leave group", ApiKey.LEAVE_GROUP, LG(group_id=G, members=[LG.MemberIdentity(member_id="m")]), None,
-     "refused"),
-    ("sync group", ApiKey.SYNC_GROUP, SyncGroupRequest(group_id=G, generation_id=1, member_id="m",
-                                                       protocol_type="consumer", protocol_name="range",
-                                                       assignments=[]), None, "refused"),
+    ("leave group", ApiKey.LEAVE_GROUP, LG(group_id=G, members=[LG.MemberIdentity(member_id="m")]), None, "refused"),
+    (
+        "sync group",
+        ApiKey.SYNC_GROUP,
+        SyncGroupRequest(
+            group_id=G, generation_id=1, member_id="m", protocol_type="consumer", protocol_name="range", assignments=[]
+        ),
+        None,
+        "refused",
+    ),
     ("describe groups", ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[G]), None, "refused"),
     ("list groups", ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), None, "filtered"),
-    ("api versions", ApiKey.API_VERSIONS, ApiVersionsRequest(client_software_name="t",
-                                                             client_software_version="1"), None, "open"),
-    ("create topics", ApiKey.CREATE_TOPICS, CT(topics=[CT.CreatableTopic(name=T + "-new", num_partitions=1,
-                                                                         replication_factor=1)],
-                                               timeout_ms=10000, validate_only=True), None, "refused"),
-    ("delete topics", ApiKey.DELETE_TOPICS, DT(topic_names=[T + "-del"], topics=[DT.DeleteTopicState(
-        name=T + "-del")], timeout_ms=10000), None, "refused"),
-    ("delete records", ApiKey.DELETE_RECORDS, DR(timeout_ms=10000, topics=[DR.DeleteRecordsTopic(name=T, partitions=[
-        DR.DeleteRecordsPartition(partition_index=0, offset=0)])]), None, "refused"),
-    ("idempotent producer id", ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
-        transactional_id=None, transaction_timeout_ms=60000), 4, "refused"),
-    ("transactional producer id", ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
-        transactional_id="txn", transaction_timeout_ms=60000), 4, "refused"),
+    (
+        "api versions",
+        ApiKey.API_VERSIONS,
+        ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        None,
+        "open",
+    ),
+    (
+        "create topics",
+        ApiKey.CREATE_TOPICS,
+        CT(
+            topics=[CT.CreatableTopic(name=T + "-new", num_partitions=1, replication_factor=1)],
+            timeout_ms=10000,
+            validate_only=True,
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "delete topics",
+        ApiKey.DELETE_TOPICS,
+        DT(topic_names=[T + "-del"], topics=[DT.DeleteTopicState(name=T + "-del")], timeout_ms=10000),
+        None,
+        "refused",
+    ),
+    (
+        "delete records",
+        ApiKey.DELETE_RECORDS,
+        DR(
+            timeout_ms=10000,
+            topics=[DR.DeleteRecordsTopic(name=T, partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=0)])],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "idempotent producer id",
+        ApiKey.INIT_PRODUCER_ID,
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+        4,
+        "refused",
+    ),
+    (
+        "transactional producer id",
+        ApiKey.INIT_PRODUCER_ID,
+        InitProducerIdRequest(transactional_id="txn", transaction_timeout_ms=60000),
+        4,
+        "refused",
+    ),
     ("a client's offset for leader epoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, _ofle(-1), None, "refused"),
     ("describe acls", ApiKey.DESCRIBE_ACLS, DAC(**_acl_filter()), None, "refused"),
-    ("create acls", ApiKey.CREATE_ACLS, CA(creations=[CA.AclCreation(
-        resource_type=2, resource_name="nobody-topic", resource_pattern_type=3, principal="User:nobody", host="*",
-        operation=3, permission_type=3)]), None, "refused"),
+    (
+        "create acls",
+        ApiKey.CREATE_ACLS,
+        CA(
+            creations=[
+                CA.AclCreation(
+                    resource_type=2,
+                    resource_name="nobody-topic",
+                    resource_pattern_type=3,
+                    principal="User:nobody",
+                    host="*",
+                    operation=3,
+                    permission_type=3,
+                )
+            ]
+        ),
+        None,
+        "refused",
+    ),
     ("delete acls", ApiKey.DELETE_ACLS, DA(filters=[DA.DeleteAclsFilter(**_acl_filter())]), None, "refused"),
-    ("describe topic configs", ApiKey.DESCRIBE_CONFIGS, DC(resources=[DC.DescribeConfigsResource(
-        resource_type=2, resource_name=T, configuration_keys=["retention.ms"])]), None, "refused"),
-    ("describe broker configs", ApiKey.DESCRIBE_CONFIGS, DC(resources=[DC.DescribeConfigsResource(
-        resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"])]), None, "refused"),
-    ("alter topic configs", ApiKey.ALTER_CONFIGS, AC(validate_only=True, resources=[AC.AlterConfigsResource(
-        resource_type=2, resource_name=T, configs=[AC.AlterableConfig(name="retention.ms", value="86400000")])]),
-     None, "refused"),
+    (
+        "describe topic configs",
+        ApiKey.DESCRIBE_CONFIGS,
+        DC(
+            resources=[
+                DC.DescribeConfigsResource(resource_type=2, resource_name=T, configuration_keys=["retention.ms"])
+            ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "describe broker configs",
+        ApiKey.DESCRIBE_CONFIGS,
+        DC(
+            resources=[
+                DC.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"])
+            ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "alter topic configs",
+        ApiKey.ALTER_CONFIGS,
+        AC(
+            validate_only=True,
+            resources=[
+                AC.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=T,
+                    configs=[AC.AlterableConfig(name="retention.ms", value="86400000")],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
     ("describe log dirs", ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=None), None, "refused"),
-    ("create partitions", ApiKey.CREATE_PARTITIONS, CP(topics=[CP.CreatePartitionsTopic(
-        name=T, count=2, assignments=None)], timeout_ms=10000, validate_only=True), None, "refused"),
+    (
+        "create partitions",
+        ApiKey.CREATE_PARTITIONS,
+        CP(topics=[CP.CreatePartitionsTopic(name=T, count=2, assignments=None)], timeout_ms=10000, validate_only=True),
+        None,
+        "refused",
+    ),
     ("delete groups", ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=["no-such-group"]), None, "refused"),
-    ("elect leaders", ApiKey.ELECT_LEADERS, EL(election_type=0, topic_partitions=[EL.TopicPartitions(
-        topic=T, partitions=[0])], timeout_ms=10000), None, "refused"),
-    ("alter partition reassignments (a cancel)", ApiKey.ALTER_PARTITION_REASSIGNMENTS, APR(
-        timeout_ms=10000, topics=[APR.ReassignableTopic(name=T, partitions=[APR.ReassignablePartition(
-            partition_index=0, replicas=None)])]), None, "refused"),
-    ("list partition reassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, LPR(timeout_ms=10000, topics=None), None,
-     "refused"),
-    ("incremental alter topic configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, IAC(
-        validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=2, resource_name=T, configs=[
-            IAC.AlterableConfig(name="retention.ms", config_operation=0, value="86400000")])]), None, "refused"),
-    ("incremental alter broker configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, IAC(
-        validate_only=True, resources=[IAC.AlterConfigsResource(resource_type=4, resource_name="", configs=[
-            IAC.AlterableConfig(name="log.retention.ms", config_operation=0, value="86400000")])]), None, "refused"),
-    ("alter broker configs", ApiKey.ALTER_CONFIGS, AC(validate_only=True, resources=[AC.AlterConfigsResource(
-        resource_type=4, resource_name="1", configs=[AC.AlterableConfig(name="log.retention.ms", value="86400000")])]),
-     None, "refused"),
-    ("offset delete", ApiKey.OFFSET_DELETE, OD(group_id=G, topics=[OD.OffsetDeleteRequestTopic(
-        name=T, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]), None, "refused"),
+    (
+        "elect leaders",
+        ApiKey.ELECT_LEADERS,
+        EL(election_type=0, topic_partitions=[EL.TopicPartitions(topic=T, partitions=[0])], timeout_ms=10000),
+        None,
+        "refused",
+    ),
+    (
+        "alter partition reassignments (a cancel)",
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        APR(
+            timeout_ms=10000,
+            topics=[
+                APR.ReassignableTopic(name=T, partitions=[APR.ReassignablePartition(partition_index=0, replicas=None)])
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "list partition reassignments",
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        LPR(timeout_ms=10000, topics=None),
+        None,
+        "refused",
+    ),
+    (
+        "incremental alter topic configs",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        IAC(
+            validate_only=True,
+            resources=[
+                IAC.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=T,
+                    configs=[IAC.AlterableConfig(name="retention.ms", config_operation=0, value="86400000")],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "incremental alter broker configs",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        IAC(
+            validate_only=True,
+            resources=[
+                IAC.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="",
+                    configs=[IAC.AlterableConfig(name="log.retention.ms", config_operation=0, value="86400000")],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "alter broker configs",
+        ApiKey.ALTER_CONFIGS,
+        AC(
+            validate_only=True,
+            resources=[
+                AC.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=[AC.AlterableConfig(name="log.retention.ms", value="86400000")],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "offset delete",
+        ApiKey.OFFSET_DELETE,
+        OD(
+            group_id=G,
+            topics=[
+                OD.OffsetDeleteRequestTopic(name=T, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])
+            ],
+        ),
+        None,
+        "refused",
+    ),
     ("describe client quotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, DCQ(components=[], strict=False), None, "refused"),
-    ("alter client quotas", ApiKey.ALTER_CLIENT_QUOTAS, ACQ(validate_only=True, entries=[ACQ.EntryData(
-        entity=[ACQ.EntityData(entity_type="client-id", entity_name="nobody")],
-        ops=[ACQ.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), None, "refused"),
-    ("describe scram credentials", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-     DescribeUserScramCredentialsRequest(users=None), None, "refused"),
-    ("alter scram credentials", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AUS(deletions=[AUS.ScramCredentialDeletion(
-        name="nobody", mechanism=1)], upsertions=[]), None, "refused"),
+    (
+        "alter client quotas",
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        ACQ(
+            validate_only=True,
+            entries=[
+                ACQ.EntryData(
+                    entity=[ACQ.EntityData(entity_type="client-id", entity_name="nobody")],
+                    ops=[ACQ.OpData(key="producer_byte_rate", value=1024.0, remove=False)],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "describe scram credentials",
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        DescribeUserScramCredentialsRequest(users=None),
+        None,
+        "refused",
+    ),
+    (
+        "alter scram credentials",
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        AUS(deletions=[AUS.ScramCredentialDeletion(name="nobody", mechanism=1)], upsertions=[]),
+        None,
+        "refused",
+    ),
     # transactions (a producer id no coordinator handed out: bob is answered, not refused)
-    ("add partitions to a transaction", ApiKey.ADD_PARTITIONS_TO_TXN, APT(
-        v3_and_below_transactional_id="txn", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
-        v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])]), 3, "refused"),
-    ("add offsets to a transaction", ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest(
-        transactional_id="txn", producer_id=1, producer_epoch=0, group_id=G), None, "refused"),
-    ("end a transaction", ApiKey.END_TXN, EndTxnRequest(transactional_id="txn", producer_id=1, producer_epoch=0,
-                                                        committed=False), None, "refused"),
-    ("transactional offset commit", ApiKey.TXN_OFFSET_COMMIT, TOC(
-        transactional_id="txn", group_id=G, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
-        group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(name=T, partitions=[
-            TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_leader_epoch=-1,
-                                                committed_metadata="")])]), 3, "refused"),
-    ("transactional offset commit adding its partition (transaction.version 2)", ApiKey.TXN_OFFSET_COMMIT, TOC(
-        transactional_id="txn", group_id=G, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
-        group_instance_id=None, topics=[TOC.TxnOffsetCommitRequestTopic(name=T, partitions=[
-            TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_leader_epoch=-1,
-                                                committed_metadata="")])]), 5, "refused"),
-    ("describe transactions", ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=["txn"]),
-     None, "refused"),
-    ("list transactions", ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
-     0, "filtered"),
-    ("describe producers", ApiKey.DESCRIBE_PRODUCERS, DP(topics=[DP.TopicRequest(name=T, partition_indexes=[0])]),
-     None, "refused"),
-    ("describe cluster", ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequest(include_cluster_authorized_operations=False),
-     0, "open"),
+    (
+        "add partitions to a transaction",
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        APT(
+            v3_and_below_transactional_id="txn",
+            v3_and_below_producer_id=1,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])],
+        ),
+        3,
+        "refused",
+    ),
+    (
+        "add offsets to a transaction",
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        AddOffsetsToTxnRequest(transactional_id="txn", producer_id=1, producer_epoch=0, group_id=G),
+        None,
+        "refused",
+    ),
+    (
+        "end a transaction",
+        ApiKey.END_TXN,
+        EndTxnRequest(transactional_id="txn", producer_id=1, producer_epoch=0, committed=False),
+        None,
+        "refused",
+    ),
+    (
+        "transactional offset commit",
+        ApiKey.TXN_OFFSET_COMMIT,
+        TOC(
+            transactional_id="txn",
+            group_id=G,
+            producer_id=1,
+            producer_epoch=0,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                TOC.TxnOffsetCommitRequestTopic(
+                    name=T,
+                    partitions=[
+                        TOC.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        ),
+        3,
+        "refused",
+    ),
+    (
+        "transactional offset commit adding its partition (transaction.version 2)",
+        ApiKey.TXN_OFFSET_COMMIT,
+        TOC(
+            transactional_id="txn",
+            group_id=G,
+            producer_id=1,
+            producer_epoch=0,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                TOC.TxnOffsetCommitRequestTopic(
+                    name=T,
+                    partitions=[
+                        TOC.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        ),
+        5,
+        "refused",
+    ),
+    (
+        "describe transactions",
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        DescribeTransactionsRequest(transactional_ids=["txn"]),
+        None,
+        "refused",
+    ),
+    (
+        "list transactions",
+        ApiKey.LIST_TRANSACTIONS,
+        ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
+        0,
+        "filtered",
+    ),
+    (
+        "describe producers",
+        ApiKey.DESCRIBE_PRODUCERS,
+        DP(topics=[DP.TopicRequest(name=T, partition_indexes=[0])]),
+        None,
+        "refused",
+    ),
+    (
+        "describe cluster",
+        ApiKey.DESCRIBE_CLUSTER,
+        DescribeClusterRequest(include_cluster_authorized_operations=False),
+        0,
+        "open",
+    ),
     # inter-broker requests, and a follower's fetches
     ("follower fetch", ApiKey.FETCH, _fetch(7), 12, "refused"),
     ("a follower's offset for leader epoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, _ofle(7), None, "refused"),
-    ("alter partition", ApiKey.ALTER_PARTITION, AlterPartitionRequest(broker_id=7, broker_epoch=1, topics=[]),
-     None, "refused"),
-    ("leader and isr", ApiKey.LEADER_AND_ISR, LeaderAndIsrRequest(controller_id=7, controller_epoch=0,
-                                                                 broker_epoch=1), None, "refused"),
-    ("stop replica", ApiKey.STOP_REPLICA, StopReplicaRequest(controller_id=7, controller_epoch=0, broker_epoch=1),
-     None, "refused"),
-    ("update metadata", ApiKey.UPDATE_METADATA, UpdateMetadataRequest(controller_id=7, controller_epoch=0,
-                                                                      broker_epoch=1), None, "refused"),
-    ("verify a transaction's partitions (a broker's)", ApiKey.ADD_PARTITIONS_TO_TXN, APT(transactions=[
-        APT.AddPartitionsToTxnTransaction(transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=True,
-                                          topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])])]), 4,
-     "refused"),
-    ("add a partition for its producer (a leader's, transaction.version 2)", ApiKey.ADD_PARTITIONS_TO_TXN, APT(
-        transactions=[APT.AddPartitionsToTxnTransaction(
-            transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=False,
-            topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])])]), 5, "refused"),
-    ("write transaction markers", ApiKey.WRITE_TXN_MARKERS, WTM(markers=[WTM.WritableTxnMarker(
-        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
-        topics=[WTM.WritableTxnMarkerTopic(name=T, partition_indexes=[0])])]), None, "refused"),
-    ("controlled shutdown", ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest(broker_id=7, broker_epoch=1),
-     None, "refused"),
+    (
+        "alter partition",
+        ApiKey.ALTER_PARTITION,
+        AlterPartitionRequest(broker_id=7, broker_epoch=1, topics=[]),
+        None,
+        "refused",
+    ),
+    (
+        "leader and isr",
+        ApiKey.LEADER_AND_ISR,
+        LeaderAndIsrRequest(controller_id=7, controller_epoch=0, broker_epoch=1),
+        None,
+        "refused",
+    ),
+    (
+        "stop replica",
+        ApiKey.STOP_REPLICA,
+        StopReplicaRequest(controller_id=7, controller_epoch=0, broker_epoch=1),
+        None,
+        "refused",
+    ),
+    (
+        "update metadata",
+        ApiKey.UPDATE_METADATA,
+        UpdateMetadataRequest(controller_id=7, controller_epoch=0, broker_epoch=1),
+        None,
+        "refused",
+    ),
+    (
+        "verify a transaction's partitions (a broker's)",
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        APT(
+            transactions=[
+                APT.AddPartitionsToTxnTransaction(
+                    transactional_id="txn",
+                    producer_id=1,
+                    producer_epoch=0,
+                    verify_only=True,
+                    topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])],
+                )
+            ]
+        ),
+        4,
+        "refused",
+    ),
+    (
+        "add a partition for its producer (a leader's, transaction.version 2)",
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        APT(
+            transactions=[
+                APT.AddPartitionsToTxnTransaction(
+                    transactional_id="txn",
+                    producer_id=1,
+                    producer_epoch=0,
+                    verify_only=False,
+                    topics=[APT.AddPartitionsToTxnTopic(name=T, partitions=[0])],
+                )
+            ]
+        ),
+        5,
+        "refused",
+    ),
+    (
+        "write transaction markers",
+        ApiKey.WRITE_TXN_MARKERS,
+        WTM(
+            markers=[
+                WTM.WritableTxnMarker(
+                    producer_id=1,
+                    producer_epoch=0,
+                    transaction_result=False,
+                    coordinator_epoch=0,
+                    topics=[WTM.WritableTxnMarkerTopic(name=T, partition_indexes=[0])],
+                )
+            ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "controlled shutdown",
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ControlledShutdownRequest(broker_id=7, broker_epoch=1),
+        None,
+        "refused",
+    ),
 ]
 #: APIs that are the authentication itself: sent by every client before it has a principal
 AUTHENTICATION = {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
@@ -269,25 +690,44 @@ def error_codes(msg) -> set[int]:
 def broker(tmp_path_factory, zookeeper):
     d = tmp_path_factory.mktemp("api-rights")
     plain, sasl = free_port(), free_port()
-    config = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-              "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS", "num.partitions": 1, "offsets.topic.num.partitions": 1,
-              "group.initial.rebalance.delay.ms": 0, "zookeeper.connect": zookeeper.chroot("api_rights")}
+    config = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",
+        "num.partitions": 1,
+        "offsets.topic.num.partitions": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "zookeeper.connect": zookeeper.chroot("api_rights"),
+    }
     with BrokerProcess(d / "data", config=config, port=plain, broker_id=1) as b:
-        conns = {u: BrokerConnection("127.0.0.1", sasl, timeout=30, security=ClientSecurity(
-            "SASL_PLAINTEXT", None, "PLAIN", u, pw)) for u, pw in PASSWORDS.items()}
+        conns = {
+            u: BrokerConnection(
+                "127.0.0.1", sasl, timeout=30, security=ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", u, pw)
+            )
+            for u, pw in PASSWORDS.items()
+        }
         admin = conns["admin"]
         deadline = time.monotonic() + 30
-        for name in (T, T + "-del"):          # once the broker sees its own registration
-            while (codes := error_codes(admin.request(CT(topics=[CT.CreatableTopic(
-                    name=name, num_partitions=1, replication_factor=1)], timeout_ms=30000)))) != {0}:
+        for name in (T, T + "-del"):  # once the broker sees its own registration
+            while (
+                codes := error_codes(
+                    admin.request(
+                        CT(
+                            topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+                            timeout_ms=30000,
+                        )
+                    )
+                )
+            ) != {0}:
                 assert codes == {0, ErrorCode.INVALID_REPLICATION_FACTOR} and time.monotonic() < deadline, codes
                 time.sleep(0.1)
         commit = next(r for c, _, r, _, _ in REQUESTS if c == "offset commit")
-        deadline = time.monotonic() + 30           # the group exists, Empty (once __consumer_offsets is up)
-        while (admin.request(FindCoordinatorRequest(key=G, key_type=0), version=3).error_code
-               or (codes := error_codes(admin.request(commit, version=7))) != {0}):
+        deadline = time.monotonic() + 30  # the group exists, Empty (once __consumer_offsets is up)
+        while admin.request(FindCoordinatorRequest(key=G, key_type=0), version=3).error_code or (
+            codes := error_codes(admin.request(commit, version=7))
+        ) != {0}:
             assert time.monotonic() < deadline, "no group coordinator"
             time.sleep(0.1)
         yield b, conns
@@ -297,14 +737,28 @@ def broker(tmp_path_factory, zookeeper):
 
 def set_bobs_acls(admin, rights) -> None:
     """Exactly `rights` for bob: ALLOW on "*" of the type (on the cluster for CLUSTER)."""
-    bob = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter="User:bob",
-               host_filter=None, operation=1, permission_type=1)
+    bob = dict(
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter="User:bob",
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
     admin.request(DA(filters=[DA.DeleteAclsFilter(**bob)]))
-    creations = [CA.AclCreation(resource_type=r.resource_type,
-                                resource_name=CLUSTER_NAME if r.resource_type == ResourceType.CLUSTER else "*",
-                                resource_pattern_type=PatternType.LITERAL, principal="User:bob", host="*",
-                                operation=r.operation, permission_type=Permission.ALLOW)
-                 for r in {Right(r.operation, r.resource_type, None) for r in rights}]
+    creations = [
+        CA.AclCreation(
+            resource_type=r.resource_type,
+            resource_name=CLUSTER_NAME if r.resource_type == ResourceType.CLUSTER else "*",
+            resource_pattern_type=PatternType.LITERAL,
+            principal="User:bob",
+            host="*",
+            operation=r.operation,
+            permission_type=Permission.ALLOW,
+        )
+        for r in {Right(r.operation, r.resource_type, None) for r in rights}
+    ]
     if creations:
         assert error_codes(admin.request(CA(creations=creations))) == {0}
     deadline = time.monotonic() + 10
@@ -331,8 +785,9 @@ def test_a_principal_without_acls_is_refused_every_api(broker):
         got = error_codes(resp) & AUTH_CODES
         allowed = {r.refused for r in API_RIGHTS[api] if r.refused is not None}
         if how == "refused" and not (got and got <= allowed):
-            wrong.append(f"{case}: {sorted(ErrorCode(c).name for c in got)}, expected some of "
-                         f"{sorted(c.name for c in allowed)}")
+            wrong.append(
+                f"{case}: {sorted(ErrorCode(c).name for c in got)}, expected some of {sorted(c.name for c in allowed)}"
+            )
         elif how != "refused" and got:
             wrong.append(f"{case}: refused ({sorted(ErrorCode(c).name for c in got)})")
         if case == "metadata of all topics" and any(t.name == T for t in resp.topics):
@@ -371,8 +826,12 @@ def test_created_topics_configs_need_describe_configs(broker):
     only_create = [r for r in API_RIGHTS[ApiKey.CREATE_TOPICS] if r.operation.name == "CREATE"]
     set_bobs_acls(admin, only_create)
     r = bob.request(create).topics[0]
-    assert (r.error_code, r.topic_config_error_code, r.configs, r.num_partitions) == \
-        (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [], -1)
+    assert (r.error_code, r.topic_config_error_code, r.configs, r.num_partitions) == (
+        0,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        [],
+        -1,
+    )
     set_bobs_acls(admin, API_RIGHTS[ApiKey.CREATE_TOPICS])
     r = bob.request(create).topics[0]
     assert (r.error_code, r.topic_config_error_code) == (0, 0) and any(c.name == "retention.ms" for c in r.configs)

@@ -8,6 +8,7 @@ the new leader and the controller epoch (the one ZooKeeper holds), and the new l
 own line agrees; the killed broker, restarted 20,000 records behind, says which segment
 of how many its log recovery is at, and how its catching up with the leader goes.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,11 @@ def controller_epoch(cluster) -> int:
 
 def test_json_logs_state_change_log_request_log_and_recovery_progress(make_cluster, tmp_path):
     state_logs = {i: tmp_path / f"state-change-{i}.log" for i in (1, 2, 3)}
-    cluster = make_cluster(3, config={"log.format": "json", "log.request.api": "Metadata",
-                                      "offsets.topic.num.partitions": 1},
-                           per_broker={i: {"log.state.change.file": str(p)} for i, p in state_logs.items()})
+    cluster = make_cluster(
+        3,
+        config={"log.format": "json", "log.request.api": "Metadata", "offsets.topic.num.partitions": 1},
+        per_broker={i: {"log.state.change.file": str(p)} for i, p in state_logs.items()},
+    )
     with Client(cluster.bootstrap) as c:
         c.create_topic(TOPIC, 1, 3)
     old = cluster.wait_for_leader(TOPIC, 0, everywhere=True)
@@ -60,8 +63,10 @@ def test_json_logs_state_change_log_request_log_and_recovery_progress(make_clust
     cluster.kill(old)
     new = cluster.wait_for_leader(TOPIC, 0, not_in={old})
     epoch = controller_epoch(cluster)
-    pattern = re.compile(rf"\[Controller id=(\d+) epoch=(\d+)\] partition {TOPIC}-0: leader {old} -> {new}, "
-                         rf"leader epoch (\d+), ISR \[[\d, ]*\] -> \[[\d, ]*\]")
+    pattern = re.compile(
+        rf"\[Controller id=(\d+) epoch=(\d+)\] partition {TOPIC}-0: leader {old} -> {new}, "
+        rf"leader epoch (\d+), ISR \[[\d, ]*\] -> \[[\d, ]*\]"
+    )
 
     def change_logged():
         for i, path in state_logs.items():
@@ -72,17 +77,20 @@ def test_json_logs_state_change_log_request_log_and_recovery_progress(make_clust
                 if m:
                     return True, (i, m, r), r["message"]
         return False, None, "no line yet"
+
     writer, m, record = poll_until("the state-change log names the new leader", change_logged, 30)
     assert record["logger"] == "state.change.logger" and record["level"] == "INFO"
     controller, logged_epoch, leader_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
     assert controller == writer and logged_epoch == epoch
     # the new leader's own line: the same leader epoch and controller epoch
     ours = [r["message"] for r in json_lines(state_logs[new])]
-    assert any(f"[Broker id={new}] partition {TOPIC}-0: leader at leader epoch {leader_epoch} (leader {new})"
-               in line and line.endswith(f"controller epoch {epoch}") for line in ours), ours[-5:]
+    assert any(
+        f"[Broker id={new}] partition {TOPIC}-0: leader at leader epoch {leader_epoch} (leader {new})" in line
+        and line.endswith(f"controller epoch {epoch}")
+        for line in ours
+    ), ours[-5:]
     # the state-change lines go to their file only
-    assert not any(r["logger"] == "state.change.logger"
-                   for r in json_lines(cluster.broker(new).log_path))
+    assert not any(r["logger"] == "state.change.logger" for r in json_lines(cluster.broker(new).log_path))
 
     # the killed broker back, 20,000 records behind: its log recovery reports progress (it
     # died uncleanly), and so does its catching up with the new leader
@@ -92,16 +100,24 @@ def test_json_logs_state_change_log_request_log_and_recovery_progress(make_clust
     cluster.start(old)
     cluster.wait_for_isr(TOPIC, 0, {1, 2, 3})
     for i in (1, 2, 3):
-        records = json_lines(cluster.broker(i).log_path)          # every line of stderr is JSON
-        assert any(r["logger"] == "broker.request" and r["level"] == "DEBUG"
-                   and r["message"].startswith("completed Metadata v") for r in records), i
+        records = json_lines(cluster.broker(i).log_path)  # every line of stderr is JSON
+        assert any(
+            r["logger"] == "broker.request"
+            and r["level"] == "DEBUG"
+            and r["message"].startswith("completed Metadata v")
+            for r in records
+        ), i
         assert not any(r["logger"] == "broker.request" and "completed Produce" in r["message"] for r in records)
-    recovered = [r["message"] for r in json_lines(cluster.broker(old).log_path)
-                 if "recovering segment" in r["message"]]
-    assert any(re.search(rf"{TOPIC}-0: recovering segment 1 of 1 \(base offset 0, [\d.]+ MB so far, [\d.]+ MB/s\)", m)
-               for m in recovered), recovered
+    recovered = [r["message"] for r in json_lines(cluster.broker(old).log_path) if "recovering segment" in r["message"]]
+    assert any(
+        re.search(rf"{TOPIC}-0: recovering segment 1 of 1 \(base offset 0, [\d.]+ MB so far, [\d.]+ MB/s\)", m)
+        for m in recovered
+    ), recovered
     caught = [r["message"] for r in json_lines(cluster.broker(old).log_path) if f"{TOPIC}-0: c" in r["message"]]
-    assert any(m.startswith(f"{TOPIC}-0: catching up with leader {new}: {BEHIND} records behind (offset 50, ")
-               for m in caught), caught
-    assert any(re.match(rf"{TOPIC}-0: caught up with leader {new} at offset {50 + BEHIND} \({BEHIND} records in ", m)
-               for m in caught), caught
+    assert any(
+        m.startswith(f"{TOPIC}-0: catching up with leader {new}: {BEHIND} records behind (offset 50, ") for m in caught
+    ), caught
+    assert any(
+        re.match(rf"{TOPIC}-0: caught up with leader {new} at offset {50 + BEHIND} \({BEHIND} records in ", m)
+        for m in caught
+    ), caught

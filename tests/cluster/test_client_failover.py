@@ -2,6 +2,7 @@
 across a leader's kill -9: every record is acknowledged and in the log, nothing fails,
 the batches went to the new leader once the metadata named it; and with no broker left a
 batch fails once its delivery timeout has passed, not before, not much later."""
+
 from __future__ import annotations
 
 import time
@@ -25,12 +26,12 @@ def test_the_producer_rides_through_a_leader_kill_and_gives_up_at_the_delivery_t
         for i in range(3000):
             if i == 1000:
                 p.flush()
-                cluster.kill(victim)                     # its partitions' leader, mid-stream
+                cluster.kill(victim)  # its partitions' leader, mid-stream
                 killed_at = time.monotonic()
             p.send(topic, b"v%05d" % i, partition=i % 3)
             sent += 1
             p.poll()
-        p.flush()                                        # no error: every batch acknowledged
+        p.flush()  # no error: every batch acknowledged
         took = time.monotonic() - killed_at
         retried = p.retried
     assert retried > 0, "nothing was retried: the kill did not hit the producer"

@@ -9,6 +9,7 @@ rely on, on the session's ZooKeeper server.
   what was written, the case the controller recognises as written.
 
 A lagging ZooKeeper server itself needs an ensemble; that is left to the fault suite."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,6 +29,7 @@ def run(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         return asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 30))
+
     return wrapper
 
 

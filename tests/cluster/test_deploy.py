@@ -13,6 +13,7 @@
 
 Under CI=true a missing systemd-analyze, ZooKeeper or java fails the test.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,22 +65,31 @@ def test_units_pass_systemd_analyze(tmp_path):
     r = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "kbroker.service" not in r.stderr and "zookeeper.service" not in r.stderr, r.stderr
     for u, at_most in (("kbroker.service", 2.5), ("zookeeper.service", 5.0)):
-        r = subprocess.run([analyze, "security", "--offline=yes", str(tmp_path / u)], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [analyze, "security", "--offline=yes", str(tmp_path / u)], capture_output=True, text=True, timeout=60
+        )
         level = re.search(rf"Overall exposure level for {u}: ([0-9.]+) (\w+)", r.stdout)
         assert level and float(level.group(1)) <= at_most and level.group(2) == "OK", r.stdout[-500:]
     # what the guide promises of the broker's unit
     d = unit("kbroker.service")
-    for key, value in (("LimitNOFILE", "100000"), ("ProtectSystem", "strict"), ("Restart", "on-failure"),
-                       ("KillSignal", "SIGTERM"), ("User", "kbroker"), ("NoNewPrivileges", "yes"),
-                       ("ReadWritePaths", "/var/lib/kbroker")):
+    for key, value in (
+        ("LimitNOFILE", "100000"),
+        ("ProtectSystem", "strict"),
+        ("Restart", "on-failure"),
+        ("KillSignal", "SIGTERM"),
+        ("User", "kbroker"),
+        ("NoNewPrivileges", "yes"),
+        ("ReadWritePaths", "/var/lib/kbroker"),
+    ):
         assert d[key] == [value], key
-    assert 0 < int(d["TimeoutStopSec"][0]) <= 300 and int(d["RestartSec"][0]) >= 18   # past the session timeout
+    assert 0 < int(d["TimeoutStopSec"][0]) <= 300 and int(d["RestartSec"][0]) >= 18  # past the session timeout
     from broker.cli.main import build_parser
+
     args = build_parser().parse_args(exec_start("kbroker.service")[1:])
     assert args.command == "serve" and args.config == "/etc/kbroker/server.properties"
     # and the configuration it names is valid as shipped
     from broker.config import BrokerConfig
+
     cfg = BrokerConfig.from_sources(str(DEPLOY / "server.properties"), {})
     assert cfg["log.dirs"] == ["/var/lib/kbroker/data"] and cfg.warnings == []
     assert cfg["zookeeper.connect"].count(",") == 2 and cfg["min.insync.replicas"] == 2
@@ -87,7 +97,7 @@ def test_units_pass_systemd_analyze(tmp_path):
 
 # ---------------------------------------------------------------------- the guide's commands
 
-PRELUDE = r'''
+PRELUDE = r"""
 set -euo pipefail
 _r() { case "$1" in /etc/*|/var/*|/opt/*|/root/*) printf '%s' "$ROOT$1";; /) printf '%s' "$ROOT/";; *) printf '%s' "$1";; esac; }
 _call() { printf '%s\n' "$*" >> "$ROOT/.calls"; }
@@ -132,7 +142,7 @@ python3() { _call python3 "$@"; [ "$1 $2" = "-m venv" ] || return 1; command mkd
         set +e; "$BROKER" "${a[@]}" > "$ROOT/.doctor.$#.out"; local rc=$?; set -e
         [ $rc -le 1 ] || { echo "doctor exit $rc" >&2; return 1; }
     else "$PY" -c 'import sys; from broker.cli.main import build_parser; build_parser().parse_args(sys.argv[1:])' "$@"; fi; }
-'''
+"""
 
 
 def shell_blocks(text: str) -> list[str]:
@@ -141,6 +151,7 @@ def shell_blocks(text: str) -> list[str]:
 
 def textwrap_dedent(block: str) -> str:
     import textwrap
+
     return textwrap.dedent(block)
 
 
@@ -166,12 +177,18 @@ def test_the_guides_commands_run_in_a_scratch_root(tmp_path):
         pytest.skip("this machine has a kbroker user already: the scratch root would copy it")
     blocks = shell_blocks(GUIDE.read_text())
     assert len(blocks) >= 10
-    for b in blocks:                                     # syntax, before anything runs
+    for b in blocks:  # syntax, before anything runs
         assert subprocess.run(["bash", "-n"], input=b, text=True).returncode == 0, b
     root = scratch_root(tmp_path)
     script = PRELUDE + "\n".join(f"# --- block {i}\n{b}" for i, b in enumerate(blocks))
-    r = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "ROOT": str(root), "BROKER": BROKER, "PY": sys.executable})
+    r = subprocess.run(
+        ["bash", "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ROOT": str(root), "BROKER": BROKER, "PY": sys.executable},
+    )
     assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     calls = (root / ".calls").read_text().splitlines()
     # every command word of the guide went through a function above (nothing reached this machine)
@@ -179,17 +196,20 @@ def test_the_guides_commands_run_in_a_scratch_root(tmp_path):
     # what the commands did, in the scratch root
     user = next(line for line in (root / "etc/passwd").read_text().splitlines() if line.startswith("kbroker:"))
     uid = int(user.split(":")[2])
-    assert user.endswith(":/var/lib/kbroker:/usr/sbin/nologin") and uid < 1000        # a system user
+    assert user.endswith(":/var/lib/kbroker:/usr/sbin/nologin") and uid < 1000  # a system user
     data = root / "var/lib/kbroker/data"
     assert data.stat().st_uid == uid and oct(data.stat().st_mode & 0o777) == "0o750"
     props = root / "etc/kbroker/server.properties"
-    assert props.read_text() == (DEPLOY / "server.properties").read_text() and oct(props.stat().st_mode & 0o777) == "0o640"
+    assert (
+        props.read_text() == (DEPLOY / "server.properties").read_text() and oct(props.stat().st_mode & 0o777) == "0o640"
+    )
     assert (root / "etc/systemd/system/kbroker.service").read_text() == (DEPLOY / "kbroker.service").read_text()
     assert (root / "etc/zookeeper/kbroker/log4j.properties").is_file()
     assert (root / "var/lib/zookeeper/myid").read_text() == "1\n"
     assert (root / "etc/sysctl.d/60-kbroker.conf").read_text() == (DEPLOY / "60-kbroker.conf").read_text()
-    listed = subprocess.run(["tar", "-tzf", root / "root/kbroker-config.tar.gz"], capture_output=True,
-                            text=True).stdout.split()
+    listed = subprocess.run(
+        ["tar", "-tzf", root / "root/kbroker-config.tar.gz"], capture_output=True, text=True
+    ).stdout.split()
     assert "etc/kbroker/server.properties" in listed and "etc/systemd/system/kbroker.service" in listed
     # doctor ran on the scratch data dir and said something about each check
     doctor = "".join(p.read_text() for p in root.glob(".doctor.*.out"))
@@ -198,22 +218,30 @@ def test_the_guides_commands_run_in_a_scratch_root(tmp_path):
 
 # ---------------------------------------------------------------------- the units' commands
 
+
 def test_the_units_commands_run_as_systemd_would(tmp_path):
     if zookeeper_available() is not None:
         missing(zookeeper_available(), "apt-get install zookeeper default-jre-headless")
     port, zk_port = free_port(), free_port()
     conf = tmp_path / "zkconf"
     conf.mkdir()
-    shutil.copy("/usr/share/zookeeper/conf/log4j.properties" if os.path.exists(
-        "/usr/share/zookeeper/conf/log4j.properties") else "/etc/zookeeper/conf_example/log4j.properties", conf)
+    shutil.copy(
+        "/usr/share/zookeeper/conf/log4j.properties"
+        if os.path.exists("/usr/share/zookeeper/conf/log4j.properties")
+        else "/etc/zookeeper/conf_example/log4j.properties",
+        conf,
+    )
     # zoo.cfg as shipped, made a single server on loopback with scratch dirs
     cfg = (DEPLOY / "zoo.cfg").read_text()
-    cfg = re.sub(r"^server\.\d+=.*\n", "", cfg, flags=re.M).replace("dataDir=/var/lib/zookeeper",
-                                                                    f"dataDir={tmp_path / 'zkdata'}")
+    cfg = re.sub(r"^server\.\d+=.*\n", "", cfg, flags=re.M).replace(
+        "dataDir=/var/lib/zookeeper", f"dataDir={tmp_path / 'zkdata'}"
+    )
     cfg = cfg.replace("clientPort=2181", f"clientPort={zk_port}\nclientPortAddress=127.0.0.1")
     (conf / "zoo.cfg").write_text(cfg)
-    zk_cmd = [a.replace("/etc/zookeeper/kbroker", str(conf)).replace("/var/log/zookeeper", str(tmp_path))
-              for a in exec_start("zookeeper.service")]
+    zk_cmd = [
+        a.replace("/etc/zookeeper/kbroker", str(conf)).replace("/var/log/zookeeper", str(tmp_path))
+        for a in exec_start("zookeeper.service")
+    ]
     zk = subprocess.Popen(zk_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     broker = None
     try:
@@ -235,6 +263,7 @@ def test_the_units_commands_run_as_systemd_would(tmp_path):
         log = open(tmp_path / "broker.log", "wb")
         broker = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         from broker.client import Cluster
+
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -246,7 +275,7 @@ def test_the_units_commands_run_as_systemd_would(tmp_path):
             assert broker.poll() is None and time.monotonic() < deadline, (tmp_path / "broker.log").read_text()[-2000:]
             time.sleep(0.2)
         t0 = time.monotonic()
-        broker.send_signal(signal.SIGTERM)                      # KillSignal=SIGTERM
+        broker.send_signal(signal.SIGTERM)  # KillSignal=SIGTERM
         timeout_stop = int(unit("kbroker.service")["TimeoutStopSec"][0])
         assert broker.wait(timeout_stop) == 0
         took = time.monotonic() - t0
@@ -262,6 +291,7 @@ def test_the_units_commands_run_as_systemd_would(tmp_path):
 
 # ---------------------------------------------------------------------- broker doctor
 
+
 def _proc_tree(root: Path, values: dict[str, int]) -> Path:
     for name, value in values.items():
         f = root / "sys" / name.replace(".", "/")
@@ -274,11 +304,16 @@ def test_doctor_on_this_machine_and_on_made_up_hosts(tmp_path):
     import resource
 
     from broker.cli import doctor
+
     def read(name: str) -> int:
         return int(Path("/proc/sys", *name.split(".")).read_text().split()[0])
+
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    below = (read("vm.max_map_count") < doctor.MAX_MAP_COUNT or read("fs.file-max") < doctor.FILE_MAX
-             or (soft != resource.RLIM_INFINITY and soft < doctor.NOFILE))
+    below = (
+        read("vm.max_map_count") < doctor.MAX_MAP_COUNT
+        or read("fs.file-max") < doctor.FILE_MAX
+        or (soft != resource.RLIM_INFINITY and soft < doctor.NOFILE)
+    )
     r = subprocess.run([BROKER, "doctor", "--data-dir", tmp_path], capture_output=True, text=True, timeout=60)
     assert r.returncode == (1 if below else 0), r.stdout
     assert r.stdout.startswith(f"kbroker doctor: this host, data dir {tmp_path}")
@@ -288,20 +323,29 @@ def test_doctor_on_this_machine_and_on_made_up_hosts(tmp_path):
     verbose = subprocess.run([BROKER, "doctor", "-v"], capture_output=True, text=True, timeout=60).stdout
     assert all(f"{name} = {read(name)}" in verbose for name in ("vm.max_map_count", "vm.swappiness", "vm.dirty_ratio"))
 
-    good = {"vm.max_map_count": 262144, "fs.file-max": 2000000, "vm.swappiness": 1,
-            "vm.dirty_background_ratio": 5, "vm.dirty_ratio": 60}
+    good = {
+        "vm.max_map_count": 262144,
+        "fs.file-max": 2000000,
+        "vm.swappiness": 1,
+        "vm.dirty_background_ratio": 5,
+        "vm.dirty_ratio": 60,
+    }
+
     # made-up hosts: a /proc tree, and a "broker" (--pid 4242) whose limits it holds
     def host(name: str, sysctls: dict[str, int], nofile: int) -> Path:
         proc = _proc_tree(tmp_path / name, sysctls)
         (proc / "4242").mkdir()
         (proc / "4242" / "limits").write_text(
             "Limit                     Soft Limit           Hard Limit           Units     \n"
-            f"Max open files            {nofile}               {nofile}               files     \n")
+            f"Max open files            {nofile}               {nofile}               files     \n"
+        )
         return proc
 
     def doctor_on(proc: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([BROKER, "doctor", "--proc", proc, "--pid", "4242"], capture_output=True, text=True,
-                              timeout=60)
+        return subprocess.run(
+            [BROKER, "doctor", "--proc", proc, "--pid", "4242"], capture_output=True, text=True, timeout=60
+        )
+
     r = doctor_on(host("good", good, 100000))
     assert r.returncode == 0 and "[limit]" not in r.stdout and "[advice]" not in r.stdout, r.stdout
     r = doctor_on(host("bad", {**good, "vm.max_map_count": 65530, "vm.swappiness": 60}, 100000))
@@ -318,17 +362,28 @@ def test_doctor_reports_a_data_dir_or_metadata_file_others_can_read(tmp_path):
     (when every dir above it lets them through) and for a metadata file (the SCRAM
     credentials and ACLs) with more than 0600; on a host whose limits are all good."""
     import tempfile
-    good = {"vm.max_map_count": 262144, "fs.file-max": 2000000, "vm.swappiness": 1,
-            "vm.dirty_background_ratio": 5, "vm.dirty_ratio": 60}
+
+    good = {
+        "vm.max_map_count": 262144,
+        "fs.file-max": 2000000,
+        "vm.swappiness": 1,
+        "vm.dirty_background_ratio": 5,
+        "vm.dirty_ratio": 60,
+    }
     proc = _proc_tree(tmp_path / "proc", good)
     (proc / "4242").mkdir()
     (proc / "4242" / "limits").write_text("Max open files            100000               100000               files\n")
-    open_dir = Path(tempfile.mkdtemp(prefix="kbroker-doctor-"))       # under /tmp: others may pass
+    open_dir = Path(tempfile.mkdtemp(prefix="kbroker-doctor-"))  # under /tmp: others may pass
     open_dir.chmod(0o711)
     try:
+
         def doctor(d: Path) -> subprocess.CompletedProcess:
-            return subprocess.run([BROKER, "doctor", "--proc", proc, "--pid", "4242", "--data-dir", d, "-v"],
-                                  capture_output=True, text=True, timeout=60)
+            return subprocess.run(
+                [BROKER, "doctor", "--proc", proc, "--pid", "4242", "--data-dir", d, "-v"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
 
         data = open_dir / "data"
         data.mkdir(mode=0o700)
@@ -348,8 +403,10 @@ def test_doctor_reports_a_data_dir_or_metadata_file_others_can_read(tmp_path):
         meta.chmod(0o644)
         r = doctor(data)
         assert r.returncode == 1 and r.stdout.count("[unsafe] ") == 2, r.stdout
-        assert (f"[unsafe] permissions of {data} = 0755 (others can list and enter it, and read 3 files and dirs "
-                f"in it) (advice: 0700, or 0750 to let a group read)") in r.stdout
+        assert (
+            f"[unsafe] permissions of {data} = 0755 (others can list and enter it, and read 3 files and dirs "
+            f"in it) (advice: 0700, or 0750 to let a group read)"
+        ) in r.stdout
         assert f"    fix: chmod -R o-rwx {data}" in r.stdout
         assert f"[unsafe] permissions of {meta} = 0644 (advice: 0600)" in r.stdout
         assert f"    fix: chmod 600 {meta}" in r.stdout

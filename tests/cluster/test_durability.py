@@ -3,6 +3,7 @@ min.insync.replicas=2, acks=all, confluent-kafka with idempotence, three partiti
 while leaders are killed -9, brokers restarted one by one with SIGTERM (controlled
 shutdown), and a follower is paused past replica.lag.time.max.ms. Afterwards everything
 is read back: every acknowledged record present, none twice, per-partition order kept."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,13 +23,26 @@ def create(cluster, topic=TOPIC, assignment=None, **configs):
             c.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2", **configs})
         else:
             from broker.protocol.messages.create_topics import CreateTopicsRequest as C
-            req = C(topics=[C.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1,
-                                             assignments=[C.CreatableReplicaAssignment(partition_index=p,
-                                                                                       broker_ids=r)
-                                                          for p, r in enumerate(assignment)],
-                                             configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in
-                                                      {"min.insync.replicas": "2", **configs}.items()])],
-                    timeout_ms=30000, validate_only=False)
+
+            req = C(
+                topics=[
+                    C.CreatableTopic(
+                        name=topic,
+                        num_partitions=-1,
+                        replication_factor=-1,
+                        assignments=[
+                            C.CreatableReplicaAssignment(partition_index=p, broker_ids=r)
+                            for p, r in enumerate(assignment)
+                        ],
+                        configs=[
+                            C.CreatableTopicConfig(name=k, value=v)
+                            for k, v in {"min.insync.replicas": "2", **configs}.items()
+                        ],
+                    )
+                ],
+                timeout_ms=30000,
+                validate_only=False,
+            )
             r = c.controller().request(req).topics[0]
             assert r.error_code == 0, r
     for p in range(PARTITIONS):
@@ -45,7 +59,7 @@ def test_leader_kills_lose_no_acknowledged_record(cluster3):
             victim = cluster3.leader_of(TOPIC, p)
             cluster3.kill(victim)
             cluster3.wait_for_leader(TOPIC, p, not_in={victim})
-            producer.wait_for_more(200)            # the new leader acknowledges
+            producer.wait_for_more(200)  # the new leader acknowledges
             cluster3.start(victim)
             cluster3.wait_for_isr(TOPIC, p, {1, 2, 3})
     finally:
@@ -61,8 +75,8 @@ def test_a_rolling_restart_with_controlled_shutdowns_shows_clients_no_error(clus
         producer.wait_for_more(300)
         for b in cluster3.ids:
             led = [p for p in range(PARTITIONS) if cluster3.leader_of(TOPIC, p) == b]
-            assert cluster3.stop(b) == 0              # SIGTERM: controlled shutdown first
-            for p in led:                             # leadership had moved before it stopped
+            assert cluster3.stop(b) == 0  # SIGTERM: controlled shutdown first
+            for p in led:  # leadership had moved before it stopped
                 assert cluster3.leader_of(TOPIC, p) != b
             text = cluster3.broker(b).log_path.read_text(errors="replace")
             assert "controlled shutdown succeeded" in text
@@ -79,8 +93,11 @@ def test_a_rolling_restart_with_controlled_shutdowns_shows_clients_no_error(clus
 
 
 def describe(cluster, *flags) -> str:
-    r = subprocess.run([sys.executable, "-m", "broker.cli.main", "topics", "describe", TOPIC,
-                        "-b", cluster.bootstrap, *flags], capture_output=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", "topics", "describe", TOPIC, "-b", cluster.bootstrap, *flags],
+        capture_output=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr.decode()
     return r.stdout.decode()
 
@@ -92,8 +109,14 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(make_cluster):
     follower = next(b for b in (3, 2, 1) if b != controller)
     others = [b for b in cluster.ids if b != follower]
     # the paused broker leads nothing
-    create(cluster, assignment=[[others[0], others[1], follower], [others[1], others[0], follower],
-                                [others[0], follower, others[1]]])
+    create(
+        cluster,
+        assignment=[
+            [others[0], others[1], follower],
+            [others[1], others[0], follower],
+            [others[0], follower, others[1]],
+        ],
+    )
     producer = ProducerThread(cluster.bootstrap, TOPIC, PARTITIONS).start()
     try:
         producer.wait_for_more(200)
@@ -103,10 +126,12 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(make_cluster):
             cluster.wait_for_isr(TOPIC, p, set(others), timeout=20)
         shrunk = describe(cluster, "--under-replicated-partitions")
         assert shrunk.count("Partition:") == PARTITIONS, shrunk
-        assert all(f"Isr: {','.join(map(str, sorted(others)))}" in line or
-                   f"Isr: {','.join(map(str, sorted(others, reverse=True)))}" in line
-                   for line in shrunk.strip().splitlines()), shrunk
-        producer.wait_for_more(200)                   # acks=all goes on with two in sync
+        assert all(
+            f"Isr: {','.join(map(str, sorted(others)))}" in line
+            or f"Isr: {','.join(map(str, sorted(others, reverse=True)))}" in line
+            for line in shrunk.strip().splitlines()
+        ), shrunk
+        producer.wait_for_more(200)  # acks=all goes on with two in sync
         cluster.resume(follower)
         for p in range(PARTITIONS):
             cluster.wait_for_isr(TOPIC, p, {1, 2, 3}, timeout=30)

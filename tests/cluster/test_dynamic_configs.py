@@ -13,6 +13,7 @@ and /config/brokers/<id> with change notifications, applied without a restart.
   IncrementalAlterConfigs, an unknown key still INVALID_CONFIG.
 - The commands docs/cluster.md shows, run as written.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,15 +53,20 @@ def connect(bootstrap: str) -> BrokerConnection:
     return BrokerConnection(host, int(port), timeout=15)
 
 
-def alter(bootstrap: str, name: str, sets=None, deletes=(), validate_only=False,
-          resource_type=BROKER) -> tuple[int, str | None]:
+def alter(
+    bootstrap: str, name: str, sets=None, deletes=(), validate_only=False, resource_type=BROKER
+) -> tuple[int, str | None]:
     """IncrementalAlterConfigs of one resource, sent to `bootstrap`: (error code, message)."""
     I = IncrementalAlterConfigsRequest
     ops = [I.AlterableConfig(name=k, config_operation=SET, value=str(v)) for k, v in (sets or {}).items()]
     ops += [I.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deletes]
     with connect(bootstrap) as conn:
-        r = conn.request(I(resources=[I.AlterConfigsResource(resource_type=resource_type, resource_name=name,
-                                                             configs=ops)], validate_only=validate_only))
+        r = conn.request(
+            I(
+                resources=[I.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=ops)],
+                validate_only=validate_only,
+            )
+        )
     return r.responses[0].error_code, r.responses[0].error_message
 
 
@@ -68,9 +74,15 @@ def describe(bootstrap: str, name: str, keys=None, resource_type=BROKER) -> dict
     """DescribeConfigs with synonyms: name -> entry (error: AssertionError)."""
     D = DescribeConfigsRequest
     with connect(bootstrap) as conn:
-        r = conn.request(D(resources=[D.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
-                                                                configuration_keys=keys)],
-                           include_synonyms=True, include_documentation=False)).results[0]
+        r = conn.request(
+            D(
+                resources=[
+                    D.DescribeConfigsResource(resource_type=resource_type, resource_name=name, configuration_keys=keys)
+                ],
+                include_synonyms=True,
+                include_documentation=False,
+            )
+        ).results[0]
     assert r.error_code == 0, (r.error_code, r.error_message)
     return {e.name: e for e in r.configs}
 
@@ -85,8 +97,17 @@ def produce(bootstrap: str, topic: str, partition: int, size: int) -> int:
     b.append(int(time.time() * 1000), None, b"x" * size)
     P = ProduceRequest
     with connect(bootstrap) as conn:
-        r = conn.request(P(acks=1, timeout_ms=10000, topic_data=[P.TopicProduceData(
-            name=topic, partition_data=[P.PartitionProduceData(index=partition, records=bytes(b.build()))])]))
+        r = conn.request(
+            P(
+                acks=1,
+                timeout_ms=10000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic, partition_data=[P.PartitionProduceData(index=partition, records=bytes(b.build()))]
+                    )
+                ],
+            )
+        )
     return r.responses[0].partition_responses[0].error_code
 
 
@@ -103,12 +124,22 @@ def until(what: str, probe, timeout: float = 30.0, interval: float = 0.2):
 def create_led_by_each(cluster, topic: str, **configs) -> None:
     """Three partitions, RF 3, partition p led by broker p + 1."""
     C = CreateTopicsRequest
-    req = C(topics=[C.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1,
-                                     assignments=[C.CreatableReplicaAssignment(partition_index=p, broker_ids=r)
-                                                  for p, r in enumerate([[1, 2, 3], [2, 3, 1], [3, 1, 2]])],
-                                     configs=[C.CreatableTopicConfig(name=k, value=str(v))
-                                              for k, v in configs.items()])],
-            timeout_ms=30000, validate_only=False)
+    req = C(
+        topics=[
+            C.CreatableTopic(
+                name=topic,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    C.CreatableReplicaAssignment(partition_index=p, broker_ids=r)
+                    for p, r in enumerate([[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+                ],
+                configs=[C.CreatableTopicConfig(name=k, value=str(v)) for k, v in configs.items()],
+            )
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
     with Client(cluster.bootstrap) as c:
         r = c.controller().request(req).topics[0]
         assert r.error_code == 0, r
@@ -118,11 +149,12 @@ def create_led_by_each(cluster, topic: str, **configs) -> None:
 
 # ---------------------------------------------------------------------- message.max.bytes
 
+
 def test_message_max_bytes_default_and_per_broker_override_without_restart(make_cluster):
     cluster = make_cluster(3)
     create_led_by_each(cluster, "mm")
     bs = {b: cluster.broker(b).bootstrap for b in cluster.ids}
-    leader_of = {b: b - 1 for b in cluster.ids}                   # broker -> the partition it leads
+    leader_of = {b: b - 1 for b in cluster.ids}  # broker -> the partition it leads
     assert all(produce(bs[b], "mm", leader_of[b], 3000) == 0 for b in cluster.ids)
 
     # refusals first, each with Kafka's error and message, nothing written (Kafka 3.x answers
@@ -130,13 +162,16 @@ def test_message_max_bytes_default_and_per_broker_override_without_restart(make_
     code, msg = alter(bs[1], "1", {"broker.id": "7"})
     assert code == ErrorCode.INVALID_REQUEST and msg == (
         "Invalid config value for resource ConfigResource(type=BROKER, name='1'): Cannot update these configs "
-        "dynamically: Set(broker.id)")
+        "dynamically: Set(broker.id)"
+    )
     code, msg = alter(bs[1], "", {"listener.name.plaintext.ssl.keystore.location": "/nowhere.pem"})
-    assert code == ErrorCode.INVALID_REQUEST and "Cannot update these configs at default cluster level, broker id " \
-                                                "must be specified" in msg
+    assert (
+        code == ErrorCode.INVALID_REQUEST
+        and "Cannot update these configs at default cluster level, broker id must be specified" in msg
+    )
     code, msg = alter(bs[1], "", {"message.max.bytes": "huge"})
     assert code == ErrorCode.INVALID_REQUEST and "Invalid value huge for configuration message.max.bytes" in msg
-    code, msg = alter(bs[1], "2", {"message.max.bytes": "2000"})        # broker 2's resource, sent to 1
+    code, msg = alter(bs[1], "2", {"message.max.bytes": "2000"})  # broker 2's resource, sent to 1
     assert code == ErrorCode.INVALID_REQUEST and msg == "Unexpected broker id, expected 1, but received 2"
     assert alter(bs[1], "", {"message.max.bytes": "2000"}, validate_only=True) == (0, None)
     time.sleep(1)
@@ -145,8 +180,10 @@ def test_message_max_bytes_default_and_per_broker_override_without_restart(make_
     # the cluster default, set through broker 3: every broker refuses a batch over it
     assert alter(bs[3], "", {"message.max.bytes": "2000"}) == (0, None)
     for b in cluster.ids:
-        until(f"broker {b} refusing 3000 bytes",
-              lambda b=b: produce(bs[b], "mm", leader_of[b], 3000) == ErrorCode.MESSAGE_TOO_LARGE)
+        until(
+            f"broker {b} refusing 3000 bytes",
+            lambda b=b: produce(bs[b], "mm", leader_of[b], 3000) == ErrorCode.MESSAGE_TOO_LARGE,
+        )
         assert produce(bs[b], "mm", leader_of[b], 500) == 0
         e = describe(bs[b], str(b), ["message.max.bytes"])["message.max.bytes"]
         assert (e.value, e.config_source, e.read_only) == ("2000", 3, False)
@@ -163,8 +200,11 @@ def test_message_max_bytes_default_and_per_broker_override_without_restart(make_
     assert produce(bs[1], "mm", 0, 3000) == produce(bs[3], "mm", 2, 3000) == ErrorCode.MESSAGE_TOO_LARGE
     e = describe(bs[2], "2", ["message.max.bytes"])["message.max.bytes"]
     assert (e.value, e.config_source) == ("10000", 2)
-    assert synonyms(e) == [("message.max.bytes", "10000", 2), ("message.max.bytes", "2000", 3),
-                           ("message.max.bytes", "1048588", 5)]
+    assert synonyms(e) == [
+        ("message.max.bytes", "10000", 2),
+        ("message.max.bytes", "2000", 3),
+        ("message.max.bytes", "1048588", 5),
+    ]
     assert describe(bs[1], "1", ["message.max.bytes"])["message.max.bytes"].value == "2000"
 
     # the override deleted: the default again; the default deleted: Kafka's default
@@ -174,10 +214,11 @@ def test_message_max_bytes_default_and_per_broker_override_without_restart(make_
     for b in cluster.ids:
         until(f"broker {b} taking 3000 bytes again", lambda b=b: produce(bs[b], "mm", leader_of[b], 3000) == 0)
         e = describe(bs[b], str(b), ["message.max.bytes"])["message.max.bytes"]
-        assert (e.value, e.config_source) == ("1048588", 5)          # is_default: v0 only
+        assert (e.value, e.config_source) == ("1048588", 5)  # is_default: v0 only
 
 
 # ---------------------------------------------------------------------- retention, connections, restarts
+
 
 def earliest(bootstrap: str, topic: str) -> int:
     with Client(bootstrap) as c:
@@ -218,9 +259,10 @@ def test_retention_default_connections_and_restarts(make_cluster):
     assert alter(bs[1], "", {"log.retention.ms": 1500}) == (0, None)
     # a topic without a retention override loses its old segments, no restart
     until("old segments deleted", lambda: earliest(bs[1], "old") > 0, timeout=60)
-    e = until("broker 2 following the default",
-              lambda: (x := describe(bs[2], "old", ["retention.ms"], TOPIC_RESOURCE)["retention.ms"]).value == "1500"
-              and x)
+    e = until(
+        "broker 2 following the default",
+        lambda: (x := describe(bs[2], "old", ["retention.ms"], TOPIC_RESOURCE)["retention.ms"]).value == "1500" and x,
+    )
     assert e.config_source == 3
     assert synonyms(e)[0] == ("log.retention.ms", "1500", 3)
 
@@ -240,7 +282,7 @@ def test_retention_default_connections_and_restarts(make_cluster):
     time.sleep(0.5)
     socks, ok = answered(bs[1], 12)
     try:
-        assert 0 < ok < 12, ok                 # some answered (free slots), the rest wait
+        assert 0 < ok < 12, ok  # some answered (free slots), the rest wait
         assert ok <= 8
     finally:
         for s in socks:
@@ -256,15 +298,24 @@ def test_retention_default_connections_and_restarts(make_cluster):
 
 # ---------------------------------------------------------------------- one broker: TLS, deprecated keys
 
+
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory):
     from tests.support.certs import make_certs
+
     root = tmp_path_factory.mktemp("dyn-tls")
     first, second = make_certs(root / "first"), make_certs(root / "second")
     port, ssl_port = free_port(), free_port()
-    b = BrokerProcess(root / "data", broker_id=1, port=port, config={
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": first.broker_pem}).start()
+    b = BrokerProcess(
+        root / "data",
+        broker_id=1,
+        port=port,
+        config={
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": first.broker_pem,
+        },
+    ).start()
     try:
         yield b, ssl_port, first, second
     finally:
@@ -276,16 +327,19 @@ def presented(port: int) -> bytes:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="localhost") as s:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="localhost") as s,
+    ):
         der = s.getpeercert(binary_form=True)
     assert der is not None
     return der
 
 
 def der_of(pem_path: Path) -> bytes:
-    return ssl.PEM_cert_to_DER_cert(pem_path.read_text().split("-----END CERTIFICATE-----")[0] +
-                                    "-----END CERTIFICATE-----\n")
+    return ssl.PEM_cert_to_DER_cert(
+        pem_path.read_text().split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    )
 
 
 def test_a_listener_key_store_swapped_at_runtime(tls_broker, tmp_path):
@@ -306,8 +360,10 @@ def test_a_listener_key_store_swapped_at_runtime(tls_broker, tmp_path):
     until("the new certificate", lambda: presented(ssl_port) == der_of(second.broker_pem))
     e = describe(b.bootstrap, "1")["listener.name.ssl.ssl.keystore.location"]
     assert (e.value, e.config_source, e.read_only) == (str(second.broker_pem), 2, False)
-    assert synonyms(e) == [("listener.name.ssl.ssl.keystore.location", str(second.broker_pem), 2),
-                           ("ssl.keystore.location", str(first.broker_pem), 4)]
+    assert synonyms(e) == [
+        ("listener.name.ssl.ssl.keystore.location", str(second.broker_pem), 2),
+        ("ssl.keystore.location", str(first.broker_pem), 4),
+    ]
     # the same location altered again reads the file again (a renewed certificate)
     second.broker_pem.write_bytes(first.broker_pem.read_bytes())
     assert alter(b.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": second.broker_pem}) == (0, None)
@@ -323,10 +379,19 @@ def test_deprecated_topic_keys_accepted_with_a_warning_unknown_refused(tls_broke
     C = CreateTopicsRequest
 
     def create(name, configs) -> tuple[int, str | None]:
-        req = C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[],
-                                         configs=[C.CreatableTopicConfig(name=k, value=v)
-                                                  for k, v in configs.items()])],
-                timeout_ms=30000, validate_only=False)
+        req = C(
+            topics=[
+                C.CreatableTopic(
+                    name=name,
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+                )
+            ],
+            timeout_ms=30000,
+            validate_only=False,
+        )
         with connect(b.bootstrap) as conn:
             r = conn.request(req).topics[0]
         return r.error_code, r.error_message
@@ -335,16 +400,37 @@ def test_deprecated_topic_keys_accepted_with_a_warning_unknown_refused(tls_broke
     assert create("dep-bad", {"message.format.versions": "2.8"})[0] == ErrorCode.INVALID_CONFIG
     A = AlterConfigsRequest
     with connect(b.bootstrap) as conn:
-        r = conn.request(A(resources=[A.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name="dep", configs=[
-            A.AlterableConfig(name="message.downconversion.enable", value="false")])], validate_only=False))
+        r = conn.request(
+            A(
+                resources=[
+                    A.AlterConfigsResource(
+                        resource_type=TOPIC_RESOURCE,
+                        resource_name="dep",
+                        configs=[A.AlterableConfig(name="message.downconversion.enable", value="false")],
+                    )
+                ],
+                validate_only=False,
+            )
+        )
     assert r.responses[0].error_code == 0
-    assert alter(b.bootstrap, "dep", {"message.timestamp.difference.max.ms": "60000"},
-                 resource_type=TOPIC_RESOURCE) == (0, None)
+    assert alter(
+        b.bootstrap, "dep", {"message.timestamp.difference.max.ms": "60000"}, resource_type=TOPIC_RESOURCE
+    ) == (0, None)
     code, _ = alter(b.bootstrap, "dep", {"no.such.topic.key": "1"}, resource_type=TOPIC_RESOURCE)
     assert code == ErrorCode.INVALID_CONFIG
     with connect(b.bootstrap) as conn:
-        r = conn.request(A(resources=[A.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name="dep", configs=[
-            A.AlterableConfig(name="no.such.topic.key", value="1")])], validate_only=False))
+        r = conn.request(
+            A(
+                resources=[
+                    A.AlterConfigsResource(
+                        resource_type=TOPIC_RESOURCE,
+                        resource_name="dep",
+                        configs=[A.AlterableConfig(name="no.such.topic.key", value="1")],
+                    )
+                ],
+                validate_only=False,
+            )
+        )
     assert r.responses[0].error_code == ErrorCode.INVALID_CONFIG
     log = until("the warnings", lambda: (t := b.log_path.read_text()).count("accepted but has no effect") >= 3 and t)
     assert "topic configuration message.format.version=2.8 accepted but has no effect" in log
@@ -352,6 +438,7 @@ def test_deprecated_topic_keys_accepted_with_a_warning_unknown_refused(tls_broke
 
 
 # ---------------------------------------------------------------------- docs/cluster.md
+
 
 def shown_commands() -> list[str]:
     text = (ROOT / "docs" / "cluster.md").read_text()
@@ -368,8 +455,9 @@ def test_the_documented_commands_run(tls_broker):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     outs = []
     for cmd in commands:
-        r = subprocess.run(shlex.split(cmd.replace("127.0.0.1:9092", b.bootstrap)), env=env, capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            shlex.split(cmd.replace("127.0.0.1:9092", b.bootstrap)), env=env, capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 0, (cmd, r.stderr)
         outs.append(r.stdout)
     text = "".join(outs)

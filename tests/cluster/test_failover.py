@@ -3,6 +3,7 @@ is truncated by leader epoch, the controller fails over with a higher epoch and 
 requests are refused, unclean election loses exactly what Kafka says, and a broker whose
 ZooKeeper session expires is treated as dead, then rejoins as a follower — and stops leading
 as soon as it hears of the expiry, before any controller tells it."""
+
 from __future__ import annotations
 
 import time
@@ -28,9 +29,18 @@ def produce(cluster, broker_id, topic, partition, values, acks=-1) -> int:
         b.append(int(time.time() * 1000), None, v)
     host, port = cluster.broker(broker_id).bootstrap.split(":")
     with BrokerConnection(host, int(port), timeout=15) as conn:
-        r = conn.request(ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
-            name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition,
-                                                                            records=bytes(b.build()))])]))
+        r = conn.request(
+            ProduceRequest(
+                acks=acks,
+                timeout_ms=5000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=topic,
+                        partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=bytes(b.build()))],
+                    )
+                ],
+            )
+        )
     return r.responses[0].partition_responses[0].error_code
 
 
@@ -69,7 +79,7 @@ def test_a_former_leader_truncates_what_nobody_copied_and_replicas_end_byte_iden
     # let those be answered (empty) first
     time.sleep(1.5)
     assert produce(cluster, leader, "div", 0, [b"lost-%d" % i for i in range(7)], acks=1) == 0
-    with Client(cluster.broker(leader).bootstrap) as c:       # invisible: above the high watermark
+    with Client(cluster.broker(leader).bootstrap) as c:  # invisible: above the high watermark
         assert c.list_offsets("div", [0], -1)[0][0] == 20
     cluster.kill(leader)
     for b in followers:
@@ -77,7 +87,7 @@ def test_a_former_leader_truncates_what_nobody_copied_and_replicas_end_byte_iden
     new_leader = cluster.wait_for_leader("div", 0, not_in={leader})
     assert new_leader in followers
     assert produce(cluster, new_leader, "div", 0, [b"after-%d" % i for i in range(5)]) == 0
-    cluster.start(leader)                                     # it returns as a follower
+    cluster.start(leader)  # it returns as a follower
     cluster.wait_for_isr("div", 0, {1, 2, 3})
     values = read(cluster.bootstrap, "div")
     assert values == [b"committed-%d" % i for i in range(20)] + [b"after-%d" % i for i in range(5)]
@@ -102,7 +112,7 @@ def test_controller_failover_bumps_the_epoch_and_old_epochs_are_refused(make_clu
     assert _controller_epoch(zookeeper, cluster) > old_epoch
     # the new controller goes on electing: the third broker's partition loses its leader
     victim = next(b for b in cluster.ids if b not in (old, new))
-    p = victim - 1                                   # the partition it leads (preferred)
+    p = victim - 1  # the partition it leads (preferred)
     assert cluster.leader_of("cf", p) == victim
     cluster.kill(victim)
     assert cluster.wait_for_leader("cf", p, not_in={victim, old}) == new
@@ -111,26 +121,68 @@ def test_controller_failover_bumps_the_epoch_and_old_epochs_are_refused(make_clu
         host, port = cluster.broker(b).bootstrap.split(":")
         with BrokerConnection(host, int(port)) as conn:
             L = LeaderAndIsrRequest
-            r = conn.request(L(controller_id=old, controller_epoch=old_epoch, broker_epoch=-1, type=0, topic_states=[
-                L.LeaderAndIsrTopicState(topic_name="cf", topic_id=uuid.uuid4(), partition_states=[
-                    L.LeaderAndIsrPartitionState(partition_index=0, controller_epoch=old_epoch, leader=old,
-                                                 leader_epoch=999, isr=[old], partition_epoch=999,
-                                                 replicas=[1, 2, 3])])], live_leaders=[]))
+            r = conn.request(
+                L(
+                    controller_id=old,
+                    controller_epoch=old_epoch,
+                    broker_epoch=-1,
+                    type=0,
+                    topic_states=[
+                        L.LeaderAndIsrTopicState(
+                            topic_name="cf",
+                            topic_id=uuid.uuid4(),
+                            partition_states=[
+                                L.LeaderAndIsrPartitionState(
+                                    partition_index=0,
+                                    controller_epoch=old_epoch,
+                                    leader=old,
+                                    leader_epoch=999,
+                                    isr=[old],
+                                    partition_epoch=999,
+                                    replicas=[1, 2, 3],
+                                )
+                            ],
+                        )
+                    ],
+                    live_leaders=[],
+                )
+            )
             assert r.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
             # a forged controller epoch ahead of ZooKeeper's, or the real controller's epoch
             # for a broker epoch this broker never had, is refused too (Kafka would take the
             # first and from then on ignore its real controller)
             epoch = _controller_epoch(zookeeper, cluster)
-            for controller_epoch, broker_epoch, error in ((2**31 - 1, 2**62, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                                                         (epoch + 1, -1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                                                         (epoch, 2**62, ErrorCode.STALE_BROKER_EPOCH)):
-                r = conn.request(L(controller_id=new, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
-                                   type=0, live_leaders=[], topic_states=[L.LeaderAndIsrTopicState(
-                                       topic_name="cf", topic_id=uuid.uuid4(), partition_states=[
-                                           L.LeaderAndIsrPartitionState(partition_index=0, leader=b, isr=[b],
-                                                                        controller_epoch=controller_epoch,
-                                                                        leader_epoch=999, partition_epoch=999,
-                                                                        replicas=[1, 2, 3])])]))
+            for controller_epoch, broker_epoch, error in (
+                (2**31 - 1, 2**62, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                (epoch + 1, -1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                (epoch, 2**62, ErrorCode.STALE_BROKER_EPOCH),
+            ):
+                r = conn.request(
+                    L(
+                        controller_id=new,
+                        controller_epoch=controller_epoch,
+                        broker_epoch=broker_epoch,
+                        type=0,
+                        live_leaders=[],
+                        topic_states=[
+                            L.LeaderAndIsrTopicState(
+                                topic_name="cf",
+                                topic_id=uuid.uuid4(),
+                                partition_states=[
+                                    L.LeaderAndIsrPartitionState(
+                                        partition_index=0,
+                                        leader=b,
+                                        isr=[b],
+                                        controller_epoch=controller_epoch,
+                                        leader_epoch=999,
+                                        partition_epoch=999,
+                                        replicas=[1, 2, 3],
+                                    )
+                                ],
+                            )
+                        ],
+                    )
+                )
                 assert r.error_code == error, (controller_epoch, broker_epoch)
     assert cluster.leader_of("cf", 0) != old
     # the brokers still follow their real controller: a new topic gets its leaders
@@ -141,6 +193,7 @@ def test_controller_failover_bumps_the_epoch_and_old_epochs_are_refused(make_clu
 
 def _controller_epoch(zookeeper, cluster) -> int:
     from kazoo.client import KazooClient
+
     zk = KazooClient(hosts=cluster.zk_connect, timeout=10)
     zk.start(10)
     try:
@@ -154,15 +207,15 @@ def _controller_epoch(zookeeper, cluster) -> int:
 def test_unclean_election_is_off_until_enabled_and_loses_what_kafka_documents(make_cluster):
     cluster = make_cluster(3, config={"replica.lag.time.max.ms": 2000})
     controller = cluster.controller_id()
-    stale = next(b for b in (3, 2, 1) if b != controller)      # will be the out-of-sync replica
+    stale = next(b for b in (3, 2, 1) if b != controller)  # will be the out-of-sync replica
     isr = [b for b in (1, 2, 3) if b != stale]
     create(cluster, "uc", assignment=[[*isr, stale]] * 3, **{"min.insync.replicas": "1"})
     assert produce(cluster, isr[0], "uc", 0, [b"early-%d" % i for i in range(10)]) == 0
     cluster.wait_for_isr("uc", 0, {1, 2, 3})
     cluster.kill(stale)
-    cluster.wait_for_isr("uc", 0, set(isr))                     # it left the ISR (dead)
-    assert produce(cluster, isr[0], "uc", 0, [b"late-%d" % i for i in range(10)]) == 0   # acks=all, ISR of 2
-    for b in reversed(isr):                                     # every ISR member dies, the leader last
+    cluster.wait_for_isr("uc", 0, set(isr))  # it left the ISR (dead)
+    assert produce(cluster, isr[0], "uc", 0, [b"late-%d" % i for i in range(10)]) == 0  # acks=all, ISR of 2
+    for b in reversed(isr):  # every ISR member dies, the leader last
         cluster.kill(b)
     cluster.start(stale)
     # unclean election is off: the partition stays offline, nothing is lost yet
@@ -188,13 +241,13 @@ def test_an_expired_session_is_a_death_and_the_broker_rejoins_as_a_follower(make
     assert cluster.leader_of("se", 0) == victim
     assert produce(cluster, victim, "se", 0, [b"a"]) == 0
     cluster.pause(victim)
-    cluster.wait_for_unregistered([victim], timeout=30)          # the session expired
+    cluster.wait_for_unregistered([victim], timeout=30)  # the session expired
     new_leader = cluster.wait_for_leader("se", 0, not_in={victim})
     assert produce(cluster, new_leader, "se", 0, [b"b"]) == 0
     cluster.resume(victim)
-    cluster.wait_for_brokers([victim], timeout=60)             # registered again (new session)
+    cluster.wait_for_brokers([victim], timeout=60)  # registered again (new session)
     cluster.wait_for_isr("se", 0, {1, 2, 3}, timeout=60)
-    assert cluster.leader_of("se", 0) == new_leader             # it came back as a follower
+    assert cluster.leader_of("se", 0) == new_leader  # it came back as a follower
     assert read(cluster.bootstrap, "se") == [b"a", b"b"]
 
 
@@ -208,21 +261,60 @@ def leader_answers(conn: BrokerConnection, topic, partition, asked_epoch) -> dic
     consumer's OffsetForLeaderEpoch for `asked_epoch`, a ListOffsets for the end, an
     acks=1 Produce."""
     E, L, P = OffsetForLeaderEpochRequest, ListOffsetsRequest, ProduceRequest
-    e = conn.request(E(replica_id=-1, topics=[E.OffsetForLeaderTopic(topic=topic, partitions=[
-        E.OffsetForLeaderPartition(partition=partition, current_leader_epoch=-1, leader_epoch=asked_epoch)])]))
-    o = conn.request(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
-        L.ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+    e = conn.request(
+        E(
+            replica_id=-1,
+            topics=[
+                E.OffsetForLeaderTopic(
+                    topic=topic,
+                    partitions=[
+                        E.OffsetForLeaderPartition(
+                            partition=partition, current_leader_epoch=-1, leader_epoch=asked_epoch
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    o = conn.request(
+        L(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L.ListOffsetsTopic(
+                    name=topic, partitions=[L.ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+                )
+            ],
+        )
+    )
     b = BatchBuilder()
     b.append(int(time.time() * 1000), None, b"x")
-    r = conn.request(P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(name=topic, partition_data=[
-        P.PartitionProduceData(index=partition, records=bytes(b.build()))])]))
+    r = conn.request(
+        P(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                P.TopicProduceData(
+                    name=topic, partition_data=[P.PartitionProduceData(index=partition, records=bytes(b.build()))]
+                )
+            ],
+        )
+    )
     p = e.topics[0].partitions[0]
-    return {"epoch": p.error_code, "end_offset": p.end_offset, "list_offsets": o.topics[0].partitions[0].error_code,
-            "produce": r.responses[0].partition_responses[0].error_code}
+    return {
+        "epoch": p.error_code,
+        "end_offset": p.end_offset,
+        "list_offsets": o.topics[0].partitions[0].error_code,
+        "produce": r.responses[0].partition_responses[0].error_code,
+    }
 
 
-NOT_LEADER = {"epoch": ErrorCode.NOT_LEADER_OR_FOLLOWER, "end_offset": -1,
-              "list_offsets": ErrorCode.NOT_LEADER_OR_FOLLOWER, "produce": ErrorCode.NOT_LEADER_OR_FOLLOWER}
+NOT_LEADER = {
+    "epoch": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    "end_offset": -1,
+    "list_offsets": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    "produce": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
 
 
 def test_a_broker_whose_session_expired_stops_leading_before_any_controller_says_so(make_cluster):
@@ -244,16 +336,16 @@ def test_a_broker_whose_session_expired_stops_leading_before_any_controller_says
     other = next(b for b in (1, 2, 3) if b not in (victim, controller))
     create(cluster, "zombie", assignment=[[victim, other, controller]] * 3)
     assert produce(cluster, victim, "zombie", 0, [b"a"]) == 0
-    waiting = connect(cluster, victim)          # open before the pause: its requests wait in the socket
+    waiting = connect(cluster, victim)  # open before the pause: its requests wait in the socket
     try:
         cluster.pause(victim)
-        cluster.wait_for_unregistered([victim], timeout=30)          # the session expired
+        cluster.wait_for_unregistered([victim], timeout=30)  # the session expired
         new_leader = cluster.wait_for_leader("zombie", 0, not_in={victim}, timeout=30)
-        assert produce(cluster, new_leader, "zombie", 0, [b"b", b"c"]) == 0     # at leader epoch 1
+        assert produce(cluster, new_leader, "zombie", 0, [b"b", b"c"]) == 0  # at leader epoch 1
         for b in (controller, other):
             cluster.kill(b)
         with ThreadPoolExecutor(1) as pool:
-            queued = pool.submit(leader_answers, waiting, "zombie", 0, 1)      # sent while it stands still
+            queued = pool.submit(leader_answers, waiting, "zombie", 0, 1)  # sent while it stands still
             time.sleep(0.5)
             cluster.resume(victim)
             assert queued.result(timeout=30) == NOT_LEADER

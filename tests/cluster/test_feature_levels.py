@@ -8,6 +8,7 @@ transaction (Produce v12 adds it implicitly; a broker at 1 serves up to v11 and 
 the batch INVALID_TXN_STATE, which is how Kafka's Java producer failed when each broker
 advertised its own config) — and once every broker runs at 2, all of them say 2 under a
 higher epoch, which is what a client follows. Kafka's `kafka-features describe` reads it."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ def _features(c, broker_id: int):
     """(finalized transaction.version or 0, epoch, Produce's max version) as broker_id answers."""
     host, port = c.broker(broker_id).bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port), timeout=5) as conn:
-        r = conn.request(ApiVersionsRequest(client_software_name="kbroker-test", client_software_version="1"),
-                         version=4)
+        r = conn.request(
+            ApiVersionsRequest(client_software_name="kbroker-test", client_software_version="1"), version=4
+        )
     finalized = {f.name: f.max_version_level for f in r.finalized_features}
     produce = next(k.max_version for k in r.api_keys if k.api_key == 0)
     return finalized.get(TV, 0), r.finalized_features_epoch, produce
@@ -70,13 +72,16 @@ def test_one_broker_at_1_holds_the_cluster_at_1_until_it_runs_at_2(make_cluster)
     host, port = c.broker(1).bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port), timeout=5) as conn:
         with pytest.raises(ClientError, match="closed"):
-            conn.request(EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=False),
-                         version=5, timeout=10)
+            conn.request(
+                EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=False),
+                version=5,
+                timeout=10,
+            )
 
-    del c.broker(3).config[TV]          # the rolling change reaches broker 3: its default, 2
+    del c.broker(3).config[TV]  # the rolling change reaches broker 3: its default, 2
     c.restart(3)
     seen = _until(c, lambda level, e, produce: level == 2 and e > epoch and produce == 12)
-    assert len({e for _, e, _ in seen.values()}) == 1          # one epoch, the same everywhere
+    assert len({e for _, e, _ in seen.values()}) == 1  # one epoch, the same everywhere
     assert _feature_znode(c) == {"features": {TV: {"max_version_level": 2}}, "version": 2, "status": 1}
     out = kafka_tool("kafka-features", "--bootstrap-server", c.bootstrap, "describe").stdout
     line = next(x for x in out.splitlines() if f"Feature: {TV}" in x)
@@ -106,18 +111,33 @@ def test_a_java_transactional_producer_before_and_after_a_rolling_change_to_2(ma
     _until(c, lambda level, epoch, produce: level == 0 and epoch >= 0)
 
     def transactions(txn_id: str) -> None:
-        kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", "2000", "--record-size", "100",
-                   "--throughput", "4000", "--transactional-id", txn_id, "--transaction-duration-ms", "100",
-                   "--producer-props", f"bootstrap.servers={c.broker(1).bootstrap}", "partitioner.class="
-                   "org.apache.kafka.clients.producer.RoundRobinPartitioner", timeout=120)
+        kafka_tool(
+            "kafka-producer-perf-test",
+            "--topic",
+            topic,
+            "--num-records",
+            "2000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "4000",
+            "--transactional-id",
+            txn_id,
+            "--transaction-duration-ms",
+            "100",
+            "--producer-props",
+            f"bootstrap.servers={c.broker(1).bootstrap}",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            timeout=120,
+        )
 
     transactions("tv-at-1")
     at_1 = _markers(c, topic, 3)
-    assert len(at_1) >= 3 and {m.producer_epoch for m in at_1} == {0}       # version 1: no bump
+    assert len(at_1) >= 3 and {m.producer_epoch for m in at_1} == {0}  # version 1: no bump
 
     del c.broker(3).config[TV]
     c.restart(3)
     _until(c, lambda level, epoch, produce: level == 2)
     transactions("tv-at-2")
     at_2 = [m for m in _markers(c, topic, 3) if m.producer_id != at_1[0].producer_id]
-    assert len(at_2) >= 3 and max(m.producer_epoch for m in at_2) >= 2       # version 2: one bump per commit
+    assert len(at_2) >= 3 and max(m.producer_epoch for m in at_2) >= 2  # version 2: one bump per commit

@@ -7,6 +7,7 @@ its high watermark to the log end on becoming leader.
 rounds, stalled connections — are proved in tests/unit/cluster/test_fetcher.py against a
 real Log and a real loopback server; the network-cut scenarios belong to tests/faults.)
 """
+
 from __future__ import annotations
 
 import time
@@ -39,7 +40,7 @@ def test_a_lone_broker_killed_before_its_first_checkpoint_serves_every_acknowled
     topic = "hw-missing"
     with BrokerProcess(tmp_path / "data") as b:
         _produce(b.bootstrap, topic, 50)
-        b.kill()                      # within the checkpoint interval: no entry for the topic
+        b.kill()  # within the checkpoint interval: no entry for the topic
         ck = b.data_dir / "replication-offset-checkpoint"
         assert not ck.exists() or f"{topic} 0 50" not in ck.read_text()
         b.start()

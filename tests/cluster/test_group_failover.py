@@ -3,6 +3,7 @@ consuming while the broker leading the group's __consumer_offsets partition is k
 -9. The partition's new leader loads the group; members find it (NOT_COORDINATOR ->
 FindCoordinator); committed offsets survive; every message is consumed at least once
 and duplicates stay within the uncommitted window."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -20,19 +21,30 @@ BATCH = 100
 
 
 def test_a_group_keeps_its_offsets_when_its_coordinator_dies(make_cluster, tmp_path):
-    cluster = make_cluster(3, config={"offsets.topic.num.partitions": OFFSETS_PARTITIONS,
-                                      "group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0})
+    cluster = make_cluster(
+        3,
+        config={
+            "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+            "group.min.session.timeout.ms": 1000,
+            "group.initial.rebalance.delay.ms": 0,
+        },
+    )
     topic, group = "gf", "gf-group"
     create(cluster, topic)
     delivered = produce(cluster.bootstrap, topic, TOTAL, PARTITIONS)
     by_position = {pos: value.decode() for value, pos in delivered.items()}
     with Client(cluster.bootstrap) as c:
         ends = {q: o for q, (o, _ts) in c.list_offsets(topic, list(range(PARTITIONS)), -1).items()}
-    members = [Member(tmp_path, f"m{i}", cluster.bootstrap, group, topic, batch=BATCH, sleep_s=0.05,
-                      max_seconds=150) for i in range(3)]
+    members = [
+        Member(tmp_path, f"m{i}", cluster.bootstrap, group, topic, batch=BATCH, sleep_s=0.05, max_seconds=150)
+        for i in range(3)
+    ]
     try:
-        wait_until(lambda: len(_committed_or_none(cluster, group, topic) or {}) == PARTITIONS, 60,
-                   "every partition to have a commit")
+        wait_until(
+            lambda: len(_committed_or_none(cluster, group, topic) or {}) == PARTITIONS,
+            60,
+            "every partition to have a commit",
+        )
         p = offsets_partition(group, OFFSETS_PARTITIONS)
         coordinator = cluster.leader_of("__consumer_offsets", p)
         before = _committed_or_none(cluster, group, topic)
@@ -77,15 +89,27 @@ def _committed_or_none(cluster, group, topic):
             if resp.error_code:
                 return None
             with BrokerConnection(resp.host, resp.port, timeout=5) as conn:
-                r = conn.request(OffsetFetchRequest(group_id=group, topics=[
-                    OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(PARTITIONS)))
-                ]), 7)
+                r = conn.request(
+                    OffsetFetchRequest(
+                        group_id=group,
+                        topics=[
+                            OffsetFetchRequest.OffsetFetchRequestTopic(
+                                name=topic, partition_indexes=list(range(PARTITIONS))
+                            )
+                        ],
+                    ),
+                    7,
+                )
     except Exception:
         return None
     if r.error_code or any(p.error_code for t in r.topics for p in t.partitions):
         return None
-    return {(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions
-            if p.committed_offset >= 0}
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in r.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
 
 
 def _consumed(members) -> set:

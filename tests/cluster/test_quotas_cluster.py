@@ -2,6 +2,7 @@
 written where Kafka 3.x writes it (/config/clients/<c>, /config/users/<u>/clients/<c>,
 `<default>` as is, with a /config/changes notification), and applies on another broker
 without a restart: that broker describes it and throttles the client's produces there."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,8 @@ def test_a_quota_set_through_one_broker_applies_on_another(make_cluster):
     lead = cluster.broker(leader).bootstrap
     deadline = time.monotonic() + 20
     while describe(lead, [("client-id", 0, "capped")], strict=True) != {
-            (("client-id", "capped"),): {"producer_byte_rate": 50_000.0}}:
+        (("client-id", "capped"),): {"producer_byte_rate": 50_000.0}
+    }:
         assert time.monotonic() < deadline, "the quota never reached the leader"
         time.sleep(0.2)
     host, port = lead.split(":")

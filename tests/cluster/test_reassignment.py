@@ -6,6 +6,7 @@ next controller resumes it and it completes. At the end: 0 acknowledged records 
 0 stored twice, no reassignment listed, replicas and ISRs as planned, the removed
 replicas' directories gone from their brokers' disks, every replica byte-identical.
 Bounded in time; the random seed is printed (KBROKER_REASSIGN_SEED=N runs it again)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ PARTITIONS = 6
 
 
 def cli(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.cli.main", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def partition_dirs(cluster, broker_id: int) -> set[int]:
@@ -68,8 +70,17 @@ def plan_for(cluster, rng, partitions, new_broker, keep=None):
 
 
 def write_plan(path, plan) -> str:
-    path.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": TOPIC, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)} for p, r in plan.items()]}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": TOPIC, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                    for p, r in plan.items()
+                ],
+            }
+        )
+    )
     return str(path)
 
 
@@ -81,6 +92,7 @@ def wait_done(cluster, plan, timeout=90.0):
         now = {p: (cluster.replicas_of(TOPIC, p), sorted(cluster.isr_of(TOPIC, p))) for p in plan}
         done = all(replicas == plan[p] and isr == sorted(plan[p]) for p, (replicas, isr) in now.items())
         return done, now, f"replicas and ISRs {now}"
+
     return poll_until(f"the reassignment of {sorted(plan)} to be done", probe, timeout)
 
 
@@ -105,8 +117,17 @@ def test_reassignment_to_a_new_broker_under_load_survives_a_controller_kill(make
         # --generate proposes a plan over the four brokers (printed in Kafka's format)
         topics_file = tmp_path / "topics.json"
         topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
-        r = cli("topics", "reassign", "--generate", "--topics-to-move-json-file", topics_file,
-                "--broker-list", "1,2,3,4", "-b", cluster.bootstrap)
+        r = cli(
+            "topics",
+            "reassign",
+            "--generate",
+            "--topics-to-move-json-file",
+            topics_file,
+            "--broker-list",
+            "1,2,3,4",
+            "-b",
+            cluster.bootstrap,
+        )
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         assert lines[0] == "Current partition replica assignment"
@@ -142,14 +163,14 @@ def test_reassignment_to_a_new_broker_under_load_survives_a_controller_kill(make
         for (_t, p), (replicas, adding, removing) in ongoing.items():
             assert adding == [new] and replicas[:3] == second[p] and len(removing) == 1
         r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan2, "-b", live)
-        assert r.returncode == 1 and "existing partition assignment" in r.stderr     # one line, as Kafka's
+        assert r.returncode == 1 and "existing partition assignment" in r.stderr  # one line, as Kafka's
         r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan2, "-b", live)
         assert r.stdout.count("is still in progress.") == 3, r.stdout
         cluster.kill(controller)
         successor = cluster.wait_for_controller(not_in={controller})
         print("controller", controller, "killed; now", successor)
         cluster.resume(new)
-        cluster.start(controller)           # a target replica: the reassignment needs it back in the ISR
+        cluster.start(controller)  # a target replica: the reassignment needs it back in the ISR
         wait_done(cluster, second)
         producer.wait_for_more(300)
         r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan2, "-b", cluster.bootstrap)
@@ -164,6 +185,7 @@ def test_reassignment_to_a_new_broker_under_load_survives_a_controller_kill(make
     def dirs_as_planned():
         have = {b: partition_dirs(cluster, b) for b in (1, 2, 3, 4)}
         return have == want, have, f"partition directories {have}, expected {want}"
+
     poll_until("the partition directories to match the plan", dirs_as_planned, 30)
     assert not producer.errors, producer.errors[:5]
     stored = read_values(cluster.bootstrap, TOPIC, PARTITIONS)
@@ -182,19 +204,43 @@ def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
     before = [controller, next(b for b in (1, 2, 3) if b != controller)]
     spare = ({1, 2, 3} - set(before)).pop()
     from broker.protocol.messages.create_topics import CreateTopicsRequest as C
+
     with Client(cluster.bootstrap) as c:
-        req = C(topics=[C.CreatableTopic(name=TOPIC, num_partitions=-1, replication_factor=-1, configs=[],
-                                         assignments=[C.CreatableReplicaAssignment(partition_index=0,
-                                                                                   broker_ids=before)])],
-                timeout_ms=30000, validate_only=False)
+        req = C(
+            topics=[
+                C.CreatableTopic(
+                    name=TOPIC,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=[],
+                    assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=before)],
+                )
+            ],
+            timeout_ms=30000,
+            validate_only=False,
+        )
         assert c.controller().request(req).topics[0].error_code == 0
     cluster.wait_for_leader(TOPIC, 0, everywhere=True)
     assert cluster.replicas_of(TOPIC, 0) == before
-    r = cli("topics", "reassign", "--execute", "--reassignment-json-file",
-            write_plan(tmp_path / "bad.json", {0: [before[0], 9]}), "-b", cluster.bootstrap)
+    r = cli(
+        "topics",
+        "reassign",
+        "--execute",
+        "--reassignment-json-file",
+        write_plan(tmp_path / "bad.json", {0: [before[0], 9]}),
+        "-b",
+        cluster.bootstrap,
+    )
     assert r.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    r = cli("topics", "reassign", "--execute", "--reassignment-json-file",
-            write_plan(tmp_path / "nope.json", {5: [1, 2]}), "-b", cluster.bootstrap)
+    r = cli(
+        "topics",
+        "reassign",
+        "--execute",
+        "--reassignment-json-file",
+        write_plan(tmp_path / "nope.json", {5: [1, 2]}),
+        "-b",
+        cluster.bootstrap,
+    )
     assert r.returncode == 1 and "orders-5 does not exist" in r.stderr, r.stderr
     # a reassignment held in progress: the spare broker paused cannot catch up
     cluster.pause(spare)
@@ -207,16 +253,21 @@ def test_cancel_and_errors_through_the_cli(make_cluster, tmp_path):
         r = cli("topics", "reassign", "--list", "-b", live)
         assert r.returncode == 0 and r.stdout.splitlines() == [
             "Current partition reassignments:",
-            f"orders-0: replicas: {spare},{before[1]},{before[0]}. adding: {spare}. removing: {before[0]}."], r.stdout
+            f"orders-0: replicas: {spare},{before[1]},{before[0]}. adding: {spare}. removing: {before[0]}.",
+        ], r.stdout
         r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", live)
-        assert r.returncode == 0 and "Successfully cancelled partition reassignment for: orders-0" in r.stdout, \
+        assert r.returncode == 0 and "Successfully cancelled partition reassignment for: orders-0" in r.stdout, (
             r.stdout + r.stderr
+        )
         assert reassignments(cluster, live) == {}
     finally:
         cluster.resume(spare)
     assert set(cluster.replicas_of(TOPIC, 0)) == set(before)
-    poll_until("the cancelled replica's directory to go",
-               lambda: (not partition_dirs(cluster, spare), None, f"{partition_dirs(cluster, spare)}"), 30)
+    poll_until(
+        "the cancelled replica's directory to go",
+        lambda: (not partition_dirs(cluster, spare), None, f"{partition_dirs(cluster, spare)}"),
+        30,
+    )
     r = cli("topics", "reassign", "--cancel", "--reassignment-json-file", plan, "-b", cluster.bootstrap)
     assert r.returncode == 0 and "nothing to cancel" in r.stdout
     r = cli("topics", "reassign", "--list", "-b", cluster.bootstrap)
@@ -231,6 +282,7 @@ def test_kafkas_reassign_partitions_tool_executes_and_verifies(make_cluster, tmp
     on every broker and the topic); kbroker's own --verify agrees. Under CI=true missing
     jars fail the test (tests/support/deps.py)."""
     from tests.support.kafka_tools import kafka_tool, require_kafka_libs
+
     require_kafka_libs()
     cluster = make_cluster(3)
     with Client(cluster.bootstrap) as c:
@@ -241,21 +293,46 @@ def test_kafkas_reassign_partitions_tool_executes_and_verifies(make_cluster, tmp
     bootstrap = cluster.broker(1).bootstrap
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
-    out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--generate",
-                     "--topics-to-move-json-file", str(topics_file), "--broker-list", "1,2,3,4").stdout
+    out = kafka_tool(
+        "kafka-reassign-partitions",
+        "--bootstrap-server",
+        bootstrap,
+        "--generate",
+        "--topics-to-move-json-file",
+        str(topics_file),
+        "--broker-list",
+        "1,2,3,4",
+    ).stdout
     assert "Current partition replica assignment" in out and "Proposed partition reassignment configuration" in out
     plan = {p: [new, cluster.replicas_of(TOPIC, p)[1]] for p in range(3)}
     plan_file = write_plan(tmp_path / "plan.json", plan)
-    out = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
-                     "--reassignment-json-file", plan_file, "--throttle", "50000000").stdout
+    out = kafka_tool(
+        "kafka-reassign-partitions",
+        "--bootstrap-server",
+        bootstrap,
+        "--execute",
+        "--reassignment-json-file",
+        plan_file,
+        "--throttle",
+        "50000000",
+    ).stdout
     assert "Successfully started partition reassignments for orders-0,orders-1,orders-2" in out, out
     assert "The inter-broker throttle limit was set to 50000000 B/s" in out, out
     assert "follower.replication.throttled.replicas=" in topic_overrides(bootstrap)
+
     def verified():
-        run = kafka_tool("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
-                         "--reassignment-json-file", plan_file, check=False)
+        run = kafka_tool(
+            "kafka-reassign-partitions",
+            "--bootstrap-server",
+            bootstrap,
+            "--verify",
+            "--reassignment-json-file",
+            plan_file,
+            check=False,
+        )
         done = run.returncode == 0 and run.stdout.count("is completed.") == 3
         return done, run.stdout, f"exit {run.returncode}: {run.stdout[-800:]} {run.stderr[-800:]}"
+
     out = poll_until("kafka-reassign-partitions --verify to report completion", verified, 120, interval=1.0)
     print(out)
     assert "Clearing broker-level throttles on brokers" in out and "Clearing topic-level throttles" in out, out
@@ -284,8 +361,15 @@ def test_balance_proposes_a_plan_that_evens_out_a_new_broker(make_cluster, tmp_p
     proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
     plan = {e["partition"]: e["replicas"] for e in proposed["partitions"]}
     assert plan, r.stdout
-    r = cli("topics", "reassign", "--execute", "--reassignment-json-file", write_plan(tmp_path / "b.json", plan),
-            "-b", cluster.bootstrap)
+    r = cli(
+        "topics",
+        "reassign",
+        "--execute",
+        "--reassignment-json-file",
+        write_plan(tmp_path / "b.json", plan),
+        "-b",
+        cluster.bootstrap,
+    )
     assert r.returncode == 0, r.stderr
     wait_done(cluster, plan)
     after = {p: cluster.replicas_of(TOPIC, p) for p in range(4)}
@@ -302,13 +386,20 @@ def test_the_commands_of_docs_cluster_md_run_as_written(make_cluster, tmp_path):
     import re
     import shutil
     from pathlib import Path
+
     doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
-    section = doc[doc.index("## Moving replicas"):]
+    section = doc[doc.index("## Moving replicas") :]
     block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.splitlines()]
     commands = [c for c in commands if c and not c.startswith("#")]
-    assert [c.split()[3] for c in commands[1:]] == ["--generate", "--execute", "--verify", "--cancel", "--list",
-                                                    "--balance"]
+    assert [c.split()[3] for c in commands[1:]] == [
+        "--generate",
+        "--execute",
+        "--verify",
+        "--cancel",
+        "--list",
+        "--balance",
+    ]
     cluster = make_cluster(3)
     with Client(cluster.bootstrap) as c:
         c.create_topic(TOPIC, 2, 3, {})
@@ -320,7 +411,7 @@ def test_the_commands_of_docs_cluster_md_run_as_written(make_cluster, tmp_path):
     for command in commands:
         line = command.replace("127.0.0.1:9093", cluster.bootstrap)
         if line.startswith("broker "):
-            line = broker_cmd + line[len("broker"):]
+            line = broker_cmd + line[len("broker") :]
         r = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, (command, r.stdout, r.stderr)
         if "--generate" in command:
@@ -352,21 +443,36 @@ def prefill(bootstrap: str, partitions: int, per_partition: int, value_size: int
     """`per_partition` bytes of records into each partition, in batches of about 16 KB
     (values `<p>:<seq>` with negative sequence numbers, before the load's; padded keys)."""
     from tests.support.deps import require_module
+
     ck = require_module("confluent_kafka")
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                            "linger.ms": 20, "batch.size": 16384, "compression.type": "none"})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 16384,
+            "compression.type": "none",
+        }
+    )
     count = per_partition // (value_size + 80)
     failed = []
 
     def report(err, _msg):
         if err is not None:
             failed.append(str(err))
+
     for p in range(partitions):
         for seq in range(-count, 0):
             while True:
                 try:
-                    producer.produce(TOPIC, key=os.urandom(value_size // 2).hex().encode(),
-                                     value=f"{p}:{seq}".encode(), partition=p, on_delivery=report)
+                    producer.produce(
+                        TOPIC,
+                        key=os.urandom(value_size // 2).hex().encode(),
+                        value=f"{p}:{seq}".encode(),
+                        partition=p,
+                        on_delivery=report,
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -405,7 +511,7 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
         cluster.wait_for_leader(TOPIC, p, everywhere=True)
     prefill(cluster.bootstrap, PARTITIONS, 4_000_000)
     size = log_bytes(cluster, 1, range(PARTITIONS))
-    assert size >= 20_000_000, size             # >= 20 s at the throttle
+    assert size >= 20_000_000, size  # >= 20 s at the throttle
     producer = ProducerThread(cluster.bootstrap, TOPIC, PARTITIONS, rate=300).start()
     try:
         producer.wait_for_more(300)
@@ -413,13 +519,22 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
         plan = plan_for(cluster, rng, range(PARTITIONS), new)
         print("plan", plan)
         plan_file = write_plan(tmp_path / "plan.json", plan)
-        r = cli("topics", "reassign", "--execute", "--reassignment-json-file", plan_file, "--throttle", rate,
-                "-b", cluster.bootstrap)
+        r = cli(
+            "topics",
+            "reassign",
+            "--execute",
+            "--reassignment-json-file",
+            plan_file,
+            "--throttle",
+            rate,
+            "-b",
+            cluster.bootstrap,
+        )
         assert r.returncode == 0, r.stderr
         assert f"The inter-broker throttle limit was set to {rate} B/s" in r.stdout, r.stdout
         assert "You must run --verify periodically" in r.stdout
         started = time.monotonic()
-        samples = []                # (when, bytes on the new broker) until the controller is killed
+        samples = []  # (when, bytes on the new broker) until the controller is killed
         deadline = started + 150
         killed = None
         while True:
@@ -446,8 +561,9 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
         for b in (1, 2, 3, new):
             assert f"leader.replication.throttled.rate={rate}" in broker_dynamic_configs(cluster.bootstrap, b)
         overrides = topic_overrides(cluster.bootstrap)
-        assert "follower.replication.throttled.replicas=" + ",".join(f"{p}:{new}" for p in range(PARTITIONS)) \
-            in overrides, overrides
+        assert (
+            "follower.replication.throttled.replicas=" + ",".join(f"{p}:{new}" for p in range(PARTITIONS)) in overrides
+        ), overrides
         producer.wait_for_more(300)
         r = cli("topics", "reassign", "--verify", "--reassignment-json-file", plan_file, "-b", cluster.bootstrap)
         assert r.returncode == 0 and r.stdout.count("is completed.") == PARTITIONS, r.stdout + r.stderr
@@ -458,10 +574,9 @@ def test_a_throttled_reassignment_is_held_to_its_rate_and_verify_removes_the_thr
     final = log_bytes(cluster, new, range(PARTITIONS))
     t1, b1 = next((t, b) for t, b in samples if b >= 0.15 * size)
     t2, b2 = samples[-1]
-    assert t2 - t1 >= 8, samples            # the rate over at least 8 s
+    assert t2 - t1 >= 8, samples  # the rate over at least 8 s
     measured = (b2 - b1) / (t2 - t1)
-    print(f"moved {final} bytes in {took:.1f} s; between {b1} and {b2} bytes: {measured:.0f} B/s "
-          f"(throttle {rate} B/s)")
+    print(f"moved {final} bytes in {took:.1f} s; between {b1} and {b2} bytes: {measured:.0f} B/s (throttle {rate} B/s)")
     assert 0.8 * rate <= measured <= 1.2 * rate, (measured, samples)
     assert took >= 0.8 * (0.7 * size - 2 * rate) / rate, took
     # the throttles are gone: no broker's dynamic config, no topic override

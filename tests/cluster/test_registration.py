@@ -2,6 +2,7 @@
 session's /brokers/ids/N, waits for that session to expire (one log line saying so) and
 then starts, rather than exit; a broker started with the id of a live one is refused at
 once. Real brokers and ZooKeeper (tests/support/cluster.py)."""
+
 from __future__ import annotations
 
 import time
@@ -19,22 +20,22 @@ def waiting_lines(b: BrokerProcess) -> list[str]:
     return [line for line in b.log_path.read_text(errors="replace").splitlines() if WAIT_LINE in line]
 
 
-def test_a_broker_restarted_after_kill_9_waits_for_its_old_session_a_live_ones_id_is_refused(make_cluster,
-                                                                                               tmp_path):
+def test_a_broker_restarted_after_kill_9_waits_for_its_old_session_a_live_ones_id_is_refused(make_cluster, tmp_path):
     cluster = make_cluster(3, config={"zookeeper.session.timeout.ms": SESSION_MS})
     controller = cluster.controller_id()
     same, moved = [i for i in cluster.ids if i != controller]
     cluster.kill(same)
     cluster.kill(moved)
     killed_at = time.monotonic()
-    assert {same, moved} <= set(cluster.registered_in_zookeeper())       # the dead sessions hold them
+    assert {same, moved} <= set(cluster.registered_in_zookeeper())  # the dead sessions hold them
     time.sleep(2)
     # `same` on its own address (the registration names the port it binds again), `moved`
     # on a new port (the registration names a port where nothing listens any more)
     cluster.broker(same).start(wait=False)
     old = cluster.broker(moved)
-    cluster.brokers[moved] = BrokerProcess(old.data_dir, config=dict(old.config), broker_id=moved,
-                                           port=free_port(), host=old.host)
+    cluster.brokers[moved] = BrokerProcess(
+        old.data_dir, config=dict(old.config), broker_id=moved, port=free_port(), host=old.host
+    )
     cluster.broker(moved).start(wait=False)
     for i in (same, moved):
         cluster.broker(i).wait_ready(timeout=SESSION_MS / 1000 + 30)
@@ -49,8 +50,9 @@ def test_a_broker_restarted_after_kill_9_waits_for_its_old_session_a_live_ones_i
         log = cluster.broker(i).log_path.read_text(errors="replace").splitlines()
         started_at = max(n for n, line in enumerate(log) if "connecting to ZooKeeper" in line)
         waited_at = max(n for n, line in enumerate(log) if WAIT_LINE in line)
-        assert not any(f"registered broker {i} at" in line or "listening on" in line
-                       for line in log[started_at:waited_at]), log[started_at:waited_at]
+        assert not any(
+            f"registered broker {i} at" in line or "listening on" in line for line in log[started_at:waited_at]
+        ), log[started_at:waited_at]
         assert any(f"registered broker {i} at" in line for line in log[waited_at:]), log[waited_at:]
     # and started soon after the old session expired
     assert started < SESSION_MS / 1000 + 2 + 20, started

@@ -4,6 +4,7 @@ broker starts, as docs/security.md says) with ACLs on, while clients use a PLAIN
 listener: the controller's requests and the followers' fetches authenticate over TLS, a
 replicated topic keeps its three replicas in sync, and a client's record written with
 acks=all is read back; the client listener's Metadata names the client listener."""
+
 from __future__ import annotations
 
 import os
@@ -33,18 +34,24 @@ def broker_cli(*args) -> None:
 def test_replication_over_a_sasl_ssl_inter_broker_listener(request, tmp_path, zookeeper):
     ck = require_module("confluent_kafka")
     certs = make_certs(tmp_path / "certs")
-    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
-            'password="broker-secret";')
-    config = {**CLUSTER_CONFIG,
-              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
-              "inter.broker.listener.name": "INTERNAL",
-              "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-              "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-              "listener.name.internal.scram-sha-512.sasl.jaas.config": jaas,
-              "ssl.keystore.type": "PEM", "ssl.keystore.location": certs.broker_pem,
-              "ssl.truststore.type": "PEM", "ssl.truststore.location": certs.ca,
-              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "super.users": "User:broker", "allow.everyone.if.no.acl.found": "false"}
+    jaas = (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";'
+    )
+    config = {
+        **CLUSTER_CONFIG,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": certs.broker_pem,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": certs.ca,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:broker",
+        "allow.everyone.if.no.acl.found": "false",
+    }
     cluster = Cluster(tmp_path / "cluster", n=3, zookeeper=zookeeper, config=config, chroot=_chroot(request))
     request.node.kbroker_clusters = [cluster]
     internal = {}
@@ -57,14 +64,41 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(request, tmp_path, zo
         cluster.start()
         # clients (User:ANONYMOUS on the PLAINTEXT listener) get what they need from the broker user
         admin = tmp_path / "broker.properties"
-        admin.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-                         f"ssl.truststore.location={certs.ca}\nsasl.jaas.config={jaas}\n")
+        admin.write_text(
+            f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={certs.ca}\nsasl.jaas.config={jaas}\n"
+        )
         boot = f"127.0.0.1:{internal[1]}"
-        broker_cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal",
-                   "User:ANONYMOUS", "--operation", "All", "--topic", "replicated")
-        broker_cli("acls", "add", "--bootstrap", boot, "--command-config", admin, "--allow-principal",
-                   "User:ANONYMOUS", "--operation", "All", "--group", "readers")
+        broker_cli(
+            "acls",
+            "add",
+            "--bootstrap",
+            boot,
+            "--command-config",
+            admin,
+            "--allow-principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "All",
+            "--topic",
+            "replicated",
+        )
+        broker_cli(
+            "acls",
+            "add",
+            "--bootstrap",
+            boot,
+            "--command-config",
+            admin,
+            "--allow-principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "All",
+            "--group",
+            "readers",
+        )
         from confluent_kafka.admin import AdminClient, NewTopic
+
         plain = {"bootstrap.servers": cluster.bootstrap}
         admin_client = AdminClient(plain)
         admin_client.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(30)
@@ -77,6 +111,7 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(request, tmp_path, zo
         def in_sync():
             meta = cluster.describe("replicated").partitions[0]
             return len(meta.isr) == 3
+
         deadline = time.monotonic() + 60
         while not in_sync():
             assert time.monotonic() < deadline, cluster.log_tails()

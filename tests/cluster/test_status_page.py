@@ -8,6 +8,7 @@ the page within 5 s of its death (its ZooKeeper session has not even expired by 
 Every query of deploy/grafana/kbroker-dashboard.json names only metrics the brokers
 export.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,9 @@ def png_size(path: Path) -> tuple[int, int, bytes]:
     idat = b""
     pos = 8
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return width, height, zlib.decompress(idat)
 
@@ -63,8 +64,11 @@ def png_size(path: Path) -> tuple[int, int, bytes]:
 def cluster_with_page(make_cluster):
     require_binary("chromium")
     ports = {i: free_port() for i in (1, 2, 3)}
-    cluster = make_cluster(3, config={"offsets.topic.num.partitions": 1},
-                           per_broker={i: {"metrics.listener": f"127.0.0.1:{p}"} for i, p in ports.items()})
+    cluster = make_cluster(
+        3,
+        config={"offsets.topic.num.partitions": 1},
+        per_broker={i: {"metrics.listener": f"127.0.0.1:{p}"} for i, p in ports.items()},
+    )
     with Client(cluster.bootstrap) as c:
         for t in TOPICS:
             c.create_topic(t, 2, 3)
@@ -74,8 +78,9 @@ def cluster_with_page(make_cluster):
     with Producer(cluster.bootstrap, acks=-1) as producer:
         for i in range(RECORDS):
             producer.send("pageviews", b"view-%d" % i, partition=0)
-    with GroupConsumer(cluster.bootstrap, "dashboard-readers", ["pageviews"], auto_offset_reset="earliest",
-                       enable_auto_commit=False) as group:
+    with GroupConsumer(
+        cluster.bootstrap, "dashboard-readers", ["pageviews"], auto_offset_reset="earliest", enable_auto_commit=False
+    ) as group:
         group.poll(1.0)
         group.commit({("pageviews", 0): COMMITTED})
     return cluster, ports
@@ -112,7 +117,7 @@ def test_status_page_in_chromium(cluster_with_page, tmp_path):
             assert "dashboard-readers: Stable" in text or "dashboard-readers: Empty" in text
             assert re.search(rf"\bpageviews 0 {COMMITTED} {RECORDS - COMMITTED}\b", text), text
             assert f"total lag {RECORDS - COMMITTED}" in text
-            assert "<script>" in dom and "/status.json" in dom          # the live refresh, inline
+            assert "<script>" in dom and "/status.json" in dom  # the live refresh, inline
             assert "http://" not in re.sub(r"http://127\.0\.0\.1:\d+", "", dom) and "https://" not in dom
         shot = tmp_path / "status.png"
         pages[True].screenshot(shot)
@@ -122,10 +127,10 @@ def test_status_page_in_chromium(cluster_with_page, tmp_path):
         # its background has more than two byte values once filtered (a PNG's filters turn a
         # uniform line into one repeated byte), so count those lines
         stride = 1 + 4 * width if len(pixels) == height * (1 + 4 * width) else 1 + 3 * width
-        drawn = sum(len(set(pixels[y * stride + 1:(y + 1) * stride])) > 2 for y in range(height))
+        drawn = sum(len(set(pixels[y * stride + 1 : (y + 1) * stride])) > 2 for y in range(height))
         print(f"screenshot: {shot.stat().st_size} bytes, {drawn} of {height} scanlines drawn")
-        assert drawn > 300, drawn                          # the whole page draws 369-373
-        assert len(set(pixels[::97])) > 8                   # many colours, not one
+        assert drawn > 300, drawn  # the whole page draws 369-373
+        assert len(set(pixels[::97])) > 8  # many colours, not one
 
         # the script refreshes the page with JavaScript on, and only then
         stamp = {js: re.search(r'id="updated">([^<]+)<', page.html()).group(1) for js, page in pages.items()}
@@ -149,7 +154,7 @@ def test_status_page_in_chromium(cluster_with_page, tmp_path):
             time.sleep(0.2)
         shown = time.monotonic() - killed
         assert shown < 5
-        pages[False].reload()                                 # without JavaScript: on the next load
+        pages[False].reload()  # without JavaScript: on the next load
         text = page_text(pages[False].html())
         assert re.search(rf"\b{victim} 127\.0\.0\.1:\d+ +down \(unreachable\)", text), text
         pages[True].screenshot(tmp_path / "down.png")
@@ -161,9 +166,12 @@ def test_status_page_in_chromium(cluster_with_page, tmp_path):
         exported = set()
         for family in text_string_to_metric_families(r.read().decode()):
             exported.add(family.name)
-            exported.update({"counter": [f"{family.name}_total"],
-                             "histogram": [f"{family.name}_{s}" for s in ("bucket", "count", "sum")]}
-                            .get(family.type, []))
+            exported.update(
+                {
+                    "counter": [f"{family.name}_total"],
+                    "histogram": [f"{family.name}_{s}" for s in ("bucket", "count", "sum")],
+                }.get(family.type, [])
+            )
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
     assert len(exprs) >= 25
@@ -173,6 +181,10 @@ def test_status_page_in_chromium(cluster_with_page, tmp_path):
         assert names, expr
         named |= names
     assert not named - exported, f"dashboard queries name metrics not exported: {sorted(named - exported)}"
-    for wanted in ("kafka_server_under_replicated_partitions", "kafka_controller_active_controller_count",
-                   "kafka_consumer_group_lag", "kafka_network_total_time_seconds_bucket"):
+    for wanted in (
+        "kafka_server_under_replicated_partitions",
+        "kafka_controller_active_controller_count",
+        "kafka_consumer_group_lag",
+        "kafka_network_total_time_seconds_bucket",
+    ):
         assert wanted in named

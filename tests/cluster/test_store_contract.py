@@ -4,6 +4,7 @@ that exists, a topic (or partition state) that does not, a conditional write at 
 version, a write fenced by a controller epoch that a newer controller has replaced. The
 callers (topic administration, the broker, the controller) catch these classes whichever
 store is configured. The file store's runs need no ZooKeeper."""
+
 from __future__ import annotations
 
 import asyncio
@@ -60,6 +61,7 @@ class ZooKeeperBackend:
     async def elect_another_controller(self, store) -> None:
         """The controller's /controller is gone (as when its session expires) and another
         broker is elected: the old controller does not know yet."""
+
         def delete_controller() -> None:
             raw = KazooClient(self.connect, timeout=4)
             raw.start(timeout=10)
@@ -68,6 +70,7 @@ class ZooKeeperBackend:
             finally:
                 raw.stop()
                 raw.close()
+
         await asyncio.to_thread(delete_controller)
         other = KafkaZkClient(self.connect, session_timeout_ms=4000)
         self.others.append(other)
@@ -86,11 +89,13 @@ def run(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         return asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 30))
+
     return wrapper
 
 
 def raises(cls):
     """pytest.raises, and the error is exactly errors.py's class (not a look-alike)."""
+
     class Exactly(contextlib.AbstractContextManager):
         def __enter__(self):
             self.ctx = pytest.raises(cls)
@@ -101,6 +106,7 @@ def raises(cls):
             suppressed = self.ctx.__exit__(*exc)
             assert type(self.info.value) is cls, type(self.info.value)
             return suppressed
+
     return Exactly()
 
 
@@ -114,7 +120,7 @@ async def test_topic_exists(backend):
         with raises(errors.TopicExists):
             await store.create_topic("t", uuid.uuid4(), {0: [1]}, {})
         await store.mark_topic_for_deletion("t")
-        with raises(errors.TopicExists):                # until the controller has deleted it
+        with raises(errors.TopicExists):  # until the controller has deleted it
             await store.create_topic("t", uuid.uuid4(), {0: [1]}, {})
 
 
@@ -129,7 +135,7 @@ async def test_no_such_topic(backend):
             await store.set_topic_configs("nope", {"retention.ms": "1"})
         with raises(errors.NoSuchTopic):
             await store.mark_topic_for_deletion("nope")
-        assert await store.get_topic_names() == frozenset()    # none of them created it
+        assert await store.get_topic_names() == frozenset()  # none of them created it
 
 
 @run
@@ -138,7 +144,7 @@ async def test_bad_version(backend):
         topic_id = uuid.uuid4()
         await store.create_topic("t", topic_id, {0: [1]}, {})
         assert await store.set_topic_assignment("t", topic_id, {0: [1], 1: [1]}, 0) == 1
-        with raises(errors.BadVersion):                 # written at version 0 by someone else first
+        with raises(errors.BadVersion):  # written at version 0 by someone else first
             await store.set_topic_assignment("t", topic_id, {0: [1], 1: [1], 2: [1]}, 0)
         assert (await store.get_topic("t"))[1] == {0: [1], 1: [1]}
 
@@ -153,7 +159,8 @@ async def test_partition_state_results_are_the_same_classes(backend):
         assert type(again[0]) is errors.BadVersion and again[1] == 0
         moved = LeaderIsrState(1, 1, (1,), 1)
         result = await store.update_partition_states(
-            {("t", 0): (moved, 0), ("t", 1): (moved, 5), ("t", 2): (moved, 0), ("nope", 0): (moved, 0)}, fence)
+            {("t", 0): (moved, 0), ("t", 1): (moved, 5), ("t", 2): (moved, 0), ("nope", 0): (moved, 0)}, fence
+        )
         assert result[("t", 0)] == 1
         assert type(result[("t", 1)]) is errors.BadVersion
         assert type(result[("t", 2)]) is errors.NoSuchTopic
@@ -186,6 +193,7 @@ async def test_reassignment_in_the_topic_node(backend):
     JSON); the controller's write is conditional on the node's version and fenced by the
     controller epoch; a partition addition keeps them."""
     from broker.cluster.store.znodes import TopicAssignment
+
     async with backend.open() as store:
         _, fence = await store.try_elect_controller(1)
         topic_id = uuid.uuid4()
@@ -209,7 +217,7 @@ async def test_reassignment_in_the_topic_node(backend):
         await backend.elect_another_controller(store)
         with raises(errors.ControllerMoved):
             await store.set_topic_reassignment("t", moving, 3, fence)
-        assert await store.get_topic_assignment("t") == (done, 3)    # nothing written
+        assert await store.get_topic_assignment("t") == (done, 3)  # nothing written
 
 
 @run
@@ -219,6 +227,7 @@ async def test_user_credentials_and_acls_with_their_notifications(backend):
     ZooKeeper: another client's write, seen through /config/changes and /kafka-acl-changes
     within a second)."""
     from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+
     async with backend.open() as store:
         users: list = []
         acls: list = []
@@ -229,8 +238,9 @@ async def test_user_credentials_and_acls_with_their_notifications(backend):
             writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
             backend.others.append(writer)
             await writer.start()
-        await writer.set_user_config("alice smith*", {"SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,"
-                                                                       "iterations=4096"})
+        await writer.set_user_config(
+            "alice smith*", {"SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,iterations=4096"}
+        )
         literal = (ResourceType.TOPIC, "t", PatternType.LITERAL)
         prefixed = (ResourceType.GROUP, "g-", PatternType.PREFIXED)
         read = AclBinding(*literal, "User:alice", "*", Operation.READ, Permission.ALLOW)
@@ -242,8 +252,9 @@ async def test_user_credentials_and_acls_with_their_notifications(backend):
             await asyncio.sleep(0.02)
         assert users == ["users/alice%20smith%2A"]
         assert sorted(acls) == sorted([literal, prefixed])
-        assert (await store.get_user_configs()) == {"alice smith*": {
-            "SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,iterations=4096"}}
+        assert (await store.get_user_configs()) == {
+            "alice smith*": {"SCRAM-SHA-512": "salt=YQ==,stored_key=Yg==,server_key=Yw==,iterations=4096"}
+        }
         assert sorted(await store.get_acls(), key=str) == sorted([read, deny], key=str)
         assert await store.get_resource_acls(prefixed) == [deny]
         await writer.update_acls({literal: lambda s: set()})
@@ -302,6 +313,7 @@ async def test_log_dir_events(backend):
         assert sorted(events.values()) == [2, 3] and all(n.startswith("log_dir_event_") for n in events)
         assert any(sorted(names) == sorted(events) for names in seen)
         if isinstance(backend, ZooKeeperBackend):
+
             def raw_json() -> bytes:
                 raw = KazooClient(backend.connect, timeout=4)
                 raw.start(timeout=10)
@@ -311,6 +323,7 @@ async def test_log_dir_events(backend):
                 finally:
                     raw.stop()
                     raw.close()
+
             assert json.loads(await asyncio.to_thread(raw_json)) == {"version": 1, "broker": 2, "event": 1}
         first = min(events)
         await store.delete_log_dir_events([first], fence)
@@ -374,6 +387,7 @@ async def test_finalized_features_fenced_watched_and_as_kafka_writes_them(backen
             await asyncio.sleep(0.02)
         assert seen[-1] == ({"transaction.version": 2}, 1)
         if isinstance(backend, ZooKeeperBackend):
+
             def raw_json() -> bytes:
                 raw = KazooClient(backend.connect, timeout=4)
                 raw.start(timeout=10)
@@ -382,8 +396,12 @@ async def test_finalized_features_fenced_watched_and_as_kafka_writes_them(backen
                 finally:
                     raw.stop()
                     raw.close()
+
             assert json.loads(await asyncio.to_thread(raw_json)) == {
-                "features": {"transaction.version": {"max_version_level": 2}}, "version": 2, "status": 1}
+                "features": {"transaction.version": {"max_version_level": 2}},
+                "version": 2,
+                "status": 1,
+            }
         await backend.elect_another_controller(store)
         with raises(errors.ControllerMoved):
             await store.set_finalized_features({"transaction.version": 1}, fence)

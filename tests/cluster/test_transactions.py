@@ -7,6 +7,7 @@ transaction.version 2 the copier (kafka-clients 4.3) speaks KIP-890 part 2 (Prod
 TxnOffsetCommit v5 without AddOffsetsToTxn, an epoch bump per EndTxn: each producer's
 markers on disk go up in epoch); with transaction.version 1 it speaks what it did before
 (markers of many transactions share an epoch)."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,13 @@ from tests.txn.test_single_broker import read
 RECORDS = 6000
 INPUT_PARTITIONS = 2
 TXN_PARTITIONS = 5
-CONFIG = {"transaction.state.log.num.partitions": TXN_PARTITIONS, "transaction.state.log.replication.factor": 3,
-          "transaction.state.log.min.isr": 2, "min.insync.replicas": 2,
-          "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+CONFIG = {
+    "transaction.state.log.num.partitions": TXN_PARTITIONS,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "min.insync.replicas": 2,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+}
 
 
 def _remaining(tool) -> int | None:
@@ -63,11 +68,30 @@ def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_clust
     for part in range(INPUT_PARTITIONS):
         txn_id = f"copier-{part}"
         copiers[txn_id] = start_kafka_tool(
-            "transactional-message-copier", "--broker-list", c.bootstrap, "--transactional-id", txn_id,
-            "--consumer-group", "copiers", "--input-topic", "in", "--input-partition", str(part),
-            "--output-topic", "out", "--max-messages", str(RECORDS // INPUT_PARTITIONS), "--transaction-size", "100",
-            "--transaction-timeout", "10000", "--enable-random-aborts", "--use-group-metadata",
-            out_dir=tmp_path, label=txn_id)
+            "transactional-message-copier",
+            "--broker-list",
+            c.bootstrap,
+            "--transactional-id",
+            txn_id,
+            "--consumer-group",
+            "copiers",
+            "--input-topic",
+            "in",
+            "--input-partition",
+            str(part),
+            "--output-topic",
+            "out",
+            "--max-messages",
+            str(RECORDS // INPUT_PARTITIONS),
+            "--transaction-size",
+            "100",
+            "--transaction-timeout",
+            "10000",
+            "--enable-random-aborts",
+            "--use-group-metadata",
+            out_dir=tmp_path,
+            label=txn_id,
+        )
 
     def progress(what: str, below: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -76,8 +100,9 @@ def test_java_copier_through_a_coordinator_kill_and_a_rolling_restart(make_clust
             if all(x is not None and x <= below for x in left):
                 return
             for name, t in copiers.items():
-                assert t.proc.poll() is None or t.proc.returncode == 0, \
+                assert t.proc.poll() is None or t.proc.returncode == 0, (
                     f"{name} exited {t.proc.returncode}: {t.stderr()[-3000:]}"
+                )
             assert time.monotonic() < deadline, f"{what}: the copiers still have {left} left"
             time.sleep(0.3)
 

@@ -7,6 +7,7 @@ a leader's kill -9 and the new leader's election, and the old leader rejoining a
 follower. uvloop's transports are not asyncio.Transport subclasses and its
 BufferedProtocol calls differ from asyncio's; a channel that only works on asyncio fails
 here (brokers never hear the controller)."""
+
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ TOPIC = "uv-cluster"
 def test_replication_and_failover_on_uvloop(make_cluster):
     require_module("uvloop")
     from broker.client import Cluster as Client, Producer
+
     cluster = make_cluster(3, config={"zookeeper.session.timeout.ms": 6000}, event_loop="uvloop")
     for i in cluster.ids:
         assert "event loop: uvloop" in cluster.broker(i).log_path.read_text(errors="replace")
@@ -31,7 +33,7 @@ def test_replication_and_failover_on_uvloop(make_cluster):
     cluster.wait_for_leader(TOPIC, 0, everywhere=True)
     cluster.wait_for_isr(TOPIC, 0, {1, 2, 3})
 
-    values = [os.urandom(1000) + b"%08d" % i for i in range(6000)]       # 6 MB: followers fetch megabytes
+    values = [os.urandom(1000) + b"%08d" % i for i in range(6000)]  # 6 MB: followers fetch megabytes
     with Producer(cluster.bootstrap, acks=-1, batch_size=1 << 20) as p:
         for v in values[:3000]:
             p.send(TOPIC, v, partition=0)
@@ -47,7 +49,7 @@ def test_replication_and_failover_on_uvloop(make_cluster):
     cluster.start(leader)
     cluster.wait_for_isr(TOPIC, 0, {1, 2, 3})
 
-    assert read(cluster.bootstrap, TOPIC) == values                     # nothing lost, nothing twice
+    assert read(cluster.bootstrap, TOPIC) == values  # nothing lost, nothing twice
     logs = {i: segment_bytes(cluster, i, TOPIC) for i in cluster.ids}
     assert len(logs[leader]) > 6_000_000
-    assert logs[1] == logs[2] == logs[3]                               # the replicas are byte-identical
+    assert logs[1] == logs[2] == logs[3]  # the replicas are byte-identical

@@ -6,6 +6,7 @@ re-registration, ZooKeeper unreachable at start, ZooKeeper killed and restarted.
 Each test gets a fresh chroot (conftest.zk_connect) and runs its own event loop; every
 wait is bounded. Sessions are expired the way ZooKeeper's own tests do it: a second
 client connects with the same session id and password, then closes the session."""
+
 from __future__ import annotations
 
 import asyncio
@@ -49,9 +50,11 @@ pytestmark = pytest.mark.timeout(60)
 
 def run(fn):
     """Runs an async test on a fresh event loop (in this, the main, thread), bounded."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         return asyncio.run(asyncio.wait_for(fn(*args, **kwargs), TEST_TIMEOUT))
+
     return wrapper
 
 
@@ -67,8 +70,9 @@ async def client(connect: str, **kwargs):
 
 
 def registration(broker_id: int, port: int = 9092) -> BrokerRegistration:
-    return BrokerRegistration(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", port),), rack="r1",
-                              timestamp=int(time.time() * 1000))
+    return BrokerRegistration(
+        broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", port),), rack="r1", timestamp=int(time.time() * 1000)
+    )
 
 
 async def until(predicate, what: str, timeout: float = 10.0) -> None:
@@ -81,11 +85,13 @@ async def until(predicate, what: str, timeout: float = 10.0) -> None:
 
 async def expire_session(connect: str, zk: KafkaZkClient) -> None:
     """Takes over zk's session with a second client and closes it: ZooKeeper expires it."""
+
     def take_over() -> None:
         other = KazooClient(connect.split("/", 1)[0], client_id=zk.client_id, timeout=SESSION_TIMEOUT_MS / 1000)
         other.start(timeout=10)
         other.stop()
         other.close()
+
     await asyncio.to_thread(take_over)
 
 
@@ -98,6 +104,7 @@ def raw(connect: str) -> KazooClient:
 
 # ---------------------------------------------------------------- start, chroot, cluster id
 
+
 @run
 async def test_start_creates_a_nested_chroot_and_kafkas_persistent_paths(zk_connect):
     connect = zk_connect + "/nested/kb"
@@ -106,10 +113,16 @@ async def test_start_creates_a_nested_chroot_and_kafkas_persistent_paths(zk_conn
     r = raw(connect.split("/", 1)[0])
     try:
         chroot = "/" + connect.split("/", 1)[1]
-        for path in ("/brokers/ids", "/brokers/topics", "/config/changes", "/config/topics",
-                     "/admin/delete_topics", "/latest_producer_id_block"):
+        for path in (
+            "/brokers/ids",
+            "/brokers/topics",
+            "/config/changes",
+            "/config/topics",
+            "/admin/delete_topics",
+            "/latest_producer_id_block",
+        ):
             assert r.exists(chroot + path) is not None, path
-        assert r.exists("/brokers") is None          # nothing outside the chroot
+        assert r.exists("/brokers") is None  # nothing outside the chroot
     finally:
         r.stop()
         r.close()
@@ -142,20 +155,21 @@ async def test_a_session_alone_creates_its_chroot_and_none_of_kafkas_znodes(zk_c
 @run
 async def test_cluster_id_is_created_once(zk_connect):
     async with client(zk_connect) as a, client(zk_connect) as b:
-        ids = await asyncio.gather(a.get_or_create_cluster_id("first-id-AAAAAAAAAAAAA"),
-                                   b.get_or_create_cluster_id("second-id-BBBBBBBBBBBB"))
+        ids = await asyncio.gather(
+            a.get_or_create_cluster_id("first-id-AAAAAAAAAAAAA"), b.get_or_create_cluster_id("second-id-BBBBBBBBBBBB")
+        )
         assert ids[0] == ids[1] and ids[0] in ("first-id-AAAAAAAAAAAAA", "second-id-BBBBBBBBBBBB")
         assert await b.get_or_create_cluster_id("third") == ids[0]
 
 
 @run
 async def test_unreachable_zookeeper_raises_after_the_connection_timeout():
-    connect = f"127.0.0.1:{free_port()}/kb"       # nothing listens there
+    connect = f"127.0.0.1:{free_port()}/kb"  # nothing listens there
     zk = KafkaZkClient(connect, connection_timeout_ms=1500)
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as e:
         await zk.start()
-    assert time.monotonic() - started >= 1.4      # it kept trying until the timeout
+    assert time.monotonic() - started >= 1.4  # it kept trying until the timeout
     assert str(e.value) == f"ZooKeeper at {connect} is unreachable: no connection within 1500 ms"
     assert isinstance(e.value, StoreError)
 
@@ -167,12 +181,13 @@ def test_malformed_connect_string_is_refused_at_once():
 
 # ---------------------------------------------------------------- brokers
 
+
 @run
 async def test_register_broker_epoch_and_id_in_use(zk_connect):
     async with client(zk_connect) as a, client(zk_connect) as b:
         epoch = await a.register_broker(registration(1))
         assert epoch > 0
-        assert await a.register_broker(registration(1)) == epoch     # same session: the same node
+        assert await a.register_broker(registration(1)) == epoch  # same session: the same node
         with pytest.raises(BrokerIdInUse, match=r"broker id 1 is already registered in ZooKeeper at .*session 0x"):
             await b.register_broker(registration(1, 9093))
         epoch2 = await b.register_broker(registration(2, 9093))
@@ -189,7 +204,7 @@ async def test_register_broker_epoch_and_id_in_use(zk_connect):
         finally:
             r.stop()
             r.close()
-    async with client(zk_connect) as c:        # a's session closed: its node went with it
+    async with client(zk_connect) as c:  # a's session closed: its node went with it
         assert (await c.get_brokers()).keys() == set()
         assert await c.register_broker(registration(1)) > epoch2
 
@@ -200,6 +215,7 @@ async def test_register_broker_waits_out_a_gone_holder_and_refuses_a_live_one(zk
     one log line, until the holder's node goes (here: its session closes mid-wait), then
     registers; a node that stays past the session timeout + slack is BrokerIdInUse(live=False)."""
     import broker.cluster.store.zkclient as zkclient
+
     caplog.set_level("WARNING", logger=zkclient.__name__)
     asked = []
 
@@ -258,8 +274,7 @@ async def test_broker_ids_watch_fires_on_the_loop_thread(zk_connect):
             await until(lambda: seen[-1][0] == {1}, "broker 2 gone")
         await until(lambda: seen[-1][0] == frozenset(), "broker 1 gone")
     assert {thread for _, thread in seen} == {loop_thread}
-    assert [ids for ids, _ in seen] == [{1}, {1, 2}, {1}, frozenset()]     # each change once, in order
-
+    assert [ids for ids, _ in seen] == [{1}, {1, 2}, {1}, frozenset()]  # each change once, in order
 
 
 @run
@@ -286,6 +301,7 @@ async def test_broker_ids_watch_reports_a_broker_that_registered_again_under_the
 
 
 # ---------------------------------------------------------------- controller
+
 
 @run
 async def test_controller_race_one_winner_and_epochs_increase(zk_connect):
@@ -331,7 +347,7 @@ async def test_zombie_controller_is_fenced(zk_connect):
             await old.create_partition_states("t", {1: state}, old_version)
         with pytest.raises(ControllerMoved):
             await old.delete_topic_znodes("t", old_version)
-        assert (await new.get_partition_states("t")) == {0: (state, 0)}          # nothing written
+        assert (await new.get_partition_states("t")) == {0: (state, 0)}  # nothing written
         assert await new.update_partition_states({("t", 0): (bumped, 0)}, new_version) == {("t", 0): 1}
         assert await new.create_partition_states("t", {1: state}, new_version) == {1: 0}
 
@@ -344,7 +360,7 @@ async def test_partition_state_conditional_updates(zk_connect):
         s0 = LeaderIsrState(1, 0, (1,), 1)
         assert await zk.create_partition_states("t", {0: s0, 1: s0}, fence) == {0: 0, 1: 0}
         again = await zk.create_partition_states("t", {0: s0}, fence)
-        assert isinstance(again[0], BadVersion)                      # it exists already
+        assert isinstance(again[0], BadVersion)  # it exists already
         s1 = LeaderIsrState(1, 1, (1,), 1)
         result = await zk.update_partition_states({("t", 0): (s1, 0), ("t", 1): (s1, 7), ("t", 9): (s1, 0)}, fence)
         assert result[("t", 0)] == 1
@@ -352,13 +368,16 @@ async def test_partition_state_conditional_updates(zk_connect):
         assert isinstance(result[("t", 9)], NoSuchTopic)
         assert await zk.get_partition_states("t") == {0: (s1, 1), 1: (s0, 0)}
         # a second writer with the version it read: one of two concurrent writers wins
-        both = await asyncio.gather(zk.update_partition_states({("t", 1): (s1, 0)}, fence),
-                                    zk.update_partition_states({("t", 1): (LeaderIsrState(1, 2, (1,), 1), 0)}, fence))
+        both = await asyncio.gather(
+            zk.update_partition_states({("t", 1): (s1, 0)}, fence),
+            zk.update_partition_states({("t", 1): (LeaderIsrState(1, 2, (1,), 1), 0)}, fence),
+        )
         assert sorted(type(r[("t", 1)]).__name__ for r in both) == ["BadVersion", "int"]
         assert await zk.get_partition_states("nope") == {}
 
 
 # ---------------------------------------------------------------- topics and configs
+
 
 @run
 async def test_topics_create_read_watch_and_add_partitions(zk_connect):
@@ -374,7 +393,7 @@ async def test_topics_create_read_watch_and_add_partitions(zk_connect):
         assert await other.get_topic("clicks") == (topic_id, {0: [1, 2], 1: [2, 1]}, 0)
         assert await other.get_topic_configs("clicks") == {"retention.ms": "1000"}
         r = raw(zk_connect)
-        try:          # the node is Kafka's v3 JSON with the topic id in Kafka's base64
+        try:  # the node is Kafka's v3 JSON with the topic id in Kafka's base64
             data, _ = r.get(TopicZNode.path("clicks"))
             assert TopicZNode.decode("clicks", data).topic_id == topic_id and b'"version":3' in data
         finally:
@@ -386,8 +405,10 @@ async def test_topics_create_read_watch_and_add_partitions(zk_connect):
         changes: list = []
         assert (await other.watch_topic("clicks", changes.append))[2] == 0
         assert await zk.set_topic_assignment("clicks", topic_id, {0: [1, 2], 1: [2, 1], 2: [1, 2]}, 0) == 1
-        await until(lambda: changes and changes[-1] == (topic_id, {0: [1, 2], 1: [2, 1], 2: [1, 2]}, 1),
-                    "the partition addition")
+        await until(
+            lambda: changes and changes[-1] == (topic_id, {0: [1, 2], 1: [2, 1], 2: [1, 2]}, 1),
+            "the partition addition",
+        )
         with pytest.raises(BadVersion):
             await zk.set_topic_assignment("clicks", topic_id, {0: [1]}, 0)
         with pytest.raises(NoSuchTopic):
@@ -395,14 +416,14 @@ async def test_topics_create_read_watch_and_add_partitions(zk_connect):
         other.unwatch_topic("clicks")
         await zk.set_topic_assignment("clicks", topic_id, {0: [2, 1]}, 1)
         await asyncio.sleep(0.2)
-        assert changes[-1][2] == 1                                   # unwatched: no more calls
+        assert changes[-1][2] == 1  # unwatched: no more calls
 
 
 @run
 async def test_topic_configs_and_change_notifications(zk_connect):
     async with client(zk_connect) as zk, client(zk_connect) as other:
         await zk.create_topic("old", uuid.uuid4(), {0: [1]}, {})
-        await zk.set_topic_configs("old", {"retention.ms": "1"})     # before the watch: not delivered
+        await zk.set_topic_configs("old", {"retention.ms": "1"})  # before the watch: not delivered
         changes: list = []
         await other.watch_config_changes(changes.append)
         await zk.create_topic("clicks", uuid.uuid4(), {0: [1]}, {})
@@ -425,21 +446,22 @@ async def test_topic_deletion(zk_connect):
         names: list = []
         await zk.watch_topics(names.append)
         await zk.create_topic("t", uuid.uuid4(), {0: [1], 1: [1]}, {"retention.ms": "5"})
-        await zk.create_partition_states("t", {0: LeaderIsrState(1, 0, (1,), 1), 1: LeaderIsrState(1, 0, (1,), 1)},
-                                         fence)
+        await zk.create_partition_states(
+            "t", {0: LeaderIsrState(1, 0, (1,), 1), 1: LeaderIsrState(1, 0, (1,), 1)}, fence
+        )
         await zk.mark_topic_for_deletion("t")
-        await zk.mark_topic_for_deletion("t")                         # twice is fine
+        await zk.mark_topic_for_deletion("t")  # twice is fine
         with pytest.raises(NoSuchTopic):
             await zk.mark_topic_for_deletion("views")
         await until(lambda: marked and marked[-1] == {"t"}, "the deletion watch")
         assert await zk.get_topics_marked_for_deletion() == {"t"}
-        with pytest.raises(TopicExists):                              # still there until deleted
+        with pytest.raises(TopicExists):  # still there until deleted
             await zk.create_topic("t", uuid.uuid4(), {0: [1]}, {})
         await zk.delete_topic_znodes("t", fence)
         await until(lambda: marked[-1] == frozenset() and names[-1] == frozenset(), "topic and marker gone")
         assert await zk.get_topic_configs("t") == {} and await zk.get_partition_states("t") == {}
-        await zk.delete_topic_znodes("t", fence)                      # nothing left: fine
-        await zk.create_topic("t", uuid.uuid4(), {0: [1]}, {})        # the name is free again
+        await zk.delete_topic_znodes("t", fence)  # nothing left: fine
+        await zk.create_topic("t", uuid.uuid4(), {0: [1]}, {})  # the name is free again
 
 
 @run
@@ -471,12 +493,13 @@ async def test_producer_id_blocks_are_disjoint_across_brokers(zk_connect):
 
 # ---------------------------------------------------------------- sessions
 
+
 @run
 async def test_session_expiry_removes_the_registration_and_a_new_session_reregisters(zk_connect):
     async with client(zk_connect) as watcher, client(zk_connect) as broker:
         ids: list = []
         await watcher.watch_broker_ids(ids.append)
-        own: list = []                                  # a watch of the client whose session expires
+        own: list = []  # a watch of the client whose session expires
         await broker.watch_broker_ids(own.append)
         events: list = []
         threads: set = set()
@@ -484,8 +507,9 @@ async def test_session_expiry_removes_the_registration_and_a_new_session_reregis
         def on_event(event: SessionEvent) -> None:
             events.append(event)
             threads.add(threading.get_ident())
-            if event is SessionEvent.NEW_SESSION:      # what the broker does: register again
+            if event is SessionEvent.NEW_SESSION:  # what the broker does: register again
                 asyncio.ensure_future(broker.register_broker(registration(1)))
+
         broker.add_session_listener(on_event)
         first_epoch = await broker.register_broker(registration(1))
         await until(lambda: ids and ids[-1] == {1}, "registered")
@@ -496,8 +520,8 @@ async def test_session_expiry_removes_the_registration_and_a_new_session_reregis
         assert events[-2:] == [SessionEvent.EXPIRED, SessionEvent.NEW_SESSION]
         assert threads == {threading.get_ident()}
         assert broker.session_id != old_session
-        (_, epoch), = (await watcher.get_brokers_and_epochs()).values()
-        assert epoch > first_epoch                      # a new broker epoch
+        ((_, epoch),) = (await watcher.get_brokers_and_epochs()).values()
+        assert epoch > first_epoch  # a new broker epoch
         await until(lambda: own and own[-1] == {1}, "the expired client's watch, re-armed")
         async with client(zk_connect) as b:
             await b.register_broker(registration(2))
@@ -517,7 +541,7 @@ async def test_zookeeper_killed_and_restarted_operations_resume(own_zookeeper):
         await until(lambda: SessionEvent.DISCONNECTED in events, "the disconnection")
         pending = asyncio.ensure_future(zk.get_or_create_cluster_id("cluster-during-outage"))
         await asyncio.sleep(0.3)
-        assert not pending.done()                   # waiting for ZooKeeper, not failing
+        assert not pending.done()  # waiting for ZooKeeper, not failing
         server.start()
         assert await asyncio.wait_for(pending, 15) == "cluster-during-outage"
         await until(lambda: events[-1] in (SessionEvent.RECONNECTED, SessionEvent.NEW_SESSION), "reconnection")
@@ -527,7 +551,7 @@ async def test_zookeeper_killed_and_restarted_operations_resume(own_zookeeper):
             # may have registered again meanwhile under the same id)
             assert all(i == {1} for i in ids), ids
         assert await zk.get_or_create_cluster_id("other") == "cluster-during-outage"
-        async with client(server.chroot("kb")) as other:    # the watch was re-armed
+        async with client(server.chroot("kb")) as other:  # the watch was re-armed
             await other.register_broker(registration(2))
             await until(lambda: ids and 2 in ids[-1], "broker 2 seen after the restart")
 

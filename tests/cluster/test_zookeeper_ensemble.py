@@ -10,6 +10,7 @@ distinct hosts): the brokers' connect string names three hosts, and each broker'
 connections to them leave from its own address. The seed (which two servers are stopped,
 and in which order they come back) is printed; every wait is bounded.
 """
+
 from __future__ import annotations
 
 import random
@@ -82,8 +83,9 @@ def test_cluster_rides_out_losing_the_zookeeper_leader_then_quorum(request, tmp_
             old = ens.wait_for_quorum()
             old.kill()
             new = ens.wait_for_quorum(members=[s for s in ens.servers if s is not old])
-            print(f"ZooKeeper leader {old.myid} killed; {new.myid} leads after "
-                  f"{time.monotonic() - t0:.1f} s of the run")
+            print(
+                f"ZooKeeper leader {old.myid} killed; {new.myid} leads after {time.monotonic() - t0:.1f} s of the run"
+            )
             w.wait_for_acks(200)
             all_running(c)
             old.start(wait=False)

@@ -1,6 +1,7 @@
 """ZooKeeper away while the cluster runs, as Kafka handles it: brokers keep serving the
 partitions they lead with the ISR as it is (nothing can be recorded, so nothing is
 guessed); when ZooKeeper returns, the cluster administers and fails over again."""
+
 from __future__ import annotations
 
 import time
@@ -40,7 +41,7 @@ def test_brokers_serve_through_a_zookeeper_outage_and_carry_on_after_it(make_clu
                 c.create_topic("after", 1, 3)
             break
         except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:     # an earlier try wrote it, then timed out
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # an earlier try wrote it, then timed out
                 break
             assert exc.code == ErrorCode.REQUEST_TIMED_OUT and time.monotonic() < deadline, exc
             time.sleep(0.5)

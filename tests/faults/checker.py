@@ -44,6 +44,7 @@ Failed sends are indeterminate (a request timeout may still have been written): 
 Result counts those that turned up (`failed_present`), never flags them. Values are
 strings, unique per send (the history rejects a value sent twice).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,19 @@ from collections import defaultdict
 
 from broker.native import CorruptRecordError, iter_batches
 
-ANOMALIES = ("lost", "wrong_offset", "duplicate", "unexpected", "offset_gap", "offset_order",
-             "nonmonotonic_poll", "poll_skip", "truncated_read", "commit_ahead", "replica_divergence")
+ANOMALIES = (
+    "lost",
+    "wrong_offset",
+    "duplicate",
+    "unexpected",
+    "offset_gap",
+    "offset_order",
+    "nonmonotonic_poll",
+    "poll_skip",
+    "truncated_read",
+    "commit_ahead",
+    "replica_divergence",
+)
 MAX_EXAMPLES = 10
 
 
@@ -62,7 +74,7 @@ class Send:
     value: str
     producer: str
     idempotent: bool
-    status: str = "invoked"              # invoked | ok | failed
+    status: str = "invoked"  # invoked | ok | failed
     partition: int | None = None
     offset: int | None = None
     error: str | None = None
@@ -114,9 +126,15 @@ class History:
             for s in self.sends.values():
                 statuses[s.status] += 1
             no_offset = sum(1 for s in self.sends.values() if s.status == "ok" and s.offset is None)
-            return {"sends": len(self.sends), "acked": statuses["ok"], "failed": statuses["failed"],
-                    "pending": statuses["invoked"], "polls": len(self.polls), "commits": len(self.commits),
-                    "acked_without_offset": no_offset}
+            return {
+                "sends": len(self.sends),
+                "acked": statuses["ok"],
+                "failed": statuses["failed"],
+                "pending": statuses["invoked"],
+                "polls": len(self.polls),
+                "commits": len(self.commits),
+                "acked_without_offset": no_offset,
+            }
 
 
 @dataclasses.dataclass
@@ -139,9 +157,11 @@ class Result:
 
     def summary(self) -> str:
         c = self.counts
-        head = (f"sends {c['sends']} (acked {c['acked']}, failed {c['failed']}, failed but present "
-                f"{self.failed_present}), polls {c['polls']}, final records {c['final']}, "
-                f"allowed duplicates {self.allowed_duplicates}, anomalies {self.anomaly_count()}")
+        head = (
+            f"sends {c['sends']} (acked {c['acked']}, failed {c['failed']}, failed but present "
+            f"{self.failed_present}), polls {c['polls']}, final records {c['final']}, "
+            f"allowed duplicates {self.allowed_duplicates}, anomalies {self.anomaly_count()}"
+        )
         if self.epoch_bump_duplicates:
             head += f", idempotent duplicates across producer epochs {self.epoch_bump_duplicates}"
         if c.get("acked_without_offset"):
@@ -163,16 +183,22 @@ def diverged(logs: dict[int, bytes]) -> str | None:
         return None
     longest_id, longest = max(logs.items(), key=lambda kv: len(kv[1]))
     for broker, data in sorted(logs.items()):
-        if longest[:len(data)] != data:
+        if longest[: len(data)] != data:
             at = next(i for i, (a, b) in enumerate(zip(data, longest)) if a != b)
-            return (f"broker {broker}'s log ({len(data)} bytes) differs from broker {longest_id}'s "
-                    f"({len(longest)} bytes) at byte {at}")
+            return (
+                f"broker {broker}'s log ({len(data)} bytes) differs from broker {longest_id}'s "
+                f"({len(longest)} bytes) at byte {at}"
+            )
     return None
 
 
-def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: dict[int, int] | None = None,
-          committed: dict[tuple[str, int], int] | None = None,
-          replica_logs: dict[int, dict[int, bytes]] | None = None) -> Result:
+def check(
+    history: History,
+    final: dict[int, list[tuple[int, str]]],
+    log_end: dict[int, int] | None = None,
+    committed: dict[tuple[str, int], int] | None = None,
+    replica_logs: dict[int, dict[int, bytes]] | None = None,
+) -> Result:
     """Checks the history against the final read (partition -> [(offset, value)] in the
     order read, from the beginning), the partitions' log end offsets then (default: one
     past the last offset read) and the group offsets committed then ((group, partition)
@@ -216,8 +242,9 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
                 if None not in copies and len(set(copies)) == len(copies):
                     bump_dups += 1
                 else:
-                    anomalies["duplicate"].append(f"{value!r} ({s.producer}, idempotent) at {places}, "
-                                                  f"producer epochs {copies}")
+                    anomalies["duplicate"].append(
+                        f"{value!r} ({s.producer}, idempotent) at {places}, producer epochs {copies}"
+                    )
             else:
                 allowed_dups += 1
 
@@ -229,8 +256,9 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
             anomalies["lost"].append(f"{s.value!r} ({s.producer}) acked at p{s.partition}@{s.offset}")
         elif s.offset is not None and (s.partition, s.offset) not in places:
             there = at.get((s.partition, s.offset))  # type: ignore[arg-type]
-            anomalies["wrong_offset"].append(f"{s.value!r} acked at p{s.partition}@{s.offset}, found at {places}"
-                                             f"; there: {there!r}")
+            anomalies["wrong_offset"].append(
+                f"{s.value!r} acked at p{s.partition}@{s.offset}, found at {places}; there: {there!r}"
+            )
 
     last: dict[tuple[str, int, int], int] = {}
     for consumer, epoch, p, offset, value in history.polls:
@@ -245,13 +273,15 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
             elif offset > prev + 1:
                 skipped = [o for o in range(prev + 1, offset) if (p, o) in at]
                 if skipped:
-                    anomalies["poll_skip"].append(f"{consumer} p{p}: {prev} -> {offset} skipped "
-                                                  f"{len(skipped)} records (first {skipped[0]})")
+                    anomalies["poll_skip"].append(
+                        f"{consumer} p{p}: {prev} -> {offset} skipped {len(skipped)} records (first {skipped[0]})"
+                    )
         last[key] = offset if prev is None else max(prev, offset)
         final_value = at.get((p, offset))
         if final_value != value:
-            anomalies["truncated_read"].append(f"{consumer} read {value!r} at p{p}@{offset}; final read there: "
-                                               f"{final_value!r} (log end {ends.get(p)})")
+            anomalies["truncated_read"].append(
+                f"{consumer} read {value!r} at p{p}@{offset}; final read there: {final_value!r} (log end {ends.get(p)})"
+            )
 
     if committed is None:
         committed = {}
@@ -267,8 +297,13 @@ def check(history: History, final: dict[int, list[tuple[int, str]]], log_end: di
 
     counts = history.counts()
     counts["final"] = sum(len(r) for r in final.values())
-    return Result(counts, anomalies, allowed_duplicates=allowed_dups, failed_present=failed_present,
-                  epoch_bump_duplicates=bump_dups)
+    return Result(
+        counts,
+        anomalies,
+        allowed_duplicates=allowed_dups,
+        failed_present=failed_present,
+        epoch_bump_duplicates=bump_dups,
+    )
 
 
 def producer_epochs(replica_logs: dict[int, dict[int, bytes]] | None) -> dict[tuple[int, int], int]:

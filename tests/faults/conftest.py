@@ -4,6 +4,7 @@ so that a test can cut any pair apart. Under CI=true a missing dependency (root,
 ZooKeeper, java) fails the test. Every rule is removed and every process killed when a test
 ends, whatever happened; a failed test's report carries the logs' tails.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -42,10 +43,17 @@ def fault_cluster(request, tmp_path, require_netfault):
     clusters: list[Cluster] = []
     request.node.kbroker_clusters = clusters
 
-    def make(n: int = 3, config: dict | None = None, log_level: str = "info",
-             per_broker: dict[int, dict] | None = None) -> Cluster:
-        c = Cluster(tmp_path / f"cluster{len(clusters)}", n=n, config={**FAULT_CONFIG, **(config or {})},
-                    distinct_hosts=True, log_level=log_level, per_broker=per_broker)
+    def make(
+        n: int = 3, config: dict | None = None, log_level: str = "info", per_broker: dict[int, dict] | None = None
+    ) -> Cluster:
+        c = Cluster(
+            tmp_path / f"cluster{len(clusters)}",
+            n=n,
+            config={**FAULT_CONFIG, **(config or {})},
+            distinct_hosts=True,
+            log_level=log_level,
+            per_broker=per_broker,
+        )
         clusters.append(c)
         return c.start()
 

@@ -11,6 +11,7 @@ data dirs are small tmpfs mounts, tests/support/small_fs.py); and healing all of
 A fault is applied on a healthy cluster's view (who leads, who controls), as a live broker
 answers it; heal() undoes every fault applied since the last heal, in any order.
 """
+
 from __future__ import annotations
 
 import random
@@ -22,8 +23,14 @@ from tests.support.small_fs import SmallFs
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, net: NetFaults, rng: random.Random | None = None, log=print,
-                 disks: dict[int, SmallFs] | None = None):
+    def __init__(
+        self,
+        cluster: Cluster,
+        net: NetFaults,
+        rng: random.Random | None = None,
+        log=print,
+        disks: dict[int, SmallFs] | None = None,
+    ):
         if cluster.block is None:
             raise ValueError("the nemesis needs a Cluster(distinct_hosts=True)")
         self.c, self.net = cluster, net
@@ -130,8 +137,16 @@ class Nemesis:
         names = {self.c.zk_host: "zk", **{self.host(i): str(i) for i in self.c.ids}}
         return "{" + ",".join(sorted(names[h] for h in hosts)) + "}"
 
-    FAULTS = ("isolate_leader", "cut_leader_from_zookeeper", "isolate_follower", "cut_controller_from_zookeeper",
-              "deafen_controller", "kill_leader", "pause_leader", "random_partition")
+    FAULTS = (
+        "isolate_leader",
+        "cut_leader_from_zookeeper",
+        "isolate_follower",
+        "cut_controller_from_zookeeper",
+        "deafen_controller",
+        "kill_leader",
+        "pause_leader",
+        "random_partition",
+    )
 
     DISK_FAULTS = ("fill_disk", "fill_follower_disk")
 

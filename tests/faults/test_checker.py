@@ -1,4 +1,5 @@
 """The checker on synthetic histories: a clean one passes, each anomaly is found alone."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,9 +48,9 @@ def test_values_are_unique():
 
 def test_lost_acknowledged_record():
     h, final = clean()
-    final[1] = final[1][:-1]                # the last record of p1 (acked) is gone
+    final[1] = final[1][:-1]  # the last record of p1 (acked) is gone
     r = check(h, final, log_end={0: 5, 1: 4})
-    assert kinds(r) == {"lost", "truncated_read"}, r.summary()   # the consumer had read it, too
+    assert kinds(r) == {"lost", "truncated_read"}, r.summary()  # the consumer had read it, too
     assert "v9" in r.anomalies["lost"][0]
 
 
@@ -66,7 +67,7 @@ def test_a_failed_send_may_be_there_or_not():
     h.failed("f1", "timed out")
     h.send("f2", "idem", True)
     h.failed("f2", "timed out")
-    final[0].append((5, "f1"))             # one of them was written after all
+    final[0].append((5, "f1"))  # one of them was written after all
     r = check(h, final)
     assert r.ok and r.failed_present == 1, r.summary()
 
@@ -79,7 +80,7 @@ def test_an_unacknowledged_send_may_be_missing():
 
 def test_acked_at_another_offset():
     h, final = clean()
-    final[0][1], final[0][2] = (1, final[0][2][1]), (2, final[0][1][1])   # two records swapped
+    final[0][1], final[0][2] = (1, final[0][2][1]), (2, final[0][1][1])  # two records swapped
     h.polls.clear()
     r = check(h, final)
     assert kinds(r) == {"wrong_offset"} and len(r.anomalies["wrong_offset"]) == 2, r.summary()
@@ -87,14 +88,14 @@ def test_acked_at_another_offset():
 
 def test_duplicates_of_an_idempotent_producer_are_anomalies():
     h, final = clean()
-    final[0].append((5, "v0"))             # v0: idempotent producer
+    final[0].append((5, "v0"))  # v0: idempotent producer
     r = check(h, final)
     assert kinds(r) == {"duplicate"}, r.summary()
 
 
 def test_duplicates_of_a_plain_producer_are_counted_not_flagged():
     h, final = clean()
-    final[0].append((5, "v8"))             # v8: non-idempotent producer
+    final[0].append((5, "v8"))  # v8: non-idempotent producer
     r = check(h, final)
     assert r.ok and r.allowed_duplicates == 1, r.summary()
 
@@ -110,12 +111,12 @@ def test_value_never_sent_polled():
     h.polled("c2", 0, 99, "ghost")
     r = check(h, final)
     assert "unexpected" in kinds(r)
-    assert kinds(r) == {"unexpected", "truncated_read"}   # nothing at p0@99 at the end either
+    assert kinds(r) == {"unexpected", "truncated_read"}  # nothing at p0@99 at the end either
 
 
 def test_gap_in_the_final_read():
     h, final = clean()
-    final[0] = [(o + (o >= 3), v) for o, v in final[0]]    # offsets 0,1,2,4,5
+    final[0] = [(o + (o >= 3), v) for o, v in final[0]]  # offsets 0,1,2,4,5
     h.polls.clear()
     for s in h.sends.values():
         if s.partition == 0 and s.offset >= 3:
@@ -133,7 +134,7 @@ def test_offsets_out_of_order_in_the_final_read():
 
 def test_a_consumer_going_backwards():
     h, final = clean()
-    h.polled("c1", 0, 2, final[0][2][1])           # again, without a reset
+    h.polled("c1", 0, 2, final[0][2][1])  # again, without a reset
     r = check(h, final)
     assert kinds(r) == {"nonmonotonic_poll"}, r.summary()
 
@@ -147,7 +148,7 @@ def test_a_reset_allows_reading_again():
 
 def test_a_consumer_skipping_records():
     h, final = clean()
-    h.polls = [x for x in h.polls if not (x[2] == 1 and x[3] == 2)]   # c1 never got p1@2
+    h.polls = [x for x in h.polls if not (x[2] == 1 and x[3] == 2)]  # c1 never got p1@2
     r = check(h, final)
     assert kinds(r) == {"poll_skip"}, r.summary()
 
@@ -155,7 +156,7 @@ def test_a_consumer_skipping_records():
 def test_a_read_that_was_later_truncated():
     h, final = clean()
     h.send("x", "idem", True)
-    h.polled("c1", 0, 5, "x")                   # seen at p0@5 (unacked), gone at the end
+    h.polled("c1", 0, 5, "x")  # seen at p0@5 (unacked), gone at the end
     r = check(h, final)
     assert kinds(r) == {"truncated_read"}, r.summary()
 
@@ -165,14 +166,14 @@ def test_a_read_replaced_by_other_data():
     h.send("x", "plain", False)
     h.send("y", "plain", False)
     h.polled("c1", 0, 5, "x")
-    final[0].append((5, "y"))                  # the consumer's x at p0@5 became y
+    final[0].append((5, "y"))  # the consumer's x at p0@5 became y
     r = check(h, final)
     assert kinds(r) == {"truncated_read"}, r.summary()
 
 
 def test_committed_offset_beyond_the_log():
     h, final = clean()
-    h.committed("g", 1, 6)                      # p1 ends at 5
+    h.committed("g", 1, 6)  # p1 ends at 5
     r = check(h, final)
     assert kinds(r) == {"commit_ahead"}, r.summary()
     assert check(h, final, committed={("g", 1): 5}).ok
@@ -183,10 +184,9 @@ def test_committed_offsets_are_checked_against_the_given_log_end():
     assert kinds(check(h, final, log_end={0: 4, 1: 5})) >= {"commit_ahead"}
 
 
-
 def test_replicas_that_diverged():
     h, final = clean()
-    same = {1: b"abcdef", 2: b"abcdef", 3: b"abcd"}            # 3 is a fetch behind: fine
+    same = {1: b"abcdef", 2: b"abcdef", 3: b"abcd"}  # 3 is a fetch behind: fine
     assert check(h, final, replica_logs={0: same}).ok
     r = check(h, final, replica_logs={0: same, 1: {1: b"abcdef", 2: b"abcxef", 3: b"ab"}})
     assert kinds(r) == {"replica_divergence"}, r.summary()
@@ -215,13 +215,13 @@ def _log(*batches: tuple[int, int, int, str]) -> bytes:
 
 def test_an_idempotent_duplicate_across_producer_epochs_is_counted_not_flagged():
     h, final = clean()
-    final[0].append((5, "v0"))                   # v0 (idempotent, offset 0) written again at 5
-    assert kinds(check(h, final)) == {"duplicate"}             # epochs unknown: an anomaly
+    final[0].append((5, "v0"))  # v0 (idempotent, offset 0) written again at 5
+    assert kinds(check(h, final)) == {"duplicate"}  # epochs unknown: an anomaly
     p0 = [(o, 7, 0, v) for o, v in final[0][:5]]
-    bumped = _log(*p0, (5, 7, 1, "v0"))          # the copy under epoch 1: a client's epoch bump
+    bumped = _log(*p0, (5, 7, 1, "v0"))  # the copy under epoch 1: a client's epoch bump
     r = check(h, final, replica_logs={0: {1: bumped, 2: bumped}})
     assert r.ok and r.epoch_bump_duplicates == 1, r.summary()
-    same = _log(*p0, (5, 7, 0, "v0"))            # the same epoch: the broker should have known
+    same = _log(*p0, (5, 7, 0, "v0"))  # the same epoch: the broker should have known
     r = check(h, final, replica_logs={0: {1: same, 2: same}})
     assert kinds(r) == {"duplicate"} and r.epoch_bump_duplicates == 0, r.summary()
 
@@ -231,6 +231,7 @@ def test_a_producer_whose_send_raises_a_fatal_error_stops_and_counts_it():
     # used to die of it unreported (a warning at the end of pytest's output, nothing in the
     # summary); now it stops sending and the summary names the error
     from tests.faults.workload import _Producer
+
     ck = require_module("confluent_kafka")
 
     class Refusing:
@@ -240,8 +241,9 @@ def test_a_producer_whose_send_raises_a_fatal_error_stops_and_counts_it():
         def produce(self, *a, **kw):
             self.calls += 1
             if self.calls > 3:
-                raise ck.KafkaException(ck.KafkaError(ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "desynchronized",
-                                                      fatal=True))
+                raise ck.KafkaException(
+                    ck.KafkaError(ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "desynchronized", fatal=True)
+                )
 
         def poll(self, timeout=0):
             return 0
@@ -253,4 +255,4 @@ def test_a_producer_whose_send_raises_a_fatal_error_stops_and_counts_it():
     p.thread.join(5)
     assert not p.thread.is_alive()
     assert len(p.fatal) == 1 and "desynchronized" in p.fatal[0]
-    assert p.seq == 3                          # the three records sent before it, none after
+    assert p.seq == 3  # the three records sent before it, none after

@@ -9,6 +9,7 @@ loop device. A read-only log dir is not made here: remounting the tmpfs read-onl
 refused while the broker holds segments open for writing (EBUSY), and a read-only bind
 mount would not reach the descriptors already open.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ from tests.support.small_fs import failing_ext4, small_tmpfs
 
 pytestmark = pytest.mark.slow
 
-VICTIM = 2          # the broker whose data dir is on the small file system
+VICTIM = 2  # the broker whose data dir is on the small file system
 
 
 def test_follower_disk_full_then_freed(tmp_path, fault_cluster, net):
@@ -46,10 +47,22 @@ def test_follower_disk_full_then_freed(tmp_path, fault_cluster, net):
 
         def fault(n, topic: str) -> None:
             fs.fill()
-            poll_until(f"broker {VICTIM} out of the ISR (its disk full)",
-                       lambda: (VICTIM not in (isr := c.isr_of(topic, 0, via=1)), isr, f"ISR {isr}"), timeout=20)
-        r = run_schedule(c, net, "follower-disk-full", 1611, fault, hold_s=2,
-                         assignment=[[1, VICTIM, 3], [3, VICTIM, 1]], heal=fs.free)
+            poll_until(
+                f"broker {VICTIM} out of the ISR (its disk full)",
+                lambda: (VICTIM not in (isr := c.isr_of(topic, 0, via=1)), isr, f"ISR {isr}"),
+                timeout=20,
+            )
+
+        r = run_schedule(
+            c,
+            net,
+            "follower-disk-full",
+            1611,
+            fault,
+            hold_s=2,
+            assignment=[[1, VICTIM, 3], [3, VICTIM, 1]],
+            heal=fs.free,
+        )
         c.close()
     assert r.ok, r.summary()
 
@@ -57,8 +70,16 @@ def test_follower_disk_full_then_freed(tmp_path, fault_cluster, net):
 def test_leader_disk_full_then_freed(tmp_path, fault_cluster, net):
     with small_tmpfs(tmp_path / "cluster0" / f"broker-{VICTIM}", mib=64) as fs:
         c = fault_cluster(3)
-        r = run_schedule(c, net, "leader-disk-full", 1612, lambda n, t: fs.fill(), hold_s=6,
-                         assignment=[[VICTIM, 1, 3], [1, VICTIM, 3]], heal=fs.free)
+        r = run_schedule(
+            c,
+            net,
+            "leader-disk-full",
+            1612,
+            lambda n, t: fs.fill(),
+            hold_s=6,
+            assignment=[[VICTIM, 1, 3], [1, VICTIM, 3]],
+            heal=fs.free,
+        )
         c.close()
     assert r.ok, r.summary()
 
@@ -75,9 +96,13 @@ def log_dirs(host: str, port: int) -> dict[str, tuple[int, dict[str, int]]]:
     """DescribeLogDirs of one broker: {dir: (error code, {"topic-p": size})}."""
     with BrokerConnection(host, port, client_id="jbod-test", timeout=5) as conn:
         resp = conn.request(DescribeLogDirsRequest(topics=None))
-    return {r.log_dir: (r.error_code, {f"{t.name}-{p.partition_index}": p.partition_size
-                                       for t in r.topics for p in t.partitions})
-            for r in resp.results}
+    return {
+        r.log_dir: (
+            r.error_code,
+            {f"{t.name}-{p.partition_index}": p.partition_size for t in r.topics for p in t.partitions},
+        )
+        for r in resp.results
+    }
 
 
 def offline_replicas(c, topic: str, partition: int, via: int) -> list[int]:
@@ -115,37 +140,59 @@ def test_a_failed_log_dir_moves_its_leaders_and_the_broker_serves_its_other_dir(
             before = log_dirs(victim.host, victim.port)[healthy_dir][1][f"{topic}-0"]
             t0 = time.monotonic()
             fs.fail()
-            poll_until(f"{topic}-1 led elsewhere, broker {VICTIM} out of its ISR",
-                       lambda: ((p := c.partition(topic, 1, via=1)) is not None and p.leader not in (-1, VICTIM)
-                                and VICTIM not in p.isr, None, f"{p and (p.leader, p.isr)}"), timeout=20)
+            poll_until(
+                f"{topic}-1 led elsewhere, broker {VICTIM} out of its ISR",
+                lambda: (
+                    (p := c.partition(topic, 1, via=1)) is not None
+                    and p.leader not in (-1, VICTIM)
+                    and VICTIM not in p.isr,
+                    None,
+                    f"{p and (p.leader, p.isr)}",
+                ),
+                timeout=20,
+            )
             moved = time.monotonic() - t0
             print(f"{topic}-1 moved off the failed dir in {moved:.1f} s")
             for p in range(4):
                 leader = 1 if p % 2 == 0 else 3
                 gone = p in followed_failing
-                poll_until(f"{followed}-{p}: led by {leader}, broker {VICTIM} {'out of' if gone else 'in'} its ISR",
-                           lambda p=p, leader=leader, gone=gone: (
-                               (x := c.partition(followed, p, via=1)) is not None and x.leader == leader
-                               and (VICTIM in x.isr) != gone, None, f"{x and (x.leader, x.isr)}"), timeout=20)
+                poll_until(
+                    f"{followed}-{p}: led by {leader}, broker {VICTIM} {'out of' if gone else 'in'} its ISR",
+                    lambda p=p, leader=leader, gone=gone: (
+                        (x := c.partition(followed, p, via=1)) is not None
+                        and x.leader == leader
+                        and (VICTIM in x.isr) != gone,
+                        None,
+                        f"{x and (x.leader, x.isr)}",
+                    ),
+                    timeout=20,
+                )
             assert victim.proc.poll() is None, "the broker must stay up"
             dirs = log_dirs(victim.host, victim.port)
             assert dirs[failing_dir] == (ErrorCode.KAFKA_STORAGE_ERROR, {})
             assert dirs[healthy_dir][0] == ErrorCode.NONE and f"{topic}-0" in dirs[healthy_dir][1]
-            assert c.leader_of(topic, 0, via=1) == VICTIM          # its other dir goes on
+            assert c.leader_of(topic, 0, via=1) == VICTIM  # its other dir goes on
             assert VICTIM in offline_replicas(c, topic, 1, via=1)
             assert VICTIM not in offline_replicas(c, topic, 0, via=1)
-            poll_until(f"{topic}-0 written in {healthy_dir} after the failure",
-                       lambda: ((size := log_dirs(victim.host, victim.port)[healthy_dir][1][f"{topic}-0"]) > before,
-                                None, f"size {size}, {before} before"), timeout=20)
+            poll_until(
+                f"{topic}-0 written in {healthy_dir} after the failure",
+                lambda: (
+                    (size := log_dirs(victim.host, victim.port)[healthy_dir][1][f"{topic}-0"]) > before,
+                    None,
+                    f"size {size}, {before} before",
+                ),
+                timeout=20,
+            )
 
         def heal() -> None:
-            if fs.failed:           # the operator replaces the disk: stop, repair, start
+            if fs.failed:  # the operator replaces the disk: stop, repair, start
                 c.stop(VICTIM)
                 fs.repair()
                 c.start(VICTIM)
 
-        r = run_schedule(c, net, "failed-log-dir", seed, fault, hold_s=2,
-                         assignment=[[VICTIM, 1, 3], [VICTIM, 3, 1]], heal=heal)
+        r = run_schedule(
+            c, net, "failed-log-dir", seed, fault, hold_s=2, assignment=[[VICTIM, 1, 3], [VICTIM, 3, 1]], heal=heal
+        )
         assert log_dirs(victim.host, victim.port)[failing_dir][0] == ErrorCode.NONE
         c.close()
     assert r.ok, r.summary()
@@ -179,20 +226,25 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
                     for part in (0, 1):
                         p.produce("jbod", f"{tag}-{i}".encode(), partition=part, on_delivery=report)
                 assert p.flush(20) == 0
+
             produce("before")
             assert len(delivered[0]) == len(delivered[1]) == 20
             fs.fail()
             produce("after")
-            assert len(delivered[0]) == 40 and failed[0] == []         # the first dir goes on
-            assert len(failed[1]) == 20                                # the failed one takes nothing
+            assert len(delivered[0]) == 40 and failed[0] == []  # the first dir goes on
+            assert len(failed[1]) == 20  # the failed one takes nothing
             assert b.proc.poll() is None
             dirs = log_dirs("127.0.0.1", b.port)
             assert dirs[str(fs.path)] == (ErrorCode.KAFKA_STORAGE_ERROR, {})
             assert "jbod-0" in dirs[str(data)][1]
             with BrokerConnection("127.0.0.1", b.port, timeout=5) as conn:
-                part1 = next(x for x in conn.request(MetadataRequest(
-                    topics=[MetadataRequest.MetadataRequestTopic(name="jbod")])).topics[0].partitions
-                    if x.partition_index == 1)
+                part1 = next(
+                    x
+                    for x in conn.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="jbod")]))
+                    .topics[0]
+                    .partitions
+                    if x.partition_index == 1
+                )
             assert part1.leader_id == -1 and part1.offline_replicas == [0]
             text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
             assert "kafka_log_offline_log_directory_count 1.0" in text.splitlines()
@@ -207,17 +259,28 @@ def test_a_broker_alone_keeps_serving_its_other_dir_when_one_fails(tmp_path):
             page = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/", timeout=10).read().decode()
             assert f"<td>{fs.path}</td><td class='offline'>offline (" in page and "1 offline: jbod-1" in page
             # `broker log-dirs describe` and Kafka's kafka-log-dirs say the same of the failed dir
-            mine = subprocess.run([sys.executable, "-m", "broker.cli.main", "log-dirs", "describe",
-                                   "--bootstrap-server", b.bootstrap], capture_output=True, text=True, timeout=60)
+            mine = subprocess.run(
+                [sys.executable, "-m", "broker.cli.main", "log-dirs", "describe", "--bootstrap-server", b.bootstrap],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert mine.returncode == 0, mine.stderr
             theirs = kafka_tool("kafka-log-dirs", "--bootstrap-server", b.bootstrap, "--describe").lines
 
             def failed_dir(doc: str) -> dict:
                 dirs = {d["logDir"]: d for d in json.loads(doc)["brokers"][0]["logDirs"]}
                 return dirs[str(fs.path)]
-            assert failed_dir(mine.stdout.splitlines()[2]) == failed_dir(theirs[2]) == {
-                "logDir": str(fs.path), "error": "org.apache.kafka.common.errors.KafkaStorageException",
-                "partitions": []}, (mine.stdout, theirs)
+
+            assert (
+                failed_dir(mine.stdout.splitlines()[2])
+                == failed_dir(theirs[2])
+                == {
+                    "logDir": str(fs.path),
+                    "error": "org.apache.kafka.common.errors.KafkaStorageException",
+                    "partitions": [],
+                }
+            ), (mine.stdout, theirs)
             # restarted before the repair: the failed dir stays offline, the other one loads
             b.stop()
             b.start()

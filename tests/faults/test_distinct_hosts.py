@@ -1,6 +1,7 @@
 """Each broker and ZooKeeper on its own loopback address, the brokers' outgoing connections
 (replica fetchers, the controller's channels, the kazoo client) leaving from their own
 address: so a DROP rule between two addresses cuts exactly that pair."""
+
 from __future__ import annotations
 
 import socket
@@ -19,7 +20,7 @@ def established() -> list[tuple[str, int, str, int]]:
         next(f)
         for line in f:
             fields = line.split()
-            if fields[3] != "01":                   # TCP_ESTABLISHED
+            if fields[3] != "01":  # TCP_ESTABLISHED
                 continue
             (lip, lport), (rip, rport) = (a.split(":") for a in fields[1:3])
             out.append((_ip(lip), int(lport, 16), _ip(rip), int(rport, 16)))
@@ -49,10 +50,14 @@ def test_brokers_connect_from_their_own_address(fault_cluster):
     ports = {c.broker(i).port: host for i, host in hosts.items()}
 
     def each_broker_connected():
-        pairs = {(lip, rip) for lip, _lport, rip, rport in established()
-                 if rport in ports and rip == ports[rport] and rip != lip}
+        pairs = {
+            (lip, rip)
+            for lip, _lport, rip, rport in established()
+            if rport in ports and rip == ports[rport] and rip != lip
+        }
         sources = {lip for lip, _ in pairs}
         return set(hosts.values()) <= sources, pairs, f"(from, to) {sorted(pairs)}"
+
     poll_until("a connection from each broker's own address to another broker", each_broker_connected, timeout=30)
 
 
@@ -66,11 +71,13 @@ def test_a_cut_from_zookeeper_expires_that_broker_alone(fault_cluster, net):
         registered = c.registered_in_zookeeper()
         assert set(others) <= set(registered), f"brokers {others} expired too: {registered}"
         return victim not in registered, None, f"registered {registered}"
+
     poll_until(f"broker {victim}'s session expired", victim_gone, timeout=c.timeout)
 
-    def metadata_says_so():       # the controller sees the expiry, then tells the brokers
+    def metadata_says_so():  # the controller sees the expiry, then tells the brokers
         ids = set(c.registered_ids(via=others[0]))
         return ids == set(others), None, f"broker {others[0]}'s metadata lists {sorted(ids)}"
+
     poll_until(f"broker {others[0]}'s metadata without broker {victim}", metadata_says_so, timeout=c.timeout)
 
     net.heal()
@@ -78,20 +85,22 @@ def test_a_cut_from_zookeeper_expires_that_broker_alone(fault_cluster, net):
     def back():
         registered = c.registered_in_zookeeper()
         return set(registered) == set(c.ids), None, f"registered {registered}"
+
     poll_until(f"broker {victim} registered again", back, timeout=c.timeout)
     c.wait_for_brokers(c.ids)
 
 
 def test_the_source_address_rule():
     from broker.cluster import channel
+
     try:
         for unbound in (None, "", "0.0.0.0", "::", "localhost", "broker1.example"):
             channel.bind_outgoing(unbound)
             assert channel.source_address("127.0.0.2") is None, unbound
         channel.bind_outgoing("127.0.0.11")
         assert channel.source_address("127.0.0.2") == ("127.0.0.11", 0)
-        assert channel.source_address("10.1.2.3") is None          # a loopback source reaches no one else
-        assert channel.source_address("::1") is None               # another family
+        assert channel.source_address("10.1.2.3") is None  # a loopback source reaches no one else
+        assert channel.source_address("::1") is None  # another family
         channel.bind_outgoing("192.0.2.7")
         assert channel.source_address("192.0.2.9") == ("192.0.2.7", 0)
         assert channel.source_address("127.0.0.1") == ("192.0.2.7", 0)

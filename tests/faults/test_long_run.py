@@ -1,6 +1,7 @@
 """`make faults` (bench/faults/run.py), the long randomized run that docs/cluster.md and
 bench/RESULTS.md quote, run here for one short schedule: the command works as documented,
 reports its seed and a summary, leaves no iptables rule behind, and finds nothing."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ def test_make_faults_runs_a_schedule_and_reports_it(tmp_path):
     out = tmp_path / "faults.json"
     args = f"--schedules 1 --duration 4 --seed 5 --disk-mib 64 --out {out}"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    r = subprocess.run(["make", "-s", "faults", f"FAULTS_ARGS={args}"], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=240)
+    r = subprocess.run(
+        ["make", "-s", "faults", f"FAULTS_ARGS={args}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
     print(r.stdout[-3000:], r.stderr[-2000:])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "base seed 5" in r.stdout and "[1/1] seed 5000 ok" in r.stdout

@@ -1,5 +1,6 @@
 """tests/support/netfault.py: it cuts loopback addresses apart, refuses anything else,
 and leaves no rule behind (heal, exit, a crash, a kill -9)."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ def _reaches(src: str, server: socket.socket, timeout: float = 1.0) -> bool:
         return False
 
 
-@pytest.mark.parametrize("bad", ["10.0.0.1", "192.0.2.2", "0.0.0.0", "128.0.0.1", "::1", "localhost",
-                                 "127.0.0.1/8", "127.0.0.0/8", ""])
+@pytest.mark.parametrize(
+    "bad", ["10.0.0.1", "192.0.2.2", "0.0.0.0", "128.0.0.1", "::1", "localhost", "127.0.0.1/8", "127.0.0.0/8", ""]
+)
 def test_refuses_anything_outside_loopback(net, bad):
     with pytest.raises(ValueError):
         netfault.loopback(bad)
@@ -57,11 +59,11 @@ def test_cut_drops_between_the_pair_only_and_heal_restores(net):
     sb, sa = _server(b), _server(a)
     with sb, sa:
         assert _reaches(a, sb) and _reaches(b, sa)
-        net.cut(a, b, both=False)                  # a -> b only
+        net.cut(a, b, both=False)  # a -> b only
         assert len(netfault.rules_of_this_process()) == 1
-        assert not _reaches(a, sb)                 # SYN dropped: a timeout, no reset
+        assert not _reaches(a, sb)  # SYN dropped: a timeout, no reset
         assert _reaches(c, sb) and _reaches("127.0.0.1", sb)
-        net.cut(a, b)                              # now both ways
+        net.cut(a, b)  # now both ways
         assert len(netfault.rules_of_this_process()) == 2
         assert not _reaches(b, sa)
         net.heal(a, b)
@@ -83,7 +85,7 @@ def test_an_established_connection_goes_silent(net):
                 peer.recv(1)
             net.heal()
             peer.settimeout(10)
-            assert peer.recv(1) == b"y"            # TCP retransmits once healed
+            assert peer.recv(1) == b"y"  # TCP retransmits once healed
 
 
 def test_rules_go_at_exit_even_after_an_exception(require_netfault):
@@ -96,8 +98,7 @@ def test_rules_go_at_exit_even_after_an_exception(require_netfault):
         raise SystemExit(3) if sys.argv[1] == "exit" else RuntimeError("boom")
     """)
     for how in ("exit", "raise"):
-        r = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, timeout=60,
-                           cwd=_repo())
+        r = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, timeout=60, cwd=_repo())
         assert "cut" in r.stdout and r.returncode != 0, r.stderr
         assert "exiting" not in _rules_text(), how
 
@@ -118,7 +119,7 @@ def test_rules_of_a_killed_process_are_swept_by_the_next(require_netfault):
     finally:
         os.kill(p.pid, signal.SIGKILL)
         p.wait(10)
-    assert netfault.sweep_stale() >= 2          # (both directions) what a process's first NetFaults does
+    assert netfault.sweep_stale() >= 2  # (both directions) what a process's first NetFaults does
     assert "killed" not in _rules_text()
 
 

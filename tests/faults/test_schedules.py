@@ -9,6 +9,7 @@ idempotent and a plain acks=all producer and a consumer running throughout, one 
 for a while, healed, the cluster back to full ISRs, then the final read. Seeds are fixed
 and printed (`-s` shows them): a failure reruns exactly the same choices (timings vary).
 """
+
 from __future__ import annotations
 
 import random
@@ -47,7 +48,7 @@ def schedule_cluster(tmp_path_factory):
 
 @pytest.fixture
 def cluster(request, schedule_cluster):
-    request.node.kbroker_clusters = [schedule_cluster]     # logs in a failure's report
+    request.node.kbroker_clusters = [schedule_cluster]  # logs in a failure's report
     return schedule_cluster
 
 
@@ -60,17 +61,28 @@ def create_topic(c: Cluster, topic: str, assignment: list[list[int]] | None = No
             client.create_topic(topic, PARTITIONS, 3, configs)
             return
         C = CreateTopicsRequest
-        req = C(topics=[C.CreatableTopic(
-            name=topic, num_partitions=-1, replication_factor=-1,
-            assignments=[C.CreatableReplicaAssignment(partition_index=p, broker_ids=r) for p, r in enumerate(assignment)],
-            configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-            timeout_ms=30000, validate_only=False)
+        req = C(
+            topics=[
+                C.CreatableTopic(
+                    name=topic,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=[
+                        C.CreatableReplicaAssignment(partition_index=p, broker_ids=r) for p, r in enumerate(assignment)
+                    ],
+                    configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+                )
+            ],
+            timeout_ms=30000,
+            validate_only=False,
+        )
         r = client.controller().request(req).topics[0]
         assert r.error_code == 0, r
 
 
-def run_schedule(c: Cluster, net, name: str, seed: int, fault, hold_s: float,
-                 assignment: list[list[int]] | None = None, heal=None) -> object:
+def run_schedule(
+    c: Cluster, net, name: str, seed: int, fault, hold_s: float, assignment: list[list[int]] | None = None, heal=None
+) -> object:
     """Load, `fault(nemesis, topic)` held for hold_s, heal (the nemesis, then `heal()`),
     recover, check."""
     print(f"\nschedule {name}: seed {seed}")
@@ -108,7 +120,7 @@ def views(c: Cluster, topic: str) -> str:
         try:
             p = c.partition(topic, 0, via=i)
             seen[i] = (p.leader, p.isr) if p is not None else None
-        except Exception as exc:               # a broker cut off may not answer in time
+        except Exception as exc:  # a broker cut off may not answer in time
             seen[i] = type(exc).__name__
     return f"{topic}-0 (leader, isr) by broker: {seen}"
 
@@ -137,16 +149,24 @@ def test_follower_isolated_past_the_lag_time_then_healed(cluster, net):
         def shrunk():
             isr = cluster.isr_of(topic, 0, via=leader)
             return follower not in isr, isr, f"ISR {isr} at leader {leader}"
+
         isr = poll_until(f"follower {follower} out of the ISR", shrunk, timeout=20)
         print(f"ISR without follower {follower}: {isr}")
-    r = run_schedule(cluster, net, "isolated-follower", 1603, fault, hold_s=2,
-                     assignment=[[leader, controller, follower], [controller, leader, follower]])
+
+    r = run_schedule(
+        cluster,
+        net,
+        "isolated-follower",
+        1603,
+        fault,
+        hold_s=2,
+        assignment=[[leader, controller, follower], [controller, leader, follower]],
+    )
     assert r.ok, r.summary()
 
 
 def test_controller_cut_from_zookeeper(cluster, net):
-    r = run_schedule(cluster, net, "controller-zk", 1604, lambda n, t: n.cut_controller_from_zookeeper(),
-                     hold_s=10)
+    r = run_schedule(cluster, net, "controller-zk", 1604, lambda n, t: n.cut_controller_from_zookeeper(), hold_s=10)
     assert r.ok, r.summary()
 
 
@@ -177,8 +197,11 @@ def test_isr_expansion_whose_zookeeper_answer_is_lost(cluster, net):
         follower = n.follower(topic, 0, not_controller=True)
         other = next(i for i in c.ids if i not in (leader, follower))
         n.net.isolate(n.host(follower), n.others(follower))
-        poll_until(f"follower {follower} out of the ISR",
-                   lambda: (follower not in (isr := c.isr_of(topic, 0, via=leader)), isr, f"ISR {isr}"), timeout=20)
+        poll_until(
+            f"follower {follower} out of the ISR",
+            lambda: (follower not in (isr := c.isr_of(topic, 0, via=leader)), isr, f"ISR {isr}"),
+            timeout=20,
+        )
         n.net.cut(c.zk_host, n.host(controller), both=False)
         for h in n.others(follower):
             n.net.heal(n.host(follower), h)
@@ -199,6 +222,6 @@ def test_isr_expansion_whose_zookeeper_answer_is_lost(cluster, net):
         print(f"leader {leader} and broker {other} killed, follower {follower} resumed")
         time.sleep(8)
         print(f"with {follower} alone: {views(c, topic)}")
+
     r = run_schedule(c, net, "lost-isr-answer", 1607, fault, hold_s=0)
     assert r.ok, r.summary()
-

@@ -23,6 +23,7 @@ Each test prints its seed and a MEASURED line (records acknowledged, lost, which
 offsets); docs/cluster.md quotes them. Producers are confluent-kafka, non-idempotent,
 without retries (a duplicate would then be the broker's doing, so none is allowed).
 """
+
 from __future__ import annotations
 
 import random
@@ -49,11 +50,19 @@ NO_ELECTION_BEFORE_S = 3.0
 def create(c: Cluster, topic: str, replicas: list[int], configs: dict[str, str]) -> None:
     """One partition on `replicas` (the first leads) with the given topic configs."""
     C = CreateTopicsRequest
-    req = C(topics=[C.CreatableTopic(
-        name=topic, num_partitions=-1, replication_factor=-1,
-        assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
-        configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-        timeout_ms=30000, validate_only=False)
+    req = C(
+        topics=[
+            C.CreatableTopic(
+                name=topic,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
     with Client(c.bootstrap) as client:
         r = client.controller().request(req).topics[0]
     assert r.error_code == 0, r
@@ -69,10 +78,20 @@ class PhasedProducer:
 
     def __init__(self, bootstrap: str, topic: str, name: str, acks: str, history: History):
         self.ck = require_module("confluent_kafka")
-        self.producer = self.ck.Producer({
-            "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": False, "retries": 0,
-            "linger.ms": 5, "message.timeout.ms": 10000, "request.timeout.ms": 5000,
-            "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 5000, "client.id": f"weak-{name}"})
+        self.producer = self.ck.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": acks,
+                "enable.idempotence": False,
+                "retries": 0,
+                "linger.ms": 5,
+                "message.timeout.ms": 10000,
+                "request.timeout.ms": 5000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "socket.timeout.ms": 5000,
+                "client.id": f"weak-{name}",
+            }
+        )
         self.topic, self.name, self.history = topic, name, history
         self.phase = "none"
         self.phase_of: dict[str, str] = {}
@@ -108,7 +127,7 @@ class PhasedProducer:
             sent += 1
             next_at += interval
             while (delay := next_at - time.monotonic()) > 0:
-                self.producer.poll(delay)          # returns early when it served a report
+                self.producer.poll(delay)  # returns early when it served a report
 
     def send(self, phase: str, n: int, rate: float = 400.0, flush_s: float = 30.0) -> None:
         self.phase = phase
@@ -120,8 +139,7 @@ class PhasedProducer:
     def start(self, phase: str, rate: float = 100.0) -> None:
         self.phase = phase
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, args=(rate, None), name=f"producer-{self.name}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(rate, None), name=f"producer-{self.name}", daemon=True)
         self._thread.start()
 
     def stop(self, flush_s: float = 30.0) -> int:
@@ -172,9 +190,11 @@ def spans(offsets) -> str:
 
 def wait_polled(h: History, offset: int, timeout: float = 20.0) -> None:
     """Until the consumer has read partition 0 up to `offset`."""
-    poll_until(f"the consumer at offset {offset}",
-               lambda: ((seen := max((o for *_, o, _v in h.polls), default=-1)) >= offset, None,
-                        f"read up to {seen}"), timeout=timeout)
+    poll_until(
+        f"the consumer at offset {offset}",
+        lambda: ((seen := max((o for *_, o, _v in h.polls), default=-1)) >= offset, None, f"read up to {seen}"),
+        timeout=timeout,
+    )
 
 
 def other_anomalies(r: Result, allowed: tuple[str, ...]) -> dict[str, list[str]]:
@@ -207,11 +227,14 @@ def test_acks_1_isolated_leader_loses_exactly_what_it_acknowledged_alone(fault_c
         t_cut = time.monotonic()
         net.isolate(c.host_of(leader), [*(c.host_of(i) for i in followers), c.zk_host])
         p.start("cut")
-        new_leader = poll_until("a new leader elected", lambda: (
-            (ld := c.leader_of(topic, 0, via=followers[0])) not in (leader, -1), ld, f"leader {ld}"), timeout=30)
+        new_leader = poll_until(
+            "a new leader elected",
+            lambda: ((ld := c.leader_of(topic, 0, via=followers[0])) not in (leader, -1), ld, f"leader {ld}"),
+            timeout=30,
+        )
         t_elected = time.monotonic()
         print(f"leader {leader} isolated; broker {new_leader} elected after {t_elected - t_cut:.1f} s")
-        time.sleep(2)                      # the old leader, still believing it leads, acknowledges on
+        time.sleep(2)  # the old leader, still believing it leads, acknowledges on
 
         p.phase = "healing"
         t_heal = time.monotonic()
@@ -232,13 +255,15 @@ def test_acks_1_isolated_leader_loses_exactly_what_it_acknowledged_alone(fault_c
     lost = lost_values(h, r)
     lost_by = {ph: sorted(acks[ph][v] for v in lost if v in acks[ph]) for ph in phases}
     early = [v for v in acks["cut"] if p.acked_at[v] < t_cut + NO_ELECTION_BEFORE_S]
-    print(f"MEASURED acks=1 seed {seed}: acked before the cut {len(acks['before'])} (offsets 0-{boundary - 1}), "
-          f"lost {len(lost_by['before'])}; acked during the cut {len(acks['cut'])}, lost {len(lost_by['cut'])} "
-          f"(offsets {spans(lost_by['cut'])}); acked while healing {len(acks['healing'])}, "
-          f"lost {len(lost_by['healing'])} (offsets {spans(lost_by['healing'])}); acked after healing "
-          f"{len(acks['healed'])}, lost {len(lost_by['healed'])}; total acked {r.counts['acked']}, "
-          f"lost {len(lost)}; acked in the first {NO_ELECTION_BEFORE_S:g} s of the cut {len(early)}; "
-          f"undelivered {undelivered}")
+    print(
+        f"MEASURED acks=1 seed {seed}: acked before the cut {len(acks['before'])} (offsets 0-{boundary - 1}), "
+        f"lost {len(lost_by['before'])}; acked during the cut {len(acks['cut'])}, lost {len(lost_by['cut'])} "
+        f"(offsets {spans(lost_by['cut'])}); acked while healing {len(acks['healing'])}, "
+        f"lost {len(lost_by['healing'])} (offsets {spans(lost_by['healing'])}); acked after healing "
+        f"{len(acks['healed'])}, lost {len(lost_by['healed'])}; total acked {r.counts['acked']}, "
+        f"lost {len(lost)}; acked in the first {NO_ELECTION_BEFORE_S:g} s of the cut {len(early)}; "
+        f"undelivered {undelivered}"
+    )
 
     # nothing but acknowledged records of the isolated leader lost: no duplicate, no
     # unexpected value, no read of a record later truncated, replicas identical at the end
@@ -269,7 +294,7 @@ def test_unclean_election_loses_exactly_what_the_old_leader_had_alone(fault_clus
     p = PhasedProducer(c.bootstrap, topic, "all", "all", h)
     t0 = time.monotonic()
     try:
-        p.send("before", 200)                       # acks=all, ISR of two: both have them
+        p.send("before", 200)  # acks=all, ISR of two: both have them
         before = acked(h, p.values("before"))
         assert len(before) == 200, h.counts()
         boundary = max(before.values()) + 1
@@ -281,29 +306,35 @@ def test_unclean_election_loses_exactly_what_the_old_leader_had_alone(fault_clus
         net.cut(c.host_of(leader), c.host_of(follower))
         t_cut = time.monotonic()
         p.start("cut")
-        poll_until(f"follower {follower} out of the ISR", lambda: (
-            (isr := c.isr_of(topic, 0, via=leader)) == [leader], isr, f"ISR {isr}"), timeout=20)
+        poll_until(
+            f"follower {follower} out of the ISR",
+            lambda: ((isr := c.isr_of(topic, 0, via=leader)) == [leader], isr, f"ISR {isr}"),
+            timeout=20,
+        )
         print(f"follower {follower} out of the ISR {time.monotonic() - t_cut:.1f} s after the cut")
-        p.phase = "alone"                           # sent once the ISR was the leader alone
+        p.phase = "alone"  # sent once the ISR was the leader alone
         time.sleep(2)
         assert p.stop() == 0, h.counts()
         cut, alone = acked(h, p.values("cut")), acked(h, p.values("alone"))
         assert alone and len(alone) == len(p.values("alone")), h.counts()
-        lone = {**cut, **alone}                     # acknowledged after the cut, the leader alone had them
-        wait_polled(h, max(lone.values()))          # below that leader's high watermark: readable
-        w.stop()                                    # (the consumer's view ends here)
+        lone = {**cut, **alone}  # acknowledged after the cut, the leader alone had them
+        wait_polled(h, max(lone.values()))  # below that leader's high watermark: readable
+        w.stop()  # (the consumer's view ends here)
 
         c.kill(leader)
         t_kill = time.monotonic()
         net.heal()
-        poll_until(f"follower {follower} elected (unclean)", lambda: (
-            (ld := c.leader_of(topic, 0, via=controller)) == follower, ld, f"leader {ld}"), timeout=30)
+        poll_until(
+            f"follower {follower} elected (unclean)",
+            lambda: ((ld := c.leader_of(topic, 0, via=controller)) == follower, ld, f"leader {ld}"),
+            timeout=30,
+        )
         print(f"leader {leader} killed; out-of-sync broker {follower} elected after {time.monotonic() - t_kill:.1f} s")
-        p.send("after", 100)                        # the cluster serves on: acks=all to the new leader
+        p.send("after", 100)  # the cluster serves on: acks=all to the new leader
         after = acked(h, p.values("after"))
         assert len(after) == 100, h.counts()
 
-        c.start(leader)                             # it truncates to the new leader's log and rejoins
+        c.start(leader)  # it truncates to the new leader's log and rejoins
         c.wait_for_isr(topic, 0, [leader, follower], everywhere=True, timeout=40)
     finally:
         net.heal()
@@ -317,20 +348,22 @@ def test_unclean_election_loses_exactly_what_the_old_leader_had_alone(fault_clus
     failed_after_cut = [v for ph in ("cut", "alone") for v in p.values(ph) if h.sends[v].status != "ok"]
     seen_lost = {v for _c, _e, _p, _o, v in h.polls if v in lone}
     commits = [o for _g, _p, o in h.commits]
-    print(f"MEASURED unclean seed {seed}: acked before the cut {len(before)} (offsets 0-{boundary - 1}), "
-          f"lost {len(lost & set(before))}; acked after the cut {len(lone)} ({len(cut)} waiting for the ISR to "
-          f"shrink, {len(alone)} with the leader alone; {len(failed_after_cut)} more timed out), offsets "
-          f"{spans(lone.values())}, lost {len(lost & set(lone))}; acked by the new leader {len(after)} (offsets "
-          f"{spans(after.values())}), lost {len(lost & set(after))}; lost records the consumer had read "
-          f"{len(seen_lost)}; last group commit {max(commits, default=None)} (final log end "
-          f"{boundary + len(after)})")
+    print(
+        f"MEASURED unclean seed {seed}: acked before the cut {len(before)} (offsets 0-{boundary - 1}), "
+        f"lost {len(lost & set(before))}; acked after the cut {len(lone)} ({len(cut)} waiting for the ISR to "
+        f"shrink, {len(alone)} with the leader alone; {len(failed_after_cut)} more timed out), offsets "
+        f"{spans(lone.values())}, lost {len(lost & set(lone))}; acked by the new leader {len(after)} (offsets "
+        f"{spans(after.values())}), lost {len(lost & set(after))}; lost records the consumer had read "
+        f"{len(seen_lost)}; last group commit {max(commits, default=None)} (final log end "
+        f"{boundary + len(after)})"
+    )
 
     # exactly the records acknowledged after the cut, which the old leader alone had, are
     # lost, at the offsets it gave them; the new leader gave those offsets to other records
     assert lost == set(lone), (sorted(lost - set(lone))[:10], sorted(set(lone) - lost)[:10])
     assert min(lone.values()) >= boundary, spans(lone.values())
     assert sorted(after.values()) == list(range(boundary, boundary + len(after)))
-    assert r.failed_present == 0, r.summary()      # nor did a timed-out one survive
+    assert r.failed_present == 0, r.summary()  # nor did a timed-out one survive
     # what else the checker sees follows from that: the consumer read lost records (the
     # old leader's high watermark covered them), the group may have committed past the new
     # log end; nothing more (no duplicate, no unexpected value, no gap, no divergence)

@@ -20,6 +20,7 @@ commits its positions for a group (synchronously, recorded once acknowledged).
 
 Every wait is bounded; every thread stops at stop() and is a daemon.
 """
+
 from __future__ import annotations
 
 import threading
@@ -50,12 +51,29 @@ FINAL_READ_S = 60.0
 
 
 class _Producer:
-    def __init__(self, ck, bootstrap: str, topic: str, partitions: int, name: str, idempotent: bool,
-                 history: History, rate: float):
-        conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-                "linger.ms": 5, "message.timeout.ms": DELIVERY_TIMEOUT_MS, "request.timeout.ms": 5000,
-                "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
-                "socket.timeout.ms": 5000, "client.id": f"faults-{name}"}
+    def __init__(
+        self,
+        ck,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        name: str,
+        idempotent: bool,
+        history: History,
+        rate: float,
+    ):
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotent,
+            "linger.ms": 5,
+            "message.timeout.ms": DELIVERY_TIMEOUT_MS,
+            "request.timeout.ms": 5000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "socket.timeout.ms": 5000,
+            "client.id": f"faults-{name}",
+        }
         if not idempotent:
             conf.update({"max.in.flight.requests.per.connection": 5, "retries": 1000000})
         conf["error_cb"] = self._error
@@ -87,8 +105,9 @@ class _Producer:
         while not self.stopping.is_set():
             value = f"{self.name}-{self.seq}"
             try:
-                self.producer.produce(self.topic, value=value.encode(), partition=self.seq % self.partitions,
-                                      on_delivery=self._report)
+                self.producer.produce(
+                    self.topic, value=value.encode(), partition=self.seq % self.partitions, on_delivery=self._report
+                )
             except BufferError:
                 self.producer.poll(0.1)
                 continue
@@ -123,12 +142,19 @@ class _Producer:
 
 
 class _Consumer:
-    def __init__(self, ck, bootstrap: str, topic: str, partitions: int, name: str, group: str,
-                 history: History):
+    def __init__(self, ck, bootstrap: str, topic: str, partitions: int, name: str, group: str, history: History):
         self.ck = ck
-        self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
-                                     "socket.timeout.ms": 5000, "client.id": f"faults-{name}"})
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100,
+                "socket.timeout.ms": 5000,
+                "client.id": f"faults-{name}",
+            }
+        )
         self.topic, self.partitions, self.name, self.group = topic, partitions, name, group
         self.history = history
         self.errors: list[str] = []
@@ -155,8 +181,10 @@ class _Consumer:
                     todo = {p: o for p, o in positions.items() if committed.get(p) != o}
                     if todo:
                         try:
-                            self.consumer.commit(offsets=[ck.TopicPartition(self.topic, p, o) for p, o in todo.items()],
-                                                 asynchronous=False)
+                            self.consumer.commit(
+                                offsets=[ck.TopicPartition(self.topic, p, o) for p, o in todo.items()],
+                                asynchronous=False,
+                            )
                         except ck.KafkaException as exc:
                             self.errors.append(f"commit: {exc}")
                         else:
@@ -172,16 +200,25 @@ class _Consumer:
 
 
 class Workload:
-    def __init__(self, bootstrap: str, topic: str, partitions: int = 2, history: History | None = None,
-                 rate: float = 100.0, consume: bool = True):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int = 2,
+        history: History | None = None,
+        rate: float = 100.0,
+        consume: bool = True,
+    ):
         self.ck = require_module("confluent_kafka")
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.history = history or History()
         self.group = f"{topic}-g"
-        self.producers = [_Producer(self.ck, bootstrap, topic, partitions, name, idem, self.history, rate)
-                          for name, idem in PRODUCERS]
-        self.consumer = _Consumer(self.ck, bootstrap, topic, partitions, "c1", self.group, self.history) \
-            if consume else None
+        self.producers = [
+            _Producer(self.ck, bootstrap, topic, partitions, name, idem, self.history, rate) for name, idem in PRODUCERS
+        ]
+        self.consumer = (
+            _Consumer(self.ck, bootstrap, topic, partitions, "c1", self.group, self.history) if consume else None
+        )
         self.undelivered = 0
 
     def start(self) -> Workload:
@@ -200,8 +237,9 @@ class Workload:
         deadline = time.monotonic() + timeout
         while self.acked() < target:
             if time.monotonic() > deadline:
-                raise AssertionError(f"only {self.acked()} of {target} records acknowledged within {timeout} s; "
-                                     f"{self.history.counts()}")
+                raise AssertionError(
+                    f"only {self.acked()} of {target} records acknowledged within {timeout} s; {self.history.counts()}"
+                )
             time.sleep(0.1)
 
     def stop(self, flush_s: float = FLUSH_S) -> None:
@@ -214,8 +252,11 @@ class Workload:
             self.consumer.stop()
 
     def _wait_consumer_caught_up(self, timeout: float) -> None:
-        acked = {(s.partition, s.offset) for s in list(self.history.sends.values())
-                 if s.status == "ok" and s.offset is not None}
+        acked = {
+            (s.partition, s.offset)
+            for s in list(self.history.sends.values())
+            if s.status == "ok" and s.offset is not None
+        }
         ends: dict[int, int] = {}
         for p, o in acked:
             ends[p] = max(ends.get(p, -1), o)
@@ -232,9 +273,16 @@ class Workload:
         """A fresh consumer reads every partition from the beginning up to its high
         watermark: ({partition: [(offset, value)]}, {partition: high watermark})."""
         ck = self.ck
-        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.topic}-final",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
-                         "enable.partition.eof": True})
+        c = ck.Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"{self.topic}-final",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100,
+                "enable.partition.eof": True,
+            }
+        )
         try:
             ends = self._stable_ends(c, timeout / 4)
             c.assign([ck.TopicPartition(self.topic, p, ck.OFFSET_BEGINNING) for p in range(self.partitions)])
@@ -243,8 +291,9 @@ class Workload:
             deadline = time.monotonic() + timeout
             while len(done) < self.partitions:
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"final read: {sum(map(len, final.values()))} records of {ends} "
-                                         f"in {timeout} s")
+                    raise AssertionError(
+                        f"final read: {sum(map(len, final.values()))} records of {ends} in {timeout} s"
+                    )
                 for m in c.consume(1000, 0.5):
                     err = m.error()
                     if err is not None:
@@ -267,8 +316,10 @@ class Workload:
         deadline = time.monotonic() + timeout
         last: dict[int, int] | None = None
         while True:
-            ends = {p: c.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=10)[1]
-                    for p in range(self.partitions)}
+            ends = {
+                p: c.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=10)[1]
+                for p in range(self.partitions)
+            }
             if ends == last or time.monotonic() > deadline:
                 return ends
             last = ends
@@ -304,9 +355,10 @@ def replica_logs(cluster: Cluster, topic: str, partitions: int, timeout: float =
     the producers stopped and every ISR is full."""
     deadline = time.monotonic() + timeout
     while True:
-        logs = {p: {i: _segments(partition_dir(cluster.broker(i), f"{topic}-{p}"))
-                    for i in cluster.replicas_of(topic, p)}
-                for p in range(partitions)}
+        logs = {
+            p: {i: _segments(partition_dir(cluster.broker(i), f"{topic}-{p}")) for i in cluster.replicas_of(topic, p)}
+            for p in range(partitions)
+        }
         if all(len(set(by_broker.values())) <= 1 for by_broker in logs.values()) or time.monotonic() > deadline:
             return logs
         time.sleep(0.5)

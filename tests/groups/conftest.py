@@ -1,5 +1,6 @@
 """Consumer-group fixtures: one real broker process per test module, configured by the
 module's BROKER_CONFIG (merged over GROUP_CONFIG), on a free loopback port."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,6 +1,7 @@
 """Helpers of the consumer-group tests: broker-side views of a group through the
 project's own protocol client (DescribeGroups, OffsetFetch, ListOffsets), a confluent
 producer, bounded waits, and the member subprocesses (member_proc.py)."""
+
 from __future__ import annotations
 
 import os
@@ -93,8 +94,13 @@ def describe(bootstrap: str, group: str) -> dict:
             a, _ = ConsumerProtocolAssignment.decode_versioned(bytes(m.member_assignment))
             assignment = {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
         members[m.member_id] = {"client_id": m.client_id, "assignment": assignment}
-    return {"error": g.error_code, "state": g.group_state, "protocol_type": g.protocol_type,
-            "protocol": g.protocol_data, "members": members}
+    return {
+        "error": g.error_code,
+        "state": g.group_state,
+        "protocol_type": g.protocol_type,
+        "protocol": g.protocol_data,
+        "members": members,
+    }
 
 
 def stable_assignment(bootstrap: str, group: str, topic: str, members: int):
@@ -109,9 +115,14 @@ def committed(bootstrap: str, group: str, topics: dict[str, int] | None = None) 
     """(topic, partition) -> committed offset (only partitions with a commit). topics:
     topic -> partition count to ask for, or None for every committed partition."""
     with connect(bootstrap) as conn:
-        req_topics = None if topics is None else [
-            OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=list(range(n)))
-            for t, n in topics.items()]
+        req_topics = (
+            None
+            if topics is None
+            else [
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=list(range(n)))
+                for t, n in topics.items()
+            ]
+        )
         r = conn.request(OffsetFetchRequest(group_id=group, topics=req_topics), 7)
     assert r.error_code == 0, ErrorCode(r.error_code).name
     out = {}
@@ -123,11 +134,13 @@ def committed(bootstrap: str, group: str, topics: dict[str, int] | None = None) 
     return out
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, prefix: str = "m", start: int = 0
-            ) -> dict[bytes, tuple[int, int]]:
+def produce(
+    bootstrap: str, topic: str, count: int, partitions: int, prefix: str = "m", start: int = 0
+) -> dict[bytes, tuple[int, int]]:
     """Produces `count` messages round-robin over the partitions (value b"<prefix>-<i>");
     returns value -> (partition, offset) from the delivery reports."""
     import confluent_kafka as ck
+
     delivered: dict[bytes, tuple[int, int]] = {}
     errors = []
 
@@ -137,8 +150,15 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, prefix: str
         else:
             delivered[msg.value()] = (msg.partition(), msg.offset())
 
-    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": -1,
-                     "enable.idempotence": False, "batch.num.messages": 2000})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": -1,
+            "enable.idempotence": False,
+            "batch.num.messages": 2000,
+        }
+    )
     for i in range(start, start + count):
         while True:
             try:
@@ -156,21 +176,56 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, prefix: str
 
 # ---------------------------------------------------------------------- member subprocesses
 
+
 class Member:
     """A confluent-kafka group member in its own process (member_proc.py); its record of
     assignments, messages and commits is read back from `out`."""
 
-    def __init__(self, workdir: Path, name: str, bootstrap: str, group: str, topic: str, *,
-                 session_timeout_ms: int = SESSION_MS, batch: int = 500, sleep_s: float = 0.0,
-                 max_seconds: float = 120, pause: bool = False, assignor: str | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        *,
+        session_timeout_ms: int = SESSION_MS,
+        batch: int = 500,
+        sleep_s: float = 0.0,
+        max_seconds: float = 120,
+        pause: bool = False,
+        assignor: str | None = None,
+    ):
         self.name = name
         self.out = workdir / f"{name}.out"
         self.stop_file = workdir / f"{name}.stop"
         self.pause_file = workdir / f"{name}.pause" if pause else None
-        cmd = [sys.executable, str(MEMBER_PROC), "--bootstrap", bootstrap, "--group", group, "--topic", topic,
-               "--out", str(self.out), "--stop", str(self.stop_file), "--client-id", name,
-               "--session-timeout-ms", str(session_timeout_ms), "--heartbeat-ms", str(HEARTBEAT_MS),
-               "--batch", str(batch), "--sleep", str(sleep_s), "--max-seconds", str(max_seconds)]
+        cmd = [
+            sys.executable,
+            str(MEMBER_PROC),
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--out",
+            str(self.out),
+            "--stop",
+            str(self.stop_file),
+            "--client-id",
+            name,
+            "--session-timeout-ms",
+            str(session_timeout_ms),
+            "--heartbeat-ms",
+            str(HEARTBEAT_MS),
+            "--batch",
+            str(batch),
+            "--sleep",
+            str(sleep_s),
+            "--max-seconds",
+            str(max_seconds),
+        ]
         if self.pause_file is not None:
             cmd += ["--pause", str(self.pause_file)]
         if assignor is not None:
@@ -178,8 +233,7 @@ class Member:
         self.log_path = workdir / f"{name}.log"
         self.log = open(self.log_path, "wb")
         env = child_env()
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
 
     def lines(self) -> list[list[str]]:
         try:
@@ -193,7 +247,16 @@ class Member:
         """{"assignments": [[p...]...], "revoked": [[p...]...], "messages": [(p, o, value)],
         "commits": {p: offset}, "failed": [(p, first, last)] (commits that failed),
         "errors": [...], "paused": bool, "done": bool}"""
-        out = {"assignments": [], "revoked": [], "failed": [], "messages": [], "commits": {}, "errors": [], "paused": False, "done": False}
+        out = {
+            "assignments": [],
+            "revoked": [],
+            "failed": [],
+            "messages": [],
+            "commits": {},
+            "errors": [],
+            "paused": False,
+            "done": False,
+        }
         for f in self.lines():
             kind = f[0]
             if kind == "A":
@@ -242,16 +305,35 @@ class Member:
         self.log.close()
 
 
-def simple_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int], metadata: str = "",
-                  generation: int = -1, member_id: str = "", version: int | None = None) -> dict[int, int]:
+def simple_commit(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    offsets: dict[int, int],
+    metadata: str = "",
+    generation: int = -1,
+    member_id: str = "",
+    version: int | None = None,
+) -> dict[int, int]:
     """OffsetCommit outside group management (generation -1, no member id) unless told
     otherwise; returns partition -> error code."""
     from broker.protocol.messages.offset_commit import OffsetCommitRequest as O
-    req = O(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, topics=[
-        O.OffsetCommitRequestTopic(name=topic, partitions=[
-            O.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata=metadata)
-            for p, o in sorted(offsets.items())])])
-    assert find_coordinator(bootstrap, group)[0] == 0        # as clients do (creates __consumer_offsets)
+
+    req = O(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        topics=[
+            O.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    O.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata=metadata)
+                    for p, o in sorted(offsets.items())
+                ],
+            )
+        ],
+    )
+    assert find_coordinator(bootstrap, group)[0] == 0  # as clients do (creates __consumer_offsets)
     with connect(bootstrap) as conn:
         r = conn.request(req, version)
     return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
@@ -263,7 +345,7 @@ def java_string_hash(s: str) -> int:
     h = 0
     units = s.encode("utf-16-be")
     for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
 
 

@@ -15,6 +15,7 @@ one flushed line per event:
 
 Every loop is bounded by --max-seconds.
 """
+
 import argparse
 import os
 import sys
@@ -45,13 +46,20 @@ def main() -> int:
     def emit(line: str) -> None:
         os.write(fd, (line + "\n").encode())
 
-    c = ck.Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.client_id,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": args.heartbeat_ms,
-        "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 2000,
-        "partition.assignment.strategy": args.assignor,
-    })
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "client.id": args.client_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": args.heartbeat_ms,
+            "fetch.wait.max.ms": 100,
+            "topic.metadata.refresh.interval.ms": 2000,
+            "partition.assignment.strategy": args.assignor,
+        }
+    )
 
     def on_assign(consumer, partitions):
         emit("A " + ",".join(str(p.partition) for p in partitions))
@@ -76,7 +84,7 @@ def main() -> int:
                 continue
             if args.pause and os.path.exists(args.pause):
                 emit("PAUSED")
-                while time.monotonic() < deadline:      # heartbeats go on in librdkafka's thread
+                while time.monotonic() < deadline:  # heartbeats go on in librdkafka's thread
                     time.sleep(0.1)
                 return 3
             tps = [ck.TopicPartition(args.topic, p, o) for p, o in sorted(last.items())]

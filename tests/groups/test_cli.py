@@ -1,5 +1,6 @@
 """`broker groups list|describe|reset-offsets|delete` and `broker consume --group`
 (the project's own group member, broker/client/group.py) against a real broker."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,13 @@ BROKER_CONFIG = {}
 def cli(broker, *args, timeout=60, check=None):
     """Runs `broker ARGS...`; returns (exit code, stdout, stderr)."""
     env = child_env()
-    p = subprocess.run([sys.executable, "-m", "broker.cli.main", *args, "--bootstrap", broker.bootstrap],
-                       capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", *args, "--bootstrap", broker.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     if check is not None:
         assert p.returncode == check, (p.returncode, p.stdout, p.stderr)
     return p.returncode, p.stdout, p.stderr
@@ -63,12 +69,21 @@ def live_member(broker):
     """A confluent member with client id cli-member, closed at the end."""
     require_module("confluent_kafka")
     import confluent_kafka as ck
+
     made = []
 
     def make(group, topic):
-        c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "cli-member",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+        c = ck.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "client.id": "cli-member",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+            }
+        )
         made.append(c)
         c.subscribe([topic])
         deadline = time.monotonic() + 30
@@ -84,6 +99,7 @@ def live_member(broker):
 
 def test_list_describe_and_what_a_live_group_refuses(broker, name, live_member):
     import confluent_kafka as ck
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, 100, 2)
@@ -133,10 +149,12 @@ def test_reset_offsets_of_an_empty_group(broker, name):
         assert out.splitlines() == [f"{topic}\t0\t0", f"{topic}\t1\t0"]
         assert "dry run" in err and "--execute" in err
         assert committed(broker.bootstrap, group, {topic: 2}) == before, "a dry run changed the offsets"
-    cases = [(["--to-earliest"], {0: 0, 1: 0}, None),
-             (["--to-latest"], {0: 50, 1: 50}, None),
-             (["--to-offset", "12"], {0: 12, 1: 12}, None),
-             (["--to-offset", "1000"], {0: 50, 1: 50}, "above the log end")]
+    cases = [
+        (["--to-earliest"], {0: 0, 1: 0}, None),
+        (["--to-latest"], {0: 50, 1: 50}, None),
+        (["--to-offset", "12"], {0: 12, 1: 12}, None),
+        (["--to-offset", "1000"], {0: 50, 1: 50}, "above the log end"),
+    ]
     for how, want, note in cases:
         _, out, err = cli(broker, "groups", "reset-offsets", group, "--topic", topic, *how, "--execute", check=0)
         assert out.splitlines() == [f"{topic}\t{p}\t{o}" for p, o in sorted(want.items())]
@@ -149,11 +167,13 @@ def test_reset_offsets_of_an_empty_group(broker, name):
         else:
             assert err.strip() == "", err
     # a group that does not exist yet gets its first offsets
-    _, out, _ = cli(broker, "groups", "reset-offsets", f"{group}-new", "--topic", topic, "--to-offset", "3",
-                    "--execute", check=0)
+    _, out, _ = cli(
+        broker, "groups", "reset-offsets", f"{group}-new", "--topic", topic, "--to-offset", "3", "--execute", check=0
+    )
     assert committed(broker.bootstrap, f"{group}-new", {topic: 2}) == {(topic, 0): 3, (topic, 1): 3}
-    assert cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-latest", "--dry-run",
-               "--execute")[0] == 2
+    assert (
+        cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-latest", "--dry-run", "--execute")[0] == 2
+    )
     # the flags are exclusive and one is required
     assert cli(broker, "groups", "reset-offsets", group, "--topic", topic)[0] == 2
     assert cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--to-latest")[0] == 2
@@ -180,14 +200,27 @@ def test_consume_group_resumes_where_it_stopped(broker, name):
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
     delivered = produce(broker.bootstrap, topic, 100, 2)
-    _, out1, err = cli(broker, "consume", "--topic", topic, "--group", group, "--from-beginning",
-                       "--max-messages", "30", "--timeout-ms", "3000", check=0)
+    _, out1, err = cli(
+        broker,
+        "consume",
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+        "--max-messages",
+        "30",
+        "--timeout-ms",
+        "3000",
+        check=0,
+    )
     first = out1.splitlines()
     assert len(first) == 30 and "consumed 30 messages" in err
     # what was printed is committed, nothing more
     assert sum(committed(broker.bootstrap, group, {topic: 2}).values()) == 30
-    _, out2, err = cli(broker, "consume", "--topic", topic, "--group", group, "--from-beginning",
-                       "--timeout-ms", "3000", check=0)
+    _, out2, err = cli(
+        broker, "consume", "--topic", topic, "--group", group, "--from-beginning", "--timeout-ms", "3000", check=0
+    )
     second = out2.splitlines()
     assert len(second) == 70
     assert sorted(first + second) == sorted(v.decode() for v in delivered)
@@ -202,9 +235,24 @@ def test_consume_group_leaves_the_group_when_stopped_by_a_signal(broker, name, s
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 20, 1)
-    p = subprocess.Popen([sys.executable, "-m", "broker.cli.main", "consume", "--bootstrap", broker.bootstrap,
-                          "--topic", topic, "--group", group, "--from-beginning"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "consume",
+            "--bootstrap",
+            broker.bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 1), 30, "the member in the group")
         wait_until(lambda: _printed(p, 20), 30, "20 messages printed")
@@ -236,9 +284,29 @@ def test_two_consume_group_processes_share_the_partitions(broker, name):
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
     env = child_env()
-    procs = [subprocess.Popen([sys.executable, "-m", "broker.cli.main", "consume", "--bootstrap", broker.bootstrap,
-                               "--topic", topic, "--group", group, "--from-beginning", "--timeout-ms", "8000"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "broker.cli.main",
+                "consume",
+                "--bootstrap",
+                broker.bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                group,
+                "--from-beginning",
+                "--timeout-ms",
+                "8000",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     try:
         plan = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 2), 30, "a stable group of 2")
         assert sorted(plan.values()) == [[0], [1]]
@@ -252,7 +320,7 @@ def test_two_consume_group_processes_share_the_partitions(broker, name):
     assert [p.returncode for p in procs] == [0, 0], outs
     lines = [line for out, _ in outs for line in out.decode().splitlines()]
     assert sorted(lines) == sorted(v.decode() for v in delivered)
-    assert all(out for out, _ in outs)           # both members got a share
+    assert all(out for out, _ in outs)  # both members got a share
     assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, 0): 100, (topic, 1): 100}
 
 
@@ -260,9 +328,15 @@ def test_group_consumer_auto_commit_commits_only_records_already_returned(broker
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 20, 1)
-    with GroupConsumer(broker.bootstrap, group, [topic], session_timeout_ms=SESSION_MS,
-                       heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
-                       auto_commit_interval_ms=0) as c:
+    with GroupConsumer(
+        broker.bootstrap,
+        group,
+        [topic],
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=0,
+    ) as c:
         got = []
         deadline = time.monotonic() + 30
         while not got and time.monotonic() < deadline:
@@ -278,21 +352,27 @@ def test_group_consumer_carries_on_across_a_broker_restart(broker, name):
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, 100, 2)
-    with GroupConsumer(broker.bootstrap, group, [topic], session_timeout_ms=SESSION_MS,
-                       heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="earliest",
-                       auto_commit_interval_ms=100) as c:
+    with GroupConsumer(
+        broker.bootstrap,
+        group,
+        [topic],
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=100,
+    ) as c:
         got = []
         deadline = time.monotonic() + 30
         while len(got) < 100 and time.monotonic() < deadline:
             got += c.poll(0.5)
         assert len(got) == 100
-        c.poll(0.1)                               # auto-commits what the first polls returned
+        c.poll(0.1)  # auto-commits what the first polls returned
         broker.restart()
         produce(broker.bootstrap, topic, 100, 2, start=100)
         more = []
         deadline = time.monotonic() + 30
         while len(more) < 100 and time.monotonic() < deadline:
-            more += c.poll(0.5)                   # must not raise: the coordinator is found again
+            more += c.poll(0.5)  # must not raise: the coordinator is found again
         assert sorted(r.value for r in more) == sorted(f"m-{i}".encode() for i in range(100, 200))
         c.commit()
     assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, 0): 100, (topic, 1): 100}

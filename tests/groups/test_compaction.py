@@ -2,6 +2,7 @@
 segments, the cleaner (short backoff) keeps only the latest record per key, the
 partition's .log files shrink, and after restarts (clean and kill -9) the committed
 offsets replayed from the compacted log are still the latest."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -55,17 +56,32 @@ def _records(d: Path, skip_active: bool = False):
 def _commit_many(broker, group, topic, first, last):
     """Commits i (partition 0, metadata m<i>) and 2i (partition 1) for i in first..last,
     one request each, pipelined; returns (largest .log size seen, bytes per commit)."""
-    assert find_coordinator(broker.bootstrap, group)[0] == 0     # creates __consumer_offsets
+    assert find_coordinator(broker.bootstrap, group)[0] == 0  # creates __consumer_offsets
     largest = per_commit = 0
     start = _size(broker)
     with connect(broker.bootstrap) as conn:
         inflight = 0
         for i in range(first, last + 1):
-            conn.send(O(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-                O.OffsetCommitRequestTopic(name=topic, partitions=[
-                    O.OffsetCommitRequestPartition(partition_index=0, committed_offset=i, committed_metadata=f"m{i}"),
-                    O.OffsetCommitRequestPartition(partition_index=1, committed_offset=2 * i,
-                                                   committed_metadata="")])]))
+            conn.send(
+                O(
+                    group_id=group,
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    topics=[
+                        O.OffsetCommitRequestTopic(
+                            name=topic,
+                            partitions=[
+                                O.OffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=i, committed_metadata=f"m{i}"
+                                ),
+                                O.OffsetCommitRequestPartition(
+                                    partition_index=1, committed_offset=2 * i, committed_metadata=""
+                                ),
+                            ],
+                        )
+                    ],
+                )
+            )
             inflight += 1
             if inflight == 50 or i == last:
                 for _ in range(inflight):
@@ -81,8 +97,8 @@ def _commit_many(broker, group, topic, first, last):
 
 def _check_compacted(broker, group, topic, last, largest, per_commit):
     d = _dir(broker)
-    written = per_commit * (COMMITS)           # what the log would hold uncompacted
-    assert written > 10 * SEGMENT_BYTES        # enough to roll many segments
+    written = per_commit * (COMMITS)  # what the log would hold uncompacted
+    assert written > 10 * SEGMENT_BYTES  # enough to roll many segments
     # the cleaner compacts the rolled segments: the partition shrinks far below what was written
     wait_until(lambda: _size(broker) < 2 * SEGMENT_BYTES, 60, "the cleaner to compact", interval=0.2)
     assert _size(broker) < written / 5 and _size(broker) < largest
@@ -92,7 +108,7 @@ def _check_compacted(broker, group, topic, last, largest, per_commit):
         keys at most once (the cleaner may still be working on the last rolled ones)."""
         try:
             cleaned, everything = _records(d, skip_active=True), _records(d)
-        except (FileNotFoundError, ValueError):       # a swap in progress
+        except (FileNotFoundError, ValueError):  # a swap in progress
             return None
         keys = Counter(k for k, _ in cleaned if k[1] == group)
         if not keys or max(keys.values()) > 1:
@@ -117,7 +133,7 @@ def test_compaction_keeps_only_the_latest_commit_per_key(broker, name):
     largest, per_commit = _commit_many(broker, group, topic, 1, COMMITS)
     final = {(topic, 0): COMMITS, (topic, 1): 2 * COMMITS}
     assert committed(broker.bootstrap, group, {topic: 2}) == final
-    assert len(list(_dir(broker).glob("*.log"))) > 1          # rolled
+    assert len(list(_dir(broker).glob("*.log"))) > 1  # rolled
     _check_compacted(broker, group, topic, COMMITS, largest, per_commit)
     checkpoint = (broker.data_dir / "cleaner-offset-checkpoint").read_text()
     assert f"{OFFSETS} 0 " in checkpoint
@@ -132,7 +148,7 @@ def test_compaction_keeps_only_the_latest_commit_per_key(broker, name):
 def test_compaction_goes_on_after_a_restart(broker, name):
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 2)
-    assert find_coordinator(broker.bootstrap, group)[0] == 0      # __consumer_offsets exists before the restart
+    assert find_coordinator(broker.bootstrap, group)[0] == 0  # __consumer_offsets exists before the restart
     broker.restart()
     largest, per_commit = _commit_many(broker, group, topic, 1, COMMITS)
     assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, 0): COMMITS, (topic, 1): 2 * COMMITS}

@@ -4,6 +4,7 @@ same topic independently, a member killed with SIGKILL loses its partitions to t
 survivors after its session timeout (at-least-once, duplicates bounded by its
 uncommitted work), and asynchronous / automatic commits leave the committed offsets
 where the client says."""
+
 from __future__ import annotations
 
 import time
@@ -69,13 +70,16 @@ def test_three_members_share_the_topic_exactly_once_and_a_second_group_reads_it_
         ends = end_offsets(broker.bootstrap, topic, PARTITIONS)
         assert sum(ends.values()) == total
         by_position = {pos: value.decode() for value, pos in delivered.items()}
-        wait_until(lambda: len(_union(a)) == total and len(_union(b)) == total, 120,
-                   "both groups to consume every message")
+        wait_until(
+            lambda: len(_union(a)) == total and len(_union(b)) == total, 120, "both groups to consume every message"
+        )
         # the broker's view while everyone is still a member
-        plan_a = wait_until(lambda: stable_assignment(broker.bootstrap, group_a, topic, 3), 30,
-                            "group a stable with 3 members")
-        plan_b = wait_until(lambda: stable_assignment(broker.bootstrap, group_b, topic, 2), 30,
-                            "group b stable with 2 members")
+        plan_a = wait_until(
+            lambda: stable_assignment(broker.bootstrap, group_a, topic, 3), 30, "group a stable with 3 members"
+        )
+        plan_b = wait_until(
+            lambda: stable_assignment(broker.bootstrap, group_b, topic, 2), 30, "group b stable with 2 members"
+        )
         assert sorted(len(ps) for ps in plan_a.values()) == [2, 2, 2], plan_a
         assert sorted(p for ps in plan_a.values() for p in ps) == list(range(PARTITIONS))
         assert sorted(len(ps) for ps in plan_b.values()) == [3, 3], plan_b
@@ -93,8 +97,7 @@ def test_three_members_share_the_topic_exactly_once_and_a_second_group_reads_it_
             assert {m.name: m.parse()["assignments"][-1] for m in members} == plan
         # every commit has reached the coordinator: committed == log end, for both groups
         want = {(topic, p): off for p, off in ends.items()}
-        wait_until(lambda: committed(broker.bootstrap, group_a, {topic: PARTITIONS}) == want, 30,
-                   "group a's commits")
+        wait_until(lambda: committed(broker.bootstrap, group_a, {topic: PARTITIONS}) == want, 30, "group a's commits")
         assert committed(broker.bootstrap, group_b, {topic: PARTITIONS}) == want
     finally:
         _cleanup(a + b)
@@ -127,31 +130,31 @@ def test_killed_member_loses_its_partitions_to_the_survivors_without_loss(broker
 
     # slow consumers (batches of 50, 50 ms apart) so the victim dies with work left
     victim = Member(tmp_path, "victim", broker.bootstrap, group, topic, batch=50, sleep_s=0.05, pause=True)
-    survivors = [Member(tmp_path, f"s{i}", broker.bootstrap, group, topic, batch=50, sleep_s=0.05)
-                 for i in range(2)]
+    survivors = [Member(tmp_path, f"s{i}", broker.bootstrap, group, topic, batch=50, sleep_s=0.05) for i in range(2)]
     members = [victim] + survivors
     try:
-        plan = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 3), 60,
-                          "a stable group of 3")
+        plan = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 3), 60, "a stable group of 3")
         assert sorted(len(ps) for ps in plan.values()) == [2, 2, 2], plan
-        victim_id = next(mid for mid, m in describe(broker.bootstrap, group)["members"].items()
-                         if m["client_id"] == "victim")
+        victim_id = next(
+            mid for mid, m in describe(broker.bootstrap, group)["members"].items() if m["client_id"] == "victim"
+        )
         victim_parts = plan[victim_id]
-        wait_until(lambda: set(victim.parse()["commits"]) >= set(victim_parts), 30,
-                   "the victim to commit on its partitions")
-        victim.pause()        # the next batch is consumed and never committed
+        wait_until(
+            lambda: set(victim.parse()["commits"]) >= set(victim_parts), 30, "the victim to commit on its partitions"
+        )
+        victim.pause()  # the next batch is consumed and never committed
         wait_until(lambda: victim.parse()["paused"], 30, "the victim to pause")
         victim.kill9()
 
         wait_until(lambda: len(_union(members)) == total, 90, "the survivors to consume the rest")
-        after = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 2), 30,
-                           "a stable group of 2")
+        after = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 2), 30, "a stable group of 2")
         assert sorted(len(ps) for ps in after.values()) == [3, 3], after
         assert sorted(p for ps in after.values() for p in ps) == list(range(PARTITIONS))
         assert victim_id not in after
         want = {(topic, p): off for p, off in ends.items()}
-        wait_until(lambda: committed(broker.bootstrap, group, {topic: PARTITIONS}) == want, 30,
-                   "commits of every message")
+        wait_until(
+            lambda: committed(broker.bootstrap, group, {topic: PARTITIONS}) == want, 30, "commits of every message"
+        )
     finally:
         _cleanup(members)
 
@@ -179,14 +182,23 @@ def test_killed_member_loses_its_partitions_to_the_survivors_without_loss(broker
 
 def test_async_commit_leaves_the_offsets_the_client_reports(broker, name):
     import confluent_kafka as ck
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 3)
     produce(broker.bootstrap, topic, 300, 3)
     reported = []
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
-                     "heartbeat.interval.ms": HEARTBEAT_MS, "fetch.wait.max.ms": 100,
-                     "on_commit": lambda err, tps: reported.append((err, tps))})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "fetch.wait.max.ms": 100,
+            "on_commit": lambda err, tps: reported.append((err, tps)),
+        }
+    )
     try:
         c.subscribe([topic])
         got = []
@@ -194,7 +206,7 @@ def test_async_commit_leaves_the_offsets_the_client_reports(broker, name):
         while len(got) < 150 and time.monotonic() < deadline:
             got += [m for m in c.consume(150 - len(got), 0.2) if not m.error()]
         assert len(got) == 150
-        c.pause(c.assignment())     # poll() below serves callbacks only
+        c.pause(c.assignment())  # poll() below serves callbacks only
         # commit the current positions asynchronously
         assert c.commit(asynchronous=True) is None
         deadline = time.monotonic() + 30
@@ -224,14 +236,23 @@ def test_async_commit_leaves_the_offsets_the_client_reports(broker, name):
 
 def test_auto_commit_leaves_the_offsets_at_the_positions(broker, name):
     import confluent_kafka as ck
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 3)
     produce(broker.bootstrap, topic, 600, 3)
     ends = {(topic, p): o for p, o in end_offsets(broker.bootstrap, topic, 3).items()}
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": True,
-                     "auto.commit.interval.ms": 200, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
-                     "fetch.wait.max.ms": 100})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         c.subscribe([topic])
         seen = 0
@@ -244,13 +265,14 @@ def test_auto_commit_leaves_the_offsets_at_the_positions(broker, name):
         assert sum(positions.values()) == 400
 
         def caught_up():
-            assert c.poll(0.05) is None      # paused: callbacks (and auto-commits) only
+            assert c.poll(0.05) is None  # paused: callbacks (and auto-commits) only
             return committed(broker.bootstrap, group, {topic: 3}) == positions
 
         c.pause(c.assignment())
         wait_until(caught_up, 20, "auto-commit of the positions", interval=0.2)
-        client_view = {(tp.topic, tp.partition): tp.offset for tp in c.committed(c.assignment(), timeout=10)
-                       if tp.offset >= 0}
+        client_view = {
+            (tp.topic, tp.partition): tp.offset for tp in c.committed(c.assignment(), timeout=10) if tp.offset >= 0
+        }
         assert client_view == positions
         # resume and drain: the auto-commit follows to the log end
         c.resume(c.assignment())
@@ -277,17 +299,23 @@ def test_cooperative_sticky_members_rebalance_incrementally_without_duplicates(b
     topic, group = name, name
     create_topic(broker.bootstrap, topic, PARTITIONS)
     delivered = produce(broker.bootstrap, topic, total, PARTITIONS)
-    members = [Member(tmp_path, f"c{i}", broker.bootstrap, group, topic, batch=50, sleep_s=0.05,
-                      assignor="cooperative-sticky") for i in range(2)]
+    members = [
+        Member(tmp_path, f"c{i}", broker.bootstrap, group, topic, batch=50, sleep_s=0.05, assignor="cooperative-sticky")
+        for i in range(2)
+    ]
     try:
+
         def balanced(n, sizes):
             plan = stable_assignment(broker.bootstrap, group, topic, n)
             return plan if plan and sorted(len(ps) for ps in plan.values()) == sizes else None
 
         plan2 = wait_until(lambda: balanced(2, [3, 3]), 60, "a balanced stable group of 2")
         wait_until(lambda: len(_union(members)) > 0, 30, "consumption to start")
-        members.append(Member(tmp_path, "c2", broker.bootstrap, group, topic, batch=50, sleep_s=0.05,
-                              assignor="cooperative-sticky"))
+        members.append(
+            Member(
+                tmp_path, "c2", broker.bootstrap, group, topic, batch=50, sleep_s=0.05, assignor="cooperative-sticky"
+            )
+        )
         # first rebalance: the newcomer gets nothing while the others revoke one partition
         # each; the second one hands those to it
         plan3 = wait_until(lambda: balanced(3, [2, 2, 2]), 60, "a balanced stable group of 3")
@@ -306,8 +334,9 @@ def test_cooperative_sticky_members_rebalance_incrementally_without_duplicates(b
     # races with the end of a rebalance carries the old generation and is refused, as
     # Kafka refuses it; nothing else may fail
     errors = [e for p in parsed for e in p["errors"]]
-    assert all(e.startswith("commit") and ("ILLEGAL_GENERATION" in e or "REBALANCE_IN_PROGRESS" in e)
-               for e in errors), errors
+    assert all(
+        e.startswith("commit") and ("ILLEGAL_GENERATION" in e or "REBALANCE_IN_PROGRESS" in e) for e in errors
+    ), errors
     messages = [msg for p in parsed for msg in p["messages"]]
     counts = Counter((p, o) for p, o, _ in messages)
     assert set(counts) == {pos for pos in delivered.values()}, "messages lost"

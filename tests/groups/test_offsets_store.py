@@ -2,6 +2,7 @@
 partitions: the group's partition is abs(Java hashCode(group)) % 50, commits survive
 clean and unclean broker restarts (the group resumes exactly after them), a live member
 keeps its identity across a restart, a deleted group stays deleted."""
+
 from __future__ import annotations
 
 import time
@@ -28,7 +29,7 @@ from tests.groups.helpers import (
 )
 from tests.support.deps import require_module
 
-BROKER_CONFIG = {"offsets.topic.num.partitions": 50}       # Kafka's default, stated for clarity
+BROKER_CONFIG = {"offsets.topic.num.partitions": 50}  # Kafka's default, stated for clarity
 OFFSETS = "__consumer_offsets"
 
 
@@ -48,22 +49,26 @@ def test_java_hash_reference_values():
     # values of java.lang.String.hashCode
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322
-    assert java_string_hash("polygenelubricants") == -(1 << 31)        # Integer.MIN_VALUE
+    assert java_string_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("\U0001F600") == 1772899             # a surrogate pair: 0xD83D, 0xDE00
+    assert java_string_hash("\U0001f600") == 1772899  # a surrogate pair: 0xD83D, 0xDE00
 
 
-@pytest.mark.parametrize("group", ["hello", "polygenelubricants", "console-consumer-40123", "gr\u00fcppe-\U0001F600",
-                                   "payments"], ids=["hello", "min-value-hash", "console", "non-ascii", "payments"])
+@pytest.mark.parametrize(
+    "group",
+    ["hello", "polygenelubricants", "console-consumer-40123", "gr\u00fcppe-\U0001f600", "payments"],
+    ids=["hello", "min-value-hash", "console", "non-ascii", "payments"],
+)
 def test_commit_lands_in_the_partition_kafka_would_choose(broker, name, group):
     require_module("confluent_kafka")
     import confluent_kafka as ck
+
     topic = name
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, 5, 1)
     expected = offsets_partition(group, 50)
     if group == "polygenelubricants":
-        assert expected == 0              # Utils.abs(Integer.MIN_VALUE) == 0
+        assert expected == 0  # Utils.abs(Integer.MIN_VALUE) == 0
     err, node, _, _ = find_coordinator(broker.bootstrap, group)
     assert (err, node) == (0, 0)
     assert sorted(int(d.name.rsplit("-", 1)[1]) for d in broker.data_dir.glob(f"{OFFSETS}-*")) == list(range(50))
@@ -111,15 +116,25 @@ def _consume(c, count, timeout=60.0):
 
 def _consumer(bootstrap, group, reset="earliest", session_ms=SESSION_MS):
     import confluent_kafka as ck
-    return ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                        "auto.offset.reset": reset, "session.timeout.ms": session_ms,
-                        "heartbeat.interval.ms": HEARTBEAT_MS, "fetch.wait.max.ms": 100})
+
+    return ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": reset,
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "fetch.wait.max.ms": 100,
+        }
+    )
 
 
 @pytest.mark.parametrize("how", ["clean", "kill"])
 def test_group_resumes_after_the_committed_offsets_after_a_restart(broker, name, how):
     require_module("confluent_kafka")
     import confluent_kafka as ck
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, 4)
     produce(broker.bootstrap, topic, 400, 4)
@@ -147,7 +162,7 @@ def test_group_resumes_after_the_committed_offsets_after_a_restart(broker, name,
         want = sum(100 - o for o in chosen.values())
         got = _consume(c, want)
         assert len(got) == want
-        assert c.consume(100, 1.0) == []          # nothing more
+        assert c.consume(100, 1.0) == []  # nothing more
     finally:
         c.close()
     firsts = {}
@@ -206,6 +221,7 @@ def test_deleted_group_stays_deleted_after_a_restart(broker, name):
 
 def _listed(broker):
     from broker.protocol.messages.list_groups import ListGroupsRequest
+
     with connect(broker.bootstrap) as conn:
         return {g.group_id for g in conn.request(ListGroupsRequest(states_filter=[])).groups}
 
@@ -221,6 +237,7 @@ def test_offsets_of_a_deleted_topic_are_forgotten(broker, name):
     assert simple_commit(broker.bootstrap, idle, topic, {0: 1}) == {0: 0}
     with connect(broker.bootstrap) as conn:
         from broker.protocol.messages.delete_topics import DeleteTopicsRequest
+
         r = conn.request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=10000), 5)
     assert r.responses[0].error_code == 0
     create_topic(broker.bootstrap, topic, 2)

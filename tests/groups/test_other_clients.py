@@ -1,6 +1,7 @@
 """kafka-python, aiokafka and kcat as consumer-group members (smaller scale than the
 confluent tests): members of one group split the partitions, consume every message
 exactly once with manual commits, and leave the committed offsets at the log end."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,6 +42,7 @@ def _check_exactly_once(consumed, delivered, ends, bootstrap, group, topic):
 def test_kafka_python_group(broker, name):
     require_module("kafka")
     import kafka
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, PARTITIONS)
     stop = threading.Event()
@@ -51,10 +53,18 @@ def test_kafka_python_group(broker, name):
     def member(i):
         c = None
         try:
-            c = kafka.KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id=f"kp{i}",
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-                                    fetch_max_wait_ms=100, request_timeout_ms=20000)
+            c = kafka.KafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                client_id=f"kp{i}",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=HEARTBEAT_MS,
+                fetch_max_wait_ms=100,
+                request_timeout_ms=20000,
+            )
             deadline = time.monotonic() + 90
             while not stop.is_set() and time.monotonic() < deadline:
                 batch = c.poll(200)
@@ -63,7 +73,7 @@ def test_kafka_python_group(broker, name):
                 with lock:
                     consumed.extend((m.partition, m.offset, m.value) for ms in batch.values() for m in ms)
                 c.commit()
-        except BaseException as exc:      # reported by the test thread
+        except BaseException as exc:  # reported by the test thread
             errors.append(exc)
         finally:
             if c is not None:
@@ -95,6 +105,7 @@ def test_kafka_python_group(broker, name):
 def test_aiokafka_group(broker, name):
     require_module("aiokafka")
     import aiokafka
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, PARTITIONS)
     consumed: list[tuple[int, int, bytes]] = []
@@ -103,10 +114,17 @@ def test_aiokafka_group(broker, name):
         stop = asyncio.Event()
 
         async def member(i):
-            c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
-                                          client_id=f"aio{i}", enable_auto_commit=False,
-                                          auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                                          heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100)
+            c = aiokafka.AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                client_id=f"aio{i}",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=HEARTBEAT_MS,
+                fetch_max_wait_ms=100,
+            )
             await c.start()
             try:
                 while not stop.is_set():
@@ -142,7 +160,7 @@ def test_aiokafka_group(broker, name):
             return delivered, ends
         finally:
             stop.set()
-            await asyncio.gather(*tasks)      # raises a member's failure
+            await asyncio.gather(*tasks)  # raises a member's failure
 
     delivered, ends = asyncio.run(asyncio.wait_for(run(), 120))
     _check_exactly_once(consumed, delivered, ends, broker.bootstrap, group, topic)
@@ -158,17 +176,37 @@ def test_kcat_balanced_consumer_joins_a_group(broker, name, tmp_path):
     ends = end_offsets(broker.bootstrap, topic, PARTITIONS)
     out_path = tmp_path / "kcat.out"
     with open(out_path, "wb") as out, open(tmp_path / "kcat.err", "wb") as err:
-        proc = subprocess.Popen(["kcat", "-b", broker.bootstrap, "-G", group, topic, "-q", "-u",
-                                 "-f", "%p %o %s\\n", "-X", "auto.offset.reset=earliest",
-                                 "-X", f"session.timeout.ms={SESSION_MS}",
-                                 "-X", f"heartbeat.interval.ms={HEARTBEAT_MS}", "-X", "client.id=kcat-member"],
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                "kcat",
+                "-b",
+                broker.bootstrap,
+                "-G",
+                group,
+                topic,
+                "-q",
+                "-u",
+                "-f",
+                "%p %o %s\\n",
+                "-X",
+                "auto.offset.reset=earliest",
+                "-X",
+                f"session.timeout.ms={SESSION_MS}",
+                "-X",
+                f"heartbeat.interval.ms={HEARTBEAT_MS}",
+                "-X",
+                "client.id=kcat-member",
+            ],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         plan = wait_until(lambda: stable_assignment(broker.bootstrap, group, topic, 1), 30, "kcat in the group")
         assert list(plan.values()) == [list(range(PARTITIONS))]
         assert [m["client_id"] for m in describe(broker.bootstrap, group)["members"].values()] == ["kcat-member"]
         wait_until(lambda: out_path.read_bytes().count(b"\n") >= 200, 30, "kcat to print every message")
-        proc.send_signal(signal.SIGTERM)        # kcat closes the consumer: commits and leaves
+        proc.send_signal(signal.SIGTERM)  # kcat closes the consumer: commits and leaves
         assert proc.wait(30) == 0, (tmp_path / "kcat.err").read_text(errors="replace")
     finally:
         if proc.poll() is None:
@@ -189,17 +227,27 @@ def test_confluent_admin_client_sees_and_manages_groups(broker, name):
     import confluent_kafka as ck
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
     from confluent_kafka.admin import AdminClient
+
     topic, group = name, name
     create_topic(broker.bootstrap, topic, PARTITIONS)
     produce(broker.bootstrap, topic, 40, PARTITIONS)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "admin-seen",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "client.id": "admin-seen",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+        }
+    )
     try:
         c.subscribe([topic])
-        wait_until(lambda: c.poll(0.1) is None and stable_assignment(broker.bootstrap, group, topic, 1), 30,
-                   "a stable group")
+        wait_until(
+            lambda: c.poll(0.1) is None and stable_assignment(broker.bootstrap, group, topic, 1), 30, "a stable group"
+        )
         c.commit(offsets=[ck.TopicPartition(topic, p, 5) for p in range(PARTITIONS)], asynchronous=False)
         listed = admin.list_consumer_groups(states={ConsumerGroupState.STABLE}).result(20)
         assert group in {g.group_id for g in listed.valid}
@@ -212,16 +260,19 @@ def test_confluent_admin_client_sees_and_manages_groups(broker, name):
         # a live group: offsets can be read, not altered nor deleted
         offs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(20)
         assert {(tp.topic, tp.partition): tp.offset for tp in offs.topic_partitions} == {
-            (topic, p): 5 for p in range(PARTITIONS)}
+            (topic, p): 5 for p in range(PARTITIONS)
+        }
         with pytest.raises(ck.KafkaException) as exc:
             admin.delete_consumer_groups([group])[group].result(20)
         assert exc.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
     finally:
         c.close()
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group, [ck.TopicPartition(topic, 0, 1), ck.TopicPartition(topic, 1, 2)])])[group].result(20)
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [ck.TopicPartition(topic, 0, 1), ck.TopicPartition(topic, 1, 2)])]
+    )[group].result(20)
     assert committed(broker.bootstrap, group, {topic: PARTITIONS}) == {
-        (topic, p): {0: 1, 1: 2}.get(p, 5) for p in range(PARTITIONS)}
+        (topic, p): {0: 1, 1: 2}.get(p, 5) for p in range(PARTITIONS)
+    }
     admin.delete_consumer_groups([group])[group].result(20)
     assert committed(broker.bootstrap, group, {topic: PARTITIONS}) == {}
     assert admin.describe_consumer_groups([group])[group].result(20).state == ConsumerGroupState.DEAD

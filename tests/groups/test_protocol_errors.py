@@ -3,6 +3,7 @@ member per connection: KIP-394 member ids, Kafka's error codes for bad input —
 protocol type, stale generations, members not in the group, commits during a rebalance,
 oversize metadata, fenced static members — and after each of them the group is still
 consistent (same members, same generation, heartbeats and commits still accepted)."""
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,19 @@ def assignment(topic, partitions) -> bytes:
 class Raw:
     """One group member on its own connection; requests are blocking."""
 
-    def __init__(self, bootstrap, group, topic="t", *, protocol_type="consumer", protocols=None,
-                 session_ms=10000, rebalance_ms=10000, instance_id=None, client_id="raw"):
+    def __init__(
+        self,
+        bootstrap,
+        group,
+        topic="t",
+        *,
+        protocol_type="consumer",
+        protocols=None,
+        session_ms=10000,
+        rebalance_ms=10000,
+        instance_id=None,
+        client_id="raw",
+    ):
         self.conn = connect(bootstrap)
         self.group = group
         self.protocol_type = protocol_type
@@ -55,12 +67,19 @@ class Raw:
         self.conn.close()
 
     def join_once(self, version=7, member_id=None):
-        r = self.conn.request(JoinGroupRequest(
-            group_id=self.group, session_timeout_ms=self.session_ms, rebalance_timeout_ms=self.rebalance_ms,
-            member_id=self.member_id if member_id is None else member_id, group_instance_id=self.instance_id,
-            protocol_type=self.protocol_type,
-            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in self.protocols]),
-            version, timeout=30)
+        r = self.conn.request(
+            JoinGroupRequest(
+                group_id=self.group,
+                session_timeout_ms=self.session_ms,
+                rebalance_timeout_ms=self.rebalance_ms,
+                member_id=self.member_id if member_id is None else member_id,
+                group_instance_id=self.instance_id,
+                protocol_type=self.protocol_type,
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in self.protocols],
+            ),
+            version,
+            timeout=30,
+        )
         if r.error_code in (0, E.MEMBER_ID_REQUIRED):
             self.member_id = r.member_id
         if r.error_code == 0:
@@ -76,35 +95,77 @@ class Raw:
         assert r.error_code == 0, E(r.error_code).name
         return r
 
-    def sync(self, assignments=None, generation=None, member_id=None, version=5, protocol_type="consumer",
-             protocol_name="range"):
-        return self.conn.request(SyncGroupRequest(
-            group_id=self.group, generation_id=self.generation if generation is None else generation,
-            member_id=self.member_id if member_id is None else member_id, group_instance_id=self.instance_id,
-            protocol_type=protocol_type, protocol_name=protocol_name,
-            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                         for m, a in (assignments or {}).items()]), version, timeout=30)
+    def sync(
+        self,
+        assignments=None,
+        generation=None,
+        member_id=None,
+        version=5,
+        protocol_type="consumer",
+        protocol_name="range",
+    ):
+        return self.conn.request(
+            SyncGroupRequest(
+                group_id=self.group,
+                generation_id=self.generation if generation is None else generation,
+                member_id=self.member_id if member_id is None else member_id,
+                group_instance_id=self.instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=[
+                    SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                    for m, a in (assignments or {}).items()
+                ],
+            ),
+            version,
+            timeout=30,
+        )
 
     def heartbeat(self, generation=None, member_id=None, instance_id=None):
-        return self.conn.request(HeartbeatRequest(
-            group_id=self.group, generation_id=self.generation if generation is None else generation,
-            member_id=self.member_id if member_id is None else member_id,
-            group_instance_id=self.instance_id if instance_id is None else instance_id)).error_code
+        return self.conn.request(
+            HeartbeatRequest(
+                group_id=self.group,
+                generation_id=self.generation if generation is None else generation,
+                member_id=self.member_id if member_id is None else member_id,
+                group_instance_id=self.instance_id if instance_id is None else instance_id,
+            )
+        ).error_code
 
     def commit(self, topic, offsets, generation=None, member_id=None, metadata=None, version=None):
         """offsets: {partition: offset}; metadata: {partition: str}; -> {partition: error}"""
-        r = self.conn.request(O(
-            group_id=self.group, generation_id_or_member_epoch=self.generation if generation is None else generation,
-            member_id=self.member_id if member_id is None else member_id, group_instance_id=self.instance_id,
-            topics=[O.OffsetCommitRequestTopic(name=topic, partitions=[
-                O.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
-                                               committed_metadata=(metadata or {}).get(p, ""))
-                for p, o in sorted(offsets.items())])]), version)
+        r = self.conn.request(
+            O(
+                group_id=self.group,
+                generation_id_or_member_epoch=self.generation if generation is None else generation,
+                member_id=self.member_id if member_id is None else member_id,
+                group_instance_id=self.instance_id,
+                topics=[
+                    O.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=[
+                            O.OffsetCommitRequestPartition(
+                                partition_index=p, committed_offset=o, committed_metadata=(metadata or {}).get(p, "")
+                            )
+                            for p, o in sorted(offsets.items())
+                        ],
+                    )
+                ],
+            ),
+            version,
+        )
         return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
 
     def leave(self, version=4):
-        r = self.conn.request(LeaveGroupRequest(group_id=self.group, member_id=self.member_id, members=[
-            LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=self.instance_id)]), version)
+        r = self.conn.request(
+            LeaveGroupRequest(
+                group_id=self.group,
+                member_id=self.member_id,
+                members=[
+                    LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=self.instance_id)
+                ],
+            ),
+            version,
+        )
         return r.error_code if version < 3 else (r.error_code, [m.error_code for m in r.members])
 
 
@@ -148,6 +209,7 @@ def stable_single(broker, group, topic, members, **kw) -> Raw:
 
 def listed(broker) -> dict[str, str]:
     from broker.protocol.messages.list_groups import ListGroupsRequest
+
     with connect(broker.bootstrap) as conn:
         return {g.group_id: g.group_state for g in conn.request(ListGroupsRequest(states_filter=[])).groups}
 
@@ -237,8 +299,9 @@ def test_stale_generation_and_unknown_member(broker, group, topic, members):
     assert committed(broker.bootstrap, group, {topic: 2}) == {}
     assert state(broker, group) == ("Stable", [a.member_id])
     assert a.heartbeat() == 0
-    assert a.sync().error_code == 0 and A.decode_versioned(a.sync().assignment)[0].assigned_partitions[0].partitions \
-        == [0, 1]
+    assert a.sync().error_code == 0 and A.decode_versioned(a.sync().assignment)[0].assigned_partitions[
+        0
+    ].partitions == [0, 1]
 
 
 def test_requests_for_groups_that_do_not_exist(broker, group, topic, members):
@@ -264,7 +327,7 @@ def test_requests_for_groups_that_do_not_exist(broker, group, topic, members):
 
 def test_offset_commit_metadata_limits_and_unknown_topics(broker, group, topic, members):
     a = stable_single(broker, group, topic, members)
-    limit = 4096                                              # offset.metadata.max.bytes default
+    limit = 4096  # offset.metadata.max.bytes default
     res = a.commit(topic, {0: 10, 1: 20}, metadata={0: "x" * (limit + 1), 1: "y" * limit})
     assert res == {0: E.OFFSET_METADATA_TOO_LARGE, 1: 0}
     # the limit counts bytes, not characters
@@ -275,8 +338,8 @@ def test_offset_commit_metadata_limits_and_unknown_topics(broker, group, topic, 
     assert committed(broker.bootstrap, group, {topic: 2}) == {(topic, 1): 20}
     with connect(broker.bootstrap) as conn:
         from broker.protocol.messages.offset_fetch import OffsetFetchRequest as F
-        r = conn.request(F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]),
-                         7)
+
+        r = conn.request(F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]), 7)
     meta = {p.partition_index: (p.committed_offset, p.metadata) for t in r.topics for p in t.partitions}
     assert meta == {0: (-1, ""), 1: (20, "y" * limit)}
     assert state(broker, group) == ("Stable", [a.member_id]) and a.heartbeat() == 0
@@ -289,7 +352,7 @@ def test_a_rebalance_step_by_step(broker, group, topic, members, pool):
     members.append(b)
     r = b.join_once()
     assert r.error_code == E.MEMBER_ID_REQUIRED
-    b_join = pool.submit(b.join_once)                 # waits for a to rejoin
+    b_join = pool.submit(b.join_once)  # waits for a to rejoin
     wait_until(lambda: describe(broker.bootstrap, group)["state"] == "PreparingRebalance", 10, "PreparingRebalance")
     # PreparingRebalance: heartbeats say rejoin, SyncGroup is refused, commits of the
     # current generation are still accepted
@@ -303,7 +366,7 @@ def test_a_rebalance_step_by_step(broker, group, topic, members, pool):
     gen2 = a.generation
     assert gen2 == gen1 + 1 and rb.generation_id == gen2
     assert a.leader == a.member_id == rb.leader and sorted(a.members) == sorted([a.member_id, b.member_id])
-    assert rb.members == []                            # only the leader gets the member list
+    assert rb.members == []  # only the leader gets the member list
     # CompletingRebalance: b's SyncGroup waits for the leader; commits are refused
     assert describe(broker.bootstrap, group)["state"] == "CompletingRebalance"
     b_sync = pool.submit(b.sync)
@@ -320,7 +383,9 @@ def test_a_rebalance_step_by_step(broker, group, topic, members, pool):
     assert A.decode_versioned(s.assignment)[0].assigned_partitions[0].partitions == [0]
     d = describe(broker.bootstrap, group)
     assert d["state"] == "Stable" and {m: x["assignment"] for m, x in d["members"].items()} == {
-        a.member_id: {topic: [0]}, b.member_id: {topic: [1]}}
+        a.member_id: {topic: [0]},
+        b.member_id: {topic: [1]},
+    }
     # Stable again: both commit with the new generation, the old one is refused
     assert a.commit(topic, {0: 6}) == {0: 0}
     assert b.commit(topic, {1: 7}) == {1: 0}
@@ -393,19 +458,39 @@ def test_delete_groups_and_offset_delete(broker, group, topic, members, name):
         r = conn.request(DeleteGroupsRequest(groups_names=[group, f"{group}-nope"]))
         assert [x.error_code for x in r.results] == [E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND]
         # OffsetDelete: not for a topic the members subscribe to; fine for another one
-        r = conn.request(OD(group_id=group, topics=[
-            OD.OffsetDeleteRequestTopic(name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)]),
-            OD.OffsetDeleteRequestTopic(name=other, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]))
+        r = conn.request(
+            OD(
+                group_id=group,
+                topics=[
+                    OD.OffsetDeleteRequestTopic(
+                        name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)]
+                    ),
+                    OD.OffsetDeleteRequestTopic(
+                        name=other, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)]
+                    ),
+                ],
+            )
+        )
         assert r.error_code == 0
         assert {t.name: [p.error_code for p in t.partitions] for t in r.topics} == {
-            topic: [E.GROUP_SUBSCRIBED_TO_TOPIC], other: [0]}
+            topic: [E.GROUP_SUBSCRIBED_TO_TOPIC],
+            other: [0],
+        }
         assert committed(broker.bootstrap, group) == {(topic, 0): 1, (topic, 1): 2}
         assert a.leave() == (0, [0])
         assert state(broker, group) == ("Empty", [])
         r = conn.request(DeleteGroupsRequest(groups_names=[group]))
         assert r.results[0].error_code == 0
-        r = conn.request(OD(group_id=group, topics=[
-            OD.OffsetDeleteRequestTopic(name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]))
+        r = conn.request(
+            OD(
+                group_id=group,
+                topics=[
+                    OD.OffsetDeleteRequestTopic(
+                        name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)]
+                    )
+                ],
+            )
+        )
         assert r.error_code == E.GROUP_ID_NOT_FOUND
     assert committed(broker.bootstrap, group) == {}
 

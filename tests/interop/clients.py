@@ -4,6 +4,7 @@ topic, consume a number of messages back. Every call is bounded in time.
 A message is (key: bytes, value: bytes, headers: list[(str, bytes)]); a consumed message
 is (partition, offset, key, value, headers).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,6 +25,7 @@ class Timeout(AssertionError):
 
 # ---------------------------------------------------------------------- kcat
 
+
 def kcat_produce(bootstrap, topic, messages, acks, codec):
     # kcat reads "key<TAB>value" lines; headers are per invocation, so all messages of a
     # kcat run carry the same headers (the first message's)
@@ -32,8 +34,24 @@ def kcat_produce(bootstrap, topic, messages, acks, codec):
             assert b"\t" not in key and b"\n" not in value
             f.write(key + b"\t" + value + b"\n")
         path = f.name
-    cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", codec if codec != "none" else "none",
-           "-X", f"acks={acks}", "-X", "linger.ms=5", "-l", path]
+    cmd = [
+        "kcat",
+        "-P",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-K",
+        "\t",
+        "-z",
+        codec if codec != "none" else "none",
+        "-X",
+        f"acks={acks}",
+        "-X",
+        "linger.ms=5",
+        "-l",
+        path,
+    ]
     for k, v in messages[0][2]:
         cmd += ["-H", f"{k}={v.decode()}"]
     try:
@@ -43,9 +61,27 @@ def kcat_produce(bootstrap, topic, messages, acks, codec):
 
 
 def kcat_consume(bootstrap, topic, count):
-    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(count),
-                          "-f", "%p\t%o\t%k\t%s\t%h\n", "-X", "fetch.wait.max.ms=100"],
-                         check=True, timeout=TIMEOUT_S, capture_output=True).stdout
+    out = subprocess.run(
+        [
+            "kcat",
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-c",
+            str(count),
+            "-f",
+            "%p\t%o\t%k\t%s\t%h\n",
+            "-X",
+            "fetch.wait.max.ms=100",
+        ],
+        check=True,
+        timeout=TIMEOUT_S,
+        capture_output=True,
+    ).stdout
     got = []
     for line in out.split(b"\n"):
         if not line:
@@ -62,12 +98,21 @@ def kcat_consume(bootstrap, topic, count):
 
 # ---------------------------------------------------------------------- confluent-kafka
 
+
 def confluent_produce(bootstrap, topic, messages, acks, codec):
     import confluent_kafka as ck
+
     errors = []
-    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": codec,
-                     "linger.ms": 5, "enable.idempotence": False,
-                     "max.in.flight.requests.per.connection": 1})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "compression.type": codec,
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,
+        }
+    )
 
     def cb(err, _msg):
         if err is not None:
@@ -88,8 +133,16 @@ def confluent_produce(bootstrap, topic, messages, acks, codec):
 
 def confluent_consume(bootstrap, topic, count, partitions):
     import confluent_kafka as ck
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"interop-{topic}", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"interop-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
         got = []
@@ -100,8 +153,7 @@ def confluent_consume(bootstrap, topic, count, partitions):
             for m in c.consume(1000, 0.5):
                 if m.error():
                     raise AssertionError(str(m.error()))
-                got.append((m.partition(), m.offset(), m.key(), m.value(),
-                            [(k, v) for k, v in (m.headers() or [])]))
+                got.append((m.partition(), m.offset(), m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])]))
         return got
     finally:
         c.close()
@@ -109,11 +161,18 @@ def confluent_consume(bootstrap, topic, count, partitions):
 
 # ---------------------------------------------------------------------- kafka-python
 
+
 def kafka_python_produce(bootstrap, topic, messages, acks, codec):
     import kafka
-    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
-                            compression_type=None if codec == "none" else codec, linger_ms=5,
-                            max_in_flight_requests_per_connection=1, request_timeout_ms=30000)
+
+    p = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all" if acks == -1 else acks,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=5,
+        max_in_flight_requests_per_connection=1,
+        request_timeout_ms=30000,
+    )
     try:
         futures = [p.send(topic, key=k, value=v, headers=h) for k, v, h in messages]
         p.flush(TIMEOUT_S)
@@ -126,6 +185,7 @@ def kafka_python_produce(bootstrap, topic, messages, acks, codec):
 
 def kafka_python_consume(bootstrap, topic, count, partitions):
     import kafka
+
     c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
     try:
         c.assign([kafka.TopicPartition(topic, p) for p in partitions])
@@ -145,12 +205,17 @@ def kafka_python_consume(bootstrap, topic, count, partitions):
 
 # ---------------------------------------------------------------------- aiokafka
 
+
 def aiokafka_produce(bootstrap, topic, messages, acks, codec):
     import aiokafka
 
     async def run():
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
-                                      compression_type=None if codec == "none" else codec, linger_ms=5)
+        p = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all" if acks == -1 else acks,
+            compression_type=None if codec == "none" else codec,
+            linger_ms=5,
+        )
         await p.start()
         try:
             futs = [await p.send(topic, key=k, value=v, headers=h) for k, v, h in messages]
@@ -167,8 +232,9 @@ def aiokafka_consume(bootstrap, topic, count, partitions):
     import aiokafka
 
     async def run():
-        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                      fetch_max_wait_ms=100, auto_offset_reset="earliest")
+        c = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100, auto_offset_reset="earliest"
+        )
         await c.start()
         try:
             c.assign([aiokafka.TopicPartition(topic, p) for p in partitions])
@@ -186,12 +252,17 @@ def aiokafka_consume(bootstrap, topic, count, partitions):
     return asyncio.run(asyncio.wait_for(run(), TIMEOUT_S))
 
 
-PRODUCE = {"kcat": kcat_produce, "confluent": confluent_produce, "kafka-python": kafka_python_produce,
-           "aiokafka": aiokafka_produce}
+PRODUCE = {
+    "kcat": kcat_produce,
+    "confluent": confluent_produce,
+    "kafka-python": kafka_python_produce,
+    "aiokafka": aiokafka_produce,
+}
 
 
 def consume(client, bootstrap, topic, count, partitions):
     if client == "kcat":
         return kcat_consume(bootstrap, topic, count)
-    return {"confluent": confluent_consume, "kafka-python": kafka_python_consume,
-            "aiokafka": aiokafka_consume}[client](bootstrap, topic, count, partitions)
+    return {"confluent": confluent_consume, "kafka-python": kafka_python_consume, "aiokafka": aiokafka_consume}[client](
+        bootstrap, topic, count, partitions
+    )

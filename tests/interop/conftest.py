@@ -1,4 +1,5 @@
 """Interop fixtures: one real broker process per test module, on a free loopback port."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,9 @@ def require_client(client: str) -> None:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
-                       config={"log.retention.check.interval.ms": 500}) as b:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("broker") / "data", config={"log.retention.check.interval.ms": 500}
+    ) as b:
         yield b
 
 

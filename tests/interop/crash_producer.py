@@ -10,6 +10,7 @@ retries, so nothing is ever sent twice: a value at two offsets is the broker's d
 Message i has the value value_for(i) and the key key_for(i). RATE (messages per
 second, default unlimited) keeps the amount to read back afterwards small.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,7 +29,7 @@ def key_for(i: int) -> bytes:
 def main(bootstrap: str, topic: str, acked_path: str, max_seconds: float, rate: float = 0) -> int:
     import confluent_kafka as ck
 
-    out = open(acked_path, "w", buffering=1)      # line-buffered: each line written at once
+    out = open(acked_path, "w", buffering=1)  # line-buffered: each line written at once
     state = {"failed": 0}
 
     def on_delivery(err, msg):
@@ -38,21 +39,23 @@ def main(bootstrap: str, topic: str, acked_path: str, max_seconds: float, rate: 
         i = int(msg.value()[6:14])
         out.write(f"{msg.partition()} {msg.offset()} {i}\n")
 
-    p = ck.Producer({
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "enable.idempotence": False,
-        "message.send.max.retries": 0,
-        "retry.backoff.ms": 100,
-        "message.timeout.ms": 4000,
-        "request.timeout.ms": 3000,
-        "socket.timeout.ms": 3000,
-        "linger.ms": 2,
-        "batch.num.messages": 200,
-        "queue.buffering.max.messages": 20000,
-        "reconnect.backoff.ms": 100,
-        "reconnect.backoff.max.ms": 500,
-    })
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,
+            "message.send.max.retries": 0,
+            "retry.backoff.ms": 100,
+            "message.timeout.ms": 4000,
+            "request.timeout.ms": 3000,
+            "socket.timeout.ms": 3000,
+            "linger.ms": 2,
+            "batch.num.messages": 200,
+            "queue.buffering.max.messages": 20000,
+            "reconnect.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
     i = 0
     t0 = time.monotonic()
     deadline = t0 + max_seconds
@@ -74,5 +77,6 @@ def main(bootstrap: str, topic: str, acked_path: str, max_seconds: float, rate: 
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]),
-                  float(sys.argv[5]) if len(sys.argv) > 5 else 0))
+    sys.exit(
+        main(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0)
+    )

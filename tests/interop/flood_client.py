@@ -7,6 +7,7 @@ its work competes with the broker for CPU, not with the measuring client for the
 Prints "started" once connected, then "answered N in S s" and exits 0 when all COUNT
 answers came, 1 on a timeout or a closed connection.
 """
+
 from __future__ import annotations
 
 import socket
@@ -40,7 +41,7 @@ def main(port: int, count: int, max_seconds: float) -> int:
         buf += data
         pos = 0
         while len(buf) - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big")
+            size = int.from_bytes(buf[pos : pos + 4], "big")
             if len(buf) - pos - 4 < size:
                 break
             pos += 4 + size

@@ -1,6 +1,7 @@
 """Shared helpers of the interop tests: reading a whole topic back (the project's client
 and confluent-kafka), raw sockets for requests a client would refuse to send, and
 record batches built by hand. Every wait is bounded."""
+
 from __future__ import annotations
 
 import socket
@@ -17,6 +18,7 @@ DEADLINE_S = 60.0
 
 # ---------------------------------------------------------------------- offsets
 
+
 def offsets(bootstrap: str, topic: str, partitions) -> dict[int, tuple[int, int]]:
     """partition -> (log start offset, high watermark) by ListOffsets earliest / latest."""
     with Cluster(bootstrap, timeout=10) as c:
@@ -26,6 +28,7 @@ def offsets(bootstrap: str, topic: str, partitions) -> dict[int, tuple[int, int]
 
 
 # ---------------------------------------------------------------------- reading a topic
+
 
 def read_all(bootstrap: str, topic: str, partitions, deadline_s: float = DEADLINE_S) -> dict:
     """Everything between the log start offset and the high watermark of each partition,
@@ -43,15 +46,23 @@ def read_all(bootstrap: str, topic: str, partitions, deadline_s: float = DEADLIN
     return got
 
 
-def confluent_read_all(bootstrap: str, topic: str, partitions, deadline_s: float = DEADLINE_S,
-                       start=None) -> list:
+def confluent_read_all(bootstrap: str, topic: str, partitions, deadline_s: float = DEADLINE_S, start=None) -> list:
     """Everything up to the high watermark of each partition with confluent-kafka:
     [(partition, offset, key, value, headers)]. Starts at OFFSET_BEGINNING unless `start`
     maps partitions to offsets."""
     import confluent_kafka as ck
+
     ends = offsets(bootstrap, topic, partitions)
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-all-{topic}", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "enable.partition.eof": True})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-all-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         c.assign([ck.TopicPartition(topic, p, (start or {}).get(p, ck.OFFSET_BEGINNING)) for p in partitions])
         got = []
@@ -77,6 +88,7 @@ def confluent_read_all(bootstrap: str, topic: str, partitions, deadline_s: float
 
 # ---------------------------------------------------------------------- batches
 
+
 def batch(values, keys=None, timestamp: int | None = None, compression=None) -> bytearray:
     """A valid RecordBatch v2 holding `values` (base offset 0; the broker assigns it)."""
     b = BatchBuilder(compression)
@@ -94,6 +106,7 @@ def corrupt_crc(data) -> bytearray:
 
 
 # ---------------------------------------------------------------------- raw sockets
+
 
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
@@ -135,8 +148,8 @@ class RawConnection:
                 size = struct.unpack_from(">i", self.buf)[0]
                 assert 0 <= size < 1 << 30, f"response frame size {size}"
                 if len(self.buf) >= 4 + size:
-                    out = bytes(self.buf[4:4 + size])
-                    del self.buf[:4 + size]
+                    out = bytes(self.buf[4 : 4 + size])
+                    del self.buf[: 4 + size]
                     return out
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"the broker neither answered nor closed within {timeout} s"
@@ -178,15 +191,40 @@ def answered(rc: RawConnection, timeout: float = 10.0) -> bool:
 
 # ---------------------------------------------------------------------- one Fetch
 
-def fetch_once(conn, topic: str, topic_id, partition: int, offset: int, *, max_wait_ms: int = 0,
-               min_bytes: int = 1, max_bytes: int = 1 << 20, timeout: float = 30.0):
+
+def fetch_once(
+    conn,
+    topic: str,
+    topic_id,
+    partition: int,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    timeout: float = 30.0,
+):
     """One Fetch request for one partition on a BrokerConnection, at the highest version
     both sides speak; returns the response's PartitionData."""
     from broker.protocol.messages.fetch import FetchRequest as F
-    req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[],
-            topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                F.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
+
+    req = F(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                topic_id=topic_id,
+                partitions=[F.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
+            )
+        ],
+    )
     resp = conn.request(req, timeout=timeout)
     assert resp.error_code == 0, resp.error_code
     assert len(resp.responses) == 1 and len(resp.responses[0].partitions) == 1
@@ -196,6 +234,7 @@ def fetch_once(conn, topic: str, topic_id, partition: int, offset: int, *, max_w
 def records_of(data) -> list:
     """(offset, key, value) of every record in fetched batch bytes (partial tail ignored)."""
     from broker.native import iter_batches
+
     out = []
     for b in iter_batches(data, validate=True):
         for r in b.records():

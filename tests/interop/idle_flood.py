@@ -11,6 +11,7 @@ line of JSON:
 {"opened": N, "closed_by_broker": M, "failed": F} and exits 0; exits 1 if MAX_SECONDS
 pass first.
 """
+
 from __future__ import annotations
 
 import errno
@@ -58,7 +59,7 @@ def main(port: int, total: int, hold_s: float, max_s: float) -> int:
         if opened % 64 == 0:
             reap(0)
     print("opened", flush=True)
-    poller.register(sys.stdin.fileno(), select.EPOLLIN | select.EPOLLRDHUP)      # closed: stop holding
+    poller.register(sys.stdin.fileno(), select.EPOLLIN | select.EPOLLRDHUP)  # closed: stop holding
     end = min(time.monotonic() + hold_s, deadline)
     while time.monotonic() < end:
         if any(fd == sys.stdin.fileno() for fd, _ in poller.poll(0)):

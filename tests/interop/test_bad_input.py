@@ -6,6 +6,7 @@ client would refuse to send them, written to a plain socket.
 Every test ends by reading back the messages acknowledged at the start (the "victim"
 topic): all still there, byte-identical, at the same offsets.
 """
+
 from __future__ import annotations
 
 import random
@@ -55,8 +56,9 @@ PROBE_CID = 0x7ABCDEF0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("bad-input") / "data",
-                       config={"socket.request.max.bytes": MAX_REQUEST}) as b:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("bad-input") / "data", config={"socket.request.max.bytes": MAX_REQUEST}
+    ) as b:
         yield b
 
 
@@ -76,11 +78,23 @@ def victim(broker):
         else:
             sent[msg.value()] = (msg.partition(), msg.offset(), msg.key())
 
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
-                     "enable.idempotence": False, "compression.type": "zstd"})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "compression.type": "zstd",
+        }
+    )
     for i in range(2000):
-        p.produce(VICTIM, value=b"victim-%d-" % i + rnd.randbytes(rnd.randrange(100)),
-                  key=b"k%d" % rnd.randrange(30), headers=[("n", b"%d" % i)], on_delivery=on_delivery)
+        p.produce(
+            VICTIM,
+            value=b"victim-%d-" % i + rnd.randbytes(rnd.randrange(100)),
+            key=b"k%d" % rnd.randrange(30),
+            headers=[("n", b"%d" % i)],
+            on_delivery=on_delivery,
+        )
         p.poll(0)
     assert p.flush(60) == 0 and not errors and len(sent) == 2000
     want = {(p_, o): (k, v, [("n", v.split(b"-")[1])]) for v, (p_, o, k) in sent.items()}
@@ -100,16 +114,22 @@ def connect(broker) -> BrokerConnection:
 
 
 def api_versions_probe() -> bytes:
-    return raw_request(18, 3, PROBE_CID, ApiVersionsRequest(client_software_name="probe",
-                                                            client_software_version="1"))
+    return raw_request(18, 3, PROBE_CID, ApiVersionsRequest(client_software_name="probe", client_software_version="1"))
 
 
 def produce_request(parts, acks=-1, topic=SCRATCH) -> ProduceRequest:
     """parts: {partition: record bytes}."""
     P = ProduceRequest
-    return P(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=i, records=r)
-                                                       for i, r in parts.items()])])
+    return P(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10000,
+        topic_data=[
+            P.TopicProduceData(
+                name=topic, partition_data=[P.PartitionProduceData(index=i, records=r) for i, r in parts.items()]
+            )
+        ],
+    )
 
 
 def scratch_end(broker, partition: int) -> int:
@@ -117,6 +137,7 @@ def scratch_end(broker, partition: int) -> int:
 
 
 # ---------------------------------------------------------------------- random bytes
+
 
 def _expect_answer_or_close(broker, payload: bytes, framed: bool) -> str:
     """Sends `payload` on a fresh connection. Framed (a correct size prefix): then an
@@ -158,7 +179,7 @@ def _held(payload: bytes) -> bool:
         return False
     if isinstance(req, FetchRequest):
         return req.max_wait_ms > 1000
-    return header.request_api_key in (11, 14)       # JoinGroup, SyncGroup
+    return header.request_api_key in (11, 14)  # JoinGroup, SyncGroup
 
 
 def _supported(broker) -> list[tuple[int, int, int]]:
@@ -176,11 +197,23 @@ def _mutated_valid_request(rnd: random.Random, supported) -> bytes:
     """A real request with a few bytes changed, or cut short (size prefix fixed up)."""
     choice = rnd.randrange(3)
     if choice == 0:
-        data = bytearray(raw_request(0, rnd.randrange(3, 10), rnd.randrange(1 << 20),
-                                     produce_request({rnd.randrange(2): batch([b"fuzz-%d" % rnd.randrange(99)])})))
+        data = bytearray(
+            raw_request(
+                0,
+                rnd.randrange(3, 10),
+                rnd.randrange(1 << 20),
+                produce_request({rnd.randrange(2): batch([b"fuzz-%d" % rnd.randrange(99)])}),
+            )
+        )
     elif choice == 1:
-        data = bytearray(raw_request(3, rnd.randrange(1, 13), rnd.randrange(1 << 20),
-                                     MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=SCRATCH)])))
+        data = bytearray(
+            raw_request(
+                3,
+                rnd.randrange(1, 13),
+                rnd.randrange(1 << 20),
+                MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=SCRATCH)]),
+            )
+        )
     else:
         data = bytearray(api_versions_probe())
     body = data[4:]
@@ -188,21 +221,22 @@ def _mutated_valid_request(rnd: random.Random, supported) -> bytes:
         for _ in range(rnd.randrange(1, 4)):
             body[rnd.randrange(len(body))] ^= 1 << rnd.randrange(8)
     else:
-        del body[rnd.randrange(len(body)):]
+        del body[rnd.randrange(len(body)) :]
     return frame(bytes(body))
 
 
 def _random_payload(rnd: random.Random, supported) -> tuple[bytes, bool]:
     """(payload, framed)"""
     kind = rnd.randrange(4)
-    if kind == 0:           # any bytes at all (the size prefix included)
+    if kind == 0:  # any bytes at all (the size prefix included)
         return rnd.randbytes(rnd.randrange(1, 300)), False
-    if kind == 1:           # a well-framed random body
+    if kind == 1:  # a well-framed random body
         return frame(rnd.randbytes(rnd.randrange(0, 300))), True
-    if kind == 2:           # a real header of a supported API and version, random body
+    if kind == 2:  # a real header of a supported API and version, random body
         key, lo, hi = rnd.choice(supported)
-        return frame(_header_for(key, rnd.randint(lo, hi), rnd.randrange(1 << 30)) +
-                     rnd.randbytes(rnd.randrange(0, 200))), True
+        return frame(
+            _header_for(key, rnd.randint(lo, hi), rnd.randrange(1 << 30)) + rnd.randbytes(rnd.randrange(0, 200))
+        ), True
     return _mutated_valid_request(rnd, supported), True
 
 
@@ -229,15 +263,20 @@ def fuzz_frames(draw, supported):
     if kind == 1:
         return frame(draw(st.binary(max_size=300))), True
     key, lo, hi = draw(st.sampled_from(supported))
-    return frame(_header_for(key, draw(st.integers(lo, hi)), draw(st.integers(0, 1 << 30))) +
-                 draw(st.binary(max_size=200))), True
+    return frame(
+        _header_for(key, draw(st.integers(lo, hi)), draw(st.integers(0, 1 << 30))) + draw(st.binary(max_size=200))
+    ), True
 
 
 def test_random_bytes_hypothesis(broker, victim):
     supported = _supported(broker)
 
-    @settings(max_examples=60, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(case=fuzz_frames(supported))
     def check(case):
         payload, framed = case
@@ -254,8 +293,9 @@ def _normal_clients_work(broker) -> None:
     ck = require_module("confluent_kafka")
     p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": False})
     delivered = []
-    p.produce(SCRATCH, value=b"still-alive", partition=1,
-              on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    p.produce(
+        SCRATCH, value=b"still-alive", partition=1, on_delivery=lambda err, msg: delivered.append((err, msg.offset()))
+    )
     assert p.flush(30) == 0
     assert delivered and delivered[0][0] is None, delivered
     got = read_all(broker.bootstrap, SCRATCH, [1])
@@ -263,6 +303,7 @@ def _normal_clients_work(broker) -> None:
 
 
 # ---------------------------------------------------------------------- framing
+
 
 def test_frame_larger_than_socket_request_max_bytes_is_closed(broker, victim):
     with RawConnection(broker.port) as rc:
@@ -283,7 +324,7 @@ def test_frame_larger_than_socket_request_max_bytes_is_closed(broker, victim):
 
 
 def test_negative_and_zero_frame_sizes_are_closed(broker, victim):
-    for size in (-1, -2**31, 0):
+    for size in (-1, -(2**31), 0):
         with RawConnection(broker.port) as rc:
             rc.send(struct.pack(">i", size) + b"\x00" * 16)
             assert rc.closed_by_broker(), size
@@ -300,6 +341,7 @@ def test_frames_split_in_single_bytes_are_served(broker, victim):
 
 
 # ---------------------------------------------------------------------- api keys and versions
+
 
 @pytest.mark.parametrize("api_key", [1000, 32767, -1, -32768])
 def test_unknown_api_key_is_closed(broker, victim, api_key):
@@ -320,8 +362,7 @@ def test_api_versions_of_an_unsupported_version_answers_v0_error_35(broker, vict
             assert struct.unpack_from(">i", f)[0] == 77
             assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
             # KIP-511: ApiVersions' own range only, the rest once the client asks in it
-            assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == \
-                [v for v in ours if v[0] == 18]
+            assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [v for v in ours if v[0] == 18]
             # the connection stays usable: the client retries with a version we speak
             rc.send(api_versions_probe())
             f = rc.read_frame()
@@ -345,20 +386,39 @@ def _old_version_requests():
     """Versions below the broker's range that the protocol still defines (a client that
     skips ApiVersions, e.g. one configured for an old broker, sends them)."""
     F, L = FetchRequest, ListOffsetsRequest
-    fetch = F(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[F.FetchTopic(topic=SCRATCH, partitions=[
-        F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=65536),
-        F.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=65536)])])
-    list_offsets = L(replica_id=-1, topics=[L.ListOffsetsTopic(name=SCRATCH, partitions=[
-        L.ListOffsetsPartition(partition_index=1, timestamp=-1, max_num_offsets=1)])])
-    cases = [(0, v, produce_request({0: batch([b"old version"]), 1: batch([b"old version"])}, acks=1))
-             for v in range(3)]
+    fetch = F(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        topics=[
+            F.FetchTopic(
+                topic=SCRATCH,
+                partitions=[
+                    F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=65536),
+                    F.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=65536),
+                ],
+            )
+        ],
+    )
+    list_offsets = L(
+        replica_id=-1,
+        topics=[
+            L.ListOffsetsTopic(
+                name=SCRATCH, partitions=[L.ListOffsetsPartition(partition_index=1, timestamp=-1, max_num_offsets=1)]
+            )
+        ],
+    )
+    cases = [
+        (0, v, produce_request({0: batch([b"old version"]), 1: batch([b"old version"])}, acks=1)) for v in range(3)
+    ]
     cases += [(1, v, fetch) for v in range(4)]
     cases.append((2, 0, list_offsets))
     return cases
 
 
-@pytest.mark.parametrize("api_key,version,req", _old_version_requests(),
-                         ids=lambda x: x if isinstance(x, int) else type(x).__name__)
+@pytest.mark.parametrize(
+    "api_key,version,req", _old_version_requests(), ids=lambda x: x if isinstance(x, int) else type(x).__name__
+)
 def test_a_version_below_the_supported_range_gets_unsupported_version(broker, victim, api_key, version, req):
     """Kafka answers a request it can read but no longer serves with UNSUPPORTED_VERSION
     in every error code of the response of that version; the connection stays usable."""
@@ -370,16 +430,26 @@ def test_a_version_below_the_supported_range_gets_unsupported_version(broker, vi
         header, resp = codec.decode_response(api_key, version, f)
         assert header.correlation_id == 31
         if api_key == 0:
-            got = [(t.name, p.index, p.error_code, p.base_offset) for t in resp.responses
-                   for p in t.partition_responses]
-            assert got == [(SCRATCH, 0, ErrorCode.UNSUPPORTED_VERSION, -1), (SCRATCH, 1, ErrorCode.UNSUPPORTED_VERSION, -1)]
+            got = [
+                (t.name, p.index, p.error_code, p.base_offset) for t in resp.responses for p in t.partition_responses
+            ]
+            assert got == [
+                (SCRATCH, 0, ErrorCode.UNSUPPORTED_VERSION, -1),
+                (SCRATCH, 1, ErrorCode.UNSUPPORTED_VERSION, -1),
+            ]
         elif api_key == 1:
-            got = [(t.topic, p.partition_index, p.error_code, p.high_watermark, p.records) for t in resp.responses
-                   for p in t.partitions]
+            got = [
+                (t.topic, p.partition_index, p.error_code, p.high_watermark, p.records)
+                for t in resp.responses
+                for p in t.partitions
+            ]
             assert got == [(SCRATCH, i, ErrorCode.UNSUPPORTED_VERSION, -1, b"") for i in (0, 1)]
         else:
-            got = [(t.name, p.partition_index, p.error_code, p.old_style_offsets) for t in resp.topics
-                   for p in t.partitions]
+            got = [
+                (t.name, p.partition_index, p.error_code, p.old_style_offsets)
+                for t in resp.topics
+                for p in t.partitions
+            ]
             assert got == [(SCRATCH, 1, ErrorCode.UNSUPPORTED_VERSION, [])]
         rc.send(api_versions_probe())
         f = rc.read_frame()
@@ -403,9 +473,15 @@ def test_kafka_python_configured_for_an_old_broker_gets_an_error(broker, victim)
     require_module("kafka")
     from kafka import KafkaProducer
     from kafka.errors import UnsupportedVersionError
+
     end = scratch_end(broker, 0)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 0), retries=0,
-                             request_timeout_ms=10000, max_block_ms=10000)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        api_version=(0, 10, 0),
+        retries=0,
+        request_timeout_ms=10000,
+        max_block_ms=10000,
+    )
     try:
         future = producer.send(SCRATCH, b"from 0.10", partition=0)
         with pytest.raises(UnsupportedVersionError):
@@ -416,6 +492,7 @@ def test_kafka_python_configured_for_an_old_broker_gets_an_error(broker, victim)
 
 
 # ---------------------------------------------------------------------- produce
+
 
 def test_crc_corrupt_batch_refused_good_partition_in_same_request_appended(broker, victim):
     good = batch([b"good-1", b"good-2"])
@@ -481,8 +558,11 @@ def test_produce_to_unknown_topic_or_partition(broker, victim):
         resp = conn.request(produce_request({PARTITIONS + 5: batch([b"x"])}, topic=VICTIM))
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         # produce does not create topics
-        meta = conn.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")],
-                                            allow_auto_topic_creation=False))
+        meta = conn.request(
+            MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")], allow_auto_topic_creation=False
+            )
+        )
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert_intact(broker, victim)
 
@@ -493,15 +573,21 @@ def test_records_without_keys_are_refused_by_a_compacted_topic(broker, victim, c
     with Cluster(broker.bootstrap) as c:
         c.create_topic(topic, 2, 1, configs={"cleanup.policy": "compact"})
     with connect(broker) as conn:
-        resp = conn.request(produce_request({
-            0: batch([b"a", b"b", b"c"], keys=[b"k1", None, b"k3"], compression=compression),
-            1: batch([b"a", b"b"], keys=[b"k1", b""], compression=compression)}, topic=topic))
+        resp = conn.request(
+            produce_request(
+                {
+                    0: batch([b"a", b"b", b"c"], keys=[b"k1", None, b"k3"], compression=compression),
+                    1: batch([b"a", b"b"], keys=[b"k1", b""], compression=compression),
+                },
+                topic=topic,
+            )
+        )
     parts = {p.index: p for p in resp.responses[0].partition_responses}
     assert parts[0].error_code == ErrorCode.INVALID_RECORD
     assert "record 1 " in parts[0].error_message and "no key" in parts[0].error_message
-    assert parts[1].error_code == 0                    # an empty key is a key
+    assert parts[1].error_code == 0  # an empty key is a key
     ends = offsets(broker.bootstrap, topic, [0, 1])
-    assert ends[0] == (0, 0) and ends[1] == (0, 2)     # nothing of the refused batch landed
+    assert ends[0] == (0, 0) and ends[1] == (0, 2)  # nothing of the refused batch landed
     assert_intact(broker, victim)
 
 
@@ -510,12 +596,20 @@ def test_confluent_producer_sees_invalid_record_on_a_compacted_topic(broker, vic
     with Cluster(broker.bootstrap) as c:
         c.create_topic("compacted-confluent", 2, 1, configs={"cleanup.policy": "compact"})
     results = {}
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
-                     "message.send.max.retries": 0})
-    p.produce("compacted-confluent", value=b"no key", partition=0,
-              on_delivery=lambda err, msg: results.__setitem__("unkeyed", err))
-    p.produce("compacted-confluent", value=b"keyed", key=b"k", partition=1,
-              on_delivery=lambda err, msg: results.__setitem__("keyed", err))
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "message.send.max.retries": 0})
+    p.produce(
+        "compacted-confluent",
+        value=b"no key",
+        partition=0,
+        on_delivery=lambda err, msg: results.__setitem__("unkeyed", err),
+    )
+    p.produce(
+        "compacted-confluent",
+        value=b"keyed",
+        key=b"k",
+        partition=1,
+        on_delivery=lambda err, msg: results.__setitem__("keyed", err),
+    )
     assert p.flush(30) == 0
     assert results["keyed"] is None
     assert results["unkeyed"] is not None and results["unkeyed"].code() == ck.KafkaError.INVALID_RECORD
@@ -573,16 +667,26 @@ def test_create_topics_with_invalid_names(broker, victim):
     C = CreateTopicsRequest
     with connect(broker) as conn:
         for name in BAD_NAMES:
-            resp = conn.request(C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
-                                                           assignments=[], configs=[])],
-                                  timeout_ms=5000, validate_only=False))
+            resp = conn.request(
+                C(
+                    topics=[
+                        C.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                )
+            )
             r = resp.topics[0]
             assert r.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, (name, r.error_code)
         # the longest legal name is fine
         ok = "b" * 249
-        resp = conn.request(C(topics=[C.CreatableTopic(name=ok, num_partitions=1, replication_factor=1,
-                                                       assignments=[], configs=[])],
-                              timeout_ms=5000, validate_only=False))
+        resp = conn.request(
+            C(
+                topics=[C.CreatableTopic(name=ok, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+                timeout_ms=5000,
+                validate_only=False,
+            )
+        )
         assert resp.topics[0].error_code == 0
     with Cluster(broker.bootstrap) as c:
         names = set(c.refresh())
@@ -594,8 +698,12 @@ def test_create_topics_with_invalid_names(broker, victim):
 def test_metadata_for_invalid_topic_names(broker, victim):
     M = MetadataRequest
     with connect(broker) as conn:
-        resp = conn.request(M(topics=[M.MetadataRequestTopic(name=n) for n in BAD_NAMES] +
-                            [M.MetadataRequestTopic(name=VICTIM)], allow_auto_topic_creation=True))
+        resp = conn.request(
+            M(
+                topics=[M.MetadataRequestTopic(name=n) for n in BAD_NAMES] + [M.MetadataRequestTopic(name=VICTIM)],
+                allow_auto_topic_creation=True,
+            )
+        )
     by_name = {t.name: t for t in resp.topics}
     for n in BAD_NAMES:
         assert by_name[n].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, n
@@ -614,8 +722,14 @@ def test_metadata_by_topic_id(broker, victim, version, name):
     be encoded and the connection closed."""
     M = MetadataRequest
     with RawConnection(broker.port) as rc:
-        rc.send(raw_request(3, version, 5, M(topics=[M.MetadataRequestTopic(topic_id=uuid.uuid4(), name=name)],
-                                            allow_auto_topic_creation=False)))
+        rc.send(
+            raw_request(
+                3,
+                version,
+                5,
+                M(topics=[M.MetadataRequestTopic(topic_id=uuid.uuid4(), name=name)], allow_auto_topic_creation=False),
+            )
+        )
         f = rc.read_frame()
         assert f is not None, "the connection was closed instead of answered"
         _, resp = codec.decode_response(3, version, f)
@@ -625,6 +739,7 @@ def test_metadata_by_topic_id(broker, victim, version, name):
 
 
 # ---------------------------------------------------------------------- batch headers
+
 
 def _with_crc(data: bytearray) -> bytearray:
     """Recomputes the CRC-32C after a header edit (the batch is otherwise well-formed)."""
@@ -638,22 +753,30 @@ _ATTRIBUTES, _LAST_OFFSET_DELTA, _PRODUCER_ID, _BASE_SEQUENCE, _RECORD_COUNT = 2
 BAD_HEADERS = {
     # Kafka's LogValidator.validateBatch refuses these with INVALID_RECORD (the native
     # assign_offsets producer checks); the text says what would go wrong if accepted
-    "last-offset-delta-above-count": (lambda d: struct.pack_into(">i", d, _LAST_OFFSET_DELTA, 99),
-                                      "recordCount != lastOffsetDelta + 1 is accepted: the batch takes offsets "
-                                      "0..99 for 3 records, leaving a gap (offsets no longer dense)"),
-    "count-above-last-offset-delta": (lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 10),
-                                      "recordCount 10 with lastOffsetDelta 2 (3 records) is accepted"),
-    "zero-count": (lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 0),
-                   "recordCount 0 is accepted"),
-    "control-batch-from-client": (lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 0x20),
-                                  "a control batch (attributes bit 5) from a client is accepted; Kafka: "
-                                  "'Clients are not allowed to write control records'"),
-    "producer-id-without-sequence": (lambda d: (struct.pack_into(">q", d, _PRODUCER_ID, 5),
-                                                struct.pack_into(">i", d, _BASE_SEQUENCE, -1)),
-                                     "producerId >= 0 with baseSequence -1 is accepted"),
-    "unknown-codec": (lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 7),
-                      "compression codec 7 (attributes bits 0-2) is accepted and stored; every consumer of "
-                      "the partition then fails on it"),
+    "last-offset-delta-above-count": (
+        lambda d: struct.pack_into(">i", d, _LAST_OFFSET_DELTA, 99),
+        "recordCount != lastOffsetDelta + 1 is accepted: the batch takes offsets "
+        "0..99 for 3 records, leaving a gap (offsets no longer dense)",
+    ),
+    "count-above-last-offset-delta": (
+        lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 10),
+        "recordCount 10 with lastOffsetDelta 2 (3 records) is accepted",
+    ),
+    "zero-count": (lambda d: struct.pack_into(">i", d, _RECORD_COUNT, 0), "recordCount 0 is accepted"),
+    "control-batch-from-client": (
+        lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 0x20),
+        "a control batch (attributes bit 5) from a client is accepted; Kafka: "
+        "'Clients are not allowed to write control records'",
+    ),
+    "producer-id-without-sequence": (
+        lambda d: (struct.pack_into(">q", d, _PRODUCER_ID, 5), struct.pack_into(">i", d, _BASE_SEQUENCE, -1)),
+        "producerId >= 0 with baseSequence -1 is accepted",
+    ),
+    "unknown-codec": (
+        lambda d: struct.pack_into(">h", d, _ATTRIBUTES, 7),
+        "compression codec 7 (attributes bits 0-2) is accepted and stored; every consumer of "
+        "the partition then fails on it",
+    ),
 }
 
 
@@ -692,6 +815,7 @@ def test_one_corrupt_batch_refuses_the_whole_partition_append(broker, victim, to
 
 # ---------------------------------------------------------------------- other requests
 
+
 def test_bad_fetch_parameters_get_error_codes(broker, victim):
     with Cluster(broker.bootstrap) as c:
         topic_id = c.topic(VICTIM).topic_id
@@ -722,27 +846,62 @@ def test_bad_create_topics_parameters(broker, victim, topic_name):
         (dict(num_partitions=-5, replication_factor=1), ErrorCode.INVALID_PARTITIONS),
         (dict(num_partitions=1, replication_factor=0), ErrorCode.INVALID_REPLICATION_FACTOR),
         (dict(num_partitions=1, replication_factor=3), ErrorCode.INVALID_REPLICATION_FACTOR),
-        (dict(num_partitions=1, replication_factor=1,
-              configs=[C.CreatableTopicConfig(name="no.such.config", value="1")]), ErrorCode.INVALID_CONFIG),
-        (dict(num_partitions=1, replication_factor=1,
-              configs=[C.CreatableTopicConfig(name="retention.ms", value="soon")]), ErrorCode.INVALID_CONFIG),
-        (dict(num_partitions=1, replication_factor=1,
-              configs=[C.CreatableTopicConfig(name="segment.bytes", value="1")]), ErrorCode.INVALID_CONFIG),
-        (dict(num_partitions=1, replication_factor=1,
-              configs=[C.CreatableTopicConfig(name="cleanup.policy", value="shred")]), ErrorCode.INVALID_CONFIG),
-        (dict(num_partitions=-1, replication_factor=-1,
-              assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[7])]),
-         ErrorCode.INVALID_REPLICA_ASSIGNMENT),
-        (dict(num_partitions=3, replication_factor=-1,
-              assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[0])]),
-         ErrorCode.INVALID_REQUEST),
+        (
+            dict(
+                num_partitions=1,
+                replication_factor=1,
+                configs=[C.CreatableTopicConfig(name="no.such.config", value="1")],
+            ),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            dict(
+                num_partitions=1,
+                replication_factor=1,
+                configs=[C.CreatableTopicConfig(name="retention.ms", value="soon")],
+            ),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            dict(
+                num_partitions=1,
+                replication_factor=1,
+                configs=[C.CreatableTopicConfig(name="segment.bytes", value="1")],
+            ),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            dict(
+                num_partitions=1,
+                replication_factor=1,
+                configs=[C.CreatableTopicConfig(name="cleanup.policy", value="shred")],
+            ),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            dict(
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[7])],
+            ),
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
+        (
+            dict(
+                num_partitions=3,
+                replication_factor=-1,
+                assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[0])],
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
     ]
     with connect(broker) as conn:
         for kw, want in cases:
             kw.setdefault("assignments", [])
             kw.setdefault("configs", [])
-            r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, **kw)], timeout_ms=5000,
-                               validate_only=False)).topics[0]
+            r = conn.request(
+                C(topics=[C.CreatableTopic(name=topic_name, **kw)], timeout_ms=5000, validate_only=False)
+            ).topics[0]
             assert r.error_code == want, (kw, ErrorCode(r.error_code).name, want.name)
         # the same topic twice in one request: one INVALID_REQUEST result, nothing created (as Kafka)
         t = C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
@@ -759,25 +918,53 @@ def test_absurd_partition_counts_are_refused_before_anything_is_assigned(broker,
     """Found by bench/fuzz/run.py: 2**31 - 1 partitions had the broker build an assignment
     until it ran out of memory, its event loop stalled for tens of seconds (65,536: seconds)."""
     from broker.protocol.messages.create_partitions import CreatePartitionsRequest as CP
+
     C = CreateTopicsRequest
     with connect(broker) as conn:
         for n in (2**31 - 1, 65_536, 10_001):
-            r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=n, replication_factor=1,
-                                                        assignments=[], configs=[])],
-                               timeout_ms=5000, validate_only=False), timeout=10).topics[0]
+            r = conn.request(
+                C(
+                    topics=[
+                        C.CreatableTopic(
+                            name=topic_name, num_partitions=n, replication_factor=1, assignments=[], configs=[]
+                        )
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                timeout=10,
+            ).topics[0]
             assert r.error_code == ErrorCode.POLICY_VIOLATION, ErrorCode(r.error_code).name
         # many topics whose counts add up beyond the bound: the ones beyond it are refused
-        topics = [C.CreatableTopic(name=f"{topic_name}-{i}", num_partitions=6_000, replication_factor=1,
-                                   assignments=[], configs=[]) for i in range(2)]
+        topics = [
+            C.CreatableTopic(
+                name=f"{topic_name}-{i}", num_partitions=6_000, replication_factor=1, assignments=[], configs=[]
+            )
+            for i in range(2)
+        ]
         r = conn.request(C(topics=topics, timeout_ms=5000, validate_only=True), timeout=30)
         assert [x.error_code for x in r.topics] == [0, ErrorCode.POLICY_VIOLATION]
-        r = conn.request(C(topics=[C.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1,
-                                                    assignments=[], configs=[])],
-                           timeout_ms=5000, validate_only=False)).topics[0]
+        r = conn.request(
+            C(
+                topics=[
+                    C.CreatableTopic(
+                        name=topic_name, num_partitions=1, replication_factor=1, assignments=[], configs=[]
+                    )
+                ],
+                timeout_ms=5000,
+                validate_only=False,
+            )
+        ).topics[0]
         assert r.error_code == 0
         for n in (2**31 - 1, 10_001):
-            r = conn.request(CP(topics=[CP.CreatePartitionsTopic(name=topic_name, count=n, assignments=None)],
-                                timeout_ms=5000, validate_only=False), timeout=10).results[0]
+            r = conn.request(
+                CP(
+                    topics=[CP.CreatePartitionsTopic(name=topic_name, count=n, assignments=None)],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                timeout=10,
+            ).results[0]
             assert r.error_code == ErrorCode.POLICY_VIOLATION
     with Cluster(broker.bootstrap) as c:
         assert len(c.topic(topic_name).partitions) == 1
@@ -785,9 +972,12 @@ def test_absurd_partition_counts_are_refused_before_anything_is_assigned(broker,
 
 
 def test_pipelined_requests_are_answered_in_order(broker, victim):
-    frames = b"".join(raw_request(3, 12, cid, MetadataRequest(topics=[])) if cid % 2 else
-                      raw_request(18, 3, cid, ApiVersionsRequest(client_software_name="p", client_software_version="1"))
-                      for cid in range(1, 201))
+    frames = b"".join(
+        raw_request(3, 12, cid, MetadataRequest(topics=[]))
+        if cid % 2
+        else raw_request(18, 3, cid, ApiVersionsRequest(client_software_name="p", client_software_version="1"))
+        for cid in range(1, 201)
+    )
     with RawConnection(broker.port) as rc:
         rc.send(frames)
         cids = []
@@ -807,21 +997,40 @@ def test_slow_and_vanishing_clients_do_not_block_others(broker, victim):
     try:
         for i, rc in enumerate(slow):
             data = raw_request(3, 12, 1, MetadataRequest(topics=None))
-            rc.send(data[:i + 3])                 # part of a frame, then nothing
+            rc.send(data[: i + 3])  # part of a frame, then nothing
         # a long poll whose client goes away before the answer
         gone = RawConnection(broker.port)
-        gone.send(raw_request(1, 12, 1, F(replica_id=-1, max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20,
-                                          isolation_level=0, session_id=0, session_epoch=-1,
-                                          forgotten_topics_data=[], topics=[F.FetchTopic(
-                                              topic=VICTIM, topic_id=topic_id, partitions=[F.FetchPartition(
-                                                  partition=0, fetch_offset=hi, partition_max_bytes=1000)])])))
+        gone.send(
+            raw_request(
+                1,
+                12,
+                1,
+                F(
+                    replica_id=-1,
+                    max_wait_ms=3000,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    forgotten_topics_data=[],
+                    topics=[
+                        F.FetchTopic(
+                            topic=VICTIM,
+                            topic_id=topic_id,
+                            partitions=[F.FetchPartition(partition=0, fetch_offset=hi, partition_max_bytes=1000)],
+                        )
+                    ],
+                ),
+            )
+        )
         gone.close()
         assert_intact(broker, victim)
         _normal_clients_work(broker)
         # the slow ones finish their requests at last and are answered
         for i, rc in enumerate(slow):
             data = raw_request(3, 12, 1, MetadataRequest(topics=None))
-            rc.send(data[i + 3:])
+            rc.send(data[i + 3 :])
             f = rc.read_frame()
             assert f is not None and struct.unpack_from(">i", f)[0] == 1
     finally:
@@ -836,12 +1045,29 @@ def test_clients_leaving_with_a_request_just_dispatched_leave_no_unawaited_work(
     F = FetchRequest
     hi = offsets(broker.bootstrap, VICTIM, [0])[0][1]
     cheap = raw_request(18, 3, 1, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
-    poll = raw_request(1, 12, 2, F(replica_id=-1, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1 << 20,
-                                   isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
-                                   topics=[F.FetchTopic(topic=VICTIM, partitions=[F.FetchPartition(
-                                       partition=0, fetch_offset=hi, partition_max_bytes=1 << 20)])]))
+    poll = raw_request(
+        1,
+        12,
+        2,
+        F(
+            replica_id=-1,
+            max_wait_ms=5000,
+            min_bytes=1 << 20,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            topics=[
+                F.FetchTopic(
+                    topic=VICTIM,
+                    partitions=[F.FetchPartition(partition=0, fetch_offset=hi, partition_max_bytes=1 << 20)],
+                )
+            ],
+        ),
+    )
     before = broker.log_path.stat().st_size
-    for i in range(400):          # the moment of leaving varies around the long poll's dispatch
+    for i in range(400):  # the moment of leaving varies around the long poll's dispatch
         with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
             s.sendall(cheap * (20 + i % 60) + poll)
             time.sleep((i % 20) / 4000)
@@ -862,14 +1088,14 @@ def test_a_flood_of_bad_requests_is_a_log_line_per_interval_not_per_request(tmp_
         for i in range(200):
             with RawConnection(b.port) as rc:
                 kind = i % 3
-                if kind == 0:                                  # an API nobody has
+                if kind == 0:  # an API nobody has
                     rc.send(frame(raw_header(999, 0, i) + b"\x00" * 8))
-                elif kind == 1:                                # a frame larger than allowed
+                elif kind == 1:  # a frame larger than allowed
                     rc.send(struct.pack(">i", 1 << 30))
-                else:                                          # a version far past Metadata's
+                else:  # a version far past Metadata's
                     rc.send(frame(raw_header(3, 99, i) + b"\x00" * 8))
                 assert rc.closed_by_broker()
-        with BrokerConnection("127.0.0.1", b.port) as conn:   # everyone else is still served
+        with BrokerConnection("127.0.0.1", b.port) as conn:  # everyone else is still served
             assert conn.request(MetadataRequest(topics=[])).brokers
         closing = [line for line in b.log_path.read_text().splitlines() if "closing" in line]
     assert 1 <= len(closing) <= 3, closing

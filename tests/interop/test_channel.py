@@ -1,4 +1,5 @@
 """The inter-broker channel (broker/cluster/channel.py) against a real broker process."""
+
 import asyncio
 import socket
 
@@ -21,11 +22,13 @@ def run(request):
     if request.param == "uvloop":
         require_module("uvloop")
         import uvloop
+
         factory = uvloop.new_event_loop
 
     def _run(coro, timeout=60):
         with asyncio.Runner(loop_factory=factory) as runner:
             return runner.run(asyncio.wait_for(coro, timeout))
+
     return _run
 
 
@@ -35,13 +38,15 @@ def test_requests_are_pipelined_and_answered_in_order(run, broker):
     async def main():
         ch = BrokerChannel(host, int(port))
         try:
-            resps = await asyncio.gather(*(ch.request(MetadataRequest(topics=[])) for _ in range(20)),
-                                         ch.request(ApiVersionsRequest()))
+            resps = await asyncio.gather(
+                *(ch.request(MetadataRequest(topics=[])) for _ in range(20)), ch.request(ApiVersionsRequest())
+            )
             assert all(r.brokers and r.brokers[0].port == int(port) for r in resps[:20])
             assert resps[20].error_code == 0 and resps[20].api_keys
-            assert ch.version_for(3) >= 9          # negotiated: the broker serves Metadata 0-12
+            assert ch.version_for(3) >= 9  # negotiated: the broker serves Metadata 0-12
         finally:
             await ch.close()
+
     run(main())
 
 
@@ -56,16 +61,19 @@ def test_connection_refused_is_a_channel_error_and_a_later_start_is_reached(run,
 
     ch = run(refused())
     with BrokerProcess(tmp_path / "data", port=port):
+
         async def reached():
             resp = await ch.request(MetadataRequest(topics=[]))
             assert resp.brokers[0].port == port
             await ch.close()
+
         run(reached())
 
 
 def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(run, tmp_path):
     b = BrokerProcess(tmp_path / "data").start()
     try:
+
         async def main():
             ch = BrokerChannel("127.0.0.1", b.port, request_timeout=10)
             await ch.request(MetadataRequest(topics=[]))
@@ -77,6 +85,7 @@ def test_a_killed_peer_fails_requests_in_flight_and_the_channel_reconnects(run, 
             resp = await ch.request(MetadataRequest(topics=[]))
             assert resp.brokers[0].port == b.port
             await ch.close()
+
         run(main())
     finally:
         b.kill()
@@ -87,6 +96,7 @@ def test_a_peer_that_never_answers_times_out(run):
     srv.bind(("127.0.0.1", 0))
     srv.listen(5)
     try:
+
         async def main():
             ch = BrokerChannel("127.0.0.1", srv.getsockname()[1], connect_timeout=0.5)
             with pytest.raises(ChannelError, match="no answer"):
@@ -95,6 +105,7 @@ def test_a_peer_that_never_answers_times_out(run):
             await ch.close()
             with pytest.raises(ChannelError, match="closed"):
                 await ch.request(MetadataRequest(topics=[]))
+
         run(main())
     finally:
         srv.close()
@@ -109,6 +120,7 @@ def test_a_large_answer_is_received_in_place(run, broker):
     from broker.client import Cluster, Producer
     from broker.native import iter_batches
     from broker.protocol.messages.fetch import FetchRequest
+
     topic = f"channel-big-{os.urandom(4).hex()}"
     with Cluster(broker.bootstrap) as c:
         c.create_topic(topic, 1, 1)
@@ -133,12 +145,27 @@ def test_a_large_answer_is_received_in_place(run, broker):
                 def feed(self, data):
                     fed[0] += len(data)
                     super().feed(data)
-            ch._protocol.frames = Counting(ch.max_frame_size)     # idle between answers
-            req = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=64 << 20, isolation_level=0,
-                               session_id=0, session_epoch=-1, forgotten_topics_data=[],
-                               topics=[FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                                   FetchRequest.FetchPartition(partition=0, fetch_offset=0,
-                                                               partition_max_bytes=32 << 20)])])
+
+            ch._protocol.frames = Counting(ch.max_frame_size)  # idle between answers
+            req = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=500,
+                min_bytes=1,
+                max_bytes=64 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                forgotten_topics_data=[],
+                topics=[
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        topic_id=topic_id,
+                        partitions=[
+                            FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=32 << 20)
+                        ],
+                    )
+                ],
+            )
             resp = await ch.request(req)
             data = resp.responses[0].partitions[0].records
             assert len(data) > 4_000_000
@@ -148,4 +175,5 @@ def test_a_large_answer_is_received_in_place(run, broker):
             assert (await ch.request(MetadataRequest(topics=[]))).brokers
         finally:
             await ch.close()
+
     run(main())

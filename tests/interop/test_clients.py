@@ -2,6 +2,7 @@
 messages with headers to a 3-partition topic and consumes them back: byte-identical,
 every message exactly once, offsets dense, per-partition order kept — for every codec
 and acks 0, 1 and all."""
+
 from __future__ import annotations
 
 import random

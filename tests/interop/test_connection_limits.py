@@ -6,6 +6,7 @@ connection that sends nothing, e.g. a truncated frame, is closed).
 Every wait is bounded; the CPU figure is a resource bound with a wide margin (a spinning
 accept loop burns a whole core), not a speed measurement.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.interop
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 class LimitedBroker(BrokerProcess):
     """A broker process started under `prlimit --nofile=N` (util-linux)."""
 
@@ -37,15 +39,19 @@ class LimitedBroker(BrokerProcess):
         self.nofile = nofile
 
     def command(self) -> list[str]:
-        return [require_binary("prlimit", "util-linux"), f"--nofile={self.nofile}:{self.nofile}", "--",
-                *super().command()]
+        return [
+            require_binary("prlimit", "util-linux"),
+            f"--nofile={self.nofile}:{self.nofile}",
+            "--",
+            *super().command(),
+        ]
 
 
 def silent_for(rc: RawConnection, seconds: float) -> bool:
     """True if the broker neither answers nor closes within `seconds`."""
     rc.sock.settimeout(seconds)
     try:
-        rc.sock.recv(1, socket.MSG_PEEK)        # an answer's first byte, or b"" when closed
+        rc.sock.recv(1, socket.MSG_PEEK)  # an answer's first byte, or b"" when closed
     except TimeoutError:
         return True
     except ConnectionResetError:
@@ -99,12 +105,12 @@ def test_the_accept_loop_backs_off_at_the_fd_limit_and_serves_when_fds_free_up(t
 
 def test_max_connections_holds_new_clients_in_the_backlog(tmp_path):
     with BrokerProcess(tmp_path / "data", config={"max.connections": 4}) as b:
-        time.sleep(0.5)                 # wait_ready's probe connection is gone
+        time.sleep(0.5)  # wait_ready's probe connection is gone
         first = [RawConnection(b.port) for _ in range(4)]
         try:
             for rc in first:
                 assert answered(rc)
-            waiting = RawConnection(b.port)       # the kernel completes the handshake
+            waiting = RawConnection(b.port)  # the kernel completes the handshake
             assert waiting.send(API_VERSIONS)
             assert silent_for(waiting, 1.0), "a connection beyond max.connections was served"
             first.pop().close()
@@ -139,11 +145,11 @@ def test_max_connections_per_ip_and_its_overrides(tmp_path):
 def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
     with BrokerProcess(tmp_path / "data", config={"connections.max.idle.ms": 600}) as b:
         truncated = RawConnection(b.port)
-        assert truncated.send(API_VERSIONS[:7])        # part of a frame, then nothing
+        assert truncated.send(API_VERSIONS[:7])  # part of a frame, then nothing
         silent = RawConnection(b.port)
         busy = RawConnection(b.port)
         deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:             # a request every 200 ms: never idle
+        while time.monotonic() < deadline:  # a request every 200 ms: never idle
             assert answered(busy)
             time.sleep(0.2)
         for rc in (truncated, silent):
@@ -154,6 +160,7 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
 
 
 # ---------------------------------------------------------------------- requests behind a long poll
+
 
 def test_frames_behind_a_long_poll_are_held_to_the_connections_bound(tmp_path):
     """Item: a READ-only client made the broker hold 20 frames of 20 MiB behind its long
@@ -167,8 +174,7 @@ def test_frames_behind_a_long_poll_are_held_to_the_connections_bound(tmp_path):
 def test_queued_max_request_bytes_bounds_all_connections_together(tmp_path):
     """queued.max.request.bytes: eight connections, each allowed 1 GiB behind its long
     poll, hold no more than the broker-wide bound (64 MiB) and a frame or so beyond it."""
-    config = {"queued.max.request.bytes": 64 * 1024 * 1024,
-              "queued.max.request.bytes.per.connection": 1 << 30}
+    config = {"queued.max.request.bytes": 64 * 1024 * 1024, "queued.max.request.bytes.per.connection": 1 << 30}
     with BrokerProcess(tmp_path / "data", config=config) as b:
         grew = pushed_behind_long_polls(b, "behind-eight", connections=8, frames_each=4)
     assert grew < (64 + 2 * 20 + 40) * 1024 * 1024, f"RSS grew by {grew / 2**20:.0f} MiB"
@@ -181,18 +187,30 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 def sasl_config(port: int, sasl_port: int, **extra) -> dict:
     """A PLAINTEXT listener (the harness's) and a SASL_PLAINTEXT one with PLAIN users."""
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
-    return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-            "num.partitions": 1, **extra}
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+        + ";"
+    )
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "num.partitions": 1,
+        **extra,
+    }
 
 
 def sasl_client(port: int, user: str, **extra) -> dict:
-    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user],
-            "socket.timeout.ms": 20000, **extra}
+    return {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+        "socket.timeout.ms": 20000,
+        **extra,
+    }
 
 
 def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path):
@@ -202,9 +220,13 @@ def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path):
     from broker.client.connection import BrokerConnection
     from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
     from broker.security.listener import ClientSecurity
+
     port, sasl_port = free_port(), free_port()
-    with BrokerProcess(tmp_path / "data", port=port, config=sasl_config(port, sasl_port, **{
-            "connections.max.unauthenticated.ms": 1000})) as b:
+    with BrokerProcess(
+        tmp_path / "data",
+        port=port,
+        config=sasl_config(port, sasl_port, **{"connections.max.unauthenticated.ms": 1000}),
+    ) as b:
         silent = RawConnection(sasl_port)
         handshook = RawConnection(sasl_port)
         assert handshook.send(raw_request(17, 1, 1, SaslHandshakeRequest(mechanism="PLAIN")))
@@ -214,8 +236,8 @@ def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path):
         security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "alice", USERS["alice"])
         with BrokerConnection("127.0.0.1", sasl_port, security=security) as authenticated:
             t0 = time.monotonic()
-            for i in range(len(API_VERSIONS) - 1):      # a byte every 100 ms, never the last
-                if not trickling.send(API_VERSIONS[i:i + 1]):
+            for i in range(len(API_VERSIONS) - 1):  # a byte every 100 ms, never the last
+                if not trickling.send(API_VERSIONS[i : i + 1]):
                     break
                 time.sleep(0.1)
                 if time.monotonic() - t0 > 2.5:
@@ -231,8 +253,13 @@ def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path):
 
 
 def run_flood(port: int, total: int, hold_s: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.interop.idle_flood", str(port), str(total), str(hold_s),
-                             "120"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.interop.idle_flood", str(port), str(total), str(hold_s), "120"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
     return proc
 
@@ -244,13 +271,14 @@ def test_twenty_thousand_unauthenticated_connections_leave_room_for_clients(tmp_
     librdkafka producer still produces and an admin still creates topics."""
     ck = require_module("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
+
     port, sasl_port = free_port(), free_port()
     with LimitedBroker(tmp_path / "data", port=port, config=sasl_config(port, sasl_port), nofile=4096) as b:
         # the floods hold their connections until told to stop (at most 90 s): the clients
         # below must get in while every one of them is open
         floods = [run_flood(sasl_port, 10_000, 90.0) for _ in range(2)]
         try:
-            for proc in floods:                             # the flood is in: every connection opened
+            for proc in floods:  # the flood is in: every connection opened
                 assert proc.stdout is not None and proc.stdout.readline().strip() == "opened"
             producer = ck.Producer(sasl_client(sasl_port, "alice", **{"message.timeout.ms": 30000}))
             errors: list = []
@@ -258,8 +286,9 @@ def test_twenty_thousand_unauthenticated_connections_leave_room_for_clients(tmp_
                 producer.produce("flooded", b"v%d" % i, on_delivery=lambda e, m: errors.append(e) if e else None)
             assert producer.flush(30) == 0 and errors == []
             admin = AdminClient(sasl_client(sasl_port, "admin"))
-            created = admin.create_topics([NewTopic(f"made-in-the-flood-{i}", 3, 1) for i in range(3)],
-                                          operation_timeout=20)
+            created = admin.create_topics(
+                [NewTopic(f"made-in-the-flood-{i}", 3, 1) for i in range(3)], operation_timeout=20
+            )
             for future in created.values():
                 future.result(30)
             assert b.open_fds() <= 4096
@@ -291,24 +320,28 @@ def test_a_request_that_runs_out_of_descriptors_is_answered_not_dropped(tmp_path
     from broker.client.connection import BrokerConnection
     from broker.protocol.errors import ErrorCode
     from broker.protocol.messages.create_topics import CreateTopicsRequest as C
+
     with LimitedBroker(tmp_path / "data", nofile=128) as b:
         with BrokerConnection("127.0.0.1", b.port) as admin:
             held = []
             try:
-                while b.open_fds() < 128 and len(held) < 400:          # the broker's descriptors, all taken
+                while b.open_fds() < 128 and len(held) < 400:  # the broker's descriptors, all taken
                     held.append(socket.create_connection(("127.0.0.1", b.port), timeout=10))
                     if len(held) % 16 == 0:
                         time.sleep(0.05)
                 time.sleep(0.5)
-                request = C(topics=[C.CreatableTopic(name="at-the-limit", num_partitions=4, replication_factor=1)],
-                            timeout_ms=10000)
+                request = C(
+                    topics=[C.CreatableTopic(name="at-the-limit", num_partitions=4, replication_factor=1)],
+                    timeout_ms=10000,
+                )
                 answer = admin.request(request, timeout=20)
-                assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == \
-                    [("at-the-limit", ErrorCode.UNKNOWN_SERVER_ERROR, "Too many open files")]
+                assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == [
+                    ("at-the-limit", ErrorCode.UNKNOWN_SERVER_ERROR, "Too many open files")
+                ]
             finally:
                 for s in held:
                     s.close()
             time.sleep(1.0)
-            answer = admin.request(request, timeout=20)           # the same connection, still open
+            answer = admin.request(request, timeout=20)  # the same connection, still open
             assert [(t.name, t.error_code) for t in answer.topics] == [("at-the-limit", 0)]
         assert "answered UNKNOWN_SERVER_ERROR" in b.log_tail(500)

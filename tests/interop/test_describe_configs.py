@@ -2,6 +2,7 @@
 read through the clients' own enums: a value nobody set is DEFAULT_CONFIG (and
 is_default), a topic override DYNAMIC_TOPIC_CONFIG, a server.properties value
 STATIC_BROKER_CONFIG, for the topic's config derived from it too."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,6 +42,7 @@ def broker(tmp_path_factory):
 def test_config_sources_through_confluent_kafka(broker):
     require_module("confluent_kafka")
     from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic_res = ConfigResource(ResourceType.TOPIC, TOPIC)
     broker_res = ConfigResource(ResourceType.BROKER, "0")
@@ -70,11 +72,14 @@ def test_config_sources_through_confluent_kafka(broker):
 def test_config_sources_through_kafka_python(broker):
     require_module("kafka")
     from kafka.admin import ConfigResource, ConfigResourceType, ConfigSourceType, KafkaAdminClient
+
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
     try:
-        got = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC),
-                                      ConfigResource(ConfigResourceType.BROKER, "0")],
-                                     include_synonyms=True, config_filter="all")
+        got = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, TOPIC), ConfigResource(ConfigResourceType.BROKER, "0")],
+            include_synonyms=True,
+            config_filter="all",
+        )
     finally:
         admin.close()
     topic, brk = got["topic"][TOPIC], got["broker"]["0"]
@@ -86,11 +91,15 @@ def test_config_sources_through_kafka_python(broker):
     # synonyms name their source too: the override over the server.properties value
     # (as Kafka lists them: every broker key the value could come from, defaults too)
     syn = {s["name"]: s["source"] for s in topic["retention.ms"]["synonyms"]}
-    assert syn == {"log.retention.ms": ConfigSourceType.STATIC_BROKER_CONFIG.name,
-                   "log.retention.hours": ConfigSourceType.DEFAULT_CONFIG.name}
+    assert syn == {
+        "log.retention.ms": ConfigSourceType.STATIC_BROKER_CONFIG.name,
+        "log.retention.hours": ConfigSourceType.DEFAULT_CONFIG.name,
+    }
     syn = {s["name"]: s["source"] for s in topic["cleanup.policy"]["synonyms"]}
-    assert syn == {"cleanup.policy": ConfigSourceType.DYNAMIC_TOPIC_CONFIG.name,
-                   "log.cleanup.policy": ConfigSourceType.DEFAULT_CONFIG.name}
+    assert syn == {
+        "cleanup.policy": ConfigSourceType.DYNAMIC_TOPIC_CONFIG.name,
+        "log.cleanup.policy": ConfigSourceType.DEFAULT_CONFIG.name,
+    }
     # nothing this broker reports is a broker-logger config
     sources = {e["config_source"] for e in list(topic.values()) + list(brk.values())}
     assert ConfigSourceType.DYNAMIC_BROKER_LOGGER_CONFIG.name not in sources

@@ -8,6 +8,7 @@
 - after kill -9 the high watermark covers every acknowledged message, even though its
   checkpoint (written every few seconds) is older than the log.
 """
+
 from __future__ import annotations
 
 import random
@@ -77,8 +78,8 @@ def test_clean_restart_keeps_every_message_at_its_offset(broker, topic_name):
     with Cluster(broker.bootstrap) as c:
         c.create_topic(topic_name, PARTITIONS, 1)
     rnd = random.Random(7)
-    sent = {}                   # value -> (key, headers)
-    delivered = {}              # value -> (partition, offset)
+    sent = {}  # value -> (key, headers)
+    delivered = {}  # value -> (partition, offset)
     errors = []
 
     def on_delivery(err, msg):
@@ -87,8 +88,15 @@ def test_clean_restart_keeps_every_message_at_its_offset(broker, topic_name):
         else:
             delivered[msg.value()] = (msg.partition(), msg.offset())
 
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
-                     "enable.idempotence": False, "compression.type": "lz4"})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "compression.type": "lz4",
+        }
+    )
     for i in range(n):
         value = b"%05d:" % i + rnd.randbytes(rnd.randrange(0, 200))
         key = b"key-%d" % rnd.randrange(40)
@@ -114,8 +122,9 @@ def test_clean_restart_keeps_every_message_at_its_offset(broker, topic_name):
     got = confluent_read_all(broker.bootstrap, topic_name, range(PARTITIONS))
     assert len(got) == n
     for part, off, key, value, headers in got:
-        assert delivered.get(value) == (part, off), f"{value[:6]!r} read at {part}/{off}, " \
-                                                    f"delivered at {delivered.get(value)}"
+        assert delivered.get(value) == (part, off), (
+            f"{value[:6]!r} read at {part}/{off}, delivered at {delivered.get(value)}"
+        )
         want_key, want_headers = sent[value]
         assert key == want_key
         assert [(k, bytes(v)) for k, v in headers] == want_headers
@@ -130,9 +139,21 @@ def test_kill_9_during_produce_loses_no_acknowledged_message(broker, topic_name,
     acked_path = tmp_path / "acked.txt"
     acked_path.touch()
     # at most 40 s and 15,000 messages/s (keeps the read-back short)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.interop.crash_producer", broker.bootstrap, topic_name,
-                             str(acked_path), "40", "15000"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.interop.crash_producer",
+            broker.bootstrap,
+            topic_name,
+            str(acked_path),
+            "40",
+            "15000",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         # let it run for ~1.5 s and at least a few thousand acknowledged messages, and
         # until the broker has checkpointed a high watermark of the topic (as a broker
@@ -146,11 +167,13 @@ def test_kill_9_during_produce_loses_no_acknowledged_message(broker, topic_name,
                 break
             time.sleep(0.1)
         else:
-            pytest.fail(f"producer acknowledged {lines} messages in 30 s; high watermark checkpoint: "
-                        f"{_checkpointed_hw(broker, topic_name)}")
+            pytest.fail(
+                f"producer acknowledged {lines} messages in 30 s; high watermark checkpoint: "
+                f"{_checkpointed_hw(broker, topic_name)}"
+            )
         assert proc.poll() is None, "the producer must still be producing when the broker dies"
         broker.kill()
-        out, _ = proc.communicate(timeout=30)        # it notices the dead broker and exits by itself
+        out, _ = proc.communicate(timeout=30)  # it notices the dead broker and exits by itself
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -181,8 +204,9 @@ def test_kill_9_during_produce_loses_no_acknowledged_message(broker, topic_name,
         seen[i] = (p, o)
     # every acknowledged message, at its acknowledged offset
     missing = [(p, o, i) for p, o, i in acked if seen.get(i) != (p, o)]
-    assert not missing, f"{len(missing)} acknowledged messages lost or moved, e.g. " + \
-        ", ".join(f"#{i} acked at {p}/{o}, found at {seen.get(i)}" for p, o, i in missing[:5])
+    assert not missing, f"{len(missing)} acknowledged messages lost or moved, e.g. " + ", ".join(
+        f"#{i} acked at {p}/{o}, found at {seen.get(i)}" for p, o, i in missing[:5]
+    )
 
 
 def test_kill_9_right_after_clean_restart_changes_nothing(broker, topic_name):
@@ -192,18 +216,22 @@ def test_kill_9_right_after_clean_restart_changes_nothing(broker, topic_name):
         for i in range(3000):
             p.send(topic_name, b"v%05d" % i + b"." * (i % 50), key=b"k%d" % (i % 11), headers=[("n", b"%d" % i)])
     before = offsets(broker.bootstrap, topic_name, range(PARTITIONS))
-    data = {k: (r.key, r.value, r.headers, r.timestamp) for k, r in
-            read_all(broker.bootstrap, topic_name, range(PARTITIONS)).items()}
+    data = {
+        k: (r.key, r.value, r.headers, r.timestamp)
+        for k, r in read_all(broker.bootstrap, topic_name, range(PARTITIONS)).items()
+    }
     assert len(data) == 3000
 
     broker.restart()
-    broker.kill()                   # nothing produced in between
+    broker.kill()  # nothing produced in between
     broker.start()
     assert "(unclean shutdown)" in last_load(broker)
 
     assert offsets(broker.bootstrap, topic_name, range(PARTITIONS)) == before
-    again = {k: (r.key, r.value, r.headers, r.timestamp) for k, r in
-             read_all(broker.bootstrap, topic_name, range(PARTITIONS)).items()}
+    again = {
+        k: (r.key, r.value, r.headers, r.timestamp)
+        for k, r in read_all(broker.bootstrap, topic_name, range(PARTITIONS)).items()
+    }
     assert again == data
     # and the log still takes appends after the two restarts, at the next offsets
     with Producer(broker.bootstrap, acks=-1) as p:
@@ -231,11 +259,13 @@ def test_kill_9_after_a_checkpoint_keeps_acknowledged_messages_visible(broker, t
     assert offsets(broker.bootstrap, topic_name, [0]) == {0: (0, 200)}
     broker.kill()
     broker.start()
-    assert offsets(broker.bootstrap, topic_name, [0]) == {0: (0, 200)}, \
+    assert offsets(broker.bootstrap, topic_name, [0]) == {0: (0, 200)}, (
         "acknowledged messages above the checkpointed high watermark are invisible after kill -9"
+    )
     got = read_all(broker.bootstrap, topic_name, [0])
-    assert [got[(0, o)].value for o in range(200)] == \
-        [b"before-%d" % i for i in range(100)] + [b"after-%d" % i for i in range(100)]
+    assert [got[(0, o)].value for o in range(200)] == [b"before-%d" % i for i in range(100)] + [
+        b"after-%d" % i for i in range(100)
+    ]
 
 
 @pytest.mark.parametrize("stop", ["clean", "kill -9"])

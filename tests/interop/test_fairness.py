@@ -9,6 +9,7 @@ or (on a machine so quiet that its p99 alone is a fraction of a millisecond and 
 scheduling noise would be a large multiple) within a small share of the flood's own
 duration (FLOOD_SHARE says why it is 5%). An unfair broker misses both by far: the canary then waits behind thousands of
 requests at a time, a large part of the flood."""
+
 from __future__ import annotations
 
 import subprocess
@@ -43,8 +44,16 @@ MIN_SAMPLES = 200
 
 def produce_request(topic: str) -> ProduceRequest:
     P = ProduceRequest
-    return P(transactional_id=None, acks=1, timeout_ms=10_000, topic_data=[P.TopicProduceData(
-        name=topic, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch([b"canary"])))])])
+    return P(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            P.TopicProduceData(
+                name=topic, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch([b"canary"])))]
+            )
+        ],
+    )
 
 
 def round_trips(conn: BrokerConnection, request, until) -> list[float]:
@@ -73,9 +82,19 @@ def test_a_pipelining_client_does_not_stall_another(tmp_path):
             round_trips(conn, request, lambda: next(warm_up, None) is None)
             count = iter(range(1000))
             alone = round_trips(conn, request, lambda: next(count, None) is None)
-            flood = subprocess.Popen([sys.executable, "-m", "tests.interop.flood_client", str(b.port),
-                                      str(FLOOD_REQUESTS), str(FLOOD_SECONDS)], cwd=REPO, stdout=subprocess.PIPE,
-                                     text=True)
+            flood = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.interop.flood_client",
+                    str(b.port),
+                    str(FLOOD_REQUESTS),
+                    str(FLOOD_SECONDS),
+                ],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             try:
                 assert flood.stdout.readline().strip() == "started"
                 during = round_trips(conn, request, lambda: flood.poll() is not None)
@@ -88,7 +107,9 @@ def test_a_pipelining_client_does_not_stall_another(tmp_path):
         assert out.startswith(f"answered {FLOOD_REQUESTS} in"), out
     flood_s = float(out.split()[3])
     base, loaded = p99(alone), p99(during)
-    summary = (f"canary p99 alone {base * 1e3:.2f} ms, during the flood {loaded * 1e3:.2f} ms "
-               f"({len(during)} round trips; flood {out.strip()})")
+    summary = (
+        f"canary p99 alone {base * 1e3:.2f} ms, during the flood {loaded * 1e3:.2f} ms "
+        f"({len(during)} round trips; flood {out.strip()})"
+    )
     assert len(during) >= MIN_SAMPLES, summary
     assert loaded <= max(P99_FACTOR * base, FLOOD_SHARE * flood_s), summary

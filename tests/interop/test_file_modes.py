@@ -10,6 +10,7 @@ the umask say, and `broker doctor` reports a data dir or metadata file others ca
 
 The log dirs are made in a dir of their own under /tmp that every user may pass through
 (pytest's tmp_path is in a dir of 0700): as root, user nobody then tries to read them."""
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,20 @@ def exercise(b: BrokerProcess, topic: str) -> None:
     """What makes a broker write each kind of file: a SCRAM user (the metadata file), a
     topic with records (segments, indexes, checkpoints, the producer snapshot at stop)."""
     with Cluster(b.bootstrap) as c:
-        r = c.any_connection().request(S(deletions=[], upsertions=[S.ScramCredentialUpsertion(
-            name="alice", mechanism=1, iterations=4096, salt=b"s" * 16,
-            salted_password=salted_password("SCRAM-SHA-256", "alice-secret", b"s" * 16, 4096))]))
+        r = c.any_connection().request(
+            S(
+                deletions=[],
+                upsertions=[
+                    S.ScramCredentialUpsertion(
+                        name="alice",
+                        mechanism=1,
+                        iterations=4096,
+                        salt=b"s" * 16,
+                        salted_password=salted_password("SCRAM-SHA-256", "alice-secret", b"s" * 16, 4096),
+                    )
+                ],
+            )
+        )
         assert r.results[0].error_code == 0
         c.create_topic(topic, 2, 1)
         c.topic(topic, wait_s=10)
@@ -81,11 +93,20 @@ def test_under_umask_022_the_metadata_file_segments_and_dirs_are_the_brokers_alo
     found = modes(logs)
     kinds = {Path(p).name for p in found} | {Path(p).suffix for p in found}
     # every kind of file a broker writes is there to be checked
-    assert {METADATA, ".log", ".index", ".timeindex", ".snapshot", "leader-epoch-checkpoint",
-            "partition.metadata", "meta.properties", "recovery-point-offset-checkpoint",
-            "replication-offset-checkpoint", ".lock"} <= kinds, sorted(kinds)
-    wrong = {p: f"{m:04o}" for p, m in found.items()
-             if m != (0o700 if (logs / p).is_dir() else 0o600)}
+    assert {
+        METADATA,
+        ".log",
+        ".index",
+        ".timeindex",
+        ".snapshot",
+        "leader-epoch-checkpoint",
+        "partition.metadata",
+        "meta.properties",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        ".lock",
+    } <= kinds, sorted(kinds)
+    wrong = {p: f"{m:04o}" for p, m in found.items() if m != (0o700 if (logs / p).is_dir() else 0o600)}
     assert wrong == {}, wrong
     # the broker's doctor agrees
     r = subprocess.run([BROKER, "doctor", "--data-dir", logs, "-v"], capture_output=True, text=True, timeout=60)
@@ -115,7 +136,7 @@ def test_a_metadata_file_others_may_read_is_tightened_at_start_and_doctor_report
         assert "was mode 0644, readable by others" in b.log_path.read_text()
     finally:
         b.stop()
-    assert stat.S_IMODE(logs.stat().st_mode) == 0o755          # the operator's dir is left as it is
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o755  # the operator's dir is left as it is
 
 
 def test_log_dirs_mode_opens_the_log_dirs_to_a_group_but_not_the_metadata_file(tmp_path, open_tmp):
@@ -124,17 +145,22 @@ def test_log_dirs_mode_opens_the_log_dirs_to_a_group_but_not_the_metadata_file(t
         exercise(b, "group")
     found = modes(logs)
     assert found.pop(METADATA) == 0o600
-    wrong = {p: f"{m:04o}" for p, m in found.items()
-             if m != (0o750 if (logs / p).is_dir() else 0o640)}
+    wrong = {p: f"{m:04o}" for p, m in found.items() if m != (0o750 if (logs / p).is_dir() else 0o640)}
     assert wrong == {}, wrong
 
 
 def test_a_bad_log_dirs_mode_is_refused_at_start(tmp_path):
-    r = subprocess.run([BROKER, "serve", "--data-dir", tmp_path / "d", "--set", "log.dirs.mode=0644"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [BROKER, "serve", "--data-dir", tmp_path / "d", "--set", "log.dirs.mode=0644"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
-    assert r.stderr == ("broker: configuration error: log.dirs.mode: invalid value '0644': the broker's own "
-                        "user needs rwx (0700 at least)\n")
+    assert r.stderr == (
+        "broker: configuration error: log.dirs.mode: invalid value '0644': the broker's own "
+        "user needs rwx (0700 at least)\n"
+    )
 
 
 def test_user_nobody_cannot_read_the_credentials_or_the_records(tmp_path, open_tmp):
@@ -146,12 +172,20 @@ def test_user_nobody_cannot_read_the_credentials_or_the_records(tmp_path, open_t
         exercise(b, "nobody")
     segment = next(logs.glob("nobody-0/*.log"))
     for path in (logs / METADATA, segment):
-        r = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "cat", path],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "cat", path],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode != 0 and "Permission denied" in r.stderr, (path, r.stdout[:200])
     # and it could have, had the files been left open (the check itself works)
     logs.chmod(0o755)
     (logs / METADATA).chmod(0o644)
-    r = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "cat",
-                        logs / METADATA], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "cat", logs / METADATA],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0 and "SCRAM-SHA-256" in r.stdout

@@ -8,6 +8,7 @@ message is in the log exactly once; without it the same faults leave
 duplicates — the control that shows the faults bite. The dedup state also survives a
 kill -9 of the broker (its .snapshot files plus a replay of the log's tail).
 """
+
 from __future__ import annotations
 
 import time
@@ -56,9 +57,17 @@ def produce_through_faults(proxy, topic: str, idempotent: bool) -> dict[bytes, t
         else:
             delivered[msg.value()] = (msg.partition(), msg.offset())
 
-    p = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent, "acks": "all",
-                     "linger.ms": 5, "batch.num.messages": 500, "retry.backoff.ms": 50,
-                     "max.in.flight.requests.per.connection": 5})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": idempotent,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.num.messages": 500,
+            "retry.backoff.ms": 50,
+            "max.in.flight.requests.per.connection": 5,
+        }
+    )
     # warm up (metadata, producer id), then lose answers in the middle of the run
     for i in range(MESSAGES):
         if i == 1000:
@@ -69,14 +78,14 @@ def produce_through_faults(proxy, topic: str, idempotent: bool) -> dict[bytes, t
     assert p.flush(120) == 0
     assert not errors, errors[:3]
     assert len(delivered) == MESSAGES
-    assert proxy.dropped.get(PRODUCE) == LOST_ANSWERS          # the faults happened
+    assert proxy.dropped.get(PRODUCE) == LOST_ANSWERS  # the faults happened
     return delivered
 
 
 def stored_values(bootstrap: str, topic: str) -> Counter:
     got = read_all(bootstrap, topic, range(PARTITIONS))
     ends = offsets(bootstrap, topic, range(PARTITIONS))
-    assert len(got) == sum(hi - lo for lo, hi in ends.values())      # offsets dense, nothing skipped
+    assert len(got) == sum(hi - lo for lo, hi in ends.values())  # offsets dense, nothing skipped
     return Counter(r.value for r in got.values())
 
 
@@ -96,11 +105,12 @@ def test_without_idempotence_the_same_faults_duplicate(cluster):
     produce_through_faults(proxy, "plain", idempotent=False)
     counts = stored_values(f"127.0.0.1:{proxy.port}", "plain")
     assert len(counts) == MESSAGES
-    assert sum(n - 1 for n in counts.values()) > 0          # the retries were written again
+    assert sum(n - 1 for n in counts.values()) > 0  # the retries were written again
 
 
 def _batch(pid: int, epoch: int, seq: int, values) -> bytearray:
     from broker.native import BatchBuilder
+
     b = BatchBuilder("lz4", producer_id=pid, producer_epoch=epoch, base_sequence=seq)
     ts = int(time.time() * 1000)
     for v in values:
@@ -110,8 +120,16 @@ def _batch(pid: int, epoch: int, seq: int, values) -> bytearray:
 
 def _produce(conn, topic, records, acks=-1):
     P = ProduceRequest
-    r = conn.request(P(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])]))
+    r = conn.request(
+        P(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=10000,
+            topic_data=[
+                P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])
+            ],
+        )
+    )
     part = r.responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 
@@ -121,8 +139,11 @@ def test_dedup_state_survives_kill_9(tmp_path):
         with Cluster(broker.bootstrap) as c:
             c.create_topic("idem-raw", 1, 1)
         with BrokerConnection("127.0.0.1", broker.port, timeout=10) as conn:
-            ans = conn.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
-                                                     producer_id=-1, producer_epoch=-1))
+            ans = conn.request(
+                InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+                )
+            )
             assert ans.error_code == 0 and ans.producer_id >= 0 and ans.producer_epoch == 0
             pid = ans.producer_id
             for seq in range(0, 30, 3):
@@ -138,8 +159,11 @@ def test_dedup_state_survives_kill_9(tmp_path):
             err, _ = _produce(conn, "idem-raw", _batch(pid, 0, 30, [b"y"]))
             assert err == ErrorCode.INVALID_PRODUCER_EPOCH
             # a second InitProducerId is a new producer (Kafka: no transactional id, new id)
-            again = conn.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
-                                                       producer_id=pid, producer_epoch=1))
+            again = conn.request(
+                InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=60000, producer_id=pid, producer_epoch=1
+                )
+            )
             assert again.producer_id not in (-1, pid) and again.producer_epoch == 0
         assert offsets(broker.bootstrap, "idem-raw", [0])[0] == (0, 31)
         broker.kill()
@@ -151,7 +175,7 @@ def test_dedup_state_survives_kill_9(tmp_path):
             err, _ = _produce(conn, "idem-raw", _batch(pid, 1, 2, [b"y"]))
             assert err == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             assert _produce(conn, "idem-raw", _batch(pid, 1, 1, [b"y"])) == (0, 31)
-        broker.restart()                       # clean: from the shutdown snapshot
+        broker.restart()  # clean: from the shutdown snapshot
         with BrokerConnection("127.0.0.1", broker.port, timeout=10) as conn:
             assert _produce(conn, "idem-raw", _batch(pid, 1, 1, [b"y"])) == (0, 31)
         assert offsets(broker.bootstrap, "idem-raw", [0])[0] == (0, 32)
@@ -161,6 +185,7 @@ def test_dedup_state_survives_kill_9(tmp_path):
 
 def test_aiokafka_idempotent_producer_writes_each_message_once_despite_lost_answers(cluster):
     import asyncio
+
     aiokafka = require_module("aiokafka")
     broker, proxy = cluster
     bootstrap = f"127.0.0.1:{proxy.port}"
@@ -169,8 +194,13 @@ def test_aiokafka_idempotent_producer_writes_each_message_once_despite_lost_answ
     n = 3000
 
     async def run() -> dict:
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
-                                      retry_backoff_ms=50, request_timeout_ms=10000)
+        p = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            linger_ms=5,
+            retry_backoff_ms=50,
+            request_timeout_ms=10000,
+        )
         await p.start()
         try:
             futs = []
@@ -198,8 +228,9 @@ def test_kafka_python_idempotent_producer_writes_each_message_once_despite_lost_
         c.create_topic("idem-kp", PARTITIONS, 1)
     n = 3000
     # kafka-python enables idempotence by default (acks=all)
-    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
-                            retry_backoff_ms=50, request_timeout_ms=10000)
+    p = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5, retry_backoff_ms=50, request_timeout_ms=10000
+    )
     try:
         futs = []
         for i in range(n):

@@ -5,6 +5,7 @@ counts the rest, and the loss is reported into the topic and on stderr once the 
 is back; a chunk in flight when the broker is killed is sent again; no recursion from
 the sender thread; a forked child sends its own records; the tail command prints what
 was logged. The same application against Apache Kafka: tests/apache_kafka/test_log_handler.py."""
+
 from __future__ import annotations
 
 import json
@@ -53,11 +54,14 @@ def values(records) -> list[dict]:
 def test_100k_lines_through_dictconfig_all_delivered_in_order_per_key(broker, topic_name):
     n = 100_000
     create(broker.bootstrap, topic_name, 3)
-    app = subprocess.Popen([sys.executable, "-m", "tests.support.log_app", broker.bootstrap, topic_name, str(n)],
-                           cwd=REPO, stderr=subprocess.PIPE)
+    app = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.log_app", broker.bootstrap, topic_name, str(n)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+    )
     _, err = app.communicate(timeout=240)
     assert app.returncode == 0, err.decode()
-    assert b"broker.applog" not in err           # nothing dropped, nothing undelivered
+    assert b"broker.applog" not in err  # nothing dropped, nothing undelivered
     check_delivered(read_topic(broker.bootstrap, topic_name, n), n, app.pid)
 
 
@@ -83,7 +87,7 @@ def test_broker_down_the_newest_records_wait_and_the_loss_is_reported(tmp_path, 
         records = read_topic(b.bootstrap, topic, 1001)
     got = values(records)
     assert len(got) == 1001
-    report = got[0]                   # ahead of the records that survived
+    report = got[0]  # ahead of the records that survived
     assert (report["level"], report["logger"], report["dropped"]) == ("WARNING", "broker.applog", 19_000)
     assert report["message"].startswith("19000 log record(s) dropped")
     assert [d["seq"] for d in got[1:]] == list(range(19_000, 20_000))
@@ -156,12 +160,13 @@ def test_a_record_too_large_is_dropped_counted_and_reported(broker, topic_name, 
         h.flush()
         assert (h.sent, h.dropped) == (2, 1)
     finally:
-        h.close()                     # the loss is reported before the handler stops
+        h.close()  # the loss is reported before the handler stops
     got = values(read_topic(broker.bootstrap, topic_name, 3))
     assert [d["message"] for d in got[:2]] == ["small", "small again"]
     assert (got[2]["logger"], got[2]["dropped"]) == ("broker.applog", 1)
-    assert got[2]["message"] == ("1 log record(s) dropped: refused by the broker, larger than max_record_bytes "
-                                 "or failing to format")
+    assert got[2]["message"] == (
+        "1 log record(s) dropped: refused by the broker, larger than max_record_bytes or failing to format"
+    )
     assert "larger than max_record_bytes=1000: dropped" in capfd.readouterr().err
 
 
@@ -172,6 +177,7 @@ def test_records_logged_by_the_sender_thread_are_ignored(broker, topic_name):
     class Chatty(logging.Formatter):
         """Logs while formatting, which the sender thread does: without the guard every
         record would queue another, forever."""
+
         def format(self, record):
             logging.getLogger("app.chatty.fmt").warning("formatting %s", record.getMessage())
             return super().format(record)
@@ -225,8 +231,9 @@ def test_a_forked_child_sends_its_own_records(broker, topic_name):
     records = sorted(read_topic(broker.bootstrap, topic_name, 12), key=lambda r: r.offset)
     got = [(json.loads(r.value)["message"], int(dict(r.headers)["process"])) for r in records]
     parent = got[0][1]
-    assert sorted(got) == sorted([("parent before fork", parent), ("parent after fork", parent)]
-                                 + [(f"child {i}", child) for i in range(10)])
+    assert sorted(got) == sorted(
+        [("parent before fork", parent), ("parent after fork", parent)] + [(f"child {i}", child) for i in range(10)]
+    )
     assert [m for m, pid in got if pid == child] == [f"child {i}" for i in range(10)]
 
 
@@ -256,8 +263,22 @@ def log_sample(bootstrap: str, topic: str) -> None:
 def test_logs_tail_prints_what_was_logged(broker, topic_name):
     create(broker.bootstrap, topic_name, 1)
     log_sample(broker.bootstrap, topic_name)
-    r = subprocess.run(broker_cmd() + ["logs", "tail", "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
-                                       "--from-beginning", "--no-follow"], capture_output=True, timeout=60, cwd=REPO)
+    r = subprocess.run(
+        broker_cmd()
+        + [
+            "logs",
+            "tail",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            topic_name,
+            "--from-beginning",
+            "--no-follow",
+        ],
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr.decode()
     lines = r.stdout.decode().splitlines()
     ts = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
@@ -267,12 +288,16 @@ def test_logs_tail_prints_what_was_logged(broker, topic_name):
     assert lines[-2] == "ZeroDivisionError: division by zero"
     assert lines[-1] == "WARNING shop.text: plain text line"
 
-    raw = subprocess.run(broker_cmd() + ["logs", "tail", "-b", broker.bootstrap, "-t", topic_name,
-                                         "--from-beginning", "--no-follow", "--raw"],
-                         capture_output=True, timeout=60, cwd=REPO)
+    raw = subprocess.run(
+        broker_cmd()
+        + ["logs", "tail", "-b", broker.bootstrap, "-t", topic_name, "--from-beginning", "--no-follow", "--raw"],
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert raw.returncode == 0, raw.stderr.decode()
     out = raw.stdout.decode().splitlines()
-    first, second = json.loads(out[0]), json.loads(out[1])       # JSON lines parse as they are
+    first, second = json.loads(out[0]), json.loads(out[1])  # JSON lines parse as they are
     assert (first["message"], first["order_id"], first["amount"]) == ("order o-1 placed", "o-1", 12.5)
     assert "ZeroDivisionError" in second["exception"]
     assert out[-1] == "WARNING shop.text: plain text line"
@@ -280,8 +305,12 @@ def test_logs_tail_prints_what_was_logged(broker, topic_name):
 
 def test_logs_tail_follows_new_records(broker, topic_name):
     create(broker.bootstrap, topic_name, 2)
-    tail = subprocess.Popen(broker_cmd() + ["logs", "tail", "-b", broker.bootstrap, "-t", topic_name],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    tail = subprocess.Popen(
+        broker_cmd() + ["logs", "tail", "-b", broker.bootstrap, "-t", topic_name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     h = KafkaLogHandler(broker.bootstrap, topic_name, close_timeout=30)
     h.setFormatter(logging.Formatter("%(message)s"))
     lg = logger_with(h, "app.follow")
@@ -306,7 +335,7 @@ def test_logs_tail_follows_new_records(broker, topic_name):
         h.close()
         tail.terminate()
         code = tail.wait(30)
-    assert code == 143           # SIGTERM taken as Ctrl-C, as every client command does
+    assert code == 143  # SIGTERM taken as Ctrl-C, as every client command does
 
 
 DOC = REPO / "docs" / "logging.md"
@@ -326,10 +355,14 @@ def test_docs_examples_run_as_written(broker):
     [shown_json] = doc_blocks("json")
     [shown_output] = doc_blocks("text")
     assert "127.0.0.1:9092" in example and "127.0.0.1:9092" in command
-    app = subprocess.run([sys.executable, "-c", example.replace("127.0.0.1:9092", broker.bootstrap)],
-                         capture_output=True, timeout=120, cwd=REPO)
+    app = subprocess.run(
+        [sys.executable, "-c", example.replace("127.0.0.1:9092", broker.bootstrap)],
+        capture_output=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert app.returncode == 0, app.stderr.decode()
-    assert b"INFO shop.orders: order o-1 placed" in app.stderr          # the console handler beside it
+    assert b"INFO shop.orders: order o-1 placed" in app.stderr  # the console handler beside it
 
     args = command.split()
     assert args[:3] == ["broker", "logs", "tail"]
@@ -353,7 +386,7 @@ def test_docs_examples_run_as_written(broker):
     assert got[-1] == want[-1]
 
     records = read_topic(broker.bootstrap, "app-logs", 2)
-    assert len({r.partition for r in records}) == 1            # one key: one partition, in order
+    assert len({r.partition for r in records}) == 1  # one key: one partition, in order
     first = min(records, key=lambda r: r.offset)
     sent, shown = json.loads(first.value), json.loads(shown_json)
     assert list(sent) == list(shown)

@@ -3,6 +3,7 @@ partition holds the Fetch for max_wait_ms, and never longer than the broker's
 fetch.wait.max.ms; new data answers it early; min_bytes above
 what is there waits the whole max_wait_ms, then returns what there is. The waits are the
 behaviour under test, so the time bounds here are generous on purpose."""
+
 from __future__ import annotations
 
 import threading
@@ -64,7 +65,7 @@ def test_new_data_answers_a_waiting_fetch_early(broker, topic):
             time.sleep(0.3)
             with Producer(broker.bootstrap, acks=1) as p:
                 p.send(name, b"wake up", key=b"k", partition=0)
-        except Exception as exc:       # reported by the main thread
+        except Exception as exc:  # reported by the main thread
             errors.append(exc)
 
     t = threading.Thread(target=produce_later)

@@ -9,6 +9,7 @@ closes the connection. This broker used to take the lifetime of 0 for "no limit"
 over connections.max.reauth.ms, and served the connection for as long as the client
 liked. The client here is the project's own connection, the SASL frames sent by hand: no
 real client sends a token it knows to be expired."""
+
 from __future__ import annotations
 
 import time

@@ -3,6 +3,7 @@ straight into its own buffer (broker/protocol/framing.py), and nothing of it rea
 log before the whole frame is there and decoded. A client that drops the connection
 part-way, and a broker killed -9 while such a frame is half received, leave the log with
 exactly the acknowledged records; the broker goes on taking writes at the next offset."""
+
 from __future__ import annotations
 
 import socket
@@ -24,8 +25,15 @@ def big_produce(first: int, n: int = 1000) -> tuple[ProduceRequest, list[bytes]]
     b = BatchBuilder()
     for v in values:
         b.append(int(time.time() * 1000), None, v)
-    req = ProduceRequest(acks=1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(
-        name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))])])
+    req = ProduceRequest(
+        acks=1,
+        timeout_ms=10000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(b.build()))]
+            )
+        ],
+    )
     return req, values
 
 
@@ -35,7 +43,7 @@ def send_part(port: int, fraction: float) -> socket.socket:
     frame = codec.encode_request(int(ApiKey.PRODUCE), 9, 1, "cut-client", req)
     assert len(frame) > 1_000_000
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(frame[:int(len(frame) * fraction)])
+    s.sendall(frame[: int(len(frame) * fraction)])
     return s
 
 
@@ -78,7 +86,7 @@ def test_a_produce_cut_mid_receive_writes_nothing_and_a_kill_keeps_what_was_ackn
         b.kill()
         s.close()
         b.start()
-        assert end_offset(b.bootstrap) == 50                 # recovery keeps the acknowledged records only
+        assert end_offset(b.bootstrap) == 50  # recovery keeps the acknowledged records only
         assert read_all(b.bootstrap, 50) == acked
 
         # and the next whole frame of the same size is taken at the next offset

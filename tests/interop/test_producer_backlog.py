@@ -4,6 +4,7 @@ earlier batch of it waits to be sent, instead of one small batch per linger_ms. 
 per linger_ms drains at one batch per request: behind a 20 s stall a producer at 1000
 records/s had built a backlog that aged past delivery.timeout.ms and failed.) Every record
 arrives, in order, once the broker answers again."""
+
 from __future__ import annotations
 
 import time
@@ -21,7 +22,7 @@ def test_a_stalled_leader_grows_the_open_batch_instead_of_queueing_one_per_linge
     tp = (topic_name, 0)
     with Producer(broker.bootstrap, linger_ms=5) as p:
         p.send(topic_name, b"first", partition=0)
-        p.flush()                                         # metadata and connection in place
+        p.flush()  # metadata and connection in place
         broker.pause()
         try:
             sent, t0 = 1, time.monotonic()
@@ -35,12 +36,14 @@ def test_a_stalled_leader_grows_the_open_batch_instead_of_queueing_one_per_linge
         finally:
             broker.resume()
         p.flush()
-    per_batch = p.batch_size // (len(VALUE) + 6 + 21)     # records of a full batch, at least
-    print(f"\n{sent} records in {PAUSE_S:g} s of a stalled leader: {queued} batch(es) waiting, "
-          f"{open_records} record(s) in the open one")
+    per_batch = p.batch_size // (len(VALUE) + 6 + 21)  # records of a full batch, at least
+    print(
+        f"\n{sent} records in {PAUSE_S:g} s of a stalled leader: {queued} batch(es) waiting, "
+        f"{open_records} record(s) in the open one"
+    )
     # at most one batch in flight and one waiting that were closed by linger_ms; the others full
     assert queued <= (sent - 1) // per_batch + 2, (queued, sent)
-    assert sent >= 100, sent                               # one batch per linger_ms would have queued ~sent/5
+    assert sent >= 100, sent  # one batch per linger_ms would have queued ~sent/5
     with Consumer(broker.bootstrap, max_wait_ms=100) as consumer:
         consumer.assign(topic_name, [0], "earliest")
         got: list[bytes] = []

@@ -3,6 +3,7 @@ broker (`make serve`'s, here the module's broker on a free port: `-b` is added w
 command relies on the default 127.0.0.1:9092, kcat's `-b` is replaced) and the records
 come back through both consumers. (`make serve` and `make test` themselves are the
 broker fixture and the suite; docs/pipelines.md's commands: tests/pipelines/test_docs.py.)"""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,7 @@ def test_the_readme_quick_start_runs_as_written(broker):
             # the default broker: the last command of the line is a `broker` subcommand
             assert ".venv/bin/broker " in line.split("|")[-1] and " -b " not in line, line
             cmd = f"{line} -b {broker.bootstrap}"
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, f"{cmd}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
         outputs.append(r.stdout)
     consumed, kcat = outputs[2], outputs[3]

@@ -2,6 +2,7 @@
 (records with old timestamps) and DeleteRecords. The log start offset moves, whole old
 segments leave the disk, reads below the start get OFFSET_OUT_OF_RANGE and consumers
 that reset to earliest receive exactly the retained records."""
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,9 @@ WAIT_S = 20.0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("retention") / "data",
-                       config={"log.retention.check.interval.ms": 200}) as b:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("retention") / "data", config={"log.retention.check.interval.ms": 200}
+    ) as b:
         yield b
 
 
@@ -38,7 +40,7 @@ def segment_files(broker, topic: str, partition: int) -> list[tuple[int, int]]:
         if f.name.endswith(".log"):
             try:
                 out.append((int(f.name[:-4]), f.stat().st_size))
-            except FileNotFoundError:       # deleted by retention meanwhile
+            except FileNotFoundError:  # deleted by retention meanwhile
                 pass
     return sorted(out)
 
@@ -59,7 +61,7 @@ def produce_one_per_batch(bootstrap, topic, partition, n, tag=b"r", timestamp=No
     with Producer(bootstrap, acks=-1, linger_ms=0, batch_size=1) as p:
         for i in range(n):
             p.send(topic, value(i, tag), key=b"k%d" % i, partition=partition, timestamp=timestamp)
-        p.flush()                   # every batch acknowledged: results complete
+        p.flush()  # every batch acknowledged: results complete
         offs = [base for _, part, base in p.results if part == partition]
     assert offs == list(range(n))
 
@@ -168,11 +170,12 @@ def test_delete_records_moves_the_low_watermark(broker, topic_name):
     assert [(p, o, v) for p, o, _, v, _ in got] == [(0, i, value(i, b"p0")) for i in range(40, n)]
 
     # whole segments below the new start leave the disk at the next retention pass
-    wait_for("segments below offset 40 deleted",
-             lambda: [b for b, _ in segment_files(broker, topic_name, 0)][:1] != [0])
+    wait_for(
+        "segments below offset 40 deleted", lambda: [b for b, _ in segment_files(broker, topic_name, 0)][:1] != [0]
+    )
     files = segment_files(broker, topic_name, 0)
     assert 0 < files[0][0] <= 40
-    assert len(segment_files(broker, topic_name, 1)) == 1        # everything gone but the active one
+    assert len(segment_files(broker, topic_name, 1)) == 1  # everything gone but the active one
 
     # the new log start offsets survive a restart
     broker.restart()

@@ -12,6 +12,7 @@ metrics name the users; the quota stays the user's through re-authentication.
 
 The quota window is 2 samples of 1 s (a new client may take about one second's worth at
 once), so that a few seconds show the rate."""
+
 from __future__ import annotations
 
 import re
@@ -51,15 +52,29 @@ def sq(tmp_path_factory):
         # KIP-368: sessions of 1 s there; the client authenticates again on its connection
         "listener.name.reauth.connections.max.reauth.ms": 1000,
         "metrics.listener": f"127.0.0.1:{metrics}",
-        "quota.window.num": 2, "quota.window.size.seconds": 1,
-        "num.partitions": 1, "offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0,
+        "quota.window.num": 2,
+        "quota.window.size.seconds": 1,
+        "num.partitions": 1,
+        "offsets.topic.num.partitions": 1,
+        "group.initial.rebalance.delay.ms": 0,
     }
     with BrokerProcess(d / "data", config=config, port=plain) as b:
         with Cluster(b.bootstrap) as c:
             for user, password in PASSWORDS.items():
-                r = c.any_connection().request(S(deletions=[], upsertions=[S.ScramCredentialUpsertion(
-                    name=user, mechanism=1, iterations=4096, salt=b"salt" * 4,
-                    salted_password=salted_password("SCRAM-SHA-256", password, b"salt" * 4, 4096))]))
+                r = c.any_connection().request(
+                    S(
+                        deletions=[],
+                        upsertions=[
+                            S.ScramCredentialUpsertion(
+                                name=user,
+                                mechanism=1,
+                                iterations=4096,
+                                salt=b"salt" * 4,
+                                salted_password=salted_password("SCRAM-SHA-256", password, b"salt" * 4, 4096),
+                            )
+                        ],
+                    )
+                )
                 assert r.results[0].error_code == 0
             for topic in (TOPIC, PRODUCE_TOPIC):
                 c.create_topic(topic, 1, 1)
@@ -81,8 +96,15 @@ def sq(tmp_path_factory):
 
 
 def sasl_conf(sq, user: str, **extra) -> dict:
-    return {"bootstrap.servers": sq.sasl, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": user, "sasl.password": PASSWORDS[user], "socket.timeout.ms": 10000, **extra}
+    return {
+        "bootstrap.servers": sq.sasl,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": PASSWORDS[user],
+        "socket.timeout.ms": 10000,
+        **extra,
+    }
 
 
 def metrics(sq) -> str:
@@ -99,8 +121,9 @@ def read_for(sq, user: str, seconds: float, out: dict) -> None:
     """bob or carol reads the topic from its start with confluent-kafka for `seconds`;
     out[user] = [(monotonic time, bytes)] of each record received."""
     ck = require_module("confluent_kafka")
-    c = ck.Consumer(sasl_conf(sq, user, **{"group.id": f"g-{user}", "enable.auto.commit": False,
-                                           "fetch.wait.max.ms": 100}))
+    c = ck.Consumer(
+        sasl_conf(sq, user, **{"group.id": f"g-{user}", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    )
     got = out[user] = []
     try:
         c.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
@@ -138,8 +161,10 @@ def test_bobs_quota_holds_through_librdkafka_and_carol_is_not_slowed(sq):
         for t in readers:
             t.join(60)
         bob, carol = steady_rate(out["bob"], 1.5), steady_rate(out["carol"], 1.5)
-        print(f"bob {bob / KIB:.0f} KiB/s (quota {bob_q // KIB}), carol {carol / KIB:.0f} KiB/s "
-              f"(quota {default_q // KIB})")
+        print(
+            f"bob {bob / KIB:.0f} KiB/s (quota {bob_q // KIB}), carol {carol / KIB:.0f} KiB/s "
+            f"(quota {default_q // KIB})"
+        )
         assert bob <= 1.5 * bob_q, bob / KIB
         # carol has her own default-user quota, not shared with bob: she is not slowed by
         # bob's throttling, and held (within what Kafka's rate of 2 samples lets through)
@@ -193,26 +218,44 @@ def test_bobs_quota_holds_through_the_java_client(sq, tmp_path):
     """Kafka's consumer perf tool (the Java client) as bob over SASL_PLAINTEXT: held to his
     quota, and it saw the throttling (fetch-throttle-time-max)."""
     from tests.support.kafka_tools import kafka_tool
+
     quota = 512 * KIB
     cfg = tmp_path / "bob.properties"
-    cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
-                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-                   f'username="bob" password="{PASSWORDS["bob"]}";\n')
+    cfg.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="bob" password="{PASSWORDS["bob"]}";\n'
+    )
     assert alter(sq.plain, [("user", "bob")], {"consumer_byte_rate": quota}) == (0, None)
-    records = 3 * 1024            # 3 MiB: about 0.5 MiB at once, the rest at 0.5 MiB/s (5 s)
+    records = 3 * 1024  # 3 MiB: about 0.5 MiB at once, the rest at 0.5 MiB/s (5 s)
     try:
-        out = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", sq.sasl, "--topic", TOPIC,
-                         "--num-records", str(records), "--timeout", "60000", "--print-metrics",
-                         "--group", "g-java-bob", "--command-config", cfg, timeout=180).stdout
+        out = kafka_tool(
+            "kafka-consumer-perf-test",
+            "--bootstrap-server",
+            sq.sasl,
+            "--topic",
+            TOPIC,
+            "--num-records",
+            str(records),
+            "--timeout",
+            "60000",
+            "--print-metrics",
+            "--group",
+            "g-java-bob",
+            "--command-config",
+            cfg,
+            timeout=180,
+        ).stdout
         lines = out.splitlines()
         i = next(i for i, line in enumerate(lines) if line.startswith("start.time"))
         stats = dict(zip(lines[i].split(", "), lines[i + 1].split(", ")))
-        assert int(stats["data.consumed.in.nMsg"]) >= records          # (whole polls: a few more)
+        assert int(stats["data.consumed.in.nMsg"]) >= records  # (whole polls: a few more)
         mb_s = float(stats["fetch.MB.sec"])
         print(f"the Java client read as bob at {mb_s:.2f} MB/s (quota {quota / 2**20} MB/s)")
         assert mb_s <= 1.0, stats
-        m = re.search(r"^consumer-fetch-manager-metrics:fetch-throttle-time-max:\{client-id=[^}]*\}\s*:\s*([\d.]+)",
-                      out, re.M)
+        m = re.search(
+            r"^consumer-fetch-manager-metrics:fetch-throttle-time-max:\{client-id=[^}]*\}\s*:\s*([\d.]+)", out, re.M
+        )
         assert m is not None and float(m.group(1)) > 0, out[-3000:]
         assert metric(metrics(sq), "quota_throttle_time_seconds_total", "Fetch", "bob") > 0
     finally:
@@ -225,6 +268,7 @@ def _scram(conn, user: str) -> int:
     from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
     from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest
     from broker.security.sasl import SaslClient
+
     assert conn.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), version=1).error_code == 0
     client = SaslClient("SCRAM-SHA-256", user, PASSWORDS[user])
     token, lifetime = client.step(None), 0
@@ -241,6 +285,7 @@ def test_the_quota_stays_bobs_through_re_authentication(sq):
     times the Produce answers are throttled by bob's quota, and bob's sensor counts them."""
     from broker.client.connection import BrokerConnection
     from tests.interop.test_quotas import _produce
+
     assert alter(sq.plain, [("user", "bob")], {"producer_byte_rate": 10 * KIB}) == (0, None)
     try:
         conn = BrokerConnection("127.0.0.1", sq.reauth, client_id="reauth")
@@ -248,13 +293,17 @@ def test_the_quota_stays_bobs_through_re_authentication(sq):
         first = _produce(conn, PRODUCE_TOPIC, 40 * KIB)
         assert first.responses[0].partition_responses[0].error_code == 0 and first.throttle_time_ms > 0
         time.sleep(first.throttle_time_ms / 1000)
-        assert _scram(conn, "bob") == 1000                  # within the session: re-authenticated
+        assert _scram(conn, "bob") == 1000  # within the session: re-authenticated
         again = _produce(conn, PRODUCE_TOPIC, 40 * KIB)
         assert again.responses[0].partition_responses[0].error_code == 0 and again.throttle_time_ms > 0
         conn.close()
         text = metrics(sq)
         assert metric(text, "quota_limit", "Produce", "bob") == 10 * KIB
-        assert re.search(r'^kafka_server_quota_throttled_responses_total\{client_id="",type="Produce",'
-                         r'user="bob"\} ([2-9]|\d\d+)', text, re.M), text
+        assert re.search(
+            r'^kafka_server_quota_throttled_responses_total\{client_id="",type="Produce",'
+            r'user="bob"\} ([2-9]|\d\d+)',
+            text,
+            re.M,
+        ), text
     finally:
         alter(sq.plain, [("user", "bob")], {"producer_byte_rate": None})

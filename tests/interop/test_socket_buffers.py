@@ -5,6 +5,7 @@ Linux doubles what SO_SNDBUF/SO_RCVBUF are given (the bookkeeping overhead), so 
 shows as 2N; -1 leaves the buffer to the kernel's autotuning (a size nobody set, which
 grows with the connection's traffic).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,13 @@ pytestmark = pytest.mark.interop
 
 def accepted_buffers(port: int) -> tuple[int, int]:
     """(receive, send) buffer of the one connection the broker accepted on `port`."""
-    out = subprocess.run([require_binary("ss", "iproute2"), "-tmnH", "state", "established",
-                          f"( sport = :{port} )"], capture_output=True, text=True, timeout=10, check=True).stdout
+    out = subprocess.run(
+        [require_binary("ss", "iproute2"), "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout
     found = re.findall(r"skmem:\(r\d+,rb(\d+),t\d+,tb(\d+),", out)
     assert len(found) == 1, out
     rb, tb = found[0]
@@ -44,10 +50,10 @@ def buffers_of(tmp_path, config: dict, log: list | None = None, port: int | None
 
 def test_kafkas_send_buffer_by_default_and_the_kernels_receive_buffer(tmp_path):
     rb, tb = buffers_of(tmp_path, {})
-    assert tb == 2 * 102400                 # socket.send.buffer.bytes: Kafka's 102400
+    assert tb == 2 * 102400  # socket.send.buffer.bytes: Kafka's 102400
     with open("/proc/sys/net/ipv4/tcp_rmem") as f:
         initial_rb = int(f.read().split()[1])
-    assert rb >= initial_rb                 # -1: autotuned from tcp_rmem's initial size up
+    assert rb >= initial_rb  # -1: autotuned from tcp_rmem's initial size up
 
 
 def test_both_keys_set_the_accepted_connections_buffers(tmp_path):
@@ -75,9 +81,11 @@ def test_a_receive_buffer_above_the_cap_is_said_once_for_all_listeners(tmp_path)
     with open("/proc/sys/net/core/rmem_max") as f:
         rmem_max = int(f.read())
     port, other = free_port(), free_port()
-    config = {"socket.receive.buffer.bytes": rmem_max + 4096,
-              "listeners": f"PLAINTEXT://127.0.0.1:{port},OTHER://127.0.0.1:{other}",
-              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}
+    config = {
+        "socket.receive.buffer.bytes": rmem_max + 4096,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},OTHER://127.0.0.1:{other}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+    }
     log: list[str] = []
     rb, _ = buffers_of(tmp_path, config, log, port)
     assert rb == 2 * rmem_max

@@ -11,6 +11,7 @@ broker serves at every version it advertises, with bytes appended; confluent-kaf
 AdminClient.list_topics() and a regex subscription (what the installed librdkafka
 sends); OffsetFetch v7 and ListGroups v4 byte for byte as librdkafka 2.0.2 sends them.
 """
+
 from __future__ import annotations
 
 import struct
@@ -41,9 +42,14 @@ TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("trailing") / "data",
-                       config={"group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000,
-                               "offsets.topic.num.partitions": 1}) as b:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("trailing") / "data",
+        config={
+            "group.initial.rebalance.delay.ms": 100,
+            "group.min.session.timeout.ms": 1000,
+            "offsets.topic.num.partitions": 1,
+        },
+    ) as b:
         with Cluster(b.bootstrap) as c:
             c.create_topic(TOPIC, 2, 1)
         yield b
@@ -55,31 +61,52 @@ def _request(api_key: int, version: int):
     cls = API_SPECS[api_key].request
     if api_key == 0:
         P = ProduceRequest
-        return P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(name=TOPIC, partition_data=[
-            P.PartitionProduceData(index=0, records=batch([b"trailing-%d" % version]))])])
+        return P(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                P.TopicProduceData(
+                    name=TOPIC,
+                    partition_data=[P.PartitionProduceData(index=0, records=batch([b"trailing-%d" % version]))],
+                )
+            ],
+        )
     if api_key == 1:
         F = FetchRequest
-        return F(max_wait_ms=0, min_bytes=0, topics=[F.FetchTopic(topic=TOPIC, partitions=[
-            F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 16)])])
+        return F(
+            max_wait_ms=0,
+            min_bytes=0,
+            topics=[
+                F.FetchTopic(
+                    topic=TOPIC, partitions=[F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 16)]
+                )
+            ],
+        )
     if api_key == 2:
         L = ListOffsetsRequest
-        return L(replica_id=-1, topics=[L.ListOffsetsTopic(name=TOPIC, partitions=[
-            L.ListOffsetsPartition(partition_index=1, timestamp=-1)])])
+        return L(
+            replica_id=-1,
+            topics=[
+                L.ListOffsetsTopic(name=TOPIC, partitions=[L.ListOffsetsPartition(partition_index=1, timestamp=-1)])
+            ],
+        )
     if api_key == 3:
         return MetadataRequest(topics=None if version >= 1 else [], allow_auto_topic_creation=False)
     if api_key == 9:
         O = OffsetFetchRequest
         if version >= 8:
             return O(groups=[O.OffsetFetchRequestGroup(group_id=GROUP, topics=None)])
-        return O(group_id=GROUP, topics=None if version >= 2 else [O.OffsetFetchRequestTopic(
-            name=TOPIC, partition_indexes=[0, 1])])
+        return O(
+            group_id=GROUP,
+            topics=None if version >= 2 else [O.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0, 1])],
+        )
     if api_key == 22:
         return cls(transactional_id=None, transaction_timeout_ms=60000)
     return cls()
 
 
 # Responses that legitimately differ between two identical requests.
-_NOT_REPEATABLE = {0, 22}           # Produce (the offset moves on), InitProducerId (a fresh id)
+_NOT_REPEATABLE = {0, 22}  # Produce (the offset moves on), InitProducerId (a fresh id)
 
 CASES = [(key, v) for key, m in sorted(HANDLERS.items()) for v in range(m.MIN_VERSION, m.MAX_VERSION + 1)]
 
@@ -97,8 +124,9 @@ def _answer(broker, data: bytes, api_key: int, version: int, cid: int):
     return resp
 
 
-@pytest.mark.parametrize("api_key,version", CASES,
-                         ids=[f"{HANDLERS[k].__name__.rsplit('.', 1)[-1]}-v{v}" for k, v in CASES])
+@pytest.mark.parametrize(
+    "api_key,version", CASES, ids=[f"{HANDLERS[k].__name__.rsplit('.', 1)[-1]}-v{v}" for k, v in CASES]
+)
 def test_every_api_and_version_answers_a_request_with_bytes_after_its_body(broker, api_key, version):
     with BrokerConnection("127.0.0.1", broker.port) as conn:
         assert conn.versions[api_key] == (HANDLERS[api_key].MIN_VERSION, HANDLERS[api_key].MAX_VERSION)
@@ -118,10 +146,12 @@ def test_every_api_and_version_answers_a_request_with_bytes_after_its_body(broke
 
 # ---------------------------------------------------------------------- confluent-kafka today
 
+
 def test_confluent_admin_list_topics_without_a_topic(broker):
     """librdkafka asks for all topics with Metadata v12 carrying 3 bytes after the body."""
     ck = require_module("confluent_kafka")
     from confluent_kafka.admin import AdminClient
+
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     md = admin.list_topics(timeout=30)
     assert TOPIC in md.topics and len(md.topics[TOPIC].partitions) == 2
@@ -141,12 +171,18 @@ def test_confluent_consumer_subscribed_to_a_regex(broker):
         for i in range(5):
             p.produce(name, value=f"{name}-{i}".encode())
     assert p.flush(TIMEOUT_S) == 0
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": 6000, "enable.auto.commit": False})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+        }
+    )
     try:
         assigned = []
-        c.subscribe(["^orders.*"], on_assign=lambda _c, parts: assigned.extend((t.topic, t.partition)
-                                                                               for t in parts))
+        c.subscribe(["^orders.*"], on_assign=lambda _c, parts: assigned.extend((t.topic, t.partition) for t in parts))
         got = []
         deadline = time.monotonic() + TIMEOUT_S
         while len(got) < 10:
@@ -164,6 +200,7 @@ def test_confluent_consumer_subscribed_to_a_regex(broker):
 
 
 # ---------------------------------------------------------------------- librdkafka 2.0.2's shapes
+
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
@@ -187,10 +224,13 @@ def offset_fetch_v7_all_partitions(cid: int, group: str) -> bytes:
     4-byte placeholder it never finalizes, then RequireStable, then the request's empty
     tagged fields. Parsed as the schema says: topics null, require_stable false, no tags;
     3 bytes remain."""
-    return frame(_header_v2(9, 7, cid) + _compact_str(group)
-                 + b"\x00\x00\x00\x00"      # Topics: placeholder (0x00 = null array)
-                 + b"\x01"                  # RequireStable (read_committed)
-                 + b"\x00")                 # tagged fields
+    return frame(
+        _header_v2(9, 7, cid)
+        + _compact_str(group)
+        + b"\x00\x00\x00\x00"  # Topics: placeholder (0x00 = null array)
+        + b"\x01"  # RequireStable (read_committed)
+        + b"\x00"
+    )  # tagged fields
 
 
 def list_groups_v4(cid: int) -> bytes:
@@ -206,8 +246,9 @@ def test_listing_groups_and_their_offsets_as_librdkafka_2_0_2_asks(broker):
     group = "listed-group"
     consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[ck.TopicPartition("listed", 0, 7), ck.TopicPartition("listed", 1, 3)],
-                        asynchronous=False)
+        consumer.commit(
+            offsets=[ck.TopicPartition("listed", 0, 7), ck.TopicPartition("listed", 1, 3)], asynchronous=False
+        )
     finally:
         consumer.close()
     with RawConnection(broker.port) as rc:
@@ -222,6 +263,7 @@ def test_listing_groups_and_their_offsets_as_librdkafka_2_0_2_asks(broker):
         assert f is not None, "OffsetFetch v7 with bytes after its body: connection closed"
         header, resp = codec.decode_response(9, 7, f)
         assert header.correlation_id == 22 and resp.error_code == 0
-        got = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
-               for t in resp.topics for p in t.partitions}
+        got = {
+            (t.name, p.partition_index): (p.committed_offset, p.error_code) for t in resp.topics for p in t.partitions
+        }
         assert got == {("listed", 0): (7, 0), ("listed", 1): (3, 0)}

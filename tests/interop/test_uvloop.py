@@ -1,6 +1,7 @@
 """The core scenarios once more with the broker on uvloop (as asyncpg runs its suite
 twice): uvloop has no sock_sendfile, so this proves the connection layer's own
 reader/writer callbacks and the native sendfile path work on it too."""
+
 from __future__ import annotations
 
 import time
@@ -41,21 +42,35 @@ def test_big_fetch_and_long_poll_on_uvloop(uv_broker):
     """A multi-MiB fetch goes out through sendfile with partial sends; an empty fetch
     waits for max_wait_ms."""
     from broker.client import Producer
+
     with Producer(uv_broker.bootstrap, acks=1, batch_size=1 << 20) as p:
         for _i in range(40_000):
             p.send("uv-big", b"x" * 200, partition=0)
     with Cluster(uv_broker.bootstrap) as c:
         meta = c.topic("uv-big")
     with BrokerConnection("127.0.0.1", uv_broker.port) as conn:
-        req = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=64 << 20, isolation_level=0,
-                           session_id=0, session_epoch=-1, forgotten_topics_data=[],
-                           topics=[FetchRequest.FetchTopic(topic="uv-big", topic_id=meta.topic_id, partitions=[
-                               FetchRequest.FetchPartition(partition=0, fetch_offset=0,
-                                                           partition_max_bytes=32 << 20)])])
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=64 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic="uv-big",
+                    topic_id=meta.topic_id,
+                    partitions=[FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=32 << 20)],
+                )
+            ],
+        )
         resp = conn.request(req)
         data = resp.responses[0].partitions[0].records
         assert len(data) > 8 << 20
         from broker.native import iter_batches
+
         assert sum(b.record_count for b in iter_batches(data, validate=True)) == 40_000
         req.topics[0].partitions[0].fetch_offset = 40_000
         t0 = time.monotonic()

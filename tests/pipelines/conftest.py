@@ -9,6 +9,7 @@ before they end), `single_broker`. Under CI=true a missing pyspark, java, spark-
 ZooKeeper fails the tests. A failed test's report carries the brokers', ZooKeeper's and
 Spark's log tails.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,7 @@ def doc_environment(commands: list[str]) -> dict[str, str]:
     env = {}
     for line in commands:
         if line.startswith("export "):
-            k, _, v = line[len("export "):].partition("=")
+            k, _, v = line[len("export ") :].partition("=")
             env[k] = v.replace("$PWD", str(ROOT))
     return env
 
@@ -64,11 +65,17 @@ def spark_standalone(tmp_path_factory):
     lines = [line for line in commands if "spark-class" in line]
     assert len(lines) == 3, f"docs/pipelines.md: expected a master and two workers, got {lines}"
     port, ui = free_port(), free_port()
-    mapping = {"7077": str(port), "8080": str(ui), "8081": str(free_port()), "8082": str(free_port()),
-               "/tmp/": f"{directory}/"}
+    mapping = {
+        "7077": str(port),
+        "8080": str(ui),
+        "8081": str(free_port()),
+        "8082": str(free_port()),
+        "/tmp/": f"{directory}/",
+    }
     started = [substitute(line, mapping).rstrip("&").strip() for line in lines]
-    s = SparkStandalone(directory, commands=started, port=port, ui_port=ui,
-                        env={**os.environ, **doc_environment(commands)})
+    s = SparkStandalone(
+        directory, commands=started, port=port, ui_port=ui, env={**os.environ, **doc_environment(commands)}
+    )
     s.doc_lines = lines
     with s:
         yield s

@@ -1,5 +1,6 @@
 """The pieces of the pipeline tests: the copy example (examples/copy/run.py) as a driver
 process, a producer of numbered records, reading a topic back, and the checks."""
+
 from __future__ import annotations
 
 import os
@@ -30,15 +31,23 @@ class JobProcess:
     def __init__(self, cmd: list[str], env: dict | None = None, log_path=None):
         self.cmd = cmd
         self.env = dict(env or os.environ)
-        self.lines: list[tuple[float, str]] = []          # (monotonic, line)
-        self.batches: list[tuple[float, int, int]] = []   # (monotonic, batch id, records)
+        self.lines: list[tuple[float, str]] = []  # (monotonic, line)
+        self.batches: list[tuple[float, int, int]] = []  # (monotonic, batch id, records)
         self.proc: subprocess.Popen | None = None
         self.log_path = log_path
-        self.stop_requested: float | None = None          # monotonic time of stop()
+        self.stop_requested: float | None = None  # monotonic time of stop()
 
     def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=self.env, cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.env,
+            cwd=ROOT,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
         threading.Thread(target=self._read, daemon=True).start()
         return self
 
@@ -78,19 +87,25 @@ class JobProcess:
         that runner after stop() was asked for, and those chained to them, are left out;
         any other one counts."""
         found = []
-        skipping = False            # inside a left-out runner traceback and its chain
+        skipping = False  # inside a left-out runner traceback and its chain
         for i, (t, line) in enumerate(self.lines):
             if "Traceback" in line:
-                chained = any(_CHAINED in earlier for _, earlier in self.lines[max(0, i - 2):i])
+                chained = any(_CHAINED in earlier for _, earlier in self.lines[max(0, i - 2) : i])
                 if skipping and chained:
                     continue
-                skipping = (self.stop_requested is not None and t >= self.stop_requested
-                            and any("python_streaming_source_runner.py" in later
-                                    for _, later in self.lines[i + 1:i + 8]))
+                skipping = (
+                    self.stop_requested is not None
+                    and t >= self.stop_requested
+                    and any("python_streaming_source_runner.py" in later for _, later in self.lines[i + 1 : i + 8])
+                )
                 if skipping:
                     continue
-            if "query failed" in line or "Traceback" in line or "failed so far" in line \
-                    or (line.endswith("task(s) failed") and not line.startswith("0 ")):
+            if (
+                "query failed" in line
+                or "Traceback" in line
+                or "failed so far" in line
+                or (line.endswith("task(s) failed") and not line.startswith("0 "))
+            ):
                 found.append(line)
         return found
 
@@ -145,10 +160,36 @@ class JobProcess:
 class CopyJob(JobProcess):
     """examples/copy/run.py."""
 
-    def __init__(self, bootstrap: str, source: str, sink: str, checkpoint, master: str = "local[2]",
-                 env: dict | None = None, extra: list[str] | None = None, log_path=None):
-        super().__init__([sys.executable, str(COPY), "--bootstrap", bootstrap, "--source", source, "--sink", sink,
-                          "--checkpoint", str(checkpoint), "--master", master, *(extra or [])], env, log_path)
+    def __init__(
+        self,
+        bootstrap: str,
+        source: str,
+        sink: str,
+        checkpoint,
+        master: str = "local[2]",
+        env: dict | None = None,
+        extra: list[str] | None = None,
+        log_path=None,
+    ):
+        super().__init__(
+            [
+                sys.executable,
+                str(COPY),
+                "--bootstrap",
+                bootstrap,
+                "--source",
+                source,
+                "--sink",
+                sink,
+                "--checkpoint",
+                str(checkpoint),
+                "--master",
+                master,
+                *(extra or []),
+            ],
+            env,
+            log_path,
+        )
 
 
 def value(partition: int, seq: int) -> bytes:
@@ -160,8 +201,9 @@ class NumberedProducer(threading.Thread):
     about `rate` records/s in all, with the project's producer at its defaults (acks=all,
     Kafka's retries): it rides through the same faults as the pipeline."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, per_partition: int, rate: float,
-                 start_seq: int = 0):
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, per_partition: int, rate: float, start_seq: int = 0
+    ):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.per_partition, self.rate, self.start_seq = per_partition, rate, start_seq
@@ -181,7 +223,7 @@ class NumberedProducer(threading.Thread):
                     if ahead > 0:
                         time.sleep(ahead)
                 p.flush()
-        except BaseException as exc:       # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
 
@@ -282,6 +324,7 @@ def substitute(line: str, mapping: dict[str, str]) -> str:
 
 def minute_of(ms: int) -> str:
     from datetime import datetime, timezone
+
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M")
 
 
@@ -309,7 +352,8 @@ def check_clickstream(bootstrap: str, out_dir: Path, clicks: str = "clicks", cou
     runs = sorted(out_dir.glob("run-*/counts"))
     assert len(runs) == 1, runs
     table = pq.read_table(str(runs[0]))
-    parquet = sorted(zip(table.column("minute").to_pylist(), table.column("page").to_pylist(),
-                         table.column("count").to_pylist()))
+    parquet = sorted(
+        zip(table.column("minute").to_pylist(), table.column("page").to_pylist(), table.column("count").to_pylist())
+    )
     assert parquet == sorted((r["minute"], r["page"], r["count"]) for r in rows)
     return len(rows)

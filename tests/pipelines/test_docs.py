@@ -5,6 +5,7 @@ with the page's own lines), its `export`s are applied, and the examples it runs 
 get small data (and their output directories here). The examples' output is checked; the
 lines of its ```stdin blocks are typed into run.py's stdin and answered; Ctrl-C stops
 the cluster cleanly."""
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,10 @@ from tests.pipelines.helpers import (
     substitute,
 )
 
-SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60",
-         "exactly_once/run.py": "--duration 6 --rate 200 --speedup 120"}
+SMALL = {
+    "clickstream/run.py": "--duration 5 --rate 200 --speedup 60",
+    "exactly_once/run.py": "--duration 6 --rate 200 --speedup 120",
+}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -36,9 +39,17 @@ class Foreground:
     """A long-running command of the page (run.py) with its stdin and output lines."""
 
     def __init__(self, line: str, env: dict):
-        self.proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=ROOT, env=env, text=True, bufsize=1,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f"exec {line}"],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -82,8 +93,12 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
         assert len(ports) == 3
         # each broker's exact command is printed
         assert len([line for line in cluster.lines if "broker.cli.main serve" in line]) == 3
-        mapping = {"127.0.0.1:9093": ports[0], "127.0.0.1:9094": ports[1], "127.0.0.1:9095": ports[2],
-                   "spark://127.0.0.1:7077": spark_standalone.master_url}
+        mapping = {
+            "127.0.0.1:9093": ports[0],
+            "127.0.0.1:9094": ports[1],
+            "127.0.0.1:9095": ports[2],
+            "spark://127.0.0.1:7077": spark_standalone.master_url,
+        }
         outputs = {}
         for line in commands:
             if line.startswith("export ") or "spark-class" in line or line == run_line:
@@ -99,8 +114,9 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
             if "examples/exactly_once/run.py" in cmd:
                 cmd += f" --checkpoint {tmp_path / 'exactly-once'}"
             t0 = time.monotonic()
-            r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=env, capture_output=True,
-                               text=True, timeout=400)
+            r = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400
+            )
             print(f"\n{time.monotonic() - t0:6.1f} s  {cmd}")
             assert r.returncode == 0, f"{cmd}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
             outputs[line] = r.stdout
@@ -111,13 +127,15 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
         copied = next(out for line, out in outputs.items() if "examples/copy/run.py" in line)
         assert "batch 0: 1000 records" in copied and copied.splitlines()[-1] == "0 task(s) failed", copied
         counted = next(out for line, out in outputs.items() if "examples/exactly_once/run.py" in line)
-        assert re.search(r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, 0 wrong", counted,
-                         re.M), counted
+        assert re.search(
+            r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, 0 wrong", counted, re.M
+        ), counted
         consumed = next(out for line, out in outputs.items() if "consume --topic out" in line)
         assert len(consumed.splitlines()) == 3 and all(v.startswith("RECORD ") for v in consumed.splitlines())
         apps = {a["name"] for a in spark_standalone.status()["completedapps"]}
-        assert {"clickstream", "copy in to out", "exactly-once view counts"} <= apps, apps   # on the standalone cluster
+        assert {"clickstream", "copy in to out", "exactly-once view counts"} <= apps, apps  # on the standalone cluster
         from broker.client import Cluster
+
         with Cluster(bootstrap) as c:
             for t in ("clicks", "click-counts", "in", "out", "views", "view-counts"):
                 assert all(len(p.replicas) == 3 for p in c.topic(t).partitions.values()), t
@@ -132,7 +150,7 @@ def test_every_command_of_docs_pipelines_runs(spark_standalone, tmp_path):
         print(f"\nclickstream on the cluster: {counts} counts checked; copy: {report['out']} records")
     finally:
         if cluster.proc.poll() is None:
-            cluster.proc.send_signal(signal.SIGINT)               # Ctrl-C: brokers, then ZooKeeper
+            cluster.proc.send_signal(signal.SIGINT)  # Ctrl-C: brokers, then ZooKeeper
             try:
                 code = cluster.proc.wait(120)
             except subprocess.TimeoutExpired:

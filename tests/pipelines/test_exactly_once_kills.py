@@ -23,6 +23,7 @@ timeout; the random seed is printed (KBROKER_FAULT_SEED=N repeats the choices). 
 stall of each kill is printed, not asserted (bench/pipelines/run.py --only eos-stall
 measures it).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,9 @@ EXAMPLE = ROOT / "examples" / "exactly_once" / "run.py"
 #: a window closes every 10 s of event time: within each outage (18 s and more) batches
 #: write counts, in transactions the coordinator being down has to see through
 WINDOW_S = 10
-WATERMARK_S = 60               # the example's default watermark, "1 minute"
-DURATION_S = 900               # --duration: an upper bound, the test ends the generation
-RATE = 40                      # views/s
+WATERMARK_S = 60  # the example's default watermark, "1 minute"
+DURATION_S = 900  # --duration: an upper bound, the test ends the generation
+RATE = 40  # views/s
 #: a driver's start and first batches take minutes on a busy 2-core machine
 JOB_TIMEOUT = 600.0
 HEAL_TIMEOUT = 120.0
@@ -66,8 +67,9 @@ def coordinator_of(bootstrap: str, key: str, key_type: int) -> int:
     """The broker coordinating a transactional id (key_type 1) or a group (0)."""
     with Client(bootstrap) as c:
         conn = c.any_connection()
-        r = conn.request(FindCoordinatorRequest(key=key, key_type=key_type),
-                         min(conn.version_for(FindCoordinatorRequest.API_KEY), 3))
+        r = conn.request(
+            FindCoordinatorRequest(key=key, key_type=key_type), min(conn.version_for(FindCoordinatorRequest.API_KEY), 3)
+        )
         assert r.error_code == 0, r
         return r.node_id
 
@@ -108,7 +110,7 @@ def in_sync(c: Cluster, timeout: float = HEAL_TIMEOUT) -> None:
             with Client(c.bootstrap) as client:
                 for name, meta in client.refresh(None).items():
                     lagging += [(name, p) for p, m in meta.partitions.items() if set(m.isr) != set(m.replicas)]
-        except Exception as exc:               # noqa: BLE001 - a broker still starting: ask again
+        except Exception as exc:  # noqa: BLE001 - a broker still starting: ask again
             lagging = [str(exc)]
         if not lagging:
             return
@@ -148,11 +150,30 @@ def test_exactly_once_query_rides_through_each_broker_killed_at_default_settings
     with Cluster(tmp_path / "kbroker", n=3, config={}) as c:
         create_topic(c.bootstrap, "views", 6, 3, {"min.insync.replicas": "2"})
         create_topic(c.bootstrap, "view-counts", 1, 3, {"min.insync.replicas": "2"})
-        job = JobProcess([sys.executable, str(EXAMPLE), "--bootstrap", c.bootstrap, "--master",
-                          spark_standalone.master_url, "--duration", str(DURATION_S), "--rate", str(RATE), "--speedup", "1",
-                          "--window", f"{WINDOW_S} seconds", "--checkpoint", str(tmp_path / "checkpoint"),
-                          "--catch-up-timeout", "400"],
-                         env=spark_standalone.env, log_path=tmp_path / "job.log").start()
+        job = JobProcess(
+            [
+                sys.executable,
+                str(EXAMPLE),
+                "--bootstrap",
+                c.bootstrap,
+                "--master",
+                spark_standalone.master_url,
+                "--duration",
+                str(DURATION_S),
+                "--rate",
+                str(RATE),
+                "--speedup",
+                "1",
+                "--window",
+                f"{WINDOW_S} seconds",
+                "--checkpoint",
+                str(tmp_path / "checkpoint"),
+                "--catch-up-timeout",
+                "400",
+            ],
+            env=spark_standalone.env,
+            log_path=tmp_path / "job.log",
+        ).start()
         try:
             query = job.wait_for_line(r"^query (\S+) started", timeout=JOB_TIMEOUT).group(1)
             job.wait_for_line(r"^generating views", timeout=JOB_TIMEOUT)
@@ -165,8 +186,10 @@ def test_exactly_once_query_rides_through_each_broker_killed_at_default_settings
             coordinators = {f"{query}-{i}": coordinator_of(c.bootstrap, f"{query}-{i}", 1) for i in range(2)}
             first = coordinators[f"{query}-0"]
             order = [first] + rng.sample([b for b in c.ids if b != first], len(c.ids) - 1)
-            print(f"transactional ids' coordinators {coordinators}; group view-counts's "
-                  f"{coordinator_of(c.bootstrap, 'view-counts', 0)}; kill order {order}")
+            print(
+                f"transactional ids' coordinators {coordinators}; group view-counts's "
+                f"{coordinator_of(c.bootstrap, 'view-counts', 0)}; kill order {order}"
+            )
             assert set(coordinators.values()) <= set(order)
             stalls, killed_at = [], []
             for victim in order:
@@ -180,28 +203,36 @@ def test_exactly_once_query_rides_through_each_broker_killed_at_default_settings
                 deadline = time.monotonic() + JOB_TIMEOUT
                 while batches_after(job, t0) < 3 or not wrote_after(job, t0):
                     assert job.alive and not job.failed(), job.output()
-                    assert time.monotonic() < deadline, f"no counts written after killing broker {victim}:\n" \
-                                                        f"{job.output()}"
+                    assert time.monotonic() < deadline, (
+                        f"no counts written after killing broker {victim}:\n{job.output()}"
+                    )
                     time.sleep(0.5)
                 stalls.append((victim, longest_gap(job, t0 - 2, time.monotonic()), wrote_after(job, t0) - t0))
-                c.start(victim)                    # waits for its old registration to expire
+                c.start(victim)  # waits for its old registration to expire
                 in_sync(c)
                 assert job.alive and not job.failed(), job.output()
-            print("after each kill -9: " + "; ".join(
-                f"broker {v}: longest time without a batch {gap:.1f} s, first counts written {wrote:.1f} s after"
-                for v, gap, wrote in stalls))
+            print(
+                "after each kill -9: "
+                + "; ".join(
+                    f"broker {v}: longest time without a batch {gap:.1f} s, first counts written {wrote:.1f} s after"
+                    for v, gap, wrote in stalls
+                )
+            )
             # views go on until the watermark has passed the windows of every kill, so
             # that their counts are final (written) and checked
             time.sleep(WATERMARK_S + WINDOW_S + 15)
             job.wait_for_batches(batches_after(job, 0) + 2, timeout=JOB_TIMEOUT)
-            job.proc.send_signal(signal.SIGINT)    # ends the generation: catch up, check
+            job.proc.send_signal(signal.SIGINT)  # ends the generation: catch up, check
             code = job.proc.wait(JOB_TIMEOUT)
         finally:
             job.close()
         out = job.output(200)
         assert code == 0 and not job.failed(), out
-        summary = job.wait_for_line(r"^checked: (\d+) \(window, page\) rows, (\d+) written twice, (\d+) missing, "
-                                    r"(\d+) wrong; ([\d,]+) of ([\d,]+) views", timeout=1)
+        summary = job.wait_for_line(
+            r"^checked: (\d+) \(window, page\) rows, (\d+) written twice, (\d+) missing, "
+            r"(\d+) wrong; ([\d,]+) of ([\d,]+) views",
+            timeout=1,
+        )
         assert summary.group(2, 3, 4) == ("0", "0", "0"), out
         assert int(summary.group(1)) > 0 and summary.group(5) == summary.group(6), out
 
@@ -209,12 +240,14 @@ def test_exactly_once_query_rides_through_each_broker_killed_at_default_settings
         # counts as a read_committed Kafka consumer (librdkafka) sees them
         views = [json.loads(v) for values in read_topic(c.bootstrap, "views").values() for v in values]
         truth = Counter((window_of(v["ms"]), v["page"]) for v in views)
-        counts = [json.loads(v) for v in read_isolated(c.bootstrap, "view-counts", 1, "read_committed",
-                                                       deadline_s=60)]
+        counts = [json.loads(v) for v in read_isolated(c.bootstrap, "view-counts", 1, "read_committed", deadline_s=60)]
         keys = Counter((w["window_start"], w["page"]) for w in counts)
         assert not [k for k, n in keys.items() if n > 1], "a (window, page) written twice"
-        wrong = [(w, truth[(w["window_start"], w["page"])]) for w in counts
-                 if w["views"] != truth[(w["window_start"], w["page"])]]
+        wrong = [
+            (w, truth[(w["window_start"], w["page"])])
+            for w in counts
+            if w["views"] != truth[(w["window_start"], w["page"])]
+        ]
         assert not wrong, wrong[:5]
         last = max(w["window_start"] for w in counts)
         closed = {k for k in truth if k[0] <= last}
@@ -222,5 +255,7 @@ def test_exactly_once_query_rides_through_each_broker_killed_at_default_settings
         # the windows of the kills are among those checked (event time = wall time -
         # --duration with --speedup 1: the example's event clock ends at "now")
         assert all(window_of(int((t - DURATION_S) * 1000)) <= last for t in killed_at), (killed_at, last)
-        print(f"{len(counts)} (window, page) counts, each once and right, {sum(w['views'] for w in counts):,} of "
-              f"{len(views):,} views (the rest in windows still open)")
+        print(
+            f"{len(counts)} (window, page) counts, each once and right, {sum(w['views'] for w in counts):,} of "
+            f"{len(views):,} views (the rest in windows still open)"
+        )

@@ -4,6 +4,7 @@ output is checked: the click counts are the clicks' own counts, in the topic and
 Parquet; the copy holds every record upper-cased; the exactly-once counts pass the
 example's own check (every closed window once and right, read_committed). (Against a
 3-broker cluster on a Spark standalone cluster: test_docs.py.)"""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,10 @@ from tests.pipelines.helpers import ROOT, check_clickstream, compare_copy, read_
 
 README = ROOT / "examples" / "README.md"
 #: small data: 5 s of clicks at 200/s, 5 minutes of event time
-SMALL = {"clickstream/run.py": "--duration 5 --rate 200 --speedup 60",
-         "exactly_once/run.py": "--duration 6 --rate 200 --speedup 120"}
+SMALL = {
+    "clickstream/run.py": "--duration 5 --rate 200 --speedup 60",
+    "exactly_once/run.py": "--duration 6 --rate 200 --speedup 120",
+}
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -28,13 +31,13 @@ def test_every_example_runs_as_its_readme_shows_against_one_broker(single_broker
     commands = shell_commands(README)
     examples = sorted(p.parent.name for p in (ROOT / "examples").glob("*/run.py"))
     assert examples == ["clickstream", "copy", "exactly_once"]
-    for name in examples:                          # every example is in the README
+    for name in examples:  # every example is in the README
         assert any(f"examples/{name}/run.py" in c for c in commands), name
     bootstrap = single_broker.bootstrap
     ran = []
     for line in commands:
         if line.startswith("make serve"):
-            continue                               # single_broker is that broker, on another port
+            continue  # single_broker is that broker, on another port
         cmd = substitute(line, {"127.0.0.1:9092": bootstrap})
         if "examples/" in cmd and "--bootstrap" not in cmd:
             cmd += f" --bootstrap {bootstrap}"
@@ -48,8 +51,7 @@ def test_every_example_runs_as_its_readme_shows_against_one_broker(single_broker
         if "examples/exactly_once/run.py" in cmd:
             cmd += f" --checkpoint {tmp_path / 'exactly-once'}"
         t0 = time.monotonic()
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
         print(f"\n{time.monotonic() - t0:6.1f} s  {cmd}")
         assert r.returncode == 0, f"{cmd}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         ran.append((line, r.stdout))
@@ -60,8 +62,9 @@ def test_every_example_runs_as_its_readme_shows_against_one_broker(single_broker
     copied = next(out for line, out in ran if "examples/copy/run.py" in line)
     assert "batch 0: 1000 records" in copied and copied.splitlines()[-1] == "0 task(s) failed", copied
     counted = next(out for line, out in ran if "examples/exactly_once/run.py" in line)
-    assert re.search(r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, 0 wrong", counted,
-                     re.M), counted
+    assert re.search(r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, 0 wrong", counted, re.M), (
+        counted
+    )
     consumed = next(out for line, out in ran if "consume --topic out" in line)
     assert consumed.splitlines() and all(v.startswith("RECORD ") for v in consumed.splitlines()), consumed
     print(f"\nclickstream: {counts} counts checked; copy: {report['out']} records")

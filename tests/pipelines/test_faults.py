@@ -13,6 +13,7 @@ Bounded: every wait has a timeout; the random seed (tie-breaks between brokers) 
 PIPELINE_RECORDS=200000 runs it at the issue's 200 K (bench/pipelines/run.py measures
 the stalls).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,10 +75,12 @@ def longest_gap(job: CopyJob, start: float, end: float) -> float:
 
 def checkpoint_mid_batch(checkpoint) -> int | None:
     """A batch planned (offsets/N) and not committed (commits/N), N >= 1: its number."""
-    offsets = {int(f.name) for f in (checkpoint / "offsets").glob("[0-9]*")} if (checkpoint / "offsets").exists() \
-        else set()
-    commits = {int(f.name) for f in (checkpoint / "commits").glob("[0-9]*")} if (checkpoint / "commits").exists() \
-        else set()
+    offsets = (
+        {int(f.name) for f in (checkpoint / "offsets").glob("[0-9]*")} if (checkpoint / "offsets").exists() else set()
+    )
+    commits = (
+        {int(f.name) for f in (checkpoint / "commits").glob("[0-9]*")} if (checkpoint / "commits").exists() else set()
+    )
     open_ = sorted(n for n in offsets - commits if n >= 1)
     return open_[-1] if open_ else None
 
@@ -91,8 +94,15 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
     for t in (source, sink):
         create_topic(c.bootstrap, t, PARTITIONS, 3, {"min.insync.replicas": "2"})
     checkpoint = tmp_path / "checkpoint"
-    job = CopyJob(c.bootstrap, source, sink, checkpoint, master=spark_standalone.master_url,
-                  env=spark_standalone.env, log_path=tmp_path / "copy.log").start()
+    job = CopyJob(
+        c.bootstrap,
+        source,
+        sink,
+        checkpoint,
+        master=spark_standalone.master_url,
+        env=spark_standalone.env,
+        log_path=tmp_path / "copy.log",
+    ).start()
     producer = None
     try:
         job.wait_for_batches(1, timeout=JOB_TIMEOUT)
@@ -107,10 +117,12 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
         t0 = time.monotonic()
         c.kill(victim)
         time.sleep(RESTART_AFTER_S)
-        c.broker(victim).start(timeout=60)        # waits for its old session itself if need be
+        c.broker(victim).start(timeout=60)  # waits for its old session itself if need be
         heal(c, (source, sink))
-        phases.append(f"kill -9 broker {victim} (leading most), restart 15 s later: longest time without a "
-                      f"batch {longest_gap(job, t0, time.monotonic()):.1f} s")
+        phases.append(
+            f"kill -9 broker {victim} (leading most), restart 15 s later: longest time without a "
+            f"batch {longest_gap(job, t0, time.monotonic()):.1f} s"
+        )
         assert job.alive and not job.failed(), job.output()
 
         # 2. the same with the controller's broker
@@ -120,8 +132,10 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
         time.sleep(RESTART_AFTER_S)
         c.broker(victim).start(timeout=60)
         heal(c, (source, sink))
-        phases.append(f"kill -9 broker {victim} (the controller), restart 15 s later: longest time without a "
-                      f"batch {longest_gap(job, t0, time.monotonic()):.1f} s")
+        phases.append(
+            f"kill -9 broker {victim} (the controller), restart 15 s later: longest time without a "
+            f"batch {longest_gap(job, t0, time.monotonic()):.1f} s"
+        )
         assert job.alive and not job.failed(), job.output()
 
         # 3. a broker paused 20 s (its session expires meanwhile; it comes back by itself)
@@ -131,9 +145,11 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
         time.sleep(PAUSE_S)
         c.resume(victim)
         heal(c, (source, sink))
-        phases.append(f"SIGSTOP broker {victim} (leading most) for 20 s: longest time without a batch "
-                      f"{longest_gap(job, t0, time.monotonic()):.1f} s")
-        assert job.alive and not job.failed(), job.output()     # no batch line says a task failed
+        phases.append(
+            f"SIGSTOP broker {victim} (leading most) for 20 s: longest time without a batch "
+            f"{longest_gap(job, t0, time.monotonic()):.1f} s"
+        )
+        assert job.alive and not job.failed(), job.output()  # no batch line says a task failed
 
         # 4. the driver killed -9 in the middle of a batch, the query restarted from its checkpoint
         deadline = time.monotonic() + JOB_TIMEOUT
@@ -143,15 +159,23 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
                 # the producer is done: one more round of records to have a batch to interrupt
                 producer.join()
                 assert producer.error is None, repr(producer.error)
-                producer = NumberedProducer(c.bootstrap, source, PARTITIONS, 500, 500,
-                                            start_seq=producer.start_seq + producer.per_partition)
+                producer = NumberedProducer(
+                    c.bootstrap, source, PARTITIONS, 500, 500, start_seq=producer.start_seq + producer.per_partition
+                )
                 producer.start()
             time.sleep(0.02)
         job.kill9()
         phases.append(f"kill -9 the driver while batch {open_batch} was in flight, restart from the checkpoint")
         assert (checkpoint / "offsets" / str(open_batch)).exists()
-        job = CopyJob(c.bootstrap, source, sink, checkpoint, master=spark_standalone.master_url,
-                      env=spark_standalone.env, log_path=tmp_path / "copy.log").start()
+        job = CopyJob(
+            c.bootstrap,
+            source,
+            sink,
+            checkpoint,
+            master=spark_standalone.master_url,
+            env=spark_standalone.env,
+            log_path=tmp_path / "copy.log",
+        ).start()
         job.wait_for_batches(1, timeout=JOB_TIMEOUT)
 
         producer.join(300)
@@ -172,8 +196,10 @@ def test_a_streaming_copy_rides_through_broker_and_driver_failures(kcluster, spa
         assert job.stop() == 0, job.output()
         assert job.tasks_failed() == 0 and not job.failed(), job.output()
         print("phases: " + "; ".join(phases))
-        print(f"in: {report['in']} records ({report['in_distinct']} distinct); out: {report['out']} records, "
-              f"{report['duplicates']} duplicate(s) (at-least-once sink)")
+        print(
+            f"in: {report['in']} records ({report['in_distinct']} distinct); out: {report['out']} records, "
+            f"{report['duplicates']} duplicate(s) (at-least-once sink)"
+        )
     finally:
         if producer is not None:
             producer.join(1)

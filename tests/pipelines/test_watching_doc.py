@@ -5,6 +5,7 @@ generation), then each command of the page while the job runs: the job's consume
 (`broker groups describe`), its lag in the broker's metrics and status page, the sink's
 transactions and its sink log. The page's Python block runs as written, `query` a
 running query of the kbroker source. At the end the example's own check passes."""
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,12 @@ SUBCOMMAND_WORDS = {"groups": 2, "transactions": 2, "consume": 1}
 def with_bootstrap(cmd: str, bootstrap: str) -> str:
     """Every `.venv/bin/broker` of the line, which relies on the default 127.0.0.1:9092,
     given `-b bootstrap` after its subcommand."""
+
     def add(m: re.Match) -> str:
         words = m.group(1).split()
         n = SUBCOMMAND_WORDS[words[0]]
         return " ".join([".venv/bin/broker", *words[:n], "-b", bootstrap, *words[n:]])
+
     return re.sub(r"\.venv/bin/broker((?: [\w-]+){1,2})", add, cmd)
 
 
@@ -72,13 +75,26 @@ def test_every_command_of_docs_watching_a_stream_runs(tmp_path):
     assert serve == 'make serve SERVE_ARGS="--set metrics.listener=127.0.0.1:9404"', serve
     assert example.startswith(".venv/bin/python examples/exactly_once/run.py"), example
     metrics_port = free_port()
-    with BrokerProcess(tmp_path / "broker" / "data", config={"metrics.listener": f"127.0.0.1:{metrics_port}",
-                                                             "num.partitions": 1}) as b:
+    with BrokerProcess(
+        tmp_path / "broker" / "data", config={"metrics.listener": f"127.0.0.1:{metrics_port}", "num.partitions": 1}
+    ) as b:
         mapping = {"127.0.0.1:9404": f"127.0.0.1:{metrics_port}"}
         # the page's job, against this broker, on small data (generation ended by Ctrl-C)
-        job = JobProcess([sys.executable, *example.split()[1:], "--bootstrap", b.bootstrap, "--rate", "100",
-                          "--speedup", "30", "--checkpoint", str(tmp_path / "checkpoint")],
-                         log_path=tmp_path / "job.log").start()
+        job = JobProcess(
+            [
+                sys.executable,
+                *example.split()[1:],
+                "--bootstrap",
+                b.bootstrap,
+                "--rate",
+                "100",
+                "--speedup",
+                "30",
+                "--checkpoint",
+                str(tmp_path / "checkpoint"),
+            ],
+            log_path=tmp_path / "job.log",
+        ).start()
         try:
             query = job.wait_for_line(r"^query (\S+) started", timeout=300).group(1)
             deadline = time.monotonic() + 300
@@ -86,17 +102,21 @@ def test_every_command_of_docs_watching_a_stream_runs(tmp_path):
                 assert job.alive and not job.failed(), job.output()
                 assert time.monotonic() < deadline, job.output()
                 time.sleep(0.5)
-            time.sleep(3)                               # a trigger after the batch: its offsets committed
+            time.sleep(3)  # a trigger after the batch: its offsets committed
             outputs = {}
             for line in commands[2:]:
                 outputs[line] = run(with_bootstrap(substitute(line, mapping), b.bootstrap))
             assert job.alive and not job.failed(), job.output()
-            job.proc.send_signal(signal.SIGINT)        # Ctrl-C: the generation ends, the job catches up
+            job.proc.send_signal(signal.SIGINT)  # Ctrl-C: the generation ends, the job catches up
             code = job.proc.wait(300)
         finally:
             job.close()
-        assert code == 0 and re.search(r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, "
-                                       r"0 wrong", job.output(100), re.M), job.output(100)
+        assert code == 0 and re.search(
+            r"^checked: [1-9]\d* \(window, page\) rows, 0 written twice, 0 missing, "
+            r"0 wrong",
+            job.output(100),
+            re.M,
+        ), job.output(100)
 
         described = next(out for line, out in outputs.items() if "groups describe" in line)
         assert described.startswith(f"Group: {GROUP}\tState: Empty"), described
@@ -124,4 +144,4 @@ def test_every_command_of_docs_watching_a_stream_runs(tmp_path):
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         printed = [line for line in r.stdout.splitlines() if line.startswith("{")]
         assert len(printed) == 2 and all("'maxOffsetsBehindLatest'" in line for line in printed), r.stdout
-        assert printed[0] == printed[1], printed           # lag() and the filled-in metrics agree
+        assert printed[0] == printed[1], printed  # lag() and the filled-in metrics agree

@@ -1,5 +1,6 @@
 """Schema registry fixtures: a real broker serving the registry on its own loopback port,
 one per test module (as `make serve` runs it, on free ports)."""
+
 from __future__ import annotations
 
 import itertools
@@ -24,14 +25,22 @@ class Registry:
         self.url = url.rstrip("/")
         self.auth = auth
 
-    def call(self, method: str, path: str, body=None, content_type: str = CT, headers: dict | None = None,
-             raw: bytes | None = None) -> tuple[int, object]:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body=None,
+        content_type: str = CT,
+        headers: dict | None = None,
+        raw: bytes | None = None,
+    ) -> tuple[int, object]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", content_type)
         if self.auth:
             import base64
+
             req.add_header("Authorization", "Basic " + base64.b64encode(self.auth.encode()).decode())
         for k, v in (headers or {}).items():
             req.add_header(k, v)

@@ -1,6 +1,7 @@
 """Confluent's REST API v1 as the broker's registry answers it: each endpoint, its
 answers and its error codes; references; soft and permanent deletion; config and mode;
 one id for one schema across subjects."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ def test_register_is_idempotent_and_ids_are_per_schema(registry, subject):
     s, first = registry.register(subject, REC)
     assert s == 200 and first["version"] == 1
     # the same schema, written differently (whitespace, attribute order): the same version and id
-    s, again = registry.register(subject, json.dumps(json.loads(REC), indent=2).replace('"type": "record", ', ""
-                                                                                         ).replace("{", '{"type": "record", ', 1))
+    s, again = registry.register(
+        subject,
+        json.dumps(json.loads(REC), indent=2).replace('"type": "record", ', "").replace("{", '{"type": "record", ', 1),
+    )
     assert s == 200 and (again["id"], again["version"]) == (first["id"], 1)
     assert registry.call("GET", f"/subjects/{subject}/versions")[1] == [1]
     # under another subject: the same id, its own version 1
@@ -50,13 +53,19 @@ def test_reads(registry, subject):
 
 
 def test_not_found_and_invalid(registry, subject):
-    assert registry.call("GET", "/subjects/nope-nope/versions") == (404, {
-        "error_code": 40401, "message": "Subject 'nope-nope' not found."})
+    assert registry.call("GET", "/subjects/nope-nope/versions") == (
+        404,
+        {"error_code": 40401, "message": "Subject 'nope-nope' not found."},
+    )
     registry.register(subject, REC)
-    assert registry.call("GET", f"/subjects/{subject}/versions/7") == (404, {
-        "error_code": 40402, "message": "Version 7 not found."})
-    assert registry.call("GET", "/schemas/ids/987654") == (404, {"error_code": 40403,
-                                                                  "message": "Schema 987654 not found"})
+    assert registry.call("GET", f"/subjects/{subject}/versions/7") == (
+        404,
+        {"error_code": 40402, "message": "Version 7 not found."},
+    )
+    assert registry.call("GET", "/schemas/ids/987654") == (
+        404,
+        {"error_code": 40403, "message": "Schema 987654 not found"},
+    )
     s, out = registry.call("GET", f"/subjects/{subject}/versions/abc")
     assert (s, out["error_code"]) == (422, 42202)
     s, out = registry.call("GET", f"/subjects/{subject}/versions/0")
@@ -123,21 +132,30 @@ def test_references(registry, subject):
     assert registry.call("GET", f"/subjects/{subject}-address/versions/1/referencedby")[1] == [p["id"]]
     assert registry.call("DELETE", f"/subjects/{subject}-address/versions/1")[1]["error_code"] == 42206
     # a reference to nothing: invalid
-    s, out = registry.register(subject + "-x", person, references=[{"name": "t.Address", "subject": "missing",
-                                                                      "version": 1}])
+    s, out = registry.register(
+        subject + "-x", person, references=[{"name": "t.Address", "subject": "missing", "version": 1}]
+    )
     assert (s, out["error_code"]) == (422, 42201)
     assert a["id"] != p["id"]
     # Protobuf imports and JSON $refs are references too
-    s, dep = registry.register(f"{subject}-pdep", 'syntax = "proto3"; package t; message Money { int64 cents = 1; }',
-                               "PROTOBUF")
+    s, dep = registry.register(
+        f"{subject}-pdep", 'syntax = "proto3"; package t; message Money { int64 cents = 1; }', "PROTOBUF"
+    )
     assert s == 200
-    s, out = registry.register(f"{subject}-p", 'syntax = "proto3"; package t; import "money.proto"; '
-                               'message Order { Money total = 1; }', "PROTOBUF",
-                               [{"name": "money.proto", "subject": f"{subject}-pdep", "version": 1}])
+    s, out = registry.register(
+        f"{subject}-p",
+        'syntax = "proto3"; package t; import "money.proto"; message Order { Money total = 1; }',
+        "PROTOBUF",
+        [{"name": "money.proto", "subject": f"{subject}-pdep", "version": 1}],
+    )
     assert s == 200, out
     s, dep = registry.register(f"{subject}-jdep", '{"type": "string", "maxLength": 3}', "JSON")
-    s, out = registry.register(f"{subject}-j", '{"type": "object", "properties": {"code": {"$ref": "code.json"}}}',
-                               "JSON", [{"name": "code.json", "subject": f"{subject}-jdep", "version": 1}])
+    s, out = registry.register(
+        f"{subject}-j",
+        '{"type": "object", "properties": {"code": {"$ref": "code.json"}}}',
+        "JSON",
+        [{"name": "code.json", "subject": f"{subject}-jdep", "version": 1}],
+    )
     assert s == 200, out
 
 
@@ -145,8 +163,7 @@ def test_config_and_mode(registry, subject):
     registry.register(subject, REC)
     assert registry.call("PUT", f"/config/{subject}", {"compatibility": "none"}) == (200, {"compatibility": "NONE"})
     assert registry.call("GET", f"/config/{subject}")[1] == {"compatibilityLevel": "NONE"}
-    assert registry.register(subject, '{"type":"record","name":"R","fields":[{"name":"z","type":"string"}]}')[0] \
-        == 200
+    assert registry.register(subject, '{"type":"record","name":"R","fields":[{"name":"z","type":"string"}]}')[0] == 200
     assert registry.call("DELETE", f"/config/{subject}") == (200, {"compatibilityLevel": "NONE"})
     assert registry.call("PUT", f"/mode/{subject}", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
     s, out = registry.register(subject, REC2)
@@ -157,10 +174,14 @@ def test_config_and_mode(registry, subject):
 
 def test_compatibility_endpoint(registry, subject):
     assert registry.call("POST", f"/compatibility/subjects/{subject}/versions/latest", {"schema": REC}) == (
-        200, {"is_compatible": True})
+        200,
+        {"is_compatible": True},
+    )
     registry.register(subject, REC)
     bad = '{"type":"record","name":"R","fields":[{"name":"a","type":"string"}]}'
     s, out = registry.call("POST", f"/compatibility/subjects/{subject}/versions/1?verbose=true", {"schema": bad})
     assert s == 200 and out["is_compatible"] is False and "TYPE_MISMATCH" in out["messages"][0]
-    assert registry.call("POST", f"/compatibility/subjects/{subject}/versions/5", {"schema": REC})[1][
-        "error_code"] == 40402
+    assert (
+        registry.call("POST", f"/compatibility/subjects/{subject}/versions/5", {"schema": REC})[1]["error_code"]
+        == 40402
+    )

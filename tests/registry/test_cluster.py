@@ -5,6 +5,7 @@ through every broker while the `_schemas` leader is killed -9 (bounded, seeded: 
 acknowledged registration readable from every broker afterwards, each schema one id,
 no id given to two schemas, none given again after the restart, no registration
 acknowledged under two ids)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ CT = "application/vnd.schemaregistry.v1+json"
 
 
 def http(url: str, method: str, path: str, body=None, timeout: float = 20.0):
-    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
-                                 method=method, headers={"Content-Type": CT})
+    req = urllib.request.Request(
+        url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": CT},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read())
@@ -41,8 +46,11 @@ def schema(tag: str) -> str:
 
 def start(make_cluster, **config):  # noqa: F811
     ports = {i: free_port() for i in (1, 2, 3)}
-    c = make_cluster(3, config={"schema.registry.request.timeout.ms": 10000, **config},
-                     per_broker={i: {"schema.registry.listener": f"127.0.0.1:{p}"} for i, p in ports.items()})
+    c = make_cluster(
+        3,
+        config={"schema.registry.request.timeout.ms": 10000, **config},
+        per_broker={i: {"schema.registry.listener": f"127.0.0.1:{p}"} for i, p in ports.items()},
+    )
     urls = {i: f"http://127.0.0.1:{p}" for i, p in ports.items()}
     return c, urls
 
@@ -75,9 +83,9 @@ class Client(threading.Thread):
     def __init__(self, broker_id: int, url: str, rng: random.Random, stop: threading.Event):
         super().__init__(daemon=True)
         self.broker_id, self.url, self.rng, self.stop = broker_id, url, rng, stop
-        self.acked: dict[tuple[str, str], set[int]] = {}      # (subject, schema) -> ids answered
-        self.pending: list[tuple[str, str]] = []              # not acknowledged yet: retried
-        self.failures: dict[int, int] = {}                # status (-1: no answer) -> count
+        self.acked: dict[tuple[str, str], set[int]] = {}  # (subject, schema) -> ids answered
+        self.pending: list[tuple[str, str]] = []  # not acknowledged yet: retried
+        self.failures: dict[int, int] = {}  # status (-1: no answer) -> count
 
     def run(self) -> None:
         n = 0
@@ -85,7 +93,7 @@ class Client(threading.Thread):
             if self.pending and self.rng.random() < 0.5:
                 key = self.pending.pop(0)
             elif self.acked and self.rng.random() < 0.1:
-                key = self.rng.choice(list(self.acked))      # again: must get the same id
+                key = self.rng.choice(list(self.acked))  # again: must get the same id
             else:
                 n += 1
                 key = (f"b{self.broker_id}-s{n % 7}-value", schema(f"f{self.broker_id}_{n}"))
@@ -115,7 +123,7 @@ def test_registrations_through_every_broker_while_the_leader_is_killed(make_clus
     for cl in clients:
         cl.start()
     killed = []
-    deadline = time.monotonic() + 120                 # the whole run is bounded
+    deadline = time.monotonic() + 120  # the whole run is bounded
     try:
         for _round in range(2):
             time.sleep(rng.uniform(1.0, 3.0))
@@ -123,7 +131,7 @@ def test_registrations_through_every_broker_while_the_leader_is_killed(make_clus
             c.kill(leader)
             killed.append(leader)
             c.wait_for_leader("_schemas", 0, not_in={leader})
-            time.sleep(rng.uniform(1.0, 3.0))            # registrations go on without it
+            time.sleep(rng.uniform(1.0, 3.0))  # registrations go on without it
             c.start(leader)
             c.wait_for_isr("_schemas", 0, {1, 2, 3})
             assert time.monotonic() < deadline
@@ -137,7 +145,7 @@ def test_registrations_through_every_broker_while_the_leader_is_killed(make_clus
     acked: dict[tuple[str, str], int] = {}
     for cl in clients:
         for key, ids in cl.acked.items():
-            assert len(ids) == 1, (key, ids)            # never acknowledged under two ids
+            assert len(ids) == 1, (key, ids)  # never acknowledged under two ids
             acked[key] = next(iter(ids))
     assert len(acked) > 20, f"too few registrations acknowledged: {len(acked)}"
     by_schema: dict[str, int] = {}
@@ -166,8 +174,10 @@ def test_registrations_through_every_broker_while_the_leader_is_killed(make_clus
     for cl in clients:
         for status, n in cl.failures.items():
             failures[status] = failures.get(status, 0) + n
-    print(f"{len(acked)} registrations acknowledged, failed by status (-1: no answer): {failures}, "
-          f"leaders killed: {killed}")
+    print(
+        f"{len(acked)} registrations acknowledged, failed by status (-1: no answer): {failures}, "
+        f"leaders killed: {killed}"
+    )
     assert 409 not in failures
 
 
@@ -181,32 +191,57 @@ def test_forwarded_writes_over_tls_with_basic_auth(make_cluster, tmp_path):  # n
     import sys
 
     from tests.support.certs import make_certs
+
     certs = make_certs(tmp_path / "certs")
     ports = {i: free_port() for i in (1, 2)}
-    tls = {"listener.name.schema_registry.ssl.keystore.type": "PEM",
-           "listener.name.schema_registry.ssl.keystore.location": certs.broker_pem,
-           "listener.name.schema_registry.ssl.truststore.type": "PEM",
-           "listener.name.schema_registry.ssl.truststore.location": certs.ca,
-           "schema.registry.authentication.method": "BASIC",
-           "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-           "super.users": "User:ANONYMOUS", "schema.registry.topic.replication.factor": 2,
-           "default.replication.factor": 2, "offsets.topic.replication.factor": 2}
-    c = make_cluster(2, config=tls, per_broker={i: {"schema.registry.listener": f"https://127.0.0.1:{p}"}
-                                                for i, p in ports.items()})
+    tls = {
+        "listener.name.schema_registry.ssl.keystore.type": "PEM",
+        "listener.name.schema_registry.ssl.keystore.location": certs.broker_pem,
+        "listener.name.schema_registry.ssl.truststore.type": "PEM",
+        "listener.name.schema_registry.ssl.truststore.location": certs.ca,
+        "schema.registry.authentication.method": "BASIC",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "schema.registry.topic.replication.factor": 2,
+        "default.replication.factor": 2,
+        "offsets.topic.replication.factor": 2,
+    }
+    c = make_cluster(
+        2, config=tls, per_broker={i: {"schema.registry.listener": f"https://127.0.0.1:{p}"} for i, p in ports.items()}
+    )
     cli = [sys.executable, "-m", "broker.cli.main"]
     boot = c.bootstrap.split(",")[0]
-    for args in (["users", "add", "dora", "--bootstrap", boot, "--mechanism", "SCRAM-SHA-256", "--password", "pw"],
-                 ["acls", "add", "--bootstrap", boot, "--allow-principal", "User:dora", "--operation", "Write",
-                  "--operation", "Read", "--topic", "tls"]):
+    for args in (
+        ["users", "add", "dora", "--bootstrap", boot, "--mechanism", "SCRAM-SHA-256", "--password", "pw"],
+        [
+            "acls",
+            "add",
+            "--bootstrap",
+            boot,
+            "--allow-principal",
+            "User:dora",
+            "--operation",
+            "Write",
+            "--operation",
+            "Read",
+            "--topic",
+            "tls",
+        ],
+    ):
         r = subprocess.run(cli + args, capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr.decode()
     ctx = ssl.create_default_context(cafile=str(certs.ca))
 
     def call(i, method, path, body=None, password="pw"):
-        req = urllib.request.Request(f"https://127.0.0.1:{ports[i]}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": CT, "Authorization": "Basic " + base64.b64encode(
-                                         f"dora:{password}".encode()).decode()})
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{ports[i]}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Content-Type": CT,
+                "Authorization": "Basic " + base64.b64encode(f"dora:{password}".encode()).decode(),
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
                 return r.status, json.loads(r.read())
@@ -214,7 +249,7 @@ def test_forwarded_writes_over_tls_with_basic_auth(make_cluster, tmp_path):  # n
             return exc.code, json.loads(exc.read())
 
     deadline = time.monotonic() + 30
-    while call(1, "GET", "/subjects")[0] != 200:           # the user reached every broker's credentials
+    while call(1, "GET", "/subjects")[0] != 200:  # the user reached every broker's credentials
         assert time.monotonic() < deadline
         time.sleep(0.2)
     status, out = call(1, "POST", "/subjects/tls-value/versions", {"schema": schema("t")})
@@ -222,9 +257,9 @@ def test_forwarded_writes_over_tls_with_basic_auth(make_cluster, tmp_path):  # n
     leader = c.wait_for_leader("_schemas", 0)
     other = 2 if leader == 1 else 1
     status, out2 = call(other, "POST", "/subjects/tls-value/versions", {"schema": schema("t")})
-    assert (status, out2["id"]) == (200, out["id"])                     # forwarded: the same registration
+    assert (status, out2["id"]) == (200, out["id"])  # forwarded: the same registration
     status, out3 = call(other, "POST", "/subjects/tls-key/versions", {"schema": '"string"'})
     assert status == 200 and out3["id"] != out["id"]
-    assert call(other, "GET", "/subjects/tls-key/versions")[1] == [1]     # read at once where it was written
+    assert call(other, "GET", "/subjects/tls-key/versions")[1] == [1]  # read at once where it was written
     assert call(other, "POST", "/subjects/tls-key/versions", {"schema": '"long"'}, password="bad")[0] == 401
     assert call(other, "POST", "/subjects/other-value/versions", {"schema": '"long"'})[0] == 403

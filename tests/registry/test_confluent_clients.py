@@ -2,6 +2,7 @@
 serializers, unchanged, against the broker's registry (as `make serve` runs it): records
 framed with the registry's ids round-trip through the broker; auto.register.schemas on
 and off; use.latest.version."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,11 +40,13 @@ _mods = itertools.count()
 def sr(registry):
     require_module("confluent_kafka")
     from confluent_kafka.schema_registry import SchemaRegistryClient
+
     return SchemaRegistryClient({"url": registry.url})
 
 
 def produce_consume(broker, topic: str, values: list[bytes]) -> list[bytes]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
     p = Producer({"bootstrap.servers": broker.bootstrap})
     for v in values:
         p.produce(topic, v)
@@ -65,11 +68,13 @@ def produce_consume(broker, topic: str, values: list[bytes]) -> list[bytes]:
 
 def ctx(topic: str):
     from confluent_kafka.serialization import MessageField, SerializationContext
+
     return SerializationContext(topic, MessageField.VALUE)
 
 
 def test_avro_round_trip_auto_register(broker, registry, sr, subject):
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
     topic = subject
     ser = AvroSerializer(sr, AVRO_V1)
     framed = [ser({"user": f"u{i}", "n": i}, ctx(topic)) for i in range(5)]
@@ -87,10 +92,11 @@ def test_avro_auto_register_off_looks_up(registry, sr, subject):
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.schema_registry.error import SchemaRegistryError
+
     topic = subject
     off = AvroSerializer(sr, AVRO_V1, conf={"auto.register.schemas": False})
     with pytest.raises(SchemaRegistryError) as exc:
-        off({"user": "a", "n": 1}, ctx(topic))          # nothing registered: the lookup is refused
+        off({"user": "a", "n": 1}, ctx(topic))  # nothing registered: the lookup is refused
     assert exc.value.http_status_code == 404 and exc.value.error_code == 40401
     schema_id = sr.register_schema(f"{topic}-value", Schema(AVRO_V1, "AVRO"))
     framed = off({"user": "a", "n": 1}, ctx(topic))
@@ -104,6 +110,7 @@ def test_avro_auto_register_off_looks_up(registry, sr, subject):
 def test_avro_use_latest_version_and_evolution(broker, sr, subject):
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
     topic = subject
     v1 = sr.register_schema(f"{topic}-value", Schema(AVRO_V1, "AVRO"))
     v2 = sr.register_schema(f"{topic}-value", Schema(AVRO_V2, "AVRO"))
@@ -116,13 +123,16 @@ def test_avro_use_latest_version_and_evolution(broker, sr, subject):
     got = produce_consume(broker, topic, [framed_old, framed_new])
     # the reader schema is the latest: the old record reads with the new field's default
     de = AvroDeserializer(sr, conf={"use.latest.version": True})
-    assert [de(v, ctx(topic)) for v in got] == [{"user": "a", "n": 1, "page": None},
-                                                {"user": "b", "n": 2, "page": "home"}]
+    assert [de(v, ctx(topic)) for v in got] == [
+        {"user": "a", "n": 1, "page": None},
+        {"user": "b", "n": 2, "page": "home"},
+    ]
 
 
 def test_json_schema_round_trip(broker, registry, sr, subject):
     from confluent_kafka.schema_registry.error import SchemaRegistryError
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
     topic = subject
     ser = JSONSerializer(JSON_SCHEMA, sr)
     framed = [ser({"id": i, "item": f"x{i}"}, ctx(topic)) for i in range(3)]
@@ -134,20 +144,27 @@ def test_json_schema_round_trip(broker, registry, sr, subject):
     off = JSONSerializer(JSON_SCHEMA, sr, conf={"auto.register.schemas": False})
     assert off({"id": 9}, ctx(topic))[1:5] == framed[0][1:5]
     with pytest.raises(SchemaRegistryError):
-        JSONSerializer(JSON_SCHEMA.replace('"item"', '"thing"'), sr,
-                       conf={"auto.register.schemas": False})({"id": 9}, ctx(topic))
+        JSONSerializer(JSON_SCHEMA.replace('"item"', '"thing"'), sr, conf={"auto.register.schemas": False})(
+            {"id": 9}, ctx(topic)
+        )
 
 
 def _payment_class(tmp_path):
     """The Payment message compiled by protoc into a module, as an application has it."""
     require_module("grpc_tools")
     from grpc_tools import protoc
+
     name = f"payment{next(_mods)}"
     (tmp_path / f"{name}.proto").write_text(PROTO)
     import grpc_tools
+
     include = str(importlib.util.find_spec("grpc_tools").submodule_search_locations[0]) + "/_proto"
-    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}", f"--python_out={tmp_path}",
-                        str(tmp_path / f"{name}.proto")]) == 0, grpc_tools
+    assert (
+        protoc.main(
+            ["protoc", f"-I{tmp_path}", f"-I{include}", f"--python_out={tmp_path}", str(tmp_path / f"{name}.proto")]
+        )
+        == 0
+    ), grpc_tools
     spec = importlib.util.spec_from_file_location(f"{name}_pb2", tmp_path / f"{name}_pb2.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -157,6 +174,7 @@ def _payment_class(tmp_path):
 
 def test_protobuf_round_trip(broker, registry, sr, subject, tmp_path):
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
     Payment = _payment_class(tmp_path)
     topic = subject
     ser = ProtobufSerializer(Payment, sr, {"use.deprecated.format": False})
@@ -166,7 +184,7 @@ def test_protobuf_round_trip(broker, registry, sr, subject, tmp_path):
     framed = [ser(m, ctx(topic)) for m in msgs]
     status, latest = registry.call("GET", f"/subjects/{topic}-value/versions/latest")
     assert status == 200 and latest["schemaType"] == "PROTOBUF"
-    assert "message Payment" in latest["schema"]            # the registry answers .proto text
+    assert "message Payment" in latest["schema"]  # the registry answers .proto text
     got = produce_consume(broker, topic, framed)
     de = ProtobufDeserializer(Payment, {"use.deprecated.format": False}, schema_registry_client=sr)
     assert [de(v, ctx(topic)) for v in got] == msgs

@@ -2,6 +2,7 @@
 the serve target's command (from the Makefile, on free ports and a temporary data dir)
 starts the broker and its registry; the page's shell commands and its Python run against
 it, the ports of 127.0.0.1:9092 and 127.0.0.1:8081 replaced."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,13 @@ def serve_command(data_dir, kafka_port: int, registry_port: int) -> str:
     lines = (ROOT / "Makefile").read_text().splitlines()
     recipe = lines[lines.index(next(line for line in lines if line.startswith("serve:"))) + 1].strip()
     assert "schema.registry.listener=127.0.0.1:8081" in recipe and "127.0.0.1:9092" in recipe, recipe
-    return (recipe.replace("$(VENV)/bin/broker", f"{sys.executable} -m broker.cli.main")
-            .replace("./data", str(data_dir)).replace("$(SERVE_ARGS)", "")
-            .replace("127.0.0.1:9092", f"127.0.0.1:{kafka_port}").replace("127.0.0.1:8081", f"127.0.0.1:{registry_port}"))
+    return (
+        recipe.replace("$(VENV)/bin/broker", f"{sys.executable} -m broker.cli.main")
+        .replace("./data", str(data_dir))
+        .replace("$(SERVE_ARGS)", "")
+        .replace("127.0.0.1:9092", f"127.0.0.1:{kafka_port}")
+        .replace("127.0.0.1:8081", f"127.0.0.1:{registry_port}")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +43,13 @@ def served(tmp_path_factory):
     cmd = serve_command(tmp_path_factory.mktemp("serve") / "data", kafka_port, registry_port)
     log = tmp_path_factory.mktemp("serve-log") / "broker.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen("exec " + cmd, shell=True, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            "exec " + cmd, shell=True, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
-        assert wait_port("127.0.0.1", registry_port, 60) and wait_port("127.0.0.1", kafka_port, 60), \
-            log.read_text()[-3000:]
+        assert wait_port("127.0.0.1", registry_port, 60) and wait_port("127.0.0.1", kafka_port, 60), log.read_text()[
+            -3000:
+        ]
         yield kafka_port, registry_port
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -50,8 +57,9 @@ def served(tmp_path_factory):
 
 
 def _ports(text: str, kafka_port: int, registry_port: int) -> str:
-    return text.replace("127.0.0.1:8081", f"127.0.0.1:{registry_port}").replace("127.0.0.1:9092",
-                                                                                  f"127.0.0.1:{kafka_port}")
+    return text.replace("127.0.0.1:8081", f"127.0.0.1:{registry_port}").replace(
+        "127.0.0.1:9092", f"127.0.0.1:{kafka_port}"
+    )
 
 
 def test_the_quick_tour_runs_as_written(served):
@@ -59,8 +67,9 @@ def test_the_quick_tour_runs_as_written(served):
     block = next(b for b in fenced_blocks(DOC, "sh") if any("curl" in line for line in b))
     outputs = []
     for line in block:
-        r = subprocess.run(["bash", "-c", _ports(line, kafka_port, registry_port)], capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(
+            ["bash", "-c", _ports(line, kafka_port, registry_port)], capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 0, (line, r.stderr)
         outputs.append(json.loads(r.stdout))
     registered, by_id, latest, compat, second, subjects = outputs
@@ -74,15 +83,25 @@ def test_the_quick_tour_runs_as_written(served):
 def test_the_python_example_runs_as_written(served):
     kafka_port, registry_port = served
     code = "\n".join(fenced_blocks(DOC, "python")[0])
-    r = subprocess.run([sys.executable, "-c", _ports(code, kafka_port, registry_port)], capture_output=True,
-                       text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", _ports(code, kafka_port, registry_port)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     schema_id = int(r.stdout.strip())
-    out = subprocess.run(["curl", "-s", f"http://127.0.0.1:{registry_port}/schemas/ids/{schema_id}"],
-                         capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(
+        ["curl", "-s", f"http://127.0.0.1:{registry_port}/schemas/ids/{schema_id}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert json.loads(json.loads(out)["schema"])["name"] == "Order"
     # the records are in the topic, framed with that id
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
     c = Consumer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "group.id": "docs", "enable.auto.commit": False})
     c.assign([TopicPartition("orders", 0, OFFSET_BEGINNING)])
     got = []

@@ -3,6 +3,7 @@
 registry, the framed records sent through the broker and read back (tests/go/sr.go,
 tests/node/sr.js; pinned in tests/go/go.mod and tests/node/package-lock.json, fetched by
 `make testdeps`)."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ def test_franz_go_sr(broker, registry, subject):
 def test_kafkajs_confluent_schema_registry(broker, registry, subject):
     node = shutil.which("node")
     if node is None or not (NODE_DIR / "node_modules" / "@kafkajs" / "confluent-schema-registry").exists():
-        missing("@kafkajs/confluent-schema-registry (node and tests/node/node_modules)",
-                "run 'make testdeps' (needs node and npm)")
+        missing(
+            "@kafkajs/confluent-schema-registry (node and tests/node/node_modules)",
+            "run 'make testdeps' (needs node and npm)",
+        )
     create(broker, subject)
     got = run([node, str(NODE_DIR / "sr.js"), registry.url, broker.bootstrap, subject])
     ids = set()

@@ -2,6 +2,7 @@
 users, each request authorized by the broker's ACLs (a subject's rights are its topic's):
 confluent-kafka's client over https with basic.auth.user.info; refusals with 401, 403
 (40301) and the broker serving on; a changed password takes effect at once."""
+
 from __future__ import annotations
 
 import base64
@@ -32,6 +33,7 @@ def cli(*args):
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory):
     from tests.support.certs import make_certs
+
     d = tmp_path_factory.mktemp("secure-registry")
     certs = make_certs(d / "certs")
     port = free_port()
@@ -47,20 +49,57 @@ def secure(tmp_path_factory):
     }
     with BrokerProcess(d / "data", config=config) as b:
         for user in PASSWORDS:
-            cli("users", "add", user, "--bootstrap", b.bootstrap, "--mechanism", "SCRAM-SHA-512",
-                "--password", PASSWORDS[user])
-        cli("acls", "add", "--bootstrap", b.bootstrap, "--allow-principal", "User:alice", "--operation", "Read",
-            "--operation", "Write", "--operation", "Delete", "--operation", "AlterConfigs", "--topic", "orders")
-        cli("acls", "add", "--bootstrap", b.bootstrap, "--allow-principal", "User:bob", "--operation", "Read",
-            "--topic", "orders")
+            cli(
+                "users",
+                "add",
+                user,
+                "--bootstrap",
+                b.bootstrap,
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password",
+                PASSWORDS[user],
+            )
+        cli(
+            "acls",
+            "add",
+            "--bootstrap",
+            b.bootstrap,
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--operation",
+            "Write",
+            "--operation",
+            "Delete",
+            "--operation",
+            "AlterConfigs",
+            "--topic",
+            "orders",
+        )
+        cli(
+            "acls",
+            "add",
+            "--bootstrap",
+            b.bootstrap,
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+        )
         ctx = ssl.create_default_context(cafile=str(certs.ca))
-        yield type("Secure", (), {"broker": b, "url": f"https://127.0.0.1:{port}", "ctx": ctx, "certs": certs,
-                                  "port": port})
+        yield type(
+            "Secure", (), {"broker": b, "url": f"https://127.0.0.1:{port}", "ctx": ctx, "certs": certs, "port": port}
+        )
 
 
 def call(secure, method, path, body=None, user=None, password=None):
-    req = urllib.request.Request(secure.url + path, data=None if body is None else json.dumps(body).encode(),
-                                 method=method)
+    req = urllib.request.Request(
+        secure.url + path, data=None if body is None else json.dumps(body).encode(), method=method
+    )
     req.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
     if user is not None:
         token = base64.b64encode(f"{user}:{password or PASSWORDS[user]}".encode()).decode()
@@ -105,7 +144,9 @@ def test_subjects_are_authorized_by_their_topics_acls(secure):
     # the global config is the cluster's: only the admin (a super user)
     assert call(secure, "PUT", "/config", {"compatibility": "FULL"}, "alice")[0] == 403
     assert call(secure, "PUT", "/config/orders-value", {"compatibility": "FULL"}, "alice")[:2] == (
-        200, {"compatibility": "FULL"})
+        200,
+        {"compatibility": "FULL"},
+    )
     assert call(secure, "PUT", "/config", {"compatibility": "BACKWARD"}, "admin")[0] == 200
     assert call(secure, "DELETE", "/subjects/orders-value", user="bob")[0] == 403
 
@@ -113,22 +154,42 @@ def test_subjects_are_authorized_by_their_topics_acls(secure):
 def test_confluent_client_over_tls_with_basic_auth(secure):
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
-    client = SchemaRegistryClient({"url": secure.url, "ssl.ca.location": str(secure.certs.ca),
-                                   "basic.auth.user.info": f"alice:{PASSWORDS['alice']}"})
+
+    client = SchemaRegistryClient(
+        {
+            "url": secure.url,
+            "ssl.ca.location": str(secure.certs.ca),
+            "basic.auth.user.info": f"alice:{PASSWORDS['alice']}",
+        }
+    )
     schema_id = client.register_schema("orders-key", Schema('"long"', "AVRO"))
     assert client.get_schema(schema_id).schema_str == '"long"'
     assert client.get_latest_version("orders-key").schema_id == schema_id
-    denied = SchemaRegistryClient({"url": secure.url, "ssl.ca.location": str(secure.certs.ca),
-                                   "basic.auth.user.info": f"carol:{PASSWORDS['carol']}"})
+    denied = SchemaRegistryClient(
+        {
+            "url": secure.url,
+            "ssl.ca.location": str(secure.certs.ca),
+            "basic.auth.user.info": f"carol:{PASSWORDS['carol']}",
+        }
+    )
     with pytest.raises(SchemaRegistryError) as exc:
         denied.register_schema("orders-key", Schema('"long"', "AVRO"))
     assert exc.value.http_status_code == 403
 
 
 def test_a_changed_password_takes_effect_at_once(secure):
-    assert call(secure, "GET", "/subjects", user="bob")[0] == 200          # checked, and remembered
-    cli("users", "add", "bob", "--bootstrap", secure.broker.bootstrap, "--mechanism", "SCRAM-SHA-512",
-        "--password", "bob-new")
+    assert call(secure, "GET", "/subjects", user="bob")[0] == 200  # checked, and remembered
+    cli(
+        "users",
+        "add",
+        "bob",
+        "--bootstrap",
+        secure.broker.bootstrap,
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--password",
+        "bob-new",
+    )
     assert call(secure, "GET", "/subjects", user="bob")[0] == 401
     assert call(secure, "GET", "/subjects", user="bob", password="bob-new")[0] == 200
     PASSWORDS["bob"] = "bob-new"

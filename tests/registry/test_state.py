@@ -2,6 +2,7 @@
 (records.py), without a broker: what each record does, the ids per subject kept for
 validation on produce, corrupt records skipped, and ids never given again after the
 topic is compacted."""
+
 from __future__ import annotations
 
 import pytest
@@ -56,7 +57,7 @@ def test_records_are_confluents_json():
     assert R.subject_key("CONFIG", None) == b'{"keytype":"CONFIG","magic":0}'
     assert R.subject_key("MODE", "s") == b'{"keytype":"MODE","subject":"s","magic":0}'
     assert R.NOOP_KEY == b'{"keytype":"NOOP","magic":0}'
-    v = R.SchemaValue("s", 1, 7, "PROTOBUF", (R.Reference("a.proto", "a", 1),), "syntax = \"proto3\";")
+    v = R.SchemaValue("s", 1, 7, "PROTOBUF", (R.Reference("a.proto", "a", 1),), 'syntax = "proto3";')
     key = R.decode_key(R.schema_key("s", 1))
     assert R.decode_schema_value(key, R.schema_value(v)) == v
     assert b'"schemaType"' not in R.schema_value(R.SchemaValue("s", 1, 7, "AVRO", (), REC))
@@ -106,14 +107,20 @@ def test_without_the_noop_an_id_would_come_back():
     assert log.replay(log.compacted()).max_id == gone - 1
 
 
-@pytest.mark.parametrize("key, value", [
-    (None, b"{}"), (b"\xff\xfe", b"{}"), (b"[]", b"{}"), (b'{"keytype":"SCHEMA"}', b"{}"),
-    (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":0}', b"{}"),
-    (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"id": "x", "schema": "1"}'),
-    (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"id": 1}'),
-    (b'{"keytype":"MODE","magic":0}', b'{"mode": 5}'),
-    (b'{"keytype":"NOOP","magic":0}', b"nope"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        (None, b"{}"),
+        (b"\xff\xfe", b"{}"),
+        (b"[]", b"{}"),
+        (b'{"keytype":"SCHEMA"}', b"{}"),
+        (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":0}', b"{}"),
+        (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"id": "x", "schema": "1"}'),
+        (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"id": 1}'),
+        (b'{"keytype":"MODE","magic":0}', b'{"mode": 5}'),
+        (b'{"keytype":"NOOP","magic":0}', b"nope"),
+    ],
+)
 def test_a_corrupt_record_is_skipped(key, value):
     state = RegistryState()
     state.apply(0, key, value)

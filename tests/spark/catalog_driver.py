@@ -8,6 +8,7 @@ a Spark session's catalog implementation is fixed when its JVM starts):
 reads them; `read`, in another process, finds them in the metastore and reads them.
 Each prints one JSON line of what it saw.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,13 @@ import sys
 
 
 def create_tables(spark, bootstrap: str, topic_in: str, topic_out: str) -> None:
-    spark.sql(f"CREATE TABLE clicks USING kbroker OPTIONS ('kafka.bootstrap.servers' '{bootstrap}', "
-              f"subscribe '{topic_in}')")
-    spark.sql(f"CREATE TABLE archive USING kbroker OPTIONS ('kafka.bootstrap.servers' '{bootstrap}', "
-              f"topic '{topic_out}', 'kafka.acks' 'all')")
+    spark.sql(
+        f"CREATE TABLE clicks USING kbroker OPTIONS ('kafka.bootstrap.servers' '{bootstrap}', subscribe '{topic_in}')"
+    )
+    spark.sql(
+        f"CREATE TABLE archive USING kbroker OPTIONS ('kafka.bootstrap.servers' '{bootstrap}', "
+        f"topic '{topic_out}', 'kafka.acks' 'all')"
+    )
 
 
 def values(spark, sql: str) -> list[str]:
@@ -29,10 +33,14 @@ def values(spark, sql: str) -> list[str]:
 def write_and_read(spark) -> dict:
     """Writes into both tables and reads them back; what each statement gave."""
     out: dict = {}
-    spark.sql("INSERT INTO clicks (key, value) VALUES (CAST('k1' AS BINARY), CAST('v1' AS BINARY)), "
-              "(CAST('k2' AS BINARY), CAST('v2' AS BINARY))")
+    spark.sql(
+        "INSERT INTO clicks (key, value) VALUES (CAST('k1' AS BINARY), CAST('v1' AS BINARY)), "
+        "(CAST('k2' AS BINARY), CAST('v2' AS BINARY))"
+    )
     out["clicks"] = values(spark, "SELECT CAST(value AS STRING) FROM clicks")
-    spark.sql("INSERT INTO archive (key, value, partition) SELECT key, CAST(upper(CAST(value AS STRING)) AS BINARY), 0 FROM clicks")
+    spark.sql(
+        "INSERT INTO archive (key, value, partition) SELECT key, CAST(upper(CAST(value AS STRING)) AS BINARY), 0 FROM clicks"
+    )
     out["archive"] = values(spark, "SELECT CAST(value AS STRING) FROM archive")
     # rows of one kbroker table, all its columns as they are, into another: refused
     # (Spark would hand the sink the options of the table they come from)
@@ -45,8 +53,13 @@ def write_and_read(spark) -> dict:
     out["clicks_after"] = values(spark, "SELECT CAST(value AS STRING) FROM clicks")
     # options of the read add to the table's
     topic_in = spark.sql("SELECT topic FROM clicks LIMIT 1").collect()[0][0]
-    out["from_offset_1"] = sorted(r[0] for r in spark.read.option("startingOffsets", json.dumps({topic_in: {"0": 1}}))
-                                  .table("clicks").selectExpr("CAST(value AS STRING)").collect())
+    out["from_offset_1"] = sorted(
+        r[0]
+        for r in spark.read.option("startingOffsets", json.dumps({topic_in: {"0": 1}}))
+        .table("clicks")
+        .selectExpr("CAST(value AS STRING)")
+        .collect()
+    )
     out["columns"] = spark.table("archive").columns
     return out
 
@@ -54,14 +67,21 @@ def write_and_read(spark) -> dict:
 def main(warehouse: str, bootstrap: str, topic_in: str, topic_out: str, step: str) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").appName("kbroker-catalog")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.warehouse.dir", f"{warehouse}/warehouse")
-             .config("javax.jdo.option.ConnectionURL", f"jdbc:derby:;databaseName={warehouse}/metastore_db;create=true")
-             .config("spark.driver.extraJavaOptions", f"-Dderby.stream.error.file={warehouse}/derby.log")
-             .enableHiveSupport().getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("kbroker-catalog")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.warehouse.dir", f"{warehouse}/warehouse")
+        .config("javax.jdo.option.ConnectionURL", f"jdbc:derby:;databaseName={warehouse}/metastore_db;create=true")
+        .config("spark.driver.extraJavaOptions", f"-Dderby.stream.error.file={warehouse}/derby.log")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     from broker.spark import KBrokerDataSource
+
     spark.dataSource.register(KBrokerDataSource)
     result: dict = {"catalog": spark.conf.get("spark.sql.catalogImplementation")}
     if step == "create":

@@ -12,6 +12,7 @@ source (test_source_discovered_without_registration asserts it). It then registe
 source explicitly too (the documented alternative; it replaces the discovered one), so
 the other tests do not depend on discovery.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -50,15 +51,18 @@ def spark(tmp_path_factory):
     os.environ.pop("PYTHONPATH", None)
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     try:
-        session = (SparkSession.builder.master("local[2]").appName("kbroker-tests")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.sql.session.timeZone", "UTC")
-                   .config("spark.sql.warehouse.dir", str(warehouse))
-                   .config("spark.driver.memory", "1g")
-                   .config("spark.sql.streaming.stopTimeout", "60s")
-                   .getOrCreate())
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("kbroker-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.warehouse.dir", str(warehouse))
+            .config("spark.driver.memory", "1g")
+            .config("spark.sql.streaming.stopTimeout", "60s")
+            .getOrCreate()
+        )
     finally:
         for k, v in saved.items():
             if v is None:
@@ -67,10 +71,10 @@ def spark(tmp_path_factory):
                 os.environ[k] = v
     session.sparkContext.setLogLevel("ERROR")
     # before any registration: did Spark find the source by itself?
-    SPARK_INFO.discovered = bool(session._jsparkSession.sessionState().dataSourceManager()
-                                 .dataSourceExists("kbroker"))
+    SPARK_INFO.discovered = bool(session._jsparkSession.sessionState().dataSourceManager().dataSourceExists("kbroker"))
     SPARK_INFO.discovery_path = module_dir
     from broker.spark import KBrokerDataSource
+
     session.dataSource.register(KBrokerDataSource)
     yield session
     for q in session.streams.active:

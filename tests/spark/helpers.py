@@ -1,5 +1,6 @@
 """Producing known records with the project's own producer (an independent path from the
 data source's native encoder) and reading them back as plain tuples."""
+
 from __future__ import annotations
 
 import time
@@ -30,8 +31,15 @@ def create_topic(bootstrap: str, topic: str, partitions: int, configs: dict | No
         c.topic(topic, wait_s=10.0)
 
 
-def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int, value_size: int = 40,
-            batch_size: int = 64 * 1024) -> dict:
+def produce(
+    bootstrap: str,
+    topic: str,
+    start: int,
+    count: int,
+    partitions: int,
+    value_size: int = 40,
+    batch_size: int = 64 * 1024,
+) -> dict:
     """Records start..start+count-1, record i to partition i % partitions. Returns
     {i: (partition, offset)} from the broker's acknowledgements."""
     placed = {}
@@ -74,8 +82,15 @@ def rows_of(table, with_headers: bool = True):
     out = []
     for j in range(table.num_rows):
         ts = cols["timestamp"][j]
-        row = (cols["key"][j], cols["value"][j], cols["topic"][j], cols["partition"][j], cols["offset"][j],
-               int(ts.timestamp() * 1000) if hasattr(ts, "timestamp") else ts, cols["timestampType"][j])
+        row = (
+            cols["key"][j],
+            cols["value"][j],
+            cols["topic"][j],
+            cols["partition"][j],
+            cols["offset"][j],
+            int(ts.timestamp() * 1000) if hasattr(ts, "timestamp") else ts,
+            cols["timestampType"][j],
+        )
         if with_headers:
             row += (tuple((h["key"], h["value"]) for h in cols["headers"][j]),)
         out.append(row)
@@ -96,6 +111,7 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0):
     """Every record of the topic through the project's consumer (not the data source):
     [(partition, offset, key, value, headers)]."""
     from broker.client import Consumer
+
     out = []
     with Cluster(bootstrap) as c:
         meta = c.topic(topic, wait_s=10.0)

@@ -4,6 +4,7 @@ INSERT INTO, spark.table, options of a read adding to the table's), in Spark's o
 in-memory catalog (the session's) and in a Hive metastore (Derby-backed, in processes
 of their own: the tables made by one are read by the next). A copy of one kbroker
 table's rows into another as they are is refused, and writes nothing."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def check(result: dict, topic_in: str, topic_out: str, bootstrap: str) -> None:
     assert result["clicks"] == ["v1", "v2"], result
     assert result["archive"] == ["V1", "V2"], result
-    assert "rows read from a kbroker table cannot be inserted into a kbroker table as they are" in \
-        result["copy_as_is"], result["copy_as_is"]
+    assert (
+        "rows read from a kbroker table cannot be inserted into a kbroker table as they are" in result["copy_as_is"]
+    ), result["copy_as_is"]
     assert result["archive_after"] == ["V1", "V2"] and result["clicks_after"] == ["v1", "v2"], result
     # the read from offset 1 (an option of the read, beside the table's) has the row there
     at_1 = [v.decode() for _, off, _, v, _ in read_topic(bootstrap, topic_in) if off == 1]
@@ -55,9 +57,23 @@ def test_topics_as_tables_of_a_hive_metastore(broker, topic_name, tmp_path):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     results = []
     for step in ("create", "read"):
-        r = subprocess.run([sys.executable, "-m", "tests.spark.catalog_driver", str(tmp_path), broker.bootstrap,
-                            topic_in, topic_out, step], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.spark.catalog_driver",
+                str(tmp_path),
+                broker.bootstrap,
+                topic_in,
+                topic_out,
+                step,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         results.append(json.loads(r.stdout.strip().splitlines()[-1]))
     created, read = results

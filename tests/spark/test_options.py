@@ -2,6 +2,7 @@
 load() or save() where Spark's Python data source API lets the source know); the
 `kafka.` prefix of Spark's Kafka connector works; and the source is found by Spark without
 registration (where discovery can work)."""
+
 from __future__ import annotations
 
 import re
@@ -41,15 +42,22 @@ def test_missing_bootstrap(spark, topic_name):
 def test_kafka_prefix_as_in_sparks_connector(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
     placed = produce(broker.bootstrap, topic_name, 0, 50, 2)
-    df = (spark.read.format("kbroker").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("kafka.max.partition.fetch.bytes", 4096).option("kafka.client.id", "ported-job")
-          .option("subscribe", topic_name).load())
-    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()) == \
-        sorted(placed.values())
+    df = (
+        spark.read.format("kbroker")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.max.partition.fetch.bytes", 4096)
+        .option("kafka.client.id", "ported-job")
+        .option("subscribe", topic_name)
+        .load()
+    )
+    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()) == sorted(
+        placed.values()
+    )
 
 
 def test_unknown_and_invalid_options_fail_at_load(spark, broker, topic_name):
     """A typo or a bad value fails load(), for batch and streaming reads alike."""
+
     def load(stream: bool, **opts):
         r = (spark.readStream if stream else spark.read).format("kbroker")
         r = r.option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", topic_name)
@@ -69,11 +77,27 @@ def test_unknown_and_invalid_options_fail_at_load(spark, broker, topic_name):
 def test_invalid_client_option_fails_the_write_before_any_task(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     df = spark.createDataFrame([("a",)], "value string")
-    text = error_of(lambda: df.write.format("kbroker").option("kafka.bootstrap.servers", broker.bootstrap)
-                    .option("topic", topic_name).option("kafka.acks", "banana").mode("append").save())
+    text = error_of(
+        lambda: (
+            df.write.format("kbroker")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic_name)
+            .option("kafka.acks", "banana")
+            .mode("append")
+            .save()
+        )
+    )
     assert "must be all, -1, 1 or 0" in one_clear_line(text, "kafka.acks")
-    text = error_of(lambda: df.write.format("kbroker").option("kafka.bootstrap.servers", broker.bootstrap)
-                    .option("topic", topic_name).option("kafka.compresion.type", "lz4").mode("append").save())
+    text = error_of(
+        lambda: (
+            df.write.format("kbroker")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic_name)
+            .option("kafka.compresion.type", "lz4")
+            .mode("append")
+            .save()
+        )
+    )
     assert "did you mean 'kafka.compression.type'" in one_clear_line(text, "kafka.compresion.type")
     with Cluster(broker.bootstrap) as c:
         assert c.list_offsets(topic_name, [0], -1)[0][0] == 0, "a refused write wrote"
@@ -81,11 +105,25 @@ def test_invalid_client_option_fails_the_write_before_any_task(spark, broker, to
 
 def test_unreachable_bootstrap_same_message_for_read_and_write(spark, topic_name):
     nowhere = f"127.0.0.1:{free_port()}"
-    read = error_of(lambda: spark.read.format("kbroker").option("kafka.bootstrap.servers", nowhere)
-                    .option("subscribe", topic_name).load().collect())
+    read = error_of(
+        lambda: (
+            spark.read.format("kbroker")
+            .option("kafka.bootstrap.servers", nowhere)
+            .option("subscribe", topic_name)
+            .load()
+            .collect()
+        )
+    )
     df = spark.createDataFrame([("a",)], "value string")
-    write = error_of(lambda: df.write.format("kbroker").option("kafka.bootstrap.servers", nowhere)
-                     .option("topic", topic_name).mode("append").save())
+    write = error_of(
+        lambda: (
+            df.write.format("kbroker")
+            .option("kafka.bootstrap.servers", nowhere)
+            .option("topic", topic_name)
+            .mode("append")
+            .save()
+        )
+    )
     line = one_clear_line(read, "kafka.bootstrap.servers")
     assert "no broker reachable" in line and nowhere in line
     assert one_clear_line(write, "kafka.bootstrap.servers") == line
@@ -93,24 +131,45 @@ def test_unreachable_bootstrap_same_message_for_read_and_write(spark, topic_name
 
 
 def test_unknown_topic(spark, broker, topic_name):
-    text = error_of(lambda: spark.read.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                    .option("subscribe", topic_name).load().collect())
+    text = error_of(
+        lambda: (
+            spark.read.format("kbroker")
+            .option("kbroker.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic_name)
+            .load()
+            .collect()
+        )
+    )
     assert f"names topic '{topic_name}', which does not exist" in one_clear_line(text, "subscribe")
 
 
 def test_malformed_starting_offsets(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
-    text = error_of(lambda: spark.read.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                    .option("subscribe", topic_name).option("startingOffsets", '{"t": {"0": 1')
-                    .load().collect())
+    text = error_of(
+        lambda: (
+            spark.read.format("kbroker")
+            .option("kbroker.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic_name)
+            .option("startingOffsets", '{"t": {"0": 1')
+            .load()
+            .collect()
+        )
+    )
     assert "is not valid JSON" in one_clear_line(text, "startingOffsets")
 
 
 def test_starting_offsets_must_cover_every_partition(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
-    text = error_of(lambda: spark.read.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                    .option("subscribe", topic_name).option("startingOffsets", f'{{"{topic_name}": {{"0": 0}}}}')
-                    .load().collect())
+    text = error_of(
+        lambda: (
+            spark.read.format("kbroker")
+            .option("kbroker.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic_name)
+            .option("startingOffsets", f'{{"{topic_name}": {{"0": 0}}}}')
+            .load()
+            .collect()
+        )
+    )
     assert f"no entry for {topic_name}-1" in one_clear_line(text, "startingOffsets")
 
 
@@ -140,6 +199,7 @@ def test_streaming_bad_options(spark, broker, topic_name):
 
 def test_sink_needs_a_topic(spark, broker):
     df = spark.createDataFrame([("a",)], "value string")
-    text = error_of(lambda: df.write.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-                    .mode("append").save())
+    text = error_of(
+        lambda: df.write.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap).mode("append").save()
+    )
     assert "no 'topic' column" in one_clear_line(text, "topic")

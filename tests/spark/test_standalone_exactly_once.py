@@ -4,6 +4,7 @@ kbroker cluster. A streaming query copies a topic with the kbroker sink
 (deliveryGuarantee=exactly-once); its driver is killed -9 and restarted from the
 checkpoint, then an executor is killed -9, then a kbroker broker; the output read with
 read_committed holds every input record exactly once. Bounded in time; prints its seed."""
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,13 @@ class Standalone:
     def __init__(self, directory: Path):
         self.dir = directory
         self.port = free_port()
-        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                    "SPARK_LOG_DIR": str(directory), "SPARK_NO_DAEMONIZE": "1"}
+        self.env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOG_DIR": str(directory),
+            "SPARK_NO_DAEMONIZE": "1",
+        }
         self.procs: list[subprocess.Popen] = []
         self.workers: list[subprocess.Popen] = []
 
@@ -90,25 +96,53 @@ class Standalone:
     def _start(self, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.dir / f"{name}.log", "wb")
         # spark-class execs the JVM: it dies with this test's process, whatever happens
-        p = subprocess.Popen([*_DIE_WITH_PARENT, _spark_class(), *args], stdout=out, stderr=subprocess.STDOUT,
-                             env=env or self.env, cwd=self.dir)
+        p = subprocess.Popen(
+            [*_DIE_WITH_PARENT, _spark_class(), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env or self.env,
+            cwd=self.dir,
+        )
         self.procs.append(p)
         return p
 
     def start(self) -> Standalone:
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                    str(self.port), "--webui-port", str(free_port()))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(free_port()),
+        )
         for i in range(2):
             work = self.dir / f"worker-{i}"
             work.mkdir(exist_ok=True)
-            self.workers.append(self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--host",
-                                            "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port",
-                                            str(free_port()), "--work-dir", str(work), self.master))
+            self.workers.append(
+                self._start(
+                    f"worker-{i}",
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(work),
+                    self.master,
+                )
+            )
         return self
 
     def executors(self) -> list[int]:
-        return [pid for w in self.workers for pid in _descendants(w.pid)
-                if "CoarseGrainedExecutorBackend" in _cmdline(pid)]
+        return [
+            pid for w in self.workers for pid in _descendants(w.pid) if "CoarseGrainedExecutorBackend" in _cmdline(pid)
+        ]
 
     def close(self) -> None:
         for p in self.procs:
@@ -132,10 +166,18 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
     rng = random.Random(seed)
     ck = require_module("confluent_kafka")
     deadline = time.monotonic() + DEADLINE_S
-    with Cluster(tmp_path / "kbroker", n=3, config={
-            "zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 3000, "default.replication.factor": 3,
-            "offsets.topic.replication.factor": 3, "transaction.state.log.num.partitions": 5,
-            "min.insync.replicas": 2}) as kb:
+    with Cluster(
+        tmp_path / "kbroker",
+        n=3,
+        config={
+            "zookeeper.session.timeout.ms": 6000,
+            "replica.lag.time.max.ms": 3000,
+            "default.replication.factor": 3,
+            "offsets.topic.replication.factor": 3,
+            "transaction.state.log.num.partitions": 5,
+            "min.insync.replicas": 2,
+        },
+    ) as kb:
         with Client(kb.bootstrap) as c:
             c.create_topic("in", PARTITIONS, 3)
             c.create_topic("out", PARTITIONS, 3)
@@ -144,16 +186,26 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
             p.produce("in", b"%06d" % i, key=b"k%d" % (i % 17), partition=i % PARTITIONS)
         assert p.flush(60) == 0
         sa = Standalone(tmp_path).start()
-        driver_cmd = [sys.executable, "-m", "tests.spark.eos_driver", sa.master, kb.bootstrap, "in", "out",
-                      str(tmp_path / "checkpoint"), str(PER_TRIGGER)]
+        driver_cmd = [
+            sys.executable,
+            "-m",
+            "tests.spark.eos_driver",
+            sa.master,
+            kb.bootstrap,
+            "in",
+            "out",
+            str(tmp_path / "checkpoint"),
+            str(PER_TRIGGER),
+        ]
         driver_env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         logs = []
 
         def start_driver():
             out = open(tmp_path / f"driver-{len(logs)}.log", "wb")
             logs.append(out.name)
-            return subprocess.Popen([*_DIE_WITH_PARENT, *driver_cmd], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                    env=driver_env)
+            return subprocess.Popen(
+                [*_DIE_WITH_PARENT, *driver_cmd], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=driver_env
+            )
 
         def committed_progress() -> int:
             with Client(kb.bootstrap) as c:
@@ -166,8 +218,10 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
                         return
                 except Exception:
                     pass
-                assert time.monotonic() < deadline, f"{what}: no progress to {at_least}; driver log " \
+                assert time.monotonic() < deadline, (
+                    f"{what}: no progress to {at_least}; driver log "
                     f"{Path(logs[-1]).read_text(errors='replace')[-3000:]}"
+                )
                 time.sleep(0.5)
 
         driver = start_driver()
@@ -176,7 +230,7 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
             time.sleep(rng.uniform(0, 1.5))
             driver.send_signal(signal.SIGKILL)
             driver.wait(30)
-            driver = start_driver()                         # from the checkpoint
+            driver = start_driver()  # from the checkpoint
             wait_progress(RECORDS * 2 // 5, "before the executor kill")
             time.sleep(rng.uniform(0, 1.0))
             kill_deadline = time.monotonic() + 60
@@ -201,8 +255,10 @@ def test_spark_exactly_once_on_a_standalone_cluster_through_kills(tmp_path):
                 got = read_isolated(kb.bootstrap, "out", PARTITIONS, "read_committed", deadline_s=60)
                 if len(got) >= RECORDS:
                     break
-                assert time.monotonic() < deadline, f"only {len(got)} of {RECORDS} copies committed; driver " \
+                assert time.monotonic() < deadline, (
+                    f"only {len(got)} of {RECORDS} copies committed; driver "
                     f"log {Path(logs[-1]).read_text(errors='replace')[-3000:]}"
+                )
                 time.sleep(2)
         finally:
             driver.send_signal(signal.SIGTERM)

@@ -1,5 +1,6 @@
 """Structured Streaming reads: availableNow into Parquet, restart from the checkpoint,
 admission control (maxOffsetsPerTrigger), processing-time triggers and new partitions."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -13,16 +14,24 @@ QUERY_TIMEOUT_S = 120
 
 
 def stream(spark, broker, topic, **options):
-    r = (spark.readStream.format("kbroker").option("kbroker.bootstrap.servers", broker.bootstrap)
-         .option("subscribe", topic))
+    r = (
+        spark.readStream.format("kbroker")
+        .option("kbroker.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+    )
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
 
 
 def run_available_now(df, out, ckpt):
-    q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
-         .trigger(availableNow=True).start())
+    q = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     finished = q.awaitTermination(QUERY_TIMEOUT_S)
     assert finished, "availableNow query did not finish"
     assert q.exception() is None, q.exception()
@@ -77,9 +86,15 @@ def test_processing_time_trigger_picks_up_new_data_and_partitions(spark, broker,
     produce(broker.bootstrap, topic_name, 0, 200, 2)
     df = stream(spark, broker, topic_name, startingOffsets="earliest")
     name = "kb_" + "".join(c for c in topic_name if c.isalnum())[-40:]
-    q = (df.selectExpr("partition", "offset", "value").writeStream.format("memory").queryName(name)
-         .trigger(processingTime="500 milliseconds").start())
+    q = (
+        df.selectExpr("partition", "offset", "value")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
     try:
+
         def seen():
             return spark.sql(f"select count(*) from {name}").collect()[0][0]
 

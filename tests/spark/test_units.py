@@ -1,5 +1,6 @@
 """The data source's parts without Spark: options, planning, admission control, the
 native sink encoder, discovery's precondition."""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,11 @@ from tests.support.deps import IN_CI
 try:
     import pyspark  # noqa: F401
 except ImportError:
-    if IN_CI:       # under CI a missing dependency fails, never skips
+    if IN_CI:  # under CI a missing dependency fails, never skips
         raise
-    pytest.skip("Python module pyspark is not available (pip install -e '.[test]', make test does it)",
-                allow_module_level=True)
+    pytest.skip(
+        "Python module pyspark is not available (pip install -e '.[test]', make test does it)", allow_module_level=True
+    )
 
 from broker._native.spark_encode import assign_partitions, encode_batches  # noqa: E402
 from broker.native import batches_to_arrow, iter_batches, partition_for_key  # noqa: E402
@@ -54,28 +56,38 @@ def test_options_defaults_as_sparks_kafka_source():
 
 
 def test_options_arrive_lower_cased():
-    o = SourceOptions.parse({"KBROKER.BOOTSTRAP.SERVERS": "h:1", "SUBSCRIBE": "t", "startingoffsets": "latest",
-                             "maxoffsetspertrigger": "10"}, streaming=True)
+    o = SourceOptions.parse(
+        {
+            "KBROKER.BOOTSTRAP.SERVERS": "h:1",
+            "SUBSCRIBE": "t",
+            "startingoffsets": "latest",
+            "maxoffsetspertrigger": "10",
+        },
+        streaming=True,
+    )
     assert o.bootstrap == "h:1" and o.starting.kind == "latest" and o.max_offsets_per_trigger == 10
 
 
-@pytest.mark.parametrize("opts, option, words", [
-    ({"subscribe": "t", "kbroker.bootstrap.servers": ""}, "kbroker.bootstrap.servers", "must be specified"),
-    ({"subscribe": "t", "kbroker.bootstrap.servers": "nohost"}, "kbroker.bootstrap.servers", "not valid"),
-    ({}, "subscribe", "must be specified"),
-    ({"subscribe": "t", "assign": '{"t":[0]}'}, "subscribe", "cannot be combined"),
-    ({"assign": '{"t":"0"}'}, "assign", "JSON like"),
-    ({"subscribePattern": "("}, "subscribePattern", "regular expression"),
-    ({"subscribe": "t", "startingOffsets": "{nope"}, "startingOffsets", "not valid JSON"),
-    ({"subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "startingOffsets", "not a number"),
-    ({"subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "startingOffsets", "offsets are >= 0"),
-    ({"subscribe": "t", "startingOffsets": "newest"}, "startingOffsets", "must be"),
-    ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets", "batch query"),
-    ({"subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets", "cannot be earliest"),
-    ({"subscribe": "t", "startingTimestamp": "yesterday"}, "startingTimestamp", "milliseconds"),
-    ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss", "true or false"),
-    ({"subscribe": "t", "maxOffsetsPerTrigger": "5"}, "maxOffsetsPerTrigger", "streaming queries only"),
-])
+@pytest.mark.parametrize(
+    "opts, option, words",
+    [
+        ({"subscribe": "t", "kbroker.bootstrap.servers": ""}, "kbroker.bootstrap.servers", "must be specified"),
+        ({"subscribe": "t", "kbroker.bootstrap.servers": "nohost"}, "kbroker.bootstrap.servers", "not valid"),
+        ({}, "subscribe", "must be specified"),
+        ({"subscribe": "t", "assign": '{"t":[0]}'}, "subscribe", "cannot be combined"),
+        ({"assign": '{"t":"0"}'}, "assign", "JSON like"),
+        ({"subscribePattern": "("}, "subscribePattern", "regular expression"),
+        ({"subscribe": "t", "startingOffsets": "{nope"}, "startingOffsets", "not valid JSON"),
+        ({"subscribe": "t", "startingOffsets": '{"t":{"x":1}}'}, "startingOffsets", "not a number"),
+        ({"subscribe": "t", "startingOffsets": '{"t":{"0":-3}}'}, "startingOffsets", "offsets are >= 0"),
+        ({"subscribe": "t", "startingOffsets": "newest"}, "startingOffsets", "must be"),
+        ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets", "batch query"),
+        ({"subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets", "cannot be earliest"),
+        ({"subscribe": "t", "startingTimestamp": "yesterday"}, "startingTimestamp", "milliseconds"),
+        ({"subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss", "true or false"),
+        ({"subscribe": "t", "maxOffsetsPerTrigger": "5"}, "maxOffsetsPerTrigger", "streaming queries only"),
+    ],
+)
 def test_bad_source_options_name_the_option(opts, option, words):
     err = option_error(**({**BS, **opts} if "kbroker.bootstrap.servers" not in opts else opts))
     assert err.option == option
@@ -112,11 +124,23 @@ def test_sink_retries_as_kafkas_producer_defaults():
     100 ms up to 1 s; each can be set, and delivery.timeout.ms < request.timeout.ms is refused
     as Kafka's producer refuses it."""
     o = SinkOptions.parse({**BS, "topic": "out"})
-    assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == \
-        (2**31 - 1, 120000, 100, 1000)
+    assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == (
+        2**31 - 1,
+        120000,
+        100,
+        1000,
+    )
     assert (o.buffer_memory, o.max_block_ms) == (32 << 20, 60000)
-    o = SinkOptions.parse({**BS, "topic": "out", "kafka.retries": "3", "kafka.delivery.timeout.ms": "40000",
-                           "kafka.retry.backoff.ms": "50", "kafka.retry.backoff.max.ms": "400"})
+    o = SinkOptions.parse(
+        {
+            **BS,
+            "topic": "out",
+            "kafka.retries": "3",
+            "kafka.delivery.timeout.ms": "40000",
+            "kafka.retry.backoff.ms": "50",
+            "kafka.retry.backoff.max.ms": "400",
+        }
+    )
     assert (o.retries, o.delivery_timeout_ms, o.retry_backoff_ms, o.retry_backoff_max_ms) == (3, 40000, 50, 400)
     err = sink_error(**{"kafka.delivery.timeout.ms": "1000"})
     assert err.option == "kafka.delivery.timeout.ms" and "request.timeout.ms" in str(err)
@@ -127,24 +151,56 @@ def test_sparks_own_writer_options_pass_the_sink():
     checkpointLocation, start(path) / save(path)) passes, lower-cased as Spark hands it
     over; so does another key far from every sink option. A misspelt sink or Spark option
     is still refused."""
-    o = SinkOptions.parse({**BS, "topic": "out", "queryname": "copy", "checkpointlocation": "/tmp/ck",
-                           "path": "/somewhere", "mergeSchema": "true"})
+    o = SinkOptions.parse(
+        {
+            **BS,
+            "topic": "out",
+            "queryname": "copy",
+            "checkpointlocation": "/tmp/ck",
+            "path": "/somewhere",
+            "mergeSchema": "true",
+        }
+    )
     assert o.topic == "out" and o.no_effect == ()
-    for given, near in [("tpoic", "topic"), ("deliveryGuarantees", "deliveryGuarantee"),
-                        ("queryNmae", "queryName"), ("checkpointLocaton", "checkpointLocation")]:
+    for given, near in [
+        ("tpoic", "topic"),
+        ("deliveryGuarantees", "deliveryGuarantee"),
+        ("queryNmae", "queryName"),
+        ("checkpointLocaton", "checkpointLocation"),
+    ]:
         err = sink_error(**{given: "x"})
         assert err.option == given and f"did you mean '{near}'" in str(err), str(err)
 
 
 def test_kafka_prefix_is_a_synonym_of_kbroker():
     """A job ported from Spark's Kafka connector keeps its kafka.* options."""
-    o = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.fetch.max.bytes": "4096",
-                             "kafka.max.partition.fetch.bytes": "2048", "kafka.check.crcs": "false",
-                             "kafka.client.id": "etl"}, streaming=False)
-    assert (o.bootstrap, o.fetch_max_bytes, o.partition_max_bytes, o.validate_crc, o.client_id) == \
-        ("h:1", 4096, 2048, False, "etl")
-    s = SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1", "kafka.compression.type": "zstd",
-                           "kafka.batch.size": "65536", "kafka.client.id": "etl"})
+    o = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "kafka.fetch.max.bytes": "4096",
+            "kafka.max.partition.fetch.bytes": "2048",
+            "kafka.check.crcs": "false",
+            "kafka.client.id": "etl",
+        },
+        streaming=False,
+    )
+    assert (o.bootstrap, o.fetch_max_bytes, o.partition_max_bytes, o.validate_crc, o.client_id) == (
+        "h:1",
+        4096,
+        2048,
+        False,
+        "etl",
+    )
+    s = SinkOptions.parse(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.acks": "1",
+            "kafka.compression.type": "zstd",
+            "kafka.batch.size": "65536",
+            "kafka.client.id": "etl",
+        }
+    )
     assert (s.bootstrap, s.acks, s.compression, s.batch_bytes, s.client_id) == ("h:1", 1, "zstd", 65536, "etl")
     # the same value under both prefixes is fine; two different ones are refused
     assert parse(subscribe="t", **{"kafka.bootstrap.servers": BS["kbroker.bootstrap.servers"]}).bootstrap
@@ -152,43 +208,49 @@ def test_kafka_prefix_is_a_synonym_of_kbroker():
     assert err.option == "kafka.bootstrap.servers" and "kbroker.bootstrap.servers" in str(err)
 
 
-@pytest.mark.parametrize("opts, option, words", [
-    ({"startingOffset": "earliest"}, "startingOffset", "did you mean 'startingOffsets'"),
-    ({"failOnDataLos": "false"}, "failOnDataLos", "did you mean 'failOnDataLoss'"),
-    ({"topic": "t"}, "topic", "sink option"),
-    ({"kafka.fetch.max.byte": "1"}, "kafka.fetch.max.byte", "did you mean 'kafka.fetch.max.bytes'"),
-    ({"kbroker.no.such.setting": "1"}, "kbroker.no.such.setting", "not a Kafka consumer setting"),
-    ({"kafka.linger.ms": "5"}, "kafka.linger.ms", "not a Kafka consumer setting"),
-    ({"kafka.fetch.max.bytes": "lots"}, "kafka.fetch.max.bytes", "must be an integer"),
-    ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset", "startingOffsets"),
-    ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit", "checkpoint"),
-    ({"kafka.value.deserializer": "x"}, "kafka.value.deserializer", "binary"),
-    ({"kafka.security.protocol": "SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
-    ({"kafka.ssl.truststore.location": "/x"}, "kafka.ssl.truststore.location", "no TLS"),
-    ({"kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism", "no SASL"),
-    ({"kafka.isolation.level": "serializable"}, "kafka.isolation.level", "read_committed"),
-    ({"fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries", ">= 0"),
-    ({"fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs", "integer"),
-])
+@pytest.mark.parametrize(
+    "opts, option, words",
+    [
+        ({"startingOffset": "earliest"}, "startingOffset", "did you mean 'startingOffsets'"),
+        ({"failOnDataLos": "false"}, "failOnDataLos", "did you mean 'failOnDataLoss'"),
+        ({"topic": "t"}, "topic", "sink option"),
+        ({"kafka.fetch.max.byte": "1"}, "kafka.fetch.max.byte", "did you mean 'kafka.fetch.max.bytes'"),
+        ({"kbroker.no.such.setting": "1"}, "kbroker.no.such.setting", "not a Kafka consumer setting"),
+        ({"kafka.linger.ms": "5"}, "kafka.linger.ms", "not a Kafka consumer setting"),
+        ({"kafka.fetch.max.bytes": "lots"}, "kafka.fetch.max.bytes", "must be an integer"),
+        ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset", "startingOffsets"),
+        ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit", "checkpoint"),
+        ({"kafka.value.deserializer": "x"}, "kafka.value.deserializer", "binary"),
+        ({"kafka.security.protocol": "SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
+        ({"kafka.ssl.truststore.location": "/x"}, "kafka.ssl.truststore.location", "no TLS"),
+        ({"kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism", "no SASL"),
+        ({"kafka.isolation.level": "serializable"}, "kafka.isolation.level", "read_committed"),
+        ({"fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries", ">= 0"),
+        ({"fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs", "integer"),
+    ],
+)
 def test_unknown_and_invalid_source_options_are_refused(opts, option, words):
     err = option_error(subscribe="t", **opts)
     assert err.option == option
     assert str(err).startswith(f"kbroker: option '{option}'") and words in str(err), str(err)
 
 
-@pytest.mark.parametrize("opts, option, words", [
-    ({"kafka.acks": "banana"}, "kafka.acks", "must be all, -1, 1 or 0"),
-    ({"kafka.compression.type": "brotli"}, "kafka.compression.type", "gzip"),
-    ({"kafka.batch.size": "big"}, "kafka.batch.size", "integer"),
-    ({"kafka.retries": "-2"}, "kafka.retries", ">= 0"),
-    ({"subscribe": "t"}, "subscribe", "source option"),
-    ({"startingOffsets": "earliest"}, "startingOffsets", "source option"),
-    ({"kafka.fetch.max.bytes": "1"}, "kafka.fetch.max.bytes", "not a Kafka producer setting"),
-    ({"kafka.value.serializer": "x"}, "kafka.value.serializer", "as it is"),
-    ({"kafka.transactional.id": "x"}, "kafka.transactional.id", "deliveryGuarantee"),
-    ({"kafka.security.protocol": "SASL_SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
-    ({"tpoic": "x"}, "tpoic", "did you mean 'topic'"),
-])
+@pytest.mark.parametrize(
+    "opts, option, words",
+    [
+        ({"kafka.acks": "banana"}, "kafka.acks", "must be all, -1, 1 or 0"),
+        ({"kafka.compression.type": "brotli"}, "kafka.compression.type", "gzip"),
+        ({"kafka.batch.size": "big"}, "kafka.batch.size", "integer"),
+        ({"kafka.retries": "-2"}, "kafka.retries", ">= 0"),
+        ({"subscribe": "t"}, "subscribe", "source option"),
+        ({"startingOffsets": "earliest"}, "startingOffsets", "source option"),
+        ({"kafka.fetch.max.bytes": "1"}, "kafka.fetch.max.bytes", "not a Kafka producer setting"),
+        ({"kafka.value.serializer": "x"}, "kafka.value.serializer", "as it is"),
+        ({"kafka.transactional.id": "x"}, "kafka.transactional.id", "deliveryGuarantee"),
+        ({"kafka.security.protocol": "SASL_SSL"}, "kafka.security.protocol", "PLAINTEXT only"),
+        ({"tpoic": "x"}, "tpoic", "did you mean 'topic'"),
+    ],
+)
 def test_unknown_and_invalid_sink_options_are_refused(opts, option, words):
     err = sink_error(**opts)
     assert err.option == option
@@ -200,11 +262,21 @@ def test_settings_without_effect_are_accepted_and_said(caplog):
     Spark's groupIdPrefix are accepted, as Spark's connector accepts them, with one
     warning naming them."""
     caplog.set_level("WARNING", logger="broker.spark")
-    o = parse(subscribe="t", groupIdPrefix="etl", **{"kafka.group.id": "g", "kafka.session.timeout.ms": "10000",
-                                                      "kafka.security.protocol": "PLAINTEXT"})
+    o = parse(
+        subscribe="t",
+        groupIdPrefix="etl",
+        **{"kafka.group.id": "g", "kafka.session.timeout.ms": "10000", "kafka.security.protocol": "PLAINTEXT"},
+    )
     assert o.no_effect == ("groupIdPrefix", "kafka.group.id", "kafka.session.timeout.ms")
-    s = SinkOptions.parse({**BS, "topic": "t", "kafka.linger.ms": "5", "kafka.enable.idempotence": "true",
-                           "checkpointLocation": "/tmp/ck"})
+    s = SinkOptions.parse(
+        {
+            **BS,
+            "topic": "t",
+            "kafka.linger.ms": "5",
+            "kafka.enable.idempotence": "true",
+            "checkpointLocation": "/tmp/ck",
+        }
+    )
     assert s.no_effect == ("kafka.enable.idempotence", "kafka.linger.ms")
     warned = [r.getMessage() for r in caplog.records]
     assert any("'kafka.group.id'" in m and "no effect" in m for m in warned), warned
@@ -216,8 +288,9 @@ def test_fetch_offset_retries_and_mode_free_parsing():
     assert (o.fetch_offset_retries, o.fetch_offset_retry_interval_ms) == (5, 50)
     assert (parse(subscribe="t").fetch_offset_retries, parse(subscribe="t").fetch_offset_retry_interval_ms) == (3, 10)
     # at load() the source does not know batch from streaming: only the rules of one mode wait
-    o = SourceOptions.parse({**BS, "subscribe": "t", "endingOffsets": "latest", "maxOffsetsPerTrigger": "5"},
-                            streaming=None)
+    o = SourceOptions.parse(
+        {**BS, "subscribe": "t", "endingOffsets": "latest", "maxOffsetsPerTrigger": "5"}, streaming=None
+    )
     assert o.max_offsets_per_trigger == 5
     with pytest.raises(KBrokerOptionError):
         SourceOptions.parse({**BS, "subscribe": "t", "startingOffset": "x"}, streaming=None)
@@ -258,29 +331,38 @@ def test_encode_arrow_columns_into_batches():
     keys = pa.array([None if i % 9 == 0 else f"k{i}".encode() for i in range(n + 3)], pa.binary()).slice(3)
     values = pa.array([None if i % 17 == 0 else f"value-{i}" for i in range(n + 3)], pa.string()).slice(3)
     htype = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-    headers = pa.array([None if i % 5 == 0 else [{"key": "i", "value": str(i).encode()}, {"key": "z", "value": None}]
-                        for i in range(n + 3)], htype).slice(3)
+    headers = pa.array(
+        [
+            None if i % 5 == 0 else [{"key": "i", "value": str(i).encode()}, {"key": "z", "value": None}]
+            for i in range(n + 3)
+        ],
+        htype,
+    ).slice(3)
     explicit = pa.array([2 if i % 4 == 0 else None for i in range(n)], pa.int32())
     parts = assign_partitions(n, 3, _binary_desc(keys), _int32_desc(explicit), 1)
-    batches = encode_batches(n, parts, _binary_desc(keys), _binary_desc(values), _headers_desc(headers), 1234,
-                             "lz4", 2048)
+    batches = encode_batches(
+        n, parts, _binary_desc(keys), _binary_desc(values), _headers_desc(headers), 1234, "lz4", 2048
+    )
     assert len(batches) > 3
     got = {}
     for p, data, count in batches:
         (b,) = list(iter_batches(data, validate=True))
         assert b.record_count == count and b.compression_name == "lz4" and b.base_timestamp == 1234
         rb = batches_to_arrow(data)
-        got.setdefault(p, []).extend(zip(rb.column(2).to_pylist(), rb.column(3).to_pylist(),
-                                         rb.column(4).to_pylist()))
+        got.setdefault(p, []).extend(zip(rb.column(2).to_pylist(), rb.column(3).to_pylist(), rb.column(4).to_pylist()))
     expected = {}
     for i in range(n):
         key = keys[i].as_py()
         p = 2 if i % 4 == 0 else (partition_for_key(key, 3) if key is not None else 1)
         v = values[i].as_py()
         h = headers[i].as_py()
-        expected.setdefault(p, []).append((key, None if v is None else v.encode(),
-                                           [] if h is None else [{"key": "i", "value": str(i + 3).encode()},
-                                                                 {"key": "z", "value": None}]))
+        expected.setdefault(p, []).append(
+            (
+                key,
+                None if v is None else v.encode(),
+                [] if h is None else [{"key": "i", "value": str(i + 3).encode()}, {"key": "z", "value": None}],
+            )
+        )
     assert got == expected
 
 
@@ -294,8 +376,20 @@ def test_sequences_for_an_idempotent_producer_advance_per_partition():
     values = pa.array([b"x" * 100] * 50)
     parts = assign_partitions(50, 2, None, _int32_desc(pa.array([i % 2 for i in range(50)], pa.int32())), 0)
     seqs = {}
-    batches = encode_batches(50, parts, None, _binary_desc(values), None, 1, None, 1024, producer_id=42,
-                             producer_epoch=3, sequences=seqs, transactional=True)
+    batches = encode_batches(
+        50,
+        parts,
+        None,
+        _binary_desc(values),
+        None,
+        1,
+        None,
+        1024,
+        producer_id=42,
+        producer_epoch=3,
+        sequences=seqs,
+        transactional=True,
+    )
     by_p = {}
     for p, data, count in batches:
         (b,) = list(iter_batches(data, validate=True))
@@ -316,14 +410,16 @@ def test_discovery_precondition_iter_modules_lists_pyspark_kbroker():
     sys.path entry), so `make install` / `make install-test` give the venv a directory
     holding only pyspark_kbroker.py (.venv/spark-discovery, named by a .pth file): listed
     in a plain interpreter of the venv, from anywhere, without PYTHONPATH."""
-    code = ("import pkgutil, pyspark_kbroker; "
-            "print(pyspark_kbroker.DefaultSource.name(), "
-            "'pyspark_kbroker' in {m.name for m in pkgutil.iter_modules()})")
+    code = (
+        "import pkgutil, pyspark_kbroker; "
+        "print(pyspark_kbroker.DefaultSource.name(), "
+        "'pyspark_kbroker' in {m.name for m in pkgutil.iter_modules()})"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    alone = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True,
-                           timeout=60)
-    assert alone.stdout.split() == ["kbroker", "True"], \
+    alone = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=60)
+    assert alone.stdout.split() == ["kbroker", "True"], (
         f"{alone.stdout}{alone.stderr} (a venv made without `make install-test`?)"
+    )
 
 
 # ---------------------------------------------------------------- the stream reader's offsets
@@ -338,10 +434,14 @@ class FakeBroker:
 
     def install(self, monkeypatch):
         from broker.spark import offsets as o
+
         monkeypatch.setattr(o, "connect", lambda *a, **k: self)
         monkeypatch.setattr(o, "topic_partitions", lambda c, sub, must_exist=True: sorted(self.latest))
-        monkeypatch.setattr(o, "list_offsets", lambda c, tps, ts, isolation_level=0: {
-            tp: (self.earliest if ts == -2 else self.latest)[tp] for tp in tps})
+        monkeypatch.setattr(
+            o,
+            "list_offsets",
+            lambda c, tps, ts, isolation_level=0: {tp: (self.earliest if ts == -2 else self.latest)[tp] for tp in tps},
+        )
 
     def close(self):
         pass
@@ -349,11 +449,13 @@ class FakeBroker:
 
 def stream_reader(**opts):
     from broker.spark.stream import KBrokerStreamReader
+
     return KBrokerStreamReader(SourceOptions.parse({**BS, "subscribe": "t", **opts}, streaming=True))
 
 
 def test_stream_offsets_admission_control_and_new_partitions(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
     fake = FakeBroker({("t", 0): 0, ("t", 1): 0}, {("t", 0): 300, ("t", 1): 100})
     fake.install(monkeypatch)
     r = stream_reader(startingOffsets="earliest", maxOffsetsPerTrigger="100")
@@ -361,7 +463,7 @@ def test_stream_offsets_admission_control_and_new_partitions(monkeypatch):
     start = r.initialOffset()
     assert start == {"t": {"0": 0, "1": 0}}
     end = r.latestOffset(start, ReadMaxRows(100))
-    assert end == {"t": {"0": 75, "1": 25}}                     # in proportion to the lag
+    assert end == {"t": {"0": 75, "1": 25}}  # in proportion to the lag
     # a new partition appears: it starts at its log start offset (earliest)
     fake.earliest[("t", 2)], fake.latest[("t", 2)] = 10, 20
     end2 = r.latestOffset(end, ReadAllAvailable())
@@ -374,11 +476,12 @@ def test_stream_offsets_admission_control_and_new_partitions(monkeypatch):
 
 def test_stream_available_now_stops_at_the_target(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadMaxRows
+
     fake = FakeBroker({("t", 0): 0}, {("t", 0): 250})
     fake.install(monkeypatch)
     r = stream_reader(startingOffsets="earliest", maxOffsetsPerTrigger="100", minOffsetsPerTrigger="50")
     r.prepareForTriggerAvailableNow()
-    fake.latest[("t", 0)] = 1000                                   # arrives after the start: not read
+    fake.latest[("t", 0)] = 1000  # arrives after the start: not read
     pos, ends = r.initialOffset(), []
     for _ in range(10):
         nxt = r.latestOffset(pos, ReadMaxRows(100))
@@ -392,14 +495,15 @@ def test_stream_available_now_stops_at_the_target(monkeypatch):
 
 def test_stream_min_offsets_wait_for_data_or_delay(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
+
     fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
     fake.install(monkeypatch)
     r = stream_reader(startingOffsets="earliest", minOffsetsPerTrigger="50", maxTriggerDelay="1h")
     start = r.initialOffset()
-    assert r.latestOffset(start, ReadAllAvailable()) == start      # 10 < 50: wait
+    assert r.latestOffset(start, ReadAllAvailable()) == start  # 10 < 50: wait
     fake.latest[("t", 0)] = 60
     assert r.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 60}}
-    r._last_trigger_ms -= 2 * 3600 * 1000                           # the delay passed
+    r._last_trigger_ms -= 2 * 3600 * 1000  # the delay passed
     fake.latest[("t", 0)] = 61
     assert r.latestOffset({"t": {"0": 60}}, ReadAllAvailable()) == {"t": {"0": 61}}
 
@@ -408,12 +512,12 @@ def test_stream_data_loss_when_the_high_watermark_goes_back(monkeypatch):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from broker.spark import KBrokerDataLossError
+
     fake = FakeBroker({("t", 0): 0}, {("t", 0): 10})
     fake.install(monkeypatch)
     with pytest.raises(KBrokerDataLossError, match="went back from 50 to 10"):
         stream_reader().latestOffset({"t": {"0": 50}}, ReadAllAvailable())
-    assert stream_reader(failOnDataLoss="false").latestOffset({"t": {"0": 50}}, ReadAllAvailable()) == \
-        {"t": {"0": 10}}
+    assert stream_reader(failOnDataLoss="false").latestOffset({"t": {"0": 50}}, ReadAllAvailable()) == {"t": {"0": 10}}
     # planning a range that starts below the log start offset
     fake.earliest[("t", 0)] = 5
     with pytest.raises(KBrokerDataLossError, match="offsets 2..4 of t-0 are gone"):
@@ -431,6 +535,7 @@ def test_options_take_the_clients_producer_defaults():
     broker.addresses.parse_bootstrap.)"""
     from broker.client import sender
     from broker.spark import options
+
     for name in ("DELIVERY_TIMEOUT_MS", "RETRIES_MAX", "RETRY_BACKOFF_MS", "RETRY_BACKOFF_MAX_MS", "BUFFER_MEMORY"):
         assert getattr(options, name) == getattr(sender, name), name
 
@@ -440,23 +545,33 @@ def test_what_spark_imports_to_look_the_source_up_is_light():
     them at each query's start) import pyspark_kbroker and the source's options, and the
     one that plans a stream's reads the stream reader: none of them the client, the
     protocol codecs, the native core or pyarrow."""
-    code = ("import sys, pyspark_kbroker, broker.spark.stream\n"
-            "pyspark_kbroker.DefaultSource({'kafka.bootstrap.servers': 'h:1', 'subscribe': 't'}).schema()\n"
-            "from broker.spark.options import SourceOptions\n"
-            "from broker.spark.stream import KBrokerStreamReader\n"
-            "import pickle\n"
-            "pickle.dumps(KBrokerStreamReader(SourceOptions.parse({'kafka.bootstrap.servers': 'h:1', "
-            "'subscribe': 't'}, streaming=True)))\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('broker.client', 'broker.protocol', "
-            "'broker._native', 'broker.native', 'pyarrow'))))")
+    code = (
+        "import sys, pyspark_kbroker, broker.spark.stream\n"
+        "pyspark_kbroker.DefaultSource({'kafka.bootstrap.servers': 'h:1', 'subscribe': 't'}).schema()\n"
+        "from broker.spark.options import SourceOptions\n"
+        "from broker.spark.stream import KBrokerStreamReader\n"
+        "import pickle\n"
+        "pickle.dumps(KBrokerStreamReader(SourceOptions.parse({'kafka.bootstrap.servers': 'h:1', "
+        "'subscribe': 't'}, streaming=True)))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('broker.client', 'broker.protocol', "
+        "'broker._native', 'broker.native', 'pyarrow'))))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
 
 
-CATALOG = {"provider": "kbroker", "owner": "me", "option.kafka.bootstrap.servers": "127.0.0.1:9092",
-           "option.subscribe": "clicks", "kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "clicks",
-           "option.kafka.acks": "all", "kafka.acks": "all", "comment": "the clicks"}
+CATALOG = {
+    "provider": "kbroker",
+    "owner": "me",
+    "option.kafka.bootstrap.servers": "127.0.0.1:9092",
+    "option.subscribe": "clicks",
+    "kafka.bootstrap.servers": "127.0.0.1:9092",
+    "subscribe": "clicks",
+    "option.kafka.acks": "all",
+    "kafka.acks": "all",
+    "comment": "the clicks",
+}
 
 
 def test_a_catalog_tables_options_serve_both_sides():
@@ -466,6 +581,7 @@ def test_a_catalog_tables_options_serve_both_sides():
     where writes go, `topic` alone where reads come from."""
     from broker.spark.options import options_for, with_table_options
     from broker.spark.schema import spark_schema
+
     o = SourceOptions.parse(CATALOG, streaming=False)
     assert o.subscription.topics == ("clicks",) and o.bootstrap == "127.0.0.1:9092"
     s = SinkOptions.parse(CATALOG)
@@ -495,6 +611,7 @@ def test_a_catalog_tables_options_serve_both_sides():
 
 def test_a_table_write_refuses_rows_read_from_a_topic():
     from broker.spark.writer import _not_read_rows
+
     rows = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "offset": pa.array([None, None], pa.int64())})
     _not_read_rows(rows)
     read = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "offset": pa.array([None, 7], pa.int64())})
@@ -515,17 +632,25 @@ def test_commit_offsets_to_group_option():
 
 def test_lag_as_sparks_kafka_source_reports_it():
     from broker.spark.progress import lag, with_lag_metrics
-    source = {"startOffset": '{"t":{"0":0,"1":0}}', "endOffset": '{"t":{"0":10,"1":4}}',
-              "latestOffset": '{"t":{"0":12,"1":4,"2":3}}', "metrics": {}}
+
+    source = {
+        "startOffset": '{"t":{"0":0,"1":0}}',
+        "endOffset": '{"t":{"0":10,"1":4}}',
+        "latestOffset": '{"t":{"0":12,"1":4,"2":3}}',
+        "metrics": {},
+    }
     # per partition latest - consumed: 2, 0 and 3 (a partition the batch did not read yet)
-    assert lag(source) == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "3",
-                           "avgOffsetsBehindLatest": str(5 / 3)}
-    assert lag({**source, "latestOffset": None}) == {}                  # a replayed batch
-    assert lag({"endOffset": "12", "latestOffset": "12"}) == {}         # not Kafka's offsets
+    assert lag(source) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "3",
+        "avgOffsetsBehindLatest": str(5 / 3),
+    }
+    assert lag({**source, "latestOffset": None}) == {}  # a replayed batch
+    assert lag({"endOffset": "12", "latestOffset": "12"}) == {}  # not Kafka's offsets
     progress = {"batchId": 3, "sources": [source, {"description": "rate", "metrics": {"x": "1"}}]}
     filled = with_lag_metrics(progress)
     assert filled["sources"][0]["metrics"] == lag(source) and filled["sources"][1]["metrics"] == {"x": "1"}
-    assert progress["sources"][0]["metrics"] == {}                      # a copy
+    assert progress["sources"][0]["metrics"] == {}  # a copy
 
 
 def test_stream_reader_reports_the_latest_offsets_its_planning_found(monkeypatch):
@@ -533,10 +658,12 @@ def test_stream_reader_reports_the_latest_offsets_its_planning_found(monkeypatch
     before the read limit cut it, without asking the broker again; initialOffset is
     resolved once."""
     from pyspark.sql.streaming.datasource import ReadMaxRows
+
     fake = FakeBroker({("t", 0): 0, ("t", 1): 0}, {("t", 0): 100, ("t", 1): 50})
     fake.install(monkeypatch)
     calls = []
     from broker.spark import offsets as o
+
     real = o.list_offsets
     monkeypatch.setattr(o, "list_offsets", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     r = stream_reader(startingOffsets="latest")
@@ -556,8 +683,13 @@ def test_exactly_once_capability_is_the_brokers_api_versions():
     from broker.spark.writer import transactions_missing
 
     class Conn:
-        versions = {ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5), ApiKey.END_TXN: (0, 5),
-                    ApiKey.FIND_COORDINATOR: (0, 6)}
+        versions = {
+            ApiKey.INIT_PRODUCER_ID: (0, 5),
+            ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+            ApiKey.END_TXN: (0, 5),
+            ApiKey.FIND_COORDINATOR: (0, 6),
+        }
+
     assert transactions_missing(Conn()) is None
     Conn.versions = {ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FIND_COORDINATOR: (0, 0)}
     assert transactions_missing(Conn()) == "ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR"
@@ -570,6 +702,7 @@ def test_spark_workers_import_pyspark_compiled_in_this_venv():
     kbroker-spark-discovery.pth (make install-test) moves them after site-packages: a
     worker imports the same pyspark, compiled."""
     import pyspark
+
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     zips = sorted(str(z) for z in lib.glob("*.zip"))
     assert any("pyspark.zip" in z for z in zips), zips
@@ -577,5 +710,6 @@ def test_spark_workers_import_pyspark_compiled_in_this_venv():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(zips)}
     r = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert [".zip" in line for line in r.stdout.split()] == [False, False], \
+    assert [".zip" in line for line in r.stdout.split()] == [False, False], (
         f"{r.stdout} (a venv made without `make install-test`?)"
+    )

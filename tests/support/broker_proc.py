@@ -19,6 +19,7 @@ Every wait is bounded. The process dies with the thread that started it
 (PR_SET_PDEATHSIG through util-linux's setpriv, so start brokers from the main thread)
 and is killed at interpreter exit, whatever happens.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -40,10 +41,21 @@ _running: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
 
 class BrokerProcess:
-    def __init__(self, data_dir, config: dict | None = None, port: int | None = None, broker_id: int = 0,
-                 log_level: str = "info", env: dict | None = None, event_loop: str = "asyncio",
-                 nofile: int | None = None, host: str = "127.0.0.1", python: str | None = None,
-                 cwd: Path | None = None, umask: int | None = None):
+    def __init__(
+        self,
+        data_dir,
+        config: dict | None = None,
+        port: int | None = None,
+        broker_id: int = 0,
+        log_level: str = "info",
+        env: dict | None = None,
+        event_loop: str = "asyncio",
+        nofile: int | None = None,
+        host: str = "127.0.0.1",
+        python: str | None = None,
+        cwd: Path | None = None,
+        umask: int | None = None,
+    ):
         self.data_dir = Path(data_dir)
         self.python = python or sys.executable
         self.cwd = cwd
@@ -81,9 +93,21 @@ class BrokerProcess:
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         # a test naming log.dirs itself (several log dirs) has them instead of the data dir
         data_dir = [] if "log.dirs" in self.config else ["--data-dir", str(self.data_dir)]
-        cmd = [*die_with_parent, self.python, "-m", "broker.cli.main", "serve", *data_dir,
-               "--broker-id", str(self.broker_id), "--log-level", self.log_level, "--event-loop", self.event_loop]
-        if "listeners" not in self.config:      # else the test names its listeners (one of them on self.port)
+        cmd = [
+            *die_with_parent,
+            self.python,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            *data_dir,
+            "--broker-id",
+            str(self.broker_id),
+            "--log-level",
+            self.log_level,
+            "--event-loop",
+            self.event_loop,
+        ]
+        if "listeners" not in self.config:  # else the test names its listeners (one of them on self.port)
             cmd += ["--listen", f"{self.host}:{self.port}"]
         for k, v in self.config.items():
             cmd += ["--set", f"{k}={v}"]
@@ -106,8 +130,15 @@ class BrokerProcess:
         return self
 
     def _spawn(self) -> None:
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self._env,
-                                     stdin=subprocess.DEVNULL, preexec_fn=self.preexec, cwd=self.cwd)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=self.preexec,
+            cwd=self.cwd,
+        )
         _running.add(self)
 
     def preexec(self) -> None:
@@ -116,6 +147,7 @@ class BrokerProcess:
             os.umask(self.umask)
         if self.nofile is not None:
             import resource
+
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def open_fds(self) -> int:
@@ -124,13 +156,18 @@ class BrokerProcess:
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         from broker.client import BrokerConnection, ClientError
+
         deadline = time.monotonic() + timeout
         port_retries = 3
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self.log_tail()
-                if self._port_chosen_here and not self._ever_ready and port_retries and \
-                        f"cannot listen on {self.host}:{self.port}: Address already in use" in tail:
+                if (
+                    self._port_chosen_here
+                    and not self._ever_ready
+                    and port_retries
+                    and f"cannot listen on {self.host}:{self.port}: Address already in use" in tail
+                ):
                     port_retries -= 1
                     self.port = free_port()
                     self._spawn()

@@ -13,6 +13,7 @@ in its profile dir) and one WebSocket to its browser target carries every comman
 tabs' ones as flat sessions. The process is killed at close(), and with the thread that
 started it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,9 +36,12 @@ class WebSocket:
     def __init__(self, host: str, port: int, path: str, timeout: float = COMMAND_TIMEOUT_S):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
-                          .encode())
+        self.sock.sendall(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(4096)
@@ -146,10 +150,26 @@ class Chromium:
         profile.mkdir(parents=True, exist_ok=True)
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         self.proc = subprocess.Popen(
-            [*die_with_parent, "nice", "-n", "19", exe, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars", "--remote-debugging-port=0",
-             f"--user-data-dir={profile}", f"--window-size={self.width},{self.height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=open(self.dir / "chromium.log", "wb"))
+            [
+                *die_with_parent,
+                "nice",
+                "-n",
+                "19",
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--hide-scrollbars",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                f"--window-size={self.width},{self.height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "chromium.log", "wb"),
+        )
         active = profile / "DevToolsActivePort"
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (active.exists() and len(active.read_text().splitlines()) >= 2):
@@ -209,8 +229,13 @@ class Chromium:
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         page = Page(self, session)
         page.call("Page.enable")
-        page.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1,
-                  mobile=False)
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         if not javascript:
             page.call("Emulation.setScriptExecutionDisabled", value=True)
         self._events.clear()

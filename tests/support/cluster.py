@@ -49,6 +49,7 @@ runs alone with its embedded store: the processes, ports and signals work, but t
 brokers do not see each other. `speaks_zookeeper()` says which; `start()` waits for the
 brokers to register with each other only when they can.
 """
+
 from __future__ import annotations
 
 import functools
@@ -69,8 +70,8 @@ from tests.support.broker_proc import START_TIMEOUT, STOP_TIMEOUT, BrokerProcess
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
 POLL_INTERVAL = 0.1
-REQUEST_TIMEOUT = 5.0                  # one Metadata round trip to one broker
-DEFAULT_SESSION_TIMEOUT_MS = 18000     # the broker's zookeeper.session.timeout.ms default
+REQUEST_TIMEOUT = 5.0  # one Metadata round trip to one broker
+DEFAULT_SESSION_TIMEOUT_MS = 18000  # the broker's zookeeper.session.timeout.ms default
 
 
 class ClusterTimeout(AssertionError):
@@ -119,30 +120,46 @@ BROKER_HOST_BASE = 10
 def speaks_zookeeper() -> bool:
     """Whether this build's `broker serve` accepts --zookeeper (the cluster mode)."""
     from broker.cli.main import build_parser
+
     _, unknown = build_parser().parse_known_args(["serve", "--zookeeper", "127.0.0.1:2181"])
     return not unknown
 
 
 class Cluster:
-    def __init__(self, directory, n: int = 3, zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
-                 config: dict | None = None, per_broker: dict[int, dict] | None = None,
-                 chroot: str | None = None, log_level: str = "info", distinct_hosts: bool | str = False,
-                 ensemble: int = 0, event_loop: str = "asyncio"):
+    def __init__(
+        self,
+        directory,
+        n: int = 3,
+        zookeeper: ZooKeeperServer | ZooKeeperEnsemble | None = None,
+        config: dict | None = None,
+        per_broker: dict[int, dict] | None = None,
+        chroot: str | None = None,
+        log_level: str = "info",
+        distinct_hosts: bool | str = False,
+        ensemble: int = 0,
+        event_loop: str = "asyncio",
+    ):
         self.dir = Path(directory)
         #: the brokers' --event-loop (the suite runs asyncio's; see tests/cluster/test_uvloop_cluster.py)
         self.event_loop = event_loop
         #: '127.A.C' when each process has its own address (see the module docstring), else None
-        self.block = (distinct_hosts if isinstance(distinct_hosts, str) else address_block()) \
-            if distinct_hosts else None
+        self.block = (
+            (distinct_hosts if isinstance(distinct_hosts, str) else address_block()) if distinct_hosts else None
+        )
         self.own_zookeeper = zookeeper is None
         if self.block is not None and zookeeper is not None and not zookeeper.host.startswith(self.block + "."):
             raise ValueError(f"distinct hosts: ZooKeeper must listen in {self.block}.0/24, not on {zookeeper.host}")
         if zookeeper is None and ensemble:
-            zookeeper = ZooKeeperEnsemble(self.dir / "zookeeper", hosts=[
-                "127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX + i}"
-                for i in range(ensemble)])
+            zookeeper = ZooKeeperEnsemble(
+                self.dir / "zookeeper",
+                hosts=[
+                    "127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX + i}"
+                    for i in range(ensemble)
+                ],
+            )
         self.zookeeper = zookeeper or ZooKeeperServer(
-            self.dir / "zookeeper", host="127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX}")
+            self.dir / "zookeeper", host="127.0.0.1" if self.block is None else f"{self.block}.{ZOOKEEPER_HOST_SUFFIX}"
+        )
         self.chroot = (chroot or f"kb_{uuid.uuid4().hex[:12]}").strip("/")
         self.zk_connect = self.zookeeper.chroot(self.chroot)
         self.coordinated = speaks_zookeeper()
@@ -154,9 +171,14 @@ class Cluster:
         self.log_level = log_level
         for broker_id in range(1, n + 1):
             cfg = {**self.config, **(per_broker or {}).get(broker_id, {})}
-            self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data", config=cfg,
-                                                    broker_id=broker_id, log_level=log_level,
-                                                    host=self.host_of(broker_id), event_loop=event_loop)
+            self.brokers[broker_id] = BrokerProcess(
+                self.dir / f"broker-{broker_id}" / "data",
+                config=cfg,
+                broker_id=broker_id,
+                log_level=log_level,
+                host=self.host_of(broker_id),
+                event_loop=event_loop,
+            )
 
     def __repr__(self) -> str:
         return f"Cluster({self.zk_connect}, {', '.join(f'{i}={self.state(i)}' for i in self.ids)})"
@@ -209,18 +231,23 @@ class Cluster:
             self.wait_for_brokers(ids, timeout=timeout)
         return self
 
-    def add_broker(self, broker_id: int | None = None, config: dict | None = None,
-                   timeout: float = START_TIMEOUT) -> int:
+    def add_broker(
+        self, broker_id: int | None = None, config: dict | None = None, timeout: float = START_TIMEOUT
+    ) -> int:
         """A new broker joins the running cluster (next id by default), with the
         cluster's config plus `config`; started like the others (same ZooKeeper chroot,
         its own data dir and port). Returns its id."""
         broker_id = broker_id if broker_id is not None else max(self.brokers, default=0) + 1
         if broker_id in self.brokers:
             raise ValueError(f"broker {broker_id} is already in this cluster")
-        self.brokers[broker_id] = BrokerProcess(self.dir / f"broker-{broker_id}" / "data",
-                                                config={**self.config, **(config or {})}, broker_id=broker_id,
-                                                log_level=self.log_level, host=self.host_of(broker_id),
-                                                event_loop=self.event_loop)
+        self.brokers[broker_id] = BrokerProcess(
+            self.dir / f"broker-{broker_id}" / "data",
+            config={**self.config, **(config or {})},
+            broker_id=broker_id,
+            log_level=self.log_level,
+            host=self.host_of(broker_id),
+            event_loop=self.event_loop,
+        )
         self.start(broker_id, timeout)
         return broker_id
 
@@ -281,14 +308,16 @@ class Cluster:
         """(answering broker id, MetadataResponse) from `via`, or from the first live broker
         that answers. topics=None asks for every topic; nothing is auto-created."""
         candidates = [via] if via is not None else self.live_ids()
-        request = MetadataRequest(topics=None if topics is None else
-                                  [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-                                  allow_auto_topic_creation=False)
+        request = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
         errors = []
         for i in candidates:
             try:
-                with BrokerConnection(self.brokers[i].host, self.brokers[i].port, client_id="cluster-harness",
-                                      timeout=timeout) as conn:
+                with BrokerConnection(
+                    self.brokers[i].host, self.brokers[i].port, client_id="cluster-harness", timeout=timeout
+                ) as conn:
                     return i, conn.request(request)
             except (ClientError, KafkaProtocolError, OSError) as exc:
                 errors.append(f"broker {i}: {exc}")
@@ -326,7 +355,7 @@ class Cluster:
     def registered_in_zookeeper(self) -> list[int]:
         """The ids under /brokers/ids of this cluster's chroot: ZooKeeper's own answer,
         there even when every broker is down (until their sessions expire)."""
-        path = f"/{self.chroot}/brokers/ids"             # outside the chroot, which may not exist yet
+        path = f"/{self.chroot}/brokers/ids"  # outside the chroot, which may not exist yet
         zk = KazooClient(hosts=self.zookeeper.connect, timeout=REQUEST_TIMEOUT)
         try:
             zk.start(timeout=REQUEST_TIMEOUT)
@@ -353,33 +382,40 @@ class Cluster:
             raise NoLiveBroker("no live broker")
         return live
 
-    def wait_for_leader(self, topic: str, partition: int, not_in=(), timeout: float | None = None,
-                        everywhere: bool = False) -> int:
+    def wait_for_leader(
+        self, topic: str, partition: int, not_in=(), timeout: float | None = None, everywhere: bool = False
+    ) -> int:
         """A live leader, not one of not_in (e.g. the broker just killed); its id."""
+
         def probe():
             leaders = {via: self.leader_of(topic, partition, via) for via in self._asked(everywhere)}
             found = set(leaders.values())
             leader = found.pop() if len(found) == 1 else -1
             return leader in self.live_ids() and leader not in set(not_in), leader, f"leaders {leaders}"
+
         return self._until(f"a leader of {topic}-{partition} not in {set(not_in) or '{}'}", probe, timeout)
 
-    def wait_for_isr(self, topic: str, partition: int, expected, timeout: float | None = None,
-                     everywhere: bool = False) -> list[int]:
+    def wait_for_isr(
+        self, topic: str, partition: int, expected, timeout: float | None = None, everywhere: bool = False
+    ) -> list[int]:
         """The ISR is exactly `expected` (in any order); returns it as the broker lists it."""
         expected = set(expected)
 
         def probe():
             isrs = {via: self.isr_of(topic, partition, via) for via in self._asked(everywhere)}
             return all(set(isr) == expected for isr in isrs.values()), next(iter(isrs.values())), f"ISR {isrs}"
+
         return self._until(f"ISR of {topic}-{partition} == {sorted(expected)}", probe, timeout)
 
     def wait_for_controller(self, not_in=(), timeout: float | None = None, everywhere: bool = False) -> int:
         """A live controller, not one of not_in; its id."""
+
         def probe():
             ids = {via: self.controller_id(via) for via in self._asked(everywhere)}
             found = set(ids.values())
             controller = found.pop() if len(found) == 1 else -1
             return controller in self.live_ids() and controller not in set(not_in), controller, f"controller {ids}"
+
         return self._until(f"a controller not in {set(not_in) or '{}'}", probe, timeout)
 
     def wait_for_unregistered(self, ids, timeout: float | None = None) -> None:
@@ -389,6 +425,7 @@ class Cluster:
         def probe():
             left = ids & set(self.registered_in_zookeeper())
             return not left, None, f"still registered: {sorted(left)}"
+
         self._until(f"registrations of brokers {sorted(ids)} gone", probe, timeout)
 
     def wait_for_brokers(self, ids=None, timeout: float | None = None) -> None:
@@ -401,4 +438,5 @@ class Cluster:
             seen = {via: (self.registered_ids(via), self.controller_id(via)) for via in self.live_ids()}
             done = all(ids <= set(listed) and controller in listed for listed, controller in seen.values())
             return done, None, f"(brokers, controller) {seen}"
+
         self._until(f"brokers {sorted(ids)} registered", probe, timeout)

@@ -1,6 +1,7 @@
 """A coordinator's internal topic on a real Log for unit tests of the coordinators
 (broker/coordinator/, broker/txn/): what the coordinator runtime's partition writer does
 (broker/coordinator/partition_writer.py), done directly on a Log this broker leads."""
+
 from __future__ import annotations
 
 from broker.log import Log

@@ -1,5 +1,6 @@
 """Dependencies of the integration tests. Under CI (CI=true) a missing dependency is a
 failure, never a silent skip; on a developer machine the test skips, saying what to install."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ reconnect to the broker directly after reading the metadata. Frames are parsed (
 api key, correlation id) only to know which answer belongs to which request; the bytes
 pass through unchanged. Threads, bounded: everything stops at close().
 """
+
 from __future__ import annotations
 
 import socket
@@ -22,9 +23,9 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.port = port or free_port()
         self._lock = threading.Lock()
-        self._drops: dict[int, int] = {}           # api key -> answers still to lose
-        self.dropped: dict[int, int] = {}          # api key -> answers lost so far
-        self.requests: dict[int, int] = {}         # api key -> requests seen
+        self._drops: dict[int, int] = {}  # api key -> answers still to lose
+        self.dropped: dict[int, int] = {}  # api key -> answers lost so far
+        self.requests: dict[int, int] = {}  # api key -> requests seen
         self._sockets: list[socket.socket] = []
         self._closed = False
         self._listener = socket.create_server(("127.0.0.1", self.port))
@@ -58,7 +59,7 @@ class FaultProxy:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sockets += [client, upstream]
-            pending: dict[int, int] = {}            # correlation id -> api key
+            pending: dict[int, int] = {}  # correlation id -> api key
             threading.Thread(target=self._pump, args=(client, upstream, pending, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, pending, False), daemon=True).start()
 
@@ -96,7 +97,7 @@ class FaultProxy:
                             self._drops[api_key] -= 1
                             self.dropped[api_key] = self.dropped.get(api_key, 0) + 1
                     if lose:
-                        break                       # the answer is lost with the connection
+                        break  # the answer is lost with the connection
                 dst.sendall(head + body)
         except (OSError, struct.error):
             pass

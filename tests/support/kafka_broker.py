@@ -10,6 +10,7 @@ loopback ports, a small heap.
 Every wait is bounded; the JVM is killed at exit whatever happens. `jvm_flags` replaces
 the quick-start flags (benchmarks give the broker Kafka's own, KAFKA_JVM_FLAGS: a full JIT, G1).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,15 @@ DEFAULTS = {
 }
 QUICK_JVM_FLAGS = ("-Xms256m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # what bin/kafka-server-start.sh gives the broker (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS)
-KAFKA_JVM_FLAGS = ("-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent")
+KAFKA_JVM_FLAGS = (
+    "-Xms1g",
+    "-Xmx1g",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)
 
 LOG4J2_PROPERTIES = """status = error
 appender.file.type = File
@@ -61,8 +69,14 @@ def kafka_uuid() -> str:
 
 
 class KafkaBroker:
-    def __init__(self, directory, config: dict | None = None, port: int | None = None, node_id: int = 1,
-                 jvm_flags: tuple = QUICK_JVM_FLAGS):
+    def __init__(
+        self,
+        directory,
+        config: dict | None = None,
+        port: int | None = None,
+        node_id: int = 1,
+        jvm_flags: tuple = QUICK_JVM_FLAGS,
+    ):
         self.dir = Path(directory)
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -108,12 +122,21 @@ class KafkaBroker:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.format()
         self._write_config()
-        cmd = java_command("kafka.Kafka", self.config_path, heap=self._heap(), quick=False,
-                           jvm_args=(*self._other_flags(), f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                                     f"-Dkafka.logs.dir={self.dir}"))
+        cmd = java_command(
+            "kafka.Kafka",
+            self.config_path,
+            heap=self._heap(),
+            quick=False,
+            jvm_args=(
+                *self._other_flags(),
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={self.dir}",
+            ),
+        )
         self._out = open(self.dir / "stdout.log", "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self._wait_ready(timeout)
         return self
 
@@ -130,6 +153,7 @@ class KafkaBroker:
         """Ready once the broker answers Metadata with itself in it (registered with the controller)."""
         from broker.client import BrokerConnection, ClientError
         from broker.protocol.messages.metadata import MetadataRequest
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

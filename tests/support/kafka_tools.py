@@ -15,6 +15,7 @@ about halves the next starts), and tests group many checks per launch.
 When Java or the jars are missing the test fails under CI=true and skips elsewhere, saying
 how to get them (tests/support/deps.py).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,11 +31,10 @@ JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
 KAFKA_LIBS = JVM_DIR / "target" / "kafka-libs"
 SPARK_LIBS = JVM_DIR / "target" / "spark-libs"
 TEST_PROGRAM_JAR = KAFKA_LIBS / "kbroker-jvm-tests.jar"
-CDS_DIR = JVM_DIR / "target" / "cds"      # emptied by `make testdeps` whenever the jars change
+CDS_DIR = JVM_DIR / "target" / "cds"  # emptied by `make testdeps` whenever the jars change
 
 # short-lived tool JVMs: the interpreter and C1 start faster than tiered C2 on 2 cores
-JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xss512k",
-             "-Djava.awt.headless=true")
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xss512k", "-Djava.awt.headless=true")
 DEFAULT_HEAP = "256m"
 DEFAULT_TIMEOUT = 120.0
 _dumps = itertools.count()
@@ -100,8 +100,9 @@ def require_spark_libs() -> list[Path]:
     return jars
 
 
-def java_command(main_class: str, *args: str, heap: str = DEFAULT_HEAP, jvm_args: tuple = (),
-                 quick: bool = True) -> list[str]:
+def java_command(
+    main_class: str, *args: str, heap: str = DEFAULT_HEAP, jvm_args: tuple = (), quick: bool = True
+) -> list[str]:
     """quick=False leaves JIT and GC to jvm_args, without a CDS archive (the Apache Kafka
     broker, benchmarks: JVMs that run long)."""
     libs = require_kafka_libs()
@@ -133,34 +134,65 @@ def tool_command(name: str, *args: str, **kw) -> list[str]:
     return java_command(TOOLS[name], *args, **kw)
 
 
-def run_java(cmd: list[str], input: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-             check: bool = True, env: dict | None = None) -> ToolRun:
+def run_java(
+    cmd: list[str],
+    input: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    check: bool = True,
+    env: dict | None = None,
+) -> ToolRun:
     try:
-        p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=env,
-                           stdin=None if input is not None else subprocess.DEVNULL)
+        p = subprocess.run(
+            cmd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as e:
-        raise ToolError(f"{' '.join(cmd[-12:])}: no exit within {timeout} s\n"
-                        f"stdout: {_text(e.stdout)[-3000:]}\nstderr: {_text(e.stderr)[-3000:]}") from None
+        raise ToolError(
+            f"{' '.join(cmd[-12:])}: no exit within {timeout} s\n"
+            f"stdout: {_text(e.stdout)[-3000:]}\nstderr: {_text(e.stderr)[-3000:]}"
+        ) from None
     _adopt_archives(cmd)
     run = ToolRun(cmd, p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:
-        raise ToolError(f"{' '.join(cmd[-12:])}: exit {p.returncode}\n"
-                        f"stdout: {p.stdout[-3000:]}\nstderr: {p.stderr[-3000:]}")
+        raise ToolError(
+            f"{' '.join(cmd[-12:])}: exit {p.returncode}\nstdout: {p.stdout[-3000:]}\nstderr: {p.stderr[-3000:]}"
+        )
     return run
 
 
-def kafka_tool(name: str, *args, input: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-               check: bool = True, heap: str = DEFAULT_HEAP, jvm_args: tuple = (), quick: bool = True) -> ToolRun:
+def kafka_tool(
+    name: str,
+    *args,
+    input: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    check: bool = True,
+    heap: str = DEFAULT_HEAP,
+    jvm_args: tuple = (),
+    quick: bool = True,
+) -> ToolRun:
     """Runs Kafka's bin/<name>.sh with ARGS to its end; check=True raises on a non-zero exit."""
-    return run_java(tool_command(name, *args, heap=heap, jvm_args=jvm_args, quick=quick), input=input,
-                    timeout=timeout, check=check)
+    return run_java(
+        tool_command(name, *args, heap=heap, jvm_args=jvm_args, quick=quick), input=input, timeout=timeout, check=check
+    )
 
 
-def java_program(main: str, *args, input: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 check: bool = True, heap: str = DEFAULT_HEAP) -> ToolRun:
+def java_program(
+    main: str,
+    *args,
+    input: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    check: bool = True,
+    heap: str = DEFAULT_HEAP,
+) -> ToolRun:
     """Runs a class of the project's Java test program (tests/jvm/src), e.g. "ProducerCheck"."""
-    return run_java(java_command(f"io.kbroker.jvmtests.{main}", *args, heap=heap), input=input,
-                    timeout=timeout, check=check)
+    return run_java(
+        java_command(f"io.kbroker.jvmtests.{main}", *args, heap=heap), input=input, timeout=timeout, check=check
+    )
 
 
 class StartedTool:
@@ -200,8 +232,10 @@ class StartedTool:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.stop()
-            raise ToolError(f"{' '.join(self.cmd[-12:])}: no exit within {timeout} s\n"
-                            f"stdout: {self.output()[-3000:]}\nstderr: {self.stderr()[-3000:]}") from None
+            raise ToolError(
+                f"{' '.join(self.cmd[-12:])}: no exit within {timeout} s\n"
+                f"stdout: {self.output()[-3000:]}\nstderr: {self.stderr()[-3000:]}"
+            ) from None
         _adopt_archives(self.cmd)
         return self.proc.returncode, self.output()
 
@@ -212,8 +246,9 @@ class StartedTool:
         self.stop()
 
 
-def start_kafka_tool(name: str, *args, out_dir: Path, label: str | None = None,
-                     heap: str = DEFAULT_HEAP) -> StartedTool:
+def start_kafka_tool(
+    name: str, *args, out_dir: Path, label: str | None = None, heap: str = DEFAULT_HEAP
+) -> StartedTool:
     """Starts Kafka's bin/<name>.sh with ARGS, its output in out_dir/<label or name>.out/.err."""
     return StartedTool(tool_command(name, *args, heap=heap), out_dir, label or name)
 

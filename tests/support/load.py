@@ -1,4 +1,5 @@
 """Load generation shared by the benchmarks (bench/) and the tests that push volume."""
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ field `seq` counting that logger's lines, then ends without closing anything:
 logging.shutdown() at interpreter exit delivers what is still queued. The queue holds all
 N lines, so none may be dropped however far the sender falls behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,22 @@ LOGGERS = ("app.a", "app.b", "app.c", "app.d")
 
 
 def main(bootstrap: str, topic: str, n: int, layout: str = "json") -> None:
-    logging.config.dictConfig({
-        "version": 1,
-        "handlers": {"kafka": {"class": "broker.applog.KafkaLogHandler", "bootstrap_servers": bootstrap,
-                               "topic": topic, "layout": layout, "queue_size": n, "close_timeout": 120}},
-        "root": {"level": "INFO", "handlers": ["kafka"]},
-    })
+    logging.config.dictConfig(
+        {
+            "version": 1,
+            "handlers": {
+                "kafka": {
+                    "class": "broker.applog.KafkaLogHandler",
+                    "bootstrap_servers": bootstrap,
+                    "topic": topic,
+                    "layout": layout,
+                    "queue_size": n,
+                    "close_timeout": 120,
+                }
+            },
+            "root": {"level": "INFO", "handlers": ["kafka"]},
+        }
+    )
     loggers = [logging.getLogger(name) for name in LOGGERS]
     for i in range(n):
         loggers[i % 4].info("line %d of %d", i, n, extra={"seq": i // 4})
@@ -34,13 +45,14 @@ def main(bootstrap: str, topic: str, n: int, layout: str = "json") -> None:
 def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 120.0) -> list:
     """Every record of the topic, once `count` are there (or what came within `timeout` s)."""
     from broker.client import Consumer
+
     out: list = []
     deadline = time.monotonic() + timeout
     with Consumer(bootstrap) as c:
         c.assign(topic, None, "earliest")
         while len(out) < count and time.monotonic() < deadline:
             out.extend(c.poll(1.0))
-        out.extend(c.poll(0.2))          # and nothing more than expected
+        out.extend(c.poll(0.2))  # and nothing more than expected
     return out
 
 
@@ -48,6 +60,7 @@ def check_delivered(records: list, n: int, pid: int) -> None:
     """All n lines of one run of main() with layout json, each logger's in order, keyed by
     logger name, with the host and process headers."""
     import socket
+
     assert len(records) == n, f"{len(records)} records, {n} logged"
     seqs: dict[str, list[int]] = {name: [] for name in LOGGERS}
     partitions: dict[str, set[int]] = {name: set() for name in LOGGERS}

@@ -1,6 +1,7 @@
 """Clients that push large requests behind a long poll of theirs: what a READ-only client
 can make a broker hold (tests/interop/test_connection_limits.py, bench/connection_memory.py).
 Every wait is bounded."""
+
 from __future__ import annotations
 
 import socket
@@ -27,10 +28,24 @@ def rss_bytes(pid: int) -> int:
 def long_poll(topic: str, topic_id, correlation_id: int, max_wait_ms: int) -> bytes:
     """A Fetch that waits max_wait_ms for more bytes than will ever come."""
     from broker.protocol.messages.fetch import FetchRequest as F
-    req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1 << 30, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[],
-            topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+
+    req = F(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1 << 30,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                topic_id=topic_id,
+                partitions=[F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)],
+            )
+        ],
+    )
     return codec.encode_request(1, 13, correlation_id, "push", req)
 
 
@@ -41,10 +56,11 @@ _PADDING = memoryview(bytes(BIG))
 def send_padded_api_versions(sock: socket.socket, correlation_id: int, size: int) -> None:
     """Sends an ApiVersions request with padding after its body up to `size` bytes
     (ignored, as by Kafka): a large frame any principal may send."""
-    body = codec.encode_request(18, 3, correlation_id, "push", ApiVersionsRequest(client_software_name="raw",
-                                                                                  client_software_version="1"))[4:]
+    body = codec.encode_request(
+        18, 3, correlation_id, "push", ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+    )[4:]
     sock.sendall(struct.pack(">i", size) + body)
-    sock.sendall(_PADDING[:size - len(body)])
+    sock.sendall(_PADDING[: size - len(body)])
 
 
 def read_frame(sock: socket.socket, buf: bytearray) -> bytes | None:
@@ -53,8 +69,8 @@ def read_frame(sock: socket.socket, buf: bytearray) -> bytes | None:
         if len(buf) >= 4:
             size = struct.unpack_from(">i", buf)[0]
             if len(buf) >= 4 + size:
-                out = bytes(buf[4:4 + size])
-                del buf[:4 + size]
+                out = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
                 return out
         data = sock.recv(1 << 16)
         if not data:
@@ -85,15 +101,16 @@ class Pusher(threading.Thread):
                 answer = read_frame(self.sock, buf)
                 assert answer is not None, "the broker closed the connection"
                 self.answers.append(struct.unpack_from(">i", answer)[0])
-        except BaseException as exc:             # reported by the caller
+        except BaseException as exc:  # reported by the caller
             self.error = exc
 
     def close(self) -> None:
         self.sock.close()
 
 
-def pushed_behind_long_polls(broker: BrokerProcess, topic: str, connections: int, frames_each: int,
-                             max_wait_ms: int = 6000) -> int:
+def pushed_behind_long_polls(
+    broker: BrokerProcess, topic: str, connections: int, frames_each: int, max_wait_ms: int = 6000
+) -> int:
     """The broker's peak RSS growth while `connections` clients each push `frames_each`
     frames of 20 MiB behind a long poll of `max_wait_ms`; checks that every request is
     then answered, in order, on its connection."""
@@ -106,7 +123,7 @@ def pushed_behind_long_polls(broker: BrokerProcess, topic: str, connections: int
     for p in pushers:
         p.start()
     peak = before
-    deadline = time.monotonic() + max_wait_ms / 1000 * 0.75          # inside the long polls
+    deadline = time.monotonic() + max_wait_ms / 1000 * 0.75  # inside the long polls
     while time.monotonic() < deadline:
         peak = max(peak, rss_bytes(broker.pid))
         time.sleep(0.1)

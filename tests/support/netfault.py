@@ -27,6 +27,7 @@ Needs root and the iptables binary (Debian's `iptables`, installed by `make sysd
 Debian 12's default is the nf_tables backend (`iptables-nft`); the legacy backend works
 the same here, the rules are the same either way. `available()` says what is missing.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -57,8 +58,7 @@ def available() -> str | None:
         return "iptables (apt-get install iptables, or run 'make sysdeps' as root)"
     if os.geteuid() != 0:
         return "root (iptables rules need CAP_NET_ADMIN: run the tests as root)"
-    r = subprocess.run(["iptables", "-w", "5", "-S", CHAIN], capture_output=True, text=True,
-                       timeout=IPTABLES_TIMEOUT)
+    r = subprocess.run(["iptables", "-w", "5", "-S", CHAIN], capture_output=True, text=True, timeout=IPTABLES_TIMEOUT)
     if r.returncode != 0:
         return f"a working iptables ({r.stderr.strip()})"
     return None
@@ -149,7 +149,7 @@ class NetFaults:
             raise ValueError(f"tag {tag!r}: no spaces or quotes")
         self.tag = tag
         self.comment = f"{COMMENT_PREFIX} pid={os.getpid()} {tag}"
-        self._rules: list[tuple[str, str]] = []      # (src, dst), in the order added
+        self._rules: list[tuple[str, str]] = []  # (src, dst), in the order added
         with _lock:
             if not _live:
                 sweep_stale()
@@ -184,7 +184,7 @@ class NetFaults:
         """Cuts every address of each group from every address of the other groups."""
         groups = [list(g) for g in groups]
         for i, g in enumerate(groups):
-            for h in groups[i + 1:]:
+            for h in groups[i + 1 :]:
                 for a in g:
                     for b in h:
                         self.cut(a, b)

@@ -1,4 +1,5 @@
 """Free TCP ports on loopback."""
+
 import socket
 
 from broker.perf.local import free_port as reserved_port
@@ -21,6 +22,7 @@ def free_port() -> int:
 
 def wait_port(host: str, port: int, timeout: float) -> bool:
     import time
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

@@ -9,6 +9,7 @@ in a directory of the test's, stopped (SIGTERM, then SIGKILL) when the block end
 The process dies with the thread that started it (PR_SET_PDEATHSIG through util-linux's
 setpriv), as the brokers of tests/support/broker_proc.py do.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,17 +45,31 @@ class Prometheus:
         self.log_path = self.dir / "prometheus.log"
 
     def __enter__(self) -> Prometheus:
-        config = {"global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_INTERVAL,
-                             "evaluation_interval": "1m"},
-                  "scrape_configs": self.scrape_configs}
+        config = {
+            "global": {
+                "scrape_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": SCRAPE_INTERVAL,
+                "evaluation_interval": "1m",
+            },
+            "scrape_configs": self.scrape_configs,
+        }
         (self.dir / "prometheus.yml").write_text(yaml.safe_dump(config))
         die_with_parent = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [*die_with_parent, self.exe, f"--config.file={self.dir / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
-                 "--log.level=info"],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+                [
+                    *die_with_parent,
+                    self.exe,
+                    f"--config.file={self.dir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.dir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=info",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                start_new_session=True,
+            )
         try:
             self.wait_for(self._ready, "Prometheus ready", START_TIMEOUT_S)
         except BaseException:

@@ -21,6 +21,7 @@ Mounting needs root (CAP_SYS_ADMIN), and failing_ext4 mkfs.ext4 and a free loop 
 without them the test fails under CI and skips on a developer machine, saying so. Every
 mount is unmounted at exit whatever happens (lazily when a process still holds it).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,8 @@ from pathlib import Path
 
 from tests.support.deps import missing
 
-EXT4_IOC_SHUTDOWN = 0x8004587D                 # _IOR('X', 125, __u32)
-EXT4_GOING_FLAGS_NOLOGFLUSH = 2                # shut down at once, the journal not flushed
+EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2  # shut down at once, the journal not flushed
 
 
 class SmallFs:
@@ -64,8 +65,12 @@ def small_tmpfs(path: Path, mib: int):
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         missing("a tmpfs mount", "mounting needs root: run the tests as root, as 'make test' in CI does")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0755", "tmpfs", str(path)],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if r.returncode != 0:
         missing("a tmpfs mount", f"mount failed: {r.stderr.strip()} (a container without CAP_SYS_ADMIN?)")
     try:
@@ -81,11 +86,15 @@ class FailingFs:
         self.failed = False
 
     def mount(self) -> None:
-        r = subprocess.run(["mount", "-o", "loop", str(self.image), str(self.path)], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            ["mount", "-o", "loop", str(self.image), str(self.path)], capture_output=True, text=True, timeout=60
+        )
         if r.returncode != 0:
-            missing("a loop-mounted ext4 image", f"mount -o loop failed: {r.stderr.strip()} (no free loop "
-                                                 f"device, or a container without CAP_SYS_ADMIN?)")
+            missing(
+                "a loop-mounted ext4 image",
+                f"mount -o loop failed: {r.stderr.strip()} (no free loop "
+                f"device, or a container without CAP_SYS_ADMIN?)",
+            )
 
     def fail(self) -> None:
         """Every I/O on this file system fails with EIO from now on (EXT4_IOC_SHUTDOWN)."""
@@ -130,5 +139,5 @@ def failing_ext4(path: Path, mib: int = 64):
         yield fs
     finally:
         if not fs.unmount():
-            fs.unmount(lazy=True)       # a process still holds it: detached now, released with it
+            fs.unmount(lazy=True)  # a process still holds it: detached now, released with it
         image.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from docs/pipelines.md's own command lines (tests/pipelines/conftest.py). The cl
 every worker ALIVE; every wait is bounded. The processes die with the thread that
 started them (PR_SET_PDEATHSIG through util-linux's setpriv) and at close().
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ from pathlib import Path
 from tests.support.ports import free_port
 
 START_TIMEOUT = 120.0
-ROOT = Path(__file__).resolve().parents[2]        # the checkout: commands run from there
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: commands run from there
 
 
 def spark_class() -> str | None:
@@ -53,8 +54,16 @@ class SparkStandalone:
     docs/pipelines.md's, with `port` and `ui_port` substituted); by default the same
     lines built here. Their output goes to the log files they name, else to DIR."""
 
-    def __init__(self, directory, workers: int = 2, worker_memory: str = "2g", commands: list[str] | None = None,
-                 port: int | None = None, ui_port: int | None = None, env: dict | None = None):
+    def __init__(
+        self,
+        directory,
+        workers: int = 2,
+        worker_memory: str = "2g",
+        commands: list[str] | None = None,
+        port: int | None = None,
+        ui_port: int | None = None,
+        env: dict | None = None,
+    ):
         self.dir = Path(directory)
         self.port = port or free_port()
         self.ui_port = ui_port or free_port()
@@ -63,11 +72,15 @@ class SparkStandalone:
             exe = spark_class()
             if exe is None:
                 raise RuntimeError("spark-class not found (pip install pyspark)")
-            commands = [f"{exe} org.apache.spark.deploy.master.Master --host 127.0.0.1 --port {self.port} "
-                        f"--webui-port {self.ui_port}"]
-            commands += [f"{exe} org.apache.spark.deploy.worker.Worker {self.master_url} --host 127.0.0.1 "
-                         f"--cores 1 --memory {worker_memory} --webui-port {free_port()} --work-dir {self.dir}"
-                         for _ in range(workers)]
+            commands = [
+                f"{exe} org.apache.spark.deploy.master.Master --host 127.0.0.1 --port {self.port} "
+                f"--webui-port {self.ui_port}"
+            ]
+            commands += [
+                f"{exe} org.apache.spark.deploy.worker.Worker {self.master_url} --host 127.0.0.1 "
+                f"--cores 1 --memory {worker_memory} --webui-port {free_port()} --work-dir {self.dir}"
+                for _ in range(workers)
+            ]
         self.commands = commands
         self.workers = len(commands) - 1
         self.procs: list[subprocess.Popen] = []
@@ -85,9 +98,17 @@ class SparkStandalone:
         log = Path(m.group(1)) if m else self.dir / f"{name}.log"
         self.logs.append(log)
         with open(self.dir / f"{name}.out", "ab") as out:
-            self.procs.append(subprocess.Popen([*die_with_parent, "bash", "-c", f"exec {line}"], stdout=out,
-                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
-                                               cwd=ROOT, start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    [*die_with_parent, "bash", "-c", f"exec {line}"],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self.env,
+                    cwd=ROOT,
+                    start_new_session=True,
+                )
+            )
 
     def start(self, timeout: float = START_TIMEOUT) -> SparkStandalone:
         self.dir.mkdir(parents=True, exist_ok=True)

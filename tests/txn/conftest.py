@@ -1,5 +1,6 @@
 """Transactions against a real broker process: one broker per test module, with the
 transaction coordinator's timers made short so timeouts show within seconds."""
+
 from __future__ import annotations
 
 import itertools

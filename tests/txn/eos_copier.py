@@ -10,26 +10,45 @@ commits, appending a line to the file PROGRESS after each commit. It pauses a li
 between producing and committing, so a kill soon after a line often lands inside an open
 transaction. It exits once the group's committed offsets reach TOTAL records in all.
 """
+
 from __future__ import annotations
 
 import sys
 import time
 
 
-def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str, partitions: int, total: int,
-         per_txn: int, progress: str) -> int:
+def main(
+    bootstrap: str,
+    src: str,
+    dst: str,
+    group: str,
+    txn_id: str,
+    partitions: int,
+    total: int,
+    per_txn: int,
+    progress: str,
+) -> int:
     import confluent_kafka as ck
 
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                     "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                     "fetch.wait.max.ms": 50})
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
-                     "transaction.timeout.ms": 10000})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    p = ck.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, "transaction.timeout.ms": 10000}
+    )
     p.init_transactions(60)
     tps = [ck.TopicPartition(src, i) for i in range(partitions)]
     committed = c.committed(tps, 30)
-    c.assign([ck.TopicPartition(src, t.partition, t.offset if t.offset >= 0 else ck.OFFSET_BEGINNING)
-              for t in committed])
+    c.assign(
+        [ck.TopicPartition(src, t.partition, t.offset if t.offset >= 0 else ck.OFFSET_BEGINNING) for t in committed]
+    )
     done = sum(max(t.offset, 0) for t in committed)
     print(f"copier: starting at {done} of {total}", flush=True)
     deadline = time.monotonic() + 300
@@ -43,9 +62,10 @@ def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str, partitions
             p.produce(dst, b"copy-" + m.value(), key=m.key(), partition=m.partition())
             positions[m.partition()] = m.offset() + 1
         p.flush(30)
-        time.sleep(0.03)                           # a window for a kill inside the transaction
-        p.send_offsets_to_transaction([ck.TopicPartition(src, k, v) for k, v in positions.items()],
-                                      c.consumer_group_metadata(), 30)
+        time.sleep(0.03)  # a window for a kill inside the transaction
+        p.send_offsets_to_transaction(
+            [ck.TopicPartition(src, k, v) for k, v in positions.items()], c.consumer_group_metadata(), 30
+        )
         p.commit_transaction(30)
         done += len(msgs)
         with open(progress, "a") as f:

@@ -1,6 +1,7 @@
 """`broker transactions list|describe|abort` and `broker producers describe` against a
 live broker, as a user runs them: a hung transaction is listed, described, found by its
 start offset and aborted, which moves the last stable offset."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,16 +29,41 @@ def test_list_describe_producers_and_abort(broker, topic_name):
     header, row = out.splitlines()[0].split(), out.splitlines()[1].split()
     fields = dict(zip(header, row))
     assert fields["TransactionState"] == "Ongoing" and fields["TopicPartitions"] == f"{topic_name}-0"
-    out = ok("producers", "describe", "--bootstrap", broker.bootstrap, "--topic", topic_name,
-              "--partition", "0").stdout.decode()
+    out = ok(
+        "producers", "describe", "--bootstrap", broker.bootstrap, "--topic", topic_name, "--partition", "0"
+    ).stdout.decode()
     rows = [dict(zip(out.splitlines()[0].split(), line.split())) for line in out.splitlines()[1:]]
     assert [r["CurrentTransactionStartOffset"] for r in rows] == ["0"]
     assert lso(broker, topic_name) == 0
-    out = ok("transactions", "abort", "--bootstrap", broker.bootstrap, "--topic", topic_name, "--partition", "0",
-              "--start-offset", "0").stdout.decode()
+    out = ok(
+        "transactions",
+        "abort",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        topic_name,
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+    ).stdout.decode()
     assert "aborted the transaction" in out
-    assert lso(broker, topic_name) == 2                 # past the record and the ABORT marker
+    assert lso(broker, topic_name) == 2  # past the record and the ABORT marker
     assert read(broker.bootstrap, topic_name, 1, "read_committed") == []
     # nothing is open any more: one line saying so
-    one_line_error(run("transactions", "abort", "--bootstrap", broker.bootstrap, "--topic", topic_name,
-                       "--partition", "0", "--start-offset", "0"), 1, "no open transaction")
+    one_line_error(
+        run(
+            "transactions",
+            "abort",
+            "--bootstrap",
+            broker.bootstrap,
+            "--topic",
+            topic_name,
+            "--partition",
+            "0",
+            "--start-offset",
+            "0",
+        ),
+        1,
+        "no open transaction",
+    )

@@ -2,6 +2,7 @@
 send_offsets_to_transaction, the copier process killed -9 five times mid-transaction and
 restarted; the output read with read_committed holds every input exactly once, and
 read_uncommitted also shows aborted copies (the markers are real)."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,20 @@ def test_copier_killed_five_times_copies_each_record_exactly_once(broker, topic_
         if i % 5000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
-    cmd = [sys.executable, "-m", "tests.txn.eos_copier", broker.bootstrap, src, dst, f"g-{topic_name}",
-           f"tx-{topic_name}", str(PARTITIONS), str(RECORDS), str(PER_TXN), str(tmp_path / "progress")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.txn.eos_copier",
+        broker.bootstrap,
+        src,
+        dst,
+        f"g-{topic_name}",
+        f"tx-{topic_name}",
+        str(PARTITIONS),
+        str(RECORDS),
+        str(PER_TXN),
+        str(tmp_path / "progress"),
+    ]
     kills = 0
     deadline = time.monotonic() + 240
     while True:

@@ -3,6 +3,7 @@ DumpLogSegments --transaction-log-decoder decodes __transaction_state (Kafka's k
 schema), and kafka-transactions lists and describes kbroker's transactions and producers;
 `broker dump-log` prints what Kafka's kafka-dump-log prints for the same files
 (--transaction-log-decoder, a partition's markers and its .txnindex)."""
+
 from __future__ import annotations
 
 import glob
@@ -35,8 +36,9 @@ def test_dump_log_segments_and_kafka_transactions_read_kbrokers_transactions(bro
 
     segments = sorted(glob.glob(os.path.join(broker.data_dir, "__transaction_state-*", "*.log")))
     assert segments
-    out = kafka_tool("kafka-dump-log", "--transaction-log-decoder", "--print-data-log", "--files",
-                     ",".join(segments)).stdout
+    out = kafka_tool(
+        "kafka-dump-log", "--transaction-log-decoder", "--print-data-log", "--files", ",".join(segments)
+    ).stdout
     assert done_id in out and open_id in out
     assert "Exception" not in out and "unknown::version" not in out
     assert ("CompleteCommit" in out) or ('"transactionStatus":4' in out)
@@ -46,13 +48,22 @@ def test_dump_log_segments_and_kafka_transactions_read_kbrokers_transactions(bro
     states = {line.split()[0]: line.split()[3] for line in listed[1:]}
     assert states[done_id] == "CompleteCommit" and states[open_id] == "Ongoing"
 
-    described = kafka_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "describe",
-                           "--transactional-id", open_id).lines
+    described = kafka_tool(
+        "kafka-transactions", "--bootstrap-server", broker.bootstrap, "describe", "--transactional-id", open_id
+    ).lines
     fields = dict(zip(described[0].split(), described[1].split()))
     assert fields["TransactionState"] == "Ongoing" and fields["TopicPartitions"] == f"{topic_name}-0"
 
-    producers = kafka_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "describe-producers",
-                           "--topic", topic_name, "--partition", "0").lines
+    producers = kafka_tool(
+        "kafka-transactions",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "describe-producers",
+        "--topic",
+        topic_name,
+        "--partition",
+        "0",
+    ).lines
     header = producers[0].split()
     rows = [dict(zip(header, line.split())) for line in producers[1:]]
     assert sorted(r["CurrentTransactionStartOffset"] for r in rows) == ["2", "None"]
@@ -62,9 +73,10 @@ def test_dump_log_segments_and_kafka_transactions_read_kbrokers_transactions(bro
     # appended to these files between the two reads)
     deadline = time.monotonic() + 30
     while True:
-        states = {line.split()[0]: line.split()[3]
-                  for line in kafka_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap,
-                                         "list").lines[1:]}
+        states = {
+            line.split()[0]: line.split()[3]
+            for line in kafka_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "list").lines[1:]
+        }
         if states.get(open_id) == "CompleteAbort":
             break
         assert time.monotonic() < deadline, states
@@ -83,7 +95,8 @@ def test_dump_log_segments_and_kafka_transactions_read_kbrokers_transactions(bro
 
 
 def dump_log(*args: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "broker.cli.main", "dump-log", *args], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", "dump-log", *args], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     return r.stdout

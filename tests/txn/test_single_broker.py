@@ -2,6 +2,7 @@
 through read_committed and read_uncommitted, zombie fencing, the timeout abort moving the
 last stable offset, read_committed ListOffsets, and bad input answered with protocol
 errors (raw requests a client would not send)."""
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,14 @@ pytestmark = pytest.mark.interop
 
 def producer(bootstrap: str, txn_id: str, timeout_ms: int = 10000):
     ck = require_module("confluent_kafka")
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                     "transaction.timeout.ms": timeout_ms, "linger.ms": 5})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": timeout_ms,
+            "linger.ms": 5,
+        }
+    )
     p.init_transactions(30)
     return p
 
@@ -37,9 +44,17 @@ def read(bootstrap: str, topic: str, partitions: int, isolation: str, deadline_s
     """Every value of the topic visible at `isolation` (read until each partition's end for
     that isolation: the LSO or the high watermark)."""
     ck = require_module("confluent_kafka")
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{topic}-{isolation}", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "isolation.level": isolation, "enable.partition.eof": True,
-                     "fetch.wait.max.ms": 100})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"r-{topic}-{isolation}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         got: list[bytes] = []
@@ -95,12 +110,15 @@ def test_a_zombie_is_fenced_and_nothing_it_writes_afterwards_is_visible(broker, 
     old.begin_transaction()
     old.produce(topic_name, b"before-fence")
     old.flush(30)
-    new = producer(broker.bootstrap, txn_id)          # fences `old`, aborts its open transaction
+    new = producer(broker.bootstrap, txn_id)  # fences `old`, aborts its open transaction
     old.produce(topic_name, b"after-fence")
     with pytest.raises(ck.KafkaException) as info:
         old.commit_transaction(30)
     assert info.value.args[0].fatal() or info.value.args[0].code() in (
-        ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED, ck.KafkaError.INVALID_PRODUCER_EPOCH)
+        ck.KafkaError._FENCED,
+        ck.KafkaError.PRODUCER_FENCED,
+        ck.KafkaError.INVALID_PRODUCER_EPOCH,
+    )
     new.begin_transaction()
     new.produce(topic_name, b"from-new")
     new.commit_transaction(30)
@@ -128,17 +146,27 @@ def test_a_hung_transaction_is_aborted_after_its_timeout(broker, topic_name):
         assert time.monotonic() < deadline, "the hung transaction was not aborted"
         time.sleep(0.2)
     assert read(broker.bootstrap, topic_name, 1, "read_committed") == [b"committed-later"]
-    assert sorted(read(broker.bootstrap, topic_name, 1, "read_uncommitted")) == [b"committed-later",
-                                                                                 b"never-committed"]
+    assert sorted(read(broker.bootstrap, topic_name, 1, "read_uncommitted")) == [b"committed-later", b"never-committed"]
 
 
 def lso(broker, topic: str, partition: int = 0) -> int:
     host, port = broker.bootstrap.split(":")
     L = ListOffsetsRequest
     with BrokerConnection(host, int(port)) as conn:
-        resp = conn.request(L(replica_id=-1, isolation_level=1, topics=[L.ListOffsetsTopic(
-            name=topic, partitions=[L.ListOffsetsPartition(partition_index=partition, timestamp=-1,
-                                                           current_leader_epoch=-1)])]))
+        resp = conn.request(
+            L(
+                replica_id=-1,
+                isolation_level=1,
+                topics=[
+                    L.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            L.ListOffsetsPartition(partition_index=partition, timestamp=-1, current_leader_epoch=-1)
+                        ],
+                    )
+                ],
+            )
+        )
     r = resp.topics[0].partitions[0]
     assert r.error_code == 0
     return r.offset
@@ -159,10 +187,12 @@ def _coordinator(broker, txn_id: str) -> BrokerConnection:
 def _init(conn, txn_id, timeout_ms=10000):
     deadline = time.monotonic() + 20
     while True:
-        r = conn.request(InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms,
-                                               producer_id=-1, producer_epoch=-1))
-        if r.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS,
-                                E.COORDINATOR_NOT_AVAILABLE):
+        r = conn.request(
+            InitProducerIdRequest(
+                transactional_id=txn_id, transaction_timeout_ms=timeout_ms, producer_id=-1, producer_epoch=-1
+            )
+        )
+        if r.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_NOT_AVAILABLE):
             return r
         assert time.monotonic() < deadline
         time.sleep(0.1)
@@ -179,18 +209,28 @@ def test_bad_input_gets_protocol_errors(broker, topic_name):
         assert init.error_code == 0
         pid, epoch = init.producer_id, init.producer_epoch
         # EndTxn for an unknown id, and for a fenced epoch
-        r = conn.request(EndTxnRequest(transactional_id=f"unknown-{txn_id}", producer_id=pid, producer_epoch=epoch,
-                                       committed=True))
+        r = conn.request(
+            EndTxnRequest(transactional_id=f"unknown-{txn_id}", producer_id=pid, producer_epoch=epoch, committed=True)
+        )
         assert r.error_code in (E.INVALID_PRODUCER_ID_MAPPING, E.NOT_COORDINATOR)
-        r = conn.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch + 3,
-                                       committed=True))
+        r = conn.request(
+            EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch + 3, committed=True)
+        )
         assert r.error_code == E.PRODUCER_FENCED
         # AddPartitionsToTxn for a topic that does not exist
         A = AddPartitionsToTxnRequest
-        r = conn.request(A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
-                           v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
-                               A.AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0]),
-                               A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0])]), version=3)
+        r = conn.request(
+            A(
+                v3_and_below_transactional_id=txn_id,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[
+                    A.AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0]),
+                    A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0]),
+                ],
+            ),
+            version=3,
+        )
         codes = {t.name: t.results_by_partition[0].partition_error_code for t in r.results_by_topic_v3_and_below}
         assert codes == {"no-such-topic": E.UNKNOWN_TOPIC_OR_PARTITION, topic_name: E.OPERATION_NOT_ATTEMPTED}
         # a transactional produce to a partition never added is refused, nothing written (v11:
@@ -198,24 +238,52 @@ def test_bad_input_gets_protocol_errors(broker, topic_name):
         b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
         b.append(int(time.time() * 1000), b"k", b"sneaky")
         P = ProduceRequest
-        r = conn.request(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-            name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())])]), version=11)
+        r = conn.request(
+            P(
+                transactional_id=txn_id,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())]
+                    )
+                ],
+            ),
+            version=11,
+        )
         assert r.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
         assert offsets(broker.bootstrap, topic_name, [0])[0][1] == 0
         # TxnOffsetCommit from a stale generation of a group that does not exist
         T = TxnOffsetCommitRequest
         group = f"g-{topic_name}"
         deadline = time.monotonic() + 20
-        while conn.request(FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]),
-                           version=3).error_code:
+        while conn.request(
+            FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]), version=3
+        ).error_code:
             assert time.monotonic() < deadline, "no group coordinator"
             time.sleep(0.2)
-        r = conn.request(T(transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,
-                           generation_id=7, member_id="m-gone", group_instance_id=None,
-                           topics=[T.TxnOffsetCommitRequestTopic(name=topic_name, partitions=[
-                               T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
-                                                                 committed_leader_epoch=-1,
-                                                                 committed_metadata="")])]), version=3)
+        r = conn.request(
+            T(
+                transactional_id=txn_id,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id=7,
+                member_id="m-gone",
+                group_instance_id=None,
+                topics=[
+                    T.TxnOffsetCommitRequestTopic(
+                        name=topic_name,
+                        partitions=[
+                            T.TxnOffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""
+                            )
+                        ],
+                    )
+                ],
+            ),
+            version=3,
+        )
         assert r.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
     # the broker is still fine
     p = producer(broker.bootstrap, txn_id)
@@ -239,33 +307,62 @@ def test_a_late_transaction_version_2_marker_cannot_end_the_open_transaction(bro
         assert init.error_code == 0
         pid, epoch = init.producer_id, init.producer_epoch
         A = AddPartitionsToTxnRequest
-        r = conn.request(A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
-                           v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
-                               A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0])]), version=3)
+        r = conn.request(
+            A(
+                v3_and_below_transactional_id=txn_id,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic_name, partitions=[0])],
+            ),
+            version=3,
+        )
         assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
         b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
         b.append(int(time.time() * 1000), b"k", b"open")
         P = ProduceRequest
-        r = conn.request(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-            name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())])]), version=11)
+        r = conn.request(
+            P(
+                transactional_id=txn_id,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic_name, partition_data=[P.PartitionProduceData(index=0, records=b.build())]
+                    )
+                ],
+            ),
+            version=11,
+        )
         assert r.responses[0].partition_responses[0].error_code == 0
         assert lso(broker, topic_name) == 0
 
         def marker(version: int, tv: int) -> int:
-            resp = conn.request(W(markers=[W.WritableTxnMarker(
-                producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=0,
-                transaction_version=tv, topics=[W.WritableTxnMarkerTopic(name=topic_name, partition_indexes=[0])])]),
-                version=version)
+            resp = conn.request(
+                W(
+                    markers=[
+                        W.WritableTxnMarker(
+                            producer_id=pid,
+                            producer_epoch=epoch,
+                            transaction_result=True,
+                            coordinator_epoch=0,
+                            transaction_version=tv,
+                            topics=[W.WritableTxnMarkerTopic(name=topic_name, partition_indexes=[0])],
+                        )
+                    ]
+                ),
+                version=version,
+            )
             return resp.markers[0].topics[0].partitions[0].error_code
 
         assert marker(2, 2) == E.INVALID_PRODUCER_EPOCH
-        assert lso(broker, topic_name) == 0                    # still open: nothing committed it
+        assert lso(broker, topic_name) == 0  # still open: nothing committed it
         assert read(broker.bootstrap, topic_name, 1, "read_committed", deadline_s=10) == []
-        r = conn.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
-                                       committed=False), version=3)
+        r = conn.request(
+            EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=False), version=3
+        )
         assert r.error_code == 0
         deadline = time.monotonic() + 20
-        while lso(broker, topic_name) != 2:                    # the batch and the coordinator's ABORT
+        while lso(broker, topic_name) != 2:  # the batch and the coordinator's ABORT
             assert time.monotonic() < deadline, "the abort's marker never came"
             time.sleep(0.1)
     assert read(broker.bootstrap, topic_name, 1, "read_committed") == []

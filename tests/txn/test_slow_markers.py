@@ -16,6 +16,7 @@ PRODUCER_FENCED after its 1 s wait, which is fatal for the producer.
 
 Bounded: the follower is resumed after PAUSE_S (and in a finally), the client has a
 deadline, every wait has a timeout. Nothing random."""
+
 from __future__ import annotations
 
 import json
@@ -38,20 +39,20 @@ from tests.txn.test_single_broker import read
 
 pytestmark = pytest.mark.interop
 
-PAUSE_S = 4.0                   # how long the follower is stopped: the marker phase lasts about that
+PAUSE_S = 4.0  # how long the follower is stopped: the marker phase lasts about that
 assert PAUSE_S > CONCURRENT_WAIT_S + 2
 CONFIG = {
-    "zookeeper.session.timeout.ms": 12000,          # the paused broker keeps its session
-    "replica.lag.time.max.ms": 20000,                # ... and its place in the ISR: the markers wait for it
+    "zookeeper.session.timeout.ms": 12000,  # the paused broker keeps its session
+    "replica.lag.time.max.ms": 20000,  # ... and its place in the ISR: the markers wait for it
     "default.replication.factor": 3,
     "min.insync.replicas": 2,
     "offsets.topic.replication.factor": 3,
     "transaction.state.log.num.partitions": 6,
-    "transaction.state.log.replication.factor": 2,   # some of its partitions have no replica on the paused one
+    "transaction.state.log.replication.factor": 2,  # some of its partitions have no replica on the paused one
     "transaction.state.log.min.isr": 2,
 }
 TOPIC = "slow-markers"
-RECORDS = 10                    # per committed transaction (txnRecords in tests/go/txn.go)
+RECORDS = 10  # per committed transaction (txnRecords in tests/go/txn.go)
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +114,9 @@ class Steps:
             except queue.Empty:
                 exited = self.proc.poll() is not None and not self.reader.is_alive() and self.lines.empty()
                 if exited or time.monotonic() > deadline:
-                    raise AssertionError(f"no {step!r} from the client in {timeout} s "
-                                         f"(exit {self.proc.poll()})") from None
+                    raise AssertionError(
+                        f"no {step!r} from the client in {timeout} s (exit {self.proc.poll()})"
+                    ) from None
                 continue
             if facts["step"] == step:
                 return facts
@@ -128,11 +130,17 @@ def test_franz_go_aborts_right_after_a_commit_whose_markers_wait_for_a_paused_fo
     c.wait_for_isr(TOPIC, 0, {1, 2, 3})
     leader = c.wait_for_leader(TOPIC, 0)
     controller = c.controller_id()
-    paused = next(i for i in c.ids if i not in (leader, controller))       # a follower of the partition
+    paused = next(i for i in c.ids if i not in (leader, controller))  # a follower of the partition
     txn_id = _txn_id_away_from(c, paused)
     stderr = open(tmp_path / "goclients.stderr", "w+")
-    proc = subprocess.Popen([str(GO_BIN), "franz-txn", c.bootstrap, TOPIC, txn_id], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [str(GO_BIN), "franz-txn", c.bootstrap, TOPIC, txn_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         steps = Steps(proc)
         init = steps.expect("initialized", 60)
@@ -170,6 +178,9 @@ def test_franz_go_aborts_right_after_a_commit_whose_markers_wait_for_a_paused_fo
     # one producer id throughout, its epoch bumped once per end (no fence, no re-init)
     pid, e0 = init["producer_id"], init["epoch"]
     assert [(s["producer_id"], s["epoch"]) for s in (committed, abort, after)] == [
-        (pid, e0 + 1), (pid, e0 + 2), (pid, e0 + 3)]
+        (pid, e0 + 1),
+        (pid, e0 + 2),
+        (pid, e0 + 3),
+    ]
     got = read(c.bootstrap, TOPIC, 1, "read_committed")
     assert got == [f"{name}-{i}".encode() for name in ("first", "third") for i in range(RECORDS)]

@@ -6,6 +6,7 @@ AddPartitionsToTxn) and every commit bumps its epoch — the markers on disk car
 1, 2, 3 ... and each transaction's batches the epoch the previous commit answered. With
 transaction.version 1 nothing of this is offered: every marker keeps the epoch of
 InitProducerId, as before."""
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,9 @@ def versioned(request, tmp_path_factory):
 def _features(bootstrap: str):
     host, port = bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port)) as conn:
-        resp = conn.request(ApiVersionsRequest(client_software_name="kbroker-test", client_software_version="1"),
-                            version=4)
+        resp = conn.request(
+            ApiVersionsRequest(client_software_name="kbroker-test", client_software_version="1"), version=4
+        )
     versions = {k.api_key: k.max_version for k in resp.api_keys}
     return resp, versions
 
@@ -48,9 +50,11 @@ def test_api_versions_finalize_transaction_version_only_at_2(versioned):
     resp, versions = _features(b.bootstrap)
     if tv == 2:
         assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [
-            ("transaction.version", 0, 2)]
+            ("transaction.version", 0, 2)
+        ]
         assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == [
-            ("transaction.version", 2, 2)]
+            ("transaction.version", 2, 2)
+        ]
         assert resp.finalized_features_epoch >= 0
         # Produce v12, TxnOffsetCommit v5, EndTxn v5, AddPartitionsToTxn v5
         assert (versions[0], versions[28], versions[26], versions[24]) == (12, 5, 5, 5)
@@ -61,8 +65,11 @@ def test_api_versions_finalize_transaction_version_only_at_2(versioned):
         host, port = b.bootstrap.rsplit(":", 1)
         with BrokerConnection(host, int(port)) as conn:
             with pytest.raises(ClientError, match="closed"):
-                conn.request(EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=False),
-                             version=5, timeout=10)
+                conn.request(
+                    EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=False),
+                    version=5,
+                    timeout=10,
+                )
             assert b.running
 
 
@@ -72,9 +79,24 @@ def test_a_java_producer_bumps_its_epoch_every_commit_with_transaction_version_2
         c.create_topic(topic_name, 1, 1)
         c.topic(topic_name, wait_s=10)
     txn_id = f"perf-{topic_name}"
-    kafka_tool("kafka-producer-perf-test", "--topic", topic_name, "--num-records", "3000", "--record-size", "100",
-               "--throughput", "3000", "--transactional-id", txn_id, "--transaction-duration-ms", "150",
-               "--producer-props", f"bootstrap.servers={b.bootstrap}", timeout=120)
+    kafka_tool(
+        "kafka-producer-perf-test",
+        "--topic",
+        topic_name,
+        "--num-records",
+        "3000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "3000",
+        "--transactional-id",
+        txn_id,
+        "--transaction-duration-ms",
+        "150",
+        "--producer-props",
+        f"bootstrap.servers={b.bootstrap}",
+        timeout=120,
+    )
     batches = []
     for seg in sorted((b.data_dir / f"{topic_name}-0").glob("*.log")):
         batches += list(iter_batches(seg.read_bytes(), validate=True))

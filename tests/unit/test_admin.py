@@ -1,6 +1,7 @@
 """Topic administration's rules (broker/server/admin.py) over an in-memory metadata store
 and metadata cache: what is refused with which error, what reaches the store, and what
 the answer waits for — without ZooKeeper, sockets or processes."""
+
 import asyncio
 import uuid
 
@@ -25,7 +26,7 @@ class Store:
         self.marked: list[str] = []
         self.writes: list[tuple] = []
         self.fail: Exception | None = None
-        self.reassigning: dict[str, dict[int, tuple[int, ...]]] = {}    # topic -> adding replicas
+        self.reassigning: dict[str, dict[int, tuple[int, ...]]] = {}  # topic -> adding replicas
 
     def _maybe_fail(self):
         if self.fail is not None:
@@ -44,9 +45,11 @@ class Store:
 
     async def get_topic_assignment(self, name):
         from broker.cluster.store.znodes import TopicAssignment
+
         topic_id, parts, version = await self.get_topic(name)
-        return TopicAssignment(topic_id, {p: tuple(r) for p, r in parts.items()},
-                               self.reassigning.get(name, {})), version
+        return TopicAssignment(
+            topic_id, {p: tuple(r) for p, r in parts.items()}, self.reassigning.get(name, {})
+        ), version
 
     async def set_topic_assignment(self, name, topic_id, assignment, version):
         self._maybe_fail()
@@ -106,22 +109,25 @@ def test_a_topic_is_created_with_the_broker_defaults():
     admin, store, _ = make()
     info = asyncio.run(admin.create_topic("t"))
     assert len(info.partitions) == 2 and info.replication_factor == 2
-    (what, name, assignment, configs), = store.writes
+    ((what, name, assignment, configs),) = store.writes
     assert (what, name, configs) == ("create", "t", {})
     assert all(len(set(r)) == 2 and set(r) <= {1, 2, 3} for r in assignment.values())
 
 
-@pytest.mark.parametrize("name, kwargs, code", [
-    ("bad/name", {}, E.INVALID_TOPIC_EXCEPTION),
-    ("t", {"configs": {"cleanup.policy": "sometimes"}}, E.INVALID_CONFIG),
-    ("t", {"num_partitions": 3, "assignments": {0: [1], 1: [2]}}, E.INVALID_REQUEST),
-    ("t", {"replication_factor": 1, "assignments": {0: [1]}}, E.INVALID_REQUEST),
-    ("t", {"assignments": {0: [1, 1]}}, E.INVALID_REPLICA_ASSIGNMENT),
-    ("t", {"assignments": {0: [1, 9]}}, E.INVALID_REPLICA_ASSIGNMENT),
-    ("t", {"assignments": {0: []}}, E.INVALID_REPLICA_ASSIGNMENT),
-    ("t", {"assignments": {0: [1], 2: [2]}}, E.INVALID_REPLICA_ASSIGNMENT),
-    ("t", {"replication_factor": 4}, E.INVALID_REPLICATION_FACTOR),
-])
+@pytest.mark.parametrize(
+    "name, kwargs, code",
+    [
+        ("bad/name", {}, E.INVALID_TOPIC_EXCEPTION),
+        ("t", {"configs": {"cleanup.policy": "sometimes"}}, E.INVALID_CONFIG),
+        ("t", {"num_partitions": 3, "assignments": {0: [1], 1: [2]}}, E.INVALID_REQUEST),
+        ("t", {"replication_factor": 1, "assignments": {0: [1]}}, E.INVALID_REQUEST),
+        ("t", {"assignments": {0: [1, 1]}}, E.INVALID_REPLICA_ASSIGNMENT),
+        ("t", {"assignments": {0: [1, 9]}}, E.INVALID_REPLICA_ASSIGNMENT),
+        ("t", {"assignments": {0: []}}, E.INVALID_REPLICA_ASSIGNMENT),
+        ("t", {"assignments": {0: [1], 2: [2]}}, E.INVALID_REPLICA_ASSIGNMENT),
+        ("t", {"replication_factor": 4}, E.INVALID_REPLICATION_FACTOR),
+    ],
+)
 def test_an_invalid_create_is_refused_and_writes_nothing(name, kwargs, code):
     admin, store, _ = make()
     assert code_of(admin.create_topic(name, **kwargs)) == code
@@ -132,7 +138,7 @@ def test_an_existing_topic_is_refused_before_the_store_and_in_a_race_with_it():
     admin, store, _ = make()
     asyncio.run(admin.create_topic("t"))
     assert code_of(admin.create_topic("t")) == E.TOPIC_ALREADY_EXISTS
-    store.fail = TopicExists("t")                  # another broker created it meanwhile
+    store.fail = TopicExists("t")  # another broker created it meanwhile
     assert code_of(admin.create_topic("u")) == E.TOPIC_ALREADY_EXISTS
     assert [w[1] for w in store.writes] == ["t"]
 
@@ -141,6 +147,7 @@ def test_a_topic_this_broker_cannot_open_is_not_created():
     def full(n):
         if n:
             raise LogCapacityError(f"{n} more logs do not fit")
+
     admin, store, _ = make(capacity=full)
     assert code_of(admin.create_topic("t", assignments={0: [1], 1: [2]})) == E.POLICY_VIOLATION
     assert store.writes == []
@@ -153,7 +160,7 @@ def test_the_answer_waits_for_leaders_and_times_out_without_them():
     admin, store, cache = make()
     cache.online = False
     assert code_of(admin.create_topic("t", timeout_ms=1500)) == E.REQUEST_TIMED_OUT
-    assert store.writes[0][:2] == ("create", "t")       # written: the controller finishes later
+    assert store.writes[0][:2] == ("create", "t")  # written: the controller finishes later
     assert cache.waited == [1.5]
 
 
@@ -164,7 +171,7 @@ def test_auto_creation_follows_the_setting_and_the_name_rules():
     assert asyncio.run(admin.auto_create_topic("bad/name")) is None
     assert store.writes == []
     assert asyncio.run(admin.auto_create_topic("t")).name == "t"
-    assert asyncio.run(admin.auto_create_topic("t")).name == "t"    # already there: no error
+    assert asyncio.run(admin.auto_create_topic("t")).name == "t"  # already there: no error
     assert len(store.writes) == 1
 
 
@@ -179,13 +186,16 @@ def test_deletion_rules():
     assert store.writes[-1] == ("delete", "t")
 
 
-@pytest.mark.parametrize("count, assignments, code", [
-    (2, None, E.INVALID_PARTITIONS),
-    (1, None, E.INVALID_PARTITIONS),
-    (4, [[1, 2]], E.INVALID_REPLICA_ASSIGNMENT),
-    (3, [[1, 1]], E.INVALID_REPLICA_ASSIGNMENT),
-    (3, [[1, 7]], E.INVALID_REPLICA_ASSIGNMENT),
-])
+@pytest.mark.parametrize(
+    "count, assignments, code",
+    [
+        (2, None, E.INVALID_PARTITIONS),
+        (1, None, E.INVALID_PARTITIONS),
+        (4, [[1, 2]], E.INVALID_REPLICA_ASSIGNMENT),
+        (3, [[1, 1]], E.INVALID_REPLICA_ASSIGNMENT),
+        (3, [[1, 7]], E.INVALID_REPLICA_ASSIGNMENT),
+    ],
+)
 def test_invalid_new_partitions_are_refused(count, assignments, code):
     admin, store, _ = make()
     asyncio.run(admin.create_topic("t"))

@@ -1,5 +1,6 @@
 """`broker topics reassign --balance`'s plan (broker/cli/balance.py): replicas and
 preferred leaders evened out across brokers with few moves, racks never made to share."""
+
 from hypothesis import given, settings, strategies as st
 
 from broker.cli.balance import balance
@@ -21,13 +22,13 @@ def leaders(assignment, brokers):
 
 
 def test_a_new_broker_gets_its_share_with_the_fewest_moves():
-    current = {("t", p): [(p + i) % 3 + 1 for i in range(3)] for p in range(6)}    # 18 replicas on 1..3
+    current = {("t", p): [(p + i) % 3 + 1 for i in range(3)] for p in range(6)}  # 18 replicas on 1..3
     plan = balance(current, {1: None, 2: None, 3: None, 4: None})
     after = {**current, **plan}
     c = counts(after, (1, 2, 3, 4))
     assert max(c.values()) - min(c.values()) <= 1 and c[4] == 4
     moved = sum(len(set(r) - set(current[tp])) for tp, r in plan.items())
-    assert moved == 4                                   # each move is one replica to broker 4
+    assert moved == 4  # each move is one replica to broker 4
     assert all(len(set(r)) == 3 for r in after.values())
     lc = leaders(after, (1, 2, 3, 4))
     assert max(lc.values()) - min(lc.values()) <= 1

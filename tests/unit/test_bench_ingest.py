@@ -2,6 +2,7 @@
 from a socket into a segment costs): the C program builds through `make bench-tools`, every
 mechanism receives the same bytes into segments that roll and are removed, and the driver's
 summary and table say which mechanism costs what against today's path."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,8 +31,12 @@ def built(tmp_path_factory, name: str, variable: str) -> Path:
     require_binary("cc", "gcc")
     require_binary("make")
     binary = tmp_path_factory.mktemp(name) / name
-    p = subprocess.run(["make", "-s", "-C", str(REPO), str(binary), f"{variable}={binary}"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        ["make", "-s", "-C", str(REPO), str(binary), f"{variable}={binary}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "warning" not in p.stdout + p.stderr, p.stdout + p.stderr
     return binary
@@ -43,19 +48,31 @@ def ingest(tmp_path_factory):
 
 
 def test_every_mechanism_receives_the_same_bytes_and_leaves_no_segment(copies, ingest, tmp_path):
-    a_argv = ["--gb", "0.02", "--frame", "65536", "--segment", str(1 << 20), "--dir", str(tmp_path),
-              "--recv-cpu", "-1", "--send-cpu", "-1"]
+    a_argv = [
+        "--gb",
+        "0.02",
+        "--frame",
+        "65536",
+        "--segment",
+        str(1 << 20),
+        "--dir",
+        str(tmp_path),
+        "--recv-cpu",
+        "-1",
+        "--send-cpu",
+        "-1",
+    ]
     a = copies.parse_args(a_argv)
     runs = [copies.run_once(a, mode, ingest) for mode in copies.MODES]
     assert [r["mode"] for r in runs] == copies.MODES
     assert all(r["complete"] and r["bytes"] == 20_000_000 // 65536 * 65536 for r in runs), runs
-    assert len({r["crc_xor"] for r in runs}) == 1, runs        # 19 segments rolled, the same bytes in each
+    assert len({r["crc_xor"] for r in runs}) == 1, runs  # 19 segments rolled, the same bytes in each
     assert list(tmp_path.iterdir()) == []
     assert not any(r["warm"] for r in runs)
     warm = copies.run_once(copies.parse_args([*a_argv, "--warm"]), "copy2", ingest)
     assert warm["warm"] and warm["complete"] and warm["crc_xor"] == runs[0]["crc_xor"]
     mmap = next(r for r in runs if r["mode"] == "mmap")
-    assert mmap["minor_faults"] >= mmap["bytes"] // 4096 // 2   # the mapped tail is faulted in page by page
+    assert mmap["minor_faults"] >= mmap["bytes"] // 4096 // 2  # the mapped tail is faulted in page by page
 
 
 def test_bad_arguments_are_one_line_errors(copies, ingest):
@@ -71,10 +88,26 @@ def test_bad_arguments_are_one_line_errors(copies, ingest):
 
 def test_summary_ratios_and_saturation(copies):
     def run(mode, cpu, wall, sender):
-        return {"mode": mode, "bytes": 10**9, "cpu_s_per_gb": cpu, "gb_per_s": 1 / wall, "user_s": 0.1 * cpu,
-                "sys_s": 0.9 * cpu, "wall_s": wall, "sender_cpu_s": sender, "minor_faults": 250_000}
-    summary = copies.summarize([run("copy2", 0.40, 0.5, 0.45), run("copy2", 0.44, 0.5, 0.45),
-                                run("mmap", 0.30, 0.5, 0.49), run("mmap", 0.32, 0.5, 0.49)])
+        return {
+            "mode": mode,
+            "bytes": 10**9,
+            "cpu_s_per_gb": cpu,
+            "gb_per_s": 1 / wall,
+            "user_s": 0.1 * cpu,
+            "sys_s": 0.9 * cpu,
+            "wall_s": wall,
+            "sender_cpu_s": sender,
+            "minor_faults": 250_000,
+        }
+
+    summary = copies.summarize(
+        [
+            run("copy2", 0.40, 0.5, 0.45),
+            run("copy2", 0.44, 0.5, 0.45),
+            run("mmap", 0.30, 0.5, 0.49),
+            run("mmap", 0.32, 0.5, 0.49),
+        ]
+    )
     by = {m["mode"]: m for m in summary}
     assert by["copy2"]["vs_copy2"] == 1.0 and round(by["mmap"]["vs_copy2"], 3) == round(0.31 / 0.42, 3)
     assert by["copy2"]["saturated"] == "sender" and by["mmap"]["saturated"] == "sender"
@@ -87,6 +120,7 @@ def test_summary_ratios_and_saturation(copies):
 @pytest.fixture(scope="module")
 def profile():
     import sys
+
     sys.path.insert(0, str(REPO / "bench"))
     try:
         spec = importlib.util.spec_from_file_location("broker_profile", REPO / "bench" / "broker_profile.py")
@@ -112,25 +146,24 @@ def test_broker_profile_reads_strace_and_perf_names(profile):
     assert list(calls) == ["recvfrom", "pwrite64", "epoll_wait"]
     assert profile.dso_name("[kernel.kallsyms]") == "kernel"
     assert profile.dso_name("libpython3.11.so.1.0") == "python interpreter"
-    assert profile.dso_name("segment.cpython-311-x86_64-linux-gnu.so") == \
-        "native core (_native) and extension modules"
+    assert profile.dso_name("segment.cpython-311-x86_64-linux-gnu.so") == "native core (_native) and extension modules"
     assert profile.dso_name("libc.so.6") == "libc"
     a = profile.parse_args(["--phase", "produce"])
     assert a.phase == "produce" and a.size == 1024 and a.partitions == 10 and a.seconds == 10.0
     with pytest.raises(SystemExit):
-        profile.parse_args([])                       # --phase is required
+        profile.parse_args([])  # --phase is required
 
 
-@pytest.mark.parametrize("script", ["bench/produce_copies.py", "bench/broker_profile.py",
-                                    "bench/kafka_vs_kbroker.py"])
+@pytest.mark.parametrize("script", ["bench/produce_copies.py", "bench/broker_profile.py", "bench/kafka_vs_kbroker.py"])
 def test_the_readme_bench_commands_start(script):
     """The scripts the README's Benchmarks section names answer --help from a checkout."""
     import sys
+
     readme = (REPO / "README.md").read_text()
     assert script in readme
     p = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.startswith("usage:"), p.stderr
-    if script == "bench/kafka_vs_kbroker.py":         # the README names its --floor
+    if script == "bench/kafka_vs_kbroker.py":  # the README names its --floor
         assert "--floor" in readme and "--floor" in p.stdout
 
 

@@ -1,5 +1,6 @@
 """bench/cluster/reassign.py's argument handling only (no cluster is started): --help, the
 cases list, --set."""
+
 import importlib.util
 import subprocess
 import sys
@@ -32,8 +33,9 @@ def test_cases_are_none_or_a_throttle_in_mb_per_s():
     assert m.parse_args(["--set", "a=b=c"]).broker_config == {"a": "b=c"}
 
 
-@pytest.mark.parametrize("argv", [["--cases", "none,-1"], ["--cases", "fast"], ["--cases", ","],
-                                  ["--trials", "0"], ["--set", "novalue"]])
+@pytest.mark.parametrize(
+    "argv", [["--cases", "none,-1"], ["--cases", "fast"], ["--cases", ","], ["--trials", "0"], ["--set", "novalue"]]
+)
 def test_bad_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         load().parse_args(argv)

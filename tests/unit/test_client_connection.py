@@ -1,6 +1,7 @@
 """BrokerConnection's reading (broker/client/connection.py), on a socket pair standing in
 for the broker: a large answer received in place (the frame returned is the buffer the
 socket wrote into), small answers around it, the broker gone in the middle of an answer."""
+
 from __future__ import annotations
 
 import socket
@@ -34,6 +35,7 @@ def send_in_thread(sock: socket.socket, data: bytes, close: bool = False) -> thr
         sock.sendall(data)
         if close:
             sock.shutdown(socket.SHUT_WR)
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
@@ -41,9 +43,10 @@ def send_in_thread(sock: socket.socket, data: bytes, close: bool = False) -> thr
 
 def test_a_large_answer_is_received_in_place(monkeypatch):
     from tests.support.framing_spy import spy_direct_buffers
+
     owners = spy_direct_buffers(monkeypatch)
     a, b = socket.socketpair()
-    big = bytes(range(256)) * 8192               # 2 MiB, more than a socket buffer holds
+    big = bytes(range(256)) * 8192  # 2 MiB, more than a socket buffer holds
     payloads = [b"first", big, b"second", big[::-1], b"last"]
     try:
         conn = reading_connection(a)

@@ -1,6 +1,7 @@
 """The commands of docs/cluster.md's "Several log dirs and a failed disk", run as written
 (the port and the dirs moved out of the way): a broker with two log dirs, then
 `broker log-dirs describe` listing both."""
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,16 @@ def test_the_documented_jbod_commands_run(tmp_path):
 
     def moved(cmd: str) -> str:
         return cmd.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace("./disk", f"{tmp_path}/disk")
+
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     log = open(tmp_path / "broker.log", "wb")
-    proc = subprocess.Popen(shlex.split(moved(serve)) + ["--event-loop", "asyncio"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        shlex.split(moved(serve)) + ["--event-loop", "asyncio"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         assert wait_port("127.0.0.1", port, 60), (tmp_path / "broker.log").read_text()
         out = subprocess.run(shlex.split(moved(describe)), env=env, capture_output=True, text=True, timeout=60)

@@ -1,5 +1,6 @@
 """broker.config: .properties parsing, BrokerConfig (defaults, precedence, validation,
 ignored keys, sources), LogConfig and topic-level configs."""
+
 import os
 
 import pytest
@@ -51,8 +52,15 @@ def test_properties_separators_and_comments():
         "lonely\n"
     )
     assert parse_properties(text) == {
-        "a": "1", "b": "2", "c": "3", "d": "spaced value", "e": "=x", "f": "leading spaces",
-        "g": "tabs", "h": "a=b:c d", "lonely": "",
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "d": "spaced value",
+        "e": "=x",
+        "f": "leading spaces",
+        "g": "tabs",
+        "h": "a=b:c d",
+        "lonely": "",
     }
 
 
@@ -72,7 +80,7 @@ def test_properties_line_continuations():
     assert parse_properties(text) == {
         "listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2",
         "three": "onetwothree",
-        "even": "ends\\",                                # an escaped backslash does not continue
+        "even": "ends\\",  # an escaped backslash does not continue
         "next": "1",
         "after": "comment",
         "last": "open",
@@ -86,7 +94,12 @@ def test_properties_continuation_line_starting_with_a_comment_char_is_data():
 def test_properties_escapes():
     text = "tab=a\\tb\nnl=a\\nb\ncr=a\\rb\nuni=\\u0041\\u00e9\\u20AC\nother=\\q\\=\\:\\\\\nk\\ ey\\:x\\=y=v\n"
     assert parse_properties(text) == {
-        "tab": "a\tb", "nl": "a\nb", "cr": "a\rb", "uni": "A\u00e9\u20ac", "other": "q=:\\", "k ey:x=y": "v",
+        "tab": "a\tb",
+        "nl": "a\nb",
+        "cr": "a\rb",
+        "uni": "A\u00e9\u20ac",
+        "other": "q=:\\",
+        "k ey:x=y": "v",
     }
 
 
@@ -95,7 +108,7 @@ def test_properties_trailing_spaces():
     assert parse_properties(text) == {
         "plain": "value",
         "tabs": "value",
-        "escaped": "value ",                             # an escaped space is part of the value
+        "escaped": "value ",  # an escaped space is part of the value
         "escaped2": "value  ",
         "backslash": "v\\",
     }
@@ -241,40 +254,87 @@ def test_advertised_listeners_default_to_listeners():
     assert c.advertised_listeners == [("broker1", 19092)]
 
 
-@pytest.mark.parametrize("values,words", [
-    # a security protocol kbroker does not implement: never plaintext on that port
-    # Kafka's default mechanism is Kerberos, which kbroker does not implement
-    ({"listeners": "SASL_SSL://h:9093"}, ["sasl.enabled.mechanisms", "GSSAPI", "not implemented"]),
-    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN",
-      "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
-     ["listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"]),
-    ({"listeners": "SASL_PLAINTEXT://h:9093", "sasl.enabled.mechanisms": "PLAIN", "zookeeper.connect": "zk:2181",
-      "security.inter.broker.protocol": "SASL_PLAINTEXT"}, ["sasl.mechanism.inter.broker.protocol", "GSSAPI"]),
-    ({"listeners": "SSL://h:9093"}, ["ssl.keystore.location", "needs a key store"]),
-    # in a cluster, Kafka's rule: the inter-broker listener must exist
-    ({"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181", "ssl.keystore.location": "/k.pem"},
-     ["security.inter.broker.protocol",
-                                                                     "PLAINTEXT: no listener"]),
-    # a listener that would not be bound
-    ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
-    ({"listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092"}, ["CONTROLLER://h:9093", "controller"]),
-    # Kafka's rules: names and ports differ, advertised names are bound ones
-    ({"listeners": "PLAINTEXT://h:9092,plaintext://h:9094"}, ["different name", "PLAINTEXT twice"]),
-    ({"listeners": "PLAINTEXT://h:9092,OTHER://h:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
-     ["OTHER://h:9092", "different port"]),
-    ({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "OTHER://h:9092",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}, ["advertised.listeners", "OTHER"]),
-    # the listener brokers use to reach each other must be advertised
-    ({"listeners": "A://h:1,B://h:2", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
-      "inter.broker.listener.name": "C"}, ["inter.broker.listener.name", "C is not a listener"]),
-    ({"listeners": "A://h:1,B://h:2", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
-      "advertised.listeners": "A://h:1", "inter.broker.listener.name": "b"}, ["B is not a listener"]),
-    ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
-      "inter.broker.listener.name": "A", "security.inter.broker.protocol": "SSL"}, ["only one of"]),
-    # a name with no security protocol, as Kafka refuses it
-    ({"listeners": "INTERNAL://h:9092"}, ["INTERNAL", "listener.security.protocol.map"]),
-    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, ["listener.security.protocol.map", "TLS"]),
-])
+@pytest.mark.parametrize(
+    "values,words",
+    [
+        # a security protocol kbroker does not implement: never plaintext on that port
+        # Kafka's default mechanism is Kerberos, which kbroker does not implement
+        ({"listeners": "SASL_SSL://h:9093"}, ["sasl.enabled.mechanisms", "GSSAPI", "not implemented"]),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://h:9093",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI,PLAIN",
+            },
+            ["listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"],
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://h:9093",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "zookeeper.connect": "zk:2181",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            },
+            ["sasl.mechanism.inter.broker.protocol", "GSSAPI"],
+        ),
+        ({"listeners": "SSL://h:9093"}, ["ssl.keystore.location", "needs a key store"]),
+        # in a cluster, Kafka's rule: the inter-broker listener must exist
+        (
+            {"listeners": "SSL://h:9093", "zookeeper.connect": "zk:2181", "ssl.keystore.location": "/k.pem"},
+            ["security.inter.broker.protocol", "PLAINTEXT: no listener"],
+        ),
+        # a listener that would not be bound
+        ({"listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093"}, ["CONTROLLER://h:9093", "would not be bound"]),
+        ({"listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092"}, ["CONTROLLER://h:9093", "controller"]),
+        # Kafka's rules: names and ports differ, advertised names are bound ones
+        ({"listeners": "PLAINTEXT://h:9092,plaintext://h:9094"}, ["different name", "PLAINTEXT twice"]),
+        (
+            {
+                "listeners": "PLAINTEXT://h:9092,OTHER://h:9092",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            },
+            ["OTHER://h:9092", "different port"],
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://h:9092",
+                "advertised.listeners": "OTHER://h:9092",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            },
+            ["advertised.listeners", "OTHER"],
+        ),
+        # the listener brokers use to reach each other must be advertised
+        (
+            {
+                "listeners": "A://h:1,B://h:2",
+                "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+                "inter.broker.listener.name": "C",
+            },
+            ["inter.broker.listener.name", "C is not a listener"],
+        ),
+        (
+            {
+                "listeners": "A://h:1,B://h:2",
+                "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+                "advertised.listeners": "A://h:1",
+                "inter.broker.listener.name": "b",
+            },
+            ["B is not a listener"],
+        ),
+        (
+            {
+                "listeners": "A://h:1",
+                "listener.security.protocol.map": "A:PLAINTEXT",
+                "inter.broker.listener.name": "A",
+                "security.inter.broker.protocol": "SSL",
+            },
+            ["only one of"],
+        ),
+        # a name with no security protocol, as Kafka refuses it
+        ({"listeners": "INTERNAL://h:9092"}, ["INTERNAL", "listener.security.protocol.map"]),
+        ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, ["listener.security.protocol.map", "TLS"]),
+    ],
+)
 def test_listeners_kbroker_cannot_serve_as_configured_are_refused(values, words):
     with pytest.raises(ConfigError) as info:
         cfg(**{k.replace(".", "__"): v for k, v in values.items()})
@@ -283,18 +343,31 @@ def test_listeners_kbroker_cannot_serve_as_configured_are_refused(values, words)
 
 
 def test_several_named_listeners():
-    c = cfg(listeners="PLAINTEXT://:9092,internal://127.0.0.2:9093", advertised__listeners=
-            "PLAINTEXT://broker1:9092,INTERNAL://127.0.0.2:9093", listener__security__protocol__map=
-            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT", inter__broker__listener__name="internal")
+    c = cfg(
+        listeners="PLAINTEXT://:9092,internal://127.0.0.2:9093",
+        advertised__listeners="PLAINTEXT://broker1:9092,INTERNAL://127.0.0.2:9093",
+        listener__security__protocol__map="PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        inter__broker__listener__name="internal",
+    )
     assert [(x.name, x.host, x.port, x.security_protocol) for x in c.endpoints] == [
-        ("PLAINTEXT", "", 9092, "PLAINTEXT"), ("INTERNAL", "127.0.0.2", 9093, "PLAINTEXT")]
+        ("PLAINTEXT", "", 9092, "PLAINTEXT"),
+        ("INTERNAL", "127.0.0.2", 9093, "PLAINTEXT"),
+    ]
     assert [x.host for x in c.advertised_endpoints] == ["broker1", "127.0.0.2"]
     assert c.inter_broker_listener == "INTERNAL"
     # without inter.broker.listener.name: the listener named as the protocol, else the first with it
-    assert cfg(listeners="A://:1,PLAINTEXT://:2", listener__security__protocol__map="A:PLAINTEXT,PLAINTEXT:PLAINTEXT"
-               ).inter_broker_listener == "PLAINTEXT"
-    assert cfg(listeners="A://:1,B://:2", listener__security__protocol__map="A:PLAINTEXT,B:PLAINTEXT"
-               ).inter_broker_listener == "A"
+    assert (
+        cfg(
+            listeners="A://:1,PLAINTEXT://:2", listener__security__protocol__map="A:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        ).inter_broker_listener
+        == "PLAINTEXT"
+    )
+    assert (
+        cfg(
+            listeners="A://:1,B://:2", listener__security__protocol__map="A:PLAINTEXT,B:PLAINTEXT"
+        ).inter_broker_listener
+        == "A"
+    )
 
 
 def test_plaintext_listeners_by_any_name():
@@ -320,37 +393,40 @@ def test_unknown_key_is_an_error_naming_it():
     assert "log.retention.days" in str(e)
 
 
-@pytest.mark.parametrize("key, value", [
-    ("num.partitions", "abc"),
-    ("num.partitions", "1.5"),
-    ("num.partitions", ""),
-    ("num.partitions", "1_000"),                         # Python's int() would take it; Java's does not
-    ("num.partitions", "0x10"),
-    ("log.segment.bytes", "1GB"),
-    ("log.retention.bytes", "lots"),
-    ("auto.create.topics.enable", "yes"),
-    ("auto.create.topics.enable", "1"),
-    ("log.cleaner.min.cleanable.ratio", "half"),
-    ("broker.id", "-1"),
-    ("num.partitions", "0"),
-    ("log.segment.bytes", "13"),
-    ("log.cleaner.min.cleanable.ratio", "1.5"),
-    ("log.cleaner.min.cleanable.ratio", "nan"),
-    ("num.partitions", str(INT_MAX + 1)),                 # out of range for an int
-    ("offsets.topic.replication.factor", str(2**15)),    # out of range for a short
-    ("log.retention.ms", str(2**63)),                     # out of range for a long
-    ("log.flush.interval.messages", "0"),
-    ("log.cleanup.policy", "remove"),
-    ("log.cleanup.policy", "delete,bogus"),
-    ("log.message.timestamp.type", "createtime"),
-    ("compression.type", "brotli"),
-    ("listeners", "PLAINTEXT://host"),
-    ("listeners", "PLAINTEXT://host:port"),
-    ("listeners", "PLAINTEXT://host:70000"),
-    ("listeners", "PLAINTEXT://host:9092,junk"),
-    ("advertised.listeners", "PLAINTEXT://host"),
-    ("advertised.listeners", "PLAINTEXT://host:70000"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("num.partitions", "abc"),
+        ("num.partitions", "1.5"),
+        ("num.partitions", ""),
+        ("num.partitions", "1_000"),  # Python's int() would take it; Java's does not
+        ("num.partitions", "0x10"),
+        ("log.segment.bytes", "1GB"),
+        ("log.retention.bytes", "lots"),
+        ("auto.create.topics.enable", "yes"),
+        ("auto.create.topics.enable", "1"),
+        ("log.cleaner.min.cleanable.ratio", "half"),
+        ("broker.id", "-1"),
+        ("num.partitions", "0"),
+        ("log.segment.bytes", "13"),
+        ("log.cleaner.min.cleanable.ratio", "1.5"),
+        ("log.cleaner.min.cleanable.ratio", "nan"),
+        ("num.partitions", str(INT_MAX + 1)),  # out of range for an int
+        ("offsets.topic.replication.factor", str(2**15)),  # out of range for a short
+        ("log.retention.ms", str(2**63)),  # out of range for a long
+        ("log.flush.interval.messages", "0"),
+        ("log.cleanup.policy", "remove"),
+        ("log.cleanup.policy", "delete,bogus"),
+        ("log.message.timestamp.type", "createtime"),
+        ("compression.type", "brotli"),
+        ("listeners", "PLAINTEXT://host"),
+        ("listeners", "PLAINTEXT://host:port"),
+        ("listeners", "PLAINTEXT://host:70000"),
+        ("listeners", "PLAINTEXT://host:9092,junk"),
+        ("advertised.listeners", "PLAINTEXT://host"),
+        ("advertised.listeners", "PLAINTEXT://host:70000"),
+    ],
+)
 def test_bad_values_are_errors_naming_the_key(key, value):
     e = _error(**{key.replace(".", "__"): value})
     assert e.key == key
@@ -359,10 +435,16 @@ def test_bad_values_are_errors_naming_the_key(key, value):
 
 
 def test_good_edge_values_are_accepted():
-    c = cfg(num__partitions=" 12 ", log__segment__bytes="14", broker__id="+3",
-            log__cleaner__min__cleanable__ratio="1", auto__create__topics__enable="FALSE",
-            log__cleanup__policy="compact, delete", listeners="PLAINTEXT://[::1]:9092",
-            advertised__listeners="PLAINTEXT://:0")
+    c = cfg(
+        num__partitions=" 12 ",
+        log__segment__bytes="14",
+        broker__id="+3",
+        log__cleaner__min__cleanable__ratio="1",
+        auto__create__topics__enable="FALSE",
+        log__cleanup__policy="compact, delete",
+        listeners="PLAINTEXT://[::1]:9092",
+        advertised__listeners="PLAINTEXT://:0",
+    )
     assert c["num.partitions"] == 12
     assert c["log.segment.bytes"] == 14
     assert c.broker_id == 3
@@ -380,8 +462,15 @@ def test_relations_between_keys_are_checked():
 
 
 def test_typed_values_are_accepted_programmatically():
-    c = BrokerConfig({"log.dir": "/x", "num.partitions": 3, "auto.create.topics.enable": False,
-                      "log.cleanup.policy": ["compact"], "listeners": ["PLAINTEXT://h:1"]})
+    c = BrokerConfig(
+        {
+            "log.dir": "/x",
+            "num.partitions": 3,
+            "auto.create.topics.enable": False,
+            "log.cleanup.policy": ["compact"],
+            "listeners": ["PLAINTEXT://h:1"],
+        }
+    )
     assert (c["num.partitions"], c["auto.create.topics.enable"]) == (3, False)
     assert c["log.cleanup.policy"] == ["compact"]
     with pytest.raises(ConfigError):
@@ -425,9 +514,14 @@ def test_every_key_of_kafka_3_and_4_brokers_is_known():
 
 
 def test_each_ignored_key_gets_one_warning_line_with_its_reason():
-    c = cfg(num__io__threads="8", process__roles="broker,controller", ssl__provider="SunJSSE",
-            listener__name__internal__ssl__keymanager__algorithm="PKIX", confluent__balancer__enable="true",
-            controller__quorum__voters="1@localhost:9093")
+    c = cfg(
+        num__io__threads="8",
+        process__roles="broker,controller",
+        ssl__provider="SunJSSE",
+        listener__name__internal__ssl__keymanager__algorithm="PKIX",
+        confluent__balancer__enable="true",
+        controller__quorum__voters="1@localhost:9093",
+    )
     assert len(c.warnings) == 6
     for line in c.warnings:
         assert "\n" not in line and "has no effect" in line
@@ -463,14 +557,17 @@ def test_unknown_keys_and_bad_values_are_reported_together():
     assert "\n" not in str(e)
 
 
-@pytest.mark.parametrize("key, value, words", [
-    ("security.inter.broker.protocol", "SSL", ["SSL: no listener", "inter.broker.listener.name"]),
-    ("security.inter.broker.protocol", "KERBEROS", ["one of PLAINTEXT"]),
-    ("authorizer.class.name", "com.example.MyAuthorizer", ["loads no other class", "StandardAuthorizer"]),
-    ("zookeeper.ssl.client.enable", "true", ["no TLS"]),
-    ("zookeeper.set.acl", "true", ["no ZooKeeper ACLs"]),
-    ("process.roles", "controller", ["KRaft controller"]),
-])
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("security.inter.broker.protocol", "SSL", ["SSL: no listener", "inter.broker.listener.name"]),
+        ("security.inter.broker.protocol", "KERBEROS", ["one of PLAINTEXT"]),
+        ("authorizer.class.name", "com.example.MyAuthorizer", ["loads no other class", "StandardAuthorizer"]),
+        ("zookeeper.ssl.client.enable", "true", ["no TLS"]),
+        ("zookeeper.set.acl", "true", ["no ZooKeeper ACLs"]),
+        ("process.roles", "controller", ["KRaft controller"]),
+    ],
+)
 def test_settings_kbroker_cannot_honour_are_refused(key, value, words):
     e = _error(**{key.replace(".", "__"): value})
     assert e.key == key and str(e).startswith(f"{key}: ")
@@ -478,8 +575,10 @@ def test_settings_kbroker_cannot_honour_are_refused(key, value, words):
         assert w in str(e)
 
 
-@pytest.mark.parametrize("key, value", [ ("zookeeper.set.acl", "false"),
-                                        ("zookeeper.ssl.client.enable", "false"), ("process.roles", "broker")])
+@pytest.mark.parametrize(
+    "key, value",
+    [("zookeeper.set.acl", "false"), ("zookeeper.ssl.client.enable", "false"), ("process.roles", "broker")],
+)
 def test_the_same_settings_at_values_kbroker_honours_are_accepted(key, value):
     assert cfg(**{key.replace(".", "__"): value}).ignored == [key]
 
@@ -500,15 +599,19 @@ def test_node_id_is_broker_id():
 
 
 def test_kraft_controller_listeners_are_left_out_and_said_so():
-    c = cfg(listeners="PLAINTEXT://:9092,CONTROLLER://:9093", controller__listener__names="CONTROLLER",
-            advertised__listeners="PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093")
+    c = cfg(
+        listeners="PLAINTEXT://:9092,CONTROLLER://:9093",
+        controller__listener__names="CONTROLLER",
+        advertised__listeners="PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+    )
     assert c.listeners == [("", 9092)]
     assert c.advertised_listeners == [("localhost", 9092)]
     notes = [w for w in c.warnings if "CONTROLLER://:9093" in w]
     assert len(notes) == 1 and "not bound" in notes[0] and "no KRaft mode" in notes[0]
     # a controller listener listed first is still not the one served
-    assert cfg(listeners="CONTROLLER://:9093,PLAINTEXT://:9092", controller__listener__names="CONTROLLER"
-               ).listeners == [("", 9092)]
+    assert cfg(
+        listeners="CONTROLLER://:9093,PLAINTEXT://:9092", controller__listener__names="CONTROLLER"
+    ).listeners == [("", 9092)]
     e = _error(listeners="CONTROLLER://:9093", controller__listener__names="CONTROLLER")
     assert e.key == "listeners" and "every listener" in str(e)
     # without controller.listener.names a CONTROLLER listener is refused, never silently unbound
@@ -596,10 +699,17 @@ def test_a_kafka_4_kraft_server_properties_is_accepted():
     assert c.broker_id == 1
     assert c.listeners == [("", 9092)] and c.advertised_listeners == [("localhost", 9092)]
     assert c.log_dirs == ["/tmp/kraft-combined-logs"]
-    assert sorted(c.ignored) == sorted([
-        "process.roles", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
-        "num.network.threads", "num.io.threads",
-        "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"])
+    assert sorted(c.ignored) == sorted(
+        [
+            "process.roles",
+            "controller.quorum.bootstrap.servers",
+            "controller.quorum.voters",
+            "num.network.threads",
+            "num.io.threads",
+            "share.coordinator.state.topic.replication.factor",
+            "share.coordinator.state.topic.min.isr",
+        ]
+    )
     # one line per ignored key, one for node.id, one for the controller listener
     assert len(c.warnings) == len(c.ignored) + 2
 
@@ -610,8 +720,10 @@ def test_max_connections_per_ip_overrides():
     for bad in ("host1", "host1:x", ":5", "h:-1"):
         e = _error(max__connections__per__ip__overrides=bad)
         assert e.key == "max.connections.per.ip.overrides"
-    assert cfg(max__connections__per__ip="0", max__connections__per__ip__overrides="10.0.0.1:5")[
-        "max.connections.per.ip"] == 0
+    assert (
+        cfg(max__connections__per__ip="0", max__connections__per__ip__overrides="10.0.0.1:5")["max.connections.per.ip"]
+        == 0
+    )
     assert _error(max__connections__per__ip="0").key == "max.connections.per.ip"
 
 
@@ -643,7 +755,7 @@ def test_from_sources_unreadable_file(tmp_path):
         BrokerConfig.from_sources(str(tmp_path / "missing.properties"))
     assert "missing.properties" in str(exc.value)
     with pytest.raises(ConfigError):
-        BrokerConfig.from_sources(str(tmp_path))           # a directory
+        BrokerConfig.from_sources(str(tmp_path))  # a directory
 
 
 def test_from_sources_bad_key_in_the_file(tmp_path):
@@ -664,9 +776,15 @@ def test_override_fixes_a_bad_file_value(tmp_path):
 
 
 def test_log_config_takes_broker_defaults():
-    c = cfg(log__segment__bytes="2048", log__retention__bytes="999", log__cleanup__policy="compact",
-            message__max__bytes="5000", log__message__timestamp__type="LogAppendTime",
-            log__flush__interval__messages="10", min__insync__replicas="2")
+    c = cfg(
+        log__segment__bytes="2048",
+        log__retention__bytes="999",
+        log__cleanup__policy="compact",
+        message__max__bytes="5000",
+        log__message__timestamp__type="LogAppendTime",
+        log__flush__interval__messages="10",
+        min__insync__replicas="2",
+    )
     lc = c.log_config()
     assert lc.segment_bytes == 2048
     assert lc.retention_bytes == 999
@@ -683,8 +801,9 @@ def test_log_config_takes_broker_defaults():
 
 def test_log_config_overrides_win():
     c = cfg(log__segment__bytes="2048", log__retention__hours="1")
-    lc = c.log_config(validate_topic_configs({"segment.bytes": "4096", "retention.ms": "10",
-                                              "cleanup.policy": "compact,delete"}))
+    lc = c.log_config(
+        validate_topic_configs({"segment.bytes": "4096", "retention.ms": "10", "cleanup.policy": "compact,delete"})
+    )
     assert lc.segment_bytes == 4096
     assert lc.retention_ms == 10
     assert lc.compact and lc.delete
@@ -700,15 +819,18 @@ def test_log_config_sources():
     assert lc.source("max.message.bytes") == ConfigSource.DEFAULT_CONFIG
 
 
-@pytest.mark.parametrize("broker_key, value, topic_key", [
-    ("log.retention.hours", "1", "retention.ms"),
-    ("log.retention.minutes", "1", "retention.ms"),
-    ("log.retention.ms", "1", "retention.ms"),
-    ("log.roll.hours", "1", "segment.ms"),
-    ("log.roll.ms", "1", "segment.ms"),
-    ("log.flush.interval.ms", "1", "flush.ms"),
-    ("log.flush.scheduler.interval.ms", "1", "flush.ms"),
-])
+@pytest.mark.parametrize(
+    "broker_key, value, topic_key",
+    [
+        ("log.retention.hours", "1", "retention.ms"),
+        ("log.retention.minutes", "1", "retention.ms"),
+        ("log.retention.ms", "1", "retention.ms"),
+        ("log.roll.hours", "1", "segment.ms"),
+        ("log.roll.ms", "1", "segment.ms"),
+        ("log.flush.interval.ms", "1", "flush.ms"),
+        ("log.flush.scheduler.interval.ms", "1", "flush.ms"),
+    ],
+)
 def test_log_config_source_of_values_derived_from_synonyms(broker_key, value, topic_key):
     """retention.ms set through log.retention.hours is a static broker value, not a default."""
     lc = BrokerConfig({"log.dir": "/x", broker_key: value}).log_config()
@@ -721,39 +843,56 @@ def test_every_topic_key_has_a_broker_default():
     for name, key in TOPIC_KEYS.items():
         value = lc[name]
         assert value is not None, name
-        assert key.key().parse(value) == value, name   # the default passes the topic key's checks
+        assert key.key().parse(value) == value, name  # the default passes the topic key's checks
 
 
 # ---------------------------------------------------------------- validate_topic_configs
 
 
 def test_validate_topic_configs_parses_values():
-    out = validate_topic_configs({"retention.ms": "-1", "segment.bytes": "1048576", "cleanup.policy": "compact",
-                                  "min.cleanable.dirty.ratio": "0.1", "unclean.leader.election.enable": "true",
-                                  "message.timestamp.type": "LogAppendTime", "compression.type": "zstd"})
-    assert out == {"retention.ms": -1, "segment.bytes": 1048576, "cleanup.policy": ["compact"],
-                   "min.cleanable.dirty.ratio": 0.1, "unclean.leader.election.enable": True,
-                   "message.timestamp.type": "LogAppendTime", "compression.type": "zstd"}
+    out = validate_topic_configs(
+        {
+            "retention.ms": "-1",
+            "segment.bytes": "1048576",
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.1",
+            "unclean.leader.election.enable": "true",
+            "message.timestamp.type": "LogAppendTime",
+            "compression.type": "zstd",
+        }
+    )
+    assert out == {
+        "retention.ms": -1,
+        "segment.bytes": 1048576,
+        "cleanup.policy": ["compact"],
+        "min.cleanable.dirty.ratio": 0.1,
+        "unclean.leader.election.enable": True,
+        "message.timestamp.type": "LogAppendTime",
+        "compression.type": "zstd",
+    }
     assert validate_topic_configs({}) == {}
 
 
-@pytest.mark.parametrize("key, value", [
-    ("retention.ms", "forever"),
-    ("retention.ms", "-2"),                               # Kafka: at least -1
-    ("segment.bytes", "13"),
-    ("segment.ms", "0"),
-    ("segment.index.bytes", "3"),
-    ("flush.messages", "0"),
-    ("cleanup.policy", "remove"),
-    ("cleanup.policy", "compact,remove"),
-    ("message.timestamp.type", "Now"),
-    ("compression.type", "lzma"),
-    ("min.cleanable.dirty.ratio", "2"),
-    ("max.compaction.lag.ms", "0"),
-    ("unclean.leader.election.enable", "maybe"),
-    ("min.insync.replicas", "0"),
-    ("max.message.bytes", "-1"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("retention.ms", "forever"),
+        ("retention.ms", "-2"),  # Kafka: at least -1
+        ("segment.bytes", "13"),
+        ("segment.ms", "0"),
+        ("segment.index.bytes", "3"),
+        ("flush.messages", "0"),
+        ("cleanup.policy", "remove"),
+        ("cleanup.policy", "compact,remove"),
+        ("message.timestamp.type", "Now"),
+        ("compression.type", "lzma"),
+        ("min.cleanable.dirty.ratio", "2"),
+        ("max.compaction.lag.ms", "0"),
+        ("unclean.leader.election.enable", "maybe"),
+        ("min.insync.replicas", "0"),
+        ("max.message.bytes", "-1"),
+    ],
+)
 def test_validate_topic_configs_bad_values(key, value):
     with pytest.raises(ConfigError) as exc:
         validate_topic_configs({key: value})
@@ -769,13 +908,26 @@ def test_validate_topic_configs_unknown_key():
 def test_deprecated_topic_keys_of_kafka_3_are_accepted_with_a_warning(caplog):
     # Kafka 3.9's TopicConfig: @Deprecated message.format.version and
     # message.timestamp.difference.max.ms; message.downconversion.enable a no-op since 4.0
-    assert set(DEPRECATED_TOPIC_KEYS) == {"message.format.version", "message.downconversion.enable",
-                                          "message.timestamp.difference.max.ms"}
+    assert set(DEPRECATED_TOPIC_KEYS) == {
+        "message.format.version",
+        "message.downconversion.enable",
+        "message.timestamp.difference.max.ms",
+    }
     with caplog.at_level("WARNING", logger="broker.config"):
-        out = validate_topic_configs({"message.format.version": "0.10.0", "message.downconversion.enable": "false",
-                                      "message.timestamp.difference.max.ms": "60000", "retention.ms": "1"})
-    assert out == {"message.format.version": "0.10.0", "message.downconversion.enable": False,
-                   "message.timestamp.difference.max.ms": 60000, "retention.ms": 1}
+        out = validate_topic_configs(
+            {
+                "message.format.version": "0.10.0",
+                "message.downconversion.enable": "false",
+                "message.timestamp.difference.max.ms": "60000",
+                "retention.ms": "1",
+            }
+        )
+    assert out == {
+        "message.format.version": "0.10.0",
+        "message.downconversion.enable": False,
+        "message.timestamp.difference.max.ms": 60000,
+        "retention.ms": 1,
+    }
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 3 and all("no effect" in w and "deprecated" in w for w in warned)
     assert any(w.startswith("topic configuration message.format.version=0.10.0 ") for w in warned)
@@ -785,16 +937,20 @@ def test_deprecated_topic_keys_of_kafka_3_are_accepted_with_a_warning(caplog):
         validate_topic_configs({"retention.ms": "1"})
     assert caplog.records == []
     # their values are still checked as Kafka 3.x checks them
-    for key, value in (("message.format.version", "latest"), ("message.downconversion.enable", "maybe"),
-                       ("message.timestamp.difference.max.ms", "-1")):
+    for key, value in (
+        ("message.format.version", "latest"),
+        ("message.downconversion.enable", "maybe"),
+        ("message.timestamp.difference.max.ms", "-1"),
+    ):
         with pytest.raises(ConfigError) as exc:
             validate_topic_configs({key: value})
         assert exc.value.key == key
     # not listed by DescribeConfigs (Kafka 4.x lists none of them); Kafka 3.x's defaults
     assert not set(DEPRECATED_TOPIC_KEYS) & set(TOPIC_KEYS)
-    assert [DEPRECATED_TOPIC_KEYS[k].default for k in ("message.format.version", "message.downconversion.enable",
-                                                      "message.timestamp.difference.max.ms")] == ["3.0-IV1", True,
-                                                                                                  LONG_MAX]
+    assert [
+        DEPRECATED_TOPIC_KEYS[k].default
+        for k in ("message.format.version", "message.downconversion.enable", "message.timestamp.difference.max.ms")
+    ] == ["3.0-IV1", True, LONG_MAX]
 
 
 def test_topic_keys_types_match_kafka():
@@ -810,8 +966,10 @@ def test_log_dirs_mode():
     assert cfg(log__dirs__mode="0750").log_dirs_mode == 0o750
     assert cfg(log__dirs__mode="755").log_dirs_mode == 0o755
     assert cfg(log__dirs__mode="0o700").log_dirs_mode == 0o700
-    for bad, why in (("0644", "the broker's own user needs rwx (0700 at least)"),
-                     ("1777", "no setuid, setgid or sticky bits"),
-                     ("rwx------", "'rwx------' is not an octal mode such as 0700"),
-                     ("0800", "'0800' is not an octal mode such as 0700")):
+    for bad, why in (
+        ("0644", "the broker's own user needs rwx (0700 at least)"),
+        ("1777", "no setuid, setgid or sticky bits"),
+        ("rwx------", "'rwx------' is not an octal mode such as 0700"),
+        ("0800", "'0800' is not an octal mode such as 0700"),
+    ):
         assert str(_error(log__dirs__mode=bad)) == f"log.dirs.mode: invalid value {bad!r}: {why}"

@@ -3,6 +3,7 @@ requests behind a waiting Produce are handled at once (bounded) unless it waits 
 transaction's coordinator, anything else waits for what is in flight, and answers always go out in request order. And its reading: a large
 request received in place (no copy between the socket and the frame handed to dispatch),
 a frame over the maximum refused, the peer gone in the middle of a frame."""
+
 from __future__ import annotations
 
 import asyncio
@@ -44,7 +45,7 @@ class FakeServer:
             fut = self.loop.create_future()
             self.waiting[tag] = fut
             return fut
-        if tag.startswith(b"hold"):         # a Produce waiting on its transaction's coordinator
+        if tag.startswith(b"hold"):  # a Produce waiting on its transaction's coordinator
             fut = self.waiting[tag] = self.loop.create_future()
             conn.hold_produces()
 
@@ -53,6 +54,7 @@ class FakeServer:
                     return await fut
                 finally:
                     conn.release_produces()
+
             return verified()
         return [b"ans:" + tag + b";"]
 
@@ -99,6 +101,7 @@ class Harness:
             except BlockingIOError:
                 pass
             return len(self.received) >= len(expected)
+
         await _until(got)
         assert self.received == expected
         self.received = b""
@@ -118,20 +121,22 @@ def run(coro_fn):
             await coro_fn(h)
         finally:
             h.close()
+
     asyncio.run(main())
 
 
 def test_produce_behind_a_waiting_produce_is_handled_at_once_and_answered_in_order():
     async def body(h: Harness):
         await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"wait2"), frame(PRODUCE, b"now3"))
-        assert h.tags() == [b"wait1", b"wait2", b"now3"]      # all appended, none answered
+        assert h.tags() == [b"wait1", b"wait2", b"now3"]  # all appended, none answered
         h.server.waiting[b"wait2"].set_result([b"ans:wait2;"])
         await asyncio.sleep(0.02)
         with pytest.raises(BlockingIOError):
-            h.peer.recv(100)                                   # wait1 still holds the answers back
+            h.peer.recv(100)  # wait1 still holds the answers back
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         await h.read_until(b"ans:wait1;ans:wait2;ans:now3;")
         assert h.conn.idle
+
     run(body)
 
 
@@ -139,9 +144,11 @@ def test_produces_behind_one_waiting_on_its_transaction_coordinator_wait_for_its
     """A Produce whose transactional batch waits for the coordinator's verification holds
     the Produces behind it (they may need the transaction it opens); a Produce waiting
     for the ISR does not."""
+
     async def body(h: Harness):
-        await h.send(frame(PRODUCE, b"wait1"), frame(PRODUCE, b"hold2"), frame(PRODUCE, b"now3"),
-                     frame(PRODUCE, b"now4"))
+        await h.send(
+            frame(PRODUCE, b"wait1"), frame(PRODUCE, b"hold2"), frame(PRODUCE, b"now3"), frame(PRODUCE, b"now4")
+        )
         assert h.tags() == [b"wait1", b"hold2"]
         h.server.waiting[b"hold2"].set_result([b"ans:hold2;"])
         await asyncio.sleep(0.02)
@@ -149,6 +156,7 @@ def test_produces_behind_one_waiting_on_its_transaction_coordinator_wait_for_its
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         await h.read_until(b"ans:wait1;ans:hold2;ans:now3;ans:now4;")
         assert h.conn.idle
+
     run(body)
 
 
@@ -159,6 +167,7 @@ def test_other_requests_wait_for_the_produces_in_flight():
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         await h.read_until(b"ans:wait1;ans:meta;ans:now2;")
         assert h.tags() == [b"wait1", b"meta", b"now2"]
+
     run(body)
 
 
@@ -168,6 +177,7 @@ def test_produce_waits_behind_another_kind_of_waiting_request():
         assert h.tags() == [b"wait-fetch"]
         h.server.waiting[b"wait-fetch"].set_result([b"ans:fetch;"])
         await h.read_until(b"ans:fetch;ans:now1;")
+
     run(body)
 
 
@@ -181,6 +191,7 @@ def test_produces_in_flight_are_bounded():
             h.server.waiting[b"wait%02d" % i].set_result([b"ans:%02d;" % i])
         await h.read_until(b"".join(b"ans:%02d;" % i for i in range(n)))
         assert len(h.tags()) == n
+
     run(body)
 
 
@@ -191,8 +202,9 @@ def test_a_failed_wait_closes_the_connection_and_nothing_behind_it_is_answered()
         await _until(lambda: h.conn.closed)
         assert h.server.closed == [h.conn]
         data = h.peer.recv(100)
-        assert data == b""                                     # closed without an answer
+        assert data == b""  # closed without an answer
         assert not h.conn.inflight
+
     run(body)
 
 
@@ -205,6 +217,7 @@ def test_close_cancels_the_requests_in_flight():
         await asyncio.gather(*tasks, return_exceptions=True)
         assert all(t.done() for t in tasks)
         assert h.server.waiting[b"wait1"].cancelled()
+
     run(body)
 
 
@@ -216,6 +229,7 @@ def test_api_key_of_a_short_frame_is_not_produce():
 def test_a_muted_connection_handles_nothing_until_its_throttle_ends():
     """A quota's throttle (Connection.mute): the answer already queued goes out, the
     requests behind it — pipelined or sent later — wait until the throttle time is over."""
+
     async def body(h: Harness):
         dispatch = h.server.dispatch
 
@@ -224,6 +238,7 @@ def test_a_muted_connection_handles_nothing_until_its_throttle_ends():
             if bytes(f)[2:] == b"first":
                 conn.mute(0.3)
             return out
+
         h.server.dispatch = throttling
         started = h.loop.time()
         await h.send(frame(METADATA, b"first"), frame(METADATA, b"second"))
@@ -238,10 +253,12 @@ def test_a_muted_connection_handles_nothing_until_its_throttle_ends():
         h.conn.mute(0.05)
         end = h.conn._muted_until
         assert end >= h.loop.time() + 0.15
+
     run(body)
 
 
 # ------------------------------------------------------------------ reading
+
 
 class ReadSpy:
     """What the connection's FrameReader copied (bytes through feed) and which buffers
@@ -261,6 +278,7 @@ class ReadSpy:
             if buf is not None and not any(buf.obj is o for o in self.owners):
                 self.owners.append(buf.obj)
             return buf
+
         monkeypatch.setattr(FrameReader, "feed", spy_feed)
         monkeypatch.setattr(FrameReader, "direct_buffer", spy_direct_buffer)
 
@@ -272,7 +290,7 @@ def test_large_requests_are_received_in_place_and_dispatched_as_received(monkeyp
 
     async def body(h: Harness):
         got = []
-        h.server.dispatch = lambda conn, f: got.append(f)          # acks=0: no answer
+        h.server.dispatch = lambda conn, f: got.append(f)  # acks=0: no answer
         await h.loop.sock_sendall(h.peer, b"".join(big[:1] + small[:2] + big[1:] + small[2:]))
         await _until(lambda: len(got) == 8)
         assert [bytes(f) for f in got] == [f[4:] for f in big[:1] + small[:2] + big[1:] + small[2:]]
@@ -283,6 +301,7 @@ def test_large_requests_are_received_in_place_and_dispatched_as_received(monkeyp
         # (the first large frame's from a full read; the ones after a large frame, a small read)
         assert spy.fed <= RECV_SIZE + 2 * SMALL_READ + sum(map(len, small))
         assert not h.conn.closed
+
     run(body)
 
 
@@ -293,10 +312,11 @@ def test_the_peer_gone_in_the_middle_of_a_large_request():
         data = frame(PRODUCE, b"p" * 500_000)
         await h.loop.sock_sendall(h.peer, frame(METADATA, b"first") + data[:300_000])
         await _until(lambda: got and h.conn.frames.buffered > 0)
-        assert h.conn.frames.direct_buffer() is not None          # the rest was to go in place
+        assert h.conn.frames.direct_buffer() is not None  # the rest was to go in place
         h.peer.shutdown(socket.SHUT_WR)
         await _until(lambda: h.conn.closed)
         assert [bytes(f) for f in got] == [b"\x00\x03first"] and h.server.closed == [h.conn]
+
     run(body)
 
 
@@ -312,8 +332,10 @@ def test_a_frame_over_the_maximum_closes_the_connection(after_large):
         # a large frame completes in a read of its own and is handled; a small one read
         # together with the bad size goes with the connection (as it always did)
         assert [bytes(f) for f in got] == ([first[4:]] if after_large else [])
-        assert h.server.bad_requests == [f"{h.conn}: frame size {(1 << 20) + 1} exceeds the maximum of "
-                                         f"{1 << 20} bytes; closing the connection"]
+        assert h.server.bad_requests == [
+            f"{h.conn}: frame size {(1 << 20) + 1} exceeds the maximum of {1 << 20} bytes; closing the connection"
+        ]
+
     run(body)
 
 
@@ -328,6 +350,7 @@ def test_the_rest_of_a_large_request_already_there_is_read_in_the_same_wake_up(m
         n = recv(conn)
         calls.append(n)
         return n
+
     monkeypatch.setattr(Connection, "_recv", spy)
     first, second = frame(PRODUCE, b"a" * 600_000), frame(PRODUCE, b"b" * 120_000)
 
@@ -338,19 +361,22 @@ def test_the_rest_of_a_large_request_already_there_is_read_in_the_same_wake_up(m
         await _until(lambda: len(got) == 1)
         calls.clear()
         h.peer.setblocking(True)
-        h.peer.sendall(second)              # all of it in the socket before the connection reads
+        h.peer.sendall(second)  # all of it in the socket before the connection reads
         await _until(lambda: len(got) == 2)
         assert bytes(got[1]) == second[4:]
-        assert calls == [len(second)]       # one read: the first SMALL_READ bytes, then the rest in place
+        assert calls == [len(second)]  # one read: the first SMALL_READ bytes, then the rest in place
+
     run(body)
 
 
 # ------------------------------------------------------------------ what waits behind a request in flight
 
+
 def test_reading_stops_once_the_requests_behind_one_in_flight_reach_the_bound():
     """queued.max.request.bytes.per.connection: behind a long poll the connection reads
     on (small pipelined requests keep their pace) until the frames waiting behind it reach
     the bound, then reads nothing more until the long poll is answered; nothing is lost."""
+
     async def body(h: Harness):
         bound = 1_000_000
         h.conn.max_queued_bytes = bound
@@ -369,12 +395,14 @@ def test_reading_stops_once_the_requests_behind_one_in_flight_reach_the_bound():
         await h.read_until(expected)
         await sender
         assert h.conn.queued_bytes == 0 and h.conn._reading
+
     run(body)
 
 
 def test_with_a_bound_of_zero_nothing_is_read_while_a_request_is_in_flight():
     """queued.max.request.bytes.per.connection=0 is Kafka's own rule: a connection is
     muted while one of its requests is in flight."""
+
     async def body(h: Harness):
         h.conn.max_queued_bytes = 0
         await h.send(frame(FETCH, b"wait1"))
@@ -382,17 +410,20 @@ def test_with_a_bound_of_zero_nothing_is_read_while_a_request_is_in_flight():
         assert h.tags() == [b"wait1"] and not h.conn.pending and h.conn.frames.buffered == 0
         h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
         await h.read_until(b"ans:wait1;ans:m1;")
+
     run(body)
 
 
 def test_small_requests_are_read_and_answered_without_a_request_in_flight():
     """The bound is about requests behind one in flight: pipelined requests answered at
     once are read whatever their total."""
+
     async def body(h: Harness):
         h.conn.max_queued_bytes = 1000
         many = [frame(METADATA, b"m%03d" % i + b"y" * 100) for i in range(200)]
         await h.loop.sock_sendall(h.peer, b"".join(many))
         await h.read_until(b"".join(b"ans:" + f[6:] + b";" for f in many))
+
     run(body)
 
 
@@ -400,6 +431,7 @@ def test_the_broker_wide_bound_stops_other_connections_between_frames():
     """queued.max.request.bytes: once the requests queued on all connections reach it, no
     connection starts another frame — one in the middle of a frame finishes it — and they
     read again as soon as handled requests free room."""
+
     async def body(h: Harness):
         memory = connection_mod.RequestMemory(600_000)
         h.server.request_memory = memory
@@ -411,7 +443,7 @@ def test_the_broker_wide_bound_stops_other_connections_between_frames():
         h.conn, h.peer = a, pairs["a"][1]
         a.max_queued_bytes = 10 << 20
         try:
-            started = frame(PRODUCE, b"c" * 199_998)      # c: its size is read, then half of it
+            started = frame(PRODUCE, b"c" * 199_998)  # c: its size is read, then half of it
             await h.loop.sock_sendall(pairs["c"][1], started[:100_000])
             await _until(lambda: c.frames.in_frame)
             assert memory.used == 200_000
@@ -422,9 +454,9 @@ def test_the_broker_wide_bound_stops_other_connections_between_frames():
             assert Hold.MEMORY in a.holds
             await h.loop.sock_sendall(pairs["b"][1], frame(METADATA, b"b1"))
             await asyncio.sleep(0.1)
-            assert b"b1" not in h.tags() and b in memory.waiting       # b starts no frame
+            assert b"b1" not in h.tags() and b in memory.waiting  # b starts no frame
             await h.loop.sock_sendall(pairs["c"][1], started[100_000:])
-            await _until(lambda: any(f[2:3] == b"c" for f in h.server.dispatched))   # c finishes its own
+            await _until(lambda: any(f[2:3] == b"c" for f in h.server.dispatched))  # c finishes its own
             h.server.waiting[b"wait1"].set_result([b"ans:wait1;"])
             await _until(lambda: b"b1" in h.tags())
             await sender
@@ -435,19 +467,22 @@ def test_the_broker_wide_bound_stops_other_connections_between_frames():
                 conn.close()
             for name in "bc":
                 pairs[name][1].close()
+
     run(body)
 
 
 def test_bytes_of_an_unfinished_frame_do_not_make_a_connection_active():
     """connections.max.idle.ms counts from the last complete request: a client trickling
     the bytes of a frame it never completes stays idle."""
+
     async def body(h: Harness):
         data = frame(METADATA, b"slow")
         before = h.conn.last_active
         for i in range(len(data) - 1):
-            await h.send(data[i:i + 1])
+            await h.send(data[i : i + 1])
         assert h.conn.last_active == before and h.conn.idle
         await h.send(data[-1:])
         await h.read_until(b"ans:slow;")
         assert h.conn.last_active > before
+
     run(body)

@@ -1,5 +1,6 @@
 """connection_state: the phases of a connection and the only transitions between them;
 the holds on reading, as a connection reports them."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,15 @@ from broker.server.connection_state import (
 )
 
 
-@pytest.mark.parametrize("tls,sasl,phase", [(False, False, Phase.READY), (True, False, Phase.HANDSHAKING),
-                                            (True, True, Phase.HANDSHAKING), (False, True, Phase.AUTHENTICATING)])
+@pytest.mark.parametrize(
+    "tls,sasl,phase",
+    [
+        (False, False, Phase.READY),
+        (True, False, Phase.HANDSHAKING),
+        (True, True, Phase.HANDSHAKING),
+        (False, True, Phase.AUTHENTICATING),
+    ],
+)
 def test_where_a_connection_starts(tls, sasl, phase):
     assert initial_phase(tls, sasl) is phase
 
@@ -29,10 +37,10 @@ def walk(phase, *events):
 def test_the_ways_of_a_connection():
     assert walk(Phase.HANDSHAKING, Event.TLS_DONE, Event.AUTHENTICATED) is Phase.READY
     assert walk(Phase.HANDSHAKING, Event.TLS_DONE_NO_SASL) is Phase.READY
-    assert walk(Phase.READY, Event.AUTHENTICATED) is Phase.READY            # a re-authentication
+    assert walk(Phase.READY, Event.AUTHENTICATED) is Phase.READY  # a re-authentication
     assert walk(Phase.READY, Event.PEER_CLOSED, Event.CLOSE_WHEN_SENT, Event.CLOSE) is Phase.CLOSED
     assert walk(Phase.AUTHENTICATING, Event.PEER_CLOSED, Event.AUTHENTICATED) is Phase.DRAINING_RECEIVED
-    for event in Event:                                                    # closed stays closed
+    for event in Event:  # closed stays closed
         assert next_phase(Phase.CLOSED, event) is Phase.CLOSED
 
 

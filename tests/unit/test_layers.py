@@ -12,6 +12,7 @@ fails test_every_package_has_a_rule until it gets one).
 Checked on the source with ast, so a violation in code that no test imports is caught
 too.
 """
+
 import ast
 from pathlib import Path
 
@@ -20,29 +21,91 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "broker"
 
 #: the project's own client and what runs on it: nothing of the broker
-_BROKER_SIDE = ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.log",
-                "broker.metrics", "broker.cli")
+_BROKER_SIDE = (
+    "broker.server",
+    "broker.cluster",
+    "broker.coordinator",
+    "broker.group",
+    "broker.txn",
+    "broker.log",
+    "broker.metrics",
+    "broker.cli",
+)
 # (what the layers below the server may use of metrics/ is test_the_layers_count_with_metrics_stats_only's)
 
 FORBIDDEN = {
-    "log": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.client",
-            "broker.cli", "broker.spark", "broker.registry"),
-    "cluster": ("broker.server", "broker.coordinator", "broker.group", "broker.txn", "broker.client", "broker.cli",
-                "broker.spark", "broker.registry"),
+    "log": (
+        "broker.server",
+        "broker.cluster",
+        "broker.coordinator",
+        "broker.group",
+        "broker.txn",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.registry",
+    ),
+    "cluster": (
+        "broker.server",
+        "broker.coordinator",
+        "broker.group",
+        "broker.txn",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.registry",
+    ),
     # the coordinator runtime: below the coordinators that run on it
-    "coordinator": ("broker.server", "broker.group", "broker.txn", "broker.client", "broker.cli", "broker.spark",
-                    "broker.registry"),
+    "coordinator": (
+        "broker.server",
+        "broker.group",
+        "broker.txn",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.registry",
+    ),
     "group": ("broker.server", "broker.txn", "broker.client", "broker.cli", "broker.spark", "broker.registry"),
     "txn": ("broker.server", "broker.group", "broker.client", "broker.cli", "broker.spark", "broker.registry"),
-    "protocol": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.log",
-                 "broker.client", "broker.cli", "broker.spark", "broker.security", "broker.registry"),
+    "protocol": (
+        "broker.server",
+        "broker.cluster",
+        "broker.coordinator",
+        "broker.group",
+        "broker.txn",
+        "broker.log",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.security",
+        "broker.registry",
+    ),
     # TLS, SASL, ACLs: used by the listeners, the inter-broker channels and the client alike
-    "security": ("broker.server", "broker.cluster", "broker.coordinator", "broker.group", "broker.txn", "broker.log",
-                 "broker.client", "broker.cli", "broker.spark", "broker.registry"),
+    "security": (
+        "broker.server",
+        "broker.cluster",
+        "broker.coordinator",
+        "broker.group",
+        "broker.txn",
+        "broker.log",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.registry",
+    ),
     # the schema registry: the cluster's value types and channels, the replica layer through a
     # PartitionWriter (server/partition_writer.py, handed in by the broker), security's ACLs
-    "registry": ("broker.server", "broker.coordinator", "broker.group", "broker.txn", "broker.client", "broker.cli",
-                 "broker.spark", "broker.perf", "broker.metrics"),
+    "registry": (
+        "broker.server",
+        "broker.coordinator",
+        "broker.group",
+        "broker.txn",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.perf",
+        "broker.metrics",
+    ),
     # the process and what reads it at scrape time: everything of the broker, no tool
     "server": ("broker.client", "broker.cli", "broker.spark", "broker.perf"),
     "metrics": ("broker.client", "broker.cli", "broker.spark", "broker.perf"),
@@ -73,8 +136,9 @@ def modules(layer: str):
 
 
 def packages() -> list[str]:
-    return sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
-                  and any(p.rglob("*.py")))
+    return sorted(
+        p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")) and any(p.rglob("*.py"))
+    )
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
@@ -113,9 +177,12 @@ def test_every_package_has_a_rule():
 
 
 def test_the_registry_formats_import_nothing_of_the_broker():
-    bad = [f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
-           for path in modules("registry/formats") for line, name in imports(path)
-           if name.startswith("broker") and not name.startswith("broker.registry.formats")]
+    bad = [
+        f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
+        for path in modules("registry/formats")
+        for line, name in imports(path)
+        if name.startswith("broker") and not name.startswith("broker.registry.formats")
+    ]
     assert modules("registry/formats"), "no broker/registry/formats"
     assert not bad, "\n".join(bad)
 

@@ -3,6 +3,7 @@ each (the endpoints of the listener the request came in on, as Kafka's metadata 
 what the controller tells brokers (every endpoint; the inter-broker one to reach them)
 and how UpdateMetadata's brokers land in the cache — through fake request contexts,
 without a broker process."""
+
 import uuid
 from types import SimpleNamespace
 
@@ -18,27 +19,42 @@ from broker.protocol.messages.metadata import MetadataRequest
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest
 from broker.server.handlers import describe_cluster, metadata, update_metadata
 
-CONFIG = BrokerConfig({"listeners": "EXTERNAL://:9092,INTERNAL://:9093",
-                       "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
-                       "inter.broker.listener.name": "INTERNAL"})
+CONFIG = BrokerConfig(
+    {
+        "listeners": "EXTERNAL://:9092,INTERNAL://:9093",
+        "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    }
+)
 
 
 def cache_with_brokers():
     cache = MetadataCache(1, CONFIG)
     cache.cluster_id = "c"
-    cache.set_brokers([
-        BrokerInfo(1, "10.0.0.1", 9093, endpoints={"EXTERNAL": ("b1.example", 9092), "INTERNAL": ("10.0.0.1", 9093)}),
-        # broker 2 has no EXTERNAL listener
-        BrokerInfo(2, "10.0.0.2", 9093, endpoints={"INTERNAL": ("10.0.0.2", 9093)}),
-    ])
+    cache.set_brokers(
+        [
+            BrokerInfo(
+                1, "10.0.0.1", 9093, endpoints={"EXTERNAL": ("b1.example", 9092), "INTERNAL": ("10.0.0.1", 9093)}
+            ),
+            # broker 2 has no EXTERNAL listener
+            BrokerInfo(2, "10.0.0.2", 9093, endpoints={"INTERNAL": ("10.0.0.2", 9093)}),
+        ]
+    )
     parts = {0: PartitionState(0, [1, 2], 1, 0, [1, 2]), 1: PartitionState(1, [2, 1], 2, 0, [2, 1])}
     cache.put_topic(TopicInfo("t", uuid.uuid4(), parts))
     return cache
 
 
 def ctx(cache, listener, version, request_cls):
-    return SimpleNamespace(services=SimpleNamespace(metadata=cache, config=CONFIG), listener_name=listener, has_right=lambda *a, **k: True,
-                           api_version=version, header=None, connection=None, received=0.0)
+    return SimpleNamespace(
+        services=SimpleNamespace(metadata=cache, config=CONFIG),
+        listener_name=listener,
+        has_right=lambda *a, **k: True,
+        api_version=version,
+        header=None,
+        connection=None,
+        received=0.0,
+    )
 
 
 def test_metadata_answers_with_the_endpoints_of_the_clients_listener():
@@ -65,8 +81,9 @@ def test_describe_cluster_answers_per_listener():
 
 
 def test_the_controller_reaches_brokers_on_the_inter_broker_listener_and_tells_every_endpoint():
-    reg = BrokerRegistration(3, (EndPoint("EXTERNAL", "b3.example", 9092, "PLAINTEXT"),
-                                 EndPoint("INTERNAL", "10.0.0.3", 9093, "SSL")))
+    reg = BrokerRegistration(
+        3, (EndPoint("EXTERNAL", "b3.example", 9092, "PLAINTEXT"), EndPoint("INTERNAL", "10.0.0.3", 9093, "SSL"))
+    )
     ep = _endpoint(reg, 7, "INTERNAL")
     assert (ep.host, ep.port, ep.epoch) == ("10.0.0.3", 9093, 7)
     assert [e.listener_name for e in ep.endpoints] == ["EXTERNAL", "INTERNAL"]
@@ -82,9 +99,14 @@ def test_the_controller_reaches_brokers_on_the_inter_broker_listener_and_tells_e
 
 def test_update_metadata_keeps_every_endpoint_and_reaches_brokers_on_the_inter_broker_one():
     R = UpdateMetadataRequest
-    broker = R.UpdateMetadataBroker(id=5, rack=None, endpoints=[
-        R.UpdateMetadataEndpoint(port=9092, host="b5.example", listener="EXTERNAL", security_protocol=0),
-        R.UpdateMetadataEndpoint(port=9093, host="10.0.0.5", listener="INTERNAL", security_protocol=1)])
+    broker = R.UpdateMetadataBroker(
+        id=5,
+        rack=None,
+        endpoints=[
+            R.UpdateMetadataEndpoint(port=9092, host="b5.example", listener="EXTERNAL", security_protocol=0),
+            R.UpdateMetadataEndpoint(port=9093, host="10.0.0.5", listener="INTERNAL", security_protocol=1),
+        ],
+    )
     info = update_metadata._broker(broker, "INTERNAL")
     assert (info.host, info.port) == ("10.0.0.5", 9093)
     assert info.endpoint("EXTERNAL") == ("b5.example", 9092) and info.endpoint("OTHER") is None

@@ -4,6 +4,7 @@ no broker answers (a free loopback port nobody listens on): a bounded queue keep
 newest records, the drops counted, close() returning and saying what was not delivered.
 Delivery to real brokers: tests/interop/test_log_handler.py and
 tests/apache_kafka/test_log_handler.py."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from tests.support.ports import free_port
 
 
 def dead_bootstrap() -> str:
-    return f"127.0.0.1:{free_port()}"        # nothing listens there: connections are refused
+    return f"127.0.0.1:{free_port()}"  # nothing listens there: connections are refused
 
 
 @pytest.fixture
@@ -34,6 +35,7 @@ def handlers():
         h = KafkaLogHandler(kw.pop("bootstrap_servers", dead_bootstrap()), kw.pop("topic", "logs"), **kw)
         made.append(h)
         return h
+
     yield make
     for h in made:
         h.close()
@@ -47,8 +49,14 @@ def logger_with(handler: logging.Handler, name: str = "app") -> logging.Logger:
     return lg
 
 
-def record(msg: str = "hello %s", args: tuple = ("world",), name: str = "app.db", level: int = logging.INFO,
-           extra: dict | None = None, exc_info=None) -> logging.LogRecord:
+def record(
+    msg: str = "hello %s",
+    args: tuple = ("world",),
+    name: str = "app.db",
+    level: int = logging.INFO,
+    extra: dict | None = None,
+    exc_info=None,
+) -> logging.LogRecord:
     lg = logging.getLogger(name)
     return lg.makeRecord(name, level, __file__, 42, msg, args, exc_info, extra=extra)
 
@@ -81,21 +89,31 @@ def test_dictconfig_builds_it_with_its_options_and_formatter():
     """)
     assert r.returncode == 0, r.stderr
     name, boot, topic, queue_size, acks, compression, level, key, value, headers = json.loads(r.stdout)
-    assert (name, boot, topic, queue_size, acks, compression, level) == \
-        ("KafkaLogHandler", bootstrap, "app-logs", 500, -1, "lz4", logging.INFO)
+    assert (name, boot, topic, queue_size, acks, compression, level) == (
+        "KafkaLogHandler",
+        bootstrap,
+        "app-logs",
+        500,
+        -1,
+        "lz4",
+        logging.INFO,
+    )
     assert (key, value) == ("WARNING", "WARNING dc.pay paid 3")
     assert ["app", "billing"] in headers
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"layout": "xml"}, "layout"),
-    ({"acks": 2}, "acks"),
-    ({"bootstrap_servers": "localhost"}, "HOST:PORT"),
-    ({"bootstrap_servers": ""}, "bootstrap"),
-    ({"compression": "brotli"}, "compression"),
-    ({"queue_size": 0}, "queue_size"),
-    ({"topic": ""}, "topic"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"layout": "xml"}, "layout"),
+        ({"acks": 2}, "acks"),
+        ({"bootstrap_servers": "localhost"}, "HOST:PORT"),
+        ({"bootstrap_servers": ""}, "bootstrap"),
+        ({"compression": "brotli"}, "compression"),
+        ({"queue_size": 0}, "queue_size"),
+        ({"topic": ""}, "topic"),
+    ],
+)
 def test_bad_options_fail_when_configured(kw, words):
     args = {"bootstrap_servers": "127.0.0.1:9092", "topic": "t", **kw}
     with pytest.raises(ValueError, match=words):
@@ -134,13 +152,18 @@ def test_json_layout_has_the_fields_extras_and_exception(handlers):
     try:
         raise KeyError("missing")
     except KeyError:
-        rec = record("order %s failed", ("o-7",), extra={"order_id": "o-7", "amount": 12.5, "obj": object()},
-                     exc_info=sys.exc_info(), level=logging.ERROR)
+        rec = record(
+            "order %s failed",
+            ("o-7",),
+            extra={"order_id": "o-7", "amount": 12.5, "obj": object()},
+            exc_info=sys.exc_info(),
+            level=logging.ERROR,
+        )
     key, value, headers, ts = h.encode(rec)
     d = json.loads(value)
     assert d["message"] == "order o-7 failed"
     assert (d["level"], d["logger"], d["order_id"], d["amount"]) == ("ERROR", "app.db", "o-7", 12.5)
-    assert d["obj"].startswith("<object object at")              # what JSON cannot hold, as str()
+    assert d["obj"].startswith("<object object at")  # what JSON cannot hold, as str()
     assert "KeyError: 'missing'" in d["exception"] and d["exception"].startswith("Traceback")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d["timestamp"]), d["timestamp"]
     assert ts == int(rec.created * 1000)
@@ -148,14 +171,17 @@ def test_json_layout_has_the_fields_extras_and_exception(handlers):
     assert set(d) == {"timestamp", "level", "logger", "message", "exception", "order_id", "amount", "obj"}
 
 
-@pytest.mark.parametrize("key, extra, expected", [
-    ("logger", None, b"app.db"),
-    ("level", None, b"INFO"),
-    ("user", {"user": "u-1"}, b"u-1"),
-    ("user", None, None),             # a record without the field has no key
-    (None, {"user": "u-1"}, None),
-    ("funcName", None, None),         # a LogRecord attribute (None: record() made no call site)
-])
+@pytest.mark.parametrize(
+    "key, extra, expected",
+    [
+        ("logger", None, b"app.db"),
+        ("level", None, b"INFO"),
+        ("user", {"user": "u-1"}, b"u-1"),
+        ("user", None, None),  # a record without the field has no key
+        (None, {"user": "u-1"}, None),
+        ("funcName", None, None),  # a LogRecord attribute (None: record() made no call site)
+    ],
+)
 def test_record_key(handlers, key, extra, expected):
     assert handlers(key=key).encode(record(extra=extra))[0] == expected
 
@@ -167,8 +193,14 @@ def test_static_headers_follow_host_and_process(handlers):
 
 def test_client_loggers_and_excluded_ones_are_ignored(handlers):
     h = handlers(exclude_loggers=["noisy"])
-    for name in ("broker.client.sender", "broker.client", "broker.protocol.codec", "broker.applog",
-                 "noisy", "noisy.sub"):
+    for name in (
+        "broker.client.sender",
+        "broker.client",
+        "broker.protocol.codec",
+        "broker.applog",
+        "noisy",
+        "noisy.sub",
+    ):
         h.handle(record(name=name))
     assert h.queued == 0
     for name in ("noisyfoo", "broker.clients", "broker.server", "app"):
@@ -199,7 +231,7 @@ def test_broker_unreachable_keeps_the_newest_records_and_counts_the_rest(handler
 def test_flush_and_close_are_bounded_with_the_broker_down(handlers):
     h = handlers(close_timeout=0.3)
     logger_with(h).info("x")
-    h.flush()                 # returns (after close_timeout) though nothing could be sent
+    h.flush()  # returns (after close_timeout) though nothing could be sent
     assert (h.queued, h.sent) == (1, 0)
     h.close()
     assert not h._thread.is_alive()
@@ -207,11 +239,21 @@ def test_flush_and_close_are_bounded_with_the_broker_down(handlers):
 
 def test_tail_renders_json_records_as_lines_and_text_as_is():
     from broker.cli.logs import render
-    d = {"timestamp": "2026-11-22T10:15:42.123Z", "level": "ERROR", "logger": "shop", "message": "failed",
-         "exception": "Traceback (most recent call last):\nKeyError: 'x'\n", "user": "u 1", "n": 3, "ok": True}
+
+    d = {
+        "timestamp": "2026-11-22T10:15:42.123Z",
+        "level": "ERROR",
+        "logger": "shop",
+        "message": "failed",
+        "exception": "Traceback (most recent call last):\nKeyError: 'x'\n",
+        "user": "u 1",
+        "n": 3,
+        "ok": True,
+    }
     assert render(json.dumps(d).encode()) == (
-        "2026-11-22T10:15:42.123Z ERROR shop: failed  user=\"u 1\" n=3 ok=true\n"
-        "Traceback (most recent call last):\nKeyError: 'x'")
+        '2026-11-22T10:15:42.123Z ERROR shop: failed  user="u 1" n=3 ok=true\n'
+        "Traceback (most recent call last):\nKeyError: 'x'"
+    )
     assert render(json.dumps(d).encode(), raw=True) == json.dumps(d)
     assert render(b"2026-11-22 10:15:42,123 INFO app: plain") == "2026-11-22 10:15:42,123 INFO app: plain"
     assert render(b'{"no": "message field"}') == '{"no": "message field"}'
@@ -232,8 +274,10 @@ def test_default_text_line_is_what_logging_formatter_writes(handlers):
 def test_the_former_module_name_still_works_and_says_so():
     import importlib
     import sys
+
     sys.modules.pop("broker.logging", None)
     with pytest.warns(DeprecationWarning, match="broker.applog"):
         old = importlib.import_module("broker.logging")
     from broker.applog import KafkaLogHandler
+
     assert old.KafkaLogHandler is KafkaLogHandler

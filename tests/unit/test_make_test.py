@@ -1,6 +1,7 @@
 """`make test` as the README tells it: the suite in two pytest-xdist workers, or in one
 (TEST_WORKERS=0), with PYTEST_ARGS passed on; and the groups tests/conftest.py gives the
 tests (a file's tests on one worker; tests/spark and tests/apache_kafka whole)."""
+
 from __future__ import annotations
 
 import os
@@ -20,17 +21,19 @@ from tests.conftest import work_unit  # noqa: E402
 def _make_n(*args: str) -> str:
     # the defaults, not what this run was given (`make test TEST_WORKERS=0` passes its
     # variables down through MAKEFLAGS)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TEST_WORKERS", "PYTEST_ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    r = subprocess.run(["make", "-n", "test", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=60)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TEST_WORKERS", "PYTEST_ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    }
+    r = subprocess.run(["make", "-n", "test", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
 
 def test_make_test_runs_two_workers_or_one_and_passes_pytest_args():
     text = " ".join(README.read_text().split())
-    assert '`make test TEST_WORKERS=0`' in text and '`make test PYTEST_ARGS="tests/unit -x"`' in text
+    assert "`make test TEST_WORKERS=0`" in text and '`make test PYTEST_ARGS="tests/unit -x"`' in text
     assert ".venv/bin/python -m pytest -n 2 --dist loadfile \n" in _make_n() + "\n"
     assert ".venv/bin/python -m pytest -n 0 --dist loadfile \n" in _make_n("TEST_WORKERS=0") + "\n"
     assert ".venv/bin/python -m pytest -n 2 --dist loadfile tests/unit -x\n" in _make_n("PYTEST_ARGS=tests/unit -x")
@@ -44,8 +47,13 @@ def _workers(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
     for rel, text in files.items():
         (tmp_path / "tests" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "tests" / rel).write_text(text)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                        "loadfile", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     workers: dict[str, set[str]] = {}
     for m in re.finditer(r"\[(gw\d)\] .*?PASSED tests/(\S+?)::", r.stdout):

@@ -1,6 +1,7 @@
 """The metrics listener in-process (broker/metrics/http.py): what it answers to what, and
 that each broker's figures are its own when several run in one process (nothing is
 attached to a class or a module: each component counts for its own broker)."""
+
 import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,8 +27,14 @@ async def get(port: int, request: bytes) -> tuple[int, dict, bytes]:
 def test_listener_answers(tmp_path):
     async def scenario():
         port, mport = free_port(), free_port()
-        config = BrokerConfig({"broker.id": 1, "log.dirs": str(tmp_path / "data"),
-                               "listeners": f"PLAINTEXT://127.0.0.1:{port}", "metrics.listener": f"127.0.0.1:{mport}"})
+        config = BrokerConfig(
+            {
+                "broker.id": 1,
+                "log.dirs": str(tmp_path / "data"),
+                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "metrics.listener": f"127.0.0.1:{mport}",
+            }
+        )
         broker = Broker(config)
         try:
             await asyncio.wait_for(broker.start(), 60)
@@ -35,8 +42,11 @@ def test_listener_answers(tmp_path):
             assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
             assert int(headers["Content-Length"]) == len(body)
             # what Prometheus asks for first: OpenMetrics
-            status, headers, om = await get(mport, b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;"
-                                                   b"version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n\r\n")
+            status, headers, om = await get(
+                mport,
+                b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;"
+                b"version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n\r\n",
+            )
             assert status == 200 and headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
             assert om.endswith(b"# EOF\n") and b"kafka_server_isr_shrinks_total 0.0" in om
             families = {f.name: f for f in text_string_to_metric_families(body.decode())}
@@ -60,9 +70,14 @@ def test_a_taken_metrics_port_stops_the_broker_before_it_serves(tmp_path):
     async def scenario():
         taken = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         mport = taken.sockets[0].getsockname()[1]
-        config = BrokerConfig({"broker.id": 1, "log.dirs": str(tmp_path / "data"),
-                               "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-                               "metrics.listener": f"127.0.0.1:{mport}"})
+        config = BrokerConfig(
+            {
+                "broker.id": 1,
+                "log.dirs": str(tmp_path / "data"),
+                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                "metrics.listener": f"127.0.0.1:{mport}",
+            }
+        )
         broker = Broker(config)
         try:
             await broker.start()
@@ -79,22 +94,35 @@ def test_a_taken_metrics_port_stops_the_broker_before_it_serves(tmp_path):
 
 def _flushes(body: bytes) -> float:
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
-    return next(s.value for s in families["kafka_log_flush_time_seconds"].samples
-                if s.name == "kafka_log_flush_time_seconds_count")
+    return next(
+        s.value
+        for s in families["kafka_log_flush_time_seconds"].samples
+        if s.name == "kafka_log_flush_time_seconds_count"
+    )
 
 
 def test_each_broker_counts_its_own_flushes(tmp_path):
     """Two brokers in one process, an fsync after every record on the first: its flush
     time histogram counts them, the second's stays at 0 (the flush observer was once a
     class attribute of Log: the last broker built got every broker's flushes)."""
+
     async def scenario():
         brokers, mports = [], []
         for i in (1, 2):
             mports.append(free_port())
-            brokers.append(Broker(BrokerConfig({
-                "broker.id": i, "log.dirs": str(tmp_path / f"data-{i}"),
-                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "metrics.listener": f"127.0.0.1:{mports[-1]}",
-                "log.flush.interval.messages": 1})))
+            brokers.append(
+                Broker(
+                    BrokerConfig(
+                        {
+                            "broker.id": i,
+                            "log.dirs": str(tmp_path / f"data-{i}"),
+                            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                            "metrics.listener": f"127.0.0.1:{mports[-1]}",
+                            "log.flush.interval.messages": 1,
+                        }
+                    )
+                )
+            )
         try:
             for b in brokers:
                 await asyncio.wait_for(b.start(), 60)
@@ -111,7 +139,7 @@ def test_each_broker_counts_its_own_flushes(tmp_path):
 
             await asyncio.get_running_loop().run_in_executor(None, produce)
             counts = []
-            for _ in range(100):                       # the fsync runs in a worker thread: bounded wait
+            for _ in range(100):  # the fsync runs in a worker thread: bounded wait
                 counts = [_flushes((await get(m, b"GET /metrics HTTP/1.1\r\n\r\n"))[2]) for m in mports]
                 if counts[0] >= 1:
                     break

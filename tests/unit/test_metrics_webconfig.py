@@ -9,6 +9,7 @@ then answers every path 401 without the right credentials (the status page and
 told to, and spends one bcrypt per set of credentials (cached), in a worker thread: the
 event loop keeps running meanwhile, and a flood of wrong passwords neither evicts the
 right ones from the cache nor waits in line without bound (429)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -43,8 +44,12 @@ def certs(tmp_path_factory):
 def write(directory: Path, text: str, certs) -> Path:
     """The web configuration `text` (CERT, KEY, CA replaced by the test's files) in `directory`."""
     path = directory / "web.yml"
-    path.write_text(text.replace("CERT", str(certs.broker_cert)).replace("KEY", str(certs.broker_key))
-                    .replace("CA", str(certs.ca)).replace("HASH", HASH))
+    path.write_text(
+        text.replace("CERT", str(certs.broker_cert))
+        .replace("KEY", str(certs.broker_key))
+        .replace("CA", str(certs.ca))
+        .replace("HASH", HASH)
+    )
     return path
 
 
@@ -54,7 +59,8 @@ GOOD = {
     "tls and users": TLS + "basic_auth_users:\n  prometheus: HASH\n",
     "users alone": "basic_auth_users:\n  prometheus: HASH\n  'grafana': '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n",
     "tls alone": TLS,
-    "every supported key": TLS + """  client_auth_type: RequireAndVerifyClientCert
+    "every supported key": TLS
+    + """  client_auth_type: RequireAndVerifyClientCert
   client_ca_file: CA
   min_version: TLS12
   max_version: TLS13
@@ -87,27 +93,47 @@ BAD = {
     "not a hash": ("basic_auth_users:\n  a: secret\n", "basic_auth_users.a: not a bcrypt hash", True),
     "cost 3": ("basic_auth_users:\n  a: '$2b$03$" + "a" * 53 + "'\n", "bcrypt cost 3 is outside 4..31", True),
     "missing key_file": ("tls_server_config:\n  cert_file: CERT\n", "tls_server_config.key_file: missing", True),
-    "certificate as key": ("tls_server_config:\n  cert_file: CERT\n  key_file: CERT\n",
-                           "cannot load the certificate and key", True),
-    "missing file": ("tls_server_config:\n  cert_file: /nonexistent.pem\n  key_file: KEY\n",
-                     "tls_server_config.cert_file: cannot read /nonexistent.pem: No such file or directory", True),
+    "certificate as key": (
+        "tls_server_config:\n  cert_file: CERT\n  key_file: CERT\n",
+        "cannot load the certificate and key",
+        True,
+    ),
+    "missing file": (
+        "tls_server_config:\n  cert_file: /nonexistent.pem\n  key_file: KEY\n",
+        "tls_server_config.cert_file: cannot read /nonexistent.pem: No such file or directory",
+        True,
+    ),
     "unknown version": (TLS + "  min_version: TLS14\n", "min_version: unknown TLS version 'TLS14'", True),
     "min above max": (TLS + "  min_version: TLS13\n  max_version: TLS12\n", "min_version: TLS13 is above", False),
-    "unknown cipher": (TLS + "  cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256]\n",
-                       "unknown cipher suite 'ECDHE-RSA-AES128-GCM-SHA256'", True),
+    "unknown cipher": (
+        TLS + "  cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256]\n",
+        "unknown cipher suite 'ECDHE-RSA-AES128-GCM-SHA256'",
+        True,
+    ),
     "ca without client auth": (TLS + "  client_ca_file: CA\n", "client_ca_file: set, but client_auth_type", True),
-    "client auth without ca": (TLS + "  client_auth_type: RequireAndVerifyClientCert\n", "needs client_ca_file",
-                               False),
-    "unverified client certs": (TLS + "  client_auth_type: RequireAnyClientCert\n  client_ca_file: CA\n",
-                                "RequireAnyClientCert asks for a client certificate without verifying it", False),
+    "client auth without ca": (TLS + "  client_auth_type: RequireAndVerifyClientCert\n", "needs client_ca_file", False),
+    "unverified client certs": (
+        TLS + "  client_auth_type: RequireAnyClientCert\n  client_ca_file: CA\n",
+        "RequireAnyClientCert asks for a client certificate without verifying it",
+        False,
+    ),
     "unknown client auth": (TLS + "  client_auth_type: Bogus\n", "client_auth_type: unknown: 'Bogus'", True),
-    "header not allowed": (TLS + "http_server_config:\n  headers:\n    Foo: bar\n",
-                           "http_server_config.headers.Foo: this header cannot be configured", True),
-    "header value": (TLS + "http_server_config:\n  headers:\n    X-Frame-Options: DENY\n",
-                     "'DENY' is not one of deny, sameorigin", True),
+    "header not allowed": (
+        TLS + "http_server_config:\n  headers:\n    Foo: bar\n",
+        "http_server_config.headers.Foo: this header cannot be configured",
+        True,
+    ),
+    "header value": (
+        TLS + "http_server_config:\n  headers:\n    X-Frame-Options: DENY\n",
+        "'DENY' is not one of deny, sameorigin",
+        True,
+    ),
     "http2 not a boolean": (TLS + "http_server_config:\n  http2: yes please\n", "http2: expected true or false", True),
-    "protects nothing": ("http_server_config:\n  headers: {}\n", "sets neither tls_server_config nor "
-                                                                 "basic_auth_users: it would protect nothing", False),
+    "protects nothing": (
+        "http_server_config:\n  headers: {}\n",
+        "sets neither tls_server_config nor basic_auth_users: it would protect nothing",
+        False,
+    ),
 }
 
 
@@ -136,12 +162,18 @@ def test_every_supported_key_takes_effect(tmp_path, certs):
     tls12 = {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"}
     assert tls12 == {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384"}
     # a blank header is not sent, as exporter-toolkit
-    assert web.headers == [("Strict-Transport-Security", "max-age=31536000"), ("X-Content-Type-Options", "nosniff"),
-                           ("X-Frame-Options", "sameorigin"), ("X-XSS-Protection", "1; mode=block")]
+    assert web.headers == [
+        ("Strict-Transport-Security", "max-age=31536000"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "sameorigin"),
+        ("X-XSS-Protection", "1; mode=block"),
+    ]
     assert web.warnings == []
     users_alone = load_web_config(str(write(tmp_path, GOOD["users alone"], certs)))
-    assert users_alone.warnings == [f"metrics.listener.web.config.file {tmp_path / 'web.yml'}: basic_auth_users "
-                                    "without tls_server_config: passwords cross the network in the clear"]
+    assert users_alone.warnings == [
+        f"metrics.listener.web.config.file {tmp_path / 'web.yml'}: basic_auth_users "
+        "without tls_server_config: passwords cross the network in the clear"
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -159,38 +191,62 @@ def test_what_cannot_be_honoured_is_refused_in_one_line(name, tmp_path, certs):
 def test_the_key_needs_metrics_listener_and_a_usable_file(tmp_path, certs):
     base = {"log.dirs": str(tmp_path / "data")}
     path = write(tmp_path, GOOD["tls and users"], certs)
-    with pytest.raises(ConfigError, match="^metrics.listener.web.config.file: set without metrics.listener: there "
-                                          "is no listener for it to protect$"):
+    with pytest.raises(
+        ConfigError,
+        match="^metrics.listener.web.config.file: set without metrics.listener: there "
+        "is no listener for it to protect$",
+    ):
         BrokerConfig({**base, "metrics.listener.web.config.file": str(path)})
-    with pytest.raises(ConfigError, match="^metrics.listener.web.config.file: cannot read /nonexistent.yml: No such "
-                                          "file or directory$"):
-        BrokerConfig({**base, "metrics.listener": "127.0.0.1:0", "metrics.listener.web.config.file": "/nonexistent.yml"})
+    with pytest.raises(
+        ConfigError, match="^metrics.listener.web.config.file: cannot read /nonexistent.yml: No such file or directory$"
+    ):
+        BrokerConfig(
+            {**base, "metrics.listener": "127.0.0.1:0", "metrics.listener.web.config.file": "/nonexistent.yml"}
+        )
     config = BrokerConfig({**base, "metrics.listener": "127.0.0.1:0", "metrics.listener.web.config.file": str(path)})
     assert config.metrics_web is not None and config.metrics_web.users
 
 
 def test_broker_serve_stops_on_a_file_it_cannot_honour_with_exit_2(tmp_path, certs):
     path = write(tmp_path, TLS + "  client_auth_type: RequestClientCert\n  client_ca_file: CA\n", certs)
-    r = subprocess.run([sys.executable, "-m", "broker.cli.main", "serve", "--data-dir", str(tmp_path / "data"),
-                        "--listen", f"127.0.0.1:{free_port()}", "--set", f"metrics.listener=127.0.0.1:{free_port()}",
-                        "--set", f"metrics.listener.web.config.file={path}"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--set",
+            f"metrics.listener=127.0.0.1:{free_port()}",
+            "--set",
+            f"metrics.listener.web.config.file={path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert r.stderr.splitlines() == [
         f"broker: configuration error: metrics.listener.web.config.file: {path}: tls_server_config.client_auth_type: "
         "RequestClientCert asks for a client certificate without verifying it, which Python's ssl cannot do: use "
-        "RequireAndVerifyClientCert (or VerifyClientCertIfGiven) with client_ca_file"]
+        "RequireAndVerifyClientCert (or VerifyClientCertIfGiven) with client_ca_file"
+    ]
 
 
 # ---------------------------------------------------------------------------- a broker here
+
 
 def basic(user: bytes, password: bytes) -> bytes:
     return b"Authorization: Basic " + base64.b64encode(user + b":" + password) + b"\r\n"
 
 
 async def request(port: int, ctx: ssl.SSLContext | None, head: bytes) -> tuple[int, dict[str, str], bytes]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx,
-                                                   server_hostname="127.0.0.1" if ctx else None)
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1" if ctx else None
+    )
     writer.write(head)
     raw = await asyncio.wait_for(reader.read(), 30)
     writer.close()
@@ -208,9 +264,15 @@ def client_context(certs, cert: bool = False) -> ssl.SSLContext:
 
 async def started(tmp_path, web_text: str, certs) -> tuple[Broker, int]:
     mport = free_port()
-    config = BrokerConfig({"broker.id": 1, "log.dirs": str(tmp_path / "data"),
-                           "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "metrics.listener": f"127.0.0.1:{mport}",
-                           "metrics.listener.web.config.file": str(write(tmp_path, web_text, certs))})
+    config = BrokerConfig(
+        {
+            "broker.id": 1,
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "metrics.listener": f"127.0.0.1:{mport}",
+            "metrics.listener.web.config.file": str(write(tmp_path, web_text, certs)),
+        }
+    )
     broker = Broker(config)
     await asyncio.wait_for(broker.start(), 60)
     return broker, mport
@@ -223,13 +285,26 @@ def test_every_path_is_behind_the_same_check(tmp_path, certs, caplog):
         broker, port = await started(tmp_path, web, certs)
         ctx = client_context(certs)
         try:
-            requests = [b"GET /metrics HTTP/1.1\r\n", b"GET / HTTP/1.1\r\n", b"GET /status HTTP/1.1\r\n",
-                        b"GET /status.json HTTP/1.1\r\n", b"GET /nothing HTTP/1.1\r\n", b"HEAD /metrics HTTP/1.1\r\n",
-                        b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n", b"nonsense\r\n"]
-            wrong = [b"", basic(b"prometheus", b"wrong"), basic(b"nobody", PASSWORD), basic(b"", b""),
-                     b"Authorization: Basic !!!notbase64\r\n", b"Authorization: Bearer " + PASSWORD + b"\r\n",
-                     b"Authorization: Basic " + base64.b64encode(b"no colon") + b"\r\n",
-                     basic(b"prometheus", PASSWORD + b"x" * 80)]           # beyond bcrypt's 72 bytes
+            requests = [
+                b"GET /metrics HTTP/1.1\r\n",
+                b"GET / HTTP/1.1\r\n",
+                b"GET /status HTTP/1.1\r\n",
+                b"GET /status.json HTTP/1.1\r\n",
+                b"GET /nothing HTTP/1.1\r\n",
+                b"HEAD /metrics HTTP/1.1\r\n",
+                b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n",
+                b"nonsense\r\n",
+            ]
+            wrong = [
+                b"",
+                basic(b"prometheus", b"wrong"),
+                basic(b"nobody", PASSWORD),
+                basic(b"", b""),
+                b"Authorization: Basic !!!notbase64\r\n",
+                b"Authorization: Bearer " + PASSWORD + b"\r\n",
+                b"Authorization: Basic " + base64.b64encode(b"no colon") + b"\r\n",
+                basic(b"prometheus", PASSWORD + b"x" * 80),
+            ]  # beyond bcrypt's 72 bytes
             for line in requests:
                 for creds in wrong:
                     status, headers, body = await request(port, ctx, line + creds + b"\r\n")
@@ -238,7 +313,8 @@ def test_every_path_is_behind_the_same_check(tmp_path, certs, caplog):
                     assert headers["X-Frame-Options"] == "deny"
                     assert b"kafka_" not in body and b"broker" not in body
             metrics, root, status_page, status_json, nothing, head, post, nonsense = [
-                await request(port, ctx, line + basic(b"prometheus", PASSWORD) + b"\r\n") for line in requests]
+                await request(port, ctx, line + basic(b"prometheus", PASSWORD) + b"\r\n") for line in requests
+            ]
             assert metrics[0] == 200 and b"kafka_controller_active_controller_count 1.0" in metrics[2]
             assert metrics[1]["X-Frame-Options"] == "deny"
             assert root[0] == status_page[0] == 200 and b"kbroker broker 1" in root[2]
@@ -262,20 +338,25 @@ def test_every_path_is_behind_the_same_check(tmp_path, certs, caplog):
         asyncio.run(scenario())
     audit = [r.getMessage() for r in caplog.records if r.name == "broker.audit"]
     assert audit[0] == "metrics listener: basic authentication failed (user 'prometheus') from 127.0.0.1"
-    assert len(audit) == 1                          # held to one line per 10 s
+    assert len(audit) == 1  # held to one line per 10 s
 
 
 def test_the_status_page_and_json_are_refused_without_credentials(tmp_path, certs):
     """Without TLS too: the users alone guard them."""
+
     async def scenario():
         broker, port = await started(tmp_path, GOOD["users alone"], certs)
         try:
             for path in (b"/", b"/status.json"):
                 status, headers, body = await request(port, None, b"GET " + path + b" HTTP/1.1\r\n\r\n")
-                assert (status, headers["WWW-Authenticate"], body) == (401, 'Basic realm="kbroker", charset="UTF-8"',
-                                                                       b"unauthorized\n")
-                status, _, body = await request(port, None, b"GET " + path + b" HTTP/1.1\r\n" +
-                                                basic(b"prometheus", PASSWORD) + b"\r\n")
+                assert (status, headers["WWW-Authenticate"], body) == (
+                    401,
+                    'Basic realm="kbroker", charset="UTF-8"',
+                    b"unauthorized\n",
+                )
+                status, _, body = await request(
+                    port, None, b"GET " + path + b" HTTP/1.1\r\n" + basic(b"prometheus", PASSWORD) + b"\r\n"
+                )
                 assert status == 200 and b"cluster" in body
         finally:
             await broker.shutdown()
@@ -291,7 +372,11 @@ def test_a_client_certificate_is_required_when_configured(tmp_path, certs):
         try:
             status, _, body = await request(port, client_context(certs, cert=True), b"GET /metrics HTTP/1.1\r\n\r\n")
             assert status == 200 and b"kafka_" in body
-            for ctx in (client_context(certs), _with_cert(certs, certs.other_ca_pem), _with_cert(certs, certs.expired_pem)):
+            for ctx in (
+                client_context(certs),
+                _with_cert(certs, certs.other_ca_pem),
+                _with_cert(certs, certs.expired_pem),
+            ):
                 with pytest.raises((ssl.SSLError, ConnectionError, ValueError, IndexError)):
                     await request(port, ctx, b"GET /metrics HTTP/1.1\r\n\r\n")
         finally:
@@ -308,11 +393,16 @@ def _with_cert(certs, pem: Path) -> ssl.SSLContext:
 
 # ---------------------------------------------------------------------------- the checks themselves
 
+
 def test_credentials_parsing():
     assert credentials("Basic " + base64.b64encode(b"a:b:c").decode()) == (b"a", b"b:c")
     assert credentials("basic  " + base64.b64encode(b"a:").decode()) == (b"a", b"")
-    for bad in ("Basic", "Basic ###", "Bearer " + base64.b64encode(b"a:b").decode(), "Basic " +
-                base64.b64encode(b"ab").decode()):
+    for bad in (
+        "Basic",
+        "Basic ###",
+        "Bearer " + base64.b64encode(b"a:b").decode(),
+        "Basic " + base64.b64encode(b"ab").decode(),
+    ):
         assert credentials(bad) is None, bad
 
 
@@ -331,12 +421,13 @@ def test_bcrypt_runs_off_the_event_loop():
                 now = time.monotonic()
                 stalls.append(now - last)
                 last = now
+
         tick = asyncio.create_task(ticker())
         t0 = time.monotonic()
         ok = await auth.check("Basic " + base64.b64encode(b"u:" + PASSWORD).decode())
         took = time.monotonic() - t0
         tick.cancel()
-        return ok, took, max(stalls, default=took)    # none: the loop never ran
+        return ok, took, max(stalls, default=took)  # none: the loop never ran
 
     ok, took, worst = asyncio.run(scenario())
     assert ok

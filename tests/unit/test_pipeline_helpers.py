@@ -1,10 +1,13 @@
 """CopyJob.failed (tests/pipelines/helpers.py): the pipeline tests' reading of the copy
 job's output. PySpark's streaming source runner prints a traceback when a stopped query
 closes its socket; that one, and what is chained to it, is no failure. Anything else is."""
+
 from tests.pipelines.helpers import CopyJob
 
-RUNNER = "/venv/lib/python3.11/site-packages/pyspark/python/lib/pyspark.zip/pyspark/sql/streaming/" \
-         "python_streaming_source_runner.py"
+RUNNER = (
+    "/venv/lib/python3.11/site-packages/pyspark/python/lib/pyspark.zip/pyspark/sql/streaming/"
+    "python_streaming_source_runner.py"
+)
 #: the output of a run whose query stopped cleanly (2026-11-28): the runner's EOFError, then
 #: the traceback chained to it, cut short as the runner was killed
 STOPPED = [
@@ -36,12 +39,15 @@ def test_the_runners_traceback_at_stop_and_its_chain_are_no_failure():
 
 def test_the_same_before_stop_was_asked_for_is_a_failure():
     assert job(STOPPED, stop_at=None).failed() == ["Traceback (most recent call last):"] * 2
-    assert len(job(STOPPED, stop_at=5.0).failed()) == 2      # asked after they were printed
+    assert len(job(STOPPED, stop_at=5.0).failed()) == 2  # asked after they were printed
 
 
 def test_a_traceback_that_is_not_chained_to_the_runners_counts():
-    other = ["Traceback (most recent call last):", '  File "examples/copy/run.py", line 9, in <module>',
-             "ValueError: boom"]
+    other = [
+        "Traceback (most recent call last):",
+        '  File "examples/copy/run.py", line 9, in <module>',
+        "ValueError: boom",
+    ]
     assert job(STOPPED[:5] + other, stop_at=0.5).failed() == ["Traceback (most recent call last):"]
     assert job(other, stop_at=0.0).failed() == ["Traceback (most recent call last):"]
 

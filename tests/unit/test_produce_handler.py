@@ -2,6 +2,7 @@
 context (broker/server/context.py) over a real ReplicaManager.append_records: acks,
 per-partition errors from the one exception mapping, acks=0 failures closing the
 connection, internal topics refused — without a broker process."""
+
 import asyncio
 import errno
 from types import SimpleNamespace
@@ -78,8 +79,14 @@ class FakeConnection:
 
 def context(outcomes=None, replicas=None, topic="t"):
     replicas = replicas if replicas is not None else replicas_with(outcomes, topic)
-    return SimpleNamespace(services=SimpleNamespace(replicas=replicas), has_right=lambda *a, **k: True,
-                           connection=FakeConnection(), header=None, api_version=9, received=0.0)
+    return SimpleNamespace(
+        services=SimpleNamespace(replicas=replicas),
+        has_right=lambda *a, **k: True,
+        connection=FakeConnection(),
+        header=None,
+        api_version=9,
+        received=0.0,
+    )
 
 
 def batch():
@@ -89,13 +96,22 @@ def batch():
 
 
 def request(partitions, acks=1, transactional_id=None, records=batch, topic="t", timeout_ms=1000):
-    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.PartitionProduceData(index=p, records=records()) for p in partitions])])
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[ProduceRequest.PartitionProduceData(index=p, records=records()) for p in partitions],
+            )
+        ],
+    )
 
 
 def _transactional_batch() -> bytes:
     from broker.native import BatchBuilder
+
     b = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
     b.append(1000, b"k", b"v")
     return b.build()
@@ -110,24 +126,40 @@ def ok(base):
 
 
 def test_each_partition_is_answered_with_the_mapped_error_of_its_append():
-    outcomes = {0: ok(5), 1: InvalidRecordError("null key"), 2: RecordTooLarge("big"),
-                3: LogStorageError("disk"), 4: OutOfOrderSequence("gap"), 5: OSError(errno.EIO, "io"),
-                6: KafkaProtocolError(E.NOT_ENOUGH_REPLICAS, "isr")}
+    outcomes = {
+        0: ok(5),
+        1: InvalidRecordError("null key"),
+        2: RecordTooLarge("big"),
+        3: LogStorageError("disk"),
+        4: OutOfOrderSequence("gap"),
+        5: OSError(errno.EIO, "io"),
+        6: KafkaProtocolError(E.NOT_ENOUGH_REPLICAS, "isr"),
+    }
     ctx = context(outcomes)
     resp = produce.handle(ctx, request(range(8)))
-    assert codes(resp) == {0: 0, 1: E.INVALID_RECORD, 2: E.MESSAGE_TOO_LARGE, 3: E.KAFKA_STORAGE_ERROR,
-                           4: E.OUT_OF_ORDER_SEQUENCE_NUMBER, 5: E.KAFKA_STORAGE_ERROR, 6: E.NOT_ENOUGH_REPLICAS,
-                           7: E.NOT_LEADER_OR_FOLLOWER}
+    assert codes(resp) == {
+        0: 0,
+        1: E.INVALID_RECORD,
+        2: E.MESSAGE_TOO_LARGE,
+        3: E.KAFKA_STORAGE_ERROR,
+        4: E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        5: E.KAFKA_STORAGE_ERROR,
+        6: E.NOT_ENOUGH_REPLICAS,
+        7: E.NOT_LEADER_OR_FOLLOWER,
+    }
     assert resp.responses[0].partition_responses[0].base_offset == 5
     assert not ctx.connection.closed
 
 
-@pytest.mark.parametrize("req, code", [
-    (request([0], acks=2), E.INVALID_REQUIRED_ACKS),
-    (request([0], records=lambda: None), E.INVALID_RECORD),
-    # transactional records need a transactional id
-    (request([0], records=lambda: _transactional_batch()), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-])
+@pytest.mark.parametrize(
+    "req, code",
+    [
+        (request([0], acks=2), E.INVALID_REQUIRED_ACKS),
+        (request([0], records=lambda: None), E.INVALID_RECORD),
+        # transactional records need a transactional id
+        (request([0], records=lambda: _transactional_batch()), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ],
+)
 def test_requests_the_broker_refuses_whole(req, code):
     ctx = context({0: ok(0)})
     assert codes(produce.handle(ctx, req)) == {0: code}
@@ -160,12 +192,14 @@ def test_a_client_cannot_produce_into_an_internal_topic():
 def test_an_acks_all_produce_is_answered_once_the_isr_has_the_batch(tmp_path):
     """On a real Partition: the handler returns an awaitable, answered with the append's
     offsets when a follower's fetch moves the high watermark past the batch."""
+
     async def main():
         replicas = ReplicaManager(1, None, KnownTopics())
         lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
-        part = replicas.partitions[TP] = Partition(TP, lg, PartitionState(0, [1, 2], 1, 0, [1, 2]), 1,
-                                                   replicas.purgatory)
-        lg.append_as_leader(batch(), 0)                          # offset 0: the batch lands at 1
+        part = replicas.partitions[TP] = Partition(
+            TP, lg, PartitionState(0, [1, 2], 1, 0, [1, 2]), 1, replicas.purgatory
+        )
+        lg.append_as_leader(batch(), 0)  # offset 0: the batch lands at 1
         answer = produce.handle(context(replicas=replicas), request([0], acks=-1, timeout_ms=60000))
         assert not isinstance(answer, ProduceResponse)
         task = asyncio.ensure_future(answer)
@@ -175,6 +209,7 @@ def test_an_acks_all_produce_is_answered_once_the_isr_has_the_batch(tmp_path):
         resp = await asyncio.wait_for(task, 5)
         p = resp.responses[0].partition_responses[0]
         assert (p.error_code, p.base_offset, p.log_start_offset) == (0, 1, 0)
+
     asyncio.run(main())
 
 
@@ -209,6 +244,7 @@ def test_pipelined_transactional_batches_verified_out_of_order_open_the_transact
     answer; tests/unit/test_connection.py), as an OUT_OF_ORDER_SEQUENCE_NUMBER answered
     right after the success of the batch before is fatal to a Java transactional
     producer; the check stays for requests of separate connections."""
+
     async def main():
         replicas = ReplicaManager(1, None, KnownTopics())
         lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path))
@@ -219,25 +255,27 @@ def test_pipelined_transactional_batches_verified_out_of_order_open_the_transact
         ctx.services.txn_coordinator = coord
 
         def send(seq):
-            return asyncio.ensure_future(produce.handle(ctx, request(
-                [0], acks=1, transactional_id="tx", records=lambda: _txn_batch(seq))))
+            return asyncio.ensure_future(
+                produce.handle(ctx, request([0], acks=1, transactional_id="tx", records=lambda: _txn_batch(seq)))
+            )
+
         tasks = [send(0), send(2), send(4)]
         await asyncio.sleep(0.01)
         assert len(coord.waiting) == 3 and ctx.connection.holding == 3
-        for fut in reversed(coord.waiting):            # the verdicts come back last first
+        for fut in reversed(coord.waiting):  # the verdicts come back last first
             fut.set_result(None)
             await asyncio.sleep(0.01)
         got = [codes(await t)[0] for t in tasks]
         assert got == [0, E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.OUT_OF_ORDER_SEQUENCE_NUMBER]
-        assert ctx.connection.holding == 0             # each released with its answer
-        for seq in (2, 4):                             # the producer's retries, in order (the
+        assert ctx.connection.holding == 0  # each released with its answer
+        for seq in (2, 4):  # the producer's retries, in order (the
             # transaction is open here now: answered at once, no verification)
-            resp = produce.handle(ctx, request([0], acks=1, transactional_id="tx",
-                                               records=lambda s=seq: _txn_batch(s)))
+            resp = produce.handle(ctx, request([0], acks=1, transactional_id="tx", records=lambda s=seq: _txn_batch(s)))
             assert codes(resp)[0] == 0
         s = lg.read(0, 1 << 20, max_offset=lg.log_end_offset)
         try:
             return [b.base_sequence for b in iter_batches(s.read())]
         finally:
             s.close()
+
     assert asyncio.run(main()) == [0, 2, 4]

@@ -2,6 +2,7 @@
 of the way) against the broker its first line starts; their output is the page's text
 block, line for line. The page's kafka-configs commands are run by
 tests/apache_kafka/test_quotas.py."""
+
 from __future__ import annotations
 
 import os
@@ -27,10 +28,12 @@ def test_the_documented_quota_commands_run(tmp_path):
 
     def moved(cmd: str) -> str:
         return cmd.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace("./data", str(tmp_path / "data"))
+
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     log = open(tmp_path / "broker.log", "wb")
-    proc = subprocess.Popen(shlex.split(moved(serve)), env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        shlex.split(moved(serve)), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         assert wait_port("127.0.0.1", port, 60), (tmp_path / "broker.log").read_text()
         out, codes = [], []

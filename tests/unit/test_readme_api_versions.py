@@ -1,6 +1,7 @@
 """README's "What is implemented" table names the API versions the broker serves: every
 API of the handler registry, each with the range ApiVersions advertises (a version below
 an API's range may be named only as one answered UNSUPPORTED_VERSION)."""
+
 from __future__ import annotations
 
 import re

@@ -2,6 +2,7 @@
 at once when the metadata names a new leader, and the delivery timeout as the only bound
 while no broker answers (a failed metadata refresh never fails a batch by itself). The
 sender against real brokers and faults: tests/cluster/test_client_failover.py."""
+
 from __future__ import annotations
 
 import time
@@ -45,8 +46,8 @@ def test_a_batch_goes_to_a_new_leader_without_waiting_out_its_backoff():
     b = _Batch(("t", 0), b"x", 1, time.monotonic())
     now = time.monotonic()
     b.failed_on, b.retry_at = 2, now + 1.0
-    assert not b.due(2, now)          # the leader it failed on: after the backoff
-    assert b.due(3, now)              # another leader: at once
+    assert not b.due(2, now)  # the leader it failed on: after the backoff
+    assert b.due(3, now)  # another leader: at once
     assert b.due(2, now + 1.0)
 
 
@@ -54,7 +55,7 @@ def test_no_broker_answering_fails_a_batch_at_its_delivery_timeout_and_not_befor
     cluster = Unreachable()
     s = sender(cluster, delivery_timeout_ms=1500)
     t0 = time.monotonic()
-    s.add("t", 0, b"batch", 3)                 # no metadata, no broker: queued, not failed
+    s.add("t", 0, b"batch", 3)  # no metadata, no broker: queued, not failed
     with pytest.raises(KafkaProtocolError) as e:
         s.flush()
     waited = time.monotonic() - t0
@@ -62,4 +63,4 @@ def test_no_broker_answering_fails_a_batch_at_its_delivery_timeout_and_not_befor
     text = str(e.value)
     assert "t-0: 3 record(s) expired" in text and "1500 ms" in text and "Connection refused" in text, text
     assert 1.5 <= waited < 2.5, waited
-    assert 5 <= cluster.refreshes <= 20, cluster.refreshes   # retried, every retry.backoff.ms
+    assert 5 <= cluster.refreshes <= 20, cluster.refreshes  # retried, every retry.backoff.ms

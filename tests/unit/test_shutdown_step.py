@@ -1,6 +1,7 @@
 """A clean shutdown's steps are bounded (broker/server/broker.py Broker._step): a step
 that does not give way even to cancellation is left behind after its timeout, named with
 where it waits; a failing step is logged; the shutdown goes on either way."""
+
 import asyncio
 import logging
 import time
@@ -14,7 +15,7 @@ async def _stubborn(release: asyncio.Event) -> None:
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
-            continue                      # ignores cancellation, as a buggy coroutine might
+            continue  # ignores cancellation, as a buggy coroutine might
 
 
 def test_a_step_that_ignores_cancellation_is_left_behind_after_its_timeout(caplog):
@@ -27,6 +28,7 @@ def test_a_step_that_ignores_cancellation_is_left_behind_after_its_timeout(caplo
         release.set()
         await asyncio.sleep(0)
         return took
+
     with caplog.at_level(logging.ERROR, logger="broker.server.broker"):
         took = asyncio.run(main())
     assert took < 2.0

@@ -1,6 +1,7 @@
 """broker/server/stall.py on a real event loop: the loop is made to stand still by
 blocking it (time.sleep inside it), as a SIGSTOP would; requests then wait for the
 confirmation, in order, and go through once it has finished — or failed, or timed out."""
+
 import asyncio
 import time
 from types import SimpleNamespace
@@ -35,12 +36,13 @@ def test_no_stall_no_wait():
         loop = asyncio.get_running_loop()
         guard = StallGuard(loop, AFTER_S, lambda: asyncio.sleep(0), 1.0)
         try:
-            for _ in range(6):                      # across several ticks
+            for _ in range(6):  # across several ticks
                 await asyncio.sleep(AFTER_S / 3)
                 assert not guard.stalled(loop.time())
             assert guard.stalls == 0
         finally:
             guard.close()
+
     run(main)
 
 
@@ -58,18 +60,19 @@ def test_requests_after_a_stall_wait_for_the_confirmation_and_keep_their_order()
 
         guard = StallGuard(loop, AFTER_S, confirm, 5.0)
         try:
-            time.sleep(AFTER_S * 2)                 # the whole process stands still
+            time.sleep(AFTER_S * 2)  # the whole process stands still
             assert guard.stalled(loop.time())
             answers = [asyncio.ensure_future(guard.hold(requests.dispatch, conn(), f)) for f in ("a", "b", "c")]
             await asyncio.sleep(AFTER_S)
             assert requests.handled == [] and len(calls) == 1 and guard.stalls == 1
-            assert guard.stalled(loop.time())        # more requests would wait too
+            assert guard.stalled(loop.time())  # more requests would wait too
             release.set()
             assert await asyncio.gather(*answers) == [[b"a"], [b"b"], [b"c"]]
             assert requests.handled == [("a", True), ("b", True), ("c", True)]
             assert not guard.stalled(loop.time())
         finally:
             guard.close()
+
     run(main)
 
 
@@ -80,13 +83,14 @@ def test_the_timer_sees_a_stall_without_any_request():
         guard = StallGuard(loop, AFTER_S, release.wait, 5.0)
         try:
             time.sleep(AFTER_S * 2)
-            await asyncio.sleep(AFTER_S / 2)        # a tick runs
+            await asyncio.sleep(AFTER_S / 2)  # a tick runs
             assert guard.held is not None and guard.stalls == 1
             release.set()
             await asyncio.sleep(0.05)
             assert guard.held is None and not guard.stalled(loop.time())
         finally:
             guard.close()
+
     run(main)
 
 
@@ -108,6 +112,7 @@ def test_a_confirmation_that_fails_or_times_out_lets_the_requests_through():
                 assert loop.time() - t0 < timeout_s + 0.5
             finally:
                 guard.close()
+
     run(main)
 
 
@@ -129,4 +134,5 @@ def test_an_answer_that_must_wait_is_awaited_and_a_closed_connection_gets_none()
             assert handled == []
         finally:
             guard.close()
+
     run(main)

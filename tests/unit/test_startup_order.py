@@ -2,6 +2,7 @@
 answers nobody until it has registered: a broker that then refuses to start (its id
 registered by another) never told a client it was ready. In-process, on the embedded
 store, with registration held at a gate."""
+
 import asyncio
 import struct
 
@@ -52,7 +53,7 @@ def test_connections_wait_in_the_backlog_until_the_broker_has_registered(tmp_pat
         await asyncio.sleep(0.5)
         assert not early.done(), "the broker answered before it registered"
         store.gate.set()
-        assert await asyncio.wait_for(early, 30) == 7          # the waiting request is served
+        assert await asyncio.wait_for(early, 30) == 7  # the waiting request is served
         await asyncio.wait_for(start, 60)
         writer.close()
         await broker.shutdown()

@@ -1,6 +1,7 @@
 """Kafka Uuids made here (topic ids, cluster ids) as Kafka's Uuid.randomUuid makes them:
 never one whose text starts with '-', which Kafka's own tools take for an option
 (kafka-storage format -t -abc... : "expected one argument")."""
+
 import base64
 import uuid
 

@@ -11,6 +11,7 @@ against 0.2 s. When the zips on sys.path are those inside this venv's own pyspar
 package, they go after site-packages: the same code, found compiled. Anything else (a
 SPARK_HOME of its own) is left as it is.
 """
+
 import os
 import sys
 import sysconfig

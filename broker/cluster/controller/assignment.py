@@ -28,6 +28,7 @@ UNKNOWN_SERVER_ERROR); so do we, with Kafka's message.
 Invariants of every result: replication_factor distinct replicas per partition, all
 from `brokers`; partitions numbered start_partition_id, start_partition_id + 1, ...
 """
+
 from __future__ import annotations
 
 import random
@@ -35,30 +36,38 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
-Brokers = Mapping[int, str | None]     # broker id -> rack (None: no broker.rack)
+Brokers = Mapping[int, str | None]  # broker id -> rack (None: no broker.rack)
 
 _RANDOM = random.Random()
 
 
-def assign_replicas(brokers: Brokers, num_partitions: int, replication_factor: int, *,
-                    start_partition_id: int = 0, fixed_start_index: int = -1,
-                    rng: random.Random | None = None) -> dict[int, list[int]]:
+def assign_replicas(
+    brokers: Brokers,
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_partition_id: int = 0,
+    fixed_start_index: int = -1,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
     """Kafka's AdminUtils.assignReplicasToBrokers for `num_partitions` partitions."""
     if num_partitions <= 0:
         raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
         raise KafkaProtocolError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
     if replication_factor > len(brokers):
-        raise KafkaProtocolError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {replication_factor} larger than available "
-                                 f"brokers: {len(brokers)}.")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
+        )
     with_rack = {b: rack for b, rack in brokers.items() if rack is not None}
     if not with_rack:
         ordered = sorted(brokers)
         racks: Mapping[int, str] = {}
     elif len(with_rack) < len(brokers):
-        raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                 "Not all brokers have rack information for replica rack aware assignment.")
+        raise KafkaProtocolError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, "Not all brokers have rack information for replica rack aware assignment."
+        )
     else:
         ordered = rack_alternated_broker_list(with_rack)
         racks = with_rack
@@ -79,8 +88,9 @@ def assign_replicas(brokers: Brokers, num_partitions: int, replication_factor: i
         if racks:
             out[partition] = _rack_aware_replicas(ordered, racks, num_racks, first, shift, replication_factor)
         else:
-            out[partition] = [ordered[first]] + [ordered[_replica_index(first, shift, j, n)]
-                                                 for j in range(replication_factor - 1)]
+            out[partition] = [ordered[first]] + [
+                ordered[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
+            ]
     return out
 
 
@@ -89,8 +99,9 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def _rack_aware_replicas(ordered: Sequence[int], racks: Mapping[int, str], num_racks: int,
-                         first: int, shift: int, replication_factor: int) -> list[int]:
+def _rack_aware_replicas(
+    ordered: Sequence[int], racks: Mapping[int, str], num_racks: int, first: int, shift: int, replication_factor: int
+) -> list[int]:
     """Walks the rack-alternated list past `first`, skipping a broker whose rack already
     holds a replica while another rack holds none, and brokers already chosen (some
     broker is always left: replication_factor <= len(ordered))."""
@@ -121,8 +132,12 @@ def rack_alternated_broker_list(racks: Mapping[int, str]) -> list[int]:
     return [column[i] for i in range(max(map(len, columns), default=0)) for column in columns if i < len(column)]
 
 
-def assign_new_partitions(existing: Mapping[int, Sequence[int]], brokers: Brokers, total_count: int,
-                          assignments: Sequence[Sequence[int]] | None = None) -> dict[int, list[int]]:
+def assign_new_partitions(
+    existing: Mapping[int, Sequence[int]],
+    brokers: Brokers,
+    total_count: int,
+    assignments: Sequence[Sequence[int]] | None = None,
+) -> dict[int, list[int]]:
     """The replicas of the partitions CreatePartitions adds to a topic (Kafka's
     ZkAdminManager.createPartitions + AdminZkClient.createNewPartitionsAssignment).
 
@@ -138,38 +153,47 @@ def assign_new_partitions(existing: Mapping[int, Sequence[int]], brokers: Broker
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic does not exist.")
     current = len(existing)
     if total_count < current:
-        raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic currently has {current} partitions, which is higher than the "
-                                 f"requested {total_count}.")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Topic currently has {current} partitions, which is higher than the requested {total_count}.",
+        )
     if total_count == current:
         raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
     partition0 = existing.get(0)
     if not partition0:
-        raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                 f"Unexpected existing replica assignment, partition id 0 is missing: {dict(existing)}")
+        raise KafkaProtocolError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"Unexpected existing replica assignment, partition id 0 is missing: {dict(existing)}",
+        )
     increment = total_count - current
     if assignments is not None:
         unknown = {b for replicas in assignments for b in replicas} - set(brokers)
         if unknown:
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Unknown broker(s) in replica assignment: {_ids(sorted(unknown))}.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Unknown broker(s) in replica assignment: {_ids(sorted(unknown))}.",
+            )
         if len(assignments) != increment:
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Increasing the number of partitions by {increment} but "
-                                     f"{len(assignments)} assignments provided.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {increment} but {len(assignments)} assignments provided.",
+            )
         new = {current + i: list(replicas) for i, replicas in enumerate(assignments)}
         _check_each_partition(new)
         bad = {p: len(r) for p, r in new.items() if len(r) != len(partition0)}
         if bad:
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Inconsistent replication factor between partitions, partition 0 has "
-                                     f"{len(partition0)} while partitions [{_ids(bad)}] have replication "
-                                     f"factors [{_ids(bad.values())}], respectively.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Inconsistent replication factor between partitions, partition 0 has "
+                f"{len(partition0)} while partitions [{_ids(bad)}] have replication "
+                f"factors [{_ids(bad.values())}], respectively.",
+            )
         return new
     ordered = sorted(brokers)
     start_index = next((i for i, b in enumerate(ordered) if b >= partition0[0]), 0)
-    return assign_replicas(brokers, increment, len(partition0), start_partition_id=current,
-                           fixed_start_index=start_index)
+    return assign_replicas(
+        brokers, increment, len(partition0), start_partition_id=current, fixed_start_index=start_index
+    )
 
 
 def validate_manual_assignment(assignment: Mapping[int, Sequence[int]], brokers: Brokers) -> None:
@@ -184,27 +208,33 @@ def validate_manual_assignment(assignment: Mapping[int, Sequence[int]], brokers:
     """
     unknown = {b for replicas in assignment.values() for b in replicas} - set(brokers)
     if unknown:
-        raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Unknown broker(s) in replica assignment: {_ids(sorted(unknown))}.")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {_ids(sorted(unknown))}."
+        )
     _check_each_partition(assignment)
     if len({len(replicas) for replicas in assignment.values()}) > 1:
-        raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "All partitions should have the same number of replicas")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas"
+        )
     if sorted(assignment) != list(range(len(assignment))):
-        raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "partitions should be a consecutive 0-based integer sequence")
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        )
 
 
 def _check_each_partition(assignment: Mapping[int, Sequence[int]]) -> None:
     for partition in sorted(assignment):
         replicas = assignment[partition]
         if not replicas:
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Cannot have replication factor of 0 for partition id {partition}.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Cannot have replication factor of 0 for partition id {partition}.",
+            )
         if len(set(replicas)) != len(replicas):
-            raise KafkaProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Duplicate brokers not allowed in replica assignment: "
-                                     f"{_ids(replicas)} for partition id {partition}.")
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate brokers not allowed in replica assignment: {_ids(replicas)} for partition id {partition}.",
+            )
 
 
 def _ids(ids: Iterable[int]) -> str:

@@ -28,6 +28,7 @@ recipient's broker epoch.
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,15 +55,16 @@ UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 4
 #: Kafka's SecurityProtocol ids
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-LEADER_DURING_DELETE = -2           # Kafka's LeaderAndIsr.LeaderDuringDelete
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
 RETRY_BACKOFF_S = 0.1
-REFUSED_RETRIES = 8                 # sends again of a request refused for a reason that may pass
-REFUSED_BACKOFF_MAX_S = 2.0         # the backoff doubles from RETRY_BACKOFF_S up to this
-RETRIABLE_REFUSALS = frozenset((ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH,
-                                ErrorCode.REQUEST_TIMED_OUT))
+REFUSED_RETRIES = 8  # sends again of a request refused for a reason that may pass
+REFUSED_BACKOFF_MAX_S = 2.0  # the backoff doubles from RETRY_BACKOFF_S up to this
+RETRIABLE_REFUSALS = frozenset(
+    (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.STALE_BROKER_EPOCH, ErrorCode.REQUEST_TIMED_OUT)
+)
 
 LocalDelivery = Callable[[Message], Awaitable[Message]]
-ResponseCallback = Callable[[int, object, object], None]       # (broker id, request, response)
+ResponseCallback = Callable[[int, object, object], None]  # (broker id, request, response)
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,12 @@ class _BrokerQueue:
         self.queue: asyncio.Queue[tuple[Any, int, ResponseCallback | None]] = asyncio.Queue()
         self.channel: BrokerChannel | None = None
         if broker.broker_id != manager.broker_id:
-            self.channel = BrokerChannel(broker.host, broker.port, client_id=f"controller-{manager.broker_id}",
-                                         request_timeout=manager.request_timeout)
+            self.channel = BrokerChannel(
+                broker.host,
+                broker.port,
+                client_id=f"controller-{manager.broker_id}",
+                request_timeout=manager.request_timeout,
+            )
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -97,23 +103,35 @@ class _BrokerQueue:
             for _ in range(REFUSED_RETRIES):
                 error = getattr(response, "error_code", ErrorCode.NONE)
                 if error == ErrorCode.STALE_CONTROLLER_EPOCH and self.manager.on_stale is not None:
-                    log.info("controller: broker %d refused a %s: it knows a newer controller epoch",
-                             self.broker.broker_id, type(request).__name__)
+                    log.info(
+                        "controller: broker %d refused a %s: it knows a newer controller epoch",
+                        self.broker.broker_id,
+                        type(request).__name__,
+                    )
                     self.manager.on_stale(self.broker.broker_id)
                 if error == ErrorCode.STALE_BROKER_EPOCH and self.manager.on_stale_broker is not None:
                     # it registered again (a new broker epoch) and the controller missed it
                     self.manager.on_stale_broker(self.broker.broker_id)
                 if error not in RETRIABLE_REFUSALS:
                     break
-                log.info("controller: broker %d refused a %s (%s); sending it again in %.1f s",
-                         self.broker.broker_id, type(request).__name__, ErrorCode(error).name, backoff)
+                log.info(
+                    "controller: broker %d refused a %s (%s); sending it again in %.1f s",
+                    self.broker.broker_id,
+                    type(request).__name__,
+                    ErrorCode(error).name,
+                    backoff,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, REFUSED_BACKOFF_MAX_S)
                 response = await self._deliver(request, version)
             else:
                 if getattr(response, "error_code", ErrorCode.NONE) in RETRIABLE_REFUSALS:
-                    log.warning("controller: broker %d still refuses a %s after %d tries; given up",
-                                self.broker.broker_id, type(request).__name__, REFUSED_RETRIES + 1)
+                    log.warning(
+                        "controller: broker %d still refuses a %s after %d tries; given up",
+                        self.broker.broker_id,
+                        type(request).__name__,
+                        REFUSED_RETRIES + 1,
+                    )
             if callback is not None:
                 try:
                     callback(self.broker.broker_id, request, response)
@@ -145,9 +163,14 @@ class _BrokerQueue:
 
 
 class ControllerChannelManager:
-    def __init__(self, broker_id: int, local: LocalDelivery, request_timeout: float = 30.0,
-                 on_stale: Callable[[int], None] | None = None,
-                 on_stale_broker: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        broker_id: int,
+        local: LocalDelivery,
+        request_timeout: float = 30.0,
+        on_stale: Callable[[int], None] | None = None,
+        on_stale_broker: Callable[[int], None] | None = None,
+    ):
         self.broker_id = broker_id
         self.local = local
         self.request_timeout = request_timeout
@@ -189,8 +212,8 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     state: LeaderAndIsr
     controller_epoch: int
-    offline: frozenset[int] = frozenset()       # replicas in failed log dirs
-    adding: tuple[int, ...] = ()         # a reassignment's (KIP-455): LeaderAndIsr v3+ carries them
+    offline: frozenset[int] = frozenset()  # replicas in failed log dirs
+    adding: tuple[int, ...] = ()  # a reassignment's (KIP-455): LeaderAndIsr v3+ carries them
     removing: tuple[int, ...] = ()
 
 
@@ -198,12 +221,12 @@ class PartitionInfo:
 class RequestBatch:
     """What one controller event tells the brokers."""
 
-    leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)   # broker -> tp -> is_new
+    leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)  # broker -> tp -> is_new
     update_metadata: set[int] = field(default_factory=set)
-    update_partitions: set[TopicPartition] | None = field(default_factory=set)     # None: every partition
-    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)     # broker -> tp -> delete
+    update_partitions: set[TopicPartition] | None = field(default_factory=set)  # None: every partition
+    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)  # broker -> tp -> delete
     deleting: set[str] = field(default_factory=set)
-    full: set[int] = field(default_factory=set)            # brokers getting the full LeaderAndIsr
+    full: set[int] = field(default_factory=set)  # brokers getting the full LeaderAndIsr
 
     def add_leader_and_isr(self, brokers: Iterable[int], tp: TopicPartition, is_new: bool = False) -> None:
         for b in brokers:
@@ -221,34 +244,52 @@ class RequestBatch:
 
     # ------------------------------------------------------------------ building
 
-    def build(self, controller_id: int, controller_epoch: int, brokers: dict[int, BrokerEndpoint],
-              partitions: dict[TopicPartition, PartitionInfo]) -> list[tuple[int, Any, int]]:
+    def build(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        brokers: dict[int, BrokerEndpoint],
+        partitions: dict[TopicPartition, PartitionInfo],
+    ) -> list[tuple[int, Any, int]]:
         """[(broker id, request, version)] in the order they must go out."""
         out: list[tuple[int, Any, int]] = []
         for bid in sorted(self.update_metadata):
             b = brokers.get(bid)
             if b is not None:
                 updated = partitions.keys() if self.update_partitions is None else self.update_partitions
-                out.append((bid, self._update_metadata(controller_id, controller_epoch, b, brokers, partitions,
-                                                       updated),
-                            UPDATE_METADATA_VERSION))
+                out.append(
+                    (
+                        bid,
+                        self._update_metadata(controller_id, controller_epoch, b, brokers, partitions, updated),
+                        UPDATE_METADATA_VERSION,
+                    )
+                )
         for bid, tps in sorted(self.leader_and_isr.items()):
             b = brokers.get(bid)
             if b is not None:
-                req = self._leader_and_isr(controller_id, controller_epoch, b, brokers, partitions, tps,
-                                           full=bid in self.full)
+                req = self._leader_and_isr(
+                    controller_id, controller_epoch, b, brokers, partitions, tps, full=bid in self.full
+                )
                 if req is not None:
                     out.append((bid, req, LEADER_AND_ISR_VERSION))
         for bid, tps in sorted(self.stop_replica.items()):
             b = brokers.get(bid)
             if b is not None:
-                out.append((bid, self._stop_replica(controller_id, controller_epoch, b, partitions, tps),
-                            STOP_REPLICA_VERSION))
+                out.append(
+                    (bid, self._stop_replica(controller_id, controller_epoch, b, partitions, tps), STOP_REPLICA_VERSION)
+                )
         return out
 
-    def _leader_and_isr(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
-                        brokers: dict[int, BrokerEndpoint], partitions: dict[TopicPartition, PartitionInfo],
-                        tps: dict[TopicPartition, bool], full: bool) -> LeaderAndIsrRequest | None:
+    def _leader_and_isr(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        b: BrokerEndpoint,
+        brokers: dict[int, BrokerEndpoint],
+        partitions: dict[TopicPartition, PartitionInfo],
+        tps: dict[TopicPartition, bool],
+        full: bool,
+    ) -> LeaderAndIsrRequest | None:
         R = LeaderAndIsrRequest
         topics: dict[str, list[Any]] = {}
         leaders = set()
@@ -257,26 +298,55 @@ class RequestBatch:
             if p is None:
                 continue
             s = p.state
-            topics.setdefault(tp.topic, []).append(R.LeaderAndIsrPartitionState(
-                partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=s.leader,
-                leader_epoch=s.leader_epoch, isr=list(s.isr), partition_epoch=s.partition_epoch,
-                replicas=list(p.replicas), adding_replicas=list(p.adding), removing_replicas=list(p.removing),
-                is_new=is_new,
-                leader_recovery_state=s.leader_recovery_state))
+            topics.setdefault(tp.topic, []).append(
+                R.LeaderAndIsrPartitionState(
+                    partition_index=tp.partition,
+                    controller_epoch=p.controller_epoch,
+                    leader=s.leader,
+                    leader_epoch=s.leader_epoch,
+                    isr=list(s.isr),
+                    partition_epoch=s.partition_epoch,
+                    replicas=list(p.replicas),
+                    adding_replicas=list(p.adding),
+                    removing_replicas=list(p.removing),
+                    is_new=is_new,
+                    leader_recovery_state=s.leader_recovery_state,
+                )
+            )
             if s.leader >= 0:
                 leaders.add(s.leader)
         if not topics and not full:
             return None
-        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
-                 broker_epoch=b.epoch, type=1 if full else 0,
-                 topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
-                                                        partition_states=ps) for t, ps in sorted(topics.items())],
-                 live_leaders=[R.LeaderAndIsrLiveLeader(broker_id=lb, host_name=brokers[lb].host, port=brokers[lb].port)
-                               for lb in sorted(leaders) if lb in brokers])
+        return R(
+            controller_id=controller_id,
+            is_k_raft_controller=False,
+            controller_epoch=controller_epoch,
+            broker_epoch=b.epoch,
+            type=1 if full else 0,
+            topic_states=[
+                R.LeaderAndIsrTopicState(
+                    topic_name=t,
+                    topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
+                    partition_states=ps,
+                )
+                for t, ps in sorted(topics.items())
+            ],
+            live_leaders=[
+                R.LeaderAndIsrLiveLeader(broker_id=lb, host_name=brokers[lb].host, port=brokers[lb].port)
+                for lb in sorted(leaders)
+                if lb in brokers
+            ],
+        )
 
-    def _update_metadata(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
-                         brokers: dict[int, BrokerEndpoint], partitions: dict[TopicPartition, PartitionInfo],
-                         tps: Iterable[TopicPartition]) -> UpdateMetadataRequest:
+    def _update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        b: BrokerEndpoint,
+        brokers: dict[int, BrokerEndpoint],
+        partitions: dict[TopicPartition, PartitionInfo],
+        tps: Iterable[TopicPartition],
+    ) -> UpdateMetadataRequest:
         R = UpdateMetadataRequest
         topics: dict[str, list[Any]] = {}
         for tp in sorted(tps):
@@ -285,26 +355,59 @@ class RequestBatch:
                 continue
             s = p.state
             leader = LEADER_DURING_DELETE if tp.topic in self.deleting else s.leader
-            topics.setdefault(tp.topic, []).append(R.UpdateMetadataPartitionState(
-                partition_index=tp.partition, controller_epoch=p.controller_epoch, leader=leader,
-                leader_epoch=s.leader_epoch, isr=list(s.isr), zk_version=s.partition_epoch,
-                replicas=list(p.replicas),
-                offline_replicas=[r for r in p.replicas if r not in brokers or r in p.offline]))
-        live = [R.UpdateMetadataBroker(id=x.broker_id, endpoints=[R.UpdateMetadataEndpoint(
-                    port=e.port, host=e.host, listener=e.listener_name,
-                    security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
-                    for e in x.endpoints or (EndPoint("PLAINTEXT", x.host, x.port),)], rack=x.rack)
-                for x in sorted(brokers.values(), key=lambda x: x.broker_id)]
-        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
-                 broker_epoch=b.epoch, type=1 if self.update_partitions is None else 0,
-                 topic_states=[R.UpdateMetadataTopicState(
-                     topic_name=t, topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
-                     partition_states=ps) for t, ps in sorted(topics.items())],
-                 live_brokers=live)
+            topics.setdefault(tp.topic, []).append(
+                R.UpdateMetadataPartitionState(
+                    partition_index=tp.partition,
+                    controller_epoch=p.controller_epoch,
+                    leader=leader,
+                    leader_epoch=s.leader_epoch,
+                    isr=list(s.isr),
+                    zk_version=s.partition_epoch,
+                    replicas=list(p.replicas),
+                    offline_replicas=[r for r in p.replicas if r not in brokers or r in p.offline],
+                )
+            )
+        live = [
+            R.UpdateMetadataBroker(
+                id=x.broker_id,
+                endpoints=[
+                    R.UpdateMetadataEndpoint(
+                        port=e.port,
+                        host=e.host,
+                        listener=e.listener_name,
+                        security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol],
+                    )
+                    for e in x.endpoints or (EndPoint("PLAINTEXT", x.host, x.port),)
+                ],
+                rack=x.rack,
+            )
+            for x in sorted(brokers.values(), key=lambda x: x.broker_id)
+        ]
+        return R(
+            controller_id=controller_id,
+            is_k_raft_controller=False,
+            controller_epoch=controller_epoch,
+            broker_epoch=b.epoch,
+            type=1 if self.update_partitions is None else 0,
+            topic_states=[
+                R.UpdateMetadataTopicState(
+                    topic_name=t,
+                    topic_id=partitions[TopicPartition(t, ps[0].partition_index)].topic_id,
+                    partition_states=ps,
+                )
+                for t, ps in sorted(topics.items())
+            ],
+            live_brokers=live,
+        )
 
-    def _stop_replica(self, controller_id: int, controller_epoch: int, b: BrokerEndpoint,
-                      partitions: dict[TopicPartition, PartitionInfo], tps: dict[TopicPartition, bool]
-                      ) -> StopReplicaRequest:
+    def _stop_replica(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        b: BrokerEndpoint,
+        partitions: dict[TopicPartition, PartitionInfo],
+        tps: dict[TopicPartition, bool],
+    ) -> StopReplicaRequest:
         R = StopReplicaRequest
         topics: dict[str, list[Any]] = {}
         for tp, delete in sorted(tps.items()):
@@ -315,9 +418,15 @@ class RequestBatch:
                 epoch = LEADER_DURING_DELETE
             else:
                 epoch = p.state.leader_epoch if p is not None else -1
-            topics.setdefault(tp.topic, []).append(R.StopReplicaPartitionState(
-                partition_index=tp.partition, leader_epoch=epoch, delete_partition=delete))
-        return R(controller_id=controller_id, is_k_raft_controller=False, controller_epoch=controller_epoch,
-                 broker_epoch=b.epoch,
-                 topic_states=[R.StopReplicaTopicState(topic_name=t, partition_states=ps)
-                               for t, ps in sorted(topics.items())])
+            topics.setdefault(tp.topic, []).append(
+                R.StopReplicaPartitionState(partition_index=tp.partition, leader_epoch=epoch, delete_partition=delete)
+            )
+        return R(
+            controller_id=controller_id,
+            is_k_raft_controller=False,
+            controller_epoch=controller_epoch,
+            broker_epoch=b.epoch,
+            topic_states=[
+                R.StopReplicaTopicState(topic_name=t, partition_states=ps) for t, ps in sorted(topics.items())
+            ],
+        )

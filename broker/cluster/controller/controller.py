@@ -38,6 +38,7 @@ replica is alive: brokers first learn it is being deleted (UpdateMetadata with l
 -2), then each replica gets StopReplica(delete) and, once all answered, the topic's
 znodes go and every broker forgets it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,10 +76,10 @@ log = logging.getLogger(__name__)
 #: (the broker's log configuration may send it to its own file: log.state.change.file)
 state_change_log = logging.getLogger("state.change.logger")
 
-PREFERRED, UNCLEAN = 0, 1         # ElectLeaders election types
-WRITE_ROUNDS = 5                  # writes of one event's decision, deciding again after each conflict
-RECONCILE_BACKOFF_S = 0.5         # before reading again the states of a write of unknown outcome
-FEATURES_RETRY_S = 1.0            # before writing again finalized features whose write failed
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
+WRITE_ROUNDS = 5  # writes of one event's decision, deciding again after each conflict
+RECONCILE_BACKOFF_S = 0.5  # before reading again the states of a write of unknown outcome
+FEATURES_RETRY_S = 1.0  # before writing again finalized features whose write failed
 
 T = TypeVar("T")
 #: an event of the controller's queue: a coroutine function, its arguments, the future of its result
@@ -98,12 +99,12 @@ class ControllerContext:
 
     epoch: int
     epoch_zk_version: int
-    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)     # live, with their epochs
+    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)  # live, with their epochs
     shutting_down: set[int] = field(default_factory=set)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    state_epochs: dict[TopicPartition, int] = field(default_factory=dict)   # controller epoch of each state
+    state_epochs: dict[TopicPartition, int] = field(default_factory=dict)  # controller epoch of each state
     unclean: dict[str, bool] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
     #: replicas in failed log dirs, per live broker (Kafka's replicasOnOfflineDirs)
@@ -134,9 +135,14 @@ class ControllerContext:
                 state = self.states.get(tp)
                 if state is not None:
                     ra = self.reassigning.get(tp)
-                    out[tp] = PartitionInfo(tid, replicas, state, self.state_epochs.get(tp, self.epoch),
-                                            offline.get(tp, frozenset()),
-                                            *((ra.adding, ra.removing) if ra is not None else ()))
+                    out[tp] = PartitionInfo(
+                        tid,
+                        replicas,
+                        state,
+                        self.state_epochs.get(tp, self.epoch),
+                        offline.get(tp, frozenset()),
+                        *((ra.adding, ra.removing) if ra is not None else ()),
+                    )
         return out
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
@@ -144,14 +150,24 @@ class ControllerContext:
 
 
 class Controller:
-    def __init__(self, broker_id: int, config: BrokerConfig, store: MetadataStore, local: LocalDelivery,
-                 on_resign: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        store: MetadataStore,
+        local: LocalDelivery,
+        on_resign: Callable[[], None] | None = None,
+    ):
         self.broker_id = broker_id
         self.config = config
         self.store = store
-        self.channels = ControllerChannelManager(broker_id, local, config["request.timeout.ms"] / 1000,
-                                                 on_stale=self._on_stale_epoch,
-                                                 on_stale_broker=self._on_stale_broker_epoch)
+        self.channels = ControllerChannelManager(
+            broker_id,
+            local,
+            config["request.timeout.ms"] / 1000,
+            on_stale=self._on_stale_epoch,
+            on_stale_broker=self._on_stale_broker_epoch,
+        )
         self.ctx: ControllerContext | None = None
         self.on_resign = on_resign
         self._events: asyncio.Queue[_Event] = asyncio.Queue()
@@ -160,7 +176,7 @@ class Controller:
         self._closed = False
         self._watching = False
         self._watched_topics: set[str] = set()
-        self._uncertain: set[str] = set()       # topics with a state write of unknown outcome
+        self._uncertain: set[str] = set()  # topics with a state write of unknown outcome
         self._reconcile_pending = False
         self._checking_epoch = False
         self._rereading_brokers = False
@@ -284,8 +300,13 @@ class Controller:
         if events:
             await self.store.delete_log_dir_events(list(events), ctx.epoch_zk_version)
         self.channels.set_brokers(ctx.brokers.values())
-        log.info("controller %d: active with epoch %d (%d brokers, %d topics)", self.broker_id, epoch,
-                 len(ctx.brokers), len(ctx.assignments))
+        log.info(
+            "controller %d: active with epoch %d (%d brokers, %d topics)",
+            self.broker_id,
+            epoch,
+            len(ctx.brokers),
+            len(ctx.assignments),
+        )
         batch = RequestBatch()
         batch.add_update_metadata(ctx.brokers, None)
         # brokers that died while no controller was watching (the old controller among them,
@@ -294,8 +315,9 @@ class Controller:
         # check (replica.lag.time.max.ms later); a dead broker is not in sync either way.
         absent = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
         if absent:
-            log.info("controller %d: brokers %s are in ISRs but not registered: taken out", self.broker_id,
-                     sorted(absent))
+            log.info(
+                "controller %d: brokers %s are in ISRs but not registered: taken out", self.broker_id, sorted(absent)
+            )
         await self._apply(self._repair, batch)
         # every live broker learns the state of all its replicas (the full LeaderAndIsr)
         for tp, info in ctx.partitions().items():
@@ -328,8 +350,11 @@ class Controller:
         newer one: it registered again and this controller missed the change. The
         registrations are read again (a bounced broker is then handled as one)."""
         if not self._rereading_brokers and self.ctx is not None:
-            log.info("controller %d: broker %d has a newer registration than known; reading the brokers again",
-                     self.broker_id, broker_id)
+            log.info(
+                "controller %d: broker %d has a newer registration than known; reading the brokers again",
+                self.broker_id,
+                broker_id,
+            )
             self._rereading_brokers = True
             self._enqueue_if_active(self._reread_brokers)
 
@@ -362,8 +387,9 @@ class Controller:
         regs = await self.store.get_brokers_and_epochs()
         listener = self.config.inter_broker_listener
         ctx.brokers = {bid: _endpoint(reg, epoch, listener) for bid, (reg, epoch) in regs.items()}
-        ctx.feature_support = {bid: {name: hi for name, (_lo, hi) in reg.features.items()}
-                               for bid, (reg, _epoch) in regs.items()}
+        ctx.feature_support = {
+            bid: {name: hi for name, (_lo, hi) in reg.features.items()} for bid, (reg, _epoch) in regs.items()
+        }
 
     async def _finalize_features(self, ctx: ControllerContext) -> None:
         """/feature holds, for each feature kbroker has, the highest level every live
@@ -377,9 +403,8 @@ class Controller:
         another reason than a newer controller is tried again after a second."""
         if not ctx.brokers or ctx is not self.ctx:
             return
-        levels = {name: min(ctx.feature_support.get(b, {}).get(name, 0) for b in ctx.brokers)
-                  for name in FEATURES}
-        finalized = {name: level for name, level in levels.items() if level >= 1}    # as /feature holds them
+        levels = {name: min(ctx.feature_support.get(b, {}).get(name, 0) for b in ctx.brokers) for name in FEATURES}
+        finalized = {name: level for name, level in levels.items() if level >= 1}  # as /feature holds them
         try:
             if ctx.finalized is None:
                 ctx.finalized = await self.store.get_finalized_features()
@@ -389,14 +414,24 @@ class Controller:
         except ControllerMoved:
             raise
         except Exception as exc:
-            log.warning("controller %d: writing the finalized features %s failed (%s); trying again",
-                        self.broker_id, levels, exc)
-            asyncio.get_running_loop().call_later(FEATURES_RETRY_S, self._enqueue_if_active,
-                                                  self._finalize_features, ctx)
+            log.warning(
+                "controller %d: writing the finalized features %s failed (%s); trying again",
+                self.broker_id,
+                levels,
+                exc,
+            )
+            asyncio.get_running_loop().call_later(
+                FEATURES_RETRY_S, self._enqueue_if_active, self._finalize_features, ctx
+            )
             return
         ctx.finalized = (finalized, epoch)
-        log.info("controller %d: finalized features %s (epoch %d; live brokers' levels %s)", self.broker_id,
-                 levels, epoch, {b: ctx.feature_support.get(b, {}) for b in sorted(ctx.brokers)})
+        log.info(
+            "controller %d: finalized features %s (epoch %d; live brokers' levels %s)",
+            self.broker_id,
+            levels,
+            epoch,
+            {b: ctx.feature_support.get(b, {}) for b in sorted(ctx.brokers)},
+        )
 
     async def _read_topic(self, ctx: ControllerContext, topic: str) -> None:
         node, version = await self.store.get_topic_assignment(topic)
@@ -409,8 +444,9 @@ class Controller:
         self.reassignments.read(ctx, topic, node)
         for p, (state, version) in (await self.store.get_partition_states(topic)).items():
             tp = TopicPartition(topic, p)
-            ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
-                                          state.leader_recovery_state)
+            ctx.states[tp] = LeaderAndIsr(
+                state.leader, state.leader_epoch, tuple(state.isr), version, state.leader_recovery_state
+            )
             ctx.state_epochs[tp] = state.controller_epoch
         await self._read_topic_config(ctx, topic)
 
@@ -419,8 +455,9 @@ class Controller:
             overrides = validate_topic_configs(await self.store.get_topic_configs(topic))
         except ValueError:
             overrides = {}
-        ctx.unclean[topic] = overrides.get("unclean.leader.election.enable",
-                                           self.config["unclean.leader.election.enable"])
+        ctx.unclean[topic] = overrides.get(
+            "unclean.leader.election.enable", self.config["unclean.leader.election.enable"]
+        )
 
     async def _watch_topic(self, topic: str) -> None:
         if topic in self._watched_topics:
@@ -440,14 +477,20 @@ class Controller:
             for p, replicas in assignment.items():
                 tp = TopicPartition(topic, p)
                 parts[tp] = PartitionView(topic, p, replicas, ctx.states.get(tp))
-        return ClusterView(frozenset(ctx.brokers), {b: e.rack for b, e in ctx.brokers.items()},
-                           frozenset(ctx.shutting_down) | frozenset(shutting_down), parts,
-                           lambda t: ctx.unclean.get(t, False), ctx.offline_by_partition())
+        return ClusterView(
+            frozenset(ctx.brokers),
+            {b: e.rack for b, e in ctx.brokers.items()},
+            frozenset(ctx.shutting_down) | frozenset(shutting_down),
+            parts,
+            lambda t: ctx.unclean.get(t, False),
+            ctx.offline_by_partition(),
+        )
 
     # ------------------------------------------------------------------ writing
 
-    async def _write(self, states: dict[TopicPartition, LeaderAndIsr]
-                     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
+    async def _write(
+        self, states: dict[TopicPartition, LeaderAndIsr]
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
         """Writes new states (creating those of new partitions), each conditional on the
         znode version the context has. Returns (written, conflicts): the states written,
         with their new znode versions, and the partitions whose write found another
@@ -497,12 +540,20 @@ class Controller:
                 for tp in sorted(t for t in failed if t.topic == topic):
                     meant, now = states[tp], fresh.get(tp)
                     if now is not None and now.partition_epoch > expected[tp] and _same_state(now, meant):
-                        log.info("controller %d: %s already holds the state it meant to write (a write "
-                                 "sent again after a connection loss)", self.broker_id, tp)
+                        log.info(
+                            "controller %d: %s already holds the state it meant to write (a write "
+                            "sent again after a connection loss)",
+                            self.broker_id,
+                            tp,
+                        )
                         written[tp] = now
                     else:
-                        log.warning("controller %d: the state of %s changed under it (now %s); deciding again",
-                                    self.broker_id, tp, now)
+                        log.warning(
+                            "controller %d: the state of %s changed under it (now %s); deciding again",
+                            self.broker_id,
+                            tp,
+                            now,
+                        )
                         conflicts.add(tp)
         except Exception as exc:
             if not _moved(exc):
@@ -518,13 +569,19 @@ class Controller:
         fresh = {}
         for p, (state, version) in (await self.store.get_partition_states(topic)).items():
             tp = TopicPartition(topic, p)
-            fresh[tp] = ctx.states[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr), version,
-                                                      state.leader_recovery_state)
+            fresh[tp] = ctx.states[tp] = LeaderAndIsr(
+                state.leader, state.leader_epoch, tuple(state.isr), version, state.leader_recovery_state
+            )
             ctx.state_epochs[tp] = state.controller_epoch
         return fresh
 
-    async def _apply(self, decide: Callable[[ClusterView], Decision], batch: RequestBatch, is_new: bool = False,
-                     tell_replicas: bool = True) -> Decision:
+    async def _apply(
+        self,
+        decide: Callable[[ClusterView], Decision],
+        batch: RequestBatch,
+        is_new: bool = False,
+        tell_replicas: bool = True,
+    ) -> Decision:
         """Decides (`decide(view)`), writes the decision and adds what the brokers must hear
         of it to `batch`. A partition whose write conflicted is decided again from the state
         read again (decisions.py: "read again and decide again"), at most WRITE_ROUNDS
@@ -539,14 +596,14 @@ class Controller:
         before = {tp: ctx.states.get(tp) for tp in todo}
         failed = dict(decision.failed)
         written: dict[TopicPartition, LeaderAndIsr] = {}
-        changed: set[TopicPartition] = set()        # read again, different from what the brokers were told
+        changed: set[TopicPartition] = set()  # read again, different from what the brokers were told
         rounds = 0
         while todo:
             rounds += 1
             try:
                 done, conflicts = await self._write(todo)
             except Exception as exc:
-                if not _moved(exc):       # what earlier rounds wrote is announced with the rest
+                if not _moved(exc):  # what earlier rounds wrote is announced with the rest
                     self._schedule_reconcile({tp.topic for tp in written})
                 raise
             written.update(done)
@@ -561,8 +618,11 @@ class Controller:
                     failed[tp] = again.failed[tp]
             todo = {tp: s for tp, s in again.states.items() if tp in conflicts}
             if todo and rounds >= WRITE_ROUNDS:
-                log.warning("controller %d: the states of %s kept changing under it; left for the next event",
-                            self.broker_id, sorted(map(str, todo)))
+                log.warning(
+                    "controller %d: the states of %s kept changing under it; left for the next event",
+                    self.broker_id,
+                    sorted(map(str, todo)),
+                )
                 break
         self._log_state_changes(before, written)
         for tp in sorted(set(written) | changed):
@@ -574,8 +634,9 @@ class Controller:
                 log.warning("controller %d: %s has no leader: %s", self.broker_id, tp, failure.message)
         return Decision(written, failed)
 
-    def _log_state_changes(self, before: dict[TopicPartition, LeaderAndIsr | None],
-                           written: dict[TopicPartition, LeaderAndIsr]) -> None:
+    def _log_state_changes(
+        self, before: dict[TopicPartition, LeaderAndIsr | None], written: dict[TopicPartition, LeaderAndIsr]
+    ) -> None:
         """Every partition state this controller wrote, in the state-change log (Kafka's
         state.change.logger), and the elections among them counted."""
         epoch = self.epoch
@@ -584,16 +645,24 @@ class Controller:
             old_leader = D.NO_LEADER if old is None else old.leader
             if new.leader != old_leader and new.leader != D.NO_LEADER:
                 self.leader_elections += 1
-                unclean = old is not None and new.leader_recovery_state == D.RECOVERING \
-                    and new.leader not in old.isr
+                unclean = old is not None and new.leader_recovery_state == D.RECOVERING and new.leader not in old.isr
                 if unclean:
                     self.unclean_leader_elections += 1
             else:
                 unclean = False
             state_change_log.info(
                 "[Controller id=%d epoch=%d] partition %s-%d: leader %d -> %d, leader epoch %d, ISR %s -> %s%s",
-                self.broker_id, epoch, tp.topic, tp.partition, old_leader, new.leader, new.leader_epoch,
-                [] if old is None else list(old.isr), list(new.isr), " (unclean election)" if unclean else "")
+                self.broker_id,
+                epoch,
+                tp.topic,
+                tp.partition,
+                old_leader,
+                new.leader,
+                new.leader_epoch,
+                [] if old is None else list(old.isr),
+                list(new.isr),
+                " (unclean election)" if unclean else "",
+            )
 
     def _schedule_reconcile(self, topics: set[str]) -> None:
         """After a write whose outcome is unknown: read those topics' states again once the
@@ -606,7 +675,7 @@ class Controller:
     def _fire_reconcile(self) -> None:
         self._reconcile_pending = False
         if self.ctx is None:
-            self._uncertain.clear()         # a new controller reads everything anyway
+            self._uncertain.clear()  # a new controller reads everything anyway
         else:
             self._enqueue(self._reconcile)
 
@@ -626,8 +695,11 @@ class Controller:
             if not _moved(exc):
                 self._schedule_reconcile(topics)
             raise
-        log.info("controller %d: partition states of %s read again after a write of unknown outcome",
-                 self.broker_id, sorted(topics))
+        log.info(
+            "controller %d: partition states of %s read again after a write of unknown outcome",
+            self.broker_id,
+            sorted(topics),
+        )
         await self._apply(self._repair, batch)
         self._send(batch)
 
@@ -652,6 +724,7 @@ class Controller:
     def _leader_and_isr_answered(self, callback: ResponseCallback | None) -> ResponseCallback:
         """Reads a LeaderAndIsr answer for replicas in offline dirs (Kafka's
         LeaderAndIsrResponseReceived) besides calling `callback`."""
+
         def answered(broker_id: int, request: object, response: object) -> None:
             if callback is not None:
                 callback(broker_id, request, response)
@@ -672,8 +745,10 @@ class Controller:
             ctx = self.ctx
             if ctx is None or not (offline or online & ctx.offline_replicas.get(broker_id, set())):
                 return
-            self._enqueue_if_active(self._on_replicas_answered, broker_id, getattr(request, "broker_epoch", -1),
-                                    offline, online)
+            self._enqueue_if_active(
+                self._on_replicas_answered, broker_id, getattr(request, "broker_epoch", -1), offline, online
+            )
+
         return answered
 
     async def _on_log_dir_event(self) -> None:
@@ -687,19 +762,23 @@ class Controller:
         brokers = {b for b in events.values() if b is not None}
         await self.store.delete_log_dir_events(list(events), ctx.epoch_zk_version)
         live = sorted(b for b in brokers if b in ctx.brokers)
-        log.info("controller %d: log dir failure on brokers %s: asking them the state of their replicas",
-                 self.broker_id, live)
+        log.info(
+            "controller %d: log dir failure on brokers %s: asking them the state of their replicas",
+            self.broker_id,
+            live,
+        )
         batch = RequestBatch()
         for tp, info in ctx.partitions().items():
             batch.add_leader_and_isr([b for b in live if b in info.replicas], tp)
         self._send(batch)
 
-    async def _on_replicas_answered(self, broker_id: int, broker_epoch: int, offline: set[TopicPartition],
-                                    online: set[TopicPartition]) -> None:
+    async def _on_replicas_answered(
+        self, broker_id: int, broker_epoch: int, offline: set[TopicPartition], online: set[TopicPartition]
+    ) -> None:
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
         if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
-            return                      # an answer of a previous life of that broker
+            return  # an answer of a previous life of that broker
         before = set(ctx.offline_replicas.get(broker_id, set()))
         now = (before - online) | {tp for tp in offline if tp in ctx.states}
         if now:
@@ -709,11 +788,16 @@ class Controller:
         new = now - before
         if not new:
             return
-        state_change_log.info("[Controller id=%d epoch=%d] replicas of broker %d are offline (failed log dir): %s",
-                              self.broker_id, ctx.epoch, broker_id, ", ".join(map(str, sorted(new))))
+        state_change_log.info(
+            "[Controller id=%d epoch=%d] replicas of broker %d are offline (failed log dir): %s",
+            self.broker_id,
+            ctx.epoch,
+            broker_id,
+            ", ".join(map(str, sorted(new))),
+        )
         batch = RequestBatch()
         await self._apply(lambda view: D.on_replicas_offline(view, {tp: (broker_id,) for tp in new}), batch)
-        batch.add_update_metadata(ctx.brokers, new)       # their offline_replicas changed
+        batch.add_update_metadata(ctx.brokers, new)  # their offline_replicas changed
         self._send(batch)
 
     # ------------------------------------------------------------------ brokers
@@ -727,11 +811,16 @@ class Controller:
         new = (set(ctx.brokers) - set(old)) | bounced
         if not dead and not new:
             return
-        log.info("controller %d: brokers %s (new %s, gone %s)", self.broker_id, sorted(ctx.brokers),
-                 sorted(new), sorted(dead))
+        log.info(
+            "controller %d: brokers %s (new %s, gone %s)",
+            self.broker_id,
+            sorted(ctx.brokers),
+            sorted(new),
+            sorted(dead),
+        )
         ctx.shutting_down -= dead
         for b in dead | new:
-            ctx.offline_replicas.pop(b, None)       # a new registration: its dirs are read again
+            ctx.offline_replicas.pop(b, None)  # a new registration: its dirs are read again
         self.channels.set_brokers(ctx.brokers.values())
         batch = RequestBatch()
         if dead:
@@ -764,8 +853,9 @@ class Controller:
         for topic in added:
             await self._watch_topic(topic)
             await self._read_topic(ctx, topic)
-            log.info("controller %d: new topic %s with %d partitions", self.broker_id, topic,
-                     len(ctx.assignments[topic]))
+            log.info(
+                "controller %d: new topic %s with %d partitions", self.broker_id, topic, len(ctx.assignments[topic])
+            )
         new_tps = [tp for tp in self._view().partitions if tp.topic in added and tp not in ctx.states]
         await self._apply(lambda view: D.initial_states(view, new_tps), batch, is_new=True)
         # partitions that already had a state (a controller that died half-way) are told too
@@ -829,8 +919,12 @@ class Controller:
                 continue
             replicas = {r for rs in ctx.assignments.get(topic, {}).values() for r in rs}
             if not replicas <= set(ctx.brokers):
-                log.info("controller %d: deletion of %s waits for replicas %s", self.broker_id, topic,
-                         sorted(replicas - set(ctx.brokers)))
+                log.info(
+                    "controller %d: deletion of %s waits for replicas %s",
+                    self.broker_id,
+                    topic,
+                    sorted(replicas - set(ctx.brokers)),
+                )
                 continue
             tps = [TopicPartition(topic, p) for p in ctx.assignments[topic]]
             batch = RequestBatch()
@@ -841,12 +935,18 @@ class Controller:
             pending = {r for r in replicas}
             done = asyncio.get_running_loop().create_future()
 
-            def answered(broker_id: int, _request: object, response: object,
-                         pending: set[int] = pending, done: asyncio.Future[None] = done) -> None:
+            def answered(
+                broker_id: int,
+                _request: object,
+                response: object,
+                pending: set[int] = pending,
+                done: asyncio.Future[None] = done,
+            ) -> None:
                 if response is not None and getattr(response, "error_code", 0) == 0:
                     pending.discard(broker_id)
                 if not pending and not done.done():
                     done.set_result(None)
+
             self._send(batch, answered)
             asyncio.get_running_loop().create_task(self._finish_deletion(topic, done))
 
@@ -854,8 +954,9 @@ class Controller:
         try:
             await wait_for(done, self.config["request.timeout.ms"] / 1000)
         except asyncio.TimeoutError:
-            log.warning("controller %d: not every replica of %s confirmed its deletion; retrying",
-                        self.broker_id, topic)
+            log.warning(
+                "controller %d: not every replica of %s confirmed its deletion; retrying", self.broker_id, topic
+            )
             self._enqueue(self._resume_deletions)
             return
         self._enqueue(self._complete_deletion, topic)
@@ -869,7 +970,7 @@ class Controller:
         batch = RequestBatch()
         batch.add_update_metadata(ctx.brokers, [tp for tp in tps if tp in ctx.states])
         batch.deleting = {topic}
-        self._send(batch)     # brokers drop the topic (leader -2) from their caches
+        self._send(batch)  # brokers drop the topic (leader -2) from their caches
         ctx.deleting.discard(topic)
         ctx.assignments.pop(topic, None)
         ctx.topic_ids.pop(topic, None)
@@ -884,14 +985,16 @@ class Controller:
 
     # ------------------------------------------------------------------ requests from brokers
 
-    async def alter_partition(self, broker_id: int, broker_epoch: int,
-                              changes: list[AlterIsrChange]) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: list[AlterIsrChange]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
         """AlterPartition: [(topic, partition, leader epoch, new ISR, partition epoch,
         leader recovery state)] -> (top error, {(topic, partition): LeaderAndIsr | error})."""
         return await self._enqueue(self._alter_partition, broker_id, broker_epoch, changes)
 
-    async def _alter_partition(self, broker_id: int, broker_epoch: int, changes: list[AlterIsrChange]
-                               ) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
+    async def _alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: list[AlterIsrChange]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], object]]:
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
         if b is None or b.epoch != broker_epoch:
@@ -906,8 +1009,9 @@ class Controller:
             states: dict[TopicPartition, LeaderAndIsr] = {}
             failed: dict[TopicPartition, D.Failure] = {}
             for tp, (topic, p, leader_epoch, isr, partition_epoch, recovery) in asked.items():
-                res = D.alter_partition(view, topic, p, broker_id, leader_epoch, isr, partition_epoch,
-                                        leader_recovery_state=recovery)
+                res = D.alter_partition(
+                    view, topic, p, broker_id, leader_epoch, isr, partition_epoch, leader_recovery_state=recovery
+                )
                 if isinstance(res, LeaderAndIsr):
                     if res != ctx.states.get(tp):
                         states[tp] = res
@@ -926,11 +1030,16 @@ class Controller:
             # the store did not answer: a write may have been applied or not. The leader
             # must not take this for "not applied" (it would forget an ISR ZooKeeper may
             # hold): REQUEST_TIMED_OUT, on which it keeps the larger ISR and asks again
-            log.warning("controller %d: recording the ISR changes of %s failed (%s); their outcome is "
-                        "unknown", self.broker_id, sorted(map(str, first.states)), exc)
-            decision = Decision({tp: s for tp, s in ctx.states.items() if tp in asked and s != before[tp]},
-                                {tp: D.Failure(ErrorCode.REQUEST_TIMED_OUT) for tp in first.states}
-                                | dict(first.failed))
+            log.warning(
+                "controller %d: recording the ISR changes of %s failed (%s); their outcome is unknown",
+                self.broker_id,
+                sorted(map(str, first.states)),
+                exc,
+            )
+            decision = Decision(
+                {tp: s for tp, s in ctx.states.items() if tp in asked and s != before[tp]},
+                {tp: D.Failure(ErrorCode.REQUEST_TIMED_OUT) for tp in first.states} | dict(first.failed),
+            )
             batch.add_update_metadata(ctx.brokers, decision.states)
         self._send(batch)
         # a reassignment completes when its target replicas are all in the ISR
@@ -943,19 +1052,19 @@ class Controller:
                 log.info("controller %d: ISR of %s is now %s", self.broker_id, tp, list(decision.states[tp].isr))
             elif tp in decision.failed:
                 out[(tp.topic, tp.partition)] = decision.failed[tp].error
-            elif current is not None and _same_state(current, LeaderAndIsr(broker_id, leader_epoch, tuple(isr),
-                                                                          0, recovery)):
-                out[(tp.topic, tp.partition)] = current       # it already is as asked
+            elif current is not None and _same_state(
+                current, LeaderAndIsr(broker_id, leader_epoch, tuple(isr), 0, recovery)
+            ):
+                out[(tp.topic, tp.partition)] = current  # it already is as asked
             else:
-                out[(tp.topic, tp.partition)] = ErrorCode.INVALID_UPDATE_VERSION    # kept changing: ask again
+                out[(tp.topic, tp.partition)] = ErrorCode.INVALID_UPDATE_VERSION  # kept changing: ask again
         return ErrorCode.NONE, out
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """ControlledShutdown -> (error, [remaining partitions])."""
         return await self._enqueue(self._controlled_shutdown, broker_id, broker_epoch)
 
-    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int
-                                   ) -> tuple[ErrorCode, list[TopicPartition]]:
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         ctx = self._require()
         b = ctx.brokers.get(broker_id)
         if b is None:
@@ -975,13 +1084,15 @@ class Controller:
         remaining = sorted(decision.failed)
         return ErrorCode.NONE, remaining
 
-    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
-                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+    async def elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         """ElectLeaders -> {tp: (error, message)}; partitions None: every partition."""
         return await self._enqueue(self._elect_leaders, election_type, partitions)
 
-    async def _elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
-                             ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+    async def _elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         if partitions is None:
             partitions = sorted(self._view().partitions)
         tps = partitions
@@ -1007,8 +1118,7 @@ class Controller:
         if not self.config["auto.leader.rebalance.enable"]:
             return
         interval = self.config["leader.imbalance.check.interval.seconds"]
-        self._rebalance = asyncio.get_running_loop().call_later(
-            interval, lambda: self._enqueue(self._auto_rebalance))
+        self._rebalance = asyncio.get_running_loop().call_later(interval, lambda: self._enqueue(self._auto_rebalance))
 
     async def _auto_rebalance(self) -> None:
         self._rebalance = None
@@ -1016,7 +1126,7 @@ class Controller:
             return
         view = self._view()
         tps = D.preferred_leader_imbalance(view, self.config["leader.imbalance.per.broker.percentage"])
-        tps = [tp for tp in tps if tp not in self.ctx.reassigning]      # as Kafka: not while reassigned
+        tps = [tp for tp in tps if tp not in self.ctx.reassigning]  # as Kafka: not while reassigned
         if tps:
             log.info("controller %d: moving %d partitions back to their preferred leader", self.broker_id, len(tps))
             batch = RequestBatch()
@@ -1038,8 +1148,12 @@ def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:
 
 def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
     """The same partition state but for the znode version."""
-    return (a.leader, a.leader_epoch, tuple(a.isr), a.leader_recovery_state) == \
-        (b.leader, b.leader_epoch, tuple(b.isr), b.leader_recovery_state)
+    return (a.leader, a.leader_epoch, tuple(a.isr), a.leader_recovery_state) == (
+        b.leader,
+        b.leader_epoch,
+        tuple(b.isr),
+        b.leader_recovery_state,
+    )
 
 
 def _moved(exc: Exception) -> bool:

@@ -31,6 +31,7 @@ as hypothesis properties):
 - a leader outside the old ISR (unclean election) only where the topic enables unclean
   election or ElectLeaders asks for it; its ISR is [leader] and it is RECOVERING.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -45,8 +46,8 @@ from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 
 NO_LEADER = -1
-RECOVERED = 0        # LeaderRecoveryState
-RECOVERING = 1       # elected uncleanly, not yet recovered: the ISR stays [leader]
+RECOVERED = 0  # LeaderRecoveryState
+RECOVERING = 1  # elected uncleanly, not yet recovered: the ISR stays [leader]
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class PartitionView:
     topic: str
     partition: int
     replicas: tuple[int, ...]
-    state: LeaderAndIsr | None       # None: created, never given a leader (no replica was online)
+    state: LeaderAndIsr | None  # None: created, never given a leader (no replica was online)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ClusterView:
     racks: Mapping[int, str | None]
     shutting_down: frozenset[int]
     partitions: Mapping[TopicPartition, PartitionView]
-    unclean_enabled: Callable[[str], bool]    # topic -> its unclean.leader.election.enable
+    unclean_enabled: Callable[[str], bool]  # topic -> its unclean.leader.election.enable
     #: replicas in failed log dirs of live brokers, by partition (Kafka's replicasOnOfflineDirs)
     offline: Mapping[TopicPartition, frozenset[int]] = field(default_factory=dict)
 
@@ -205,8 +206,9 @@ def on_broker_startup(view: ClusterView, new: Iterable[int]) -> Decision:
     return Decision(states, failed)
 
 
-def _elect_offline_partitions(view: ClusterView) -> tuple[dict[TopicPartition, LeaderAndIsr],
-                                                          dict[TopicPartition, Failure]]:
+def _elect_offline_partitions(
+    view: ClusterView,
+) -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Failure]]:
     """PartitionStateMachine.triggerOnlinePartitionStateChange: new and offline partitions."""
     states: dict[TopicPartition, LeaderAndIsr] = {}
     failed: dict[TopicPartition, Failure] = {}
@@ -214,8 +216,11 @@ def _elect_offline_partitions(view: ClusterView) -> tuple[dict[TopicPartition, L
         pv = view.partitions[tp]
         if pv.state is None:
             _put(tp, _initial_state(view, tp, pv), states, failed)
-        elif (pv.state.leader == NO_LEADER or pv.state.leader not in view.live_brokers
-              or (view.offline and pv.state.leader in view.offline.get(tp, ()))):
+        elif (
+            pv.state.leader == NO_LEADER
+            or pv.state.leader not in view.live_brokers
+            or (view.offline and pv.state.leader in view.offline.get(tp, ()))
+        ):
             _put(tp, _elect_offline(view, tp, pv, view.unclean_enabled(pv.topic)), states, failed)
     return states, failed
 
@@ -223,13 +228,15 @@ def _elect_offline_partitions(view: ClusterView) -> tuple[dict[TopicPartition, L
 def _initial_state(view: ClusterView, tp: TopicPartition, pv: PartitionView) -> LeaderAndIsr | Failure:
     online = view.online_replicas(pv)
     if not online:
-        return Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                       f"No replica of {tp} is online (replicas {list(pv.replicas)}).")
+        return Failure(
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"No replica of {tp} is online (replicas {list(pv.replicas)})."
+        )
     return LeaderAndIsr(online[0], 0, online, 0)
 
 
-def _elect_offline(view: ClusterView, tp: TopicPartition, pv: PartitionView,
-                   unclean_enabled: bool) -> LeaderAndIsr | Failure:
+def _elect_offline(
+    view: ClusterView, tp: TopicPartition, pv: PartitionView, unclean_enabled: bool
+) -> LeaderAndIsr | Failure:
     """Election.leaderForOffline."""
     state = pv.state
     assert state is not None
@@ -239,8 +246,7 @@ def _elect_offline(view: ClusterView, tp: TopicPartition, pv: PartitionView,
         if not online:
             why = f"No replica of {tp} is online (replicas {list(pv.replicas)})."
         else:
-            why = (f"No member of the ISR {list(state.isr)} of {tp} is online, and unclean leader "
-                   f"election is disabled.")
+            why = f"No member of the ISR {list(state.isr)} of {tp} is online, and unclean leader election is disabled."
         return Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, why)
     if unclean:
         return state.changed(leader, (leader,), RECOVERING)
@@ -288,8 +294,10 @@ def controlled_shutdown(view: ClusterView, broker_id: int) -> Decision:
             live = view.live_brokers - view.offline.get(tp, frozenset()) if view.offline else view.live_brokers
             leader = controlled_shutdown_leader(pv.replicas, state.isr, live, shutting_down)
             if leader is None:
-                failed[tp] = Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                     f"No other online member in the ISR {list(state.isr)} of {tp}.")
+                failed[tp] = Failure(
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"No other online member in the ISR {list(state.isr)} of {tp}.",
+                )
             else:
                 states[tp] = state.changed(leader, (r for r in state.isr if r not in shutting_down))
         elif broker_id in state.isr:
@@ -302,9 +310,18 @@ def controlled_shutdown(view: ClusterView, broker_id: int) -> Decision:
 # ---------------------------------------------------------------- AlterPartition
 
 
-def alter_partition(view: ClusterView, topic: str, partition: int, broker_id: int, leader_epoch: int,
-                    new_isr: Iterable[int], partition_epoch: int, *, leader_recovery_state: int = RECOVERED,
-                    version: int = 3) -> LeaderAndIsr | ErrorCode:
+def alter_partition(
+    view: ClusterView,
+    topic: str,
+    partition: int,
+    broker_id: int,
+    leader_epoch: int,
+    new_isr: Iterable[int],
+    partition_epoch: int,
+    *,
+    leader_recovery_state: int = RECOVERED,
+    version: int = 3,
+) -> LeaderAndIsr | ErrorCode:
     """A leader asks to change its ISR (KafkaController.processAlterPartition, ZooKeeper
     mode). Returns the state to write (leader epoch kept, znode version + 1), the current
     state unchanged when it already is what is asked (answer it, write nothing), or the
@@ -371,8 +388,7 @@ def preferred_leader_imbalance(view: ClusterView, percentage: float) -> list[Top
         by_preferred.setdefault(view.partitions[tp].replicas[0], []).append(tp)
     out: list[TopicPartition] = []
     for broker, tps in sorted(by_preferred.items()):
-        elsewhere = [tp for tp in tps
-                     if (state := view.partitions[tp].state) is not None and state.leader != broker]
+        elsewhere = [tp for tp in tps if (state := view.partitions[tp].state) is not None and state.leader != broker]
         if len(elsewhere) / len(tps) > percentage / 100:
             out.extend(tp for tp in elsewhere if _preferred_leader(view, view.partitions[tp]) is not None)
     return sorted(out)
@@ -390,14 +406,16 @@ def preferred_election(view: ClusterView, partitions: Iterable[TopicPartition]) 
         if pv is None:
             failed[tp] = _UNKNOWN
         elif pv.state is None:
-            failed[tp] = Failure(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                                 f"{tp} has had no online replica since it was created.")
+            failed[tp] = Failure(
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"{tp} has had no online replica since it was created."
+            )
         elif pv.state.leader == pv.replicas[0]:
             failed[tp] = Failure(ErrorCode.ELECTION_NOT_NEEDED)
         elif (leader := _preferred_leader(view, pv)) is None:
-            failed[tp] = Failure(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                                 f"The preferred replica of {tp} is not online or not in the ISR "
-                                 f"{list(pv.state.isr)}.")
+            failed[tp] = Failure(
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                f"The preferred replica of {tp} is not online or not in the ISR {list(pv.state.isr)}.",
+            )
         else:
             states[tp] = pv.state.changed(leader, pv.state.isr)
     return Decision(states, failed)
@@ -421,8 +439,9 @@ def unclean_election(view: ClusterView, partitions: Iterable[TopicPartition]) ->
         if pv is None:
             failed[tp] = _UNKNOWN
         elif pv.state is None:
-            failed[tp] = Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                 f"{tp} has had no online replica since it was created.")
+            failed[tp] = Failure(
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"{tp} has had no online replica since it was created."
+            )
         elif view.replica_online(tp, pv.state.leader):
             failed[tp] = Failure(ErrorCode.ELECTION_NOT_NEEDED)
         else:
@@ -437,8 +456,12 @@ def _tp(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
-def _put(tp: TopicPartition, outcome: LeaderAndIsr | Failure,
-         states: dict[TopicPartition, LeaderAndIsr], failed: dict[TopicPartition, Failure]) -> None:
+def _put(
+    tp: TopicPartition,
+    outcome: LeaderAndIsr | Failure,
+    states: dict[TopicPartition, LeaderAndIsr],
+    failed: dict[TopicPartition, Failure],
+) -> None:
     if isinstance(outcome, Failure):
         failed[tp] = outcome
     else:

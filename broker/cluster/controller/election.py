@@ -13,13 +13,15 @@ brokers too and excludes them through `shutting_down`.
 Invariant: a leader returned is in `live`, and it is in `isr` unless
 `offline_partition_leader` says the election was unclean.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
 
-def offline_partition_leader(replicas: Sequence[int], isr: Collection[int], live: Collection[int],
-                             unclean_enabled: bool) -> tuple[int | None, bool]:
+def offline_partition_leader(
+    replicas: Sequence[int], isr: Collection[int], live: Collection[int], unclean_enabled: bool
+) -> tuple[int | None, bool]:
     """A partition whose leader is gone (or a new one): the first live ISR member; failing
     that, where unclean election is enabled, the first live replica (it may lack records
     the ISR had acknowledged). Returns (leader or None, whether the election was unclean)."""
@@ -33,8 +35,7 @@ def offline_partition_leader(replicas: Sequence[int], isr: Collection[int], live
     return None, False
 
 
-def reassign_partition_leader(reassignment: Sequence[int], isr: Collection[int],
-                              live: Collection[int]) -> int | None:
+def reassign_partition_leader(reassignment: Sequence[int], isr: Collection[int], live: Collection[int]) -> int | None:
     """During a reassignment: the first replica of the target assignment that is live and
     in the ISR."""
     return next((r for r in reassignment if r in live and r in isr), None)
@@ -47,8 +48,9 @@ def preferred_replica_leader(replicas: Sequence[int], isr: Collection[int], live
     return None
 
 
-def controlled_shutdown_leader(replicas: Sequence[int], isr: Collection[int], live: Collection[int],
-                               shutting_down: Collection[int]) -> int | None:
+def controlled_shutdown_leader(
+    replicas: Sequence[int], isr: Collection[int], live: Collection[int], shutting_down: Collection[int]
+) -> int | None:
     """The leader is shutting down: the first replica that is live, in the ISR and not
     itself shutting down."""
     return next((r for r in replicas if r in live and r in isr and r not in shutting_down), None)

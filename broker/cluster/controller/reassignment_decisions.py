@@ -26,6 +26,7 @@ The steps, each decided here and carried out by the controller (controller.py):
 
 Nothing here writes or sends.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -64,15 +65,23 @@ class ReplicaAssignment:
     def reassign_to(self, target: Iterable[int]) -> ReplicaAssignment:
         target = tuple(target)
         original = self.original
-        return ReplicaAssignment(_distinct(target + original), tuple(r for r in target if r not in original),
-                                 tuple(r for r in original if r not in target))
+        return ReplicaAssignment(
+            _distinct(target + original),
+            tuple(r for r in target if r not in original),
+            tuple(r for r in original if r not in target),
+        )
 
 
 _NO_PARTITION = Failure(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
 
 
-def plan(view: ClusterView, tp: TopicPartition, current: ReplicaAssignment | None,
-         target: Iterable[int] | None, deleting: bool = False) -> ReplicaAssignment | Failure:
+def plan(
+    view: ClusterView,
+    tp: TopicPartition,
+    current: ReplicaAssignment | None,
+    target: Iterable[int] | None,
+    deleting: bool = False,
+) -> ReplicaAssignment | Failure:
     """An AlterPartitionReassignments entry (KafkaController.processApiPartitionReassignment
     with validateReassignment and maybeBuildReassignment): the partition's new assignment,
     or why not, checked in Kafka's order:
@@ -87,18 +96,23 @@ def plan(view: ClusterView, tp: TopicPartition, current: ReplicaAssignment | Non
     if target is not None:
         wanted = tuple(target)
         if not wanted:
-            return Failure(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           "Empty replica list specified in partition reassignment.")
+            return Failure(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
+            )
         if len(set(wanted)) != len(wanted):
-            return Failure(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           f"Duplicate replica ids in partition reassignment replica list: {list(wanted)}")
+            return Failure(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate replica ids in partition reassignment replica list: {list(wanted)}",
+            )
         if any(r < 0 for r in wanted):
             return Failure(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(wanted)}")
         adding = (current or ReplicaAssignment(())).reassign_to(wanted).adding
         if not set(adding) <= view.live_brokers:
-            return Failure(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                           f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
-                           f"live broker list: {sorted(view.live_brokers)}")
+            return Failure(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
+                f"live broker list: {sorted(view.live_brokers)}",
+            )
     if target is None:
         if current is None or not current.being_reassigned:
             return Failure(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
@@ -163,8 +177,10 @@ def finish(view: ClusterView, tp: TopicPartition, assignment: ReplicaAssignment)
     if leader not in target or not view.is_online(leader) or leader not in state.isr:
         candidates = [r for r in target if view.is_online(r) and r in state.isr]
         if not candidates:
-            return Failure(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                           f"No target replica of {tp} ({list(target)}) is online and in the ISR {list(state.isr)}.")
+            return Failure(
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"No target replica of {tp} ({list(target)}) is online and in the ISR {list(state.isr)}.",
+            )
         leader = candidates[0]
     # the removed replicas leave the ISR (and any other replica outside the target: one a
     # replaced reassignment was adding, `unneeded`)

@@ -23,6 +23,7 @@ What the controller knows lives in its context: `assignments` holds each partiti
 version of each topic node (every write of one is conditional on it and fenced by the
 controller epoch; a conflict reads the node again and writes again).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOPIC_WRITE_ROUNDS = 5
-RETRY_S = 1.0            # a finish whose topic node write failed is tried again this much later
+RETRY_S = 1.0  # a finish whose topic node write failed is tried again this much later
 
 #: AlterPartitionReassignments' answer per partition: None (accepted) or why not
 AlterResult = Failure | None
@@ -55,7 +56,7 @@ class Reassignments:
     def __init__(self, controller: Controller):
         self.c = controller
         self._retry: asyncio.TimerHandle | None = None
-        self._unrecorded: set[str] = set()      # topics whose node must still record finished reassignments
+        self._unrecorded: set[str] = set()  # topics whose node must still record finished reassignments
 
     # ------------------------------------------------------------------ requests
 
@@ -63,7 +64,9 @@ class Reassignments:
         """AlterPartitionReassignments: {partition: target replicas, or None to cancel}."""
         return await self.c._enqueue(self._alter, {tp: None if t is None else tuple(t) for tp, t in wanted.items()})
 
-    async def listing(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, ReplicaAssignment]:
+    async def listing(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
         """ListPartitionReassignments: the partitions being reassigned (of `partitions`,
         or all)."""
         return await self.c._enqueue(self._list, None if partitions is None else list(partitions))
@@ -88,11 +91,19 @@ class Reassignments:
             assert current is not None
             plans[tp] = (current, planned)
             results[tp] = None
-            log.info("controller %d: reassignment of %s: %s -> %s (adding %s, removing %s)", self.c.broker_id, tp,
-                     list(current.replicas), list(planned.target), list(planned.adding), list(planned.removing))
+            log.info(
+                "controller %d: reassignment of %s: %s -> %s (adding %s, removing %s)",
+                self.c.broker_id,
+                tp,
+                list(current.replicas),
+                list(planned.target),
+                list(planned.adding),
+                list(planned.removing),
+            )
         for topic in sorted({tp.topic for tp in plans}):
-            await self._write_topic(ctx, topic, {tp.partition: new for tp, (_old, new) in plans.items()
-                                                 if tp.topic == topic})
+            await self._write_topic(
+                ctx, topic, {tp.partition: new for tp, (_old, new) in plans.items() if tp.topic == topic}
+            )
         await self._advance(plans)
         return results
 
@@ -102,8 +113,9 @@ class Reassignments:
         """A topic node read (failover, a new topic): the reassignments it shows."""
         for p, replicas in node.partitions.items():
             tp = TopicPartition(topic, p)
-            ra = ReplicaAssignment(tuple(replicas), tuple(node.adding_replicas.get(p, ())),
-                                   tuple(node.removing_replicas.get(p, ())))
+            ra = ReplicaAssignment(
+                tuple(replicas), tuple(node.adding_replicas.get(p, ())), tuple(node.removing_replicas.get(p, ()))
+            )
             if ra.being_reassigned:
                 ctx.reassigning[tp] = ra
             else:
@@ -114,10 +126,11 @@ class Reassignments:
         found in the topic nodes goes on where it was, its replicas told again with a new
         leader epoch, or finished if its target is in the ISR already."""
         ctx = self.c._require()
-        self._unrecorded.clear()          # what the topic nodes hold was just read
+        self._unrecorded.clear()  # what the topic nodes hold was just read
         if ctx.reassigning:
-            log.info("controller %d: resuming the reassignments of %s", self.c.broker_id,
-                     sorted(map(str, ctx.reassigning)))
+            log.info(
+                "controller %d: resuming the reassignments of %s", self.c.broker_id, sorted(map(str, ctx.reassigning))
+            )
             await self._advance({tp: (ra, ra) for tp, ra in ctx.reassigning.items()})
 
     def isr_changed(self, states: Mapping[TopicPartition, LeaderAndIsr]) -> None:
@@ -140,8 +153,11 @@ class Reassignments:
 
     async def _finish_event(self, tps: list[TopicPartition]) -> None:
         ctx = self.c._require()
-        now = {tp: ctx.reassigning[tp] for tp in tps
-               if tp in ctx.reassigning and R.is_complete(ctx.states.get(tp), ctx.reassigning[tp])}
+        now = {
+            tp: ctx.reassigning[tp]
+            for tp in tps
+            if tp in ctx.reassigning and R.is_complete(ctx.states.get(tp), ctx.reassigning[tp])
+        }
         if now:
             await self._finish(now)
 
@@ -169,6 +185,7 @@ class Reassignments:
                     if s is not None:
                         states[tp] = s
                 return Decision(states)
+
             decision = await self.c._apply(decide, batch)
             for tp, (old, new) in plans.items():
                 if tp not in started:
@@ -186,15 +203,19 @@ class Reassignments:
             extra = {tp: R.unneeded(plans[tp][0], new) for tp, new in complete.items()}
             await self._finish(complete, extra)
 
-    async def _finish(self, done: Mapping[TopicPartition, ReplicaAssignment],
-                      extra: Mapping[TopicPartition, tuple[int, ...]] | None = None) -> None:
+    async def _finish(
+        self,
+        done: Mapping[TopicPartition, ReplicaAssignment],
+        extra: Mapping[TopicPartition, tuple[int, ...]] | None = None,
+    ) -> None:
         """B1-B8 of onPartitionReassignment for partitions whose target is in the ISR."""
         ctx = self.c._require()
         view = self.c._view()
         ready = {tp: ra for tp, ra in done.items() if isinstance(R.finish(view, tp, ra), LeaderAndIsr)}
         for tp in sorted(set(done) - set(ready)):
-            log.warning("controller %d: reassignment of %s waits: %s", self.c.broker_id, tp,
-                        R.finish(view, tp, done[tp]))
+            log.warning(
+                "controller %d: reassignment of %s waits: %s", self.c.broker_id, tp, R.finish(view, tp, done[tp])
+            )
         if not ready:
             return
         old_rs = {tp: ctx.assignments[tp.topic][tp.partition] for tp in ready}
@@ -206,6 +227,7 @@ class Reassignments:
                 was = saved[tp]
                 if was is not None:
                     ctx.reassigning[tp] = was
+
         # B2: RS = target, AR = RR = [] in memory: LeaderAndIsr goes to the target only
         for tp, ra in ready.items():
             ctx.assignments[tp.topic][tp.partition] = ra.target
@@ -220,18 +242,19 @@ class Reassignments:
                     if isinstance(s, LeaderAndIsr):
                         states[tp] = s
             return Decision(states)
+
         batch = RequestBatch()
         try:
-            decision = await self.c._apply(decide, batch)      # B3-B4: leader from the target, RR out of the ISR
+            decision = await self.c._apply(decide, batch)  # B3-B4: leader from the target, RR out of the ISR
         except Exception as exc:
             if ctx is self.c.ctx:
-                restore(ready)           # what was written is found again by the next try
+                restore(ready)  # what was written is found again by the next try
                 if not _moved(exc):
                     self._schedule_retry()
             raise
         finished = {tp: ra for tp, ra in ready.items() if tp in decision.states}
-        restore(set(ready) - set(finished))        # its state changed under it: not finished
-        for tp, ra in finished.items():            # B5: the removed replicas are deleted
+        restore(set(ready) - set(finished))  # its state changed under it: not finished
+        for tp, ra in finished.items():  # B5: the removed replicas are deleted
             gone = (set(old_rs[tp]) - set(ra.target)) | set((extra or {}).get(tp, ()))
             for r in sorted(gone):
                 if r in ctx.brokers:
@@ -239,11 +262,11 @@ class Reassignments:
         self.c._send(batch)
         if not finished:
             return
-        for topic in sorted({tp.topic for tp in finished}):        # B6: the topic node
+        for topic in sorted({tp.topic for tp in finished}):  # B6: the topic node
             self._unrecorded.add(topic)
         await self._record()
         batch = RequestBatch()
-        batch.add_update_metadata(ctx.brokers, finished)            # B8
+        batch.add_update_metadata(ctx.brokers, finished)  # B8
         self.c._send(batch)
         for tp, ra in finished.items():
             log.info("controller %d: reassignment of %s done: replicas %s", self.c.broker_id, tp, list(ra.target))
@@ -263,17 +286,23 @@ class Reassignments:
             except Exception as exc:
                 if _moved(exc):
                     raise
-                log.warning("controller %d: recording the reassignments of %s failed (%s); trying again",
-                            self.c.broker_id, topic, exc)
+                log.warning(
+                    "controller %d: recording the reassignments of %s failed (%s); trying again",
+                    self.c.broker_id,
+                    topic,
+                    exc,
+                )
                 self._schedule_retry()
                 return
             self._unrecorded.discard(topic)
 
     def _schedule_retry(self) -> None:
         if self._retry is None:
+
             def fire() -> None:
                 self._retry = None
                 self.c._enqueue_if_active(self._retry_event)
+
             self._retry = asyncio.get_running_loop().call_later(RETRY_S, fire)
 
     async def _retry_event(self) -> None:
@@ -287,23 +316,31 @@ class Reassignments:
         context knows, conditional on the node's version and fenced by the controller
         epoch; a conflict (partitions added meanwhile) reads the node again and writes
         again. The context holds the result."""
-        others: dict[int, tuple[int, ...]] = {}      # partitions added meanwhile, not known here yet
+        others: dict[int, tuple[int, ...]] = {}  # partitions added meanwhile, not known here yet
         for _ in range(TOPIC_WRITE_ROUNDS):
             parts = {**others, **ctx.assignments[topic]}
             current = {tp.partition: ra for tp, ra in ctx.reassigning.items() if tp.topic == topic}
             for p, ra in changes.items():
                 parts[p] = ra.replicas
                 current[p] = ra
-            node = TopicAssignment(ctx.topic_ids.get(topic), parts,
-                                   {p: ra.adding for p, ra in current.items() if ra.being_reassigned and ra.adding},
-                                   {p: ra.removing for p, ra in current.items() if ra.being_reassigned and ra.removing})
+            node = TopicAssignment(
+                ctx.topic_ids.get(topic),
+                parts,
+                {p: ra.adding for p, ra in current.items() if ra.being_reassigned and ra.adding},
+                {p: ra.removing for p, ra in current.items() if ra.being_reassigned and ra.removing},
+            )
             try:
-                version = await self.c.store.set_topic_reassignment(topic, node, ctx.topic_versions.get(topic, 0),
-                                                                    ctx.epoch_zk_version)
+                version = await self.c.store.set_topic_reassignment(
+                    topic, node, ctx.topic_versions.get(topic, 0), ctx.epoch_zk_version
+                )
             except BadVersion:
                 fresh, fresh_version = await self.c.store.get_topic_assignment(topic)
-                log.info("controller %d: the node of topic %s changed (now version %d); writing again",
-                         self.c.broker_id, topic, fresh_version)
+                log.info(
+                    "controller %d: the node of topic %s changed (now version %d); writing again",
+                    self.c.broker_id,
+                    topic,
+                    fresh_version,
+                )
                 ctx.topic_versions[topic] = fresh_version
                 # they are kept as written; the topic's watch adds them to the context
                 others = {p: tuple(r) for p, r in fresh.partitions.items() if p not in ctx.assignments[topic]}
@@ -328,4 +365,5 @@ def answer(results: Mapping[TopicPartition, AlterResult]) -> dict[TopicPartition
 def _moved(exc: BaseException) -> bool:
     from broker.cluster.controller.controller import ControllerMovedError
     from broker.cluster.store.errors import ControllerMoved
+
     return isinstance(exc, (ControllerMovedError, ControllerMoved))

@@ -11,6 +11,7 @@ Invariants:
 - a KafkaProtocolError carries its own code and message;
 - exceptions outside APPEND_ERRORS are bugs, not answers: callers let them propagate.
 """
+
 from __future__ import annotations
 
 from broker.log import LogStorageError, RecordTooLarge

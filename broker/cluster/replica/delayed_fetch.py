@@ -30,6 +30,7 @@ Invariants:
 - the answer is the last read, made after the last wake, never one from before a wait;
 - DelayedFetch.complete() is awaited at most once, on the event loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,22 +52,22 @@ class FetchPartition(NamedTuple):
     topic: str
     partition: int
     fetch_offset: int
-    max_bytes: int                      # partition_max_bytes
-    current_leader_epoch: int = -1      # -1: not named
-    last_fetched_epoch: int = -1        # a follower's (v12+): the epoch of its last record; -1: none
-    topic_id: uuid.UUID | None = None   # v13+: each read resolves the topic's name from it again
+    max_bytes: int  # partition_max_bytes
+    current_leader_epoch: int = -1  # -1: not named
+    last_fetched_epoch: int = -1  # a follower's (v12+): the epoch of its last record; -1: none
+    topic_id: uuid.UUID | None = None  # v13+: each read resolves the topic's name from it again
 
 
 @dataclass(slots=True)
 class FetchParams:
     """What a fetch asks of every partition (Kafka's FetchParams)."""
 
-    replica_id: int                     # a follower's broker id; -1: a consumer
-    max_bytes: int                      # the whole answer (beyond the first batch, always whole)
+    replica_id: int  # a follower's broker id; -1: a consumer
+    max_bytes: int  # the whole answer (beyond the first batch, always whole)
     min_bytes: int
-    max_wait_ms: int                    # bounded by fetch.wait.max.ms (the handler's)
-    received: float                     # when the request came (the event loop's clock): the wait counts from then
-    read_committed: bool = False        # isolation level 1: below the last stable offset
+    max_wait_ms: int  # bounded by fetch.wait.max.ms (the handler's)
+    received: float  # when the request came (the event loop's clock): the wait counts from then
+    read_committed: bool = False  # isolation level 1: below the last stable offset
 
     @property
     def deadline(self) -> float:
@@ -77,8 +78,7 @@ class PartitionRead:
     """What one partition answers a fetch (Kafka's LogReadResult). With an error, the
     offsets are -1 and nothing was read."""
 
-    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "aborted",
-                 "diverging")
+    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "aborted", "diverging")
 
     def __init__(self) -> None:
         self.error = 0
@@ -114,12 +114,18 @@ class LogReads:
 
     __slots__ = ("partitions", "bytes", "errors", "watches", "throttled_bytes")
 
-    def __init__(self, partitions: list[PartitionRead], size: int, errors: bool,
-                 watches: list[tuple[Hashable, int]], throttled_bytes: int) -> None:
+    def __init__(
+        self,
+        partitions: list[PartitionRead],
+        size: int,
+        errors: bool,
+        watches: list[tuple[Hashable, int]],
+        throttled_bytes: int,
+    ) -> None:
         self.partitions = partitions
-        self.bytes = size               # the records' bytes
-        self.errors = errors            # a partition answers with an error or a diverging epoch
-        self.watches = watches          # (partition, HIGH_WATERMARK | LOG_END) whose moves end a wait
+        self.bytes = size  # the records' bytes
+        self.errors = errors  # a partition answers with an error or a diverging epoch
+        self.watches = watches  # (partition, HIGH_WATERMARK | LOG_END) whose moves end a wait
         #: a follower's: the bytes read from partitions this broker throttles as leader
         #: (-1: none throttled here)
         self.throttled_bytes = throttled_bytes
@@ -138,8 +144,13 @@ def satisfied(read: Read, min_bytes: int, deadline: float, gone: Callable[[], bo
     """Is `read` the answer (the module docstring's conditions; Kafka's
     DelayedFetch.tryComplete)? The event loop's clock is looked at last: only a fetch that
     would wait needs it."""
-    return (read.bytes >= min_bytes or read.errors or not read.watches or gone()
-            or asyncio.get_running_loop().time() >= deadline)
+    return (
+        read.bytes >= min_bytes
+        or read.errors
+        or not read.watches
+        or gone()
+        or asyncio.get_running_loop().time() >= deadline
+    )
 
 
 def _never() -> bool:
@@ -153,10 +164,17 @@ class DelayedFetch(Generic[R]):
 
     __slots__ = ("purgatory", "read", "min_bytes", "deadline", "gone", "_watch")
 
-    def __init__(self, purgatory: Purgatory, read: Callable[[], R], min_bytes: int, deadline: float,
-                 watches: Sequence[tuple[Hashable, int]], gone: Callable[[], bool] = _never) -> None:
+    def __init__(
+        self,
+        purgatory: Purgatory,
+        read: Callable[[], R],
+        min_bytes: int,
+        deadline: float,
+        watches: Sequence[tuple[Hashable, int]],
+        gone: Callable[[], bool] = _never,
+    ) -> None:
         self.purgatory = purgatory
-        self.read = read                    # reads again: the answer, or what it lets go
+        self.read = read  # reads again: the answer, or what it lets go
         self.min_bytes = min_bytes
         self.deadline = deadline
         self.gone = gone
@@ -183,10 +201,14 @@ class FetchResult:
 
     __slots__ = ("read", "pending", "_delayed", "_completed")
 
-    def __init__(self, read: LogReads | None, delayed: DelayedFetch[LogReads] | None = None,
-                 completed: Callable[[LogReads], None] | None = None) -> None:
+    def __init__(
+        self,
+        read: LogReads | None,
+        delayed: DelayedFetch[LogReads] | None = None,
+        completed: Callable[[LogReads], None] | None = None,
+    ) -> None:
         self.read = read
-        self.pending = delayed is not None      # an attribute, not a property: read on every fetch
+        self.pending = delayed is not None  # an attribute, not a property: read on every fetch
         self._delayed = delayed
         self._completed = completed
 

@@ -26,6 +26,7 @@ Invariants:
 - AppendResult.wait() is awaited at most once, on the event loop; its caller reads the
   results after it returns.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,7 +50,7 @@ class PartitionResult:
     error_message: str | None = None
     base_offset: int = -1
     last_offset: int = -1
-    log_append_time: int = -1       # -1 unless the topic uses LogAppendTime
+    log_append_time: int = -1  # -1 unless the topic uses LogAppendTime
     log_start_offset: int = -1
 
 
@@ -62,7 +63,7 @@ class AppendResult:
 
     def __init__(self, partitions: list[PartitionResult], delayed: DelayedProduce | None = None) -> None:
         self.partitions = partitions
-        self.pending = delayed is not None      # an attribute, not a property: read on every produce
+        self.pending = delayed is not None  # an attribute, not a property: read on every produce
         self._delayed = delayed
 
     async def wait(self) -> list[PartitionResult]:
@@ -78,8 +79,8 @@ class AcksPending(NamedTuple):
 
     result: PartitionResult
     partition: Partition
-    required_offset: int            # its last offset + 1: the high watermark must reach it
-    leader_epoch: int               # the leader epoch it was appended in
+    required_offset: int  # its last offset + 1: the high watermark must reach it
+    leader_epoch: int  # the leader epoch it was appended in
 
 
 class DelayedProduce:
@@ -87,10 +88,11 @@ class DelayedProduce:
 
     __slots__ = ("purgatory", "lookup", "timeout_ms", "flushes", "acks_pending")
 
-    def __init__(self, purgatory: Purgatory, lookup: Callable[[TopicPartition], Partition | None],
-                 timeout_ms: int) -> None:
+    def __init__(
+        self, purgatory: Purgatory, lookup: Callable[[TopicPartition], Partition | None], timeout_ms: int
+    ) -> None:
         self.purgatory = purgatory
-        self.lookup = lookup                # tp -> the Partition the ReplicaManager holds now
+        self.lookup = lookup  # tp -> the Partition the ReplicaManager holds now
         self.timeout_ms = timeout_ms
         self.flushes: list[tuple[PartitionResult, Partition]] = []
         self.acks_pending: list[AcksPending] = []
@@ -157,8 +159,10 @@ class DelayedProduce:
 
 def _wait_error_message(part: Partition, error: int, lookup: Callable[[TopicPartition], Partition | None]) -> str:
     if error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-        return (f"the ISR {part.maximal_isr} of {part.tp} shrank below min.insync.replicas "
-                f"{part.log.config.min_insync_replicas} while waiting")
+        return (
+            f"the ISR {part.maximal_isr} of {part.tp} shrank below min.insync.replicas "
+            f"{part.log.config.min_insync_replicas} while waiting"
+        )
     if part.is_leader and lookup(part.tp) is part:
         return f"the batch of {part.tp} was truncated while it waited for the ISR"
     return f"this broker stopped leading {part.tp} while the batch waited for the ISR"

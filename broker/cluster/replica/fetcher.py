@@ -47,6 +47,7 @@ its long poll (a network cut healed: TCP alone would take many seconds to notice
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -96,12 +97,13 @@ class FetchState:
     """One partition's place in its fetcher; replaced (never mutated in its epoch) when
     the partition is added again, so an answer to a request made under an older state
     is recognised by identity."""
+
     leader_epoch: int
     truncating: bool = True
     delay_until: float = 0.0
-    behind_since: float = 0.0          # catching up (far behind) since then; 0: not
-    behind_offset: int = -1            # our log end then
-    logged_at: float = 0.0             # the last progress line
+    behind_since: float = 0.0  # catching up (far behind) since then; 0: not
+    behind_offset: int = -1  # our log end then
+    logged_at: float = 0.0  # the last progress line
     #: the leader's high watermark minus our log end after the last answer (None: no
     #: answer yet); 0 is in sync, never throttled (Kafka's PartitionFetchState.lag)
     lag: int | None = None
@@ -115,11 +117,12 @@ class _Sent:
     processFetchRequest compares the fetch offset and the fetch state): the same state
     (same leader epoch, not removed and added again), the same log, no truncation since,
     and the log end still where the request started."""
+
     state: FetchState
     log: Log
     truncations: int
     log_end: int
-    epoch: int                 # our latest leader epoch then (last_fetched_epoch / the epoch asked)
+    epoch: int  # our latest leader epoch then (last_fetched_epoch / the epoch asked)
 
 
 @dataclass
@@ -130,7 +133,7 @@ class FetcherConfig:
     max_bytes: int = 10 * 1024 * 1024
     partition_max_bytes: int = 1024 * 1024
     backoff_s: float = 1.0
-    request_timeout_s: float = 30.0       # not used by the fetchers: see stall_margin_s
+    request_timeout_s: float = 30.0  # not used by the fetchers: see stall_margin_s
     num_fetchers: int = 1
     #: a fetcher's request unanswered for replica.fetch.wait.max.ms plus this resets its
     #: connection (Kafka waits replica.socket.timeout.ms, 30 s: a connection stalled on
@@ -146,19 +149,22 @@ class ReplicaFetcher:
         self.index = index
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.timeout_s = self.cfg.max_wait_ms / 1000 + self.cfg.stall_margin_s
-        self.channel = BrokerChannel(leader.host, leader.port,
-                                     client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
-                                     request_timeout=self.timeout_s)
+        self.channel = BrokerChannel(
+            leader.host,
+            leader.port,
+            client_id=f"broker-{self.cfg.broker_id}-fetcher-{index}",
+            request_timeout=self.timeout_s,
+        )
         self._wake = asyncio.Event()
-        self._closing = False              # close(): the loop ends even if its cancellation were lost
+        self._closing = False  # close(): the loop ends even if its cancellation were lost
         self._last_error: str | None = None
-        self._request_since: float | None = None    # when the request in flight was sent
-        self._retry_at_once = False                 # the last failure was a stall: reconnect now
+        self._request_since: float | None = None  # when the request in flight was sent
+        self._retry_at_once = False  # the last failure was a stall: reconnect now
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.fetches = 0
-        self.stale_answers = 0                      # partition answers dropped as stale
-        self.resets = 0                             # stalled connections reset
-        self.throttled = 0                          # throttled partitions out of sync at the last request
+        self.stale_answers = 0  # partition answers dropped as stale
+        self.resets = 0  # stalled connections reset
+        self.throttled = 0  # throttled partitions out of sync at the last request
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader {self.leader.broker_id} at {self.leader.host}:{self.leader.port}, #{self.index})"
@@ -183,15 +189,17 @@ class ReplicaFetcher:
         """A request has been in flight longer than the leader's long poll explains."""
         since = self._request_since
         return since is not None and (now or time.monotonic()) - since > self.cfg.max_wait_ms / 1000 + min(
-            STALLED_AFTER_S, self.cfg.stall_margin_s)
+            STALLED_AFTER_S, self.cfg.stall_margin_s
+        )
 
     def reset_if_stalled(self) -> bool:
         """Drops a stalled connection (its request fails; the next round reconnects at
         once): a LeaderAndIsr naming this fetcher's leader, as after a network cut heals."""
         if not self.stalled():
             return False
-        log.info("%s: no answer for %.1f s: resetting the connection", self,
-                 time.monotonic() - (self._request_since or 0.0))
+        log.info(
+            "%s: no answer for %.1f s: resetting the connection", self, time.monotonic() - (self._request_since or 0.0)
+        )
         self.resets += 1
         self._retry_at_once = True
         self.channel.reset(f"{self}: connection reset: stalled")
@@ -238,7 +246,11 @@ class ReplicaFetcher:
                 text = str(exc)
                 at_once, self._retry_at_once = self._retry_at_once, False
                 (log.debug if text == self._last_error else log.info)(
-                    "%s: %s; %s", self, text, "reconnecting" if at_once else f"retrying every {self.cfg.backoff_s:.1f} s")
+                    "%s: %s; %s",
+                    self,
+                    text,
+                    "reconnecting" if at_once else f"retrying every {self.cfg.backoff_s:.1f} s",
+                )
                 self._last_error = text
                 if not at_once:
                     await asyncio.sleep(self.cfg.backoff_s)
@@ -294,8 +306,13 @@ class ReplicaFetcher:
                 self.partitions.pop(tp, None)
             return None
         lg = part.log
-        if (s is not sent.state or s.truncating != truncating or lg is not sent.log
-                or lg.truncations != sent.truncations or lg.log_end_offset != sent.log_end):
+        if (
+            s is not sent.state
+            or s.truncating != truncating
+            or lg is not sent.log
+            or lg.truncations != sent.truncations
+            or lg.log_end_offset != sent.log_end
+        ):
             self.stale_answers += 1
             log.debug("%s: %s: dropping an answer to a request made before the partition's state changed", self, tp)
             return None
@@ -325,12 +342,17 @@ class ReplicaFetcher:
                 s.truncating = False
                 continue
             asked[tp] = sent
-            topics.setdefault(tp.topic, []).append(R.OffsetForLeaderPartition(
-                partition=tp.partition, current_leader_epoch=s.leader_epoch, leader_epoch=sent.epoch))
+            topics.setdefault(tp.topic, []).append(
+                R.OffsetForLeaderPartition(
+                    partition=tp.partition, current_leader_epoch=s.leader_epoch, leader_epoch=sent.epoch
+                )
+            )
         if not topics:
             return
-        req = R(replica_id=self.cfg.broker_id,
-                topics=[R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        req = R(
+            replica_id=self.cfg.broker_id,
+            topics=[R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        )
         resp = await self._request(req)
         for t in resp.topics:
             for p in t.partitions:
@@ -344,16 +366,24 @@ class ReplicaFetcher:
                     continue
                 self._truncate_to_epoch_end(tp, was.state, part, was.epoch, p.leader_epoch, p.end_offset)
 
-    def _truncate_to_epoch_end(self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int,
-                               leader_epoch: int, end_offset: int) -> None:
+    def _truncate_to_epoch_end(
+        self, tp: TopicPartition, s: FetchState, part: Partition, asked_epoch: int, leader_epoch: int, end_offset: int
+    ) -> None:
         lg = part.log
-        offset, done = truncation_point(lg.leader_epochs, lg.log_end_offset, lg.high_watermark,
-                                        asked_epoch, leader_epoch, end_offset)
+        offset, done = truncation_point(
+            lg.leader_epochs, lg.log_end_offset, lg.high_watermark, asked_epoch, leader_epoch, end_offset
+        )
         part.truncate_to(offset)
         s.truncating = not done
         if not done:
-            log.info("%s: %s: the leader lacks our epoch %d: truncated to %d, asking about epoch %d next", self,
-                     tp, asked_epoch, lg.log_end_offset, lg.leader_epochs.latest_epoch)
+            log.info(
+                "%s: %s: the leader lacks our epoch %d: truncated to %d, asking about epoch %d next",
+                self,
+                tp,
+                asked_epoch,
+                lg.log_end_offset,
+                lg.leader_epochs.latest_epoch,
+            )
 
     # ------------------------------------------------------------------ fetch
 
@@ -404,17 +434,31 @@ class ReplicaFetcher:
             max_bytes = self.cfg.partition_max_bytes
             if share and quota is not None and s.state.lag != 0 and quota.is_throttled(tp.topic, tp.partition):
                 max_bytes = min(max_bytes, share)
-            topics.setdefault(tp.topic, []).append(F.FetchPartition(
-                partition=tp.partition, current_leader_epoch=s.state.leader_epoch,
-                fetch_offset=s.log_end, last_fetched_epoch=s.epoch,
-                log_start_offset=lg.log_start_offset, partition_max_bytes=max_bytes))
+            topics.setdefault(tp.topic, []).append(
+                F.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=s.state.leader_epoch,
+                    fetch_offset=s.log_end,
+                    last_fetched_epoch=s.epoch,
+                    log_start_offset=lg.log_start_offset,
+                    partition_max_bytes=max_bytes,
+                )
+            )
         if not topics:
             return not left_out
-        req = F(replica_id=self.cfg.broker_id, replica_state=F.ReplicaState(replica_id=self.cfg.broker_id, replica_epoch=-1),
-                max_wait_ms=self.cfg.max_wait_ms, min_bytes=self.cfg.min_bytes, max_bytes=self.cfg.max_bytes,
-                isolation_level=0, session_id=0, session_epoch=-1,
-                topics=[F.FetchTopic(topic=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()],
-                forgotten_topics_data=[], rack_id="")
+        req = F(
+            replica_id=self.cfg.broker_id,
+            replica_state=F.ReplicaState(replica_id=self.cfg.broker_id, replica_epoch=-1),
+            max_wait_ms=self.cfg.max_wait_ms,
+            min_bytes=self.cfg.min_bytes,
+            max_bytes=self.cfg.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[F.FetchTopic(topic=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         resp = await self._request(req, version)
         self.fetches += 1
         if resp.error_code:
@@ -482,17 +526,37 @@ class ReplicaFetcher:
         leader = self.leader.broker_id
         if not state.behind_since:
             state.behind_since, state.behind_offset, state.logged_at = now, sent.log_end, now
-            log.info("%s: catching up with leader %d: %d records behind (offset %d, the leader's high watermark "
-                     "%d)", tp, leader, leader_hw - sent.log_end, sent.log_end, leader_hw)
+            log.info(
+                "%s: catching up with leader %d: %d records behind (offset %d, the leader's high watermark %d)",
+                tp,
+                leader,
+                leader_hw - sent.log_end,
+                sent.log_end,
+                leader_hw,
+            )
         elapsed = max(now - state.behind_since, 1e-6)
         rate = (end - state.behind_offset) / elapsed
         if end >= leader_hw:
-            log.info("%s: caught up with leader %d at offset %d (%d records in %.1f s, %.0f records/s)", tp, leader,
-                     end, end - state.behind_offset, elapsed, rate)
+            log.info(
+                "%s: caught up with leader %d at offset %d (%d records in %.1f s, %.0f records/s)",
+                tp,
+                leader,
+                end,
+                end - state.behind_offset,
+                elapsed,
+                rate,
+            )
             state.behind_since = 0.0
         elif now - state.logged_at >= CATCH_UP_LOG_S:
-            log.info("%s: catching up with leader %d: offset %d of %d, %d behind, %.0f records/s", tp, leader, end,
-                     leader_hw, leader_hw - end, rate)
+            log.info(
+                "%s: catching up with leader %d: offset %d of %d, %d behind, %.0f records/s",
+                tp,
+                leader,
+                end,
+                leader_hw,
+                leader_hw - end,
+                rate,
+            )
             state.logged_at = now
 
     async def _handle_out_of_range(self, tp: TopicPartition, sent: _Sent) -> None:
@@ -501,32 +565,53 @@ class ReplicaFetcher:
         R = ListOffsetsRequest
         offsets = {}
         for ts in (EARLIEST, LATEST):
-            req = R(replica_id=self.cfg.broker_id, isolation_level=0, timeout_ms=0, topics=[R.ListOffsetsTopic(
-                name=tp.topic, partitions=[R.ListOffsetsPartition(partition_index=tp.partition,
-                                                                   current_leader_epoch=sent.state.leader_epoch,
-                                                                   timestamp=ts, max_num_offsets=1)])])
+            req = R(
+                replica_id=self.cfg.broker_id,
+                isolation_level=0,
+                timeout_ms=0,
+                topics=[
+                    R.ListOffsetsTopic(
+                        name=tp.topic,
+                        partitions=[
+                            R.ListOffsetsPartition(
+                                partition_index=tp.partition,
+                                current_leader_epoch=sent.state.leader_epoch,
+                                timestamp=ts,
+                                max_num_offsets=1,
+                            )
+                        ],
+                    )
+                ],
+            )
             resp = await self._request(req)
             p = resp.topics[0].partitions[0]
             if p.error_code:
                 self._delay(tp, ErrorCode(p.error_code).name)
                 return
             offsets[ts] = p.offset
-        part = self._current(tp, sent, truncating=False)     # the state may have changed meanwhile
+        part = self._current(tp, sent, truncating=False)  # the state may have changed meanwhile
         if part is None:
             return
         lg = part.log
         if lg.log_end_offset > offsets[LATEST]:
-            log.warning("%s: %s: log end %d is past the leader's %d: truncating", self, tp, lg.log_end_offset,
-                        offsets[LATEST])
+            log.warning(
+                "%s: %s: log end %d is past the leader's %d: truncating", self, tp, lg.log_end_offset, offsets[LATEST]
+            )
             part.truncate_to(offsets[LATEST])
         elif lg.log_end_offset < offsets[EARLIEST]:
-            log.warning("%s: %s: log end %d is before the leader's log start %d: starting over there", self, tp,
-                        lg.log_end_offset, offsets[EARLIEST])
+            log.warning(
+                "%s: %s: log end %d is before the leader's log start %d: starting over there",
+                self,
+                tp,
+                lg.log_end_offset,
+                offsets[EARLIEST],
+            )
             lg.truncate_fully_and_start_at(offsets[EARLIEST])
 
 
-def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int, asked_epoch: int,
-                     leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+def truncation_point(
+    epochs: LeaderEpochCache, log_end: int, high_watermark: int, asked_epoch: int, leader_epoch: int, leader_end: int
+) -> tuple[int, bool]:
     """Where a follower's log stops agreeing with its leader's (Kafka's
     getOffsetTruncationState, KIP-101/279), from the leader's answer (leader_epoch,
     leader_end) about our epoch `asked_epoch` — an OffsetForLeaderEpoch answer or a
@@ -550,10 +635,14 @@ def truncation_point(epochs: LeaderEpochCache, log_end: int, high_watermark: int
 
 
 class ReplicaFetcherManager:
-    def __init__(self, cfg: FetcherConfig, partition: Callable[[TopicPartition], Partition | None],
-                 quota: ReplicationQuota | None = None):
+    def __init__(
+        self,
+        cfg: FetcherConfig,
+        partition: Callable[[TopicPartition], Partition | None],
+        quota: ReplicationQuota | None = None,
+    ):
         self.cfg = cfg
-        self.partition = partition        # tp -> the local Partition (None: no longer a replica)
+        self.partition = partition  # tp -> the local Partition (None: no longer a replica)
         #: the follower replication throttle (None: none)
         self.quota = quota
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

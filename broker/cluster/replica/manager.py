@@ -47,6 +47,7 @@ __consumer_offsets partitions this way).
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
     from broker.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
-state_change_log = logging.getLogger("state.change.logger")     # Kafka's state-change log
+state_change_log = logging.getLogger("state.change.logger")  # Kafka's state-change log
 
 LeadershipListener = Callable[[list[TopicPartition], list[TopicPartition]], None]
 EPOCH_DURING_DELETE = -2
@@ -97,12 +98,12 @@ class AppendOrigin(enum.Enum):
     """Who appends as leader (Kafka's AppendOrigin). Kafka's REPLICATION is the follower
     path (Partition.append_as_follower), which does not go through append_records."""
 
-    CLIENT = "client"               # a Produce request: never into an internal topic
-    COORDINATOR = "coordinator"     # the group and transaction coordinators' own records
-    MARKER = "marker"               # transaction markers (WriteTxnMarkers): control batches only
+    CLIENT = "client"  # a Produce request: never into an internal topic
+    COORDINATOR = "coordinator"  # the group and transaction coordinators' own records
+    MARKER = "marker"  # transaction markers (WriteTxnMarkers): control batches only
 
 
-_CLIENT = AppendOrigin.CLIENT       # an enum's attribute costs ~0.1 us to read: once per append here
+_CLIENT = AppendOrigin.CLIENT  # an enum's attribute costs ~0.1 us to read: once per append here
 _MARKER = AppendOrigin.MARKER
 
 
@@ -117,9 +118,16 @@ def _read_error(r: PartitionRead, code: int) -> None:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache,
-                 fetcher_config: FetcherConfig | None = None, replica_lag_ms: int = 30000,
-                 quotas: ReplicationQuotas | None = None, measure: bool = False):
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        metadata: MetadataCache,
+        fetcher_config: FetcherConfig | None = None,
+        replica_lag_ms: int = 30000,
+        quotas: ReplicationQuotas | None = None,
+        measure: bool = False,
+    ):
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
@@ -132,9 +140,10 @@ class ReplicaManager:
         #: the replication throttles (Kafka's QuotaManagers.leader / .follower): the fetch
         #: handler holds followers' fetches to the leader's, the fetchers to the follower's
         self.quotas = quotas or ReplicationQuotas(broker_id)
-        self.fetchers = ReplicaFetcherManager(fetcher_config or FetcherConfig(broker_id), self.partitions.get,
-                                              self.quotas.follower)
-        self.controller: ControllerClient | None = None      # once the broker has one
+        self.fetchers = ReplicaFetcherManager(
+            fetcher_config or FetcherConfig(broker_id), self.partitions.get, self.quotas.follower
+        )
+        self.controller: ControllerClient | None = None  # once the broker has one
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_timer: asyncio.Task[None] | None = None
@@ -151,7 +160,7 @@ class ReplicaManager:
         self.resigned: dict[TopicPartition, tuple[int, int]] = {}
         #: called (on the loop) after a log dir went offline: the broker tells the controller
         self.on_log_dir_failure: Callable[[str], None] | None = None
-        if logs is not None:                # (unit tests of the append path have none)
+        if logs is not None:  # (unit tests of the append path have none)
             logs.on_dir_offline(self.handle_log_dir_failure)
 
     def on_leadership_change(self, fn: LeadershipListener) -> None:
@@ -181,8 +190,9 @@ class ReplicaManager:
         part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
             if self.offline and TopicPartition(topic, index) in self.offline:
-                raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                         f"the log of {topic}-{index} is in an offline log dir")
+                raise KafkaProtocolError(
+                    ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {topic}-{index} is in an offline log dir"
+                )
             if self.metadata.partition_state(topic, index) is None:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -202,8 +212,14 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ appends as leader
 
-    def append_records(self, entries: Iterable[tuple[TopicPartition, Records]], acks: int, timeout_ms: int,
-                       origin: AppendOrigin, transaction_version: int = 0) -> AppendResult:
+    def append_records(
+        self,
+        entries: Iterable[tuple[TopicPartition, Records]],
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin,
+        transaction_version: int = 0,
+    ) -> AppendResult:
         """Appends each entry's record batches as leader of its partition, now, in order
         (Kafka's appendRecords and appendToLocalLog); one PartitionResult per entry.
 
@@ -225,8 +241,9 @@ class ReplicaManager:
             raise ValueError(f"acks must be 0, 1 or -1, not {acks}")
         return AppendResult(*self._append(entries, acks, timeout_ms, origin, transaction_version))
 
-    def append_now(self, entries: Sequence[tuple[TopicPartition, Records]], acks: int,
-                   timeout_ms: int = 0) -> list[PartitionResult] | None:
+    def append_now(
+        self, entries: Sequence[tuple[TopicPartition, Records]], acks: int, timeout_ms: int = 0
+    ) -> list[PartitionResult] | None:
         """A client's append (origin CLIENT, acks 1 or -1) answered at once: appended as
         append_records appends it, one PartitionResult per entry, final. None, with nothing
         appended, when append_records would make any partition wait or refuse it before its
@@ -239,13 +256,19 @@ class ReplicaManager:
             if part is None or not part.answers_at_once(acks) or tp.topic in INTERNAL_TOPICS:
                 return None
         results, delayed = self._append(entries, acks, timeout_ms, _CLIENT, flush_policies=False)
-        if delayed is not None:         # answers_at_once rules it out: a bug
+        if delayed is not None:  # answers_at_once rules it out: a bug
             raise RuntimeError(f"an append of {[str(tp) for tp, _ in entries]} answered at once must wait")
         return results
 
-    def _append(self, entries: Iterable[tuple[TopicPartition, Records]], acks: int, timeout_ms: int,
-                origin: AppendOrigin, transaction_version: int = 0,
-                flush_policies: bool = True) -> tuple[list[PartitionResult], DelayedProduce | None]:
+    def _append(
+        self,
+        entries: Iterable[tuple[TopicPartition, Records]],
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin,
+        transaction_version: int = 0,
+        flush_policies: bool = True,
+    ) -> tuple[list[PartitionResult], DelayedProduce | None]:
         """append_records' appends: the results, and what waits (None: nothing).
         `flush_policies` False: the caller knows that no partition has one (append_now)."""
         internal_allowed = origin is not _CLIENT
@@ -254,19 +277,20 @@ class ReplicaManager:
         for tp, records in entries:
             try:
                 if tp.topic in INTERNAL_TOPICS and not internal_allowed:
-                    raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                             f"Cannot append to internal topic {tp.topic}")
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp.topic}"
+                    )
                 part = self.partitions.get(tp)
                 if part is None:
-                    part = self.partition(tp.topic, tp.partition)      # raises: unknown, or not hosted
+                    part = self.partition(tp.topic, tp.partition)  # raises: unknown, or not hosted
                 # NOT_LEADER_OR_FOLLOWER if not leading
-                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT,
-                                             transaction_version)
+                info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT, transaction_version)
             except APPEND_ERRORS as exc:
                 results.append(PartitionResult(*append_error(exc)))
                 continue
-            res = PartitionResult(0, None, info.base_offset, info.last_offset, info.log_append_time,
-                                  info.log_start_offset)
+            res = PartitionResult(
+                0, None, info.base_offset, info.last_offset, info.log_append_time, info.log_start_offset
+            )
             results.append(res)
             if self.topic_stats is not None and not internal_allowed and not info.duplicate:
                 self.topic_stats.appended(tp.topic, info.record_count, info.size)
@@ -292,16 +316,22 @@ class ReplicaManager:
     def check_controller_epoch(self, controller_epoch: int) -> bool:
         """False for a request from an older controller; records a newer epoch."""
         if controller_epoch < self.controller_epoch:
-            log.warning("ignoring a request of controller epoch %d: the newest seen is %d", controller_epoch,
-                        self.controller_epoch)
+            log.warning(
+                "ignoring a request of controller epoch %d: the newest seen is %d",
+                controller_epoch,
+                self.controller_epoch,
+            )
             return False
         self.controller_epoch = controller_epoch
         return True
 
-    def become_leader_or_follower(self, states: Iterable[tuple[str, uuid.UUID, PartitionState]],
-                                  live_leaders: dict[int, BrokerInfo],
-                                  new: Container[TopicPartition] | None = None,
-                                  broker_epoch: int = -1) -> dict[TopicPartition, int]:
+    def become_leader_or_follower(
+        self,
+        states: Iterable[tuple[str, uuid.UUID, PartitionState]],
+        live_leaders: dict[int, BrokerInfo],
+        new: Container[TopicPartition] | None = None,
+        broker_epoch: int = -1,
+    ) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr partition states (the caller checked the controller
         epoch); returns each partition's error code. `new`: the partitions the request
         marks is_new (None: any). While a log dir is offline, the log of a partition
@@ -312,7 +342,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         became_leader: list[TopicPartition] = []
         became_follower: list[TopicPartition] = []
-        followed: set[int] = set()          # live leaders this request names for our follower partitions
+        followed: set[int] = set()  # live leaders this request names for our follower partitions
         states = list(states)
         # the logs of a topic's new partitions are created all or none (a topic is never
         # left half on disk: open-file limit, disk full)
@@ -326,8 +356,11 @@ class ReplicaManager:
                 continue
             if self.broker_id in state.replicas and tp not in self.partitions and self.logs.get(tp) is None:
                 if self.logs.offline_dirs and new is not None and tp not in new:
-                    log.error("%s: no log found and a log dir is offline (%s): not created", tp,
-                              ", ".join(self.logs.offline_dirs))
+                    log.error(
+                        "%s: no log found and a log dir is offline (%s): not created",
+                        tp,
+                        ", ".join(self.logs.offline_dirs),
+                    )
                     errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
                 new_logs.setdefault((topic, topic_id), []).append(tp)
@@ -357,8 +390,11 @@ class ReplicaManager:
                     # the leadership it names is the one the expiry ended
                     errors[tp] = ErrorCode.NONE
                     continue
-                if resigned is None and state.leader_epoch == cur.leader_epoch \
-                        and state.partition_epoch <= cur.partition_epoch:
+                if (
+                    resigned is None
+                    and state.leader_epoch == cur.leader_epoch
+                    and state.partition_epoch <= cur.partition_epoch
+                ):
                     # nothing newer than what this replica has (a full resend after a
                     # failover): a follower that was not fetching starts now if it can
                     errors[tp] = ErrorCode.NONE
@@ -373,8 +409,9 @@ class ReplicaManager:
                 if part is None:
                     lg = self.logs.get_or_create(tp, topic_id)
                     lg.update_config(self.metadata.log_config(topic))
-                    part = self.partitions[tp] = Partition(tp, lg, state, self.broker_id, self.purgatory,
-                                                           self._submit_isr_change)
+                    part = self.partitions[tp] = Partition(
+                        tp, lg, state, self.broker_id, self.purgatory, self._submit_isr_change
+                    )
                     changed = True
                     part.maybe_increment_high_watermark()
                 else:
@@ -386,10 +423,17 @@ class ReplicaManager:
                 continue
             errors[tp] = ErrorCode.NONE
             if changed:
-                state_change_log.info("[Broker id=%d] partition %s-%d: %s at leader epoch %d (leader %d), ISR %s, "
-                                      "controller epoch %d", self.broker_id, topic, state.partition,
-                                      "leader" if part.is_leader else "follower", state.leader_epoch, state.leader,
-                                      list(state.isr), state.controller_epoch)
+                state_change_log.info(
+                    "[Broker id=%d] partition %s-%d: %s at leader epoch %d (leader %d), ISR %s, controller epoch %d",
+                    self.broker_id,
+                    topic,
+                    state.partition,
+                    "leader" if part.is_leader else "follower",
+                    state.leader_epoch,
+                    state.leader,
+                    list(state.isr),
+                    state.controller_epoch,
+                )
             if part.is_leader:
                 self.fetchers.remove([tp])
                 if not was_leader:
@@ -439,8 +483,12 @@ class ReplicaManager:
         for tp in resigned:
             self.resigned[tp] = (self.broker_epoch, self.partitions[tp].leader_epoch)
             self._isr_batch.pop(tp, None)
-        log.warning("broker %d: %s: stopped leading %d partitions until a controller names their leaders",
-                    self.broker_id, why, len(resigned))
+        log.warning(
+            "broker %d: %s: stopped leading %d partitions until a controller names their leaders",
+            self.broker_id,
+            why,
+            len(resigned),
+        )
         self._tell([], resigned)
         return resigned
 
@@ -450,8 +498,7 @@ class ReplicaManager:
         stopped_leading = []
         for tp, leader_epoch, delete in tps:
             part = self.partitions.get(tp)
-            if part is not None and leader_epoch not in (-1, EPOCH_DURING_DELETE) \
-                    and leader_epoch < part.leader_epoch:
+            if part is not None and leader_epoch not in (-1, EPOCH_DURING_DELETE) and leader_epoch < part.leader_epoch:
                 errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
             self.fetchers.remove([tp])
@@ -479,8 +526,13 @@ class ReplicaManager:
         self.fetchers.remove(tps)
         for tp in tps:
             self.purgatory.partition_changed(tp)
-        log.error("broker %d: %d partitions are offline with log dir %s (%d led here)", self.broker_id, len(tps),
-                  log_dir, len(stopped_leading))
+        log.error(
+            "broker %d: %d partitions are offline with log dir %s (%d led here)",
+            self.broker_id,
+            len(tps),
+            log_dir,
+            len(stopped_leading),
+        )
         self._tell([], stopped_leading)
         if self.on_log_dir_failure is not None:
             try:
@@ -499,8 +551,9 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ reads as leader
 
-    def fetch_records(self, params: FetchParams, partitions: Sequence[FetchPartition],
-                      gone: Callable[[], bool] = _never) -> FetchResult:
+    def fetch_records(
+        self, params: FetchParams, partitions: Sequence[FetchPartition], gone: Callable[[], bool] = _never
+    ) -> FetchResult:
         """Reads `partitions` for a consumer or a follower (Kafka's fetchMessages): now, in
         order (read_from_log), and answers with that read when it can
         (delayed_fetch.py); otherwise the result is `pending`: a DelayedFetch waits in the
@@ -512,8 +565,14 @@ class ReplicaManager:
             self._fetch_completed(read)
             return FetchResult(read)
         read.release()
-        delayed = DelayedFetch(self.purgatory, partial(self.read_from_log, params, partitions), params.min_bytes,
-                               params.deadline, read.watches, gone)
+        delayed = DelayedFetch(
+            self.purgatory,
+            partial(self.read_from_log, params, partitions),
+            params.min_bytes,
+            params.deadline,
+            read.watches,
+            gone,
+        )
         return FetchResult(None, delayed, self._fetch_completed)
 
     def _fetch_completed(self, read: LogReads) -> None:
@@ -551,7 +610,7 @@ class ReplicaManager:
         total = 0
         first = True
         errors = False
-        starved = False     # out of open segments: the remaining partitions get no records
+        starved = False  # out of open segments: the remaining partitions get no records
         reads: list[PartitionRead] = []
         watches: list[tuple[Hashable, int]] = []
         # the leader replication throttle (Kafka's shouldLeaderThrottle), looked at only for
@@ -600,8 +659,7 @@ class ReplicaManager:
                     continue
                 max_bytes = min(fp.max_bytes, remaining)
                 held = capped = False
-                if quota is not None and quota.is_throttled(name, fp.partition) \
-                        and replica_id not in part.maximal_isr:
+                if quota is not None and quota.is_throttled(name, fp.partition) and replica_id not in part.maximal_isr:
                     if exceeded is None:
                         exceeded = quota.exceeded()
                         throttled_left = quota.window_bytes()
@@ -642,7 +700,7 @@ class ReplicaManager:
                         throttled_bytes += sl.length
             except (KafkaProtocolError, OffsetOutOfRange) as exc:
                 if sl is not None:
-                    sl.close()              # read, but not answered: the follower's update failed
+                    sl.close()  # read, but not answered: the follower's update failed
                 _read_error(r, ErrorCode.OFFSET_OUT_OF_RANGE if isinstance(exc, OffsetOutOfRange) else exc.code)
                 errors = True
         return LogReads(reads, total, errors, watches, throttled_bytes)
@@ -654,8 +712,10 @@ class ReplicaManager:
         Partition.check_follower and the offset before reading); NOT_LEADER_OR_FOLLOWER if
         it still proves nothing (not a replica, an offset outside the log)."""
         if not part.update_follower(replica_id, fetch_offset):
-            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                     f"broker {replica_id} fetching {fetch_offset}: not a follower's position of {part.tp}")
+            raise KafkaProtocolError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {replica_id} fetching {fetch_offset}: not a follower's position of {part.tp}",
+            )
 
     # ------------------------------------------------------------------ ISR changes
 
@@ -678,19 +738,32 @@ class ReplicaManager:
         for tp, (part, isr) in batch.items():
             ids[tp.topic] = part.log.topic_id
             # new_isr up to v2, new_isr_with_epochs from v3: both filled, any version goes
-            topics.setdefault(tp.topic, []).append(R.PartitionData(
-                partition_index=tp.partition, leader_epoch=part.state.leader_epoch, new_isr=list(isr),
-                new_isr_with_epochs=[R.BrokerState(broker_id=r, broker_epoch=-1) for r in isr],
-                leader_recovery_state=0, partition_epoch=part.state.partition_epoch))
-        req = R(broker_id=self.broker_id, broker_epoch=self.broker_epoch,
-                topics=[R.TopicData(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()])
+            topics.setdefault(tp.topic, []).append(
+                R.PartitionData(
+                    partition_index=tp.partition,
+                    leader_epoch=part.state.leader_epoch,
+                    new_isr=list(isr),
+                    new_isr_with_epochs=[R.BrokerState(broker_id=r, broker_epoch=-1) for r in isr],
+                    leader_recovery_state=0,
+                    partition_epoch=part.state.partition_epoch,
+                )
+            )
+        req = R(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            topics=[R.TopicData(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in topics.items()],
+        )
         try:
             if self.controller is None:
                 raise RuntimeError("no controller client")
             resp = await self.controller.request(req, timeout=self.replica_lag_ms / 1000)
         except Exception as exc:
-            log.warning("cannot record ISR changes of %s: %s; they stay pending (the controller may have "
-                        "written them) and are asked again", sorted(str(tp) for tp in batch), exc)
+            log.warning(
+                "cannot record ISR changes of %s: %s; they stay pending (the controller may have "
+                "written them) and are asked again",
+                sorted(str(tp) for tp in batch),
+                exc,
+            )
             for tp, (part, isr) in batch.items():
                 part.isr_change_completed(isr, ErrorCode.REQUEST_TIMED_OUT)
             return

@@ -36,6 +36,7 @@ ReplicaManager's purgatory, where waiting fetches and appends sleep).
 
 All methods run on the event loop thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -89,15 +90,22 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
     log_end_offset: int = -1
-    last_caught_up: float = 0.0          # monotonic time it last had everything
-    last_fetch_leader_leo: int = -1      # the leader's log end at its previous fetch
+    last_caught_up: float = 0.0  # monotonic time it last had everything
+    last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
     last_fetch_time: float = 0.0
 
 
 class Partition:
-    def __init__(self, tp: TopicPartition, log: Log, state: PartitionState, broker_id: int,
-                 listener: PartitionListener = NO_LISTENER, isr_changes: IsrChanger | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        tp: TopicPartition,
+        log: Log,
+        state: PartitionState,
+        broker_id: int,
+        listener: PartitionListener = NO_LISTENER,
+        isr_changes: IsrChanger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.tp = tp
         self.log = log
         self.broker_id = broker_id
@@ -106,9 +114,9 @@ class Partition:
         self.clock = clock
         self.state = state
         self.followers: dict[int, FollowerState] = {}
-        self.pending_isr: list[int] | None = None       # an AlterPartition in flight
-        self._isr_retry_at = 0.0                         # after a refusal, not before this
-        self._isr_resend_at: float | None = None         # a pending change is asked again then
+        self.pending_isr: list[int] | None = None  # an AlterPartition in flight
+        self._isr_retry_at = 0.0  # after a refusal, not before this
+        self._isr_resend_at: float | None = None  # a pending change is asked again then
         self.leader_epoch_start_offset = -1
         if self.is_leader:
             self._become_leader()
@@ -144,8 +152,11 @@ class Partition:
         self.leader_epoch_start_offset = self.log.log_end_offset
         self.log.assign_leader_epoch(self.state.leader_epoch, self.log.log_end_offset)
         now = self.clock()
-        self.followers = {r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
-                          for r in self.state.replicas if r != self.broker_id}
+        self.followers = {
+            r: FollowerState(last_caught_up=now if r in self.state.isr else 0.0)
+            for r in self.state.replicas
+            if r != self.broker_id
+        }
         self.pending_isr = None
         self._isr_resend_at = None
 
@@ -160,13 +171,13 @@ class Partition:
             self._become_leader()
         elif self.is_leader:
             if state.partition_epoch > old.partition_epoch:
-                self.pending_isr = None      # the controller's newer state settles what was asked
+                self.pending_isr = None  # the controller's newer state settles what was asked
                 self._isr_resend_at = None
             for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerState()
             for r in [r for r in self.followers if r not in state.replicas]:
-                del self.followers[r]         # a replica a reassignment removed
+                del self.followers[r]  # a replica a reassignment removed
         elif changed:
             self.followers = {}
             self.pending_isr = None
@@ -204,18 +215,26 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: appends
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int,
-                         control: bool = False, client: bool = True, transaction_version: int = 0) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        required_acks: int,
+        control: bool = False,
+        client: bool = True,
+        transaction_version: int = 0,
+    ) -> LogAppendInfo:
         """Validates, assigns offsets and appends; advances the high watermark when the
         ISR allows. acks=-1 below min.insync.replicas -> NOT_ENOUGH_REPLICAS. `control`:
         transaction markers (of `transaction_version`); `client`: a client's batches
         (Log.append_as_leader)."""
         self.check_leader()
         if required_acks == -1 and len(self.state.isr) < self.log.config.min_insync_replicas:
-            raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                     f"The size of the current ISR {self.state.isr} is insufficient to satisfy "
-                                     f"the min.isr requirement of {self.log.config.min_insync_replicas} for "
-                                     f"partition {self.tp}")
+            raise KafkaProtocolError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {self.state.isr} is insufficient to satisfy "
+                f"the min.isr requirement of {self.log.config.min_insync_replicas} for "
+                f"partition {self.tp}",
+            )
         info = self.log.append_as_leader(records, self.state.leader_epoch, control, client, transaction_version)
         if not info.duplicate:
             self.listener.log_end_moved(self.tp)
@@ -239,8 +258,12 @@ class Partition:
             return True
         isr = self.maximal_isr
         lg = self.log
-        return (len(isr) == 1 and isr[0] == self.broker_id and len(self.state.isr) >= config.min_insync_replicas
-                and lg.high_watermark == lg.log_end_offset)
+        return (
+            len(isr) == 1
+            and isr[0] == self.broker_id
+            and len(self.state.isr) >= config.min_insync_replicas
+            and lg.high_watermark == lg.log_end_offset
+        )
 
     def holds(self, leader_epoch: int, end_offset: int) -> bool:
         """Does the log still hold what this broker appended as leader in `leader_epoch`
@@ -338,7 +361,9 @@ class Partition:
         if epoch < 0 or end < 0:
             raise OffsetOutOfRange(f"{self.tp}: no end offset for the last fetched epoch {last_fetched_epoch}")
         if fetch_offset < self.log.log_start_offset:
-            raise OffsetOutOfRange(f"{self.tp}: offset {fetch_offset} is below the log start {self.log.log_start_offset}")
+            raise OffsetOutOfRange(
+                f"{self.tp}: offset {fetch_offset} is below the log start {self.log.log_start_offset}"
+            )
         if epoch < last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None
@@ -370,9 +395,14 @@ class Partition:
         return True
 
     def _maybe_expand_isr(self, replica_id: int, f: FollowerState) -> None:
-        if (replica_id in self.state.isr or self.pending_isr is not None or self.isr_changes is None
-                or self.clock() < self._isr_retry_at or f.log_end_offset < self.log.high_watermark
-                or f.log_end_offset < self.leader_epoch_start_offset):
+        if (
+            replica_id in self.state.isr
+            or self.pending_isr is not None
+            or self.isr_changes is None
+            or self.clock() < self._isr_retry_at
+            or f.log_end_offset < self.log.high_watermark
+            or f.log_end_offset < self.leader_epoch_start_offset
+        ):
             return
         self._request_isr(self.isr_changes, sorted(set(self.state.isr) | {replica_id}), f"{replica_id} caught up")
 
@@ -393,8 +423,9 @@ class Partition:
             if not caught_up and (f is None or (now - f.last_caught_up) * 1000 > lag_ms):
                 out.append(r)
         if out:
-            self._request_isr(self.isr_changes, [r for r in self.state.isr if r not in out],
-                              f"{out} did not catch up for {lag_ms} ms")
+            self._request_isr(
+                self.isr_changes, [r for r in self.state.isr if r not in out], f"{out} did not catch up for {lag_ms} ms"
+            )
 
     def _request_isr(self, isr_changes: IsrChanger, new_isr: list[int], why: str) -> None:
         log.info("%s: ISR %s -> %s (%s)", self.tp, self.state.isr, new_isr, why)
@@ -404,39 +435,65 @@ class Partition:
 
     def _maybe_resend_isr_change(self) -> None:
         """Sends again a pending change whose answer proved nothing, once the backoff is over."""
-        if (self.pending_isr is not None and self._isr_resend_at is not None and self.clock() >= self._isr_resend_at
-                and self.isr_changes is not None):
+        if (
+            self.pending_isr is not None
+            and self._isr_resend_at is not None
+            and self.clock() >= self._isr_resend_at
+            and self.isr_changes is not None
+        ):
             self._isr_resend_at = None
             log.info("%s: asking again for ISR %s", self.tp, self.pending_isr)
             self.isr_changes(self, self.pending_isr)
 
-    def isr_change_completed(self, asked: list[int], error: int, leader_epoch: int = -1,
-                             isr: list[int] | None = None, partition_epoch: int = -1) -> None:
+    def isr_change_completed(
+        self,
+        asked: list[int],
+        error: int,
+        leader_epoch: int = -1,
+        isr: list[int] | None = None,
+        partition_epoch: int = -1,
+    ) -> None:
         """The controller's answer to an AlterPartition this partition sent (Kafka's
         handleAlterPartitionUpdate / handleAlterPartitionError)."""
         if self.pending_isr is not asked:
-            return                           # a newer state replaced what was asked
-        if not error and (leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch
-                          or isr is None):
+            return  # a newer state replaced what was asked
+        if not error and (
+            leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch or isr is None
+        ):
             # an answer about another state than ours: ours is stale and a LeaderAndIsr is
             # on its way; until it comes nothing is known of what the controller holds
-            error = ErrorCode.FENCED_LEADER_EPOCH if leader_epoch > self.state.leader_epoch \
+            error = (
+                ErrorCode.FENCED_LEADER_EPOCH
+                if leader_epoch > self.state.leader_epoch
                 else ErrorCode.INVALID_UPDATE_VERSION
+            )
         self._isr_resend_at = None
         if not error:
             assert isr is not None
             self.pending_isr = None
-            self.state = PartitionState(self.state.partition, self.state.replicas, self.state.leader,
-                                        self.state.leader_epoch, list(isr), self.state.controller_epoch,
-                                        partition_epoch, self.state.leader_recovery_state)
+            self.state = PartitionState(
+                self.state.partition,
+                self.state.replicas,
+                self.state.leader,
+                self.state.leader_epoch,
+                list(isr),
+                self.state.controller_epoch,
+                partition_epoch,
+                self.state.leader_recovery_state,
+            )
         elif error in ISR_CHANGE_NOT_APPLIED:
             log.warning("%s: the controller refused ISR %s: %s", self.tp, asked, ErrorCode(error).name)
             self.pending_isr = None
             self._isr_retry_at = self.clock() + ISR_RETRY_BACKOFF_S
         else:
             # the controller may have written it: keep counting the maximal ISR, ask again
-            log.warning("%s: no answer for ISR %s (%s); it stays pending, asking again in %.1f s", self.tp,
-                        asked, _name(error), ISR_RETRY_BACKOFF_S)
+            log.warning(
+                "%s: no answer for ISR %s (%s); it stays pending, asking again in %.1f s",
+                self.tp,
+                asked,
+                _name(error),
+                ISR_RETRY_BACKOFF_S,
+            )
             self._isr_resend_at = self.clock() + ISR_RETRY_BACKOFF_S
         self.maybe_increment_high_watermark()
         self.listener.partition_changed(self.tp)
@@ -470,4 +527,3 @@ def _name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)
-

@@ -21,6 +21,7 @@ what ReplicaManager.append_records and fetch_records return.
 All methods run on the event loop thread. A wake costs one dict lookup when nobody
 waits, so the partition can report every append.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -135,4 +136,3 @@ class Watch:
 def _expire(fut: asyncio.Future[bool]) -> None:
     if not fut.done():
         fut.set_result(False)
-

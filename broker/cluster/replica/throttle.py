@@ -25,6 +25,7 @@ its fetches, Kafka's getMaxValueInQuotaWindow): with replica.fetch.max.bytes per
 partition and several fetchers, a throttle of 1 MB/s would otherwise take many MB at
 once and hold the rate only on average over tens of seconds.
 """
+
 from __future__ import annotations
 
 import logging
@@ -90,10 +91,11 @@ def format_throttled_replicas(pairs: Sequence[tuple[int, int]]) -> str:
     return ",".join(f"{p}:{b}" for p, b in sorted(set(pairs)))
 
 
-def reassignment_throttles(current: Mapping[tuple[str, int], Sequence[int]],
-                           proposed: Mapping[tuple[str, int], Sequence[int]],
-                           ongoing: Mapping[tuple[str, int], tuple[Sequence[int], Sequence[int]]] | None = None,
-                           ) -> tuple[dict[str, str], dict[str, str]]:
+def reassignment_throttles(
+    current: Mapping[tuple[str, int], Sequence[int]],
+    proposed: Mapping[tuple[str, int], Sequence[int]],
+    ongoing: Mapping[tuple[str, int], tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
     """({topic: leader throttled replicas}, {topic: follower throttled replicas}) for the
     partitions of a plan: every source replica on the leader side (whichever leads while
     it moves), the replicas being added on the follower side. As Kafka's tool, a plan's
@@ -112,8 +114,10 @@ def reassignment_throttles(current: Mapping[tuple[str, int], Sequence[int]],
     for (topic, p), (sources, destinations) in sorted(moves.items()):
         leader.setdefault(topic, []).extend((p, r) for r in sources)
         follower.setdefault(topic, []).extend((p, r) for r in destinations)
-    return ({t: format_throttled_replicas(v) for t, v in leader.items()},
-            {t: format_throttled_replicas(v) for t, v in follower.items() if v})
+    return (
+        {t: format_throttled_replicas(v) for t, v in leader.items()},
+        {t: format_throttled_replicas(v) for t, v in follower.items() if v},
+    )
 
 
 class RateMeter:
@@ -128,7 +132,7 @@ class RateMeter:
         self.samples = samples
         self.window_s = window_s
         self.min_elapsed = window_s if simple else (samples - 1) * window_s
-        self._windows: dict[int, float] = {}       # window index -> bytes
+        self._windows: dict[int, float] = {}  # window index -> bytes
 
     def record(self, n: float, now: float) -> None:
         w = int(now // self.window_s)
@@ -139,7 +143,7 @@ class RateMeter:
                 del windows[old]
 
     def rate(self, now: float) -> float:
-        first = int(now // self.window_s) - self.samples + 1        # the oldest window still counted
+        first = int(now // self.window_s) - self.samples + 1  # the oldest window still counted
         total = 0.0
         oldest = None
         for k, v in self._windows.items():
@@ -248,8 +252,9 @@ class ReplicationQuotas:
         return before != (self.leader.bound, self.follower.bound)
 
 
-def throttled_rates(per_broker: Mapping[str, object], default: Mapping[str, object]
-                    ) -> tuple[float | None, float | None]:
+def throttled_rates(
+    per_broker: Mapping[str, object], default: Mapping[str, object]
+) -> tuple[float | None, float | None]:
     """(leader, follower) bytes/s from the dynamic configs of this broker, else the
     cluster default's (parsed values; None: unbounded)."""
     out = []

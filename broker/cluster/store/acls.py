@@ -1,5 +1,6 @@
 """ACLs as both stores keep them: a resource pattern's entries in Kafka's JSON form
 (znodes.AclZNodes), converted to and from broker.security.acl's AclBinding."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -32,8 +33,12 @@ def type_from_name(name: str) -> ResourceType | None:
 
 
 def entry(b: AclBinding) -> dict[str, str]:
-    return {"principal": b.principal, "permissionType": PERMISSION_NAMES[b.permission],
-            "operation": OPERATION_NAMES[b.operation], "host": b.host}
+    return {
+        "principal": b.principal,
+        "permissionType": PERMISSION_NAMES[b.permission],
+        "operation": OPERATION_NAMES[b.operation],
+        "host": b.host,
+    }
 
 
 def bindings(resource: Resource, entries: Iterable[Mapping[str, str]]) -> list[AclBinding]:

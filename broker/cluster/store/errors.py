@@ -15,6 +15,7 @@ instances as per-partition results instead of raising them.
 
 This module imports nothing: a broker alone imports it without loading kazoo.
 """
+
 from __future__ import annotations
 
 

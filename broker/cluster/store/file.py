@@ -30,6 +30,7 @@ Errors are errors.py's, raised for the same situations as KafkaZkClient raises t
 (TopicExists, NoSuchTopic, BadVersion, ControllerMoved), and MetadataFileError when the
 file cannot be read; a file that cannot be written raises its OSError.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -74,7 +75,7 @@ class FileMetadataStore:
         self._topics: dict[str, dict[str, Any]] = {}
         self._deleting: set[str] = set()
         self._users: dict[str, dict[str, str]] = {}
-        self._brokers_configs: dict[str, dict[str, str]] = {}     # '<id>' or '<default>' -> configs
+        self._brokers_configs: dict[str, dict[str, str]] = {}  # '<id>' or '<default>' -> configs
         #: quota entities other than users/<name> (those are in _users): clients/<c>,
         #: users/<u>/clients/<c>, users/<default>, by entity path
         self._entities: dict[str, dict[str, str]] = {}
@@ -83,7 +84,7 @@ class FileMetadataStore:
         self._controller: int | None = None
         self._watchers: dict[str, list[Callable[..., None]]] = {}
         self._topic_watchers: dict[str, list[Callable[..., None]]] = {}
-        self._log_dir_events: dict[str, int] = {}          # in memory: a broker alone, one process
+        self._log_dir_events: dict[str, int] = {}  # in memory: a broker alone, one process
         self._log_dir_seq = 0
         self._load()
 
@@ -101,29 +102,42 @@ class FileMetadataStore:
             self._broker_epoch = int(data.get("broker_epoch", 0))
             if "producer_id_block_end" in data:
                 self._pid_block_end = int(data["producer_id_block_end"])
-            else:                     # version 1: the next id to hand out
+            else:  # version 1: the next id to hand out
                 self._pid_block_end = int(data.get("producer_id_next", 0)) - 1
             for name, t in data.get("topics", {}).items():
                 if "states" in t:
                     parts = {int(p): [int(r) for r in rs] for p, rs in t["partitions"].items()}
                     states = {int(p): dict(s) for p, s in t["states"].items()}
-                else:                 # version 1: {"0": {"replicas", "leader", "leader_epoch", "isr", ...}}
+                else:  # version 1: {"0": {"replicas", "leader", "leader_epoch", "isr", ...}}
                     parts = {int(p): [int(r) for r in s["replicas"]] for p, s in t["partitions"].items()}
-                    states = {int(p): {"leader": s["leader"], "leader_epoch": s.get("leader_epoch", 0),
-                                       "isr": s.get("isr", s["replicas"]),
-                                       "controller_epoch": s.get("controller_epoch", 0), "version": 0,
-                                       "leader_recovery_state": 0}
-                              for p, s in t["partitions"].items()}
-                self._topics[name] = {"id": t["id"], "configs": dict(t.get("configs", {})), "partitions": parts,
-                                      "states": states, "version": int(t.get("version", 0)),
-                                      "adding": _replica_map(t.get("adding_replicas", {})),
-                                      "removing": _replica_map(t.get("removing_replicas", {}))}
+                    states = {
+                        int(p): {
+                            "leader": s["leader"],
+                            "leader_epoch": s.get("leader_epoch", 0),
+                            "isr": s.get("isr", s["replicas"]),
+                            "controller_epoch": s.get("controller_epoch", 0),
+                            "version": 0,
+                            "leader_recovery_state": 0,
+                        }
+                        for p, s in t["partitions"].items()
+                    }
+                self._topics[name] = {
+                    "id": t["id"],
+                    "configs": dict(t.get("configs", {})),
+                    "partitions": parts,
+                    "states": states,
+                    "version": int(t.get("version", 0)),
+                    "adding": _replica_map(t.get("adding_replicas", {})),
+                    "removing": _replica_map(t.get("removing_replicas", {})),
+                }
             self._deleting = set(data.get("deleting", [])) & set(self._topics)
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in data.get("users", {}).items()}
-            self._brokers_configs = {str(e): {str(k): str(v) for k, v in c.items()}
-                                     for e, c in data.get("broker_configs", {}).items()}
-            self._entities = {str(p): {str(k): str(v) for k, v in c.items()}
-                              for p, c in data.get("entities", {}).items()}
+            self._brokers_configs = {
+                str(e): {str(k): str(v) for k, v in c.items()} for e, c in data.get("broker_configs", {}).items()
+            }
+            self._entities = {
+                str(p): {str(k): str(v) for k, v in c.items()} for p, c in data.get("entities", {}).items()
+            }
             for r in data.get("acls", []):
                 rtype = acl_store.type_from_name(r["resource_type"])
                 if rtype is not None:
@@ -139,11 +153,21 @@ class FileMetadataStore:
         if mode & ~FILE_MODE:
             try:
                 os.fchmod(fd, FILE_MODE)
-                log.warning("%s was mode %04o, readable by others (it holds the SCRAM credentials and ACLs); "
-                            "made it %04o", self.path, mode, FILE_MODE)
+                log.warning(
+                    "%s was mode %04o, readable by others (it holds the SCRAM credentials and ACLs); made it %04o",
+                    self.path,
+                    mode,
+                    FILE_MODE,
+                )
             except OSError as exc:
-                log.warning("%s is mode %04o, readable by others (it holds the SCRAM credentials and ACLs), and "
-                            "cannot be made %04o: %s", self.path, mode, FILE_MODE, exc.strerror or exc)
+                log.warning(
+                    "%s is mode %04o, readable by others (it holds the SCRAM credentials and ACLs), and "
+                    "cannot be made %04o: %s",
+                    self.path,
+                    mode,
+                    FILE_MODE,
+                    exc.strerror or exc,
+                )
 
     def _save(self) -> None:
         data: dict[str, Any] = {
@@ -162,9 +186,15 @@ class FileMetadataStore:
         if self._entities:
             data["entities"] = {p: dict(sorted(c.items())) for p, c in sorted(self._entities.items())}
         if self._acls:
-            data["acls"] = [{"resource_type": acl_store.type_name(t), "name": n, "pattern_type": p.name,
-                             "acls": [acl_store.entry(b) for b in sorted(bs, key=str)]}
-                            for (t, n, p), bs in sorted(self._acls.items())]
+            data["acls"] = [
+                {
+                    "resource_type": acl_store.type_name(t),
+                    "name": n,
+                    "pattern_type": p.name,
+                    "acls": [acl_store.entry(b) for b in sorted(bs, key=str)],
+                }
+                for (t, n, p), bs in sorted(self._acls.items())
+            ]
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=FILE_MODE)
 
     def _save_epochs(self) -> None:
@@ -213,9 +243,11 @@ class FileMetadataStore:
 
     # ------------------------------------------------------------------ brokers
 
-    async def register_broker(self, registration: BrokerRegistration,
-                              holder_gone: Callable[[BrokerRegistration], Awaitable[str | None]] | None = None
-                              ) -> int:
+    async def register_broker(
+        self,
+        registration: BrokerRegistration,
+        holder_gone: Callable[[BrokerRegistration], Awaitable[str | None]] | None = None,
+    ) -> int:
         """A broker alone: nothing else can hold its id (holder_gone is not needed)."""
         self._broker_epoch += 1
         self._save_epochs()
@@ -263,8 +295,9 @@ class FileMetadataStore:
     async def get_finalized_features(self) -> tuple[dict[str, int], int]:
         return dict(self._features), self._features_epoch
 
-    async def watch_finalized_features(self, callback: Callable[[tuple[dict[str, int], int]], None]
-                                       ) -> tuple[dict[str, int], int]:
+    async def watch_finalized_features(
+        self, callback: Callable[[tuple[dict[str, int], int]], None]
+    ) -> tuple[dict[str, int], int]:
         self._watchers.setdefault("features", []).append(callback)
         return dict(self._features), self._features_epoch
 
@@ -277,18 +310,26 @@ class FileMetadataStore:
 
     def _fence(self, controller_epoch_zk_version: int) -> None:
         if controller_epoch_zk_version != self._controller_epoch:
-            raise ControllerMoved(f"controller epoch {controller_epoch_zk_version} is not the current "
-                                  f"{self._controller_epoch}")
+            raise ControllerMoved(
+                f"controller epoch {controller_epoch_zk_version} is not the current {self._controller_epoch}"
+            )
 
     # ------------------------------------------------------------------ topics
 
-    async def create_topic(self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]],
-                           configs: Mapping[str, str]) -> None:
+    async def create_topic(
+        self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]], configs: Mapping[str, str]
+    ) -> None:
         if name in self._topics:
             raise TopicExists(f"topic {name!r} already exists")
-        self._topics[name] = {"id": str(topic_id), "configs": dict(configs), "version": 0,
-                              "partitions": {int(p): [int(r) for r in rs] for p, rs in assignment.items()},
-                              "states": {}, "adding": {}, "removing": {}}
+        self._topics[name] = {
+            "id": str(topic_id),
+            "configs": dict(configs),
+            "version": 0,
+            "partitions": {int(p): [int(r) for r in rs] for p, rs in assignment.items()},
+            "states": {},
+            "adding": {},
+            "removing": {},
+        }
         try:
             self._save()
         except BaseException:
@@ -309,8 +350,9 @@ class FileMetadataStore:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         return uuid.UUID(t["id"]), {p: list(r) for p, r in sorted(t["partitions"].items())}, t["version"]
 
-    async def watch_topic(self, name: str, callback: Callable[[Any], None]
-                          ) -> tuple[uuid.UUID | None, dict[int, list[int]], int] | None:
+    async def watch_topic(
+        self, name: str, callback: Callable[[Any], None]
+    ) -> tuple[uuid.UUID | None, dict[int, list[int]], int] | None:
         self._topic_watchers.setdefault(name, []).append(callback)
         try:
             return await self.get_topic(name)
@@ -320,8 +362,9 @@ class FileMetadataStore:
     def unwatch_topic(self, name: str) -> None:
         self._topic_watchers.pop(name, None)
 
-    async def set_topic_assignment(self, name: str, topic_id: uuid.UUID | None,
-                                   assignment: Mapping[int, Iterable[int]], expected_version: int) -> int:
+    async def set_topic_assignment(
+        self, name: str, topic_id: uuid.UUID | None, assignment: Mapping[int, Iterable[int]], expected_version: int
+    ) -> int:
         t = self._topics.get(name)
         if t is None:
             raise NoSuchTopic(f"topic {name!r} does not exist")
@@ -346,12 +389,16 @@ class FileMetadataStore:
         t = self._topics.get(name)
         if t is None:
             raise NoSuchTopic(f"topic {name!r} does not exist")
-        return TopicAssignment(uuid.UUID(t["id"]), {p: tuple(r) for p, r in sorted(t["partitions"].items())},
-                               {p: tuple(r) for p, r in sorted(t["adding"].items())},
-                               {p: tuple(r) for p, r in sorted(t["removing"].items())}), t["version"]
+        return TopicAssignment(
+            uuid.UUID(t["id"]),
+            {p: tuple(r) for p, r in sorted(t["partitions"].items())},
+            {p: tuple(r) for p, r in sorted(t["adding"].items())},
+            {p: tuple(r) for p, r in sorted(t["removing"].items())},
+        ), t["version"]
 
-    async def set_topic_reassignment(self, name: str, assignment: TopicAssignment, expected_version: int,
-                                     controller_epoch_zk_version: int) -> int:
+    async def set_topic_reassignment(
+        self, name: str, assignment: TopicAssignment, expected_version: int, controller_epoch_zk_version: int
+    ) -> int:
         self._fence(controller_epoch_zk_version)
         t = self._topics.get(name)
         if t is None:
@@ -383,8 +430,9 @@ class FileMetadataStore:
             return {}
         return {p: (_state(s), s["version"]) for p, s in sorted(t["states"].items())}
 
-    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderIsrState],
-                                      controller_epoch_zk_version: int) -> dict[int, int | BadVersion]:
+    async def create_partition_states(
+        self, topic: str, states: Mapping[int, LeaderIsrState], controller_epoch_zk_version: int
+    ) -> dict[int, int | BadVersion]:
         self._fence(controller_epoch_zk_version)
         t = self._topics.get(topic)
         if t is None:
@@ -399,9 +447,9 @@ class FileMetadataStore:
         self._save()
         return out
 
-    async def update_partition_states(self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]],
-                                      controller_epoch_zk_version: int
-                                      ) -> dict[tuple[str, int], int | BadVersion | NoSuchTopic]:
+    async def update_partition_states(
+        self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]], controller_epoch_zk_version: int
+    ) -> dict[tuple[str, int], int | BadVersion | NoSuchTopic]:
         self._fence(controller_epoch_zk_version)
         out: dict[tuple[str, int], int | BadVersion | NoSuchTopic] = {}
         for (topic, p), (s, expected) in updates.items():
@@ -439,8 +487,7 @@ class FileMetadataStore:
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         self._watchers.setdefault("configs", []).append(callback)
 
-    def _set_entity(self, table: dict[str, dict[str, str]], key: str, configs: Mapping[str, str],
-                    path: str) -> None:
+    def _set_entity(self, table: dict[str, dict[str, str]], key: str, configs: Mapping[str, str], path: str) -> None:
         """An entity's configs (an empty map removes it), saved before they count, put
         back if the save fails, then announced as `path` (Kafka's /config/changes)."""
         old = table.get(key)
@@ -485,7 +532,7 @@ class FileMetadataStore:
     @staticmethod
     def _user_of(path: str) -> str | None:
         """The user a users/<name> path names (kept with its credentials), else None."""
-        ConfigEntityZNode.entity_path(path)             # checks the path
+        ConfigEntityZNode.entity_path(path)  # checks the path
         parts = path.split("/")
         return desanitize(parts[1]) if len(parts) == 2 and parts[0] == "users" and parts[1] != "<default>" else None
 
@@ -506,8 +553,9 @@ class FileMetadataStore:
     async def get_resource_acls(self, resource: acl_store.Resource) -> list[AclBinding]:
         return list(self._acls.get(resource, ()))
 
-    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
-                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+    async def update_acls(
+        self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+    ) -> dict[acl_store.Resource, set[AclBinding]]:
         """Every change at once: one write of the file."""
         old = dict(self._acls)
         out = {}
@@ -588,14 +636,24 @@ class FileMetadataStore:
 
 
 def _json(s: LeaderIsrState, version: int) -> dict[str, Any]:
-    return {"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
-            "controller_epoch": s.controller_epoch, "version": version,
-            "leader_recovery_state": s.leader_recovery_state}
+    return {
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "isr": list(s.isr),
+        "controller_epoch": s.controller_epoch,
+        "version": version,
+        "leader_recovery_state": s.leader_recovery_state,
+    }
 
 
 def _state(d: dict[str, Any]) -> LeaderIsrState:
-    return LeaderIsrState(int(d["leader"]), int(d["leader_epoch"]), tuple(int(r) for r in d["isr"]),
-                          int(d.get("controller_epoch", 0)), int(d.get("leader_recovery_state", 0)))
+    return LeaderIsrState(
+        int(d["leader"]),
+        int(d["leader_epoch"]),
+        tuple(int(r) for r in d["isr"]),
+        int(d.get("controller_epoch", 0)),
+        int(d.get("leader_recovery_state", 0)),
+    )
 
 
 def _replica_map(d: dict[str, Any]) -> dict[int, list[int]]:
@@ -603,9 +661,13 @@ def _replica_map(d: dict[str, Any]) -> dict[int, list[int]]:
 
 
 def _topic_json(t: dict[str, Any]) -> dict[str, Any]:
-    out = {"id": t["id"], "configs": t["configs"], "version": t["version"],
-           "partitions": {str(p): r for p, r in sorted(t["partitions"].items())},
-           "states": {str(p): s for p, s in sorted(t["states"].items())}}
+    out = {
+        "id": t["id"],
+        "configs": t["configs"],
+        "version": t["version"],
+        "partitions": {str(p): r for p, r in sorted(t["partitions"].items())},
+        "states": {str(p): s for p, s in sorted(t["states"].items())},
+    }
     # a reassignment in progress (KIP-455), as the topic znode's adding/removing_replicas
     if t.get("adding"):
         out["adding_replicas"] = {str(p): r for p, r in sorted(t["adding"].items())}

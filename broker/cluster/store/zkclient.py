@@ -24,6 +24,7 @@ does not translate leaves as a plain StoreError (`_public`); znodes.ZNodeDataErr
 znode whose data cannot be decoded. kazoo is imported only here and in zksession.py,
 and only a broker with `zookeeper.connect` imports this module.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -120,15 +121,18 @@ EXPIRY_POLL_S = 0.25
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-def _public(fn: Callable[Concatenate[KafkaZkClient, P], Awaitable[T]]
-            ) -> Callable[Concatenate[KafkaZkClient, P], Coroutine[Any, Any, T]]:
+def _public(
+    fn: Callable[Concatenate[KafkaZkClient, P], Awaitable[T]],
+) -> Callable[Concatenate[KafkaZkClient, P], Coroutine[Any, Any, T]]:
     """Any kazoo error that a method does not translate itself leaves as a StoreError."""
+
     @functools.wraps(fn)
     async def wrapper(self: KafkaZkClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await fn(self, *args, **kwargs)
         except KazooException as e:
             raise StoreError(f"ZooKeeper {fn.__name__} failed: {type(e).__name__} {e}".rstrip()) from e
+
     return wrapper
 
 
@@ -145,11 +149,17 @@ class KafkaZkClient:
     """See the module docstring. `connect` is ZooKeeper's connect string with an
     optional chroot ('h1:2181,h2:2181/kb'); ValueError at once if it is malformed."""
 
-    def __init__(self, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 connection_timeout_ms: int | None = None):
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_timeout_ms: int | None = None,
+    ):
         self.connect = connect
-        self._session = ZkSession(connect, session_timeout_ms=session_timeout_ms,
-                                  connection_timeout_ms=connection_timeout_ms)
+        self._session = ZkSession(
+            connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms
+        )
         self._topic_watches: dict[str, list[Watch]] = {}
 
     # ------------------------------------------------------------ session
@@ -199,8 +209,9 @@ class KafkaZkClient:
         """The cluster id in /cluster/id, created as `proposed` if there is none."""
         while True:
             try:
-                await self._session.op(lambda: self._zk.create_async(
-                    ClusterIdZNode.PATH, ClusterIdZNode.encode(proposed), makepath=True))
+                await self._session.op(
+                    lambda: self._zk.create_async(ClusterIdZNode.PATH, ClusterIdZNode.encode(proposed), makepath=True)
+                )
                 return proposed
             except NodeExistsError:
                 got = await self._session.get(ClusterIdZNode.PATH)
@@ -221,47 +232,64 @@ class KafkaZkClient:
         BrokerIdInUse(live=False) if the node is still there then."""
         path = BrokerIdZNode.path(registration.broker_id)
         data = BrokerIdZNode.encode(registration)
-        waiting_for: int | None = None              # the holding session whose expiry is awaited
+        waiting_for: int | None = None  # the holding session whose expiry is awaited
         deadline = 0.0
         wait_ms = self._session.session_timeout_ms + EXPIRY_SLACK_MS
         while True:
             try:
-                _, stat = cast("tuple[str, ZnodeStat]", await self._session.op(lambda: self._zk.create_async(
-                    path, data, ephemeral=True, include_data=True)))
+                _, stat = cast(
+                    "tuple[str, ZnodeStat]",
+                    await self._session.op(
+                        lambda: self._zk.create_async(path, data, ephemeral=True, include_data=True)
+                    ),
+                )
                 log.info("registered broker %d at %s, broker epoch %d", registration.broker_id, path, stat.czxid)
                 return stat.czxid
             except NodeExistsError:
                 pass
             got = await self._session.get(path)
             if got is None:
-                continue                      # gone meanwhile: create again
+                continue  # gone meanwhile: create again
             owner = got[1].ephemeralOwner
             if owner == self.session_id:
-                return got[1].czxid           # ours: a create repeated after a connection loss
+                return got[1].czxid  # ours: a create repeated after a connection loss
             if self._session.is_own_session(owner):
                 try:
                     await self._session.op(lambda: self._zk.delete_async(path, version=got[1].version))
                 except (NoNodeError, BadVersionError):
                     pass
                 continue
-            if owner != waiting_for:          # a holder not judged yet
+            if owner != waiting_for:  # a holder not judged yet
                 why = None
                 if holder_gone is not None:
                     try:
                         why = await holder_gone(BrokerIdZNode.decode(registration.broker_id, got[0]))
                     except ZNodeDataError:
-                        why = None            # unreadable: nothing says its broker is gone
+                        why = None  # unreadable: nothing says its broker is gone
                 if why is None:
-                    raise BrokerIdInUse(f"broker id {registration.broker_id} is already registered in ZooKeeper "
-                                        f"at {self.connect} (by session 0x{owner:x})")
+                    raise BrokerIdInUse(
+                        f"broker id {registration.broker_id} is already registered in ZooKeeper "
+                        f"at {self.connect} (by session 0x{owner:x})"
+                    )
                 waiting_for, deadline = owner, time.monotonic() + wait_ms / 1000
-                log.warning("broker %d: %s is still registered by session 0x%x of a broker that is gone (%s): "
-                            "waiting up to %d ms (zookeeper.session.timeout.ms + %d ms) for ZooKeeper to expire "
-                            "it", registration.broker_id, path, owner, why, wait_ms, EXPIRY_SLACK_MS)
+                log.warning(
+                    "broker %d: %s is still registered by session 0x%x of a broker that is gone (%s): "
+                    "waiting up to %d ms (zookeeper.session.timeout.ms + %d ms) for ZooKeeper to expire "
+                    "it",
+                    registration.broker_id,
+                    path,
+                    owner,
+                    why,
+                    wait_ms,
+                    EXPIRY_SLACK_MS,
+                )
             if time.monotonic() >= deadline:
-                raise BrokerIdInUse(f"broker id {registration.broker_id} is still registered in ZooKeeper at "
-                                    f"{self.connect} by session 0x{owner:x}, {wait_ms} ms after this broker "
-                                    f"started waiting for it to expire", live=False)
+                raise BrokerIdInUse(
+                    f"broker id {registration.broker_id} is still registered in ZooKeeper at "
+                    f"{self.connect} by session 0x{owner:x}, {wait_ms} ms after this broker "
+                    f"started waiting for it to expire",
+                    live=False,
+                )
             await asyncio.sleep(EXPIRY_POLL_S)
 
     @_public
@@ -280,8 +308,10 @@ class KafkaZkClient:
         """The registered broker ids now; callback(ids) each time the registrations change,
         also when the ids read are the same: a broker whose session expired and that
         registered again before the read (its broker epoch changed; the caller compares)."""
+
         async def read(watcher: KazooWatcher) -> frozenset[int]:
             return frozenset(_broker_ids(await self._session.children(BrokerIdsZNode.PATH, watcher)))
+
         return (await self._session.watch(read, callback, deliver_equal=True))[1]
 
     # ------------------------------------------------------------ controller
@@ -299,6 +329,7 @@ class KafkaZkClient:
         def build(tx: Any) -> None:
             tx.create(ControllerZNode.PATH, registration, ephemeral=True)
             tx.set_data(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(epoch), version=zk_version)
+
         results = await self._session.commit(build)
         failed = _multi_error(results)
         if failed is None:
@@ -319,8 +350,11 @@ class KafkaZkClient:
             if got is not None:
                 return got
             try:
-                await self._session.op(lambda: self._zk.create_async(
-                    ControllerEpochZNode.PATH, ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL_EPOCH)))
+                await self._session.op(
+                    lambda: self._zk.create_async(
+                        ControllerEpochZNode.PATH, ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL_EPOCH)
+                    )
+                )
                 return ControllerEpochZNode.INITIAL_EPOCH, ControllerEpochZNode.INITIAL_EPOCH_ZK_VERSION
             except NodeExistsError:
                 pass
@@ -340,9 +374,11 @@ class KafkaZkClient:
     @_public
     async def watch_controller(self, callback: Callable[[int | None], None]) -> int | None:
         """The controller's broker id now (None: no controller); callback on each change."""
+
         async def read(watcher: KazooWatcher) -> int | None:
             got = await self._session.get_watched(ControllerZNode.PATH, watcher)
             return None if got is None else ControllerZNode.decode(got[0]).broker_id
+
         return (await self._session.watch(read, callback))[1]
 
     @_public
@@ -360,12 +396,15 @@ class KafkaZkClient:
         return ({}, -1) if got is None else (FeatureZNode.decode(got[0]), got[1].version)
 
     @_public
-    async def watch_finalized_features(self, callback: Callable[[tuple[dict[str, int], int]], None]
-                                       ) -> tuple[dict[str, int], int]:
+    async def watch_finalized_features(
+        self, callback: Callable[[tuple[dict[str, int], int]], None]
+    ) -> tuple[dict[str, int], int]:
         """The finalized features now (as get_finalized_features); callback on each change."""
+
         async def read(watcher: KazooWatcher) -> tuple[dict[str, int], int]:
             got = await self._session.get_watched(FeatureZNode.PATH, watcher)
             return ({}, -1) if got is None else (FeatureZNode.decode(got[0]), got[1].version)
+
         return (await self._session.watch(read, callback))[1]
 
     @_public
@@ -382,16 +421,18 @@ class KafkaZkClient:
                     tx.set_data(FeatureZNode.PATH, data)
                 else:
                     tx.create(FeatureZNode.PATH, data)
+
             results = await self._session.commit(build)
             if self._check_fence(results, controller_epoch_zk_version, tolerate=(NodeExistsError, NoNodeError)):
-                continue                    # created or deleted meanwhile: again, the other way
+                continue  # created or deleted meanwhile: again, the other way
             return 0 if not exists else int(results[1].version)
 
     # ------------------------------------------------------------ topics
 
     @_public
-    async def create_topic(self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]],
-                           configs: Mapping[str, str]) -> None:
+    async def create_topic(
+        self, name: str, topic_id: uuid.UUID, assignment: Mapping[int, Iterable[int]], configs: Mapping[str, str]
+    ) -> None:
         """As Kafka's AdminZkClient: the config node first (not atomic with the rest: a
         config without a topic node is harmless), then /brokers/topics/<t>, which the
         controller watches. TopicExists if the topic node exists (also while it is being
@@ -413,8 +454,10 @@ class KafkaZkClient:
     @_public
     async def watch_topics(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         """The topic names now; callback(names) on each creation or deletion."""
+
         async def read(watcher: KazooWatcher) -> frozenset[str]:
             return frozenset(await self._session.children(TopicsZNode.PATH, watcher))
+
         return (await self._session.watch(read, callback))[1]
 
     @_public
@@ -434,6 +477,7 @@ class KafkaZkClient:
         async def read(watcher: KazooWatcher) -> TopicValue | None:
             got = await self._session.get_watched(path, watcher)
             return None if got is None else _topic_value(name, got)
+
         w, value = await self._session.watch(read, callback)
         self._topic_watches.setdefault(name, []).append(w)
         return value
@@ -443,8 +487,9 @@ class KafkaZkClient:
             self._session.unwatch(w)
 
     @_public
-    async def set_topic_assignment(self, name: str, topic_id: uuid.UUID | None,
-                                   assignment: Mapping[int, Iterable[int]], expected_version: int) -> int:
+    async def set_topic_assignment(
+        self, name: str, topic_id: uuid.UUID | None, assignment: Mapping[int, Iterable[int]], expected_version: int
+    ) -> int:
         """Rewrites the topic node if its zk version is still `expected_version` (partition
         additions); returns the new zk version. BadVersion, NoSuchTopic."""
         path = TopicZNode.path(name)
@@ -454,11 +499,13 @@ class KafkaZkClient:
         current = TopicZNode.decode(name, got[0])
         # a reassignment's adding/removing replicas stay (the write fails anyway if the
         # controller rewrote the node since `expected_version`)
-        data = TopicZNode.encode(TopicAssignment(topic_id, _assignment(assignment), current.adding_replicas,
-                                                 current.removing_replicas))
+        data = TopicZNode.encode(
+            TopicAssignment(topic_id, _assignment(assignment), current.adding_replicas, current.removing_replicas)
+        )
         try:
-            stat = cast(ZnodeStat, await self._session.op(
-                lambda: self._zk.set_async(path, data, version=expected_version)))
+            stat = cast(
+                ZnodeStat, await self._session.op(lambda: self._zk.set_async(path, data, version=expected_version))
+            )
         except BadVersionError:
             raise BadVersion(f"{path} is no longer at zk version {expected_version}") from None
         except NoNodeError:
@@ -475,8 +522,9 @@ class KafkaZkClient:
         return TopicZNode.decode(name, got[0]), got[1].version
 
     @_public
-    async def set_topic_reassignment(self, name: str, assignment: TopicAssignment, expected_version: int,
-                                     controller_epoch_zk_version: int) -> int:
+    async def set_topic_reassignment(
+        self, name: str, assignment: TopicAssignment, expected_version: int, controller_epoch_zk_version: int
+    ) -> int:
         """The controller's write of a topic node during a reassignment (replicas, adding
         and removing replicas): conditional on the node's zk version and fenced by the
         controller epoch, in one multi-op. Returns the new zk version. BadVersion,
@@ -487,6 +535,7 @@ class KafkaZkClient:
         def build(tx: Any) -> None:
             self._fence(tx, controller_epoch_zk_version)
             tx.set_data(path, data, version=expected_version)
+
         results = await self._session.commit(build)
         failed = self._check_fence(results, controller_epoch_zk_version, tolerate=(BadVersionError, NoNodeError))
         if failed is None:
@@ -503,20 +552,26 @@ class KafkaZkClient:
         children = await self._session.children(TopicPartitionsZNode.path(topic))
         partitions = sorted(int(p) for p in children if p.isdigit())
         got = await asyncio.gather(*(self._session.get(TopicPartitionStateZNode.path(topic, p)) for p in partitions))
-        return {p: (TopicPartitionStateZNode.decode(topic, p, g[0]), g[1].version)
-                for p, g in zip(partitions, got) if g is not None}
+        return {
+            p: (TopicPartitionStateZNode.decode(topic, p, g[0]), g[1].version)
+            for p, g in zip(partitions, got)
+            if g is not None
+        }
 
     @_public
-    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderIsrState],
-                                      controller_epoch_zk_version: int) -> dict[int, int | BadVersion]:
+    async def create_partition_states(
+        self, topic: str, states: Mapping[int, LeaderIsrState], controller_epoch_zk_version: int
+    ) -> dict[int, int | BadVersion]:
         """Creates the state nodes of new partitions (and their parents), fenced by the
         controller epoch. partition -> zk version of the new node (0), or BadVersion if the
         state node already exists. ControllerMoved if the epoch changed."""
         parent = TopicPartitionsZNode.path(topic)
         if await self._session.op(lambda: self._zk.exists_async(parent)) is None:
+
             def build_parent(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 tx.create(parent)
+
             results = await self._session.commit(build_parent)
             self._check_fence(results, controller_epoch_zk_version, tolerate=NodeExistsError)
         partition_nodes = set(await self._session.children(parent))
@@ -527,37 +582,41 @@ class KafkaZkClient:
                 if str(p) not in partition_nodes:
                     tx.create(TopicPartitionZNode.path(topic, p))
                 tx.create(TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(state))
+
             results = await self._session.commit(build)
             failed = self._check_fence(results, controller_epoch_zk_version, tolerate=NodeExistsError)
             if failed is None:
                 return 0
             return BadVersion(f"{TopicPartitionStateZNode.path(topic, p)} already exists")
+
         done = await asyncio.gather(*(create(p, s) for p, s in states.items()), return_exceptions=True)
         return _gathered(dict(zip(states, done)))
 
     @_public
-    async def update_partition_states(self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]],
-                                      controller_epoch_zk_version: int
-                                      ) -> dict[tuple[str, int], int | BadVersion | NoSuchTopic]:
+    async def update_partition_states(
+        self, updates: Mapping[tuple[str, int], tuple[LeaderIsrState, int]], controller_epoch_zk_version: int
+    ) -> dict[tuple[str, int], int | BadVersion | NoSuchTopic]:
         """Writes each (topic, partition) state if its zk version is still the expected
         one, all fenced by the controller epoch's zk version (one multi-op each, sent
         together). Returns the new zk version, or BadVersion (someone wrote first: read
         and decide again), or NoSuchTopic (no state node). ControllerMoved if the epoch
         changed: then nothing was written by this controller."""
+
         async def update(tp: tuple[str, int], state: LeaderIsrState, expected: int) -> int | BadVersion | NoSuchTopic:
             path = TopicPartitionStateZNode.path(*tp)
 
             def build(tx: Any) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 tx.set_data(path, TopicPartitionStateZNode.encode(state), version=expected)
+
             results = await self._session.commit(build)
-            failed = self._check_fence(results, controller_epoch_zk_version,
-                                       tolerate=(BadVersionError, NoNodeError))
+            failed = self._check_fence(results, controller_epoch_zk_version, tolerate=(BadVersionError, NoNodeError))
             if failed is None:
                 return cast(ZnodeStat, results[1]).version
             if isinstance(failed, NoNodeError):
                 return NoSuchTopic(f"{path} does not exist")
             return BadVersion(f"{path} is no longer at zk version {expected}")
+
         done = await asyncio.gather(*(update(tp, s, v) for tp, (s, v) in updates.items()), return_exceptions=True)
         return _gathered(dict(zip(updates, done)))
 
@@ -566,8 +625,9 @@ class KafkaZkClient:
         tx.check(ControllerEpochZNode.PATH, controller_epoch_zk_version)
 
     @staticmethod
-    def _check_fence(results: list[Any], controller_epoch_zk_version: int,
-                     tolerate: tuple[type[Exception], ...]) -> Exception | None:
+    def _check_fence(
+        results: list[Any], controller_epoch_zk_version: int, tolerate: tuple[type[Exception], ...]
+    ) -> Exception | None:
         """None if the fenced multi-op succeeded; the error of a later op if it is one of
         `tolerate`; ControllerMoved if the fence failed; any other error raises."""
         failed = _multi_error(results)
@@ -575,8 +635,10 @@ class KafkaZkClient:
             return None
         index, error = failed
         if index == 0:
-            raise ControllerMoved(f"{ControllerEpochZNode.PATH} is no longer at zk version "
-                                  f"{controller_epoch_zk_version}: another controller was elected")
+            raise ControllerMoved(
+                f"{ControllerEpochZNode.PATH} is no longer at zk version "
+                f"{controller_epoch_zk_version}: another controller was elected"
+            )
         if isinstance(error, tolerate):
             return error
         raise error
@@ -597,8 +659,11 @@ class KafkaZkClient:
             raise NoSuchTopic(f"topic {name!r} does not exist")
         await self._write_entity_config(ConfigEntityTypeZNode.TOPIC, name, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.TOPIC}/{name}")
-        await self._session.op(lambda: self._zk.create_async(
-            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+        await self._session.op(
+            lambda: self._zk.create_async(
+                ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True
+            )
+        )
 
     @_public
     async def get_broker_config(self, entity: str) -> dict[str, str]:
@@ -613,8 +678,11 @@ class KafkaZkClient:
         brokers/<entity> change (Kafka's AdminZkClient.changeBrokerConfig)."""
         await self._write_entity_config(ConfigEntityTypeZNode.BROKER, entity, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.BROKER}/{entity}")
-        await self._session.op(lambda: self._zk.create_async(
-            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+        await self._session.op(
+            lambda: self._zk.create_async(
+                ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True
+            )
+        )
 
     @_public
     async def get_user_configs(self) -> dict[str, dict[str, str]]:
@@ -640,8 +708,11 @@ class KafkaZkClient:
         n = sanitize(user)
         await self._write_entity_config(ConfigEntityTypeZNode.USER, n, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.USER}/{n}")
-        await self._session.op(lambda: self._zk.create_async(
-            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True))
+        await self._session.op(
+            lambda: self._zk.create_async(
+                ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True
+            )
+        )
 
     # ------------------------------------------------------------ client quotas
 
@@ -690,8 +761,11 @@ class KafkaZkClient:
             except NodeExistsError:
                 pass
         note = ConfigEntityChangeNotificationSequenceZNode.encode(path)
-        await self._session.op(lambda: self._zk.create_async(
-            ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, note, sequence=True, makepath=True))
+        await self._session.op(
+            lambda: self._zk.create_async(
+                ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, note, sequence=True, makepath=True
+            )
+        )
 
     # ------------------------------------------------------------ ACLs
 
@@ -720,15 +794,17 @@ class KafkaZkClient:
         return [] if got is None else acl_store.bindings(resource, AclZNodes.decode(path, got[0]))
 
     @_public
-    async def update_acls(self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
-                          ) -> dict[acl_store.Resource, set[AclBinding]]:
+    async def update_acls(
+        self, changes: Mapping[acl_store.Resource, Callable[[set[AclBinding]], set[AclBinding]]]
+    ) -> dict[acl_store.Resource, set[AclBinding]]:
         """update_resource_acls for each resource, together; the new ACLs of each."""
         resources = list(changes)
         done = await asyncio.gather(*(self.update_resource_acls(r, changes[r]) for r in resources))
         return dict(zip(resources, done))
 
-    async def update_resource_acls(self, resource: acl_store.Resource,
-                                   change: Callable[[set[AclBinding]], set[AclBinding]]) -> set[AclBinding]:
+    async def update_resource_acls(
+        self, resource: acl_store.Resource, change: Callable[[set[AclBinding]], set[AclBinding]]
+    ) -> set[AclBinding]:
         """Applies `change` to a resource's ACLs with a conditional write (retried when
         another broker wrote first, as Kafka's AclAuthorizer), then announces it on
         /kafka-acl-changes (or -extended-changes). Returns the new ACLs."""
@@ -751,8 +827,11 @@ class KafkaZkClient:
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue
             change_data = AclZNodes.encode_change(pattern.name, rtype.name, name)
-            await self._session.op(lambda: self._zk.create_async(
-                AclZNodes.change_path(pattern.name), change_data, sequence=True, makepath=True))
+            await self._session.op(
+                lambda: self._zk.create_async(
+                    AclZNodes.change_path(pattern.name), change_data, sequence=True, makepath=True
+                )
+            )
             return new
 
     @_public
@@ -762,8 +841,9 @@ class KafkaZkClient:
         for root, literal in ((AclZNodes.LITERAL_CHANGES, True), (AclZNodes.EXTENDED_CHANGES, False)):
             await self._watch_sequence(root, AclZNodes.CHANGE_PREFIX, _acl_change_decoder(literal), callback)
 
-    async def _watch_sequence(self, parent: str, prefix: str, decode: Callable[[str, bytes], Any],
-                              callback: Callable[[list[Any]], None]) -> None:
+    async def _watch_sequence(
+        self, parent: str, prefix: str, decode: Callable[[str, bytes], Any], callback: Callable[[list[Any]], None]
+    ) -> None:
         last: list[int | None] = [None]
         ctimes: dict[str, int] = {}
 
@@ -800,6 +880,7 @@ class KafkaZkClient:
         def deliver(items: list[Any]) -> None:
             if items:
                 callback(items)
+
         await self._session.watch(read, deliver, deliver_equal=True)
 
     async def _write_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
@@ -824,13 +905,13 @@ class KafkaZkClient:
         minutes are purged, as Kafka's ZkNodeChangeNotificationListener does."""
         prefix = ConfigEntityChangeNotificationSequenceZNode.PREFIX
         parent = ConfigEntityChangeNotificationZNode.PATH
-        last: list[int | None] = [None]      # the last sequence number handled (None: arming)
-        ctimes: dict[str, int] = {}          # handled notifications not yet purged
+        last: list[int | None] = [None]  # the last sequence number handled (None: arming)
+        ctimes: dict[str, int] = {}  # handled notifications not yet purged
 
         async def read(watcher: KazooWatcher) -> list[str]:
             names = await self._session.children(parent, watcher)
             numbered = sorted((sequence_number(n, prefix), n) for n in names if _is_sequence(n, prefix))
-            if last[0] is None:              # arming: only what comes after this call
+            if last[0] is None:  # arming: only what comes after this call
                 last[0] = numbered[-1][0] if numbered else -1
                 return []
             paths = []
@@ -848,6 +929,7 @@ class KafkaZkClient:
         def deliver(paths: list[str]) -> None:
             if paths:
                 callback(paths)
+
         await self._session.watch(read, deliver, deliver_equal=True)
 
     async def _purge_config_changes(self, ctimes: dict[str, int]) -> None:
@@ -856,7 +938,8 @@ class KafkaZkClient:
             del ctimes[name]
             try:
                 await self._session.op(
-                    lambda: self._zk.delete_async(f"{ConfigEntityChangeNotificationZNode.PATH}/{name}"))
+                    lambda: self._zk.delete_async(f"{ConfigEntityChangeNotificationZNode.PATH}/{name}")
+                )
             except NoNodeError:
                 pass
 
@@ -880,8 +963,10 @@ class KafkaZkClient:
     @_public
     async def watch_topic_deletions(self, callback: Callable[[frozenset[str]], None]) -> frozenset[str]:
         """The topics marked for deletion now; callback(topics) on each change."""
+
         async def read(watcher: KazooWatcher) -> frozenset[str]:
             return frozenset(await self._session.children(DeleteTopicsZNode.PATH, watcher))
+
         return (await self._session.watch(read, callback))[1]
 
     @_public
@@ -898,6 +983,7 @@ class KafkaZkClient:
                 self._fence(tx, controller_epoch_zk_version)
                 for path in paths:
                     tx.delete(path)
+
             results = await self._session.commit(build)
             if self._check_fence(results, controller_epoch_zk_version, tolerate=(NoNodeError, NotEmptyError)) is None:
                 log.info("deleted the znodes of topic %s", name)
@@ -927,9 +1013,14 @@ class KafkaZkClient:
     async def create_log_dir_event_notification(self, broker_id: int) -> None:
         """A log dir of `broker_id` failed: /log_dir_event_notification/log_dir_event_<seq>
         (Kafka's KafkaZkClient.propagateLogDirEvent)."""
-        await self._session.op(lambda: self._zk.create_async(
-            LogDirEventNotificationSequenceZNode.CREATE_PATH, LogDirEventNotificationSequenceZNode.encode(broker_id),
-            sequence=True, makepath=True))
+        await self._session.op(
+            lambda: self._zk.create_async(
+                LogDirEventNotificationSequenceZNode.CREATE_PATH,
+                LogDirEventNotificationSequenceZNode.encode(broker_id),
+                sequence=True,
+                makepath=True,
+            )
+        )
 
     @_public
     async def get_log_dir_events(self) -> dict[str, int | None]:
@@ -962,6 +1053,7 @@ class KafkaZkClient:
             def build(tx: Any, path: str = path) -> None:
                 self._fence(tx, controller_epoch_zk_version)
                 tx.delete(path)
+
             results = await self._session.commit(build)
             self._check_fence(results, controller_epoch_zk_version, tolerate=(NoNodeError,))
 
@@ -969,12 +1061,14 @@ class KafkaZkClient:
     async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> None:
         """callback(node names) whenever the notifications change (the controller's
         LogDirEventNotificationHandler)."""
+
         async def read(watcher: KazooWatcher) -> list[str]:
             return sorted(await self._session.children(LogDirEventNotificationZNode.PATH, watcher))
 
         def deliver(names: list[str]) -> None:
             if names:
                 callback(names)
+
         await self._session.ensure_path(LogDirEventNotificationZNode.PATH)
         await self._session.watch(read, deliver, deliver_equal=True)
 
@@ -985,8 +1079,11 @@ class KafkaZkClient:
         """What Kafka's old preferred-replica-election tool writes; NodeExists is a
         StoreError (an election is already pending)."""
         try:
-            await self._session.op(lambda: self._zk.create_async(
-                PreferredReplicaElectionZNode.PATH, PreferredReplicaElectionZNode.encode(partitions), makepath=True))
+            await self._session.op(
+                lambda: self._zk.create_async(
+                    PreferredReplicaElectionZNode.PATH, PreferredReplicaElectionZNode.encode(partitions), makepath=True
+                )
+            )
         except NodeExistsError:
             raise StoreError("a preferred replica election is already in progress") from None
 
@@ -996,12 +1093,15 @@ class KafkaZkClient:
         return frozenset() if got is None else PreferredReplicaElectionZNode.decode(got[0])
 
     @_public
-    async def watch_preferred_replica_election(self, callback: Callable[[frozenset[TopicPartition]], None]
-                                               ) -> frozenset[TopicPartition]:
+    async def watch_preferred_replica_election(
+        self, callback: Callable[[frozenset[TopicPartition]], None]
+    ) -> frozenset[TopicPartition]:
         """The partitions asked for now (empty: none); callback(partitions) on each change."""
+
         async def read(watcher: KazooWatcher) -> frozenset[TopicPartition]:
             got = await self._session.get_watched(PreferredReplicaElectionZNode.PATH, watcher)
             return frozenset() if got is None else PreferredReplicaElectionZNode.decode(got[0])
+
         return (await self._session.watch(read, callback))[1]
 
     @_public
@@ -1009,6 +1109,7 @@ class KafkaZkClient:
         def build(tx: Any) -> None:
             self._fence(tx, controller_epoch_zk_version)
             tx.delete(PreferredReplicaElectionZNode.PATH)
+
         results = await self._session.commit(build)
         self._check_fence(results, controller_epoch_zk_version, tolerate=NoNodeError)
 
@@ -1031,8 +1132,9 @@ class KafkaZkClient:
                 raise StoreError("every producer id has been allocated")
             block = ProducerIdBlock(broker_id, start, start + size - 1)
             try:
-                await self._session.op(lambda: self._zk.set_async(path, ProducerIdBlockZNode.encode(block),
-                                                                   version=stat.version))
+                await self._session.op(
+                    lambda: self._zk.set_async(path, ProducerIdBlockZNode.encode(block), version=stat.version)
+                )
             except BadVersionError:
                 continue
             log.info("broker %d acquired producer ids %d..%d", broker_id, block.block_start, block.block_end)
@@ -1040,6 +1142,7 @@ class KafkaZkClient:
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _broker_ids(children: Iterable[str]) -> list[int]:
     ids = []
@@ -1067,6 +1170,7 @@ def _acl_change_decoder(literal: bool) -> Callable[[str, bytes], acl_store.Resou
             return ResourceType[kind], name, PatternType[pattern]
         except KeyError:
             return None
+
     return decode
 
 
@@ -1082,7 +1186,9 @@ def _gathered(results: dict[K, Any]) -> dict[K, Any]:
     """Results of gather(return_exceptions=True) over per-partition writes, which return
     BadVersion / NoSuchTopic as values: anything else that was raised (ControllerMoved
     first) propagates."""
-    raised = [v for v in results.values() if isinstance(v, BaseException) and not isinstance(v, (BadVersion, NoSuchTopic))]
+    raised = [
+        v for v in results.values() if isinstance(v, BaseException) and not isinstance(v, (BadVersion, NoSuchTopic))
+    ]
     for error in sorted(raised, key=lambda e: not isinstance(e, ControllerMoved)):
         raise error
     return results

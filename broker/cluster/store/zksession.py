@@ -42,6 +42,7 @@ ZooKeeper's own answers (kazoo's NoNodeError, NodeExistsError...) are raised as 
 for the caller to translate. kazoo is imported only here and in zkclient.py, and only a
 broker with `zookeeper.connect` imports them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -84,7 +85,7 @@ class ZnodeStat(Protocol):
     ephemeralOwner: int
 
 
-DEFAULT_SESSION_TIMEOUT_MS = 18000          # zookeeper.session.timeout.ms
+DEFAULT_SESSION_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms
 RETRY_BACKOFF_S = 0.02
 
 # kazoo's own reconnection: at once, then backing off to at most a second between tries
@@ -121,8 +122,13 @@ class Watch:
     one-shot kazoo watch; each firing re-reads (re-arming) on the loop, one read at a
     time, and hands new values to `callback`."""
 
-    def __init__(self, session: ZkSession, read: Callable[[KazooWatcher], Awaitable[Any]],
-                 callback: Callable[[Any], None], deliver_equal: bool = False):
+    def __init__(
+        self,
+        session: ZkSession,
+        read: Callable[[KazooWatcher], Awaitable[Any]],
+        callback: Callable[[Any], None],
+        deliver_equal: bool = False,
+    ):
         self._read = read
         self._callback = callback
         self._deliver_equal = deliver_equal
@@ -136,7 +142,7 @@ class Watch:
     async def arm(self) -> Any:
         self.last = await self._read(self._watcher)
         self._armed = True
-        if self._dirty:             # fired while arming: read again
+        if self._dirty:  # fired while arming: read again
             self.fired()
         return self.last
 
@@ -158,7 +164,7 @@ class Watch:
             try:
                 value = await self._read(self._watcher)
             except StoreUnavailable:
-                return              # re-armed by the next (re)connection
+                return  # re-armed by the next (re)connection
             except Exception:
                 log.exception("ZooKeeper watch: reading the new value failed")
                 return
@@ -171,20 +177,23 @@ class Watch:
                 log.exception("ZooKeeper watch callback failed")
 
 
-
 class ZkSession:
     """See the module docstring. `connect` is ZooKeeper's connect string with an
     optional chroot ('h1:2181,h2:2181/kb'); ValueError at once if it is malformed."""
 
-    def __init__(self, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 connection_timeout_ms: int | None = None):
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_timeout_ms: int | None = None,
+    ):
         self.connect = connect
         self.hosts, self.chroot = parse_connect_string(connect)
         self.session_timeout_ms = session_timeout_ms
-        self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None \
-            else session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None else session_timeout_ms
         self._kazoo: KazooClient | None = None
-        self._loop: asyncio.AbstractEventLoop        # start() binds it
+        self._loop: asyncio.AbstractEventLoop  # start() binds it
         self._connected = asyncio.Event()
         self._expired = False
         self._disconnected = False
@@ -219,8 +228,9 @@ class ZkSession:
         creates the chroot if missing."""
         self._loop = asyncio.get_running_loop()
         self._closing = False
-        self._kazoo = _kazoo_client(self.connect, self.session_timeout_ms / 1000,
-                                    connection_retry=dict(_CONNECTION_RETRY))
+        self._kazoo = _kazoo_client(
+            self.connect, self.session_timeout_ms / 1000, connection_retry=dict(_CONNECTION_RETRY)
+        )
         self._kazoo.add_listener(self._kazoo_state)
         self._kazoo.start_async()
         try:
@@ -229,8 +239,12 @@ class ZkSession:
             self._closing = True
             await self._stop_kazoo()
             raise StoreUnavailable(self._unavailable()) from None
-        log.info("connected to ZooKeeper at %s (session 0x%x, timeout %d ms)", self.connect,
-                 self.session_id or 0, self.session_timeout_ms)
+        log.info(
+            "connected to ZooKeeper at %s (session 0x%x, timeout %d ms)",
+            self.connect,
+            self.session_id or 0,
+            self.session_timeout_ms,
+        )
         if self.chroot and await self.op(lambda: self.kazoo.exists_async("/")) is None:
             await self._create_chroot()
 
@@ -251,21 +265,22 @@ class ZkSession:
         self._session_listeners.append(callback)
 
     def _unavailable(self) -> str:
-        return (f"ZooKeeper at {self.connect} is unreachable: no connection within "
-                f"{self.connection_timeout_ms} ms")
+        return f"ZooKeeper at {self.connect} is unreachable: no connection within {self.connection_timeout_ms} ms"
 
     async def _stop_kazoo(self) -> None:
         kazoo = self._kazoo
         if kazoo is None:
             return
 
-        def stop() -> None:       # joins kazoo's threads: never on the loop
+        def stop() -> None:  # joins kazoo's threads: never on the loop
             kazoo.stop()
             kazoo.close()
+
         await self._loop.run_in_executor(None, stop)
 
     async def _create_chroot(self) -> None:
         """Kafka creates a missing chroot with a client outside it, then uses it."""
+
         def create() -> None:
             outside = _kazoo_client(self.hosts, self.session_timeout_ms / 1000)
             try:
@@ -274,9 +289,10 @@ class ZkSession:
             finally:
                 outside.stop()
                 outside.close()
+
         try:
             await self._loop.run_in_executor(None, create)
-        except Exception as e:          # kazoo's timeout is not a KazooException
+        except Exception as e:  # kazoo's timeout is not a KazooException
             raise StoreUnavailable(f"{self._unavailable()} (creating chroot {self.chroot}: {e!r})") from e
         log.info("created ZooKeeper chroot %s", self.chroot)
 
@@ -285,7 +301,7 @@ class ZkSession:
         session_id = self.session_id
         try:
             self._loop.call_soon_threadsafe(self._state_changed, state, session_id)
-        except RuntimeError:        # the loop is closed: nothing left to tell
+        except RuntimeError:  # the loop is closed: nothing left to tell
             pass
 
     def _state_changed(self, state: str, session_id: int | None) -> None:
@@ -298,21 +314,23 @@ class ZkSession:
                 self._give_up = None
             if session_id:
                 self._own_session_ids.add(session_id)
-            event = SessionEvent.NEW_SESSION if self._expired else \
-                SessionEvent.RECONNECTED if self._disconnected else None
+            event = (
+                SessionEvent.NEW_SESSION if self._expired else SessionEvent.RECONNECTED if self._disconnected else None
+            )
             self._expired = self._disconnected = False
             if event is None:
                 return
             log.info("ZooKeeper %s (session 0x%x)", event.value, session_id or 0)
-            for w in self._watches:     # kazoo dropped every watch with the connection
+            for w in self._watches:  # kazoo dropped every watch with the connection
                 w.fired()
             self._emit(event)
             return
         self._connected.clear()
         if state == KazooState.SUSPENDED:
             self._disconnected = True
-            log.warning("ZooKeeper connection lost; waiting up to %d ms for it to come back",
-                        self.connection_timeout_ms)
+            log.warning(
+                "ZooKeeper connection lost; waiting up to %d ms for it to come back", self.connection_timeout_ms
+            )
             if self._give_up is None:
                 self._give_up = self._loop.call_later(self.connection_timeout_ms / 1000, self._fail_inflight)
             self._emit(SessionEvent.DISCONNECTED)
@@ -356,11 +374,12 @@ class ZkSession:
             else:
                 fut.set_exception(r.exception)
 
-        def done(r: Any) -> None:        # kazoo's callback thread
+        def done(r: Any) -> None:  # kazoo's callback thread
             try:
                 loop.call_soon_threadsafe(settle, r)
             except RuntimeError:
                 pass
+
         result.rawlink(done)
         return fut
 
@@ -368,11 +387,12 @@ class ZkSession:
         """A kazoo watch function that calls `fired` on the loop."""
         loop = self._loop
 
-        def watch(event: Any) -> None:   # kazoo's callback thread
+        def watch(event: Any) -> None:  # kazoo's callback thread
             try:
                 loop.call_soon_threadsafe(fired)
             except RuntimeError:
                 pass
+
         return watch
 
     @property
@@ -430,10 +450,12 @@ class ZkSession:
 
     async def commit(self, build: Callable[[Any], None]) -> list[Any]:
         """One multi-op; `build(transaction)` adds its ops (again on a retry)."""
+
         def request() -> Any:
             tx = self.kazoo.transaction()
             build(tx)
             return tx.commit_async()
+
         return cast("list[Any]", await self.op(request))
 
     async def exists(self, path: str) -> bool:
@@ -442,8 +464,9 @@ class ZkSession:
     async def ensure_path(self, path: str) -> None:
         await self.op(lambda: self.kazoo.ensure_path_async(path))
 
-    async def watch(self, read: Callable[[KazooWatcher], Awaitable[T]], callback: Callable[[T], None],
-                    deliver_equal: bool = False) -> tuple[Watch, T]:
+    async def watch(
+        self, read: Callable[[KazooWatcher], Awaitable[T]], callback: Callable[[T], None], deliver_equal: bool = False
+    ) -> tuple[Watch, T]:
         """Arms a watch: `read(watcher)` reads the value leaving `watcher` as kazoo's watch
         (get/get_watched/children take it); returns (the watch, the value now) and calls
         `callback` with each new value (see Watch), until `unwatch` or close."""
@@ -464,4 +487,3 @@ class ZkSession:
         """Whether `session_id` is one of this client's sessions, the current one or one
         that expired (its ephemeral nodes may outlive it for a moment)."""
         return session_id in self._own_session_ids
-

@@ -44,6 +44,7 @@ Invariants:
 A `partition state`'s zk version is Kafka's partition epoch: the controller and the
 leaders write it only with conditional updates (see zkclient.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -87,6 +88,7 @@ def _preview(data: bytes, limit: int = 120) -> str:
 
 
 # ---------------------------------------------------------------- JSON helpers
+
 
 def _dumps(value: Any) -> bytes:
     """Compact JSON as Kafka's Jackson writes it (no spaces, UTF-8)."""
@@ -210,6 +212,7 @@ def _encode_topic_partitions(partitions: Iterable[TopicPartition]) -> list[dict[
 
 # ---------------------------------------------------------------- connect string
 
+
 def parse_connect_string(connect: str) -> tuple[str, str | None]:
     """'h1:2181,h2:2181/kb' -> ('h1:2181,h2:2181', '/kb'); no chroot -> (hosts, None).
 
@@ -232,6 +235,7 @@ def parse_connect_string(connect: str) -> tuple[str, str | None]:
 
 
 # ---------------------------------------------------------------- value types
+
 
 @dataclass(frozen=True)
 class EndPoint:
@@ -313,6 +317,7 @@ class ProducerIdBlock:
 
 # ---------------------------------------------------------------- topic ids
 
+
 def encode_topic_id(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
     return uuid_text(topic_id)
@@ -324,6 +329,7 @@ def decode_topic_id(text: str) -> uuid.UUID:
 
 
 # ---------------------------------------------------------------- znodes
+
 
 class ClusterIdZNode:
     PATH = "/cluster/id"
@@ -342,8 +348,14 @@ class ControllerZNode:
 
     @staticmethod
     def encode(reg: ControllerRegistration) -> bytes:
-        return _dumps({"version": 2, "brokerid": reg.broker_id, "timestamp": str(reg.timestamp),
-                       "kraftControllerEpoch": reg.kraft_controller_epoch})
+        return _dumps(
+            {
+                "version": 2,
+                "brokerid": reg.broker_id,
+                "timestamp": str(reg.timestamp),
+                "kraftControllerEpoch": reg.kraft_controller_epoch,
+            }
+        )
 
     @staticmethod
     def decode(data: bytes | None) -> ControllerRegistration:
@@ -359,7 +371,7 @@ class ControllerEpochZNode:
     writes (the CheckOp of every partition state update)."""
 
     PATH = "/controller_epoch"
-    INITIAL_EPOCH = 0          # Kafka's KafkaController.InitialControllerEpoch
+    INITIAL_EPOCH = 0  # Kafka's KafkaController.InitialControllerEpoch
     INITIAL_EPOCH_ZK_VERSION = 0
 
     @staticmethod
@@ -433,8 +445,9 @@ class BrokerIdZNode:
         plaintext = next((e for e in reg.endpoints if e.security_protocol == "PLAINTEXT"), None)
         d: dict[str, Any] = {}
         if reg.version >= 5:
-            d["features"] = {name: {"min_version": lo, "max_version": hi}
-                             for name, (lo, hi) in sorted(reg.features.items())}
+            d["features"] = {
+                name: {"min_version": lo, "max_version": hi} for name, (lo, hi) in sorted(reg.features.items())
+            }
         if reg.version >= 4:
             d["listener_security_protocol_map"] = {e.listener_name: e.security_protocol for e in reg.endpoints}
         d["endpoints"] = [e.connection_string for e in reg.endpoints]
@@ -512,8 +525,10 @@ class TopicZNode:
         def lists(m: Mapping[int, Iterable[int]]) -> dict[str, list[int]]:
             return {str(p): list(r) for p, r in sorted(m.items())}
 
-        d: dict[str, Any] = {"removing_replicas": lists(assignment.removing_replicas),
-                             "partitions": lists(assignment.partitions)}
+        d: dict[str, Any] = {
+            "removing_replicas": lists(assignment.removing_replicas),
+            "partitions": lists(assignment.partitions),
+        }
         if assignment.topic_id is not None:
             d["topic_id"] = encode_topic_id(assignment.topic_id)
         d["adding_replicas"] = lists(assignment.adding_replicas)
@@ -538,8 +553,9 @@ class TopicZNode:
             m = o.child(key)
             return {_partition_key(m, p): m.int_list(p, 0) for p in m.obj}
 
-        return TopicAssignment(topic_id, replicas("partitions"), replicas("adding_replicas"),
-                               replicas("removing_replicas"))
+        return TopicAssignment(
+            topic_id, replicas("partitions"), replicas("adding_replicas"), replicas("removing_replicas")
+        )
 
 
 class TopicPartitionsZNode:
@@ -563,8 +579,13 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def encode(state: LeaderIsrState) -> bytes:
-        d: dict[str, Any] = {"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
-                             "leader_epoch": state.leader_epoch, "isr": list(state.isr)}
+        d: dict[str, Any] = {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
         if state.leader_recovery_state != LEADER_RECOVERY_RECOVERED:
             d["leader_recovery_state"] = state.leader_recovery_state
         return _dumps(d)
@@ -575,8 +596,13 @@ class TopicPartitionStateZNode:
         recovery = LEADER_RECOVERY_RECOVERED
         if o.has("leader_recovery_state"):
             recovery = o.int("leader_recovery_state", LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING)
-        return LeaderIsrState(o.int("leader", NO_LEADER), o.int("leader_epoch", 0), o.int_list("isr", 0),
-                              o.int("controller_epoch", 0), recovery)
+        return LeaderIsrState(
+            o.int("leader", NO_LEADER),
+            o.int("leader_epoch", 0),
+            o.int_list("isr", 0),
+            o.int("controller_epoch", 0),
+            recovery,
+        )
 
 
 class ConfigEntityTypeZNode:
@@ -616,8 +642,10 @@ class ConfigEntityZNode:
         """/config/<path> for a quota entity path: users/<u>, clients/<c> or
         users/<u>/clients/<c> (each name one segment)."""
         parts = path.split("/")
-        if not ((len(parts) == 2 and parts[0] in ("users", "clients"))
-                or (len(parts) == 4 and parts[0] == "users" and parts[2] == "clients")):
+        if not (
+            (len(parts) == 2 and parts[0] in ("users", "clients"))
+            or (len(parts) == 4 and parts[0] == "users" and parts[2] == "clients")
+        ):
             raise ValueError(f"{path!r} is not a user or client entity path")
         for name in parts[1::2]:
             _check_name(parts[0], name)
@@ -708,7 +736,9 @@ class LogDirEventNotificationSequenceZNode:
 
     @staticmethod
     def encode(broker_id: int) -> bytes:
-        return _dumps({"version": 1, "broker": broker_id, "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE})
+        return _dumps(
+            {"version": 1, "broker": broker_id, "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE}
+        )
 
     @staticmethod
     def decode(path: str, data: bytes | None) -> int:
@@ -743,15 +773,23 @@ class ReassignPartitionsZNode:
 
     @staticmethod
     def encode(reassignment: Mapping[TopicPartition, Iterable[int]]) -> bytes:
-        return _dumps({"version": 1, "partitions": [
-            {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
-            for tp, r in sorted(reassignment.items())]})
+        return _dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                    for tp, r in sorted(reassignment.items())
+                ],
+            }
+        )
 
     @staticmethod
     def decode(data: bytes | None) -> dict[TopicPartition, tuple[int, ...]]:
         o = _Obj.parse(ReassignPartitionsZNode.PATH, data)
-        return {TopicPartition(p.str("topic"), p.int("partition", 0)): p.int_list("replicas", 0)
-                for p in o.objects("partitions")}
+        return {
+            TopicPartition(p.str("topic"), p.int("partition", 0)): p.int_list("replicas", 0)
+            for p in o.objects("partitions")
+        }
 
 
 class PreferredReplicaElectionZNode:
@@ -773,8 +811,14 @@ class ProducerIdBlockZNode:
 
     @staticmethod
     def encode(block: ProducerIdBlock) -> bytes:
-        return _dumps({"version": 1, "broker": block.broker_id, "block_start": str(block.block_start),
-                       "block_end": str(block.block_end)})
+        return _dumps(
+            {
+                "version": 1,
+                "broker": block.broker_id,
+                "block_start": str(block.block_start),
+                "block_end": str(block.block_end),
+            }
+        )
 
     @staticmethod
     def decode(data: bytes | None) -> ProducerIdBlock:
@@ -786,6 +830,7 @@ class ProducerIdBlockZNode:
 
 
 # ---------------------------------------------------------------- ACLs (Kafka's AclAuthorizer in ZooKeeper)
+
 
 class AclZNodes:
     """/kafka-acl/<Type>/<name> (LITERAL) and /kafka-acl-extended/prefixed/<Type>/<name>
@@ -811,17 +856,27 @@ class AclZNodes:
 
     @staticmethod
     def encode(entries: Iterable[Mapping[str, str]]) -> bytes:
-        return _dumps({"version": 1, "acls": [
-            {"principal": e["principal"], "permissionType": e["permissionType"], "operation": e["operation"],
-             "host": e["host"]} for e in entries]})
+        return _dumps(
+            {
+                "version": 1,
+                "acls": [
+                    {
+                        "principal": e["principal"],
+                        "permissionType": e["permissionType"],
+                        "operation": e["operation"],
+                        "host": e["host"],
+                    }
+                    for e in entries
+                ],
+            }
+        )
 
     @staticmethod
     def decode(path: str, data: bytes | None) -> list[dict[str, str]]:
         if not data:
             return []
         o = _Obj.parse(path, data)
-        return [{k: e.str(k) for k in ("principal", "permissionType", "operation", "host")}
-                for e in o.objects("acls")]
+        return [{k: e.str(k) for k in ("principal", "permissionType", "operation", "host")} for e in o.objects("acls")]
 
     @staticmethod
     def change_path(pattern: str) -> str:
@@ -865,7 +920,7 @@ PERSISTENT_PATHS = (
 def sequence_number(name: str, prefix: str) -> int:
     """'config_change_0000000042' -> 42 (the suffix ZooKeeper appends to a sequential
     node). ValueError for any other name."""
-    digits = name[len(prefix):] if name.startswith(prefix) else ""
+    digits = name[len(prefix) :] if name.startswith(prefix) else ""
     if not digits.isascii() or not digits.isdigit():
         raise ValueError(f"{name!r} is not a {prefix}<sequence> node")
     return int(digits)

@@ -16,6 +16,7 @@ SchemaCompatibility applies it), protobuf.py and jsonschema.py (Confluent's Sche
 of each: differences found, then refused unless in the compatible set). Schemas of
 different types are never compatible.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,11 +33,14 @@ def backward(new: Any, old: Any, roles: tuple[str, str] = ("new", "old")) -> lis
         return ["Incompatible because of different schema type"]
     if new.schema_type == "AVRO":
         from broker.registry.compat.avro import reader_writer
+
         return reader_writer(new, old, roles)
     if new.schema_type == "PROTOBUF":
         from broker.registry.compat.protobuf import compare
+
         return compare(old, new, roles)
     from broker.registry.compat.jsonschema import compare as compare_json
+
     return compare_json(old, new, roles)
 
 

@@ -19,12 +19,18 @@ Confluent's registry runs:
 
 Messages are Confluent's: {errorType:'...', description:'...', additionalInfo:'...'}.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-_PROMOTIONS = {"long": ("int",), "float": ("int", "long"), "double": ("int", "long", "float"),
-               "string": ("bytes",), "bytes": ("string",)}
+_PROMOTIONS = {
+    "long": ("int",),
+    "float": ("int", "long"),
+    "double": ("int", "long", "float"),
+    "string": ("bytes",),
+    "bytes": ("string",),
+}
 _NAMED = ("record", "error", "enum", "fixed")
 
 
@@ -47,7 +53,7 @@ class _Checker:
         rt, wt = _kind(r), _kind(w)
         if rt in _NAMED and wt == rt:
             pair = (r["name"], w["name"])
-            if pair in self._seen:          # a recursive type: its pair is being checked already
+            if pair in self._seen:  # a recursive type: its pair is being checked already
                 return
             self._seen.add(pair)
         if wt == "union":
@@ -64,8 +70,7 @@ class _Checker:
         if rt != wt:
             if wt in _PROMOTIONS.get(rt, ()):
                 return
-            self._add("TYPE_MISMATCH", path, f"reader type: {rt.upper()} not compatible with writer type: "
-                                             f"{wt.upper()}")
+            self._add("TYPE_MISMATCH", path, f"reader type: {rt.upper()} not compatible with writer type: {wt.upper()}")
             return
         if rt in _NAMED and not _names_match(r, w):
             self._add("NAME_MISMATCH", f"{path}/name", f"expected: {w['name']}")
@@ -78,8 +83,7 @@ class _Checker:
                 self._add("MISSING_ENUM_SYMBOLS", f"{path}/symbols", "[" + ", ".join(missing) + "]")
         elif rt == "fixed":
             if r.get("size") != w.get("size"):
-                self._add("FIXED_SIZE_MISMATCH", f"{path}/size",
-                          f"expected: {w.get('size')}, found: {r.get('size')}")
+                self._add("FIXED_SIZE_MISMATCH", f"{path}/size", f"expected: {w.get('size')}, found: {r.get('size')}")
         elif rt == "array":
             self.check(r["items"], w["items"], f"{path}/items")
         elif rt == "map":
@@ -92,7 +96,9 @@ class _Checker:
             probe.check(branch, w, path)
             if not probe.problems:
                 return
-        self._add("MISSING_UNION_BRANCH", path, f"reader union lacking writer type: {_kind(_resolve(w, self.wn)).upper()}")
+        self._add(
+            "MISSING_UNION_BRANCH", path, f"reader union lacking writer type: {_kind(_resolve(w, self.wn)).upper()}"
+        )
 
     def _record(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
         writer_fields = {f["name"]: f for f in w.get("fields", [])}
@@ -111,16 +117,16 @@ class _Checker:
         new, old = self.roles
         descriptions = {
             "FIXED_SIZE_MISMATCH": f"The size of FIXED type field at path '{path}' in the {new} schema does not "
-                                   f"match with the {old} schema",
+            f"match with the {old} schema",
             "TYPE_MISMATCH": f"The type (path '{path}') of a field in the {new} schema does not match with the "
-                             f"{old} schema",
+            f"{old} schema",
             "NAME_MISMATCH": f"The name of the schema has changed (path '{path}')",
             "MISSING_ENUM_SYMBOLS": f"The {new} schema is missing enum symbols '{info}' at path '{path}' in the "
-                                    f"{old} schema",
+            f"{old} schema",
             "MISSING_UNION_BRANCH": f"The {new} schema is missing a type inside a union field at path '{path}' in "
-                                    f"the {old} schema",
+            f"the {old} schema",
             "READER_FIELD_MISSING_DEFAULT_VALUE": f"The field '{info}' at path '{path}' in the {new} schema has no "
-                                                  f"default value and is missing in the {old} schema",
+            f"default value and is missing in the {old} schema",
         }
         self.problems.append(f"{{errorType:'{kind}', description:'{descriptions[kind]}', additionalInfo:'{info}'}}")
 
@@ -129,7 +135,7 @@ def _resolve(s: Any, names: dict[str, Any]) -> Any:
     while isinstance(s, str) and s in names:
         s = names[s]
     if isinstance(s, dict) and s.get("type") not in _NAMED + ("array", "map") and "type" in s:
-        return _resolve(s["type"], names)          # a primitive with properties (logical types)
+        return _resolve(s["type"], names)  # a primitive with properties (logical types)
     return s
 
 

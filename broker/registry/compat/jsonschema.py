@@ -17,6 +17,7 @@ model (additionalProperties false) but not to an open one, unless its schema is 
 removed from an open one; a bound may be relaxed, never tightened; an enum extended,
 never narrowed; integer widened to number, never the reverse.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,33 +25,101 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-COMPATIBLE = frozenset({
-    "ID_CHANGED", "DESCRIPTION_CHANGED", "TITLE_CHANGED", "DEFAULT_CHANGED", "SCHEMA_REMOVED", "TYPE_EXTENDED",
-    "MAX_LENGTH_INCREASED", "MAX_LENGTH_REMOVED", "MIN_LENGTH_DECREASED", "MIN_LENGTH_REMOVED", "PATTERN_REMOVED",
-    "MAXIMUM_INCREASED", "MAXIMUM_REMOVED", "MINIMUM_DECREASED", "MINIMUM_REMOVED", "EXCLUSIVE_MAXIMUM_INCREASED",
-    "EXCLUSIVE_MAXIMUM_REMOVED", "EXCLUSIVE_MINIMUM_DECREASED", "EXCLUSIVE_MINIMUM_REMOVED", "MULTIPLE_OF_REDUCED",
-    "MULTIPLE_OF_REMOVED", "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED", "REQUIRED_ATTRIBUTE_REMOVED",
-    "DEPENDENCY_ARRAY_NARROWED", "DEPENDENCY_ARRAY_REMOVED", "DEPENDENCY_SCHEMA_REMOVED", "MAX_PROPERTIES_INCREASED",
-    "MAX_PROPERTIES_REMOVED", "MIN_PROPERTIES_DECREASED", "MIN_PROPERTIES_REMOVED", "ADDITIONAL_PROPERTIES_ADDED",
-    "ADDITIONAL_PROPERTIES_EXTENDED", "UNEVALUATED_PROPERTIES_ADDED", "UNEVALUATED_PROPERTIES_EXTENDED",
-    "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL",
-    "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
-    "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-    "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "MAX_ITEMS_INCREASED", "MAX_ITEMS_REMOVED",
-    "MIN_ITEMS_DECREASED", "MIN_ITEMS_REMOVED", "MAX_CONTAINS_INCREASED", "MAX_CONTAINS_REMOVED",
-    "MIN_CONTAINS_DECREASED", "MIN_CONTAINS_REMOVED", "UNIQUE_ITEMS_REMOVED", "ADDITIONAL_ITEMS_ADDED",
-    "ADDITIONAL_ITEMS_EXTENDED", "UNEVALUATED_ITEMS_ADDED", "UNEVALUATED_ITEMS_EXTENDED",
-    "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL",
-    "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL",
-    "ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-    "ENUM_ARRAY_EXTENDED", "COMBINED_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "SUM_TYPE_EXTENDED", "NOT_TYPE_NARROWED",
-})
+COMPATIBLE = frozenset(
+    {
+        "ID_CHANGED",
+        "DESCRIPTION_CHANGED",
+        "TITLE_CHANGED",
+        "DEFAULT_CHANGED",
+        "SCHEMA_REMOVED",
+        "TYPE_EXTENDED",
+        "MAX_LENGTH_INCREASED",
+        "MAX_LENGTH_REMOVED",
+        "MIN_LENGTH_DECREASED",
+        "MIN_LENGTH_REMOVED",
+        "PATTERN_REMOVED",
+        "MAXIMUM_INCREASED",
+        "MAXIMUM_REMOVED",
+        "MINIMUM_DECREASED",
+        "MINIMUM_REMOVED",
+        "EXCLUSIVE_MAXIMUM_INCREASED",
+        "EXCLUSIVE_MAXIMUM_REMOVED",
+        "EXCLUSIVE_MINIMUM_DECREASED",
+        "EXCLUSIVE_MINIMUM_REMOVED",
+        "MULTIPLE_OF_REDUCED",
+        "MULTIPLE_OF_REMOVED",
+        "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED",
+        "REQUIRED_ATTRIBUTE_REMOVED",
+        "DEPENDENCY_ARRAY_NARROWED",
+        "DEPENDENCY_ARRAY_REMOVED",
+        "DEPENDENCY_SCHEMA_REMOVED",
+        "MAX_PROPERTIES_INCREASED",
+        "MAX_PROPERTIES_REMOVED",
+        "MIN_PROPERTIES_DECREASED",
+        "MIN_PROPERTIES_REMOVED",
+        "ADDITIONAL_PROPERTIES_ADDED",
+        "ADDITIONAL_PROPERTIES_EXTENDED",
+        "UNEVALUATED_PROPERTIES_ADDED",
+        "UNEVALUATED_PROPERTIES_EXTENDED",
+        "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
+        "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL",
+        "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+        "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+        "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL",
+        "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+        "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+        "MAX_ITEMS_INCREASED",
+        "MAX_ITEMS_REMOVED",
+        "MIN_ITEMS_DECREASED",
+        "MIN_ITEMS_REMOVED",
+        "MAX_CONTAINS_INCREASED",
+        "MAX_CONTAINS_REMOVED",
+        "MIN_CONTAINS_DECREASED",
+        "MIN_CONTAINS_REMOVED",
+        "UNIQUE_ITEMS_REMOVED",
+        "ADDITIONAL_ITEMS_ADDED",
+        "ADDITIONAL_ITEMS_EXTENDED",
+        "UNEVALUATED_ITEMS_ADDED",
+        "UNEVALUATED_ITEMS_EXTENDED",
+        "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
+        "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL",
+        "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+        "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL",
+        "ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+        "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+        "ENUM_ARRAY_EXTENDED",
+        "COMBINED_TYPE_EXTENDED",
+        "PRODUCT_TYPE_NARROWED",
+        "SUM_TYPE_EXTENDED",
+        "NOT_TYPE_NARROWED",
+    }
+)
 
-_OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "dependencies",
-                "dependentRequired", "dependentSchemas", "minProperties", "maxProperties", "unevaluatedProperties",
-                "propertyNames")
-_ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
-               "unevaluatedItems", "minContains", "maxContains")
+_OBJECT_KEYS = (
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+)
+_ARRAY_KEYS = (
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "contains",
+    "unevaluatedItems",
+    "minContains",
+    "maxContains",
+)
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 
@@ -92,11 +161,13 @@ class Loader:
     def __init__(self, schema: Any):
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT7
+
         root = schema.document
         self.root_uri = root.get("$id", "urn:kbroker:schema") if isinstance(root, dict) else "urn:kbroker:schema"
         spec = DRAFT7
-        resources = [(name, Resource.from_contents(doc, default_specification=spec))
-                     for name, doc in schema.documents.items()]
+        resources = [
+            (name, Resource.from_contents(doc, default_specification=spec)) for name, doc in schema.documents.items()
+        ]
         resources.append((self.root_uri, Resource.from_contents(root, default_specification=spec)))
         self.registry = Registry().with_resources(resources)
         self._cache: dict[int, Any] = {}
@@ -130,6 +201,7 @@ class Loader:
                     raise ValueError(f"Unresolved $ref '{ref}'") from exc
                 target = self.load(resolved.contents, resolved.resolver)
                 return target.get() if isinstance(target, _Ref) else target
+
             return _Ref(follow)
         parts: list[Any] = []
         types = node.get("type")
@@ -142,8 +214,12 @@ class Loader:
         elif isinstance(types, str):
             parts.append(self._typed(types, node, resolver))
         else:
-            for kind, keys in (("object", _OBJECT_KEYS), ("array", _ARRAY_KEYS), ("string", _STRING_KEYS),
-                               ("number", _NUMBER_KEYS)):
+            for kind, keys in (
+                ("object", _OBJECT_KEYS),
+                ("array", _ARRAY_KEYS),
+                ("string", _STRING_KEYS),
+                ("number", _NUMBER_KEYS),
+            ):
                 if any(k in node for k in keys):
                     parts.append(self._typed(kind, node, resolver, inferred=True))
         if "enum" in node and isinstance(node["enum"], list):
@@ -152,8 +228,14 @@ class Loader:
             parts.append(S("const", node, value=node["const"]))
         for criterion in ("allOf", "anyOf", "oneOf"):
             if isinstance(node.get(criterion), list):
-                parts.append(S("combined", node, criterion=criterion,
-                               subschemas=[self.load(x, resolver) for x in node[criterion]]))
+                parts.append(
+                    S(
+                        "combined",
+                        node,
+                        criterion=criterion,
+                        subschemas=[self.load(x, resolver) for x in node[criterion]],
+                    )
+                )
         if "not" in node:
             parts.append(S("not", node, schema=self.load(node["not"], resolver)))
         if not parts:
@@ -166,47 +248,73 @@ class Loader:
         load = self.load
         if kind in ("integer", "number"):
             excl_max, excl_min = node.get("exclusiveMaximum"), node.get("exclusiveMinimum")
-            return S("number", node, integer=kind == "integer", maximum=node.get("maximum") if excl_max is not True
-                     else None, minimum=node.get("minimum") if excl_min is not True else None,
-                     exclusiveMaximum=node.get("maximum") if excl_max is True else
-                     excl_max if not isinstance(excl_max, bool) else None,
-                     exclusiveMinimum=node.get("minimum") if excl_min is True else
-                     excl_min if not isinstance(excl_min, bool) else None,
-                     multipleOf=node.get("multipleOf"))
+            return S(
+                "number",
+                node,
+                integer=kind == "integer",
+                maximum=node.get("maximum") if excl_max is not True else None,
+                minimum=node.get("minimum") if excl_min is not True else None,
+                exclusiveMaximum=node.get("maximum")
+                if excl_max is True
+                else excl_max
+                if not isinstance(excl_max, bool)
+                else None,
+                exclusiveMinimum=node.get("minimum")
+                if excl_min is True
+                else excl_min
+                if not isinstance(excl_min, bool)
+                else None,
+                multipleOf=node.get("multipleOf"),
+            )
         if kind == "string":
-            return S("string", node, minLength=node.get("minLength"), maxLength=node.get("maxLength"),
-                     pattern=node.get("pattern"))
+            return S(
+                "string",
+                node,
+                minLength=node.get("minLength"),
+                maxLength=node.get("maxLength"),
+                pattern=node.get("pattern"),
+            )
         if kind == "object":
             additional = node.get("additionalProperties", True)
-            deps = {**(node.get("dependencies") or {}), **(node.get("dependentRequired") or {}),
-                    **(node.get("dependentSchemas") or {})}
+            deps = {
+                **(node.get("dependencies") or {}),
+                **(node.get("dependentRequired") or {}),
+                **(node.get("dependentSchemas") or {}),
+            }
             uneval = node.get("unevaluatedProperties")
-            return S("object", node,
-                     properties={k: load(v, resolver) for k, v in (node.get("properties") or {}).items()},
-                     required=set(node.get("required") or ()),
-                     permits_additional=additional is not False,
-                     additional=load(additional, resolver) if isinstance(additional, dict) and additional else None,
-                     pattern_properties=[(p, load(v, resolver)) for p, v in
-                                         (node.get("patternProperties") or {}).items()],
-                     property_deps={k: set(v) for k, v in deps.items() if isinstance(v, list)},
-                     schema_deps={k: load(v, resolver) for k, v in deps.items() if not isinstance(v, list)},
-                     minProperties=node.get("minProperties"), maxProperties=node.get("maxProperties"),
-                     unevaluated=None if uneval is None else load(uneval, resolver))
+            return S(
+                "object",
+                node,
+                properties={k: load(v, resolver) for k, v in (node.get("properties") or {}).items()},
+                required=set(node.get("required") or ()),
+                permits_additional=additional is not False,
+                additional=load(additional, resolver) if isinstance(additional, dict) and additional else None,
+                pattern_properties=[(p, load(v, resolver)) for p, v in (node.get("patternProperties") or {}).items()],
+                property_deps={k: set(v) for k, v in deps.items() if isinstance(v, list)},
+                schema_deps={k: load(v, resolver) for k, v in deps.items() if not isinstance(v, list)},
+                minProperties=node.get("minProperties"),
+                maxProperties=node.get("maxProperties"),
+                unevaluated=None if uneval is None else load(uneval, resolver),
+            )
         if kind == "array":
             items, prefix = node.get("items"), node.get("prefixItems")
             tuple_items = prefix if isinstance(prefix, list) else items if isinstance(items, list) else None
             additional = items if isinstance(prefix, list) and "items" in node else node.get("additionalItems", True)
             uneval = node.get("unevaluatedItems")
-            return S("array", node,
-                     all_items=load(items, resolver) if isinstance(items, (dict, bool)) and tuple_items is None
-                     else None,
-                     item_schemas=None if tuple_items is None else [load(x, resolver) for x in tuple_items],
-                     permits_additional=additional is not False,
-                     additional=load(additional, resolver) if isinstance(additional, dict) and additional else None,
-                     minItems=node.get("minItems"), maxItems=node.get("maxItems"),
-                     unique=bool(node.get("uniqueItems")), minContains=node.get("minContains"),
-                     maxContains=node.get("maxContains"),
-                     unevaluated=None if uneval is None else load(uneval, resolver))
+            return S(
+                "array",
+                node,
+                all_items=load(items, resolver) if isinstance(items, (dict, bool)) and tuple_items is None else None,
+                item_schemas=None if tuple_items is None else [load(x, resolver) for x in tuple_items],
+                permits_additional=additional is not False,
+                additional=load(additional, resolver) if isinstance(additional, dict) and additional else None,
+                minItems=node.get("minItems"),
+                maxItems=node.get("maxItems"),
+                unique=bool(node.get("uniqueItems")),
+                minContains=node.get("minContains"),
+                maxContains=node.get("maxContains"),
+                unevaluated=None if uneval is None else load(uneval, resolver),
+            )
         if kind in ("boolean", "null"):
             return S(kind, node)
         return S("empty", node)
@@ -215,6 +323,7 @@ class Loader:
 def _resource(node: dict[str, Any]) -> Any:
     from referencing import Resource
     from referencing.jsonschema import DRAFT7
+
     return Resource.from_contents(node, default_specification=DRAFT7)
 
 
@@ -230,7 +339,7 @@ def check_refs(schema: Any) -> None:
             return
         seen.add(id(s))
         for v in s.a.values():
-            for x in (v if isinstance(v, list) else v.values() if isinstance(v, dict) else [v]):
+            for x in v if isinstance(v, list) else v.values() if isinstance(v, dict) else [v]:
                 if isinstance(x, tuple):
                     x = x[1]
                 if isinstance(x, (S, _Ref)):
@@ -248,9 +357,12 @@ def compare(original: Any, update: Any, roles: tuple[str, str] = ("new", "old"))
     except ValueError as exc:
         return [str(exc)]
     new, old = roles
-    return [f'{{errorType:"{kind}", description:"The {new} schema differs from the {old} schema at path '
-            f"'{path}': {kind.lower().replace('_', ' ')}\"}}"
-            for kind, path in ctx.differences if kind not in COMPATIBLE]
+    return [
+        f'{{errorType:"{kind}", description:"The {new} schema differs from the {old} schema at path '
+        f"'{path}': {kind.lower().replace('_', ' ')}\"}}"
+        for kind, path in ctx.differences
+        if kind not in COMPATIBLE
+    ]
 
 
 class _Context:
@@ -291,7 +403,7 @@ class _Context:
         if isinstance(u, _Ref):
             u = u.get()
         key = (id(o), id(u))
-        if key in self.in_progress:         # a recursive pair: assumed compatible while it is compared
+        if key in self.in_progress:  # a recursive pair: assumed compatible while it is compared
             return
         self.in_progress.add(key)
         try:
@@ -395,8 +507,10 @@ class _Context:
     def _enum(self, o: dict[str, Any], u: dict[str, Any]) -> None:
         ov, uv = _keys(o["values"]), _keys(u["values"])
         if ov != uv:
-            self.add("ENUM_ARRAY_EXTENDED" if uv >= ov else "ENUM_ARRAY_NARROWED" if ov >= uv
-                     else "ENUM_ARRAY_CHANGED", "enum")
+            self.add(
+                "ENUM_ARRAY_EXTENDED" if uv >= ov else "ENUM_ARRAY_NARROWED" if ov >= uv else "ENUM_ARRAY_CHANGED",
+                "enum",
+            )
 
     def _const(self, o: dict[str, Any], u: dict[str, Any]) -> None:
         if _key(o["value"]) != _key(u["value"]):
@@ -411,8 +525,12 @@ class _Context:
         oc, uc = o["criterion"], u["criterion"]
         o_subs, u_subs = _dedupe(o["subschemas"]), _dedupe(u["subschemas"])
         if oc != uc:
-            if uc == "anyOf" or (len(o_subs) == 1 and len(u_subs) == 1) or (len(o_subs) == 1 and uc == "oneOf") \
-                    or (len(u_subs) == 1 and oc == "allOf"):
+            if (
+                uc == "anyOf"
+                or (len(o_subs) == 1 and len(u_subs) == 1)
+                or (len(o_subs) == 1 and uc == "oneOf")
+                or (len(u_subs) == 1 and oc == "allOf")
+            ):
                 self.add("COMBINED_TYPE_EXTENDED")
             else:
                 self.add("COMBINED_TYPE_CHANGED")
@@ -441,8 +559,13 @@ class _Context:
                 if was and not now:
                     self.add("REQUIRED_ATTRIBUTE_REMOVED", "required", name)
                 elif now and not was:
-                    self.add("REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if _has_default(u["properties"][name])
-                             else "REQUIRED_ATTRIBUTE_ADDED", "required", name)
+                    self.add(
+                        "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED"
+                        if _has_default(u["properties"][name])
+                        else "REQUIRED_ATTRIBUTE_ADDED",
+                        "required",
+                        name,
+                    )
         for name in sorted(set(o["properties"]) | set(u["properties"])):
             here = self.at("properties", name)
             os_, us = o["properties"].get(name), u["properties"].get(name)
@@ -455,19 +578,28 @@ class _Context:
                         c = self.sub("properties", name)
                         c.compare(os_, partial)
                         self.extend(c)
-                        here.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if c.compatible
-                                 else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                        here.add(
+                            "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                            if c.compatible
+                            else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                        )
                     else:
-                        here.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL" if _kind(os_) == "false"
-                                 else "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+                        here.add(
+                            "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL"
+                            if _kind(os_) == "false"
+                            else "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"
+                        )
             elif os_ is None:
                 required = name in u["required"]
                 if _open(o):
                     if _kind(us) == "empty":
                         here.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL")
                     elif required:
-                        here.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL" if _has_default(us)
-                                 else "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
+                        here.add(
+                            "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
+                            if _has_default(us)
+                            else "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+                        )
                     else:
                         here.add("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
                 else:
@@ -476,11 +608,17 @@ class _Context:
                         c = self.sub("properties", name)
                         c.compare(partial, us)
                         self.extend(c)
-                        here.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if c.compatible
-                                 else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                        here.add(
+                            "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                            if c.compatible
+                            else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                        )
                     if required:
-                        here.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL" if _has_default(us)
-                                 else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
+                        here.add(
+                            "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
+                            if _has_default(us)
+                            else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
+                        )
                     else:
                         here.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
             else:
@@ -493,8 +631,14 @@ class _Context:
             elif od is None:
                 deps.add("DEPENDENCY_ARRAY_ADDED", name)
             elif od != ud:
-                deps.add("DEPENDENCY_ARRAY_EXTENDED" if ud >= od else "DEPENDENCY_ARRAY_NARROWED" if od >= ud
-                         else "DEPENDENCY_ARRAY_CHANGED", name)
+                deps.add(
+                    "DEPENDENCY_ARRAY_EXTENDED"
+                    if ud >= od
+                    else "DEPENDENCY_ARRAY_NARROWED"
+                    if od >= ud
+                    else "DEPENDENCY_ARRAY_CHANGED",
+                    name,
+                )
         for name in sorted(set(o["schema_deps"]) | set(u["schema_deps"])):
             od, ud = o["schema_deps"].get(name), u["schema_deps"].get(name)
             if ud is None:
@@ -554,21 +698,33 @@ class _Context:
                     c = self.sub(f"items/{i}")
                     c.compare(o_items[i], u["additional"])
                     self.extend(c)
-                    here.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if c.compatible
-                             else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                    here.add(
+                        "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                        if c.compatible
+                        else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                    )
                 else:
-                    here.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL" if _kind(o_items[i]) == "false"
-                             else "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+                    here.add(
+                        "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL"
+                        if _kind(o_items[i]) == "false"
+                        else "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"
+                    )
             else:
                 if _open_items(o):
-                    here.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL" if _kind(u_items[i]) == "empty"
-                             else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL")
+                    here.add(
+                        "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
+                        if _kind(u_items[i]) == "empty"
+                        else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL"
+                    )
                 elif o["additional"] is not None:
                     c = self.sub(f"items/{i}")
                     c.compare(o["additional"], u_items[i])
                     self.extend(c)
-                    here.add("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if c.compatible
-                             else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                    here.add(
+                        "ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                        if c.compatible
+                        else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                    )
                 else:
                     here.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
         self._additional("ITEMS", o, u, "additionalItems")
@@ -628,6 +784,7 @@ def _open_items(a: dict[str, Any]) -> bool:
 
 def _multiple(a: Any, b: Any) -> bool:
     from decimal import Decimal, InvalidOperation
+
     try:
         return Decimal(str(a)) % Decimal(str(b)) == 0
     except (InvalidOperation, ZeroDivisionError):

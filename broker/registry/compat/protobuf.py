@@ -18,40 +18,69 @@ oneof member and a map have none, as in Wire's syntax tree that Confluent compar
 A field whose message type is compared in depth is incompatible when that type's
 changes are.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-COMPATIBLE = frozenset({
-    "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED", "ENUM_CONST_ADDED", "ENUM_CONST_CHANGED",
-    "ENUM_CONST_REMOVED", "FIELD_ADDED", "FIELD_REMOVED", "FIELD_NAME_CHANGED",
-    "FIELD_STRING_OR_BYTES_LABEL_CHANGED", "ONEOF_ADDED", "ONEOF_REMOVED", "ONEOF_FIELD_ADDED",
-    "ONEOF_FIELD_MOVED_TO_TOP_LEVEL",
-})
+COMPATIBLE = frozenset(
+    {
+        "MESSAGE_ADDED",
+        "MESSAGE_MOVED",
+        "ENUM_ADDED",
+        "ENUM_REMOVED",
+        "ENUM_CONST_ADDED",
+        "ENUM_CONST_CHANGED",
+        "ENUM_CONST_REMOVED",
+        "FIELD_ADDED",
+        "FIELD_REMOVED",
+        "FIELD_NAME_CHANGED",
+        "FIELD_STRING_OR_BYTES_LABEL_CHANGED",
+        "ONEOF_ADDED",
+        "ONEOF_REMOVED",
+        "ONEOF_FIELD_ADDED",
+        "ONEOF_FIELD_MOVED_TO_TOP_LEVEL",
+    }
+)
 
 _DESCRIPTIONS = {
     "PACKAGE_CHANGED": "The package at '{path}' in the {new} schema does not match the package in the {old} schema",
     "MESSAGE_REMOVED": "The {new} schema is missing a MESSAGE type at path '{path}' in the {old} schema",
     "FIELD_KIND_CHANGED": "The type of a field at path '{path}' in the {new} schema does not match the {old} schema",
     "FIELD_SCALAR_KIND_CHANGED": "The kind of a SCALAR field at path '{path}' in the {new} schema does not match "
-                                 "its kind in the {old} schema",
+    "its kind in the {old} schema",
     "FIELD_NAMED_TYPE_CHANGED": "The type of a MESSAGE field at path '{path}' in the {new} schema does not match "
-                                "its type in the {old} schema",
+    "its type in the {old} schema",
     "FIELD_NUMERIC_LABEL_CHANGED": "The label for a NUMERIC field at path '{path}' in the {new} schema does not "
-                                   "match its label in the {old} schema",
+    "match its label in the {old} schema",
     "REQUIRED_FIELD_ADDED": "A required field  at path '{path}' in the {new} schema is missing in the {old} schema",
     "REQUIRED_FIELD_REMOVED": "The {new} schema is missing a required field at path: '{path}' in the {old} schema",
     "ONEOF_FIELD_REMOVED": "The {new} schema is missing a oneof field at path '{path}' in the {old} schema",
     "MULTIPLE_FIELDS_MOVED_TO_ONEOF": "Multiple fields in the oneof at path '{path}' in the {new} schema are "
-                                      "outside a oneof in the {old} schema",
+    "outside a oneof in the {old} schema",
     "FIELD_MOVED_TO_EXISTING_ONEOF": "A field in the oneof at path '{path}' in the {new} schema is outside an "
-                                     "existing oneof in the {old} schema",
+    "existing oneof in the {old} schema",
 }
 
 _GENERAL = "GENERAL_NUMBER"
-_SCALAR_KINDS = {5: _GENERAL, 3: _GENERAL, 13: _GENERAL, 4: _GENERAL, 8: _GENERAL, 14: _GENERAL,
-                 17: "SIGNED_NUMBER", 18: "SIGNED_NUMBER", 9: "STRING_OR_BYTES", 12: "STRING_OR_BYTES",
-                 7: "FIXED32", 15: "FIXED32", 6: "FIXED64", 16: "FIXED64", 2: "FLOAT", 1: "DOUBLE"}
+_SCALAR_KINDS = {
+    5: _GENERAL,
+    3: _GENERAL,
+    13: _GENERAL,
+    4: _GENERAL,
+    8: _GENERAL,
+    14: _GENERAL,
+    17: "SIGNED_NUMBER",
+    18: "SIGNED_NUMBER",
+    9: "STRING_OR_BYTES",
+    12: "STRING_OR_BYTES",
+    7: "FIXED32",
+    15: "FIXED32",
+    6: "FIXED64",
+    16: "FIXED64",
+    2: "FLOAT",
+    1: "DOUBLE",
+}
 _NUMERIC = {_GENERAL, "SIGNED_NUMBER", "FIXED32", "FIXED64", "FLOAT", "DOUBLE"}
 _MESSAGE, _GROUP, _ENUM = 11, 10, 14
 
@@ -61,8 +90,11 @@ def compare(original: Any, update: Any, roles: tuple[str, str] = ("new", "old"))
     ctx = _Context(_types(original), _types(update))
     ctx.compare_files(original.file, update.file)
     new, old = roles
-    return [f'{{errorType:"{kind}", description:"{_DESCRIPTIONS.get(kind, "").format(path=path, new=new, old=old)}"}}'
-            for kind, path in ctx.differences if kind not in COMPATIBLE]
+    return [
+        f'{{errorType:"{kind}", description:"{_DESCRIPTIONS.get(kind, "").format(path=path, new=new, old=old)}"}}'
+        for kind, path in ctx.differences
+        if kind not in COMPATIBLE
+    ]
 
 
 _Types = dict[str, tuple[Any, str, bool, bool]]
@@ -104,8 +136,9 @@ class _Context:
             self.add("PACKAGE_CHANGED")
         o_scope = f".{original.package}" if original.package else ""
         u_scope = f".{update.package}" if update.package else ""
-        self.compare_types(original.message_type, original.enum_type, o_scope,
-                           update.message_type, update.enum_type, u_scope)
+        self.compare_types(
+            original.message_type, original.enum_type, o_scope, update.message_type, update.enum_type, u_scope
+        )
 
     def compare_types(self, o_msgs: Any, o_enums: Any, o_scope: str, u_msgs: Any, u_enums: Any, u_scope: str) -> None:
         o_list = [m for m in o_msgs if not m.options.map_entry]
@@ -157,8 +190,7 @@ class _Context:
     def _compare_fields(self, o: Any, u: Any, o_proto3: bool, u_proto3: bool) -> None:
         o_by, o_oneof, o_oneofs = _collect(o)
         u_by, u_oneof, u_oneofs = _collect(u)
-        deleted = {name for name, tags in o_oneofs.items()
-                   if name not in u_oneofs and not any(t in u_by for t in tags)}
+        deleted = {name for name, tags in o_oneofs.items() if name not in u_oneofs and not any(t in u_by for t in tags)}
         for name, tags in u_oneofs.items():
             origins = set()
             moved_in = 0
@@ -182,8 +214,9 @@ class _Context:
                     if o_oneof[tag] not in deleted:
                         self.add("ONEOF_FIELD_REMOVED", o_oneof[tag], str(tag))
                 else:
-                    self.add("REQUIRED_FIELD_REMOVED" if of is not None and of.label == 2 else "FIELD_REMOVED",
-                             str(tag))
+                    self.add(
+                        "REQUIRED_FIELD_REMOVED" if of is not None and of.label == 2 else "FIELD_REMOVED", str(tag)
+                    )
             elif of is None:
                 if tag in u_oneof:
                     self.add("ONEOF_FIELD_ADDED", u_oneof[tag], str(tag))
@@ -196,9 +229,13 @@ class _Context:
                 self.path.extend(extra)
                 if of.name != uf.name:
                     self.add("FIELD_NAME_CHANGED")
-                self._labels_and_types(_label(of, tag in o_oneof, o_proto3, self.original),
-                                       _label(uf, tag in u_oneof, u_proto3, self.update), of, uf)
-                del self.path[-len(extra):]
+                self._labels_and_types(
+                    _label(of, tag in o_oneof, o_proto3, self.original),
+                    _label(uf, tag in u_oneof, u_proto3, self.update),
+                    of,
+                    uf,
+                )
+                del self.path[-len(extra) :]
 
     def _labels_and_types(self, o_label: int | None, u_label: int | None, o: Any, u: Any) -> None:
         o_kind, u_kind = self._kind(o, self.original), self._kind(u, self.update)
@@ -282,7 +319,7 @@ def _label(fd: Any, in_oneof: bool, proto3: bool, types: _Types) -> int | None:
     if fd.type == _MESSAGE and fd.label == 3:
         info = types.get(fd.type_name)
         if info is not None and info[2]:
-            return None                 # a map
+            return None  # a map
     if fd.label == 1 and not fd.proto3_optional and proto3:
         return None
     return int(fd.label)
@@ -290,4 +327,4 @@ def _label(fd: Any, in_oneof: bool, proto3: bool, types: _Types) -> int | None:
 
 def _local(full: str, package: str) -> str:
     prefix = f".{package}." if package else "."
-    return full[len(prefix):] if full.startswith(prefix) else full.lstrip(".")
+    return full[len(prefix) :] if full.startswith(prefix) else full.lstrip(".")

@@ -19,6 +19,7 @@ libraries that own each format: fastavro (Avro), protoc itself as grpcio-tools b
 (Protobuf .proto text, parsed in-process; see protobuf.py), jsonschema (JSON Schema's
 meta-schemas).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 AVRO = "AVRO"
 PROTOBUF = "PROTOBUF"
 JSON = "JSON"
-SCHEMA_TYPES = (JSON, PROTOBUF, AVRO)          # the order Confluent's GET /schemas/types answers
+SCHEMA_TYPES = (JSON, PROTOBUF, AVRO)  # the order Confluent's GET /schemas/types answers
 
 
 class InvalidSchema(ValueError):
@@ -64,12 +65,15 @@ def parse(schema_type: str, text: str, references: Sequence[Resolved] = ()) -> A
         raise InvalidSchema("Invalid schema: the schema is not a string")
     if schema_type == AVRO:
         from broker.registry.formats.avro import parse_avro
+
         return parse_avro(text, references)
     if schema_type == PROTOBUF:
         from broker.registry.formats.protobuf import parse_protobuf
+
         return parse_protobuf(text, references)
     if schema_type == JSON:
         from broker.registry.formats.jsonschema import parse_json
+
         return parse_json(text, references)
     raise InvalidSchema(f"Invalid schema type {schema_type}")
 

@@ -12,6 +12,7 @@ another.
 `AvroSchema.named` every named type it and its references define, by full name: the
 compatibility rules (compat/avro.py) and a decoder of framed records work from them.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,6 +67,7 @@ class AvroSchema:
 def parse_avro(text: str, references: Sequence[Resolved] = ()) -> AvroSchema:
     import fastavro
     from fastavro.schema import SchemaParseException, UnknownType
+
     named: dict[str, Any] = {}
     try:
         for ref in flatten(references):

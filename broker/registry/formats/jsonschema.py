@@ -7,6 +7,7 @@ the document's `$schema` (draft 4, 6, 7, 2019-09, 2020-12), draft 7 when it name
 A reference's name is the URI a `$ref` reaches it by; `JsonSchema.resolve(uri)` finds a
 referenced document (for the compatibility rules, compat/jsonschema.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,10 @@ class JsonSchema:
         import jsonschema
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT7
-        resources = [(name, Resource.from_contents(doc, default_specification=DRAFT7))
-                     for name, doc in self.documents.items()]
+
+        resources = [
+            (name, Resource.from_contents(doc, default_specification=DRAFT7)) for name, doc in self.documents.items()
+        ]
         cls = jsonschema.validators.validator_for(self.document, default=jsonschema.Draft7Validator)
         return cls(self.document, registry=Registry().with_resources(resources))
 
@@ -67,10 +70,14 @@ def _loads(text: str, what: str) -> Any:
 
 def _check(document: Any) -> Any:
     import jsonschema
+
     if not isinstance(document, (dict, bool)):
         raise InvalidSchema("Invalid schema: a JSON schema is an object or a boolean")
-    cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator) \
-        if isinstance(document, dict) else jsonschema.Draft7Validator
+    cls = (
+        jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
+        if isinstance(document, dict)
+        else jsonschema.Draft7Validator
+    )
     try:
         cls.check_schema(document)
     except jsonschema.SchemaError as exc:

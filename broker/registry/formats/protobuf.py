@@ -29,6 +29,7 @@ references', the well-known types'), by name, in dependency order: the compatibi
 rules (compat/protobuf.py) and a decoder of framed records (message indexes) work from
 them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,7 +47,7 @@ from broker.registry.formats import PROTOBUF, InvalidSchema, Resolved, flatten
 #: the name the schema's own file has in its FileDescriptorProto (Confluent's DEFAULT_NAME)
 DEFAULT_NAME = "default"
 _MAIN = "__schema__.proto"
-_lock = threading.Lock()          # protoc's parser keeps process-wide state: one parse at a time
+_lock = threading.Lock()  # protoc's parser keeps process-wide state: one parse at a time
 
 
 class ProtobufSchema:
@@ -115,6 +116,7 @@ def _descriptor_bytes(text: str) -> bytes | None:
 def _from_descriptor(data: bytes, refs: list[Resolved], references: Sequence[Resolved]) -> ProtobufSchema:
     from google.protobuf import descriptor_pb2, descriptor_pool
     from google.protobuf.message import DecodeError
+
     fdp = descriptor_pb2.FileDescriptorProto()
     try:
         fdp.ParseFromString(data)
@@ -140,7 +142,7 @@ def _from_descriptor(data: bytes, refs: list[Resolved], references: Sequence[Res
             pool.Add(f)
         pool.Add(fdp)
         pool.FindFileByName(fdp.name)
-    except Exception as exc:        # the pool's own words: TypeError, KeyError ...
+    except Exception as exc:  # the pool's own words: TypeError, KeyError ...
         raise InvalidSchema(f"Invalid schema: {exc}") from None
     fdp.name = DEFAULT_NAME
     return ProtobufSchema(fdp, files, None, references)
@@ -176,6 +178,7 @@ def _write(root: str, name: str, text: str) -> None:
 
 def _include_dir() -> str:
     import grpc_tools
+
     return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
 
 
@@ -183,6 +186,7 @@ def _run_protoc(root: str) -> dict[str, Any]:
     """Every file protoc parsed (the schema's and its imports'), by name, in dependency order."""
     from google.protobuf import descriptor_pb2
     from grpc_tools import _protoc_compiler
+
     with _lock:
         try:
             generated = _protoc_compiler.get_protos(_MAIN.encode(), [root.encode(), _include_dir().encode()])
@@ -212,8 +216,12 @@ def _serialized_file(code: bytes, module_name: bytes) -> bytes:
     AddSerializedFile call), read as a literal, never run."""
     tree = ast.parse(code)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "AddSerializedFile" and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "AddSerializedFile"
+            and node.args
+        ):
             value = ast.literal_eval(node.args[0])
             if isinstance(value, bytes):
                 return value
@@ -223,9 +231,24 @@ def _serialized_file(code: bytes, module_name: bytes) -> bytes:
 # ---------------------------------------------------------------------------- printing
 
 _LABELS = {1: "optional", 2: "required", 3: "repeated"}
-_SCALARS = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32", 8: "bool",
-            9: "string", 10: "group", 12: "bytes", 13: "uint32", 15: "sfixed32", 16: "sfixed64", 17: "sint32",
-            18: "sint64"}
+_SCALARS = {
+    1: "double",
+    2: "float",
+    3: "int64",
+    4: "uint64",
+    5: "int32",
+    6: "fixed64",
+    7: "fixed32",
+    8: "bool",
+    9: "string",
+    10: "group",
+    12: "bytes",
+    13: "uint32",
+    15: "sfixed32",
+    16: "sfixed64",
+    17: "sint32",
+    18: "sint64",
+}
 _TYPE_MESSAGE, _TYPE_ENUM, _TYPE_STRING, _TYPE_BYTES = 11, 14, 9, 12
 
 
@@ -264,9 +287,11 @@ def _message(m: Any, indent: str, proto3: bool) -> list[str]:
     out = [f"{indent}message {m.name} {{"]
     out.extend(_options(m.options, inner))
     maps = {n.name: n for n in m.nested_type if n.options.map_entry}
-    real_oneofs = [i for i, o in enumerate(m.oneof_decl)
-                   if not any(fd.HasField("oneof_index") and fd.oneof_index == i and fd.proto3_optional
-                              for fd in m.field)]
+    real_oneofs = [
+        i
+        for i, o in enumerate(m.oneof_decl)
+        if not any(fd.HasField("oneof_index") and fd.oneof_index == i and fd.proto3_optional for fd in m.field)
+    ]
     done_oneofs: set[int] = set()
     for fd in m.field:
         if fd.HasField("oneof_index") and fd.oneof_index in real_oneofs:
@@ -341,7 +366,7 @@ def _default(fd: Any) -> str:
     if fd.type == _TYPE_STRING:
         return _quote(v)
     if fd.type == _TYPE_BYTES:
-        return '"' + v + '"'           # already C-escaped by protoc
+        return '"' + v + '"'  # already C-escaped by protoc
     return v
 
 
@@ -386,8 +411,7 @@ def _group_extensions(extensions: Any) -> list[tuple[str, list[Any]]]:
 
 
 def _extend(extendee: str, fields: list[Any], indent: str, proto3: bool) -> list[str]:
-    return [f"{indent}extend {extendee} {{", *(indent + "  " + _field(fd, {}, proto3) for fd in fields),
-            f"{indent}}}"]
+    return [f"{indent}extend {extendee} {{", *(indent + "  " + _field(fd, {}, proto3) for fd in fields), f"{indent}}}"]
 
 
 def _options(options: Any, indent: str) -> list[str]:
@@ -403,8 +427,7 @@ def _option_items(options: Any) -> list[str]:
         if fd.name == "map_entry":
             continue
         if fd.type == fd.TYPE_ENUM:
-            text = fd.enum_type.values_by_number[value].name if value in fd.enum_type.values_by_number \
-                else str(value)
+            text = fd.enum_type.values_by_number[value].name if value in fd.enum_type.values_by_number else str(value)
         elif fd.type == fd.TYPE_BOOL:
             text = "true" if value else "false"
         elif fd.type in (fd.TYPE_STRING, fd.TYPE_BYTES):
@@ -418,7 +441,7 @@ def _option_items(options: Any) -> list[str]:
 
 
 def _repeated(fd: Any) -> bool:
-    is_repeated = getattr(fd, "is_repeated", None)       # protobuf >= 6: a property; older: label
+    is_repeated = getattr(fd, "is_repeated", None)  # protobuf >= 6: a property; older: label
     if is_repeated is not None:
         return bool(is_repeated)
     return bool(fd.label == fd.LABEL_REPEATED)

@@ -23,6 +23,7 @@ to close the connection instead. The server answers such old requests with
 UNSUPPORTED_VERSION through it (ERROR_RESPONSES), as Kafka answers a request it can read
 but does not serve.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
@@ -131,21 +132,70 @@ class OldVersionAnswer(Handler, Protocol):
 
 
 _MODULES: list[Handler] = [
-    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
-    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, delete_records, init_producer_id, offset_for_leader_epoch, describe_configs,
-    alter_configs, create_partitions, delete_groups, incremental_alter_configs, offset_delete,
-    describe_cluster, describe_log_dirs, leader_and_isr, update_metadata, stop_replica, controlled_shutdown,
-    alter_partition, elect_leaders, sasl_handshake, sasl_authenticate, describe_user_scram_credentials,
-    alter_user_scram_credentials, describe_acls, create_acls, delete_acls, describe_client_quotas,
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    find_coordinator,
+    join_group,
+    heartbeat,
+    leave_group,
+    sync_group,
+    describe_groups,
+    list_groups,
+    api_versions,
+    create_topics,
+    delete_topics,
+    delete_records,
+    init_producer_id,
+    offset_for_leader_epoch,
+    describe_configs,
+    alter_configs,
+    create_partitions,
+    delete_groups,
+    incremental_alter_configs,
+    offset_delete,
+    describe_cluster,
+    describe_log_dirs,
+    leader_and_isr,
+    update_metadata,
+    stop_replica,
+    controlled_shutdown,
+    alter_partition,
+    elect_leaders,
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
+    describe_acls,
+    create_acls,
+    delete_acls,
+    describe_client_quotas,
     alter_client_quotas,
-    alter_partition, elect_leaders, add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers,
-    txn_offset_commit, describe_producers, describe_transactions, list_transactions,
-    alter_partition_reassignments, list_partition_reassignments,
+    alter_partition,
+    elect_leaders,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]
 
-_CONTROL: list[ControlApi] = [leader_and_isr, update_metadata, stop_replica, controlled_shutdown, alter_partition,
-                              elect_leaders]
+_CONTROL: list[ControlApi] = [
+    leader_and_isr,
+    update_metadata,
+    stop_replica,
+    controlled_shutdown,
+    alter_partition,
+    elect_leaders,
+]
 _OLD_VERSIONS: list[OldVersionAnswer] = [produce, fetch, list_offsets]
 _DIRECT: list[DirectPath] = [produce]
 
@@ -163,8 +213,12 @@ DIRECT_PATHS: dict[int, DirectPath] = {int(m.API_KEY): m for m in _DIRECT}
 #: partitions to the transaction, TxnOffsetCommit v5 its offsets partition, EndTxn v5
 #: answers the bumped epoch, AddPartitionsToTxn v5 is a leader adding for its producer.
 #: A broker with transaction.version below 2 serves (and advertises) one version less.
-TV2_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5, ApiKey.END_TXN: 5,
-                                ApiKey.ADD_PARTITIONS_TO_TXN: 5}
+TV2_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 12,
+    ApiKey.TXN_OFFSET_COMMIT: 5,
+    ApiKey.END_TXN: 5,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 5,
+}
 
 
 def transaction_version(config: Any) -> int:
@@ -198,6 +252,9 @@ def unsupported_api_versions_response(level: int | None = None) -> ApiVersionsRe
     list here as the answer, and misses the finalized features only v3+ carries)."""
     return ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
-        api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions(level) if k == ApiKey.API_VERSIONS],
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in supported_versions(level)
+            if k == ApiKey.API_VERSIONS
+        ],
     )

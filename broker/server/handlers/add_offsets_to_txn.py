@@ -1,6 +1,7 @@
 """AddOffsetsToTxn (25): the group's __consumer_offsets partition joins the producer's
 transaction, so TxnOffsetCommit may write there and EndTxn's markers reach it. WRITE on
 the transactional id and READ on the group, as Kafka's."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -24,8 +25,9 @@ async def _handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOf
     info = services.metadata.topic("__consumer_offsets")
     if info is not None:
         partitions = len(info.partitions)
-    code = await services.txn_coordinator.add_offsets(request.transactional_id, request.producer_id,
-                                                      request.producer_epoch, request.group_id, partitions)
+    code = await services.txn_coordinator.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, partitions
+    )
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)

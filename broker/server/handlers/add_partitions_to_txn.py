@@ -12,6 +12,7 @@ come from no client Kafka ships; they are served the same way. v5 (transaction.v
 Rights, as Kafka's KafkaApis: v4+ (sent by brokers) needs CLUSTER_ACTION; WRITE on the
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
 each topic (else TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -29,29 +30,36 @@ R = AddPartitionsToTxnResponse
 def _results(by: dict[tuple[str, int], int]) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
     topics: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (t, p), code in by.items():
-        topics.setdefault(t, []).append(R.AddPartitionsToTxnPartitionResult(partition_index=p,
-                                                                            partition_error_code=code))
+        topics.setdefault(t, []).append(
+            R.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+        )
     return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in topics.items()]
 
 
-async def _one(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
-               topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
-               verify_only: bool) -> dict[tuple[str, int], int]:
+async def _one(
+    ctx: RequestContext,
+    txn_id: str,
+    pid: int,
+    epoch: int,
+    topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> dict[tuple[str, int], int]:
     parts = [(t.name, p) for t in topics for p in t.partitions]
     if not ctx.has_right(RIGHTS.transactional_id, txn_id):
         return {tp: RIGHTS.transactional_id.error_code for tp in parts}
     denied = {t.name for t in topics if not ctx.has_right(RIGHTS.topic, t.name)}
     if denied:
-        return {tp: RIGHTS.topic.error_code if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
-                for tp in parts}
+        return {tp: RIGHTS.topic.error_code if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts}
     coord = ctx.services.txn_coordinator
     if verify_only:
         return coord.verify_partitions(txn_id, pid, epoch, parts)
     meta = ctx.services.metadata
     unknown = {(t, p) for t, p in parts if (info := meta.topic(t)) is None or p not in info.partitions}
     if unknown:
-        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                for tp in parts}
+        return {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in parts
+        }
     code = await coord.add_partitions(txn_id, pid, epoch, parts, client_version=2 if ctx.api_version >= 5 else None)
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
@@ -60,8 +68,14 @@ async def _one(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
 
 async def _handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if ctx.api_version < 4:
-        by = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-                        request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        by = await _one(
+            ctx,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            request.v3_and_below_topics,
+            False,
+        )
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_results(by))
     if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):
         return R(throttle_time_ms=0, error_code=RIGHTS.cluster_action.error_code, results_by_transaction=[])

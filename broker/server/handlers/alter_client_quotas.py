@@ -12,6 +12,7 @@ a value not above 0, a fractional byte rate (INVALID_REQUEST). IP quotas
 (connection_creation_rate) are not kept by this broker: refused with INVALID_REQUEST.
 validate_only checks without writing. Needs ALTER_CONFIGS on the cluster with ACLs on.
 """
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
@@ -25,7 +26,7 @@ RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 1
 
 _R = AlterClientQuotasResponse
-LONG_MAX = 2 ** 63 - 1
+LONG_MAX = 2**63 - 1
 
 
 def check_entity(entity: list[AlterClientQuotasRequest.EntityData]) -> tuple[str | None, str] | tuple[int, str]:
@@ -45,8 +46,9 @@ def check_entity(entity: list[AlterClientQuotasRequest.EntityData]) -> tuple[str
     if IP in parts:
         if USER in parts or CLIENT_ID in parts:
             # Kafka's message, its missing space included
-            return ErrorCode.INVALID_REQUEST, ("Invalid quota entity combination, IP entity shouldnot be combined "
-                                               "with User or ClientId")
+            return ErrorCode.INVALID_REQUEST, (
+                "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"
+            )
         return ErrorCode.INVALID_REQUEST, "IP quotas (connection_creation_rate) are not supported by this broker"
     user = segment(parts[USER]) if USER in parts else None
     client = segment(parts[CLIENT_ID]) if CLIENT_ID in parts else None
@@ -106,10 +108,15 @@ async def _alter(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
                 if code == 0 and not request.validate_only and path is not None:
                     try:
                         await _write(ctx, path, changes)
-                    except Exception as exc:       # the store unavailable ...: this entry only
+                    except Exception as exc:  # the store unavailable ...: this entry only
                         code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write the quotas: {exc}"
-        results.append(_R.EntryData(error_code=code, error_message=message, entity=[
-            _R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
+        results.append(
+            _R.EntryData(
+                error_code=code,
+                error_message=message,
+                entity=[_R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+            )
+        )
     return _R(throttle_time_ms=0, entries=results)
 
 

@@ -1,5 +1,6 @@
 """AlterConfigs (33), the legacy form: a topic's overrides, or the dynamic configs of a
 broker or of the cluster default (server/broker_configs.py), become exactly the given set."""
+
 from collections.abc import Callable
 
 from broker.protocol.api import ApiKey
@@ -26,9 +27,9 @@ def _replacing(configs: dict[str, str]) -> Callable[[dict[str, str]], dict[str, 
 async def _handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
-        r = AlterConfigsResponse.AlterConfigsResourceResponse(error_code=0, error_message=None,
-                                                              resource_type=res.resource_type,
-                                                              resource_name=res.resource_name)
+        r = AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:

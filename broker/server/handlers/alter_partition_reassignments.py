@@ -2,6 +2,7 @@
 replicas, or a null list to cancel its reassignment, as Kafka's kafka-reassign-partitions
 and Admin.alterPartitionReassignments ask. ALTER on the cluster; a broker that is not the
 active controller answers NOT_CONTROLLER (the client finds the controller again)."""
+
 from __future__ import annotations
 
 from collections.abc import Awaitable
@@ -25,7 +26,9 @@ MIN_VERSION, MAX_VERSION = 0, 0
 _R = AlterPartitionReassignmentsResponse
 
 
-async def apply(services: BrokerServices, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+async def apply(
+    services: BrokerServices, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
     from broker.cluster.controller.reassignments import answer
 
     wanted: dict[TopicPartition, list[int] | None] = {}
@@ -43,22 +46,41 @@ async def apply(services: BrokerServices, request: AlterPartitionReassignmentsRe
     for t in request.topics:
         for p in t.partitions:
             err, msg = results[TopicPartition(t.name, p.partition_index)]
-            by_topic.setdefault(t.name, []).append(_R.ReassignablePartitionResponse(
-                partition_index=p.partition_index, error_code=err, error_message=msg))
-    return _R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
-        _R.ReassignableTopicResponse(name=name, partitions=ps) for name, ps in by_topic.items()])
+            by_topic.setdefault(t.name, []).append(
+                _R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=err, error_message=msg)
+            )
+    return _R(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        responses=[_R.ReassignableTopicResponse(name=name, partitions=ps) for name, ps in by_topic.items()],
+    )
 
 
 def _refused(request: AlterPartitionReassignmentsRequest, code: int) -> AlterPartitionReassignmentsResponse:
     """Kafka's getErrorResponse: the error at the top and on every partition."""
-    return _R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
-        _R.ReassignableTopicResponse(name=t.name, partitions=[
-            _R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code, error_message=None)
-            for p in t.partitions]) for t in request.topics])
+    return _R(
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=None,
+        responses=[
+            _R.ReassignableTopicResponse(
+                name=t.name,
+                partitions=[
+                    _R.ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=code, error_message=None
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
-def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
-           ) -> AlterPartitionReassignmentsResponse | Awaitable[AlterPartitionReassignmentsResponse]:
+def handle(
+    ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse | Awaitable[AlterPartitionReassignmentsResponse]:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _refused(request, RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

@@ -8,6 +8,7 @@ written: an empty name (UNACCEPTABLE_CREDENTIAL), an unknown mechanism
 (UNSUPPORTED_SASL_MECHANISM), a mechanism altered twice for one user
 (DUPLICATE_RESOURCE), iterations outside 4096..16384 (UNACCEPTABLE_CREDENTIAL), the
 deletion of a credential that does not exist (RESOURCE_NOT_FOUND)."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.alter_user_scram_credentials import (
@@ -43,8 +44,9 @@ def _check(request: AlterUserScramCredentialsRequest) -> tuple[dict[str, tuple[i
         elif item.mechanism not in MECHANISM_IDS:
             refuse(item.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif (item.name, item.mechanism) in altered:
-            refuse(item.name, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
-                                                            "request")
+            refuse(
+                item.name, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+            )
         altered.add((item.name, item.mechanism))
     for u in request.upsertions:
         if u.name in errors:
@@ -74,19 +76,26 @@ async def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
         for d in request.deletions:
             if d.name == user:
                 if config.pop(MECHANISM_IDS[d.mechanism], None) is None:
-                    errors[user] = (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does "
-                                                                  "not exist")
+                    errors[user] = (
+                        ErrorCode.RESOURCE_NOT_FOUND,
+                        "Attempt to delete a user credential that does not exist",
+                    )
         if user in errors:
             continue
         for u in request.upsertions:
             if u.name == user:
                 mechanism = MECHANISM_IDS[u.mechanism]
                 config[mechanism] = ScramCredential.from_salted_password(
-                    mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations).to_text()
+                    mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations
+                ).to_text()
         try:
             await services.set_user_config(user, config)
-        except Exception as exc:           # the store unavailable ...: this user only
+        except Exception as exc:  # the store unavailable ...: this user only
             errors[user] = (ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot write the credentials: {exc}")
-    return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-        _Result(user=u, error_code=errors.get(u, (0, None))[0], error_message=errors.get(u, (0, None))[1])
-        for u in order])
+    return AlterUserScramCredentialsResponse(
+        throttle_time_ms=0,
+        results=[
+            _Result(user=u, error_code=errors.get(u, (0, None))[0], error_message=errors.get(u, (0, None))[1])
+            for u in order
+        ],
+    )

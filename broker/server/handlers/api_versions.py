@@ -8,6 +8,7 @@ then add partitions through Produce v12 and take the bumped epoch from EndTxn v5
 2 no feature is sent, and the answer is the one of a broker without transaction.version
 2. The features' epoch is /feature's zk version (0 for a broker alone): a client keeps
 the finalized features of the highest epoch any broker answered."""
+
 from broker.cluster.metadata import TRANSACTION_VERSION
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -25,8 +26,10 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
     level = ctx.services.transaction_version
     response = ApiVersionsResponse(
         error_code=0,
-        api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in supported_versions(level)],
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in supported_versions(level)
+        ],
         throttle_time_ms=0,
     )
     if ctx.api_version >= 3:
@@ -35,8 +38,10 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
         R = ApiVersionsResponse
         # v3 answers leave out features whose minimum is 0, as Kafka's (older clients reject them)
         if ctx.api_version >= 4:
-            response.supported_features = [R.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=0,
-                                                                 max_version=2)]
-        response.finalized_features = [R.FinalizedFeatureKey(name=TRANSACTION_VERSION, min_version_level=level,
-                                                              max_version_level=level)]
+            response.supported_features = [
+                R.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=0, max_version=2)
+            ]
+        response.finalized_features = [
+            R.FinalizedFeatureKey(name=TRANSACTION_VERSION, min_version_level=level, max_version_level=level)
+        ]
     return response

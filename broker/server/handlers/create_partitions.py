@@ -1,5 +1,6 @@
 """CreatePartitions (37): grow a topic to `count` partitions (at most
 MAX_PARTITIONS_PER_REQUEST, as CreateTopics)."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -25,13 +26,16 @@ async def _handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Crea
             r.error_code, r.error_message = RIGHTS.topic.error_code, "Authorization failed."
             continue
         if t.count > MAX_PARTITIONS_PER_REQUEST:
-            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
-                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
+            r.error_code, r.error_message = (
+                ErrorCode.POLICY_VIOLATION,
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request",
+            )
             continue
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            await ctx.services.admin.create_partitions(t.name, t.count, assignments, request.validate_only,
-                                                     request.timeout_ms)
+            await ctx.services.admin.create_partitions(
+                t.name, t.count, assignments, request.validate_only, request.timeout_ms
+            )
         except KafkaProtocolError as exc:
             r.error_code, r.error_message = exc.code, exc.message
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

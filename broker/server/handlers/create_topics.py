@@ -7,6 +7,7 @@ is refused with POLICY_VIOLATION before anything is assigned (a count of 2**31 -
 otherwise have the broker build an assignment until it runs out of memory, and 65,536
 stalled its event loop for seconds). Kafka's controller bounds an operation the same way
 (10,000 records: "Unable to perform excessively large batch operation")."""
+
 from collections import Counter
 
 from broker.config import TOPIC_KEYS, LogConfig, validate_topic_configs
@@ -58,8 +59,10 @@ async def _handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTo
             continue
         partitions += max(t.num_partitions, len(t.assignments))
         if partitions > MAX_PARTITIONS_PER_REQUEST:
-            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, \
-                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request"
+            r.error_code, r.error_message = (
+                ErrorCode.POLICY_VIOLATION,
+                f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request",
+            )
             continue
         configs: dict[str, str] = {}
         try:
@@ -69,16 +72,18 @@ async def _handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTo
                 configs[c.name] = c.value
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             if request.validate_only:
-                assignment = services.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, configs,
-                                                             assignments)
+                assignment = services.admin.check_create_topic(
+                    t.name, t.num_partitions, t.replication_factor, configs, assignments
+                )
                 r.topic_id = random_uuid()
                 r.num_partitions = len(assignment)
                 r.replication_factor = len(next(iter(assignment.values())))
                 _answer_configs(ctx, r, services.config.log_config(validate_topic_configs(configs)))
                 continue
-            info = await services.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
-                                                   assignments, request.timeout_ms)
-            assert info is not None                 # with wait (the default): the topic, once online
+            info = await services.admin.create_topic(
+                t.name, t.num_partitions, t.replication_factor, configs, assignments, request.timeout_ms
+            )
+            assert info is not None  # with wait (the default): the topic, once online
             r.topic_id = info.topic_id
             r.num_partitions = len(info.partitions)
             r.replication_factor = info.replication_factor
@@ -100,6 +105,13 @@ def _answer_configs(ctx: RequestContext, r: CreateTopicsResponse.CreatableTopicR
 
 
 def _configs(services: BrokerServices, cfg: LogConfig) -> list[CreateTopicsResponse.CreatableTopicConfigs]:
-    return [_Config(name=k, value=format_value(cfg[k]), read_only=False,
-                    config_source=source_of(topic_synonyms(services, cfg, k)), is_sensitive=False)
-            for k in sorted(TOPIC_KEYS)]
+    return [
+        _Config(
+            name=k,
+            value=format_value(cfg[k]),
+            read_only=False,
+            config_source=source_of(topic_synonyms(services, cfg, k)),
+            is_sensitive=False,
+        )
+        for k in sorted(TOPIC_KEYS)
+    ]

@@ -2,6 +2,7 @@
 authorizer follows), answering per filter with the ACLs it removed. Without an
 authorizer SECURITY_DISABLED; ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED;
 a filter with an unknown value INVALID_REQUEST. Each removal goes to the audit log."""
+
 from collections.abc import Awaitable, Callable
 
 from broker.protocol.api import ApiKey
@@ -24,15 +25,27 @@ def _removing(doomed: set[AclBinding]) -> Callable[[set[AclBinding]], set[AclBin
 
 def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse | Awaitable[DeleteAclsResponse]:
     if ctx.services.authorizer is None:
-        return _R(throttle_time_ms=0, filter_results=[
-            _R.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
-                                      error_message="No Authorizer is configured.", matching_acls=[])
-            for _ in request.filters])
+        return _R(
+            throttle_time_ms=0,
+            filter_results=[
+                _R.DeleteAclsFilterResult(
+                    error_code=ErrorCode.SECURITY_DISABLED,
+                    error_message="No Authorizer is configured.",
+                    matching_acls=[],
+                )
+                for _ in request.filters
+            ],
+        )
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
-        return _R(throttle_time_ms=0, filter_results=[
-            _R.DeleteAclsFilterResult(error_code=RIGHTS.cluster.error_code,
-                                      error_message="Authorization failed.", matching_acls=[])
-            for _ in request.filters])
+        return _R(
+            throttle_time_ms=0,
+            filter_results=[
+                _R.DeleteAclsFilterResult(
+                    error_code=RIGHTS.cluster.error_code, error_message="Authorization failed.", matching_acls=[]
+                )
+                for _ in request.filters
+            ],
+        )
     return _delete(ctx, request)
 
 
@@ -41,13 +54,20 @@ async def _delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAcls
     assert authz is not None
     results = []
     for raw in request.filters:
-        f = AclFilter(raw.resource_type_filter, raw.resource_name_filter,
-                      raw.pattern_type_filter if ctx.api_version >= 1 else 3, raw.principal_filter, raw.host_filter,
-                      raw.operation, raw.permission_type)
+        f = AclFilter(
+            raw.resource_type_filter,
+            raw.resource_name_filter,
+            raw.pattern_type_filter if ctx.api_version >= 1 else 3,
+            raw.principal_filter,
+            raw.host_filter,
+            raw.operation,
+            raw.permission_type,
+        )
         invalid = f.invalid()
         if invalid:
-            results.append(_R.DeleteAclsFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=invalid,
-                                                     matching_acls=[]))
+            results.append(
+                _R.DeleteAclsFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=invalid, matching_acls=[])
+            )
             continue
         matching = sorted((b for b in authz.acls() if f.matches(b)), key=str)
         by_resource: dict[tuple[ResourceType, str, PatternType], set[AclBinding]] = {}
@@ -62,13 +82,30 @@ async def _delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAcls
             except Exception as exc:
                 error = f"cannot update the ACLs: {exc}"
         if removed:
-            ctx.connection.server.audit_change(ctx.connection, f"{len(removed)} ACL(s) removed: "
-                                                               f"{'; '.join(map(str, removed[:5]))}"
-                                                               f"{' ...' if len(removed) > 5 else ''}")
-        results.append(_R.DeleteAclsFilterResult(
-            error_code=ErrorCode.UNKNOWN_SERVER_ERROR if error else 0, error_message=error, matching_acls=[
-                _R.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,
-                                         resource_name=b.name, pattern_type=b.pattern_type, principal=b.principal,
-                                         host=b.host, operation=b.operation, permission_type=b.permission)
-                for b in removed]))
+            ctx.connection.server.audit_change(
+                ctx.connection,
+                f"{len(removed)} ACL(s) removed: "
+                f"{'; '.join(map(str, removed[:5]))}"
+                f"{' ...' if len(removed) > 5 else ''}",
+            )
+        results.append(
+            _R.DeleteAclsFilterResult(
+                error_code=ErrorCode.UNKNOWN_SERVER_ERROR if error else 0,
+                error_message=error,
+                matching_acls=[
+                    _R.DeleteAclsMatchingAcl(
+                        error_code=0,
+                        error_message=None,
+                        resource_type=b.resource_type,
+                        resource_name=b.name,
+                        pattern_type=b.pattern_type,
+                        principal=b.principal,
+                        host=b.host,
+                        operation=b.operation,
+                        permission_type=b.permission,
+                    )
+                    for b in removed
+                ],
+            )
+        )
     return _R(throttle_time_ms=0, filter_results=results)

@@ -1,5 +1,6 @@
 """DeleteGroups (42): empty groups only (NON_EMPTY_GROUP otherwise); their offsets and
 metadata are tombstoned in __consumer_offsets."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from broker.security.api_rights import API_RIGHTS
@@ -14,5 +15,9 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     allowed = [g for g in request.groups_names if ctx.has_right(RIGHTS.group, g)]
     result = await ctx.services.coordinator.delete_groups(allowed) if allowed else {}
     result = {g: result.get(g, RIGHTS.group.error_code) for g in request.groups_names}
-    return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=result[g]) for g in request.groups_names])
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=result[g]) for g in request.groups_names
+        ],
+    )

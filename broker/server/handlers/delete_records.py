@@ -1,5 +1,6 @@
 """DeleteRecords (21): move a partition's log start offset forward (-1: to the high
 watermark); whole segments below it go at the next retention pass."""
+
 from broker.log import OffsetOutOfRange
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -18,8 +19,9 @@ def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsR
         parts = []
         allowed = ctx.has_right(RIGHTS.topic, t.name)
         for p in t.partitions:
-            r = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index,
-                                                                   low_watermark=-1, error_code=0)
+            r = DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=0
+            )
             parts.append(r)
             if not allowed:
                 r.error_code = RIGHTS.topic.error_code

@@ -1,5 +1,6 @@
 """DeleteTopics (20): by name (v0-5) or by name or topic id (v6). An unknown topic's
 error carries the error's own description as its message, as Kafka's does."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse

@@ -11,6 +11,7 @@ exact match without a name or a default / any match with one, an unknown match t
 entity type Kafka does not know (UNSUPPORTED_VERSION). This broker keeps no IP quotas: an
 ip filter matches nothing. Needs DESCRIBE_CONFIGS on the cluster with ACLs on.
 """
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.describe_client_quotas import (
@@ -44,36 +45,49 @@ def check_filter(components: list[DescribeClientQuotasRequest.ComponentData]) ->
         if not etype:
             raise _Refused(ErrorCode.INVALID_REQUEST, "Invalid empty entity type.")
         if etype in seen:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Entity type {etype} cannot appear more than once in the "
-                                                      "filter.")
+            raise _Refused(
+                ErrorCode.INVALID_REQUEST, f"Entity type {etype} cannot appear more than once in the filter."
+            )
         if etype not in (IP, USER, CLIENT_ID):
             raise _Refused(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {etype}")
         if c.match_type == 0:
             if c.match is None:
-                raise _Refused(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string "
-                                                          "to null.")
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+                )
         elif c.match_type == 1:
             if c.match is not None:
-                raise _Refused(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, but also specified "
-                                                          "a match string.")
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST,
+                    "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+                )
         elif c.match_type == 2:
             if c.match is not None:
-                raise _Refused(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_SPECIFIED, but also "
-                                                          "specified a match string.")
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST,
+                    "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
+                )
         else:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown match type {c.match_type}")
         seen.add(etype)
         out.append((etype, c.match_type, c.match))
     if IP in seen and (USER in seen or CLIENT_ID in seen):
-        raise _Refused(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
-                                                  "should not be used with user or clientId filter component.")
+        raise _Refused(
+            ErrorCode.INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter component "
+            "should not be used with user or clientId filter component.",
+        )
     return out
 
 
 def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
-        return _R(throttle_time_ms=0, error_code=RIGHTS.cluster.error_code,
-                  error_message="Cluster authorization failed.", entries=None)
+        return _R(
+            throttle_time_ms=0,
+            error_code=RIGHTS.cluster.error_code,
+            error_message="Cluster authorization failed.",
+            entries=None,
+        )
     try:
         components = check_filter(request.components)
     except _Refused as exc:
@@ -88,6 +102,7 @@ def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> Describ
             entity.append(_R.EntityData(entity_type=USER, entity_name=name_of(user)))
         if client is not None:
             entity.append(_R.EntityData(entity_type=CLIENT_ID, entity_name=name_of(client)))
-        entries.append(_R.EntryData(entity=entity, values=[_R.ValueData(key=k, value=v)
-                                                           for k, v in sorted(values.items())]))
+        entries.append(
+            _R.EntryData(entity=entity, values=[_R.ValueData(key=k, value=v) for k, v in sorted(values.items())])
+        )
     return _R(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)

@@ -10,6 +10,7 @@ then those with a default, each in chain order; entries before the key itself ar
 are set). A topic config lists its override first, then its broker key's synonyms. The
 config's source is its first synonym's (DEFAULT_CONFIG when none), as in Kafka.
 """
+
 from collections.abc import Container, Mapping
 from typing import Any
 
@@ -37,22 +38,24 @@ _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
-def broker_synonyms(services: BrokerServices, name: str, maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
-                    ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
+def broker_synonyms(
+    services: BrokerServices, name: str, maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
+) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     """A broker key's synonyms over every layer (dynamic per broker, dynamic default,
     server.properties, Kafka's default), as Kafka lists them."""
     maps = maps if maps is not None else broker_configs.layer_maps(services.config)
     return [_Synonym(name=n, value=v, source=src) for n, v, src in broker_configs.synonyms(maps, name)]
 
 
-def topic_synonyms(services: BrokerServices, cfg: LogConfig, name: str,
-                   maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
-                   ) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
+def topic_synonyms(
+    services: BrokerServices, cfg: LogConfig, name: str, maps: Mapping[ConfigSource, Mapping[str, Any]] | None = None
+) -> list[DescribeConfigsResponse.DescribeConfigsSynonym]:
     key = TOPIC_KEYS[name]
     out = []
     if name in cfg.overrides:
-        out.append(_Synonym(name=name, value=format_value(cfg.overrides[name]),
-                            source=ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        out.append(
+            _Synonym(name=name, value=format_value(cfg.overrides[name]), source=ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        )
     if key.broker_key:
         out += broker_synonyms(services, key.broker_key, maps)
     return out
@@ -62,8 +65,9 @@ def source_of(synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]) ->
     return ConfigSource(synonyms[0].source) if synonyms else ConfigSource.DEFAULT_CONFIG
 
 
-def topic_entries(services: BrokerServices, topic: str, keys: Container[str] | None, synonyms: bool, docs: bool
-                  ) -> list[DescribeConfigsResponse.DescribeConfigsResourceResult]:
+def topic_entries(
+    services: BrokerServices, topic: str, keys: Container[str] | None, synonyms: bool, docs: bool
+) -> list[DescribeConfigsResponse.DescribeConfigsResourceResult]:
     cfg = services.metadata.log_config(topic)
     maps = broker_configs.layer_maps(services.config)
     out = []
@@ -73,10 +77,19 @@ def topic_entries(services: BrokerServices, topic: str, keys: Container[str] | N
         key = TOPIC_KEYS[name]
         syn = topic_synonyms(services, cfg, name, maps)
         source = source_of(syn)
-        out.append(_Entry(name=name, value=format_value(cfg[name]), read_only=False,
-                          is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=source,
-                          is_sensitive=False, synonyms=syn if synonyms else [], config_type=key.type,
-                          documentation=key.doc if docs else None))
+        out.append(
+            _Entry(
+                name=name,
+                value=format_value(cfg[name]),
+                read_only=False,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=syn if synonyms else [],
+                config_type=key.type,
+                documentation=key.doc if docs else None,
+            )
+        )
     return out
 
 
@@ -88,8 +101,9 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        r = _Result(error_code=0, error_message="", resource_type=res.resource_type,
-                    resource_name=res.resource_name, configs=[])
+        r = _Result(
+            error_code=0, error_message="", resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
+        )
         results.append(r)
         denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:

@@ -3,6 +3,7 @@ their producer state (kafka-transactions describe-producers; `broker producers
 describe`): id, epoch, last sequence and timestamp, the coordinator epoch of the last
 marker, the first offset of the open transaction (-1 without one). READ on the topic
 (else TOPIC_AUTHORIZATION_FAILED), as Kafka's."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
@@ -34,9 +35,15 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
                 r.error_code = exc.code
                 continue
             for e in part.log.producer_state.producers.values():
-                r.active_producers.append(R.ProducerState(
-                    producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                    last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                    current_txn_start_offset=e.current_txn_first_offset))
+                r.active_producers.append(
+                    R.ProducerState(
+                        producer_id=e.producer_id,
+                        producer_epoch=e.epoch,
+                        last_sequence=e.last_seq,
+                        last_timestamp=e.last_timestamp,
+                        coordinator_epoch=e.coordinator_epoch,
+                        current_txn_start_offset=e.current_txn_first_offset,
+                    )
+                )
         topics.append(R.TopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

@@ -1,6 +1,7 @@
 """ElectLeaders (43), on the controller: move partitions back to their preferred leader
 (type 0) or give offline partitions an out-of-sync leader (type 1, unclean), as Kafka's
 kafka-leader-election tool asks."""
+
 from collections.abc import Awaitable
 
 from broker.log import TopicPartition
@@ -35,8 +36,11 @@ async def apply(services: BrokerServices, request: ElectLeadersRequest, version:
     by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
     for tp, (err, msg) in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(_Part(partition_id=tp.partition, error_code=err, error_message=msg))
-    return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
-        _Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        replica_election_results=[_Result(topic=t, partition_result=ps) for t, ps in by_topic.items()],
+    )
 
 
 def _all(wanted: list[TopicPartition] | None, error: int) -> ElectLeadersResponse:
@@ -45,13 +49,19 @@ def _all(wanted: list[TopicPartition] | None, error: int) -> ElectLeadersRespons
     by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
     for tp in wanted:
         by_topic.setdefault(tp.topic, []).append(_Part(partition_id=tp.partition, error_code=error, error_message=None))
-    return ElectLeadersResponse(throttle_time_ms=0, error_code=error, replica_election_results=[
-        _Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        replica_election_results=[_Result(topic=t, partition_result=ps) for t, ps in by_topic.items()],
+    )
 
 
 def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse | Awaitable[ElectLeadersResponse]:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
-        return _all(None if request.topic_partitions is None else [
-            TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions],
-            RIGHTS.cluster.error_code)
+        return _all(
+            None
+            if request.topic_partitions is None
+            else [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions],
+            RIGHTS.cluster.error_code,
+        )
     return apply(ctx.services, request, ctx.api_version)

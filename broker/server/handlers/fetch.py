@@ -32,6 +32,7 @@ throttles are the ReplicaManager's: broker/cluster/replica/throttle.py).
 Open files: each partition read from an old segment keeps that segment open until the
 response is sent (or, for an answer a quota throttles, until it is dropped).
 """
+
 import time
 from collections.abc import Awaitable
 
@@ -56,11 +57,22 @@ _Aborted = FetchResponse.AbortedTransaction
 def error_response(request: FetchRequest, code: int) -> FetchResponse:
     """Every partition answered with `code` and no records (an old version the broker no
     longer serves), as Kafka's FetchRequest.getErrorResponse."""
-    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
-        _TopicResp(topic=t.topic, topic_id=t.topic_id, partitions=[
-            _PartData(partition_index=p.partition, error_code=code, high_watermark=-1, records=b"")
-            for p in t.partitions])
-        for t in request.topics])
+    return FetchResponse(
+        throttle_time_ms=0,
+        error_code=code,
+        session_id=0,
+        responses=[
+            _TopicResp(
+                topic=t.topic,
+                topic_id=t.topic_id,
+                partitions=[
+                    _PartData(partition_index=p.partition, error_code=code, high_watermark=-1, records=b"")
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
 def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
@@ -68,14 +80,14 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
     services = ctx.services
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     if replica_id >= 0:
-        ctx.connection.follower = True       # its requests' metrics are FetchFollower's
+        ctx.connection.follower = True  # its requests' metrics are FetchFollower's
     committed = request.isolation_level == 1
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
     if replica_id < 0 and services.quotas.fetch.enabled:
         max_bytes = min(max_bytes, _quota_window_bytes(ctx))
     responses: list[FetchResponse.FetchableTopicResponse] = []
-    reading: list[FetchPartition] = []      # what the ReplicaManager reads, in the request's order
-    answers: list[FetchResponse.PartitionData] = []     # their partitions' answers, in the same order
+    reading: list[FetchPartition] = []  # what the ReplicaManager reads, in the request's order
+    answers: list[FetchResponse.PartitionData] = []  # their partitions' answers, in the same order
     refused = False
     # ACLs, as Kafka's: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic
     cluster_ok = replica_id < 0 or ctx.has_right(RIGHTS.follower, CLUSTER_NAME)
@@ -89,8 +101,15 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
         allowed = cluster_ok and (replica_id >= 0 or name is None or ctx.has_right(RIGHTS.topic, name))
         parts = []
         for p in t.partitions:
-            d = _PartData(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=[] if committed else None, records=b"")
+            d = _PartData(
+                partition_index=p.partition,
+                error_code=0,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=[] if committed else None,
+                records=b"",
+            )
             parts.append(d)
             if name is None:
                 _error(d, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -99,9 +118,17 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
                 _error(d, RIGHTS.topic.error_code if cluster_ok else RIGHTS.follower.error_code)
                 refused = True
             else:
-                reading.append(FetchPartition(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                              p.current_leader_epoch, p.last_fetched_epoch if version >= 12 else -1,
-                                              topic_id))
+                reading.append(
+                    FetchPartition(
+                        name,
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.current_leader_epoch,
+                        p.last_fetched_epoch if version >= 12 else -1,
+                        topic_id,
+                    )
+                )
                 answers.append(d)
         responses.append(_TopicResp(topic=name or "", topic_id=t.topic_id, partitions=parts))
     # fetch.wait.max.ms bounds the wait a client may ask for (what a long poll holds of its
@@ -117,8 +144,14 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
     return _answer(ctx, result.read, responses, answers, replica_id, refused)
 
 
-async def _answer_later(ctx: RequestContext, result: FetchResult, responses: list[FetchResponse.FetchableTopicResponse],
-                        answers: list[FetchResponse.PartitionData], replica_id: int, refused: bool) -> FetchResponse:
+async def _answer_later(
+    ctx: RequestContext,
+    result: FetchResult,
+    responses: list[FetchResponse.FetchableTopicResponse],
+    answers: list[FetchResponse.PartitionData],
+    replica_id: int,
+    refused: bool,
+) -> FetchResponse:
     """The answer once the fetch's wait in the purgatory is over (delayed_fetch.py)."""
     return _answer(ctx, await result.wait(), responses, answers, replica_id, refused)
 
@@ -146,8 +179,9 @@ def _fill(answers: list[FetchResponse.PartitionData], read: LogReads) -> None:
         if r.records is not None:
             d.records = r.records
             if r.aborted:
-                d.aborted_transactions = [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
-                                          for a in r.aborted]
+                d.aborted_transactions = [
+                    _Aborted(producer_id=a.producer_id, first_offset=a.first_offset) for a in r.aborted
+                ]
 
 
 def _quota_window_bytes(ctx: RequestContext) -> int:
@@ -159,8 +193,14 @@ def _quota_window_bytes(ctx: RequestContext) -> int:
     return max(int(sensor.quota * ctx.services.quotas.window_ms / 1000), 1)
 
 
-def _answer(ctx: RequestContext, read: LogReads, responses: list[FetchResponse.FetchableTopicResponse],
-            answers: list[FetchResponse.PartitionData], replica_id: int, refused: bool) -> FetchResponse:
+def _answer(
+    ctx: RequestContext,
+    read: LogReads,
+    responses: list[FetchResponse.FetchableTopicResponse],
+    answers: list[FetchResponse.PartitionData],
+    replica_id: int,
+    refused: bool,
+) -> FetchResponse:
     """The answer, unless the consumer's quota (consumer_byte_rate) throttles it: then,
     as Kafka's, the bytes are taken back off the rate and the answer holds no partitions,
     only the throttle time (the client fetches them again once it has waited)."""
@@ -182,8 +222,9 @@ def _answer(ctx: RequestContext, read: LogReads, responses: list[FetchResponse.F
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
-def _count_out(ctx: RequestContext, responses: list[FetchResponse.FetchableTopicResponse], total: int,
-               replica_id: int) -> None:
+def _count_out(
+    ctx: RequestContext, responses: list[FetchResponse.FetchableTopicResponse], total: int, replica_id: int
+) -> None:
     """Kafka's BytesOutPerSec per topic (client fetches) or ReplicationBytesOutPerSec
     (followers' fetches), when metrics are on: per partition answered, not per record."""
     stats = ctx.services.replicas.topic_stats

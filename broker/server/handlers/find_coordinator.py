@@ -2,6 +2,7 @@
 type 0), or the transactional id's __transaction_state partition (key type 1). Creates
 the topic on first use, as Kafka does. A found coordinator comes with the message
 "NONE", as Kafka words it (Errors.NONE.message())."""
+
 from collections.abc import Awaitable
 from typing import cast
 
@@ -32,8 +33,13 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:
-        return ErrorCode.INVALID_REQUEST, "empty group id" if key_type == GROUP else "empty transactional id", \
-            -1, "", -1
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "empty group id" if key_type == GROUP else "empty transactional id",
+            -1,
+            "",
+            -1,
+        )
     if key_type == TRANSACTION:
         txn = services.txn_coordinator
         if not txn.has_topic():
@@ -51,8 +57,9 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
     return 0, "NONE", b.broker_id, ep[0], ep[1]
 
 
-def handle(ctx: RequestContext, request: FindCoordinatorRequest
-           ) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
+def handle(
+    ctx: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
     if ctx.api_version >= 4:
         keys = list(request.coordinator_keys)
         key_type = request.key_type
@@ -62,11 +69,12 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest
     found = [_find(ctx, k, key_type) for k in keys]
     if any(f is None for f in found):
         return _create_then_find(ctx, request, keys, key_type)
-    return _response(ctx, request, keys, cast("list[_Found]", found))     # none is None
+    return _response(ctx, request, keys, cast("list[_Found]", found))  # none is None
 
 
-async def _create_then_find(ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str],
-                            key_type: int) -> FindCoordinatorResponse:
+async def _create_then_find(
+    ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str], key_type: int
+) -> FindCoordinatorResponse:
     try:
         if key_type == TRANSACTION:
             await ctx.services.txn_coordinator.ensure_topic()
@@ -79,13 +87,20 @@ async def _create_then_find(ctx: RequestContext, request: FindCoordinatorRequest
     return _response(ctx, request, keys, found)
 
 
-def _response(ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str], found: list[_Found]
-              ) -> FindCoordinatorResponse:
+def _response(
+    ctx: RequestContext, request: FindCoordinatorRequest, keys: list[str], found: list[_Found]
+) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
-        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,
-                                                error_message=msg)
-            for key, (err, msg, node, host, port) in zip(keys, found)])
+        return FindCoordinatorResponse(
+            throttle_time_ms=0,
+            coordinators=[
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg
+                )
+                for key, (err, msg, node, host, port) in zip(keys, found)
+            ],
+        )
     err, msg, node, host, port = found[0]
-    return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
-                                   port=port)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port
+    )

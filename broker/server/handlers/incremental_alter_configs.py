@@ -2,6 +2,7 @@
 topic's overrides, or on the dynamic configs of a broker or of the cluster default
 (server/broker_configs.py). Deprecated topic keys Kafka 3.x still takes are accepted with
 a warning (config.DEPRECATED_TOPIC_KEYS)."""
+
 from collections.abc import Callable
 
 from broker.config import BROKER_KEYS, DEPRECATED_TOPIC_KEYS, TOPIC_KEYS, ConfigType
@@ -37,8 +38,9 @@ def _list_op(text: str | None, op: int, value: str | None) -> str:
     return ",".join(current)
 
 
-def _apply(services: BrokerServices, topic: str, ops: list[IncrementalAlterConfigsRequest.AlterableConfig]
-           ) -> dict[str, str]:
+def _apply(
+    services: BrokerServices, topic: str, ops: list[IncrementalAlterConfigsRequest.AlterableConfig]
+) -> dict[str, str]:
     info = services.metadata.topic(topic)
     if info is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
@@ -70,10 +72,14 @@ def _apply_broker(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], con
     names = [c.name for c in ops]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : "
-                                                            f"{','.join(duplicates)}")
-    nulls = [f"{_OP_NAMES.get(c.config_operation, c.config_operation)}:{c.name}" for c in ops
-             if c.value is None and c.config_operation != DELETE]
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(duplicates)}"
+        )
+    nulls = [
+        f"{_OP_NAMES.get(c.config_operation, c.config_operation)}:{c.name}"
+        for c in ops
+        if c.value is None and c.config_operation != DELETE
+    ]
     if nulls:
         raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
     for c in ops:
@@ -84,10 +90,12 @@ def _apply_broker(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], con
         elif c.config_operation in (APPEND, SUBTRACT):
             key = BROKER_KEYS.get(broker_configs.base_key(c.name))
             if key is None or key.type != ConfigType.LIST:
-                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config "
-                                                                   f"key: {c.name}")
-            configs[c.name] = _list_op(configs.get(c.name, format_value(key.default) or ""), c.config_operation,
-                                       c.value)
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {c.name}"
+                )
+            configs[c.name] = _list_op(
+                configs.get(c.name, format_value(key.default) or ""), c.config_operation, c.value
+            )
         else:
             raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
     return configs
@@ -105,7 +113,8 @@ async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) 
     out = []
     for res in request.resources:
         r = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name)
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
         if denied:
@@ -116,8 +125,9 @@ async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) 
                 configs = _apply(ctx.services, res.resource_name, res.configs)
                 await ctx.services.admin.set_topic_configs(res.resource_name, configs, request.validate_only)
             elif res.resource_type == RESOURCE_BROKER:
-                await broker_configs.alter(ctx.services, res.resource_name, _applying(res.configs),
-                                           request.validate_only)
+                await broker_configs.alter(
+                    ctx.services, res.resource_name, _applying(res.configs), request.validate_only
+                )
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaProtocolError as exc:

@@ -10,6 +10,7 @@ the id's producer id with a bumped epoch (fencing the previous producer, whose o
 transaction is aborted first: the caller gets CONCURRENT_TRANSACTIONS and retries);
 v3+ names the producer's current id and epoch (KIP-360: a bump after a retriable error);
 a timeout above transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT."""
+
 from collections.abc import Awaitable
 
 from broker.protocol.api import ApiKey
@@ -24,17 +25,20 @@ RIGHTS = API_RIGHTS[API_KEY]
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-def handle(ctx: RequestContext, request: InitProducerIdRequest
-           ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
+def handle(
+    ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     # as Kafka's: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
     # cluster or WRITE on some topic
     if request.transactional_id is not None:
         if not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
-            return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                          error_code=RIGHTS.transactional_id.error_code)
+            return InitProducerIdResponse(
+                throttle_time_ms=0, producer_id=-1, producer_epoch=-1, error_code=RIGHTS.transactional_id.error_code
+            )
     elif not (ctx.has_right(RIGHTS.idempotent, CLUSTER_NAME) or ctx.has_right_on_some(RIGHTS.some_topic)):
-        return InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                      error_code=RIGHTS.idempotent.error_code)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, producer_id=-1, producer_epoch=-1, error_code=RIGHTS.idempotent.error_code
+        )
     if request.transactional_id is not None:
         if not request.transactional_id:
             return _response(ErrorCode.INVALID_REQUEST)
@@ -49,10 +53,13 @@ def _response(code: int, pid: int = -1, epoch: int = -1) -> InitProducerIdRespon
 async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     v3 = ctx.api_version >= 3
     err, pid, epoch = await ctx.services.txn_coordinator.init_producer_id(
-        request.transactional_id, request.transaction_timeout_ms,
-        request.producer_id if v3 else -1, request.producer_epoch if v3 else -1)
+        request.transactional_id,
+        request.transaction_timeout_ms,
+        request.producer_id if v3 else -1,
+        request.producer_epoch if v3 else -1,
+    )
     if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
-        err = ErrorCode.INVALID_PRODUCER_EPOCH          # PRODUCER_FENCED is new in v4 (KIP-588)
+        err = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
     return _response(err, pid, epoch)
 
 

@@ -1,6 +1,7 @@
 """LeaveGroup (13): members leave (one per request before v3, a batch from v3). From v3
 the top-level error is for the request (coordinator errors), per-member errors go with
 each member."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from broker.security.api_rights import API_RIGHTS
@@ -23,6 +24,11 @@ def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupRespons
     if top:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=top, members=[])
     _, errors = coord.leave_group(request.group_id, members)
-    return LeaveGroupResponse(throttle_time_ms=0, error_code=0, members=[
-        LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
-        for (m, i), e in zip(members, errors)])
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        members=[
+            LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+            for (m, i), e in zip(members, errors)
+        ],
+    )

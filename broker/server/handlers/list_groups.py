@@ -1,4 +1,5 @@
 """ListGroups (16): groups this broker coordinates (optionally filtered by state)."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from broker.security.acl import CLUSTER_NAME
@@ -20,7 +21,16 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
         groups = ctx.services.coordinator.list_groups(states)
         if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
             groups = [g for g in groups if ctx.has_right(RIGHTS.group, g.group_id)]
-    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
-        ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                       group_state=g.state.value, group_type="classic")
-        for g in groups])
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        groups=[
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+                group_type="classic",
+            )
+            for g in groups
+        ],
+    )

@@ -4,6 +4,7 @@ whose timestamp is >= the one asked, per partition.
 With isolation_level 1 (read_committed) the last fetchable offset is the last stable
 offset instead of the high watermark, as Kafka's fetchOffsetForTimestamp: latest answers
 the LSO, and a timestamp lookup that lands at or beyond it finds nothing."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -20,11 +21,21 @@ _PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 def error_response(request: ListOffsetsRequest, code: int) -> ListOffsetsResponse:
     """Every partition answered with `code` (an old version the broker no longer serves)."""
-    return ListOffsetsResponse(throttle_time_ms=0, topics=[
-        _TopicResp(name=t.name, partitions=[
-            _PartResp(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
-            for p in t.partitions])
-        for t in request.topics])
+    return ListOffsetsResponse(
+        throttle_time_ms=0,
+        topics=[
+            _TopicResp(
+                name=t.name,
+                partitions=[
+                    _PartResp(
+                        partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -44,7 +55,7 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
                 lg = part.log
                 found: tuple[int, int] | None
                 if p.timestamp == -1 and request.replica_id >= 0:
-                    found = (lg.log_end_offset, -1)        # a follower asks for the log end
+                    found = (lg.log_end_offset, -1)  # a follower asks for the log end
                 elif request.isolation_level == 1 and p.timestamp != -2:
                     lso = lg.last_stable_offset
                     if p.timestamp == -1:

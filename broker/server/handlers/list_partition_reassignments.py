@@ -1,6 +1,7 @@
 """ListPartitionReassignments (46), on the controller (KIP-455): the partitions being
 reassigned (of those named, or all) with their replicas, adding and removing replicas.
 DESCRIBE on the cluster; a broker that is not the active controller answers NOT_CONTROLLER."""
+
 from __future__ import annotations
 
 from collections.abc import Awaitable
@@ -28,7 +29,9 @@ def _error(code: int) -> ListPartitionReassignmentsResponse:
     return _R(throttle_time_ms=0, error_code=code, error_message=None, topics=[])
 
 
-async def apply(services: BrokerServices, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+async def apply(
+    services: BrokerServices, request: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
     wanted = None
     if request.topics is not None:
         wanted = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
@@ -41,15 +44,25 @@ async def apply(services: BrokerServices, request: ListPartitionReassignmentsReq
         return _error(ErrorCode.NOT_CONTROLLER)
     by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]] = {}
     for tp, ra in sorted(found.items()):
-        by_topic.setdefault(tp.topic, []).append(_R.OngoingPartitionReassignment(
-            partition_index=tp.partition, replicas=list(ra.replicas), adding_replicas=list(ra.adding),
-            removing_replicas=list(ra.removing)))
-    return _R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[
-        _R.OngoingTopicReassignment(name=name, partitions=ps) for name, ps in by_topic.items()])
+        by_topic.setdefault(tp.topic, []).append(
+            _R.OngoingPartitionReassignment(
+                partition_index=tp.partition,
+                replicas=list(ra.replicas),
+                adding_replicas=list(ra.adding),
+                removing_replicas=list(ra.removing),
+            )
+        )
+    return _R(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        topics=[_R.OngoingTopicReassignment(name=name, partitions=ps) for name, ps in by_topic.items()],
+    )
 
 
-def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
-           ) -> ListPartitionReassignmentsResponse | Awaitable[ListPartitionReassignmentsResponse]:
+def handle(
+    ctx: RequestContext, request: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse | Awaitable[ListPartitionReassignmentsResponse]:
     if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
         return _error(RIGHTS.cluster.error_code)
     return apply(ctx.services, request)

@@ -10,6 +10,7 @@ the Java client sends the name "" (the field's default) beside the id.
 With an authorizer (Kafka's rules): topics the principal may not DESCRIBE are left out of
 an all-topics answer and TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs
 CREATE on the cluster or the topic."""
+
 from collections.abc import Awaitable
 
 from broker.cluster.metadata import BrokerInfo, TopicInfo
@@ -42,18 +43,24 @@ def topic_entry(ctx: RequestContext, info: TopicInfo) -> MetadataResponse.Metada
         offline = [r for r in s.replicas if r not in live or r in s.offline_replicas]
         leader = live.get(s.leader)
         leader_ok = leader is not None and leader.endpoint(listener) is not None
-        parts.append(_Partition(
-            error_code=0 if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE if leader is None else missing,
-            partition_index=p, leader_id=s.leader if leader_ok else -1, leader_epoch=s.leader_epoch,
-            replica_nodes=list(s.replicas), isr_nodes=list(s.isr), offline_replicas=offline))
-    return _Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-                  partitions=parts)
+        parts.append(
+            _Partition(
+                error_code=0 if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE if leader is None else missing,
+                partition_index=p,
+                leader_id=s.leader if leader_ok else -1,
+                leader_epoch=s.leader_epoch,
+                replica_nodes=list(s.replicas),
+                isr_nodes=list(s.isr),
+                offline_replicas=offline,
+            )
+        )
+    return _Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal, partitions=parts)
 
 
 def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
     services = ctx.services
     version = ctx.api_version
-    topics: list[MetadataResponse.MetadataResponseTopic | None] = []     # None: being created
+    topics: list[MetadataResponse.MetadataResponseTopic | None] = []  # None: being created
     to_create: list[tuple[int, str]] = []
     if request.topics is None or (version == 0 and not request.topics):
         for each in sorted(services.metadata.topics().values(), key=lambda t: t.name):
@@ -64,7 +71,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         for t in request.topics:
             name = t.name
-            by_id = t.topic_id is not None and t.topic_id.int != 0           # not the zero uuid
+            by_id = t.topic_id is not None and t.topic_id.int != 0  # not the zero uuid
             if version < 12 and (name is None or by_id):
                 # v10 and v11 carry topic ids but no lookup by them (Kafka: "Topic name can
                 # not be null", "Topic IDs are not supported in requests for version ..."),
@@ -79,7 +86,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
             if not ctx.has_right(RIGHTS.topic, name):
                 # existing or not, said alike (by id: without its name)
                 refused = _Topic(error_code=RIGHTS.topic.error_code, name=None if by_id else name)
-                if by_id:           # by name: the zero uuid (a null in a non-nullable field broke v10+)
+                if by_id:  # by name: the zero uuid (a null in a non-nullable field broke v10+)
                     refused.topic_id = t.topic_id
                 topics.append(refused)
                 continue
@@ -91,8 +98,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
             if problem:
                 topics.append(_Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name))
             elif allow_auto and services.config["auto.create.topics.enable"]:
-                if not (ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME)
-                        or ctx.has_right(RIGHTS.create_topic, name)):
+                if not (
+                    ctx.has_right(RIGHTS.create_on_cluster, CLUSTER_NAME) or ctx.has_right(RIGHTS.create_topic, name)
+                ):
                     topics.append(_Topic(error_code=RIGHTS.create_topic.error_code, name=name))
                     continue
                 to_create.append((len(topics), name))
@@ -104,8 +112,9 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
     return _response(ctx, topics)
 
 
-async def _after_creation(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic | None],
-                          to_create: list[tuple[int, str]]) -> MetadataResponse:
+async def _after_creation(
+    ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic | None], to_create: list[tuple[int, str]]
+) -> MetadataResponse:
     services = ctx.services
     for index, name in to_create:
         try:
@@ -113,8 +122,9 @@ async def _after_creation(ctx: RequestContext, topics: list[MetadataResponse.Met
         except KafkaProtocolError as exc:
             topics[index] = _Topic(error_code=exc.code, name=name)
             continue
-        topics[index] = (topic_entry(ctx, info) if info is not None
-                         else _Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name))
+        topics[index] = (
+            topic_entry(ctx, info) if info is not None else _Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name)
+        )
     return _response(ctx, topics)
 
 
@@ -133,5 +143,10 @@ def brokers_on(ctx: RequestContext) -> list[tuple[BrokerInfo, str, int]]:
 def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic | None]) -> MetadataResponse:
     services = ctx.services
     brokers = [_Broker(node_id=b.broker_id, host=host, port=port, rack=b.rack) for b, host, port in brokers_on(ctx)]
-    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=services.metadata.cluster_id,
-                            controller_id=services.metadata.controller_id, topics=topics)
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=services.metadata.cluster_id,
+        controller_id=services.metadata.controller_id,
+        topics=topics,
+    )

@@ -1,5 +1,6 @@
 """OffsetCommit (8): committed offsets (with metadata and leader epoch) go to
 __consumer_offsets before the answer."""
+
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -17,8 +18,13 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     group_ok = ctx.has_right(RIGHTS.group, request.group_id)
     refused = {}
     for t in request.topics:
-        denied = RIGHTS.group.error_code if not group_ok else \
-            None if ctx.has_right(RIGHTS.topic, t.name) else RIGHTS.topic.error_code
+        denied = (
+            RIGHTS.group.error_code
+            if not group_ok
+            else None
+            if ctx.has_right(RIGHTS.topic, t.name)
+            else RIGHTS.topic.error_code
+        )
         for p in t.partitions:
             if denied is not None:
                 refused[(t.name, p.partition_index)] = denied
@@ -26,19 +32,36 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
             expire = -1
             if 2 <= v <= 4 and request.retention_time_ms >= 0:
                 import time
+
                 expire = int(time.time() * 1000) + request.retention_time_ms
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
-                p.commit_timestamp if v == 1 else -1, expire)
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1,
+                expire,
+            )
     generation = request.generation_id_or_member_epoch if v >= 1 else -1
     member = request.member_id if v >= 1 else ""
-    result = {} if not offsets else await ctx.services.coordinator.commit_offsets(
-        request.group_id, generation, member, request.group_instance_id if v >= 7 else None, offsets)
+    result = (
+        {}
+        if not offsets
+        else await ctx.services.coordinator.commit_offsets(
+            request.group_id, generation, member, request.group_instance_id if v >= 7 else None, offsets
+        )
+    )
     result = {**result, **refused}
     topics = []
     for t in request.topics:
-        topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
-            OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                               error_code=result.get((t.name, p.partition_index), 0))
-            for p in t.partitions]))
+        topics.append(
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=result.get((t.name, p.partition_index), 0)
+                    )
+                    for p in t.partitions
+                ],
+            )
+        )
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

@@ -1,5 +1,6 @@
 """OffsetForLeaderEpoch (23): where a leader epoch ends (KIP-101/KIP-320), so that
 consumers and followers can detect and cut a diverged log."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import KafkaProtocolError
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
@@ -19,12 +20,17 @@ def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetF
     cluster_ok = not follower or ctx.has_right(RIGHTS.follower, CLUSTER_NAME)
     for t in request.topics:
         parts = []
-        denied = RIGHTS.follower.error_code if not cluster_ok else \
-            None if follower or ctx.has_right(RIGHTS.topic, t.topic) \
+        denied = (
+            RIGHTS.follower.error_code
+            if not cluster_ok
+            else None
+            if follower or ctx.has_right(RIGHTS.topic, t.topic)
             else RIGHTS.topic.error_code
+        )
         for p in t.partitions:
-            r = OffsetForLeaderEpochResponse.EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1,
-                                                            end_offset=-1)
+            r = OffsetForLeaderEpochResponse.EpochEndOffset(
+                error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1
+            )
             parts.append(r)
             if denied is not None:
                 r.error_code = denied

@@ -56,6 +56,7 @@ here, a flush policy, an acks=-1 with followers to wait for); with the request i
 decoded (not decoded twice). A partition whose append fails is answered with its error as
 the general path answers it.
 """
+
 import logging
 from collections.abc import Awaitable, Mapping
 
@@ -82,7 +83,7 @@ log = logging.getLogger(__name__)
 
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
-_CLIENT = AppendOrigin.CLIENT       # read once: an enum's attribute costs ~0.1 us
+_CLIENT = AppendOrigin.CLIENT  # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
 _transactional = _native.first_batch_transactional
 #: a partition's records to append
@@ -94,14 +95,13 @@ _ToVerify = dict[int, tuple[int, int, object]]
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     acks = request.acks
     responses: list[ProduceResponse.TopicProduceResponse] = []
-    entries: list[_Entry] = []      # (TopicPartition, records) to append, in the request's order
-    answers: list[ProduceResponse.PartitionProduceResponse] = []    # their partition responses, in the same order
+    entries: list[_Entry] = []  # (TopicPartition, records) to append, in the request's order
+    answers: list[ProduceResponse.PartitionProduceResponse] = []  # their partition responses, in the same order
     failed = False
     txn_id = request.transactional_id
     if acks not in (0, 1, -1):
         code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
-    elif request.transactional_id is not None and \
-            not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
+    elif request.transactional_id is not None and not ctx.has_right(RIGHTS.transactional_id, request.transactional_id):
         code, message = RIGHTS.transactional_id.error_code, None
     else:
         code, message = None, None
@@ -134,13 +134,12 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Aw
     if entries and request.transactional_id is not None and (ctx.api_version >= 12 or ctx.services.config[_VERIFY]):
         need = _to_verify(ctx, entries)
         if need:
-            ctx.connection.hold_produces()       # the Produces behind it wait (Connection.hold_produces)
+            ctx.connection.hold_produces()  # the Produces behind it wait (Connection.hold_produces)
             return _verify_then_append(ctx, request, entries, answers, need, responses)
     if entries:
         result = ctx.services.replicas.append_records(entries, acks, request.timeout_ms, _CLIENT)
         if result.pending:
-            return _answer_later(ctx, result, answers, ProduceResponse(responses=responses, throttle_time_ms=0),
-                                 failed)
+            return _answer_later(ctx, result, answers, ProduceResponse(responses=responses, throttle_time_ms=0), failed)
         failed = _fill(answers, result.partitions) or failed
     if acks == 0:
         if failed:
@@ -153,9 +152,16 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Aw
 
 _VERIFY = "transaction.partition.verification.enable"
 #: coordinator answers a producer cannot act on, answered as a retriable NOT_ENOUGH_REPLICAS (Kafka)
-_RETRY_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                          ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                          ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+_RETRY_LATER = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
 
 
 def _to_verify(ctx: RequestContext, entries: list[_Entry]) -> _ToVerify:
@@ -175,30 +181,44 @@ def _to_verify(ctx: RequestContext, entries: list[_Entry]) -> _ToVerify:
         ps = part.log.producer_state
         if ps.has_open_transaction(b.producer_id, b.producer_epoch):
             continue
-        out[i] = (b.producer_id, b.producer_epoch,
-                  ps.start_verification(b.producer_id, b.producer_epoch, b.base_sequence))
+        out[i] = (
+            b.producer_id,
+            b.producer_epoch,
+            ps.start_verification(b.producer_id, b.producer_epoch, b.base_sequence),
+        )
     return out
 
 
-async def _verify_then_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
-                              answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
-                              responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
+async def _verify_then_append(
+    ctx: RequestContext,
+    request: ProduceRequest,
+    entries: list[_Entry],
+    answers: list[ProduceResponse.PartitionProduceResponse],
+    need: _ToVerify,
+    responses: list[ProduceResponse.TopicProduceResponse],
+) -> ProduceResponse | None:
     try:
         return await _verified_append(ctx, request, entries, answers, need, responses)
     finally:
         ctx.connection.release_produces()
 
 
-async def _verified_append(ctx: RequestContext, request: ProduceRequest, entries: list[_Entry],
-                           answers: list[ProduceResponse.PartitionProduceResponse], need: _ToVerify,
-                           responses: list[ProduceResponse.TopicProduceResponse]) -> ProduceResponse | None:
+async def _verified_append(
+    ctx: RequestContext,
+    request: ProduceRequest,
+    entries: list[_Entry],
+    answers: list[ProduceResponse.PartitionProduceResponse],
+    need: _ToVerify,
+    responses: list[ProduceResponse.TopicProduceResponse],
+) -> ProduceResponse | None:
     services = ctx.services
     pid, epoch, _guard = next(iter(need.values()))
     parts = [(entries[i][0].topic, entries[i][0].partition) for i in need]
     try:
         if ctx.api_version >= 12:
-            verdict = await services.txn_coordinator.add_or_verify(request.transactional_id, pid, epoch, parts,
-                                                                   add=True)
+            verdict = await services.txn_coordinator.add_or_verify(
+                request.transactional_id, pid, epoch, parts, add=True
+            )
         else:
             verdict = await services.txn_coordinator.verify(request.transactional_id, pid, epoch, parts)
     except Exception as exc:
@@ -219,22 +239,25 @@ async def _verified_append(ctx: RequestContext, request: ProduceRequest, entries
                 # v12: the coordinator added the partition once the previous transaction had
                 # all its markers (one of them may have come meanwhile, voiding the guard); a
                 # late batch is refused by its epoch (the next marker's is higher)
-                if part is None or not (ctx.api_version >= 12
-                                        or part.log.producer_state.verified(need[i][0], need[i][2])):
-                    code = ErrorCode.INVALID_TXN_STATE          # a marker came meanwhile
+                if part is None or not (
+                    ctx.api_version >= 12 or part.log.producer_state.verified(need[i][0], need[i][2])
+                ):
+                    code = ErrorCode.INVALID_TXN_STATE  # a marker came meanwhile
                 else:
                     try:
                         b = RecordBatch(entry[1])
-                        part.log.producer_state.check_verified_order(b.producer_id, b.producer_epoch,
-                                                                     b.base_sequence)
+                        part.log.producer_state.check_verified_order(b.producer_id, b.producer_epoch, b.base_sequence)
                     except OutOfOrderSequence as exc:
                         r.error_code, r.error_message = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
                         failed = True
                         continue
             if code:
                 r.error_code = code
-                r.error_message = "Partition was not added to the transaction" \
-                    if code == ErrorCode.INVALID_TXN_STATE else "Unable to verify the partition was added"
+                r.error_message = (
+                    "Partition was not added to the transaction"
+                    if code == ErrorCode.INVALID_TXN_STATE
+                    else "Unable to verify the partition was added"
+                )
                 failed = True
                 continue
         keep_entries.append(entry)
@@ -255,11 +278,21 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse | None
     None for acks=0, whose connection is then closed, as Kafka does."""
     if request.acks == 0:
         return None
-    return ProduceResponse(throttle_time_ms=0, responses=[
-        _TopicResp(name=t.name, partition_responses=[
-            _PartResp(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-            for p in t.partition_data])
-        for t in request.topic_data])
+    return ProduceResponse(
+        throttle_time_ms=0,
+        responses=[
+            _TopicResp(
+                name=t.name,
+                partition_responses=[
+                    _PartResp(
+                        index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ],
+    )
 
 
 def _fill(answers: list[ProduceResponse.PartitionProduceResponse], results: list[PartitionResult]) -> bool:
@@ -275,9 +308,13 @@ def _fill(answers: list[ProduceResponse.PartitionProduceResponse], results: list
     return failed
 
 
-async def _answer_later(ctx: RequestContext, result: AppendResult,
-                        answers: list[ProduceResponse.PartitionProduceResponse], response: ProduceResponse,
-                        failed: bool) -> ProduceResponse:
+async def _answer_later(
+    ctx: RequestContext,
+    result: AppendResult,
+    answers: list[ProduceResponse.PartitionProduceResponse],
+    response: ProduceResponse,
+    failed: bool,
+) -> ProduceResponse:
     """The answer once every partition's wait is over (never for acks=0: it waits for
     nothing)."""
     ctx.errors = _fill(answers, await result.wait()) or failed
@@ -286,8 +323,10 @@ async def _answer_later(ctx: RequestContext, result: AppendResult,
 
 # ---------------------------------------------------------------------- the direct path
 
-def direct(services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]
-           ) -> Answered | ProduceRequest | None:
+
+def direct(
+    services: BrokerServices, frame: BufferLike, version_caps: Mapping[int, int]
+) -> Answered | ProduceRequest | None:
     """A Produce frame's answer (see the module docstring), its partitions appended: an
     Answered (the answer's frames, the client id, the response when a partition failed).
     Otherwise nothing is appended, and the general path handles the request: the
@@ -301,7 +340,7 @@ def direct(services: BrokerServices, frame: BufferLike, version_caps: Mapping[in
         return None
     try:
         request = _native.decode_request(frame, pos, version)
-    except ValueError:                  # malformed: the general path says what is wrong
+    except ValueError:  # malformed: the general path says what is wrong
         return None
     if request is None:
         return None
@@ -315,20 +354,27 @@ def direct(services: BrokerServices, frame: BufferLike, version_caps: Mapping[in
         for p in topic.partition_data:
             records = p.records
             if records is None or len(records) == 0 or _transactional(records):
-                return request          # refused by handle()
+                return request  # refused by handle()
             entries.append((TopicPartition(name, p.index), records))
     results = services.replicas.append_now(entries, acks, request.timeout_ms)
     if results is None:
-        return request                  # it would wait, or be refused before its append
+        return request  # it would wait, or be refused before its append
     for r in results:
         if r.error:
             break
     else:
         return _native.encode_appended(correlation_id, version, topics, results), client_id, None
     # a partition failed: answered as the general path answers it, its errors counted
-    responses = [_TopicResp(name=t.name, partition_responses=[
-        _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-        for p in t.partition_data]) for t in topics]
+    responses = [
+        _TopicResp(
+            name=t.name,
+            partition_responses=[
+                _PartResp(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+                for p in t.partition_data
+            ],
+        )
+        for t in topics
+    ]
     _fill([r for t in responses for r in t.partition_responses], results)
     response = ProduceResponse(responses=responses, throttle_time_ms=0)
     return codec.encode_response((correlation_id, API_KEY, version), response), client_id, response

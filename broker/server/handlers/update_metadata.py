@@ -4,6 +4,7 @@ shows). A partition with leader -2 belongs to a topic being deleted: the topic l
 cache, and the group coordinator forgets its committed offsets (Kafka's
 handleUpdateMetadataRequest -> onPartitionsDeleted). Topic configs of topics seen for the
 first time are read from the store first."""
+
 import uuid
 from collections.abc import Awaitable
 
@@ -37,9 +38,18 @@ async def apply(services: BrokerServices, request: UpdateMetadataRequest) -> Upd
             if ps.leader == LEADER_DURING_DELETE:
                 deleted.add(t.topic_name)
                 continue
-            states.append(PartitionState(ps.partition_index, list(ps.replicas), ps.leader, ps.leader_epoch,
-                                         list(ps.isr), ps.controller_epoch, ps.zk_version,
-                                         offline_replicas=list(ps.offline_replicas)))
+            states.append(
+                PartitionState(
+                    ps.partition_index,
+                    list(ps.replicas),
+                    ps.leader,
+                    ps.leader_epoch,
+                    list(ps.isr),
+                    ps.controller_epoch,
+                    ps.zk_version,
+                    offline_replicas=list(ps.offline_replicas),
+                )
+            )
         if states and t.topic_name not in deleted:
             updates[t.topic_name] = (t.topic_id, states)
     await services.ensure_topic_configs(name for name in updates if cache.topic(name) is None)
@@ -67,15 +77,17 @@ def _broker(b: UpdateMetadataRequest.UpdateMetadataBroker, inter_broker_listener
 
 
 async def _from_network(services: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
-    err = await services.check_control_request("UpdateMetadata", request.controller_id, request.controller_epoch,
-                                             request.broker_epoch)
+    err = await services.check_control_request(
+        "UpdateMetadata", request.controller_id, request.controller_epoch, request.broker_epoch
+    )
     if err != ErrorCode.NONE:
         return UpdateMetadataResponse(error_code=err)
     return await apply(services, request)
 
 
-def handle(ctx: RequestContext, request: UpdateMetadataRequest
-           ) -> UpdateMetadataResponse | Awaitable[UpdateMetadataResponse]:
-    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):     # inter-broker: CLUSTER_ACTION
+def handle(
+    ctx: RequestContext, request: UpdateMetadataRequest
+) -> UpdateMetadataResponse | Awaitable[UpdateMetadataResponse]:
+    if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):  # inter-broker: CLUSTER_ACTION
         return UpdateMetadataResponse(error_code=RIGHTS.cluster_action.error_code)
     return _from_network(ctx.services, request)

@@ -6,6 +6,7 @@ also one at the producer's own epoch while a transaction is open: the coordinato
 the epoch at the end, so such a marker is a late one), TRANSACTION_COORDINATOR_FENCED (an
 older coordinator epoch than the producer's last marker's)... Only brokers send it:
 CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka's."""
+
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from broker.security.acl import CLUSTER_NAME
@@ -22,10 +23,17 @@ R = WriteTxnMarkersResponse
 
 
 async def _handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    markers = [Marker(m.producer_id, m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
-                      tuple((t.name, p) for t in m.topics for p in t.partition_indexes),
-                      m.transaction_version if ctx.api_version >= 2 else 0)
-               for m in request.markers]
+    markers = [
+        Marker(
+            m.producer_id,
+            m.producer_epoch,
+            bool(m.transaction_result),
+            m.coordinator_epoch,
+            tuple((t.name, p) for t in m.topics for p in t.partition_indexes),
+            m.transaction_version if ctx.api_version >= 2 else 0,
+        )
+        for m in request.markers
+    ]
     if ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):
         results = await write_markers(ctx.services, markers)
     else:
@@ -34,10 +42,15 @@ async def _handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> Write
     for m in markers:
         topics: dict[str, list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]] = {}
         for t, p in m.partitions:
-            topics.setdefault(t, []).append(R.WritableTxnMarkerPartitionResult(
-                partition_index=p, error_code=results.get((m.producer_id, t, p), 0)))
-        out.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
-            R.WritableTxnMarkerTopicResult(name=t, partitions=ps) for t, ps in topics.items()]))
+            topics.setdefault(t, []).append(
+                R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=results.get((m.producer_id, t, p), 0))
+            )
+        out.append(
+            R.WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=[R.WritableTxnMarkerTopicResult(name=t, partitions=ps) for t, ps in topics.items()],
+            )
+        )
     return R(markers=out)
 
 

@@ -1,5 +1,6 @@
 """The one mapping from append exceptions to Kafka error codes (broker/cluster/replica/append_errors.py), and
 the group coordinator's answers built on it, with an in-memory partition writer."""
+
 import asyncio
 import errno
 
@@ -17,16 +18,19 @@ from tests.unit.group.test_coordinator import GROUP, MemoryWrite, MemoryWriter, 
 E = ErrorCode
 
 
-@pytest.mark.parametrize("exc, code", [
-    (InvalidRecordError("null key"), E.INVALID_RECORD),
-    (CorruptRecordError("bad crc"), E.CORRUPT_MESSAGE),
-    (RecordTooLarge("big"), E.MESSAGE_TOO_LARGE),
-    (LogStorageError("disk"), E.KAFKA_STORAGE_ERROR),
-    (OutOfOrderSequence("gap"), E.OUT_OF_ORDER_SEQUENCE_NUMBER),
-    (InvalidProducerEpoch("fenced"), E.INVALID_PRODUCER_EPOCH),
-    (ValueError("refused"), E.INVALID_RECORD),
-    (OSError(errno.ENOSPC, "full"), E.KAFKA_STORAGE_ERROR),
-])
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (InvalidRecordError("null key"), E.INVALID_RECORD),
+        (CorruptRecordError("bad crc"), E.CORRUPT_MESSAGE),
+        (RecordTooLarge("big"), E.MESSAGE_TOO_LARGE),
+        (LogStorageError("disk"), E.KAFKA_STORAGE_ERROR),
+        (OutOfOrderSequence("gap"), E.OUT_OF_ORDER_SEQUENCE_NUMBER),
+        (InvalidProducerEpoch("fenced"), E.INVALID_PRODUCER_EPOCH),
+        (ValueError("refused"), E.INVALID_RECORD),
+        (OSError(errno.ENOSPC, "full"), E.KAFKA_STORAGE_ERROR),
+    ],
+)
 def test_each_exception_has_its_code_and_message(exc, code):
     assert isinstance(exc, APPEND_ERRORS)
     assert append_error(exc) == (code, str(exc))
@@ -40,7 +44,7 @@ def test_a_real_invalid_batch_maps_through_the_native_exception():
     b = BatchBuilder()
     b.append(None, None, b"v")
     data = bytearray(b.build())
-    data[-1] ^= 0xFF                                   # the CRC no longer matches
+    data[-1] ^= 0xFF  # the CRC no longer matches
     with pytest.raises(APPEND_ERRORS) as info:
         assign_offsets(data, 0)
     assert append_error(info.value)[0] == E.CORRUPT_MESSAGE
@@ -67,36 +71,44 @@ class FailingWriter(MemoryWriter):
             return MemoryWrite(self, tp, -1, timeout_ms, code, message)
         write = super().append(tp, records, timeout_ms)
         if self.wait_error:
+
             async def wait():
                 return self.wait_error
+
             write.wait = wait
         return write
 
 
-@pytest.mark.parametrize("exc, offsets, code", [
-    (KafkaProtocolError(E.NOT_LEADER_OR_FOLLOWER), True, E.NOT_COORDINATOR),
-    (KafkaProtocolError(E.NOT_ENOUGH_REPLICAS), True, E.COORDINATOR_NOT_AVAILABLE),
-    (KafkaProtocolError(E.UNKNOWN_TOPIC_OR_PARTITION), False, E.COORDINATOR_NOT_AVAILABLE),
-    (LogStorageError("disk"), True, E.NOT_COORDINATOR),
-    (OSError(errno.EIO, "io"), False, E.NOT_COORDINATOR),
-    (RecordTooLarge("big"), True, E.INVALID_COMMIT_OFFSET_SIZE),
-    (RecordTooLarge("big"), False, E.UNKNOWN_SERVER_ERROR),
-    (KafkaProtocolError(E.RECORD_LIST_TOO_LARGE), True, E.INVALID_COMMIT_OFFSET_SIZE),
-])
+@pytest.mark.parametrize(
+    "exc, offsets, code",
+    [
+        (KafkaProtocolError(E.NOT_LEADER_OR_FOLLOWER), True, E.NOT_COORDINATOR),
+        (KafkaProtocolError(E.NOT_ENOUGH_REPLICAS), True, E.COORDINATOR_NOT_AVAILABLE),
+        (KafkaProtocolError(E.UNKNOWN_TOPIC_OR_PARTITION), False, E.COORDINATOR_NOT_AVAILABLE),
+        (LogStorageError("disk"), True, E.NOT_COORDINATOR),
+        (OSError(errno.EIO, "io"), False, E.NOT_COORDINATOR),
+        (RecordTooLarge("big"), True, E.INVALID_COMMIT_OFFSET_SIZE),
+        (RecordTooLarge("big"), False, E.UNKNOWN_SERVER_ERROR),
+        (KafkaProtocolError(E.RECORD_LIST_TOO_LARGE), True, E.INVALID_COMMIT_OFFSET_SIZE),
+    ],
+)
 def test_the_coordinator_maps_append_errors_as_kafka_does(exc, offsets, code):
     _, manager, _ = make(FailingWriter(exc))
     manager.load_all()
     assert manager.append(GROUP, [(b"k", b"v")], offsets) == (code, None)
 
 
-@pytest.mark.parametrize("wait_error, offsets, code", [
-    (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, True, E.COORDINATOR_NOT_AVAILABLE),
-    (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, False, E.COORDINATOR_NOT_AVAILABLE),
-    (E.NOT_LEADER_OR_FOLLOWER, True, E.NOT_COORDINATOR),
-    (E.KAFKA_STORAGE_ERROR, False, E.NOT_COORDINATOR),
-    (E.REQUEST_TIMED_OUT, True, E.REQUEST_TIMED_OUT),
-    (E.REQUEST_TIMED_OUT, False, E.REBALANCE_IN_PROGRESS),
-])
+@pytest.mark.parametrize(
+    "wait_error, offsets, code",
+    [
+        (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, True, E.COORDINATOR_NOT_AVAILABLE),
+        (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, False, E.COORDINATOR_NOT_AVAILABLE),
+        (E.NOT_LEADER_OR_FOLLOWER, True, E.NOT_COORDINATOR),
+        (E.KAFKA_STORAGE_ERROR, False, E.NOT_COORDINATOR),
+        (E.REQUEST_TIMED_OUT, True, E.REQUEST_TIMED_OUT),
+        (E.REQUEST_TIMED_OUT, False, E.REBALANCE_IN_PROGRESS),
+    ],
+)
 def test_the_coordinator_maps_errors_of_the_wait_for_the_isr_as_kafka_does(wait_error, offsets, code):
     _, manager, _ = make(FailingWriter(wait_error=wait_error))
     manager.load_all()

@@ -2,6 +2,7 @@
 Partitions and Logs: acks 0, 1 and -1, per-partition errors in the request's order,
 internal topics by origin, the flush policy, idempotent retries, and the fast path that
 answers at once without a coroutine or a task."""
+
 import asyncio
 import errno
 
@@ -47,8 +48,10 @@ def replicas():
 @pytest.fixture
 def no_delayed_produce(monkeypatch):
     """Fails the test if append_records builds a DelayedProduce (the waiting machinery)."""
+
     def forbidden(*args, **kwargs):
         raise AssertionError("a DelayedProduce on the fast path")
+
     monkeypatch.setattr(manager_module, "DelayedProduce", forbidden)
 
 
@@ -64,7 +67,7 @@ def test_acks_1_is_final_at_once_without_a_coroutine_or_a_task(replicas, tmp_pat
 
 
 def test_acks_0_is_final_at_once_and_reports_failures(replicas, tmp_path, no_delayed_produce):
-    host(replicas, tmp_path, T0, replica_ids=(1, 2))                  # a follower that never fetches
+    host(replicas, tmp_path, T0, replica_ids=(1, 2))  # a follower that never fetches
     result = replicas.append_records([(T0, batch(2)), (T3, batch(1))], 0, 1000, CLIENT)
     assert not result.pending
     assert [(r.error, r.base_offset) for r in result.partitions] == [(0, 0), (E.NOT_LEADER_OR_FOLLOWER, -1)]
@@ -81,17 +84,18 @@ def test_acks_all_waits_for_the_isr(replicas, tmp_path):
     async def main():
         part = host(replicas, tmp_path, T0, replica_ids=(1, 2), min_isr=2)
         result = replicas.append_records([(T0, batch(2))], -1, 5000, CLIENT)
-        assert result.pending and len(replicas.purgatory) == 0        # nothing registered before it waits
+        assert result.pending and len(replicas.purgatory) == 0  # nothing registered before it waits
         task = asyncio.ensure_future(result.wait())
         await asyncio.sleep(0.01)
         assert not task.done() and len(replicas.purgatory) == 1
-        part.update_follower(2, 1)                                      # not yet the whole batch
+        part.update_follower(2, 1)  # not yet the whole batch
         await asyncio.sleep(0.01)
         assert not task.done()
         part.update_follower(2, 2)
         [r] = await asyncio.wait_for(task, 2)
         assert (r.error, r.base_offset, r.last_offset) == (0, 0, 1)
         assert not result.pending and len(replicas.purgatory) == 0
+
     asyncio.run(main())
 
 
@@ -112,37 +116,59 @@ def test_acks_all_times_out(replicas, tmp_path):
         [r] = await asyncio.wait_for(result.wait(), 2)
         assert (r.error, r.base_offset) == (E.REQUEST_TIMED_OUT, 0)
         assert len(replicas.purgatory) == 0
+
     asyncio.run(main())
 
 
 def test_one_request_answers_each_partition_in_order_with_its_own_error(replicas, tmp_path):
     async def main():
-        host(replicas, tmp_path, T0)                                            # leader alone: at once
-        waiting = host(replicas, tmp_path, T1, replica_ids=(1, 2), min_isr=2)   # waits for 2
+        host(replicas, tmp_path, T0)  # leader alone: at once
+        waiting = host(replicas, tmp_path, T1, replica_ids=(1, 2), min_isr=2)  # waits for 2
         host(replicas, tmp_path, T2, replica_ids=(1, 2), isr=(1,), min_isr=2)  # ISR too small
         corrupt = batch(1)
-        corrupt[-1] ^= 0xFF                                                     # the CRC no longer matches
-        entries = [(T0, batch(1)), (T1, batch(3)), (T2, batch(1)), (T3, batch(1)),
-                   (TopicPartition("gone", 0), batch(1)), (T0, corrupt)]
+        corrupt[-1] ^= 0xFF  # the CRC no longer matches
+        entries = [
+            (T0, batch(1)),
+            (T1, batch(3)),
+            (T2, batch(1)),
+            (T3, batch(1)),
+            (TopicPartition("gone", 0), batch(1)),
+            (T0, corrupt),
+        ]
         result = replicas.append_records(entries, -1, 5000, CLIENT)
         assert result.pending
-        assert [r.error for r in result.partitions] == [0, 0, E.NOT_ENOUGH_REPLICAS, E.NOT_LEADER_OR_FOLLOWER,
-                                                        E.UNKNOWN_TOPIC_OR_PARTITION, E.CORRUPT_MESSAGE]
+        assert [r.error for r in result.partitions] == [
+            0,
+            0,
+            E.NOT_ENOUGH_REPLICAS,
+            E.NOT_LEADER_OR_FOLLOWER,
+            E.UNKNOWN_TOPIC_OR_PARTITION,
+            E.CORRUPT_MESSAGE,
+        ]
         task = asyncio.ensure_future(result.wait())
         await asyncio.sleep(0.01)
         assert not task.done()
         waiting.update_follower(2, 3)
         got = await asyncio.wait_for(task, 2)
         assert [(r.error, r.base_offset) for r in got] == [
-            (0, 0), (0, 0), (E.NOT_ENOUGH_REPLICAS, -1), (E.NOT_LEADER_OR_FOLLOWER, -1),
-            (E.UNKNOWN_TOPIC_OR_PARTITION, -1), (E.CORRUPT_MESSAGE, -1)]
+            (0, 0),
+            (0, 0),
+            (E.NOT_ENOUGH_REPLICAS, -1),
+            (E.NOT_LEADER_OR_FOLLOWER, -1),
+            (E.UNKNOWN_TOPIC_OR_PARTITION, -1),
+            (E.CORRUPT_MESSAGE, -1),
+        ]
+
     asyncio.run(main())
 
 
 def test_a_client_cannot_append_to_an_internal_topic_its_coordinator_can(replicas, tmp_path):
     part = host(replicas, tmp_path, OFFSETS)
     r = replicas.append_records([(OFFSETS, batch(1))], 1, 1000, CLIENT).partitions[0]
-    assert (r.error, r.error_message) == (E.INVALID_TOPIC_EXCEPTION, "Cannot append to internal topic __consumer_offsets")
+    assert (r.error, r.error_message) == (
+        E.INVALID_TOPIC_EXCEPTION,
+        "Cannot append to internal topic __consumer_offsets",
+    )
     assert part.log.log_end_offset == 0
     r = replicas.append_records([(OFFSETS, batch(1))], -1, 1000, COORDINATOR).partitions[0]
     assert (r.error, r.last_offset) == (0, 0)
@@ -160,6 +186,7 @@ def test_a_partition_created_again_while_waiting_is_not_led_by_the_wait(replicas
         replicas.purgatory.partition_changed(T0)
         [r] = await asyncio.wait_for(task, 2)
         assert r.error == E.NOT_LEADER_OR_FOLLOWER
+
     asyncio.run(main())
 
 
@@ -183,6 +210,7 @@ def test_the_flush_policy_holds_the_answer_until_the_batch_is_durable(replicas, 
         assert r.error == 0 and part.log.recovery_point == 2
         # acks=0 waits for nothing (the flush timer makes it durable)
         assert not replicas.append_records([(T0, batch(1))], 0, 1000, CLIENT).pending
+
     asyncio.run(main())
 
 
@@ -198,6 +226,7 @@ def test_a_failed_fsync_is_a_storage_error_for_its_partition_only(replicas, tmp_
         got = await asyncio.wait_for(result.wait(), 5)
         assert [r.error for r in got] == [E.KAFKA_STORAGE_ERROR, 0]
         assert "fsync failed" in got[0].error_message
+
     asyncio.run(main())
 
 
@@ -210,21 +239,21 @@ def test_acks_outside_0_1_minus_1_are_a_bug_of_the_caller(replicas, tmp_path):
 
 @pytest.mark.parametrize("acks", [1, -1])
 def test_append_now_answers_what_append_records_answers_at_once_and_declines_the_rest_untouched(
-        replicas, tmp_path, acks, no_delayed_produce):
+    replicas, tmp_path, acks, no_delayed_produce
+):
     """ReplicaManager.append_now (the direct path of Produce): every partition answered at
     once (Partition.answers_at_once) is appended by append_records' own loop; one partition
     that would wait or be refused before its append declines the whole request, nothing
     appended."""
     host(replicas, tmp_path, T0)
     host(replicas, tmp_path, T1)
-    host(replicas, tmp_path, T2, replica_ids=(1, 2))                    # acks=-1 waits for broker 2
-    host(replicas, tmp_path, T3, **{"flush.messages": 1000})            # a flush policy: waits for an fsync
+    host(replicas, tmp_path, T2, replica_ids=(1, 2))  # acks=-1 waits for broker 2
+    host(replicas, tmp_path, T3, **{"flush.messages": 1000})  # a flush policy: waits for an fsync
     host(replicas, tmp_path, OFFSETS)
     bad = batch(1)
-    bad[-1] ^= 0xFF                                                     # a corrupt CRC: refused in the append
+    bad[-1] ^= 0xFF  # a corrupt CRC: refused in the append
     got = replicas.append_now([(T0, batch(2)), (T1, bad), (T0, batch(1))], acks)
-    assert [(r.error, r.base_offset, r.last_offset) for r in got] == [(0, 0, 1), (E.CORRUPT_MESSAGE, -1, -1),
-                                                                        (0, 2, 2)]
+    assert [(r.error, r.base_offset, r.last_offset) for r in got] == [(0, 0, 1), (E.CORRUPT_MESSAGE, -1, -1), (0, 2, 2)]
     ends = {tp: p.log.log_end_offset for tp, p in replicas.partitions.items()}
     declined = [[(T3, batch(1))], [(OFFSETS, batch(1))], [(TopicPartition("t", 9), batch(1))]]
     if acks == -1:
@@ -232,5 +261,5 @@ def test_append_now_answers_what_append_records_answers_at_once_and_declines_the
     for entries in declined:
         assert replicas.append_now([(T0, batch(1))] + entries, acks) is None
     assert {tp: p.log.log_end_offset for tp, p in replicas.partitions.items()} == ends
-    if acks == 1:                                                       # acks=1 waits for no follower
+    if acks == 1:  # acks=1 waits for no follower
         assert [r.error for r in replicas.append_now([(T2, batch(1))], acks)] == [0]

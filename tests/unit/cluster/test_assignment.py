@@ -1,6 +1,7 @@
 """Replica assignment (Kafka's AdminUtils / AdminZkClient rules): tables worked out by hand
 from the algorithm, Kafka's documented example, errors with Kafka's codes and messages,
 and the distribution properties for any brokers and racks (hypothesis)."""
+
 import random
 from collections import Counter
 
@@ -32,21 +33,39 @@ def raises(code, message, fn, *args, **kwargs):
 def test_round_robin_three_brokers_six_partitions():
     # start 0, shift 0: followers at +1, +2; at partition 3 the shift becomes 1: +2, +1
     assert assign_replicas(no_racks(1, 2, 3), 6, 3, fixed_start_index=0) == {
-        0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2],
-        3: [1, 3, 2], 4: [2, 1, 3], 5: [3, 2, 1]}
+        0: [1, 2, 3],
+        1: [2, 3, 1],
+        2: [3, 1, 2],
+        3: [1, 3, 2],
+        4: [2, 1, 3],
+        5: [3, 2, 1],
+    }
 
 
 def test_round_robin_start_index_also_fixes_the_shift():
     # start 1, shift 1: the first follower sits 1 + (1 % 3) = 2 places after the leader
     assert assign_replicas(no_racks(3, 0, 2, 1), 4, 2, fixed_start_index=1) == {
-        0: [1, 3], 1: [2, 0], 2: [3, 1], 3: [0, 2]}
+        0: [1, 3],
+        1: [2, 0],
+        2: [3, 1],
+        3: [0, 2],
+    }
 
 
 def test_round_robin_matches_kafkas_documented_table():
     # AdminUtils' javadoc / AdminRackAwareTest: 5 brokers, 10 partitions, RF 3, start 0
     assert assign_replicas(no_racks(*range(5)), 10, 3, fixed_start_index=0) == {
-        0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
-        5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
+    }
 
 
 def test_rack_alternated_broker_list():
@@ -59,8 +78,14 @@ def test_rack_alternated_broker_list():
 def test_rack_aware_matches_kafkas_documented_table():
     racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
     assert assign_replicas(racks, 7, 3, fixed_start_index=0) == {
-        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3],
-        6: [0, 4, 2]}     # second round: followers shifted, not 0, 3, 1 again
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+        6: [0, 4, 2],
+    }  # second round: followers shifted, not 0, 3, 1 again
 
 
 def test_rack_aware_skips_a_follower_on_a_rack_already_used():
@@ -73,13 +98,14 @@ def test_rack_aware_skips_a_follower_on_a_rack_already_used():
 def test_rack_aware_more_replicas_than_racks():
     # alternated [1, 3, 2, 4]; once both racks hold a replica any unused broker will do
     racks = {1: "a", 2: "a", 3: "b", 4: "b"}
-    assert assign_replicas(racks, 4, 3, fixed_start_index=0) == {
-        0: [1, 3, 2], 1: [3, 2, 4], 2: [2, 4, 1], 3: [4, 1, 3]}
+    assert assign_replicas(racks, 4, 3, fixed_start_index=0) == {0: [1, 3, 2], 1: [3, 2, 4], 2: [2, 4, 1], 3: [4, 1, 3]}
 
 
 def test_start_partition_id_numbers_the_partitions():
     assert assign_replicas(no_racks(1, 2, 3), 2, 3, start_partition_id=3, fixed_start_index=0) == {
-        3: [1, 3, 2], 4: [2, 1, 3]}    # partition 3 is (3 + 0) % 3 = index 0, and grows the shift to 1
+        3: [1, 3, 2],
+        4: [2, 1, 3],
+    }  # partition 3 is (3 + 0) % 3 = index 0, and grows the shift to 1
 
 
 # ---------------------------------------------------------------- randomness
@@ -105,22 +131,57 @@ def test_random_start_varies_the_preferred_leaders():
 
 
 def test_errors_with_kafkas_codes_and_messages():
-    raises(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor: 3 larger than available brokers: 2.",
-           assign_replicas, no_racks(1, 2), 6, 3)
-    raises(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.",
-           assign_replicas, no_racks(1, 2), 0, 1)
-    raises(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.",
-           assign_replicas, no_racks(1, 2), -3, 1)
-    raises(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.",
-           assign_replicas, no_racks(1, 2), 1, 0)
-    raises(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor: 1 larger than available brokers: 0.",
-           assign_replicas, {}, 1, 1)
+    raises(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "Replication factor: 3 larger than available brokers: 2.",
+        assign_replicas,
+        no_racks(1, 2),
+        6,
+        3,
+    )
+    raises(
+        ErrorCode.INVALID_PARTITIONS,
+        "Number of partitions must be larger than 0.",
+        assign_replicas,
+        no_racks(1, 2),
+        0,
+        1,
+    )
+    raises(
+        ErrorCode.INVALID_PARTITIONS,
+        "Number of partitions must be larger than 0.",
+        assign_replicas,
+        no_racks(1, 2),
+        -3,
+        1,
+    )
+    raises(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "Replication factor must be larger than 0.",
+        assign_replicas,
+        no_racks(1, 2),
+        1,
+        0,
+    )
+    raises(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "Replication factor: 1 larger than available brokers: 0.",
+        assign_replicas,
+        {},
+        1,
+        1,
+    )
 
 
 def test_some_brokers_without_rack_refused_as_kafka_does():
-    raises(ErrorCode.UNKNOWN_SERVER_ERROR,
-           "Not all brokers have rack information for replica rack aware assignment.",
-           assign_replicas, {1: "a", 2: None, 3: "b"}, 3, 2)
+    raises(
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Not all brokers have rack information for replica rack aware assignment.",
+        assign_replicas,
+        {1: "a", 2: None, 3: "b"},
+        3,
+        2,
+    )
 
 
 # ---------------------------------------------------------------- CreatePartitions
@@ -147,11 +208,23 @@ def test_new_partitions_errors():
     brokers = no_racks(1, 2, 3)
     existing = {0: [1, 2], 1: [2, 3]}
     raises(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic does not exist.", assign_new_partitions, {}, brokers, 3)
-    raises(ErrorCode.INVALID_PARTITIONS, "Topic currently has 2 partitions, which is higher than the requested 1.",
-           assign_new_partitions, existing, brokers, 1)
+    raises(
+        ErrorCode.INVALID_PARTITIONS,
+        "Topic currently has 2 partitions, which is higher than the requested 1.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        1,
+    )
     raises(ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partitions.", assign_new_partitions, existing, brokers, 2)
-    raises(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor: 2 larger than available brokers: 1.",
-           assign_new_partitions, existing, no_racks(1), 3)
+    raises(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "Replication factor: 2 larger than available brokers: 1.",
+        assign_new_partitions,
+        existing,
+        no_racks(1),
+        3,
+    )
 
 
 def test_new_partitions_with_explicit_assignments():
@@ -159,17 +232,52 @@ def test_new_partitions_with_explicit_assignments():
     existing = {0: [1, 2], 1: [2, 3]}
     assert assign_new_partitions(existing, brokers, 4, [[3, 1], [1, 3]]) == {2: [3, 1], 3: [1, 3]}
     code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-    raises(code, "Unknown broker(s) in replica assignment: 4, 7.",
-           assign_new_partitions, existing, brokers, 4, [[7, 1], [4, 1]])
-    raises(code, "Increasing the number of partitions by 2 but 1 assignments provided.",
-           assign_new_partitions, existing, brokers, 4, [[3, 1]])
-    raises(code, "Cannot have replication factor of 0 for partition id 3.",
-           assign_new_partitions, existing, brokers, 4, [[3, 1], []])
-    raises(code, "Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 2.",
-           assign_new_partitions, existing, brokers, 4, [[1, 1], [1, 2]])
-    raises(code, "Inconsistent replication factor between partitions, partition 0 has 2 while partitions [2, 3] "
-                 "have replication factors [1, 3], respectively.",
-           assign_new_partitions, existing, brokers, 4, [[1], [1, 2, 3]])
+    raises(
+        code,
+        "Unknown broker(s) in replica assignment: 4, 7.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        4,
+        [[7, 1], [4, 1]],
+    )
+    raises(
+        code,
+        "Increasing the number of partitions by 2 but 1 assignments provided.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        4,
+        [[3, 1]],
+    )
+    raises(
+        code,
+        "Cannot have replication factor of 0 for partition id 3.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        4,
+        [[3, 1], []],
+    )
+    raises(
+        code,
+        "Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 2.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        4,
+        [[1, 1], [1, 2]],
+    )
+    raises(
+        code,
+        "Inconsistent replication factor between partitions, partition 0 has 2 while partitions [2, 3] "
+        "have replication factors [1, 3], respectively.",
+        assign_new_partitions,
+        existing,
+        brokers,
+        4,
+        [[1], [1, 2, 3]],
+    )
 
 
 # ---------------------------------------------------------------- CreateTopics with explicit replicas
@@ -179,14 +287,17 @@ def test_manual_assignment_accepted():
     validate_manual_assignment({0: [1, 2], 1: [2, 3], 2: [3, 1]}, no_racks(1, 2, 3))
 
 
-@pytest.mark.parametrize("assignment, message", [
-    ({0: [1, 2], 1: [2, 3, 1]}, "All partitions should have the same number of replicas"),
-    ({0: [1, 2], 2: [2, 3]}, "partitions should be a consecutive 0-based integer sequence"),
-    ({1: [1, 2]}, "partitions should be a consecutive 0-based integer sequence"),
-    ({0: [1, 2], 1: [3, 3]}, "Duplicate brokers not allowed in replica assignment: 3, 3 for partition id 1."),
-    ({0: []}, "Cannot have replication factor of 0 for partition id 0."),
-    ({0: [1, 9]}, "Unknown broker(s) in replica assignment: 9."),
-])
+@pytest.mark.parametrize(
+    "assignment, message",
+    [
+        ({0: [1, 2], 1: [2, 3, 1]}, "All partitions should have the same number of replicas"),
+        ({0: [1, 2], 2: [2, 3]}, "partitions should be a consecutive 0-based integer sequence"),
+        ({1: [1, 2]}, "partitions should be a consecutive 0-based integer sequence"),
+        ({0: [1, 2], 1: [3, 3]}, "Duplicate brokers not allowed in replica assignment: 3, 3 for partition id 1."),
+        ({0: []}, "Cannot have replication factor of 0 for partition id 0."),
+        ({0: [1, 9]}, "Unknown broker(s) in replica assignment: 9."),
+    ],
+)
 def test_manual_assignment_refused(assignment, message):
     raises(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message, validate_manual_assignment, assignment, no_racks(1, 2, 3))
 
@@ -216,7 +327,7 @@ def test_every_assignment_is_well_formed(cluster):
         assert set(replicas) <= set(brokers)
     leaders = Counter(replicas[0] for replicas in assignment.values())
     counts = [leaders.get(b, 0) for b in brokers]
-    assert max(counts) - min(counts) <= 1          # each leads num_partitions / n, give or take one
+    assert max(counts) - min(counts) <= 1  # each leads num_partitions / n, give or take one
 
 
 @given(clusters())
@@ -228,9 +339,9 @@ def test_rack_aware_spreads_racks(cluster):
     for replicas in assign_replicas(brokers, num_partitions, rf, rng=random.Random(seed)).values():
         racks = [brokers[b] for b in replicas]
         if num_racks >= rf:
-            assert len(set(racks)) == rf                 # distinct racks
+            assert len(set(racks)) == rf  # distinct racks
         else:
-            assert len(set(racks)) == num_racks          # every rack holds one
+            assert len(set(racks)) == num_racks  # every rack holds one
 
 
 @given(st.integers(2, 8), st.integers(0, 2**32))
@@ -245,8 +356,9 @@ def test_followers_of_a_brokers_partitions_spread_over_all_others(n, seed):
 @given(st.integers(1, 8), st.integers(1, 5), st.data())
 def test_replicas_even_over_full_rounds(n, rounds, data):
     rf = data.draw(st.integers(1, n))
-    assignment = assign_replicas(no_racks(*range(n)), n * rounds, rf,
-                                 rng=random.Random(data.draw(st.integers(0, 2**32))))
+    assignment = assign_replicas(
+        no_racks(*range(n)), n * rounds, rf, rng=random.Random(data.draw(st.integers(0, 2**32)))
+    )
     held = Counter(b for replicas in assignment.values() for b in replicas)
     assert set(held.values()) == {rounds * rf}
 

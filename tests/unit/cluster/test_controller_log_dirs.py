@@ -4,6 +4,7 @@ for all its replicas, the partitions it answers KAFKA_STORAGE_ERROR for are offl
 replicas — they leave the ISR, their leadership moves to an online ISR member — and
 UpdateMetadata names them in offline_replicas. Over the in-memory store of
 test_controller.py, the brokers' answers scripted."""
+
 import asyncio
 import uuid
 
@@ -41,12 +42,24 @@ class FailedDirs(Channels):
             return type("R", (), {"error_code": 0})()
         R = LeaderAndIsrResponse
         bad = self.offline.get(broker_id, set())
-        return R(error_code=0, topics=[R.LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=[
-            R.LeaderAndIsrPartitionError(
-                partition_index=p.partition_index,
-                error_code=ErrorCode.KAFKA_STORAGE_ERROR if TopicPartition(t.topic_name, p.partition_index) in bad
-                else ErrorCode.NONE)
-            for p in t.partition_states]) for t in request.topic_states])
+        return R(
+            error_code=0,
+            topics=[
+                R.LeaderAndIsrTopicError(
+                    topic_id=t.topic_id,
+                    partition_errors=[
+                        R.LeaderAndIsrPartitionError(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.KAFKA_STORAGE_ERROR
+                            if TopicPartition(t.topic_name, p.partition_index) in bad
+                            else ErrorCode.NONE,
+                        )
+                        for p in t.partition_states
+                    ],
+                )
+                for t in request.topic_states
+            ],
+        )
 
 
 async def cluster_with_topic(tmp_path):
@@ -74,17 +87,18 @@ def offline_replicas(c, tp):
 def test_a_log_dir_event_moves_leadership_off_the_offline_replicas_and_shrinks_their_isrs(tmp_path):
     async def main():
         c, store = await cluster_with_topic(tmp_path)
-        c.channels.offline[2] = {P0, P2}                  # broker 2's dir with t-0 and t-2 failed
+        c.channels.offline[2] = {P0, P2}  # broker 2's dir with t-0 and t-2 failed
         await store.create_log_dir_event_notification(2)
         await settle(c)
-        assert await store.get_log_dir_events() == {}     # handled notifications are deleted
+        assert await store.get_log_dir_events() == {}  # handled notifications are deleted
         asked = [r for b, r in c.channels.sent if b == 2 and isinstance(r, LeaderAndIsrRequest)]
-        assert asked and sorted((t.topic_name, p.partition_index) for t in asked[0].topic_states
-                                for p in t.partition_states) == [(T, 0), (T, 1), (T, 2)]
+        assert asked and sorted(
+            (t.topic_name, p.partition_index) for t in asked[0].topic_states for p in t.partition_states
+        ) == [(T, 0), (T, 1), (T, 2)]
         s = states(c, T)
-        assert (s[0].leader, s[0].isr, s[0].leader_epoch) == (1, (1, 3), 1)     # the ISR's next online member
-        assert (s[2].leader, s[2].isr) == (3, (3, 1))     # a follower leaves the ISR
-        assert (s[1].leader, s[1].isr, s[1].leader_epoch) == (1, (1, 2, 3), 0)    # its other dir: untouched
+        assert (s[0].leader, s[0].isr, s[0].leader_epoch) == (1, (1, 3), 1)  # the ISR's next online member
+        assert (s[2].leader, s[2].isr) == (3, (3, 1))  # a follower leaves the ISR
+        assert (s[1].leader, s[1].isr, s[1].leader_epoch) == (1, (1, 2, 3), 0)  # its other dir: untouched
         stored = await store.get_partition_states(T)
         assert stored[0][0].leader == 1 and 2 not in stored[0][0].isr
         assert c.ctx.offline_replicas == {2: {P0, P2}}
@@ -98,6 +112,7 @@ def test_a_log_dir_event_moves_leadership_off_the_offline_replicas_and_shrinks_t
         await settle(c)
         assert c.ctx.states == before
         await c.shutdown()
+
     run(main())
 
 
@@ -117,11 +132,13 @@ def test_a_broker_registering_again_after_repair_has_its_replicas_online_and_bac
         assert any(b == 2 and isinstance(r, LeaderAndIsrRequest) for b, r in c.channels.sent)
         s0 = states(c, T)[0]
         # it catches up as a follower; its leader asks for it back in the ISR, granted now
-        err, res = await c.alter_partition(s0.leader, store.epochs[s0.leader],
-                                           [(T, 0, s0.leader_epoch, [1, 3, 2], s0.partition_epoch, 0)])
+        err, res = await c.alter_partition(
+            s0.leader, store.epochs[s0.leader], [(T, 0, s0.leader_epoch, [1, 3, 2], s0.partition_epoch, 0)]
+        )
         assert err == ErrorCode.NONE and isinstance(res[(T, 0)], LeaderAndIsr) and res[(T, 0)].isr == (1, 3, 2)
         assert offline_replicas(c, P0) == []
         await c.shutdown()
+
     run(main())
 
 
@@ -129,6 +146,7 @@ def test_an_answer_without_storage_errors_brings_a_replica_back_online(tmp_path)
     """A new controller learns offline replicas only from the answers to its full
     LeaderAndIsr (pending notifications are dropped at failover, as Kafka's); a later
     answer without the error marks the replica online again."""
+
     async def main():
         c, store = await cluster_with_topic(tmp_path)
         c.channels.offline[3] = {P2}
@@ -140,6 +158,7 @@ def test_an_answer_without_storage_errors_brings_a_replica_back_online(tmp_path)
         await settle(c)
         assert c.ctx.offline_replicas == {}
         await c.shutdown()
+
     run(main())
 
 
@@ -153,9 +172,10 @@ def test_a_broker_alone_keeps_its_offline_partition_without_a_leader(tmp_path):
         await store.create_log_dir_event_notification(1)
         await settle(c)
         s = states(c, T)
-        assert (s[0].leader, s[0].isr) == (D.NO_LEADER, (1,))      # offline: LEADER_NOT_AVAILABLE
+        assert (s[0].leader, s[0].isr) == (D.NO_LEADER, (1,))  # offline: LEADER_NOT_AVAILABLE
         assert (s[1].leader, s[1].isr) == (1, (1,))
         await c.shutdown()
+
     run(main())
 
 
@@ -163,12 +183,16 @@ def test_a_broker_alone_keeps_its_offline_partition_without_a_leader(tmp_path):
 
 
 def test_on_replicas_offline_elects_from_the_online_isr_and_never_empties_an_isr():
-    view = cluster({T0: ([1, 2, 3], state(1, 5, [1, 2, 3], 7)),
-                    T1: ([2, 3, 1], state(2, 5, [2, 1], 7)),
-                    T2: ([3], state(3, 5, [3], 7))})
+    view = cluster(
+        {
+            T0: ([1, 2, 3], state(1, 5, [1, 2, 3], 7)),
+            T1: ([2, 3, 1], state(2, 5, [2, 1], 7)),
+            T2: ([3], state(3, 5, [3], 7)),
+        }
+    )
     d = D.on_replicas_offline(view, {T0: [1], T1: [2, 1], T2: [3]})
     assert d.states[T0] == state(2, 6, [2, 3], 8)
-    assert d.states[T1] == state(D.NO_LEADER, 6, [2], 8)      # nobody online in its ISR: offline, ISR of one
+    assert d.states[T1] == state(D.NO_LEADER, 6, [2], 8)  # nobody online in its ISR: offline, ISR of one
     assert T1 in d.failed and T2 in d.failed
     assert d.states[T2] == state(D.NO_LEADER, 6, [3], 8)
 

@@ -2,6 +2,7 @@
 over the in-memory store of test_controller.py, its requests to brokers captured: what
 the topic node and the partition states hold at each step, who hears what, cancel, a
 replaced reassignment, and a new controller resuming a reassignment it finds."""
+
 import asyncio
 import uuid
 
@@ -46,8 +47,9 @@ def told(c, kind):
 async def isr_to(c, store, isr):
     """The leader asks for an ISR (AlterPartition), as a leader does when followers catch up."""
     s = states(c, "t")[0]
-    err, res = await c.alter_partition(s.leader, store.epochs[s.leader],
-                                       [("t", 0, s.leader_epoch, list(isr), s.partition_epoch, 0)])
+    err, res = await c.alter_partition(
+        s.leader, store.epochs[s.leader], [("t", 0, s.leader_epoch, list(isr), s.partition_epoch, 0)]
+    )
     assert err == 0 and not isinstance(res[("t", 0)], int), res
     await settle(c)
 
@@ -73,7 +75,7 @@ def test_a_reassignment_adds_catches_up_switches_the_leader_and_removes(tmp_path
         s = states(c, "t")[0]
         assert (s.leader, s.isr, s.leader_epoch) == (1, before.isr, before.leader_epoch + 1)
         lai = told(c, LeaderAndIsrRequest)
-        assert sorted(lai) == [1, 2, 3, 4]              # every replica of RS, the new one too
+        assert sorted(lai) == [1, 2, 3, 4]  # every replica of RS, the new one too
         p = lai[4][0][1]
         assert (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)) == ([4, 2, 3, 1], [4], [1])
         assert told(c, StopReplicaRequest) == {}
@@ -82,19 +84,20 @@ def test_a_reassignment_adds_catches_up_switches_the_leader_and_removes(tmp_path
         c.channels.sent.clear()
         await isr_to(c, store, [1, 2, 3, 4])
         s = states(c, "t")[0]
-        assert s.leader == 4 and s.isr == (2, 3, 4)     # a leader from the target; 1 out of the ISR
+        assert s.leader == 4 and s.isr == (2, 3, 4)  # a leader from the target; 1 out of the ISR
         node, _ = await store.get_topic_assignment("t")
         assert node == TopicAssignment(tid, {0: (4, 2, 3), 1: (2, 3, 1)})
         lai = told(c, LeaderAndIsrRequest)
-        assert sorted(lai) == [2, 3, 4]                 # the target only
+        assert sorted(lai) == [2, 3, 4]  # the target only
         stop = told(c, StopReplicaRequest)
         assert list(stop) == [1]
-        (_, p), = stop[1]
+        ((_, p),) = stop[1]
         assert p.delete_partition and p.leader_epoch == s.leader_epoch
         umd = c.channels.take(UpdateMetadataRequest)
         assert {b for b, _ in umd} == {1, 2, 3, 4}
         assert await c.reassignments.listing() == {}
         await c.shutdown()
+
     run(main())
 
 
@@ -103,8 +106,9 @@ def test_errors_as_kafka_answers_them(tmp_path):
         c, store = await start(tmp_path)
         await store.create_topic("t", uuid.uuid4(), {0: [1, 2, 3]}, {})
         await settle(c)
-        res = await c.reassignments.alter({TP: None, TopicPartition("t", 5): [1, 2],
-                                           TopicPartition("nope", 0): [1], TopicPartition("t", 1): None})
+        res = await c.reassignments.alter(
+            {TP: None, TopicPartition("t", 5): [1, 2], TopicPartition("nope", 0): [1], TopicPartition("t", 1): None}
+        )
         assert res[TP].error == E.NO_REASSIGNMENT_IN_PROGRESS
         assert res[TopicPartition("t", 5)].error == E.UNKNOWN_TOPIC_OR_PARTITION
         assert res[TopicPartition("nope", 0)].error == E.UNKNOWN_TOPIC_OR_PARTITION
@@ -113,8 +117,9 @@ def test_errors_as_kafka_answers_them(tmp_path):
         assert res[TP].error == E.INVALID_REPLICA_ASSIGNMENT
         res = await c.reassignments.alter({TP: [1, 1]})
         assert res[TP].error == E.INVALID_REPLICA_ASSIGNMENT
-        assert (await store.get_topic_assignment("t"))[1] == 0       # nothing written
+        assert (await store.get_topic_assignment("t"))[1] == 0  # nothing written
         await c.shutdown()
+
     run(main())
 
 
@@ -138,6 +143,7 @@ def test_cancel_reverts_to_the_original_replicas_and_deletes_the_added(tmp_path)
         assert list(stop) == [4] and stop[4][0][1].delete_partition
         assert await c.reassignments.listing() == {}
         await c.shutdown()
+
     run(main())
 
 
@@ -157,6 +163,7 @@ def test_a_new_target_replaces_the_one_in_progress(tmp_path):
         stop = told(c, StopReplicaRequest)
         assert list(stop) == [4] and stop[4][0][1].delete_partition
         await c.shutdown()
+
     run(main())
 
 
@@ -173,13 +180,14 @@ def test_a_new_controller_resumes_and_finishes_a_reassignment(tmp_path):
         # a new controller reads the reassignment in the topic node and resumes it
         c2, _ = await start(tmp_path, store=store)
         assert await c2.reassignments.listing() == {TP: ReplicaAssignment((4, 2, 3, 1), (4,), (1,))}
-        assert states(c2, "t")[0].leader_epoch == epoch + 1         # its replicas were told again
+        assert states(c2, "t")[0].leader_epoch == epoch + 1  # its replicas were told again
         assert 4 in told(c2, LeaderAndIsrRequest)
         await isr_to(c2, store, [1, 2, 3, 4])
         node, _ = await store.get_topic_assignment("t")
         assert node == TopicAssignment(tid, {0: (4, 2, 3)})
         assert states(c2, "t")[0].leader == 4
         await c2.shutdown()
+
     run(main())
 
 
@@ -193,16 +201,19 @@ def test_a_reassignment_found_complete_by_a_new_controller_is_finished_at_once(t
         await settle(c)
         await c.shutdown()
         # the ISR expansion was recorded, and the controller died before finishing
-        (state, version), = (await store.get_partition_states("t")).values()
+        ((state, version),) = (await store.get_partition_states("t")).values()
         from broker.cluster.store.znodes import LeaderIsrState
+
         fence = (await store.try_elect_controller(1))[1]
-        await store.update_partition_states({("t", 0): (LeaderIsrState(1, state.leader_epoch, (1, 2, 3, 4),
-                                                                       state.controller_epoch), version)}, fence)
+        await store.update_partition_states(
+            {("t", 0): (LeaderIsrState(1, state.leader_epoch, (1, 2, 3, 4), state.controller_epoch), version)}, fence
+        )
         c2, _ = await start(tmp_path, store=store)
         node, _ = await store.get_topic_assignment("t")
         assert node == TopicAssignment(tid, {0: (4, 2, 3)})
         assert await c2.reassignments.listing() == {}
         await c2.shutdown()
+
     run(main())
 
 
@@ -215,7 +226,7 @@ def test_a_topic_being_reassigned_is_deleted_after_its_reassignment(tmp_path):
         await settle(c)
         await store.mark_topic_for_deletion("t")
         await settle(c)
-        assert "t" in c.ctx.assignments                 # waits
+        assert "t" in c.ctx.assignments  # waits
         res = await c.reassignments.alter({TP: [4, 2, 3]})
         assert res[TP].error == E.UNKNOWN_TOPIC_OR_PARTITION
         await isr_to(c, store, [1, 2, 3, 4])
@@ -226,6 +237,7 @@ def test_a_topic_being_reassigned_is_deleted_after_its_reassignment(tmp_path):
             await asyncio.sleep(0.05)
         assert "t" not in c.ctx.assignments
         await c.shutdown()
+
     run(main())
 
 
@@ -233,6 +245,7 @@ def test_partitions_added_meanwhile_are_kept_and_get_their_states(tmp_path):
     """The topic node changed under the controller (partitions added by another broker's
     admin before the controller heard of it): its write conflicts, it reads the node
     again and writes again with the new partitions, which still get their states."""
+
     async def main():
         c, store = await start(tmp_path)
         tid = uuid.uuid4()
@@ -248,6 +261,7 @@ def test_partitions_added_meanwhile_are_kept_and_get_their_states(tmp_path):
         assert node.partitions == {0: (4, 2, 3, 1), 1: (2, 3, 1)} and node.adding_replicas == {0: (4,)}
         assert 1 in states(c, "t")
         await c.shutdown()
+
     run(main())
 
 
@@ -261,8 +275,8 @@ def test_a_dead_new_replica_holds_the_reassignment_until_it_is_cancelled(tmp_pat
         await settle(c)
         store.unregister(4)
         await settle(c)
-        assert TP in await c.reassignments.listing()           # it waits for 4
-        res = await c.reassignments.alter({TP: [5, 2, 3]})     # a replica to add must be alive
+        assert TP in await c.reassignments.listing()  # it waits for 4
+        res = await c.reassignments.alter({TP: [5, 2, 3]})  # a replica to add must be alive
         assert res[TP].error == E.INVALID_REPLICA_ASSIGNMENT
         c.channels.sent.clear()
         assert await c.reassignments.alter({TP: None}) == {TP: None}
@@ -270,8 +284,9 @@ def test_a_dead_new_replica_holds_the_reassignment_until_it_is_cancelled(tmp_pat
         assert await c.reassignments.listing() == {}
         node, _ = await store.get_topic_assignment("t")
         assert node == TopicAssignment(tid, {0: (2, 3, 1)})
-        assert told(c, StopReplicaRequest) == {}               # nobody to tell: 4 is dead
+        assert told(c, StopReplicaRequest) == {}  # nobody to tell: 4 is dead
         s = states(c, "t")[0]
         assert s.leader == 1 and set(s.isr) == {1, 2, 3}
         await c.shutdown()
+
     run(main())

@@ -3,6 +3,7 @@ deaths, returns, controlled shutdown, AlterPartition, preferred leaders, ElectLe
 then hypothesis properties over any cluster: no dead or shutting-down leader, the ISR a
 non-empty set of replicas holding the leader, epochs moving up by one, unclean elections
 only where enabled."""
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -37,24 +38,33 @@ def state(leader, leader_epoch, isr, partition_epoch, recovery=RECOVERED):
 
 def cluster(partitions, live=(1, 2, 3), shutting_down=(), unclean=()):
     """partitions: {tp: (replicas, state or None)}; unclean: topics with unclean election on."""
-    views = {TopicPartition(*tp): PartitionView(tp[0], tp[1], tuple(replicas), st)
-             for tp, (replicas, st) in partitions.items()}
+    views = {
+        TopicPartition(*tp): PartitionView(tp[0], tp[1], tuple(replicas), st)
+        for tp, (replicas, st) in partitions.items()
+    }
     return ClusterView(frozenset(live), {}, frozenset(shutting_down), views, lambda topic: topic in unclean)
 
 
 def healthy(**kwargs):
     """3 brokers, 3 partitions, RF 3, every ISR full, the preferred replica leading."""
-    return cluster({T0: ([1, 2, 3], state(1, 5, [1, 2, 3], 7)),
-                    T1: ([2, 3, 1], state(2, 5, [2, 3, 1], 7)),
-                    T2: ([3, 1, 2], state(3, 5, [3, 1, 2], 7))}, **kwargs)
+    return cluster(
+        {
+            T0: ([1, 2, 3], state(1, 5, [1, 2, 3], 7)),
+            T1: ([2, 3, 1], state(2, 5, [2, 3, 1], 7)),
+            T2: ([3, 1, 2], state(3, 5, [3, 1, 2], 7)),
+        },
+        **kwargs,
+    )
 
 
 def failure(why_contains, code=ELIGIBLE):
     class Matches:
         def __eq__(self, other):
             return isinstance(other, Failure) and other.error == code and why_contains in other.message
+
         def __repr__(self):
             return f"Failure({code.name}, ...{why_contains}...)"
+
     return Matches()
 
 
@@ -67,19 +77,22 @@ def test_live_racks_feed_the_assignment():
 
 
 def test_initial_states_first_online_replica_leads_all_online_in_isr():
-    view = cluster({T0: ([3, 1, 2], None), T1: ([2, 3, 1], None), T2: ([1, 2, 3], None)},
-                   live=(1, 2, 3, 4), shutting_down=(3,))
+    view = cluster(
+        {T0: ([3, 1, 2], None), T1: ([2, 3, 1], None), T2: ([1, 2, 3], None)}, live=(1, 2, 3, 4), shutting_down=(3,)
+    )
     assert initial_states(view, [T0, T1, ("t", 2)]) == Decision(
-        {T0: state(1, 0, [1, 2], 0), T1: state(2, 0, [2, 1], 0), T2: state(1, 0, [1, 2], 0)}, {})
+        {T0: state(1, 0, [1, 2], 0), T1: state(2, 0, [2, 1], 0), T2: state(1, 0, [1, 2], 0)}, {}
+    )
 
 
 def test_initial_states_without_an_online_replica_or_partition():
     view = cluster({T0: ([4, 5], None), T1: ([1], state(1, 3, [1], 3))})
     decision = initial_states(view, [T0, T1, TopicPartition("nope", 0)])
-    assert decision.states == {}      # T1 already has a state: left alone
-    assert decision.failed == {T0: failure("No replica of t-0 is online"),
-                               TopicPartition("nope", 0): Failure(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                                  "The partition does not exist.")}
+    assert decision.states == {}  # T1 already has a state: left alone
+    assert decision.failed == {
+        T0: failure("No replica of t-0 is online"),
+        TopicPartition("nope", 0): Failure(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
+    }
 
 
 # ---------------------------------------------------------------- broker failure
@@ -87,16 +100,22 @@ def test_initial_states_without_an_online_replica_or_partition():
 
 def test_kill_one_broker_leader_moves_and_isrs_shrink():
     decision = on_broker_failure(healthy(), [3])
-    assert decision == Decision({
-        T0: state(1, 6, [1, 2], 8),           # follower 3 leaves the ISR, epoch bumped
-        T1: state(2, 6, [2, 1], 8),
-        T2: state(1, 6, [1, 2], 8),           # led by 3: first live ISR member in assignment order [3, 1, 2]
-    }, {})
+    assert decision == Decision(
+        {
+            T0: state(1, 6, [1, 2], 8),  # follower 3 leaves the ISR, epoch bumped
+            T1: state(2, 6, [2, 1], 8),
+            T2: state(1, 6, [1, 2], 8),  # led by 3: first live ISR member in assignment order [3, 1, 2]
+        },
+        {},
+    )
 
 
 def test_kill_two_brokers_the_third_leads_everything():
     assert on_broker_failure(healthy(), [2, 3]).states == {
-        T0: state(1, 6, [1], 8), T1: state(1, 6, [1], 8), T2: state(1, 6, [1], 8)}
+        T0: state(1, 6, [1], 8),
+        T1: state(1, 6, [1], 8),
+        T2: state(1, 6, [1], 8),
+    }
 
 
 def test_dead_brokers_may_already_be_gone_from_the_view():
@@ -113,8 +132,9 @@ def test_kill_the_last_isr_member_unclean_disabled():
     view = cluster({T0: ([1, 2, 3], state(1, 5, [1], 7))})
     decision = on_broker_failure(view, [1])
     assert decision.states == {T0: state(NO_LEADER, 6, [1], 8)}
-    assert decision.failed == {T0: failure("No member of the ISR [1] of t-0 is online, and unclean leader "
-                                           "election is disabled.")}
+    assert decision.failed == {
+        T0: failure("No member of the ISR [1] of t-0 is online, and unclean leader election is disabled.")
+    }
 
 
 def test_kill_the_last_isr_member_unclean_enabled():
@@ -123,11 +143,11 @@ def test_kill_the_last_isr_member_unclean_enabled():
 
 
 def test_unclean_is_per_topic():
-    view = cluster({T0: ([1, 2], state(1, 5, [1], 7)), TopicPartition("u", 0): ([1, 2], state(1, 5, [1], 7))},
-                   unclean=("u",))
+    view = cluster(
+        {T0: ([1, 2], state(1, 5, [1], 7)), TopicPartition("u", 0): ([1, 2], state(1, 5, [1], 7))}, unclean=("u",)
+    )
     decision = on_broker_failure(view, [1])
-    assert decision.states == {T0: state(NO_LEADER, 6, [1], 8),
-                               TopicPartition("u", 0): state(2, 6, [2], 8, RECOVERING)}
+    assert decision.states == {T0: state(NO_LEADER, 6, [1], 8), TopicPartition("u", 0): state(2, 6, [2], 8, RECOVERING)}
     assert set(decision.failed) == {T0}
 
 
@@ -140,14 +160,16 @@ def test_kill_every_isr_member_at_once_keeps_the_old_leader_in_the_isr():
 
 def test_kill_everything():
     decision = on_broker_failure(healthy(), [1, 2, 3])
-    assert decision.states == {T0: state(NO_LEADER, 6, [1], 8), T1: state(NO_LEADER, 6, [2], 8),
-                               T2: state(NO_LEADER, 6, [3], 8)}
+    assert decision.states == {
+        T0: state(NO_LEADER, 6, [1], 8),
+        T1: state(NO_LEADER, 6, [2], 8),
+        T2: state(NO_LEADER, 6, [3], 8),
+    }
     assert decision.failed == {tp: failure("is online") for tp in (T0, T1, T2)}
 
 
 def test_an_already_offline_partition_is_reported_but_not_rewritten():
-    view = cluster({T0: ([1, 2, 3], state(NO_LEADER, 6, [1], 8)), T1: ([2, 3], state(2, 1, [2, 3], 1))},
-                   live=(2, 3))
+    view = cluster({T0: ([1, 2, 3], state(NO_LEADER, 6, [1], 8)), T1: ([2, 3], state(2, 1, [2, 3], 1))}, live=(2, 3))
     decision = on_broker_failure(view, [3])
     assert decision.states == {T1: state(2, 2, [2], 2)}
     assert set(decision.failed) == {T0}
@@ -182,7 +204,7 @@ def test_return_of_an_out_of_sync_replica():
 
 def test_return_of_a_follower_changes_no_healthy_partition():
     view = cluster({T0: ([1, 2, 3], state(1, 6, [1, 2], 8))}, live=(1, 2))
-    assert on_broker_startup(view, [3]) == Decision({}, {})   # it rejoins the ISR via AlterPartition
+    assert on_broker_startup(view, [3]) == Decision({}, {})  # it rejoins the ISR via AlterPartition
 
 
 def test_return_of_a_replica_of_a_never_started_partition():
@@ -200,11 +222,14 @@ def test_a_restarted_broker_is_no_longer_shutting_down():
 
 def test_controlled_shutdown_of_a_leader():
     decision = controlled_shutdown(healthy(), 1)
-    assert decision == Decision({
-        T0: state(2, 6, [2, 3], 8),           # led by 1: next ISR member in assignment order
-        T1: state(2, 6, [2, 3], 8),           # followed by 1: 1 leaves the ISR
-        T2: state(3, 6, [3, 2], 8),
-    }, {})
+    assert decision == Decision(
+        {
+            T0: state(2, 6, [2, 3], 8),  # led by 1: next ISR member in assignment order
+            T1: state(2, 6, [2, 3], 8),  # followed by 1: 1 leaves the ISR
+            T2: state(3, 6, [3, 2], 8),
+        },
+        {},
+    )
 
 
 def test_controlled_shutdown_of_a_follower_only():
@@ -213,9 +238,13 @@ def test_controlled_shutdown_of_a_follower_only():
 
 
 def test_controlled_shutdown_leader_without_another_isr_member_remains():
-    view = cluster({T0: ([1, 2, 3], state(1, 5, [1], 7)),
-                    T1: ([1], state(1, 5, [1], 7)),               # one replica: not acted on, not remaining
-                    T2: ([2, 1], state(2, 5, [2, 1], 7))})
+    view = cluster(
+        {
+            T0: ([1, 2, 3], state(1, 5, [1], 7)),
+            T1: ([1], state(1, 5, [1], 7)),  # one replica: not acted on, not remaining
+            T2: ([2, 1], state(2, 5, [2, 1], 7)),
+        }
+    )
     decision = controlled_shutdown(view, 1)
     assert decision.states == {T2: state(2, 6, [2], 8)}
     assert decision.failed == {T0: failure("No other online member in the ISR [1] of t-0.")}
@@ -228,8 +257,9 @@ def test_controlled_shutdown_excludes_every_shutting_down_broker():
 
 def test_controlled_shutdown_is_idempotent_for_a_retry():
     first = controlled_shutdown(healthy(), 1)
-    after = cluster({tp: (healthy().partitions[tp].replicas, st) for tp, st in first.states.items()},
-                    shutting_down=(1,))
+    after = cluster(
+        {tp: (healthy().partitions[tp].replicas, st) for tp, st in first.states.items()}, shutting_down=(1,)
+    )
     assert controlled_shutdown(after, 1) == Decision({}, {})
 
 
@@ -247,22 +277,25 @@ def alter(view=None, *, broker=1, leader_epoch=5, isr=(1, 2), partition_epoch=7,
 
 
 def test_alter_partition_shrink_and_expand():
-    assert alter(isr=(1, 2)) == state(1, 5, [1, 2], 8)        # leader epoch kept, version + 1
+    assert alter(isr=(1, 2)) == state(1, 5, [1, 2], 8)  # leader epoch kept, version + 1
     shrunk = cluster({T0: ([1, 2, 3], state(1, 5, [1, 2], 8))})
     assert alter(shrunk, isr=(1, 2, 3), partition_epoch=8) == state(1, 5, [1, 2, 3], 9)
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    (dict(leader_epoch=4), ErrorCode.FENCED_LEADER_EPOCH),
-    (dict(leader_epoch=6), ErrorCode.NOT_CONTROLLER),                 # the leader knows more than us
-    (dict(partition_epoch=8), ErrorCode.NOT_CONTROLLER),
-    (dict(partition_epoch=6), ErrorCode.INVALID_UPDATE_VERSION),      # raced another change
-    (dict(broker=2), ErrorCode.INVALID_REQUEST),                      # not the leader
-    (dict(isr=(1, 4)), ErrorCode.INVALID_REQUEST),                    # not a replica
-    (dict(isr=(2, 3)), ErrorCode.INVALID_REQUEST),                    # without the leader
-    (dict(isr=(1, 1)), ErrorCode.INVALID_REQUEST),
-    (dict(isr=(1,), leader_recovery_state=RECOVERING), ErrorCode.INVALID_REQUEST),   # RECOVERED -> RECOVERING
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(leader_epoch=4), ErrorCode.FENCED_LEADER_EPOCH),
+        (dict(leader_epoch=6), ErrorCode.NOT_CONTROLLER),  # the leader knows more than us
+        (dict(partition_epoch=8), ErrorCode.NOT_CONTROLLER),
+        (dict(partition_epoch=6), ErrorCode.INVALID_UPDATE_VERSION),  # raced another change
+        (dict(broker=2), ErrorCode.INVALID_REQUEST),  # not the leader
+        (dict(isr=(1, 4)), ErrorCode.INVALID_REQUEST),  # not a replica
+        (dict(isr=(2, 3)), ErrorCode.INVALID_REQUEST),  # without the leader
+        (dict(isr=(1, 1)), ErrorCode.INVALID_REQUEST),
+        (dict(isr=(1,), leader_recovery_state=RECOVERING), ErrorCode.INVALID_REQUEST),  # RECOVERED -> RECOVERING
+    ],
+)
 def test_alter_partition_refused(kwargs, expected):
     assert alter(**kwargs) == expected
 
@@ -280,7 +313,7 @@ def test_alter_partition_unknown_partition():
 def test_alter_partition_retry_of_an_applied_change_answers_the_current_state():
     current = state(1, 5, [1, 2], 8)
     view = cluster({T0: ([1, 2, 3], current)})
-    assert alter(view, isr=(1, 2), partition_epoch=7) is current   # nothing to write
+    assert alter(view, isr=(1, 2), partition_epoch=7) is current  # nothing to write
     assert alter(view, isr=(1, 2), partition_epoch=8) is current
 
 
@@ -297,11 +330,14 @@ def test_alter_partition_ineligible_replicas():
 
 def test_alter_partition_recovery():
     view = cluster({T0: ([1, 2, 3], state(2, 6, [2], 8, RECOVERING))})
-    assert alter(view, broker=2, leader_epoch=6, isr=(2, 3), partition_epoch=8,
-                 leader_recovery_state=RECOVERING) == ErrorCode.INVALID_REQUEST
+    assert (
+        alter(view, broker=2, leader_epoch=6, isr=(2, 3), partition_epoch=8, leader_recovery_state=RECOVERING)
+        == ErrorCode.INVALID_REQUEST
+    )
     assert alter(view, broker=2, leader_epoch=6, isr=(2,), partition_epoch=8) == state(2, 6, [2], 9)
-    assert alter(view, broker=2, leader_epoch=6, isr=(2,), partition_epoch=8,
-                 leader_recovery_state=RECOVERING) == state(2, 6, [2], 8, RECOVERING)   # already so
+    assert alter(
+        view, broker=2, leader_epoch=6, isr=(2,), partition_epoch=8, leader_recovery_state=RECOVERING
+    ) == state(2, 6, [2], 8, RECOVERING)  # already so
 
 
 # ---------------------------------------------------------------- preferred leaders
@@ -309,27 +345,33 @@ def test_alter_partition_recovery():
 
 def imbalanced(**kwargs):
     """Broker 1 is preferred for t-0 and t-3 but leads neither (2 took over while 1 was away)."""
-    return cluster({T0: ([1, 2, 3], state(2, 6, [2, 3, 1], 8)),
-                    TopicPartition("t", 3): ([1, 3, 2], state(3, 6, [3, 2, 1], 8)),
-                    T1: ([2, 3, 1], state(2, 5, [2, 3, 1], 7)),
-                    T2: ([3, 1, 2], state(3, 5, [3, 1, 2], 7))}, **kwargs)
+    return cluster(
+        {
+            T0: ([1, 2, 3], state(2, 6, [2, 3, 1], 8)),
+            TopicPartition("t", 3): ([1, 3, 2], state(3, 6, [3, 2, 1], 8)),
+            T1: ([2, 3, 1], state(2, 5, [2, 3, 1], 7)),
+            T2: ([3, 1, 2], state(3, 5, [3, 1, 2], 7)),
+        },
+        **kwargs,
+    )
 
 
 def test_imbalance_moves_leadership_back_to_the_preferred_replica():
     assert preferred_leader_imbalance(imbalanced(), 10) == [T0, TopicPartition("t", 3)]
     decision = preferred_election(imbalanced(), [T0])
-    assert decision == Decision({T0: state(1, 7, [2, 3, 1], 9)}, {})       # ISR unchanged
+    assert decision == Decision({T0: state(1, 7, [2, 3, 1], 9)}, {})  # ISR unchanged
 
 
 def test_imbalance_only_above_the_percentage():
     view = cluster({T0: ([1, 2], state(2, 6, [2, 1], 8)), T1: ([1, 2], state(1, 6, [1, 2], 8))})
-    assert preferred_leader_imbalance(view, 50) == []          # 1 of 2 = 50%: not above
+    assert preferred_leader_imbalance(view, 50) == []  # 1 of 2 = 50%: not above
     assert preferred_leader_imbalance(view, 49) == [T0]
 
 
 def test_imbalance_only_where_the_preferred_replica_can_lead():
-    not_in_sync = cluster({T0: ([1, 2, 3], state(2, 6, [2, 3], 8)),
-                           TopicPartition("t", 3): ([1, 3, 2], state(3, 6, [3, 2, 1], 8))})
+    not_in_sync = cluster(
+        {T0: ([1, 2, 3], state(2, 6, [2, 3], 8)), TopicPartition("t", 3): ([1, 3, 2], state(3, 6, [3, 2, 1], 8))}
+    )
     assert preferred_leader_imbalance(not_in_sync, 10) == [TopicPartition("t", 3)]
     assert preferred_leader_imbalance(imbalanced(shutting_down=(1,)), 10) == []
     assert preferred_leader_imbalance(imbalanced(live=(2, 3)), 10) == []
@@ -340,23 +382,30 @@ def test_preferred_election_answers():
     decision = preferred_election(view, [T0, T1, TopicPartition("t", 9)])
     assert decision.states == {}
     assert decision.failed == {
-        T0: failure("The preferred replica of t-0 is not online or not in the ISR [2, 3, 1].",
-                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE),
+        T0: failure(
+            "The preferred replica of t-0 is not online or not in the ISR [2, 3, 1].",
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ),
         T1: Failure(ErrorCode.ELECTION_NOT_NEEDED),
         TopicPartition("t", 9): Failure(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
     }
 
 
 def test_unclean_election_answers():
-    view = cluster({T0: ([1, 2, 3], state(NO_LEADER, 6, [1], 8)),       # 1 is dead
-                    T1: ([2, 3], state(2, 5, [2, 3], 7)),
-                    T2: ([1, 4], state(NO_LEADER, 6, [1], 8)),
-                    TopicPartition("t", 3): ([3, 2], state(3, 4, [3, 2], 4))},
-                   live=(2, 3), shutting_down=(3,))
+    view = cluster(
+        {
+            T0: ([1, 2, 3], state(NO_LEADER, 6, [1], 8)),  # 1 is dead
+            T1: ([2, 3], state(2, 5, [2, 3], 7)),
+            T2: ([1, 4], state(NO_LEADER, 6, [1], 8)),
+            TopicPartition("t", 3): ([3, 2], state(3, 4, [3, 2], 4)),
+        },
+        live=(2, 3),
+        shutting_down=(3,),
+    )
     decision = unclean_election(view, [T0, T1, T2, ("t", 3), ("x", 0)])
     assert decision.states == {
-        T0: state(2, 7, [2], 9, RECOVERING),       # unclean although the topic does not enable it
-        TopicPartition("t", 3): state(2, 5, [2], 5),   # leader shutting down: a clean election
+        T0: state(2, 7, [2], 9, RECOVERING),  # unclean although the topic does not enable it
+        TopicPartition("t", 3): state(2, 5, [2], 5),  # leader shutting down: a clean election
     }
     assert decision.failed == {
         T1: Failure(ErrorCode.ELECTION_NOT_NEEDED),
@@ -373,7 +422,7 @@ TOPICS = ("a", "b")
 @st.composite
 def states_for(draw, replicas):
     epoch, version = draw(st.integers(0, 50)), draw(st.integers(0, 50))
-    if draw(st.integers(0, 4)) == 0:       # offline: the last ISR member is gone
+    if draw(st.integers(0, 4)) == 0:  # offline: the last ISR member is gone
         return state(NO_LEADER, epoch, [draw(st.sampled_from(replicas))], version)
     leader = draw(st.sampled_from(replicas))
     others = draw(st.lists(st.sampled_from(replicas), unique=True))
@@ -390,7 +439,7 @@ def clusters(draw):
     partitions = {}
     for topic in TOPICS:
         for p in range(draw(st.integers(0, 4))):
-            replicas = draw(st.permutations(brokers))[:draw(st.integers(1, len(brokers)))]
+            replicas = draw(st.permutations(brokers))[: draw(st.integers(1, len(brokers)))]
             partitions[(topic, p)] = (replicas, draw(st.none() | states_for(replicas)))
     unclean = draw(st.sets(st.sampled_from(TOPICS)))
     return cluster(partitions, live=live, shutting_down=shutting_down, unclean=unclean)
@@ -404,16 +453,16 @@ def check_states(view, decision, online, *, unclean_allowed):
         assert new.isr and len(set(new.isr)) == len(new.isr) and set(new.isr) <= set(pv.replicas)
         assert new.leader == NO_LEADER or new.leader in new.isr
         picked = new.leader != NO_LEADER and (old is None or new.leader != old.leader)
-        assert not picked or new.leader in online         # an ISR shrink may keep a leader not yet known dead
+        assert not picked or new.leader in online  # an ISR shrink may keep a leader not yet known dead
         if old is None:
             assert (new.leader_epoch, new.partition_epoch) == (0, 0)
             continue
-        assert new.leader_epoch == old.leader_epoch + 1          # never decreases, bumped on each change
-        assert new.partition_epoch == old.partition_epoch + 1    # one conditional write
+        assert new.leader_epoch == old.leader_epoch + 1  # never decreases, bumped on each change
+        assert new.partition_epoch == old.partition_epoch + 1  # one conditional write
         if new.leader != NO_LEADER and new.leader not in old.isr:
             assert unclean_allowed(pv.topic)
             assert new.isr == (new.leader,) and new.leader_recovery_state == RECOVERING
-        assert (new.leader, new.isr) != (old.leader, old.isr)       # no write without a change
+        assert (new.leader, new.isr) != (old.leader, old.isr)  # no write without a change
 
 
 @given(clusters(), st.data())
@@ -428,7 +477,7 @@ def test_broker_failure_properties(view, data):
             assert tp in decision.failed
             continue
         assert after.leader not in dead
-        assert len(after.isr) == 1 or not set(after.isr) & dead      # the dead leave, but never the last one
+        assert len(after.isr) == 1 or not set(after.isr) & dead  # the dead leave, but never the last one
         if after.leader == NO_LEADER or after.leader not in view.live_brokers - dead:
             assert tp in decision.failed
 

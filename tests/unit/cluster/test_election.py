@@ -1,5 +1,6 @@
 """Leader selection tables (the shape of Kafka's PartitionLeaderElectionAlgorithmsTest),
 plus properties: the leader is always a live replica, in the ISR unless unclean."""
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -11,49 +12,61 @@ from broker.cluster.controller.election import (
 )
 
 
-@pytest.mark.parametrize("replicas, isr, live, unclean_enabled, expected", [
-    ([2, 4], [2, 4], {4}, False, (4, False)),            # first live ISR member
-    ([2, 4], [2, 4], {2, 4}, False, (2, False)),         # assignment order decides
-    ([4, 2], [2, 4], {2, 4}, False, (4, False)),         # ... not ISR order
-    ([2, 4], [2], {4}, False, (None, False)),            # last ISR member gone, unclean off
-    ([2, 4], [2], {4}, True, (4, True)),                 # ... unclean on: an out-of-sync replica
-    ([1, 2, 3], [1], {2, 3}, True, (2, True)),           # the first live one
-    ([1, 2, 3], [1, 3], {2, 3}, True, (3, False)),       # a live ISR member wins even when unclean is on
-    ([2, 4], [2, 4], set(), True, (None, False)),        # nobody alive
-    ([2, 4], [2, 4, 7], {7}, True, (None, False)),       # a live broker that is not a replica never leads
-])
+@pytest.mark.parametrize(
+    "replicas, isr, live, unclean_enabled, expected",
+    [
+        ([2, 4], [2, 4], {4}, False, (4, False)),  # first live ISR member
+        ([2, 4], [2, 4], {2, 4}, False, (2, False)),  # assignment order decides
+        ([4, 2], [2, 4], {2, 4}, False, (4, False)),  # ... not ISR order
+        ([2, 4], [2], {4}, False, (None, False)),  # last ISR member gone, unclean off
+        ([2, 4], [2], {4}, True, (4, True)),  # ... unclean on: an out-of-sync replica
+        ([1, 2, 3], [1], {2, 3}, True, (2, True)),  # the first live one
+        ([1, 2, 3], [1, 3], {2, 3}, True, (3, False)),  # a live ISR member wins even when unclean is on
+        ([2, 4], [2, 4], set(), True, (None, False)),  # nobody alive
+        ([2, 4], [2, 4, 7], {7}, True, (None, False)),  # a live broker that is not a replica never leads
+    ],
+)
 def test_offline_partition_leader(replicas, isr, live, unclean_enabled, expected):
     assert offline_partition_leader(replicas, isr, live, unclean_enabled) == expected
 
 
-@pytest.mark.parametrize("reassignment, isr, live, expected", [
-    ([2, 4], [2, 4], {4}, 4),
-    ([2, 4], [2, 4], {2, 4}, 2),
-    ([4, 2], [2, 4], {2, 4}, 4),           # the target assignment's order
-    ([2, 4], [2], {4}, None),              # 4 not in sync yet
-    ([5, 6], [1, 2], {1, 2, 5, 6}, None),  # only target replicas may lead
-])
+@pytest.mark.parametrize(
+    "reassignment, isr, live, expected",
+    [
+        ([2, 4], [2, 4], {4}, 4),
+        ([2, 4], [2, 4], {2, 4}, 2),
+        ([4, 2], [2, 4], {2, 4}, 4),  # the target assignment's order
+        ([2, 4], [2], {4}, None),  # 4 not in sync yet
+        ([5, 6], [1, 2], {1, 2, 5, 6}, None),  # only target replicas may lead
+    ],
+)
 def test_reassign_partition_leader(reassignment, isr, live, expected):
     assert reassign_partition_leader(reassignment, isr, live) == expected
 
 
-@pytest.mark.parametrize("replicas, isr, live, expected", [
-    ([2, 4], [2, 4], {2, 4}, 2),
-    ([2, 4], [4], {2, 4}, None),           # preferred out of the ISR
-    ([2, 4], [2, 4], {4}, None),           # preferred not live: nobody else is preferred
-    ([], [], {1}, None),
-])
+@pytest.mark.parametrize(
+    "replicas, isr, live, expected",
+    [
+        ([2, 4], [2, 4], {2, 4}, 2),
+        ([2, 4], [4], {2, 4}, None),  # preferred out of the ISR
+        ([2, 4], [2, 4], {4}, None),  # preferred not live: nobody else is preferred
+        ([], [], {1}, None),
+    ],
+)
 def test_preferred_replica_leader(replicas, isr, live, expected):
     assert preferred_replica_leader(replicas, isr, live) == expected
 
 
-@pytest.mark.parametrize("replicas, isr, live, shutting_down, expected", [
-    ([2, 4], [2, 4], {2, 4}, {2}, 4),
-    ([2, 4], [2], {2, 4}, {2}, None),      # no other ISR member: the leader stays
-    ([2, 4, 6], [2, 4, 6], {2, 4, 6}, {2, 4}, 6),
-    ([2, 4, 6], [2, 4, 6], {2, 6}, {2}, 6),   # 4 is not live
-    ([2, 4, 6], [2, 6], {2, 4, 6}, {2}, 6),   # 4 is not in the ISR
-])
+@pytest.mark.parametrize(
+    "replicas, isr, live, shutting_down, expected",
+    [
+        ([2, 4], [2, 4], {2, 4}, {2}, 4),
+        ([2, 4], [2], {2, 4}, {2}, None),  # no other ISR member: the leader stays
+        ([2, 4, 6], [2, 4, 6], {2, 4, 6}, {2, 4}, 6),
+        ([2, 4, 6], [2, 4, 6], {2, 6}, {2}, 6),  # 4 is not live
+        ([2, 4, 6], [2, 6], {2, 4, 6}, {2}, 6),  # 4 is not in the ISR
+    ],
+)
 def test_controlled_shutdown_leader(replicas, isr, live, shutting_down, expected):
     assert controlled_shutdown_leader(replicas, isr, live, shutting_down) == expected
 

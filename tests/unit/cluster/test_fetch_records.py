@@ -5,6 +5,7 @@ until an append (followers), a move of the high watermark (consumers) or a chang
 leadership gives it its answer, or its wait is over. The wait is generic over what it
 reads (a share fetch's long poll is the same wait). And the fetch handler: a fetch with a
 partition refused waits for nothing."""
+
 import asyncio
 import functools
 import uuid
@@ -52,9 +53,11 @@ def host(replicas, tmp_path, tp, replica_ids=(1,), leader=1):
 
 def in_loop(test):
     """Runs an async test in a fresh event loop (asyncio.run)."""
+
     @functools.wraps(test)
     def run(*args, **kwargs):
         asyncio.run(test(*args, **kwargs))
+
     return run
 
 
@@ -80,6 +83,7 @@ def records_of(read):
 def no_delayed_fetch(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("a DelayedFetch for a fetch that can answer")
+
     monkeypatch.setattr(manager_module, "DelayedFetch", forbidden)
 
 
@@ -99,14 +103,14 @@ def test_a_fetch_with_data_is_answered_at_once_without_a_coroutine_or_a_task(rep
 
 @in_loop
 async def test_a_consumer_waits_for_the_high_watermark_registered_before_it_suspends(replicas, tmp_path):
-    part = host(replicas, tmp_path, T0, replica_ids=(1, 2))       # broker 2 follows: appends do not commit
+    part = host(replicas, tmp_path, T0, replica_ids=(1, 2))  # broker 2 follows: appends do not commit
     result = replicas.fetch_records(consumer(), [at(T0)])
-    assert result.pending and len(replicas.purgatory) == 1       # watching already
+    assert result.pending and len(replicas.purgatory) == 1  # watching already
     task = asyncio.get_running_loop().create_task(result.wait())
-    part.append_as_leader(batch(2), 1)                           # the log end moves, not the high watermark
+    part.append_as_leader(batch(2), 1)  # the log end moves, not the high watermark
     await asyncio.sleep(0.05)
     assert not task.done()
-    part.update_follower(2, 2)                                   # the follower has it: committed
+    part.update_follower(2, 2)  # the follower has it: committed
     read = await asyncio.wait_for(task, 5)
     assert read.bytes > 0 and read.partitions[0].high_watermark == 2 and not read.errors
     assert len(replicas.purgatory) == 0
@@ -120,9 +124,9 @@ async def test_a_follower_waits_for_the_log_end(replicas, tmp_path):
     assert result.pending
     task = asyncio.get_running_loop().create_task(result.wait())
     await asyncio.sleep(0.01)
-    part.append_as_leader(batch(2), 1)                           # the log end moves: a follower reads on
+    part.append_as_leader(batch(2), 1)  # the log end moves: a follower reads on
     read = await asyncio.wait_for(task, 5)
-    assert read.bytes > 0 and part.follower_leo[2] == 0          # its position: where it fetched from
+    assert read.bytes > 0 and part.follower_leo[2] == 0  # its position: where it fetched from
     read.release()
 
 
@@ -132,7 +136,7 @@ async def test_a_change_of_leadership_answers_a_waiting_fetch_with_its_error(rep
     result = replicas.fetch_records(consumer(), [at(T0)])
     task = asyncio.get_running_loop().create_task(result.wait())
     await asyncio.sleep(0.01)
-    part.update_state(PartitionState(0, [1, 2], 2, 1, [1, 2]))   # broker 2 leads now
+    part.update_state(PartitionState(0, [1, 2], 2, 1, [1, 2]))  # broker 2 leads now
     read = await asyncio.wait_for(task, 5)
     assert read.errors and read.partitions[0].error == E.NOT_LEADER_OR_FOLLOWER
     assert read.partitions[0].high_watermark == -1
@@ -169,7 +173,7 @@ async def test_a_fetch_of_a_client_gone_or_with_nothing_to_watch_waits_for_nothi
     host(replicas, tmp_path, T0)
     result = replicas.fetch_records(consumer(), [at(T0)], gone=lambda: True)
     assert not result.pending
-    result = replicas.fetch_records(consumer(), [at(TopicPartition("t", 1))])      # not hosted here: an error
+    result = replicas.fetch_records(consumer(), [at(TopicPartition("t", 1))])  # not hosted here: an error
     assert not result.pending and result.read.partitions[0].error == E.NOT_LEADER_OR_FOLLOWER
     result = replicas.fetch_records(consumer(), [])
     assert not result.pending and len(replicas.purgatory) == 0
@@ -190,8 +194,9 @@ async def test_the_wait_reads_again_after_each_wake_and_lets_go_of_what_is_not_t
             released.append(self.bytes)
 
     sizes = iter([10, 20, 120])
-    delayed = DelayedFetch(purgatory, lambda: Read(next(sizes)), 100, asyncio.get_running_loop().time() + 5,
-                           [(T1, HIGH_WATERMARK)])
+    delayed = DelayedFetch(
+        purgatory, lambda: Read(next(sizes)), 100, asyncio.get_running_loop().time() + 5, [(T1, HIGH_WATERMARK)]
+    )
     task = asyncio.get_running_loop().create_task(delayed.complete())
     for _ in range(3):
         await asyncio.sleep(0.01)
@@ -201,30 +206,60 @@ async def test_the_wait_reads_again_after_each_wake_and_lets_go_of_what_is_not_t
 
 
 def fetch_ctx(replicas, allowed=lambda op, rt, name: True):
-    return SimpleNamespace(services=SimpleNamespace(replicas=replicas, config={"fetch.wait.max.ms": 30000},
-                                                    quotas=SimpleNamespace(fetch=SimpleNamespace(enabled=False)),
-                                                    metadata=replicas.metadata),
-                           has_right=lambda right, name: allowed(right.operation, right.resource_type, name),
-                           api_version=12, received=asyncio.get_running_loop().time(),
-                           connection=SimpleNamespace(closed=False, follower=False, quota_sensors=(None, None, None)),
-                           errors=None, throttle_ms=0)
+    return SimpleNamespace(
+        services=SimpleNamespace(
+            replicas=replicas,
+            config={"fetch.wait.max.ms": 30000},
+            quotas=SimpleNamespace(fetch=SimpleNamespace(enabled=False)),
+            metadata=replicas.metadata,
+        ),
+        has_right=lambda right, name: allowed(right.operation, right.resource_type, name),
+        api_version=12,
+        received=asyncio.get_running_loop().time(),
+        connection=SimpleNamespace(closed=False, follower=False, quota_sensors=(None, None, None)),
+        errors=None,
+        throttle_ms=0,
+    )
 
 
 def fetch_request(*topics, max_wait_ms=10_000, min_bytes=1):
-    return F(replica_id=-1, replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1), max_wait_ms=max_wait_ms,
-             min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-             topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
-                 partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=0,
-                 partition_max_bytes=1 << 20)]) for topic, p in topics],
-             forgotten_topics_data=[], rack_id="")
+    return F(
+        replica_id=-1,
+        replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1),
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchPartition(
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=0,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+            for topic, p in topics
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
 
 
 @in_loop
 async def test_the_handler_long_polls_through_the_replica_manager_and_a_refused_partition_waits_for_nothing(
-        replicas, tmp_path):
+    replicas, tmp_path
+):
     part = host(replicas, tmp_path, T0)
     answer = fetch.handle(fetch_ctx(replicas), fetch_request(("t", 0)))
-    assert hasattr(answer, "__await__")                          # nothing to read yet: it waits
+    assert hasattr(answer, "__await__")  # nothing to read yet: it waits
     task = asyncio.get_running_loop().create_task(answer)
     await asyncio.sleep(0.01)
     part.append_as_leader(batch(2), 1)

@@ -2,6 +2,7 @@
 over a real Log: the follower is a real Partition on a real Log, so truncation, appends and
 leader epochs are the real ones; only the network is replaced (its answers are built from
 the leader's log the way the leader's handlers build them)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ from broker.server.handlers import supported_versions
 from tests.unit.log._support import TP, batch, log_config
 
 TOPIC_ID = uuid.uuid4()
-LEADER = BrokerInfo(2, "127.0.0.1", 1)      # never connected to: the channel is replaced
+LEADER = BrokerInfo(2, "127.0.0.1", 1)  # never connected to: the channel is replaced
 
 
 class Recorder:
@@ -64,7 +65,7 @@ class FakeLeader:
         pass
 
     async def request(self, req, version=None, timeout=None):
-        await asyncio.sleep(0)                  # a network round trip yields, as the real channel
+        await asyncio.sleep(0)  # a network round trip yields, as the real channel
         self.requests.append(req)
         key = req.API_KEY
         if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
@@ -72,8 +73,9 @@ class FakeLeader:
             for t in req.topics:
                 for p in t.partitions:
                     epoch, end = self.log.leader_epochs.end_offset_for(p.leader_epoch, self.log.log_end_offset)
-                    parts.append(SimpleNamespace(partition=p.partition, error_code=0, leader_epoch=epoch,
-                                                 end_offset=end))
+                    parts.append(
+                        SimpleNamespace(partition=p.partition, error_code=0, leader_epoch=epoch, end_offset=end)
+                    )
             return SimpleNamespace(topics=[SimpleNamespace(topic=TP.topic, partitions=parts)])
         if key == ApiKey.FETCH:
             if self.hold is not None:
@@ -83,13 +85,19 @@ class FakeLeader:
                 d = self.fetch_answer(req)
             else:
                 lg = self.log
-                d = SimpleNamespace(partition_index=TP.partition, error_code=0, high_watermark=lg.log_end_offset,
-                                    log_start_offset=lg.log_start_offset,
-                                    diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
-                                    records=lg.read_bytes(p.fetch_offset, 1 << 20, lg.log_end_offset)
-                                    if p.fetch_offset < lg.log_end_offset else b"")
-            return SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic=TP.topic, topic_id=None,
-                                                                            partitions=[d])])
+                d = SimpleNamespace(
+                    partition_index=TP.partition,
+                    error_code=0,
+                    high_watermark=lg.log_end_offset,
+                    log_start_offset=lg.log_start_offset,
+                    diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                    records=lg.read_bytes(p.fetch_offset, 1 << 20, lg.log_end_offset)
+                    if p.fetch_offset < lg.log_end_offset
+                    else b"",
+                )
+            return SimpleNamespace(
+                error_code=0, responses=[SimpleNamespace(topic=TP.topic, topic_id=None, partitions=[d])]
+            )
         raise AssertionError(f"unexpected request {req!r}")
 
 
@@ -113,15 +121,17 @@ def start(part, leader_log, leader_epoch, **cfg):
     mgr = ReplicaFetcherManager(FetcherConfig(1, backoff_s=0.05, **cfg), {TP: part}.get)
     mgr.add(TP, LEADER, leader_epoch)
     f = next(iter(mgr.fetchers.values()))
-    f.channel = fake = FakeLeader(leader_log)       # before the fetcher's task first runs
+    f.channel = fake = FakeLeader(leader_log)  # before the fetcher's task first runs
     return mgr, f, fake
 
 
 def run(fn):
     """Runs an async test in its own event loop (the suite has no asyncio plugin)."""
+
     @functools.wraps(fn)
     def test(tmp_path):
         asyncio.run(asyncio.wait_for(fn(tmp_path), 20))
+
     return test
 
 
@@ -148,14 +158,14 @@ async def test_truncation_asks_round_after_round_until_the_logs_agree(tmp_path):
     write(leader_log, [(0, 10)] + [(e, 10) for e in range(1, 40, 2) for _ in range(2)])
     write(ours, [(0, 20)] + [(e, 20) for e in range(2, 41, 2)], value_size=41)
     assert leader_log.leader_epochs.entries[1] == (1, 10) and ours.leader_epochs.entries[1] == (2, 20)
-    leader_log.leader_epochs.assign(41, leader_log.log_end_offset)     # it leads at 41, as makeLeader does
+    leader_log.leader_epochs.assign(41, leader_log.log_end_offset)  # it leads at 41, as makeLeader does
     part = follower(tmp_path, ours, 41)
     mgr, f, fake = start(part, leader_log, 41)
     try:
         await until(lambda: ours.log_end_offset == leader_log.log_end_offset and not f.partitions[TP].truncating)
     finally:
         await mgr.shutdown()
-    assert ours.leader_epochs.entries == leader_log.leader_epochs.entries[:-1]     # 41 has no records yet
+    assert ours.leader_epochs.entries == leader_log.leader_epochs.entries[:-1]  # 41 has no records yet
     # offsets 10..19 were the follower's own records of epoch 0: gone, the leader's now
     assert content(ours)[-200:] == content(leader_log)[-200:]
     assert ours.read_bytes(10, 1 << 20, 11) == leader_log.read_bytes(10, 1 << 20, 11)
@@ -196,12 +206,17 @@ async def test_an_answer_to_a_fetch_made_before_the_state_changed_is_dropped(tmp
     stale = old.read_bytes(10, 1 << 20, 14)
     part = follower(tmp_path, ours, 3)
     mgr, f, fake = start(part, leader_log, 3)
-    f._task.cancel()                              # driven by hand below
+    f._task.cancel()  # driven by hand below
     f.partitions[TP].truncating = False
     fake.hold = asyncio.Event()
     fake.fetch_answer = lambda req: SimpleNamespace(
-        partition_index=0, error_code=0, high_watermark=14, log_start_offset=0,
-        diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1), records=stale)
+        partition_index=0,
+        error_code=0,
+        high_watermark=14,
+        log_start_offset=0,
+        diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+        records=stale,
+    )
     try:
         fetch = asyncio.ensure_future(f._fetch([TP]))
         await until(lambda: fake.requests)
@@ -238,8 +253,13 @@ async def test_a_diverging_epoch_in_a_fetch_answer_truncates_and_appends_nothing
     f._task.cancel()
     f.partitions[TP].truncating = False
     fake.fetch_answer = lambda req: SimpleNamespace(
-        partition_index=0, error_code=0, high_watermark=20, log_start_offset=0,
-        diverging_epoch=SimpleNamespace(epoch=3, end_offset=12), records=leader_log.read_bytes(12, 1 << 20, 20))
+        partition_index=0,
+        error_code=0,
+        high_watermark=20,
+        log_start_offset=0,
+        diverging_epoch=SimpleNamespace(epoch=3, end_offset=12),
+        records=leader_log.read_bytes(12, 1 << 20, 20),
+    )
     try:
         await asyncio.wait_for(f._fetch([TP]), 5)
         assert fake.requests[0].topics[0].partitions[0].last_fetched_epoch == 4
@@ -279,9 +299,13 @@ class SilentLeader:
                 while (frame := frames.next_frame()) is not None:
                     header, _ = codec.decode_request(frame)
                     if header.request_api_key == ApiKey.API_VERSIONS:
-                        resp = ApiVersionsResponse(error_code=0, api_keys=[
-                            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                            for k, lo, hi in supported_versions()])
+                        resp = ApiVersionsResponse(
+                            error_code=0,
+                            api_keys=[
+                                ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                                for k, lo, hi in supported_versions()
+                            ],
+                        )
                         for part in codec.encode_response(header, resp):
                             writer.write(part)
                     elif header.request_api_key == ApiKey.FETCH:
@@ -336,7 +360,7 @@ async def test_a_leader_and_isr_naming_the_leader_resets_a_stalled_fetch_connect
         try:
             assert replicas.become_leader_or_follower([(TP.topic, tid, state)], live) == {TP: 0}
             await until(lambda: leader.fetches == 1)
-            await asyncio.sleep(0.1 + 1.0 + 0.2)        # past the long poll: stalled
+            await asyncio.sleep(0.1 + 1.0 + 0.2)  # past the long poll: stalled
             assert leader.connections == 1
             replicas.become_leader_or_follower([(TP.topic, tid, state)], live)
             await until(lambda: leader.connections >= 2 and leader.fetches >= 2, timeout=2)
@@ -373,9 +397,15 @@ def throttled_start(tmp_path, bound):
         records = with_one.read() if with_one is not None else b""
         if with_one is not None:
             with_one.close()
-        return SimpleNamespace(partition_index=0, error_code=0, high_watermark=leader_log.log_end_offset,
-                               log_start_offset=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
-                               records=records)
+        return SimpleNamespace(
+            partition_index=0,
+            error_code=0,
+            high_watermark=leader_log.log_end_offset,
+            log_start_offset=0,
+            diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+            records=records,
+        )
+
     fake.fetch_answer = answer
     return mgr, f, fake, quota, ours, leader_log
 
@@ -435,13 +465,25 @@ def _answers_error_first(fake, code: int, times: int):
         p = req.topics[0].partitions[0]
         if errors[0] < times:
             errors[0] += 1
-            return SimpleNamespace(partition_index=0, error_code=code, high_watermark=-1, log_start_offset=-1,
-                                   diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1), records=None)
-        return SimpleNamespace(partition_index=0, error_code=0, high_watermark=lg.log_end_offset,
-                               log_start_offset=lg.log_start_offset,
-                               diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
-                               records=lg.read_bytes(p.fetch_offset, 1 << 20, lg.log_end_offset)
-                               if p.fetch_offset < lg.log_end_offset else b"")
+            return SimpleNamespace(
+                partition_index=0,
+                error_code=code,
+                high_watermark=-1,
+                log_start_offset=-1,
+                diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                records=None,
+            )
+        return SimpleNamespace(
+            partition_index=0,
+            error_code=0,
+            high_watermark=lg.log_end_offset,
+            log_start_offset=lg.log_start_offset,
+            diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+            records=lg.read_bytes(p.fetch_offset, 1 << 20, lg.log_end_offset)
+            if p.fetch_offset < lg.log_end_offset
+            else b"",
+        )
+
     fake.fetch_answer = answer
     return errors
 
@@ -452,6 +494,7 @@ def test_a_leader_behind_our_epoch_is_retried_soon_not_after_the_whole_backoff(t
     a leader moved): the leader answers UNKNOWN_LEADER_EPOCH (or, not yet leading,
     NOT_LEADER_OR_FOLLOWER) for a moment. The follower retries after 50, 100, 200 ms, not
     after replica.fetch.backoff.ms (30 s here), so acks=all producers are not held."""
+
     async def body():
         leader_log, ours = load(tmp_path, "leader"), load(tmp_path, "follower")
         write(leader_log, [(3, 5)] * 4)
@@ -467,15 +510,17 @@ def test_a_leader_behind_our_epoch_is_retried_soon_not_after_the_whole_backoff(t
             await until(lambda: ours.log_end_offset == 20, timeout=5)
             took = asyncio.get_running_loop().time() - t0
             assert errors[0] == 3 and took < 2.0, took
-            assert f.partitions[TP].quick_retries == 0          # reset by the answer that worked
+            assert f.partitions[TP].quick_retries == 0  # reset by the answer that worked
         finally:
             await mgr.shutdown()
+
     asyncio.run(asyncio.wait_for(body(), 20))
 
 
 def test_a_fenced_epoch_waits_the_whole_backoff(tmp_path):
     """FENCED_LEADER_EPOCH: we are the one behind; the controller's update will add the
     partition again (a fresh state, no delay), so until then the full backoff applies."""
+
     async def body():
         leader_log, ours = load(tmp_path, "leader"), load(tmp_path, "follower")
         write(leader_log, [(3, 5)])
@@ -490,8 +535,9 @@ def test_a_fenced_epoch_waits_the_whole_backoff(tmp_path):
             await until(lambda: errors[0] == 1)
             await asyncio.sleep(0.5)
             assert ours.log_end_offset == 0 and errors[0] == 1
-            mgr.add(TP, LEADER, 4)                                  # the controller's update: at once
+            mgr.add(TP, LEADER, 4)  # the controller's update: at once
             await until(lambda: ours.log_end_offset == 5, timeout=5)
         finally:
             await mgr.shutdown()
+
     asyncio.run(asyncio.wait_for(body(), 20))

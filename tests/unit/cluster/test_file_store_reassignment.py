@@ -1,5 +1,6 @@
 """The embedded file store keeps a reassignment in progress (the topic node's
 adding/removing replicas) across a restart, as ZooKeeper keeps the topic znode."""
+
 import asyncio
 import json
 import uuid
@@ -26,4 +27,5 @@ def test_a_reassignment_in_progress_survives_a_restart_and_its_end_clears_it(tmp
         data = json.loads((tmp_path / FILE_NAME).read_text())
         assert "adding_replicas" not in data["topics"]["t"] and "removing_replicas" not in data["topics"]["t"]
         assert await FileMetadataStore(str(tmp_path)).get_topic_assignment("t") == (done, 2)
+
     asyncio.run(main())

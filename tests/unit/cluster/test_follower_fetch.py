@@ -1,6 +1,7 @@
 """Follower fetches through the fetch handler (broker/server/handlers/fetch.py) and
 ReplicaManager.fetch_records, from a real leader Partition and Log, through a fake request
 context: a follower's position moves only after a successful read (issue 16, defect 1)."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -38,16 +39,40 @@ def leader(tmp_path):
 
 
 def follower_fetch(part, replica_id, offset, version=12, last_fetched_epoch=-1, leader_epoch=5, quotas=None):
-    ctx = SimpleNamespace(services=SimpleNamespace(replicas=replicas_of(part, quotas),
-                                                   config={"fetch.wait.max.ms": 30000}),
-                          has_right=lambda *a, **k: True,
-                          api_version=version, received=0.0, connection=SimpleNamespace(closed=False))
-    req = F(replica_id=replica_id, replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
-            max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[F.FetchTopic(topic=TP.topic, partitions=[F.FetchPartition(
-                partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset,
-                last_fetched_epoch=last_fetched_epoch, log_start_offset=0, partition_max_bytes=1 << 20)])],
-            forgotten_topics_data=[], rack_id="")
+    ctx = SimpleNamespace(
+        services=SimpleNamespace(replicas=replicas_of(part, quotas), config={"fetch.wait.max.ms": 30000}),
+        has_right=lambda *a, **k: True,
+        api_version=version,
+        received=0.0,
+        connection=SimpleNamespace(closed=False),
+    )
+    req = F(
+        replica_id=replica_id,
+        replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=-1),
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            F.FetchTopic(
+                topic=TP.topic,
+                partitions=[
+                    F.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=leader_epoch,
+                        fetch_offset=offset,
+                        last_fetched_epoch=last_fetched_epoch,
+                        log_start_offset=0,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
     d = fetch.handle(ctx, req).responses[0].partitions[0]
     if hasattr(d.records, "close"):
         d.records.close()
@@ -60,7 +85,7 @@ def test_fetches_from_beyond_the_log_end_are_out_of_range_and_move_nothing(leade
         assert d.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert leader.log.high_watermark == 0 and leader.follower_leo == {2: -1, 3: -1}
     leader.append_as_leader(batch(1), -1)
-    assert leader.log.high_watermark == 0        # an acks=all produce is not acknowledged
+    assert leader.log.high_watermark == 0  # an acks=all produce is not acknowledged
 
 
 def test_a_successful_follower_read_moves_the_high_watermark(leader):
@@ -75,10 +100,10 @@ def test_a_diverging_last_fetched_epoch_gets_where_it_ends_and_no_records(leader
     d = follower_fetch(leader, 2, 10**9, last_fetched_epoch=5)
     assert d.error_code == 0 and not d.records
     assert (d.diverging_epoch.epoch, d.diverging_epoch.end_offset) == (5, 4)
-    d = follower_fetch(leader, 3, 3, last_fetched_epoch=6)                 # newer than any epoch here
+    d = follower_fetch(leader, 3, 3, last_fetched_epoch=6)  # newer than any epoch here
     assert d.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert leader.follower_leo == {2: -1, 3: -1} and leader.log.high_watermark == 0
-    d = follower_fetch(leader, 2, 4, last_fetched_epoch=5)                 # a prefix: read on
+    d = follower_fetch(leader, 2, 4, last_fetched_epoch=5)  # a prefix: read on
     assert d.error_code == 0 and d.diverging_epoch.epoch == -1
     assert leader.follower_leo[2] == 4
 
@@ -86,7 +111,7 @@ def test_a_diverging_last_fetched_epoch_gets_where_it_ends_and_no_records(leader
 def test_a_broker_that_is_not_a_replica_is_refused(leader):
     assert follower_fetch(leader, 7, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert follower_fetch(leader, 7, 4, leader_epoch=-1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert follower_fetch(leader, 1, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH       # itself
+    assert follower_fetch(leader, 1, 4).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH  # itself
     assert leader.follower_leo == {2: -1, 3: -1}
 
 
@@ -110,11 +135,11 @@ def throttled(replicas="0:1", bound=1000.0):
 
 def test_a_throttled_partition_answers_an_out_of_sync_follower_nothing_while_exceeded(lagging):
     quotas = throttled()
-    quotas.leader.record(10**6)                                 # far above 1000 B/s
+    quotas.leader.record(10**6)  # far above 1000 B/s
     d = follower_fetch(lagging, 3, 0, quotas=quotas)
     assert d.error_code == 0 and not d.records and d.high_watermark == 0
-    assert lagging.follower_leo[3] == 0                         # the fetch still counts as its position
-    assert quotas.leader.throttled_bytes == 10**6               # nothing sent, nothing recorded
+    assert lagging.follower_leo[3] == 0  # the fetch still counts as its position
+    assert quotas.leader.throttled_bytes == 10**6  # nothing sent, nothing recorded
     # an in-sync follower is never held (Kafka: no ISR thrashing); its bytes are recorded
     d = follower_fetch(lagging, 2, 0, quotas=quotas)
     assert d.records and quotas.leader.throttled_bytes == 10**6 + d.records.length
@@ -129,7 +154,7 @@ def test_below_its_rate_a_throttled_partition_sends_one_windows_bytes_and_record
     one_batch = d.records.length
     assert 10_000 < one_batch < 20_000
     assert quotas.leader.throttled_bytes == one_batch and quotas.leader.exceeded()
-    assert not follower_fetch(lagging, 3, 10, quotas=quotas).records          # now held
+    assert not follower_fetch(lagging, 3, 10, quotas=quotas).records  # now held
     big = throttled(bound=10**9)
     d = follower_fetch(lagging, 3, 0, quotas=big)
     assert d.records.length == 3 * one_batch and big.leader.throttled_bytes == 3 * one_batch
@@ -140,8 +165,8 @@ def test_unthrottled_partitions_and_other_brokers_lists_are_not_held(lagging):
         quotas.leader.record(10**6)
         d = follower_fetch(lagging, 3, 0, quotas=quotas)
         assert d.records and d.records.length > 20_000
-        assert quotas.leader.throttled_bytes == 10**6           # not a throttled partition here: not recorded
-    quotas = throttled("0:1", bound=None)                       # listed, without a rate: recorded, never held
+        assert quotas.leader.throttled_bytes == 10**6  # not a throttled partition here: not recorded
+    quotas = throttled("0:1", bound=None)  # listed, without a rate: recorded, never held
     quotas.leader.record(10**6)
     d = follower_fetch(lagging, 3, 0, quotas=quotas)
     assert d.records.length > 20_000 and quotas.leader.throttled_bytes == 10**6 + d.records.length

@@ -3,6 +3,7 @@ ReplicaManager.append_records (cluster/replica/delayed_produce.py) — on a real
 ReplicaManager, Partition and Log, while the leadership moves under it (issue 16, defects 6
 and 8). The group commits go through the group coordinator's own error mapping
 (GroupMetadataManager over server/partition_writer.py)."""
+
 import asyncio
 import uuid
 
@@ -37,8 +38,9 @@ def setup(tmp_path, min_isr=2, tp=TP):
     """Broker 1 leads `tp` at epoch 5 with ISR [1, 2, 3]."""
     replicas = ReplicaManager(1, None, Metadata())
     lg = Log.load(str(tmp_path / str(tp)), tp, log_config(tmp_path, {"min.insync.replicas": min_isr}))
-    part = replicas.partitions[tp] = Partition(tp, lg, state(1, 5, (1, 2, 3), 7), 1, replicas.purgatory,
-                                               lambda p, isr: None)
+    part = replicas.partitions[tp] = Partition(
+        tp, lg, state(1, 5, (1, 2, 3), 7), 1, replicas.purgatory, lambda p, isr: None
+    )
     return part, replicas
 
 
@@ -64,12 +66,13 @@ def test_an_acks_all_produce_keeps_waiting_across_a_new_leader_epoch(tmp_path):
         part, replicas = setup(tmp_path)
         r, task = waiting_produce(replicas)
         await asyncio.sleep(0.01)
-        part.update_state(state(1, 6, (1, 2), 8))             # 3 dropped: a new epoch, same leader
+        part.update_state(state(1, 6, (1, 2), 8))  # 3 dropped: a new epoch, same leader
         await asyncio.sleep(0.01)
         assert not task.done()
         part.update_follower(2, 3)
         await asyncio.wait_for(task, 2)
         assert (r.error, r.base_offset, r.last_offset) == (0, 0, 2)
+
     asyncio.run(main())
 
 
@@ -82,6 +85,7 @@ def test_an_acks_all_produce_fails_when_this_broker_stops_leading(tmp_path):
         await asyncio.wait_for(task, 2)
         assert r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert "stopped leading" in r.error_message
+
     asyncio.run(main())
 
 
@@ -93,15 +97,16 @@ def test_an_acks_all_produce_fails_when_its_batch_was_truncated_while_leading_ag
         part, replicas = setup(tmp_path)
         r, task = waiting_produce(replicas)
         await asyncio.sleep(0.01)
-        part.update_state(state(2, 6, (1, 2), 8))             # following 2
+        part.update_state(state(2, 6, (1, 2), 8))  # following 2
         part.truncate_to(0)
-        part.update_state(state(1, 7, (1, 2), 9))             # leading again
+        part.update_state(state(1, 7, (1, 2), 9))  # leading again
         part.append_as_leader(batch(5), -1)
         part.update_follower(2, 5)
         assert part.log.high_watermark == 5
         await asyncio.wait_for(task, 2)
         assert r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert "truncated" in r.error_message
+
     asyncio.run(main())
 
 
@@ -110,10 +115,11 @@ def test_an_acks_all_produce_fails_when_the_isr_shrank_below_min_insync_replicas
         part, replicas = setup(tmp_path)
         r, task = waiting_produce(replicas)
         await asyncio.sleep(0.01)
-        part.update_state(state(1, 6, (1,), 8))               # 2 and 3 dropped: the leader alone
+        part.update_state(state(1, 6, (1,), 8))  # 2 and 3 dropped: the leader alone
         assert part.log.high_watermark == 3
         await asyncio.wait_for(task, 2)
         assert r.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
     asyncio.run(main())
 
 
@@ -125,9 +131,10 @@ def test_a_group_commit_fails_when_the_isr_shrank_below_min_insync_replicas_mean
         task = group_commit(replicas)
         await asyncio.sleep(0.01)
         assert not task.done()
-        part.update_state(state(1, 6, (1,), 8))               # 2 and 3 dropped: the leader alone
+        part.update_state(state(1, 6, (1,), 8))  # 2 and 3 dropped: the leader alone
         assert part.log.high_watermark == 2
         assert await asyncio.wait_for(task, 2) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
     asyncio.run(main())
 
 
@@ -141,6 +148,7 @@ def test_a_group_commit_keeps_waiting_across_a_new_leader_epoch(tmp_path):
         assert not task.done()
         part.update_follower(2, 2)
         assert await asyncio.wait_for(task, 2) == 0
+
     asyncio.run(main())
 
 
@@ -151,6 +159,7 @@ def test_a_group_commit_fails_when_this_broker_stops_leading(tmp_path):
         await asyncio.sleep(0.01)
         part.update_state(state(2, 6, (1, 2, 3), 8))
         assert await asyncio.wait_for(task, 2) == ErrorCode.NOT_COORDINATOR
+
     asyncio.run(main())
 
 
@@ -165,6 +174,7 @@ def test_a_group_commit_fails_when_its_records_were_truncated_while_leading_agai
         part.append_as_leader(batch(4), -1)
         part.update_follower(2, 4)
         assert await asyncio.wait_for(task, 2) == ErrorCode.NOT_COORDINATOR
+
     asyncio.run(main())
 
 
@@ -175,12 +185,14 @@ def test_a_group_commit_times_out(tmp_path):
         manager = GroupMetadataManager(config, ReplicaPartitionWriter(replicas), None, None)
         _, write = manager.append("g", [(b"k", b"v")], True)
         assert await asyncio.wait_for(manager.await_durable(write, True), 2) == ErrorCode.REQUEST_TIMED_OUT
-        _, write = manager.append("g", [(b"k", b"v")], False)        # group metadata
+        _, write = manager.append("g", [(b"k", b"v")], False)  # group metadata
         assert await asyncio.wait_for(manager.await_durable(write, False), 2) == ErrorCode.REBALANCE_IN_PROGRESS
+
     asyncio.run(main())
 
 
 # ---------------------------------------------------------------- a session expiry (resign_leadership)
+
 
 def resigned(tmp_path):
     """Broker 1 (broker epoch 40) leads at epoch 5 with an acks=all produce waiting when its
@@ -193,9 +205,9 @@ def resigned(tmp_path):
 
 
 def leader_and_isr(replicas, leader, epoch, partition_epoch, broker_epoch):
-    return replicas.become_leader_or_follower([(TP.topic, uuid.uuid4(), state(leader, epoch, (1, 2, 3),
-                                                                               partition_epoch))],
-                                              {}, None, broker_epoch)
+    return replicas.become_leader_or_follower(
+        [(TP.topic, uuid.uuid4(), state(leader, epoch, (1, 2, 3), partition_epoch))], {}, None, broker_epoch
+    )
 
 
 def test_an_expired_session_ends_leadership_and_what_waits_on_it(tmp_path):
@@ -210,7 +222,8 @@ def test_an_expired_session_ends_leadership_and_what_waits_on_it(tmp_path):
             with pytest.raises(KafkaProtocolError) as exc:
                 replicas.leader_partition(TP.topic, TP.partition, epoch)
             assert exc.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert replicas.resign_leadership("again") == []          # nothing left to resign
+        assert replicas.resign_leadership("again") == []  # nothing left to resign
+
     asyncio.run(main())
 
 
@@ -221,12 +234,13 @@ def test_a_resigned_partition_is_led_again_only_by_a_controller_that_saw_the_new
         # the same leadership, from a controller still holding the old registration: not taken
         assert leader_and_isr(replicas, 1, 5, 7, 40) == {TP: 0}
         assert not part.is_leader
-        assert leader_and_isr(replicas, 1, 5, 8, -1) == {TP: 0}   # (no broker epoch carried)
+        assert leader_and_isr(replicas, 1, 5, 8, -1) == {TP: 0}  # (no broker epoch carried)
         assert not part.is_leader
         # the broker registered again (epoch 41); the controller's full LeaderAndIsr to it
         assert leader_and_isr(replicas, 1, 5, 7, 41) == {TP: 0}
         assert part.is_leader and part.leader_epoch == 5 and TP not in replicas.resigned
-        part.append_as_leader(batch(2), 1)                         # it leads: appends go in
+        part.append_as_leader(batch(2), 1)  # it leads: appends go in
+
     asyncio.run(main())
 
 
@@ -239,4 +253,5 @@ def test_a_newer_epoch_or_another_leader_applies_to_a_resigned_partition_at_once
         assert leader_and_isr(replicas, leader, epoch, 9, 40) == {TP: 0}
         assert part.is_leader == (leader == 1) and part.leader_epoch == epoch and part.state.leader == leader
         assert TP not in replicas.resigned
+
     asyncio.run(main())

@@ -1,4 +1,5 @@
 """Partition (leadership, ISR, high watermark) on a real Log, with a recording listener."""
+
 import pytest
 
 from broker.cluster.metadata import PartitionState
@@ -43,7 +44,7 @@ def test_high_watermark_is_the_smallest_log_end_of_the_isr(tmp_path):
     assert part.log.high_watermark == 0
     assert rec.events == [("leo", TP)]
     part.update_follower(2, 5)
-    assert part.log.high_watermark == 0            # replica 3 has nothing yet
+    assert part.log.high_watermark == 0  # replica 3 has nothing yet
     assert ("hw", TP) not in rec.events
     part.update_follower(3, 3)
     assert part.log.high_watermark == 3
@@ -99,20 +100,20 @@ def leader(tmp_path, isr=(1, 2, 3), lag_ms=100):
 def test_a_lagging_follower_is_dropped_after_the_lag_time_and_the_controller_decides(tmp_path):
     part, clock, asked = leader(tmp_path)
     part.append_as_leader(batch(10), 1)
-    part.update_follower(2, 10)                 # 2 caught up, 3 never fetched
+    part.update_follower(2, 10)  # 2 caught up, 3 never fetched
     clock.now += 0.05
     part.maybe_shrink_isr(100)
-    assert asked == []                          # within the lag time: nothing yet
+    assert asked == []  # within the lag time: nothing yet
     clock.now += 0.1
     part.maybe_shrink_isr(100)
     assert asked == [[1, 2]]
-    assert part.isr == [1, 2, 3]                # the leader asks; the ISR changes on the answer
-    assert part.maximal_isr == [1, 2, 3]        # a shrink in flight still counts the replica
+    assert part.isr == [1, 2, 3]  # the leader asks; the ISR changes on the answer
+    assert part.maximal_isr == [1, 2, 3]  # a shrink in flight still counts the replica
     part.maybe_shrink_isr(100)
-    assert asked == [[1, 2]]                    # one change in flight at a time
+    assert asked == [[1, 2]]  # one change in flight at a time
     part.isr_change_completed(part.pending_isr, 0, 5, [1, 2], 8)
     assert part.isr == [1, 2] and part.state.partition_epoch == 8
-    assert part.log.high_watermark == 10        # no longer held back by replica 3
+    assert part.log.high_watermark == 10  # no longer held back by replica 3
 
 
 def test_a_follower_that_keeps_up_under_load_is_not_dropped(tmp_path):
@@ -134,13 +135,13 @@ def test_a_caught_up_follower_rejoins_when_it_reaches_the_high_watermark(tmp_pat
     part.update_follower(2, 6)
     assert part.log.high_watermark == 6
     part.update_follower(3, 4)
-    assert asked == []                          # behind the high watermark
+    assert asked == []  # behind the high watermark
     part.update_follower(3, 6)
     assert asked == [[1, 2, 3]]
-    assert part.maximal_isr == [1, 2, 3]        # an addition in flight counts at once
+    assert part.maximal_isr == [1, 2, 3]  # an addition in flight counts at once
     part.append_as_leader(batch(2), 1)
     part.update_follower(2, 8)
-    assert part.log.high_watermark == 6         # replica 3 holds it: it is (becoming) in sync
+    assert part.log.high_watermark == 6  # replica 3 holds it: it is (becoming) in sync
     part.isr_change_completed(part.pending_isr, 0, 5, [1, 2, 3], 8)
     part.update_follower(3, 8)
     assert part.log.high_watermark == 8
@@ -151,10 +152,10 @@ def test_a_refused_change_keeps_the_isr_and_waits_before_asking_again(tmp_path):
     part.append_as_leader(batch(3), 1)
     part.update_follower(2, 3)
     part.update_follower(3, 3)
-    part.isr_change_completed(part.pending_isr, ErrorCode.INELIGIBLE_REPLICA)   # nothing was written
+    part.isr_change_completed(part.pending_isr, ErrorCode.INELIGIBLE_REPLICA)  # nothing was written
     assert part.isr == [1, 2] and part.pending_isr is None
     part.update_follower(3, 3)
-    assert len(asked) == 1                      # backing off
+    assert len(asked) == 1  # backing off
     clock.now += 2
     part.update_follower(3, 3)
     assert len(asked) == 2
@@ -167,7 +168,7 @@ def test_min_insync_replicas_is_checked_against_the_isr(tmp_path):
         part.append_as_leader(batch(1), -1)
     assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert part.log.log_end_offset == 0
-    part.append_as_leader(batch(1), 1)          # acks=1 does not care
+    part.append_as_leader(batch(1), 1)  # acks=1 does not care
     assert not part.enough_replicas()
 
 
@@ -198,7 +199,7 @@ def test_a_fetch_beyond_the_log_end_counts_for_nothing(tmp_path):
     assert part.log.high_watermark == 0 and asked == []
     assert part.follower_leo == {2: -1, 3: -1}
     part.append_as_leader(batch(1), -1)
-    assert part.log.high_watermark == 0          # nothing acknowledges an acks=all produce
+    assert part.log.high_watermark == 0  # nothing acknowledges an acks=all produce
     assert part.update_follower(2, 6)
     assert part.log.high_watermark == 6
 
@@ -217,8 +218,11 @@ def test_only_a_replica_may_fetch_as_a_follower(tmp_path):
     part, _, _ = leader(tmp_path)
     part.check_follower(2, 5)
     part.check_follower(3)
-    for replica_id, epoch, code in ((4, 5, ErrorCode.UNKNOWN_LEADER_EPOCH), (4, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
-                                    (1, 5, ErrorCode.UNKNOWN_LEADER_EPOCH)):     # 1: this broker itself
+    for replica_id, epoch, code in (
+        (4, 5, ErrorCode.UNKNOWN_LEADER_EPOCH),
+        (4, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        (1, 5, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    ):  # 1: this broker itself
         with pytest.raises(KafkaProtocolError) as e:
             part.check_follower(replica_id, epoch)
         assert e.value.code == code
@@ -237,19 +241,23 @@ def epochs_leader(tmp_path):
     return part
 
 
-@pytest.mark.parametrize("fetch_offset, last_fetched_epoch, expected", [
-    (6, 3, None),           # a prefix of this log: read on
-    (8, 3, None),
-    (8, 5, None),
-    (3, -1, None),          # no epoch named (before v12, or nothing fetched yet)
-    (5, 1, (1, 4)),         # epoch 1 ends here at 4: the follower has more of it
-    (6, 2, (1, 4)),         # epoch 2 never was here: the largest below it ends at 4
-    (9, 5, (5, 8)),         # the current epoch ends at the log end
-    (10**9, 5, (5, 8)),
-    (3, 0, (0, 0)),         # older than every epoch here: it ends where the first starts
-])
-def test_a_diverging_last_fetched_epoch_is_answered_with_where_it_ends_here(tmp_path, fetch_offset,
-                                                                              last_fetched_epoch, expected):
+@pytest.mark.parametrize(
+    "fetch_offset, last_fetched_epoch, expected",
+    [
+        (6, 3, None),  # a prefix of this log: read on
+        (8, 3, None),
+        (8, 5, None),
+        (3, -1, None),  # no epoch named (before v12, or nothing fetched yet)
+        (5, 1, (1, 4)),  # epoch 1 ends here at 4: the follower has more of it
+        (6, 2, (1, 4)),  # epoch 2 never was here: the largest below it ends at 4
+        (9, 5, (5, 8)),  # the current epoch ends at the log end
+        (10**9, 5, (5, 8)),
+        (3, 0, (0, 0)),  # older than every epoch here: it ends where the first starts
+    ],
+)
+def test_a_diverging_last_fetched_epoch_is_answered_with_where_it_ends_here(
+    tmp_path, fetch_offset, last_fetched_epoch, expected
+):
     part = epochs_leader(tmp_path)
     assert part.diverging_epoch(fetch_offset, last_fetched_epoch) == expected
 
@@ -257,7 +265,7 @@ def test_a_diverging_last_fetched_epoch_is_answered_with_where_it_ends_here(tmp_
 def test_an_epoch_unknown_here_or_an_offset_below_the_log_start_is_out_of_range(tmp_path):
     part = epochs_leader(tmp_path)
     with pytest.raises(OffsetOutOfRange):
-        part.diverging_epoch(8, 6)              # newer than any epoch of this leader
+        part.diverging_epoch(8, 6)  # newer than any epoch of this leader
     part.update_follower(2, 8)
     part.update_follower(3, 8)
     part.log.advance_log_start_offset(6)
@@ -278,9 +286,17 @@ def expanding(tmp_path):
     return part, clock, asked
 
 
-@pytest.mark.parametrize("error", [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.INVALID_UPDATE_VERSION,
-                                   ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH,
-                                   ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.FENCED_LEADER_EPOCH])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.STALE_BROKER_EPOCH,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+    ],
+)
 def test_an_ambiguous_answer_keeps_the_expansion_pending_and_asks_again(tmp_path, error):
     # the controller may have written ISR [1, 2, 3] (its ZooKeeper multi-op retried after a
     # connection loss): replica 3 must keep holding the high watermark back
@@ -290,14 +306,14 @@ def test_an_ambiguous_answer_keeps_the_expansion_pending_and_asks_again(tmp_path
     assert part.pending_isr is pending and part.maximal_isr == [1, 2, 3]
     part.append_as_leader(batch(4), -1)
     part.update_follower(2, 10)
-    assert part.log.high_watermark == 6          # replica 3 does not have 6..9
+    assert part.log.high_watermark == 6  # replica 3 does not have 6..9
     part.maybe_shrink_isr(100_000)
-    assert len(asked) == 1                       # backing off
+    assert len(asked) == 1  # backing off
     clock.now += 1.5
     part.update_follower(2, 10)
-    assert asked == [[1, 2, 3], [1, 2, 3]]       # the same change asked again
+    assert asked == [[1, 2, 3], [1, 2, 3]]  # the same change asked again
     part.update_follower(2, 10)
-    assert len(asked) == 2                       # once
+    assert len(asked) == 2  # once
     part.isr_change_completed(pending, 0, 5, [1, 2, 3], 8)
     assert part.isr == [1, 2, 3] and part.pending_isr is None and part.state.partition_epoch == 8
     part.update_follower(3, 10)
@@ -306,7 +322,7 @@ def test_an_ambiguous_answer_keeps_the_expansion_pending_and_asks_again(tmp_path
 
 def test_an_answer_about_another_state_keeps_the_change_pending(tmp_path):
     part, clock, asked = expanding(tmp_path)
-    part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3], 9)     # a newer leader epoch
+    part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3], 9)  # a newer leader epoch
     assert part.pending_isr == [1, 2, 3] and part.isr == [1, 2]
     assert part.maximal_isr == [1, 2, 3]
 
@@ -322,13 +338,13 @@ def test_the_shrink_timer_asks_again_too(tmp_path):
 def test_a_newer_partition_epoch_from_the_controller_settles_a_pending_change(tmp_path):
     part, clock, asked = expanding(tmp_path)
     part.isr_change_completed(part.pending_isr, ErrorCode.INVALID_UPDATE_VERSION)
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2], 1, 7))        # the same state again
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2], 1, 7))  # the same state again
     assert part.pending_isr == [1, 2, 3]
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 8))     # what ZooKeeper holds
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 8))  # what ZooKeeper holds
     assert part.pending_isr is None and part.isr == [1, 2, 3]
     clock.now += 5
     part.update_follower(3, 6)
-    assert len(asked) == 1                       # nothing left to ask
+    assert len(asked) == 1  # nothing left to ask
 
 
 @pytest.mark.parametrize("error", [ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED])
@@ -344,27 +360,27 @@ def test_an_answer_proving_nothing_was_written_drops_the_change(tmp_path, error)
 def test_enough_replicas_counts_a_shrink_in_flight(tmp_path):
     lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 3}))
     clock = Clock()
-    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(),
-                     lambda p, isr: None, clock)
+    part = Partition(
+        TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(), lambda p, isr: None, clock
+    )
     part.append_as_leader(batch(1), -1)
     part.update_follower(2, 1)
     clock.now += 1
     part.maybe_shrink_isr(100)
     assert part.pending_isr == [1, 2]
-    assert part.enough_replicas()                # the high watermark still counts replica 3
+    assert part.enough_replicas()  # the high watermark still counts replica 3
     part.isr_change_completed(part.pending_isr, 0, 5, [1, 2], 8)
     assert not part.enough_replicas()
 
 
 def test_check_enough_replicas_reach_offset_decides_a_waiting_acks_all_append(tmp_path):
     lg = Log.load(str(tmp_path / "t-0"), TP, log_config(tmp_path, {"min.insync.replicas": 2}))
-    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(),
-                     lambda p, isr: None)
-    part.append_as_leader(batch(3), -1)                                      # epoch 5, offsets 0..2
+    part = Partition(TP, lg, PartitionState(0, [1, 2, 3], 1, 5, [1, 2, 3], 1, 7), 1, Recorder(), lambda p, isr: None)
+    part.append_as_leader(batch(3), -1)  # epoch 5, offsets 0..2
     assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)
     part.update_follower(2, 3)
     part.update_follower(3, 2)
-    assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)     # 3 lacks offset 2
+    assert part.check_enough_replicas_reach_offset(3, 5) == (False, ErrorCode.NONE)  # 3 lacks offset 2
     assert part.check_enough_replicas_reach_offset(2, 5) == (True, ErrorCode.NONE)
     # a new epoch alone (an ISR shrink) keeps it waiting, then the remaining ISR commits it
     part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1, 2], 1, 8))
@@ -382,28 +398,28 @@ def test_check_enough_replicas_reach_offset_decides_a_waiting_acks_all_append(tm
 
 def test_check_enough_replicas_reach_offset_refuses_a_batch_lost_while_following(tmp_path):
     part, _, _ = leader(tmp_path, isr=(1, 2))
-    part.append_as_leader(batch(1), -1)                                      # epoch 5, offset 0
-    part.append_as_leader(batch(2), -1)                                      # epoch 5, offsets 1..2
-    part.update_state(PartitionState(0, [1, 2, 3], 2, 6, [1, 2], 1, 8))     # following 2
+    part.append_as_leader(batch(1), -1)  # epoch 5, offset 0
+    part.append_as_leader(batch(2), -1)  # epoch 5, offsets 1..2
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 6, [1, 2], 1, 8))  # following 2
     part.truncate_to(1)
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 7, [1, 2], 1, 9))     # leading again
-    part.append_as_leader(batch(4), -1)                                      # other records at 1..4
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 7, [1, 2], 1, 9))  # leading again
+    part.append_as_leader(batch(4), -1)  # other records at 1..4
     part.update_follower(2, 5)
     assert part.log.high_watermark == 5
     assert part.check_enough_replicas_reach_offset(3, 5) == (True, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    assert part.check_enough_replicas_reach_offset(1, 5) == (True, ErrorCode.NONE)   # what survived
+    assert part.check_enough_replicas_reach_offset(1, 5) == (True, ErrorCode.NONE)  # what survived
 
 
 def test_holds_tells_whether_a_batch_survived_a_change_of_leadership(tmp_path):
     part, _, _ = leader(tmp_path, isr=(1,))
-    part.append_as_leader(batch(1), -1)          # epoch 5, offset 0
-    part.append_as_leader(batch(3), -1)          # epoch 5, offsets 1..3
+    part.append_as_leader(batch(1), -1)  # epoch 5, offset 0
+    part.append_as_leader(batch(3), -1)  # epoch 5, offsets 1..3
     assert part.holds(5, 4)
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1], 1, 8))         # a new epoch, still leading
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 6, [1], 1, 8))  # a new epoch, still leading
     assert part.holds(5, 4) and not part.holds(4, 1)
-    part.update_state(PartitionState(0, [1, 2, 3], 2, 7, [2], 1, 9))         # following 2
+    part.update_state(PartitionState(0, [1, 2, 3], 2, 7, [2], 1, 9))  # following 2
     part.truncate_to(1)
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 8, [1], 1, 10))        # leading again
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 8, [1], 1, 10))  # leading again
     part.append_as_leader(batch(5), -1)
     assert part.log.high_watermark == 6
     assert not part.holds(5, 4) and part.holds(5, 1)
@@ -443,6 +459,7 @@ def test_a_replica_becomes_leader_whole_when_its_epoch_checkpoint_cannot_be_writ
 
     from broker.log.checkpoints import LeaderEpochCheckpoint
     from broker.log.log import LogStorageError
+
     real = LeaderEpochCheckpoint.write
     full = [True]
 
@@ -454,14 +471,14 @@ def test_a_replica_becomes_leader_whole_when_its_epoch_checkpoint_cannot_be_writ
     part, _ = make(tmp_path, leader=2)
     part.log.append_as_follower(batch(3, partition_leader_epoch=0))
     monkeypatch.setattr(LeaderEpochCheckpoint, "write", write)
-    part.update_state(PartitionState(0, [1, 2, 3], 1, 1, [1, 2, 3]))      # now it leads, epoch 1
+    part.update_state(PartitionState(0, [1, 2, 3], 1, 1, [1, 2, 3]))  # now it leads, epoch 1
     assert part.is_leader and set(part.followers) == {2, 3} and part.leader_epoch_start_offset == 3
     assert part.log.leader_epochs.entries[-1] == (1, 3) and part.log.dir_health.error is not None
     # no record of epoch 1 reaches the disk before epoch 1 does
     with pytest.raises(LogStorageError):
         part.append_as_leader(batch(2), 1)
     assert part.log.log_end_offset == 3
-    full[0] = False                                   # space again: the next append stores the epoch first
+    full[0] = False  # space again: the next append stores the epoch first
     part.append_as_leader(batch(2), 1)
     assert part.log.log_end_offset == 5 and part.log.dir_health.error is None
     assert LeaderEpochCheckpoint(str(tmp_path / "t-0" / "leader-epoch-checkpoint")).read() == [(0, 0), (1, 3)]
@@ -479,15 +496,15 @@ def test_a_reassignment_s_replica_set_is_the_leaders(tmp_path):
     assert part.log.high_watermark == 6
     # the controller starts moving 3 to 4: RS = [1, 2, 4, 3], a new leader epoch
     part.update_state(PartitionState(0, [1, 2, 4, 3], 1, 6, [1, 2, 3], 1, 8))
-    part.check_follower(4)                       # the new replica may fetch
+    part.check_follower(4)  # the new replica may fetch
     part.append_as_leader(batch(2), 1)
     part.update_follower(2, 8)
     part.update_follower(3, 8)
     part.update_follower(4, 0)
-    assert part.log.high_watermark == 8          # 4 is not in the ISR: not waited for
+    assert part.log.high_watermark == 8  # 4 is not in the ISR: not waited for
     assert asked == []
     part.update_follower(4, 8)
-    assert asked == [[1, 2, 3, 4]]               # caught up: the leader asks to add it
+    assert asked == [[1, 2, 3, 4]]  # caught up: the leader asks to add it
     part.isr_change_completed(part.pending_isr, 0, 6, [1, 2, 3, 4], 9)
     # the reassignment finishes: replicas [1, 2, 4], 3 out of the ISR, a new leader epoch
     part.update_state(PartitionState(0, [1, 2, 4], 1, 7, [1, 2, 4], 1, 10))

@@ -3,6 +3,7 @@ RS/AR/RR as Kafka's ReplicaAssignment computes them, the validation of a request
 Kafka's error codes, the start (epoch bump), completion (target in the ISR), the finish
 (leader from the target, removed replicas out of the ISR), cancel, and a new target
 replacing one in progress; then hypothesis properties of any reassignment."""
+
 from hypothesis import given, strategies as st
 
 from broker.cluster.controller.decisions import ClusterView, Failure, LeaderAndIsr, PartitionView
@@ -23,8 +24,13 @@ E = ErrorCode
 
 
 def view(replicas, state, live=(1, 2, 3, 4), shutting_down=()):
-    return ClusterView(frozenset(live), {}, frozenset(shutting_down),
-                       {TP: PartitionView("t", 0, tuple(replicas), state)}, lambda _t: False)
+    return ClusterView(
+        frozenset(live),
+        {},
+        frozenset(shutting_down),
+        {TP: PartitionView("t", 0, tuple(replicas), state)},
+        lambda _t: False,
+    )
 
 
 def state(leader, isr, leader_epoch=5, partition_epoch=9):
@@ -49,7 +55,7 @@ def test_a_new_target_starts_again_from_the_original_replicas():
     moving = ReplicaAssignment((1, 2, 3)).reassign_to((4, 2, 3))
     again = moving.reassign_to((5, 2, 3))
     assert again == ReplicaAssignment((5, 2, 3, 1), (5,), (1,))
-    assert unneeded(moving, again) == (4,)          # the replica being added before is stopped and deleted
+    assert unneeded(moving, again) == (4,)  # the replica being added before is stopped and deleted
 
 
 def test_plan_errors_in_kafkas_order():
@@ -59,10 +65,11 @@ def test_plan_errors_in_kafkas_order():
     def err(result):
         assert isinstance(result, Failure), result
         return result.error
+
     assert err(plan(v, TP, cur, ())) == E.INVALID_REPLICA_ASSIGNMENT
     assert err(plan(v, TP, cur, (1, 1, 2))) == E.INVALID_REPLICA_ASSIGNMENT
     assert err(plan(v, TP, cur, (1, -2))) == E.INVALID_REPLICA_ASSIGNMENT
-    assert err(plan(v, TP, cur, (1, 2, 7))) == E.INVALID_REPLICA_ASSIGNMENT      # 7 is not a live broker
+    assert err(plan(v, TP, cur, (1, 2, 7))) == E.INVALID_REPLICA_ASSIGNMENT  # 7 is not a live broker
     assert "not alive" in plan(v, TP, cur, (1, 2, 7)).message
     assert err(plan(v, TP, cur, None)) == E.NO_REASSIGNMENT_IN_PROGRESS
     assert err(plan(v, TP, None, None)) == E.NO_REASSIGNMENT_IN_PROGRESS
@@ -138,8 +145,11 @@ def test_in_progress_picks_the_partitions_being_reassigned():
 brokers = st.integers(min_value=1, max_value=6)
 
 
-@given(st.lists(brokers, min_size=1, max_size=4, unique=True), st.lists(brokers, min_size=1, max_size=4, unique=True),
-       st.lists(brokers, min_size=1, max_size=4, unique=True))
+@given(
+    st.lists(brokers, min_size=1, max_size=4, unique=True),
+    st.lists(brokers, min_size=1, max_size=4, unique=True),
+    st.lists(brokers, min_size=1, max_size=4, unique=True),
+)
 def test_any_reassignment(original, first, second):
     """RS holds target and original; AR and RR are their differences; the target comes
     first (its first replica is the preferred leader); a second target starts from the
@@ -148,7 +158,7 @@ def test_any_reassignment(original, first, second):
     start = ReplicaAssignment(tuple(original))
     for target in (first, second):
         a = start.reassign_to(target)
-        assert a.replicas[:len(target)] == tuple(target)
+        assert a.replicas[: len(target)] == tuple(target)
         assert set(a.replicas) == set(target) | set(original)
         assert set(a.adding) == set(target) - set(original)
         assert set(a.removing) == set(original) - set(target)

@@ -1,5 +1,6 @@
 """holder_gone: whether the broker holding a broker id's registration is gone, decided
 from the endpoint it advertises (broker/cluster/registration.py), with real sockets."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ def test_a_listener_at_the_registered_address_means_alive():
 
 
 def test_a_refused_connection_means_gone():
-    dead = free_port()                     # nothing listens there
+    dead = free_port()  # nothing listens there
     why = asyncio.run(holder_gone(reg(free_port()), reg(dead)))
     assert why is not None and f"127.0.0.1:{dead}" in why and "refused" in why
 

@@ -2,6 +2,7 @@
 ZooKeeper is needed: a broker alone catches the store's errors by class without ever
 loading kazoo, the embedded store's unreadable file, the CLI's unreachable ZooKeeper.
 Both stores raising the same classes for the same situations: tests/cluster/test_store_contract.py."""
+
 import asyncio
 import json
 import subprocess
@@ -57,23 +58,45 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 
 
 def test_a_broker_alone_catches_the_stores_errors_by_class_without_loading_kazoo(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", BROKER_ALONE, str(tmp_path / "data"), str(free_port())],
-                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [sys.executable, "-c", BROKER_ALONE, str(tmp_path / "data"), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen == {"admin": "TOPIC_ALREADY_EXISTS", "get": "NoSuchTopic", "assign": "BadVersion",
-                    "create": "TopicExists", "store": "FileMetadataStore", "kazoo": [], "errors loaded": True}
+    assert seen == {
+        "admin": "TOPIC_ALREADY_EXISTS",
+        "get": "NoSuchTopic",
+        "assign": "BadVersion",
+        "create": "TopicExists",
+        "store": "FileMetadataStore",
+        "kazoo": [],
+        "errors loaded": True,
+    }
 
 
 def test_every_store_error_is_a_store_error_and_imports_nothing():
-    for cls in (errors.StoreUnavailable, errors.BrokerIdInUse, errors.TopicExists, errors.NoSuchTopic,
-                errors.BadVersion, errors.ControllerMoved, errors.MetadataFileError):
+    for cls in (
+        errors.StoreUnavailable,
+        errors.BrokerIdInUse,
+        errors.TopicExists,
+        errors.NoSuchTopic,
+        errors.BadVersion,
+        errors.ControllerMoved,
+        errors.MetadataFileError,
+    ):
         assert issubclass(cls, errors.StoreError) and cls is not errors.StoreError
     assert issubclass(errors.StoreError, Exception)
-    code = ("import sys, broker.cluster.store.errors; "
-            "assert not [m for m in sys.modules if m.startswith(('kazoo', 'broker.cluster.store.zk'))], sys.modules")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=tempfile.gettempdir())
+    code = (
+        "import sys, broker.cluster.store.errors; "
+        "assert not [m for m in sys.modules if m.startswith(('kazoo', 'broker.cluster.store.zk'))], sys.modules"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir()
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -83,11 +106,12 @@ def test_an_unreadable_metadata_file_is_a_metadata_file_error_naming_it(tmp_path
     with pytest.raises(errors.MetadataFileError) as e:
         FileMetadataStore(str(tmp_path))
     assert str(tmp_path / FILE_NAME) in str(e.value)
-    assert (tmp_path / FILE_NAME).read_bytes() == content          # left as it was
+    assert (tmp_path / FILE_NAME).read_bytes() == content  # left as it was
 
 
 def test_a_readable_metadata_file_is_loaded(tmp_path):
     """The other side of the test above: what it writes, a new store reads."""
+
     async def scenario():
         store = FileMetadataStore(str(tmp_path))
         topic_id = uuid.uuid4()
@@ -95,6 +119,7 @@ def test_a_readable_metadata_file_is_loaded(tmp_path):
         again = FileMetadataStore(str(tmp_path))
         assert await again.get_topic("t") == (topic_id, {0: [1]}, 0)
         assert json.loads((tmp_path / FILE_NAME).read_text())["version"] == 2
+
     asyncio.run(scenario())
 
 
@@ -106,9 +131,11 @@ def test_the_cli_names_an_unreachable_zookeeper(monkeypatch):
     class Quick(zkclient.KafkaZkClient):
         def __init__(self, connect, **kwargs):
             super().__init__(connect, session_timeout_ms=500, connection_timeout_ms=500)
+
     monkeypatch.setattr(zkclient, "KafkaZkClient", Quick)
-    connect = f"127.0.0.1:{free_port()}"                          # nothing listens there
+    connect = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(CliError) as e:
         clients._controller_epoch(connect)
-    assert str(e.value) == (f"cannot read the controller epoch: ZooKeeper at {connect} is unreachable: "
-                            "no connection within 500 ms")
+    assert str(e.value) == (
+        f"cannot read the controller epoch: ZooKeeper at {connect} is unreachable: no connection within 500 ms"
+    )

@@ -1,6 +1,7 @@
 """Replication throttles (broker/cluster/replica/throttle.py): Kafka's throttled-replicas
 lists and which partitions each broker throttles, the throttles kafka-reassign-partitions
 --throttle sets for a plan, the sampled rates and the quota a throttle is held to."""
+
 import pytest
 
 from broker.cluster.replica.throttle import (
@@ -40,51 +41,56 @@ def test_each_broker_throttles_the_partitions_its_id_names():
     assert t.on_broker(1) == {0, 2}
     assert t.on_broker(2) == {1}
     assert t.on_broker(7) == frozenset()
-    assert parse_throttled_replicas("*").on_broker(7) is None           # all of them
+    assert parse_throttled_replicas("*").on_broker(7) is None  # all of them
     q = ReplicationQuota("LeaderReplication", broker_id=1)
     q.set_throttled("t", "0:1,1:2,2:1")
     q.set_throttled("u", "*")
-    q.set_throttled("v", "0:2")                                         # names another broker only
+    q.set_throttled("v", "0:2")  # names another broker only
     assert [p for p in range(4) if q.is_throttled("t", p)] == [0, 2]
     assert all(q.is_throttled("u", p) for p in range(5))
     assert not any(q.is_throttled("v", p) for p in range(3))
     assert not q.is_throttled("w", 0)
-    q.set_throttled("t", "")                                            # removed (Kafka's removeThrottle)
+    q.set_throttled("t", "")  # removed (Kafka's removeThrottle)
     q.set_throttled("u", None)
     assert not q.is_throttled("t", 0) and not q.is_throttled("u", 0)
-    q.set_throttled("x", "garbage")                                     # a foreign value: not throttled
+    q.set_throttled("x", "garbage")  # a foreign value: not throttled
     assert not q.is_throttled("x", 0)
 
 
 def test_a_topics_configs_set_both_sides():
     quotas = ReplicationQuotas(broker_id=2)
-    quotas.topic_configs_changed("t", {"leader.replication.throttled.replicas": "0:1,0:2,1:3",
-                                       "follower.replication.throttled.replicas": "1:2",
-                                       "retention.ms": "1000"})
+    quotas.topic_configs_changed(
+        "t",
+        {
+            "leader.replication.throttled.replicas": "0:1,0:2,1:3",
+            "follower.replication.throttled.replicas": "1:2",
+            "retention.ms": "1000",
+        },
+    )
     assert quotas.leader.is_throttled("t", 0) and not quotas.leader.is_throttled("t", 1)
     assert quotas.follower.is_throttled("t", 1) and not quotas.follower.is_throttled("t", 0)
-    quotas.topic_configs_changed("t", None)                             # the topic is gone
+    quotas.topic_configs_changed("t", None)  # the topic is gone
     assert not quotas.leader.topics and not quotas.follower.topics
 
 
 def test_the_topic_configs_are_validated_as_kafka():
-    assert validate_topic_configs({"leader.replication.throttled.replicas": "0:1,1:2",
-                                   "follower.replication.throttled.replicas": "*"}) == {
-        "leader.replication.throttled.replicas": ["0:1", "1:2"],
-        "follower.replication.throttled.replicas": ["*"]}
+    assert validate_topic_configs(
+        {"leader.replication.throttled.replicas": "0:1,1:2", "follower.replication.throttled.replicas": "*"}
+    ) == {"leader.replication.throttled.replicas": ["0:1", "1:2"], "follower.replication.throttled.replicas": ["*"]}
     with pytest.raises(ConfigError, match="follower.replication.throttled.replicas.*must be the literal"):
         validate_topic_configs({"follower.replication.throttled.replicas": "0-1"})
 
 
 def test_the_rates_come_from_this_broker_then_the_cluster_default():
     assert throttled_rates({}, {}) == (None, None)
-    assert throttled_rates({"leader.replication.throttled.rate": 1000},
-                           {"leader.replication.throttled.rate": 5, "follower.replication.throttled.rate": 7}) \
-        == (1000.0, 7.0)
+    assert throttled_rates(
+        {"leader.replication.throttled.rate": 1000},
+        {"leader.replication.throttled.rate": 5, "follower.replication.throttled.rate": 7},
+    ) == (1000.0, 7.0)
     quotas = ReplicationQuotas(broker_id=1)
     assert quotas.set_rates(1000.0, None) and not quotas.set_rates(1000.0, None)
     assert quotas.leader.bound == 1000.0 and quotas.follower.bound is None
-    quotas.set_rates(UNBOUNDED, UNBOUNDED)                              # Kafka's default: Long.MAX_VALUE
+    quotas.set_rates(UNBOUNDED, UNBOUNDED)  # Kafka's default: Long.MAX_VALUE
     assert quotas.leader.bound is None and quotas.follower.bound is None
 
 
@@ -109,12 +115,12 @@ def test_a_plans_throttles_as_kafkas_tool_sets_them():
 def test_the_rate_is_sampled_over_the_window():
     m = RateMeter(samples=11, window_s=1.0)
     m.record(10_000, 0.5)
-    assert m.rate(0.5) == pytest.approx(1000.0)            # a first burst counts over 10 s, not 0.5 s
+    assert m.rate(0.5) == pytest.approx(1000.0)  # a first burst counts over 10 s, not 0.5 s
     for s in range(1, 30):
         m.record(5_000, s + 0.5)
     assert m.rate(29.99) == pytest.approx(5_000 * 11 / 10.99, rel=0.01)
     assert m.exceeded(4_000, 29.99) and not m.exceeded(6_000, 29.99) and not m.exceeded(None, 29.99)
-    assert m.rate(60.0) == 0.0                              # nothing in the window any more
+    assert m.rate(60.0) == 0.0  # nothing in the window any more
     with pytest.raises(ValueError):
         RateMeter(samples=1)
 
@@ -124,13 +130,13 @@ def test_a_simple_rate_counts_a_first_burst_over_one_window():
     m = RateMeter(samples=11, window_s=1.0, simple=True)
     m.record(10_000, 100.5)
     assert m.rate(100.5) == pytest.approx(10_000.0)
-    assert m.rate(103.0) == pytest.approx(10_000 / 3.0)     # since the window it fell in began
-    assert m.rate(111.0) == 0.0                             # out of the 11 windows
+    assert m.rate(103.0) == pytest.approx(10_000 / 3.0)  # since the window it fell in began
+    assert m.rate(111.0) == 0.0  # out of the 11 windows
 
 
 def test_the_quota_is_exceeded_above_its_bound_only():
     q = ReplicationQuota("FollowerReplication", broker_id=1)
-    assert not q.exceeded(0.0) and q.window_bytes() == 0x7FFFFFFF       # no bound
+    assert not q.exceeded(0.0) and q.window_bytes() == 0x7FFFFFFF  # no bound
     q.record(10**9, 0.0)
     assert not q.exceeded(0.5)
     q.set_bound(1000)
@@ -152,10 +158,10 @@ def test_a_sender_that_waits_while_exceeded_is_held_to_the_bound(bound):
     q.set_bound(bound)
     moved = {}
     total = 0
-    for tick in range(6000):                # 60 s
+    for tick in range(6000):  # 60 s
         now = tick / 100
         if not q.exceeded(now):
-            n = min(q.window_bytes(), 4 * 1024 * 1024)        # replica.fetch.max.bytes x partitions
+            n = min(q.window_bytes(), 4 * 1024 * 1024)  # replica.fetch.max.bytes x partitions
             q.record(n, now)
             total += n
         moved[tick] = total

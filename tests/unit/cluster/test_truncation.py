@@ -1,5 +1,6 @@
 """Where a follower truncates when it starts following (KIP-101/279), on real leader
 epoch caches: tables of histories a former leader and a new leader can have."""
+
 import pytest
 
 from broker.cluster.replica.fetcher import truncation_point
@@ -18,24 +19,27 @@ def answer(leader, asked_epoch, leader_end):
     return leader.end_offset_for(asked_epoch, leader_end)
 
 
-@pytest.mark.parametrize("ours, our_end, hw, theirs, their_end, expected", [
-    # same history: nothing to cut
-    ([(0, 0), (1, 50)], 80, 80, [(0, 0), (1, 50)], 80, 80),
-    # we led epoch 1 and wrote 50..79 that nobody copied; the new leader's epoch 2 began at 50
-    ([(0, 0), (1, 50)], 80, 50, [(0, 0), (2, 50)], 90, 50),
-    # we are behind in the same epoch: keep everything
-    ([(0, 0), (1, 50)], 60, 60, [(0, 0), (1, 50)], 90, 60),
-    # epoch 1 ended earlier on the leader (it was cut at 70 by the next leader)
-    ([(0, 0), (1, 50)], 80, 60, [(0, 0), (1, 50), (3, 70)], 95, 70),
-])
+@pytest.mark.parametrize(
+    "ours, our_end, hw, theirs, their_end, expected",
+    [
+        # same history: nothing to cut
+        ([(0, 0), (1, 50)], 80, 80, [(0, 0), (1, 50)], 80, 80),
+        # we led epoch 1 and wrote 50..79 that nobody copied; the new leader's epoch 2 began at 50
+        ([(0, 0), (1, 50)], 80, 50, [(0, 0), (2, 50)], 90, 50),
+        # we are behind in the same epoch: keep everything
+        ([(0, 0), (1, 50)], 60, 60, [(0, 0), (1, 50)], 90, 60),
+        # epoch 1 ended earlier on the leader (it was cut at 70 by the next leader)
+        ([(0, 0), (1, 50)], 80, 60, [(0, 0), (1, 50), (3, 70)], 95, 70),
+    ],
+)
 def test_truncation_point_tables(tmp_path, ours, our_end, hw, theirs, their_end, expected):
     our = cache(tmp_path, "ours", ours)
     their = cache(tmp_path, "theirs", theirs)
-    for _round in range(len(ours) + 1):          # each round asks about a lower epoch
+    for _round in range(len(ours) + 1):  # each round asks about a lower epoch
         asked = our.latest_epoch
         leader_epoch, leader_end = answer(their, asked, their_end)
         offset, done = truncation_point(our, our_end, hw, asked, leader_epoch, leader_end)
-        our.truncate_from_end(offset)            # the fetcher truncates the log (and its epochs)
+        our.truncate_from_end(offset)  # the fetcher truncates the log (and its epochs)
         our_end = min(our_end, offset)
         if done:
             break

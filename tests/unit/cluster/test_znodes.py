@@ -1,6 +1,7 @@
 """broker.cluster.store.znodes: golden payloads in the exact shape Kafka (3.x) writes to
 ZooKeeper, every version Kafka ever wrote decoded, round trips, and fuzzed decoders that
 raise nothing but ZNodeDataError (whose message names the path and the problem)."""
+
 from __future__ import annotations
 
 import json
@@ -47,6 +48,7 @@ TOPIC_ID = "1bZHrMZnQE-06y4OclvK4A"
 
 # ---------------------------------------------------------------- paths
 
+
 def test_paths_are_kafkas():
     assert ClusterIdZNode.PATH == "/cluster/id"
     assert ControllerZNode.PATH == "/controller"
@@ -61,8 +63,16 @@ def test_paths_are_kafkas():
     assert ReassignPartitionsZNode.PATH == "/admin/reassign_partitions"
     assert IsrChangeNotificationSequenceZNode.CREATE_PATH == "/isr_change_notification/isr_change_"
     assert ProducerIdBlockZNode.PATH == "/latest_producer_id_block"
-    assert {"/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/changes", "/config/topics",
-            "/admin/delete_topics", "/isr_change_notification", "/latest_producer_id_block"} <= set(PERSISTENT_PATHS)
+    assert {
+        "/brokers/ids",
+        "/brokers/topics",
+        "/brokers/seqid",
+        "/config/changes",
+        "/config/topics",
+        "/admin/delete_topics",
+        "/isr_change_notification",
+        "/latest_producer_id_block",
+    } <= set(PERSISTENT_PATHS)
 
 
 @pytest.mark.parametrize("name", ["", "a/b", ".", "..", "x\0y"])
@@ -71,22 +81,29 @@ def test_a_name_that_cannot_be_a_znode_is_refused(name):
         TopicZNode.path(name)
 
 
-@pytest.mark.parametrize("connect, expected", [
-    ("127.0.0.1:2181", ("127.0.0.1:2181", None)),
-    ("127.0.0.1:2181/", ("127.0.0.1:2181", None)),
-    ("h1:2181,h2:2182/kb", ("h1:2181,h2:2182", "/kb")),
-    # a three-server ensemble (tests/cluster/test_zookeeper_ensemble.py connects through one)
-    ("127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183/kb/prod",
-     ("127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183", "/kb/prod")),
-    ("h1:2181/a/b", ("h1:2181", "/a/b")),
-    ("[::1]:2181/kb", ("[::1]:2181", "/kb")),
-])
+@pytest.mark.parametrize(
+    "connect, expected",
+    [
+        ("127.0.0.1:2181", ("127.0.0.1:2181", None)),
+        ("127.0.0.1:2181/", ("127.0.0.1:2181", None)),
+        ("h1:2181,h2:2182/kb", ("h1:2181,h2:2182", "/kb")),
+        # a three-server ensemble (tests/cluster/test_zookeeper_ensemble.py connects through one)
+        (
+            "127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183/kb/prod",
+            ("127.0.0.2:2181,127.0.0.3:2182,127.0.0.4:2183", "/kb/prod"),
+        ),
+        ("h1:2181/a/b", ("h1:2181", "/a/b")),
+        ("[::1]:2181/kb", ("[::1]:2181", "/kb")),
+    ],
+)
 def test_connect_string(connect, expected):
     assert parse_connect_string(connect) == expected
 
 
-@pytest.mark.parametrize("connect", ["", "/kb", "h1", "h1:x", "h1:0", "h1:2181,/kb", "h1:2181/a//b",
-                                     "h1:2181/a/", "h1:2181/a/../b", "h1:2181/./a"])
+@pytest.mark.parametrize(
+    "connect",
+    ["", "/kb", "h1", "h1:x", "h1:0", "h1:2181,/kb", "h1:2181/a//b", "h1:2181/a/", "h1:2181/a/../b", "h1:2181/./a"],
+)
 def test_bad_connect_string_is_one_clear_line(connect):
     with pytest.raises(ValueError) as e:
         parse_connect_string(connect)
@@ -102,26 +119,37 @@ def test_sequence_number():
 
 def test_a_single_broker_never_loads_kazoo():
     """kazoo is for `zookeeper.connect` only: the broker, its CLI and these codecs do not import it."""
-    code = ("import sys, broker.cli.main, broker.server.server, broker.cluster.store.znodes; "
-            "assert 'kazoo' not in sys.modules, sorted(m for m in sys.modules if m.startswith('kazoo'))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=tempfile.gettempdir())
+    code = (
+        "import sys, broker.cli.main, broker.server.server, broker.cluster.store.znodes; "
+        "assert 'kazoo' not in sys.modules, sorted(m for m in sys.modules if m.startswith('kazoo'))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir()
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # ---------------------------------------------------------------- topic ids
 
+
 def test_topic_id_is_kafkas_base64():
     assert encode_topic_id(uuid.UUID(bytes=bytes(range(16)))) == "AAECAwQFBgcICQoLDA0ODw"
     assert decode_topic_id("AAECAwQFBgcICQoLDA0ODw") == uuid.UUID(bytes=bytes(range(16)))
     assert encode_topic_id(decode_topic_id(TOPIC_ID)) == TOPIC_ID
-    for bad in ("", "AAECAwQFBgcICQoLDA0OD", "AAECAwQFBgcICQoLDA0ODw==", "AAECAwQFBgcICQoLDA0OD+",
-                "AAECAwQFBgcICQoLDA0ODx", 7):
+    for bad in (
+        "",
+        "AAECAwQFBgcICQoLDA0OD",
+        "AAECAwQFBgcICQoLDA0ODw==",
+        "AAECAwQFBgcICQoLDA0OD+",
+        "AAECAwQFBgcICQoLDA0ODx",
+        7,
+    ):
         with pytest.raises(ValueError):
             decode_topic_id(bad)
 
 
 # ---------------------------------------------------------------- golden payloads
+
 
 def test_cluster_id():
     golden = b'{"version":"1","id":"Hm1pdDVMSUuRIOuQSwYVdQ"}'
@@ -145,9 +173,11 @@ def test_controller_epoch_is_a_decimal_string():
             ControllerEpochZNode.decode(bad)
 
 
-BROKER_V5 = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
-             b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"port":9092,"host":"localhost",'
-             b'"version":5,"timestamp":"1658254963614"}')
+BROKER_V5 = (
+    b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+    b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"port":9092,"host":"localhost",'
+    b'"version":5,"timestamp":"1658254963614"}'
+)
 
 
 def test_broker_v5():
@@ -157,14 +187,22 @@ def test_broker_v5():
 
 
 def test_broker_v5_with_rack_features_and_two_listeners():
-    golden = (b'{"features":{"metadata.version":{"min_version":1,"max_version":7}},'
-              b'"listener_security_protocol_map":{"CLIENT":"PLAINTEXT","REPLICATION":"SSL"},'
-              b'"endpoints":["CLIENT://host1:9092","REPLICATION://[::1]:9093"],"rack":"dc1","jmx_port":9999,'
-              b'"port":9092,"host":"host1","version":5,"timestamp":"2233345666"}')
+    golden = (
+        b'{"features":{"metadata.version":{"min_version":1,"max_version":7}},'
+        b'"listener_security_protocol_map":{"CLIENT":"PLAINTEXT","REPLICATION":"SSL"},'
+        b'"endpoints":["CLIENT://host1:9092","REPLICATION://[::1]:9093"],"rack":"dc1","jmx_port":9999,'
+        b'"port":9092,"host":"host1","version":5,"timestamp":"2233345666"}'
+    )
     reg = BrokerIdZNode.decode(4, golden)
     assert reg == BrokerRegistration(
-        4, (EndPoint("CLIENT", "host1", 9092, "PLAINTEXT"), EndPoint("REPLICATION", "::1", 9093, "SSL")),
-        "dc1", 9999, {"metadata.version": (1, 7)}, 2233345666, 5)
+        4,
+        (EndPoint("CLIENT", "host1", 9092, "PLAINTEXT"), EndPoint("REPLICATION", "::1", 9093, "SSL")),
+        "dc1",
+        9999,
+        {"metadata.version": (1, 7)},
+        2233345666,
+        5,
+    )
     assert json.loads(BrokerIdZNode.encode(reg)) == json.loads(golden)
     assert reg.endpoint("REPLICATION").connection_string == "REPLICATION://[::1]:9093"
 
@@ -172,32 +210,45 @@ def test_broker_v5_with_rack_features_and_two_listeners():
 def test_broker_older_versions():
     v1 = b'{"version":1,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666"}'
     assert BrokerIdZNode.decode(0, v1).endpoints == (EndPoint("PLAINTEXT", "localhost", 9092),)
-    v2 = (b'{"version":2,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
-          b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"]}')
-    assert BrokerIdZNode.decode(0, v2).endpoints == (EndPoint("PLAINTEXT", "host1", 9092),
-                                                     EndPoint("SSL", "host1", 9093, "SSL"))
+    v2 = (
+        b'{"version":2,"host":"localhost","port":9092,"jmx_port":9999,"timestamp":"2233345666",'
+        b'"endpoints":["PLAINTEXT://host1:9092","SSL://host1:9093"]}'
+    )
+    assert BrokerIdZNode.decode(0, v2).endpoints == (
+        EndPoint("PLAINTEXT", "host1", 9092),
+        EndPoint("SSL", "host1", 9093, "SSL"),
+    )
     v3 = v2[:-1] + b',"rack":"dc1"}'
     assert BrokerIdZNode.decode(0, v3).rack == "dc1"
-    v4 = (b'{"listener_security_protocol_map":{"CLIENT":"PLAINTEXT","REPLICATION":"PLAINTEXT"},'
-          b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],"rack":null,"jmx_port":-1,'
-          b'"host":"host1","timestamp":"2233345666","port":9092,"version":4}')
+    v4 = (
+        b'{"listener_security_protocol_map":{"CLIENT":"PLAINTEXT","REPLICATION":"PLAINTEXT"},'
+        b'"endpoints":["CLIENT://host1:9092","REPLICATION://host1:9093"],"rack":null,"jmx_port":-1,'
+        b'"host":"host1","timestamp":"2233345666","port":9092,"version":4}'
+    )
     reg = BrokerIdZNode.decode(0, v4)
     assert [e.listener_name for e in reg.endpoints] == ["CLIENT", "REPLICATION"] and reg.rack is None
     # features written by 2.7's KIP-584 with the since-removed first_active_version
-    v5 = BROKER_V5.replace(b'"features":{}', b'"features":{"f":{"min_version":1,"first_active_version":2,'
-                                             b'"max_version":3}}')
+    v5 = BROKER_V5.replace(
+        b'"features":{}', b'"features":{"f":{"min_version":1,"first_active_version":2,"max_version":3}}'
+    )
     assert BrokerIdZNode.decode(0, v5).features == {"f": (1, 3)}
 
 
-@pytest.mark.parametrize("data, problem", [
-    (BROKER_V5.replace(b'"version":5', b'"version":0'), "'version' is out of range"),
-    (BROKER_V5.replace(b'"jmx_port":-1,', b""), "'jmx_port' is missing"),
-    (BROKER_V5.replace(b"PLAINTEXT://localhost:9092", b"localhost:9092"), "is not LISTENER://host:port"),
-    (BROKER_V5.replace(b"PLAINTEXT://localhost:9092", b"SSL://localhost:9092"), "not in the listener security"),
-    (BROKER_V5.replace(b'{"PLAINTEXT":"PLAINTEXT"}', b'{"PLAINTEXT":"TLS"}'), "unknown security protocol"),
-    (BROKER_V5.replace(b'"timestamp":"1658254963614"', b'"timestamp":"soon"'), "'timestamp' is not a decimal"),
-    (BROKER_V5.replace(b'"features":{}', b'"features":{"f":{"max_version":3}}'), "'min_version' is missing at 'features.f'"),
-])
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (BROKER_V5.replace(b'"version":5', b'"version":0'), "'version' is out of range"),
+        (BROKER_V5.replace(b'"jmx_port":-1,', b""), "'jmx_port' is missing"),
+        (BROKER_V5.replace(b"PLAINTEXT://localhost:9092", b"localhost:9092"), "is not LISTENER://host:port"),
+        (BROKER_V5.replace(b"PLAINTEXT://localhost:9092", b"SSL://localhost:9092"), "not in the listener security"),
+        (BROKER_V5.replace(b'{"PLAINTEXT":"PLAINTEXT"}', b'{"PLAINTEXT":"TLS"}'), "unknown security protocol"),
+        (BROKER_V5.replace(b'"timestamp":"1658254963614"', b'"timestamp":"soon"'), "'timestamp' is not a decimal"),
+        (
+            BROKER_V5.replace(b'"features":{}', b'"features":{"f":{"max_version":3}}'),
+            "'min_version' is missing at 'features.f'",
+        ),
+    ],
+)
 def test_bad_broker_registration_names_path_and_problem(data, problem):
     with pytest.raises(ZNodeDataError) as e:
         BrokerIdZNode.decode(7, data)
@@ -205,8 +256,10 @@ def test_bad_broker_registration_names_path_and_problem(data, problem):
 
 
 def test_topic_v3():
-    golden = (b'{"removing_replicas":{},"partitions":{"0":[2,1,3],"1":[3,2,1],"2":[1,3,2]},'
-              b'"topic_id":"' + TOPIC_ID.encode() + b'","adding_replicas":{},"version":3}')
+    golden = (
+        b'{"removing_replicas":{},"partitions":{"0":[2,1,3],"1":[3,2,1],"2":[1,3,2]},'
+        b'"topic_id":"' + TOPIC_ID.encode() + b'","adding_replicas":{},"version":3}'
+    )
     assignment = TopicAssignment(decode_topic_id(TOPIC_ID), {0: (2, 1, 3), 1: (3, 2, 1), 2: (1, 3, 2)})
     assert TopicZNode.encode(assignment) == golden
     assert TopicZNode.decode("clicks", golden) == assignment
@@ -221,15 +274,18 @@ def test_topic_older_versions_and_reassignment_fields():
     assert TopicZNode.decode("t", b"") == TopicAssignment(None, {})
 
 
-@pytest.mark.parametrize("data, problem", [
-    (b'{"version":3,"partitions":{"x":[1]}}', "partition 'x' at 'partitions' is not a partition number"),
-    (b'{"version":3,"partitions":{"0":[1,true]}}', "'0' at 'partitions' is not an integer: True"),
-    (b'{"version":3,"partitions":{"0":[-1]}}', "out of range"),
-    (b'{"version":3,"partitions":{"0":[1]},"topic_id":"nope"}', "'topic_id': 'nope' is not a base64 topic id"),
-    (b'{"version":3,"partitions":[1]}', "expected a JSON object at 'partitions'"),
-    (b'[]', "expected a JSON object"),
-    (b'{"version":3', "not JSON"),
-])
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (b'{"version":3,"partitions":{"x":[1]}}', "partition 'x' at 'partitions' is not a partition number"),
+        (b'{"version":3,"partitions":{"0":[1,true]}}', "'0' at 'partitions' is not an integer: True"),
+        (b'{"version":3,"partitions":{"0":[-1]}}', "out of range"),
+        (b'{"version":3,"partitions":{"0":[1]},"topic_id":"nope"}', "'topic_id': 'nope' is not a base64 topic id"),
+        (b'{"version":3,"partitions":[1]}', "expected a JSON object at 'partitions'"),
+        (b"[]", "expected a JSON object"),
+        (b'{"version":3', "not JSON"),
+    ],
+)
 def test_bad_topic_names_path_and_problem(data, problem):
     with pytest.raises(ZNodeDataError) as e:
         TopicZNode.decode("clicks", data)
@@ -251,11 +307,13 @@ def test_partition_state():
 def test_partition_state_errors_name_the_znode():
     with pytest.raises(ZNodeDataError) as e:
         TopicPartitionStateZNode.decode("clicks", 3, b'{"controller_epoch":1,"version":1,"leader_epoch":0,"isr":[1]}')
-    assert str(e.value).startswith("invalid data in znode /brokers/topics/clicks/partitions/3/state: "
-                                   "'leader' is missing")
+    assert str(e.value).startswith(
+        "invalid data in znode /brokers/topics/clicks/partitions/3/state: 'leader' is missing"
+    )
     with pytest.raises(ZNodeDataError, match="'leader_recovery_state' is out of range"):
-        TopicPartitionStateZNode.decode("t", 0, b'{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1],'
-                                                b'"leader_recovery_state":2}')
+        TopicPartitionStateZNode.decode(
+            "t", 0, b'{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1],"leader_recovery_state":2}'
+        )
 
 
 def test_topic_config():
@@ -293,8 +351,10 @@ def test_partition_lists():
     for znode in (IsrChangeNotificationSequenceZNode, PreferredReplicaElectionZNode):
         assert znode.encode(partitions) == golden
     assert PreferredReplicaElectionZNode.decode(golden) == partitions
-    assert IsrChangeNotificationSequenceZNode.decode("/isr_change_notification/isr_change_0000000003",
-                                                     golden) == partitions
+    assert (
+        IsrChangeNotificationSequenceZNode.decode("/isr_change_notification/isr_change_0000000003", golden)
+        == partitions
+    )
 
 
 def test_reassign_partitions():
@@ -326,14 +386,19 @@ def test_feature_v2_as_kafka_writes_it_and_v1_and_disabled():
     assert FeatureZNode.decode(b'{"version":2,"status":0,"features":{"f":{"max_version_level":3}}}') == {}
 
 
-@pytest.mark.parametrize("data, problem", [
-    (b'{"version":3,"status":1,"features":{}}', "unsupported version 3"),
-    (b'{"version":2,"status":2,"features":{}}', "unknown status 2"),
-    (b'{"version":2,"status":1}', "'features' is missing"),
-    (b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}', "out of range"),
-    (b'{"version":1,"status":1,"features":{"f":{"min_version_level":3,"max_version_level":2}}}',
-     "min_version_level above max_version_level"),
-])
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (b'{"version":3,"status":1,"features":{}}', "unsupported version 3"),
+        (b'{"version":2,"status":2,"features":{}}', "unknown status 2"),
+        (b'{"version":2,"status":1}', "'features' is missing"),
+        (b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}', "out of range"),
+        (
+            b'{"version":1,"status":1,"features":{"f":{"min_version_level":3,"max_version_level":2}}}',
+            "min_version_level above max_version_level",
+        ),
+    ],
+)
 def test_bad_feature_znode_names_path_and_problem(data, problem):
     with pytest.raises(ZNodeDataError, match=problem) as e:
         FeatureZNode.decode(data)
@@ -342,25 +407,35 @@ def test_bad_feature_znode_names_path_and_problem(data, problem):
 
 # ---------------------------------------------------------------- round trips
 
-names = st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="._-"), min_size=1,
-                max_size=20)
+names = st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="._-"), min_size=1, max_size=20)
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 broker_ids = st.integers(0, 2**31 - 1)
 replica_lists = st.lists(broker_ids, max_size=5).map(tuple)
 partition_maps = st.dictionaries(st.integers(0, 2**31 - 1), replica_lists, max_size=5)
-endpoints = st.builds(EndPoint,
-                      st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", min_size=1, max_size=12),
-                      st.text("abcdefghijklmnopqrstuvwxyz0123456789-%._:", max_size=20),
-                      st.integers(0, 65535), st.sampled_from(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]))
+endpoints = st.builds(
+    EndPoint,
+    st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", min_size=1, max_size=12),
+    st.text("abcdefghijklmnopqrstuvwxyz0123456789-%._:", max_size=20),
+    st.integers(0, 65535),
+    st.sampled_from(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+)
 
 
 @st.composite
 def registrations(draw):
     eps = draw(st.lists(endpoints, max_size=3, unique_by=lambda e: e.listener_name))
-    features = draw(st.dictionaries(texts, st.tuples(st.integers(-32768, 32767), st.integers(-32768, 32767)),
-                                    max_size=3))
-    return BrokerRegistration(draw(broker_ids), tuple(eps), draw(st.none() | texts), draw(st.integers(-1, 65535)),
-                              features, draw(st.integers(0, 2**63 - 1)), 5)
+    features = draw(
+        st.dictionaries(texts, st.tuples(st.integers(-32768, 32767), st.integers(-32768, 32767)), max_size=3)
+    )
+    return BrokerRegistration(
+        draw(broker_ids),
+        tuple(eps),
+        draw(st.none() | texts),
+        draw(st.integers(-1, 65535)),
+        features,
+        draw(st.integers(0, 2**63 - 1)),
+        5,
+    )
 
 
 @given(registrations())
@@ -373,8 +448,16 @@ def test_topic_round_trip(assignment):
     assert TopicZNode.decode("t", TopicZNode.encode(assignment)) == assignment
 
 
-@given(st.builds(LeaderIsrState, st.integers(-1, 2**31 - 1), st.integers(0, 2**31 - 1), replica_lists,
-                 st.integers(0, 2**31 - 1), st.integers(0, 1)))
+@given(
+    st.builds(
+        LeaderIsrState,
+        st.integers(-1, 2**31 - 1),
+        st.integers(0, 2**31 - 1),
+        replica_lists,
+        st.integers(0, 2**31 - 1),
+        st.integers(0, 1),
+    )
+)
 def test_partition_state_round_trip(state):
     assert TopicPartitionStateZNode.decode("t", 0, TopicPartitionStateZNode.encode(state)) == state
 
@@ -410,10 +493,12 @@ DECODERS = {
     "/brokers/topics/t": lambda d: TopicZNode.decode("t", d),
     "/brokers/topics/t/partitions/0/state": lambda d: TopicPartitionStateZNode.decode("t", 0, d),
     "/config/topics/t": lambda d: ConfigEntityZNode.decode("topics", "t", d),
-    "/config/changes/config_change_0000000001":
-        lambda d: ConfigEntityChangeNotificationSequenceZNode.decode("/config/changes/config_change_0000000001", d),
-    "/isr_change_notification/isr_change_0000000001":
-        lambda d: IsrChangeNotificationSequenceZNode.decode("/isr_change_notification/isr_change_0000000001", d),
+    "/config/changes/config_change_0000000001": lambda d: ConfigEntityChangeNotificationSequenceZNode.decode(
+        "/config/changes/config_change_0000000001", d
+    ),
+    "/isr_change_notification/isr_change_0000000001": lambda d: IsrChangeNotificationSequenceZNode.decode(
+        "/isr_change_notification/isr_change_0000000001", d
+    ),
     "/admin/preferred_replica_election": PreferredReplicaElectionZNode.decode,
     "/admin/reassign_partitions": ReassignPartitionsZNode.decode,
     "/latest_producer_id_block": ProducerIdBlockZNode.decode,
@@ -426,9 +511,9 @@ GOLDEN = {
     "/controller_epoch": b"3",
     "/brokers/ids/1": BROKER_V5.replace(b'"features":{}', b'"features":{"f":{"min_version":1,"max_version":3}}'),
     "/brokers/topics/t": b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"0":[2]},"removing_replicas":{},'
-                         b'"topic_id":"' + TOPIC_ID.encode() + b'"}',
+    b'"topic_id":"' + TOPIC_ID.encode() + b'"}',
     "/brokers/topics/t/partitions/0/state": b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,'
-                                            b'"isr":[1],"leader_recovery_state":1}',
+    b'"isr":[1],"leader_recovery_state":1}',
     "/config/topics/t": b'{"version":1,"config":{"a":"b"}}',
     "/config/changes/config_change_0000000001": b'{"version":2,"entity_path":"topics/t"}',
     "/isr_change_notification/isr_change_0000000001": b'{"version":1,"partitions":[{"topic":"t","partition":0}]}',
@@ -441,7 +526,8 @@ GOLDEN = {
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 def decode_or_data_error(path, data):

@@ -2,6 +2,7 @@
 topic: placement, loading a partition into a shard (records, transactional records, their
 markers, an unreadable record, a load in many chunks), becoming and ceasing to be
 coordinator with the partition's leadership, writes, the topic's creation and the jobs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,9 @@ class Cluster:
     def __init__(self, partitions=1, brokers=1):
         self.topics = {}
         if partitions:
-            self.topics[TOPIC] = TopicInfo(TOPIC, uuid.uuid4(), {p: PartitionState(p, [1], 1) for p in range(partitions)})
+            self.topics[TOPIC] = TopicInfo(
+                TOPIC, uuid.uuid4(), {p: PartitionState(p, [1], 1) for p in range(partitions)}
+            )
         self.live = {b: BrokerInfo(b, "127.0.0.1", b) for b in range(1, brokers + 1)}
 
     def topic(self, name):
@@ -75,8 +78,7 @@ def env(tmp_path):
     writer, events = LogWriter(lg, client=False), []
 
     def make(cluster=None):
-        return CoordinatorRuntime(TOPIC, 1, writer, cluster or Cluster(),
-                                  lambda p, epoch: Shard(p, epoch, events))
+        return CoordinatorRuntime(TOPIC, 1, writer, cluster or Cluster(), lambda p, epoch: Shard(p, epoch, events))
 
     yield make, writer, events
     lg.close()
@@ -135,17 +137,17 @@ def test_the_coordinator_follows_the_partitions_leadership(env):
     rt.load_all()
     assert rt.check("k") == ErrorCode.NOT_COORDINATOR and rt.shard(0) is None
     writer.leader = True
-    assert rt.check("k") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS      # led, the listener not told yet
+    assert rt.check("k") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # led, the listener not told yet
     rt.leadership_changed([TP], [])
     assert rt.check("k") == 0 and events == [("loaded", 0, 3)]
     rt.leadership_changed([TopicPartition("other", 0)], [TopicPartition("other", 0)])
-    rt.leadership_changed([TP], [])                      # the same epoch: nothing to do
+    rt.leadership_changed([TP], [])  # the same epoch: nothing to do
     assert events == [("loaded", 0, 3)]
     writer.leader = False
     rt.leadership_changed([], [TP])
     assert rt.check("k") == ErrorCode.NOT_COORDINATOR and rt.epoch(0) is None
     assert events[-1] == ("unloaded", 0, 3)
-    rt.leadership_changed([], [TP])                      # not loaded: not told twice
+    rt.leadership_changed([], [TP])  # not loaded: not told twice
     writer.leader, writer.epoch = True, 5
     rt.leadership_changed([TP], [])
     assert rt.epoch(0) == 5 and events[-1] == ("loaded", 0, 5)
@@ -181,7 +183,7 @@ def test_ensure_topic_creates_it_with_the_replicas_there_are_and_loads_it(env):
     assert created == [(1, 2, {"min.insync.replicas": "2"})]
     assert rt.check("k") == 0 and events == [("loaded", 0, 3)]
     asyncio.run(rt.ensure_topic(create, 1, 3, "test.replication.factor", lambda rf: {}))
-    assert len(created) == 1                             # there already
+    assert len(created) == 1  # there already
 
 
 def test_ensure_topic_takes_a_topic_created_meanwhile(env):
@@ -226,6 +228,7 @@ def test_a_job_runs_every_interval_past_its_failures_until_close(env):
 
 def _batch(records):
     from broker.native import BatchBuilder
+
     b = BatchBuilder()
     for k, v in records:
         b.append(0, k, v)

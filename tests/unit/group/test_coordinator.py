@@ -1,5 +1,6 @@
 """The group coordinator and its metadata manager over an in-memory partition writer:
 membership, storage, loading and unloading, without a broker process or a disk."""
+
 import asyncio
 import uuid
 
@@ -63,7 +64,7 @@ class MemoryWriter:
         out = bytearray()
         for b in iter_batches(self.data.get(tp, b"")):
             if b.next_offset > offset and b.base_offset < end:
-                out += bytes(memoryview(self.data[tp])[b.position:b.position + b.size])
+                out += bytes(memoryview(self.data[tp])[b.position : b.position + b.size])
         return bytes(out)
 
 
@@ -84,8 +85,9 @@ class Cluster:
 
 
 def make(writer=None, **config):
-    cfg = BrokerConfig({"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
-                        "request.timeout.ms": 200, **config})
+    cfg = BrokerConfig(
+        {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1, "request.timeout.ms": 200, **config}
+    )
     writer = writer or MemoryWriter()
     writer.leading.add(TopicPartition(OFFSETS_TOPIC, 0))
     manager = GroupMetadataManager(cfg, writer, Cluster(), lambda *a: None)
@@ -93,8 +95,9 @@ def make(writer=None, **config):
 
 
 async def join(coord, member_id=""):
-    return await coord.join_group(GROUP, member_id, None, "client", "/127.0.0.1", 10_000, 10_000, "consumer",
-                                  [("range", b"meta")], False)
+    return await coord.join_group(
+        GROUP, member_id, None, "client", "/127.0.0.1", 10_000, 10_000, "consumer", [("range", b"meta")], False
+    )
 
 
 def run(coro):
@@ -116,6 +119,7 @@ def test_offsets_survive_a_reload_from_the_partition():
         assert offsets[("t", 0)].offset == 42 and offsets[("t", 0)].metadata == "m"
         assert offsets[("t", 1)] is None
         await coord2.shutdown()
+
     run(main())
 
 
@@ -127,8 +131,9 @@ def test_a_commit_the_isr_does_not_acknowledge_times_out():
         res = await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "")})
         assert res == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
         err, offsets = coord.fetch_offsets(GROUP, [("t", 0)])
-        assert offsets[("t", 0)] is None          # not applied: never acknowledged
+        assert offsets[("t", 0)] is None  # not applied: never acknowledged
         await coord.shutdown()
+
     run(main())
 
 
@@ -136,12 +141,24 @@ def test_unknown_partition_and_oversized_metadata_are_refused_per_partition():
     async def main():
         coord, _, _ = make(**{"offset.metadata.max.bytes": 4})
         await coord.startup()
-        res = await coord.commit_offsets(GROUP, -1, "", None, {
-            ("t", 0): OffsetAndMetadata(1, -1, "toolong"), ("t", 9): OffsetAndMetadata(1, -1, ""),
-            ("nope", 0): OffsetAndMetadata(1, -1, "")})
-        assert res == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                       ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        res = await coord.commit_offsets(
+            GROUP,
+            -1,
+            "",
+            None,
+            {
+                ("t", 0): OffsetAndMetadata(1, -1, "toolong"),
+                ("t", 9): OffsetAndMetadata(1, -1, ""),
+                ("nope", 0): OffsetAndMetadata(1, -1, ""),
+            },
+        )
+        assert res == {
+            ("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE,
+            ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
         await coord.shutdown()
+
     run(main())
 
 
@@ -164,6 +181,7 @@ def test_a_member_joins_and_syncs_then_the_group_moves_away():
         manager.leadership_changed([TopicPartition(OFFSETS_TOPIC, 0)], [])
         assert coord.heartbeat(GROUP, 1, j.member_id, None) == 0
         await coord.shutdown()
+
     run(main())
 
 
@@ -176,6 +194,7 @@ def test_not_leading_the_partition_is_not_coordinator():
         j = await join(coord)
         assert j.error == ErrorCode.NOT_COORDINATOR
         await coord.shutdown()
+
     run(main())
 
 
@@ -191,20 +210,23 @@ def test_topic_deletion_drops_its_offsets_and_an_empty_group():
         assert coord2.fetch_offsets(GROUP, None) == (0, {})
         await coord.shutdown()
         await coord2.shutdown()
+
     run(main())
 
 
 def test_a_new_leader_loads_up_to_its_log_end_not_its_lagging_high_watermark():
     """A follower's high watermark trails the leader's by a fetch: the commits the old
     leader acknowledged are in the new leader's log above its high watermark."""
+
     async def main():
         coord, _, writer = make()
         await coord.startup()
         await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(7, -1, "")})
-        writer.hw[TopicPartition(OFFSETS_TOPIC, 0)] = 0        # as a follower that just took over
+        writer.hw[TopicPartition(OFFSETS_TOPIC, 0)] = 0  # as a follower that just took over
         await coord.shutdown()
         coord2, _, _ = make(writer)
         await coord2.startup()
         assert coord2.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 7
         await coord2.shutdown()
+
     run(main())

@@ -1,4 +1,5 @@
 """Helpers for the storage-layer tests (not a test module)."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,15 @@ def batches(counts, ts: int = 1_000, value_size: int = 40) -> bytearray:
     return out
 
 
-def fill(lg: Log, n_batches: int, records_per_batch: int = 1, ts: int = 1_000, value_size: int = 40,
-         ts_step: int = 0, epoch: int = 0) -> list[tuple[int, int]]:
+def fill(
+    lg: Log,
+    n_batches: int,
+    records_per_batch: int = 1,
+    ts: int = 1_000,
+    value_size: int = 40,
+    ts_step: int = 0,
+    epoch: int = 0,
+) -> list[tuple[int, int]]:
     """Appends n batches as leader; returns [(base_offset, last_offset)]."""
     out = []
     for i in range(n_batches):

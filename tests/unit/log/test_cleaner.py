@@ -2,6 +2,7 @@
 survives at its offset, files shrink, the active segment is never touched, tombstones go
 after delete.retention.ms, a pass the log outran is discarded, and a crash in the middle
 of a swap is completed by the next load."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +33,7 @@ def write(lg: Log, records: list[tuple[bytes | None, bytes | None]], ts: int, pe
     offsets = []
     for i in range(0, len(records), per_batch):
         b = BatchBuilder(random.Random(i).choice([None, "zstd", "lz4"]))
-        for k, v in records[i:i + per_batch]:
+        for k, v in records[i : i + per_batch]:
             b.append(ts, k, v)
         info = lg.append_as_leader(bytearray(b.build()), 0)
         offsets.extend(range(info.base_offset, info.last_offset + 1))
@@ -90,8 +91,7 @@ def test_compaction_keeps_latest_per_key_and_shrinks(tmp_path):
         assert by_offset[off] == (k, v)
     surviving_offsets = {o for o, _, _ in survivors}
     for off, k, _ in written:
-        if off >= stop or latest.get(k) == off or any(o > off and kk == k and o >= stop
-                                                          for o, kk, _ in written):
+        if off >= stop or latest.get(k) == off or any(o > off and kk == k and o >= stop for o, kk, _ in written):
             continue
         assert off not in surviving_offsets, f"superseded offset {off} survived"
     for k, off in latest.items():
@@ -117,13 +117,13 @@ def test_tombstones_go_after_delete_retention(tmp_path):
     mgr = manager(tmp_path, {"delete.retention.ms": 1000})
     lg = mgr.get_or_create(TP)
     write(lg, [(b"a", b"1"), (b"b", b"1")] * 20, ts=1_000)
-    write(lg, [(b"a", None)] + [(b"c", b"x" * 100)] * 60, ts=2_000)    # tombstone for a
+    write(lg, [(b"a", None)] + [(b"c", b"x" * 100)] * 60, ts=2_000)  # tombstone for a
     write(lg, [(b"d", b"y" * 100)] * 40, ts=3_000)
 
     async def go(now):
         return await mgr.cleaner.clean_once(now_ms=now, force=True)
 
-    run(go(2_500))                 # first pass keeps the tombstone (and drops a's values)
+    run(go(2_500))  # first pass keeps the tombstone (and drops a's values)
     recs = all_records(lg)
     assert [(k, v) for _, k, v in recs if k == b"a"] == [(b"a", None)]
     # a later pass, past the horizon, drops it (it was below the first dirty offset)
@@ -176,9 +176,11 @@ def test_interrupted_swap_is_completed_on_load(tmp_path):
         base = group[0].base_offset
         tmp_dir = os.path.dirname(tmp_log)
         for suffix in (".index", ".timeindex", ".log"):
-            os.replace(os.path.join(tmp_dir, segment_file_name(base, suffix)),
-                       os.path.join(d, segment_file_name(base, suffix) + SWAP))
-    mgr.shutdown()          # "crash": old segments still there, .swap files beside them
+            os.replace(
+                os.path.join(tmp_dir, segment_file_name(base, suffix)),
+                os.path.join(d, segment_file_name(base, suffix) + SWAP),
+            )
+    mgr.shutdown()  # "crash": old segments still there, .swap files beside them
     assert any(n.endswith(".log.swap") for n in os.listdir(d))
     complete_swaps(d)
     assert not any(n.endswith(SWAP) for n in os.listdir(d))
@@ -204,14 +206,14 @@ def test_an_aborted_write_never_supersedes_a_committed_one(tmp_path):
     b.append(1_001, b"k", b"aborted")
     aborted = lg.append_as_leader(bytearray(b.build()), 0).base_offset
     lg.append_marker_as_leader(pid, 0, 0, commit=False, leader_epoch=0)
-    write(lg, [(b"other", b"o%d" % i) for i in range(2, 200)], ts=1_002)     # fills and rolls segments
+    write(lg, [(b"other", b"o%d" % i) for i in range(2, 200)], ts=1_002)  # fills and rolls segments
     assert len(lg.segments) > 2
 
     result = run(mgr.cleaner.clean_once())
     assert result is not None and result.records_removed > 0
     left = {off: (k, v) for off, k, v in all_records(lg)}
     assert left[committed[0]] == (b"k", b"committed")
-    assert left[aborted] == (b"k", b"aborted")           # kept; read_committed readers skip it
+    assert left[aborted] == (b"k", b"aborted")  # kept; read_committed readers skip it
     assert lg.collect_aborted(0, lg.log_end_offset)[0].first_offset == aborted
     # an open transaction bounds the cleanable range
     b = BatchBuilder(producer_id=pid + 1, producer_epoch=0, base_sequence=0, is_transactional=True)
@@ -235,6 +237,9 @@ def test_a_pass_over_several_segments_reports_its_progress(tmp_path, caplog):
     n = len(lines)
     assert n > 1, caplog.text
     for i, line in enumerate(lines, 1):
-        assert re.fullmatch(rf"c-0: compacting segment group {i} of {n} \(base offset \d+\): [\d.]+ MB read, "
-                            rf"[\d.]+ MB/s", line), line
+        assert re.fullmatch(
+            rf"c-0: compacting segment group {i} of {n} \(base offset \d+\): [\d.]+ MB read, "
+            rf"[\d.]+ MB/s",
+            line,
+        ), line
     mgr.shutdown()

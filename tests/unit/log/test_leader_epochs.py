@@ -2,6 +2,7 @@
 log opens with (defect 5): the checkpoint is fsynced as Kafka writes it, an unreadable
 one is rebuilt from the batches, recovery after an unclean shutdown rebuilds the epochs
 of the recovered segments, and a high watermark nobody checkpointed is 0."""
+
 import os
 
 from broker.log.checkpoints import LeaderEpochCheckpoint, OffsetCheckpoint, TopicPartition
@@ -28,8 +29,8 @@ def test_assigning_an_epoch_fsyncs_the_checkpoint_and_its_dir(tmp_path, monkeypa
     monkeypatch.setattr(os, "fsync", fsync)
     cache = LeaderEpochCache(str(tmp_path / "leader-epoch-checkpoint"))
     cache.assign(3, 0)
-    assert str(tmp_path / "leader-epoch-checkpoint.tmp") in synced       # the data, before the rename
-    assert str(tmp_path) in synced                                         # the rename
+    assert str(tmp_path / "leader-epoch-checkpoint.tmp") in synced  # the data, before the rename
+    assert str(tmp_path) in synced  # the rename
     assert LeaderEpochCheckpoint(str(tmp_path / "leader-epoch-checkpoint")).read() == [(3, 0)]
 
 
@@ -102,14 +103,13 @@ def test_the_log_manager_opens_a_partition_missing_from_the_checkpoint_at_zero(t
     m.shutdown()
 
 
-
 def test_epoch_end_offsets_as_kafkas_leader_epoch_cache(tmp_path):
     cache = LeaderEpochCache(str(tmp_path / "leader-epoch-checkpoint"))
     assert cache.end_offset_for(1, 12) == (-1, -1)
     cache.entries = [(1, 0), (3, 4), (5, 8)]
-    assert cache.end_offset_for(5, 12) == (5, 12)       # the latest ends at the log end
-    assert cache.end_offset_for(4, 12) == (3, 8)        # the largest below, where the next starts
+    assert cache.end_offset_for(5, 12) == (5, 12)  # the latest ends at the log end
+    assert cache.end_offset_for(4, 12) == (3, 8)  # the largest below, where the next starts
     assert cache.end_offset_for(1, 12) == (1, 4)
-    assert cache.end_offset_for(0, 12) == (0, 0)        # older than all: itself, at the first start
-    assert cache.end_offset_for(6, 12) == (-1, -1)      # beyond the latest: unknown
+    assert cache.end_offset_for(0, 12) == (0, 0)  # older than all: itself, at the first start
+    assert cache.end_offset_for(6, 12) == (-1, -1)  # beyond the latest: unknown
     assert cache.end_offset_for(-1, 12) == (-1, -1)

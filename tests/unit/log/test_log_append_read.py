@@ -1,4 +1,5 @@
 """Log.append_as_leader / append_as_follower / read: offsets, read limits, FileSlice."""
+
 import os
 import random
 import struct
@@ -33,7 +34,7 @@ def test_offsets_are_dense_across_many_appends(make_log):
         assert info.record_count == n
         expected_next += n
     assert lg.log_end_offset == expected_next
-    assert len(lg.segments) > 3                          # the appends crossed segments
+    assert len(lg.segments) > 3  # the appends crossed segments
     # segments are contiguous: each starts where the previous one ends
     for prev, seg in zip(lg.segments, lg.segments[1:]):
         assert seg.base_offset == prev.next_offset
@@ -68,7 +69,7 @@ def test_read_only_input_buffer_is_accepted(make_log):
     data = bytes(batch(2))
     info = lg.append_as_leader(data, 0)
     assert (info.base_offset, info.last_offset) == (0, 1)
-    info = lg.append_as_leader(data, 0)                 # the caller's bytes were not needed
+    info = lg.append_as_leader(data, 0)  # the caller's bytes were not needed
     assert (info.base_offset, info.last_offset) == (2, 3)
     assert read_all(lg) == [0, 1, 2, 3]
 
@@ -89,7 +90,7 @@ def test_corrupt_produce_data_is_refused_and_nothing_appended(make_log, damage):
     before = (lg.log_end_offset, lg.active.size)
     data = batches([2, 3])
     if damage == "crc":
-        data[-1] ^= 0xFF                                # inside the second batch's records
+        data[-1] ^= 0xFF  # inside the second batch's records
     elif damage == "partial":
         data = data[:-5]
     elif damage == "empty":
@@ -121,7 +122,7 @@ def test_leader_epochs_are_stamped_and_cached(make_log):
 def test_log_append_time_rewrites_timestamps_with_valid_crc(make_log):
     lg = make_log({"message.timestamp.type": "LogAppendTime"})
     info = lg.append_as_leader(batch(3, ts=1_000), 0)
-    assert info.log_append_time > 1_000_000_000_000     # wall-clock milliseconds
+    assert info.log_append_time > 1_000_000_000_000  # wall-clock milliseconds
     assert info.max_timestamp == info.log_append_time
     lg.update_high_watermark(lg.log_end_offset)
     (b,) = list(iter_batches(_slice_bytes(lg.read(0, 1 << 20))))
@@ -152,7 +153,7 @@ def test_follower_append_keeps_leader_offsets_and_epochs(make_log):
     assert lg.leader_epochs.entries == [(3, 0)]
     assert read_all(lg) == list(range(6))
     with pytest.raises(ValueError):
-        lg.append_as_follower(_with_offsets([1], 4))    # below the log end
+        lg.append_as_follower(_with_offsets([1], 4))  # below the log end
     assert lg.log_end_offset == 6
 
 
@@ -165,7 +166,7 @@ def test_follower_append_ignores_a_partial_trailing_batch(make_log):
     assert lg.append_as_follower(cut) == 5
     assert lg.log_end_offset == 5
     assert read_all(lg) == list(range(5))
-    assert lg.append_as_follower(data[len(_with_offsets([2, 3], 0)):]) == 9
+    assert lg.append_as_follower(data[len(_with_offsets([2, 3], 0)) :]) == 9
 
 
 # ---------------------------------------------------------------- read
@@ -182,7 +183,7 @@ def test_read_respects_max_bytes(make_log):
     lg, size = _one_record_log(make_log)
     lg.update_high_watermark(lg.log_end_offset)
     s = lg.read(0, 2 * size + 10)
-    assert s.length == 2 * size + 10                    # a partial third batch, as Kafka sends
+    assert s.length == 2 * size + 10  # a partial third batch, as Kafka sends
     data = _slice_bytes(s)
     assert offsets_of(data) == [0, 1]
     s = lg.read(3, 3 * size)
@@ -195,7 +196,7 @@ def test_read_min_one_batch_returns_a_whole_first_batch_bigger_than_max_bytes(ma
     s = lg.read(4, 10, min_one_batch=True)
     assert s.length == size
     assert offsets_of(_slice_bytes(s)) == [4]
-    s = lg.read(4, 10, min_one_batch=False)          # Kafka: max_bytes of a partial batch
+    s = lg.read(4, 10, min_one_batch=False)  # Kafka: max_bytes of a partial batch
     assert s.length == 10
     assert offsets_of(_slice_bytes(s)) == []
     assert lg.read(4, 0, min_one_batch=False) is None
@@ -211,11 +212,11 @@ def test_read_from_an_offset_inside_a_batch_starts_at_that_batch(make_log):
 def test_read_stops_at_the_high_watermark(make_log):
     lg, _ = _one_record_log(make_log)
     assert lg.high_watermark == 0
-    assert lg.read(0, 1 << 20) is None                  # nothing committed yet
+    assert lg.read(0, 1 << 20) is None  # nothing committed yet
     lg.update_high_watermark(5)
     assert offsets_of(_slice_bytes(lg.read(0, 1 << 20))) == [0, 1, 2, 3, 4]
     assert lg.read(5, 1 << 20) is None
-    assert lg.read(8, 1 << 20) is None                  # between HW and log end
+    assert lg.read(8, 1 << 20) is None  # between HW and log end
     # an explicit max_offset (a follower or the log end) reads past the high watermark
     assert offsets_of(_slice_bytes(lg.read(5, 1 << 20, max_offset=lg.log_end_offset))) == [5, 6, 7, 8, 9]
     assert offsets_of(_slice_bytes(lg.read(2, 1 << 20, max_offset=4))) == [2, 3]
@@ -246,7 +247,7 @@ def test_read_outside_the_log_raises_offset_out_of_range(make_log):
         lg.read(11, 100)
     with pytest.raises(OffsetOutOfRange):
         lg.read(-1, 100)
-    assert lg.read(10, 100) is None                     # exactly the log end: nothing yet
+    assert lg.read(10, 100) is None  # exactly the log end: nothing yet
     assert lg.delete_records(4) == 4
     with pytest.raises(OffsetOutOfRange):
         lg.read(3, 100)
@@ -267,7 +268,7 @@ def test_file_slice_survives_closing_and_deleting_the_log(make_log):
     s = lg.read(0, 1 << 20)
     seg = lg.active
     expected = seg.read_bytes(0, 3 * size)
-    assert s.fd == seg.fd and seg.pins == 1             # the segment's own, pinned
+    assert s.fd == seg.fd and seg.pins == 1  # the segment's own, pinned
     lg.close()
     assert s.read() == expected
     lg.delete_files()
@@ -276,9 +277,9 @@ def test_file_slice_survives_closing_and_deleting_the_log(make_log):
     fd = s.fd
     s.close()
     assert s.fd == -1 and seg.pins == 0
-    s.close()                                           # idempotent
+    s.close()  # idempotent
     with pytest.raises(OSError):
-        os.fstat(fd)                                    # the last unpin closed it
+        os.fstat(fd)  # the last unpin closed it
 
 
 def test_closing_a_slice_does_not_close_the_segment(make_log):
@@ -308,8 +309,9 @@ def test_read_bytes_and_offsets_via_struct(make_log):
 
 def test_offset_for_timestamp(make_log):
     from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
     lg = make_log({"segment.bytes": 3 * len(batch(2))})
-    for i in range(8):                                  # batch i: offsets 2i, 2i+1; ts 100i, 100i+1
+    for i in range(8):  # batch i: offsets 2i, 2i+1; ts 100i, 100i+1
         lg.append_as_leader(batch(2, ts=100 * i), 0)
     assert len(lg.segments) == 3
     lg.update_high_watermark(12)
@@ -318,8 +320,8 @@ def test_offset_for_timestamp(make_log):
     assert lg.offset_for_timestamp(0) == (0, 0)
     assert lg.offset_for_timestamp(1) == (1, 1)
     assert lg.offset_for_timestamp(2) == (2, 100)
-    assert lg.offset_for_timestamp(301) == (7, 301)     # across a segment boundary
-    assert lg.offset_for_timestamp(502) is None         # offset 12 (600) is not below the high watermark
+    assert lg.offset_for_timestamp(301) == (7, 301)  # across a segment boundary
+    assert lg.offset_for_timestamp(502) is None  # offset 12 (600) is not below the high watermark
     lg.update_high_watermark(16)
     assert lg.offset_for_timestamp(502) == (12, 600)
     assert lg.offset_for_timestamp(10_000) is None
@@ -328,11 +330,11 @@ def test_offset_for_timestamp(make_log):
     b = BatchBuilder()
     for ts in (900, 950, 950, 940):
         b.append(ts, b"k", b"v")
-    lg.append_as_leader(bytearray(b.build()), 0)         # offsets 16..19
+    lg.append_as_leader(bytearray(b.build()), 0)  # offsets 16..19
     assert lg.offset_for_timestamp(MAX_TIMESTAMP) == (17, 950)
     lg.delete_records(5)
     assert lg.offset_for_timestamp(EARLIEST_TIMESTAMP) == (5, -1)
-    assert lg.offset_for_timestamp(0) == (5, 201)       # never below the log start offset
+    assert lg.offset_for_timestamp(0) == (5, 201)  # never below the log start offset
 
 
 @pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
@@ -347,8 +349,8 @@ def test_compressed_batches_are_stored_as_sent_with_offsets_assigned(make_log, c
     assert (info.base_offset, info.last_offset, info.record_count) == (1, 20, 20)
     lg.update_high_watermark(lg.log_end_offset)
     data = _slice_bytes(lg.read(1, 1 << 20))
-    assert len(data) == len(req)                        # not recompressed
-    assert data[61:] == req[61:]                        # the compressed block is byte-identical
+    assert len(data) == len(req)  # not recompressed
+    assert data[61:] == req[61:]  # the compressed block is byte-identical
     (stored,) = list(iter_batches(data))
     assert stored.compression_name == codec
     assert stored.is_valid()

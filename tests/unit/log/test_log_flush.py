@@ -1,4 +1,5 @@
 """Group-commit flush (schedule_flush under asyncio), flush(), needs_flush() policies."""
+
 import asyncio
 import threading
 import time as real_time
@@ -68,7 +69,7 @@ def test_group_commit_many_concurrent_flushes_batch_into_few_fsyncs(make_log, fl
     assert calls == 200
     assert lg.log_end_offset == 200
     assert rp == lg.log_end_offset
-    assert len(lg.segments) == 5                        # appends rolled segments meanwhile
+    assert len(lg.segments) == 5  # appends rolled segments meanwhile
     assert 1 <= len(flush_spy) < calls
     assert len(flush_spy) < calls // 4
     assert read_all(lg) == list(range(200))
@@ -81,13 +82,13 @@ def test_flush_future_completes_only_once_its_offsets_are_durable(make_log, flus
         fill(lg, 3)
         fut = lg.schedule_flush()
         target = lg.log_end_offset
-        fill(lg, 2)                                     # arrives after the request
+        fill(lg, 2)  # arrives after the request
         await fut
         assert lg.recovery_point >= target
         fut2 = lg.schedule_flush()
         await fut2
         assert lg.recovery_point == lg.log_end_offset == 5
-        done = lg.schedule_flush()                      # nothing new: already complete
+        done = lg.schedule_flush()  # nothing new: already complete
         assert done.done()
 
     asyncio.run(main())
@@ -106,7 +107,7 @@ def test_roll_flushes_the_finished_segment_in_the_background(make_log, flush_spy
     lg = make_log({"segment.bytes": 3 * SIZE})
 
     async def main():
-        fill(lg, 4)                                     # the 4th batch rolls segment 0
+        fill(lg, 4)  # the 4th batch rolls segment 0
         assert [s.base_offset for s in lg.segments] == [0, 3]
         await _until(lambda: lg.recovery_point >= 3, "recovery point past the rolled segment")
 
@@ -124,7 +125,7 @@ def test_synchronous_flush_moves_the_recovery_point(make_log, flush_spy):
     assert flush_spy == [[0, 3, 6]]
     fill(lg, 1)
     lg.flush()
-    assert flush_spy[-1] == [6]                         # only segments above the recovery point
+    assert flush_spy[-1] == [6]  # only segments above the recovery point
     assert not lg.needs_flush()
 
 
@@ -135,7 +136,7 @@ def test_flush_after_truncation_below_the_flush_target_terminates(make_log, flus
 
     async def main():
         fill(lg, 10)
-        fut = lg.schedule_flush()                       # target: offset 10
+        fut = lg.schedule_flush()  # target: offset 10
         lg.truncate_to(5)
         await asyncio.wait_for(fut, 30)
         assert lg.recovery_point == 5
@@ -181,7 +182,7 @@ def test_flush_messages_counts_records_not_appends(make_log):
     assert lg.needs_flush()
     lg.flush()
     assert not lg.needs_flush()
-    lg.append_as_leader(batch(7), 0)                   # one append of 7 records
+    lg.append_as_leader(batch(7), 0)  # one append of 7 records
     assert lg.needs_flush()
 
 
@@ -194,7 +195,7 @@ def test_needs_flush_with_flush_ms(make_log, monkeypatch):
     monkeypatch.setattr(log_module, "time", fake)
     assert lg.needs_flush()
     lg.flush()
-    assert not lg.needs_flush()                        # nothing unflushed, whatever the time
+    assert not lg.needs_flush()  # nothing unflushed, whatever the time
     fill(lg, 1)
     assert not lg.needs_flush()
     fake.monotonic = lambda: base + 3.5
@@ -241,7 +242,7 @@ def test_truncation_while_an_fsync_runs_keeps_the_recovery_point_honest(make_log
         await _until(entered.is_set, "the fsync started")
         lg.truncate_to(5)
         if reappend:
-            fill(lg, 5)                                 # offsets 5..9 again, not yet durable
+            fill(lg, 5)  # offsets 5..9 again, not yet durable
         release.set()
         await asyncio.wait_for(fut, 30)
         return lg.recovery_point
@@ -250,7 +251,7 @@ def test_truncation_while_an_fsync_runs_keeps_the_recovery_point_honest(make_log
     assert lg.recovery_point <= lg.log_end_offset
     if reappend:
         assert rp == lg.log_end_offset == 10
-        assert len(calls) == 2                          # a second fsync covered the new data
+        assert len(calls) == 2  # a second fsync covered the new data
     else:
         assert rp == lg.log_end_offset == 5
         assert len(calls) == 1

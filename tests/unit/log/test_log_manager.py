@@ -1,5 +1,6 @@
 """LogManager: log dirs, meta.properties, checkpoints, clean-shutdown marker, startup
 recovery, deletion, placement over several dirs, the retention pass."""
+
 import asyncio
 import logging
 import os
@@ -39,9 +40,13 @@ class Env:
         self.managers = []
 
     def manager(self, broker_id=None, start=True) -> LogManager:
-        bc = BrokerConfig({"log.dirs": ",".join(self.dirs),
-                           "broker.id": self.broker_id if broker_id is None else broker_id,
-                           **self.broker_props})
+        bc = BrokerConfig(
+            {
+                "log.dirs": ",".join(self.dirs),
+                "broker.id": self.broker_id if broker_id is None else broker_id,
+                **self.broker_props,
+            }
+        )
         base = {"segment.bytes": 3 * SIZE}
 
         def config_for(topic):
@@ -96,8 +101,11 @@ def test_startup_on_empty_dirs_writes_meta_properties(tmp_path):
     ids = set()
     for d in e.dirs:
         assert os.path.isdir(d)
-        props = dict(line.split("=", 1) for line in _read_text(os.path.join(d, META)).splitlines()
-                     if "=" in line and not line.startswith("#"))
+        props = dict(
+            line.split("=", 1)
+            for line in _read_text(os.path.join(d, META)).splitlines()
+            if "=" in line and not line.startswith("#")
+        )
         assert props["version"] == "0"
         assert props["broker.id"] == "7"
         ids.add(props["cluster.id"])
@@ -162,21 +170,21 @@ def test_startup_after_a_clean_shutdown_restores_state_and_removes_the_marker(en
 def test_unclean_stop_recovers_logs_above_the_recovery_point(env):
     m = env.manager()
     lg = m.get_or_create(TopicPartition("t", 0))
-    _fill(lg, 5)                                        # segments 0 [0-2], 3 [3-4]
+    _fill(lg, 5)  # segments 0 [0-2], 3 [3-4]
     lg.flush()
-    m.checkpoint()                                      # recovery point 5 on disk
-    _fill(lg, 4)                                        # unflushed: 5 in segment 3, 6-8 in segment 6
+    m.checkpoint()  # recovery point 5 on disk
+    _fill(lg, 4)  # unflushed: 5 in segment 3, 6-8 in segment 6
     active = lg.active.log_path
     positions = batch_positions(active)
     _crash(m)
-    with open(active, "r+b") as f:                      # a torn write in the last batch
+    with open(active, "r+b") as f:  # a torn write in the last batch
         f.truncate(positions[-1][0] + positions[-1][1] - 3)
     m2 = env.manager()
     assert m2.loaded_cleanly[env.dirs[0]] is False
     lg2 = m2.get(TopicPartition("t", 0))
     assert lg2.log_end_offset == 8
     assert read_all(lg2) == list(range(8))
-    assert lg2.recovery_point == 5                      # recovered, not yet flushed
+    assert lg2.recovery_point == 5  # recovered, not yet flushed
     m2.shutdown()
     assert _read_text(os.path.join(env.dirs[0], RECOVERY_POINT)) == "0\n1\nt 0 8\n"
 
@@ -184,14 +192,14 @@ def test_unclean_stop_recovers_logs_above_the_recovery_point(env):
 def test_unclean_stop_skips_segments_below_the_recovery_point(env):
     m = env.manager()
     lg = m.get_or_create(TopicPartition("t", 0))
-    _fill(lg, 7)                                        # segments 0, 3, 6
+    _fill(lg, 7)  # segments 0, 3, 6
     lg.flush()
     m.checkpoint()
     first = lg.segments[0].log_path
     second = lg.segments[1].log_path
     _crash(m)
     pos, size, _, _ = batch_positions(first)[1]
-    _flip(first, pos + size - 5)                        # below the recovery point: trusted
+    _flip(first, pos + size - 5)  # below the recovery point: trusted
     m2 = env.manager()
     assert m2.get(TopicPartition("t", 0)).log_end_offset == 7
     m2.checkpoint()
@@ -229,7 +237,7 @@ def test_a_corrupt_checkpoint_is_tolerated_with_full_recovery(env, caplog):
         m2 = env.manager()
     assert any(RECOVERY_POINT in r.getMessage() and "line 3" in r.getMessage() for r in caplog.records)
     lg2 = m2.get(TopicPartition("t", 0))
-    assert lg2.log_end_offset == 2                       # everything re-validated: damage found
+    assert lg2.log_end_offset == 2  # everything re-validated: damage found
     assert read_all(lg2) == [0, 1]
 
 
@@ -268,11 +276,11 @@ def test_delete_renames_the_partition_dir_then_removes_it(env, monkeypatch):
     assert len(seen) == 1
     path, existed, original_existed = seen[0]
     assert re.fullmatch(re.escape(original_dir) + r"\.[0-9a-f]{32}-delete", path)
-    assert existed and not original_existed             # renamed first, then removed
+    assert existed and not original_existed  # renamed first, then removed
     assert not os.path.exists(path)
     assert lg.closed
     assert m.get(TopicPartition("t", 3)) is None
-    m.delete(TopicPartition("t", 3))                    # deleting again: nothing to do
+    m.delete(TopicPartition("t", 3))  # deleting again: nothing to do
     m.checkpoint()
     assert _read_text(os.path.join(env.dirs[0], RECOVERY_POINT)) == "0\n0\n"
 
@@ -318,7 +326,7 @@ def test_new_partitions_spread_over_log_dirs(tmp_path):
     logs = [m.get_or_create(TopicPartition("t", p)) for p in range(6)]
     parents = [os.path.dirname(lg.dir) for lg in logs]
     assert parents.count(e.dirs[0]) == 3 and parents.count(e.dirs[1]) == 3
-    for p in range(1, 6):                               # the least loaded dir each time
+    for p in range(1, 6):  # the least loaded dir each time
         assert parents[p] != parents[p - 1]
     for lg in logs:
         _fill(lg, lg.tp.partition + 1)
@@ -329,8 +337,7 @@ def test_new_partitions_spread_over_log_dirs(tmp_path):
         assert set(entries) == mine
         assert all(entries[tp] == tp.partition + 1 for tp in mine)
     m2 = e.manager()
-    assert {tp: lg.log_end_offset for tp, lg in m2.logs.items()} == {
-        TopicPartition("t", p): p + 1 for p in range(6)}
+    assert {tp: lg.log_end_offset for tp, lg in m2.logs.items()} == {TopicPartition("t", p): p + 1 for p in range(6)}
     e.close_all()
 
 
@@ -355,7 +362,7 @@ def test_cleanup_logs_runs_retention_on_every_log(tmp_path):
     big = m.get_or_create(TopicPartition("big", 0))
     keep = m.get_or_create(TopicPartition("keep", 0))
     for lg in (old, big, keep):
-        _fill(lg, 10)                                   # segments 0, 3, 6, 9 (timestamps ~1_000)
+        _fill(lg, 10)  # segments 0, 3, 6, 9 (timestamps ~1_000)
         lg.update_high_watermark(lg.log_end_offset)
     old_files = [s.log_path for s in old.segments[:-1]]
     deleted = m.cleanup_logs(now_ms=10_000)
@@ -363,13 +370,16 @@ def test_cleanup_logs_runs_retention_on_every_log(tmp_path):
     assert [s.base_offset for s in old.segments] == [9]
     assert [s.base_offset for s in big.segments] == [6, 9]
     assert [s.base_offset for s in keep.segments] == [0, 3, 6, 9]
-    for path in old_files:                              # no event loop: deleted at once
+    for path in old_files:  # no event loop: deleted at once
         assert not os.path.exists(path)
     assert (old.log_start_offset, big.log_start_offset, keep.log_start_offset) == (9, 6, 0)
     assert m.cleanup_logs(now_ms=10_000) == 0
     m.shutdown()
     assert OffsetCheckpoint(os.path.join(e.dirs[0], LOG_START)).read() == {
-        TopicPartition("old", 0): 9, TopicPartition("big", 0): 6, TopicPartition("keep", 0): 0}
+        TopicPartition("old", 0): 9,
+        TopicPartition("big", 0): 6,
+        TopicPartition("keep", 0): 0,
+    }
     e.close_all()
 
 
@@ -398,18 +408,28 @@ def test_flush_dirty_under_an_event_loop(tmp_path):
 
     asyncio.run(main())
     assert f.recovery_point == 3
-    assert other.recovery_point == 0                    # default policy: no flush by count
+    assert other.recovery_point == 0  # default policy: no flush by count
     e.close_all()
 
 
 # ---------------------------------------------------------------- topic names
 
 
-@pytest.mark.parametrize("name, ok", [
-    ("clicks", True), ("a.b_c-D9", True), ("x" * 249, True),
-    ("", False), (".", False), ("..", False), ("x" * 250, False), ("bad name", False), ("é", False),
-    ("a/b", False),
-])
+@pytest.mark.parametrize(
+    "name, ok",
+    [
+        ("clicks", True),
+        ("a.b_c-D9", True),
+        ("x" * 249, True),
+        ("", False),
+        (".", False),
+        ("..", False),
+        ("x" * 250, False),
+        ("bad name", False),
+        ("é", False),
+        ("a/b", False),
+    ],
+)
 def test_topic_name_rules(env, name, ok):
     assert (validate_topic_name(name) is None) == ok
     m = env.manager()
@@ -446,12 +466,15 @@ def test_a_new_dir_joins_the_cluster_of_the_existing_ones(tmp_path):
 
 
 def test_background_tasks_run_retention_and_flushes(tmp_path):
-    e = Env(tmp_path, topic_overrides={"old": {"retention.ms": 1_000}, "f": {"flush.ms": 0}},
-            broker_props={"log.retention.check.interval.ms": 10, "log.flush.scheduler.interval.ms": 10})
+    e = Env(
+        tmp_path,
+        topic_overrides={"old": {"retention.ms": 1_000}, "f": {"flush.ms": 0}},
+        broker_props={"log.retention.check.interval.ms": 10, "log.flush.scheduler.interval.ms": 10},
+    )
     m = e.manager()
     old = m.get_or_create(TopicPartition("old", 0))
     f = m.get_or_create(TopicPartition("f", 0))
-    _fill(old, 7)                                       # record timestamps ~1_000: long expired
+    _fill(old, 7)  # record timestamps ~1_000: long expired
     old.update_high_watermark(7)
     _fill(f, 2)
     first = old.segments[0].log_path
@@ -477,12 +500,12 @@ def test_background_tasks_run_retention_and_flushes(tmp_path):
 def test_lock_refuses_a_second_live_manager_on_the_same_dir(env):
     first = env.manager()
     from broker.config import BrokerConfig
-    second = LogManager(BrokerConfig({"log.dirs": ",".join(env.dirs), "broker.id": env.broker_id}),
-                        lambda topic: None)
+
+    second = LogManager(BrokerConfig({"log.dirs": ",".join(env.dirs), "broker.id": env.broker_id}), lambda topic: None)
     with pytest.raises(LogDirError, match="in use by another broker process"):
         second.startup()
     first.shutdown()
-    second.startup()          # released by the clean shutdown
+    second.startup()  # released by the clean shutdown
     second.shutdown()
 
 
@@ -512,7 +535,7 @@ def test_create_logs_is_all_or_none(env):
     m = env.manager()
     m.get_or_create(TopicPartition("old", 0))
     with open(os.path.join(env.dirs[0], "t-5"), "w"):
-        pass                                            # a file where the dir must go
+        pass  # a file where the dir must go
     tps = [TopicPartition("t", p) for p in range(10)]
     with pytest.raises(LogCreationError, match="t-5.*none of the 10 new logs were kept"):
         m.create_logs(tps)
@@ -553,32 +576,35 @@ def test_startup_refuses_log_dirs_the_open_file_limit_cannot_fit(env, nofile):
         env.manager()
     msg = str(exc.value)
     assert "\n" not in msg and env.dirs[0] in msg
-    assert msg.endswith("130 partitions need about 210 open files (one per partition, plus 80 for connections "
-                        "and files in use), but the open-file limit (ulimit -n, RLIMIT_NOFILE) is 200: raise it "
-                        "to at least 210")
+    assert msg.endswith(
+        "130 partitions need about 210 open files (one per partition, plus 80 for connections "
+        "and files in use), but the open-file limit (ulimit -n, RLIMIT_NOFILE) is 200: raise it "
+        "to at least 210"
+    )
     nofile(210)
     assert len(env.manager().logs) == 130
 
 
 def test_inactive_segments_open_within_the_limit_left_by_the_logs(env, nofile):
     from broker.native import open_inactive_segments, open_segment_limit
-    nofile(400)                                         # reserve 64: 336 - logs for old segments
+
+    nofile(400)  # reserve 64: 336 - logs for old segments
     m = env.manager()
     for p in range(20):
-        _fill(m.get_or_create(TopicPartition("t", p)), 9)   # 3 segments each
+        _fill(m.get_or_create(TopicPartition("t", p)), 9)  # 3 segments each
     assert open_segment_limit() == 400 - 64 - 20
     m.shutdown()
     before = open_inactive_segments()
     m2 = env.manager()
-    assert open_inactive_segments() == before           # loaded, then released
+    assert open_inactive_segments() == before  # loaded, then released
     assert all(lg.active.active and not any(s.active for s in lg.segments[:-1]) for lg in m2.logs.values())
     for lg in m2.logs.values():
         assert read_all(lg) == list(range(9))
-    assert open_inactive_segments() - before == 40       # read: reopened, within the limit
+    assert open_inactive_segments() - before == 40  # read: reopened, within the limit
 
 
 CHILD_NOFILE = 256
-CHILD_LOGS = 150                # the limit leaves 256 - 64 - 150 = 42 inactive segments open
+CHILD_LOGS = 150  # the limit leaves 256 - 64 - 150 = 42 inactive segments open
 CHILD_ROUNDS = 3
 
 
@@ -592,6 +618,7 @@ def rolls_and_flushes_within_the_limit(root: str) -> None:
     from pathlib import Path
 
     from broker.native import open_inactive_segments, open_segment_limit
+
     errors = []
     logging.basicConfig(level=logging.ERROR, handlers=[_ListHandler(errors)])
     e = Env(Path(root), topic_overrides={"t": {"segment.bytes": SIZE}})
@@ -646,16 +673,25 @@ def test_rolls_and_flushes_of_many_logs_stay_within_a_low_open_file_limit(tmp_pa
     def limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (CHILD_NOFILE, CHILD_NOFILE))
 
-    code = ("import sys; from tests.unit.log.test_log_manager import rolls_and_flushes_within_the_limit as f; "
-            "f(sys.argv[1])")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=Path(__file__).resolve().parents[3],
-                       capture_output=True, text=True, timeout=300, preexec_fn=limit, stdin=subprocess.DEVNULL)
+    code = (
+        "import sys; from tests.unit.log.test_log_manager import rolls_and_flushes_within_the_limit as f; "
+        "f(sys.argv[1])"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[3],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert report["errors"] == [] and report["flush_failed"] == 0
     assert report["read"] and report["read_after_restart"]
     assert report["limit"] == CHILD_NOFILE - 64 - CHILD_LOGS and report["inactive"] <= report["limit"]
-    assert report["fds"] <= CHILD_NOFILE - 64 + 1         # logs, open set, the dir's lock
+    assert report["fds"] <= CHILD_NOFILE - 64 + 1  # logs, open set, the dir's lock
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -678,18 +714,21 @@ def test_recovery_threads_load_every_log(tmp_path, threads):
 # ---------------------------------------------------------------- damaged meta.properties / partition.metadata
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"", "empty"),
-    (b"\0" * 64, "no version"),                              # a crash left zeros where the text was
-    (b"\xff\xfe\x00garbage\n", "not UTF-8 text"),
-    (b"version=0\nbroker.id=1\n", "no cluster.id"),
-    (b"broker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no version"),
-    (b"version=7\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "version 7"),
-    (b"version=0\nbroker.id=one\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "broker.id"),
-    (b"version=0\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no broker.id"),
-    (b"version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no node.id"),
-    (b"version=0\nbroker.id=1\ncluster.id=\n", "no cluster.id"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"", "empty"),
+        (b"\0" * 64, "no version"),  # a crash left zeros where the text was
+        (b"\xff\xfe\x00garbage\n", "not UTF-8 text"),
+        (b"version=0\nbroker.id=1\n", "no cluster.id"),
+        (b"broker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no version"),
+        (b"version=7\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "version 7"),
+        (b"version=0\nbroker.id=one\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "broker.id"),
+        (b"version=0\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no broker.id"),
+        (b"version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n", "no node.id"),
+        (b"version=0\nbroker.id=1\ncluster.id=\n", "no cluster.id"),
+    ],
+)
 def test_a_damaged_meta_properties_is_refused_naming_the_file(env, content, why):
     env.manager().shutdown()
     path = os.path.join(env.dirs[0], META)
@@ -723,17 +762,21 @@ def _partition_metadata(m, tp):
     return os.path.join(m.logs[tp].dir, "partition.metadata")
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"", "empty"),
-    (b"\0" * 40, "no version"),
-    (b"version: 0\n", "no topic_id"),
-    (b"version: 0\ntopic_id: not-base64!\n", "topic_id"),
-    (b"version: 0\ntopic_id: AAAA\n", "topic_id"),             # base64, but not 16 bytes
-    (b"version: 3\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version 3"),
-    (b"\xff\xfeversion", "not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"", "empty"),
+        (b"\0" * 40, "no version"),
+        (b"version: 0\n", "no topic_id"),
+        (b"version: 0\ntopic_id: not-base64!\n", "topic_id"),
+        (b"version: 0\ntopic_id: AAAA\n", "topic_id"),  # base64, but not 16 bytes
+        (b"version: 3\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version 3"),
+        (b"\xff\xfeversion", "not UTF-8 text"),
+    ],
+)
 def test_a_damaged_partition_metadata_is_refused_naming_the_file(env, content, why):
     import uuid
+
     m = env.manager()
     tp = TopicPartition("t", 0)
     _fill(m.get_or_create(tp, uuid.uuid4()), 3)
@@ -751,6 +794,7 @@ def test_a_damaged_partition_metadata_is_refused_naming_the_file(env, content, w
 
 def test_a_damaged_partition_metadata_is_rebuilt_from_the_topic_ids_of_the_store(env, caplog):
     import uuid
+
     tid = uuid.uuid4()
     m = env.manager()
     tp = TopicPartition("t", 0)
@@ -770,6 +814,7 @@ def test_a_damaged_partition_metadata_is_rebuilt_from_the_topic_ids_of_the_store
 
 def test_a_missing_partition_metadata_is_written_when_the_topic_id_arrives(env):
     import uuid
+
     tid = uuid.uuid4()
     m = env.manager()
     tp = TopicPartition("t", 0)
@@ -779,7 +824,7 @@ def test_a_missing_partition_metadata_is_written_when_the_topic_id_arrives(env):
     os.unlink(path)
     m2 = env.manager()
     assert m2.logs[tp].topic_id is None
-    assert m2.get_or_create(tp, tid).topic_id == tid       # the controller's word (LeaderAndIsr)
+    assert m2.get_or_create(tp, tid).topic_id == tid  # the controller's word (LeaderAndIsr)
     assert "topic_id: " in _read_text(path)
     m2.shutdown()
     assert env.manager().logs[tp].topic_id == tid

@@ -1,6 +1,7 @@
 """Random operation sequences against a simple model of a partition log: appends,
 truncation, high watermark moves, DeleteRecords + retention, clean and unclean reopen,
 crashes tearing the active segment."""
+
 import os
 import random
 
@@ -13,7 +14,7 @@ OVERRIDES = {"segment.bytes": 700, "index.interval.bytes": 150, "segment.index.b
 
 class Model:
     def __init__(self):
-        self.batches: list[tuple[int, int]] = []      # (base, last) of every batch in the log
+        self.batches: list[tuple[int, int]] = []  # (base, last) of every batch in the log
         self.start = 0
         self.hw = 0
 
@@ -56,8 +57,10 @@ def test_random_operations_match_the_model(make_log, seed):
     lg = make_log(OVERRIDES)
     history = []
     for step in range(150):
-        op = rng.choices(["append", "truncate", "hw", "delete", "reopen_clean", "reopen_unclean", "torn_tail"],
-                         weights=[10, 2, 3, 2, 1, 1, 1])[0]
+        op = rng.choices(
+            ["append", "truncate", "hw", "delete", "reopen_clean", "reopen_unclean", "torn_tail"],
+            weights=[10, 2, 3, 2, 1, 1, 1],
+        )[0]
         history.append((op, m.start, m.hw, m.end))
         if op == "append":
             req = bytearray()
@@ -100,13 +103,15 @@ def test_random_operations_match_the_model(make_log, seed):
             lost = [first for pos, sz, first, _ in layout if pos + sz > cut]
             if lost:
                 m.truncate(lost[0])
-            lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=rp, log_start_offset=m.start,
-                          high_watermark=m.hw)
+            lg = make_log(
+                OVERRIDES, clean_shutdown=False, recovery_point=rp, log_start_offset=m.start, high_watermark=m.hw
+            )
         else:
             rp = lg.recovery_point
             lg.close()
-            lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=rp, log_start_offset=m.start,
-                          high_watermark=m.hw)
+            lg = make_log(
+                OVERRIDES, clean_shutdown=False, recovery_point=rp, log_start_offset=m.start, high_watermark=m.hw
+            )
         try:
             _check(lg, m)
         except AssertionError as exc:

@@ -1,5 +1,6 @@
 """Log.load: recovery after an unclean stop (torn tails, corrupt batches, segments after
 a corruption), the recovery point contract, leftovers, epoch cache truncation."""
+
 import logging
 import os
 import random
@@ -87,8 +88,9 @@ def test_truncated_active_segment_keeps_the_valid_prefix(make_log, seed):
     assert info.base_offset == lg.log_end_offset - 2 == (expected[-1] + 1 if expected else active)
 
 
-@pytest.mark.parametrize("garbage", [b"\x00" * 7, b"\x00" * 100, bytes(range(256)) * 3],
-                         ids=["7 zeros", "100 zeros", "768 bytes"])
+@pytest.mark.parametrize(
+    "garbage", [b"\x00" * 7, b"\x00" * 100, bytes(range(256)) * 3], ids=["7 zeros", "100 zeros", "768 bytes"]
+)
 def test_garbage_after_the_last_batch_is_cut(make_log, garbage):
     layout, paths, end, _ = _build(make_log, 1)
     active = max(layout)
@@ -129,14 +131,14 @@ def test_corruption_in_an_earlier_segment_above_the_recovery_point_deletes_later
     rng = random.Random(200 + seed)
     layout, paths, end, _ = _build(make_log, seed)
     bases = sorted(layout)
-    target = bases[1]                                   # segment 0 lies below the recovery point
+    target = bases[1]  # segment 0 lies below the recovery point
     pos = _corrupt_random_batch(layout, paths, target, rng)
     lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=target)
     expected = _expected_after_cut(layout, target, pos)
     assert [s.base_offset for s in lg.segments] == bases[:2]
     assert read_all(lg) == expected
     assert lg.log_end_offset == (expected[-1] + 1 if pos else target)
-    for later in bases[2:]:                            # the segments after the corruption are gone
+    for later in bases[2:]:  # the segments after the corruption are gone
         assert not os.path.exists(paths[later])
         assert not os.path.exists(paths[later][:-4] + ".index")
         assert not os.path.exists(paths[later][:-4] + ".timeindex")
@@ -154,7 +156,7 @@ def test_corrupted_batch_length_is_cut(make_log):
     pos, size, first, last = layout[active][2]
     with open(paths[active], "r+b") as f:
         f.seek(pos + 8)
-        f.write((size * 50).to_bytes(4, "big"))          # batchLength far past the file end
+        f.write((size * 50).to_bytes(4, "big"))  # batchLength far past the file end
     lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=active)
     assert lg.log_end_offset == first
     assert read_all(lg) == list(range(first))
@@ -170,7 +172,8 @@ def _middle_batch(layout, seg_base):
 
 @pytest.mark.parametrize("clean, recovery_point_at", [(True, "end"), (True, "zero"), (False, "end")])
 def test_corruption_below_the_recovery_point_or_after_a_clean_shutdown_is_not_scanned(
-        make_log, clean, recovery_point_at):
+    make_log, clean, recovery_point_at
+):
     """Kafka's contract: flushed segments (wholly below the recovery point) and every
     segment after a clean shutdown are trusted, not CRC-checked, at load."""
     layout, paths, end, _ = _build(make_log, 4)
@@ -218,10 +221,10 @@ def test_recovery_costs_only_what_lies_above_the_recovery_point(make_log, recove
     last_size = os.path.getsize(paths[last_seg])
     lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=rp)
     if recovery_point_at == "end":
-        assert lg.recovered == (0, 0)                  # trusted, as earlier segments are
+        assert lg.recovered == (0, 0)  # trusted, as earlier segments are
         assert lg.log_end_offset == end
     else:
-        assert lg.recovered == (1, last_size)          # the last segment only: damage found
+        assert lg.recovered == (1, last_size)  # the last segment only: damage found
         assert lg.log_end_offset == first
     lg.close()
 
@@ -240,7 +243,7 @@ def test_recovery_point_after_load(make_log):
     assert lg.recovery_point == end
     lg.close()
     lg = make_log(OVERRIDES, clean_shutdown=False, recovery_point=end + 100)
-    assert lg.recovery_point == end                    # never above the log end
+    assert lg.recovery_point == end  # never above the log end
     lg.close()
     lg = make_log(OVERRIDES, clean_shutdown=True, recovery_point=0)
     assert lg.recovery_point == end
@@ -254,7 +257,7 @@ def test_load_clamps_log_start_and_high_watermark(make_log):
     lg.close()
     lg = make_log(OVERRIDES, clean_shutdown=True, log_start_offset=end + 50, high_watermark=2)
     assert lg.log_start_offset == end
-    assert lg.high_watermark == end                    # never below the log start
+    assert lg.high_watermark == end  # never below the log start
     lg.close()
     lg = make_log(OVERRIDES, clean_shutdown=True, log_start_offset=3, high_watermark=1)
     assert (lg.log_start_offset, lg.high_watermark) == (3, 3)
@@ -307,7 +310,7 @@ def test_garbage_index_is_rebuilt(make_log):
     active = max(layout)
     index_path = paths[active][:-4] + ".index"
     with open(index_path, "r+b") as f:
-        f.write(b"\xff" * 64)                             # offsets and positions out of range
+        f.write(b"\xff" * 64)  # offsets and positions out of range
     lg = make_log(OVERRIDES, clean_shutdown=True)
     assert lg.log_end_offset == end
     assert read_all(lg) == list(range(end))
@@ -318,7 +321,7 @@ def test_garbage_index_is_rebuilt(make_log):
 @pytest.mark.parametrize("suffix, entry, why", [(".index", 8, "offset index"), (".timeindex", 12, "time index")])
 def test_a_rebuilt_index_is_logged_once_naming_the_file(make_log, caplog, suffix, entry, why):
     layout, paths, end, _ = _build(make_log, 12)
-    lg = make_log(OVERRIDES, clean_shutdown=True)           # an intact log: no word of rebuilding
+    lg = make_log(OVERRIDES, clean_shutdown=True)  # an intact log: no word of rebuilding
     lg.close()
     base = min(layout)
     index_path = paths[base][:-4] + suffix
@@ -326,22 +329,27 @@ def test_a_rebuilt_index_is_logged_once_naming_the_file(make_log, caplog, suffix
     assert size >= 2 * entry
     with open(index_path, "r+b") as f:
         f.seek(size - entry)
-        f.write(b"\0" * entry)                          # a last entry a crash left unwritten
+        f.write(b"\0" * entry)  # a last entry a crash left unwritten
     with caplog.at_level(logging.INFO, logger="broker.log"):
         lg = make_log(OVERRIDES, clean_shutdown=True)
     assert lg.log_end_offset == end
     lines = [r.getMessage() for r in caplog.records if "rebuilt" in r.getMessage()]
     assert len(lines) == 1, caplog.text
     assert index_path in lines[0] and why in lines[0] and f"segment {base}" in lines[0]
-    assert "bytes cut" not in lines[0]                   # the log itself was whole
+    assert "bytes cut" not in lines[0]  # the log itself was whole
 
 
 def test_leftover_files_are_removed_at_load(make_log):
     layout, paths, end, _ = _build(make_log, 10)
     d = os.path.dirname(paths[0])
-    leftovers = ["00000000000000000000.log.deleted", "00000000000000000000.index.swap",
-                 "00000000000000000000.log.cleaned", "something.tmp",
-                 "00000000000099999999.index", "00000000000099999999.timeindex"]
+    leftovers = [
+        "00000000000000000000.log.deleted",
+        "00000000000000000000.index.swap",
+        "00000000000000000000.log.cleaned",
+        "something.tmp",
+        "00000000000099999999.index",
+        "00000000000099999999.timeindex",
+    ]
     for name in leftovers:
         with open(os.path.join(d, name), "wb") as f:
             f.write(b"x" * 16)

@@ -1,5 +1,6 @@
 """Log.delete_old_segments (retention.ms, retention.bytes, log start offset) and
 delete_records."""
+
 import os
 
 import pytest
@@ -38,8 +39,8 @@ def _bases(lg):
 def test_retention_ms_deletes_segments_by_their_max_timestamp(make_log):
     lg = _log(make_log, {"retention.ms": 1_500})
     assert [s.max_timestamp for s in lg.segments] == [1_000, 2_000, 3_000, 4_000, 5_000]
-    assert lg.delete_old_segments(now_ms=2_400) == []            # segment 0 is 1_400 ms old
-    gone = lg.delete_old_segments(now_ms=3_501)                  # 2_501 and 1_501 ms old
+    assert lg.delete_old_segments(now_ms=2_400) == []  # segment 0 is 1_400 ms old
+    gone = lg.delete_old_segments(now_ms=3_501)  # 2_501 and 1_501 ms old
     assert [s.base_offset for s in gone] == [0, 3]
     assert _bases(lg) == [6, 9, 12]
     assert lg.log_start_offset == 6
@@ -48,7 +49,7 @@ def test_retention_ms_deletes_segments_by_their_max_timestamp(make_log):
 
 def test_retention_ms_boundary_is_strict(make_log):
     lg = _log(make_log, {"retention.ms": 1_500})
-    assert lg.delete_old_segments(now_ms=2_500) == []            # exactly retention.ms old
+    assert lg.delete_old_segments(now_ms=2_500) == []  # exactly retention.ms old
     gone = lg.delete_old_segments(now_ms=2_501)
     assert [s.base_offset for s in gone] == [0]
 
@@ -89,12 +90,15 @@ def test_compact_policy_skips_time_and_size_retention(make_log):
 # ---------------------------------------------------------------- retention.bytes
 
 
-@pytest.mark.parametrize("retention_segments, expected_bases", [
-    (4, [0, 3, 6, 9, 12]),
-    (3, [3, 6, 9, 12]),
-    (1, [9, 12]),
-    (0, [12]),
-])
+@pytest.mark.parametrize(
+    "retention_segments, expected_bases",
+    [
+        (4, [0, 3, 6, 9, 12]),
+        (3, [3, 6, 9, 12]),
+        (1, [9, 12]),
+        (0, [12]),
+    ],
+)
 def test_retention_bytes(make_log, retention_segments, expected_bases):
     seg_bytes = PER_SEGMENT * SIZE
     # total = 4 full segments + 1 batch; keep the log within `retention_segments` segments + 1 batch
@@ -115,7 +119,7 @@ def test_retention_bytes_deletes_a_segment_only_if_the_rest_still_reaches_the_li
     def with_retention(n):
         lg.update_config(lg.config.broker.log_config({"segment.bytes": PER_SEGMENT * SIZE, "retention.bytes": n}))
 
-    with_retention(total - seg0 + 1)                             # one byte short of freeing segment 0
+    with_retention(total - seg0 + 1)  # one byte short of freeing segment 0
     assert lg.delete_old_segments(now_ms=5_000) == []
     with_retention(total - seg0)
     gone = lg.delete_old_segments(now_ms=5_000)
@@ -130,10 +134,10 @@ def test_segments_below_the_log_start_offset_are_deleted(make_log):
     lg = _log(make_log)
     assert lg.delete_records(7) == 7
     assert lg.log_start_offset == 7
-    assert _bases(lg) == [0, 3, 6, 9, 12]                        # delete_records deletes nothing itself
+    assert _bases(lg) == [0, 3, 6, 9, 12]  # delete_records deletes nothing itself
     gone = lg.delete_old_segments(now_ms=5_000)
     assert [s.base_offset for s in gone] == [0, 3]
-    assert lg.log_start_offset == 7                              # not moved back to the segment base
+    assert lg.log_start_offset == 7  # not moved back to the segment base
     assert read_all(lg) == list(range(7, 13))
     with pytest.raises(OffsetOutOfRange):
         lg.read(6, 100)
@@ -143,11 +147,11 @@ def test_delete_records_bounds(make_log):
     lg = _log(make_log, hw=None)
     lg.update_high_watermark(5)
     with pytest.raises(OffsetOutOfRange):
-        lg.delete_records(6)                                     # above the high watermark
+        lg.delete_records(6)  # above the high watermark
     with pytest.raises(OffsetOutOfRange):
         lg.delete_records(-5)
-    assert lg.delete_records(-1) == 5                            # -1: up to the high watermark
-    assert lg.delete_records(2) == 5                             # never moves back
+    assert lg.delete_records(-1) == 5  # -1: up to the high watermark
+    assert lg.delete_records(2) == 5  # never moves back
 
 
 # ---------------------------------------------------------------- limits
@@ -165,10 +169,10 @@ def test_the_active_segment_is_never_deleted(make_log):
 
 def test_nothing_above_the_high_watermark_is_deleted(make_log):
     lg = _log(make_log, {"retention.ms": 1, "retention.bytes": 0}, hw=None)
-    lg.update_high_watermark(5)                                  # inside segment 1 [3, 6)
+    lg.update_high_watermark(5)  # inside segment 1 [3, 6)
     gone = lg.delete_old_segments(now_ms=10**13)
     assert [s.base_offset for s in gone] == [0]
-    lg.update_high_watermark(6)                                  # segment 1 now wholly committed
+    lg.update_high_watermark(6)  # segment 1 now wholly committed
     gone = lg.delete_old_segments(now_ms=10**13)
     assert [s.base_offset for s in gone] == [3]
     assert lg.log_start_offset == 6 <= lg.high_watermark
@@ -177,7 +181,7 @@ def test_nothing_above_the_high_watermark_is_deleted(make_log):
 def test_retention_moves_the_recovery_point_and_epoch_cache(make_log):
     lg = _log(make_log, {"retention.ms": 1_500})
     lg.leader_epochs.assign(1, 10)
-    assert lg.recovery_point == 0                                # nothing flushed (no event loop)
+    assert lg.recovery_point == 0  # nothing flushed (no event loop)
     gone = lg.delete_old_segments(now_ms=3_501)
     assert lg.log_start_offset == 6
     assert lg.recovery_point == 6
@@ -195,8 +199,7 @@ def test_returned_segments_can_be_deleted(make_log):
     for group in paths:
         for p in group:
             assert not os.path.exists(p)
-    assert sorted(n for n in os.listdir(lg.dir) if n.endswith(".log")) == [
-        f"{b:020d}.log" for b in (6, 9, 12)]
+    assert sorted(n for n in os.listdir(lg.dir) if n.endswith(".log")) == [f"{b:020d}.log" for b in (6, 9, 12)]
     assert read_all(lg) == list(range(6, 13))
     lg.append_as_leader(batch(1), 0)
     assert read_all(lg) == list(range(6, 14))

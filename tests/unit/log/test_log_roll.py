@@ -1,4 +1,5 @@
 """Segment rolls: segment.bytes, segment.ms, full indexes, offset overflow; file layout."""
+
 import os
 import time as real_time
 import types
@@ -42,7 +43,7 @@ def test_a_batch_bigger_than_segment_bytes_goes_into_an_empty_segment(make_log):
     assert [s.base_offset for s in lg.segments] == [0, 1]
     assert lg.active.size == len(big)
     assert info.base_offset == 1
-    fill(lg, 1, value_size=10)                          # and the next one rolls again
+    fill(lg, 1, value_size=10)  # and the next one rolls again
     assert [s.base_offset for s in lg.segments] == [0, 1, 2]
 
 
@@ -59,34 +60,34 @@ def test_multi_batch_request_is_not_split_across_segments(make_log):
 
 def test_roll_on_segment_ms_uses_first_batch_and_incoming_timestamps(make_log):
     lg = make_log({"segment.ms": 1_000})
-    lg.append_as_leader(batch(2, ts=10_000), 0)         # first batch max timestamp 10_001
+    lg.append_as_leader(batch(2, ts=10_000), 0)  # first batch max timestamp 10_001
     assert lg.active.first_batch_timestamp == 10_001
     lg.append_as_leader(batch(1, ts=10_500), 0)
-    lg.append_as_leader(batch(1, ts=11_001), 0)         # exactly segment.ms later: no roll
+    lg.append_as_leader(batch(1, ts=11_001), 0)  # exactly segment.ms later: no roll
     assert len(lg.segments) == 1
-    lg.append_as_leader(batch(1, ts=5_000), 0)          # older timestamps never roll
+    lg.append_as_leader(batch(1, ts=5_000), 0)  # older timestamps never roll
     assert len(lg.segments) == 1
-    lg.append_as_leader(batch(1, ts=11_002), 0)         # more than segment.ms: roll
+    lg.append_as_leader(batch(1, ts=11_002), 0)  # more than segment.ms: roll
     assert [s.base_offset for s in lg.segments] == [0, 5]
     assert lg.active.first_batch_timestamp == 11_002
     # the incoming request's max timestamp counts, not its first record's
-    lg.append_as_leader(batch(3, ts=12_000), 0)         # max 12_002 - 11_002 = 1_000: stays
+    lg.append_as_leader(batch(3, ts=12_000), 0)  # max 12_002 - 11_002 = 1_000: stays
     assert len(lg.segments) == 2
-    lg.append_as_leader(batch(3, ts=12_001), 0)         # max 12_003: rolls
+    lg.append_as_leader(batch(3, ts=12_001), 0)  # max 12_003: rolls
     assert [s.base_offset for s in lg.segments] == [0, 5, 9]
 
 
 def test_roll_on_segment_ms_ignores_wall_clock_when_timestamps_known(make_log, monkeypatch):
     lg = make_log({"segment.ms": 1_000})
     lg.append_as_leader(batch(1, ts=10_000), 0)
-    _fake_clock(monkeypatch, 3_600)                     # an hour later by the wall clock
+    _fake_clock(monkeypatch, 3_600)  # an hour later by the wall clock
     lg.append_as_leader(batch(1, ts=10_100), 0)
     assert len(lg.segments) == 1
 
 
 def test_roll_on_segment_ms_falls_back_to_creation_time(make_log, monkeypatch):
     lg = make_log({"segment.ms": 60_000})
-    lg.append_as_leader(batch(1, ts=-1), 0)             # no timestamp: creation time counts
+    lg.append_as_leader(batch(1, ts=-1), 0)  # no timestamp: creation time counts
     assert lg.active.first_batch_timestamp == -1
     lg.append_as_leader(batch(1, ts=-1), 0)
     assert len(lg.segments) == 1
@@ -109,7 +110,7 @@ def test_maybe_roll_by_time_rolls_idle_non_empty_segments_only(make_log, monkeyp
     lg.maybe_roll_by_time()
     assert len(lg.segments) == 1
     _fake_clock(monkeypatch, 120)
-    lg.maybe_roll_by_time()                             # empty: never rolled
+    lg.maybe_roll_by_time()  # empty: never rolled
     assert len(lg.segments) == 1
     monkeypatch.undo()
     fill(lg, 2)
@@ -143,7 +144,7 @@ def test_roll_when_the_time_index_is_full(make_log):
     assert len(lg.segments) > 1
     for seg in lg.segments[:-1]:
         assert seg.time_index.entries == 2
-        assert seg.offset_index.entries < 32 // 8       # the offset index still had room
+        assert seg.offset_index.entries < 32 // 8  # the offset index still had room
     assert read_all(lg) == list(range(10))
 
 

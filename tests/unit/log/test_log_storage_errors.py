@@ -6,6 +6,7 @@ manager, new logs go elsewhere (Kafka's LogDirFailureChannel).
 
 The append failures are real: RLIMIT_FSIZE makes the kernel refuse writes past a size
 (EFBIG), as a full disk refuses them (ENOSPC)."""
+
 import asyncio
 import contextlib
 import errno
@@ -54,7 +55,7 @@ def test_a_refused_append_leaves_the_log_as_it_was(make_log, caplog):
             with pytest.raises(LogStorageError, match="t-0: appending failed: .*File too large"):
                 lg.append_as_leader(batch(5, value_size=2000), 0)
     assert (lg.active.size, lg.log_end_offset) == (size, end)
-    assert os.path.getsize(lg.active.log_path) == size       # no partial batch behind
+    assert os.path.getsize(lg.active.log_path) == size  # no partial batch behind
     assert read_all(lg) == [0, 1, 2]
     failing, again = storage_records(caplog)
     assert len(failing) == 1 and again == []
@@ -73,7 +74,7 @@ def spare_descriptors(n: int):
     resource.setrlimit(resource.RLIMIT_NOFILE, (used + n, old[1]))
     fillers = []
     try:
-        with pytest.raises(OSError):                  # take every free number below the limit
+        with pytest.raises(OSError):  # take every free number below the limit
             while True:
                 fillers.append(os.open(os.devnull, os.O_RDONLY))
         for _ in range(n):
@@ -93,7 +94,7 @@ def test_a_refused_roll_keeps_the_log_appendable(make_log):
     with spare_descriptors(1):
         with pytest.raises(LogStorageError, match="Too many open files"):
             lg.append_as_leader(batch(1), 0)
-    assert os.path.exists(os.path.join(lg.dir, "00000000000000000003.snapshot"))   # got that far
+    assert os.path.exists(os.path.join(lg.dir, "00000000000000000003.snapshot"))  # got that far
     assert len(lg.segments) == 1 and lg.active.active
     assert not lg.active.offset_index.is_full
     # the roll works, the write after it does not: the new segment stays, empty
@@ -125,12 +126,12 @@ def test_a_failed_fsync_fails_durable_waits_until_a_restart(tmp_path, monkeypatc
         with pytest.raises(LogStorageError, match="fsync failed: No space left on device"):
             await lg.schedule_flush()
         monkeypatch.undo()
-        lg.append_as_leader(batch(1), 0)              # appends go on, not durably
-        for _ in range(3):                            # no fsync is trusted after a failed one
+        lg.append_as_leader(batch(1), 0)  # appends go on, not durably
+        for _ in range(3):  # no fsync is trusted after a failed one
             with pytest.raises(LogStorageError):
                 await lg.schedule_flush()
         assert lg.recovery_point == 1 and lg.flush_failed
-        m.flush_dirty()                               # the flush timer leaves it alone
+        m.flush_dirty()  # the flush timer leaves it alone
         await asyncio.sleep(0)
 
     asyncio.run(scenario())
@@ -139,7 +140,7 @@ def test_a_failed_fsync_fails_durable_waits_until_a_restart(tmp_path, monkeypatc
     assert any("not marked as cleanly shut down" in r.getMessage() for r in caplog.records)
     assert len(storage_records(caplog)[0]) == 1
     m2 = env.manager()
-    assert m2.loaded_cleanly[env.dirs[0]] is False    # recovered at the next start
+    assert m2.loaded_cleanly[env.dirs[0]] is False  # recovered at the next start
     assert m2.get(TopicPartition("t", 0)).log_end_offset == 3
     m2.shutdown()
 
@@ -159,18 +160,19 @@ def test_an_io_error_takes_the_dir_offline_and_the_other_dir_goes_on(tmp_path, c
         la.segments[-1] = _Failing(la.active)
         with pytest.raises(LogStorageError, match="Input/output error"):
             la.append_as_leader(batch(1), 0)
-        await asyncio.sleep(0)                      # the dir goes offline on the loop
+        await asyncio.sleep(0)  # the dir goes offline on the loop
         assert heard == [(failed_dir, [a])]
         assert m.get(a) is None and la.closed and m.offline_dirs == {failed_dir: [a]}
-        assert lb.append_as_leader(batch(1), 0).base_offset == 0        # the other dir goes on
-        assert os.path.dirname(m.get_or_create(TopicPartition("u", 0)).dir) != failed_dir   # new logs elsewhere
+        assert lb.append_as_leader(batch(1), 0).base_offset == 0  # the other dir goes on
+        assert os.path.dirname(m.get_or_create(TopicPartition("u", 0)).dir) != failed_dir  # new logs elsewhere
         m.checkpoint()
+
     asyncio.run(scenario())
     assert len([r for r in caplog.records if "is taken offline" in r.getMessage()]) == 1
     m.shutdown()
     assert not os.path.exists(os.path.join(failed_dir, CLEAN_SHUTDOWN))
     assert os.path.exists(os.path.join(os.path.dirname(lb.dir), CLEAN_SHUTDOWN))
-    m2 = env.manager()                                # repaired: loaded again at the next start
+    m2 = env.manager()  # repaired: loaded again at the next start
     assert m2.get(a) is not None and m2.get(a).log_end_offset == 1 and not m2.offline_dirs
     m2.shutdown()
 
@@ -183,7 +185,7 @@ def test_a_dir_unusable_at_start_stays_offline_and_the_others_load(tmp_path):
     m.shutdown()
     broken = env.dirs[1]
     os.rename(broken, broken + ".moved")
-    with open(broken, "w"):              # a file where the dir was: ENOTDIR/EEXIST, not a full disk
+    with open(broken, "w"):  # a file where the dir was: ENOTDIR/EEXIST, not a full disk
         pass
     m2 = env.manager()
     assert list(m2.offline_dirs) == [broken] and m2.online_dirs == [env.dirs[0]]

@@ -1,4 +1,5 @@
 """Log.truncate_to (a follower diverging from its leader)."""
+
 import os
 
 import pytest
@@ -48,10 +49,10 @@ def test_truncate_to_a_segment_base_offset(make_log):
 
 def test_truncate_to_the_middle_of_a_batch_removes_the_whole_batch(make_log):
     lg = make_log()
-    lg.append_as_leader(batches([3, 3, 3]), 0)             # [0-2] [3-5] [6-8]
+    lg.append_as_leader(batches([3, 3, 3]), 0)  # [0-2] [3-5] [6-8]
     lg.update_high_watermark(9)
     lg.truncate_to(4)
-    assert lg.log_end_offset == 3                           # Kafka drops the batch holding 4
+    assert lg.log_end_offset == 3  # Kafka drops the batch holding 4
     assert lg.high_watermark == 3
     info = lg.append_as_leader(batch(2), 0)
     assert (info.base_offset, info.last_offset) == (3, 4)

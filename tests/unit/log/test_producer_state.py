@@ -1,6 +1,7 @@
 """Idempotent producers at the log: duplicates of the last five batches are answered with
 their first offsets and not written again, sequence gaps and fenced epochs are refused,
 and the state survives clean and unclean restarts (Kafka's .snapshot files)."""
+
 from __future__ import annotations
 
 import os
@@ -34,10 +35,10 @@ def pbatch(seq: int, n: int = 2, pid: int = PID, epoch: int = 0, ts: int = NOW) 
 
 def test_retries_of_the_last_five_batches_are_not_written_again(make_log):
     lg = make_log()
-    firsts = [lg.append_as_leader(pbatch(seq), 0) for seq in range(0, 14, 2)]     # 7 batches
+    firsts = [lg.append_as_leader(pbatch(seq), 0) for seq in range(0, 14, 2)]  # 7 batches
     assert [i.base_offset for i in firsts] == list(range(0, 14, 2))
     end = lg.log_end_offset
-    for k in range(2, 7):                          # the last five: duplicates
+    for k in range(2, 7):  # the last five: duplicates
         again = lg.append_as_leader(pbatch(2 * k), 0)
         assert again.duplicate and (again.base_offset, again.last_offset) == (2 * k, 2 * k + 1)
     assert lg.log_end_offset == end
@@ -95,7 +96,7 @@ def test_sequences_wrap_at_int32_max(make_log):
 def test_state_survives_a_restart(make_log, tmp_path, clean):
     d = tmp_path / "t-0"
     lg = make_log(directory=d, overrides={"segment.bytes": 600})
-    for seq in range(0, 40, 2):                    # several rolls: snapshots at each
+    for seq in range(0, 40, 2):  # several rolls: snapshots at each
         lg.append_as_leader(pbatch(seq, pid=PID), 0)
     lg.append_as_leader(pbatch(0, pid=PID + 1, epoch=2), 0)
     assert len(lg.segments) > 3
@@ -145,7 +146,7 @@ def test_expiry(make_log):
     lg = make_log(broker={"producer_id_expiration_ms": 1000})
     lg.append_as_leader(pbatch(0, ts=5_000), 0)
     assert lg.producer_state.remove_expired(5_500) == 0
-    assert lg.producer_state.remove_expired(6_001) == 1     # the batch's max timestamp is 5001
+    assert lg.producer_state.remove_expired(6_001) == 1  # the batch's max timestamp is 5001
     # forgotten: any sequence is accepted again
     assert lg.append_as_leader(pbatch(50, ts=7_000), 0).base_offset == 2
 
@@ -162,10 +163,15 @@ def test_snapshot_file_is_kafkas_format(tmp_path):
     assert ProducerStateManager.read_snapshot(path) == [(PID, 3, 14, 104, 4, 123456, -1, -1)]
 
 
-@pytest.mark.parametrize("damage, where", [(lambda d: d[:4], "byte 0"),
-                                           (lambda d: b"\x00\x07" + d[2:], "version 7 at byte 0"),
-                                           (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "at byte 2"),
-                                           (lambda d: d + b"\x00", "at byte 2")])
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        (lambda d: d[:4], "byte 0"),
+        (lambda d: b"\x00\x07" + d[2:], "version 7 at byte 0"),
+        (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "at byte 2"),
+        (lambda d: d + b"\x00", "at byte 2"),
+    ],
+)
 def test_corrupt_snapshots_are_named_and_skipped(make_log, tmp_path, damage, where):
     d = tmp_path / "t-0"
     lg = make_log(directory=d)

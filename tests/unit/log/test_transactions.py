@@ -1,6 +1,7 @@
 """Transactions at the log: the last stable offset, markers, the aborted-transaction index
 (Kafka's .txnindex) and producer snapshots with open transactions, across clean and
 unclean restarts, truncation, retention and followers."""
+
 from __future__ import annotations
 
 import os
@@ -28,15 +29,14 @@ P1, P2 = 7001, 7002
 
 
 def tbatch(seq: int, n: int = 2, pid: int = P1, epoch: int = 0, transactional: bool = True) -> bytearray:
-    return batch(n, ts=NOW, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                 is_transactional=transactional)
+    return batch(n, ts=NOW, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
 
 
 def test_lso_stops_at_an_open_transaction_until_its_marker_is_replicated(make_log):
     lg = make_log()
-    lg.append_as_leader(batch(3, ts=NOW), 0)                       # 0..2 plain
-    lg.append_as_leader(tbatch(0), 0)                              # 3..4 txn of P1
-    lg.append_as_leader(batch(1, ts=NOW), 0)                       # 5 plain
+    lg.append_as_leader(batch(3, ts=NOW), 0)  # 0..2 plain
+    lg.append_as_leader(tbatch(0), 0)  # 3..4 txn of P1
+    lg.append_as_leader(batch(1, ts=NOW), 0)  # 5 plain
     lg.update_high_watermark(lg.log_end_offset)
     assert lg.high_watermark == 6 and lg.last_stable_offset == 3
     info = lg.append_marker_as_leader(P1, 0, coordinator_epoch=1, commit=True, leader_epoch=0)
@@ -53,10 +53,10 @@ def test_lso_stops_at_an_open_transaction_until_its_marker_is_replicated(make_lo
 
 def test_an_abort_is_indexed_in_kafkas_format(make_log, tmp_path):
     lg = make_log()
-    lg.append_as_leader(tbatch(0, pid=P1), 0)                      # 0..1 P1
-    lg.append_as_leader(tbatch(0, pid=P2), 0)                      # 2..3 P2
-    lg.append_as_leader(tbatch(2, pid=P1), 0)                      # 4..5 P1
-    lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)    # 6: abort P1
+    lg.append_as_leader(tbatch(0, pid=P1), 0)  # 0..1 P1
+    lg.append_as_leader(tbatch(0, pid=P2), 0)  # 2..3 P2
+    lg.append_as_leader(tbatch(2, pid=P1), 0)  # 4..5 P1
+    lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)  # 6: abort P1
     lg.update_high_watermark(lg.log_end_offset)
     # P2 still open at 2: the LSO after P1's abort is P2's first offset
     assert lg.last_stable_offset == 2
@@ -65,13 +65,13 @@ def test_an_abort_is_indexed_in_kafkas_format(make_log, tmp_path):
     raw = path.read_bytes()
     assert len(raw) == ENTRY_SIZE == 34
     assert struct.unpack(">hqqqq", raw) == (0, P1, 0, 6, 2)
-    lg.append_marker_as_leader(P2, 0, 0, commit=True, leader_epoch=0)     # 7: commit P2
+    lg.append_marker_as_leader(P2, 0, 0, commit=True, leader_epoch=0)  # 7: commit P2
     lg.update_high_watermark(lg.log_end_offset)
     assert lg.last_stable_offset == 8
     # a fetch past the abort's marker does not name it; one before it, or overlapping, does
     assert lg.collect_aborted(7, 8) == []
     assert lg.collect_aborted(5, 8) == [AbortedTxn(P1, 0, 6, 2)]
-    assert lg.collect_aborted(0, 0) == []          # its first offset is not below the bound
+    assert lg.collect_aborted(0, 0) == []  # its first offset is not below the bound
 
 
 def test_producer_rules_for_transactions(make_log):
@@ -100,10 +100,10 @@ def test_producer_rules_for_transactions(make_log):
 def test_open_transactions_and_the_index_survive_a_restart(make_log, tmp_path, clean):
     d = tmp_path / "t-0"
     lg = make_log(directory=d, overrides={"segment.bytes": 400})
-    lg.append_as_leader(tbatch(0, pid=P1), 0)                       # 0..1 P1, open
-    lg.append_as_leader(tbatch(0, pid=P2), 0)                       # 2..3 P2
-    lg.append_marker_as_leader(P2, 0, 0, commit=False, leader_epoch=0)     # 4: abort P2
-    for _ in range(6):                                              # rolls segments
+    lg.append_as_leader(tbatch(0, pid=P1), 0)  # 0..1 P1, open
+    lg.append_as_leader(tbatch(0, pid=P2), 0)  # 2..3 P2
+    lg.append_marker_as_leader(P2, 0, 0, commit=False, leader_epoch=0)  # 4: abort P2
+    for _ in range(6):  # rolls segments
         lg.append_as_leader(batch(2, ts=NOW, value_size=60), 0)
     assert len(lg.segments) > 1
     hw = lg.log_end_offset
@@ -119,8 +119,9 @@ def test_open_transactions_and_the_index_survive_a_restart(make_log, tmp_path, c
         for name in os.listdir(d):
             if name.endswith((".snapshot", ".txnindex")):
                 os.unlink(d / name)
-    lg2 = make_log(directory=d, overrides={"segment.bytes": 400}, high_watermark=hw, clean_shutdown=clean,
-                   recovery_point=0)
+    lg2 = make_log(
+        directory=d, overrides={"segment.bytes": 400}, high_watermark=hw, clean_shutdown=clean, recovery_point=0
+    )
     assert lg2.last_stable_offset == 0
     assert lg2.collect_aborted(0, hw) == before
     assert lg2.producer_state.has_open_transaction(P1)
@@ -132,8 +133,8 @@ def test_open_transactions_and_the_index_survive_a_restart(make_log, tmp_path, c
 def test_snapshot_entries_carry_the_open_transaction(make_log, tmp_path):
     lg = make_log()
     lg.append_as_leader(batch(1, ts=NOW), 0)
-    lg.append_as_leader(tbatch(0), 0)                               # 1..2
-    lg.append_marker_as_leader(P2, 4, 9, commit=False, leader_epoch=0)    # a marker without data
+    lg.append_as_leader(tbatch(0), 0)  # 1..2
+    lg.append_marker_as_leader(P2, 4, 9, commit=False, leader_epoch=0)  # a marker without data
     path = lg.producer_state.take_snapshot(lg.log_end_offset)
     entries = {e[0]: e for e in ProducerStateManager.read_snapshot(path)}
     pid, epoch, last_seq, last_offset, _delta, _ts, coord, txn_first = entries[P1]
@@ -146,10 +147,10 @@ def test_snapshot_entries_carry_the_open_transaction(make_log, tmp_path):
 
 def test_truncation_drops_the_entries_past_the_new_end(make_log, tmp_path):
     lg = make_log()
-    lg.append_as_leader(tbatch(0), 0)                               # 0..1
-    lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)    # 2
-    lg.append_as_leader(tbatch(0, pid=P2), 0)                       # 3..4
-    lg.append_marker_as_leader(P2, 0, 0, commit=False, leader_epoch=0)    # 5
+    lg.append_as_leader(tbatch(0), 0)  # 0..1
+    lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)  # 2
+    lg.append_as_leader(tbatch(0, pid=P2), 0)  # 3..4
+    lg.append_marker_as_leader(P2, 0, 0, commit=False, leader_epoch=0)  # 5
     assert len(lg.collect_aborted(0, 6)) == 2
     lg.truncate_to(5)
     assert lg.collect_aborted(0, 6) == [AbortedTxn(P1, 0, 2, 3)]
@@ -200,12 +201,12 @@ def test_a_verification_guard_is_shared_and_voided_by_a_marker(make_log):
     lg = make_log()
     ps = lg.producer_state
     g1 = ps.start_verification(P1)
-    g2 = ps.start_verification(P1)          # a second request in flight meanwhile
+    g2 = ps.start_verification(P1)  # a second request in flight meanwhile
     assert g1 is g2 and ps.verified(P1, g1)
     lg.append_marker_as_leader(P1, 0, 0, commit=False, leader_epoch=0)
-    assert not ps.verified(P1, g1)          # the transaction ended while verifying
+    assert not ps.verified(P1, g1)  # the transaction ended while verifying
     g3 = ps.start_verification(P1)
-    lg.append_as_leader(tbatch(0), 0)       # the transaction opens: the guard is spent
+    lg.append_as_leader(tbatch(0), 0)  # the transaction opens: the guard is spent
     assert g3 is not g1 and ps.verified(P1, g3) and P1 not in ps.verifying
 
 

@@ -1,4 +1,5 @@
 """batches_to_arrow against the record-by-record decode (RecordBatch.records())."""
+
 import struct
 
 import pyarrow as pa
@@ -21,8 +22,7 @@ def rows_of(table):
         "timestamp": table.column("timestamp").cast(pa.int64()).to_pylist(),
         "key": table.column("key").to_pylist(),
         "value": table.column("value").to_pylist(),
-        "headers": [[(h["key"], h["value"]) for h in hs]
-                    for hs in table.column("headers").to_pylist()],
+        "headers": [[(h["key"], h["value"]) for h in hs] for hs in table.column("headers").to_pylist()],
     }
     return list(zip(*(cols[c] for c in COLUMNS)))
 
@@ -52,10 +52,13 @@ def stream_of(batches_records, codecs, ts_types, base=0):
 
 
 @settings(max_examples=60)
-@given(batches=st.lists(records_st, min_size=1, max_size=5),
-       codecs=st.lists(st.sampled_from(CODECS), min_size=5, max_size=5),
-       ts_types=st.lists(st.sampled_from([0, 1]), min_size=5, max_size=5),
-       base=st.integers(0, 2**40), data=st.data())
+@given(
+    batches=st.lists(records_st, min_size=1, max_size=5),
+    codecs=st.lists(st.sampled_from(CODECS), min_size=5, max_size=5),
+    ts_types=st.lists(st.sampled_from([0, 1]), min_size=5, max_size=5),
+    base=st.integers(0, 2**40),
+    data=st.data(),
+)
 def test_matches_record_decode(batches, codecs, ts_types, base, data):
     stream = stream_of(batches, codecs, ts_types, base)
     total = sum(len(b) for b in batches)
@@ -79,10 +82,12 @@ def test_nulls_log_append_time_and_many_records(codec):
     b = BatchBuilder(codec, timestamp_type=1)
     expected_ts = 1_700_000_000_000 + 4999
     for i in range(5000):
-        b.append(1_700_000_000_000 + (i if i != 17 else 4999),
-                 None if i % 3 == 0 else b"k%d" % i,
-                 None if i % 5 == 0 else (b"" if i % 7 == 0 else b"v" * (i % 50)),
-                 [("a", None), ("ü", b"x")] if i % 2 else None)
+        b.append(
+            1_700_000_000_000 + (i if i != 17 else 4999),
+            None if i % 3 == 0 else b"k%d" % i,
+            None if i % 5 == 0 else (b"" if i % 7 == 0 else b"v" * (i % 50)),
+            [("a", None), ("ü", b"x")] if i % 2 else None,
+        )
     data = b.build()
     table = batches_to_arrow(data)
     rows = rows_of(table)

@@ -1,5 +1,6 @@
 """Both builds yield the same modules: setup.py (the quick in-place build) and meson (the
 real one, installed editable) both read _native/modules.txt."""
+
 import glob
 import importlib.machinery
 import importlib.util
@@ -96,9 +97,22 @@ SMOKE = textwrap.dedent("""
 def test_setup_py_and_meson_build_the_same_modules(tmp_path):
     build_lib, build_temp = tmp_path / "lib", tmp_path / "temp"
     proc = subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--build-lib", str(build_lib),
-         "--build-temp", str(build_temp), "--parallel", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "setup.py",
+            "build_ext",
+            "--build-lib",
+            str(build_lib),
+            "--build-temp",
+            str(build_temp),
+            "--parallel",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     pkg = build_lib / "broker" / "_native"
@@ -114,12 +128,21 @@ def test_setup_py_and_meson_build_the_same_modules(tmp_path):
     # the editable loader would serve (and rebuild) the meson build: tell it to stand aside
     # for its build directory (the one above .../_native/<mod>.so)
     meson_build_dir = os.path.dirname(os.path.dirname(next(iter(meson_extension_files().values()))))
-    env = {**os.environ, "PYTHONPATH": str(build_lib),
-           "MESONPY_EDITABLE_SKIP": os.pathsep.join(
-               filter(None, [os.environ.get("MESONPY_EDITABLE_SKIP"), meson_build_dir]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(build_lib),
+        "MESONPY_EDITABLE_SKIP": os.pathsep.join(
+            filter(None, [os.environ.get("MESONPY_EDITABLE_SKIP"), meson_build_dir])
+        ),
+    }
     script = tmp_path / "smoke.py"
     script.write_text(SMOKE)
-    proc = subprocess.run([sys.executable, str(script), str(build_lib), ",".join(sorted(listed))],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.strip() == f"OK {len(listed)}", (
-        proc.stdout + proc.stderr)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(build_lib), ",".join(sorted(listed))],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == f"OK {len(listed)}", proc.stdout + proc.stderr

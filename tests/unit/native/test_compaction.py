@@ -1,6 +1,7 @@
 """broker._native.compaction against a plain-Python oracle: the latest record per key
 survives at its original offset, superseded ones go, tombstones go only past the
 horizon, batches stay valid (CRC) and keep their codecs; hostile input only raises."""
+
 from __future__ import annotations
 
 import random
@@ -16,7 +17,7 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def make_log(rng: random.Random, batches: int, keys: int, tombstone_rate: float = 0.1):
     data = bytearray()
-    written = []          # (offset, key, value, batch max ts)
+    written = []  # (offset, key, value, batch max ts)
     off = 0
     for i in range(batches):
         b = BatchBuilder(rng.choice(CODECS))

@@ -1,5 +1,6 @@
 """CRC-32C: known vectors on every path, hardware vs table, incremental use, an independent
 pure-Python oracle (kafka-python's), and the buffer types accepted without a copy."""
+
 import array
 import mmap
 import random
@@ -18,9 +19,7 @@ if HW:
 
 # RFC 3720 (iSCSI) appendix B.4, plus the customary check value of "123456789"
 ISCSI_READ_PDU = bytes.fromhex(
-    "01c00000000000000000000000000000"
-    "14000000000004000000001400000018"
-    "28000000000000000200000000000000"
+    "01c000000000000000000000000000001400000000000400000000140000001828000000000000000200000000000000"
 )
 VECTORS = [
     (bytes(32), 0x8A9136AA),
@@ -34,11 +33,45 @@ VECTORS = [
 
 # lengths around every boundary of the implementations: the 8-byte words, the three
 # interleaved lanes of 256 and 8192 bytes, with odd tails
-EDGE_LENGTHS = sorted({0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 256, 257,
-                       3 * 256 - 1, 3 * 256, 3 * 256 + 1, 3 * 256 + 7, 2 * 3 * 256 + 5,
-                       4095, 4096, 8191, 8192, 8193, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1,
-                       3 * 8192 + 3 * 256 + 13, 2 * 3 * 8192 + 9, 65535, 65536, 65537,
-                       100_003})
+EDGE_LENGTHS = sorted(
+    {
+        0,
+        1,
+        2,
+        3,
+        7,
+        8,
+        9,
+        15,
+        16,
+        17,
+        63,
+        64,
+        65,
+        255,
+        256,
+        257,
+        3 * 256 - 1,
+        3 * 256,
+        3 * 256 + 1,
+        3 * 256 + 7,
+        2 * 3 * 256 + 5,
+        4095,
+        4096,
+        8191,
+        8192,
+        8193,
+        3 * 8192 - 1,
+        3 * 8192,
+        3 * 8192 + 1,
+        3 * 8192 + 3 * 256 + 13,
+        2 * 3 * 8192 + 9,
+        65535,
+        65536,
+        65537,
+        100_003,
+    }
+)
 
 
 def oracle(data, crc=0):
@@ -75,7 +108,7 @@ def test_paths_agree_on_lengths_and_alignments():
     mv = memoryview(buf)
     for length in EDGE_LENGTHS:
         for start in (0, 1, 3, 5, 7, 8, 13):
-            piece = mv[start:start + length]
+            piece = mv[start : start + length]
             expected = crc32c_software(piece)
             assert crc32c(piece) == expected, (length, start)
             if HW:
@@ -86,7 +119,7 @@ def test_against_pure_python_oracle_on_edges():
     rng = random.Random(99)
     for length in EDGE_LENGTHS:
         if length > 30_000:
-            continue                       # the pure-Python oracle is slow
+            continue  # the pure-Python oracle is slow
         data = rng.randbytes(length)
         assert crc32c(data) == oracle(data), length
 
@@ -94,7 +127,7 @@ def test_against_pure_python_oracle_on_edges():
 @settings(max_examples=150)
 @given(st.binary(max_size=2000), st.integers(min_value=0, max_value=15))
 def test_against_pure_python_oracle(data, start):
-    piece = memoryview(data)[min(start, len(data)):]
+    piece = memoryview(data)[min(start, len(data)) :]
     expected = oracle(piece)
     assert crc32c(piece) == expected
     assert crc32c_software(piece) == expected
@@ -190,6 +223,7 @@ def test_crc_argument_range():
 def test_concurrent_use_without_the_gil():
     # buffers of 64 KiB and more are summed with the GIL released: threads must agree
     from concurrent.futures import ThreadPoolExecutor
+
     rng = random.Random(77)
     buffers = [rng.randbytes(rng.choice([65536, 200_003, 3 * 8192 * 4 + 1])) for _ in range(8)]
     expected = [crc32c_software(b) for b in buffers]

@@ -5,6 +5,7 @@ decompression bombs may only ever raise CorruptRecordError / ValueError (or end 
 iteration): never another exception, a crash, a hang or a huge allocation. The
 allocation part is checked in a subprocess whose address space is capped.
 """
+
 import gzip
 import os
 import struct
@@ -44,8 +45,8 @@ from ._support import (
     zigzag_varint,
 )
 
-ALLOWED = (ValueError, StopIteration)          # CorruptRecordError is a ValueError
-LIMIT = 1 << 20                                # decompression limit used while fuzzing
+ALLOWED = (ValueError, StopIteration)  # CorruptRecordError is a ValueError
+LIMIT = 1 << 20  # decompression limit used while fuzzing
 
 
 def attempt(fn, *args, **kwargs):
@@ -65,13 +66,33 @@ def exercise(data, positions=(0,)):
         batch = attempt(RecordBatch, data, pos)
         if isinstance(batch, RecordBatch):
             # header properties never fail on a constructed view
-            (batch.base_offset, batch.batch_length, batch.partition_leader_epoch, batch.magic,
-             batch.crc, batch.attributes, batch.compression, batch.compression_name,
-             batch.timestamp_type, batch.is_transactional, batch.is_control,
-             batch.has_delete_horizon, batch.last_offset_delta, batch.base_timestamp,
-             batch.max_timestamp, batch.producer_id, batch.producer_epoch,
-             batch.base_sequence, batch.record_count, batch.last_offset, batch.next_offset,
-             batch.size, repr(batch), batch.compute_crc(), batch.tobytes())
+            (
+                batch.base_offset,
+                batch.batch_length,
+                batch.partition_leader_epoch,
+                batch.magic,
+                batch.crc,
+                batch.attributes,
+                batch.compression,
+                batch.compression_name,
+                batch.timestamp_type,
+                batch.is_transactional,
+                batch.is_control,
+                batch.has_delete_horizon,
+                batch.last_offset_delta,
+                batch.base_timestamp,
+                batch.max_timestamp,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.base_sequence,
+                batch.record_count,
+                batch.last_offset,
+                batch.next_offset,
+                batch.size,
+                repr(batch),
+                batch.compute_crc(),
+                batch.tobytes(),
+            )
             batch.is_valid()
             attempt(batch.validate)
             attempt(batch.records, LIMIT)
@@ -88,12 +109,21 @@ def exercise(data, positions=(0,)):
     for validate in (False, True):
         attempt(assign_offsets, bytearray(data), 5, 1, validate)
         attempt(batches_to_arrow, data, validate=validate, decompress_limit=LIMIT)
-        attempt(batches_to_arrow, data, 2, 4, validate=validate, decompress_limit=LIMIT,
-                skip_control=False, check_utf8=False)
+        attempt(
+            batches_to_arrow,
+            data,
+            2,
+            4,
+            validate=validate,
+            decompress_limit=LIMIT,
+            skip_control=False,
+            check_utf8=False,
+        )
     attempt(require_keys, data, LIMIT)
 
 
 # ------------------------------------------------------------------ random input
+
 
 @settings(max_examples=2500, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
@@ -102,13 +132,17 @@ def test_random_bytes(data):
 
 
 @settings(max_examples=1500)
-@given(st.binary(min_size=HEADER_SIZE - 12, max_size=300), st.integers(-1, 2**31 - 1),
-       st.integers(-(2**31), 2**31 - 1), st.sampled_from(range(8)), st.booleans())
+@given(
+    st.binary(min_size=HEADER_SIZE - 12, max_size=300),
+    st.integers(-1, 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.sampled_from(range(8)),
+    st.booleans(),
+)
 def test_random_bodies_behind_a_plausible_header(body, count, lod, codec, control):
     """Random records blocks under a header that passes the length, magic and CRC checks,
     so the record parsers (and the codecs) see them."""
-    data = raw_batch(body, count, attributes=codec | (0x20 if control else 0),
-                     last_offset_delta=lod)
+    data = raw_batch(body, count, attributes=codec | (0x20 if control else 0), last_offset_delta=lod)
     exercise(data)
     exercise(data + data[: len(data) // 2])
 
@@ -124,7 +158,7 @@ def test_bit_flips_with_and_without_crc_repair(records, codec, draw):
             buf[pos] ^= 1 << draw.draw(st.integers(0, 7))
         exercise(buf)
         if len(buf) >= HEADER_SIZE and struct.unpack_from(">i", buf, 8)[0] + 12 == len(buf):
-            exercise(fix_crc(buf))                 # past the CRC, into the records
+            exercise(fix_crc(buf))  # past the CRC, into the records
 
 
 @settings(max_examples=400)
@@ -134,7 +168,7 @@ def test_random_overwrites_of_the_records_block_with_crc_repair(records, codec, 
     assume(len(data) > HEADER_SIZE)
     start = draw.draw(st.integers(HEADER_SIZE, len(data) - 1))
     chunk = draw.draw(st.binary(min_size=1, max_size=16))
-    data[start:start + len(chunk)] = chunk[: len(data) - start]
+    data[start : start + len(chunk)] = chunk[: len(data) - start]
     exercise(fix_crc(data))
 
 
@@ -153,6 +187,7 @@ def test_truncations_at_every_length(codec):
 
 
 # ------------------------------------------------------------------ crafted lies
+
 
 def crafted_records():
     big = 2**31 - 1
@@ -204,16 +239,25 @@ def test_crafted_records(name, count):
         data = raw_batch(block, count)
         exercise(data)
         batch = RecordBatch(data)
-        batch.validate()                       # the CRC is right: only records are wrong
+        batch.validate()  # the CRC is right: only records are wrong
         # compressed with a real codec, the same lies reach the parser after decompression
         for codec in (1, 2, 3, 4):
             exercise(raw_batch(compress_block(codec, block), count, attributes=codec))
 
 
-@pytest.mark.parametrize("name", [
-    "key length -5", "value length huge", "header count 2**31-1", "record length -1",
-    "record length larger than the batch", "varint too long (length)",
-    "invalid utf-8 header key", "header key length -1 (null key)"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "key length -5",
+        "value length huge",
+        "header count 2**31-1",
+        "record length -1",
+        "record length larger than the batch",
+        "varint too long (length)",
+        "invalid utf-8 header key",
+        "header key length -1 (null key)",
+    ],
+)
 def test_crafted_records_raise_corrupt_record_error(name):
     data = raw_batch(CRAFTED[name], 1)
     with pytest.raises(CorruptRecordError):
@@ -249,17 +293,38 @@ def test_lying_batch_headers():
 
 # ------------------------------------------------------------------ UTF-8 header keys
 
-utf8_edge_cases = st.sampled_from([
-    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xf0\x80\x80\x80",
-    b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xed\xa0\x80",
-    b"\xed\xbf\xbf", b"\xed\x9f\xbf", b"\xee\x80\x80", b"\xef\xbf\xbf", b"\xf4\x8f\xbf\xbf",
-    b"\xc2", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\xbf", b"\xfe", b"\xff", b"\x00",
-])
+utf8_edge_cases = st.sampled_from(
+    [
+        b"\xc0\x80",
+        b"\xc1\xbf",
+        b"\xe0\x80\x80",
+        b"\xe0\x9f\xbf",
+        b"\xf0\x80\x80\x80",
+        b"\xf0\x8f\xbf\xbf",
+        b"\xf4\x90\x80\x80",
+        b"\xf5\x80\x80\x80",
+        b"\xed\xa0\x80",
+        b"\xed\xbf\xbf",
+        b"\xed\x9f\xbf",
+        b"\xee\x80\x80",
+        b"\xef\xbf\xbf",
+        b"\xf4\x8f\xbf\xbf",
+        b"\xc2",
+        b"\xe2\x82",
+        b"\xf0\x9f\x98",
+        b"\x80",
+        b"\xbf",
+        b"\xfe",
+        b"\xff",
+        b"\x00",
+    ]
+)
 header_key_bytes = st.one_of(
     st.binary(max_size=8),
     st.text(max_size=4).map(lambda t: t.encode("utf-8")),
-    st.lists(st.one_of(utf8_edge_cases, st.text(max_size=2).map(lambda t: t.encode("utf-8"))),
-             max_size=4).map(b"".join),
+    st.lists(st.one_of(utf8_edge_cases, st.text(max_size=2).map(lambda t: t.encode("utf-8"))), max_size=4).map(
+        b"".join
+    ),
     st.integers(0xD800, 0xDFFF).map(lambda c: chr(c).encode("utf-8", "surrogatepass")),
 )
 
@@ -287,6 +352,7 @@ def test_header_key_utf8_validation_agrees_with_python(key):
 
 # ------------------------------------------------------------------ varints
 
+
 @settings(max_examples=1000)
 @given(st.binary(max_size=24), st.integers(0, 24))
 def test_varint_readers_on_random_bytes(data, pos):
@@ -300,8 +366,7 @@ def test_varint_readers_on_random_bytes(data, pos):
             assert isinstance(result, ValueError)
 
 
-@pytest.mark.parametrize("fn,max_len", [(read_varint, 5), (read_varlong, 10),
-                                        (read_unsigned_varint, 5)])
+@pytest.mark.parametrize("fn,max_len", [(read_varint, 5), (read_varlong, 10), (read_unsigned_varint, 5)])
 def test_huge_varints(fn, max_len):
     for n in range(1, 16):
         data = b"\xff" * n + b"\x01"
@@ -309,7 +374,7 @@ def test_huge_varints(fn, max_len):
         if n + 1 > max_len:
             assert isinstance(result, ValueError), (n, result)
     with pytest.raises(ValueError):
-        fn(b"\x80" * 3)                                     # truncated
+        fn(b"\x80" * 3)  # truncated
     with pytest.raises(ValueError):
         fn(b"", 0)
     with pytest.raises(ValueError):
@@ -318,7 +383,7 @@ def test_huge_varints(fn, max_len):
         fn(b"\x01", -1)
     if max_len == 5:
         with pytest.raises(ValueError):
-            fn(b"\xff\xff\xff\xff\x7f")                     # more than 32 bits
+            fn(b"\xff\xff\xff\xff\x7f")  # more than 32 bits
     else:
         # like Kafka's ByteUtils.readVarlong, a 10th byte is taken for its low bit only
         assert fn(b"\xff" * 9 + b"\x01") == (-(2**63), 10)
@@ -326,8 +391,9 @@ def test_huge_varints(fn, max_len):
 
 
 @settings(max_examples=300)
-@given(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
-       st.integers(0, 2**32 - 1), st.binary(max_size=3))
+@given(
+    st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**32 - 1), st.binary(max_size=3)
+)
 def test_varint_round_trips(i32, i64, u32, prefix):
     assert read_varint(prefix + write_varint(i32), len(prefix)) == (i32, len(prefix) + len(write_varint(i32)))
     assert read_varlong(prefix + write_varlong(i64), len(prefix))[0] == i64
@@ -337,14 +403,19 @@ def test_varint_round_trips(i32, i64, u32, prefix):
 
 
 def test_varint_writer_ranges():
-    for fn, bad in ((write_varint, 2**31), (write_varint, -(2**31) - 1),
-                    (write_varlong, 2**63), (write_unsigned_varint, -1),
-                    (write_unsigned_varint, 2**32)):
+    for fn, bad in (
+        (write_varint, 2**31),
+        (write_varint, -(2**31) - 1),
+        (write_varlong, 2**63),
+        (write_unsigned_varint, -1),
+        (write_unsigned_varint, 2**32),
+    ):
         with pytest.raises(OverflowError):
             fn(bad)
 
 
 # ------------------------------------------------------------------ codecs
+
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 @settings(max_examples=400)
@@ -356,8 +427,7 @@ def test_decompress_random_bytes(codec, data):
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 @settings(max_examples=200)
-@given(payload=st.binary(max_size=3000), flips=st.lists(st.integers(0, 10**6), max_size=3),
-       cut=st.integers(0, 10**6))
+@given(payload=st.binary(max_size=3000), flips=st.lists(st.integers(0, 10**6), max_size=3), cut=st.integers(0, 10**6))
 def test_decompress_corrupted_blocks(codec, payload, flips, cut):
     block = bytearray(compress_block(codec, payload * 3))
     for f in flips:
@@ -378,18 +448,23 @@ def snappy_preamble(n):
 
 def hostile_blocks():
     """Small blocks that claim (or expand to) enormous outputs."""
-    lz4_header_big = (b"\x04\x22\x4d\x18"          # magic
-                      + bytes([0x68, 0x70])       # FLG: version 01, block indep, content size
-                      + struct.pack("<Q", 2**62) + b"\x00")
+    lz4_header_big = (
+        b"\x04\x22\x4d\x18"  # magic
+        + bytes([0x68, 0x70])  # FLG: version 01, block indep, content size
+        + struct.pack("<Q", 2**62)
+        + b"\x00"
+    )
     zstd_big = bytes.fromhex("28b52ffd") + bytes([0xE4]) + struct.pack("<Q", 2**62) + b"\x00" * 8
     return {
         1: [gzip.compress(b"\x00" * (8 << 20)), b"\x1f\x8b\x08\x00" + b"\x00" * 6],
-        2: [snappy_preamble(2**32 - 1), snappy_preamble(2**32 - 1) + b"\x00" * 40,
+        2: [
+            snappy_preamble(2**32 - 1),
+            snappy_preamble(2**32 - 1) + b"\x00" * 40,
             snappy_preamble(LIMIT + 1) + b"\x00" * 10,
-            b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + struct.pack(">i", 5)
-            + snappy_preamble(2**32 - 1),
+            b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + struct.pack(">i", 5) + snappy_preamble(2**32 - 1),
             b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + struct.pack(">i", -1),
-            b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + b"\x00\x00"],
+            b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + b"\x00\x00",
+        ],
         3: [lz4_header_big, compress_block(3, b"\x00" * (8 << 20))],
         4: [zstd_big, compress_block(4, b"\x00" * (8 << 20))],
     }
@@ -476,17 +551,23 @@ def test_no_huge_allocations_under_a_capped_address_space(tmp_path):
     script = tmp_path / "capped.py"
     script.write_text(CAPPED_SCRIPT)
     tests_unit = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, str(script), tests_unit, "512"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    proc = subprocess.run(
+        [sys.executable, str(script), tests_unit, "512"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), (
-        f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}")
+        f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}"
+    )
 
 
 def test_gzip_members_are_bounded():
     # concatenated gzip members are read (a few), but a block of thousands of tiny
     # members is refused instead of taking quadratic time (each member copies the rest)
     import gzip
+
     a, b = gzip.compress(b"hello "), gzip.compress(b"world")
     assert decompress_block(1, a + b) == b"hello world"
     assert decompress_block(1, gzip.compress(b"x") * 64) == b"x" * 64

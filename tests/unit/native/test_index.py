@@ -1,4 +1,5 @@
 """OffsetIndex / TimeIndex against a plain-Python oracle (a list and bisect)."""
+
 import bisect
 import os
 import random
@@ -18,7 +19,7 @@ WARM_OFFSET_ENTRIES, WARM_TIME_ENTRIES = 8192 // OFFSET_ENTRY, 8192 // TIME_ENTR
 class OffsetOracle:
     def __init__(self, base):
         self.base = base
-        self.entries = []                     # [(offset, position)]
+        self.entries = []  # [(offset, position)]
 
     def lookup(self, target):
         i = bisect.bisect_right([o for o, _ in self.entries], target)
@@ -31,7 +32,7 @@ class OffsetOracle:
 class TimeOracle:
     def __init__(self, base):
         self.base = base
-        self.entries = []                     # [(timestamp, offset)]
+        self.entries = []  # [(timestamp, offset)]
 
     def maybe_append(self, ts, offset):
         if self.entries and ts <= self.entries[-1][0]:
@@ -74,10 +75,13 @@ def file_size(path):
 
 # ------------------------------------------------------------------ OffsetIndex
 
+
 @settings(max_examples=12)
-@given(seed=st.integers(0, 2**32), n=st.sampled_from([0, 1, 2, 5, 700, WARM_OFFSET_ENTRIES,
-                                                       WARM_OFFSET_ENTRIES + 1, 3000]),
-       base=st.integers(0, 2**60))
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.sampled_from([0, 1, 2, 5, 700, WARM_OFFSET_ENTRIES, WARM_OFFSET_ENTRIES + 1, 3000]),
+    base=st.integers(0, 2**60),
+)
 def test_offset_index_against_oracle(seed, n, base):
     rng = random.Random(seed)
     entries = make_offset_entries(rng, base, n)
@@ -97,8 +101,9 @@ def test_offset_index_against_oracle(seed, n, base):
             assert idx.entry(i) == entries[i]
         # truncate_to at random points, checking lookups after each
         for _ in range(5):
-            cut = rng.choice([base, base - 1, base + 10**9] +
-                             [o + rng.choice((-1, 0, 1)) for o, _ in oracle.entries[-50:]])
+            cut = rng.choice(
+                [base, base - 1, base + 10**9] + [o + rng.choice((-1, 0, 1)) for o, _ in oracle.entries[-50:]]
+            )
             idx.truncate_to(cut)
             oracle.truncate_to(cut)
             assert idx.entries == len(oracle.entries)
@@ -134,14 +139,14 @@ def test_offset_index_against_oracle(seed, n, base):
             assert file_size(path) == len(oracle.entries) * OFFSET_ENTRY
             again.append(nxt + 1, npos + 1)
             assert again.lookup(nxt + 1) == (nxt + 1, npos + 1)
-        assert file_size(path) == (len(oracle.entries) + 1) * OFFSET_ENTRY   # close writes
+        assert file_size(path) == (len(oracle.entries) + 1) * OFFSET_ENTRY  # close writes
 
 
 def test_offset_index_capacity_full_and_resize(tmp_path):
     path = str(tmp_path / "a.index")
-    idx = OffsetIndex(path, 100, max_index_size=100)       # rounded down to 12 entries
+    idx = OffsetIndex(path, 100, max_index_size=100)  # rounded down to 12 entries
     assert idx.max_index_size == 100
-    assert file_size(path) == 0                            # nothing preallocated
+    assert file_size(path) == 0  # nothing preallocated
     assert (idx.entries, idx.max_entries, idx.is_full) == (0, 12, False)
     assert idx.lookup(500) == (100, 0)
     for i in range(12):
@@ -153,18 +158,24 @@ def test_offset_index_capacity_full_and_resize(tmp_path):
     assert idx.max_entries == 25
     idx.append(200, 500)
     assert idx.lookup(10**9) == (200, 500)
-    idx.resize(8)                                          # never below the entries
+    idx.resize(8)  # never below the entries
     assert idx.max_entries == 13 and idx.is_full
     assert file_size(path) == 0 and idx.pending_entries == 13
     idx.trim()
     assert file_size(path) == 13 * OFFSET_ENTRY and idx.pending_entries == 0
     idx.flush()
     idx.close()
-    idx.close()                                            # idempotent
+    idx.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         idx.append(300, 1)
-    for op in (idx.trim, idx.truncate, idx.sanity_check, idx.flush,
-               lambda: idx.resize(100), lambda: idx.truncate_to(1)):
+    for op in (
+        idx.trim,
+        idx.truncate,
+        idx.sanity_check,
+        idx.flush,
+        lambda: idx.resize(100),
+        lambda: idx.truncate_to(1),
+    ):
         with pytest.raises(ValueError, match="closed"):
             op()
 
@@ -172,17 +183,17 @@ def test_offset_index_capacity_full_and_resize(tmp_path):
 def test_offset_index_rejects_bad_appends(tmp_path):
     idx = OffsetIndex(str(tmp_path / "b.index"), 1000, max_index_size=1024)
     with pytest.raises(ValueError):
-        idx.append(999, 0)                                  # below the base offset
+        idx.append(999, 0)  # below the base offset
     with pytest.raises(ValueError):
-        idx.append(1000 + 2**31, 0)                         # relative offset beyond int32
+        idx.append(1000 + 2**31, 0)  # relative offset beyond int32
     with pytest.raises(ValueError):
-        idx.append(1000, -1)                                # negative position
-    idx.append(1000, 0)                                     # rel 0 is fine as a first entry
+        idx.append(1000, -1)  # negative position
+    idx.append(1000, 0)  # rel 0 is fine as a first entry
     idx.append(1000 + 2**31 - 1, 5)
     assert idx.lookup(2**40) == (1000 + 2**31 - 1, 5)
     idx.truncate_to(1001)
     idx.append(1005, 7)
-    for off in (1005, 1004, 1000):                          # not strictly increasing
+    for off in (1005, 1004, 1000):  # not strictly increasing
         with pytest.raises(ValueError):
             idx.append(off, 8)
     with pytest.raises(IndexError):
@@ -230,7 +241,7 @@ def test_offset_index_sanity_check_catches_zero_filled_tail(tmp_path):
     reopened.truncate()
     reopened.sanity_check()
     reopened.close()
-    assert file_size(path) == 0                            # the tail is gone for good
+    assert file_size(path) == 0  # the tail is gone for good
     # other corruptions: decreasing positions, and an offset below the base offset
     for entries in ([(1, 10), (2, 5)], [(-1 & 0xFFFFFFFF, 0)]):
         with open(path, "wb") as f:
@@ -244,7 +255,7 @@ def test_offset_index_sanity_check_catches_zero_filled_tail(tmp_path):
 def test_offset_index_read_only(tmp_path):
     path = str(tmp_path / "ro.index")
     with pytest.raises(OSError):
-        OffsetIndex(path, 0, writable=False)               # missing, and not created
+        OffsetIndex(path, 0, writable=False)  # missing, and not created
     with OffsetIndex(path, 0, max_index_size=800) as idx:
         for i in range(20):
             idx.append(i * 2, i * 100)
@@ -274,19 +285,22 @@ def test_rename_and_delete(tmp_path):
     new = str(tmp_path / "renamed.index")
     idx.rename(new)
     assert idx.path == new and not os.path.exists(path)
-    assert idx.lookup(3) == (3, 4)                          # the mapping is still valid
+    assert idx.lookup(3) == (3, 4)  # the mapping is still valid
     idx.delete()
     assert not os.path.exists(new)
     assert idx.closed
-    idx.delete()                                            # idempotent
+    idx.delete()  # idempotent
 
 
 # ------------------------------------------------------------------ TimeIndex
 
+
 @settings(max_examples=12)
-@given(seed=st.integers(0, 2**32), n=st.sampled_from([0, 1, 3, 500, WARM_TIME_ENTRIES,
-                                                       WARM_TIME_ENTRIES + 1, 2500]),
-       base=st.integers(0, 2**60))
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.sampled_from([0, 1, 3, 500, WARM_TIME_ENTRIES, WARM_TIME_ENTRIES + 1, 2500]),
+    base=st.integers(0, 2**60),
+)
 def test_time_index_against_oracle(seed, n, base):
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as d:
@@ -339,15 +353,15 @@ def test_time_index_rules(tmp_path):
     assert idx.last_entry == (-1, 10)
     assert idx.lookup(0) == (-1, 10)
     assert idx.maybe_append(100, 12)
-    assert not idx.maybe_append(100, 13)                  # same timestamp: skipped
-    assert not idx.maybe_append(99, 14)                   # older: skipped
+    assert not idx.maybe_append(100, 13)  # same timestamp: skipped
+    assert not idx.maybe_append(99, 14)  # older: skipped
     with pytest.raises(ValueError):
-        idx.maybe_append(200, 11)                         # offset below the last entry's
-    assert idx.maybe_append(101, 12)                      # equal offsets are allowed
+        idx.maybe_append(200, 11)  # offset below the last entry's
+    assert idx.maybe_append(101, 12)  # equal offsets are allowed
     with pytest.raises(ValueError):
-        idx.maybe_append(300, 9)                          # below the base offset
+        idx.maybe_append(300, 9)  # below the base offset
     with pytest.raises(ValueError):
-        idx.maybe_append(300, 10 + 2**31)                 # relative offset beyond int32
+        idx.maybe_append(300, 10 + 2**31)  # relative offset beyond int32
     assert idx.maybe_append(300, 20)
     assert idx.is_full
     with pytest.raises(ValueError, match="full"):
@@ -360,7 +374,7 @@ def test_time_index_rules(tmp_path):
         idx.entry(3)
     idx.truncate()
     assert idx.last_entry == (-1, 10) and idx.entries == 0
-    assert idx.maybe_append(-5, 10)                       # negative timestamps are fine
+    assert idx.maybe_append(-5, 10)  # negative timestamps are fine
     idx.close()
     with pytest.raises(ValueError, match="closed"):
         idx.maybe_append(1, 11)
@@ -401,6 +415,7 @@ def test_partial_trailing_entry_is_ignored(tmp_path):
 
 # ------------------------------------------------------------------ files and descriptors
 
+
 def open_fds():
     return len(os.listdir("/proc/self/fd"))
 
@@ -431,22 +446,22 @@ def test_entries_are_written_in_batches_and_seen_at_once(tmp_path):
     idx = OffsetIndex(path, 0, max_index_size=4096)
     for i in range(63):
         idx.append(i + 1, i)
-        assert idx.lookup(i + 1) == (i + 1, i)           # pending entries are found
+        assert idx.lookup(i + 1) == (i + 1, i)  # pending entries are found
     assert (file_size(path), idx.pending_entries) == (0, 63)
-    idx.append(64, 63)                                    # the 64th writes them all
+    idx.append(64, 63)  # the 64th writes them all
     assert (file_size(path), idx.pending_entries) == (64 * OFFSET_ENTRY, 0)
-    assert idx.mapped is False                            # mapped on demand
+    assert idx.mapped is False  # mapped on demand
     for i in range(64, 100):
         idx.append(i + 1, i)
     for target in (1, 30, 64, 65, 80, 100, 10**6):
         assert idx.lookup(target) == (min(target, 100), min(target, 100) - 1)
     assert idx.mapped
-    idx.truncate_to(50)                                   # cuts written entries from the file
+    idx.truncate_to(50)  # cuts written entries from the file
     assert (idx.entries, file_size(path)) == (49, 49 * OFFSET_ENTRY)
     assert idx.lookup(10**6) == (49, 48)
     idx.append(70, 69)
     assert idx.lookup(10**6) == (70, 69) and idx.pending_entries == 1
-    del idx                                               # a crash: the pending entry is lost
+    del idx  # a crash: the pending entry is lost
     with OffsetIndex(path, 0, writable=False) as ro:
         assert ro.entries == 49 and ro.lookup(10**6) == (49, 48)
         ro.sanity_check()
@@ -473,11 +488,11 @@ def test_a_failed_write_keeps_entries_pending(tmp_path):
     idx = OffsetIndex(path, 0, max_index_size=4096)
     idx.append(1, 0)
     idx.flush()
-    assert idx.lookup(1) == (1, 0)                        # mapped while the file is there
+    assert idx.lookup(1) == (1, 0)  # mapped while the file is there
     os.rename(path, away)
     for i in range(2, 200):
         idx.append(i, i)
-    assert idx.entries == 65 and idx.pending_entries == 64   # 1 written, 64 kept, rest dropped
+    assert idx.entries == 65 and idx.pending_entries == 64  # 1 written, 64 kept, rest dropped
     assert idx.lookup(10**6) == (65, 65) and idx.lookup(30) == (30, 30)
     with pytest.raises(OSError):
         idx.flush()

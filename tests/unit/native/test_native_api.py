@@ -1,5 +1,6 @@
 """broker.native as a public face: its names, what importing it loads, and the runnable
 examples of docs/native.md."""
+
 import os
 import re
 import subprocess
@@ -13,8 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 DOC = os.path.join(ROOT, "docs", "native.md")
 
 # what a project importing only broker.native must not pay for
-HEAVY = ("asyncio", "broker.server", "broker.cluster", "kazoo", "pyspark", "pyarrow",
-         "zstandard", "lz4", "cramjam")
+HEAVY = ("asyncio", "broker.server", "broker.cluster", "kazoo", "pyspark", "pyarrow", "zstandard", "lz4", "cramjam")
 
 
 def test_every_exported_name_exists():
@@ -37,8 +37,13 @@ def test_public_names_come_from_the_native_modules():
 
 
 def run_python(code):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=60, cwd=tempfile.gettempdir())
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tempfile.gettempdir(),
+    )
 
 
 def test_import_is_light_and_pyarrow_loads_lazily():

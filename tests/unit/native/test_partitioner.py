@@ -1,5 +1,6 @@
 """Kafka's default partitioner in the native core: murmur2 as Kafka's Utils.murmur2
 computes it (the values of Kafka's own unit test), and the partition of a key."""
+
 import pytest
 
 from broker.native import murmur2, partition_for_key

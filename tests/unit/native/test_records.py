@@ -1,5 +1,6 @@
 """RecordBatch v2: builder round trips, header properties, validation, in-place rewrites,
 iteration over a buffer of batches, offset assignment and the codecs."""
+
 import mmap
 import random
 import struct
@@ -32,9 +33,10 @@ from ._support import CODECS, HEADER_SIZE, build, fix_crc, header_of, raw_batch,
 def expected_records(records, base_offset=0, log_append_time=False):
     """What records() must return for BatchBuilder input [(ts, key, value, headers)]."""
     max_ts = max(ts for ts, *_ in records)
-    return [(base_offset + i, max_ts if log_append_time else ts, key, value,
-             [(k, v) for k, v in headers])
-            for i, (ts, key, value, headers) in enumerate(records)]
+    return [
+        (base_offset + i, max_ts if log_append_time else ts, key, value, [(k, v) for k, v in headers])
+        for i, (ts, key, value, headers) in enumerate(records)
+    ]
 
 
 def as_tuples(recs):
@@ -42,6 +44,7 @@ def as_tuples(recs):
 
 
 # ------------------------------------------------------------------ round trips
+
 
 @pytest.mark.parametrize("codec", CODECS)
 @settings(max_examples=40)
@@ -67,10 +70,15 @@ def test_round_trip(codec, records, base_offset):
 @pytest.mark.parametrize("codec", CODECS)
 def test_many_records(codec):
     rng = random.Random(3)
-    records = [(1000 + rng.randint(-500, 500), rng.choice([None, b"", b"k%d" % i]),
-                rng.choice([None, b"", rng.randbytes(rng.randint(0, 50)), b"x" * 1000]),
-                [(f"h{j}", rng.choice([None, b"v"])) for j in range(i % 3)])
-               for i in range(5000)]
+    records = [
+        (
+            1000 + rng.randint(-500, 500),
+            rng.choice([None, b"", b"k%d" % i]),
+            rng.choice([None, b"", rng.randbytes(rng.randint(0, 50)), b"x" * 1000]),
+            [(f"h{j}", rng.choice([None, b"v"])) for j in range(i % 3)],
+        )
+        for i in range(5000)
+    ]
     data = build(records, codec)
     batch = RecordBatch(data)
     batch.validate()
@@ -79,8 +87,7 @@ def test_many_records(codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_log_append_time_reports_max_timestamp(codec):
-    records = [(500, b"a", b"1", []), (100, None, b"2", []), (900, b"c", None, []),
-               (-7, b"d", b"4", [])]
+    records = [(500, b"a", b"1", []), (100, None, b"2", []), (900, b"c", None, []), (-7, b"d", b"4", [])]
     data = build(records, codec, timestamp_type=1)
     batch = RecordBatch(data)
     batch.validate()
@@ -100,8 +107,11 @@ def test_empty_batch():
 
 
 def test_null_vs_empty_key_and_value_and_unicode_headers():
-    records = [(1, None, None, []), (2, b"", b"", []),
-               (3, b"k", b"v", [("", b""), ("ключ", None), ("🔑", b"\x00\xff"), ("a", b"")])]
+    records = [
+        (1, None, None, []),
+        (2, b"", b"", []),
+        (3, b"k", b"v", [("", b""), ("ключ", None), ("🔑", b"\x00\xff"), ("a", b"")]),
+    ]
     batch = RecordBatch(build(records))
     out = batch.records()
     assert (out[0].key, out[0].value) == (None, None)
@@ -110,8 +120,7 @@ def test_null_vs_empty_key_and_value_and_unicode_headers():
 
 
 def test_negative_timestamp_deltas_and_extremes():
-    records = [(10**12, b"a", b"", []), (0, b"b", b"", []), (-(10**12), b"c", b"", []),
-               (10**12 + 1, b"d", b"", [])]
+    records = [(10**12, b"a", b"", []), (0, b"b", b"", []), (-(10**12), b"c", b"", []), (10**12 + 1, b"d", b"", [])]
     batch = RecordBatch(build(records))
     assert [r.timestamp for r in batch.records()] == [10**12, 0, -(10**12), 10**12 + 1]
     assert batch.base_timestamp == 10**12
@@ -119,6 +128,7 @@ def test_negative_timestamp_deltas_and_extremes():
 
 
 # ------------------------------------------------------------------ header properties
+
 
 @settings(max_examples=60)
 @given(
@@ -133,23 +143,48 @@ def test_negative_timestamp_deltas_and_extremes():
     ts_type=st.sampled_from([0, 1]),
     n=st.integers(1, 5),
 )
-def test_every_header_property(codec, base_offset, epoch, producer_id, producer_epoch,
-                               base_sequence, transactional, control, ts_type, n):
-    b = BatchBuilder(codec, base_offset=base_offset, partition_leader_epoch=epoch,
-                     producer_id=producer_id, producer_epoch=producer_epoch,
-                     base_sequence=base_sequence, is_transactional=transactional,
-                     is_control=control, timestamp_type=ts_type)
-    assert (b.compression, b.base_offset, b.partition_leader_epoch, b.producer_id,
-            b.producer_epoch, b.base_sequence, b.is_transactional, b.is_control,
-            b.timestamp_type) == (COMPRESSION_NAMES.index(codec), base_offset, epoch,
-                                  producer_id, producer_epoch, base_sequence, transactional,
-                                  control, ts_type)
+def test_every_header_property(
+    codec, base_offset, epoch, producer_id, producer_epoch, base_sequence, transactional, control, ts_type, n
+):
+    b = BatchBuilder(
+        codec,
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=transactional,
+        is_control=control,
+        timestamp_type=ts_type,
+    )
+    assert (
+        b.compression,
+        b.base_offset,
+        b.partition_leader_epoch,
+        b.producer_id,
+        b.producer_epoch,
+        b.base_sequence,
+        b.is_transactional,
+        b.is_control,
+        b.timestamp_type,
+    ) == (
+        COMPRESSION_NAMES.index(codec),
+        base_offset,
+        epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        transactional,
+        control,
+        ts_type,
+    )
     for i in range(n):
         assert b.append(100 + 3 * i, b"k", b"v" * 10) == i
     assert len(b) == b.record_count == n
     data = b.build()
-    (f_base, f_len, f_epoch, f_magic, f_crc, f_attrs, f_lod, f_bts, f_mts, f_pid, f_pep,
-     f_seq, f_count) = header_of(data)
+    (f_base, f_len, f_epoch, f_magic, f_crc, f_attrs, f_lod, f_bts, f_mts, f_pid, f_pep, f_seq, f_count) = header_of(
+        data
+    )
     batch = RecordBatch(data)
     batch.validate()
     assert batch.base_offset == f_base == base_offset
@@ -189,11 +224,11 @@ def test_builder_validation_and_reuse():
         BatchBuilder(7)
     b = BatchBuilder("gzip")
     with pytest.raises(ValueError):
-        b.append(1, b"k", b"v", [(b"\xff\xfe", b"x")])       # header key not UTF-8
+        b.append(1, b"k", b"v", [(b"\xff\xfe", b"x")])  # header key not UTF-8
     assert len(b) == 0
     b.append(1, b"k", b"v", [(b"bytes-key", b"x")])
     first = b.build()
-    assert b.build() == first                                  # build() does not consume
+    assert b.build() == first  # build() does not consume
     assert b.size_in_bytes > HEADER_SIZE
     b.reset()
     assert (len(b), b.size_in_bytes) == (0, HEADER_SIZE)
@@ -207,6 +242,7 @@ def test_builder_accepts_buffers_and_default_timestamp():
     import array
 
     import pyarrow as pa
+
     b = BatchBuilder()
     before = int(time.time() * 1000)
     b.append(None, bytearray(b"ka"), memoryview(b"xxva")[2:])
@@ -240,11 +276,12 @@ def test_compression_code():
 
 # ------------------------------------------------------------------ validation
 
+
 def test_every_single_bit_flip_in_the_crc_range_is_detected():
     data = simple_batch(3, value_size=2)
     assert len(data) < 250
     flips = 0
-    for pos in range(16, len(data)):          # magic, crc, attributes .. end
+    for pos in range(16, len(data)):  # magic, crc, attributes .. end
         for bit in range(8):
             buf = bytearray(data)
             buf[pos] ^= 1 << bit
@@ -266,8 +303,7 @@ def test_every_single_bit_flip_in_the_crc_range_is_detected():
 @pytest.mark.parametrize("codec", CODECS)
 def test_sampled_bit_flips_in_large_batches(codec):
     rng = random.Random(codec)
-    data = build([(i, b"key%d" % i, rng.randbytes(200), [("h", b"v")]) for i in range(200)],
-                 codec)
+    data = build([(i, b"key%d" % i, rng.randbytes(200), [("h", b"v")]) for i in range(200)], codec)
     for _ in range(300):
         pos = rng.randrange(17, len(data))
         buf = bytearray(data)
@@ -279,7 +315,7 @@ def test_sampled_bit_flips_in_large_batches(codec):
 
 def test_flips_before_the_crc_range_keep_it_valid():
     data = simple_batch(2)
-    for pos in list(range(0, 8)) + list(range(12, 16)):   # baseOffset, partitionLeaderEpoch
+    for pos in list(range(0, 8)) + list(range(12, 16)):  # baseOffset, partitionLeaderEpoch
         buf = bytearray(data)
         buf[pos] ^= 0x40
         RecordBatch(buf).validate()
@@ -298,7 +334,7 @@ def test_construction_checks():
     struct.pack_into(">i", short_len, 8, HEADER_SIZE - 13)
     with pytest.raises(CorruptRecordError, match="batchLength"):
         RecordBatch(short_len)
-    for field in (23, 57):                    # negative lastOffsetDelta, recordCount
+    for field in (23, 57):  # negative lastOffsetDelta, recordCount
         neg = bytearray(data)
         struct.pack_into(">i", neg, field, -1)
         fix_crc(neg)
@@ -320,17 +356,18 @@ def test_batch_at_a_position_and_buffer_pinning():
     assert batch.tobytes() == data
     batch.validate()
     with pytest.raises(BufferError):
-        buf.extend(b"more")           # the view pins the buffer, so it cannot move
+        buf.extend(b"more")  # the view pins the buffer, so it cannot move
     view = batch.memoryview()
     assert view.readonly is False and len(view) == len(data)
     del batch
     with pytest.raises(BufferError):
-        buf.extend(b"more")           # the exported memoryview still pins it
+        buf.extend(b"more")  # the exported memoryview still pins it
     view.release()
     buf.extend(b"more")
 
 
 # ------------------------------------------------------------------ in-place rewrites
+
 
 def test_set_base_offset_and_epoch_in_place():
     data = simple_batch(4, codec="lz4")
@@ -344,7 +381,7 @@ def test_set_base_offset_and_epoch_in_place():
     assert header_of(buf, 3)[0] == 2**40 + 5
     assert header_of(buf, 3)[2] == 123
     assert [r.offset for r in batch.records()] == [2**40 + 5 + i for i in range(4)]
-    assert buf[3 + 16:] == data[16:]          # nothing else changed
+    assert buf[3 + 16 :] == data[16:]  # nothing else changed
     # writes go through a memoryview of a bytearray as well
     mv_batch = RecordBatch(memoryview(buf)[3:])
     mv_batch.set_base_offset(9)
@@ -377,9 +414,9 @@ def test_in_place_rewrites_refuse_read_only_buffers(tmp_path):
 
 # ------------------------------------------------------------------ iteration
 
+
 def test_iter_batches_stops_cleanly_at_every_truncation():
-    batches = [simple_batch(i + 1, codec=c, base_offset=10 * i)
-               for i, c in enumerate(["none", "gzip", "none", "zstd"])]
+    batches = [simple_batch(i + 1, codec=c, base_offset=10 * i) for i, c in enumerate(["none", "gzip", "none", "zstd"])]
     whole = b"".join(batches)
     boundaries = [0]
     for b in batches:
@@ -395,7 +432,7 @@ def test_iter_batches_stops_cleanly_at_every_truncation():
             assert it.partial is (cut != boundaries[complete])
             assert it.validate is validate
             with pytest.raises(StopIteration):
-                next(it)                      # stays exhausted
+                next(it)  # stays exhausted
 
 
 def test_iter_batches_from_a_position():
@@ -418,7 +455,7 @@ def test_iter_batches_from_a_position():
 def test_iter_batches_corruption():
     a, b = simple_batch(1), simple_batch(2)
     bad = bytearray(a + b)
-    bad[len(a) + 40] ^= 1                     # inside b's CRC range
+    bad[len(a) + 40] ^= 1  # inside b's CRC range
     assert len(list(iter_batches(bad))) == 2  # without validation the CRC is not read
     it = iter_batches(bad, validate=True)
     assert next(it).tobytes() == a
@@ -435,10 +472,15 @@ def test_iter_batches_corruption():
 
 # ------------------------------------------------------------------ assign_offsets
 
+
 @settings(max_examples=30)
-@given(counts=st.lists(st.integers(1, 20), min_size=1, max_size=8),
-       codecs=st.lists(st.sampled_from(CODECS), min_size=8, max_size=8),
-       base=st.integers(0, 2**50), epoch=st.integers(-1, 2**31 - 1), seed=st.integers(0, 99))
+@given(
+    counts=st.lists(st.integers(1, 20), min_size=1, max_size=8),
+    codecs=st.lists(st.sampled_from(CODECS), min_size=8, max_size=8),
+    base=st.integers(0, 2**50),
+    epoch=st.integers(-1, 2**31 - 1),
+    seed=st.integers(0, 99),
+)
 def test_assign_offsets(counts, codecs, base, epoch, seed):
     rng = random.Random(seed)
     parts, max_ts, max_ts_offset, offset = [], -1, -1, base
@@ -481,7 +523,7 @@ def test_assign_offsets_errors():
 @pytest.mark.parametrize("codec", CODECS)
 def test_require_keys(codec):
     keyed = simple_batch(3, codec) + simple_batch(4, codec)
-    require_keys(keyed)                    # every record has a key: nothing to say
+    require_keys(keyed)  # every record has a key: nothing to say
     require_keys(b"")
     # an empty key is a key; only null is refused
     require_keys(build([(1, b"", b"v", [])], codec))
@@ -495,6 +537,7 @@ def test_require_keys(codec):
 
 
 # ------------------------------------------------------------------ codecs
+
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 @settings(max_examples=20)
@@ -530,6 +573,7 @@ def test_compress_block_none_and_unknown():
 def test_gzip_levels_and_multi_member():
     import gzip
     import zlib
+
     data = b"hello gzip " * 1000
     for level in (1, 9):
         assert decompress_block(1, compress_block(1, data, level)) == data
@@ -542,6 +586,7 @@ def test_gzip_levels_and_multi_member():
 
 def test_snappy_raw_and_xerial_framing():
     import kafka.codec
+
     data = b"snappy " * 20_000 + bytes(range(256))
     raw = bytes(cramjam.snappy.compress_raw(data))
     assert decompress_block(2, raw) == data
@@ -616,6 +661,7 @@ def test_negative_decompress_limit_is_refused():
 
 def test_set_log_append_time_stamps_every_record_and_keeps_crc_valid():
     from broker.native import BatchBuilder, RecordBatch
+
     b = BatchBuilder(compression="lz4")
     for i in range(5):
         b.append(1000 + i, b"k", b"v%d" % i)
@@ -633,6 +679,7 @@ def test_set_log_append_time_stamps_every_record_and_keeps_crc_valid():
 
 def test_append_repeated_equals_appends_and_view_guards_the_builder():
     from broker.native import BatchBuilder, RecordBatch
+
     value = b"v" * 100
     a = BatchBuilder()
     a.append(5, b"k", b"first")

@@ -1,5 +1,6 @@
 """Segment: appends, reads and lookups against a Python oracle; recovery from torn and
 corrupt tails; truncation, roll, reopen."""
+
 import os
 import random
 import struct
@@ -85,7 +86,7 @@ def make_batch(rng, base_offset, ts, codec=None):
     """A batch of 1..8 records at base_offset; returns (bytes, next timestamp)."""
     b = BatchBuilder(codec or rng.choice(CODEC_CHOICES), base_offset=base_offset)
     for _ in range(rng.randint(1, 8)):
-        ts += rng.randint(-30, 100)                 # timestamps may go backwards
+        ts += rng.randint(-30, 100)  # timestamps may go backwards
         value = rng.choice([rng.randbytes(rng.randint(0, 300)), b"z" * rng.randint(0, 600)])
         b.append(ts, rng.choice([None, b"key"]), value)
     return b.build(), ts
@@ -98,7 +99,7 @@ def fill(segment, oracle, rng, n, gaps=True):
     offset = oracle.next_offset
     for i in range(n):
         if gaps and rng.random() < 0.2:
-            offset += rng.randint(1, 1000)         # offsets need not be dense
+            offset += rng.randint(1, 1000)  # offsets need not be dense
         data, ts = make_batch(rng, offset, ts)
         offset = RecordBatch(data).next_offset
         pending.append(data)
@@ -135,15 +136,16 @@ def check_against_oracle(segment, oracle, rng, full=True):
 
 
 def file_sizes(directory, base):
-    return [os.path.getsize(os.path.join(directory, segment_file_name(base, s)))
-            for s in (".log", ".index", ".timeindex")]
+    return [
+        os.path.getsize(os.path.join(directory, segment_file_name(base, s))) for s in (".log", ".index", ".timeindex")
+    ]
 
 
 # ------------------------------------------------------------------ appends and lookups
 
+
 @settings(max_examples=12)
-@given(seed=st.integers(0, 2**32), interval=st.sampled_from([0, 100, 700, 4096]),
-       base=st.sampled_from([0, 42, 2**40]))
+@given(seed=st.integers(0, 2**32), interval=st.sampled_from([0, 100, 700, 4096]), base=st.sampled_from([0, 42, 2**40]))
 def test_appends_and_lookups_against_oracle(tmp_path_factory, seed, interval, base):
     rng = random.Random(seed)
     directory = str(tmp_path_factory.mktemp("seg"))
@@ -175,7 +177,7 @@ def test_appends_and_lookups_against_oracle(tmp_path_factory, seed, interval, ba
         fd, p, length = seg.read(pos, max_bytes, max_pos)
         end = oracle.size if max_pos < 0 or max_pos > oracle.size else max_pos
         assert (fd, p, length) == (seg.fd, pos, max(0, min(max_bytes, end - pos)))
-        assert os.pread(fd, length, p) == oracle.bytes()[p:p + length]
+        assert os.pread(fd, length, p) == oracle.bytes()[p : p + length]
 
     # read_from_offset(): starts at the batch holding the offset
     for _ in range(40):
@@ -241,8 +243,7 @@ def test_recovery_stops_at_offsets_that_do_not_fit(tmp_path, bad_base):
     oracle = LogOracle(1000)
     fill(seg, oracle, rng, 5, gaps=False)
     seg.close()
-    base = {"backwards": oracle.next_offset - 2, "below_segment": 3,
-            "beyond_int32": 1000 + 2**31}[bad_base]
+    base = {"backwards": oracle.next_offset - 2, "below_segment": 3, "beyond_int32": 1000 + 2**31}[bad_base]
     stray, _ = make_batch(rng, base, 0, "none")
     good_after, _ = make_batch(rng, max(base, oracle.next_offset) + 100, 0, "none")
     with open(os.path.join(d, segment_file_name(1000)), "ab") as f:
@@ -255,19 +256,19 @@ def test_recovery_stops_at_offsets_that_do_not_fit(tmp_path, bad_base):
 
 # ------------------------------------------------------------------ append validation
 
+
 def test_append_rejects_bad_input_without_side_effects(tmp_path):
     rng = random.Random(2)
     seg = Segment(str(tmp_path), 100, index_interval_bytes=0)
     oracle = LogOracle(100)
     fill(seg, oracle, rng, 5, gaps=False)
-    before = (seg.size, seg.next_offset, seg.offset_index.entries, seg.time_index.entries,
-              seg.max_timestamp)
+    before = (seg.size, seg.next_offset, seg.offset_index.entries, seg.time_index.entries, seg.max_timestamp)
     good, _ = make_batch(rng, seg.next_offset, 5)
     below, _ = make_batch(rng, seg.next_offset - 1, 5)
     with pytest.raises(ValueError, match="below the next offset"):
         seg.append(below)
     with pytest.raises(ValueError, match="below the next offset"):
-        seg.append(good + below)                      # the second batch goes backwards
+        seg.append(good + below)  # the second batch goes backwards
     with pytest.raises(CorruptRecordError, match="partial"):
         seg.append(good[:-1])
     with pytest.raises(CorruptRecordError, match="partial"):
@@ -278,15 +279,14 @@ def test_append_rejects_bad_input_without_side_effects(tmp_path):
     bad_magic[16] = 1
     with pytest.raises(CorruptRecordError):
         seg.append(bad_magic)
-    far, _ = make_batch(rng, 100 + 2**31, 5)          # relative offset beyond int32
+    far, _ = make_batch(rng, 100 + 2**31, 5)  # relative offset beyond int32
     with pytest.raises(ValueError, match="roll"):
         seg.append(far)
     with pytest.raises(ValueError):
         Segment(str(tmp_path), -1)
     with pytest.raises(ValueError):
         Segment(str(tmp_path), 5, index_interval_bytes=-1)
-    after = (seg.size, seg.next_offset, seg.offset_index.entries, seg.time_index.entries,
-             seg.max_timestamp)
+    after = (seg.size, seg.next_offset, seg.offset_index.entries, seg.time_index.entries, seg.max_timestamp)
     assert before == after
     assert os.path.getsize(seg.log_path) == oracle.size
     assert seg.append(b"") == oracle.size
@@ -296,11 +296,18 @@ def test_append_rejects_bad_input_without_side_effects(tmp_path):
     seg.close()
     with pytest.raises(ValueError, match="closed"):
         seg.append(good)
-    for op in (lambda: seg.read(0, 1), lambda: seg.translate_offset(0), seg.recover,
-               seg.roll, seg.flush, lambda: seg.read_bytes(0, 1), lambda: seg.truncate_to(0)):
+    for op in (
+        lambda: seg.read(0, 1),
+        lambda: seg.translate_offset(0),
+        seg.recover,
+        seg.roll,
+        seg.flush,
+        lambda: seg.read_bytes(0, 1),
+        lambda: seg.truncate_to(0),
+    ):
         with pytest.raises(ValueError, match="closed"):
             op()
-    seg.close()                                      # idempotent
+    seg.close()  # idempotent
 
 
 def test_file_names(tmp_path):
@@ -309,13 +316,14 @@ def test_file_names(tmp_path):
     assert segment_file_name(2**63 - 1, ".timeindex") == "09223372036854775807.timeindex"
     assert parse_base_offset("00000000000000000042.log") == 42
     assert parse_base_offset("00000000000000000042.timeindex") == 42
-    for bad in ("42.log", "0000000000000000004x.log", "00000000000000000042", "x.log",
-                "000000000000000000042.log"):
+    for bad in ("42.log", "0000000000000000004x.log", "00000000000000000042", "x.log", "000000000000000000042.log"):
         assert parse_base_offset(bad) is None
     seg = Segment(str(tmp_path), 1234)
-    assert sorted(os.listdir(tmp_path)) == ["00000000000000001234.index",
-                                            "00000000000000001234.log",
-                                            "00000000000000001234.timeindex"]
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000001234.index",
+        "00000000000000001234.log",
+        "00000000000000001234.timeindex",
+    ]
     assert seg.log_path == os.path.join(str(tmp_path), "00000000000000001234.log")
     assert seg.directory == str(tmp_path) and seg.base_offset == 1234
     assert "Segment(" in repr(seg)
@@ -326,12 +334,15 @@ def test_file_names(tmp_path):
 
 # ------------------------------------------------------------------ recovery
 
+
 @settings(max_examples=25)
-@given(seed=st.integers(0, 2**32),
-       damage=st.sampled_from(["cut", "flip", "garbage", "zeros", "none"]),
-       clean_close=st.booleans(), interval=st.sampled_from([0, 200, 1000]))
-def test_recovery_keeps_exactly_the_valid_prefix(tmp_path_factory, seed, damage, clean_close,
-                                                 interval):
+@given(
+    seed=st.integers(0, 2**32),
+    damage=st.sampled_from(["cut", "flip", "garbage", "zeros", "none"]),
+    clean_close=st.booleans(),
+    interval=st.sampled_from([0, 200, 1000]),
+)
+def test_recovery_keeps_exactly_the_valid_prefix(tmp_path_factory, seed, damage, clean_close, interval):
     rng = random.Random(seed)
     directory = str(tmp_path_factory.mktemp("rec"))
     base = rng.choice([0, 5000])
@@ -343,7 +354,7 @@ def test_recovery_keeps_exactly_the_valid_prefix(tmp_path_factory, seed, damage,
         seg.close()
     else:
         seg.flush()
-        del seg                                      # a crash: the indexes stay untrimmed
+        del seg  # a crash: the indexes stay untrimmed
 
     log = os.path.join(directory, segment_file_name(base))
     if damage == "cut":
@@ -374,9 +385,9 @@ def test_recovery_keeps_exactly_the_valid_prefix(tmp_path_factory, seed, damage,
         keep = len(oracle.batches)
     damaged_size = os.path.getsize(log)
 
-    seg = Segment(directory, base, index_interval_bytes=interval)   # may recover by itself
+    seg = Segment(directory, base, index_interval_bytes=interval)  # may recover by itself
     first = seg.recovered_truncated_bytes
-    again = seg.recover()                                           # always re-validates
+    again = seg.recover()  # always re-validates
     oracle.keep(keep)
     assert first + again == damaged_size - oracle.size
     assert seg.recovered_truncated_bytes == first
@@ -406,13 +417,13 @@ def test_crash_loses_at_most_the_unwritten_index_entries(tmp_path):
     entries = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
     written = seg.offset_index.entries - seg.offset_index.pending_entries
     assert entries
-    del seg                                          # pending index entries are lost
+    del seg  # pending index entries are lost
     assert file_sizes(str(tmp_path), 0)[1] == written * 8
     seg = Segment(str(tmp_path), 0, index_interval_bytes=100, max_index_size=4096)
     assert seg.recovered_truncated_bytes == 0
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == entries[:written]
     check_against_oracle(seg, oracle, rng)
-    assert seg.recover() == 0                        # recovery rebuilds every entry
+    assert seg.recover() == 0  # recovery rebuilds every entry
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == entries
     check_against_oracle(seg, oracle, rng)
     seg.close()
@@ -432,15 +443,16 @@ def test_read_only_segment(tmp_path):
         ro.recover()
     ro.close()
     with open(os.path.join(str(tmp_path), segment_file_name(0)), "ab") as f:
-        f.write(b"\x00" * 30)                        # a torn tail
+        f.write(b"\x00" * 30)  # a torn tail
     with pytest.raises(CorruptRecordError):
-        Segment(str(tmp_path), 0, writable=False)    # a read-only segment cannot repair
+        Segment(str(tmp_path), 0, writable=False)  # a read-only segment cannot repair
     with pytest.raises(OSError):
-        Segment(str(tmp_path), 99, writable=False)   # missing files are not created
+        Segment(str(tmp_path), 99, writable=False)  # missing files are not created
     assert not os.path.exists(os.path.join(str(tmp_path), segment_file_name(99)))
 
 
 # ------------------------------------------------------------------ truncation
+
 
 @settings(max_examples=20)
 @given(seed=st.integers(0, 2**32), interval=st.sampled_from([0, 300, 4096]))
@@ -451,9 +463,11 @@ def test_truncate_to(tmp_path_factory, seed, interval):
     oracle = LogOracle(10)
     fill(seg, oracle, rng, rng.randint(1, 40))
     for _ in range(3):
-        target = rng.choice([rng.randint(5, oracle.next_offset + 5)] +
-                            [b.base for b in oracle.batches[-3:]] +
-                            [b.last for b in oracle.batches[-3:]])
+        target = rng.choice(
+            [rng.randint(5, oracle.next_offset + 5)]
+            + [b.base for b in oracle.batches[-3:]]
+            + [b.last for b in oracle.batches[-3:]]
+        )
         size_before = oracle.size
         removed = seg.truncate_to(target)
         oracle.keep(sum(1 for b in oracle.batches if b.last < target))
@@ -486,6 +500,7 @@ def test_truncate_to_everything_resets_the_segment(tmp_path):
 
 
 # ------------------------------------------------------------------ lifecycle
+
 
 def test_roll_trims_indexes_and_reopen_is_clean(tmp_path):
     rng = random.Random(21)
@@ -557,8 +572,26 @@ def test_index_gaps_do_not_break_lookups(tmp_path):
     seg.append(big.build())
     oracle.add(big.build())
     rng = random.Random(0)
-    for off in [0, 1, 3, 4, 9, 10, 12, 13, 15, 16, 499, 500, 503, 10**6 + 2, 10**6 + 3,
-                2 * 10**6, 2 * 10**6 + 4999, 2 * 10**6 + 5000]:
+    for off in [
+        0,
+        1,
+        3,
+        4,
+        9,
+        10,
+        12,
+        13,
+        15,
+        16,
+        499,
+        500,
+        503,
+        10**6 + 2,
+        10**6 + 3,
+        2 * 10**6,
+        2 * 10**6 + 4999,
+        2 * 10**6 + 5000,
+    ]:
         assert seg.translate_offset(off) == oracle.translate(off), off
     check_against_oracle(seg, oracle, rng, full=False)
     seg.close()
@@ -567,7 +600,7 @@ def test_index_gaps_do_not_break_lookups(tmp_path):
 def test_full_indexes_stop_growing_but_lookups_stay_right(tmp_path):
     rng = random.Random(13)
     d = str(tmp_path)
-    seg = Segment(d, 0, index_interval_bytes=0, max_index_size=24)   # 3 / 2 entries
+    seg = Segment(d, 0, index_interval_bytes=0, max_index_size=24)  # 3 / 2 entries
     oracle = LogOracle(0)
     fill(seg, oracle, rng, 30)
     assert seg.offset_index.is_full and seg.time_index.is_full
@@ -588,6 +621,7 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
     import os
 
     from broker.native import BatchBuilder, Segment, assign_offsets
+
     d = str(tmp_path)
     seg = Segment(d, 0, index_interval_bytes=512)
     off = 0
@@ -602,7 +636,7 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
     expected = [seg.translate_offset(o) for o in range(0, 400, 7)]
     index_path = seg.offset_index.path
     seg.close()
-    with open(index_path, "r+b") as f:                # as preallocated, with zeros written
+    with open(index_path, "r+b") as f:  # as preallocated, with zeros written
         f.seek(0, os.SEEK_END)
         f.write(b"\x00" * 4096)
         f.truncate(10 * 1024 * 1024)
@@ -620,6 +654,7 @@ def test_open_detects_preallocated_index_tail_and_lost_index(tmp_path):
 
 # ------------------------------------------------------------------ open files
 
+
 def open_fds():
     return len(os.listdir("/proc/self/fd"))
 
@@ -628,6 +663,7 @@ def open_fds():
 def open_limit():
     """Sets the open-segment limit for a test (this thread releases); restores none."""
     from broker.native import set_open_segment_limit
+
     yield set_open_segment_limit
     set_open_segment_limit(-1)
 
@@ -664,6 +700,7 @@ def test_an_active_segment_holds_one_descriptor(tmp_path):
 
 def test_inactive_segments_beyond_the_limit_release_their_files(tmp_path, open_limit):
     from broker.native import open_inactive_segments
+
     rng = random.Random(9)
     d = str(tmp_path)
     before, base = open_fds(), open_inactive_segments()
@@ -697,13 +734,13 @@ def test_a_pinned_segment_keeps_its_descriptor(tmp_path, open_limit):
     seg, oracle = segs[0]
     fd = seg.pin()
     for other, _ in segs[1:]:
-        other.read_bytes(0, 10)                       # would release segs[0] if unpinned
+        other.read_bytes(0, 10)  # would release segs[0] if unpinned
     assert seg.files_open and os.pread(fd, oracle.size, 0) == oracle.bytes()
     seg.delete()
     assert not os.path.exists(seg.log_path)
     for other, _ in segs[1:]:
         other.read_bytes(0, 10)
-    assert os.pread(fd, oracle.size, 0) == oracle.bytes()    # still the segment's bytes
+    assert os.pread(fd, oracle.size, 0) == oracle.bytes()  # still the segment's bytes
     seg.unpin()
     assert not seg.files_open
     with pytest.raises(OSError):
@@ -728,6 +765,7 @@ def test_other_threads_borrow_segments_and_leave_the_set_alone(tmp_path, open_li
     import threading
 
     from broker.native import open_inactive_segments
+
     rng = random.Random(12)
     segs = make_inactive(str(tmp_path), 10, rng)
     open_limit(3)
@@ -747,6 +785,7 @@ def test_a_segment_a_worker_borrowed_joins_the_set_when_the_loop_uses_it(tmp_pat
     import threading
 
     from broker.native import open_inactive_segments
+
     rng = random.Random(13)
     segs = make_inactive(str(tmp_path), 6, rng)
     open_limit(3)
@@ -765,9 +804,9 @@ def test_a_segment_a_worker_borrowed_joins_the_set_when_the_loop_uses_it(tmp_pat
     worker.start()
     assert pinned.wait(30)
     before = open_fds()
-    assert seg.files_open and open_inactive_segments() == 3        # borrowed: not in the set
-    assert seg.fd == got[0]                                        # the loop's use: it joins
-    assert open_inactive_segments() == 3 and open_fds() == before - 1   # and an older one goes
+    assert seg.files_open and open_inactive_segments() == 3  # borrowed: not in the set
+    assert seg.fd == got[0]  # the loop's use: it joins
+    assert open_inactive_segments() == 3 and open_fds() == before - 1  # and an older one goes
     done.set()
     worker.join(30)
     assert not worker.is_alive()
@@ -783,6 +822,7 @@ def test_descriptors_pins_keep_open_count_against_the_limit(tmp_path, open_limit
     import errno
 
     from broker.native import open_inactive_segments
+
     rng = random.Random(16)
     segs = [s for s, _ in make_inactive(str(tmp_path), 6, rng)]
     open_limit(2)
@@ -790,14 +830,14 @@ def test_descriptors_pins_keep_open_count_against_the_limit(tmp_path, open_limit
     sent = segs[0]
     sent.pin()
     sent.delete()
-    assert open_inactive_segments() == 2                 # the deleted one and one member
-    segs[1].pin()                                        # the other member goes for it
+    assert open_inactive_segments() == 2  # the deleted one and one member
+    segs[1].pin()  # the other member goes for it
     assert open_inactive_segments() == 2 and open_fds() == before
     with pytest.raises(OSError) as exc:
         segs[2].read_bytes(0, 10)
     assert exc.value.errno == errno.EMFILE
     assert open_inactive_segments() == 2 and open_fds() == before
-    sent.unpin()                                         # the send is over: room again
+    sent.unpin()  # the send is over: room again
     assert segs[2].read_bytes(0, 10) and open_inactive_segments() == 2
     # every member pinned while a segment rolls: beyond the limit until a send ends
     segs[2].pin()
@@ -819,7 +859,7 @@ def test_release_and_reactivate(tmp_path):
     seg = Segment(d, 0, index_interval_bytes=100)
     oracle = LogOracle(0)
     fill(seg, oracle, rng, 30)
-    seg.release()                                    # an active segment: rolled first
+    seg.release()  # an active segment: rolled first
     assert not seg.active and not seg.files_open and not seg.offset_index.mapped
     assert seg.offset_index.pending_entries == 0 and seg.offset_index.is_full
     check_against_oracle(seg, oracle, rng)
@@ -836,6 +876,7 @@ def test_release_and_reactivate(tmp_path):
 
 def test_rolling_past_the_limit_releases_older_segments(tmp_path, open_limit):
     from broker.native import open_inactive_segments
+
     rng = random.Random(15)
     open_limit(4)
     before = open_fds()
@@ -852,6 +893,7 @@ def test_rolling_past_the_limit_releases_older_segments(tmp_path, open_limit):
 
 # ------------------------------------------------------------------ blocks allocated ahead
 
+
 def allocated(path):
     return os.stat(path).st_blocks * 512
 
@@ -860,8 +902,10 @@ def allocated(path):
 def allocate_ahead():
     """broker.native's names for the setting; the default is restored after the test."""
     import broker.native as native
-    yield SimpleNamespace(ALLOCATE_AHEAD=native.SEGMENT_ALLOCATE_AHEAD,
-                          set_allocate_ahead=native.set_segment_allocate_ahead)
+
+    yield SimpleNamespace(
+        ALLOCATE_AHEAD=native.SEGMENT_ALLOCATE_AHEAD, set_allocate_ahead=native.set_segment_allocate_ahead
+    )
     native.set_segment_allocate_ahead(native.SEGMENT_ALLOCATE_AHEAD)
 
 
@@ -881,7 +925,7 @@ def test_blocks_are_allocated_ahead_of_the_active_segment_and_freed_when_it_stop
     check_against_oracle(seg, oracle, rng)
     seg.roll()
     assert allocated(path) < oracle.size + 65536
-    seg.resize_indexes(4096)                # active again: it allocates again, close frees
+    seg.resize_indexes(4096)  # active again: it allocates again, close frees
     fill(seg, oracle, rng, 3)
     assert allocated(path) >= max(ahead, oracle.size + 65536)
     seg.close()

@@ -1,5 +1,6 @@
 """sendfile(2): a file range to a non-blocking socket with a small send buffer, drained by
 a reader thread; partial sends, end of file and bad descriptors."""
+
 import errno
 import os
 import random
@@ -58,7 +59,7 @@ class Drain(threading.Thread):
                 if not chunk:
                     break
                 self.received += chunk
-        except OSError as exc:                        # pragma: no cover - reported below
+        except OSError as exc:  # pragma: no cover - reported below
             self.error = exc
 
 
@@ -80,8 +81,7 @@ def send_range(sock, fd, offset, count, start_reader):
 
 
 @pytest.mark.parametrize("kind", ["unix", "tcp"])
-@pytest.mark.parametrize("offset,count", [(0, FILE_SIZE), (777, 3 * 1024 * 1024 + 5),
-                                          (FILE_SIZE - 1, 1)])
+@pytest.mark.parametrize("offset,count", [(0, FILE_SIZE), (777, 3 * 1024 * 1024 + 5), (FILE_SIZE - 1, 1)])
 def test_sendfile_sends_the_range_with_partial_returns(data_file, kind, offset, count):
     a, b = socket_pair(kind)
     drain = Drain(b, count)
@@ -96,15 +96,15 @@ def test_sendfile_sends_the_range_with_partial_returns(data_file, kind, offset, 
     try:
         with open(data_file, "rb") as f:
             returns = send_range(a, f.fileno(), offset, count, start_reader)
-            assert f.tell() == 0                    # the file position is not used
+            assert f.tell() == 0  # the file position is not used
         drain.join(60)
         assert not drain.is_alive() and drain.error is None
-        expected = data_file.read_bytes()[offset:offset + count]
+        expected = data_file.read_bytes()[offset : offset + count]
         assert len(drain.received) == count
         assert bytes(drain.received) == expected
         assert sum(returns) == count
         if count > 1024 * 1024:
-            assert returns[0] < count                # a partial send was observed
+            assert returns[0] < count  # a partial send was observed
             assert len(returns) > 1
     finally:
         a.close()

@@ -1,6 +1,7 @@
 """Every public class of broker.native made with __new__ (no __init__) and then poked
 through every property and argument-free method: Python exceptions are fine, a crash of
 the interpreter is not. Runs in a child process so a segfault shows up as a failure."""
+
 import subprocess
 import sys
 import textwrap

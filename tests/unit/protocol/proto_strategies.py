@@ -81,8 +81,9 @@ def field_strategy(f, version: int, flexible_version, unknown_tags: bool, depth:
 
 def unknown_tags_strategy(known: set):
     tags = st.lists(st.integers(0, 300).filter(lambda t: t not in known), unique=True, max_size=2)
-    return tags.flatmap(lambda ts: st.tuples(*[st.tuples(st.just(t), st.binary(max_size=6))
-                                               for t in sorted(ts)]).map(list))
+    return tags.flatmap(
+        lambda ts: st.tuples(*[st.tuples(st.just(t), st.binary(max_size=6)) for t in sorted(ts)]).map(list)
+    )
 
 
 @functools.cache
@@ -105,6 +106,7 @@ def message_strategy(cls, version: int, unknown_tags: bool = True):
 
 # ---------------------------------------------------------------- fast non-hypothesis builder
 
+
 def random_instance(cls, version: int, rng, flexible_version=None, depth: int = 0):
     """A random instance (plain ``random.Random``; for fuzzing loops that need speed)."""
     if flexible_version is None and hasattr(cls, "FLEXIBLE_VERSION"):
@@ -119,8 +121,9 @@ def random_instance(cls, version: int, rng, flexible_version=None, depth: int = 
         if f.type.startswith("[]"):
             n = rng.randint(0, 3 if depth < 2 else 1)
             if f.struct is not None:
-                kwargs[f.name] = [random_instance(f.struct, version, rng, flexible_version, depth + 1)
-                                  for _ in range(n)]
+                kwargs[f.name] = [
+                    random_instance(f.struct, version, rng, flexible_version, depth + 1) for _ in range(n)
+                ]
             else:
                 kwargs[f.name] = [_random_scalar(f.type[2:], rng) for _ in range(n)]
         elif f.struct is not None:

@@ -1,6 +1,7 @@
 """error_response: for every API the broker serves, at every version, the response to
 a request with one element in each of its arrays encodes, decodes, carries the code in
 every error code, and names the request's topics and partitions where it answers them."""
+
 from __future__ import annotations
 
 import uuid
@@ -66,23 +67,38 @@ def test_every_api_and_version_gets_an_error_response_that_encodes(api_key, vers
     names = {v for n, v in fields if n in ("name", "topic", "topic_name")}
     requested = {v for n, v in walk(request, version) if n in ("name", "topic", "topic_name")}
     if requested & {"t1"} and any(f.struct is not None and f.type.startswith("[]") for f in spec.response._FIELDS):
-        assert "t1" in names or not any(n in ("name", "topic", "topic_name") for n, _ in fields), \
-            (spec.response.NAME, version, fields)
+        assert "t1" in names or not any(n in ("name", "topic", "topic_name") for n, _ in fields), (
+            spec.response.NAME,
+            version,
+            fields,
+        )
 
 
 def test_produce_answers_each_partition_of_the_request():
     from broker.protocol.messages.produce import ProduceRequest as P
-    req = P(acks=-1, timeout_ms=1000, topic_data=[
-        P.TopicProduceData(name="a", partition_data=[P.PartitionProduceData(index=0), P.PartitionProduceData(index=3)]),
-        P.TopicProduceData(name="b", partition_data=[P.PartitionProduceData(index=1)])])
+
+    req = P(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            P.TopicProduceData(
+                name="a", partition_data=[P.PartitionProduceData(index=0), P.PartitionProduceData(index=3)]
+            ),
+            P.TopicProduceData(name="b", partition_data=[P.PartitionProduceData(index=1)]),
+        ],
+    )
     resp = error_response(0, 9, req, 39, "no")
-    assert [(t.name, [(p.index, p.error_code, p.error_message) for p in t.partition_responses])
-            for t in resp.responses] == [("a", [(0, 39, "no"), (3, 39, "no")]), ("b", [(1, 39, "no")])]
+    assert [
+        (t.name, [(p.index, p.error_code, p.error_message) for p in t.partition_responses]) for t in resp.responses
+    ] == [("a", [(0, 39, "no"), (3, 39, "no")]), ("b", [(1, 39, "no")])]
 
 
 def test_create_topics_answers_each_topic_with_the_message():
     from broker.protocol.messages.create_topics import CreateTopicsRequest as C
+
     req = C(topics=[C.CreatableTopic(name="x", num_partitions=3), C.CreatableTopic(name="y")])
     resp = error_response(19, 7, req, -1, "Too many open files")
-    assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == \
-        [("x", -1, "Too many open files"), ("y", -1, "Too many open files")]
+    assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == [
+        ("x", -1, "Too many open files"),
+        ("y", -1, "Too many open files"),
+    ]

@@ -23,8 +23,60 @@ from broker.protocol.types import (
     UnsupportedVersionError,
 )
 
-EXPECTED_KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-                 25, 26, 27, 28, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 56, 60, 61, 65, 66]
+EXPECTED_KEYS = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    15,
+    16,
+    17,
+    18,
+    19,
+    20,
+    21,
+    22,
+    23,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+    35,
+    36,
+    37,
+    42,
+    43,
+    44,
+    45,
+    46,
+    47,
+    48,
+    49,
+    50,
+    51,
+    56,
+    60,
+    61,
+    65,
+    66,
+]
 
 
 def test_api_keys_included():
@@ -36,8 +88,12 @@ def test_api_keys_included():
     assert spec.versions == (0, 12) and spec.first_flexible == 9
     assert api_spec(ApiKey.SASL_HANDSHAKE).first_flexible is None
     assert api_spec(99) is None
-    assert [c.NAME for c in OTHER_CLASSES] == ["RequestHeader", "ResponseHeader",
-                                               "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
+    assert [c.NAME for c in OTHER_CLASSES] == [
+        "RequestHeader",
+        "ResponseHeader",
+        "ConsumerProtocolSubscription",
+        "ConsumerProtocolAssignment",
+    ]
 
 
 def test_header_versions():
@@ -60,8 +116,12 @@ def test_header_versions():
 def test_decode_request_header_alone():
     frame = codec.encode_request(3, 12, 99, "cid", MetadataRequest(topics=None))[4:]
     header, offset = codec.decode_request_header(frame)
-    assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == \
-        (3, 12, 99, "cid")
+    assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == (
+        3,
+        12,
+        99,
+        "cid",
+    )
     assert MetadataRequest.decode(frame[offset:], 12) == MetadataRequest(topics=None)
 
 
@@ -84,9 +144,13 @@ def test_unsupported_api_versions_request_is_answered_with_v0():
     assert exc.header.request_api_key == 18 and exc.header.correlation_id == 7
     assert exc.header.client_id == "cl" and exc.body_offset == 13
     # Kafka answers with an ApiVersions v0 body carrying UNSUPPORTED_VERSION.
-    resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=int(k), min_version=s.versions[0], max_version=s.versions[1])
-        for k, s in sorted(API_SPECS.items())])
+    resp = ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=int(k), min_version=s.versions[0], max_version=s.versions[1])
+            for k, s in sorted(API_SPECS.items())
+        ],
+    )
     parts = codec.encode_response((exc.header.correlation_id, 18, 0), resp)
     out = b"".join(bytes(p) for p in parts)
     assert struct.unpack(">ii", out[:8]) == (len(out) - 4, 7)
@@ -119,8 +183,7 @@ def test_metadata_v12_all_topics_as_librdkafka_2_16_sends_it():
     """librdkafka leaves its 4-byte array-count placeholder where the 1-byte compact count
     belongs: the first byte reads as a null array (all topics), the next ones as the two
     booleans and the tagged fields, and the real booleans and tags are left over."""
-    frame = (struct.pack(">hhih", 3, 12, 4, 7) + b"rdkafka" + b"\x00"
-             + b"\x00\x00\x00\x00" + b"\x01\x00" + b"\x00")
+    frame = struct.pack(">hhih", 3, 12, 4, 7) + b"rdkafka" + b"\x00" + b"\x00\x00\x00\x00" + b"\x01\x00" + b"\x00"
     header, req = codec.decode_request(frame)
     assert header.correlation_id == 4 and req.topics is None
     assert req.allow_auto_topic_creation is False and req.include_topic_authorized_operations is False
@@ -130,12 +193,19 @@ def test_metadata_v12_all_topics_as_librdkafka_2_16_sends_it():
 
 def test_encode_response_parts_with_file_regions_and_large_buffers():
     big = bytearray(b"R" * 10_000)
-    resp = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
-        FetchResponse.PartitionData(partition_index=0, records=FileRegion(fd=9, offset=100, length=5000)),
-        FetchResponse.PartitionData(partition_index=1, records=b"small"),
-        FetchResponse.PartitionData(partition_index=2, records=memoryview(big)),
-        FetchResponse.PartitionData(partition_index=3, records=None),
-    ])])
+    resp = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[
+                    FetchResponse.PartitionData(partition_index=0, records=FileRegion(fd=9, offset=100, length=5000)),
+                    FetchResponse.PartitionData(partition_index=1, records=b"small"),
+                    FetchResponse.PartitionData(partition_index=2, records=memoryview(big)),
+                    FetchResponse.PartitionData(partition_index=3, records=None),
+                ],
+            )
+        ]
+    )
     parts = codec.encode_response((42, 1, 12), resp)
     regions = [p for p in parts if isinstance(p, FileRegion)]
     assert regions == [FileRegion(9, 100, 5000)]
@@ -177,18 +247,30 @@ def test_encode_errors():
         ProduceRequest(acks=40000).encode(3)
     with pytest.raises(ProtocolEncodeError, match="unsupported version 13"):
         ProduceRequest().encode(13)
-    region = ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(partition_data=[
-        ProduceRequest.PartitionProduceData(records=FileRegion(1, 0, 10))])])
+    region = ProduceRequest(
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                partition_data=[ProduceRequest.PartitionProduceData(records=FileRegion(1, 0, 10))]
+            )
+        ]
+    )
     with pytest.raises(ProtocolEncodeError, match="file region"):
         region.encode(9)
     with pytest.raises(ProtocolEncodeError, match="records value must be"):
-        ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(partition_data=[
-            ProduceRequest.PartitionProduceData(records="text")])]).encode(9)
+        ProduceRequest(
+            topic_data=[
+                ProduceRequest.TopicProduceData(partition_data=[ProduceRequest.PartitionProduceData(records="text")])
+            ]
+        ).encode(9)
 
 
 def test_fields_absent_in_a_version_are_silently_not_written():
-    req = FetchRequest(cluster_id="c", replica_state=FetchRequest.ReplicaState(replica_id=5), rack_id="r",
-                       topics=[FetchRequest.FetchTopic(topic="t", topic_id=FetchRequest.FetchTopic().topic_id)])
+    req = FetchRequest(
+        cluster_id="c",
+        replica_state=FetchRequest.ReplicaState(replica_id=5),
+        rack_id="r",
+        topics=[FetchRequest.FetchTopic(topic="t", topic_id=FetchRequest.FetchTopic().topic_id)],
+    )
     assert req.encode(4) == FetchRequest(topics=[FetchRequest.FetchTopic(topic="t")]).encode(4)
     decoded = FetchRequest.decode(req.encode(4), 4)
     assert decoded.cluster_id is None and decoded.rack_id == "" and decoded.topics[0].topic == "t"
@@ -203,19 +285,23 @@ def test_tagged_fields_written_only_when_not_default():
 
 
 def test_unknown_tags_preserved_and_interleaved_in_tag_order():
-    resp = ApiVersionsResponse(finalized_features_epoch=5, zk_migration_ready=True,
-                               unknown_tagged_fields=[(9, b"x"), (200, b"")])
+    resp = ApiVersionsResponse(
+        finalized_features_epoch=5, zk_migration_ready=True, unknown_tagged_fields=[(9, b"x"), (200, b"")]
+    )
     data = resp.encode(3)
     assert ApiVersionsResponse.decode(data, 3) == resp
     tail = data[-20:]
-    assert tail == bytes([4, 1, 8]) + (5).to_bytes(8, "big") + bytes([3, 1, 1, 9, 1]) + b"x" + \
-        bytes([0xC8, 0x01, 0])
+    assert tail == bytes([4, 1, 8]) + (5).to_bytes(8, "big") + bytes([3, 1, 1, 9, 1]) + b"x" + bytes([0xC8, 0x01, 0])
 
 
 def test_consumer_protocol_versioned_encoding():
-    sub = ConsumerProtocolSubscription(topics=["a", "b"], user_data=b"u", owned_partitions=[
-        ConsumerProtocolSubscription.TopicPartition(topic="a", partitions=[0, 1])], generation_id=3,
-        rack_id="r1")
+    sub = ConsumerProtocolSubscription(
+        topics=["a", "b"],
+        user_data=b"u",
+        owned_partitions=[ConsumerProtocolSubscription.TopicPartition(topic="a", partitions=[0, 1])],
+        generation_id=3,
+        rack_id="r1",
+    )
     data = sub.encode_versioned(3)
     assert data[:2] == b"\x00\x03"
     assert ConsumerProtocolSubscription.decode_versioned(data) == (sub, 3)
@@ -252,5 +338,4 @@ def test_generated_classes_basics():
     a, b = ProduceRequest(), ProduceRequest()
     a.topic_data.append(1)
     assert b.topic_data == []
-    assert FetchResponse.PartitionData().current_leader == FetchResponse.LeaderIdAndEpoch(leader_id=-1,
-                                                                                           leader_epoch=-1)
+    assert FetchResponse.PartitionData().current_leader == FetchResponse.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)

@@ -88,7 +88,7 @@ def test_one_byte_at_a_time():
 def test_feed_without_draining_keeps_order_and_counts_buffered_bytes():
     r = FrameReader()
     for i in range(0, len(STREAM), 7):
-        r.feed(memoryview(STREAM)[i:i + 7])
+        r.feed(memoryview(STREAM)[i : i + 7])
     assert r.buffered == sum(len(p) for p in PAYLOADS)
     assert drain(r) == PAYLOADS
 
@@ -161,7 +161,7 @@ def test_large_split_frame_is_accumulated_in_its_own_bytearray():
     r = FrameReader()
     chunk = 65536
     for i in range(0, len(s), chunk):
-        r.feed(s[i:i + chunk])
+        r.feed(s[i : i + chunk])
     f = r.next_frame()
     assert isinstance(f, bytearray) and f == payload
     assert r.next_frame() is None
@@ -186,7 +186,7 @@ def receive(reader: FrameReader, stream: bytes, pos: int, piece: int = 1 << 30) 
         n = min(len(buf), piece, len(stream) - pos)
         if not n:
             break
-        buf[:n] = stream[pos:pos + n]
+        buf[:n] = stream[pos : pos + n]
         reader.direct_received(n)
         pos += n
     return pos
@@ -196,7 +196,7 @@ def test_a_large_frame_lands_in_the_buffer_that_is_returned():
     payload = bytes(range(256)) * (LARGE // 256)
     s = frame(payload)
     r = FrameReader()
-    r.feed(s[:100])                            # the size and the first 96 bytes
+    r.feed(s[:100])  # the size and the first 96 bytes
     assert r.next_frame() is None
     buf = r.direct_buffer()
     assert buf is not None and len(buf) == LARGE - 96 and not buf.readonly
@@ -215,8 +215,8 @@ def test_size_prefix_split_across_reads_then_the_body_in_place():
     r = FrameReader()
     for i in range(4):
         assert r.direct_buffer() is None
-        r.feed(s[i:i + 1])
-    buf = r.direct_buffer()                    # the size is known: the whole body goes in place
+        r.feed(s[i : i + 1])
+    buf = r.direct_buffer()  # the size is known: the whole body goes in place
     assert buf is not None and len(buf) == LARGE
     assert receive(r, s, 4, piece=7919) == len(s)
     assert r.next_frame() == payload
@@ -233,7 +233,7 @@ def test_a_large_frame_in_many_pieces_fed_and_received_in_place_alike():
         if step % 3 == 0 and r.direct_buffer() is not None:
             pos = receive(r, s, pos, piece=3001)
         else:
-            r.feed(s[pos:pos + 997])           # feed() fills a frame allocated whole as well
+            r.feed(s[pos : pos + 997])  # feed() fills a frame allocated whole as well
             pos += 997
     assert drain(r) == [payload, b"small", payload[::-1]]
     assert r.buffered == 0
@@ -253,7 +253,7 @@ def test_many_frames_in_one_read_after_a_frame_received_in_place():
     r.feed(s[pos:])
     frames = drain(r)
     assert frames == [big] + small
-    assert r.read_size(1 << 18) == 1 << 18     # small frames again: full reads
+    assert r.read_size(1 << 18) == 1 << 18  # small frames again: full reads
 
 
 def test_an_oversize_frame_behind_one_received_in_place_is_refused_as_before():
@@ -267,7 +267,7 @@ def test_an_oversize_frame_behind_one_received_in_place_is_refused_as_before():
         r.next_frame()
     assert str(info.value) == f"frame size {LARGE + 1} exceeds the maximum of {LARGE} bytes"
     assert info.value.size == LARGE + 1 and r.direct_buffer() is None
-    r.feed(frame(b"more"))                     # poisoned as before
+    r.feed(frame(b"more"))  # poisoned as before
     with pytest.raises(FrameTooLarge):
         r.next_frame()
 
@@ -276,9 +276,9 @@ def test_the_end_of_the_stream_inside_a_frame_received_in_place():
     s = frame(b"y" * LARGE)
     r = FrameReader()
     r.feed(s[:1000])
-    receive(r, s[:LARGE // 2], 1000)           # the peer is gone half way
+    receive(r, s[: LARGE // 2], 1000)  # the peer is gone half way
     assert r.next_frame() is None
-    assert r.buffered == LARGE // 2 - 4        # what came, not what was announced
+    assert r.buffered == LARGE // 2 - 4  # what came, not what was announced
     assert len(r.direct_buffer()) == LARGE - (LARGE // 2 - 4)
 
 
@@ -286,7 +286,7 @@ def test_a_frame_with_little_left_to_come_grows_by_appending():
     payload = b"z" * (DIRECT_MIN + 100)
     s = frame(payload)
     r = FrameReader()
-    r.feed(s[:200])                            # DIRECT_MIN - 96 still to come: not worth a read of its own
+    r.feed(s[:200])  # DIRECT_MIN - 96 still to come: not worth a read of its own
     assert r.direct_buffer() is None
     r.feed(s[200:])
     assert r.next_frame() == payload
@@ -298,12 +298,13 @@ def test_a_frame_with_little_left_to_come_grows_by_appending():
 def test_when_the_whole_frame_cannot_be_allocated_it_grows_by_appending(monkeypatch):
     def refuse(size):
         raise MemoryError
+
     monkeypatch.setattr(framing, "_alloc", refuse)
     payload = b"m" * LARGE
     s = frame(payload)
     r = FrameReader()
     for i in range(0, len(s), 65536):
-        r.feed(s[i:i + 65536])
+        r.feed(s[i : i + 65536])
         assert r.direct_buffer() is None
     assert r.next_frame() == payload
 
@@ -322,8 +323,9 @@ def test_direct_received_refuses_what_it_cannot_account_for():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=120), max_size=8),
-       st.lists(st.tuples(st.booleans(), st.integers(1, 150)), max_size=40))
+@given(
+    st.lists(st.binary(max_size=120), max_size=8), st.lists(st.tuples(st.booleans(), st.integers(1, 150)), max_size=40)
+)
 def test_random_reads_into_the_direct_buffer_or_fed(payloads, steps):
     s = b"".join(frame(p) for p in payloads)
     r = FrameReader(max_frame_size=120, direct_min=16)
@@ -333,11 +335,11 @@ def test_random_reads_into_the_direct_buffer_or_fed(payloads, steps):
         buf = r.direct_buffer()
         if in_place and buf is not None:
             n = min(n, len(buf), len(s) - pos)
-            buf[:n] = s[pos:pos + n]
+            buf[:n] = s[pos : pos + n]
             r.direct_received(n)
         else:
             n = min(n, len(s) - pos)
-            r.feed(s[pos:pos + n])
+            r.feed(s[pos : pos + n])
         pos += n
         got += drain(r)
     assert pos == len(s) and got == payloads and r.buffered == 0

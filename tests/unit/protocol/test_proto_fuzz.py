@@ -21,8 +21,7 @@ from broker.protocol.messages.produce import ProduceRequest
 from broker.protocol.types import ProtocolDecodeError, UnsupportedRequestError
 
 CASES = all_message_versions()
-REQUEST_CASES = [(s.request, v) for _, s in sorted(API_SPECS.items())
-                 for v in range(s.versions[0], s.versions[1] + 1)]
+REQUEST_CASES = [(s.request, v) for _, s in sorted(API_SPECS.items()) for v in range(s.versions[0], s.versions[1] + 1)]
 
 
 def check_error(exc: ProtocolDecodeError) -> None:
@@ -50,6 +49,7 @@ def decode_or_error(fn, *args):
 
 
 # ------------------------------------------------------------------ every decoder, every version
+
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.NAME}-v{v}" for c, v in CASES])
 def test_truncations_bitflips_and_noise(case):
@@ -86,6 +86,7 @@ def test_truncations_bitflips_and_noise(case):
 
 # ------------------------------------------------------------------ hypothesis: whole frames
 
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64))
 def test_decode_request_random_frames(frame):
@@ -113,12 +114,17 @@ def test_decode_request_mutated_valid_frames(data):
     cls, version = data.draw(st.sampled_from(REQUEST_CASES), label="case")
     req = data.draw(message_strategy(cls, version), label="request")
     frame = bytearray(codec.encode_request(cls.API_KEY, version, 3, "fuzz", req)[4:])
-    header, decoded = codec.decode_request(frame, strict=True)   # the encoder wrote one body exactly
+    header, decoded = codec.decode_request(frame, strict=True)  # the encoder wrote one body exactly
     assert decoded == req
     frame = bytearray(frame)  # the decoded records still reference the original frame
-    ops = data.draw(st.lists(st.tuples(st.sampled_from(["flip", "set", "cut", "insert"]),
-                                       st.integers(0, 10_000), st.integers(0, 255)),
-                             min_size=1, max_size=4), label="mutations")
+    ops = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(["flip", "set", "cut", "insert"]), st.integers(0, 10_000), st.integers(0, 255)),
+            min_size=1,
+            max_size=4,
+        ),
+        label="mutations",
+    )
     for op, where, val in ops:
         if not frame:
             break
@@ -142,6 +148,7 @@ def test_decode_response_random_bodies(case, body):
 
 
 # ------------------------------------------------------------------ huge declared lengths
+
 
 def _fails_fast(fn, *args) -> ProtocolDecodeError:
     tracemalloc.start()
@@ -168,11 +175,17 @@ HUGE_FRAMES = {
     # Produce v3: one topic whose name declares 32767 bytes
     "string length": _header(0, 3, False) + b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01\x7f\xff",
     # Produce v3: records declare 2**31-1 bytes
-    "records length": _header(0, 3, False) + b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01"
-                      + b"\x00\x01t" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff",
+    "records length": _header(0, 3, False)
+    + b"\xff\xff\x00\x01\x00\x00\x75\x30\x00\x00\x00\x01"
+    + b"\x00\x01t"
+    + b"\x00\x00\x00\x01"
+    + b"\x00\x00\x00\x00"
+    + b"\x7f\xff\xff\xff",
     # Produce v9: compact records length 2**32-1 (5-byte uvarint)
-    "compact records length": _header(0, 9, True) + b"\x00\xff\xff\x00\x00\x75\x30\x02\x02t\x02"
-                              + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff\x0f",
+    "compact records length": _header(0, 9, True)
+    + b"\x00\xff\xff\x00\x00\x75\x30\x02\x02t\x02"
+    + b"\x00\x00\x00\x00"
+    + b"\xff\xff\xff\xff\x0f",
     # Produce v9: compact array count 2**32-2
     "compact array count": _header(0, 9, True) + b"\x00\xff\xff\x00\x00\x75\x30\xff\xff\xff\xff\x0f",
     # Produce v9: varint longer than 5 bytes
@@ -193,8 +206,15 @@ def test_huge_declared_lengths_fail_fast(name):
 
 def test_huge_primitive_array_fails_fast():
     # CreateTopics v0, one topic, one assignment whose broker_ids declares 2**31-1 int32s
-    body = (b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff" + b"\xff\xff"
-            + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff")
+    body = (
+        b"\x00\x00\x00\x01"
+        + b"\x00\x01t"
+        + b"\xff\xff\xff\xff"
+        + b"\xff\xff"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x00"
+        + b"\x7f\xff\xff\xff"
+    )
     err = _fails_fast(CreateTopicsRequest.decode, body, 0)
     assert err.field == "CreatableReplicaAssignment.broker_ids"
 
@@ -205,8 +225,10 @@ def test_error_message_names_message_version_field_offset():
         ProduceRequest.decode(body[:-3], 3)
     e = info.value
     assert (e.message_name, e.version, e.field) == ("ProduceRequest", 3, "TopicProduceData.partition_data")
-    assert str(e) == ("ProduceRequest v3: field TopicProduceData.partition_data at byte offset "
-                      f"{len(body) - 4}: need 4 bytes, 1 remain")
+    assert str(e) == (
+        "ProduceRequest v3: field TopicProduceData.partition_data at byte offset "
+        f"{len(body) - 4}: need 4 bytes, 1 remain"
+    )
 
 
 def test_invalid_utf8_and_null_in_non_nullable_field():
@@ -218,7 +240,7 @@ def test_invalid_utf8_and_null_in_non_nullable_field():
         ProduceRequest.decode(bytes(bad), 3)
     assert info.value.field == "TopicProduceData.name" and info.value.offset == i
     bad = bytearray(good)
-    bad[i - 2:i] = b"\xff\xff"  # name length -1: null in a non-nullable string
+    bad[i - 2 : i] = b"\xff\xff"  # name length -1: null in a non-nullable string
     with pytest.raises(ProtocolDecodeError, match="non-nullable"):
         ProduceRequest.decode(bytes(bad), 3)
 

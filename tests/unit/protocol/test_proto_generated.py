@@ -52,8 +52,7 @@ def test_generated_code_is_current_from_checked_in_schema(tmp_path):
     _assert_same(_snapshot(REPO), _snapshot(tmp_path))
 
 
-def test_the_native_codecs_versions_come_from_the_schema_and_a_field_it_does_not_know_stops_the_generator(
-        tmp_path):
+def test_the_native_codecs_versions_come_from_the_schema_and_a_field_it_does_not_know_stops_the_generator(tmp_path):
     """_native/include/kb_messages.h: what produce.pyx tests a version against. A Produce
     with a field the C code does not know (as Kafka's v13 replaces the topic name with an
     id) is no header with the old versions, but a stop naming the struct."""
@@ -89,17 +88,16 @@ def test_generated_modules_carry_the_header():
 
 
 def test_strip_comments_respects_string_literals():
-    src = '''// licence
+    src = """// licence
 {
   "a": "http://example.com/x", // trailing comment
   // full-line comment
   "b": "quote \\" then // not a comment",
   "c": "back\\\\slash" // comment after an escaped backslash
 }
-'''
+"""
     out = gen.strip_comments(src)
-    assert json.loads(out) == {"a": "http://example.com/x", "b": 'quote " then // not a comment',
-                               "c": "back\\slash"}
+    assert json.loads(out) == {"a": "http://example.com/x", "b": 'quote " then // not a comment', "c": "back\\slash"}
     assert "licence" not in out and "comment after" not in out
     with pytest.raises(ValueError):
         gen.strip_comments('{"a": "unterminated')
@@ -115,8 +113,21 @@ def test_version_parsing_and_names():
     assert gen.upper_snake("OffsetForLeaderEpoch") == "OFFSET_FOR_LEADER_EPOCH"
 
 
-FORBIDDEN_MODULES = {"asyncio", "socket", "selectors", "ssl", "os", "io", "pathlib", "shutil",
-                     "tempfile", "mmap", "subprocess", "select", "fcntl"}
+FORBIDDEN_MODULES = {
+    "asyncio",
+    "socket",
+    "selectors",
+    "ssl",
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "mmap",
+    "subprocess",
+    "select",
+    "fcntl",
+}
 FORBIDDEN_CALLS = {"open", "exec", "eval", "compile", "__import__"}
 
 
@@ -145,8 +156,9 @@ def test_codec_functions_are_named_after_their_versions():
     from broker.protocol.messages.fetch import FetchRequest
     from broker.protocol.types import ProtocolDecodeError
 
-    data = FetchRequest(topics=[FetchRequest.FetchTopic(topic="t", partitions=[
-        FetchRequest.FetchPartition(partition=0)])]).encode(11)
+    data = FetchRequest(
+        topics=[FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchPartition(partition=0)])]
+    ).encode(11)
     with pytest.raises(ProtocolDecodeError) as info:
         FetchRequest.decode(data[:-6], 11)
     frames = [entry.name for entry in info.traceback]

@@ -33,8 +33,13 @@ API_VERSIONS_V3_REQUEST = h("""
 
 def test_api_versions_v3_request_as_librdkafka_sends_it():
     header, req = codec.decode_request(API_VERSIONS_V3_REQUEST)
-    assert (header.request_api_key, header.request_api_version, header.correlation_id,
-            header.client_id, header.unknown_tagged_fields) == (18, 3, 1, "rdkafka", [])
+    assert (
+        header.request_api_key,
+        header.request_api_version,
+        header.correlation_id,
+        header.client_id,
+        header.unknown_tagged_fields,
+    ) == (18, 3, 1, "rdkafka", [])
     assert req == ApiVersionsRequest(client_software_name="librdkafka", client_software_version="2.3.0")
     framed = codec.encode_request(18, 3, 1, "rdkafka", req)
     assert framed == len(API_VERSIONS_V3_REQUEST).to_bytes(4, "big") + API_VERSIONS_V3_REQUEST
@@ -65,7 +70,9 @@ def test_metadata_v12_request():
     assert header.correlation_id == 5 and header.client_id == "abc"
     assert req == MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="foo")],
-        allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
     assert codec.encode_request(3, 12, 5, "abc", req)[4:] == METADATA_V12_REQUEST
 
     header, req = codec.decode_request(METADATA_V12_ALL_TOPICS)
@@ -95,11 +102,14 @@ def test_api_versions_v3_response_with_tagged_fields():
     assert resp == ApiVersionsResponse(
         error_code=0,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=4)],
-        throttle_time_ms=0, finalized_features_epoch=42,
-        unknown_tagged_fields=[(9, b"\xbe\xef")])
+        throttle_time_ms=0,
+        finalized_features_epoch=42,
+        unknown_tagged_fields=[(9, b"\xbe\xef")],
+    )
     parts = codec.encode_response((1, 18, 3), resp)
-    assert b"".join(bytes(p) for p in parts) == \
-        len(API_VERSIONS_V3_RESPONSE).to_bytes(4, "big") + API_VERSIONS_V3_RESPONSE
+    assert (
+        b"".join(bytes(p) for p in parts) == len(API_VERSIONS_V3_RESPONSE).to_bytes(4, "big") + API_VERSIONS_V3_RESPONSE
+    )
 
 
 # Fetch v12 response: response header v1; a partition with a tagged *struct*
@@ -138,11 +148,26 @@ def test_fetch_v12_response_with_tagged_struct():
     assert part.diverging_epoch == FetchResponse.EpochEndOffset()  # absent: default
     assert part.unknown_tagged_fields == [(5, b"\xbe\xef")]
     assert part.aborted_transactions is None
-    expected = FetchResponse(session_id=123, responses=[FetchResponse.FetchableTopicResponse(
-        topic="foo", partitions=[FetchResponse.PartitionData(
-            partition_index=0, high_watermark=100, last_stable_offset=100, log_start_offset=0,
-            current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=7),
-            aborted_transactions=None, records=b"abc", unknown_tagged_fields=[(5, b"\xbe\xef")])])])
+    expected = FetchResponse(
+        session_id=123,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="foo",
+                partitions=[
+                    FetchResponse.PartitionData(
+                        partition_index=0,
+                        high_watermark=100,
+                        last_stable_offset=100,
+                        log_start_offset=0,
+                        current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=7),
+                        aborted_transactions=None,
+                        records=b"abc",
+                        unknown_tagged_fields=[(5, b"\xbe\xef")],
+                    )
+                ],
+            )
+        ],
+    )
     assert resp == expected
     out = b"".join(bytes(p) for p in codec.encode_response((42, 1, 12), expected))
     assert out == len(FETCH_V12_RESPONSE).to_bytes(4, "big") + FETCH_V12_RESPONSE
@@ -170,8 +195,15 @@ def test_produce_v3_request_records_are_zero_copy():
     assert isinstance(records, memoryview) and records == b"\xde\xad\xbe\xef"
     records[0] = 0x00  # patch in place: the frame changes, no copy was made
     assert frame[-4] == 0x00
-    assert req == ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-        name="t", partition_data=[ProduceRequest.PartitionProduceData(index=2, records=b"\x00\xad\xbe\xef")])])
+    assert req == ProduceRequest(
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=2, records=b"\x00\xad\xbe\xef")]
+            )
+        ],
+    )
     assert codec.encode_request(0, 3, 7, "id", req)[4:] == bytes(frame)
 
 

@@ -61,9 +61,18 @@ RENAMES = {
 
 # The versions the brief requires at a minimum (all in kafka-python's range).
 REQUIRED = {
-    "Produce": (3, 9), "Fetch": (4, 12), "Metadata": (0, 12), "ApiVersions": (0, 3),
-    "ListOffsets": None, "FindCoordinator": None, "JoinGroup": None, "SyncGroup": None,
-    "Heartbeat": None, "OffsetCommit": None, "OffsetFetch": None, "CreateTopics": None,
+    "Produce": (3, 9),
+    "Fetch": (4, 12),
+    "Metadata": (0, 12),
+    "ApiVersions": (0, 3),
+    "ListOffsets": None,
+    "FindCoordinator": None,
+    "JoinGroup": None,
+    "SyncGroup": None,
+    "Heartbeat": None,
+    "OffsetCommit": None,
+    "OffsetFetch": None,
+    "CreateTopics": None,
     "InitProducerId": None,
 }
 
@@ -198,9 +207,16 @@ def test_differential(case, data):
 
 # --------------------------------------------------------------------- framed requests
 
-FRAMED = [(ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12), (ApiKey.METADATA, 12), (ApiKey.METADATA, 1),
-          (ApiKey.API_VERSIONS, 3), (ApiKey.API_VERSIONS, 0), (ApiKey.JOIN_GROUP, 6),
-          (ApiKey.FIND_COORDINATOR, 4)]
+FRAMED = [
+    (ApiKey.PRODUCE, 9),
+    (ApiKey.FETCH, 12),
+    (ApiKey.METADATA, 12),
+    (ApiKey.METADATA, 1),
+    (ApiKey.API_VERSIONS, 3),
+    (ApiKey.API_VERSIONS, 0),
+    (ApiKey.JOIN_GROUP, 6),
+    (ApiKey.FIND_COORDINATOR, 4),
+]
 
 
 @pytest.mark.parametrize("api_key,version", FRAMED)
@@ -215,8 +231,12 @@ def test_framed_request_and_response_match_kafka_python(api_key, version, data):
     ours = codec.encode_request(api_key, version, 77, "kp-client", req)
     assert ours == kp_frame
     header, decoded = codec.decode_request(kp_frame[4:], strict=True)
-    assert (header.request_api_key, header.request_api_version, header.correlation_id,
-            header.client_id) == (api_key, version, 77, "kp-client")
+    assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == (
+        api_key,
+        version,
+        77,
+        "kp-client",
+    )
     assert decoded == req
 
     resp = _normalise(data.draw(message_strategy(spec.response, version, unknown_tags=False)), version)
@@ -231,15 +251,20 @@ def test_framed_request_and_response_match_kafka_python(api_key, version, data):
 
 # --------------------------------------------------------------------- hand-written oracle
 
+
 def _old_classes() -> dict:
     found = {}
-    for m in pkgutil.iter_modules(importlib.import_module("kafka.protocol.old").__path__,
-                                  "kafka.protocol.old."):
+    for m in pkgutil.iter_modules(importlib.import_module("kafka.protocol.old").__path__, "kafka.protocol.old."):
         mod = importlib.import_module(m.name)
         for name in dir(mod):
             obj = getattr(mod, name)
-            if isinstance(obj, type) and hasattr(obj, "SCHEMA") and hasattr(obj, "API_KEY") \
-                    and "_v" in name and isinstance(getattr(obj, "API_VERSION", None), int):
+            if (
+                isinstance(obj, type)
+                and hasattr(obj, "SCHEMA")
+                and hasattr(obj, "API_KEY")
+                and "_v" in name
+                and isinstance(getattr(obj, "API_VERSION", None), int)
+            ):
                 found[(name.rsplit("_v", 1)[0], obj.API_VERSION)] = obj
     return found
 
@@ -247,11 +272,35 @@ def _old_classes() -> dict:
 OLD = _old_classes()
 
 # Hand-written classes compared positionally (non-flexible versions: no tagged fields).
-OLD_APIS = ["Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch",
-            "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
-            "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
-            "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
-            "SaslAuthenticate", "DeleteGroups", "DescribeConfigs", "AlterConfigs", "CreatePartitions"]
+OLD_APIS = [
+    "Produce",
+    "Fetch",
+    "ListOffsets",
+    "Metadata",
+    "OffsetCommit",
+    "OffsetFetch",
+    "FindCoordinator",
+    "JoinGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "SyncGroup",
+    "DescribeGroups",
+    "ListGroups",
+    "SaslHandshake",
+    "ApiVersions",
+    "CreateTopics",
+    "DeleteTopics",
+    "InitProducerId",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "TxnOffsetCommit",
+    "SaslAuthenticate",
+    "DeleteGroups",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "CreatePartitions",
+]
 
 
 def _old_cases():

@@ -5,6 +5,7 @@ certificate's subject as principal through ssl.principal.mapping.rules, refused
 handshakes audited and closed, a fetch's file ranges sent through TLS, and a large
 request received in place from OpenSSL — on real sockets with a real TLS client,
 without a broker process."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,35 +40,62 @@ def settings(**values) -> SslSettings:
 
 # ---------------------------------------------------------------------------- stores
 
+
 def test_key_stores_as_pem_file_inline_pem_and_pkcs12(certs):
     server_context(settings(ssl__keystore__type="PEM", ssl__keystore__location=certs.broker_pem))
-    server_context(settings(ssl__keystore__type="PEM", ssl__keystore__certificate__chain=certs.broker_cert.read_text(),
-                            ssl__keystore__key=certs.broker_key.read_text()))
-    server_context(settings(ssl__keystore__type="PKCS12", ssl__keystore__location=certs.broker_p12,
-                            ssl__keystore__password=PKCS12_PASSWORD))
-    ctx = server_context(settings(ssl__keystore__type="PEM", ssl__keystore__location=certs.broker_pem,
-                                  ssl__truststore__type="PKCS12", ssl__truststore__location=certs.ca_p12,
-                                  ssl__truststore__password=PKCS12_PASSWORD, ssl__client__auth="required"))
+    server_context(
+        settings(
+            ssl__keystore__type="PEM",
+            ssl__keystore__certificate__chain=certs.broker_cert.read_text(),
+            ssl__keystore__key=certs.broker_key.read_text(),
+        )
+    )
+    server_context(
+        settings(
+            ssl__keystore__type="PKCS12",
+            ssl__keystore__location=certs.broker_p12,
+            ssl__keystore__password=PKCS12_PASSWORD,
+        )
+    )
+    ctx = server_context(
+        settings(
+            ssl__keystore__type="PEM",
+            ssl__keystore__location=certs.broker_pem,
+            ssl__truststore__type="PKCS12",
+            ssl__truststore__location=certs.ca_p12,
+            ssl__truststore__password=PKCS12_PASSWORD,
+            ssl__client__auth="required",
+        )
+    )
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.cert_store_stats()["x509_ca"] == 1
     # no private key file left behind
     assert not [p for p in os.listdir("/tmp") if p.startswith("kbroker-tls-")]
 
 
-@pytest.mark.parametrize("values, words", [
-    (dict(ssl__keystore__location="/x.jks"), ["ssl.keystore.type", "JKS", "PKCS12"]),
-    (dict(ssl__keystore__type="PEM", ssl__keystore__location="/no/such.pem"), ["ssl.keystore.location",
-                                                                                "/no/such.pem"]),
-    (dict(ssl__keystore__type="PEM"), ["needs a key store"]),
-    (dict(ssl__keystore__type="PKCS12", ssl__keystore__password="wrong"), ["wrong password"]),
-    (dict(ssl__keystore__type="PEM", ssl__client__auth="required"), ["ssl.client.auth", "trust store"]),
-    (dict(ssl__keystore__type="PEM", ssl__cipher__suites="TLS_AES_128_GCM_SHA256"), ["TLS 1.3", "all three"]),
-    (dict(ssl__keystore__type="PEM", ssl__cipher__suites="TLS_NO_SUCH_SUITE"), ["unknown to OpenSSL"]),
-])
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        (dict(ssl__keystore__location="/x.jks"), ["ssl.keystore.type", "JKS", "PKCS12"]),
+        (
+            dict(ssl__keystore__type="PEM", ssl__keystore__location="/no/such.pem"),
+            ["ssl.keystore.location", "/no/such.pem"],
+        ),
+        (dict(ssl__keystore__type="PEM"), ["needs a key store"]),
+        (dict(ssl__keystore__type="PKCS12", ssl__keystore__password="wrong"), ["wrong password"]),
+        (dict(ssl__keystore__type="PEM", ssl__client__auth="required"), ["ssl.client.auth", "trust store"]),
+        (dict(ssl__keystore__type="PEM", ssl__cipher__suites="TLS_AES_128_GCM_SHA256"), ["TLS 1.3", "all three"]),
+        (dict(ssl__keystore__type="PEM", ssl__cipher__suites="TLS_NO_SUCH_SUITE"), ["unknown to OpenSSL"]),
+    ],
+)
 def test_stores_and_settings_that_cannot_be_used_say_which_key(certs, values, words):
     if values.get("ssl__keystore__type") == "PKCS12":
         values["ssl__keystore__location"] = certs.broker_p12
-    elif values.get("ssl__keystore__type") == "PEM" and "ssl__keystore__location" not in values and \
-            "ssl__client__auth" in values or "ssl__cipher__suites" in values:
+    elif (
+        values.get("ssl__keystore__type") == "PEM"
+        and "ssl__keystore__location" not in values
+        and "ssl__client__auth" in values
+        or "ssl__cipher__suites" in values
+    ):
         values["ssl__keystore__location"] = certs.broker_pem
     with pytest.raises(TlsConfigError) as info:
         server_context(settings(**values))
@@ -77,27 +105,44 @@ def test_stores_and_settings_that_cannot_be_used_say_which_key(certs, values, wo
 
 
 def test_cipher_suites_by_java_names():
-    tls12, tls13 = openssl_cipher_names(["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_256_GCM_SHA384",
-                                         "ECDHE-ECDSA-CHACHA20-POLY1305", "TLS_AES_256_GCM_SHA384"])
+    tls12, tls13 = openssl_cipher_names(
+        [
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_RSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            "TLS_AES_256_GCM_SHA384",
+        ]
+    )
     assert tls12 == ["ECDHE-RSA-AES128-GCM-SHA256", "AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305"]
     assert tls13 == ["TLS_AES_256_GCM_SHA384"]
 
 
 def test_only_tls12_suites_listed_disables_tls13(certs):
-    ctx = server_context(settings(ssl__keystore__type="PEM", ssl__keystore__location=certs.broker_pem,
-                                  ssl__cipher__suites="TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"))
+    ctx = server_context(
+        settings(
+            ssl__keystore__type="PEM",
+            ssl__keystore__location=certs.broker_pem,
+            ssl__cipher__suites="TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        )
+    )
     assert ctx.maximum_version == ssl.TLSVersion.TLSv1_2
     assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
 
 
 def test_listener_prefixed_settings_and_the_inter_broker_client(certs):
-    config = BrokerConfig({
-        "listeners": "PLAINTEXT://:0,SSL://:0,INTERNAL://:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
-        "inter.broker.listener.name": "INTERNAL", "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.broker_pem), "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca), "listener.name.internal.ssl.client.auth": "required",
-        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/U"})
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:0,SSL://:0,INTERNAL://:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs.broker_pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(certs.ca),
+            "listener.name.internal.ssl.client.auth": "required",
+            "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/U",
+        }
+    )
     secs = listener_securities(config)
     assert secs["PLAINTEXT"].ssl_context is None
     assert secs["SSL"].ssl_context.verify_mode == ssl.CERT_NONE
@@ -111,9 +156,12 @@ def test_listener_prefixed_settings_and_the_inter_broker_client(certs):
 
 # ---------------------------------------------------------------------------- principals
 
+
 def test_principal_mapping_rules_as_kafkas():
-    m = PrincipalMapper("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, "
-                        "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L, DEFAULT")
+    m = PrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, "
+        "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L, DEFAULT"
+    )
     assert m.name("CN=Duke,OU=ServiceUsers,O=Org,C=US") == "duke"
     assert m.name("CN=Duke,OU=JavaSoft,O=Sun Microsystems,L=Santa Clara,ST=CA,C=US") == "duke@javasoft"
     assert m.name("CN=other,O=x") == "CN=other,O=x"
@@ -130,6 +178,7 @@ def test_subject_in_rfc2253_order(certs):
 
 
 # ---------------------------------------------------------------------------- connections
+
 
 class FakeServer:
     def __init__(self, loop):
@@ -158,15 +207,26 @@ class FakeServer:
 
 
 def tls_listener(certs, client_auth="required", rules=None) -> ListenerSecurity:
-    ctx = server_context(settings(ssl__keystore__type="PEM", ssl__keystore__location=certs.broker_pem,
-                                  ssl__truststore__type="PEM", ssl__truststore__location=certs.ca,
-                                  ssl__client__auth=client_auth))
+    ctx = server_context(
+        settings(
+            ssl__keystore__type="PEM",
+            ssl__keystore__location=certs.broker_pem,
+            ssl__truststore__type="PEM",
+            ssl__truststore__location=certs.ca,
+            ssl__client__auth=client_auth,
+        )
+    )
     return ListenerSecurity("SSL", "SSL", ctx, PrincipalMapper(rules))
 
 
 def client_ctx(certs, pem=None):
-    ctx = client_context(settings(ssl__truststore__type="PEM", ssl__truststore__location=certs.ca,
-                                  **({"ssl__keystore__type": "PEM", "ssl__keystore__location": pem} if pem else {})))
+    ctx = client_context(
+        settings(
+            ssl__truststore__type="PEM",
+            ssl__truststore__location=certs.ca,
+            **({"ssl__keystore__type": "PEM", "ssl__keystore__location": pem} if pem else {}),
+        )
+    )
     return ctx
 
 
@@ -177,8 +237,9 @@ async def connect(certs, security, client_pem=None, plaintext=False):
     conn = Connection(server, a, ("127.0.0.1", 5555), SimpleNamespace(name="SSL", security=security))
     if plaintext:
         return server, conn, b
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(
-        sock=b, ssl=client_ctx(certs, client_pem), server_hostname="localhost"), 5)
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(sock=b, ssl=client_ctx(certs, client_pem), server_hostname="localhost"), 5
+    )
     return server, conn, (reader, writer)
 
 
@@ -192,8 +253,9 @@ async def _until(pred, timeout=5.0):
 
 def test_a_client_certificate_names_the_principal_and_requests_flow(certs):
     async def run():
-        server, conn, (reader, writer) = await connect(certs, tls_listener(certs, rules="RULE:^CN=([a-z]+),.*$/$1/,"
-                                                                                        "DEFAULT"), certs.client_pem)
+        server, conn, (reader, writer) = await connect(
+            certs, tls_listener(certs, rules="RULE:^CN=([a-z]+),.*$/$1/,DEFAULT"), certs.client_pem
+        )
         writer.write(struct.pack(">i", 3) + b"abc")
         assert await asyncio.wait_for(reader.readexactly(6), 5) == b"\x00\x00\x00\x02ok"
         assert server.frames == [("User:alice", b"abc")]
@@ -201,6 +263,7 @@ def test_a_client_certificate_names_the_principal_and_requests_flow(certs):
         assert server.established == [conn] and not conn.authenticating
         writer.close()
         await _until(lambda: conn.closed)
+
     asyncio.run(run())
 
 
@@ -211,6 +274,7 @@ def test_without_a_requested_certificate_the_client_is_anonymous(certs):
         await asyncio.wait_for(reader.readexactly(6), 5)
         assert server.frames == [("User:ANONYMOUS", b"x")]
         writer.close()
+
     asyncio.run(run())
 
 
@@ -231,14 +295,19 @@ def test_file_ranges_go_through_tls_in_large_reads(certs, tmp_path):
 
     async def run():
         server, conn, (reader, writer) = await connect(certs, tls_listener(certs), certs.client_pem)
-        total = 8 + len(data) - 200        # "head", the two ranges, "tail"
-        server.answers[b"fetch"] = [struct.pack(">i", total) + b"head", Slice(100, 2_000_000),
-                                    Slice(2_000_100, len(data) - 2_000_200), b"tail"]
+        total = 8 + len(data) - 200  # "head", the two ranges, "tail"
+        server.answers[b"fetch"] = [
+            struct.pack(">i", total) + b"head",
+            Slice(100, 2_000_000),
+            Slice(2_000_100, len(data) - 2_000_200),
+            b"tail",
+        ]
         writer.write(struct.pack(">i", 5) + b"fetch")
         got = await asyncio.wait_for(reader.readexactly(4 + total), 10)
         assert got[4:8] == b"head" and got[8:-4] == data[100:-100] and got[-4:] == b"tail"
-        assert len(closed) == 2 and conn.out_bytes == 0          # each range released once sent
+        assert len(closed) == 2 and conn.out_bytes == 0  # each range released once sent
         writer.close()
+
     try:
         asyncio.run(run())
     finally:
@@ -249,6 +318,7 @@ def test_large_requests_over_tls_are_received_in_place(certs, monkeypatch):
     """SSLSocket.recv_into writes a large frame's decrypted bytes into the frame itself
     (the buffer dispatched), across TLS records and reads; small frames around it as before."""
     from tests.support.framing_spy import spy_direct_buffers
+
     owners = spy_direct_buffers(monkeypatch)
     big = [os.urandom(900_000), os.urandom(300_000)]
 
@@ -262,6 +332,7 @@ def test_large_requests_over_tls_are_received_in_place(certs, monkeypatch):
         assert len(owners) == 2 and got[1] is owners[0] and got[3] is owners[1]
         writer.close()
         await _until(lambda: conn.closed)
+
     asyncio.run(run())
 
 
@@ -273,8 +344,12 @@ def test_bad_client_certificates_are_refused_audited_and_closed(certs, pem, capl
         a, b = socket.socketpair()
         conn = Connection(server, a, ("127.0.0.1", 1), SimpleNamespace(name="SSL", security=tls_listener(certs)))
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                sock=b, ssl=client_ctx(certs, getattr(certs, pem) if pem else None), server_hostname="localhost"), 5)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    sock=b, ssl=client_ctx(certs, getattr(certs, pem) if pem else None), server_hostname="localhost"
+                ),
+                5,
+            )
             # TLS 1.3: the client learns of the refusal on its first read
             writer.write(struct.pack(">i", 1) + b"x")
             assert await asyncio.wait_for(reader.read(), 5) == b""
@@ -282,22 +357,25 @@ def test_bad_client_certificates_are_refused_audited_and_closed(certs, pem, capl
             pass
         await _until(lambda: conn.closed)
         assert server.frames == [] and len(server.audited) == 1 and "TLS handshake failed" in server.audited[0]
-        assert server.established == []           # it never counted as authenticated
+        assert server.established == []  # it never counted as authenticated
+
     asyncio.run(run())
 
 
 def test_plaintext_bytes_to_a_tls_listener_are_refused(certs):
     async def run():
         server, conn, peer = await connect(certs, tls_listener(certs), plaintext=True)
-        peer.sendall(struct.pack(">i", 10) + b"\x00\x12\x00\x03" + b"\x00" * 6)    # an ApiVersions
+        peer.sendall(struct.pack(">i", 10) + b"\x00\x12\x00\x03" + b"\x00" * 6)  # an ApiVersions
         await _until(lambda: conn.closed)
         assert server.frames == [] and "TLS handshake failed" in server.audited[0]
         peer.close()
+
     asyncio.run(run())
 
 
 def test_the_audit_log_holds_repeated_failures_to_one_line(caplog):
     from broker.server.server import ThrottledLog, audit
+
     held = ThrottledLog(10.0, audit)
     with caplog.at_level(logging.WARNING, logger="broker.audit"):
         for _ in range(50):
@@ -308,9 +386,19 @@ def test_the_audit_log_holds_repeated_failures_to_one_line(caplog):
 def test_describe_configs_never_tells_a_password(certs):
     from broker.protocol.messages.describe_configs import DescribeConfigsResponse as R
     from broker.server.broker_configs import describe
+
     config = BrokerConfig({"ssl.keystore.password": "secret", "ssl.keystore.type": "PKCS12"})
-    entries = {e.name: e for e in describe(SimpleNamespace(config=config, broker_id=0), "0", None,
-                                           R.DescribeConfigsSynonym, R.DescribeConfigsResourceResult, False)}
+    entries = {
+        e.name: e
+        for e in describe(
+            SimpleNamespace(config=config, broker_id=0),
+            "0",
+            None,
+            R.DescribeConfigsSynonym,
+            R.DescribeConfigsResourceResult,
+            False,
+        )
+    }
     e = entries["ssl.keystore.password"]
     assert e.value is None and e.is_sensitive and all(s.value is None for s in e.synonyms)
     assert entries["ssl.keystore.type"].value == "PKCS12" and not entries["ssl.keystore.type"].is_sensitive
@@ -321,6 +409,7 @@ def test_the_ktls_probe_says_what_it_found():
     when kTLS is usable."""
     import subprocess
     import sys
+
     run = subprocess.run([sys.executable, "bench/tls/ktls_probe.py"], capture_output=True, text=True, timeout=30)
     lines = run.stdout.splitlines()
     assert lines[0].startswith("kernel: TCP_ULP tls") and lines[1].startswith("python ")

@@ -2,6 +2,7 @@
 __transaction_state (one partition, this broker its leader), a cluster view, a marker
 sender that records what it is asked, and producer ids. `env` gives (make, writer,
 markers, clock, config); make() starts a coordinator that has loaded the partition."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,9 +21,10 @@ TP = TopicPartition(TXN_TOPIC, 0)
 
 class Cluster:
     def __init__(self):
-        self.topics = {TXN_TOPIC: TopicInfo(TXN_TOPIC, uuid.uuid4(), {0: PartitionState(0, [1], 1)}),
-                       "out": TopicInfo("out", uuid.uuid4(), {0: PartitionState(0, [1], 1),
-                                                               1: PartitionState(1, [2], 2)})}
+        self.topics = {
+            TXN_TOPIC: TopicInfo(TXN_TOPIC, uuid.uuid4(), {0: PartitionState(0, [1], 1)}),
+            "out": TopicInfo("out", uuid.uuid4(), {0: PartitionState(0, [1], 1), 1: PartitionState(1, [2], 2)}),
+        }
 
     def topic(self, name):
         return self.topics.get(name)
@@ -64,8 +66,9 @@ class Ids:
 
 @pytest.fixture
 def env(tmp_path):
-    cfg = BrokerConfig({"log.dir": str(tmp_path), "transaction.state.log.num.partitions": "1",
-                        "transaction.max.timeout.ms": "60000"})
+    cfg = BrokerConfig(
+        {"log.dir": str(tmp_path), "transaction.state.log.num.partitions": "1", "transaction.max.timeout.ms": "60000"}
+    )
     lg = Log.load(str(tmp_path / "__transaction_state-0"), TP, cfg.log_config({"cleanup.policy": "compact"}))
     writer, cluster, markers = LogWriter(lg), Cluster(), Markers()
     clock = [1_000_000]

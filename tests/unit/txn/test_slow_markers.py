@@ -8,6 +8,7 @@ requests succeed.
 
 The marker sender here answers each WriteTxnMarkers after MARKER_DELAY_S (2 s); the
 coordinator runs on a real log of __transaction_state (conftest.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ from broker.txn.metadata import MAX_EPOCH, TxnState
 
 S = TxnState
 MARKER_DELAY_S = 2.0
-assert MARKER_DELAY_S > CONCURRENT_WAIT_S + 0.5       # the requests below are answered before the markers
+assert MARKER_DELAY_S > CONCURRENT_WAIT_S + 0.5  # the requests below are answered before the markers
 T = [("out", 0)]
 
 
@@ -63,18 +64,23 @@ def test_tv2_an_empty_abort_right_after_a_commit_waits_for_its_markers_instead_o
         assert await c.end_txn("t1", pid, e0, True, client_version=2) == (0, pid, e0 + 1)
         e1 = e0 + 1
         got = await _during(
-            c, "t1", S.PREPARE_COMMIT,
+            c,
+            "t1",
+            S.PREPARE_COMMIT,
             # franz-go ends a transaction none of whose produces succeeded with an abort
             empty_abort=c.end_txn("t1", pid, e1, False, client_version=2),
             add=c.add_partitions("t1", pid, e1, T, client_version=2),
             implicit_add=c.add_or_verify("t1", pid, e1, T, add=True),
             add_offsets=c.add_offsets("t1", pid, e1, "g", 1),
-            init=c.init_producer_id("t1", 10000, pid, e1))
-        assert got == {"empty_abort": (E.CONCURRENT_TRANSACTIONS, -1, -1),
-                       "add": E.CONCURRENT_TRANSACTIONS,
-                       "implicit_add": {T[0]: E.CONCURRENT_TRANSACTIONS},
-                       "add_offsets": E.CONCURRENT_TRANSACTIONS,
-                       "init": (E.CONCURRENT_TRANSACTIONS, -1, -1)}
+            init=c.init_producer_id("t1", 10000, pid, e1),
+        )
+        assert got == {
+            "empty_abort": (E.CONCURRENT_TRANSACTIONS, -1, -1),
+            "add": E.CONCURRENT_TRANSACTIONS,
+            "implicit_add": {T[0]: E.CONCURRENT_TRANSACTIONS},
+            "add_offsets": E.CONCURRENT_TRANSACTIONS,
+            "init": (E.CONCURRENT_TRANSACTIONS, -1, -1),
+        }
         # nothing was written meanwhile: the commit completes at the epoch it answered
         await _completed(c, "t1", S.COMPLETE_COMMIT)
         md = c.txns["t1"]
@@ -85,6 +91,7 @@ def test_tv2_an_empty_abort_right_after_a_commit_waits_for_its_markers_instead_o
         await _completed(c, "t1", S.COMPLETE_ABORT)
         assert await c.add_partitions("t1", pid, e1 + 1, T, client_version=2) == 0
         await c.shutdown()
+
     run(go())
 
 
@@ -99,11 +106,17 @@ def test_tv2_a_transaction_after_the_commit_starts_once_the_markers_are_written(
         e1 = e0 + 1
         # a commit retried (its answer lost) and the next transaction's implicit add, both
         # during the marker phase, then both after it
-        got = await _during(c, "t1", S.PREPARE_COMMIT,
-                            retry=c.end_txn("t1", pid, e0, True, client_version=2),
-                            implicit_add=c.add_or_verify("t1", pid, e1, [("out", 1)], add=True))
-        assert got == {"retry": (E.CONCURRENT_TRANSACTIONS, -1, -1),
-                       "implicit_add": {("out", 1): E.CONCURRENT_TRANSACTIONS}}
+        got = await _during(
+            c,
+            "t1",
+            S.PREPARE_COMMIT,
+            retry=c.end_txn("t1", pid, e0, True, client_version=2),
+            implicit_add=c.add_or_verify("t1", pid, e1, [("out", 1)], add=True),
+        )
+        assert got == {
+            "retry": (E.CONCURRENT_TRANSACTIONS, -1, -1),
+            "implicit_add": {("out", 1): E.CONCURRENT_TRANSACTIONS},
+        }
         await _completed(c, "t1", S.COMPLETE_COMMIT)
         assert await c.end_txn("t1", pid, e0, True, client_version=2) == (0, pid, e1)
         assert await c.add_or_verify("t1", pid, e1, [("out", 1)], add=True) == {("out", 1): 0}
@@ -111,6 +124,7 @@ def test_tv2_a_transaction_after_the_commit_starts_once_the_markers_are_written(
         # a late abort of the committed epoch is no retry of anything now: fenced
         assert (await c.end_txn("t1", pid, e0, False, client_version=2))[0] == E.PRODUCER_FENCED
         await c.shutdown()
+
     run(go())
 
 
@@ -126,20 +140,26 @@ def test_tv2_the_next_producer_id_of_an_exhausted_epoch_is_told_to_retry_while_t
         assert err == 0 and new_pid != pid and new_epoch == 0
         # the client goes on with the new id before the coordinator has made it the id's
         got = await _during(
-            c, "t1", S.PREPARE_COMMIT,
+            c,
+            "t1",
+            S.PREPARE_COMMIT,
             empty_abort=c.end_txn("t1", new_pid, 0, False, client_version=2),
             add=c.add_partitions("t1", new_pid, 0, T, client_version=2),
             implicit_add=c.add_or_verify("t1", new_pid, 0, T, add=True),
-            init=c.init_producer_id("t1", 10000, new_pid, 0))
-        assert got == {"empty_abort": (E.CONCURRENT_TRANSACTIONS, -1, -1),
-                       "add": E.CONCURRENT_TRANSACTIONS,
-                       "implicit_add": {T[0]: E.CONCURRENT_TRANSACTIONS},
-                       "init": (E.CONCURRENT_TRANSACTIONS, -1, -1)}
+            init=c.init_producer_id("t1", 10000, new_pid, 0),
+        )
+        assert got == {
+            "empty_abort": (E.CONCURRENT_TRANSACTIONS, -1, -1),
+            "add": E.CONCURRENT_TRANSACTIONS,
+            "implicit_add": {T[0]: E.CONCURRENT_TRANSACTIONS},
+            "init": (E.CONCURRENT_TRANSACTIONS, -1, -1),
+        }
         await _completed(c, "t1", S.COMPLETE_COMMIT)
         assert (c.txns["t1"].producer_id, c.txns["t1"].producer_epoch) == (new_pid, 0)
         assert [(m.producer_id, m.producer_epoch) for _b, m in markers.sent] == [(pid, MAX_EPOCH)]
         assert await c.end_txn("t1", new_pid, 0, False, client_version=2) == (0, new_pid, 1)
         await c.shutdown()
+
     run(go())
 
 
@@ -151,14 +171,21 @@ def test_tv1_requests_during_the_marker_phase_are_retriable(env):
         _, pid, e0 = await c.init_producer_id("t1", 10000)
         assert await c.add_partitions("t1", pid, e0, T) == 0
         assert (await c.end_txn("t1", pid, e0, True))[0] == 0
-        got = await _during(c, "t1", S.PREPARE_COMMIT,
-                            abort=c.end_txn("t1", pid, e0, False),
-                            commit=c.end_txn("t1", pid, e0, True),
-                            add=c.add_partitions("t1", pid, e0, [("out", 1)]),
-                            init=c.init_producer_id("t1", 10000, pid, e0))
+        got = await _during(
+            c,
+            "t1",
+            S.PREPARE_COMMIT,
+            abort=c.end_txn("t1", pid, e0, False),
+            commit=c.end_txn("t1", pid, e0, True),
+            add=c.add_partitions("t1", pid, e0, [("out", 1)]),
+            init=c.init_producer_id("t1", 10000, pid, e0),
+        )
         assert {k: v if isinstance(v, int) else v[0] for k, v in got.items()} == {
-            "abort": E.CONCURRENT_TRANSACTIONS, "commit": E.CONCURRENT_TRANSACTIONS,
-            "add": E.CONCURRENT_TRANSACTIONS, "init": E.CONCURRENT_TRANSACTIONS}
+            "abort": E.CONCURRENT_TRANSACTIONS,
+            "commit": E.CONCURRENT_TRANSACTIONS,
+            "add": E.CONCURRENT_TRANSACTIONS,
+            "init": E.CONCURRENT_TRANSACTIONS,
+        }
         # the produce path's verification of a late batch (KIP-890 part 1): retriable too
         assert c.verify_partitions("t1", pid, e0, T) == {T[0]: E.CONCURRENT_TRANSACTIONS}
         await _completed(c, "t1", S.COMPLETE_COMMIT)
@@ -168,6 +195,7 @@ def test_tv1_requests_during_the_marker_phase_are_retriable(env):
         assert c.verify_partitions("t1", pid, e0, T) == {T[0]: E.INVALID_TXN_STATE}
         assert await c.add_partitions("t1", pid, e0, [("out", 1)]) == 0
         await c.shutdown()
+
     run(go())
 
 
@@ -197,7 +225,7 @@ def test_tv2_a_commit_racing_the_coordinators_own_abort_is_fenced(env):
         assert await c.add_partitions("t3", pid, e, T, client_version=2) == 0
         assert await c.end_txn("t3", pid, e, False, client_version=2) == (0, pid, e + 1)
         await _completed(c, "t3", S.COMPLETE_ABORT)
-        assert await c.end_txn("t3", pid, e, False, client_version=2) == (0, pid, e + 1)     # a retry
+        assert await c.end_txn("t3", pid, e, False, client_version=2) == (0, pid, e + 1)  # a retry
         return (await c.end_txn("t3", pid, e, True, client_version=2))[0]
 
     async def go():
@@ -208,9 +236,11 @@ def test_tv2_a_commit_racing_the_coordinators_own_abort_is_fenced(env):
         assert c.abort_timed_out() == 2
         await asyncio.sleep(0.1)
         assert c.txns["t1"].state is c.txns["t2"].state is S.PREPARE_ABORT
-        got = await asyncio.gather(commit_after_the_abort(c, "t1", *t1), commit_after_the_abort(c, "t2", *t2),
-                                   own_abort_then_commit(c))
+        got = await asyncio.gather(
+            commit_after_the_abort(c, "t1", *t1), commit_after_the_abort(c, "t2", *t2), own_abort_then_commit(c)
+        )
         assert got == [(E.CONCURRENT_TRANSACTIONS, E.PRODUCER_FENCED)] * 2 + [E.PRODUCER_FENCED]
-        assert c.txns["t2"].producer_epoch == MAX_EPOCH         # one bump only: the epoch ran out
+        assert c.txns["t2"].producer_epoch == MAX_EPOCH  # one bump only: the epoch ran out
         await c.shutdown()
+
     run(go())

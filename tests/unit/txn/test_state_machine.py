@@ -2,6 +2,7 @@
 TransactionState): every valid transition and the refused ones, the two-step
 prepare/complete, epoch fencing and exhaustion, and __transaction_state's records in
 Kafka's schema."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,15 @@ def md(state=S.EMPTY, epoch=0, partitions=()) -> TransactionMetadata:
 
 def test_state_ids_and_names_are_kafkas():
     assert [(s.value, s.kafka_name) for s in S] == [
-        (0, "Empty"), (1, "Ongoing"), (2, "PrepareCommit"), (3, "PrepareAbort"), (4, "CompleteCommit"),
-        (5, "CompleteAbort"), (6, "Dead"), (7, "PrepareEpochFence")]
+        (0, "Empty"),
+        (1, "Ongoing"),
+        (2, "PrepareCommit"),
+        (3, "PrepareAbort"),
+        (4, "CompleteCommit"),
+        (5, "CompleteAbort"),
+        (6, "Dead"),
+        (7, "PrepareEpochFence"),
+    ]
     assert S.from_kafka_name("Ongoing") is S.ONGOING and S.from_kafka_name("Nope") is None
 
 
@@ -82,7 +90,7 @@ def test_fencing_bumps_the_epoch_once_and_aborts():
     assert (m.state, m.producer_epoch) == (S.PREPARE_EPOCH_FENCE, 5)
     t = m.prepare_abort_or_commit(S.PREPARE_ABORT, NOW)
     assert t.producer_epoch == 5
-    m.abort_transition(t)                       # the abort's write failed: no second bump
+    m.abort_transition(t)  # the abort's write failed: no second bump
     m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_ABORT, NOW))
     assert (m.state, m.producer_epoch) == (S.PREPARE_ABORT, 5)
     m.complete_transition(m.prepare_complete(NOW))
@@ -122,8 +130,15 @@ def test_records_round_trip_in_kafkas_schema(client_version):
     t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW)
     value = R.encode_value(t)
     back = R.decode_value(value)
-    assert (back.producer_id, back.producer_epoch, back.state, back.partitions, back.start_ms,
-            back.last_update_ms, back.timeout_ms) == (1000, 3, S.PREPARE_COMMIT, t.partitions, NOW, NOW, 60000)
+    assert (
+        back.producer_id,
+        back.producer_epoch,
+        back.state,
+        back.partitions,
+        back.start_ms,
+        back.last_update_ms,
+        back.timeout_ms,
+    ) == (1000, 3, S.PREPARE_COMMIT, t.partitions, NOW, NOW, 60000)
     assert back.client_version == client_version and back.next_producer_id == m.next_producer_id
     assert R.decode_key(R.encode_key("t1")) == "t1"
     assert R.encode_key("t1") == struct.pack(">hh", 0, 2) + b"t1"
@@ -154,11 +169,17 @@ def test_value_fields_are_kafkas_json_converters(client_version):
     m.next_producer_id = 77 if client_version else -1
     version, fields = R.value_fields(R.encode_value(m.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW)))
     assert version == (1 if client_version else 0)
-    expect = {"producerId": 1000, **({"nextProducerId": 77} if client_version else {}), "producerEpoch": 3,
-              "transactionTimeoutMs": 60000, "transactionStatus": 2,
-              "transactionPartitions": [{"topic": "a", "partitionIds": [0, 2]}, {"topic": "b", "partitionIds": [1]}],
-              "transactionLastUpdateTimestampMs": NOW, "transactionStartTimestampMs": NOW,
-              **({"clientTransactionVersion": 2} if client_version else {})}
+    expect = {
+        "producerId": 1000,
+        **({"nextProducerId": 77} if client_version else {}),
+        "producerEpoch": 3,
+        "transactionTimeoutMs": 60000,
+        "transactionStatus": 2,
+        "transactionPartitions": [{"topic": "a", "partitionIds": [0, 2]}, {"topic": "b", "partitionIds": [1]}],
+        "transactionLastUpdateTimestampMs": NOW,
+        "transactionStartTimestampMs": NOW,
+        **({"clientTransactionVersion": 2} if client_version else {}),
+    }
     assert list(fields.items()) == list(expect.items())
     empty = R.value_fields(R.encode_value(md(S.COMPLETE_ABORT).prepare_increment_epoch(5000, NOW)))[1]
     assert empty["transactionPartitions"] is None and empty["transactionStatus"] == 0
@@ -169,8 +190,7 @@ def test_value_fields_are_kafkas_json_converters(client_version):
 def test_tv2_end_bumps_the_epoch_and_remembers_the_one_it_ends():
     m = md(S.ONGOING, epoch=7, partitions=[("a", 0)])
     t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW, client_version=2)
-    assert (t.producer_epoch, t.last_producer_epoch, t.client_version, t.partitions) == (
-        8, 7, 2, frozenset({("a", 0)}))
+    assert (t.producer_epoch, t.last_producer_epoch, t.client_version, t.partitions) == (8, 7, 2, frozenset({("a", 0)}))
     m.complete_transition(t)
     m.complete_transition(m.prepare_complete(NOW + 1))
     assert (m.state, m.producer_epoch, m.last_producer_epoch, m.partitions) == (S.COMPLETE_COMMIT, 8, 7, set())
@@ -197,8 +217,13 @@ def test_tv2_overflow_completes_with_the_next_producer_id_and_remembers_the_prev
     assert (t.producer_id, t.producer_epoch, t.next_producer_id) == (1000, MAX_EPOCH, 2000)
     m.complete_transition(t)
     done = m.prepare_complete(NOW + 1)
-    assert (done.producer_id, done.producer_epoch, done.previous_producer_id, done.next_producer_id,
-            done.last_producer_epoch) == (2000, 0, 1000, -1, MAX_EPOCH - 1)
+    assert (
+        done.producer_id,
+        done.producer_epoch,
+        done.previous_producer_id,
+        done.next_producer_id,
+        done.last_producer_epoch,
+    ) == (2000, 0, 1000, -1, MAX_EPOCH - 1)
     # the record keeps the previous id (a tagged field of the v1 value) for a new coordinator
     back = R.decode_value(R.encode_value(done))
     assert (back.producer_id, back.previous_producer_id, back.client_version) == (2000, 1000, 2)

@@ -1,6 +1,7 @@
 """The transaction coordinator over a real log of __transaction_state (one partition,
 this broker its leader; conftest.py): InitProducerId, AddPartitionsToTxn, EndTxn, the markers, fencing,
 timeouts, expiry, and a new leader completing what its predecessor left in flight."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +31,9 @@ def test_commit_cycle_writes_markers_then_completes(env):
         assert await c.add_partitions("t1", pid, epoch, [("out", 0), ("out", 1)]) == 0
         assert c.txns["t1"].state is S.ONGOING
         assert c.verify_partitions("t1", pid, epoch, [("out", 0), ("other", 0)]) == {
-            ("out", 0): 0, ("other", 0): E.INVALID_TXN_STATE}
+            ("out", 0): 0,
+            ("other", 0): E.INVALID_TXN_STATE,
+        }
         # partitions being added meanwhile change nothing of those already in
         md = c.txns["t1"]
         t = md.prepare_add_partitions({("more", 0)}, 1)
@@ -41,11 +44,12 @@ def test_commit_cycle_writes_markers_then_completes(env):
         assert c.txns["t1"].state is S.COMPLETE_COMMIT
         sent = sorted((b, m.partitions, m.commit, m.coordinator_epoch) for b, m in markers.sent)
         assert sent == [(1, (("out", 0),), True, 3), (2, (("out", 1),), True, 3)]
-        assert {m.transaction_version for _b, m in markers.sent} == {0}   # a transaction.version 1 client
+        assert {m.transaction_version for _b, m in markers.sent} == {0}  # a transaction.version 1 client
         # a retried commit is fine, an abort of it is not
         assert (await c.end_txn("t1", pid, epoch, True))[0] == 0
         assert (await c.end_txn("t1", pid, epoch, False))[0] == E.INVALID_TXN_STATE
         await c.shutdown()
+
     run(go())
 
 
@@ -58,11 +62,12 @@ def test_bad_input_gets_protocol_errors(env):
         assert (await c.init_producer_id("t1", 0))[0] == E.INVALID_TRANSACTION_TIMEOUT
         assert (await c.end_txn("nobody", 1, 0, True))[0] == E.INVALID_PRODUCER_ID_MAPPING
         _, pid, epoch = await c.init_producer_id("t1", 10000)
-        assert (await c.end_txn("t1", pid, epoch, True))[0] == E.INVALID_TXN_STATE        # nothing open
+        assert (await c.end_txn("t1", pid, epoch, True))[0] == E.INVALID_TXN_STATE  # nothing open
         assert await c.add_partitions("t1", pid + 1, epoch, [("out", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
         assert await c.add_partitions("t1", pid, epoch + 1, [("out", 0)]) == E.PRODUCER_FENCED
         assert (await c.init_producer_id("", 10000))[0] == E.INVALID_REQUEST
         await c.shutdown()
+
     run(go())
 
 
@@ -85,6 +90,7 @@ def test_a_second_producer_fences_the_first_and_aborts_its_transaction(env):
         assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == E.PRODUCER_FENCED
         assert (await c.end_txn("t1", pid, e0, True))[0] == E.PRODUCER_FENCED
         await c.shutdown()
+
     run(go())
 
 
@@ -101,6 +107,7 @@ def test_kip360_bump_from_the_producers_own_epoch(env):
         # an epoch nobody had is fenced
         assert (await c.init_producer_id("t1", 10000, pid, e0 + 7))[0] == E.PRODUCER_FENCED
         await c.shutdown()
+
     run(go())
 
 
@@ -121,6 +128,7 @@ def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch(env):
         assert [m.commit for _b, m in markers.sent] == [False]
         assert (await c.end_txn("t1", pid, e0, True))[0] == E.PRODUCER_FENCED
         await c.shutdown()
+
     run(go())
 
 
@@ -131,20 +139,21 @@ def test_a_new_leader_completes_what_was_prepared(env):
         c = make()
         _, pid, e0 = await c.init_producer_id("t1", 10000)
         assert await c.add_partitions("t1", pid, e0, [("out", 0)]) == 0
-        markers.answer = E.NOT_LEADER_OR_FOLLOWER           # the markers cannot be written yet
+        markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the markers cannot be written yet
         assert (await c.end_txn("t1", pid, e0, True))[0] == 0
         await _settle()
         assert c.txns["t1"].state is S.PREPARE_COMMIT
-        await c.shutdown()                                  # the old leader dies
+        await c.shutdown()  # the old leader dies
         markers.sent.clear()
         markers.answer = 0
         writer.epoch = 4
-        c2 = make()                                         # loads PrepareCommit and finishes it
+        c2 = make()  # loads PrepareCommit and finishes it
         assert c2.txns["t1"].state is S.PREPARE_COMMIT
         await asyncio.sleep(0.05)
         assert c2.txns["t1"].state is S.COMPLETE_COMMIT
         assert [(m.commit, m.coordinator_epoch) for _b, m in markers.sent] == [(True, 4)]
         await c2.shutdown()
+
     run(go())
 
 
@@ -162,6 +171,7 @@ def test_a_failed_write_is_answered_and_changes_nothing(env):
         writer.leader = False
         assert c.check_coordinator("t1") == E.NOT_COORDINATOR
         await c.shutdown()
+
     run(go())
 
 
@@ -174,7 +184,7 @@ def test_idle_ids_expire_and_stay_gone_after_a_reload(env):
         _, pid2, e2 = await c.init_producer_id("t2", 10000)
         await c.add_partitions("t2", pid2, e2, [("out", 0)])
         clock[0] += cfg["transactional.id.expiration.ms"]
-        assert c.remove_expired() == 1                     # t2's transaction is open
+        assert c.remove_expired() == 1  # t2's transaction is open
         await _settle()
         assert set(c.txns) == {"t2"}
         listed, unknown = c.list_transactions(["Ongoing", "Bogus"], [])
@@ -184,10 +194,12 @@ def test_idle_ids_expire_and_stay_gone_after_a_reload(env):
         c2 = make()
         assert set(c2.txns) == {"t2"}
         await c2.shutdown()
+
     run(go())
 
 
 # ---------------------------------------------------------------------- transaction.version 2 (KIP-890 part 2)
+
 
 def _tv2_begin(c, pid, epoch, parts=(("out", 0),)):
     return c.add_partitions("t1", pid, epoch, list(parts), client_version=2)
@@ -205,7 +217,8 @@ def test_tv2_every_end_bumps_the_epoch_and_the_markers_carry_it(env):
         assert await c.end_txn("t1", pid, 0, True, client_version=2) == (0, pid, 1)
         await _settle()
         assert [(m.producer_id, m.producer_epoch, m.commit, m.transaction_version) for _, m in markers.sent] == [
-            (pid, 1, True, 2)]
+            (pid, 1, True, 2)
+        ]
         md = c.txns["t1"]
         assert (md.state, md.producer_epoch, md.last_producer_epoch) == (S.COMPLETE_COMMIT, 1, 0)
         # the next transaction goes on at the bumped epoch; an abort bumps too
@@ -218,8 +231,7 @@ def test_tv2_every_end_bumps_the_epoch_and_the_markers_carry_it(env):
         assert await _tv2_begin(c, pid, 1) == E.PRODUCER_FENCED
         c2 = make()
         md2 = c2.txns["t1"]
-        assert (md2.producer_id, md2.producer_epoch, md2.state, md2.client_version) == (
-            pid, 2, S.COMPLETE_ABORT, 2)
+        assert (md2.producer_id, md2.producer_epoch, md2.state, md2.client_version) == (pid, 2, S.COMPLETE_ABORT, 2)
 
     run(go())
 
@@ -260,7 +272,7 @@ def test_tv2_an_exhausted_epoch_ends_with_a_new_producer_id(env):
         c = make()
         _, pid, _ = await c.init_producer_id("t1", 10000)
         md = c.txns["t1"]
-        md.producer_epoch = 32766                       # Short.MaxValue - 1: the last a client may use
+        md.producer_epoch = 32766  # Short.MaxValue - 1: the last a client may use
         assert await _tv2_begin(c, pid, 32766) == 0
         err, new_pid, new_epoch = await c.end_txn("t1", pid, 32766, True, client_version=2)
         assert err == 0 and new_pid != pid and new_epoch == 0
@@ -268,7 +280,11 @@ def test_tv2_an_exhausted_epoch_ends_with_a_new_producer_id(env):
         # the markers are written by the old id at Short.MaxValue; then the new id is the producer
         assert [(m.producer_id, m.producer_epoch) for _, m in markers.sent] == [(pid, 32767)]
         assert (md.producer_id, md.producer_epoch, md.previous_producer_id, md.state) == (
-            new_pid, 0, pid, S.COMPLETE_COMMIT)
+            new_pid,
+            0,
+            pid,
+            S.COMPLETE_COMMIT,
+        )
         # the retry of the end that rotated the id gets the same answer
         assert await c.end_txn("t1", pid, 32766, True, client_version=2) == (0, new_pid, 0)
         assert await _tv2_begin(c, new_pid, 0) == 0
