@@ -74,6 +74,7 @@ test: lint typecheck $(VENV)/.test $(SPARK_DISCOVERY) sysdeps testdeps
 # the settings of ruff, cython-lint and mypy are in pyproject.toml
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/cython-lint _native/*.pyx _native/*.pxd
 
 typecheck: $(VENV)/.test
