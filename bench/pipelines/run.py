@@ -201,6 +201,28 @@ def max_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in zip(inside, inside[1:]))
 
 
+def observed(watcher: ArrivalWatcher, producer: TimedProducer, t_signal: float, watch_s: float):
+    """After a signal at t_signal, watch_s seconds later: (stall, baseline gap, end to end).
+    stall: the longest time without an arrival from 2 s before the signal to watch_s after;
+    baseline: the longest in the 10 s before; end to end: the largest send -> arrival time
+    of the records sent from 2 s before the signal to 5 s after it (nan until all arrived)."""
+    time.sleep(watch_s)
+    arrivals = [a for a, _ in watcher.arrivals]
+    stall = max_gap(arrivals, t_signal - 2, t_signal + watch_s)
+    baseline = max_gap(arrivals, t_signal - 10, t_signal)
+    sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
+    window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
+    e2e = max(window) if window and len(window) >= sent else float("nan")
+    return stall, baseline, e2e
+
+
+def restored(cluster: Cluster, victim: int, topics: tuple[str, ...]) -> None:
+    """The victim started again, every replica of `topics` in sync, then 10 s of quiet."""
+    cluster.broker(victim).start(timeout=120)
+    heal(cluster, topics)
+    time.sleep(10)
+
+
 def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dict:
     create(cluster.bootstrap, "in")
     create(cluster.bootstrap, "out")
@@ -238,14 +260,7 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
             failover = failover_time(cluster, parts, victim, t_signal)
             if how == "SIGTERM":
                 cluster.broker(victim).wait(60)
-            time.sleep(args.observe_s)
-            arrivals = [a for a, _ in watcher.arrivals]
-            stall = max_gap(arrivals, t_signal - 2, t_signal + min(60, args.observe_s))
-            baseline = max_gap(arrivals, t_signal - 10, t_signal)
-            # end to end: the records sent from 2 s before the signal to 5 s after it, once all arrived
-            sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
-            window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
-            e2e = max(window) if window and len(window) >= sent else float("nan")
+            stall, baseline, e2e = observed(watcher, producer, t_signal, min(60, args.observe_s))
             row = {
                 "trial": trial + 1,
                 "how": how,
@@ -265,9 +280,7 @@ def step_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) -> dic
                 flush=True,
             )
             assert job.alive and not job.failed(), job.output()
-            cluster.broker(victim).start(timeout=120)
-            heal(cluster, ("in", "out"))
-            time.sleep(10)
+            restored(cluster, victim, ("in", "out"))
     finally:
         producer.stop.set()
         watcher.stop.set()
@@ -343,13 +356,7 @@ def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) ->
             t_signal = time.time()
             cluster.kill(victim)
             failover = failover_time(cluster, parts, victim, t_signal)
-            time.sleep(args.observe_s)
-            arrivals = [a for a, _ in watcher.arrivals]
-            stall = max_gap(arrivals, t_signal - 2, t_signal + args.observe_s)
-            baseline = max_gap(arrivals, t_signal - 10, t_signal)
-            sent = sum(1 for t in producer.send_times if t_signal - 2 <= t <= t_signal + 5)
-            window = [a - s for a, s in watcher.arrivals if t_signal - 2 <= s <= t_signal + 5]
-            e2e = max(window) if window and len(window) >= sent else float("nan")
+            stall, baseline, e2e = observed(watcher, producer, t_signal, args.observe_s)
             roles = (
                 [
                     f"coordinator of {sum(1 for b in coordinators.values() if b == victim)} of the query's "
@@ -377,9 +384,7 @@ def step_eos_stall(cluster: Cluster, spark: SparkStandalone, args, tmp: Path) ->
                 flush=True,
             )
             assert job.alive and not job.failed(), job.output()
-            cluster.broker(victim).start(timeout=120)
-            heal(cluster, ("eos-in", "eos-out"))
-            time.sleep(10)
+            restored(cluster, victim, ("eos-in", "eos-out"))
             controller = cluster.wait_for_controller()
     finally:
         producer.stop.set()
