@@ -31,27 +31,6 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # their iptables rules use a block of loopback addresses of their worker's own
 # (tests/support/cluster.py, netfault.py), and temporary directories are per worker.
 SHARED_SESSION_DIRS = ("spark", "apache_kafka")
-#: started first, in this order: the work units that take minutes (a Spark session and its
-#: tests; Spark clusters with brokers killed at the default session timeout), longest first,
-#: so that the two workers end together. xdist's own order (--loadscope-reorder: the units
-#: with the most tests first) put the one-test files of tests/pipelines last, and one worker
-#: waited minutes on the other at the end.
-SLOW_FIRST = (
-    "tests/spark/",
-    "tests/pipelines/test_exactly_once_kills.py",
-    "tests/pipelines/test_docs.py",
-    "tests/pipelines/test_faults.py",
-    "tests/pipelines/",
-)
-
-
-def started_first(nodeid: str) -> int:
-    """The test's rank in SLOW_FIRST (len(SLOW_FIRST) for all the others)."""
-    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), len(SLOW_FIRST))
-
-
-def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: started_first(item.nodeid))  # stable: the rest keep their order
 
 
 def work_unit(nodeid: str) -> str:
@@ -79,6 +58,5 @@ else:
         of the scheduler, not xdist_group marks: pytest 9.2 drops the node id suffix
         those travel in, pytest-xdist issue 1386)."""
         if config.getvalue("dist") == "loadfile":
-            config.option.loadscopereorder = False  # the collection's order (SLOW_FIRST)
             return _LoadWorkUnits(config, log)
         return None
