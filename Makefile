@@ -29,6 +29,11 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # bytecode caches matter here: the generated protocol codecs are ~45k lines, compiled
 # afresh by every broker process the tests start when caching is disabled
 unexport PYTHONDONTWRITEBYTECODE
+# ... and meson-python's editable loader never writes the caches of the package itself:
+# $(COMPILE) writes them (for what changed since the last run) before serving, testing or
+# benchmarking. Without them `import broker.client` takes 0.53 s instead of 0.06 s, in
+# every broker process, CLI command and Spark Python worker.
+COMPILE := $(VPY) -m compileall -q -j0 broker
 
 # build tools the editable install needs at import time (meson-python rebuilds on import)
 BUILD_TOOLS := "meson-python>=0.16" "meson>=1.4" "ninja>=1.11" "Cython>=3.0.10" "setuptools>=65" wheel
@@ -62,6 +67,7 @@ SRC_STAMPS := pyproject.toml meson.build _native/meson.build _native/modules.txt
 # then prints where its metrics and status page are); the schema registry (Confluent's REST
 # API, docs/schema-registry.md) is served beside the broker on 127.0.0.1:8081
 serve: $(VENV)/.runtime
+	@$(COMPILE)
 	$(VENV)/bin/broker serve --data-dir ./data --listen 127.0.0.1:9092 --set schema.registry.listener=127.0.0.1:8081 $(SERVE_ARGS)
 
 # lint and typecheck first: a violation fails the run before any test starts
@@ -69,6 +75,7 @@ serve: $(VENV)/.runtime
 # tests/conftest.py says; PYTEST_ARGS adds pytest options
 TEST_WORKERS ?= 2
 test: lint typecheck $(VENV)/.test $(SPARK_DISCOVERY) sysdeps testdeps
+	@$(COMPILE)
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the settings of ruff, cython-lint and mypy are in pyproject.toml
@@ -89,6 +96,7 @@ protocol: | $(VPY)
 # the quick set: native micro benchmarks (pytest-benchmark), then one quick asv pass over
 # the native and end-to-end benchmarks in this environment (no downloads, no builds)
 bench: $(VENV)/.bench $(SPARK_DISCOVERY)
+	@$(COMPILE)
 	$(VPY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,ops $(PYTEST_ARGS)
 	cd bench && ../$(VENV)/bin/asv machine --yes >/dev/null && \
 	  ../$(VENV)/bin/asv run --environment existing:$(CURDIR)/$(VENV)/bin/python --quick --show-stderr
@@ -123,7 +131,9 @@ faults: $(VENV)/.test sysdeps
 	$(VPY) bench/faults/run.py $(FAULTS_ARGS)
 
 install: $(VENV)/.runtime $(SPARK_DISCOVERY)
+	@$(COMPILE)
 install-test: $(VENV)/.test $(SPARK_DISCOVERY)
+	@$(COMPILE)
 
 $(VPY):
 	@echo "make: first use: creating $(VENV), then building the native core into it (a few minutes)"
