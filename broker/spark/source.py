@@ -55,13 +55,13 @@ class KBrokerDataSource(DataSource):
             return _RefusedStreamReader(exc)
 
     def writer(self, schema, overwrite: bool):
-        from broker.spark.writer import KBrokerBatchWriter
+        from broker.spark.sink import KBrokerBatchWriter
 
         _no_overwrite(overwrite)
         return KBrokerBatchWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
     def streamWriter(self, schema, overwrite: bool):
-        from broker.spark.writer import KBrokerStreamWriter
+        from broker.spark.sink import KBrokerStreamWriter
 
         return KBrokerStreamWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
