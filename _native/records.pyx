@@ -798,6 +798,67 @@ cdef inline int _frame(const uint8_t *p, int32_t n, SchemaIds ids, int32_t *foun
     return FRAME_OK
 
 
+cdef inline int _skip_varint(const uint8_t **pp, const uint8_t *end, int max_bytes) noexcept nogil:
+    """Steps over a varint without decoding it (a value nobody reads)."""
+    cdef const uint8_t *p = pp[0]
+    cdef int i
+    for i in range(max_bytes):
+        if p + i >= end:
+            return REC_TRUNCATED
+        if not (p[i] & 0x80):
+            pp[0] = p + i + 1
+            return REC_OK
+    return REC_BAD_VARINT
+
+
+cdef inline int _len_field(const uint8_t **pp, const uint8_t *end, const uint8_t **data,
+                           int32_t *length) noexcept nogil:
+    """read_len_field, with a branch for the common one-byte length (0..63)."""
+    cdef const uint8_t *p = pp[0]
+    if p < end and p[0] < 0x80 and not (p[0] & 1):
+        length[0] = p[0] >> 1
+        if length[0] > end - p - 1:
+            return REC_TRUNCATED
+        data[0] = p + 1
+        pp[0] = p + 1 + length[0]
+        return REC_OK
+    return read_len_field(pp, end, data, length)
+
+
+cdef inline int _key_and_value(const uint8_t *p, const uint8_t *end, RecordView *r) noexcept nogil:
+    """The record at p's key, value and end (r.key, r.value and their lengths, r.end),
+    never reading at or past `end`: parse_record's walk without the timestamp and offset
+    deltas decoded (stepped over) and without the headers (the record's length bounds
+    them; nothing here reads them)."""
+    cdef int n, rc
+    cdef int32_t length
+    n = kb_read_varint(p, end, &length)
+    if n == 0:
+        return REC_TRUNCATED
+    if n < 0:
+        return REC_BAD_VARINT
+    p += n
+    if length < 0:
+        return REC_BAD_LENGTH
+    if length > end - p:
+        return REC_TRUNCATED
+    end = p + length
+    r.end = end
+    if p >= end:
+        return REC_TRUNCATED
+    p += 1                                  # attributes
+    rc = _skip_varint(&p, end, 10)          # timestampDelta
+    if rc != REC_OK:
+        return rc
+    rc = _skip_varint(&p, end, 5)           # offsetDelta
+    if rc != REC_OK:
+        return rc
+    rc = _len_field(&p, end, &r.key, &r.key_len)
+    if rc != REC_OK:
+        return rc
+    return _len_field(&p, end, &r.value, &r.value_len)
+
+
 def check_schema_ids(buffer, SchemaIds key_ids, SchemaIds value_ids, Py_ssize_t max_errors=100,
                      Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):
     """Checks every record of the batches in `buffer` (a Produce's records for one
@@ -850,7 +911,7 @@ def check_schema_ids(buffer, SchemaIds key_ids, SchemaIds value_ids, Py_ssize_t 
                 rc = REC_OK
                 kp = vp = FRAME_OK
                 while i < count:
-                    rc = parse_record(q, end, &rv)
+                    rc = _key_and_value(q, end, &rv)
                     if rc != REC_OK:
                         break
                     q = rv.end
