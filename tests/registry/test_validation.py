@@ -242,3 +242,41 @@ def test_librdkafka_reports_invalid_record(broker, orders):
     codes = [err.code() if err else None for err, _ in reports]
     assert codes == [KafkaError.INVALID_RECORD, KafkaError.INVALID_RECORD, None]
     assert reports[2][1].offset() >= 0
+
+
+@pytest.mark.parametrize(
+    "schema_type,schema,name",
+    [
+        ("PROTOBUF", 'syntax = "proto3";\npackage acme.v1;\nmessage Shipment { string id = 1; }\n', "acme.v1.Shipment"),
+        ("JSON", '{"title":"acme.Refund","type":"object","properties":{"id":{"type":"string"}}}', "acme.Refund"),
+    ],
+)
+def test_record_names_of_protobuf_and_json_schemas(broker, registry, cluster, schema_type, schema, name):
+    """RecordNameStrategy on values: Protobuf's first message's full name, JSON Schema's title."""
+    topic = new_topic(cluster, {**VALIDATE_VALUES, "confluent.value.subject.name.strategy": "RecordNameStrategy"})
+    status, body = registry.register(name, schema, schema_type)
+    assert status == 200, body
+    status, elsewhere = registry.register(f"{name}.Not", schema.replace("id", "other_id"), schema_type)
+    assert status == 200, elsewhere
+    assert produce(broker, topic, batch([framed(body["id"])])).error_code == 0
+    assert produce(broker, topic, batch([framed(elsewhere["id"])])).error_code == ErrorCode.INVALID_RECORD
+
+
+def test_a_transaction_of_valid_records_commits_and_a_bad_one_aborts(broker, orders):
+    """Transactional batches are checked like any other (the general produce path); the
+    commit's markers are not records to validate. (After the refusal librdkafka goes on
+    with the next sequence number without bumping the epoch, a sequence gap Kafka's
+    producer state checks refuse too, as we read them: its next transaction would have to
+    be aborted again; not the broker's to change.)"""
+    topic, good, _ = orders
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"validated-{topic}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, framed(good), partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    errors = []
+    p.produce(topic, b"not framed", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD]
+    p.abort_transaction(30)  # what librdkafka asks for after INVALID_RECORD in a transaction
