@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from broker.config import LogConfig, subject_name_strategy
@@ -71,7 +72,7 @@ class TopicSchemaCheck:
     """One topic's check: the ids each validated side allows (None: not validated),
     replaced as the registry's view changes."""
 
-    __slots__ = ("topic", "strategies", "key_ids", "value_ids", "available")
+    __slots__ = ("topic", "strategies", "key_ids", "value_ids", "available", "__weakref__")
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
@@ -121,11 +122,14 @@ class TopicSchemaCheck:
 
 class SchemaValidation:
     """The broker's schema checks, one TopicSchemaCheck per topic with validation on,
-    kept current with the registry's view (`registry` None: a broker without one)."""
+    kept current with the registry's view (`registry` None: a broker without one). A
+    check lives as long as a LogConfig holds it (`checks` holds it weakly): a topic whose
+    validation was turned off, or that was deleted, drops out once its logs follow their
+    new config."""
 
     def __init__(self, registry: RegistryService | None) -> None:
         self.registry = registry
-        self.checks: dict[str, TopicSchemaCheck] = {}
+        self.checks: weakref.WeakValueDictionary[str, TopicSchemaCheck] = weakref.WeakValueDictionary()
         #: schema id -> its record's full name (None: it has none); ids never change schema
         self._names: dict[int, str | None] = {}
         if registry is not None:
@@ -137,7 +141,6 @@ class SchemaValidation:
         key_on = bool(config["confluent.key.schema.validation"])
         value_on = bool(config["confluent.value.schema.validation"])
         if not key_on and not value_on:
-            self.checks.pop(topic, None)
             return None
         chk = self.checks.get(topic)
         if chk is None:
@@ -151,7 +154,7 @@ class SchemaValidation:
 
     def refresh(self) -> None:
         """The registry's view applied records: every topic's allowed ids again."""
-        for chk in self.checks.values():
+        for chk in list(self.checks.values()):
             self._compute(chk)
 
     def _compute(self, chk: TopicSchemaCheck) -> None:

@@ -2,6 +2,8 @@
 broker without a registry refusing every batch of a topic that asks for validation (the
 configs are refused on such a broker; another broker may have set them)."""
 
+import gc
+
 import pytest
 
 from broker.config import BrokerConfig, ConfigError, subject_name_strategy, validate_topic_configs
@@ -39,5 +41,8 @@ def test_without_a_registry_every_batch_is_refused():
     with pytest.raises(RecordValidationError, match="no schema registry") as info:
         check.check(b.build())
     assert isinstance(info.value, InvalidRecordError) and info.value.record_errors == []
-    # validation turned off: the check goes
-    assert v.check_for("t", BrokerConfig().log_config({})) is None and v.checks == {}
+    # validation turned off: the check goes once nothing holds it (the logs' LogConfig)
+    assert v.check_for("t", BrokerConfig().log_config({})) is None and list(v.checks) == ["t"]
+    del check, info  # (the traceback holds the check too)
+    gc.collect()
+    assert list(v.checks) == []
