@@ -19,7 +19,7 @@ from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceRequest
 from tests.registry.conftest import Registry, registry_broker
 from tests.support.broker_proc import BrokerProcess
-from tests.support.kafka_tools import java_program
+from tests.support.kafka_tools import java_program, kafka_tool
 
 ORDER = '{"type":"record","name":"Order","namespace":"com.acme","fields":[{"name":"id","type":"long"}]}'
 CLICK = '{"type":"record","name":"Click","namespace":"com.acme","fields":[{"name":"page","type":"string"}]}'
@@ -280,3 +280,40 @@ def test_a_transaction_of_valid_records_commits_and_a_bad_one_aborts(broker, ord
     p.flush(30)
     assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD]
     p.abort_transaction(30)  # what librdkafka asks for after INVALID_RECORD in a transaction
+
+
+def test_kafka_configs_sets_them_and_kafka_topics_does_not(broker, cluster):
+    """Apache Kafka's kafka-configs alters Confluent's keys; Apache Kafka's kafka-topics
+    refuses them before asking the broker (it checks topic config names against its own
+    list, which Confluent's kafka-topics extends)."""
+    topic = new_topic(cluster)
+    refused = kafka_tool(
+        "kafka-topics",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--create",
+        "--topic",
+        f"{topic}-by-kafka-topics",
+        "--config",
+        "confluent.value.schema.validation=true",
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode != 0 and "Unknown topic config name" in refused.stdout + refused.stderr
+    kafka_tool(
+        "kafka-configs",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+        "--add-config",
+        "confluent.value.schema.validation=true",
+        timeout=120,
+    )
+    deadline = time.monotonic() + 10
+    while produce(broker, topic, batch([b"plain"])).error_code != ErrorCode.INVALID_RECORD:
+        assert time.monotonic() < deadline, "kafka-configs' change never applied"
+        time.sleep(0.1)
