@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -19,6 +21,7 @@ from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.produce import ProduceRequest
 from tests.registry.conftest import Registry, registry_broker
 from tests.support.broker_proc import BrokerProcess
+from tests.support.deps import missing, require_binary
 from tests.support.kafka_tools import java_program, kafka_tool
 
 ORDER = '{"type":"record","name":"Order","namespace":"com.acme","fields":[{"name":"id","type":"long"}]}'
@@ -317,3 +320,53 @@ def test_kafka_configs_sets_them_and_kafka_topics_does_not(broker, cluster):
     while produce(broker, topic, batch([b"plain"])).error_code != ErrorCode.INVALID_RECORD:
         assert time.monotonic() < deadline, "kafka-configs' change never applied"
         time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def kgen(tmp_path_factory) -> Path:
+    """bench/native/kgen (bench/schema_validation.py's generator), built into a temporary dir."""
+    if not Path("/usr/include/librdkafka/rdkafka.h").exists():
+        missing(
+            "librdkafka-dev (librdkafka's headers, for bench/native/kgen)",
+            "apt-get install -y librdkafka-dev, or run 'make test' as root",
+        )
+    require_binary("cc", "gcc")
+    out = tmp_path_factory.mktemp("kgen")
+    repo = Path(__file__).resolve().parents[2]
+    make = [
+        "make",
+        "-s",
+        "-C",
+        str(repo),
+        "bench-tools",
+        f"KGEN={out / 'kgen'}",
+        f"INGEST={out / 'ingest'}",
+        f"ALLOC_AHEAD={out / 'alloc_ahead'}",
+    ]
+    p = subprocess.run(make, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out / "kgen"
+
+
+def test_the_benchmarks_generator_frames_its_values(broker, orders, kgen):
+    """kgen --schema-id (bench/schema_validation.py): librdkafka's batches of framed values
+    are taken whole; the same load unframed is refused, every record reported."""
+    topic, good, _ = orders
+
+    def run(*extra):
+        argv = [str(kgen), "produce", "-b", broker.bootstrap, "-t", topic, "-s", 100, "--count", 2000, *extra]
+        p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120)
+        return p.returncode, json.loads(p.stdout.strip().splitlines()[-1])
+
+    rc, framed_run = run("--acks", "all", "--idempotence", "--schema-id", good)
+    assert rc == 0 and framed_run["delivery_errors"] == 0 and framed_run["messages"] == 2000, framed_run
+    rc, plain_run = run("--acks", "1")
+    assert rc != 0 and plain_run["delivery_errors"] == 2000, plain_run
+    assert "INVALID_RECORD" in plain_run["first_error"] or "validate record" in plain_run["first_error"], plain_run
+    too_short = subprocess.run(
+        [str(kgen), "produce", "-b", "x:1", "-t", "t", "-s", "4", "--count", "1", "--schema-id", "1"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert too_short.returncode == 2 and "at least 5" in too_short.stderr
