@@ -1,0 +1,70 @@
+from typing import Any
+
+K_BOOL: int
+K_I32: int
+K_I64: int
+K_F32: int
+K_F64: int
+K_BIN: int
+K_DEC: int
+K_STRUCT: int
+K_LIST: int
+K_MAP: int
+OP_SKIP_NULL: int
+OP_SKIP_BOOL: int
+OP_SKIP_VARINT: int
+OP_SKIP_FIXED: int
+OP_SKIP_BYTES: int
+OP_SKIP_RECORD: int
+OP_SKIP_ARRAY: int
+OP_SKIP_MAP: int
+OP_SKIP_UNION: int
+OP_NULL: int
+OP_BOOL: int
+OP_INT_I32: int
+OP_INT_I64: int
+OP_LONG_I64: int
+OP_LONG_MS_US: int
+OP_INT_F32: int
+OP_INT_F64: int
+OP_LONG_F32: int
+OP_LONG_F64: int
+OP_FLOAT_F32: int
+OP_FLOAT_F64: int
+OP_DOUBLE_F64: int
+OP_BYTES_BIN: int
+OP_FIXED_BIN: int
+OP_ENUM: int
+OP_DEC_BYTES: int
+OP_DEC_FIXED: int
+OP_RECORD: int
+OP_ARRAY: int
+OP_MAP: int
+OP_UNION: int
+OP_ERROR: int
+OP_DEFAULT: int
+OP_LAST: int
+R_OK: int
+R_NOT_FRAMED: int
+R_UNKNOWN_ID: int
+R_TRUNCATED: int
+R_BAD_VARINT: int
+R_BAD_LENGTH: int
+R_BAD_UTF8: int
+R_BAD_ENUM: int
+R_BAD_BRANCH: int
+R_BAD_DECIMAL: int
+R_OVERFLOW: int
+R_TOO_DEEP: int
+R_NOMEM: int
+REASONS: dict[int, str]
+
+class Program:
+    schema_id: int
+    root: int
+    def __init__(self, schema_id: int, ops: bytes, kids: bytes, blob: bytes, root: int, ncols: int) -> None: ...
+
+def scan_ids(values: Any) -> list[int]: ...
+def decode(
+    values: Any, layout: list[tuple[int, int, int, int]], programs: list[Program], permissive: bool
+) -> tuple[list[tuple[int, int, Any, Any, Any]] | None, int, int, int]: ...

@@ -1,0 +1,830 @@
+# cython: language_level=3
+"""Registry-framed Avro -> Arrow columns, decoded in C (the Spark source's valueFormat=avro).
+
+Input: a binary Arrow column (the Kafka values or keys batches_to_arrow gave), each value
+Confluent's framing: a 0 byte, the writer schema's id (4 bytes, big-endian), the Avro
+binary encoding of one datum. Output: the buffers of the reader schema's Arrow columns.
+
+Nothing here knows Avro's JSON schemas. broker.spark.avro parses them (fastavro), once
+per schema, and compiles each writer schema, resolved against the reader schema as the
+Avro specification's schema resolution says, into a *program*: a flat array of ops
+(six int32 each: code, column, a, b, c, d), an int32 array of op and constant indices
+(`kids`) and a byte blob of constants (enum symbols, encoded defaults). The reader schema
+becomes a *layout*: one entry per Arrow column (kind, first child, child count). The
+decoder walks the program per record, appending to the columns; no Python object is
+created per record.
+
+A record that does not decode (no magic byte, an id without a program, truncated or
+malformed bytes, a string that is not UTF-8, an enum symbol or union branch the reader
+schema cannot take) is, in PERMISSIVE mode, a null row (every column rolled back to its
+state before the record), and in FAILFAST mode the end of the call: the row index and
+the reason come back to the caller, who raises.
+"""
+cimport cython
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t, INT64_MAX
+from libc.string cimport memcpy, memset
+from libc.stdlib cimport free, calloc
+
+from broker._native.buffer cimport kb_export_bytes, kb_load_be32
+
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void **memptr, size_t alignment, size_t size)
+
+cdef extern from "kb_utf8.h" nogil:
+    int kb_utf8_valid(const uint8_t *s, size_t n)
+
+
+# ---------------------------------------------------------------- constants (shared with broker/spark/avro.py)
+
+# column kinds
+cpdef enum:
+    K_BOOL = 0
+    K_I32 = 1
+    K_I64 = 2
+    K_F32 = 3
+    K_F64 = 4
+    K_BIN = 5
+    K_DEC = 6
+    K_STRUCT = 7
+    K_LIST = 8
+    K_MAP = 9
+
+# op codes
+cpdef enum:
+    OP_SKIP_NULL = 0
+    OP_SKIP_BOOL = 1
+    OP_SKIP_VARINT = 2
+    OP_SKIP_FIXED = 3
+    OP_SKIP_BYTES = 4
+    OP_SKIP_RECORD = 5
+    OP_SKIP_ARRAY = 6
+    OP_SKIP_MAP = 7
+    OP_SKIP_UNION = 8
+    OP_NULL = 9
+    OP_BOOL = 10
+    OP_INT_I32 = 11
+    OP_INT_I64 = 12
+    OP_LONG_I64 = 13
+    OP_LONG_MS_US = 14
+    OP_INT_F32 = 15
+    OP_INT_F64 = 16
+    OP_LONG_F32 = 17
+    OP_LONG_F64 = 18
+    OP_FLOAT_F32 = 19
+    OP_FLOAT_F64 = 20
+    OP_DOUBLE_F64 = 21
+    OP_BYTES_BIN = 22
+    OP_FIXED_BIN = 23
+    OP_ENUM = 24
+    OP_DEC_BYTES = 25
+    OP_DEC_FIXED = 26
+    OP_RECORD = 27
+    OP_ARRAY = 28
+    OP_MAP = 29
+    OP_UNION = 30
+    OP_ERROR = 31
+    OP_DEFAULT = 32
+    OP_LAST = 32
+
+# why a record did not decode (the reason codes the caller turns into words)
+cpdef enum:
+    R_OK = 0
+    R_NOT_FRAMED = 1
+    R_UNKNOWN_ID = 2
+    R_TRUNCATED = 3
+    R_BAD_VARINT = 4
+    R_BAD_LENGTH = 5
+    R_BAD_UTF8 = 6
+    R_BAD_ENUM = 7
+    R_BAD_BRANCH = 8
+    R_BAD_DECIMAL = 9
+    R_OVERFLOW = 10
+    R_TOO_DEEP = 11
+    R_NOMEM = 12
+
+REASONS = {
+    R_NOT_FRAMED: "not registry-framed (no magic byte 0 and 4-byte schema id)",
+    R_UNKNOWN_ID: "carries a schema id the registry does not know",
+    R_TRUNCATED: "ends before the datum does (truncated)",
+    R_BAD_VARINT: "has a malformed varint",
+    R_BAD_LENGTH: "has a negative or oversized length or count",
+    R_BAD_UTF8: "has a string that is not valid UTF-8",
+    R_BAD_ENUM: "has an enum symbol the reader schema does not have (and it has no default)",
+    R_BAD_BRANCH: "has a union branch the reader schema cannot read",
+    R_BAD_DECIMAL: "has a decimal that does not fit its precision",
+    R_OVERFLOW: "has a value too large for its column",
+    R_TOO_DEEP: "nests deeper than the decoder allows",
+    R_NOMEM: "needs more memory than could be allocated",
+}
+
+cdef enum:
+    ALIGN = 64
+    INT32_LIMIT = 0x7FFFFFFF
+    MAX_DEPTH = 64
+
+
+# ---------------------------------------------------------------- growable buffers
+
+cdef struct GrowBuf:
+    uint8_t *data
+    Py_ssize_t length
+    Py_ssize_t cap
+
+
+cdef int gb_reserve(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t need = b.length + extra
+    cdef Py_ssize_t cap
+    cdef void *p = NULL
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 256
+    while cap < need:
+        cap *= 2
+    if posix_memalign(&p, ALIGN, <size_t>cap) != 0:
+        return -1
+    if b.length:
+        memcpy(p, b.data, b.length)
+    memset(<uint8_t *>p + b.length, 0, cap - b.length)
+    free(b.data)
+    b.data = <uint8_t *>p
+    b.cap = cap
+    return 0
+
+
+cdef inline int gb_put(GrowBuf *b, const void *p, Py_ssize_t n) noexcept nogil:
+    if b.length + n > b.cap and gb_reserve(b, n) != 0:
+        return -1
+    memcpy(b.data + b.length, p, n)
+    b.length += n
+    return 0
+
+
+@cython.final
+cdef class _OwnedBuffer:
+    """Owns a malloc'd block and exports it through the buffer protocol (to pyarrow)."""
+    cdef uint8_t *data
+    cdef Py_ssize_t length
+
+    def __getbuffer__(self, Py_buffer *buf, int flags):
+        kb_export_bytes(buf, <void *>self.data, self.length, True)
+        buf.obj = self
+
+    def __releasebuffer__(self, Py_buffer *buf):
+        pass
+
+    def __dealloc__(self):
+        free(self.data)
+        self.data = NULL
+
+
+cdef object _take(GrowBuf *b):
+    cdef _OwnedBuffer o = _OwnedBuffer.__new__(_OwnedBuffer)
+    if b.data == NULL and gb_reserve(b, 1) != 0:
+        raise MemoryError()
+    o.data = b.data
+    o.length = b.length
+    b.data = NULL
+    b.length = 0
+    b.cap = 0
+    return o
+
+
+# ---------------------------------------------------------------- columns
+
+cdef struct Col:
+    int kind
+    int kid0            # first child column (STRUCT: its fields; LIST: the items; MAP: key, value)
+    int nkids
+    int width           # bytes per value of a fixed-width column
+    GrowBuf validity
+    GrowBuf data        # values (fixed width, bit-packed for BOOL) or bytes (BIN)
+    GrowBuf offsets     # int32, count + 1 (BIN, LIST, MAP)
+    Py_ssize_t count
+    Py_ssize_t nulls
+
+
+cdef struct Mark:
+    Py_ssize_t count
+    Py_ssize_t nulls
+    Py_ssize_t data_len
+    Py_ssize_t offsets_len
+
+
+cdef struct Prog:
+    int32_t id
+    const int32_t *ops
+    Py_ssize_t nops
+    const int32_t *kids
+    Py_ssize_t nkids
+    const uint8_t *blob
+    int32_t root
+
+
+cdef struct Dec:
+    Col *cols
+    int ncols
+    Mark *marks
+    const Prog *prog
+    int depth
+
+
+cdef inline int col_valid(Col *c) noexcept nogil:
+    """Marks the next slot valid (the value itself is appended by the caller)."""
+    cdef Py_ssize_t byte_i = c.count >> 3
+    if byte_i >= c.validity.length:
+        if gb_reserve(&c.validity, byte_i + 1 - c.validity.length) != 0:
+            return R_NOMEM
+        c.validity.length = byte_i + 1
+    c.validity.data[byte_i] |= <uint8_t>(1 << (c.count & 7))
+    c.count += 1
+    return 0
+
+
+cdef inline int col_slot(Col *c) noexcept nogil:
+    """Makes room for the next slot's validity bit, left 0 (null)."""
+    cdef Py_ssize_t byte_i = c.count >> 3
+    if byte_i >= c.validity.length:
+        if gb_reserve(&c.validity, byte_i + 1 - c.validity.length) != 0:
+            return R_NOMEM
+        c.validity.length = byte_i + 1
+    return 0
+
+
+cdef inline int put_bool(Col *c, bint v) noexcept nogil:
+    cdef Py_ssize_t byte_i = c.count >> 3
+    if byte_i >= c.data.length:
+        if gb_reserve(&c.data, byte_i + 1 - c.data.length) != 0:
+            return R_NOMEM
+        c.data.length = byte_i + 1
+    if v:
+        c.data.data[byte_i] |= <uint8_t>(1 << (c.count & 7))
+    return col_valid(c)
+
+
+cdef inline int put_fixed(Col *c, const void *v) noexcept nogil:
+    if gb_put(&c.data, v, c.width) != 0:
+        return R_NOMEM
+    return col_valid(c)
+
+
+cdef inline int put_bin(Col *c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef int32_t end
+    if c.data.length + n > INT32_LIMIT:
+        return R_OVERFLOW
+    if n and gb_put(&c.data, p, n) != 0:
+        return R_NOMEM
+    end = <int32_t>c.data.length
+    if gb_put(&c.offsets, &end, 4) != 0:
+        return R_NOMEM
+    return col_valid(c)
+
+
+cdef int put_null(Dec *d, int ci) noexcept nogil:
+    """Appends a null to column ci (and a placeholder to a struct's children)."""
+    cdef Col *c = &d.cols[ci]
+    cdef int32_t end
+    cdef int k, rc
+    cdef uint8_t zero[16]
+    rc = col_slot(c)
+    if rc:
+        return rc
+    if c.kind == K_BOOL:
+        if (c.count >> 3) >= c.data.length:
+            if gb_reserve(&c.data, (c.count >> 3) + 1 - c.data.length) != 0:
+                return R_NOMEM
+            c.data.length = (c.count >> 3) + 1
+    elif c.kind == K_BIN or c.kind == K_LIST or c.kind == K_MAP:
+        end = <int32_t>(c.data.length if c.kind == K_BIN else 0)
+        if c.kind != K_BIN:
+            # the end offset of the previous slot (a null list has no items)
+            memcpy(&end, c.offsets.data + c.offsets.length - 4, 4)
+        if gb_put(&c.offsets, &end, 4) != 0:
+            return R_NOMEM
+    elif c.kind == K_STRUCT:
+        for k in range(c.nkids):
+            rc = put_null(d, c.kid0 + k)
+            if rc:
+                return rc
+    else:
+        memset(zero, 0, 16)
+        if gb_put(&c.data, zero, c.width) != 0:
+            return R_NOMEM
+    c.count += 1
+    c.nulls += 1
+    return 0
+
+
+cdef void mark_all(Dec *d) noexcept nogil:
+    cdef int i
+    cdef Col *c
+    for i in range(d.ncols):
+        c = &d.cols[i]
+        d.marks[i].count = c.count
+        d.marks[i].nulls = c.nulls
+        d.marks[i].data_len = c.data.length
+        d.marks[i].offsets_len = c.offsets.length
+
+
+cdef void rollback(Dec *d) noexcept nogil:
+    """Every column back to its state at the last mark_all (a record that failed)."""
+    cdef int i
+    cdef Col *c
+    cdef Py_ssize_t k
+    for i in range(d.ncols):
+        c = &d.cols[i]
+        for k in range(d.marks[i].count, c.count):
+            c.validity.data[k >> 3] &= <uint8_t>~(1 << (k & 7))
+            if c.kind == K_BOOL:
+                c.data.data[k >> 3] &= <uint8_t>~(1 << (k & 7))
+        c.count = d.marks[i].count
+        c.nulls = d.marks[i].nulls
+        if c.kind != K_BOOL:
+            c.data.length = d.marks[i].data_len
+        c.offsets.length = d.marks[i].offsets_len
+
+
+# ---------------------------------------------------------------- Avro primitives
+
+cdef inline int rd_long(const uint8_t **pp, const uint8_t *end, int64_t *out) noexcept nogil:
+    cdef const uint8_t *p = pp[0]
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return R_TRUNCATED
+        b = p[0]
+        p += 1
+        if shift == 63 and (b & 0x7E):
+            return R_BAD_VARINT
+        v |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+        if shift > 63:
+            return R_BAD_VARINT
+    pp[0] = p
+    out[0] = <int64_t>((v >> 1) ^ (0 - (v & 1)))
+    return 0
+
+
+cdef inline int rd_int(const uint8_t **pp, const uint8_t *end, int64_t *out) noexcept nogil:
+    cdef int rc = rd_long(pp, end, out)
+    if rc:
+        return rc
+    if out[0] < -2147483648 or out[0] > 2147483647:
+        return R_BAD_VARINT
+    return 0
+
+
+cdef inline int rd_len(const uint8_t **pp, const uint8_t *end, Py_ssize_t *n) noexcept nogil:
+    cdef int64_t v
+    cdef int rc = rd_long(pp, end, &v)
+    if rc:
+        return rc
+    if v < 0:
+        return R_BAD_LENGTH
+    if v > end - pp[0]:
+        return R_TRUNCATED
+    n[0] = <Py_ssize_t>v
+    return 0
+
+
+cdef inline int rd_block(const uint8_t **pp, const uint8_t *end, int64_t *count) noexcept nogil:
+    """An array or map block's item count (a negative count is followed by the block's
+    size in bytes, read and ignored). A count above the bytes left is refused: every
+    item the compiler lets through takes at least one byte."""
+    cdef int64_t size
+    cdef int rc = rd_long(pp, end, count)
+    if rc:
+        return rc
+    if count[0] < 0:
+        if count[0] < -INT64_MAX:
+            return R_BAD_LENGTH
+        count[0] = -count[0]
+        rc = rd_long(pp, end, &size)
+        if rc:
+            return rc
+        if size < 0:
+            return R_BAD_LENGTH
+    if count[0] > end - pp[0]:
+        return R_BAD_LENGTH
+    return 0
+
+
+cdef inline int put_decimal(Col *c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """A big-endian two's complement integer of n bytes -> a little-endian int128."""
+    cdef uint8_t out[16]
+    cdef uint8_t fill
+    cdef Py_ssize_t i
+    if n == 0:
+        memset(out, 0, 16)
+        return put_fixed(c, out)
+    fill = 0xFF if p[0] & 0x80 else 0
+    if n > 16:
+        # only sign extension may go beyond 16 bytes
+        for i in range(n - 16):
+            if p[i] != fill:
+                return R_BAD_DECIMAL
+        if (p[n - 16] & 0x80) != (fill & 0x80):
+            return R_BAD_DECIMAL
+        p += n - 16
+        n = 16
+    memset(out, fill, 16)
+    for i in range(n):
+        out[i] = p[n - 1 - i]
+    return put_fixed(c, out)
+
+
+# ---------------------------------------------------------------- the interpreter
+
+cdef int run(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    cdef const int32_t *op = d.prog.ops + 6 * opi
+    cdef int code = op[0]
+    cdef Col *c = &d.cols[op[1]] if op[1] >= 0 else NULL
+    cdef int rc = 0
+    cdef int64_t v, count, _i
+    cdef Py_ssize_t n
+    cdef int32_t i32, end32
+    cdef float f32
+    cdef double f64
+    cdef const uint8_t *p
+    cdef const uint8_t *q
+    cdef const int32_t *kids
+    d.depth += 1
+    if d.depth > MAX_DEPTH:
+        return R_TOO_DEEP
+    if code == OP_SKIP_NULL or code == OP_NULL:
+        if code == OP_NULL:
+            rc = put_null(d, op[1])
+    elif code == OP_SKIP_BOOL or code == OP_BOOL:
+        if pp[0] >= end:
+            rc = R_TRUNCATED
+        elif pp[0][0] > 1:
+            rc = R_BAD_VARINT
+        else:
+            if code == OP_BOOL:
+                rc = put_bool(c, pp[0][0])
+            pp[0] += 1
+    elif code == OP_SKIP_VARINT:
+        rc = rd_long(pp, end, &v)
+    elif code == OP_SKIP_FIXED:
+        if end - pp[0] < op[2]:
+            rc = R_TRUNCATED
+        else:
+            pp[0] += op[2]
+    elif code == OP_SKIP_BYTES:
+        rc = rd_len(pp, end, &n)
+        if not rc:
+            pp[0] += n
+    elif code == OP_SKIP_RECORD or code == OP_RECORD:
+        kids = d.prog.kids + op[2]
+        for i in range(op[3]):
+            rc = run(d, kids[i], pp, end)
+            if rc:
+                break
+        if not rc and code == OP_RECORD:
+            rc = col_valid(c)
+    elif code == OP_SKIP_ARRAY or code == OP_ARRAY or code == OP_SKIP_MAP or code == OP_MAP:
+        n = 0
+        while True:
+            rc = rd_block(pp, end, &count)
+            if rc or count == 0:
+                break
+            for _i in range(count):
+                if code == OP_SKIP_MAP or code == OP_MAP:
+                    rc = rd_len(pp, end, &n)
+                    if rc:
+                        break
+                    if code == OP_MAP:
+                        if not kb_utf8_valid(pp[0], n):
+                            rc = R_BAD_UTF8
+                            break
+                        rc = put_bin(&d.cols[c.kid0], pp[0], n)
+                        if rc:
+                            break
+                    pp[0] += n
+                rc = run(d, op[2], pp, end)
+                if rc:
+                    break
+            if rc:
+                break
+            if code == OP_ARRAY or code == OP_MAP:
+                if d.cols[c.kid0 + (1 if code == OP_MAP else 0)].count > INT32_LIMIT:
+                    rc = R_OVERFLOW
+                    break
+        if not rc and (code == OP_ARRAY or code == OP_MAP):
+            end32 = <int32_t>d.cols[c.kid0 + (1 if code == OP_MAP else 0)].count
+            if gb_put(&c.offsets, &end32, 4) != 0:
+                rc = R_NOMEM
+            else:
+                rc = col_valid(c)
+    elif code == OP_SKIP_UNION or code == OP_UNION:
+        rc = rd_long(pp, end, &v)
+        if not rc:
+            if v < 0 or v >= op[3]:
+                rc = R_BAD_BRANCH
+            else:
+                rc = run(d, d.prog.kids[op[2] + v], pp, end)
+    elif code == OP_INT_I32:
+        rc = rd_int(pp, end, &v)
+        if not rc:
+            i32 = <int32_t>v
+            rc = put_fixed(c, &i32)
+    elif code == OP_INT_I64 or code == OP_LONG_I64:
+        rc = rd_int(pp, end, &v) if code == OP_INT_I64 else rd_long(pp, end, &v)
+        if not rc:
+            rc = put_fixed(c, &v)
+    elif code == OP_LONG_MS_US:
+        rc = rd_long(pp, end, &v)
+        if not rc:
+            if v > INT64_MAX // 1000 or v < -(INT64_MAX // 1000):
+                rc = R_OVERFLOW
+            else:
+                v *= 1000
+                rc = put_fixed(c, &v)
+    elif code == OP_INT_F32 or code == OP_LONG_F32:
+        rc = rd_int(pp, end, &v) if code == OP_INT_F32 else rd_long(pp, end, &v)
+        if not rc:
+            f32 = <float>v
+            rc = put_fixed(c, &f32)
+    elif code == OP_INT_F64 or code == OP_LONG_F64:
+        rc = rd_int(pp, end, &v) if code == OP_INT_F64 else rd_long(pp, end, &v)
+        if not rc:
+            f64 = <double>v
+            rc = put_fixed(c, &f64)
+    elif code == OP_FLOAT_F32 or code == OP_FLOAT_F64:
+        if end - pp[0] < 4:
+            rc = R_TRUNCATED
+        else:
+            memcpy(&f32, pp[0], 4)      # Avro floats are little-endian, as this machine
+            pp[0] += 4
+            if code == OP_FLOAT_F32:
+                rc = put_fixed(c, &f32)
+            else:
+                f64 = f32
+                rc = put_fixed(c, &f64)
+    elif code == OP_DOUBLE_F64:
+        if end - pp[0] < 8:
+            rc = R_TRUNCATED
+        else:
+            rc = put_fixed(c, pp[0])
+            pp[0] += 8
+    elif code == OP_BYTES_BIN or code == OP_DEC_BYTES:
+        rc = rd_len(pp, end, &n)
+        if not rc:
+            if code == OP_DEC_BYTES:
+                rc = put_decimal(c, pp[0], n)
+            elif op[2] and not kb_utf8_valid(pp[0], n):
+                rc = R_BAD_UTF8
+            else:
+                rc = put_bin(c, pp[0], n)
+            pp[0] += n
+    elif code == OP_FIXED_BIN or code == OP_DEC_FIXED:
+        if end - pp[0] < op[2]:
+            rc = R_TRUNCATED
+        else:
+            rc = put_decimal(c, pp[0], op[2]) if code == OP_DEC_FIXED else put_bin(c, pp[0], op[2])
+            pp[0] += op[2]
+    elif code == OP_ENUM:
+        rc = rd_int(pp, end, &v)
+        if not rc:
+            if v < 0 or v >= op[3]:
+                rc = R_BAD_ENUM
+            else:
+                kids = d.prog.kids + op[2]
+                if kids[2 * v] < 0:
+                    rc = R_BAD_ENUM
+                else:
+                    rc = put_bin(c, d.prog.blob + kids[2 * v], kids[2 * v + 1])
+    elif code == OP_DEFAULT:
+        p = d.prog.blob + op[3]
+        q = p + op[4]
+        rc = run(d, op[2], &p, q)
+    else:   # OP_ERROR
+        rc = op[2]
+    d.depth -= 1
+    return rc
+
+
+# ---------------------------------------------------------------- the Python face
+
+cdef class Program:
+    """One writer schema, compiled against the reader schema (see the module docstring)."""
+    cdef readonly int32_t schema_id
+    cdef bytes ops
+    cdef bytes kids
+    cdef bytes blob
+    cdef readonly int32_t root
+
+    def __init__(self, int32_t schema_id, bytes ops, bytes kids, bytes blob, int32_t root, int ncols):
+        cdef Py_ssize_t nops = len(ops) // 24
+        cdef Py_ssize_t nkids = len(kids) // 4
+        cdef const int32_t *o = <const int32_t *><const char *>ops
+        cdef const int32_t *k = <const int32_t *><const char *>kids
+        cdef Py_ssize_t i, j, n
+        if len(ops) % 24 or len(kids) % 4 or not (0 <= root < nops):
+            raise ValueError("malformed Avro program")
+        # a program is checked once, so the interpreter needs no bounds checks: every
+        # op index, kid range, column and constant lies inside its arrays
+        for i in range(nops):
+            code = o[6 * i]
+            if not (0 <= code <= OP_LAST) or not (-1 <= o[6 * i + 1] < ncols):
+                raise ValueError(f"malformed Avro program (op {i})")
+            if code >= OP_NULL and code not in (OP_UNION, OP_ERROR, OP_DEFAULT) and o[6 * i + 1] < 0:
+                raise ValueError(f"malformed Avro program (op {i} has no column)")
+            if code in (OP_SKIP_RECORD, OP_RECORD, OP_SKIP_UNION, OP_UNION):
+                if o[6 * i + 2] < 0 or o[6 * i + 3] < 0 or o[6 * i + 2] + o[6 * i + 3] > nkids:
+                    raise ValueError(f"malformed Avro program (op {i})")
+                for j in range(o[6 * i + 3]):
+                    if not (0 <= k[o[6 * i + 2] + j] < nops):
+                        raise ValueError(f"malformed Avro program (op {i})")
+            elif code in (OP_SKIP_ARRAY, OP_ARRAY, OP_SKIP_MAP, OP_MAP):
+                if not (0 <= o[6 * i + 2] < nops):
+                    raise ValueError(f"malformed Avro program (op {i})")
+            elif code in (OP_SKIP_FIXED, OP_FIXED_BIN, OP_DEC_FIXED):
+                if o[6 * i + 2] < 0:
+                    raise ValueError(f"malformed Avro program (op {i})")
+            elif code == OP_ENUM:
+                n = o[6 * i + 3]
+                if o[6 * i + 2] < 0 or n < 0 or o[6 * i + 2] + 2 * n > nkids:
+                    raise ValueError(f"malformed Avro program (op {i})")
+                for j in range(n):
+                    if k[o[6 * i + 2] + 2 * j] >= 0 and (
+                            k[o[6 * i + 2] + 2 * j + 1] < 0
+                            or k[o[6 * i + 2] + 2 * j] + k[o[6 * i + 2] + 2 * j + 1] > len(blob)):
+                        raise ValueError(f"malformed Avro program (op {i})")
+            elif code == OP_DEFAULT:
+                if (not (0 <= o[6 * i + 2] < nops) or o[6 * i + 3] < 0 or o[6 * i + 4] < 0
+                        or o[6 * i + 3] + o[6 * i + 4] > len(blob)):
+                    raise ValueError(f"malformed Avro program (op {i})")
+        self.schema_id = schema_id
+        self.ops = ops
+        self.kids = kids
+        self.blob = blob
+        self.root = root
+
+
+def scan_ids(values):
+    """The distinct schema ids of the registry-framed values of a binary pyarrow array
+    (nulls and values too short to be framed are left out), as a sorted list."""
+    cdef const int32_t *offs
+    cdef const uint8_t *data
+    cdef Py_ssize_t i, n = len(values), base = values.offset
+    cdef int32_t a, b, sid
+    cdef int32_t ids[256]
+    cdef int nids = 0, j
+    cdef bint found
+    bufs = values.buffers()
+    if n == 0 or bufs[2] is None:
+        return []
+    offs = <const int32_t *><size_t>bufs[1].address
+    data = <const uint8_t *><size_t>bufs[2].address
+    for i in range(base, base + n):
+        a = offs[i]
+        b = offs[i + 1]
+        if b - a >= 5 and data[a] == 0:
+            sid = <int32_t>kb_load_be32(data + a + 1)
+            found = False
+            for j in range(nids):
+                if ids[j] == sid:
+                    found = True
+                    break
+            if not found:
+                if nids == 256:
+                    break       # more ids than any real read has: the rest are unknown ids
+                ids[nids] = sid
+                nids += 1
+    return sorted([ids[j] for j in range(nids)])
+
+
+def decode(values, layout, programs, bint permissive):
+    """Decodes a binary pyarrow array of registry-framed Avro values.
+
+    layout: [(kind, kid0, nkids, width)] per column, column 0 the top-level one.
+    programs: the Programs of the ids that may occur (an id without one: R_UNKNOWN_ID).
+    Returns (columns, bad_row, reason, schema_id): columns is [(count, nulls, validity,
+    data, offsets)] per column (the buffers as objects exporting the buffer protocol, or
+    None); bad_row is -1, or in FAILFAST mode the row that failed (columns then None).
+    A null value is a null row.
+    """
+    cdef Py_ssize_t n = len(values), base = values.offset, i, r
+    cdef int ncols = len(layout), ci, rc = 0, nprogs = len(programs), pi
+    cdef const int32_t *offs = NULL
+    cdef const uint8_t *data = NULL
+    cdef const uint8_t *vbits = NULL
+    cdef const uint8_t *p
+    cdef const uint8_t *end
+    cdef int32_t sid, bad_sid = -1
+    cdef Py_ssize_t bad = -1
+    cdef Dec d
+    cdef Prog *progs = NULL
+    cdef Program prog
+    cdef int cur = -1
+    cdef Col *c
+    if ncols < 1:
+        raise ValueError("empty layout")
+    bufs = values.buffers()
+    if n and bufs[2] is not None:
+        offs = <const int32_t *><size_t>bufs[1].address
+        data = <const uint8_t *><size_t>bufs[2].address
+    if bufs[0] is not None:
+        vbits = <const uint8_t *><size_t>bufs[0].address
+    memset(&d, 0, sizeof(Dec))
+    d.cols = <Col *>calloc(ncols, sizeof(Col))
+    d.marks = <Mark *>calloc(ncols, sizeof(Mark))
+    progs = <Prog *>calloc(nprogs + 1, sizeof(Prog))
+    d.ncols = ncols
+    try:
+        if d.cols == NULL or d.marks == NULL or progs == NULL:
+            raise MemoryError()
+        for ci, (kind, kid0, nkids, width) in enumerate(layout):
+            if not (K_BOOL <= kind <= K_MAP) or kid0 < 0 or nkids < 0 or kid0 + nkids > ncols:
+                raise ValueError("malformed layout")
+            if kind in (K_STRUCT, K_LIST, K_MAP) and nkids and kid0 <= ci:
+                raise ValueError("malformed layout (a child must come after its parent)")
+            if (kind == K_LIST and nkids != 1) or (kind == K_MAP and nkids != 2):
+                raise ValueError("malformed layout")
+            if kind == K_MAP and layout[kid0][0] != K_BIN:
+                raise ValueError("malformed layout (map keys are strings)")
+            d.cols[ci].kind = kind
+            d.cols[ci].kid0 = kid0
+            d.cols[ci].nkids = nkids
+            d.cols[ci].width = {K_I32: 4, K_I64: 8, K_F32: 4, K_F64: 8, K_DEC: 16}.get(kind, 0)
+            if kind in (K_BIN, K_LIST, K_MAP):
+                if gb_reserve(&d.cols[ci].offsets, 4 * (n + 1)) != 0:
+                    raise MemoryError()
+                d.cols[ci].offsets.length = 4      # the first offset, 0
+        for pi, prog in enumerate(programs):
+            progs[pi].id = prog.schema_id
+            progs[pi].ops = <const int32_t *><const char *>prog.ops
+            progs[pi].nops = len(prog.ops) // 24
+            progs[pi].kids = <const int32_t *><const char *>prog.kids
+            progs[pi].blob = <const uint8_t *><const char *>prog.blob
+            progs[pi].root = prog.root
+        for r in range(n):
+            i = base + r
+            mark_all(&d)
+            if vbits != NULL and not (vbits[i >> 3] >> (i & 7)) & 1:
+                rc = put_null(&d, 0)
+                if rc:
+                    raise MemoryError()
+                continue
+            p = data + offs[i] if data != NULL else NULL
+            end = data + offs[i + 1] if data != NULL else NULL
+            if end - p < 5 or p[0] != 0:
+                rc = R_NOT_FRAMED
+                sid = -1
+            else:
+                sid = <int32_t>kb_load_be32(p + 1)
+                p += 5
+                if cur < 0 or progs[cur].id != sid:
+                    cur = -1
+                    for pi in range(nprogs):
+                        if progs[pi].id == sid:
+                            cur = pi
+                            break
+                if cur < 0:
+                    rc = R_UNKNOWN_ID
+                else:
+                    d.prog = &progs[cur]
+                    d.depth = 0
+                    rc = run(&d, progs[cur].root, &p, end)
+            if rc:
+                if rc == R_NOMEM:
+                    raise MemoryError()
+                rollback(&d)
+                if not permissive:
+                    bad = r
+                    bad_sid = sid
+                    break
+                rc = put_null(&d, 0)
+                if rc:
+                    raise MemoryError()
+                rc = R_OK
+        if bad >= 0:
+            return None, bad, rc, bad_sid
+        out = []
+        for ci in range(ncols):
+            c = &d.cols[ci]
+            if c.kind == K_BOOL and c.data.length < (c.count + 7) // 8:
+                if gb_reserve(&c.data, (c.count + 7) // 8 - c.data.length) != 0:
+                    raise MemoryError()
+                c.data.length = (c.count + 7) // 8
+            out.append((
+                c.count,
+                c.nulls,
+                _take(&c.validity) if c.nulls else None,
+                _take(&c.data) if c.kind not in (K_STRUCT, K_LIST, K_MAP) else None,
+                _take(&c.offsets) if c.kind in (K_BIN, K_LIST, K_MAP) else None,
+            ))
+        return out, -1, R_OK, -1
+    finally:
+        if d.cols != NULL:
+            for ci in range(ncols):
+                free(d.cols[ci].validity.data)
+                free(d.cols[ci].data.data)
+                free(d.cols[ci].offsets.data)
+            free(d.cols)
+        free(d.marks)
+        free(progs)

@@ -1,0 +1,247 @@
+"""valueFormat=avro: registry-framed Avro values (and keys) read as typed columns, batch and
+streaming, with schema evolution across writer versions in one read (issue 37, test 6).
+
+The input is produced by confluent-kafka's own AvroSerializer with its SchemaRegistryClient
+against a real broker serving the registry; the reads are real Spark (local mode)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.registry.conftest import registry_broker
+from tests.spark.helpers import create_topic
+from tests.support.deps import require_module
+
+QUERY_TIMEOUT_S = 180
+
+V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "item", "type": "string"},
+        {"name": "qty", "type": "int"},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+    ],
+}
+# v2: qty widened to long (a promotion), a nullable note and a map with defaults (a
+# BACKWARD-compatible evolution: the registry accepts it under the default level)
+V2 = json.loads(json.dumps(V1))
+V2["fields"][2] = {"name": "qty", "type": "long"}
+V2["fields"] += [
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "attrs", "type": {"type": "map", "values": "double"}, "default": {}},
+]
+AT = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
+
+
+def v1_record(i: int) -> dict:
+    return {
+        "id": i,
+        "item": f"item-{i}",
+        "qty": i % 5,
+        "price": decimal.Decimal(i) / 4,
+        "at": AT + datetime.timedelta(seconds=i),
+        "tags": [f"t{j}" for j in range(i % 3)],
+        "status": "PAID" if i % 2 else "NEW",
+    }
+
+
+def v2_record(i: int) -> dict:
+    return {**v1_record(i), "qty": 10_000_000_000 + i, "note": None if i % 3 else f"n{i}", "attrs": {"w": i * 1.5}}
+
+
+@pytest.fixture(scope="module")
+def sr_broker(tmp_path_factory):
+    with registry_broker(tmp_path_factory, {"num.partitions": 1}, name="spark-avro") as b:
+        b.registry_url = f"http://127.0.0.1:{b.registry_port}"
+        yield b
+
+
+@pytest.fixture(scope="module")
+def sr(sr_broker):
+    require_module("confluent_kafka")
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient({"url": sr_broker.registry_url})
+
+
+def produce_avro(broker, sr, topic: str, schema: dict, records: list, partition: int = 0) -> None:
+    """Frames each record with confluent-kafka's AvroSerializer (it registers the schema
+    under <topic>-value) and produces it with confluent-kafka's Producer."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    ser = AvroSerializer(sr, json.dumps(schema))
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for rec in records:
+        p.produce(topic, ser(rec, SerializationContext(topic, MessageField.VALUE)), partition=partition)
+    assert p.flush(30) == 0
+
+
+def produce_raw(broker, topic: str, values: list) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(30) == 0
+
+
+def two_versions(sr_broker, sr, topic: str, n1: int = 30, n2: int = 20) -> None:
+    create_topic(sr_broker.bootstrap, topic, 1)
+    produce_avro(sr_broker, sr, topic, V1, [v1_record(i) for i in range(n1)])
+    produce_avro(sr_broker, sr, topic, V2, [v2_record(i) for i in range(n1, n1 + n2)])
+
+
+def read(spark, broker, topic: str, **options):
+    r = (
+        spark.read.format("kbroker")
+        .option("kbroker.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", broker.registry_url)
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def expected_v2_view(i: int, n1: int) -> dict:
+    """Record i as the latest (v2) reader schema reads it."""
+    if i < n1:
+        r = v1_record(i)
+        return {**r, "note": None, "attrs": {}}
+    return v2_record(i)
+
+
+def as_dicts(rows) -> list[dict]:
+    out = []
+    for row in rows:
+        d = row.asDict(recursive=True)
+        d["attrs"] = dict(d["attrs"]) if d.get("attrs") is not None else None
+        out.append(d)
+    return out
+
+
+def normal(d: dict) -> dict:
+    d = dict(d)
+    d["at"] = (
+        d["at"].astimezone(datetime.timezone.utc) if d["at"].tzinfo else d["at"].replace(tzinfo=datetime.timezone.utc)
+    )
+    d["price"] = decimal.Decimal(d["price"]).quantize(decimal.Decimal("0.01"))
+    return d
+
+
+def test_batch_read_two_versions_latest_reader(spark, sr_broker, sr, topic_name):
+    two_versions(sr_broker, sr, topic_name)
+    df = read(spark, sr_broker, topic_name)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,qty:bigint,price:decimal(9,2),at:timestamp,tags:array<string>,"
+        "status:string,note:string,attrs:map<string,double>>"
+    )
+    rows = df.orderBy("offset").select("value.*").collect()
+    got = [normal(d) for d in as_dicts(rows)]
+    assert got == [normal(expected_v2_view(i, 30)) for i in range(50)]
+
+
+def test_batch_read_with_an_older_reader_version_and_explicit_schema(spark, sr_broker, sr, topic_name):
+    two_versions(sr_broker, sr, topic_name, 5, 5)
+    # version 1 as the reader: v2's records lose note/attrs, and their qty (a long) cannot
+    # be read as v1's int -> those records fail; PERMISSIVE reads them as null
+    rows = (
+        read(spark, sr_broker, topic_name, valueSchemaVersion="1", mode="PERMISSIVE")
+        .orderBy("offset")
+        .select("value")
+        .collect()
+    )
+    assert [r.value is None for r in rows] == [False] * 5 + [True] * 5
+    assert rows[0].value.asDict()["item"] == "item-0"
+    # an explicit reader schema: a projection of two fields
+    reader = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [{"name": "item", "type": "string"}, {"name": "id", "type": "long"}],
+    }
+    got = (
+        read(spark, sr_broker, topic_name, valueAvroSchema=json.dumps(reader))
+        .orderBy("offset")
+        .select("value.*")
+        .collect()
+    )
+    assert [(r.item, r.id) for r in got] == [(f"item-{i}", i) for i in range(10)]
+
+
+def test_unknown_id_and_corrupt_bytes_failfast_and_permissive(spark, sr_broker, sr, topic_name):
+    create_topic(sr_broker.bootstrap, topic_name, 1)
+    produce_avro(sr_broker, sr, topic_name, V1, [v1_record(0)])
+    good_id = sr.get_latest_version(f"{topic_name}-value").schema_id
+    produce_raw(
+        sr_broker,
+        topic_name,
+        [
+            b"\x00" + (987654).to_bytes(4, "big") + b"\x02",  # an id the registry does not have
+            b"plain text, not framed",
+            b"\x00" + good_id.to_bytes(4, "big") + b"\x02\x08it",  # truncated datum
+        ],
+    )
+    produce_avro(sr_broker, sr, topic_name, V1, [v1_record(1)])
+    with pytest.raises(Exception) as err:
+        read(spark, sr_broker, topic_name).collect()
+    text = str(err.value)
+    assert "kbroker: the value of offset 1 of" in text and "schema id 987654 is not in the registry" in text
+    assert "mode=PERMISSIVE" in text
+    rows = read(spark, sr_broker, topic_name, mode="PERMISSIVE").orderBy("offset").select("offset", "value").collect()
+    assert [r.value is None for r in rows] == [False, True, True, True, False]
+    assert [r.value.id for r in rows if r.value is not None] == [0, 1]
+
+
+def test_stream_two_versions_to_typed_parquet(spark, sr_broker, sr, topic_name, tmp_path):
+    """Issue 37's test 6, first half: a streaming job reads Avro records of two schema
+    versions and writes typed Parquet."""
+    two_versions(sr_broker, sr, topic_name, 40, 25)
+    df = (
+        spark.readStream.format("kbroker")
+        .option("kbroker.bootstrap.servers", sr_broker.bootstrap)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 20)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", sr_broker.registry_url)
+        .load()
+        .select("offset", "value.*")
+    )
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    q = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(QUERY_TIMEOUT_S), "availableNow query did not finish"
+    assert q.exception() is None, q.exception()
+    table = pq.read_table(str(out))
+    types = {f.name: str(f.type) for f in table.schema}
+    assert types["id"] == "int64" and types["qty"] == "int64" and types["item"] == "string"
+    assert types["price"] == "decimal128(9, 2)" and types["at"].startswith("timestamp[")
+    assert types["attrs"].startswith("map<string, double")
+    rows = sorted(table.to_pylist(), key=lambda r: r["offset"])
+    assert [r["offset"] for r in rows] == list(range(65))
+    for i, r in enumerate(rows):
+        want = normal(expected_v2_view(i, 40))
+        r = dict(r)
+        del r["offset"]
+        r["attrs"] = dict(r["attrs"])
+        assert normal(r) == want, i
