@@ -33,6 +33,20 @@ cdef extern from "stdlib.h" nogil:
 cdef extern from "kb_utf8.h" nogil:
     int kb_utf8_valid(const uint8_t *s, size_t n)
 
+cdef extern from *:
+    """
+    /* whether a little-endian int128 has at most `precision` decimal digits */
+    static inline int kb_dec_fits(const unsigned char *le, int precision) {
+        __int128 v = 0;
+        for (int i = 15; i >= 0; i--) v = (v << 8) | le[i];
+        unsigned __int128 m = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+        unsigned __int128 limit = 1;
+        for (int i = 0; i < precision; i++) limit *= 10;
+        return m < limit;
+    }
+    """
+    int kb_dec_fits(const uint8_t *le, int precision) nogil
+
 
 # ---------------------------------------------------------------- constants (shared with broker/spark/avro.py)
 
@@ -196,6 +210,7 @@ cdef struct Col:
     int kid0            # first child column (STRUCT: its fields; LIST: the items; MAP: key, value)
     int nkids
     int width           # bytes per value of a fixed-width column
+    int precision       # DEC: the decimal's precision (digits)
     GrowBuf validity
     GrowBuf data        # values (fixed width, bit-packed for BOOL) or bytes (BIN)
     GrowBuf offsets     # int32, count + 1 (BIN, LIST, MAP)
@@ -433,6 +448,8 @@ cdef inline int put_decimal(Col *c, const uint8_t *p, Py_ssize_t n) noexcept nog
     memset(out, fill, 16)
     for i in range(n):
         out[i] = p[n - 1 - i]
+    if not kb_dec_fits(out, c.precision):
+        return R_BAD_DECIMAL
     return put_fixed(c, out)
 
 
@@ -701,7 +718,8 @@ def scan_ids(values):
 def decode(values, layout, programs, bint permissive):
     """Decodes a binary pyarrow array of registry-framed Avro values.
 
-    layout: [(kind, kid0, nkids, width)] per column, column 0 the top-level one.
+    layout: [(kind, kid0, nkids, precision)] per column, column 0 the top-level one
+    (precision: a decimal column's; 0 for the others).
     programs: the Programs of the ids that may occur (an id without one: R_UNKNOWN_ID).
     Returns (columns, bad_row, reason, schema_id): columns is [(count, nulls, validity,
     data, offsets)] per column (the buffers as objects exporting the buffer protocol, or
@@ -751,6 +769,10 @@ def decode(values, layout, programs, bint permissive):
             d.cols[ci].kid0 = kid0
             d.cols[ci].nkids = nkids
             d.cols[ci].width = {K_I32: 4, K_I64: 8, K_F32: 4, K_F64: 8, K_DEC: 16}.get(kind, 0)
+            if kind == K_DEC:
+                if not 1 <= width <= 38:
+                    raise ValueError("malformed layout (a decimal's precision is 1..38)")
+                d.cols[ci].precision = width
             if kind in (K_BIN, K_LIST, K_MAP):
                 if gb_reserve(&d.cols[ci].offsets, 4 * (n + 1)) != 0:
                     raise MemoryError()

@@ -154,7 +154,7 @@ class Reader:
                     f"decimal({precision}, {scale}) does not fit Spark's decimals (precision 1..38, 0 <= scale <= precision)"
                 )
             node.kind = "decimal"
-            self.layout[col] = [_n.K_DEC, 0, 0, 16]
+            self.layout[col] = [_n.K_DEC, 0, 0, precision]
             return node
         kinds = {
             "boolean": _n.K_BOOL,
