@@ -68,3 +68,19 @@ def scan_ids(values: Any) -> list[int]: ...
 def decode(
     values: Any, layout: list[tuple[int, int, int, int]], programs: list[Program], permissive: bool
 ) -> tuple[list[tuple[int, int, Any, Any, Any]] | None, int, int, int]: ...
+
+E_BOOL: int
+E_INT: int
+E_LONG32: int
+E_LONG: int
+E_FLOAT: int
+E_DOUBLE: int
+E_FLOAT_DOUBLE: int
+E_BYTES: int
+E_DEC_BYTES: int
+E_RECORD: int
+E_ARRAY: int
+E_MAP: int
+E_LAST: int
+
+def encode(nodes: list[tuple[int, int, int, Any, int, int]], header: bytes) -> tuple[Any, Any, Any, int, int, int]: ...

@@ -850,3 +850,214 @@ def decode(values, layout, programs, bint permissive):
             free(d.cols)
         free(d.marks)
         free(progs)
+
+
+# ---------------------------------------------------------------- encoding (the sink)
+
+cpdef enum:
+    E_BOOL = 0
+    E_INT = 1           # from int32 (int, date)
+    E_LONG32 = 2        # long from int32
+    E_LONG = 3          # from int64 (long, timestamps)
+    E_FLOAT = 4
+    E_DOUBLE = 5
+    E_FLOAT_DOUBLE = 6  # double from float32
+    E_BYTES = 7         # from binary or string (int32 offsets)
+    E_DEC_BYTES = 8     # bytes decimal from decimal128
+    E_RECORD = 9
+    E_ARRAY = 10
+    E_MAP = 11
+    E_LAST = 11
+
+
+cdef struct ENode:
+    int kind
+    int null_branch     # the union's null branch, -1: not a union (a null is an error)
+    int value_branch
+    const uint8_t *validity
+    const uint8_t *data
+    const int32_t *offsets
+    Py_ssize_t offset   # the Arrow array's offset
+    Py_ssize_t length
+    int kid0            # RECORD: first field's node; ARRAY: items; MAP: keys, values
+    int nkids
+
+
+cdef inline int w_long(GrowBuf *b, int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef uint8_t tmp[10]
+    cdef int n = 0
+    while z > 0x7F:
+        tmp[n] = <uint8_t>((z & 0x7F) | 0x80)
+        z >>= 7
+        n += 1
+    tmp[n] = <uint8_t>z
+    return gb_put(b, tmp, n + 1)
+
+
+cdef int enc(ENode *nodes, int ni, Py_ssize_t i, GrowBuf *b, int *bad_node) noexcept nogil:
+    """Writes logical row i of node ni. 0, or -1 (no memory), or 1 (a null where the
+    schema takes none: bad_node says which)."""
+    cdef ENode *n = &nodes[ni]
+    cdef Py_ssize_t p = n.offset + i, j, a, e
+    cdef int rc, k
+    cdef uint8_t one
+    cdef float f
+    cdef double d
+    cdef int32_t i32
+    cdef int64_t i64
+    cdef uint8_t le[16]
+    cdef uint8_t be[16]
+    cdef int start
+    if n.validity != NULL and not (n.validity[p >> 3] >> (p & 7)) & 1:
+        if n.null_branch < 0:
+            bad_node[0] = ni
+            return 1
+        return w_long(b, n.null_branch)
+    if n.null_branch >= 0 and w_long(b, n.value_branch) != 0:
+        return -1
+    if n.kind == E_BOOL:
+        one = (n.data[p >> 3] >> (p & 7)) & 1
+        return gb_put(b, &one, 1)
+    if n.kind == E_INT or n.kind == E_LONG32:
+        memcpy(&i32, n.data + 4 * p, 4)
+        return w_long(b, i32)
+    if n.kind == E_LONG:
+        memcpy(&i64, n.data + 8 * p, 8)
+        return w_long(b, i64)
+    if n.kind == E_FLOAT:
+        return gb_put(b, n.data + 4 * p, 4)
+    if n.kind == E_DOUBLE:
+        return gb_put(b, n.data + 8 * p, 8)
+    if n.kind == E_FLOAT_DOUBLE:
+        memcpy(&f, n.data + 4 * p, 4)
+        d = f
+        return gb_put(b, &d, 8)
+    if n.kind == E_BYTES:
+        a = n.offsets[p]
+        e = n.offsets[p + 1]
+        if w_long(b, e - a) != 0:
+            return -1
+        return gb_put(b, n.data + a, e - a)
+    if n.kind == E_DEC_BYTES:
+        memcpy(le, n.data + 16 * p, 16)
+        for k in range(16):
+            be[k] = le[15 - k]
+        # the shortest two's complement: drop leading bytes that only extend the sign
+        start = 0
+        while start < 15 and ((be[start] == 0 and not (be[start + 1] & 0x80))
+                              or (be[start] == 0xFF and (be[start + 1] & 0x80))):
+            start += 1
+        if w_long(b, 16 - start) != 0:
+            return -1
+        return gb_put(b, be + start, 16 - start)
+    if n.kind == E_RECORD:
+        for k in range(n.nkids):
+            rc = enc(nodes, n.kid0 + k, i, b, bad_node)
+            if rc:
+                return rc
+        return 0
+    # ARRAY / MAP: one block of all the items, then the 0 that ends the list
+    a = n.offsets[p]
+    e = n.offsets[p + 1]
+    if e > a:
+        if w_long(b, e - a) != 0:
+            return -1
+        for j in range(a, e):
+            if n.kind == E_MAP:
+                rc = enc(nodes, n.kid0, j, b, bad_node)
+                if rc:
+                    return rc
+                rc = enc(nodes, n.kid0 + 1, j, b, bad_node)
+            else:
+                rc = enc(nodes, n.kid0, j, b, bad_node)
+            if rc:
+                return rc
+    one = 0
+    return gb_put(b, &one, 1)
+
+
+def encode(nodes, bytes header):
+    """Encodes node 0 (an Arrow array, described by `nodes`: [(kind, null_branch,
+    value_branch, array, kid0, nkids)], every kid after its parent) row by row into
+    header + the Avro datum. Returns (offsets, data, validity, null_count, bad_row,
+    bad_node): a null top-level row (of a nullable schema: none) is a null value;
+    bad_row >= 0 when a row has a null the schema has no null branch for."""
+    cdef int nn = len(nodes), k, bad_node = -1, rc
+    cdef ENode *en = <ENode *>calloc(nn if nn else 1, sizeof(ENode))
+    cdef GrowBuf offsets, data, validity
+    cdef Py_ssize_t i, length, nulls = 0, bad_row = -1, p
+    cdef int32_t end32
+    cdef const uint8_t *hp = header
+    cdef Py_ssize_t hn = len(header)
+    memset(&offsets, 0, sizeof(GrowBuf))
+    memset(&data, 0, sizeof(GrowBuf))
+    memset(&validity, 0, sizeof(GrowBuf))
+    keep = []
+    try:
+        if en == NULL:
+            raise MemoryError()
+        for k, (kind, null_branch, value_branch, arr, kid0, nkids) in enumerate(nodes):
+            if not (E_BOOL <= kind <= E_LAST) or kid0 < 0 or nkids < 0 or kid0 + nkids > nn:
+                raise ValueError("malformed encoder nodes")
+            if nkids and kid0 <= k:
+                raise ValueError("malformed encoder nodes (a kid must come after its parent)")
+            bufs = arr.buffers()
+            keep.append(bufs)
+            en[k].kind = kind
+            en[k].null_branch = null_branch
+            en[k].value_branch = value_branch
+            en[k].offset = arr.offset
+            en[k].length = len(arr)
+            en[k].kid0 = kid0
+            en[k].nkids = nkids
+            en[k].validity = <const uint8_t *><size_t>bufs[0].address if bufs[0] is not None else NULL
+            if kind in (E_BYTES, E_ARRAY, E_MAP):
+                en[k].offsets = <const int32_t *><size_t>bufs[1].address if bufs[1] is not None else NULL
+                if kind == E_BYTES:
+                    en[k].data = <const uint8_t *><size_t>bufs[2].address if bufs[2] is not None else NULL
+            elif kind != E_RECORD:
+                en[k].data = <const uint8_t *><size_t>bufs[1].address if bufs[1] is not None else NULL
+        length = en[0].length
+        if (gb_reserve(&offsets, 4 * (length + 1)) != 0 or gb_reserve(&validity, length // 8 + 1) != 0
+                or gb_reserve(&data, length * 16 + 64) != 0):
+            raise MemoryError()
+        end32 = 0
+        gb_put(&offsets, &end32, 4)
+        validity.length = length // 8 + 1
+        with nogil:
+            for i in range(length):
+                p = en[0].offset + i
+                if en[0].validity != NULL and not (en[0].validity[p >> 3] >> (p & 7)) & 1:
+                    nulls += 1
+                else:
+                    validity.data[i >> 3] |= <uint8_t>(1 << (i & 7))
+                    rc = gb_put(&data, hp, hn)
+                    if rc == 0:
+                        # the top level's null branch is the row itself: encode the value
+                        k = en[0].null_branch
+                        en[0].null_branch = -1
+                        rc = enc(en, 0, i, &data, &bad_node)
+                        en[0].null_branch = k
+                    if rc:
+                        bad_row = i if rc == 1 else -2
+                        break
+                if data.length > INT32_LIMIT:
+                    bad_row = -3
+                    break
+                end32 = <int32_t>data.length
+                if gb_put(&offsets, &end32, 4) != 0:
+                    bad_row = -2
+                    break
+        if bad_row == -2:
+            raise MemoryError()
+        if bad_row == -3:
+            raise OverflowError("the encoded values of one Arrow batch exceed 2 GiB")
+        if bad_row >= 0:
+            return None, None, None, 0, bad_row, bad_node
+        return _take(&offsets), _take(&data), _take(&validity) if nulls else None, nulls, -1, -1
+    finally:
+        free(en)
+        free(offsets.data)
+        free(data.data)
+        free(validity.data)

@@ -142,6 +142,18 @@ class ColumnFormat:
         return {"schema": v["schema"], "references": v.get("references") or [], "id": v.get("id")}
 
 
+@dataclass(frozen=True)
+class SinkFormat:
+    """How the sink encodes one column (key or value): picklable."""
+
+    column: str  # "key" | "value"
+    registry_url: str
+    user_info: str | None
+    subject: str | None  # None: <topic>-<column>
+    explicit_schema: str | None
+    auto_register: bool = True
+
+
 def spark_type(fmt: ColumnFormat):
     """(the column's Spark type, the metadata that pins its reader schema)."""
     from broker.spark.avro import Decoder

@@ -423,7 +423,20 @@ SOURCE_OPTIONS = (
     "mode",
 )
 #: the sink's own
-SINK_OPTIONS = ("topic", "deliveryGuarantee")
+SINK_OPTIONS = (
+    "topic",
+    "deliveryGuarantee",
+    # registry-framed Avro keys and values (broker/spark/avro_sink.py)
+    "valueFormat",
+    "keyFormat",
+    "schema.registry.url",
+    "schema.registry.basic.auth.user.info",
+    "valueSubject",
+    "keySubject",
+    "valueAvroSchema",
+    "keyAvroSchema",
+    "auto.register.schemas",
+)
 #: what Spark's DataFrameWriter / DataStreamWriter hand a Python sink beside the user's
 #: options (seen with Spark 4.3: checkpointLocation, queryName(), save(path) / start(path)):
 #: they pass, as Spark's Kafka sink lets them pass
@@ -842,6 +855,7 @@ class SinkOptions:
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
     table: bool = False  # the options of a catalog table (INSERT INTO, writeTo)
+    formats: tuple = ()  # SinkFormat of the key and/or value column (valueFormat=avro ...)
 
     @classmethod
     def parse(cls, options) -> SinkOptions:
@@ -897,4 +911,42 @@ class SinkOptions:
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
             no_effect=no_effect,
             table=opts.table,
+            formats=tuple(f for f in (_sink_format(opts, "key"), _sink_format(opts, "value")) if f is not None),
         )
+
+
+def _sink_format(opts: _Options, column: str):
+    """The sink's keyFormat / valueFormat and the options that go with them."""
+    name = f"{column}Format"
+    fmt = opts.get(name.lower(), "raw").strip().lower() or "raw"
+    if fmt not in FORMATS:
+        raise KBrokerOptionError(name, f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    own = (f"{column}Subject", f"{column}AvroSchema")
+    if fmt == "raw":
+        for o in own:
+            if o.lower() in opts:
+                raise KBrokerOptionError(o, f"needs {name}=avro (the {column} column is written as it is)")
+        return None
+    if fmt != "avro":
+        raise KBrokerOptionError(name, f"= {fmt} is not supported by the kbroker sink yet (supported: raw, avro)")
+    url = opts.get("schema.registry.url", "").strip()
+    if not url:
+        raise KBrokerOptionError("schema.registry.url", f"must be given with {name}=avro: the registry of the schemas")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise KBrokerOptionError("schema.registry.url", f"must be an http:// or https:// URL, not {url!r}")
+    explicit = opts.get(f"{column}avroschema")
+    if explicit is not None:
+        try:
+            json.loads(explicit)
+        except ValueError as exc:
+            raise KBrokerOptionError(f"{column}AvroSchema", f"is not JSON ({exc}): give an Avro schema") from None
+    from broker.spark.formats import SinkFormat
+
+    return SinkFormat(
+        column=column,
+        registry_url=url,
+        user_info=opts.get("schema.registry.basic.auth.user.info") or None,
+        subject=opts.get(f"{column}subject", "").strip() or None,
+        explicit_schema=explicit,
+        auto_register=_bool(opts, "auto.register.schemas", True),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -263,3 +264,80 @@ def test_the_pipelines_page_avro_example_runs_as_written(spark, sr_broker, sr, c
     out = capsys.readouterr().out
     assert " |-- value: struct" not in out and " |-- qty: long" in out and "|-- attrs: map" in out, out
     assert "item-0" in out and "item-4" in out and "10000000004" in out, out
+
+
+def consume_all(broker, topic: str, n: int, timeout_s: float = 60.0) -> list:
+    from confluent_kafka import Consumer
+
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"check-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    out: list = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None or m.error():
+                continue
+            out.append(m)
+    finally:
+        c.close()
+    return out
+
+
+def test_batch_write_avro_read_back_by_confluents_deserializer(spark, sr_broker, sr, topic_name):
+    """Issue 37's test 6, second half: a batch job writes registry-framed Avro (its schema
+    derived from the rows' type and registered under <topic>-value) that confluent-kafka's
+    AvroDeserializer reads back."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from pyspark.sql import functions as F
+
+    create_topic(sr_broker.bootstrap, topic_name, 2)
+    df = spark.range(0, 200).select(
+        F.col("id").cast("string").alias("key"),
+        F.struct(
+            F.col("id").alias("id"),
+            F.concat(F.lit("item-"), F.col("id").cast("string")).alias("item"),
+            F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(F.col("id") * 1.5).alias("price"),
+            F.array(F.lit(1), (F.col("id") % 7).cast("int")).alias("counts"),
+            F.to_date(F.lit("2026-03-04")).alias("day"),
+        ).alias("value"),
+    )
+    (
+        df.write.format("kbroker")
+        .option("kbroker.bootstrap.servers", sr_broker.bootstrap)
+        .option("topic", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", sr_broker.registry_url)
+        .mode("append")
+        .save()
+    )
+    registered = sr.get_latest_version(f"{topic_name}-value")
+    assert json.loads(registered.schema.schema_str)["name"] == "topLevelRecord"
+    deser = AvroDeserializer(sr)
+    msgs = consume_all(sr_broker, topic_name, 200)
+    got = {}
+    for m in msgs:
+        assert m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == registered.schema_id
+        rec = deser(m.value(), SerializationContext(topic_name, MessageField.VALUE))
+        assert m.key() == str(rec["id"]).encode()
+        got[rec["id"]] = rec
+    assert sorted(got) == list(range(200))
+    for i, rec in got.items():
+        assert rec == {
+            "id": i,
+            "item": f"item-{i}",
+            "price": None if i % 3 == 0 else i * 1.5,
+            "counts": [1, i % 7],
+            "day": datetime.date(2026, 3, 4),
+        }
+    # and the source reads the sink's records back as the same rows
+    back = read(spark, sr_broker, topic_name).select("value.*").orderBy("id").collect()
+    assert [r.item for r in back] == [f"item-{i}" for i in range(200)]
