@@ -341,3 +341,35 @@ def test_batch_write_avro_read_back_by_confluents_deserializer(spark, sr_broker,
     # and the source reads the sink's records back as the same rows
     back = read(spark, sr_broker, topic_name).select("value.*").orderBy("id").collect()
     assert [r.item for r in back] == [f"item-{i}" for i in range(200)]
+
+
+def test_keys_too_written_and_read_as_avro(spark, sr_broker, sr, topic_name):
+    """keyFormat=avro on both sides: the sink registers <topic>-key, the source decodes it."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from pyspark.sql import functions as F
+
+    create_topic(sr_broker.bootstrap, topic_name, 1)
+    df = spark.range(0, 30).select(
+        F.struct(F.col("id").alias("user"), F.lit("eu").alias("region")).alias("key"),
+        F.struct((F.col("id") * 2).alias("n")).alias("value"),
+    )
+    options = {
+        "kbroker.bootstrap.servers": sr_broker.bootstrap,
+        "topic": topic_name,
+        "keyFormat": "avro",
+        "valueFormat": "avro",
+        "schema.registry.url": sr_broker.registry_url,
+    }
+    df.write.format("kbroker").options(**options).mode("append").save()
+    msgs = consume_all(sr_broker, topic_name, 30)
+    deser = AvroDeserializer(sr)
+    keys = sorted(deser(m.key(), SerializationContext(topic_name, MessageField.KEY))["user"] for m in msgs)
+    assert keys == list(range(30))
+    rows = (
+        read(spark, sr_broker, topic_name, keyFormat="avro")
+        .select("key.user", "key.region", "value.n")
+        .orderBy("user")
+        .collect()
+    )
+    assert [(r.user, r.region, r.n) for r in rows] == [(i, "eu", 2 * i) for i in range(30)]
