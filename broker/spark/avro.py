@@ -485,7 +485,8 @@ class Decoder:
             raise AvroSchemaError(f"the reader schema is not valid Avro: {exc}") from None
         self.reader = Reader(parsed.parsed, parsed.named)
         self.layout = [tuple(c) for c in self.reader.layout]
-        self.fetch_writer = fetch_writer  # id -> (parsed, named) or None (unknown id)
+        # id -> (parsed, named), None (an id the registry does not have) or why it cannot be read
+        self.fetch_writer = fetch_writer
         self.permissive = permissive
         self.what = what
         self.programs: dict[int, Any] = {}
@@ -509,8 +510,8 @@ class Decoder:
             if sid in self.programs or sid in self.why:
                 continue
             writer = self.fetch_writer(sid)
-            if writer is None:
-                self.why[sid] = f"schema id {sid} is not in the registry"
+            if writer is None or isinstance(writer, str):
+                self.why[sid] = writer or f"schema id {sid} is not in the registry"
                 continue
             prog, why = compile_program(sid, writer[0], writer[1], self.reader)
             self.programs[sid] = prog

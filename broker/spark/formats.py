@@ -245,7 +245,7 @@ def decoder(fmt: ColumnFormat, settled: dict):
         if got is None:
             return None
         if got.get("schemaType", "AVRO") != "AVRO":
-            return None
+            return f"schema id {schema_id} is a {got.get('schemaType')} schema, not Avro ({fmt.column}Format=avro)"
         parsed = parse_avro(got["schema"], client.references(got.get("references")))
         return parsed.parsed, parsed.named
 

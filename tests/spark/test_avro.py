@@ -6,6 +6,7 @@ against a real broker serving the registry; the reads are real Spark (local mode
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import json
@@ -373,3 +374,48 @@ def test_keys_too_written_and_read_as_avro(spark, sr_broker, sr, topic_name):
         .collect()
     )
     assert [(r.user, r.region, r.n) for r in rows] == [(i, "eu", 2 * i) for i in range(30)]
+
+
+def test_schema_references_and_a_non_avro_id_without_spark(sr_broker, sr):
+    """The decoder the tasks use (formats.decoder), against the registry: a writer schema
+    with a reference (Confluent's schema references) is fetched with what it references;
+    an id of a JSON Schema is refused with its type named."""
+    import io
+    import struct
+
+    import fastavro
+    import pyarrow as pa
+
+    from broker.spark.formats import ColumnFormat, RegistryClient, decoder
+
+    client = RegistryClient(sr_broker.registry_url)
+    money = {"type": "record", "name": "Money", "namespace": "shop", "fields": [{"name": "cents", "type": "long"}]}
+    client.register("shop.Money", json.dumps(money))
+    order = {
+        "type": "record",
+        "name": "Priced",
+        "namespace": "shop",
+        "fields": [{"name": "item", "type": "string"}, {"name": "price", "type": "shop.Money"}],
+    }
+    status, body = client.call(
+        "POST",
+        "/subjects/priced-value/versions",
+        {"schema": json.dumps(order), "references": [{"name": "shop.Money", "subject": "shop.Money", "version": 1}]},
+    )
+    assert status == 200, body
+    sid = body["id"]
+    json_id = client.register("json-value", '{"type": "object"}', "JSON")
+    named: dict = {}
+    fastavro.parse_schema(money, named_schemas=named)
+    parsed = fastavro.parse_schema(order, named_schemas=named)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed, {"item": "book", "price": {"cents": 1250}})
+    values = pa.array(
+        [b"\x00" + struct.pack(">I", sid) + buf.getvalue(), b"\x00" + struct.pack(">I", json_id) + b"{}"], pa.binary()
+    )
+    fmt = ColumnFormat("value", "avro", sr_broker.registry_url, None, "priced-value", "latest", None, True)
+    dec = decoder(fmt, fmt.reader_schema())
+    assert dec.decode(values).to_pylist() == [{"item": "book", "price": {"cents": 1250}}, None]
+    strict = decoder(dataclasses.replace(fmt, permissive=False), fmt.reader_schema())
+    with pytest.raises(Exception, match=f"schema id {json_id} is a JSON schema, not Avro"):
+        strict.decode(values)
