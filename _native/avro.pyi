@@ -43,7 +43,24 @@ OP_MAP: int
 OP_UNION: int
 OP_ERROR: int
 OP_DEFAULT: int
+OP_PB_MSG: int
+OP_PB_VARINT_I32: int
+OP_PB_VARINT_I64: int
+OP_PB_ZIGZAG_I32: int
+OP_PB_ZIGZAG_I64: int
+OP_PB_BOOL: int
+OP_PB_FIXED32: int
+OP_PB_FIXED64: int
+OP_PB_BYTES: int
+OP_PB_ENUM: int
+OP_PB_SUBMSG: int
+OP_PB_TIMESTAMP: int
+OP_PB_MAPENTRY: int
 OP_LAST: int
+PB_REPEATED: int
+PB_PACKABLE: int
+R_DUPLICATE: int
+R_WIRE_TYPE: int
 R_OK: int
 R_NOT_FRAMED: int
 R_UNKNOWN_ID: int
@@ -62,7 +79,10 @@ REASONS: dict[int, str]
 class Program:
     schema_id: int
     root: int
-    def __init__(self, schema_id: int, ops: bytes, kids: bytes, blob: bytes, root: int, ncols: int) -> None: ...
+    protobuf: bool
+    def __init__(
+        self, schema_id: int, ops: bytes, kids: bytes, blob: bytes, root: int, ncols: int, protobuf: bool = False
+    ) -> None: ...
 
 def scan_ids(values: Any) -> list[int]: ...
 def decode(

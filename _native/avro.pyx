@@ -1,5 +1,11 @@
 # cython: language_level=3
-"""Registry-framed Avro -> Arrow columns, decoded in C (the Spark source's valueFormat=avro).
+"""Registry-framed Avro (and Protobuf) -> Arrow columns, decoded in C (the Spark source's
+valueFormat=avro / protobuf); and Arrow columns -> framed Avro (the sink's, `encode`).
+
+Protobuf programs (broker.spark.protobuf) use the same columns with ops of their own: a
+message op lists its fields (number, op, flags) and the decoder finds each field of the
+record by number, skips unknown ones by wire type, makes absent ones null and closes the
+lists of repeated ones (packed or not); Confluent's message indexes are skipped.
 
 Input: a binary Arrow column (the Kafka values or keys batches_to_arrow gave), each value
 Confluent's framing: a 0 byte, the writer schema's id (4 bytes, big-endian), the Avro
@@ -98,7 +104,21 @@ cpdef enum:
     OP_UNION = 30
     OP_ERROR = 31
     OP_DEFAULT = 32
-    OP_LAST = 32
+    # Protobuf (valueFormat=protobuf): a message, and the values of its fields by wire type
+    OP_PB_MSG = 33          # a: kids start of (field number, op, flags) per field, b: count
+    OP_PB_VARINT_I32 = 34   # int32, uint32 (two's complement truncated to 32 bits)
+    OP_PB_VARINT_I64 = 35   # int64, uint64
+    OP_PB_ZIGZAG_I32 = 36   # sint32
+    OP_PB_ZIGZAG_I64 = 37   # sint64
+    OP_PB_BOOL = 38
+    OP_PB_FIXED32 = 39      # fixed32, sfixed32, float (4 bytes as they are)
+    OP_PB_FIXED64 = 40      # fixed64, sfixed64, double
+    OP_PB_BYTES = 41        # a: 1 = UTF-8 checked (string)
+    OP_PB_ENUM = 42         # a: kids start of (number, blob offset, length), b: count
+    OP_PB_SUBMSG = 43       # a: the OP_PB_MSG of the nested message
+    OP_PB_TIMESTAMP = 44    # google.protobuf.Timestamp -> microseconds
+    OP_PB_MAPENTRY = 45     # a: key op, b: value op (a map field's entry message)
+    OP_LAST = 45
 
 # why a record did not decode (the reason codes the caller turns into words)
 cpdef enum:
@@ -115,6 +135,8 @@ cpdef enum:
     R_OVERFLOW = 10
     R_TOO_DEEP = 11
     R_NOMEM = 12
+    R_DUPLICATE = 13
+    R_WIRE_TYPE = 14
 
 REASONS = {
     R_NOT_FRAMED: "not registry-framed (no magic byte 0 and 4-byte schema id)",
@@ -129,7 +151,14 @@ REASONS = {
     R_OVERFLOW: "has a value too large for its column",
     R_TOO_DEEP: "nests deeper than the decoder allows",
     R_NOMEM: "needs more memory than could be allocated",
+    R_DUPLICATE: "has a field that is not repeated more than once",
+    R_WIRE_TYPE: "has a field of the wrong wire type (or a group)",
 }
+
+# flags of a Protobuf message's field
+cpdef enum:
+    PB_REPEATED = 1
+    PB_PACKABLE = 2     # a repeated scalar that may come packed (wire type 2)
 
 cdef enum:
     ALIGN = 64
@@ -233,6 +262,7 @@ cdef struct Prog:
     Py_ssize_t nkids
     const uint8_t *blob
     int32_t root
+    bint protobuf
 
 
 cdef struct Dec:
@@ -624,6 +654,287 @@ cdef int run(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end) noexce
     return rc
 
 
+# ---------------------------------------------------------------- Protobuf
+
+cdef inline int pb_skip(const uint8_t **pp, const uint8_t *end, int wt) noexcept nogil:
+    cdef int64_t v
+    cdef Py_ssize_t n
+    if wt == 0:
+        return rd_uvarint(pp, end, <uint64_t *>&v)
+    if wt == 1:
+        if end - pp[0] < 8:
+            return R_TRUNCATED
+        pp[0] += 8
+        return 0
+    if wt == 2:
+        if rd_plen(pp, end, &n):
+            return R_BAD_LENGTH
+        pp[0] += n
+        return 0
+    if wt == 5:
+        if end - pp[0] < 4:
+            return R_TRUNCATED
+        pp[0] += 4
+        return 0
+    return R_WIRE_TYPE
+
+
+cdef inline int rd_uvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out) noexcept nogil:
+    cdef const uint8_t *p = pp[0]
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return R_TRUNCATED
+        b = p[0]
+        p += 1
+        if shift == 63 and (b & 0x7E):
+            return R_BAD_VARINT
+        v |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+        if shift > 63:
+            return R_BAD_VARINT
+    pp[0] = p
+    out[0] = v
+    return 0
+
+
+cdef inline int rd_plen(const uint8_t **pp, const uint8_t *end, Py_ssize_t *n) noexcept nogil:
+    cdef uint64_t v
+    cdef int rc = rd_uvarint(pp, end, &v)
+    if rc:
+        return rc
+    if v > <uint64_t>(end - pp[0]):
+        return R_TRUNCATED
+    n[0] = <Py_ssize_t>v
+    return 0
+
+
+cdef int pb_value(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end, int wt) noexcept nogil:
+    """One value of a field (wire type wt, checked here) into the op's column."""
+    cdef const int32_t *op = d.prog.ops + 6 * opi
+    cdef int code = op[0]
+    cdef Col *c = &d.cols[op[1]]
+    cdef uint64_t u
+    cdef int64_t v
+    cdef int32_t i32
+    cdef Py_ssize_t n, j
+    cdef const uint8_t *q
+    cdef const int32_t *kids
+    cdef int rc
+    cdef int64_t secs = 0, nanos = 0
+    cdef uint64_t tag
+    if code == OP_PB_VARINT_I32 or code == OP_PB_VARINT_I64 or code == OP_PB_ZIGZAG_I32 \
+            or code == OP_PB_ZIGZAG_I64 or code == OP_PB_BOOL or code == OP_PB_ENUM:
+        if wt != 0:
+            return R_WIRE_TYPE
+        rc = rd_uvarint(pp, end, &u)
+        if rc:
+            return rc
+        if code == OP_PB_ZIGZAG_I32 or code == OP_PB_ZIGZAG_I64:
+            v = <int64_t>((u >> 1) ^ (0 - (u & 1)))
+        else:
+            v = <int64_t>u
+        if code == OP_PB_VARINT_I32 or code == OP_PB_ZIGZAG_I32:
+            i32 = <int32_t>v
+            return put_fixed(c, &i32)
+        if code == OP_PB_BOOL:
+            return put_bool(c, u != 0)
+        if code == OP_PB_ENUM:
+            kids = d.prog.kids + op[2]
+            for j in range(op[3]):
+                if kids[3 * j] == <int32_t>v:
+                    return put_bin(c, d.prog.blob + kids[3 * j + 1], kids[3 * j + 2])
+            return put_null(d, op[1])      # a number the reader's enum does not name
+        return put_fixed(c, &v)
+    if code == OP_PB_FIXED32:
+        if wt != 5:
+            return R_WIRE_TYPE
+        if end - pp[0] < 4:
+            return R_TRUNCATED
+        rc = put_fixed(c, pp[0])
+        pp[0] += 4
+        return rc
+    if code == OP_PB_FIXED64:
+        if wt != 1:
+            return R_WIRE_TYPE
+        if end - pp[0] < 8:
+            return R_TRUNCATED
+        rc = put_fixed(c, pp[0])
+        pp[0] += 8
+        return rc
+    if wt != 2:
+        return R_WIRE_TYPE
+    rc = rd_plen(pp, end, &n)
+    if rc:
+        return rc
+    q = pp[0]
+    pp[0] += n
+    if code == OP_PB_BYTES:
+        if op[2] and not kb_utf8_valid(q, n):
+            return R_BAD_UTF8
+        return put_bin(c, q, n)
+    if code == OP_PB_SUBMSG:
+        return pb_message(d, op[2], &q, q + n)
+    if code == OP_PB_TIMESTAMP:
+        while q < pp[0]:
+            rc = rd_uvarint(&q, pp[0], &tag)
+            if rc:
+                return rc
+            if tag == 8 or tag == 16:
+                rc = rd_uvarint(&q, pp[0], &u)
+                if rc:
+                    return rc
+                if tag == 8:
+                    secs = <int64_t>u
+                else:
+                    nanos = <int32_t>u
+            else:
+                rc = pb_skip(&q, pp[0], tag & 7)
+                if rc:
+                    return rc
+        if secs > INT64_MAX // 1000000 - 1 or secs < -(INT64_MAX // 1000000 - 1):
+            return R_OVERFLOW
+        v = secs * 1000000 + nanos // 1000
+        return put_fixed(c, &v)
+    # OP_PB_MAPENTRY: key (field 1) and value (field 2), each defaulted when absent
+    return pb_entry(d, op, &q, q + n)
+
+
+cdef int pb_entry(Dec *d, const int32_t *op, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    cdef Col *c = &d.cols[op[1]]
+    cdef uint64_t tag
+    cdef int rc, fn
+    cdef bint have_key = False, have_value = False
+    cdef uint8_t empty = 0
+    while pp[0] < end:
+        rc = rd_uvarint(pp, end, &tag)
+        if rc:
+            return rc
+        fn = <int>(tag >> 3)
+        if fn == 1 and not have_key:
+            if (tag & 7) != 2:
+                return R_WIRE_TYPE
+            rc = pb_value(d, op[2], pp, end, 2)
+            have_key = True
+        elif fn == 2 and not have_value:
+            rc = pb_value(d, op[3], pp, end, tag & 7)
+            have_value = True
+        elif fn == 1 or fn == 2:
+            return R_DUPLICATE
+        else:
+            rc = pb_skip(pp, end, tag & 7)
+        if rc:
+            return rc
+    if not have_key:
+        rc = put_bin(&d.cols[c.kid0], &empty, 0)
+        if rc:
+            return rc
+    if not have_value:
+        rc = put_null(d, c.kid0 + 1)
+        if rc:
+            return rc
+    return 0
+
+
+cdef int pb_message(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    """A message's fields into its struct column's children; absent ones null, repeated
+    ones a list of what came (packed or not)."""
+    cdef const int32_t *op = d.prog.ops + 6 * opi
+    cdef const int32_t *kids = d.prog.kids + op[2]
+    cdef int nf = op[3], k, rc, wt, found
+    cdef uint64_t seen = 0, tag
+    cdef Col *c = &d.cols[op[1]]
+    cdef Col *lc
+    cdef const int32_t *vop
+    cdef const uint8_t *q
+    cdef const uint8_t *qend
+    cdef Py_ssize_t n
+    cdef int32_t end32
+    d.depth += 1
+    if d.depth > MAX_DEPTH:
+        return R_TOO_DEEP
+    while pp[0] < end:
+        rc = rd_uvarint(pp, end, &tag)
+        if rc:
+            return rc
+        wt = <int>(tag & 7)
+        found = -1
+        for k in range(nf):
+            if <uint64_t>kids[3 * k] == (tag >> 3):
+                found = k
+                break
+        if found < 0:
+            rc = pb_skip(pp, end, wt)
+            if rc:
+                return rc
+            continue
+        if kids[3 * found + 2] & PB_REPEATED:
+            lc = &d.cols[c.kid0 + found]
+            vop = d.prog.ops + 6 * kids[3 * found + 1]
+            if wt == 2 and kids[3 * found + 2] & PB_PACKABLE:
+                rc = rd_plen(pp, end, &n)
+                if rc:
+                    return rc
+                q = pp[0]
+                qend = q + n
+                pp[0] = qend
+                wt = 5 if vop[0] == OP_PB_FIXED32 else (1 if vop[0] == OP_PB_FIXED64 else 0)
+                while q < qend:
+                    rc = pb_value(d, kids[3 * found + 1], &q, qend, wt)
+                    if rc:
+                        return rc
+            else:
+                rc = pb_value(d, kids[3 * found + 1], pp, end, wt)
+                if rc:
+                    return rc
+            if d.cols[lc.kid0].count > INT32_LIMIT:
+                return R_OVERFLOW
+            seen |= (<uint64_t>1) << found
+            continue
+        if seen & ((<uint64_t>1) << found):
+            return R_DUPLICATE
+        seen |= (<uint64_t>1) << found
+        rc = pb_value(d, kids[3 * found + 1], pp, end, wt)
+        if rc:
+            return rc
+    for k in range(nf):
+        if kids[3 * k + 2] & PB_REPEATED:
+            lc = &d.cols[c.kid0 + k]
+            end32 = <int32_t>d.cols[lc.kid0 + (1 if lc.kind == K_MAP else 0)].count
+            if gb_put(&lc.offsets, &end32, 4) != 0:
+                return R_NOMEM
+            rc = col_valid(lc)
+        elif not seen & ((<uint64_t>1) << k):
+            rc = put_null(d, c.kid0 + k)
+        else:
+            rc = 0
+        if rc:
+            return rc
+    d.depth -= 1
+    return col_valid(c)
+
+
+cdef int pb_frame(Dec *d, int32_t root, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    """Confluent's Protobuf framing after the id: the message indexes (a zigzag count, then
+    that many zigzag indexes; a lone 0 is [0]), skipped (the reader's message decides), then
+    the message."""
+    cdef int64_t count, v, _i
+    cdef int rc = rd_long(pp, end, &count)
+    if rc:
+        return rc
+    if count < 0 or count > end - pp[0]:
+        return R_BAD_LENGTH
+    for _i in range(count):
+        rc = rd_long(pp, end, &v)
+        if rc:
+            return rc
+    return pb_message(d, root, pp, end)
+
+
 # ---------------------------------------------------------------- the Python face
 
 cdef class Program:
@@ -633,8 +944,10 @@ cdef class Program:
     cdef bytes kids
     cdef bytes blob
     cdef readonly int32_t root
+    cdef readonly bint protobuf
 
-    def __init__(self, int32_t schema_id, bytes ops, bytes kids, bytes blob, int32_t root, int ncols):
+    def __init__(self, int32_t schema_id, bytes ops, bytes kids, bytes blob, int32_t root, int ncols,
+                 bint protobuf=False):
         cdef Py_ssize_t nops = len(ops) // 24
         cdef Py_ssize_t nkids = len(kids) // 4
         cdef const int32_t *o = <const int32_t *><const char *>ops
@@ -675,6 +988,30 @@ cdef class Program:
                 if (not (0 <= o[6 * i + 2] < nops) or o[6 * i + 3] < 0 or o[6 * i + 4] < 0
                         or o[6 * i + 3] + o[6 * i + 4] > len(blob)):
                     raise ValueError(f"malformed Avro program (op {i})")
+            elif code == OP_PB_MSG:
+                n = o[6 * i + 3]
+                if o[6 * i + 2] < 0 or not 0 <= n <= 64 or o[6 * i + 2] + 3 * n > nkids:
+                    raise ValueError(f"malformed Protobuf program (op {i})")
+                for j in range(n):
+                    if not (0 <= k[o[6 * i + 2] + 3 * j + 1] < nops):
+                        raise ValueError(f"malformed Protobuf program (op {i})")
+            elif code == OP_PB_ENUM:
+                n = o[6 * i + 3]
+                if o[6 * i + 2] < 0 or n < 0 or o[6 * i + 2] + 3 * n > nkids:
+                    raise ValueError(f"malformed Protobuf program (op {i})")
+                for j in range(n):
+                    if (k[o[6 * i + 2] + 3 * j + 1] < 0 or k[o[6 * i + 2] + 3 * j + 2] < 0
+                            or k[o[6 * i + 2] + 3 * j + 1] + k[o[6 * i + 2] + 3 * j + 2] > len(blob)):
+                        raise ValueError(f"malformed Protobuf program (op {i})")
+            elif code == OP_PB_SUBMSG:
+                if not (0 <= o[6 * i + 2] < nops) or o[6 * o[6 * i + 2]] != OP_PB_MSG:
+                    raise ValueError(f"malformed Protobuf program (op {i})")
+            elif code == OP_PB_MAPENTRY:
+                if not (0 <= o[6 * i + 2] < nops) or not (0 <= o[6 * i + 3] < nops):
+                    raise ValueError(f"malformed Protobuf program (op {i})")
+        if protobuf and o[6 * root] != OP_PB_MSG:
+            raise ValueError("malformed Protobuf program (the root is not a message)")
+        self.protobuf = protobuf
         self.schema_id = schema_id
         self.ops = ops
         self.kids = kids
@@ -784,6 +1121,7 @@ def decode(values, layout, programs, bint permissive):
             progs[pi].kids = <const int32_t *><const char *>prog.kids
             progs[pi].blob = <const uint8_t *><const char *>prog.blob
             progs[pi].root = prog.root
+            progs[pi].protobuf = prog.protobuf
         for r in range(n):
             i = base + r
             mark_all(&d)
@@ -811,7 +1149,10 @@ def decode(values, layout, programs, bint permissive):
                 else:
                     d.prog = &progs[cur]
                     d.depth = 0
-                    rc = run(&d, progs[cur].root, &p, end)
+                    if progs[cur].protobuf:
+                        rc = pb_frame(&d, progs[cur].root, &p, end)
+                    else:
+                        rc = run(&d, progs[cur].root, &p, end)
             if rc:
                 if rc == R_NOMEM:
                     raise MemoryError()

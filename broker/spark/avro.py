@@ -475,6 +475,8 @@ def _enc(t: Any, v: Any, named: dict[str, Any], out: bytearray) -> None:
 class Decoder:
     """One column's reader schema and the programs of the writer ids met so far."""
 
+    format_name = "Avro"
+
     def __init__(self, reader_text: str, reader_refs=(), *, fetch_writer, permissive: bool, what: str = "value"):
         from broker.registry.formats import InvalidSchema
         from broker.registry.formats.avro import parse_avro
@@ -529,7 +531,7 @@ class Decoder:
             if reason == _n.R_UNKNOWN_ID and sid not in self.why:
                 detail = f"schema id {sid} is not in the registry"
             raise AvroDecodeError(
-                f"kbroker: the {self.what} of {where} does not decode as Avro: {detail} "
+                f"kbroker: the {self.what} of {where} does not decode as {self.format_name}: {detail} "
                 f"(mode FAILFAST; with option mode=PERMISSIVE such records are read as null)"
             )
         return _assemble(cols, self.layout, 0, self.arrow_type())

@@ -8,11 +8,12 @@ newer version is registered meanwhile. A task fetches each writer schema it meet
 from the registry once per Python worker (cached), compiles it against the reader schema
 (broker.spark.avro) and decodes natively.
 
-Options (documented in docs/pipelines.md): valueFormat / keyFormat (raw | avro),
+Options (documented in docs/pipelines.md): valueFormat / keyFormat (raw | avro | protobuf),
 schema.registry.url, schema.registry.basic.auth.user.info, valueSubject / keySubject
 (default <topic>-value / <topic>-key: Confluent's TopicNameStrategy),
 valueSchemaVersion / keySchemaVersion (latest | n), valueAvroSchema / keyAvroSchema (an
-explicit reader schema), mode (FAILFAST | PERMISSIVE, as Spark's from_avro).
+explicit reader schema), valueProtobufMessage / keyProtobufMessage (the reader message),
+mode (FAILFAST | PERMISSIVE, as Spark's from_avro).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class ColumnFormat:
     explicit_schema: str | None
     permissive: bool
     timeout_s: float = 30.0
+    message: str | None = None  # protobuf: the reader message (default: the file's first)
 
     def client(self) -> RegistryClient:
         return RegistryClient(self.registry_url, self.user_info, self.timeout_s)
@@ -134,10 +136,11 @@ class ColumnFormat:
         if self.subject is None:
             raise RegistryError(f"kbroker: no subject to take the {self.column}'s reader schema from")
         v = self.client().version(self.subject, self.version)
-        if v.get("schemaType", "AVRO") != "AVRO":
+        want = {"avro": "AVRO", "protobuf": "PROTOBUF"}[self.fmt]
+        if v.get("schemaType", "AVRO") != want:
             raise RegistryError(
-                f"kbroker: subject {self.subject!r} version {v.get('version')} is a {v.get('schemaType')} "
-                f"schema, not Avro ({self.column}Format=avro)"
+                f"kbroker: subject {self.subject!r} version {v.get('version')} is a {v.get('schemaType', 'AVRO')} "
+                f"schema, not {want} ({self.column}Format={self.fmt})"
             )
         return {"schema": v["schema"], "references": v.get("references") or [], "id": v.get("id")}
 
@@ -156,10 +159,17 @@ class SinkFormat:
 
 def spark_type(fmt: ColumnFormat):
     """(the column's Spark type, the metadata that pins its reader schema)."""
-    from broker.spark.avro import Decoder
-
     settled = fmt.reader_schema()
     refs = fmt.client().references(settled["references"]) if settled["references"] else ()
+    if fmt.fmt == "protobuf":
+        from broker.spark.protobuf import ProtoDecoder
+
+        proto = ProtoDecoder(
+            settled["schema"], refs, message=fmt.message, fetch_type=lambda _id: None, permissive=fmt.permissive
+        )
+        return proto.reader.spark_type, {READER_KEY: json.dumps(settled)}
+    from broker.spark.avro import Decoder
+
     dec = Decoder(settled["schema"], refs, fetch_writer=lambda _id: None, permissive=fmt.permissive)
     return dec.reader.spark_type, {READER_KEY: json.dumps(settled)}
 
@@ -235,10 +245,27 @@ def decoder(fmt: ColumnFormat, settled: dict):
         dec = _decoders.get(key)
         if dec is not None:
             return dec
-    from broker.spark.avro import Decoder
-
     client = fmt.client()
     refs = client.references(settled["references"]) if settled["references"] else ()
+    if fmt.fmt == "protobuf":
+        from broker.spark.protobuf import ProtoDecoder
+
+        def fetch_type(schema_id: int):
+            got = client.schema_by_id(schema_id)
+            return None if got is None else got.get("schemaType", "AVRO")
+
+        proto = ProtoDecoder(
+            settled["schema"],
+            refs,
+            message=fmt.message,
+            fetch_type=fetch_type,
+            permissive=fmt.permissive,
+            what=fmt.column,
+        )
+        with _lock:
+            _decoders[key] = proto
+        return proto
+    from broker.spark.avro import Decoder
 
     def fetch_writer(schema_id: int):
         got = client.schema_by_id(schema_id)

@@ -420,6 +420,8 @@ SOURCE_OPTIONS = (
     "keySchemaVersion",
     "valueAvroSchema",
     "keyAvroSchema",
+    "valueProtobufMessage",
+    "keyProtobufMessage",
     "mode",
 )
 #: the sink's own
@@ -760,7 +762,7 @@ def _column_format(opts: _Options, column: str, subscription: Subscription, time
     """keyFormat / valueFormat and the options that go with them (formats.py)."""
     name = f"{column}Format"
     fmt = opts.get(name.lower(), "raw").strip().lower() or "raw"
-    own = [f"{column}Subject", f"{column}SchemaVersion", f"{column}AvroSchema"]
+    own = [f"{column}Subject", f"{column}SchemaVersion", f"{column}AvroSchema", f"{column}ProtobufMessage"]
     if fmt not in FORMATS:
         raise KBrokerOptionError(name, f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if fmt == "raw":
@@ -770,14 +772,20 @@ def _column_format(opts: _Options, column: str, subscription: Subscription, time
         if column == "value" and "mode" in opts and opts.get("keyformat", "raw").strip().lower() == "raw":
             raise KBrokerOptionError("mode", "applies to decoded columns: give valueFormat or keyFormat")
         return None
-    if fmt in ("protobuf", "json-schema"):
+    if fmt == "json-schema":
         raise KBrokerOptionError(
-            name, f"= {fmt} is not supported by the kbroker source yet (supported: raw, avro); decode it in the query"
+            name,
+            f"= {fmt} is not supported by the kbroker source yet (supported: raw, avro, protobuf); "
+            "decode it in the query (from_json)",
         )
+    if fmt == "protobuf" and f"{column}avroschema" in opts:
+        raise KBrokerOptionError(f"{column}AvroSchema", f"is for {name}=avro, not protobuf")
+    if fmt == "avro" and f"{column}protobufmessage" in opts:
+        raise KBrokerOptionError(f"{column}ProtobufMessage", f"is for {name}=protobuf, not avro")
     url = opts.get("schema.registry.url", "").strip()
     if not url:
         raise KBrokerOptionError(
-            "schema.registry.url", f"must be given with {name}=avro: the registry that has the writers' schemas"
+            "schema.registry.url", f"must be given with {name}={fmt}: the registry that has the writers' schemas"
         )
     if not re.match(r"^https?://[^/\s]+", url):
         raise KBrokerOptionError("schema.registry.url", f"must be an http:// or https:// URL, not {url!r}")
@@ -826,6 +834,7 @@ def _column_format(opts: _Options, column: str, subscription: Subscription, time
         explicit_schema=explicit,
         permissive=mode == "PERMISSIVE",
         timeout_s=timeout_s,
+        message=opts.get(f"{column}protobufmessage", "").strip() or None,
     )
 
 

@@ -419,3 +419,88 @@ def test_schema_references_and_a_non_avro_id_without_spark(sr_broker, sr):
     strict = decoder(dataclasses.replace(fmt, permissive=False), fmt.reader_schema())
     with pytest.raises(Exception, match=f"schema id {json_id} is a JSON schema, not Avro"):
         strict.decode(values)
+
+
+PROTO_V1 = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Payment {
+  string id = 1;
+  double amount = 2;
+  google.protobuf.Timestamp at = 3;
+  map<string, string> tags = 4;
+  repeated int32 parts = 5;
+  Method method = 6;
+  enum Method { CARD = 0; CASH = 1; }
+}
+"""
+# v2 adds a nested message (field 7): v1's records read with it as null
+PROTO_V2 = PROTO_V1.replace(
+    "  enum Method", "  Payer payer = 7;\n  message Payer { string name = 1; int64 account = 2; }\n  enum Method"
+)
+
+
+def _proto_class(text: str, name: str):
+    """The Payment message of `text` (parsed by protoc, as the registry parses it), as an
+    application has it: a message class, here in a descriptor pool of its own so that two
+    versions of one message live side by side."""
+    require_module("grpc_tools")
+    from google.protobuf import descriptor_pool, message_factory
+
+    from broker.registry.formats.protobuf import parse_protobuf
+
+    schema = parse_protobuf(text)
+    pool = descriptor_pool.DescriptorPool()
+    for dep_name, f in schema.files.items():
+        if dep_name != schema.file.name:
+            pool.Add(f)
+    file = type(schema.file)()
+    file.CopyFrom(schema.file)
+    file.name = f"{name}.proto"
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Payment"))
+
+
+def test_batch_read_protobuf_two_versions(spark, sr_broker, sr, topic_name, tmp_path):
+    """valueFormat=protobuf: records framed by confluent-kafka's ProtobufSerializer, of two
+    versions of the message, read with the latest as typed columns (fields by number)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(sr_broker.bootstrap, topic_name, 1)
+    p = Producer({"bootstrap.servers": sr_broker.bootstrap})
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    for version, text in ((1, PROTO_V1), (2, PROTO_V2)):
+        Payment = _proto_class(text, f"payment_v{version}")
+        ser = ProtobufSerializer(Payment, sr, {"use.deprecated.format": False})
+        for i in range(5 * (version - 1), 5 * version):
+            m = Payment(id=f"p{i}", amount=i * 1.5, tags={"k": str(i)}, parts=list(range(i % 4)), method=i % 2)
+            m.at.seconds = 1_700_000_000 + i
+            if version == 2:
+                m.payer.name = f"n{i}"
+                m.payer.account = 10**12 + i
+            p.produce(topic_name, ser(m, ctx))
+    assert p.flush(30) == 0
+    df = (
+        spark.read.format("kbroker")
+        .option("kbroker.bootstrap.servers", sr_broker.bootstrap)
+        .option("subscribe", topic_name)
+        .option("valueFormat", "protobuf")
+        .option("schema.registry.url", sr_broker.registry_url)
+        .load()
+    )
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:string,amount:double,at:timestamp,tags:map<string,string>,parts:array<int>,method:string,"
+        "payer:struct<name:string,account:bigint>>"
+    )
+    rows = df.orderBy("offset").select("value.*").collect()
+    utc = datetime.timezone.utc
+    for i, r in enumerate(rows):
+        assert r.id == f"p{i}"
+        assert r.amount == (i * 1.5 if i else None)  # proto3 zero values are not on the wire: null
+        assert r.at.astimezone(utc) == datetime.datetime.fromtimestamp(1_700_000_000 + i, utc)
+        assert r.tags == {"k": str(i)} and r.parts == list(range(i % 4))
+        assert r.method == ("CASH" if i % 2 else None)
+        assert (r.payer.asDict() if r.payer else None) == ({"name": f"n{i}", "account": 10**12 + i} if i >= 5 else None)
+    assert len(rows) == 10
