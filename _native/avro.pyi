@@ -56,6 +56,14 @@ OP_PB_ENUM: int
 OP_PB_SUBMSG: int
 OP_PB_TIMESTAMP: int
 OP_PB_MAPENTRY: int
+OP_JS_OBJECT: int
+OP_JS_STRING: int
+OP_JS_INT: int
+OP_JS_NUMBER: int
+OP_JS_BOOL: int
+OP_JS_ARRAY: int
+OP_JS_MAP: int
+R_BAD_JSON: int
 OP_LAST: int
 PB_REPEATED: int
 PB_PACKABLE: int
@@ -79,9 +87,9 @@ REASONS: dict[int, str]
 class Program:
     schema_id: int
     root: int
-    protobuf: bool
+    fmt: int
     def __init__(
-        self, schema_id: int, ops: bytes, kids: bytes, blob: bytes, root: int, ncols: int, protobuf: bool = False
+        self, schema_id: int, ops: bytes, kids: bytes, blob: bytes, root: int, ncols: int, fmt: int = 0
     ) -> None: ...
 
 def scan_ids(values: Any) -> list[int]: ...

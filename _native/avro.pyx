@@ -1,11 +1,14 @@
 # cython: language_level=3
-"""Registry-framed Avro (and Protobuf) -> Arrow columns, decoded in C (the Spark source's
-valueFormat=avro / protobuf); and Arrow columns -> framed Avro (the sink's, `encode`).
+"""Registry-framed Avro (and Protobuf, JSON) -> Arrow columns, decoded in C (the Spark
+source's valueFormat=avro / protobuf / json-schema); and Arrow columns -> framed Avro (the
+sink's, `encode`).
 
 Protobuf programs (broker.spark.protobuf) use the same columns with ops of their own: a
 message op lists its fields (number, op, flags) and the decoder finds each field of the
 record by number, skips unknown ones by wire type, makes absent ones null and closes the
-lists of repeated ones (packed or not); Confluent's message indexes are skipped.
+lists of repeated ones (packed or not); Confluent's message indexes are skipped. JSON
+programs parse the text after the id (strings unescaped into the column, numbers by
+type, unknown properties skipped, absent ones null).
 
 Input: a binary Arrow column (the Kafka values or keys batches_to_arrow gave), each value
 Confluent's framing: a 0 byte, the writer schema's id (4 bytes, big-endian), the Avro
@@ -27,8 +30,8 @@ state before the record), and in FAILFAST mode the end of the call: the row inde
 the reason come back to the caller, who raises.
 """
 cimport cython
-from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t, INT64_MAX
-from libc.string cimport memcpy, memset
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint32_t, uint64_t, INT64_MAX
+from libc.string cimport memcpy, memset, memcmp
 from libc.stdlib cimport free, calloc
 
 from broker._native.buffer cimport kb_export_bytes, kb_load_be32
@@ -118,7 +121,15 @@ cpdef enum:
     OP_PB_SUBMSG = 43       # a: the OP_PB_MSG of the nested message
     OP_PB_TIMESTAMP = 44    # google.protobuf.Timestamp -> microseconds
     OP_PB_MAPENTRY = 45     # a: key op, b: value op (a map field's entry message)
-    OP_LAST = 45
+    # JSON (valueFormat=json-schema): values by JSON type; `null` is a null of any of them
+    OP_JS_OBJECT = 46       # a: kids start of (name blob offset, length, op) per property, b: count
+    OP_JS_STRING = 47
+    OP_JS_INT = 48          # an integer literal -> int64
+    OP_JS_NUMBER = 49       # any number -> double
+    OP_JS_BOOL = 50
+    OP_JS_ARRAY = 51        # a: item op
+    OP_JS_MAP = 52          # a: value op (an object of any keys)
+    OP_LAST = 52
 
 # why a record did not decode (the reason codes the caller turns into words)
 cpdef enum:
@@ -137,6 +148,7 @@ cpdef enum:
     R_NOMEM = 12
     R_DUPLICATE = 13
     R_WIRE_TYPE = 14
+    R_BAD_JSON = 15
 
 REASONS = {
     R_NOT_FRAMED: "not registry-framed (no magic byte 0 and 4-byte schema id)",
@@ -153,6 +165,7 @@ REASONS = {
     R_NOMEM: "needs more memory than could be allocated",
     R_DUPLICATE: "has a field that is not repeated more than once",
     R_WIRE_TYPE: "has a field of the wrong wire type (or a group)",
+    R_BAD_JSON: "is not JSON of the reader schema's types",
 }
 
 # flags of a Protobuf message's field
@@ -262,7 +275,7 @@ cdef struct Prog:
     Py_ssize_t nkids
     const uint8_t *blob
     int32_t root
-    bint protobuf
+    int fmt             # 0 Avro, 1 Protobuf, 2 JSON
 
 
 cdef struct Dec:
@@ -918,6 +931,401 @@ cdef int pb_message(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end)
     return col_valid(c)
 
 
+# ---------------------------------------------------------------- JSON
+
+cdef extern from "stdlib.h" nogil:
+    double strtod(const char *s, char **end)
+
+
+cdef inline void js_ws(const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    while pp[0] < end and (pp[0][0] == 32 or pp[0][0] == 9 or pp[0][0] == 10 or pp[0][0] == 13):
+        pp[0] += 1
+
+
+cdef inline int js_lit(const uint8_t **pp, const uint8_t *end, const char *word, int n) noexcept nogil:
+    cdef int i
+    if end - pp[0] < n:
+        return R_BAD_JSON
+    for i in range(n):
+        if pp[0][i] != <uint8_t>word[i]:
+            return R_BAD_JSON
+    pp[0] += n
+    return 0
+
+
+cdef inline int hexval(uint8_t c) noexcept nogil:
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    if 65 <= c <= 70:
+        return c - 55
+    return -1
+
+
+cdef int js_string(const uint8_t **pp, const uint8_t *end, GrowBuf *out) noexcept nogil:
+    """A JSON string at pp (after its opening quote is checked here) -> UTF-8 in out
+    (out NULL: skipped). Escapes decoded; raw bytes must be valid UTF-8."""
+    cdef const uint8_t *p = pp[0]
+    cdef const uint8_t *run
+    cdef uint32_t cp, lo
+    cdef int k, h
+    cdef uint8_t enc[4]
+    cdef int n
+    if p >= end or p[0] != 34:
+        return R_BAD_JSON
+    p += 1
+    run = p
+    while True:
+        if p >= end:
+            return R_TRUNCATED
+        if p[0] == 34 or p[0] == 92:
+            if p > run:
+                if not kb_utf8_valid(run, p - run):
+                    return R_BAD_UTF8
+                if out != NULL and gb_put(out, run, p - run) != 0:
+                    return R_NOMEM
+            if p[0] == 34:
+                pp[0] = p + 1
+                return 0
+            p += 1
+            if p >= end:
+                return R_TRUNCATED
+            n = 1
+            if p[0] == 110:
+                enc[0] = 10
+            elif p[0] == 116:
+                enc[0] = 9
+            elif p[0] == 114:
+                enc[0] = 13
+            elif p[0] == 98:
+                enc[0] = 8
+            elif p[0] == 102:
+                enc[0] = 12
+            elif p[0] == 34 or p[0] == 92 or p[0] == 47:
+                enc[0] = p[0]
+            elif p[0] == 117:
+                if end - p < 5:
+                    return R_TRUNCATED
+                cp = 0
+                for k in range(1, 5):
+                    h = hexval(p[k])
+                    if h < 0:
+                        return R_BAD_JSON
+                    cp = (cp << 4) | <uint32_t>h
+                p += 4
+                if 0xD800 <= cp <= 0xDBFF:
+                    if end - p < 7 or p[1] != 92 or p[2] != 117:
+                        return R_BAD_JSON
+                    lo = 0
+                    for k in range(3, 7):
+                        h = hexval(p[k])
+                        if h < 0:
+                            return R_BAD_JSON
+                        lo = (lo << 4) | <uint32_t>h
+                    if not 0xDC00 <= lo <= 0xDFFF:
+                        return R_BAD_JSON
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                    p += 6
+                elif 0xDC00 <= cp <= 0xDFFF:
+                    return R_BAD_JSON
+                if cp < 0x80:
+                    enc[0] = <uint8_t>cp
+                elif cp < 0x800:
+                    enc[0] = <uint8_t>(0xC0 | (cp >> 6))
+                    enc[1] = <uint8_t>(0x80 | (cp & 0x3F))
+                    n = 2
+                elif cp < 0x10000:
+                    enc[0] = <uint8_t>(0xE0 | (cp >> 12))
+                    enc[1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+                    enc[2] = <uint8_t>(0x80 | (cp & 0x3F))
+                    n = 3
+                else:
+                    enc[0] = <uint8_t>(0xF0 | (cp >> 18))
+                    enc[1] = <uint8_t>(0x80 | ((cp >> 12) & 0x3F))
+                    enc[2] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+                    enc[3] = <uint8_t>(0x80 | (cp & 0x3F))
+                    n = 4
+            else:
+                return R_BAD_JSON
+            if out != NULL and gb_put(out, enc, n) != 0:
+                return R_NOMEM
+            p += 1
+            run = p
+        elif p[0] < 32:
+            return R_BAD_JSON
+        else:
+            p += 1
+
+
+cdef int js_number(const uint8_t **pp, const uint8_t *end, bint integer, int64_t *iv, double *dv) noexcept nogil:
+    """A JSON number; integer: digits only (no fraction, no exponent), into iv."""
+    cdef const uint8_t *p = pp[0]
+    cdef const uint8_t *start = p
+    cdef bint neg = False, frac = False
+    cdef uint64_t acc = 0
+    cdef char tmp[64]
+    cdef char *stop
+    if p < end and p[0] == 45:
+        neg = True
+        p += 1
+    if p >= end or not (48 <= p[0] <= 57):
+        return R_BAD_JSON
+    if p[0] == 48 and p + 1 < end and 48 <= p[1] <= 57:
+        return R_BAD_JSON
+    while p < end and 48 <= p[0] <= 57:
+        if acc > (<uint64_t>1 << 63) // 10:
+            acc = <uint64_t>1 << 63
+            acc += 1
+        else:
+            acc = acc * 10 + (p[0] - 48)
+        p += 1
+    if p < end and p[0] == 46:
+        frac = True
+        p += 1
+        if p >= end or not (48 <= p[0] <= 57):
+            return R_BAD_JSON
+        while p < end and 48 <= p[0] <= 57:
+            p += 1
+    if p < end and (p[0] == 101 or p[0] == 69):
+        frac = True
+        p += 1
+        if p < end and (p[0] == 43 or p[0] == 45):
+            p += 1
+        if p >= end or not (48 <= p[0] <= 57):
+            return R_BAD_JSON
+        while p < end and 48 <= p[0] <= 57:
+            p += 1
+    pp[0] = p
+    if integer:
+        if frac:
+            return R_BAD_JSON
+        if acc > (<uint64_t>1 << 63) or (not neg and acc == (<uint64_t>1 << 63)):
+            return R_OVERFLOW
+        iv[0] = -<int64_t>(acc - 1) - 1 if neg and acc else (<int64_t>acc if not neg else 0)
+        return 0
+    if p - start >= 63:
+        return R_BAD_JSON
+    memcpy(tmp, start, p - start)
+    tmp[p - start] = 0
+    dv[0] = strtod(tmp, &stop)
+    return 0
+
+
+cdef int js_skip(const uint8_t **pp, const uint8_t *end, int depth) noexcept nogil:
+    cdef int rc
+    cdef uint8_t close
+    cdef bint obj
+    cdef int64_t iv
+    cdef double dv
+    if depth > MAX_DEPTH:
+        return R_TOO_DEEP
+    js_ws(pp, end)
+    if pp[0] >= end:
+        return R_TRUNCATED
+    if pp[0][0] == 34:
+        return js_string(pp, end, NULL)
+    if pp[0][0] == 123 or pp[0][0] == 91:
+        close = 125 if pp[0][0] == 123 else 93
+        obj = pp[0][0] == 123
+        pp[0] += 1
+        js_ws(pp, end)
+        if pp[0] < end and pp[0][0] == close:
+            pp[0] += 1
+            return 0
+        while True:
+            if obj:
+                js_ws(pp, end)
+                rc = js_string(pp, end, NULL)
+                if rc:
+                    return rc
+                js_ws(pp, end)
+                if pp[0] >= end or pp[0][0] != 58:
+                    return R_BAD_JSON
+                pp[0] += 1
+            rc = js_skip(pp, end, depth + 1)
+            if rc:
+                return rc
+            js_ws(pp, end)
+            if pp[0] >= end:
+                return R_TRUNCATED
+            if pp[0][0] == close:
+                pp[0] += 1
+                return 0
+            if pp[0][0] != 44:
+                return R_BAD_JSON
+            pp[0] += 1
+    if pp[0][0] == 116:
+        return js_lit(pp, end, "true", 4)
+    if pp[0][0] == 102:
+        return js_lit(pp, end, "false", 5)
+    if pp[0][0] == 110:
+        return js_lit(pp, end, "null", 4)
+    return js_number(pp, end, False, &iv, &dv)
+
+
+cdef int js_value(Dec *d, int32_t opi, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    cdef const int32_t *op = d.prog.ops + 6 * opi
+    cdef int code = op[0], rc, k, nf, found
+    cdef Col *c = &d.cols[op[1]]
+    cdef int64_t iv
+    cdef double dv
+    cdef int32_t end32
+    cdef const int32_t *kids
+    cdef uint64_t seen = 0
+    cdef GrowBuf key
+    d.depth += 1
+    if d.depth > MAX_DEPTH:
+        return R_TOO_DEEP
+    js_ws(pp, end)
+    if pp[0] >= end:
+        return R_TRUNCATED
+    if pp[0][0] == 110:
+        rc = js_lit(pp, end, "null", 4)
+        if not rc:
+            rc = put_null(d, op[1])
+        d.depth -= 1
+        return rc
+    if code == OP_JS_STRING:
+        rc = js_string(pp, end, &c.data)
+        if rc:
+            return rc
+        if c.data.length > INT32_LIMIT:
+            return R_OVERFLOW
+        end32 = <int32_t>c.data.length
+        if gb_put(&c.offsets, &end32, 4) != 0:
+            return R_NOMEM
+        rc = col_valid(c)
+    elif code == OP_JS_INT or code == OP_JS_NUMBER:
+        rc = js_number(pp, end, code == OP_JS_INT, &iv, &dv)
+        if rc:
+            return rc
+        rc = put_fixed(c, &iv) if code == OP_JS_INT else put_fixed(c, &dv)
+    elif code == OP_JS_BOOL:
+        k = pp[0][0] == 116
+        rc = js_lit(pp, end, "true", 4) if k else js_lit(pp, end, "false", 5)
+        if rc:
+            return rc
+        rc = put_bool(c, k)
+    elif code == OP_JS_ARRAY:
+        if pp[0][0] != 91:
+            return R_BAD_JSON
+        pp[0] += 1
+        js_ws(pp, end)
+        if pp[0] < end and pp[0][0] == 93:
+            pp[0] += 1
+        else:
+            while True:
+                rc = js_value(d, op[2], pp, end)
+                if rc:
+                    return rc
+                js_ws(pp, end)
+                if pp[0] >= end:
+                    return R_TRUNCATED
+                if pp[0][0] == 93:
+                    pp[0] += 1
+                    break
+                if pp[0][0] != 44:
+                    return R_BAD_JSON
+                pp[0] += 1
+        if d.cols[c.kid0].count > INT32_LIMIT:
+            return R_OVERFLOW
+        end32 = <int32_t>d.cols[c.kid0].count
+        if gb_put(&c.offsets, &end32, 4) != 0:
+            return R_NOMEM
+        rc = col_valid(c)
+    else:   # OP_JS_OBJECT, OP_JS_MAP
+        if pp[0][0] != 123:
+            return R_BAD_JSON
+        pp[0] += 1
+        kids = d.prog.kids + op[2]
+        nf = op[3]
+        memset(&key, 0, sizeof(GrowBuf))
+        js_ws(pp, end)
+        rc = 0
+        if pp[0] < end and pp[0][0] == 125:
+            pp[0] += 1
+        else:
+            while True:
+                js_ws(pp, end)
+                if code == OP_JS_MAP:
+                    rc = js_string(pp, end, &d.cols[c.kid0].data)
+                    if rc:
+                        break
+                    end32 = <int32_t>d.cols[c.kid0].data.length
+                    if gb_put(&d.cols[c.kid0].offsets, &end32, 4) != 0:
+                        rc = R_NOMEM
+                        break
+                    rc = col_valid(&d.cols[c.kid0])
+                    if rc:
+                        break
+                else:
+                    key.length = 0
+                    rc = js_string(pp, end, &key)
+                    if rc:
+                        break
+                js_ws(pp, end)
+                if pp[0] >= end or pp[0][0] != 58:
+                    rc = R_BAD_JSON
+                    break
+                pp[0] += 1
+                if code == OP_JS_MAP:
+                    rc = js_value(d, op[2], pp, end)
+                else:
+                    found = -1
+                    for k in range(nf):
+                        if kids[3 * k + 1] == key.length and (key.length == 0 or memcmp(
+                                d.prog.blob + kids[3 * k], key.data, key.length) == 0):
+                            found = k
+                            break
+                    if found < 0:
+                        rc = js_skip(pp, end, d.depth)
+                    elif seen & ((<uint64_t>1) << found):
+                        rc = R_DUPLICATE
+                    else:
+                        seen |= (<uint64_t>1) << found
+                        rc = js_value(d, kids[3 * found + 2], pp, end)
+                if rc:
+                    break
+                js_ws(pp, end)
+                if pp[0] >= end:
+                    rc = R_TRUNCATED
+                    break
+                if pp[0][0] == 125:
+                    pp[0] += 1
+                    break
+                if pp[0][0] != 44:
+                    rc = R_BAD_JSON
+                    break
+                pp[0] += 1
+        free(key.data)
+        if rc:
+            return rc
+        if code == OP_JS_MAP:
+            end32 = <int32_t>d.cols[c.kid0].count
+            if gb_put(&c.offsets, &end32, 4) != 0:
+                return R_NOMEM
+            rc = col_valid(c)
+        else:
+            for k in range(nf):
+                if not seen & ((<uint64_t>1) << k):
+                    rc = put_null(d, c.kid0 + k)
+                    if rc:
+                        return rc
+            rc = col_valid(c)
+    d.depth -= 1
+    return rc
+
+
+cdef int js_frame(Dec *d, int32_t root, const uint8_t **pp, const uint8_t *end) noexcept nogil:
+    """A whole JSON document: the value, then nothing but whitespace."""
+    cdef int rc = js_value(d, root, pp, end)
+    if rc:
+        return rc
+    js_ws(pp, end)
+    return 0 if pp[0] == end else R_BAD_JSON
+
+
 cdef int pb_frame(Dec *d, int32_t root, const uint8_t **pp, const uint8_t *end) noexcept nogil:
     """Confluent's Protobuf framing after the id: the message indexes (a zigzag count, then
     that many zigzag indexes; a lone 0 is [0]), skipped (the reader's message decides), then
@@ -944,10 +1352,10 @@ cdef class Program:
     cdef bytes kids
     cdef bytes blob
     cdef readonly int32_t root
-    cdef readonly bint protobuf
+    cdef readonly int fmt
 
     def __init__(self, int32_t schema_id, bytes ops, bytes kids, bytes blob, int32_t root, int ncols,
-                 bint protobuf=False):
+                 int fmt=0):
         cdef Py_ssize_t nops = len(ops) // 24
         cdef Py_ssize_t nkids = len(kids) // 4
         cdef const int32_t *o = <const int32_t *><const char *>ops
@@ -1006,12 +1414,28 @@ cdef class Program:
             elif code == OP_PB_SUBMSG:
                 if not (0 <= o[6 * i + 2] < nops) or o[6 * o[6 * i + 2]] != OP_PB_MSG:
                     raise ValueError(f"malformed Protobuf program (op {i})")
+            elif code == OP_JS_OBJECT:
+                n = o[6 * i + 3]
+                if o[6 * i + 2] < 0 or not 0 <= n <= 64 or o[6 * i + 2] + 3 * n > nkids:
+                    raise ValueError(f"malformed JSON program (op {i})")
+                for j in range(n):
+                    if (k[o[6 * i + 2] + 3 * j] < 0 or k[o[6 * i + 2] + 3 * j + 1] < 0
+                            or k[o[6 * i + 2] + 3 * j] + k[o[6 * i + 2] + 3 * j + 1] > len(blob)
+                            or not (0 <= k[o[6 * i + 2] + 3 * j + 2] < nops)):
+                        raise ValueError(f"malformed JSON program (op {i})")
+            elif code in (OP_JS_ARRAY, OP_JS_MAP):
+                if not (0 <= o[6 * i + 2] < nops):
+                    raise ValueError(f"malformed JSON program (op {i})")
             elif code == OP_PB_MAPENTRY:
                 if not (0 <= o[6 * i + 2] < nops) or not (0 <= o[6 * i + 3] < nops):
                     raise ValueError(f"malformed Protobuf program (op {i})")
-        if protobuf and o[6 * root] != OP_PB_MSG:
+        if fmt == 1 and o[6 * root] != OP_PB_MSG:
             raise ValueError("malformed Protobuf program (the root is not a message)")
-        self.protobuf = protobuf
+        if fmt == 2 and not OP_JS_OBJECT <= o[6 * root] <= OP_JS_MAP:
+            raise ValueError("malformed JSON program")
+        if not 0 <= fmt <= 2:
+            raise ValueError("malformed program (format)")
+        self.fmt = fmt
         self.schema_id = schema_id
         self.ops = ops
         self.kids = kids
@@ -1121,7 +1545,7 @@ def decode(values, layout, programs, bint permissive):
             progs[pi].kids = <const int32_t *><const char *>prog.kids
             progs[pi].blob = <const uint8_t *><const char *>prog.blob
             progs[pi].root = prog.root
-            progs[pi].protobuf = prog.protobuf
+            progs[pi].fmt = prog.fmt
         for r in range(n):
             i = base + r
             mark_all(&d)
@@ -1149,8 +1573,10 @@ def decode(values, layout, programs, bint permissive):
                 else:
                     d.prog = &progs[cur]
                     d.depth = 0
-                    if progs[cur].protobuf:
+                    if progs[cur].fmt == 1:
                         rc = pb_frame(&d, progs[cur].root, &p, end)
+                    elif progs[cur].fmt == 2:
+                        rc = js_frame(&d, progs[cur].root, &p, end)
                     else:
                         rc = run(&d, progs[cur].root, &p, end)
             if rc:

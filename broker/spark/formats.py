@@ -8,7 +8,8 @@ newer version is registered meanwhile. A task fetches each writer schema it meet
 from the registry once per Python worker (cached), compiles it against the reader schema
 (broker.spark.avro) and decodes natively.
 
-Options (documented in docs/pipelines.md): valueFormat / keyFormat (raw | avro | protobuf),
+Options (documented in docs/pipelines.md): valueFormat / keyFormat (raw | avro | protobuf |
+json-schema),
 schema.registry.url, schema.registry.basic.auth.user.info, valueSubject / keySubject
 (default <topic>-value / <topic>-key: Confluent's TopicNameStrategy),
 valueSchemaVersion / keySchemaVersion (latest | n), valueAvroSchema / keyAvroSchema (an
@@ -136,7 +137,7 @@ class ColumnFormat:
         if self.subject is None:
             raise RegistryError(f"kbroker: no subject to take the {self.column}'s reader schema from")
         v = self.client().version(self.subject, self.version)
-        want = {"avro": "AVRO", "protobuf": "PROTOBUF"}[self.fmt]
+        want = {"avro": "AVRO", "protobuf": "PROTOBUF", "json-schema": "JSON"}[self.fmt]
         if v.get("schemaType", "AVRO") != want:
             raise RegistryError(
                 f"kbroker: subject {self.subject!r} version {v.get('version')} is a {v.get('schemaType', 'AVRO')} "
@@ -168,6 +169,11 @@ def spark_type(fmt: ColumnFormat):
             settled["schema"], refs, message=fmt.message, fetch_type=lambda _id: None, permissive=fmt.permissive
         )
         return proto.reader.spark_type, {READER_KEY: json.dumps(settled)}
+    if fmt.fmt == "json-schema":
+        from broker.spark.jsonschema import JsonDecoder
+
+        js = JsonDecoder(settled["schema"], refs, fetch_type=lambda _id: None, permissive=fmt.permissive)
+        return js.reader.spark_type, {READER_KEY: json.dumps(settled)}
     from broker.spark.avro import Decoder
 
     dec = Decoder(settled["schema"], refs, fetch_writer=lambda _id: None, permissive=fmt.permissive)
@@ -247,12 +253,20 @@ def decoder(fmt: ColumnFormat, settled: dict):
             return dec
     client = fmt.client()
     refs = client.references(settled["references"]) if settled["references"] else ()
+
+    def fetch_type(schema_id: int):
+        got = client.schema_by_id(schema_id)
+        return None if got is None else got.get("schemaType", "AVRO")
+
+    if fmt.fmt == "json-schema":
+        from broker.spark.jsonschema import JsonDecoder
+
+        js = JsonDecoder(settled["schema"], refs, fetch_type=fetch_type, permissive=fmt.permissive, what=fmt.column)
+        with _lock:
+            _decoders[key] = js
+        return js
     if fmt.fmt == "protobuf":
         from broker.spark.protobuf import ProtoDecoder
-
-        def fetch_type(schema_id: int):
-            got = client.schema_by_id(schema_id)
-            return None if got is None else got.get("schemaType", "AVRO")
 
         proto = ProtoDecoder(
             settled["schema"],

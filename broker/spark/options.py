@@ -772,16 +772,10 @@ def _column_format(opts: _Options, column: str, subscription: Subscription, time
         if column == "value" and "mode" in opts and opts.get("keyformat", "raw").strip().lower() == "raw":
             raise KBrokerOptionError("mode", "applies to decoded columns: give valueFormat or keyFormat")
         return None
-    if fmt == "json-schema":
-        raise KBrokerOptionError(
-            name,
-            f"= {fmt} is not supported by the kbroker source yet (supported: raw, avro, protobuf); "
-            "decode it in the query (from_json)",
-        )
-    if fmt == "protobuf" and f"{column}avroschema" in opts:
-        raise KBrokerOptionError(f"{column}AvroSchema", f"is for {name}=avro, not protobuf")
-    if fmt == "avro" and f"{column}protobufmessage" in opts:
-        raise KBrokerOptionError(f"{column}ProtobufMessage", f"is for {name}=protobuf, not avro")
+    if fmt != "avro" and f"{column}avroschema" in opts:
+        raise KBrokerOptionError(f"{column}AvroSchema", f"is for {name}=avro, not {fmt}")
+    if fmt != "protobuf" and f"{column}protobufmessage" in opts:
+        raise KBrokerOptionError(f"{column}ProtobufMessage", f"is for {name}=protobuf, not {fmt}")
     url = opts.get("schema.registry.url", "").strip()
     if not url:
         raise KBrokerOptionError(

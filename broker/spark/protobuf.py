@@ -176,7 +176,7 @@ class ProtoReader:
     def program(self, schema_id: int):
         ops = array("i", [v for o in self.ops for v in o]).tobytes()
         return _n.Program(
-            schema_id, ops, array("i", self.kids).tobytes(), bytes(self.blob), self.root, len(self.layout), True
+            schema_id, ops, array("i", self.kids).tobytes(), bytes(self.blob), self.root, len(self.layout), 1
         )
 
 

@@ -504,3 +504,55 @@ def test_batch_read_protobuf_two_versions(spark, sr_broker, sr, topic_name, tmp_
         assert r.method == ("CASH" if i % 2 else None)
         assert (r.payer.asDict() if r.payer else None) == ({"name": f"n{i}", "account": 10**12 + i} if i >= 5 else None)
     assert len(rows) == 10
+
+
+JSON_V1 = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Visit",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "page": {"type": "string"},
+        "ms": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["id"],
+    "additionalProperties": False,  # closed: adding an optional property is BACKWARD-compatible
+}
+JSON_V2 = json.loads(json.dumps(JSON_V1))
+JSON_V2["properties"]["user"] = {"type": ["object", "null"], "properties": {"name": {"type": "string"}}}
+
+
+def test_batch_read_json_schema_two_versions(spark, sr_broker, sr, topic_name):
+    """valueFormat=json-schema: records framed by confluent-kafka's JSONSerializer, of two
+    versions of the schema, read with the latest as typed columns."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(sr_broker.bootstrap, topic_name, 1)
+    p = Producer({"bootstrap.servers": sr_broker.bootstrap})
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    for version, schema in ((1, JSON_V1), (2, JSON_V2)):
+        ser = JSONSerializer(json.dumps(schema), sr)
+        for i in range(5 * (version - 1), 5 * version):
+            doc = {"id": i, "page": f"/p/{i}", "ms": i / 4, "tags": ["a"] * (i % 3)}
+            if version == 2:
+                doc["user"] = {"name": f"u{i}"}
+            p.produce(topic_name, ser(doc, ctx))
+    assert p.flush(30) == 0
+    df = (
+        spark.read.format("kbroker")
+        .option("kbroker.bootstrap.servers", sr_broker.bootstrap)
+        .option("subscribe", topic_name)
+        .option("valueFormat", "json-schema")
+        .option("schema.registry.url", sr_broker.registry_url)
+        .load()
+    )
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,page:string,ms:double,tags:array<string>,user:struct<name:string>>"
+    )
+    rows = df.orderBy("offset").select("value.*").collect()
+    assert [(r.id, r.page, r.ms, r.tags, r.user.name if r.user else None) for r in rows] == [
+        (i, f"/p/{i}", i / 4, ["a"] * (i % 3), f"u{i}" if i >= 5 else None) for i in range(10)
+    ]
