@@ -1064,7 +1064,7 @@ cdef int js_number(const uint8_t **pp, const uint8_t *end, bint integer, int64_t
     cdef const uint8_t *start = p
     cdef bint neg = False, frac = False
     cdef uint64_t acc = 0
-    cdef char tmp[64]
+    cdef char tmp[350]
     cdef char *stop
     if p < end and p[0] == 45:
         neg = True
@@ -1104,7 +1104,7 @@ cdef int js_number(const uint8_t **pp, const uint8_t *end, bint integer, int64_t
             return R_OVERFLOW
         iv[0] = -<int64_t>(acc - 1) - 1 if neg and acc else (<int64_t>acc if not neg else 0)
         return 0
-    if p - start >= 63:
+    if p - start >= 349:     # longer than any double needs (strtod wants it NUL-terminated)
         return R_BAD_JSON
     memcpy(tmp, start, p - start)
     tmp[p - start] = 0
