@@ -34,8 +34,9 @@ def check_schema(schema, opts: SinkOptions) -> None:
         raise KBrokerOptionError("topic", f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
     if "value" not in fields:
         raise ValueError("kbroker sink: the data needs a 'value' column (string or binary)")
+    encoded = {f.column for f in opts.formats}  # valueFormat=avro ...: any type, encoded (avro_sink.py)
     for name in ("key", "value"):
-        if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
+        if name in fields and name not in encoded and not isinstance(fields[name], (StringType, BinaryType)):
             raise ValueError(
                 f"kbroker sink: column '{name}' must be a string or binary, not {fields[name].simpleString()}"
             )

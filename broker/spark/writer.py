@@ -214,6 +214,10 @@ class TaskWriter:
             self._write_topic(t, rb.filter(pc.equal(topics, t)))
 
     def _write_topic(self, topic: str, rb: pa.RecordBatch) -> None:
+        if self.o.formats:
+            from broker.spark.avro_sink import encode_rows
+
+            rb = encode_rows(rb, self.o.formats, topic)
         n = rb.num_rows
         num = self._num_partitions(topic)
         key = _binary_desc(_column(rb, "key"))
