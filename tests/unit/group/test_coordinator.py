@@ -230,3 +230,38 @@ def test_a_new_leader_loads_up_to_its_log_end_not_its_lagging_high_watermark():
         await coord2.shutdown()
 
     run(main())
+
+
+def test_a_kip848_group_written_to_the_partition_is_loaded_by_the_next_leader_and_unloaded_with_it():
+    """The records of a KIP-848 consumer group (group_records.py, Kafka 4.x's) in
+    __consumer_offsets: the partition's next leader replays them into the same group,
+    beside the classic groups and offsets of the same partition."""
+    from broker.group import group_records as GR
+    from broker.group.consumer_group import ConsumerGroup, HeartbeatRequest, TopicsView
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        topics = TopicsView({"t": (uuid.UUID(int=7), 2)})
+        g = ConsumerGroup("kip848")
+        log = []
+        for mid in ("a", "b"):
+            req = HeartbeatRequest("kip848", mid, 0, rebalance_timeout_ms=5000, subscribed_topic_names=["t"], owned={})
+            log += GR.records_after(g, g.heartbeat(req, topics, ["uniform"]))
+        assert await manager.store("kip848", log, offsets=False) == 0
+        assert await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(3, -1, "")}) == {
+            ("t", 0): 0
+        }
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        loaded = manager2.consumer_groups["kip848"]
+        assert (loaded.group_epoch, loaded.assignment_epoch, loaded.target) == (g.group_epoch, 2, g.target)
+        assert loaded.members == g.members
+        assert coord2.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 3
+        writer.leading.clear()
+        manager2.leadership_changed([], [TopicPartition(OFFSETS_TOPIC, 0)])
+        assert manager2.consumer_groups == {}
+        await coord2.shutdown()
+
+    run(main())
