@@ -178,6 +178,8 @@ class GroupShard:
         loaded, self._loading, self._pending_txn = self._loading, {}, {}
         consumer, self._loading_consumer = self._loading_consumer, {}
         self.manager.consumer_groups.update(consumer)
+        for cg in consumer.values():
+            self.manager.on_consumer_group_loaded(cg)
         for gid, g in loaded.items():
             if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
                 continue
@@ -225,6 +227,7 @@ class GroupMetadataManager:
         #: the KIP-848 consumer groups loaded from the partitions this broker leads (their
         #: state: consumer_group.py); no API serves them yet
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.on_consumer_group_loaded: Callable[[ConsumerGroup], None] = lambda g: None
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC,
             config["offsets.topic.num.partitions"],

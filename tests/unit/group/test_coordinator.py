@@ -265,3 +265,128 @@ def test_a_kip848_group_written_to_the_partition_is_loaded_by_the_next_leader_an
         await coord2.shutdown()
 
     run(main())
+
+
+def _kip848(manager, **kw):
+    from broker.group.consumer_coordinator import ConsumerGroupCoordinator
+
+    return ConsumerGroupCoordinator(manager, lambda: ["t"], **kw)
+
+
+def _hb(mid, epoch=0, owned=None, **kw):
+    from broker.group.consumer_group import HeartbeatRequest
+
+    if epoch == 0:
+        kw.setdefault("rebalance_timeout_ms", 5000)
+        kw.setdefault("subscribed_topic_names", ["t"])
+    return HeartbeatRequest("cg", mid, epoch, owned={} if owned is None else owned, **kw)
+
+
+def test_kip848_heartbeats_are_stored_before_they_are_answered_and_a_failed_append_changes_nothing():
+    from broker.group.consumer_group import HeartbeatError
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        a = await cc.heartbeat(_hb("a"))
+        assert a.member_epoch == 1 and sum(len(p) for p in a.assignment.values()) == 2
+        # the append fails: not answered, not applied
+        append = writer.append
+        writer.append = lambda tp, records, timeout_ms: MemoryWrite(
+            writer, tp, -1, timeout_ms, ErrorCode.KAFKA_STORAGE_ERROR
+        )
+        try:
+            await cc.heartbeat(_hb("b"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.NOT_COORDINATOR  # as Kafka maps a storage error
+        assert set(cc.groups["cg"].members) == {"a"} and cc.groups["cg"].group_epoch == 1
+        writer.append = append
+        # appended, but the ISR does not acknowledge in time: answered
+        # COORDINATOR_NOT_AVAILABLE, and kept, as the log keeps it
+        writer.hold = True
+        try:
+            await cc.heartbeat(_hb("b"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert set(cc.groups["cg"].members) == {"a", "b"}
+        writer.hold = False
+        # the next leader of the partition has the group as this one has it
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        cc2 = _kip848(manager2)
+        loaded = cc2.groups["cg"]
+        assert loaded.group_epoch == 2 and loaded.members["a"].assigned == a.assignment
+        assert set(loaded.members) == {"a", "b"} and loaded.target == cc.groups["cg"].target
+        again = await cc2.heartbeat(_hb("a", 1, owned=a.assignment))
+        assert again.member_epoch == 1 and loaded.members["a"].state.name == "UNREVOKED_PARTITIONS"
+        await cc2.shutdown()
+        await coord2.shutdown()
+
+    run(main())
+
+
+def test_kip848_group_ids_of_classic_groups_and_of_no_group_and_other_coordinators():
+    from broker.group.consumer_group import HeartbeatError, HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        await join(coord)  # GROUP is a classic group with a member: not a consumer group
+        classic = HeartbeatRequest(GROUP, "a", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned={})
+        for req, code in (
+            (classic, ErrorCode.GROUP_ID_NOT_FOUND),
+            (_hb("x", 3), ErrorCode.GROUP_ID_NOT_FOUND),  # no such group, and not a join
+        ):
+            try:
+                await cc.heartbeat(req)
+                raise AssertionError("answered")
+            except HeartbeatError as e:
+                assert e.code == code
+        assert cc.describe("nope") == (ErrorCode.GROUP_ID_NOT_FOUND, None)
+        writer.leading.clear()
+        manager.leadership_changed([], [TopicPartition(OFFSETS_TOPIC, 0)])
+        try:
+            await cc.heartbeat(_hb("a"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.NOT_COORDINATOR
+        await cc.shutdown()
+        await coord.shutdown()
+
+    run(main())
+
+
+def test_kip848_a_silent_member_is_removed_after_its_session_and_one_that_does_not_revoke_after_its_rebalance_timeout():
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager, session_timeout_ms=1500)
+        a = await cc.heartbeat(_hb("a", rebalance_timeout_ms=150))
+        b = await cc.heartbeat(_hb("b"))
+        assert b.assignment == {}  # both partitions are a's until it lets one go
+        # a keeps heartbeating but never revokes: after its rebalance timeout it is out
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            if "a" not in cc.groups["cg"].members:
+                break
+            await cc.heartbeat(_hb("a", a.member_epoch, owned=a.assignment))
+        assert set(cc.groups["cg"].members) == {"b"}
+        b = await cc.heartbeat(_hb("b", b.member_epoch))
+        assert sum(len(p) for p in b.assignment.values()) == 2
+        # b falls silent: gone after its session
+        await asyncio.sleep(2)
+        assert cc.groups["cg"].members == {}
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        assert manager2.consumer_groups["cg"].members == {}  # the removals were stored
+        await coord2.shutdown()
+
+    run(main())
