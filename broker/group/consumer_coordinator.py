@@ -11,13 +11,19 @@ that drives consumer groups (consumer_group.py) with time and storage.
   maps it (a timeout: COORDINATOR_NOT_AVAILABLE).
 - A group id that belongs to a classic group with members is GROUP_ID_NOT_FOUND (it is
   not a consumer group); an empty classic group gives its id up to the consumer group
-  (Kafka's offline upgrade, the offsets stay where they are).
+  that a join creates (Kafka's offline upgrade: the classic group's metadata gets its
+  tombstone, the offsets stay). The way back is the classic coordinator's: a classic
+  JoinGroup to an empty consumer group writes that group's tombstones; to one with
+  members it is INCONSISTENT_GROUP_PROTOCOL.
 - Timers: a member heard from nothing within `session_timeout_ms` is removed, as is one
   still holding partitions it was told to revoke after its rebalance timeout. Both bump
   the group epoch and write the member's tombstones.
 
-No API serves it yet (ConsumerGroupHeartbeat and ConsumerGroupDescribe have codecs but no
-handler); everything runs on the broker's event loop.
+- Offsets: a member commits and fetches at its member epoch
+  (`GroupCoordinator.validate_consumer_member`, OffsetCommit/OffsetFetch v9).
+
+Served by handlers/consumer_group_heartbeat.py and consumer_group_describe.py; everything
+runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.group import group_records as GR
+from broker.group import group_records as GR, records as R
 from broker.group.consumer_group import (
     ConsumerGroup,
     HeartbeatError,
@@ -94,6 +100,9 @@ class ConsumerGroupCoordinator:
                 out[name] = (info.topic_id, len(info.partitions))
         return TopicsView(out)
 
+    def assignor_of(self, g: ConsumerGroup) -> str:
+        return g.preferred_assignor(self.assignors[0])
+
     def describe(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
         err = self.manager.check_coordinator(group_id)
         if err:
@@ -109,11 +118,18 @@ class ConsumerGroupCoordinator:
         err = self.manager.check_coordinator(gid)
         if err:
             raise HeartbeatError(err, "")
-        classic = self.manager.groups.get(gid)
-        if classic is not None and (classic.members or classic.protocol_type):
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         lock = self._locks.setdefault(gid, asyncio.Lock())
         async with lock:
+            classic = self.manager.groups.get(gid)
+            if classic is not None and (classic.members or classic.protocol_type):
+                if classic.members or req.member_epoch != 0:
+                    raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                # an empty classic group becomes a consumer group (its offsets stay)
+                _, err = await self._store(gid, [(R.group_key(gid), None)])
+                if err:
+                    raise HeartbeatError(err, "")
+                classic.protocol_type, classic.protocol_name, classic.leader_id = "", None, None
+                classic.generation_id = 0
             g = self.groups.get(gid)
             created = g is None
             if g is None:

@@ -276,16 +276,19 @@ class ConsumerGroup:
     def _bump(self) -> None:
         self.group_epoch += 1
 
+    def preferred_assignor(self, default: str) -> str:
+        """The assignor most members ask for (ties by name); none asked: the default."""
+        names = {m.server_assignor for m in self.members.values() if m.server_assignor}
+        if not names:
+            return default
+        counts = {n: sum(1 for m in self.members.values() if m.server_assignor == n) for n in names}
+        return min(counts, key=lambda n: (-counts[n], n))
+
     def compute_target(self, topics: TopicsView, default_assignor: str) -> None:
         """The target assignment for the group epoch (Kafka: on the next heartbeat
         after a change)."""
         partitions = self.subscribed_topics(topics)
-        names = {m.server_assignor for m in self.members.values() if m.server_assignor}
-        # the assignor most members ask for, ties by name; none asked: the default
-        assignor = default_assignor
-        if names:
-            counts = {n: sum(1 for m in self.members.values() if m.server_assignor == n) for n in names}
-            assignor = min(counts, key=lambda n: (-counts[n], n))
+        assignor = self.preferred_assignor(default_assignor)
         spec = AssignmentSpec(
             members={
                 m.member_id: MemberSpec(

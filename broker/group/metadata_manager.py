@@ -224,8 +224,8 @@ class GroupMetadataManager:
         self.on_group_loaded = on_group_loaded
         self.on_group_unloaded = on_group_unloaded
         self.groups: dict[str, Group] = {}
-        #: the KIP-848 consumer groups loaded from the partitions this broker leads (their
-        #: state: consumer_group.py); no API serves them yet
+        #: the KIP-848 consumer groups of the partitions this broker leads (their state:
+        #: consumer_group.py; their heartbeats: consumer_coordinator.py)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.on_consumer_group_loaded: Callable[[ConsumerGroup], None] = lambda g: None
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(

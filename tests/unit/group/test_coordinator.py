@@ -390,3 +390,47 @@ def test_kip848_a_silent_member_is_removed_after_its_session_and_one_that_does_n
         await coord2.shutdown()
 
     run(main())
+
+
+def test_kip848_offline_upgrade_and_back():
+    """An empty classic group becomes a consumer group on a consumer's join (its offsets
+    stay); a classic member may not join a consumer group with members, and turns an
+    empty one back into a classic group."""
+    from broker.group.consumer_group import HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        j = await join(coord)
+        s = await coord.sync_group(GROUP, 1, j.member_id, None, "consumer", "range", {j.member_id: b"x"})
+        assert s.error == 0
+        assert await coord.commit_offsets(GROUP, 1, j.member_id, None, {("t", 0): OffsetAndMetadata(7)}) == {
+            ("t", 0): 0
+        }
+        assert coord.leave_group(GROUP, [(j.member_id, None)])[0] == 0
+        await asyncio.sleep(0)
+        req = HeartbeatRequest(GROUP, "c1", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned={})
+        r = await cc.heartbeat(req)
+        assert r.member_epoch == 1 and GROUP in manager.consumer_groups
+        assert coord.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 7
+        # a member commits at its epoch; at another epoch it is stale
+        ok = await coord.commit_offsets(GROUP, 1, "c1", None, {("t", 1): OffsetAndMetadata(3)})
+        assert ok == {("t", 1): 0}
+        stale = await coord.commit_offsets(GROUP, 0, "c1", None, {("t", 1): OffsetAndMetadata(4)})
+        assert stale == {("t", 1): ErrorCode.STALE_MEMBER_EPOCH}
+        simple = await coord.commit_offsets(GROUP, -1, "", None, {("t", 1): OffsetAndMetadata(4)})
+        assert simple == {("t", 1): ErrorCode.UNKNOWN_MEMBER_ID}  # the group has members
+        assert (await join(coord)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        await cc.heartbeat(HeartbeatRequest(GROUP, "c1", -1))
+        back = await join(coord)
+        assert back.error == 0 and GROUP not in manager.consumer_groups
+        await cc.shutdown()
+        await coord.shutdown()
+        # the next leader sees the classic group only
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        assert GROUP not in manager2.consumer_groups and GROUP in manager2.groups
+        await coord2.shutdown()
+
+    run(main())
