@@ -248,3 +248,42 @@ def test_bad_heartbeats_get_the_error_codes_kafka_answers(broker, name):
     g = _describe(broker.bootstrap, name)
     assert g.error_code == 0 and g.group_state == "Empty" and g.members == []
     assert _describe(broker.bootstrap, name + "-none").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_librdkafka_regex_subscription_picks_up_a_topic_created_afterwards(broker, name):
+    """The regex is resolved on the broker (SubscribedTopicRegex, ConsumerGroupHeartbeat
+    v1): a topic created after the member joined joins its assignment."""
+    import confluent_kafka as ck
+
+    first, later = f"{name}-a", f"{name}-b"
+    create_topic(broker.bootstrap, first, 2)
+    produce(broker.bootstrap, first, 4, 2, prefix="a")
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    try:
+        c.subscribe([f"^{name}-.*"])
+        seen: set[tuple[str, bytes]] = set()
+
+        def read(n: int) -> bool:
+            msg = c.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.add((msg.topic(), msg.value()))
+            return len(seen) >= n
+
+        wait_until(lambda: read(4), 60, "the first topic's records")
+        create_topic(broker.bootstrap, later, 1)
+        produce(broker.bootstrap, later, 3, 1, prefix="b")
+        wait_until(lambda: read(7), 60, "the later topic's records")
+        assert {t for t, _ in seen} == {first, later}
+        g = _describe(broker.bootstrap, name)
+        (member,) = g.members
+        assert member.subscribed_topic_regex is not None and len(member.assignment.topic_partitions) == 2
+    finally:
+        c.close()
