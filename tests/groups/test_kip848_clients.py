@@ -181,22 +181,28 @@ def test_librdkafka_members_join_and_leave_one_by_one_without_a_partition_owned_
             m.close()
 
 
-def test_the_java_client_members_join_and_leave_one_by_one_without_a_partition_owned_twice(broker, name):
-    """The same with Apache Kafka's Java consumer (group.protocol=consumer): its
-    rebalance listeners never see a partition owned twice (checked after every poll of
-    every member), every record is read, and Admin.describeConsumerGroups (through
-    ConsumerGroupDescribe) sees a Stable CONSUMER group with the uniform assignor."""
+def _java(area: str, bootstrap: str, topic: str) -> dict[str, list[dict]]:
     import json
 
     from tests.support.kafka_tools import java_program
 
-    create_topic(broker.bootstrap, name, PARTITIONS)
-    run = java_program("ClientChecks", "kip848", broker.bootstrap, name, timeout=150)
+    create_topic(bootstrap, topic, PARTITIONS)
+    run = java_program("ClientChecks", area, bootstrap, topic, timeout=150)
     got: dict[str, list[dict]] = {}
     for line in run.lines:
         if line.startswith("{"):
             facts = json.loads(line)
             got.setdefault(facts.pop("check"), []).append(facts)
+    return got
+
+
+def test_the_java_client_members_join_and_leave_one_by_one_without_a_partition_owned_twice(broker, name):
+    """The same with Apache Kafka's Java consumer (group.protocol=consumer): its
+    rebalance listeners never see a partition owned twice (checked after every poll of
+    every member), every record is read, and Admin.describeConsumerGroups (through
+    ConsumerGroupDescribe) sees a Stable CONSUMER group with the uniform assignor. The same
+    scenario on the classic protocol with the eager range assignor revokes more."""
+    got = _java("kip848", broker.bootstrap, name)
     joins = got["kip848_join"]
     assert [j["members"] for j in joins] == [1, 2, 3]
     for j in joins:
@@ -207,6 +213,13 @@ def test_the_java_client_members_join_and_leave_one_by_one_without_a_partition_o
     assert done["read"] == 120 and done["last"] == list(range(PARTITIONS))
     # members moved only what they had to: 6 + 4 on the joins, 4 + 6 on the leaves at most
     assert done["revocations"] <= 20, done
+    classic = _java("kip848-classic", broker.bootstrap, name + "-classic")
+    (cd,) = classic["kip848_describe"]
+    assert (cd["type"], cd["state"], cd["members"], cd["assignor"]) == ("Classic", "Stable", 3, "range")
+    (cdone,) = classic["kip848_done"]
+    assert cdone["read"] == 120
+    print("revocations: KIP-848", done["revocations"], "classic eager", cdone["revocations"])
+    assert done["revocations"] < cdone["revocations"], (done, cdone)
 
 
 def test_bad_heartbeats_get_the_error_codes_kafka_answers(broker, name):

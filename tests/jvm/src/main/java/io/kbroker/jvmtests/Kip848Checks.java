@@ -17,13 +17,15 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
- * KIP-848 consumer groups (group.protocol=consumer): three members join one by one and
+ * KIP-848 consumer groups (group.protocol=consumer; or, to compare, the classic protocol
+ * with the eager range assignor): three members join one by one and
  * leave one by one on TOPIC (PARTITIONS partitions, empty at the start). What each member
  * owns is what its rebalance listener was told; after every poll of every member no
  * partition may be owned by two. Every record is read; the Admin client then describes
@@ -42,12 +44,20 @@ final class Kip848Checks {
         final Set<String> consumed = new HashSet<>();
         int revocations;
 
-        Member(String bootstrap, String group, String topic, String name) {
+        Member(String bootstrap, String group, String topic, String name, boolean classic) {
             this.name = name;
             Properties props = new Properties();
             props.put("bootstrap.servers", bootstrap);
             props.put("group.id", group);
-            props.put("group.protocol", "consumer");
+            if (classic) {
+                // the same scenario on the classic protocol with an eager assignor, to compare
+                props.put("group.protocol", "classic");
+                props.put("partition.assignment.strategy", RangeAssignor.class.getName());
+                props.put("session.timeout.ms", "10000");
+                props.put("heartbeat.interval.ms", "500");
+            } else {
+                props.put("group.protocol", "consumer");
+            }
             props.put("client.id", name);
             props.put("enable.auto.commit", "false");
             props.put("auto.offset.reset", "earliest");
@@ -99,17 +109,17 @@ final class Kip848Checks {
         return all.size() == PARTITIONS && total == PARTITIONS;
     }
 
-    static void run(String bootstrap, String topic) throws Exception {
+    static void run(String bootstrap, String topic, boolean classic) throws Exception {
         try (KafkaProducer<String, String> producer = ConsumerChecks.producer(bootstrap)) {
             for (int i = 0; i < RECORDS; i++) producer.send(new ProducerRecord<>(topic, i % PARTITIONS, null, "r" + i));
             producer.flush();
         }
-        String group = topic + "-kip848";
+        String group = topic + (classic ? "-classic" : "-kip848");
         List<Member> members = new ArrayList<>();
         List<Member> everyone = new ArrayList<>();
         long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
         for (int i = 0; i < 3; i++) {
-            Member m = new Member(bootstrap, group, topic, "m" + i);
+            Member m = new Member(bootstrap, group, topic, "m" + i, classic);
             members.add(m);
             everyone.add(m);
             while (!spread(members)) {
