@@ -155,6 +155,8 @@ class HeartbeatResult:
     member_changed: bool = False
     assignment_changed: bool = False
     left: bool = False
+    #: a static member's previous member id, when it came back under a new one
+    replaced: str | None = None
 
 
 def _union(a: Assignment, b: Assignment) -> Assignment:
@@ -240,6 +242,8 @@ class ConsumerGroup:
         if self.assignment_epoch != self.group_epoch:
             return ConsumerGroupState.ASSIGNING
         for m in self.members.values():
+            if m.member_epoch == STATIC_LEAVE_EPOCH:
+                continue  # a static member away: its partitions wait for it
             if m.state != MemberState.STABLE or m.member_epoch != self.assignment_epoch:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
@@ -338,6 +342,13 @@ class ConsumerGroup:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if member is None:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group.")
+            if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+                # a static member that will be back: it keeps its partitions (no rebalance)
+                # until it rejoins under its instance id or its session ends
+                if member.member_epoch != STATIC_LEAVE_EPOCH:
+                    member.previous_member_epoch = member.member_epoch
+                    member.member_epoch = STATIC_LEAVE_EPOCH
+                return HeartbeatResult(member_id, STATIC_LEAVE_EPOCH, None, assignment_changed=True)
             self.remove_member(member_id)
             return HeartbeatResult(member_id, req.member_epoch, None, group_epoch_changed=True, left=True)
         result = HeartbeatResult(member_id, 0, None)
@@ -346,6 +357,27 @@ class ConsumerGroup:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group.")
             member = ConsumerMember(member_id)
             result.member_changed = True
+            if req.instance_id is not None:
+                old = next((m for m in self.members.values() if m.instance_id == req.instance_id), None)
+                if old is not None:
+                    if old.member_epoch != STATIC_LEAVE_EPOCH:
+                        raise HeartbeatError(
+                            ErrorCode.UNRELEASED_INSTANCE_ID,
+                            f"Static member {old.member_id} with instance id {req.instance_id} is not released yet.",
+                        )
+                    # the static member is back under a new member id: it takes the old
+                    # one's place, epoch and partitions
+                    member = ConsumerMember(
+                        **{k: getattr(old, k) for k in old.__dataclass_fields__ if k != "member_id"},
+                        member_id=member_id,
+                    )
+                    member.member_epoch = old.previous_member_epoch
+                    del self.members[old.member_id]
+                    self.members[member_id] = member
+                    self.target[member_id] = self.target.pop(old.member_id, {})
+                    result.replaced = old.member_id
+        elif member.member_epoch == STATIC_LEAVE_EPOCH and req.member_epoch != 0:
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, "The static member left the group; it must rejoin.")
         elif req.member_epoch != 0 and req.member_epoch != member.member_epoch:
             lost_answer = (
                 req.member_epoch == member.previous_member_epoch

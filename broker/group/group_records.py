@@ -150,7 +150,25 @@ def records_after(g: ConsumerGroup, result: HeartbeatResult) -> list[Record]:
         return out
     m = g.members[result.member_id]
     out = []
-    if result.member_changed:
+    if result.replaced is not None:
+        # a static member back under a new member id: the old id's records go, the new
+        # one's target is the old one's
+        out += member_tombstones(g.group_id, result.replaced)
+        out.append(member_record(g, m))
+        out.append(
+            (
+                _key(7, TargetMemberKey(group_id=g.group_id, member_id=m.member_id)),
+                _value(
+                    TargetMemberValue(
+                        topic_partitions=_topic_partitions(
+                            TargetMemberValue.TopicPartition, g.target.get(m.member_id, {})
+                        )
+                    )
+                ),
+            )
+        )
+        out.append(current_record(g, m))
+    if result.member_changed and result.replaced is None:
         out.append(member_record(g, m))
     if result.group_epoch_changed:
         out.append(group_record(g))

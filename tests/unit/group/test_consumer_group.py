@@ -262,3 +262,35 @@ def test_an_unknown_record_value_version_is_a_clear_error():
     for k, v in GR.group_tombstones(groups["g"]):
         GR.replay(groups, k, v)
     assert groups == {}
+
+
+def test_a_static_member_leaves_and_comes_back_under_a_new_member_id_without_a_rebalance():
+    g = ConsumerGroup("g")
+    log: list = []
+
+    def hb(mid, epoch, owned=None, **kw):
+        req = HeartbeatRequest("g", mid, epoch, owned=owned, **kw)
+        r = g.heartbeat(req, TOPICS, ASSIGNORS)
+        log.extend(GR.records_after(g, r))
+        return r
+
+    a = hb("a1", 0, {}, instance_id="host-a", rebalance_timeout_ms=1000, subscribed_topic_names=["audit"])
+    b = hb("b1", 0, {}, instance_id="host-b", rebalance_timeout_ms=1000, subscribed_topic_names=["audit"])
+    for _ in range(3):
+        a = hb("a1", a.member_epoch, a.assignment if a.assignment is not None else None)
+        b = hb("b1", b.member_epoch, b.assignment if b.assignment is not None else None)
+    assert g.state == ConsumerGroupState.STABLE
+    epoch, a_parts = g.group_epoch, g.members["a1"].assigned
+    left = hb("a1", -2)
+    assert left.member_epoch == -2 and not left.left and g.members["a1"].assigned == a_parts
+    assert g.group_epoch == epoch  # no rebalance: b keeps its partitions, a's wait
+    with pytest.raises(HeartbeatError) as e:  # the instance id is taken while a1 is active
+        hb("b2", 0, {}, instance_id="host-b", rebalance_timeout_ms=1000, subscribed_topic_names=["audit"])
+    assert e.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+    back = hb("a2", 0, {}, instance_id="host-a", rebalance_timeout_ms=1000, subscribed_topic_names=["audit"])
+    assert "a1" not in g.members and g.members["a2"].assigned == a_parts and back.assignment == a_parts
+    assert g.group_epoch == epoch and back.member_epoch == epoch and g.state == ConsumerGroupState.STABLE
+    replayed: dict = {}
+    for k, v in log:
+        GR.replay(replayed, k, v)
+    assert_same(g, replayed["g"])
