@@ -795,6 +795,26 @@ class GroupCoordinator:
                 out[gid] = err
                 continue
             g = self.groups.get(gid)
+            cg = self.manager.consumer_groups.get(gid)
+            if cg is not None:
+                # a KIP-848 group: only once it has no member; its records and its offsets go
+                if cg.members:
+                    out[gid] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                tombstones: list[tuple[bytes, bytes | None]] = [
+                    (R.offset_key(gid, t, p), None) for t, p in (g.offsets if g is not None else {})
+                ]
+                tombstones += CR.group_tombstones(cg)
+                err = await self.manager.store(gid, tombstones)
+                if err:
+                    out[gid] = err
+                    continue
+                self.manager.consumer_groups.pop(gid, None)
+                if g is not None:
+                    g.state = S.DEAD
+                    self.groups.pop(gid, None)
+                out[gid] = 0
+                continue
             if g is None or g.is_(S.DEAD):
                 out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue

@@ -434,3 +434,28 @@ def test_kip848_offline_upgrade_and_back():
         await coord2.shutdown()
 
     run(main())
+
+
+def test_kip848_delete_groups_refuses_a_group_with_members_and_deletes_an_empty_one_with_its_offsets():
+    from broker.group.consumer_group import HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        r = await cc.heartbeat(_hb("a"))
+        assert await coord.commit_offsets("cg", r.member_epoch, "a", None, {("t", 0): OffsetAndMetadata(5)}) == {
+            ("t", 0): 0
+        }
+        assert await coord.delete_groups(["cg"]) == {"cg": ErrorCode.NON_EMPTY_GROUP}
+        await cc.heartbeat(HeartbeatRequest("cg", "a", -1))
+        assert await coord.delete_groups(["cg"]) == {"cg": 0}
+        assert "cg" not in manager.consumer_groups and coord.fetch_offsets("cg", [("t", 0)])[1][("t", 0)] is None
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)  # and so it stays on the next leader
+        await coord2.startup()
+        assert "cg" not in manager2.consumer_groups and coord2.fetch_offsets("cg", [("t", 0)])[1][("t", 0)] is None
+        await coord2.shutdown()
+
+    run(main())
