@@ -1,4 +1,4 @@
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from typing_extensions import Buffer
 
@@ -76,3 +76,19 @@ def assign_offsets(
     validate: bool = True,
     producer_checks: bool = False,
 ) -> tuple[int, int, int, int, int]: ...
+
+class SchemaIds:
+    def __init__(self, ids: Iterable[int] = ...) -> None: ...
+    def __contains__(self, value: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+
+FRAME_PROBLEMS: dict[int, str]
+
+def check_schema_ids(
+    buffer: Buffer,
+    key_ids: SchemaIds | None,
+    value_ids: SchemaIds | None,
+    max_errors: int = ...,
+    decompress_limit: int = ...,
+) -> list[tuple[int, int, int, int]] | None: ...

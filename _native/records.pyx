@@ -12,6 +12,7 @@ The layout is drawn in records.pxd. Invariants:
 - set_base_offset / set_partition_leader_epoch write only bytes before the CRC'd range.
 """
 cimport cython
+from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE,
                              PyBUF_WRITABLE)
@@ -719,3 +720,221 @@ def require_keys(buffer, Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):
                 f"record {missing} of the batch at byte {pos} has no key: a compacted topic "
                 f"needs a key on every record", pos)
         pos += size
+
+
+# ---------------------------------------------------------------- schema ids on produce
+
+
+@cython.final
+cdef class SchemaIds:
+    """An immutable set of schema ids (int32), looked up in C: what one side (key or value)
+    of a topic with schema validation allows (broker/registry/validation.py builds them
+    from the registry's view). A sorted array and a binary search: no Python object per
+    lookup."""
+    cdef int32_t *_ids
+    cdef Py_ssize_t _n
+
+    def __cinit__(self, ids=()):
+        cdef list values = sorted({int(i) for i in ids})
+        cdef Py_ssize_t i
+        self._n = len(values)
+        self._ids = <int32_t *>malloc(max(self._n, 1) * sizeof(int32_t))
+        if self._ids == NULL:
+            raise MemoryError()
+        for i in range(self._n):
+            if not -2**31 <= values[i] < 2**31:
+                raise ValueError(f"schema id {values[i]} does not fit an int32")
+            self._ids[i] = <int32_t>values[i]
+
+    def __dealloc__(self):
+        free(self._ids)
+
+    cdef inline bint has(self, int32_t v) noexcept nogil:
+        cdef Py_ssize_t lo = 0, hi = self._n, mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self._ids[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < self._n and self._ids[lo] == v
+
+    def __contains__(self, value):
+        return -2**31 <= value < 2**31 and self.has(<int32_t>value)
+
+    def __len__(self):
+        return self._n
+
+    def __iter__(self):
+        return iter([self._ids[i] for i in range(self._n)])
+
+    def __repr__(self):
+        return f"SchemaIds({list(self)})"
+
+
+# check_schema_ids problems, per side
+cdef enum:
+    FRAME_OK = 0
+    FRAME_SHORT = 1            # fewer than 5 bytes: no magic byte and schema id
+    FRAME_MAGIC = 2            # the first byte is not 0
+    FRAME_UNKNOWN_ID = 3       # an id the side's SchemaIds does not hold
+
+#: the problem codes check_schema_ids reports (broker/registry/validation.py words them)
+FRAME_PROBLEMS = {FRAME_SHORT: "short", FRAME_MAGIC: "magic", FRAME_UNKNOWN_ID: "unknown id"}
+
+
+cdef inline int _frame(const uint8_t *p, int32_t n, SchemaIds ids, int32_t *found) noexcept nogil:
+    """Confluent's wire format: magic byte 0, a 4-byte big-endian schema id, the payload.
+    A null field (p NULL) passes: a tombstone, or a record without a key."""
+    if p == NULL:
+        return FRAME_OK
+    if n < 5:
+        return FRAME_SHORT
+    if p[0] != 0:
+        return FRAME_MAGIC
+    found[0] = <int32_t>kb_load_be32(p + 1)
+    if not ids.has(found[0]):
+        return FRAME_UNKNOWN_ID
+    return FRAME_OK
+
+
+cdef inline int _skip_varint(const uint8_t **pp, const uint8_t *end, int max_bytes) noexcept nogil:
+    """Steps over a varint without decoding it (a value nobody reads)."""
+    cdef const uint8_t *p = pp[0]
+    cdef int i
+    for i in range(max_bytes):
+        if p + i >= end:
+            return REC_TRUNCATED
+        if not (p[i] & 0x80):
+            pp[0] = p + i + 1
+            return REC_OK
+    return REC_BAD_VARINT
+
+
+cdef inline int _len_field(const uint8_t **pp, const uint8_t *end, const uint8_t **data,
+                           int32_t *length) noexcept nogil:
+    """read_len_field, with a branch for the common one-byte length (0..63)."""
+    cdef const uint8_t *p = pp[0]
+    if p < end and p[0] < 0x80 and not (p[0] & 1):
+        length[0] = p[0] >> 1
+        if length[0] > end - p - 1:
+            return REC_TRUNCATED
+        data[0] = p + 1
+        pp[0] = p + 1 + length[0]
+        return REC_OK
+    return read_len_field(pp, end, data, length)
+
+
+cdef inline int _key_and_value(const uint8_t *p, const uint8_t *end, RecordView *r) noexcept nogil:
+    """The record at p's key, value and end (r.key, r.value and their lengths, r.end),
+    never reading at or past `end`: parse_record's walk without the timestamp and offset
+    deltas decoded (stepped over) and without the headers (the record's length bounds
+    them; nothing here reads them)."""
+    cdef int n, rc
+    cdef int32_t length
+    n = kb_read_varint(p, end, &length)
+    if n == 0:
+        return REC_TRUNCATED
+    if n < 0:
+        return REC_BAD_VARINT
+    p += n
+    if length < 0:
+        return REC_BAD_LENGTH
+    if length > end - p:
+        return REC_TRUNCATED
+    end = p + length
+    r.end = end
+    if p >= end:
+        return REC_TRUNCATED
+    p += 1                                  # attributes
+    rc = _skip_varint(&p, end, 10)          # timestampDelta
+    if rc != REC_OK:
+        return rc
+    rc = _skip_varint(&p, end, 5)           # offsetDelta
+    if rc != REC_OK:
+        return rc
+    rc = _len_field(&p, end, &r.key, &r.key_len)
+    if rc != REC_OK:
+        return rc
+    return _len_field(&p, end, &r.value, &r.value_len)
+
+
+def check_schema_ids(buffer, SchemaIds key_ids, SchemaIds value_ids, Py_ssize_t max_errors=100,
+                     Py_ssize_t decompress_limit=DEFAULT_DECOMPRESS_LIMIT):
+    """Checks every record of the batches in `buffer` (a Produce's records for one
+    partition, already through assign_offsets) for Confluent's framing: magic byte 0,
+    then a 4-byte big-endian schema id that `key_ids` (keys) or `value_ids` (values)
+    holds; a side whose set is None is not checked; a null key or value passes.
+    Control batches (transaction markers) are not checked. Compressed batches are
+    decompressed (one buffer per batch, nothing per record).
+
+    None when every record passes; otherwise a list of up to `max_errors` tuples
+    (record index, side: 0 key / 1 value, problem: FRAME_PROBLEMS' code, the schema id
+    found or -1), the index counting records from the first batch of `buffer`.
+    CorruptRecordError for records that do not parse."""
+    cdef _BufferRef ref = _BufferRef(buffer)
+    cdef const uint8_t *p = <const uint8_t *>ref.view.buf
+    cdef Py_ssize_t n = ref.view.len, pos = 0, size = 0
+    cdef const uint8_t *q
+    cdef const uint8_t *start
+    cdef const uint8_t *end
+    cdef RecordView rv
+    cdef int rc, codec, kp, vp
+    cdef int32_t i = 0, count, kid = -1, vid = -1
+    cdef int64_t index = 0
+    cdef bint check_keys = key_ids is not None, check_values = value_ids is not None
+    cdef list errors = None
+    if max_errors < 1:
+        raise ValueError(f"max_errors must be at least 1, not {max_errors}")
+    while pos < n:
+        rc = batch_check(p + pos, n - pos, False, &size)
+        if rc != CHECK_OK:
+            raise CorruptRecordError(
+                f"record batch at byte {pos}: {check_message(rc, p + pos, n - pos, size)}", pos)
+        if kb_load_be16(p + pos + OFF_ATTRIBUTES) & ATTR_CONTROL:
+            pos += size
+            continue
+        codec = kb_load_be16(p + pos + OFF_ATTRIBUTES) & ATTR_COMPRESSION_MASK
+        count = <int32_t>kb_load_be32(p + pos + OFF_RECORD_COUNT)
+        block = None
+        if codec == CODEC_NONE:
+            q = p + pos + HEADER_SIZE
+            end = p + pos + size
+        else:
+            block = decompress(codec, p + pos + HEADER_SIZE, size - HEADER_SIZE, decompress_limit, pos)
+            q = <const uint8_t *>PyBytes_AS_STRING(block)
+            end = q + len(block)
+        start = q
+        i = 0
+        while i < count:
+            with nogil:
+                rc = REC_OK
+                kp = vp = FRAME_OK
+                while i < count:
+                    rc = _key_and_value(q, end, &rv)
+                    if rc != REC_OK:
+                        break
+                    q = rv.end
+                    if check_keys:
+                        kp = _frame(rv.key, rv.key_len, key_ids, &kid)
+                    if check_values:
+                        vp = _frame(rv.value, rv.value_len, value_ids, &vid)
+                    i += 1
+                    index += 1
+                    if kp != FRAME_OK or vp != FRAME_OK:
+                        break
+            if rc != REC_OK:
+                _raise_record(rc, i, pos, pos + HEADER_SIZE if codec == CODEC_NONE else -1, q - start)
+            if kp == FRAME_OK and vp == FRAME_OK:
+                break
+            if errors is None:
+                errors = []
+            if kp != FRAME_OK:
+                errors.append((index - 1, 0, kp, kid if kp == FRAME_UNKNOWN_ID else -1))
+            if vp != FRAME_OK and len(errors) < max_errors:
+                errors.append((index - 1, 1, vp, vid if vp == FRAME_UNKNOWN_ID else -1))
+            if len(errors) >= max_errors:
+                return errors[:max_errors]
+            kp = vp = FRAME_OK
+        pos += size
+    return errors

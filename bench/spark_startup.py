@@ -246,8 +246,10 @@ def import_times(rounds: int) -> dict:
         "+ pyspark_kbroker (lookup, schema)": "import pyspark.sql.worker.create_data_source, pyspark_kbroker",
         "+ the stream reader (read planning)": "import pyspark.sql.worker.plan_data_source_read, "
         "pyspark_kbroker, broker.spark.stream",
-        "+ the writer (write planning, commit)": "import pyspark.sql.worker.write_into_data_source, "
-        "pyspark_kbroker, broker.spark.writer",
+        "+ the sink (write planning)": "import pyspark.sql.worker.write_into_data_source, "
+        "pyspark_kbroker, broker.spark.sink, broker.spark.offsets",
+        "+ the commit (the sink, transactions)": "import pyspark.sql.worker.python_streaming_sink_runner, "
+        "pyspark_kbroker, broker.spark.sink, broker.spark.writer",
     }
     out = {}
     for name, code in cases.items():

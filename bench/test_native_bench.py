@@ -12,7 +12,18 @@ import zlib
 
 import pytest
 
-from broker.native import BatchBuilder, OffsetIndex, Segment, assign_offsets, batches_to_arrow, crc32c, crc32c_software
+from broker.native import (
+    BatchBuilder,
+    OffsetIndex,
+    SchemaIds,
+    Segment,
+    assign_offsets,
+    batches_to_arrow,
+    check_schema_ids,
+    crc32c,
+    crc32c_software,
+    iter_batches,
+)
 
 MIB = 1 << 20
 
@@ -84,3 +95,21 @@ def test_arrow_decode_100b(benchmark):
     table = benchmark(batches_to_arrow, data)
     benchmark.extra_info["records/s"] = table.num_rows / benchmark.stats.stats.min
     assert table.num_rows > 10_000
+
+
+@pytest.mark.parametrize("value_size", [100, 1024])
+def test_schema_ids_check(benchmark, value_size):
+    """Validation on produce's per-record check (check_schema_ids: framing and the id's
+    membership), 64 batches of 128 KiB of framed values per call, beside the CRC pass every
+    produce pays (assign_offsets over the same bytes, extra_info)."""
+    value = b"\x00\x00\x00\x00\x07" + os.urandom(value_size - 5)
+    b = BatchBuilder()
+    while b.size_in_bytes < 131072 - value_size - 20:
+        b.append(1_700_000_000_000, None, value)
+    data = bytearray(b.build() * 64)
+    assign_offsets(data, 0, 0)
+    ids = SchemaIds([3, 7, 11])
+    assert benchmark(check_schema_ids, data, None, ids) is None
+    records = sum(b.record_count for b in iter_batches(data))
+    benchmark.extra_info["ns/record"] = benchmark.stats.stats.min / records * 1e9
+    benchmark.extra_info["s/GB"] = benchmark.stats.stats.min / len(data) * 1e9

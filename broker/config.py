@@ -1114,6 +1114,34 @@ def check_throttled_replicas(items: Iterable[str]) -> str | None:
     )
 
 
+#: Confluent's subject name strategies (io.confluent.kafka.serializers.subject), the
+#: topic keys confluent.key/value.subject.name.strategy take by class name or last part
+SUBJECT_NAME_STRATEGIES = tuple(
+    f"io.confluent.kafka.serializers.subject.{name}"
+    for name in ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+)
+
+
+def subject_name_strategy(value: str) -> str | None:
+    """The short name (TopicNameStrategy ...) of a subject name strategy given by its
+    class name or its short name; None when it is none of Confluent's three."""
+    for full in SUBJECT_NAME_STRATEGIES:
+        short = full.rpartition(".")[2]
+        if value in (full, short):
+            return short
+    return None
+
+
+def check_subject_name_strategy(value: str) -> str | None:
+    if subject_name_strategy(value) is not None:
+        return None
+    return "not a subject name strategy (expected one of: " + ", ".join(SUBJECT_NAME_STRATEGIES) + ", or its last part)"
+
+
+#: the topic keys that ask for schema validation on produce (the broker needs its registry)
+SCHEMA_VALIDATION_KEYS = ("confluent.key.schema.validation", "confluent.value.schema.validation")
+
+
 _T = TopicKey
 #: Every topic-level key (CreateTopics configs, AlterConfigs on a TOPIC resource).
 TOPIC_KEYS: dict[str, TopicKey] = {
@@ -1201,6 +1229,36 @@ TOPIC_KEYS: dict[str, TopicKey] = {
             "throttles what it sends to out-of-sync followers to leader.replication.throttled.rate.",
             default=[],
             check=check_throttled_replicas,
+        ),
+        _T(
+            "confluent.key.schema.validation",
+            _B,
+            "Refuse records whose key is not framed with a schema id the registry holds under "
+            "the key's subject (docs/schema-registry.md).",
+            default=False,
+        ),
+        _T(
+            "confluent.value.schema.validation",
+            _B,
+            "Refuse records whose value is not framed with a schema id the registry holds under "
+            "the value's subject (docs/schema-registry.md).",
+            default=False,
+        ),
+        _T(
+            "confluent.key.subject.name.strategy",
+            _S,
+            "The key's subject: TopicNameStrategy (<topic>-key), RecordNameStrategy or "
+            "TopicRecordNameStrategy, Confluent's class name or its last part.",
+            default=SUBJECT_NAME_STRATEGIES[0],
+            check=check_subject_name_strategy,
+        ),
+        _T(
+            "confluent.value.subject.name.strategy",
+            _S,
+            "The value's subject: TopicNameStrategy (<topic>-value), RecordNameStrategy or "
+            "TopicRecordNameStrategy, Confluent's class name or its last part.",
+            default=SUBJECT_NAME_STRATEGIES[0],
+            check=check_subject_name_strategy,
         ),
         _T(
             "follower.replication.throttled.replicas",
@@ -2055,12 +2113,15 @@ def validate_topic_configs(configs: Mapping[str, Any], warn: bool = True) -> dic
 class LogConfig:
     """Effective settings of one topic's logs: topic overrides over broker defaults."""
 
-    __slots__ = ("broker", "overrides", "_cache")
+    __slots__ = ("broker", "overrides", "_cache", "schema_check")
 
     def __init__(self, broker: BrokerConfig, overrides: Mapping[str, Any]):
         self.broker = broker
         self.overrides = dict(overrides)
         self._cache: dict[str, Any] = {}
+        #: the topic's check of schema ids on produce (broker/registry/validation.py
+        #: TopicSchemaCheck, set by the MetadataCache), None when it validates nothing
+        self.schema_check: Any = None
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -2138,3 +2199,8 @@ class LogConfig:
     @property
     def min_insync_replicas(self) -> int:
         return self["min.insync.replicas"]
+
+    @property
+    def schema_validation(self) -> bool:
+        """Does the topic validate keys or values against the schema registry?"""
+        return bool(self["confluent.key.schema.validation"] or self["confluent.value.schema.validation"])

@@ -3,7 +3,7 @@
  *
  *   kgen produce -b HOST:PORT -t TOPIC [-s SIZE] [--acks 1|all|0] [--idempotence]
  *                [--linger-ms MS] [--batch-size BYTES] [--seconds S | --count N]
- *                [--partitions N] [-X key=value ...]
+ *                [--partitions N] [--schema-id ID] [-X key=value ...]
  *   kgen consume -b HOST:PORT -t TOPIC --count N [--seconds S] [--idle-ms MS]
  *                [--partitions N] [-X key=value ...]
  *
@@ -11,6 +11,9 @@
  *   every delivery report. Without --partitions librdkafka's default partitioner places them
  *   (sticky for keyless records, as Kafka's Java producer); with it, round-robin over 0..N-1.
  *   The clock runs from the first record handed to librdkafka to the last delivery report.
+ *   --schema-id frames every value as Confluent's serializers do (magic byte 0, the id as a
+ *   4-byte big-endian int, then the random bytes; SIZE counts the 5 bytes): load for a
+ *   topic with schema validation (bench/schema_validation.py).
  * consume: reads the topic from the beginning (assign, no group membership, no commits) until
  *   N records were read; with --seconds, reads it again from the beginning until S seconds
  *   passed (every pass reads N records). Stops early after --idle-ms without a record. The
@@ -34,7 +37,7 @@
 struct opts {
     int produce;
     const char *brokers, *topic, *acks;
-    long size, linger_ms, batch_size, partitions, idle_ms;
+    long size, linger_ms, batch_size, partitions, idle_ms, schema_id;
     int idempotence;
     double seconds;
     long long count;
@@ -68,7 +71,7 @@ static void die(const char *what, const char *why) {
 static void usage(void) {
     fputs("usage: kgen produce -b HOST:PORT -t TOPIC [-s SIZE] [--acks 1|all|0] [--idempotence]\n"
           "                    [--linger-ms MS] [--batch-size BYTES] [--seconds S | --count N]\n"
-          "                    [--partitions N] [-X key=value ...]\n"
+          "                    [--partitions N] [--schema-id ID] [-X key=value ...]\n"
           "       kgen consume -b HOST:PORT -t TOPIC --count N [--seconds S] [--idle-ms MS]\n"
           "                    [--partitions N] [-X key=value ...]\n", stderr);
     exit(2);
@@ -163,6 +166,16 @@ static int run_produce(const struct opts *o) {
     for (long i = 0; i < o->size; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
         payload[i] = (unsigned char)x;
+    }
+    if (o->schema_id >= 0) {
+        if (o->size < 5)
+            die("--schema-id", "needs a SIZE of at least 5 (the frame's magic byte and id)");
+        uint32_t id = (uint32_t)o->schema_id;
+        payload[0] = 0;
+        payload[1] = (unsigned char)(id >> 24);
+        payload[2] = (unsigned char)(id >> 16);
+        payload[3] = (unsigned char)(id >> 8);
+        payload[4] = (unsigned char)id;
     }
 
     double start = now_s(), deadline = o->seconds > 0 ? start + o->seconds : 0;
@@ -296,7 +309,7 @@ static int run_consume(const struct opts *o) {
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-    struct opts o = {.acks = "1", .size = 100, .linger_ms = 5, .batch_size = 131072, .idle_ms = 10000};
+    struct opts o = {.acks = "1", .size = 100, .linger_ms = 5, .batch_size = 131072, .idle_ms = 10000, .schema_id = -1};
     if (argc < 2)
         usage();
     if (!strcmp(argv[1], "produce"))
@@ -304,14 +317,15 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[1], "consume"))
         usage();
     o.extra = calloc((size_t)argc, sizeof *o.extra);
-    enum { ACKS = 256, IDEM, LINGER, BATCHSZ, SECONDS, COUNT, PARTS, IDLE };
+    enum { ACKS = 256, IDEM, LINGER, BATCHSZ, SECONDS, COUNT, PARTS, IDLE, SCHEMA };
     static const struct option longopts[] = {
         {"brokers", required_argument, 0, 'b'}, {"topic", required_argument, 0, 't'},
         {"size", required_argument, 0, 's'}, {"acks", required_argument, 0, ACKS},
         {"idempotence", no_argument, 0, IDEM}, {"linger-ms", required_argument, 0, LINGER},
         {"batch-size", required_argument, 0, BATCHSZ}, {"seconds", required_argument, 0, SECONDS},
         {"count", required_argument, 0, COUNT}, {"partitions", required_argument, 0, PARTS},
-        {"idle-ms", required_argument, 0, IDLE}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"idle-ms", required_argument, 0, IDLE}, {"schema-id", required_argument, 0, SCHEMA},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 2;
     for (int c; (c = getopt_long(argc, argv, "b:t:s:X:h", longopts, NULL)) != -1;) {
         switch (c) {
@@ -327,6 +341,7 @@ int main(int argc, char **argv) {
         case COUNT: o.count = atoll(optarg); break;
         case PARTS: o.partitions = atol(optarg); break;
         case IDLE: o.idle_ms = atol(optarg); break;
+        case SCHEMA: o.schema_id = atol(optarg); break;
         default: usage();
         }
     }

@@ -150,14 +150,20 @@ class Cluster:
     def topic(self, name: str, wait_s: float = 0.0, allow_auto_create: bool = False) -> TopicMeta:
         """Metadata of one topic; KafkaProtocolError (UNKNOWN_TOPIC_OR_PARTITION ...).
         allow_auto_create lets the broker create it (auto.create.topics.enable), as
-        Kafka's producers do."""
+        Kafka's producers do. Within wait_s, a topic without leaders yet and a topic the
+        broker asked does not know yet are waited for, as Kafka's clients wait for a
+        topic's metadata: a topic just created is known to the other brokers of a cluster
+        a moment after its creation is acknowledged."""
         deadline = time.monotonic() + wait_s
         while True:
             meta = self.refresh([name], allow_auto_create).get(name)
             code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if meta is not None and code == 0 and all(p.leader >= 0 for p in meta.partitions.values()):
                 return meta
-            if time.monotonic() >= deadline or code not in (ErrorCode.LEADER_NOT_AVAILABLE,):
+            if time.monotonic() >= deadline or code not in (
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ):
                 check(code, f"topic {name}")
                 assert meta is not None  # check() raised for a missing topic
                 return meta

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from broker.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from broker.config import BrokerConfig, LogConfig, validate_topic_configs
@@ -34,6 +35,9 @@ class MetadataCache:
         self.broker_id = broker_id
         self.config = config
         self._log_configs: dict[str, LogConfig] = {}
+        #: the schema check of a topic that validates schemas (SchemaValidation.check_for),
+        #: put on its LogConfig (schema_check); None: no topic is checked
+        self.schema_checks: Callable[[str, LogConfig], Any] | None = None
         self._configs: dict[str, dict[str, str]] = {}  # topic -> its overrides (the store's)
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicInfo] = {}
@@ -82,6 +86,8 @@ class MetadataCache:
             except ValueError:
                 overrides = {}  # written by a newer or foreign broker: the defaults
             cfg = self.config.log_config(overrides)
+            if self.schema_checks is not None:
+                cfg.schema_check = self.schema_checks(topic, cfg)
             if raw is not None:
                 self._log_configs[topic] = cfg
         return cfg

@@ -658,7 +658,8 @@ class Log:
         offset commit: a producer id without a sequence) skip them, as in Kafka.
 
         Raises CorruptRecordError (CRC, lengths, magic), InvalidRecordError (Kafka's batch
-        rules; a record without a key on a compacted topic) or RecordTooLarge."""
+        rules; a record without a key on a compacted topic; a record schema validation
+        refuses, with its record errors) or RecordTooLarge."""
         mv = memoryview(records)
         if mv.readonly:
             mv = memoryview(bytearray(mv))
@@ -691,6 +692,9 @@ class Log:
             raise CorruptRecordError(f"{self.tp}: produce request holds no record batch", 0)
         if self.config.compact:
             require_keys(mv)  # InvalidRecordError: compaction needs a key per record
+        schema_check = self.config.schema_check
+        if schema_check is not None and client:
+            schema_check.check(mv)  # RecordValidationError: broker/registry/validation.py
         append_time = -1
         if self.config.log_append_time:
             append_time = int(time.time() * 1000)

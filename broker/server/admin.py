@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
 from broker.cluster.store.errors import BadVersion, NoSuchTopic, StoreUnavailable, TopicExists
-from broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from broker.config import SCHEMA_VALIDATION_KEYS, BrokerConfig, ConfigError, validate_topic_configs
 from broker.log.manager import LogDirError, validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.uuids import random_uuid
@@ -96,6 +96,21 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ create
 
+    def _validate_topic_configs(self, configs: dict[str, str]) -> None:
+        """INVALID_CONFIG for a bad topic config, and for schema validation on a broker
+        without a schema registry (it could check nothing: docs/schema-registry.md)."""
+        try:
+            parsed = validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not self.config["schema.registry.listener"]:
+            for key in SCHEMA_VALIDATION_KEYS:
+                if parsed.get(key):
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_CONFIG,
+                        f"{key}: this broker has no schema registry (schema.registry.listener) to validate against",
+                    )
+
     def check_create_topic(
         self,
         name: str,
@@ -110,10 +125,7 @@ class TopicAdmin:
             raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if self.metadata.topic(name) is not None:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        self._validate_topic_configs(configs)
         if assignments:
             if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
                 raise KafkaProtocolError(
@@ -264,10 +276,7 @@ class TopicAdmin:
     async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
         if self.metadata.topic(name) is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        self._validate_topic_configs(configs)
         if validate_only:
             return
         await self.store.set_topic_configs(name, configs)

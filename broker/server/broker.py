@@ -219,6 +219,12 @@ class Broker:
                 lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
             )
             self.replicas.on_leadership_change(self.registry.leadership_changed)
+        #: schema validation on produce (confluent.*.schema.validation topic configs): each
+        #: validating topic's LogConfig gets its check (broker/registry/validation.py)
+        from broker.registry.validation import SchemaValidation
+
+        self.schema_validation = SchemaValidation(self.registry)
+        self.metadata.schema_checks = self.schema_validation.check_for
 
     @property
     def store(self) -> MetadataStore:

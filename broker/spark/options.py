@@ -38,9 +38,12 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from broker.addresses import parse_bootstrap
+
+if TYPE_CHECKING:
+    from broker.spark.formats import ColumnFormat
 
 log = logging.getLogger("broker.spark")
 
@@ -406,9 +409,36 @@ SOURCE_OPTIONS = (
     "fetchOffset.retryIntervalMs",
     "groupIdPrefix",
     "commitOffsetsToGroup",
+    # registry-framed keys and values as typed columns (broker/spark/formats.py)
+    "valueFormat",
+    "keyFormat",
+    "schema.registry.url",
+    "schema.registry.basic.auth.user.info",
+    "valueSubject",
+    "keySubject",
+    "valueSchemaVersion",
+    "keySchemaVersion",
+    "valueAvroSchema",
+    "keyAvroSchema",
+    "valueProtobufMessage",
+    "keyProtobufMessage",
+    "mode",
 )
 #: the sink's own
-SINK_OPTIONS = ("topic", "deliveryGuarantee")
+SINK_OPTIONS = (
+    "topic",
+    "deliveryGuarantee",
+    # registry-framed Avro keys and values (broker/spark/avro_sink.py)
+    "valueFormat",
+    "keyFormat",
+    "schema.registry.url",
+    "schema.registry.basic.auth.user.info",
+    "valueSubject",
+    "keySubject",
+    "valueAvroSchema",
+    "keyAvroSchema",
+    "auto.register.schemas",
+)
 #: what Spark's DataFrameWriter / DataStreamWriter hand a Python sink beside the user's
 #: options (seen with Spark 4.3: checkpointLocation, queryName(), save(path) / start(path)):
 #: they pass, as Spark's Kafka sink lets them pass
@@ -651,6 +681,11 @@ class SourceOptions:
     isolation_level: int = 0  # 1: kafka.isolation.level=read_committed
     no_effect: tuple[str, ...] = ()
     commit_group: str | None = None  # commitOffsetsToGroup: the group that sees the query's positions
+    key_format: ColumnFormat | None = None  # keyFormat=avro: how the key column is decoded
+    value_format: ColumnFormat | None = None
+    #: ((ColumnFormat, the reader schema the driver settled, as JSON), ...): set by the
+    #: source's reader()/streamReader() from the schema's metadata (formats.py)
+    decoders: tuple = ()
 
     @classmethod
     def parse(cls, options, *, streaming: bool | None) -> SourceOptions:
@@ -715,7 +750,86 @@ class SourceOptions:
             isolation_level=1 if isolation == "read_committed" else 0,
             no_effect=no_effect,
             commit_group=_group_id(opts, "commitOffsetsToGroup"),
+            key_format=_column_format(opts, "key", subscription, timeout_ms / 1000),
+            value_format=_column_format(opts, "value", subscription, timeout_ms / 1000),
         )
+
+
+FORMATS = ("raw", "avro", "protobuf", "json-schema")
+
+
+def _column_format(opts: _Options, column: str, subscription: Subscription, timeout_s: float) -> ColumnFormat | None:
+    """keyFormat / valueFormat and the options that go with them (formats.py)."""
+    name = f"{column}Format"
+    fmt = opts.get(name.lower(), "raw").strip().lower() or "raw"
+    own = [f"{column}Subject", f"{column}SchemaVersion", f"{column}AvroSchema", f"{column}ProtobufMessage"]
+    if fmt not in FORMATS:
+        raise KBrokerOptionError(name, f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "raw":
+        for o in own:
+            if o.lower() in opts:
+                raise KBrokerOptionError(o, f"needs {name}=avro (the {column} column is read raw, as binary)")
+        if column == "value" and "mode" in opts and opts.get("keyformat", "raw").strip().lower() == "raw":
+            raise KBrokerOptionError("mode", "applies to decoded columns: give valueFormat or keyFormat")
+        return None
+    if fmt != "avro" and f"{column}avroschema" in opts:
+        raise KBrokerOptionError(f"{column}AvroSchema", f"is for {name}=avro, not {fmt}")
+    if fmt != "protobuf" and f"{column}protobufmessage" in opts:
+        raise KBrokerOptionError(f"{column}ProtobufMessage", f"is for {name}=protobuf, not {fmt}")
+    url = opts.get("schema.registry.url", "").strip()
+    if not url:
+        raise KBrokerOptionError(
+            "schema.registry.url", f"must be given with {name}={fmt}: the registry that has the writers' schemas"
+        )
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise KBrokerOptionError("schema.registry.url", f"must be an http:// or https:// URL, not {url!r}")
+    explicit = opts.get(f"{column}avroschema".lower())
+    if explicit is not None:
+        try:
+            json.loads(explicit)
+        except ValueError as exc:
+            if not explicit.strip().replace(".", "").replace("_", "").isalnum():
+                raise KBrokerOptionError(f"{column}AvroSchema", f"is not JSON ({exc}): give an Avro schema") from None
+    subject = opts.get(f"{column}subject".lower(), "").strip() or None
+    if subject is None and explicit is None:
+        if subscription.kind == "subscribe" and len(subscription.topics) == 1:
+            subject = f"{subscription.topics[0]}-{column}"  # Confluent's TopicNameStrategy
+        else:
+            raise KBrokerOptionError(
+                f"{column}Subject",
+                f"(or '{column}AvroSchema') must be given: the reader schema has no default subject "
+                f"unless subscribe names one topic (<topic>-{column})",
+            )
+    version = opts.get(f"{column}schemaversion".lower(), "latest").strip().lower() or "latest"
+    if version != "latest":
+        try:
+            n = int(version)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise KBrokerOptionError(
+                f"{column}SchemaVersion", f"must be latest or a version number >= 1, not {version!r}"
+            )
+        version = str(n)
+        if explicit is not None:
+            raise KBrokerOptionError(f"{column}SchemaVersion", f"cannot be combined with {column}AvroSchema")
+    mode = opts.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise KBrokerOptionError("mode", f"must be FAILFAST or PERMISSIVE (as Spark's from_avro), not {mode!r}")
+    from broker.spark.formats import ColumnFormat
+
+    return ColumnFormat(
+        column=column,
+        fmt=fmt,
+        registry_url=url,
+        user_info=opts.get("schema.registry.basic.auth.user.info") or None,
+        subject=subject,
+        version=version,
+        explicit_schema=explicit,
+        permissive=mode == "PERMISSIVE",
+        timeout_s=timeout_s,
+        message=opts.get(f"{column}protobufmessage", "").strip() or None,
+    )
 
 
 # ---------------------------------------------------------------- the sink
@@ -744,6 +858,7 @@ class SinkOptions:
     client_id: str = "kbroker-spark-writer"
     no_effect: tuple = ()
     table: bool = False  # the options of a catalog table (INSERT INTO, writeTo)
+    formats: tuple = ()  # SinkFormat of the key and/or value column (valueFormat=avro ...)
 
     @classmethod
     def parse(cls, options) -> SinkOptions:
@@ -799,4 +914,42 @@ class SinkOptions:
             client_id=_str(opts, "kbroker.client.id", "kbroker-spark-writer"),
             no_effect=no_effect,
             table=opts.table,
+            formats=tuple(f for f in (_sink_format(opts, "key"), _sink_format(opts, "value")) if f is not None),
         )
+
+
+def _sink_format(opts: _Options, column: str):
+    """The sink's keyFormat / valueFormat and the options that go with them."""
+    name = f"{column}Format"
+    fmt = opts.get(name.lower(), "raw").strip().lower() or "raw"
+    if fmt not in FORMATS:
+        raise KBrokerOptionError(name, f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    own = (f"{column}Subject", f"{column}AvroSchema")
+    if fmt == "raw":
+        for o in own:
+            if o.lower() in opts:
+                raise KBrokerOptionError(o, f"needs {name}=avro (the {column} column is written as it is)")
+        return None
+    if fmt != "avro":
+        raise KBrokerOptionError(name, f"= {fmt} is not supported by the kbroker sink yet (supported: raw, avro)")
+    url = opts.get("schema.registry.url", "").strip()
+    if not url:
+        raise KBrokerOptionError("schema.registry.url", f"must be given with {name}=avro: the registry of the schemas")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise KBrokerOptionError("schema.registry.url", f"must be an http:// or https:// URL, not {url!r}")
+    explicit = opts.get(f"{column}avroschema")
+    if explicit is not None:
+        try:
+            json.loads(explicit)
+        except ValueError as exc:
+            raise KBrokerOptionError(f"{column}AvroSchema", f"is not JSON ({exc}): give an Avro schema") from None
+    from broker.spark.formats import SinkFormat
+
+    return SinkFormat(
+        column=column,
+        registry_url=url,
+        user_info=opts.get("schema.registry.basic.auth.user.info") or None,
+        subject=opts.get(f"{column}subject", "").strip() or None,
+        explicit_schema=explicit,
+        auto_register=_bool(opts, "auto.register.schemas", True),
+    )

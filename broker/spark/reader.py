@@ -80,6 +80,7 @@ class ReadSettings:
     validate_crc: bool
     client_id: str
     isolation_level: int = 0
+    decoders: tuple = ()  # keyFormat/valueFormat: broker.spark.formats
 
     @classmethod
     def of(cls, o: SourceOptions) -> ReadSettings:
@@ -95,6 +96,7 @@ class ReadSettings:
             o.validate_crc,
             o.client_id,
             o.isolation_level,
+            o.decoders,
         )
 
 
@@ -382,7 +384,12 @@ def read_range(settings: ReadSettings, topic: str, partition: int, start: int, e
             pos = next_pos
             deadline = time.monotonic() + settings.poll_timeout_ms / 1000
             if rb.num_rows:
-                yield to_spark_batch(rb, topic, partition, _timestamp_types(meta), settings.include_headers)
+                batch = to_spark_batch(rb, topic, partition, _timestamp_types(meta), settings.include_headers)
+                if settings.decoders:
+                    from broker.spark.formats import decode_batch
+
+                    batch = decode_batch(batch, settings.decoders, topic, partition)
+                yield batch
     finally:
         f.close()
 

@@ -38,30 +38,39 @@ class KBrokerDataSource(DataSource):
         return "kbroker"
 
     def schema(self):
-        schema = spark_schema(SourceOptions.parse(self.options, streaming=None).include_headers)
+        o = SourceOptions.parse(self.options, streaming=None)
+        schema = spark_schema(o.include_headers)
+        if o.key_format or o.value_format:
+            from broker.spark.formats import typed_schema
+
+            schema = typed_schema(schema, o)
         return with_table_options(schema, self.options)
 
     def reader(self, schema):
         from broker.spark.reader import KBrokerBatchReader
 
-        return KBrokerBatchReader(SourceOptions.parse(options_for(self.options, schema), streaming=False))
+        return KBrokerBatchReader(
+            _with_decoders(SourceOptions.parse(options_for(self.options, schema), streaming=False), schema)
+        )
 
     def streamReader(self, schema):
         from broker.spark.stream import KBrokerStreamReader
 
         try:
-            return KBrokerStreamReader(SourceOptions.parse(options_for(self.options, schema), streaming=True))
+            return KBrokerStreamReader(
+                _with_decoders(SourceOptions.parse(options_for(self.options, schema), streaming=True), schema)
+            )
         except Exception as exc:  # noqa: BLE001 - reported on first use, see the module docstring
             return _RefusedStreamReader(exc)
 
     def writer(self, schema, overwrite: bool):
-        from broker.spark.writer import KBrokerBatchWriter
+        from broker.spark.sink import KBrokerBatchWriter
 
         _no_overwrite(overwrite)
         return KBrokerBatchWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
     def streamWriter(self, schema, overwrite: bool):
-        from broker.spark.writer import KBrokerStreamWriter
+        from broker.spark.sink import KBrokerStreamWriter
 
         return KBrokerStreamWriter(SinkOptions.parse(options_for(self.options, schema)), schema)
 
@@ -80,6 +89,16 @@ class _RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         pass
+
+
+def _with_decoders(o: SourceOptions, schema) -> SourceOptions:
+    """The options with the decoders of keyFormat/valueFormat, their reader schemas as the
+    driver settled them (in the schema's metadata: broker/spark/formats.py)."""
+    if not (o.key_format or o.value_format):
+        return o
+    from broker.spark.formats import with_decoders
+
+    return with_decoders(o, schema)
 
 
 def _no_overwrite(overwrite: bool) -> None:

@@ -1,5 +1,5 @@
-"""The sink: batch (DataSourceArrowWriter) and streaming (DataSourceStreamArrowWriter)
-writes to topics, with the columns of Spark's Kafka sink:
+"""The sink's work: what a task writes and what the driver commits, for the batch and
+streaming writers of broker/spark/sink.py, with the columns of Spark's Kafka sink:
 
     topic      string               optional; the `topic` option, when given, overrides it
     key        string or binary     optional (null: no key)
@@ -27,8 +27,8 @@ sink log (broker/spark/txn.py; the design: docs/spark-transactions.md); it needs
 kbroker.acks=all and sends one request at a time per broker (sequence order); readers
 see each row once with read_committed. A broker without transactions (its ApiVersions
 answer lacks InitProducerId, AddPartitionsToTxn or EndTxn) is refused at the query's
-start; a transaction coordinator that cannot be reached later is an outage, retried
-within kafka.delivery.timeout.ms (delivery_for).
+start (sink.plan_delivery); a transaction coordinator that cannot be reached later is an
+outage, retried within kafka.delivery.timeout.ms.
 """
 
 from __future__ import annotations
@@ -36,17 +36,15 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 
 from broker._native.spark_encode import assign_partitions, encode_batches
 from broker.client import Cluster
 from broker.client.connection import ClientError
 from broker.client.sender import Sender
-from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.retriable import RETRIABLE
 from broker.spark import offsets as _offsets, txn
@@ -80,46 +78,6 @@ class KBrokerCommitMessage(WriterCommitMessage):
             f"KBrokerCommitMessage(batch {self.batch_id}, task {self.task}: {self.records} records, "
             f"{len(self.partitions)} partitions)"
         )
-
-
-# ---------------------------------------------------------------- schema checks
-
-
-def check_schema(schema, opts: SinkOptions) -> None:
-    """Spark's KafkaWriter.validateQuery: fails at query start, naming the column."""
-    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
-
-    fields = {f.name.lower(): f.dataType for f in schema.fields}
-    if opts.topic is None:
-        if "topic" not in fields:
-            raise KBrokerOptionError(
-                "topic", "must be specified when the data has no 'topic' column (the topic to write each row to)"
-            )
-    if "topic" in fields and not isinstance(fields["topic"], StringType):
-        raise KBrokerOptionError("topic", f"column 'topic' must be a string, not {fields['topic'].simpleString()}")
-    if "value" not in fields:
-        raise ValueError("kbroker sink: the data needs a 'value' column (string or binary)")
-    for name in ("key", "value"):
-        if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
-            raise ValueError(
-                f"kbroker sink: column '{name}' must be a string or binary, not {fields[name].simpleString()}"
-            )
-    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
-        raise ValueError(f"kbroker sink: column 'partition' must be an int, not {fields['partition'].simpleString()}")
-    if "headers" in fields:
-        t = fields["headers"]
-        ok = (
-            isinstance(t, ArrayType)
-            and isinstance(t.elementType, StructType)
-            and [f.name.lower() for f in t.elementType.fields] == ["key", "value"]
-            and isinstance(t.elementType.fields[0].dataType, StringType)
-            and isinstance(t.elementType.fields[1].dataType, BinaryType)
-        )
-        if not ok:
-            raise ValueError(
-                f"kbroker sink: column 'headers' must be array<struct<key: string, value: binary>>, "
-                f"not {t.simpleString()}"
-            )
 
 
 # ---------------------------------------------------------------- Arrow columns -> native
@@ -256,6 +214,10 @@ class TaskWriter:
             self._write_topic(t, rb.filter(pc.equal(topics, t)))
 
     def _write_topic(self, topic: str, rb: pa.RecordBatch) -> None:
+        if self.o.formats:
+            from broker.spark.avro_sink import encode_rows
+
+            rb = encode_rows(rb, self.o.formats, topic)
         n = rb.num_rows
         num = self._num_partitions(topic)
         key = _binary_desc(_column(rb, "key"))
@@ -498,59 +460,10 @@ def connect_retrying(opts: SinkOptions) -> Cluster:
             backoff = min(backoff * 2, max(backoff, backoff_max))
 
 
-#: the write configurations this process has checked (bootstrap servers reached, the
-#: delivery's needs met): Spark creates a query's stream writer again for every
-#: micro-batch (to plan its tasks, and to commit it), in Python workers it keeps
-_checked: set[tuple] = set()
-
-#: the requests the exactly-once delivery sends (InitProducerId with a transactional id
-#: from version 0; FindCoordinator of a transactional id from version 1)
-TRANSACTION_APIS = {
-    ApiKey.INIT_PRODUCER_ID: 0,
-    ApiKey.ADD_PARTITIONS_TO_TXN: 0,
-    ApiKey.END_TXN: 0,
-    ApiKey.FIND_COORDINATOR: 1,
-}
-
-
-def transactions_missing(conn) -> str | None:
-    """What a broker lacks for the exactly-once delivery, from its ApiVersions answer
-    (None: nothing). The capability is the broker's software, not its state: asking a
-    coordinator instead would mistake a broker that is down for one without
-    transactions."""
-    missing = []
-    for api, least in TRANSACTION_APIS.items():
-        theirs = conn.versions.get(api)
-        if theirs is None or theirs[1] < least:
-            missing.append(ApiKey(api).name)
-    return ", ".join(missing) or None
-
-
-def delivery_for(opts: SinkOptions) -> Delivery:
-    """The delivery of the write. The first time this process sees a write configuration
-    (Spark asks for a streaming query's writer again at every micro-batch, in Python
-    workers it keeps: once per query), the bootstrap servers are tried (none reachable
-    fails the write on the driver, before any task) and, for exactly-once, the broker's
-    ApiVersions must list the transaction requests. Later micro-batches ask nothing of
-    the brokers here: an outage then is retried by the tasks and the commit."""
-    if opts.delivery == DELIVERY_EXACTLY_ONCE and opts.acks != -1:
-        raise KBrokerOptionError("kbroker.acks", "must be all with deliveryGuarantee=exactly-once")
-    key = (opts.bootstrap, opts.delivery, opts.client_id)
-    if key not in _checked:
-        with _connect(opts) as c:
-            conn = c.any_connection()
-            if opts.delivery == DELIVERY_EXACTLY_ONCE:
-                missing = transactions_missing(conn)
-                if missing:
-                    raise KBrokerOptionError(
-                        "deliveryGuarantee",
-                        f"= exactly-once needs broker transactions: "
-                        f"{conn.host}:{conn.port} does not offer {missing}; use "
-                        f"at-least-once (the default)",
-                    )
-        _checked.add(key)
+def delivery_of(opts: SinkOptions, run_id: str) -> Delivery:
+    """The delivery of a write the driver planned (broker/spark/sink.py checked it)."""
     if opts.delivery == DELIVERY_EXACTLY_ONCE:
-        return TransactionalDelivery(opts, f"kbroker-spark-{uuid.uuid4()}")
+        return TransactionalDelivery(opts, run_id)
     return Delivery(opts)
 
 
@@ -567,7 +480,7 @@ def task_identity() -> tuple[int | None, int, int]:
     return (int(batch) if batch is not None else None), ctx.partitionId(), ctx.attemptNumber()
 
 
-def _write_all(delivery: Delivery, iterator) -> KBrokerCommitMessage:
+def write_all(delivery: Delivery, iterator) -> KBrokerCommitMessage:
     batch_id, partition_id, attempt = task_identity()
     w = delivery.task_writer(batch_id)
     try:
@@ -579,33 +492,3 @@ def _write_all(delivery: Delivery, iterator) -> KBrokerCommitMessage:
     msg = w.finish()
     msg.batch_id, msg.task = batch_id, (partition_id, attempt)
     return msg
-
-
-class KBrokerBatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: SinkOptions, schema):
-        check_schema(schema, opts)
-        self.delivery = delivery_for(opts)
-
-    def write(self, iterator):
-        return _write_all(self.delivery, iterator)
-
-    def commit(self, messages) -> None:
-        self.delivery.commit(messages, None)
-
-    def abort(self, messages) -> None:
-        self.delivery.abort(messages, None)
-
-
-class KBrokerStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: SinkOptions, schema):
-        check_schema(schema, opts)
-        self.delivery = delivery_for(opts)
-
-    def write(self, iterator):
-        return _write_all(self.delivery, iterator)
-
-    def commit(self, messages, batchId) -> None:
-        self.delivery.commit(messages, batchId)
-
-    def abort(self, messages, batchId) -> None:
-        self.delivery.abort(messages, batchId)

@@ -18,6 +18,7 @@ import urllib.request
 
 import pytest
 
+from broker.client import Cluster as ClientCluster
 from tests.cluster.conftest import make_cluster, zookeeper  # noqa: F401  (fixtures)
 from tests.support.ports import free_port
 
@@ -75,6 +76,22 @@ def test_writes_through_any_broker_reads_everywhere(make_cluster):  # noqa: F811
             assert time.monotonic() < deadline, (i, http(urls[i], "GET", "/subjects"))
             time.sleep(0.1)
     assert leader in (1, 2, 3)
+    # validation on produce: an id registered through another broker becomes valid on the
+    # partition's leader once its view reads it from _schemas (fetched, not forwarded)
+    from tests.registry.test_validation import ORDER, VALIDATE_VALUES, batch, framed, produce
+
+    with ClientCluster(c.bootstrap) as admin:
+        admin.create_topic("checked", 1, 1, VALIDATE_VALUES)
+        admin.topic("checked", wait_s=10)
+    owner = c.wait_for_leader("checked", 0)
+    other = next(i for i in (1, 2, 3) if i != owner)
+    status, out = http(urls[other], "POST", "/subjects/checked-value/versions", {"schema": ORDER})
+    assert status == 200, out
+    deadline = time.monotonic() + 10
+    while (r := produce(c.broker(owner), "checked", batch([framed(out["id"])]))).error_code:
+        assert r.error_code == 87 and time.monotonic() < deadline, r
+        time.sleep(0.05)
+    assert produce(c.broker(owner), "checked", batch([framed(first["id"])])).error_code == 87  # a-value's id
 
 
 class Client(threading.Thread):

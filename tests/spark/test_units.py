@@ -561,6 +561,58 @@ def test_what_spark_imports_to_look_the_source_up_is_light():
     assert r.stdout.strip() == "[]", r.stdout
 
 
+def test_what_spark_imports_to_plan_and_commit_a_write_is_light():
+    """The Python workers that plan a micro-batch's write and commit it (Spark creates the
+    stream writer again in both, at every micro-batch) import the sink's options and
+    checks; pickling the writer to the tasks takes none of what the tasks run (pyarrow,
+    the native encoder, the sender, the protocol codecs). The brokers' capabilities are
+    checked once per process: marked checked here, as after a first micro-batch."""
+    code = (
+        "import sys, pickle, pyspark_kbroker\n"
+        "from pyspark.sql.types import StructType, StructField, BinaryType\n"
+        "from broker.spark import sink\n"
+        "from broker.spark.options import SinkOptions\n"
+        "opts = SinkOptions.parse({'kafka.bootstrap.servers': 'h:1', 'topic': 't', "
+        "'deliveryGuarantee': 'exactly-once'})\n"
+        "sink._checked.add((opts.bootstrap, opts.delivery, opts.client_id))\n"
+        "schema = StructType([StructField('value', BinaryType())])\n"
+        "w = pyspark_kbroker.DefaultSource({'kafka.bootstrap.servers': 'h:1', 'topic': 't', "
+        "'deliveryGuarantee': 'exactly-once'}).streamWriter(schema, False)\n"
+        "assert type(w).__name__ == 'KBrokerStreamWriter', w\n"
+        "pickle.dumps(w)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('broker.spark.writer', 'broker.client.sender', "
+        "'broker.protocol.messages', 'broker._native', 'broker.native', 'pyarrow'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_a_pickled_writer_makes_its_delivery_where_it_runs():
+    """The writer pickled to the tasks carries the options and the run's name, not a
+    delivery; unpickled, it makes the delivery its options ask for."""
+    import pickle
+
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from broker.spark import sink
+    from broker.spark.options import SinkOptions
+    from broker.spark.writer import Delivery, TransactionalDelivery
+
+    schema = StructType([StructField("value", BinaryType())])
+    for guarantee, kind in (("exactly-once", TransactionalDelivery), ("at-least-once", Delivery)):
+        opts = SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": guarantee})
+        sink._checked.add((opts.bootstrap, opts.delivery, opts.client_id))
+        w = sink.KBrokerStreamWriter(opts, schema)
+        assert w._delivery is None
+        copy = pickle.loads(pickle.dumps(w))
+        assert copy._delivery is None and copy.run_id == w.run_id
+        assert type(copy.delivery) is kind
+        if kind is TransactionalDelivery:
+            assert copy.delivery.run_id == w.run_id
+        assert pickle.loads(pickle.dumps(copy))._delivery is None  # a delivery is never pickled
+
+
 CATALOG = {
     "provider": "kbroker",
     "owner": "me",
@@ -680,7 +732,7 @@ def test_exactly_once_capability_is_the_brokers_api_versions():
     FindCoordinator for transactional ids: read from a broker's ApiVersions answer, never
     from a coordinator (which may be down)."""
     from broker.protocol.api import ApiKey
-    from broker.spark.writer import transactions_missing
+    from broker.spark.sink import transactions_missing
 
     class Conn:
         versions = {

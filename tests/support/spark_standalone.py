@@ -121,17 +121,32 @@ class SparkStandalone:
                 if p.poll() is not None:
                     self.close()
                     raise RuntimeError(f"{log.stem} exited with {p.returncode}:\n{self.log_tail(log)}")
+            self._ui_port_from_log()
             try:
                 status = self.status()
                 alive = [w for w in status.get("workers", []) if w.get("state") == "ALIVE"]
                 seen = f"{len(alive)} worker(s) alive"
                 if len(alive) >= self.workers:
                     return self
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # not up yet; ValueError: not the master's JSON
                 seen = str(exc)
             time.sleep(0.5)
         self.close()
         raise RuntimeError(f"Spark standalone cluster not ready within {timeout} s ({seen})")
+
+    def _ui_port_from_log(self) -> None:
+        """The port the master's web UI took, from its log: a port taken meanwhile by
+        another process makes Spark try the next one, and the one asked for then answers
+        another service's page (seen under load: HTML where the master's JSON was due)."""
+        if not self.logs:
+            return
+        try:
+            text = self.logs[0].read_text(errors="replace")
+        except OSError:
+            return
+        m = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+        if m:
+            self.ui_port = int(m.group(1))
 
     def status(self) -> dict:
         """The master's JSON status (its web UI's /json): workers, applications."""

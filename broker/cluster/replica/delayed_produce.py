@@ -52,6 +52,8 @@ class PartitionResult:
     last_offset: int = -1
     log_append_time: int = -1  # -1 unless the topic uses LogAppendTime
     log_start_offset: int = -1
+    #: INVALID_RECORD's record errors (KIP-467): [(the record's index in the batch, why)]
+    record_errors: list[tuple[int, str | None]] | None = None
 
 
 class AppendResult:

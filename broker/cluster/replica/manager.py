@@ -286,7 +286,7 @@ class ReplicaManager:
                 # NOT_LEADER_OR_FOLLOWER if not leading
                 info = part.append_as_leader(records, acks, origin is _MARKER, origin is _CLIENT, transaction_version)
             except APPEND_ERRORS as exc:
-                results.append(PartitionResult(*append_error(exc)))
+                results.append(PartitionResult(*append_error(exc), record_errors=getattr(exc, "record_errors", None)))
                 continue
             res = PartitionResult(
                 0, None, info.base_offset, info.last_offset, info.log_append_time, info.log_start_offset

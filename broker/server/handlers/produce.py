@@ -83,6 +83,7 @@ log = logging.getLogger(__name__)
 
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.BatchIndexAndErrorMessage
 _CLIENT = AppendOrigin.CLIENT  # read once: an enum's attribute costs ~0.1 us
 RECORD_BATCH_HEADER = 61
 _transactional = _native.first_batch_transactional
@@ -304,6 +305,10 @@ def _fill(answers: list[ProduceResponse.PartitionProduceResponse], results: list
         r.log_start_offset = res.log_start_offset
         if res.error:
             r.error_code, r.error_message = res.error, res.error_message
+            if res.record_errors:  # KIP-467 (v8+; older versions write the error code only)
+                r.record_errors = [
+                    _RecordError(batch_index=i, batch_index_error_message=why) for i, why in res.record_errors
+                ]
             failed = True
     return failed
 

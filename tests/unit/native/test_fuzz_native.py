@@ -19,8 +19,10 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from broker.native import (
     CorruptRecordError,
     RecordBatch,
+    SchemaIds,
     assign_offsets,
     batches_to_arrow,
+    check_schema_ids,
     compress_block,
     decompress_block,
     iter_batches,
@@ -47,6 +49,7 @@ from ._support import (
 
 ALLOWED = (ValueError, StopIteration)  # CorruptRecordError is a ValueError
 LIMIT = 1 << 20  # decompression limit used while fuzzing
+KEY_IDS, VALUE_IDS = SchemaIds([1]), SchemaIds([1, 2, 2**31 - 1])  # for check_schema_ids
 
 
 def attempt(fn, *args, **kwargs):
@@ -120,6 +123,11 @@ def exercise(data, positions=(0,)):
             check_utf8=False,
         )
     attempt(require_keys, data, LIMIT)
+    for keys, values in ((KEY_IDS, VALUE_IDS), (None, VALUE_IDS), (KEY_IDS, None)):
+        found = attempt(check_schema_ids, data, keys, values, 3, LIMIT)
+        assert found is None or isinstance(found, (list, ValueError)), found
+        if isinstance(found, list):
+            assert 1 <= len(found) <= 3 and all(0 <= f[0] and f[1] in (0, 1) for f in found), found
 
 
 # ------------------------------------------------------------------ random input
