@@ -88,8 +88,9 @@ typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy
 
 # the codecs from the checked-in JSON, and what the C codec of Produce needs of them
-# (_native/include/kb_messages.h); tools/gen_protocol.py SPEC_DIR first refreshes the JSON
-# from Kafka's own definitions
+# (_native/include/kb_messages.h); tools/gen_protocol.py SPEC_DIR --records-dir DIR first
+# refreshes the JSON from Kafka's own definitions (SPEC_DIR: kafka-clients' common/message/,
+# DIR: kafka-group-coordinator's), keeping the versions Kafka removed (schema/legacy/)
 protocol: | $(VPY)
 	$(VPY) tools/gen_protocol.py --from-schema
 

@@ -169,6 +169,15 @@ def _at_least(n: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= n else f"must be at least {n}"
 
 
+def _assignors(v: list[str]) -> str | None:
+    from broker.group.assignors import ASSIGNORS
+
+    if not v:
+        return "names no assignor"
+    unknown = [n for n in v if n not in ASSIGNORS]
+    return f"unknown assignor(s) {', '.join(unknown)} (kbroker has {', '.join(ASSIGNORS)})" if unknown else None
+
+
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}"
 
@@ -522,6 +531,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _K("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for.", _at_least(0)),
         _K("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for.", _at_least(0)),
         _K("group.max.size", _I, INT_MAX, "Largest number of members in a group.", _at_least(1)),
+        _K(
+            "group.consumer.assignors",
+            _LS,
+            ["uniform", "range"],
+            "KIP-848 groups' server-side assignors, the default first (uniform, range).",
+            _assignors,
+        ),
+        _K(
+            "group.consumer.session.timeout.ms",
+            _I,
+            45000,
+            "A KIP-848 group member heard from nothing for this long is removed.",
+            _at_least(1),
+        ),
+        _K(
+            "group.consumer.heartbeat.interval.ms",
+            _I,
+            5000,
+            "How often KIP-848 group members are told to heartbeat.",
+            _at_least(1),
+        ),
         _K(
             "zookeeper.connect",
             _S,
@@ -941,12 +971,12 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
-    "kbroker's groups speak the classic protocol only (no KIP-848 consumer groups, no share groups)": """
+    "kbroker's KIP-848 groups have no limits or migration policy of their own yet, and there are no share groups": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
-        group.consumer.assignors group.consumer.heartbeat.interval.ms group.consumer.max.heartbeat.interval.ms
+        group.consumer.max.heartbeat.interval.ms
         group.consumer.max.session.timeout.ms group.consumer.max.size group.consumer.migration.policy
         group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
-        group.consumer.session.timeout.ms group.share.enable group.share.delivery.count.limit
+        group.share.enable group.share.delivery.count.limit
         group.share.heartbeat.interval.ms group.share.max.groups group.share.max.heartbeat.interval.ms
         group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms group.share.max.size
         group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms

@@ -3,20 +3,26 @@
 
 Usage::
 
-    python tools/gen_protocol.py [SPEC_DIR] [--out ROOT] [--from-schema]
+    python tools/gen_protocol.py [SPEC_DIR] [--records-dir DIR] [--out ROOT] [--from-schema]
 
 Two stages:
 
 1. ``SPEC_DIR`` (default ``../shared/kafka-protocol`` relative to the repository
-   root) holds Apache Kafka's definitions.  For every file listed in ``APIS`` /
-   ``DATA_FILES`` the ``//`` comments are stripped by a small tokenizer that
-   respects string literals, and the result is written as plain JSON to
-   ``ROOT/broker/protocol/schema/``; the error table of ``ERRORS.md`` becomes
-   ``schema/errors.json``.  ``--from-schema`` skips this stage.
-2. From ``ROOT/broker/protocol/schema/`` alone, one module per API (plus the headers
-   and the consumer-protocol data structs) is written to
-   ``ROOT/broker/protocol/messages/`` together with the registry
-   ``messages/__init__.py``, and ``ROOT/broker/protocol/errors.py``.
+   root) holds Apache Kafka's client definitions, ``--records-dir`` its group
+   coordinator's record definitions (the ``common/message/`` resources of the
+   ``kafka-group-coordinator`` jar; without it the checked-in records are kept).  For
+   every file listed in ``APIS`` / ``DATA_FILES`` / ``RECORD_FILES`` the ``//`` comments
+   are stripped by a small tokenizer that respects string literals, and the result is
+   written as plain JSON to ``ROOT/broker/protocol/schema/``; the error table of
+   ``ERRORS.md`` becomes ``schema/errors.json``.  A refresh that would drop a version
+   the codecs have stops, unless ``schema/legacy/`` keeps it.  ``--from-schema`` skips
+   this stage.
+2. From ``ROOT/broker/protocol/schema/`` alone (each definition with the older versions
+   of its ``schema/legacy/`` definition merged back in, see ``merge_legacy``), one module
+   per API (plus the headers, the consumer-protocol data structs and the group
+   coordinator's records) is written to ``ROOT/broker/protocol/messages/`` together with
+   the registry ``messages/__init__.py``, ``ROOT/broker/protocol/errors.py`` and the C
+   header of the native Produce codec, ``ROOT/_native/include/kb_messages.h``.
 
 ``ROOT`` defaults to the repository root; tests pass a temporary directory and
 compare the result with the checked-in files.  The output depends only on the
@@ -34,7 +40,9 @@ import textwrap
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 
-KAFKA_COMMIT = "1eb7644349cb07139d6a3c1ad1986979647cac99"
+KAFKA_VERSION = "4.4.0"
+# (schema/legacy/ keeps older definitions of the versions Kafka 4.0 removed: see
+# "legacy versions" below and schema/legacy/README.md)
 
 # The one list of included APIs: adding an API is adding its name here (Kafka's
 # name without the Request/Response suffix) and re-running the generator.
@@ -91,6 +99,20 @@ APIS = (
     "DescribeProducers",  # 61
     "DescribeTransactions",  # 65
     "ListTransactions",  # 66
+    "ConsumerGroupHeartbeat",  # 68
+    "ConsumerGroupDescribe",  # 69
+    "ShareGroupHeartbeat",  # 76
+    "ShareGroupDescribe",  # 77
+    "ShareFetch",  # 78
+    "ShareAcknowledge",  # 79
+    "InitializeShareGroupState",  # 83
+    "ReadShareGroupState",  # 84
+    "WriteShareGroupState",  # 85
+    "DeleteShareGroupState",  # 86
+    "ReadShareGroupStateSummary",  # 87
+    "DescribeShareGroupOffsets",  # 90
+    "AlterShareGroupOffsets",  # 91
+    "DeleteShareGroupOffsets",  # 92
 )
 # Headers and versioned data structs without an api key (one module each).
 DATA_FILES = (
@@ -98,6 +120,23 @@ DATA_FILES = (
     "ResponseHeader",
     "ConsumerProtocolSubscription",
     "ConsumerProtocolAssignment",
+)
+# The records KIP-848's group coordinator writes to __consumer_offsets (key and value, one
+# module each). Kafka keeps them outside the client definitions, in the group coordinator's
+# resources (group-coordinator/src/main/resources/common/message/, in the released
+# org.apache.kafka:kafka-group-coordinator jar); stage 1 reads them from --records-dir.
+RECORD_FILES = tuple(
+    f"ConsumerGroup{record}{part}"
+    for record in (
+        "Metadata",
+        "PartitionMetadata",
+        "MemberMetadata",
+        "TargetAssignmentMetadata",
+        "TargetAssignmentMember",
+        "CurrentMemberAssignment",
+        "RegularExpression",
+    )
+    for part in ("Key", "Value")
 )
 
 # What the hand-written native codec of Produce (_native/produce.pyx, the broker's hot
@@ -122,12 +161,18 @@ NATIVE_FIELDS = {
     },
 }
 
+# The newest version of each API the native codec is written for: Produce v13 (KIP-516)
+# names topics by id instead of by name, which produce.pyx does not read; the fields of
+# newer versions are the generated Python codec's alone.
+NATIVE_UP_TO = {"Produce": 12}
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_REL = Path("broker/protocol/schema")
 MESSAGES_REL = Path("broker/protocol/messages")
 ERRORS_REL = Path("broker/protocol/errors.py")
 NATIVE_REL = Path("_native/include/kb_messages.h")
-HEADER = f"# generated by tools/gen_protocol.py from Kafka {KAFKA_COMMIT} \u2014 do not edit"
+LEGACY_REL = SCHEMA_REL / "legacy"
+HEADER = f"# generated by tools/gen_protocol.py from Kafka {KAFKA_VERSION} \u2014 do not edit"
 INF = 0x7FFF
 EMPTY = (0, -1)  # "none"
 
@@ -182,7 +227,7 @@ def dump_json(obj) -> str:
 def parse_errors_md(text: str) -> list[list]:
     rows = []
     for line in text.splitlines():
-        m = re.match(r"^\|\s*(-?\d+)\s*\|\s*([A-Z0-9_]+)\s*\|\s*$", line)
+        m = re.match(r"^\|\s*(-?\d+)\s*\|\s*([A-Z0-9_]+)\s*\|", line)  # code | name | (exception | message)
         if m:
             rows.append([int(m.group(1)), m.group(2)])
     if not rows:
@@ -196,42 +241,77 @@ def write_if_changed(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def stage_schema(spec_dir: Path, root: Path) -> None:
+def version_set(obj: dict) -> set:
+    """The valid versions of a definition, as a set."""
+    lo, hi = parse_versions(obj["validVersions"])
+    return set(range(lo, hi + 1))
+
+
+def stage_schema(spec_dir: Path, root: Path, records_dir: Path | None = None) -> None:
     readme = (spec_dir / "README.md").read_text(encoding="utf-8")
-    if KAFKA_COMMIT not in readme:
-        raise SystemExit(f"{spec_dir}/README.md does not name commit {KAFKA_COMMIT}; update KAFKA_COMMIT")
+    if f"Apache Kafka **{KAFKA_VERSION}**" not in readme:
+        raise SystemExit(f"{spec_dir}/README.md does not name Apache Kafka {KAFKA_VERSION}; update KAFKA_VERSION")
     out_dir = root / SCHEMA_REL
+    legacy_dir = root / LEGACY_REL
     wanted = set()
-    for name in schema_file_names():
-        src = (spec_dir / f"{name}.json").read_text(encoding="utf-8")
-        obj = json.loads(strip_comments(src))
+    sources = [(name, spec_dir) for name in schema_file_names()]
+    sources += [(name, records_dir) for name in RECORD_FILES]
+    for name, src_dir in sources:
+        path = out_dir / f"{name}.json"
+        wanted.add(path.name)
+        if src_dir is None:  # the records, without --records-dir: keep the checked-in ones
+            if not path.exists():
+                raise SystemExit(f"{path} is missing: pass --records-dir (Kafka's group-coordinator definitions)")
+            continue
+        obj = json.loads(strip_comments((src_dir / f"{name}.json").read_text(encoding="utf-8")))
         if obj.get("name") != name:
             raise SystemExit(f"{name}.json declares name {obj.get('name')!r}")
-        write_if_changed(out_dir / f"{name}.json", dump_json(obj))
-        wanted.add(f"{name}.json")
+        # a refresh never drops a version the codecs had: what the new definition no longer
+        # has must be in schema/legacy/ (the generator merges it back in stage 2)
+        legacy_path = legacy_dir / path.name
+        kept = version_set(json.loads(legacy_path.read_text(encoding="utf-8"))) if legacy_path.exists() else set()
+        if path.exists():
+            lost = version_set(json.loads(path.read_text(encoding="utf-8"))) - version_set(obj) - kept
+            if lost:
+                raise SystemExit(
+                    f"{name}: the new definition drops versions {fmt_set(lost)} that the codecs have; "
+                    f"keep the current definition in {LEGACY_REL}/ (naming its source in its README.md) "
+                    "or remove it first to drop them on purpose"
+                )
+        write_if_changed(path, dump_json(obj))
     errors = parse_errors_md((spec_dir / "ERRORS.md").read_text(encoding="utf-8"))
     write_if_changed(
         out_dir / "errors.json",
-        dump_json({"source": f"Apache Kafka {KAFKA_COMMIT}, ERRORS.md (Errors.java)", "errors": errors}),
+        dump_json({"source": f"Apache Kafka {KAFKA_VERSION}, ERRORS.md (Errors.java)", "errors": errors}),
     )
     wanted.add("errors.json")
     write_if_changed(out_dir / "README.md", SCHEMA_README)
     wanted.add("README.md")
     for p in sorted(out_dir.iterdir()):
-        if p.name not in wanted:
+        if p.is_file() and p.name not in wanted:
             p.unlink()
 
 
 SCHEMA_README = f"""\
 # Kafka message definitions (data)
 
-Apache Kafka's JSON message definitions, from the apache/kafka repository,
-`clients/src/main/resources/common/message/` at commit {KAFKA_COMMIT},
-licensed under the Apache License 2.0 (see the NOTICE file at the repository root).
+Apache Kafka's JSON message definitions, licensed under the Apache License 2.0 (see the
+NOTICE file at the repository root), from Apache Kafka {KAFKA_VERSION}:
+
+- the requests, responses, headers and consumer-protocol structs: the `common/message/`
+  resources of the released `org.apache.kafka:kafka-clients:{KAFKA_VERSION}` jar, which are the
+  apache/kafka repository's `clients/src/main/resources/common/message/` at that release;
+- the `ConsumerGroup*Key` / `ConsumerGroup*Value` records (what KIP-848's group
+  coordinator writes to `__consumer_offsets`): the `common/message/` resources of the
+  released `org.apache.kafka:kafka-group-coordinator:{KAFKA_VERSION}` jar, the repository's
+  `group-coordinator/src/main/resources/common/message/`.
+
 The `//` comments (licence header and prose) were stripped and the JSON re-serialised;
 the data is otherwise unchanged. `errors.json` is the error-code table (code, name).
+`legacy/` holds older definitions of versions Kafka has since removed (its README says
+which and why); the generator merges them back in.
 
-Written by `tools/gen_protocol.py`; do not edit.
+Written by `tools/gen_protocol.py`; do not edit (`legacy/` excepted).
 """
 
 
@@ -1045,6 +1125,19 @@ class ModuleGen:
         out.append("        if self.unknown_tagged_fields:")
         out.append("            r += f', unknown_tagged_fields={self.unknown_tagged_fields!r}'")
         out.append("        return r + ')'")
+        late = native_late_fields(sd)
+        if late:
+            api = msg.name.removesuffix("Request").removesuffix("Response")
+            out.append("")
+            out.append("    def __getattr__(self, name):")
+            out.append(
+                f"        # the native {api} codec (written for versions up to {NATIVE_UP_TO[api]}, NATIVE_UP_TO) builds"
+            )
+            out.append("        # this class without the fields of newer versions: they read as their defaults")
+            for f in late:
+                out.append(f"        if name == {f.attr!r}:")
+                out.append(f"            return {default_expr(f)}")
+            out.append("        raise AttributeError(name)")
         return "\n".join(out)
 
     def docstring(self, sd: StructDef) -> str:
@@ -1187,6 +1280,163 @@ versions whose wire format is identical, named after the versions it serves:
 """
 
 
+# =========================================================================== legacy versions
+#
+# Kafka 4.0 removed old versions of many APIs from its definitions (KIP-896), and the
+# inter-broker APIs of ZooKeeper mode altogether (LeaderAndIsr, StopReplica, UpdateMetadata,
+# ControlledShutdown). kbroker still serves them, so schema/legacy/ keeps the definitions
+# the codecs were first generated from, and a message's definition is the new one with the
+# legacy one's older versions merged back in: the versions below the new definition's
+# first come from the legacy definition, the rest from the new. Every version of the
+# result is then checked, field by field, against the definition it must equal.
+
+
+def _restrict(rng: tuple | None, below: int) -> tuple | None:
+    if rng is None or rng == EMPTY or rng[0] >= below:
+        return None
+    return (rng[0], min(rng[1], below - 1))
+
+
+def _union(a: tuple | None, b: tuple | None, what: str) -> tuple | None:
+    if a is None or a == EMPTY:
+        return b
+    if b is None or b == EMPTY:
+        return a
+    if max(a[0], b[0]) > min(a[1], b[1]) + 1:
+        raise SystemExit(f"{what}: versions {fmt_range(a)} and {fmt_range(b)} do not join")
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+_VERSION_KEYS = ("versions", "nullableVersions", "taggedVersions", "flexibleVersions")
+
+
+def _merge_fields(old: list, new: list, below: int, what: str) -> list:
+    old_names = [f["name"] for f in old]
+    new_names = [f["name"] for f in new]
+    common = [n for n in old_names if n in new_names]
+    if common != [n for n in new_names if n in old_names]:
+        raise SystemExit(f"{what}: the legacy and new definitions order fields differently")
+    by_old = {f["name"]: f for f in old}
+    out = []
+    for f in new:
+        merged = dict(f)
+        lf = by_old.get(f["name"])
+        if lf is not None:
+            if lf["type"] != f["type"]:
+                raise SystemExit(f"{what}.{f['name']}: type {lf['type']} became {f['type']}")
+            if lf.get("tag", f.get("tag")) != f.get("tag", lf.get("tag")):
+                raise SystemExit(f"{what}.{f['name']}: tag changed")
+            for key in _VERSION_KEYS:
+                rng = _union(
+                    _restrict(parse_versions(lf.get(key)), below), parse_versions(f.get(key)), f"{what}.{f['name']}"
+                )
+                if rng is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = fmt_range(rng)
+            if "tag" in lf:
+                merged["tag"] = lf["tag"]
+            if "fields" in lf and "fields" in f:
+                merged["fields"] = _merge_fields(lf["fields"], f["fields"], below, f"{what}.{f['name']}")
+            elif "fields" in lf or "fields" in f:
+                raise SystemExit(f"{what}.{f['name']}: struct defined in one definition only")
+        out.append(merged)
+    # fields only the legacy definition has, each after the field it follows there
+    for i, lf in enumerate(old):
+        if lf["name"] in new_names:
+            continue
+        rng = parse_versions(lf["versions"])
+        if _restrict(rng, below) != rng:
+            raise SystemExit(f"{what}.{lf['name']}: gone from versions the new definition still has")
+        pos = 0
+        for prev in reversed(old[:i]):
+            names = [f["name"] for f in out]
+            if prev["name"] in names:
+                pos = names.index(prev["name"]) + 1
+                break
+        out.insert(pos, lf)
+    return out
+
+
+def merge_legacy(old: dict, new: dict) -> dict:
+    """`new` with the versions of `old` below its first valid version merged back in."""
+    name = new["name"]
+    new_valid = parse_versions(new["validVersions"])
+    below = INF + 1 if new_valid == EMPTY else new_valid[0]
+    merged = dict(new)
+    merged["validVersions"] = fmt_range(_union(_restrict(parse_versions(old["validVersions"]), below), new_valid, name))
+    if new_valid == EMPTY:  # removed altogether: the legacy definition is the whole of it
+        for key in ("flexibleVersions", "fields", "commonStructs", "listeners"):
+            if key in old:
+                merged[key] = old[key]
+        merged.pop("deprecatedVersions", None)
+        merged.pop("latestVersionUnstable", None)
+    else:
+        merged["fields"] = _merge_fields(old.get("fields", []), new.get("fields", []), below, name)
+        old_common = {c["name"]: c for c in old.get("commonStructs", [])}
+        commons = []
+        for c in new.get("commonStructs", []):
+            lc = old_common.pop(c["name"], None)
+            if lc is None:
+                commons.append(c)
+            else:
+                commons.append(dict(c, fields=_merge_fields(lc["fields"], c["fields"], below, f"{name}.{c['name']}")))
+        commons += old_common.values()
+        if commons:
+            merged["commonStructs"] = commons
+    for v in range(*_span(old, new)):
+        source = old if v < below else new
+        if _layout(merged, v) != _layout(source, v):
+            raise SystemExit(
+                f"{name}: the merged definition's v{v} differs from the {'legacy' if v < below else 'new'} one"
+            )
+    return merged
+
+
+def _span(old: dict, new: dict) -> tuple:
+    lo, hi = parse_versions(old["validVersions"])
+    nv = parse_versions(new["validVersions"])
+    if nv != EMPTY:
+        lo, hi = min(lo, nv[0]), max(hi, nv[1])
+    return (lo, hi + 1)
+
+
+def _layout(obj: dict, v: int) -> tuple:
+    """What decides the wire format and the generated classes of `obj` at version `v`."""
+    structs: dict = {}
+
+    def collect(fields: list) -> None:
+        for f in fields:
+            if "fields" in f:
+                structs[f["type"].removeprefix("[]")] = f["fields"]
+                collect(f["fields"])
+
+    for c in obj.get("commonStructs", []):
+        structs[c["name"]] = c["fields"]
+        collect(c["fields"])
+    collect(obj.get("fields", []))
+
+    def lay(fields: list) -> list:
+        out = []
+        for f in fields:
+            if not inr(parse_versions(f["versions"]), v):
+                continue
+            elem = f["type"].removeprefix("[]")
+            out.append(
+                (
+                    f["name"],
+                    f["type"],
+                    f.get("default"),
+                    f.get("tag") if inr(parse_versions(f.get("taggedVersions")), v) else None,
+                    tuple(inr(parse_versions(f.get(k)), v) for k in _VERSION_KEYS[1:]),
+                    lay(structs[elem]) if elem in structs else None,
+                )
+            )
+        return out
+
+    return (inr(parse_versions(obj.get("flexibleVersions", "none")), v), lay(obj.get("fields", [])))
+
+
 def module_name(name: str) -> str:
     return snake(name)
 
@@ -1196,7 +1446,11 @@ def generate_code(root: Path) -> dict[Path, str]:
     files: dict[Path, str] = {}
 
     def load(name: str) -> MessageDef:
-        return load_message(json.loads((schema_dir / f"{name}.json").read_text(encoding="utf-8")))
+        obj = json.loads((schema_dir / f"{name}.json").read_text(encoding="utf-8"))
+        legacy = root / LEGACY_REL / f"{name}.json"
+        if legacy.exists():
+            obj = merge_legacy(json.loads(legacy.read_text(encoding="utf-8")), obj)
+        return load_message(obj)
 
     registry = []
     for api in APIS:
@@ -1211,7 +1465,7 @@ def generate_code(root: Path) -> dict[Path, str]:
             MODULE_DOC.format(what=f"{api} (api key {req.api_key}) request and response")
         )
         registry.append((req.api_key, api, mod, req, resp))
-    for name in DATA_FILES:
+    for name in DATA_FILES + RECORD_FILES:
         msg = load(name)
         gen = ModuleGen([msg])
         files[MESSAGES_REL / f"{module_name(name)}.py"] = gen.module_source(
@@ -1240,7 +1494,7 @@ version or None, latest version unstable)``.  Import these through
     ]
     for _key, _api, mod, req, resp in registry:
         out.append(f"from .{mod} import {req.name}, {resp.name}")
-    for name in DATA_FILES:
+    for name in DATA_FILES + RECORD_FILES:
         out.append(f"from .{module_name(name)} import {name}")
     out += [
         "",
@@ -1259,13 +1513,30 @@ version or None, latest version unstable)``.  Import these through
         )
     out.append("}")
     out += ["", "#: The header and data classes (no api key).", f"OTHER_CLASSES = ({', '.join(DATA_FILES)},)"]
+    out += [
+        "",
+        "#: The records of KIP-848's group coordinator in __consumer_offsets (key, value).",
+        "COORDINATOR_RECORDS = (",
+        *(f"    ({RECORD_FILES[i]}, {RECORD_FILES[i + 1]})," for i in range(0, len(RECORD_FILES), 2)),
+        ")",
+    ]
     names = (
-        ["ApiKey", "API_MESSAGES", "OTHER_CLASSES"]
+        ["ApiKey", "API_MESSAGES", "OTHER_CLASSES", "COORDINATOR_RECORDS"]
         + [n for r in registry for n in (r[3].name, r[4].name)]
-        + list(DATA_FILES)
+        + list(DATA_FILES + RECORD_FILES)
     )
     out += ["", f"__all__ = {names!r}"]
     return "\n".join(out) + "\n"
+
+
+def native_late_fields(sd: StructDef) -> list[FieldDef]:
+    """The fields of a struct the native codec builds that start after the newest version it
+    is written for (NATIVE_UP_TO)."""
+    structs = NATIVE_FIELDS.get(sd.msg.name)
+    if structs is None or sd.name not in structs:
+        return []
+    ceiling = NATIVE_UP_TO[sd.msg.name.removesuffix("Request").removesuffix("Response")]
+    return [f for f in sd.fields if f.versions[0] > ceiling]
 
 
 def native_source(messages: list[MessageDef]) -> str:
@@ -1288,7 +1559,8 @@ def native_source(messages: list[MessageDef]) -> str:
     for api_key, msgs in sorted(apis.items()):
         api = msgs[0].name.removesuffix("Request").removesuffix("Response")
         prefix = f"KB_{upper_snake(api)}"
-        covered = set(range(msgs[0].valid[0], msgs[0].valid[1] + 1))
+        ceiling = NATIVE_UP_TO[api]
+        covered = set(range(msgs[0].valid[0], min(msgs[0].valid[1], ceiling) + 1))
         tested = []
         for msg in msgs:
             if (msg.api_key, msg.valid, msg.flexible) != (api_key, msgs[0].valid, msgs[0].flexible):
@@ -1297,14 +1569,15 @@ def native_source(messages: list[MessageDef]) -> str:
                 sd = msg.top if struct == msg.name else msg.structs.get(struct)
                 if sd is None:
                     raise SystemExit(f"{msg.name}: no struct {struct} (NATIVE_FIELDS)")
-                names = [f.kafka_name for f in sd.fields]
+                fields = [f for f in sd.fields if f.versions[0] <= ceiling]
+                names = [f.kafka_name for f in fields]
                 if names != list(always + by_version):
                     raise SystemExit(
                         f"{msg.name}.{struct} has fields {names}; the native codec "
                         f"(_native/produce.pyx) knows {list(always + by_version)}: "
                         f"update it, then NATIVE_FIELDS"
                     )
-                for f in sd.fields:
+                for f in fields:
                     if f.kafka_name in always:
                         covered &= {v for v in covered if inr(f.versions, v)}
                     else:
@@ -1316,6 +1589,7 @@ def native_source(messages: list[MessageDef]) -> str:
             "",
             f"/* {api} (api key {api_key}): valid versions {fmt_range(msgs[0].valid)}, "
             f"flexible {fmt_range(msgs[0].flexible)} */",
+            f"/* the native codec is written for versions up to {ceiling} (tools/gen_protocol.py's NATIVE_UP_TO) */",
             f"#define {prefix}_API_KEY {api_key}",
             f"#define {prefix}_FIRST_FLEXIBLE {first_flexible if first_flexible is not None else INF}",
             "/* the versions in which every field the native codec always reads or writes exists */",
@@ -1407,6 +1681,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(REPO_ROOT), help="root to write into (default: the repository)")
     ap.add_argument(
+        "--records-dir",
+        help="directory of Kafka's group-coordinator record definitions (the common/message/ resources "
+        "of the kafka-group-coordinator jar); without it the checked-in ones are kept",
+    )
+    ap.add_argument(
         "--from-schema",
         action="store_true",
         help="skip stage 1; generate code from the schema files already under --out",
@@ -1414,7 +1693,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     root = Path(args.out)
     if not args.from_schema:
-        stage_schema(Path(args.spec_dir), root)
+        stage_schema(Path(args.spec_dir), root, Path(args.records_dir) if args.records_dir else None)
     stage_code(root)
     return 0
 

@@ -73,11 +73,54 @@ def groups_list(args) -> int:
     return 0
 
 
+def _describe_consumer_group(cluster, group_id):
+    """A KIP-848 group's ConsumerGroupDescribe, or None (not one, or a broker without it)."""
+    from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+
+    conn = _coordinator(cluster, group_id)
+    if ConsumerGroupDescribeRequest.API_KEY not in conn.versions:
+        return None
+    g = conn.request(ConsumerGroupDescribeRequest(group_ids=[group_id])).groups[0]
+    return g if g.error_code == 0 else None
+
+
+def _describe_kip848(c, g) -> dict:
+    """Prints a KIP-848 group's head and members; returns (topic, partition) -> member."""
+    c.refresh(None)
+    names = {t.topic_id: name for name, t in c.topics.items()}
+    print(
+        f"Group: {g.group_id}\tType: consumer\tState: {g.group_state}\tAssignor: {g.assignor_name}\t"
+        f"Epoch: {g.group_epoch}\tMembers: {len(g.members)}"
+    )
+    owner = {}
+    for m in g.members:
+        assigned = []
+        for tp in m.assignment.topic_partitions:
+            topic = names.get(tp.topic_id, str(tp.topic_id))
+            for p in tp.partitions:
+                owner[(topic, p)] = m.member_id
+                assigned.append(f"{topic}-{p}")
+        print(
+            f"\tMember: {m.member_id}\tEpoch: {m.member_epoch}\tClient: {m.client_id}\tHost: {m.client_host}\t"
+            f"Assignment: {','.join(assigned) or '-'}"
+        )
+    return owner
+
+
 def groups_describe(args) -> int:
+    from broker.protocol.errors import ErrorCode, KafkaProtocolError
     from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 
     with connect(args) as c:
-        g = _describe(c, args.group)
+        try:
+            g = _describe(c, args.group)
+        except KafkaProtocolError as exc:
+            kip848 = _describe_consumer_group(c, args.group) if exc.code == ErrorCode.GROUP_ID_NOT_FOUND else None
+            if kip848 is None:
+                raise
+            owner = _describe_kip848(c, kip848)
+            _print_offsets(c, args.group, owner)
+            return 0
         print(
             f"Group: {g.group_id}\tState: {g.group_state}\tProtocol: {g.protocol_type or '-'}/"
             f"{g.protocol_data or '-'}\tMembers: {len(g.members)}"
@@ -98,26 +141,31 @@ def groups_describe(args) -> int:
                 f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host}\t"
                 f"Assignment: {','.join(assigned) or '-'}"
             )
-        committed = _committed(c, args.group)
-        tps = sorted(set(committed) | set(owner))
-        ends = {}
-        for topic in sorted({t for t, _ in tps}):
-            parts = [p for t, p in tps if t == topic]
-            try:
-                for p, (off, _) in c.list_offsets(topic, parts, -1).items():
-                    ends[(topic, p)] = off
-            except Exception:
-                pass
-        print("\tTOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER")
-        for tp in tps:
-            com = committed.get(tp)
-            end = ends.get(tp)
-            lag = end - com if com is not None and end is not None else "-"
-            print(
-                f"\t{tp[0]}\t{tp[1]}\t{com if com is not None else '-'}\t{end if end is not None else '-'}\t"
-                f"{lag}\t{owner.get(tp, '-')}"
-            )
+        _print_offsets(c, args.group, owner)
     return 0
+
+
+def _print_offsets(c, group_id: str, owner: dict) -> None:
+    """The group's committed offsets, log ends and lags, and which member owns each."""
+    committed = _committed(c, group_id)
+    tps = sorted(set(committed) | set(owner))
+    ends = {}
+    for topic in sorted({t for t, _ in tps}):
+        parts = [p for t, p in tps if t == topic]
+        try:
+            for p, (off, _) in c.list_offsets(topic, parts, -1).items():
+                ends[(topic, p)] = off
+        except Exception:
+            pass
+    print("\tTOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER")
+    for tp in tps:
+        com = committed.get(tp)
+        end = ends.get(tp)
+        lag = end - com if com is not None and end is not None else "-"
+        print(
+            f"\t{tp[0]}\t{tp[1]}\t{com if com is not None else '-'}\t{end if end is not None else '-'}\t"
+            f"{lag}\t{owner.get(tp, '-')}"
+        )
 
 
 def groups_reset_offsets(args) -> int:

@@ -18,7 +18,7 @@ from collections import deque
 
 from broker import __version__
 from broker.protocol import codec
-from broker.protocol.api import API_SPECS, ApiKey
+from broker.protocol.api import ApiKey, client_versions
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
@@ -116,16 +116,16 @@ class BrokerConnection:
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` both this client and the broker speak."""
-        spec = API_SPECS[api_key]
+        ours = client_versions(api_key)
         if api_key == ApiKey.API_VERSIONS and not self.versions:
             return 3
         theirs = self.versions.get(api_key)
         if theirs is None:
             raise ClientError(f"broker {self.host}:{self.port} does not support {ApiKey(api_key).name}")
-        lo = max(theirs[0], spec.versions[0])
-        hi = min(theirs[1], spec.versions[1])
+        lo = max(theirs[0], ours[0])
+        hi = min(theirs[1], ours[1])
         if lo > hi:
-            raise ClientError(f"no common version of {ApiKey(api_key).name} (broker {theirs}, client {spec.versions})")
+            raise ClientError(f"no common version of {ApiKey(api_key).name} (broker {theirs}, client {ours})")
         return hi
 
     # ------------------------------------------------------------------ requests

@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from broker.protocol import codec
 from broker.protocol._runtime import Message
-from broker.protocol.api import API_SPECS, ApiKey
+from broker.protocol.api import ApiKey, client_versions
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import FrameReader
 from broker.protocol.messages.api_versions import ApiVersionsRequest
@@ -229,11 +229,11 @@ class BrokerChannel:
         return await self._send(api_key, version, request, self.request_timeout if timeout is None else timeout)
 
     def version_for(self, api_key: int) -> int:
-        spec = API_SPECS[api_key]
+        ours = client_versions(api_key)
         theirs = self.versions.get(api_key)
         if theirs is None:
             raise ChannelError(f"{self}: the broker does not support {ApiKey(api_key).name}")
-        lo, hi = max(theirs[0], spec.versions[0]), min(theirs[1], spec.versions[1])
+        lo, hi = max(theirs[0], ours[0]), min(theirs[1], ours[1])
         if lo > hi:
             raise ChannelError(f"{self}: no common version of {ApiKey(api_key).name}")
         return hi

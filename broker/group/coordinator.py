@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.group import records as R
+from broker.group import group_records as CR, records as R
 from broker.group.group import Group, GroupState, Member
 from broker.group.metadata_manager import GroupMetadataManager, now_ms
 from broker.group.records import OffsetAndMetadata
@@ -301,6 +301,16 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        cg = self.manager.consumer_groups.get(group_id)
+        if cg is not None:
+            # a KIP-848 group: a classic member may not join one with members (Kafka with
+            # group.consumer.migration.policy=disabled); an empty one becomes classic again
+            if cg.members:
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            err = await self.manager.store(group_id, CR.group_tombstones(cg), offsets=False)
+            if err:
+                return JoinResult(err, member_id=member_id)
+            self.manager.consumer_groups.pop(group_id, None)
         names = {n for n, _ in protocols}
         g = self.groups.get(group_id)
         if g is None:
@@ -636,6 +646,15 @@ class GroupCoordinator:
         if err:
             return {tp: err for tp in offsets}
         g = self.groups.get(group_id)
+        cg = self.manager.consumer_groups.get(group_id)
+        if cg is not None:
+            # a KIP-848 group: a member commits at its epoch; others only to an empty group
+            err = self.validate_consumer_member(group_id, member_id, generation_id, commit=True)
+            if err:
+                return {tp: err for tp in offsets}
+            if g is None:
+                g = self.groups[group_id] = Group(group_id, protocol_type="", state_timestamp=now_ms())
+            return await self.manager.store_offsets(g, offsets)
         if generation_id < 0 and not member_id:
             # a "simple" commit: the group must not be managed by a consumer group
             if g is not None and not g.is_(S.EMPTY) and not g.is_(S.DEAD):
@@ -656,6 +675,24 @@ class GroupCoordinator:
                 return {tp: ErrorCode.REBALANCE_IN_PROGRESS for tp in offsets}
             self._schedule_heartbeat(g, g.members[member_id])
         return await self.manager.store_offsets(g, offsets)
+
+    def validate_consumer_member(self, group_id: str, member_id: str | None, epoch: int, commit: bool) -> int:
+        """0, or why a KIP-848 group refuses an offset commit (or fetch) of `member_id` at
+        `epoch` (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch): a
+        commit without member from an admin only while the group has no member, a
+        member's only at its epoch (STALE_MEMBER_EPOCH), an unknown member
+        UNKNOWN_MEMBER_ID. A group that is not a KIP-848 group: 0."""
+        cg = self.manager.consumer_groups.get(group_id)
+        if cg is None:
+            return 0
+        if epoch < 0 and not member_id:
+            return ErrorCode.UNKNOWN_MEMBER_ID if commit and cg.members else 0
+        m = cg.members.get(member_id or "")
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != m.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -758,6 +795,26 @@ class GroupCoordinator:
                 out[gid] = err
                 continue
             g = self.groups.get(gid)
+            cg = self.manager.consumer_groups.get(gid)
+            if cg is not None:
+                # a KIP-848 group: only once it has no member; its records and its offsets go
+                if cg.members:
+                    out[gid] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                tombstones: list[tuple[bytes, bytes | None]] = [
+                    (R.offset_key(gid, t, p), None) for t, p in (g.offsets if g is not None else {})
+                ]
+                tombstones += CR.group_tombstones(cg)
+                err = await self.manager.store(gid, tombstones)
+                if err:
+                    out[gid] = err
+                    continue
+                self.manager.consumer_groups.pop(gid, None)
+                if g is not None:
+                    g.state = S.DEAD
+                    self.groups.pop(gid, None)
+                out[gid] = 0
+                continue
             if g is None or g.is_(S.DEAD):
                 out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue

@@ -37,7 +37,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from broker.coordinator import ClusterView, CoordinatorRuntime, LoadSummary, PartitionWrite, PartitionWriter
-from broker.group import records as R
+from broker.group import group_records as CR, records as R
+from broker.group.consumer_group import ConsumerGroup
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
 from broker.log import TopicPartition
@@ -99,6 +100,8 @@ class GroupShard:
         self.manager = manager
         self.partition = partition
         self._loading: dict[str, Group] = {}
+        #: KIP-848 consumer groups (their records: group_records.py)
+        self._loading_consumer: dict[str, ConsumerGroup] = {}
         #: transactional offset commits replayed, per producer id and group, until their marker
         self._pending_txn: PendingTxnOffsets = {}
 
@@ -109,6 +112,9 @@ class GroupShard:
         return g
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
+        if CR.is_consumer_group_key(key):
+            CR.replay(self._loading_consumer, key, value)
+            return
         k = R.decode_key(key)
         if len(k) == 4:
             _, gid, topic, partition = k
@@ -170,6 +176,10 @@ class GroupShard:
             for gid, offs in by_group.items():
                 self._group(gid).pending_txn_offsets[pid] = offs
         loaded, self._loading, self._pending_txn = self._loading, {}, {}
+        consumer, self._loading_consumer = self._loading_consumer, {}
+        self.manager.consumer_groups.update(consumer)
+        for cg in consumer.values():
+            self.manager.on_consumer_group_loaded(cg)
         for gid, g in loaded.items():
             if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
                 continue
@@ -194,6 +204,8 @@ class GroupShard:
                 del manager.groups[gid]
                 manager.on_group_unloaded(g)
                 g.state = S.DEAD
+        for gid in [gid for gid in manager.consumer_groups if manager.partition_for(gid) == self.partition]:
+            del manager.consumer_groups[gid]
 
 
 class GroupMetadataManager:
@@ -212,6 +224,10 @@ class GroupMetadataManager:
         self.on_group_loaded = on_group_loaded
         self.on_group_unloaded = on_group_unloaded
         self.groups: dict[str, Group] = {}
+        #: the KIP-848 consumer groups of the partitions this broker leads (their state:
+        #: consumer_group.py; their heartbeats: consumer_coordinator.py)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.on_consumer_group_loaded: Callable[[ConsumerGroup], None] = lambda g: None
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC,
             config["offsets.topic.num.partitions"],

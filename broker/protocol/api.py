@@ -19,6 +19,10 @@ Invariants:
   For a version outside the valid range the same rule is applied to the version
   number (as Kafka's generated ``requestHeaderVersion`` does), so the header of a
   request with a too-new version can still be read.
+* The codecs reach further than kbroker's own requests are written for: ``client_versions``
+  is what its client and inter-broker channel may send (``CLIENT_MAX_VERSIONS`` caps the
+  APIs whose newer versions add fields those requests do not fill in). What the broker
+  serves is its handlers' business (``broker.server.handlers``), never the codecs'.
 """
 
 from __future__ import annotations
@@ -28,7 +32,16 @@ from typing import NamedTuple
 from ._runtime import Message
 from .messages import API_MESSAGES, ApiKey
 
-__all__ = ["ApiKey", "ApiSpec", "API_SPECS", "api_spec", "request_header_version", "response_header_version"]
+__all__ = [
+    "ApiKey",
+    "ApiSpec",
+    "API_SPECS",
+    "CLIENT_MAX_VERSIONS",
+    "api_spec",
+    "client_versions",
+    "request_header_version",
+    "response_header_version",
+]
 
 
 class ApiSpec(NamedTuple):
@@ -61,6 +74,35 @@ API_SPECS: dict[int, ApiSpec] = {
     key: ApiSpec(key, req, resp, versions, flexible, unstable)
     for key, (req, resp, versions, flexible, unstable) in API_MESSAGES.items()
 }
+
+
+#: api key -> the newest version kbroker's own requests (its client, CLI and inter-broker
+#: channel) are written for, where the codecs (Kafka 4.4's definitions) go further: Produce
+#: v13 names topics by id, Fetch v18 and Metadata v13 add fields those requests never fill
+#: in... Raising one is checking the code that builds that request against the new version.
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 12,
+    ApiKey.FETCH: 17,
+    ApiKey.LIST_OFFSETS: 10,
+    ApiKey.METADATA: 12,
+    ApiKey.OFFSET_COMMIT: 9,
+    ApiKey.OFFSET_FETCH: 9,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.API_VERSIONS: 4,
+    ApiKey.INIT_PRODUCER_ID: 5,
+    ApiKey.TXN_OFFSET_COMMIT: 5,
+    ApiKey.DESCRIBE_LOG_DIRS: 4,
+    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.LIST_TRANSACTIONS: 1,
+}
+
+
+def client_versions(api_key: int) -> tuple[int, int]:
+    """The (min, max) versions of `api_key` kbroker's own requests may be sent in."""
+    lo, hi = API_SPECS[api_key].versions
+    return lo, min(hi, CLIENT_MAX_VERSIONS.get(api_key, hi))
 
 
 def api_spec(api_key: int) -> ApiSpec | None:

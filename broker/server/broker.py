@@ -16,6 +16,7 @@ itself:
     controller      the controller: every broker runs one, the elected one acts
     admin           TopicAdmin, topic administration through the store
     coordinator     the group coordinator (and its metadata manager)
+    consumer_coordinator  KIP-848 consumer groups' heartbeats (same metadata manager)
     producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
 
@@ -66,6 +67,7 @@ from broker.config import (
     parse_dynamic_lenient,
     parse_listener,
 )
+from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
@@ -173,6 +175,13 @@ class Broker:
             config, ReplicaPartitionWriter(self.replicas), self.metadata, self._create_offsets_topic
         )
         self.coordinator = GroupCoordinator(config, self.group_manager)
+        self.consumer_coordinator = ConsumerGroupCoordinator(
+            self.group_manager,
+            lambda: self.metadata.topics().keys(),
+            config["group.consumer.assignors"],
+            config["group.consumer.session.timeout.ms"],
+            config["group.consumer.heartbeat.interval.ms"],
+        )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
         self.marker_channels = MarkerChannels(self)
         self.txn_coordinator = TransactionCoordinator(
@@ -864,6 +873,7 @@ class Broker:
             await self._step("stopping the controller", self.controller.shutdown())
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
+        await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())

@@ -13,6 +13,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
                       append as leader, and its waits), fetch_records (every read as
                       leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
+    consumer_coordinator  KIP-848 consumer groups' heartbeats
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from broker.cluster.replica.manager import ReplicaManager
     from broker.cluster.store.acls import Resource
     from broker.config import BrokerConfig
+    from broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from broker.group.coordinator import GroupCoordinator
     from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
@@ -77,6 +79,9 @@ class BrokerServices(Protocol):
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def consumer_coordinator(self) -> ConsumerGroupCoordinator: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...

@@ -29,6 +29,8 @@ from broker.protocol.messages.alter_partition import AlterPartitionRequest
 from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
 from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AUS
 from broker.protocol.messages.api_versions import ApiVersionsRequest
+from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest as CGD
+from broker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as CGH
 from broker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from broker.protocol.messages.create_acls import CreateAclsRequest as CA
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest as CP
@@ -237,6 +239,21 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         "refused",
     ),
     ("describe groups", ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[G]), None, "refused"),
+    (
+        "consumer group heartbeat",
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        CGH(
+            group_id=G + "-848",
+            member_id="m-848",
+            member_epoch=0,
+            rebalance_timeout_ms=1000,
+            subscribed_topic_names=[T],
+            topic_partitions=[],
+        ),
+        None,
+        "refused",
+    ),
+    ("consumer group describe", ApiKey.CONSUMER_GROUP_DESCRIBE, CGD(group_ids=[G + "-848"]), None, "refused"),
     ("list groups", ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), None, "filtered"),
     (
         "api versions",
@@ -507,7 +524,7 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
             group_id=G,
             producer_id=1,
             producer_epoch=0,
-            generation_id=-1,
+            generation_id_or_member_epoch=-1,
             member_id="",
             group_instance_id=None,
             topics=[
@@ -532,7 +549,7 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
             group_id=G,
             producer_id=1,
             producer_epoch=0,
-            generation_id=-1,
+            generation_id_or_member_epoch=-1,
             member_id="",
             group_instance_id=None,
             topics=[

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from broker.client import BrokerConnection, Cluster as Client
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest
@@ -20,13 +22,18 @@ TOTAL = 6000
 BATCH = 100
 
 
-def test_a_group_keeps_its_offsets_when_its_coordinator_dies(make_cluster, tmp_path):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_group_keeps_its_offsets_when_its_coordinator_dies(make_cluster, tmp_path, protocol):
+    """The classic protocol, and KIP-848's (group.protocol=consumer): the new coordinator
+    loads the group from its records, its members keep their member ids and epochs."""
     cluster = make_cluster(
         3,
         config={
             "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
             "group.min.session.timeout.ms": 1000,
             "group.initial.rebalance.delay.ms": 0,
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.session.timeout.ms": 10000,
         },
     )
     topic, group = "gf", "gf-group"
@@ -36,7 +43,17 @@ def test_a_group_keeps_its_offsets_when_its_coordinator_dies(make_cluster, tmp_p
     with Client(cluster.bootstrap) as c:
         ends = {q: o for q, (o, _ts) in c.list_offsets(topic, list(range(PARTITIONS)), -1).items()}
     members = [
-        Member(tmp_path, f"m{i}", cluster.bootstrap, group, topic, batch=BATCH, sleep_s=0.05, max_seconds=150)
+        Member(
+            tmp_path,
+            f"m{i}",
+            cluster.bootstrap,
+            group,
+            topic,
+            batch=BATCH,
+            sleep_s=0.05,
+            max_seconds=150,
+            protocol=protocol,
+        )
         for i in range(3)
     ]
     try:

@@ -195,6 +195,7 @@ class Member:
         max_seconds: float = 120,
         pause: bool = False,
         assignor: str | None = None,
+        protocol: str = "classic",
     ):
         self.name = name
         self.out = workdir / f"{name}.out"
@@ -230,6 +231,8 @@ class Member:
             cmd += ["--pause", str(self.pause_file)]
         if assignor is not None:
             cmd += ["--assignor", assignor]
+        if protocol != "classic":
+            cmd += ["--protocol", protocol]
         self.log_path = workdir / f"{name}.log"
         self.log = open(self.log_path, "wb")
         env = child_env()

@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--sleep", type=float, default=0.0)
     ap.add_argument("--max-seconds", type=float, default=120)
     ap.add_argument("--assignor", default="range,roundrobin", help="partition.assignment.strategy")
+    ap.add_argument("--protocol", default="classic", help="group.protocol: classic, or consumer (KIP-848)")
     args = ap.parse_args()
 
     fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -46,20 +47,26 @@ def main() -> int:
     def emit(line: str) -> None:
         os.write(fd, (line + "\n").encode())
 
-    c = ck.Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "client.id": args.client_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": args.session_timeout_ms,
-            "heartbeat.interval.ms": args.heartbeat_ms,
-            "fetch.wait.max.ms": 100,
-            "topic.metadata.refresh.interval.ms": 2000,
-            "partition.assignment.strategy": args.assignor,
-        }
-    )
+    config = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.client_id,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100,
+        "topic.metadata.refresh.interval.ms": 2000,
+    }
+    if args.protocol == "classic":
+        config.update(
+            {
+                "session.timeout.ms": args.session_timeout_ms,
+                "heartbeat.interval.ms": args.heartbeat_ms,
+                "partition.assignment.strategy": args.assignor,
+            }
+        )
+    else:  # KIP-848: the broker keeps the session and assigns
+        config["group.protocol"] = args.protocol
+    c = ck.Consumer(config)
 
     def on_assign(consumer, partitions):
         emit("A " + ",".join(str(p.partition) for p in partitions))

@@ -268,7 +268,7 @@ def test_bad_input_gets_protocol_errors(broker, topic_name):
                 group_id=group,
                 producer_id=pid,
                 producer_epoch=epoch,
-                generation_id=7,
+                generation_id_or_member_epoch=7,
                 member_id="m-gone",
                 group_instance_id=None,
                 topics=[

@@ -29,6 +29,10 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
             )
             continue
         err, g = coord.describe_group(gid)
+        if not err and gid in ctx.services.consumer_coordinator.groups:
+            # a KIP-848 group is not a classic group: Kafka answers it Dead up to v5
+            # (ConsumerGroupDescribe describes it)
+            g = None
         if err:
             out.append(
                 R.DescribedGroup(

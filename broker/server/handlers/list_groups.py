@@ -1,4 +1,6 @@
-"""ListGroups (16): groups this broker coordinates (optionally filtered by state)."""
+"""ListGroups (16): groups this broker coordinates (optionally filtered by state, and from
+v5 by type): classic groups, and KIP-848 consumer groups (type "consumer", KIP-848's
+states: Empty, Assigning, Reconciling, Stable)."""
 
 from broker.protocol.api import ApiKey
 from broker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
@@ -15,22 +17,25 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
     v = ctx.api_version
     states = set(request.states_filter) if v >= 4 and request.states_filter else None
     types = set(request.types_filter) if v >= 5 and request.types_filter else None
-    if types is not None and "classic" not in {t.lower() for t in types}:
-        groups = []
-    else:
-        groups = ctx.services.coordinator.list_groups(states)
-        if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
-            groups = [g for g in groups if ctx.has_right(RIGHTS.group, g.group_id)]
+    wanted = {t.lower() for t in types} if types is not None else {"classic", "consumer"}
+    consumer = ctx.services.consumer_coordinator.groups
+    listed: list[tuple[str, str, str, str]] = []  # group id, protocol type, state, type
+    if "classic" in wanted:
+        for g in ctx.services.coordinator.list_groups(states):
+            if g.group_id not in consumer:  # a KIP-848 group's offsets live in a classic entry
+                listed.append((g.group_id, g.protocol_type or "", g.state.value, "classic"))
+    if "consumer" in wanted:
+        for cg in consumer.values():
+            state = cg.state.value
+            if states is None or state in states or state.lower() in {s.lower() for s in states}:
+                listed.append((cg.group_id, "consumer", state, "consumer"))
+    if not ctx.has_right(RIGHTS.cluster, CLUSTER_NAME):
+        listed = [g for g in listed if ctx.has_right(RIGHTS.group, g[0])]
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=0,
         groups=[
-            ListGroupsResponse.ListedGroup(
-                group_id=g.group_id,
-                protocol_type=g.protocol_type or "",
-                group_state=g.state.value,
-                group_type="classic",
-            )
-            for g in groups
+            ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=pt, group_state=state, group_type=gtype)
+            for gid, pt, state, gtype in listed
         ],
     )

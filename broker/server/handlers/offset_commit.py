@@ -1,5 +1,7 @@
 """OffsetCommit (8): committed offsets (with metadata and leader epoch) go to
-__consumer_offsets before the answer."""
+__consumer_offsets before the answer. From v9 (KIP-848) a member of a consumer group
+commits at its member epoch (GenerationIdOrMemberEpoch); a classic group's commits are
+the same in every version."""
 
 from broker.group.records import OffsetAndMetadata
 from broker.protocol.api import ApiKey
@@ -9,7 +11,7 @@ from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
 RIGHTS = API_RIGHTS[API_KEY]
-MIN_VERSION, MAX_VERSION = 0, 8
+MIN_VERSION, MAX_VERSION = 0, 9
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:

@@ -1,7 +1,10 @@
 """OffsetFetch (9): committed offsets of a group (or of several groups from v8); -1 and no
 error for partitions without a commit; topics null = every committed partition. With
 require_stable (v7+, KIP-447) a partition with a transactional commit still awaiting its
-transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
+transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries). From v9
+(KIP-848) a member of a consumer group fetches at its member epoch: an unknown member is
+UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH (a classic group's fetch is the same
+in every version)."""
 
 from broker.group.coordinator import GroupCoordinator
 from broker.group.records import OffsetAndMetadata
@@ -13,7 +16,7 @@ from broker.server.context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 RIGHTS = API_RIGHTS[API_KEY]
-MIN_VERSION, MAX_VERSION = 0, 8
+MIN_VERSION, MAX_VERSION = 0, 9
 
 R = OffsetFetchResponse
 
@@ -64,6 +67,11 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
             err, by_topic = _partitions(ctx, coord, g.group_id, g.topics, request.require_stable)
             if err == RIGHTS.group.error_code:
                 by_topic = {}
+            elif v >= 9 and not err and (g.member_id is not None or g.member_epoch >= 0):
+                # a KIP-848 member fetches as itself, at its epoch
+                err = coord.validate_consumer_member(g.group_id, g.member_id, g.member_epoch, commit=False)
+                if err:
+                    by_topic = {}
             groups.append(
                 R.OffsetFetchResponseGroup(
                     group_id=g.group_id,

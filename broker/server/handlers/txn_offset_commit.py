@@ -49,7 +49,7 @@ async def _handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOf
                 request.group_id,
                 request.producer_id,
                 request.producer_epoch,
-                request.generation_id if v >= 3 else -1,
+                request.generation_id_or_member_epoch if v >= 3 else -1,
                 request.member_id if v >= 3 else "",
                 request.group_instance_id if v >= 3 else None,
                 allowed,

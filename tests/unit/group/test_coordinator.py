@@ -230,3 +230,232 @@ def test_a_new_leader_loads_up_to_its_log_end_not_its_lagging_high_watermark():
         await coord2.shutdown()
 
     run(main())
+
+
+def test_a_kip848_group_written_to_the_partition_is_loaded_by_the_next_leader_and_unloaded_with_it():
+    """The records of a KIP-848 consumer group (group_records.py, Kafka 4.x's) in
+    __consumer_offsets: the partition's next leader replays them into the same group,
+    beside the classic groups and offsets of the same partition."""
+    from broker.group import group_records as GR
+    from broker.group.consumer_group import ConsumerGroup, HeartbeatRequest, TopicsView
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        topics = TopicsView({"t": (uuid.UUID(int=7), 2)})
+        g = ConsumerGroup("kip848")
+        log = []
+        for mid in ("a", "b"):
+            req = HeartbeatRequest("kip848", mid, 0, rebalance_timeout_ms=5000, subscribed_topic_names=["t"], owned={})
+            log += GR.records_after(g, g.heartbeat(req, topics, ["uniform"]))
+        assert await manager.store("kip848", log, offsets=False) == 0
+        assert await coord.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(3, -1, "")}) == {
+            ("t", 0): 0
+        }
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        loaded = manager2.consumer_groups["kip848"]
+        assert (loaded.group_epoch, loaded.assignment_epoch, loaded.target) == (g.group_epoch, 2, g.target)
+        assert loaded.members == g.members
+        assert coord2.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 3
+        writer.leading.clear()
+        manager2.leadership_changed([], [TopicPartition(OFFSETS_TOPIC, 0)])
+        assert manager2.consumer_groups == {}
+        await coord2.shutdown()
+
+    run(main())
+
+
+def _kip848(manager, **kw):
+    from broker.group.consumer_coordinator import ConsumerGroupCoordinator
+
+    return ConsumerGroupCoordinator(manager, lambda: ["t"], **kw)
+
+
+def _hb(mid, epoch=0, owned=None, **kw):
+    from broker.group.consumer_group import HeartbeatRequest
+
+    if epoch == 0:
+        kw.setdefault("rebalance_timeout_ms", 5000)
+        kw.setdefault("subscribed_topic_names", ["t"])
+    return HeartbeatRequest("cg", mid, epoch, owned={} if owned is None else owned, **kw)
+
+
+def test_kip848_heartbeats_are_stored_before_they_are_answered_and_a_failed_append_changes_nothing():
+    from broker.group.consumer_group import HeartbeatError
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        a = await cc.heartbeat(_hb("a"))
+        assert a.member_epoch == 1 and sum(len(p) for p in a.assignment.values()) == 2
+        # the append fails: not answered, not applied
+        append = writer.append
+        writer.append = lambda tp, records, timeout_ms: MemoryWrite(
+            writer, tp, -1, timeout_ms, ErrorCode.KAFKA_STORAGE_ERROR
+        )
+        try:
+            await cc.heartbeat(_hb("b"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.NOT_COORDINATOR  # as Kafka maps a storage error
+        assert set(cc.groups["cg"].members) == {"a"} and cc.groups["cg"].group_epoch == 1
+        writer.append = append
+        # appended, but the ISR does not acknowledge in time: answered
+        # COORDINATOR_NOT_AVAILABLE, and kept, as the log keeps it
+        writer.hold = True
+        try:
+            await cc.heartbeat(_hb("b"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert set(cc.groups["cg"].members) == {"a", "b"}
+        writer.hold = False
+        # the next leader of the partition has the group as this one has it
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        cc2 = _kip848(manager2)
+        loaded = cc2.groups["cg"]
+        assert loaded.group_epoch == 2 and loaded.members["a"].assigned == a.assignment
+        assert set(loaded.members) == {"a", "b"} and loaded.target == cc.groups["cg"].target
+        again = await cc2.heartbeat(_hb("a", 1, owned=a.assignment))
+        assert again.member_epoch == 1 and loaded.members["a"].state.name == "UNREVOKED_PARTITIONS"
+        await cc2.shutdown()
+        await coord2.shutdown()
+
+    run(main())
+
+
+def test_kip848_group_ids_of_classic_groups_and_of_no_group_and_other_coordinators():
+    from broker.group.consumer_group import HeartbeatError, HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        await join(coord)  # GROUP is a classic group with a member: not a consumer group
+        classic = HeartbeatRequest(GROUP, "a", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned={})
+        for req, code in (
+            (classic, ErrorCode.GROUP_ID_NOT_FOUND),
+            (_hb("x", 3), ErrorCode.GROUP_ID_NOT_FOUND),  # no such group, and not a join
+        ):
+            try:
+                await cc.heartbeat(req)
+                raise AssertionError("answered")
+            except HeartbeatError as e:
+                assert e.code == code
+        assert cc.describe("nope") == (ErrorCode.GROUP_ID_NOT_FOUND, None)
+        writer.leading.clear()
+        manager.leadership_changed([], [TopicPartition(OFFSETS_TOPIC, 0)])
+        try:
+            await cc.heartbeat(_hb("a"))
+            raise AssertionError("answered")
+        except HeartbeatError as e:
+            assert e.code == ErrorCode.NOT_COORDINATOR
+        await cc.shutdown()
+        await coord.shutdown()
+
+    run(main())
+
+
+def test_kip848_a_silent_member_is_removed_after_its_session_and_one_that_does_not_revoke_after_its_rebalance_timeout():
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager, session_timeout_ms=1500)
+        a = await cc.heartbeat(_hb("a", rebalance_timeout_ms=150))
+        b = await cc.heartbeat(_hb("b"))
+        assert b.assignment == {}  # both partitions are a's until it lets one go
+        # a keeps heartbeating but never revokes: after its rebalance timeout it is out
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            if "a" not in cc.groups["cg"].members:
+                break
+            await cc.heartbeat(_hb("a", a.member_epoch, owned=a.assignment))
+        assert set(cc.groups["cg"].members) == {"b"}
+        b = await cc.heartbeat(_hb("b", b.member_epoch))
+        assert sum(len(p) for p in b.assignment.values()) == 2
+        # b falls silent: gone after its session
+        await asyncio.sleep(2)
+        assert cc.groups["cg"].members == {}
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        assert manager2.consumer_groups["cg"].members == {}  # the removals were stored
+        await coord2.shutdown()
+
+    run(main())
+
+
+def test_kip848_offline_upgrade_and_back():
+    """An empty classic group becomes a consumer group on a consumer's join (its offsets
+    stay); a classic member may not join a consumer group with members, and turns an
+    empty one back into a classic group."""
+    from broker.group.consumer_group import HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        j = await join(coord)
+        s = await coord.sync_group(GROUP, 1, j.member_id, None, "consumer", "range", {j.member_id: b"x"})
+        assert s.error == 0
+        assert await coord.commit_offsets(GROUP, 1, j.member_id, None, {("t", 0): OffsetAndMetadata(7)}) == {
+            ("t", 0): 0
+        }
+        assert coord.leave_group(GROUP, [(j.member_id, None)])[0] == 0
+        await asyncio.sleep(0)
+        req = HeartbeatRequest(GROUP, "c1", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned={})
+        r = await cc.heartbeat(req)
+        assert r.member_epoch == 1 and GROUP in manager.consumer_groups
+        assert coord.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 7
+        # a member commits at its epoch; at another epoch it is stale
+        ok = await coord.commit_offsets(GROUP, 1, "c1", None, {("t", 1): OffsetAndMetadata(3)})
+        assert ok == {("t", 1): 0}
+        stale = await coord.commit_offsets(GROUP, 0, "c1", None, {("t", 1): OffsetAndMetadata(4)})
+        assert stale == {("t", 1): ErrorCode.STALE_MEMBER_EPOCH}
+        simple = await coord.commit_offsets(GROUP, -1, "", None, {("t", 1): OffsetAndMetadata(4)})
+        assert simple == {("t", 1): ErrorCode.UNKNOWN_MEMBER_ID}  # the group has members
+        assert (await join(coord)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        await cc.heartbeat(HeartbeatRequest(GROUP, "c1", -1))
+        back = await join(coord)
+        assert back.error == 0 and GROUP not in manager.consumer_groups
+        await cc.shutdown()
+        await coord.shutdown()
+        # the next leader sees the classic group only
+        coord2, manager2, _ = make(writer)
+        await coord2.startup()
+        assert GROUP not in manager2.consumer_groups and GROUP in manager2.groups
+        await coord2.shutdown()
+
+    run(main())
+
+
+def test_kip848_delete_groups_refuses_a_group_with_members_and_deletes_an_empty_one_with_its_offsets():
+    from broker.group.consumer_group import HeartbeatRequest
+
+    async def main():
+        coord, manager, writer = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        r = await cc.heartbeat(_hb("a"))
+        assert await coord.commit_offsets("cg", r.member_epoch, "a", None, {("t", 0): OffsetAndMetadata(5)}) == {
+            ("t", 0): 0
+        }
+        assert await coord.delete_groups(["cg"]) == {"cg": ErrorCode.NON_EMPTY_GROUP}
+        await cc.heartbeat(HeartbeatRequest("cg", "a", -1))
+        assert await coord.delete_groups(["cg"]) == {"cg": 0}
+        assert "cg" not in manager.consumer_groups and coord.fetch_offsets("cg", [("t", 0)])[1][("t", 0)] is None
+        await cc.shutdown()
+        await coord.shutdown()
+        coord2, manager2, _ = make(writer)  # and so it stays on the next leader
+        await coord2.startup()
+        assert "cg" not in manager2.consumer_groups and coord2.fetch_offsets("cg", [("t", 0)])[1][("t", 0)] is None
+        await coord2.shutdown()
+
+    run(main())

@@ -11,7 +11,7 @@ import uuid
 
 from hypothesis import strategies as st
 
-from broker.protocol.messages import API_MESSAGES, OTHER_CLASSES
+from broker.protocol.messages import API_MESSAGES, COORDINATOR_RECORDS, OTHER_CLASSES
 
 INT_RANGES = {
     "int8": (-(1 << 7), (1 << 7) - 1),
@@ -27,13 +27,13 @@ def in_range(rng, v: int) -> bool:
 
 
 def all_message_versions():
-    """(class, version) for every request, response, header and data class."""
+    """(class, version) for every request, response, header, data class and coordinator record."""
     out = []
     for _key, (req, resp, (lo, hi), _flex, _unstable) in sorted(API_MESSAGES.items()):
         for cls in (req, resp):
             for v in range(lo, hi + 1):
                 out.append((cls, v))
-    for cls in OTHER_CLASSES:
+    for cls in OTHER_CLASSES + tuple(c for pair in COORDINATOR_RECORDS for c in pair):
         for v in range(cls.MIN_VERSION, cls.MAX_VERSION + 1):
             out.append((cls, v))
     return out

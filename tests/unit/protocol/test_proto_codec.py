@@ -76,6 +76,20 @@ EXPECTED_KEYS = [
     61,
     65,
     66,
+    68,
+    69,
+    76,
+    77,
+    78,
+    79,
+    83,
+    84,
+    85,
+    86,
+    87,
+    90,
+    91,
+    92,
 ]
 
 
@@ -85,7 +99,7 @@ def test_api_keys_included():
     assert ApiKey.OFFSET_FOR_LEADER_EPOCH == 23 and ApiKey.INCREMENTAL_ALTER_CONFIGS == 44
     spec = api_spec(ApiKey.PRODUCE)
     assert spec.request is ProduceRequest and spec.response is ProduceResponse
-    assert spec.versions == (0, 12) and spec.first_flexible == 9
+    assert spec.versions == (0, 13) and spec.first_flexible == 9
     assert api_spec(ApiKey.SASL_HANDSHAKE).first_flexible is None
     assert api_spec(99) is None
     assert [c.NAME for c in OTHER_CLASSES] == [
@@ -245,8 +259,8 @@ def test_encode_errors():
         bad.encode(3)
     with pytest.raises(ProtocolEncodeError, match=r"acks: 40000 out of range for int16"):
         ProduceRequest(acks=40000).encode(3)
-    with pytest.raises(ProtocolEncodeError, match="unsupported version 13"):
-        ProduceRequest().encode(13)
+    with pytest.raises(ProtocolEncodeError, match="unsupported version 14"):
+        ProduceRequest().encode(14)
     region = ProduceRequest(
         topic_data=[
             ProduceRequest.TopicProduceData(

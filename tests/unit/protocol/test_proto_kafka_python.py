@@ -57,6 +57,7 @@ RENAMES = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponse.MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
     ("DescribeClusterResponse", "cluster_authorized_operations"): "authorized_operations",
+    ("TxnOffsetCommitRequest", "generation_id_or_member_epoch"): "generation_id",  # Kafka 4's name (KIP-848)
 }
 
 # The versions the brief requires at a minimum (all in kafka-python's range).

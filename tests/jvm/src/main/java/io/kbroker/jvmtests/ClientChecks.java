@@ -18,7 +18,7 @@ public final class ClientChecks {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: ClientChecks producer|consumer|groups|admin BOOTSTRAP TOPIC");
+            System.err.println("usage: ClientChecks producer|consumer|groups|admin|kip848|kip848-classic BOOTSTRAP TOPIC");
             System.exit(2);
         }
         String bootstrap = args[1];
@@ -29,6 +29,8 @@ public final class ClientChecks {
             case "consumer" -> ConsumerChecks.run(bootstrap, topic);
             case "groups" -> GroupChecks.run(bootstrap, topic);
             case "admin" -> AdminChecks.run(bootstrap, topic);
+            case "kip848" -> Kip848Checks.run(bootstrap, topic, false);
+            case "kip848-classic" -> Kip848Checks.run(bootstrap, topic, true);
             default -> {
                 System.err.println("unknown area " + args[0]);
                 System.exit(2);

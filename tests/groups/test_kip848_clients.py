@@ -1,0 +1,302 @@
+"""KIP-848 consumer groups with real clients: librdkafka (confluent-kafka,
+`group.protocol=consumer`) members join one by one and leave one by one on a
+12-partition topic; from their own rebalance callbacks no partition is ever owned by two
+members at once, every record is consumed, and the broker's ConsumerGroupDescribe shows
+the group Stable with every partition assigned once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from broker.client import BrokerConnection
+from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+from broker.protocol.messages.list_groups import ListGroupsRequest
+from tests.groups.helpers import (
+    child_env,
+    create_topic,
+    describe,
+    find_coordinator,
+    host_port,
+    produce,
+    wait_until,
+)
+from tests.support.deps import require_module
+
+pytestmark = pytest.mark.interop
+
+BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+PARTITIONS = 12
+RECORDS = 600
+
+
+@pytest.fixture(autouse=True)
+def _confluent():
+    require_module("confluent_kafka")
+
+
+class Member:
+    """One confluent-kafka consumer speaking KIP-848; what it owns is what its callbacks said."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, log: list) -> None:
+        import confluent_kafka as ck
+
+        self.name = name
+        self.owned: set[int] = set()
+        self.log = log
+        self.values: list[bytes] = []
+        self.closed = False
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def _assigned(self, consumer, partitions) -> None:
+        self.log.append((self.name, "+", sorted(p.partition for p in partitions)))
+        self.owned |= {p.partition for p in partitions}
+
+    def _revoked(self, consumer, partitions) -> None:
+        self.log.append((self.name, "-", sorted(p.partition for p in partitions)))
+        self.owned -= {p.partition for p in partitions}
+        import confluent_kafka as ck
+
+        try:
+            consumer.commit(asynchronous=False)  # what it read of them, before they move
+        except ck.KafkaException as exc:
+            if exc.args[0].code() != ck.KafkaError._NO_OFFSET:  # nothing read since the last commit
+                raise
+
+    def poll(self) -> None:
+        msg = self.consumer.poll(0.05)
+        if msg is not None and not msg.error():
+            self.values.append(msg.value())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def _owned_twice(members) -> list:
+    seen: dict[int, str] = {}
+    twice = []
+    for m in members:
+        for p in m.owned:
+            if p in seen:
+                twice.append((p, seen[p], m.name))
+            seen[p] = m.name
+    return twice
+
+
+def _describe(bootstrap: str, group: str):
+    with BrokerConnection(*host_port(bootstrap)) as conn:
+        from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
+
+        fc = conn.request(FindCoordinatorRequest(key=group, key_type=0), 1)
+    with BrokerConnection(fc.host, fc.port) as conn:
+        return conn.request(
+            ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+        ).groups[0]
+
+
+def _stable_over(bootstrap, group, members, everyone) -> bool:
+    for m in everyone:
+        m.poll()
+    assert not _owned_twice(everyone), _owned_twice(everyone)
+    owned = [p for m in members for p in m.owned]
+    if sorted(owned) != list(range(PARTITIONS)):
+        return False
+    g = _describe(bootstrap, group)
+    return g.error_code == 0 and g.group_state == "Stable" and len(g.members) == len(members)
+
+
+def test_librdkafka_members_join_and_leave_one_by_one_without_a_partition_owned_twice(broker, name):
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, name, PARTITIONS)
+    sent = produce(bootstrap, name, RECORDS, PARTITIONS)
+    log: list = []
+    members: list[Member] = []
+    everyone: list[Member] = []
+    try:
+        for i in range(3):
+            m = Member(bootstrap, name, name, f"m{i}", log)
+            members.append(m)
+            everyone.append(m)
+            wait_until(lambda: _stable_over(bootstrap, name, members, everyone), 60, f"{len(members)} members stable")
+            counts = sorted(len(x.owned) for x in members)
+            assert counts[-1] - counts[0] <= 1, counts
+        deadline = time.monotonic() + 60
+        while len({v for m in everyone for v in m.values}) < RECORDS and time.monotonic() < deadline:
+            for m in everyone:
+                m.poll()
+            assert not _owned_twice(everyone)
+        assert {v for m in everyone for v in m.values} == set(sent)
+        # ListGroups shows it as a consumer group (KIP-848's type and state), DescribeGroups
+        # (classic groups only) as Dead, as Kafka answers up to v5
+        with BrokerConnection(*host_port(bootstrap)) as conn:
+            listed = conn.request(ListGroupsRequest(states_filter=[], types_filter=[]), 5).groups
+            (mine,) = [g for g in listed if g.group_id == name]
+            assert (mine.group_type, mine.group_state, mine.protocol_type) == ("consumer", "Stable", "consumer")
+            only_classic = conn.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups
+            assert name not in {g.group_id for g in only_classic}
+        assert describe(bootstrap, name)["state"] == "Dead"
+        # `broker groups describe` shows it as a consumer group, each member with its partitions
+        out = subprocess.run(
+            [sys.executable, "-m", "broker.cli.main", "groups", "describe", name, "--bootstrap", bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=child_env(),
+            check=True,
+        ).stdout
+        head, *rest = out.splitlines()
+        assert head.startswith(f"Group: {name}\tType: consumer\tState: Stable\tAssignor: uniform"), out
+        members_out = [ln for ln in rest if ln.startswith("\tMember: ")]
+        assert len(members_out) == 3
+        shown = sorted(p for ln in members_out for p in ln.split("Assignment: ")[1].split(","))
+        assert shown == sorted(f"{name}-{p}" for p in range(PARTITIONS))
+        while len(members) > 1:
+            gone = members.pop(0)
+            gone.close()
+            everyone.remove(gone)
+            gone.owned = set()
+            wait_until(lambda: _stable_over(bootstrap, name, members, everyone), 60, f"{len(members)} members stable")
+        g = _describe(bootstrap, name)
+        assert [m.member_id for m in g.members] and g.group_epoch >= 5
+        assert sum(len(tp.partitions) for tp in g.members[0].assignment.topic_partitions) == PARTITIONS
+    finally:
+        print("callbacks:", log)
+        for m in everyone + members:
+            m.close()
+
+
+def _java(area: str, bootstrap: str, topic: str) -> dict[str, list[dict]]:
+    import json
+
+    from tests.support.kafka_tools import java_program
+
+    create_topic(bootstrap, topic, PARTITIONS)
+    run = java_program("ClientChecks", area, bootstrap, topic, timeout=150)
+    got: dict[str, list[dict]] = {}
+    for line in run.lines:
+        if line.startswith("{"):
+            facts = json.loads(line)
+            got.setdefault(facts.pop("check"), []).append(facts)
+    return got
+
+
+def test_the_java_client_members_join_and_leave_one_by_one_without_a_partition_owned_twice(broker, name):
+    """The same with Apache Kafka's Java consumer (group.protocol=consumer): its
+    rebalance listeners never see a partition owned twice (checked after every poll of
+    every member), every record is read, and Admin.describeConsumerGroups (through
+    ConsumerGroupDescribe) sees a Stable CONSUMER group with the uniform assignor. The same
+    scenario on the classic protocol with the eager range assignor revokes more."""
+    got = _java("kip848", broker.bootstrap, name)
+    joins = got["kip848_join"]
+    assert [j["members"] for j in joins] == [1, 2, 3]
+    for j in joins:
+        assert sum(j["owned"]) == PARTITIONS and max(j["owned"]) - min(j["owned"]) <= 1, j
+    (d,) = got["kip848_describe"]
+    assert (d["type"], d["state"], d["members"], d["assignor"]) == ("Consumer", "Stable", 3, "uniform")
+    (done,) = got["kip848_done"]
+    assert done["read"] == 120 and done["last"] == list(range(PARTITIONS))
+    # members moved only what they had to: 6 + 4 on the joins, 4 + 6 on the leaves at most
+    assert done["revocations"] <= 20, done
+    classic = _java("kip848-classic", broker.bootstrap, name + "-classic")
+    (cd,) = classic["kip848_describe"]
+    assert (cd["type"], cd["state"], cd["members"], cd["assignor"]) == ("Classic", "Stable", 3, "range")
+    (cdone,) = classic["kip848_done"]
+    assert cdone["read"] == 120
+    print("revocations: KIP-848", done["revocations"], "classic eager", cdone["revocations"])
+    assert done["revocations"] < cdone["revocations"], (done, cdone)
+
+
+def test_bad_heartbeats_get_the_error_codes_kafka_answers(broker, name):
+    from broker.protocol.errors import ErrorCode
+    from broker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as H
+
+    create_topic(broker.bootstrap, name, 2)
+    # as a client does: find the coordinator first (which creates __consumer_offsets)
+    wait_until(lambda: find_coordinator(broker.bootstrap, name)[0] == 0, 30, "a coordinator")
+
+    def hb(conn, **kw):
+        fields = dict(group_id=name, member_id="m-1", member_epoch=0, rebalance_timeout_ms=5000)
+        fields.update(subscribed_topic_names=[name], topic_partitions=[])
+        fields.update(kw)
+        return conn.request(H(**fields), 1)
+
+    with BrokerConnection(*host_port(broker.bootstrap)) as conn:
+        assert hb(conn, member_id="").error_code == ErrorCode.INVALID_REQUEST
+        r = hb(conn, rebalance_timeout_ms=-1)
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            "RebalanceTimeoutMs must be provided in first request.",
+        )
+        joined_owning = hb(conn, topic_partitions=[H.TopicPartitions(topic_id=uuid.uuid4(), partitions=[0])])
+        assert joined_owning.error_code == ErrorCode.INVALID_REQUEST
+        assert hb(conn, server_assignor="sticky").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+        bad_regex = hb(conn, subscribed_topic_names=None, subscribed_topic_regex="a(b")
+        assert bad_regex.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+        assert hb(conn, member_epoch=3).error_code == ErrorCode.GROUP_ID_NOT_FOUND  # no such group yet
+        joined = hb(conn)
+        assert joined.error_code == 0 and joined.member_epoch == 1 and joined.heartbeat_interval_ms == 300
+        assert hb(conn, member_epoch=5, rebalance_timeout_ms=-1, subscribed_topic_names=None).error_code == (
+            ErrorCode.FENCED_MEMBER_EPOCH
+        )
+        stranger = hb(conn, member_id="m-2", member_epoch=1, rebalance_timeout_ms=-1, subscribed_topic_names=None)
+        assert stranger.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        left = hb(conn, member_epoch=-1, rebalance_timeout_ms=-1, subscribed_topic_names=None, topic_partitions=None)
+        assert (left.error_code, left.member_epoch) == (0, -1)
+    g = _describe(broker.bootstrap, name)
+    assert g.error_code == 0 and g.group_state == "Empty" and g.members == []
+    assert _describe(broker.bootstrap, name + "-none").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_librdkafka_regex_subscription_picks_up_a_topic_created_afterwards(broker, name):
+    """The regex is resolved on the broker (SubscribedTopicRegex, ConsumerGroupHeartbeat
+    v1): a topic created after the member joined joins its assignment."""
+    import confluent_kafka as ck
+
+    first, later = f"{name}-a", f"{name}-b"
+    create_topic(broker.bootstrap, first, 2)
+    produce(broker.bootstrap, first, 4, 2, prefix="a")
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    try:
+        c.subscribe([f"^{name}-.*"])
+        seen: set[tuple[str, bytes]] = set()
+
+        def read(n: int) -> bool:
+            msg = c.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.add((msg.topic(), msg.value()))
+            return len(seen) >= n
+
+        wait_until(lambda: read(4), 60, "the first topic's records")
+        create_topic(broker.bootstrap, later, 1)
+        produce(broker.bootstrap, later, 3, 1, prefix="b")
+        wait_until(lambda: read(7), 60, "the later topic's records")
+        assert {t for t, _ in seen} == {first, later}
+        g = _describe(broker.bootstrap, name)
+        (member,) = g.members
+        assert member.subscribed_topic_regex is not None and len(member.assignment.topic_partitions) == 2
+    finally:
+        c.close()
