@@ -403,7 +403,7 @@ cdef void rollback(Dec *d) noexcept nogil:
 
 # ---------------------------------------------------------------- Avro primitives
 
-cdef inline int rd_long(const uint8_t **pp, const uint8_t *end, int64_t *out) noexcept nogil:
+cdef inline int rd_uvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out) noexcept nogil:
     cdef const uint8_t *p = pp[0]
     cdef uint64_t v = 0
     cdef int shift = 0
@@ -422,6 +422,16 @@ cdef inline int rd_long(const uint8_t **pp, const uint8_t *end, int64_t *out) no
         if shift > 63:
             return R_BAD_VARINT
     pp[0] = p
+    out[0] = v
+    return 0
+
+
+cdef inline int rd_long(const uint8_t **pp, const uint8_t *end, int64_t *out) noexcept nogil:
+    """Avro's long: a zigzag varint (Protobuf's plain varints are rd_uvarint)."""
+    cdef uint64_t v
+    cdef int rc = rd_uvarint(pp, end, &v)
+    if rc:
+        return rc
     out[0] = <int64_t>((v >> 1) ^ (0 - (v & 1)))
     return 0
 
@@ -690,29 +700,6 @@ cdef inline int pb_skip(const uint8_t **pp, const uint8_t *end, int wt) noexcept
         pp[0] += 4
         return 0
     return R_WIRE_TYPE
-
-
-cdef inline int rd_uvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out) noexcept nogil:
-    cdef const uint8_t *p = pp[0]
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if p >= end:
-            return R_TRUNCATED
-        b = p[0]
-        p += 1
-        if shift == 63 and (b & 0x7E):
-            return R_BAD_VARINT
-        v |= (<uint64_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-        if shift > 63:
-            return R_BAD_VARINT
-    pp[0] = p
-    out[0] = v
-    return 0
 
 
 cdef inline int rd_plen(const uint8_t **pp, const uint8_t *end, Py_ssize_t *n) noexcept nogil:

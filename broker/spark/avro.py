@@ -561,3 +561,45 @@ def _assemble(cols, layout, ci: int, typ):
     if kind == _n.K_BIN:
         return pa.Array.from_buffers(typ, count, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
     return pa.Array.from_buffers(typ, count, [vbuf, pa.py_buffer(data)], null_count=nulls)
+
+
+class RegistryDecoder:
+    """What the Protobuf and JSON Schema decoders share: the registry ids met so far, each
+    checked once (an id the registry does not have, or of another type, fails its
+    records), and the native decoding of broker.spark.avro.Decoder over their programs.
+    A subclass sets `reader`, `layout`, `fetch_type`, `permissive` and `what`, and names
+    its registry type (`schema_type`) and its option value (`option`)."""
+
+    format_name = ""
+    schema_type = ""
+    option = ""
+    reader: Any  # the format's reader schema, compiled: .layout, .program(id)
+
+    def _start(self, fetch_type, permissive: bool, what: str) -> None:
+        self.layout = [tuple(c) for c in self.reader.layout]
+        self.fetch_type = fetch_type  # id -> schema type | None (unknown)
+        self.permissive = permissive
+        self.what = what
+        self.programs: dict[int, Any] = {}
+        self.why: dict[int, str] = {}
+        self._arrow_type = None
+
+    def _learn(self, ids: list[int]) -> None:
+        for sid in ids:
+            if sid in self.programs or sid in self.why:
+                continue
+            t = self.fetch_type(sid)
+            if t is None:
+                self.why[sid] = f"schema id {sid} is not in the registry"
+            elif t != self.schema_type:
+                self.why[sid] = (
+                    f"schema id {sid} is a {t} schema, not {self.format_name} ({self.what}Format={self.option})"
+                )
+            else:
+                self.programs[sid] = self.reader.program(sid)
+
+    def arrow_type(self):
+        return Decoder.arrow_type(self)
+
+    def decode(self, values, row_name=None):
+        return Decoder.decode(self, values, row_name)

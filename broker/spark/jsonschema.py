@@ -20,7 +20,7 @@ from array import array
 from typing import Any
 
 from broker._native import avro as _n
-from broker.spark.avro import AvroSchemaError as SchemaError
+from broker.spark.avro import AvroSchemaError as SchemaError, RegistryDecoder
 
 
 class JsonReader:
@@ -126,11 +126,13 @@ class JsonReader:
         )
 
 
-class JsonDecoder:
+class JsonDecoder(RegistryDecoder):
     """One column's reader schema; the registry ids met so far (an id the registry does
     not have, or of another type, fails its records)."""
 
     format_name = "JSON"
+    schema_type = "JSON"
+    option = "json-schema"
 
     def __init__(self, reader_text: str, reader_refs=(), *, fetch_type, permissive: bool, what="value"):
         from broker.registry.formats import InvalidSchema
@@ -141,32 +143,4 @@ class JsonDecoder:
         except InvalidSchema as exc:
             raise SchemaError(f"the reader schema is not a valid JSON Schema: {exc}") from None
         self.reader = JsonReader(parsed.document)
-        self.layout = [tuple(c) for c in self.reader.layout]
-        self.fetch_type = fetch_type
-        self.permissive = permissive
-        self.what = what
-        self.programs: dict[int, Any] = {}
-        self.why: dict[int, str] = {}
-        self._arrow_type = None
-
-    def _learn(self, ids: list[int]) -> None:
-        for sid in ids:
-            if sid in self.programs or sid in self.why:
-                continue
-            t = self.fetch_type(sid)
-            if t is None:
-                self.why[sid] = f"schema id {sid} is not in the registry"
-            elif t != "JSON":
-                self.why[sid] = f"schema id {sid} is a {t} schema, not JSON ({self.what}Format=json-schema)"
-            else:
-                self.programs[sid] = self.reader.program(sid)
-
-    def arrow_type(self):
-        from broker.spark.avro import Decoder
-
-        return Decoder.arrow_type(self)
-
-    def decode(self, values, row_name=None):
-        from broker.spark.avro import Decoder
-
-        return Decoder.decode(self, values, row_name)
+        self._start(fetch_type, permissive, what)

@@ -22,7 +22,7 @@ from array import array
 from typing import Any
 
 from broker._native import avro as _n
-from broker.spark.avro import AvroSchemaError as SchemaError
+from broker.spark.avro import AvroSchemaError as SchemaError, RegistryDecoder
 
 # FieldDescriptorProto.Type
 T_DOUBLE, T_FLOAT, T_INT64, T_UINT64, T_INT32, T_FIXED64, T_FIXED32, T_BOOL = 1, 2, 3, 4, 5, 6, 7, 8
@@ -180,11 +180,13 @@ class ProtoReader:
         )
 
 
-class ProtoDecoder:
+class ProtoDecoder(RegistryDecoder):
     """One column's reader message; the registry ids met so far (each checked once: an id
     the registry does not have, or of another type, fails its records)."""
 
     format_name = "Protobuf"
+    schema_type = "PROTOBUF"
+    option = "protobuf"
 
     def __init__(
         self, reader_text: str, reader_refs=(), *, message: str | None, fetch_type, permissive: bool, what="value"
@@ -197,32 +199,4 @@ class ProtoDecoder:
         except InvalidSchema as exc:
             raise SchemaError(f"the reader schema is not valid Protobuf: {exc}") from None
         self.reader = ProtoReader(parsed, message)
-        self.layout = [tuple(c) for c in self.reader.layout]
-        self.fetch_type = fetch_type  # id -> "PROTOBUF" | other type | None (unknown)
-        self.permissive = permissive
-        self.what = what
-        self.programs: dict[int, Any] = {}
-        self.why: dict[int, str] = {}
-        self._arrow_type = None
-
-    def _learn(self, ids: list[int]) -> None:
-        for sid in ids:
-            if sid in self.programs or sid in self.why:
-                continue
-            t = self.fetch_type(sid)
-            if t is None:
-                self.why[sid] = f"schema id {sid} is not in the registry"
-            elif t != "PROTOBUF":
-                self.why[sid] = f"schema id {sid} is a {t} schema, not Protobuf ({self.what}Format=protobuf)"
-            else:
-                self.programs[sid] = self.reader.program(sid)
-
-    def arrow_type(self):
-        from broker.spark.avro import Decoder
-
-        return Decoder.arrow_type(self)
-
-    def decode(self, values, row_name=None):
-        from broker.spark.avro import Decoder
-
-        return Decoder.decode(self, values, row_name)
+        self._start(fetch_type, permissive, what)
