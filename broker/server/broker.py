@@ -69,6 +69,7 @@ from broker.config import (
 )
 from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
+from broker.group.group_configs import GroupConfigs
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.log import LogManager
 from broker.log.manager import new_cluster_id
@@ -175,12 +176,15 @@ class Broker:
             config, ReplicaPartitionWriter(self.replicas), self.metadata, self._create_offsets_topic
         )
         self.coordinator = GroupCoordinator(config, self.group_manager)
+        #: group configs (GROUP resources), from the store's /config/groups, kept current by notifications
+        self.group_configs = GroupConfigs(config)
         self.consumer_coordinator = ConsumerGroupCoordinator(
             self.group_manager,
             lambda: self.metadata.topics().keys(),
             config["group.consumer.assignors"],
             config["group.consumer.session.timeout.ms"],
             config["group.consumer.heartbeat.interval.ms"],
+            self.group_configs,
         )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
         self.marker_channels = MarkerChannels(self)
@@ -376,6 +380,8 @@ class Broker:
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
         await self._reload_broker_configs()  # a change made before the watch: not missed
+        self.group_configs.store = self._store
+        await self.group_configs.load()
         self.credentials.load(await self._store.get_user_configs())
         self.quotas.load(await self._store.get_client_quota_configs())
         if self.authorizer is not None:
@@ -629,9 +635,18 @@ class Broker:
             asyncio.get_running_loop().create_task(
                 self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers)
             )
+        groups = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("groups/") and p.count("/") == 1}
+        for group in groups:
+            asyncio.get_running_loop().create_task(self._reload_group_config(group))
         quota_paths = {p for p in paths if parse_entity_path(p) is not None}
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
+
+    async def _reload_group_config(self, group: str) -> None:
+        try:
+            await self.group_configs.reload(group)
+        except Exception:
+            log.exception("broker %d: cannot read the configs of group %s", self.broker_id, group)
 
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and

@@ -29,7 +29,12 @@ from tests.support.deps import require_module
 
 pytestmark = pytest.mark.interop
 
-BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": 300,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": 6000,
+    "group.consumer.min.session.timeout.ms": 1000,
+}
 PARTITIONS = 12
 RECORDS = 600
 
