@@ -18,6 +18,7 @@ from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescri
 from broker.protocol.messages.list_groups import ListGroupsRequest
 from tests.groups.helpers import (
     child_env,
+    committed,
     create_topic,
     describe,
     find_coordinator,
@@ -305,3 +306,60 @@ def test_a_librdkafka_regex_subscription_picks_up_a_topic_created_afterwards(bro
         assert member.subscribed_topic_regex is not None and len(member.assignment.topic_partitions) == 2
     finally:
         c.close()
+
+
+def test_a_librdkafka_member_commits_its_offsets_in_a_transaction(broker, name):
+    """Exactly-once consume-transform-produce with a KIP-848 member: librdkafka's
+    send_offsets_to_transaction with the consumer's group metadata (member id and member
+    epoch in TxnOffsetCommit) commits the offsets with the transaction's records; an
+    aborted transaction's offsets are not kept. Before the fix the coordinator checked the
+    member against the classic group and answered ILLEGAL_GENERATION."""
+    import confluent_kafka as ck
+
+    source, sink = f"{name}-in", f"{name}-out"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 1)
+    produce(broker.bootstrap, source, 10, 2)
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{name}-txn"})
+    try:
+        consumer.subscribe([source])
+        producer.init_transactions(30)
+        got = []
+        wait_until(lambda: _poll_into(consumer, got) >= 10, 60, "the 10 source records")
+
+        def positions():
+            return consumer.position(consumer.assignment())
+
+        producer.begin_transaction()
+        for m in got[:4]:
+            producer.produce(sink, m.value())
+        producer.send_offsets_to_transaction(positions(), consumer.consumer_group_metadata(), 30)
+        producer.abort_transaction(30)
+        assert committed(broker.bootstrap, name, {source: 2}) == {}
+
+        producer.begin_transaction()
+        for m in got:
+            producer.produce(sink, m.value())
+        producer.send_offsets_to_transaction(positions(), consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        assert committed(broker.bootstrap, name, {source: 2}) == {(source, 0): 5, (source, 1): 5}
+        assert consumer.memberid()  # a KIP-848 member did it
+    finally:
+        consumer.close()
+
+
+def _poll_into(consumer, got: list) -> int:
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error():
+        got.append(msg)
+    return len(got)
