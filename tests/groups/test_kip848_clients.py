@@ -363,3 +363,89 @@ def _poll_into(consumer, got: list) -> int:
     if msg is not None and not msg.error():
         got.append(msg)
     return len(got)
+
+
+def _consume(bootstrap: str, group: str, topic: str, protocol: str, n: int) -> list[bytes]:
+    """n records read by one confluent-kafka member of `group` speaking `protocol`
+    (classic or consumer), committed synchronously, then the member leaves."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    got: list = []
+    try:
+        c.subscribe([topic])
+        wait_until(lambda: _poll_into(c, got) >= n, 60, f"{n} records ({protocol})")
+        c.commit(asynchronous=False)
+        return [m.value() for m in got]
+    finally:
+        c.close()
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_and_back_with_its_offsets(broker, name):
+    """Kafka's offline upgrade and downgrade with real members: a classic group's member
+    reads and commits, leaves; a KIP-848 member (group.protocol=consumer) of the same group
+    id goes on from those offsets, leaves; a classic member again goes on from the KIP-848
+    member's offsets. ListGroups says which kind the group is at each step. While the
+    KIP-848 member is in the group, a classic JoinGroup is INCONSISTENT_GROUP_PROTOCOL
+    (Kafka 4.4 with group.consumer.migration.policy=disabled; kbroker has no online
+    migration, docs/architecture.md)."""
+    from broker.protocol.errors import ErrorCode
+    from broker.protocol.messages.join_group import JoinGroupRequest as JG
+
+    create_topic(broker.bootstrap, name, 1)
+    produce(broker.bootstrap, name, 30, 1)
+
+    def group_type() -> str:
+        with BrokerConnection(*host_port(broker.bootstrap)) as c:
+            r = c.request(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+        return {g.group_id: g.group_type for g in r.groups}.get(name, "")
+
+    first = _consume(broker.bootstrap, name, name, "classic", 10)
+    assert first == [f"m-{i}".encode() for i in range(10)]
+    assert group_type() == "classic"
+    import confluent_kafka as ck
+
+    member = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        member.subscribe([name])
+        got: list = []
+        wait_until(lambda: _poll_into(member, got) >= 10, 60, "the KIP-848 member's records")
+        assert [m.value() for m in got[:10]] == [f"m-{i}".encode() for i in range(10, 20)]  # from the commit on
+        member.commit(message=got[9], asynchronous=False)
+        assert group_type() == "consumer"
+        assert find_coordinator(broker.bootstrap, name)[0] == 0  # a broker alone: it is the coordinator
+        protocols = [JG.JoinGroupRequestProtocol(name="range", metadata=b"")]
+        with BrokerConnection(*host_port(broker.bootstrap)) as c:
+            joined = c.request(
+                JG(
+                    group_id=name,
+                    session_timeout_ms=6000,
+                    rebalance_timeout_ms=6000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=protocols,
+                ),
+                5,
+            )
+        assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        member.close()
+    third = _consume(broker.bootstrap, name, name, "classic", 10)
+    assert third == [f"m-{i}".encode() for i in range(20, 30)]
+    assert group_type() == "classic"
