@@ -1108,7 +1108,9 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
-    "kbroker's KIP-848 groups have no limits or migration policy of their own yet, and there are no share groups": """
+    "kbroker's KIP-848 groups have no size limit and no online migration (an empty classic group becomes a "
+    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled), and there are no "
+    "share groups yet": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
         group.consumer.max.size group.consumer.migration.policy
         group.share.enable group.share.max.groups group.share.max.size group.share.persister.class.name
