@@ -63,6 +63,7 @@ def _describe(c, group_id):
 
 def share_groups_describe(args) -> int:
     with connect(args) as c:
+        c.refresh([])
         conn, g = _describe(c, args.group)
         if args.state:
             print("GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\tGROUP-EPOCH\tASSIGNMENT-EPOCH\tMEMBERS")
