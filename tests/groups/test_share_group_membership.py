@@ -21,7 +21,15 @@ from broker.protocol.messages.join_group import JoinGroupRequest
 from broker.protocol.messages.list_groups import ListGroupsRequest
 from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
-from tests.groups.helpers import ROOT, child_env, connect, create_topic, find_coordinator, wait_until
+from tests.groups.helpers import (
+    ROOT,
+    child_env,
+    connect,
+    create_topic,
+    find_coordinator,
+    simple_commit,
+    wait_until,
+)
 
 SESSION_MS = 4000
 BROKER_CONFIG = {"group.share.session.timeout.ms": SESSION_MS, "group.share.heartbeat.interval.ms": 300}
@@ -243,6 +251,14 @@ def test_bad_input_gets_kafkas_codes(broker, name):
     assert (r.error_code, r.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
     g = describe(broker.bootstrap, cgroup)
     assert (g.error_code, g.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
+    # a classic group that only holds committed offsets is a classic group too (as Kafka's)
+    offsets_only = f"offsets-{name}"
+    assert simple_commit(broker.bootstrap, offsets_only, name, {0: 0}) == {0: 0}
+    r = hb(broker.bootstrap, offsets_only, "s", 0, [name])
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        f"Group {offsets_only} is not a share group.",
+    )
 
 
 def test_the_group_survives_a_restart_of_its_coordinator(broker, name):
