@@ -139,7 +139,7 @@ def test_members_share_partitions_and_every_view_shows_them(broker, name):
     assert set(rows) == {"member-a", "member-b", "member-c"}
     for mid, (_, parts) in view.items():
         assert rows[mid][2] == "3" and rows[mid][5] == str(len(parts))
-        assert rows[mid][6] == ",".join(f"{t}:{p}" for t, p in parts)
+        assert rows[mid][6] == f"{name}:" + ",".join(str(p) for _, p in parts)
 
     # a member that stops heartbeating is removed after the session timeout; the others
     # keep heartbeating and get every partition between them
