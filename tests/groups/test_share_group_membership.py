@@ -14,11 +14,13 @@ import uuid
 
 from broker.client import Cluster
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.join_group import JoinGroupRequest
 from broker.protocol.messages.list_groups import ListGroupsRequest
+from broker.protocol.messages.offset_fetch import OffsetFetchRequest
 from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from tests.groups.helpers import (
@@ -251,6 +253,18 @@ def test_bad_input_gets_kafkas_codes(broker, name):
     assert (r.error_code, r.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
     g = describe(broker.bootstrap, cgroup)
     assert (g.error_code, g.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
+    # a share group has no committed offsets: OffsetCommit and OffsetFetch refuse its id
+    # (and a commit does not turn it into a classic group), ConsumerGroupDescribe too
+    assert simple_commit(broker.bootstrap, group, name, {0: 5}) == {0: ErrorCode.GROUP_ID_NOT_FOUND}
+    with connect(broker.bootstrap) as conn:
+        f = conn.request(OffsetFetchRequest(group_id=group, topics=None), 7)
+        assert f.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        d = conn.request(ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        assert (d.error_code, d.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Group {group} is not a consumer group.",
+        )
+    assert hb(broker.bootstrap, group, "a", 3).error_code == 0
     # a classic group that only holds committed offsets is a classic group too (as Kafka's)
     offsets_only = f"offsets-{name}"
     assert simple_commit(broker.bootstrap, offsets_only, name, {0: 0}) == {0: 0}
