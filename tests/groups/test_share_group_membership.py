@@ -297,3 +297,18 @@ def test_the_group_survives_a_restart_of_its_coordinator(broker, name):
     # the members carry on at their epochs (no new epoch: the topics did not change)
     assert hb(broker.bootstrap, group, "a", 2).member_epoch == 2
     assert hb(broker.bootstrap, group, "b", 2).error_code == 0
+
+
+def test_share_groups_disabled_answer_unsupported_version(tmp_path, name):
+    """group.share.enable=false: the share-group APIs answer UNSUPPORTED_VERSION, as Kafka
+    answers while its share.version feature is 0."""
+    from tests.groups.helpers import GROUP_CONFIG
+    from tests.support.broker_proc import BrokerProcess
+
+    with BrokerProcess(tmp_path / "data", config={**GROUP_CONFIG, "group.share.enable": "false"}) as b:
+        create_topic(b.bootstrap, name, 1)
+        coordinator_ready(b.bootstrap, "off")
+        r = hb(b.bootstrap, "off", "a", 0, [name])
+        assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert describe(b.bootstrap, "off").error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert "off" not in listed(b.bootstrap, ["share"])
