@@ -68,6 +68,8 @@ from broker.protocol.messages.offset_delete import OffsetDeleteRequest as OD
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OFLE
 from broker.protocol.messages.produce import ProduceRequest as P
+from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest as SGD
+from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SGH
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
@@ -254,6 +256,14 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         "refused",
     ),
     ("consumer group describe", ApiKey.CONSUMER_GROUP_DESCRIBE, CGD(group_ids=[G + "-848"]), None, "refused"),
+    (
+        "share group heartbeat",
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        SGH(group_id=G + "-share", member_id="m-share", member_epoch=0, subscribed_topic_names=[T]),
+        None,
+        "refused",
+    ),
+    ("share group describe", ApiKey.SHARE_GROUP_DESCRIBE, SGD(group_ids=[G + "-share"]), None, "refused"),
     ("list groups", ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), None, "filtered"),
     (
         "api versions",
