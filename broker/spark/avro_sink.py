@@ -231,7 +231,8 @@ def _encode(fmt, arr, topic: str):
         text = schema_sink.proto_for(schema_sink.normal_type(arr.type), where=fmt.column)
     else:
         text = json.dumps(schema_sink.json_schema_for(arr.type, where=fmt.column))
-    writer = schema_sink.writer_for(fmt.fmt, text, fmt.message)
+    # valueProtobufMessage names a message of the user's schema (or of the latest version)
+    writer = schema_sink.writer_for(fmt.fmt, text, fmt.message if fmt.explicit_schema is not None else None)
     sid, text, refs = writer_schema(fmt, topic, text, writer.record_name)
     if refs or fmt.use_latest:
         writer = schema_sink.writer_for(fmt.fmt, text, fmt.message, refs, lambda: _references(fmt, refs))
