@@ -2393,7 +2393,10 @@ def encode_schema(nodes, bytes header, bint protobuf):
                     raise ValueError("malformed encoder nodes (no offsets)")
                 xn[k].offsets = <const int32_t *><size_t>bufs[1].address
                 if kind in (PE_BYTES, PE_ENUM, JE_STRING, JE_BASE64):
-                    xn[k].data = <const uint8_t *><size_t>bufs[2].address if bufs[2] is not None else <const uint8_t *>b""
+                    if bufs[2] is not None:
+                        xn[k].data = <const uint8_t *><size_t>bufs[2].address
+                    else:
+                        xn[k].data = <const uint8_t *>b""     # every value empty
             elif kind not in (PE_MSG, JE_OBJECT):
                 if bufs[1] is None:
                     raise ValueError("malformed encoder nodes (no data)")

@@ -6,9 +6,12 @@ Spark's to_avro derives it (SchemaConverters.toAvroType: a struct is a record na
 topLevelRecord, a nested struct a record named after its field, a nullable type the
 union [T, "null"], timestamp -> timestamp-micros, timestamp_ntz ->
 local-timestamp-micros, date -> date, decimal -> bytes decimal). It is registered under
-the subject (default <topic>-value, Confluent's TopicNameStrategy) with
-auto.register.schemas=true (the default, as Confluent's serializers), or looked up with
-false; once per (subject, schema) per Python worker.
+the subject (valueSubject, else as value.subject.name.strategy names it: <topic>-value by
+default, Confluent's TopicNameStrategy) with auto.register.schemas=true (the default, as
+Confluent's serializers), or looked up with false, or the subject's latest version is
+taken with use.latest.version=true; once per (subject, schema) per Python worker. The
+same registry steps serve valueFormat=protobuf / json-schema, whose encoding is
+broker.spark.schema_sink's.
 
 The encoding is broker._native.avro.encode: per batch, nodes describe the Arrow arrays
 and the Avro types they are written as; no Python object per row.
@@ -23,7 +26,7 @@ from typing import Any
 
 from broker._native import avro as _n
 
-_ids: dict[tuple, int] = {}
+_ids: dict[tuple, tuple[int, str, tuple]] = {}
 _lock = threading.Lock()
 
 

@@ -944,7 +944,9 @@ def _sink_format(opts: _Options, column: str):
     if fmt == "raw":
         for o in own:
             if o.lower() in opts:
-                raise KBrokerOptionError(o, f"needs {name}=avro, protobuf or json-schema (the {column} column is written as it is)")
+                raise KBrokerOptionError(
+                    o, f"needs {name}=avro, protobuf or json-schema (the {column} column is written as it is)"
+                )
         return None
     for f, o in schema_options.items():
         if f != fmt and o.lower() in opts:
@@ -974,10 +976,14 @@ def _sink_format(opts: _Options, column: str):
         )
     subject = opts.get(f"{column}subject", "").strip() or None
     if subject is not None and f"{column}.subject.name.strategy" in opts:
-        raise KBrokerOptionError(f"{column}Subject", f"names the subject: it cannot be combined with {column}.subject.name.strategy")
+        raise KBrokerOptionError(
+            f"{column}Subject", f"names the subject: it cannot be combined with {column}.subject.name.strategy"
+        )
     use_latest = _bool(opts, "use.latest.version", False)
     if use_latest and explicit is not None:
-        raise KBrokerOptionError("use.latest.version", f"takes the subject's latest schema: it cannot be combined with {schema_options[fmt]}")
+        raise KBrokerOptionError(
+            "use.latest.version", f"takes the subject's latest schema: it cannot be combined with {schema_options[fmt]}"
+        )
     from broker.spark.formats import SinkFormat
 
     return SinkFormat(

@@ -184,7 +184,9 @@ def _proto_message(t, name: str, where: str, imports: set, indent: str) -> str:
         ft = f.type
         if pa.types.is_map(ft):
             if not pa.types.is_string(ft.key_type):
-                raise SchemaEncodeError(f"{fwhere}: Protobuf maps written by the sink have string keys, not {ft.key_type}")
+                raise SchemaEncodeError(
+                    f"{fwhere}: Protobuf maps written by the sink have string keys, not {ft.key_type}"
+                )
             vt = type_of(ft.item_type, f.name, f"{fwhere}{{}}", True)
             lines.append(f"{indent}  map<string, {vt}> {f.name} = {i + 1};")
         elif pa.types.is_list(ft) or pa.types.is_large_list(ft):
@@ -267,9 +269,10 @@ class ProtoWriter:
             message = prefix + "." + f.message_type[0].name
         elif not message.startswith("."):
             message = "." + message
-        self.indexes = _message_indexes(f, prefix, message)
-        if self.indexes is None:
+        indexes = _message_indexes(f, prefix, message)
+        if indexes is None:
             raise SchemaEncodeError(f"the Protobuf schema's file has no message {message[1:]!r}")
+        self.indexes: list[int] = indexes
         self.message = message
 
     @property
@@ -342,9 +345,7 @@ class ProtoWriter:
                 e = reserve(1)
                 value(e, fd, a.values, f"{w}[]", fd.number)
                 packable = fd.type not in (_T_STRING, _T_BYTES, _T_MESSAGE, _T_GROUP)
-                packed = packable and (
-                    fd.options.packed if fd.options.HasField("packed") else self.syntax == "proto3"
-                )
+                packed = packable and (fd.options.packed if fd.options.HasField("packed") else self.syntax == "proto3")
                 nodes[slot] = (
                     _n.PE_LIST, (fd.number << 3) | 2, _n.X_PACKED if packed else 0, a, e, 1, None, None
                 )  # fmt: skip
@@ -422,7 +423,9 @@ def json_schema_for(arrow_type, nullable: bool = False, top: bool = True, where:
         out = {
             "type": "object",
             "properties": {
-                t.field(i).name: json_schema_for(t.field(i).type, t.field(i).nullable, False, f"{where}.{t.field(i).name}")
+                t.field(i).name: json_schema_for(
+                    t.field(i).type, t.field(i).nullable, False, f"{where}.{t.field(i).name}"
+                )
                 for i in range(t.num_fields)
             },
             "required": [t.field(i).name for i in range(t.num_fields) if not t.field(i).nullable],
@@ -514,7 +517,9 @@ class JsonWriter:
                 # Confluent's Connect converter writes an optional T as oneOf [null, T]
                 others = [x for x in one if not (isinstance(x, dict) and x.get("type") == "null")]
                 if len(others) != 1 or len(one) != 2:
-                    raise SchemaEncodeError(f"{w}: oneOf/anyOf other than [null, T] is not supported by the kbroker sink")
+                    raise SchemaEncodeError(
+                        f"{w}: oneOf/anyOf other than [null, T] is not supported by the kbroker sink"
+                    )
                 fill(slot, others[0], a, w, path, key)
                 node = nodes[slot]
                 nodes[slot] = (node[0], node[1] | _n.X_NULLABLE) + node[2:]
@@ -598,7 +603,9 @@ class JsonWriter:
                 if pa.types.is_string(t):
                     kind = _n.JE_STRING
                 elif pa.types.is_binary(t):
-                    base64 = s.get("contentEncoding") == "base64" or s.get("media", {}).get("binaryEncoding") == "base64"
+                    base64 = (
+                        s.get("contentEncoding") == "base64" or s.get("media", {}).get("binaryEncoding") == "base64"
+                    )
                     kind = _n.JE_BASE64 if base64 else _n.JE_STRING
                     if not base64:
                         scale = _n.X_UTF8

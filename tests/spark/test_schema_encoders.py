@@ -55,7 +55,13 @@ def rand_type(rng: random.Random, depth: int, fmt: str):
     scalars = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string()]
     scalars += [pa.binary(), pa.timestamp("us", "UTC")]
     if fmt == "json":
-        scalars += [pa.date32(), pa.decimal128(20, 4), pa.decimal128(38, 0), pa.timestamp("us"), pa.timestamp("ms", "UTC")]
+        scalars += [
+            pa.date32(),
+            pa.decimal128(20, 4),
+            pa.decimal128(38, 0),
+            pa.timestamp("us"),
+            pa.timestamp("ms", "UTC"),
+        ]
     r = rng.random()
     if depth < 2 and r < 0.15:
         return rand_struct(rng, depth + 1, fmt)
@@ -75,9 +81,7 @@ def rand_elem(rng: random.Random, depth: int, fmt: str):
 
 def rand_struct(rng: random.Random, depth: int, fmt: str):
     n = rng.randint(1, 6)
-    return pa.struct(
-        [pa.field(f"f{i}", rand_type(rng, depth, fmt), rng.random() < 0.6 or depth > 0) for i in range(n)]
-    )
+    return pa.struct([pa.field(f"f{i}", rand_type(rng, depth, fmt), rng.random() < 0.6 or depth > 0) for i in range(n)])
 
 
 def rand_value(rng: random.Random, t, nullable: bool):
@@ -94,7 +98,9 @@ def rand_value(rng: random.Random, t, nullable: bool):
         return rng.random() < 0.5
     if pa.types.is_integer(t):
         bits = t.bit_width
-        return rng.choice([0, 1, -1, 2 ** (bits - 1) - 1, -(2 ** (bits - 1)), rng.randint(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)])
+        return rng.choice(
+            [0, 1, -1, 2 ** (bits - 1) - 1, -(2 ** (bits - 1)), rng.randint(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)]
+        )
     if pa.types.is_floating(t):
         v = rng.choice([0.0, -0.0, 0.1, 1e300, -1e-300, 5e-324, 3.4e38, 1.0, rng.uniform(-1e6, 1e6), rng.random()])
         if t.bit_width == 32:

@@ -93,7 +93,8 @@ def expected(i: int) -> dict:
         "price": None if i % 3 == 0 else i * 1.5,
         "counts": [1, i % 7],
         "attrs": {"w": i * 2},
-        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC) + datetime.timedelta(microseconds=i * 1_000_001),
+        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        + datetime.timedelta(microseconds=i * 1_000_001),
         "payer": None if i % 4 == 0 else {"name": f"n{i}", "account": i + 10**12},
         "ok": i % 2 == 0,
     }
@@ -115,7 +116,9 @@ def utc_session(spark):
     spark.conf.set("spark.sql.session.timeZone", old)
 
 
-def test_batch_write_protobuf_read_back_by_confluents_deserializer_and_the_source(utc_session, sr_broker, sr, topic_name):
+def test_batch_write_protobuf_read_back_by_confluents_deserializer_and_the_source(
+    utc_session, sr_broker, sr, topic_name
+):
     """The message derived from the rows' type (proto3, registered under <topic>-value):
     ProtobufDeserializer, with the message class protoc makes of the registered schema,
     reads each value as the row; the kbroker source reads the same rows back."""
@@ -154,7 +157,9 @@ def test_batch_write_protobuf_read_back_by_confluents_deserializer_and_the_sourc
     assert sorted((as_plain(r) for r in back.collect()), key=lambda d: d["id"]) == [expected(i) for i in range(120)]
 
 
-def test_batch_write_json_schema_read_back_by_confluents_deserializer_and_the_source(utc_session, sr_broker, sr, topic_name):
+def test_batch_write_json_schema_read_back_by_confluents_deserializer_and_the_source(
+    utc_session, sr_broker, sr, topic_name
+):
     """The JSON Schema derived from the rows' type: JSONDeserializer (which validates each
     record against the registered schema) reads each value, and the key (keyFormat), as
     the row in JSON's terms — a decimal a number, bytes base64, times RFC 3339 — and the
@@ -210,7 +215,9 @@ def test_batch_write_json_schema_read_back_by_confluents_deserializer_and_the_so
     assert sorted((r.user, r.value.asDict(recursive=True)) for r in rows) == [(i, as_json(i)) for i in range(80)]
 
 
-def test_a_users_protobuf_schema_its_second_message_by_record_name_then_use_latest(utc_session, sr_broker, sr, topic_name):
+def test_a_users_protobuf_schema_its_second_message_by_record_name_then_use_latest(
+    utc_session, sr_broker, sr, topic_name
+):
     """valueProtobufSchema with valueProtobufMessage (the file's second message: message
     indexes [1]) registered under its record name (RecordNameStrategy), an enum written
     from strings; then a write with use.latest.version and auto.register.schemas=false
@@ -289,7 +296,9 @@ def test_a_row_that_does_not_fit_the_users_schema_fails_the_job_naming_the_colum
             valueProtobufSchema=USER_PROTO,
             valueProtobufMessage="shop.v1.Reading",
         )
-    df = spark.range(0, 3).select(F.struct(F.when(F.col("id") == 2, F.lit("WARM")).otherwise("HOT").alias("kind")).alias("value"))
+    df = spark.range(0, 3).select(
+        F.struct(F.when(F.col("id") == 2, F.lit("WARM")).otherwise("HOT").alias("kind")).alias("value")
+    )
     with pytest.raises(Exception, match="row 2 of the batch: value.kind is a string the Protobuf enum does not name"):
         write(
             df.coalesce(1),
@@ -316,7 +325,9 @@ def test_the_registry_refusing_an_incompatible_schema_is_a_clear_error(sr_broker
     out = encode_rows(first, [fmt], topic_name)
     assert json.loads(out.column(0)[0].as_py()[5:]) == {"a": 1}
     second = pa.RecordBatch.from_pydict({"value": pa.array([{"a": "x"}], pa.struct([("a", pa.string())]))})
-    with pytest.raises(RegistryError, match=f"registering a schema under '{topic_name}-value': HTTP 409: .*incompatible"):
+    with pytest.raises(
+        RegistryError, match=f"registering a schema under '{topic_name}-value': HTTP 409: .*incompatible"
+    ):
         encode_rows(second, [fmt], topic_name)
     import dataclasses
 
@@ -349,3 +360,50 @@ def test_sink_format_options_refused_naming_the_option(options, option, words):
     with pytest.raises(KBrokerOptionError, match=words) as err:
         SinkOptions.parse({**BASE, **options})
     assert err.value.option == option
+
+
+def test_the_pipelines_page_sink_examples_run_as_written(utc_session, sr_broker, sr):
+    """docs/pipelines.md's Protobuf and JSON Schema sink examples, as written, against this
+    module's broker and registry (ports replaced): the Protobuf one registers the .proto
+    the page shows, the JSON one writes the records the page shows under shop.Visit."""
+    from tests.pipelines.helpers import ROOT, fenced_blocks
+
+    doc = ROOT / "docs" / "pipelines.md"
+    blocks = [b for b in fenced_blocks(doc, "python") if any('.write.format("kbroker")' in x for x in b)]
+    proto = next(b for b in blocks if any('"protobuf"' in x for x in b))
+    js = next(b for b in blocks if any('"json-schema"' in x for x in b))
+    for topic in ("payments", "visits"):
+        create_topic(sr_broker.bootstrap, topic, 1)
+    for block in (proto, js):
+        code = "\n".join(block).replace("127.0.0.1:9092", sr_broker.bootstrap)
+        code = code.replace("http://127.0.0.1:8081", sr_broker.registry_url)
+        exec(compile(code, "docs/pipelines.md", "exec"), {})
+    (shown,) = fenced_blocks(doc, "proto")
+    registered = sr.get_latest_version("payments-value")
+    # the registry keeps the canonical form of what the sink registered: the page's schema
+    from broker.registry.formats.protobuf import parse_protobuf
+
+    assert registered.schema.schema_str == parse_protobuf("\n".join(shown)).canonical
+    assert len(consume_all(sr_broker, "payments", 100)) == 100
+    texts = sorted((m.value()[5:] for m in consume_all(sr_broker, "visits", 10)), key=lambda v: json.loads(v)["id"])
+    assert texts[:2] == [b'{"id":0,"page":"/p/0","ms":0.0}', b'{"id":1,"page":"/p/1","ms":null}']
+    assert sr.get_latest_version("shop.Visit").schema.schema_type == "JSON"
+
+
+def test_subject_name_strategies_for_avro_too(sr_broker, sr, topic_name):
+    """Without Spark: value.subject.name.strategy names the subject of the Avro sink's
+    schema as well (the record's full name; <topic>-<full name>)."""
+    import pyarrow as pa
+
+    from broker.spark.avro_sink import encode_rows
+    from broker.spark.formats import SinkFormat
+
+    schema = {"type": "record", "name": "Tick", "namespace": "mkt", "fields": [{"name": "p", "type": "long"}]}
+    rb = pa.RecordBatch.from_pydict({"value": pa.array([{"p": 5}], pa.struct([pa.field("p", pa.int64(), False)]))})
+    for strategy, subject in (
+        ("RecordNameStrategy", "mkt.Tick"),
+        ("TopicRecordNameStrategy", f"{topic_name}-mkt.Tick"),
+    ):
+        fmt = SinkFormat("value", sr_broker.registry_url, None, None, json.dumps(schema), strategy=strategy)
+        out = encode_rows(rb, [fmt], topic_name).column(0)[0].as_py()
+        assert int.from_bytes(out[1:5], "big") == sr.get_latest_version(subject).schema_id
