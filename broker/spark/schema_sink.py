@@ -323,6 +323,18 @@ class ProtoWriter:
                         + ")"
                     )
                 field(kid0 + j, fd, a.field(j), f"{w}.{fname}")
+            # two columns of one oneof: a reader keeps only the last, so one would be lost
+            members: dict[int, list[str]] = {}
+            for j in range(t.num_fields):
+                fd = by_name[t.field(j).name]
+                if fd.HasField("oneof_index") and not fd.proto3_optional:
+                    members.setdefault(fd.oneof_index, []).append(fd.name)
+            for index, cols in members.items():
+                if len(cols) > 1:
+                    raise SchemaEncodeError(
+                        f"{w}: the columns {', '.join(cols)} are fields of one oneof "
+                        f"({m.oneof_decl[index].name}): write one of them per row (one column), not several"
+                    )
             nodes[slot] = (_n.PE_MSG, 0, 0, a, kid0, t.num_fields, None, None)
             names[slot] = w
 

@@ -370,11 +370,19 @@ def test_a_users_protobuf_schema_every_scalar_type_and_enums_by_name():
     assert empty == cls()
 
 
+ONEOF_PROTO = """syntax = "proto3";
+package shop.v1;
+message Reading { optional int32 c = 3; oneof choice { int32 a = 1; string b = 2; } }
+"""
+
+
 @pytest.mark.parametrize(
     ("fmt", "schema", "arrow_type", "rows", "error"),
     [
         ("protobuf", USER_PROTO, pa.struct([("i32", pa.int64())]), [{"i32": 1}],
          "value.i32: a int64 column cannot be written as the Protobuf int32 field 'i32'"),
+        ("protobuf", ONEOF_PROTO, pa.struct([("a", pa.int32()), ("b", pa.string())]), [{"a": 1, "b": None}],
+         r"value: the columns a, b are fields of one oneof \(choice\)"),
         ("protobuf", USER_PROTO, pa.struct([("nope", pa.int32())]), [{"nope": 1}],
          "value.nope: the message shop.v1.Reading has no field 'nope'"),
         ("protobuf", USER_PROTO, pa.struct([("kind", pa.string())]), [{"kind": "HOT"}, {"kind": "WARM"}],
