@@ -102,17 +102,6 @@ def proto_for(arrow_type, name: str = "topLevelRecord", where: str = "value") ->
     return head + "\n" + body
 
 
-_PB_SCALARS = {
-    "bool": "bool",
-    "int32": "int32",
-    "int64": "int64",
-    "float": "float",
-    "double": "double",
-    "string": "string",
-    "binary": "bytes",
-}
-
-
 def _pb_scalar(t) -> str | None:
     import pyarrow as pa
 
@@ -152,7 +141,7 @@ def _proto_message(t, name: str, where: str, imports: set, indent: str) -> str:
         taken.add(cand)
         return cand
 
-    def type_of(ft, fname: str, fwhere: str, in_collection: bool) -> str:
+    def type_of(ft, fname: str, fwhere: str) -> str:
         scalar = _pb_scalar(ft)
         if scalar is not None:
             if scalar.startswith("google."):
@@ -187,16 +176,16 @@ def _proto_message(t, name: str, where: str, imports: set, indent: str) -> str:
                 raise SchemaEncodeError(
                     f"{fwhere}: Protobuf maps written by the sink have string keys, not {ft.key_type}"
                 )
-            vt = type_of(ft.item_type, f.name, f"{fwhere}{{}}", True)
+            vt = type_of(ft.item_type, f.name, f"{fwhere}{{}}")
             lines.append(f"{indent}  map<string, {vt}> {f.name} = {i + 1};")
         elif pa.types.is_list(ft) or pa.types.is_large_list(ft):
-            et = type_of(ft.value_type, f.name, f"{fwhere}[]", True)
+            et = type_of(ft.value_type, f.name, f"{fwhere}[]")
             lines.append(f"{indent}  repeated {et} {f.name} = {i + 1};")
         else:
-            ty = type_of(ft, f.name, fwhere, False)
-            optional = "optional " if f.nullable and (_pb_scalar(ft) or "").find(".") < 0 else ""
-            if pa.types.is_struct(ft):
-                optional = ""
+            ty = type_of(ft, f.name, fwhere)
+            # a nullable scalar: `optional` (explicit presence); messages have it anyway
+            scalar = _pb_scalar(ft)
+            optional = "optional " if f.nullable and scalar is not None and "." not in scalar else ""
             lines.append(f"{indent}  {optional}{ty} {f.name} = {i + 1};")
     lines += [n.rstrip("\n") for n in nested]
     lines.append(f"{indent}}}")
