@@ -178,6 +178,9 @@ def encode_column(arr, schema: Any, named: dict, schema_id: int, where: str):
     """A pyarrow array -> a binary array of registry-framed Avro values."""
     import pyarrow as pa
 
+    from broker.spark.schema_sink import normalize
+
+    arr = normalize(arr)  # byte and short columns as int32, timestamps in microseconds
     nodes = nodes_for(schema, named, arr, where)
     offsets, data, validity, nulls, bad_row, bad_node = _n.encode(nodes, b"\x00" + struct.pack(">I", schema_id))
     if bad_row >= 0:

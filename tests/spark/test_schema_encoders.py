@@ -425,3 +425,23 @@ def test_bad_input_is_refused_naming_the_column(fmt, schema, arrow_type, rows, e
 def test_types_without_a_derived_protobuf_type_are_refused(arrow_type, error):
     with pytest.raises(ss.SchemaEncodeError, match=error):
         ss.proto_for(arrow_type)
+
+
+def test_the_avro_sink_writes_byte_short_and_millisecond_columns():
+    """Spark's byte and short columns come as Arrow int8/int16: the Avro sink wrote them
+    as Avro int in its derived schema, then refused them ("a column of type int8 cannot be
+    written as Avro int"); they are widened to int32 now, as for Protobuf and JSON."""
+    import io
+
+    import fastavro
+
+    from broker.registry.formats.avro import parse_avro
+    from broker.spark.avro_sink import encode_column, schema_for
+
+    t = pa.struct([("b", pa.int8()), ("s", pa.int16()), ("ts", pa.timestamp("ms", "UTC"))])
+    rows = [{"b": -128, "s": 32767, "ts": datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)}]
+    schema = schema_for(t)
+    parsed = parse_avro(json.dumps(schema))
+    (enc,) = encode_column(pa.array(rows, t), parsed.parsed, parsed.named, 3, "value").to_pylist()
+    assert enc[:5] == b"\x00\x00\x00\x00\x03"
+    assert fastavro.schemaless_reader(io.BytesIO(enc[5:]), fastavro.parse_schema(schema)) == rows[0]
