@@ -980,6 +980,12 @@ def _sink_format(opts: _Options, column: str):
             f"{column}Subject", f"names the subject: it cannot be combined with {column}.subject.name.strategy"
         )
     use_latest = _bool(opts, "use.latest.version", False)
+    if f"{column}protobufmessage" in opts and explicit is None and not use_latest:
+        raise KBrokerOptionError(
+            f"{column}ProtobufMessage",
+            f"names a message of {column}ProtobufSchema or of the latest version (use.latest.version=true); "
+            "the derived schema has one message",
+        )
     if use_latest and explicit is not None:
         raise KBrokerOptionError(
             "use.latest.version", f"takes the subject's latest schema: it cannot be combined with {schema_options[fmt]}"

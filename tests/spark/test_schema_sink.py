@@ -352,6 +352,8 @@ BASE = {"kbroker.bootstrap.servers": "127.0.0.1:9092", "topic": "t", "schema.reg
         ({"valueFormat": "json-schema", "valueJsonSchema": "{}", "use.latest.version": "true"}, "use.latest.version",
          "cannot be combined with valueJsonSchema"),
         ({"valueJsonSchema": "{}"}, "valueJsonSchema", "needs valueFormat=avro, protobuf or json-schema"),
+        ({"valueFormat": "protobuf", "valueProtobufMessage": "a.B"}, "valueProtobufMessage",
+         "names a message of valueProtobufSchema or of the latest version"),
     ],
 )  # fmt: skip
 def test_sink_format_options_refused_naming_the_option(options, option, words):
