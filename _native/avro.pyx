@@ -1913,6 +1913,20 @@ cdef extern from *:
         *m = (int)(mp < 10 ? mp + 3 : mp - 9);
         *y = yoe + era * 400 + (*m <= 2);
     }
+    /* v in decimal; the length */
+    static int kb_int_text(long long v, char *out) {
+        char tmp[24];
+        unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        int n = 0, k = 0;
+        do { tmp[n++] = (char)('0' + (int)(m % 10)); m /= 10; } while (m);
+        if (v < 0) out[k++] = '-';
+        while (n) out[k++] = tmp[--n];
+        return k;
+    }
+    /* v (>= 0) in exactly `width` digits */
+    static void kb_digits(long long v, int width, char *out) {
+        for (int i = width - 1; i >= 0; i--) { out[i] = (char)('0' + (int)(v % 10)); v /= 10; }
+    }
     /* the shortest text that reads back as the same double (or float, `single`) */
     static int kb_real_text(double v, int single, char *out) {
         int n = 0;
@@ -1929,6 +1943,8 @@ cdef extern from *:
     int kb_dec_text(const uint8_t *le, int scale, char *out) nogil
     void kb_civil(long long z, long long *y, int *m, int *d) nogil
     int kb_real_text(double v, int single, char *out) nogil
+    int kb_int_text(long long v, char *out) nogil
+    void kb_digits(long long v, int width, char *out) nogil
 
 
 cdef extern from "math.h" nogil:
@@ -2240,12 +2256,29 @@ cdef int js_put_time(GrowBuf *b, int64_t micros, bint date_only, bint zone) noex
         days = micros // DAY_US if micros >= 0 else -((-(micros + 1)) // DAY_US) - 1
         rest = micros - days * DAY_US
     kb_civil(days, &y, &m, &d)
-    n = snprintf(tmp, 64, b'"%04lld-%02d-%02d', y, m, d)
+    if 0 <= y <= 9999:
+        tmp[0] = 34
+        kb_digits(y, 4, tmp + 1)
+        n = 5
+    else:
+        n = snprintf(tmp, 64, b'"%04lld', y)
+    tmp[n] = 45
+    kb_digits(m, 2, tmp + n + 1)
+    tmp[n + 3] = 45
+    kb_digits(d, 2, tmp + n + 4)
+    n += 6
     if not date_only:
-        n += snprintf(tmp + n, 64 - n, b"T%02d:%02d:%02d", <int>(rest // HOUR_US),
-                      <int>((rest // 60000000) % 60), <int>((rest // 1000000) % 60))
+        tmp[n] = 84
+        kb_digits(rest // HOUR_US, 2, tmp + n + 1)
+        tmp[n + 3] = 58
+        kb_digits((rest // 60000000) % 60, 2, tmp + n + 4)
+        tmp[n + 6] = 58
+        kb_digits((rest // 1000000) % 60, 2, tmp + n + 7)
+        n += 9
         if rest % 1000000:
-            n += snprintf(tmp + n, 64 - n, b".%06d", <int>(rest % 1000000))
+            tmp[n] = 46
+            kb_digits(rest % 1000000, 6, tmp + n + 1)
+            n += 7
         if zone:
             tmp[n] = 90
             n += 1
@@ -2275,11 +2308,11 @@ cdef int je_value(XNode *nodes, int ni, Py_ssize_t i, GrowBuf *b, int *bad_node)
         return gb_put(b, b"false", 5)
     if n.kind == JE_I32:
         memcpy(&i32, n.data + 4 * p, 4)
-        len_ = snprintf(tmp, 64, b"%d", i32)
+        len_ = kb_int_text(i32, tmp)
         return gb_put(b, tmp, len_)
     if n.kind == JE_I64:
         memcpy(&i64, n.data + 8 * p, 8)
-        len_ = snprintf(tmp, 64, b"%lld", <long long>i64)
+        len_ = kb_int_text(<long long>i64, tmp)
         return gb_put(b, tmp, len_)
     if n.kind == JE_F32 or n.kind == JE_F64:
         if n.kind == JE_F32:
