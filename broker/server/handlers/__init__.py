@@ -51,6 +51,7 @@ from broker.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -68,6 +69,7 @@ from broker.server.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leader_and_isr,
     leave_group,
@@ -81,12 +83,15 @@ from broker.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     stop_replica,
     sync_group,
     txn_offset_commit,
     update_metadata,
+    write_share_group_state,
     write_txn_markers,
 )
 
@@ -190,6 +195,11 @@ _MODULES: list[Handler] = [
     list_transactions,
     alter_partition_reassignments,
     list_partition_reassignments,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
 ]
 
 _CONTROL: list[ControlApi] = [
