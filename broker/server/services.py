@@ -14,6 +14,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
                       leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
     consumer_coordinator  KIP-848 consumer groups' heartbeats
+    share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
     txn_coordinator   the transaction coordinator (broker/txn/)
     share_coordinator the share coordinator (broker/share/coordinator.py: share-partition
                       state on __share_group_state)
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from broker.group.coordinator import GroupCoordinator
+    from broker.group.share_coordinator import ShareGroupCoordinator
     from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
@@ -88,6 +90,9 @@ class BrokerServices(Protocol):
 
     @property
     def consumer_coordinator(self) -> ConsumerGroupCoordinator: ...
+
+    @property
+    def share_coordinator(self) -> ShareGroupCoordinator: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...
