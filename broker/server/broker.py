@@ -18,6 +18,9 @@ itself:
     coordinator     the group coordinator (and its metadata manager)
     consumer_coordinator  KIP-848 consumer groups' heartbeats (same metadata manager)
     share_coordinator     KIP-932 share groups' membership (same metadata manager)
+    share_state_coordinator  the share coordinator: share-partition state on
+                    __share_group_state (broker/share/coordinator.py)
+    share_persister  that state wherever its share coordinator is (broker/share/persister.py)
     producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
 
@@ -205,16 +208,16 @@ class Broker:
             self._create_txn_topic,
         )
         self.replicas.on_leadership_change(self.txn_coordinator.leadership_changed)
-        self.share_coordinator = ShareCoordinator(
+        self.share_state_coordinator = ShareCoordinator(
             config,
             ReplicaPartitionWriter(self.replicas),
             self.metadata,
             self._create_share_state_topic,
             self._topic_partitions,
         )
-        self.replicas.on_leadership_change(self.share_coordinator.leadership_changed)
+        self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
         #: share-partition state wherever its share coordinator is (broker/share/persister.py)
-        self.share_persister = Persister(self.broker_id, self.share_coordinator, self.metadata)
+        self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
@@ -430,7 +433,7 @@ class Broker:
             )
         await self.coordinator.startup()
         await self.txn_coordinator.startup()
-        await self.share_coordinator.startup()
+        await self.share_state_coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
@@ -912,7 +915,7 @@ class Broker:
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())
-        await self._step("stopping the share coordinator", self.share_coordinator.shutdown())
+        await self._step("stopping the share coordinator", self.share_state_coordinator.shutdown())
         await self._step("closing the share persister's channels", self.share_persister.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()

@@ -16,8 +16,8 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     consumer_coordinator  KIP-848 consumer groups' heartbeats
     share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
     txn_coordinator   the transaction coordinator (broker/txn/)
-    share_coordinator the share coordinator (broker/share/coordinator.py: share-partition
-                      state on __share_group_state)
+    share_state_coordinator  the share coordinator (Kafka's ShareCoordinator,
+                      broker/share/coordinator.py: share-partition state on __share_group_state)
     share_persister   share-partition state wherever its share coordinator is
                       (broker/share/persister.py)
     admin             topic administration (create, delete, partitions, configs)
@@ -98,7 +98,7 @@ class BrokerServices(Protocol):
     def txn_coordinator(self) -> TransactionCoordinator: ...
 
     @property
-    def share_coordinator(self) -> ShareCoordinator: ...
+    def share_state_coordinator(self) -> ShareCoordinator: ...
 
     @property
     def share_persister(self) -> Persister: ...

@@ -61,7 +61,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
             return None
         node = txn.coordinator_node(key)
     elif key_type == SHARE:
-        share = services.share_coordinator
+        share = services.share_state_coordinator
         if not share.has_topic():
             return None
         node = share.coordinator_node(key)
@@ -99,7 +99,7 @@ async def _create_then_find(
         if key_type == TRANSACTION:
             await ctx.services.txn_coordinator.ensure_topic()
         elif key_type == SHARE:
-            await ctx.services.share_coordinator.ensure_topic()
+            await ctx.services.share_state_coordinator.ensure_topic()
         else:
             await ctx.services.coordinator.ensure_offsets_topic()
     except KafkaProtocolError as exc:

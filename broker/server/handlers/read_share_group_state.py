@@ -28,7 +28,7 @@ async def _handle(ctx: RequestContext, request: ReadShareGroupStateRequest) -> R
     if not request.group_id:
         return R(results=[])
     allowed = ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME)
-    coord = ctx.services.share_coordinator
+    coord = ctx.services.share_state_coordinator
 
     async def one(topic_id: uuid.UUID, p: Any) -> ShareState:
         if not allowed:

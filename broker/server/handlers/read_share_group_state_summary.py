@@ -26,7 +26,7 @@ def handle(ctx: RequestContext, request: ReadShareGroupStateSummaryRequest) -> R
     if not request.group_id:
         return R(results=[])
     allowed = ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME)
-    coord = ctx.services.share_coordinator
+    coord = ctx.services.share_state_coordinator
     results = []
     for t in request.topics:
         parts = []

@@ -28,7 +28,7 @@ async def _handle(ctx: RequestContext, request: WriteShareGroupStateRequest) -> 
     if not request.group_id:
         return R(results=[])
     allowed = ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME)
-    coord = ctx.services.share_coordinator
+    coord = ctx.services.share_state_coordinator
     dcc_known = ctx.api_version >= 1
 
     async def one(topic_id: uuid.UUID, p: Any) -> tuple[int, str | None]:
