@@ -112,3 +112,49 @@ E_MAP: int
 E_LAST: int
 
 def encode(nodes: list[tuple[int, int, int, Any, int, int]], header: bytes) -> tuple[Any, Any, Any, int, int, int]: ...
+
+PE_BOOL: int
+PE_I32_VARINT: int
+PE_I32_UVARINT: int
+PE_I32_ZIGZAG: int
+PE_I32_FIXED32: int
+PE_I32_FIXED64: int
+PE_I64_VARINT: int
+PE_I64_ZIGZAG: int
+PE_I64_FIXED64: int
+PE_F32: int
+PE_F32_F64: int
+PE_F64: int
+PE_BYTES: int
+PE_ENUM: int
+PE_MSG: int
+PE_TIMESTAMP: int
+PE_LIST: int
+PE_MAP: int
+PE_LAST: int
+JE_BOOL: int
+JE_I32: int
+JE_I64: int
+JE_F32: int
+JE_F64: int
+JE_STRING: int
+JE_BASE64: int
+JE_DECIMAL: int
+JE_DATE: int
+JE_TIMESTAMP: int
+JE_TIMESTAMP_NTZ: int
+JE_OBJECT: int
+JE_ARRAY: int
+JE_MAP: int
+JE_LAST: int
+X_PACKED: int
+X_UTF8: int
+X_NULLABLE: int
+X_NULL: int
+X_BAD_ENUM: int
+X_BAD_UTF8: int
+X_NOT_FINITE: int
+
+def encode_schema(
+    nodes: list[tuple[int, int, int, Any, int, int, bytes | None, bytes | None]], header: bytes, protobuf: bool
+) -> tuple[Any, Any, Any, int, int, int, int]: ...

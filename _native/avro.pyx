@@ -31,8 +31,9 @@ the reason come back to the caller, who raises.
 """
 cimport cython
 from libc.stdint cimport uint8_t, int32_t, int64_t, uint32_t, uint64_t, INT64_MAX
-from libc.string cimport memcpy, memset, memcmp
+from libc.string cimport memcpy, memset, memcmp, memmove
 from libc.stdlib cimport free, calloc
+from libc.stdio cimport snprintf
 
 from broker._native.buffer cimport kb_export_bytes, kb_load_be32
 
@@ -320,9 +321,26 @@ cdef inline int put_bool(Col *c, bint v) noexcept nogil:
 
 
 cdef inline int put_fixed(Col *c, const void *v) noexcept nogil:
-    if gb_put(&c.data, v, c.width) != 0:
+    cdef Py_ssize_t w = c.width
+    if c.data.length + w > c.data.cap and gb_reserve(&c.data, w) != 0:
         return R_NOMEM
+    # the widths are 4, 8 and 16: constant-size copies the compiler turns into moves
+    if w == 8:
+        memcpy(c.data.data + c.data.length, v, 8)
+    elif w == 4:
+        memcpy(c.data.data + c.data.length, v, 4)
+    else:
+        memcpy(c.data.data + c.data.length, v, 16)
+    c.data.length += w
     return col_valid(c)
+
+
+cdef inline int put_i32(GrowBuf *b, int32_t v) noexcept nogil:
+    if b.length + 4 > b.cap and gb_reserve(b, 4) != 0:
+        return -1
+    memcpy(b.data + b.length, &v, 4)
+    b.length += 4
+    return 0
 
 
 cdef inline int put_bin(Col *c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
@@ -332,7 +350,7 @@ cdef inline int put_bin(Col *c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
     if n and gb_put(&c.data, p, n) != 0:
         return R_NOMEM
     end = <int32_t>c.data.length
-    if gb_put(&c.offsets, &end, 4) != 0:
+    if put_i32(&c.offsets, end) != 0:
         return R_NOMEM
     return col_valid(c)
 
@@ -1525,6 +1543,11 @@ def decode(values, layout, programs, bint permissive):
                 if gb_reserve(&d.cols[ci].offsets, 4 * (n + 1)) != 0:
                     raise MemoryError()
                 d.cols[ci].offsets.length = 4      # the first offset, 0
+            # room for one value per row up front (columns inside lists or maps grow on)
+            if gb_reserve(&d.cols[ci].validity, (n + 7) // 8) != 0 or (
+                d.cols[ci].width and gb_reserve(&d.cols[ci].data, n * d.cols[ci].width) != 0
+            ):
+                raise MemoryError()
         for pi, prog in enumerate(programs):
             progs[pi].id = prog.schema_id
             progs[pi].ops = <const int32_t *><const char *>prog.ops
@@ -1812,6 +1835,685 @@ def encode(nodes, bytes header):
         return _take(&offsets), _take(&data), _take(&validity) if nulls else None, nulls, -1, -1
     finally:
         free(en)
+        free(offsets.data)
+        free(data.data)
+        free(validity.data)
+
+
+# ---------------------------------------------------------------- encoding Protobuf and JSON (the sink)
+#
+# The sink's valueFormat=protobuf / json-schema (broker/spark/schema_sink.py): as `encode`
+# above, a tree of nodes describes the Arrow arrays and what each is written as; the
+# nodes are tuples (kind, a, b, array, kid0, nkids, blob, table):
+#
+#   Protobuf  a: the field's tag (number << 3 | wire type) as its message writes it; b:
+#             flags (X_PACKED: a repeated scalar written packed; X_UTF8: binary checked
+#             to be UTF-8 for a string field); blob/table: an enum's names and
+#             (name offset, name length, number) int32 triples
+#   JSON      a: X_NULLABLE when the schema admits null (else a null is an error); b: a
+#             decimal's scale; blob: a struct field's key, written before its value
+#             (`"name":`, escaped)
+
+cpdef enum:
+    # Protobuf values by column type and wire encoding
+    PE_BOOL = 0
+    PE_I32_VARINT = 1       # int32 column: int32, int64, uint64 (sign-extended)
+    PE_I32_UVARINT = 2      # int32 column: uint32 (zero-extended)
+    PE_I32_ZIGZAG = 3       # int32 column: sint32, sint64
+    PE_I32_FIXED32 = 4      # int32 column: fixed32, sfixed32
+    PE_I32_FIXED64 = 5      # int32 column: fixed64, sfixed64 (sign-extended)
+    PE_I64_VARINT = 6       # int64 column: int64, uint64
+    PE_I64_ZIGZAG = 7       # int64 column: sint64
+    PE_I64_FIXED64 = 8      # int64 column: fixed64, sfixed64
+    PE_F32 = 9              # float column: float
+    PE_F32_F64 = 10         # float column: double
+    PE_F64 = 11             # double column: double
+    PE_BYTES = 12           # string or binary column: string, bytes
+    PE_ENUM = 13            # string column: an enum, by name
+    PE_MSG = 14             # struct column: a message (kids: its fields)
+    PE_TIMESTAMP = 15       # timestamp[us] column: google.protobuf.Timestamp
+    PE_LIST = 16            # list column: a repeated field (kid: the element)
+    PE_MAP = 17             # map column: a map field (kids: key, value)
+    PE_LAST = 17
+    # JSON values by column type
+    JE_BOOL = 20
+    JE_I32 = 21
+    JE_I64 = 22
+    JE_F32 = 23
+    JE_F64 = 24
+    JE_STRING = 25          # string (or binary checked to be UTF-8): escaped
+    JE_BASE64 = 26          # binary: a base64 string
+    JE_DECIMAL = 27         # decimal128: a number, exactly (b: the scale)
+    JE_DATE = 28            # date32: "YYYY-MM-DD"
+    JE_TIMESTAMP = 29       # timestamp[us] with a zone: "YYYY-MM-DDTHH:MM:SS[.ffffff]Z"
+    JE_TIMESTAMP_NTZ = 30   # timestamp[us] without: the same without the Z
+    JE_OBJECT = 31          # struct: an object (kids: its properties, each with its key)
+    JE_ARRAY = 32
+    JE_MAP = 33             # map<string, V>: an object
+    JE_LAST = 33
+    # flags
+    X_PACKED = 1
+    X_UTF8 = 2
+    X_NULLABLE = 4
+    # why a row could not be written (with the node)
+    X_NULL = 1              # a null where the schema takes none
+    X_BAD_ENUM = 2          # a string the enum does not name
+    X_BAD_UTF8 = 3          # a binary value that is not UTF-8, for a string
+    X_NOT_FINITE = 4        # NaN or an infinity, which JSON has no number for
+
+
+cdef extern from *:
+    """
+    #include <stdio.h>
+    #include <stdlib.h>
+    /* the unscaled little-endian int128 `le` with `scale` decimals, as plain text */
+    static int kb_dec_text(const unsigned char *le, int scale, char *out) {
+        __int128 v = 0;
+        for (int i = 15; i >= 0; i--) v = (v << 8) | le[i];
+        unsigned __int128 m = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+        char digits[48];
+        int n = 0;
+        do { digits[n++] = (char)('0' + (int)(m % 10)); m /= 10; } while (m);
+        while (n <= scale) digits[n++] = '0';
+        int k = 0;
+        if (v < 0) out[k++] = '-';
+        for (int i = n - 1; i >= 0; i--) {
+            out[k++] = digits[i];
+            if (i == scale && scale > 0) out[k++] = '.';
+        }
+        return k;
+    }
+    /* days since 1970-01-01 -> the proleptic Gregorian civil date (H. Hinnant's algorithm) */
+    static void kb_civil(long long z, long long *y, int *m, int *d) {
+        z += 719468;
+        long long era = (z >= 0 ? z : z - 146096) / 146097;
+        long long doe = z - era * 146097;
+        long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        long long mp = (5 * doy + 2) / 153;
+        *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+        *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+        *y = yoe + era * 400 + (*m <= 2);
+    }
+    /* v in decimal; the length */
+    static int kb_int_text(long long v, char *out) {
+        char tmp[24];
+        unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        int n = 0, k = 0;
+        do { tmp[n++] = (char)('0' + (int)(m % 10)); m /= 10; } while (m);
+        if (v < 0) out[k++] = '-';
+        while (n) out[k++] = tmp[--n];
+        return k;
+    }
+    /* v (>= 0) in exactly `width` digits */
+    static void kb_digits(long long v, int width, char *out) {
+        for (int i = width - 1; i >= 0; i--) { out[i] = (char)('0' + (int)(v % 10)); v /= 10; }
+    }
+    /* the shortest text that reads back as the same double (or float, `single`) */
+    static int kb_real_text(double v, int single, char *out) {
+        int n = 0;
+        for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
+            n = snprintf(out, 40, "%.*g", prec, v);
+            if (single ? (strtof(out, NULL) == (float)v) : (strtod(out, NULL) == v)) break;
+        }
+        int frac = 0;
+        for (int i = 0; i < n; i++) if (out[i] == '.' || out[i] == 'e' || out[i] == 'E') frac = 1;
+        if (!frac) { out[n++] = '.'; out[n++] = '0'; }
+        return n;
+    }
+    """
+    int kb_dec_text(const uint8_t *le, int scale, char *out) nogil
+    void kb_civil(long long z, long long *y, int *m, int *d) nogil
+    int kb_real_text(double v, int single, char *out) nogil
+    int kb_int_text(long long v, char *out) nogil
+    void kb_digits(long long v, int width, char *out) nogil
+
+
+cdef extern from "math.h" nogil:
+    bint isfinite(double x)
+
+cdef int64_t DAY_US = 86400 * <int64_t>1000000
+cdef int64_t HOUR_US = 3600 * <int64_t>1000000
+
+
+cdef struct XNode:
+    int kind
+    int64_t a           # Protobuf: the tag; JSON: flags
+    int b               # Protobuf: flags; JSON: the scale
+    const uint8_t *validity
+    const uint8_t *data
+    const int32_t *offsets
+    Py_ssize_t offset
+    Py_ssize_t length
+    int kid0
+    int nkids
+    const uint8_t *blob
+    Py_ssize_t blob_len
+    const int32_t *table
+    int ntable
+
+
+cdef inline bint x_null(XNode *n, Py_ssize_t p) noexcept nogil:
+    return n.validity != NULL and not (n.validity[p >> 3] >> (p & 7)) & 1
+
+
+cdef inline int w_uvarint(GrowBuf *b, uint64_t z) noexcept nogil:
+    cdef uint8_t tmp[10]
+    cdef int n = 0
+    while z > 0x7F:
+        tmp[n] = <uint8_t>((z & 0x7F) | 0x80)
+        z >>= 7
+        n += 1
+    tmp[n] = <uint8_t>z
+    return gb_put(b, tmp, n + 1)
+
+
+cdef inline int pb_open(GrowBuf *b, Py_ssize_t *start) noexcept nogil:
+    """Room for a length (one byte; pb_close moves the body when the length needs more)."""
+    cdef uint8_t zero = 0
+    start[0] = b.length
+    return gb_put(b, &zero, 1)
+
+
+cdef int pb_close(GrowBuf *b, Py_ssize_t start) noexcept nogil:
+    cdef Py_ssize_t body = b.length - start - 1
+    cdef uint8_t tmp[10]
+    cdef int n = 0
+    cdef uint64_t z = <uint64_t>body
+    while z > 0x7F:
+        tmp[n] = <uint8_t>((z & 0x7F) | 0x80)
+        z >>= 7
+        n += 1
+    tmp[n] = <uint8_t>z
+    n += 1
+    if n > 1:
+        if gb_reserve(b, n - 1) != 0:
+            return -1
+        memmove(b.data + start + n, b.data + start + 1, body)
+        b.length += n - 1
+    memcpy(b.data + start, tmp, n)
+    return 0
+
+
+cdef int pe_value(XNode *nodes, int ni, Py_ssize_t i, GrowBuf *b, int *bad_node) noexcept nogil:
+    """The value of logical row i of node ni, without its tag: 0, -1 (no memory), or a
+    reason X_* (bad_node says where)."""
+    cdef XNode *n = &nodes[ni]
+    cdef Py_ssize_t p = n.offset + i, s, e, start
+    cdef int32_t i32
+    cdef int64_t i64, secs
+    cdef float f
+    cdef double d
+    cdef uint8_t one
+    cdef int k, rc
+    if n.kind == PE_BOOL:
+        one = (n.data[p >> 3] >> (p & 7)) & 1
+        return gb_put(b, &one, 1)
+    if n.kind <= PE_I32_FIXED64:
+        memcpy(&i32, n.data + 4 * p, 4)
+        if n.kind == PE_I32_VARINT:
+            return w_uvarint(b, <uint64_t><int64_t>i32)
+        if n.kind == PE_I32_UVARINT:
+            return w_uvarint(b, <uint32_t>i32)
+        if n.kind == PE_I32_ZIGZAG:
+            return w_long(b, i32)
+        if n.kind == PE_I32_FIXED32:
+            return gb_put(b, &i32, 4)
+        i64 = i32
+        return gb_put(b, &i64, 8)
+    if n.kind <= PE_I64_FIXED64:
+        memcpy(&i64, n.data + 8 * p, 8)
+        if n.kind == PE_I64_VARINT:
+            return w_uvarint(b, <uint64_t>i64)
+        if n.kind == PE_I64_ZIGZAG:
+            return w_long(b, i64)
+        return gb_put(b, &i64, 8)
+    if n.kind == PE_F32:
+        return gb_put(b, n.data + 4 * p, 4)
+    if n.kind == PE_F32_F64:
+        memcpy(&f, n.data + 4 * p, 4)
+        d = f
+        return gb_put(b, &d, 8)
+    if n.kind == PE_F64:
+        return gb_put(b, n.data + 8 * p, 8)
+    if n.kind == PE_BYTES or n.kind == PE_ENUM:
+        s = n.offsets[p]
+        e = n.offsets[p + 1]
+        if n.kind == PE_ENUM:
+            for k in range(n.ntable):
+                if n.table[3 * k + 1] == e - s and memcmp(n.blob + n.table[3 * k], n.data + s, e - s) == 0:
+                    return w_uvarint(b, <uint64_t><int64_t>n.table[3 * k + 2])
+            bad_node[0] = ni
+            return X_BAD_ENUM
+        if (n.b & X_UTF8) and not kb_utf8_valid(n.data + s, e - s):
+            bad_node[0] = ni
+            return X_BAD_UTF8
+        if w_uvarint(b, <uint64_t>(e - s)) != 0:
+            return -1
+        return gb_put(b, n.data + s, e - s)
+    if n.kind == PE_TIMESTAMP:
+        memcpy(&i64, n.data + 8 * p, 8)
+        secs = i64 // 1000000 if i64 >= 0 else -((-(i64 + 1)) // 1000000) - 1
+        if pb_open(b, &start) != 0:
+            return -1
+        if secs != 0 and (gb_put(b, b"\x08", 1) != 0 or w_uvarint(b, <uint64_t>secs) != 0):
+            return -1
+        i64 = (i64 - secs * 1000000) * 1000
+        if i64 != 0 and (gb_put(b, b"\x10", 1) != 0 or w_uvarint(b, <uint64_t>i64) != 0):
+            return -1
+        return pb_close(b, start)
+    # PE_MSG
+    if pb_open(b, &start) != 0:
+        return -1
+    rc = pe_fields(nodes, ni, i, b, bad_node)
+    if rc:
+        return rc
+    return pb_close(b, start)
+
+
+cdef int pe_fields(XNode *nodes, int ni, Py_ssize_t i, GrowBuf *b, int *bad_node) noexcept nogil:
+    """The fields of the message of node ni (a struct) at logical row i: a null field is
+    absent, a repeated one each of its elements (or packed), a map one entry per pair."""
+    cdef XNode *m = &nodes[ni]
+    cdef XNode *n
+    cdef XNode *el
+    cdef int k, rc, ki
+    cdef Py_ssize_t p, j, s, e, start, entry
+    for k in range(m.nkids):
+        ki = m.kid0 + k
+        n = &nodes[ki]
+        p = n.offset + i
+        if x_null(n, p):
+            continue
+        if n.kind == PE_LIST:
+            s = n.offsets[p]
+            e = n.offsets[p + 1]
+            if s == e:
+                continue
+            el = &nodes[n.kid0]
+            if n.b & X_PACKED:
+                if w_uvarint(b, <uint64_t>n.a) != 0 or pb_open(b, &start) != 0:
+                    return -1
+            for j in range(s, e):
+                if x_null(el, el.offset + j):
+                    bad_node[0] = n.kid0
+                    return X_NULL
+                if not (n.b & X_PACKED) and w_uvarint(b, <uint64_t>el.a) != 0:
+                    return -1
+                rc = pe_value(nodes, n.kid0, j, b, bad_node)
+                if rc:
+                    return rc
+            if n.b & X_PACKED and pb_close(b, start) != 0:
+                return -1
+            continue
+        if n.kind == PE_MAP:
+            s = n.offsets[p]
+            e = n.offsets[p + 1]
+            for j in range(s, e):
+                if w_uvarint(b, <uint64_t>n.a) != 0 or pb_open(b, &entry) != 0:
+                    return -1
+                el = &nodes[n.kid0]
+                if w_uvarint(b, <uint64_t>el.a) != 0:
+                    return -1
+                rc = pe_value(nodes, n.kid0, j, b, bad_node)
+                if rc:
+                    return rc
+                el = &nodes[n.kid0 + 1]
+                if not x_null(el, el.offset + j):          # a null value: the entry without one
+                    if w_uvarint(b, <uint64_t>el.a) != 0:
+                        return -1
+                    rc = pe_value(nodes, n.kid0 + 1, j, b, bad_node)
+                    if rc:
+                        return rc
+                if pb_close(b, entry) != 0:
+                    return -1
+            continue
+        if w_uvarint(b, <uint64_t>n.a) != 0:
+            return -1
+        rc = pe_value(nodes, ki, i, b, bad_node)
+        if rc:
+            return rc
+    return 0
+
+
+cdef int js_put_string(GrowBuf *b, const uint8_t *s, Py_ssize_t n) noexcept nogil:
+    """s as a JSON string: ", \\ and the control characters escaped, the rest as it is."""
+    cdef Py_ssize_t j, run = 0
+    cdef uint8_t c
+    cdef int k
+    cdef uint8_t esc[6]
+    cdef const char *hexd = b"0123456789abcdef"
+    if gb_reserve(b, n + 2) != 0:
+        return -1
+    b.data[b.length] = 34
+    b.length += 1
+    for j in range(n):
+        c = s[j]
+        if c >= 0x20 and c != 34 and c != 92:
+            continue
+        if j > run and gb_put(b, s + run, j - run) != 0:
+            return -1
+        run = j + 1
+        esc[0] = 92
+        if c == 34 or c == 92:
+            esc[1] = c
+            k = 2
+        elif c == 10:
+            esc[1] = 110
+            k = 2
+        elif c == 13:
+            esc[1] = 114
+            k = 2
+        elif c == 9:
+            esc[1] = 116
+            k = 2
+        elif c == 8:
+            esc[1] = 98
+            k = 2
+        elif c == 12:
+            esc[1] = 102
+            k = 2
+        else:
+            esc[1] = 117
+            esc[2] = 48
+            esc[3] = 48
+            esc[4] = hexd[c >> 4]
+            esc[5] = hexd[c & 15]
+            k = 6
+        if gb_put(b, esc, k) != 0:
+            return -1
+    if n > run and gb_put(b, s + run, n - run) != 0:
+        return -1
+    return gb_put(b, b'"', 1)
+
+
+cdef int js_put_base64(GrowBuf *b, const uint8_t *s, Py_ssize_t n) noexcept nogil:
+    cdef const char *alpha = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    cdef Py_ssize_t j, need = 4 * ((n + 2) // 3) + 2
+    cdef uint8_t *w
+    cdef uint32_t v
+    if gb_reserve(b, need) != 0:
+        return -1
+    w = b.data + b.length
+    w[0] = 34
+    w += 1
+    j = 0
+    while j + 3 <= n:
+        v = (<uint32_t>s[j] << 16) | (<uint32_t>s[j + 1] << 8) | s[j + 2]
+        w[0] = alpha[v >> 18]
+        w[1] = alpha[(v >> 12) & 63]
+        w[2] = alpha[(v >> 6) & 63]
+        w[3] = alpha[v & 63]
+        w += 4
+        j += 3
+    if n - j == 1:
+        v = <uint32_t>s[j] << 16
+        w[0] = alpha[v >> 18]
+        w[1] = alpha[(v >> 12) & 63]
+        w[2] = 61
+        w[3] = 61
+        w += 4
+    elif n - j == 2:
+        v = (<uint32_t>s[j] << 16) | (<uint32_t>s[j + 1] << 8)
+        w[0] = alpha[v >> 18]
+        w[1] = alpha[(v >> 12) & 63]
+        w[2] = alpha[(v >> 6) & 63]
+        w[3] = 61
+        w += 4
+    w[0] = 34
+    w += 1
+    b.length = w - b.data
+    return 0
+
+
+cdef int js_put_time(GrowBuf *b, int64_t micros, bint date_only, bint zone) noexcept nogil:
+    cdef char tmp[64]
+    cdef int64_t days, rest
+    cdef long long y
+    cdef int m, d, n
+    if date_only:
+        days = micros
+        rest = 0
+    else:
+        days = micros // DAY_US if micros >= 0 else -((-(micros + 1)) // DAY_US) - 1
+        rest = micros - days * DAY_US
+    kb_civil(days, &y, &m, &d)
+    if 0 <= y <= 9999:
+        tmp[0] = 34
+        kb_digits(y, 4, tmp + 1)
+        n = 5
+    else:
+        n = snprintf(tmp, 64, b'"%04lld', y)
+    tmp[n] = 45
+    kb_digits(m, 2, tmp + n + 1)
+    tmp[n + 3] = 45
+    kb_digits(d, 2, tmp + n + 4)
+    n += 6
+    if not date_only:
+        tmp[n] = 84
+        kb_digits(rest // HOUR_US, 2, tmp + n + 1)
+        tmp[n + 3] = 58
+        kb_digits((rest // 60000000) % 60, 2, tmp + n + 4)
+        tmp[n + 6] = 58
+        kb_digits((rest // 1000000) % 60, 2, tmp + n + 7)
+        n += 9
+        if rest % 1000000:
+            tmp[n] = 46
+            kb_digits(rest % 1000000, 6, tmp + n + 1)
+            n += 7
+        if zone:
+            tmp[n] = 90
+            n += 1
+    tmp[n] = 34
+    return gb_put(b, tmp, n + 1)
+
+
+cdef int je_value(XNode *nodes, int ni, Py_ssize_t i, GrowBuf *b, int *bad_node) noexcept nogil:
+    """Logical row i of node ni as JSON: 0, -1 (no memory) or a reason X_*."""
+    cdef XNode *n = &nodes[ni]
+    cdef XNode *kid
+    cdef Py_ssize_t p = n.offset + i, s, e, j
+    cdef int32_t i32
+    cdef int64_t i64
+    cdef float f
+    cdef double d
+    cdef char tmp[64]
+    cdef int k, rc, len_
+    if x_null(n, p):
+        if not (n.a & X_NULLABLE):
+            bad_node[0] = ni
+            return X_NULL
+        return gb_put(b, b"null", 4)
+    if n.kind == JE_BOOL:
+        if (n.data[p >> 3] >> (p & 7)) & 1:
+            return gb_put(b, b"true", 4)
+        return gb_put(b, b"false", 5)
+    if n.kind == JE_I32:
+        memcpy(&i32, n.data + 4 * p, 4)
+        len_ = kb_int_text(i32, tmp)
+        return gb_put(b, tmp, len_)
+    if n.kind == JE_I64:
+        memcpy(&i64, n.data + 8 * p, 8)
+        len_ = kb_int_text(<long long>i64, tmp)
+        return gb_put(b, tmp, len_)
+    if n.kind == JE_F32 or n.kind == JE_F64:
+        if n.kind == JE_F32:
+            memcpy(&f, n.data + 4 * p, 4)
+            d = f
+        else:
+            memcpy(&d, n.data + 8 * p, 8)
+        if not isfinite(d):
+            bad_node[0] = ni
+            return X_NOT_FINITE
+        len_ = kb_real_text(d, n.kind == JE_F32, tmp)
+        return gb_put(b, tmp, len_)
+    if n.kind == JE_STRING or n.kind == JE_BASE64:
+        s = n.offsets[p]
+        e = n.offsets[p + 1]
+        if n.kind == JE_BASE64:
+            return js_put_base64(b, n.data + s, e - s)
+        if (n.b & X_UTF8) and not kb_utf8_valid(n.data + s, e - s):
+            bad_node[0] = ni
+            return X_BAD_UTF8
+        return js_put_string(b, n.data + s, e - s)
+    if n.kind == JE_DECIMAL:
+        len_ = kb_dec_text(n.data + 16 * p, n.b, tmp)
+        return gb_put(b, tmp, len_)
+    if n.kind == JE_DATE:
+        memcpy(&i32, n.data + 4 * p, 4)
+        return js_put_time(b, i32, True, False)
+    if n.kind == JE_TIMESTAMP or n.kind == JE_TIMESTAMP_NTZ:
+        memcpy(&i64, n.data + 8 * p, 8)
+        return js_put_time(b, i64, False, n.kind == JE_TIMESTAMP)
+    if n.kind == JE_OBJECT:
+        if gb_put(b, b"{", 1) != 0:
+            return -1
+        for k in range(n.nkids):
+            kid = &nodes[n.kid0 + k]
+            if k and gb_put(b, b",", 1) != 0:
+                return -1
+            if gb_put(b, kid.blob, kid.blob_len) != 0:
+                return -1
+            rc = je_value(nodes, n.kid0 + k, i, b, bad_node)
+            if rc:
+                return rc
+        return gb_put(b, b"}", 1)
+    # JE_ARRAY, JE_MAP
+    s = n.offsets[p]
+    e = n.offsets[p + 1]
+    if gb_put(b, b"[" if n.kind == JE_ARRAY else b"{", 1) != 0:
+        return -1
+    for j in range(s, e):
+        if j > s and gb_put(b, b",", 1) != 0:
+            return -1
+        if n.kind == JE_MAP:
+            kid = &nodes[n.kid0]
+            rc = je_value(nodes, n.kid0, j, b, bad_node)
+            if rc:
+                return rc
+            if gb_put(b, b":", 1) != 0:
+                return -1
+            rc = je_value(nodes, n.kid0 + 1, j, b, bad_node)
+        else:
+            rc = je_value(nodes, n.kid0, j, b, bad_node)
+        if rc:
+            return rc
+    return gb_put(b, b"]" if n.kind == JE_ARRAY else b"}", 1)
+
+
+def encode_schema(nodes, bytes header, bint protobuf):
+    """Encodes node 0 row by row into header + the Protobuf message (its fields: node 0
+    is a PE_MSG) or the JSON text. nodes: [(kind, a, b, array, kid0, nkids, blob or None,
+    table or None)], every kid after its parent. Returns (offsets, data, validity,
+    null_count, bad_row, bad_node, reason): a null top-level row is a null value;
+    bad_row >= 0 when a row cannot be written (reason X_*, at bad_node)."""
+    cdef int nn = len(nodes), k, bad_node = -1, rc = 0
+    cdef XNode *xn = <XNode *>calloc(nn if nn else 1, sizeof(XNode))
+    cdef GrowBuf offsets, data, validity
+    cdef Py_ssize_t i, j, length, nulls = 0, bad_row = -1, p, blen
+    cdef int32_t end32
+    cdef const uint8_t *hp = header
+    cdef Py_ssize_t hn = len(header)
+    cdef int lo = PE_BOOL if protobuf else JE_BOOL
+    cdef int hi = PE_LAST if protobuf else JE_LAST
+    cdef const uint8_t[:] view
+    memset(&offsets, 0, sizeof(GrowBuf))
+    memset(&data, 0, sizeof(GrowBuf))
+    memset(&validity, 0, sizeof(GrowBuf))
+    keep = []
+    try:
+        if xn == NULL:
+            raise MemoryError()
+        if nn == 0:
+            raise ValueError("no encoder nodes")
+        for k, (kind, a, b, arr, kid0, nkids, blob, table) in enumerate(nodes):
+            if not (lo <= kind <= hi) or kid0 < 0 or nkids < 0 or kid0 + nkids > nn:
+                raise ValueError("malformed encoder nodes")
+            if nkids and kid0 <= k:
+                raise ValueError("malformed encoder nodes (a kid must come after its parent)")
+            if kind in (PE_LIST, JE_ARRAY) and nkids != 1 or kind in (PE_MAP, JE_MAP) and nkids != 2:
+                raise ValueError("malformed encoder nodes (a list has one kid, a map two)")
+            bufs = arr.buffers()
+            keep.append(bufs)
+            xn[k].kind = kind
+            xn[k].a = a
+            xn[k].b = b
+            xn[k].offset = arr.offset
+            xn[k].length = len(arr)
+            xn[k].kid0 = kid0
+            xn[k].nkids = nkids
+            xn[k].validity = <const uint8_t *><size_t>bufs[0].address if bufs[0] is not None else NULL
+            if kind in (PE_BYTES, PE_ENUM, JE_STRING, JE_BASE64, PE_LIST, PE_MAP, JE_ARRAY, JE_MAP):
+                if bufs[1] is None:
+                    raise ValueError("malformed encoder nodes (no offsets)")
+                xn[k].offsets = <const int32_t *><size_t>bufs[1].address
+                if kind in (PE_BYTES, PE_ENUM, JE_STRING, JE_BASE64):
+                    if bufs[2] is not None:
+                        xn[k].data = <const uint8_t *><size_t>bufs[2].address
+                    else:
+                        xn[k].data = <const uint8_t *>b""     # every value empty
+            elif kind not in (PE_MSG, JE_OBJECT):
+                if bufs[1] is None:
+                    raise ValueError("malformed encoder nodes (no data)")
+                xn[k].data = <const uint8_t *><size_t>bufs[1].address
+            if blob is not None:
+                keep.append(blob)
+                view = blob
+                xn[k].blob = &view[0] if len(blob) else <const uint8_t *>b""
+                xn[k].blob_len = len(blob)
+            if table is not None:
+                keep.append(table)
+                view = table
+                if len(table) % 12 or (len(table) and blob is None):
+                    raise ValueError("malformed encoder nodes (an enum table is int32 triples)")
+                xn[k].table = <const int32_t *>&view[0] if len(table) else NULL
+                xn[k].ntable = len(table) // 12
+                blen = xn[k].blob_len
+                for j in range(xn[k].ntable):
+                    if xn[k].table[3 * j] < 0 or xn[k].table[3 * j + 1] < 0 \
+                            or xn[k].table[3 * j] + xn[k].table[3 * j + 1] > blen:
+                        raise ValueError("malformed encoder nodes (an enum name outside the blob)")
+        if protobuf and xn[0].kind != PE_MSG:
+            raise ValueError("the top level of a Protobuf value is a message")
+        length = xn[0].length
+        if (gb_reserve(&offsets, 4 * (length + 1)) != 0 or gb_reserve(&validity, length // 8 + 1) != 0
+                or gb_reserve(&data, length * 16 + 64) != 0):
+            raise MemoryError()
+        end32 = 0
+        gb_put(&offsets, &end32, 4)
+        validity.length = length // 8 + 1
+        with nogil:
+            for i in range(length):
+                p = xn[0].offset + i
+                if x_null(&xn[0], p):
+                    nulls += 1
+                else:
+                    validity.data[i >> 3] |= <uint8_t>(1 << (i & 7))
+                    rc = gb_put(&data, hp, hn)
+                    if rc == 0:
+                        if protobuf:
+                            rc = pe_fields(xn, 0, i, &data, &bad_node)
+                        else:
+                            rc = je_value(xn, 0, i, &data, &bad_node)
+                    if rc:
+                        bad_row = i if rc > 0 else -2
+                        break
+                if data.length > INT32_LIMIT:
+                    bad_row = -3
+                    break
+                end32 = <int32_t>data.length
+                if gb_put(&offsets, &end32, 4) != 0:
+                    bad_row = -2
+                    break
+        if bad_row == -2:
+            raise MemoryError()
+        if bad_row == -3:
+            raise OverflowError("the encoded values of one Arrow batch exceed 2 GiB")
+        if bad_row >= 0:
+            return None, None, None, 0, bad_row, bad_node, rc
+        return _take(&offsets), _take(&data), _take(&validity) if nulls else None, nulls, -1, -1, 0
+    finally:
+        free(xn)
         free(offsets.data)
         free(data.data)
         free(validity.data)

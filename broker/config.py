@@ -475,6 +475,51 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _K("transaction.state.log.min.isr", _I, 2, "min.insync.replicas of __transaction_state.", _at_least(1)),
         _K("transaction.state.log.segment.bytes", _I, 104857600, "Segment size of __transaction_state.", _at_least(1)),
         _K(
+            "share.coordinator.state.topic.num.partitions",
+            _I,
+            50,
+            "Partitions of __share_group_state (KIP-932's share-partition state).",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.state.topic.replication.factor",
+            _SH,
+            3,
+            "Replication factor of __share_group_state (fewer while fewer brokers are alive).",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.state.topic.min.isr", _SH, 2, "min.insync.replicas of __share_group_state.", _at_least(1)
+        ),
+        _K(
+            "share.coordinator.state.topic.segment.bytes",
+            _I,
+            104857600,
+            "Segment size of __share_group_state.",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            _I,
+            500,
+            "Update records the share coordinator writes for a share-partition between two snapshots of it.",
+            _at_least(0),
+        ),
+        _K(
+            "share.coordinator.state.topic.prune.interval.ms",
+            _I,
+            300000,
+            "How often the share coordinator deletes the records of __share_group_state no load needs any more.",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.write.timeout.ms",
+            _I,
+            5000,
+            "How long the share coordinator waits for the ISR of __share_group_state to have a write.",
+            _at_least(1),
+        ),
+        _K(
             "transaction.max.timeout.ms",
             _I,
             900000,
@@ -585,13 +630,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(1),
         ),
         _K(
-            "group.share.session.timeout.ms",
-            _I,
-            45000,
-            "A share group member heard from nothing for this long is removed.",
-            _at_least(1),
-        ),
-        _K(
             "group.share.min.session.timeout.ms",
             _I,
             45000,
@@ -603,13 +641,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _I,
             60000,
             "Largest share.session.timeout.ms a share group may be given.",
-            _at_least(1),
-        ),
-        _K(
-            "group.share.heartbeat.interval.ms",
-            _I,
-            5000,
-            "How often share group members are told to heartbeat.",
             _at_least(1),
         ),
         _K(
@@ -689,6 +720,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Largest share.partition.max.record.locks a share group may be given.",
             _between(2000, 10000),
         ),
+        _K(
+            "group.share.enable",
+            _B,
+            True,
+            "Serve KIP-932 share groups (false: their APIs answer UNSUPPORTED_VERSION).",
+        ),
+        _K(
+            "group.share.session.timeout.ms",
+            _I,
+            45000,
+            "A share group member heard from nothing for this long is removed.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.heartbeat.interval.ms",
+            _I,
+            5000,
+            "How often share group members are told to heartbeat.",
+            _at_least(1),
+        ),
+        _K("group.share.max.size", _I, 200, "Largest number of members in a share group.", _at_least(1)),
         _K(
             "zookeeper.connect",
             _S,
@@ -1109,17 +1161,14 @@ _NO_EFFECT: dict[str, str] = {
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
     "kbroker's KIP-848 groups have no size limit and no online migration (an empty classic group becomes a "
-    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled), and there are no "
-    "share groups yet": """
+    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled); share groups are not "
+    "counted against a maximum and keep their state with kbroker's own persister": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
         group.consumer.max.size group.consumer.migration.policy
-        group.share.enable group.share.max.groups group.share.max.size group.share.persister.class.name
-        share.coordinator.append.linger.ms
-        share.coordinator.load.buffer.size share.coordinator.snapshot.update.records.per.snapshot
-        share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
-        share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms
-        share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
-        share.coordinator.threads share.coordinator.write.timeout.ms share.fetch.max.fetch.records
+        group.share.max.groups group.share.persister.class.name
+        share.coordinator.append.linger.ms share.coordinator.load.buffer.size
+        share.coordinator.state.topic.compression.codec
+        share.coordinator.threads share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
     "kbroker has no tiered storage": """
         remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms

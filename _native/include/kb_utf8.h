@@ -3,10 +3,19 @@
 #define KB_UTF8_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline int kb_utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
+        /* ASCII runs eight bytes at a time (most keys and strings are ASCII) */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        if (i >= n) break;
         uint8_t c = s[i];
         if (c < 0x80) { i++; continue; }
         size_t need;

@@ -17,6 +17,10 @@ itself:
     admin           TopicAdmin, topic administration through the store
     coordinator     the group coordinator (and its metadata manager)
     consumer_coordinator  KIP-848 consumer groups' heartbeats (same metadata manager)
+    share_coordinator     KIP-932 share groups' membership (same metadata manager)
+    share_state_coordinator  the share coordinator: share-partition state on
+                    __share_group_state (broker/share/coordinator.py)
+    share_persister  that state wherever its share coordinator is (broker/share/persister.py)
     producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
 
@@ -43,6 +47,7 @@ import gc
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,8 +74,9 @@ from broker.config import (
 )
 from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
-from broker.group.group_configs import GroupConfigs
+from broker.group.group_configs import GroupConfigs, share_group_values
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from broker.group.share_coordinator import ShareGroupCoordinator
 from broker.log import LogManager
 from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
@@ -87,6 +93,9 @@ from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
+from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
+from broker.share.offsets import DeleteStateWithGroup
+from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -186,6 +195,13 @@ class Broker:
             config["group.consumer.heartbeat.interval.ms"],
             self.group_configs,
         )
+        self.share_coordinator = ShareGroupCoordinator(
+            self.group_manager,
+            lambda: self.metadata.topics().keys(),
+            self._share_group_settings,
+            config["group.share.max.size"],
+            config["group.share.enable"],
+        )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
         self.marker_channels = MarkerChannels(self)
         self.txn_coordinator = TransactionCoordinator(
@@ -197,6 +213,21 @@ class Broker:
             self._create_txn_topic,
         )
         self.replicas.on_leadership_change(self.txn_coordinator.leadership_changed)
+        self.share_state_coordinator = ShareCoordinator(
+            config,
+            ReplicaPartitionWriter(self.replicas),
+            self.metadata,
+            self._create_share_state_topic,
+            self._topic_partitions,
+            delete_records=lambda tp, offset: self.replicas.leader_partition(tp.topic, tp.partition).log.delete_records(
+                offset
+            ),
+        )
+        self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
+        #: share-partition state wherever its share coordinator is (broker/share/persister.py)
+        self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
+        # a deleted share group's state goes with it, as Kafka's DeleteGroups does
+        self.share_coordinator.add_listener(DeleteStateWithGroup(self, self.share_state_coordinator.runtime.spawn))
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
@@ -414,6 +445,7 @@ class Broker:
             )
         await self.coordinator.startup()
         await self.txn_coordinator.startup()
+        await self.share_state_coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
@@ -642,6 +674,11 @@ class Broker:
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
 
+    def _share_group_settings(self, group_id: str) -> tuple[int, int]:
+        """A share group's (session timeout, heartbeat interval): its group configs, else the broker's."""
+        v = share_group_values(self.group_configs, group_id)
+        return v.session_timeout_ms, v.heartbeat_interval_ms
+
     async def _reload_group_config(self, group: str) -> None:
         try:
             await self.group_configs.reload(group)
@@ -816,6 +853,17 @@ class Broker:
     async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(TXN_TOPIC, partitions, replication_factor, configs, wait=False)
 
+    async def _create_share_state_topic(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        await self.admin.create_topic(SHARE_STATE_TOPIC, partitions, replication_factor, configs, wait=False)
+
+    def _topic_partitions(self, topic_id: uuid.UUID) -> int | None:
+        """The partition count of the topic with this id; None when there is none."""
+        name = self.metadata.topic_name(topic_id)
+        info = None if name is None else self.metadata.topic(name)
+        return None if info is None else len(info.partitions)
+
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
@@ -889,9 +937,12 @@ class Broker:
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
+        await self._step("stopping the share group timers", self.share_coordinator.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())
+        await self._step("stopping the share coordinator", self.share_state_coordinator.shutdown())
+        await self._step("closing the share persister's channels", self.share_persister.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self.metrics is not None:

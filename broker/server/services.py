@@ -15,7 +15,12 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     coordinator       the group coordinator
     consumer_coordinator  KIP-848 consumer groups' heartbeats
     group_configs     group configs (GROUP resources; broker/group/group_configs.py)
+    share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
     txn_coordinator   the transaction coordinator (broker/txn/)
+    share_state_coordinator  the share coordinator (Kafka's ShareCoordinator,
+                      broker/share/coordinator.py: share-partition state on __share_group_state)
+    share_persister   share-partition state wherever its share coordinator is
+                      (broker/share/persister.py)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
     transaction_version, features_epoch
@@ -62,10 +67,13 @@ if TYPE_CHECKING:
     from broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from broker.group.coordinator import GroupCoordinator
     from broker.group.group_configs import GroupConfigs
+    from broker.group.share_coordinator import ShareGroupCoordinator
     from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
     from broker.server.quotas import ClientQuotas
+    from broker.share.coordinator import ShareCoordinator
+    from broker.share.persister import Persister
     from broker.txn.coordinator import TransactionCoordinator
 
 
@@ -89,7 +97,16 @@ class BrokerServices(Protocol):
     def group_configs(self) -> GroupConfigs: ...
 
     @property
+    def share_coordinator(self) -> ShareGroupCoordinator: ...
+
+    @property
     def txn_coordinator(self) -> TransactionCoordinator: ...
+
+    @property
+    def share_state_coordinator(self) -> ShareCoordinator: ...
+
+    @property
+    def share_persister(self) -> Persister: ...
 
     @property
     def admin(self) -> TopicAdmin: ...

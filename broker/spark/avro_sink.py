@@ -6,9 +6,12 @@ Spark's to_avro derives it (SchemaConverters.toAvroType: a struct is a record na
 topLevelRecord, a nested struct a record named after its field, a nullable type the
 union [T, "null"], timestamp -> timestamp-micros, timestamp_ntz ->
 local-timestamp-micros, date -> date, decimal -> bytes decimal). It is registered under
-the subject (default <topic>-value, Confluent's TopicNameStrategy) with
-auto.register.schemas=true (the default, as Confluent's serializers), or looked up with
-false; once per (subject, schema) per Python worker.
+the subject (valueSubject, else as value.subject.name.strategy names it: <topic>-value by
+default, Confluent's TopicNameStrategy) with auto.register.schemas=true (the default, as
+Confluent's serializers), or looked up with false, or the subject's latest version is
+taken with use.latest.version=true; once per (subject, schema) per Python worker. The
+same registry steps serve valueFormat=protobuf / json-schema, whose encoding is
+broker.spark.schema_sink's.
 
 The encoding is broker._native.avro.encode: per batch, nodes describe the Arrow arrays
 and the Avro types they are written as; no Python object per row.
@@ -23,7 +26,7 @@ from typing import Any
 
 from broker._native import avro as _n
 
-_ids: dict[tuple, int] = {}
+_ids: dict[tuple, tuple[int, str, tuple]] = {}
 _lock = threading.Lock()
 
 
@@ -175,6 +178,9 @@ def encode_column(arr, schema: Any, named: dict, schema_id: int, where: str):
     """A pyarrow array -> a binary array of registry-framed Avro values."""
     import pyarrow as pa
 
+    from broker.spark.schema_sink import normalize
+
+    arr = normalize(arr)  # byte and short columns as int32, timestamps in microseconds
     nodes = nodes_for(schema, named, arr, where)
     offsets, data, validity, nulls, bad_row, bad_node = _n.encode(nodes, b"\x00" + struct.pack(">I", schema_id))
     if bad_row >= 0:
@@ -190,10 +196,9 @@ def encode_column(arr, schema: Any, named: dict, schema_id: int, where: str):
 
 
 def encode_rows(rb, formats, topic: str):
-    """The batch with its key/value columns (per `formats`, SinkFormat) encoded."""
+    """The batch with its key/value columns (per `formats`, SinkFormat) encoded: Avro
+    here, Protobuf and JSON Schema by broker.spark.schema_sink."""
     import pyarrow as pa
-
-    from broker.registry.formats.avro import parse_avro
 
     names = [n.lower() for n in rb.schema.names]
     columns = list(rb.columns)
@@ -203,29 +208,90 @@ def encode_rows(rb, formats, topic: str):
             continue
         i = names.index(fmt.column)
         arr = columns[i]
-        if fmt.explicit_schema is not None:
-            text = fmt.explicit_schema
-        else:
-            text = json.dumps(schema_for(arr.type))
-        parsed = parse_avro(text)
-        subject = fmt.subject or f"{topic}-{fmt.column}"
-        sid = schema_id(fmt, subject, text)
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
-        columns[i] = encode_column(arr, parsed.parsed, parsed.named, sid, fmt.column)
+        columns[i] = _encode(fmt, arr, topic)
         fields[i] = pa.field(fields[i].name, pa.binary())
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
 
 
-def schema_id(fmt, subject: str, text: str) -> int:
-    key = (fmt.registry_url, subject, text, fmt.auto_register)
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json-schema": "JSON"}
+
+
+def _encode(fmt, arr, topic: str):
+    if fmt.fmt == "avro":
+        from broker.registry.formats.avro import parse_avro
+
+        text = fmt.explicit_schema if fmt.explicit_schema is not None else json.dumps(schema_for(arr.type))
+        parsed = parse_avro(text)
+        name = parsed.parsed.get("name") if isinstance(parsed.parsed, dict) else None
+        sid, text, refs = writer_schema(fmt, topic, text, name)
+        if refs or fmt.use_latest:
+            parsed = parse_avro(text, _references(fmt, refs))
+        return encode_column(arr, parsed.parsed, parsed.named, sid, fmt.column)
+    from broker.spark import schema_sink
+
+    if fmt.explicit_schema is not None:
+        text = fmt.explicit_schema
+    elif fmt.fmt == "protobuf":
+        text = schema_sink.proto_for(schema_sink.normal_type(arr.type), where=fmt.column)
+    else:
+        text = json.dumps(schema_sink.json_schema_for(arr.type, where=fmt.column))
+    # valueProtobufMessage names a message of the user's schema (or of the latest version)
+    writer = schema_sink.writer_for(fmt.fmt, text, fmt.message if fmt.explicit_schema is not None else None)
+    sid, text, refs = writer_schema(fmt, topic, text, writer.record_name)
+    if refs or fmt.use_latest:
+        writer = schema_sink.writer_for(fmt.fmt, text, fmt.message, refs, lambda: _references(fmt, refs))
+    return schema_sink.encode_column(arr, writer, sid, fmt.column, fmt.fmt)
+
+
+def subject_for(fmt, topic: str, record_name: str | None) -> str:
+    """The subject, as Confluent's subject name strategies name it."""
+    if fmt.subject:
+        return fmt.subject
+    if fmt.strategy == "TopicNameStrategy":
+        return f"{topic}-{fmt.column}"
+    if not record_name:
+        raise AvroEncodeError(
+            f"{fmt.column}.subject.name.strategy={fmt.strategy} needs a record name, and the {fmt.column}'s schema "
+            "has none (a JSON schema names its record with a title)"
+        )
+    return record_name if fmt.strategy == "RecordNameStrategy" else f"{topic}-{record_name}"
+
+
+def _references(fmt, refs) -> tuple:
+    if not refs:
+        return ()
+    from broker.spark.formats import RegistryClient
+
+    return RegistryClient(fmt.registry_url, fmt.user_info).references([dict(r) for r in refs])
+
+
+def writer_schema(fmt, topic: str, text: str, record_name: str | None) -> tuple[int, str, tuple]:
+    """(id, schema text, references as JSON triples) of the schema the rows are written
+    with: `text` registered (auto.register.schemas) or looked up under the subject, or
+    the subject's latest version (use.latest.version); once per Python worker."""
+    subject = subject_for(fmt, topic, record_name)
+    key = (fmt.registry_url, subject, fmt.fmt, text, fmt.auto_register, fmt.use_latest)
     with _lock:
         if key in _ids:
             return _ids[key]
     from broker.spark.formats import RegistryClient
 
     client = RegistryClient(fmt.registry_url, fmt.user_info)
-    sid = client.register(subject, text) if fmt.auto_register else client.lookup(subject, text)
+    schema_type = SCHEMA_TYPES[fmt.fmt]
+    if fmt.use_latest:
+        v = client.version(subject, "latest")
+        if v.get("schemaType", "AVRO") != schema_type:
+            raise AvroEncodeError(
+                f"kbroker sink: the latest version of subject {subject!r} is a {v.get('schemaType', 'AVRO')} schema, "
+                f"not {schema_type} ({fmt.column}Format={fmt.fmt})"
+            )
+        got = (int(v["id"]), v["schema"], tuple(tuple(sorted(r.items())) for r in v.get("references") or ()))
+    elif fmt.auto_register:
+        got = (client.register(subject, text, schema_type), text, ())
+    else:
+        got = (client.lookup(subject, text, schema_type), text, ())
     with _lock:
-        _ids[key] = sid
-    return sid
+        _ids[key] = got
+    return got

@@ -153,9 +153,13 @@ class SinkFormat:
     column: str  # "key" | "value"
     registry_url: str
     user_info: str | None
-    subject: str | None  # None: <topic>-<column>
+    subject: str | None  # None: as `strategy` names it
     explicit_schema: str | None
     auto_register: bool = True
+    fmt: str = "avro"  # "avro" | "protobuf" | "json-schema"
+    message: str | None = None  # protobuf: the message written (default: the file's first)
+    use_latest: bool = False  # use.latest.version: the subject's latest version is the writer schema
+    strategy: str = "TopicNameStrategy"  # or RecordNameStrategy, TopicRecordNameStrategy
 
 
 def spark_type(fmt: ColumnFormat):

@@ -428,7 +428,7 @@ SOURCE_OPTIONS = (
 SINK_OPTIONS = (
     "topic",
     "deliveryGuarantee",
-    # registry-framed Avro keys and values (broker/spark/avro_sink.py)
+    # registry-framed keys and values (broker/spark/avro_sink.py, schema_sink.py)
     "valueFormat",
     "keyFormat",
     "schema.registry.url",
@@ -437,7 +437,16 @@ SINK_OPTIONS = (
     "keySubject",
     "valueAvroSchema",
     "keyAvroSchema",
+    "valueProtobufSchema",
+    "keyProtobufSchema",
+    "valueProtobufMessage",
+    "keyProtobufMessage",
+    "valueJsonSchema",
+    "keyJsonSchema",
     "auto.register.schemas",
+    "use.latest.version",
+    "value.subject.name.strategy",
+    "key.subject.name.strategy",
 )
 #: what Spark's DataFrameWriter / DataStreamWriter hand a Python sink beside the user's
 #: options (seen with Spark 4.3: checkpointLocation, queryName(), save(path) / start(path)):
@@ -918,38 +927,80 @@ class SinkOptions:
         )
 
 
+#: the sink's own schema option per format
+SINK_SCHEMA_OPTION = {"avro": "AvroSchema", "protobuf": "ProtobufSchema", "json-schema": "JsonSchema"}
+#: Confluent's subject name strategies (the serializers' key/value.subject.name.strategy)
+STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+
+
 def _sink_format(opts: _Options, column: str):
     """The sink's keyFormat / valueFormat and the options that go with them."""
     name = f"{column}Format"
     fmt = opts.get(name.lower(), "raw").strip().lower() or "raw"
     if fmt not in FORMATS:
         raise KBrokerOptionError(name, f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    own = (f"{column}Subject", f"{column}AvroSchema")
+    schema_options = {f: f"{column}{o}" for f, o in SINK_SCHEMA_OPTION.items()}
+    own = (f"{column}Subject", *schema_options.values(), f"{column}ProtobufMessage", f"{column}.subject.name.strategy")
     if fmt == "raw":
         for o in own:
             if o.lower() in opts:
-                raise KBrokerOptionError(o, f"needs {name}=avro (the {column} column is written as it is)")
+                raise KBrokerOptionError(
+                    o, f"needs {name}=avro, protobuf or json-schema (the {column} column is written as it is)"
+                )
         return None
-    if fmt != "avro":
-        raise KBrokerOptionError(name, f"= {fmt} is not supported by the kbroker sink yet (supported: raw, avro)")
+    for f, o in schema_options.items():
+        if f != fmt and o.lower() in opts:
+            raise KBrokerOptionError(o, f"is for {name}={f}, not {fmt}")
+    if fmt != "protobuf" and f"{column}protobufmessage" in opts:
+        raise KBrokerOptionError(f"{column}ProtobufMessage", f"is for {name}=protobuf, not {fmt}")
     url = opts.get("schema.registry.url", "").strip()
     if not url:
-        raise KBrokerOptionError("schema.registry.url", f"must be given with {name}=avro: the registry of the schemas")
+        raise KBrokerOptionError("schema.registry.url", f"must be given with {name}={fmt}: the registry of the schemas")
     if not re.match(r"^https?://[^/\s]+", url):
         raise KBrokerOptionError("schema.registry.url", f"must be an http:// or https:// URL, not {url!r}")
-    explicit = opts.get(f"{column}avroschema")
-    if explicit is not None:
+    explicit = opts.get(schema_options[fmt].lower())
+    if explicit is not None and fmt != "protobuf":
         try:
             json.loads(explicit)
         except ValueError as exc:
-            raise KBrokerOptionError(f"{column}AvroSchema", f"is not JSON ({exc}): give an Avro schema") from None
+            kind = "an Avro schema" if fmt == "avro" else "a JSON Schema"
+            raise KBrokerOptionError(schema_options[fmt], f"is not JSON ({exc}): give {kind}") from None
+    if explicit is not None and not explicit.strip():
+        raise KBrokerOptionError(schema_options[fmt], "is empty: give a schema")
+    strategy = opts.get(f"{column}.subject.name.strategy", "TopicNameStrategy").strip()
+    short = strategy.rsplit(".", 1)[-1]
+    if short not in STRATEGIES or (short != strategy and strategy != f"io.confluent.kafka.serializers.subject.{short}"):
+        raise KBrokerOptionError(
+            f"{column}.subject.name.strategy",
+            f"must be one of {', '.join(STRATEGIES)} (or Confluent's class name of one), not {strategy!r}",
+        )
+    subject = opts.get(f"{column}subject", "").strip() or None
+    if subject is not None and f"{column}.subject.name.strategy" in opts:
+        raise KBrokerOptionError(
+            f"{column}Subject", f"names the subject: it cannot be combined with {column}.subject.name.strategy"
+        )
+    use_latest = _bool(opts, "use.latest.version", False)
+    if f"{column}protobufmessage" in opts and explicit is None and not use_latest:
+        raise KBrokerOptionError(
+            f"{column}ProtobufMessage",
+            f"names a message of {column}ProtobufSchema or of the latest version (use.latest.version=true); "
+            "the derived schema has one message",
+        )
+    if use_latest and explicit is not None:
+        raise KBrokerOptionError(
+            "use.latest.version", f"takes the subject's latest schema: it cannot be combined with {schema_options[fmt]}"
+        )
     from broker.spark.formats import SinkFormat
 
     return SinkFormat(
         column=column,
         registry_url=url,
         user_info=opts.get("schema.registry.basic.auth.user.info") or None,
-        subject=opts.get(f"{column}subject", "").strip() or None,
+        subject=subject,
         explicit_schema=explicit,
         auto_register=_bool(opts, "auto.register.schemas", True),
+        fmt=fmt,
+        message=opts.get(f"{column}protobufmessage", "").strip() or None,
+        use_latest=use_latest,
+        strategy=short,
     )

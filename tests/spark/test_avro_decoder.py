@@ -506,3 +506,55 @@ def test_json_decoder_against_json_loads_and_fuzzed_bytes_never_crash():
     out = dec.decode(pa.array(values, pa.binary()))
     out.validate(full=True)
     assert len(out) == len(values)
+
+
+def test_string_utf8_check_agrees_with_pythons_strict_decoder():
+    """A string column takes exactly the values Python's strict UTF-8 decoder takes
+    (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF), wherever the bad byte
+    sits in a long ASCII run (the check reads ASCII eight bytes at a time)."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    schema = {"type": "record", "name": "S", "fields": [{"name": "s", "type": "string"}]}
+    oddities = [
+        b"\x80",
+        b"\xc0\xaf",
+        b"\xc3",
+        b"\xe0\x80\xaf",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xff",
+        b"\xc3\xa9",
+    ]
+    oddities += ["中".encode(), "🙂".encode(), "🙂".encode()[:3]]
+    values = []
+    for _ in range(3000):
+        before = b"a" * rng.randrange(0, 40)
+        after = b"z" * rng.randrange(0, 40)
+        values.append(before + rng.choice(oddities) + after if rng.random() < 0.8 else before + after)
+    frames = []
+    for v in values:
+        n = len(v)
+        zz = bytearray()
+        u = n << 1
+        while True:  # Avro's zigzag varint length, then the bytes
+            b = u & 0x7F
+            u >>= 7
+            zz.append(b | (0x80 if u else 0))
+            if not u:
+                break
+        frames.append(b"\x00" + struct.pack(">I", 1) + bytes(zz) + v)
+    out = decoder(schema, {1: schema}, permissive=True).decode(pa.array(frames, pa.binary())).to_pylist()
+
+    def ok(v: bytes) -> bool:
+        try:
+            v.decode("utf-8", errors="strict")
+            return True
+        except UnicodeDecodeError:
+            return False
+
+    for v, row in zip(values, out, strict=True):
+        if ok(v):
+            assert row == {"s": v.decode()}, v
+        else:
+            assert row is None, v
