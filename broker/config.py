@@ -552,6 +552,37 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "How often KIP-848 group members are told to heartbeat.",
             _at_least(1),
         ),
+        # share groups (KIP-932): the delivery side's defaults (broker/share/)
+        _K(
+            "group.share.record.lock.duration.ms",
+            _I,
+            30000,
+            "How long a share consumer holds the records a ShareFetch acquired for it before they are "
+            "released for another delivery.",
+            _between(1000, 3600000),
+        ),
+        _K(
+            "group.share.delivery.count.limit",
+            _I,
+            5,
+            "Deliveries of a record to share consumers after which, released or timed out, it is archived "
+            "instead of delivered again.",
+            _between(2, 10),
+        ),
+        _K(
+            "group.share.partition.max.record.locks",
+            _I,
+            2000,
+            "Most records of one share group in flight (acquired, or released within the window) on one partition.",
+            _between(100, 10000),
+        ),
+        _K(
+            "group.share.max.share.sessions",
+            _I,
+            2000,
+            "Most share sessions (one per share consumer fetching from this broker) open at once.",
+            _at_least(1),
+        ),
         _K(
             "zookeeper.connect",
             _S,
@@ -976,12 +1007,12 @@ _NO_EFFECT: dict[str, str] = {
         group.consumer.max.heartbeat.interval.ms
         group.consumer.max.session.timeout.ms group.consumer.max.size group.consumer.migration.policy
         group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
-        group.share.enable group.share.delivery.count.limit
+        group.share.enable
         group.share.heartbeat.interval.ms group.share.max.groups group.share.max.heartbeat.interval.ms
         group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms group.share.max.size
         group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms
-        group.share.min.session.timeout.ms group.share.partition.max.record.locks group.share.persister.class.name
-        group.share.record.lock.duration.ms group.share.session.timeout.ms share.coordinator.append.linger.ms
+        group.share.min.session.timeout.ms group.share.persister.class.name
+        group.share.session.timeout.ms share.coordinator.append.linger.ms
         share.coordinator.load.buffer.size share.coordinator.snapshot.update.records.per.snapshot
         share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
         share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms

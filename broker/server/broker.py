@@ -86,6 +86,7 @@ from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
+from broker.share.manager import SharePartitionManager
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -183,6 +184,11 @@ class Broker:
             config["group.consumer.heartbeat.interval.ms"],
         )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
+        #: KIP-932: the share partitions led here and the share sessions (broker/share/)
+        self.share_partitions = SharePartitionManager(
+            config, self.replicas, None, config["group.share.max.share.sessions"]
+        )
+        self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
         self.marker_channels = MarkerChannels(self)
         self.txn_coordinator = TransactionCoordinator(
             config,
@@ -874,6 +880,7 @@ class Broker:
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
+        await self._step("stopping the share partitions' timers", self.share_partitions.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())

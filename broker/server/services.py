@@ -14,6 +14,8 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
                       leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
     consumer_coordinator  KIP-848 consumer groups' heartbeats
+    share_partitions  KIP-932 share groups' delivery: the share partitions led here and
+                      the share sessions (broker/share/manager.py)
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
     from broker.server.quotas import ClientQuotas
+    from broker.share.manager import SharePartitionManager
     from broker.txn.coordinator import TransactionCoordinator
 
 
@@ -82,6 +85,9 @@ class BrokerServices(Protocol):
 
     @property
     def consumer_coordinator(self) -> ConsumerGroupCoordinator: ...
+
+    @property
+    def share_partitions(self) -> SharePartitionManager: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...

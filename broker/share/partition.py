@@ -292,7 +292,8 @@ class SharePartition:
             r = self._ranges[i]
             if r.state != ACQUIRED:
                 raise AcknowledgeError(
-                    ErrorCode.INVALID_RECORD_STATE, f"offsets {max(r.first, first)}..{min(r.last, last)} are not acquired"
+                    ErrorCode.INVALID_RECORD_STATE,
+                    f"offsets {max(r.first, first)}..{min(r.last, last)} are not acquired",
                 )
             if r.member != member:
                 raise AcknowledgeError(

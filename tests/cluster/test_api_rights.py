@@ -14,6 +14,7 @@ example request beside its row (REQUESTS), the transaction APIs included."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -68,6 +69,8 @@ from broker.protocol.messages.offset_delete import OffsetDeleteRequest as OD
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OFLE
 from broker.protocol.messages.produce import ProduceRequest as P
+from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest as SA
+from broker.protocol.messages.share_fetch import ShareFetchRequest as SF
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
@@ -254,6 +257,47 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         "refused",
     ),
     ("consumer group describe", ApiKey.CONSUMER_GROUP_DESCRIBE, CGD(group_ids=[G + "-848"]), None, "refused"),
+    (
+        "share fetch (opens a share session)",
+        ApiKey.SHARE_FETCH,
+        SF(
+            group_id=G + "-share",
+            member_id="m-share",
+            share_session_epoch=0,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_records=10,
+            batch_size=10,
+            topics=[SF.FetchTopic(topic_id=uuid.UUID(int=7), partitions=[SF.FetchPartition(partition_index=0)])],
+            forgotten_topics_data=[],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "share acknowledge",
+        ApiKey.SHARE_ACKNOWLEDGE,
+        SA(
+            group_id=G + "-share",
+            member_id="m-share",
+            share_session_epoch=1,
+            topics=[
+                SA.AcknowledgeTopic(
+                    topic_id=uuid.UUID(int=7),
+                    partitions=[
+                        SA.AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=[
+                                SA.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])
+                            ],
+                        )
+                    ],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
     ("list groups", ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), None, "filtered"),
     (
         "api versions",
