@@ -220,6 +220,16 @@ class SharePartitionManager:
                     raise KafkaProtocolError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the share state did not load")
         return e
 
+    def loaded(self, group: str, topic_id: uuid.UUID, topic: str, index: int) -> Entry:
+        """The share partition if it is loaded here (acknowledgements never load one: as
+        Kafka's, they answer UNKNOWN_TOPIC_OR_PARTITION for a share partition this leader
+        has not fetched from); KafkaProtocolError when this broker does not lead it."""
+        part = self.replicas.leader_partition(topic, index)
+        e = self.entries.get((group, topic_id, index))
+        if e is None or e.sp is None or e.part is not part or e.leader_epoch != part.state.leader_epoch:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no share partition loaded")
+        return e
+
     async def _load(self, e: Entry) -> None:
         if self.persister is None:
             raise KafkaProtocolError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no share state persister")

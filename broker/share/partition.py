@@ -250,10 +250,13 @@ class SharePartition:
 
     def acknowledge(self, member: str, batches: Sequence[tuple[int, int, Sequence[int]]], now: float) -> None:
         """Applies `member`'s acknowledgements ((first, last, types) each: one type for the
-        whole run, or one per offset) all or nothing: AcknowledgeError when a run is
-        malformed (INVALID_REQUEST) or names a record this member does not hold acquired
-        (INVALID_RECORD_STATE: never delivered, acquired by another member, already
-        acknowledged or archived, or its lock expired)."""
+        whole run, or one per offset) all or nothing, as Kafka's SharePartition checks
+        them: AcknowledgeError INVALID_REQUEST when a run is malformed or goes past the
+        records delivered; INVALID_RECORD_STATE when it names a record of the window this
+        member does not hold acquired (acquired by another member, available again,
+        already acknowledged or archived: its lock expired, or it was acknowledged
+        before) or lies wholly below the start. Offsets of a run below the start (done
+        since) are skipped."""
         runs: list[tuple[int, int, int]] = []
         for first, last, types in batches:
             if first > last or first < 0:
@@ -277,16 +280,24 @@ class SharePartition:
             self._check_held(member, first, last)
         deadline = now + self.lock_ms
         for first, last, t in runs:
-            self._apply(first, last, t, deadline)
+            # offsets below the start (done, or gone with the log's start) are skipped, as
+            # Kafka skips them when the start moved into an acknowledged batch
+            if last >= self.start:
+                self._apply(max(first, self.start), last, t, deadline)
         self.dirty = True
         self._advance()
 
     def _check_held(self, member: str, first: int, last: int) -> None:
-        if first < self.start or last >= self.end:
+        if last >= self.end:
             raise AcknowledgeError(
-                ErrorCode.INVALID_RECORD_STATE,
-                f"offsets {first}..{last} are not acquired (the window is {self.start}..{self.end - 1})",
+                ErrorCode.INVALID_REQUEST,
+                f"offsets {first}..{last} go past the records delivered (up to {self.end - 1})",
             )
+        if last < self.start:
+            raise AcknowledgeError(
+                ErrorCode.INVALID_RECORD_STATE, f"offsets {first}..{last} are no longer in flight (start {self.start})"
+            )
+        first = max(first, self.start)
         i = self._index(first)
         while i < len(self._ranges) and self._ranges[i].first <= last:
             r = self._ranges[i]

@@ -9,7 +9,9 @@ member still holds), any other must be the session's epoch (INVALID_SHARE_SESSIO
 no session: SHARE_SESSION_NOT_FOUND), which then moves on. Each partition's
 acknowledgements are applied all or nothing and persisted before the answer; a refusal
 is the partition's error code (INVALID_RECORD_STATE: records this member does not hold
-acquired; INVALID_REQUEST: a malformed batch, or RENEW without IsRenewAck);
+acquired; INVALID_REQUEST: a malformed batch, one past the records delivered, or RENEW
+without IsRenewAck; UNKNOWN_TOPIC_OR_PARTITION: a share partition this broker has not
+fetched from since it became its leader);
 NOT_LEADER_OR_FOLLOWER names the current leader and its endpoint.
 """
 
@@ -23,7 +25,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
-from broker.server.handlers.share_fetch import Partition, apply_acks, check_acks, leader_of, resolve
+from broker.server.handlers.share_fetch import Partition, apply_acks, check_acks, leader_of
 from broker.share.session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
@@ -73,7 +75,6 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
             code, p.acks = check_acks(version, renew, rp.acknowledgement_batches)
             p.ack_error = p.error or code
             parts.append(p)
-    await resolve(mgr, group, parts)
     await apply_acks(mgr, group, member, parts)
     if epoch == FINAL_EPOCH:
         mgr.sessions.remove(group, member)

@@ -15,8 +15,10 @@ As Kafka 4.4's KafkaApis.handleShareFetchRequest and SharePartitionManager answe
 - Acknowledgements (one type per batch or per offset: 0 gap, 1 accept, 2 release, 3 reject,
   4 renew with v2's IsRenewAck) are applied and persisted before the answer; a partition's
   refusal is its AcknowledgeErrorCode (INVALID_RECORD_STATE for records this member does
-  not hold acquired, INVALID_REQUEST for a malformed batch). A renew request fetches
-  nothing (KIP-1222).
+  not hold acquired, INVALID_REQUEST for a malformed batch or one past the records
+  delivered, UNKNOWN_TOPIC_OR_PARTITION for a share partition this broker has not
+  fetched from since it became its leader). A renew request fetches nothing
+  (KIP-1222), nor one with max_records or max_bytes 0.
 - The fetch reads every partition of the session led here from its next fetch offset
   (partition.py), waits up to max_wait_ms (bounded by fetch.wait.max.ms) for min_bytes in
   the purgatory as Fetch does (a DelayedFetch over the share read), then acquires for the
@@ -95,12 +97,16 @@ def check_acks(version: int, renew: bool, batches: Sequence[Any]) -> tuple[int, 
 async def apply_acks(mgr: SharePartitionManager, group: str, member: str, parts: Sequence[Partition]) -> None:
     """Each partition's acknowledgements, applied and persisted (its ack_error)."""
     for p in parts:
-        if not p.has_acks or p.ack_error:
+        if not p.has_acks or p.ack_error or p.name is None:
             continue
-        if p.entry is None:
-            p.ack_error = p.error or ErrorCode.NOT_LEADER_OR_FOLLOWER
-            continue
-        p.ack_error = await mgr.acknowledge(p.entry, member, p.acks)
+        entry = p.entry
+        if entry is None:
+            try:
+                entry = mgr.loaded(group, p.topic_id, p.name, p.index)
+            except KafkaProtocolError as exc:
+                p.ack_error = exc.code
+                continue
+        p.ack_error = await mgr.acknowledge(entry, member, p.acks)
 
 
 async def resolve(mgr: SharePartitionManager, group: str, parts: Sequence[Partition]) -> None:
@@ -183,10 +189,10 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
                 session.partitions.pop((ft.topic_id, index), None)
     # the partitions fetched: the session's (none when closing it or renewing)
     fetching: list[Partition] = []
-    if epoch != FINAL_EPOCH and not renew:
+    if epoch != FINAL_EPOCH and not renew and request.max_records > 0 and request.max_bytes > 0:
         fetching = [part(tid, index) for tid, index in session.partitions]
     ordered = list(parts.values())
-    await resolve(mgr, group, ordered)
+    await resolve(mgr, group, fetching)
     await apply_acks(mgr, group, member, ordered)
     if epoch == FINAL_EPOCH:
         mgr.sessions.remove(group, member)
@@ -246,8 +252,8 @@ async def _fetch(
     targets: list[Entry | int] = [
         p.entry if p.entry is not None else (p.error or ErrorCode.UNKNOWN_SERVER_ERROR) for p in fetching
     ]
-    max_bytes = request.max_bytes if request.max_bytes > 0 else _MAX
-    max_records = request.max_records if request.max_records > 0 else _MAX
+    max_bytes = request.max_bytes
+    max_records = request.max_records
     strict = ctx.api_version >= 2 and request.share_acquire_mode == 1
     max_wait_ms = min(max(request.max_wait_ms, 0), services.config["fetch.wait.max.ms"])
     deadline = ctx.received + max_wait_ms / 1000

@@ -51,18 +51,27 @@ def test_two_members_share_a_partition_and_cannot_acknowledge_each_others():
     assert sp.ranges()[0] == (0, 4, ACQUIRED, 1, "a")
 
 
-def test_acknowledging_twice_or_never_fetched_is_invalid_record_state():
+def test_acknowledging_twice_or_never_fetched():
     sp = _sp()
     sp.acquire("a", [(0, 9)], now=0)
     sp.acknowledge("a", [(2, 2, [ACCEPT])], now=1)
-    for bad in [(2, 2), (10, 12), (9, 10)]:
+    # already acknowledged: INVALID_RECORD_STATE; past what was delivered: INVALID_REQUEST
+    for bad, code in [
+        ((2, 2), ErrorCode.INVALID_RECORD_STATE),
+        ((10, 12), ErrorCode.INVALID_REQUEST),
+        ((9, 10), ErrorCode.INVALID_REQUEST),
+    ]:
         with pytest.raises(AcknowledgeError) as e:
             sp.acknowledge("a", [(bad[0], bad[1], [ACCEPT])], now=1)
-        assert e.value.code == ErrorCode.INVALID_RECORD_STATE
+        assert e.value.code == code, bad
     sp.acknowledge("a", [(0, 1, [ACCEPT])], now=1)
-    with pytest.raises(AcknowledgeError) as e:  # below the start: done long ago
-        sp.acknowledge("a", [(0, 0, [ACCEPT])], now=1)
+    assert sp.start == 3
+    with pytest.raises(AcknowledgeError) as e:  # wholly below the start: done long ago
+        sp.acknowledge("a", [(0, 1, [ACCEPT])], now=1)
     assert e.value.code == ErrorCode.INVALID_RECORD_STATE
+    # a run reaching into the window: what is below the start is skipped
+    sp.acknowledge("a", [(1, 4, [ACCEPT])], now=1)
+    assert sp.start == 5
 
 
 def test_malformed_acknowledgements_are_invalid_request():
@@ -210,10 +219,15 @@ class Model:
         return out
 
     def acknowledge(self, member, first, last, t, now):
+        if last >= self.end:
+            return ErrorCode.INVALID_REQUEST
+        if last < self.start:
+            return ErrorCode.INVALID_RECORD_STATE
+        first = max(first, self.start)
         for off in range(first, last + 1):
             s = self.o.get(off)
             if s is None or s[0] != ACQUIRED or s[2] != member:
-                return False
+                return ErrorCode.INVALID_RECORD_STATE
         for off in range(first, last + 1):
             s = self.o[off]
             if t == RENEW:
@@ -225,7 +239,7 @@ class Model:
             else:
                 s[:] = [ARCHIVED, s[1], "", 0]
         self.advance()
-        return True
+        return 0
 
     def expire(self, now):
         for s in self.o.values():
@@ -289,11 +303,10 @@ def test_random_operations_against_a_per_offset_model(run):
             t = rnd.choice([ACCEPT, ACCEPT, RELEASE, REJECT, RENEW, GAP])
             try:
                 sp.acknowledge(who, [(first, last, [t])], now)
-                ok = True
+                code = 0
             except AcknowledgeError as e:
-                assert e.code == ErrorCode.INVALID_RECORD_STATE
-                ok = False
-            assert ok == m.acknowledge(who, first, last, t, now), (seed, step)
+                code = e.code
+            assert code == m.acknowledge(who, first, last, t, now), (seed, step)
         elif op < 0.95:
             sp.expire(now)
             m.expire(now)

@@ -324,13 +324,20 @@ def test_acknowledging_what_is_not_held_and_session_errors(running):
     assert a.fetch()[0] == 0 and b.fetch()[0] == 0
     _topic_append(running, "share-bad", [b"z%d" % i for i in range(6)])
     assert len(records(a.fetch(max_wait_ms=2000)[1])) == 6
-    # b acknowledging a's records; never delivered ones; then a twice
+    # b acknowledging a's records; records never delivered; a acknowledging one twice
     assert b.acknowledge([(0, 2, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
-    assert a.acknowledge([(5, 9, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
-    assert a.acknowledge([(0, 2, ACCEPT)])[1].error_code == 0
-    assert a.acknowledge([(2, 3, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
+    assert a.acknowledge([(5, 9, ACCEPT)])[1].error_code == ErrorCode.INVALID_REQUEST
+    assert a.acknowledge([(4, 4, ACCEPT)])[1].error_code == 0
+    assert a.acknowledge([(3, 4, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
     # the refused acknowledgement changed nothing: 3 is still a's
-    assert a.acknowledge([(3, 5, ACCEPT)])[1].error_code == 0
+    assert a.acknowledge([(0, 3, ACCEPT), (5, 5, ACCEPT)])[1].error_code == 0
+    assert a.acknowledge([(0, 0, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
+    # a share partition this broker never fetched from for the group (max_records 0: a
+    # session opened without fetching)
+    other = Member(running, "g-bad-other", tid)
+    err, d = other.fetch(max_records=0)
+    assert err == 0 and records(d) == []
+    assert other.acknowledge([(0, 0, ACCEPT)])[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     st = running.state(group, tid)
     assert st.start_offset == 6
     # a RENEW without IsRenewAck is malformed
