@@ -584,6 +584,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(1),
         ),
         _K(
+            "group.share.enable",
+            _B,
+            True,
+            "Serve KIP-932 share groups (false: their APIs answer UNSUPPORTED_VERSION).",
+        ),
+        _K(
+            "group.share.session.timeout.ms",
+            _I,
+            45000,
+            "A share group member heard from nothing for this long is removed.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.heartbeat.interval.ms",
+            _I,
+            5000,
+            "How often share group members are told to heartbeat.",
+            _at_least(1),
+        ),
+        _K("group.share.max.size", _I, 200, "Largest number of members in a share group.", _at_least(1)),
+        _K(
             "zookeeper.connect",
             _S,
             None,
@@ -1002,17 +1023,16 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
-    "kbroker's KIP-848 groups have no limits or migration policy of their own yet, and there are no share groups": """
+    "kbroker's KIP-848 groups have no limits or migration policy of their own yet; share groups have no min/max bounds": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
         group.consumer.max.heartbeat.interval.ms
         group.consumer.max.session.timeout.ms group.consumer.max.size group.consumer.migration.policy
         group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
-        group.share.enable
-        group.share.heartbeat.interval.ms group.share.max.groups group.share.max.heartbeat.interval.ms
-        group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms group.share.max.size
+        group.share.max.groups group.share.max.heartbeat.interval.ms
+        group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms
         group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms
         group.share.min.session.timeout.ms group.share.persister.class.name
-        group.share.session.timeout.ms share.coordinator.append.linger.ms
+        share.coordinator.append.linger.ms
         share.coordinator.load.buffer.size share.coordinator.snapshot.update.records.per.snapshot
         share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
         share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms

@@ -121,8 +121,8 @@ DATA_FILES = (
     "ConsumerProtocolSubscription",
     "ConsumerProtocolAssignment",
 )
-# The records KIP-848's group coordinator writes to __consumer_offsets (key and value, one
-# module each). Kafka keeps them outside the client definitions, in the group coordinator's
+# The records KIP-848's consumer groups and KIP-932's share groups write to __consumer_offsets
+# (key and value, one module each). Kafka keeps them outside the client definitions, in the group coordinator's
 # resources (group-coordinator/src/main/resources/common/message/, in the released
 # org.apache.kafka:kafka-group-coordinator jar); stage 1 reads them from --records-dir.
 RECORD_FILES = tuple(
@@ -135,6 +135,17 @@ RECORD_FILES = tuple(
         "TargetAssignmentMember",
         "CurrentMemberAssignment",
         "RegularExpression",
+    )
+    for part in ("Key", "Value")
+) + tuple(
+    f"ShareGroup{record}{part}"
+    for record in (
+        "Metadata",
+        "MemberMetadata",
+        "TargetAssignmentMetadata",
+        "TargetAssignmentMember",
+        "CurrentMemberAssignment",
+        "StatePartitionMetadata",
     )
     for part in ("Key", "Value")
 )
@@ -301,8 +312,9 @@ NOTICE file at the repository root), from Apache Kafka {KAFKA_VERSION}:
 - the requests, responses, headers and consumer-protocol structs: the `common/message/`
   resources of the released `org.apache.kafka:kafka-clients:{KAFKA_VERSION}` jar, which are the
   apache/kafka repository's `clients/src/main/resources/common/message/` at that release;
-- the `ConsumerGroup*Key` / `ConsumerGroup*Value` records (what KIP-848's group
-  coordinator writes to `__consumer_offsets`): the `common/message/` resources of the
+- the `ConsumerGroup*Key` / `ConsumerGroup*Value` and `ShareGroup*Key` /
+  `ShareGroup*Value` records (what KIP-848's and KIP-932's group coordinator writes to
+  `__consumer_offsets`): the `common/message/` resources of the
   released `org.apache.kafka:kafka-group-coordinator:{KAFKA_VERSION}` jar, the repository's
   `group-coordinator/src/main/resources/common/message/`.
 

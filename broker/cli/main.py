@@ -124,10 +124,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_serve)
 
-    from broker.cli import clients, doctor, dumplog, groups, logs, ops, perf, quotas, security, transactions
+    from broker.cli import (
+        clients,
+        doctor,
+        dumplog,
+        groups,
+        logs,
+        ops,
+        perf,
+        quotas,
+        security,
+        share_groups,
+        transactions,
+    )
 
     clients.add_parsers(sub)
     groups.add_parsers(sub)
+    share_groups.add_parsers(sub)
     transactions.add_parsers(sub)
     perf.add_parsers(sub)
     security.add_parsers(sub)

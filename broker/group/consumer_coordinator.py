@@ -120,6 +120,8 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(err, "")
         lock = self._locks.setdefault(gid, asyncio.Lock())
         async with lock:
+            if gid in self.manager.share_groups:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             classic = self.manager.groups.get(gid)
             if classic is not None and (classic.members or classic.protocol_type):
                 if classic.members or req.member_epoch != 0:

@@ -301,6 +301,9 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if group_id in self.manager.share_groups:
+            # Kafka 4.4: a share group is never converted; a classic join is refused
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         cg = self.manager.consumer_groups.get(group_id)
         if cg is not None:
             # a KIP-848 group: a classic member may not join one with members (Kafka with

@@ -41,6 +41,7 @@ from broker.group import group_records as CR, records as R
 from broker.group.consumer_group import ConsumerGroup
 from broker.group.group import Group, GroupState, Member
 from broker.group.records import OffsetAndMetadata
+from broker.group.share_group import ShareGroup
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode
 
@@ -102,6 +103,8 @@ class GroupShard:
         self._loading: dict[str, Group] = {}
         #: KIP-848 consumer groups (their records: group_records.py)
         self._loading_consumer: dict[str, ConsumerGroup] = {}
+        #: KIP-932 share groups (their records: group_records.py too)
+        self._loading_share: dict[str, ShareGroup] = {}
         #: transactional offset commits replayed, per producer id and group, until their marker
         self._pending_txn: PendingTxnOffsets = {}
 
@@ -114,6 +117,9 @@ class GroupShard:
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
         if CR.is_consumer_group_key(key):
             CR.replay(self._loading_consumer, key, value)
+            return
+        if CR.is_share_group_key(key):
+            CR.replay_share(self._loading_share, key, value)
             return
         k = R.decode_key(key)
         if len(k) == 4:
@@ -180,6 +186,10 @@ class GroupShard:
         self.manager.consumer_groups.update(consumer)
         for cg in consumer.values():
             self.manager.on_consumer_group_loaded(cg)
+        share, self._loading_share = self._loading_share, {}
+        self.manager.share_groups.update(share)
+        for sg in share.values():
+            self.manager.on_share_group_loaded(sg)
         for gid, g in loaded.items():
             if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_offsets:
                 continue
@@ -206,6 +216,8 @@ class GroupShard:
                 g.state = S.DEAD
         for gid in [gid for gid in manager.consumer_groups if manager.partition_for(gid) == self.partition]:
             del manager.consumer_groups[gid]
+        for gid in [gid for gid in manager.share_groups if manager.partition_for(gid) == self.partition]:
+            manager.on_share_group_unloaded(manager.share_groups.pop(gid))
 
 
 class GroupMetadataManager:
@@ -228,6 +240,10 @@ class GroupMetadataManager:
         #: consumer_group.py; their heartbeats: consumer_coordinator.py)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.on_consumer_group_loaded: Callable[[ConsumerGroup], None] = lambda g: None
+        #: the KIP-932 share groups of those partitions (share_group.py, share_coordinator.py)
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.on_share_group_loaded: Callable[[ShareGroup], None] = lambda g: None
+        self.on_share_group_unloaded: Callable[[ShareGroup], None] = lambda g: None
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC,
             config["offsets.topic.num.partitions"],

@@ -153,6 +153,10 @@ API_RIGHTS: dict[ApiKey, Rights] = {
     # on each topic (else its partitions are)
     ApiKey.SHARE_FETCH: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
     ApiKey.SHARE_ACKNOWLEDGE: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
+    ApiKey.SHARE_GROUP_HEARTBEAT: Rights(
+        group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "subscribed topic names")
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: _group(O.DESCRIBE),
     ApiKey.LIST_GROUPS: Rights(
         cluster=_r(O.DESCRIBE, R.CLUSTER, None, "all groups (else DESCRIBE on each)"),
         group=_r(O.DESCRIBE, R.GROUP, None),

@@ -17,6 +17,7 @@ itself:
     admin           TopicAdmin, topic administration through the store
     coordinator     the group coordinator (and its metadata manager)
     consumer_coordinator  KIP-848 consumer groups' heartbeats (same metadata manager)
+    share_coordinator     KIP-932 share groups' membership (same metadata manager)
     producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
 
@@ -70,6 +71,7 @@ from broker.config import (
 from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from broker.group.share_coordinator import ShareGroupCoordinator, share_group_settings
 from broker.log import LogManager
 from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
@@ -183,12 +185,21 @@ class Broker:
             config["group.consumer.session.timeout.ms"],
             config["group.consumer.heartbeat.interval.ms"],
         )
+        self.share_coordinator = ShareGroupCoordinator(
+            self.group_manager,
+            lambda: self.metadata.topics().keys(),
+            lambda gid: share_group_settings(config, gid),
+            config["group.share.max.size"],
+            config["group.share.enable"],
+        )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
         #: KIP-932: the share partitions led here and the share sessions (broker/share/)
         self.share_partitions = SharePartitionManager(
             config, self.replicas, None, config["group.share.max.share.sessions"]
         )
         self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
+        # a member that leaves its share group loses its share sessions and acquired records
+        self.share_coordinator.add_listener(self.share_partitions)
         self.marker_channels = MarkerChannels(self)
         self.txn_coordinator = TransactionCoordinator(
             config,
@@ -881,6 +892,7 @@ class Broker:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
         await self._step("stopping the share partitions' timers", self.share_partitions.shutdown())
+        await self._step("stopping the share group timers", self.share_coordinator.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())

@@ -16,6 +16,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     consumer_coordinator  KIP-848 consumer groups' heartbeats
     share_partitions  KIP-932 share groups' delivery: the share partitions led here and
                       the share sessions (broker/share/manager.py)
+    share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
     txn_coordinator   the transaction coordinator (broker/txn/)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from broker.group.coordinator import GroupCoordinator
+    from broker.group.share_coordinator import ShareGroupCoordinator
     from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
@@ -85,6 +87,9 @@ class BrokerServices(Protocol):
 
     @property
     def consumer_coordinator(self) -> ConsumerGroupCoordinator: ...
+
+    @property
+    def share_coordinator(self) -> ShareGroupCoordinator: ...
 
     @property
     def share_partitions(self) -> SharePartitionManager: ...

@@ -17,6 +17,10 @@
 //
 // runs franz-go's schema registry client (pkg/sr) against a registry, and records framed
 // by its Serde through the broker (sr.go).
+//
+//	goclients franz-share BOOTSTRAP TOPIC GROUP CLIENT_ID
+//
+// runs a franz-go share consumer (KIP-932) in share group GROUP until SIGTERM (share.go).
 package main
 
 import (
@@ -62,6 +66,10 @@ func fail(format string, args ...any) {
 func main() {
 	if len(os.Args) == 5 && os.Args[1] == "franz-sr" {
 		franzSR(os.Args[2], os.Args[3], os.Args[4]) // sr.go
+		return
+	}
+	if len(os.Args) == 6 && os.Args[1] == "franz-share" {
+		franzShare(os.Args[2], os.Args[3], os.Args[4], os.Args[5]) // share.go
 		return
 	}
 	if len(os.Args) == 5 && os.Args[1] == "franz-txn" {

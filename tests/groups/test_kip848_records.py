@@ -1,4 +1,4 @@
-"""KIP-848 groups' records in __consumer_offsets are Kafka's: Apache Kafka's own
+"""KIP-848 consumer groups' and KIP-932 share groups' records in __consumer_offsets are Kafka's: Apache Kafka's own
 kafka-dump-log --offsets-decoder (its group coordinator's record serde) reads what
 broker/group/group_records.py writes for a group whose members joined, reconciled and
 left, field by field, without an error."""
@@ -99,3 +99,51 @@ def _uuid_bytes(kafka_uuid: str) -> bytes:
     import base64
 
     return base64.urlsafe_b64decode(kafka_uuid + "==")
+
+
+def test_kafka_dump_log_decodes_kbrokers_share_group_records(tmp_path):
+    """The share-group records (types 10-14) of members joining, heartbeating and leaving,
+    as Kafka's own decoder reads them."""
+    from broker.group.share_group import ShareGroup, ShareHeartbeat
+
+    topics = TopicsView({"orders": (TOPIC_ID, 2)})
+    g = ShareGroup("share-dump")
+    log: list = []
+    for req in (
+        ShareHeartbeat("share-dump", "member-a", 0, rack_id="r1", subscribed_topic_names=["orders"], client_id="ca"),
+        ShareHeartbeat("share-dump", "member-b", 0, subscribed_topic_names=["orders"], client_host="/127.0.0.1"),
+        ShareHeartbeat("share-dump", "member-c", 0, subscribed_topic_names=["orders"]),
+        ShareHeartbeat("share-dump", "member-a", 1),
+        ShareHeartbeat("share-dump", "member-b", -1),
+    ):
+        log += GR.share_records_after(g, g.heartbeat(req, topics, 200))
+    log += GR.share_group_tombstones(g)
+    b = BatchBuilder()
+    for key, value in log:
+        b.append(1_700_000_000_000, key, value)
+    batch = bytearray(b.build())
+    assign_offsets(batch, 0)
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(bytes(batch))
+    out = kafka_tool("kafka-dump-log", "--offsets-decoder", "--print-data-log", "--files", str(segment)).stdout
+    assert "Exception" not in out and "unknown" not in out.lower(), out
+    by: dict[int, list] = {}
+    for line in out.splitlines():
+        if " key: " not in line:
+            continue
+        key = json.loads(line.split(" key: ", 1)[1].split(" payload: ", 1)[0])
+        payload = line.split(" payload: ", 1)[1]
+        value = None if payload.strip() in ("", "<DELETE>", "null") else json.loads(payload)
+        by.setdefault(int(key["type"]), []).append((key["data"], value))
+        assert value is None or value["version"] == "0"
+    assert sum(len(v) for v in by.values()) == len(log)
+    assert set(by) == {10, 11, 12, 13, 14}
+    member = next(v for k, v in by[10] if k["memberId"] == "member-a")["data"]
+    assert member["rackId"] == "r1" and member["clientId"] == "ca" and member["subscribedTopicNames"] == ["orders"]
+    epochs = [v["data"]["epoch"] for _, v in by[11] if v is not None]
+    assert epochs == [1, 2, 3, 4]
+    # three members on two partitions: member-a's current assignment at epoch 3
+    current = [v["data"] for k, v in by[14] if k["memberId"] == "member-a" and v is not None]
+    assert current[-1]["memberEpoch"] == 3 and current[-1]["previousMemberEpoch"] == 1
+    assert uuid.UUID(bytes=_uuid_bytes(current[-1]["assignedPartitions"][0]["topicId"])) == TOPIC_ID
+    assert by[11][-1][1] is None and by[12][-1][1] is None  # the group's tombstones last

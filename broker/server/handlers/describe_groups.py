@@ -29,9 +29,11 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
             )
             continue
         err, g = coord.describe_group(gid)
-        if not err and gid in ctx.services.consumer_coordinator.groups:
-            # a KIP-848 group is not a classic group: Kafka answers it Dead up to v5
-            # (ConsumerGroupDescribe describes it)
+        if not err and (
+            gid in ctx.services.consumer_coordinator.groups or gid in ctx.services.share_coordinator.groups
+        ):
+            # a KIP-848 or share group is not a classic group: Kafka answers it Dead up to v5
+            # (ConsumerGroupDescribe / ShareGroupDescribe describe them)
             g = None
         if err:
             out.append(

@@ -1,7 +1,7 @@
 """ShareAcknowledge (79, KIP-932): a share consumer acknowledges records it acquired,
 without fetching, on its share session (broker/share/).
 
-As Kafka 4.4 answers it: READ on the group, else GROUP_AUTHORIZATION_FAILED for the whole
+As Kafka 4.4 answers it (UNSUPPORTED_VERSION with group.share.enable=false): READ on the group, else GROUP_AUTHORIZATION_FAILED for the whole
 request; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions; an
 unknown topic id UNKNOWN_TOPIC_ID. The session: epoch 0 cannot open one here
 (INVALID_SHARE_SESSION_EPOCH), -1 acknowledges and then closes it (releasing what the
@@ -45,6 +45,8 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
     version = ctx.api_version
     group = request.group_id
     member = request.member_id or ""
+    if not services.config["group.share.enable"]:
+        return _top_error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker.")
     if not group or not ctx.has_right(RIGHTS.group, group):
         return _top_error(RIGHTS.group.error_code if group else ErrorCode.INVALID_GROUP_ID)
     if not member:

@@ -1,7 +1,8 @@
 """ShareFetch (78, KIP-932): a share consumer's fetch — acknowledgements of what it
 received before, then records acquired for it — on its share session (broker/share/).
 
-As Kafka 4.4's KafkaApis.handleShareFetchRequest and SharePartitionManager answer it:
+As Kafka 4.4's KafkaApis.handleShareFetchRequest and SharePartitionManager answer it
+(UNSUPPORTED_VERSION with group.share.enable=false):
 
 - READ on the group, else GROUP_AUTHORIZATION_FAILED for the whole request; READ on each
   topic, else TOPIC_AUTHORIZATION_FAILED for its partitions (their acknowledgements too);
@@ -138,6 +139,8 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     version = ctx.api_version
     group = request.group_id
     member = request.member_id or ""
+    if not services.config["group.share.enable"]:
+        return _top_error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker.")
     if not group or not ctx.has_right(RIGHTS.group, group):
         return _top_error(RIGHTS.group.error_code if group else ErrorCode.INVALID_GROUP_ID)
     if not member:

@@ -1,0 +1,133 @@
+"""Share-group membership with a real share consumer: franz-go's (kgo.ShareGroup, pinned
+in tests/go/go.mod, `goclients franz-share`, tests/go/share.go) against a real `broker
+serve`. Three consumers join a share group on a two-partition topic; the broker's
+ShareGroupDescribe and `broker share-groups describe --members` show the three with
+their client ids, and each partition assigned to two of them (three members, two
+partitions: Kafka's simple assignor shares them). One stopped cleanly leaves at once
+(epoch -1); one killed -9 stays a member until its session timeout, then is removed and
+the survivor gets every partition.
+
+(Records are not read here: ShareFetch is another part of issue 36. The consumers
+heartbeat regardless, which is what membership needs.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+from tests.groups.helpers import ROOT, child_env, connect, create_topic, wait_until
+from tests.support.deps import missing
+
+pytestmark = pytest.mark.interop
+
+GO_BIN = ROOT / "tests" / "go" / "bin" / "goclients"
+SESSION_MS = 6000
+BROKER_CONFIG = {"group.share.session.timeout.ms": SESSION_MS, "group.share.heartbeat.interval.ms": 500}
+
+
+def members(bootstrap: str, group: str) -> dict[str, tuple[str, int, list[tuple[str, int]]]]:
+    """member id -> (client id, epoch, [(topic, partition)]) from ShareGroupDescribe."""
+    with connect(bootstrap) as conn:
+        g = conn.request(ShareGroupDescribeRequest(group_ids=[group])).groups[0]
+    if g.error_code:
+        return {}
+    return {
+        m.member_id: (
+            m.client_id,
+            m.member_epoch,
+            sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions),
+        )
+        for m in g.members
+    }
+
+
+def test_franz_go_share_consumers_join_leave_and_expire(broker, name, tmp_path):
+    if not GO_BIN.exists():
+        missing(f"the Go client checks ({GO_BIN.relative_to(ROOT)})", "run 'make testdeps' (needs go)")
+    create_topic(broker.bootstrap, name, 2)
+    group = f"share-{name}"
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for i in range(3):
+            cid = f"franz-share-{i}"
+            procs[cid] = subprocess.Popen(
+                [str(GO_BIN), "franz-share", broker.bootstrap, name, group, cid],
+                stdout=open(tmp_path / f"{cid}.out", "w"),
+                stderr=open(tmp_path / f"{cid}.err", "w"),
+            )
+
+        def settled():
+            m = members(broker.bootstrap, group)
+            epochs = {e for _, e, _ in m.values()}
+            return m if len(m) == 3 and len(epochs) == 1 else None
+
+        view = wait_until(settled, 60, "three franz-go share consumers in the group")
+        assert sorted(c for c, _, _ in view.values()) == ["franz-share-0", "franz-share-1", "franz-share-2"]
+        holders: dict[tuple[str, int], int] = {}
+        for _, _, parts in view.values():
+            assert parts, view
+            for tp in parts:
+                holders[tp] = holders.get(tp, 0) + 1
+        assert holders == {(name, 0): 2, (name, 1): 2}
+        # the CLI shows the same members and assignments
+        r = subprocess.run(
+            [sys.executable, "-m", "broker.cli.main", "share-groups", "describe", group, "--members"]
+            + ["--bootstrap", broker.bootstrap],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        rows = {line.split("\t")[1]: line.split("\t") for line in r.stdout.splitlines()[1:]}
+        assert set(rows) == set(view)
+        for mid, (cid, epoch, parts) in view.items():
+            assert rows[mid][3].startswith("/127.0.0.1") and rows[mid][4] == cid and rows[mid][2] == str(epoch)
+            assert rows[mid][6] == ",".join(f"{t}:{p}" for t, p in parts)
+        # a consumer closed cleanly leaves at once (well within its session timeout)
+        started = time.monotonic()
+        procs["franz-share-0"].send_signal(signal.SIGTERM)
+        assert procs["franz-share-0"].wait(timeout=30) == 0
+        wait_until(
+            lambda: (
+                sorted(c for c, _, _ in members(broker.bootstrap, group).values()) == ["franz-share-1", "franz-share-2"]
+            ),
+            30,
+            "franz-share-0 to leave",
+        )
+        assert time.monotonic() - started < SESSION_MS / 1000
+        # one killed -9: still a member until its session timeout, then removed
+        killed = procs["franz-share-1"]
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=10)
+        killed_at = time.monotonic()
+        time.sleep(SESSION_MS / 1000 / 3)
+        assert "franz-share-1" in {c for c, _, _ in members(broker.bootstrap, group).values()}
+        survivor = wait_until(
+            lambda: (
+                (m := members(broker.bootstrap, group))
+                and [c for c, _, _ in m.values()] == ["franz-share-2"]
+                and next(iter(m.values()))
+            ),
+            SESSION_MS / 1000 * 4,
+            "the killed consumer to be removed after its session timeout",
+        )
+        # the session runs from its last heartbeat (at most one interval, 0.5 s, before the kill)
+        assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 1.0
+        wait_until(
+            lambda: next(iter(members(broker.bootstrap, group).values()))[2] == [(name, 0), (name, 1)],
+            30,
+            "the survivor to get both partitions",
+        )
+        assert survivor[0] == "franz-share-2"
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
