@@ -8,7 +8,6 @@ share group heartbeat; their tests live with it."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -18,70 +17,36 @@ from collections import Counter
 import pytest
 
 from broker.client.cluster import Cluster
-from broker.client.connection import BrokerConnection
 from broker.client.producer import Producer
-from broker.config import BrokerConfig
 from broker.native import iter_batches
 from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
 from broker.protocol.messages.share_fetch import ShareFetchRequest
 from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
-from broker.server.broker import Broker
 from broker.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, REJECT, RELEASE
-from tests.support.ports import free_port
-from tests.unit.share.memory_persister import MemoryPersister
+from tests.unit.share.inprocess import Running, start_broker
 
 LOCK_MS = 1000
 LIMIT = 3
 Q = ShareFetchRequest
 
 
-class Running:
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop, port: int, persister: MemoryPersister):
-        self.broker, self.loop, self.port, self.persister = broker, loop, port, persister
-
-    def call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def conn(self) -> BrokerConnection:
-        return BrokerConnection("127.0.0.1", self.port, timeout=20)
-
-    def state(self, group: str, topic_id: uuid.UUID, partition: int = 0):
-        return self.persister.states[(group, topic_id, partition)]
-
-
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
-    data = tmp_path_factory.mktemp("share")
-    port = free_port()
-    config = BrokerConfig(
+    r = start_broker(
+        tmp_path_factory.mktemp("share"),
         {
-            "broker.id": 1,
-            "log.dirs": str(data),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": str(LIMIT),
             "group.share.max.share.sessions": "20",
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "allow.everyone.if.no.acl.found": "true",
-            "offsets.topic.replication.factor": "1",
-        }
+        },
     )
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    broker = Broker(config)
-    persister = MemoryPersister()
-    r = Running(broker, loop, port, persister)
-    r.call(broker.start())
-    broker.share_partitions.persister = persister
     try:
         yield r
     finally:
-        r.call(broker.shutdown())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        r.stop()
 
 
 def _topic(running: Running, name: str, values: list[bytes], batch: int = 10) -> uuid.UUID:

@@ -1,0 +1,70 @@
+"""A real broker in this process, on an event loop thread of its own, whose share
+partitions persist to tests/unit/share/memory_persister.py's persister (the share
+coordinator's is another part of issue 36): clients connect to it over TCP as to any
+broker, and a test reads the share-partition state the broker wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+
+from broker.client.connection import BrokerConnection
+from broker.config import BrokerConfig
+from broker.server.broker import Broker
+from tests.support.ports import free_port
+from tests.unit.share.memory_persister import MemoryPersister, ShareState
+
+
+class Running:
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop, thread: threading.Thread, port: int):
+        self.broker, self.loop, self.thread, self.port = broker, loop, thread, port
+        self.persister = MemoryPersister()
+        broker.share_partitions.persister = self.persister
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def call(self, coro, timeout: float = 30):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def conn(self) -> BrokerConnection:
+        return BrokerConnection("127.0.0.1", self.port, timeout=20)
+
+    def state(self, group: str, topic_id: uuid.UUID, partition: int = 0) -> ShareState:
+        return self.persister.states[(group, topic_id, partition)]
+
+    def stop(self) -> None:
+        try:
+            self.call(self.broker.shutdown(), 60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+def start_broker(data: Path, config: dict[str, str]) -> Running:
+    port = free_port()
+    cfg = BrokerConfig(
+        {
+            "broker.id": 1,
+            "log.dirs": str(data),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            **config,
+        }
+    )
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True, name="in-process broker")
+    thread.start()
+    broker = Broker(cfg)
+    try:
+        asyncio.run_coroutine_threadsafe(broker.start(), loop).result(60)
+    except BaseException:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        raise
+    return Running(broker, loop, thread, port)
