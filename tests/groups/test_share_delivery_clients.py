@@ -3,7 +3,7 @@ KafkaShareConsumer (tests/jvm, ShareConsumer.java: explicit acknowledgement) aga
 real broker — in this process (tests/unit/share/inprocess.py), its share partitions
 persisted to an in-memory persister, as the share coordinator is another part of issue 36.
 
-Issue 36's test 3, five consumers of one share group on a one-partition topic: one takes
+Issue 36's test 3 with the Java client, five consumers of one share group on a one-partition topic: one takes
 the first records and is stopped (SIGSTOP: its connection stays open) — they come again,
 delivery count 2, once its acquisition lock expired; one takes the next records and is
 killed -9 — they come again, delivery count 2 (its share session ended with its
@@ -12,7 +12,9 @@ record one of them releases comes again with count 2, one released on every deli
 archived after the delivery count limit (3 deliveries, never a fourth). All five receive
 records; every record but the archived one is accepted exactly once — from the consumers'
 commitSync results, and against the share-partition state the broker wrote (its start
-offset past the last record, nothing in flight)."""
+offset past the last record, nothing in flight). franz-go's share consumer (kgo.ShareGroup,
+`goclients franz-share-ack`, tests/go/share_ack.go): two of them read a partition between
+them, a released record comes again with count 2, every record is accepted once."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ import pytest
 from broker.client.cluster import Cluster
 from broker.client.producer import Producer
 from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
-from tests.groups.helpers import wait_until
+from tests.groups.helpers import ROOT, wait_until
+from tests.support.deps import missing
 from tests.support.kafka_tools import java_command, require_kafka_libs
 from tests.unit.share.inprocess import Running, start_broker
 
@@ -58,6 +61,7 @@ def running(tmp_path_factory):
 
 
 def _lines(path) -> list[dict]:
+    """The JSON lines of a consumer's output (Java's {"check": ...}, Go's {"step": ...})."""
     out = []
     for line in path.read_text().splitlines():
         if line.startswith("{"):
@@ -65,11 +69,12 @@ def _lines(path) -> list[dict]:
     return out
 
 
-def _members(running: Running, group: str) -> int:
+def _members(running: Running, group: str) -> set[str]:
+    """The client ids of the group's members that have the partition assigned."""
     conn = running.conn()
     try:
         g = conn.request(ShareGroupDescribeRequest(group_ids=[group])).groups[0]
-        return 0 if g.error_code else sum(1 for m in g.members if m.assignment.topic_partitions)
+        return set() if g.error_code else {m.client_id for m in g.members if m.assignment.topic_partitions}
     finally:
         conn.close()
 
@@ -111,7 +116,7 @@ def test_java_share_consumers_share_one_partition(running, tmp_path):
         # one consumer alone takes the first records and stops (SIGSTOP: its connection
         # stays, its locks expire); a second takes the next ones and is killed -9
         start("stopped")
-        wait_until(lambda: _members(running, group) == 1, 90, "the first share consumer assigned the partition")
+        wait_until(lambda: "stopped" in _members(running, group), 90, "the first share consumer assigned the partition")
         # the share partition starts at the latest offset: produce once it is initialized
         wait_until(lambda: (group, tid, 0) in mgr.entries, 60, "the share partition initialized by a fetch")
         produce(0, HELD)
@@ -123,7 +128,11 @@ def test_java_share_consumers_share_one_partition(running, tmp_path):
         os.kill(procs["killed"].pid, signal.SIGKILL)  # with its records unacknowledged
         for name in ("w0", "w1", "w2"):
             start(name)
-        wait_until(lambda: _members(running, group) >= 3, 90, "three more share consumers assigned the partition")
+        wait_until(
+            lambda: {"w0", "w1", "w2"} <= _members(running, group),
+            90,
+            "three more share consumers assigned the partition",
+        )
         produce(2 * HELD, N)
         wait_until(
             lambda: running.state(group, tid).start_offset == N,
@@ -177,3 +186,67 @@ def test_java_share_consumers_share_one_partition(running, tmp_path):
     assert sorted(deliveries[50]) == list(range(1, LIMIT + 1)), deliveries[50]
     st = running.state(group, tid)
     assert st.start_offset == N and st.batches == []
+
+
+GO_BIN = ROOT / "tests" / "go" / "bin" / "goclients"
+
+
+def test_franz_go_share_consumers_share_one_partition(running, tmp_path):
+    if not GO_BIN.exists():
+        missing(f"the Go client checks ({GO_BIN.relative_to(ROOT)})", "run 'make testdeps' (needs go)")
+    topic, group, n = "share-franz", "share-franz-group", 100
+    cluster = Cluster(running.bootstrap)
+    cluster.create_topic(topic, 1, 1)
+    tid = cluster.topic(topic, wait_s=10).topic_id
+    names = ["franz-0", "franz-1"]
+    procs = []
+    values = [f"rel-{i}" if i % 10 == 3 else f"r-{i}" for i in range(n)]
+    try:
+        for name in names:
+            procs.append(
+                subprocess.Popen(
+                    [str(GO_BIN), "franz-share-ack", running.bootstrap, topic, group, name],
+                    stdout=open(tmp_path / f"{name}.out", "w"),
+                    stderr=open(tmp_path / f"{name}.err", "w"),
+                )
+            )
+        wait_until(
+            lambda: set(names) <= _members(running, group), 90, "two franz-go share consumers assigned the partition"
+        )
+        mgr = running.broker.share_partitions
+        wait_until(lambda: (group, tid, 0) in mgr.entries, 60, "the share partition initialized by a fetch")
+        producer = Producer(cluster, linger_ms=0)
+        for i in range(0, n, 5):
+            for v in values[i : i + 5]:
+                producer.send(topic, v.encode(), partition=0)
+            producer.flush()
+            time.sleep(0.05)
+        producer.close()
+        wait_until(lambda: running.state(group, tid).start_offset == n, 60, "every record acknowledged", interval=0.5)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+        cluster.close()
+    out = {name: _lines(tmp_path / f"{name}.out") for name in names}
+    deliveries: dict[int, list[int]] = defaultdict(list)
+    for name, lines in out.items():
+        got = [x for x in lines if x.get("step") == "record"]
+        assert got, f"{name} received nothing: {(tmp_path / f'{name}.err').read_text()[-2000:]}"
+        assert not [x for x in lines if x.get("step") in ("error", "commit-failed")], lines
+        for x in got:
+            assert x["value"] == values[x["offset"]]
+            deliveries[x["offset"]].append(x["delivery"])
+    accepted = Counter(
+        o for lines in out.values() for x in lines if x.get("step") == "committed" for o in x["accepted"]
+    )
+    assert sorted(accepted) == list(range(n)) and set(accepted.values()) == {1}
+    for i in range(3, n, 10):
+        assert sorted(deliveries[i]) == [1, 2], (i, deliveries[i])
+    st = running.state(group, tid)
+    assert st.start_offset == n and st.batches == []
