@@ -239,6 +239,14 @@ API_RIGHTS: dict[ApiKey, Rights] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: _INTER_BROKER,
     ApiKey.DELETE_SHARE_GROUP_STATE: _INTER_BROKER,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _INTER_BROKER,
+    # the share-group offset admin (kafka-share-groups), as KafkaApis checks it
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rights(
+        group=_r(O.DESCRIBE, R.GROUP, _GROUP),
+        topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
+        listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics"),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Rights(group=_r(O.DELETE, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
     # as Kafka's: anyone authenticated; the cluster's authorized operations only when asked
     ApiKey.DESCRIBE_CLUSTER: _NONE,
 }

@@ -93,6 +93,7 @@ from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
 from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
+from broker.share.offsets import DeleteStateWithGroup
 from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
@@ -218,6 +219,8 @@ class Broker:
         self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
         #: share-partition state wherever its share coordinator is (broker/share/persister.py)
         self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
+        # a deleted share group's state goes with it, as Kafka's DeleteGroups does
+        self.share_coordinator.add_listener(DeleteStateWithGroup(self, self.share_state_coordinator.runtime.spawn))
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())

@@ -299,7 +299,7 @@ class Persister:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if node == self.broker_id:
             return 0, await local()
-        ch = self._channel(node)
+        ch = self.channel(node)
         if ch is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         try:
@@ -308,7 +308,7 @@ class Persister:
             log.debug("share state %s: broker %d: %s", key, node, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
 
-    def _channel(self, broker_id: int) -> BrokerChannel | None:
+    def channel(self, broker_id: int) -> BrokerChannel | None:
         info = self.metadata.brokers().get(broker_id)
         if info is None:
             return None

@@ -40,6 +40,7 @@ from broker.server.handlers import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -51,6 +52,7 @@ from broker.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_share_group_state,
     delete_topics,
     describe_acls,
@@ -60,6 +62,7 @@ from broker.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_share_group_offsets,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -204,6 +207,9 @@ _MODULES: list[Handler] = [
     write_share_group_state,
     delete_share_group_state,
     read_share_group_state_summary,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
 ]
 
 _CONTROL: list[ControlApi] = [
