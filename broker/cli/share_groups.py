@@ -78,6 +78,7 @@ def share_groups_describe(args) -> int:
     if not args.members and not args.state:
         return _describe_offsets(args)
     with connect(args) as c:
+        c.refresh([])
         conn, g = _describe(c, args.group)
         if args.state:
             print("GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\tGROUP-EPOCH\tASSIGNMENT-EPOCH\tMEMBERS")
