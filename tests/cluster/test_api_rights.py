@@ -28,6 +28,7 @@ from broker.protocol.messages.alter_client_quotas import AlterClientQuotasReques
 from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
+from broker.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest as ASGO
 from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AUS
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest as CGD
@@ -39,6 +40,7 @@ from broker.protocol.messages.create_topics import CreateTopicsRequest as CT
 from broker.protocol.messages.delete_acls import DeleteAclsRequest as DA
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.delete_records import DeleteRecordsRequest as DR
+from broker.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DLSGO
 from broker.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest as DSGS
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest as DT
 from broker.protocol.messages.describe_acls import DescribeAclsRequest as DAC
@@ -48,6 +50,7 @@ from broker.protocol.messages.describe_configs import DescribeConfigsRequest as 
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from broker.protocol.messages.describe_producers import DescribeProducersRequest as DP
+from broker.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as DSGO
 from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest as EL
@@ -73,6 +76,8 @@ from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 from broker.protocol.messages.produce import ProduceRequest as P
 from broker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest as RSGS
 from broker.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as RSGSS
+from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest as SGD
+from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SGH
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
@@ -689,6 +694,49 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
                 )
             ]
         ),
+        None,
+        "refused",
+    ),
+    (
+        "share group heartbeat",
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        SGH(group_id="rights-sg", member_id="rights-m", member_epoch=0, subscribed_topic_names=[T]),
+        None,
+        "refused",
+    ),
+    ("describe a share group", ApiKey.SHARE_GROUP_DESCRIBE, SGD(group_ids=["rights-sg"]), None, "refused"),
+    (
+        "describe a share group's offsets",
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        DSGO(
+            groups=[
+                DSGO.DescribeShareGroupOffsetsRequestGroup(
+                    group_id=G, topics=[DSGO.DescribeShareGroupOffsetsRequestTopic(topic_name=T, partitions=[0])]
+                )
+            ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "alter a share group's offsets",
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ASGO(
+            group_id=G,
+            topics=[
+                ASGO.AlterShareGroupOffsetsRequestTopic(
+                    topic_name=T,
+                    partitions=[ASGO.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "delete a share group's offsets",
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        DLSGO(group_id=G, topics=[DLSGO.DeleteShareGroupOffsetsRequestTopic(topic_name=T)]),
         None,
         "refused",
     ),
