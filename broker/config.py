@@ -504,6 +504,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(0),
         ),
         _K(
+            "share.coordinator.state.topic.prune.interval.ms",
+            _I,
+            300000,
+            "How often the share coordinator deletes the records of __share_group_state no load needs any more.",
+            _at_least(1),
+        ),
+        _K(
             "share.coordinator.write.timeout.ms",
             _I,
             5000,
@@ -1042,7 +1049,7 @@ _NO_EFFECT: dict[str, str] = {
         group.share.min.session.timeout.ms group.share.partition.max.record.locks group.share.persister.class.name
         group.share.record.lock.duration.ms share.coordinator.append.linger.ms
         share.coordinator.load.buffer.size share.coordinator.state.topic.compression.codec
-        share.coordinator.state.topic.prune.interval.ms share.coordinator.threads share.fetch.max.fetch.records
+        share.coordinator.threads share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
     "kbroker has no tiered storage": """
         remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms

@@ -215,6 +215,9 @@ class Broker:
             self.metadata,
             self._create_share_state_topic,
             self._topic_partitions,
+            delete_records=lambda tp, offset: self.replicas.leader_partition(tp.topic, tp.partition).log.delete_records(
+                offset
+            ),
         )
         self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
         #: share-partition state wherever its share coordinator is (broker/share/persister.py)

@@ -38,6 +38,10 @@ the epoch the write began under (else NOT_COORDINATOR). Writes to one share-part
 are serialized (one lock per key); different share-partitions proceed together. A read
 sees only state whose record the ISR has.
 
+Every `share.coordinator.state.topic.prune.interval.ms` the partitions led here are pruned
+as Kafka's prune job does: their start moves (DeleteRecords) up to the lowest offset of
+the share-partitions' last snapshots, below which a load needs nothing.
+
 The topic is created on first use (FindCoordinator) as Kafka 4.4 creates it:
 cleanup.policy=delete with retention.ms=-1 (compaction would keep only a share-partition's
 last update record and lose the others), share.coordinator.state.topic.* for partitions,
@@ -117,16 +121,38 @@ class ShareShard:
         self.leader_epochs: dict[Key, int] = {}
         self.state_epochs: dict[Key, int] = {}
         self.update_counts: dict[Key, int] = {}
+        #: the offset of each share-partition's last snapshot: what is below the lowest of
+        #: them is no longer needed (redundant_offset)
+        self.snapshot_offsets: dict[Key, int] = {}
+        #: the last offset replayed (-1: none)
+        self.last_offset = -1
+        #: where the partition was last pruned to
+        self.pruned = -1
         self.active = False
 
     # ------------------------------------------------------------------ replay
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
         rtype, k, v = R.decode(key, value)
+        self.last_offset = max(self.last_offset, offset)
         if rtype == R.SNAPSHOT:
             self._snapshot(k, v)
+            if v is None:
+                self.snapshot_offsets.pop(k, None)
+            else:
+                self.snapshot_offsets[k] = offset
         else:
             self._update(k, v)
+
+    def redundant_offset(self) -> int | None:
+        """The offset below which the partition holds nothing a load needs (Kafka's
+        lastRedundantOffset): the lowest of the share-partitions' last snapshots, or past
+        the last record when no share-partition is left; None when unknown."""
+        if not self.states:
+            return self.last_offset + 1 if self.last_offset >= 0 else None
+        if any(k not in self.snapshot_offsets for k in self.states):
+            return None
+        return min(self.snapshot_offsets[k] for k in self.states)
 
     def replay_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """__share_group_state holds no transactions."""
@@ -208,15 +234,19 @@ class ShareCoordinator:
         create_topic: Callable[[int, int, dict[str, str]], Awaitable[object]],
         topic_partitions: Callable[[uuid.UUID], int | None],
         clock: Callable[[], int] = now_ms,
+        delete_records: Callable[[TopicPartition, int], int] | None = None,
     ) -> None:
         """`topic_partitions(topic id)`: the topic's partition count, None when the
-        metadata has no such topic."""
+        metadata has no such topic. `delete_records(partition, offset)`: moves a partition
+        led here to start at `offset` (DeleteRecords), for the prune job."""
         self.config = config
         self.create_topic = create_topic
         self.topic_partitions = topic_partitions
         self.clock = clock
         self.updates_per_snapshot: int = config["share.coordinator.snapshot.update.records.per.snapshot"]
         self.write_timeout_ms: int = config["share.coordinator.write.timeout.ms"]
+        self.prune_interval_ms: int = config["share.coordinator.state.topic.prune.interval.ms"]
+        self.delete_records = delete_records
         self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
         self.runtime: CoordinatorRuntime[ShareShard] = CoordinatorRuntime(
             STATE_TOPIC,
@@ -231,6 +261,32 @@ class ShareCoordinator:
     async def startup(self) -> None:
         if self.runtime.refresh_partitions():
             self.runtime.load_all()
+        if self.delete_records is not None:
+            self.runtime.every(self.prune_interval_ms, self.prune, "pruning __share_group_state")
+
+    def prune(self) -> int:
+        """Moves the start of each partition led here past what no load needs any more
+        (Kafka's share-group state topic prune job): below every share-partition's last
+        snapshot. Returns how many partitions moved."""
+        if self.delete_records is None:
+            return 0
+        moved = 0
+        for p in range(self.runtime.num_partitions):
+            shard = self.runtime.shard(p)
+            if shard is None or not shard.active:
+                continue
+            offset = shard.redundant_offset()
+            if offset is None or offset <= shard.pruned:
+                continue
+            tp = TopicPartition(STATE_TOPIC, p)
+            try:
+                shard.pruned = self.delete_records(tp, offset)
+            except Exception as exc:  # above the high watermark still, no longer the leader ...
+                log.debug("%s: pruning to %d: %s", tp, offset, exc)
+                continue
+            moved += 1
+            log.debug("%s: pruned to %d", tp, shard.pruned)
+        return moved
 
     async def shutdown(self) -> None:
         await self.runtime.close()
@@ -326,7 +382,7 @@ class ShareCoordinator:
             return mapped
         if self.runtime.shard(p) is not shard or self.runtime.epoch(p) != shard.epoch or not shard.active:
             return ErrorCode.NOT_COORDINATOR  # moved meanwhile: the new coordinator replays it
-        shard.replay(-1, -1, -1, record[0], record[1])
+        shard.replay(write.last_offset, -1, -1, record[0], record[1])
         return 0
 
     # ------------------------------------------------------------------ the state APIs

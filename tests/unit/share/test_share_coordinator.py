@@ -55,7 +55,13 @@ def env(tmp_path):
 
     def make():
         c = ShareCoordinator(
-            cfg, writer, Cluster(), _no_create, lambda tid: 3 if tid == TOPIC_ID else None, clock=lambda: 1000
+            cfg,
+            writer,
+            Cluster(),
+            _no_create,
+            lambda tid: 3 if tid == TOPIC_ID else None,
+            clock=lambda: 1000,
+            delete_records=lambda tp, offset: lg.delete_records(offset),
         )
         c.runtime.load_all()
         return c
@@ -293,5 +299,39 @@ def test_the_persister_serves_this_brokers_share_partitions_in_process(env):
         assert await persister.initialize("g", TOPIC_ID, 0, 0, 7) == E.NOT_COORDINATOR
         await persister.close()
         await c.shutdown()
+
+    run(go())
+
+
+def test_pruning_keeps_what_a_load_needs(env):
+    """The partition's start moves to the lowest of the share-partitions' last snapshots;
+    a new coordinator loading what is left has the same state."""
+    make, _writer, lg = env
+
+    async def go():
+        c = make()
+        assert c.prune() == 0  # nothing written yet
+        assert (await c.initialize("g", TOPIC_ID, 0, 0, 0))[0] == 0
+        assert (await c.initialize("g", TOPIC_ID, 1, 0, 0))[0] == 0
+        for i in range(7):  # snapshots at the 3rd and 6th write (per.snapshot is 2)
+            assert (await c.write("g", TOPIC_ID, 0, 0, 0, 0, [B(i, i, 2, 1)]))[0] == 0
+        shard = c.runtime.shard(0)
+        # share-partition 1's only snapshot is its Initialize at offset 1: nothing moves below it
+        assert shard.redundant_offset() == 1 and c.prune() == 1 and lg.log_start_offset == 1
+        assert (await c.write("g", TOPIC_ID, 1, 0, 0, 0, [B(0, 0, 4, 1)]))[0] == 0
+        assert (await c.write("g", TOPIC_ID, 1, 0, 0, 0, [B(1, 1, 4, 1)]))[0] == 0
+        assert (await c.write("g", TOPIC_ID, 1, 0, 0, 0, [B(2, 2, 4, 1)]))[0] == 0  # its snapshot
+        snap0 = shard.snapshot_offsets[("g", TOPIC_ID, 0)]
+        assert shard.redundant_offset() == snap0 and c.prune() == 1 and lg.log_start_offset == snap0
+        before = dict(shard.states)
+        await c.shutdown()
+        again = make()
+        assert again.runtime.shard(0).states == before
+        # every share-partition deleted: the whole partition is redundant
+        for p in (0, 1):
+            assert (await again.delete("g", TOPIC_ID, p))[0] == 0
+        assert again.prune() == 1 and lg.log_start_offset == lg.log_end_offset
+        await again.shutdown()
+        assert make().runtime.shard(0).states == {}
 
     run(go())
