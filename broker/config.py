@@ -473,6 +473,51 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _K("transaction.state.log.min.isr", _I, 2, "min.insync.replicas of __transaction_state.", _at_least(1)),
         _K("transaction.state.log.segment.bytes", _I, 104857600, "Segment size of __transaction_state.", _at_least(1)),
         _K(
+            "share.coordinator.state.topic.num.partitions",
+            _I,
+            50,
+            "Partitions of __share_group_state (KIP-932's share-partition state).",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.state.topic.replication.factor",
+            _SH,
+            3,
+            "Replication factor of __share_group_state (fewer while fewer brokers are alive).",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.state.topic.min.isr", _SH, 2, "min.insync.replicas of __share_group_state.", _at_least(1)
+        ),
+        _K(
+            "share.coordinator.state.topic.segment.bytes",
+            _I,
+            104857600,
+            "Segment size of __share_group_state.",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            _I,
+            500,
+            "Update records the share coordinator writes for a share-partition between two snapshots of it.",
+            _at_least(0),
+        ),
+        _K(
+            "share.coordinator.state.topic.prune.interval.ms",
+            _I,
+            300000,
+            "How often the share coordinator deletes the records of __share_group_state no load needs any more.",
+            _at_least(1),
+        ),
+        _K(
+            "share.coordinator.write.timeout.ms",
+            _I,
+            5000,
+            "How long the share coordinator waits for the ISR of __share_group_state to have a write.",
+            _at_least(1),
+        ),
+        _K(
             "transaction.max.timeout.ms",
             _I,
             900000,
@@ -1033,11 +1078,8 @@ _NO_EFFECT: dict[str, str] = {
         group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms
         group.share.min.session.timeout.ms group.share.persister.class.name
         share.coordinator.append.linger.ms
-        share.coordinator.load.buffer.size share.coordinator.snapshot.update.records.per.snapshot
-        share.coordinator.state.topic.compression.codec share.coordinator.state.topic.min.isr
-        share.coordinator.state.topic.num.partitions share.coordinator.state.topic.prune.interval.ms
-        share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
-        share.coordinator.threads share.coordinator.write.timeout.ms share.fetch.max.fetch.records
+        share.coordinator.load.buffer.size share.coordinator.state.topic.compression.codec
+        share.coordinator.threads share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
     "kbroker has no tiered storage": """
         remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms

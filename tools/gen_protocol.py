@@ -3,15 +3,18 @@
 
 Usage::
 
-    python tools/gen_protocol.py [SPEC_DIR] [--records-dir DIR] [--out ROOT] [--from-schema]
+    python tools/gen_protocol.py [SPEC_DIR] [--records-dir DIR] [--share-records-dir DIR]
+                                 [--out ROOT] [--from-schema]
 
 Two stages:
 
 1. ``SPEC_DIR`` (default ``../shared/kafka-protocol`` relative to the repository
    root) holds Apache Kafka's client definitions, ``--records-dir`` its group
    coordinator's record definitions (the ``common/message/`` resources of the
-   ``kafka-group-coordinator`` jar; without it the checked-in records are kept).  For
-   every file listed in ``APIS`` / ``DATA_FILES`` / ``RECORD_FILES`` the ``//`` comments
+   ``kafka-group-coordinator`` jar), ``--share-records-dir`` its share coordinator's
+   (those of the ``kafka-share-coordinator`` jar); without them the checked-in records
+   are kept.  For every file listed in ``APIS`` / ``DATA_FILES`` / ``RECORD_FILES`` /
+   ``SHARE_RECORD_FILES`` the ``//`` comments
    are stripped by a small tokenizer that respects string literals, and the result is
    written as plain JSON to ``ROOT/broker/protocol/schema/``; the error table of
    ``ERRORS.md`` becomes ``schema/errors.json``.  A refresh that would drop a version
@@ -149,6 +152,11 @@ RECORD_FILES = tuple(
     )
     for part in ("Key", "Value")
 )
+# The records KIP-932's share coordinator writes to __share_group_state (type 0 the
+# snapshot, 1 the update): share-coordinator/src/main/resources/common/message/, in the
+# released org.apache.kafka:kafka-share-coordinator jar; stage 1 reads them from
+# --share-records-dir.
+SHARE_RECORD_FILES = tuple(f"Share{record}{part}" for record in ("Snapshot", "Update") for part in ("Key", "Value"))
 
 # What the hand-written native codec of Produce (_native/produce.pyx, the broker's hot
 # path) reads and writes of each struct: the fields it reads or writes in every version it
@@ -258,7 +266,9 @@ def version_set(obj: dict) -> set:
     return set(range(lo, hi + 1))
 
 
-def stage_schema(spec_dir: Path, root: Path, records_dir: Path | None = None) -> None:
+def stage_schema(
+    spec_dir: Path, root: Path, records_dir: Path | None = None, share_records_dir: Path | None = None
+) -> None:
     readme = (spec_dir / "README.md").read_text(encoding="utf-8")
     if f"Apache Kafka **{KAFKA_VERSION}**" not in readme:
         raise SystemExit(f"{spec_dir}/README.md does not name Apache Kafka {KAFKA_VERSION}; update KAFKA_VERSION")
@@ -267,12 +277,16 @@ def stage_schema(spec_dir: Path, root: Path, records_dir: Path | None = None) ->
     wanted = set()
     sources = [(name, spec_dir) for name in schema_file_names()]
     sources += [(name, records_dir) for name in RECORD_FILES]
+    sources += [(name, share_records_dir) for name in SHARE_RECORD_FILES]
     for name, src_dir in sources:
         path = out_dir / f"{name}.json"
         wanted.add(path.name)
         if src_dir is None:  # the records, without --records-dir: keep the checked-in ones
             if not path.exists():
-                raise SystemExit(f"{path} is missing: pass --records-dir (Kafka's group-coordinator definitions)")
+                raise SystemExit(
+                    f"{path} is missing: pass --records-dir / --share-records-dir "
+                    "(Kafka's group- and share-coordinator definitions)"
+                )
             continue
         obj = json.loads(strip_comments((src_dir / f"{name}.json").read_text(encoding="utf-8")))
         if obj.get("name") != name:
@@ -316,7 +330,11 @@ NOTICE file at the repository root), from Apache Kafka {KAFKA_VERSION}:
   `ShareGroup*Value` records (what KIP-848's and KIP-932's group coordinator writes to
   `__consumer_offsets`): the `common/message/` resources of the
   released `org.apache.kafka:kafka-group-coordinator:{KAFKA_VERSION}` jar, the repository's
-  `group-coordinator/src/main/resources/common/message/`.
+  `group-coordinator/src/main/resources/common/message/`;
+- the `ShareSnapshot*` / `ShareUpdate*` records (what KIP-932's share coordinator writes
+  to `__share_group_state`): the `common/message/` resources of the released
+  `org.apache.kafka:kafka-share-coordinator:{KAFKA_VERSION}` jar, the repository's
+  `share-coordinator/src/main/resources/common/message/`.
 
 The `//` comments (licence header and prose) were stripped and the JSON re-serialised;
 the data is otherwise unchanged. `errors.json` is the error-code table (code, name).
@@ -1477,7 +1495,7 @@ def generate_code(root: Path) -> dict[Path, str]:
             MODULE_DOC.format(what=f"{api} (api key {req.api_key}) request and response")
         )
         registry.append((req.api_key, api, mod, req, resp))
-    for name in DATA_FILES + RECORD_FILES:
+    for name in DATA_FILES + RECORD_FILES + SHARE_RECORD_FILES:
         msg = load(name)
         gen = ModuleGen([msg])
         files[MESSAGES_REL / f"{module_name(name)}.py"] = gen.module_source(
@@ -1506,7 +1524,7 @@ version or None, latest version unstable)``.  Import these through
     ]
     for _key, _api, mod, req, resp in registry:
         out.append(f"from .{mod} import {req.name}, {resp.name}")
-    for name in DATA_FILES + RECORD_FILES:
+    for name in DATA_FILES + RECORD_FILES + SHARE_RECORD_FILES:
         out.append(f"from .{module_name(name)} import {name}")
     out += [
         "",
@@ -1531,11 +1549,16 @@ version or None, latest version unstable)``.  Import these through
         "COORDINATOR_RECORDS = (",
         *(f"    ({RECORD_FILES[i]}, {RECORD_FILES[i + 1]})," for i in range(0, len(RECORD_FILES), 2)),
         ")",
+        "",
+        "#: The records of KIP-932's share coordinator in __share_group_state (key, value).",
+        "SHARE_COORDINATOR_RECORDS = (",
+        *(f"    ({SHARE_RECORD_FILES[i]}, {SHARE_RECORD_FILES[i + 1]})," for i in range(0, len(SHARE_RECORD_FILES), 2)),
+        ")",
     ]
     names = (
-        ["ApiKey", "API_MESSAGES", "OTHER_CLASSES", "COORDINATOR_RECORDS"]
+        ["ApiKey", "API_MESSAGES", "OTHER_CLASSES", "COORDINATOR_RECORDS", "SHARE_COORDINATOR_RECORDS"]
         + [n for r in registry for n in (r[3].name, r[4].name)]
-        + list(DATA_FILES + RECORD_FILES)
+        + list(DATA_FILES + RECORD_FILES + SHARE_RECORD_FILES)
     )
     out += ["", f"__all__ = {names!r}"]
     return "\n".join(out) + "\n"
@@ -1698,6 +1721,11 @@ def main(argv: list[str] | None = None) -> int:
         "of the kafka-group-coordinator jar); without it the checked-in ones are kept",
     )
     ap.add_argument(
+        "--share-records-dir",
+        help="directory of Kafka's share-coordinator record definitions (the common/message/ resources "
+        "of the kafka-share-coordinator jar); without it the checked-in ones are kept",
+    )
+    ap.add_argument(
         "--from-schema",
         action="store_true",
         help="skip stage 1; generate code from the schema files already under --out",
@@ -1705,7 +1733,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     root = Path(args.out)
     if not args.from_schema:
-        stage_schema(Path(args.spec_dir), root, Path(args.records_dir) if args.records_dir else None)
+        stage_schema(
+            Path(args.spec_dir),
+            root,
+            Path(args.records_dir) if args.records_dir else None,
+            Path(args.share_records_dir) if args.share_records_dir else None,
+        )
     stage_code(root)
     return 0
 

@@ -139,6 +139,7 @@ API_RIGHTS: dict[ApiKey, Rights] = {
     ApiKey.FIND_COORDINATOR: Rights(
         group=_r(O.DESCRIBE, R.GROUP, _GROUP, "key_type 0 (group)"),
         transactional_id=_r(O.DESCRIBE, R.TRANSACTIONAL_ID, _TXN, "key_type 1 (transaction)"),
+        cluster_action=_r(O.CLUSTER_ACTION, R.CLUSTER, _CLUSTER, "key_type 2 (share: brokers only)"),
     ),
     ApiKey.JOIN_GROUP: _group(O.READ),
     ApiKey.HEARTBEAT: _group(O.READ),
@@ -235,6 +236,21 @@ API_RIGHTS: dict[ApiKey, Rights] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(O.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(O.ALTER),
     ApiKey.ALTER_PARTITION: _INTER_BROKER,
+    # KIP-932's share-group state: share-partition leaders and group coordinators call the
+    # share coordinator (Kafka's KafkaApis checks CLUSTER_ACTION on the cluster)
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.READ_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.WRITE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.DELETE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _INTER_BROKER,
+    # the share-group offset admin (kafka-share-groups), as KafkaApis checks it
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: Rights(
+        group=_r(O.DESCRIBE, R.GROUP, _GROUP),
+        topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "named topics"),
+        listed_topic=_r(O.DESCRIBE, R.TOPIC, None, "all topics"),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: Rights(group=_r(O.DELETE, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
     # as Kafka's: anyone authenticated; the cluster's authorized operations only when asked
     ApiKey.DESCRIBE_CLUSTER: _NONE,
 }

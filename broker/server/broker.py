@@ -18,6 +18,9 @@ itself:
     coordinator     the group coordinator (and its metadata manager)
     consumer_coordinator  KIP-848 consumer groups' heartbeats (same metadata manager)
     share_coordinator     KIP-932 share groups' membership (same metadata manager)
+    share_state_coordinator  the share coordinator: share-partition state on
+                    __share_group_state (broker/share/coordinator.py)
+    share_persister  that state wherever its share coordinator is (broker/share/persister.py)
     producer_ids    ProducerIdManager, producer id blocks claimed from the store
     server          the listening socket and request dispatch
 
@@ -44,6 +47,7 @@ import gc
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +92,10 @@ from broker.server.quotas import ClientQuotas, parse_entity_path
 from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
+from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
 from broker.share.manager import SharePartitionManager
+from broker.share.offsets import DeleteStateWithGroup
+from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -193,13 +200,6 @@ class Broker:
             config["group.share.enable"],
         )
         self.replicas.on_leadership_change(self.group_manager.leadership_changed)
-        #: KIP-932: the share partitions led here and the share sessions (broker/share/)
-        self.share_partitions = SharePartitionManager(
-            config, self.replicas, None, config["group.share.max.share.sessions"]
-        )
-        self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
-        # a member that leaves its share group loses its share sessions and acquired records
-        self.share_coordinator.add_listener(self.share_partitions)
         self.marker_channels = MarkerChannels(self)
         self.txn_coordinator = TransactionCoordinator(
             config,
@@ -210,6 +210,29 @@ class Broker:
             self._create_txn_topic,
         )
         self.replicas.on_leadership_change(self.txn_coordinator.leadership_changed)
+        self.share_state_coordinator = ShareCoordinator(
+            config,
+            ReplicaPartitionWriter(self.replicas),
+            self.metadata,
+            self._create_share_state_topic,
+            self._topic_partitions,
+            delete_records=lambda tp, offset: self.replicas.leader_partition(tp.topic, tp.partition).log.delete_records(
+                offset
+            ),
+        )
+        self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
+        #: share-partition state wherever its share coordinator is (broker/share/persister.py)
+        self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
+        #: KIP-932: the share partitions led here and the share sessions (broker/share/), their
+        #: state read from and written through the share persister
+        self.share_partitions = SharePartitionManager(
+            config, self.replicas, self.share_persister, config["group.share.max.share.sessions"]
+        )
+        self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
+        # a member that leaves its share group loses its share sessions and acquired records
+        self.share_coordinator.add_listener(self.share_partitions)
+        # a deleted share group's state goes with it, as Kafka's DeleteGroups does
+        self.share_coordinator.add_listener(DeleteStateWithGroup(self, self.share_state_coordinator.runtime.spawn))
         # what waits on the metadata for leadership to move (the controlled shutdown) is
         # woken by the LeaderAndIsr itself, not only by the UpdateMetadata that may follow
         self.replicas.on_leadership_change(lambda _led, _followed: self.metadata.changed())
@@ -425,6 +448,7 @@ class Broker:
             )
         await self.coordinator.startup()
         await self.txn_coordinator.startup()
+        await self.share_state_coordinator.startup()
         self.logs.start_background()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
@@ -818,6 +842,17 @@ class Broker:
     async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(TXN_TOPIC, partitions, replication_factor, configs, wait=False)
 
+    async def _create_share_state_topic(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        await self.admin.create_topic(SHARE_STATE_TOPIC, partitions, replication_factor, configs, wait=False)
+
+    def _topic_partitions(self, topic_id: uuid.UUID) -> int | None:
+        """The partition count of the topic with this id; None when there is none."""
+        name = self.metadata.topic_name(topic_id)
+        info = None if name is None else self.metadata.topic(name)
+        return None if info is None else len(info.partitions)
+
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self.admin.create_topic(OFFSETS_TOPIC, partitions, replication_factor, configs, wait=False)
 
@@ -896,6 +931,8 @@ class Broker:
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())
+        await self._step("stopping the share coordinator", self.share_state_coordinator.shutdown())
+        await self._step("closing the share persister's channels", self.share_persister.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self.metrics is not None:

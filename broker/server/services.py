@@ -18,6 +18,10 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
                       the share sessions (broker/share/manager.py)
     share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
     txn_coordinator   the transaction coordinator (broker/txn/)
+    share_state_coordinator  the share coordinator (Kafka's ShareCoordinator,
+                      broker/share/coordinator.py: share-partition state on __share_group_state)
+    share_persister   share-partition state wherever its share coordinator is
+                      (broker/share/persister.py)
     admin             topic administration (create, delete, partitions, configs)
     producer_ids      producer ids (InitProducerId)
     transaction_version, features_epoch
@@ -68,7 +72,9 @@ if TYPE_CHECKING:
     from broker.security.credentials import CredentialCache
     from broker.server.admin import TopicAdmin
     from broker.server.quotas import ClientQuotas
+    from broker.share.coordinator import ShareCoordinator
     from broker.share.manager import SharePartitionManager
+    from broker.share.persister import Persister
     from broker.txn.coordinator import TransactionCoordinator
 
 
@@ -96,6 +102,12 @@ class BrokerServices(Protocol):
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...
+
+    @property
+    def share_state_coordinator(self) -> ShareCoordinator: ...
+
+    @property
+    def share_persister(self) -> Persister: ...
 
     @property
     def admin(self) -> TopicAdmin: ...

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.cluster.replica.purgatory import HIGH_WATERMARK
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.share.partition import AcknowledgeError, SharePartition
+from broker.share.records import StateBatch
 from broker.share.session import ShareSessionCache
 
 if TYPE_CHECKING:
@@ -394,11 +395,16 @@ class SharePartitionManager:
                 e.state_epoch,
                 e.leader_epoch,
                 start,
-                [_StateBatch(f, la, st, n) for f, la, st, n in batches],
+                [StateBatch(f, la, st, n) for f, la, st, n in batches],
             )
             if err:
                 sp.dirty = True
                 log.warning("share group %s: writing the state of %s failed: %s", e.group, e.part.tp, _name(err))
+                if err in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                    # its offsets were reset (a new state epoch) or another leader took
+                    # over: this state is stale; the next use reads it back
+                    self._drop(e)
+                    self._wake(e)
             return err
 
     def _persist_later(self, e: Entry) -> None:
@@ -478,16 +484,6 @@ class SharePartitionManager:
                 e.timer = None
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-@dataclass(frozen=True)
-class _StateBatch:
-    """Interface 1's StateBatch (the persister's PersisterStateBatch), field for field."""
-
-    first_offset: int
-    last_offset: int
-    delivery_state: int
-    delivery_count: int
 
 
 def _name(code: int) -> str:

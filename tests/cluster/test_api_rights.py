@@ -28,6 +28,7 @@ from broker.protocol.messages.alter_client_quotas import AlterClientQuotasReques
 from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.alter_partition import AlterPartitionRequest
 from broker.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
+from broker.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest as ASGO
 from broker.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AUS
 from broker.protocol.messages.api_versions import ApiVersionsRequest
 from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest as CGD
@@ -39,6 +40,8 @@ from broker.protocol.messages.create_topics import CreateTopicsRequest as CT
 from broker.protocol.messages.delete_acls import DeleteAclsRequest as DA
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.delete_records import DeleteRecordsRequest as DR
+from broker.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DLSGO
+from broker.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest as DSGS
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest as DT
 from broker.protocol.messages.describe_acls import DescribeAclsRequest as DAC
 from broker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
@@ -47,6 +50,7 @@ from broker.protocol.messages.describe_configs import DescribeConfigsRequest as 
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from broker.protocol.messages.describe_producers import DescribeProducersRequest as DP
+from broker.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as DSGO
 from broker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from broker.protocol.messages.elect_leaders import ElectLeadersRequest as EL
@@ -56,6 +60,7 @@ from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.heartbeat import HeartbeatRequest
 from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IAC
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
+from broker.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest as ISGS
 from broker.protocol.messages.join_group import JoinGroupRequest as JG
 from broker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from broker.protocol.messages.leave_group import LeaveGroupRequest as LG
@@ -69,17 +74,23 @@ from broker.protocol.messages.offset_delete import OffsetDeleteRequest as OD
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OFLE
 from broker.protocol.messages.produce import ProduceRequest as P
+from broker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest as RSGS
+from broker.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as RSGSS
 from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest as SA
 from broker.protocol.messages.share_fetch import ShareFetchRequest as SF
+from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest as SGD
+from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SGH
 from broker.protocol.messages.stop_replica import StopReplicaRequest
 from broker.protocol.messages.sync_group import SyncGroupRequest
 from broker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
 from broker.protocol.messages.update_metadata import UpdateMetadataRequest
+from broker.protocol.messages.write_share_group_state import WriteShareGroupStateRequest as WSGS
 from broker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest as WTM
 from broker.security.acl import CLUSTER_NAME, PatternType, Permission, ResourceType
 from broker.security.api_rights import API_RIGHTS, Right
 from broker.security.listener import ClientSecurity
 from broker.server.handlers import HANDLERS
+from broker.uuids import uuid_text
 from tests.interop.helpers import batch
 from tests.support.broker_proc import BrokerProcess
 from tests.support.ports import free_port
@@ -99,6 +110,8 @@ AUTH_CODES = {
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 T, G = "rights-t", "rights-g"
+#: a topic id no topic has: the share-group state APIs answer it, past the rights, with no change
+SHARE_TOPIC_ID = uuid.UUID(int=0x5EA7)
 
 
 def _fetch(replica_id: int) -> F:
@@ -214,6 +227,13 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         ApiKey.FIND_COORDINATOR,
         FindCoordinatorRequest(key="txn", key_type=1),
         3,
+        "refused",
+    ),
+    (
+        "find a share-partition's share coordinator (brokers only)",
+        ApiKey.FIND_COORDINATOR,
+        FindCoordinatorRequest(key_type=2, coordinator_keys=[f"{G}:{uuid_text(SHARE_TOPIC_ID)}:0"]),
+        6,
         "refused",
     ),
     (
@@ -716,6 +736,116 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
                     topics=[WTM.WritableTxnMarkerTopic(name=T, partition_indexes=[0])],
                 )
             ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "share group heartbeat",
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        SGH(group_id="rights-sg", member_id="rights-m", member_epoch=0, subscribed_topic_names=[T]),
+        None,
+        "refused",
+    ),
+    ("describe a share group", ApiKey.SHARE_GROUP_DESCRIBE, SGD(group_ids=["rights-sg"]), None, "refused"),
+    (
+        "describe a share group's offsets",
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        DSGO(
+            groups=[
+                DSGO.DescribeShareGroupOffsetsRequestGroup(
+                    group_id=G, topics=[DSGO.DescribeShareGroupOffsetsRequestTopic(topic_name=T, partitions=[0])]
+                )
+            ]
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "alter a share group's offsets",
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ASGO(
+            group_id=G,
+            topics=[
+                ASGO.AlterShareGroupOffsetsRequestTopic(
+                    topic_name=T,
+                    partitions=[ASGO.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "delete a share group's offsets",
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        DLSGO(group_id=G, topics=[DLSGO.DeleteShareGroupOffsetsRequestTopic(topic_name=T)]),
+        None,
+        "refused",
+    ),
+    (
+        "initialize share-group state",
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        ISGS(
+            group_id=G,
+            topics=[
+                ISGS.InitializeStateData(
+                    topic_id=SHARE_TOPIC_ID, partitions=[ISGS.PartitionData(partition=0, state_epoch=0, start_offset=0)]
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "read share-group state",
+        ApiKey.READ_SHARE_GROUP_STATE,
+        RSGS(
+            group_id=G,
+            topics=[
+                RSGS.ReadStateData(
+                    topic_id=SHARE_TOPIC_ID, partitions=[RSGS.PartitionData(partition=0, leader_epoch=0)]
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "write share-group state",
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        WSGS(
+            group_id=G,
+            topics=[
+                WSGS.WriteStateData(
+                    topic_id=SHARE_TOPIC_ID,
+                    partitions=[WSGS.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=0)],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "delete share-group state",
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        DSGS(
+            group_id=G,
+            topics=[DSGS.DeleteStateData(topic_id=SHARE_TOPIC_ID, partitions=[DSGS.PartitionData(partition=0)])],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "read share-group state summary",
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        RSGSS(
+            group_id=G,
+            topics=[
+                RSGSS.ReadStateSummaryData(
+                    topic_id=SHARE_TOPIC_ID, partitions=[RSGSS.PartitionData(partition=0, leader_epoch=0)]
+                )
+            ],
         ),
         None,
         "refused",

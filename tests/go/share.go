@@ -12,13 +12,17 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func franzShare(bootstrap, topic, group, clientID string) {
-	cl, err := kgo.NewClient(franzOpts(bootstrap, kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.ClientID(clientID))...)
+	// BOOTSTRAP may name several brokers (HOST:PORT,HOST:PORT...): each is a seed
+	opts := franzOpts(bootstrap, kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.ClientID(clientID))
+	opts = append(opts, kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fail("share client: %v", err)
 	}

@@ -1,7 +1,11 @@
 """FindCoordinator (10): the broker leading the group's __consumer_offsets partition (key
-type 0), or the transactional id's __transaction_state partition (key type 1). Creates
-the topic on first use, as Kafka does. A found coordinator comes with the message
-"NONE", as Kafka words it (Errors.NONE.message())."""
+type 0), the transactional id's __transaction_state partition (key type 1), or (v6+,
+KIP-932) the share-partition key's __share_group_state partition (key type 2: a key
+"group:topic id:partition", asked by brokers only: CLUSTER_ACTION, else
+CLUSTER_AUTHORIZATION_FAILED; a malformed key, or key type 2 below v6, INVALID_REQUEST).
+Creates the topic on first use, as Kafka does. A found coordinator comes with the message
+"NONE", as Kafka words it (Errors.NONE.message()). v5 only adds TRANSACTION_ABORTABLE to
+the errors a transactional client may see, which this broker does not answer here."""
 
 from collections.abc import Awaitable
 from typing import cast
@@ -9,14 +13,16 @@ from typing import cast
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.security.acl import CLUSTER_NAME
 from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
+from broker.share.records import parse_coordinator_key
 
 API_KEY = ApiKey.FIND_COORDINATOR
 RIGHTS = API_RIGHTS[API_KEY]
-MIN_VERSION, MAX_VERSION = 0, 4
+MIN_VERSION, MAX_VERSION = 0, 6
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 #: a key's coordinator: (error, message, node id, host, port)
 _Found = tuple[int, str | None, int, str, int]
@@ -30,7 +36,16 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
         return RIGHTS.group.error_code, None, -1, "", -1
     if key_type == TRANSACTION and not ctx.has_right(RIGHTS.transactional_id, key):
         return RIGHTS.transactional_id.error_code, None, -1, "", -1
-    if key_type not in (GROUP, TRANSACTION):
+    if key_type == SHARE:
+        if ctx.api_version < 6:
+            return ErrorCode.INVALID_REQUEST, "key type 2 (share) needs FindCoordinator v6", -1, "", -1
+        if not ctx.has_right(RIGHTS.cluster_action, CLUSTER_NAME):
+            return RIGHTS.cluster_action.error_code, None, -1, "", -1
+        try:
+            parse_coordinator_key(key)
+        except ValueError as exc:
+            return ErrorCode.INVALID_REQUEST, str(exc), -1, "", -1
+    if key_type not in (GROUP, TRANSACTION, SHARE):
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
     if not key:
         return (
@@ -45,6 +60,11 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> _Found | None:
         if not txn.has_topic():
             return None
         node = txn.coordinator_node(key)
+    elif key_type == SHARE:
+        share = services.share_state_coordinator
+        if not share.has_topic():
+            return None
+        node = share.coordinator_node(key)
     else:
         coord = services.coordinator
         if not coord.has_offsets_topic():
@@ -78,6 +98,8 @@ async def _create_then_find(
     try:
         if key_type == TRANSACTION:
             await ctx.services.txn_coordinator.ensure_topic()
+        elif key_type == SHARE:
+            await ctx.services.share_state_coordinator.ensure_topic()
         else:
             await ctx.services.coordinator.ensure_offsets_topic()
     except KafkaProtocolError as exc:

@@ -11,7 +11,7 @@ import uuid
 
 from hypothesis import strategies as st
 
-from broker.protocol.messages import API_MESSAGES, COORDINATOR_RECORDS, OTHER_CLASSES
+from broker.protocol.messages import API_MESSAGES, COORDINATOR_RECORDS, OTHER_CLASSES, SHARE_COORDINATOR_RECORDS
 
 INT_RANGES = {
     "int8": (-(1 << 7), (1 << 7) - 1),
@@ -33,7 +33,8 @@ def all_message_versions():
         for cls in (req, resp):
             for v in range(lo, hi + 1):
                 out.append((cls, v))
-    for cls in OTHER_CLASSES + tuple(c for pair in COORDINATOR_RECORDS for c in pair):
+    records = COORDINATOR_RECORDS + SHARE_COORDINATOR_RECORDS
+    for cls in OTHER_CLASSES + tuple(c for pair in records for c in pair):
         for v in range(cls.MIN_VERSION, cls.MAX_VERSION + 1):
             out.append((cls, v))
     return out

@@ -17,7 +17,7 @@ def _id(case) -> str:
 
 def test_every_included_class_has_cases():
     names = {cls.NAME for cls, _ in CASES}
-    assert len(names) == 66 * 2 + 4 + (7 + 6) * 2  # ConsumerGroup* and ShareGroup* records
+    assert len(names) == 66 * 2 + 4 + (7 + 6) * 2 + 2 * 2  # ConsumerGroup*, ShareGroup*, Share* records
     assert len(CASES) > 400
 
 

@@ -1,7 +1,7 @@
-"""A real broker in this process, on an event loop thread of its own, whose share
-partitions persist to tests/unit/share/memory_persister.py's persister (the share
-coordinator's is another part of issue 36): clients connect to it over TCP as to any
-broker, and a test reads the share-partition state the broker wrote."""
+"""A real broker in this process, on an event loop thread of its own: clients connect to
+it over TCP as to any broker, and a test looks at its share partitions and reads back the
+share-partition state it wrote to __share_group_state (through its share persister, as a
+new leader reads it)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,13 @@ from pathlib import Path
 from broker.client.connection import BrokerConnection
 from broker.config import BrokerConfig
 from broker.server.broker import Broker
+from broker.share.coordinator import ShareState
 from tests.support.ports import free_port
-from tests.unit.share.memory_persister import MemoryPersister, ShareState
 
 
 class Running:
     def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop, thread: threading.Thread, port: int):
         self.broker, self.loop, self.thread, self.port = broker, loop, thread, port
-        self.persister = MemoryPersister()
-        broker.share_partitions.persister = self.persister
 
     @property
     def bootstrap(self) -> str:
@@ -34,7 +32,14 @@ class Running:
         return BrokerConnection("127.0.0.1", self.port, timeout=20)
 
     def state(self, group: str, topic_id: uuid.UUID, partition: int = 0) -> ShareState:
-        return self.persister.states[(group, topic_id, partition)]
+        """The share-partition state as persisted (ReadShareGroupState at the partition's
+        current leader epoch: no fencing, nothing written)."""
+        name = self.broker.metadata.topic_name(topic_id)
+        assert name is not None
+        epoch = self.broker.replicas.leader_partition(name, partition).state.leader_epoch
+        st = self.call(self.broker.share_persister.read(group, topic_id, partition, epoch))
+        assert st.error == 0, st
+        return st
 
     def stop(self) -> None:
         try:
