@@ -1,7 +1,7 @@
 """Share-group delivery (KIP-932) with real share consumers: Apache Kafka's
 KafkaShareConsumer (tests/jvm, ShareConsumer.java: explicit acknowledgement) against a
-real broker — in this process (tests/unit/share/inprocess.py), its share partitions
-persisted to an in-memory persister, as the share coordinator is another part of issue 36.
+real broker (in this process, tests/unit/share/inprocess.py, so that the test sees its
+share partitions; the share-partition state read back from __share_group_state).
 
 Issue 36's test 3 with the Java client, five consumers of one share group on a one-partition topic: one takes
 the first records and is stopped (SIGSTOP: its connection stays open) — they come again,

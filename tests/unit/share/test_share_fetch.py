@@ -1,10 +1,8 @@
 """ShareFetch and ShareAcknowledge through a real broker (in this process, on its own event
-loop thread) and kbroker's own client over TCP, speaking the share protocol directly.
-
-The persister is tests/unit/share/memory_persister.py's (the share coordinator's is
-another part of issue 36); the broker's share partitions are checked against the state it
-wrote there. The real share consumers (Java's KafkaShareConsumer, franz-go) need the
-share group heartbeat; their tests live with it."""
+loop thread: tests/unit/share/inprocess.py) and kbroker's own client over TCP, speaking
+the share protocol directly, without group membership (the broker checks none for them, as
+Kafka's). The share-partition state is read back from __share_group_state. The real share
+consumers (Java's KafkaShareConsumer, franz-go) are tests/groups/test_share_delivery_clients.py's."""
 
 from __future__ import annotations
 
@@ -18,13 +16,12 @@ import pytest
 
 from broker.client.cluster import Cluster
 from broker.client.producer import Producer
-from broker.native import iter_batches
 from broker.protocol.errors import ErrorCode
-from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
 from broker.protocol.messages.share_fetch import ShareFetchRequest
 from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.share.partition import ACCEPT, ACKNOWLEDGED, ARCHIVED, REJECT, RELEASE
 from tests.unit.share.inprocess import Running, start_broker
+from tests.unit.share.share_client import Member, records, runs
 
 LOCK_MS = 1000
 LIMIT = 3
@@ -64,111 +61,11 @@ def _topic(running: Running, name: str, values: list[bytes], batch: int = 10) ->
         cluster.close()
 
 
-class Member:
-    """One share consumer speaking ShareFetch/ShareAcknowledge on its own connection."""
-
-    def __init__(self, running: Running, group: str, topic_id: uuid.UUID, name: str | None = None):
-        self.running = running
-        self.conn = running.conn()
-        self.group = group
-        self.member = name or str(uuid.uuid4())
-        self.topic_id = topic_id
-        self.epoch = 0
-
-    def fetch(self, acks=(), max_records=500, max_wait_ms=0, mode=0, epoch=None, version=2, renew=False):
-        """(top error, partition data or None)"""
-        req = Q(
-            group_id=self.group,
-            member_id=self.member,
-            share_session_epoch=self.epoch if epoch is None else epoch,
-            max_wait_ms=max_wait_ms,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=max_records,
-            batch_size=max_records,
-            share_acquire_mode=mode,
-            is_renew_ack=renew,
-            topics=[
-                Q.FetchTopic(
-                    topic_id=self.topic_id,
-                    partitions=[
-                        Q.FetchPartition(
-                            partition_index=0,
-                            acknowledgement_batches=[
-                                Q.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=[t])
-                                for f, la, t in acks
-                            ],
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-        )
-        resp = self.conn.request(req, version=version, timeout=20)
-        if resp.error_code == 0 and epoch is None:
-            self.epoch = 1 if self.epoch == 0 else self.epoch + 1
-        d = resp.responses[0].partitions[0] if resp.responses else None
-        return resp.error_code, d
-
-    def acknowledge(self, acks, epoch=None):
-        A = ShareAcknowledgeRequest
-        req = A(
-            group_id=self.group,
-            member_id=self.member,
-            share_session_epoch=self.epoch if epoch is None else epoch,
-            topics=[
-                A.AcknowledgeTopic(
-                    topic_id=self.topic_id,
-                    partitions=[
-                        A.AcknowledgePartition(
-                            partition_index=0,
-                            acknowledgement_batches=[
-                                A.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=[t])
-                                for f, la, t in acks
-                            ],
-                        )
-                    ],
-                )
-            ],
-        )
-        resp = self.conn.request(req, version=2, timeout=20)
-        if resp.error_code == 0 and epoch is None:
-            self.epoch += 1
-        d = resp.responses[0].partitions[0] if resp.responses else None
-        return resp.error_code, d
-
-
-def records(d) -> list[tuple[int, bytes, int]]:
-    """(offset, value, delivery count) of the records the answer acquired for the member:
-    the batches sent, kept to the AcquiredRecords runs, as a share consumer reads them."""
-    if d is None or not d.acquired_records:
-        return []
-    runs = [(a.first_offset, a.last_offset, a.delivery_count) for a in d.acquired_records]
-    out = []
-    for batch in iter_batches(bytes(d.records)):
-        for rec in batch:
-            for f, la, n in runs:
-                if f <= rec.offset <= la:
-                    out.append((rec.offset, rec.value, n))
-    return out
-
-
-def runs(got) -> list[tuple[int, int, int]]:
-    """Offsets as (first, last, type ACCEPT) runs."""
-    out: list[list[int]] = []
-    for off, _v, _n in got:
-        if out and out[-1][1] + 1 == off:
-            out[-1][1] = off
-        else:
-            out.append([off, off])
-    return [(f, la, ACCEPT) for f, la in out]
-
-
 def test_four_members_on_one_partition_each_record_accepted_exactly_once(running):
     values = [b"v%d" % i for i in range(300)]
     tid = _topic(running, "share-four", values)
     group = "g-four"
-    members = [Member(running, group, tid) for _ in range(4)]
+    members = [Member(running.conn(), group, tid) for _ in range(4)]
     got: dict[str, list[tuple[int, bytes, int]]] = {m.member: [] for m in members}
     pending: dict[str, list] = {m.member: [] for m in members}
     released_once = set()
@@ -228,7 +125,7 @@ def test_four_members_on_one_partition_each_record_accepted_exactly_once(running
 def test_lock_timeout_redelivers_with_count_two_and_the_limit_archives(running):
     tid = _topic(running, "share-lock", [])
     group = "g-lock"
-    a, b = Member(running, group, tid), Member(running, group, tid)
+    a, b = Member(running.conn(), group, tid), Member(running.conn(), group, tid)
     assert a.fetch()[0] == 0 and b.fetch()[0] == 0
     _topic_append(running, "share-lock", [b"x%d" % i for i in range(5)])
     first = records(a.fetch(max_wait_ms=2000)[1])
@@ -269,7 +166,7 @@ def _topic_append(running: Running, name: str, values: list[bytes]) -> None:
 def test_a_consumer_gone_without_a_word_has_its_records_released(running):
     tid = _topic(running, "share-gone", [])
     group = "g-gone"
-    a, b = Member(running, group, tid), Member(running, group, tid)
+    a, b = Member(running.conn(), group, tid), Member(running.conn(), group, tid)
     assert a.fetch()[0] == 0 and b.fetch()[0] == 0
     _topic_append(running, "share-gone", [b"y%d" % i for i in range(4)])
     assert len(records(a.fetch(max_wait_ms=2000)[1])) == 4
@@ -283,7 +180,7 @@ def test_a_consumer_gone_without_a_word_has_its_records_released(running):
 def test_acknowledging_what_is_not_held_and_session_errors(running):
     tid = _topic(running, "share-bad", [])
     group = "g-bad"
-    a, b = Member(running, group, tid), Member(running, group, tid)
+    a, b = Member(running.conn(), group, tid), Member(running.conn(), group, tid)
     # acknowledgements in the request that opens the session
     assert a.fetch(acks=[(0, 0, ACCEPT)])[0] == ErrorCode.INVALID_REQUEST
     assert a.fetch()[0] == 0 and b.fetch()[0] == 0
@@ -299,7 +196,7 @@ def test_acknowledging_what_is_not_held_and_session_errors(running):
     assert a.acknowledge([(0, 0, ACCEPT)])[1].error_code == ErrorCode.INVALID_RECORD_STATE
     # a share partition this broker never fetched from for the group (max_records 0: a
     # session opened without fetching)
-    other = Member(running, "g-bad-other", tid)
+    other = Member(running.conn(), "g-bad-other", tid)
     err, d = other.fetch(max_records=0)
     assert err == 0 and records(d) == []
     assert other.acknowledge([(0, 0, ACCEPT)])[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -311,7 +208,7 @@ def test_acknowledging_what_is_not_held_and_session_errors(running):
     # session errors, top-level: a wrong epoch, no session, ShareAcknowledge opening one
     assert a.fetch(epoch=a.epoch + 5)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     assert a.acknowledge([], epoch=a.epoch - 1)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
-    ghost = Member(running, group, tid)
+    ghost = Member(running.conn(), group, tid)
     assert ghost.fetch(epoch=1)[0] == ErrorCode.SHARE_SESSION_NOT_FOUND
     assert ghost.acknowledge([], epoch=0)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     # closing the session (epoch -1), then using it
@@ -329,10 +226,10 @@ def test_share_fetch_needs_read_on_the_group_and_the_topic(running):
 
     allow_only_bob(ResourceType.GROUP, "g-locked")
     allow_only_bob(ResourceType.TOPIC, "share-acl")
-    m = Member(running, "g-locked", open_tid)
+    m = Member(running.conn(), "g-locked", open_tid)
     assert m.fetch()[0] == ErrorCode.GROUP_AUTHORIZATION_FAILED
     assert m.acknowledge([(0, 0, ACCEPT)], epoch=1)[0] == ErrorCode.GROUP_AUTHORIZATION_FAILED
-    m = Member(running, "g-open", tid)
+    m = Member(running.conn(), "g-open", tid)
     err, d = m.fetch()
     assert err == 0 and d.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert records(d) == []
@@ -342,7 +239,7 @@ def test_share_fetch_needs_read_on_the_group_and_the_topic(running):
 
 def test_the_long_poll_answers_when_records_come(running):
     tid = _topic(running, "share-poll", [])
-    m = Member(running, "g-poll", tid)
+    m = Member(running.conn(), "g-poll", tid)
     assert m.fetch()[0] == 0
     threading.Timer(0.5, _topic_append, (running, "share-poll", [b"late"])).start()
     t0 = time.monotonic()
@@ -354,7 +251,7 @@ def test_the_long_poll_answers_when_records_come(running):
 def test_record_limit_mode_cuts_a_batch_and_the_state_survives_a_new_leader(running):
     tid = _topic(running, "share-move", [])
     group = "g-move"
-    a = Member(running, group, tid)
+    a = Member(running.conn(), group, tid)
     assert a.fetch()[0] == 0
     _topic_append(running, "share-move", [b"m%d" % i for i in range(10)])  # one batch
     got = records(a.fetch(max_records=4, mode=1, max_wait_ms=2000)[1])
@@ -373,7 +270,7 @@ def test_record_limit_mode_cuts_a_batch_and_the_state_survives_a_new_leader(runn
 
     running.call(move())
     assert (group, tid, 0) not in mgr.entries
-    b = Member(running, group, tid)
+    b = Member(running.conn(), group, tid)
     err, d = b.fetch()  # the request opening a session fetches too
     assert err == 0
     got = records(d)
