@@ -22,17 +22,13 @@ from broker.client.connection import BrokerConnection
 from broker.client.producer import Producer
 from broker.protocol.errors import ErrorCode
 from broker.share.partition import ACCEPT, RELEASE
-from tests.cluster.test_share_state_failover import persister_for
+from tests.cluster.test_share_state_failover import CONFIG as STATE_CONFIG, persister_for
 from tests.unit.share.share_client import Member, records, runs
 
 pytestmark = pytest.mark.timeout(300)
 
-CONFIG = {
-    "share.coordinator.state.topic.num.partitions": 3,
-    "share.coordinator.state.topic.replication.factor": 3,
-    "share.coordinator.state.topic.min.isr": 2,
-    "min.insync.replicas": 2,
-}
+# __share_group_state as the test persister (persister_for) expects it
+CONFIG = {**STATE_CONFIG, "min.insync.replicas": 2}
 GROUP = "sg-failover"
 N = 30
 
