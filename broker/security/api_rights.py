@@ -104,6 +104,7 @@ def _configs(op: Operation) -> Rights:
     return Rights(
         topic=_r(op, R.TOPIC, _TOPIC, "topic resources"),
         cluster=_r(op, R.CLUSTER, _CLUSTER, "broker and broker-logger resources"),
+        group=_r(op, R.GROUP, _GROUP, "group resources"),
     )
 
 

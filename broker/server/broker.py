@@ -74,6 +74,7 @@ from broker.config import (
 )
 from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
+from broker.group.group_configs import GroupConfigs, share_group_values
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.group.share_coordinator import ShareGroupCoordinator, share_group_settings
 from broker.log import LogManager
@@ -93,7 +94,7 @@ from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
 from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
-from broker.share.manager import SharePartitionManager
+from broker.share.manager import SharePartitionManager, ShareSettings
 from broker.share.offsets import DeleteStateWithGroup
 from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
@@ -185,12 +186,15 @@ class Broker:
             config, ReplicaPartitionWriter(self.replicas), self.metadata, self._create_offsets_topic
         )
         self.coordinator = GroupCoordinator(config, self.group_manager)
+        #: group configs (GROUP resources), from the store's /config/groups, kept current by notifications
+        self.group_configs = GroupConfigs(config)
         self.consumer_coordinator = ConsumerGroupCoordinator(
             self.group_manager,
             lambda: self.metadata.topics().keys(),
             config["group.consumer.assignors"],
             config["group.consumer.session.timeout.ms"],
             config["group.consumer.heartbeat.interval.ms"],
+            self.group_configs,
         )
         self.share_coordinator = ShareGroupCoordinator(
             self.group_manager,
@@ -226,7 +230,11 @@ class Broker:
         #: KIP-932: the share partitions led here and the share sessions (broker/share/), their
         #: state read from and written through the share persister
         self.share_partitions = SharePartitionManager(
-            config, self.replicas, self.share_persister, config["group.share.max.share.sessions"]
+            config,
+            self.replicas,
+            self.share_persister,
+            config["group.share.max.share.sessions"],
+            self._share_settings,
         )
         self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
         # a member that leaves its share group loses its share sessions and acquired records
@@ -416,6 +424,8 @@ class Broker:
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
         await self._reload_broker_configs()  # a change made before the watch: not missed
+        self.group_configs.store = self._store
+        await self.group_configs.load()
         self.credentials.load(await self._store.get_user_configs())
         self.quotas.load(await self._store.get_client_quota_configs())
         if self.authorizer is not None:
@@ -670,9 +680,18 @@ class Broker:
             asyncio.get_running_loop().create_task(
                 self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers)
             )
+        groups = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("groups/") and p.count("/") == 1}
+        for group in groups:
+            asyncio.get_running_loop().create_task(self._reload_group_config(group))
         quota_paths = {p for p in paths if parse_entity_path(p) is not None}
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
+
+    async def _reload_group_config(self, group: str) -> None:
+        try:
+            await self.group_configs.reload(group)
+        except Exception:
+            log.exception("broker %d: cannot read the configs of group %s", self.broker_id, group)
 
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and
@@ -802,6 +821,13 @@ class Broker:
                 self.authorizer.set_acls(resource, await self.store.get_resource_acls(resource))
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
+
+    def _share_settings(self, group_id: str) -> ShareSettings:
+        """A share group's delivery settings: its group configs over group.share.*."""
+        v = share_group_values(self.group_configs, group_id)
+        return ShareSettings(
+            v.record_lock_duration_ms, v.delivery_count_limit, v.partition_max_record_locks, v.auto_offset_reset
+        )
 
     async def update_acls(
         self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]

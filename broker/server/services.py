@@ -17,6 +17,7 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
     share_partitions  KIP-932 share groups' delivery: the share partitions led here and
                       the share sessions (broker/share/manager.py)
     share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
+    group_configs     group configs (GROUP resources; broker/group/group_configs.py)
     txn_coordinator   the transaction coordinator (broker/txn/)
     share_state_coordinator  the share coordinator (Kafka's ShareCoordinator,
                       broker/share/coordinator.py: share-partition state on __share_group_state)
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.group.consumer_coordinator import ConsumerGroupCoordinator
     from broker.group.coordinator import GroupCoordinator
+    from broker.group.group_configs import GroupConfigs
     from broker.group.share_coordinator import ShareGroupCoordinator
     from broker.security.acl import AclBinding, Authorizer
     from broker.security.credentials import CredentialCache
@@ -99,6 +101,9 @@ class BrokerServices(Protocol):
 
     @property
     def share_partitions(self) -> SharePartitionManager: ...
+
+    @property
+    def group_configs(self) -> GroupConfigs: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...

@@ -5,8 +5,10 @@ One SharePartition (partition.py) per (share group, topic-partition) led here, m
 the first ShareFetch or ShareAcknowledge that names it: its state is read from the
 persister (Interface 1: the share coordinator's __share_group_state, broker/share/
 persister.py); a partition whose state was never initialized starts at the group's
-`share.auto.offset.reset` (latest: the high watermark; earliest: the log start), written
-with `Persister.initialize`. The state is kept per leader epoch: when this broker stops
+`share.auto.offset.reset` (latest: the high watermark; earliest: the log start;
+by_duration: the first record at most that old), written with `Persister.initialize`.
+The group's settings are its group configs over the broker's group.share.* defaults
+(`settings`), read when a share partition loads. The state is kept per leader epoch: when this broker stops
 leading the partition (or leads it again at a new epoch) the in-memory state goes and the
 next use reads it back, so the new leader continues from what was persisted — the
 acknowledged records stay acknowledged, the acquired ones are available again (their locks
@@ -40,9 +42,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import struct
+import time
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,19 +75,30 @@ class ShareSettings:
     lock_ms: int
     delivery_limit: int
     max_locks: int
-    auto_offset_reset: str  # "latest" | "earliest"
+    auto_offset_reset: str  # "latest" | "earliest" | "by_duration:<ISO-8601 duration>"
 
 
 def share_settings(config: BrokerConfig, group_id: str) -> ShareSettings:
-    """The group's settings: the broker's defaults (group.share.*) until groups have
-    configs of their own (share.record.lock.duration.ms, share.delivery.count.limit,
-    share.auto.offset.reset)."""
+    """The broker's defaults (group.share.*): a group without configs of its own."""
     return ShareSettings(
         config["group.share.record.lock.duration.ms"],
         config["group.share.delivery.count.limit"],
         config["group.share.partition.max.record.locks"],
         "latest",
     )
+
+
+_ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def duration_ms(text: str) -> int:
+    """The milliseconds of an ISO-8601 duration PnDTnHnMn.nS (share.auto.offset.reset's
+    by_duration, validated when it was set); 0 when it does not parse."""
+    m = _ISO_DURATION.fullmatch(text)
+    if m is None:
+        return 0
+    d, h, mi, sec = (float(x) if x else 0.0 for x in m.groups())
+    return int((((d * 24 + h) * 60 + mi) * 60 + sec) * 1000)
 
 
 class Persister(Protocol):
@@ -174,9 +189,15 @@ def _now_ms() -> float:
 
 class SharePartitionManager:
     def __init__(
-        self, config: BrokerConfig, replicas: ReplicaManager, persister: Persister | None, max_sessions: int
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        persister: Persister | None,
+        max_sessions: int,
+        settings: Callable[[str], ShareSettings] | None = None,
     ) -> None:
         self.config = config
+        self._settings = settings or (lambda group_id: share_settings(config, group_id))
         self.replicas = replicas
         self.persister = persister
         self.sessions = ShareSessionCache(max_sessions)
@@ -184,7 +205,9 @@ class SharePartitionManager:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def settings(self, group_id: str) -> ShareSettings:
-        return share_settings(self.config, group_id)
+        """The group's settings (its group configs over the broker's group.share.*), read
+        when a share partition loads and for each answer's lock timeout."""
+        return self._settings(group_id)
 
     # ------------------------------------------------------------------ partitions
 
@@ -241,7 +264,7 @@ class SharePartitionManager:
         lg = e.part.log
         sp = SharePartition(0, lock_ms=s.lock_ms, delivery_limit=s.delivery_limit, max_locks=s.max_locks)
         if st.start_offset < 0:
-            start = lg.log_start_offset if s.auto_offset_reset == "earliest" else lg.high_watermark
+            start = _initial_offset(lg, s.auto_offset_reset)
             err = await self.persister.initialize(e.group, e.topic_id, e.partition, max(st.state_epoch, 0), start)
             if err:
                 raise KafkaProtocolError(err, "initializing the share-partition state")
@@ -484,6 +507,20 @@ class SharePartitionManager:
                 e.timer = None
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _initial_offset(lg: Any, reset: str) -> int:
+    """Where a share partition never initialized starts (share.auto.offset.reset): the log
+    start, the high watermark, or the first record at most the duration old (the high
+    watermark when there is none)."""
+    if reset == "earliest":
+        return int(lg.log_start_offset)
+    if reset.startswith("by_duration:"):
+        since = int(time.time() * 1000) - duration_ms(reset.split(":", 1)[1])
+        found = lg.offset_for_timestamp(since)
+        if found is not None:
+            return min(int(found[0]), int(lg.high_watermark))
+    return int(lg.high_watermark)
 
 
 def _name(code: int) -> str:

@@ -18,6 +18,7 @@ from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescri
 from broker.protocol.messages.list_groups import ListGroupsRequest
 from tests.groups.helpers import (
     child_env,
+    committed,
     create_topic,
     describe,
     find_coordinator,
@@ -29,7 +30,12 @@ from tests.support.deps import require_module
 
 pytestmark = pytest.mark.interop
 
-BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": 300,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": 6000,
+    "group.consumer.min.session.timeout.ms": 1000,
+}
 PARTITIONS = 12
 RECORDS = 600
 
@@ -300,3 +306,146 @@ def test_a_librdkafka_regex_subscription_picks_up_a_topic_created_afterwards(bro
         assert member.subscribed_topic_regex is not None and len(member.assignment.topic_partitions) == 2
     finally:
         c.close()
+
+
+def test_a_librdkafka_member_commits_its_offsets_in_a_transaction(broker, name):
+    """Exactly-once consume-transform-produce with a KIP-848 member: librdkafka's
+    send_offsets_to_transaction with the consumer's group metadata (member id and member
+    epoch in TxnOffsetCommit) commits the offsets with the transaction's records; an
+    aborted transaction's offsets are not kept. Before the fix the coordinator checked the
+    member against the classic group and answered ILLEGAL_GENERATION."""
+    import confluent_kafka as ck
+
+    source, sink = f"{name}-in", f"{name}-out"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 1)
+    produce(broker.bootstrap, source, 10, 2)
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{name}-txn"})
+    try:
+        consumer.subscribe([source])
+        producer.init_transactions(30)
+        got = []
+        wait_until(lambda: _poll_into(consumer, got) >= 10, 60, "the 10 source records")
+
+        def positions():
+            return consumer.position(consumer.assignment())
+
+        producer.begin_transaction()
+        for m in got[:4]:
+            producer.produce(sink, m.value())
+        producer.send_offsets_to_transaction(positions(), consumer.consumer_group_metadata(), 30)
+        producer.abort_transaction(30)
+        assert committed(broker.bootstrap, name, {source: 2}) == {}
+
+        producer.begin_transaction()
+        for m in got:
+            producer.produce(sink, m.value())
+        producer.send_offsets_to_transaction(positions(), consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        assert committed(broker.bootstrap, name, {source: 2}) == {(source, 0): 5, (source, 1): 5}
+        assert consumer.memberid()  # a KIP-848 member did it
+    finally:
+        consumer.close()
+
+
+def _poll_into(consumer, got: list) -> int:
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error():
+        got.append(msg)
+    return len(got)
+
+
+def _consume(bootstrap: str, group: str, topic: str, protocol: str, n: int) -> list[bytes]:
+    """n records read by one confluent-kafka member of `group` speaking `protocol`
+    (classic or consumer), committed synchronously, then the member leaves."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    got: list = []
+    try:
+        c.subscribe([topic])
+        wait_until(lambda: _poll_into(c, got) >= n, 60, f"{n} records ({protocol})")
+        c.commit(asynchronous=False)
+        return [m.value() for m in got]
+    finally:
+        c.close()
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_and_back_with_its_offsets(broker, name):
+    """Kafka's offline upgrade and downgrade with real members: a classic group's member
+    reads and commits, leaves; a KIP-848 member (group.protocol=consumer) of the same group
+    id goes on from those offsets, leaves; a classic member again goes on from the KIP-848
+    member's offsets. ListGroups says which kind the group is at each step. While the
+    KIP-848 member is in the group, a classic JoinGroup is INCONSISTENT_GROUP_PROTOCOL
+    (Kafka 4.4 with group.consumer.migration.policy=disabled; kbroker has no online
+    migration, docs/architecture.md)."""
+    from broker.protocol.errors import ErrorCode
+    from broker.protocol.messages.join_group import JoinGroupRequest as JG
+
+    create_topic(broker.bootstrap, name, 1)
+    produce(broker.bootstrap, name, 30, 1)
+
+    def group_type() -> str:
+        with BrokerConnection(*host_port(broker.bootstrap)) as c:
+            r = c.request(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+        return {g.group_id: g.group_type for g in r.groups}.get(name, "")
+
+    first = _consume(broker.bootstrap, name, name, "classic", 10)
+    assert first == [f"m-{i}".encode() for i in range(10)]
+    assert group_type() == "classic"
+    import confluent_kafka as ck
+
+    member = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": name,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        member.subscribe([name])
+        got: list = []
+        wait_until(lambda: _poll_into(member, got) >= 10, 60, "the KIP-848 member's records")
+        assert [m.value() for m in got[:10]] == [f"m-{i}".encode() for i in range(10, 20)]  # from the commit on
+        member.commit(message=got[9], asynchronous=False)
+        assert group_type() == "consumer"
+        assert find_coordinator(broker.bootstrap, name)[0] == 0  # a broker alone: it is the coordinator
+        protocols = [JG.JoinGroupRequestProtocol(name="range", metadata=b"")]
+        with BrokerConnection(*host_port(broker.bootstrap)) as c:
+            joined = c.request(
+                JG(
+                    group_id=name,
+                    session_timeout_ms=6000,
+                    rebalance_timeout_ms=6000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=protocols,
+                ),
+                5,
+            )
+        assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        member.close()
+    third = _consume(broker.bootstrap, name, name, "classic", 10)
+    assert third == [f"m-{i}".encode() for i in range(20, 30)]
+    assert group_type() == "classic"

@@ -49,9 +49,12 @@ def running(tmp_path_factory):
         tmp_path_factory.mktemp("share-clients"),
         {
             "group.share.record.lock.duration.ms": str(LOCK_MS),
+            "group.share.min.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": str(LIMIT),
             "group.share.heartbeat.interval.ms": "500",
+            "group.share.min.heartbeat.interval.ms": "500",
             "group.share.session.timeout.ms": "20000",
+            "group.share.min.session.timeout.ms": "20000",
         },
     )
     try:

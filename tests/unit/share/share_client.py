@@ -55,6 +55,7 @@ class Member:
             forgotten_topics_data=[],
         )
         resp = self.conn.request(req, version=version, timeout=20)
+        self.last = resp
         if resp.error_code == 0 and epoch is None:
             self.epoch = 1 if self.epoch == 0 else self.epoch + 1
         d = resp.responses[0].partitions[0] if resp.responses else None

@@ -34,6 +34,7 @@ def running(tmp_path_factory):
         tmp_path_factory.mktemp("share"),
         {
             "group.share.record.lock.duration.ms": str(LOCK_MS),
+            "group.share.min.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": str(LIMIT),
             "group.share.max.share.sessions": "20",
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -279,3 +280,46 @@ def test_record_limit_mode_cuts_a_batch_and_the_state_survives_a_new_leader(runn
     st = running.state(group, tid)
     assert st.start_offset == 10
     assert all(x.delivery_state in (ACKNOWLEDGED, ARCHIVED) for x in st.batches)
+
+
+def test_a_groups_configs_set_where_it_starts_and_how_long_it_holds(running):
+    """share.auto.offset.reset=earliest: a share partition the group never read starts at
+    the log start; share.record.lock.duration.ms and share.delivery.count.limit are the
+    group's (kafka-configs --entity-type groups sets them so)."""
+    from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
+
+    tid = _topic(running, "share-configs", [b"old-%d" % i for i in range(5)])
+    group = "g-configs"
+    conn = running.conn()
+    r = conn.request(
+        I(
+            resources=[
+                I.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        I.AlterableConfig(name=n, config_operation=0, value=v)
+                        for n, v in [
+                            ("share.auto.offset.reset", "earliest"),
+                            ("share.record.lock.duration.ms", "2000"),
+                            ("share.delivery.count.limit", "2"),
+                        ]
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+    ).responses[0]
+    assert r.error_code == 0, r.error_message
+    conn.close()
+    m = Member(running.conn(), group, tid)
+    err, d = m.fetch()
+    assert err == 0 and m.last.acquisition_lock_timeout_ms == 2000
+    assert [v for _o, v, _n in records(d)] == [b"old-%d" % i for i in range(5)]
+    err, d = m.acknowledge([(0, 4, RELEASE)])
+    assert d.error_code == 0
+    got = records(m.fetch()[1])
+    assert [(o, n) for o, _v, n in got] == [(o, 2) for o in range(5)]
+    assert m.acknowledge([(0, 4, RELEASE)])[1].error_code == 0  # the group's limit: 2
+    assert records(m.fetch()[1]) == []
+    assert running.state(group, tid).start_offset == 5
