@@ -826,7 +826,11 @@ class Broker:
         """A share group's delivery settings: its group configs over group.share.*."""
         v = share_group_values(self.group_configs, group_id)
         return ShareSettings(
-            v.record_lock_duration_ms, v.delivery_count_limit, v.partition_max_record_locks, v.auto_offset_reset
+            v.record_lock_duration_ms,
+            v.delivery_count_limit,
+            v.partition_max_record_locks,
+            v.auto_offset_reset,
+            v.isolation_level == "read_committed",
         )
 
     async def update_acls(

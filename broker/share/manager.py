@@ -28,6 +28,9 @@ mode) and trims each file range to the last batch it acquired from. The read is 
 `Read` of a DelayedFetch (delayed_fetch.py): a ShareFetch that finds less than min_bytes
 waits in the purgatory for the partition's high watermark to move or for records of the
 group to be released there (`_wake`). Acquisition happens only on the read that answers.
+A group whose share.isolation.level is read_committed reads below the last stable
+offset, and the records of aborted transactions it acquires are archived at once, left
+out of the acquired runs (as Kafka's filterAbortedTransactionalAcquiredRecords).
 
 Acquisition locks expire on a timer per partition (`_schedule`), which releases the
 expired records, wakes the waiting fetches and persists the change.
@@ -52,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.cluster.replica.purgatory import HIGH_WATERMARK
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
-from broker.share.partition import AcknowledgeError, SharePartition
+from broker.share.partition import REJECT, AcknowledgeError, SharePartition
 from broker.share.records import StateBatch
 from broker.share.session import ShareSessionCache
 
@@ -66,6 +69,8 @@ log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qi")  # a batch's base offset and length
 _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at byte 23 of the batch
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_PRODUCER = struct.Struct(">q")  # producerId, at byte 43
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class ShareSettings:
     delivery_limit: int
     max_locks: int
     auto_offset_reset: str  # "latest" | "earliest" | "by_duration:<ISO-8601 duration>"
+    read_committed: bool = False  # share.isolation.level
 
 
 def share_settings(config: BrokerConfig, group_id: str) -> ShareSettings:
@@ -139,6 +145,7 @@ class Entry:
         "timer",
         "timer_at",
         "wake_key",
+        "read_committed",
     )
 
     def __init__(self, group: str, topic_id: uuid.UUID, part: Partition) -> None:
@@ -154,6 +161,7 @@ class Entry:
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0
         self.wake_key: Hashable = ("share", group, part.tp)
+        self.read_committed = False
 
 
 class PartitionRead:
@@ -263,6 +271,7 @@ class SharePartitionManager:
             raise KafkaProtocolError(st.error, "reading the share-partition state")
         lg = e.part.log
         sp = SharePartition(0, lock_ms=s.lock_ms, delivery_limit=s.delivery_limit, max_locks=s.max_locks)
+        e.read_committed = s.read_committed
         if st.start_offset < 0:
             start = _initial_offset(lg, s.auto_offset_reset)
             err = await self.persister.initialize(e.group, e.topic_id, e.partition, max(st.state_epoch, 0), start)
@@ -333,7 +342,7 @@ class SharePartitionManager:
             if not sp.can_acquire():
                 continue
             off = sp.next_fetch_offset()
-            hw = lg.high_watermark
+            hw = lg.last_stable_offset if e.read_committed else lg.high_watermark
             if off >= hw:
                 continue
             if max_bytes - total <= 0 and not first:
@@ -366,8 +375,10 @@ class SharePartitionManager:
                     r.records = None
                 out.append((None, []))
                 continue
-            batches, ends = _batches(sl)
+            batches, ends, pids = _batches(sl)
             acquired = e.sp.acquire(member, batches, now, left, whole_batches=not strict) if batches else []
+            if acquired and e.read_committed:
+                acquired = self._archive_aborted(e, member, batches, pids, acquired, now)
             if not acquired:
                 sl.close()
                 r.records = None
@@ -382,6 +393,45 @@ class SharePartitionManager:
             r.records = None  # handed to the answer
             out.append((sl, acquired))
             self._schedule(e)
+        return out
+
+    def _archive_aborted(
+        self,
+        e: Entry,
+        member: str,
+        batches: list[tuple[int, int]],
+        pids: list[int],
+        acquired: list[tuple[int, int, int]],
+        now: float,
+    ) -> list[tuple[int, int, int]]:
+        """read_committed: the records of aborted transactions among what was just
+        acquired are archived at once and left out of the acquired runs (Kafka's
+        filterAbortedTransactionalAcquiredRecords); the consumer never sees them acquired."""
+        assert e.sp is not None
+        aborted = e.part.log.collect_aborted(batches[0][0], batches[-1][1] + 1)
+        if not aborted:
+            return acquired
+        cut: list[tuple[int, int]] = []
+        for (base, last), pid in zip(batches, pids):
+            if pid >= 0 and any(a.producer_id == pid and a.first_offset <= base <= a.last_offset for a in aborted):
+                cut.append((base, last))
+        if not cut:
+            return acquired
+        out: list[tuple[int, int, int]] = []
+        drop: list[tuple[int, int]] = []
+        for first, last, n in acquired:
+            pos = first
+            for cf, cl in cut:
+                if cl < pos or cf > last:
+                    continue
+                if cf > pos:
+                    out.append((pos, cf - 1, n))
+                drop.append((max(cf, pos), min(cl, last)))
+                pos = min(cl, last) + 1
+            if pos <= last:
+                out.append((pos, last, n))
+        if drop:
+            e.sp.acknowledge(member, [(f, la, [REJECT]) for f, la in drop], now)
         return out
 
     # ------------------------------------------------------------------ acknowledging
@@ -530,28 +580,36 @@ def _name(code: int) -> str:
         return str(code)
 
 
-def _batches(sl: FileSlice) -> tuple[list[tuple[int, int]], list[int]]:
-    """The whole batches of a file range: (base offset, last offset) each, and where each
-    ends in the file. One read of 27 bytes per batch (its header's first fields), never
-    per record; a batch cut off at the range's end is left out."""
+def _batches(sl: FileSlice) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """The whole batches of a file range: (base offset, last offset) each, where each ends
+    in the file, and the producer id of each transactional data batch (-1 for any other).
+    One read of a batch's header per batch, never per record; a batch cut off at the
+    range's end is left out."""
     fd = sl.fd
     pos = sl.offset
     end = pos + sl.length
     batches: list[tuple[int, int]] = []
     ends: list[int] = []
+    pids: list[int] = []
     while pos + 27 <= end:
-        head = os.pread(fd, 27, pos)
+        head = os.pread(fd, 61, pos)
         if len(head) < 27:
             break
         base, length = _HEADER.unpack_from(head, 0)
         nxt = pos + 12 + length
         if length < 15 or nxt > end:
             break
+        pid = -1
         if head[16] >= 2:
             (delta,) = _LAST_DELTA.unpack_from(head, 23)
+            if len(head) >= 51:
+                (attributes,) = _ATTRIBUTES.unpack_from(head, 21)
+                if attributes & 0x10 and not attributes & 0x20:  # transactional, not a marker
+                    (pid,) = _PRODUCER.unpack_from(head, 43)
         else:  # a message of the old formats: its offset is its (or its wrapper's last) record's
             delta = 0
         batches.append((base, base + delta))
         ends.append(nxt)
+        pids.append(pid)
         pos = nxt
-    return batches, ends
+    return batches, ends, pids

@@ -97,6 +97,8 @@ def records(d) -> list[tuple[int, bytes, int]]:
     runs = [(a.first_offset, a.last_offset, a.delivery_count) for a in d.acquired_records]
     out = []
     for batch in iter_batches(bytes(d.records)):
+        if batch.is_control:  # a transaction's marker: a share consumer acknowledges it as a gap
+            continue
         for rec in batch:
             for f, la, n in runs:
                 if f <= rec.offset <= la:

@@ -323,3 +323,63 @@ def test_a_groups_configs_set_where_it_starts_and_how_long_it_holds(running):
     assert m.acknowledge([(0, 4, RELEASE)])[1].error_code == 0  # the group's limit: 2
     assert records(m.fetch()[1]) == []
     assert running.state(group, tid).start_offset == 5
+
+
+def test_read_committed_share_groups_see_no_aborted_or_open_transaction(running):
+    """share.isolation.level=read_committed: records of an open transaction are not
+    delivered until it commits (the last stable offset), and those of an aborted one
+    never are: they are archived as they are acquired, left out of the AcquiredRecords
+    runs (the transaction markers stay in them, for the consumer to acknowledge as gaps)."""
+    import confluent_kafka as ck
+
+    from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
+
+    tid = _topic(running, "share-txn", [])
+    group = "g-txn"
+    conn = running.conn()
+    r = conn.request(
+        I(
+            resources=[
+                I.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        I.AlterableConfig(name="share.isolation.level", config_operation=0, value="read_committed"),
+                        I.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest"),
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+    ).responses[0]
+    assert r.error_code == 0, r.error_message
+    conn.close()
+    p = ck.Producer({"bootstrap.servers": running.bootstrap, "transactional.id": "share-txn-p", "linger.ms": 0})
+    p.init_transactions(30)
+
+    def txn(values, commit=True):
+        p.begin_transaction()
+        for v in values:
+            p.produce("share-txn", v, partition=0)
+        p.flush(30)
+        if commit is None:
+            return
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+
+    txn([b"c1-0", b"c1-1"])
+    txn([b"a-0", b"a-1", b"a-2"], commit=False)
+    txn([b"c2-0"])
+    txn([b"o-0", b"o-1"], commit=None)  # left open
+    m = Member(running.conn(), group, tid)
+    err, d = m.fetch()
+    assert err == 0
+    got = records(d)
+    assert [v for _o, v, _n in got] == [b"c1-0", b"c1-1", b"c2-0"]
+    acquired = [(a.first_offset, a.last_offset) for a in d.acquired_records]
+    assert not any(f <= o <= la for o in (3, 4, 5) for f, la in acquired)  # the aborted records
+    p.commit_transaction(30)
+    got = []
+    deadline = time.monotonic() + 20
+    while not got and time.monotonic() < deadline:
+        got = records(m.fetch(max_wait_ms=1000)[1])
+    assert [v for _o, v, _n in got] == [b"o-0", b"o-1"]
