@@ -3,6 +3,7 @@ cluster: the share-partition leader writes its state through the share persister
 __share_group_state (replicated, on whichever broker coordinates the key), and the
 partition's new leader reads it back.
 
+A follower answers a ShareFetch NOT_LEADER_OR_FOLLOWER with the leader and its endpoint.
 A share consumer (kbroker's own client speaking ShareFetch/ShareAcknowledge) acquires 30
 records on the leader, accepts 0..9, releases 10..14 and holds 15..29; the leader is
 killed -9. On the new leader nothing accepted is delivered again; 10..14 and the held
@@ -58,6 +59,16 @@ def test_in_flight_share_state_survives_its_leader_killed(make_cluster):
         c.create_topic("q", 1, 3)
         tid = c.topic("q", wait_s=20).topic_id
     leader = cluster.wait_for_leader("q", 0)
+    # a follower answers NOT_LEADER_OR_FOLLOWER with the leader and its endpoint
+    follower = next(i for i in cluster.live_ids() if i != leader)
+    x = Member(_connect(cluster, follower), GROUP, tid, "member-x")
+    err, d = x.fetch()
+    assert err == 0 and d.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert d.current_leader.leader_id == leader and d.current_leader.leader_epoch >= 0
+    assert [(e.node_id, e.port) for e in x.last.node_endpoints] == [
+        (leader, int(cluster.broker(leader).bootstrap.rsplit(":", 1)[1]))
+    ]
+    x.conn.close()
     a = Member(_connect(cluster, leader), GROUP, tid, "member-a")
     err, _ = a.fetch()  # initializes the share partition at the latest offset (0)
     assert err == 0
