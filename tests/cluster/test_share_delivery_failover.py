@@ -22,7 +22,9 @@ from broker.client import Cluster as Client
 from broker.client.connection import BrokerConnection
 from broker.client.producer import Producer
 from broker.protocol.errors import ErrorCode
+from broker.share.coordinator import STATE_TOPIC
 from broker.share.partition import ACCEPT, RELEASE
+from broker.share.records import coordinator_key
 from tests.cluster.test_share_state_failover import CONFIG as STATE_CONFIG, persister_for
 from tests.unit.share.share_client import Member, records, runs
 
@@ -102,3 +104,57 @@ def test_in_flight_share_state_survives_its_leader_killed(make_cluster):
 
     st = asyncio.run(read())[(tid, 0)]
     assert st.error == 0 and st.start_offset == N
+
+
+def test_acknowledged_records_stay_so_across_the_share_coordinator_killed(make_cluster):
+    """Issue 36's test 4: the broker coordinating the share-partition's state (the leader of
+    its __share_group_state partition) is killed -9 mid-run. Acknowledgements made after
+    the kill are answered once the new coordinator has them (the persister finds it);
+    when the topic partition's leader then changes too (the only way its state is read
+    again), nothing acknowledged is delivered again and every record in flight is, with
+    delivery count 2."""
+    cluster = make_cluster(3, config=CONFIG)
+    with Client(cluster.bootstrap) as c:
+        c.create_topic("q4", 1, 3)
+        tid = c.topic("q4", wait_s=20).topic_id
+    leader = cluster.wait_for_leader("q4", 0)
+    a = Member(_connect(cluster, leader), GROUP, tid, "member-a")
+    assert a.fetch()[0] == 0  # initializes the share partition: __share_group_state exists now
+    with Client(cluster.bootstrap) as c:
+        p = Producer(c, acks=-1, linger_ms=0)
+        for i in range(N):
+            p.send("q4", b"v%d" % i, partition=0)
+        p.flush()
+        p.close()
+    got = _fetch_until(a, N, time.monotonic() + 60)
+    assert len(got) == N
+    assert a.acknowledge([(0, 9, ACCEPT)])[1].error_code == 0
+    finder = persister_for(cluster)
+    coordinator = cluster.leader_of(STATE_TOPIC, finder.coordinator.partition_for(coordinator_key(GROUP, tid, 0)))
+    assert coordinator in (1, 2, 3)
+    cluster.kill(coordinator)
+    acked = set(range(10))
+    if coordinator != leader:
+        # the leader goes on; its next acknowledgement waits for the new coordinator
+        t0 = time.monotonic()
+        err, d = a.acknowledge([(10, 19, ACCEPT)])
+        assert err == 0 and d.error_code == 0, ErrorCode(d.error_code).name
+        print(f"acknowledged through the new coordinator after {time.monotonic() - t0:.1f} s")
+        acked |= set(range(10, 20))
+        a.conn.close()
+        # the coordinator's broker back, then the topic partition's leader moves: its new
+        # leader reads the state from the share coordinator
+        cluster.start(coordinator)
+        cluster.wait_for_isr("q4", 0, {1, 2, 3}, timeout=60)
+        cluster.kill(leader)
+        gone = {leader}
+    else:
+        a.conn.close()
+        gone = {coordinator}
+    new = cluster.wait_for_leader("q4", 0, not_in=gone)
+    b = Member(_connect(cluster, new), GROUP, tid, "member-b")
+    assert b.fetch(max_records=0)[0] == 0
+    again = _fetch_until(b, N - len(acked), time.monotonic() + 90)
+    assert sorted((o, n) for o, _v, n in again) == [(o, 2) for o in range(N) if o not in acked]
+    assert b.acknowledge(runs(again))[1].error_code == 0
+    assert records(b.fetch(max_wait_ms=300)[1]) == []
