@@ -90,10 +90,13 @@ def share_groups_describe(args) -> int:
             return 0
         print("GROUP\tCONSUMER-ID\tMEMBER-EPOCH\tHOST\tCLIENT-ID\t#PARTITIONS\tASSIGNMENT")
         for m in sorted(g.members, key=lambda m: m.member_id):
-            assigned = [f"{tp.topic_name}:{p}" for tp in m.assignment.topic_partitions for p in sorted(tp.partitions)]
+            # Kafka's tool's form: TOPIC:P,P per topic, topics sorted and joined with ";"
+            by_topic = sorted((tp.topic_name, sorted(tp.partitions)) for tp in m.assignment.topic_partitions)
+            count = sum(len(ps) for _, ps in by_topic)
+            assigned = ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic if ps)
             print(
-                f"{g.group_id}\t{m.member_id}\t{m.member_epoch}\t{m.client_host}\t{m.client_id}\t{len(assigned)}\t"
-                f"{','.join(assigned) or '-'}"
+                f"{g.group_id}\t{m.member_id}\t{m.member_epoch}\t{m.client_host}\t{m.client_id}\t{count}\t"
+                f"{assigned or '-'}"
             )
     return 0
 

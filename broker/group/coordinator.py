@@ -648,6 +648,9 @@ class GroupCoordinator:
         err = self.check_coordinator(group_id)
         if err:
             return {tp: err for tp in offsets}
+        if group_id in self.manager.share_groups:
+            # Kafka's ShareGroup.validateOffsetCommit: a share group has no committed offsets
+            return {tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets}
         g = self.groups.get(group_id)
         cg = self.manager.consumer_groups.get(group_id)
         if cg is not None:
@@ -723,6 +726,8 @@ class GroupCoordinator:
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        if group_id in self.manager.share_groups and not self.check_coordinator(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}  # Kafka's ShareGroup.validateOffsetFetch
         return self.manager.fetch_offsets(group_id, partitions)
 
     async def commit_txn_offsets(
@@ -743,6 +748,8 @@ class GroupCoordinator:
         err = self.check_coordinator(group_id)
         if err:
             return {tp: err for tp in offsets}
+        if group_id in self.manager.share_groups:
+            return {tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets}
         g = self.groups.get(group_id)
         if group_id in self.manager.consumer_groups:
             err = self.validate_consumer_txn_member(group_id, member_id, generation_id, group_instance_id)

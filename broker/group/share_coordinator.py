@@ -7,8 +7,8 @@ under the group's lock, its records (group_records.py) appended to the group's p
 of __consumer_offsets and waited for on the ISR before the answer; an append that fails
 puts the group back as it was.
 
-- A group id in use by a classic group (with members or a protocol) or by a KIP-848
-  consumer group is GROUP_ID_NOT_FOUND ("Group G is not a share group.", as Kafka 4.4
+- A group id in use by a classic group (also one that only holds committed offsets) or
+  by a KIP-848 consumer group is GROUP_ID_NOT_FOUND ("Group G is not a share group.", as Kafka 4.4
   answers: share groups are not converted to or from other types). Conversely a classic
   JoinGroup to a share group is INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat
   GROUP_ID_NOT_FOUND (coordinator.py, consumer_coordinator.py).
@@ -37,6 +37,7 @@ from typing import Protocol
 from broker.group import group_records as GR
 from broker.group.consumer_coordinator import _WRITE_ERRORS
 from broker.group.consumer_group import HeartbeatError, TopicsView
+from broker.group.group import GroupState
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager, now_ms
 from broker.group.share_group import ShareGroup, ShareHeartbeat, ShareHeartbeatResult
 from broker.log import TopicPartition
@@ -139,12 +140,13 @@ class ShareGroupCoordinator:
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
 
     def _other_type(self, group_id: str) -> bool:
-        """Whether the id belongs to a group of another type (a classic group with members
-        or a protocol, a KIP-848 consumer group)."""
+        """Whether the id belongs to a group of another type: a KIP-848 consumer group, or a
+        classic group (also an empty one that only holds committed offsets: Kafka's
+        coordinator keeps it as a classic group)."""
         if group_id in self.manager.consumer_groups:
             return True
         classic = self.manager.groups.get(group_id)
-        return classic is not None and bool(classic.members or classic.protocol_type)
+        return classic is not None and not classic.is_(GroupState.DEAD)
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -218,8 +220,7 @@ class ShareGroupCoordinator:
 
     def _loaded(self, g: ShareGroup) -> None:
         """A group loaded from its partition (this broker became its coordinator): its
-        members have a session to keep, and the target stands for the topics as they are."""
-        g.topic_partitions = g.subscribed_topics(self.topics())
+        members have a session to keep."""
         for mid in g.members:
             key = (g.group_id, mid)
             self._cancel(key)

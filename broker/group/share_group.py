@@ -199,8 +199,9 @@ class ShareGroup:
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
         self.target: dict[str, Assignment] = {}
-        #: the subscribed topics' partition counts the target was computed for
-        self.topic_partitions: dict[uuid.UUID, int] = {}
+        #: the subscribed topics' partition counts the target was computed for (None: not
+        #: known yet, a group loaded from its records: `known_partitions` tells)
+        self.topic_partitions: dict[uuid.UUID, int] | None = None
 
     @property
     def state(self) -> ShareGroupState:
@@ -211,6 +212,19 @@ class ShareGroup:
         for m in self.members.values():
             names |= m.subscribed_topic_names
         return topics.resolve(names)
+
+    def known_partitions(self) -> dict[uuid.UUID, int]:
+        """The partition counts the target stands for: the simple assignor gives every
+        subscribed partition to at least one member, so the target names them all (a
+        loaded group's records carry no partition metadata; Kafka 4.4 keeps a hash)."""
+        if self.topic_partitions is None:
+            counts: dict[uuid.UUID, int] = {}
+            for a in self.target.values():
+                for t, ps in a.items():
+                    if ps:
+                        counts[t] = max(counts.get(t, 0), max(ps) + 1)
+            self.topic_partitions = counts
+        return self.topic_partitions
 
     def compute_target(self, topics: TopicsView) -> None:
         partitions = self.subscribed_topics(topics)
@@ -283,7 +297,7 @@ class ShareGroup:
             result.member_changed = True
         new = req.member_id not in self.members
         self.members[req.member_id] = member
-        if new or changed_sub or self.subscribed_topics(topics) != self.topic_partitions:
+        if new or changed_sub or self.subscribed_topics(topics) != self.known_partitions():
             self.group_epoch += 1
             result.group_epoch_changed = True
         if self.assignment_epoch != self.group_epoch:

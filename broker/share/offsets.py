@@ -33,13 +33,32 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.list_offsets import ListOffsetsRequest
 
 if TYPE_CHECKING:
-    from broker.server.services import BrokerServices
+    from broker.cluster.cache import MetadataCache
+    from broker.cluster.replica.manager import ReplicaManager
+    from broker.share.persister import Persister
+
+
+class BrokerServices(Protocol):
+    """What the offset admin uses of the broker (the server's BrokerServices has it)."""
+
+    @property
+    def metadata(self) -> MetadataCache: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def share_persister(self) -> Persister: ...
+
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ to initialize it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: how long a call keeps retrying a coordinator that is moving or loading
 RETRY_S = 15.0
+#: how many share-partitions a delete or read_summary of many asks about at once
+CONCURRENCY = 64
 REQUEST_TIMEOUT_S = 10.0
 _BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -210,7 +213,7 @@ class Persister:
 
             return await self._route(group_id, topic_id, partition, local, remote, _code, _code)
 
-        codes = await asyncio.gather(*(one(t, p) for t, p in partitions))
+        codes = await _bounded([functools.partial(one, t, p) for t, p in partitions])
         return dict(zip(partitions, codes))
 
     async def read_summary(self, group_id: str, partitions: Iterable[TP]) -> dict[TP, ShareState]:
@@ -246,7 +249,7 @@ class Persister:
 
             return await self._route(group_id, topic_id, partition, local, remote, _error, ShareState)
 
-        states = await asyncio.gather(*(one(t, p) for t, p in tps))
+        states = await _bounded([functools.partial(one, t, p) for t, p in tps])
         return dict(zip(tps, states))
 
     # ------------------------------------------------------------------ routing
@@ -349,6 +352,17 @@ def _uninitialized(s: ShareState) -> ShareState:
     if s.error == ErrorCode.INVALID_REQUEST and s.error_message == READ_UNINITIALIZED:
         return ShareState(0)
     return s
+
+
+async def _bounded(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    """The calls' results in order, at most CONCURRENCY running at once."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def run(call: Callable[[], Awaitable[T]]) -> T:
+        async with gate:
+            return await call()
+
+    return list(await asyncio.gather(*(run(c) for c in calls)))
 
 
 def _code(e: int) -> int:

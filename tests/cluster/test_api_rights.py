@@ -318,6 +318,14 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         None,
         "refused",
     ),
+    (
+        "share group heartbeat",
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        SGH(group_id=G + "-share", member_id="m-share", member_epoch=0, subscribed_topic_names=[T]),
+        None,
+        "refused",
+    ),
+    ("share group describe", ApiKey.SHARE_GROUP_DESCRIBE, SGD(group_ids=[G + "-share"]), None, "refused"),
     ("list groups", ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), None, "filtered"),
     (
         "api versions",
@@ -740,14 +748,6 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         None,
         "refused",
     ),
-    (
-        "share group heartbeat",
-        ApiKey.SHARE_GROUP_HEARTBEAT,
-        SGH(group_id="rights-sg", member_id="rights-m", member_epoch=0, subscribed_topic_names=[T]),
-        None,
-        "refused",
-    ),
-    ("describe a share group", ApiKey.SHARE_GROUP_DESCRIBE, SGD(group_ids=["rights-sg"]), None, "refused"),
     (
         "describe a share group's offsets",
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,

@@ -1,21 +1,26 @@
 """Share-group membership with a real share consumer: franz-go's (kgo.ShareGroup, pinned
 in tests/go/go.mod, `goclients franz-share`, tests/go/share.go) against a real `broker
-serve`. Three consumers join a share group on a two-partition topic; the broker's
+serve`, and Kafka's Admin client describing the group. Three consumers join a share group on a two-partition topic; the broker's
 ShareGroupDescribe and `broker share-groups describe --members` show the three with
 their client ids, and each partition assigned to two of them (three members, two
 partitions: Kafka's simple assignor shares them). One stopped cleanly leaves at once
 (epoch -1); one killed -9 stays a member until its session timeout, then is removed and
 the survivor gets every partition.
 
-(Records are not read here: ShareFetch is another part of issue 36. The consumers
-heartbeat regardless, which is what membership needs.)"""
+(Records are not read here: ShareFetch is another part of issue 36. franz-go's consumers
+heartbeat regardless, which is what membership needs. Kafka's KafkaShareConsumer 4.3.1
+does not while the broker does not serve ShareFetch: it joins, then its network thread
+spins on the fetch it cannot send and its heartbeats stop until its session ends, so it
+waits for ShareFetch.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -95,7 +100,7 @@ def test_franz_go_share_consumers_join_leave_and_expire(broker, name, tmp_path):
         assert set(rows) == set(view)
         for mid, (cid, epoch, parts) in view.items():
             assert rows[mid][3].startswith("/127.0.0.1") and rows[mid][4] == cid and rows[mid][2] == str(epoch)
-            assert rows[mid][6] == ",".join(f"{t}:{p}" for t, p in parts)
+            assert rows[mid][6] == f"{name}:" + ",".join(str(p) for _, p in parts)
         # a consumer closed cleanly leaves at once (well within its session timeout)
         started = time.monotonic()
         procs["franz-share-0"].send_signal(signal.SIGTERM)
@@ -137,3 +142,109 @@ def test_franz_go_share_consumers_join_leave_and_expire(broker, name, tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
+
+
+def test_kafkas_admin_client_lists_and_describes_a_share_group(broker, name, tmp_path):
+    """Kafka's Admin client (tests/jvm ShareChecks describe): listGroups with the share
+    type and describeShareGroups (ShareGroupDescribe) of a group of two franz-go share
+    consumers answer what the broker has: type Share, state Stable, the coordinator, the
+    epochs, each member's client id, host, epoch and partitions."""
+    from tests.support.kafka_tools import java_program
+
+    if not GO_BIN.exists():
+        missing(f"the Go client checks ({GO_BIN.relative_to(ROOT)})", "run 'make testdeps' (needs go)")
+    create_topic(broker.bootstrap, name, 2)
+    group = f"share-admin-{name}"
+    procs = [
+        subprocess.Popen(
+            [str(GO_BIN), "franz-share", broker.bootstrap, name, group, f"franz-{i}"],
+            stdout=open(tmp_path / f"franz-{i}.out", "w"),
+            stderr=open(tmp_path / f"franz-{i}.err", "w"),
+        )
+        for i in range(2)
+    ]
+    try:
+
+        def settled():
+            m = members(broker.bootstrap, group)
+            return m if len(m) == 2 and len({e for _, e, _ in m.values()}) == 1 else None
+
+        view = wait_until(settled, 60, "two share consumers in the group")
+        run = java_program("ShareChecks", "describe", broker.bootstrap, group)
+        facts = {f["check"]: f for f in (json.loads(line) for line in run.lines if line.startswith("{"))}
+        assert f"{group}:Share:Stable" in facts["share-list"]["groups"]
+        d = facts["share-describe"]
+        assert d["state"] == "Stable" and d["coordinator"] == 0
+        epoch = next(iter(view.values()))[1]
+        assert (d["group_epoch"], d["assignment_epoch"]) == (epoch, epoch)
+        assert {
+            mid: (m["client"], m["epoch"], sorted(tuple(p.rsplit(":", 1)) for p in m["partitions"]))
+            for mid, m in d["members"].items()
+        } == {mid: (c, e, [(t, str(p)) for t, p in parts]) for mid, (c, e, parts) in view.items()}
+        assert all(m["host"].startswith("/127.0.0.1") for m in d["members"].values())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+
+
+def test_kafkas_share_groups_tool_lists_and_describes_membership(broker, name):
+    """Kafka's kafka-share-groups (4.3.1's tools jar): --list (with --state), --describe
+    --members and --state (with --verbose: epochs) read what the broker has."""
+    from broker.client import BrokerConnection
+    from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+    from tests.groups.helpers import find_coordinator
+    from tests.support.kafka_tools import kafka_tool
+
+    create_topic(broker.bootstrap, name, 2)
+    group = f"share-tool-{name}"
+    wait_until(lambda: find_coordinator(broker.bootstrap, group)[0] == 0, 30, "a coordinator")
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), client_id="worker")
+    epochs = {}
+    for m in ("w1", "w2"):
+        r = conn.request(
+            ShareGroupHeartbeatRequest(group_id=group, member_id=m, member_epoch=0, subscribed_topic_names=[name])
+        )
+        assert r.error_code == 0, r
+        epochs[m] = r.member_epoch
+    # the members keep their sessions while the tool runs (heartbeats at their epochs)
+    stop = threading.Event()
+
+    errors: list = []
+
+    def heartbeat():
+        while not stop.wait(0.3):
+            for m, e in list(epochs.items()):
+                r = conn.request(ShareGroupHeartbeatRequest(group_id=group, member_id=m, member_epoch=e))
+                if r.error_code:
+                    errors.append(r)
+                epochs[m] = r.member_epoch
+
+    beating = threading.Thread(target=heartbeat, daemon=True)
+    beating.start()
+    try:
+        wait_until(lambda: set(epochs.values()) == {2}, 30, "both members at epoch 2")
+
+        def tool(*args: str) -> list[list[str]]:
+            out = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, *args).stdout
+            return [line.split() for line in out.splitlines() if line.strip()]
+
+        assert [group] in tool("--list")
+        assert [group, "Stable"] in tool("--list", "--state", "Stable")
+        assert [group, "Stable"] not in tool("--list", "--state", "Empty")
+        rows = tool("--describe", "--group", group, "--members", "--verbose")
+        assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "MEMBER-EPOCH", "ASSIGNMENT"]
+        assert sorted(rows[1:]) == [
+            [group, "w1", "/127.0.0.1", "worker", "1", "2", f"{name}:0"],
+            [group, "w2", "/127.0.0.1", "worker", "1", "2", f"{name}:1"],
+        ]
+        rows = tool("--describe", "--group", group, "--state", "--verbose")
+        assert rows[0][-4:] == ["STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert rows[1][-4:] == ["Stable", "2", "2", "2"]
+    finally:
+        stop.set()
+        beating.join(10)
+        conn.close()
+    assert not errors

@@ -14,14 +14,24 @@ import uuid
 
 from broker.client import Cluster
 from broker.protocol.errors import ErrorCode
+from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.join_group import JoinGroupRequest
 from broker.protocol.messages.list_groups import ListGroupsRequest
+from broker.protocol.messages.offset_fetch import OffsetFetchRequest
 from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
-from tests.groups.helpers import ROOT, child_env, connect, create_topic, find_coordinator, wait_until
+from tests.groups.helpers import (
+    ROOT,
+    child_env,
+    connect,
+    create_topic,
+    find_coordinator,
+    simple_commit,
+    wait_until,
+)
 
 SESSION_MS = 4000
 BROKER_CONFIG = {
@@ -137,7 +147,7 @@ def test_members_share_partitions_and_every_view_shows_them(broker, name):
     assert set(rows) == {"member-a", "member-b", "member-c"}
     for mid, (_, parts) in view.items():
         assert rows[mid][2] == "3" and rows[mid][5] == str(len(parts))
-        assert rows[mid][6] == ",".join(f"{t}:{p}" for t, p in parts)
+        assert rows[mid][6] == f"{name}:" + ",".join(str(p) for _, p in parts)
 
     # a member that stops heartbeating is removed after the session timeout; the others
     # keep heartbeating and get every partition between them
@@ -249,6 +259,26 @@ def test_bad_input_gets_kafkas_codes(broker, name):
     assert (r.error_code, r.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
     g = describe(broker.bootstrap, cgroup)
     assert (g.error_code, g.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {cgroup} is not a share group.")
+    # a share group has no committed offsets: OffsetCommit and OffsetFetch refuse its id
+    # (and a commit does not turn it into a classic group), ConsumerGroupDescribe too
+    assert simple_commit(broker.bootstrap, group, name, {0: 5}) == {0: ErrorCode.GROUP_ID_NOT_FOUND}
+    with connect(broker.bootstrap) as conn:
+        f = conn.request(OffsetFetchRequest(group_id=group, topics=None), 7)
+        assert f.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        d = conn.request(ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+        assert (d.error_code, d.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Group {group} is not a consumer group.",
+        )
+    assert hb(broker.bootstrap, group, "a", 3).error_code == 0
+    # a classic group that only holds committed offsets is a classic group too (as Kafka's)
+    offsets_only = f"offsets-{name}"
+    assert simple_commit(broker.bootstrap, offsets_only, name, {0: 0}) == {0: 0}
+    r = hb(broker.bootstrap, offsets_only, "s", 0, [name])
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        f"Group {offsets_only} is not a share group.",
+    )
 
 
 def test_the_group_survives_a_restart_of_its_coordinator(broker, name):
@@ -273,3 +303,18 @@ def test_the_group_survives_a_restart_of_its_coordinator(broker, name):
     # the members carry on at their epochs (no new epoch: the topics did not change)
     assert hb(broker.bootstrap, group, "a", 2).member_epoch == 2
     assert hb(broker.bootstrap, group, "b", 2).error_code == 0
+
+
+def test_share_groups_disabled_answer_unsupported_version(tmp_path, name):
+    """group.share.enable=false: the share-group APIs answer UNSUPPORTED_VERSION, as Kafka
+    answers while its share.version feature is 0."""
+    from tests.groups.helpers import GROUP_CONFIG
+    from tests.support.broker_proc import BrokerProcess
+
+    with BrokerProcess(tmp_path / "data", config={**GROUP_CONFIG, "group.share.enable": "false"}) as b:
+        create_topic(b.bootstrap, name, 1)
+        coordinator_ready(b.bootstrap, "off")
+        r = hb(b.bootstrap, "off", "a", 0, [name])
+        assert r.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert describe(b.bootstrap, "off").error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert "off" not in listed(b.bootstrap, ["share"])

@@ -4,7 +4,8 @@ only; registry/ (the schema registry) beside server, above cluster and security,
 nothing (its formats/ import nothing of the broker: a reader of registry-framed records,
 the Spark source, uses them as they are).
 
-Nothing in log/ knows the cluster, the coordinators or the server; nothing in cluster/,
+share/ (KIP-932's share-partitions, the share coordinator and its persister) is below
+the server like group/. Nothing in log/ knows the cluster, the coordinators or the server; nothing in cluster/,
 group/, txn/ or coordinator/ knows the server; group/ and txn/ run on coordinator/ and
 know nothing of each other; coordinator/, group/ and txn/ see the cluster only through
 its value types (metadata.py). Every package of broker/ has its rule here (a new one
@@ -114,6 +115,9 @@ FORBIDDEN = {
     "perf": (*_BROKER_SIDE, "broker.spark", "broker.registry"),
     # the `broker` command: runs brokers and the tools
     "cli": ("broker.spark",),
+    # KIP-932's share-partitions and their state (the share coordinator on coordinator/,
+    # the persister on the cluster's channels): below the server
+    "share": ("broker.server", "broker.client", "broker.cli", "broker.spark", "broker.perf", "broker.registry"),
 }
 #: the layers that may use of cluster/ its value types only
 VALUE_TYPES_ONLY = ("coordinator", "group", "txn")

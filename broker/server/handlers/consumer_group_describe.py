@@ -76,7 +76,10 @@ def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> Consum
         err, g = coord.describe(gid)
         if g is None:
             code = err or ErrorCode.GROUP_ID_NOT_FOUND
-            message = f"Group {gid} not found." if code == ErrorCode.GROUP_ID_NOT_FOUND else None
+            message = None
+            if code == ErrorCode.GROUP_ID_NOT_FOUND:
+                share = gid in ctx.services.share_coordinator.groups
+                message = f"Group {gid} is not a consumer group." if share else f"Group {gid} not found."
             out.append(R.DescribedGroup(error_code=code, error_message=message, group_id=gid, group_state=""))
             continue
         out.append(_described(g, coord.assignor_of(g), ctx.services.metadata.topic_name))

@@ -163,3 +163,24 @@ def test_random_joins_and_leaves_replayed_on_another_coordinator_give_the_same_g
     for key, value in GR.share_group_tombstones(h):
         GR.replay_share(loaded, key, value)
     assert "g" not in loaded
+
+
+def test_a_loaded_group_bumps_its_epoch_only_when_a_topic_changed_meanwhile():
+    g = ShareGroup("g")
+    log = GR.share_records_after(g, _hb(g, "a", 0, ["orders"]))
+    log += GR.share_records_after(g, _hb(g, "b", 0, ["orders"]))
+    log += GR.share_records_after(g, _hb(g, "a", 1))
+    loaded: dict[str, ShareGroup] = {}
+    for key, value in log:
+        GR.replay_share(loaded, key, value)
+    h = loaded["g"]
+    r = h.heartbeat(ShareHeartbeat("g", "a", 2), TOPICS, 200)
+    assert r.member_epoch == 2 and not r.group_epoch_changed and r.assignment is None
+    # orders grew from 4 to 6 partitions while no coordinator had the group loaded
+    loaded = {}
+    for key, value in log:
+        GR.replay_share(loaded, key, value)
+    grown = TopicsView({"orders": (T1, 6), "audit": (T2, 1)})
+    r = loaded["g"].heartbeat(ShareHeartbeat("g", "a", 2), grown, 200)
+    assert r.group_epoch_changed and r.member_epoch == 3
+    assert set(_count(loaded["g"].target)) == {(T1, p) for p in range(6)}
