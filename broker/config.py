@@ -1168,7 +1168,9 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
-    "kbroker's KIP-848 groups have no size limit or migration policy of their own yet": """
+    "kbroker's KIP-848 groups have no size limit and no online migration (an empty classic group becomes a "
+    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled); share groups have no "
+    "group count limit, pluggable persister or share-fetch purgatory settings": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
         group.consumer.max.size group.consumer.migration.policy
         group.share.max.groups group.share.persister.class.name

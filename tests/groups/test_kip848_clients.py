@@ -48,7 +48,9 @@ def _confluent():
 class Member:
     """One confluent-kafka consumer speaking KIP-848; what it owns is what its callbacks said."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, log: list) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, log: list, protocol: str = "consumer"
+    ) -> None:
         import confluent_kafka as ck
 
         self.name = name
@@ -56,16 +58,17 @@ class Member:
         self.log = log
         self.values: list[bytes] = []
         self.closed = False
-        self.consumer = ck.Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "group.protocol": "consumer",
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-            }
-        )
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+        if protocol == "classic":  # the eager range assignor: every rebalance revokes everything
+            config.update({"partition.assignment.strategy": "range", "session.timeout.ms": 6000})
+        self.consumer = ck.Consumer(config)
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
 
     def _assigned(self, consumer, partitions) -> None:
@@ -73,7 +76,8 @@ class Member:
         self.owned |= {p.partition for p in partitions}
 
     def _revoked(self, consumer, partitions) -> None:
-        self.log.append((self.name, "-", sorted(p.partition for p in partitions)))
+        # what a member gives up as it leaves is not a move the group made of the others
+        self.log.append((self.name, "-" if not self.closed else "left", sorted(p.partition for p in partitions)))
         self.owned -= {p.partition for p in partitions}
         import confluent_kafka as ck
 
@@ -84,9 +88,9 @@ class Member:
                 raise
 
     def poll(self) -> None:
-        msg = self.consumer.poll(0.05)
-        if msg is not None and not msg.error():
-            self.values.append(msg.value())
+        for msg in self.consumer.consume(500, 0.05):
+            if not msg.error():
+                self.values.append(msg.value())
 
     def close(self) -> None:
         if not self.closed:
@@ -181,10 +185,103 @@ def test_librdkafka_members_join_and_leave_one_by_one_without_a_partition_owned_
         g = _describe(bootstrap, name)
         assert [m.member_id for m in g.members] and g.group_epoch >= 5
         assert sum(len(tp.partitions) for tp in g.members[0].assignment.topic_partitions) == PARTITIONS
+        assert {tp.topic_name for tp in g.members[0].assignment.topic_partitions} == {name}
     finally:
         print("callbacks:", log)
         for m in everyone + members:
             m.close()
+
+
+def _classic_stable(bootstrap, members, everyone) -> bool:
+    for m in everyone:
+        m.poll()
+    assert not _owned_twice(everyone), _owned_twice(everyone)
+    # every member has its share (range: 12 / n each), and together they own every partition
+    shares = sorted(len(m.owned) for m in members)
+    return (
+        shares[0] > 0
+        and shares[-1] - shares[0] <= 1
+        and sorted(p for m in members for p in m.owned) == list(range(PARTITIONS))
+    )
+
+
+def _join_and_leave_under_load(bootstrap: str, topic: str, protocol: str) -> tuple[int, set, set]:
+    """Three librdkafka members of one group join one by one and leave one by one while a
+    producer keeps writing; no partition is ever owned twice (checked after every poll of
+    every member). (partitions revoked from members that stayed, values sent, values read)."""
+    import threading
+
+    create_topic(bootstrap, topic, PARTITIONS)
+    group = f"{topic}-g"
+    sent: set = set()
+    stop = threading.Event()
+
+    def load() -> None:
+        i = 0
+        while not stop.is_set():
+            sent.update(produce(bootstrap, topic, 24, PARTITIONS, prefix=f"x{i}"))
+            i += 1
+            time.sleep(0.2)
+
+    producer = threading.Thread(target=load, daemon=True)
+    producer.start()
+    log: list = []
+    members: list[Member] = []
+    everyone: list[Member] = []
+    started: list[Member] = []  # every member, left or not: what it read counts
+    if protocol == "consumer":
+
+        def stable() -> bool:
+            return _stable_over(bootstrap, group, members, everyone)
+    else:
+
+        def stable() -> bool:
+            return _classic_stable(bootstrap, members, everyone)
+
+    try:
+        for i in range(3):
+            m = Member(bootstrap, group, topic, f"{protocol}-{i}", log, protocol)
+            members.append(m)
+            everyone.append(m)
+            started.append(m)
+            wait_until(stable, 60, f"{len(members)} {protocol} members stable")
+        while len(members) > 1:
+            gone = members.pop(0)
+            for _ in range(10):
+                gone.poll()
+            gone.close()
+            everyone.remove(gone)
+            gone.owned = set()
+            wait_until(stable, 60, f"{len(members)} {protocol} members stable")
+        stop.set()
+        producer.join(30)
+        wait_until(
+            lambda: [m.poll() for m in members] and sent <= {v for m in started for v in m.values},
+            60,
+            f"every record read ({protocol}: {len(sent - {v for m in started for v in m.values})} missing)",
+        )
+        return sum(len(parts) for _, sign, parts in log if sign == "-"), sent, {v for m in started for v in m.values}
+    finally:
+        stop.set()
+        print(protocol, "callbacks:", log)
+        for m in everyone + members:
+            m.close()
+
+
+def test_librdkafka_kip848_moves_fewer_partitions_than_the_classic_eager_protocol(broker, name):
+    """Issue 36's scenario with librdkafka under load, on each protocol: every record is
+    read at least once, no partition is owned by two members at once, and KIP-848 revokes
+    fewer partitions than the classic eager range assignor (which gives up everything at
+    every rebalance)."""
+    revoked, sent, read = _join_and_leave_under_load(broker.bootstrap, f"{name}-848", "consumer")
+    assert sent and sent <= read
+    classic_revoked, sent, read = _join_and_leave_under_load(broker.bootstrap, f"{name}-classic", "classic")
+    assert sent and sent <= read
+    print("partitions revoked from members that stay: KIP-848", revoked, "classic eager", classic_revoked)
+    # KIP-848 moves only what it must: 6 + 4 on the joins, nothing from those that stay on
+    # the leaves; the eager protocol takes everything back at each join (12 + 12) at least
+    assert revoked <= 12, revoked
+    assert classic_revoked >= 24 and revoked < classic_revoked, (revoked, classic_revoked)
 
 
 def _java(area: str, bootstrap: str, topic: str) -> dict[str, list[dict]]:
