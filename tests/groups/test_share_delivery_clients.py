@@ -253,3 +253,74 @@ def test_franz_go_share_consumers_share_one_partition(running, tmp_path):
         assert sorted(deliveries[i]) == [1, 2], (i, deliveries[i])
     st = running.state(group, tid)
     assert st.start_offset == n and st.batches == []
+
+
+def test_java_share_consumer_reads_past_transaction_markers(running, tmp_path):
+    """Transactions on the topic: the markers (control batches) are in the acquired runs as
+    Kafka's broker hands them out, and the Java share consumer acknowledges them as gaps —
+    the share partition's start moves past every one of them; with
+    share.isolation.level=read_committed an aborted transaction's records are never
+    delivered."""
+    import confluent_kafka as ck
+
+    from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
+
+    require_kafka_libs()
+    topic, group = "share-java-txn", "share-java-txn-group"
+    cluster = Cluster(running.bootstrap)
+    cluster.create_topic(topic, 1, 1)
+    tid = cluster.topic(topic, wait_s=10).topic_id
+    conn = running.conn()
+    r = conn.request(
+        I(
+            resources=[
+                I.AlterConfigsResource(
+                    resource_type=32,
+                    resource_name=group,
+                    configs=[
+                        I.AlterableConfig(name="share.isolation.level", config_operation=0, value="read_committed"),
+                        I.AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest"),
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+    ).responses[0]
+    conn.close()
+    assert r.error_code == 0, r.error_message
+    p = ck.Producer({"bootstrap.servers": running.bootstrap, "transactional.id": "share-java-txn", "linger.ms": 0})
+    p.init_transactions(30)
+    expected = []
+    for t in range(6):
+        p.begin_transaction()
+        values = [f"t{t}-{i}" for i in range(5)]
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+        p.flush(30)
+        if t % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            expected += values
+    proc = subprocess.Popen(
+        java_command("io.kbroker.jvmtests.ShareConsumer", running.bootstrap, topic, group, "txn", "work"),
+        stdout=open(tmp_path / "txn.out", "w"),
+        stderr=open(tmp_path / "txn.err", "w"),
+    )
+    try:
+        log_end = running.broker.replicas.leader_partition(topic, 0).log.log_end_offset
+        wait_until(
+            lambda: (
+                (group, tid, 0) in running.broker.share_partitions.entries
+                and running.state(group, tid).start_offset == log_end
+            ),
+            90,
+            "the share partition's start past every record and marker",
+            interval=0.5,
+        )
+    finally:
+        proc.kill()
+        proc.wait(10)
+        cluster.close()
+    got = [x["value"] for x in _lines(tmp_path / "txn.out") if x.get("check") == "record"]
+    assert sorted(got) == sorted(expected), got
