@@ -37,7 +37,9 @@ from tests.unit.share.inprocess import Running, start_broker
 
 pytestmark = pytest.mark.interop
 
-LOCK_MS = 8000
+# long enough for the second consumer's JVM to start and fetch while the first's lock holds
+# (on a loaded machine), below the session timeout (which would release them too)
+LOCK_MS = 20000
 LIMIT = 3
 N = 120
 HELD = 10  # the first records, produced while only the holder consumes
@@ -53,8 +55,8 @@ def running(tmp_path_factory):
             "group.share.delivery.count.limit": str(LIMIT),
             "group.share.heartbeat.interval.ms": "500",
             "group.share.min.heartbeat.interval.ms": "500",
-            "group.share.session.timeout.ms": "20000",
-            "group.share.min.session.timeout.ms": "20000",
+            "group.share.session.timeout.ms": "40000",
+            "group.share.min.session.timeout.ms": "40000",
         },
     )
     try:
