@@ -269,7 +269,7 @@ def _flat(sp: SharePartition):
 @pytest.mark.parametrize("run", range(4))
 def test_random_operations_against_a_per_offset_model(run):
     seed = int(os.environ.get("SHARE_FUZZ_SEED", random.randrange(1 << 30))) + run
-    print(f"seed {seed}")
+    print(f"seed {seed} (SHARE_FUZZ_SEED={seed - run} runs it again)")
     rnd = random.Random(seed)
     lock_ms, limit, max_locks = rnd.choice([50, 200]), rnd.randint(1, 4), rnd.choice([5, 40, 1000])
     sp = SharePartition(0, lock_ms=lock_ms, delivery_limit=limit, max_locks=max_locks)
