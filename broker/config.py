@@ -71,6 +71,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 INT_MAX = 2**31 - 1
@@ -597,6 +599,44 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "How often KIP-848 group members are told to heartbeat.",
             _at_least(1),
         ),
+        # the bounds of a group's own values (group configs, broker/group/group_configs.py)
+        # and of the defaults above, as Kafka 4.4's GroupCoordinatorConfig and ShareGroupConfig
+        _K(
+            "group.consumer.min.session.timeout.ms",
+            _I,
+            45000,
+            "Smallest consumer.session.timeout.ms a KIP-848 group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.consumer.max.session.timeout.ms",
+            _I,
+            60000,
+            "Largest consumer.session.timeout.ms a KIP-848 group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.consumer.min.heartbeat.interval.ms",
+            _I,
+            5000,
+            "Smallest consumer.heartbeat.interval.ms a KIP-848 group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.consumer.max.heartbeat.interval.ms",
+            _I,
+            15000,
+            "Largest consumer.heartbeat.interval.ms a KIP-848 group may be given.",
+            _at_least(1),
+        ),
+        # share groups (KIP-932): share sessions (broker/share/session.py)
+        _K(
+            "group.share.max.share.sessions",
+            _I,
+            2000,
+            "Most share sessions (one per share consumer fetching from this broker) open at once.",
+            _at_least(1),
+        ),
         _K(
             "group.share.enable",
             _B,
@@ -611,6 +651,20 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(1),
         ),
         _K(
+            "group.share.min.session.timeout.ms",
+            _I,
+            45000,
+            "Smallest share.session.timeout.ms a share group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.max.session.timeout.ms",
+            _I,
+            60000,
+            "Largest share.session.timeout.ms a share group may be given.",
+            _at_least(1),
+        ),
+        _K(
             "group.share.heartbeat.interval.ms",
             _I,
             5000,
@@ -618,6 +672,83 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(1),
         ),
         _K("group.share.max.size", _I, 200, "Largest number of members in a share group.", _at_least(1)),
+        _K(
+            "group.share.min.heartbeat.interval.ms",
+            _I,
+            5000,
+            "Smallest share.heartbeat.interval.ms a share group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.max.heartbeat.interval.ms",
+            _I,
+            15000,
+            "Largest share.heartbeat.interval.ms a share group may be given.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.record.lock.duration.ms",
+            _I,
+            30000,
+            "How long a share group consumer holds the records it acquired before they are available again.",
+            _between(1000, 3600000),
+        ),
+        _K(
+            "group.share.min.record.lock.duration.ms",
+            _I,
+            15000,
+            "Smallest share.record.lock.duration.ms a share group may be given.",
+            _between(1000, 30000),
+        ),
+        _K(
+            "group.share.max.record.lock.duration.ms",
+            _I,
+            60000,
+            "Largest share.record.lock.duration.ms a share group may be given.",
+            _between(30000, 3600000),
+        ),
+        _K(
+            "group.share.delivery.count.limit",
+            _I,
+            5,
+            "Delivery attempts of a record to a share group before it is archived.",
+            _between(2, 10),
+        ),
+        _K(
+            "group.share.min.delivery.count.limit",
+            _I,
+            2,
+            "Smallest share.delivery.count.limit a share group may be given.",
+            _between(2, 5),
+        ),
+        _K(
+            "group.share.max.delivery.count.limit",
+            _I,
+            10,
+            "Largest share.delivery.count.limit a share group may be given.",
+            _between(5, 25),
+        ),
+        _K(
+            "group.share.partition.max.record.locks",
+            _I,
+            2000,
+            "Records of a share-partition that may be acquired (in flight) at once.",
+            _between(100, 10000),
+        ),
+        _K(
+            "group.share.min.partition.max.record.locks",
+            _I,
+            100,
+            "Smallest share.partition.max.record.locks a share group may be given.",
+            _between(100, 2000),
+        ),
+        _K(
+            "group.share.max.partition.max.record.locks",
+            _I,
+            4000,
+            "Largest share.partition.max.record.locks a share group may be given.",
+            _between(2000, 10000),
+        ),
         _K(
             "zookeeper.connect",
             _S,
@@ -1037,17 +1168,13 @@ _NO_EFFECT: dict[str, str] = {
     "kbroker loads __transaction_state in one pass and verifies transactional produces at once": """
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
-    "kbroker's KIP-848 groups have no limits or migration policy of their own yet; share groups have no min/max bounds": """
+    "kbroker's KIP-848 groups have no size limit and no online migration (an empty classic group becomes a "
+    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled); share groups have no "
+    "group count limit, pluggable persister or share-fetch purgatory settings": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
-        group.consumer.max.heartbeat.interval.ms
-        group.consumer.max.session.timeout.ms group.consumer.max.size group.consumer.migration.policy
-        group.consumer.min.heartbeat.interval.ms group.consumer.min.session.timeout.ms
-        group.share.delivery.count.limit
-        group.share.max.groups group.share.max.heartbeat.interval.ms
-        group.share.max.record.lock.duration.ms group.share.max.session.timeout.ms
-        group.share.min.heartbeat.interval.ms group.share.min.record.lock.duration.ms
-        group.share.min.session.timeout.ms group.share.partition.max.record.locks group.share.persister.class.name
-        group.share.record.lock.duration.ms share.coordinator.append.linger.ms
+        group.consumer.max.size group.consumer.migration.policy
+        group.share.max.groups group.share.persister.class.name
+        share.coordinator.append.linger.ms
         share.coordinator.load.buffer.size share.coordinator.state.topic.compression.codec
         share.coordinator.threads share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
@@ -1681,6 +1808,42 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", repl, s)
 
 
+#: a group default with its lower and upper bound (Kafka 4.4's group coordinator configs)
+GROUP_BOUNDED_KEYS = (
+    (
+        "group.consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+    ),
+    (
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+    ),
+    ("group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    (
+        "group.share.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
+    ),
+    (
+        "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+    ),
+    (
+        "group.share.delivery.count.limit",
+        "group.share.min.delivery.count.limit",
+        "group.share.max.delivery.count.limit",
+    ),
+    (
+        "group.share.partition.max.record.locks",
+        "group.share.min.partition.max.record.locks",
+        "group.share.max.partition.max.record.locks",
+    ),
+)
+
+
 class BrokerConfig:
     """The validated broker configuration. Read values with `config["log.segment.bytes"]`
     or the typed properties below; `ignored` lists accepted Kafka keys without effect and
@@ -1803,6 +1966,7 @@ class BrokerConfig:
     def _check_relations(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
+        self._check_group_bounds()
         self._check_node_id()
         self._endpoints = self._check_listeners("listeners")
         self._advertised = self._endpoints
@@ -1844,6 +2008,24 @@ class BrokerConfig:
         except WebConfigError as exc:
             raise ConfigError("metrics.listener.web.config.file", str(exc)) from None
         self.warnings.extend(self.metrics_web.warnings)
+
+    def _check_group_bounds(self) -> None:
+        """Kafka 4.4's checks of the KIP-848 and share group defaults against their bounds
+        (GroupCoordinatorConfig, ShareGroupConfig): a broker Kafka would refuse to start
+        with does not start either."""
+        for value, lo, hi in GROUP_BOUNDED_KEYS:
+            if self[hi] < self[lo]:
+                raise ConfigError(hi, f"must be greater than or equal to {lo}")
+            if self[value] < self[lo]:
+                raise ConfigError(value, f"must be greater than or equal to {lo}")
+            if self[value] > self[hi]:
+                raise ConfigError(value, f"must be less than or equal to {hi}")
+        for heartbeat, session in (
+            ("group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"),
+            ("group.share.heartbeat.interval.ms", "group.share.session.timeout.ms"),
+        ):
+            if self[heartbeat] >= self[session]:
+                raise ConfigError(heartbeat, f"must be less than {session}")
 
     def _check_node_id(self) -> None:
         """node.id is KRaft's broker.id: one taken for the other, as Kafka does."""

@@ -527,6 +527,19 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None) -
         return f"Error at offset {offset}, skipping. {exc}", None
 
 
+#: Kafka's TransactionState names by id (what its dump prints for transactionStatus)
+_TXN_STATE_NAMES = {
+    0: "Empty",
+    1: "Ongoing",
+    2: "PrepareCommit",
+    3: "PrepareAbort",
+    4: "CompleteCommit",
+    5: "CompleteAbort",
+    6: "Dead",
+    7: "PrepareEpochFence",
+}
+
+
 def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
     """A __transaction_state record as Kafka's --transaction-log-decoder prints it:
     ('{"type":"0","data":{"transactionalId":...}}', '{"version":"0","data":{...}}' or '<DELETE>')."""
@@ -547,6 +560,10 @@ def decode_transaction_log_record(offset: int, key: bytes | None, value: bytes |
         if value is None:
             return key_text, "<DELETE>"
         version, data = value_fields(value)
+        # Kafka 4.4's parser prints the state's name ("CompleteCommit"), its id as a string
+        # when it knows no such state (4.3 printed the number)
+        status = data["transactionStatus"]
+        data["transactionStatus"] = _TXN_STATE_NAMES.get(status, str(status))
         return key_text, _json({"version": str(version), "data": data})
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         return f"Error at offset {offset}, skipping. {exc}", None

@@ -9,7 +9,7 @@
     broker transactions list|describe|abort --bootstrap HOST:PORT ...   (as kafka-transactions)
     broker producers describe --bootstrap HOST:PORT --topic T --partition N
     broker logs tail --bootstrap-server HOST:PORT --topic T [--from-beginning] [--no-follow] [--raw]
-    broker configs describe|alter --bootstrap-server HOST:PORT --topic T | --broker ID ...
+    broker configs describe|alter --bootstrap-server HOST:PORT --topic T | --broker ID | --group G ...
     broker log-dirs describe --bootstrap-server HOST:PORT [--broker-list 1,2] [--topic-list T1,T2]
     broker records delete --bootstrap-server HOST:PORT --offset-json-file FILE
     broker offsets --bootstrap-server HOST:PORT [--topic T] [--time earliest|latest|max-timestamp|MS]

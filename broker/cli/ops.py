@@ -7,12 +7,15 @@ and `broker offsets`, each printing what Kafka's tool of the same job prints:
     broker configs alter --bootstrap-server B --topic T --add-config k=v,k2=v2 --delete-config k3
     broker configs alter --bootstrap-server B --entity-type brokers --entity-name 1 | --entity-default
                          --add-config k=v --delete-config k2
+    broker configs describe|alter --bootstrap-server B --group G ...   (--entity-type groups)
     broker log-dirs describe --bootstrap-server B [--broker-list 1,2] [--topic-list t1,t2]
     broker records delete --bootstrap-server B --offset-json-file plan.json   (kafka-delete-records)
     broker offsets --bootstrap-server B --topic T [--partitions 0,1] [--time earliest|latest|max-timestamp|MS]
 
-configs takes Kafka's `--entity-type topics|brokers --entity-name NAME` (or
-`--entity-default`, the cluster-wide default of dynamic broker configs) too; a broker's
+configs takes Kafka's `--entity-type topics|brokers|groups --entity-name NAME` (or
+`--entity-default`, the cluster-wide default of dynamic broker configs) too; a group's
+configs (consumer.session.timeout.ms, share.auto.offset.reset ...) are Kafka 4.4's group
+configs, altered with IncrementalAlterConfigs as kafka-configs does; a broker's
 dynamic configs are altered with IncrementalAlterConfigs sent to that broker, the default's
 through any (docs/cluster.md lists the keys that change without a restart). Errors are
 one line, with the Kafka error name, exit 1; bad usage exit 2 (broker/cli/clients.py's
@@ -28,7 +31,9 @@ import re
 from broker.cli.clients import _bootstrap, _run, connect
 from broker.cli.errors import CliError
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
+_ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "groups": RESOURCE_GROUP}
+_KINDS = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_GROUP: "group"}
 #: Kafka's ConfigEntry.ConfigSource names, by protocol code
 SOURCE_NAMES = {
     0: "UNKNOWN",
@@ -38,8 +43,8 @@ SOURCE_NAMES = {
     4: "STATIC_BROKER_CONFIG",
     5: "DEFAULT_CONFIG",
     6: "DYNAMIC_BROKER_LOGGER_CONFIG",
-    7: "CLIENT_METRICS_CONFIG",
-    8: "GROUP_CONFIG",
+    7: "DYNAMIC_CLIENT_METRICS_CONFIG",
+    8: "DYNAMIC_GROUP_CONFIG",
 }
 
 
@@ -51,6 +56,7 @@ def _entity(args) -> tuple[int, str]:
     given = [
         (RESOURCE_TOPIC, args.topic) if args.topic is not None else None,
         (RESOURCE_BROKER, args.broker) if args.broker is not None else None,
+        (RESOURCE_GROUP, args.group) if args.group is not None else None,
     ]
     if args.entity_default:
         if args.entity_type != "brokers" or args.entity_name is not None:
@@ -59,11 +65,11 @@ def _entity(args) -> tuple[int, str]:
     elif args.entity_type is not None or args.entity_name is not None:
         if args.entity_type is None or args.entity_name is None:
             raise CliError("configs: --entity-type and --entity-name go together", 2)
-        given.append((RESOURCE_TOPIC if args.entity_type == "topics" else RESOURCE_BROKER, args.entity_name))
+        given.append((_ENTITY_TYPES[args.entity_type], args.entity_name))
     chosen = [g for g in given if g is not None]
     if len(chosen) != 1:
         raise CliError(
-            "configs: name one entity: --topic T, --broker ID, --entity-type/--entity-name, or "
+            "configs: name one entity: --topic T, --broker ID, --group G, --entity-type/--entity-name, or "
             "--entity-type brokers --entity-default",
             2,
         )
@@ -97,10 +103,10 @@ def configs_describe(args) -> int:
         if rtype == RESOURCE_TOPIC:
             c.topic(name)  # UNKNOWN_TOPIC_OR_PARTITION, said as such
         entries = _describe(c, rtype, name)
-    kind = "topic" if rtype == RESOURCE_TOPIC else "broker"
+    kind = _KINDS[rtype]
     # as Kafka's tool: without --all, the entity's own layer only (a broker's dynamic
     # configs, not the cluster default's it inherits)
-    own = 1 if rtype == RESOURCE_TOPIC else 2 if name else 3
+    own = {RESOURCE_TOPIC: 1, RESOURCE_GROUP: 8}.get(rtype, 2 if name else 3)
     shown = sorted((e for e in entries if args.all or e.config_source == own), key=lambda e: e.name)
     if rtype == RESOURCE_BROKER and not name:
         print("Default configs for brokers in the cluster are:")
@@ -142,9 +148,11 @@ def configs_alter(args) -> int:
             c.topic(name)
             c.alter_topic_configs(name, sets, deletes)
         else:
-            _alter_broker(c, name, sets, deletes)
+            _alter_broker(c, name, sets, deletes, rtype)
     if rtype == RESOURCE_TOPIC:
         print(f"Completed updating config for topic {name}.")
+    elif rtype == RESOURCE_GROUP:
+        print(f"Completed updating config for group {name}.")
     elif name:
         print(f"Completed updating config for broker {name}.")
     else:
@@ -152,23 +160,23 @@ def configs_alter(args) -> int:
     return 0
 
 
-def _alter_broker(c, name: str, sets: dict[str, str], deletes: list[str]) -> None:
+def _alter_broker(c, name: str, sets: dict[str, str], deletes: list[str], rtype: int = RESOURCE_BROKER) -> None:
     """IncrementalAlterConfigs on a broker's dynamic configs (sent to that broker, as
-    Kafka's admin client does) or on the cluster default (any broker)."""
+    Kafka's admin client does), on the cluster default or on a group's configs (any broker)."""
     from broker.protocol.errors import KafkaProtocolError
     from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as I
 
     ops = [I.AlterableConfig(name=k, config_operation=0, value=v) for k, v in sets.items()]
     ops += [I.AlterableConfig(name=k, config_operation=1, value=None) for k in deletes]
     req = I(
-        resources=[I.AlterConfigsResource(resource_type=RESOURCE_BROKER, resource_name=name, configs=ops)],
+        resources=[I.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=ops)],
         validate_only=False,
     )
     c.refresh([])
-    conn = c.connection(int(name)) if name else c.any_connection()
+    conn = c.connection(int(name)) if rtype == RESOURCE_BROKER and name else c.any_connection()
     r = conn.request(req).responses[0]
     if r.error_code:
-        what = f"broker {name}" if name else "the default of brokers"
+        what = f"group {name}" if rtype == RESOURCE_GROUP else f"broker {name}" if name else "the default of brokers"
         raise KafkaProtocolError(r.error_code, f"alter configs of {what}: {r.error_message or ''}".rstrip(": "))
 
 
@@ -374,24 +382,28 @@ def offsets(args) -> int:
 
 def add_parsers(sub) -> None:
     cf = sub.add_parser(
-        "configs", help="describe and alter topic configs and dynamic broker configs (Kafka's kafka-configs)"
+        "configs",
+        help="describe and alter topic configs, dynamic broker configs and group configs (Kafka's kafka-configs)",
     )
     cs = cf.add_subparsers(dest="configs_command", metavar="ACTION")
     cs.required = True
     for action, helptext in (
-        ("describe", "configs of a topic or a broker: the dynamic ones, or --all with sources and synonyms"),
+        ("describe", "configs of a topic, a broker or a group: the dynamic ones, or --all with sources and synonyms"),
         (
             "alter",
             "set (--add-config) or remove (--delete-config) a topic's overrides, "
-            "or a broker's (or the cluster default's) dynamic configs",
+            "a broker's (or the cluster default's) dynamic configs, or a group's configs",
         ),
     ):
         p = cs.add_parser(action, help=helptext)
         _bootstrap(p)
         p.add_argument("--topic", metavar="TOPIC", help="the topic")
         p.add_argument("--broker", metavar="ID", help="the broker")
-        p.add_argument("--entity-type", choices=["topics", "brokers"], help="as Kafka's tool: topics or brokers")
-        p.add_argument("--entity-name", metavar="NAME", help="as Kafka's tool: the topic name or broker id")
+        p.add_argument("--group", metavar="GROUP", help="the group (its group configs)")
+        p.add_argument(
+            "--entity-type", choices=["topics", "brokers", "groups"], help="as Kafka's tool: topics, brokers or groups"
+        )
+        p.add_argument("--entity-name", metavar="NAME", help="as Kafka's tool: the topic name, broker id or group id")
         p.add_argument(
             "--entity-default",
             action="store_true",

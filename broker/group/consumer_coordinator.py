@@ -15,9 +15,12 @@ that drives consumer groups (consumer_group.py) with time and storage.
   tombstone, the offsets stay). The way back is the classic coordinator's: a classic
   JoinGroup to an empty consumer group writes that group's tombstones; to one with
   members it is INCONSISTENT_GROUP_PROTOCOL.
-- Timers: a member heard from nothing within `session_timeout_ms` is removed, as is one
-  still holding partitions it was told to revoke after its rebalance timeout. Both bump
-  the group epoch and write the member's tombstones.
+- Timers: a member heard from nothing within its group's session timeout is removed, as
+  is one still holding partitions it was told to revoke after its rebalance timeout. Both
+  bump the group epoch and write the member's tombstones. The session timeout and the
+  heartbeat interval members are given are the group's consumer.session.timeout.ms and
+  consumer.heartbeat.interval.ms when the group has them (group configs,
+  group_configs.py), else the broker's; a change applies from each member's next heartbeat.
 
 - Offsets: a member commits and fetches at its member epoch
   (`GroupCoordinator.validate_consumer_member`, OffsetCommit/OffsetFetch v9).
@@ -43,6 +46,7 @@ from broker.group.consumer_group import (
     MemberState,
     TopicsView,
 )
+from broker.group.group_configs import GroupConfigs
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager, now_ms
 from broker.log import TopicPartition
 from broker.protocol.errors import ErrorCode
@@ -77,6 +81,7 @@ class ConsumerGroupCoordinator:
         assignors: Iterable[str] = DEFAULT_ASSIGNORS,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
         self.manager = manager
         self.groups = manager.consumer_groups  # the manager's dict, shared (loads fill it)
@@ -84,6 +89,7 @@ class ConsumerGroupCoordinator:
         self.assignors = list(assignors)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.group_configs = group_configs
         self._locks: dict[str, asyncio.Lock] = {}
         self._session: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -99,6 +105,18 @@ class ConsumerGroupCoordinator:
             if info is not None:
                 out[name] = (info.topic_id, len(info.partitions))
         return TopicsView(out)
+
+    def session_timeout_for(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's."""
+        if self.group_configs is None:
+            return self.session_timeout_ms
+        return self.group_configs.resolve(group_id).consumer_session_timeout_ms
+
+    def heartbeat_interval_for(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's."""
+        if self.group_configs is None:
+            return self.heartbeat_interval_ms
+        return self.group_configs.resolve(group_id).consumer_heartbeat_interval_ms
 
     def assignor_of(self, g: ConsumerGroup) -> str:
         return g.preferred_assignor(self.assignors[0])
@@ -184,12 +202,13 @@ class ConsumerGroupCoordinator:
             self._cancel(self._rebalance, key)
             return
         loop = asyncio.get_running_loop()
-        self._session[key] = loop.call_later(self.session_timeout_ms / 1000, self._expire, key, "session timeout")
+        session_ms = self.session_timeout_for(g.group_id)
+        self._session[key] = loop.call_later(session_ms / 1000, self._expire, key, "session timeout")
         m = g.members[result.member_id]
         if m.state != MemberState.UNREVOKED_PARTITIONS:
             self._cancel(self._rebalance, key)
         elif key not in self._rebalance:
-            timeout = m.rebalance_timeout_ms if m.rebalance_timeout_ms > 0 else self.session_timeout_ms
+            timeout = m.rebalance_timeout_ms if m.rebalance_timeout_ms > 0 else session_ms
             self._rebalance[key] = loop.call_later(timeout / 1000, self._expire, key, "rebalance timeout")
 
     @staticmethod
@@ -201,10 +220,11 @@ class ConsumerGroupCoordinator:
     def _loaded(self, g: ConsumerGroup) -> None:
         """A group loaded from its partition: its members have a session to keep."""
         loop = asyncio.get_running_loop()
+        session_s = self.session_timeout_for(g.group_id) / 1000
         for mid in g.members:
             key = (g.group_id, mid)
             self._cancel(self._session, key)
-            self._session[key] = loop.call_later(self.session_timeout_ms / 1000, self._expire, key, "session timeout")
+            self._session[key] = loop.call_later(session_s, self._expire, key, "session timeout")
 
     def _expire(self, key: tuple[str, str], why: str) -> None:
         task = asyncio.get_running_loop().create_task(self._remove(key, why))

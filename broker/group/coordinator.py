@@ -700,6 +700,29 @@ class GroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return 0
 
+    def validate_consumer_txn_member(
+        self, group_id: str, member_id: str, epoch: int, group_instance_id: str | None
+    ) -> int:
+        """0, or why a KIP-848 group refuses a transactional offset commit (Kafka 4.4's
+        ConsumerGroup.validateOffsetCommit with isTransactional): a producer without group
+        metadata (epoch -1, no member, no instance id) commits whatever the members, as does
+        anyone while the group has none; otherwise the member must exist (UNKNOWN_MEMBER_ID)
+        and commit at its epoch (STALE_MEMBER_EPOCH; Kafka 4.4 also takes an older epoch for
+        partitions the member has owned since it, which kbroker does not track)."""
+        cg = self.manager.consumer_groups.get(group_id)
+        if cg is None:
+            return 0
+        if epoch < 0 and not cg.members:
+            return 0
+        if epoch == -1 and not member_id and group_instance_id is None:
+            return 0
+        m = cg.members.get(member_id)
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != m.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return 0
+
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
@@ -720,13 +743,21 @@ class GroupCoordinator:
         """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): KIP-447 fences a member of an
         older generation (ILLEGAL_GENERATION) or an unknown one (UNKNOWN_MEMBER_ID); a
         producer without group metadata (generation -1, no member) commits as a
-        standalone one. The offsets are visible only once the transaction commits."""
+        standalone one. The offsets are visible only once the transaction commits.
+        A KIP-848 group's member commits at its member epoch (validate_consumer_txn_member)."""
         err = self.check_coordinator(group_id)
         if err:
             return {tp: err for tp in offsets}
         if group_id in self.manager.share_groups:
             return {tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets}
         g = self.groups.get(group_id)
+        if group_id in self.manager.consumer_groups:
+            err = self.validate_consumer_txn_member(group_id, member_id, generation_id, group_instance_id)
+            if err:
+                return {tp: err for tp in offsets}
+            if g is None:
+                g = self.groups[group_id] = Group(group_id, protocol_type="", state_timestamp=now_ms())
+            return await self.manager.store_txn_offsets(g, pid, epoch, offsets)
         if g is None:
             if generation_id >= 0 or member_id:
                 return {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}

@@ -74,6 +74,7 @@ from broker.config import (
 )
 from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
+from broker.group.group_configs import GroupConfigs, share_group_values
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from broker.group.share_coordinator import ShareGroupCoordinator, share_group_settings
 from broker.log import LogManager
@@ -93,6 +94,7 @@ from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
 from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
+from broker.share.manager import SharePartitionManager, ShareSettings
 from broker.share.offsets import DeleteStateWithGroup
 from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
@@ -184,12 +186,15 @@ class Broker:
             config, ReplicaPartitionWriter(self.replicas), self.metadata, self._create_offsets_topic
         )
         self.coordinator = GroupCoordinator(config, self.group_manager)
+        #: group configs (GROUP resources), from the store's /config/groups, kept current by notifications
+        self.group_configs = GroupConfigs(config)
         self.consumer_coordinator = ConsumerGroupCoordinator(
             self.group_manager,
             lambda: self.metadata.topics().keys(),
             config["group.consumer.assignors"],
             config["group.consumer.session.timeout.ms"],
             config["group.consumer.heartbeat.interval.ms"],
+            self.group_configs,
         )
         self.share_coordinator = ShareGroupCoordinator(
             self.group_manager,
@@ -222,6 +227,18 @@ class Broker:
         self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
         #: share-partition state wherever its share coordinator is (broker/share/persister.py)
         self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
+        #: KIP-932: the share partitions led here and the share sessions (broker/share/), their
+        #: state read from and written through the share persister
+        self.share_partitions = SharePartitionManager(
+            config,
+            self.replicas,
+            self.share_persister,
+            config["group.share.max.share.sessions"],
+            self._share_settings,
+        )
+        self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
+        # a member that leaves its share group loses its share sessions and acquired records
+        self.share_coordinator.add_listener(self.share_partitions)
         # a deleted share group's state goes with it, as Kafka's DeleteGroups does
         self.share_coordinator.add_listener(DeleteStateWithGroup(self, self.share_state_coordinator.runtime.spawn))
         # what waits on the metadata for leadership to move (the controlled shutdown) is
@@ -407,6 +424,8 @@ class Broker:
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         await self._store.watch_config_changes(self._config_changed)
         await self._reload_broker_configs()  # a change made before the watch: not missed
+        self.group_configs.store = self._store
+        await self.group_configs.load()
         self.credentials.load(await self._store.get_user_configs())
         self.quotas.load(await self._store.get_client_quota_configs())
         if self.authorizer is not None:
@@ -661,9 +680,18 @@ class Broker:
             asyncio.get_running_loop().create_task(
                 self._reload_broker_configs(reload_tls=str(self.broker_id) in brokers)
             )
+        groups = {desanitize(p.split("/", 1)[1]) for p in paths if p.startswith("groups/") and p.count("/") == 1}
+        for group in groups:
+            asyncio.get_running_loop().create_task(self._reload_group_config(group))
         quota_paths = {p for p in paths if parse_entity_path(p) is not None}
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
+
+    async def _reload_group_config(self, group: str) -> None:
+        try:
+            await self.group_configs.reload(group)
+        except Exception:
+            log.exception("broker %d: cannot read the configs of group %s", self.broker_id, group)
 
     async def _reload_broker_configs(self, startup: bool = False, reload_tls: bool = False) -> None:
         """Reads this broker's dynamic configs and the cluster default from the store and
@@ -794,6 +822,17 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
+    def _share_settings(self, group_id: str) -> ShareSettings:
+        """A share group's delivery settings: its group configs over group.share.*."""
+        v = share_group_values(self.group_configs, group_id)
+        return ShareSettings(
+            v.record_lock_duration_ms,
+            v.delivery_count_limit,
+            v.partition_max_record_locks,
+            v.auto_offset_reset,
+            v.isolation_level == "read_committed",
+        )
+
     async def update_acls(
         self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
     ) -> dict[Resource, set[AclBinding]]:
@@ -917,6 +956,7 @@ class Broker:
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
+        await self._step("stopping the share partitions' timers", self.share_partitions.shutdown())
         await self._step("stopping the share group timers", self.share_coordinator.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())

@@ -23,6 +23,9 @@ _counter = itertools.count()
 KBROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 4,
+    # KIP-848 members (group.protocol=consumer) heartbeat every 0.5 s, not 5 s
+    "group.consumer.min.heartbeat.interval.ms": 500,
+    "group.consumer.heartbeat.interval.ms": 500,
 }
 
 

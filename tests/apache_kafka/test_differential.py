@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from broker.protocol.messages.alter_configs import AlterConfigsRequest as AC
 from broker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from broker.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from broker.protocol.messages.create_partitions import CreatePartitionsRequest as CP
@@ -25,6 +26,7 @@ from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.fetch import FetchRequest as F
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from broker.protocol.messages.heartbeat import HeartbeatRequest
+from broker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IAC
 from broker.protocol.messages.join_group import JoinGroupRequest as JG
 from broker.protocol.messages.leave_group import LeaveGroupRequest as LG
 from broker.protocol.messages.list_groups import ListGroupsRequest
@@ -643,6 +645,90 @@ def by_name(resp, broker: bool = False) -> dict:
 
 def test_describe_configs_of_defaults(peers, topic):
     run("describe_configs", peers, describe_configs_sequence, topic)
+
+
+# ---------------------------------------------------------------------- group configs
+
+
+def group_configs_sequence(peer: Peer, group: str):
+    """Kafka 4.4's group configs (GROUP resources): a group's configs described before and
+    after they are set (with synonyms and documentation), bad values refused, one
+    removed, the set replaced by the legacy AlterConfigs."""
+
+    def describe(name, keys=None):
+        r = peer.request(
+            DC(
+                resources=[DC.DescribeConfigsResource(resource_type=32, resource_name=name, configuration_keys=keys)],
+                include_synonyms=True,
+                include_documentation=True,
+            )
+        )
+        out = plain(r)
+        for res in out["results"]:
+            res["configs"] = {c["name"]: c for c in res["configs"]}  # Kafka's order is a hash map's
+        return out
+
+    def alter(*ops, name=group, validate_only=False):
+        return peer.request(
+            IAC(
+                resources=[
+                    IAC.AlterConfigsResource(
+                        resource_type=32,
+                        resource_name=name,
+                        configs=[IAC.AlterableConfig(name=n, config_operation=o, value=v) for n, o, v in ops],
+                    )
+                ],
+                validate_only=validate_only,
+            )
+        )
+
+    out = [("fresh", describe(group)), ("some_keys", describe(group, ["share.auto.offset.reset", "nope"]))]
+    out.append(("empty_name", describe("")))
+    out.append(("set", alter(("consumer.session.timeout.ms", 0, "50000"), ("share.auto.offset.reset", 0, "earliest"))))
+    out.append(("after_set", describe(group)))
+    for i, ops in enumerate(
+        [
+            [("consumer.session.timeout.ms", 0, "1000")],
+            [("consumer.heartbeat.interval.ms", 0, "20000")],
+            [("nope", 0, "1")],
+            [("share.auto.offset.reset", 0, "bogus")],
+            [("share.isolation.level", 0, "x")],
+            [("consumer.session.timeout.ms", 0, "abc")],
+            [("share.record.lock.duration.ms", 0, "500")],
+            [("share.delivery.count.limit", 0, "11")],
+            [("consumer.session.timeout.ms", 2, "5")],
+            [("consumer.session.timeout.ms", 0, None)],
+            [("consumer.session.timeout.ms", 1, None), ("consumer.session.timeout.ms", 0, "50000")],
+            [("errors.deadletterqueue.topic.name", 0, "__x")],
+            [("streams.num.standby.replicas", 0, "3")],
+            [("consumer.heartbeat.interval.ms", 0, "15000"), ("consumer.session.timeout.ms", 0, "46000")],
+            [("share.partition.max.record.locks", 0, "5000")],
+        ]
+    ):
+        out.append((f"refused_{i}", alter(*ops)))
+    out.append(("validate_only", alter(("share.delivery.count.limit", 0, "3"), validate_only=True)))
+    out.append(("by_duration", alter(("share.auto.offset.reset", 0, "by_duration:PT1H"))))
+    out.append(("internal", alter(("consumer.assignor.offload.enable", 0, "false"))))
+    out.append(("default_resource", alter(("consumer.session.timeout.ms", 0, "50000"), name="")))
+    out.append(("delete", alter(("share.auto.offset.reset", 1, None))))
+    out.append(("after_delete", describe(group)))
+    legacy = AC(
+        resources=[
+            AC.AlterConfigsResource(
+                resource_type=32,
+                resource_name=group,
+                configs=[AC.AlterableConfig(name="share.delivery.count.limit", value="3")],
+            )
+        ],
+        validate_only=False,
+    )
+    out.append(("legacy", peer.request(legacy)))
+    out.append(("after_legacy", describe(group)))
+    return out
+
+
+def test_group_configs(peers, topic):
+    run("group_configs", peers, group_configs_sequence, topic)
 
 
 def test_config_names_kbroker_implements_exist_in_kafka(peers, topic):

@@ -1,4 +1,4 @@
-"""Apache Kafka's Java client (4.3.1) against a real kbroker process, through the project's
+"""Apache Kafka's Java client (4.4.0) against a real kbroker process, through the project's
 small Java program (tests/jvm/src/main/java/io/kbroker/jvmtests): one JVM per area —
 producer, consumer, groups, admin — prints what each check found as JSON lines, and the
 assertions are here. What the producer wrote is also checked on kbroker's disk: the batches

@@ -2,7 +2,7 @@
 same broker or the same data dir (issue 20):
 
 - `broker configs describe|alter` and kafka-configs: the same lines (topic dynamic, topic
-  --all, broker --all); `alter` takes Kafka's `--add-config k=v,k2=[a,b]`; a broker key
+  --all, broker --all, a group's configs and --all); `alter` takes Kafka's `--add-config k=v,k2=[a,b]`; a broker key
   that cannot change at runtime is refused with Kafka's message (one line, exit 1).
 - `broker log-dirs describe` and kafka-log-dirs: the same JSON (partitions in any order).
 - `broker offsets` and kafka-get-offsets (GetOffsetShell): latest, earliest, by time.
@@ -130,6 +130,25 @@ def test_configs_log_dirs_offsets_and_records_delete_as_kafkas_tools(data):
         assert mine == kafka("kafka-configs", "--bootstrap-server", bs, "--describe", *theirs), ours
     dynamic = broker("configs", "describe", "-b", bs, "--topic", TOPIC).stdout
     assert "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" in dynamic
+    # a group's configs (Kafka 4.4's --entity-type groups): the same lines as kafka-configs
+    out = broker(
+        "configs", "alter", "-b", bs, "--group", "g-ops", "--add-config", "share.auto.offset.reset=earliest"
+    ).stdout
+    assert out == "Completed updating config for group g-ops.\n"
+    for extra in ([], ["--all"]):
+        mine = broker("configs", "describe", "--bootstrap-server", bs, "--group", "g-ops", *extra).stdout
+        assert mine == kafka(
+            "kafka-configs",
+            "--bootstrap-server",
+            bs,
+            "--describe",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "g-ops",
+            *extra,
+        ), extra
+    assert "share.auto.offset.reset=earliest" in mine and "DYNAMIC_GROUP_CONFIG" in mine
     broker(
         "configs", "alter", "--bootstrap-server", bs, "--topic", TOPIC, "--delete-config", "retention.ms,cleanup.policy"
     )  # no compaction of the segments dumped below

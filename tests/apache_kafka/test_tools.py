@@ -321,6 +321,177 @@ def test_consumer_groups_list_describe_reset_delete(kbroker, topic, tmp_path):
     assert f"Consumer group '{group}' does not exist." in missing.stdout + missing.stderr
 
 
+def _consumer_group_state(b: str, group: str) -> tuple[str, int]:
+    from broker.client import BrokerConnection
+    from broker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+
+    host, port = b.rsplit(":", 1)
+    with BrokerConnection(host, int(port)) as c:
+        g = c.request(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)).groups[0]
+    return g.group_state, len(g.members)
+
+
+def test_consumer_groups_tool_on_a_kip848_consumer_group(kbroker, topic, tmp_path):
+    """Kafka 4.4's kafka-consumer-groups on a KIP-848 group (a console consumer with
+    group.protocol=consumer): --list with --type and --state, --describe of its offsets
+    (with the member that owns each partition), --members (--verbose: epochs and
+    assignments by topic name), --state (--verbose: group and assignment epochs); resets
+    and deletion refused while it has a member, done once it is empty. The output is as a
+    Kafka 4.4 broker's for the same scenario (member ids, ports and epochs aside)."""
+    b = kbroker.bootstrap
+    create(b, topic, 2)
+    produce(b, topic, 10, 2)  # 5 records a partition
+    group = f"{topic}-g"
+    classic = f"{topic}-classic"
+    kafka_tool(  # a classic group beside it, with committed offsets
+        "kafka-console-consumer",
+        "--bootstrap-server",
+        b,
+        "--topic",
+        topic,
+        "--group",
+        classic,
+        "--from-beginning",
+        "--max-messages",
+        10,
+    )
+
+    def cg(*args, check=True):
+        return kafka_tool("kafka-consumer-groups", "--bootstrap-server", b, *args, check=check)
+
+    with start_kafka_tool(
+        "kafka-console-consumer",
+        "--bootstrap-server",
+        b,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+        "--consumer-property",
+        "group.protocol=consumer",
+        "--consumer-property",
+        "auto.commit.interval.ms=200",
+        out_dir=tmp_path,
+    ) as consumer:
+        wait_until(
+            lambda: (
+                _consumer_group_state(b, group) == ("Stable", 1) and sum(committed(b, group, {topic: 2}).values()) == 10
+            ),
+            TIMEOUT_S,
+            "the KIP-848 group to commit 10",
+        )
+        types = {r["GROUP"]: r["TYPE"] for r in table(cg("--list", "--type").stdout, "GROUP")}
+        assert (types[group], types[classic]) == ("Consumer", "Classic")
+        assert [r["GROUP"] for r in table(cg("--list", "--type", "consumer").stdout, "GROUP")] == [group]
+        assert group not in {r["GROUP"] for r in table(cg("--list", "--type", "classic").stdout, "GROUP")}
+        assert {r["GROUP"]: r["STATE"] for r in table(cg("--list", "--state").stdout, "GROUP")}[group] == "Stable"
+
+        rows = table(cg("--describe", "--group", group).stdout, "GROUP")
+        assert [
+            (r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"], r["CLIENT-ID"])
+            for r in sorted(rows, key=lambda r: r["PARTITION"])
+        ] == [(topic, "0", "5", "5", "0", "console-consumer"), (topic, "1", "5", "5", "0", "console-consumer")]
+        (member,) = {r["CONSUMER-ID"] for r in rows}
+        assert member != "-"
+        rows = table(cg("--describe", "--group", group, "--offsets", "--verbose").stdout, "GROUP")
+        assert sorted((r["PARTITION"], r["LEADER-EPOCH"], r["CURRENT-OFFSET"]) for r in rows) == [
+            ("0", "0", "5"),
+            ("1", "0", "5"),
+        ]
+
+        (m,) = table(cg("--describe", "--group", group, "--members").stdout, "GROUP")
+        assert (m["CONSUMER-ID"], m["HOST"], m["CLIENT-ID"], m["#PARTITIONS"]) == (
+            member,
+            "/127.0.0.1",
+            "console-consumer",
+            "2",
+        )
+        (m,) = table(cg("--describe", "--group", group, "--members", "--verbose").stdout, "GROUP")
+        assert (m["CURRENT-ASSIGNMENT"], m["TARGET-ASSIGNMENT"]) == (f"{topic}:0,1", f"{topic}:0,1")
+        assert int(m["CURRENT-EPOCH"]) >= 1 and m["TARGET-EPOCH"] == m["CURRENT-EPOCH"]
+
+        (st,) = table(cg("--describe", "--group", group, "--state").stdout, "GROUP")
+        assert (st["ASSIGNMENT-STRATEGY"], st["STATE"], st["#MEMBERS"]) == ("uniform", "Stable", "1")
+        (st,) = table(cg("--describe", "--group", group, "--state", "--verbose").stdout, "GROUP")
+        assert int(st["GROUP-EPOCH"]) >= 1 and st["TARGET-ASSIGNMENT-EPOCH"] == st["GROUP-EPOCH"]
+
+        busy = cg("--group", group, "--reset-offsets", "--to-earliest", "--topic", topic, "--execute", check=False)
+        assert (
+            f"Assignments can only be reset if the group '{group}' is inactive, but the current state is Stable."
+            in (busy.stdout + busy.stderr)
+        )
+        busy = cg("--delete", "--group", group, check=False)
+        assert f"Group '{group}' could not be deleted due to: " in busy.stdout + busy.stderr
+        assert "GroupNotEmptyException" in busy.stdout + busy.stderr
+        consumer.stop()
+
+    wait_until(lambda: _consumer_group_state(b, group) == ("Empty", 0), TIMEOUT_S, "the member to leave")
+    (st,) = table(cg("--describe", "--group", group, "--state").stdout, "GROUP")
+    assert (st["STATE"], st["#MEMBERS"]) == ("Empty", "0")
+    out = cg("--group", group, "--reset-offsets", "--to-earliest", "--topic", topic, "--execute").stdout
+    assert sorted((r["PARTITION"], r["NEW-OFFSET"]) for r in table(out, "GROUP")) == [("0", "0"), ("1", "0")]
+    assert committed(b, group, {topic: 2}) == {(topic, 0): 0, (topic, 1): 0}
+    rows = table(cg("--describe", "--group", group).stdout, "GROUP")
+    assert sorted((r["PARTITION"], r["LAG"], r["CONSUMER-ID"]) for r in rows) == [("0", "5", "-"), ("1", "5", "-")]
+    out = cg("--delete", "--group", group).stdout
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in out
+    assert group not in {r["GROUP"] for r in table(cg("--list", "--type").stdout, "GROUP")}
+    missing = cg("--describe", "--group", group, check=False)
+    assert f"Consumer group '{group}' does not exist." in missing.stdout + missing.stderr
+
+
+def test_configs_tool_on_group_configs(kbroker, topic):
+    """Kafka 4.4's kafka-configs --entity-type groups (and --group): a group's configs added,
+    described (the group's own, then --all with Kafka's synonyms), a bad value refused with
+    Kafka's message, one deleted."""
+    b = kbroker.bootstrap
+    group = f"{topic}-g"
+
+    def configs(*args, check=True):
+        return kafka_tool("kafka-configs", "--bootstrap-server", b, *args, check=check)
+
+    out = configs(
+        "--alter",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        group,
+        "--add-config",
+        "consumer.session.timeout.ms=50000,share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000",
+    ).stdout
+    assert out.strip() == f"Completed updating config for group {group}."
+    out = configs("--describe", "--entity-type", "groups", "--entity-name", group).stdout
+    assert out.splitlines() == [
+        f"Dynamic configs for group {group} are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session."
+        "timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+        "  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset."
+        "reset=earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}",
+        "  share.record.lock.duration.ms=20000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.record.lock."
+        "duration.ms=20000, DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000}",
+    ]
+    bad = configs("--alter", "--group", group, "--add-config", "share.delivery.count.limit=50", check=False)
+    assert bad.returncode != 0
+    assert "InvalidConfigurationException: share.delivery.count.limit must be in the range 2 to 10 inclusive." in (
+        bad.stdout + bad.stderr
+    )
+    unknown = configs("--alter", "--group", group, "--add-config", "session.timeout.ms=50000", check=False)
+    assert "Unknown group config name: session.timeout.ms" in unknown.stdout + unknown.stderr
+    out = configs("--alter", "--group", group, "--delete-config", "share.auto.offset.reset").stdout
+    assert out.strip() == f"Completed updating config for group {group}."
+    lines = configs("--describe", "--group", group, "--all").stdout.splitlines()
+    assert lines[0] == f"All configs for group {group} are:" and len(lines) == 22
+    assert (
+        "  share.auto.offset.reset=latest sensitive=false synonyms={DEFAULT_CONFIG:share.auto.offset.reset=latest}"
+        in lines
+    )
+    assert (
+        "  consumer.heartbeat.interval.ms=500 sensitive=false synonyms={STATIC_BROKER_CONFIG:group.consumer.heartbeat."
+        "interval.ms=500, DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}"
+    ) in lines
+
+
 # ---------------------------------------------------------------------- kafka-configs
 
 

@@ -6,7 +6,8 @@ and /config/brokers/<id> with change notifications, applied without a restart.
   deleted, the default applies again; refusals with Kafka's errors and messages.
 - The same shape: the default log.retention.ms lowered, a topic without an override
   loses its old segments; max.connections enforced; a broker restarted keeps its dynamic
-  configs, and a broker that was down when the default changed gets it when it is back.
+  configs, and a broker that was down when the default changed gets it when it is back;
+  so does a group's configs (GROUP resources, /config/groups).
 - One broker alone (the file store): a listener's key store swapped for a new certificate
   by listener.name.<l>.ssl.keystore.location, new TLS connections present it; deprecated
   topic keys taken with a warning on CreateTopics, AlterConfigs and
@@ -43,7 +44,7 @@ from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(300)
 
-BROKER, TOPIC_RESOURCE = 4, 2
+BROKER, TOPIC_RESOURCE, GROUP_RESOURCE = 4, 2, 32
 SET, DELETE = 0, 1
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -257,6 +258,18 @@ def test_retention_default_connections_and_restarts(make_cluster):
     # broker 3 is down while the default changes; it gets it when it comes back
     cluster.kill(3)
     assert alter(bs[1], "", {"log.retention.ms": 1500}) == (0, None)
+    # ... and while a group's configs are set (/config/groups/<group>, with a notification)
+    group_config = {"consumer.session.timeout.ms": "50000", "share.auto.offset.reset": "earliest"}
+    assert alter(bs[1], "orders/eu", group_config, resource_type=GROUP_RESOURCE) == (0, None)
+    until(
+        "broker 2 describing the group's configs",
+        lambda: (
+            describe(bs[2], "orders/eu", ["consumer.session.timeout.ms"], GROUP_RESOURCE)[
+                "consumer.session.timeout.ms"
+            ].value
+            == "50000"
+        ),
+    )
     # a topic without a retention override loses its old segments, no restart
     until("old segments deleted", lambda: earliest(bs[1], "old") > 0, timeout=60)
     e = until(
@@ -269,6 +282,18 @@ def test_retention_default_connections_and_restarts(make_cluster):
     cluster.start(3)
     e = describe(bs[3], "3", ["log.retention.ms"])["log.retention.ms"]
     assert (e.value, e.config_source) == ("1500", 3)
+    got = describe(bs[3], "orders/eu", list(group_config), GROUP_RESOURCE)
+    assert {k: (e.value, e.config_source) for k, e in got.items()} == {k: (v, 8) for k, v in group_config.items()}
+    assert alter(bs[3], "orders/eu", deletes=["share.auto.offset.reset"], resource_type=GROUP_RESOURCE) == (0, None)
+    until(
+        "broker 1 seeing the group's config removed",
+        lambda: (
+            describe(bs[1], "orders/eu", ["share.auto.offset.reset"], GROUP_RESOURCE)[
+                "share.auto.offset.reset"
+            ].config_source
+            == 5
+        ),
+    )
 
     # a broker's own value survives its restart
     assert alter(bs[2], "2", {"log.cleaner.backoff.ms": 20000}) == (0, None)

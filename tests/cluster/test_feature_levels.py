@@ -98,7 +98,7 @@ def _markers(c, topic: str, partitions: int):
 
 
 def test_a_java_transactional_producer_before_and_after_a_rolling_change_to_2(make_cluster):
-    """Kafka's Java producer (4.3.1) asks the broker it bootstraps from, a broker configured
+    """Kafka's Java producer (4.4.0) asks the broker it bootstraps from, a broker configured
     at 2, and runs transactions over partitions led by all three: at version 1 while broker
     3 is, then at version 2 (one epoch more per commit) once broker 3 runs at 2."""
     c = make_cluster(3, per_broker={3: {TV: 1}})

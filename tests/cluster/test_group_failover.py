@@ -33,7 +33,9 @@ def test_a_group_keeps_its_offsets_when_its_coordinator_dies(make_cluster, tmp_p
             "group.min.session.timeout.ms": 1000,
             "group.initial.rebalance.delay.ms": 0,
             "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.min.heartbeat.interval.ms": 500,
             "group.consumer.session.timeout.ms": 10000,
+            "group.consumer.min.session.timeout.ms": 10000,
         },
     )
     topic, group = "gf", "gf-group"

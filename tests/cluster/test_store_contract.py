@@ -291,6 +291,38 @@ async def test_dynamic_broker_configs_with_their_notifications(backend):
 
 
 @run
+async def test_group_configs_with_their_notifications(backend):
+    """Group configs under /config/groups/<sanitized group id>, read back alike from both
+    stores by group id (a "/" or a space in it, "." alone), each change announced as
+    groups/<sanitized id>; an empty set removes the group's entry; the file store keeps
+    them across a reopening."""
+    async with backend.open() as store:
+        changes: list = []
+        await store.watch_config_changes(changes.extend)
+        writer = store
+        if isinstance(backend, ZooKeeperBackend):
+            writer = KafkaZkClient(backend.connect, session_timeout_ms=4000)
+            backend.others.append(writer)
+            await writer.start()
+        assert await store.get_group_configs() == {}
+        await writer.set_group_config("orders/eu west", {"consumer.session.timeout.ms": "50000"})
+        await writer.set_group_config(".", {"share.auto.offset.reset": "earliest"})
+        await writer.set_group_config("gone", {"share.delivery.count.limit": "3"})
+        await writer.set_group_config("gone", {})
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while len(changes) < 4 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert changes == ["groups/orders%2Feu%20west", "groups/%2E", "groups/gone", "groups/gone"]
+        assert await store.get_group_config("orders/eu west") == {"consumer.session.timeout.ms": "50000"}
+        assert await store.get_group_configs() == {
+            "orders/eu west": {"consumer.session.timeout.ms": "50000"},
+            ".": {"share.auto.offset.reset": "earliest"},
+        }
+    async with backend.open() as store:
+        assert await store.get_group_config(".") == {"share.auto.offset.reset": "earliest"}
+
+
+@run
 async def test_log_dir_events(backend):
     """A broker's log dir failure: /log_dir_event_notification/log_dir_event_<seq> with
     Kafka's JSON, seen by the controller's watch (on ZooKeeper, another client's write),

@@ -33,7 +33,13 @@ pytestmark = pytest.mark.interop
 
 GO_BIN = ROOT / "tests" / "go" / "bin" / "goclients"
 SESSION_MS = 6000
-BROKER_CONFIG = {"group.share.session.timeout.ms": SESSION_MS, "group.share.heartbeat.interval.ms": 500}
+BROKER_CONFIG = {
+    "group.share.session.timeout.ms": SESSION_MS,
+    "group.share.heartbeat.interval.ms": 500,
+    # below Kafka's default bounds (group configs' min/max, checked at start)
+    "group.share.min.session.timeout.ms": SESSION_MS,
+    "group.share.min.heartbeat.interval.ms": 500,
+}
 
 
 def members(bootstrap: str, group: str) -> dict[str, tuple[str, int, list[tuple[str, int]]]]:

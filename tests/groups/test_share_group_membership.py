@@ -36,7 +36,13 @@ from tests.groups.helpers import (
 )
 
 SESSION_MS = 4000
-BROKER_CONFIG = {"group.share.session.timeout.ms": SESSION_MS, "group.share.heartbeat.interval.ms": 300}
+BROKER_CONFIG = {
+    "group.share.session.timeout.ms": SESSION_MS,
+    "group.share.heartbeat.interval.ms": 300,
+    # below Kafka's default bounds (group configs' min/max, checked at start)
+    "group.share.min.session.timeout.ms": SESSION_MS,
+    "group.share.min.heartbeat.interval.ms": 300,
+}
 
 
 def hb(bootstrap: str, group: str, member: str, epoch: int, topics: list[str] | None = None, rack: str | None = None):

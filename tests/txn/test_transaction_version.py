@@ -1,4 +1,4 @@
-"""transaction.version 2 (KIP-890 part 2) with Apache Kafka's Java client (4.3.1, through
+"""transaction.version 2 (KIP-890 part 2) with Apache Kafka's Java client (4.4.0, through
 Kafka's kafka-producer-perf-test with a transactional id: it commits a transaction every
 --transaction-duration-ms): a broker at the default transaction.version 2 finalizes the
 feature in ApiVersions, the client then adds its partition through Produce v12 (no

@@ -50,6 +50,7 @@ from broker.cluster.store.znodes import (
     LeaderIsrState,
     TopicAssignment,
     desanitize,
+    group_znode_name,
     sanitize,
 )
 from broker.log.checkpoints import write_atomically
@@ -76,6 +77,7 @@ class FileMetadataStore:
         self._deleting: set[str] = set()
         self._users: dict[str, dict[str, str]] = {}
         self._brokers_configs: dict[str, dict[str, str]] = {}  # '<id>' or '<default>' -> configs
+        self._group_configs: dict[str, dict[str, str]] = {}  # group id -> its group configs
         #: quota entities other than users/<name> (those are in _users): clients/<c>,
         #: users/<u>/clients/<c>, users/<default>, by entity path
         self._entities: dict[str, dict[str, str]] = {}
@@ -138,6 +140,9 @@ class FileMetadataStore:
             self._entities = {
                 str(p): {str(k): str(v) for k, v in c.items()} for p, c in data.get("entities", {}).items()
             }
+            self._group_configs = {
+                str(g): {str(k): str(v) for k, v in c.items()} for g, c in data.get("group_configs", {}).items()
+            }
             for r in data.get("acls", []):
                 rtype = acl_store.type_from_name(r["resource_type"])
                 if rtype is not None:
@@ -181,6 +186,8 @@ class FileMetadataStore:
         }
         if self._brokers_configs:
             data["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._brokers_configs.items())}
+        if self._group_configs:
+            data["group_configs"] = {g: dict(sorted(c.items())) for g, c in sorted(self._group_configs.items())}
         if self._users:
             data["users"] = {u: dict(sorted(c.items())) for u, c in sorted(self._users.items())}
         if self._entities:
@@ -510,6 +517,15 @@ class FileMetadataStore:
 
     async def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
         self._set_entity(self._brokers_configs, entity, configs, f"brokers/{entity}")
+
+    async def get_group_configs(self) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self._group_configs.items()}
+
+    async def get_group_config(self, group: str) -> dict[str, str]:
+        return dict(self._group_configs.get(group, {}))
+
+    async def set_group_config(self, group: str, configs: Mapping[str, str]) -> None:
+        self._set_entity(self._group_configs, group, configs, f"groups/{group_znode_name(group)}")
 
     # ------------------------------------------------------------------ users
 

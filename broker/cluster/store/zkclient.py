@@ -94,6 +94,7 @@ from broker.cluster.store.znodes import (
     TopicZNode,
     ZNodeDataError,
     desanitize,
+    group_znode_name,
     sanitize,
     sequence_number,
 )
@@ -678,6 +679,38 @@ class KafkaZkClient:
         brokers/<entity> change (Kafka's AdminZkClient.changeBrokerConfig)."""
         await self._write_entity_config(ConfigEntityTypeZNode.BROKER, entity, configs)
         data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.BROKER}/{entity}")
+        await self._session.op(
+            lambda: self._zk.create_async(
+                ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True
+            )
+        )
+
+    @_public
+    async def get_group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's configs (/config/groups/<sanitized group id>), by group id."""
+        names = await self._session.children(ConfigEntityTypeZNode.path(ConfigEntityTypeZNode.GROUP))
+        out = {}
+        for n in names:
+            got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.GROUP, n))
+            if got is not None:
+                configs = ConfigEntityZNode.decode(ConfigEntityTypeZNode.GROUP, n, got[0])
+                if configs:
+                    out[desanitize(n)] = configs
+        return out
+
+    @_public
+    async def get_group_config(self, group: str) -> dict[str, str]:
+        n = group_znode_name(group)
+        got = await self._session.get(ConfigEntityZNode.path(ConfigEntityTypeZNode.GROUP, n))
+        return {} if got is None else ConfigEntityZNode.decode(ConfigEntityTypeZNode.GROUP, n, got[0])
+
+    @_public
+    async def set_group_config(self, group: str, configs: Mapping[str, str]) -> None:
+        """Replaces the group's configs, then notifies every broker with a
+        groups/<sanitized group id> change (as a topic's configs are changed)."""
+        n = group_znode_name(group)
+        await self._write_entity_config(ConfigEntityTypeZNode.GROUP, n, configs)
+        data = ConfigEntityChangeNotificationSequenceZNode.encode(f"{ConfigEntityTypeZNode.GROUP}/{n}")
         await self._session.op(
             lambda: self._zk.create_async(
                 ConfigEntityChangeNotificationSequenceZNode.CREATE_PATH, data, sequence=True, makepath=True

@@ -612,7 +612,10 @@ class ConfigEntityTypeZNode:
     #: the entity name of the cluster-wide default (Kafka's ConfigEntityName.Default)
     DEFAULT = "<default>"
     CLIENT = "clients"
-    ALL = ("topics", "clients", "users", "brokers", "ips")
+    #: group configs (Kafka 4.x keeps them in its KRaft metadata as GROUP resources; kbroker's
+    #: cluster keeps them beside the topics' and brokers', /config/groups/<sanitized group id>)
+    GROUP = "groups"
+    ALL = ("topics", "clients", "users", "brokers", "ips", "groups")
 
     @staticmethod
     def path(entity_type: str) -> str:
@@ -627,6 +630,12 @@ def sanitize(name: str) -> str:
 
 def desanitize(name: str) -> str:
     return urllib.parse.unquote(name)
+
+
+def group_znode_name(group: str) -> str:
+    """A group id as one znode name: sanitized as a user is, "." and ".." spelt out."""
+    name = sanitize(group)
+    return name.replace(".", "%2E") if name in (".", "..") else name
 
 
 class ConfigEntityZNode:

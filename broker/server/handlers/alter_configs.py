@@ -1,5 +1,6 @@
-"""AlterConfigs (33), the legacy form: a topic's overrides, or the dynamic configs of a
-broker or of the cluster default (server/broker_configs.py), become exactly the given set."""
+"""AlterConfigs (33), the legacy form: a topic's overrides, the dynamic configs of a
+broker or of the cluster default (server/broker_configs.py), or a group's configs (as
+Kafka 4.4 takes them: broker/group/group_configs.py) become exactly the given set."""
 
 from collections.abc import Callable
 
@@ -9,7 +10,7 @@ from broker.protocol.messages.alter_configs import AlterConfigsRequest, AlterCon
 from broker.security.api_rights import API_RIGHTS
 from broker.server import broker_configs
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, _denied
 
 API_KEY = ApiKey.ALTER_CONFIGS
 RIGHTS = API_RIGHTS[API_KEY]
@@ -31,7 +32,7 @@ async def _handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterCon
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, RIGHTS.group, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -42,6 +43,9 @@ async def _handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterCon
             elif res.resource_type == RESOURCE_BROKER:
                 configs = {c.name: c.value for c in res.configs if c.value is not None}
                 await broker_configs.alter(ctx.services, res.resource_name, _replacing(configs), request.validate_only)
+            elif res.resource_type == RESOURCE_GROUP:
+                configs = {c.name: c.value for c in res.configs if c.value is not None}
+                await ctx.services.group_configs.alter(res.resource_name, _replacing(configs), request.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")
         except KafkaProtocolError as exc:

@@ -1,8 +1,13 @@
 """ConsumerGroupDescribe (69): a KIP-848 group's epochs, assignor and members, each with
 its current and target assignment (what `kafka-consumer-groups --describe` shows of a
-consumer group)."""
+consumer group). An assignment names each topic by id and by name, as Kafka's does (the
+tool looks offsets up by name); a topic deleted since it was assigned is left out, as
+Kafka leaves it out."""
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
 
 from broker.group.consumer_group import Assignment, ConsumerGroup
 from broker.protocol.api import ApiKey
@@ -22,13 +27,18 @@ R = ConsumerGroupDescribeResponse
 CONSUMER_MEMBER = 1  # MemberType: a member speaking the consumer protocol
 
 
-def _assignment(a: Assignment) -> ConsumerGroupDescribeResponse.Assignment:
-    return R.Assignment(
-        topic_partitions=[R.TopicPartitions(topic_id=t, partitions=sorted(a[t])) for t in sorted(a) if a[t]]
-    )
+def _assignment(a: Assignment, name_of: Callable[[uuid.UUID], str | None]) -> ConsumerGroupDescribeResponse.Assignment:
+    out = []
+    for t in sorted(a):
+        name = name_of(t)
+        if a[t] and name is not None:
+            out.append(R.TopicPartitions(topic_id=t, topic_name=name, partitions=sorted(a[t])))
+    return R.Assignment(topic_partitions=out)
 
 
-def _described(g: ConsumerGroup, assignor: str) -> ConsumerGroupDescribeResponse.DescribedGroup:
+def _described(
+    g: ConsumerGroup, assignor: str, name_of: Callable[[uuid.UUID], str | None]
+) -> ConsumerGroupDescribeResponse.DescribedGroup:
     members = [
         R.Member(
             member_id=m.member_id,
@@ -39,8 +49,8 @@ def _described(g: ConsumerGroup, assignor: str) -> ConsumerGroupDescribeResponse
             client_host=m.client_host,
             subscribed_topic_names=sorted(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex,
-            assignment=_assignment(m.assigned),
-            target_assignment=_assignment(g.target.get(m.member_id, {})),
+            assignment=_assignment(m.assigned, name_of),
+            target_assignment=_assignment(g.target.get(m.member_id, {}), name_of),
             member_type=CONSUMER_MEMBER,
         )
         for m in g.members.values()
@@ -72,5 +82,5 @@ def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> Consum
                 message = f"Group {gid} is not a consumer group." if share else f"Group {gid} not found."
             out.append(R.DescribedGroup(error_code=code, error_message=message, group_id=gid, group_state=""))
             continue
-        out.append(_described(g, coord.assignor_of(g)))
+        out.append(_described(g, coord.assignor_of(g), ctx.services.metadata.topic_name))
     return R(throttle_time_ms=0, groups=out)

@@ -110,6 +110,6 @@ async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) ->
         error_code=0,
         member_id=result.member_id,
         member_epoch=result.member_epoch,
-        heartbeat_interval_ms=coord.heartbeat_interval_ms,
+        heartbeat_interval_ms=coord.heartbeat_interval_for(request.group_id),
         assignment=_assignment(result.assignment),
     )

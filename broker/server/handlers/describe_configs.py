@@ -1,6 +1,7 @@
 """DescribeConfigs (32): topic configs (overrides over broker defaults, with their
-sources and synonyms) and the broker's configs, dynamic ones over static ones
-(server/broker_configs.py). A result without error carries the
+sources and synonyms), the broker's configs, dynamic ones over static ones
+(server/broker_configs.py), and a group's configs (resource type GROUP, Kafka 4.4's group
+configs: broker/group/group_configs.py). A result without error carries the
 error message "" (Kafka leaves the field at its default).
 
 Synonyms as Kafka lists them: for a broker key, the keys of its synonym chain (log.retention
@@ -32,6 +33,7 @@ MIN_VERSION, MAX_VERSION = 0, 4
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -105,7 +107,7 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
             error_code=0, error_message="", resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
         )
         results.append(r)
-        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, RIGHTS.group, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -126,17 +128,35 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
                     entry.synonyms = []
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             r.configs = []
+        elif res.resource_type == RESOURCE_GROUP:
+            try:
+                r.configs = services.group_configs.describe(
+                    res.resource_name,
+                    keys,
+                    synonyms,
+                    docs,
+                    _Synonym,
+                    _Entry,
+                    lambda name: broker_synonyms(services, name),
+                )
+            except KafkaProtocolError as exc:
+                r.error_code, r.error_message = exc.code, exc.message
         else:
             r.error_code = ErrorCode.INVALID_REQUEST
             r.error_message = f"unsupported resource type {res.resource_type}"
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _denied(ctx: RequestContext, on_topic: Right, on_cluster: Right, resource_type: int, name: str) -> int:
+def _denied(
+    ctx: RequestContext, on_topic: Right, on_cluster: Right, on_group: Right, resource_type: int, name: str
+) -> int:
     """As Kafka's: a topic's configs need the right on the topic, a broker's (and its
-    loggers') on the cluster (the two rights of the API's row); the error code, or 0."""
+    loggers') on the cluster, a group's on the group (the rights of the API's row); the
+    error code, or 0."""
     if resource_type == RESOURCE_TOPIC:
         return 0 if ctx.has_right(on_topic, name) else on_topic.error_code
+    if resource_type == RESOURCE_GROUP:
+        return 0 if ctx.has_right(on_group, name) else on_group.error_code
     if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
         return 0 if ctx.has_right(on_cluster, CLUSTER_NAME) else on_cluster.error_code
     return 0

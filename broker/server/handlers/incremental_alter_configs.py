@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs (44): SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) on a
-topic's overrides, or on the dynamic configs of a broker or of the cluster default
-(server/broker_configs.py). Deprecated topic keys Kafka 3.x still takes are accepted with
+topic's overrides, on the dynamic configs of a broker or of the cluster default
+(server/broker_configs.py), or on a group's configs (GROUP, broker/group/group_configs.py,
+with Kafka 4.4's checks and messages). Deprecated topic keys Kafka 3.x still takes are accepted with
 a warning (config.DEPRECATED_TOPIC_KEYS)."""
 
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from broker.security.api_rights import API_RIGHTS
 from broker.server import broker_configs
 from broker.server.broker_configs import format_value
 from broker.server.context import HandlerResult, RequestContext
-from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, _denied
+from broker.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, _denied
 from broker.server.services import BrokerServices
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -101,12 +102,48 @@ def _apply_broker(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], con
     return configs
 
 
+def _apply_group(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], configs: dict[str, str]) -> dict[str, str]:
+    """The operations on a group's configs, refused as Kafka 4.4 refuses them (duplicate
+    keys and null values INVALID_REQUEST, APPEND/SUBTRACT on a key that is not a list
+    INVALID_CONFIG)."""
+    from broker.group.group_configs import GROUP_KEYS
+
+    names = [c.name for c in ops]
+    if len(set(names)) != len(names):
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in ops if c.value is None and c.config_operation != DELETE]
+    if nulls:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+    for c in ops:
+        if c.config_operation == SET:
+            configs[c.name] = c.value
+        elif c.config_operation == DELETE:
+            configs.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            key = GROUP_KEYS.get(c.name)
+            if key is None or key.type != ConfigType.LIST:
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its type is not LIST.",
+                )
+            configs[c.name] = _list_op(configs.get(c.name, ""), c.config_operation, c.value)
+        else:
+            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+    return configs
+
+
 def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> HandlerResult:
     return _handle(ctx, request)
 
 
 def _applying(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> Callable[[dict[str, str]], dict[str, str]]:
     return lambda current: _apply_broker(ops, current)
+
+
+def _applying_group(
+    ops: list[IncrementalAlterConfigsRequest.AlterableConfig],
+) -> Callable[[dict[str, str]], dict[str, str]]:
+    return lambda current: _apply_group(ops, current)
 
 
 async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
@@ -116,7 +153,7 @@ async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) 
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, res.resource_type, res.resource_name)
+        denied = _denied(ctx, RIGHTS.topic, RIGHTS.cluster, RIGHTS.group, res.resource_type, res.resource_name)
         if denied:
             r.error_code, r.error_message = denied, "Authorization failed."
             continue
@@ -127,6 +164,10 @@ async def _handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) 
             elif res.resource_type == RESOURCE_BROKER:
                 await broker_configs.alter(
                     ctx.services, res.resource_name, _applying(res.configs), request.validate_only
+                )
+            elif res.resource_type == RESOURCE_GROUP:
+                await ctx.services.group_configs.alter(
+                    res.resource_name, _applying_group(res.configs), request.validate_only
                 )
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {res.resource_type}")

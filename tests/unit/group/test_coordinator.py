@@ -392,6 +392,39 @@ def test_kip848_a_silent_member_is_removed_after_its_session_and_one_that_does_n
     run(main())
 
 
+def test_kip848_members_commit_transactional_offsets_at_their_member_epoch():
+    """TxnOffsetCommit to a KIP-848 group, as Kafka 4.4's ConsumerGroup.validateOffsetCommit
+    takes it: a member at its epoch (kept once the transaction commits), a stale or newer
+    epoch STALE_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID, a producer without group
+    metadata (-1, no member) whatever the members. Before the fix a member's commit was
+    checked against the classic group: ILLEGAL_GENERATION."""
+
+    async def main():
+        coord, manager, _ = make()
+        await coord.startup()
+        cc = _kip848(manager)
+        a = await cc.heartbeat(_hb("a"))
+        assert a.member_epoch == 1
+        tp = ("t", 0)
+
+        async def commit(member, epoch, offset, instance=None):
+            res = await coord.commit_txn_offsets("cg", 7, 0, epoch, member, instance, {tp: OffsetAndMetadata(offset)})
+            return res[tp]
+
+        assert await commit("a", 1, 5) == 0
+        assert await commit("a", 0, 6) == ErrorCode.STALE_MEMBER_EPOCH
+        assert await commit("a", 2, 6) == ErrorCode.STALE_MEMBER_EPOCH
+        assert await commit("nobody", 1, 6) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert await commit("", -1, 6, instance="i-1") == ErrorCode.UNKNOWN_MEMBER_ID
+        assert await commit("", -1, 6) == 0  # a producer without the consumer's group metadata
+        coord.complete_txn_offsets(0, 7, commit=True)
+        assert coord.fetch_offsets("cg", [tp])[1][tp].offset == 6
+        await cc.shutdown()
+        await coord.shutdown()
+
+    run(main())
+
+
 def test_kip848_offline_upgrade_and_back():
     """An empty classic group becomes a consumer group on a consumer's join (its offsets
     stay); a classic member may not join a consumer group with members, and turns an
