@@ -368,6 +368,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _K("log.retention.minutes", _I, None, "Retention time in minutes (overrides hours)."),
         _K("log.retention.hours", _I, 168, "Retention time in hours."),
         _K("log.retention.bytes", _L, -1, "Retention size per partition; -1: unlimited."),
+        _K(
+            "log.local.retention.ms",
+            _L,
+            -2,
+            "Default local.retention.ms: how long a topic with remote storage keeps segments on the "
+            "broker's disk; -2: as long as retention.ms.",
+            _at_least(-2),
+        ),
+        _K(
+            "log.local.retention.bytes",
+            _L,
+            -2,
+            "Default local.retention.bytes: how much of a partition with remote storage stays on the "
+            "broker's disk; -2: as much as retention.bytes.",
+            _at_least(-2),
+        ),
         _K("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
         _K("log.flush.interval.messages", _L, LONG_MAX, "Records appended before an fsync.", _at_least(1)),
         _K("log.flush.interval.ms", _L, None, "Time a record may wait for an fsync (default: never by time)."),
@@ -911,6 +927,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {
 
 _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cluster of zookeeper.connect"
 
+#: why the broker's tiered storage keys have no effect yet (broker/tier/ holds its parts;
+#: the copier and remote reads are not wired into the broker)
+TIERED_STORAGE_NOT_SERVED = "kbroker does not tier segments to remote storage yet (issue 39)"
+
 #: Keys of Kafka 3.x/4.x brokers (KafkaConfig) that kbroker accepts and does not act on, by
 #: reason: each one a configuration sets is named in one warning line with its reason.
 _NO_EFFECT: dict[str, str] = {
@@ -988,7 +1008,7 @@ _NO_EFFECT: dict[str, str] = {
         share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
         share.coordinator.threads share.coordinator.write.timeout.ms share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
-    "kbroker has no tiered storage": """
+    TIERED_STORAGE_NOT_SERVED: """
         remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
         remote.log.index.file.cache.total.size.bytes remote.log.manager.copier.thread.pool.size
         remote.log.manager.copy.max.bytes.per.second remote.log.manager.copy.quota.window.num
@@ -1001,7 +1021,7 @@ _NO_EFFECT: dict[str, str] = {
         remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
         remote.log.storage.manager.class.name remote.log.storage.manager.class.path
-        remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
+        remote.log.storage.manager.impl.prefix""",
     "kbroker enforces no log dir move, controller or connection quotas (client quotas: docs/quotas.md)": """
         alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
@@ -1047,6 +1067,8 @@ MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "con
 IGNORED_KAFKA_PREFIXES: dict[str, str] = {
     "listener.name.": "kbroker has no use for this per-listener setting",
     "confluent.": "a Confluent Server setting",
+    # the remote storage manager's settings (remote.log.storage.manager.impl.prefix)
+    "rsm.config.": TIERED_STORAGE_NOT_SERVED,
 }
 
 
@@ -1259,6 +1281,41 @@ TOPIC_KEYS: dict[str, TopicKey] = {
             "TopicRecordNameStrategy, Confluent's class name or its last part.",
             default=SUBJECT_NAME_STRATEGIES[0],
             check=check_subject_name_strategy,
+        ),
+        _T(
+            "remote.storage.enable",
+            _B,
+            "Copy the topic's rolled segments to remote storage (KIP-405); needs "
+            "remote.log.storage.system.enable on the brokers.",
+            default=False,
+        ),
+        _T(
+            "local.retention.ms",
+            _L,
+            "With remote storage: how long segments stay on the broker's disk once copied; "
+            "-2: retention.ms. Not above retention.ms.",
+            "log.local.retention.ms",
+            check=_at_least(-2),
+        ),
+        _T(
+            "local.retention.bytes",
+            _L,
+            "With remote storage: how much of a partition stays on the broker's disk once copied; "
+            "-2: retention.bytes. Not above retention.bytes.",
+            "log.local.retention.bytes",
+            check=_at_least(-2),
+        ),
+        _T(
+            "remote.log.copy.disable",
+            _B,
+            "With remote storage: copy no more segments (the remote ones stay readable; KIP-950).",
+            default=False,
+        ),
+        _T(
+            "remote.log.delete.on.disable",
+            _B,
+            "Delete the remote segments when remote.storage.enable turns false (KIP-950).",
+            default=False,
         ),
         _T(
             "follower.replication.throttled.replicas",
@@ -2061,6 +2118,13 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
+    @property
+    def remote_log_storage_system_enabled(self) -> bool:
+        """remote.log.storage.system.enable: False while that key is accepted without effect
+        (TIERED_STORAGE_NOT_SERVED), so a topic asking for remote storage is refused as
+        Kafka refuses it on a broker without tiered storage."""
+        return bool(self._values.get("remote.log.storage.system.enable", False))
+
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
 
@@ -2108,6 +2172,69 @@ def validate_topic_configs(configs: Mapping[str, Any], warn: bool = True) -> dic
         if key.deprecated and warn:
             log.warning("topic configuration %s=%s accepted but has no effect: %s", name, raw, key.deprecated)
     return out
+
+
+def _invalid_value(name: str, value: Any, message: str) -> ConfigError:
+    """Kafka's ConfigException(name, value, message) text."""
+    return ConfigError(name, f"Invalid value {value} for configuration {name}: {message}", [name])
+
+
+def check_remote_storage(
+    config: LogConfig, existing: Mapping[str, Any] | None = None, system_enabled: bool = False
+) -> None:
+    """Kafka's checks of a topic's remote storage configs (LogConfig.validateTopicLogConfigValues,
+    KRaft mode), on the effective `config` (its overrides over the broker's defaults), with
+    `existing` the topic's overrides before the change (None: a new topic). ConfigError with
+    Kafka's message; every one is INVALID_CONFIG on the wire. A topic without remote storage
+    that never had it is not looked at beyond its types."""
+    if config["remote.storage.enable"]:
+        if not system_enabled:
+            raise ConfigError(
+                "remote.storage.enable",
+                "Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.",
+                ["remote.storage.enable"],
+            )
+        if config.compact:
+            raise ConfigError(
+                "cleanup.policy",
+                "Remote log storage is unsupported for the compacted topics",
+                ["cleanup.policy"],
+            )
+        for local, total, unlimited in (
+            ("local.retention.bytes", "retention.bytes", -1),
+            ("local.retention.ms", "retention.ms", -1),
+        ):
+            total_value, local_value = config[total], config[local]
+            if total_value != unlimited and local_value != -2:
+                if local_value == -1:
+                    raise _invalid_value(
+                        local, local_value, f"Value must not be -1 as {total} value is set as {total_value}."
+                    )
+                if local_value > total_value:
+                    raise _invalid_value(
+                        local, local_value, f"Value must not be more than {total} property value: {total_value}"
+                    )
+        if config["remote.log.copy.disable"]:
+            for local, total in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+                if config[local] != -2 and config[local] != config[total]:
+                    raise ConfigError(
+                        local,
+                        f"When `remote.log.copy.disable` is set to true, the `{local}` and `{total}` must be set "
+                        "to the identical value because there will be no more logs copied to the remote storage.",
+                        [local],
+                    )
+        return
+    was_enabled = str((existing or {}).get("remote.storage.enable", "false")).lower() == "true"
+    if was_enabled and not config["remote.log.delete.on.disable"]:
+        raise ConfigError(
+            "remote.storage.enable",
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+            "remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "
+            "If you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`.",
+            ["remote.storage.enable"],
+        )
 
 
 class LogConfig:
@@ -2199,6 +2326,23 @@ class LogConfig:
     @property
     def min_insync_replicas(self) -> int:
         return self["min.insync.replicas"]
+
+    @property
+    def remote_storage(self) -> bool:
+        """Does the topic keep its rolled segments in remote storage (remote.storage.enable)?"""
+        return bool(self["remote.storage.enable"])
+
+    @property
+    def local_retention_ms(self) -> int:
+        """local.retention.ms, -2 resolved to retention.ms (Kafka's LogConfig.localRetentionMs)."""
+        v = self["local.retention.ms"]
+        return self.retention_ms if v == -2 else v
+
+    @property
+    def local_retention_bytes(self) -> int:
+        """local.retention.bytes, -2 resolved to retention.bytes."""
+        v = self["local.retention.bytes"]
+        return self.retention_bytes if v == -2 else v
 
     @property
     def schema_validation(self) -> bool:
