@@ -20,6 +20,7 @@ readable. RemoteLogMetadataCache is the view replayed from the records, in their
 from __future__ import annotations
 
 import enum
+import logging
 import struct
 import uuid
 from collections.abc import Iterable
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field, replace
 
 from broker.native import murmur2
 from broker.tier.storage import RemoteLogSegmentId, TopicIdPartition
+
+log = logging.getLogger(__name__)
 
 TOPIC = "__remote_log_metadata"
 DEFAULT_PARTITIONS = 50
@@ -360,6 +363,18 @@ class RemoteLogMetadataCache:
     def replay(self, values: Iterable[bytes]) -> None:
         for v in values:
             self.apply(decode(v))
+
+    def replay_records(self, records: Iterable[Record]) -> int:
+        """Applies decoded records in order, skipping (with a warning) those the state
+        rules refuse, as a new reader of the topic must; returns how many were skipped."""
+        skipped = 0
+        for rec in records:
+            try:
+                self.apply(rec)
+            except MetadataError as exc:
+                skipped += 1
+                log.warning("remote log metadata: %s; record skipped", exc)
+        return skipped
 
     def segments(self, tp: TopicIdPartition, state: SegmentState | None = None) -> list[SegmentMetadata]:
         """The partition's segments (in a given state), by start offset."""

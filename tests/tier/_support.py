@@ -37,3 +37,41 @@ def fill(lg: Log, batches: int, epoch: int = 0) -> None:
     for i in range(batches):
         lg.append_as_leader(batch(i), epoch)
     lg.high_watermark = lg.log_end_offset
+
+
+def tiered_log(directory: Path, segment_bytes: int = 4096, **overrides: str) -> Log:
+    """A log of a topic with remote storage (loaded as the broker will load it once
+    remote.log.storage.system.enable is served)."""
+    cfg = BrokerConfig({"log.dir": str(directory.parent)}).log_config(
+        {
+            "segment.bytes": segment_bytes,
+            "retention.ms": -1,
+            "remote.storage.enable": True,
+            "local.retention.bytes": 0,
+            **overrides,
+        }
+    )
+    return Log.load(
+        str(directory),
+        TopicPartition(TIP.topic, TIP.partition),
+        cfg,
+        topic_id=TOPIC_ID,
+        remote_log_enabled=True,
+        log_start_offset=0,
+        high_watermark=2**62,
+    )
+
+
+def all_bytes(lg: Log) -> bytes:
+    """Every batch of the local log, from its local start to its high watermark."""
+    out = bytearray()
+    offset = lg.local_log_start_offset
+    while offset < lg.high_watermark:
+        data = lg.read_bytes(offset, 1 << 20)
+        if not data:
+            break
+        out += data
+        from broker.native import iter_batches
+
+        offset = [b.last_offset for b in iter_batches(data)][-1] + 1
+    return bytes(out)
