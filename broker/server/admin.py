@@ -285,9 +285,10 @@ class TopicAdmin:
 
     @_store_unavailable_times_out
     async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
-        if self.metadata.topic(name) is None:
+        info = self.metadata.topic(name)
+        if info is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        self._validate_topic_configs(configs, dict(self.metadata.topic(name).configs))
+        self._validate_topic_configs(configs, dict(info.configs))
         if validate_only:
             return
         await self.store.set_topic_configs(name, configs)
