@@ -78,6 +78,8 @@ PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset held locally
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset in remote storage
 
 
 class OffsetOutOfRange(Exception):
@@ -1089,9 +1091,15 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) for -2 (earliest), -1 (latest), -3 (max
-        timestamp) or the first record with timestamp >= `timestamp`; None if none."""
+        timestamp), -4 (earliest local: the first offset on this broker's disk), -5
+        (latest tiered: the last offset in remote storage, -1 without it) or the first
+        record with timestamp >= `timestamp`; None if none."""
         if timestamp == EARLIEST_TIMESTAMP:
             return (self.log_start_offset, -1)
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return (self.local_log_start_offset, -1)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return (self.highest_copied_offset if self.remote_log_enabled else -1, -1)
         if timestamp == LATEST_TIMESTAMP:
             return (self.high_watermark, -1)
         if timestamp == MAX_TIMESTAMP:

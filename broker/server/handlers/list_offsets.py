@@ -1,5 +1,6 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3) or the first offset
-whose timestamp is >= the one asked, per partition.
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4,
+v8+: the first offset on this broker's disk, KIP-405) or the first offset whose
+timestamp is >= the one asked, per partition.
 
 With isolation_level 1 (read_committed) the last fetchable offset is the last stable
 offset instead of the high watermark, as Kafka's fetchOffsetForTimestamp: latest answers
@@ -56,7 +57,7 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
                 found: tuple[int, int] | None
                 if p.timestamp == -1 and request.replica_id >= 0:
                     found = (lg.log_end_offset, -1)  # a follower asks for the log end
-                elif request.isolation_level == 1 and p.timestamp != -2:
+                elif request.isolation_level == 1 and p.timestamp not in (-2, -4):
                     lso = lg.last_stable_offset
                     if p.timestamp == -1:
                         found = (lso, -1)
