@@ -187,3 +187,50 @@ def test_the_chunk_cache_stays_within_its_bound(tmp_path):
         assert read_from(t.lg, t.reader) == reference and t.reader.stats["chunk_misses"] > misses
     finally:
         t.close()
+
+
+def test_an_open_transaction_holds_copies_back_and_the_abort_index_goes_with_its_segment(tier):
+    from broker.log.txn_index import read_txn_index
+    from broker.tier.storage import IndexType, RemoteResourceNotFound
+
+    from ._support import batch
+
+    lg = tier.lg
+    pid = 4242
+
+    def txn(seq: int) -> bytearray:
+        from broker.native import BatchBuilder
+
+        b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+        for j in range(3):
+            b.append(2_000_000 + seq + j, None, b"t" * 200)
+        return bytearray(b.build())
+
+    fill(lg, 40)
+    first_txn = lg.log_end_offset
+    lg.append_as_leader(txn(0), 0)
+    for i in range(40):
+        lg.append_as_leader(batch(i), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == first_txn
+    asyncio.run(tier.rlm.copy(lg, TIP))
+    # nothing at or above the open transaction's first offset is copied
+    assert tier.rlm.cache.highest_copied_offset(TIP) < first_txn
+    assert all(s.next_offset <= first_txn for s in lg.segments[:-1] if s.next_offset - 1 <= lg.highest_copied_offset)
+    lg.append_marker_as_leader(pid, 0, 0, commit=False, leader_epoch=0)
+    for i in range(40):
+        lg.append_as_leader(batch(i), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == lg.high_watermark
+    asyncio.run(tier.rlm.copy(lg, TIP))
+    copied = tier.rlm.cache.copied(TIP)
+    with_abort = [s for s in copied if not s.txn_index_empty]
+    (marked,) = with_abort  # the segment holding the abort's marker, and only it
+    remote = tier.rsm.fetch_index(marked.segment_id, marked.start_offset, IndexType.TRANSACTION)
+    local = os.path.join(lg.dir, f"{marked.start_offset:020d}.txnindex")
+    assert remote == open(local, "rb").read() and read_txn_index(local)[0].producer_id == pid
+    for s in copied:
+        assert tier.rsm.fetch_index(s.segment_id, s.start_offset, IndexType.PRODUCER_SNAPSHOT)
+        if s is not marked:
+            with pytest.raises(RemoteResourceNotFound):
+                tier.rsm.fetch_index(s.segment_id, s.start_offset, IndexType.TRANSACTION)
