@@ -1,7 +1,7 @@
 """ListOffsets' tiered storage specs on a broker (Log.offset_for_timestamp): earliest-local
-(-4, KIP-405: the first offset on the broker's disk, which is the log start offset while
-no segment is tiered) and latest-tiered (-5, KIP-1005: -1 without remote storage), as
-Kafka 4.3's kafka-get-offsets asks for them; read_committed does not hide earliest-local
+(-4, KIP-405, v8: the first offset on the broker's disk, which is the log start offset
+while no segment is tiered) and latest-tiered (-5, KIP-1005, v9: -1 without remote
+storage), as Kafka 4.3's kafka-get-offsets asks for them; read_committed does not hide earliest-local
 behind the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
 
 from __future__ import annotations
@@ -48,6 +48,26 @@ def test_earliest_local_is_the_log_start_without_tiering(broker, tmp_path):
     assert offsets(broker, "offsets-full", "earliest") == {0: 4}
     assert offsets(broker, "offsets-full", "earliest-local") == {0: 4}
     assert offsets(broker, "offsets-full", "-4") == {0: 4}
+    # latest-tiered (ListOffsets v9): nothing is in remote storage, so -1 (the tool prints
+    # no line for it); earliest-pending-upload (-6) is v11's: refused below it, as Kafka 4.3
+    assert offsets(broker, "offsets-full", "latest-tiered") == {}
+    assert raw(broker, "offsets-full", -5, 9) == (0, -1)
+    assert raw(broker, "offsets-full", -6, 10) == (35, -1)  # UNSUPPORTED_VERSION
+
+
+def raw(broker, topic: str, timestamp: int, version: int, isolation: int = 0) -> tuple[int, int]:
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)]
+            )
+        ],
+    )
+    with BrokerConnection("127.0.0.1", broker.port) as conn:
+        part = conn.request(req, version).topics[0].partitions[0]
+    return part.error_code, part.offset
 
 
 def test_read_committed_earliest_local_is_not_hidden_by_the_last_stable_offset(broker):
@@ -55,21 +75,7 @@ def test_read_committed_earliest_local_is_not_hidden_by_the_last_stable_offset(b
     (latest would answer the LSO; timestamps at or beyond it find nothing)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("offsets-rc", 1, 1)])["offsets-rc"].result(30)
-    req = ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=1,
-        topics=[
-            ListOffsetsRequest.ListOffsetsTopic(
-                name="offsets-rc",
-                partitions=[
-                    ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=EARLIEST_LOCAL_TIMESTAMP)
-                ],
-            )
-        ],
-    )
-    with BrokerConnection("127.0.0.1", broker.port) as conn:
-        part = conn.request(req, 8).topics[0].partitions[0]
-    assert (part.error_code, part.offset) == (0, 0)
+    assert raw(broker, "offsets-rc", EARLIEST_LOCAL_TIMESTAMP, 8, isolation=1) == (0, 0)
 
 
 def test_the_log_answers_the_tiered_specs(tmp_path):
