@@ -1148,8 +1148,9 @@ class Log:
         watermark. Moves the log start offset.
 
         With remote storage (remote_log_enabled): local.retention.ms/bytes instead, only
-        segments already copied (wholly at or below highest_copied_offset), and the log
-        start offset stays (remote storage's total retention moves it)."""
+        segments already copied (wholly at or below highest_copied_offset) or wholly
+        below the log start offset (DeleteRecords), and the log start offset stays
+        (remote storage's total retention moves it)."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
         cfg = self.config
@@ -1161,9 +1162,9 @@ class Log:
         for i, seg in enumerate(self.segments[:-1]):
             if seg.next_offset > self.high_watermark:
                 break
-            if tiered and seg.next_offset - 1 > self.highest_copied_offset:
-                break  # not in remote storage yet: kept whatever its age or the disk
             below_start = seg.next_offset <= self.log_start_offset
+            if tiered and not below_start and seg.next_offset - 1 > self.highest_copied_offset:
+                break  # not in remote storage yet: kept whatever its age or the disk
             expired = False
             if cfg.delete and retention_ms >= 0:
                 largest = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.path.getmtime(seg.log_path) * 1000)

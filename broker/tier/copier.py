@@ -210,13 +210,16 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ copy
 
     def candidates(self, lg: Log) -> list[Any]:
-        """The rolled segments to copy next: above the highest copied offset, wholly below
-        the last stable offset (which the high watermark bounds)."""
+        """The rolled segments to copy next: above the highest copied offset and not wholly
+        below the log start offset, wholly below the last stable offset (which the high
+        watermark bounds)."""
         bound = min(lg.last_stable_offset, lg.high_watermark)
         out = []
         for seg in lg.segments[:-1]:
             if seg.next_offset - 1 <= lg.highest_copied_offset or seg.size == 0:
                 continue
+            if seg.next_offset <= lg.log_start_offset:
+                continue  # deleted (DeleteRecords) before it was copied: nothing to keep
             if seg.next_offset > bound:
                 break
             out.append(seg)

@@ -234,3 +234,18 @@ def test_an_open_transaction_holds_copies_back_and_the_abort_index_goes_with_its
         if s is not marked:
             with pytest.raises(RemoteResourceNotFound):
                 tier.rsm.fetch_index(s.segment_id, s.start_offset, IndexType.TRANSACTION)
+
+
+def test_segments_deleted_by_delete_records_before_their_copy_are_never_copied(tier):
+    lg = tier.lg
+    fill(lg, 100)
+    fourth = lg.segments[3]
+    lg.delete_records(fourth.base_offset + 1)  # inside the fourth segment
+    gone = lg.delete_old_segments()
+    assert len(gone) == 3  # wholly below the log start: they go, though never copied
+    for seg in gone:
+        seg.delete()
+    asyncio.run(tier.rlm.copy(lg, TIP))
+    copied = tier.rlm.cache.copied(TIP)
+    assert copied[0].start_offset == fourth.base_offset  # partly kept: copied whole
+    assert len(copied) == len(lg.segments) - 1
