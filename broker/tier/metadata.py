@@ -25,6 +25,7 @@ import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from broker.native import murmur2
 from broker.tier.storage import RemoteLogSegmentId, TopicIdPartition
@@ -192,7 +193,7 @@ class _Reader:
             if shift > 28:
                 raise MetadataError("remote log metadata record: varint too long")
 
-    def unpack(self, fmt: struct.Struct) -> tuple:
+    def unpack(self, fmt: struct.Struct) -> tuple[Any, ...]:
         return fmt.unpack(self.need(fmt.size))
 
     def compact_bytes(self) -> bytes | None:
@@ -308,7 +309,7 @@ def metadata_partition(tp: TopicIdPartition, partitions: int = DEFAULT_PARTITION
     h = 1
     for part in (_java_long_hash(lsb), _java_long_hash(msb), tp.partition & 0xFFFFFFFF):
         h = (31 * h + part) & 0xFFFFFFFF
-    return (murmur2(struct.pack(">I", h)) & 0x7FFFFFFF) % partitions
+    return int(murmur2(struct.pack(">I", h)) & 0x7FFFFFFF) % partitions
 
 
 # ---------------------------------------------------------------------- the view
