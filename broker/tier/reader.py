@@ -6,7 +6,7 @@ holding it, at most max_bytes (or one whole batch). The segment's offset index (
 once, kept for the last INDEX_CACHE_SEGMENTS segments) gives the position to start from;
 the bytes come in chunks of `chunk_bytes` kept on local disk, least recently used first
 evicted beyond `cache_bytes` (Kafka's remote.log.index.file.cache.total.size.bytes bounds
-its index cache the same way).
+its index cache the same way), the last HOT_CHUNKS of them in memory too.
 
 Nothing unverified is served: the stored segment's size must be the one its metadata
 records, and every batch handed out is checked (CRC-32C, sizes, offsets within the
@@ -34,6 +34,7 @@ from broker.uuids import uuid_text
 BATCH_OVERHEAD = 12  # base offset and length, before the length counts
 MIN_BATCH = 61
 INDEX_CACHE_SEGMENTS = 64
+HOT_CHUNKS = 4
 _HEAD = struct.Struct(">qi")
 
 
@@ -55,6 +56,7 @@ class RemoteLogReader:
         os.makedirs(cache_dir, exist_ok=True)
         self._lock = threading.Lock()
         self._chunks: OrderedDict[tuple[uuid.UUID, int], int] = OrderedDict()
+        self._hot: OrderedDict[tuple[uuid.UUID, int], bytes] = OrderedDict()
         self._cached = 0
         self._indexes: OrderedDict[uuid.UUID, tuple[list[int], list[int]]] = OrderedDict()
         self._sizes_checked: set[uuid.UUID] = set()
@@ -73,14 +75,21 @@ class RemoteLogReader:
         key = (seg.segment_id.id, n)
         path = self._chunk_path(*key)
         with self._lock:
+            hot = self._hot.get(key)
+            if hot is not None:
+                self._hot.move_to_end(key)
+                self.stats["chunk_hits"] += 1
+                return hot
             hit = key in self._chunks
             if hit:
                 self._chunks.move_to_end(key)
         if hit:
             try:
                 with open(path, "rb") as f:
-                    self.stats["chunk_hits"] += 1
-                    return f.read()
+                    data = f.read()
+                self.stats["chunk_hits"] += 1
+                self._keep_hot(key, data)
+                return data
             except FileNotFoundError:
                 pass  # evicted meanwhile
         start = n * self.chunk_bytes
@@ -93,7 +102,16 @@ class RemoteLogReader:
         self.stats["chunk_misses"] += 1
         self.stats["fetched_bytes"] += len(data)
         self._store_chunk(key, path, data)
+        self._keep_hot(key, data)
         return data
+
+    def _keep_hot(self, key: tuple[uuid.UUID, int], data: bytes) -> None:
+        """The last HOT_CHUNKS chunks stay in memory: a consumer reading on takes several
+        fetches from each."""
+        with self._lock:
+            self._hot[key] = data
+            while len(self._hot) > HOT_CHUNKS:
+                self._hot.popitem(last=False)
 
     def _store_chunk(self, key: tuple[uuid.UUID, int], path: str, data: bytes) -> None:
         if len(data) > self.cache_bytes:
@@ -117,11 +135,15 @@ class RemoteLogReader:
                 except OSError:
                     pass
 
-    def _bytes(self, seg: SegmentMetadata, position: int, length: int) -> bytes:
+    def _bytes(self, seg: SegmentMetadata, position: int, length: int, memo: dict[int, bytes]) -> bytes:
+        """Bytes [position, position + length) of the segment; `memo` keeps the chunks one
+        read has in hand (a read takes many batches from the same chunk)."""
         out = bytearray()
         while length > 0:
             n, skip = divmod(position, self.chunk_bytes)
-            chunk = self._chunk(seg, n)
+            chunk = memo.get(n)
+            if chunk is None:
+                chunk = memo[n] = self._chunk(seg, n)
             piece = chunk[skip : skip + length]
             if not piece:
                 break
@@ -197,9 +219,10 @@ class RemoteLogReader:
         i = bisect.bisect_right(offsets, offset - seg.start_offset) - 1
         position = positions[i] if i >= 0 else 0
         out = bytearray()
+        memo: dict[int, bytes] = {}
         where = f"remote segment {seg.start_offset} of {seg.tp}"
         while position < seg.segment_size:
-            head = self._bytes(seg, position, BATCH_OVERHEAD)
+            head = self._bytes(seg, position, BATCH_OVERHEAD, memo)
             if len(head) < BATCH_OVERHEAD:
                 raise RemoteStorageError(f"{where}: truncated batch header at byte {position}")
             base, length = _HEAD.unpack(head)
@@ -212,7 +235,7 @@ class RemoteLogReader:
                 break
             if not out and size > max_bytes and not min_one_batch:
                 break
-            data = self._bytes(seg, position, size)
+            data = self._bytes(seg, position, size, memo)
             try:
                 batch = next(iter_batches(data, validate=True))
             except (CorruptRecordError, StopIteration) as exc:
