@@ -569,6 +569,35 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _at_least(1),
         ),
         _K(
+            "remote.log.storage.system.enable",
+            _B,
+            False,
+            "Tiered storage (KIP-405) on this broker: topics with remote.storage.enable copy their rolled "
+            "segments to the remote storage manager (docs/tiered-storage.md). A broker alone only, so far.",
+        ),
+        _K(
+            "remote.log.storage.manager.class.name",
+            _S,
+            None,
+            "The remote storage manager: filesystem (or Kafka's "
+            "org.apache.kafka.server.log.remote.storage.LocalTieredStorage), configured with rsm.config.dir; "
+            "s3 is reserved.",
+        ),
+        _K(
+            "remote.log.manager.task.interval.ms",
+            _L,
+            30000,
+            "How often the leader copies rolled segments and applies total retention to remote segments.",
+            _at_least(1),
+        ),
+        _K(
+            "remote.log.index.file.cache.total.size.bytes",
+            _L,
+            1073741824,
+            "The local disk the remote reads' chunk cache may use (under the first log dir).",
+            _at_least(1),
+        ),
+        _K(
             "zookeeper.connect",
             _S,
             None,
@@ -927,9 +956,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
 
 _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cluster of zookeeper.connect"
 
-#: why the broker's tiered storage keys have no effect yet (broker/tier/ holds its parts;
-#: the copier and remote reads are not wired into the broker)
-TIERED_STORAGE_NOT_SERVED = "kbroker does not tier segments to remote storage yet (issue 39)"
+#: why some of Kafka's tiered storage keys have no effect (docs/tiered-storage.md)
+TIERED_STORAGE_NOT_SERVED = (
+    "kbroker's tiered storage has no thread pools, quotas or plugin class paths to set (issue 39)"
+)
+#: the remote storage manager's settings (Kafka's remote.log.storage.manager.impl.prefix)
+RSM_PREFIX = "rsm.config."
 
 #: Keys of Kafka 3.x/4.x brokers (KafkaConfig) that kbroker accepts and does not act on, by
 #: reason: each one a configuration sets is named in one warning line with its reason.
@@ -1009,19 +1041,18 @@ _NO_EFFECT: dict[str, str] = {
         share.coordinator.threads share.coordinator.write.timeout.ms share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
     TIERED_STORAGE_NOT_SERVED: """
-        remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
-        remote.log.index.file.cache.total.size.bytes remote.log.manager.copier.thread.pool.size
+        remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
+        remote.log.manager.copier.thread.pool.size
         remote.log.manager.copy.max.bytes.per.second remote.log.manager.copy.quota.window.num
         remote.log.manager.copy.quota.window.size.seconds remote.log.manager.expiration.thread.pool.size
         remote.log.manager.fetch.max.bytes.per.second remote.log.manager.fetch.quota.window.num
-        remote.log.manager.fetch.quota.window.size.seconds remote.log.manager.task.interval.ms
+        remote.log.manager.fetch.quota.window.size.seconds
         remote.log.manager.task.retry.backoff.max.ms remote.log.manager.task.retry.backoff.ms
         remote.log.manager.task.retry.jitter remote.log.manager.thread.pool.size
         remote.log.metadata.custom.metadata.max.bytes remote.log.metadata.manager.class.name
         remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
-        remote.log.storage.manager.class.name remote.log.storage.manager.class.path
-        remote.log.storage.manager.impl.prefix""",
+        remote.log.storage.manager.class.path remote.log.storage.manager.impl.prefix""",
     "kbroker enforces no log dir move, controller or connection quotas (client quotas: docs/quotas.md)": """
         alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
@@ -1067,8 +1098,6 @@ MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "con
 IGNORED_KAFKA_PREFIXES: dict[str, str] = {
     "listener.name.": "kbroker has no use for this per-listener setting",
     "confluent.": "a Confluent Server setting",
-    # the remote storage manager's settings (remote.log.storage.manager.impl.prefix)
-    "rsm.config.": TIERED_STORAGE_NOT_SERVED,
 }
 
 
@@ -1689,6 +1718,8 @@ class BrokerConfig:
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
         self._listener_values: dict[str, dict[str, Any]] = {}  # LISTENER NAME -> key -> value
+        #: the remote storage manager's settings (rsm.config.<key>), by <key>
+        self.rsm_config: dict[str, str] = {}
         #: the metrics listener's TLS and basic authentication (metrics.listener.web.config.file)
         self.metrics_web: WebConfig | None = None
         for name, key in BROKER_KEYS.items():
@@ -1777,6 +1808,9 @@ class BrokerConfig:
                 )
                 self._listener_values.setdefault(listener.upper(), {})[f"{mechanism.upper()}.{mkey}"] = value
                 return
+        if name.startswith(RSM_PREFIX) and len(name) > len(RSM_PREFIX):
+            self.rsm_config[name[len(RSM_PREFIX) :]] = "" if raw is None else str(raw).strip()
+            return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
             (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None
         )
@@ -1797,6 +1831,7 @@ class BrokerConfig:
     def _check_relations(self) -> None:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
+        self._check_remote_storage()
         self._check_node_id()
         self._endpoints = self._check_listeners("listeners")
         self._advertised = self._endpoints
@@ -2120,10 +2155,25 @@ class BrokerConfig:
 
     @property
     def remote_log_storage_system_enabled(self) -> bool:
-        """remote.log.storage.system.enable: False while that key is accepted without effect
-        (TIERED_STORAGE_NOT_SERVED), so a topic asking for remote storage is refused as
-        Kafka refuses it on a broker without tiered storage."""
+        """remote.log.storage.system.enable: without it a topic asking for remote storage
+        is refused, as Kafka refuses it on a broker without tiered storage."""
         return bool(self._values.get("remote.log.storage.system.enable", False))
+
+    def _check_remote_storage(self) -> None:
+        """Tiered storage's settings, checked before anything starts: the storage
+        manager named and configured (broker/tier/storage.py says which exist), and a
+        broker alone (followers do not fetch from remote storage yet)."""
+        if not self["remote.log.storage.system.enable"]:
+            return
+        from broker.tier.storage import check_manager
+
+        check_manager(self["remote.log.storage.manager.class.name"], self.rsm_config)
+        if self["zookeeper.connect"]:
+            raise ConfigError(
+                "remote.log.storage.system.enable",
+                "kbroker's tiered storage runs on a broker alone so far (no zookeeper.connect): "
+                "followers cannot yet fetch what the leader keeps in remote storage only",
+            )
 
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})

@@ -650,6 +650,8 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        if config.broker.remote_log_storage_system_enabled:
+            self.remote_log_enabled = config.remote_storage  # remote.storage.enable turned on or off
         self.producer_state.expiration_ms = config.producer_id_expiration_ms  # a dynamic broker config
 
     @property

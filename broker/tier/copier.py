@@ -22,10 +22,10 @@ retention.bytes without them; the log start offset moves past each before it goe
 `delete_partition()` removes every remote segment of a deleted topic's partition
 (RemotePartitionDeleteMetadataRecord MARKED, STARTED, FINISHED around them).
 
-Where the records go is a MetadataLog: LocalMetadataLog keeps them in kbroker logs of
-__remote_log_metadata's partitions (Kafka's record format, the partition Kafka's
-partitioner picks), fsynced per record; the broker's replicated topic is the next step
-(issue 39). Remote storage calls block: they run on the manager's own threads.
+Where the records go is a MetadataLog: the broker's is its topic __remote_log_metadata
+(broker/server/tier.py TopicMetadataLog); LocalMetadataLog keeps them in kbroker logs of
+that topic's partitions in a directory of their own (tools, tests), fsynced per record.
+Remote storage calls block: they run on the manager's own threads.
 """
 
 from __future__ import annotations

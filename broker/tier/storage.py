@@ -281,10 +281,10 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def storage_manager(class_name: str | None, settings: Mapping[str, str]) -> RemoteStorageManager:
-    """The manager `remote.log.storage.manager.class.name` names, configured with the
-    `rsm.config.` settings (`settings`: the keys with the prefix removed). ConfigError,
-    one line, for what cannot be served."""
+def check_manager(class_name: str | None, settings: Mapping[str, str]) -> str:
+    """The short name of the manager `remote.log.storage.manager.class.name` names, its
+    `rsm.config.` settings (`settings`: the keys with the prefix removed) checked;
+    ConfigError, one line, for what cannot be served."""
     key = "remote.log.storage.manager.class.name"
     if not class_name:
         raise ConfigError(key, "must be set when remote.log.storage.system.enable is true (filesystem or s3)")
@@ -293,7 +293,9 @@ def storage_manager(class_name: str | None, settings: Mapping[str, str]) -> Remo
         directory = settings.get("dir")
         if not directory:
             raise ConfigError(f"{RSM_PREFIX}dir", "the filesystem remote storage manager needs a directory")
-        return FileSystemStorageManager(directory)
+        if not os.path.isabs(directory):
+            raise ConfigError(f"{RSM_PREFIX}dir", f"{directory!r} is not an absolute path")
+        return FILESYSTEM
     if name == S3:
         raise ConfigError(key, "s3: the S3 remote storage manager is not available in this kbroker yet; use filesystem")
     raise ConfigError(
@@ -301,3 +303,10 @@ def storage_manager(class_name: str | None, settings: Mapping[str, str]) -> Remo
         f"{name}: kbroker loads no Java plugins; its remote storage managers are filesystem "
         f"(or {KAFKA_LOCAL_TIERED_STORAGE}) and s3",
     )
+
+
+def storage_manager(class_name: str | None, settings: Mapping[str, str]) -> RemoteStorageManager:
+    """The manager `remote.log.storage.manager.class.name` names, configured with the
+    `rsm.config.` settings (check_manager's checks first)."""
+    check_manager(class_name, settings)
+    return FileSystemStorageManager(settings["dir"])

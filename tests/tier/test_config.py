@@ -96,20 +96,35 @@ def test_turning_remote_storage_off_needs_delete_on_disable():
     check_remote_storage(lc(), {"remote.storage.enable": "false"}, True)
 
 
-def test_the_broker_keys_stay_accepted_without_effect_until_segments_are_tiered():
-    """The broker's remote.log.* keys and rsm.config.* are accepted with a warning saying
-    that nothing is tiered yet: never half-served."""
-    cfg = BrokerConfig(
+def broker_cfg(**extra: str) -> BrokerConfig:
+    return BrokerConfig(
         {
             "log.dir": "/tmp/kbroker-tier-config",
             "remote.log.storage.system.enable": "true",
             "remote.log.storage.manager.class.name": "filesystem",
             "rsm.config.dir": "/mnt/nas",
+            **extra,
         }
     )
-    assert not cfg.remote_log_storage_system_enabled
-    assert IGNORED_KAFKA_KEYS["remote.log.storage.system.enable"] == TIERED_STORAGE_NOT_SERVED
-    assert f"config key rsm.config.dir has no effect: {TIERED_STORAGE_NOT_SERVED}" in cfg.warnings
+
+
+def test_the_broker_keys_and_their_refusals():
+    cfg = broker_cfg()
+    assert cfg.remote_log_storage_system_enabled and cfg.rsm_config == {"dir": "/mnt/nas"}
+    assert cfg.warnings == []
+    assert not BrokerConfig({"log.dir": "/x"}).remote_log_storage_system_enabled
+    # Kafka's keys kbroker has no use for are still accepted with a warning
+    assert IGNORED_KAFKA_KEYS["remote.log.reader.threads"] == TIERED_STORAGE_NOT_SERVED
+    for extra, message in (
+        ({"remote.log.storage.manager.class.name": "s3"}, "s3: the S3 remote storage manager is not available"),
+        ({"remote.log.storage.manager.class.name": "com.example.Rsm"}, "kbroker loads no Java plugins"),
+        ({"rsm.config.dir": "nas"}, "rsm.config.dir: 'nas' is not an absolute path"),
+        ({"rsm.config.dir": ""}, "rsm.config.dir: the filesystem remote storage manager needs a directory"),
+        ({"zookeeper.connect": "127.0.0.1:2181"}, "runs on a broker alone so far"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            broker_cfg(**extra)
+        assert message in str(info.value)
 
 
 @pytest.fixture(scope="module")
