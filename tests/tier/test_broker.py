@@ -156,7 +156,7 @@ def test_a_damaged_remote_object_answers_kafka_storage_error(broker, admin, nas)
     assert len(consume_from(broker, "damaged", 300, 10)) == 10
 
 
-def fetch_v12(broker, topic: str, offset: int):
+def fetch_v12(broker, topic: str, offset: int, isolation: int = 0):
     """One Fetch (v12: by topic name) of partition 0 from `offset`."""
     from broker.protocol.messages.fetch import FetchRequest as F
 
@@ -165,7 +165,7 @@ def fetch_v12(broker, topic: str, offset: int):
         max_wait_ms=0,
         min_bytes=1,
         max_bytes=1 << 20,
-        isolation_level=0,
+        isolation_level=isolation,
         session_id=0,
         session_epoch=-1,
         forgotten_topics_data=[],
@@ -257,3 +257,58 @@ def test_turning_remote_storage_off_with_delete_on_disable_deletes_the_remote_da
         time.sleep(0.2)
     (active,) = local_segments(broker, "retired")
     assert offsets(broker, "retired", "earliest") == {0: int(active.split(".")[0])}
+
+
+def test_read_committed_skips_aborted_transactions_read_from_remote_storage(broker, admin):
+    """A read_committed Fetch of remote segments names the aborted transactions its
+    records overlap (from the remote transaction indexes); librdkafka's read_committed
+    consumer gets the committed records only."""
+    from broker.native import iter_batches
+
+    admin.create_topics([NewTopic("txns", 1, 1, config=TIERED)])["txns"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tier-txn", "linger.ms": 5})
+    p.init_transactions(30)
+    committed, aborted_firsts = [], []
+    for round_ in range(12):
+        p.begin_transaction()
+        for i in range(40):
+            value = b"r%d-%d-" % (round_, i) + b"z" * 100
+            p.produce("txns", value, partition=0)
+            if round_ % 3 != 1:
+                committed.append(value)
+        assert p.flush(30) == 0  # sent before the abort (librdkafka purges what it has not sent)
+        if round_ % 3 == 1:
+            p.abort_transaction(30)
+            aborted_firsts.append(round_ * 41)  # 40 records and a marker per round
+        else:
+            p.commit_transaction(30)
+    # plain records after them: the segments holding the transactions roll and are copied
+    committed += [v for _k, v in produce(broker, "txns", 400)]
+    wait_tiered(broker, "txns")
+    (active,) = local_segments(broker, "txns")
+    assert int(active.split(".")[0]) > aborted_firsts[-1] + 40  # every transaction is in remote storage
+    offset, named = 0, set()
+    while offset < int(active.split(".")[0]):
+        part = fetch_v12(broker, "txns", offset, isolation=1)
+        assert part.error_code == 0, part.error_code
+        batches = list(iter_batches(part.records))
+        upper = batches[-1].last_offset + 1
+        expected = {f for f in aborted_firsts if offset <= f + 40 and f < upper}
+        got = {a.first_offset for a in part.aborted_transactions or []}
+        assert expected <= got, (offset, upper, expected, got)
+        named |= got
+        offset = upper
+    assert named == set(aborted_firsts)
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-txns", "isolation.level": "read_committed"})
+    c.assign([KTP("txns", 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and len(got) < len(committed):
+            m = c.poll(1)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    assert got == committed
