@@ -312,3 +312,34 @@ def test_read_committed_skips_aborted_transactions_read_from_remote_storage(brok
     finally:
         c.close()
     assert got == committed
+
+
+def test_a_copy_left_unfinished_by_a_crash_is_deleted_at_the_next_start(broker, admin, history, nas):
+    """What a kill -9 between COPY_SEGMENT_STARTED and FINISHED leaves (the record in
+    __remote_log_metadata, some objects and a temp file in the store) is deleted when the
+    broker starts again: DELETE_SEGMENT_STARTED and FINISHED follow, the objects go, the
+    log reads the same. (The kill itself at random points: test_crash.py.)"""
+    import uuid
+
+    from broker.tier import metadata as md
+    from broker.tier.storage import RemoteLogSegmentId, TopicIdPartition
+    from broker.uuids import parse_uuid, uuid_text
+
+    (pdir,) = [p for p in (nas / "kafka-tiered-storage").iterdir() if p.name.startswith("history-0-")]
+    topic_id = parse_uuid(pdir.name[len("history-0-") :])
+    tip = TopicIdPartition(topic_id, "history", 0)
+    orphan = RemoteLogSegmentId(tip, uuid.uuid4())
+    started = md.SegmentMetadata(orphan, 100, 199, 0, 0, int(time.time() * 1000), ((0, 100),), 1234)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce(md.TOPIC, md.encode(started), partition=md.metadata_partition(tip))
+    assert p.flush(30) == 0
+    prefix = f"{100:020d}-{uuid_text(orphan.id)}"
+    for suffix in (".index", ".timeindex", ".log.tmp-" + "0" * 32):
+        (pdir / (prefix + suffix)).write_bytes(b"left by a crash")
+    broker.kill()
+    broker.start()
+    deadline = time.monotonic() + 30
+    while any(n.name.startswith(prefix) for n in pdir.iterdir()):
+        assert time.monotonic() < deadline, "the orphan's objects stayed"
+        time.sleep(0.2)
+    assert consume(broker, "history", len(history)) == history
