@@ -238,6 +238,10 @@ class TieredStorage:
 
         asyncio.get_running_loop().create_task(delete(tip))
 
+    def tip(self, tp: TopicPartition) -> TopicIdPartition | None:
+        """The partition's id in the remote metadata, once a pass has taken it."""
+        return self._attached.get(tp)
+
     # ------------------------------------------------------------------ reads
 
     async def read(

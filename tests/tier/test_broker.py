@@ -21,6 +21,7 @@ from broker.client import BrokerConnection
 from broker.protocol.errors import ErrorCode
 from tests.support.broker_proc import BrokerProcess
 from tests.support.kafka_tools import kafka_tool
+from tests.support.ports import free_port
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "20000", "local.retention.bytes": "0"}
 
@@ -38,6 +39,7 @@ def broker(tmp_path_factory, nas):
         "rsm.config.dir": str(nas),
         "remote.log.manager.task.interval.ms": "200",
         "log.retention.check.interval.ms": "200",
+        "metrics.listener": f"127.0.0.1:{free_port()}",
     }
     with BrokerProcess(tmp_path_factory.mktemp("tiered") / "data", config=config) as b:
         yield b
@@ -152,6 +154,7 @@ def test_a_damaged_remote_object_answers_kafka_storage_error(broker, admin, nas)
     first.write_bytes(bytes(data))
     part = fetch_v12(broker, "damaged", 0)
     assert part.error_code == ErrorCode.KAFKA_STORAGE_ERROR and not part.records
+    assert metric(scrape(broker), "kafka_server_remote_fetch_errors_total") >= 1
     # the rest of the log is served still
     assert len(consume_from(broker, "damaged", 300, 10)) == 10
 
@@ -343,3 +346,34 @@ def test_a_copy_left_unfinished_by_a_crash_is_deleted_at_the_next_start(broker, 
         assert time.monotonic() < deadline, "the orphan's objects stayed"
         time.sleep(0.2)
     assert consume(broker, "history", len(history)) == history
+
+
+def scrape(broker) -> str:
+    import urllib.request
+
+    return urllib.request.urlopen(f"http://{broker.config['metrics.listener']}/metrics", timeout=10).read().decode()
+
+
+def metric(text: str, name: str, labels: str = "") -> float:
+    import re
+
+    m = re.search(rf"^{name}{re.escape(labels)} ([0-9.e+]+)$", text, re.M)
+    assert m, f"{name}{labels} not in the metrics"
+    return float(m.group(1))
+
+
+def test_the_metrics_say_what_was_copied_and_read(broker, admin, nas):
+    admin.create_topics([NewTopic("metered", 1, 1, config=TIERED)])["metered"].result(30)
+    sent = produce(broker, "metered", 600)
+    wait_tiered(broker, "metered")
+    assert consume(broker, "metered", len(sent)) == sent
+    text = scrape(broker)
+    labels = '{partition="0",topic="metered"}'
+    (pdir,) = [p for p in (nas / "kafka-tiered-storage").iterdir() if p.name.startswith("metered-0-")]
+    stored = [f.stat().st_size for f in pdir.iterdir() if f.suffix == ".log"]
+    assert metric(text, "kafka_server_remote_log_size_bytes", labels) == sum(stored) > 0
+    assert metric(text, "kafka_server_remote_copy_lag_segments", labels) == 0
+    assert metric(text, "kafka_server_remote_copy_lag_bytes", labels) == 0
+    assert metric(text, "kafka_server_remote_copy_segments_total") >= len(stored)
+    assert metric(text, "kafka_server_remote_copy_bytes_total") >= sum(stored)
+    assert metric(text, "kafka_server_remote_fetch_bytes_total") >= sum(stored)
