@@ -393,6 +393,9 @@ class Log:
         #: offset: offsets between it and the local log start are read from remote storage
         self.highest_copied_offset = -1
         self.remote_log_enabled = False
+        #: ListOffsets by timestamp in remote storage (set by the broker's tiered storage):
+        #: timestamp -> (offset, timestamp) of the first record at or after it there, or None
+        self.remote_timestamp_lookup: Callable[[int], tuple[int, int] | None] | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -506,6 +509,10 @@ class Log:
             log_start_offset if tiered and log_start_offset <= local_start else max(log_start_offset, local_start)
         )
         self.remote_log_enabled = tiered
+        if tiered:
+            # every producer snapshot stays until the remote log manager says what is
+            # copied (each copy uploads the one at its segment's end)
+            self.producer_state.keep_snapshots_from = 0
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.active.resize_indexes(config.max_index_size)
@@ -652,6 +659,8 @@ class Log:
         self.config = config
         if config.broker.remote_log_storage_system_enabled:
             self.remote_log_enabled = config.remote_storage  # remote.storage.enable turned on or off
+            if self.remote_log_enabled and self.producer_state.keep_snapshots_from is None:
+                self.producer_state.keep_snapshots_from = self.highest_copied_offset + 1
         self.producer_state.expiration_ms = config.producer_id_expiration_ms  # a dynamic broker config
 
     @property
@@ -1112,6 +1121,11 @@ class Log:
             if best is None:
                 return None
             return self._first_record_with_timestamp(*best)
+        if self.remote_log_enabled and self.remote_timestamp_lookup is not None:
+            if self.log_start_offset < self.segments[0].base_offset:
+                found_remote = self.remote_timestamp_lookup(timestamp)
+                if found_remote is not None:
+                    return found_remote
         for seg in self.segments:
             if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from broker.config import BrokerConfig
@@ -209,6 +210,7 @@ class TieredStorage:
                         self.rlm.attach(lg, tip)
                         self._attached[tp] = tip
                         self._logs[tp] = lg
+                        lg.remote_timestamp_lookup = partial(self.offset_for_timestamp, tip, lg)
                     await self.rlm.clean_orphans(tip)
                     await self.rlm.copy(lg, tip)
                     await self.rlm.expire(lg, tip)
@@ -270,6 +272,40 @@ class TieredStorage:
             log.error("%s: reading offset %d from remote storage failed: %s", tp, offset, exc)
             raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
         return data, aborted
+
+    def offset_for_timestamp(self, tip: TopicIdPartition, lg: Log, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by timestamp in remote storage: the first record at or after
+        `timestamp` (and the log start offset) in the copied segments, found from the
+        segment's time index, None when every remote record is older. Blocking, as the
+        local lookups are (reads of the store through the chunk cache); a store that fails
+        answers None, and the local log is looked at instead."""
+        import struct
+
+        try:
+            for seg in self.rlm.cache.copied(tip):
+                if seg.end_offset < lg.log_start_offset or seg.max_timestamp_ms < timestamp:
+                    continue
+                offset = max(seg.start_offset, lg.log_start_offset)
+                raw = self.rsm.fetch_index(seg.segment_id, seg.start_offset, IndexType.TIMESTAMP)
+                for ts, rel in struct.iter_unpack(">qi", raw[: len(raw) - len(raw) % 12]):
+                    if ts >= timestamp:
+                        break
+                    offset = max(offset, seg.start_offset + rel)
+                while offset <= seg.end_offset:
+                    data = self.reader.read(tip, offset, 1 << 20)
+                    batches = list(iter_batches(data))
+                    if not batches:
+                        break
+                    for b in batches:
+                        if b.max_timestamp < timestamp or b.last_offset < lg.log_start_offset:
+                            continue
+                        for rec in b.records():
+                            if rec.offset >= lg.log_start_offset and rec.timestamp >= timestamp:
+                                return (rec.offset, rec.timestamp)
+                    offset = batches[-1].last_offset + 1
+        except (RemoteStorageError, OffsetOutOfRange) as exc:
+            log.warning("%s: timestamp lookup in remote storage failed: %s", tip, exc)
+        return None
 
     def _aborted(self, tip: TopicIdPartition, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions of the remote segments from the one holding

@@ -377,3 +377,28 @@ def test_the_metrics_say_what_was_copied_and_read(broker, admin, nas):
     assert metric(text, "kafka_server_remote_copy_segments_total") >= len(stored)
     assert metric(text, "kafka_server_remote_copy_bytes_total") >= sum(stored)
     assert metric(text, "kafka_server_remote_fetch_bytes_total") >= sum(stored)
+
+
+def test_offsets_by_timestamp_are_found_in_remote_storage(broker, admin):
+    """ListOffsets by time (kafka-get-offsets --time MS) finds the first record at or
+    after the time in the remote segments as in the local one."""
+    admin.create_topics([NewTopic("timed", 1, 1, config=TIERED)])["timed"].result(30)
+    base = int(time.time() * 1000) - 3_600_000  # within the topic's 7 days of retention
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(1000):
+        p.produce("timed", b"v" * 100, partition=0, timestamp=base + 10 * i)
+        if i % 100 == 99:
+            assert p.flush(30) == 0
+    wait_tiered(broker, "timed")
+    # segments rolled before the first pass took the log still had their producer snapshots
+    assert "with an empty one" not in broker.log_tail(5000)
+    (active,) = local_segments(broker, "timed")
+    local_start = int(active.split(".")[0])
+    assert 400 < local_start < 1000
+    for target, expected in (
+        (base - 5, 0),  # older than everything: the first record
+        (base + 55, 6),  # in the first remote segment
+        (base + 10 * 350 + 1, 351),  # in a later remote segment, between two records
+        (base + 10 * (local_start + 3), local_start + 3),  # in the local segment
+    ):
+        assert offsets(broker, "timed", str(target)) == {0: expected}, target

@@ -249,3 +249,15 @@ def test_segments_deleted_by_delete_records_before_their_copy_are_never_copied(t
     copied = tier.rlm.cache.copied(TIP)
     assert copied[0].start_offset == fourth.base_offset  # partly kept: copied whole
     assert len(copied) == len(lg.segments) - 1
+
+
+def test_a_tiered_log_keeps_the_snapshots_its_copies_need_until_the_manager_takes_it(tmp_path):
+    """Segments rolled before the remote log manager first takes the log (a new topic
+    written at once) keep their producer snapshots: each copy uploads the one at its end."""
+    lg = tiered_log(tmp_path / "logs" / "tiered-0")
+    try:
+        fill(lg, 150)
+        ends = {s.next_offset for s in lg.segments[:-1]}
+        assert ends <= set(lg.producer_state.snapshot_offsets())
+    finally:
+        lg.close()
