@@ -1,6 +1,6 @@
-"""Tiered storage's parts on their own (issue 39; the broker does not run them yet): copy
-throughput of the copier to the filesystem storage manager, and read throughput of the
-remote reader against the local log's reads of the same bytes.
+"""Tiered storage's parts on their own, without a broker (issue 39): copy throughput of the
+copier to the filesystem storage manager, and read throughput of the remote reader
+against the local log's reads of the same bytes.
 
     .venv/bin/python bench/tier.py [--mb 256] [--record-bytes 1024] [--segment-mb 64]
         [--chunk-mb 4] [--fetch-kb 1024] [--dir /tmp]
