@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from broker.cluster.store.acls import Resource
     from broker.metrics.exporter import BrokerMetrics
     from broker.registry.service import RegistryService
+    from broker.server.tier import TieredStorage
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,21 @@ class Broker:
                 lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
             )
             self.replicas.on_leadership_change(self.registry.leadership_changed)
+        #: tiered storage (remote.log.storage.system.enable; docs/tiered-storage.md), None without it
+        self.tier: TieredStorage | None = None
+        if config.remote_log_storage_system_enabled:
+            from broker.server.tier import TieredStorage
+
+            self.tier = TieredStorage(
+                config,
+                self.broker_id,
+                ReplicaPartitionWriter(self.replicas),
+                lambda: list(self.replicas.partitions.items()),
+                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
+                self.metadata.wait_for,
+            )
+            self.replicas.remote_reads = self.tier
+            self.replicas.deleted_listeners.append(self.tier.partition_deleted)
         #: schema validation on produce (confluent.*.schema.validation topic configs): each
         #: validating topic's LogConfig gets its check (broker/registry/validation.py)
         from broker.registry.validation import SchemaValidation
@@ -460,6 +476,8 @@ class Broker:
         await self.txn_coordinator.startup()
         await self.share_state_coordinator.startup()
         self.logs.start_background()
+        if self.tier is not None:
+            await self.tier.start()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
         # event loop for milliseconds (tail latency)
@@ -963,6 +981,8 @@ class Broker:
         await self._step("closing the marker channels", self.marker_channels.close())
         await self._step("stopping the share coordinator", self.share_state_coordinator.shutdown())
         await self._step("closing the share persister's channels", self.share_persister.close())
+        if self.tier is not None:
+            await self._step("stopping tiered storage", self.tier.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self.metrics is not None:
