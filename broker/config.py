@@ -370,6 +370,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _K("log.retention.minutes", _I, None, "Retention time in minutes (overrides hours)."),
         _K("log.retention.hours", _I, 168, "Retention time in hours."),
         _K("log.retention.bytes", _L, -1, "Retention size per partition; -1: unlimited."),
+        _K(
+            "log.local.retention.ms",
+            _L,
+            -2,
+            "Default local.retention.ms: how long a topic with remote storage keeps segments on the "
+            "broker's disk; -2: as long as retention.ms.",
+            _at_least(-2),
+        ),
+        _K(
+            "log.local.retention.bytes",
+            _L,
+            -2,
+            "Default local.retention.bytes: how much of a partition with remote storage stays on the "
+            "broker's disk; -2: as much as retention.bytes.",
+            _at_least(-2),
+        ),
         _K("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
         _K("log.flush.interval.messages", _L, LONG_MAX, "Records appended before an fsync.", _at_least(1)),
         _K("log.flush.interval.ms", _L, None, "Time a record may wait for an fsync (default: never by time)."),
@@ -629,6 +645,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Largest consumer.heartbeat.interval.ms a KIP-848 group may be given.",
             _at_least(1),
         ),
+        # share groups (KIP-932): share sessions (broker/share/session.py)
+        _K(
+            "group.share.max.share.sessions",
+            _I,
+            2000,
+            "Most share sessions (one per share consumer fetching from this broker) open at once.",
+            _at_least(1),
+        ),
+        _K(
+            "group.share.enable",
+            _B,
+            True,
+            "Serve KIP-932 share groups (false: their APIs answer UNSUPPORTED_VERSION).",
+        ),
+        _K(
+            "group.share.session.timeout.ms",
+            _I,
+            45000,
+            "A share group member heard from nothing for this long is removed.",
+            _at_least(1),
+        ),
         _K(
             "group.share.min.session.timeout.ms",
             _I,
@@ -643,6 +680,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Largest share.session.timeout.ms a share group may be given.",
             _at_least(1),
         ),
+        _K(
+            "group.share.heartbeat.interval.ms",
+            _I,
+            5000,
+            "How often share group members are told to heartbeat.",
+            _at_least(1),
+        ),
+        _K("group.share.max.size", _I, 200, "Largest number of members in a share group.", _at_least(1)),
         _K(
             "group.share.min.heartbeat.interval.ms",
             _I,
@@ -721,26 +766,34 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             _between(2000, 10000),
         ),
         _K(
-            "group.share.enable",
+            "remote.log.storage.system.enable",
             _B,
-            True,
-            "Serve KIP-932 share groups (false: their APIs answer UNSUPPORTED_VERSION).",
+            False,
+            "Tiered storage (KIP-405) on this broker: topics with remote.storage.enable copy their rolled "
+            "segments to the remote storage manager (docs/tiered-storage.md). A broker alone only, so far.",
         ),
         _K(
-            "group.share.session.timeout.ms",
-            _I,
-            45000,
-            "A share group member heard from nothing for this long is removed.",
+            "remote.log.storage.manager.class.name",
+            _S,
+            None,
+            "The remote storage manager: filesystem (or Kafka's "
+            "org.apache.kafka.server.log.remote.storage.LocalTieredStorage), configured with rsm.config.dir; "
+            "s3 is reserved.",
+        ),
+        _K(
+            "remote.log.manager.task.interval.ms",
+            _L,
+            30000,
+            "How often the leader copies rolled segments and applies total retention to remote segments.",
             _at_least(1),
         ),
         _K(
-            "group.share.heartbeat.interval.ms",
-            _I,
-            5000,
-            "How often share group members are told to heartbeat.",
+            "remote.log.index.file.cache.total.size.bytes",
+            _L,
+            1073741824,
+            "The local disk the remote reads' chunk cache may use (under the first log dir).",
             _at_least(1),
         ),
-        _K("group.share.max.size", _I, 200, "Largest number of members in a share group.", _at_least(1)),
         _K(
             "zookeeper.connect",
             _S,
@@ -1100,6 +1153,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {
 
 _NO_KRAFT = "kbroker has no KRaft mode: it runs alone, or joins the ZooKeeper cluster of zookeeper.connect"
 
+#: why some of Kafka's tiered storage keys have no effect (docs/tiered-storage.md)
+TIERED_STORAGE_NOT_SERVED = (
+    "kbroker's tiered storage has no thread pools, quotas or plugin class paths to set (issue 39)"
+)
+#: the remote storage manager's settings (Kafka's remote.log.storage.manager.impl.prefix)
+RSM_PREFIX = "rsm.config."
+
 #: Keys of Kafka 3.x/4.x brokers (KafkaConfig) that kbroker accepts and does not act on, by
 #: reason: each one a configuration sets is named in one warning line with its reason.
 _NO_EFFECT: dict[str, str] = {
@@ -1161,29 +1221,28 @@ _NO_EFFECT: dict[str, str] = {
         transaction.state.log.load.buffer.size
         add.partitions.to.txn.retry.backoff.max.ms add.partitions.to.txn.retry.backoff.ms""",
     "kbroker's KIP-848 groups have no size limit and no online migration (an empty classic group becomes a "
-    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled); share groups are not "
-    "counted against a maximum and keep their state with kbroker's own persister": """
+    "consumer group and back, as with Kafka's group.consumer.migration.policy=disabled); share groups have no "
+    "group count limit, pluggable persister or share-fetch purgatory settings": """
         group.coordinator.new.enable group.coordinator.rebalance.protocols group.coordinator.append.linger.ms
         group.consumer.max.size group.consumer.migration.policy
         group.share.max.groups group.share.persister.class.name
-        share.coordinator.append.linger.ms share.coordinator.load.buffer.size
-        share.coordinator.state.topic.compression.codec
+        share.coordinator.append.linger.ms
+        share.coordinator.load.buffer.size share.coordinator.state.topic.compression.codec
         share.coordinator.threads share.fetch.max.fetch.records
         share.fetch.purgatory.purge.interval.requests""",
-    "kbroker has no tiered storage": """
-        remote.log.storage.system.enable remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
-        remote.log.index.file.cache.total.size.bytes remote.log.manager.copier.thread.pool.size
+    TIERED_STORAGE_NOT_SERVED: """
+        remote.fetch.max.wait.ms remote.list.offsets.request.timeout.ms
+        remote.log.manager.copier.thread.pool.size
         remote.log.manager.copy.max.bytes.per.second remote.log.manager.copy.quota.window.num
         remote.log.manager.copy.quota.window.size.seconds remote.log.manager.expiration.thread.pool.size
         remote.log.manager.fetch.max.bytes.per.second remote.log.manager.fetch.quota.window.num
-        remote.log.manager.fetch.quota.window.size.seconds remote.log.manager.task.interval.ms
+        remote.log.manager.fetch.quota.window.size.seconds
         remote.log.manager.task.retry.backoff.max.ms remote.log.manager.task.retry.backoff.ms
         remote.log.manager.task.retry.jitter remote.log.manager.thread.pool.size
         remote.log.metadata.custom.metadata.max.bytes remote.log.metadata.manager.class.name
         remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
         remote.log.metadata.manager.listener.name remote.log.reader.max.pending.tasks remote.log.reader.threads
-        remote.log.storage.manager.class.name remote.log.storage.manager.class.path
-        remote.log.storage.manager.impl.prefix log.local.retention.bytes log.local.retention.ms""",
+        remote.log.storage.manager.class.path remote.log.storage.manager.impl.prefix""",
     "kbroker enforces no log dir move, controller or connection quotas (client quotas: docs/quotas.md)": """
         alter.log.dirs.replication.quota.window.num
         alter.log.dirs.replication.quota.window.size.seconds controller.quota.window.num
@@ -1214,8 +1273,6 @@ _NO_EFFECT: dict[str, str] = {
 #: Kafka broker key -> why it has no effect in kbroker.
 IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
 
-#: the authorizer's own settings: Kafka's authorizer reads them, its KafkaConfig does not
-#: describe them (DescribeConfigs leaves them out, as Kafka's)
 #: keys DescribeConfigs leaves out, as Kafka does: the authorizer's (Kafka's broker configuration
 #: does not define them) and those Kafka 4.4 defines as internal
 NOT_DESCRIBED = frozenset(
@@ -1445,6 +1502,41 @@ TOPIC_KEYS: dict[str, TopicKey] = {
             "TopicRecordNameStrategy, Confluent's class name or its last part.",
             default=SUBJECT_NAME_STRATEGIES[0],
             check=check_subject_name_strategy,
+        ),
+        _T(
+            "remote.storage.enable",
+            _B,
+            "Copy the topic's rolled segments to remote storage (KIP-405); needs "
+            "remote.log.storage.system.enable on the brokers.",
+            default=False,
+        ),
+        _T(
+            "local.retention.ms",
+            _L,
+            "With remote storage: how long segments stay on the broker's disk once copied; "
+            "-2: retention.ms. Not above retention.ms.",
+            "log.local.retention.ms",
+            check=_at_least(-2),
+        ),
+        _T(
+            "local.retention.bytes",
+            _L,
+            "With remote storage: how much of a partition stays on the broker's disk once copied; "
+            "-2: retention.bytes. Not above retention.bytes.",
+            "log.local.retention.bytes",
+            check=_at_least(-2),
+        ),
+        _T(
+            "remote.log.copy.disable",
+            _B,
+            "With remote storage: copy no more segments (the remote ones stay readable; KIP-950).",
+            default=False,
+        ),
+        _T(
+            "remote.log.delete.on.disable",
+            _B,
+            "Delete the remote segments when remote.storage.enable turns false (KIP-950).",
+            default=False,
         ),
         _T(
             "follower.replication.throttled.replicas",
@@ -1854,6 +1946,8 @@ class BrokerConfig:
         self._advertised: list[Listener] = []
         self._inter_broker_listener = "PLAINTEXT"
         self._listener_values: dict[str, dict[str, Any]] = {}  # LISTENER NAME -> key -> value
+        #: the remote storage manager's settings (rsm.config.<key>), by <key>
+        self.rsm_config: dict[str, str] = {}
         #: the metrics listener's TLS and basic authentication (metrics.listener.web.config.file)
         self.metrics_web: WebConfig | None = None
         for name, key in BROKER_KEYS.items():
@@ -1942,6 +2036,9 @@ class BrokerConfig:
                 )
                 self._listener_values.setdefault(listener.upper(), {})[f"{mechanism.upper()}.{mkey}"] = value
                 return
+        if name.startswith(RSM_PREFIX) and len(name) > len(RSM_PREFIX):
+            self.rsm_config[name[len(RSM_PREFIX) :]] = "" if raw is None else str(raw).strip()
+            return
         reason = IGNORED_KAFKA_KEYS.get(name) or next(
             (why for prefix, why in IGNORED_KAFKA_PREFIXES.items() if name.startswith(prefix)), None
         )
@@ -1963,6 +2060,7 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms")
         self._check_group_bounds()
+        self._check_remote_storage()
         self._check_node_id()
         self._endpoints = self._check_listeners("listeners")
         self._advertised = self._endpoints
@@ -2302,6 +2400,28 @@ class BrokerConfig:
         key = TOPIC_KEYS[name]
         return self[key.broker_key] if key.broker_key else key.default
 
+    @property
+    def remote_log_storage_system_enabled(self) -> bool:
+        """remote.log.storage.system.enable: without it a topic asking for remote storage
+        is refused, as Kafka refuses it on a broker without tiered storage."""
+        return bool(self._values.get("remote.log.storage.system.enable", False))
+
+    def _check_remote_storage(self) -> None:
+        """Tiered storage's settings, checked before anything starts: the storage
+        manager named and configured (broker/tier/storage.py says which exist), and a
+        broker alone (followers do not fetch from remote storage yet)."""
+        if not self["remote.log.storage.system.enable"]:
+            return
+        from broker.tier.storage import check_manager
+
+        check_manager(self["remote.log.storage.manager.class.name"], self.rsm_config)
+        if self["zookeeper.connect"]:
+            raise ConfigError(
+                "remote.log.storage.system.enable",
+                "kbroker's tiered storage runs on a broker alone so far (no zookeeper.connect): "
+                "followers cannot yet fetch what the leader keeps in remote storage only",
+            )
+
     def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         return LogConfig(self, overrides or {})
 
@@ -2349,6 +2469,69 @@ def validate_topic_configs(configs: Mapping[str, Any], warn: bool = True) -> dic
         if key.deprecated and warn:
             log.warning("topic configuration %s=%s accepted but has no effect: %s", name, raw, key.deprecated)
     return out
+
+
+def _invalid_value(name: str, value: Any, message: str) -> ConfigError:
+    """Kafka's ConfigException(name, value, message) text."""
+    return ConfigError(name, f"Invalid value {value} for configuration {name}: {message}", [name])
+
+
+def check_remote_storage(
+    config: LogConfig, existing: Mapping[str, Any] | None = None, system_enabled: bool = False
+) -> None:
+    """Kafka's checks of a topic's remote storage configs (LogConfig.validateTopicLogConfigValues,
+    KRaft mode), on the effective `config` (its overrides over the broker's defaults), with
+    `existing` the topic's overrides before the change (None: a new topic). ConfigError with
+    Kafka's message; every one is INVALID_CONFIG on the wire. A topic without remote storage
+    that never had it is not looked at beyond its types."""
+    if config["remote.storage.enable"]:
+        if not system_enabled:
+            raise ConfigError(
+                "remote.storage.enable",
+                "Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.",
+                ["remote.storage.enable"],
+            )
+        if config.compact:
+            raise ConfigError(
+                "cleanup.policy",
+                "Remote log storage is unsupported for the compacted topics",
+                ["cleanup.policy"],
+            )
+        for local, total, unlimited in (
+            ("local.retention.bytes", "retention.bytes", -1),
+            ("local.retention.ms", "retention.ms", -1),
+        ):
+            total_value, local_value = config[total], config[local]
+            if total_value != unlimited and local_value != -2:
+                if local_value == -1:
+                    raise _invalid_value(
+                        local, local_value, f"Value must not be -1 as {total} value is set as {total_value}."
+                    )
+                if local_value > total_value:
+                    raise _invalid_value(
+                        local, local_value, f"Value must not be more than {total} property value: {total_value}"
+                    )
+        if config["remote.log.copy.disable"]:
+            for local, total in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+                if config[local] != -2 and config[local] != config[total]:
+                    raise ConfigError(
+                        local,
+                        f"When `remote.log.copy.disable` is set to true, the `{local}` and `{total}` must be set "
+                        "to the identical value because there will be no more logs copied to the remote storage.",
+                        [local],
+                    )
+        return
+    was_enabled = str((existing or {}).get("remote.storage.enable", "false")).lower() == "true"
+    if was_enabled and not config["remote.log.delete.on.disable"]:
+        raise ConfigError(
+            "remote.storage.enable",
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+            "remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "
+            "If you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`.",
+            ["remote.storage.enable"],
+        )
 
 
 class LogConfig:
@@ -2440,6 +2623,23 @@ class LogConfig:
     @property
     def min_insync_replicas(self) -> int:
         return self["min.insync.replicas"]
+
+    @property
+    def remote_storage(self) -> bool:
+        """Does the topic keep its rolled segments in remote storage (remote.storage.enable)?"""
+        return bool(self["remote.storage.enable"])
+
+    @property
+    def local_retention_ms(self) -> int:
+        """local.retention.ms, -2 resolved to retention.ms (Kafka's LogConfig.localRetentionMs)."""
+        v = self["local.retention.ms"]
+        return self.retention_ms if v == -2 else v
+
+    @property
+    def local_retention_bytes(self) -> int:
+        """local.retention.bytes, -2 resolved to retention.bytes."""
+        v = self["local.retention.bytes"]
+        return self.retention_bytes if v == -2 else v
 
     @property
     def schema_validation(self) -> bool:

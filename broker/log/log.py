@@ -78,10 +78,18 @@ PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset held locally
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset in remote storage
 
 
 class OffsetOutOfRange(Exception):
     """A read below the log start offset or above the log end offset."""
+
+
+class OffsetInRemoteStorage(OffsetOutOfRange):
+    """A read of an offset the log holds only in remote storage (tiered storage: at or
+    above the log start offset, below the local log start offset). A caller that cannot
+    read remote storage answers it as OFFSET_OUT_OF_RANGE: never bytes of later offsets."""
 
 
 class RecordTooLarge(Exception):
@@ -378,6 +386,16 @@ class Log:
         self.recovered = (0, 0)  # (segments, bytes) re-validated by load()
         self.truncations = 0  # truncate_to / truncate_fully_and_start_at calls that cut
         self.closed = False
+        #: tiered storage (broker/tier/): the highest offset copied to remote storage (-1:
+        #: none), set by the remote log manager of a partition with remote storage. While
+        #: remote storage is on (`remote_log_enabled`), local retention (local.retention.*)
+        #: deletes only segments wholly at or below it, and never moves the log start
+        #: offset: offsets between it and the local log start are read from remote storage
+        self.highest_copied_offset = -1
+        self.remote_log_enabled = False
+        #: ListOffsets by timestamp in remote storage (set by the broker's tiered storage):
+        #: timestamp -> (offset, timestamp) of the first record at or after it there, or None
+        self.remote_timestamp_lookup: Callable[[int], tuple[int, int] | None] | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -393,8 +411,11 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         clean_shutdown: bool = False,
+        remote_log_enabled: bool | None = None,
     ) -> Log:
-        """Opens (or creates) the log in `directory`. Unless the broker shut down cleanly,
+        """Opens (or creates) the log in `directory`. `remote_log_enabled` (default: the
+        topic's remote.storage.enable on a broker with remote.log.storage.system.enable)
+        keeps a log start offset below the local segments (tiered storage). Unless the broker shut down cleanly,
         every segment holding offsets at or above the recovery point is re-validated
         (CRC, torn tail truncated, indexes rebuilt); segments after a truncation go.
         Segments wholly below it were fsynced: opening one checks its tail's batch
@@ -476,7 +497,22 @@ class Log:
         self._bases = [s.base_offset for s in segments]
         if not self.segments:
             self._new_segment(max(log_start_offset, 0))
-        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        # a log with remote storage keeps a log start offset below its local segments
+        # (the remote log manager corrects it from the remote metadata once it has it)
+        tiered = (
+            config.remote_storage and config.broker.remote_log_storage_system_enabled
+            if remote_log_enabled is None
+            else remote_log_enabled
+        )
+        local_start = self.segments[0].base_offset
+        self.log_start_offset = (
+            log_start_offset if tiered and log_start_offset <= local_start else max(log_start_offset, local_start)
+        )
+        self.remote_log_enabled = tiered
+        if tiered:
+            # every producer snapshot stays until the remote log manager says what is
+            # copied (each copy uploads the one at its segment's end)
+            self.producer_state.keep_snapshots_from = 0
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.active.resize_indexes(config.max_index_size)
@@ -621,6 +657,10 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        if config.broker.remote_log_storage_system_enabled:
+            self.remote_log_enabled = config.remote_storage  # remote.storage.enable turned on or off
+            if self.remote_log_enabled and self.producer_state.keep_snapshots_from is None:
+                self.producer_state.keep_snapshots_from = self.highest_copied_offset + 1
         self.producer_state.expiration_ms = config.producer_id_expiration_ms  # a dynamic broker config
 
     @property
@@ -1023,6 +1063,10 @@ class Log:
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRange(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
+        if offset < self.segments[0].base_offset:
+            raise OffsetInRemoteStorage(
+                f"{self.tp}: offset {offset} is in remote storage (local log from {self.segments[0].base_offset})"
+            )
         limit = self.high_watermark if max_offset is None else max_offset
         if offset >= limit:
             return None
@@ -1058,9 +1102,15 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) for -2 (earliest), -1 (latest), -3 (max
-        timestamp) or the first record with timestamp >= `timestamp`; None if none."""
+        timestamp), -4 (earliest local: the first offset on this broker's disk), -5
+        (latest tiered: the last offset in remote storage, -1 without it) or the first
+        record with timestamp >= `timestamp`; None if none."""
         if timestamp == EARLIEST_TIMESTAMP:
             return (self.log_start_offset, -1)
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return (self.local_log_start_offset, -1)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return (self.highest_copied_offset if self.remote_log_enabled else -1, -1)
         if timestamp == LATEST_TIMESTAMP:
             return (self.high_watermark, -1)
         if timestamp == MAX_TIMESTAMP:
@@ -1071,6 +1121,11 @@ class Log:
             if best is None:
                 return None
             return self._first_record_with_timestamp(*best)
+        if self.remote_log_enabled and self.remote_timestamp_lookup is not None:
+            if self.log_start_offset < self.segments[0].base_offset:
+                found_remote = self.remote_timestamp_lookup(timestamp)
+                if found_remote is not None:
+                    return found_remote
         for seg in self.segments:
             if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
@@ -1096,25 +1151,41 @@ class Log:
 
     # ------------------------------------------------------------------ retention
 
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset held locally (Kafka's localLogStartOffset): the log start
+        offset, unless remote storage holds the offsets below the local segments."""
+        return max(self.log_start_offset, int(self.segments[0].base_offset))
+
     def delete_old_segments(self, now_ms: int | None = None) -> list[Segment]:
         """Retention: removes from the log (the caller deletes the files) whole segments
         that are below the log start offset, older than retention.ms, or beyond
         retention.bytes — oldest first, never the active segment, never above the high
-        watermark. Moves the log start offset."""
+        watermark. Moves the log start offset.
+
+        With remote storage (remote_log_enabled): local.retention.ms/bytes instead, only
+        segments already copied (wholly at or below highest_copied_offset) or wholly
+        below the log start offset (DeleteRecords), and the log start offset stays
+        (remote storage's total retention moves it)."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
         cfg = self.config
+        tiered = self.remote_log_enabled
+        retention_ms = cfg.local_retention_ms if tiered else cfg.retention_ms
+        retention_bytes = cfg.local_retention_bytes if tiered else cfg.retention_bytes
         removable = 0
         total = self.size
         for i, seg in enumerate(self.segments[:-1]):
             if seg.next_offset > self.high_watermark:
                 break
             below_start = seg.next_offset <= self.log_start_offset
+            if tiered and not below_start and seg.next_offset - 1 > self.highest_copied_offset:
+                break  # not in remote storage yet: kept whatever its age or the disk
             expired = False
-            if cfg.delete and cfg.retention_ms >= 0:
+            if cfg.delete and retention_ms >= 0:
                 largest = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.path.getmtime(seg.log_path) * 1000)
-                expired = now_ms - largest > cfg.retention_ms
-            oversize = cfg.delete and cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                expired = now_ms - largest > retention_ms
+            oversize = cfg.delete and retention_bytes >= 0 and total - seg.size >= retention_bytes
             if below_start or expired or oversize:
                 removable = i + 1
                 total -= seg.size
@@ -1126,6 +1197,8 @@ class Log:
         self.segments = self.segments[removable:]
         self._bases = self._bases[removable:]
         self.txn_index.drop_before(self.segments[0].base_offset, [s.base_offset for s in gone])
+        if tiered:
+            return gone
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         if self.recovery_point < self.log_start_offset:
             self.recovery_point = self.log_start_offset

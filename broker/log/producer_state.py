@@ -194,6 +194,9 @@ class ProducerStateManager:
         self.dir = directory
         self.tp = tp
         self.expiration_ms = expiration_ms
+        #: snapshots at or above this offset outlive the two newest (tiered storage: a
+        #: segment not yet copied needs the snapshot at its end); None: none kept beyond
+        self.keep_snapshots_from: int | None = None
         self.producers: dict[int, ProducerEntry] = {}
         # open transactions, pid -> first offset, in offset order (a transaction opens at
         # the log end, so insertion order is offset order)
@@ -480,7 +483,7 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int) -> str:
         """Writes the state (each producer's last batch) as `<offset>.snapshot`; keeps
-        the two newest snapshots. Not fsynced: at clean shutdown the log manager's
+        the two newest snapshots (and those from keep_snapshots_from on). Not fsynced: at clean shutdown the log manager's
         os.sync covers it; a snapshot lost in a crash only means a longer replay."""
         entries = []
         for e in self.producers.values():
@@ -520,8 +523,10 @@ class ProducerStateManager:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+        keep = self.keep_snapshots_from
         for old in self.snapshot_offsets()[:-2]:
-            self._delete_snapshot(old)
+            if keep is None or old < keep:
+                self._delete_snapshot(old)
         return path
 
     def _delete_snapshot(self, offset: int) -> None:

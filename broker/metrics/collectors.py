@@ -110,6 +110,7 @@ class BrokerCollector:
         yield from self._zookeeper()
         yield from self._groups()
         yield from self._quotas()
+        yield from self._tiered()
 
     # ------------------------------------------------------------------ traffic
 
@@ -336,6 +337,79 @@ class BrokerCollector:
             [([], logs.flush_times)],
         )
 
+    # ------------------------------------------------------------------ tiered storage
+
+    def _tiered(self) -> Iterator[Metric]:
+        """Kafka's RemoteStorageMetrics that kbroker keeps (docs/tiered-storage.md), with
+        a broker that tiers (remote.log.storage.system.enable)."""
+        tier = self.broker.tier
+        if tier is None:
+            return
+        copier, reader = tier.rlm.stats, tier.reader.stats
+        for name, doc, value in (
+            (
+                "kafka_server_remote_copy_bytes_total",
+                "Bytes of segments copied (RemoteCopyBytesPerSec)",
+                copier["copied_bytes"],
+            ),
+            ("kafka_server_remote_copy_segments_total", "Segments copied (RemoteCopyRequestsPerSec)", copier["copied"]),
+            (
+                "kafka_server_remote_fetch_bytes_total",
+                "Bytes read from remote storage for fetches, chunk cache misses (RemoteFetchBytesPerSec)",
+                reader["fetched_bytes"],
+            ),
+            (
+                "kafka_server_remote_storage_errors_total",
+                "Failed copies and deletes (FailedRemoteCopyRequestsPerSec, FailedRemoteDeleteRequestsPerSec)",
+                copier["errors"],
+            ),
+            (
+                "kafka_server_remote_fetch_errors_total",
+                "Failed remote reads: store errors, damaged objects (FailedRemoteFetchRequestsPerSec)",
+                reader["errors"],
+            ),
+            ("kafka_server_remote_deleted_segments_total", "Remote segments deleted by retention", copier["deleted"]),
+            (
+                "kafka_server_remote_orphans_deleted_total",
+                "Unfinished copies whose objects were deleted",
+                copier["orphans"],
+            ),
+        ):
+            yield CounterMetricFamily(name, doc, value=value)
+        yield GaugeMetricFamily(
+            "kafka_server_remote_chunk_cache_bytes",
+            "Bytes of the remote reads' chunk cache on disk",
+            value=reader_bytes(tier),
+        )
+        lag_bytes = GaugeMetricFamily(
+            "kafka_server_remote_copy_lag_bytes",
+            "Bytes of rolled segments not yet copied (RemoteCopyLagBytes)",
+            labels=["topic", "partition"],
+        )
+        lag_segments = GaugeMetricFamily(
+            "kafka_server_remote_copy_lag_segments",
+            "Rolled segments not yet copied (RemoteCopyLagSegments)",
+            labels=["topic", "partition"],
+        )
+        remote_size = GaugeMetricFamily(
+            "kafka_server_remote_log_size_bytes",
+            "Bytes of a partition's segments in remote storage (RemoteLogSizeBytes)",
+            labels=["topic", "partition"],
+        )
+        for tp, part in sorted(self.broker.replicas.partitions.items()):
+            lg = part.log
+            if not lg.remote_log_enabled or not part.is_leader:
+                continue
+            labels = [tp.topic, str(tp.partition)]
+            waiting = [s for s in lg.segments[:-1] if s.base_offset > lg.highest_copied_offset]
+            lag_bytes.add_metric(labels, sum(s.size for s in waiting))
+            lag_segments.add_metric(labels, len(waiting))
+            tip = tier.tip(tp)
+            remote_size.add_metric(labels, sum(s.segment_size for s in tier.rlm.cache.copied(tip)) if tip else 0)
+        yield lag_bytes
+        yield lag_segments
+        yield remote_size
+
     # ------------------------------------------------------------------ controller
 
     def _controller(self) -> Iterator[Metric]:
@@ -458,6 +532,10 @@ def group_lag(broker: Broker, group: Any) -> dict[tuple[str, int], int]:
             continue
         out[(topic, partition)] = max(part.log.high_watermark - om.offset, 0)
     return out
+
+
+def reader_bytes(tier: Any) -> int:
+    return int(tier.reader.cached_bytes)
 
 
 def _tp(topic: str, partition: int) -> Any:

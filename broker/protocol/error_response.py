@@ -11,7 +11,8 @@ ids, partition indexes, resource types; ``partition`` and ``index`` are Kafka's 
 spellings of ``partition_index``); a request array of plain values (OffsetFetch's
 partition indexes, DeleteTopics' topic names) gives one element per value. Every
 error code (``error_code``, ``partition_error_code`` ...) is `code`, every nullable
-``error_message`` in the version is `message`; everything else keeps the spec's default.
+``error_message`` in the version is `message`, a records field that may not be null is
+empty; everything else keeps the spec's default.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def _mirror(request: Any, cls: Any, version: int, code: int, message: str | None
         elif f.name == "error_message":
             nullable = f.nullable is not None and f.nullable[0] <= version <= f.nullable[1]
             out.error_message = message if message is not None or nullable else ""
+        elif f.type == "records":
+            nullable = f.nullable is not None and f.nullable[0] <= version <= f.nullable[1]
+            if getattr(out, f.name) is None and not nullable:
+                setattr(out, f.name, b"")  # no records (ShareFetch v1+'s are not nullable)
         elif f.struct is not None and f.type.startswith("[]"):
             source = req_fields.get(f.name)
             if source is None or source.struct is None or not source.type.startswith("[]"):

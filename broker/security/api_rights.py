@@ -151,6 +151,10 @@ API_RIGHTS: dict[ApiKey, Rights] = {
         group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "subscribed topic names")
     ),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _group(O.DESCRIBE),
+    # KIP-932's share consumers: READ on the group (else the whole request is refused) and
+    # on each topic (else its partitions are)
+    ApiKey.SHARE_FETCH: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
+    ApiKey.SHARE_ACKNOWLEDGE: Rights(group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.READ, R.TOPIC, _TOPIC)),
     ApiKey.SHARE_GROUP_HEARTBEAT: Rights(
         group=_r(O.READ, R.GROUP, _GROUP), topic=_r(O.DESCRIBE, R.TOPIC, _TOPIC, "subscribed topic names")
     ),

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from broker.cluster.controller.assignment import assign_new_partitions, assign_replicas
 from broker.cluster.metadata import INTERNAL_TOPICS, MetadataStore, TopicInfo
 from broker.cluster.store.errors import BadVersion, NoSuchTopic, StoreUnavailable, TopicExists
-from broker.config import SCHEMA_VALIDATION_KEYS, BrokerConfig, ConfigError, validate_topic_configs
+from broker.config import (
+    SCHEMA_VALIDATION_KEYS,
+    BrokerConfig,
+    ConfigError,
+    check_remote_storage,
+    validate_topic_configs,
+)
 from broker.log.manager import LogDirError, validate_topic_name
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.uuids import random_uuid
@@ -96,11 +102,16 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ create
 
-    def _validate_topic_configs(self, configs: dict[str, str]) -> None:
-        """INVALID_CONFIG for a bad topic config, and for schema validation on a broker
-        without a schema registry (it could check nothing: docs/schema-registry.md)."""
+    def _validate_topic_configs(self, configs: dict[str, str], existing: dict[str, str] | None = None) -> None:
+        """INVALID_CONFIG for a bad topic config, for remote storage configs Kafka refuses
+        (check_remote_storage; `existing`: the topic's configs before an alteration), and
+        for schema validation on a broker without a schema registry (it could check
+        nothing: docs/schema-registry.md)."""
         try:
             parsed = validate_topic_configs(configs)
+            check_remote_storage(
+                self.config.log_config(parsed), existing, self.config.remote_log_storage_system_enabled
+            )
         except ConfigError as exc:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if not self.config["schema.registry.listener"]:
@@ -274,9 +285,10 @@ class TopicAdmin:
 
     @_store_unavailable_times_out
     async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
-        if self.metadata.topic(name) is None:
+        info = self.metadata.topic(name)
+        if info is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        self._validate_topic_configs(configs)
+        self._validate_topic_configs(configs, dict(info.configs))
         if validate_only:
             return
         await self.store.set_topic_configs(name, configs)

@@ -94,6 +94,7 @@ from broker.server.server import Server, ThrottledLog
 from broker.server.stall import StallGuard
 from broker.server.txn_markers import MarkerChannels
 from broker.share.coordinator import STATE_TOPIC as SHARE_STATE_TOPIC, ShareCoordinator
+from broker.share.manager import SharePartitionManager, ShareSettings
 from broker.share.offsets import DeleteStateWithGroup
 from broker.share.persister import Persister
 from broker.txn.coordinator import TXN_TOPIC, TransactionCoordinator
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
     from broker.cluster.store.acls import Resource
     from broker.metrics.exporter import BrokerMetrics
     from broker.registry.service import RegistryService
+    from broker.server.tier import TieredStorage
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +228,18 @@ class Broker:
         self.replicas.on_leadership_change(self.share_state_coordinator.leadership_changed)
         #: share-partition state wherever its share coordinator is (broker/share/persister.py)
         self.share_persister = Persister(self.broker_id, self.share_state_coordinator, self.metadata)
+        #: KIP-932: the share partitions led here and the share sessions (broker/share/), their
+        #: state read from and written through the share persister
+        self.share_partitions = SharePartitionManager(
+            config,
+            self.replicas,
+            self.share_persister,
+            config["group.share.max.share.sessions"],
+            self._share_settings,
+        )
+        self.replicas.on_leadership_change(self.share_partitions.leadership_changed)
+        # a member that leaves its share group loses its share sessions and acquired records
+        self.share_coordinator.add_listener(self.share_partitions)
         # a deleted share group's state goes with it, as Kafka's DeleteGroups does
         self.share_coordinator.add_listener(DeleteStateWithGroup(self, self.share_state_coordinator.runtime.spawn))
         # what waits on the metadata for leadership to move (the controlled shutdown) is
@@ -254,6 +268,21 @@ class Broker:
                 lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
             )
             self.replicas.on_leadership_change(self.registry.leadership_changed)
+        #: tiered storage (remote.log.storage.system.enable; docs/tiered-storage.md), None without it
+        self.tier: TieredStorage | None = None
+        if config.remote_log_storage_system_enabled:
+            from broker.server.tier import TieredStorage
+
+            self.tier = TieredStorage(
+                config,
+                self.broker_id,
+                ReplicaPartitionWriter(self.replicas),
+                lambda: list(self.replicas.partitions.items()),
+                lambda name, n, rf, configs: self.admin.create_topic(name, n, rf, configs, wait=False),
+                self.metadata.wait_for,
+            )
+            self.replicas.remote_reads = self.tier
+            self.replicas.deleted_listeners.append(self.tier.partition_deleted)
         #: schema validation on produce (confluent.*.schema.validation topic configs): each
         #: validating topic's LogConfig gets its check (broker/registry/validation.py)
         from broker.registry.validation import SchemaValidation
@@ -447,6 +476,8 @@ class Broker:
         await self.txn_coordinator.startup()
         await self.share_state_coordinator.startup()
         self.logs.start_background()
+        if self.tier is not None:
+            await self.tier.start()
         # everything loaded so far (modules, generated codecs, configs) lives as long as
         # the process: keep it out of the cyclic GC's scans, which otherwise pause the
         # event loop for milliseconds (tail latency)
@@ -814,6 +845,17 @@ class Broker:
             except Exception:
                 log.exception("cannot read the ACLs of %s", resource)
 
+    def _share_settings(self, group_id: str) -> ShareSettings:
+        """A share group's delivery settings: its group configs over group.share.*."""
+        v = share_group_values(self.group_configs, group_id)
+        return ShareSettings(
+            v.record_lock_duration_ms,
+            v.delivery_count_limit,
+            v.partition_max_record_locks,
+            v.auto_offset_reset,
+            v.isolation_level == "read_committed",
+        )
+
     async def update_acls(
         self, changes: Mapping[Resource, Callable[[set[AclBinding]], set[AclBinding]]]
     ) -> dict[Resource, set[AclBinding]]:
@@ -937,12 +979,15 @@ class Broker:
         if self.controller_client is not None:
             await self._step("closing the controller channel", self.controller_client.close())
         await self._step("stopping the KIP-848 group timers", self.consumer_coordinator.shutdown())
+        await self._step("stopping the share partitions' timers", self.share_partitions.shutdown())
         await self._step("stopping the share group timers", self.share_coordinator.shutdown())
         await self._step("stopping the group coordinator", self.coordinator.shutdown())
         await self._step("stopping the transaction coordinator", self.txn_coordinator.shutdown())
         await self._step("closing the marker channels", self.marker_channels.close())
         await self._step("stopping the share coordinator", self.share_state_coordinator.shutdown())
         await self._step("closing the share persister's channels", self.share_persister.close())
+        if self.tier is not None:
+            await self._step("stopping tiered storage", self.tier.close())
         await self._step("stopping the log cleaner and timers", self.logs.stop_background())
         self.logs.shutdown()
         if self.metrics is not None:

@@ -524,6 +524,9 @@ class Server:
 
     def connection_closed(self, conn: Connection) -> None:
         self.authenticating.pop(conn, None)
+        share = getattr(self.services, "share_partitions", None)  # a test's services may have none
+        if share is not None:
+            share.connection_closed(conn)  # the share sessions it opened end
         if conn in self.connections:
             self.connections.discard(conn)
             ip = peer_ip(conn.address)

@@ -14,8 +14,10 @@ members. `Broker` (server/broker.py) is the one implementation; mypy checks that
                       leader, and its long poll), the purgatory, the log manager
     coordinator       the group coordinator
     consumer_coordinator  KIP-848 consumer groups' heartbeats
-    group_configs     group configs (GROUP resources; broker/group/group_configs.py)
+    share_partitions  KIP-932 share groups' delivery: the share partitions led here and
+                      the share sessions (broker/share/manager.py)
     share_coordinator     KIP-932 share groups' membership (heartbeats, listeners)
+    group_configs     group configs (GROUP resources; broker/group/group_configs.py)
     txn_coordinator   the transaction coordinator (broker/txn/)
     share_state_coordinator  the share coordinator (Kafka's ShareCoordinator,
                       broker/share/coordinator.py: share-partition state on __share_group_state)
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from broker.server.admin import TopicAdmin
     from broker.server.quotas import ClientQuotas
     from broker.share.coordinator import ShareCoordinator
+    from broker.share.manager import SharePartitionManager
     from broker.share.persister import Persister
     from broker.txn.coordinator import TransactionCoordinator
 
@@ -94,10 +97,13 @@ class BrokerServices(Protocol):
     def consumer_coordinator(self) -> ConsumerGroupCoordinator: ...
 
     @property
-    def group_configs(self) -> GroupConfigs: ...
+    def share_coordinator(self) -> ShareGroupCoordinator: ...
 
     @property
-    def share_coordinator(self) -> ShareGroupCoordinator: ...
+    def share_partitions(self) -> SharePartitionManager: ...
+
+    @property
+    def group_configs(self) -> GroupConfigs: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...

@@ -357,9 +357,17 @@ def list_offsets_sequence(peer: Peer, topic: str):
         (1, -3),
         (1, TS),
         (5, -1),
+        # earliest-local (KIP-405): the log start of a log without tiered storage
+        (0, -4),
+        (1, -4),
+        (0, -5),
+        (1, -5),
+        (0, -6),
+        (1, -6),
     ]
     out = [(f"spec_{p}_{ts}", list_offsets(peer, topic, [(p, ts)])) for p, ts in specs]
     out.append(("read_committed_latest", list_offsets(peer, topic, [(0, -1)], isolation=1)))
+    out.append(("read_committed_earliest_local", list_offsets(peer, topic, [(1, -4)], isolation=1)))
     return out
 
 

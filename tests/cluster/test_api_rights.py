@@ -76,6 +76,8 @@ from broker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpoc
 from broker.protocol.messages.produce import ProduceRequest as P
 from broker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest as RSGS
 from broker.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as RSGSS
+from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest as SA
+from broker.protocol.messages.share_fetch import ShareFetchRequest as SF
 from broker.protocol.messages.share_group_describe import ShareGroupDescribeRequest as SGD
 from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SGH
 from broker.protocol.messages.stop_replica import StopReplicaRequest
@@ -275,6 +277,47 @@ REQUESTS: list[tuple[str, ApiKey, Message, int | None, str]] = [
         "refused",
     ),
     ("consumer group describe", ApiKey.CONSUMER_GROUP_DESCRIBE, CGD(group_ids=[G + "-848"]), None, "refused"),
+    (
+        "share fetch (opens a share session)",
+        ApiKey.SHARE_FETCH,
+        SF(
+            group_id=G + "-share",
+            member_id="m-share",
+            share_session_epoch=0,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_records=10,
+            batch_size=10,
+            topics=[SF.FetchTopic(topic_id=uuid.UUID(int=7), partitions=[SF.FetchPartition(partition_index=0)])],
+            forgotten_topics_data=[],
+        ),
+        None,
+        "refused",
+    ),
+    (
+        "share acknowledge",
+        ApiKey.SHARE_ACKNOWLEDGE,
+        SA(
+            group_id=G + "-share",
+            member_id="m-share",
+            share_session_epoch=1,
+            topics=[
+                SA.AcknowledgeTopic(
+                    topic_id=uuid.UUID(int=7),
+                    partitions=[
+                        SA.AcknowledgePartition(
+                            partition_index=0,
+                            acknowledgement_batches=[
+                                SA.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])
+                            ],
+                        )
+                    ],
+                )
+            ],
+        ),
+        None,
+        "refused",
+    ),
     (
         "share group heartbeat",
         ApiKey.SHARE_GROUP_HEARTBEAT,

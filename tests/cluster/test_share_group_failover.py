@@ -62,8 +62,9 @@ def test_a_share_group_survives_its_coordinators_death(make_cluster, tmp_path):
         config={
             "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
             "group.share.heartbeat.interval.ms": 500,
-            "group.share.min.heartbeat.interval.ms": 500,
             "group.share.session.timeout.ms": 15000,
+            # below Kafka's default bounds (group configs' min/max, checked at start)
+            "group.share.min.heartbeat.interval.ms": 500,
             "group.share.min.session.timeout.ms": 15000,
         },
     )

@@ -20,7 +20,9 @@
 //
 //	goclients franz-share BOOTSTRAP TOPIC GROUP CLIENT_ID
 //
-// runs a franz-go share consumer (KIP-932) in share group GROUP until SIGTERM (share.go).
+// runs a franz-go share consumer (KIP-932) in share group GROUP until SIGTERM (share.go);
+// franz-share-ack, with the same arguments, one that acknowledges and reports every record
+// (share_ack.go).
 package main
 
 import (
@@ -66,6 +68,10 @@ func fail(format string, args ...any) {
 func main() {
 	if len(os.Args) == 5 && os.Args[1] == "franz-sr" {
 		franzSR(os.Args[2], os.Args[3], os.Args[4]) // sr.go
+		return
+	}
+	if len(os.Args) == 6 && os.Args[1] == "franz-share-ack" {
+		franzShareAck(os.Args[2], os.Args[3], os.Args[4], os.Args[5]) // share_ack.go
 		return
 	}
 	if len(os.Args) == 6 && os.Args[1] == "franz-share" {

@@ -35,9 +35,10 @@ GO_BIN = ROOT / "tests" / "go" / "bin" / "goclients"
 SESSION_MS = 6000
 BROKER_CONFIG = {
     "group.share.session.timeout.ms": SESSION_MS,
-    "group.share.min.session.timeout.ms": 1000,
     "group.share.heartbeat.interval.ms": 500,
-    "group.share.min.heartbeat.interval.ms": 100,
+    # below Kafka's default bounds (group configs' min/max, checked at start)
+    "group.share.min.session.timeout.ms": SESSION_MS,
+    "group.share.min.heartbeat.interval.ms": 500,
 }
 
 

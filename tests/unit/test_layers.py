@@ -2,7 +2,8 @@
 native; security/ below server and cluster; of metrics/, the layers count with stats.py
 only; registry/ (the schema registry) beside server, above cluster and security, below
 nothing (its formats/ import nothing of the broker: a reader of registry-framed records,
-the Spark source, uses them as they are).
+the Spark source, uses them as they are); tier/ (tiered storage) above log, below
+cluster and server.
 
 share/ (KIP-932's share-partitions, the share coordinator and its persister) is below
 the server like group/. Nothing in log/ knows the cluster, the coordinators or the server; nothing in cluster/,
@@ -37,6 +38,7 @@ _BROKER_SIDE = (
 FORBIDDEN = {
     "log": (
         "broker.server",
+        "broker.tier",
         "broker.cluster",
         "broker.coordinator",
         "broker.group",
@@ -59,6 +61,19 @@ FORBIDDEN = {
     # the coordinator runtime: below the coordinators that run on it
     "coordinator": (
         "broker.server",
+        "broker.group",
+        "broker.txn",
+        "broker.client",
+        "broker.cli",
+        "broker.spark",
+        "broker.registry",
+    ),
+    # tiered storage: the logs it copies, retains and reads for, below the replicas and the
+    # server (which will run it); its metadata reaches the cluster through a MetadataLog
+    "tier": (
+        "broker.server",
+        "broker.cluster",
+        "broker.coordinator",
         "broker.group",
         "broker.txn",
         "broker.client",

@@ -108,11 +108,42 @@ class Read(Protocol):
     def release(self) -> None: ...
 
 
+class RemoteRecords(bytes):
+    """Records read from remote storage (tiered storage): bytes, sent as they are, with the
+    FileSlice's `length` and `close()` a fetch's answer expects of its records."""
+
+    __slots__ = ()
+
+    @property
+    def length(self) -> int:
+        return len(self)
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteReads(Protocol):
+    """Reads of offsets a partition holds in remote storage only (broker/server/tier.py)."""
+
+    async def read(
+        self, tp: Hashable, offset: int, max_bytes: int, limit: int, min_one_batch: bool, read_committed: bool
+    ) -> tuple[bytes, list[AbortedTxn] | None]:
+        """(whole batches from `offset`, the aborted transactions they overlap for a
+        read_committed read); KafkaProtocolError with the partition's error code."""
+        ...
+
+
+#: a partition of a fetch to read from remote storage: (its PartitionRead, partition,
+#: offset, max bytes, limit, min one batch, read_committed)
+PendingRemote = tuple["PartitionRead", Hashable, int, int, int, bool, bool]
+
+
 class LogReads:
     """One read of every partition of a fetch (ReplicaManager.read_from_log), in the
-    fetch's order."""
+    fetch's order. `remote`: partitions whose offsets are in remote storage only, read
+    by RemoteFetch before the fetch is answered."""
 
-    __slots__ = ("partitions", "bytes", "errors", "watches", "throttled_bytes")
+    __slots__ = ("partitions", "bytes", "errors", "watches", "throttled_bytes", "remote")
 
     def __init__(
         self,
@@ -129,6 +160,7 @@ class LogReads:
         #: a follower's: the bytes read from partitions this broker throttles as leader
         #: (-1: none throttled here)
         self.throttled_bytes = throttled_bytes
+        self.remote: list[PendingRemote] = []
 
     def release(self) -> None:
         """Closes the file ranges read (a read that is not the answer)."""
@@ -194,6 +226,38 @@ class DelayedFetch(Generic[R]):
             watch = self.purgatory.watch(read.watches)
 
 
+class RemoteFetch:
+    """A fetch with partitions to read from remote storage (Kafka's DelayedRemoteFetch):
+    answered once those reads are done, in worker threads, whatever min_bytes asks. A
+    read that fails answers its partition with the error (KAFKA_STORAGE_ERROR for a
+    store that fails or holds something damaged), never with other bytes."""
+
+    __slots__ = ("_read", "_reads")
+
+    def __init__(self, read: LogReads, reads: RemoteReads) -> None:
+        self._read = read
+        self._reads = reads
+
+    async def complete(self) -> LogReads:
+        from broker.protocol.errors import KafkaProtocolError
+
+        read = self._read
+        for r, tp, offset, max_bytes, limit, min_one, committed in read.remote:
+            try:
+                data, aborted = await self._reads.read(tp, offset, max_bytes, limit, min_one, committed)
+            except KafkaProtocolError as exc:
+                r.error = exc.code
+                r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
+                read.errors = True
+                continue
+            if data:
+                r.records = RemoteRecords(data)  # type: ignore[assignment]
+                r.aborted = aborted or None
+                read.bytes += len(data)
+        read.remote = []
+        return read
+
+
 class FetchResult:
     """What ReplicaManager.fetch_records returns. When `pending` is False, `read` is the
     answer now (await nothing); when True the fetch waits and `await wait()` returns the
@@ -204,7 +268,7 @@ class FetchResult:
     def __init__(
         self,
         read: LogReads | None,
-        delayed: DelayedFetch[LogReads] | None = None,
+        delayed: DelayedFetch[LogReads] | RemoteFetch | None = None,
         completed: Callable[[LogReads], None] | None = None,
     ) -> None:
         self.read = read

@@ -69,6 +69,9 @@ from broker.cluster.replica.delayed_fetch import (
     FetchResult,
     LogReads,
     PartitionRead,
+    PendingRemote,
+    RemoteFetch,
+    RemoteReads,
     satisfied,
 )
 from broker.cluster.replica.delayed_produce import AcksPending, AppendResult, DelayedProduce, PartitionResult
@@ -77,6 +80,7 @@ from broker.cluster.replica.partition import Partition
 from broker.cluster.replica.purgatory import HIGH_WATERMARK, LOG_END, Purgatory
 from broker.cluster.replica.throttle import ReplicationQuotas
 from broker.log import LogManager, OffsetOutOfRange, TopicPartition
+from broker.log.log import OffsetInRemoteStorage
 from broker.log.manager import LogDirError
 from broker.metrics.stats import TopicStats
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
@@ -144,6 +148,11 @@ class ReplicaManager:
             fetcher_config or FetcherConfig(broker_id), self.partitions.get, self.quotas.follower
         )
         self.controller: ControllerClient | None = None  # once the broker has one
+        #: tiered storage's reads (broker/server/tier.py), None without it: a consumer's
+        #: offset held in remote storage only is read there (followers: OFFSET_OUT_OF_RANGE)
+        self.remote_reads: RemoteReads | None = None
+        #: called with each partition whose log is deleted here (topic deletion)
+        self.deleted_listeners: list[Callable[[TopicPartition, uuid.UUID | None], None]] = []
         self._leadership_listeners: list[LeadershipListener] = []
         self._isr_batch: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_timer: asyncio.Task[None] | None = None
@@ -508,7 +517,14 @@ class ReplicaManager:
                 part = self.partitions.pop(tp, None)
                 if part is not None and part.is_leader:
                     stopped_leading.append(tp)
+                lg = self.logs.logs.get(tp)
+                topic_id = lg.topic_id if lg is not None else None
                 self.logs.delete(tp)
+                for fn in self.deleted_listeners:
+                    try:
+                        fn(tp, topic_id)
+                    except Exception:
+                        log.exception("deleted-partition listener %r failed", fn)
             self.purgatory.partition_changed(tp)
             errors[tp] = ErrorCode.NONE
         self._tell([], stopped_leading)
@@ -561,6 +577,8 @@ class ReplicaManager:
         client gone (it then waits no more)? The fetch's ACLs, its client's quota and the
         answer's encoding are the caller's (the fetch handler)."""
         read = self.read_from_log(params, partitions)
+        if read.remote and self.remote_reads is not None:
+            return FetchResult(None, RemoteFetch(read, self.remote_reads), self._fetch_completed)
         if params.max_wait_ms <= 0 or satisfied(read, params.min_bytes, params.deadline, gone):
             self._fetch_completed(read)
             return FetchResult(read)
@@ -612,6 +630,7 @@ class ReplicaManager:
         errors = False
         starved = False  # out of open segments: the remaining partitions get no records
         reads: list[PartitionRead] = []
+        remote: list[PendingRemote] = []
         watches: list[tuple[Hashable, int]] = []
         # the leader replication throttle (Kafka's shouldLeaderThrottle), looked at only for
         # a follower's fetch of a throttled partition it is out of sync for, at most once
@@ -674,6 +693,13 @@ class ReplicaManager:
                 else:
                     try:
                         sl = lg.read(fp.fetch_offset, max(max_bytes, 0), limit, min_one_batch=first)
+                    except OffsetInRemoteStorage:
+                        if follower or self.remote_reads is None:
+                            raise
+                        # read in worker threads before the answer (RemoteFetch)
+                        remote.append((r, part.tp, fp.fetch_offset, max(max_bytes, 0), limit, first, committed))
+                        first = False
+                        continue
                     except OSError as exc:
                         if exc.errno not in (errno.EMFILE, errno.ENFILE):
                             # a read error: the dir's failure (Kafka's LogDirFailureChannel
@@ -703,7 +729,9 @@ class ReplicaManager:
                     sl.close()  # read, but not answered: the follower's update failed
                 _read_error(r, ErrorCode.OFFSET_OUT_OF_RANGE if isinstance(exc, OffsetOutOfRange) else exc.code)
                 errors = True
-        return LogReads(reads, total, errors, watches, throttled_bytes)
+        out = LogReads(reads, total, errors, watches, throttled_bytes)
+        out.remote = remote
+        return out
 
     # ------------------------------------------------------------------ follower fetches (leader side)
 
