@@ -1273,9 +1273,11 @@ _NO_EFFECT: dict[str, str] = {
 #: Kafka broker key -> why it has no effect in kbroker.
 IGNORED_KAFKA_KEYS: dict[str, str] = {key: reason for reason, keys in _NO_EFFECT.items() for key in keys.split()}
 
-#: the authorizer's own settings: Kafka's authorizer reads them, its KafkaConfig does not
-#: describe them (DescribeConfigs leaves them out, as Kafka's)
-NOT_DESCRIBED = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+#: keys DescribeConfigs leaves out, as Kafka does: the authorizer's (Kafka's broker configuration
+#: does not define them) and those Kafka 4.4 defines as internal
+NOT_DESCRIBED = frozenset(
+    {"super.users", "allow.everyone.if.no.acl.found", "share.coordinator.state.topic.prune.interval.ms"}
+)
 
 LISTENER_PREFIX = "listener.name."
 #: Keys a listener may set for itself (listener.name.<name>.<key>, Kafka's prefix)

@@ -383,7 +383,14 @@ def _check_auto_offset_reset(text: str) -> bool:
     if text in ("earliest", "latest"):
         return True
     prefix, sep, duration = text.partition(":")
-    return bool(sep) and prefix == "by_duration" and _DURATION.fullmatch(duration) is not None and duration != "P"
+    # Java's Duration.parse: at least one amount, and one after a T
+    return (
+        bool(sep)
+        and prefix == "by_duration"
+        and _DURATION.fullmatch(duration) is not None
+        and duration.upper() != "P"
+        and not duration.upper().endswith("T")
+    )
 
 
 def parse_value(key: GroupKey, text: str) -> Any:

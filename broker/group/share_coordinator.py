@@ -60,8 +60,9 @@ class ShareGroupListener(Protocol):
 
 def share_group_settings(config: object, group_id: str) -> tuple[int, int]:
     """(session timeout ms, heartbeat interval ms) of a share group: the broker's
-    `group.share.*` defaults. The one place where per-group configs
-    (`share.session.timeout.ms`, `share.heartbeat.interval.ms`) will be read."""
+    `group.share.*` defaults (a broker without group configs; the broker passes its own,
+    which reads `share.session.timeout.ms` / `share.heartbeat.interval.ms` first:
+    broker/group/group_configs.py)."""
     return config["group.share.session.timeout.ms"], config["group.share.heartbeat.interval.ms"]  # type: ignore[index]
 
 

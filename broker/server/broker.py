@@ -76,7 +76,7 @@ from broker.group.consumer_coordinator import ConsumerGroupCoordinator
 from broker.group.coordinator import GroupCoordinator
 from broker.group.group_configs import GroupConfigs, share_group_values
 from broker.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
-from broker.group.share_coordinator import ShareGroupCoordinator, share_group_settings
+from broker.group.share_coordinator import ShareGroupCoordinator
 from broker.log import LogManager
 from broker.log.manager import new_cluster_id
 from broker.protocol._runtime import Message
@@ -200,7 +200,7 @@ class Broker:
         self.share_coordinator = ShareGroupCoordinator(
             self.group_manager,
             lambda: self.metadata.topics().keys(),
-            lambda gid: share_group_settings(config, gid),
+            self._share_group_settings,
             config["group.share.max.size"],
             config["group.share.enable"],
         )
@@ -704,6 +704,11 @@ class Broker:
         quota_paths = {p for p in paths if parse_entity_path(p) is not None}
         if quota_paths:
             asyncio.get_running_loop().create_task(self._reload_quotas(quota_paths))
+
+    def _share_group_settings(self, group_id: str) -> tuple[int, int]:
+        """A share group's (session timeout, heartbeat interval): its group configs, else the broker's."""
+        v = share_group_values(self.group_configs, group_id)
+        return v.session_timeout_ms, v.heartbeat_interval_ms
 
     async def _reload_group_config(self, group: str) -> None:
         try:
