@@ -203,7 +203,7 @@ testdeps: $(JVM_STAMP) $(GO_BIN) $(NODE_STAMP)
 $(JVM_STAMP): $(JVM_SOURCES) | sysdeps
 	@if command -v mvn >/dev/null 2>&1; then \
 	  echo "fetching the pinned JVM test dependencies (tests/jvm/pom.xml)"; \
-	  rm -rf $(JVM_DIR)/target/cds; \
+	  rm -rf $(JVM_DIR)/target/cds $(JVM_DIR)/target/*-libs; \
 	  (cd $(JVM_DIR) && mvn -q -B package) && touch $@ || \
 	    echo "warning: mvn package in $(JVM_DIR) failed: the Kafka/JVM tests will not run"; \
 	else \
