@@ -7,11 +7,9 @@ partitions: Kafka's simple assignor shares them). One stopped cleanly leaves at 
 (epoch -1); one killed -9 stays a member until its session timeout, then is removed and
 the survivor gets every partition.
 
-(Records are not read here: ShareFetch is another part of issue 36. franz-go's consumers
-heartbeat regardless, which is what membership needs. Kafka's KafkaShareConsumer 4.3.1
-does not while the broker does not serve ShareFetch: it joins, then its network thread
-spins on the fetch it cannot send and its heartbeats stop until its session ends, so it
-waits for ShareFetch.)"""
+Kafka's kafka-share-groups lists and describes the members, and moves, shows and
+deletes an empty group's start offsets. (Records read by share consumers:
+test_share_delivery_clients.py.)"""
 
 from __future__ import annotations
 
@@ -190,7 +188,7 @@ def test_kafkas_admin_client_lists_and_describes_a_share_group(broker, name, tmp
 
 
 def test_kafkas_share_groups_tool_lists_and_describes_membership(broker, name):
-    """Kafka's kafka-share-groups (4.3.1's tools jar): --list (with --state), --describe
+    """Kafka's kafka-share-groups (the tools jar of tests/jvm/pom.xml): --list (with --state), --describe
     --members and --state (with --verbose: epochs) read what the broker has."""
     from broker.client import BrokerConnection
     from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
@@ -248,3 +246,65 @@ def test_kafkas_share_groups_tool_lists_and_describes_membership(broker, name):
         beating.join(10)
         conn.close()
     assert not errors
+
+
+def test_kafkas_share_groups_tool_resets_describes_and_deletes_offsets(broker, name):
+    """Kafka's kafka-share-groups on a share group whose members have left: --reset-offsets
+    (plan, then --execute), --describe (the start offsets and lag: its default view),
+    --delete-offsets and --delete, each checked against what the broker then answers
+    (`broker share-groups describe`, ListGroups)."""
+    from broker.client import BrokerConnection
+    from broker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+    from tests.groups.helpers import find_coordinator
+    from tests.support.kafka_tools import kafka_tool
+
+    create_topic(broker.bootstrap, name, 2)
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        p.produce(name, f"v{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    group = f"share-offsets-{name}"
+    wait_until(lambda: find_coordinator(broker.bootstrap, group)[0] == 0, 30, "a coordinator")
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with BrokerConnection(host, int(port), client_id="worker") as conn:
+        r = conn.request(
+            ShareGroupHeartbeatRequest(group_id=group, member_id="w1", member_epoch=0, subscribed_topic_names=[name])
+        )
+        assert r.error_code == 0, r
+        r = conn.request(ShareGroupHeartbeatRequest(group_id=group, member_id="w1", member_epoch=-1))
+        assert r.error_code == 0, r
+
+    def tool(*args: str) -> list[list[str]]:
+        out = kafka_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, *args).stdout
+        return [line.split() for line in out.splitlines() if line.strip()]
+
+    def table(rows: list[list[str]], *cols: str) -> list[tuple[str, ...]]:
+        head = rows[0]
+        return sorted(tuple(r[head.index(c)] for c in cols) for r in rows[1:])
+
+    def ours() -> list[tuple[str, ...]]:
+        r = subprocess.run(
+            [sys.executable, "-m", "broker.cli.main", "share-groups", "describe", group, "-b", broker.bootstrap],
+            env=child_env(),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        return table([line.split("\t") for line in r.stdout.splitlines()], "PARTITION", "START-OFFSET", "LAG")
+
+    plan = tool("--reset-offsets", "--group", group, "--topic", name, "--to-offset", "3", "--dry-run")
+    assert table(plan, "TOPIC", "PARTITION", "NEW-OFFSET") == [(name, "0", "3"), (name, "1", "3")]
+    tool("--reset-offsets", "--group", group, "--topic", name, "--to-offset", "3", "--execute")
+    assert ours() == [("0", "3", "7"), ("1", "3", "7")]
+    rows = tool("--describe", "--group", group)
+    assert table(rows, "TOPIC", "PARTITION", "START-OFFSET", "LAG") == [(name, "0", "3", "7"), (name, "1", "3", "7")]
+    tool("--reset-offsets", "--group", group, "--topic", name, "--to-earliest", "--execute")
+    assert ours() == [("0", "0", "10"), ("1", "0", "10")]
+    tool("--delete-offsets", "--group", group, "--topic", name)
+    assert ours() == []
+    tool("--delete", "--group", group)
+    assert [group] not in tool("--list")
