@@ -430,7 +430,7 @@ def settle(bootstrap: str, group: str, protocol: str, members: list[Member], t0:
                                 # the assignment alone: the last callback, the broker agreeing
                                 "assigned": max(last_own, t_broker) - t0,
                                 "clients": t_clients - t0,
-                                "broker": t_broker - t0,
+                                "describe": t_broker - t0,
                                 "last_callback": last_own - t0,
                                 # the partition whose first new record came last: when its
                                 # owner was given it, when that record came
@@ -640,6 +640,7 @@ def parse_args(argv=None):
     ap.add_argument("--rate", type=int, default=1000, help="records/s the producer writes")
     ap.add_argument("--no-pin", dest="pinned", action="store_false", help="no taskset pinning")
     ap.add_argument("--json", help="every measurement to this file")
+    ap.add_argument("--report", metavar="JSON", help="print the tables of an earlier run's --json, run nothing")
     args = ap.parse_args(argv)
     args.heartbeats = [x for x in args.heartbeats.split(",") if x]
     args.protocols = [x for x in args.protocols.split(",") if x]
@@ -652,6 +653,24 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.report:
+        rows = json.loads(Path(args.report).read_text())
+        args.cycles = max(
+            sum(
+                1
+                for r in rows
+                if r["round"] == 0
+                and r["broker"] == b
+                and r["protocol"] == p
+                and r["heartbeats"] == h
+                and r["change"] == "join"
+            )
+            for b in args.brokers
+            for p in args.protocols
+            for h in args.heartbeats
+        )
+        print(report(rows, args))
+        return 0
     import confluent_kafka
 
     if confluent_kafka.libversion()[1] < 0x020C0000:
