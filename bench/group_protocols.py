@@ -57,6 +57,7 @@ import atexit
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -450,7 +451,13 @@ def settle(bootstrap: str, group: str, protocol: str, members: list[Member], t0:
         d.stop()
 
 
-def group_run(bootstrap: str, topic: str, protocol: str, hb_ms: int, cycles: int, tag: str) -> list[dict]:
+def group_run(
+    bootstrap: str, topic: str, protocol: str, hb_ms: int, cycles: int, tag: str, rng: random.Random
+) -> list[dict]:
+    """One group of MEMBERS, then `cycles` joins and leaves. Each change comes QUIET_S and
+    a random part of a heartbeat interval after the group settled: the classic members'
+    heartbeats are in step (each rebalance restarts them all at once), so a fixed pause
+    would meet them at the same phase every time."""
     group = f"g-{protocol}-{tag}-{time.time_ns()}"
     members: list[Member] = []
     everyone: list[Member] = []
@@ -466,7 +473,7 @@ def group_run(bootstrap: str, topic: str, protocol: str, hb_ms: int, cycles: int
         formed = settle(bootstrap, group, protocol, members, t0, t0)
         print(f"  {protocol}: group of {MEMBERS} formed in {formed['total']:.2f} s", file=sys.stderr, flush=True)
         for c in range(cycles):
-            time.sleep(QUIET_S)
+            time.sleep(QUIET_S + rng.uniform(0, hb_ms / 1000))
             # join: the 11th member's consumer exists before t0; t0 is its subscribe()
             joiner = Member(bootstrap, group, topic, protocol, hb_ms, f"j{c}", now=False)
             everyone.append(joiner)
@@ -480,7 +487,7 @@ def group_run(bootstrap: str, topic: str, protocol: str, hb_ms: int, cycles: int
             r = settle(bootstrap, group, protocol, members, t0, at)
             rows.append({"change": "join", **r})
             print(f"  {protocol} join: {r}", file=sys.stderr, flush=True)
-            time.sleep(QUIET_S)
+            time.sleep(QUIET_S + rng.uniform(0, hb_ms / 1000))
             # leave: the oldest member's close(); t0 is that call
             leaver = members.pop(0)
             at = time.time() + LEAD_S
@@ -558,7 +565,7 @@ def broker_turn(kind: str, args, root: Path, setting: str, round_no: int) -> lis
         for protocol in args.protocols:
             classic_hb = args.short_ms if hb is not None else CLASSIC_DEFAULT_HB_MS
             member_hb = classic_hb if protocol != "consumer" else (hb or KIP848_DEFAULT_HB_MS)
-            for r in group_run(b.bootstrap, topic, protocol, classic_hb, args.cycles, f"{kind}{round_no}"):
+            for r in group_run(b.bootstrap, topic, protocol, member_hb, args.cycles, f"{kind}{round_no}", args.rng):
                 rows.append(
                     {
                         "broker": kind,
@@ -639,6 +646,7 @@ def parse_args(argv=None):
     ap.add_argument("--brokers", default="kafka,kbroker")
     ap.add_argument("--rate", type=int, default=1000, help="records/s the producer writes")
     ap.add_argument("--no-pin", dest="pinned", action="store_false", help="no taskset pinning")
+    ap.add_argument("--seed", type=int, help="of the random pauses before each change")
     ap.add_argument("--json", help="every measurement to this file")
     ap.add_argument("--report", metavar="JSON", help="print the tables of an earlier run's --json, run nothing")
     args = ap.parse_args(argv)
@@ -677,6 +685,9 @@ def main(argv=None) -> int:
         sys.exit(f"KIP-848 members need librdkafka >= 2.12, not {confluent_kafka.libversion()[0]}")
     if args.pinned and not {BROKER_CORE, CLIENT_CORE} <= os.sched_getaffinity(0):
         sys.exit(f"pinning needs cores {BROKER_CORE} and {CLIENT_CORE}")
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    args.rng = random.Random(seed)
+    print(f"seed {seed} (--seed to repeat the pauses before each change)", flush=True)
     atexit.register(_cleanup)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     print(
