@@ -4,7 +4,9 @@ Apache Kafka, in one run, alternating:
 
     .venv/bin/python bench/group_protocols.py [--rounds 2] [--cycles 2]
         [--heartbeats default,short] [--short-ms 500]
-        [--protocols consumer,cooperative,eager] [--rate 1000] [--json out.json]
+        [--protocols consumer,cooperative,eager] [--brokers kafka,kbroker] [--rate 1000]
+        [--seed N] [--no-pin] [--json out.json]
+    .venv/bin/python bench/group_protocols.py --report out.json   # the tables again
 
 Members are confluent-kafka consumers (librdkafka >= 2.12), each its own process; the
 classic protocol is librdkafka's with `partition.assignment.strategy` `range` ("eager")
@@ -13,7 +15,10 @@ server-side assignor (`uniform` on both brokers). A producer process writes --ra
 records/s round-robin over a 12-partition topic the whole time.
 
 Per broker start (Kafka, then kbroker, then Kafka ... --rounds of each, never together),
-for each protocol, a fresh group of 10 members is formed, then --cycles times:
+for each protocol, a fresh group of 10 members is formed, then --cycles times, each change
+2 s and a random part (seeded) of one heartbeat interval after the group settled (members'
+heartbeats run in step after a rebalance: a fixed pause would meet them at the same phase
+every time):
 
 - join: an 11th member (its process started and its consumer created beforehand)
   subscribes; t0 is its subscribe() call;
@@ -26,14 +31,17 @@ still hold a second later (no callback fires in between):
    exactly one of the group's members, every member owns one and the counts differ by at
    most one (what both assignors give on one topic);
 2. every partition's owner has consumed, since it was given that partition, a record
-   the producer stamped (CreateTime) at or after t0;
+   the broker appended at or after t0 (the topic has message.timestamp.type
+   LogAppendTime, so the producer's own queueing does not count; strictly: at or after
+   the moment t0 was announced to the members, a few ms before it);
 3. the broker's describe (DescribeGroups for classic groups, ConsumerGroupDescribe for
    KIP-848 ones; polled every 20 ms from t0) shows the group Stable with those members
    and exactly that assignment.
 
 The time is that moment less t0: the latest of (1)'s last callback, (2)'s first such
-record per partition and (3)'s first agreeing answer. Every member's clock is this
-machine's.
+record per partition and (3)'s first agreeing answer ("total"); "assigned" leaves (2)
+out. Every member's clock is this machine's. --json keeps each change's parts: the
+last callback, the describe, the partition whose first new record came last.
 
 Heartbeats: "default" is each side's default: KIP-848 members heartbeat at the broker's
 group.consumer.heartbeat.interval.ms (5 s on both, session 45 s), classic members at
@@ -662,11 +670,11 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.report:
-        rows = json.loads(Path(args.report).read_text())
+        saved = json.loads(Path(args.report).read_text())
         args.cycles = max(
             sum(
                 1
-                for r in rows
+                for r in saved
                 if r["round"] == 0
                 and r["broker"] == b
                 and r["protocol"] == p
@@ -677,7 +685,7 @@ def main(argv=None) -> int:
             for p in args.protocols
             for h in args.heartbeats
         )
-        print(report(rows, args))
+        print(report(saved, args))
         return 0
     import confluent_kafka
 
