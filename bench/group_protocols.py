@@ -46,7 +46,7 @@ last callback, the describe, the partition whose first new record came last.
 Heartbeats: "default" is each side's default: KIP-848 members heartbeat at the broker's
 group.consumer.heartbeat.interval.ms (5 s on both, session 45 s), classic members at
 librdkafka's heartbeat.interval.ms 3 s (session 45 s); "short" sets --short-ms on both
-brokers (Kafka also needs group.consumer.min.heartbeat.interval.ms down to it) and as the
+brokers (both need group.consumer.min.heartbeat.interval.ms down to it) and as the
 classic members' heartbeat.interval.ms. group.initial.rebalance.delay.ms is 0 on both
 (it only delays a classic group's first rebalance, which is not measured).
 
@@ -533,9 +533,9 @@ def make_broker(kind: str, root: Path, hb_ms: int | None):
     cfg = dict(COMMON)
     if hb_ms is not None:
         cfg["group.consumer.heartbeat.interval.ms"] = hb_ms
+        # both brokers refuse a default below its bound (Kafka's 5 s minimum)
+        cfg["group.consumer.min.heartbeat.interval.ms"] = min(hb_ms, KIP848_DEFAULT_HB_MS)
     if kind == "kafka":
-        if hb_ms is not None:
-            cfg["group.consumer.min.heartbeat.interval.ms"] = min(hb_ms, KIP848_DEFAULT_HB_MS)
         return KafkaBroker(root / "kafka", config=cfg, jvm_flags=KAFKA_JVM_FLAGS)
     return BrokerProcess(root / "kbroker" / "data", config=cfg, log_level="warning", event_loop="auto")
 
