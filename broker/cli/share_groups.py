@@ -104,7 +104,7 @@ def share_groups_describe(args) -> int:
 def add_parsers(sub) -> None:
     from broker.cli.clients import _bootstrap, _named
 
-    g = sub.add_parser("share-groups", help="list and describe share groups (KIP-932)")
+    g = sub.add_parser("share-groups", help="list, describe, reset offsets of and delete share groups (KIP-932)")
     gs = g.add_subparsers(dest="share_groups_command", metavar="ACTION")
     gs.required = True
     p = gs.add_parser("list", help="share groups with their state")
