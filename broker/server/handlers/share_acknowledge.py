@@ -25,7 +25,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
-from broker.server.handlers.share_fetch import Partition, apply_acks, check_acks, leader_of, refused
+from broker.server.handlers.share_fetch import Partition, apply_acks, check_acks, leader_of
 from broker.share.session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
@@ -45,9 +45,12 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
     version = ctx.api_version
     group = request.group_id
     member = request.member_id or ""
-    why = refused(ctx, group, member, RIGHTS)
-    if why:
-        return _top_error(*why)
+    if not services.config["group.share.enable"]:
+        return _top_error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker.")
+    if not group or not ctx.has_right(RIGHTS.group, group):
+        return _top_error(RIGHTS.group.error_code if group else ErrorCode.INVALID_GROUP_ID)
+    if not member:
+        return _top_error(ErrorCode.INVALID_REQUEST, "no member id")
     renew = version >= 2 and request.is_renew_ack
     epoch = request.share_session_epoch
     if epoch == INITIAL_EPOCH:

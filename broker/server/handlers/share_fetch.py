@@ -42,7 +42,7 @@ from broker.cluster.replica.delayed_fetch import DelayedFetch, satisfied
 from broker.protocol.api import ApiKey
 from broker.protocol.errors import ErrorCode, KafkaProtocolError
 from broker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
-from broker.security.api_rights import API_RIGHTS, Rights
+from broker.security.api_rights import API_RIGHTS
 from broker.server.context import RequestContext
 from broker.share.partition import RENEW
 from broker.share.session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
@@ -60,19 +60,6 @@ _MAX = 0x7FFFFFFF
 
 def _top_error(code: int, message: str | None = None) -> ShareFetchResponse:
     return R(throttle_time_ms=0, error_code=code, error_message=message, acquisition_lock_timeout_ms=0, responses=[])
-
-
-def refused(ctx: RequestContext, group: str, member: str, rights: Rights = RIGHTS) -> tuple[int, str | None] | None:
-    """Why a ShareFetch or ShareAcknowledge is refused as a whole before its session is
-    looked at (error code, message), or None: share groups disabled, no READ on the group
-    (or no group id; `rights`: the API's), no member id."""
-    if not ctx.services.config["group.share.enable"]:
-        return ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker."
-    if not group or not ctx.has_right(rights.group, group):
-        return (rights.group.error_code if group else ErrorCode.INVALID_GROUP_ID), None
-    if not member:
-        return ErrorCode.INVALID_REQUEST, "no member id"
-    return None
 
 
 class Partition:
@@ -152,9 +139,12 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     version = ctx.api_version
     group = request.group_id
     member = request.member_id or ""
-    why = refused(ctx, group, member)
-    if why:
-        return _top_error(*why)
+    if not services.config["group.share.enable"]:
+        return _top_error(ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled on this broker.")
+    if not group or not ctx.has_right(RIGHTS.group, group):
+        return _top_error(RIGHTS.group.error_code if group else ErrorCode.INVALID_GROUP_ID)
+    if not member:
+        return _top_error(ErrorCode.INVALID_REQUEST, "no member id")
     renew = version >= 2 and request.is_renew_ack
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
